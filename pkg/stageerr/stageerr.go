@@ -1,0 +1,94 @@
+package stageerr
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// Error is a failure of a stage contract.
+type Error struct {
+	// Code is the stage contract's failure code.
+	Code typev1.StageErrorCode
+	// Class classifies generation failures.
+	Class typev1.ErrorClass
+	// RetryAfter is how long to wait before retrying, when known.
+	RetryAfter time.Duration
+	// Stage is the stage that failed.
+	Stage string
+	// Msg says what went wrong.
+	Msg string
+	// Cause is the underlying error, if any.
+	Cause error
+}
+
+// Error returns the message, prefixed by the code's name when there is no message.
+func (e *Error) Error() string {
+	if e.Msg == "" {
+		return CodeName(e.Code)
+	}
+	return e.Msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is reports whether target is an *Error with the same code (and the same class when the
+// target names one), so errors.Is(err, ErrToolNotFound) works on any error of that code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code && (t.Class == typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED || t.Class == e.Class)
+}
+
+// Retryable reports whether the same request may succeed when retried.
+func (e *Error) Retryable() bool {
+	if e.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED {
+		return classRetryable[e.Class]
+	}
+	return mapping[e.Code].retryable
+}
+
+// Errorf returns an *Error with the given code and a formatted message. A %w verb wraps its
+// operand as the cause.
+func Errorf(code typev1.StageErrorCode, format string, args ...any) *Error {
+	err := fmt.Errorf(format, args...)
+	return &Error{Code: code, Msg: err.Error(), Cause: errors.Unwrap(err)}
+}
+
+// Invalid returns an INVALID_INPUT error saying what is wrong with a request.
+func Invalid(format string, args ...any) *Error {
+	return Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, format, args...)
+}
+
+// Generation returns a GENERATION_FAILED error of the given class.
+func Generation(class typev1.ErrorClass, retryAfter time.Duration, format string, args ...any) *Error {
+	e := Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED, format, args...)
+	e.Class = class
+	e.RetryAfter = retryAfter
+	return e
+}
+
+// CodeName returns the contract name of a code, e.g. "TOOL_NOT_FOUND".
+func CodeName(code typev1.StageErrorCode) string {
+	return strings.TrimPrefix(code.String(), "STAGE_ERROR_CODE_")
+}
+
+// ClassName returns the contract name of an error class, e.g. "RATE_LIMITED".
+func ClassName(class typev1.ErrorClass) string {
+	return strings.TrimPrefix(class.String(), "ERROR_CLASS_")
+}
+
+// As returns the *Error in err's chain, or nil.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}

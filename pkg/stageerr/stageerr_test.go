@@ -1,0 +1,136 @@
+package stageerr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestMapping pins the gRPC code and retryability of every stage failure code.
+func TestMapping(t *testing.T) {
+	type want struct {
+		code      codes.Code
+		retryable bool
+	}
+	table := map[typev1.StageErrorCode]want{
+		typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED:           {codes.Internal, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT:         {codes.InvalidArgument, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR:        {codes.InvalidArgument, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE:         {codes.PermissionDenied, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN:        {codes.FailedPrecondition, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX:      {codes.ResourceExhausted, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW:      {codes.ResourceExhausted, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE:    {codes.Unavailable, true},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED:     {codes.Unavailable, true},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_TOOL_CALL:     {codes.InvalidArgument, true},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED:   {codes.ResourceExhausted, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND:        {codes.NotFound, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS:     {codes.InvalidArgument, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT:     {codes.DeadlineExceeded, true},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR:       {codes.FailedPrecondition, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED:     {codes.PermissionDenied, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:           {codes.InvalidArgument, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE: {codes.ResourceExhausted, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL:           {codes.ResourceExhausted, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR:         {codes.Unavailable, true},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_APPROVAL_TIMEOUT:      {codes.DeadlineExceeded, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_USER_REJECTED:         {codes.PermissionDenied, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:             {codes.NotFound, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION:   {codes.FailedPrecondition, false},
+	}
+	if len(table) != len(typev1.StageErrorCode_name) {
+		t.Fatalf("table covers %d codes, the proto has %d: pin every code", len(table), len(typev1.StageErrorCode_name))
+	}
+	for code, w := range table {
+		t.Run(stageerr.CodeName(code), func(t *testing.T) {
+			err := stageerr.ToStatus(stageerr.Errorf(code, "something about %s", "x"))
+			st, _ := status.FromError(err)
+			if st.Code() != w.code {
+				t.Errorf("grpc code = %v, want %v", st.Code(), w.code)
+			}
+			if st.Message() != "something about x" {
+				t.Errorf("message = %q", st.Message())
+			}
+			back := stageerr.FromError(err)
+			if back.Code != code || back.Retryable() != w.retryable {
+				t.Errorf("round trip = %v retryable %v, want %v retryable %v", back.Code, back.Retryable(), code, w.retryable)
+			}
+		})
+	}
+}
+
+// TestGenerationClasses pins the gRPC code and retryability of every generation error class.
+func TestGenerationClasses(t *testing.T) {
+	table := []struct {
+		class     typev1.ErrorClass
+		code      codes.Code
+		retryable bool
+	}{
+		{typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, codes.Unavailable, true},
+		{typev1.ErrorClass_ERROR_CLASS_AUTH, codes.PermissionDenied, false},
+		{typev1.ErrorClass_ERROR_CLASS_QUOTA, codes.ResourceExhausted, false},
+		{typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, codes.ResourceExhausted, true},
+		{typev1.ErrorClass_ERROR_CLASS_TIMEOUT, codes.DeadlineExceeded, true},
+		{typev1.ErrorClass_ERROR_CLASS_NETWORK, codes.Unavailable, true},
+		{typev1.ErrorClass_ERROR_CLASS_SERVER, codes.Unavailable, true},
+		{typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, codes.Unavailable, true},
+	}
+	if len(table) != len(typev1.ErrorClass_name) {
+		t.Fatalf("table covers %d classes, the proto has %d", len(table), len(typev1.ErrorClass_name))
+	}
+	for _, tc := range table {
+		t.Run(stageerr.ClassName(tc.class), func(t *testing.T) {
+			err := stageerr.ToStatus(stageerr.Generation(tc.class, 1500*time.Millisecond, "provider said no"))
+			if got := status.Code(err); got != tc.code {
+				t.Errorf("grpc code = %v, want %v", got, tc.code)
+			}
+			back := stageerr.FromError(err)
+			if back.Class != tc.class || back.Retryable() != tc.retryable || back.RetryAfter != 1500*time.Millisecond {
+				t.Errorf("round trip = class %v retryable %v after %v", back.Class, back.Retryable(), back.RetryAfter)
+			}
+			if !errors.Is(back, stageerr.ErrGenerationFailed) {
+				t.Error("errors.Is(GENERATION_FAILED) = false")
+			}
+		})
+	}
+}
+
+func TestWrappingAndPlainErrors(t *testing.T) {
+	wrapped := fmt.Errorf("executing: %w", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND, "no tool %q", "nope"))
+	if !errors.Is(wrapped, stageerr.ErrToolNotFound) {
+		t.Fatal("wrapped error does not match its sentinel")
+	}
+	if errors.Is(wrapped, stageerr.ErrInvalidArguments) {
+		t.Fatal("wrapped error matches another code's sentinel")
+	}
+	if got := status.Code(stageerr.ToStatus(wrapped)); got != codes.NotFound {
+		t.Errorf("wrapped: code %v", got)
+	}
+	if got := status.Code(stageerr.ToStatus(errors.New("boom"))); got != codes.Internal {
+		t.Errorf("plain: code %v", got)
+	}
+	if got := status.Code(stageerr.ToStatus(context.Canceled)); got != codes.Canceled {
+		t.Errorf("canceled: code %v", got)
+	}
+	if got := status.Code(stageerr.ToStatus(fmt.Errorf("x: %w", context.DeadlineExceeded))); got != codes.DeadlineExceeded {
+		t.Errorf("deadline: code %v", got)
+	}
+	passthrough := status.Error(codes.Aborted, "already a status")
+	if got := stageerr.ToStatus(passthrough); got != passthrough {
+		t.Errorf("status not passed through: %v", got)
+	}
+	if stageerr.ToStatus(nil) != nil || stageerr.FromError(nil) != nil {
+		t.Error("nil must stay nil")
+	}
+	plain := stageerr.FromError(status.Error(codes.Unavailable, "connection refused"))
+	if plain.Class != typev1.ErrorClass_ERROR_CLASS_NETWORK {
+		t.Errorf("a bare UNAVAILABLE should read as a network failure, got %v", plain.Class)
+	}
+}

@@ -1,0 +1,170 @@
+package stageerr
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type rule struct {
+	code      codes.Code
+	retryable bool
+}
+
+// mapping is the table from stage failure codes to canonical gRPC codes.
+var mapping = map[typev1.StageErrorCode]rule{
+	typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED:           {codes.Internal, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT:         {codes.InvalidArgument, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR:        {codes.InvalidArgument, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE:         {codes.PermissionDenied, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN:        {codes.FailedPrecondition, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX:      {codes.ResourceExhausted, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW:      {codes.ResourceExhausted, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE:    {codes.Unavailable, true},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED:     {codes.Unavailable, true},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_TOOL_CALL:     {codes.InvalidArgument, true},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED:   {codes.ResourceExhausted, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND:        {codes.NotFound, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS:     {codes.InvalidArgument, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT:     {codes.DeadlineExceeded, true},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR:       {codes.FailedPrecondition, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED:     {codes.PermissionDenied, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:           {codes.InvalidArgument, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE: {codes.ResourceExhausted, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL:           {codes.ResourceExhausted, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR:         {codes.Unavailable, true},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_APPROVAL_TIMEOUT:      {codes.DeadlineExceeded, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_USER_REJECTED:         {codes.PermissionDenied, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:             {codes.NotFound, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION:   {codes.FailedPrecondition, false},
+}
+
+// classCodes refines GENERATION_FAILED by error class.
+var classCodes = map[typev1.ErrorClass]codes.Code{
+	typev1.ErrorClass_ERROR_CLASS_AUTH:         codes.PermissionDenied,
+	typev1.ErrorClass_ERROR_CLASS_QUOTA:        codes.ResourceExhausted,
+	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: codes.ResourceExhausted,
+	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:      codes.DeadlineExceeded,
+	typev1.ErrorClass_ERROR_CLASS_NETWORK:      codes.Unavailable,
+	typev1.ErrorClass_ERROR_CLASS_SERVER:       codes.Unavailable,
+	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE: codes.Unavailable,
+}
+
+// classRetryable says which generation failures may succeed when retried (ai-agent §3: auth
+// and quota are fatal).
+var classRetryable = map[typev1.ErrorClass]bool{
+	typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:  true,
+	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: true,
+	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:      true,
+	typev1.ErrorClass_ERROR_CLASS_NETWORK:      true,
+	typev1.ErrorClass_ERROR_CLASS_SERVER:       true,
+	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE: true,
+}
+
+// GRPCCode returns the canonical gRPC code of a stage failure.
+func GRPCCode(code typev1.StageErrorCode, class typev1.ErrorClass) codes.Code {
+	if code == typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED {
+		if c, ok := classCodes[class]; ok {
+			return c
+		}
+	}
+	if r, ok := mapping[code]; ok {
+		return r.code
+	}
+	return codes.Internal
+}
+
+// ToStatus converts any error into a gRPC status error carrying a StageError detail. Errors
+// that already are statuses pass through; context cancellation and deadlines map to CANCELED
+// and DEADLINE_EXCEEDED; anything else unclassified is INTERNAL.
+func ToStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if e := As(err); e != nil {
+		st := status.New(GRPCCode(e.Code, e.Class), e.Error())
+		withDetail, derr := st.WithDetails(Detail(e))
+		if derr != nil {
+			return st.Err()
+		}
+		return withDetail.Err()
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// Detail returns the StageError detail of e.
+func Detail(e *Error) *typev1.StageError {
+	return &typev1.StageError{
+		Code:         e.Code,
+		Retryable:    e.Retryable(),
+		RetryAfterMs: e.RetryAfter.Milliseconds(),
+		ErrorClass:   e.Class,
+		Stage:        e.Stage,
+		Message:      e.Error(),
+	}
+}
+
+// FromError recovers a stage error from an error returned by a gRPC call. A status without a
+// StageError detail becomes an *Error whose code is derived from the gRPC code; nil stays nil.
+func FromError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	if e := As(err); e != nil {
+		return e
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &Error{Msg: err.Error(), Cause: err}
+	}
+	for _, d := range st.Details() {
+		if se, ok := d.(*typev1.StageError); ok {
+			return &Error{
+				Code:       se.GetCode(),
+				Class:      se.GetErrorClass(),
+				RetryAfter: time.Duration(se.GetRetryAfterMs()) * time.Millisecond,
+				Stage:      se.GetStage(),
+				Msg:        st.Message(),
+				Cause:      err,
+			}
+		}
+	}
+	return &Error{Code: codeFromGRPC(st.Code()), Class: classFromGRPC(st.Code()), Msg: st.Message(), Cause: err}
+}
+
+func codeFromGRPC(c codes.Code) typev1.StageErrorCode {
+	switch c {
+	case codes.InvalidArgument:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT
+	case codes.NotFound:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND
+	case codes.FailedPrecondition:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED
+	}
+	return typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED
+}
+
+func classFromGRPC(c codes.Code) typev1.ErrorClass {
+	switch c {
+	case codes.Unavailable:
+		return typev1.ErrorClass_ERROR_CLASS_NETWORK
+	case codes.DeadlineExceeded:
+		return typev1.ErrorClass_ERROR_CLASS_TIMEOUT
+	}
+	return typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED
+}
