@@ -148,7 +148,12 @@ type ExecuteResponse struct {
 	// The backend that executed the tool.
 	Server string `protobuf:"bytes,6,opt,name=server,proto3" json:"server,omitempty"`
 	// Attempts made (transient failures are retried).
-	Attempts      int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// EXECUTION_TIMEOUT or EXECUTION_ERROR when status is timeout or error. A tool that ran and
+	// failed is a result the model must see, so it is returned here rather than as a gRPC error;
+	// requests refused before execution (TOOL_NOT_FOUND, INVALID_ARGUMENTS, PERMISSION_DENIED)
+	// are gRPC errors.
+	ErrorCode     v1.StageErrorCode `protobuf:"varint,8,opt,name=error_code,json=errorCode,proto3,enum=agentmesh.type.v1.StageErrorCode" json:"error_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +235,13 @@ func (x *ExecuteResponse) GetAttempts() int32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *ExecuteResponse) GetErrorCode() v1.StageErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.StageErrorCode(0)
 }
 
 // ListToolsRequest asks for the tools.
@@ -319,7 +331,7 @@ var File_agentmesh_action_v1_action_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/action/v1/action_service.proto\x12\x13agentmesh.action.v1\x1a agentmesh/action/v1/action.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xbf\x02\n" +
+	"(agentmesh/action/v1/action_service.proto\x12\x13agentmesh.action.v1\x1a agentmesh/action/v1/action.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xbf\x02\n" +
 	"\x0eExecuteRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -329,7 +341,7 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x129\n" +
 	"\bapproval\x18\a \x01(\v2\x1d.agentmesh.action.v1.ApprovalR\bapproval\x12\x17\n" +
-	"\auser_id\x18\b \x01(\tR\x06userId\"\xee\x01\n" +
+	"\auser_id\x18\b \x01(\tR\x06userId\"\xb0\x02\n" +
 	"\x0fExecuteResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12*\n" +
 	"\x11execution_time_ms\x18\x02 \x01(\x03R\x0fexecutionTimeMs\x125\n" +
@@ -337,7 +349,9 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
 	"\x06cached\x18\x05 \x01(\bR\x06cached\x12\x16\n" +
 	"\x06server\x18\x06 \x01(\tR\x06server\x12\x1a\n" +
-	"\battempts\x18\a \x01(\x05R\battempts\"\x12\n" +
+	"\battempts\x18\a \x01(\x05R\battempts\x12@\n" +
+	"\n" +
+	"error_code\x18\b \x01(\x0e2!.agentmesh.type.v1.StageErrorCodeR\terrorCode\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
 	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools2\xc1\x01\n" +
@@ -368,23 +382,25 @@ var file_agentmesh_action_v1_action_service_proto_goTypes = []any{
 	(ExecutionMode)(0),        // 5: agentmesh.action.v1.ExecutionMode
 	(*Approval)(nil),          // 6: agentmesh.action.v1.Approval
 	(v1.ToolStatus)(0),        // 7: agentmesh.type.v1.ToolStatus
-	(*v1.Tool)(nil),           // 8: agentmesh.type.v1.Tool
+	(v1.StageErrorCode)(0),    // 8: agentmesh.type.v1.StageErrorCode
+	(*v1.Tool)(nil),           // 9: agentmesh.type.v1.Tool
 }
 var file_agentmesh_action_v1_action_service_proto_depIdxs = []int32{
 	4, // 0: agentmesh.action.v1.ExecuteRequest.arguments:type_name -> google.protobuf.Struct
 	5, // 1: agentmesh.action.v1.ExecuteRequest.mode:type_name -> agentmesh.action.v1.ExecutionMode
 	6, // 2: agentmesh.action.v1.ExecuteRequest.approval:type_name -> agentmesh.action.v1.Approval
 	7, // 3: agentmesh.action.v1.ExecuteResponse.status:type_name -> agentmesh.type.v1.ToolStatus
-	8, // 4: agentmesh.action.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
-	0, // 5: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
-	2, // 6: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
-	1, // 7: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
-	3, // 8: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8, // 4: agentmesh.action.v1.ExecuteResponse.error_code:type_name -> agentmesh.type.v1.StageErrorCode
+	9, // 5: agentmesh.action.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
+	0, // 6: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
+	2, // 7: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
+	1, // 8: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
+	3, // 9: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_action_v1_action_service_proto_init() }
