@@ -1,0 +1,137 @@
+// Package transcript keeps a run's hash-chained transcript (DESIGN §6, Monolith §Phase 4).
+//
+// Each entry's hash is SHA-256 over prev_hash, contract_hash, the state name, action_hash,
+// result_hash, adapter_version and model_profile_id, each followed by a NUL byte so that no two
+// different field lists hash alike. Verify recomputes the chain and reports the first entry that
+// was altered, removed or reordered.
+package transcript
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Chain appends entries to one run's transcript. It is safe for concurrent use.
+type Chain struct {
+	mu             sync.Mutex
+	entries        []*typev1.TranscriptEntry
+	adapterVersion string
+	modelProfileID string
+	now            func() time.Time
+}
+
+// NewChain returns an empty chain whose entries carry the given adapter version and model
+// profile.
+func NewChain(adapterVersion, modelProfileID string) *Chain {
+	return &Chain{adapterVersion: adapterVersion, modelProfileID: modelProfileID, now: time.Now}
+}
+
+// Resume returns a chain that continues after entries (e.g. a run restored from a checkpoint).
+func Resume(entries []*typev1.TranscriptEntry, adapterVersion, modelProfileID string) *Chain {
+	c := NewChain(adapterVersion, modelProfileID)
+	for _, e := range entries {
+		c.entries = append(c.entries, proto.CloneOf(e))
+	}
+	return c
+}
+
+// Append adds the entry for entering state. action and result are hashed by their
+// deterministic protobuf encoding; either may be nil.
+func (c *Chain) Append(state typev1.RunState, stepID, contractHash string, action, result proto.Message, detail string) *typev1.TranscriptEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := ""
+	if n := len(c.entries); n > 0 {
+		prev = c.entries[n-1].GetHash()
+	}
+	e := &typev1.TranscriptEntry{
+		Seq:            int64(len(c.entries) + 1),
+		StepId:         stepID,
+		State:          state,
+		ContractHash:   contractHash,
+		ActionHash:     MessageHash(action),
+		ResultHash:     MessageHash(result),
+		PrevHash:       prev,
+		AdapterVersion: c.adapterVersion,
+		ModelProfileId: c.modelProfileID,
+		Detail:         detail,
+		Time:           timestamppb.New(c.now()),
+	}
+	e.Hash = EntryHash(e)
+	c.entries = append(c.entries, e)
+	return e
+}
+
+// Entries returns a copy of the chain's entries.
+func (c *Chain) Entries() []*typev1.TranscriptEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*typev1.TranscriptEntry, len(c.entries))
+	for i, e := range c.entries {
+		out[i] = proto.CloneOf(e)
+	}
+	return out
+}
+
+// Len returns the number of entries.
+func (c *Chain) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// EntryHash computes an entry's hash from its fields (its own hash field is ignored).
+func EntryHash(e *typev1.TranscriptEntry) string {
+	h := sha256.New()
+	for _, part := range []string{
+		e.GetPrevHash(), e.GetContractHash(), e.GetState().String(), e.GetActionHash(),
+		e.GetResultHash(), e.GetAdapterVersion(), e.GetModelProfileId(),
+	} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil).
+func MessageHash(m proto.Message) string {
+	if m == nil {
+		return ""
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		// Marshalling a valid in-memory message cannot fail; hash the error text so the entry
+		// still differs from any real payload.
+		b = []byte("unmarshalable: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Verify checks a whole transcript: seqs run 1, 2, 3 … without gaps, each prev_hash is the
+// previous entry's hash, and each hash matches the entry's fields. It returns an error naming
+// the first entry that breaks the chain.
+func Verify(entries []*typev1.TranscriptEntry) error {
+	prev := ""
+	for i, e := range entries {
+		want := int64(i + 1)
+		if e.GetSeq() != want {
+			return fmt.Errorf("entry %d: seq is %d, want %d (an entry was removed or reordered)", i+1, e.GetSeq(), want)
+		}
+		if e.GetPrevHash() != prev {
+			return fmt.Errorf("entry %d: prev_hash does not match the hash of entry %d (an entry was removed or reordered)", want, want-1)
+		}
+		if got := EntryHash(e); got != e.GetHash() {
+			return fmt.Errorf("entry %d (%s): hash does not match its contents (the entry was altered)", want, e.GetState())
+		}
+		prev = e.GetHash()
+	}
+	return nil
+}
