@@ -173,7 +173,10 @@ type RecoveryState struct {
 	// Alternative tools configured for the failed tool.
 	AlternativeTools []string `protobuf:"bytes,6,rep,name=alternative_tools,json=alternativeTools,proto3" json:"alternative_tools,omitempty"`
 	// The failed call's arguments.
-	Arguments     *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The action's retry budget (e.g. the contract's max_retries for LLM attempts); 0 means the
+	// service's default of 3.
+	MaxRetries    int32 `protobuf:"varint,8,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +258,13 @@ func (x *RecoveryState) GetArguments() *structpb.Struct {
 		return x.Arguments
 	}
 	return nil
+}
+
+func (x *RecoveryState) GetMaxRetries() int32 {
+	if x != nil {
+		return x.MaxRetries
+	}
+	return 0
 }
 
 // DecideResponse is the decision.
@@ -422,7 +432,7 @@ const file_agentmesh_recovery_v1_recovery_service_proto_rawDesc = "" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x1f\n" +
 	"\vretry_count\x18\x03 \x01(\x05R\n" +
 	"retryCount\x12:\n" +
-	"\x05state\x18\x04 \x01(\v2$.agentmesh.recovery.v1.RecoveryStateR\x05state\"\xae\x02\n" +
+	"\x05state\x18\x04 \x01(\v2$.agentmesh.recovery.v1.RecoveryStateR\x05state\"\xcf\x02\n" +
 	"\rRecoveryState\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1d\n" +
@@ -431,7 +441,9 @@ const file_agentmesh_recovery_v1_recovery_service_proto_rawDesc = "" +
 	"\x06target\x18\x04 \x01(\v2\x19.agentmesh.type.v1.TargetR\x06target\x123\n" +
 	"\atargets\x18\x05 \x03(\v2\x19.agentmesh.type.v1.TargetR\atargets\x12+\n" +
 	"\x11alternative_tools\x18\x06 \x03(\tR\x10alternativeTools\x125\n" +
-	"\targuments\x18\a \x01(\v2\x17.google.protobuf.StructR\targuments\"\xf7\x01\n" +
+	"\targuments\x18\a \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x1f\n" +
+	"\vmax_retries\x18\b \x01(\x05R\n" +
+	"maxRetries\"\xf7\x01\n" +
 	"\x0eDecideResponse\x12;\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x1f.agentmesh.recovery.v1.StrategyR\bstrategy\x12\x1d\n" +
 	"\n" +
