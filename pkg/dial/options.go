@@ -1,0 +1,37 @@
+package dial
+
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+)
+
+// Option configures New.
+type Option func(*config)
+
+// WithTracerProvider makes the connection's client spans with tp instead of the global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tracerProvider = tp }
+}
+
+// WithTimeout sets the deadline of unary calls whose context has none (default
+// DefaultTimeout). A non-positive d keeps the default.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// WithDialOptions adds gRPC dial options after the defaults, so they can override them (e.g. a
+// bufconn dialer or a resolver in tests, TLS credentials).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
+}
+
+// WithoutRetry turns off the retry of UNAVAILABLE calls, for RPCs that must not run twice.
+func WithoutRetry() Option {
+	return func(c *config) { c.retry = false }
+}
