@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"google.golang.org/grpc"
+)
+
+// flushTimeout bounds the final export of spans when the process exits.
+const flushTimeout = 5 * time.Second
+
+// Registrar is a service that registers itself on a gRPC server. A Registrar that also
+// implements io.Closer is closed by Main after the server has drained.
+type Registrar interface {
+	Register(g *grpc.Server)
+}
+
+// Main runs a service binary and exits the process: it logs JSON to stderr, sets up tracing
+// for "agentmesh-"+name, builds the service, serves it on LISTEN_ADDR (else defaultAddr) until
+// SIGINT or SIGTERM, then drains and flushes the spans. A build error exits with its
+// exitcode.Of code (1 unless it carries one); a listen failure exits 3.
+func Main(name, defaultAddr string, build func(ctx context.Context) (Registrar, error)) {
+	os.Exit(run(name, defaultAddr, build))
+}
+
+// run is Main without the exit.
+func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, error)) int {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	tp, flush, err := telemetry.Setup(ctx, "agentmesh-"+name)
+	if err != nil {
+		log.Error("tracing configuration", "err", err)
+		return exitcode.Invalid
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		if err := flush(fctx); err != nil {
+			log.Warn("flushing spans", "err", err)
+		}
+	}()
+
+	svc, err := build(ctx)
+	if err != nil {
+		log.Error("starting service", "err", err)
+		return exitcode.Of(err)
+	}
+	if c, ok := svc.(io.Closer); ok {
+		defer func() {
+			if err := c.Close(); err != nil {
+				log.Warn("closing service", "err", err)
+			}
+		}()
+	}
+
+	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log})
+	svc.Register(srv.GRPC())
+	if err := srv.Start(); err != nil {
+		log.Error("listening", "err", err)
+		return exitcode.Unavailable
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case <-srv.served:
+	}
+	stop() // a second signal now ends the process at once
+	srv.Shutdown(context.Background())
+	if err := srv.serveErr(); err != nil {
+		log.Error("serving", "err", err)
+		return exitcode.Failed
+	}
+	return exitcode.OK
+}
+
+// Env returns the value of the environment variable key, or def when it is unset or empty.
+func Env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// closer is a Registrar with nothing to register that records being closed.
+type closer struct{ closed atomic.Bool }
+
+func (*closer) Register(*grpc.Server) {}
+
+func (c *closer) Close() error {
+	c.closed.Store(true)
+	return nil
+}
+
+func TestRunExitCodes(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	ok := func(context.Context) (Registrar, error) { return &closer{}, nil }
+	table := []struct {
+		name  string
+		env   map[string]string
+		build func(context.Context) (Registrar, error)
+		want  int
+	}{
+		{"build fails", nil, func(context.Context) (Registrar, error) { return nil, errors.New("no store") }, exitcode.Failed},
+		{"build finds bad config", nil, func(context.Context) (Registrar, error) {
+			return nil, exitcode.Wrap(exitcode.Invalid, errors.New("MEMORY_ADDR is empty"))
+		}, exitcode.Invalid},
+		{"address in use", map[string]string{"LISTEN_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
+		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OTEL_SDK_DISABLED", "true")
+			t.Setenv("LISTEN_ADDR", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			if got := run("intent", "127.0.0.1:0", tc.build); got != tc.want {
+				t.Errorf("run = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunServesUntilSignal(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	t.Setenv("LISTEN_ADDR", addr)
+
+	svc := &closer{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run("intent", "127.0.0.1:0", func(context.Context) (Registrar, error) { return svc, nil })
+	}()
+
+	conn, err := dial.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: "intent"})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service never reported SERVING on LISTEN_ADDR %s: %v", addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-exited; code != exitcode.OK {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	}
+	if !svc.closed.Load() {
+		t.Error("the service was not closed after the drain")
+	}
+}
+
+func TestEnv(t *testing.T) {
+	t.Setenv("MEMORY_ADDR", "10.0.0.7:7008")
+	if got := Env("MEMORY_ADDR", "127.0.0.1:7008"); got != "10.0.0.7:7008" {
+		t.Errorf("Env(set) = %q", got)
+	}
+	t.Setenv("MEMORY_ADDR", "")
+	if got := Env("MEMORY_ADDR", "127.0.0.1:7008"); got != "127.0.0.1:7008" {
+		t.Errorf("Env(empty) = %q, want the default", got)
+	}
+}

@@ -1,0 +1,192 @@
+// Package server is the gRPC server every agentmesh service binary runs: OpenTelemetry spans,
+// panic recovery, stage error mapping, keepalive, the standard health and reflection services,
+// and a graceful drain on shutdown.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// DefaultDrainTimeout is how long Shutdown lets in-flight RPCs finish before it cuts them off.
+const DefaultDrainTimeout = 10 * time.Second
+
+// Options configures a Server.
+type Options struct {
+	// Name is the service's name, reported SERVING by the health service (e.g. "intent").
+	Name string
+	// Addr is the address Start listens on, e.g. ":7001" or "127.0.0.1:0".
+	Addr string
+	// TracerProvider makes the server spans; nil means the global provider.
+	TracerProvider trace.TracerProvider
+	// Logger logs panics and lifecycle events; nil means slog.Default().
+	Logger *slog.Logger
+	// DrainTimeout bounds the graceful drain of Shutdown; zero means DefaultDrainTimeout.
+	DrainTimeout time.Duration
+}
+
+// Server is a gRPC server with the mesh's standard services and interceptors.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	grpc   *grpc.Server
+	health *health.Server
+
+	mu     sync.Mutex
+	lis    net.Listener
+	served chan struct{} // closed when the goroutine of Start has returned; nil before Start
+	err    error         // what Serve returned in that goroutine
+}
+
+// enforcement lets clients ping every 10s, also without active RPCs (dial's keepalive).
+var enforcement = keepalive.EnforcementPolicy{
+	MinTime:             10 * time.Second,
+	PermitWithoutStream: true,
+}
+
+// serverParams ping idle clients and age connections out, so that clients re-resolve and
+// spread over new replicas; the grace is unbounded so that long streams finish.
+var serverParams = keepalive.ServerParameters{
+	Time:             time.Minute,
+	Timeout:          20 * time.Second,
+	MaxConnectionAge: 5 * time.Minute,
+}
+
+// New returns a Server whose gRPC server has the health and reflection services registered.
+// Register the service's own implementation on GRPC() before calling Start or Serve.
+func New(opts Options) *Server {
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	handlerOpts := []otelgrpc.Option{otelgrpc.WithPropagators(telemetry.Propagator())}
+	if opts.TracerProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
+	}
+	g := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOpts...)),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), stageerr.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(recoverStream(log), stageerr.StreamServerInterceptor()),
+		grpc.KeepaliveEnforcementPolicy(enforcement),
+		grpc.KeepaliveParams(serverParams),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	return &Server{opts: opts, log: log, grpc: g, health: hs}
+}
+
+// GRPC returns the underlying gRPC server, for services to register on.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Start listens on Options.Addr and serves in a goroutine until Shutdown.
+func (s *Server) Start() error {
+	lis, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %q: %w", s.opts.Addr, err)
+	}
+	served := make(chan struct{})
+	s.mu.Lock()
+	s.served = served
+	s.mu.Unlock()
+	s.setListener(lis)
+	go func() {
+		defer close(served)
+		err := s.Serve(lis)
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+	}()
+	return nil
+}
+
+// Serve reports every registered service SERVING and serves on lis until Shutdown; it blocks.
+// It returns nil after a shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	s.setListener(lis)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	if s.opts.Name != "" {
+		s.health.SetServingStatus(s.opts.Name, healthpb.HealthCheckResponse_SERVING)
+	}
+	for name := range s.grpc.GetServiceInfo() {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	s.log.Info("serving", "service", s.opts.Name, "addr", lis.Addr().String())
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("serve %s: %w", s.opts.Name, err)
+	}
+	return nil
+}
+
+func (s *Server) setListener(lis net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lis = lis
+}
+
+// Addr returns the address the server listens on (the real port when Options.Addr asked for
+// port 0), or "" before Start or Serve.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// Shutdown drains the server: it reports NOT_SERVING so that health-checking clients move
+// away, stops accepting connections and lets in-flight RPCs finish. RPCs still running after
+// Options.DrainTimeout, or when ctx ends, are cancelled. Shutdown returns once the server has
+// stopped and the goroutine of Start has returned.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.grpc.GracefulStop()
+	}()
+	timer := time.NewTimer(s.opts.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		s.log.Warn("drain timed out, cancelling in-flight RPCs", "service", s.opts.Name, "timeout", s.opts.DrainTimeout)
+		s.grpc.Stop()
+	case <-ctx.Done():
+		s.log.Warn("drain cut short, cancelling in-flight RPCs", "service", s.opts.Name, "cause", context.Cause(ctx))
+		s.grpc.Stop()
+	}
+	<-stopped
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	if served != nil {
+		<-served
+	}
+}
+
+// serveErr returns what Serve returned in the goroutine of Start.
+func (s *Server) serveErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
