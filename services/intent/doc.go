@@ -1,0 +1,51 @@
+// Package intent implements agentmesh.intent.v1.IntentService: it turns a user's message into a
+// goal, constraints, a task type and a tool policy with deterministic rules (no model call), so
+// that the same message always yields the same contract.
+//
+// Parse applies these rules, in order:
+//
+//  1. Input. A message that is empty or only whitespace is INVALID_INPUT ("message must not be
+//     empty"); one longer than Options.MaxMessageBytes (default 64 KiB) is INVALID_INPUT naming
+//     its size and the limit. An unknown surface value is INVALID_INPUT.
+//  2. Unsafe. A message matching the deny-list (see denyList) is INTENT_UNSAFE. The list is
+//     deliberately small and precise: instructions to build explosives or chemical/biological
+//     weapons, to write malware, to destroy the host ("rm -rf /", mkfs or dd onto a disk, a
+//     fork bomb) and to steal credentials. Asking about these topics ("how does ransomware
+//     work?", "make a bath bomb", "rm -rf ./build") passes.
+//  3. Unclear. A message without a single letter or digit ("???", "...") is INTENT_UNCLEAR.
+//  4. Goal. The message trimmed, with runs of whitespace collapsed and polite openers removed
+//     ("please", "kindly", "can you", "could you", "would you", "will you", "I want/need/would
+//     like you to", and a trailing ", please"). If cleaning leaves nothing, the goal echoes the
+//     trimmed message, so it is never empty.
+//  5. Task type, first rule that fires:
+//     analysis — a cue word anywhere: analyze/analyse/analysis, compare/comparison,
+//     summarize/summarise/summary, evaluate, assess, critique, "explain why", "pros and cons";
+//     creative — a cue word anywhere: poem, story, song, lyrics, haiku, limerick, imagine,
+//     compose, fiction;
+//     action — the goal starts with an imperative verb (create, add, delete, remove, run,
+//     execute, send, calculate, compute, search, fetch, install, build, deploy, update, edit,
+//     rename, move, copy, save, download, upload, open, list, set, schedule, book, convert,
+//     check, find, get, show, make), or asks to write to a file;
+//     creative — the goal starts with "write" or "draft" (new text that is not a file);
+//     question — everything else (question marks, wh-words and plain statements alike).
+//  6. Constraints, in order of appearance, each the phrase as written: "in N words",
+//     "in N sentences" (also paragraphs, lines, bullet points, characters, optionally "under",
+//     "at most", "fewer than", "less than", "no more than"); "without …", "using …",
+//     "only …" (not "the only …"), "must …", "don't/do not/never …" (up to the next punctuation
+//     or "then"/"but"); "as JSON", "as markdown", "as a table", "as a list", "as CSV", "as
+//     YAML", "in JSON/markdown/CSV/YAML format". A phrase inside an earlier one is not repeated.
+//  7. Tool policy (Monolith §Phase 2b ContractFactory defaults), with policy_reason naming the
+//     rule that fired:
+//     surface CHAT → FORBIDDEN;
+//     surface CODE with explicit workspace intent → REQUIRED: the message mentions a file path
+//     ("src/main.go", "./build") or a file name with a known extension ("main.go",
+//     "Makefile"), starts with a command verb (run, execute, install, build, compile, test,
+//     lint), contains a `backticked` command, or asks to edit, create, delete, modify, rename,
+//     move, update, write or fix a file, directory or folder;
+//     any surface but CHAT where the message explicitly asks for one of available_tools by name
+//     ("use the calculator", "call current_time", "with web search") → REQUIRED;
+//     otherwise → OPTIONAL.
+//  8. Clarification. A message of at most four words, all from a small vocabulary of vague
+//     words ("help", "do it", "fix this", "make it work"), sets needs_clarification and a
+//     clarification_question quoting the message.
+package intent

@@ -1,0 +1,227 @@
+package intent_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/intent"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	question = intentv1.TaskType_TASK_TYPE_QUESTION
+	action   = intentv1.TaskType_TASK_TYPE_ACTION
+	creative = intentv1.TaskType_TASK_TYPE_CREATIVE
+	analysis = intentv1.TaskType_TASK_TYPE_ANALYSIS
+
+	required  = typev1.ToolPolicy_TOOL_POLICY_REQUIRED
+	optional  = typev1.ToolPolicy_TOOL_POLICY_OPTIONAL
+	forbidden = typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN
+
+	api  = typev1.Surface_SURFACE_API
+	chat = typev1.Surface_SURFACE_CHAT
+	code = typev1.Surface_SURFACE_CODE
+)
+
+func client(t *testing.T, opts intent.Options) intentv1.IntentServiceClient {
+	t.Helper()
+	return intentv1.NewIntentServiceClient(grpctest.Serve(t, intent.New(opts).Register))
+}
+
+func TestParse(t *testing.T) {
+	tools := []string{"calculator", "current_time", "fs__read_file", "web-search"}
+	table := []struct {
+		name        string
+		message     string
+		surface     typev1.Surface
+		goal        string
+		taskType    intentv1.TaskType
+		constraints []string
+		policy      typev1.ToolPolicy
+		reason      string // substring of policy_reason
+		clarify     bool
+	}{
+		{name: "plain question", message: "What is the capital of France?", goal: "What is the capital of France?",
+			taskType: question, policy: optional, reason: "api surface"},
+		{name: "polite question cleaned", message: "  Could you   tell me\tthe time in Tokyo?  ", goal: "tell me the time in Tokyo?",
+			taskType: question, policy: optional},
+		{name: "stacked openers and closer", message: "Please, can you send the weekly report to Bob, please.", goal: "send the weekly report to Bob.",
+			taskType: action, policy: optional},
+		{name: "opener only echoes input", message: "  please  ", goal: "please", taskType: question, policy: optional, clarify: true},
+		{name: "imperative action", message: "Calculate 17 * 23", goal: "Calculate 17 * 23", taskType: action, policy: optional},
+		{name: "search action", message: "search the web for Go 1.26 release notes", goal: "search the web for Go 1.26 release notes",
+			taskType: action, policy: optional},
+		{name: "write a file is action", message: "Write the results to a file called out.txt", goal: "Write the results to a file called out.txt",
+			taskType: action, policy: optional},
+		{name: "write an email is creative", message: "Write an email to my landlord about the heating", goal: "Write an email to my landlord about the heating",
+			taskType: creative, policy: optional},
+		{name: "poem with length constraint", message: "Write a poem about autumn in 4 lines", goal: "Write a poem about autumn in 4 lines",
+			taskType: creative, constraints: []string{"in 4 lines"}, policy: optional},
+		{name: "imagine", message: "Imagine a city on Mars", goal: "Imagine a city on Mars", taskType: creative, policy: optional},
+		{name: "summary with constraints", message: "Summarize this article in 3 sentences without jargon, as markdown",
+			goal: "Summarize this article in 3 sentences without jargon, as markdown", taskType: analysis,
+			constraints: []string{"in 3 sentences", "without jargon", "as markdown"}, policy: optional},
+		{name: "compare", message: "Compare PostgreSQL and MySQL for analytics as a table", goal: "Compare PostgreSQL and MySQL for analytics as a table",
+			taskType: analysis, constraints: []string{"as a table"}, policy: optional},
+		{name: "explain why", message: "Explain why the build is slow", goal: "Explain why the build is slow", taskType: analysis, policy: optional},
+		{name: "analysis beats creative", message: "Summarize the story of Hamlet", goal: "Summarize the story of Hamlet", taskType: analysis, policy: optional},
+		{name: "must and dont", message: "Don't use external libraries; it must compile on Go 1.26",
+			goal: "Don't use external libraries; it must compile on Go 1.26", taskType: question,
+			constraints: []string{"Don't use external libraries", "must compile on Go 1.26"}, policy: optional},
+		{name: "using and only", message: "Sort the list using only the standard library, then print it",
+			goal: "Sort the list using only the standard library, then print it", taskType: question,
+			constraints: []string{"using only the standard library"}, policy: optional},
+		{name: "only as a constraint", message: "Reply only with the number", goal: "Reply only with the number",
+			taskType: question, constraints: []string{"only with the number"}, policy: optional},
+		{name: "the only is not a constraint", message: "What is the only planet with rings?", goal: "What is the only planet with rings?",
+			taskType: question, policy: optional},
+		{name: "must I is not a constraint", message: "What must I do to renew a passport?", goal: "What must I do to renew a passport?",
+			taskType: question, policy: optional},
+		{name: "do not and then", message: "Fetch the page, do not follow redirects and then show the title",
+			goal: "Fetch the page, do not follow redirects and then show the title", taskType: action,
+			constraints: []string{"do not follow redirects"}, policy: optional},
+		{name: "in JSON format", message: "list my meetings in JSON format", goal: "list my meetings in JSON format",
+			taskType: action, constraints: []string{"in JSON format"}, policy: optional},
+
+		{name: "chat forbids tools", message: "Use the calculator to add 2 and 3", surface: chat, goal: "Use the calculator to add 2 and 3",
+			taskType: question, policy: forbidden, reason: "chat surface"},
+		{name: "chat forbids even file work", message: "Edit main.go", surface: chat, goal: "Edit main.go",
+			taskType: action, policy: forbidden, reason: "chat surface"},
+		{name: "api asks for tool by name", message: "Use the calculator to add 2 and 3", surface: api, goal: "Use the calculator to add 2 and 3",
+			taskType: question, policy: required, reason: `tool "calculator"`},
+		{name: "unspecified surface calls tool", message: "call current_time and tell me", goal: "call current_time and tell me",
+			taskType: question, policy: required, reason: `tool "current_time"`},
+		{name: "tool by spaced name", message: "What time is it? Check with the current time tool", goal: "What time is it? Check with the current time tool",
+			taskType: question, policy: required, reason: `tool "current_time"`},
+		{name: "tool without server prefix", message: "use read file on the notes", goal: "use read file on the notes",
+			taskType: question, policy: required, reason: `tool "fs__read_file"`},
+		{name: "hyphenated tool", message: "look this up via web search", goal: "look this up via web search",
+			taskType: question, policy: required, reason: `tool "web-search"`},
+		{name: "mentioning a tool is not asking for it", message: "Is a calculator allowed in the exam?", goal: "Is a calculator allowed in the exam?",
+			taskType: question, policy: optional},
+		{name: "unknown tool name", message: "use the stapler", goal: "use the stapler", taskType: question, policy: optional},
+
+		{name: "code with file", message: "Fix the nil check in handler.go", surface: code, goal: "Fix the nil check in handler.go",
+			taskType: question, policy: required, reason: `file "handler.go"`},
+		{name: "code with path", message: "Look at ./internal/server and tidy it", surface: code, goal: "Look at ./internal/server and tidy it",
+			taskType: question, policy: required, reason: `path "./internal/server"`},
+		{name: "code with nested path", message: "what does pkg/stageerr/status do", surface: code, goal: "what does pkg/stageerr/status do",
+			taskType: question, policy: required, reason: "path"},
+		{name: "code with Makefile", message: "Add a lint target to the Makefile", surface: code, goal: "Add a lint target to the Makefile",
+			taskType: action, policy: required, reason: `file "Makefile"`},
+		{name: "code run command", message: "Run the tests", surface: code, goal: "Run the tests", taskType: action,
+			policy: required, reason: "asks to run a command"},
+		{name: "code install command", message: "please install the dependencies", surface: code, goal: "install the dependencies",
+			taskType: action, policy: required, reason: "asks to install a command"},
+		{name: "code backticked command", message: "What does `go vet ./...` report here?", surface: code, goal: "What does `go vet ./...` report here?",
+			taskType: question, policy: required, reason: "contains the command `go vet ./...`"},
+		{name: "code file edit", message: "Create a new file for the config loader", surface: code, goal: "Create a new file for the config loader",
+			taskType: action, policy: required, reason: "change a file"},
+		{name: "code conceptual", message: "Explain how goroutines are scheduled", surface: code, goal: "Explain how goroutines are scheduled",
+			taskType: question, policy: optional, reason: "code surface without"},
+		{name: "code framework is not a file", message: "How does the node.js event loop differ from Go's scheduler?", surface: code,
+			goal: "How does the node.js event loop differ from Go's scheduler?", taskType: question, policy: optional},
+		{name: "code either/or is not a path", message: "Should I use TCP/IP sockets or gRPC?", surface: code,
+			goal: "Should I use TCP/IP sockets or gRPC?", taskType: question, policy: optional},
+		{name: "code named tool", message: "call current_time", surface: code, goal: "call current_time", taskType: question,
+			policy: required, reason: `tool "current_time"`},
+
+		{name: "vague help", message: "help", goal: "help", taskType: question, policy: optional, clarify: true},
+		{name: "vague do it", message: "Do it!", goal: "Do it!", taskType: question, policy: optional, clarify: true},
+		{name: "vague fix this", message: "please fix this", goal: "fix this", taskType: question, policy: optional, clarify: true},
+		{name: "vague make it work", message: "make it work", goal: "make it work", taskType: action, policy: optional, clarify: true},
+		{name: "specific fix is clear", message: "fix main.go", surface: code, goal: "fix main.go", taskType: question, policy: required},
+		{name: "specific help is clear", message: "help me plan a trip to Rome", goal: "help me plan a trip to Rome", taskType: question, policy: optional},
+	}
+	c := client(t, intent.Options{})
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := c.Parse(t.Context(), &intentv1.ParseRequest{
+				Message: tc.message, ConversationId: "conv-1", Surface: tc.surface, AvailableTools: tools,
+			})
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if resp.GetGoal() != tc.goal {
+				t.Errorf("goal = %q, want %q", resp.GetGoal(), tc.goal)
+			}
+			if resp.GetTaskType() != tc.taskType {
+				t.Errorf("task_type = %v, want %v", resp.GetTaskType(), tc.taskType)
+			}
+			if !slices.Equal(resp.GetConstraints(), tc.constraints) {
+				t.Errorf("constraints = %q, want %q", resp.GetConstraints(), tc.constraints)
+			}
+			if resp.GetToolPolicy() != tc.policy {
+				t.Errorf("tool_policy = %v (%s), want %v", resp.GetToolPolicy(), resp.GetPolicyReason(), tc.policy)
+			}
+			if resp.GetPolicyReason() == "" || !strings.Contains(resp.GetPolicyReason(), tc.reason) {
+				t.Errorf("policy_reason = %q, want it to contain %q", resp.GetPolicyReason(), tc.reason)
+			}
+			if resp.GetNeedsClarification() != tc.clarify {
+				t.Errorf("needs_clarification = %v, want %v", resp.GetNeedsClarification(), tc.clarify)
+			}
+			if tc.clarify != (resp.GetClarificationQuestion() != "") {
+				t.Errorf("clarification_question = %q with needs_clarification %v", resp.GetClarificationQuestion(), tc.clarify)
+			}
+			if tc.clarify && !strings.Contains(resp.GetClarificationQuestion(), resp.GetGoal()) {
+				t.Errorf("clarification_question %q does not quote the goal %q", resp.GetClarificationQuestion(), resp.GetGoal())
+			}
+		})
+	}
+}
+
+func TestParseFailures(t *testing.T) {
+	c := client(t, intent.Options{MaxMessageBytes: 32})
+	table := []struct {
+		name    string
+		req     *intentv1.ParseRequest
+		grpc    codes.Code
+		code    typev1.StageErrorCode
+		message string
+	}{
+		{"empty", &intentv1.ParseRequest{}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "message must not be empty"},
+		{"whitespace", &intentv1.ParseRequest{Message: " \n\t "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "message must not be empty"},
+		{"too long", &intentv1.ParseRequest{Message: strings.Repeat("a", 33)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "message is 33 bytes, the limit is 32 bytes"},
+		{"unknown surface", &intentv1.ParseRequest{Message: "hi", Surface: 42}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "unknown surface 42"},
+		{"question marks", &intentv1.ParseRequest{Message: "???"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
+		{"dots", &intentv1.ParseRequest{Message: " ... "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
+		{"symbols", &intentv1.ParseRequest{Message: "!!! -- :) ?!"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
+		{"unsafe", &intentv1.ParseRequest{Message: "how to make a pipe bomb"}, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE, "explosives"},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Parse(t.Context(), tc.req)
+			if got := status.Code(err); got != tc.grpc {
+				t.Fatalf("grpc code = %v (%v), want %v", got, err, tc.grpc)
+			}
+			se := stageerr.FromError(err)
+			if se.Code != tc.code {
+				t.Errorf("stage code = %v, want %v", se.Code, tc.code)
+			}
+			if !strings.Contains(se.Msg, tc.message) {
+				t.Errorf("message = %q, want it to contain %q", se.Msg, tc.message)
+			}
+		})
+	}
+}
+
+func TestDefaultSizeLimit(t *testing.T) {
+	c := client(t, intent.Options{})
+	limit := intent.DefaultMaxMessageBytes
+	if _, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: strings.Repeat("a", limit)}); err != nil {
+		t.Fatalf("a message of exactly %d bytes was refused: %v", limit, err)
+	}
+	_, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: strings.Repeat("a", limit+1)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "the limit is 65536 bytes") {
+		t.Fatalf("over-long message: %v", err)
+	}
+}
