@@ -1,0 +1,33 @@
+// Package planning implements agentmesh.planning.v1.PlanningService: it breaks a goal into an
+// acyclic plan of at most max_steps steps that uses only available tools.
+//
+// An empty goal, a goal over Options.MaxGoalBytes (default 64 KiB), a negative max_steps, an
+// unknown task_type, or an available tool without a name or listed twice is INVALID_INPUT.
+// max_steps 0 means Options.DefaultMaxSteps (default 20, "Max 20 steps (configurable)").
+//
+// A request with proposed_steps (a plan made elsewhere, e.g. by a model) is validated and
+// normalised: ids and dependencies are trimmed, dependencies deduplicated, and the steps are
+// returned in a stable topological order (a step comes after everything it depends on, and
+// otherwise keeps its proposed position). A step without an id, a repeated id or a dependency on
+// an unknown step is INVALID_INPUT; more steps than max_steps is PLAN_TOO_COMPLEX; a tool that is
+// not available, or a dependency cycle ("circular dependency: a → b → a", read "a depends on b,
+// which depends on a"), is NO_VIABLE_PLAN.
+//
+// Without proposed_steps, the plan is generated deterministically from the goal:
+//
+//   - The goal is split into clauses at line breaks (numbered "1." / "1)" and bulleted "-", "*",
+//     "•" items alike), at ";" and at " then " / " and then ". Leading "first", "next",
+//     "then", "finally" and "after that" are dropped.
+//   - More clauses than max_steps is PLAN_TOO_COMPLEX.
+//   - Each clause becomes a step "step-N" that depends on the previous one. Its tool is the
+//     available tool whose keywords overlap the clause most: words of the tool name (split on
+//     "_" and "-") score 2, words of its description 1, after dropping stop words and light
+//     stemming ("calculate" matches "calculator"); ties go to the tool listed first. No overlap
+//     makes a reasoning step with an empty tool_name, so a plain question is one reasoning step.
+//   - A tool named in a negative constraint ("without web_search", "don't use the calculator")
+//     is never chosen.
+//   - An "action" task with no available tools at all is NO_VIABLE_PLAN.
+//
+// Either way requires_human_approval is set when any step's tool requires approval, and
+// estimated_steps is the number of steps plus one for the final answer turn.
+package planning

@@ -1,0 +1,98 @@
+package planning
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+var (
+	// listMarker matches a numbered or bulleted line's marker.
+	listMarker = regexp.MustCompile(`^\s*(?:\d+[.)]|[-*•])\s+`)
+	// clauseSeparator splits a line into sequential clauses.
+	clauseSeparator = regexp.MustCompile(`(?i)\s*;\s*|,?\s+and then\s+|,?\s+then\s+`)
+	// sequenceWord is a leading word that only orders a clause.
+	sequenceWord = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|first|next|finally|after that|afterwards)\b,?\s*`)
+	// negativeConstraint starts a constraint that rules something out.
+	negativeConstraint = regexp.MustCompile(`(?i)^\s*(?:without|don[’']t|do not|never|no)\b`)
+)
+
+// generate makes a sequential plan from the goal, one step per clause.
+func generate(goal, taskType string, constraints []string, tools []*typev1.Tool, limit int) ([]*typev1.Step, error) {
+	if taskType == "action" && len(tools) == 0 {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN,
+			"the goal %q is an action that needs a tool but none is available", goal)
+	}
+	clauses := splitClauses(goal)
+	if len(clauses) > limit {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX,
+			"the goal has %d steps, the limit is %d", len(clauses), limit)
+	}
+	m := newMatcher(usableTools(tools, constraints))
+	steps := make([]*typev1.Step, len(clauses))
+	for i, c := range clauses {
+		steps[i] = &typev1.Step{Id: fmt.Sprintf("step-%d", i+1), Description: c, ToolName: m.best(c)}
+		if i > 0 {
+			steps[i].DependsOn = []string{steps[i-1].GetId()}
+		}
+	}
+	return steps, nil
+}
+
+// splitClauses splits a goal into its sequential clauses; a goal without separators is one
+// clause.
+func splitClauses(goal string) []string {
+	var clauses []string
+	for line := range strings.Lines(goal) {
+		line = listMarker.ReplaceAllString(line, "")
+		for _, c := range clauseSeparator.Split(line, -1) {
+			c = strings.TrimSpace(c)
+			for {
+				next := sequenceWord.ReplaceAllString(c, "")
+				if next == c {
+					break
+				}
+				c = next
+			}
+			if c = strings.TrimRight(c, " .,;"); c != "" {
+				clauses = append(clauses, c)
+			}
+		}
+	}
+	if len(clauses) == 0 {
+		return []string{goal}
+	}
+	return clauses
+}
+
+// usableTools drops the tools a negative constraint rules out ("without web_search", "don't
+// use the calculator").
+func usableTools(tools []*typev1.Tool, constraints []string) []*typev1.Tool {
+	var out []*typev1.Tool
+	for _, t := range tools {
+		if !ruledOut(t.GetName(), constraints) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ruledOut reports whether a negative constraint names the tool, as written or with "_" and
+// "-" read as spaces.
+func ruledOut(name string, constraints []string) bool {
+	lower := strings.ToLower(name)
+	spaced := strings.Join(nameWords(lower), " ")
+	for _, c := range constraints {
+		if !negativeConstraint.MatchString(c) {
+			continue
+		}
+		c = strings.ToLower(c)
+		if strings.Contains(c, lower) || (spaced != "" && strings.Contains(c, spaced)) {
+			return true
+		}
+	}
+	return false
+}
