@@ -1,0 +1,69 @@
+package recovery
+
+import (
+	"fmt"
+	"slices"
+
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// modify returns the changed action a rule proposes, if any, and details for the reason.
+func (s *Service) modify(c change, req *recoveryv1.DecideRequest) (*recoveryv1.ModifiedAction, []string) {
+	state := req.GetState()
+	switch c {
+	case nextTarget:
+		t := roundRobin(state, int(req.GetRetryCount()))
+		if t == nil {
+			return nil, []string{"no targets known, so the same target is used"}
+		}
+		return &recoveryv1.ModifiedAction{Target: t}, []string{fmt.Sprintf("next target %s/%s", t.GetProvider(), t.GetModel())}
+	case longerTimeout:
+		base := state.GetTimeoutMs()
+		if base == 0 {
+			base = DefaultToolTimeout.Milliseconds()
+		}
+		longer := min(2*base, s.maxToolTimeout.Milliseconds())
+		return &recoveryv1.ModifiedAction{TimeoutMs: longer}, []string{fmt.Sprintf("timeout %d ms → %d ms", base, longer)}
+	case alternativeTool:
+		alts := state.GetAlternativeTools()
+		if len(alts) == 0 {
+			return nil, []string{"no alternative tool; the failure is reported to the model"}
+		}
+		alt := alts[int(req.GetRetryCount())%len(alts)]
+		action := &recoveryv1.ModifiedAction{ToolName: alt}
+		if args := state.GetArguments(); args != nil {
+			action.Arguments = proto.Clone(args).(*structpb.Struct)
+		}
+		return action, []string{fmt.Sprintf("alternative tool %q with the same arguments", alt)}
+	default:
+		return nil, nil
+	}
+}
+
+// roundRobin returns the target after the failed one in state.targets (ai-agent §3: attempt N
+// uses targets[(N-1) % len]). When the failed target is not in the list, the retry count
+// gives the position: retry_count+1 attempts were made, so the next is
+// targets[(retry_count+1) % len]. Without a list the failed target is used again; without
+// either, nil.
+func roundRobin(state *recoveryv1.RecoveryState, retryCount int) *typev1.Target {
+	targets := state.GetTargets()
+	failed := state.GetTarget()
+	if len(targets) == 0 {
+		if failed == nil {
+			return nil
+		}
+		return &typev1.Target{Provider: failed.GetProvider(), Model: failed.GetModel()}
+	}
+	next := (retryCount + 1) % len(targets)
+	if failed != nil {
+		if i := slices.IndexFunc(targets, func(t *typev1.Target) bool {
+			return t.GetProvider() == failed.GetProvider() && t.GetModel() == failed.GetModel()
+		}); i >= 0 {
+			next = (i + 1) % len(targets)
+		}
+	}
+	return &typev1.Target{Provider: targets[next].GetProvider(), Model: targets[next].GetModel()}
+}

@@ -1,0 +1,138 @@
+package recovery
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxRetries is the retry budget per action ("max 3 retries per action").
+	DefaultMaxRetries = 3
+	// DefaultMaxToolTimeout caps the longer timeout of a retried tool call.
+	DefaultMaxToolTimeout = 5 * time.Minute
+	// DefaultToolTimeout is the timeout assumed when the failed action reports none.
+	DefaultToolTimeout = 30 * time.Second
+)
+
+// Options configures the recovery service.
+type Options struct {
+	// MaxRetries is the retry budget of an action whose state has no max_retries; 0 means
+	// DefaultMaxRetries.
+	MaxRetries int
+	// MaxToolTimeout caps the timeout of a retried tool call; 0 means DefaultMaxToolTimeout.
+	MaxToolTimeout time.Duration
+	// Rand returns a number in [0, 1) for backoff jitter; nil means math/rand/v2.Float64. It
+	// must be safe for concurrent use.
+	Rand func() float64
+	// Logger receives one record per decision; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Service implements recoveryv1.RecoveryServiceServer.
+type Service struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+	maxRetries     int
+	maxToolTimeout time.Duration
+	rand           func() float64
+	log            *slog.Logger
+}
+
+// New returns a Service configured by opts.
+func New(opts Options) *Service {
+	s := &Service{maxRetries: opts.MaxRetries, maxToolTimeout: opts.MaxToolTimeout, rand: opts.Rand, log: opts.Logger}
+	if s.maxRetries <= 0 {
+		s.maxRetries = DefaultMaxRetries
+	}
+	if s.maxToolTimeout <= 0 {
+		s.maxToolTimeout = DefaultMaxToolTimeout
+	}
+	if s.rand == nil {
+		s.rand = rand.Float64
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	return s
+}
+
+// Register registers the service on g.
+func (s *Service) Register(g *grpc.Server) {
+	recoveryv1.RegisterRecoveryServiceServer(g, s)
+}
+
+// Decide applies the strategy table to a failure.
+func (s *Service) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	failure := failureName(req.GetError())
+	r := lookup(req.GetError())
+	resp := &recoveryv1.DecideResponse{Strategy: r.strategy, UserMessage: r.message}
+
+	budget := s.maxRetries
+	if m := req.GetState().GetMaxRetries(); m > 0 {
+		budget = int(m)
+	}
+	n := int(req.GetRetryCount())
+	if (r.strategy == retry || r.strategy == fallback) && n >= budget {
+		resp.Strategy = abort
+		resp.UserMessage = cmp.Or(r.gaveUp, msgGaveUp)
+		resp.Reason = fmt.Sprintf("%s in stage %q: retry limit reached (%d retries made, the limit is %d); would otherwise %s",
+			failure, req.GetStage(), n, budget, r.reason)
+	} else {
+		details := []string{r.reason}
+		action, detail := s.modify(r.change, req)
+		resp.ModifiedAction = action
+		details = append(details, detail...)
+		backoff, detail := s.backoff(r.wait, req)
+		resp.BackoffMs = backoff.Milliseconds()
+		details = append(details, detail...)
+		resp.Reason = fmt.Sprintf("%s in stage %q: %s", failure, req.GetStage(), strings.Join(details, "; "))
+	}
+
+	s.log.InfoContext(ctx, "recovery decided",
+		slog.String("run_id", req.GetState().GetRunId()),
+		slog.String("stage", req.GetStage()),
+		slog.String("failure", failure),
+		slog.Int("retry_count", n),
+		slog.String("strategy", resp.GetStrategy().String()),
+		slog.Int64("backoff_ms", resp.GetBackoffMs()))
+	return resp, nil
+}
+
+// validate refuses malformed requests.
+func validate(req *recoveryv1.DecideRequest) error {
+	switch {
+	case req.GetError() == nil:
+		return stageerr.Invalid("error is required")
+	case strings.TrimSpace(req.GetStage()) == "":
+		return stageerr.Invalid("stage must not be empty")
+	case req.GetRetryCount() < 0:
+		return stageerr.Invalid("retry_count must not be negative, got %d", req.GetRetryCount())
+	case req.GetState().GetMaxRetries() < 0:
+		return stageerr.Invalid("state.max_retries must not be negative, got %d", req.GetState().GetMaxRetries())
+	case req.GetState().GetTimeoutMs() < 0:
+		return stageerr.Invalid("state.timeout_ms must not be negative, got %d", req.GetState().GetTimeoutMs())
+	}
+	return nil
+}
+
+// failureName names a failure for the reason, e.g. "GENERATION_FAILED (RATE_LIMITED)".
+func failureName(e *typev1.StageError) string {
+	name := stageerr.CodeName(e.GetCode())
+	if e.GetCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED {
+		name += " (" + stageerr.ClassName(e.GetErrorClass()) + ")"
+	}
+	return name
+}

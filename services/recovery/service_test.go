@@ -1,0 +1,432 @@
+package recovery_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/recovery"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The decision-engine contract's canned messages, verbatim.
+const (
+	cannedLLMFailure  = "I'm having trouble processing your request. Please try again."
+	cannedRateLimited = "I'm receiving too many requests. Please wait a moment."
+	cannedTooComplex  = "That request is too complex. Could you break it into smaller steps?"
+)
+
+const (
+	retry    = recoveryv1.Strategy_STRATEGY_RETRY
+	fallback = recoveryv1.Strategy_STRATEGY_FALLBACK
+	abort    = recoveryv1.Strategy_STRATEGY_ABORT
+	askUser  = recoveryv1.Strategy_STRATEGY_ASK_USER
+)
+
+func client(t *testing.T, opts recovery.Options) recoveryv1.RecoveryServiceClient {
+	t.Helper()
+	return recoveryv1.NewRecoveryServiceClient(grpctest.Serve(t, recovery.New(opts).Register))
+}
+
+func target(name string) *typev1.Target {
+	return &typev1.Target{Provider: name, Model: name + "-model"}
+}
+
+// runState is a run with three targets, a failed tool with two alternatives and arguments.
+func runState(t *testing.T) *recoveryv1.RecoveryState {
+	t.Helper()
+	args, err := structpb.NewStruct(map[string]any{"expression": "2+2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &recoveryv1.RecoveryState{
+		RunId:            "run-1",
+		ToolName:         "calculator",
+		TimeoutMs:        10_000,
+		Target:           target("a"),
+		Targets:          []*typev1.Target{target("a"), target("b"), target("c")},
+		AlternativeTools: []string{"calculator_v2", "python"},
+		Arguments:        args,
+	}
+}
+
+func decide(t *testing.T, c recoveryv1.RecoveryServiceClient, e *typev1.StageError, retries int32, state *recoveryv1.RecoveryState) *recoveryv1.DecideResponse {
+	t.Helper()
+	resp, err := c.Decide(t.Context(), &recoveryv1.DecideRequest{Error: e, Stage: "generation", RetryCount: retries, State: state})
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	if resp.GetUserMessage() == "" {
+		t.Error("user_message is empty")
+	}
+	if !strings.Contains(resp.GetReason(), stageerr.CodeName(e.GetCode())) || !strings.Contains(resp.GetReason(), `"generation"`) {
+		t.Errorf("reason %q does not name the failure and the stage", resp.GetReason())
+	}
+	return resp
+}
+
+func generation(class typev1.ErrorClass) *typev1.StageError {
+	return &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED, ErrorClass: class}
+}
+
+// TestStrategyTable pins the decision for every failure code and every generation error
+// class, first attempt, with a run that has targets, a timeout and alternative tools.
+func TestStrategyTable(t *testing.T) {
+	type want struct {
+		strategy recoveryv1.Strategy
+		backoff  int64
+		action   *recoveryv1.ModifiedAction
+		message  string // exact when set
+	}
+	next := &recoveryv1.ModifiedAction{Target: target("b")}
+	state := runState(t)
+	alt := &recoveryv1.ModifiedAction{ToolName: "calculator_v2", Arguments: state.GetArguments()}
+	own := func(s recoveryv1.Strategy) want { return want{strategy: s} }
+
+	codeTable := map[typev1.StageErrorCode]want{
+		typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED:           own(askUser),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT:         own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR:        own(askUser),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE:         own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN:        own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX:      {strategy: abort, message: cannedTooComplex},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW:      own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE:    own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_TOOL_CALL:     own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED:   own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND:        own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS:     own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT:     {strategy: retry, backoff: 500, action: &recoveryv1.ModifiedAction{TimeoutMs: 20_000}},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR:       {strategy: fallback, action: alt},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED:     own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:           own(askUser),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE: own(askUser),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL:           own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR:         own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_APPROVAL_TIMEOUT:      own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_USER_REJECTED:         own(fallback),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:             own(askUser),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION:   own(askUser),
+		999: own(askUser),
+	}
+	classTable := map[typev1.ErrorClass]want{
+		typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:  {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_AUTH:         {strategy: abort, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_QUOTA:        {strategy: abort, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: {strategy: retry, backoff: 1000, action: next, message: cannedRateLimited},
+		typev1.ErrorClass_ERROR_CLASS_TIMEOUT:      {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_NETWORK:      {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_SERVER:       {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE: {strategy: fallback, action: next, message: cannedLLMFailure},
+		99: {strategy: fallback, action: next, message: cannedLLMFailure},
+	}
+	if len(codeTable) != len(typev1.StageErrorCode_name) { // GENERATION_FAILED is in classTable, 999 is extra
+		t.Fatalf("code table has %d rows, want one per code (%d) minus GENERATION_FAILED plus an unknown code", len(codeTable), len(typev1.StageErrorCode_name))
+	}
+	if len(classTable) != len(typev1.ErrorClass_name)+1 {
+		t.Fatalf("class table has %d rows, want one per class (%d) plus an unknown class", len(classTable), len(typev1.ErrorClass_name))
+	}
+
+	c := client(t, recovery.Options{Rand: func() float64 { return 0.5 }})
+	check := func(t *testing.T, e *typev1.StageError, w want) {
+		resp := decide(t, c, e, 0, runState(t))
+		if resp.GetStrategy() != w.strategy {
+			t.Errorf("strategy = %v (%s), want %v", resp.GetStrategy(), resp.GetReason(), w.strategy)
+		}
+		if resp.GetBackoffMs() != w.backoff {
+			t.Errorf("backoff_ms = %d, want %d", resp.GetBackoffMs(), w.backoff)
+		}
+		if !proto.Equal(resp.GetModifiedAction(), w.action) {
+			t.Errorf("modified_action = %v, want %v", resp.GetModifiedAction(), w.action)
+		}
+		if w.message != "" && resp.GetUserMessage() != w.message {
+			t.Errorf("user_message = %q, want %q", resp.GetUserMessage(), w.message)
+		}
+	}
+	for code, w := range codeTable {
+		t.Run(stageerr.CodeName(code), func(t *testing.T) { check(t, &typev1.StageError{Code: code}, w) })
+	}
+	for class, w := range classTable {
+		t.Run("GENERATION_FAILED/"+stageerr.ClassName(class), func(t *testing.T) { check(t, generation(class), w) })
+	}
+}
+
+// TestUserMessagesAreDistinctSentences checks that every decision speaks to the user in a
+// sentence and that different situations are told apart.
+func TestUserMessagesAreDistinctSentences(t *testing.T) {
+	c := client(t, recovery.Options{})
+	seen := map[string]string{}
+	for code := range typev1.StageErrorCode_name {
+		resp := decide(t, c, &typev1.StageError{Code: typev1.StageErrorCode(code)}, 0, runState(t))
+		msg := resp.GetUserMessage()
+		if !strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "?") {
+			t.Errorf("%s: user_message %q is not a sentence", stageerr.CodeName(typev1.StageErrorCode(code)), msg)
+		}
+		seen[msg] = stageerr.CodeName(typev1.StageErrorCode(code))
+	}
+	if len(seen) < 12 {
+		t.Errorf("only %d distinct user messages across %d codes", len(seen), len(typev1.StageErrorCode_name))
+	}
+}
+
+func TestRetryCap(t *testing.T) {
+	retrying := []struct {
+		err     *typev1.StageError
+		gaveUp  string // exact user_message after the cap, when the contract fixes it
+		initial recoveryv1.Strategy
+	}{
+		{generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED), cannedRateLimited, retry},
+		{generation(typev1.ErrorClass_ERROR_CLASS_NETWORK), cannedLLMFailure, fallback},
+		{generation(typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED), cannedLLMFailure, fallback},
+		{&typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT}, "", retry},
+		{&typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR}, "", fallback},
+		{&typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_TOOL_CALL}, "", fallback},
+		{&typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE}, "", fallback},
+	}
+	budgets := []struct {
+		name       string
+		opts       recovery.Options
+		stateLimit int32
+		limit      int32
+	}{
+		{"default budget of 3", recovery.Options{}, 0, 3},
+		{"configured budget", recovery.Options{MaxRetries: 1}, 0, 1},
+		{"state budget wins", recovery.Options{MaxRetries: 1}, 5, 5},
+	}
+	for _, b := range budgets {
+		c := client(t, recovery.Options{MaxRetries: b.opts.MaxRetries, Rand: func() float64 { return 0 }})
+		for _, r := range retrying {
+			t.Run(b.name+"/"+stageerr.CodeName(r.err.GetCode())+"/"+stageerr.ClassName(r.err.GetErrorClass()), func(t *testing.T) {
+				state := runState(t)
+				state.MaxRetries = b.stateLimit
+				under := decide(t, c, r.err, b.limit-1, state)
+				if under.GetStrategy() != r.initial {
+					t.Errorf("retry %d of %d: strategy %v, want %v", b.limit-1, b.limit, under.GetStrategy(), r.initial)
+				}
+				at := decide(t, c, r.err, b.limit, state)
+				if at.GetStrategy() != abort {
+					t.Fatalf("retry %d of %d: strategy %v, want ABORT", b.limit, b.limit, at.GetStrategy())
+				}
+				if at.GetBackoffMs() != 0 || at.GetModifiedAction() != nil {
+					t.Errorf("abort carries backoff %d and action %v", at.GetBackoffMs(), at.GetModifiedAction())
+				}
+				if !strings.Contains(at.GetReason(), fmt.Sprintf("retry limit reached (%d retries made, the limit is %d)", b.limit, b.limit)) {
+					t.Errorf("reason = %q", at.GetReason())
+				}
+				if r.gaveUp != "" && at.GetUserMessage() != r.gaveUp {
+					t.Errorf("user_message = %q, want %q", at.GetUserMessage(), r.gaveUp)
+				}
+			})
+		}
+	}
+	t.Run("ask user and abort are not capped", func(t *testing.T) {
+		c := client(t, recovery.Options{})
+		unclear := decide(t, c, &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR}, 10, nil)
+		if unclear.GetStrategy() != askUser || strings.Contains(unclear.GetReason(), "retry limit") {
+			t.Errorf("INTENT_UNCLEAR after 10 retries: %v (%s)", unclear.GetStrategy(), unclear.GetReason())
+		}
+		auth := decide(t, c, generation(typev1.ErrorClass_ERROR_CLASS_AUTH), 10, nil)
+		if auth.GetStrategy() != abort || strings.Contains(auth.GetReason(), "retry limit") || auth.GetUserMessage() != cannedLLMFailure {
+			t.Errorf("AUTH after 10 retries: %v (%s) %q", auth.GetStrategy(), auth.GetReason(), auth.GetUserMessage())
+		}
+	})
+}
+
+func TestRateLimitBackoff(t *testing.T) {
+	c := client(t, recovery.Options{MaxRetries: 1 << 30})
+	rateLimited := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
+	want := []int64{1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000}
+	var got []int64
+	for n := range int32(len(want)) {
+		got = append(got, decide(t, c, rateLimited, n, runState(t)).GetBackoffMs())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("backoff sequence = %v, want %v", got, want)
+	}
+	if d := decide(t, c, rateLimited, 1<<30-1, runState(t)).GetBackoffMs(); d != 60000 {
+		t.Errorf("backoff after 2^30 retries = %d, want the 60000 cap", d)
+	}
+
+	t.Run("Retry-After honoured", func(t *testing.T) {
+		for _, after := range []int64{1, 2500, 120_000} {
+			e := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
+			e.RetryAfterMs = after
+			resp := decide(t, c, e, 4, runState(t))
+			if resp.GetBackoffMs() != after || !strings.Contains(resp.GetReason(), "Retry-After") {
+				t.Errorf("Retry-After %d ms: backoff %d (%s)", after, resp.GetBackoffMs(), resp.GetReason())
+			}
+		}
+	})
+	t.Run("other generation failures fall back without delay", func(t *testing.T) {
+		for _, class := range []typev1.ErrorClass{typev1.ErrorClass_ERROR_CLASS_TIMEOUT, typev1.ErrorClass_ERROR_CLASS_SERVER} {
+			e := generation(class)
+			e.RetryAfterMs = 5000
+			if d := decide(t, c, e, 2, runState(t)).GetBackoffMs(); d != 0 {
+				t.Errorf("%s: backoff %d, want 0", stageerr.ClassName(class), d)
+			}
+		}
+	})
+}
+
+func TestNextTarget(t *testing.T) {
+	abc := []*typev1.Target{target("a"), target("b"), target("c")}
+	table := []struct {
+		name    string
+		failed  *typev1.Target
+		targets []*typev1.Target
+		retries int32
+		want    *typev1.Target
+	}{
+		{"a to b", target("a"), abc, 0, target("b")},
+		{"b to c", target("b"), abc, 0, target("c")},
+		{"c wraps to a", target("c"), abc, 0, target("a")},
+		{"position wins over retry count", target("b"), abc, 2, target("c")},
+		{"single target is reused", target("a"), []*typev1.Target{target("a")}, 1, target("a")},
+		{"unknown failed target: attempt 2 uses targets[1]", target("x"), abc, 0, target("b")},
+		{"no failed target: attempt 3 uses targets[2]", nil, abc, 1, target("c")},
+		{"no failed target: attempt 4 wraps", nil, abc, 2, target("a")},
+		{"no list: the failed target again", target("x"), nil, 1, target("x")},
+		{"nothing known: no change", nil, nil, 0, nil},
+	}
+	c := client(t, recovery.Options{MaxRetries: 10})
+	for _, tc := range table {
+		for _, class := range []typev1.ErrorClass{typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, typev1.ErrorClass_ERROR_CLASS_NETWORK} {
+			t.Run(tc.name+"/"+stageerr.ClassName(class), func(t *testing.T) {
+				resp := decide(t, c, generation(class), tc.retries, &recoveryv1.RecoveryState{Target: tc.failed, Targets: tc.targets})
+				if !proto.Equal(resp.GetModifiedAction().GetTarget(), tc.want) {
+					t.Errorf("target = %v, want %v", resp.GetModifiedAction().GetTarget(), tc.want)
+				}
+				if tc.want == nil && resp.GetModifiedAction() != nil {
+					t.Errorf("modified_action = %v, want none", resp.GetModifiedAction())
+				}
+			})
+		}
+	}
+}
+
+func TestToolTimeoutRetry(t *testing.T) {
+	timeout := &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT}
+	table := []struct {
+		name    string
+		opts    recovery.Options
+		timeout int64
+		want    int64
+	}{
+		{"doubled", recovery.Options{}, 10_000, 20_000},
+		{"default base of 30 s", recovery.Options{}, 0, 60_000},
+		{"capped at 5 min", recovery.Options{}, 200_000, 300_000},
+		{"already at the cap", recovery.Options{}, 300_000, 300_000},
+		{"configured cap", recovery.Options{MaxToolTimeout: 45_000_000_000}, 30_000, 45_000},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := decide(t, client(t, tc.opts), timeout, 0, &recoveryv1.RecoveryState{TimeoutMs: tc.timeout})
+			if resp.GetStrategy() != retry || resp.GetModifiedAction().GetTimeoutMs() != tc.want {
+				t.Errorf("strategy %v, timeout_ms %d, want RETRY with %d", resp.GetStrategy(), resp.GetModifiedAction().GetTimeoutMs(), tc.want)
+			}
+		})
+	}
+}
+
+func TestToolRetryJitter(t *testing.T) {
+	timeout := &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT}
+	table := []struct {
+		rand float64
+		want []int64 // for retry_count 0, 1, 2
+	}{
+		{0, []int64{400, 800, 1600}},
+		{0.5, []int64{500, 1000, 2000}},
+		{0.99999, []int64{599, 1199, 2399}},
+		{-3, []int64{400, 800, 1600}}, // out of range: clamped
+		{7, []int64{600, 1200, 2400}},
+	}
+	for _, tc := range table {
+		t.Run(fmt.Sprint(tc.rand), func(t *testing.T) {
+			c := client(t, recovery.Options{MaxRetries: 100, Rand: func() float64 { return tc.rand }})
+			var got []int64
+			for n := range int32(3) {
+				got = append(got, decide(t, c, timeout, n, nil).GetBackoffMs())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("backoff = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("capped at 60 s", func(t *testing.T) {
+		c := client(t, recovery.Options{MaxRetries: 100, Rand: func() float64 { return 0.99 }})
+		if d := decide(t, c, timeout, 20, nil).GetBackoffMs(); d != 60_000 {
+			t.Errorf("backoff after 20 retries = %d, want 60000", d)
+		}
+	})
+	t.Run("default source stays within ±20 %", func(t *testing.T) {
+		c := client(t, recovery.Options{MaxRetries: 100})
+		for range 100 {
+			if d := decide(t, c, timeout, 1, nil).GetBackoffMs(); d < 800 || d > 1200 {
+				t.Fatalf("backoff %d outside [800, 1200]", d)
+			}
+		}
+	})
+}
+
+func TestExecutionErrorAlternatives(t *testing.T) {
+	execErr := &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR}
+	c := client(t, recovery.Options{MaxRetries: 10})
+	state := runState(t)
+	for n, want := range []string{"calculator_v2", "python", "calculator_v2"} {
+		resp := decide(t, c, execErr, int32(n), state)
+		if resp.GetStrategy() != fallback || resp.GetModifiedAction().GetToolName() != want {
+			t.Errorf("retry %d: %v tool %q, want FALLBACK to %q", n, resp.GetStrategy(), resp.GetModifiedAction().GetToolName(), want)
+		}
+		if !proto.Equal(resp.GetModifiedAction().GetArguments(), state.GetArguments()) {
+			t.Errorf("retry %d: arguments %v, want the failed call's %v", n, resp.GetModifiedAction().GetArguments(), state.GetArguments())
+		}
+	}
+	state.AlternativeTools = nil
+	resp := decide(t, c, execErr, 0, state)
+	if resp.GetStrategy() != fallback || resp.GetModifiedAction() != nil {
+		t.Errorf("without alternatives: %v with action %v, want FALLBACK without action", resp.GetStrategy(), resp.GetModifiedAction())
+	}
+	if !strings.Contains(resp.GetReason(), "no alternative tool; the failure is reported to the model") {
+		t.Errorf("reason = %q", resp.GetReason())
+	}
+}
+
+func TestDecideInvalidInput(t *testing.T) {
+	someErr := &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR}
+	table := []struct {
+		name     string
+		req      *recoveryv1.DecideRequest
+		contains string
+	}{
+		{"missing error", &recoveryv1.DecideRequest{Stage: "action"}, "error is required"},
+		{"empty stage", &recoveryv1.DecideRequest{Error: someErr}, "stage must not be empty"},
+		{"blank stage", &recoveryv1.DecideRequest{Error: someErr, Stage: "  "}, "stage must not be empty"},
+		{"negative retry count", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", RetryCount: -1}, "retry_count must not be negative, got -1"},
+		{"negative max_retries", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{MaxRetries: -2}}, "state.max_retries must not be negative, got -2"},
+		{"negative timeout", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{TimeoutMs: -5}}, "state.timeout_ms must not be negative, got -5"},
+	}
+	c := client(t, recovery.Options{})
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Decide(t.Context(), tc.req)
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("code = %v (%v), want InvalidArgument", status.Code(err), err)
+			}
+			se := stageerr.FromError(err)
+			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT || !strings.Contains(se.Msg, tc.contains) {
+				t.Errorf("error = %v %q, want INVALID_INPUT containing %q", se.Code, se.Msg, tc.contains)
+			}
+		})
+	}
+}
