@@ -1,0 +1,103 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Knowledge search constants.
+const (
+	// KnowledgeCollection is the memory collection knowledge_search searches.
+	KnowledgeCollection = "knowledge"
+	// EmptySearchResult is knowledge_search's whole result when nothing matches (RAG
+	// contract §3), so the model can say it lacks information.
+	EmptySearchResult = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
+
+	defaultSearchLimit = 5
+	maxSearchLimit     = 20
+	maxQueryLength     = 2000
+)
+
+// knowledgeTool is the knowledge_search built-in, backed by MemoryService.
+type knowledgeTool struct {
+	def    *typev1.Tool
+	memory memoryv1.MemoryServiceClient
+}
+
+func newKnowledgeTool(memory memoryv1.MemoryServiceClient) (*knowledgeTool, error) {
+	schema, err := objectSchema(map[string]any{
+		"query": map[string]any{
+			"type":        "string",
+			"description": "What to look for in the knowledge base.",
+			"minLength":   1,
+			"maxLength":   maxQueryLength,
+			"pattern":     `\S`,
+		},
+		"limit": map[string]any{
+			"type":        "integer",
+			"description": fmt.Sprintf("Maximum number of references (default %d).", defaultSearchLimit),
+			"minimum":     1,
+			"maximum":     maxSearchLimit,
+		},
+	}, "query")
+	if err != nil {
+		return nil, err
+	}
+	return &knowledgeTool{memory: memory, def: &typev1.Tool{
+		Name:        "knowledge_search",
+		Description: "Searches the user's knowledge base and returns numbered references with their text. Cite them as [n].",
+		InputSchema: schema,
+		Server:      BuiltinServer,
+	}}, nil
+}
+
+// Definition describes knowledge_search.
+func (t *knowledgeTool) Definition() *typev1.Tool { return t.def }
+
+// Call searches the knowledge collection of the call's user.
+func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
+	if call.UserID == "" {
+		return "", errors.New("knowledge_search needs the call's user_id: knowledge is kept per user")
+	}
+	query, _ := call.Arguments["query"].(string)
+	limit := int32(defaultSearchLimit)
+	if l, ok := call.Arguments["limit"].(float64); ok {
+		limit = int32(l)
+	}
+	resp, err := t.memory.Search(ctx, &memoryv1.SearchRequest{
+		UserId:     call.UserID,
+		Query:      query,
+		Limit:      limit,
+		Collection: KnowledgeCollection,
+	})
+	if err != nil {
+		if status.Code(err) == codes.Unavailable || stageerr.FromError(err).Retryable() {
+			return "", fmt.Errorf("%w: knowledge search: %s", ErrTransient, status.Convert(err).Message())
+		}
+		return "", fmt.Errorf("knowledge search: %s", status.Convert(err).Message())
+	}
+	if len(resp.GetHits()) == 0 {
+		return EmptySearchResult, nil
+	}
+	refs := make([]string, len(resp.GetHits()))
+	for i, hit := range resp.GetHits() {
+		refs[i] = fmt.Sprintf("[%d] %s (score %.2f)\n%s", i+1, hitLabel(hit.GetMemory()), hit.GetRelevanceScore(), hit.GetMemory().GetContent())
+	}
+	return strings.Join(refs, "\n\n"), nil
+}
+
+// hitLabel is a reference's title from its metadata, or its id.
+func hitLabel(m *memoryv1.Memory) string {
+	if title := strings.TrimSpace(m.GetMetadata().GetFields()["title"].GetStringValue()); title != "" {
+		return title
+	}
+	return m.GetId()
+}

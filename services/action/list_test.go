@@ -1,0 +1,144 @@
+package action_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/action"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func TestListTools(t *testing.T) {
+	flagged := newFakeTool("lookup_secret", returns(""))
+	flagged.def.RequiresApproval = true
+	tools := []action.Tool{
+		newFakeTool("notes_lookup", returns("")),
+		newFakeTool("delete_note", returns("")),
+		newFakeTool("send-email", returns("")),
+		newFakeTool("files.write", returns("")),
+		newFakeTool("Run_Query", returns("")),
+		newFakeTool("runner_status", returns("")),
+		newFakeTool("archive", returns("")),
+		newFakeTool("transfer_funds", returns("")),
+		newFakeTool("drop_table", returns("")),
+		flagged,
+	}
+	memConn := serveMemory(t, &memoryServer{})
+	client := serve(t, action.Options{
+		Memory:          memoryv1.NewMemoryServiceClient(memConn),
+		Tools:           tools,
+		RequireApproval: []string{"archive"},
+		NoApproval:      []string{"drop_table"},
+	})
+	resp, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	wantApproval := map[string]bool{
+		"Run_Query": true, "archive": true, "calculator": false, "current_time": false,
+		"delete_note": true, "drop_table": false, "files.write": true, "knowledge_search": false,
+		"lookup_secret": true, "notes_lookup": false, "runner_status": false, "send-email": true,
+		"transfer_funds": true,
+	}
+	var names []string
+	for _, tool := range resp.GetTools() {
+		names = append(names, tool.GetName())
+		want, ok := wantApproval[tool.GetName()]
+		if !ok {
+			t.Errorf("unexpected tool %q", tool.GetName())
+			continue
+		}
+		if tool.GetRequiresApproval() != want {
+			t.Errorf("%s: requires_approval = %v, want %v", tool.GetName(), tool.GetRequiresApproval(), want)
+		}
+		if tool.GetServer() != action.BuiltinServer || tool.GetDescription() == "" {
+			t.Errorf("%s: server %q description %q", tool.GetName(), tool.GetServer(), tool.GetDescription())
+		}
+		if tool.GetInputSchema().GetFields()["type"].GetStringValue() != "object" {
+			t.Errorf("%s: schema %v is not an object schema", tool.GetName(), tool.GetInputSchema())
+		}
+	}
+	if len(names) != len(wantApproval) || !slices.IsSorted(names) {
+		t.Errorf("tools %v: want all %d, sorted by name", names, len(wantApproval))
+	}
+
+	builtinSchemas := map[string]string{
+		"calculator":       `{"additionalProperties":false,"properties":{"expression":{"type":"string"}},"required":["expression"],"type":"object"}`,
+		"current_time":     `{"additionalProperties":false,"properties":{"timezone":{"type":"string"}},"type":"object"}`,
+		"knowledge_search": `{"additionalProperties":false,"properties":{"limit":{"maximum":20,"minimum":1,"type":"integer"},"query":{"type":"string"}},"required":["query"],"type":"object"}`,
+	}
+	for _, tool := range resp.GetTools() {
+		want, ok := builtinSchemas[tool.GetName()]
+		if !ok {
+			continue
+		}
+		if got := schemaShape(t, tool.GetInputSchema()); got != want {
+			t.Errorf("%s schema shape:\n got %s\nwant %s", tool.GetName(), got, want)
+		}
+	}
+}
+
+// schemaShape renders a schema without descriptions and string limits, leaving type,
+// properties, required, bounds and additionalProperties.
+func schemaShape(t *testing.T, schema *structpb.Struct) string {
+	t.Helper()
+	s := proto.CloneOf(schema)
+	for _, prop := range s.GetFields()["properties"].GetStructValue().GetFields() {
+		for _, k := range []string{"description", "minLength", "maxLength", "pattern"} {
+			delete(prop.GetStructValue().GetFields(), k)
+		}
+	}
+	b, err := s.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), " ", "")
+}
+
+func TestListToolsWithoutMemory(t *testing.T) {
+	client := serve(t, action.Options{})
+	resp, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	var names []string
+	for _, tool := range resp.GetTools() {
+		names = append(names, tool.GetName())
+	}
+	if !slices.Equal(names, []string{"calculator", "current_time"}) {
+		t.Fatalf("tools = %v, want knowledge_search only with a memory client", names)
+	}
+	_, err = client.Execute(t.Context(), request(t, "knowledge_search", map[string]any{"query": "x"}))
+	wantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND, "knowledge_search")
+}
+
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	badSchema := newFakeTool("bad_schema", returns(""))
+	badSchema.def.InputSchema = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewNumberValue(5)}}
+	table := []struct {
+		name string
+		opts action.Options
+		want string
+	}{
+		{"duplicate of a built-in", action.Options{Tools: []action.Tool{newFakeTool("calculator", returns(""))}}, `duplicate tool name "calculator"`},
+		{"duplicate extra tools", action.Options{Tools: []action.Tool{newFakeTool("x", returns("")), newFakeTool("x", returns(""))}}, `duplicate tool name "x"`},
+		{"nil tool", action.Options{Tools: []action.Tool{nil}}, "has no definition"},
+		{"nameless tool", action.Options{Tools: []action.Tool{newFakeTool("", returns(""))}}, "has no name"},
+		{"schema that does not compile", action.Options{Tools: []action.Tool{badSchema}}, `tool "bad_schema": schema`},
+		{"approval both ways", action.Options{RequireApproval: []string{"x"}, NoApproval: []string{"x"}}, `tool "x" is listed both`},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := action.New(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package action_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/action"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeTool is a test tool that counts its executions.
+type fakeTool struct {
+	def   *typev1.Tool
+	fn    func(ctx context.Context, call action.Call) (string, error)
+	calls atomic.Int32
+}
+
+// newFakeTool returns a tool named name, accepting any object, that runs fn.
+func newFakeTool(name string, fn func(ctx context.Context, call action.Call) (string, error)) *fakeTool {
+	return &fakeTool{def: &typev1.Tool{Name: name, Description: "test tool " + name}, fn: fn}
+}
+
+func (f *fakeTool) Definition() *typev1.Tool { return f.def }
+
+func (f *fakeTool) Call(ctx context.Context, call action.Call) (string, error) {
+	f.calls.Add(1)
+	return f.fn(ctx, call)
+}
+
+// returns is a tool body answering text.
+func returns(text string) func(context.Context, action.Call) (string, error) {
+	return func(context.Context, action.Call) (string, error) { return text, nil }
+}
+
+// serve starts the service with opts over gRPC; logs are discarded unless opts has a logger.
+func serve(t *testing.T, opts action.Options) actionv1.ActionServiceClient {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	svc, err := action.New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return actionv1.NewActionServiceClient(grpctest.Serve(t, svc.Register))
+}
+
+// args builds an arguments Struct.
+func args(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatalf("arguments %v: %v", m, err)
+	}
+	return s
+}
+
+// callSeq makes distinct call ids.
+var callSeq atomic.Int64
+
+// request returns an ExecuteRequest for tool with a fresh call id.
+func request(t *testing.T, tool string, arguments map[string]any) *actionv1.ExecuteRequest {
+	t.Helper()
+	return &actionv1.ExecuteRequest{
+		RunId:     "run-" + t.Name(),
+		CallId:    fmt.Sprintf("call-%d", callSeq.Add(1)),
+		ToolName:  tool,
+		Arguments: args(t, arguments),
+		UserId:    "user-1",
+	}
+}
+
+// wantStageError asserts err is a gRPC error with the given codes whose message contains
+// every one of parts.
+func wantStageError(t *testing.T, err error, grpcCode codes.Code, code typev1.StageErrorCode, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want %v error, got success", grpcCode)
+	}
+	if got := status.Code(err); got != grpcCode {
+		t.Fatalf("grpc code = %v, want %v (%v)", got, grpcCode, err)
+	}
+	se := stageerr.FromError(err)
+	if se.Code != code {
+		t.Fatalf("stage code = %v, want %v (%v)", se.Code, code, err)
+	}
+	for _, p := range parts {
+		if !strings.Contains(se.Msg, p) {
+			t.Errorf("message %q does not contain %q", se.Msg, p)
+		}
+	}
+}
+
+// serveServer serves an ActionServiceServer over gRPC.
+func serveServer(t *testing.T, srv actionv1.ActionServiceServer) *grpc.ClientConn {
+	t.Helper()
+	return grpctest.Serve(t, func(g *grpc.Server) { actionv1.RegisterActionServiceServer(g, srv) })
+}

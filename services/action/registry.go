@@ -1,0 +1,74 @@
+package action
+
+import (
+	"fmt"
+	"slices"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// registered is a tool with its resolved definition and compiled argument schema.
+type registered struct {
+	tool Tool
+	// def is the definition as listed: server defaulted, approval flag resolved by policy.
+	def    *typev1.Tool
+	schema *jsonschema.Schema
+}
+
+// registry holds the executable tools by name.
+type registry struct {
+	byName map[string]*registered
+	names  []string // sorted
+}
+
+// newRegistry resolves every tool's definition and compiles its schema once. Nil tools,
+// nameless or duplicate names and schemas that do not compile are errors.
+func newRegistry(tools []Tool, policy approvalPolicy) (*registry, error) {
+	r := &registry{byName: make(map[string]*registered, len(tools))}
+	for i, t := range tools {
+		if t == nil || t.Definition() == nil {
+			return nil, fmt.Errorf("tool %d has no definition", i)
+		}
+		def := proto.CloneOf(t.Definition())
+		name := def.GetName()
+		if name == "" {
+			return nil, fmt.Errorf("tool %d has no name", i)
+		}
+		if _, dup := r.byName[name]; dup {
+			return nil, fmt.Errorf("duplicate tool name %q", name)
+		}
+		if def.GetServer() == "" {
+			def.Server = BuiltinServer
+		}
+		if def.GetInputSchema() == nil {
+			def.InputSchema = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object")}}
+		}
+		def.RequiresApproval = policy.requires(name, def.GetRequiresApproval())
+		schema, err := compileSchema(name, def.GetInputSchema())
+		if err != nil {
+			return nil, err
+		}
+		r.byName[name] = &registered{tool: t, def: def, schema: schema}
+		r.names = append(r.names, name)
+	}
+	slices.Sort(r.names)
+	return r, nil
+}
+
+// lookup returns the named tool.
+func (r *registry) lookup(name string) (*registered, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}
+
+// definitions returns copies of every tool's definition, sorted by name.
+func (r *registry) definitions() []*typev1.Tool {
+	defs := make([]*typev1.Tool, 0, len(r.names))
+	for _, name := range r.names {
+		defs = append(defs, proto.CloneOf(r.byName[name].def))
+	}
+	return defs
+}

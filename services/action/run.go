@@ -1,0 +1,109 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// maxRetries is how often a transient failure is retried (RAG contract §8).
+const maxRetries = 3
+
+// attemptResult is what a tool's attempts ended with.
+type attemptResult struct {
+	text string
+	err  error
+}
+
+// run executes the call within timeout and reports success, error or timeout. The tool's
+// context is detached from the request's cancellation, so a client that goes away does not
+// turn a call with side effects into an unrecorded one, and cancelled when the timeout fires;
+// run then returns at once, without waiting for a tool that ignores cancellation.
+func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout time.Duration) *actionv1.ExecuteResponse {
+	start := s.now()
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+
+	var attempts atomic.Int32
+	done := make(chan attemptResult, 1)
+	go func() {
+		text, err := s.callWithRetries(tctx, reg, call, &attempts)
+		done <- attemptResult{text: text, err: err}
+	}()
+	var res attemptResult
+	select {
+	case res = <-done:
+	case <-tctx.Done():
+		select {
+		case res = <-done: // finished at the same moment: keep its answer
+		default:
+			res = attemptResult{err: tctx.Err()}
+		}
+	}
+
+	resp := &actionv1.ExecuteResponse{Server: reg.def.GetServer(), Attempts: attempts.Load()}
+	switch {
+	case res.err == nil:
+		resp.Status = typev1.ToolStatus_TOOL_STATUS_SUCCESS
+		resp.Result = res.text
+	case tctx.Err() != nil:
+		resp.Status = typev1.ToolStatus_TOOL_STATUS_TIMEOUT
+		resp.Error = "timeout"
+		resp.ErrorCode = typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT
+	default:
+		resp.Status = typev1.ToolStatus_TOOL_STATUS_ERROR
+		resp.Error = res.err.Error()
+		resp.ErrorCode = typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR
+	}
+	resp.ExecutionTimeMs = s.now().Sub(start).Milliseconds()
+	return resp
+}
+
+// callWithRetries calls the tool, retrying failures that wrap ErrTransient up to maxRetries
+// times with exponential backoff and jitter, as long as the next attempt fits in ctx's
+// deadline. Retries are attempts of the same call, counted in attempts.
+func (s *Service) callWithRetries(ctx context.Context, reg *registered, call Call, attempts *atomic.Int32) (string, error) {
+	for retry := 0; ; retry++ {
+		attempts.Add(1)
+		text, err := s.callTool(ctx, reg, call)
+		if err == nil || !errors.Is(err, ErrTransient) || retry == maxRetries {
+			return text, err
+		}
+		delay := backoff(s.retryBase, retry)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
+			return text, err
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return "", ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// backoff is the delay before retry n (0-based): base·2ⁿ, jittered to between half and all
+// of it.
+func backoff(base time.Duration, n int) time.Duration {
+	d := base << n
+	return d/2 + rand.N(d/2+1)
+}
+
+// callTool makes one attempt; a panicking tool is an execution error, logged.
+func (s *Service) callTool(ctx context.Context, reg *registered, call Call) (text string, err error) {
+	name := reg.def.GetName()
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.ErrorContext(ctx, "tool panicked", "tool", name, "run_id", call.RunID, "call_id", call.CallID, "panic", r)
+			text, err = "", fmt.Errorf("tool %s failed unexpectedly", name)
+		}
+	}()
+	return reg.tool.Call(ctx, call)
+}

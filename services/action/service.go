@@ -1,0 +1,116 @@
+package action
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/grpc"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout   = 30 * time.Second
+	DefaultCacheSize = 10000
+	DefaultRetryBase = 100 * time.Millisecond
+)
+
+// Options configures the service.
+type Options struct {
+	// Memory, when set, enables the knowledge_search built-in.
+	Memory memoryv1.MemoryServiceClient
+	// Tools are executable tools beyond the built-ins.
+	Tools []Tool
+	// RequireApproval names tools that are never executed without a recorded approval.
+	RequireApproval []string
+	// NoApproval names tools exempt from approval, whatever their name or flag says.
+	NoApproval []string
+	// DefaultTimeout applies to calls without timeout_ms; 0 means DefaultTimeout.
+	DefaultTimeout time.Duration
+	// RetryBase is the first backoff delay between retries of transient failures; it doubles
+	// per retry, with jitter. 0 means DefaultRetryBase.
+	RetryBase time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// CacheSize bounds the (run_id, call_id) result cache; 0 means DefaultCacheSize.
+	CacheSize int
+	// TracerProvider makes the execute_tool spans; nil means the global provider.
+	TracerProvider trace.TracerProvider
+	// Logger logs tool panics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Service is the ActionService.
+type Service struct {
+	actionv1.UnimplementedActionServiceServer
+
+	tools          *registry
+	cache          *resultCache
+	flight         singleflight.Group
+	tracer         trace.Tracer
+	log            *slog.Logger
+	now            func() time.Time
+	defaultTimeout time.Duration
+	retryBase      time.Duration
+}
+
+// New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
+// both requiring and exempt from approval, and schemas that do not compile are errors.
+func New(opts Options) (*Service, error) {
+	s := &Service{
+		now:            opts.Now,
+		log:            opts.Logger,
+		defaultTimeout: opts.DefaultTimeout,
+		retryBase:      opts.RetryBase,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.defaultTimeout <= 0 {
+		s.defaultTimeout = DefaultTimeout
+	}
+	if s.retryBase <= 0 {
+		s.retryBase = DefaultRetryBase
+	}
+	size := opts.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
+	s.cache = newResultCache(size)
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer(tracerName)
+
+	builtins, err := builtinTools(opts.Memory, s.now)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := newApprovalPolicy(opts.RequireApproval, opts.NoApproval)
+	if err != nil {
+		return nil, err
+	}
+	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Register adds the service to a gRPC server.
+func (s *Service) Register(g *grpc.Server) {
+	actionv1.RegisterActionServiceServer(g, s)
+}
+
+// ListTools returns every tool, sorted by name, with its schema and approval flag.
+func (s *Service) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
+	return &actionv1.ListToolsResponse{Tools: s.tools.definitions()}, nil
+}

@@ -1,0 +1,40 @@
+package action
+
+import (
+	"context"
+	"errors"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// BuiltinServer is the server name of tools that run inside the action service.
+const BuiltinServer = "builtin"
+
+// ErrTransient marks a tool failure that may succeed when tried again (a network blip, a 5xx).
+// Tools wrap it, e.g. fmt.Errorf("%w: upstream returned 503", action.ErrTransient), and the
+// service retries the call with exponential backoff within the call's timeout.
+var ErrTransient = errors.New("transient tool failure")
+
+// Tool is one executable tool.
+type Tool interface {
+	// Definition describes the tool: a unique name, a description for the model, the JSON
+	// schema of its arguments (nil accepts any object), whether it always needs approval, and
+	// its server ("" means BuiltinServer). The service reads it once, at construction.
+	Definition() *typev1.Tool
+	// Call runs the tool. The arguments have been validated against the schema. The context
+	// is cancelled when the call's timeout fires. An error is reported to the model as the
+	// tool's failure; wrap ErrTransient to have the call retried.
+	Call(ctx context.Context, call Call) (string, error)
+}
+
+// Call is one invocation of a tool.
+type Call struct {
+	// UserID is the user the call acts for.
+	UserID string
+	// RunID is the run the call belongs to.
+	RunID string
+	// CallID identifies the call within the run.
+	CallID string
+	// Arguments are the call's arguments, parsed from JSON (numbers are float64).
+	Arguments map[string]any
+}
