@@ -1,0 +1,79 @@
+// Package tokens estimates how many tokens text, messages and tool schemas cost a model.
+//
+// The estimate is deliberately simple and model-independent: one token per four bytes of
+// UTF-8, rounded up (ceil(bytes/4)), so any non-empty text costs at least one token. It
+// over-counts slightly for English prose, which keeps budgets on the safe side. A real
+// tokenizer keyed by model replaces the body of Estimate later; the signatures stay.
+package tokens
+
+import (
+	"encoding/json"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// BytesPerToken is the number of bytes of text counted as one token.
+const BytesPerToken = 4
+
+// MessageOverhead is the fixed cost of one message (role and framing tokens).
+const MessageOverhead = 4
+
+// Estimate returns the estimated token count of text: ceil(len(text)/4) bytes, at least 1 for
+// non-empty text and 0 for the empty string.
+func Estimate(text string) int64 {
+	n := int64(len(text))
+	return (n + BytesPerToken - 1) / BytesPerToken
+}
+
+// Message returns the estimated token count of one message: MessageOverhead plus its content,
+// its reasoning and, for every tool call, the call's name and raw arguments (the JSON of the
+// parsed arguments when the raw text is empty). A nil message costs nothing.
+func Message(m *typev1.Message) int64 {
+	if m == nil {
+		return 0
+	}
+	n := MessageOverhead + Estimate(m.GetContent()) + Estimate(m.GetReasoning())
+	for _, call := range m.GetToolCalls() {
+		n += Estimate(call.GetName())
+		if raw := call.GetRawArguments(); raw != "" {
+			n += Estimate(raw)
+		} else {
+			n += Estimate(structJSON(call.GetArguments()))
+		}
+	}
+	return n
+}
+
+// Messages returns the estimated token count of a conversation: the sum over its messages.
+func Messages(msgs []*typev1.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += Message(m)
+	}
+	return n
+}
+
+// Tools returns the estimated token count of the tool schemas offered on a request: for each
+// tool its name, its description and the JSON of its input schema.
+func Tools(tools []*typev1.Tool) int64 {
+	var n int64
+	for _, t := range tools {
+		n += Estimate(t.GetName()) + Estimate(t.GetDescription()) + Estimate(structJSON(t.GetInputSchema()))
+	}
+	return n
+}
+
+// structJSON renders s as compact JSON with sorted keys, so equal structs always cost the
+// same; a nil struct renders as "".
+func structJSON(s *structpb.Struct) string {
+	if s == nil {
+		return ""
+	}
+	b, err := json.Marshal(s.AsMap())
+	if err != nil {
+		// NaN and infinite numbers have no JSON form; count the text form instead.
+		return s.String()
+	}
+	return string(b)
+}
