@@ -1,0 +1,268 @@
+package assembly_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"github.com/agentmesh/agentmesh/services/assembly"
+	"google.golang.org/grpc/codes"
+)
+
+func TestRecencyBias(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	// Every message below costs 4 + n tokens: S 10, the others 20 each; 110 in all.
+	history := []*typev1.Message{sys("S", 6), usr("U1", 16), asst("A1", 16), usr("U2", 16), asst("A2", 16), usr("U3", 16)}
+	table := []struct {
+		maxTokens int64
+		want      []string
+		dropped   int32
+	}{
+		{110, []string{"S", "U1", "A1", "U2", "A2", "U3"}, 0},
+		{1000, []string{"S", "U1", "A1", "U2", "A2", "U3"}, 0},
+		{109, []string{"S", "A1", "U2", "A2", "U3"}, 1},
+		{50, []string{"S", "A2", "U3"}, 3},
+		{49, []string{"S", "U3"}, 4},
+		{30, []string{"S", "U3"}, 4},
+	}
+	for _, tc := range table {
+		t.Run(fmt.Sprint(tc.maxTokens), func(t *testing.T) {
+			resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: tc.maxTokens})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := labels(resp.GetMessages()); !slices.Equal(got, tc.want) {
+				t.Errorf("messages = %v, want %v", got, tc.want)
+			}
+			if resp.GetDroppedMessages() != tc.dropped {
+				t.Errorf("dropped = %d, want %d", resp.GetDroppedMessages(), tc.dropped)
+			}
+			checkInvariants(t, resp, tc.maxTokens)
+		})
+	}
+}
+
+// Kept history is an unbroken tail: a small old message is not kept past a big one that
+// did not fit.
+func TestHistoryTailIsUnbroken(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	history := []*typev1.Message{sys("S", 6), usr("tiny", 1), asst("BIG", 96), usr("U2", 16)}
+	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 10 + 20 + 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "U2"}) {
+		t.Errorf("messages = %v, want [S U2]", got)
+	}
+	if resp.GetDroppedMessages() != 2 {
+		t.Errorf("dropped = %d, want 2", resp.GetDroppedMessages())
+	}
+}
+
+func TestSystemMessagesKept(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	// Only the leading system messages are pinned; a later one is ordinary history.
+	history := []*typev1.Message{sys("S1", 6), sys("S2", 6), usr("U1", 16), sys("late", 16), usr("U2", 16)}
+	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 10 + 10 + 20 + 19})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S1", "S2", "U2"}) {
+		t.Errorf("messages = %v, want [S1 S2 U2]", got)
+	}
+	if resp.GetDroppedMessages() != 2 {
+		t.Errorf("dropped = %d, want 2", resp.GetDroppedMessages())
+	}
+
+	resp, err = c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history[:2], MaxTokens: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S1", "S2"}) || resp.GetDroppedMessages() != 0 {
+		t.Errorf("system-only history: messages = %v, dropped %d", got, resp.GetDroppedMessages())
+	}
+}
+
+func TestToolPairsNeverSplit(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	history := []*typev1.Message{
+		sys("S", 6),
+		usr("U1", 16),
+		call("C1", "c1", "c2"),
+		result("c1", 16),
+		result("c2", 16),
+		asst("A2", 16),
+		usr("U2", 16),
+	}
+	pair := tokens.Messages(history[2:5])
+	total := tokens.Messages(history)
+	minimum := tokens.Messages([]*typev1.Message{history[0], history[6]})
+
+	t.Run("every budget keeps pairs whole", func(t *testing.T) {
+		for budget := minimum; budget <= total; budget++ {
+			resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: budget})
+			if err != nil {
+				t.Fatalf("budget %d: %v", budget, err)
+			}
+			checkInvariants(t, resp, budget)
+		}
+	})
+	t.Run("one token short of the pair drops it whole", func(t *testing.T) {
+		budget := minimum + 20 + pair - 1
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "A2", "U2"}) {
+			t.Errorf("messages = %v, want [S A2 U2]", got)
+		}
+		if resp.GetDroppedMessages() != 4 {
+			t.Errorf("dropped = %d, want 4", resp.GetDroppedMessages())
+		}
+	})
+	t.Run("exactly the pair keeps it", func(t *testing.T) {
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: minimum + 20 + pair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "C1", "result-c1", "result-c2", "A2", "U2"}) {
+			t.Errorf("messages = %v", got)
+		}
+	})
+	t.Run("a newest tool pair is the minimum context", func(t *testing.T) {
+		h := history[:5]
+		need := tokens.Messages([]*typev1.Message{h[0]}) + pair
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: h, MaxTokens: need})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "C1", "result-c1", "result-c2"}) {
+			t.Errorf("messages = %v", got)
+		}
+		_, err = c.Assemble(t.Context(), &contextv1.AssembleRequest{History: h, MaxTokens: need - 1})
+		wantCode(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
+			fmt.Sprintf("cannot fit the minimum context: %d tokens needed, max_tokens %d", need, need-1))
+	})
+	t.Run("orphan tool results are never kept", func(t *testing.T) {
+		h := []*typev1.Message{sys("S", 6), usr("U1", 16), result("lost", 4), call("C1", "c1"), result("c1", 4), result("c9", 4), usr("U2", 16)}
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: h, MaxTokens: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "U1", "C1", "result-c1", "U2"}) {
+			t.Errorf("messages = %v", got)
+		}
+		if resp.GetDroppedMessages() != 2 {
+			t.Errorf("dropped = %d, want 2 (the orphans)", resp.GetDroppedMessages())
+		}
+		checkInvariants(t, resp, 10000)
+	})
+}
+
+func TestContextOverflow(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	history := []*typev1.Message{sys("S", 6), usr("U1", 16), usr("U2", 16)}
+	_, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 29})
+	wantCode(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
+		"cannot fit the minimum context: 30 tokens needed, max_tokens 29")
+
+	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 30})
+	if err != nil {
+		t.Fatalf("exactly the minimum must fit: %v", err)
+	}
+	if resp.GetTokenCount() != 30 {
+		t.Errorf("token_count = %d, want 30", resp.GetTokenCount())
+	}
+}
+
+func TestCurrentStep(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	history := []*typev1.Message{sys("S1", 6), sys("S2", 6), usr("U1", 16), usr("U2", 16)}
+	step := &typev1.Step{Id: "s2", Description: "Fetch the release notes", ToolName: "web__fetch"}
+	wantText := "Current step s2: Fetch the release notes (tool: web__fetch)"
+	stepTokens := tokens.Message(&typev1.Message{Content: wantText})
+
+	t.Run("placed after the leading system messages, with a plan source", func(t *testing.T) {
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 1000, CurrentStep: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := resp.GetMessages()
+		if len(msgs) != 5 || msgs[2].GetContent() != wantText || msgs[2].GetRole() != typev1.Role_ROLE_SYSTEM {
+			t.Fatalf("messages = %v", labels(msgs))
+		}
+		src := resp.GetSources()
+		if len(src) != 1 || src[0].GetKind() != "plan" || src[0].GetId() != "s2" {
+			t.Errorf("sources = %v", src)
+		}
+		checkInvariants(t, resp, 1000)
+	})
+	t.Run("a step without a tool", func(t *testing.T) {
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 1000,
+			CurrentStep: &typev1.Step{Id: "s1", Description: "Think"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetMessages()[2].GetContent(); got != "Current step s1: Think" {
+			t.Errorf("step message = %q", got)
+		}
+	})
+	t.Run("the step goes before older history", func(t *testing.T) {
+		budget := 40 + stepTokens
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: budget, CurrentStep: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S1", "S2", wantText, "U2"}) {
+			t.Errorf("messages = %v", got)
+		}
+	})
+	t.Run("left out when it does not fit", func(t *testing.T) {
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 40 + stepTokens - 1, CurrentStep: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S1", "S2", "U2"}) || len(resp.GetSources()) != 0 {
+			t.Errorf("messages = %v, sources %v", got, resp.GetSources())
+		}
+	})
+}
+
+func TestInvalidInput(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	ok := []*typev1.Message{usr("U", 4)}
+	table := []struct {
+		name string
+		req  *contextv1.AssembleRequest
+		part string
+	}{
+		{"zero max_tokens", &contextv1.AssembleRequest{History: ok}, "max_tokens must be positive"},
+		{"negative max_tokens", &contextv1.AssembleRequest{History: ok, MaxTokens: -5}, "max_tokens must be positive, got -5"},
+		{"empty history", &contextv1.AssembleRequest{MaxTokens: 100}, "history must not be empty"},
+		{"message without role", &contextv1.AssembleRequest{MaxTokens: 100, History: []*typev1.Message{usr("U", 4), {Content: "x"}}}, "history[1].role"},
+		{"negative ctx", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Counters: &typev1.GuardCounters{Ctx: -1}}, "counters.ctx must not be negative"},
+		{"negative pending", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Counters: &typev1.GuardCounters{Pending: -1}}, "counters.pending"},
+		{"negative new", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Counters: &typev1.GuardCounters{New: -1}}, "counters.new"},
+		{"negative schema", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Counters: &typev1.GuardCounters{Schema: -1}}, "counters.schema"},
+		{"huge ctx", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Counters: &typev1.GuardCounters{Ctx: 1 << 62}}, "counters.ctx is"},
+		{"negative window", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ContextWindow: -1}, "context_window must not be negative"},
+		{"negative buffer", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ContextWindowBufferTokens: -1}, "context_window_buffer_tokens"},
+		{"negative max output", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MaxOutputTokens: -1}, "max_output_tokens"},
+		{"ratio above 1", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ForceSynthesisAtRatio: 1.01}, "force_synthesis_at_ratio"},
+		{"negative ratio", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ForceSynthesisAtRatio: -0.1}, "force_synthesis_at_ratio"},
+		{"negative memory limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryLimit: -1}, "memory_limit"},
+		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
+		{"step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, CurrentStep: &typev1.Step{Description: "x"}}, "current_step.id"},
+		{"reserved space fills the window", &contextv1.AssembleRequest{History: ok, MaxTokens: 100,
+			ContextWindow: 1000, ContextWindowBufferTokens: 200, MaxOutputTokens: 800}, "context_window 1000 leaves no room"},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Assemble(t.Context(), tc.req)
+			wantCode(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
+		})
+	}
+}

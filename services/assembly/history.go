@@ -1,0 +1,89 @@
+package assembly
+
+import (
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
+)
+
+// unit is a run of history messages kept or dropped together: one message, or an assistant
+// message with tool calls followed by the tool results answering them.
+type unit struct {
+	messages []*typev1.Message
+	tokens   int64
+}
+
+// history is a request's history split for assembly.
+type history struct {
+	// system are the leading system messages, always kept.
+	system []*typev1.Message
+	// units are the remaining messages, oldest first, without orphan tool results.
+	units []*unit
+	// size is the number of history messages after the leading system messages, orphans
+	// included: everything that is either kept or dropped.
+	size int
+}
+
+// splitHistory separates the leading system messages and groups the rest into units. A tool
+// message joins the unit of the assistant message right before it (only other tool results
+// may sit in between) when that message requested its tool_call_id; otherwise it is an
+// orphan and never kept.
+func splitHistory(msgs []*typev1.Message) *history {
+	h := &history{}
+	i := 0
+	for i < len(msgs) && msgs[i].GetRole() == typev1.Role_ROLE_SYSTEM {
+		i++
+	}
+	h.system = msgs[:i]
+	rest := msgs[i:]
+	h.size = len(rest)
+
+	var open *unit // the unit of the last assistant message with tool calls, while results follow
+	var calls map[string]bool
+	for _, m := range rest {
+		if m.GetRole() == typev1.Role_ROLE_TOOL {
+			if open != nil && calls[m.GetToolCallId()] {
+				open.messages = append(open.messages, m)
+				open.tokens += tokens.Message(m)
+			}
+			continue
+		}
+		u := &unit{messages: []*typev1.Message{m}, tokens: tokens.Message(m)}
+		h.units = append(h.units, u)
+		open, calls = nil, nil
+		if m.GetRole() == typev1.Role_ROLE_ASSISTANT && len(m.GetToolCalls()) > 0 {
+			open, calls = u, make(map[string]bool, len(m.GetToolCalls()))
+			for _, c := range m.GetToolCalls() {
+				calls[c.GetId()] = true
+			}
+		}
+	}
+	return h
+}
+
+// newest returns the newest unit, or nil when there is none.
+func (h *history) newest() *unit {
+	if len(h.units) == 0 {
+		return nil
+	}
+	return h.units[len(h.units)-1]
+}
+
+// fit returns the messages of the newest unit and of as many units before it, newest first,
+// as fit within budget tokens on top of the newest unit (already accounted for by the
+// caller); it stops at the first unit that does not fit, so the kept history is an unbroken
+// tail of the conversation. Messages are returned oldest first.
+func (h *history) fit(budget int64) []*typev1.Message {
+	if len(h.units) == 0 {
+		return nil
+	}
+	first := len(h.units) - 1
+	for first > 0 && h.units[first-1].tokens <= budget {
+		first--
+		budget -= h.units[first].tokens
+	}
+	var out []*typev1.Message
+	for _, u := range h.units[first:] {
+		out = append(out, u.messages...)
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+package assembly
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
+)
+
+// recall searches the user's memories for the request's memory_query. It returns no hits
+// when memory is not configured or not asked for, and reports unavailable when the search
+// failed or timed out.
+func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (hits []*memoryv1.MemoryHit, unavailable bool) {
+	if s.memory == nil || req.GetMemoryQuery() == "" {
+		return nil, false
+	}
+	limit := req.GetMemoryLimit()
+	if limit == 0 {
+		limit = DefaultMemoryLimit
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.memoryTimeout)
+	defer cancel()
+	resp, err := s.memory.Search(ctx, &memoryv1.SearchRequest{
+		UserId: req.GetUserId(),
+		Query:  req.GetMemoryQuery(),
+		Limit:  limit,
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "memory unavailable, assembling without it",
+			"code", "MEMORY_UNAVAILABLE", "run_id", req.GetRunId(), "error", err)
+		return nil, true
+	}
+	return resp.GetHits(), false
+}
+
+// memoryMessage returns one system message listing the hits, best first, and a source per
+// hit, dropping the lowest-scored hits until the message fits within budget tokens. It
+// returns nil when no hit fits.
+func memoryMessage(hits []*memoryv1.MemoryHit, budget int64) (*typev1.Message, []*typev1.Source) {
+	hits = slices.Clone(hits)
+	slices.SortStableFunc(hits, func(a, b *memoryv1.MemoryHit) int {
+		return cmp.Compare(b.GetRelevanceScore(), a.GetRelevanceScore())
+	})
+	for ; len(hits) > 0; hits = hits[:len(hits)-1] {
+		var text strings.Builder
+		text.WriteString("Relevant memories:")
+		for i, h := range hits {
+			fmt.Fprintf(&text, "\n[%d] %s", i+1, h.GetMemory().GetContent())
+		}
+		msg := &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: text.String()}
+		if tokens.Message(msg) > budget {
+			continue
+		}
+		sources := make([]*typev1.Source, len(hits))
+		for i, h := range hits {
+			sources[i] = &typev1.Source{
+				Kind:  "memory",
+				Id:    h.GetMemory().GetId(),
+				Title: title(h.GetMemory()),
+				Score: h.GetRelevanceScore(),
+			}
+		}
+		return msg, sources
+	}
+	return nil, nil
+}
+
+// title is a memory's "title" metadata, else its "source" metadata, else "".
+func title(m *memoryv1.Memory) string {
+	fields := m.GetMetadata().GetFields()
+	for _, key := range []string{"title", "source"} {
+		if v := fields[key].GetStringValue(); v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,118 @@
+// Package assembly implements the ContextService: it assembles the messages of the next
+// inference within a token budget and evaluates the context guard. (The package is not named
+// context so that it does not shadow the standard library.)
+//
+// Assembly keeps, in this order of priority:
+//  1. every leading system message and the newest history message (with the messages it
+//     belongs to, see below) — when these alone exceed max_tokens the call fails with
+//     CONTEXT_OVERFLOW;
+//  2. the current plan step, as a system message "Current step <id>: <description>";
+//  3. relevant memories from the MemoryService, as one system message "Relevant memories:";
+//  4. older history, newest first, until the next message does not fit.
+//
+// An assistant message that calls tools and the tool results answering it are kept or dropped
+// together, so the assembled context never holds a tool result without its call or a call
+// without its results. A tool result that answers no preceding call is always dropped.
+// Output keeps chronological order: system messages, step, memories, then history.
+//
+// sources lists one Source per included memory hit (kind "memory") and for the included plan
+// step (kind "plan"); kept history messages are not listed.
+package assembly
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"google.golang.org/grpc"
+)
+
+// DefaultMemoryTimeout bounds a memory search when Options.MemoryTimeout is 0.
+const DefaultMemoryTimeout = 2 * time.Second
+
+// DefaultMemoryLimit is the number of memories searched for when a request's memory_limit is 0.
+const DefaultMemoryLimit = 3
+
+// Options configures the service.
+type Options struct {
+	// Memory searches the user's memories; nil assembles without memory.
+	Memory memoryv1.MemoryServiceClient
+	// MemoryTimeout bounds one memory search; 0 means DefaultMemoryTimeout.
+	MemoryTimeout time.Duration
+}
+
+// Service implements contextv1.ContextServiceServer.
+type Service struct {
+	contextv1.UnimplementedContextServiceServer
+	memory        memoryv1.MemoryServiceClient
+	memoryTimeout time.Duration
+	log           *slog.Logger
+}
+
+// New returns a Service configured by opts.
+func New(opts Options) *Service {
+	if opts.MemoryTimeout <= 0 {
+		opts.MemoryTimeout = DefaultMemoryTimeout
+	}
+	return &Service{
+		memory:        opts.Memory,
+		memoryTimeout: opts.MemoryTimeout,
+		log:           slog.Default().With("service", "context"),
+	}
+}
+
+// Register registers the service on g.
+func (s *Service) Register(g *grpc.Server) {
+	contextv1.RegisterContextServiceServer(g, s)
+}
+
+// Assemble fits the leading system messages, the newest history, the current step, relevant
+// memories and older history within max_tokens, and evaluates the context guard when
+// context_window is set. An unreachable memory service sets memory_unavailable and the
+// assembly goes on without memory.
+func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	resp := &contextv1.AssembleResponse{SchemaTokens: tokens.Tools(req.GetTools())}
+	if req.GetContextWindow() > 0 {
+		resp.Guard = evaluateGuard(req, resp.GetSchemaTokens())
+	}
+
+	h := splitHistory(req.GetHistory())
+	minimum := tokens.Messages(h.system)
+	if newest := h.newest(); newest != nil {
+		minimum += newest.tokens
+	}
+	if minimum > req.GetMaxTokens() {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
+			"cannot fit the minimum context: %d tokens needed, max_tokens %d", minimum, req.GetMaxTokens())
+	}
+	remaining := req.GetMaxTokens() - minimum
+
+	messages := append([]*typev1.Message(nil), h.system...)
+	if step, source := stepMessage(req.GetCurrentStep()); step != nil && tokens.Message(step) <= remaining {
+		messages = append(messages, step)
+		resp.Sources = append(resp.Sources, source)
+		remaining -= tokens.Message(step)
+	}
+	hits, unavailable := s.recall(ctx, req)
+	resp.MemoryUnavailable = unavailable
+	if recalled, sources := memoryMessage(hits, remaining); recalled != nil {
+		messages = append(messages, recalled)
+		resp.Sources = append(resp.Sources, sources...)
+		remaining -= tokens.Message(recalled)
+	}
+
+	kept := h.fit(remaining)
+	messages = append(messages, kept...)
+	resp.Messages = messages
+	resp.TokenCount = tokens.Messages(messages)
+	resp.DroppedMessages = int32(h.size - len(kept))
+	return resp, nil
+}

@@ -1,0 +1,68 @@
+package assembly
+
+import (
+	"math"
+
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// maxTokenCount bounds every token field of a request, far above any real context window, so
+// that sums of counters cannot overflow.
+const maxTokenCount = 1 << 48
+
+// validate returns an INVALID_INPUT error naming the first field that is wrong.
+func validate(req *contextv1.AssembleRequest) error {
+	if req.GetMaxTokens() <= 0 {
+		return stageerr.Invalid("max_tokens must be positive, got %d", req.GetMaxTokens())
+	}
+	if len(req.GetHistory()) == 0 {
+		return stageerr.Invalid("history must not be empty")
+	}
+	for i, m := range req.GetHistory() {
+		if _, known := typev1.Role_name[int32(m.GetRole())]; !known || m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
+			return stageerr.Invalid("history[%d].role must be system, user, assistant or tool", i)
+		}
+	}
+	c := req.GetCounters()
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"max_tokens", req.GetMaxTokens()},
+		{"counters.ctx", c.GetCtx()},
+		{"counters.pending", c.GetPending()},
+		{"counters.new", c.GetNew()},
+		{"counters.schema", c.GetSchema()},
+		{"context_window", req.GetContextWindow()},
+		{"context_window_buffer_tokens", req.GetContextWindowBufferTokens()},
+		{"max_output_tokens", req.GetMaxOutputTokens()},
+	} {
+		if f.value < 0 {
+			return stageerr.Invalid("%s must not be negative, got %d", f.name, f.value)
+		}
+		if f.value > maxTokenCount {
+			return stageerr.Invalid("%s is %d, over the largest supported token count %d", f.name, f.value, int64(maxTokenCount))
+		}
+	}
+	if r := req.GetForceSynthesisAtRatio(); math.IsNaN(r) || r < 0 || r > 1 {
+		return stageerr.Invalid("force_synthesis_at_ratio must be between 0 and 1, got %v", r)
+	}
+	if req.GetMemoryLimit() < 0 {
+		return stageerr.Invalid("memory_limit must not be negative, got %d", req.GetMemoryLimit())
+	}
+	if req.GetMemoryQuery() != "" && req.GetUserId() == "" {
+		return stageerr.Invalid("user_id must not be empty when memory_query is set")
+	}
+	if s := req.GetCurrentStep(); s != nil && s.GetId() == "" {
+		return stageerr.Invalid("current_step.id must not be empty")
+	}
+	if w := req.GetContextWindow(); w > 0 {
+		reserved := req.GetContextWindowBufferTokens() + req.GetMaxOutputTokens()
+		if w-reserved <= 0 {
+			return stageerr.Invalid("context_window %d leaves no room for input: context_window_buffer_tokens + max_output_tokens = %d", w, reserved)
+		}
+	}
+	return nil
+}
