@@ -1,0 +1,137 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Store saves a memory of the user. Its relevance_score (and the memory's importance) is the
+// importance heuristic of importance.go. A user at the quota gets MEMORY_FULL.
+func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memoryv1.StoreResponse, error) {
+	if req.GetUserId() == "" {
+		return nil, stageerr.Invalid("user_id must not be empty")
+	}
+	content := req.GetContent().GetContent()
+	if strings.TrimSpace(content) == "" {
+		return nil, stageerr.Invalid("content must be a message with non-empty content")
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new memory id: %w", err)
+	}
+	m := &memoryv1.Memory{
+		Id:             id.String(),
+		UserId:         req.GetUserId(),
+		ConversationId: req.GetConversationId(),
+		Collection:     req.GetCollection(),
+		Content:        content,
+		Metadata:       proto.CloneOf(req.GetMetadata()),
+		CreatedAt:      timestamppb.New(s.now()),
+		Importance:     importance(content),
+	}
+	if err := s.store.PutMemory(ctx, m, s.quota); err != nil {
+		if errors.Is(err, ErrQuotaExceeded) {
+			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL,
+				"user %q has %d of %d memories", req.GetUserId(), s.quota, s.quota)
+		}
+		return nil, s.storeError(ctx, "store memory", err)
+	}
+	return &memoryv1.StoreResponse{Stored: true, MemoryId: m.GetId(), RelevanceScore: m.GetImportance()}, nil
+}
+
+// Search ranks the user's memories in the collection against the query with BM25. Scores are
+// normalised to (0, 1] (the best hit scores 1); only hits scoring at least min_score are
+// returned, at most limit (default 5, at most 100).
+func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
+	if req.GetUserId() == "" {
+		return nil, stageerr.Invalid("user_id must not be empty")
+	}
+	if strings.TrimSpace(req.GetQuery()) == "" {
+		return nil, stageerr.Invalid("query must not be empty")
+	}
+	if req.GetLimit() < 0 {
+		return nil, stageerr.Invalid("limit must not be negative, got %d", req.GetLimit())
+	}
+	if ms := req.GetMinScore(); math.IsNaN(ms) || ms < 0 || ms > 1 {
+		return nil, stageerr.Invalid("min_score must be between 0 and 1, got %v", ms)
+	}
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = DefaultSearchLimit
+	}
+	hits, err := s.store.SearchMemories(ctx, SearchQuery{
+		UserID:     req.GetUserId(),
+		Collection: req.GetCollection(),
+		Query:      req.GetQuery(),
+		Limit:      min(limit, MaxSearchLimit),
+		MinScore:   req.GetMinScore(),
+	})
+	if err != nil {
+		return nil, s.storeError(ctx, "search memories", err)
+	}
+	return &memoryv1.SearchResponse{Hits: hits}, nil
+}
+
+// List pages through the user's memories in the collection, newest first (page_size default
+// 50, at most 500). next_page_token is opaque and empty on the last page.
+func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv1.ListResponse, error) {
+	if req.GetUserId() == "" {
+		return nil, stageerr.Invalid("user_id must not be empty")
+	}
+	if req.GetPageSize() < 0 {
+		return nil, stageerr.Invalid("page_size must not be negative, got %d", req.GetPageSize())
+	}
+	after, err := decodePageToken(req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	size = min(size, MaxPageSize)
+	// One extra memory tells whether another page follows.
+	page, err := s.store.ListMemories(ctx, ListQuery{
+		UserID:     req.GetUserId(),
+		Collection: req.GetCollection(),
+		After:      after,
+		Limit:      size + 1,
+	})
+	if err != nil {
+		return nil, s.storeError(ctx, "list memories", err)
+	}
+	resp := &memoryv1.ListResponse{Memories: page}
+	if len(page) > size {
+		resp.Memories = page[:size]
+		last := resp.Memories[size-1]
+		resp.NextPageToken = encodePageToken(Cursor{CreatedAt: last.GetCreatedAt().AsTime(), ID: last.GetId()})
+	}
+	return resp, nil
+}
+
+// Delete removes one of the user's memories; a memory the user does not own is NOT_FOUND.
+func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*memoryv1.DeleteResponse, error) {
+	if req.GetUserId() == "" {
+		return nil, stageerr.Invalid("user_id must not be empty")
+	}
+	if req.GetMemoryId() == "" {
+		return nil, stageerr.Invalid("memory_id must not be empty")
+	}
+	if err := s.store.DeleteMemory(ctx, req.GetUserId(), req.GetMemoryId()); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "memory %q not found", req.GetMemoryId())
+		}
+		return nil, s.storeError(ctx, "delete memory", err)
+	}
+	return &memoryv1.DeleteResponse{Deleted: true}, nil
+}

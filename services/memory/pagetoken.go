@@ -1,0 +1,33 @@
+package memory
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// encodePageToken returns the opaque token for the position after c.
+func encodePageToken(c Cursor) string {
+	raw := strconv.FormatInt(c.CreatedAt.UnixNano(), 10) + "|" + c.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// decodePageToken parses a token made by encodePageToken; "" is the first page (nil).
+func decodePageToken(token string) (*Cursor, error) {
+	if token == "" {
+		return nil, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return nil, stageerr.Invalid("page_token is not a token returned by List")
+	}
+	nanos, id, ok := strings.Cut(string(raw), "|")
+	n, err := strconv.ParseInt(nanos, 10, 64)
+	if !ok || err != nil || id == "" {
+		return nil, stageerr.Invalid("page_token is not a token returned by List")
+	}
+	return &Cursor{CreatedAt: time.Unix(0, n).UTC(), ID: id}, nil
+}

@@ -1,0 +1,59 @@
+package memory
+
+import (
+	"context"
+	"errors"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// AppendTranscript appends entries to a run's transcript. They must continue the stored
+// chain (see VerifyAppend), otherwise the call fails with FAILED_PRECONDITION.
+func (s *Service) AppendTranscript(ctx context.Context, req *memoryv1.AppendTranscriptRequest) (*memoryv1.AppendTranscriptResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, stageerr.Invalid("run_id must not be empty")
+	}
+	if len(req.GetEntries()) == 0 {
+		return nil, stageerr.Invalid("entries must not be empty")
+	}
+	for i, e := range req.GetEntries() {
+		if e.GetHash() == "" {
+			return nil, stageerr.Invalid("entries[%d].hash must not be empty", i)
+		}
+	}
+	length, err := s.store.AppendTranscript(ctx, req.GetRunId(), req.GetEntries())
+	if err != nil {
+		return nil, s.storeError(ctx, "append transcript", err)
+	}
+	return &memoryv1.AppendTranscriptResponse{Length: length}, nil
+}
+
+// SaveRun stores a copy of a run's result, replacing an earlier save of the same run.
+func (s *Service) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*memoryv1.SaveRunResponse, error) {
+	runID := req.GetResult().GetRunId()
+	if runID == "" {
+		return nil, stageerr.Invalid("result.run_id must not be empty")
+	}
+	if err := s.store.SaveRun(ctx, req.GetUserId(), req.GetResult()); err != nil {
+		return nil, s.storeError(ctx, "save run", err)
+	}
+	return &memoryv1.SaveRunResponse{RunId: runID}, nil
+}
+
+// GetRun returns a stored run result; its transcript is the stored chain when entries were
+// appended for the run. An unknown run is NOT_FOUND.
+func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*memoryv1.GetRunResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, stageerr.Invalid("run_id must not be empty")
+	}
+	result, err := s.store.GetRun(ctx, req.GetRunId())
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q not found", req.GetRunId())
+		}
+		return nil, s.storeError(ctx, "get run", err)
+	}
+	return &memoryv1.GetRunResponse{Result: result}, nil
+}

@@ -1,0 +1,92 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// Store persists memories, run transcripts and run results. Implementations must be safe for
+// concurrent use and must never let one user's memories reach another user's queries.
+//
+// A Store reports the domain conditions below with ErrQuotaExceeded, ErrNotFound and the
+// FAILED_PRECONDITION error of VerifyAppend; the service turns them into stage errors. Any
+// other error is a storage failure and reaches clients as STORAGE_ERROR.
+type Store interface {
+	// PutMemory stores m, whose id, user and creation time are set, unless m's user already
+	// holds quota memories (over all collections): then it returns ErrQuotaExceeded.
+	PutMemory(ctx context.Context, m *memoryv1.Memory, quota int) error
+	// SearchMemories ranks the memories of q.UserID in q.Collection against q.Query. Hits
+	// have scores in (0, 1] (the best hit scores 1), at least q.MinScore, most relevant first,
+	// at most q.Limit of them.
+	SearchMemories(ctx context.Context, q SearchQuery) ([]*memoryv1.MemoryHit, error)
+	// ListMemories returns at most q.Limit memories of q.UserID in q.Collection, newest first
+	// (by creation time, then by id, both descending), starting after q.After when set.
+	ListMemories(ctx context.Context, q ListQuery) ([]*memoryv1.Memory, error)
+	// DeleteMemory deletes the memory id of userID; ErrNotFound when userID has no such
+	// memory (including when the id belongs to another user).
+	DeleteMemory(ctx context.Context, userID, id string) error
+	// AppendTranscript appends entries to the transcript of runID after checking, atomically
+	// with the append, that they continue the stored chain (VerifyAppend). It returns the
+	// transcript's new length.
+	AppendTranscript(ctx context.Context, runID string, entries []*typev1.TranscriptEntry) (int64, error)
+	// SaveRun stores the result of a run for userID, replacing an earlier save of that run.
+	SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error
+	// GetRun returns the stored result of runID, with its transcript replaced by the stored
+	// chain when entries were appended for the run; ErrNotFound when no result was saved.
+	GetRun(ctx context.Context, runID string) (*typev1.RunResult, error)
+}
+
+// SearchQuery is a ranked search over one user's memories.
+type SearchQuery struct {
+	// UserID owns the memories searched.
+	UserID string
+	// Collection is searched ("" is personal memory).
+	Collection string
+	// Query is the text to rank against.
+	Query string
+	// Limit is the maximum number of hits.
+	Limit int
+	// MinScore is the lowest normalised score returned.
+	MinScore float64
+}
+
+// ListQuery is one page of one user's memories.
+type ListQuery struct {
+	// UserID owns the memories listed.
+	UserID string
+	// Collection is listed ("" is personal memory).
+	Collection string
+	// After, when set, is the position of the last memory of the previous page.
+	After *Cursor
+	// Limit is the maximum number of memories.
+	Limit int
+}
+
+// Cursor is a position in the newest-first order of memories.
+type Cursor struct {
+	// CreatedAt is the creation time of the memory at the position.
+	CreatedAt time.Time
+	// ID is the id of the memory at the position.
+	ID string
+}
+
+// Before reports whether a memory created at t with the given id comes after the cursor in
+// newest-first order, i.e. is older (or as old, with a smaller id).
+func (c Cursor) Before(t time.Time, id string) bool {
+	if !t.Equal(c.CreatedAt) {
+		return t.Before(c.CreatedAt)
+	}
+	return id < c.ID
+}
+
+// Errors a Store returns for domain conditions.
+var (
+	// ErrQuotaExceeded means the user already holds as many memories as the quota allows.
+	ErrQuotaExceeded = errors.New("memory quota exceeded")
+	// ErrNotFound means the memory or run does not exist (for that user).
+	ErrNotFound = errors.New("not found")
+)
