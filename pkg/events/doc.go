@@ -1,0 +1,11 @@
+// Package events carries a run's events over NATS JetStream.
+//
+// Every event of a run is an agentmesh.event.v1.RunEvent published on the subject
+// agentmesh.run.<run_id>.<kind> and kept by the JetStream stream AGENTMESH_RUNS. Each message
+// carries the W3C traceparent of the publishing span, so a subscriber's spans continue the run's
+// trace, and a Nats-Msg-Id of "<run_id>-<seq>", so JetStream drops a republished event.
+//
+// A producer numbers a run's events with a RunStream (seq 1, 2, 3 … without gaps) made by a
+// Publisher; a consumer replays and tails a run with Watch. StartEmbedded runs a NATS server
+// with JetStream inside the process for development and tests.
+package events

@@ -1,0 +1,83 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"google.golang.org/protobuf/proto"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// Publisher publishes run events to JetStream.
+type Publisher struct {
+	js jetstream.JetStream
+}
+
+// NewPublisher returns a Publisher on nc, creating or updating the stream AGENTMESH_RUNS.
+func NewPublisher(ctx context.Context, nc *nats.Conn) (*Publisher, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := EnsureStream(ctx, js); err != nil {
+		return nil, err
+	}
+	return &Publisher{js: js}, nil
+}
+
+// JetStream returns the JetStream context the Publisher publishes with, e.g. for Watch.
+func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
+
+// Publish publishes ev on Subject(ev.RunId, Kind(ev)) and waits for JetStream's ack. The message
+// carries the trace context of ctx (traceparent, tracestate) injected with the global
+// TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so publishing the same event again
+// within DuplicateWindow stores it once. An event without a valid run id, a seq or a kind is an
+// INVALID_INPUT error.
+func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
+	_, err := p.publish(ctx, ev)
+	return err
+}
+
+// publish is Publish, returning the ack.
+func (p *Publisher) publish(ctx context.Context, ev *eventv1.RunEvent) (*jetstream.PubAck, error) {
+	if err := checkEvent(ev); err != nil {
+		return nil, err
+	}
+	if ev.GetSeq() == 0 {
+		return nil, stageerr.Invalid("event seq must not be zero")
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", Kind(ev), err)
+	}
+	msg := nats.NewMsg(Subject(ev.GetRunId(), Kind(ev)))
+	msg.Data = data
+	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(msg.Header))
+	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID(ev)))
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
+	}
+	return ack, nil
+}
+
+// checkEvent returns an INVALID_INPUT error when ev is nil, has no kind or an invalid run id.
+func checkEvent(ev *eventv1.RunEvent) error {
+	if ev == nil {
+		return stageerr.Invalid("event must not be nil")
+	}
+	if Kind(ev) == "" {
+		return stageerr.Invalid("event of run %q has no kind", ev.GetRunId())
+	}
+	return ValidRunID(ev.GetRunId())
+}
+
+// msgID returns the Nats-Msg-Id of ev: "<run_id>-<seq>".
+func msgID(ev *eventv1.RunEvent) string {
+	return ev.GetRunId() + "-" + strconv.FormatUint(ev.GetSeq(), 10)
+}

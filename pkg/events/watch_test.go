@@ -1,0 +1,171 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+)
+
+// emitAll emits evs on rs and returns the stamped events.
+func emitAll(t *testing.T, rs *RunStream, evs ...*eventv1.RunEvent) []*eventv1.RunEvent {
+	t.Helper()
+	out := make([]*eventv1.RunEvent, 0, len(evs))
+	for _, ev := range evs {
+		got, err := rs.Emit(t.Context(), ev)
+		if err != nil {
+			t.Fatalf("Emit(%s): %v", Kind(ev), err)
+		}
+		out = append(out, got)
+	}
+	return out
+}
+
+func TestWatchResumesAfterFromSeq(t *testing.T) {
+	env := newTestEnv(t)
+	emitted := emitAll(t, env.pub.Run("run-from"), runStarted("go"), turnStarted(1), llmDelta("a"), llmDelta("b"), runFinished())
+	// Another run's events must not show up.
+	emitAll(t, env.pub.Run("run-other"), runStarted("other"), runFinished())
+
+	tests := []struct {
+		fromSeq uint64
+		want    []*eventv1.RunEvent
+	}{
+		{0, emitted},
+		{3, emitted[3:]},
+		{5, nil}, // run_finished already seen: Watch returns at once
+	}
+	for _, tt := range tests {
+		var got []*eventv1.RunEvent
+		err := Watch(t.Context(), env.js, "run-from", tt.fromSeq, func(_ context.Context, ev *eventv1.RunEvent) error {
+			got = append(got, ev)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Watch(from %d): %v", tt.fromSeq, err)
+		}
+		assertEvents(t, got, tt.want)
+	}
+}
+
+func TestWatchTailsLiveEvents(t *testing.T) {
+	env := newTestEnv(t)
+	rs := env.pub.Run("run-live")
+	first := emitAll(t, rs, runStarted("go"))
+
+	got := make(chan *eventv1.RunEvent)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(t.Context(), env.js, "run-live", 0, func(ctx context.Context, ev *eventv1.RunEvent) error {
+			select {
+			case got <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	// Once the stored event arrived, Watch is running; everything after is live.
+	assertEvents(t, []*eventv1.RunEvent{<-got}, first)
+
+	var live []*eventv1.RunEvent
+	for _, ev := range []*eventv1.RunEvent{turnStarted(1), llmDelta("x"), runFinished()} {
+		live = append(live, emitAll(t, rs, ev)...)
+		assertEvents(t, []*eventv1.RunEvent{<-got}, live[len(live)-1:])
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Watch returned %v after run_finished, want nil", err)
+	}
+}
+
+func TestWatchStopsWhenContextEnds(t *testing.T) {
+	env := newTestEnv(t)
+	emitAll(t, env.pub.Run("run-cancel"), runStarted("go"))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	delivered := 0
+	err := Watch(ctx, env.js, "run-cancel", 0, func(context.Context, *eventv1.RunEvent) error {
+		delivered++
+		cancel() // the run never finishes; only ctx ends the watch
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch = %v, want context.Canceled", err)
+	}
+	if delivered != 1 {
+		t.Errorf("delivered %d events, want 1", delivered)
+	}
+}
+
+func TestWatchReturnsCallbackError(t *testing.T) {
+	env := newTestEnv(t)
+	emitAll(t, env.pub.Run("run-fail"), runStarted("go"), runFinished())
+	errStop := errors.New("subscriber gave up")
+	calls := 0
+	err := Watch(t.Context(), env.js, "run-fail", 0, func(context.Context, *eventv1.RunEvent) error {
+		calls++
+		return errStop
+	})
+	if !errors.Is(err, errStop) || calls != 1 {
+		t.Fatalf("Watch = %v after %d calls, want the callback's error after 1 call", err, calls)
+	}
+}
+
+func TestWatchRejectsInvalidInput(t *testing.T) {
+	env := newTestEnv(t)
+	noop := func(context.Context, *eventv1.RunEvent) error { return nil }
+	assertInvalid(t, Watch(t.Context(), env.js, "run.>", 0, noop), `contains '.'`)
+	assertInvalid(t, Watch(t.Context(), env.js, "", 0, noop), "run id must not be empty")
+	assertInvalid(t, Watch(t.Context(), env.js, "run-1", 0, nil), "callback must not be nil")
+}
+
+func TestWatchContinuesThePublisherTrace(t *testing.T) {
+	env := newTestEnv(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer("events-test")
+
+	ctx, span := tracer.Start(t.Context(), "agentmesh.run")
+	rs := env.pub.Run("run-trace")
+	for _, ev := range []*eventv1.RunEvent{runStarted("go"), runFinished()} {
+		if _, err := rs.Emit(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	span.End()
+	want := span.SpanContext()
+
+	var remotes []trace.SpanContext
+	err := Watch(t.Context(), env.js, "run-trace", 0, func(ctx context.Context, _ *eventv1.RunEvent) error {
+		remotes = append(remotes, trace.SpanContextFromContext(ctx))
+		_, child := tracer.Start(ctx, "subscriber")
+		child.End()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(remotes) != 2 {
+		t.Fatalf("callback ran %d times, want 2", len(remotes))
+	}
+	for i, sc := range remotes {
+		if !sc.IsRemote() || sc.TraceID() != want.TraceID() || sc.SpanID() != want.SpanID() {
+			t.Errorf("event %d ctx span context = %v (remote %v), want remote %v/%v", i, sc.TraceID(), sc.IsRemote(), want.TraceID(), want.SpanID())
+		}
+	}
+	for _, s := range rec.Ended() {
+		if s.Name() != "subscriber" {
+			continue
+		}
+		if s.SpanContext().TraceID() != want.TraceID() || s.Parent().SpanID() != want.SpanID() {
+			t.Errorf("subscriber span trace %v parent %v, want trace %v parent %v",
+				s.SpanContext().TraceID(), s.Parent().SpanID(), want.TraceID(), want.SpanID())
+		}
+	}
+}
