@@ -1,0 +1,84 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// checkKeys returns an error for every mapping key below n that the type t does not have.
+// path is n's key path. Type mismatches are left to the decoder.
+func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var errs []error
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fields[k.Value]
+			if !ok {
+				errs = append(errs, unknownKey(k, path, fields))
+				continue
+			}
+			errs = append(errs, checkKeys(v, ft, append(path, k.Value))...)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = append(errs, checkKeys(n.Content[i+1], t.Elem(), append(path, n.Content[i].Value))...)
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, c := range n.Content {
+			errs = append(errs, checkKeys(c, t.Elem(), append(path, "["+strconv.Itoa(i)+"]"))...)
+		}
+	}
+	return errs
+}
+
+// unknownKey describes an unknown key k found at path.
+func unknownKey(k *yaml.Node, path []string, fields map[string]reflect.Type) error {
+	where := ""
+	if len(path) > 0 {
+		where = " in " + keyPath(path)
+	}
+	known := make([]string, 0, len(fields))
+	for name := range fields {
+		known = append(known, name)
+	}
+	slices.Sort(known)
+	return fmt.Errorf("line %d: unknown key %q%s (known keys: %s)", k.Line, k.Value, where, strings.Join(known, ", "))
+}
+
+// yamlFields maps the YAML keys of struct type t to their field types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type, t.NumField())
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}

@@ -1,0 +1,268 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Provider types.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+	ProviderRules     = "rules"
+)
+
+// Memory stores.
+const (
+	StoreMemory   = "memory"
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// toolTransports are the accepted values of defaults.tool_transport ("" means native).
+var toolTransports = []string{"", "native", "xml-final", "xml"}
+
+// restMethods are the accepted REST tool methods ("" means GET).
+var restMethods = []string{"", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
+
+// problems collects what is wrong with a configuration.
+type problems []error
+
+// addf records a problem.
+func (p *problems) addf(format string, args ...any) {
+	*p = append(*p, fmt.Errorf(format, args...))
+}
+
+// nonNegative records a problem for each named value below zero.
+func (p *problems) nonNegative(prefix string, values map[string]int64) {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if values[name] < 0 {
+			p.addf("%s.%s: must not be negative, got %d", prefix, name, values[name])
+		}
+	}
+}
+
+// Validate returns every problem of the configuration joined, wrapped in ErrInvalid, or nil.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateServices(&p)
+	c.validateDefaults(&p)
+	c.validateProviders(&p)
+	c.validateTargets(&p)
+	c.validateMemory(&p)
+	c.validateQueues(&p)
+	c.validateTools(&p)
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(p...))
+}
+
+func (c *Config) validateServices(p *problems) {
+	s := c.Services
+	for _, svc := range []struct{ name, addr string }{
+		{"orchestrator", s.Orchestrator}, {"intent", s.Intent}, {"planning", s.Planning},
+		{"context", s.Context}, {"generation", s.Generation}, {"action", s.Action},
+		{"observation", s.Observation}, {"memory", s.Memory}, {"recovery", s.Recovery},
+	} {
+		if svc.addr == "" {
+			p.addf("services.%s: address must not be empty", svc.name)
+		} else if _, _, err := net.SplitHostPort(svc.addr); err != nil {
+			p.addf("services.%s: address %q is not host:port", svc.name, svc.addr)
+		}
+	}
+}
+
+func (c *Config) validateDefaults(p *problems) {
+	d := c.Defaults
+	if d.MaxTurns < 1 {
+		p.addf("defaults.max_turns: must be at least 1, got %d", d.MaxTurns)
+	}
+	if d.MaxRetries < 1 {
+		p.addf("defaults.max_retries: must be at least 1 (it counts every LLM attempt of a turn), got %d", d.MaxRetries)
+	}
+	p.nonNegative("defaults", map[string]int64{
+		"max_tool_calls_per_turn":      int64(d.MaxToolCallsPerTurn),
+		"max_tool_calls_total":         int64(d.MaxToolCallsTotal),
+		"max_tokens_consumed":          d.MaxTokensConsumed,
+		"tool_timeout_ms":              d.ToolTimeoutMS,
+		"step_timeout_ms":              d.StepTimeoutMS,
+		"total_timeout_ms":             d.TotalTimeoutMS,
+		"tool_response_max_bytes":      d.ToolResponseMaxBytes,
+		"context_window":               d.ContextWindow,
+		"context_window_buffer_tokens": d.ContextWindowBufferTokens,
+		"max_output_tokens":            d.MaxOutputTokens,
+		"max_format_retries":           int64(d.MaxFormatRetries),
+		"approval_timeout_ms":          d.ApprovalTimeoutMS,
+	})
+	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
+		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)
+	}
+	if d.ForceSynthesisAtRatio < 0 || d.ForceSynthesisAtRatio >= 1 {
+		p.addf("defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got %g", d.ForceSynthesisAtRatio)
+	}
+	if !slices.Contains(toolTransports, d.ToolTransport) {
+		p.addf("defaults.tool_transport: unknown transport %q (want native, xml-final or xml)", d.ToolTransport)
+	}
+	for i, pair := range d.CycleForbid {
+		if pair[0] == "" || pair[1] == "" {
+			p.addf("defaults.cycle_forbid[%d]: both tool names must be set, got %q", i, pair)
+		}
+	}
+}
+
+func (c *Config) validateProviders(p *problems) {
+	for _, name := range slices.Sorted(maps.Keys(c.Providers)) {
+		pr := c.Providers[name]
+		key := "providers." + name
+		switch pr.Type {
+		case ProviderOpenAI, ProviderRules:
+		case ProviderAnthropic:
+			if pr.BaseURL == "" {
+				p.addf("%s.base_url: an anthropic provider needs a base_url (e.g. https://api.anthropic.com/v1)", key)
+			}
+		case "":
+			p.addf("%s.type: must be set (openai, anthropic or rules)", key)
+		default:
+			p.addf("%s.type: unknown provider type %q (want openai, anthropic or rules)", key, pr.Type)
+		}
+		if pr.BaseURL != "" {
+			if err := checkHTTPURL(pr.BaseURL); err != nil {
+				p.addf("%s.base_url: %v", key, err)
+			}
+		}
+		if pr.TimeoutMS < 0 {
+			p.addf("%s.timeout_ms: must not be negative, got %d", key, pr.TimeoutMS)
+		}
+		checkSampling(p, key, pr.Temperature, pr.TopP)
+		for _, model := range slices.Sorted(maps.Keys(pr.Models)) {
+			m := pr.Models[model]
+			mkey := key + ".models." + model
+			p.nonNegative(mkey, map[string]int64{
+				"context_window":               m.ContextWindow,
+				"context_window_buffer_tokens": m.ContextWindowBufferTokens,
+				"max_output_tokens":            m.MaxOutputTokens,
+			})
+			checkSampling(p, mkey, m.Temperature, m.TopP)
+		}
+	}
+}
+
+// checkSampling records problems with a temperature outside [0, 2] or a top_p outside [0, 1].
+func checkSampling(p *problems, key string, temperature, topP *float64) {
+	if temperature != nil && (*temperature < 0 || *temperature > 2) {
+		p.addf("%s.temperature: must be between 0 and 2, got %g", key, *temperature)
+	}
+	if topP != nil && (*topP < 0 || *topP > 1) {
+		p.addf("%s.top_p: must be between 0 and 1, got %g", key, *topP)
+	}
+}
+
+// checkHTTPURL returns an error unless raw is an absolute http or https URL.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", raw)
+	}
+	return nil
+}
+
+func (c *Config) validateTargets(p *problems) {
+	if len(c.Targets) == 0 {
+		p.addf("targets: at least one provider/model target is required")
+	}
+	for i, t := range c.Targets {
+		key := fmt.Sprintf("targets[%d]", i)
+		switch _, ok := c.Providers[t.Provider]; {
+		case t.Provider == "":
+			p.addf("%s.provider: must name a provider", key)
+		case !ok:
+			p.addf("%s.provider: provider %q is not configured (configured: %s)", key, t.Provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
+		}
+		if t.Model == "" {
+			p.addf("%s.model: must name a model", key)
+		}
+	}
+}
+
+func (c *Config) validateMemory(p *problems) {
+	m := c.Memory
+	switch m.Store {
+	case StoreMemory:
+	case StoreSQLite:
+		if m.Path == "" {
+			p.addf("memory.path: the sqlite store needs a database file path")
+		}
+	case StorePostgres:
+		if m.DSN == "" {
+			p.addf("memory.dsn: the postgres store needs a connection string")
+		}
+	default:
+		p.addf("memory.store: unknown store %q (want memory, sqlite or postgres)", m.Store)
+	}
+	if m.QuotaPerUser < 0 {
+		p.addf("memory.quota_per_user: must not be negative, got %d", m.QuotaPerUser)
+	}
+}
+
+func (c *Config) validateQueues(p *problems) {
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		if q := c.Queues[name]; q.Concurrent < 1 {
+			p.addf("queues.%s.concurrent: must be at least 1, got %d", name, q.Concurrent)
+		}
+	}
+}
+
+// checkQueue records a problem when a tool binding names a queue that does not exist.
+func (c *Config) checkQueue(p *problems, key, queue string) {
+	if queue == "" || queue == DefaultQueue {
+		return
+	}
+	if _, ok := c.Queues[queue]; !ok {
+		p.addf("%s.queue: queue %q does not exist (define it under queues)", key, queue)
+	}
+}
+
+func (c *Config) validateTools(p *problems) {
+	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		s := c.MCPServers[name]
+		key := "mcp_servers." + name
+		switch {
+		case s.Command == "" && s.URL == "":
+			p.addf("%s: needs a command (stdio server) or a url (remote server)", key)
+		case s.Command != "" && s.URL != "":
+			p.addf("%s: sets both command and url; a server is either stdio or remote", key)
+		case s.URL != "":
+			if err := checkHTTPURL(s.URL); err != nil {
+				p.addf("%s.url: %v", key, err)
+			}
+		}
+		c.checkQueue(p, key, s.Queue)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.RestTools)) {
+		t := c.RestTools[name]
+		key := "rest_tools." + name
+		if t.URL == "" {
+			p.addf("%s.url: must be set", key)
+		} else if !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
+			p.addf("%s.url: %q must start with http:// or https://", key, t.URL)
+		}
+		if !slices.Contains(restMethods, t.Method) {
+			p.addf("%s.method: unknown HTTP method %q (want GET, POST, PUT, PATCH, DELETE or HEAD)", key, t.Method)
+		}
+		c.checkQueue(p, key, t.Queue)
+	}
+	for _, tool := range c.Tools.RequireApproval {
+		if slices.Contains(c.Tools.NoApproval, tool) {
+			p.addf("tools: %q is listed in both require_approval and no_approval", tool)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidateCatchesEachProblem(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		want   string
+	}{
+		{"target names an unknown provider", func(c *Config) { c.Targets = []Target{{Provider: "nope", Model: "m"}} },
+			`targets[0].provider: provider "nope" is not configured (configured: rules)`},
+		{"target without model", func(c *Config) { c.Targets[0].Model = "" }, "targets[0].model: must name a model"},
+		{"no targets", func(c *Config) { c.Targets = nil }, "targets: at least one provider/model target is required"},
+		{"unknown provider type", func(c *Config) { c.Providers["x"] = Provider{Type: "gemini"} },
+			`providers.x.type: unknown provider type "gemini"`},
+		{"provider without type", func(c *Config) { c.Providers["x"] = Provider{} }, "providers.x.type: must be set"},
+		{"anthropic without base_url", func(c *Config) { c.Providers["claude"] = Provider{Type: "anthropic"} },
+			"providers.claude.base_url: an anthropic provider needs a base_url"},
+		{"base_url not http", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", BaseURL: "localhost:8080"} },
+			`providers.oa.base_url: "localhost:8080" is not an absolute http(s) URL`},
+		{"negative provider timeout", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", TimeoutMS: -1} },
+			"providers.oa.timeout_ms: must not be negative, got -1"},
+		{"temperature out of range", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", Temperature: ptr(-0.5)} },
+			"providers.oa.temperature: must be between 0 and 2, got -0.5"},
+		{"model top_p out of range", func(c *Config) {
+			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {TopP: ptr(1.5)}}}
+		}, "providers.oa.models.m.top_p: must be between 0 and 1, got 1.5"},
+		{"negative model window", func(c *Config) {
+			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {ContextWindow: -5}}}
+		}, "providers.oa.models.m.context_window: must not be negative, got -5"},
+		{"MCP server on a missing queue", func(c *Config) { c.MCPServers = map[string]MCPServer{"fs": {Command: "x", Queue: "slow"}} },
+			`mcp_servers.fs.queue: queue "slow" does not exist`},
+		{"REST tool on a missing queue", func(c *Config) {
+			c.RestTools = map[string]RestTool{"t": {URL: "https://x", Queue: "slow"}}
+		}, `rest_tools.t.queue: queue "slow" does not exist`},
+		{"MCP server without command or url", func(c *Config) { c.MCPServers = map[string]MCPServer{"fs": {}} },
+			"mcp_servers.fs: needs a command (stdio server) or a url (remote server)"},
+		{"MCP server with command and url", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", URL: "https://x"}}
+		}, "mcp_servers.fs: sets both command and url"},
+		{"REST tool without url", func(c *Config) { c.RestTools = map[string]RestTool{"t": {}} }, "rest_tools.t.url: must be set"},
+		{"REST tool with unknown method", func(c *Config) { c.RestTools = map[string]RestTool{"t": {URL: "https://x", Method: "FETCH"}} },
+			`rest_tools.t.method: unknown HTTP method "FETCH"`},
+		{"queue without slots", func(c *Config) { c.Queues["slow"] = Queue{Concurrent: 0} }, "queues.slow.concurrent: must be at least 1, got 0"},
+		{"negative timeout", func(c *Config) { c.Defaults.ToolTimeoutMS = -1 }, "defaults.tool_timeout_ms: must not be negative, got -1"},
+		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
+		{"negative tool calls", func(c *Config) { c.Defaults.MaxToolCallsTotal = -1 }, "defaults.max_tool_calls_total: must not be negative"},
+		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},
+		{"zero retries", func(c *Config) { c.Defaults.MaxRetries = 0 }, "defaults.max_retries: must be at least 1"},
+		{"window too small", func(c *Config) { c.Defaults.ContextWindow = 4000 },
+			"defaults.context_window: 4000 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144)"},
+		{"synthesis ratio out of range", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = 1.2 },
+			"defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got 1.2"},
+		{"unknown tool transport", func(c *Config) { c.Defaults.ToolTransport = "json" }, `defaults.tool_transport: unknown transport "json"`},
+		{"half a cycle pair", func(c *Config) { c.Defaults.CycleForbid = [][2]string{{"a", ""}} }, "defaults.cycle_forbid[0]: both tool names must be set"},
+		{"unknown memory store", func(c *Config) { c.Memory.Store = "redis" }, `memory.store: unknown store "redis" (want memory, sqlite or postgres)`},
+		{"sqlite without path", func(c *Config) { c.Memory.Store = "sqlite" }, "memory.path: the sqlite store needs a database file path"},
+		{"postgres without dsn", func(c *Config) { c.Memory.Store = "postgres" }, "memory.dsn: the postgres store needs a connection string"},
+		{"negative quota", func(c *Config) { c.Memory.QuotaPerUser = -1 }, "memory.quota_per_user: must not be negative, got -1"},
+		{"empty service address", func(c *Config) { c.Services.Memory = "" }, "services.memory: address must not be empty"},
+		{"service address without port", func(c *Config) { c.Services.Action = "localhost" }, `services.action: address "localhost" is not host:port`},
+		{"tool in both approval lists", func(c *Config) {
+			c.Tools = Tools{RequireApproval: []string{"rm"}, NoApproval: []string{"rm"}}
+		}, `tools: "rm" is listed in both require_approval and no_approval`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tt.want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate() = %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsValidSettings(t *testing.T) {
+	c := Default()
+	c.Providers["oa"] = Provider{Type: "openai", Temperature: ptr(0.0), TopP: ptr(1.0)} // base_url defaults when loading
+	c.Providers["claude"] = Provider{Type: "anthropic", BaseURL: "https://api.anthropic.com/v1"}
+	c.Targets = append(c.Targets, Target{Provider: "claude", Model: "claude-x"})
+	c.Queues = nil // the default queue always exists
+	c.MCPServers = map[string]MCPServer{
+		"fs":     {Command: "npx", Queue: DefaultQueue},
+		"remote": {URL: "http://127.0.0.1:9000/mcp"},
+	}
+	c.RestTools = map[string]RestTool{"t": {URL: "https://x/${parameters.id}", Method: "POST"}}
+	c.Memory = Memory{Store: "sqlite", Path: "mem.db"}
+	c.Defaults.CycleForbid = [][2]string{{"a", "b"}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate() = %v, want nil", err)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := Default()
+	c.Targets = []Target{{Provider: "nope", Model: "m"}}
+	c.Memory.Store = "redis"
+	c.Defaults.StepTimeoutMS = -1
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want three problems")
+	}
+	for _, want := range []string{"targets[0].provider", "memory.store", "defaults.step_timeout_ms"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, missing %q", err, want)
+		}
+	}
+}
+
+func TestLoadValidates(t *testing.T) {
+	layers := writeLayers(t, map[string]layerFiles{"project": {yaml: "targets:\n  - {provider: ghost, model: m}\n"}})
+	_, err := LoadLayers(layers)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `provider "ghost" is not configured`) {
+		t.Fatalf("LoadLayers = %v, want the validation error", err)
+	}
+}
