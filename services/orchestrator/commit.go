@@ -1,0 +1,91 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// errTotalTimeout is the cancellation cause when total_timeout_ms runs out.
+var errTotalTimeout = errors.New("total_timeout_ms exceeded")
+
+// commit closes a turn: it evaluates the transition predicates in the Monolith order and
+// returns the ending, or nil to continue with another turn.
+func (r *run) commit(runCtx, stepCtx context.Context, pending *ending, t *turnState) *ending {
+	var end *ending
+	st := typev1.RunState_RUN_STATE_COMMIT
+	r.step(context.WithoutCancel(runCtx), st, r.stepID(st), func(context.Context) (proto.Message, proto.Message, string) {
+		end = r.predicates(runCtx, stepCtx, pending, t)
+		detail := fmt.Sprintf("turn %d: %d tool calls so far, %d tokens", r.turns, r.toolCalls, r.usage.GetTotal())
+		if end != nil {
+			detail += "; terminate " + end.exit
+		}
+		return nil, r.usage, detail
+	})
+	return end
+}
+
+func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *turnState) *ending {
+	c := r.contract
+	// 1. Interrupt and timeouts.
+	if runCtx.Err() != nil {
+		if cause := context.Cause(runCtx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
+			return fail(typev1.Outcome_OUTCOME_INTERRUPTED, ExitCancelled, "The run was cancelled.", cause.Error())
+		}
+		return timedOut("total_timeout_ms exceeded")
+	}
+	if stepCtx.Err() != nil {
+		return timedOut(fmt.Sprintf("step_timeout_ms (%d ms) exceeded in turn %d", c.GetStepTimeoutMs(), r.turns))
+	}
+	// 2. Budgets.
+	if c.GetMaxTokensConsumed() > 0 && r.usage.GetTotal() > c.GetMaxTokensConsumed() {
+		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokens, MessageTooComplex,
+			fmt.Sprintf("%d tokens consumed, budget %d", r.usage.GetTotal(), c.GetMaxTokensConsumed()))
+	}
+	if t.budgetExhausted {
+		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxToolCalls, MessageTooComplex,
+			fmt.Sprintf("the model asked for more than %d tool calls", c.GetMaxToolCallsTotal()))
+	}
+	// A stage failure of this turn (provider exhausted, stage down).
+	if pending != nil {
+		return pending
+	}
+	// 3. Contract policy.
+	if t.forbiddenCall {
+		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitToolPolicyViolation, "",
+			"the model called a tool although tools are forbidden for this run")
+	}
+	if t.cycle != "" {
+		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitCycleForbidden, "", "forbidden tool sequence "+t.cycle)
+	}
+	answered := t.answer != nil && len(t.answer.GetToolCalls()) == 0 && t.answer.GetContent() != ""
+	if answered && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
+		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, "",
+			"the run requires a tool, but the model answered without executing one")
+	}
+	// 4. Context threshold: a forced final turn must end the run.
+	if r.forcedFinal && !answered && t.answer != nil {
+		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
+			"This conversation no longer fits the model's context window. Please start a new conversation.",
+			"the forced final turn produced no answer")
+	}
+	// 5. Normal success.
+	if answered {
+		outcome := typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY
+		if r.toolCalls > 0 {
+			outcome = typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS
+		}
+		return &ending{outcome: outcome, exit: ExitCompleted, answer: t.answer}
+	}
+	// 6. Continue.
+	return nil
+}
+
+func timedOut(reason string) *ending {
+	e := fail(typev1.Outcome_OUTCOME_FAILED_TIMEOUT, ExitTimeout, "The request took too long. Please try again.", reason)
+	e.retryable = true
+	return e
+}

@@ -1,0 +1,177 @@
+package orchestrator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/protobuf/proto"
+)
+
+// AdapterVersion is the version of the protocol adapter contract recorded in every contract
+// and transcript entry.
+const AdapterVersion = "agentmesh-adapter/1"
+
+// DefaultContract returns the defaults of DESIGN §5 with the built-in rules model as target.
+func DefaultContract() *typev1.ExecutionContract {
+	return &typev1.ExecutionContract{
+		AdapterVersion:            AdapterVersion,
+		MaxTurns:                  10,
+		MaxToolCallsPerTurn:       10,
+		MaxRetries:                3,
+		ToolTimeoutMs:             30_000,
+		StepTimeoutMs:             120_000,
+		TotalTimeoutMs:            600_000,
+		ToolResponseMaxBytes:      12_288,
+		ContextWindow:             131_072,
+		ContextWindowBufferTokens: 2_048,
+		MaxOutputTokens:           4_096,
+		MaxFormatRetries:          1,
+		ApprovalTimeoutMs:         300_000,
+		ToolTransport:             typev1.ToolTransport_TOOL_TRANSPORT_NATIVE,
+		Targets:                   []*typev1.Target{{Provider: "rules", Model: "rules-v1"}},
+	}
+}
+
+// buildContract applies a request's overrides to the defaults. Out-of-range overrides are
+// INVALID_INPUT errors that name the field.
+func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest) (*typev1.ExecutionContract, error) {
+	c := proto.CloneOf(defaults)
+	c.ContractId = runID
+	c.ContractHash = ""
+	c.OutputFormat = req.GetOutputFormat()
+	if c.AdapterVersion == "" {
+		c.AdapterVersion = AdapterVersion
+	}
+	o := req.GetOverrides()
+	if o == nil {
+		return c, checkContract(c)
+	}
+	setInt32(&c.MaxTurns, o.MaxTurns)
+	setInt32(&c.MaxToolCallsPerTurn, o.MaxToolCallsPerTurn)
+	setInt32(&c.MaxToolCallsTotal, o.MaxToolCallsTotal)
+	setInt32(&c.MaxRetries, o.MaxRetries)
+	setInt64(&c.MaxTokensConsumed, o.MaxTokensConsumed)
+	setInt64(&c.ToolTimeoutMs, o.ToolTimeoutMs)
+	setInt64(&c.StepTimeoutMs, o.StepTimeoutMs)
+	setInt64(&c.TotalTimeoutMs, o.TotalTimeoutMs)
+	setInt64(&c.ToolResponseMaxBytes, o.ToolResponseMaxBytes)
+	setInt64(&c.ContextWindow, o.ContextWindow)
+	setInt64(&c.ContextWindowBufferTokens, o.ContextWindowBufferTokens)
+	setInt64(&c.MaxOutputTokens, o.MaxOutputTokens)
+	setInt32(&c.MaxFormatRetries, o.MaxFormatRetries)
+	setInt64(&c.ApprovalTimeoutMs, o.ApprovalTimeoutMs)
+	if o.ForceSynthesisAtRatio != nil {
+		c.ForceSynthesisAtRatio = o.GetForceSynthesisAtRatio()
+	}
+	if o.StrictMode != nil {
+		c.StrictMode = o.GetStrictMode()
+	}
+	if o.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
+		c.ToolPolicy = o.GetToolPolicy()
+	}
+	if len(o.GetAllowedTools()) > 0 {
+		c.AllowedTools = slices.Clone(o.GetAllowedTools())
+	}
+	c.CycleForbid = append(c.CycleForbid, o.GetCycleForbid()...)
+	if len(o.GetTargets()) > 0 {
+		c.Targets = o.GetTargets()
+	}
+	if o.GetToolTransport() != typev1.ToolTransport_TOOL_TRANSPORT_UNSPECIFIED {
+		c.ToolTransport = o.GetToolTransport()
+	}
+	return c, checkContract(c)
+}
+
+func setInt32(dst *int32, v *int32) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func setInt64(dst *int64, v *int64) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// checkContract rejects values no run can use; each message names the field.
+func checkContract(c *typev1.ExecutionContract) error {
+	switch {
+	case c.GetMaxTurns() < 1:
+		return stageerr.Invalid("overrides.max_turns must be at least 1, got %d", c.GetMaxTurns())
+	case c.GetMaxToolCallsPerTurn() < 1:
+		return stageerr.Invalid("overrides.max_tool_calls_per_turn must be at least 1, got %d", c.GetMaxToolCallsPerTurn())
+	case c.GetMaxToolCallsTotal() < 0:
+		return stageerr.Invalid("overrides.max_tool_calls_total must not be negative, got %d", c.GetMaxToolCallsTotal())
+	case c.GetMaxRetries() < 1:
+		return stageerr.Invalid("overrides.max_retries must be at least 1, got %d", c.GetMaxRetries())
+	case c.GetMaxTokensConsumed() < 0:
+		return stageerr.Invalid("overrides.max_tokens_consumed must not be negative, got %d", c.GetMaxTokensConsumed())
+	case c.GetToolTimeoutMs() < 1, c.GetStepTimeoutMs() < 1, c.GetTotalTimeoutMs() < 1:
+		return stageerr.Invalid("overrides: tool_timeout_ms, step_timeout_ms and total_timeout_ms must be positive")
+	case c.GetToolResponseMaxBytes() < 0:
+		return stageerr.Invalid("overrides.tool_response_max_bytes must not be negative, got %d", c.GetToolResponseMaxBytes())
+	case c.GetContextWindow() < 0, c.GetContextWindowBufferTokens() < 0, c.GetMaxOutputTokens() < 0:
+		return stageerr.Invalid("overrides: context_window, context_window_buffer_tokens and max_output_tokens must not be negative")
+	case c.GetForceSynthesisAtRatio() < 0 || c.GetForceSynthesisAtRatio() > 1:
+		return stageerr.Invalid("overrides.force_synthesis_at_ratio must be between 0 and 1, got %g", c.GetForceSynthesisAtRatio())
+	case c.GetMaxFormatRetries() < 0:
+		return stageerr.Invalid("overrides.max_format_retries must not be negative, got %d", c.GetMaxFormatRetries())
+	case c.GetApprovalTimeoutMs() < 0:
+		return stageerr.Invalid("overrides.approval_timeout_ms must not be negative, got %d", c.GetApprovalTimeoutMs())
+	}
+	for i, t := range c.GetTargets() {
+		if t.GetProvider() == "" || t.GetModel() == "" {
+			return stageerr.Invalid("overrides.targets[%d] needs both provider and model", i)
+		}
+	}
+	for i, p := range c.GetCycleForbid() {
+		if p.GetFromTool() == "" || p.GetToTool() == "" {
+			return stageerr.Invalid("overrides.cycle_forbid[%d] needs both from_tool and to_tool", i)
+		}
+	}
+	return nil
+}
+
+// preflight reports why a contract cannot run (FAILED_PREFLIGHT), or "" when it can.
+func preflight(c *typev1.ExecutionContract, available []*typev1.Tool) string {
+	if len(c.GetTargets()) == 0 {
+		return "the contract has no provider/model targets"
+	}
+	for _, name := range c.GetAllowedTools() {
+		if !slices.ContainsFunc(available, func(t *typev1.Tool) bool { return t.GetName() == name }) {
+			return fmt.Sprintf("allowed tool %q is not available", name)
+		}
+	}
+	if w := c.GetContextWindow(); w > 0 && c.GetContextWindowBufferTokens()+c.GetMaxOutputTokens() >= w {
+		return fmt.Sprintf("reserved context (buffer %d + max output %d tokens) does not fit the %d-token window",
+			c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens(), w)
+	}
+	return ""
+}
+
+// seal fixes the contract: sets its parent (the pre-intent contract) and its own hash.
+func seal(c *typev1.ExecutionContract, parentHash string) *typev1.ExecutionContract {
+	sealed := proto.CloneOf(c)
+	sealed.ParentContractHash = parentHash
+	sealed.ContractHash = contractHash(sealed)
+	return sealed
+}
+
+// contractHash is the hex SHA-256 of the contract's deterministic serialisation with its own
+// hash field empty.
+func contractHash(c *typev1.ExecutionContract) string {
+	clone := proto.CloneOf(c)
+	clone.ContractHash = ""
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(clone)
+	if err != nil {
+		b = []byte(err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

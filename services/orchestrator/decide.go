@@ -1,0 +1,118 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+var (
+	confirmWords = regexp.MustCompile(`(?i)^\s*(yes|y|yeah|yep|sure|ok|okay|confirm|confirmed|go ahead|do it|proceed)\b`)
+	declineWords = regexp.MustCompile(`(?i)^\s*(no|n|nope|cancel|stop|don't|do not|abort)\b`)
+)
+
+// Decide makes one decision step (seed 004's DecisionContext → AgentDecision) without
+// executing any tool: a clarification for a vague message, the model's tool calls (a
+// confirmation request when one of them needs approval) or its text answer. Provider failures
+// become RESPOND_ONLY with seed 004's canned messages.
+func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*typev1.AgentDecision, error) {
+	if strings.TrimSpace(req.GetMessage()) == "" {
+		return nil, stageerr.Invalid("message must not be empty")
+	}
+	if len(req.GetMessage()) > MaxMessageBytes {
+		return nil, stageerr.Invalid("message is %d bytes; the limit is %d", len(req.GetMessage()), MaxMessageBytes)
+	}
+	if p := req.GetPendingConfirmation(); p != nil && len(p.GetToolCalls()) > 0 {
+		switch {
+		case confirmWords.MatchString(req.GetMessage()):
+			return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, ToolCalls: p.GetToolCalls()}, nil
+		case declineWords.MatchString(req.GetMessage()):
+			return respond("Okay, I won't do that."), nil
+		}
+	}
+	tools, err := s.peers.Action.ListTools(ctx, &actionv1.ListToolsRequest{})
+	if err != nil {
+		return nil, stageerr.FromError(err)
+	}
+	intent, err := s.peers.Intent.Parse(ctx, &intentv1.ParseRequest{
+		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
+		UserId: req.GetUserId(), AvailableTools: toolNames(tools.GetTools()),
+	})
+	switch se := stageerr.FromError(err); {
+	case err == nil:
+	case errors.Is(se, stageerr.ErrIntentUnsafe):
+		return respond("I can't help with that request."), nil
+	case errors.Is(se, stageerr.ErrIntentUnclear):
+		return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
+			ClarificationQuestion: "Could you tell me more about what you would like me to do?"}, nil
+	default:
+		return nil, se
+	}
+	if intent.GetNeedsClarification() {
+		return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
+			ClarificationQuestion: intent.GetClarificationQuestion()}, nil
+	}
+	offered := tools.GetTools()
+	if intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
+		offered = nil
+	}
+	messages := []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt}}
+	messages = append(messages, req.GetMessageHistory()...)
+	messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
+
+	var lastErr *stageerr.Error
+	targets := s.contract.GetTargets()
+	for attempt := range int(s.contract.GetMaxRetries()) {
+		resp, err := s.peers.Generation.Generate(ctx, &generationv1.GenerateRequest{
+			Target: targets[attempt%len(targets)], Messages: messages, Tools: offered,
+			Sampling: &generationv1.Sampling{MaxOutputTokens: s.contract.GetMaxOutputTokens()},
+		})
+		if err != nil {
+			lastErr = stageerr.FromError(err)
+			if !lastErr.Retryable() {
+				break
+			}
+			continue
+		}
+		return decisionFor(resp, offered), nil
+	}
+	class := typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED
+	if lastErr != nil {
+		class = lastErr.Class
+	}
+	_, message := providerExit(class)
+	return respond(message), nil
+}
+
+func respond(text string) *typev1.AgentDecision {
+	return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, ResponseText: text}
+}
+
+// decisionFor maps a model answer to a decision (seed 004's decision mapping).
+func decisionFor(resp *generationv1.GenerateResponse, tools []*typev1.Tool) *typev1.AgentDecision {
+	calls := resp.GetToolCalls()
+	if len(calls) == 0 {
+		return respond(resp.GetContent())
+	}
+	needsApproval := slices.ContainsFunc(calls, func(c *typev1.ToolCall) bool {
+		return slices.ContainsFunc(tools, func(t *typev1.Tool) bool { return t.GetName() == c.GetName() && t.GetRequiresApproval() })
+	})
+	if needsApproval {
+		return &typev1.AgentDecision{
+			DecisionType:  typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION,
+			ToolCalls:     calls,
+			ResponseText:  resp.GetContent(),
+			PendingAction: &typev1.PendingAction{ToolCalls: calls, Reason: "a requested tool needs your confirmation"},
+		}
+	}
+	return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, ToolCalls: calls, ResponseText: resp.GetContent()}
+}

@@ -1,0 +1,264 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"google.golang.org/protobuf/proto"
+)
+
+// finalInstruction is injected (ephemerally) into a forced final turn.
+const finalInstruction = "System notice: the context window is nearly full. No more tools can run. " +
+	"Answer the user now with the information you already have."
+
+// assemble asks the context stage for the messages of the next inference and evaluates the
+// context guard. A forced final turn offers no tools.
+func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, *ending) {
+	var (
+		messages []*typev1.Message
+		tools    = r.offered
+		end      *ending
+	)
+	if r.forcedFinal {
+		tools = nil
+	}
+	st := typev1.RunState_RUN_STATE_ASSEMBLE
+	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
+		c := r.contract
+		limit := c.GetContextWindow() - c.GetContextWindowBufferTokens() - c.GetMaxOutputTokens()
+		if c.GetContextWindow() == 0 {
+			limit = 1 << 40
+		}
+		req := &contextv1.AssembleRequest{
+			RunId:                     r.id,
+			UserId:                    r.userID,
+			History:                   r.conversation,
+			MaxTokens:                 max(limit-tokens.Tools(tools), 1),
+			Counters:                  &typev1.GuardCounters{Ctx: r.ctxTokens, Pending: tokens.Messages(r.conversation[r.sentUpTo:])},
+			Tools:                     tools,
+			ContextWindow:             c.GetContextWindow(),
+			ContextWindowBufferTokens: c.GetContextWindowBufferTokens(),
+			MaxOutputTokens:           c.GetMaxOutputTokens(),
+			ForceSynthesisAtRatio:     c.GetForceSynthesisAtRatio(),
+			Model:                     c.GetTargets()[0].GetModel(),
+			CurrentStep:               r.currentStep(),
+		}
+		if r.turns == 1 {
+			req.MemoryQuery = r.goal
+		}
+		resp, err := r.svc.peers.Context.Assemble(ctx, req)
+		if err != nil {
+			se := stageerr.FromError(err)
+			if errors.Is(se, stageerr.ErrContextOverflow) {
+				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
+					"This conversation no longer fits the model's context window. Please start a new conversation.", se.Error())
+			} else if ctx.Err() == nil {
+				end = r.stageEnding(ctx, "context", se)
+			}
+			return req, nil, se.Error()
+		}
+		messages = resp.GetMessages()
+		guard := resp.GetGuard()
+		switch guard.GetVerdict() {
+		case typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL:
+			r.emitGuard(ctx, guard)
+			r.forcedFinal, tools = true, nil
+		case typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW:
+			r.emitGuard(ctx, guard)
+			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
+				"This conversation no longer fits the model's context window. Please start a new conversation.",
+				fmt.Sprintf("context guard: projected %d tokens, limit %d", guard.GetProjected(), guard.GetLimit()))
+		}
+		if r.forcedFinal {
+			messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: finalInstruction})
+		}
+		detail := fmt.Sprintf("%d messages, %d tokens, %d dropped, guard %s", len(messages), resp.GetTokenCount(),
+			resp.GetDroppedMessages(), guard.GetVerdict())
+		if resp.GetMemoryUnavailable() {
+			detail += "; MEMORY_UNAVAILABLE: continuing without memory"
+		}
+		return req, resp, detail
+	})
+	return messages, tools, end
+}
+
+func (r *run) emitGuard(ctx context.Context, g *typev1.GuardReport) {
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ContextGuard{ContextGuard: &eventv1.ContextGuardEvaluated{Turn: r.turns, Report: g}}})
+}
+
+// currentStep is the plan step the coming turn works on (the last one once the plan is done).
+func (r *run) currentStep() *typev1.Step {
+	if len(r.plan) == 0 {
+		return nil
+	}
+	return r.plan[min(int(r.turns)-1, len(r.plan)-1)]
+}
+
+// infer makes up to max_retries LLM attempts, cycling over the targets (seed 000 §3), with the
+// recovery stage deciding after each failure. The answer is appended to the conversation.
+func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*typev1.Tool) (*typev1.Message, *ending) {
+	var (
+		answer *typev1.Message
+		end    *ending
+	)
+	st := typev1.RunState_RUN_STATE_INFER
+	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
+		targets := r.contract.GetTargets()
+		var (
+			notice  *typev1.Message
+			lastErr *stageerr.Error
+			next    *typev1.Target
+		)
+		for attempt := 1; attempt <= int(r.contract.GetMaxRetries()); attempt++ {
+			target := targets[(attempt-1)%len(targets)]
+			if next != nil {
+				target, next = next, nil
+			}
+			send := messages
+			if notice != nil {
+				send = append(append([]*typev1.Message{}, messages...), notice)
+			}
+			resp, err := r.generate(ctx, attempt, target, send, tools)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, "interrupted: " + context.Cause(ctx).Error()
+				}
+				lastErr = stageerr.FromError(err)
+				d := r.recover(ctx, "generation", lastErr, attempt-1, &recoveryv1.RecoveryState{
+					RunId: r.id, Target: target, Targets: targets, MaxRetries: r.contract.GetMaxRetries(),
+				})
+				switch d.GetStrategy() {
+				case recoveryv1.Strategy_STRATEGY_ABORT, recoveryv1.Strategy_STRATEGY_ASK_USER:
+					end = providerEnding(lastErr)
+					return nil, nil, "aborted: " + lastErr.Error()
+				case recoveryv1.Strategy_STRATEGY_RETRY:
+					if !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
+						return nil, nil, "interrupted while backing off"
+					}
+				}
+				next = d.GetModifiedAction().GetTarget()
+				continue
+			}
+			r.sentUpTo = len(r.conversation)
+			u := resp.GetUsage()
+			r.ctxTokens = u.GetInput() + u.GetOutput() + u.GetCached()
+			if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
+				// Seed 000: not added to the conversation; one ephemeral notice; counts as an attempt.
+				notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: EmptyResponseNotice}
+				lastErr = nil
+				continue
+			}
+			answer = &typev1.Message{
+				Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(),
+				Reasoning: resp.GetReasoning(), ToolCalls: resp.GetToolCalls(),
+			}
+			r.conversation = append(r.conversation, answer)
+			return nil, resp, fmt.Sprintf("attempt %d: %s/%s answered (%s)", attempt, resp.GetProvider(), resp.GetModel(), resp.GetAdapterStatus())
+		}
+		if lastErr != nil {
+			end = providerEnding(lastErr)
+			end.retryable = true
+			return nil, nil, "attempts exhausted: " + lastErr.Error()
+		}
+		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure,
+			"the model returned only empty responses")
+		end.retryable = true
+		return nil, nil, end.reason
+	})
+	return answer, end
+}
+
+// providerEnding is the FAILED_PROVIDER ending of a generation failure, with the canned
+// message of seed 004.
+func providerEnding(se *stageerr.Error) *ending {
+	exit, message := providerExit(se.Class)
+	e := fail(typev1.Outcome_OUTCOME_FAILED_PROVIDER, exit, message, se.Error())
+	e.retryable = se.Retryable()
+	return e
+}
+
+// generate makes one streamed LLM attempt: deltas become llm_delta events, and the attempt
+// is accounted and announced as llm_response whether it succeeds or fails.
+func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, messages []*typev1.Message, tools []*typev1.Tool) (*generationv1.GenerateResponse, error) {
+	start := time.Now()
+	req := &generationv1.GenerateRequest{
+		RunId:        r.id,
+		Target:       target,
+		Messages:     messages,
+		Tools:        tools,
+		Sampling:     &generationv1.Sampling{MaxOutputTokens: r.contract.GetMaxOutputTokens()},
+		StrictMode:   r.contract.GetStrictMode(),
+		OutputFormat: r.contract.GetOutputFormat(),
+	}
+	if len(tools) > 0 {
+		req.ToolChoice = "auto"
+	}
+	resp, err := r.streamGenerate(ctx, req)
+	entry := &typev1.AccountingEntry{
+		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),
+		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: msSince(start), Source: "native",
+	}
+	ev := &eventv1.LlmResponse{Turn: r.turns, Attempt: int32(attempt), Provider: target.GetProvider(), Model: target.GetModel()}
+	if err != nil {
+		entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
+		entry.Error = stageerr.FromError(err).Error()
+		ev.Error = entry.Error
+	} else {
+		entry.Tokens = resp.GetUsage()
+		entry.StopReason = resp.GetStopReason()
+		ev.Message = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(), ToolCalls: resp.GetToolCalls()}
+		ev.Usage, ev.Cached, ev.StopReason = resp.GetUsage(), resp.GetCached(), resp.GetStopReason()
+		r.addUsage(resp.GetUsage())
+	}
+	r.account(entry)
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmResponse{LlmResponse: ev}})
+	return resp, err
+}
+
+func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
+	stream, err := r.svc.peers.Generation.GenerateStream(ctx, &generationv1.GenerateStreamRequest{Request: req})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil, stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0, "the generation stream ended without a final answer")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d := chunk.GetDelta(); d != nil {
+			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: r.turns, Content: d.GetContent(), Reasoning: d.GetReasoning()}}})
+			continue
+		}
+		if f := chunk.GetFinal(); f != nil {
+			return f, nil
+		}
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether the full wait happened.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

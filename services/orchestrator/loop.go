@@ -1,0 +1,213 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/protobuf/proto"
+)
+
+// execute drives the run from PRECHECK to TERMINATE and returns its result.
+func (r *run) execute(ctx context.Context) *typev1.RunResult {
+	if e := r.precheck(ctx); e != nil {
+		return r.terminate(ctx, *e)
+	}
+	if e := r.parseIntent(ctx); e != nil {
+		return r.terminate(ctx, *e)
+	}
+	if e := r.makePlan(ctx); e != nil {
+		return r.terminate(ctx, *e)
+	}
+	for r.turns < r.contract.GetMaxTurns() {
+		r.turns++
+		if e := r.turn(ctx); e != nil {
+			return r.terminate(ctx, *e)
+		}
+	}
+	e := fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTurns, MessageTooComplex, "max_turns_exhausted")
+	e.retryable = true
+	return r.terminate(ctx, *e)
+}
+
+// precheck validates the run before any stage call that costs: empty input ends the run
+// without an LLM call (seed 002), and the contract must be feasible (Monolith Phase 2b).
+func (r *run) precheck(ctx context.Context) *ending {
+	var end *ending
+	r.step(ctx, typev1.RunState_RUN_STATE_PRECHECK, "PRECHECK", func(ctx context.Context) (proto.Message, proto.Message, string) {
+		if strings.TrimSpace(r.req.GetMessage()) == "" {
+			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitEmptyInput, "", "the message is empty")
+			end.retryable = true
+			return r.req, r.contract, "empty input: no LLM call is made"
+		}
+		tools, err := r.svc.peers.Action.ListTools(ctx, &actionv1.ListToolsRequest{})
+		if err != nil {
+			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitStageUnavailable, MessageProviderFailure,
+				"the action service did not list its tools: "+stageerr.FromError(err).Error())
+			end.retryable = true
+			return r.req, r.contract, end.reason
+		}
+		r.available = tools.GetTools()
+		if why := preflight(r.contract, r.available); why != "" {
+			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitInvalidContract, MessageProviderFailure, why)
+			return r.req, r.contract, why
+		}
+		return r.req, r.contract, "contract feasible"
+	})
+	return end
+}
+
+// parseIntent resolves the goal and the tool policy, then seals the contract: it is immutable
+// from here on (before the first inference, Monolith invariant B).
+func (r *run) parseIntent(ctx context.Context) *ending {
+	var end *ending
+	r.step(ctx, typev1.RunState_RUN_STATE_INTENT, "INTENT", func(ctx context.Context) (proto.Message, proto.Message, string) {
+		req := &intentv1.ParseRequest{
+			Message:        r.req.GetMessage(),
+			ConversationId: r.req.GetConversationId(),
+			Surface:        r.req.GetSurface(),
+			UserId:         r.userID,
+			AvailableTools: toolNames(r.available),
+		}
+		resp, err := r.svc.peers.Intent.Parse(ctx, req)
+		if err != nil {
+			end = r.intentFailure(ctx, err)
+			return req, nil, end.reason
+		}
+		r.goal = resp.GetGoal()
+		policy := r.contract.GetToolPolicy()
+		if policy == typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
+			policy = resp.GetToolPolicy()
+		}
+		if policy == typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
+			policy = typev1.ToolPolicy_TOOL_POLICY_OPTIONAL
+		}
+		draft := proto.CloneOf(r.contract)
+		draft.ToolPolicy = policy
+		r.contract = seal(draft, contractHash(r.contract))
+		r.offered = offeredTools(r.contract, r.available)
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_IntentParsed{IntentParsed: &eventv1.IntentParsed{
+			Goal: resp.GetGoal(), Constraints: resp.GetConstraints(),
+			TaskType: taskTypeName(resp.GetTaskType()), ToolPolicy: policy,
+		}}})
+		if resp.GetNeedsClarification() {
+			q := resp.GetClarificationQuestion()
+			r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: q}
+			answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: q}
+			r.conversation = append(r.conversation, answer)
+			end = &ending{outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: ExitCompleted, answer: answer}
+			return req, resp, "needs clarification: " + q
+		}
+		return req, resp, "tool policy " + policy.String() + ": " + resp.GetPolicyReason()
+	})
+	return end
+}
+
+func (r *run) intentFailure(ctx context.Context, err error) *ending {
+	se := stageerr.FromError(err)
+	switch {
+	case errors.Is(se, stageerr.ErrIntentUnsafe):
+		return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitIntentUnsafe, "I can't help with that request.", se.Error())
+	case errors.Is(se, stageerr.ErrIntentUnclear):
+		d := r.recover(ctx, "intent", se, 0, nil)
+		r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: d.GetUserMessage()}
+		answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: d.GetUserMessage()}
+		r.conversation = append(r.conversation, answer)
+		return &ending{outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: ExitCompleted, answer: answer, reason: se.Error()}
+	}
+	return r.stageEnding(ctx, "intent", se)
+}
+
+// makePlan asks the planning stage for steps. With tools forbidden there is nothing to plan.
+func (r *run) makePlan(ctx context.Context) *ending {
+	var end *ending
+	r.step(ctx, typev1.RunState_RUN_STATE_PLAN, "PLAN", func(ctx context.Context) (proto.Message, proto.Message, string) {
+		if r.contract.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
+			return nil, nil, "skipped: tools are forbidden"
+		}
+		req := &planningv1.PlanRequest{Goal: r.goal, AvailableTools: r.offered}
+		resp, err := r.svc.peers.Planning.Plan(ctx, req)
+		if err != nil {
+			se := stageerr.FromError(err)
+			switch {
+			case errors.Is(se, stageerr.ErrNoViablePlan):
+				end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitNoViablePlan, "I can't do that with the tools I have.", se.Error())
+			case errors.Is(se, stageerr.ErrPlanTooComplex):
+				end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitPlanTooComplex, MessageTooComplex, se.Error())
+			default:
+				end = r.stageEnding(ctx, "planning", se)
+			}
+			return req, nil, end.reason
+		}
+		r.plan = resp.GetSteps()
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_PlanCreated{PlanCreated: &eventv1.PlanCreated{
+			Steps: resp.GetSteps(), RequiresHumanApproval: resp.GetRequiresHumanApproval(),
+		}}})
+		return req, resp, fmt.Sprintf("%d steps", len(resp.GetSteps()))
+	})
+	return end
+}
+
+// turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT.
+func (r *run) turn(ctx context.Context) *ending {
+	stepCtx, cancel := context.WithTimeout(ctx, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond)
+	defer cancel()
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: r.turns, ForcedFinal: r.forcedFinal}}})
+	var t turnState
+	messages, tools, end := r.assemble(stepCtx)
+	if end == nil {
+		t.answer, end = r.infer(stepCtx, messages, tools)
+	}
+	if end == nil && t.answer != nil {
+		calls := r.validateCalls(stepCtx, t.answer.GetToolCalls(), &t)
+		r.executeCalls(stepCtx, calls, &t)
+	}
+	return r.commit(ctx, stepCtx, end, &t)
+}
+
+// turnState is what COMMIT needs to know about the turn.
+type turnState struct {
+	answer          *typev1.Message
+	attempted       int  // tool calls the model asked for
+	forbiddenCall   bool // a tool was asked for under a forbidden policy
+	cycle           string
+	budgetExhausted bool // the run's tool call budget ran out
+}
+
+func toolNames(tools []*typev1.Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.GetName()
+	}
+	return names
+}
+
+// offeredTools are the tools a run may use under its contract.
+func offeredTools(c *typev1.ExecutionContract, available []*typev1.Tool) []*typev1.Tool {
+	if c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
+		return nil
+	}
+	if len(c.GetAllowedTools()) == 0 {
+		return available
+	}
+	var out []*typev1.Tool
+	for _, t := range available {
+		if slices.Contains(c.GetAllowedTools(), t.GetName()) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func taskTypeName(t intentv1.TaskType) string {
+	return strings.ToLower(strings.TrimPrefix(t.String(), "TASK_TYPE_"))
+}

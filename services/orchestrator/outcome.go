@@ -1,0 +1,88 @@
+package orchestrator
+
+import (
+	"errors"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// Exit reasons (DESIGN §6, the RAG contract's list extended).
+const (
+	ExitCompleted           = "COMPLETED"
+	ExitApprovalRequired    = "APPROVAL_REQUIRED"
+	ExitEmptyInput          = "EMPTY_INPUT"
+	ExitIntentUnsafe        = "INTENT_UNSAFE"
+	ExitNoViablePlan        = "NO_VIABLE_PLAN"
+	ExitPlanTooComplex      = "PLAN_TOO_COMPLEX"
+	ExitInvalidContract     = "INVALID_CONTRACT"
+	ExitToolRequired        = "TOOL_REQUIRED"
+	ExitInvalidToolCall     = "INVALID_TOOL_CALL"
+	ExitGenerationFailure   = "LLM_GENERATION_FAILURE"
+	ExitMaxTurns            = "MAX_TURNS_REACHED"
+	ExitMaxToolCalls        = "MAX_TOOL_CALLS_REACHED"
+	ExitMaxContext          = "MAX_CONTEXT_REACHED"
+	ExitMaxTokens           = "MAX_TOKENS_REACHED"
+	ExitTimeout             = "TIMEOUT"
+	ExitToolPolicyViolation = "TOOL_POLICY_VIOLATION"
+	ExitCycleForbidden      = "CYCLE_FORBIDDEN"
+	ExitAuthError           = "AUTH_ERROR"
+	ExitQuotaExceeded       = "QUOTA_EXCEEDED"
+	ExitRateLimited         = "RATE_LIMITED"
+	ExitLLMError            = "LLM_ERROR"
+	ExitStageUnavailable    = "STAGE_UNAVAILABLE"
+	ExitUserRejected        = "USER_REJECTED"
+	ExitApprovalTimeout     = "APPROVAL_TIMEOUT"
+	ExitCancelled           = "CANCELLED"
+)
+
+// Canned user-facing messages of seed 004, shown verbatim.
+const (
+	MessageProviderFailure = "I'm having trouble processing your request. Please try again."
+	MessageRateLimited     = "I'm receiving too many requests. Please wait a moment."
+	MessageTooComplex      = "That request is too complex. Could you break it into smaller steps?"
+)
+
+// EmptyResponseNotice is seed 000's ephemeral retry message for an answer with no content, no
+// tool calls and no reasoning. It is sent once and never stored in the conversation.
+const EmptyResponseNotice = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer."
+
+// errShutdown is the cancellation cause when the orchestrator stops.
+var errShutdown = errors.New("orchestrator shutting down")
+
+// errCancelled is the cancellation cause of CancelRun.
+var errCancelled = errors.New("run cancelled by its caller")
+
+// ending is how a run terminates.
+type ending struct {
+	outcome typev1.Outcome
+	exit    string
+	// message is the user-facing text of a system-made final report.
+	message string
+	// reason goes into final_report.metadata.reason and the error.
+	reason string
+	// retryable says whether running the request again may help.
+	retryable bool
+	// answer is the model's final answer (a successful ending).
+	answer *typev1.Message
+}
+
+func (e ending) success() bool {
+	return e.outcome == typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || e.outcome == typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY
+}
+
+func fail(outcome typev1.Outcome, exit, message, reason string) *ending {
+	return &ending{outcome: outcome, exit: exit, message: message, reason: reason}
+}
+
+// providerExit maps a generation error class to the exit reason and canned message.
+func providerExit(class typev1.ErrorClass) (exit, message string) {
+	switch class {
+	case typev1.ErrorClass_ERROR_CLASS_AUTH:
+		return ExitAuthError, MessageProviderFailure
+	case typev1.ErrorClass_ERROR_CLASS_QUOTA:
+		return ExitQuotaExceeded, MessageProviderFailure
+	case typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:
+		return ExitRateLimited, MessageRateLimited
+	}
+	return ExitLLMError, MessageProviderFailure
+}

@@ -1,0 +1,54 @@
+package orchestrator
+
+import (
+	"context"
+	"strings"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// recover asks the recovery stage how to handle a failure and announces the decision. When
+// the recovery stage itself cannot answer, a conservative local rule applies: retryable
+// failures fall back, others abort.
+func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, retry int, state *recoveryv1.RecoveryState) *recoveryv1.DecideResponse {
+	if state == nil {
+		state = &recoveryv1.RecoveryState{RunId: r.id}
+	}
+	detail := stageerr.Detail(se)
+	detail.Stage = stage
+	d, err := r.svc.peers.Recovery.Decide(ctx, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
+	if err != nil {
+		r.svc.log.WarnContext(ctx, "recovery stage unavailable; using the local rule", "run_id", r.id, "err", err)
+		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: "recovery unavailable"}
+		if se.Retryable() && retry+1 < 3 {
+			d.Strategy = recoveryv1.Strategy_STRATEGY_FALLBACK
+		}
+	}
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RecoveryDecided{RecoveryDecided: &eventv1.RecoveryDecided{
+		Stage: stage, Error: detail, Strategy: strategyName(d.GetStrategy()), BackoffMs: d.GetBackoffMs(), UserMessage: d.GetUserMessage(),
+	}}})
+	return d
+}
+
+// stageEnding ends a run whose stage failed in a way the loop cannot route around.
+func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error) *ending {
+	d := r.recover(ctx, stage, se, 0, nil)
+	outcome := typev1.Outcome_OUTCOME_FAILED_PROVIDER
+	if r.turns == 0 {
+		outcome = typev1.Outcome_OUTCOME_FAILED_PREFLIGHT
+	}
+	exit := ExitStageUnavailable
+	if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
+		exit = stageerr.CodeName(se.Code)
+	}
+	e := fail(outcome, exit, d.GetUserMessage(), stage+": "+se.Error())
+	e.retryable = se.Retryable() || exit == ExitStageUnavailable
+	return e
+}
+
+func strategyName(s recoveryv1.Strategy) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STRATEGY_"))
+}

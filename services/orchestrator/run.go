@@ -1,0 +1,193 @@
+package orchestrator
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// run is the state of one run. Its fields are owned by the goroutine executing the run;
+// the mutex guards only what other goroutines touch (the event sink and the result).
+type run struct {
+	svc    *Service
+	id     string
+	userID string
+	req    *agentv1.RunRequest
+
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	span   trace.Span
+
+	contract *typev1.ExecutionContract
+	chain    *transcript.Chain
+	stream   *events.RunStream
+
+	goal         string
+	available    []*typev1.Tool // every tool the action service offers
+	offered      []*typev1.Tool // tools this run may use
+	plan         []*typev1.Step
+	conversation []*typev1.Message
+	sentUpTo     int // conversation messages already sent to the model
+	accounting   []*typev1.AccountingEntry
+	usage        *typev1.TokenUsage
+	turns        int32
+	toolCalls    int32 // executed tool calls
+	lastTool     string
+	ctxTokens    int64
+	forcedFinal  bool
+	decision     *typev1.AgentDecision
+
+	mu     sync.Mutex
+	sink   func(*eventv1.RunEvent)
+	result *typev1.RunResult
+}
+
+// setSink installs (or with nil removes) the local listener that receives every event after
+// it is published.
+func (r *run) setSink(sink func(*eventv1.RunEvent)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sink = sink
+}
+
+// emit publishes an event of the run (seq and time are stamped by the run stream) and hands
+// it to the local listener. A publish that fails after the stream's retries is logged: the run
+// itself goes on, and its result (saved to memory) still holds everything.
+func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
+	stamped, err := r.stream.Emit(ctx, ev)
+	if err != nil {
+		r.svc.log.ErrorContext(ctx, "publishing run event failed", "run_id", r.id, "kind", events.Kind(ev), "err", err)
+		return
+	}
+	r.mu.Lock()
+	sink := r.sink
+	r.mu.Unlock()
+	if sink != nil {
+		sink(stamped)
+	}
+}
+
+// step runs one state of the machine in its own span and appends its transcript entry.
+func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn func(ctx context.Context) (action, result proto.Message, detail string)) {
+	ctx, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
+		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID)))
+	defer span.End()
+	action, result, detail := fn(ctx)
+	if detail != "" {
+		span.SetAttributes(attribute.String("agentmesh.detail", detail))
+	}
+	r.chain.Append(st, stepID, r.contract.GetContractHash(), action, result, detail)
+}
+
+func stateName(st typev1.RunState) string { return strings.TrimPrefix(st.String(), "RUN_STATE_") }
+
+func (r *run) stepID(st typev1.RunState) string {
+	if r.turns == 0 {
+		return stateName(st)
+	}
+	return "turn-" + strconv.Itoa(int(r.turns)) + "/" + stateName(st)
+}
+
+// terminate ends the run exactly once: TERMINATE transcript entry, final report, result saved
+// to memory, run_finished published last, root span closed.
+func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
+	now := r.svc.now()
+	report := &typev1.FinalReport{Format: r.contract.GetOutputFormat(), Ts: timestamppb.New(now)}
+	if report.Format == typev1.OutputFormat_OUTPUT_FORMAT_UNSPECIFIED {
+		report.Format = typev1.OutputFormat_OUTPUT_FORMAT_TEXT
+	}
+	res := &typev1.RunResult{
+		RunId:      r.id,
+		Outcome:    e.outcome,
+		ExitReason: e.exit,
+		Success:    e.success(),
+		Contract:   r.contract,
+		TraceId:    r.span.SpanContext().TraceID().String(),
+		Usage:      r.usage,
+		Turns:      r.turns,
+		ToolCalls:  r.toolCalls,
+		Decision:   r.decision,
+	}
+	if e.success() {
+		report.Status = typev1.ReportStatus_REPORT_STATUS_SUCCESS
+		report.Content = e.answer.GetContent()
+		if res.Decision == nil {
+			res.Decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, ResponseText: report.Content}
+		}
+	} else {
+		report.Status = typev1.ReportStatus_REPORT_STATUS_FAILURE
+		report.Content = e.message
+		reason := e.reason
+		if reason == "" {
+			reason = strings.ToLower(e.exit)
+		}
+		report.Metadata, _ = structpb.NewStruct(map[string]any{"reason": reason})
+		res.Error = &typev1.RunError{Code: e.exit, Message: reasonText(e), Retryable: e.retryable}
+	}
+	res.FinalReport = report
+	r.step(ctx, typev1.RunState_RUN_STATE_TERMINATE, stateName(typev1.RunState_RUN_STATE_TERMINATE), func(context.Context) (proto.Message, proto.Message, string) {
+		return nil, report, e.outcome.String() + " " + e.exit
+	})
+	res.Conversation = r.conversation
+	res.Accounting = r.accounting
+	res.Transcript = r.chain.Entries()
+
+	if _, err := r.svc.peers.Memory.SaveRun(ctx, &memoryv1.SaveRunRequest{Result: res, UserId: r.userID}); err != nil {
+		r.svc.log.ErrorContext(ctx, "saving run result failed", "run_id", r.id, "err", err)
+	}
+	r.span.SetAttributes(
+		attribute.String("agentmesh.outcome", e.outcome.String()),
+		attribute.String("agentmesh.exit_reason", e.exit),
+		attribute.Int("agentmesh.turns", int(r.turns)),
+		attribute.String("agentmesh.contract_hash", r.contract.GetContractHash()),
+	)
+	if !e.success() {
+		r.span.SetStatus(codes.Error, e.exit)
+	}
+	r.mu.Lock()
+	r.result = res
+	r.mu.Unlock()
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{Result: res, Outcome: e.outcome}}})
+	r.svc.log.InfoContext(ctx, "run finished", "run_id", r.id, "outcome", e.outcome.String(), "exit_reason", e.exit, "turns", r.turns)
+	return res
+}
+
+func reasonText(e ending) string {
+	if e.reason != "" {
+		return e.reason
+	}
+	return e.message
+}
+
+// addUsage adds one LLM attempt's usage to the run's totals.
+func (r *run) addUsage(u *typev1.TokenUsage) {
+	if u == nil {
+		return
+	}
+	r.usage.Input += u.GetInput()
+	r.usage.Output += u.GetOutput()
+	r.usage.Cached += u.GetCached()
+	r.usage.Total += u.GetTotal()
+}
+
+func (r *run) account(e *typev1.AccountingEntry) {
+	e.TimestampMs = r.svc.now().UnixMilli()
+	r.accounting = append(r.accounting, e)
+}
+
+func msSince(start time.Time) int64 { return time.Since(start).Milliseconds() }

@@ -1,0 +1,185 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// validateCalls checks the model's tool calls against policy and budgets. Every call that
+// will not run is answered at once with a "(tool failed: …)" tool message, so the model sees
+// why and the conversation stays well-formed; the calls that may run are returned.
+func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *turnState) []*typev1.ToolCall {
+	var valid []*typev1.ToolCall
+	st := typev1.RunState_RUN_STATE_VALIDATE_CALLS
+	r.step(ctx, st, r.stepID(st), func(context.Context) (proto.Message, proto.Message, string) {
+		t.attempted = len(calls)
+		if len(calls) == 0 {
+			return nil, nil, "no tool calls"
+		}
+		c := r.contract
+		prev := r.lastTool
+		var refused []string
+		for i, call := range calls {
+			why := ""
+			switch {
+			case c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN:
+				t.forbiddenCall = true
+				why = "tools are forbidden for this run"
+			case i >= int(c.GetMaxToolCallsPerTurn()):
+				why = fmt.Sprintf("dropped: at most %d tool calls may run in one turn", c.GetMaxToolCallsPerTurn())
+			case c.GetMaxToolCallsTotal() > 0 && int(r.toolCalls)+len(valid) >= int(c.GetMaxToolCallsTotal()):
+				t.budgetExhausted = true
+				why = fmt.Sprintf("dropped: the run's budget of %d tool calls is used up", c.GetMaxToolCallsTotal())
+			case !slices.ContainsFunc(r.offered, func(tool *typev1.Tool) bool { return tool.GetName() == call.GetName() }):
+				why = fmt.Sprintf("unknown tool %q; available tools: %s", call.GetName(), strings.Join(toolNames(r.offered), ", "))
+			case call.GetArguments() == nil:
+				why = fmt.Sprintf("the arguments are not valid JSON: %q", call.GetRawArguments())
+			case cycleForbidden(c, prev, call.GetName()):
+				t.cycle = prev + " -> " + call.GetName()
+				why = "the tool sequence " + t.cycle + " is forbidden by the contract"
+			default:
+				valid = append(valid, call)
+				prev = call.GetName()
+				continue
+			}
+			refused = append(refused, call.GetName()+": "+why)
+			r.answerCall(call, "(tool failed: "+why+")")
+		}
+		detail := fmt.Sprintf("%d of %d calls valid", len(valid), len(calls))
+		if len(refused) > 0 {
+			detail += "; refused " + strings.Join(refused, "; ")
+		}
+		return &typev1.Message{ToolCalls: calls}, &typev1.Message{ToolCalls: valid}, detail
+	})
+	return valid
+}
+
+func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
+	if from == "" {
+		return false
+	}
+	return slices.ContainsFunc(c.GetCycleForbid(), func(p *typev1.ToolPair) bool {
+		return p.GetFromTool() == from && p.GetToTool() == to
+	})
+}
+
+// answerCall appends the tool message answering call.
+func (r *run) answerCall(call *typev1.ToolCall, content string) {
+	r.conversation = append(r.conversation, &typev1.Message{
+		Role: typev1.Role_ROLE_TOOL, Content: content, ToolCallId: call.GetId(), Name: call.GetName(),
+	})
+}
+
+// executeCalls runs the valid calls in order (Monolith: sequential, deterministic), each as an
+// EXECUTE state followed by an OBSERVE state.
+func (r *run) executeCalls(ctx context.Context, calls []*typev1.ToolCall, _ *turnState) {
+	for _, call := range calls {
+		if ctx.Err() != nil {
+			r.answerCall(call, "(tool failed: interrupted)")
+			continue
+		}
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: r.turns, Call: call}}})
+		var res *actionv1.ExecuteResponse
+		st := typev1.RunState_RUN_STATE_EXECUTE
+		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
+			res = r.callTool(ctx, call)
+			return call, res, call.GetName() + ": " + res.GetStatus().String()
+		})
+		r.toolCalls++
+		r.lastTool = call.GetName()
+		st = typev1.RunState_RUN_STATE_OBSERVE
+		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
+			obs := r.observe(ctx, call, res)
+			r.answerCall(call, obs.GetObservation())
+			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolFinished{ToolFinished: &eventv1.ToolFinished{
+				Turn: r.turns, CallId: call.GetId(), ToolName: call.GetName(), Status: res.GetStatus(),
+				Observation: obs.GetObservation(), ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
+			}}})
+			return res, obs, fmt.Sprintf("%d bytes observed, truncated %v", len(obs.GetObservation()), obs.GetTruncated())
+		})
+	}
+}
+
+// callTool executes one call through the action stage. A refusal (unknown tool, invalid
+// arguments, missing approval) or an unreachable action stage becomes an ERROR result the model
+// sees; the recovery stage decides whether an unreachable stage is retried.
+func (r *run) callTool(ctx context.Context, call *typev1.ToolCall) *actionv1.ExecuteResponse {
+	start := time.Now()
+	timeout := time.Duration(r.contract.GetToolTimeoutMs()) * time.Millisecond
+	req := &actionv1.ExecuteRequest{
+		RunId: r.id, CallId: call.GetId(), ToolName: call.GetName(), Arguments: call.GetArguments(),
+		Mode: actionv1.ExecutionMode_EXECUTION_MODE_DIRECT, TimeoutMs: r.contract.GetToolTimeoutMs(), UserId: r.userID,
+	}
+	var res *actionv1.ExecuteResponse
+	for retry := 0; ; retry++ {
+		callCtx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
+		resp, err := r.svc.peers.Action.Execute(callCtx, req)
+		cancel()
+		if err == nil {
+			res = resp
+			break
+		}
+		se := stageerr.FromError(err)
+		res = &actionv1.ExecuteResponse{Status: typev1.ToolStatus_TOOL_STATUS_ERROR, Error: se.Error(), ErrorCode: se.Code}
+		if !se.Retryable() || ctx.Err() != nil {
+			break
+		}
+		d := r.recover(ctx, "action", se, retry, &recoveryv1.RecoveryState{RunId: r.id, ToolName: call.GetName(), TimeoutMs: r.contract.GetToolTimeoutMs(), Arguments: call.GetArguments()})
+		if d.GetStrategy() != recoveryv1.Strategy_STRATEGY_RETRY || !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
+			break
+		}
+	}
+	if res.GetExecutionTimeMs() == 0 {
+		res.ExecutionTimeMs = msSince(start)
+	}
+	entry := &typev1.AccountingEntry{
+		Type: typev1.AccountingType_ACCOUNTING_TYPE_TOOL, Server: res.GetServer(), Command: call.GetName(),
+		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: res.GetExecutionTimeMs(),
+		CharactersIn: int64(len(argumentsJSON(call))), CharactersOut: int64(len(res.GetResult())), Source: "native",
+	}
+	if res.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS {
+		entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
+		entry.Error = res.GetError()
+		if res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_TIMEOUT {
+			entry.Error = "timeout"
+		}
+	}
+	r.account(entry)
+	return res
+}
+
+// observe turns a tool result into the text the model sees.
+func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse) *observationv1.ObserveResponse {
+	req := &observationv1.ObserveRequest{
+		RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
+		Status: res.GetStatus(), Error: res.GetError(),
+	}
+	obs, err := r.svc.peers.Observation.Observe(ctx, req)
+	if err != nil {
+		return &observationv1.ObserveResponse{Observation: "(tool failed: the observation stage could not process the result: " + stageerr.FromError(err).Error() + ")"}
+	}
+	return obs
+}
+
+func argumentsJSON(call *typev1.ToolCall) string {
+	if call.GetArguments() == nil {
+		return call.GetRawArguments()
+	}
+	b, err := protojson.Marshal(call.GetArguments())
+	if err != nil {
+		return call.GetRawArguments()
+	}
+	return string(b)
+}
