@@ -1,0 +1,116 @@
+package generation_test
+
+import (
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+)
+
+// cachedClient serves the service with an OpenAI provider on a server answering "cached
+// answer" to anything, and the given cache size.
+func cachedClient(t *testing.T, size int) (generationv1.GenerationServiceClient, *llmtest.Server) {
+	t.Helper()
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "cached answer"}}})
+	client := serve(t, generation.Options{
+		Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		CacheSize: size,
+	})
+	return client, srv
+}
+
+func cacheable(text string) *generationv1.GenerateRequest {
+	req := request("openai", "gpt-test", user(text))
+	req.UseCache = true
+	return req
+}
+
+func TestCacheHit(t *testing.T) {
+	client, srv := cachedClient(t, 0)
+	first, err := client.Generate(t.Context(), cacheable("same question"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := cacheable("same question")
+	again.RunId = "another-run"
+	second, err := client.Generate(t.Context(), again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GetCached() || !second.GetCached() {
+		t.Errorf("cached = %v then %v, want false then true", first.GetCached(), second.GetCached())
+	}
+	if second.GetContent() != first.GetContent() || second.GetProvider() != "openai" {
+		t.Errorf("cached answer = %v", second)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("provider saw %d requests, want 1", n)
+	}
+
+	different := cacheable("same question")
+	different.Sampling = &generationv1.Sampling{Temperature: ptr(0.3)}
+	if resp, err := client.Generate(t.Context(), different); err != nil || resp.GetCached() {
+		t.Errorf("other sampling must miss: %v %v", resp, err)
+	}
+	uncached := cacheable("same question")
+	uncached.UseCache = false
+	if resp, err := client.Generate(t.Context(), uncached); err != nil || resp.GetCached() {
+		t.Errorf("use_cache=false must call the provider: %v %v", resp, err)
+	}
+	if n := len(srv.Requests()); n != 3 {
+		t.Errorf("provider saw %d requests, want 3", n)
+	}
+}
+
+func TestCacheStreaming(t *testing.T) {
+	client, srv := cachedClient(t, 0)
+	deltas, final, err := streamAll(t, client, cacheable("streamed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deltas) == 0 || final.GetCached() {
+		t.Fatalf("a streamed miss must stream: %d deltas, cached %v", len(deltas), final.GetCached())
+	}
+	resp, err := client.Generate(t.Context(), cacheable("streamed"))
+	if err != nil || resp.GetCached() {
+		t.Fatalf("streamed answers must not be stored: %v %v", resp, err)
+	}
+	deltas, final, err = streamAll(t, client, cacheable("streamed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deltas) != 0 || !final.GetCached() || final.GetContent() != "cached answer" {
+		t.Errorf("a cache hit must send only the final answer: %d deltas, final %v", len(deltas), final)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("provider saw %d requests, want 2", n)
+	}
+}
+
+func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	client, srv := cachedClient(t, 2)
+	for _, q := range []string{"a", "b", "a", "c", "a", "b"} {
+		if _, err := client.Generate(t.Context(), cacheable(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a miss, b miss, a hit, c miss (evicts b), a hit, b miss
+	if n := len(srv.Requests()); n != 4 {
+		t.Errorf("provider saw %d requests, want 4", n)
+	}
+}
+
+func TestCacheSkipsEmptyAnswers(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{}}})
+	client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)})
+	for range 2 {
+		resp, err := client.Generate(t.Context(), cacheable("x"))
+		if err != nil || resp.GetCached() || resp.GetType() != generationv1.ResponseType_RESPONSE_TYPE_DONE {
+			t.Fatalf("resp %v err %v", resp, err)
+		}
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("provider saw %d requests, want 2: empty answers are not cached", n)
+	}
+}

@@ -1,0 +1,247 @@
+package generation_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"google.golang.org/grpc/codes"
+)
+
+// errorCase is one provider failure and what the caller must see.
+type errorCase struct {
+	name       string
+	baseURL    func(t *testing.T) (url string, requests func() int)
+	stream     bool
+	edit       func(*generation.OpenAIOptions)
+	code       codes.Code
+	class      typev1.ErrorClass
+	retryable  bool
+	retryAfter time.Duration
+	requests   int // how many HTTP requests the provider must have made; 0 = not checked
+	contains   []string
+}
+
+// scripted serves a single llmtest turn that always fails with failure.
+func scripted(failure string, retryAfterMS int) func(t *testing.T) (string, func() int) {
+	return func(t *testing.T) (string, func() int) {
+		srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
+			Content: "never", Failure: failure, RetryAfterMS: retryAfterMS,
+		}}})
+		return srv.URL(), func() int { return len(srv.Requests()) }
+	}
+}
+
+// replying serves every request with status, headers and body.
+func replying(status int, headers map[string]string, body string) func(t *testing.T) (string, func() int) {
+	return func(t *testing.T) (string, func() int) {
+		var n atomic.Int32
+		url := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			for k, v := range headers {
+				w.Header().Set(k, v)
+			}
+			if strings.HasPrefix(body, "{") {
+				w.Header().Set("Content-Type", "application/json")
+			}
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, strings.ReplaceAll(body, "$AUTH", r.Header.Get("Authorization")))
+		})
+		return url, func() int { return int(n.Load()) }
+	}
+}
+
+func TestOpenAIErrorClasses(t *testing.T) {
+	cases := []errorCase{
+		{
+			name: "401 is AUTH", baseURL: scripted(llmtest.FailAuthError, 0),
+			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH, requests: 1,
+			contains: []string{"openai: authentication failed (HTTP 401", "Incorrect API key provided"},
+		},
+		{
+			name: "403 is AUTH", baseURL: replying(403, nil, `{"error":{"message":"Project not allowed","type":"invalid_request_error"}}`),
+			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH, requests: 1,
+			contains: []string{"HTTP 403", "Project not allowed"},
+		},
+		{
+			name: "402 is QUOTA", baseURL: replying(402, nil, `{"error":"payment required: add credits"}`),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,
+			contains: []string{"quota exceeded (HTTP 402", "add credits"},
+		},
+		{
+			name: "429 with insufficient_quota body is QUOTA", baseURL: scripted(llmtest.FailQuotaExceeded, 0),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,
+			contains: []string{"HTTP 429", "exceeded your current quota"},
+		},
+		{
+			name: "429 is RATE_LIMITED with retry-after-ms, not retried", baseURL: scripted(llmtest.FailRateLimit, 1500),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, retryable: true,
+			retryAfter: 1500 * time.Millisecond, requests: 1,
+			contains: []string{"rate limited (HTTP 429", "retry after 1.5s"},
+		},
+		{
+			name: "429 with Retry-After seconds", baseURL: replying(429, map[string]string{"Retry-After": "3"}, `{"error":{"message":"slow down","type":"requests"}}`),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, retryable: true,
+			retryAfter: 3 * time.Second, requests: 1,
+		},
+		{
+			name: "500 is SERVER after the retries", baseURL: scripted(llmtest.FailModelError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 3,
+			contains: []string{"server error (HTTP 500", "The server had an error"},
+		},
+		{
+			name: "529 overloaded is SERVER", baseURL: replying(529, nil, `{"error":{"type":"overloaded_error","message":"Overloaded"}}`),
+			edit: func(o *generation.OpenAIOptions) { o.MaxRetries = -1 },
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
+			contains: []string{"HTTP 529", "Overloaded"},
+		},
+		{
+			name: "other 4xx is an unclassified failure", baseURL: replying(404, nil, `{"error":{"message":"model gpt-x does not exist","code":"model_not_found"}}`),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, retryable: true, requests: 1,
+			contains: []string{"request rejected (HTTP 404", "model gpt-x does not exist"},
+		},
+		{
+			name: "invalid JSON is BAD_RESPONSE", baseURL: scripted(llmtest.FailInvalidResponse, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true, requests: 1,
+			contains: []string{"not valid JSON"},
+		},
+		{
+			name: "invalid stream chunk is BAD_RESPONSE", baseURL: scripted(llmtest.FailInvalidResponse, 0), stream: true,
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"stream chunk is not valid JSON"},
+		},
+		{
+			name: "no choices is BAD_RESPONSE", baseURL: replying(200, nil, `{"id":"x","choices":[]}`),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"no choices"},
+		},
+		{
+			name: "dropped connection is NETWORK after the retries", baseURL: scripted(llmtest.FailNetworkError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 3,
+			contains: []string{"cannot reach"},
+		},
+		{
+			name: "connection refused is NETWORK", baseURL: closedPort,
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true,
+			contains: []string{"cannot reach", "connection refused"},
+		},
+		{
+			name: "slow server is TIMEOUT", baseURL: scripted(llmtest.FailTimeout, 0),
+			edit: func(o *generation.OpenAIOptions) { o.Timeout = 100 * time.Millisecond },
+			code: codes.DeadlineExceeded, class: typev1.ErrorClass_ERROR_CLASS_TIMEOUT, retryable: true, requests: 1,
+			contains: []string{"no answer", "provider timeout 100ms"},
+		},
+		{
+			name: "error inside the stream", stream: true,
+			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"},
+				"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"error\":{\"message\":\"upstream crashed\",\"type\":\"server_error\"}}\n\n"),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true,
+			contains: []string{"error in the stream: upstream crashed"},
+		},
+		{
+			name: "stream cut short is BAD_RESPONSE", stream: true,
+			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"}, "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"without a finish_reason"},
+		},
+		{
+			name: "the API key never appears in messages", baseURL: replying(401, nil, `{"error":{"message":"bad key $AUTH","type":"invalid_request_error"}}`),
+			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH,
+			contains: []string{"bad key Bearer [redacted]"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, requests := tc.baseURL(t)
+			client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, tc.edit)})
+			req := request("openai", "gpt-test", user("hi"))
+			var err error
+			if tc.stream {
+				_, _, err = streamAll(t, client, req)
+			} else {
+				_, err = client.Generate(t.Context(), req)
+			}
+			se := stageError(t, err, tc.code)
+			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED || se.Class != tc.class || se.Stage != "generation" {
+				t.Errorf("stage error = %v/%v stage %q, want GENERATION_FAILED/%v", se.Code, se.Class, se.Stage, tc.class)
+			}
+			if se.Retryable() != tc.retryable {
+				t.Errorf("retryable = %v, want %v", se.Retryable(), tc.retryable)
+			}
+			if tc.retryAfter > 0 && se.RetryAfter != tc.retryAfter {
+				t.Errorf("retry after = %v, want %v", se.RetryAfter, tc.retryAfter)
+			}
+			for _, want := range tc.contains {
+				if !strings.Contains(se.Msg, want) {
+					t.Errorf("message %q lacks %q", se.Msg, want)
+				}
+			}
+			if strings.Contains(se.Msg, testAPIKey) {
+				t.Errorf("message leaks the API key: %q", se.Msg)
+			}
+			if tc.requests > 0 && requests() != tc.requests {
+				t.Errorf("HTTP requests = %d, want %d", requests(), tc.requests)
+			}
+		})
+	}
+}
+
+func TestRetryAfterDateIsHonoured(t *testing.T) {
+	date := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
+	url, _ := replying(429, map[string]string{"Retry-After": date}, `{"message":"later"}`)(t)
+	client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+	_, err := client.Generate(t.Context(), request("openai", "gpt-test", user("hi")))
+	se := stageError(t, err, codes.ResourceExhausted)
+	if se.Class != typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED || !strings.Contains(se.Msg, "later") {
+		t.Errorf("error = %v %q", se.Class, se.Msg)
+	}
+	if se.RetryAfter < 85*time.Second || se.RetryAfter > 91*time.Second {
+		t.Errorf("retry after = %v, want about 90s", se.RetryAfter)
+	}
+}
+
+func TestServerErrorRetriedThenAnswered(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
+		Content: "recovered", Failure: llmtest.FailModelError, FailuresBeforeSuccess: 2,
+	}}})
+	resp, err := openAIClient(t, srv, nil).Generate(t.Context(), request("openai", "gpt-test", user("hi")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetContent() != "recovered" || len(srv.Requests()) != 3 {
+		t.Errorf("content %q after %d requests, want recovered after 3", resp.GetContent(), len(srv.Requests()))
+	}
+}
+
+func TestStreamAnsweredWithPlainJSON(t *testing.T) {
+	url, _ := replying(200, nil, `{"model":"local-1","choices":[{"message":{"content":"whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`)(t)
+	client := serveProviders(t, map[string]generation.Provider{"local": openAIAt(t, url, nil)})
+	deltas, final, err := streamAll(t, client, request("local", "local-1", user("hi")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deltas) != 1 || deltas[0].GetContent() != "whole answer" || final.GetContent() != "whole answer" || final.GetUsage().GetTotal() != 5 {
+		t.Errorf("deltas %v final %v", deltas, final)
+	}
+}
+
+// closedPort returns the URL of a port nothing listens on.
+func closedPort(t *testing.T) (string, func() int) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("http://%s/v1", addr), func() int { return 0 }
+}

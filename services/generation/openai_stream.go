@@ -1,0 +1,223 @@
+package generation
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// maxEventBytes bounds one server-sent event.
+const maxEventBytes = 16 << 20
+
+// Stream makes one streamed chat completion, forwarding content and reasoning fragments as
+// they arrive. A server that answers with plain JSON despite "stream": true is read as one
+// answer and forwarded as one delta.
+func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	resp, err := o.post(ctx, "/chat/completions", buildChatRequest(req, true), true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		return o.streamedJSON(ctx, resp, onDelta)
+	}
+	return o.readEvents(ctx, resp.Body, onDelta)
+}
+
+// streamedJSON reads a non-streamed answer to a streamed request.
+func (o *openAI) streamedJSON(ctx context.Context, resp *http.Response, onDelta func(*generationv1.Delta) error) (*Response, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return nil, o.transportError(ctx, err)
+	}
+	out, err := o.parseCompletion(body)
+	if err != nil {
+		return nil, err
+	}
+	if out.Content != "" || out.Reasoning != "" {
+		if err := onDelta(&generationv1.Delta{Content: out.Content, Reasoning: out.Reasoning}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readEvents reads "data:" events until [DONE], accumulating the answer.
+func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*generationv1.Delta) error) (*Response, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
+	acc := newStreamAccumulator()
+	var data []string
+	flush := func() (bool, error) {
+		if len(data) == 0 {
+			return false, nil
+		}
+		payload := strings.Join(data, "\n")
+		data = data[:0]
+		if payload == "[DONE]" {
+			return true, nil
+		}
+		return false, o.handleChunk(payload, acc, onDelta)
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			done, err := flush()
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				return acc.response(), nil
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			data = append(data, strings.TrimPrefix(v, " "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, o.badResponse("a stream event is larger than %d bytes", maxEventBytes)
+		}
+		return nil, o.transportError(ctx, err)
+	}
+	done, err := flush()
+	switch {
+	case err != nil:
+		return nil, err
+	case !done && !acc.finished:
+		return nil, o.badResponse("the stream ended without a finish_reason or [DONE]")
+	}
+	return acc.response(), nil
+}
+
+// handleChunk applies one chunk to the answer and forwards its text.
+func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta func(*generationv1.Delta) error) error {
+	var ch chatChunk
+	if err := json.Unmarshal([]byte(payload), &ch); err != nil {
+		return o.badResponse("a stream chunk is not valid JSON (%v): %s", err, snippet([]byte(payload)))
+	}
+	if ch.Error != nil {
+		return o.streamError(*ch.Error)
+	}
+	d := acc.add(&ch)
+	if d.GetContent() == "" && d.GetReasoning() == "" {
+		return nil
+	}
+	return onDelta(d)
+}
+
+// streamError classifies an error sent inside the stream: quota and rate-limit codes keep
+// their class, anything else is SERVER.
+func (o *openAI) streamError(raw json.RawMessage) error {
+	pm := parseErrorBody(append(append([]byte(`{"error":`), raw...), '}'))
+	class := typev1.ErrorClass_ERROR_CLASS_SERVER
+	switch {
+	case pm.code == "insufficient_quota" || pm.typ == "insufficient_quota":
+		class = typev1.ErrorClass_ERROR_CLASS_QUOTA
+	case strings.Contains(pm.code, "rate_limit") || strings.Contains(pm.typ, "rate_limit"):
+		class = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED
+	}
+	msg := cmp.Or(pm.message, string(raw))
+	return stageerr.Generation(class, 0, "%s", o.redact(fmt.Sprintf("%s: error in the stream: %s", o.name, truncate(msg, 500))))
+}
+
+// streamAccumulator assembles a streamed answer.
+type streamAccumulator struct {
+	model     string
+	content   strings.Builder
+	reasoning strings.Builder
+	calls     []*ToolCall
+	byIndex   map[int]*ToolCall
+	finish    string
+	finished  bool
+	usage     Usage
+}
+
+func newStreamAccumulator() *streamAccumulator {
+	return &streamAccumulator{byIndex: map[int]*ToolCall{}}
+}
+
+// add applies a chunk and returns its text fragments.
+func (a *streamAccumulator) add(ch *chatChunk) *generationv1.Delta {
+	if ch.Model != "" {
+		a.model = ch.Model
+	}
+	if ch.Usage != nil {
+		a.usage = ch.Usage.usage()
+	}
+	d := &generationv1.Delta{}
+	for _, c := range ch.Choices {
+		d.Content += string(c.Delta.Content)
+		d.Reasoning += c.Delta.reasoning()
+		for _, frag := range c.Delta.ToolCalls {
+			a.addFragment(frag)
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			a.finish = *c.FinishReason
+			a.finished = true
+		}
+	}
+	a.content.WriteString(d.Content)
+	a.reasoning.WriteString(d.Reasoning)
+	return d
+}
+
+// addFragment merges a tool-call fragment into the call with its index; a fragment without
+// an index starts a new call when it has an id and continues the last call otherwise.
+func (a *streamAccumulator) addFragment(frag wireCall) {
+	var call *ToolCall
+	switch {
+	case frag.Index != nil:
+		call = a.byIndex[*frag.Index]
+		if call == nil {
+			call = a.newCall()
+			a.byIndex[*frag.Index] = call
+		}
+	case frag.ID != "" || len(a.calls) == 0:
+		call = a.newCall()
+	default:
+		call = a.calls[len(a.calls)-1]
+	}
+	if call.ID == "" {
+		call.ID = frag.ID
+	}
+	if call.Name == "" {
+		call.Name = frag.Function.Name
+	}
+	call.Arguments += frag.Function.Arguments
+}
+
+func (a *streamAccumulator) newCall() *ToolCall {
+	call := &ToolCall{}
+	a.calls = append(a.calls, call)
+	return call
+}
+
+// response is the assembled answer.
+func (a *streamAccumulator) response() *Response {
+	out := &Response{
+		Model:     a.model,
+		Content:   a.content.String(),
+		Reasoning: a.reasoning.String(),
+		Usage:     a.usage,
+	}
+	for _, c := range a.calls {
+		out.ToolCalls = append(out.ToolCalls, *c)
+	}
+	out.FinishReason = normaliseFinish(a.finish, len(out.ToolCalls) > 0)
+	return out
+}

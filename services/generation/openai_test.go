@@ -1,0 +1,244 @@
+package generation_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestOpenAITextAnswer(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Name: "text", Match: "What is agentmesh?", Turns: []llmtest.Turn{{
+		Content:   "A gRPC agent runtime.",
+		Reasoning: "The user asks about the project.",
+		Usage:     &llmtest.Usage{PromptTokens: 40, CompletionTokens: 7, CachedTokens: 32},
+	}}})
+	client := openAIClient(t, srv, nil)
+
+	resp, err := client.Generate(t.Context(), request("openai", "gpt-test", system("Be brief."), user("What is agentmesh?")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &generationv1.GenerateResponse{
+		Type:          generationv1.ResponseType_RESPONSE_TYPE_MESSAGE,
+		Content:       "A gRPC agent runtime.",
+		Reasoning:     "The user asks about the project.",
+		Usage:         &typev1.TokenUsage{Input: 40, Output: 7, Cached: 32, Total: 47},
+		StopReason:    "stop",
+		Provider:      "openai",
+		Model:         "gpt-test",
+		AdapterStatus: generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
+		LatencyMs:     resp.GetLatencyMs(),
+	}
+	if !proto.Equal(resp, want) {
+		t.Errorf("response = %v\nwant %v", resp, want)
+	}
+	if resp.GetLatencyMs() < 0 {
+		t.Errorf("latency = %d", resp.GetLatencyMs())
+	}
+
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("requests = %d, want 1", len(reqs))
+	}
+	got := reqs[0]
+	if got.Model != "gpt-test" || len(got.Messages) != 2 || got.Messages[0].Role != "system" ||
+		got.Messages[1].Role != "user" || got.Messages[1].Content != "What is agentmesh?" {
+		t.Errorf("wire request = %+v", got)
+	}
+	if got.Header.Get("Authorization") != "Bearer "+testAPIKey || got.Header.Get("X-Team") != "agents" {
+		t.Errorf("headers = %v", got.Header)
+	}
+	for _, field := range []string{"temperature", "top_p", "max_tokens", "tool_choice", "tools", "stream", "stream_options", "reasoning_effort", "stop"} {
+		if got.Has(field) {
+			t.Errorf("request carries %q although it was not set: %s", field, got.Raw[field])
+		}
+	}
+}
+
+func TestOpenAIToolCallRoundTrip(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Name: "calc", Match: "what is 6 times 7", Turns: []llmtest.Turn{
+		{
+			ToolCalls: []llmtest.ToolCall{{ID: "call_abc", Name: "calculator", Arguments: `{"expression": "6*7"}`}},
+			Expect:    &llmtest.Expect{Tools: []string{"calculator", "current_time"}},
+		},
+		{Content: "6 times 7 is 42."},
+	}})
+	client := openAIClient(t, srv, nil)
+
+	req := request("openai", "gpt-test", user("what is 6 times 7"))
+	req.Tools = []*typev1.Tool{tool("calculator", "expression"), {Name: "current_time"}}
+	resp, err := client.Generate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetType() != generationv1.ResponseType_RESPONSE_TYPE_TOOL_CALL || resp.GetStopReason() != "tool_calls" ||
+		resp.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE || len(resp.GetToolCalls()) != 1 {
+		t.Fatalf("response = %v", resp)
+	}
+	call := resp.GetToolCalls()[0]
+	if call.GetId() != "call_abc" || call.GetName() != "calculator" || call.GetRawArguments() != `{"expression": "6*7"}` ||
+		args(call)["expression"] != "6*7" {
+		t.Errorf("tool call = %v", call)
+	}
+
+	wireTools := srv.Requests()[0].Tools
+	if len(wireTools) != 2 || wireTools[0].Type != "function" || wireTools[0].Function.Description != "the calculator tool" {
+		t.Fatalf("wire tools = %+v", wireTools)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(wireTools[0].Function.Parameters, &schema); err != nil || schema["type"] != "object" ||
+		schema["properties"].(map[string]any)["expression"] == nil {
+		t.Errorf("parameters = %s (%v)", wireTools[0].Function.Parameters, err)
+	}
+	if err := json.Unmarshal(wireTools[1].Function.Parameters, &schema); err != nil || schema["type"] != "object" {
+		t.Errorf("a tool without schema must get an empty object schema: %s", wireTools[1].Function.Parameters)
+	}
+
+	req.Messages = append(req.Messages,
+		&typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: resp.GetToolCalls()},
+		toolResult("call_abc", "calculator", "42"))
+	resp, err = client.Generate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetContent() != "6 times 7 is 42." {
+		t.Errorf("second turn content = %q", resp.GetContent())
+	}
+	second := srv.Requests()[1]
+	asst, toolMsg := second.Messages[1], second.Messages[2]
+	if asst.Role != "assistant" || len(asst.ToolCalls) != 1 || asst.ToolCalls[0].Type != "function" ||
+		asst.ToolCalls[0].ID != "call_abc" || asst.ToolCalls[0].Function.Arguments != `{"expression": "6*7"}` {
+		t.Errorf("assistant wire message = %+v", asst)
+	}
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(second.Raw["messages"], &raw); err != nil || string(raw[1]["content"]) != "null" {
+		t.Errorf("assistant content with only tool calls = %s, want null", raw[1]["content"])
+	}
+	if toolMsg.Role != "tool" || toolMsg.ToolCallID != "call_abc" || toolMsg.Content != "42" {
+		t.Errorf("tool wire message = %+v", toolMsg)
+	}
+}
+
+func TestOpenAISamplingPassedExactly(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
+		Content: "ok",
+		Expect:  &llmtest.Expect{Temperature: ptr(0.0), TopP: ptr(0.9), ToolChoice: "required", Tools: []string{"search"}},
+	}}})
+	client := openAIClient(t, srv, nil)
+	req := request("openai", "gpt-test", user("x"))
+	req.Tools = tools("search")
+	req.ToolChoice = "required"
+	req.Sampling = &generationv1.Sampling{
+		Temperature: ptr(0.0), TopP: ptr(0.9), MaxOutputTokens: 128, ReasoningEffort: "low", Stop: []string{"END"},
+	}
+	if _, err := client.Generate(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.Requests()[0]
+	if !got.Has("temperature") || *got.Temperature != 0 || *got.TopP != 0.9 {
+		t.Errorf("temperature %s top_p %s; a zero temperature must still be sent", got.Raw["temperature"], got.Raw["top_p"])
+	}
+	if got.MaxTokens == nil || *got.MaxTokens != 128 || got.ReasoningEffort != "low" || !slices.Equal(got.Stop, []string{"END"}) {
+		t.Errorf("max_tokens %v reasoning_effort %q stop %v", got.MaxTokens, got.ReasoningEffort, got.Stop)
+	}
+
+	req.ToolChoice = "search"
+	req.Sampling = &generationv1.Sampling{TopP: ptr(0.5)}
+	srv2 := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok", Expect: &llmtest.Expect{ToolChoice: "search"}}}})
+	if _, err := openAIClient(t, srv2, nil).Generate(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	got = srv2.Requests()[0]
+	if got.Has("temperature") || got.Has("max_tokens") || *got.TopP != 0.5 {
+		t.Errorf("only top_p was set: %v", got.Raw)
+	}
+	if string(got.ToolChoice) != `{"function":{"name":"search"},"type":"function"}` {
+		t.Errorf("named tool_choice = %s", got.ToolChoice)
+	}
+
+	req.Tools = nil
+	srv3 := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok"}}})
+	if _, err := openAIClient(t, srv3, nil).Generate(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if srv3.Requests()[0].Has("tool_choice") {
+		t.Error("tool_choice sent without tools")
+	}
+}
+
+func TestOpenAIStream(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "weather in Paris and Rome", Turns: []llmtest.Turn{{
+		Reasoning: "Two cities, two calls.",
+		Content:   "Let me check both cities for you.",
+		ToolCalls: []llmtest.ToolCall{
+			{ID: "call_1", Name: "get_weather", Arguments: `{"city": "Paris", "unit": "celsius"}`},
+			{ID: "call_2", Name: "get_weather", Arguments: `{"city": "Rome", "unit": "celsius"}`},
+		},
+		Usage: &llmtest.Usage{PromptTokens: 55, CompletionTokens: 21},
+	}}})
+	client := openAIClient(t, srv, nil)
+
+	req := request("openai", "gpt-test", user("weather in Paris and Rome"))
+	req.Tools = tools("get_weather")
+	deltas, final, err := streamAll(t, client, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, reasoning, parts := joinDeltas(deltas)
+	if content != "Let me check both cities for you." || parts < 3 {
+		t.Errorf("content deltas %q in %d parts, want several", content, parts)
+	}
+	if reasoning != "Two cities, two calls." {
+		t.Errorf("reasoning deltas = %q", reasoning)
+	}
+	if final == nil {
+		t.Fatal("no final answer")
+	}
+	if final.GetContent() != content || final.GetReasoning() != reasoning || final.GetCached() {
+		t.Errorf("final = %v", final)
+	}
+	if final.GetType() != generationv1.ResponseType_RESPONSE_TYPE_TOOL_CALL || len(final.GetToolCalls()) != 2 {
+		t.Fatalf("final tool calls = %v", final.GetToolCalls())
+	}
+	for i, city := range []string{"Paris", "Rome"} {
+		c := final.GetToolCalls()[i]
+		if c.GetName() != "get_weather" || args(c)["city"] != city || args(c)["unit"] != "celsius" {
+			t.Errorf("call %d = %v", i, c)
+		}
+	}
+	if u := final.GetUsage(); u.GetInput() != 55 || u.GetOutput() != 21 || u.GetTotal() != 76 {
+		t.Errorf("usage = %v", u)
+	}
+	got := srv.Requests()[0]
+	if !got.Stream || got.StreamOptions == nil || !got.StreamOptions.IncludeUsage {
+		t.Errorf("stream %v stream_options %+v", got.Stream, got.StreamOptions)
+	}
+}
+
+func TestOpenAIEmbed(t *testing.T) {
+	srv := llmtest.New(t)
+	client := openAIClient(t, srv, nil)
+	resp, err := client.Embed(t.Context(), &generationv1.EmbedRequest{
+		Target: &typev1.Target{Provider: "openai", Model: "text-embedding-test"},
+		Inputs: []string{"first text", "second text"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetModel() != "text-embedding-test" || len(resp.GetEmbeddings()) != 2 || resp.GetUsage().GetInput() == 0 {
+		t.Fatalf("response = %v", resp)
+	}
+	for i, text := range []string{"first text", "second text"} {
+		if !slices.Equal(resp.GetEmbeddings()[i].GetValues(), llmtest.Embed(text)) {
+			t.Errorf("embedding %d is not the server's vector for %q", i, text)
+		}
+	}
+	if got := srv.Requests()[0]; got.Path != "/v1/embeddings" || !slices.Equal(got.Input, []string{"first text", "second text"}) {
+		t.Errorf("wire request = %+v", got)
+	}
+}

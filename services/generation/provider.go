@@ -1,0 +1,88 @@
+package generation
+
+import (
+	"context"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// Provider is one configured LLM backend. Implementations return failures as
+// stageerr.Generation errors carrying the error class (AUTH, QUOTA, RATE_LIMITED, TIMEOUT,
+// NETWORK, SERVER, BAD_RESPONSE) and, for rate limits, the provider's retry delay.
+type Provider interface {
+	// Name is the provider's name, reported as gen_ai.provider.name.
+	Name() string
+	// Complete makes one non-streamed chat call.
+	Complete(ctx context.Context, req *Request) (*Response, error)
+	// Stream makes one streamed chat call, passing text and reasoning fragments to onDelta as
+	// they arrive, and returns the complete answer. An error from onDelta aborts the call.
+	Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error)
+	// Embed returns one vector per input, in input order.
+	Embed(ctx context.Context, model string, inputs []string) (*Embeddings, error)
+}
+
+// Request is one chat call to a provider.
+type Request struct {
+	// Model is the model to call.
+	Model string
+	// Messages is the canonical conversation, oldest first.
+	Messages []*typev1.Message
+	// Tools are the tools offered to the model.
+	Tools []*typev1.Tool
+	// ToolChoice is "auto", "required", "none", a tool name, or "" for the provider default.
+	ToolChoice string
+	// Sampling holds the sampling parameters; unset fields are not sent.
+	Sampling *generationv1.Sampling
+}
+
+// Response is a provider's answer before the protocol adapter turns it canonical.
+type Response struct {
+	// Model is the model that answered; "" means the requested one.
+	Model string
+	// Content is the answer text.
+	Content string
+	// Reasoning is the reasoning text, apart from the answer.
+	Reasoning string
+	// ToolCalls are the requested tool calls with their arguments as raw text.
+	ToolCalls []ToolCall
+	// FinishReason is normalised: stop, length, tool_calls or content_filter.
+	FinishReason string
+	// Usage is the token usage the provider reported (or estimated).
+	Usage Usage
+}
+
+// ToolCall is a tool call as the provider produced it.
+type ToolCall struct {
+	// ID is the provider's call identifier.
+	ID string
+	// Name is the tool name.
+	Name string
+	// Arguments is the raw argument text, not yet parsed.
+	Arguments string
+}
+
+// Usage counts tokens of one call.
+type Usage struct {
+	// Input is prompt tokens.
+	Input int64
+	// Output is completion tokens.
+	Output int64
+	// Cached is prompt tokens served from the provider's cache.
+	Cached int64
+}
+
+// Embeddings is the answer to an embedding call.
+type Embeddings struct {
+	// Model is the model that answered; "" means the requested one.
+	Model string
+	// Vectors holds one vector per input, in input order.
+	Vectors [][]float32
+	// Usage is the token usage.
+	Usage Usage
+}
+
+// proto converts the usage to its wire form.
+func (u Usage) proto() *typev1.TokenUsage {
+	return &typev1.TokenUsage{Input: u.Input, Output: u.Output, Cached: u.Cached, Total: u.Input + u.Output}
+}

@@ -1,0 +1,42 @@
+package generation
+
+import (
+	"regexp"
+	"strings"
+)
+
+var (
+	// operatorWords turns spoken operators into symbols, longest phrases first.
+	operatorWords = strings.NewReplacer(
+		"multiplied by", "*",
+		"divided by", "/",
+		"times", "*",
+		"plus", "+",
+		"minus", "-",
+		"×", "*",
+		"÷", "/",
+	)
+	// letterXRe is an "x" used as multiplication between two numbers ("3 x 4").
+	letterXRe = regexp.MustCompile(`(\d)\s*x\s*(\d)`)
+	// expressionRe is a run of characters an arithmetic expression is made of.
+	expressionRe = regexp.MustCompile(`[0-9.()+\-*/\s]+`)
+	// binaryRe is an operator between two operands.
+	binaryRe = regexp.MustCompile(`[0-9)]\s*[+\-*/]\s*[0-9(\-]`)
+)
+
+// arithmetic finds an arithmetic expression in text ("what is 6 times 7", "calculate
+// (2+3)*4") and returns it with spoken operators turned into symbols and spaces removed
+// ("6*7", "(2+3)*4").
+func arithmetic(text string) (string, bool) {
+	s := operatorWords.Replace(strings.ToLower(text))
+	s = letterXRe.ReplaceAllString(s, "$1*$2")
+	best := ""
+	for _, candidate := range expressionRe.FindAllString(s, -1) {
+		candidate = strings.Join(strings.Fields(candidate), "")
+		candidate = strings.TrimLeft(strings.TrimRight(candidate, ".("), ")")
+		if binaryRe.MatchString(candidate) && len(candidate) > len(best) {
+			best = candidate
+		}
+	}
+	return best, best != ""
+}

@@ -1,0 +1,229 @@
+package generation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"go.opentelemetry.io/otel"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+)
+
+// stageName is the stage reported in StageError details.
+const stageName = "generation"
+
+// Options configures the service.
+type Options struct {
+	// Providers maps the provider names a target may name to their implementations.
+	Providers map[string]Provider
+	// CacheSize is the number of answers the response cache holds; 0 means DefaultCacheSize.
+	CacheSize int
+	// TracerProvider makes the service's spans; nil means the global provider.
+	TracerProvider trace.TracerProvider
+}
+
+// Service implements agentmesh.generation.v1.GenerationService: it is the only stage that
+// talks to LLM providers, and turns every answer into the canonical GenerateResponse.
+type Service struct {
+	generationv1.UnimplementedGenerationServiceServer
+
+	providers map[string]Provider
+	cache     *responseCache
+	tracer    trace.Tracer
+}
+
+// New returns a service calling the configured providers.
+func New(opts Options) *Service {
+	size := opts.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	providers := make(map[string]Provider, len(opts.Providers))
+	for name, p := range opts.Providers {
+		providers[name] = p
+	}
+	return &Service{providers: providers, cache: newResponseCache(size), tracer: tp.Tracer(tracerName)}
+}
+
+// Register adds the service to a gRPC server.
+func (s *Service) Register(g *grpc.Server) {
+	generationv1.RegisterGenerationServiceServer(g, s)
+}
+
+// Generate makes one LLM attempt and returns the canonical answer, from the response cache
+// when use_cache is set and an identical call was answered before.
+func (s *Service) Generate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
+	p, err := s.validate(req)
+	if err != nil {
+		return nil, err
+	}
+	var key string
+	if req.GetUseCache() {
+		key = cacheKey(req)
+		if hit, ok := s.cache.get(key); ok {
+			return hit, nil
+		}
+	}
+	resp, err := s.generate(ctx, p, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetUseCache() && cacheable(resp) {
+		s.cache.put(key, resp)
+	}
+	return resp, nil
+}
+
+// GenerateStream makes one streamed LLM attempt: text and reasoning deltas as they arrive,
+// then the final canonical answer. A cache hit sends only the final answer; streamed answers
+// are not stored in the cache.
+func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]) error {
+	req := in.GetRequest()
+	if req == nil {
+		return invalid("request must be set")
+	}
+	p, err := s.validate(req)
+	if err != nil {
+		return err
+	}
+	if req.GetUseCache() {
+		if hit, ok := s.cache.get(cacheKey(req)); ok {
+			return stream.Send(final(hit))
+		}
+	}
+	resp, err := s.generate(stream.Context(), p, req, func(d *generationv1.Delta) error {
+		return stream.Send(&generationv1.GenerateStreamResponse{Chunk: &generationv1.GenerateStreamResponse_Delta{Delta: d}})
+	})
+	if err != nil {
+		return err
+	}
+	return stream.Send(final(resp))
+}
+
+// final wraps the final answer of a stream.
+func final(resp *generationv1.GenerateResponse) *generationv1.GenerateStreamResponse {
+	return &generationv1.GenerateStreamResponse{Chunk: &generationv1.GenerateStreamResponse_Final{Final: resp}}
+}
+
+// generate calls the provider (streaming when onDelta is set) inside a chat span and adapts
+// the answer.
+func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.GenerateRequest, onDelta func(*generationv1.Delta) error) (*generationv1.GenerateResponse, error) {
+	ctx, span := s.startChat(ctx, p, req, onDelta != nil)
+	preq := &Request{
+		Model:      req.GetTarget().GetModel(),
+		Messages:   req.GetMessages(),
+		Tools:      req.GetTools(),
+		ToolChoice: req.GetToolChoice(),
+		Sampling:   req.GetSampling(),
+	}
+	start := time.Now()
+	var raw *Response
+	var err error
+	if onDelta == nil {
+		raw, err = p.Complete(ctx, preq)
+	} else {
+		raw, err = p.Stream(ctx, preq, onDelta)
+	}
+	latency := time.Since(start)
+	if err == nil && raw == nil {
+		err = stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0, "%s returned no answer", p.Name())
+	}
+	if err != nil {
+		err = providerError(ctx, p, err)
+		endWithError(span, err)
+		return nil, err
+	}
+	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
+	resp := adapt(raw, req.GetStrictMode(), log)
+	resp.Provider = req.GetTarget().GetProvider()
+	if resp.Model == "" {
+		resp.Model = preq.Model
+	}
+	resp.LatencyMs = latency.Milliseconds()
+	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
+		e := maxTokensExceeded(resp, req.GetSampling().GetMaxOutputTokens())
+		endChat(span, resp, e)
+		return nil, e
+	}
+	endChat(span, resp, nil)
+	return resp, nil
+}
+
+// maxTokensExceeded is the failure of an answer cut off before it had any content.
+func maxTokensExceeded(resp *generationv1.GenerateResponse, limit int64) *stageerr.Error {
+	setting := ""
+	if limit > 0 {
+		setting = fmt.Sprintf(" (max_output_tokens %d)", limit)
+	}
+	e := stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED,
+		"%s/%s stopped at the output token limit%s before producing an answer", resp.GetProvider(), resp.GetModel(), setting)
+	e.Stage = stageName
+	return e
+}
+
+// Embed returns one embedding vector per input.
+func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*generationv1.EmbedResponse, error) {
+	p, err := s.provider(req.GetTarget())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetInputs()) == 0 {
+		return nil, invalid("inputs must not be empty")
+	}
+	model := req.GetTarget().GetModel()
+	ctx, span := s.startEmbed(ctx, p, model)
+	out, err := p.Embed(ctx, model, req.GetInputs())
+	if err == nil && out == nil {
+		out = &Embeddings{}
+	}
+	if err == nil && len(out.Vectors) != len(req.GetInputs()) {
+		err = stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0,
+			"%s returned %d embeddings for %d inputs", p.Name(), len(out.Vectors), len(req.GetInputs()))
+	}
+	if err != nil {
+		err = providerError(ctx, p, err)
+		endWithError(span, err)
+		return nil, err
+	}
+	span.SetAttributes(semconv.GenAIUsageInputTokens(int(out.Usage.Input)))
+	endWithError(span, nil)
+	resp := &generationv1.EmbedResponse{Model: out.Model, Usage: out.Usage.proto()}
+	if resp.Model == "" {
+		resp.Model = model
+	}
+	for _, v := range out.Vectors {
+		resp.Embeddings = append(resp.Embeddings, &generationv1.Embedding{Values: v})
+	}
+	return resp, nil
+}
+
+// providerError makes sure a provider failure reaches the caller as a stage error of this
+// stage; when the caller went away (cancelled, or its deadline passed) and the provider did
+// not classify the failure, the context error is returned instead.
+func providerError(ctx context.Context, p Provider, err error) error {
+	e := stageerr.As(err)
+	if e == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if e == nil && errors.Is(err, context.Canceled) {
+		return err
+	}
+	if e == nil {
+		e = stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, 0, "%s: %w", p.Name(), err)
+	}
+	if e.Stage == "" {
+		e.Stage = stageName
+	}
+	return e
+}

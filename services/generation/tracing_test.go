@@ -1,0 +1,131 @@
+package generation_test
+
+import (
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
+)
+
+// attrs indexes a span's attributes by key.
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	out := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+func TestChatSpans(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{
+		{Content: "ok", Usage: &llmtest.Usage{PromptTokens: 12, CompletionTokens: 3, CachedTokens: 8}},
+		{Failure: llmtest.FailRateLimit, RetryAfterMS: 1000},
+	}})
+	tp, rec := recorder(t)
+	client := serve(t, generation.Options{
+		Providers:      map[string]generation.Provider{"local": openAIAt(t, srv.URL(), func(o *generation.OpenAIOptions) { o.Name = "ollama" })},
+		TracerProvider: tp,
+	})
+
+	req := request("local", "llama3", user("hi"))
+	req.Sampling = &generationv1.Sampling{Temperature: ptr(0.2), MaxOutputTokens: 64}
+	if _, err := client.Generate(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("spans = %d, want 1", len(spans))
+	}
+	s := spans[0]
+	if s.Name() != "chat llama3" || s.SpanKind() != trace.SpanKindClient || s.Status().Code == codes.Error {
+		t.Errorf("span %q kind %v status %v", s.Name(), s.SpanKind(), s.Status())
+	}
+	a := attrs(s)
+	for key, want := range map[attribute.Key]any{
+		"gen_ai.operation.name":                "chat",
+		"gen_ai.provider.name":                 "ollama",
+		"gen_ai.request.model":                 "llama3",
+		"gen_ai.response.model":                "llama3",
+		"gen_ai.usage.input_tokens":            int64(12),
+		"gen_ai.usage.output_tokens":           int64(3),
+		"gen_ai.usage.cache_read.input_tokens": int64(8),
+		"gen_ai.request.temperature":           0.2,
+		"gen_ai.request.max_tokens":            int64(64),
+		"gen_ai.request.stream":                false,
+		"agentmesh.run_id":                     "run-1",
+	} {
+		if got := a[key].AsInterface(); got != want {
+			t.Errorf("%s = %v (%T), want %v", key, got, got, want)
+		}
+	}
+	if got := a["gen_ai.response.finish_reasons"].AsStringSlice(); len(got) != 1 || got[0] != "stop" {
+		t.Errorf("finish reasons = %v", got)
+	}
+	if _, ok := a["gen_ai.request.top_p"]; ok {
+		t.Error("top_p recorded although unset")
+	}
+
+	req.Messages = append(req.Messages, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "ok"}, user("again"))
+	_, err := client.Generate(t.Context(), req)
+	stageError(t, err, grpccodes.ResourceExhausted)
+	spans = rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("spans = %d, want 2", len(spans))
+	}
+	failed := spans[1]
+	if failed.Status().Code != codes.Error || attrs(failed)["error.type"].AsString() != "RATE_LIMITED" {
+		t.Errorf("failed span status %v error.type %v", failed.Status(), attrs(failed)["error.type"])
+	}
+	if len(failed.Events()) == 0 || failed.Events()[0].Name != "exception" {
+		t.Errorf("the error must be recorded as an event: %v", failed.Events())
+	}
+}
+
+func TestStreamAndEmbedSpans(t *testing.T) {
+	tp, rec := recorder(t)
+	client := serve(t, generation.Options{
+		Providers:      map[string]generation.Provider{"rules": generation.NewRules()},
+		TracerProvider: tp,
+	})
+	req := request("rules", "rules-v1", user("hello"))
+	req.Sampling = &generationv1.Sampling{MaxOutputTokens: 1}
+	if _, _, err := streamAll(t, client, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Embed(t.Context(), &generationv1.EmbedRequest{Target: &typev1.Target{Provider: "rules", Model: "hash"}, Inputs: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("spans = %d, want 2", len(spans))
+	}
+	if a := attrs(spans[0]); spans[0].Name() != "chat rules-v1" || a["gen_ai.request.stream"].AsBool() != true || a["gen_ai.provider.name"].AsString() != "rules" {
+		t.Errorf("stream span %q %v", spans[0].Name(), spans[0].Attributes())
+	}
+	if a := attrs(spans[1]); spans[1].Name() != "embeddings hash" || a["gen_ai.operation.name"].AsString() != "embeddings" ||
+		spans[1].SpanKind() != trace.SpanKindClient {
+		t.Errorf("embed span %q %v", spans[1].Name(), spans[1].Attributes())
+	}
+}
+
+func TestMaxTokensSpanError(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{FinishReason: "length"}}})
+	tp, rec := recorder(t)
+	client := serve(t, generation.Options{
+		Providers:      map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		TracerProvider: tp,
+	})
+	_, err := client.Generate(t.Context(), request("openai", "gpt-test", user("x")))
+	stageError(t, err, grpccodes.ResourceExhausted)
+	s := rec.Ended()[0]
+	if attrs(s)["error.type"].AsString() != "MAX_TOKENS_EXCEEDED" || attrs(s)["gen_ai.response.finish_reasons"].AsStringSlice()[0] != "length" {
+		t.Errorf("span attributes %v", s.Attributes())
+	}
+}

@@ -1,0 +1,67 @@
+package generation
+
+import (
+	"slices"
+	"strings"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// validate checks a generate request and returns the provider its target names.
+func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) {
+	if len(req.GetMessages()) == 0 {
+		return nil, invalid("messages must not be empty")
+	}
+	p, err := s.provider(req.GetTarget())
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range req.GetMessages() {
+		if m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
+			return nil, invalid("messages[%d] has no role (ROLE_UNSPECIFIED)", i)
+		}
+	}
+	for i, t := range req.GetTools() {
+		if t.GetName() == "" {
+			return nil, invalid("tools[%d] has no name", i)
+		}
+	}
+	return p, nil
+}
+
+// provider returns the provider a target names.
+func (s *Service) provider(target *typev1.Target) (Provider, error) {
+	name := target.GetProvider()
+	p, ok := s.providers[name]
+	switch {
+	case name == "":
+		return nil, invalid("target.provider must be set; configured providers: %s", s.providerList())
+	case !ok:
+		return nil, invalid("unknown provider %q in target.provider; configured providers: %s", name, s.providerList())
+	case target.GetModel() == "":
+		return nil, invalid("target.model must not be empty")
+	}
+	return p, nil
+}
+
+// providerList names the configured providers, sorted.
+func (s *Service) providerList() string {
+	names := make([]string, 0, len(s.providers))
+	for name := range s.providers {
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// invalid is an INVALID_INPUT error of this stage.
+func invalid(format string, args ...any) *stageerr.Error {
+	e := stageerr.Invalid(format, args...)
+	e.Stage = stageName
+	return e
+}
