@@ -1,0 +1,214 @@
+package llmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// Request is one decoded request the server received, chat completion or embeddings.
+type Request struct {
+	// Path is the URL path, e.g. "/v1/chat/completions".
+	Path string `json:"-"`
+	// Header is the request's HTTP header.
+	Header http.Header `json:"-"`
+	// Raw holds every top-level field of the body as sent, to check presence or absence.
+	Raw map[string]json.RawMessage `json:"-"`
+
+	// Model is the requested model.
+	Model string `json:"model"`
+	// Messages is the conversation (chat completions).
+	Messages []Message `json:"messages"`
+	// Tools are the tools offered (chat completions).
+	Tools []Tool `json:"tools"`
+	// ToolChoice is the raw tool_choice value, nil when absent.
+	ToolChoice json.RawMessage `json:"tool_choice"`
+	// Temperature is nil when absent.
+	Temperature *float64 `json:"temperature"`
+	// TopP is nil when absent.
+	TopP *float64 `json:"top_p"`
+	// MaxTokens is nil when absent.
+	MaxTokens *int `json:"max_tokens"`
+	// ReasoningEffort is reasoning_effort.
+	ReasoningEffort string `json:"reasoning_effort"`
+	// Stop holds the stop sequences.
+	Stop []string `json:"stop"`
+	// Stream asks for server-sent events.
+	Stream bool `json:"stream"`
+	// StreamOptions are the streaming options.
+	StreamOptions *StreamOptions `json:"stream_options"`
+	// Input holds the texts of an embeddings request.
+	Input Texts `json:"input"`
+}
+
+// StreamOptions is stream_options of a chat completion request.
+type StreamOptions struct {
+	// IncludeUsage asks for a final usage chunk.
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Message is one message of a chat completion request.
+type Message struct {
+	// Role is system, user, assistant or tool.
+	Role string `json:"role"`
+	// Content is the text content (text parts are joined).
+	Content Text `json:"content"`
+	// Name is the optional author name.
+	Name string `json:"name,omitempty"`
+	// ToolCalls are the assistant's tool calls.
+	ToolCalls []WireToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to its call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// WireToolCall is a tool call as the OpenAI API carries it.
+type WireToolCall struct {
+	// Index is the call's position (streamed fragments only).
+	Index *int `json:"index,omitempty"`
+	// ID is the call identifier.
+	ID string `json:"id,omitempty"`
+	// Type is "function".
+	Type string `json:"type,omitempty"`
+	// Function holds name and arguments.
+	Function WireFunction `json:"function"`
+}
+
+// WireFunction is the function part of a tool call.
+type WireFunction struct {
+	// Name is the tool name.
+	Name string `json:"name,omitempty"`
+	// Arguments is the raw JSON text of the arguments.
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// Tool is one offered tool.
+type Tool struct {
+	// Type is "function".
+	Type string `json:"type"`
+	// Function describes the tool.
+	Function ToolFunction `json:"function"`
+}
+
+// ToolFunction is the function part of an offered tool.
+type ToolFunction struct {
+	// Name is the tool name.
+	Name string `json:"name"`
+	// Description is shown to the model.
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON schema of the arguments.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Text is message content: a JSON string, null, or an array of content parts whose text
+// parts are joined.
+type Text string
+
+// UnmarshalJSON accepts a string, null or an array of {"type":"text","text":...} parts.
+func (t *Text) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	switch {
+	case bytes.Equal(data, []byte("null")):
+		*t = ""
+		return nil
+	case len(data) > 0 && data[0] == '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(data, &parts); err != nil {
+			return err
+		}
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		*t = Text(b.String())
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
+	}
+	*t = Text(s)
+	return nil
+}
+
+// Texts is embeddings input: a single string or an array of strings.
+type Texts []string
+
+// UnmarshalJSON accepts a string or an array of strings.
+func (t *Texts) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		*t = Texts{s}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(data, &list); err != nil {
+		return err
+	}
+	*t = list
+	return nil
+}
+
+// ToolNames returns the names of the offered tools, in request order.
+func (r Request) ToolNames() []string {
+	names := make([]string, 0, len(r.Tools))
+	for _, tool := range r.Tools {
+		names = append(names, tool.Function.Name)
+	}
+	return names
+}
+
+// ToolChoiceName returns tool_choice as a string: the mode ("auto", "none", "required"), the
+// function name of a named choice, or "" when absent.
+func (r Request) ToolChoiceName() string {
+	if len(r.ToolChoice) == 0 {
+		return ""
+	}
+	var mode string
+	if json.Unmarshal(r.ToolChoice, &mode) == nil {
+		return mode
+	}
+	var named struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(r.ToolChoice, &named) == nil {
+		return named.Function.Name
+	}
+	return string(r.ToolChoice)
+}
+
+// Has reports whether the body carried the top-level field, even as null.
+func (r Request) Has(field string) bool {
+	_, ok := r.Raw[field]
+	return ok
+}
+
+// firstUserMessage returns the content of the first user message, or "".
+func (r Request) firstUserMessage() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return string(m.Content)
+		}
+	}
+	return ""
+}
+
+// assistantCount is the number of assistant messages, which selects the turn to answer.
+func (r Request) assistantCount() int {
+	n := 0
+	for _, m := range r.Messages {
+		if m.Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,138 @@
+package llmtest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Failure kinds a Turn can inject before it answers.
+const (
+	// FailModelError answers HTTP 500 with an OpenAI error body.
+	FailModelError = "model_error"
+	// FailNetworkError closes the connection without writing a response.
+	FailNetworkError = "network_error"
+	// FailTimeout holds the request until the client gives up or the server closes.
+	FailTimeout = "timeout"
+	// FailInvalidResponse answers HTTP 200 with a body that is not valid JSON.
+	FailInvalidResponse = "invalid_response"
+	// FailRateLimit answers HTTP 429 with Retry-After and retry-after-ms headers.
+	FailRateLimit = "rate_limit"
+	// FailAuthError answers HTTP 401.
+	FailAuthError = "auth_error"
+	// FailQuotaExceeded answers HTTP 429 with an OpenAI insufficient_quota error body.
+	FailQuotaExceeded = "quota_exceeded"
+)
+
+// Scenario is a scripted conversation: the request whose first user message matches Match is
+// answered by Turns[n], where n is the number of assistant messages the request already holds.
+type Scenario struct {
+	// Name identifies the scenario in error messages.
+	Name string `yaml:"name" json:"name"`
+	// Match selects the scenario: the exact first user message, or a prefix of it when Match
+	// ends with "*" (so "*" alone matches every request).
+	Match string `yaml:"match" json:"match"`
+	// Turns are the scripted answers, one per assistant turn.
+	Turns []Turn `yaml:"turns" json:"turns"`
+}
+
+// Turn is one scripted assistant answer, optionally preceded by injected failures.
+type Turn struct {
+	// Content is the answer text.
+	Content string `yaml:"content,omitempty" json:"content,omitempty"`
+	// Reasoning is sent as reasoning_content, apart from the answer.
+	Reasoning string `yaml:"reasoning,omitempty" json:"reasoning,omitempty"`
+	// ToolCalls are the tool calls of the answer.
+	ToolCalls []ToolCall `yaml:"tool_calls,omitempty" json:"tool_calls,omitempty"`
+	// FinishReason defaults to "tool_calls" when there are tool calls and "stop" otherwise.
+	FinishReason string `yaml:"finish_reason,omitempty" json:"finish_reason,omitempty"`
+	// Usage is reported as given; nil estimates it at one token per four bytes.
+	Usage *Usage `yaml:"usage,omitempty" json:"usage,omitempty"`
+	// FailuresBeforeSuccess is how many attempts of this turn get Failure before it answers.
+	// When Failure is set and FailuresBeforeSuccess is 0, every attempt fails.
+	FailuresBeforeSuccess int `yaml:"failures_before_success,omitempty" json:"failures_before_success,omitempty"`
+	// Failure is one of the Fail* kinds.
+	Failure string `yaml:"failure,omitempty" json:"failure,omitempty"`
+	// RetryAfterMS is the retry delay a rate_limit failure advertises.
+	RetryAfterMS int `yaml:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
+	// Expect checks what the request of this turn carried; mismatches are recorded as errors.
+	Expect *Expect `yaml:"expect,omitempty" json:"expect,omitempty"`
+}
+
+// ToolCall is a scripted tool call.
+type ToolCall struct {
+	// ID defaults to "call_<turn>_<n>".
+	ID string `yaml:"id,omitempty" json:"id,omitempty"`
+	// Name is the tool name.
+	Name string `yaml:"name" json:"name"`
+	// Arguments is the raw JSON text of the arguments, sent as is (it may be malformed on purpose).
+	Arguments string `yaml:"arguments,omitempty" json:"arguments,omitempty"`
+}
+
+// Usage is the token usage a turn reports.
+type Usage struct {
+	// PromptTokens is usage.prompt_tokens.
+	PromptTokens int `yaml:"prompt_tokens" json:"prompt_tokens"`
+	// CompletionTokens is usage.completion_tokens.
+	CompletionTokens int `yaml:"completion_tokens" json:"completion_tokens"`
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens.
+	CachedTokens int `yaml:"cached_tokens,omitempty" json:"cached_tokens,omitempty"`
+}
+
+// Expect is what a turn's request must carry. Nil fields are not checked.
+type Expect struct {
+	// Tools is the exact set of tool names offered, in any order; an empty non-nil list
+	// expects no tools.
+	Tools []string `yaml:"tools,omitempty" json:"tools,omitempty"`
+	// Temperature must be present and equal.
+	Temperature *float64 `yaml:"temperature,omitempty" json:"temperature,omitempty"`
+	// TopP must be present and equal.
+	TopP *float64 `yaml:"top_p,omitempty" json:"top_p,omitempty"`
+	// ToolChoice must equal the request's tool_choice ("auto", "none", "required", or the
+	// function name of a named choice).
+	ToolChoice string `yaml:"tool_choice,omitempty" json:"tool_choice,omitempty"`
+}
+
+// Load reads scenarios from a YAML (or JSON) file holding a list of scenarios.
+func Load(path string) ([]Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var scenarios []Scenario
+	if err := yaml.Unmarshal(data, &scenarios); err != nil {
+		return nil, fmt.Errorf("llmtest: %s: %w", path, err)
+	}
+	return scenarios, nil
+}
+
+// matches reports whether the scenario selects a conversation whose first user message is
+// first, and whether it did so exactly.
+func (sc Scenario) matches(first string) (ok, exact bool) {
+	if prefix, isPrefix := strings.CutSuffix(sc.Match, "*"); isPrefix {
+		return strings.HasPrefix(first, prefix), false
+	}
+	return sc.Match == first, sc.Match == first
+}
+
+// finishReason is the turn's finish_reason with its default.
+func (t Turn) finishReason() string {
+	switch {
+	case t.FinishReason != "":
+		return t.FinishReason
+	case len(t.ToolCalls) > 0:
+		return "tool_calls"
+	default:
+		return "stop"
+	}
+}
+
+// failing reports whether attempt (1-based) of this turn must fail.
+func (t Turn) failing(attempt int) bool {
+	if t.Failure == "" {
+		return false
+	}
+	return t.FailuresBeforeSuccess == 0 || attempt <= t.FailuresBeforeSuccess
+}

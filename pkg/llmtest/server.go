@@ -1,0 +1,255 @@
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is a scripted OpenAI-compatible HTTP server for tests.
+type Server struct {
+	srv       *httptest.Server
+	scenarios []Scenario
+	closing   chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	requests []Request
+	errs     []string
+	attempts map[turnKey]int
+	answered int
+}
+
+// turnKey identifies one turn of one scenario.
+type turnKey struct {
+	scenario int
+	turn     int
+}
+
+// New starts a server answering with the scenarios. When the test ends it closes the server
+// and reports every recorded error (unmatched requests, unmet expectations) with t.Errorf.
+// A scenario with an unknown failure kind fails the test at once.
+func New(t testing.TB, scenarios ...Scenario) *Server {
+	t.Helper()
+	for _, sc := range scenarios {
+		for i, turn := range sc.Turns {
+			if turn.Failure != "" && !knownFailures[turn.Failure] {
+				t.Fatalf("llmtest: scenario %q turn %d: unknown failure %q", sc.Name, i, turn.Failure)
+			}
+		}
+	}
+	s := &Server{
+		scenarios: cloneScenarios(scenarios),
+		closing:   make(chan struct{}),
+		attempts:  map[turnKey]int{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	mux.HandleFunc("/", s.handleUnknown)
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		s.Close()
+		for _, e := range s.Errors() {
+			t.Errorf("llmtest: %s", e)
+		}
+	})
+	return s
+}
+
+// cloneScenarios copies the scenarios and their turns so later edits by the caller do not
+// change what the server answers.
+func cloneScenarios(in []Scenario) []Scenario {
+	out := slices.Clone(in)
+	for i := range out {
+		out[i].Turns = slices.Clone(out[i].Turns)
+	}
+	return out
+}
+
+// URL returns the base URL of the API, ending in "/v1".
+func (s *Server) URL() string { return s.srv.URL + "/v1" }
+
+// Requests returns the decoded requests received so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Errors returns the errors recorded so far: requests no scenario answers and unmet
+// expectations.
+func (s *Server) Errors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.errs)
+}
+
+// Close releases requests held by timeout failures and shuts the server down. It is safe to
+// call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.srv.Close()
+	})
+}
+
+// recordf records an error that fails the test at cleanup.
+func (s *Server) recordf(format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.errs = append(s.errs, msg)
+	s.mu.Unlock()
+	return msg
+}
+
+// decode reads the request body into a Request and records it; a body that is not JSON is
+// answered with 400 and recorded as an error.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (Request, bool) {
+	req, err := parseRequest(r)
+	if err != nil {
+		msg := s.recordf("%s %s: request body is not valid JSON: %v", r.Method, r.URL.Path, err)
+		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
+		return Request{}, false
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	return req, true
+}
+
+// parseRequest decodes the body of r.
+func parseRequest(r *http.Request) (Request, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return Request{}, err
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return Request{}, err
+	}
+	if err := json.Unmarshal(body, &req.Raw); err != nil {
+		return Request{}, err
+	}
+	req.Path = r.URL.Path
+	req.Header = r.Header.Clone()
+	return req, nil
+}
+
+// handleChat answers POST /v1/chat/completions from the scenarios.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.decode(w, r)
+	if !ok {
+		return
+	}
+	idx, sc, ok := s.scenarioFor(req)
+	if !ok {
+		msg := s.recordf("no scenario matches the first user message %q", req.firstUserMessage())
+		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
+		return
+	}
+	n := req.assistantCount()
+	if n >= len(sc.Turns) {
+		msg := s.recordf("scenario %q has %d turns, but the request has %d assistant messages and asks for turn %d",
+			sc.Name, len(sc.Turns), n, n)
+		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
+		return
+	}
+	turn := sc.Turns[n]
+	for _, problem := range turn.Expect.check(req) {
+		s.recordf("scenario %q turn %d: %s", sc.Name, n, problem)
+	}
+	s.mu.Lock()
+	key := turnKey{idx, n}
+	s.attempts[key]++
+	attempt := s.attempts[key]
+	s.answered++
+	id := fmt.Sprintf("chatcmpl-llmtest-%d", s.answered)
+	s.mu.Unlock()
+
+	if turn.failing(attempt) {
+		s.fail(w, r, req, turn)
+		return
+	}
+	a := answer{id: id, created: time.Now().Unix(), model: req.Model, turn: n, t: turn}
+	if req.Stream {
+		a.writeStream(w, req)
+		return
+	}
+	a.writeCompletion(w, req)
+}
+
+// scenarioFor selects the scenario for a request: an exact match first, else the first
+// prefix match in order.
+func (s *Server) scenarioFor(req Request) (int, Scenario, bool) {
+	first := req.firstUserMessage()
+	prefix := -1
+	for i, sc := range s.scenarios {
+		ok, exact := sc.matches(first)
+		if exact {
+			return i, sc, true
+		}
+		if ok && prefix < 0 {
+			prefix = i
+		}
+	}
+	if prefix < 0 {
+		return 0, Scenario{}, false
+	}
+	return prefix, s.scenarios[prefix], true
+}
+
+// handleUnknown answers any other path with 404 and records it.
+func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
+	msg := s.recordf("unexpected request %s %s", r.Method, r.URL.Path)
+	writeJSON(w, http.StatusNotFound, newErrorBody("invalid_request_error", "unknown_url", "llmtest: %s", msg))
+}
+
+// writeJSON writes v as a JSON response with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// check returns one line per unmet expectation; a nil Expect checks nothing.
+func (e *Expect) check(req Request) []string {
+	if e == nil {
+		return nil
+	}
+	var problems []string
+	if e.Tools != nil {
+		got := req.ToolNames()
+		want := slices.Clone(e.Tools)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			problems = append(problems, fmt.Sprintf("tools offered = %v, want %v", got, want))
+		}
+	}
+	problems = append(problems, checkFloat("temperature", req.Temperature, e.Temperature)...)
+	problems = append(problems, checkFloat("top_p", req.TopP, e.TopP)...)
+	if e.ToolChoice != "" && req.ToolChoiceName() != e.ToolChoice {
+		problems = append(problems, fmt.Sprintf("tool_choice = %q, want %q", req.ToolChoiceName(), e.ToolChoice))
+	}
+	return problems
+}
+
+// checkFloat compares an optional sampling parameter.
+func checkFloat(name string, got, want *float64) []string {
+	switch {
+	case want == nil:
+		return nil
+	case got == nil:
+		return []string{fmt.Sprintf("%s absent, want %v", name, *want)}
+	case *got != *want:
+		return []string{fmt.Sprintf("%s = %v, want %v", name, *got, *want)}
+	}
+	return nil
+}
