@@ -143,7 +143,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 func (s *Service) Register(g *grpc.Server) { agentv1.RegisterAgentServiceServer(g, s) }
 
 // Close cancels every live run (they terminate as INTERRUPTED) and waits for them to finish.
-func (s *Service) Close() {
+// It implements io.Closer, so pkg/server's Main calls it after draining.
+func (s *Service) Close() error {
 	s.mu.Lock()
 	runs := make([]*run, 0, len(s.live))
 	for _, r := range s.live {
@@ -154,4 +155,5 @@ func (s *Service) Close() {
 		r.cancel(errShutdown)
 		<-r.done
 	}
+	return nil
 }

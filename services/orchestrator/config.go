@@ -1,0 +1,46 @@
+package orchestrator
+
+import (
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+)
+
+// ContractFromConfig returns the default ExecutionContract every run starts from: the
+// configuration's defaults and targets.
+func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
+	d := cfg.Defaults
+	c := DefaultContract()
+	c.MaxTurns = d.MaxTurns
+	c.MaxToolCallsPerTurn = d.MaxToolCallsPerTurn
+	c.MaxToolCallsTotal = d.MaxToolCallsTotal
+	c.MaxRetries = d.MaxRetries
+	c.MaxTokensConsumed = d.MaxTokensConsumed
+	c.ToolTimeoutMs = d.ToolTimeoutMS
+	c.StepTimeoutMs = d.StepTimeoutMS
+	c.TotalTimeoutMs = d.TotalTimeoutMS
+	c.ToolResponseMaxBytes = d.ToolResponseMaxBytes
+	c.ContextWindow = d.ContextWindow
+	c.ContextWindowBufferTokens = d.ContextWindowBufferTokens
+	c.MaxOutputTokens = d.MaxOutputTokens
+	c.ForceSynthesisAtRatio = d.ForceSynthesisAtRatio
+	c.StrictMode = d.StrictMode
+	c.MaxFormatRetries = d.MaxFormatRetries
+	c.ApprovalTimeoutMs = d.ApprovalTimeoutMS
+	switch d.ToolTransport {
+	case "xml-final":
+		c.ToolTransport = typev1.ToolTransport_TOOL_TRANSPORT_XML_FINAL
+	case "xml":
+		c.ToolTransport = typev1.ToolTransport_TOOL_TRANSPORT_XML
+	default:
+		c.ToolTransport = typev1.ToolTransport_TOOL_TRANSPORT_NATIVE
+	}
+	c.CycleForbid = nil
+	for _, p := range d.CycleForbid {
+		c.CycleForbid = append(c.CycleForbid, &typev1.ToolPair{FromTool: p[0], ToTool: p[1]})
+	}
+	c.Targets = nil
+	for _, t := range cfg.Targets {
+		c.Targets = append(c.Targets, &typev1.Target{Provider: t.Provider, Model: t.Model})
+	}
+	return c
+}

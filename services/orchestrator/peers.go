@@ -1,0 +1,71 @@
+package orchestrator
+
+import (
+	"errors"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
+	"google.golang.org/grpc"
+)
+
+// PeerAddrs are the gRPC targets of the stage services (e.g. "dns:///planning:7002").
+type PeerAddrs struct {
+	Intent, Planning, Context, Generation, Action, Observation, Memory, Recovery string
+}
+
+// PeerAddrsFromConfig reads each stage's address from env (<STAGE>_ADDR, e.g. PLANNING_ADDR),
+// falling back to the configuration's services section.
+func PeerAddrsFromConfig(cfg *config.Config, env func(key, def string) string) PeerAddrs {
+	s := cfg.Services
+	return PeerAddrs{
+		Intent: env("INTENT_ADDR", s.Intent), Planning: env("PLANNING_ADDR", s.Planning),
+		Context: env("CONTEXT_ADDR", s.Context), Generation: env("GENERATION_ADDR", s.Generation),
+		Action: env("ACTION_ADDR", s.Action), Observation: env("OBSERVATION_ADDR", s.Observation),
+		Memory: env("MEMORY_ADDR", s.Memory), Recovery: env("RECOVERY_ADDR", s.Recovery),
+	}
+}
+
+// DialPeers connects to every stage service. close releases the connections.
+func DialPeers(a PeerAddrs, opts ...dial.Option) (p Peers, close func() error, err error) {
+	var conns []*grpc.ClientConn
+	close = func() error {
+		var errs []error
+		for _, c := range conns {
+			errs = append(errs, c.Close())
+		}
+		return errors.Join(errs...)
+	}
+	conn := func(target string) *grpc.ClientConn {
+		if err != nil {
+			return nil
+		}
+		var c *grpc.ClientConn
+		if c, err = dial.New(target, opts...); err == nil {
+			conns = append(conns, c)
+		}
+		return c
+	}
+	p = Peers{
+		Intent:      intentv1.NewIntentServiceClient(conn(a.Intent)),
+		Planning:    planningv1.NewPlanningServiceClient(conn(a.Planning)),
+		Context:     contextv1.NewContextServiceClient(conn(a.Context)),
+		Generation:  generationv1.NewGenerationServiceClient(conn(a.Generation)),
+		Action:      actionv1.NewActionServiceClient(conn(a.Action)),
+		Observation: observationv1.NewObservationServiceClient(conn(a.Observation)),
+		Memory:      memoryv1.NewMemoryServiceClient(conn(a.Memory)),
+		Recovery:    recoveryv1.NewRecoveryServiceClient(conn(a.Recovery)),
+	}
+	if err != nil {
+		_ = close()
+		return Peers{}, nil, err
+	}
+	return p, close, nil
+}
