@@ -33,8 +33,12 @@ lint: tools ## go vet, gofmt, buf lint and buf format
 build: ## build every binary into ./bin
 	go build -o $(BIN)/ ./cmd/...
 
-test: ## run every test with the race detector
+test: test/node/node_modules ## run every test with the race detector (installs the Node test client's npm packages first)
 	go test -race -count=1 ./... ./gen/...
+
+test/node/node_modules: test/node/package.json test/node/package-lock.json
+	npm ci --prefix test/node --no-audit --no-fund
+	@touch $@
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev

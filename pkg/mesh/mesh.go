@@ -1,0 +1,287 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/assembly"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/intent"
+	"github.com/agentmesh/agentmesh/services/memory"
+	"github.com/agentmesh/agentmesh/services/observation"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"github.com/agentmesh/agentmesh/services/planning"
+	"github.com/agentmesh/agentmesh/services/recovery"
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+)
+
+// The services of the mesh.
+const (
+	Orchestrator = "orchestrator"
+	Intent       = "intent"
+	Planning     = "planning"
+	Context      = "context"
+	Generation   = "generation"
+	Action       = "action"
+	Observation  = "observation"
+	Memory       = "memory"
+	Recovery     = "recovery"
+)
+
+// Options configure an in-process mesh.
+type Options struct {
+	// Config is the configuration (config.Default() when nil).
+	Config *config.Config
+	// Ephemeral puts every service on 127.0.0.1:0 instead of its configured address, so several
+	// meshes (tests, `agentmesh dev --run`) can run side by side.
+	Ephemeral bool
+	// StoreDir is the embedded NATS server's JetStream directory; a temporary directory, removed
+	// by Close, when empty and the configuration names none.
+	StoreDir string
+	// TracerProvider returns the tracer provider of each service (the global one when nil).
+	TracerProvider func(service string) trace.TracerProvider
+	// Providers are added to the configured generation providers (replacing same names).
+	Providers map[string]generation.Provider
+	// Logger is used by every service (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+// Mesh is a running in-process mesh.
+type Mesh struct {
+	addrs        map[string]string
+	servers      []*server.Server
+	conns        []*grpc.ClientConn
+	embedded     *events.Embedded
+	nc           *nats.Conn
+	orchestrator *orchestrator.Service
+	closePeers   func() error
+	tempDir      string
+}
+
+// Start starts NATS (embedded unless the configuration names a URL) and the nine services,
+// peers first. A service that cannot listen, or a NATS server that cannot be reached, is an
+// exitcode.Unavailable error; a configuration the mesh cannot serve is exitcode.Invalid.
+func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = func(string) trace.TracerProvider { return otel.GetTracerProvider() }
+	}
+	// Run events carry the run's trace in a W3C traceparent header (pkg/events uses the global
+	// propagator), so the mesh installs it.
+	otel.SetTextMapPropagator(telemetry.Propagator())
+	m := &Mesh{addrs: map[string]string{}}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	if err := m.startNATS(cfg, opts.StoreDir); err != nil {
+		return nil, err
+	}
+
+	serve := func(name string, register func(*grpc.Server)) error {
+		addr := serviceAddr(cfg, name)
+		if opts.Ephemeral {
+			addr = "127.0.0.1:0"
+		}
+		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), Logger: log.With("service", name)})
+		register(srv.GRPC())
+		if err := srv.Start(); err != nil {
+			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s service: %w", name, err))
+		}
+		m.servers = append(m.servers, srv)
+		m.addrs[name] = srv.Addr()
+		return nil
+	}
+	conn := func(from, to string) (*grpc.ClientConn, error) {
+		c, err := dial.New(m.addrs[to], dial.WithTracerProvider(tp(from)))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
+		}
+		m.conns = append(m.conns, c)
+		return c, nil
+	}
+
+	memOpts, err := memory.OptionsFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	providers, err := generation.ProvidersFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(providers, opts.Providers)
+	if err := serve(Memory, memory.New(memOpts).Register); err != nil {
+		return nil, err
+	}
+	gen := generation.New(generation.Options{Providers: providers, TracerProvider: tp(Generation)})
+	for _, s := range []struct {
+		name     string
+		register func(*grpc.Server)
+	}{
+		{Generation, gen.Register},
+		{Recovery, recovery.New(recovery.Options{}).Register},
+		{Intent, intent.New(intent.Options{}).Register},
+		{Planning, planning.New(planning.Options{}).Register},
+		{Observation, observation.New(observation.Options{}).Register},
+	} {
+		if err := serve(s.name, s.register); err != nil {
+			return nil, err
+		}
+	}
+
+	actionMemory, err := conn(Action, Memory)
+	if err != nil {
+		return nil, err
+	}
+	act, err := action.New(action.Options{
+		Memory:          memoryv1.NewMemoryServiceClient(actionMemory),
+		RequireApproval: cfg.Tools.RequireApproval,
+		NoApproval:      cfg.Tools.NoApproval,
+		TracerProvider:  tp(Action),
+	})
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	}
+	if err := serve(Action, act.Register); err != nil {
+		return nil, err
+	}
+	contextMemory, err := conn(Context, Memory)
+	if err != nil {
+		return nil, err
+	}
+	if err := serve(Context, assembly.New(assembly.Options{Memory: memoryv1.NewMemoryServiceClient(contextMemory)}).Register); err != nil {
+		return nil, err
+	}
+
+	peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrs{
+		Intent: m.addrs[Intent], Planning: m.addrs[Planning], Context: m.addrs[Context],
+		Generation: m.addrs[Generation], Action: m.addrs[Action], Observation: m.addrs[Observation],
+		Memory: m.addrs[Memory], Recovery: m.addrs[Recovery],
+	}, dial.WithTracerProvider(tp(Orchestrator)))
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	}
+	m.closePeers = closePeers
+	m.orchestrator, err = orchestrator.New(ctx, orchestrator.Options{
+		Peers:          peers,
+		NATS:           m.nc,
+		Contract:       orchestrator.ContractFromConfig(cfg),
+		TracerProvider: tp(Orchestrator),
+		Logger:         log.With("service", Orchestrator),
+	})
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	}
+	return m, serve(Orchestrator, m.orchestrator.Register)
+}
+
+func (m *Mesh) startNATS(cfg *config.Config, storeDir string) error {
+	if cfg.NATS.URL != "" {
+		nc, err := nats.Connect(cfg.NATS.URL, nats.Name("agentmesh"))
+		if err != nil {
+			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("connecting to NATS at %s: %w", cfg.NATS.URL, err))
+		}
+		m.nc = nc
+		return nil
+	}
+	if storeDir == "" {
+		storeDir = cfg.NATS.StoreDir
+	}
+	if storeDir == "" {
+		dir, err := os.MkdirTemp("", "agentmesh-nats-")
+		if err != nil {
+			return err
+		}
+		m.tempDir, storeDir = dir, dir
+	}
+	e, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: storeDir, Port: -1})
+	if err != nil {
+		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("embedded NATS: %w", err))
+	}
+	m.embedded = e
+	nc, err := e.Connect(nats.Name("agentmesh"))
+	if err != nil {
+		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("connecting to the embedded NATS: %w", err))
+	}
+	m.nc = nc
+	return nil
+}
+
+func serviceAddr(cfg *config.Config, name string) string {
+	s := cfg.Services
+	return map[string]string{
+		Orchestrator: s.Orchestrator, Intent: s.Intent, Planning: s.Planning, Context: s.Context,
+		Generation: s.Generation, Action: s.Action, Observation: s.Observation, Memory: s.Memory, Recovery: s.Recovery,
+	}[name]
+}
+
+// Addr returns the address a service listens on.
+func (m *Mesh) Addr(service string) string { return m.addrs[service] }
+
+// Services returns the service names in a stable order.
+func (m *Mesh) Services() []string { return slices.Sorted(maps.Keys(m.addrs)) }
+
+// NATSURL returns the URL of the embedded NATS server ("" with an external one).
+func (m *Mesh) NATSURL() string {
+	if m.embedded == nil {
+		return ""
+	}
+	return m.embedded.ClientURL()
+}
+
+// NATS returns the mesh's NATS connection.
+func (m *Mesh) NATS() *nats.Conn { return m.nc }
+
+// Close stops live runs, drains every server (the orchestrator first), and stops NATS.
+func (m *Mesh) Close() {
+	if m.orchestrator != nil {
+		_ = m.orchestrator.Close()
+	}
+	for _, srv := range slices.Backward(m.servers) {
+		srv.Shutdown(context.Background())
+	}
+	var errs []error
+	for _, c := range m.conns {
+		errs = append(errs, c.Close())
+	}
+	if m.closePeers != nil {
+		errs = append(errs, m.closePeers())
+	}
+	if m.nc != nil {
+		m.nc.Close()
+	}
+	if m.embedded != nil {
+		m.embedded.Shutdown()
+	}
+	if m.tempDir != "" {
+		errs = append(errs, os.RemoveAll(m.tempDir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		slog.Default().Warn("closing the mesh", "err", err)
+	}
+}

@@ -1,0 +1,441 @@
+package mesh_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness is a whole mesh on loopback ports with a scripted LLM behind the "scripted" provider.
+type harness struct {
+	mesh     *mesh.Mesh
+	client   agentv1.AgentServiceClient
+	llm      *llmtest.Server
+	recorder *telemetry.Recorder
+}
+
+func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
+	h := &harness{recorder: telemetry.NewRecorder()}
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	if len(scenarios) > 0 {
+		h.llm = llmtest.New(t, scenarios...)
+		cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: h.llm.URL(), APIKey: "test-key"}
+		cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	}
+	var mu sync.Mutex
+	providers := map[string]trace.TracerProvider{}
+	m, err := mesh.Start(t.Context(), mesh.Options{
+		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+		TracerProvider: func(service string) trace.TracerProvider {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := providers[service]; !ok {
+				providers[service] = h.recorder.Provider("agentmesh-" + service)
+			}
+			return providers[service]
+		},
+	})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	t.Cleanup(m.Close)
+	h.mesh = m
+	conn, err := grpc.NewClient(m.Addr(mesh.Orchestrator), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	h.client = agentv1.NewAgentServiceClient(conn)
+	return h
+}
+
+func (h *harness) run(t *testing.T, req *agentv1.RunRequest) *typev1.RunResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := h.client.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("Run(%q): %v", req.GetMessage(), err)
+	}
+	return res
+}
+
+// storedEvents reads a finished run's events back from JetStream, with their headers.
+func (h *harness) storedEvents(t *testing.T, runID string) ([]*eventv1.RunEvent, []jetstream.Msg) {
+	t.Helper()
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*eventv1.RunEvent
+	if err := events.Watch(t.Context(), js, runID, 0, func(_ context.Context, ev *eventv1.RunEvent) error {
+		evs = append(evs, ev)
+		return nil
+	}); err != nil {
+		t.Fatalf("watch %s: %v", runID, err)
+	}
+	cons, err := js.OrderedConsumer(t.Context(), events.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"agentmesh.run." + runID + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.FetchNoWait(len(evs) + 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for msg := range batch.Messages() {
+		msgs = append(msgs, msg)
+	}
+	return evs, msgs
+}
+
+func roles(msgs []*typev1.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = strings.TrimPrefix(m.GetRole().String(), "ROLE_")
+	}
+	return out
+}
+
+func states(entries []*typev1.TranscriptEntry) []string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimPrefix(e.GetState().String(), "RUN_STATE_"))
+	}
+	return out
+}
+
+// checkEvents asserts the event log of a run: seq 1, 2, 3 … without gaps, run_started first,
+// exactly one run_finished and it last, subjects of DESIGN §7, Nats-Msg-Id and traceparent.
+func checkEvents(t *testing.T, h *harness, res *typev1.RunResult) []string {
+	t.Helper()
+	evs, msgs := h.storedEvents(t, res.GetRunId())
+	if len(evs) < 2 || len(msgs) != len(evs) {
+		t.Fatalf("got %d events and %d stored messages", len(evs), len(msgs))
+	}
+	var kinds []string
+	for i, ev := range evs {
+		if ev.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i+1, ev.GetSeq())
+		}
+		kind := events.Kind(ev)
+		kinds = append(kinds, kind)
+		msg := msgs[i]
+		if want := "agentmesh.run." + res.GetRunId() + "." + kind; msg.Subject() != want {
+			t.Errorf("event %d subject %q, want %q", i+1, msg.Subject(), want)
+		}
+		if got, want := msg.Headers().Get("Nats-Msg-Id"), res.GetRunId()+"-"+strconv.Itoa(i+1); got != want {
+			t.Errorf("event %d Nats-Msg-Id %q, want %q", i+1, got, want)
+		}
+		if tp := msg.Headers().Get("traceparent"); !strings.Contains(tp, res.GetTraceId()) {
+			t.Errorf("event %d traceparent %q does not carry the run's trace %s", i+1, tp, res.GetTraceId())
+		}
+	}
+	if kinds[0] != "run_started" || kinds[len(kinds)-1] != "run_finished" {
+		t.Errorf("events run from %s to %s", kinds[0], kinds[len(kinds)-1])
+	}
+	if n := count(kinds, "run_finished"); n != 1 {
+		t.Errorf("%d run_finished events", n)
+	}
+	return kinds
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, cond func() bool) bool {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(within)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return false
+		case <-t.Context().Done():
+			return false
+		}
+	}
+	return true
+}
+
+func TestChatOnlyRun(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "chat", Match: "Hello there", Turns: []llmtest.Turn{
+		{Content: "Hi! How can I help?", Usage: &llmtest.Usage{PromptTokens: 30, CompletionTokens: 7}},
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "Hello there", UserId: "alice"})
+
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetExitReason() != "COMPLETED" || !res.GetSuccess() {
+		t.Fatalf("outcome %s %s success=%v (%v)", res.GetOutcome(), res.GetExitReason(), res.GetSuccess(), res.GetError())
+	}
+	if got := res.GetFinalReport(); got.GetContent() != "Hi! How can I help?" || got.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS {
+		t.Errorf("final report %v", got)
+	}
+	if got := roles(res.GetConversation()); !slices.Equal(got, []string{"SYSTEM", "USER", "ASSISTANT"}) {
+		t.Errorf("conversation roles %v", got)
+	}
+	if len(res.GetAccounting()) != 1 {
+		t.Fatalf("accounting %v", res.GetAccounting())
+	}
+	a := res.GetAccounting()[0]
+	if a.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM || a.GetProvider() != "scripted" || a.GetModel() != "gpt-test" ||
+		a.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK || a.GetTokens().GetInput() != 30 || a.GetTokens().GetOutput() != 7 || a.GetTimestampMs() == 0 {
+		t.Errorf("llm accounting entry %v", a)
+	}
+	if res.GetUsage().GetTotal() != 37 || res.GetTurns() != 1 || res.GetToolCalls() != 0 {
+		t.Errorf("usage %v turns %d tool calls %d", res.GetUsage(), res.GetTurns(), res.GetToolCalls())
+	}
+	if res.GetContract().GetContractHash() == "" || res.GetContract().GetContractId() != res.GetRunId() {
+		t.Errorf("contract %v", res.GetContract())
+	}
+	want := []string{"PRECHECK", "INTENT", "PLAN", "ASSEMBLE", "INFER", "VALIDATE_CALLS", "COMMIT", "TERMINATE"}
+	if got := states(res.GetTranscript()); !slices.Equal(got, want) {
+		t.Errorf("transcript states %v, want %v", got, want)
+	}
+	kinds := checkEvents(t, h, res)
+	for _, k := range []string{"intent_parsed", "plan_created", "turn_started", "llm_delta", "llm_response"} {
+		if !slices.Contains(kinds, k) {
+			t.Errorf("no %s event in %v", k, kinds)
+		}
+	}
+	// GetRun returns the stored result.
+	stored, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
+	if err != nil || stored.GetFinalReport().GetContent() != "Hi! How can I help?" || len(stored.GetTranscript()) != len(res.GetTranscript()) {
+		t.Errorf("GetRun = %v, %v", stored, err)
+	}
+}
+
+func TestToolRunSpansEveryService(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "tool", Match: "What is 6 times 7?", Turns: []llmtest.Turn{
+		// The first attempt is rate limited (429s are not retried at the HTTP layer), so the
+		// recovery stage is consulted and the retry honours Retry-After.
+		{FailuresBeforeSuccess: 1, Failure: llmtest.FailRateLimit, RetryAfterMS: 50,
+			ToolCalls: []llmtest.ToolCall{{ID: "call_calc", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		{Content: "6 times 7 is 42."},
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?", UserId: "bob"})
+
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || res.GetExitReason() != "COMPLETED" {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	if got := roles(res.GetConversation()); !slices.Equal(got, []string{"SYSTEM", "USER", "ASSISTANT", "TOOL", "ASSISTANT"}) {
+		t.Errorf("conversation roles %v", got)
+	}
+	tool := res.GetConversation()[3]
+	if tool.GetContent() != "42" || tool.GetToolCallId() != "call_calc" || tool.GetName() != "calculator" {
+		t.Errorf("tool message %v", tool)
+	}
+	var summary []string
+	for _, a := range res.GetAccounting() {
+		summary = append(summary, strings.TrimPrefix(a.GetType().String(), "ACCOUNTING_TYPE_")+":"+strings.TrimPrefix(a.GetStatus().String(), "ACCOUNTING_STATUS_"))
+	}
+	if !slices.Equal(summary, []string{"LLM:FAILED", "LLM:OK", "TOOL:OK", "LLM:OK"}) {
+		t.Errorf("accounting %v", summary)
+	}
+	toolEntry := res.GetAccounting()[2]
+	if toolEntry.GetCommand() != "calculator" || toolEntry.GetServer() != "builtin" || toolEntry.GetCharactersOut() != 2 || toolEntry.GetCharactersIn() == 0 {
+		t.Errorf("tool accounting %v", toolEntry)
+	}
+	if res.GetToolCalls() != 1 || res.GetTurns() != 2 {
+		t.Errorf("turns %d tool calls %d", res.GetTurns(), res.GetToolCalls())
+	}
+	// The model saw the tool result on its second turn.
+	reqs := h.llm.Requests()
+	last := reqs[len(reqs)-1]
+	if n := len(last.Messages); n == 0 || last.Messages[n-1].Role != "tool" || !strings.Contains(string(last.Messages[n-1].Content), "42") {
+		t.Errorf("last request's final message %+v", last.Messages[len(last.Messages)-1])
+	}
+	kinds := checkEvents(t, h, res)
+	for _, k := range []string{"tool_started", "tool_finished", "recovery_decided"} {
+		if !slices.Contains(kinds, k) {
+			t.Errorf("no %s event in %v", k, kinds)
+		}
+	}
+
+	// One trace spans all nine services; the root span and the GenAI spans are there.
+	traceID, err := trace.TraceIDFromHex(res.GetTraceId())
+	if err != nil {
+		t.Fatalf("trace id %q: %v", res.GetTraceId(), err)
+	}
+	if !eventually(t, 10*time.Second, func() bool { return len(h.recorder.Services(traceID)) == 9 }) {
+		t.Fatalf("trace %s spans services %v, want all nine", traceID, h.recorder.Services(traceID))
+	}
+	var spans []string
+	attrs := map[string]map[string]string{}
+	for _, s := range h.recorder.Trace(traceID) {
+		spans = append(spans, s.Name())
+		m := map[string]string{}
+		for _, kv := range s.Attributes() {
+			m[string(kv.Key)] = kv.Value.Emit()
+		}
+		attrs[s.Name()] = m
+	}
+	for _, name := range []string{"agentmesh.run", "agentmesh.infer", "agentmesh.execute", "chat gpt-test", "execute_tool calculator"} {
+		if !slices.Contains(spans, name) {
+			t.Errorf("no %q span in %v", name, spans)
+		}
+	}
+	if a := attrs["agentmesh.run"]; a["agentmesh.outcome"] != "OUTCOME_COMPLETED_WITH_TOOLS" || a["agentmesh.exit_reason"] != "COMPLETED" || a["agentmesh.turns"] != "2" {
+		t.Errorf("root span attributes %v", a)
+	}
+	if a := attrs["chat gpt-test"]; a["gen_ai.operation.name"] != "chat" || a["gen_ai.request.model"] != "gpt-test" {
+		t.Errorf("chat span attributes %v", a)
+	}
+	if a := attrs["execute_tool calculator"]; a["gen_ai.tool.name"] != "calculator" || a["gen_ai.tool.call.id"] != "call_calc" {
+		t.Errorf("tool span attributes %v", a)
+	}
+}
+
+func TestEmptyInputMakesNoLLMCall(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "never", Match: "*", Turns: []llmtest.Turn{{Content: "should not be asked"}}})
+	res := h.run(t, &agentv1.RunRequest{Message: "   \n\t "})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != "EMPTY_INPUT" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Errorf("the LLM got %d requests", n)
+	}
+	if len(res.GetAccounting()) != 0 {
+		t.Errorf("accounting %v", res.GetAccounting())
+	}
+	if got := states(res.GetTranscript()); !slices.Equal(got, []string{"PRECHECK", "TERMINATE"}) {
+		t.Errorf("transcript %v", got)
+	}
+	if kinds := checkEvents(t, h, res); !slices.Equal(kinds, []string{"run_started", "run_finished"}) {
+		t.Errorf("events %v", kinds)
+	}
+}
+
+func TestMaxTurnsEndsWithSyntheticFailure(t *testing.T) {
+	loop := llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "current_time", Arguments: `{}`}}}
+	h := start(t, nil, llmtest.Scenario{Name: "loop", Match: "Keep checking the time", Turns: []llmtest.Turn{loop, loop, loop}})
+	two := int32(2)
+	res := h.run(t, &agentv1.RunRequest{Message: "Keep checking the time", Overrides: &agentv1.RunOverrides{MaxTurns: &two}})
+
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_TURNS_REACHED" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	report := res.GetFinalReport()
+	if report.GetStatus() != typev1.ReportStatus_REPORT_STATUS_FAILURE || report.GetMetadata().GetFields()["reason"].GetStringValue() != "max_turns_exhausted" {
+		t.Errorf("final report %v", report)
+	}
+	if report.GetContent() != "That request is too complex. Could you break it into smaller steps?" {
+		t.Errorf("final report content %q", report.GetContent())
+	}
+	if n := len(h.llm.Requests()); n != 2 || res.GetTurns() != 2 {
+		t.Errorf("%d LLM requests, %d turns; max_turns is 2", n, res.GetTurns())
+	}
+	if got := roles(res.GetConversation()); !slices.Equal(got, []string{"SYSTEM", "USER", "ASSISTANT", "TOOL", "ASSISTANT", "TOOL"}) {
+		t.Errorf("conversation roles %v", got)
+	}
+	checkEvents(t, h, res)
+}
+
+func TestStreamRunDeliversTheRunsEvents(t *testing.T) {
+	h := start(t, nil) // the built-in rules model
+	stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*eventv1.RunEvent
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		got = append(got, ev)
+	}
+	if len(got) == 0 || got[len(got)-1].GetRunFinished() == nil {
+		t.Fatalf("stream did not end with run_finished: %d events", len(got))
+	}
+	res := got[len(got)-1].GetRunFinished().GetResult()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+		t.Errorf("rules run: %s %q", res.GetOutcome(), res.GetFinalReport().GetContent())
+	}
+	stored, _ := h.storedEvents(t, res.GetRunId())
+	if len(stored) != len(got) {
+		t.Fatalf("streamed %d events, NATS holds %d", len(got), len(stored))
+	}
+	for i := range got {
+		if got[i].GetSeq() != stored[i].GetSeq() || events.Kind(got[i]) != events.Kind(stored[i]) {
+			t.Errorf("event %d: streamed %s/%d, stored %s/%d", i, events.Kind(got[i]), got[i].GetSeq(), events.Kind(stored[i]), stored[i].GetSeq())
+		}
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	h := start(t, nil)
+	zero := int32(0)
+	tests := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"bad max_turns", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{MaxTurns: &zero}})
+			return err
+		}, "max_turns"},
+		{"bad run id", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", RunId: "a.b"})
+			return err
+		}, "run_id"},
+		{"unspecified history role", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{{Content: "x"}}})
+			return err
+		}, "history[0].role"},
+		{"get without id", func() error {
+			_, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{})
+			return err
+		}, "run_id"},
+		{"decide without message", func() error {
+			_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{})
+			return err
+		}, "message"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.want) {
+				t.Fatalf("err = %v, want INVALID_ARGUMENT mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "no-such-run"}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetRun(unknown) = %v, want NOT_FOUND", err)
+	}
+}
