@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// defaultAddr is where the CLI finds the orchestrator.
+func defaultAddr() string {
+	if a := os.Getenv("AGENTMESH_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:7000"
+}
+
+// connect dials the orchestrator's public API.
+func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
+	}
+	return agentv1.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+// rpcError maps an RPC failure to the CLI's exit codes.
+func rpcError(addr string, err error) error {
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("cannot reach the orchestrator at %s (is `agentmesh dev` running?): %v", addr, status.Convert(err).Message()))
+	case codes.InvalidArgument:
+		return exitcode.Wrap(exitcode.Invalid, errors.New(status.Convert(err).Message()))
+	}
+	return exitcode.Wrap(exitcode.Failed, errors.New(status.Convert(err).Message()))
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s: %w", fs.Name(), err))
+	}
+	return nil
+}
+
+// runCommand streams one run and prints its answer; the exit code follows the outcome.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	addr := fs.String("addr", defaultAddr(), "orchestrator address")
+	asJSON := fs.Bool("json", false, "print the whole RunResult as JSON instead of the answer")
+	user := fs.String("user", "cli", "user id")
+	maxTurns := fs.Int("max-turns", 0, "override max_turns")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return exitcode.Wrap(exitcode.Invalid, errors.New(`run takes one message, e.g. agentmesh run "What is 6 times 7?"`))
+	}
+	client, closeConn, err := connect(*addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	req := &agentv1.RunRequest{Message: fs.Arg(0), UserId: *user}
+	if *maxTurns > 0 {
+		n := int32(*maxTurns)
+		req.Overrides = &agentv1.RunOverrides{MaxTurns: &n}
+	}
+	return streamRun(ctx, client, *addr, req, *asJSON, stdout, stderr)
+}
+
+// streamRun runs req through StreamRun, rendering progress on stderr and the answer on stdout.
+func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr string, req *agentv1.RunRequest, asJSON bool, stdout, stderr io.Writer) error {
+	stream, err := client.StreamRun(ctx, req)
+	if err != nil {
+		return rpcError(addr, err)
+	}
+	p := &progress{w: stderr}
+	var result *typev1.RunResult
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return rpcError(addr, err)
+		}
+		p.event(ev)
+		if f := ev.GetRunFinished(); f != nil {
+			result = f.GetResult()
+		}
+	}
+	if result == nil {
+		return exitcode.Wrap(exitcode.Failed, errors.New("the run stream ended without run_finished"))
+	}
+	return printResult(result, asJSON, stdout)
+}
+
+func printResult(result *typev1.RunResult, asJSON bool, stdout io.Writer) error {
+	if asJSON {
+		b, err := protojson.MarshalOptions{Multiline: true}.Marshal(result)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+	} else if c := result.GetFinalReport().GetContent(); c != "" {
+		fmt.Fprintln(stdout, c)
+	}
+	if !result.GetSuccess() {
+		return exitcode.Wrap(exitcode.Failed, errReported)
+	}
+	return nil
+}
+
+func toolsCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
+	addr := fs.String("addr", defaultAddr(), "orchestrator address")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	client, closeConn, err := connect(*addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	resp, err := client.ListTools(ctx, &agentv1.ListToolsRequest{})
+	if err != nil {
+		return rpcError(*addr, err)
+	}
+	for _, t := range resp.GetTools() {
+		approval := ""
+		if t.GetRequiresApproval() {
+			approval = " [requires approval]"
+		}
+		fmt.Fprintf(stdout, "%-20s %s%s\n", t.GetName(), t.GetDescription(), approval)
+	}
+	return nil
+}
+
+// runIDCommand parses the flags shared by the commands that take one run id.
+func runIDCommand(name string, args []string) (addr, runID string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	a := fs.String("addr", defaultAddr(), "orchestrator address")
+	if err := parseFlags(fs, args); err != nil {
+		return "", "", err
+	}
+	if fs.NArg() != 1 {
+		return "", "", exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s takes one run id", name))
+	}
+	return *a, fs.Arg(0), nil
+}
+
+func getCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	addr, runID, err := runIDCommand("get", args)
+	if err != nil {
+		return err
+	}
+	client, closeConn, err := connect(addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	res, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		return rpcError(addr, err)
+	}
+	b, err := protojson.MarshalOptions{Multiline: true}.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, string(b))
+	return nil
+}
+
+func cancelCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	addr, runID, err := runIDCommand("cancel", args)
+	if err != nil {
+		return err
+	}
+	client, closeConn, err := connect(addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	resp, err := client.CancelRun(ctx, &agentv1.CancelRunRequest{RunId: runID, Reason: "cancelled from the CLI"})
+	if err != nil {
+		return rpcError(addr, err)
+	}
+	fmt.Fprintf(stdout, "run %s: cancelled=%v outcome=%s\n", runID, resp.GetCancelled(), outcomeName(resp.GetOutcome()))
+	return nil
+}
+
+func watchCommand(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	addr := fs.String("addr", defaultAddr(), "orchestrator address")
+	from := fs.Uint64("from", 0, "replay events after this seq")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("watch takes one run id"))
+	}
+	client, closeConn, err := connect(*addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	stream, err := client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: fs.Arg(0), FromSeq: *from})
+	if err != nil {
+		return rpcError(*addr, err)
+	}
+	p := &progress{w: stderr}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return rpcError(*addr, err)
+		}
+		p.event(ev)
+	}
+}
+
+// transcriptCommand verifies a run's transcript, read from the mesh or from a saved result.
+func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "verify" {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]"))
+	}
+	fs := flag.NewFlagSet("transcript verify", flag.ContinueOnError)
+	addr := fs.String("addr", defaultAddr(), "orchestrator address")
+	file := fs.String("file", "", "a RunResult saved as JSON (agentmesh get / run --json)")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	result := &typev1.RunResult{}
+	switch {
+	case *file != "" && fs.NArg() == 0:
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Invalid, err)
+		}
+		if err := protojson.Unmarshal(b, result); err != nil {
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s is not a RunResult: %w", *file, err))
+		}
+	case *file == "" && fs.NArg() == 1:
+		client, closeConn, err := connect(*addr)
+		if err != nil {
+			return err
+		}
+		defer closeConn()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: fs.Arg(0)})
+		if err != nil {
+			return rpcError(*addr, err)
+		}
+		result = res
+	default:
+		return exitcode.Wrap(exitcode.Invalid, errors.New("transcript verify takes a run id or --file, not both"))
+	}
+	entries := result.GetTranscript()
+	if err := transcript.Verify(entries); err != nil {
+		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("transcript of run %s is broken: %w", result.GetRunId(), err))
+	}
+	if len(entries) == 0 {
+		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("run %s has no transcript", result.GetRunId()))
+	}
+	fmt.Fprintf(stdout, "transcript of run %s: %d entries, chain intact, head %s\n", result.GetRunId(), len(entries), entries[len(entries)-1].GetHash())
+	return nil
+}

@@ -1,0 +1,82 @@
+// Command agentmesh is the agentmesh CLI: `agentmesh dev` runs the whole mesh in one process,
+// `agentmesh run` runs an agent through the public API, and further commands read, cancel and
+// verify runs. Exit codes follow DESIGN §9: 0 success, 1 run failed or internal error, 3 a
+// service could not start or be reached, 4 invalid arguments or configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+)
+
+const usage = `agentmesh — an LLM agent runtime as a gRPC mesh
+
+usage:
+  agentmesh dev [--config PATH] [--run MESSAGE]   run the whole mesh (embedded NATS) in one process;
+                                                   with --run, make one run end to end and exit
+  agentmesh run [--addr ADDR] [--json] MESSAGE    run an agent and stream its progress
+  agentmesh tools [--addr ADDR]                   list the tools the mesh can execute
+  agentmesh get [--addr ADDR] RUN_ID              print a finished run's result as JSON
+  agentmesh watch [--addr ADDR] [--from SEQ] RUN_ID
+                                                   follow a run's events
+  agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
+  agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]
+                                                   check a run's hash-chained transcript
+
+ADDR defaults to $AGENTMESH_ADDR, else 127.0.0.1:7000.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitcode.Invalid
+	}
+	var err error
+	switch args[0] {
+	case "dev":
+		err = devCommand(ctx, args[1:], stdout, stderr)
+	case "run":
+		err = runCommand(ctx, args[1:], stdout, stderr)
+	case "tools":
+		err = toolsCommand(ctx, args[1:], stdout)
+	case "get":
+		err = getCommand(ctx, args[1:], stdout)
+	case "watch":
+		err = watchCommand(ctx, args[1:], stderr)
+	case "cancel":
+		err = cancelCommand(ctx, args[1:], stdout)
+	case "transcript":
+		err = transcriptCommand(ctx, args[1:], stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitcode.OK
+	default:
+		err = exitcode.Wrap(exitcode.Invalid, fmt.Errorf("unknown command %q", args[0]))
+	}
+	if err != nil {
+		if !errors.Is(err, errReported) {
+			fmt.Fprintln(stderr, "agentmesh:", err)
+		}
+		return exitcode.Of(err)
+	}
+	return exitcode.OK
+}
+
+// errReported marks a failure the command has already shown to the user; wrap it with
+// exitcode.Wrap to choose the exit code.
+var errReported = errors.New("already reported")

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// isolate keeps the developer's own configuration layers out of a test.
+func isolate(t *testing.T) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+}
+
+// TestDevRun is the README's first command: the whole mesh on the embedded defaults and one
+// real run through the public API.
+func TestDevRun(t *testing.T) {
+	isolate(t)
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"dev", "--run", "What is 6 times 7?"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "42") {
+		t.Errorf("answer %q does not contain 42", stdout.String())
+	}
+	for _, want := range []string{"orchestrator", "generation", "nats", "→ calculator", "← calculator: 42", "COMPLETED_WITH_TOOLS"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("progress output lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	isolate(t)
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("targets: [{provider: nope, model: x}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want int
+		says string
+	}{
+		{"no command", nil, 4, "usage"},
+		{"unknown command", []string{"fly"}, 4, `unknown command "fly"`},
+		{"run without message", []string{"run"}, 4, "run takes one message"},
+		{"bad flag", []string{"run", "--bogus", "x"}, 4, "bogus"},
+		{"orchestrator unreachable", []string{"run", "--addr", "127.0.0.1:1", "hello"}, 3, "cannot reach the orchestrator"},
+		{"invalid configuration", []string{"dev", "--config", bad, "--run", "hi"}, 4, "nope"},
+		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
+		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
+		{"transcript verify needs a source", []string{"transcript", "verify"}, 4, "run id or --file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if got := run(t.Context(), tc.args, &stdout, &stderr); got != tc.want {
+				t.Fatalf("exit %d, want %d\nstderr: %s", got, tc.want, stderr.String())
+			}
+			if !strings.Contains(stdout.String()+stderr.String(), tc.says) {
+				t.Errorf("output lacks %q:\n%s%s", tc.says, stdout.String(), stderr.String())
+			}
+		})
+	}
+}

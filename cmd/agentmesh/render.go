@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// progress writes a readable line per run event to w (the answer itself goes to stdout).
+type progress struct {
+	w         io.Writer
+	streaming bool // an llm_delta line is open
+}
+
+func (p *progress) event(ev *eventv1.RunEvent) {
+	switch k := ev.GetKind().(type) {
+	case *eventv1.RunEvent_RunStarted:
+		c := k.RunStarted.GetContract()
+		p.line("▶ run %s (max %d turns, targets %s)", ev.GetRunId(), c.GetMaxTurns(), targets(c.GetTargets()))
+	case *eventv1.RunEvent_IntentParsed:
+		p.line("  intent: %s [%s, tools %s]", k.IntentParsed.GetGoal(), k.IntentParsed.GetTaskType(), policyName(k.IntentParsed.GetToolPolicy()))
+	case *eventv1.RunEvent_PlanCreated:
+		for _, s := range k.PlanCreated.GetSteps() {
+			tool := ""
+			if s.GetToolName() != "" {
+				tool = " (" + s.GetToolName() + ")"
+			}
+			p.line("  plan %s: %s%s", s.GetId(), s.GetDescription(), tool)
+		}
+	case *eventv1.RunEvent_TurnStarted:
+		suffix := ""
+		if k.TurnStarted.GetForcedFinal() {
+			suffix = " — final turn"
+		}
+		p.line("· turn %d%s", k.TurnStarted.GetTurn(), suffix)
+	case *eventv1.RunEvent_LlmDelta:
+		if !p.streaming {
+			fmt.Fprint(p.w, "  model: ")
+			p.streaming = true
+		}
+		fmt.Fprint(p.w, k.LlmDelta.GetContent())
+	case *eventv1.RunEvent_LlmResponse:
+		r := k.LlmResponse
+		if r.GetError() != "" {
+			p.line("  ✗ %s/%s attempt %d: %s", r.GetProvider(), r.GetModel(), r.GetAttempt(), r.GetError())
+			return
+		}
+		p.line("  ✓ %s/%s answered (%d tokens)", r.GetProvider(), r.GetModel(), r.GetUsage().GetTotal())
+	case *eventv1.RunEvent_ToolStarted:
+		args, _ := protojson.Marshal(k.ToolStarted.GetCall().GetArguments())
+		p.line("  → %s %s", k.ToolStarted.GetCall().GetName(), args)
+	case *eventv1.RunEvent_ToolFinished:
+		p.line("  ← %s: %s", k.ToolFinished.GetToolName(), oneLine(k.ToolFinished.GetObservation(), 120))
+	case *eventv1.RunEvent_RecoveryDecided:
+		p.line("  ↻ recovery (%s): %s", k.RecoveryDecided.GetStage(), k.RecoveryDecided.GetStrategy())
+	case *eventv1.RunEvent_ContextGuard:
+		g := k.ContextGuard.GetReport()
+		p.line("  ! context guard: %s (projected %d, limit %d)", g.GetVerdict(), g.GetProjected(), g.GetLimit())
+	case *eventv1.RunEvent_ApprovalRequested:
+		p.line("  ? approval requested for %d call(s)", len(k.ApprovalRequested.GetPendingAction().GetToolCalls()))
+	case *eventv1.RunEvent_RunFinished:
+		res := k.RunFinished.GetResult()
+		p.line("■ %s %s after %d turn(s), %d tool call(s), %d tokens — trace %s",
+			outcomeName(res.GetOutcome()), res.GetExitReason(), res.GetTurns(), res.GetToolCalls(), res.GetUsage().GetTotal(), res.GetTraceId())
+	}
+}
+
+func (p *progress) line(format string, args ...any) {
+	if p.streaming {
+		fmt.Fprintln(p.w)
+		p.streaming = false
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func targets(ts []*typev1.Target) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = t.GetProvider() + "/" + t.GetModel()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func policyName(p typev1.ToolPolicy) string {
+	return strings.ToLower(strings.TrimPrefix(p.String(), "TOOL_POLICY_"))
+}
+
+func outcomeName(o typev1.Outcome) string { return strings.TrimPrefix(o.String(), "OUTCOME_") }
+
+func oneLine(s string, limit int) string {
+	r := []rune(strings.Join(strings.Fields(s), " "))
+	if len(r) > limit {
+		return string(r[:limit]) + "…"
+	}
+	return string(r)
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"sync"
+
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// devTracing gives each service of the in-process mesh its own tracer provider (so Jaeger
+// shows agentmesh-intent, agentmesh-generation, ...), all exporting through the one exporter
+// the standard OTEL_* variables configure, if any. shutdown flushes them.
+func devTracing(ctx context.Context) (providers func(service string) trace.TracerProvider, shutdown func(context.Context), err error) {
+	exp, err := telemetry.ExporterFromEnv(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	otel.SetTextMapPropagator(telemetry.Propagator())
+	var (
+		mu     sync.Mutex
+		byName = map[string]*sdktrace.TracerProvider{}
+	)
+	providers = func(service string) trace.TracerProvider {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := byName[service]; ok {
+			return p
+		}
+		var opts []sdktrace.TracerProviderOption
+		if exp != nil {
+			opts = append(opts, sdktrace.WithBatcher(exp))
+		}
+		p := telemetry.NewTracerProvider("agentmesh-"+service, opts...)
+		byName[service] = p
+		return p
+	}
+	shutdown = func(ctx context.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range byName {
+			_ = p.ForceFlush(ctx)
+		}
+		if exp != nil {
+			_ = exp.Shutdown(ctx)
+		}
+	}
+	return providers, shutdown, nil
+}

@@ -1,0 +1,30 @@
+// Command context serves agentmesh's ContextService (agentmesh.context.v1) with health and
+// reflection. LISTEN_ADDR sets its address (default :7003); MEMORY_ADDR names the memory
+// service it searches; AGENTMESH_CONFIG names the configuration file.
+package main
+
+import (
+	"context"
+	"os"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/assembly"
+)
+
+func main() {
+	server.Main("context", ":7003", func(context.Context) (server.Registrar, error) {
+		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
+		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		return assembly.New(assembly.Options{Memory: memoryv1.NewMemoryServiceClient(conn)}), nil
+	})
+}

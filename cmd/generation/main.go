@@ -1,0 +1,28 @@
+// Command generation serves agentmesh's GenerationService (agentmesh.generation.v1) with health
+// and reflection: the only service that talks to LLM providers. LISTEN_ADDR sets its address
+// (default :7004); AGENTMESH_CONFIG names the configuration file with the providers.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/generation"
+)
+
+func main() {
+	server.Main("generation", ":7004", func(context.Context) (server.Registrar, error) {
+		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
+		providers, err := generation.ProvidersFromConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return generation.New(generation.Options{Providers: providers}), nil
+	})
+}

@@ -1,0 +1,34 @@
+// Command orchestrator serves agentmesh's public AgentService (agentmesh.agent.v1) with health
+// and reflection. LISTEN_ADDR sets its address (default :7000); <STAGE>_ADDR names each stage
+// (INTENT_ADDR, PLANNING_ADDR, ...); NATS_URL the NATS server; AGENTMESH_CONFIG the
+// configuration file.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"github.com/nats-io/nats.go"
+)
+
+func main() {
+	server.Main("orchestrator", ":7000", func(ctx context.Context) (server.Registrar, error) {
+		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
+		nc, err := nats.Connect(server.Env("NATS_URL", cfg.NATS.URL), nats.Name("agentmesh-orchestrator"))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		peers, _, err := orchestrator.DialPeers(orchestrator.PeerAddrsFromConfig(cfg, server.Env))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		return orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc, Contract: orchestrator.ContractFromConfig(cfg)})
+	})
+}

@@ -1,0 +1,16 @@
+// Command recovery serves agentmesh's RecoveryService (agentmesh.recovery.v1) with health and
+// reflection. LISTEN_ADDR sets its address (default :7008).
+package main
+
+import (
+	"context"
+
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/recovery"
+)
+
+func main() {
+	server.Main("recovery", ":7008", func(context.Context) (server.Registrar, error) {
+		return recovery.New(recovery.Options{}), nil
+	})
+}
