@@ -33,11 +33,13 @@ lint: tools ## go vet, gofmt, buf lint and buf format
 build: ## build every binary into ./bin
 	go build -o $(BIN)/ ./cmd/...
 
-test: test/node/node_modules ## run every test with the race detector (installs the Node test client's npm packages first)
+NPM_DIRS := test/node services/action/testdata
+
+test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (installs the npm packages the tests run first)
 	go test -race -count=1 ./... ./gen/...
 
-test/node/node_modules: test/node/package.json test/node/package-lock.json
-	npm ci --prefix test/node --no-audit --no-fund
+%/node_modules: %/package.json %/package-lock.json
+	npm ci --prefix $* --no-audit --no-fund
 	@touch $@
 
 dev: ## run the whole mesh in one process with embedded NATS

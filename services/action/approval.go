@@ -3,6 +3,9 @@ package action
 import (
 	"fmt"
 	"strings"
+	"unicode"
+
+	"github.com/agentmesh/agentmesh/services/action/mcp"
 )
 
 // riskyWords are the name words that make a tool require approval by default: tools that
@@ -11,6 +14,15 @@ var riskyWords = map[string]bool{
 	"write": true, "delete": true, "remove": true, "drop": true,
 	"exec": true, "execute": true, "run": true, "command": true, "shell": true,
 	"send": true, "pay": true, "purchase": true, "transfer": true,
+}
+
+// mutatingWords are name words of tools that change something. They require approval when the
+// tool's MCP annotations also say it is not read-only.
+var mutatingWords = map[string]bool{
+	"create": true, "edit": true, "update": true, "modify": true, "move": true, "rename": true,
+	"copy": true, "set": true, "put": true, "post": true, "patch": true, "upload": true,
+	"save": true, "insert": true, "append": true, "replace": true, "overwrite": true,
+	"mkdir": true, "kill": true, "deploy": true, "install": true, "commit": true, "push": true,
 }
 
 // approvalPolicy decides which tools are never executed without a recorded approval.
@@ -41,18 +53,54 @@ func (p approvalPolicy) requires(name string, flagged bool) bool {
 	if p.exempt[name] {
 		return false
 	}
-	return flagged || p.require[name] || hasRiskyWord(name)
+	return flagged || p.require[name] || hasWord(name, riskyWords)
 }
 
-// hasRiskyWord reports whether a word of name (split on _ - .) is a risky word.
-func hasRiskyWord(name string) bool {
-	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
-		return r == '_' || r == '-' || r == '.'
-	})
-	for _, w := range words {
-		if riskyWords[w] {
+// annotationsRequireApproval reports whether an MCP tool's annotations make it need approval:
+// a tool that is not read-only and says it is destructive, or whose name says it changes
+// something. Tools without annotations are judged by their name alone.
+func annotationsRequireApproval(name string, a *mcp.Annotations) bool {
+	if a == nil || a.ReadOnly {
+		return false
+	}
+	return (a.Destructive != nil && *a.Destructive) || hasWord(name, mutatingWords)
+}
+
+// hasWord reports whether a word of name is in words. Words are split on _ - . and at
+// lower-to-upper case changes, so "fs__write_file", "send-email" and "writeFile" all have
+// their verbs found.
+func hasWord(name string, words map[string]bool) bool {
+	for _, w := range nameWords(name) {
+		if words[w] {
 			return true
 		}
 	}
 	return false
+}
+
+// nameWords splits a tool name into lower-case words.
+func nameWords(name string) []string {
+	var words []string
+	var cur strings.Builder
+	prevLower := false
+	flush := func() {
+		if cur.Len() > 0 {
+			words = append(words, strings.ToLower(cur.String()))
+			cur.Reset()
+		}
+	}
+	for _, r := range name {
+		switch {
+		case r == '_' || r == '-' || r == '.':
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(r) && prevLower:
+			flush()
+		}
+		cur.WriteRune(r)
+		prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+	}
+	flush()
+	return words
 }

@@ -2,14 +2,22 @@
 // mesh can run.
 //
 // Tools plug in through the Tool interface. The service ships built-ins (current_time,
-// calculator and, with a memory client, knowledge_search); MCP servers, REST tools and queues
-// register further Tool values the same way.
+// calculator and, with a memory client, knowledge_search); MCPTools turns the tools of MCP
+// servers (package mcp: stdio children and streamable HTTP servers) into Tool values named
+// "<server>__<tool>", and NewRESTTool makes a tool of one templated HTTP request (package
+// rest). OptionsFromConfig builds all of them from the configuration.
 //
 // Execute refuses a call before running it when the request is malformed (INVALID_INPUT), the
 // tool is unknown (TOOL_NOT_FOUND), the tool needs an approval the request lacks
 // (PERMISSION_DENIED) or the arguments do not match the tool's JSON schema
-// (INVALID_ARGUMENTS); those are gRPC errors. A tool that ran and failed or timed out is a
-// result the model must see, so it is reported in the response with error_code
-// EXECUTION_ERROR or EXECUTION_TIMEOUT. Every executed result is cached by (run_id, call_id)
-// so a resumed run never executes a call twice.
+// (INVALID_ARGUMENTS); those are gRPC errors. An admitted call then waits for a slot on its
+// tool's named queue (package queue), which bounds how many calls of the queue run at once;
+// the wait counts toward the call's timeout, and a request cancelled while waiting runs
+// nothing. A tool that ran and failed or timed out is a result the model must see, so it is
+// reported in the response with error_code EXECUTION_ERROR or EXECUTION_TIMEOUT. Every
+// executed result is cached by (run_id, call_id) so a resumed run never executes a call twice.
+//
+// A tool needs approval when configuration says so, when its name has a word that writes,
+// deletes, runs commands or spends money, or when its MCP annotations say it is destructive,
+// or not read-only with a name that says it changes something; configured exemptions win.
 package action

@@ -115,24 +115,37 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 }
 
 // executeOnce runs the call unless a concurrent request for the same key already is, in which
-// case it waits for that execution; executed reports whether this request ran the tool. The
-// execution finishes and is cached even when ctx is cancelled first.
+// case it waits for that execution; executed reports whether this request ran the tool. Once
+// the tool runs, the execution finishes and is cached even when ctx is cancelled first; a
+// call cancelled while it waits in its queue never runs and is not cached.
 func (s *Service) executeOnce(ctx context.Context, key callKey, reg *registered, call Call, timeout time.Duration) (out outcome, executed bool, err error) {
 	ran := false
 	flightKey := fmt.Sprintf("%d:%s%s", len(key.runID), key.runID, key.callID)
-	ch := s.flight.DoChan(flightKey, func() (any, error) {
-		if out, ok := s.cache.get(key); ok { // finished between our lookup and this flight
+	for {
+		ch := s.flight.DoChan(flightKey, func() (any, error) {
+			if out, ok := s.cache.get(key); ok { // finished between our lookup and this flight
+				return out, nil
+			}
+			resp, err := s.run(ctx, reg, call, timeout)
+			if err != nil { // cancelled before running: nothing to cache
+				return nil, err
+			}
+			ran = true
+			out := outcome{tool: reg.def.GetName(), resp: resp}
+			s.cache.add(key, out)
 			return out, nil
+		})
+		select {
+		case r := <-ch:
+			if r.Err == nil {
+				return r.Val.(outcome), ran, nil
+			}
+			if ctx.Err() != nil {
+				return outcome{}, false, r.Err
+			}
+			// The flight was another request's, cancelled while queued: run ours.
+		case <-ctx.Done():
+			return outcome{}, false, ctx.Err()
 		}
-		ran = true
-		out := outcome{tool: reg.def.GetName(), resp: s.run(ctx, reg, call, timeout)}
-		s.cache.add(key, out)
-		return out, nil
-	})
-	select {
-	case r := <-ch:
-		return r.Val.(outcome), ran, nil
-	case <-ctx.Done():
-		return outcome{}, false, ctx.Err()
 	}
 }

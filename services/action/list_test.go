@@ -27,6 +27,8 @@ func TestListTools(t *testing.T) {
 		newFakeTool("archive", returns("")),
 		newFakeTool("transfer_funds", returns("")),
 		newFakeTool("drop_table", returns("")),
+		newFakeTool("writeFile", returns("")),
+		newFakeTool("createUser", returns("")),
 		flagged,
 	}
 	memConn := serveMemory(t, &memoryServer{})
@@ -44,7 +46,8 @@ func TestListTools(t *testing.T) {
 		"Run_Query": true, "archive": true, "calculator": false, "current_time": false,
 		"delete_note": true, "drop_table": false, "files.write": true, "knowledge_search": false,
 		"lookup_secret": true, "notes_lookup": false, "runner_status": false, "send-email": true,
-		"transfer_funds": true,
+		"transfer_funds": true, "writeFile": true,
+		"createUser": false, // "create" needs MCP annotations saying the tool is not read-only
 	}
 	var names []string
 	for _, tool := range resp.GetTools() {

@@ -3,8 +3,10 @@ package action
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/action/queue"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -13,7 +15,8 @@ import (
 // registered is a tool with its resolved definition and compiled argument schema.
 type registered struct {
 	tool Tool
-	// def is the definition as listed: server defaulted, approval flag resolved by policy.
+	// def is the definition as listed: server and queue defaulted, approval flag resolved by
+	// policy.
 	def    *typev1.Tool
 	schema *jsonschema.Schema
 }
@@ -25,8 +28,9 @@ type registry struct {
 }
 
 // newRegistry resolves every tool's definition and compiles its schema once. Nil tools,
-// nameless or duplicate names and schemas that do not compile are errors.
-func newRegistry(tools []Tool, policy approvalPolicy) (*registry, error) {
+// nameless or duplicate names, queues that do not exist and schemas that do not compile are
+// errors.
+func newRegistry(tools []Tool, policy approvalPolicy, queues *queue.Set) (*registry, error) {
 	r := &registry{byName: make(map[string]*registered, len(tools))}
 	for i, t := range tools {
 		if t == nil || t.Definition() == nil {
@@ -45,6 +49,12 @@ func newRegistry(tools []Tool, policy approvalPolicy) (*registry, error) {
 		}
 		if def.GetInputSchema() == nil {
 			def.InputSchema = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object")}}
+		}
+		if def.GetQueue() == "" {
+			def.Queue = queue.Default
+		}
+		if !queues.Has(def.GetQueue()) {
+			return nil, fmt.Errorf("tool %q: queue %q does not exist (queues: %s)", name, def.GetQueue(), strings.Join(queues.Names(), ", "))
 		}
 		def.RequiresApproval = policy.requires(name, def.GetRequiresApproval())
 		schema, err := compileSchema(name, def.GetInputSchema())

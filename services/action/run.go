@@ -21,18 +21,36 @@ type attemptResult struct {
 	err  error
 }
 
-// run executes the call within timeout and reports success, error or timeout. The tool's
-// context is detached from the request's cancellation, so a client that goes away does not
-// turn a call with side effects into an unrecorded one, and cancelled when the timeout fires;
-// run then returns at once, without waiting for a tool that ignores cancellation.
-func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout time.Duration) *actionv1.ExecuteResponse {
+// run executes the call within timeout and reports success, error or timeout. The call first
+// waits for a slot on its tool's queue; the wait counts toward the timeout and ends when the
+// request is cancelled, in which case nothing ran and run returns the request's error. Once
+// running, the tool's context is detached from the request's cancellation, so a client that
+// goes away does not turn a call with side effects into an unrecorded one, and cancelled when
+// the timeout fires; run then returns at once, without waiting for a tool that ignores
+// cancellation (its queue slot is freed when it does return).
+func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout time.Duration) (*actionv1.ExecuteResponse, error) {
 	start := s.now()
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	deadline := time.Now().Add(timeout)
+	tctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
+
+	// The wait ends with the timeout (tctx) or the request's cancellation (ctx).
+	wait, stopWaiting := context.WithCancel(tctx)
+	stopPropagating := context.AfterFunc(ctx, stopWaiting)
+	release, err := s.queues.Acquire(wait, reg.def.GetQueue())
+	stopPropagating()
+	stopWaiting()
+	if err != nil {
+		if tctx.Err() == nil {
+			return nil, fmt.Errorf("cancelled while waiting in queue %q: %w", reg.def.GetQueue(), context.Cause(ctx))
+		}
+		return s.response(reg, start, attemptResult{err: err}, true, 0), nil
+	}
 
 	var attempts atomic.Int32
 	done := make(chan attemptResult, 1)
 	go func() {
+		defer release()
 		text, err := s.callWithRetries(tctx, reg, call, &attempts)
 		done <- attemptResult{text: text, err: err}
 	}()
@@ -46,13 +64,17 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 			res = attemptResult{err: tctx.Err()}
 		}
 	}
+	return s.response(reg, start, res, tctx.Err() != nil, attempts.Load()), nil
+}
 
-	resp := &actionv1.ExecuteResponse{Server: reg.def.GetServer(), Attempts: attempts.Load()}
+// response reports how a call ended: a timeout when timedOut and the tool gave no answer.
+func (s *Service) response(reg *registered, start time.Time, res attemptResult, timedOut bool, attempts int32) *actionv1.ExecuteResponse {
+	resp := &actionv1.ExecuteResponse{Server: reg.def.GetServer(), Attempts: attempts}
 	switch {
 	case res.err == nil:
 		resp.Status = typev1.ToolStatus_TOOL_STATUS_SUCCESS
 		resp.Result = res.text
-	case tctx.Err() != nil:
+	case timedOut:
 		resp.Status = typev1.ToolStatus_TOOL_STATUS_TIMEOUT
 		resp.Error = "timeout"
 		resp.ErrorCode = typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT

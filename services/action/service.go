@@ -7,7 +7,9 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/services/action/queue"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
@@ -43,6 +45,12 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger logs tool panics; nil means slog.Default().
 	Logger *slog.Logger
+	// Queues are the concurrency limits of the named queues tools run on (name → at least
+	// 1). A tool names its queue in its definition; "" means queue.Default, which exists with
+	// queue.DefaultConcurrency unless set here. A tool naming another queue is an error.
+	Queues map[string]int
+	// MeterProvider records the queue depth metric; nil means the global provider.
+	MeterProvider metric.MeterProvider
 }
 
 // Service is the ActionService.
@@ -50,6 +58,7 @@ type Service struct {
 	actionv1.UnimplementedActionServiceServer
 
 	tools          *registry
+	queues         *queue.Set
 	cache          *resultCache
 	flight         singleflight.Group
 	tracer         trace.Tracer
@@ -60,7 +69,8 @@ type Service struct {
 }
 
 // New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
-// both requiring and exempt from approval, and schemas that do not compile are errors.
+// both requiring and exempt from approval, bad queue limits, tools bound to queues that do not
+// exist and schemas that do not compile are errors.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,
@@ -91,6 +101,10 @@ func New(opts Options) (*Service, error) {
 	}
 	s.tracer = tp.Tracer(tracerName)
 
+	var err error
+	if s.queues, err = queue.New(opts.Queues, opts.MeterProvider); err != nil {
+		return nil, err
+	}
 	builtins, err := builtinTools(opts.Memory, s.now)
 	if err != nil {
 		return nil, err
@@ -99,7 +113,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy); err != nil {
+	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, s.queues); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -1,0 +1,289 @@
+package action_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
+	"google.golang.org/grpc/codes"
+)
+
+// restBackend is an HTTP API for REST tools: /weather/<city> answers, /notes records the
+// posted body, anything else is 404.
+func restBackend(t *testing.T) (*httptest.Server, chan string) {
+	t.Helper()
+	notes := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/weather/"):
+			_, _ = io.WriteString(w, "sunny in "+strings.TrimPrefix(r.URL.Path, "/weather/"))
+		case r.URL.Path == "/notes" && r.Method == http.MethodPost:
+			b, _ := io.ReadAll(r.Body)
+			notes <- r.Header.Get("Content-Type") + " " + string(b)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":"n1"}`)
+		default:
+			http.Error(w, "no route for "+r.URL.Path, http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, notes
+}
+
+// serveConfig starts the service from cfg through OptionsFromConfig and stops its backends
+// when the test ends.
+func serveConfig(t *testing.T, cfg *config.Config) actionv1.ActionServiceClient {
+	t.Helper()
+	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("OptionsFromConfig: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("stopping the backends: %v", err)
+		}
+	})
+	return serve(t, opts)
+}
+
+func TestConfiguredBackends(t *testing.T) {
+	mcptest.Node(t)
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "inside.txt"), []byte("allowed content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(outside, []byte("secret content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api, notes := restBackend(t)
+
+	cfg := config.Default()
+	cfg.Queues["mcp"] = config.Queue{Concurrent: 2}
+	cfg.MCPServers = map[string]config.MCPServer{
+		"everything": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything), "stdio"}, Queue: "mcp", RequiresApproval: []string{"get-sum"}},
+		"fs":         {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Filesystem), root}},
+		"remote":     {URL: mcptest.ServeEverythingHTTP(t)},
+	}
+	cfg.RestTools = map[string]config.RestTool{
+		"weather": {Description: "Weather by city", URL: api.URL + "/weather/${parameters.city}"},
+		"archive": {URL: api.URL + "/archive/${parameters.id}"},
+		"add_note": {Method: "POST", URL: api.URL + "/notes", Body: `{"text": "${parameters.text}", "pinned": ${parameters.pinned}}`,
+			InputSchema: map[string]any{"type": "object", "required": []any{"text"},
+				"properties": map[string]any{"text": map[string]any{"type": "string"}, "pinned": map[string]any{"type": "boolean"}}}},
+	}
+	client := serveConfig(t, cfg)
+
+	t.Run("tools are listed with schemas, servers, queues and approval", func(t *testing.T) {
+		resp, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools := map[string]*typev1.Tool{}
+		for _, tool := range resp.GetTools() {
+			tools[tool.GetName()] = tool
+		}
+		table := []struct {
+			name, server, queue string
+			approval            bool
+			property            string
+		}{
+			{"everything__echo", "everything", "mcp", false, "message"},
+			{"everything__get-sum", "everything", "mcp", true, "a"},                  // configured
+			{"everything__toggle-simulated-logging", "everything", "mcp", false, ""}, // not read-only, but says nothing risky
+			{"remote__echo", "remote", "default", false, "message"},
+			{"fs__read_text_file", "fs", "default", false, "path"},
+			{"fs__list_directory", "fs", "default", false, "path"},
+			{"fs__write_file", "fs", "default", true, "content"},    // name and destructiveHint
+			{"fs__edit_file", "fs", "default", true, "edits"},       // destructiveHint
+			{"fs__create_directory", "fs", "default", true, "path"}, // not read-only, and "create"
+			{"fs__move_file", "fs", "default", true, "source"},      // destructiveHint
+			{"weather", action.RESTServer, "default", false, "city"},
+			{"add_note", action.RESTServer, "default", false, "pinned"},
+		}
+		for _, tc := range table {
+			tool, ok := tools[tc.name]
+			if !ok {
+				t.Errorf("%s is not listed", tc.name)
+				continue
+			}
+			if tool.GetServer() != tc.server || tool.GetQueue() != tc.queue || tool.GetRequiresApproval() != tc.approval {
+				t.Errorf("%s: server %q queue %q approval %v; want %q %q %v", tc.name, tool.GetServer(), tool.GetQueue(), tool.GetRequiresApproval(), tc.server, tc.queue, tc.approval)
+			}
+			props := tool.GetInputSchema().GetFields()["properties"].GetStructValue().GetFields()
+			if tc.property != "" && props[tc.property] == nil {
+				t.Errorf("%s: schema %v lacks property %q", tc.name, tool.GetInputSchema(), tc.property)
+			}
+		}
+		if req := tools["weather"].GetInputSchema().GetFields()["required"].GetListValue().GetValues(); len(req) != 1 || req[0].GetStringValue() != "city" {
+			t.Errorf("weather's default schema requires %v, want [city]", req)
+		}
+	})
+
+	approved := &actionv1.Approval{Approved: true, Approver: "ops"}
+	success := []struct {
+		name     string
+		tool     string
+		args     map[string]any
+		approval *actionv1.Approval
+		want     string
+		server   string
+	}{
+		{"stdio echo", "everything__echo", map[string]any{"message": "hi"}, nil, "Echo: hi", "everything"},
+		{"approved stdio call", "everything__get-sum", map[string]any{"a": 2, "b": 3}, approved, "The sum of 2 and 3 is 5.", "everything"},
+		{"streamable HTTP echo", "remote__echo", map[string]any{"message": "far"}, nil, "Echo: far", "remote"},
+		{"file inside the root", "fs__read_text_file", map[string]any{"path": filepath.Join(root, "inside.txt")}, nil, "allowed content", "fs"},
+		{"rest placeholder in the path", "weather", map[string]any{"city": "São Paulo"}, nil, "sunny in São Paulo", action.RESTServer},
+		{"rest json body", "add_note", map[string]any{"text": `say "hi"`, "pinned": true}, nil, `{"id":"n1"}`, action.RESTServer},
+	}
+	for _, tc := range success {
+		t.Run(tc.name, func(t *testing.T) {
+			req := request(t, tc.tool, tc.args)
+			req.Approval = tc.approval
+			resp, err := client.Execute(t.Context(), req)
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS || resp.GetResult() != tc.want || resp.GetServer() != tc.server {
+				t.Fatalf("got %v, want result %q from %s", resp, tc.want, tc.server)
+			}
+		})
+	}
+	if got := <-notes; got != `application/json {"text": "say \"hi\"", "pinned": true}` {
+		t.Errorf("the REST backend received %s", got)
+	}
+
+	failures := []struct {
+		name string
+		tool string
+		args map[string]any
+		want []string
+	}{
+		{"MCP isError result", "everything__gzip-file-as-resource", map[string]any{"data": "ftp://example.com/x"}, []string{"Unsupported URL protocol"}},
+		{"file outside the root is refused", "fs__read_text_file", map[string]any{"path": outside}, []string{"Access denied - path outside allowed directories"}},
+		{"rest non-2xx", "archive", map[string]any{"id": "a b"}, []string{"HTTP 404 Not Found: no route for /archive/a b"}},
+	}
+	for _, tc := range failures {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := client.Execute(t.Context(), request(t, tc.tool, tc.args))
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || resp.GetErrorCode() != typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR {
+				t.Fatalf("got %v, want an execution error", resp)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(resp.GetError(), w) {
+					t.Errorf("error %q does not contain %q", resp.GetError(), w)
+				}
+			}
+			if strings.Contains(resp.GetResult(), "secret content") {
+				t.Error("the refused file's content leaked")
+			}
+		})
+	}
+
+	refusals := []struct {
+		name     string
+		tool     string
+		args     map[string]any
+		grpcCode codes.Code
+		code     typev1.StageErrorCode
+		want     []string
+	}{
+		{"MCP schema checked before the call", "everything__echo", map[string]any{"message": 5}, codes.InvalidArgument,
+			typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, []string{"invalid arguments for tool everything__echo", `"message"`}},
+		{"REST default schema", "weather", map[string]any{}, codes.InvalidArgument,
+			typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, []string{"missing property 'city'"}},
+		{"configured approval", "everything__get-sum", map[string]any{"a": 1, "b": 2}, codes.PermissionDenied,
+			typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, []string{"tool everything__get-sum requires approval"}},
+		{"destructive by annotation", "fs__write_file", map[string]any{"path": filepath.Join(root, "x"), "content": "x"}, codes.PermissionDenied,
+			typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, []string{"tool fs__write_file requires approval"}},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := client.Execute(t.Context(), request(t, tc.tool, tc.args))
+			wantStageError(t, err, tc.grpcCode, tc.code, tc.want...)
+		})
+	}
+	if _, err := os.Stat(filepath.Join(root, "x")); !os.IsNotExist(err) {
+		t.Errorf("an unapproved write reached the disk: %v", err)
+	}
+}
+
+func TestOptionsFromConfigFailures(t *testing.T) {
+	mcptest.Node(t)
+	table := []struct {
+		name  string
+		edit  func(cfg *config.Config)
+		code  int
+		parts []string
+	}{
+		{"MCP command that does not exist", func(cfg *config.Config) {
+			cfg.MCPServers = map[string]config.MCPServer{"ghost": {Command: "agentmesh-no-such-server"}}
+		}, exitcode.Unavailable, []string{`MCP server "ghost"`, `command "agentmesh-no-such-server" not found`}},
+		{"MCP server that exits at start", func(cfg *config.Config) {
+			cfg.MCPServers = map[string]config.MCPServer{"crash": {Command: "node", Args: []string{"-e", "console.error('missing API key'); process.exit(2)"}}}
+		}, exitcode.Unavailable, []string{`MCP server "crash"`, "missing API key"}},
+		{"approval for a tool the server lacks", func(cfg *config.Config) {
+			cfg.MCPServers = map[string]config.MCPServer{"everything": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, RequiresApproval: []string{"ech0"}}}
+		}, exitcode.Invalid, []string{`MCP server "everything" has no tool "ech0"`}},
+		{"REST template that does not parse", func(cfg *config.Config) {
+			cfg.RestTools = map[string]config.RestTool{"broken": {URL: "https://api.example.com/${parameters.city"}}
+		}, exitcode.Invalid, []string{"rest_tools.broken", "unterminated placeholder"}},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			tc.edit(cfg)
+			_, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+			if err == nil {
+				_ = stop()
+				t.Fatal("OptionsFromConfig succeeded")
+			}
+			if got := exitcode.Of(err); got != tc.code {
+				t.Errorf("exit code %d, want %d (%v)", got, tc.code, err)
+			}
+			for _, p := range tc.parts {
+				if !strings.Contains(err.Error(), p) {
+					t.Errorf("error %q does not contain %q", err, p)
+				}
+			}
+		})
+	}
+}
+
+// TestMCPToolsAfterClose shows that a call to a server that is not running is retried as a
+// transient failure, then reported with the reason.
+func TestMCPToolsAfterClose(t *testing.T) {
+	mcptest.Node(t)
+	cfg := config.Default()
+	cfg.MCPServers = map[string]config.MCPServer{"everything": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}}}
+	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := serve(t, opts)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Execute(context.WithoutCancel(t.Context()), request(t, "everything__echo", map[string]any{"message": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || resp.GetAttempts() != 4 ||
+		!strings.Contains(resp.GetError(), `MCP server "everything" is unavailable: closed`) {
+		t.Fatalf("call to a stopped server: %v, want an execution error after 4 attempts", resp)
+	}
+}

@@ -1,0 +1,99 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/services/action/mcp"
+	"github.com/agentmesh/agentmesh/services/action/rest"
+)
+
+// OptionsFromConfig builds the service's options from the configuration: the tool timeout,
+// the approval lists, the queues, the REST tools and the tools of the MCP servers, which it
+// starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio children. The
+// caller adds what the configuration does not hold (the memory client, providers of traces
+// and metrics, the logger) and must call stop when the service stops: it stops the MCP
+// servers and closes idle HTTP connections.
+//
+// A REST tool whose templates do not parse, or an approval list naming a tool its MCP server
+// lacks, is an error wrapping exitcode.Invalid; an MCP server that cannot be started or
+// reached is an error wrapping exitcode.Unavailable that names the server and what failed.
+func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, stop func() error, err error) {
+	opts = Options{
+		RequireApproval: cfg.Tools.RequireApproval,
+		NoApproval:      cfg.Tools.NoApproval,
+		DefaultTimeout:  time.Duration(cfg.Defaults.ToolTimeoutMS) * time.Millisecond,
+		Queues:          make(map[string]int, len(cfg.Queues)),
+	}
+	for name, q := range cfg.Queues {
+		opts.Queues[name] = q.Concurrent
+	}
+
+	pool := http.DefaultTransport.(*http.Transport).Clone()
+	client := &http.Client{Transport: pool}
+	for _, name := range slices.Sorted(maps.Keys(cfg.RestTools)) {
+		t := cfg.RestTools[name]
+		tool, err := NewRESTTool(RESTTool{
+			Name:        name,
+			Description: t.Description,
+			Request: rest.Spec{
+				Method:  t.Method,
+				URL:     t.URL,
+				Headers: t.Headers,
+				Body:    t.Body,
+			},
+			InputSchema:      t.InputSchema,
+			Queue:            t.Queue,
+			RequiresApproval: t.RequiresApproval,
+		}, client)
+		if err != nil {
+			return Options{}, nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("rest_tools.%s: %w", name, err))
+		}
+		opts.Tools = append(opts.Tools, tool)
+	}
+
+	servers := make([]mcp.Server, 0, len(cfg.MCPServers))
+	bindings := make(map[string]MCPBinding, len(cfg.MCPServers))
+	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
+		s := cfg.MCPServers[name]
+		servers = append(servers, mcp.Server{
+			Name:    name,
+			Command: s.Command,
+			Args:    s.Args,
+			Env:     s.Env,
+			Dir:     s.Dir,
+			Limits:  mcp.DefaultLimits,
+			URL:     s.URL,
+			Headers: s.Headers,
+		})
+		bindings[name] = MCPBinding{Queue: s.Queue, RequiresApproval: s.RequiresApproval}
+	}
+	stop = func() error {
+		pool.CloseIdleConnections()
+		return nil
+	}
+	if len(servers) == 0 {
+		return opts, stop, nil
+	}
+	manager, err := mcp.Start(ctx, servers, mcp.Options{})
+	if err != nil {
+		return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
+	}
+	stop = func() error {
+		pool.CloseIdleConnections()
+		return manager.Close()
+	}
+	tools, err := MCPTools(manager, bindings)
+	if err != nil {
+		return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Invalid, err), stop())
+	}
+	opts.Tools = append(opts.Tools, tools...)
+	return opts, stop, nil
+}

@@ -1,0 +1,155 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool is a tool an MCP server offers.
+type Tool struct {
+	// Server is the name of the server that offers the tool.
+	Server string
+	// Name is the tool's name on its server.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// InputSchema is the JSON schema of the tool's arguments.
+	InputSchema map[string]any
+	// Annotations are the server's hints about the tool's behaviour; nil when it gave none.
+	Annotations *Annotations
+}
+
+// Annotations are the behaviour hints of an MCP tool (MCP ToolAnnotations).
+type Annotations struct {
+	// ReadOnly is true when the tool does not modify its environment.
+	ReadOnly bool
+	// Destructive, when set, says whether the tool may destroy data (meaningful when not
+	// ReadOnly).
+	Destructive *bool
+}
+
+// toolOf converts the SDK's description of a tool.
+func toolOf(server string, t *sdk.Tool) Tool {
+	tool := Tool{Server: server, Name: t.Name, Description: t.Description}
+	if schema, ok := t.InputSchema.(map[string]any); ok {
+		tool.InputSchema = schema
+	}
+	if a := t.Annotations; a != nil {
+		tool.Annotations = &Annotations{ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint}
+	}
+	return tool
+}
+
+// Manager holds the sessions of a fixed set of MCP servers. It is safe for concurrent use.
+type Manager struct {
+	servers map[string]*server
+	tools   []Tool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Start connects to every server concurrently and lists their tools. When a server cannot be
+// started or reached, Start stops the others and returns an error naming each server that
+// failed and why. The manager supervises the servers until Close.
+func Start(ctx context.Context, servers []Server, opts Options) (*Manager, error) {
+	opts = opts.withDefaults()
+	m := &Manager{servers: make(map[string]*server, len(servers))}
+	for _, spec := range servers {
+		if err := spec.validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := m.servers[spec.Name]; dup {
+			return nil, fmt.Errorf("MCP server %q is listed twice", spec.Name)
+		}
+		m.servers[spec.Name] = newServer(spec, opts)
+	}
+	superviseCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = cancel
+
+	type started struct {
+		tools []Tool
+		err   error
+	}
+	results := make([]started, len(servers))
+	var wg sync.WaitGroup
+	for i, spec := range servers {
+		wg.Go(func() {
+			tools, err := m.servers[spec.Name].start(ctx)
+			results[i] = started{tools: tools, err: err}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for i, r := range results {
+		errs = append(errs, r.err)
+		m.tools = append(m.tools, results[i].tools...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	for _, s := range m.servers {
+		sess, _ := s.current()
+		m.wg.Go(func() { s.supervise(superviseCtx, sess) })
+	}
+	return m, nil
+}
+
+// Tools returns the tools of every server, in the order the servers were given and each
+// server listed them.
+func (m *Manager) Tools() []Tool {
+	return append([]Tool(nil), m.tools...)
+}
+
+// Call calls a tool of a server with arguments and returns the text of its result. A result
+// the server marks as an error is a *ToolError; a server that is being restarted fails the
+// call at once with an error wrapping ErrUnavailable.
+func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any) (string, error) {
+	s, ok := m.servers[serverName]
+	if !ok {
+		return "", fmt.Errorf("unknown MCP server %q", serverName)
+	}
+	sess, err := s.current()
+	if err != nil {
+		return "", err
+	}
+	if args == nil {
+		args = map[string]any{} // tools/call wants an object, never null
+	}
+	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case errors.Is(err, sdk.ErrConnectionClosed):
+		s.lost(sess)
+		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, err)
+	default:
+		return "", fmt.Errorf("MCP server %q: %w", serverName, err)
+	}
+	text := resultText(res)
+	if res.IsError {
+		return "", &ToolError{Text: text}
+	}
+	return text, nil
+}
+
+// Close stops supervising, closes every session in parallel (stopping stdio children) and
+// waits for the supervisors to end. A child that had to be signalled to stop is not an error;
+// failing to stop one is.
+func (m *Manager) Close() error {
+	m.cancel()
+	errs := make(chan error, len(m.servers))
+	for _, s := range m.servers {
+		go func() { errs <- s.close() }() // in parallel: each may wait out its grace
+	}
+	var err error
+	for range m.servers {
+		err = errors.Join(err, <-errs)
+	}
+	m.wg.Wait()
+	return err
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package mcp
+
+import (
+	"errors"
+	"syscall"
+)
+
+// sysProcAttr has no attributes to set outside Linux.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// applyLimits refuses limits, which are only enforced on Linux.
+func applyLimits(_ int, l Limits) error {
+	if l != (Limits{}) {
+		return errors.New("resource limits are only enforced on Linux")
+	}
+	return nil
+}

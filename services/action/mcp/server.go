@@ -1,0 +1,107 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	// DefaultStartTimeout bounds connecting to a server and listing its tools.
+	DefaultStartTimeout = 30 * time.Second
+	// DefaultRestartBackoff is the delay before the first restart of a server that stopped.
+	DefaultRestartBackoff = 500 * time.Millisecond
+	// MaxRestartBackoff caps the delay between restarts.
+	MaxRestartBackoff = 30 * time.Second
+	// DefaultTerminateGrace is how long closing a stdio server waits for it to exit after
+	// closing its stdin, before SIGTERM and then SIGKILL.
+	DefaultTerminateGrace = 2 * time.Second
+)
+
+// ErrUnavailable marks a call refused because its server is not running (it is being
+// restarted); the call was not sent, so trying again later is safe.
+var ErrUnavailable = errors.New("MCP server unavailable")
+
+// Server describes one MCP server: a stdio server (Command) or a remote one (URL).
+type Server struct {
+	// Name identifies the server; its tools are namespaced by it.
+	Name string
+	// Command starts a stdio server; it is looked up in the PATH of Env.
+	Command string
+	// Args are the command's arguments.
+	Args []string
+	// Env is the child's whole environment; PATH is added from this process when absent.
+	Env map[string]string
+	// Dir is the child's working directory; empty means this process's.
+	Dir string
+	// Limits are the child's resource limits.
+	Limits Limits
+	// URL is a remote server's streamable HTTP endpoint.
+	URL string
+	// Headers are sent with every request to a remote server.
+	Headers map[string]string
+}
+
+// Limits are resource limits of a stdio server's process; zero leaves a limit as inherited.
+// Core dumps are always disabled, so a crash cannot write the child's memory (and the secrets
+// in its environment) to disk.
+type Limits struct {
+	// AddressSpaceBytes caps the virtual memory (RLIMIT_AS). JavaScript engines reserve far
+	// more address space than they use; leave it unset for Node servers.
+	AddressSpaceBytes uint64
+	// CPUSeconds caps the CPU time (RLIMIT_CPU); the child is killed when it runs out.
+	CPUSeconds uint64
+	// OpenFiles caps the open file descriptors (RLIMIT_NOFILE).
+	OpenFiles uint64
+	// FileSizeBytes caps the size of files the child writes (RLIMIT_FSIZE).
+	FileSizeBytes uint64
+}
+
+// DefaultLimits are the limits of servers whose configuration sets none.
+var DefaultLimits = Limits{OpenFiles: 1024}
+
+// validate checks that s names exactly one kind of server.
+func (s Server) validate() error {
+	switch {
+	case s.Name == "":
+		return errors.New("MCP server without a name")
+	case s.Command == "" && s.URL == "":
+		return fmt.Errorf("MCP server %q: needs a command (stdio) or a url (remote)", s.Name)
+	case s.Command != "" && s.URL != "":
+		return fmt.Errorf("MCP server %q: sets both a command and a url", s.Name)
+	}
+	return nil
+}
+
+// Options configures a Manager.
+type Options struct {
+	// Logger logs server restarts and the children's stderr; nil means slog.Default().
+	Logger *slog.Logger
+	// StartTimeout bounds connecting to one server and listing its tools; 0 means
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
+	// RestartBackoff is the delay before the first restart; 0 means DefaultRestartBackoff.
+	RestartBackoff time.Duration
+	// TerminateGrace is how long closing a stdio server waits before signalling it; 0 means
+	// DefaultTerminateGrace.
+	TerminateGrace time.Duration
+}
+
+// withDefaults returns o with zero values replaced by the defaults.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.RestartBackoff <= 0 {
+		o.RestartBackoff = DefaultRestartBackoff
+	}
+	if o.TerminateGrace <= 0 {
+		o.TerminateGrace = DefaultTerminateGrace
+	}
+	return o
+}

@@ -1,0 +1,242 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// clientVersion is the version the client reports to servers.
+const clientVersion = "1.0.0"
+
+// server is one supervised MCP server: its live session, or why there is none.
+type server struct {
+	spec   Server
+	opts   Options
+	log    *slog.Logger
+	client *sdk.Client
+	// remote and pool are a remote server's transport and connection pool.
+	remote *sdk.StreamableClientTransport
+	pool   *http.Transport
+
+	mu      sync.Mutex
+	session *sdk.ClientSession
+	stderr  *tailWriter // the stdio session's stderr
+	down    error       // why there is no session; an *unavailableError
+}
+
+// unavailableError says why a server cannot take calls.
+type unavailableError struct {
+	server, reason string
+}
+
+// Error names the server and the reason.
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("MCP server %q is unavailable: %s", e.server, e.reason)
+}
+
+// Unwrap returns ErrUnavailable.
+func (e *unavailableError) Unwrap() error { return ErrUnavailable }
+
+// newServer returns the supervisor of spec, not yet connected.
+func newServer(spec Server, opts Options) *server {
+	log := opts.Logger.With("mcp_server", spec.Name)
+	s := &server{
+		spec: spec,
+		opts: opts,
+		log:  log,
+		// No capabilities: the action service offers servers no roots, sampling or elicitation.
+		client: sdk.NewClient(&sdk.Implementation{Name: "agentmesh", Version: clientVersion},
+			&sdk.ClientOptions{Logger: log, Capabilities: &sdk.ClientCapabilities{}}),
+		down: &unavailableError{server: spec.Name, reason: "not started"},
+	}
+	if spec.URL != "" {
+		var client *http.Client
+		client, s.pool = newHTTPClient(spec.Headers)
+		s.remote = &sdk.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client}
+	}
+	return s
+}
+
+// start connects to the server and lists its tools.
+func (s *server) start(ctx context.Context) ([]Tool, error) {
+	sess, stderr, err := s.connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w%s", err, stderr.suffix())
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	var tools []Tool
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, err), sess.Close())
+		}
+		tools = append(tools, toolOf(s.spec.Name, t))
+	}
+	s.setSession(sess, stderr)
+	return tools, nil
+}
+
+// connect starts (stdio) or reaches (remote) the server and completes the MCP handshake
+// within the start timeout. It returns a stdio child's stderr, also on failure, for the
+// operator: the error does not quote it, since calls may show errors to the model.
+func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *tailWriter, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	if s.remote != nil {
+		sess, err := s.client.Connect(ctx, s.remote, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("MCP server %q: connecting to %s: %w", s.spec.Name, s.spec.URL, err)
+		}
+		return sess, nil, nil
+	}
+	stderr := &tailWriter{log: s.log}
+	cmd, err := command(s.spec, stderr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("MCP server %q: %w", s.spec.Name, err)
+	}
+	t := &commandTransport{cmd: cmd, limits: s.spec.Limits, grace: s.opts.TerminateGrace}
+	sess, err := s.client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, stderr, fmt.Errorf("MCP server %q: starting %s: %w", s.spec.Name, commandLine(s.spec), err)
+	}
+	return sess, stderr, nil
+}
+
+// commandLine renders a stdio server's command for messages.
+func commandLine(s Server) string {
+	return strings.Join(append([]string{s.Command}, s.Args...), " ")
+}
+
+// setSession makes sess the live session.
+func (s *server) setSession(sess *sdk.ClientSession, stderr *tailWriter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session, s.stderr, s.down = sess, stderr, nil
+}
+
+// setDown records that there is no session, and why.
+func (s *server) setDown(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session, s.stderr = nil, nil
+	s.down = &unavailableError{server: s.spec.Name, reason: reason}
+}
+
+// current returns the live session, or an error wrapping ErrUnavailable that says why there
+// is none.
+func (s *server) current() (*sdk.ClientSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session == nil {
+		return nil, s.down
+	}
+	return s.session, nil
+}
+
+// supervise waits for sess to end and restarts the server, until ctx is done. A restart
+// waits RestartBackoff, doubling after each failed or short-lived attempt up to
+// MaxRestartBackoff; a session that lived longer than that resets the delay.
+func (s *server) supervise(ctx context.Context, sess *sdk.ClientSession) {
+	delay := s.opts.RestartBackoff
+	for {
+		started := time.Now()
+		waitErr := sess.Wait()
+		if ctx.Err() != nil {
+			return // closing
+		}
+		s.mu.Lock()
+		stderr := s.stderr
+		s.mu.Unlock()
+		reason := "its session ended"
+		if err := sess.Close(); err != nil { // reaps a stdio child: its exit status
+			reason = "it stopped (" + err.Error() + ")"
+		} else if waitErr != nil {
+			reason = "its session ended (" + waitErr.Error() + ")"
+		}
+		if time.Since(started) >= MaxRestartBackoff {
+			delay = s.opts.RestartBackoff
+		}
+		s.log.Warn("MCP server stopped; restarting", "reason", stderr.explain(reason), "backoff", delay)
+		if sess = s.restart(ctx, reason, &delay); sess == nil {
+			return
+		}
+	}
+}
+
+// restart reconnects with backoff until it succeeds, returning the new live session, or ctx
+// is done, returning nil. delay is the next wait, doubled after each attempt.
+func (s *server) restart(ctx context.Context, reason string, delay *time.Duration) *sdk.ClientSession {
+	for attempt := 1; ; attempt++ {
+		s.setDown(fmt.Sprintf("%s; restart %d in %s", reason, attempt, *delay))
+		timer := time.NewTimer(*delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		*delay = min(*delay*2, MaxRestartBackoff)
+		sess, stderr, err := s.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			reason = "restarting failed: " + err.Error()
+			s.log.Warn("MCP server restart failed", "attempt", attempt, "err", stderr.explain(err.Error()))
+			continue
+		}
+		s.mu.Lock()
+		if ctx.Err() != nil { // closed while connecting
+			s.mu.Unlock()
+			_ = sess.Close()
+			return nil
+		}
+		s.session, s.stderr, s.down = sess, stderr, nil
+		s.mu.Unlock()
+		s.log.Info("MCP server restarted", "attempt", attempt)
+		return sess
+	}
+}
+
+// lost closes sess after a call found its connection closed, so that the supervisor
+// restarts the server.
+func (s *server) lost(sess *sdk.ClientSession) {
+	_ = sess.Close()
+}
+
+// close ends the live session (stopping a stdio child) and releases the connection pool.
+// The supervisor's context must be cancelled first.
+func (s *server) close() error {
+	s.mu.Lock()
+	sess := s.session
+	s.session = nil
+	s.down = &unavailableError{server: s.spec.Name, reason: "closed"}
+	s.mu.Unlock()
+	var err error
+	if sess != nil {
+		err = sess.Close()
+		switch exit := (*exec.ExitError)(nil); {
+		case errors.As(err, &exit):
+			// Told to stop (stdin closed, then SIGTERM): how it ended is no failure to close.
+			s.log.Debug("MCP server stopped", "status", exit.String())
+			err = nil
+		case err != nil && s.remote != nil:
+			// Ending a remote session is a courtesy (an HTTP DELETE) to a server that may be gone.
+			s.log.Debug("MCP server session not ended cleanly", "err", err)
+			err = nil
+		}
+	}
+	if s.pool != nil {
+		s.pool.CloseIdleConnections()
+	}
+	return err
+}

@@ -1,0 +1,88 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/action/mcp"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// MCPSeparator joins an MCP server's name and its tool's name into the tool's name in the
+// mesh: "<server>__<tool>".
+const MCPSeparator = "__"
+
+// MCPBinding is how the tools of one MCP server run.
+type MCPBinding struct {
+	// Queue is the queue the server's tools run on; "" means the default queue.
+	Queue string
+	// RequiresApproval lists the server's tools that need approval, by the server's name for
+	// them or by their namespaced name.
+	RequiresApproval []string
+}
+
+// mcpTool is a tool of an MCP server, called through the manager's session with it.
+type mcpTool struct {
+	manager *mcp.Manager
+	tool    mcp.Tool
+	def     *typev1.Tool
+}
+
+// MCPTools returns the tools of every server of the manager, named "<server>__<tool>", with
+// their input schemas and descriptions, bound to the queues and approval lists of bindings
+// (by server name). A tool needs approval when its binding lists it or when its MCP
+// annotations say it is destructive, or not read-only with a name that says it changes
+// something; the service's name rules and exemptions apply on top. A binding listing a tool
+// its server does not offer is an error, so that a misspelt name cannot leave a tool
+// unguarded.
+func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
+	listed := map[string]bool{}
+	var tools []Tool
+	for _, t := range m.Tools() {
+		name := t.Server + MCPSeparator + t.Name
+		b := bindings[t.Server]
+		listed[t.Server+"\x00"+t.Name] = true
+		var schema *structpb.Struct
+		if t.InputSchema != nil {
+			var err error
+			if schema, err = structpb.NewStruct(t.InputSchema); err != nil {
+				return nil, fmt.Errorf("MCP tool %s: input schema: %w", name, err)
+			}
+		}
+		tools = append(tools, &mcpTool{manager: m, tool: t, def: &typev1.Tool{
+			Name:        name,
+			Description: t.Description,
+			InputSchema: schema,
+			RequiresApproval: slices.Contains(b.RequiresApproval, t.Name) || slices.Contains(b.RequiresApproval, name) ||
+				annotationsRequireApproval(t.Name, t.Annotations),
+			Server: t.Server,
+			Queue:  b.Queue,
+		}})
+	}
+	for server, b := range bindings {
+		for _, name := range b.RequiresApproval {
+			bare := strings.TrimPrefix(name, server+MCPSeparator)
+			if !listed[server+"\x00"+bare] {
+				return nil, fmt.Errorf("MCP server %q has no tool %q to require approval for", server, name)
+			}
+		}
+	}
+	return tools, nil
+}
+
+// Definition describes the tool.
+func (t *mcpTool) Definition() *typev1.Tool { return t.def }
+
+// Call calls the tool through tools/call. A server being restarted fails the call as a
+// transient failure, so the call is retried.
+func (t *mcpTool) Call(ctx context.Context, call Call) (string, error) {
+	out, err := t.manager.Call(ctx, t.tool.Server, t.tool.Name, call.Arguments)
+	if errors.Is(err, mcp.ErrUnavailable) {
+		return "", transientError{err}
+	}
+	return out, err
+}

@@ -1,0 +1,237 @@
+package rest_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/services/action/rest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// received is what the test server saw of one request.
+type received struct {
+	method, path, rawPath, query, body string
+	header                             http.Header
+}
+
+// server starts an HTTP server that records each request and answers with status and body.
+func server(t *testing.T, status int, body string) (*httptest.Server, chan received) {
+	t.Helper()
+	got := make(chan received, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- received{r.Method, r.URL.Path, r.URL.EscapedPath(), r.URL.RawQuery, string(b), r.Header.Clone()}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, got
+}
+
+// newTool builds a tool, failing the test on error.
+func newTool(t *testing.T, spec rest.Spec, client *http.Client) *rest.Tool {
+	t.Helper()
+	tool, err := rest.New(spec, client)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", spec, err)
+	}
+	return tool
+}
+
+func TestPlaceholdersAreFilledAndEscapedAtCallTime(t *testing.T) {
+	srv, got := server(t, http.StatusOK, `{"ok":true}`)
+	args := map[string]any{
+		"city":  "São Paulo/Centro?&x=1",
+		"q":     `say "hi"` + "\n\\ <b>",
+		"limit": 5.0,
+		"exact": true,
+		"tags":  []any{"a", "b"},
+		"token": "${NOT_EXPANDED}",
+	}
+	table := []struct {
+		name  string
+		spec  rest.Spec
+		check func(t *testing.T, r received)
+	}{
+		{"url path and query are percent-encoded",
+			rest.Spec{URL: srv.URL + "/weather/${parameters.city}?q=${parameters.q}&n=${parameters.limit}"},
+			func(t *testing.T, r received) {
+				if r.method != http.MethodGet || r.path != "/weather/São Paulo/Centro?&x=1" || !strings.HasPrefix(r.rawPath, "/weather/S%C3%A3o%20Paulo%2FCentro%3F%26x%3D1") {
+					t.Errorf("path %q (raw %q)", r.path, r.rawPath)
+				}
+				if r.query != "q=say%20%22hi%22%0A%5C%20%3Cb%3E&n=5" {
+					t.Errorf("query %q", r.query)
+				}
+			}},
+		{"headers take values as they are",
+			rest.Spec{URL: srv.URL + "/h", Headers: map[string]string{"X-Token": "Bearer ${parameters.token}", "X-Limit": "${parameters.limit}"}},
+			func(t *testing.T, r received) {
+				if r.header.Get("X-Token") != "Bearer ${NOT_EXPANDED}" || r.header.Get("X-Limit") != "5" {
+					t.Errorf("headers %v", r.header)
+				}
+			}},
+		{"json body: escaped inside strings, encoded outside",
+			rest.Spec{Method: "post", URL: srv.URL + "/search", Body: `{"query": "find ${parameters.q}", "limit": ${parameters.limit}, "exact": ${parameters.exact}, "tags": ${parameters.tags}, "city": ${parameters.city}, "missing": ${parameters.missing}, "text": "\"${parameters.exact}\" {${parameters.limit}}"}`},
+			func(t *testing.T, r received) {
+				if r.method != http.MethodPost || r.header.Get("Content-Type") != "application/json" {
+					t.Errorf("method %s content type %q", r.method, r.header.Get("Content-Type"))
+				}
+				var body map[string]any
+				if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+					t.Fatalf("body %s is not JSON: %v", r.body, err)
+				}
+				want := map[string]any{
+					"query": "find " + args["q"].(string), "limit": 5.0, "exact": true, "tags": []any{"a", "b"},
+					"city": args["city"], "missing": nil, "text": `"true" {5}`,
+				}
+				if g, w := mustJSON(t, body), mustJSON(t, want); g != w {
+					t.Errorf("body\n got %s\nwant %s", g, w)
+				}
+			}},
+		{"form body is form-encoded",
+			rest.Spec{Method: "PUT", URL: srv.URL + "/form", Headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: "city=${parameters.city}&n=${parameters.limit}"},
+			func(t *testing.T, r received) {
+				if r.method != http.MethodPut || r.body != "city=S%C3%A3o+Paulo%2FCentro%3F%26x%3D1&n=5" {
+					t.Errorf("%s body %q", r.method, r.body)
+				}
+			}},
+		{"plain body takes values as they are",
+			rest.Spec{Method: "POST", URL: srv.URL + "/plain", Headers: map[string]string{"Content-Type": "text/plain"}, Body: "city: ${parameters.city}, tags: ${parameters.tags}"},
+			func(t *testing.T, r received) {
+				if r.body != `city: São Paulo/Centro?&x=1, tags: ["a","b"]` {
+					t.Errorf("body %q", r.body)
+				}
+			}},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := newTool(t, tc.spec, srv.Client()).Call(t.Context(), args)
+			if err != nil || out != `{"ok":true}` {
+				t.Fatalf("Call = %q, %v", out, err)
+			}
+			tc.check(t, <-got)
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestFailures(t *testing.T) {
+	long := strings.Repeat("x", 600)
+	table := []struct {
+		status    int
+		body      string
+		want      string
+		transient bool
+	}{
+		{http.StatusNotFound, "no such city\n", "HTTP 404 Not Found: no such city", false},
+		{http.StatusBadRequest, long, "HTTP 400 Bad Request: " + strings.Repeat("x", 512) + "…", false},
+		{http.StatusInternalServerError, "", "HTTP 500 Internal Server Error", false},
+		{http.StatusTooManyRequests, "slow down", "HTTP 429 Too Many Requests: slow down", true},
+		{http.StatusServiceUnavailable, "maintenance", "HTTP 503 Service Unavailable: maintenance", true},
+	}
+	for _, tc := range table {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv, _ := server(t, tc.status, tc.body)
+			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil)
+			var se *rest.StatusError
+			if !errors.As(err, &se) || se.Code != tc.status || err.Error() != tc.want {
+				t.Fatalf("error = %v, want StatusError %q", err, tc.want)
+			}
+			if errors.Is(err, rest.ErrTransient) != tc.transient {
+				t.Errorf("transient = %v, want %v", !tc.transient, tc.transient)
+			}
+		})
+	}
+
+	t.Run("connection refused is transient and hides the URL", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		client := &http.Client{Transport: &http.Transport{}}
+		_, err = newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil)
+		if !errors.Is(err, rest.ErrTransient) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "GET request failed") {
+			t.Fatalf("error = %v, want a transient failure without the URL", err)
+		}
+	})
+
+	t.Run("a line break cannot reach a header", func(t *testing.T) {
+		srv, got := server(t, http.StatusOK, "")
+		tool := newTool(t, rest.Spec{URL: srv.URL, Headers: map[string]string{"X-Q": "${parameters.q}"}}, srv.Client())
+		_, err := tool.Call(t.Context(), map[string]any{"q": "a\r\nX-Admin: 1"})
+		if err == nil || !strings.Contains(err.Error(), `parameter "q" contains a line break`) {
+			t.Fatalf("error = %v", err)
+		}
+		if len(got) != 0 {
+			t.Error("the request was sent")
+		}
+	})
+}
+
+func TestNewRejectsBadTemplates(t *testing.T) {
+	table := []struct {
+		name string
+		spec rest.Spec
+		want string
+	}{
+		{"unterminated placeholder", rest.Spec{URL: "https://api.example.com/${parameters.city"}, `url: unterminated placeholder "${parameters.city"`},
+		{"bad parameter name", rest.Spec{URL: "https://api.example.com/", Body: "${parameters.a b}"}, `body: invalid placeholder "${parameters.a b}"`},
+		{"empty parameter name", rest.Spec{URL: "https://api.example.com/", Headers: map[string]string{"X": "${parameters.}"}}, `header X: invalid placeholder`},
+		{"relative url", rest.Spec{URL: "/weather"}, `url: "/weather" is not an absolute http(s) URL`},
+		{"not http", rest.Spec{URL: "ftp://example.com/x"}, "is not an absolute http(s) URL"},
+		{"host from a parameter", rest.Spec{URL: "https://${parameters.host}/x"}, "the scheme and host must be fixed"},
+		{"port from a parameter", rest.Spec{URL: "https://api.example.com:${parameters.port}/x"}, "the scheme and host must be fixed"},
+		{"bad method", rest.Spec{Method: "GE T", URL: "https://api.example.com/"}, `method "GE T" is not an HTTP method token`},
+		{"bad header name", rest.Spec{URL: "https://api.example.com/", Headers: map[string]string{"X Y": "1"}}, `header "X Y": not a valid header name`},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rest.New(tc.spec, http.DefaultClient)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := rest.New(rest.Spec{URL: "https://api.example.com/"}, nil); err == nil {
+		t.Error("New without a client succeeded")
+	}
+}
+
+func TestParametersAndDefaultSchema(t *testing.T) {
+	tool := newTool(t, rest.Spec{
+		URL:     "https://api.example.com/${parameters.city}",
+		Headers: map[string]string{"X-Key": "${parameters.key}"},
+		Body:    `{"a": "${parameters.city}", "b": ${parameters.b}}`,
+	}, http.DefaultClient)
+	params := tool.Parameters()
+	if !slices.Equal(params, []string{"b", "city", "key"}) {
+		t.Fatalf("Parameters = %v", params)
+	}
+	schema := mustJSON(t, rest.DefaultSchema(params))
+	want := `{"properties":{"b":{"type":"string"},"city":{"type":"string"},"key":{"type":"string"}},"required":["b","city","key"],"type":"object"}`
+	if schema != want {
+		t.Errorf("DefaultSchema =\n%s\nwant\n%s", schema, want)
+	}
+	if got := mustJSON(t, rest.DefaultSchema(nil)); got != `{"properties":{},"type":"object"}` {
+		t.Errorf("DefaultSchema(nil) = %s", got)
+	}
+}

@@ -1,0 +1,115 @@
+package rest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Placeholder syntax.
+const (
+	placeholderOpen  = "${parameters."
+	placeholderClose = "}"
+)
+
+// segment is literal text or one placeholder of a template.
+type segment struct {
+	// text is the literal text; empty for a placeholder.
+	text string
+	// param names the placeholder's parameter; empty for literal text.
+	param string
+	// inString is true for a placeholder inside a JSON string literal of the template.
+	inString bool
+}
+
+// template is a parsed text with ${parameters.NAME} placeholders.
+type template []segment
+
+// parseTemplate splits s into literal text and placeholders. A placeholder that is not
+// closed or whose name is not made of letters, digits, '_' and '-' is an error.
+func parseTemplate(s string) (template, error) {
+	var t template
+	for len(s) > 0 {
+		start := strings.Index(s, placeholderOpen)
+		if start < 0 {
+			t = append(t, segment{text: s})
+			break
+		}
+		if start > 0 {
+			t = append(t, segment{text: s[:start]})
+		}
+		rest := s[start+len(placeholderOpen):]
+		end := strings.Index(rest, placeholderClose)
+		if end < 0 {
+			return nil, fmt.Errorf("unterminated placeholder %q", s[start:])
+		}
+		name := rest[:end]
+		if !validParam(name) {
+			return nil, fmt.Errorf("invalid placeholder %q: parameter names use letters, digits, '_' and '-'", s[start:start+len(placeholderOpen)+end+1])
+		}
+		t = append(t, segment{param: name})
+		s = rest[end+len(placeholderClose):]
+	}
+	return t, nil
+}
+
+// validParam reports whether name is a non-empty run of letters, digits, '_' and '-'.
+func validParam(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// markJSONStrings sets inString on the placeholders that stand inside a JSON string literal,
+// reading the literal text as JSON: a '"' not escaped by a backslash opens or closes a string.
+func (t template) markJSONStrings() {
+	inString, escaped := false, false
+	for i := range t {
+		if t[i].param != "" {
+			t[i].inString = inString
+			escaped = false
+			continue
+		}
+		for _, c := range []byte(t[i].text) {
+			switch {
+			case escaped:
+				escaped = false
+			case inString && c == '\\':
+				escaped = true
+			case c == '"':
+				inString = !inString
+			}
+		}
+	}
+}
+
+// params appends the template's parameter names to names.
+func (t template) params(names map[string]bool) {
+	for _, s := range t {
+		if s.param != "" {
+			names[s.param] = true
+		}
+	}
+}
+
+// render fills the template, turning each placeholder into text with fill.
+func (t template) render(fill func(s segment) (string, error)) (string, error) {
+	var b strings.Builder
+	for _, s := range t {
+		if s.param == "" {
+			b.WriteString(s.text)
+			continue
+		}
+		v, err := fill(s)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,316 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of a call.
+const (
+	// MaxResponseBytes is the largest response body a tool returns; a larger one is an error.
+	MaxResponseBytes = 8 << 20
+	// excerptBytes is how much of a failed response's body an error quotes.
+	excerptBytes = 512
+)
+
+// ErrTransient marks failures worth retrying: a connection that could not be made, and the
+// statuses 429, 502, 503 and 504.
+var ErrTransient = errors.New("transient HTTP failure")
+
+// Spec describes a REST tool's request.
+type Spec struct {
+	// Method is the HTTP method; empty means GET.
+	Method string
+	// URL is the absolute http(s) URL template.
+	URL string
+	// Headers are the header templates by name.
+	Headers map[string]string
+	// Body is the body template; empty sends no body.
+	Body string
+}
+
+// bodyKind says how placeholders of a body are escaped.
+type bodyKind int
+
+const (
+	bodyPlain bodyKind = iota
+	bodyJSON
+	bodyForm
+)
+
+// Tool is a REST tool: one templated HTTP request per call. It is safe for concurrent use.
+type Tool struct {
+	method   string
+	url      template
+	headers  map[string]template
+	body     template
+	bodyKind bodyKind
+	params   []string
+	client   *http.Client
+}
+
+// New parses spec's templates and returns the tool, which sends its requests with client.
+// An unknown method, a URL that is not absolute http(s) and malformed placeholders are errors.
+func New(spec Spec, client *http.Client) (*Tool, error) {
+	if client == nil {
+		return nil, errors.New("rest tool needs an HTTP client")
+	}
+	t := &Tool{method: strings.ToUpper(spec.Method), headers: make(map[string]template, len(spec.Headers)), client: client}
+	if t.method == "" {
+		t.method = http.MethodGet
+	}
+	if !validMethod(t.method) {
+		return nil, fmt.Errorf("method %q is not an HTTP method token", spec.Method)
+	}
+	var err error
+	if t.url, err = parseTemplate(spec.URL); err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	if err := checkURL(t.url); err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	for name, value := range spec.Headers {
+		if !validHeaderName(name) {
+			return nil, fmt.Errorf("header %q: not a valid header name", name)
+		}
+		if t.headers[name], err = parseTemplate(value); err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+	}
+	if t.body, err = parseTemplate(spec.Body); err != nil {
+		return nil, fmt.Errorf("body: %w", err)
+	}
+	t.bodyKind = kindOf(spec.Headers, spec.Body)
+	if t.bodyKind == bodyJSON {
+		t.body.markJSONStrings()
+	}
+	names := map[string]bool{}
+	t.url.params(names)
+	for _, h := range t.headers {
+		h.params(names)
+	}
+	t.body.params(names)
+	t.params = slices.Sorted(maps.Keys(names))
+	return t, nil
+}
+
+// validMethod reports whether m is an HTTP method token.
+func validMethod(m string) bool {
+	return m != "" && !strings.ContainsFunc(m, func(r rune) bool { return r < 'A' || r > 'Z' })
+}
+
+// validHeaderName reports whether name is an HTTP header field name.
+func validHeaderName(name string) bool {
+	return name != "" && !strings.ContainsFunc(name, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+	})
+}
+
+// checkURL checks that the URL template, with every placeholder filled, is an absolute
+// http(s) URL whose scheme and host do not come from placeholders, so that arguments cannot
+// send the request elsewhere.
+func checkURL(t template) error {
+	var hosts []string
+	for _, fill := range []string{"1", "2"} {
+		sample, _ := t.render(func(segment) (string, error) { return fill, nil })
+		u, err := url.Parse(sample)
+		if err != nil {
+			return err
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%q is not an absolute http(s) URL", sample)
+		}
+		hosts = append(hosts, u.Scheme+"://"+u.Host)
+	}
+	if hosts[0] != hosts[1] {
+		return errors.New("the scheme and host must be fixed, not filled from parameters")
+	}
+	return nil
+}
+
+// kindOf returns how the body's placeholders are escaped: by the Content-Type header, else
+// JSON when the template looks like JSON.
+func kindOf(headers map[string]string, body string) bodyKind {
+	for name, value := range headers {
+		if !strings.EqualFold(name, "Content-Type") {
+			continue
+		}
+		media, _, err := mime.ParseMediaType(value)
+		switch {
+		case err != nil:
+			return bodyPlain
+		case media == "application/x-www-form-urlencoded":
+			return bodyForm
+		case media == "application/json" || strings.HasSuffix(media, "+json"):
+			return bodyJSON
+		default:
+			return bodyPlain
+		}
+	}
+	if trimmed := strings.TrimSpace(body); strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[") {
+		return bodyJSON
+	}
+	return bodyPlain
+}
+
+// Parameters returns the names of the tool's placeholders, sorted.
+func (t *Tool) Parameters() []string {
+	return slices.Clone(t.params)
+}
+
+// DefaultSchema returns the argument schema of a tool that declares none: an object whose
+// properties are the placeholder names, each a required string.
+func DefaultSchema(params []string) map[string]any {
+	props := make(map[string]any, len(params))
+	required := make([]any, len(params))
+	for i, p := range params {
+		props[p] = map[string]any{"type": "string"}
+		required[i] = p
+	}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return schema
+}
+
+// Call sends the request with the placeholders filled from args and returns the response body.
+func (t *Tool) Call(ctx context.Context, args map[string]any) (string, error) {
+	req, err := t.request(ctx, args)
+	if err != nil {
+		return "", err
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		// The URL may carry secrets (an API key in the query): say the method, not the URL.
+		if uerr := (*url.Error)(nil); errors.As(err, &uerr) {
+			err = fmt.Errorf("%s request failed: %w", req.Method, uerr.Err)
+		}
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return "", transient{err}
+		}
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the response: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return "", &StatusError{Code: resp.StatusCode, Status: resp.Status, Body: excerpt(body)}
+	}
+	if len(body) > MaxResponseBytes {
+		return "", fmt.Errorf("response body is larger than %d bytes", MaxResponseBytes)
+	}
+	return string(body), nil
+}
+
+// request builds the HTTP request of one call.
+func (t *Tool) request(ctx context.Context, args map[string]any) (*http.Request, error) {
+	rawURL, err := t.url.render(func(s segment) (string, error) {
+		v, err := text(args[s.param])
+		return escapeURL(v), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var body io.Reader
+	if len(t.body) > 0 {
+		b, err := t.body.render(func(s segment) (string, error) { return t.bodyValue(s, args[s.param]) })
+		if err != nil {
+			return nil, err
+		}
+		body = strings.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, t.method, rawURL, body)
+	if err != nil {
+		return nil, err
+	}
+	for name, h := range t.headers {
+		v, err := h.render(func(s segment) (string, error) { return headerValue(s.param, args[s.param]) })
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set(name, v)
+	}
+	if t.bodyKind == bodyJSON && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// bodyValue returns the body text of placeholder s with value v.
+func (t *Tool) bodyValue(s segment, v any) (string, error) {
+	switch {
+	case t.bodyKind == bodyJSON && s.inString:
+		txt, err := text(v)
+		if err != nil {
+			return "", err
+		}
+		return escapeJSONString(txt)
+	case t.bodyKind == bodyJSON:
+		b, err := marshal(v)
+		return string(b), err
+	case t.bodyKind == bodyForm:
+		txt, err := text(v)
+		return url.QueryEscape(txt), err
+	default:
+		return text(v)
+	}
+}
+
+// excerpt returns the start of a response body for an error message.
+func excerpt(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) <= excerptBytes {
+		return s
+	}
+	cut := excerptBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// StatusError is a response whose status is not 2xx.
+type StatusError struct {
+	// Code is the status code, e.g. 404.
+	Code int
+	// Status is the status line, e.g. "404 Not Found".
+	Status string
+	// Body is the start of the response body.
+	Body string
+}
+
+// Error says the status and quotes the body's start.
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return "HTTP " + e.Status
+	}
+	return "HTTP " + e.Status + ": " + e.Body
+}
+
+// Unwrap returns ErrTransient for 429, 502, 503 and 504.
+func (e *StatusError) Unwrap() error {
+	switch e.Code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return ErrTransient
+	}
+	return nil
+}
+
+// transient marks a failure as worth retrying without changing its message.
+type transient struct{ error }
+
+// Unwrap returns ErrTransient and the failure.
+func (e transient) Unwrap() []error { return []error{ErrTransient, e.error} }

@@ -1,0 +1,75 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/action/rest"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// RESTServer is the server name of REST tools.
+const RESTServer = "rest"
+
+// RESTTool describes a tool implemented by one templated HTTP request (see package rest for
+// the placeholder rules).
+type RESTTool struct {
+	// Name is the tool's name.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// Request is the templated request.
+	Request rest.Spec
+	// InputSchema is the JSON schema of the arguments; nil means an object whose properties
+	// are the placeholder names, each a required string.
+	InputSchema map[string]any
+	// Queue is the queue the tool runs on; "" means the default queue.
+	Queue string
+	// RequiresApproval makes every call wait for approval.
+	RequiresApproval bool
+}
+
+// restTool is a REST tool ready to run.
+type restTool struct {
+	request *rest.Tool
+	def     *typev1.Tool
+}
+
+// NewRESTTool parses the tool's templates; its requests are sent with client.
+func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
+	req, err := rest.New(spec.Request, client)
+	if err != nil {
+		return nil, fmt.Errorf("REST tool %q: %w", spec.Name, err)
+	}
+	schema := spec.InputSchema
+	if schema == nil {
+		schema = rest.DefaultSchema(req.Parameters())
+	}
+	s, err := structpb.NewStruct(schema)
+	if err != nil {
+		return nil, fmt.Errorf("REST tool %q: input schema: %w", spec.Name, err)
+	}
+	return &restTool{request: req, def: &typev1.Tool{
+		Name:             spec.Name,
+		Description:      spec.Description,
+		InputSchema:      s,
+		RequiresApproval: spec.RequiresApproval,
+		Server:           RESTServer,
+		Queue:            spec.Queue,
+	}}, nil
+}
+
+// Definition describes the tool.
+func (t *restTool) Definition() *typev1.Tool { return t.def }
+
+// Call sends the request; failures worth retrying are transient.
+func (t *restTool) Call(ctx context.Context, call Call) (string, error) {
+	out, err := t.request.Call(ctx, call.Arguments)
+	if errors.Is(err, rest.ErrTransient) {
+		return "", transientError{err}
+	}
+	return out, err
+}
