@@ -1,10 +1,11 @@
-// Command action serves agentmesh's ActionService (agentmesh.action.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default :7005); MEMORY_ADDR names the memory
-// service that knowledge_search reads; AGENTMESH_CONFIG names the configuration file.
+// Command action serves agentmesh's ActionService (agentmesh.action.v1): built-in, MCP and REST
+// tools. LISTEN_ADDR sets its address (default :7005), MEMORY_ADDR the memory service that
+// knowledge_search reads, AGENTMESH_CONFIG the configuration file.
 package main
 
 import (
 	"context"
+	"errors"
 	"os"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -16,7 +17,7 @@ import (
 )
 
 func main() {
-	server.Main("action", ":7005", func(context.Context) (server.Registrar, error) {
+	server.Main("action", ":7005", func(ctx context.Context) (server.Registrar, error) {
 		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, err)
@@ -25,10 +26,15 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		return action.New(action.Options{
-			Memory:          memoryv1.NewMemoryServiceClient(conn),
-			RequireApproval: cfg.Tools.RequireApproval,
-			NoApproval:      cfg.Tools.NoApproval,
-		})
+		opts, stop, err := action.OptionsFromConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts.Memory = memoryv1.NewMemoryServiceClient(conn)
+		svc, err := action.New(opts)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, errors.Join(err, stop()))
+		}
+		return server.WithClose(svc, stop), nil
 	})
 }

@@ -25,10 +25,14 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		peers, _, err := orchestrator.DialPeers(orchestrator.PeerAddrsFromConfig(cfg, server.Env))
+		peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrsFromConfig(cfg, server.Env))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		return orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc, Contract: orchestrator.ContractFromConfig(cfg)})
+		svc, err := orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc, Contract: orchestrator.ContractFromConfig(cfg)})
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		return server.WithClose(svc, func() error { nc.Close(); return closePeers() }), nil
 	})
 }

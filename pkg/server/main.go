@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -91,4 +92,23 @@ func Env(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// WithClose returns r with an extra cleanup: Main runs close after the server has drained
+// (after r's own Close, when r is an io.Closer).
+func WithClose(r Registrar, close func() error) Registrar {
+	return closing{Registrar: r, close: close}
+}
+
+type closing struct {
+	Registrar
+	close func() error
+}
+
+func (c closing) Close() error {
+	var err error
+	if closer, ok := c.Registrar.(io.Closer); ok {
+		err = closer.Close()
+	}
+	return errors.Join(err, c.close())
 }
