@@ -17,26 +17,34 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// execute drives the run from PRECHECK to TERMINATE and returns its result.
+// execute drives the run from PRECHECK to TERMINATE and returns its result. TERMINATE runs
+// on a context detached from the run's cancellation, so a cancelled or timed-out run still
+// saves its result and publishes run_finished.
 func (r *run) execute(ctx context.Context) *typev1.RunResult {
+	end := r.drive(ctx)
+	return r.terminate(context.WithoutCancel(ctx), *end)
+}
+
+// drive runs the states up to the ending.
+func (r *run) drive(ctx context.Context) *ending {
 	if e := r.precheck(ctx); e != nil {
-		return r.terminate(ctx, *e)
+		return e
 	}
 	if e := r.parseIntent(ctx); e != nil {
-		return r.terminate(ctx, *e)
+		return e
 	}
 	if e := r.makePlan(ctx); e != nil {
-		return r.terminate(ctx, *e)
+		return e
 	}
 	for r.turns < r.contract.GetMaxTurns() {
 		r.turns++
 		if e := r.turn(ctx); e != nil {
-			return r.terminate(ctx, *e)
+			return e
 		}
 	}
 	e := fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTurns, MessageTooComplex, "max_turns_exhausted")
 	e.retryable = true
-	return r.terminate(ctx, *e)
+	return e
 }
 
 // precheck validates the run before any stage call that costs: empty input ends the run

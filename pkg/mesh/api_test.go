@@ -1,0 +1,245 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestListTools(t *testing.T) {
+	h := start(t, nil)
+	resp, err := h.client.ListTools(t.Context(), &agentv1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range resp.GetTools() {
+		names = append(names, tool.GetName())
+		if tool.GetInputSchema().GetFields()["type"].GetStringValue() != "object" {
+			t.Errorf("%s has no object schema: %v", tool.GetName(), tool.GetInputSchema())
+		}
+	}
+	if !slices.Equal(names, []string{"calculator", "current_time", "knowledge_search"}) {
+		t.Errorf("tools %v", names)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"current_time"}
+	h := start(t, cfg) // the built-in rules model
+	tests := []struct {
+		name string
+		req  *agentv1.DecideRequest
+		want typev1.DecisionType
+		text string
+		tool string
+	}{
+		{"greeting", &agentv1.DecideRequest{Message: "Hello"}, typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, "rules model", ""},
+		{"tool", &agentv1.DecideRequest{Message: "What is 6 times 7?"}, typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, "", "calculator"},
+		{"tool needing approval", &agentv1.DecideRequest{Message: "What time is it?"}, typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION, "", "current_time"},
+		{"vague", &agentv1.DecideRequest{Message: "help"}, typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, "", ""},
+		{"confirmed", &agentv1.DecideRequest{Message: "yes, go ahead", PendingConfirmation: &typev1.PendingAction{
+			ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "current_time"}}}}, typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, "", "current_time"},
+		{"declined", &agentv1.DecideRequest{Message: "no", PendingConfirmation: &typev1.PendingAction{
+			ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "current_time"}}}}, typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, "won't", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := h.client.Decide(t.Context(), tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.GetDecisionType() != tc.want {
+				t.Fatalf("decision %v, want %v (%v)", d.GetDecisionType(), tc.want, d)
+			}
+			if tc.text != "" && !strings.Contains(d.GetResponseText(), tc.text) {
+				t.Errorf("response %q lacks %q", d.GetResponseText(), tc.text)
+			}
+			if tc.tool != "" && (len(d.GetToolCalls()) != 1 || d.GetToolCalls()[0].GetName() != tc.tool) {
+				t.Errorf("tool calls %v, want %s", d.GetToolCalls(), tc.tool)
+			}
+			if tc.want == typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION && len(d.GetPendingAction().GetToolCalls()) != 1 {
+				t.Errorf("pending action %v", d.GetPendingAction())
+			}
+			if tc.want == typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION && d.GetClarificationQuestion() == "" {
+				t.Error("no clarification question")
+			}
+		})
+	}
+}
+
+// TestDecideCannedMessages: provider failures become seed 004's canned answers.
+func TestDecideCannedMessages(t *testing.T) {
+	h := start(t, nil,
+		llmtest.Scenario{Name: "auth", Match: "Tell me a joke", Turns: []llmtest.Turn{{Failure: llmtest.FailAuthError}}},
+		llmtest.Scenario{Name: "rate", Match: "Tell me a story", Turns: []llmtest.Turn{{Failure: llmtest.FailRateLimit, RetryAfterMS: 10}}},
+	)
+	for msg, want := range map[string]string{
+		"Tell me a joke":  "I'm having trouble processing your request. Please try again.",
+		"Tell me a story": "I'm receiving too many requests. Please wait a moment.",
+	} {
+		d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY || d.GetResponseText() != want {
+			t.Errorf("%q: %v %q, want %q", msg, d.GetDecisionType(), d.GetResponseText(), want)
+		}
+	}
+	// The auth failure is fatal: one request only; the rate limit is retried over max_retries.
+	var joke, story int
+	for _, r := range h.llm.Requests() {
+		switch string(r.Messages[1].Content) {
+		case `"Tell me a joke"`, "Tell me a joke":
+			joke++
+		default:
+			story++
+		}
+	}
+	if joke != 1 || story != 3 {
+		t.Errorf("requests: auth %d (want 1), rate limited %d (want 3)", joke, story)
+	}
+}
+
+func TestCancelRun(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "hang", Match: "Think forever", Turns: []llmtest.Turn{{Failure: llmtest.FailTimeout}}})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	stream, err := h.client.StreamRun(ctx, &agentv1.RunRequest{Message: "Think forever", RunId: "cancel-me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the first turn: %v", err)
+		}
+		if ev.GetTurnStarted() != nil {
+			break
+		}
+	}
+	// The run is live: GetRun says so, CancelRun ends it.
+	if _, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "cancel-me"}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("GetRun(live) = %v, want FAILED_PRECONDITION", err)
+	}
+	resp, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "cancel-me", Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.GetCancelled() || resp.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED {
+		t.Fatalf("cancel = %v", resp)
+	}
+	var last *eventv1.RunEvent
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	res := last.GetRunFinished().GetResult()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED || res.GetExitReason() != "CANCELLED" {
+		t.Errorf("streamed result %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	// Cancelling again reports the stored outcome without cancelling.
+	again, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "cancel-me"})
+	if err != nil || again.GetCancelled() || again.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED {
+		t.Errorf("second cancel = %v, %v", again, err)
+	}
+	if _, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "never-ran"}); status.Code(err) != codes.NotFound {
+		t.Errorf("cancel(unknown) = %v, want NOT_FOUND", err)
+	}
+}
+
+func TestWatchRunReplaysFromSeq(t *testing.T) {
+	h := start(t, nil)
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	all, _ := h.storedEvents(t, res.GetRunId())
+	stream, err := h.client.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: res.GetRunId(), FromSeq: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ev.GetSeq())
+	}
+	if len(seqs) != len(all)-3 || seqs[0] != 4 || seqs[len(seqs)-1] != uint64(len(all)) {
+		t.Errorf("watched seqs %v of %d events", seqs, len(all))
+	}
+	unknown, err := h.client.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: "nope"})
+	if err == nil {
+		_, err = unknown.Recv()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("watch(unknown) = %v, want NOT_FOUND", err)
+	}
+}
+
+func TestIdempotencyKeyRunsOnce(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "once", Match: "Say hi once", Turns: []llmtest.Turn{{Content: "hi"}}})
+	first := h.run(t, &agentv1.RunRequest{Message: "Say hi once", IdempotencyKey: "k1"})
+	second := h.run(t, &agentv1.RunRequest{Message: "Say hi once", IdempotencyKey: "k1"})
+	if first.GetRunId() != second.GetRunId() || second.GetFinalReport().GetContent() != "hi" {
+		t.Errorf("second run %s %q, first %s", second.GetRunId(), second.GetFinalReport().GetContent(), first.GetRunId())
+	}
+	if n := len(h.llm.Requests()); n != 1 {
+		t.Errorf("%d LLM requests, want 1", n)
+	}
+	// StreamRun with the same key replays the first run's events.
+	stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "Say hi once", IdempotencyKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if ev.GetRunId() != first.GetRunId() {
+			t.Fatalf("replayed event of run %s", ev.GetRunId())
+		}
+		kinds = append(kinds, events.Kind(ev))
+	}
+	if len(kinds) == 0 || kinds[len(kinds)-1] != "run_finished" {
+		t.Errorf("replayed %v", kinds)
+	}
+}
+
+func TestResolveApprovalWithoutAPause(t *testing.T) {
+	h := start(t, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := h.client.ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "decision") {
+		t.Errorf("no decision: %v", err)
+	}
+	_, err = h.client.ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("nothing waiting: %v", err)
+	}
+}
