@@ -1,9 +1,18 @@
-// Package tokens estimates how many tokens text, messages and tool schemas cost a model.
+// Package tokens counts how many tokens text, messages and tool schemas cost a model.
+//
+// ForModel returns the Counter of a model: OpenAI-family models are counted exactly with
+// their BPE tokenizer (cl100k_base or o200k_base, loaded from BPE files compiled into the
+// binary, never downloaded); every other model uses the estimate.
 //
 // The estimate is deliberately simple and model-independent: one token per four bytes of
 // UTF-8, rounded up (ceil(bytes/4)), so any non-empty text costs at least one token. It
-// over-counts slightly for English prose, which keeps budgets on the safe side. A real
-// tokenizer keyed by model replaces the body of Estimate later; the signatures stay.
+// over-counts slightly for English prose, which keeps budgets on the safe side. The
+// package-level functions (Estimate, Message, Messages, Tools) always use the estimate; they
+// are the Estimator counter's methods.
+//
+// Messages and tool schemas cost the same way under every counter: MessageOverhead per
+// message plus the counted text of its parts, and for a tool its name, description and the
+// compact JSON of its input schema with sorted keys.
 package tokens
 
 import (
@@ -29,40 +38,14 @@ func Estimate(text string) int64 {
 // Message returns the estimated token count of one message: MessageOverhead plus its content,
 // its reasoning and, for every tool call, the call's name and raw arguments (the JSON of the
 // parsed arguments when the raw text is empty). A nil message costs nothing.
-func Message(m *typev1.Message) int64 {
-	if m == nil {
-		return 0
-	}
-	n := MessageOverhead + Estimate(m.GetContent()) + Estimate(m.GetReasoning())
-	for _, call := range m.GetToolCalls() {
-		n += Estimate(call.GetName())
-		if raw := call.GetRawArguments(); raw != "" {
-			n += Estimate(raw)
-		} else {
-			n += Estimate(structJSON(call.GetArguments()))
-		}
-	}
-	return n
-}
+func Message(m *typev1.Message) int64 { return Estimator.Message(m) }
 
 // Messages returns the estimated token count of a conversation: the sum over its messages.
-func Messages(msgs []*typev1.Message) int64 {
-	var n int64
-	for _, m := range msgs {
-		n += Message(m)
-	}
-	return n
-}
+func Messages(msgs []*typev1.Message) int64 { return Estimator.Messages(msgs) }
 
 // Tools returns the estimated token count of the tool schemas offered on a request: for each
 // tool its name, its description and the JSON of its input schema.
-func Tools(tools []*typev1.Tool) int64 {
-	var n int64
-	for _, t := range tools {
-		n += Estimate(t.GetName()) + Estimate(t.GetDescription()) + Estimate(structJSON(t.GetInputSchema()))
-	}
-	return n
-}
+func Tools(tools []*typev1.Tool) int64 { return Estimator.Tools(tools) }
 
 // structJSON renders s as compact JSON with sorted keys, so equal structs always cost the
 // same; a nil struct renders as "".

@@ -1,18 +1,41 @@
 package memory
 
 import (
+	"context"
 	"fmt"
+	"math"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
 
-// OptionsFromConfig builds the service's options from the configuration's memory section.
-// Only the in-memory store exists so far; asking for another is a configuration error.
-func OptionsFromConfig(cfg *config.Config) (Options, error) {
+// OptionsFromConfig builds the service's options from the configuration's memory section,
+// opening the store it names: memory (in process), sqlite (the file memory.path) or postgres
+// (memory.dsn). A quota_per_user of 0 means no quota. The store belongs to the Service built
+// from the options: Service.Close closes it. An unknown store is an exitcode.Invalid error; a
+// store that cannot be opened is exitcode.Unavailable.
+//
+// The options have no Embedder: set Options.Embedder (e.g. a GenerationEmbedder) for
+// semantic search.
+func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error) {
+	opts := Options{QuotaPerUser: cfg.Memory.QuotaPerUser}
+	if opts.QuotaPerUser == 0 {
+		opts.QuotaPerUser = math.MaxInt
+	}
+	var err error
 	switch cfg.Memory.Store {
 	case "", config.StoreMemory:
-		return Options{QuotaPerUser: cfg.Memory.QuotaPerUser}, nil
+		opts.Store = NewMemoryStore()
+	case config.StoreSQLite:
+		opts.Store, err = OpenSQLite(ctx, cfg.Memory.Path)
+	case config.StorePostgres:
+		opts.Store, err = OpenPostgres(ctx, cfg.Memory.DSN)
+	default:
+		return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("memory.store %q is not supported (use %q, %q or %q)",
+			cfg.Memory.Store, config.StoreMemory, config.StoreSQLite, config.StorePostgres))
 	}
-	return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("memory store %q is not supported yet (use %q)", cfg.Memory.Store, config.StoreMemory))
+	if err != nil {
+		return Options{}, exitcode.Wrap(exitcode.Unavailable, err)
+	}
+	return opts, nil
 }

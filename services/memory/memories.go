@@ -15,8 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Store saves a memory of the user. Its relevance_score (and the memory's importance) is the
-// importance heuristic of importance.go. A user at the quota gets MEMORY_FULL.
+// Store saves a memory of the user, with its embedding when an embedder is configured (an
+// embedding failure stores it without one). Its relevance_score (and the memory's
+// importance) is the importance heuristic of importance.go. A user at the quota gets
+// MEMORY_FULL.
 func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memoryv1.StoreResponse, error) {
 	if req.GetUserId() == "" {
 		return nil, stageerr.Invalid("user_id must not be empty")
@@ -39,7 +41,14 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 		CreatedAt:      timestamppb.New(s.now()),
 		Importance:     importance(content),
 	}
-	if err := s.store.PutMemory(ctx, m, s.quota); err != nil {
+	var vector []float32
+	if s.embedder != nil {
+		if vector, err = s.embedOne(ctx, content); err != nil {
+			s.log.WarnContext(ctx, "embedding failed, storing the memory without a vector: semantic search will find it by its words only",
+				"user_id", m.GetUserId(), "memory_id", m.GetId(), "error", err)
+		}
+	}
+	if err := s.store.PutMemory(ctx, m, vector, s.quota); err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL,
 				"user %q has %d of %d memories", req.GetUserId(), s.quota, s.quota)
@@ -49,9 +58,10 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	return &memoryv1.StoreResponse{Stored: true, MemoryId: m.GetId(), RelevanceScore: m.GetImportance()}, nil
 }
 
-// Search ranks the user's memories in the collection against the query with BM25. Scores are
-// normalised to (0, 1] (the best hit scores 1); only hits scoring at least min_score are
-// returned, at most limit (default 5, at most 100).
+// Search ranks the user's memories in the collection against the query: semantically when an
+// embedder is configured and embeds the query, with BM25 otherwise (see the package
+// documentation). Scores are in (0, 1]; only hits scoring at least min_score are returned, at
+// most limit (default 5, at most 100).
 func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
 	if req.GetUserId() == "" {
 		return nil, stageerr.Invalid("user_id must not be empty")
@@ -69,13 +79,22 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	if limit == 0 {
 		limit = DefaultSearchLimit
 	}
-	hits, err := s.store.SearchMemories(ctx, SearchQuery{
+	q := SearchQuery{
 		UserID:     req.GetUserId(),
 		Collection: req.GetCollection(),
 		Query:      req.GetQuery(),
 		Limit:      min(limit, MaxSearchLimit),
 		MinScore:   req.GetMinScore(),
-	})
+	}
+	if s.embedder != nil {
+		vector, err := s.embedOne(ctx, req.GetQuery())
+		if err != nil {
+			s.log.WarnContext(ctx, "embedding the query failed, falling back to BM25 search",
+				"user_id", req.GetUserId(), "error", err)
+		}
+		q.Vector = vector
+	}
+	hits, err := s.store.SearchMemories(ctx, q)
 	if err != nil {
 		return nil, s.storeError(ctx, "search memories", err)
 	}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -14,9 +15,15 @@ import (
 // the process ends. It is safe for concurrent use. Values are cloned on the way in and out.
 type MemoryStore struct {
 	mu          sync.RWMutex
-	memories    map[string]map[string]document // user → memory id → memory
+	memories    map[string]map[string]memoryRecord // user → memory id → memory
 	transcripts map[string][]*typev1.TranscriptEntry
 	runs        map[string]*typev1.RunResult
+}
+
+// memoryRecord is a memory with what ranking needs of it.
+type memoryRecord struct {
+	memory *memoryv1.Memory
+	doc    rankDoc
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -24,14 +31,22 @@ var _ Store = (*MemoryStore)(nil)
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
-		memories:    make(map[string]map[string]document),
+		memories:    make(map[string]map[string]memoryRecord),
 		transcripts: make(map[string][]*typev1.TranscriptEntry),
 		runs:        make(map[string]*typev1.RunResult),
 	}
 }
 
-// PutMemory stores a copy of m unless its user already holds quota memories.
-func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, quota int) error {
+// PutMemory stores a copy of m and its vector unless its user already holds quota memories.
+func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, vector []float32, quota int) error {
+	freq, length := termFrequencies(m.GetContent())
+	doc := rankDoc{
+		id:        m.GetId(),
+		createdAt: m.GetCreatedAt().AsTime().UnixNano(),
+		length:    length,
+		freq:      freq,
+		vector:    slices.Clone(vector),
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	user := s.memories[m.GetUserId()]
@@ -39,29 +54,30 @@ func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, quota int
 		return ErrQuotaExceeded
 	}
 	if user == nil {
-		user = make(map[string]document)
+		user = make(map[string]memoryRecord)
 		s.memories[m.GetUserId()] = user
 	}
-	user[m.GetId()] = newDocument(proto.CloneOf(m))
+	user[m.GetId()] = memoryRecord{memory: proto.CloneOf(m), doc: doc}
 	return nil
 }
 
-// SearchMemories ranks the user's memories in the collection with BM25.
+// SearchMemories ranks the user's memories in the collection.
 func (s *MemoryStore) SearchMemories(_ context.Context, q SearchQuery) ([]*memoryv1.MemoryHit, error) {
 	s.mu.RLock()
-	var docs []document
-	for _, d := range s.memories[q.UserID] {
-		if d.memory.GetCollection() == q.Collection {
-			docs = append(docs, d)
+	defer s.mu.RUnlock()
+	var c corpus
+	var docs []rankDoc
+	for _, m := range s.memories[q.UserID] {
+		if m.memory.GetCollection() == q.Collection {
+			c.docs++
+			c.totalLength += int64(m.doc.length)
+			docs = append(docs, m.doc)
 		}
 	}
-	s.mu.RUnlock()
-
-	hits := rankBM25(q.Query, docs)
-	hits = slices.DeleteFunc(hits, func(h *memoryv1.MemoryHit) bool { return h.GetRelevanceScore() < q.MinScore })
-	hits = hits[:min(len(hits), q.Limit)]
-	for _, h := range hits {
-		h.Memory = proto.CloneOf(h.GetMemory())
+	ranked := rank(q, queryTerms(q.Query), c, docs)
+	hits := make([]*memoryv1.MemoryHit, len(ranked))
+	for i, r := range ranked {
+		hits[i] = &memoryv1.MemoryHit{Memory: proto.CloneOf(s.memories[q.UserID][r.id].memory), RelevanceScore: r.score}
 	}
 	return hits, nil
 }
@@ -70,8 +86,8 @@ func (s *MemoryStore) SearchMemories(_ context.Context, q SearchQuery) ([]*memor
 func (s *MemoryStore) ListMemories(_ context.Context, q ListQuery) ([]*memoryv1.Memory, error) {
 	s.mu.RLock()
 	var page []*memoryv1.Memory
-	for _, d := range s.memories[q.UserID] {
-		m := d.memory
+	for _, st := range s.memories[q.UserID] {
+		m := st.memory
 		if m.GetCollection() != q.Collection {
 			continue
 		}
@@ -88,6 +104,14 @@ func (s *MemoryStore) ListMemories(_ context.Context, q ListQuery) ([]*memoryv1.
 		page[i] = proto.CloneOf(m)
 	}
 	return page, nil
+}
+
+// newerFirst orders memories newest first: by creation time, then by id, both descending.
+func newerFirst(a, b *memoryv1.Memory) int {
+	if c := b.GetCreatedAt().AsTime().Compare(a.GetCreatedAt().AsTime()); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.GetId(), a.GetId())
 }
 
 // DeleteMemory deletes the user's memory id.

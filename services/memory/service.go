@@ -1,14 +1,36 @@
-// Package memory implements the MemoryService: per-user memories with lexical (BM25) search,
-// run transcripts that must continue their hash chain, and stored run results.
+// Package memory implements the MemoryService: per-user memories with semantic or lexical
+// search, run transcripts that must continue their hash chain, and stored run results.
 //
-// Storage is behind the Store interface; NewMemoryStore is the in-process implementation.
-// Every memory RPC is scoped to the request's user_id: a user never sees, finds or deletes
-// another user's memories.
+// Storage is behind the Store interface, with three implementations: NewMemoryStore keeps
+// everything in process memory; OpenSQLite keeps it in one SQLite file (pure Go, WAL);
+// OpenPostgres keeps it in a PostgreSQL database, for deployments that outgrow one machine.
+// OptionsFromConfig opens the store the configuration names. Every memory RPC is scoped to
+// the request's user_id: a user never sees, finds or deletes another user's memories.
+//
+// # Search
+//
+// Without an Embedder, Search ranks with Okapi BM25 over lowercase words (stopwords left
+// out), k1 = 1.2, b = 0.75, within the user's collection; scores are divided by the best
+// one, so the best hit scores 1 and a memory sharing no word with the query is no hit.
+//
+// With an Embedder (Options.Embedder, e.g. a GenerationEmbedder), Store embeds each memory
+// and the store keeps the vector with it; Search embeds the query and scores every memory as
+// SemanticWeight (0.8) × max(0, cosine similarity) + 0.2 × its normalised BM25 score, so a
+// memory that shares no word with the query is still found by meaning, and exact words break
+// ties. Memories stored without a vector (an embedder failure) take part through BM25 only.
+// When embedding fails, Store keeps the memory without a vector and Search ranks with BM25
+// alone; both log a warning saying so.
+//
+// # Knowledge
+//
+// IngestDir stores a folder of Markdown and text files as chunks in a collection, which the
+// action stage's knowledge_search reads.
 package memory
 
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 
@@ -40,15 +62,18 @@ type Options struct {
 	QuotaPerUser int
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Embedder embeds memories and queries for semantic search; nil searches with BM25.
+	Embedder Embedder
 }
 
 // Service implements memoryv1.MemoryServiceServer.
 type Service struct {
 	memoryv1.UnimplementedMemoryServiceServer
-	store Store
-	quota int
-	now   func() time.Time
-	log   *slog.Logger
+	store    Store
+	quota    int
+	now      func() time.Time
+	embedder Embedder
+	log      *slog.Logger
 }
 
 // New returns a Service configured by opts.
@@ -63,11 +88,21 @@ func New(opts Options) *Service {
 		opts.Now = time.Now
 	}
 	return &Service{
-		store: opts.Store,
-		quota: opts.QuotaPerUser,
-		now:   opts.Now,
-		log:   slog.Default().With("service", "memory"),
+		store:    opts.Store,
+		quota:    opts.QuotaPerUser,
+		now:      opts.Now,
+		embedder: opts.Embedder,
+		log:      slog.Default().With("service", "memory"),
 	}
+}
+
+// Close closes the store when it has a Close method (the SQLite and PostgreSQL stores do):
+// the Service owns Options.Store.
+func (s *Service) Close() error {
+	if c, ok := s.store.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // Register registers the service on g.

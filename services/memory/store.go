@@ -10,18 +10,22 @@ import (
 )
 
 // Store persists memories, run transcripts and run results. Implementations must be safe for
-// concurrent use and must never let one user's memories reach another user's queries.
+// concurrent use, must never let one user's memories reach another user's queries, and keep
+// their own copies: changing a value after passing it in, or one returned, changes nothing
+// stored. Search ranking is shared by every implementation (see the package documentation),
+// so all stores rank the same data the same way.
 //
 // A Store reports the domain conditions below with ErrQuotaExceeded, ErrNotFound and the
 // FAILED_PRECONDITION error of VerifyAppend; the service turns them into stage errors. Any
 // other error is a storage failure and reaches clients as STORAGE_ERROR.
 type Store interface {
-	// PutMemory stores m, whose id, user and creation time are set, unless m's user already
-	// holds quota memories (over all collections): then it returns ErrQuotaExceeded.
-	PutMemory(ctx context.Context, m *memoryv1.Memory, quota int) error
-	// SearchMemories ranks the memories of q.UserID in q.Collection against q.Query. Hits
-	// have scores in (0, 1] (the best hit scores 1), at least q.MinScore, most relevant first,
-	// at most q.Limit of them.
+	// PutMemory stores m, whose id, user and creation time are set, with its embedding vector
+	// (nil when it has none), unless m's user already holds quota memories (over all
+	// collections): then it returns ErrQuotaExceeded.
+	PutMemory(ctx context.Context, m *memoryv1.Memory, vector []float32, quota int) error
+	// SearchMemories ranks the memories of q.UserID in q.Collection against q.Query (and
+	// q.Vector when set). Hits have scores in (0, 1], at least q.MinScore, most relevant
+	// first (equal scores newest first), at most q.Limit of them.
 	SearchMemories(ctx context.Context, q SearchQuery) ([]*memoryv1.MemoryHit, error)
 	// ListMemories returns at most q.Limit memories of q.UserID in q.Collection, newest first
 	// (by creation time, then by id, both descending), starting after q.After when set.
@@ -48,6 +52,8 @@ type SearchQuery struct {
 	Collection string
 	// Query is the text to rank against.
 	Query string
+	// Vector is the embedding of Query; nil ranks by BM25 alone.
+	Vector []float32
 	// Limit is the maximum number of hits.
 	Limit int
 	// MinScore is the lowest normalised score returned.

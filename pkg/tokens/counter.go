@@ -1,0 +1,76 @@
+package tokens
+
+import typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+
+// Counter counts the tokens text, messages and tool schemas cost one model. Counters are
+// safe for concurrent use.
+type Counter interface {
+	// Encoding names how the counter counts: a BPE encoding ("cl100k_base", "o200k_base")
+	// or EncodingEstimate.
+	Encoding() string
+	// Text returns the token count of text; 0 for the empty string.
+	Text(text string) int64
+	// Message returns the token count of one message: MessageOverhead plus its content, its
+	// reasoning and, for every tool call, the call's name and raw arguments (the JSON of the
+	// parsed arguments when the raw text is empty). A nil message costs nothing.
+	Message(m *typev1.Message) int64
+	// Messages returns the token count of a conversation: the sum over its messages.
+	Messages(msgs []*typev1.Message) int64
+	// Tools returns the token count of the tool schemas offered on a request: for each tool
+	// its name, its description and the JSON of its input schema.
+	Tools(tools []*typev1.Tool) int64
+}
+
+// EncodingEstimate is the Encoding of the estimate: ceil(bytes/4) tokens per text.
+const EncodingEstimate = "estimate"
+
+// Estimator is the Counter of the estimate (see Estimate); ForModel returns it for models
+// without a known tokenizer.
+var Estimator Counter = &counter{encoding: EncodingEstimate, text: Estimate}
+
+// counter builds every count from a text count.
+type counter struct {
+	encoding string
+	text     func(string) int64
+}
+
+func (c *counter) Encoding() string { return c.encoding }
+
+func (c *counter) Text(text string) int64 {
+	if text == "" {
+		return 0
+	}
+	return c.text(text)
+}
+
+func (c *counter) Message(m *typev1.Message) int64 {
+	if m == nil {
+		return 0
+	}
+	n := MessageOverhead + c.Text(m.GetContent()) + c.Text(m.GetReasoning())
+	for _, call := range m.GetToolCalls() {
+		n += c.Text(call.GetName())
+		if raw := call.GetRawArguments(); raw != "" {
+			n += c.Text(raw)
+		} else {
+			n += c.Text(structJSON(call.GetArguments()))
+		}
+	}
+	return n
+}
+
+func (c *counter) Messages(msgs []*typev1.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += c.Message(m)
+	}
+	return n
+}
+
+func (c *counter) Tools(tools []*typev1.Tool) int64 {
+	var n int64
+	for _, t := range tools {
+		n += c.Text(t.GetName()) + c.Text(t.GetDescription()) + c.Text(structJSON(t.GetInputSchema()))
+	}
+	return n
+}

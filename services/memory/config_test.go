@@ -1,0 +1,109 @@
+package memory_test
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/services/memory"
+	"github.com/agentmesh/agentmesh/services/memory/storetest"
+)
+
+// serveFromConfig serves a memory service built from cfg; stop closes the service, and so
+// its store.
+func serveFromConfig(t *testing.T, cfg *config.Config) (c memoryv1.MemoryServiceClient, stop func()) {
+	t.Helper()
+	opts, err := memory.OptionsFromConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := memory.New(opts)
+	return memoryv1.NewMemoryServiceClient(grpctest.Serve(t, svc.Register)), func() {
+		if err := svc.Close(); err != nil {
+			t.Errorf("close the service: %v", err)
+		}
+	}
+}
+
+// The service's data survives a restart: stop it, build it again from the same
+// configuration, and everything is still there.
+func TestOptionsFromConfigRestart(t *testing.T) {
+	table := []struct {
+		name string
+		set  func(t *testing.T, m *config.Memory)
+	}{
+		{"sqlite", func(t *testing.T, m *config.Memory) {
+			m.Store, m.Path = config.StoreSQLite, filepath.Join(t.TempDir(), "memory.db")
+		}},
+		{"postgres", func(t *testing.T, m *config.Memory) {
+			m.Store, m.DSN = config.StorePostgres, storetest.PostgresDSN(t)
+		}},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Memory.QuotaPerUser = 2
+			tc.set(t, &cfg.Memory)
+
+			c, stop := serveFromConfig(t, cfg)
+			id := store(t, c, "alice", "", "My favourite editor is Helix")
+			store(t, c, "alice", "knowledge", "Helix is a modal editor")
+			stop()
+
+			c, stop = serveFromConfig(t, cfg)
+			defer stop()
+			resp, err := c.Search(t.Context(), &memoryv1.SearchRequest{UserId: "alice", Query: "favourite editor"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.GetHits()) != 1 || resp.GetHits()[0].GetMemory().GetId() != id {
+				t.Errorf("after restart: hits %v", resp.GetHits())
+			}
+			_, err = c.Store(t.Context(), &memoryv1.StoreRequest{UserId: "alice", Content: user("one too many")})
+			if !strings.Contains(err.Error(), "2 of 2 memories") {
+				t.Errorf("store over the quota after restart: %v", err)
+			}
+		})
+	}
+}
+
+func TestOptionsFromConfig(t *testing.T) {
+	t.Run("memory store, quota 0 is unlimited", func(t *testing.T) {
+		cfg := config.Default()
+		cfg.Memory.QuotaPerUser = 0
+		opts, err := memory.OptionsFromConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := opts.Store.(*memory.MemoryStore); !ok || opts.QuotaPerUser != math.MaxInt {
+			t.Errorf("store %T, quota %d", opts.Store, opts.QuotaPerUser)
+		}
+	})
+	table := []struct {
+		name string
+		mem  config.Memory
+		code int
+		want string
+	}{
+		{"unknown store", config.Memory{Store: "redis"}, exitcode.Invalid, `memory.store "redis" is not supported`},
+		{"sqlite file in a missing folder", config.Memory{Store: config.StoreSQLite, Path: filepath.Join(t.TempDir(), "missing", "memory.db")}, exitcode.Unavailable, "missing/memory.db"},
+		{"sqlite without a path", config.Memory{Store: config.StoreSQLite}, exitcode.Unavailable, "database path is empty"},
+		{"postgres nobody listens to", config.Memory{Store: config.StorePostgres, DSN: "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=5"}, exitcode.Unavailable, "postgres memory store"},
+		{"postgres with a bad DSN", config.Memory{Store: config.StorePostgres, DSN: "postgres://%zz"}, exitcode.Unavailable, "postgres memory store"},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Memory = tc.mem
+			_, err := memory.OptionsFromConfig(t.Context(), cfg)
+			if exitcode.Of(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v (exit code %d), want exit code %d saying %q", err, exitcode.Of(err), tc.code, tc.want)
+			}
+		})
+	}
+}

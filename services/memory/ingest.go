@@ -1,0 +1,171 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// MaxChunkBytes is the size limit of one chunk IngestDir stores (about 500 tokens).
+const MaxChunkBytes = 2000
+
+// Metadata keys of ingested chunks.
+const (
+	// MetaTitle is the document's first Markdown heading, else its file name.
+	MetaTitle = "title"
+	// MetaSource is the file's path relative to the ingested folder, with / separators.
+	MetaSource = "source"
+	// MetaChunk is the chunk's index in its file, from 0.
+	MetaChunk = "chunk"
+	// MetaChunks is the number of chunks of the file.
+	MetaChunks = "chunks"
+)
+
+// ingestExts are the extensions of the files IngestDir reads.
+var ingestExts = map[string]bool{".md": true, ".markdown": true, ".txt": true}
+
+// IngestReport says what IngestDir did.
+type IngestReport struct {
+	// Files is the number of files stored.
+	Files int
+	// Chunks is the number of memories stored.
+	Chunks int
+	// Replaced is the number of memories of earlier ingestions of the same files deleted.
+	Replaced int
+	// Skipped lists the files without text (relative paths).
+	Skipped []string
+}
+
+// IngestDir stores every .md, .markdown and .txt file under dir (recursively; names starting
+// with "." are left out) in the user's collection, split by chunkText into chunks of at most
+// MaxChunkBytes at paragraph boundaries. Each chunk is one memory with metadata MetaTitle,
+// MetaSource, MetaChunk and MetaChunks. Ingesting a file again replaces the chunks stored from
+// the same source path, so re-running after edits does not duplicate them. Invalid UTF-8 is
+// replaced by U+FFFD.
+//
+// It stops at the first failure (e.g. MEMORY_FULL when the quota is reached) and returns
+// what it did so far with the error, which names the file.
+func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection, dir string) (IngestReport, error) {
+	var report IngestReport
+	if userID == "" {
+		return report, errors.New("ingest: the user id is empty")
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return report, fmt.Errorf("ingest: %w", err)
+	}
+	if !info.IsDir() {
+		return report, fmt.Errorf("ingest: %s is not a directory", dir)
+	}
+	files, err := ingestFiles(dir)
+	if err != nil {
+		return report, fmt.Errorf("ingest: %w", err)
+	}
+	previous, err := storedSources(ctx, client, userID, collection)
+	if err != nil {
+		return report, fmt.Errorf("ingest: list the collection %q: %w", collection, err)
+	}
+	for _, rel := range files {
+		if err := ingestFile(ctx, client, userID, collection, dir, rel, previous[rel], &report); err != nil {
+			return report, fmt.Errorf("ingest %s: %w", rel, err)
+		}
+	}
+	return report, nil
+}
+
+// ingestFiles returns the relative paths (with / separators) of the files to ingest, in
+// lexical order.
+func ingestFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !ingestExts[strings.ToLower(filepath.Ext(path))] {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
+		return nil
+	})
+	return files, err
+}
+
+// storedSources maps the source paths of the collection's memories to their ids.
+func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection string) (map[string][]string, error) {
+	sources := make(map[string][]string)
+	token := ""
+	for {
+		resp, err := client.List(ctx, &memoryv1.ListRequest{UserId: userID, Collection: collection, PageSize: MaxPageSize, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range resp.GetMemories() {
+			if src := m.GetMetadata().GetFields()[MetaSource].GetStringValue(); src != "" {
+				sources[src] = append(sources[src], m.GetId())
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return sources, nil
+		}
+	}
+}
+
+// ingestFile replaces the chunks stored from rel (the memories old) with its current ones.
+func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection, dir, rel string, old []string, report *IngestReport) error {
+	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return err
+	}
+	text := string(data)
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	for _, id := range old {
+		if _, err := client.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: id}); err != nil {
+			return fmt.Errorf("delete the earlier chunk %s: %w", id, err)
+		}
+		report.Replaced++
+	}
+	chunks := chunkText(text, MaxChunkBytes)
+	if len(chunks) == 0 {
+		report.Skipped = append(report.Skipped, rel)
+		return nil
+	}
+	title := documentTitle(rel, text)
+	for i, chunk := range chunks {
+		meta, err := structpb.NewStruct(map[string]any{MetaTitle: title, MetaSource: rel, MetaChunk: i, MetaChunks: len(chunks)})
+		if err != nil {
+			return err
+		}
+		if _, err := client.Store(ctx, &memoryv1.StoreRequest{
+			UserId:     userID,
+			Collection: collection,
+			Content:    &typev1.Message{Role: typev1.Role_ROLE_USER, Content: chunk},
+			Metadata:   meta,
+		}); err != nil {
+			return fmt.Errorf("store chunk %d of %d: %w", i+1, len(chunks), err)
+		}
+		report.Chunks++
+	}
+	report.Files++
+	return nil
+}

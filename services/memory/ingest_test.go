@@ -1,0 +1,205 @@
+package memory_test
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/memory"
+)
+
+// writeFiles creates files (relative path → content) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for rel, content := range files {
+		path := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// listAll returns every memory of the user's collection.
+func listAll(t *testing.T, c memoryv1.MemoryServiceClient, userID, collection string) []*memoryv1.Memory {
+	t.Helper()
+	resp, err := c.List(t.Context(), &memoryv1.ListRequest{UserId: userID, Collection: collection, PageSize: memory.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetMemories()
+}
+
+// bySource groups chunks by their source metadata, each group in chunk order.
+func bySource(ms []*memoryv1.Memory) map[string][]*memoryv1.Memory {
+	out := make(map[string][]*memoryv1.Memory)
+	for _, m := range ms {
+		src := m.GetMetadata().GetFields()[memory.MetaSource].GetStringValue()
+		out[src] = append(out[src], m)
+	}
+	for _, group := range out {
+		slices.SortFunc(group, func(a, b *memoryv1.Memory) int {
+			return int(a.GetMetadata().GetFields()[memory.MetaChunk].GetNumberValue() - b.GetMetadata().GetFields()[memory.MetaChunk].GetNumberValue())
+		})
+	}
+	return out
+}
+
+func TestIngestDir(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	ctx := t.Context()
+	dir := t.TempDir()
+	var long strings.Builder
+	long.WriteString("# Operations handbook\n\n")
+	for i := range 40 {
+		long.WriteString(strings.Repeat("The on-call engineer restarts the ingest worker. ", 3))
+		long.WriteString("Paragraph " + string(rune('A'+i%26)) + ".\n\n")
+	}
+	writeFiles(t, dir, map[string]string{
+		"guide.md":            "```sh\n# not the title\n```\n\n# Deploying agentmesh\n\nRun make build, then start the mesh.\n",
+		"notes/faq.txt":       "Backups run nightly at 02:00.\n\nThey are kept for thirty days.",
+		"notes/handbook.MD":   long.String(),
+		"notes/empty.md":      "  \n\n",
+		"notes/image.png":     "not text",
+		".git/HEAD.md":        "# hidden directory",
+		"notes/.draft.md":     "# hidden file",
+		"notes/deep/more.txt": "Deep file about kubernetes.",
+	})
+
+	report, err := memory.IngestDir(ctx, c, "alice", "knowledge", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := listAll(t, c, "alice", "knowledge")
+	groups := bySource(chunks)
+	if got := slices.Sorted(maps.Keys(groups)); !slices.Equal(got, []string{"guide.md", "notes/deep/more.txt", "notes/faq.txt", "notes/handbook.MD"}) {
+		t.Errorf("sources = %v", got)
+	}
+	if report.Files != 4 || report.Chunks != len(chunks) || report.Replaced != 0 || !slices.Equal(report.Skipped, []string{"notes/empty.md"}) {
+		t.Errorf("report = %+v with %d chunks stored", report, len(chunks))
+	}
+	t.Run("metadata: title, source, chunk index and count", func(t *testing.T) {
+		guide := groups["guide.md"]
+		if len(guide) != 1 {
+			t.Fatalf("guide.md has %d chunks", len(guide))
+		}
+		f := guide[0].GetMetadata().GetFields()
+		if f[memory.MetaTitle].GetStringValue() != "Deploying agentmesh" || f[memory.MetaChunk].GetNumberValue() != 0 || f[memory.MetaChunks].GetNumberValue() != 1 {
+			t.Errorf("guide.md metadata = %v", f)
+		}
+		if faq := groups["notes/faq.txt"]; len(faq) != 1 || faq[0].GetMetadata().GetFields()[memory.MetaTitle].GetStringValue() != "faq.txt" ||
+			faq[0].GetContent() != "Backups run nightly at 02:00.\n\nThey are kept for thirty days." {
+			t.Errorf("faq.txt = %v", faq)
+		}
+	})
+	t.Run("a long document is split at paragraphs within the limit", func(t *testing.T) {
+		handbook := groups["notes/handbook.MD"]
+		if len(handbook) < 3 {
+			t.Fatalf("handbook has %d chunks", len(handbook))
+		}
+		var text []string
+		for i, m := range handbook {
+			f := m.GetMetadata().GetFields()
+			if len(m.GetContent()) > memory.MaxChunkBytes {
+				t.Errorf("chunk %d has %d bytes", i, len(m.GetContent()))
+			}
+			if f[memory.MetaTitle].GetStringValue() != "Operations handbook" || int(f[memory.MetaChunk].GetNumberValue()) != i || int(f[memory.MetaChunks].GetNumberValue()) != len(handbook) {
+				t.Errorf("chunk %d metadata = %v", i, f)
+			}
+			if !strings.HasSuffix(m.GetContent(), ".") {
+				t.Errorf("chunk %d does not end at a paragraph: ...%q", i, m.GetContent()[len(m.GetContent())-20:])
+			}
+			text = append(text, m.GetContent())
+		}
+		if got, want := strings.Fields(strings.Join(text, " ")), strings.Fields(long.String()); !slices.Equal(got, want) {
+			t.Errorf("the chunks hold %d words, the file %d", len(got), len(want))
+		}
+	})
+	t.Run("chunks are searchable in the collection only", func(t *testing.T) {
+		resp, err := c.Search(ctx, &memoryv1.SearchRequest{UserId: "alice", Collection: "knowledge", Query: "how long are backups kept?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetHits()) == 0 || resp.GetHits()[0].GetMemory().GetMetadata().GetFields()[memory.MetaSource].GetStringValue() != "notes/faq.txt" {
+			t.Errorf("hits = %v", resp.GetHits())
+		}
+		if got := listAll(t, c, "alice", ""); len(got) != 0 {
+			t.Errorf("personal memory holds %d chunks", len(got))
+		}
+	})
+	t.Run("ingesting again replaces the chunks of each file", func(t *testing.T) {
+		writeFiles(t, dir, map[string]string{"notes/faq.txt": "Backups now run hourly."})
+		again, err := memory.IngestDir(ctx, c, "alice", "knowledge", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := listAll(t, c, "alice", "knowledge")
+		if len(after) != len(chunks) || again.Replaced != len(chunks) || again.Chunks != len(chunks) {
+			t.Errorf("after re-ingesting: %d chunks stored (was %d), report %+v", len(after), len(chunks), again)
+		}
+		if faq := bySource(after)["notes/faq.txt"]; len(faq) != 1 || faq[0].GetContent() != "Backups now run hourly." {
+			t.Errorf("faq.txt = %v", faq)
+		}
+	})
+	t.Run("another user's collection is untouched", func(t *testing.T) {
+		if got := listAll(t, c, "bob", "knowledge"); len(got) != 0 {
+			t.Errorf("bob has %d chunks", len(got))
+		}
+	})
+}
+
+// A full quota stops the ingestion with MEMORY_FULL naming the file, keeping what was stored.
+func TestIngestDirQuota(t *testing.T) {
+	c := newClient(t, memory.Options{QuotaPerUser: 2})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.md": "first", "b.md": "second", "c.md": "third"})
+	report, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
+	if stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL || !strings.Contains(err.Error(), "c.md") {
+		t.Fatalf("err = %v, want MEMORY_FULL naming c.md", err)
+	}
+	if report.Files != 2 || report.Chunks != 2 {
+		t.Errorf("report = %+v, want the 2 files stored before the quota", report)
+	}
+}
+
+func TestIngestDirInvalid(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"file.md": "text"})
+	table := []struct {
+		name, user, dir, want string
+	}{
+		{"no user", "", dir, "user id is empty"},
+		{"missing folder", "alice", filepath.Join(dir, "missing"), "no such file or directory"},
+		{"a file, not a folder", "alice", filepath.Join(dir, "file.md"), "is not a directory"},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := memory.IngestDir(t.Context(), c, tc.user, "knowledge", tc.dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Text that is not valid UTF-8 (e.g. Latin-1) is stored with U+FFFD in place of bad bytes.
+func TestIngestDirInvalidUTF8(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"latin1.txt": "caf\xe9 au lait"})
+	if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAll(t, c, "alice", "knowledge"); len(got) != 1 || got[0].GetContent() != "caf\uFFFD au lait" {
+		t.Errorf("stored %v", got)
+	}
+}

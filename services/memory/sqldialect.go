@@ -1,0 +1,99 @@
+package memory
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// dialect holds what differs between the SQL databases a SQLStore runs on. Queries are
+// written with ? placeholders; rebind turns them into the database's own.
+type dialect struct {
+	// name is the database's name in error messages.
+	name string
+	// key is the column type of identifiers, compared bytewise so the newest-first order
+	// matches Go's string order.
+	key string
+	// blob is the column type of binary data.
+	blob string
+	// numbered placeholders ($1, $2, ...) instead of ?.
+	numbered bool
+	// schemaLock, when set, runs first in the schema transaction so concurrent opens do not
+	// race to create the same tables.
+	schemaLock string
+	// runLock, when set, serialises appends to one run's transcript inside their
+	// transaction; its only argument is the run id. Without it the transaction itself must
+	// serialise writers (SQLite's BEGIN IMMEDIATE).
+	runLock string
+}
+
+var (
+	sqliteDialect   = dialect{name: "sqlite", key: "TEXT", blob: "BLOB"}
+	postgresDialect = dialect{
+		name:       "postgres",
+		key:        `TEXT COLLATE "C"`,
+		blob:       "BYTEA",
+		numbered:   true,
+		schemaLock: "SELECT pg_advisory_xact_lock(7007)",
+		runLock:    "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
+	}
+)
+
+// rebind returns query with the dialect's placeholders.
+func (d dialect) rebind(query string) string {
+	if !d.numbered {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// schema returns the statements that create the store's tables when they do not exist.
+func (d dialect) schema() []string {
+	return []string{
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memories (
+	id %[1]s PRIMARY KEY,
+	user_id %[1]s NOT NULL,
+	collection %[1]s NOT NULL,
+	created_at BIGINT NOT NULL,
+	length INTEGER NOT NULL,
+	vector %[2]s,
+	body %[2]s NOT NULL
+)`, d.key, d.blob),
+		`CREATE INDEX IF NOT EXISTS memories_newest ON memories (user_id, collection, created_at DESC, id DESC)`,
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memory_terms (
+	user_id %[1]s NOT NULL,
+	collection %[1]s NOT NULL,
+	term %[1]s NOT NULL,
+	memory_id %[1]s NOT NULL,
+	tf INTEGER NOT NULL,
+	PRIMARY KEY (user_id, collection, term, memory_id)
+)`, d.key),
+		`CREATE INDEX IF NOT EXISTS memory_terms_memory ON memory_terms (memory_id)`,
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memory_users (
+	user_id %s PRIMARY KEY,
+	memories BIGINT NOT NULL
+)`, d.key),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS transcripts (
+	run_id %[1]s NOT NULL,
+	seq BIGINT NOT NULL,
+	hash TEXT NOT NULL,
+	entry %[2]s NOT NULL,
+	PRIMARY KEY (run_id, seq)
+)`, d.key, d.blob),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS runs (
+	run_id %[1]s PRIMARY KEY,
+	user_id %[1]s NOT NULL,
+	result %[2]s NOT NULL
+)`, d.key, d.blob),
+	}
+}

@@ -1,0 +1,423 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// SQLStore is a Store in a SQL database: SQLite (OpenSQLite) or PostgreSQL (OpenPostgres).
+// It is safe for concurrent use; Close releases the database.
+//
+// Memories are kept as protobuf bytes next to the columns queries need, with an inverted
+// index of their terms (memory_terms) so a lexical search reads only the memories sharing a
+// word with the query, and their vectors for semantic search. A per-user counter row
+// (memory_users) makes the quota check and the insert one atomic step.
+type SQLStore struct {
+	db *sql.DB
+	d  dialect
+}
+
+var _ Store = (*SQLStore)(nil)
+
+// openSQL wraps db and creates the schema when it does not exist.
+func openSQL(ctx context.Context, db *sql.DB, d dialect) (*SQLStore, error) {
+	s := &SQLStore{db: db, d: d}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if d.schemaLock != "" {
+			if _, err := tx.ExecContext(ctx, d.schemaLock); err != nil {
+				return err
+			}
+		}
+		for _, stmt := range d.schema() {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("create the %s memory schema: %w", d.name, err), db.Close())
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *SQLStore) Close() error { return s.db.Close() }
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *SQLStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			return errors.Join(err, rbErr)
+		}
+		return err
+	}
+	return tx.Commit()
+}
+
+// PutMemory stores m and its vector unless its user already holds quota memories.
+func (s *SQLStore) PutMemory(ctx context.Context, m *memoryv1.Memory, vector []float32, quota int) error {
+	if quota < 1 {
+		return ErrQuotaExceeded
+	}
+	body, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode memory: %w", err)
+	}
+	freq, length := termFrequencies(m.GetContent())
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// One statement counts the memory and checks the quota: the update's condition fails,
+		// returning no row, when the user is at the quota.
+		var count int64
+		err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_users (user_id, memories) VALUES (?, 1)
+ON CONFLICT (user_id) DO UPDATE SET memories = memory_users.memories + 1 WHERE memory_users.memories < ?
+RETURNING memories`), m.GetUserId(), quota).Scan(&count)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrQuotaExceeded
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memories (id, user_id, collection, created_at, length, vector, body)
+VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			m.GetId(), m.GetUserId(), m.GetCollection(), m.GetCreatedAt().AsTime().UnixNano(), length, encodeVector(vector), body); err != nil {
+			return err
+		}
+		return s.insertTerms(ctx, tx, m, freq)
+	})
+}
+
+// termBatch is the number of term rows inserted by one statement.
+const termBatch = 200
+
+// insertTerms indexes the terms of m.
+func (s *SQLStore) insertTerms(ctx context.Context, tx *sql.Tx, m *memoryv1.Memory, freq map[string]int) error {
+	for batch := range slices.Chunk(slices.Sorted(maps.Keys(freq)), termBatch) {
+		args := make([]any, 0, 5*len(batch))
+		for _, t := range batch {
+			args = append(args, m.GetUserId(), m.GetCollection(), t, m.GetId(), freq[t])
+		}
+		query := "INSERT INTO memory_terms (user_id, collection, term, memory_id, tf) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(batch)), ", ")
+		if _, err := tx.ExecContext(ctx, s.d.rebind(query), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SearchMemories ranks the user's memories in the collection. It reads the collection's size,
+// the memories holding a query term (through the term index) and, for a semantic search, the
+// vectors of the collection; then it ranks them and reads the hits.
+func (s *SQLStore) SearchMemories(ctx context.Context, q SearchQuery) ([]*memoryv1.MemoryHit, error) {
+	var c corpus
+	if err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*), COALESCE(SUM(length), 0) FROM memories
+WHERE user_id = ? AND collection = ?`), q.UserID, q.Collection).Scan(&c.docs, &c.totalLength); err != nil {
+		return nil, err
+	}
+	if c.docs == 0 {
+		return nil, nil
+	}
+	qterms := queryTerms(q.Query)
+	docs := make(map[string]*rankDoc)
+	if err := s.lexicalCandidates(ctx, q, qterms, docs); err != nil {
+		return nil, err
+	}
+	if q.Vector != nil {
+		if err := s.semanticCandidates(ctx, q, docs); err != nil {
+			return nil, err
+		}
+	}
+	candidates := make([]rankDoc, 0, len(docs))
+	for _, d := range docs {
+		candidates = append(candidates, *d)
+	}
+	ranked := rank(q, qterms, c, candidates)
+	return s.hits(ctx, q.UserID, ranked)
+}
+
+// lexicalCandidates adds to docs the memories holding one of qterms, with their frequencies.
+func (s *SQLStore) lexicalCandidates(ctx context.Context, q SearchQuery, qterms []string, docs map[string]*rankDoc) error {
+	if len(qterms) == 0 {
+		return nil
+	}
+	args := []any{q.UserID, q.Collection}
+	for _, t := range qterms {
+		args = append(args, t)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT t.memory_id, t.term, t.tf, m.length, m.created_at
+FROM memory_terms t JOIN memories m ON m.id = t.memory_id
+WHERE t.user_id = ? AND t.collection = ? AND t.term IN (`+placeholders(len(qterms))+`)`), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, term string
+		var tf, length int
+		var created int64
+		if err := rows.Scan(&id, &term, &tf, &length, &created); err != nil {
+			return err
+		}
+		d := docs[id]
+		if d == nil {
+			d = &rankDoc{id: id, createdAt: created, length: length, freq: make(map[string]int)}
+			docs[id] = d
+		}
+		d.freq[term] = tf
+	}
+	return rows.Err()
+}
+
+// semanticCandidates adds to docs every memory of the collection that has a vector.
+func (s *SQLStore) semanticCandidates(ctx context.Context, q SearchQuery, docs map[string]*rankDoc) error {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT id, length, created_at, vector FROM memories
+WHERE user_id = ? AND collection = ? AND vector IS NOT NULL`), q.UserID, q.Collection)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var length int
+		var created int64
+		var raw []byte
+		if err := rows.Scan(&id, &length, &created, &raw); err != nil {
+			return err
+		}
+		vector, err := decodeVector(raw)
+		if err != nil {
+			return fmt.Errorf("memory %s: %w", id, err)
+		}
+		d := docs[id]
+		if d == nil {
+			d = &rankDoc{id: id, createdAt: created, length: length}
+			docs[id] = d
+		}
+		d.vector = vector
+	}
+	return rows.Err()
+}
+
+// hits reads the ranked memories of userID, in rank order.
+func (s *SQLStore) hits(ctx context.Context, userID string, ranked []rankedDoc) ([]*memoryv1.MemoryHit, error) {
+	if len(ranked) == 0 {
+		return nil, nil
+	}
+	args := []any{userID}
+	for _, r := range ranked {
+		args = append(args, r.id)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT id, body FROM memories WHERE user_id = ? AND id IN (`+placeholders(len(ranked))+`)`), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byID := make(map[string]*memoryv1.Memory, len(ranked))
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, err
+		}
+		m := &memoryv1.Memory{}
+		if err := proto.Unmarshal(body, m); err != nil {
+			return nil, fmt.Errorf("decode memory %s: %w", id, err)
+		}
+		byID[id] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	hits := make([]*memoryv1.MemoryHit, 0, len(ranked))
+	for _, r := range ranked {
+		// A memory deleted since it was ranked is left out.
+		if m := byID[r.id]; m != nil {
+			hits = append(hits, &memoryv1.MemoryHit{Memory: m, RelevanceScore: r.score})
+		}
+	}
+	return hits, nil
+}
+
+// ListMemories pages through the user's memories in the collection, newest first.
+func (s *SQLStore) ListMemories(ctx context.Context, q ListQuery) ([]*memoryv1.Memory, error) {
+	query := `SELECT body FROM memories WHERE user_id = ? AND collection = ?`
+	args := []any{q.UserID, q.Collection}
+	if q.After != nil {
+		at := q.After.CreatedAt.UnixNano()
+		query += ` AND (created_at < ? OR (created_at = ? AND id < ?))`
+		args = append(args, at, at, q.After.ID)
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, q.Limit)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var page []*memoryv1.Memory
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		m := &memoryv1.Memory{}
+		if err := proto.Unmarshal(body, m); err != nil {
+			return nil, fmt.Errorf("decode memory: %w", err)
+		}
+		page = append(page, m)
+	}
+	return page, rows.Err()
+}
+
+// DeleteMemory deletes the user's memory id, its terms, and counts it off the user's quota.
+func (s *SQLStore) DeleteMemory(ctx context.Context, userID, id string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memories WHERE id = ? AND user_id = ?`), id, userID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms WHERE memory_id = ?`), id); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE memory_users SET memories = memories - 1 WHERE user_id = ?`), userID)
+		return err
+	})
+}
+
+// AppendTranscript appends entries that continue the run's stored chain, checked in the same
+// transaction as the insert.
+func (s *SQLStore) AppendTranscript(ctx context.Context, runID string, entries []*typev1.TranscriptEntry) (int64, error) {
+	var length int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if s.d.runLock != "" {
+			if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.runLock), runID); err != nil {
+				return err
+			}
+		}
+		var last string
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT seq, hash FROM transcripts WHERE run_id = ? ORDER BY seq DESC LIMIT 1`), runID).Scan(&length, &last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := VerifyAppend(length, last, entries); err != nil {
+			return err
+		}
+		for _, e := range entries {
+			raw, err := proto.Marshal(e)
+			if err != nil {
+				return fmt.Errorf("encode transcript entry %d: %w", e.GetSeq(), err)
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO transcripts (run_id, seq, hash, entry) VALUES (?, ?, ?, ?)`),
+				runID, e.GetSeq(), e.GetHash(), raw); err != nil {
+				return err
+			}
+		}
+		length += int64(len(entries))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return length, nil
+}
+
+// SaveRun stores the run's result, replacing an earlier save.
+func (s *SQLStore) SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error {
+	raw, err := proto.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("encode run result: %w", err)
+	}
+	_, err = s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO runs (run_id, user_id, result) VALUES (?, ?, ?)
+ON CONFLICT (run_id) DO UPDATE SET user_id = excluded.user_id, result = excluded.result`), result.GetRunId(), userID, raw)
+	return err
+}
+
+// GetRun returns the run's result with the stored transcript.
+func (s *SQLStore) GetRun(ctx context.Context, runID string) (*typev1.RunResult, error) {
+	var raw []byte
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT result FROM runs WHERE run_id = ?`), runID).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	result := &typev1.RunResult{}
+	if err := proto.Unmarshal(raw, result); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", runID, err)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT entry FROM transcripts WHERE run_id = ? ORDER BY seq`), runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var chain []*typev1.TranscriptEntry
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, err
+		}
+		e := &typev1.TranscriptEntry{}
+		if err := proto.Unmarshal(raw, e); err != nil {
+			return nil, fmt.Errorf("decode transcript of run %s: %w", runID, err)
+		}
+		chain = append(chain, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(chain) > 0 {
+		result.Transcript = chain
+	}
+	return result, nil
+}
+
+// placeholders returns n comma-separated ? placeholders.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// encodeVector returns the column value of v: little-endian float32s, or NULL for no vector.
+func encodeVector(v []float32) any {
+	if len(v) == 0 {
+		return nil
+	}
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// decodeVector reverses encodeVector.
+func decodeVector(b []byte) ([]float32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("vector of %d bytes is not a list of float32", len(b))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
+}
