@@ -35,8 +35,8 @@ build: ## build every binary into ./bin
 
 NPM_DIRS := test/node services/action/testdata
 
-test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (installs the npm packages the tests run first)
-	go test -race -count=1 ./... ./gen/...
+test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (installs the npm packages and the PostgreSQL test database first)
+	AGENTMESH_TEST_POSTGRES_DSN="$${AGENTMESH_TEST_POSTGRES_DSN:-$$(scripts/testdb.sh)}" go test -race -count=1 ./... ./gen/...
 
 %/node_modules: %/package.json %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund

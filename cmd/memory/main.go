@@ -14,12 +14,12 @@ import (
 )
 
 func main() {
-	server.Main("memory", ":7007", func(context.Context) (server.Registrar, error) {
+	server.Main("memory", ":7007", func(ctx context.Context) (server.Registrar, error) {
 		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, err)
 		}
-		opts, err := memory.OptionsFromConfig(cfg)
+		opts, err := memory.OptionsFromConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

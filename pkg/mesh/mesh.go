@@ -71,6 +71,7 @@ type Mesh struct {
 	nc           *nats.Conn
 	orchestrator *orchestrator.Service
 	closePeers   func() error
+	closers      []func() error // run after the servers stopped
 	tempDir      string
 }
 
@@ -126,16 +127,18 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return c, nil
 	}
 
-	memOpts, err := memory.OptionsFromConfig(cfg)
+	memOpts, err := memory.OptionsFromConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	mem := memory.New(memOpts) // owns the store from here on
+	m.closers = append(m.closers, mem.Close)
 	providers, err := generation.ProvidersFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(providers, opts.Providers)
-	if err := serve(Memory, memory.New(memOpts).Register); err != nil {
+	if err := serve(Memory, mem.Register); err != nil {
 		return nil, err
 	}
 	gen := generation.New(generation.Options{Providers: providers, TracerProvider: tp(Generation)})
@@ -158,12 +161,14 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	act, err := action.New(action.Options{
-		Memory:          memoryv1.NewMemoryServiceClient(actionMemory),
-		RequireApproval: cfg.Tools.RequireApproval,
-		NoApproval:      cfg.Tools.NoApproval,
-		TracerProvider:  tp(Action),
-	})
+	actOpts, stopBackends, err := action.OptionsFromConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.closers = append(m.closers, stopBackends)
+	actOpts.Memory = memoryv1.NewMemoryServiceClient(actionMemory)
+	actOpts.TracerProvider = tp(Action)
+	act, err := action.New(actOpts)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
@@ -271,6 +276,9 @@ func (m *Mesh) Close() {
 	}
 	if m.closePeers != nil {
 		errs = append(errs, m.closePeers())
+	}
+	for _, c := range m.closers {
+		errs = append(errs, c())
 	}
 	if m.nc != nil {
 		m.nc.Close()
