@@ -46,6 +46,7 @@ func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *har
 	if len(scenarios) > 0 {
 		h.llm = llmtest.New(t, scenarios...)
 		cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: h.llm.URL(), APIKey: "test-key"}
+		cfg.Providers["scripted2"] = cfg.Providers["scripted"] // a second target for round-robin
 		cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
 	}
 	var mu sync.Mutex

@@ -83,6 +83,10 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if err != nil {
 		return nil, err
 	}
+	outputSchema, err := compileOutputSchema(req.GetOutputSchema())
+	if err != nil {
+		return nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
+	}
 	userID := req.GetUserId()
 	if userID == "" {
 		userID = "anonymous"
@@ -107,12 +111,12 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	}
 	base := context.WithoutCancel(ctx)
 	runCtx, cancel := context.WithCancelCause(base)
-	runCtx, stopTimer := context.WithTimeoutCause(runCtx, time.Duration(contract.GetTotalTimeoutMs())*time.Millisecond, errTotalTimeout)
+	runCtx, stopTimer := withTimer(runCtx, time.Duration(contract.GetTotalTimeoutMs())*time.Millisecond, errTotalTimeout)
 	runCtx, span := s.tracer.Start(runCtx, "agentmesh.run", trace.WithAttributes(attribute.String("agentmesh.run_id", runID)))
 	r := &run{
 		svc: s, id: runID, userID: userID, req: req, cancel: cancel, done: make(chan struct{}), span: span,
-		contract: contract, chain: transcript.NewChain(contract.GetAdapterVersion(), contract.GetTargets()[0].GetProvider()+"/"+contract.GetTargets()[0].GetModel()),
-		stream: s.publisher.Run(runID), usage: &typev1.TokenUsage{}, sink: sink,
+		contract: contract, chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)),
+		stream: s.publisher.Run(runID), usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema,
 	}
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
 	r.conversation = append(r.conversation, req.GetHistory()...)
@@ -154,6 +158,15 @@ func (r *run) finalResult() *typev1.RunResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.result
+}
+
+// modelProfile names the contract's first target ("none" without targets; PRECHECK then
+// fails the run).
+func modelProfile(c *typev1.ExecutionContract) string {
+	if len(c.GetTargets()) == 0 {
+		return "none"
+	}
+	return c.GetTargets()[0].GetProvider() + "/" + c.GetTargets()[0].GetModel()
 }
 
 func validateRunRequest(req *agentv1.RunRequest) error {

@@ -4,13 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/protobuf/proto"
 )
 
-// errTotalTimeout is the cancellation cause when total_timeout_ms runs out.
-var errTotalTimeout = errors.New("total_timeout_ms exceeded")
+// Cancellation causes of the run's timers.
+var (
+	errTotalTimeout = errors.New("total_timeout_ms exceeded")
+	errStepTimeout  = errors.New("step_timeout_ms exceeded")
+)
+
+// withTimer returns a context that is cancelled with cause after d. Unlike a deadline, the
+// timer is not propagated to the stages (gRPC would send it as grpc-timeout), so the
+// orchestrator is always the one that observes its own timeouts, and classifies them exactly.
+func withTimer(parent context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := time.AfterFunc(d, func() { cancel(cause) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
 
 // commit closes a turn: it evaluates the transition predicates in the Monolith order and
 // returns the ending, or nil to continue with another turn.
@@ -32,12 +48,12 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	c := r.contract
 	// 1. Interrupt and timeouts.
 	if runCtx.Err() != nil {
-		if cause := context.Cause(runCtx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
+		if cause := context.Cause(runCtx); !errors.Is(cause, errTotalTimeout) {
 			return fail(typev1.Outcome_OUTCOME_INTERRUPTED, ExitCancelled, "The run was cancelled.", cause.Error())
 		}
-		return timedOut("total_timeout_ms exceeded")
+		return timedOut(fmt.Sprintf("total_timeout_ms (%d ms) exceeded", c.GetTotalTimeoutMs()))
 	}
-	if stepCtx.Err() != nil {
+	if errors.Is(context.Cause(stepCtx), errStepTimeout) {
 		return timedOut(fmt.Sprintf("step_timeout_ms (%d ms) exceeded in turn %d", c.GetStepTimeoutMs(), r.turns))
 	}
 	// 2. Budgets.
@@ -61,27 +77,57 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	if t.cycle != "" {
 		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitCycleForbidden, "", "forbidden tool sequence "+t.cycle)
 	}
-	answered := t.answer != nil && len(t.answer.GetToolCalls()) == 0 && t.answer.GetContent() != ""
-	if answered && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
+	if t.malformed > 0 {
+		r.formatFails++
+		if r.formatFails > c.GetMaxFormatRetries() {
+			return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitInvalidToolCall, MessageProviderFailure,
+				fmt.Sprintf("malformed tool calls in %d turns; max_format_retries is %d", r.formatFails, c.GetMaxFormatRetries()))
+		}
+	}
+	final, reportErr := r.finalAnswer(t)
+	if final != nil && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
 		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, "",
 			"the run requires a tool, but the model answered without executing one")
 	}
+	if reportErr != nil {
+		if r.collapsed {
+			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure, reportErr.Error())
+		}
+		r.collapsed = true // seed 000: the remaining turns collapse into one final turn
+		return nil
+	}
 	// 4. Context threshold: a forced final turn must end the run.
-	if r.forcedFinal && !answered && t.answer != nil {
+	if (r.forcedFinal || r.collapsed) && final == nil && t.answer != nil {
+		if r.collapsed {
+			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure,
+				"the final turn after a refused final report produced no answer")
+		}
 		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
 			"This conversation no longer fits the model's context window. Please start a new conversation.",
 			"the forced final turn produced no answer")
 	}
 	// 5. Normal success.
-	if answered {
+	if final != nil {
 		outcome := typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY
 		if r.toolCalls > 0 {
 			outcome = typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS
 		}
-		return &ending{outcome: outcome, exit: ExitCompleted, answer: t.answer}
+		return &ending{outcome: outcome, exit: ExitCompleted, answer: t.answer, report: final}
 	}
 	// 6. Continue.
 	return nil
+}
+
+// finalAnswer is the turn's final report: an accepted final_report call, or a text answer
+// with no tool calls (for json output it must be a JSON object matching the schema).
+func (r *run) finalAnswer(t *turnState) (*report, error) {
+	if t.report != nil || t.reportErr != nil {
+		return t.report, t.reportErr
+	}
+	if t.answer == nil || len(t.answer.GetToolCalls()) > 0 || t.answer.GetContent() == "" {
+		return nil, nil
+	}
+	return reportFromText(r.contract, r.outputSchema, t.answer.GetContent())
 }
 
 func timedOut(reason string) *ending {

@@ -26,12 +26,9 @@ const finalInstruction = "System notice: the context window is nearly full. No m
 func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, *ending) {
 	var (
 		messages []*typev1.Message
-		tools    = r.offered
+		tools    = r.turnTools()
 		end      *ending
 	)
-	if r.forcedFinal {
-		tools = nil
-	}
 	st := typev1.RunState_RUN_STATE_ASSEMBLE
 	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
 		c := r.contract
@@ -72,7 +69,8 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 		switch guard.GetVerdict() {
 		case typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL:
 			r.emitGuard(ctx, guard)
-			r.forcedFinal, tools = true, nil
+			r.forcedFinal = true
+			tools = r.turnTools()
 		case typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW:
 			r.emitGuard(ctx, guard)
 			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,

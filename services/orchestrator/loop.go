@@ -103,6 +103,9 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 		draft.ToolPolicy = policy
 		r.contract = seal(draft, contractHash(r.contract))
 		r.offered = offeredTools(r.contract, r.available)
+		if r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
+			r.reportTool = finalReportTool(r.contract, r.req.GetOutputSchema())
+		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_IntentParsed{IntentParsed: &eventv1.IntentParsed{
 			Goal: resp.GetGoal(), Constraints: resp.GetConstraints(),
 			TaskType: taskTypeName(resp.GetTaskType()), ToolPolicy: policy,
@@ -167,7 +170,7 @@ func (r *run) makePlan(ctx context.Context) *ending {
 
 // turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT.
 func (r *run) turn(ctx context.Context) *ending {
-	stepCtx, cancel := context.WithTimeout(ctx, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond)
+	stepCtx, cancel := withTimer(ctx, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond, errStepTimeout)
 	defer cancel()
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: r.turns, ForcedFinal: r.forcedFinal}}})
 	var t turnState
@@ -176,8 +179,7 @@ func (r *run) turn(ctx context.Context) *ending {
 		t.answer, end = r.infer(stepCtx, messages, tools)
 	}
 	if end == nil && t.answer != nil {
-		calls := r.validateCalls(stepCtx, t.answer.GetToolCalls(), &t)
-		r.executeCalls(stepCtx, calls, &t)
+		r.executeCalls(stepCtx, r.validateCalls(stepCtx, t.answer.GetToolCalls(), &t))
 	}
 	return r.commit(ctx, stepCtx, end, &t)
 }
@@ -189,6 +191,22 @@ type turnState struct {
 	forbiddenCall   bool // a tool was asked for under a forbidden policy
 	cycle           string
 	budgetExhausted bool // the run's tool call budget ran out
+	malformed       int  // calls whose arguments were not valid JSON
+	report          *report
+	reportErr       error // why a final report was refused
+}
+
+// turnTools are the tools offered on the coming request: none but final_report once the
+// run is in its final turn.
+func (r *run) turnTools() []*typev1.Tool {
+	var tools []*typev1.Tool
+	if !r.forcedFinal && !r.collapsed {
+		tools = append(tools, r.offered...)
+	}
+	if r.reportTool != nil {
+		tools = append(tools, r.reportTool)
+	}
+	return tools
 }
 
 func toolNames(tools []*typev1.Tool) []string {

@@ -18,6 +18,7 @@ const (
 	ExitToolRequired        = "TOOL_REQUIRED"
 	ExitInvalidToolCall     = "INVALID_TOOL_CALL"
 	ExitGenerationFailure   = "LLM_GENERATION_FAILURE"
+	ExitFinalReportInvalid  = "FINAL_REPORT_INVALID"
 	ExitMaxTurns            = "MAX_TURNS_REACHED"
 	ExitMaxToolCalls        = "MAX_TOOL_CALLS_REACHED"
 	ExitMaxContext          = "MAX_CONTEXT_REACHED"
@@ -62,8 +63,11 @@ type ending struct {
 	reason string
 	// retryable says whether running the request again may help.
 	retryable bool
-	// answer is the model's final answer (a successful ending).
+	// answer is the model's final message (a successful ending).
 	answer *typev1.Message
+	// report is the accepted final report, when the answer came through final_report or
+	// needed decoding (json output).
+	report *report
 }
 
 func (e ending) success() bool {

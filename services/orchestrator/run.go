@@ -13,6 +13,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -40,6 +41,8 @@ type run struct {
 	goal         string
 	available    []*typev1.Tool // every tool the action service offers
 	offered      []*typev1.Tool // tools this run may use
+	reportTool   *typev1.Tool   // final_report, offered for json output
+	outputSchema *jsonschema.Schema
 	plan         []*typev1.Step
 	conversation []*typev1.Message
 	sentUpTo     int // conversation messages already sent to the model
@@ -50,6 +53,8 @@ type run struct {
 	lastTool     string
 	ctxTokens    int64
 	forcedFinal  bool
+	collapsed    bool  // a final report failed: the next turn is the last (seed 000 §1)
+	formatFails  int32 // turns whose output had malformed tool calls
 	decision     *typev1.AgentDecision
 
 	mu     sync.Mutex
@@ -126,6 +131,9 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 	if e.success() {
 		report.Status = typev1.ReportStatus_REPORT_STATUS_SUCCESS
 		report.Content = e.answer.GetContent()
+		if e.report != nil {
+			report.Content, report.ContentJson, report.Metadata = e.report.content, e.report.json, e.report.metadata
+		}
 		if res.Decision == nil {
 			res.Decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, ResponseText: report.Content}
 		}

@@ -17,11 +17,20 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// validateCalls checks the model's tool calls against policy and budgets. Every call that
-// will not run is answered at once with a "(tool failed: …)" tool message, so the model sees
-// why and the conversation stays well-formed; the calls that may run are returned.
-func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *turnState) []*typev1.ToolCall {
-	var valid []*typev1.ToolCall
+// plannedCall is a tool call after VALIDATE_CALLS: it runs, or is refused with a reason.
+type plannedCall struct {
+	call    *typev1.ToolCall
+	refusal string
+}
+
+// validateCalls checks the model's tool calls against policy and budgets. A call that will not
+// run gets a refusal, answered with a "(tool failed: …)" tool message in call order, so the
+// model sees why and the conversation stays well-formed.
+func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *turnState) []plannedCall {
+	var (
+		plan  []plannedCall
+		valid []*typev1.ToolCall
+	)
 	st := typev1.RunState_RUN_STATE_VALIDATE_CALLS
 	r.step(ctx, st, r.stepID(st), func(context.Context) (proto.Message, proto.Message, string) {
 		t.attempted = len(calls)
@@ -31,13 +40,21 @@ func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *tu
 		c := r.contract
 		prev := r.lastTool
 		var refused []string
-		for i, call := range calls {
+		n := 0 // tool calls counted against the per-turn limit
+		for _, call := range calls {
+			if call.GetName() == FinalReportTool && r.reportTool != nil {
+				if refusal := r.takeReport(call, t); refusal != "" {
+					plan = append(plan, plannedCall{call: call, refusal: refusal})
+				}
+				continue
+			}
+			n++
 			why := ""
 			switch {
 			case c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN:
 				t.forbiddenCall = true
 				why = "tools are forbidden for this run"
-			case i >= int(c.GetMaxToolCallsPerTurn()):
+			case n > int(c.GetMaxToolCallsPerTurn()):
 				why = fmt.Sprintf("dropped: at most %d tool calls may run in one turn", c.GetMaxToolCallsPerTurn())
 			case c.GetMaxToolCallsTotal() > 0 && int(r.toolCalls)+len(valid) >= int(c.GetMaxToolCallsTotal()):
 				t.budgetExhausted = true
@@ -45,17 +62,19 @@ func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *tu
 			case !slices.ContainsFunc(r.offered, func(tool *typev1.Tool) bool { return tool.GetName() == call.GetName() }):
 				why = fmt.Sprintf("unknown tool %q; available tools: %s", call.GetName(), strings.Join(toolNames(r.offered), ", "))
 			case call.GetArguments() == nil:
+				t.malformed++
 				why = fmt.Sprintf("the arguments are not valid JSON: %q", call.GetRawArguments())
 			case cycleForbidden(c, prev, call.GetName()):
 				t.cycle = prev + " -> " + call.GetName()
 				why = "the tool sequence " + t.cycle + " is forbidden by the contract"
 			default:
 				valid = append(valid, call)
+				plan = append(plan, plannedCall{call: call})
 				prev = call.GetName()
 				continue
 			}
 			refused = append(refused, call.GetName()+": "+why)
-			r.answerCall(call, "(tool failed: "+why+")")
+			plan = append(plan, plannedCall{call: call, refusal: "(tool failed: " + why + ")"})
 		}
 		detail := fmt.Sprintf("%d of %d calls valid", len(valid), len(calls))
 		if len(refused) > 0 {
@@ -63,7 +82,19 @@ func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *tu
 		}
 		return &typev1.Message{ToolCalls: calls}, &typev1.Message{ToolCalls: valid}, detail
 	})
-	return valid
+	return plan
+}
+
+// takeReport accepts or refuses a final_report call; a refusal is the tool message that tells
+// the model why, so it can fix the report in the (single) turn that remains.
+func (r *run) takeReport(call *typev1.ToolCall, t *turnState) (refusal string) {
+	rep, err := reportFromCall(r.contract, r.outputSchema, call)
+	if err != nil {
+		t.report, t.reportErr = nil, err
+		return "(tool failed: " + FinalReportTool + ": " + err.Error() + ")"
+	}
+	t.report, t.reportErr = rep, nil
+	return ""
 }
 
 func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
@@ -82,10 +113,15 @@ func (r *run) answerCall(call *typev1.ToolCall, content string) {
 	})
 }
 
-// executeCalls runs the valid calls in order (Monolith: sequential, deterministic), each as an
-// EXECUTE state followed by an OBSERVE state.
-func (r *run) executeCalls(ctx context.Context, calls []*typev1.ToolCall, _ *turnState) {
-	for _, call := range calls {
+// executeCalls answers the planned calls in order (Monolith: sequential, deterministic): a
+// refused call with its refusal, a valid one as an EXECUTE state followed by an OBSERVE state.
+func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
+	for _, p := range plan {
+		call := p.call
+		if p.refusal != "" {
+			r.answerCall(call, p.refusal)
+			continue
+		}
 		if ctx.Err() != nil {
 			r.answerCall(call, "(tool failed: interrupted)")
 			continue

@@ -1,0 +1,394 @@
+package mesh_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// conformanceCase is one promise of the seed contracts, run through the whole mesh against
+// the scripted LLM: the request's message selects the scenario.
+type conformanceCase struct {
+	name       string
+	turns      []llmtest.Turn
+	overrides  *agentv1.RunOverrides
+	request    func(*agentv1.RunRequest)
+	outcome    typev1.Outcome
+	exit       string
+	roles      string // conversation roles, initials: S U A T
+	accounting string // e.g. "LLM:OK TOOL:FAILED"
+	check      func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request)
+}
+
+func i32(v int32) *int32 { return &v }
+func i64(v int64) *int64 { return &v }
+func yes() *bool         { v := true; return &v }
+
+func call(name, args string) llmtest.Turn {
+	return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: name, Arguments: args}}}
+}
+
+func text(s string) llmtest.Turn { return llmtest.Turn{Content: s} }
+
+func toolMessage(t *testing.T, res *typev1.RunResult, n int) string {
+	t.Helper()
+	var tools []string
+	for _, m := range res.GetConversation() {
+		if m.GetRole() == typev1.Role_ROLE_TOOL {
+			tools = append(tools, m.GetContent())
+		}
+	}
+	if n >= len(tools) {
+		t.Fatalf("no tool message %d in %v", n, tools)
+	}
+	return tools[n]
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestConformance is the conformance suite of issue 4: seed 001 §9's corpus, seed 000's
+// guarantees of §1–§6 and seed 002's exit reasons. Each case asserts outcome, exit_reason,
+// conversation and accounting; every case also checks the final report's status rule, the
+// accounting fields and the transcript chain.
+func TestConformance(t *testing.T) {
+	answerSchema := map[string]any{
+		"type": "object", "required": []any{"answer"},
+		"properties": map[string]any{"answer": map[string]any{"type": "integer"}, "detail": map[string]any{"type": "object"}},
+	}
+	jsonRun := func(r *agentv1.RunRequest) {
+		r.OutputFormat = typev1.OutputFormat_OUTPUT_FORMAT_JSON
+		r.OutputSchema = mustStruct(t, answerSchema)
+	}
+	report := func(args string) llmtest.Turn { return call("final_report", args) }
+	loop := call("current_time", `{}`)
+	cases := []conformanceCase{
+		// Seed 001 §9, the minimal conformance corpus.
+		{name: "001/1 required tool, valid call", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
+			turns:   []llmtest.Turn{call("calculator", `{"expression":"6*7"}`), text("42")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK"},
+		{name: "001/2 required tool, malformed output", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED, StrictMode: yes(), MaxFormatRetries: i32(0)},
+			turns:   []llmtest.Turn{call("calculator", `{"expression": "6*7"`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, exit: "INVALID_TOOL_CALL", roles: "SUAT", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "(tool failed: the arguments are not valid JSON") {
+					t.Errorf("tool message %q", got)
+				}
+			}},
+		{name: "001/3 required tool, narration only", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
+			turns:   []llmtest.Turn{text("I would use the calculator and get 42.")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK"},
+		{name: "001/4 forbidden tool attempted", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN},
+			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "TOOL_POLICY_VIOLATION", roles: "SUAT", accounting: "LLM:OK",
+			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+				if tools := reqs[0].ToolNames(); len(tools) != 0 {
+					t.Errorf("a forbidden run offered tools %v", tools)
+				}
+			}},
+		{name: "001/5 oversized tool result", overrides: &agentv1.RunOverrides{ToolResponseMaxBytes: i64(10)},
+			turns:   []llmtest.Turn{call("big_lookup", `{}`), text("done")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got, want := toolMessage(t, res, 0), "[TRUNCATED] Original size 100 bytes; truncated to 10 bytes.\nxxxxxxxxxx"; got != want {
+					t.Errorf("tool message %q, want %q", got, want)
+				}
+			}},
+		{name: "001/6 timeout-inducing tool", overrides: &agentv1.RunOverrides{ToolTimeoutMs: i64(200)},
+			turns:   []llmtest.Turn{call("slow_lookup", `{}`), text("the lookup timed out")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:FAILED LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := toolMessage(t, res, 0); got != "(tool failed: timeout)" {
+					t.Errorf("tool message %q", got)
+				}
+				if e := res.GetAccounting()[1]; e.GetError() != "timeout" || e.GetCommand() != "slow_lookup" {
+					t.Errorf("tool accounting %v", e)
+				}
+			}},
+
+		// Seed 000 §1: turn and tool limits, retries, truncation (above), timeouts (above), repair.
+		{name: "000 max turns", overrides: &agentv1.RunOverrides{MaxTurns: i32(2)}, turns: []llmtest.Turn{loop, loop, loop},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TURNS_REACHED", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK TOOL:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if r := res.GetFinalReport().GetMetadata().GetFields()["reason"].GetStringValue(); r != "max_turns_exhausted" {
+					t.Errorf("metadata.reason %q", r)
+				}
+			}},
+		{name: "000 max tool calls per turn", overrides: &agentv1.RunOverrides{MaxToolCallsPerTurn: i32(2)},
+			turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+				{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`},
+				{Name: "calculator", Arguments: `{"expression":"3+3"}`}}}, text("2, 4 and (dropped)")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATTTA", accounting: "LLM:OK TOOL:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := toolMessage(t, res, 2); got != "(tool failed: dropped: at most 2 tool calls may run in one turn)" {
+					t.Errorf("third tool message %q", got)
+				}
+			}},
+		{name: "000 retries cycle targets round-robin", overrides: &agentv1.RunOverrides{MaxRetries: i32(3),
+			Targets: []*typev1.Target{{Provider: "scripted", Model: "gpt-a"}, {Provider: "scripted2", Model: "gpt-b"}}},
+			turns:   []llmtest.Turn{{Content: "third time lucky", FailuresBeforeSuccess: 2, Failure: llmtest.FailRateLimit, RetryAfterMS: 10}},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:FAILED LLM:FAILED LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				var seq []string
+				for _, a := range res.GetAccounting() {
+					seq = append(seq, a.GetProvider()+"/"+a.GetModel())
+				}
+				if want := []string{"scripted/gpt-a", "scripted2/gpt-b", "scripted/gpt-a"}; !slices.Equal(seq, want) {
+					t.Errorf("targets %v, want %v", seq, want)
+				}
+			}},
+		{name: "000 retries exhausted", overrides: &agentv1.RunOverrides{MaxRetries: i32(2)},
+			turns:   []llmtest.Turn{{Failure: llmtest.FailInvalidResponse}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROVIDER, exit: "LLM_ERROR", roles: "SU", accounting: "LLM:FAILED LLM:FAILED",
+			check: cannedReport("I'm having trouble processing your request. Please try again.")},
+		{name: "000 auth error is fatal", turns: []llmtest.Turn{{Failure: llmtest.FailAuthError}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROVIDER, exit: "AUTH_ERROR", roles: "SU", accounting: "LLM:FAILED",
+			check: cannedReport("I'm having trouble processing your request. Please try again.")},
+		{name: "000 quota exceeded is fatal", turns: []llmtest.Turn{{Failure: llmtest.FailQuotaExceeded}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROVIDER, exit: "QUOTA_EXCEEDED", roles: "SU", accounting: "LLM:FAILED"},
+		{name: "002 rate limited after retries", overrides: &agentv1.RunOverrides{MaxRetries: i32(2)},
+			turns:   []llmtest.Turn{{Failure: llmtest.FailRateLimit, RetryAfterMS: 10}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROVIDER, exit: "RATE_LIMITED", roles: "SU", accounting: "LLM:FAILED LLM:FAILED",
+			check: cannedReport("I'm receiving too many requests. Please wait a moment.")},
+		{name: "000 tool arguments repaired", turns: []llmtest.Turn{call("calculator", `{"expression": "6*7"`), text("42")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := toolMessage(t, res, 0); got != "42" {
+					t.Errorf("repaired call answered %q", got)
+				}
+			}},
+
+		// Seed 000 §5: the final report.
+		{name: "000 final_report with content_json", request: jsonRun,
+			turns:   []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":42}}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if got := res.GetFinalReport().GetContentJson().GetFields()["answer"].GetNumberValue(); got != 42 {
+					t.Errorf("content_json %v", res.GetFinalReport().GetContentJson())
+				}
+				if !slices.Contains(reqs[0].ToolNames(), "final_report") {
+					t.Errorf("final_report not offered: %v", reqs[0].ToolNames())
+				}
+			}},
+		{name: "000 final_report stringified nested JSON repaired", request: jsonRun,
+			turns:   []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":7,"detail":"{\"why\":\"because\"}"}}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := res.GetFinalReport().GetContentJson().GetFields()["detail"].GetStructValue().GetFields()["why"].GetStringValue(); got != "because" {
+					t.Errorf("content_json %v", res.GetFinalReport().GetContentJson())
+				}
+			}},
+		{name: "000 final_report refused then fixed", request: jsonRun,
+			turns: []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":"forty-two"}}`),
+				report(`{"report_format":"json","content_json":{"answer":42}}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := toolMessage(t, res, 0); !strings.Contains(got, "does not match the output schema") {
+					t.Errorf("refusal %q", got)
+				}
+			}},
+		{name: "000 final_report failing collapses the remaining turns", request: jsonRun,
+			turns: []llmtest.Turn{report(`{"report_format":"json","content_json":{}}`), report(`{"report_format":"json"}`), text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_VALIDATION, exit: "FINAL_REPORT_INVALID", roles: "SUATAT", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+				if n := len(reqs); n != 2 {
+					t.Errorf("%d LLM requests after the collapse, want 2", n)
+				}
+			}},
+		{name: "000 text answer accepted as json", request: jsonRun, turns: []llmtest.Turn{text(`{"answer": 5}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
+
+		// Budgets and policies of DESIGN §5 (seeds 001, 002).
+		{name: "002 max tool calls total", overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)},
+			turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+				{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`}}}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOOL_CALLS_REACHED", roles: "SUATT", accounting: "LLM:OK TOOL:OK"},
+		{name: "001 max tokens consumed", overrides: &agentv1.RunOverrides{MaxTokensConsumed: i64(10)},
+			turns:   []llmtest.Turn{{Content: "a long answer", Usage: &llmtest.Usage{PromptTokens: 30, CompletionTokens: 7}}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOKENS_REACHED", roles: "SUA", accounting: "LLM:OK"},
+		{name: "001 cycle_forbid", overrides: &agentv1.RunOverrides{CycleForbid: []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}}},
+			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), call("calculator", `{"expression":"2+2"}`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK"},
+		{name: "001 allowed_tools", overrides: &agentv1.RunOverrides{AllowedTools: []string{"current_time"}},
+			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), text("I may not calculate")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if got := toolMessage(t, res, 0); !strings.Contains(got, `unknown tool "calculator"; available tools: current_time`) {
+					t.Errorf("tool message %q", got)
+				}
+				if tools := reqs[0].ToolNames(); !slices.Equal(tools, []string{"current_time"}) {
+					t.Errorf("offered %v", tools)
+				}
+			}},
+		{name: "000 step timeout", overrides: &agentv1.RunOverrides{StepTimeoutMs: i64(300)},
+			turns:   []llmtest.Turn{{Failure: llmtest.FailTimeout}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_TIMEOUT, exit: "TIMEOUT", roles: "SU", accounting: "LLM:FAILED"},
+		{name: "001 total timeout", overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(300)},
+			turns:   []llmtest.Turn{{Failure: llmtest.FailTimeout}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_TIMEOUT, exit: "TIMEOUT", roles: "SU", accounting: "LLM:FAILED"},
+		{name: "001 preflight: allowed tool not available", overrides: &agentv1.RunOverrides{AllowedTools: []string{"teleport"}},
+			turns:   []llmtest.Turn{text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit: "INVALID_CONTRACT", roles: "SU", accounting: "",
+			check:   noLLMCall},
+		{name: "001 preflight: reserved context exceeds the window", overrides: &agentv1.RunOverrides{ContextWindow: i64(1000), MaxOutputTokens: i64(1000)},
+			turns:   []llmtest.Turn{text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit: "INVALID_CONTRACT", roles: "SU", accounting: "", check: noLLMCall},
+		{name: "002 max context reached", overrides: &agentv1.RunOverrides{ContextWindow: i64(400), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(100)},
+			request: func(r *agentv1.RunRequest) { r.Message += strings.Repeat(" tell me more", 200) },
+			turns:   []llmtest.Turn{text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_CONTEXT_REACHED", roles: "SU", accounting: "", check: noLLMCall},
+	}
+
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte(strings.Repeat("x", 100)))
+	}))
+	t.Cleanup(slow.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{
+		"slow_lookup": {Description: "A lookup that never answers.", Method: http.MethodGet, URL: slow.URL + "/slow"},
+		"big_lookup":  {Description: "A lookup with a 100-byte answer.", Method: http.MethodGet, URL: slow.URL + "/big"},
+	}
+	var scenarios []llmtest.Scenario
+	for _, tc := range cases {
+		scenarios = append(scenarios, llmtest.Scenario{Name: tc.name, Match: "conformance: " + tc.name + "*", Turns: tc.turns})
+	}
+	h := start(t, cfg, scenarios...)
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := &agentv1.RunRequest{Message: "conformance: " + tc.name, Overrides: tc.overrides}
+			if tc.request != nil {
+				tc.request(req)
+			}
+			res := h.run(t, req)
+			if res.GetOutcome() != tc.outcome || res.GetExitReason() != tc.exit {
+				t.Fatalf("outcome %s %s, want %s %s (error %v)", res.GetOutcome(), res.GetExitReason(), tc.outcome, tc.exit, res.GetError())
+			}
+			if got := roleInitials(res.GetConversation()); got != tc.roles {
+				t.Errorf("conversation %s, want %s", got, tc.roles)
+			}
+			if got := accountingSummary(res.GetAccounting()); got != tc.accounting {
+				t.Errorf("accounting %q, want %q", got, tc.accounting)
+			}
+			checkInvariants(t, res)
+			if tc.check != nil {
+				tc.check(t, res, requestsFor(h.llm, req.GetMessage()))
+			}
+		})
+	}
+}
+
+func cannedReport(want string) func(*testing.T, *typev1.RunResult, []llmtest.Request) {
+	return func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+		if got := res.GetFinalReport().GetContent(); got != want {
+			t.Errorf("final report %q, want %q", got, want)
+		}
+	}
+}
+
+func noLLMCall(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+	if n := len(reqs); n != 0 {
+		t.Errorf("%d LLM requests, want none", n)
+	}
+}
+
+// requestsFor returns the LLM requests of the run whose first user message is message.
+func requestsFor(llm *llmtest.Server, message string) []llmtest.Request {
+	var out []llmtest.Request
+	for _, r := range llm.Requests() {
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				if string(m.Content) == message {
+					out = append(out, r)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+func roleInitials(msgs []*typev1.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString(strings.TrimPrefix(m.GetRole().String(), "ROLE_")[:1])
+	}
+	return b.String()
+}
+
+func accountingSummary(entries []*typev1.AccountingEntry) string {
+	var parts []string
+	for _, a := range entries {
+		parts = append(parts, strings.TrimPrefix(a.GetType().String(), "ACCOUNTING_TYPE_")+":"+strings.TrimPrefix(a.GetStatus().String(), "ACCOUNTING_STATUS_"))
+	}
+	return strings.Join(parts, " ")
+}
+
+// checkInvariants holds for every run: the report status follows its source, accounting
+// entries carry their fields, the transcript chain verifies and ends in one TERMINATE.
+func checkInvariants(t *testing.T, res *typev1.RunResult) {
+	t.Helper()
+	wantStatus := typev1.ReportStatus_REPORT_STATUS_FAILURE
+	if res.GetSuccess() {
+		wantStatus = typev1.ReportStatus_REPORT_STATUS_SUCCESS
+	}
+	if res.GetFinalReport().GetStatus() != wantStatus || res.GetFinalReport().GetTs() == nil {
+		t.Errorf("final report %v for success=%v", res.GetFinalReport(), res.GetSuccess())
+	}
+	if !res.GetSuccess() && res.GetError().GetCode() != res.GetExitReason() {
+		t.Errorf("error %v does not carry exit reason %s", res.GetError(), res.GetExitReason())
+	}
+	for _, a := range res.GetAccounting() {
+		if a.GetTimestampMs() == 0 {
+			t.Errorf("accounting entry without timestamp: %v", a)
+		}
+		switch a.GetType() {
+		case typev1.AccountingType_ACCOUNTING_TYPE_LLM:
+			if a.GetProvider() == "" || a.GetModel() == "" {
+				t.Errorf("llm entry without provider/model: %v", a)
+			}
+		case typev1.AccountingType_ACCOUNTING_TYPE_TOOL:
+			if a.GetCommand() == "" {
+				t.Errorf("tool entry without command: %v", a)
+			}
+		}
+		if a.GetStatus() == typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED && a.GetError() == "" {
+			t.Errorf("failed entry without error: %v", a)
+		}
+	}
+	if err := transcript.Verify(res.GetTranscript()); err != nil {
+		t.Errorf("transcript: %v", err)
+	}
+	terminates := 0
+	for _, e := range res.GetTranscript() {
+		if e.GetContractHash() != res.GetContract().GetContractHash() && e.GetState() != typev1.RunState_RUN_STATE_PRECHECK && e.GetState() != typev1.RunState_RUN_STATE_INTENT {
+			t.Errorf("entry %d (%s) carries contract %s, the run's is %s", e.GetSeq(), e.GetState(), e.GetContractHash(), res.GetContract().GetContractHash())
+		}
+		if e.GetState() == typev1.RunState_RUN_STATE_TERMINATE {
+			terminates++
+		}
+	}
+	if n := len(res.GetTranscript()); terminates != 1 || res.GetTranscript()[n-1].GetState() != typev1.RunState_RUN_STATE_TERMINATE {
+		t.Errorf("%d TERMINATE entries; the last entry is %s", terminates, res.GetTranscript()[n-1].GetState())
+	}
+}

@@ -1,0 +1,190 @@
+package orchestrator
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// FinalReportTool is the tool the model finishes a json run with (seed 000 §5). The
+// orchestrator handles it itself: it is never sent to the action stage and never counts as an
+// executed tool.
+const FinalReportTool = "final_report"
+
+// finalReportTool describes FinalReportTool for a run; content_json carries the run's
+// output schema.
+func finalReportTool(c *typev1.ExecutionContract, outputSchema *structpb.Struct) *typev1.Tool {
+	content := map[string]any{"type": "object", "description": "The answer, matching the required schema."}
+	if outputSchema != nil {
+		content = outputSchema.AsMap()
+	}
+	schema, _ := structpb.NewStruct(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"report_format":  map[string]any{"type": "string", "const": formatName(c.GetOutputFormat())},
+			"report_content": map[string]any{"type": "string", "description": "The answer as text (or JSON text)."},
+			"content_json":   content,
+			"encoding":       map[string]any{"type": "string", "enum": []any{"raw", "base64"}},
+			"metadata":       map[string]any{"type": "object"},
+		},
+		"required": []any{"report_format"},
+	})
+	return &typev1.Tool{
+		Name:        FinalReportTool,
+		Description: "Finish the task: give your final answer. Call it once, when you have everything you need.",
+		InputSchema: schema,
+		Server:      "orchestrator",
+	}
+}
+
+func formatName(f typev1.OutputFormat) string {
+	if f == typev1.OutputFormat_OUTPUT_FORMAT_UNSPECIFIED {
+		return "text"
+	}
+	return strings.ToLower(strings.TrimPrefix(f.String(), "OUTPUT_FORMAT_"))
+}
+
+// report is an accepted final answer.
+type report struct {
+	content  string
+	json     *structpb.Struct
+	metadata *structpb.Struct
+}
+
+// reportFromCall decodes and validates a final_report call. Its error says what is wrong, so
+// the model can be told.
+func reportFromCall(c *typev1.ExecutionContract, schema *jsonschema.Schema, call *typev1.ToolCall) (*report, error) {
+	args := call.GetArguments().GetFields()
+	if call.GetArguments() == nil {
+		return nil, fmt.Errorf("the arguments are not valid JSON: %q", call.GetRawArguments())
+	}
+	content := args["report_content"].GetStringValue()
+	if args["encoding"].GetStringValue() == "base64" {
+		decoded, err := base64.StdEncoding.DecodeString(content)
+		if err != nil {
+			return nil, fmt.Errorf("report_content is not valid base64: %v", err)
+		}
+		content = string(decoded)
+	}
+	rep := &report{content: content, metadata: args["metadata"].GetStructValue()}
+	if c.GetOutputFormat() != typev1.OutputFormat_OUTPUT_FORMAT_JSON {
+		if strings.TrimSpace(content) == "" {
+			return nil, fmt.Errorf("report_content is empty")
+		}
+		return rep, nil
+	}
+	value := any(nil)
+	if v, ok := args["content_json"]; ok {
+		value = v.AsInterface()
+	} else if err := json.Unmarshal([]byte(content), &value); err != nil {
+		return nil, fmt.Errorf("content_json is missing and report_content is not JSON: %v", err)
+	}
+	obj, err := validateJSON(schema, value)
+	if err != nil {
+		return nil, err
+	}
+	rep.json = obj
+	if rep.content == "" {
+		b, _ := json.Marshal(obj.AsMap())
+		rep.content = string(b)
+	}
+	return rep, nil
+}
+
+// reportFromText accepts a plain text answer as the final report; for the json format the
+// text must be a JSON object that satisfies the output schema.
+func reportFromText(c *typev1.ExecutionContract, schema *jsonschema.Schema, text string) (*report, error) {
+	if c.GetOutputFormat() != typev1.OutputFormat_OUTPUT_FORMAT_JSON {
+		return &report{content: text}, nil
+	}
+	var value any
+	if err := json.Unmarshal([]byte(stripFence(text)), &value); err != nil {
+		return nil, fmt.Errorf("the answer must be a JSON object (call %s with content_json): %v", FinalReportTool, err)
+	}
+	obj, err := validateJSON(schema, value)
+	if err != nil {
+		return nil, err
+	}
+	return &report{content: text, json: obj}, nil
+}
+
+// validateJSON checks value against the output schema, first decoding string fields that hold
+// stringified JSON (seed 000 §1's repair loop for content_json).
+func validateJSON(schema *jsonschema.Schema, value any) (*structpb.Struct, error) {
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("content_json must be a JSON object, got %T", value)
+	}
+	validate := func(v map[string]any) error {
+		if schema == nil {
+			return nil
+		}
+		return schema.Validate(v)
+	}
+	err := validate(obj)
+	if err != nil {
+		if repaired, changed := unstringify(obj); changed {
+			if validate(repaired) == nil {
+				obj, err = repaired, nil
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("content_json does not match the output schema: %v", err)
+	}
+	s, serr := structpb.NewStruct(obj)
+	if serr != nil {
+		return nil, fmt.Errorf("content_json: %v", serr)
+	}
+	return s, nil
+}
+
+// compileOutputSchema compiles a run's output schema once; nil stays nil.
+func compileOutputSchema(schema *structpb.Struct) (*jsonschema.Schema, error) {
+	if schema == nil {
+		return nil, nil
+	}
+	const url = "run:///output_schema.json"
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(url, schema.AsMap()); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// unstringify replaces string fields whose text is a JSON object or array by their value.
+func unstringify(obj map[string]any) (map[string]any, bool) {
+	out := make(map[string]any, len(obj))
+	changed := false
+	for k, v := range obj {
+		out[k] = v
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		s = strings.TrimSpace(s)
+		if !strings.HasPrefix(s, "{") && !strings.HasPrefix(s, "[") {
+			continue
+		}
+		var nested any
+		if json.Unmarshal([]byte(s), &nested) == nil {
+			out[k], changed = nested, true
+		}
+	}
+	return out, changed
+}
+
+func stripFence(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "```") {
+		return s
+	}
+	s = strings.TrimPrefix(s, "```")
+	s = strings.TrimPrefix(s, "json")
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "```"))
+}
