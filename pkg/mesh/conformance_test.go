@@ -203,7 +203,7 @@ func TestConformance(t *testing.T) {
 				}
 			}},
 		{name: "000 final_report failing collapses the remaining turns", request: jsonRun,
-			turns: []llmtest.Turn{report(`{"report_format":"json","content_json":{}}`), report(`{"report_format":"json"}`), text("never asked")},
+			turns:   []llmtest.Turn{report(`{"report_format":"json","content_json":{}}`), report(`{"report_format":"json"}`), text("never asked")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_VALIDATION, exit: "FINAL_REPORT_INVALID", roles: "SUATAT", accounting: "LLM:OK LLM:OK",
 			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
 				if n := len(reqs); n != 2 {
@@ -244,7 +244,7 @@ func TestConformance(t *testing.T) {
 		{name: "001 preflight: allowed tool not available", overrides: &agentv1.RunOverrides{AllowedTools: []string{"teleport"}},
 			turns:   []llmtest.Turn{text("never asked")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit: "INVALID_CONTRACT", roles: "SU", accounting: "",
-			check:   noLLMCall},
+			check: noLLMCall},
 		{name: "001 preflight: reserved context exceeds the window", overrides: &agentv1.RunOverrides{ContextWindow: i64(1000), MaxOutputTokens: i64(1000)},
 			turns:   []llmtest.Turn{text("never asked")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit: "INVALID_CONTRACT", roles: "SU", accounting: "", check: noLLMCall},
