@@ -1,13 +1,25 @@
-// Package llmtest serves a scripted LLM over real OpenAI-compatible HTTP, for tests.
+// Package llmtest serves a scripted LLM over real HTTP, for tests, speaking both the
+// OpenAI-compatible chat completions API and the Anthropic Messages API.
 //
 // A Scenario is selected by the first user message of a request and answers turn by turn:
 // the turn answered is the number of assistant messages the request already holds, so retries
 // of one turn hit the same turn. Each turn can inject failures for its first attempts
 // (model_error, network_error, timeout, invalid_response, rate_limit, auth_error,
-// quota_exceeded) and check what the request carried (tools offered, temperature, top_p,
-// tool_choice). The server speaks POST /v1/chat/completions, as JSON or as server-sent events
-// when "stream" is true, and POST /v1/embeddings. Requests nothing answers and unmet
-// expectations fail the test when it ends.
+// quota_exceeded, overloaded), each in the error format of the API asked, and check what the
+// request carried (tools offered, temperature, top_p, tool_choice, max_tokens,
+// reasoning_effort, thinking budget, stop sequences). The server speaks:
+//
+//   - POST /v1/chat/completions, as JSON or as server-sent events when "stream" is true, with
+//     reasoning_content, tool-call argument fragments and usage in the last chunk;
+//   - POST /v1/messages, Anthropic's JSON and event stream (message_start, content_block_*
+//     with text_delta, thinking_delta, signature_delta and input_json_delta, message_delta
+//     with stop_reason and usage, message_stop), with signed thinking blocks (see Sign). It
+//     rejects, as the real API does, requests without anthropic-version or max_tokens, bad
+//     thinking budgets, tampered thinking signatures, and tool-use continuations that drop
+//     the thinking block while thinking is enabled;
+//   - POST /v1/embeddings.
+//
+// Requests nothing answers and unmet expectations fail the test when it ends.
 //
 //	srv := llmtest.New(t, llmtest.Scenario{
 //		Name:  "weather",
@@ -17,5 +29,5 @@
 //			{Content: "It is sunny in Paris."},
 //		},
 //	})
-//	// point an OpenAI-compatible client at srv.URL(), e.g. http://127.0.0.1:PORT/v1
+//	// point an OpenAI-compatible or Anthropic client at srv.URL(), e.g. http://127.0.0.1:PORT/v1
 package llmtest

@@ -13,7 +13,7 @@ const EmbeddingDims = 32
 
 // handleEmbeddings answers POST /v1/embeddings with deterministic vectors.
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.decode(w, r)
+	req, ok := s.decode(w, r, openAIAPI)
 	if !ok {
 		return
 	}

@@ -60,6 +60,10 @@ func TestFailureKinds(t *testing.T) {
 			wantStatus(t, resp, http.StatusTooManyRequests)
 			wantErrorBody(t, body, "insufficient_quota", "insufficient_quota")
 		}},
+		{name: "overloaded is 503", failure: llmtest.FailOverloaded, check: func(t *testing.T, resp *http.Response, body []byte) {
+			wantStatus(t, resp, http.StatusServiceUnavailable)
+			wantErrorBody(t, body, "server_error", "")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := llmtest.New(t, llmtest.Scenario{Match: "x", Turns: []llmtest.Turn{{

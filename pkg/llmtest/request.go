@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -40,6 +41,23 @@ type Request struct {
 	StreamOptions *StreamOptions `json:"stream_options"`
 	// Input holds the texts of an embeddings request.
 	Input Texts `json:"input"`
+
+	// System is the top-level system prompt of an Anthropic messages request (text blocks
+	// joined).
+	System Text `json:"system"`
+	// Thinking is the extended thinking configuration of an Anthropic request, nil when
+	// absent.
+	Thinking *Thinking `json:"thinking"`
+	// StopSequences are the stop sequences of an Anthropic request.
+	StopSequences []string `json:"stop_sequences"`
+}
+
+// Thinking is the thinking field of an Anthropic messages request.
+type Thinking struct {
+	// Type is "enabled" or "disabled".
+	Type string `json:"type"`
+	// BudgetTokens is the thinking budget.
+	BudgetTokens int `json:"budget_tokens"`
 }
 
 // StreamOptions is stream_options of a chat completion request.
@@ -60,6 +78,57 @@ type Message struct {
 	ToolCalls []WireToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID links a tool message to its call.
 	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Blocks are the content blocks when content is an array (Anthropic messages carry
+	// text, tool_use, tool_result and thinking blocks); nil for string content.
+	Blocks []Block `json:"-"`
+}
+
+// UnmarshalJSON decodes a message, keeping array content as Blocks too.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	type plain Message
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	var raw struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	if c := bytes.TrimSpace(raw.Content); len(c) > 0 && c[0] == '[' {
+		if err := json.Unmarshal(c, &p.Blocks); err != nil {
+			return err
+		}
+	}
+	*m = Message(p)
+	return nil
+}
+
+// Block is one content block of an Anthropic message.
+type Block struct {
+	// Type is text, tool_use, tool_result, thinking, redacted_thinking or image.
+	Type string `json:"type"`
+	// Text is the text of a text block.
+	Text string `json:"text,omitempty"`
+	// ID is the id of a tool_use block.
+	ID string `json:"id,omitempty"`
+	// Name is the tool name of a tool_use block.
+	Name string `json:"name,omitempty"`
+	// Input is the input object of a tool_use block.
+	Input json.RawMessage `json:"input,omitempty"`
+	// ToolUseID links a tool_result block to its tool_use.
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	// Content is the content of a tool_result block (text blocks joined).
+	Content Text `json:"content,omitempty"`
+	// IsError marks a failed tool_result.
+	IsError bool `json:"is_error,omitempty"`
+	// Thinking is the text of a thinking block.
+	Thinking string `json:"thinking,omitempty"`
+	// Signature is the signature of a thinking block.
+	Signature string `json:"signature,omitempty"`
+	// Data is the opaque content of a redacted_thinking block.
+	Data string `json:"data,omitempty"`
 }
 
 // WireToolCall is a tool call as the OpenAI API carries it.
@@ -82,12 +151,19 @@ type WireFunction struct {
 	Arguments string `json:"arguments,omitempty"`
 }
 
-// Tool is one offered tool.
+// Tool is one offered tool, in the OpenAI form (Type and Function) or the Anthropic form
+// (Name, Description and InputSchema).
 type Tool struct {
-	// Type is "function".
-	Type string `json:"type"`
-	// Function describes the tool.
+	// Type is "function" (OpenAI).
+	Type string `json:"type,omitempty"`
+	// Function describes the tool (OpenAI).
 	Function ToolFunction `json:"function"`
+	// Name is the tool name (Anthropic).
+	Name string `json:"name,omitempty"`
+	// Description is shown to the model (Anthropic).
+	Description string `json:"description,omitempty"`
+	// InputSchema is the JSON schema of the input (Anthropic).
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
 
 // ToolFunction is the function part of an offered tool.
@@ -160,13 +236,15 @@ func (t *Texts) UnmarshalJSON(data []byte) error {
 func (r Request) ToolNames() []string {
 	names := make([]string, 0, len(r.Tools))
 	for _, tool := range r.Tools {
-		names = append(names, tool.Function.Name)
+		names = append(names, cmp.Or(tool.Function.Name, tool.Name))
 	}
 	return names
 }
 
 // ToolChoiceName returns tool_choice as a string: the mode ("auto", "none", "required"), the
-// function name of a named choice, or "" when absent.
+// function name of a named choice, or "" when absent. Anthropic's {"type": "auto"},
+// {"type": "none"}, {"type": "any"} and {"type": "tool", "name": ...} read as "auto",
+// "none", "required" and the tool name.
 func (r Request) ToolChoiceName() string {
 	if len(r.ToolChoice) == 0 {
 		return ""
@@ -176,20 +254,38 @@ func (r Request) ToolChoiceName() string {
 		return mode
 	}
 	var named struct {
+		Type     string `json:"type"`
+		Name     string `json:"name"`
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	}
-	if json.Unmarshal(r.ToolChoice, &named) == nil {
-		return named.Function.Name
+	if json.Unmarshal(r.ToolChoice, &named) != nil {
+		return string(r.ToolChoice)
 	}
-	return string(r.ToolChoice)
+	switch named.Type {
+	case "function":
+		return named.Function.Name
+	case "tool":
+		return named.Name
+	case "any":
+		return "required"
+	}
+	return named.Type
 }
 
 // Has reports whether the body carried the top-level field, even as null.
 func (r Request) Has(field string) bool {
 	_, ok := r.Raw[field]
 	return ok
+}
+
+// stopSequences returns stop (OpenAI) or stop_sequences (Anthropic).
+func (r Request) stopSequences() []string {
+	if r.StopSequences != nil {
+		return r.StopSequences
+	}
+	return r.Stop
 }
 
 // firstUserMessage returns the content of the first user message, or "".

@@ -94,7 +94,7 @@ func newErrorBody(typ, code, format string, args ...any) errorBody {
 }
 
 // usageFor returns the turn's usage, or an estimate of one token per four bytes of the
-// request's messages and of the answer.
+// request's system prompt and messages and of the answer.
 func usageFor(req Request, t Turn) *usagePayload {
 	if t.Usage != nil {
 		u := &usagePayload{
@@ -107,11 +107,16 @@ func usageFor(req Request, t Turn) *usagePayload {
 		}
 		return u
 	}
-	in := 0
+	in := len(req.System)
 	for _, m := range req.Messages {
 		in += len(m.Content)
 		for _, c := range m.ToolCalls {
 			in += len(c.Function.Name) + len(c.Function.Arguments)
+		}
+		for _, b := range m.Blocks {
+			if b.Type != "text" {
+				in += len(b.Name) + len(b.Input) + len(b.Content) + len(b.Thinking)
+			}
 		}
 	}
 	out := len(t.Content) + len(t.Reasoning)

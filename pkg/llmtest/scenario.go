@@ -22,8 +22,12 @@ const (
 	FailRateLimit = "rate_limit"
 	// FailAuthError answers HTTP 401.
 	FailAuthError = "auth_error"
-	// FailQuotaExceeded answers HTTP 429 with an OpenAI insufficient_quota error body.
+	// FailQuotaExceeded answers HTTP 429 with an OpenAI insufficient_quota error body, or
+	// HTTP 400 with Anthropic's "credit balance is too low" error.
 	FailQuotaExceeded = "quota_exceeded"
+	// FailOverloaded answers HTTP 503 with an OpenAI "overloaded" server error, or HTTP 529
+	// with Anthropic's overloaded_error.
+	FailOverloaded = "overloaded"
 )
 
 // Scenario is a scripted conversation: the request whose first user message matches Match is
@@ -42,7 +46,8 @@ type Scenario struct {
 type Turn struct {
 	// Content is the answer text.
 	Content string `yaml:"content,omitempty" json:"content,omitempty"`
-	// Reasoning is sent as reasoning_content, apart from the answer.
+	// Reasoning is sent as reasoning_content apart from the answer (OpenAI), or as a signed
+	// thinking block (Anthropic).
 	Reasoning string `yaml:"reasoning,omitempty" json:"reasoning,omitempty"`
 	// ToolCalls are the tool calls of the answer.
 	ToolCalls []ToolCall `yaml:"tool_calls,omitempty" json:"tool_calls,omitempty"`
@@ -63,21 +68,25 @@ type Turn struct {
 
 // ToolCall is a scripted tool call.
 type ToolCall struct {
-	// ID defaults to "call_<turn>_<n>".
+	// ID defaults to "call_<turn>_<n>" (OpenAI) or "toolu_<turn>_<n>" (Anthropic).
 	ID string `yaml:"id,omitempty" json:"id,omitempty"`
 	// Name is the tool name.
 	Name string `yaml:"name" json:"name"`
-	// Arguments is the raw JSON text of the arguments, sent as is (it may be malformed on purpose).
+	// Arguments is the raw JSON text of the arguments, sent as is (it may be malformed on
+	// purpose). An Anthropic JSON answer carries it as the input object when it is one, else
+	// as a JSON string; streamed, it is sent as is in input_json_delta fragments.
 	Arguments string `yaml:"arguments,omitempty" json:"arguments,omitempty"`
 }
 
 // Usage is the token usage a turn reports.
 type Usage struct {
-	// PromptTokens is usage.prompt_tokens.
+	// PromptTokens is usage.prompt_tokens; Anthropic answers send it less CachedTokens as
+	// input_tokens.
 	PromptTokens int `yaml:"prompt_tokens" json:"prompt_tokens"`
 	// CompletionTokens is usage.completion_tokens.
 	CompletionTokens int `yaml:"completion_tokens" json:"completion_tokens"`
-	// CachedTokens is usage.prompt_tokens_details.cached_tokens.
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens, or Anthropic's
+	// cache_read_input_tokens.
 	CachedTokens int `yaml:"cached_tokens,omitempty" json:"cached_tokens,omitempty"`
 }
 
@@ -91,8 +100,17 @@ type Expect struct {
 	// TopP must be present and equal.
 	TopP *float64 `yaml:"top_p,omitempty" json:"top_p,omitempty"`
 	// ToolChoice must equal the request's tool_choice ("auto", "none", "required", or the
-	// function name of a named choice).
+	// function name of a named choice; Anthropic's "any" reads as "required").
 	ToolChoice string `yaml:"tool_choice,omitempty" json:"tool_choice,omitempty"`
+	// MaxTokens must be present and equal to max_tokens.
+	MaxTokens *int `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// ReasoningEffort must equal reasoning_effort (OpenAI).
+	ReasoningEffort string `yaml:"reasoning_effort,omitempty" json:"reasoning_effort,omitempty"`
+	// ThinkingBudget must equal thinking.budget_tokens, with thinking enabled (Anthropic).
+	ThinkingBudget *int `yaml:"thinking_budget,omitempty" json:"thinking_budget,omitempty"`
+	// Stop must equal the stop sequences (stop, or Anthropic's stop_sequences); an empty
+	// non-nil list expects none.
+	Stop []string `yaml:"stop,omitempty" json:"stop,omitempty"`
 }
 
 // Load reads scenarios from a YAML (or JSON) file holding a list of scenarios.

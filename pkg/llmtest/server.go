@@ -50,7 +50,8 @@ func New(t testing.TB, scenarios ...Scenario) *Server {
 		attempts:  map[turnKey]int{},
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.handleTurn(w, r, openAIAPI) })
+	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleTurn(w, r, anthropicAPI) })
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("/", s.handleUnknown)
 	s.srv = httptest.NewServer(mux)
@@ -111,11 +112,11 @@ func (s *Server) recordf(format string, args ...any) string {
 
 // decode reads the request body into a Request and records it; a body that is not JSON is
 // answered with 400 and recorded as an error.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request) (Request, bool) {
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, api dialect) (Request, bool) {
 	req, err := parseRequest(r)
 	if err != nil {
 		msg := s.recordf("%s %s: request body is not valid JSON: %v", r.Method, r.URL.Path, err)
-		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "", "llmtest: "+msg)
 		return Request{}, false
 	}
 	s.mu.Lock()
@@ -142,23 +143,31 @@ func parseRequest(r *http.Request) (Request, error) {
 	return req, nil
 }
 
-// handleChat answers POST /v1/chat/completions from the scenarios.
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	req, ok := s.decode(w, r)
+// handleTurn answers a chat completion (OpenAI) or messages (Anthropic) request from the
+// scenarios, as JSON or as server-sent events.
+func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect) {
+	req, ok := s.decode(w, r, api)
 	if !ok {
 		return
+	}
+	if api == anthropicAPI {
+		if problem := checkAnthropic(req); problem != "" {
+			s.recordf("the Anthropic API would reject this request: %s", problem)
+			writeError(w, api, http.StatusBadRequest, "invalid_request_error", "", problem)
+			return
+		}
 	}
 	idx, sc, ok := s.scenarioFor(req)
 	if !ok {
 		msg := s.recordf("no scenario matches the first user message %q", req.firstUserMessage())
-		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "", "llmtest: "+msg)
 		return
 	}
 	n := req.assistantCount()
 	if n >= len(sc.Turns) {
 		msg := s.recordf("scenario %q has %d turns, but the request has %d assistant messages and asks for turn %d",
 			sc.Name, len(sc.Turns), n, n)
-		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "", "llmtest: "+msg)
 		return
 	}
 	turn := sc.Turns[n]
@@ -170,19 +179,29 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.attempts[key]++
 	attempt := s.attempts[key]
 	s.answered++
-	id := fmt.Sprintf("chatcmpl-llmtest-%d", s.answered)
+	answered := s.answered
 	s.mu.Unlock()
 
 	if turn.failing(attempt) {
-		s.fail(w, r, req, turn)
+		s.fail(w, r, req, turn, api)
 		return
 	}
-	a := answer{id: id, created: time.Now().Unix(), model: req.Model, turn: n, t: turn}
-	if req.Stream {
+	a := answer{created: time.Now().Unix(), model: req.Model, turn: n, t: turn}
+	switch {
+	case api == anthropicAPI:
+		a.id = fmt.Sprintf("msg_llmtest_%d", answered)
+		if req.Stream {
+			a.writeMessageStream(w, req)
+			return
+		}
+		a.writeMessage(w, req)
+	case req.Stream:
+		a.id = fmt.Sprintf("chatcmpl-llmtest-%d", answered)
 		a.writeStream(w, req)
-		return
+	default:
+		a.id = fmt.Sprintf("chatcmpl-llmtest-%d", answered)
+		a.writeCompletion(w, req)
 	}
-	a.writeCompletion(w, req)
 }
 
 // scenarioFor selects the scenario for a request: an exact match first, else the first
@@ -211,6 +230,26 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusNotFound, newErrorBody("invalid_request_error", "unknown_url", "llmtest: %s", msg))
 }
 
+// dialect is the API a request speaks.
+type dialect int
+
+const (
+	// openAIAPI is POST /v1/chat/completions.
+	openAIAPI dialect = iota
+	// anthropicAPI is POST /v1/messages.
+	anthropicAPI
+)
+
+// writeError writes an error body in the API's format: OpenAI's {"error": {message, type,
+// code}} or Anthropic's {"type": "error", "error": {type, message}}.
+func writeError(w http.ResponseWriter, api dialect, status int, typ, code, msg string) {
+	if api == anthropicAPI {
+		writeJSON(w, status, newAnthropicError(typ, msg))
+		return
+	}
+	writeJSON(w, status, newErrorBody(typ, code, "%s", msg))
+}
+
 // writeJSON writes v as a JSON response with the status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -237,6 +276,26 @@ func (e *Expect) check(req Request) []string {
 	problems = append(problems, checkFloat("top_p", req.TopP, e.TopP)...)
 	if e.ToolChoice != "" && req.ToolChoiceName() != e.ToolChoice {
 		problems = append(problems, fmt.Sprintf("tool_choice = %q, want %q", req.ToolChoiceName(), e.ToolChoice))
+	}
+	switch {
+	case e.MaxTokens == nil:
+	case req.MaxTokens == nil:
+		problems = append(problems, fmt.Sprintf("max_tokens absent, want %d", *e.MaxTokens))
+	case *req.MaxTokens != *e.MaxTokens:
+		problems = append(problems, fmt.Sprintf("max_tokens = %d, want %d", *req.MaxTokens, *e.MaxTokens))
+	}
+	if e.ReasoningEffort != "" && req.ReasoningEffort != e.ReasoningEffort {
+		problems = append(problems, fmt.Sprintf("reasoning_effort = %q, want %q", req.ReasoningEffort, e.ReasoningEffort))
+	}
+	switch {
+	case e.ThinkingBudget == nil:
+	case req.Thinking == nil || req.Thinking.Type != "enabled":
+		problems = append(problems, fmt.Sprintf("thinking is not enabled, want a budget of %d tokens", *e.ThinkingBudget))
+	case req.Thinking.BudgetTokens != *e.ThinkingBudget:
+		problems = append(problems, fmt.Sprintf("thinking.budget_tokens = %d, want %d", req.Thinking.BudgetTokens, *e.ThinkingBudget))
+	}
+	if e.Stop != nil && !slices.Equal(req.stopSequences(), e.Stop) {
+		problems = append(problems, fmt.Sprintf("stop sequences = %q, want %q", req.stopSequences(), e.Stop))
 	}
 	return problems
 }
