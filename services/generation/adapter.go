@@ -4,18 +4,21 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // adapt turns a provider answer into the canonical GenerateResponse: tool-call arguments are
-// parsed and, unless strict, repaired; every repair and rejection is listed in repairs.
-func adapt(raw *Response, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
+// parsed and, unless strict, repaired (with the offered tools' schemas guiding the parsing of
+// stringified nested JSON); every repair and rejection is listed in repairs.
+func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
 	resp := &generationv1.GenerateResponse{
 		Content:       raw.Content,
 		Reasoning:     raw.Reasoning,
@@ -25,8 +28,9 @@ func adapt(raw *Response, strict bool, log *slog.Logger) *generationv1.GenerateR
 		AdapterStatus: generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
 	}
 	rejected := false
+	schemas := toolSchemas(tools)
 	for _, call := range raw.ToolCalls {
-		tc, parsed := adaptCall(call, strict)
+		tc, parsed := adaptCall(call, schemas[call.Name], strict)
 		resp.ToolCalls = append(resp.ToolCalls, tc)
 		label := fmt.Sprintf("tool call %s (%s)", tc.GetId(), tc.GetName())
 		for _, step := range parsed.repairs {
@@ -69,13 +73,13 @@ type parsedArguments struct {
 }
 
 // adaptCall builds the canonical tool call; a call that cannot be used keeps its raw
-// arguments and has nil arguments.
-func adaptCall(call ToolCall, strict bool) (*typev1.ToolCall, parsedArguments) {
+// arguments and has nil arguments. schema is the offered tool's input schema, or nil.
+func adaptCall(call ToolCall, schema map[string]any, strict bool) (*typev1.ToolCall, parsedArguments) {
 	tc := &typev1.ToolCall{Id: call.ID, Name: call.Name, RawArguments: call.Arguments}
 	if tc.Id == "" {
 		tc.Id = newCallID()
 	}
-	parsed := parseArguments(call.Arguments, strict)
+	parsed := parseArguments(call.Arguments, schema, strict)
 	if call.Name == "" && parsed.rejection == "" {
 		parsed.rejection = "the tool call has no name"
 	}
@@ -85,79 +89,73 @@ func adaptCall(call ToolCall, strict bool) (*typev1.ToolCall, parsedArguments) {
 	return tc, parsed
 }
 
-// parseArguments parses raw arguments into an object, repairing them unless strict. An
-// empty text is the empty object.
-func parseArguments(raw string, strict bool) parsedArguments {
+// parseArguments parses raw arguments into an object. Strict mode takes valid JSON objects
+// only. Otherwise the jsonrepair pipeline runs (native parse, then repair and re-parse, an
+// object sent as a JSON string decoded), and string fields holding JSON where the tool's
+// schema wants an object or array are parsed. An empty text is the empty object.
+func parseArguments(raw string, schema map[string]any, strict bool) parsedArguments {
 	text := strings.TrimSpace(raw)
 	if text == "" {
 		return parsedArguments{args: &structpb.Struct{Fields: map[string]*structpb.Value{}}}
 	}
-	args, kind, err := decodeObject(text)
-	if err == nil {
-		return parsedArguments{args: args}
+	if strict {
+		return parseStrict(text)
 	}
-	if kind == "string" && !strict {
-		var inner string
-		if json.Unmarshal([]byte(text), &inner) == nil {
-			if args, _, err := decodeObject(inner); err == nil {
-				return parsedArguments{args: args, repaired: inner,
-					repairs: []string{"decoded arguments sent as a JSON string"}}
-			}
+	res, err := jsonrepair.ParseObject(text)
+	if err != nil {
+		var je *jsonrepair.Error
+		var tried []string
+		if errors.As(err, &je) {
+			tried = je.Steps
+		}
+		return parsedArguments{repairs: tried, rejection: "arguments are " + err.Error()}
+	}
+	value, steps, repaired := res.Value, res.Steps, res.Text
+	if schema != nil {
+		expanded, nested := jsonrepair.ExpandNested(value, schema)
+		if len(nested) > 0 {
+			value, steps = expanded, append(steps, nested...)
+			data, _ := json.Marshal(value)
+			repaired = string(data)
 		}
 	}
-	if kind != "" {
-		return parsedArguments{rejection: fmt.Sprintf("arguments are a JSON %s, not an object", kind)}
+	obj, _ := value.(map[string]any) // ParseObject and ExpandNested keep an object an object
+	args, err := structpb.NewStruct(obj)
+	if err != nil {
+		return parsedArguments{repairs: steps, rejection: fmt.Sprintf("arguments cannot be represented: %v", err)}
 	}
-	if strict {
-		return parsedArguments{rejection: fmt.Sprintf("arguments are not valid JSON (%v); strict mode allows no repair", err)}
-	}
-	fixed, steps := repairJSON(text)
 	if len(steps) == 0 {
-		return parsedArguments{rejection: fmt.Sprintf("arguments are not valid JSON (%v) and could not be repaired", err)}
+		return parsedArguments{args: args}
 	}
-	args, kind, err2 := decodeObject(fixed)
-	switch {
-	case err2 == nil:
-		return parsedArguments{args: args, repairs: steps, repaired: fixed}
-	case kind != "":
-		return parsedArguments{repairs: steps, rejection: fmt.Sprintf("repaired arguments are a JSON %s, not an object", kind)}
-	default:
-		return parsedArguments{repairs: steps,
-			rejection: fmt.Sprintf("arguments are not valid JSON (%v) and still not after repair (%v)", err, err2)}
-	}
+	return parsedArguments{args: args, repairs: steps, repaired: repaired}
 }
 
-// decodeObject parses text as a JSON object. When text is valid JSON of another kind, kind
-// names it and err is set; when text is not JSON, kind is "".
-func decodeObject(text string) (*structpb.Struct, string, error) {
+// parseStrict accepts a valid JSON object only: strict mode allows no repair.
+func parseStrict(text string) parsedArguments {
 	var v any
 	if err := json.Unmarshal([]byte(text), &v); err != nil {
-		return nil, "", err
+		return parsedArguments{rejection: fmt.Sprintf("arguments are not valid JSON (%v); strict mode allows no repair", err)}
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		kind := jsonKind(v)
-		return nil, kind, fmt.Errorf("a JSON %s is not an object", kind)
+		return parsedArguments{rejection: fmt.Sprintf("arguments are a JSON %s, not an object; strict mode allows no repair", jsonrepair.Kind(v))}
 	}
-	s, err := structpb.NewStruct(obj)
-	return s, "", err
+	args, err := structpb.NewStruct(obj)
+	if err != nil {
+		return parsedArguments{rejection: fmt.Sprintf("arguments cannot be represented: %v", err)}
+	}
+	return parsedArguments{args: args}
 }
 
-// jsonKind names the JSON type of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case float64:
-		return "number"
-	case bool:
-		return "boolean"
-	case nil:
-		return "null"
+// toolSchemas maps the offered tools' names to their input schemas.
+func toolSchemas(tools []*typev1.Tool) map[string]map[string]any {
+	out := make(map[string]map[string]any, len(tools))
+	for _, t := range tools {
+		if s := t.GetInputSchema(); s != nil {
+			out[t.GetName()] = s.AsMap()
+		}
 	}
-	return "value"
+	return out
 }
 
 // newCallID makes an identifier for a tool call the provider left without one.

@@ -9,6 +9,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 func TestAdapterToolArguments(t *testing.T) {
@@ -49,7 +50,16 @@ func TestAdapterToolArguments(t *testing.T) {
 		},
 		{
 			name: "arguments sent as a JSON string", raw: `"{\"city\": \"Paris\"}"`, status: recovered,
-			args: map[string]any{"city": "Paris"}, repairs: []string{"decoded arguments sent as a JSON string"},
+			args: map[string]any{"city": "Paris"}, repairs: []string{"decoded an object sent as a JSON string"},
+		},
+		{
+			name: "single quotes and bare keys", raw: `{city: 'Paris'}`, status: recovered,
+			args:    map[string]any{"city": "Paris"},
+			repairs: []string{"turned 1 single-quoted strings into double-quoted ones", "quoted 1 bare keys"},
+		},
+		{
+			name: "strict mode does not decode a stringified object", raw: `"{\"city\": \"Paris\"}"`, strict: true, status: rejected,
+			repairs: []string{"rejected: arguments are a JSON string, not an object; strict mode allows no repair"},
 		},
 		{
 			name: "strict mode does not repair", raw: `{"city": "Paris",}`, strict: true, status: rejected,
@@ -164,6 +174,52 @@ func TestResponseTypes(t *testing.T) {
 			}
 			if resp.GetType() != tc.typ || resp.GetStopReason() != tc.stop {
 				t.Errorf("type %v stop %q, want %v %q", resp.GetType(), resp.GetStopReason(), tc.typ, tc.stop)
+			}
+		})
+	}
+}
+
+func TestAdapterParsesStringifiedFieldsTheSchemaWantsStructured(t *testing.T) {
+	schema, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{
+		"filters": map[string]any{"type": "object"},
+		"query":   map[string]any{"type": "string"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := `{"query": "{\"looks\": \"like JSON\"}", "filters": "{\"year\": 2024}"}`
+	for _, tc := range []struct {
+		name   string
+		strict bool
+		status generationv1.AdapterStatus
+		args   map[string]any
+	}{
+		{name: "repaired", status: generationv1.AdapterStatus_ADAPTER_STATUS_RECOVERED,
+			args: map[string]any{"query": `{"looks": "like JSON"}`, "filters": map[string]any{"year": 2024.0}}},
+		{name: "strict keeps the strings", strict: true, status: generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
+			args: map[string]any{"query": `{"looks": "like JSON"}`, "filters": `{"year": 2024}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
+				ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "search", Arguments: raw}},
+			}}})
+			req := request("openai", "gpt-test", user("search"))
+			req.Tools = []*typev1.Tool{{Name: "search", InputSchema: schema}}
+			req.StrictMode = tc.strict
+			resp, err := openAIClient(t, srv, nil).Generate(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := resp.GetToolCalls()[0]
+			if resp.GetAdapterStatus() != tc.status || !reflect.DeepEqual(args(call), tc.args) || call.GetRawArguments() != raw {
+				t.Errorf("status %v arguments %v raw %q", resp.GetAdapterStatus(), args(call), call.GetRawArguments())
+			}
+			wantRepairs := 0
+			if !tc.strict {
+				wantRepairs = 1
+			}
+			if len(resp.GetRepairs()) != wantRepairs || (wantRepairs == 1 && resp.GetRepairs()[0] != "tool call call_1 (search): parsed the string at /filters as a JSON object") {
+				t.Errorf("repairs = %q", resp.GetRepairs())
 			}
 		})
 	}

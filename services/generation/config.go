@@ -4,27 +4,57 @@ import (
 	"fmt"
 	"time"
 
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
 
-// ProvidersFromConfig builds the providers the configuration names. A provider type that is
-// not implemented yet is a configuration error (exit code 4) naming the provider.
+// ProvidersFromConfig builds the providers the configuration names: openai (any
+// OpenAI-compatible server), anthropic and rules. A provider's temperature, top_p and
+// reasoning_effort, and its models' temperature, top_p, reasoning_effort and
+// max_output_tokens, become its SamplingDefaults (WithSampling): per field, the request's
+// value wins, then the model's, then the provider's. An unknown provider type is a
+// configuration error (exit code 4) naming the provider.
 func ProvidersFromConfig(cfg *config.Config) (map[string]Provider, error) {
 	out := make(map[string]Provider, len(cfg.Providers))
 	for name, p := range cfg.Providers {
+		timeout := time.Duration(p.TimeoutMS) * time.Millisecond
+		var provider Provider
 		switch p.Type {
 		case config.ProviderRules:
-			out[name] = NewRules()
+			provider = NewRules()
 		case config.ProviderOpenAI:
-			out[name] = NewOpenAI(OpenAIOptions{
-				Name: name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers,
-				Timeout: time.Duration(p.TimeoutMS) * time.Millisecond,
-			})
+			provider = NewOpenAI(OpenAIOptions{Name: name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, Timeout: timeout})
+		case config.ProviderAnthropic:
+			provider = NewAnthropic(AnthropicOptions{Name: name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, Timeout: timeout})
 		default:
-			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("provider %q: type %q is not supported yet (use %s or %s)",
-				name, p.Type, config.ProviderOpenAI, config.ProviderRules))
+			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("provider %q: type %q is not supported (use %s, %s or %s)",
+				name, p.Type, config.ProviderOpenAI, config.ProviderAnthropic, config.ProviderRules))
 		}
+		if d, ok := samplingDefaults(p); ok {
+			provider = WithSampling(provider, d)
+		}
+		out[name] = provider
 	}
 	return out, nil
+}
+
+// samplingDefaults reads a provider's configured sampling; false when nothing is set.
+func samplingDefaults(p config.Provider) (SamplingDefaults, bool) {
+	d := SamplingDefaults{Provider: mergeSampling(&generationv1.Sampling{
+		Temperature: p.Temperature, TopP: p.TopP, ReasoningEffort: p.ReasoningEffort,
+	})}
+	for model, m := range p.Models {
+		s := mergeSampling(&generationv1.Sampling{
+			Temperature: m.Temperature, TopP: m.TopP, ReasoningEffort: m.ReasoningEffort, MaxOutputTokens: m.MaxOutputTokens,
+		})
+		if s == nil {
+			continue
+		}
+		if d.Models == nil {
+			d.Models = map[string]*generationv1.Sampling{}
+		}
+		d.Models[model] = s
+	}
+	return d, d.Provider != nil || len(d.Models) > 0
 }

@@ -2,11 +2,14 @@
 // that talks to LLM providers.
 //
 // A Provider makes the calls: NewOpenAI speaks the OpenAI chat completions API (OpenAI,
-// Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter) over go-retryablehttp, and NewRules
-// is a deterministic built-in model with no network. The protocol adapter turns every answer
-// into the canonical GenerateResponse (message, tool call or done), parsing tool-call
-// arguments and repairing malformed ones unless strict mode is set. Failures are stage errors
-// with an error class (AUTH, QUOTA, RATE_LIMITED, TIMEOUT, NETWORK, SERVER, BAD_RESPONSE).
-// Non-streamed answers can be served from a bounded LRU cache, and every provider call is a
-// "chat {model}" client span with the OpenTelemetry GenAI attributes.
+// Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter), NewAnthropic the Anthropic Messages
+// API, both over go-retryablehttp with JSON and server-sent events, and NewRules is a
+// deterministic built-in model with no network. ProvidersFromConfig builds them from the
+// configuration, with the sampling configured per provider and per model (WithSampling;
+// the request's own sampling fields win). The protocol adapter turns every answer into the
+// canonical GenerateResponse (message, tool call or done), parsing tool-call arguments with
+// the jsonrepair pipeline (native parse, then repair) unless strict mode is set. Failures are
+// stage errors with an error class (AUTH, QUOTA, RATE_LIMITED, TIMEOUT, NETWORK, SERVER,
+// BAD_RESPONSE). Non-streamed answers can be served from a bounded LRU cache, and every
+// provider call is a "chat {model}" client span with the OpenTelemetry GenAI attributes.
 package generation

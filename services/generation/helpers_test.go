@@ -69,6 +69,34 @@ func openAIClient(t *testing.T, srv *llmtest.Server, edit func(*generation.OpenA
 	return serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), edit)})
 }
 
+// anthropicAt returns an Anthropic provider for baseURL with fast retries, whose connections
+// close when the test ends; edit changes the options first.
+func anthropicAt(t *testing.T, baseURL string, edit func(*generation.AnthropicOptions)) generation.Provider {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	opts := generation.AnthropicOptions{
+		Name:         "anthropic",
+		BaseURL:      baseURL,
+		APIKey:       testAPIKey,
+		Headers:      map[string]string{"X-Team": "agents"},
+		RetryWaitMin: time.Millisecond,
+		RetryWaitMax: 5 * time.Millisecond,
+		HTTPClient:   &http.Client{Transport: tr},
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	return generation.NewAnthropic(opts)
+}
+
+// anthropicClient serves the service with one Anthropic provider named "anthropic" pointing
+// at srv.
+func anthropicClient(t *testing.T, srv *llmtest.Server, edit func(*generation.AnthropicOptions)) generationv1.GenerationServiceClient {
+	t.Helper()
+	return serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, srv.URL(), edit)})
+}
+
 // rulesClient serves the service with the rules provider.
 func rulesClient(t *testing.T) generationv1.GenerationServiceClient {
 	t.Helper()

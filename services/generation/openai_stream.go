@@ -1,24 +1,14 @@
 package generation
 
 import (
-	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"mime"
-	"net/http"
 	"strings"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
-	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
-
-// maxEventBytes bounds one server-sent event.
-const maxEventBytes = 16 << 20
 
 // Stream makes one streamed chat completion, forwarding content and reasoning fragments as
 // they arrive. A server that answers with plain JSON despite "stream": true is read as one
@@ -32,72 +22,23 @@ func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generat
 	}
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		return o.streamedJSON(ctx, resp, onDelta)
+		return o.streamedJSON(ctx, resp, o.parseCompletion, onDelta)
 	}
 	return o.readEvents(ctx, resp.Body, onDelta)
 }
 
-// streamedJSON reads a non-streamed answer to a streamed request.
-func (o *openAI) streamedJSON(ctx context.Context, resp *http.Response, onDelta func(*generationv1.Delta) error) (*Response, error) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
-		return nil, o.transportError(ctx, err)
-	}
-	out, err := o.parseCompletion(body)
-	if err != nil {
-		return nil, err
-	}
-	if out.Content != "" || out.Reasoning != "" {
-		if err := onDelta(&generationv1.Delta{Content: out.Content, Reasoning: out.Reasoning}); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // readEvents reads "data:" events until [DONE], accumulating the answer.
 func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*generationv1.Delta) error) (*Response, error) {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
 	acc := newStreamAccumulator()
-	var data []string
-	flush := func() (bool, error) {
-		if len(data) == 0 {
-			return false, nil
-		}
-		payload := strings.Join(data, "\n")
-		data = data[:0]
-		if payload == "[DONE]" {
+	done, err := readSSE(body, func(ev sseEvent) (bool, error) {
+		if ev.data == "[DONE]" {
 			return true, nil
 		}
-		return false, o.handleChunk(payload, acc, onDelta)
-	}
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			done, err := flush()
-			if err != nil {
-				return nil, err
-			}
-			if done {
-				return acc.response(), nil
-			}
-			continue
-		}
-		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			data = append(data, strings.TrimPrefix(v, " "))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, o.badResponse("a stream event is larger than %d bytes", maxEventBytes)
-		}
-		return nil, o.transportError(ctx, err)
-	}
-	done, err := flush()
+		return false, o.handleChunk(ev.data, acc, onDelta)
+	})
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, o.streamReadError(ctx, err)
 	case !done && !acc.finished:
 		return nil, o.badResponse("the stream ended without a finish_reason or [DONE]")
 	}
@@ -111,28 +52,14 @@ func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta fun
 		return o.badResponse("a stream chunk is not valid JSON (%v): %s", err, snippet([]byte(payload)))
 	}
 	if ch.Error != nil {
-		return o.streamError(*ch.Error)
+		raw := []byte(*ch.Error)
+		return o.streamError(parseErrorBody(append(append([]byte(`{"error":`), raw...), '}')), raw)
 	}
 	d := acc.add(&ch)
 	if d.GetContent() == "" && d.GetReasoning() == "" {
 		return nil
 	}
 	return onDelta(d)
-}
-
-// streamError classifies an error sent inside the stream: quota and rate-limit codes keep
-// their class, anything else is SERVER.
-func (o *openAI) streamError(raw json.RawMessage) error {
-	pm := parseErrorBody(append(append([]byte(`{"error":`), raw...), '}'))
-	class := typev1.ErrorClass_ERROR_CLASS_SERVER
-	switch {
-	case pm.code == "insufficient_quota" || pm.typ == "insufficient_quota":
-		class = typev1.ErrorClass_ERROR_CLASS_QUOTA
-	case strings.Contains(pm.code, "rate_limit") || strings.Contains(pm.typ, "rate_limit"):
-		class = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED
-	}
-	msg := cmp.Or(pm.message, string(raw))
-	return stageerr.Generation(class, 0, "%s", o.redact(fmt.Sprintf("%s: error in the stream: %s", o.name, truncate(msg, 500))))
 }
 
 // streamAccumulator assembles a streamed answer.

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // chatRequest is the body of POST /chat/completions.
@@ -162,9 +161,6 @@ type embeddingsResponse struct {
 	Usage *wireUsage `json:"usage"`
 }
 
-// emptySchema is the parameters of a tool that declares none.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // buildChatRequest converts a canonical request to the OpenAI wire form: sampling fields only
 // when set, tool_choice only when set and tools are offered.
 func buildChatRequest(req *Request, stream bool) *chatRequest {
@@ -173,14 +169,8 @@ func buildChatRequest(req *Request, stream bool) *chatRequest {
 		out.Messages = append(out.Messages, wireMessage(m))
 	}
 	for _, t := range req.Tools {
-		params := emptySchema
-		if s := t.GetInputSchema(); s != nil {
-			if data, err := protojson.Marshal(s); err == nil {
-				params = data
-			}
-		}
 		out.Tools = append(out.Tools, chatTool{Type: "function", Function: toolFunction{
-			Name: t.GetName(), Description: t.GetDescription(), Parameters: params,
+			Name: t.GetName(), Description: t.GetDescription(), Parameters: toolSchema(t),
 		}})
 	}
 	if req.ToolChoice != "" && len(req.Tools) > 0 {
@@ -239,13 +229,13 @@ func wireMessage(m *typev1.Message) chatMessage {
 }
 
 // callArguments is the argument text to send back: the raw text as the model produced it
-// when it parsed, else the canonical arguments, else "{}".
+// when it parsed, else the canonical arguments (compact JSON, sorted keys), else "{}".
 func callArguments(tc *typev1.ToolCall) string {
 	if raw := tc.GetRawArguments(); raw != "" && json.Valid([]byte(raw)) {
 		return raw
 	}
 	if tc.GetArguments() != nil {
-		if data, err := protojson.Marshal(tc.GetArguments()); err == nil {
+		if data, err := json.Marshal(tc.GetArguments().AsMap()); err == nil {
 			return string(data)
 		}
 	}

@@ -117,15 +117,18 @@ func final(resp *generationv1.GenerateResponse) *generationv1.GenerateStreamResp
 }
 
 // generate calls the provider (streaming when onDelta is set) inside a chat span and adapts
-// the answer.
+// the answer. The provider's configured sampling defaults fill the fields the request leaves
+// unset.
 func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.GenerateRequest, onDelta func(*generationv1.Delta) error) (*generationv1.GenerateResponse, error) {
-	ctx, span := s.startChat(ctx, p, req, onDelta != nil)
+	model := req.GetTarget().GetModel()
+	sampling := effectiveSampling(p, model, req.GetSampling())
+	ctx, span := s.startChat(ctx, p, req, sampling, onDelta != nil)
 	preq := &Request{
-		Model:      req.GetTarget().GetModel(),
+		Model:      model,
 		Messages:   req.GetMessages(),
 		Tools:      req.GetTools(),
 		ToolChoice: req.GetToolChoice(),
-		Sampling:   req.GetSampling(),
+		Sampling:   sampling,
 	}
 	start := time.Now()
 	var raw *Response
@@ -145,14 +148,14 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 		return nil, err
 	}
 	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
-	resp := adapt(raw, req.GetStrictMode(), log)
+	resp := adapt(raw, req.GetTools(), req.GetStrictMode(), log)
 	resp.Provider = req.GetTarget().GetProvider()
 	if resp.Model == "" {
 		resp.Model = preq.Model
 	}
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
-		e := maxTokensExceeded(resp, req.GetSampling().GetMaxOutputTokens())
+		e := maxTokensExceeded(resp, sampling.GetMaxOutputTokens())
 		endChat(span, resp, e)
 		return nil, e
 	}

@@ -20,8 +20,8 @@ const tracerName = "github.com/agentmesh/agentmesh/services/generation"
 const runIDKey = attribute.Key("agentmesh.run_id")
 
 // startChat starts the "chat {model}" client span of one provider call, with the GenAI
-// request attributes.
-func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, stream bool) (context.Context, trace.Span) {
+// request attributes of the sampling actually sent.
+func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, sampling *generationv1.Sampling, stream bool) (context.Context, trace.Span) {
 	model := req.GetTarget().GetModel()
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameChat,
@@ -29,7 +29,7 @@ func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.G
 		semconv.GenAIRequestModel(model),
 		semconv.GenAIRequestStream(stream),
 	}
-	if sampling := req.GetSampling(); sampling != nil {
+	if sampling != nil {
 		if sampling.Temperature != nil {
 			attrs = append(attrs, semconv.GenAIRequestTemperature(sampling.GetTemperature()))
 		}

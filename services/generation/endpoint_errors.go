@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,10 +28,18 @@ type providerMessage struct {
 	code    string
 }
 
-// statusError classifies a non-2xx answer: 401/403 AUTH; 402 or an insufficient_quota body
-// QUOTA; other 429 RATE_LIMITED with the advertised retry delay; 5xx SERVER; any other status
-// a non-classified generation failure.
-func (o *openAI) statusError(resp *http.Response) error {
+// quota reports whether the body says the account is out of quota or credit: OpenAI's
+// insufficient_quota, Anthropic's billing_error, its enforced_spend_limit_reached rate limit
+// and its "credit balance is too low" request error.
+func (pm providerMessage) quota() bool {
+	return pm.code == "insufficient_quota" || pm.typ == "insufficient_quota" || pm.typ == "billing_error" ||
+		pm.code == "enforced_spend_limit_reached" || strings.Contains(strings.ToLower(pm.message), "credit balance is too low")
+}
+
+// statusError classifies a non-2xx answer: 401/403 AUTH; 402 or a quota body QUOTA (even
+// under 400 or 429); other 429 RATE_LIMITED with the advertised retry delay; 5xx (including
+// Anthropic's 529 overloaded) SERVER; any other status a non-classified generation failure.
+func (e *endpoint) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	pm := parseErrorBody(body)
 	status := resp.StatusCode
@@ -39,10 +48,13 @@ func (o *openAI) statusError(resp *http.Response) error {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		class, what = typev1.ErrorClass_ERROR_CLASS_AUTH, "authentication failed"
-	case status == http.StatusPaymentRequired || pm.code == "insufficient_quota" || pm.typ == "insufficient_quota":
+	case status == http.StatusPaymentRequired || pm.quota():
 		class, what = typev1.ErrorClass_ERROR_CLASS_QUOTA, "quota exceeded"
 	case status == http.StatusTooManyRequests:
 		class, what = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, "rate limited"
+		wait, _ = retryAfter(resp.Header, time.Now())
+	case status == statusOverloaded:
+		class, what = typev1.ErrorClass_ERROR_CLASS_SERVER, "overloaded"
 		wait, _ = retryAfter(resp.Header, time.Now())
 	case status >= 500:
 		class, what = typev1.ErrorClass_ERROR_CLASS_SERVER, "server error"
@@ -52,15 +64,43 @@ func (o *openAI) statusError(resp *http.Response) error {
 	if detail == "" {
 		detail = snippet(body)
 	}
-	msg := fmt.Sprintf("%s: %s (HTTP %d %s): %s", o.name, what, status, http.StatusText(status), truncate(detail, 500))
+	msg := fmt.Sprintf("%s: %s (HTTP %d %s): %s", e.name, what, status, statusText(status), truncate(detail, 500))
 	if wait > 0 {
 		msg += fmt.Sprintf("; retry after %s", wait)
 	}
-	return stageerr.Generation(class, wait, "%s", o.redact(msg))
+	return stageerr.Generation(class, wait, "%s", e.redact(msg))
 }
 
-// parseErrorBody reads {"error": {"message", "type", "code"}}, {"error": "text"} or
-// {"message": "text"}.
+// statusOverloaded is Anthropic's "overloaded" status.
+const statusOverloaded = 529
+
+// statusText is the status's reason phrase, with Anthropic's 529.
+func statusText(status int) string {
+	if status == statusOverloaded {
+		return "Overloaded"
+	}
+	return http.StatusText(status)
+}
+
+// streamError classifies an error sent inside a stream by its type or code: quota QUOTA,
+// rate limits RATE_LIMITED, authentication and permission errors AUTH, anything else
+// (server errors, overloaded) SERVER.
+func (e *endpoint) streamError(pm providerMessage, raw []byte) error {
+	class := typev1.ErrorClass_ERROR_CLASS_SERVER
+	switch {
+	case pm.quota():
+		class = typev1.ErrorClass_ERROR_CLASS_QUOTA
+	case strings.Contains(pm.code, "rate_limit") || strings.Contains(pm.typ, "rate_limit"):
+		class = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED
+	case pm.typ == "authentication_error" || pm.typ == "permission_error":
+		class = typev1.ErrorClass_ERROR_CLASS_AUTH
+	}
+	msg := cmp.Or(pm.message, string(raw))
+	return stageerr.Generation(class, 0, "%s", e.redact(fmt.Sprintf("%s: error in the stream: %s", e.name, truncate(msg, 500))))
+}
+
+// parseErrorBody reads {"error": {"message", "type", "code", "details": {"error_code"}}}
+// (OpenAI, and Anthropic under {"type": "error"}), {"error": "text"} or {"message": "text"}.
 func parseErrorBody(body []byte) providerMessage {
 	var envelope struct {
 		Error   json.RawMessage `json:"error"`
@@ -73,9 +113,12 @@ func parseErrorBody(body []byte) providerMessage {
 		Message string `json:"message"`
 		Type    string `json:"type"`
 		Code    any    `json:"code"`
+		Details struct {
+			ErrorCode string `json:"error_code"`
+		} `json:"details"`
 	}
 	if json.Unmarshal(envelope.Error, &detail) == nil && (detail.Message != "" || detail.Type != "") {
-		code := ""
+		code := detail.Details.ErrorCode
 		if detail.Code != nil {
 			code = fmt.Sprint(detail.Code)
 		}
@@ -111,7 +154,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 
 // transportError classifies a failure to get an answer: a deadline is TIMEOUT, anything else
 // NETWORK; cancellation by the caller passes through unchanged.
-func (o *openAI) transportError(ctx context.Context, err error) error {
+func (e *endpoint) transportError(ctx context.Context, err error) error {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -119,8 +162,8 @@ func (o *openAI) transportError(ctx context.Context, err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
 		(errors.As(err, &netErr) && netErr.Timeout()):
 		return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_TIMEOUT, 0,
-			"%s: no answer from %s in time (provider timeout %s): %s", o.name, o.baseURL, o.timeout, o.redact(err.Error()))
+			"%s: no answer from %s in time (provider timeout %s): %s", e.name, e.baseURL, e.timeout, e.redact(err.Error()))
 	}
 	return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_NETWORK, 0,
-		"%s: cannot reach %s: %s", o.name, o.baseURL, o.redact(err.Error()))
+		"%s: cannot reach %s: %s", e.name, e.baseURL, e.redact(err.Error()))
 }

@@ -1,0 +1,220 @@
+package generation_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"google.golang.org/grpc/codes"
+)
+
+// anthropicErrorCase is one Anthropic failure and what the caller must see.
+type anthropicErrorCase struct {
+	name       string
+	baseURL    func(t *testing.T) (url string, requests func() int)
+	stream     bool
+	edit       func(*generation.AnthropicOptions)
+	code       codes.Code
+	class      typev1.ErrorClass
+	retryable  bool
+	retryAfter time.Duration
+	requests   int // how many HTTP requests the provider must have made; 0 = not checked
+	contains   []string
+}
+
+// replyingSSE serves every request with an event stream body.
+func replyingSSE(body string) func(t *testing.T) (string, func() int) {
+	return replying(http.StatusOK, map[string]string{"Content-Type": "text/event-stream"}, body)
+}
+
+// echoingKey serves 401 with an error message that quotes the x-api-key header.
+func echoingKey(t *testing.T) (string, func() int) {
+	var n atomic.Int32
+	url := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key `+r.Header.Get("x-api-key")+`"}}`)
+	})
+	return url, func() int { return int(n.Load()) }
+}
+
+// streamStart is the opening of an Anthropic event stream.
+const streamStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+
+func TestAnthropicErrorClasses(t *testing.T) {
+	cases := []anthropicErrorCase{
+		{
+			name: "401 authentication_error is AUTH", baseURL: scripted(llmtest.FailAuthError, 0),
+			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH, requests: 1,
+			contains: []string{"anthropic: authentication failed (HTTP 401 Unauthorized): invalid x-api-key"},
+		},
+		{
+			name: "403 permission_error is AUTH", baseURL: replying(403, nil, `{"type":"error","error":{"type":"permission_error","message":"Your API key does not have permission to use the specified resource."}}`),
+			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH, requests: 1,
+			contains: []string{"HTTP 403", "does not have permission"},
+		},
+		{
+			name: "402 billing_error is QUOTA", baseURL: replying(402, nil, `{"type":"error","error":{"type":"billing_error","message":"Billing issue."}}`),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,
+			contains: []string{"quota exceeded (HTTP 402 Payment Required): Billing issue."},
+		},
+		{
+			name: "400 credit balance too low is QUOTA", baseURL: scripted(llmtest.FailQuotaExceeded, 0),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,
+			contains: []string{"quota exceeded (HTTP 400 Bad Request)", "credit balance is too low"},
+		},
+		{
+			name:    "429 spend limit is QUOTA, not a rate limit",
+			baseURL: replying(429, nil, `{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your specified API usage limits.","details":{"error_code":"enforced_spend_limit_reached"}}}`),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,
+			contains: []string{"usage limits"},
+		},
+		{
+			name: "429 rate_limit_error is RATE_LIMITED with retry-after, not retried", baseURL: scripted(llmtest.FailRateLimit, 2500),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, retryable: true,
+			retryAfter: 3 * time.Second, requests: 1,
+			contains: []string{"rate limited (HTTP 429 Too Many Requests)", "rate limit", "retry after 3s"},
+		},
+		{
+			name: "529 overloaded_error is SERVER after the retries", baseURL: scripted(llmtest.FailOverloaded, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 3,
+			contains: []string{"anthropic: overloaded (HTTP 529 Overloaded): Overloaded"},
+		},
+		{
+			name: "500 api_error is SERVER after the retries", baseURL: scripted(llmtest.FailModelError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 3,
+			contains: []string{"server error (HTTP 500", "Internal server error"},
+		},
+		{
+			name: "retries can be disabled", baseURL: scripted(llmtest.FailOverloaded, 0),
+			edit: func(o *generation.AnthropicOptions) { o.MaxRetries = -1 },
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
+		},
+		{
+			name: "other 4xx is an unclassified failure", baseURL: replying(404, nil, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, retryable: true, requests: 1,
+			contains: []string{"request rejected (HTTP 404", "model: claude-x"},
+		},
+		{
+			name: "invalid JSON is BAD_RESPONSE", baseURL: scripted(llmtest.FailInvalidResponse, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true, requests: 1,
+			contains: []string{"the message is not valid JSON"},
+		},
+		{
+			name: "a body that is not a message is BAD_RESPONSE", baseURL: replying(200, nil, `{"type":"completion","completion":"hi"}`),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{`not a message (type "completion")`},
+		},
+		{
+			name: "an error body with status 200 keeps its class", baseURL: replying(200, nil, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true,
+			contains: []string{"Overloaded"},
+		},
+		{
+			name: "invalid stream event is BAD_RESPONSE", baseURL: scripted(llmtest.FailInvalidResponse, 0), stream: true,
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"stream event is not valid JSON"},
+		},
+		{
+			name: "overloaded error event in the stream is SERVER", stream: true,
+			baseURL: replyingSSE(streamStart + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true,
+			contains: []string{"anthropic: error in the stream: Overloaded"},
+		},
+		{
+			name: "rate limit error event in the stream is RATE_LIMITED", stream: true,
+			baseURL: replyingSSE(streamStart + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}\n\n"),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, retryable: true,
+			contains: []string{"slow down"},
+		},
+		{
+			name: "stream cut short is BAD_RESPONSE", stream: true, baseURL: replyingSSE(streamStart),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"the stream ended without message_stop"},
+		},
+		{
+			name: "a delta before message_start is BAD_RESPONSE", stream: true,
+			baseURL: replyingSSE("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"content_block_delta before message_start"},
+		},
+		{
+			name: "a delta of a block never started is BAD_RESPONSE", stream: true,
+			baseURL: replyingSSE(streamStart + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"block 3, which was not started"},
+		},
+		{
+			name: "dropped connection is NETWORK after the retries", baseURL: scripted(llmtest.FailNetworkError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 3,
+			contains: []string{"cannot reach"},
+		},
+		{
+			name: "slow server is TIMEOUT", baseURL: scripted(llmtest.FailTimeout, 0),
+			edit: func(o *generation.AnthropicOptions) { o.Timeout = 100 * time.Millisecond },
+			code: codes.DeadlineExceeded, class: typev1.ErrorClass_ERROR_CLASS_TIMEOUT, retryable: true, requests: 1,
+			contains: []string{"no answer", "provider timeout 100ms"},
+		},
+		{
+			name: "the API key never appears in messages", baseURL: echoingKey,
+			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH,
+			contains: []string{"invalid x-api-key [redacted]"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, requests := tc.baseURL(t)
+			client := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, url, tc.edit)})
+			req := request("anthropic", "claude-test", user("hi"))
+			var err error
+			if tc.stream {
+				_, _, err = streamAll(t, client, req)
+			} else {
+				_, err = client.Generate(t.Context(), req)
+			}
+			se := stageError(t, err, tc.code)
+			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED || se.Class != tc.class || se.Stage != "generation" {
+				t.Errorf("stage error = %v/%v stage %q, want GENERATION_FAILED/%v (%q)", se.Code, se.Class, se.Stage, tc.class, se.Msg)
+			}
+			if se.Retryable() != tc.retryable {
+				t.Errorf("retryable = %v, want %v", se.Retryable(), tc.retryable)
+			}
+			if tc.retryAfter > 0 && se.RetryAfter != tc.retryAfter {
+				t.Errorf("retry after = %v, want %v", se.RetryAfter, tc.retryAfter)
+			}
+			for _, want := range tc.contains {
+				if !strings.Contains(se.Msg, want) {
+					t.Errorf("message %q lacks %q", se.Msg, want)
+				}
+			}
+			if strings.Contains(se.Msg, testAPIKey) {
+				t.Errorf("message leaks the API key: %q", se.Msg)
+			}
+			if tc.requests > 0 && requests() != tc.requests {
+				t.Errorf("HTTP requests = %d, want %d", requests(), tc.requests)
+			}
+		})
+	}
+}
+
+func TestAnthropicOverloadedRetriedThenAnswered(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
+		Content: "recovered", Failure: llmtest.FailOverloaded, FailuresBeforeSuccess: 2,
+	}}})
+	resp, err := anthropicClient(t, srv, nil).Generate(t.Context(), request("anthropic", "claude-test", user("hi")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetContent() != "recovered" || len(srv.Requests()) != 3 {
+		t.Errorf("content %q after %d requests, want recovered after 3", resp.GetContent(), len(srv.Requests()))
+	}
+}

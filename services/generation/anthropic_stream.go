@@ -1,0 +1,123 @@
+package generation
+
+import (
+	"context"
+	"encoding/json"
+	"mime"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+)
+
+// streamEvent is one event of a streamed message.
+type streamEvent struct {
+	Type         string            `json:"type"`
+	Message      *messagesResponse `json:"message"`
+	Index        int               `json:"index"`
+	ContentBlock *responseBlock    `json:"content_block"`
+	Delta        *streamDelta      `json:"delta"`
+	Usage        *anthropicUsage   `json:"usage"`
+	Error        *json.RawMessage  `json:"error"`
+}
+
+// streamDelta is the delta of content_block_delta and message_delta events.
+type streamDelta struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Thinking    string `json:"thinking"`
+	Signature   string `json:"signature"`
+	PartialJSON string `json:"partial_json"`
+	StopReason  string `json:"stop_reason"`
+}
+
+// Stream makes one streamed messages call: text_delta and thinking_delta fragments are
+// forwarded as they arrive, input_json_delta fragments assemble the tool calls, and
+// message_delta brings the stop reason and the final usage. A server that answers with a plain
+// JSON message is read as one answer and forwarded as one delta.
+func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
+	body, err := buildMessagesRequest(req, a.thinking, true)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	resp, err := a.post(ctx, "/messages", body, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		return a.streamedJSON(ctx, resp, a.parseMessage, onDelta)
+	}
+	acc := newMessageAccumulator()
+	started := false
+	done, err := readSSE(resp.Body, func(ev sseEvent) (bool, error) {
+		var e streamEvent
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+			return false, a.badResponse("a stream event is not valid JSON (%v): %s", err, snippet([]byte(ev.data)))
+		}
+		if e.Type != "error" && e.Type != "ping" && e.Type != "message_start" && !started {
+			return false, a.badResponse("the stream sent %s before message_start", e.Type)
+		}
+		switch e.Type {
+		case "message_start":
+			if e.Message == nil {
+				return false, a.badResponse("message_start without a message")
+			}
+			started = true
+			acc.start(e.Message)
+		case "content_block_start":
+			if e.ContentBlock == nil {
+				return false, a.badResponse("content_block_start without a content_block")
+			}
+			acc.addBlock(e.Index, *e.ContentBlock)
+		case "content_block_delta":
+			return false, a.applyDelta(acc, e, onDelta)
+		case "message_delta":
+			if e.Delta != nil && e.Delta.StopReason != "" {
+				acc.stop = e.Delta.StopReason
+			}
+			acc.usage.merge(e.Usage)
+		case "message_stop":
+			return true, nil
+		case "error":
+			raw := []byte(ev.data)
+			if e.Error != nil {
+				raw = *e.Error
+			}
+			return false, a.streamError(parseErrorBody([]byte(ev.data)), raw)
+		}
+		return false, nil
+	})
+	switch {
+	case err != nil:
+		return nil, a.streamReadError(ctx, err)
+	case !done:
+		return nil, a.badResponse("the stream ended without message_stop")
+	}
+	return acc.response(a.thinking), nil
+}
+
+// applyDelta adds a content_block_delta to its block and forwards text and thinking.
+func (a *anthropic) applyDelta(acc *messageAccumulator, e streamEvent, onDelta func(*generationv1.Delta) error) error {
+	b := acc.blocks[e.Index]
+	if b == nil || e.Delta == nil {
+		return a.badResponse("content_block_delta for block %d, which was not started", e.Index)
+	}
+	switch e.Delta.Type {
+	case "text_delta":
+		b.text.WriteString(e.Delta.Text)
+		if e.Delta.Text != "" {
+			return onDelta(&generationv1.Delta{Content: e.Delta.Text})
+		}
+	case "thinking_delta":
+		b.text.WriteString(e.Delta.Thinking)
+		if e.Delta.Thinking != "" {
+			return onDelta(&generationv1.Delta{Reasoning: e.Delta.Thinking})
+		}
+	case "signature_delta":
+		b.signature += e.Delta.Signature
+	case "input_json_delta":
+		b.partial.WriteString(e.Delta.PartialJSON)
+	}
+	return nil
+}

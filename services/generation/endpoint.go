@@ -1,0 +1,211 @@
+package generation
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Defaults shared by the HTTP providers.
+const (
+	// DefaultMaxRetries is how often a call is retried after a connection error or a 5xx.
+	DefaultMaxRetries = 2
+	// DefaultTimeout bounds one whole call.
+	DefaultTimeout = 5 * time.Minute
+	// DefaultRetryWaitMin is the first backoff between retries.
+	DefaultRetryWaitMin = 500 * time.Millisecond
+	// DefaultRetryWaitMax caps the backoff and any Retry-After wait.
+	DefaultRetryWaitMax = 30 * time.Second
+)
+
+// maxResponseBytes bounds how much of a non-streamed response is read.
+const maxResponseBytes = 32 << 20
+
+// endpoint is the HTTP side of a provider: the API root, authentication, retries through
+// go-retryablehttp, and the classification of failures into error classes.
+type endpoint struct {
+	name    string
+	baseURL string
+	apiKey  string
+	fixed   http.Header // authentication and version headers
+	headers map[string]string
+	timeout time.Duration
+	client  *retryablehttp.Client
+}
+
+// endpointOptions configures an endpoint; zero values mean the defaults.
+type endpointOptions struct {
+	name, baseURL, apiKey string
+	fixed                 http.Header
+	headers               map[string]string
+	timeout               time.Duration
+	maxRetries            int
+	waitMin, waitMax      time.Duration
+	httpClient            *http.Client
+}
+
+// newEndpoint builds an endpoint: connection errors and 5xx answers are retried with
+// jittered exponential backoff honouring Retry-After; 429 and other 4xx answers are not.
+func newEndpoint(o endpointOptions) *endpoint {
+	e := &endpoint{
+		name:    o.name,
+		baseURL: strings.TrimRight(o.baseURL, "/"),
+		apiKey:  o.apiKey,
+		fixed:   o.fixed,
+		headers: o.headers,
+		timeout: o.timeout,
+	}
+	if e.timeout <= 0 {
+		e.timeout = DefaultTimeout
+	}
+	retries := o.maxRetries
+	switch {
+	case retries == 0:
+		retries = DefaultMaxRetries
+	case retries < 0:
+		retries = 0
+	}
+	hc := o.httpClient
+	if hc == nil {
+		hc = cleanhttp.DefaultPooledClient()
+	}
+	e.client = &retryablehttp.Client{
+		HTTPClient:   hc,
+		Logger:       slog.Default(),
+		RetryWaitMin: cmp.Or(o.waitMin, DefaultRetryWaitMin),
+		RetryWaitMax: cmp.Or(o.waitMax, DefaultRetryWaitMax),
+		RetryMax:     retries,
+		CheckRetry:   retryPolicy,
+		Backoff:      backoff,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	return e
+}
+
+// post sends body as JSON and returns a 2xx response; anything else becomes a classified
+// stage error.
+func (e *endpoint) post(ctx context.Context, path string, body any, stream bool) (*http.Response, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, stageerr.Invalid("%s: cannot encode the request: %v", e.name, err)
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.baseURL+path, data)
+	if err != nil {
+		return nil, stageerr.Invalid("%s: bad base URL %q: %v", e.name, e.baseURL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	for k, vs := range e.fixed {
+		req.Header[k] = vs
+	}
+	for k, v := range e.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		return nil, e.transportError(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, e.statusError(resp)
+	}
+	return resp, nil
+}
+
+// readAll reads a non-streamed response body, up to maxResponseBytes.
+func (e *endpoint) readAll(ctx context.Context, resp *http.Response) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return nil, e.transportError(ctx, err)
+	}
+	return body, nil
+}
+
+// retryPolicy retries connection errors and 5xx answers (but not 501), never 429 or other
+// 4xx, and stops when the context is done.
+func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil {
+		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	}
+	return resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented, nil
+}
+
+// backoff waits what the server's Retry-After asks (capped at max), else min·2^attempt with
+// jitter, capped at max.
+func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if d, ok := retryAfter(resp.Header, time.Now()); ok {
+			return min(d, maxWait)
+		}
+	}
+	wait := minWait << min(attempt, 30)
+	if wait <= 0 || wait > maxWait {
+		wait = maxWait
+	}
+	half := wait / 2
+	return half + rand.N(half+1)
+}
+
+// badResponse is a BAD_RESPONSE failure.
+func (e *endpoint) badResponse(format string, args ...any) error {
+	return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0, "%s: %s", e.name, e.redact(fmt.Sprintf(format, args...)))
+}
+
+// redact removes the API key from text.
+func (e *endpoint) redact(text string) string {
+	if e.apiKey == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, e.apiKey, "[redacted]")
+}
+
+// snippet is the start of a body for an error message.
+func snippet(body []byte) string {
+	const limit = 200
+	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return "(empty body)"
+	}
+	return truncate(s, limit)
+}
+
+// normaliseFinish maps provider stop reasons to stop, length, tool_calls or content_filter:
+// OpenAI's length, tool_calls and content_filter, Anthropic's max_tokens, tool_use and
+// refusal; end_turn, stop_sequence, pause_turn and anything else are stop (tool_calls when
+// the answer has tool calls).
+func normaliseFinish(reason string, hasToolCalls bool) string {
+	switch strings.ToLower(reason) {
+	case "length", "max_tokens", "max_output_tokens", "model_context_window_exceeded":
+		return "length"
+	case "content_filter", "safety", "refusal":
+		return "content_filter"
+	case "tool_calls", "function_call", "tool_use":
+		return "tool_calls"
+	}
+	if hasToolCalls {
+		return "tool_calls"
+	}
+	return "stop"
+}

@@ -1,0 +1,106 @@
+package generation
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+)
+
+// maxEventBytes bounds one server-sent event.
+const maxEventBytes = 16 << 20
+
+// sseEvent is one server-sent event: its "event:" name (often empty) and its "data:" lines
+// joined by newlines.
+type sseEvent struct {
+	name string
+	data string
+}
+
+// sseReadError is a failure to read the event stream itself (not one of its events).
+type sseReadError struct{ err error }
+
+// Error returns the read failure's message.
+func (e *sseReadError) Error() string { return e.err.Error() }
+
+// Unwrap returns the read failure.
+func (e *sseReadError) Unwrap() error { return e.err }
+
+// readSSE calls handle for each event of body, in order, until handle reports done, and
+// returns whether it did. Comments and fields other than event and data are skipped; an event
+// cut off by the end of the body is still handled. Errors of handle are returned unchanged;
+// failures to read the body are *sseReadError.
+func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
+	var ev sseEvent
+	var data []string
+	dispatch := func() (bool, error) {
+		if len(data) == 0 {
+			ev = sseEvent{}
+			return false, nil
+		}
+		ev.data = strings.Join(data, "\n")
+		data = data[:0]
+		out := ev
+		ev = sseEvent{}
+		return handle(out)
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if done, err := dispatch(); done || err != nil {
+				return done, err
+			}
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			ev.name = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, &sseReadError{err: err}
+	}
+	return dispatch()
+}
+
+// streamReadError classifies a failure to read a stream: an oversized event is BAD_RESPONSE,
+// anything else a transport failure.
+func (e *endpoint) streamReadError(ctx context.Context, err error) error {
+	var rerr *sseReadError
+	switch {
+	case !errors.As(err, &rerr):
+		return err
+	case errors.Is(err, bufio.ErrTooLong):
+		return e.badResponse("a stream event is larger than %d bytes", maxEventBytes)
+	}
+	return e.transportError(ctx, rerr.err)
+}
+
+// streamedJSON reads a non-streamed answer to a streamed request and forwards its text as
+// one delta.
+func (e *endpoint) streamedJSON(ctx context.Context, resp *http.Response, parse func([]byte) (*Response, error), onDelta func(*generationv1.Delta) error) (*Response, error) {
+	body, err := e.readAll(ctx, resp)
+	if err != nil {
+		return nil, err
+	}
+	out, err := parse(body)
+	if err != nil {
+		return nil, err
+	}
+	if out.Content != "" || out.Reasoning != "" {
+		if err := onDelta(&generationv1.Delta{Content: out.Content, Reasoning: out.Reasoning}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
