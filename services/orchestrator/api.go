@@ -24,9 +24,9 @@ import (
 // MaxMessageBytes is the largest user message a run accepts.
 const MaxMessageBytes = 1 << 20
 
-// Run invokes an agent and returns its result at a terminal outcome. The run belongs to the
-// orchestrator, not to the call: if the caller goes away, the run goes on and can be watched or
-// read back.
+// Run invokes an agent and returns its result at a terminal outcome, or a snapshot with
+// OUTCOME_AWAITING_APPROVAL when it pauses for approval. The run belongs to the orchestrator,
+// not to the call: if the caller goes away, the run goes on and can be watched or read back.
 func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
 	if id, live := s.idempotentRun(req.GetIdempotencyKey()); id != "" && !live {
 		return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: id})
@@ -35,15 +35,11 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-r.done:
-		return r.finalResult(), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return r.waitResult(ctx)
 }
 
-// StreamRun runs an agent and streams its events; the last one is run_finished.
+// StreamRun runs an agent and streams its events; the last one is run_finished, or
+// approval_requested for a run that pauses (follow it on with WatchRun).
 func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
 	if id, _ := s.idempotentRun(req.GetIdempotencyKey()); id != "" {
 		// A repeated request replays the first run's events instead of running again.
@@ -63,7 +59,7 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 		if err := stream.Send(ev); err != nil {
 			return err
 		}
-		if ev.GetRunFinished() != nil {
+		if ev.GetRunFinished() != nil || ev.GetApprovalRequested() != nil {
 			return nil
 		}
 	}
@@ -117,6 +113,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		svc: s, id: runID, userID: userID, req: req, cancel: cancel, done: make(chan struct{}), span: span,
 		contract: contract, chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)),
 		stream: s.publisher.Run(runID), usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema,
+		changed: make(chan struct{}),
 	}
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
 	r.conversation = append(r.conversation, req.GetHistory()...)
@@ -192,9 +189,15 @@ func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*type
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
 	s.mu.Lock()
-	_, live := s.live[req.GetRunId()]
+	r := s.live[req.GetRunId()]
 	s.mu.Unlock()
-	if live {
+	if r != nil {
+		r.mu.Lock()
+		paused := r.result
+		r.mu.Unlock()
+		if paused != nil {
+			return paused, nil
+		}
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
 			"run %q is still running; follow it with WatchRun", req.GetRunId())
 	}
@@ -243,10 +246,10 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 	return &agentv1.ListToolsResponse{Tools: resp.GetTools()}, nil
 }
 
-// ResolveApproval answers a paused tool call. No run pauses yet (tools that need approval are
-// refused by the action stage with PERMISSION_DENIED, which the model sees), so every request
-// names a call that is not waiting.
-func (s *Service) ResolveApproval(_ context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
+// ResolveApproval records a person's decision on a paused tool call: approve, reject (the
+// model sees a tool failure) or modify (the new arguments are validated again). The run
+// resumes when every paused call of its turn is decided.
+func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
 	switch {
 	case req.GetRunId() == "":
 		return nil, stageerr.Invalid("run_id must not be empty")
@@ -254,9 +257,16 @@ func (s *Service) ResolveApproval(_ context.Context, req *agentv1.ResolveApprova
 		return nil, stageerr.Invalid("call_id must not be empty")
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED:
 		return nil, stageerr.Invalid("decision must be approve, reject or modify")
+	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
+		return nil, stageerr.Invalid("decision modify needs modified_arguments")
 	}
-	return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND,
-		"run %q has no tool call %q waiting for approval", req.GetRunId(), req.GetCallId())
+	s.mu.Lock()
+	r := s.live[req.GetRunId()]
+	s.mu.Unlock()
+	if r == nil {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q is not live on this orchestrator", req.GetRunId())
+	}
+	return r.resolve(ctx, req)
 }
 
 // WatchRun streams a run's events from JetStream, after from_seq, until run_finished.

@@ -168,19 +168,30 @@ func (r *run) makePlan(ctx context.Context) *ending {
 	return end
 }
 
-// turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT.
+// turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT. A
+// pause for approval stops the step timer: a person's time is not the step's.
 func (r *run) turn(ctx context.Context) *ending {
-	stepCtx, cancel := withTimer(ctx, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond, errStepTimeout)
-	defer cancel()
+	stepTimeout := time.Duration(r.contract.GetStepTimeoutMs()) * time.Millisecond
+	stepCtx, cancel := withTimer(ctx, stepTimeout, errStepTimeout)
+	defer func() { cancel() }()
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: r.turns, ForcedFinal: r.forcedFinal}}})
-	var t turnState
+	var (
+		t    turnState
+		plan []plannedCall
+	)
 	messages, tools, end := r.assemble(stepCtx)
 	if end == nil {
 		t.answer, end = r.infer(stepCtx, messages, tools)
 	}
 	if end == nil && t.answer != nil {
-		r.executeCalls(stepCtx, r.validateCalls(stepCtx, t.answer.GetToolCalls(), &t))
+		plan = r.validateCalls(stepCtx, t.answer.GetToolCalls(), &t)
 	}
+	if end == nil && stepCtx.Err() == nil && slices.ContainsFunc(plan, func(p plannedCall) bool { return p.refusal == "" && p.needsApproval }) {
+		cancel()
+		end = r.awaitApproval(ctx, plan)
+		stepCtx, cancel = withTimer(ctx, stepTimeout, errStepTimeout)
+	}
+	r.executeCalls(stepCtx, plan)
 	return r.commit(ctx, stepCtx, end, &t)
 }
 

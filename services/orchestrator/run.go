@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,9 +58,48 @@ type run struct {
 	formatFails  int32 // turns whose output had malformed tool calls
 	decision     *typev1.AgentDecision
 
-	mu     sync.Mutex
-	sink   func(*eventv1.RunEvent)
-	result *typev1.RunResult
+	mu       sync.Mutex
+	sink     func(*eventv1.RunEvent)
+	result   *typev1.RunResult // the final result, or a snapshot while paused
+	changed  chan struct{}     // closed (and replaced) whenever result changes
+	approval *approvalState    // non-nil while paused for approval
+}
+
+// publish sets the result callers wait for: a paused snapshot, nil once resumed, or the final
+// result.
+func (r *run) publish(res *typev1.RunResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.result = res
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// waitResult returns the final result, or a snapshot if the run pauses for approval first.
+func (r *run) waitResult(ctx context.Context) (*typev1.RunResult, error) {
+	for {
+		r.mu.Lock()
+		res, changed := r.result, r.changed
+		r.mu.Unlock()
+		if res != nil {
+			return res, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// pausedResult is the snapshot a caller gets while the run waits for approval.
+func (r *run) pausedResult(pending *typev1.PendingAction) *typev1.RunResult {
+	return &typev1.RunResult{
+		RunId: r.id, Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, ExitReason: ExitApprovalRequired,
+		Conversation: slices.Clone(r.conversation), Accounting: slices.Clone(r.accounting), Contract: r.contract,
+		Transcript: r.chain.Entries(), TraceId: r.span.SpanContext().TraceID().String(), PendingAction: pending,
+		Decision: r.decision, Usage: proto.CloneOf(r.usage), Turns: r.turns, ToolCalls: r.toolCalls,
+	}
 }
 
 // setSink installs (or with nil removes) the local listener that receives every event after
@@ -167,9 +207,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 	if !e.success() {
 		r.span.SetStatus(codes.Error, e.exit)
 	}
-	r.mu.Lock()
-	r.result = res
-	r.mu.Unlock()
+	r.publish(res)
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{Result: res, Outcome: e.outcome}}})
 	r.svc.log.InfoContext(ctx, "run finished", "run_id", r.id, "outcome", e.outcome.String(), "exit_reason", e.exit, "turns", r.turns)
 	return res

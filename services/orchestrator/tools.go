@@ -19,8 +19,11 @@ import (
 
 // plannedCall is a tool call after VALIDATE_CALLS: it runs, or is refused with a reason.
 type plannedCall struct {
-	call    *typev1.ToolCall
-	refusal string
+	call          *typev1.ToolCall
+	refusal       string
+	needsApproval bool
+	approval      *actionv1.Approval // the recorded approval it runs with
+	note          string             // prefixed to its observation (modified arguments)
 }
 
 // validateCalls checks the model's tool calls against policy and budgets. A call that will not
@@ -69,7 +72,7 @@ func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *tu
 				why = "the tool sequence " + t.cycle + " is forbidden by the contract"
 			default:
 				valid = append(valid, call)
-				plan = append(plan, plannedCall{call: call})
+				plan = append(plan, plannedCall{call: call, needsApproval: r.requiresApproval(call.GetName())})
 				prev = call.GetName()
 				continue
 			}
@@ -130,7 +133,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 		var res *actionv1.ExecuteResponse
 		st := typev1.RunState_RUN_STATE_EXECUTE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
-			res = r.callTool(ctx, call)
+			res = r.callTool(ctx, call, p.approval)
 			return call, res, call.GetName() + ": " + res.GetStatus().String()
 		})
 		r.toolCalls++
@@ -138,7 +141,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 		st = typev1.RunState_RUN_STATE_OBSERVE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
 			obs := r.observe(ctx, call, res)
-			r.answerCall(call, obs.GetObservation())
+			r.answerCall(call, p.note+obs.GetObservation())
 			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolFinished{ToolFinished: &eventv1.ToolFinished{
 				Turn: r.turns, CallId: call.GetId(), ToolName: call.GetName(), Status: res.GetStatus(),
 				Observation: obs.GetObservation(), ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
@@ -151,12 +154,13 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 // callTool executes one call through the action stage. A refusal (unknown tool, invalid
 // arguments, missing approval) or an unreachable action stage becomes an ERROR result the model
 // sees; the recovery stage decides whether an unreachable stage is retried.
-func (r *run) callTool(ctx context.Context, call *typev1.ToolCall) *actionv1.ExecuteResponse {
+func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval) *actionv1.ExecuteResponse {
 	start := time.Now()
 	timeout := time.Duration(r.contract.GetToolTimeoutMs()) * time.Millisecond
 	req := &actionv1.ExecuteRequest{
 		RunId: r.id, CallId: call.GetId(), ToolName: call.GetName(), Arguments: call.GetArguments(),
 		Mode: actionv1.ExecutionMode_EXECUTION_MODE_DIRECT, TimeoutMs: r.contract.GetToolTimeoutMs(), UserId: r.userID,
+		Approval: approval,
 	}
 	var res *actionv1.ExecuteResponse
 	for retry := 0; ; retry++ {

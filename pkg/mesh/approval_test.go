@@ -1,0 +1,209 @@
+package mesh_test
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// approvalMesh is a mesh where calculator and current_time need approval.
+func approvalMesh(t *testing.T, scenarios ...llmtest.Scenario) *harness {
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator", "current_time"}
+	return start(t, cfg, scenarios...)
+}
+
+// finish follows a resumed run to its end through WatchRun and returns its result and event kinds.
+func (h *harness) finish(t *testing.T, runID string) (*typev1.RunResult, []string) {
+	t.Helper()
+	stream, err := h.client.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("watch ended without run_finished: %v", kinds)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, events.Kind(ev))
+		if f := ev.GetRunFinished(); f != nil {
+			return f.GetResult(), kinds
+		}
+	}
+}
+
+func (h *harness) resolve(t *testing.T, req *agentv1.ResolveApprovalRequest) *agentv1.ResolveApprovalResponse {
+	t.Helper()
+	resp, err := h.client.ResolveApproval(t.Context(), req)
+	if err != nil {
+		t.Fatalf("ResolveApproval(%v): %v", req, err)
+	}
+	return resp
+}
+
+func paused(t *testing.T, res *typev1.RunResult, calls ...string) {
+	t.Helper()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL || res.GetExitReason() != "APPROVAL_REQUIRED" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s, want a pause", res.GetOutcome(), res.GetExitReason())
+	}
+	var got []string
+	for _, c := range res.GetPendingAction().GetToolCalls() {
+		got = append(got, c.GetId())
+	}
+	if !slices.Equal(got, calls) || res.GetPendingAction().GetExpiresAt() == nil {
+		t.Fatalf("pending %v, want %v", res.GetPendingAction(), calls)
+	}
+	if d := res.GetDecision(); d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION || len(d.GetToolCalls()) != len(calls) {
+		t.Errorf("decision %v", d)
+	}
+}
+
+func calcTurn(id, expr string) llmtest.Turn {
+	return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: id, Name: "calculator", Arguments: `{"expression":"` + expr + `"}`}}}
+}
+
+func TestApprovalDecisions(t *testing.T) {
+	h := approvalMesh(t,
+		llmtest.Scenario{Name: "approve", Match: "approve it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}},
+		llmtest.Scenario{Name: "reject", Match: "reject it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("ok, I won't")}},
+		llmtest.Scenario{Name: "modify", Match: "modify it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("4")}},
+		llmtest.Scenario{Name: "modify badly", Match: "modify it badly", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("hm")}},
+	)
+	tests := []struct {
+		message  string
+		decision *agentv1.ResolveApprovalRequest
+		outcome  typev1.Outcome
+		tool     string
+	}{
+		{"approve it", &agentv1.ResolveApprovalRequest{Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE},
+			typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "42"},
+		{"reject it", &agentv1.ResolveApprovalRequest{Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: "not now"},
+			typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "(tool failed: rejected by the user: not now)"},
+		{"modify it", &agentv1.ResolveApprovalRequest{Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY,
+			ModifiedArguments: mustStruct(t, map[string]any{"expression": "2+2"})},
+			typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "[arguments modified by the user: {\"expression\":\"2+2\"}]\n4"},
+		{"modify it badly", &agentv1.ResolveApprovalRequest{Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY,
+			ModifiedArguments: mustStruct(t, map[string]any{"expr": "2+2"})},
+			typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "invalid arguments for tool calculator"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.message, func(t *testing.T) {
+			res := h.run(t, &agentv1.RunRequest{Message: tc.message})
+			paused(t, res, "c1")
+			// GetRun shows the pause too.
+			if got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || got.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+				t.Errorf("GetRun(paused) = %v, %v", got.GetOutcome(), err)
+			}
+			tc.decision.RunId, tc.decision.CallId = res.GetRunId(), "c1"
+			if resp := h.resolve(t, tc.decision); !resp.GetResumed() || len(resp.GetPendingCallIds()) != 0 {
+				t.Errorf("resolve = %v", resp)
+			}
+			final, kinds := h.finish(t, res.GetRunId())
+			if final.GetOutcome() != tc.outcome {
+				t.Fatalf("outcome %s %s, want %s", final.GetOutcome(), final.GetExitReason(), tc.outcome)
+			}
+			if got := toolMessage(t, final, 0); !strings.Contains(got, tc.tool) {
+				t.Errorf("tool message %q lacks %q", got, tc.tool)
+			}
+			for _, k := range []string{"approval_requested", "approval_resolved", "run_finished"} {
+				if count(kinds, k) != 1 {
+					t.Errorf("%d %s events in %v", count(kinds, k), k, kinds)
+				}
+			}
+			awaits := 0
+			for _, e := range final.GetTranscript() {
+				if e.GetState() == typev1.RunState_RUN_STATE_AWAIT_APPROVAL {
+					awaits++
+				}
+			}
+			if awaits != 2 {
+				t.Errorf("%d AWAIT_APPROVAL transcript entries, want the pause and the decision", awaits)
+			}
+			checkInvariants(t, final)
+		})
+	}
+}
+
+func TestApprovalOfSeveralCallsAndErrors(t *testing.T) {
+	h := approvalMesh(t, llmtest.Scenario{Name: "two", Match: "two at once", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "a", Name: "calculator", Arguments: `{"expression":"1+1"}`}, {ID: "b", Name: "current_time", Arguments: `{}`}}},
+		text("done"),
+	}})
+	stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "two at once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	var runID string
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, runID = events.Kind(ev), ev.GetRunId()
+	}
+	if last != "approval_requested" {
+		t.Fatalf("a paused StreamRun ends with %s", last)
+	}
+	resolve := func(call string, d agentv1.ApprovalDecision) (*agentv1.ResolveApprovalResponse, error) {
+		return h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: runID, CallId: call, Decision: d})
+	}
+	if _, err := resolve("zzz", agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown call: %v", err)
+	}
+	if _, err := resolve("a", agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("modify without arguments: %v", err)
+	}
+	first, err := resolve("a", agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE)
+	if err != nil || first.GetResumed() || !slices.Equal(first.GetPendingCallIds(), []string{"b"}) {
+		t.Fatalf("first decision = %v, %v", first, err)
+	}
+	if _, err := resolve("a", agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("deciding twice: %v", err)
+	}
+	second, err := resolve("b", agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT)
+	if err != nil || !second.GetResumed() {
+		t.Fatalf("second decision = %v, %v", second, err)
+	}
+	final, _ := h.finish(t, runID)
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || final.GetToolCalls() != 1 {
+		t.Fatalf("outcome %s with %d tool calls", final.GetOutcome(), final.GetToolCalls())
+	}
+	if a, b := toolMessage(t, final, 0), toolMessage(t, final, 1); a != "2" || b != "(tool failed: rejected by the user)" {
+		t.Errorf("tool messages %q, %q", a, b)
+	}
+}
+
+func TestApprovalTimeoutIsARejection(t *testing.T) {
+	h := approvalMesh(t, llmtest.Scenario{Name: "slow person", Match: "nobody answers", Turns: []llmtest.Turn{calcTurn("c1", "1+1"), text("never asked")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "nobody answers", Overrides: &agentv1.RunOverrides{ApprovalTimeoutMs: i64(100)}})
+	paused(t, res, "c1")
+	final, kinds := h.finish(t, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_REJECTED || final.GetExitReason() != "APPROVAL_TIMEOUT" {
+		t.Fatalf("outcome %s %s", final.GetOutcome(), final.GetExitReason())
+	}
+	if got := toolMessage(t, final, 0); got != "(tool failed: approval timed out)" {
+		t.Errorf("tool message %q", got)
+	}
+	if count(kinds, "approval_resolved") != 1 || final.GetToolCalls() != 0 {
+		t.Errorf("events %v, %d tool calls", kinds, final.GetToolCalls())
+	}
+	checkInvariants(t, final)
+}
