@@ -39,6 +39,13 @@ type harness struct {
 
 func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
+	return startWith(t, cfg, nil, scenarios...)
+}
+
+// startWith is start with a last change to the configuration once the scripted LLM's URL is
+// known.
+func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, llmURL string), scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
 	h := &harness{recorder: telemetry.NewRecorder()}
 	if cfg == nil {
 		cfg = config.Default()
@@ -48,6 +55,9 @@ func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *har
 		cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: h.llm.URL(), APIKey: "test-key"}
 		cfg.Providers["scripted2"] = cfg.Providers["scripted"] // a second target for round-robin
 		cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+		if tweak != nil {
+			tweak(cfg, h.llm.URL())
+		}
 	}
 	var mu sync.Mutex
 	providers := map[string]trace.TracerProvider{}

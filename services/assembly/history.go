@@ -27,7 +27,7 @@ type history struct {
 // message joins the unit of the assistant message right before it (only other tool results
 // may sit in between) when that message requested its tool_call_id; otherwise it is an
 // orphan and never kept.
-func splitHistory(msgs []*typev1.Message) *history {
+func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	h := &history{}
 	i := 0
 	for i < len(msgs) && msgs[i].GetRole() == typev1.Role_ROLE_SYSTEM {
@@ -43,11 +43,11 @@ func splitHistory(msgs []*typev1.Message) *history {
 		if m.GetRole() == typev1.Role_ROLE_TOOL {
 			if open != nil && calls[m.GetToolCallId()] {
 				open.messages = append(open.messages, m)
-				open.tokens += tokens.Message(m)
+				open.tokens += counter.Message(m)
 			}
 			continue
 		}
-		u := &unit{messages: []*typev1.Message{m}, tokens: tokens.Message(m)}
+		u := &unit{messages: []*typev1.Message{m}, tokens: counter.Message(m)}
 		h.units = append(h.units, u)
 		open, calls = nil, nil
 		if m.GetRole() == typev1.Role_ROLE_ASSISTANT && len(m.GetToolCalls()) > 0 {

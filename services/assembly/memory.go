@@ -42,7 +42,7 @@ func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (h
 // memoryMessage returns one system message listing the hits, best first, and a source per
 // hit, dropping the lowest-scored hits until the message fits within budget tokens. It
 // returns nil when no hit fits.
-func memoryMessage(hits []*memoryv1.MemoryHit, budget int64) (*typev1.Message, []*typev1.Source) {
+func memoryMessage(hits []*memoryv1.MemoryHit, budget int64, counter tokens.Counter) (*typev1.Message, []*typev1.Source) {
 	hits = slices.Clone(hits)
 	slices.SortStableFunc(hits, func(a, b *memoryv1.MemoryHit) int {
 		return cmp.Compare(b.GetRelevanceScore(), a.GetRelevanceScore())
@@ -54,7 +54,7 @@ func memoryMessage(hits []*memoryv1.MemoryHit, budget int64) (*typev1.Message, [
 			fmt.Fprintf(&text, "\n[%d] %s", i+1, h.GetMemory().GetContent())
 		}
 		msg := &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: text.String()}
-		if tokens.Message(msg) > budget {
+		if counter.Message(msg) > budget {
 			continue
 		}
 		sources := make([]*typev1.Source, len(hits))

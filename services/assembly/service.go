@@ -79,13 +79,14 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 	if err := validate(req); err != nil {
 		return nil, err
 	}
-	resp := &contextv1.AssembleResponse{SchemaTokens: tokens.Tools(req.GetTools())}
+	counter := tokens.ForModel(req.GetModel())
+	resp := &contextv1.AssembleResponse{SchemaTokens: counter.Tools(req.GetTools())}
 	if req.GetContextWindow() > 0 {
 		resp.Guard = evaluateGuard(req, resp.GetSchemaTokens())
 	}
 
-	h := splitHistory(req.GetHistory())
-	minimum := tokens.Messages(h.system)
+	h := splitHistory(req.GetHistory(), counter)
+	minimum := counter.Messages(h.system)
 	if newest := h.newest(); newest != nil {
 		minimum += newest.tokens
 	}
@@ -96,23 +97,23 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 	remaining := req.GetMaxTokens() - minimum
 
 	messages := append([]*typev1.Message(nil), h.system...)
-	if step, source := stepMessage(req.GetCurrentStep()); step != nil && tokens.Message(step) <= remaining {
+	if step, source := stepMessage(req.GetCurrentStep()); step != nil && counter.Message(step) <= remaining {
 		messages = append(messages, step)
 		resp.Sources = append(resp.Sources, source)
-		remaining -= tokens.Message(step)
+		remaining -= counter.Message(step)
 	}
 	hits, unavailable := s.recall(ctx, req)
 	resp.MemoryUnavailable = unavailable
-	if recalled, sources := memoryMessage(hits, remaining); recalled != nil {
+	if recalled, sources := memoryMessage(hits, remaining, counter); recalled != nil {
 		messages = append(messages, recalled)
 		resp.Sources = append(resp.Sources, sources...)
-		remaining -= tokens.Message(recalled)
+		remaining -= counter.Message(recalled)
 	}
 
 	kept := h.fit(remaining)
 	messages = append(messages, kept...)
 	resp.Messages = messages
-	resp.TokenCount = tokens.Messages(messages)
+	resp.TokenCount = counter.Messages(messages)
 	resp.DroppedMessages = int32(h.size - len(kept))
 	return resp, nil
 }

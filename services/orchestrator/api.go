@@ -13,6 +13,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -113,7 +114,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		svc: s, id: runID, userID: userID, req: req, cancel: cancel, done: make(chan struct{}), span: span,
 		contract: contract, chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)),
 		stream: s.publisher.Run(runID), usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema,
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), counter: tokens.ForModel(firstModel(contract)),
 	}
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
 	r.conversation = append(r.conversation, req.GetHistory()...)
@@ -155,6 +156,13 @@ func (r *run) finalResult() *typev1.RunResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.result
+}
+
+func firstModel(c *typev1.ExecutionContract) string {
+	if len(c.GetTargets()) == 0 {
+		return ""
+	}
+	return c.GetTargets()[0].GetModel()
 }
 
 // modelProfile names the contract's first target ("none" without targets; PRECHECK then

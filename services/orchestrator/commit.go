@@ -97,13 +97,12 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 		return nil
 	}
 	// 4. Context threshold: a forced final turn must end the run.
-	if (r.forcedFinal || r.collapsed) && final == nil && t.answer != nil {
+	if t.finalTurn && final == nil && t.answer != nil {
 		if r.collapsed {
 			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure,
 				"the final turn after a refused final report produced no answer")
 		}
-		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
-			"This conversation no longer fits the model's context window. Please start a new conversation.",
+		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
 			"the forced final turn produced no answer")
 	}
 	// 5. Normal success.

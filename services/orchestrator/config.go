@@ -1,6 +1,8 @@
 package orchestrator
 
 import (
+	"cmp"
+
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 )
@@ -42,5 +44,23 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	for _, t := range cfg.Targets {
 		c.Targets = append(c.Targets, &typev1.Target{Provider: t.Provider, Model: t.Model})
 	}
+	applyModelLimits(c, cfg)
 	return c
+}
+
+// applyModelLimits takes the context limits of the configured models (providers.*.models.*):
+// of all targets, the one with the smallest usable window (window − buffer − max output)
+// sets the contract's limits, so no request to any target of the round-robin can exceed its
+// window. Models without configured limits use the defaults.
+func applyModelLimits(c *typev1.ExecutionContract, cfg *config.Config) {
+	window, buffer, output := c.GetContextWindow(), c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens()
+	best := int64(-1)
+	for _, t := range cfg.Targets {
+		m := cfg.Providers[t.Provider].Models[t.Model]
+		w, b, o := cmp.Or(m.ContextWindow, window), cmp.Or(m.ContextWindowBufferTokens, buffer), cmp.Or(m.MaxOutputTokens, output)
+		if limit := w - b - o; best < 0 || limit < best {
+			best = limit
+			c.ContextWindow, c.ContextWindowBufferTokens, c.MaxOutputTokens = w, b, o
+		}
+	}
 }

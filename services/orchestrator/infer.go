@@ -13,7 +13,6 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
-	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -22,7 +21,10 @@ const finalInstruction = "System notice: the context window is nearly full. No m
 	"Answer the user now with the information you already have."
 
 // assemble asks the context stage for the messages of the next inference and evaluates the
-// context guard. A forced final turn offers no tools.
+// context guard (seed 000 §2, "turn_preflight"). When the guard forces the final turn, the
+// tools shrink to final_report and the guard is evaluated again with the smaller schema; if
+// even that does not fit, the run ends MAX_CONTEXT_REACHED, so no request ever exceeds the
+// limit.
 func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, *ending) {
 	var (
 		messages []*typev1.Message
@@ -31,57 +33,40 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 	)
 	st := typev1.RunState_RUN_STATE_ASSEMBLE
 	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
-		c := r.contract
-		limit := c.GetContextWindow() - c.GetContextWindowBufferTokens() - c.GetMaxOutputTokens()
-		if c.GetContextWindow() == 0 {
-			limit = 1 << 40
-		}
-		req := &contextv1.AssembleRequest{
-			RunId:                     r.id,
-			UserId:                    r.userID,
-			History:                   r.conversation,
-			MaxTokens:                 max(limit-tokens.Tools(tools), 1),
-			Counters:                  &typev1.GuardCounters{Ctx: r.ctxTokens, Pending: tokens.Messages(r.conversation[r.sentUpTo:])},
-			Tools:                     tools,
-			ContextWindow:             c.GetContextWindow(),
-			ContextWindowBufferTokens: c.GetContextWindowBufferTokens(),
-			MaxOutputTokens:           c.GetMaxOutputTokens(),
-			ForceSynthesisAtRatio:     c.GetForceSynthesisAtRatio(),
-			Model:                     c.GetTargets()[0].GetModel(),
-			CurrentStep:               r.currentStep(),
-		}
-		if r.turns == 1 {
-			req.MemoryQuery = r.goal
-		}
-		resp, err := r.svc.peers.Context.Assemble(ctx, req)
+		req, resp, err := r.assembleWith(ctx, tools)
 		if err != nil {
 			se := stageerr.FromError(err)
 			if errors.Is(se, stageerr.ErrContextOverflow) {
-				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
-					"This conversation no longer fits the model's context window. Please start a new conversation.", se.Error())
+				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull, se.Error())
 			} else if ctx.Err() == nil {
 				end = r.stageEnding(ctx, "context", se)
 			}
 			return req, nil, se.Error()
 		}
-		messages = resp.GetMessages()
 		guard := resp.GetGuard()
-		switch guard.GetVerdict() {
-		case typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL:
-			r.emitGuard(ctx, guard)
+		r.emitGuard(ctx, guard)
+		if guard.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL && !r.forcedFinal {
 			r.forcedFinal = true
 			tools = r.turnTools()
-		case typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW:
+			if req, resp, err = r.assembleWith(ctx, tools); err != nil {
+				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull, stageerr.FromError(err).Error())
+				return req, nil, end.reason
+			}
+			guard = resp.GetGuard()
+			guard.Reason = "after restricting the tools to " + FinalReportTool
 			r.emitGuard(ctx, guard)
-			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
-				"This conversation no longer fits the model's context window. Please start a new conversation.",
-				fmt.Sprintf("context guard: projected %d tokens, limit %d", guard.GetProjected(), guard.GetLimit()))
 		}
+		if guard.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW || (r.forcedFinal && guard.GetLimit() > 0 && guard.GetProjected() > guard.GetLimit()) {
+			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
+				fmt.Sprintf("context guard: projected %d tokens, limit %d, even for the final turn", guard.GetProjected(), guard.GetLimit()))
+		}
+		messages = resp.GetMessages()
 		if r.forcedFinal {
 			messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: finalInstruction})
 		}
-		detail := fmt.Sprintf("%d messages, %d tokens, %d dropped, guard %s", len(messages), resp.GetTokenCount(),
-			resp.GetDroppedMessages(), guard.GetVerdict())
+		detail := fmt.Sprintf("%d messages, %d tokens, %d dropped, guard %s (ctx %d, pending %d, schema %d; projected %d, limit %d)",
+			len(messages), resp.GetTokenCount(), resp.GetDroppedMessages(), guard.GetVerdict(), guard.GetCounters().GetCtx(),
+			guard.GetCounters().GetPending(), guard.GetCounters().GetSchema(), guard.GetProjected(), guard.GetLimit())
 		if resp.GetMemoryUnavailable() {
 			detail += "; MEMORY_UNAVAILABLE: continuing without memory"
 		}
@@ -90,7 +75,72 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 	return messages, tools, end
 }
 
+// messageContextFull is the user-facing text of MAX_CONTEXT_REACHED (seed 002: explain the
+// limit and advise starting over).
+const messageContextFull = "This conversation no longer fits the model's context window. Please start a new conversation."
+
+// assembleWith makes one Assemble call for the coming request with the given tools.
+func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv1.AssembleRequest, *contextv1.AssembleResponse, error) {
+	c := r.contract
+	limit := r.limit()
+	if limit == 0 {
+		limit = 1 << 40
+	}
+	req := &contextv1.AssembleRequest{
+		RunId:                     r.id,
+		UserId:                    r.userID,
+		History:                   r.conversation,
+		MaxTokens:                 max(limit-r.counter.Tools(tools), 1),
+		Counters:                  &typev1.GuardCounters{Ctx: r.ctxTokens, Pending: r.counter.Messages(r.conversation[r.sentUpTo:])},
+		Tools:                     tools,
+		ContextWindow:             c.GetContextWindow(),
+		ContextWindowBufferTokens: c.GetContextWindowBufferTokens(),
+		MaxOutputTokens:           c.GetMaxOutputTokens(),
+		ForceSynthesisAtRatio:     c.GetForceSynthesisAtRatio(),
+		Model:                     firstModel(c),
+		CurrentStep:               r.currentStep(),
+	}
+	if r.turns == 1 {
+		req.MemoryQuery = r.goal
+	}
+	resp, err := r.svc.peers.Context.Assemble(ctx, req)
+	return req, resp, err
+}
+
+// limit is the context guard's limit, window − buffer − max output; 0 without a window.
+func (r *run) limit() int64 {
+	c := r.contract
+	if c.GetContextWindow() == 0 {
+		return 0
+	}
+	return c.GetContextWindow() - c.GetContextWindowBufferTokens() - c.GetMaxOutputTokens()
+}
+
+// overflows is the guard's "tool_preflight": whether committing a tool result of content
+// would push the next request past the limit. It returns the evaluation.
+func (r *run) overflows(content string) (*typev1.GuardReport, bool) {
+	limit := r.limit()
+	if limit == 0 {
+		return nil, false
+	}
+	counters := &typev1.GuardCounters{
+		Ctx:     r.ctxTokens,
+		Pending: r.counter.Messages(r.conversation[r.sentUpTo:]),
+		New:     r.counter.Message(&typev1.Message{Role: typev1.Role_ROLE_TOOL, Content: content}),
+		Schema:  r.counter.Tools(r.turnTools()),
+	}
+	projected := counters.GetCtx() + counters.GetPending() + counters.GetNew() + counters.GetSchema()
+	g := &typev1.GuardReport{Counters: counters, Projected: projected, Limit: limit, Verdict: typev1.GuardVerdict_GUARD_VERDICT_OK, Trigger: "tool_preflight"}
+	if projected > limit {
+		g.Verdict, g.Reason = typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL, "context"
+	}
+	return g, projected > limit
+}
+
 func (r *run) emitGuard(ctx context.Context, g *typev1.GuardReport) {
+	if g == nil {
+		return
+	}
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ContextGuard{ContextGuard: &eventv1.ContextGuardEvaluated{Turn: r.turns, Report: g}}})
 }
 

@@ -103,9 +103,7 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 		draft.ToolPolicy = policy
 		r.contract = seal(draft, contractHash(r.contract))
 		r.offered = offeredTools(r.contract, r.available)
-		if r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
-			r.reportTool = finalReportTool(r.contract, r.req.GetOutputSchema())
-		}
+		r.reportTool = finalReportTool(r.contract, r.req.GetOutputSchema())
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_IntentParsed{IntentParsed: &eventv1.IntentParsed{
 			Goal: resp.GetGoal(), Constraints: resp.GetConstraints(),
 			TaskType: taskTypeName(resp.GetTaskType()), ToolPolicy: policy,
@@ -180,6 +178,7 @@ func (r *run) turn(ctx context.Context) *ending {
 		plan []plannedCall
 	)
 	messages, tools, end := r.assemble(stepCtx)
+	t.finalTurn = r.forcedFinal || r.collapsed
 	if end == nil {
 		t.answer, end = r.infer(stepCtx, messages, tools)
 	}
@@ -203,18 +202,19 @@ type turnState struct {
 	cycle           string
 	budgetExhausted bool // the run's tool call budget ran out
 	malformed       int  // calls whose arguments were not valid JSON
+	finalTurn       bool // the request offered only final_report
 	report          *report
 	reportErr       error // why a final report was refused
 }
 
-// turnTools are the tools offered on the coming request: none but final_report once the
-// run is in its final turn.
+// turnTools are the tools offered on the coming request: the run's tools (and final_report
+// for json output), or only final_report once the run is in its final turn (seed 000 §2).
 func (r *run) turnTools() []*typev1.Tool {
-	var tools []*typev1.Tool
-	if !r.forcedFinal && !r.collapsed {
-		tools = append(tools, r.offered...)
+	if r.forcedFinal || r.collapsed {
+		return []*typev1.Tool{r.reportTool}
 	}
-	if r.reportTool != nil {
+	tools := slices.Clone(r.offered)
+	if r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
 		tools = append(tools, r.reportTool)
 	}
 	return tools

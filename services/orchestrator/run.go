@@ -13,6 +13,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/attribute"
@@ -54,6 +55,8 @@ type run struct {
 	lastTool     string
 	ctxTokens    int64
 	forcedFinal  bool
+	toolsClosed  bool // a tool result overflowed the window: no new tools start (seed 000 §2)
+	counter      tokens.Counter
 	collapsed    bool  // a final report failed: the next turn is the last (seed 000 §1)
 	formatFails  int32 // turns whose output had malformed tool calls
 	decision     *typev1.AgentDecision

@@ -88,6 +88,9 @@ func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *tu
 	return plan
 }
 
+// contextBudgetStub replaces a tool result that would overflow the context window (seed 000).
+const contextBudgetStub = "(tool failed: context window budget exceeded)"
+
 // takeReport accepts or refuses a final_report call; a refusal is the tool message that tells
 // the model why, so it can fix the report in the (single) turn that remains.
 func (r *run) takeReport(call *typev1.ToolCall, t *turnState) (refusal string) {
@@ -125,6 +128,10 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			r.answerCall(call, p.refusal)
 			continue
 		}
+		if r.toolsClosed {
+			r.answerCall(call, "(tool failed: not run: the context window budget is exhausted)")
+			continue
+		}
 		if ctx.Err() != nil {
 			r.answerCall(call, "(tool failed: interrupted)")
 			continue
@@ -141,12 +148,24 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 		st = typev1.RunState_RUN_STATE_OBSERVE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
 			obs := r.observe(ctx, call, res)
-			r.answerCall(call, p.note+obs.GetObservation())
+			content := p.note + obs.GetObservation()
+			if g, over := r.overflows(content); over {
+				// Seed 000 §2: the result is dropped, the model sees the stub, no new tool
+				// starts, and the next turn is the final one.
+				r.emitGuard(ctx, g)
+				entry := r.accounting[len(r.accounting)-1]
+				entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
+				entry.Error = fmt.Sprintf("context window budget exceeded: a result of %d tokens was replaced (projected %d, limit %d)",
+					g.GetCounters().GetNew(), g.GetProjected(), g.GetLimit())
+				content = contextBudgetStub
+				r.toolsClosed, r.forcedFinal = true, true
+			}
+			r.answerCall(call, content)
 			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolFinished{ToolFinished: &eventv1.ToolFinished{
 				Turn: r.turns, CallId: call.GetId(), ToolName: call.GetName(), Status: res.GetStatus(),
-				Observation: obs.GetObservation(), ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
+				Observation: content, ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
 			}}})
-			return res, obs, fmt.Sprintf("%d bytes observed, truncated %v", len(obs.GetObservation()), obs.GetTruncated())
+			return res, obs, fmt.Sprintf("%d bytes observed, truncated %v", len(content), obs.GetTruncated())
 		})
 	}
 }

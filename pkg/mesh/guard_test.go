@@ -1,0 +1,138 @@
+package mesh_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+)
+
+// guards returns the context guard evaluations a run published.
+func (h *harness) guards(t *testing.T, runID string) []*eventv1.ContextGuardEvaluated {
+	t.Helper()
+	evs, _ := h.storedEvents(t, runID)
+	var out []*eventv1.ContextGuardEvaluated
+	for _, ev := range evs {
+		if g := ev.GetContextGuard(); g != nil {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func TestGuardCountsFromZero(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "two turns", Match: "count my tokens", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"1+1"}`}}, Usage: &llmtest.Usage{PromptTokens: 300, CompletionTokens: 20, CachedTokens: 5}},
+		text("2"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "count my tokens"})
+	gs := h.guards(t, res.GetRunId())
+	if len(gs) != 2 {
+		t.Fatalf("%d guard evaluations, want one per turn", len(gs))
+	}
+	if c := gs[0].GetReport().GetCounters(); gs[0].GetTurn() != 1 || c.GetCtx() != 0 || c.GetPending() == 0 || c.GetSchema() == 0 {
+		t.Errorf("turn 1 counters %v: ctx must be 0, pending and schema counted", c)
+	}
+	// ctx is the previous response's input + output + cached tokens (seed 000 §2).
+	if c := gs[1].GetReport().GetCounters(); c.GetCtx() != 325 {
+		t.Errorf("turn 2 ctx %d, want 325", c.GetCtx())
+	}
+	for _, g := range gs {
+		r := g.GetReport()
+		if r.GetVerdict() != typev1.GuardVerdict_GUARD_VERDICT_OK || r.GetLimit() != 131072-2048-4096 || r.GetTrigger() != "turn_preflight" {
+			t.Errorf("guard %v", r)
+		}
+	}
+}
+
+func TestGuardDropsAToolResultThatWouldOverflow(t *testing.T) {
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(strings.Repeat("data ", 2000))) // 10 000 bytes ≈ 2 500 tokens
+	}))
+	t.Cleanup(big.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"fetch_report": {Description: "Fetches the report.", URL: big.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "overflow", Match: "fetch the report", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "a", Name: "fetch_report", Arguments: `{}`}, {ID: "b", Name: "calculator", Arguments: `{"expression":"1+1"}`}}},
+		text("the report is too large to read"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "fetch the report", Overrides: &agentv1.RunOverrides{
+		ContextWindow: i64(2000), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(200), ToolResponseMaxBytes: i64(0),
+	}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	if a, b := toolMessage(t, res, 0), toolMessage(t, res, 1); a != "(tool failed: context window budget exceeded)" || b != "(tool failed: not run: the context window budget is exhausted)" {
+		t.Errorf("tool messages %q, %q", a, b)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != "LLM:OK TOOL:FAILED LLM:OK" {
+		t.Errorf("accounting %s: the dropped result is a failed entry, the refused call runs nothing", got)
+	}
+	if e := res.GetAccounting()[1].GetError(); !strings.Contains(e, "context window budget exceeded") {
+		t.Errorf("tool accounting error %q", e)
+	}
+	reqs := h.llm.Requests()
+	if got := reqs[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+		t.Errorf("the final turn offered %v, want only final_report", got)
+	}
+	for _, m := range reqs[1].Messages {
+		if strings.Contains(string(m.Content), "data data") {
+			t.Fatal("the dropped tool result reached the model")
+		}
+	}
+	var preflight bool
+	for _, g := range h.guards(t, res.GetRunId()) {
+		if r := g.GetReport(); r.GetTrigger() == "tool_preflight" {
+			preflight = r.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL && r.GetProjected() > r.GetLimit() && r.GetCounters().GetNew() > 2000
+		}
+	}
+	if !preflight {
+		t.Error("no tool_preflight guard event forcing the final turn")
+	}
+	checkInvariants(t, res)
+}
+
+func TestGuardForcesTheFinalTurnAtRatio(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "ratio", Match: "summarise now", Turns: []llmtest.Turn{text("summary")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "summarise now", Overrides: &agentv1.RunOverrides{ForceSynthesisAtRatio: func() *float64 { v := 0.0001; return &v }()}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	if got := h.llm.Requests()[0].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+		t.Errorf("forced final turn offered %v", got)
+	}
+	gs := h.guards(t, res.GetRunId())
+	if len(gs) != 2 || gs[0].GetReport().GetReason() != "force_synthesis_at_ratio" || !strings.Contains(gs[1].GetReport().GetReason(), "final_report") {
+		t.Errorf("guard events %v", gs)
+	}
+	if gs[1].GetReport().GetCounters().GetSchema() >= gs[0].GetReport().GetCounters().GetSchema() {
+		t.Errorf("schema tokens were not recomputed for the reduced tool set: %d then %d",
+			gs[0].GetReport().GetCounters().GetSchema(), gs[1].GetReport().GetCounters().GetSchema())
+	}
+}
+
+// TestGuardUsesTheSmallestTargetWindow: with several targets, the contract takes the
+// limits of the target with the smallest usable window, so no attempt exceeds any target.
+func TestGuardUsesTheSmallestTargetWindow(t *testing.T) {
+	h := startWith(t, nil, func(cfg *config.Config, url string) {
+		cfg.Providers["scripted2"] = config.Provider{Type: "openai", BaseURL: url, Models: map[string]config.Model{
+			"small": {ContextWindow: 8192, ContextWindowBufferTokens: 256, MaxOutputTokens: 1024},
+		}}
+		cfg.Targets = append(cfg.Targets, config.Target{Provider: "scripted2", Model: "small"})
+	}, llmtest.Scenario{Name: "targets", Match: "hi", Turns: []llmtest.Turn{text("hello")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "hi"})
+	c := res.GetContract()
+	if c.GetContextWindow() != 8192 || c.GetContextWindowBufferTokens() != 256 || c.GetMaxOutputTokens() != 1024 {
+		t.Errorf("contract limits %d/%d/%d, want the small model's", c.GetContextWindow(), c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens())
+	}
+	if gs := h.guards(t, res.GetRunId()); len(gs) == 0 || gs[0].GetReport().GetLimit() != 8192-256-1024 {
+		t.Errorf("guard limit %v", gs)
+	}
+}
