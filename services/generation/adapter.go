@@ -20,12 +20,13 @@ import (
 // stringified nested JSON); every repair and rejection is listed in repairs.
 func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
 	resp := &generationv1.GenerateResponse{
-		Content:       raw.Content,
-		Reasoning:     raw.Reasoning,
-		Usage:         raw.Usage.proto(),
-		StopReason:    raw.FinishReason,
-		Model:         raw.Model,
-		AdapterStatus: generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
+		Content:        raw.Content,
+		Reasoning:      raw.Reasoning,
+		ReasoningState: raw.ReasoningState,
+		Usage:          raw.Usage.proto(),
+		StopReason:     raw.FinishReason,
+		Model:          raw.Model,
+		AdapterStatus:  generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
 	}
 	rejected := false
 	schemas := toolSchemas(tools)

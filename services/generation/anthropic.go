@@ -56,8 +56,12 @@ type anthropic struct {
 // NewAnthropic returns a provider for the Anthropic Messages API (POST {base}/messages). System
 // messages become the top-level system prompt, tools are sent with their input_schema, tool
 // calls and results travel as tool_use and tool_result blocks, and thinking blocks become the
-// reasoning. Sampling.reasoning_effort turns on extended thinking (see MinThinkingBudget for
-// the mapping to budget_tokens); max_tokens is always sent, DefaultAnthropicMaxTokens when the
+// reasoning. The signed thinking and redacted_thinking blocks of an answer are its
+// reasoning_state (JSON, {"anthropic_thinking": [blocks]}), and an assistant message's
+// reasoning_state is sent back as the blocks opening that message; for callers that drop the
+// state, the blocks of answers with tool calls are also remembered in the process, by tool
+// call id, as a fallback. Sampling.reasoning_effort turns on extended thinking (see
+// MinThinkingBudget for the mapping to budget_tokens); max_tokens is always sent, DefaultAnthropicMaxTokens when the
 // request has no max_output_tokens. Stop reasons are normalised (end_turn stop, max_tokens
 // length, tool_use tool_calls, refusal content_filter). Failures are classified like
 // NewOpenAI's, with 529 overloaded as SERVER and billing errors as QUOTA.
@@ -139,6 +143,7 @@ type messageAccumulator struct {
 	usage  anthropicUsage
 	blocks map[int]*blockState
 	order  []int
+	calls  int // tool_use blocks started
 }
 
 // blockState is one content block being assembled.
@@ -146,8 +151,10 @@ type blockState struct {
 	typ       string
 	text      strings.Builder
 	id, name  string
+	call      int             // position among the answer's tool calls (tool_use blocks)
 	input     json.RawMessage // input of a whole tool_use block
 	partial   strings.Builder // streamed input_json_delta fragments
+	flushed   bool            // the whole input was forwarded for want of fragments
 	signature string
 	data      string
 }
@@ -166,6 +173,10 @@ func (m *messageAccumulator) start(msg *messagesResponse) {
 // addBlock starts block index from a whole (or just started) content block.
 func (m *messageAccumulator) addBlock(index int, b responseBlock) *blockState {
 	s := &blockState{typ: b.Type, id: b.ID, name: b.Name, input: b.Input, signature: b.Signature, data: b.Data}
+	if s.typ == "tool_use" {
+		s.call = m.calls
+		m.calls++
+	}
 	s.text.WriteString(b.Text)
 	s.text.WriteString(b.Thinking)
 	if _, ok := m.blocks[index]; !ok {
@@ -175,8 +186,8 @@ func (m *messageAccumulator) addBlock(index int, b responseBlock) *blockState {
 	return s
 }
 
-// response is the assembled answer; the thinking blocks of an answer with tool calls are
-// remembered for replay.
+// response is the assembled answer; its thinking blocks become its reasoning state and,
+// when it has tool calls, are remembered for replay.
 func (m *messageAccumulator) response(memory *thinkingMemory) *Response {
 	out := &Response{Model: m.model, Usage: m.usage.usage()}
 	var content, reasoning strings.Builder
@@ -199,6 +210,7 @@ func (m *messageAccumulator) response(memory *thinkingMemory) *Response {
 	out.Content = content.String()
 	out.Reasoning = reasoning.String()
 	out.FinishReason = normaliseFinish(m.stop, len(out.ToolCalls) > 0)
+	out.ReasoningState = encodeThinking(thinking)
 	memory.remember(thinking, out.ToolCalls)
 	return out
 }

@@ -30,9 +30,10 @@ type streamDelta struct {
 }
 
 // Stream makes one streamed messages call: text_delta and thinking_delta fragments are
-// forwarded as they arrive, input_json_delta fragments assemble the tool calls, and
-// message_delta brings the stop reason and the final usage. A server that answers with a plain
-// JSON message is read as one answer and forwarded as one delta.
+// forwarded as they arrive, and so are the tool calls (id and name when their tool_use block
+// starts, then the input_json_delta fragments, or the block's whole input when it streamed
+// none); message_delta brings the stop reason and the final usage. A server that answers with
+// a plain JSON message is read as one answer and forwarded as one delta per text and call.
 func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	body, err := buildMessagesRequest(req, a.thinking, true)
 	if err != nil {
@@ -66,12 +67,13 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 			started = true
 			acc.start(e.Message)
 		case "content_block_start":
-			if e.ContentBlock == nil {
-				return false, a.badResponse("content_block_start without a content_block")
-			}
-			acc.addBlock(e.Index, *e.ContentBlock)
+			return false, a.startBlock(acc, e, onDelta)
 		case "content_block_delta":
 			return false, a.applyDelta(acc, e, onDelta)
+		case "content_block_stop":
+			if b := acc.blocks[e.Index]; b != nil {
+				return false, b.flushArguments(onDelta)
+			}
 		case "message_delta":
 			if e.Delta != nil && e.Delta.StopReason != "" {
 				acc.stop = e.Delta.StopReason
@@ -94,10 +96,41 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 	case !done:
 		return nil, a.badResponse("the stream ended without message_stop")
 	}
+	for _, i := range acc.order {
+		if err := acc.blocks[i].flushArguments(onDelta); err != nil {
+			return nil, err
+		}
+	}
 	return acc.response(a.thinking), nil
 }
 
-// applyDelta adds a content_block_delta to its block and forwards text and thinking.
+// startBlock starts a content block and forwards the id and name of a tool_use block.
+func (a *anthropic) startBlock(acc *messageAccumulator, e streamEvent, onDelta func(*generationv1.Delta) error) error {
+	if e.ContentBlock == nil {
+		return a.badResponse("content_block_start without a content_block")
+	}
+	if _, ok := acc.blocks[e.Index]; ok {
+		return a.badResponse("the stream started content block %d twice", e.Index)
+	}
+	b := acc.addBlock(e.Index, *e.ContentBlock)
+	if b.typ != "tool_use" {
+		return nil
+	}
+	return onDelta(&generationv1.Delta{ToolCall: &generationv1.ToolCallDelta{Index: int32(b.call), Id: b.id, Name: b.name}})
+}
+
+// flushArguments forwards the whole input of a tool_use block that streamed no argument
+// fragments, once, so that the forwarded fragments always add up to the call's arguments.
+func (b *blockState) flushArguments(onDelta func(*generationv1.Delta) error) error {
+	if b.typ != "tool_use" || b.partial.Len() > 0 || b.flushed {
+		return nil
+	}
+	b.flushed = true
+	return onDelta(&generationv1.Delta{ToolCall: &generationv1.ToolCallDelta{Index: int32(b.call), Arguments: b.arguments()}})
+}
+
+// applyDelta adds a content_block_delta to its block and forwards text, thinking and tool
+// input fragments.
 func (a *anthropic) applyDelta(acc *messageAccumulator, e streamEvent, onDelta func(*generationv1.Delta) error) error {
 	b := acc.blocks[e.Index]
 	if b == nil || e.Delta == nil {
@@ -117,7 +150,16 @@ func (a *anthropic) applyDelta(acc *messageAccumulator, e streamEvent, onDelta f
 	case "signature_delta":
 		b.signature += e.Delta.Signature
 	case "input_json_delta":
+		if b.typ != "tool_use" {
+			return nil // input of a block that takes none
+		}
+		if b.flushed {
+			return a.badResponse("input_json_delta for content block %d after it stopped", e.Index)
+		}
 		b.partial.WriteString(e.Delta.PartialJSON)
+		if e.Delta.PartialJSON != "" {
+			return onDelta(&generationv1.Delta{ToolCall: &generationv1.ToolCallDelta{Index: int32(b.call), Arguments: e.Delta.PartialJSON}})
+		}
 	}
 	return nil
 }

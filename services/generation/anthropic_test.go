@@ -26,16 +26,20 @@ func TestAnthropicTextAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The signed thinking block travels as reasoning_state, to be sent back next turn.
+	state := `{"anthropic_thinking":[{"type":"thinking","thinking":"The user asks about the project.","signature":"` +
+		llmtest.Sign("The user asks about the project.") + `"}]}`
 	want := &generationv1.GenerateResponse{
-		Type:          generationv1.ResponseType_RESPONSE_TYPE_MESSAGE,
-		Content:       "A gRPC agent runtime.",
-		Reasoning:     "The user asks about the project.",
-		Usage:         &typev1.TokenUsage{Input: 40, Output: 7, Cached: 32, Total: 47},
-		StopReason:    "stop",
-		Provider:      "anthropic",
-		Model:         "claude-test",
-		AdapterStatus: generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
-		LatencyMs:     resp.GetLatencyMs(),
+		Type:           generationv1.ResponseType_RESPONSE_TYPE_MESSAGE,
+		Content:        "A gRPC agent runtime.",
+		Reasoning:      "The user asks about the project.",
+		ReasoningState: []byte(state),
+		Usage:          &typev1.TokenUsage{Input: 40, Output: 7, Cached: 32, Total: 47},
+		StopReason:     "stop",
+		Provider:       "anthropic",
+		Model:          "claude-test",
+		AdapterStatus:  generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
+		LatencyMs:      resp.GetLatencyMs(),
 	}
 	if !proto.Equal(resp, want) {
 		t.Errorf("response = %v\nwant %v", resp, want)
@@ -128,8 +132,9 @@ func TestAnthropicToolUseWithThinkingRoundTrip(t *testing.T) {
 		t.Errorf("user blocks = %+v", results)
 	}
 
-	// A provider that did not see the first answer (e.g. after a restart) cannot replay the
-	// signed block; the API rejects the continuation and the failure says why.
+	// Without reasoning_state in the assistant message, a provider that did not see the first
+	// answer (e.g. after a restart) cannot replay the signed block; the API rejects the
+	// continuation and the failure says why.
 	rejecting := llmtest.New(&discardTB{TB: t}, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{}, {}}})
 	fresh := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, rejecting.URL(), nil)})
 	_, err = fresh.Generate(t.Context(), req)

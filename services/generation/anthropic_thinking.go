@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
@@ -51,26 +52,84 @@ func thinkingFor(effort string, maxTokens int64) (*thinkingConfig, error) {
 	return &thinkingConfig{Type: "enabled", BudgetTokens: budget}, nil
 }
 
+// thinkingBlock is a thinking or redacted_thinking block as the API wants it back.
+type thinkingBlock struct {
+	Type      string  `json:"type"`
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature string  `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
+}
+
+// valid reports whether the block can be sent back: a thinking block with its text and
+// signature, or a redacted_thinking block with its data.
+func (b thinkingBlock) valid() bool {
+	switch b.Type {
+	case "thinking":
+		return b.Thinking != nil && b.Signature != ""
+	case "redacted_thinking":
+		return b.Data != ""
+	}
+	return false
+}
+
+// thinkingState is the reasoning_state this provider writes: the answer's thinking and
+// redacted_thinking blocks, in answer order, as the API wants them back. The field name
+// marks the state as Anthropic's, so the state of other providers is not mistaken for it.
+type thinkingState struct {
+	Blocks []thinkingBlock `json:"anthropic_thinking"`
+}
+
+// encodeThinking serialises an answer's thinking blocks as its reasoning_state; nil when
+// there are none.
+func encodeThinking(blocks []thinkingBlock) []byte {
+	if len(blocks) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(thinkingState{Blocks: blocks})
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// decodeThinking reads the thinking blocks back from a reasoning_state; state this provider
+// did not write, or with a block that cannot be sent back, yields nil.
+func decodeThinking(state []byte) []thinkingBlock {
+	if len(state) == 0 {
+		return nil
+	}
+	var st thinkingState
+	if err := json.Unmarshal(state, &st); err != nil || len(st.Blocks) == 0 {
+		return nil
+	}
+	for _, b := range st.Blocks {
+		if !b.valid() {
+			return nil
+		}
+	}
+	return st.Blocks
+}
+
 // thinkingMemorySize bounds the thinking blocks remembered.
 const thinkingMemorySize = 4096
 
-// thinkingMemory remembers the signed thinking blocks of answers with tool calls, keyed by
-// the id of the answer's first tool call. The canonical message keeps only the reasoning
-// text, but the API requires the signed blocks when the conversation continues after those
-// tool calls with thinking enabled; the provider replays them from here. After a restart the
-// blocks are gone and the assistant message is sent without them.
+// thinkingMemory is the fallback for callers that do not send reasoning_state back: it
+// remembers the signed thinking blocks of answers with tool calls, keyed by the id of the
+// answer's first tool call, so that a continuation after those tool calls (which the API
+// rejects without the blocks while thinking is enabled) can replay them. It lives in the
+// process: after a restart only reasoning_state carries the blocks.
 type thinkingMemory struct {
 	mu    sync.Mutex
 	order *list.List // front = newest; values are string keys
-	items map[string][]json.RawMessage
+	items map[string][]thinkingBlock
 }
 
 func newThinkingMemory() *thinkingMemory {
-	return &thinkingMemory{order: list.New(), items: map[string][]json.RawMessage{}}
+	return &thinkingMemory{order: list.New(), items: map[string][]thinkingBlock{}}
 }
 
 // put remembers blocks under the call id, evicting the oldest entry when full.
-func (m *thinkingMemory) put(callID string, blocks []json.RawMessage) {
+func (m *thinkingMemory) put(callID string, blocks []thinkingBlock) {
 	if callID == "" || len(blocks) == 0 {
 		return
 	}
@@ -88,7 +147,7 @@ func (m *thinkingMemory) put(callID string, blocks []json.RawMessage) {
 }
 
 // get returns the blocks remembered under the call id, or nil.
-func (m *thinkingMemory) get(callID string) []json.RawMessage {
+func (m *thinkingMemory) get(callID string) []thinkingBlock {
 	if callID == "" {
 		return nil
 	}
@@ -97,26 +156,22 @@ func (m *thinkingMemory) get(callID string) []json.RawMessage {
 	return m.items[callID]
 }
 
-// thinkingBlock is a thinking or redacted_thinking block as the API wants it back.
-type thinkingBlock struct {
-	Type      string  `json:"type"`
-	Thinking  *string `json:"thinking,omitempty"`
-	Signature string  `json:"signature,omitempty"`
-	Data      string  `json:"data,omitempty"`
-}
-
 // remember stores the answer's thinking blocks when it has tool calls.
 func (m *thinkingMemory) remember(blocks []thinkingBlock, calls []ToolCall) {
 	if len(blocks) == 0 || len(calls) == 0 {
 		return
 	}
-	raw := make([]json.RawMessage, 0, len(blocks))
-	for _, b := range blocks {
-		data, err := json.Marshal(b)
-		if err != nil {
-			return
-		}
-		raw = append(raw, data)
+	m.put(calls[0].ID, blocks)
+}
+
+// replay returns the thinking blocks to send back at the start of an assistant message: the
+// ones its reasoning_state carries, else the ones remembered under its first tool call.
+func (m *thinkingMemory) replay(msg *typev1.Message) []thinkingBlock {
+	if blocks := decodeThinking(msg.GetReasoningState()); blocks != nil {
+		return blocks
 	}
-	m.put(calls[0].ID, raw)
+	if calls := msg.GetToolCalls(); len(calls) > 0 {
+		return m.get(calls[0].GetId())
+	}
+	return nil
 }

@@ -23,8 +23,8 @@ type messagesRequest struct {
 	Stream        bool              `json:"stream,omitempty"`
 }
 
-// anthropicTurn is one message: a role and its content blocks (anthropicBlock values, or
-// replayed thinking blocks as raw JSON).
+// anthropicTurn is one message: a role and its content blocks (anthropicBlock or replayed
+// thinkingBlock values).
 type anthropicTurn struct {
 	Role    string `json:"role"`
 	Content []any  `json:"content"`
@@ -117,8 +117,9 @@ func (u *anthropicUsage) merge(later *anthropicUsage) {
 // buildMessagesRequest converts a canonical request to the Anthropic wire form: system
 // messages become the top-level system prompt, tool results user messages with tool_result
 // blocks, consecutive messages of one role one message; max_tokens is always sent, sampling
-// fields only when set, tool_choice only when set and tools are offered. Thinking blocks of
-// an earlier answer with tool calls are replayed from replay.
+// fields only when set, tool_choice only when set and tools are offered. Assistant messages
+// start with the thinking blocks of their reasoning_state or, without one, the blocks replay
+// remembers for their tool calls.
 func buildMessagesRequest(req *Request, replay *thinkingMemory, stream bool) (*messagesRequest, error) {
 	out := &messagesRequest{Model: req.Model, MaxTokens: DefaultAnthropicMaxTokens, Stream: stream}
 	var system []string
@@ -187,10 +188,8 @@ func anthropicMessage(m *typev1.Message, replay *thinkingMemory) anthropicTurn {
 		return anthropicTurn{Role: "user", Content: []any{anthropicBlock{Type: "tool_result", ToolUseID: m.GetToolCallId(), Content: m.GetContent()}}}
 	case typev1.Role_ROLE_ASSISTANT:
 		t := anthropicTurn{Role: "assistant"}
-		if calls := m.GetToolCalls(); len(calls) > 0 {
-			for _, raw := range replay.get(calls[0].GetId()) {
-				t.Content = append(t.Content, raw)
-			}
+		for _, b := range replay.replay(m) {
+			t.Content = append(t.Content, b)
 		}
 		if m.GetContent() != "" {
 			t.Content = append(t.Content, anthropicBlock{Type: "text", Text: m.GetContent()})

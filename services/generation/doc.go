@@ -8,7 +8,11 @@
 // configuration, with the sampling configured per provider and per model (WithSampling;
 // the request's own sampling fields win). The protocol adapter turns every answer into the
 // canonical GenerateResponse (message, tool call or done), parsing tool-call arguments with
-// the jsonrepair pipeline (native parse, then repair) unless strict mode is set. Failures are
+// the jsonrepair pipeline (native parse, then repair) unless strict mode is set. Streams
+// forward text, reasoning and tool-call fragments (Delta.tool_call: id and name first, then
+// argument text) as they arrive; the final answer carries the complete, repaired calls.
+// Provider state the next turn needs (Anthropic's signed thinking blocks) travels as
+// reasoning_state: the caller copies it into the assistant message. Failures are
 // stage errors with an error class (AUTH, QUOTA, RATE_LIMITED, TIMEOUT, NETWORK, SERVER,
 // BAD_RESPONSE). Non-streamed answers can be served from a bounded LRU cache, and every
 // provider call is a "chat {model}" client span with the OpenTelemetry GenAI attributes.

@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"mime"
+	"slices"
 	"strings"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 )
 
-// Stream makes one streamed chat completion, forwarding content and reasoning fragments as
-// they arrive. A server that answers with plain JSON despite "stream": true is read as one
-// answer and forwarded as one delta.
+// Stream makes one streamed chat completion, forwarding content, reasoning and tool-call
+// fragments as they arrive. A server that answers with plain JSON despite "stream": true is
+// read as one answer and forwarded as one delta for the text and one per tool call.
 func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -45,7 +46,7 @@ func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*g
 	return acc.response(), nil
 }
 
-// handleChunk applies one chunk to the answer and forwards its text.
+// handleChunk applies one chunk to the answer and forwards its text and tool-call fragments.
 func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta func(*generationv1.Delta) error) error {
 	var ch chatChunk
 	if err := json.Unmarshal([]byte(payload), &ch); err != nil {
@@ -55,11 +56,12 @@ func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta fun
 		raw := []byte(*ch.Error)
 		return o.streamError(parseErrorBody(append(append([]byte(`{"error":`), raw...), '}')), raw)
 	}
-	d := acc.add(&ch)
-	if d.GetContent() == "" && d.GetReasoning() == "" {
-		return nil
+	for _, d := range acc.add(&ch) {
+		if err := onDelta(d); err != nil {
+			return err
+		}
 	}
-	return onDelta(d)
+	return nil
 }
 
 // streamAccumulator assembles a streamed answer.
@@ -78,34 +80,43 @@ func newStreamAccumulator() *streamAccumulator {
 	return &streamAccumulator{byIndex: map[int]*ToolCall{}}
 }
 
-// add applies a chunk and returns its text fragments.
-func (a *streamAccumulator) add(ch *chatChunk) *generationv1.Delta {
+// add applies a chunk and returns what it adds: a text delta when it carries text or
+// reasoning, then one delta per tool-call fragment that carries something new.
+func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 	if ch.Model != "" {
 		a.model = ch.Model
 	}
 	if ch.Usage != nil {
 		a.usage = ch.Usage.usage()
 	}
-	d := &generationv1.Delta{}
+	text := &generationv1.Delta{}
+	var calls []*generationv1.Delta
 	for _, c := range ch.Choices {
-		d.Content += string(c.Delta.Content)
-		d.Reasoning += c.Delta.reasoning()
+		text.Content += string(c.Delta.Content)
+		text.Reasoning += c.Delta.reasoning()
 		for _, frag := range c.Delta.ToolCalls {
-			a.addFragment(frag)
+			if d := a.addFragment(frag); d != nil {
+				calls = append(calls, &generationv1.Delta{ToolCall: d})
+			}
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			a.finish = *c.FinishReason
 			a.finished = true
 		}
 	}
-	a.content.WriteString(d.Content)
-	a.reasoning.WriteString(d.Reasoning)
-	return d
+	a.content.WriteString(text.Content)
+	a.reasoning.WriteString(text.Reasoning)
+	if text.Content == "" && text.Reasoning == "" {
+		return calls
+	}
+	return append([]*generationv1.Delta{text}, calls...)
 }
 
 // addFragment merges a tool-call fragment into the call with its index; a fragment without
-// an index starts a new call when it has an id and continues the last call otherwise.
-func (a *streamAccumulator) addFragment(frag wireCall) {
+// an index starts a new call when it has an id and continues the last call otherwise. It
+// returns what the fragment added (the id and name when it set them, its argument text), or
+// nil when it added nothing.
+func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDelta {
 	var call *ToolCall
 	switch {
 	case frag.Index != nil:
@@ -119,13 +130,18 @@ func (a *streamAccumulator) addFragment(frag wireCall) {
 	default:
 		call = a.calls[len(a.calls)-1]
 	}
+	d := &generationv1.ToolCallDelta{Index: int32(slices.Index(a.calls, call)), Arguments: frag.Function.Arguments}
 	if call.ID == "" {
-		call.ID = frag.ID
+		call.ID, d.Id = frag.ID, frag.ID
 	}
 	if call.Name == "" {
-		call.Name = frag.Function.Name
+		call.Name, d.Name = frag.Function.Name, frag.Function.Name
 	}
 	call.Arguments += frag.Function.Arguments
+	if d.Id == "" && d.Name == "" && d.Arguments == "" {
+		return nil
+	}
+	return d
 }
 
 func (a *streamAccumulator) newCall() *ToolCall {

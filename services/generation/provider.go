@@ -15,8 +15,11 @@ type Provider interface {
 	Name() string
 	// Complete makes one non-streamed chat call.
 	Complete(ctx context.Context, req *Request) (*Response, error)
-	// Stream makes one streamed chat call, passing text and reasoning fragments to onDelta as
-	// they arrive, and returns the complete answer. An error from onDelta aborts the call.
+	// Stream makes one streamed chat call, passing text, reasoning and tool-call fragments to
+	// onDelta as they arrive, and returns the complete answer. Tool-call fragments carry the
+	// call's position among the answer's tool calls, its id and name on the first fragment,
+	// and argument text that concatenates to the call's raw arguments. An error from onDelta
+	// aborts the call.
 	Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error)
 	// Embed returns one vector per input, in input order.
 	Embed(ctx context.Context, model string, inputs []string) (*Embeddings, error)
@@ -44,6 +47,9 @@ type Response struct {
 	Content string
 	// Reasoning is the reasoning text, apart from the answer.
 	Reasoning string
+	// ReasoningState is opaque provider state of the reasoning to send back on the next turn
+	// (the assistant message's reasoning_state), or nil.
+	ReasoningState []byte
 	// ToolCalls are the requested tool calls with their arguments as raw text.
 	ToolCalls []ToolCall
 	// FinishReason is normalised: stop, length, tool_calls or content_filter.

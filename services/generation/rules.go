@@ -40,7 +40,8 @@ func (rules) Complete(ctx context.Context, req *Request) (*Response, error) {
 	return rulesReply(req), nil
 }
 
-// Stream answers the conversation, sending the text word by word.
+// Stream answers the conversation, sending the text word by word and a tool call as one
+// fragment.
 func (rules) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	resp := rulesReply(req)
 	for _, w := range splitWords(resp.Content) {
@@ -50,6 +51,9 @@ func (rules) Stream(ctx context.Context, req *Request, onDelta func(*generationv
 		if err := onDelta(&generationv1.Delta{Content: w}); err != nil {
 			return nil, err
 		}
+	}
+	if err := forwardCalls(resp.ToolCalls, onDelta); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

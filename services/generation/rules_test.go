@@ -203,8 +203,10 @@ func TestRulesStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(deltas) != 0 || final.GetToolCalls()[0].GetName() != "calculator" {
-		t.Errorf("a tool call streams no deltas: %d deltas, final %v", len(deltas), final)
+	call := final.GetToolCalls()[0]
+	if len(deltas) != 1 || call.GetName() != "calculator" || !proto.Equal(deltas[0].GetToolCall(),
+		&generationv1.ToolCallDelta{Index: 0, Id: call.GetId(), Name: "calculator", Arguments: call.GetRawArguments()}) {
+		t.Errorf("a tool call streams as one fragment: deltas %v, final %v", deltas, final)
 	}
 }
 

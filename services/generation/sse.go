@@ -87,7 +87,7 @@ func (e *endpoint) streamReadError(ctx context.Context, err error) error {
 }
 
 // streamedJSON reads a non-streamed answer to a streamed request and forwards its text as
-// one delta.
+// one delta, then each tool call as one fragment.
 func (e *endpoint) streamedJSON(ctx context.Context, resp *http.Response, parse func([]byte) (*Response, error), onDelta func(*generationv1.Delta) error) (*Response, error) {
 	body, err := e.readAll(ctx, resp)
 	if err != nil {
@@ -102,5 +102,19 @@ func (e *endpoint) streamedJSON(ctx context.Context, resp *http.Response, parse 
 			return nil, err
 		}
 	}
+	if err := forwardCalls(out.ToolCalls, onDelta); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// forwardCalls forwards each of an answer's complete tool calls as one fragment.
+func forwardCalls(calls []ToolCall, onDelta func(*generationv1.Delta) error) error {
+	for i, c := range calls {
+		d := &generationv1.ToolCallDelta{Index: int32(i), Id: c.ID, Name: c.Name, Arguments: c.Arguments}
+		if err := onDelta(&generationv1.Delta{ToolCall: d}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

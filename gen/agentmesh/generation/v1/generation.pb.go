@@ -223,7 +223,11 @@ type Delta struct {
 	// Answer text fragment.
 	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
 	// Reasoning text fragment.
-	Reasoning     string `protobuf:"bytes,2,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	Reasoning string `protobuf:"bytes,2,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// Tool-call fragment: the first fragment of a call carries its id and name, the later ones
+	// its argument text. The final answer carries the complete (parsed, where needed repaired)
+	// calls; this is a preview.
+	ToolCall      *ToolCallDelta `protobuf:"bytes,3,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +276,89 @@ func (x *Delta) GetReasoning() string {
 	return ""
 }
 
+func (x *Delta) GetToolCall() *ToolCallDelta {
+	if x != nil {
+		return x.ToolCall
+	}
+	return nil
+}
+
+// ToolCallDelta is a fragment of a streamed tool call. Concatenating the arguments of the
+// fragments with one index gives that call's raw_arguments in the final answer.
+type ToolCallDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position of the call among the answer's tool calls (its index in the final answer's
+	// tool_calls), starting at 0.
+	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Call identifier, on the first fragment of the call; empty when the provider sent none
+	// (the final answer then carries an assigned one).
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Tool name, on the first fragment of the call.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Fragment of the raw argument text.
+	Arguments     string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_agentmesh_generation_v1_generation_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_generation_v1_generation_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_agentmesh_generation_v1_generation_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolCallDelta) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCallDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
 var File_agentmesh_generation_v1_generation_proto protoreflect.FileDescriptor
 
 const file_agentmesh_generation_v1_generation_proto_rawDesc = "" +
@@ -284,10 +371,16 @@ const file_agentmesh_generation_v1_generation_proto_rawDesc = "" +
 	"\x10reasoning_effort\x18\x04 \x01(\tR\x0freasoningEffort\x12\x12\n" +
 	"\x04stop\x18\x05 \x03(\tR\x04stopB\x0e\n" +
 	"\f_temperatureB\b\n" +
-	"\x06_top_p\"?\n" +
+	"\x06_top_p\"\x84\x01\n" +
 	"\x05Delta\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x1c\n" +
-	"\treasoning\x18\x02 \x01(\tR\treasoning*}\n" +
+	"\treasoning\x18\x02 \x01(\tR\treasoning\x12C\n" +
+	"\ttool_call\x18\x03 \x01(\v2&.agentmesh.generation.v1.ToolCallDeltaR\btoolCall\"g\n" +
+	"\rToolCallDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments*}\n" +
 	"\fResponseType\x12\x1d\n" +
 	"\x19RESPONSE_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RESPONSE_TYPE_MESSAGE\x10\x01\x12\x1b\n" +
@@ -313,19 +406,21 @@ func file_agentmesh_generation_v1_generation_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_generation_v1_generation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentmesh_generation_v1_generation_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_agentmesh_generation_v1_generation_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_agentmesh_generation_v1_generation_proto_goTypes = []any{
-	(ResponseType)(0),  // 0: agentmesh.generation.v1.ResponseType
-	(AdapterStatus)(0), // 1: agentmesh.generation.v1.AdapterStatus
-	(*Sampling)(nil),   // 2: agentmesh.generation.v1.Sampling
-	(*Delta)(nil),      // 3: agentmesh.generation.v1.Delta
+	(ResponseType)(0),     // 0: agentmesh.generation.v1.ResponseType
+	(AdapterStatus)(0),    // 1: agentmesh.generation.v1.AdapterStatus
+	(*Sampling)(nil),      // 2: agentmesh.generation.v1.Sampling
+	(*Delta)(nil),         // 3: agentmesh.generation.v1.Delta
+	(*ToolCallDelta)(nil), // 4: agentmesh.generation.v1.ToolCallDelta
 }
 var file_agentmesh_generation_v1_generation_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4, // 0: agentmesh.generation.v1.Delta.tool_call:type_name -> agentmesh.generation.v1.ToolCallDelta
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_generation_v1_generation_proto_init() }
@@ -340,7 +435,7 @@ func file_agentmesh_generation_v1_generation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_generation_v1_generation_proto_rawDesc), len(file_agentmesh_generation_v1_generation_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

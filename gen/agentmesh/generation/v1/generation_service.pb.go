@@ -166,9 +166,13 @@ type GenerateResponse struct {
 	// What the adapter repaired, one line per repair.
 	Repairs []string `protobuf:"bytes,11,rep,name=repairs,proto3" json:"repairs,omitempty"`
 	// Provider latency in milliseconds.
-	LatencyMs     int64 `protobuf:"varint,12,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LatencyMs int64 `protobuf:"varint,12,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// Opaque provider state of the reasoning (e.g. Anthropic's signed thinking blocks), to
+	// keep in the assistant message's reasoning_state and send back on the next turn; empty
+	// when the provider has none.
+	ReasoningState []byte `protobuf:"bytes,13,opt,name=reasoning_state,json=reasoningState,proto3" json:"reasoning_state,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GenerateResponse) Reset() {
@@ -283,6 +287,13 @@ func (x *GenerateResponse) GetLatencyMs() int64 {
 		return x.LatencyMs
 	}
 	return 0
+}
+
+func (x *GenerateResponse) GetReasoningState() []byte {
+	if x != nil {
+		return x.ReasoningState
+	}
+	return nil
 }
 
 // GenerateStreamRequest is a streamed LLM attempt.
@@ -599,7 +610,7 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\tuse_cache\x18\a \x01(\bR\buseCache\x12\x1f\n" +
 	"\vtool_choice\x18\b \x01(\tR\n" +
 	"toolChoice\x12D\n" +
-	"\routput_format\x18\t \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\"\xe9\x03\n" +
+	"\routput_format\x18\t \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\"\x92\x04\n" +
 	"\x10GenerateResponse\x129\n" +
 	"\x04type\x18\x01 \x01(\x0e2%.agentmesh.generation.v1.ResponseTypeR\x04type\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
@@ -616,7 +627,8 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	" \x01(\x0e2&.agentmesh.generation.v1.AdapterStatusR\radapterStatus\x12\x18\n" +
 	"\arepairs\x18\v \x03(\tR\arepairs\x12\x1d\n" +
 	"\n" +
-	"latency_ms\x18\f \x01(\x03R\tlatencyMs\"[\n" +
+	"latency_ms\x18\f \x01(\x03R\tlatencyMs\x12'\n" +
+	"\x0freasoning_state\x18\r \x01(\fR\x0ereasoningState\"[\n" +
 	"\x15GenerateStreamRequest\x12B\n" +
 	"\arequest\x18\x01 \x01(\v2(.agentmesh.generation.v1.GenerateRequestR\arequest\"\x9c\x01\n" +
 	"\x16GenerateStreamResponse\x126\n" +

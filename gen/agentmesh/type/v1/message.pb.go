@@ -155,9 +155,12 @@ type Message struct {
 	// The call this message answers (tool messages only).
 	ToolCallId string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// The tool name (tool messages) or an optional author name.
-	Name          string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	// Opaque provider state of the reasoning, e.g. Anthropic's signed thinking blocks, to send
+	// back on the next turn (assistant messages only; copied from GenerateResponse).
+	ReasoningState []byte `protobuf:"bytes,7,opt,name=reasoning_state,json=reasoningState,proto3" json:"reasoning_state,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -230,6 +233,13 @@ func (x *Message) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *Message) GetReasoningState() []byte {
+	if x != nil {
+		return x.ReasoningState
+	}
+	return nil
 }
 
 // ToolCall is one canonical tool invocation requested by the model.
@@ -619,7 +629,7 @@ var File_agentmesh_type_v1_message_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_message_proto_rawDesc = "" +
 	"\n" +
-	"\x1fagentmesh/type/v1/message.proto\x12\x11agentmesh.type.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xe0\x01\n" +
+	"\x1fagentmesh/type/v1/message.proto\x12\x11agentmesh.type.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x89\x02\n" +
 	"\aMessage\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.agentmesh.type.v1.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
@@ -628,7 +638,8 @@ const file_agentmesh_type_v1_message_proto_rawDesc = "" +
 	"tool_calls\x18\x04 \x03(\v2\x1b.agentmesh.type.v1.ToolCallR\ttoolCalls\x12 \n" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +
-	"\x04name\x18\x06 \x01(\tR\x04name\"\x8a\x01\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12'\n" +
+	"\x0freasoning_state\x18\a \x01(\fR\x0ereasoningState\"\x8a\x01\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +

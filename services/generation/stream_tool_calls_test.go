@@ -1,0 +1,208 @@
+package generation_test
+
+import (
+	"strings"
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"google.golang.org/grpc/codes"
+)
+
+// streamedCall is a tool call put together from its streamed fragments.
+type streamedCall struct {
+	id, name, arguments string
+	fragments           int
+}
+
+// assembleCalls joins the tool-call fragments by index, checking that each call opens with
+// a fragment naming it, that only that first fragment carries the id and name, and that the
+// indices count up from 0 in the order the calls start.
+func assembleCalls(t *testing.T, deltas []*generationv1.Delta) []*streamedCall {
+	t.Helper()
+	var calls []*streamedCall
+	for _, d := range deltas {
+		f := d.GetToolCall()
+		if f == nil {
+			continue
+		}
+		if d.GetContent() != "" || d.GetReasoning() != "" {
+			t.Errorf("delta %v mixes text and a tool-call fragment", d)
+		}
+		i := int(f.GetIndex())
+		switch {
+		case i == len(calls):
+			if f.GetName() == "" {
+				t.Errorf("the first fragment of call %d has no name: %v", i, f)
+			}
+			calls = append(calls, &streamedCall{id: f.GetId(), name: f.GetName()})
+		case i < 0 || i > len(calls):
+			t.Fatalf("fragment index %d, but %d calls started so far", i, len(calls))
+		case f.GetId() != "" || f.GetName() != "":
+			t.Errorf("a later fragment of call %d repeats the id or name: %v", i, f)
+		}
+		calls[i].arguments += f.GetArguments()
+		if f.GetArguments() != "" {
+			calls[i].fragments++
+		}
+	}
+	return calls
+}
+
+// checkFragments asserts the fragments add up to the final answer's tool calls.
+func checkFragments(t *testing.T, deltas []*generationv1.Delta, final *generationv1.GenerateResponse) []*streamedCall {
+	t.Helper()
+	calls := assembleCalls(t, deltas)
+	if len(calls) != len(final.GetToolCalls()) {
+		t.Fatalf("fragments of %d calls, the final answer has %d: %v", len(calls), len(final.GetToolCalls()), final.GetToolCalls())
+	}
+	for i, c := range calls {
+		want := final.GetToolCalls()[i]
+		if c.id != want.GetId() || c.name != want.GetName() || c.arguments != want.GetRawArguments() {
+			t.Errorf("call %d streamed as id %q name %q arguments %q; final id %q name %q raw arguments %q",
+				i, c.id, c.name, c.arguments, want.GetId(), want.GetName(), want.GetRawArguments())
+		}
+	}
+	return calls
+}
+
+func TestStreamedToolCallFragments(t *testing.T) {
+	scripted := []llmtest.ToolCall{
+		{ID: "call_paris", Name: "get_weather", Arguments: `{"city": "Paris", "unit": "celsius", "days": 3}`},
+		{ID: "call_rome", Name: "get_weather", Arguments: `{"city": "Ro`}, // repaired in the final answer
+		{ID: "call_time", Name: "current_time"},                           // no arguments at all
+	}
+	for _, tc := range []struct {
+		provider string
+		client   func(*testing.T, *llmtest.Server) generationv1.GenerationServiceClient
+		noArgs   string // raw arguments of the call without arguments
+	}{
+		{provider: "openai", noArgs: "", client: func(t *testing.T, srv *llmtest.Server) generationv1.GenerationServiceClient {
+			return openAIClient(t, srv, nil)
+		}},
+		{provider: "anthropic", noArgs: "{}", client: func(t *testing.T, srv *llmtest.Server) generationv1.GenerationServiceClient {
+			return anthropicClient(t, srv, nil)
+		}},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "weather", Turns: []llmtest.Turn{{
+				Reasoning: "Two cities and the time.", Content: "Checking.", ToolCalls: scripted,
+			}}})
+			req := request(tc.provider, "m", user("weather"))
+			req.Tools = []*typev1.Tool{tool("get_weather", "city", "unit"), tool("current_time")}
+			deltas, final, err := streamAll(t, tc.client(t, srv), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := checkFragments(t, deltas, final)
+			if calls[0].fragments < 3 {
+				t.Errorf("the long arguments came in %d fragments, want them streamed in several", calls[0].fragments)
+			}
+			if got := final.GetToolCalls()[2].GetRawArguments(); got != tc.noArgs {
+				t.Errorf("raw arguments of the call without arguments = %q, want %q", got, tc.noArgs)
+			}
+			if rome := final.GetToolCalls()[1]; args(rome)["city"] != "Ro" ||
+				final.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_RECOVERED {
+				t.Errorf("the final answer must carry the repaired call: %v (%v)", rome, final.GetAdapterStatus())
+			}
+			content, reasoning, _ := joinDeltas(deltas)
+			if content != "Checking." || reasoning != "Two cities and the time." {
+				t.Errorf("text deltas %q %q", content, reasoning)
+			}
+		})
+	}
+}
+
+func TestStreamedToolCallsOfPlainJSONAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		provider func(*testing.T, string) generation.Provider
+		body     string
+	}{
+		{
+			name: "openai",
+			provider: func(t *testing.T, url string) generation.Provider {
+				return openAIAt(t, url, nil)
+			},
+			body: `{"model":"m","choices":[{"message":{"content":null,"tool_calls":[` +
+				`{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},` +
+				`{"id":"call_2","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}}]},"finish_reason":"tool_calls"}]}`,
+		},
+		{
+			name: "anthropic",
+			provider: func(t *testing.T, url string) generation.Provider {
+				return anthropicAt(t, url, nil)
+			},
+			body: `{"id":"msg_1","type":"message","role":"assistant","model":"m","stop_reason":"tool_use","content":[` +
+				`{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}},` +
+				`{"type":"tool_use","id":"toolu_2","name":"get_weather","input":{"city":"Rome"}}]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := replying(200, nil, tc.body)(t)
+			client := serveProviders(t, map[string]generation.Provider{"p": tc.provider(t, url)})
+			deltas, final, err := streamAll(t, client, request("p", "m", user("weather")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := checkFragments(t, deltas, final)
+			if len(calls) != 2 || len(deltas) != 2 || calls[1].arguments != `{"city":"Rome"}` {
+				t.Errorf("want one whole fragment per call, got %d deltas: %+v %+v", len(deltas), calls[0], calls[1])
+			}
+		})
+	}
+}
+
+func TestAnthropicStreamedToolInputWithoutFragments(t *testing.T) {
+	// A tool_use block whose input comes whole in content_block_start, with no
+	// input_json_delta, is forwarded as one arguments fragment when the block stops.
+	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[]}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{\"city\":\"Paris\"}}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_2\",\"name\":\"get_weather\",\"input\":{\"city\":\"Rome\"}}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	url, _ := replyingSSE(body)(t)
+	client := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, url, nil)})
+	deltas, final, err := streamAll(t, client, request("anthropic", "m", user("weather")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := checkFragments(t, deltas, final)
+	// The second block never stops; its input is forwarded when the message does.
+	if len(calls) != 2 || calls[0].arguments != `{"city":"Paris"}` || calls[1].arguments != `{"city":"Rome"}` || len(deltas) != 4 {
+		t.Errorf("%d deltas, calls %+v %+v", len(deltas), calls[0], calls[1])
+	}
+}
+
+func TestAnthropicStreamRejectsBrokenToolBlocks(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[]}}\n\n"
+	toolStart := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{}}}\n\n"
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{
+			name: "a block started twice",
+			body: start + toolStart + toolStart,
+			want: "the stream started content block 0 twice",
+		},
+		{
+			name: "input after the block stopped",
+			body: start + toolStart + "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+			want: "input_json_delta for content block 0 after it stopped",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := replyingSSE(tc.body)(t)
+			client := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, url, nil)})
+			_, _, err := streamAll(t, client, request("anthropic", "m", user("x")))
+			se := stageError(t, err, codes.Unavailable)
+			if !strings.Contains(se.Msg, tc.want) {
+				t.Errorf("error %q, want %q", se.Msg, tc.want)
+			}
+		})
+	}
+}
