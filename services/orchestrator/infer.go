@@ -207,8 +207,8 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 				continue
 			}
 			answer = &typev1.Message{
-				Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(),
-				Reasoning: resp.GetReasoning(), ToolCalls: resp.GetToolCalls(),
+				Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(),
+				ToolCalls: resp.GetToolCalls(), ReasoningState: resp.GetReasoningState(),
 			}
 			r.conversation = append(r.conversation, answer)
 			return nil, resp, fmt.Sprintf("attempt %d: %s/%s answered (%s)", attempt, resp.GetProvider(), resp.GetModel(), resp.GetAdapterStatus())
@@ -287,6 +287,9 @@ func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequ
 			return nil, err
 		}
 		if d := chunk.GetDelta(); d != nil {
+			if d.GetContent() == "" && d.GetReasoning() == "" {
+				continue // a tool-call fragment: the calls are announced complete in llm_response
+			}
 			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: r.turns, Content: d.GetContent(), Reasoning: d.GetReasoning()}}})
 			continue
 		}
