@@ -72,5 +72,5 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeConn()
-	return streamRun(ctx, client, addr, &agentv1.RunRequest{Message: *message, UserId: "dev"}, false, stdout, stderr)
+	return streamRun(ctx, client, addr, &agentv1.RunRequest{Message: *message, UserId: "cli"}, false, stdout, stderr)
 }

@@ -29,8 +29,11 @@ usage:
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]
                                                    check a run's hash-chained transcript
+  agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
+                                                   store DIR's Markdown and text files for knowledge_search
 
-ADDR defaults to $AGENTMESH_ADDR, else 127.0.0.1:7000.
+ADDR defaults to $AGENTMESH_ADDR, else 127.0.0.1:7000; MEMORY_ADDR to $AGENTMESH_MEMORY_ADDR,
+else the configured services.memory (127.0.0.1:7007).
 `
 
 func main() {
@@ -62,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cancelCommand(ctx, args[1:], stdout)
 	case "transcript":
 		err = transcriptCommand(ctx, args[1:], stdout)
+	case "ingest":
+		err = ingestCommand(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitcode.OK

@@ -12,7 +12,7 @@ type Config struct {
 	Providers map[string]Provider `yaml:"providers,omitempty"`
 	// Targets are the provider/model pairs LLM attempts cycle through, in order.
 	Targets []Target `yaml:"targets,omitempty"`
-	// Memory configures the memory service's store.
+	// Memory configures the memory service's store and search.
 	Memory Memory `yaml:"memory"`
 	// Queues limit concurrent tool executions, by queue name; "default" always exists.
 	Queues map[string]Queue `yaml:"queues,omitempty"`
@@ -141,7 +141,7 @@ type Target struct {
 	Model string `yaml:"model"`
 }
 
-// Memory configures the memory service's store.
+// Memory configures the memory service's store and search.
 type Memory struct {
 	// Store is memory, sqlite or postgres.
 	Store string `yaml:"store"`
@@ -151,6 +151,19 @@ type Memory struct {
 	DSN string `yaml:"dsn,omitempty"`
 	// QuotaPerUser is the maximum number of memories per user; 0 is unlimited.
 	QuotaPerUser int `yaml:"quota_per_user"`
+	// Embeddings turns on semantic search: the memory service embeds every memory and every
+	// query with this provider/model (through the generation service) and stores the vectors
+	// with the memories. Unset, the default, search ranks with BM25 full-text only. The
+	// provider must be configured under providers and able to embed: an openai provider (e.g.
+	// model text-embedding-3-small) or the built-in rules provider, whose hashed bag-of-words
+	// vectors need no network:
+	//
+	//	memory:
+	//	  embeddings: {provider: rules, model: rules-v1}
+	//
+	// Memories stored before embeddings were turned on have no vector and are found by their
+	// words only.
+	Embeddings *Target `yaml:"embeddings,omitempty"`
 }
 
 // Queue limits how many tools bound to it run at once.

@@ -8,7 +8,8 @@ const DefaultQueue = "default"
 
 // Default returns the configuration used when no file sets anything: the mesh on
 // 127.0.0.1:7000…7008, the ExecutionContract defaults of DESIGN §5, the built-in rules
-// provider as the only target, an in-memory store and one default queue of 8.
+// provider as the only target, an in-memory store searched with BM25 (no embeddings: see
+// Memory.Embeddings) and one default queue of 8.
 func Default() *Config {
 	return &Config{
 		Services: Services{

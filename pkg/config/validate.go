@@ -211,6 +211,19 @@ func (c *Config) validateMemory(p *problems) {
 	if m.QuotaPerUser < 0 {
 		p.addf("memory.quota_per_user: must not be negative, got %d", m.QuotaPerUser)
 	}
+	if e := m.Embeddings; e != nil {
+		switch pr, ok := c.Providers[e.Provider]; {
+		case e.Provider == "":
+			p.addf("memory.embeddings.provider: must name a provider")
+		case !ok:
+			p.addf("memory.embeddings.provider: provider %q is not configured (configured: %s)", e.Provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
+		case pr.Type == ProviderAnthropic:
+			p.addf("memory.embeddings.provider: provider %q is an anthropic provider, which has no embeddings endpoint (use an openai or rules provider)", e.Provider)
+		}
+		if e.Model == "" {
+			p.addf("memory.embeddings.model: must name an embedding model")
+		}
+	}
 }
 
 func (c *Config) validateQueues(p *problems) {

@@ -62,6 +62,16 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"sqlite without path", func(c *Config) { c.Memory.Store = "sqlite" }, "memory.path: the sqlite store needs a database file path"},
 		{"postgres without dsn", func(c *Config) { c.Memory.Store = "postgres" }, "memory.dsn: the postgres store needs a connection string"},
 		{"negative quota", func(c *Config) { c.Memory.QuotaPerUser = -1 }, "memory.quota_per_user: must not be negative, got -1"},
+		{"embeddings without provider", func(c *Config) { c.Memory.Embeddings = &Target{Model: "m"} },
+			"memory.embeddings.provider: must name a provider"},
+		{"embeddings with an unknown provider", func(c *Config) { c.Memory.Embeddings = &Target{Provider: "oa", Model: "m"} },
+			`memory.embeddings.provider: provider "oa" is not configured (configured: rules)`},
+		{"embeddings with an anthropic provider", func(c *Config) {
+			c.Providers["claude"] = Provider{Type: "anthropic", BaseURL: "https://api.anthropic.com/v1"}
+			c.Memory.Embeddings = &Target{Provider: "claude", Model: "m"}
+		}, `memory.embeddings.provider: provider "claude" is an anthropic provider, which has no embeddings endpoint`},
+		{"embeddings without model", func(c *Config) { c.Memory.Embeddings = &Target{Provider: "rules"} },
+			"memory.embeddings.model: must name an embedding model"},
 		{"empty service address", func(c *Config) { c.Services.Memory = "" }, "services.memory: address must not be empty"},
 		{"service address without port", func(c *Config) { c.Services.Action = "localhost" }, `services.action: address "localhost" is not host:port`},
 		{"tool in both approval lists", func(c *Config) {
@@ -97,7 +107,7 @@ func TestValidateAcceptsValidSettings(t *testing.T) {
 		"remote": {URL: "http://127.0.0.1:9000/mcp"},
 	}
 	c.RestTools = map[string]RestTool{"t": {URL: "https://x/${parameters.id}", Method: "POST"}}
-	c.Memory = Memory{Store: "sqlite", Path: "mem.db"}
+	c.Memory = Memory{Store: "sqlite", Path: "mem.db", Embeddings: &Target{Provider: "oa", Model: "text-embedding-3-small"}}
 	c.Defaults.CycleForbid = [][2]string{{"a", "b"}}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate() = %v, want nil", err)
@@ -125,5 +135,31 @@ func TestLoadValidates(t *testing.T) {
 	_, err := LoadLayers(layers)
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `provider "ghost" is not configured`) {
 		t.Fatalf("LoadLayers = %v, want the validation error", err)
+	}
+}
+
+// memory.embeddings is off by default and turned on by a layer; a provider the layer does not
+// configure is rejected.
+func TestLoadMemoryEmbeddings(t *testing.T) {
+	if cfg := mustLoad(t, writeLayers(t, nil)); cfg.Memory.Embeddings != nil {
+		t.Errorf("default memory.embeddings = %+v, want nil (semantic search off)", cfg.Memory.Embeddings)
+	}
+	cfg := mustLoad(t, writeLayers(t, map[string]layerFiles{
+		"user":    {yaml: "memory:\n  embeddings: {provider: rules, model: rules-v1}\n"},
+		"project": {yaml: "memory:\n  quota_per_user: 7\n"},
+	}))
+	if got, want := cfg.Memory.Embeddings, (&Target{Provider: "rules", Model: "rules-v1"}); *got != *want {
+		t.Errorf("memory.embeddings = %+v, want %+v", got, want)
+	}
+	if cfg.Memory.QuotaPerUser != 7 || cfg.Memory.Store != StoreMemory {
+		t.Errorf("memory = %+v, want the other keys merged", cfg.Memory)
+	}
+	_, err := LoadLayers(writeLayers(t, map[string]layerFiles{"project": {yaml: "memory:\n  embeddings: {provider: openai, model: x}\n"}}))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `memory.embeddings.provider: provider "openai" is not configured`) {
+		t.Errorf("LoadLayers = %v, want the unknown embeddings provider rejected", err)
+	}
+	_, err = LoadLayers(writeLayers(t, map[string]layerFiles{"project": {yaml: "memory:\n  embeddings: {provider: rules, modle: x}\n"}}))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `unknown key "modle" in memory.embeddings`) {
+		t.Errorf("LoadLayers = %v, want the misspelt key rejected", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
@@ -76,7 +77,8 @@ type Mesh struct {
 }
 
 // Start starts NATS (embedded unless the configuration names a URL) and the nine services,
-// peers first. A service that cannot listen, or a NATS server that cannot be reached, is an
+// peers first (generation before memory, which embeds through it when memory.embeddings is
+// set). A service that cannot listen, or a NATS server that cannot be reached, is an
 // exitcode.Unavailable error; a configuration the mesh cannot serve is exitcode.Invalid.
 func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	cfg := opts.Config
@@ -127,26 +129,39 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return c, nil
 	}
 
-	memOpts, err := memory.OptionsFromConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	mem := memory.New(memOpts) // owns the store from here on
-	m.closers = append(m.closers, mem.Close)
 	providers, err := generation.ProvidersFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(providers, opts.Providers)
+	gen := generation.New(generation.Options{Providers: providers, TracerProvider: tp(Generation)})
+	if err := serve(Generation, gen.Register); err != nil {
+		return nil, err
+	}
+	// Generation is served first: with memory.embeddings the memory service embeds through it,
+	// and its address is only known once it listens (Ephemeral meshes listen on port 0).
+	var embedder memory.Embedder
+	if target := memory.EmbeddingTarget(cfg); target != nil {
+		memoryGeneration, err := conn(Memory, Generation)
+		if err != nil {
+			return nil, err
+		}
+		embedder = &memory.GenerationEmbedder{Client: generationv1.NewGenerationServiceClient(memoryGeneration), Target: target}
+	}
+	memOpts, err := memory.OptionsFromConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	memOpts.Embedder = embedder
+	mem := memory.New(memOpts) // owns the store from here on
+	m.closers = append(m.closers, mem.Close)
 	if err := serve(Memory, mem.Register); err != nil {
 		return nil, err
 	}
-	gen := generation.New(generation.Options{Providers: providers, TracerProvider: tp(Generation)})
 	for _, s := range []struct {
 		name     string
 		register func(*grpc.Server)
 	}{
-		{Generation, gen.Register},
 		{Recovery, recovery.New(recovery.Options{}).Register},
 		{Intent, intent.New(intent.Options{}).Register},
 		{Planning, planning.New(planning.Options{}).Register},

@@ -20,6 +20,14 @@ const (
 	// EmptySearchResult is knowledge_search's whole result when nothing matches (RAG
 	// contract §3), so the model can say it lacks information.
 	EmptySearchResult = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
+	// KnowledgeMinScore is the relevance (0–1) a chunk needs to be a knowledge_search
+	// reference, sent as the search's min_score. With embeddings configured every chunk gets a
+	// score from its cosine similarity to the query, so without a floor an unrelated query would
+	// still return the least unrelated chunks instead of EmptySearchResult; the memory service
+	// scores 0.8 × cosine + 0.2 × lexical, so a chunk sharing no word with the query needs a
+	// cosine of 0.375 to pass. With BM25 alone scores are relative to the best hit (which
+	// scores 1), and the floor drops chunks matching less than 30% as well as it.
+	KnowledgeMinScore = 0.3
 
 	defaultSearchLimit = 5
 	maxSearchLimit     = 20
@@ -62,7 +70,8 @@ func newKnowledgeTool(memory memoryv1.MemoryServiceClient) (*knowledgeTool, erro
 // Definition describes knowledge_search.
 func (t *knowledgeTool) Definition() *typev1.Tool { return t.def }
 
-// Call searches the knowledge collection of the call's user.
+// Call searches the knowledge collection of the call's user for references scoring at least
+// KnowledgeMinScore; none is EmptySearchResult.
 func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 	if call.UserID == "" {
 		return "", errors.New("knowledge_search needs the call's user_id: knowledge is kept per user")
@@ -77,6 +86,7 @@ func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 		Query:      query,
 		Limit:      limit,
 		Collection: KnowledgeCollection,
+		MinScore:   KnowledgeMinScore,
 	})
 	if err != nil {
 		if status.Code(err) == codes.Unavailable || stageerr.FromError(err).Retryable() {

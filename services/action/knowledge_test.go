@@ -2,6 +2,8 @@ package action_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -9,10 +11,13 @@ import (
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/generation"
+	memorysvc "github.com/agentmesh/agentmesh/services/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -161,7 +166,7 @@ func TestKnowledgeSearch(t *testing.T) {
 				t.Fatalf("got status %v error %q result:\n%s\nwant:\n%s", resp.GetStatus(), resp.GetError(), resp.GetResult(), tc.want)
 			}
 			got := mem.lastRequest()
-			want := &memoryv1.SearchRequest{UserId: tc.user, Query: tc.args["query"].(string), Limit: tc.wantLimit, Collection: "knowledge"}
+			want := &memoryv1.SearchRequest{UserId: tc.user, Query: tc.args["query"].(string), Limit: tc.wantLimit, Collection: "knowledge", MinScore: 0.3}
 			if !proto.Equal(got, want) {
 				t.Errorf("memory got %v, want %v", got, want)
 			}
@@ -232,4 +237,68 @@ func TestKnowledgeSearchFailures(t *testing.T) {
 			})
 		}
 	})
+}
+
+// With embeddings every chunk gets a score from its cosine similarity to any query, so
+// knowledge_search's min_score is what keeps the empty-result sentinel for unrelated queries.
+// The chain is the production one: ingested Markdown in a real memory service that embeds
+// through a real generation service with the rules provider.
+func TestKnowledgeSearchWithEmbeddings(t *testing.T) {
+	gen := generation.New(generation.Options{Providers: map[string]generation.Provider{"rules": generation.NewRules()}})
+	embedder := &memorysvc.GenerationEmbedder{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, gen.Register)),
+		Target: &typev1.Target{Provider: "rules", Model: "rules-v1"},
+	}
+	mem := memorysvc.New(memorysvc.Options{Embedder: embedder})
+	memClient := memoryv1.NewMemoryServiceClient(grpctest.Serve(t, mem.Register))
+	client := serve(t, action.Options{Memory: memClient})
+
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"retries.md": "# Retry policy\n\nFailed calls are retried with exponential backoff and jitter, at most three times.\n",
+		"deploy.md":  "# Deployment\n\nThe mesh ships as nine containers; each stage listens on its own gRPC port.\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := memorysvc.IngestDir(t.Context(), memClient, "user-1", action.KnowledgeCollection, dir); err != nil {
+		t.Fatalf("IngestDir: %v", err)
+	}
+
+	search := func(t *testing.T, query string) string {
+		t.Helper()
+		resp, err := client.Execute(t.Context(), request(t, "knowledge_search", map[string]any{"query": query}))
+		if err != nil || resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS {
+			t.Fatalf("knowledge_search %q: status %v error %q (%v)", query, resp.GetStatus(), resp.GetError(), err)
+		}
+		return resp.GetResult()
+	}
+	for _, query := range []string{"weather forecast", "printer"} {
+		t.Run("unrelated "+query, func(t *testing.T) {
+			// Without a floor the embeddings find something for any query: the case proves the floor.
+			resp, err := memClient.Search(t.Context(), &memoryv1.SearchRequest{UserId: "user-1", Query: query, Collection: action.KnowledgeCollection})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.GetHits()) == 0 {
+				t.Fatalf("a search without min_score finds nothing for %q: the case proves nothing", query)
+			}
+			if top := resp.GetHits()[0].GetRelevanceScore(); top >= action.KnowledgeMinScore {
+				t.Fatalf("the best hit for %q scores %.3f, not below the floor %.1f", query, top, action.KnowledgeMinScore)
+			}
+			if got := search(t, query); got != action.EmptySearchResult {
+				t.Errorf("knowledge_search %q = %q, want %q", query, got, action.EmptySearchResult)
+			}
+		})
+	}
+	t.Run("related", func(t *testing.T) {
+		got := search(t, "backoff jitter")
+		if !strings.HasPrefix(got, "[1] Retry policy (score ") || !strings.Contains(got, "exponential backoff and jitter") || strings.Contains(got, "Deployment") {
+			t.Errorf("knowledge_search = %q, want only the retry policy as reference [1]", got)
+		}
+	})
+	if action.KnowledgeMinScore != 0.3 {
+		t.Errorf("KnowledgeMinScore = %v, want 0.3", action.KnowledgeMinScore)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
@@ -15,8 +16,8 @@ import (
 // from the options: Service.Close closes it. An unknown store is an exitcode.Invalid error; a
 // store that cannot be opened is exitcode.Unavailable.
 //
-// The options have no Embedder: set Options.Embedder (e.g. a GenerationEmbedder) for
-// semantic search.
+// The options have no Embedder: when EmbeddingTarget returns a target, set Options.Embedder
+// to a GenerationEmbedder for it.
 func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error) {
 	opts := Options{QuotaPerUser: cfg.Memory.QuotaPerUser}
 	if opts.QuotaPerUser == 0 {
@@ -38,4 +39,14 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 		return Options{}, exitcode.Wrap(exitcode.Unavailable, err)
 	}
 	return opts, nil
+}
+
+// EmbeddingTarget returns the provider/model of memory.embeddings, the GenerationEmbedder's
+// Target; nil when the configuration leaves semantic search off.
+func EmbeddingTarget(cfg *config.Config) *typev1.Target {
+	e := cfg.Memory.Embeddings
+	if e == nil {
+		return nil
+	}
+	return &typev1.Target{Provider: e.Provider, Model: e.Model}
 }

@@ -107,3 +107,15 @@ func TestOptionsFromConfig(t *testing.T) {
 		})
 	}
 }
+
+// memory.embeddings becomes the GenerationEmbedder's target; unset, semantic search is off.
+func TestEmbeddingTarget(t *testing.T) {
+	cfg := config.Default()
+	if got := memory.EmbeddingTarget(cfg); got != nil {
+		t.Errorf("EmbeddingTarget(default) = %v, want nil", got)
+	}
+	cfg.Memory.Embeddings = &config.Target{Provider: "rules", Model: "rules-v1"}
+	if got := memory.EmbeddingTarget(cfg); got.GetProvider() != "rules" || got.GetModel() != "rules-v1" {
+		t.Errorf("EmbeddingTarget = %v, want rules/rules-v1", got)
+	}
+}

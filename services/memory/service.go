@@ -13,7 +13,8 @@
 // out), k1 = 1.2, b = 0.75, within the user's collection; scores are divided by the best
 // one, so the best hit scores 1 and a memory sharing no word with the query is no hit.
 //
-// With an Embedder (Options.Embedder, e.g. a GenerationEmbedder), Store embeds each memory
+// With an Embedder (Options.Embedder: the mesh and cmd/memory set a GenerationEmbedder for
+// the configuration's memory.embeddings, see EmbeddingTarget), Store embeds each memory
 // and the store keeps the vector with it; Search embeds the query and scores every memory as
 // SemanticWeight (0.8) × max(0, cosine similarity) + 0.2 × its normalised BM25 score, so a
 // memory that shares no word with the query is still found by meaning, and exact words break
