@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -241,5 +242,37 @@ func TestResolveApprovalWithoutAPause(t *testing.T) {
 	_, err = h.client.ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("nothing waiting: %v", err)
+	}
+}
+
+// TestMemoryOutage: with the memory service down, a run continues without memory and says
+// so (MEMORY_UNAVAILABLE in a recovery_decided event and in the transcript).
+func TestMemoryOutage(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "outage", Match: "remember anything?", Turns: []llmtest.Turn{text("not without memory")}})
+	if err := h.mesh.Stop(t.Context(), mesh.Memory); err != nil {
+		t.Fatal(err)
+	}
+	res := h.run(t, &agentv1.RunRequest{Message: "remember anything?"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	var noted bool
+	for _, e := range res.GetTranscript() {
+		if e.GetState() == typev1.RunState_RUN_STATE_ASSEMBLE && strings.Contains(e.GetDetail(), "MEMORY_UNAVAILABLE") {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Error("no ASSEMBLE transcript entry says MEMORY_UNAVAILABLE")
+	}
+	evs, _ := h.storedEvents(t, res.GetRunId())
+	var decided *eventv1.RecoveryDecided
+	for _, ev := range evs {
+		if d := ev.GetRecoveryDecided(); d != nil {
+			decided = d
+		}
+	}
+	if decided.GetError().GetCode() != typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE || decided.GetStrategy() != "fallback" {
+		t.Errorf("recovery_decided %v, want MEMORY_UNAVAILABLE → fallback", decided)
 	}
 }

@@ -260,6 +260,18 @@ func serviceAddr(cfg *config.Config, name string) string {
 	}[name]
 }
 
+// Stop shuts one service down, e.g. to see how the mesh copes with a stage outage. The other
+// services keep running; Close still stops everything.
+func (m *Mesh) Stop(ctx context.Context, service string) error {
+	for _, srv := range m.servers {
+		if srv.Addr() == m.addrs[service] {
+			srv.Shutdown(ctx)
+			return nil
+		}
+	}
+	return fmt.Errorf("mesh: no service %q", service)
+}
+
 // Addr returns the address a service listens on.
 func (m *Mesh) Addr(service string) string { return m.addrs[service] }
 

@@ -69,6 +69,10 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 			guard.GetCounters().GetPending(), guard.GetCounters().GetSchema(), guard.GetProjected(), guard.GetLimit())
 		if resp.GetMemoryUnavailable() {
 			detail += "; MEMORY_UNAVAILABLE: continuing without memory"
+			// Recovery decides (fallback: go on without memory) and the decision is the event
+			// that tells watchers memory was unavailable.
+			r.recover(ctx, "context", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE,
+				"memory was unavailable; the context was assembled without it"), 0, nil)
 		}
 		return req, resp, detail
 	})
