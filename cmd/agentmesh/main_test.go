@@ -46,6 +46,10 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("targets: [{provider: nope, model: x}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ghost := filepath.Join(t.TempDir(), "ghost.yaml")
+	if err := os.WriteFile(ghost, []byte("mcp_servers:\n  ghost:\n    command: agentmesh-no-such-mcp-server\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -60,6 +64,7 @@ func TestExitCodes(t *testing.T) {
 		{"invalid configuration", []string{"dev", "--config", bad, "--run", "hi"}, 4, "nope"},
 		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
+		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},
 		{"transcript verify needs a source", []string{"transcript", "verify"}, 4, "run id or --file"},
 	}
 	for _, tc := range tests {
