@@ -40,6 +40,22 @@ func TestDevRun(t *testing.T) {
 	}
 }
 
+// TestDeployConfiguration: the configuration docker-compose mounts is valid and runs.
+func TestDeployConfiguration(t *testing.T) {
+	cfg, err := filepath.Abs(filepath.Join("..", "..", "deploy", "agentmesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t)
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--config", cfg, "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "42") {
+		t.Errorf("answer %q", stdout.String())
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	isolate(t)
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
