@@ -58,8 +58,10 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 	case *eventv1.RunEvent_RecoveryDecided:
 		p.line("  ↻ recovery (%s): %s", k.RecoveryDecided.GetStage(), k.RecoveryDecided.GetStrategy())
 	case *eventv1.RunEvent_ContextGuard:
-		g := k.ContextGuard.GetReport()
-		p.line("  ! context guard: %s (projected %d, limit %d)", g.GetVerdict(), g.GetProjected(), g.GetLimit())
+		if g := k.ContextGuard.GetReport(); g.GetVerdict() != typev1.GuardVerdict_GUARD_VERDICT_OK {
+			p.line("  ! context guard %s: %s, %s (projected %d, limit %d)", g.GetTrigger(),
+				strings.TrimPrefix(g.GetVerdict().String(), "GUARD_VERDICT_"), g.GetReason(), g.GetProjected(), g.GetLimit())
+		}
 	case *eventv1.RunEvent_ApprovalRequested:
 		p.line("  ? approval requested for %d call(s)", len(k.ApprovalRequested.GetPendingAction().GetToolCalls()))
 	case *eventv1.RunEvent_RunFinished:

@@ -1,6 +1,7 @@
 package planning
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -50,13 +51,29 @@ func newMatcher(tools []*typev1.Tool) *matcher {
 	return m
 }
 
+// arithmeticWeight favours a calculating tool for an arithmetic clause ("6 times 7",
+// "(2+3)*4"), which keyword overlap alone gets wrong ("times" stems like "time").
+const arithmeticWeight = 3
+
+// arithmetic matches a number, an operator (symbol or word) and another number.
+var arithmetic = regexp.MustCompile(`\d\s*(?:[-+*/x×÷^%]|plus|minus|times|multiplied by|divided by|over|to the power of)\s*\(?\s*-?\d`)
+
+// calculating are the stems of tools that compute.
+var calculating = []string{"calcul", "arithmet", "math", "comput"}
+
 // best returns the name of the tool with the highest positive score for the clause, the
 // first listed on a tie, or "" when no tool overlaps.
 func (m *matcher) best(clause string) string {
 	words := stems(textWords(clause))
+	isArithmetic := arithmetic.MatchString(strings.ToLower(clause))
 	best, bestScore := "", 0
 	for _, t := range m.tools {
 		score := 0
+		if isArithmetic && slices.ContainsFunc(append(slices.Clone(t.nameStems), t.descStems...), func(k string) bool {
+			return slices.ContainsFunc(calculating, func(c string) bool { return strings.HasPrefix(k, c) })
+		}) {
+			score += arithmeticWeight
+		}
 		for _, w := range words {
 			switch {
 			case slices.ContainsFunc(t.nameStems, func(k string) bool { return stemMatch(w, k) }):

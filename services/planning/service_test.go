@@ -66,6 +66,12 @@ func TestGeneratedPlans(t *testing.T) {
 			tools: catalogue, steps: []step{{"step-1", "What is the capital of France?", "", nil}}},
 		{name: "question matched to a tool", goal: "What time is it in Tokyo?", tools: catalogue,
 			steps: []step{{"step-1", "What time is it in Tokyo?", "current_time", nil}}},
+		{name: "arithmetic in words goes to the calculator, not to current_time", goal: "What is 6 times 7?", tools: catalogue,
+			steps: []step{{"step-1", "What is 6 times 7?", "calculator", nil}}},
+		{name: "arithmetic in symbols", goal: "how much is (2+3)*4", tools: catalogue,
+			steps: []step{{"step-1", "how much is (2+3)*4", "calculator", nil}}},
+		{name: "time words without numbers stay with current_time", goal: "What time is it in Tokyo at times like these?", tools: catalogue,
+			steps: []step{{"step-1", "What time is it in Tokyo at times like these?", "current_time", nil}}},
 		{name: "stemmed match", goal: "calculate 17 * 23", taskType: "TASK_TYPE_ACTION", tools: catalogue,
 			steps: []step{{"step-1", "calculate 17 * 23", "calculator", nil}}},
 		{name: "then and and then", goal: "Search the knowledge base for the refund policy, then calculate 15% of 80 and then email the summary to Ann.",
@@ -83,7 +89,7 @@ func TestGeneratedPlans(t *testing.T) {
 		{name: "numbered and bulleted lines", goal: "1. look up the holiday policy in the knowledge base\n2) work out 3 * 7\n- tell me the date",
 			tools: catalogue, steps: []step{
 				{"step-1", "look up the holiday policy in the knowledge base", "knowledge_search", nil},
-				{"step-2", "work out 3 * 7", "", []string{"step-1"}},
+				{"step-2", "work out 3 * 7", "calculator", []string{"step-1"}},
 				{"step-3", "tell me the date", "current_time", []string{"step-2"}},
 			}},
 		{name: "name beats description", goal: "weather in Paris", tools: []*typev1.Tool{
