@@ -90,6 +90,9 @@ type Defaults struct {
 	ApprovalTimeoutMS int64 `yaml:"approval_timeout_ms"`
 	// ToolTransport is native, xml-final or xml; empty means native.
 	ToolTransport string `yaml:"tool_transport"`
+	// CacheResponses asks the generation stage for its response cache (seed 002 §8): an
+	// identical request is answered from the cache, without streaming.
+	CacheResponses bool `yaml:"cache_responses"`
 	// CycleForbid lists forbidden consecutive tool pairs [from, to].
 	CycleForbid [][2]string `yaml:"cycle_forbid"`
 }
@@ -98,8 +101,8 @@ type Defaults struct {
 type Provider struct {
 	// Type is openai, anthropic or rules (the built-in deterministic test provider).
 	Type string `yaml:"type"`
-	// BaseURL is the API's base URL. Required for anthropic; for openai an empty value
-	// becomes DefaultOpenAIBaseURL when loading.
+	// BaseURL is the API's base URL; empty becomes DefaultOpenAIBaseURL or
+	// DefaultAnthropicBaseURL when loading.
 	BaseURL string `yaml:"base_url,omitempty"`
 	// APIKey authenticates requests; usually "${SOME_API_KEY}".
 	APIKey string `yaml:"api_key,omitempty"`

@@ -1,7 +1,10 @@
 package config
 
-// DefaultOpenAIBaseURL is the base URL of openai providers that do not set one.
-const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+// Base URLs of providers that do not set one.
+const (
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1"
+	DefaultAnthropicBaseURL = "https://api.anthropic.com/v1"
+)
 
 // DefaultQueue is the queue tools run on when they name none; it always exists.
 const DefaultQueue = "default"
@@ -46,14 +49,18 @@ func Default() *Config {
 	}
 }
 
-// fillDefaults sets the values that depend on other values: the openai base URL and the
+// fillDefaults sets the values that depend on other values: the providers' base URLs and the
 // default queue.
 func (c *Config) fillDefaults() {
 	for name, p := range c.Providers {
-		if p.Type == "openai" && p.BaseURL == "" {
+		switch {
+		case p.BaseURL != "":
+		case p.Type == ProviderOpenAI:
 			p.BaseURL = DefaultOpenAIBaseURL
-			c.Providers[name] = p
+		case p.Type == ProviderAnthropic:
+			p.BaseURL = DefaultAnthropicBaseURL
 		}
+		c.Providers[name] = p
 	}
 	if _, ok := c.Queues[DefaultQueue]; !ok {
 		if c.Queues == nil {

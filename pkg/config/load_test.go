@@ -29,6 +29,7 @@ func TestDefaultsWithoutFiles(t *testing.T) {
 		{"context_window", d.ContextWindow, int64(131072)},
 		{"approval_timeout_ms", d.ApprovalTimeoutMS, int64(300000)},
 		{"tool_transport", d.ToolTransport, "native"},
+		{"cache_responses", d.CacheResponses, false},
 		{"rules provider", cfg.Providers["rules"].Type, "rules"},
 		{"targets", cfg.Targets, []Target{{Provider: "rules", Model: "rules-v1"}}},
 		{"default queue", cfg.Queues[DefaultQueue].Concurrent, 8},
@@ -181,10 +182,13 @@ providers:
 	}
 }
 
-func TestOpenAIBaseURLDefault(t *testing.T) {
-	layers := writeLayers(t, map[string]layerFiles{"project": {yaml: "providers:\n  oa: {type: openai}\n"}})
-	if got := mustLoad(t, layers).Providers["oa"].BaseURL; got != DefaultOpenAIBaseURL {
-		t.Errorf("openai base_url = %q, want %q", got, DefaultOpenAIBaseURL)
+func TestProviderBaseURLDefaults(t *testing.T) {
+	layers := writeLayers(t, map[string]layerFiles{"project": {yaml: "providers:\n  oa: {type: openai}\n  an: {type: anthropic}\n  own: {type: openai, base_url: \"http://127.0.0.1:8080/v1\"}\n"}})
+	cfg := mustLoad(t, layers)
+	for name, want := range map[string]string{"oa": DefaultOpenAIBaseURL, "an": DefaultAnthropicBaseURL, "own": "http://127.0.0.1:8080/v1"} {
+		if got := cfg.Providers[name].BaseURL; got != want {
+			t.Errorf("%s base_url = %q, want %q", name, got, want)
+		}
 	}
 }
 

@@ -121,11 +121,7 @@ func (c *Config) validateProviders(p *problems) {
 		pr := c.Providers[name]
 		key := "providers." + name
 		switch pr.Type {
-		case ProviderOpenAI, ProviderRules:
-		case ProviderAnthropic:
-			if pr.BaseURL == "" {
-				p.addf("%s.base_url: an anthropic provider needs a base_url (e.g. https://api.anthropic.com/v1)", key)
-			}
+		case ProviderOpenAI, ProviderRules, ProviderAnthropic:
 		case "":
 			p.addf("%s.type: must be set (openai, anthropic or rules)", key)
 		default:

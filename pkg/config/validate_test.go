@@ -19,8 +19,6 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"unknown provider type", func(c *Config) { c.Providers["x"] = Provider{Type: "gemini"} },
 			`providers.x.type: unknown provider type "gemini"`},
 		{"provider without type", func(c *Config) { c.Providers["x"] = Provider{} }, "providers.x.type: must be set"},
-		{"anthropic without base_url", func(c *Config) { c.Providers["claude"] = Provider{Type: "anthropic"} },
-			"providers.claude.base_url: an anthropic provider needs a base_url"},
 		{"base_url not http", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", BaseURL: "localhost:8080"} },
 			`providers.oa.base_url: "localhost:8080" is not an absolute http(s) URL`},
 		{"negative provider timeout", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", TimeoutMS: -1} },
