@@ -102,6 +102,13 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 		if f := ev.GetRunFinished(); f != nil {
 			result = f.GetResult()
 		}
+		if a := ev.GetApprovalRequested(); a != nil {
+			for _, c := range a.GetPendingAction().GetToolCalls() {
+				fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
+					ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
+			}
+			return nil
+		}
 	}
 	if result == nil {
 		return exitcode.Wrap(exitcode.Failed, errors.New("the run stream ended without run_finished"))

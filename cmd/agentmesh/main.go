@@ -26,6 +26,8 @@ usage:
   agentmesh get [--addr ADDR] RUN_ID              print a finished run's result as JSON
   agentmesh watch [--addr ADDR] [--from SEQ] RUN_ID
                                                    follow a run's events
+  agentmesh approve [--addr ADDR] [--reject | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
+                                                   decide a tool call waiting for approval
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]
                                                    check a run's hash-chained transcript
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = getCommand(ctx, args[1:], stdout)
 	case "watch":
 		err = watchCommand(ctx, args[1:], stderr)
+	case "approve":
+		err = approveCommand(ctx, args[1:], stdout)
 	case "cancel":
 		err = cancelCommand(ctx, args[1:], stdout)
 	case "transcript":

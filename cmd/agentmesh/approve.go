@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// approveCommand resolves a paused tool call: approve (default), --reject or --modify JSON.
+func approveCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
+	addr := fs.String("addr", defaultAddr(), "orchestrator address")
+	reject := fs.Bool("reject", false, "reject the call (the model is told)")
+	modify := fs.String("modify", "", "run the call with these JSON arguments instead")
+	feedback := fs.String("feedback", "", "your reason, shown to the model")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("approve takes a run id and a call id"))
+	}
+	req := &agentv1.ResolveApprovalRequest{RunId: fs.Arg(0), CallId: fs.Arg(1), Feedback: *feedback,
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
+	switch {
+	case *reject && *modify != "":
+		return exitcode.Wrap(exitcode.Invalid, errors.New("approve takes --reject or --modify, not both"))
+	case *reject:
+		req.Decision = agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT
+	case *modify != "":
+		req.Decision = agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY
+		req.ModifiedArguments = &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(*modify), req.ModifiedArguments); err != nil {
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--modify is not a JSON object: %w", err))
+		}
+	}
+	client, closeConn, err := connect(*addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	resp, err := client.ResolveApproval(ctx, req)
+	if err != nil {
+		return rpcError(*addr, err)
+	}
+	if resp.GetResumed() {
+		fmt.Fprintf(stdout, "run %s resumed; follow it with: agentmesh watch %s\n", resp.GetRunId(), resp.GetRunId())
+	} else {
+		fmt.Fprintf(stdout, "recorded; still waiting for: %v\n", resp.GetPendingCallIds())
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+)
+
+// TestApproveFromTheCLI: run pauses for approval, approve resumes it, watch follows it to the end.
+func TestApproveFromTheCLI(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	m, err := mesh.Start(t.Context(), mesh.Options{Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	addr := m.Addr(mesh.Orchestrator)
+	cli := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), args, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+
+	code, out, errOut := cli("run", "--addr", addr, "What is 6 times 7?")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errOut)
+	}
+	m1 := regexp.MustCompile(`run (\S+) is waiting for approval of call (\S+) \(calculator\): agentmesh approve`).FindStringSubmatch(out)
+	if m1 == nil {
+		t.Fatalf("run output does not say it waits for approval:\n%s", out)
+	}
+	runID, callID := m1[1], m1[2]
+	if code, _, errOut := cli("approve", "--addr", addr, "--reject", "--modify", "{}", runID, callID); code != 4 || !strings.Contains(errOut, "not both") {
+		t.Errorf("approve --reject --modify: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := cli("approve", "--addr", addr, "--modify", `{"expression":"2*21"}`, runID, callID); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := cli("watch", "--addr", addr, runID); code != 0 || !strings.Contains(errOut, "← calculator: [arguments modified by the user") {
+		t.Fatalf("watch: exit %d\n%s", code, errOut)
+	}
+	if code, out, _ := cli("get", "--addr", addr, runID); code != 0 || !strings.Contains(out, "OUTCOME_COMPLETED_WITH_TOOLS") {
+		t.Errorf("get: exit %d\n%s", code, out)
+	}
+	if code, _, _ := cli("transcript", "verify", "--addr", addr, runID); code != 0 {
+		t.Errorf("transcript verify: exit %d", code)
+	}
+	if code, _, errOut := cli("approve", "--addr", addr, runID, callID); code != 1 || !strings.Contains(errOut, "not live") {
+		t.Errorf("approving a finished run: exit %d %s", code, errOut)
+	}
+}
