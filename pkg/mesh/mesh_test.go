@@ -312,7 +312,7 @@ func TestToolRunSpansEveryService(t *testing.T) {
 		spans = append(spans, s.Name())
 		m := map[string]string{}
 		for _, kv := range s.Attributes() {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		attrs[s.Name()] = m
 	}
