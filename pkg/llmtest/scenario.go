@@ -64,6 +64,12 @@ type Turn struct {
 	RetryAfterMS int `yaml:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
 	// Expect checks what the request of this turn carried; mismatches are recorded as errors.
 	Expect *Expect `yaml:"expect,omitempty" json:"expect,omitempty"`
+	// Respond, when set, writes the answer from the request, for answers that depend on what
+	// the request carries (e.g. a nonce it announces, or a notice sent with a retry): its
+	// Content, Reasoning, ToolCalls, FinishReason and Usage are the answer, in place of this
+	// turn's. attempt counts the requests of this turn from 1. Injected failures still come
+	// first. It cannot be written in YAML.
+	Respond func(req Request, attempt int) Turn `yaml:"-" json:"-"`
 }
 
 // ToolCall is a scripted tool call.

@@ -186,6 +186,9 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 		s.fail(w, r, req, turn, api)
 		return
 	}
+	if turn.Respond != nil {
+		turn = turn.Respond(req, attempt)
+	}
 	a := answer{created: time.Now().Unix(), model: req.Model, turn: n, t: turn}
 	switch {
 	case api == anthropicAPI:
