@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
@@ -115,6 +116,9 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		contract: contract, chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)),
 		stream: s.publisher.Run(runID), usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema,
 		changed: make(chan struct{}), counter: tokens.ForModel(firstModel(contract)),
+	}
+	if mode := transportMode(contract); mode != xmltransport.ModeNative {
+		r.xml = xmltransport.NewSession(mode) // the nonce is fixed for the run; slots continue across turns
 	}
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
 	r.conversation = append(r.conversation, req.GetHistory()...)

@@ -117,13 +117,14 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	return nil
 }
 
-// finalAnswer is the turn's final report: an accepted final_report call, or a text answer
-// with no tool calls (for json output it must be a JSON object matching the schema).
+// finalAnswer is the turn's final report: an accepted final_report call or XML final slot,
+// or a text answer with no tool calls and no transport tags (for json output it must be a
+// JSON object matching the schema).
 func (r *run) finalAnswer(t *turnState) (*report, error) {
 	if t.report != nil || t.reportErr != nil {
 		return t.report, t.reportErr
 	}
-	if t.answer == nil || len(t.answer.GetToolCalls()) > 0 || t.answer.GetContent() == "" {
+	if t.answer == nil || len(t.answer.GetToolCalls()) > 0 || t.answer.GetContent() == "" || usedTags(t.xml) {
 		return nil, nil
 	}
 	return reportFromText(r.contract, r.outputSchema, t.answer.GetContent())

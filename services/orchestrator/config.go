@@ -28,6 +28,7 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	c.StrictMode = d.StrictMode
 	c.MaxFormatRetries = d.MaxFormatRetries
 	c.ApprovalTimeoutMs = d.ApprovalTimeoutMS
+	c.CacheResponses = d.CacheResponses
 	switch d.ToolTransport {
 	case "xml-final":
 		c.ToolTransport = typev1.ToolTransport_TOOL_TRANSPORT_XML_FINAL

@@ -71,6 +71,9 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	if o.StrictMode != nil {
 		c.StrictMode = o.GetStrictMode()
 	}
+	if o.CacheResponses != nil {
+		c.CacheResponses = o.GetCacheResponses()
+	}
 	if o.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
 		c.ToolPolicy = o.GetToolPolicy()
 	}

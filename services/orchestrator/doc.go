@@ -7,4 +7,14 @@
 // transcript entry and gets a span; every turn ends in COMMIT, which evaluates the transition
 // predicates in the Monolith order (interrupt/timeout → budgets → policy → context →
 // success → continue); TERMINATE happens exactly once and publishes run_finished last.
+//
+// The contract's tool_transport selects how tool calls travel (seed 000 §11): native provider
+// tool calls; xml-final, where tools stay native but the final report is written in the XML
+// final slot; or xml, where provider tool definitions are withheld and every tool is called
+// in a numbered XML slot. In the XML modes a run holds one xmltransport.Session (a nonce fixed
+// for the run, slots continuing across turns); each attempt ends with the ephemeral XML-NEXT
+// message, the answer's valid tags become tool calls that share the native validation,
+// approval, execution, observation and budgets, and their results return as the XML-PAST user
+// message. With cache_responses the attempts are not streamed and may be answered from the
+// generation stage's response cache (seed 002 §8); a cached answer emits no llm_delta.
 package orchestrator

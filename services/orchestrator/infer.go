@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
@@ -13,6 +14,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -54,6 +56,9 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 			}
 			guard = resp.GetGuard()
 			guard.Reason = "after restricting the tools to " + FinalReportTool
+			if r.xml != nil {
+				guard.Reason = "after restricting the turn to the XML final slot"
+			}
 			r.emitGuard(ctx, guard)
 		}
 		if guard.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW || (r.forcedFinal && guard.GetLimit() > 0 && guard.GetProjected() > guard.GetLimit()) {
@@ -157,12 +162,12 @@ func (r *run) currentStep() *typev1.Step {
 }
 
 // infer makes up to max_retries LLM attempts, cycling over the targets (seed 000 §3), with the
-// recovery stage deciding after each failure. The answer is appended to the conversation.
-func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*typev1.Tool) (*typev1.Message, *ending) {
-	var (
-		answer *typev1.Message
-		end    *ending
-	)
+// recovery stage deciding after each failure. The answer is appended to the conversation and
+// set as t.answer. In the XML modes every attempt ends with the turn's ephemeral XML-NEXT
+// message, and the answer's tags are parsed into t.xml; a final report cut off by the output
+// token limit is retried like an empty answer.
+func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*typev1.Tool, t *turnState) *ending {
+	var end *ending
 	st := typev1.RunState_RUN_STATE_INFER
 	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
 		targets := r.contract.GetTargets()
@@ -170,17 +175,24 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			notice  *typev1.Message
 			lastErr *stageerr.Error
 			next    *typev1.Target
+			cutOff  string // the stop reason that cut the last attempt's final report off
 		)
+		xmlNext := r.xmlNext(tools)
 		for attempt := 1; attempt <= int(r.contract.GetMaxRetries()); attempt++ {
 			target := targets[(attempt-1)%len(targets)]
 			if next != nil {
 				target, next = next, nil
 			}
 			send := messages
-			if notice != nil {
-				send = append(append([]*typev1.Message{}, messages...), notice)
+			if notice != nil || xmlNext != nil {
+				send = slices.Clone(messages)
+				for _, m := range []*typev1.Message{notice, xmlNext} {
+					if m != nil {
+						send = append(send, m)
+					}
+				}
 			}
-			resp, err := r.generate(ctx, attempt, target, send, tools)
+			resp, err := r.generate(ctx, attempt, target, send, r.providerTools(tools))
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, nil, "interrupted: " + context.Cause(ctx).Error()
@@ -207,27 +219,45 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
 				// Seed 000: not added to the conversation; one ephemeral notice; counts as an attempt.
 				notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: EmptyResponseNotice}
-				lastErr = nil
+				lastErr, cutOff = nil, ""
 				continue
 			}
-			answer = &typev1.Message{
+			detail := fmt.Sprintf("attempt %d: %s/%s answered (%s)", attempt, resp.GetProvider(), resp.GetModel(), resp.GetAdapterStatus())
+			if r.xml != nil {
+				res := r.readXML(resp.GetContent(), resp.GetStopReason(), t.finalTurn)
+				if res.Incomplete {
+					// Seed 000 §11: a final report cut off by the token limit is retried.
+					notice = r.incompleteNotice(resp.GetStopReason())
+					lastErr, cutOff = nil, resp.GetStopReason()
+					continue
+				}
+				r.xml.NextSlot = res.NextSlot
+				t.xml = &res
+				for _, w := range res.Warnings {
+					detail += "; " + w
+				}
+			}
+			t.answer = &typev1.Message{
 				Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(),
 				ToolCalls: resp.GetToolCalls(), ReasoningState: resp.GetReasoningState(),
 			}
-			r.conversation = append(r.conversation, answer)
-			return nil, resp, fmt.Sprintf("attempt %d: %s/%s answered (%s)", attempt, resp.GetProvider(), resp.GetModel(), resp.GetAdapterStatus())
+			r.conversation = append(r.conversation, t.answer)
+			return nil, resp, detail
 		}
 		if lastErr != nil {
 			end = providerEnding(lastErr)
 			end.retryable = true
 			return nil, nil, "attempts exhausted: " + lastErr.Error()
 		}
-		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure,
-			"the model returned only empty responses")
+		reason := "the model returned only empty responses"
+		if cutOff != "" {
+			reason = "the final report was cut off before its closing tag (stop reason " + cutOff + ") in the last attempt"
+		}
+		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, reason)
 		end.retryable = true
 		return nil, nil, end.reason
 	})
-	return answer, end
+	return end
 }
 
 // providerEnding is the FAILED_PROVIDER ending of a generation failure, with the canned
@@ -239,8 +269,10 @@ func providerEnding(se *stageerr.Error) *ending {
 	return e
 }
 
-// generate makes one streamed LLM attempt: deltas become llm_delta events, and the attempt
-// is accounted and announced as llm_response whether it succeeds or fails.
+// generate makes one LLM attempt: streamed, with deltas as llm_delta events, or, when the
+// contract asks for the response cache, not streamed (the generation stage caches
+// non-streamed answers, seed 002 §8, so a cached answer emits no llm_delta). The attempt is
+// accounted and announced as llm_response whether it succeeds or fails.
 func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, messages []*typev1.Message, tools []*typev1.Tool) (*generationv1.GenerateResponse, error) {
 	start := time.Now()
 	req := &generationv1.GenerateRequest{
@@ -251,14 +283,23 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		Sampling:     &generationv1.Sampling{MaxOutputTokens: r.contract.GetMaxOutputTokens()},
 		StrictMode:   r.contract.GetStrictMode(),
 		OutputFormat: r.contract.GetOutputFormat(),
+		UseCache:     r.contract.GetCacheResponses(),
 	}
 	if len(tools) > 0 {
 		req.ToolChoice = "auto"
 	}
-	resp, err := r.streamGenerate(ctx, req)
+	var (
+		resp *generationv1.GenerateResponse
+		err  error
+	)
+	if req.GetUseCache() {
+		resp, err = r.svc.peers.Generation.Generate(ctx, req)
+	} else {
+		resp, err = r.streamGenerate(ctx, req)
+	}
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),
-		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: msSince(start), Source: "native",
+		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: msSince(start), Source: sourceNative,
 	}
 	ev := &eventv1.LlmResponse{Turn: r.turns, Attempt: int32(attempt), Provider: target.GetProvider(), Model: target.GetModel()}
 	if err != nil {
@@ -277,10 +318,27 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	return resp, err
 }
 
+// streamGenerate makes a streamed attempt. In the XML modes the content deltas pass through
+// the transport's stream buffer: text goes out at once, a transport tag only once it is
+// complete (seed 000 §11, Streaming).
 func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
 	stream, err := r.svc.peers.Generation.GenerateStream(ctx, &generationv1.GenerateStreamRequest{Request: req})
 	if err != nil {
 		return nil, err
+	}
+	var tags *xmltransport.Stream
+	if r.xml != nil {
+		tags = xmltransport.NewStream(r.xml.Nonce)
+	}
+	delta := func(content, reasoning string) {
+		if content != "" || reasoning != "" {
+			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: r.turns, Content: content, Reasoning: reasoning}}})
+		}
+	}
+	content := func(pieces []xmltransport.Piece) {
+		for _, p := range pieces {
+			delta(p.Text, "")
+		}
 	}
 	for {
 		chunk, err := stream.Recv()
@@ -291,13 +349,22 @@ func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequ
 			return nil, err
 		}
 		if d := chunk.GetDelta(); d != nil {
-			if d.GetContent() == "" && d.GetReasoning() == "" {
-				continue // a tool-call fragment: the calls are announced complete in llm_response
+			// A delta without content or reasoning is a tool-call fragment: the calls are
+			// announced complete in llm_response.
+			if tags == nil {
+				delta(d.GetContent(), d.GetReasoning())
+				continue
 			}
-			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: r.turns, Content: d.GetContent(), Reasoning: d.GetReasoning()}}})
+			delta("", d.GetReasoning())
+			if d.GetContent() != "" {
+				content(tags.Write(d.GetContent()))
+			}
 			continue
 		}
 		if f := chunk.GetFinal(); f != nil {
+			if tags != nil {
+				content(tags.Flush())
+			}
 			return f, nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -103,7 +104,9 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 		draft.ToolPolicy = policy
 		r.contract = seal(draft, contractHash(r.contract))
 		r.offered = offeredTools(r.contract, r.available)
-		r.reportTool = finalReportTool(r.contract, r.req.GetOutputSchema())
+		if r.xml == nil {
+			r.reportTool = finalReportTool(r.contract, r.req.GetOutputSchema())
+		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_IntentParsed{IntentParsed: &eventv1.IntentParsed{
 			Goal: resp.GetGoal(), Constraints: resp.GetConstraints(),
 			TaskType: taskTypeName(resp.GetTaskType()), ToolPolicy: policy,
@@ -180,10 +183,10 @@ func (r *run) turn(ctx context.Context) *ending {
 	messages, tools, end := r.assemble(stepCtx)
 	t.finalTurn = r.forcedFinal || r.collapsed
 	if end == nil {
-		t.answer, end = r.infer(stepCtx, messages, tools)
+		end = r.infer(stepCtx, messages, tools, &t)
 	}
 	if end == nil && t.answer != nil {
-		plan = r.validateCalls(stepCtx, t.answer.GetToolCalls(), &t)
+		plan = r.validateCalls(stepCtx, &t)
 	}
 	if end == nil && stepCtx.Err() == nil && slices.ContainsFunc(plan, func(p plannedCall) bool { return p.refusal == "" && p.needsApproval }) {
 		cancel()
@@ -202,19 +205,25 @@ type turnState struct {
 	cycle           string
 	budgetExhausted bool // the run's tool call budget ran out
 	malformed       int  // calls whose arguments were not valid JSON
-	finalTurn       bool // the request offered only final_report
+	finalTurn       bool // the request offered only final_report (or the XML final slot)
 	report          *report
-	reportErr       error // why a final report was refused
+	reportErr       error                // why a final report was refused
+	xml             *xmltransport.Result // the answer's transport tags (XML modes)
 }
 
-// turnTools are the tools offered on the coming request: the run's tools (and final_report
-// for json output), or only final_report once the run is in its final turn (seed 000 §2).
+// turnTools are the tools of the coming request: the run's tools (and final_report for json
+// output), or only final_report once the run is in its final turn (seed 000 §2). In the XML
+// modes the final report is the XML final slot, so a final turn has no tools. In xml mode
+// the tools are listed in XML-NEXT instead of being sent to the provider (providerTools).
 func (r *run) turnTools() []*typev1.Tool {
 	if r.forcedFinal || r.collapsed {
+		if r.xml != nil {
+			return nil
+		}
 		return []*typev1.Tool{r.reportTool}
 	}
 	tools := slices.Clone(r.offered)
-	if r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
+	if r.reportTool != nil && r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
 		tools = append(tools, r.reportTool)
 	}
 	return tools

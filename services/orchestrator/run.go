@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -41,9 +42,11 @@ type run struct {
 	stream   *events.RunStream
 
 	goal         string
-	available    []*typev1.Tool // every tool the action service offers
-	offered      []*typev1.Tool // tools this run may use
-	reportTool   *typev1.Tool   // final_report, offered for json output
+	available    []*typev1.Tool         // every tool the action service offers
+	offered      []*typev1.Tool         // tools this run may use
+	reportTool   *typev1.Tool           // final_report, offered for json output (native mode only)
+	xml          *xmltransport.Session  // the XML tool transport; nil in native mode
+	xmlIgnored   []xmltransport.Ignored // tags of the last answer that were ignored, told to the model next turn
 	outputSchema *jsonschema.Schema
 	plan         []*typev1.Step
 	conversation []*typev1.Message

@@ -13,39 +13,66 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
+// askedCall is a tool call the model asked for, as a native tool call or in an XML slot.
+type askedCall struct {
+	call *typev1.ToolCall
+	xml  bool
+}
+
 // plannedCall is a tool call after VALIDATE_CALLS: it runs, or is refused with a reason.
 type plannedCall struct {
 	call          *typev1.ToolCall
+	xml           bool // written in an XML slot: answered in the XML-PAST message
 	refusal       string
 	needsApproval bool
 	approval      *actionv1.Approval // the recorded approval it runs with
 	note          string             // prefixed to its observation (modified arguments)
 }
 
-// validateCalls checks the model's tool calls against policy and budgets. A call that will not
-// run gets a refusal, answered with a "(tool failed: …)" tool message in call order, so the
+// validateCalls checks the model's tool calls, native and XML, against policy and budgets,
+// and takes the final report of the XML final slot. A call that will not run gets a refusal,
+// answered with a "(tool failed: …)" tool message (or XML-PAST entry) in call order, so the
 // model sees why and the conversation stays well-formed.
-func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *turnState) []plannedCall {
+func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 	var (
 		plan  []plannedCall
 		valid []*typev1.ToolCall
 	)
+	asked, notes := r.askedCalls(t)
+	calls := make([]*typev1.ToolCall, len(asked))
+	for i, a := range asked {
+		calls[i] = a.call
+	}
 	st := typev1.RunState_RUN_STATE_VALIDATE_CALLS
 	r.step(ctx, st, r.stepID(st), func(context.Context) (proto.Message, proto.Message, string) {
-		t.attempted = len(calls)
-		if len(calls) == 0 {
-			return nil, nil, "no tool calls"
+		t.attempted = len(asked)
+		var finalRefusal *plannedCall
+		if t.xml != nil && t.xml.Final != nil {
+			var note string
+			finalRefusal, note = r.takeXMLReport(t.xml.Final, t)
+			notes = append(notes, "final report in "+t.xml.Final.Slot+" "+acceptance(finalRefusal == nil))
+			if note != "" {
+				notes = append(notes, note)
+			}
+		}
+		if len(asked) == 0 {
+			if finalRefusal != nil {
+				plan = append(plan, *finalRefusal)
+			}
+			return nil, nil, withNotes("no tool calls", notes)
 		}
 		c := r.contract
 		prev := r.lastTool
 		var refused []string
 		n := 0 // tool calls counted against the per-turn limit
-		for _, call := range calls {
-			if call.GetName() == FinalReportTool && r.reportTool != nil {
+		for _, a := range asked {
+			call := a.call
+			if call.GetName() == FinalReportTool && r.reportTool != nil && !a.xml {
 				if refusal := r.takeReport(call, t); refusal != "" {
 					plan = append(plan, plannedCall{call: call, refusal: refusal})
 				}
@@ -72,20 +99,55 @@ func (r *run) validateCalls(ctx context.Context, calls []*typev1.ToolCall, t *tu
 				why = "the tool sequence " + t.cycle + " is forbidden by the contract"
 			default:
 				valid = append(valid, call)
-				plan = append(plan, plannedCall{call: call, needsApproval: r.requiresApproval(call.GetName())})
+				plan = append(plan, plannedCall{call: call, xml: a.xml, needsApproval: r.requiresApproval(call.GetName())})
 				prev = call.GetName()
 				continue
 			}
 			refused = append(refused, call.GetName()+": "+why)
-			plan = append(plan, plannedCall{call: call, refusal: "(tool failed: " + why + ")"})
+			plan = append(plan, plannedCall{call: call, xml: a.xml, refusal: "(tool failed: " + why + ")"})
+		}
+		if finalRefusal != nil {
+			plan = append(plan, *finalRefusal)
 		}
 		detail := fmt.Sprintf("%d of %d calls valid", len(valid), len(calls))
 		if len(refused) > 0 {
 			detail += "; refused " + strings.Join(refused, "; ")
 		}
-		return &typev1.Message{ToolCalls: calls}, &typev1.Message{ToolCalls: valid}, detail
+		return &typev1.Message{ToolCalls: calls}, &typev1.Message{ToolCalls: valid}, withNotes(detail, notes)
 	})
 	return plan
+}
+
+// askedCalls are the tool calls of the turn's answer, native ones first, then those of the
+// XML slots, with the transcript notes of its transport tags. The ignored tags are kept to be
+// told to the model on the next turn.
+func (r *run) askedCalls(t *turnState) ([]askedCall, []string) {
+	asked := make([]askedCall, 0, len(t.answer.GetToolCalls()))
+	for _, call := range t.answer.GetToolCalls() {
+		asked = append(asked, askedCall{call: call})
+	}
+	if t.xml == nil {
+		return asked, nil
+	}
+	xmlCalls, notes := r.xmlCalls(t.xml)
+	r.xmlIgnored = t.xml.Ignored
+	return append(asked, xmlCalls...), append(notes, xmlNotes(t.xml)...)
+}
+
+// withNotes appends transcript notes to a step's detail.
+func withNotes(detail string, notes []string) string {
+	if len(notes) == 0 {
+		return detail
+	}
+	return detail + "; " + strings.Join(notes, "; ")
+}
+
+// acceptance names a final report's fate in the transcript.
+func acceptance(accepted bool) string {
+	if accepted {
+		return "accepted"
+	}
+	return "refused"
 }
 
 // contextBudgetStub replaces a tool result that would overflow the context window (seed 000).
@@ -112,35 +174,53 @@ func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
 	})
 }
 
-// answerCall appends the tool message answering call.
-func (r *run) answerCall(call *typev1.ToolCall, content string) {
-	r.conversation = append(r.conversation, &typev1.Message{
-		Role: typev1.Role_ROLE_TOOL, Content: content, ToolCallId: call.GetId(), Name: call.GetName(),
-	})
-}
-
 // executeCalls answers the planned calls in order (Monolith: sequential, deterministic): a
 // refused call with its refusal, a valid one as an EXECUTE state followed by an OBSERVE state.
+// Native calls are answered with tool messages; calls written in XML slots with one user
+// message, the turn's XML-PAST, that grows with each response (so the context guard counts
+// it).
 func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
+	var (
+		past    []xmltransport.ToolResponse
+		pastMsg *typev1.Message
+	)
+	answer := func(p plannedCall, content string, ok bool, ms int64) {
+		if !p.xml {
+			r.conversation = append(r.conversation, &typev1.Message{
+				Role: typev1.Role_ROLE_TOOL, Content: content, ToolCallId: p.call.GetId(), Name: p.call.GetName(),
+			})
+			return
+		}
+		past = append(past, pastResponse(p.call, content, ok, ms))
+		if pastMsg == nil {
+			pastMsg = &typev1.Message{Role: typev1.Role_ROLE_USER}
+			r.conversation = append(r.conversation, pastMsg)
+		}
+		pastMsg.Content = xmltransport.RenderPast(past)
+	}
 	for _, p := range plan {
 		call := p.call
 		if p.refusal != "" {
-			r.answerCall(call, p.refusal)
+			answer(p, p.refusal, false, 0)
 			continue
 		}
 		if r.toolsClosed {
-			r.answerCall(call, "(tool failed: not run: the context window budget is exhausted)")
+			answer(p, "(tool failed: not run: the context window budget is exhausted)", false, 0)
 			continue
 		}
 		if ctx.Err() != nil {
-			r.answerCall(call, "(tool failed: interrupted)")
+			answer(p, "(tool failed: interrupted)", false, 0)
 			continue
 		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: r.turns, Call: call}}})
 		var res *actionv1.ExecuteResponse
 		st := typev1.RunState_RUN_STATE_EXECUTE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
-			res = r.callTool(ctx, call, p.approval)
+			source := sourceNative
+			if p.xml {
+				source = sourceXML
+			}
+			res = r.callTool(ctx, call, p.approval, source)
 			return call, res, call.GetName() + ": " + res.GetStatus().String()
 		})
 		r.toolCalls++
@@ -160,7 +240,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 				content = contextBudgetStub
 				r.toolsClosed, r.forcedFinal = true, true
 			}
-			r.answerCall(call, content)
+			answer(p, content, res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS && content != contextBudgetStub, res.GetExecutionTimeMs())
 			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolFinished{ToolFinished: &eventv1.ToolFinished{
 				Turn: r.turns, CallId: call.GetId(), ToolName: call.GetName(), Status: res.GetStatus(),
 				Observation: content, ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
@@ -170,10 +250,11 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 	}
 }
 
-// callTool executes one call through the action stage. A refusal (unknown tool, invalid
-// arguments, missing approval) or an unreachable action stage becomes an ERROR result the model
-// sees; the recovery stage decides whether an unreachable stage is retried.
-func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval) *actionv1.ExecuteResponse {
+// callTool executes one call through the action stage and accounts it with its source
+// (native or xml). A refusal (unknown tool, invalid arguments, missing approval) or an
+// unreachable action stage becomes an ERROR result the model sees; the recovery stage decides
+// whether an unreachable stage is retried.
+func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval, source string) *actionv1.ExecuteResponse {
 	start := time.Now()
 	timeout := time.Duration(r.contract.GetToolTimeoutMs()) * time.Millisecond
 	req := &actionv1.ExecuteRequest{
@@ -206,7 +287,7 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_TOOL, Server: res.GetServer(), Command: call.GetName(),
 		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: res.GetExecutionTimeMs(),
-		CharactersIn: int64(len(argumentsJSON(call))), CharactersOut: int64(len(res.GetResult())), Source: "native",
+		CharactersIn: int64(len(argumentsJSON(call))), CharactersOut: int64(len(res.GetResult())), Source: source,
 	}
 	if res.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS {
 		entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED

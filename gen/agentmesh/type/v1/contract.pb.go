@@ -417,8 +417,11 @@ type ExecutionContract struct {
 	OutputFormat OutputFormat `protobuf:"varint,26,opt,name=output_format,json=outputFormat,proto3,enum=agentmesh.type.v1.OutputFormat" json:"output_format,omitempty"`
 	// How long a tool call waits for approval before it counts as rejected.
 	ApprovalTimeoutMs int64 `protobuf:"varint,27,opt,name=approval_timeout_ms,json=approvalTimeoutMs,proto3" json:"approval_timeout_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Ask the generation stage for its response cache (seed 002 §8); a cached answer emits no
+	// llm_delta.
+	CacheResponses bool `protobuf:"varint,28,opt,name=cache_responses,json=cacheResponses,proto3" json:"cache_responses,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecutionContract) Reset() {
@@ -640,6 +643,13 @@ func (x *ExecutionContract) GetApprovalTimeoutMs() int64 {
 	return 0
 }
 
+func (x *ExecutionContract) GetCacheResponses() bool {
+	if x != nil {
+		return x.CacheResponses
+	}
+	return false
+}
+
 var File_agentmesh_type_v1_contract_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
@@ -650,7 +660,7 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"@\n" +
 	"\bToolPair\x12\x1b\n" +
 	"\tfrom_tool\x18\x01 \x01(\tR\bfromTool\x12\x17\n" +
-	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\x99\n" +
+	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\xc2\n" +
 	"\n" +
 	"\x11ExecutionContract\x12\x1f\n" +
 	"\vcontract_id\x18\x01 \x01(\tR\n" +
@@ -684,7 +694,8 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\atargets\x18\x18 \x03(\v2\x19.agentmesh.type.v1.TargetR\atargets\x12G\n" +
 	"\x0etool_transport\x18\x19 \x01(\x0e2 .agentmesh.type.v1.ToolTransportR\rtoolTransport\x12D\n" +
 	"\routput_format\x18\x1a \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\x12.\n" +
-	"\x13approval_timeout_ms\x18\x1b \x01(\x03R\x11approvalTimeoutMs*x\n" +
+	"\x13approval_timeout_ms\x18\x1b \x01(\x03R\x11approvalTimeoutMs\x12'\n" +
+	"\x0fcache_responses\x18\x1c \x01(\bR\x0ecacheResponses*x\n" +
 	"\n" +
 	"ToolPolicy\x12\x1b\n" +
 	"\x17TOOL_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +

@@ -1,0 +1,80 @@
+package mesh_test
+
+import (
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+)
+
+// llmEvents returns a run's llm_response events and the number of its llm_delta events.
+func (h *harness) llmEvents(t *testing.T, runID string) ([]*eventv1.LlmResponse, int) {
+	t.Helper()
+	evs, _ := h.storedEvents(t, runID)
+	var responses []*eventv1.LlmResponse
+	deltas := 0
+	for _, ev := range evs {
+		if r := ev.GetLlmResponse(); r != nil {
+			responses = append(responses, r)
+		}
+		if ev.GetLlmDelta() != nil {
+			deltas++
+		}
+	}
+	return responses, deltas
+}
+
+// TestResponseCache: with defaults.cache_responses, an identical second run is answered from
+// the generation stage's response cache (seed 002 §8): marked cached, no llm_delta, no HTTP
+// request to the provider. A run that turns the cache off streams again.
+func TestResponseCache(t *testing.T) {
+	cfg := config.Default()
+	cfg.Defaults.CacheResponses = true
+	h := start(t, cfg, llmtest.Scenario{Name: "cache", Match: "What is the capital of France?", Turns: []llmtest.Turn{
+		text("The capital of France is Paris."),
+	}})
+	req := &agentv1.RunRequest{Message: "What is the capital of France?", UserId: "carol"}
+
+	first := h.run(t, req)
+	second := h.run(t, req)
+	for i, res := range []*typev1.RunResult{first, second} {
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetFinalReport().GetContent() != "The capital of France is Paris." {
+			t.Fatalf("run %d: %s %q (%v)", i+1, res.GetOutcome(), res.GetFinalReport().GetContent(), res.GetError())
+		}
+		if !res.GetContract().GetCacheResponses() {
+			t.Errorf("run %d: contract without cache_responses", i+1)
+		}
+		checkInvariants(t, res)
+	}
+	if n := len(h.llm.Requests()); n != 1 {
+		t.Errorf("%d HTTP requests to the provider, want 1: the second run is a cache hit", n)
+	}
+	responses, deltas := h.llmEvents(t, first.GetRunId())
+	if len(responses) != 1 || responses[0].GetCached() || deltas != 0 {
+		t.Errorf("first run: llm_response %v, %d llm_delta; want one uncached response and no deltas (not streamed)", responses, deltas)
+	}
+	responses, deltas = h.llmEvents(t, second.GetRunId())
+	if len(responses) != 1 || !responses[0].GetCached() || deltas != 0 {
+		t.Errorf("second run: llm_response %v, %d llm_delta; want one cached response and no deltas", responses, deltas)
+	}
+	if got := responses[0].GetMessage().GetContent(); got != "The capital of France is Paris." {
+		t.Errorf("cached answer %q", got)
+	}
+
+	// The override turns the cache off: the run streams and asks the provider again.
+	off := false
+	third := h.run(t, &agentv1.RunRequest{Message: req.GetMessage(), UserId: "carol", Overrides: &agentv1.RunOverrides{CacheResponses: &off}})
+	if third.GetContract().GetCacheResponses() || third.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+		t.Fatalf("third run: %s, contract cache_responses %v", third.GetOutcome(), third.GetContract().GetCacheResponses())
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d HTTP requests to the provider, want 2", n)
+	}
+	responses, deltas = h.llmEvents(t, third.GetRunId())
+	if len(responses) != 1 || responses[0].GetCached() || deltas == 0 {
+		t.Errorf("third run: llm_response %v, %d llm_delta; want a streamed, uncached answer", responses, deltas)
+	}
+}
