@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -58,7 +59,7 @@ type report struct {
 
 // reportFromCall decodes and validates a final_report call. Its error says what is wrong, so
 // the model can be told.
-func reportFromCall(c *typev1.ExecutionContract, schema *jsonschema.Schema, call *typev1.ToolCall) (*report, error) {
+func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typev1.ToolCall) (*report, error) {
 	args := call.GetArguments().GetFields()
 	if call.GetArguments() == nil {
 		return nil, fmt.Errorf("the arguments are not valid JSON: %q", call.GetRawArguments())
@@ -98,7 +99,7 @@ func reportFromCall(c *typev1.ExecutionContract, schema *jsonschema.Schema, call
 
 // reportFromText accepts a plain text answer as the final report; for the json format the
 // text must be a JSON object that satisfies the output schema.
-func reportFromText(c *typev1.ExecutionContract, schema *jsonschema.Schema, text string) (*report, error) {
+func reportFromText(c *typev1.ExecutionContract, schema *outputSchema, text string) (*report, error) {
 	if c.GetOutputFormat() != typev1.OutputFormat_OUTPUT_FORMAT_JSON {
 		return &report{content: text}, nil
 	}
@@ -113,70 +114,53 @@ func reportFromText(c *typev1.ExecutionContract, schema *jsonschema.Schema, text
 	return &report{content: text, json: obj}, nil
 }
 
-// validateJSON checks value against the output schema, first decoding string fields that hold
-// stringified JSON (seed 000 §1's repair loop for content_json).
-func validateJSON(schema *jsonschema.Schema, value any) (*structpb.Struct, error) {
-	obj, ok := value.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("content_json must be a JSON object, got %T", value)
-	}
-	validate := func(v map[string]any) error {
-		if schema == nil {
-			return nil
-		}
-		return schema.Validate(v)
-	}
-	err := validate(obj)
-	if err != nil {
-		if repaired, changed := unstringify(obj); changed {
-			if validate(repaired) == nil {
-				obj, err = repaired, nil
-			}
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("content_json does not match the output schema: %v", err)
-	}
-	s, serr := structpb.NewStruct(obj)
-	if serr != nil {
-		return nil, fmt.Errorf("content_json: %v", serr)
-	}
-	return s, nil
+// outputSchema is a run's output schema, compiled once, and as decoded JSON for repairs.
+type outputSchema struct {
+	compiled *jsonschema.Schema
+	raw      map[string]any
 }
 
-// compileOutputSchema compiles a run's output schema once; nil stays nil.
-func compileOutputSchema(schema *structpb.Struct) (*jsonschema.Schema, error) {
+// compileOutputSchema compiles a run's output schema; nil stays nil.
+func compileOutputSchema(schema *structpb.Struct) (*outputSchema, error) {
 	if schema == nil {
 		return nil, nil
 	}
 	const url = "run:///output_schema.json"
+	raw := schema.AsMap()
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(url, schema.AsMap()); err != nil {
+	if err := c.AddResource(url, raw); err != nil {
 		return nil, err
 	}
-	return c.Compile(url)
+	compiled, err := c.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	return &outputSchema{compiled: compiled, raw: raw}, nil
 }
 
-// unstringify replaces string fields whose text is a JSON object or array by their value.
-func unstringify(obj map[string]any) (map[string]any, bool) {
-	out := make(map[string]any, len(obj))
-	changed := false
-	for k, v := range obj {
-		out[k] = v
-		s, ok := v.(string)
-		if !ok {
-			continue
-		}
-		s = strings.TrimSpace(s)
-		if !strings.HasPrefix(s, "{") && !strings.HasPrefix(s, "[") {
-			continue
-		}
-		var nested any
-		if json.Unmarshal([]byte(s), &nested) == nil {
-			out[k], changed = nested, true
+// validateJSON checks value against the output schema; on failure it expands fields that hold
+// stringified JSON where the schema wants an object or array (seed 000 §1's repair loop for
+// content_json) and checks again.
+func validateJSON(schema *outputSchema, value any) (*structpb.Struct, error) {
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("content_json must be a JSON object, got %T", value)
+	}
+	if schema != nil {
+		if err := schema.compiled.Validate(obj); err != nil {
+			expanded, steps := jsonrepair.ExpandNested(obj, schema.raw)
+			repaired, isObject := expanded.(map[string]any)
+			if len(steps) == 0 || !isObject || schema.compiled.Validate(repaired) != nil {
+				return nil, fmt.Errorf("content_json does not match the output schema: %v", err)
+			}
+			obj = repaired
 		}
 	}
-	return out, changed
+	s, err := structpb.NewStruct(obj)
+	if err != nil {
+		return nil, fmt.Errorf("content_json: %v", err)
+	}
+	return s, nil
 }
 
 func stripFence(s string) string {

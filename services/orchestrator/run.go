@@ -16,7 +16,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -47,7 +46,7 @@ type run struct {
 	reportTool   *typev1.Tool           // final_report, offered for json output (native mode only)
 	xml          *xmltransport.Session  // the XML tool transport; nil in native mode
 	xmlIgnored   []xmltransport.Ignored // tags of the last answer that were ignored, told to the model next turn
-	outputSchema *jsonschema.Schema
+	outputSchema *outputSchema
 	plan         []*typev1.Step
 	conversation []*typev1.Message
 	sentUpTo     int // conversation messages already sent to the model

@@ -9,7 +9,6 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -214,7 +213,7 @@ func (r *run) takeXMLReport(f *xmltransport.Final, t *turnState) (refusal *plann
 // reportFromXML is layers 2 and 3 of seed 000 §11: the raw payload of the final slot processed
 // by the expected format (json is parsed and validated against the output schema, other
 // formats keep the raw text) into a clean report; transport metadata never enters it.
-func reportFromXML(c *typev1.ExecutionContract, schema *jsonschema.Schema, payload string) (*report, error) {
+func reportFromXML(c *typev1.ExecutionContract, schema *outputSchema, payload string) (*report, error) {
 	if c.GetOutputFormat() != typev1.OutputFormat_OUTPUT_FORMAT_JSON {
 		return &report{content: payload}, nil
 	}
