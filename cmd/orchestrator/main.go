@@ -29,7 +29,8 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		svc, err := orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc, Contract: orchestrator.ContractFromConfig(cfg)})
+		svc, err := orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc,
+			Contract: orchestrator.ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives})
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}

@@ -222,4 +222,8 @@ type Tools struct {
 	RequireApproval []string `yaml:"require_approval,omitempty"`
 	// NoApproval lists tools that never need approval, even when they would by default.
 	NoApproval []string `yaml:"no_approval,omitempty"`
+	// Alternatives maps a tool to tools that can do its job: when it fails, the recovery
+	// stage may run an alternative with the same arguments (seed 003: tool error → try
+	// alternative tool), e.g. {search_web: [search_news]}.
+	Alternatives map[string][]string `yaml:"alternatives,omitempty"`
 }

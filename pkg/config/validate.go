@@ -274,4 +274,11 @@ func (c *Config) validateTools(p *problems) {
 			p.addf("tools: %q is listed in both require_approval and no_approval", tool)
 		}
 	}
+	for _, tool := range slices.Sorted(maps.Keys(c.Tools.Alternatives)) {
+		for i, alt := range c.Tools.Alternatives[tool] {
+			if alt == "" || alt == tool {
+				p.addf("tools.alternatives.%s[%d]: must name another tool", tool, i)
+			}
+		}
+	}
 }

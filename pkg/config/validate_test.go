@@ -19,6 +19,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"unknown provider type", func(c *Config) { c.Providers["x"] = Provider{Type: "gemini"} },
 			`providers.x.type: unknown provider type "gemini"`},
 		{"provider without type", func(c *Config) { c.Providers["x"] = Provider{} }, "providers.x.type: must be set"},
+		{"alternative of itself", func(c *Config) { c.Tools.Alternatives = map[string][]string{"search": {"search"}} },
+			"tools.alternatives.search[0]: must name another tool"},
 		{"base_url not http", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", BaseURL: "localhost:8080"} },
 			`providers.oa.base_url: "localhost:8080" is not an absolute http(s) URL`},
 		{"negative provider timeout", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", TimeoutMS: -1} },

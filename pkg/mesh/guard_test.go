@@ -136,3 +136,46 @@ func TestGuardUsesTheSmallestTargetWindow(t *testing.T) {
 		t.Errorf("guard limit %v", gs)
 	}
 }
+
+// TestAlternativeToolAfterAFailure: a tool that fails is replaced by its configured
+// alternative, as the recovery stage decides (seed 003: tool error → try alternative tool).
+func TestAlternativeToolAfterAFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/primary" {
+			http.Error(w, "the primary index is down", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("backup answer"))
+	}))
+	t.Cleanup(srv.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{
+		"primary_lookup": {Description: "Looks things up.", URL: srv.URL + "/primary"},
+		"backup_lookup":  {Description: "Looks things up elsewhere.", URL: srv.URL + "/backup"},
+	}
+	cfg.Tools.Alternatives = map[string][]string{"primary_lookup": {"backup_lookup"}}
+	h := start(t, cfg, llmtest.Scenario{Name: "alt", Match: "look it up", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "primary_lookup", Arguments: `{}`}}}, text("found it"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "look it up"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	got := toolMessage(t, res, 0)
+	if !strings.Contains(got, "primary_lookup failed") || !strings.Contains(got, "alternative tool backup_lookup") || !strings.HasSuffix(got, "backup answer") {
+		t.Errorf("tool message %q", got)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != "LLM:OK TOOL:FAILED TOOL:OK LLM:OK" {
+		t.Errorf("accounting %s", got)
+	}
+	evs, _ := h.storedEvents(t, res.GetRunId())
+	var decided bool
+	for _, ev := range evs {
+		if d := ev.GetRecoveryDecided(); d != nil && d.GetStage() == "action" && d.GetStrategy() == "fallback" {
+			decided = true
+		}
+	}
+	if !decided {
+		t.Error("no recovery_decided event for the failed tool")
+	}
+}

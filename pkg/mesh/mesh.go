@@ -211,6 +211,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		Peers:          peers,
 		NATS:           m.nc,
 		Contract:       orchestrator.ContractFromConfig(cfg),
+		Alternatives:   cfg.Tools.Alternatives,
 		TracerProvider: tp(Orchestrator),
 		Logger:         log.With("service", Orchestrator),
 	})

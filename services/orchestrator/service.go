@@ -67,6 +67,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Alternatives maps a tool to tools that can do its job when it fails (tools.alternatives).
+	Alternatives map[string][]string
 }
 
 // DefaultSystemPrompt opens every conversation unless Options.SystemPrompt says otherwise.
@@ -83,8 +85,10 @@ type Service struct {
 	contract  *typev1.ExecutionContract
 	prompt    string
 	tracer    trace.Tracer
-	log       *slog.Logger
-	now       func() time.Time
+	// alternatives maps a tool to the tools recovery may run when it fails.
+	alternatives map[string][]string
+	log          *slog.Logger
+	now          func() time.Time
 
 	mu          sync.Mutex
 	live        map[string]*run   // runs executing on this replica
@@ -109,15 +113,16 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		peers:       opts.Peers,
-		publisher:   pub,
-		js:          js,
-		contract:    opts.Contract,
-		prompt:      opts.SystemPrompt,
-		log:         opts.Logger,
-		now:         opts.Now,
-		live:        map[string]*run{},
-		idempotency: map[string]string{},
+		peers:        opts.Peers,
+		publisher:    pub,
+		js:           js,
+		contract:     opts.Contract,
+		prompt:       opts.SystemPrompt,
+		log:          opts.Logger,
+		now:          opts.Now,
+		live:         map[string]*run{},
+		idempotency:  map[string]string{},
+		alternatives: opts.Alternatives,
 	}
 	if s.contract == nil {
 		s.contract = DefaultContract()

@@ -213,7 +213,10 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			continue
 		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: r.turns, Call: call}}})
-		var res *actionv1.ExecuteResponse
+		var (
+			res     *actionv1.ExecuteResponse
+			altNote string
+		)
 		st := typev1.RunState_RUN_STATE_EXECUTE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
 			source := sourceNative
@@ -221,6 +224,9 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 				source = sourceXML
 			}
 			res = r.callTool(ctx, call, p.approval, source)
+			if res.GetErrorCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR {
+				res, altNote = r.tryAlternatives(ctx, call, res, source)
+			}
 			return call, res, call.GetName() + ": " + res.GetStatus().String()
 		})
 		r.toolCalls++
@@ -228,7 +234,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 		st = typev1.RunState_RUN_STATE_OBSERVE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
 			obs := r.observe(ctx, call, res)
-			content := p.note + obs.GetObservation()
+			content := p.note + altNote + obs.GetObservation()
 			if g, over := r.overflows(content); over {
 				// Seed 000 §2: the result is dropped, the model sees the stub, no new tool
 				// starts, and the next turn is the final one.
