@@ -1,6 +1,8 @@
 package mesh_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +14,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -172,6 +176,31 @@ func TestConformance(t *testing.T) {
 					t.Errorf("repaired call answered %q", got)
 				}
 			}},
+
+		{name: "000 empty response is retried with the ephemeral notice", overrides: &agentv1.RunOverrides{MaxRetries: i32(2)},
+			turns: []llmtest.Turn{{Respond: func(req llmtest.Request, attempt int) llmtest.Turn {
+				if attempt == 1 {
+					return llmtest.Turn{} // no content, no tool calls, no reasoning
+				}
+				if last := req.Messages[len(req.Messages)-1]; string(last.Content) != orchestrator.EmptyResponseNotice {
+					return llmtest.Turn{Content: "the notice was missing"}
+				}
+				return llmtest.Turn{Content: "answered after the notice"}
+			}}},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := res.GetFinalReport().GetContent(); got != "answered after the notice" {
+					t.Errorf("answer %q", got)
+				}
+				for _, m := range res.GetConversation() {
+					if m.GetContent() == orchestrator.EmptyResponseNotice {
+						t.Error("the ephemeral notice was stored in the conversation")
+					}
+				}
+			}},
+		{name: "000 only empty responses exhaust the retries", overrides: &agentv1.RunOverrides{MaxRetries: i32(2)},
+			turns:   []llmtest.Turn{{Respond: func(llmtest.Request, int) llmtest.Turn { return llmtest.Turn{} }}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, exit: "LLM_GENERATION_FAILURE", roles: "SU", accounting: "LLM:OK LLM:OK"},
 
 		// Seed 000 §5: the final report.
 		{name: "000 final_report with content_json", request: jsonRun,
@@ -375,6 +404,15 @@ func checkInvariants(t *testing.T, res *typev1.RunResult) {
 		if a.GetStatus() == typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED && a.GetError() == "" {
 			t.Errorf("failed entry without error: %v", a)
 		}
+	}
+	clone := proto.CloneOf(res.GetContract())
+	clone.ContractHash = ""
+	encoded, err := proto.MarshalOptions{Deterministic: true}.Marshal(clone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(encoded); hex.EncodeToString(sum[:]) != res.GetContract().GetContractHash() {
+		t.Errorf("contract_hash %s is not the SHA-256 of the contract's deterministic serialisation", res.GetContract().GetContractHash())
 	}
 	if err := transcript.Verify(res.GetTranscript()); err != nil {
 		t.Errorf("transcript: %v", err)

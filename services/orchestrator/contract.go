@@ -49,7 +49,7 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	}
 	o := req.GetOverrides()
 	if o == nil {
-		return c, checkContract(c)
+		return hashed(c), checkContract(c)
 	}
 	setInt32(&c.MaxTurns, o.MaxTurns)
 	setInt32(&c.MaxToolCallsPerTurn, o.MaxToolCallsPerTurn)
@@ -87,7 +87,14 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	if o.GetToolTransport() != typev1.ToolTransport_TOOL_TRANSPORT_UNSPECIFIED {
 		c.ToolTransport = o.GetToolTransport()
 	}
-	return c, checkContract(c)
+	return hashed(c), checkContract(c)
+}
+
+// hashed sets the contract's own hash: PRECHECK's transcript entries, and a run that ends
+// there, carry the pre-intent contract with its hash (it becomes the sealed contract's parent).
+func hashed(c *typev1.ExecutionContract) *typev1.ExecutionContract {
+	c.ContractHash = contractHash(c)
+	return c
 }
 
 func setInt32(dst *int32, v *int32) {
