@@ -309,22 +309,30 @@ func TestConformance(t *testing.T) {
 			if tc.request != nil {
 				tc.request(req)
 			}
-			res := h.run(t, req)
-			if res.GetOutcome() != tc.outcome || res.GetExitReason() != tc.exit {
-				t.Fatalf("outcome %s %s, want %s %s (error %v)", res.GetOutcome(), res.GetExitReason(), tc.outcome, tc.exit, res.GetError())
-			}
-			if got := roleInitials(res.GetConversation()); got != tc.roles {
-				t.Errorf("conversation %s, want %s", got, tc.roles)
-			}
-			if got := accountingSummary(res.GetAccounting()); got != tc.accounting {
-				t.Errorf("accounting %q, want %q", got, tc.accounting)
-			}
-			checkInvariants(t, res)
+			res := h.runCase(t, req, tc.outcome, tc.exit, tc.roles, tc.accounting)
 			if tc.check != nil {
 				tc.check(t, res, requestsFor(h.llm, req.GetMessage()))
 			}
 		})
 	}
+}
+
+// runCase runs req and asserts what every scenario table checks: outcome and exit reason,
+// conversation roles (initials), accounting and the invariants of every run.
+func (h *harness) runCase(t *testing.T, req *agentv1.RunRequest, outcome typev1.Outcome, exit, roles, accounting string) *typev1.RunResult {
+	t.Helper()
+	res := h.run(t, req)
+	if res.GetOutcome() != outcome || res.GetExitReason() != exit {
+		t.Fatalf("outcome %s %s, want %s %s (error %v)", res.GetOutcome(), res.GetExitReason(), outcome, exit, res.GetError())
+	}
+	if got := roleInitials(res.GetConversation()); got != roles {
+		t.Errorf("conversation %s, want %s", got, roles)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != accounting {
+		t.Errorf("accounting %q, want %q", got, accounting)
+	}
+	checkInvariants(t, res)
+	return res
 }
 
 func cannedReport(want string) func(*testing.T, *typev1.RunResult, []llmtest.Request) {

@@ -404,17 +404,7 @@ func TestXMLTransport(t *testing.T) {
 			if tc.request != nil {
 				tc.request(req)
 			}
-			res := h.run(t, req)
-			if res.GetOutcome() != tc.outcome || res.GetExitReason() != tc.exit {
-				t.Fatalf("outcome %s %s, want %s %s (error %v)", res.GetOutcome(), res.GetExitReason(), tc.outcome, tc.exit, res.GetError())
-			}
-			if got := roleInitials(res.GetConversation()); got != tc.roles {
-				t.Errorf("conversation %s, want %s", got, tc.roles)
-			}
-			if got := accountingSummary(res.GetAccounting()); got != tc.accounting {
-				t.Errorf("accounting %q, want %q", got, tc.accounting)
-			}
-			checkInvariants(t, res)
+			res := h.runCase(t, req, tc.outcome, tc.exit, tc.roles, tc.accounting)
 			if tc.check != nil {
 				tc.check(t, h, res, requestsFor(h.llm, req.GetMessage()))
 			}
