@@ -3,7 +3,6 @@ package generation_test
 import (
 	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,19 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// anthropicErrorCase is one Anthropic failure and what the caller must see.
-type anthropicErrorCase struct {
-	name       string
-	baseURL    func(t *testing.T) (url string, requests func() int)
-	stream     bool
-	edit       func(*generation.AnthropicOptions)
-	code       codes.Code
-	class      typev1.ErrorClass
-	retryable  bool
-	retryAfter time.Duration
-	requests   int // how many HTTP requests the provider must have made; 0 = not checked
-	contains   []string
-}
 
 // replyingSSE serves every request with an event stream body.
 func replyingSSE(body string) func(t *testing.T) (string, func() int) {
@@ -51,7 +37,7 @@ const streamStart = "event: message_start\ndata: {\"type\":\"message_start\",\"m
 	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
 
 func TestAnthropicErrorClasses(t *testing.T) {
-	cases := []anthropicErrorCase{
+	cases := []errorCase[generation.AnthropicOptions]{
 		{
 			name: "401 authentication_error is AUTH", baseURL: scripted(llmtest.FailAuthError, 0),
 			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH, requests: 1,
@@ -170,40 +156,7 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"invalid x-api-key [redacted]"},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			url, requests := tc.baseURL(t)
-			client := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, url, tc.edit)})
-			req := request("anthropic", "claude-test", user("hi"))
-			var err error
-			if tc.stream {
-				_, _, err = streamAll(t, client, req)
-			} else {
-				_, err = client.Generate(t.Context(), req)
-			}
-			se := stageError(t, err, tc.code)
-			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED || se.Class != tc.class || se.Stage != "generation" {
-				t.Errorf("stage error = %v/%v stage %q, want GENERATION_FAILED/%v (%q)", se.Code, se.Class, se.Stage, tc.class, se.Msg)
-			}
-			if se.Retryable() != tc.retryable {
-				t.Errorf("retryable = %v, want %v", se.Retryable(), tc.retryable)
-			}
-			if tc.retryAfter > 0 && se.RetryAfter != tc.retryAfter {
-				t.Errorf("retry after = %v, want %v", se.RetryAfter, tc.retryAfter)
-			}
-			for _, want := range tc.contains {
-				if !strings.Contains(se.Msg, want) {
-					t.Errorf("message %q lacks %q", se.Msg, want)
-				}
-			}
-			if strings.Contains(se.Msg, testAPIKey) {
-				t.Errorf("message leaks the API key: %q", se.Msg)
-			}
-			if tc.requests > 0 && requests() != tc.requests {
-				t.Errorf("HTTP requests = %d, want %d", requests(), tc.requests)
-			}
-		})
-	}
+	runErrorCases(t, "anthropic", "claude-test", anthropicAt, cases)
 }
 
 func TestAnthropicOverloadedRetriedThenAnswered(t *testing.T) {

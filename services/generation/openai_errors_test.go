@@ -16,18 +16,59 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// errorCase is one provider failure and what the caller must see.
-type errorCase struct {
+// errorCase is one provider failure and what the caller must see; O is the provider's
+// options type.
+type errorCase[O any] struct {
 	name       string
 	baseURL    func(t *testing.T) (url string, requests func() int)
 	stream     bool
-	edit       func(*generation.OpenAIOptions)
+	edit       func(*O)
 	code       codes.Code
 	class      typev1.ErrorClass
 	retryable  bool
 	retryAfter time.Duration
 	requests   int // how many HTTP requests the provider must have made; 0 = not checked
 	contains   []string
+}
+
+// runErrorCases runs each case against a provider made by newProvider at the case's URL,
+// through the gRPC service, and checks the stage error the caller sees.
+func runErrorCases[O any](t *testing.T, name, model string, newProvider func(*testing.T, string, func(*O)) generation.Provider, cases []errorCase[O]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, requests := tc.baseURL(t)
+			client := serveProviders(t, map[string]generation.Provider{name: newProvider(t, url, tc.edit)})
+			req := request(name, model, user("hi"))
+			var err error
+			if tc.stream {
+				_, _, err = streamAll(t, client, req)
+			} else {
+				_, err = client.Generate(t.Context(), req)
+			}
+			se := stageError(t, err, tc.code)
+			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED || se.Class != tc.class || se.Stage != "generation" {
+				t.Errorf("stage error = %v/%v stage %q, want GENERATION_FAILED/%v (%q)", se.Code, se.Class, se.Stage, tc.class, se.Msg)
+			}
+			if se.Retryable() != tc.retryable {
+				t.Errorf("retryable = %v, want %v", se.Retryable(), tc.retryable)
+			}
+			if tc.retryAfter > 0 && se.RetryAfter != tc.retryAfter {
+				t.Errorf("retry after = %v, want %v", se.RetryAfter, tc.retryAfter)
+			}
+			for _, want := range tc.contains {
+				if !strings.Contains(se.Msg, want) {
+					t.Errorf("message %q lacks %q", se.Msg, want)
+				}
+			}
+			if strings.Contains(se.Msg, testAPIKey) {
+				t.Errorf("message leaks the API key: %q", se.Msg)
+			}
+			if tc.requests > 0 && requests() != tc.requests {
+				t.Errorf("HTTP requests = %d, want %d", requests(), tc.requests)
+			}
+		})
+	}
 }
 
 // scripted serves a single llmtest turn that always fails with failure.
@@ -60,7 +101,7 @@ func replying(status int, headers map[string]string, body string) func(t *testin
 }
 
 func TestOpenAIErrorClasses(t *testing.T) {
-	cases := []errorCase{
+	cases := []errorCase[generation.OpenAIOptions]{
 		{
 			name: "401 is AUTH", baseURL: scripted(llmtest.FailAuthError, 0),
 			code: codes.PermissionDenied, class: typev1.ErrorClass_ERROR_CLASS_AUTH, requests: 1,
@@ -158,40 +199,7 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"bad key Bearer [redacted]"},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			url, requests := tc.baseURL(t)
-			client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, tc.edit)})
-			req := request("openai", "gpt-test", user("hi"))
-			var err error
-			if tc.stream {
-				_, _, err = streamAll(t, client, req)
-			} else {
-				_, err = client.Generate(t.Context(), req)
-			}
-			se := stageError(t, err, tc.code)
-			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED || se.Class != tc.class || se.Stage != "generation" {
-				t.Errorf("stage error = %v/%v stage %q, want GENERATION_FAILED/%v", se.Code, se.Class, se.Stage, tc.class)
-			}
-			if se.Retryable() != tc.retryable {
-				t.Errorf("retryable = %v, want %v", se.Retryable(), tc.retryable)
-			}
-			if tc.retryAfter > 0 && se.RetryAfter != tc.retryAfter {
-				t.Errorf("retry after = %v, want %v", se.RetryAfter, tc.retryAfter)
-			}
-			for _, want := range tc.contains {
-				if !strings.Contains(se.Msg, want) {
-					t.Errorf("message %q lacks %q", se.Msg, want)
-				}
-			}
-			if strings.Contains(se.Msg, testAPIKey) {
-				t.Errorf("message leaks the API key: %q", se.Msg)
-			}
-			if tc.requests > 0 && requests() != tc.requests {
-				t.Errorf("HTTP requests = %d, want %d", requests(), tc.requests)
-			}
-		})
-	}
+	runErrorCases(t, "openai", "gpt-test", openAIAt, cases)
 }
 
 func TestRetryAfterDateIsHonoured(t *testing.T) {
