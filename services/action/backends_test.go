@@ -2,6 +2,7 @@ package action_test
 
 import (
 	"context"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -214,7 +215,7 @@ func TestConfiguredBackends(t *testing.T) {
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.Execute(t.Context(), request(t, tc.tool, tc.args))
-			wantStageError(t, err, tc.grpcCode, tc.code, tc.want...)
+			grpctest.WantStageError(t, err, tc.grpcCode, tc.code, tc.want...)
 		})
 	}
 	if _, err := os.Stat(filepath.Join(root, "x")); !os.IsNotExist(err) {

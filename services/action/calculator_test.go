@@ -1,6 +1,7 @@
 package action_test
 
 import (
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"testing"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -101,7 +102,7 @@ func TestCalculatorArguments(t *testing.T) {
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.Execute(t.Context(), request(t, "calculator", tc.args))
-			wantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, tc.want...)
+			grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, tc.want...)
 		})
 	}
 }

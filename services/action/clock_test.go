@@ -1,6 +1,7 @@
 package action_test
 
 import (
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"testing"
 	"time"
 
@@ -53,6 +54,6 @@ func TestCurrentTime(t *testing.T) {
 
 	t.Run("timezone must be a string", func(t *testing.T) {
 		_, err := client.Execute(t.Context(), request(t, "current_time", map[string]any{"timezone": 2}))
-		wantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, `"timezone"`, "want string")
+		grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, `"timezone"`, "want string")
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestValidationOrder(t *testing.T) {
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.Execute(t.Context(), tc.req)
-			wantStageError(t, err, tc.grpcCode, tc.code, tc.parts...)
+			grpctest.WantStageError(t, err, tc.grpcCode, tc.code, tc.parts...)
 		})
 	}
 	if n := deleteNote.calls.Load(); n != 0 {
@@ -96,7 +97,7 @@ func TestApproval(t *testing.T) {
 	req := request(t, "delete_note", map[string]any{"id": "n1"})
 
 	_, err := client.Execute(t.Context(), req)
-	wantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "tool delete_note requires approval")
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "tool delete_note requires approval")
 	if n := deleteNote.calls.Load(); n != 0 {
 		t.Fatalf("unapproved call executed %d times", n)
 	}

@@ -233,7 +233,7 @@ func TestKnowledgeSearchFailures(t *testing.T) {
 		for _, tc := range table {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := client.Execute(t.Context(), request(t, "knowledge_search", tc.args))
-				wantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, tc.want...)
+				grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, tc.want...)
 			})
 		}
 	})

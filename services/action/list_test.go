@@ -1,6 +1,7 @@
 package action_test
 
 import (
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"slices"
 	"strings"
 	"testing"
@@ -118,7 +119,7 @@ func TestListToolsWithoutMemory(t *testing.T) {
 		t.Fatalf("tools = %v, want knowledge_search only with a memory client", names)
 	}
 	_, err = client.Execute(t.Context(), request(t, "knowledge_search", map[string]any{"query": "x"}))
-	wantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND, "knowledge_search")
+	grpctest.WantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND, "knowledge_search")
 }
 
 func TestNewRejectsBadConfiguration(t *testing.T) {

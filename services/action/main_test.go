@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/action"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -81,27 +77,6 @@ func request(t *testing.T, tool string, arguments map[string]any) *actionv1.Exec
 		ToolName:  tool,
 		Arguments: args(t, arguments),
 		UserId:    "user-1",
-	}
-}
-
-// wantStageError asserts err is a gRPC error with the given codes whose message contains
-// every one of parts.
-func wantStageError(t *testing.T, err error, grpcCode codes.Code, code typev1.StageErrorCode, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("want %v error, got success", grpcCode)
-	}
-	if got := status.Code(err); got != grpcCode {
-		t.Fatalf("grpc code = %v, want %v (%v)", got, grpcCode, err)
-	}
-	se := stageerr.FromError(err)
-	if se.Code != code {
-		t.Fatalf("stage code = %v, want %v (%v)", se.Code, code, err)
-	}
-	for _, p := range parts {
-		if !strings.Contains(se.Msg, p) {
-			t.Errorf("message %q does not contain %q", se.Msg, p)
-		}
 	}
 }
 

@@ -2,6 +2,7 @@ package assembly_test
 
 import (
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"slices"
 	"testing"
 
@@ -143,7 +144,7 @@ func TestToolPairsNeverSplit(t *testing.T) {
 			t.Errorf("messages = %v", got)
 		}
 		_, err = c.Assemble(t.Context(), &contextv1.AssembleRequest{History: h, MaxTokens: need - 1})
-		wantCode(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
+		grpctest.WantStageError(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
 			fmt.Sprintf("cannot fit the minimum context: %d tokens needed, max_tokens %d", need, need-1))
 	})
 	t.Run("orphan tool results are never kept", func(t *testing.T) {
@@ -166,7 +167,7 @@ func TestContextOverflow(t *testing.T) {
 	c := newClient(t, assembly.Options{})
 	history := []*typev1.Message{sys("S", 6), usr("U1", 16), usr("U2", 16)}
 	_, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 29})
-	wantCode(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
+	grpctest.WantStageError(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
 		"cannot fit the minimum context: 30 tokens needed, max_tokens 29")
 
 	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 30})
@@ -262,7 +263,7 @@ func TestInvalidInput(t *testing.T) {
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Assemble(t.Context(), tc.req)
-			wantCode(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
+			grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
 		})
 	}
 }

@@ -7,12 +7,9 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/assembly"
 	"go.uber.org/goleak"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,22 +56,6 @@ func labels(msgs []*typev1.Message) []string {
 		out[i] = strings.TrimRight(m.GetContent(), ".")
 	}
 	return out
-}
-
-func wantCode(t *testing.T, err error, code codes.Code, stage typev1.StageErrorCode, parts ...string) {
-	t.Helper()
-	if status.Code(err) != code {
-		t.Fatalf("code = %v (%v), want %v", status.Code(err), err, code)
-	}
-	se := stageerr.FromError(err)
-	if se.Code != stage {
-		t.Errorf("stage code = %v, want %v", se.Code, stage)
-	}
-	for _, p := range parts {
-		if !strings.Contains(se.Error(), p) {
-			t.Errorf("message %q does not mention %q", se.Error(), p)
-		}
-	}
 }
 
 // checkInvariants asserts what must hold for every assembly: within budget, token_count

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-
 // replyingSSE serves every request with an event stream body.
 func replyingSSE(body string) func(t *testing.T) (string, func() int) {
 	return replying(http.StatusOK, map[string]string{"Content-Type": "text/event-stream"}, body)

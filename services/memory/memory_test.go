@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/agentmesh/agentmesh/services/memory"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -53,23 +51,6 @@ func store(t *testing.T, c memoryv1.MemoryServiceClient, userID, collection, tex
 		t.Fatalf("store %q: %v", text, resp)
 	}
 	return resp.GetMemoryId()
-}
-
-// wantCode asserts that err is a stage error with the gRPC code, stage code and message parts.
-func wantCode(t *testing.T, err error, code codes.Code, stage typev1.StageErrorCode, parts ...string) {
-	t.Helper()
-	if status.Code(err) != code {
-		t.Fatalf("code = %v (%v), want %v", status.Code(err), err, code)
-	}
-	se := stageerr.FromError(err)
-	if se.Code != stage {
-		t.Errorf("stage code = %v, want %v", se.Code, stage)
-	}
-	for _, p := range parts {
-		if !strings.Contains(se.Error(), p) {
-			t.Errorf("message %q does not mention %q", se.Error(), p)
-		}
-	}
 }
 
 func ids(hits []*memoryv1.MemoryHit) []string {
@@ -113,7 +94,7 @@ func TestIsolation(t *testing.T) {
 	})
 	t.Run("another user's memory is not found on delete", func(t *testing.T) {
 		_, err := c.Delete(ctx, &memoryv1.DeleteRequest{UserId: "bob", MemoryId: alice})
-		wantCode(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, alice)
+		grpctest.WantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, alice)
 		resp, err := c.List(ctx, &memoryv1.ListRequest{UserId: "alice"})
 		if err != nil || len(resp.GetMemories()) != 1 {
 			t.Fatalf("alice's memory is gone after bob's delete: %v %v", resp, err)
@@ -125,7 +106,7 @@ func TestIsolation(t *testing.T) {
 			t.Fatalf("delete = %v, %v", resp, err)
 		}
 		_, err = c.Delete(ctx, &memoryv1.DeleteRequest{UserId: "alice", MemoryId: alice})
-		wantCode(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
+		grpctest.WantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
 		list, err := c.List(ctx, &memoryv1.ListRequest{UserId: "alice"})
 		if err != nil || len(list.GetMemories()) != 0 {
 			t.Errorf("alice still lists %v (%v)", list.GetMemories(), err)
@@ -138,7 +119,7 @@ func TestQuota(t *testing.T) {
 	first := store(t, c, "alice", "", "one")
 	store(t, c, "alice", "docs", "two") // the quota spans collections
 	_, err := c.Store(t.Context(), &memoryv1.StoreRequest{UserId: "alice", Content: user("three")})
-	wantCode(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL, `user "alice" has 2 of 2 memories`)
+	grpctest.WantStageError(t, err, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL, `user "alice" has 2 of 2 memories`)
 
 	store(t, c, "bob", "", "bob's quota is his own")
 	if _, err := c.Delete(t.Context(), &memoryv1.DeleteRequest{UserId: "alice", MemoryId: first}); err != nil {
@@ -349,7 +330,7 @@ func TestListPagination(t *testing.T) {
 	t.Run("bad token", func(t *testing.T) {
 		for _, tok := range []string{"!!!", "bm90LWEtdG9rZW4"} { // the second is base64 of "not-a-token"
 			_, err := c.List(ctx, &memoryv1.ListRequest{UserId: "u", PageToken: tok})
-			wantCode(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "page_token")
+			grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "page_token")
 		}
 	})
 }
@@ -447,14 +428,14 @@ func TestAppendTranscript(t *testing.T) {
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "run-1", Entries: tc.entries})
-			wantCode(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, tc.parts...)
+			grpctest.WantStageError(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, tc.parts...)
 		})
 	}
 	t.Run("a new run starts at seq 1 with an empty prev_hash", func(t *testing.T) {
 		_, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "run-2", Entries: chain(1, "h0", 1)})
-		wantCode(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, `want ""`)
+		grpctest.WantStageError(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, `want ""`)
 		_, err = c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "run-2", Entries: chain(2, "h1", 1)})
-		wantCode(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "seq is 2, want 1")
+		grpctest.WantStageError(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "seq is 2, want 1")
 	})
 	t.Run("failed appends stored nothing", func(t *testing.T) {
 		resp, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "run-1", Entries: chain(6, "h5", 1)})
@@ -518,14 +499,14 @@ func TestRuns(t *testing.T) {
 	})
 	t.Run("unknown run", func(t *testing.T) {
 		_, err := c.GetRun(ctx, &memoryv1.GetRunRequest{RunId: "nope"})
-		wantCode(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, `run "nope" not found`)
+		grpctest.WantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, `run "nope" not found`)
 	})
 	t.Run("a transcript alone is not a saved run", func(t *testing.T) {
 		if _, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "run-3", Entries: chain(1, "", 1)}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := c.GetRun(ctx, &memoryv1.GetRunRequest{RunId: "run-3"})
-		wantCode(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
+		grpctest.WantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
 	})
 }
 
@@ -588,7 +569,7 @@ func TestStorageError(t *testing.T) {
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			err := call()
-			wantCode(t, err, codes.Unavailable, typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "disk I/O error")
+			grpctest.WantStageError(t, err, codes.Unavailable, typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "disk I/O error")
 			if !stageerr.FromError(err).Retryable() {
 				t.Error("STORAGE_ERROR should be retryable")
 			}
@@ -679,7 +660,7 @@ func TestInvalidInput(t *testing.T) {
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, tc.call(), codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
+			grpctest.WantStageError(t, tc.call(), codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
 		})
 	}
 }
