@@ -22,6 +22,8 @@ type Config struct {
 	RestTools map[string]RestTool `yaml:"rest_tools,omitempty"`
 	// Tools holds policies that apply to every tool.
 	Tools Tools `yaml:"tools"`
+	// Durability says how runs survive the death or restart of the replica running them.
+	Durability Durability `yaml:"durability"`
 }
 
 // Services are gRPC addresses (host:port) of the mesh's services.
@@ -52,6 +54,35 @@ type NATS struct {
 	URL string `yaml:"url,omitempty"`
 	// StoreDir is where an embedded server keeps JetStream data.
 	StoreDir string `yaml:"store_dir,omitempty"`
+	// Replicas is the replication factor of the event stream and of the key-value buckets
+	// (checkpoints, leases, idempotency keys, tool call records): 1 for a single server, 3 for
+	// a three-node cluster. Default 1.
+	Replicas int `yaml:"replicas"`
+	// Storage is where JetStream keeps the stream and the buckets: file (the default, survives
+	// a NATS restart) or memory.
+	Storage string `yaml:"storage"`
+	// StreamMaxAgeMS is how long the event stream keeps a run's events. Default 7 days.
+	StreamMaxAgeMS int64 `yaml:"stream_max_age_ms"`
+	// StreamMaxBytes bounds the event stream's size; the oldest events go first. 0 is
+	// unlimited.
+	StreamMaxBytes int64 `yaml:"stream_max_bytes"`
+}
+
+// Durability says how runs survive the death or restart of the orchestrator replica running
+// them (README, "Durability").
+type Durability struct {
+	// Checkpoints stores every run's state in JetStream key-value at each resumable point, so
+	// any orchestrator replica can resume it. On by default; off, a run lives only in the
+	// replica that started it.
+	Checkpoints bool `yaml:"checkpoints"`
+	// LeaseTTLMS is how long a replica owns a run without renewing its lease: the longest a
+	// run waits before another replica takes over from a dead owner. Default 10 s.
+	LeaseTTLMS int64 `yaml:"lease_ttl_ms"`
+	// IdempotencyTTLMS is how long an idempotency key keeps naming its run. Default 24 h.
+	IdempotencyTTLMS int64 `yaml:"idempotency_ttl_ms"`
+	// CallRecordTTLMS is how long the action stage remembers that a (run_id, call_id) ran,
+	// and its result. Default 7 days.
+	CallRecordTTLMS int64 `yaml:"call_record_ttl_ms"`
 }
 
 // Defaults are the ExecutionContract defaults (DESIGN §5); a run's overrides start from them.
@@ -226,4 +257,9 @@ type Tools struct {
 	// stage may run an alternative with the same arguments (seed 003: tool error → try
 	// alternative tool), e.g. {search_web: [search_news]}.
 	Alternatives map[string][]string `yaml:"alternatives,omitempty"`
+	// Idempotent lists tools that may run again when a crash interrupted their execution
+	// (the built-ins that only read are idempotent already). Any other tool interrupted
+	// mid-execution is reported to the model as "(tool failed: interrupted by a restart; it
+	// may or may not have run)" instead of being run a second time.
+	Idempotent []string `yaml:"idempotent,omitempty"`
 }

@@ -46,6 +46,13 @@ func Default() *Config {
 		Targets:   []Target{{Provider: "rules", Model: "rules-v1"}},
 		Memory:    Memory{Store: "memory", QuotaPerUser: 10_000},
 		Queues:    map[string]Queue{DefaultQueue: {Concurrent: 8}},
+		NATS:      NATS{Replicas: 1, Storage: StorageFile, StreamMaxAgeMS: 7 * 24 * 3600 * 1000},
+		Durability: Durability{
+			Checkpoints:      true,
+			LeaseTTLMS:       10_000,
+			IdempotencyTTLMS: 24 * 3600 * 1000,
+			CallRecordTTLMS:  7 * 24 * 3600 * 1000,
+		},
 	}
 }
 

@@ -24,6 +24,12 @@ const (
 	StorePostgres = "postgres"
 )
 
+// JetStream storage kinds (nats.storage).
+const (
+	StorageFile   = "file"
+	StorageMemory = "memory"
+)
+
 // toolTransports are the accepted values of defaults.tool_transport ("" means native).
 var toolTransports = []string{"", "native", "xml-final", "xml"}
 
@@ -57,6 +63,7 @@ func (c *Config) Validate() error {
 	c.validateMemory(&p)
 	c.validateQueues(&p)
 	c.validateTools(&p)
+	c.validateDurability(&p)
 	if len(p) == 0 {
 		return nil
 	}
@@ -279,6 +286,26 @@ func (c *Config) validateTools(p *problems) {
 			if alt == "" || alt == tool {
 				p.addf("tools.alternatives.%s[%d]: must name another tool", tool, i)
 			}
+		}
+	}
+}
+
+func (c *Config) validateDurability(p *problems) {
+	n := c.NATS
+	if n.Replicas < 1 || n.Replicas > 5 {
+		p.addf("nats.replicas: must be between 1 and 5, got %d", n.Replicas)
+	}
+	if n.Storage != StorageFile && n.Storage != StorageMemory {
+		p.addf("nats.storage: must be %s or %s, got %q", StorageFile, StorageMemory, n.Storage)
+	}
+	p.nonNegative("nats", map[string]int64{"stream_max_age_ms": n.StreamMaxAgeMS, "stream_max_bytes": n.StreamMaxBytes})
+	d := c.Durability
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"lease_ttl_ms", d.LeaseTTLMS}, {"idempotency_ttl_ms", d.IdempotencyTTLMS}, {"call_record_ttl_ms", d.CallRecordTTLMS}} {
+		if f.value < 1000 {
+			p.addf("durability.%s: must be at least 1000 (1 s), got %d", f.name, f.value)
 		}
 	}
 }

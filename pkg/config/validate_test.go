@@ -35,6 +35,10 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		}, "providers.oa.models.m.context_window: must not be negative, got -5"},
 		{"MCP server on a missing queue", func(c *Config) { c.MCPServers = map[string]MCPServer{"fs": {Command: "x", Queue: "slow"}} },
 			`mcp_servers.fs.queue: queue "slow" does not exist`},
+		{"nats replicas out of range", func(c *Config) { c.NATS.Replicas = 0 }, "nats.replicas: must be between 1 and 5, got 0"},
+		{"unknown nats storage", func(c *Config) { c.NATS.Storage = "disk" }, `nats.storage: must be file or memory, got "disk"`},
+		{"negative stream size", func(c *Config) { c.NATS.StreamMaxBytes = -1 }, "nats.stream_max_bytes: must not be negative, got -1"},
+		{"lease too short", func(c *Config) { c.Durability.LeaseTTLMS = 10 }, "durability.lease_ttl_ms: must be at least 1000 (1 s), got 10"},
 		{"REST tool on a missing queue", func(c *Config) {
 			c.RestTools = map[string]RestTool{"t": {URL: "https://x", Queue: "slow"}}
 		}, `rest_tools.t.queue: queue "slow" does not exist`},

@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -22,6 +23,59 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// CallState is how far a recorded tool call got.
+type CallState int32
+
+const (
+	// CALL_STATE_UNSPECIFIED is invalid.
+	CallState_CALL_STATE_UNSPECIFIED CallState = 0
+	// CALL_STATE_STARTED is a call whose tool may be running, or died running.
+	CallState_CALL_STATE_STARTED CallState = 1
+	// CALL_STATE_DONE is a call whose response is recorded.
+	CallState_CALL_STATE_DONE CallState = 2
+)
+
+// Enum value maps for CallState.
+var (
+	CallState_name = map[int32]string{
+		0: "CALL_STATE_UNSPECIFIED",
+		1: "CALL_STATE_STARTED",
+		2: "CALL_STATE_DONE",
+	}
+	CallState_value = map[string]int32{
+		"CALL_STATE_UNSPECIFIED": 0,
+		"CALL_STATE_STARTED":     1,
+		"CALL_STATE_DONE":        2,
+	}
+)
+
+func (x CallState) Enum() *CallState {
+	p := new(CallState)
+	*p = x
+	return p
+}
+
+func (x CallState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CallState) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_action_v1_action_service_proto_enumTypes[0].Descriptor()
+}
+
+func (CallState) Type() protoreflect.EnumType {
+	return &file_agentmesh_action_v1_action_service_proto_enumTypes[0]
+}
+
+func (x CallState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CallState.Descriptor instead.
+func (CallState) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_action_v1_action_service_proto_rawDescGZIP(), []int{0}
+}
 
 // ExecuteRequest is one tool call.
 type ExecuteRequest struct {
@@ -153,7 +207,11 @@ type ExecuteResponse struct {
 	// failed is a result the model must see, so it is returned here rather than as a gRPC error;
 	// requests refused before execution (TOOL_NOT_FOUND, INVALID_ARGUMENTS, PERMISSION_DENIED)
 	// are gRPC errors.
-	ErrorCode     v1.StageErrorCode `protobuf:"varint,8,opt,name=error_code,json=errorCode,proto3,enum=agentmesh.type.v1.StageErrorCode" json:"error_code,omitempty"`
+	ErrorCode v1.StageErrorCode `protobuf:"varint,8,opt,name=error_code,json=errorCode,proto3,enum=agentmesh.type.v1.StageErrorCode" json:"error_code,omitempty"`
+	// True when an earlier execution of this (run_id, call_id) started and never finished (its
+	// action replica or orchestrator died) and the tool is not idempotent: the call was not run
+	// again and may or may not have had its effect. Status is then error.
+	Interrupted   bool `protobuf:"varint,9,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +302,13 @@ func (x *ExecuteResponse) GetErrorCode() v1.StageErrorCode {
 	return v1.StageErrorCode(0)
 }
 
+func (x *ExecuteResponse) GetInterrupted() bool {
+	if x != nil {
+		return x.Interrupted
+	}
+	return false
+}
+
 // ListToolsRequest asks for the tools.
 type ListToolsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -327,11 +392,114 @@ func (x *ListToolsResponse) GetTools() []*v1.Tool {
 	return nil
 }
 
+// CallRecord is the action stage's durable record of one tool call: it is written as started
+// before the tool runs and as done with its response after, in the JetStream key-value bucket
+// AGENTMESH_TOOL_CALLS, so any action replica and any resumed orchestrator sees whether a
+// (run_id, call_id) already ran.
+type CallRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The call.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The tool the call ran.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Started or done.
+	State CallState `protobuf:"varint,4,opt,name=state,proto3,enum=agentmesh.action.v1.CallState" json:"state,omitempty"`
+	// The response (state done).
+	Response *ExecuteResponse `protobuf:"bytes,5,opt,name=response,proto3" json:"response,omitempty"`
+	// When the execution started.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When it finished (state done).
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallRecord) Reset() {
+	*x = CallRecord{}
+	mi := &file_agentmesh_action_v1_action_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallRecord) ProtoMessage() {}
+
+func (x *CallRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_action_v1_action_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallRecord.ProtoReflect.Descriptor instead.
+func (*CallRecord) Descriptor() ([]byte, []int) {
+	return file_agentmesh_action_v1_action_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CallRecord) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *CallRecord) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallRecord) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *CallRecord) GetState() CallState {
+	if x != nil {
+		return x.State
+	}
+	return CallState_CALL_STATE_UNSPECIFIED
+}
+
+func (x *CallRecord) GetResponse() *ExecuteResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *CallRecord) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *CallRecord) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
 var File_agentmesh_action_v1_action_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/action/v1/action_service.proto\x12\x13agentmesh.action.v1\x1a agentmesh/action/v1/action.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xbf\x02\n" +
+	"(agentmesh/action/v1/action_service.proto\x12\x13agentmesh.action.v1\x1a agentmesh/action/v1/action.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x02\n" +
 	"\x0eExecuteRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -341,7 +509,7 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x129\n" +
 	"\bapproval\x18\a \x01(\v2\x1d.agentmesh.action.v1.ApprovalR\bapproval\x12\x17\n" +
-	"\auser_id\x18\b \x01(\tR\x06userId\"\xb0\x02\n" +
+	"\auser_id\x18\b \x01(\tR\x06userId\"\xd2\x02\n" +
 	"\x0fExecuteResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12*\n" +
 	"\x11execution_time_ms\x18\x02 \x01(\x03R\x0fexecutionTimeMs\x125\n" +
@@ -351,10 +519,26 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\x06server\x18\x06 \x01(\tR\x06server\x12\x1a\n" +
 	"\battempts\x18\a \x01(\x05R\battempts\x12@\n" +
 	"\n" +
-	"error_code\x18\b \x01(\x0e2!.agentmesh.type.v1.StageErrorCodeR\terrorCode\"\x12\n" +
+	"error_code\x18\b \x01(\x0e2!.agentmesh.type.v1.StageErrorCodeR\terrorCode\x12 \n" +
+	"\vinterrupted\x18\t \x01(\bR\vinterrupted\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools2\xc1\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xc9\x02\n" +
+	"\n" +
+	"CallRecord\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x124\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1e.agentmesh.action.v1.CallStateR\x05state\x12@\n" +
+	"\bresponse\x18\x05 \x01(\v2$.agentmesh.action.v1.ExecuteResponseR\bresponse\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt*T\n" +
+	"\tCallState\x12\x1a\n" +
+	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12CALL_STATE_STARTED\x10\x01\x12\x13\n" +
+	"\x0fCALL_STATE_DONE\x10\x022\xc1\x01\n" +
 	"\rActionService\x12T\n" +
 	"\aExecute\x12#.agentmesh.action.v1.ExecuteRequest\x1a$.agentmesh.action.v1.ExecuteResponse\x12Z\n" +
 	"\tListTools\x12%.agentmesh.action.v1.ListToolsRequest\x1a&.agentmesh.action.v1.ListToolsResponseB\xdc\x01\n" +
@@ -372,35 +556,43 @@ func file_agentmesh_action_v1_action_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_action_v1_action_service_proto_rawDescData
 }
 
-var file_agentmesh_action_v1_action_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_agentmesh_action_v1_action_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agentmesh_action_v1_action_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_agentmesh_action_v1_action_service_proto_goTypes = []any{
-	(*ExecuteRequest)(nil),    // 0: agentmesh.action.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),   // 1: agentmesh.action.v1.ExecuteResponse
-	(*ListToolsRequest)(nil),  // 2: agentmesh.action.v1.ListToolsRequest
-	(*ListToolsResponse)(nil), // 3: agentmesh.action.v1.ListToolsResponse
-	(*structpb.Struct)(nil),   // 4: google.protobuf.Struct
-	(ExecutionMode)(0),        // 5: agentmesh.action.v1.ExecutionMode
-	(*Approval)(nil),          // 6: agentmesh.action.v1.Approval
-	(v1.ToolStatus)(0),        // 7: agentmesh.type.v1.ToolStatus
-	(v1.StageErrorCode)(0),    // 8: agentmesh.type.v1.StageErrorCode
-	(*v1.Tool)(nil),           // 9: agentmesh.type.v1.Tool
+	(CallState)(0),                // 0: agentmesh.action.v1.CallState
+	(*ExecuteRequest)(nil),        // 1: agentmesh.action.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),       // 2: agentmesh.action.v1.ExecuteResponse
+	(*ListToolsRequest)(nil),      // 3: agentmesh.action.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),     // 4: agentmesh.action.v1.ListToolsResponse
+	(*CallRecord)(nil),            // 5: agentmesh.action.v1.CallRecord
+	(*structpb.Struct)(nil),       // 6: google.protobuf.Struct
+	(ExecutionMode)(0),            // 7: agentmesh.action.v1.ExecutionMode
+	(*Approval)(nil),              // 8: agentmesh.action.v1.Approval
+	(v1.ToolStatus)(0),            // 9: agentmesh.type.v1.ToolStatus
+	(v1.StageErrorCode)(0),        // 10: agentmesh.type.v1.StageErrorCode
+	(*v1.Tool)(nil),               // 11: agentmesh.type.v1.Tool
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_agentmesh_action_v1_action_service_proto_depIdxs = []int32{
-	4, // 0: agentmesh.action.v1.ExecuteRequest.arguments:type_name -> google.protobuf.Struct
-	5, // 1: agentmesh.action.v1.ExecuteRequest.mode:type_name -> agentmesh.action.v1.ExecutionMode
-	6, // 2: agentmesh.action.v1.ExecuteRequest.approval:type_name -> agentmesh.action.v1.Approval
-	7, // 3: agentmesh.action.v1.ExecuteResponse.status:type_name -> agentmesh.type.v1.ToolStatus
-	8, // 4: agentmesh.action.v1.ExecuteResponse.error_code:type_name -> agentmesh.type.v1.StageErrorCode
-	9, // 5: agentmesh.action.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
-	0, // 6: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
-	2, // 7: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
-	1, // 8: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
-	3, // 9: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6,  // 0: agentmesh.action.v1.ExecuteRequest.arguments:type_name -> google.protobuf.Struct
+	7,  // 1: agentmesh.action.v1.ExecuteRequest.mode:type_name -> agentmesh.action.v1.ExecutionMode
+	8,  // 2: agentmesh.action.v1.ExecuteRequest.approval:type_name -> agentmesh.action.v1.Approval
+	9,  // 3: agentmesh.action.v1.ExecuteResponse.status:type_name -> agentmesh.type.v1.ToolStatus
+	10, // 4: agentmesh.action.v1.ExecuteResponse.error_code:type_name -> agentmesh.type.v1.StageErrorCode
+	11, // 5: agentmesh.action.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
+	0,  // 6: agentmesh.action.v1.CallRecord.state:type_name -> agentmesh.action.v1.CallState
+	2,  // 7: agentmesh.action.v1.CallRecord.response:type_name -> agentmesh.action.v1.ExecuteResponse
+	12, // 8: agentmesh.action.v1.CallRecord.started_at:type_name -> google.protobuf.Timestamp
+	12, // 9: agentmesh.action.v1.CallRecord.finished_at:type_name -> google.protobuf.Timestamp
+	1,  // 10: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
+	3,  // 11: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
+	2,  // 12: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
+	4,  // 13: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_action_v1_action_service_proto_init() }
@@ -414,13 +606,14 @@ func file_agentmesh_action_v1_action_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_action_v1_action_service_proto_rawDesc), len(file_agentmesh_action_v1_action_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   4,
+			NumEnums:      1,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_agentmesh_action_v1_action_service_proto_goTypes,
 		DependencyIndexes: file_agentmesh_action_v1_action_service_proto_depIdxs,
+		EnumInfos:         file_agentmesh_action_v1_action_service_proto_enumTypes,
 		MessageInfos:      file_agentmesh_action_v1_action_service_proto_msgTypes,
 	}.Build()
 	File_agentmesh_action_v1_action_service_proto = out.File

@@ -50,6 +50,7 @@ type RunEvent struct {
 	//	*RunEvent_RecoveryDecided
 	//	*RunEvent_ContextGuard
 	//	*RunEvent_RunFinished
+	//	*RunEvent_RunResumed
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -230,6 +231,15 @@ func (x *RunEvent) GetRunFinished() *RunFinished {
 	return nil
 }
 
+func (x *RunEvent) GetRunResumed() *RunResumed {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_RunResumed); ok {
+			return x.RunResumed
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -299,6 +309,11 @@ type RunEvent_RunFinished struct {
 	RunFinished *RunFinished `protobuf:"bytes,22,opt,name=run_finished,json=runFinished,proto3,oneof"`
 }
 
+type RunEvent_RunResumed struct {
+	// An orchestrator replica took the run over from its last checkpoint.
+	RunResumed *RunResumed `protobuf:"bytes,23,opt,name=run_resumed,json=runResumed,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_IntentParsed) isRunEvent_Kind() {}
@@ -324,6 +339,8 @@ func (*RunEvent_RecoveryDecided) isRunEvent_Kind() {}
 func (*RunEvent_ContextGuard) isRunEvent_Kind() {}
 
 func (*RunEvent_RunFinished) isRunEvent_Kind() {}
+
+func (*RunEvent_RunResumed) isRunEvent_Kind() {}
 
 // RunStarted opens a run.
 type RunStarted struct {
@@ -1180,7 +1197,11 @@ type RunFinished struct {
 	// The run's result.
 	Result *v1.RunResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// The outcome, repeated here for subscribers that skip the result.
-	Outcome       v1.Outcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=agentmesh.type.v1.Outcome" json:"outcome,omitempty"`
+	Outcome v1.Outcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=agentmesh.type.v1.Outcome" json:"outcome,omitempty"`
+	// True when the whole result did not fit in one NATS message: result then carries only the
+	// run id, outcome, exit reason, success, error, final report and trace id, and the whole
+	// result is read with AgentService.GetRun (StreamRun and WatchRun send it whole).
+	ResultOmitted bool `protobuf:"varint,3,opt,name=result_omitted,json=resultOmitted,proto3" json:"result_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1229,11 +1250,101 @@ func (x *RunFinished) GetOutcome() v1.Outcome {
 	return v1.Outcome(0)
 }
 
+func (x *RunFinished) GetResultOmitted() bool {
+	if x != nil {
+		return x.ResultOmitted
+	}
+	return false
+}
+
+// RunResumed says an orchestrator replica took the run over from its last checkpoint; work
+// done after that checkpoint by the previous owner (an LLM call, a tool call) may appear again.
+type RunResumed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica that resumed the run.
+	Replica string `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	// The turn the checkpoint was taken in (0 before the first turn).
+	Turn int32 `protobuf:"varint,2,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The checkpoint's phase (e.g. "ready", "executing", "awaiting_approval").
+	Phase string `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	// How many times the run has been resumed, this time included.
+	Resumes int32 `protobuf:"varint,4,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	// Why: "lease expired" (the owner died) or "handed off" (the owner shut down).
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunResumed) Reset() {
+	*x = RunResumed{}
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunResumed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunResumed) ProtoMessage() {}
+
+func (x *RunResumed) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunResumed.ProtoReflect.Descriptor instead.
+func (*RunResumed) Descriptor() ([]byte, []int) {
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RunResumed) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *RunResumed) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *RunResumed) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *RunResumed) GetResumes() int32 {
+	if x != nil {
+		return x.Resumes
+	}
+	return 0
+}
+
+func (x *RunResumed) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_agentmesh_event_v1_event_proto protoreflect.FileDescriptor
 
 const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\b\n" +
+	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\b\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -1252,7 +1363,9 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\x11approval_resolved\x18\x13 \x01(\v2$.agentmesh.event.v1.ApprovalResolvedH\x00R\x10approvalResolved\x12P\n" +
 	"\x10recovery_decided\x18\x14 \x01(\v2#.agentmesh.event.v1.RecoveryDecidedH\x00R\x0frecoveryDecided\x12P\n" +
 	"\rcontext_guard\x18\x15 \x01(\v2).agentmesh.event.v1.ContextGuardEvaluatedH\x00R\fcontextGuard\x12D\n" +
-	"\frun_finished\x18\x16 \x01(\v2\x1f.agentmesh.event.v1.RunFinishedH\x00R\vrunFinishedB\x06\n" +
+	"\frun_finished\x18\x16 \x01(\v2\x1f.agentmesh.event.v1.RunFinishedH\x00R\vrunFinished\x12A\n" +
+	"\vrun_resumed\x18\x17 \x01(\v2\x1e.agentmesh.event.v1.RunResumedH\x00R\n" +
+	"runResumedB\x06\n" +
 	"\x04kind\"\xaa\x01\n" +
 	"\n" +
 	"RunStarted\x12\x17\n" +
@@ -1314,10 +1427,18 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\fuser_message\x18\x05 \x01(\tR\vuserMessage\"c\n" +
 	"\x15ContextGuardEvaluated\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x126\n" +
-	"\x06report\x18\x02 \x01(\v2\x1e.agentmesh.type.v1.GuardReportR\x06report\"y\n" +
+	"\x06report\x18\x02 \x01(\v2\x1e.agentmesh.type.v1.GuardReportR\x06report\"\xa0\x01\n" +
 	"\vRunFinished\x124\n" +
 	"\x06result\x18\x01 \x01(\v2\x1c.agentmesh.type.v1.RunResultR\x06result\x124\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcomeB\xcd\x01\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcome\x12%\n" +
+	"\x0eresult_omitted\x18\x03 \x01(\bR\rresultOmitted\"\x82\x01\n" +
+	"\n" +
+	"RunResumed\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\x12\x12\n" +
+	"\x04turn\x18\x02 \x01(\x05R\x04turn\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x18\n" +
+	"\aresumes\x18\x04 \x01(\x05R\aresumes\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reasonB\xcd\x01\n" +
 	"\x16com.agentmesh.event.v1B\n" +
 	"EventProtoP\x01Z=github.com/agentmesh/agentmesh/gen/agentmesh/event/v1;eventv1\xa2\x02\x03AEX\xaa\x02\x12Agentmesh.Event.V1\xca\x02\x12Agentmesh\\Event\\V1\xe2\x02\x1eAgentmesh\\Event\\V1\\GPBMetadata\xea\x02\x14Agentmesh::Event::V1b\x06proto3"
 
@@ -1333,7 +1454,7 @@ func file_agentmesh_event_v1_event_proto_rawDescGZIP() []byte {
 	return file_agentmesh_event_v1_event_proto_rawDescData
 }
 
-var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*RunEvent)(nil),              // 0: agentmesh.event.v1.RunEvent
 	(*RunStarted)(nil),            // 1: agentmesh.event.v1.RunStarted
@@ -1349,23 +1470,24 @@ var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*RecoveryDecided)(nil),       // 11: agentmesh.event.v1.RecoveryDecided
 	(*ContextGuardEvaluated)(nil), // 12: agentmesh.event.v1.ContextGuardEvaluated
 	(*RunFinished)(nil),           // 13: agentmesh.event.v1.RunFinished
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*v1.ExecutionContract)(nil),  // 15: agentmesh.type.v1.ExecutionContract
-	(v1.ToolPolicy)(0),            // 16: agentmesh.type.v1.ToolPolicy
-	(*v1.Step)(nil),               // 17: agentmesh.type.v1.Step
-	(*v1.Message)(nil),            // 18: agentmesh.type.v1.Message
-	(*v1.TokenUsage)(nil),         // 19: agentmesh.type.v1.TokenUsage
-	(*v1.ToolCall)(nil),           // 20: agentmesh.type.v1.ToolCall
-	(v1.ToolStatus)(0),            // 21: agentmesh.type.v1.ToolStatus
-	(*v1.PendingAction)(nil),      // 22: agentmesh.type.v1.PendingAction
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*v1.StageError)(nil),         // 24: agentmesh.type.v1.StageError
-	(*v1.GuardReport)(nil),        // 25: agentmesh.type.v1.GuardReport
-	(*v1.RunResult)(nil),          // 26: agentmesh.type.v1.RunResult
-	(v1.Outcome)(0),               // 27: agentmesh.type.v1.Outcome
+	(*RunResumed)(nil),            // 14: agentmesh.event.v1.RunResumed
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*v1.ExecutionContract)(nil),  // 16: agentmesh.type.v1.ExecutionContract
+	(v1.ToolPolicy)(0),            // 17: agentmesh.type.v1.ToolPolicy
+	(*v1.Step)(nil),               // 18: agentmesh.type.v1.Step
+	(*v1.Message)(nil),            // 19: agentmesh.type.v1.Message
+	(*v1.TokenUsage)(nil),         // 20: agentmesh.type.v1.TokenUsage
+	(*v1.ToolCall)(nil),           // 21: agentmesh.type.v1.ToolCall
+	(v1.ToolStatus)(0),            // 22: agentmesh.type.v1.ToolStatus
+	(*v1.PendingAction)(nil),      // 23: agentmesh.type.v1.PendingAction
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*v1.StageError)(nil),         // 25: agentmesh.type.v1.StageError
+	(*v1.GuardReport)(nil),        // 26: agentmesh.type.v1.GuardReport
+	(*v1.RunResult)(nil),          // 27: agentmesh.type.v1.RunResult
+	(v1.Outcome)(0),               // 28: agentmesh.type.v1.Outcome
 }
 var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
-	14, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	15, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: agentmesh.event.v1.RunEvent.run_started:type_name -> agentmesh.event.v1.RunStarted
 	2,  // 2: agentmesh.event.v1.RunEvent.intent_parsed:type_name -> agentmesh.event.v1.IntentParsed
 	3,  // 3: agentmesh.event.v1.RunEvent.plan_created:type_name -> agentmesh.event.v1.PlanCreated
@@ -1379,24 +1501,25 @@ var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
 	11, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
 	12, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
 	13, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
-	15, // 14: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	16, // 15: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
-	17, // 16: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
-	18, // 17: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
-	19, // 18: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	20, // 19: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
-	21, // 20: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
-	22, // 21: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	23, // 22: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
-	24, // 23: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
-	25, // 24: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
-	26, // 25: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
-	27, // 26: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	14, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
+	16, // 15: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	17, // 16: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
+	18, // 17: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
+	19, // 18: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
+	20, // 19: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	21, // 20: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
+	22, // 21: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
+	23, // 22: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	24, // 23: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
+	25, // 24: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
+	26, // 25: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
+	27, // 26: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
+	28, // 27: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_event_v1_event_proto_init() }
@@ -1418,6 +1541,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 		(*RunEvent_RecoveryDecided)(nil),
 		(*RunEvent_ContextGuard)(nil),
 		(*RunEvent_RunFinished)(nil),
+		(*RunEvent_RunResumed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1425,7 +1549,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_event_v1_event_proto_rawDesc), len(file_agentmesh_event_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

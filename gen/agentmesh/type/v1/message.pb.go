@@ -329,7 +329,11 @@ type Tool struct {
 	// The backend that serves the tool ("builtin", an MCP server name, "rest").
 	Server string `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	// The named queue the tool's executions wait in.
-	Queue         string `protobuf:"bytes,6,opt,name=queue,proto3" json:"queue,omitempty"`
+	Queue string `protobuf:"bytes,6,opt,name=queue,proto3" json:"queue,omitempty"`
+	// True when running the tool twice with the same arguments does no harm (it reads, or its
+	// writes are idempotent): a call interrupted by a crash is then run again on resume instead
+	// of being reported to the model as possibly run.
+	Idempotent    bool `protobuf:"varint,7,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +408,13 @@ func (x *Tool) GetQueue() string {
 		return x.Queue
 	}
 	return ""
+}
+
+func (x *Tool) GetIdempotent() bool {
+	if x != nil {
+		return x.Idempotent
+	}
+	return false
 }
 
 // TokenUsage counts tokens of one LLM call or of a whole run.
@@ -644,14 +655,17 @@ const file_agentmesh_type_v1_message_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12#\n" +
-	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xd3\x01\n" +
+	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xf3\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
 	"\finput_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12+\n" +
 	"\x11requires_approval\x18\x04 \x01(\bR\x10requiresApproval\x12\x16\n" +
 	"\x06server\x18\x05 \x01(\tR\x06server\x12\x14\n" +
-	"\x05queue\x18\x06 \x01(\tR\x05queue\"h\n" +
+	"\x05queue\x18\x06 \x01(\tR\x05queue\x12\x1e\n" +
+	"\n" +
+	"idempotent\x18\a \x01(\bR\n" +
+	"idempotent\"h\n" +
 	"\n" +
 	"TokenUsage\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\x03R\x05input\x12\x16\n" +

@@ -146,6 +146,9 @@ const (
 	RunState_RUN_STATE_COMMIT RunState = 10
 	// RUN_STATE_TERMINATE ends the run with a typed outcome, exactly once.
 	RunState_RUN_STATE_TERMINATE RunState = 11
+	// RUN_STATE_RESUMED marks where an orchestrator replica took a run over from its last
+	// checkpoint (after a crash, a deploy or a restart); the entries that follow are its work.
+	RunState_RUN_STATE_RESUMED RunState = 12
 )
 
 // Enum value maps for RunState.
@@ -163,6 +166,7 @@ var (
 		9:  "RUN_STATE_OBSERVE",
 		10: "RUN_STATE_COMMIT",
 		11: "RUN_STATE_TERMINATE",
+		12: "RUN_STATE_RESUMED",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED":    0,
@@ -177,6 +181,7 @@ var (
 		"RUN_STATE_OBSERVE":        9,
 		"RUN_STATE_COMMIT":         10,
 		"RUN_STATE_TERMINATE":      11,
+		"RUN_STATE_RESUMED":        12,
 	}
 )
 
@@ -227,7 +232,7 @@ const file_agentmesh_type_v1_outcome_proto_rawDesc = "" +
 	"\x12\x1b\n" +
 	"\x17OUTCOME_FAILED_PROVIDER\x10\v\x12\x14\n" +
 	"\x10OUTCOME_REJECTED\x10\f\x12\x17\n" +
-	"\x13OUTCOME_INTERRUPTED\x10\r*\xad\x02\n" +
+	"\x13OUTCOME_INTERRUPTED\x10\r*\xc4\x02\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATE_PRECHECK\x10\x01\x12\x14\n" +
@@ -241,7 +246,8 @@ const file_agentmesh_type_v1_outcome_proto_rawDesc = "" +
 	"\x11RUN_STATE_OBSERVE\x10\t\x12\x14\n" +
 	"\x10RUN_STATE_COMMIT\x10\n" +
 	"\x12\x17\n" +
-	"\x13RUN_STATE_TERMINATE\x10\vB\xc8\x01\n" +
+	"\x13RUN_STATE_TERMINATE\x10\v\x12\x15\n" +
+	"\x11RUN_STATE_RESUMED\x10\fB\xc8\x01\n" +
 	"\x15com.agentmesh.type.v1B\fOutcomeProtoP\x01Z;github.com/agentmesh/agentmesh/gen/agentmesh/type/v1;typev1\xa2\x02\x03ATX\xaa\x02\x11Agentmesh.Type.V1\xca\x02\x11Agentmesh\\Type\\V1\xe2\x02\x1dAgentmesh\\Type\\V1\\GPBMetadata\xea\x02\x13Agentmesh::Type::V1b\x06proto3"
 
 var (
