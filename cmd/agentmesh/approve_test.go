@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
-	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 )
 
 // TestApproveFromTheCLI: run pauses for approval, approve resumes it, watch follows it to the end.

@@ -17,7 +17,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
-	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/memory"

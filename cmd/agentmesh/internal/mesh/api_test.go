@@ -15,7 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 )
 
 // TestNodeClient calls the public API from Node with @grpc/grpc-js (installed by `make test`
@@ -20,7 +20,7 @@ func TestNodeClient(t *testing.T) {
 		t.Fatalf("node is required for the polyglot test: %v", err)
 	}
 	h := start(t, nil) // the built-in rules model
-	script := filepath.Join("..", "..", "test", "node", "client.mjs")
+	script := filepath.Join("..", "..", "..", "..", "test", "node", "client.mjs")
 	cmd := exec.CommandContext(t.Context(), node, script, h.mesh.Addr(mesh.Orchestrator), "What is 6 times 7?")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
