@@ -1,0 +1,33 @@
+package events
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// reconnectWait is the pause between two reconnection attempts to NATS.
+const reconnectWait = time.Second
+
+// Connect connects a service to the NATS server at url under name. The connection never gives
+// up: it retries the first connection and reconnects forever after an outage (nats.go gives up
+// after 60 attempts by default, which left a replica without events for good), buffering what
+// is published meanwhile, and logs each disconnection and reconnection.
+func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
+	log := slog.With("nats", url, "client", name)
+	opts = append([]nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
+	}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	return nc, nil
+}
