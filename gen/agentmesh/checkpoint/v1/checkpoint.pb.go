@@ -173,7 +173,11 @@ type RunCheckpoint struct {
 	// The replica that wrote this checkpoint.
 	Replica string `protobuf:"bytes,35,opt,name=replica,proto3" json:"replica,omitempty"`
 	// Ignored XML tags of the last answer, told to the model next turn.
-	XmlIgnored    []*XmlIgnored `protobuf:"bytes,36,rep,name=xml_ignored,json=xmlIgnored,proto3" json:"xml_ignored,omitempty"`
+	XmlIgnored []*XmlIgnored `protobuf:"bytes,36,rep,name=xml_ignored,json=xmlIgnored,proto3" json:"xml_ignored,omitempty"`
+	// Set on the key-value entry of a checkpoint too large for one entry: the whole checkpoint
+	// is the object of this name in the object store AGENTMESH_CHECKPOINT_BODIES, and the entry
+	// carries only version, run_id, phase, user_id and this name.
+	BodyObject    string `protobuf:"bytes,37,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -458,6 +462,13 @@ func (x *RunCheckpoint) GetXmlIgnored() []*XmlIgnored {
 		return x.XmlIgnored
 	}
 	return nil
+}
+
+func (x *RunCheckpoint) GetBodyObject() string {
+	if x != nil {
+		return x.BodyObject
+	}
+	return ""
 }
 
 // TurnCheckpoint is what COMMIT needs of a turn whose tool calls are validated.
@@ -893,7 +904,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\f\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\f\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -943,7 +954,9 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\aresumes\x18\" \x01(\x05R\aresumes\x12\x18\n" +
 	"\areplica\x18# \x01(\tR\areplica\x12D\n" +
 	"\vxml_ignored\x18$ \x03(\v2#.agentmesh.checkpoint.v1.XmlIgnoredR\n" +
-	"xmlIgnored\"\xa3\x05\n" +
+	"xmlIgnored\x12\x1f\n" +
+	"\vbody_object\x18% \x01(\tR\n" +
+	"bodyObject\"\xa3\x05\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +
