@@ -41,6 +41,8 @@ var mapping = map[typev1.StageErrorCode]rule{
 	typev1.StageErrorCode_STAGE_ERROR_CODE_USER_REJECTED:         {codes.PermissionDenied, false},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:             {codes.NotFound, false},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION:   {codes.FailedPrecondition, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:        {codes.AlreadyExists, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:           {codes.Unavailable, true},
 }
 
 // classCodes refines GENERATION_FAILED by error class.

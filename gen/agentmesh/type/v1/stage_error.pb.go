@@ -73,6 +73,11 @@ const (
 	StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND StageErrorCode = 22
 	// STAGE_ERROR_CODE_FAILED_PRECONDITION means the object is not in a state that allows the call.
 	StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION StageErrorCode = 23
+	// STAGE_ERROR_CODE_ALREADY_EXISTS means the named run (e.g. a client-chosen run_id) exists.
+	StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS StageErrorCode = 24
+	// STAGE_ERROR_CODE_UNAVAILABLE means this replica cannot serve the call now (it is draining
+	// for a restart, or its store is unreachable); another replica, or a retry, can.
+	StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE StageErrorCode = 25
 )
 
 // Enum value maps for StageErrorCode.
@@ -102,6 +107,8 @@ var (
 		21: "STAGE_ERROR_CODE_USER_REJECTED",
 		22: "STAGE_ERROR_CODE_NOT_FOUND",
 		23: "STAGE_ERROR_CODE_FAILED_PRECONDITION",
+		24: "STAGE_ERROR_CODE_ALREADY_EXISTS",
+		25: "STAGE_ERROR_CODE_UNAVAILABLE",
 	}
 	StageErrorCode_value = map[string]int32{
 		"STAGE_ERROR_CODE_UNSPECIFIED":           0,
@@ -128,6 +135,8 @@ var (
 		"STAGE_ERROR_CODE_USER_REJECTED":         21,
 		"STAGE_ERROR_CODE_NOT_FOUND":             22,
 		"STAGE_ERROR_CODE_FAILED_PRECONDITION":   23,
+		"STAGE_ERROR_CODE_ALREADY_EXISTS":        24,
+		"STAGE_ERROR_CODE_UNAVAILABLE":           25,
 	}
 )
 
@@ -335,7 +344,7 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\verror_class\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ErrorClassR\n" +
 	"errorClass\x12\x14\n" +
 	"\x05stage\x18\x05 \x01(\tR\x05stage\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage*\xa1\a\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage*\xe8\a\n" +
 	"\x0eStageErrorCode\x12 \n" +
 	"\x1cSTAGE_ERROR_CODE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eSTAGE_ERROR_CODE_INVALID_INPUT\x10\x01\x12#\n" +
@@ -361,7 +370,9 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"!STAGE_ERROR_CODE_APPROVAL_TIMEOUT\x10\x14\x12\"\n" +
 	"\x1eSTAGE_ERROR_CODE_USER_REJECTED\x10\x15\x12\x1e\n" +
 	"\x1aSTAGE_ERROR_CODE_NOT_FOUND\x10\x16\x12(\n" +
-	"$STAGE_ERROR_CODE_FAILED_PRECONDITION\x10\x17*\xdc\x01\n" +
+	"$STAGE_ERROR_CODE_FAILED_PRECONDITION\x10\x17\x12#\n" +
+	"\x1fSTAGE_ERROR_CODE_ALREADY_EXISTS\x10\x18\x12 \n" +
+	"\x1cSTAGE_ERROR_CODE_UNAVAILABLE\x10\x19*\xdc\x01\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x14\n" +
