@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"github.com/agentmesh/agentmesh/pkg/config"
 )
 
 // TestApproveFromTheCLI: run pauses for approval, approve resumes it, watch follows it to the end.
@@ -52,7 +52,7 @@ func TestApproveFromTheCLI(t *testing.T) {
 	if code, _, _ := cli("transcript", "verify", "--addr", addr, runID); code != 0 {
 		t.Errorf("transcript verify: exit %d", code)
 	}
-	if code, _, errOut := cli("approve", "--addr", addr, runID, callID); code != 1 || !strings.Contains(errOut, "not live") {
+	if code, _, errOut := cli("approve", "--addr", addr, runID, callID); code != 1 || !strings.Contains(errOut, "has no tool call waiting for approval") {
 		t.Errorf("approving a finished run: exit %d %s", code, errOut)
 	}
 }

@@ -1,7 +1,8 @@
 // Command orchestrator serves agentmesh's public AgentService (agentmesh.agent.v1) with health
 // and reflection. LISTEN_ADDR sets its address (default :7000); <STAGE>_ADDR names each stage
 // (INTENT_ADDR, PLANNING_ADDR, ...); NATS_URL the NATS server; AGENTMESH_CONFIG the
-// configuration file.
+// configuration file; AGENTMESH_REPLICA names the replica (default: host name and process id),
+// unique among the replicas that share a NATS.
 package main
 
 import (
@@ -9,10 +10,10 @@ import (
 	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
-	"github.com/nats-io/nats.go"
 )
 
 func main() {
@@ -21,16 +22,22 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, err)
 		}
-		nc, err := nats.Connect(server.Env("NATS_URL", cfg.NATS.URL), nats.Name("agentmesh-orchestrator"))
+		nc, err := events.Connect(server.Env("NATS_URL", cfg.NATS.URL), "agentmesh-orchestrator")
 		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		store, err := orchestrator.OpenStore(ctx, nc, cfg)
+		if err != nil {
+			nc.Close()
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrsFromConfig(cfg, server.Env))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		svc, err := orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc,
-			Contract: orchestrator.ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives})
+		svc, err := orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc, Store: store,
+			Replica: os.Getenv("AGENTMESH_REPLICA"), Contract: orchestrator.ContractFromConfig(cfg),
+			Alternatives: cfg.Tools.Alternatives})
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}

@@ -19,9 +19,18 @@ import (
 const flushTimeout = 5 * time.Second
 
 // Registrar is a service that registers itself on a gRPC server. A Registrar that also
-// implements io.Closer is closed by Main after the server has drained.
+// implements io.Closer is closed by Main after the server has drained; one that implements
+// Drainer is drained first.
 type Registrar interface {
 	Register(g *grpc.Server)
+}
+
+// Drainer is a service with work of its own to wind down when the process is told to stop,
+// before the server drains its RPCs: e.g. the orchestrator hands its runs off to other
+// replicas, which ends the RPCs waiting on them. Drain gets a context that ends with the
+// server's drain timeout.
+type Drainer interface {
+	Drain(ctx context.Context)
 }
 
 // Main runs a service binary and exits the process: it logs JSON to stderr, sets up tracing
@@ -78,6 +87,11 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 	case <-srv.served:
 	}
 	stop() // a second signal now ends the process at once
+	if d, ok := svc.(Drainer); ok {
+		dctx, cancel := context.WithTimeout(context.Background(), DefaultDrainTimeout)
+		d.Drain(dctx)
+		cancel()
+	}
 	srv.Shutdown(context.Background())
 	if err := srv.serveErr(); err != nil {
 		log.Error("serving", "err", err)
@@ -103,6 +117,13 @@ func WithClose(r Registrar, close func() error) Registrar {
 type closing struct {
 	Registrar
 	close func() error
+}
+
+// Drain drains the wrapped Registrar when it is a Drainer.
+func (c closing) Drain(ctx context.Context) {
+	if d, ok := c.Registrar.(Drainer); ok {
+		d.Drain(ctx)
+	}
 }
 
 func (c closing) Close() error {

@@ -4,23 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"slices"
+	"strings"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
-	"github.com/agentmesh/agentmesh/pkg/tokens"
-	"github.com/agentmesh/agentmesh/pkg/transcript"
-	"github.com/agentmesh/agentmesh/pkg/xmltransport"
-	"github.com/google/uuid"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // MaxMessageBytes is the largest user message a run accepts.
@@ -29,11 +27,13 @@ const MaxMessageBytes = 1 << 20
 // Run invokes an agent and returns its result at a terminal outcome, or a snapshot with
 // OUTCOME_AWAITING_APPROVAL when it pauses for approval. The run belongs to the orchestrator,
 // not to the call: if the caller goes away, the run goes on and can be watched or read back.
+// A repeated idempotency key, on any replica, returns the run it first started.
 func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
-	if id, live := s.idempotentRun(req.GetIdempotencyKey()); id != "" && !live {
-		return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: id})
-	}
 	r, err := s.start(ctx, req, nil)
+	var existing existingRun
+	if errors.As(err, &existing) {
+		return s.attach(ctx, existing.id)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -41,24 +41,28 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 }
 
 // StreamRun runs an agent and streams its events; the last one is run_finished, or
-// approval_requested for a run that pauses (follow it on with WatchRun).
+// approval_requested for a run that pauses (follow it on with WatchRun). A repeated
+// idempotency key replays the first run's events instead of running again.
 func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
-	if id, _ := s.idempotentRun(req.GetIdempotencyKey()); id != "" {
-		// A repeated request replays the first run's events instead of running again.
-		return s.WatchRun(&agentv1.WatchRunRequest{RunId: id}, stream)
-	}
 	q := newEventQueue()
 	r, err := s.start(stream.Context(), req, q.push)
+	var existing existingRun
+	if errors.As(err, &existing) {
+		return s.WatchRun(&agentv1.WatchRunRequest{RunId: existing.id}, stream)
+	}
 	if err != nil {
 		return err
 	}
 	defer r.setSink(nil)
 	for {
-		ev, ok := q.pop(stream.Context())
+		ev, ok := q.pop(stream.Context(), r.movedC)
 		if !ok {
-			return stream.Context().Err()
+			if err := stream.Context().Err(); err != nil {
+				return err
+			}
+			return errMoved(r.id)
 		}
-		if err := stream.Send(ev); err != nil {
+		if err := stream.Send(s.wholeResult(stream.Context(), ev)); err != nil {
 			return err
 		}
 		if ev.GetRunFinished() != nil || ev.GetApprovalRequested() != nil {
@@ -67,99 +71,21 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 	}
 }
 
-// start validates a request and launches its run in the background. sink, when set, receives
-// every event of the run from the first one on.
-func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (*run, error) {
-	if err := validateRunRequest(req); err != nil {
-		return nil, err
+// attach waits for a run started earlier (by this or another replica) to pause or finish.
+func (s *Service) attach(ctx context.Context, runID string) (*typev1.RunResult, error) {
+	if r := s.liveRun(runID); r != nil {
+		return r.waitResult(ctx)
 	}
-	runID := req.GetRunId()
-	if runID == "" {
-		runID = uuid.NewString()
+	if s.store == nil {
+		return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
 	}
-	contract, err := buildContract(s.contract, runID, req)
+	cp, err := s.store.Await(ctx, runID, func(cp *checkpointv1.RunCheckpoint) bool {
+		return cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_APPROVAL || cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED
+	})
 	if err != nil {
-		return nil, err
+		return nil, storeErr(runID, err)
 	}
-	outputSchema, err := compileOutputSchema(req.GetOutputSchema())
-	if err != nil {
-		return nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
-	}
-	userID := req.GetUserId()
-	if userID == "" {
-		userID = "anonymous"
-	}
-
-	s.mu.Lock()
-	if key := req.GetIdempotencyKey(); key != "" {
-		if id, ok := s.idempotency[key]; ok {
-			existing := s.live[id]
-			s.mu.Unlock()
-			if existing != nil {
-				return existing, nil
-			}
-			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
-				"idempotency key %q already ran as run %q; read it with GetRun", key, id)
-		}
-		s.idempotency[key] = runID
-	}
-	if _, dup := s.live[runID]; dup {
-		s.mu.Unlock()
-		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "run %q is already running", runID)
-	}
-	base := context.WithoutCancel(ctx)
-	runCtx, cancel := context.WithCancelCause(base)
-	runCtx, stopTimer := withTimer(runCtx, time.Duration(contract.GetTotalTimeoutMs())*time.Millisecond, errTotalTimeout)
-	runCtx, span := s.tracer.Start(runCtx, "agentmesh.run", trace.WithAttributes(attribute.String("agentmesh.run_id", runID)))
-	r := &run{
-		svc: s, id: runID, userID: userID, req: req, cancel: cancel, done: make(chan struct{}), span: span,
-		contract: contract, chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)),
-		stream: s.publisher.Run(runID), usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema,
-		changed: make(chan struct{}), counter: tokens.ForModel(firstModel(contract)),
-	}
-	if mode := transportMode(contract); mode != xmltransport.ModeNative {
-		r.xml = xmltransport.NewSession(mode) // the nonce is fixed for the run; slots continue across turns
-	}
-	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
-	r.conversation = append(r.conversation, req.GetHistory()...)
-	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
-	s.live[runID] = r
-	s.mu.Unlock()
-
-	go func() {
-		defer func() {
-			stopTimer()
-			cancel(nil)
-			span.End()
-			s.mu.Lock()
-			delete(s.live, runID)
-			s.mu.Unlock()
-			close(r.done)
-		}()
-		r.emit(runCtx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunStarted{RunStarted: &eventv1.RunStarted{
-			UserId: userID, ConversationId: req.GetConversationId(), Message: req.GetMessage(), Contract: contract,
-		}}})
-		r.execute(runCtx)
-	}()
-	return r, nil
-}
-
-// idempotentRun returns the run an idempotency key already started, and whether it is live.
-func (s *Service) idempotentRun(key string) (runID string, live bool) {
-	if key == "" {
-		return "", false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	runID = s.idempotency[key]
-	_, live = s.live[runID]
-	return runID, live
-}
-
-func (r *run) finalResult() *typev1.RunResult {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.result
+	return s.resultOf(ctx, cp)
 }
 
 func firstModel(c *typev1.ExecutionContract) string {
@@ -195,58 +121,129 @@ func validateRunRequest(req *agentv1.RunRequest) error {
 	return nil
 }
 
-// GetRun returns the stored result of a finished run.
+// GetRun returns a run's result: the final one, or a snapshot while it waits for approval.
+// A run still executing is FAILED_PRECONDITION (follow it with WatchRun). Any replica
+// answers for any run.
 func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*typev1.RunResult, error) {
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
-	s.mu.Lock()
-	r := s.live[req.GetRunId()]
-	s.mu.Unlock()
-	if r != nil {
-		r.mu.Lock()
-		paused := r.result
-		r.mu.Unlock()
-		if paused != nil {
-			return paused, nil
+	if r := s.liveRun(req.GetRunId()); r != nil {
+		if res := r.currentResult(); res != nil {
+			return res, nil
 		}
-		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
-			"run %q is still running; follow it with WatchRun", req.GetRunId())
+		return nil, stillRunning(req.GetRunId())
 	}
-	resp, err := s.peers.Memory.GetRun(ctx, &memoryv1.GetRunRequest{RunId: req.GetRunId()})
+	if s.store != nil {
+		cp, _, err := s.store.Load(ctx, req.GetRunId())
+		switch {
+		case err == nil:
+			return s.resultOf(ctx, cp)
+		case !errors.Is(err, runstore.ErrNotFound):
+			return nil, storeErr(req.GetRunId(), err)
+		}
+	}
+	return s.savedResult(ctx, req.GetRunId())
+}
+
+// savedResult is a finished run's result as the memory stage keeps it.
+func (s *Service) savedResult(ctx context.Context, runID string) (*typev1.RunResult, error) {
+	resp, err := s.peers.Memory.GetRun(ctx, &memoryv1.GetRunRequest{RunId: runID})
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}
 	return resp.GetResult(), nil
 }
 
-// CancelRun ends a live run with OUTCOME_INTERRUPTED and waits until it has terminated.
+// resultOf is the result a checkpoint stands for: the final result (from the checkpoint until
+// the memory stage has it), a paused snapshot, or FAILED_PRECONDITION while the run executes.
+func (s *Service) resultOf(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*typev1.RunResult, error) {
+	switch cp.GetPhase() {
+	case checkpointv1.Phase_PHASE_FINISHED:
+		if cp.GetResult() != nil {
+			return cp.GetResult(), nil
+		}
+		return s.savedResult(ctx, cp.GetRunId())
+	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
+		return pausedFromCheckpoint(cp), nil
+	}
+	return nil, stillRunning(cp.GetRunId())
+}
+
+func stillRunning(runID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
+		"run %q is still running; follow it with WatchRun", runID)
+}
+
+// storeErr reports a store failure about a run with the right code.
+func storeErr(runID string, err error) error {
+	if errors.Is(err, runstore.ErrNotFound) {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q does not exist", runID)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "run %q: %w", runID, err)
+}
+
+// CancelRun ends a live run with OUTCOME_INTERRUPTED and waits until it has terminated; on
+// any replica, whichever replica runs it (or none, for a run waiting to be resumed).
 func (s *Service) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) (*agentv1.CancelRunResponse, error) {
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
-	s.mu.Lock()
-	r := s.live[req.GetRunId()]
-	s.mu.Unlock()
-	if r == nil {
+	if r := s.liveRun(req.GetRunId()); r != nil && s.store == nil {
+		reason := errCancelled
+		if req.GetReason() != "" {
+			reason = fmt.Errorf("%w: %s", errCancelled, req.GetReason())
+		}
+		r.cancel(reason)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		res := r.currentResult()
+		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED, Outcome: res.GetOutcome()}, nil
+	}
+	if s.store == nil {
 		res, err := s.GetRun(ctx, &agentv1.GetRunRequest{RunId: req.GetRunId()})
 		if err != nil {
 			return nil, err
 		}
 		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: false, Outcome: res.GetOutcome()}, nil
 	}
-	reason := errCancelled
-	if req.GetReason() != "" {
-		reason = fmt.Errorf("%w: %s", errCancelled, req.GetReason())
+	cp, _, err := s.store.Load(ctx, req.GetRunId())
+	if errors.Is(err, runstore.ErrNotFound) {
+		res, err := s.savedResult(ctx, req.GetRunId())
+		if err != nil {
+			return nil, err
+		}
+		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: false, Outcome: res.GetOutcome()}, nil
 	}
-	r.cancel(reason)
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err != nil {
+		return nil, storeErr(req.GetRunId(), err)
 	}
-	res := r.finalResult()
-	return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED, Outcome: res.GetOutcome()}, nil
+	if cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
+		if err := s.store.RequestCancel(ctx, req); err != nil {
+			return nil, storeErr(req.GetRunId(), err)
+		}
+		if cp, err = s.store.Await(ctx, req.GetRunId(), func(cp *checkpointv1.RunCheckpoint) bool {
+			return cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED
+		}); err != nil {
+			return nil, storeErr(req.GetRunId(), err)
+		}
+		res, err := s.resultOf(ctx, cp)
+		if err != nil {
+			return nil, err
+		}
+		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED, Outcome: res.GetOutcome()}, nil
+	}
+	res, err := s.resultOf(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: false, Outcome: res.GetOutcome()}, nil
 }
 
 // ListTools lists the tools the mesh can execute.
@@ -260,7 +257,8 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 
 // ResolveApproval records a person's decision on a paused tool call: approve, reject (the
 // model sees a tool failure) or modify (the new arguments are validated again). The run
-// resumes when every paused call of its turn is decided.
+// resumes when every paused call of its turn is decided. Any replica takes the decision for
+// any run: it is stored, and the run's owner (or whichever replica resumes the run) applies it.
 func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
 	switch {
 	case req.GetRunId() == "":
@@ -272,16 +270,65 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
 		return nil, stageerr.Invalid("decision modify needs modified_arguments")
 	}
-	s.mu.Lock()
-	r := s.live[req.GetRunId()]
-	s.mu.Unlock()
+	if s.store != nil {
+		return s.resolveStored(ctx, req)
+	}
+	r := s.liveRun(req.GetRunId())
 	if r == nil {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q is not live on this orchestrator", req.GetRunId())
 	}
 	return r.resolve(ctx, req)
 }
 
-// WatchRun streams a run's events from JetStream, after from_seq, until run_finished.
+// resolveStored records a decision in the store, for the run's owner to apply.
+func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
+	runID, callID := req.GetRunId(), req.GetCallId()
+	cp, _, err := s.store.Load(ctx, runID)
+	if errors.Is(err, runstore.ErrNotFound) || (err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_APPROVAL) {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
+	}
+	if err != nil {
+		return nil, storeErr(runID, err)
+	}
+	decided, err := s.store.DecidedCalls(ctx, runID)
+	if err != nil {
+		return nil, storeErr(runID, err)
+	}
+	for id := range cp.GetTurn().GetDecisions() {
+		decided[id] = true
+	}
+	for _, id := range cp.GetTurn().GetTimedOut() {
+		decided[id] = true
+	}
+	var waiting []string
+	for _, c := range cp.GetPending().GetToolCalls() {
+		if !decided[c.GetId()] {
+			waiting = append(waiting, c.GetId())
+		}
+	}
+	switch {
+	case !slices.ContainsFunc(cp.GetPending().GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == callID }):
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND,
+			"run %q has no tool call %q waiting for approval; waiting: %s", runID, callID, strings.Join(waiting, ", "))
+	case decided[callID]:
+		return nil, alreadyDecided(runID, callID)
+	}
+	if err := s.store.Decide(ctx, req); err != nil {
+		if errors.Is(err, runstore.ErrExists) {
+			return nil, alreadyDecided(runID, callID)
+		}
+		return nil, storeErr(runID, err)
+	}
+	remaining := slices.DeleteFunc(waiting, func(id string) bool { return id == callID })
+	return &agentv1.ResolveApprovalResponse{RunId: runID, CallId: callID, PendingCallIds: remaining, Resumed: len(remaining) == 0}, nil
+}
+
+func alreadyDecided(runID, callID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "tool call %q of run %q is already decided", callID, runID)
+}
+
+// WatchRun streams a run's events from JetStream, after from_seq, until run_finished; any
+// replica serves any run.
 func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
 	ctx := stream.Context()
 	if err := events.ValidRunID(req.GetRunId()); err != nil {
@@ -290,18 +337,37 @@ func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 	if err := s.runExists(ctx, req.GetRunId()); err != nil {
 		return err
 	}
-	return events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(_ context.Context, ev *eventv1.RunEvent) error {
-		return stream.Send(ev)
+	return events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(ctx context.Context, ev *eventv1.RunEvent) error {
+		return stream.Send(s.wholeResult(ctx, ev))
 	})
 }
 
-// runExists reports NOT_FOUND for a run that never published an event.
+// wholeResult is ev with the whole result in a run_finished whose result did not fit in one
+// NATS message (read back from the checkpoint store or the memory stage).
+func (s *Service) wholeResult(ctx context.Context, ev *eventv1.RunEvent) *eventv1.RunEvent {
+	fin := ev.GetRunFinished()
+	if fin == nil || !fin.GetResultOmitted() {
+		return ev
+	}
+	res, err := s.GetRun(ctx, &agentv1.GetRunRequest{RunId: ev.GetRunId()})
+	if err != nil {
+		s.log.WarnContext(ctx, "reading an omitted result failed; sending the summary", "run_id", ev.GetRunId(), "err", err)
+		return ev
+	}
+	out := proto.CloneOf(ev)
+	out.GetRunFinished().Result, out.GetRunFinished().ResultOmitted = res, false
+	return out
+}
+
+// runExists reports NOT_FOUND for a run that neither the store nor the event stream knows.
 func (s *Service) runExists(ctx context.Context, runID string) error {
-	s.mu.Lock()
-	_, live := s.live[runID]
-	s.mu.Unlock()
-	if live {
+	if s.liveRun(runID) != nil {
 		return nil
+	}
+	if s.store != nil {
+		if _, _, err := s.store.Load(ctx, runID); err == nil {
+			return nil
+		}
 	}
 	st, err := s.js.Stream(ctx, events.StreamName)
 	if err != nil {

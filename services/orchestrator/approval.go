@@ -9,6 +9,7 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -45,11 +46,73 @@ func (r *run) requiresApproval(name string) bool {
 // timeout passes (a rejection: the run ends REJECTED / APPROVAL_TIMEOUT) or the run is
 // cancelled. Decisions are applied to plan: approved calls run with the recorded approval,
 // modified calls with the new arguments (validated again by the action stage), rejected calls
-// are answered to the model as tool failures.
-func (r *run) awaitApproval(ctx context.Context, plan []plannedCall) *ending {
+// are answered to the model as tool failures. A pause is checkpointed, and so is each
+// decision: the run can be stopped here (a deploy) and resumed by any replica, which waits
+// until the same deadline. A run restored from a paused checkpoint continues its pause.
+func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCall) *ending {
+	r.mu.Lock()
+	st := r.approval
+	r.mu.Unlock()
+	if st == nil {
+		// Stored before it is announced: whoever hears of the pause can decide on any replica.
+		st = r.pause(ctx, plan)
+		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan); e != nil {
+			return e
+		}
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalRequested{ApprovalRequested: &eventv1.ApprovalRequested{PendingAction: st.pending}}})
+	}
+	r.publish(r.pausedResult(st.pending))
+	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
+	defer timer.Stop()
+	var end *ending
+wait:
+	for len(r.undecided(st)) > 0 {
+		select {
+		case <-st.resolved: // decided on this replica (no store)
+			break wait
+		case in := <-r.inputs:
+			if r.takeDecision(ctx, st, in.Decision) {
+				if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan); e != nil {
+					return e
+				}
+			}
+		case <-r.svc.draining:
+			return stopHere(errHandOff.Error()) // the pause is checkpointed: another replica waits on
+		case <-ctx.Done():
+			if e := stopCause(ctx); e != nil {
+				return e
+			}
+			break wait
+		case <-timer.C:
+			undecided := r.undecided(st)
+			r.mu.Lock()
+			for _, id := range undecided {
+				st.decisions[id] = nil // nil: timed out
+			}
+			r.mu.Unlock()
+			for _, id := range undecided {
+				r.recordDecision(ctx, id, "timeout", nil, "")
+			}
+			end = fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
+				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", ")))
+			break wait
+		}
+	}
+	r.mu.Lock()
+	r.approval = nil
+	decisions := st.decisions
+	r.mu.Unlock()
+	r.publish(nil)
+	r.applyDecisions(plan, decisions, end != nil)
+	return end
+}
+
+// pause starts waiting for approval of the calls of plan that need it: AWAIT_APPROVAL in the
+// transcript and the REQUEST_CONFIRMATION decision.
+func (r *run) pause(ctx context.Context, plan []plannedCall) *approvalState {
 	var calls []*typev1.ToolCall
 	for _, p := range plan {
-		if p.refusal == "" && p.needsApproval {
+		if awaitsApproval(p) {
 			calls = append(calls, p.call)
 		}
 	}
@@ -71,35 +134,64 @@ func (r *run) awaitApproval(ctx context.Context, plan []plannedCall) *ending {
 	r.mu.Lock()
 	r.approval = st
 	r.mu.Unlock()
-	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalRequested{ApprovalRequested: &eventv1.ApprovalRequested{PendingAction: st.pending}}})
-	r.publish(r.pausedResult(st.pending))
+	return st
+}
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var end *ending
-	select {
-	case <-st.resolved:
-	case <-ctx.Done():
-	case <-timer.C:
-		r.mu.Lock()
-		undecided := st.undecided()
-		for _, id := range undecided {
-			st.decisions[id] = nil // nil: timed out
-		}
-		r.mu.Unlock()
-		for _, id := range undecided {
-			r.recordDecision(ctx, id, "timeout", nil, "")
-		}
-		end = fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
-			fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", ")))
+// restoreApproval is the pause a checkpoint was taken in, with the decisions it recorded.
+func restoreApproval(cp *checkpointv1.RunCheckpoint) *approvalState {
+	st := &approvalState{pending: cp.GetPending(), decisions: map[string]*agentv1.ResolveApprovalRequest{}, resolved: make(chan struct{})}
+	for id, d := range cp.GetTurn().GetDecisions() {
+		st.decisions[id] = d
+	}
+	for _, id := range cp.GetTurn().GetTimedOut() {
+		st.decisions[id] = nil
+	}
+	return st
+}
+
+// undecided are the paused calls without a decision.
+func (r *run) undecided(st *approvalState) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return st.undecided()
+}
+
+// takeDecision applies a decision handed over by the store: recorded in the transcript and
+// announced, unless it is not for a waiting call (a late or repeated one), which is ignored.
+func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.ResolveApprovalRequest) bool {
+	if d == nil {
+		return false
 	}
 	r.mu.Lock()
-	r.approval = nil
-	decisions := st.decisions
+	_, decided := st.decisions[d.GetCallId()]
+	waiting := slices.ContainsFunc(st.pending.GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == d.GetCallId() })
+	if decided || !waiting {
+		r.mu.Unlock()
+		return false
+	}
+	st.decisions[d.GetCallId()] = d
 	r.mu.Unlock()
-	r.publish(nil)
-	r.applyDecisions(plan, decisions, end != nil)
-	return end
+	r.recordDecision(ctx, d.GetCallId(), decisionName(d), d.GetModifiedArguments(), d.GetFeedback())
+	return true
+}
+
+// stored splits the decisions for a checkpoint: the people's, and the calls that timed out.
+func (a *approvalState) stored() (map[string]*agentv1.ResolveApprovalRequest, []string) {
+	decisions := map[string]*agentv1.ResolveApprovalRequest{}
+	var timedOut []string
+	for id, d := range a.decisions {
+		if d == nil {
+			timedOut = append(timedOut, id)
+		} else {
+			decisions[id] = d
+		}
+	}
+	return decisions, timedOut
+}
+
+// decisionName is a decision as the transcript and events name it: approve, reject, modify.
+func decisionName(d *agentv1.ResolveApprovalRequest) string {
+	return strings.ToLower(strings.TrimPrefix(d.GetDecision().String(), "APPROVAL_DECISION_"))
 }
 
 // applyDecisions turns recorded decisions into what EXECUTE does with each call.
@@ -180,8 +272,7 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 	remaining := st.undecided()
 	r.mu.Unlock()
 	// Record before resuming, so the decision precedes the executions in transcript and events.
-	decision := strings.ToLower(strings.TrimPrefix(req.GetDecision().String(), "APPROVAL_DECISION_"))
-	r.recordDecision(trace.ContextWithSpan(context.WithoutCancel(ctx), r.span), req.GetCallId(), decision, req.GetModifiedArguments(), req.GetFeedback())
+	r.recordDecision(trace.ContextWithSpan(context.WithoutCancel(ctx), r.span), req.GetCallId(), decisionName(req), req.GetModifiedArguments(), req.GetFeedback())
 	if len(remaining) == 0 {
 		close(st.resolved)
 	}

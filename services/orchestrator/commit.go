@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -41,6 +42,9 @@ func (r *run) commit(runCtx, stepCtx context.Context, pending *ending, t *turnSt
 		}
 		return nil, r.usage, detail
 	})
+	if end == nil {
+		return r.checkpoint(runCtx, checkpointv1.Phase_PHASE_READY, nil, nil)
+	}
 	return end
 }
 
@@ -124,7 +128,7 @@ func (r *run) finalAnswer(t *turnState) (*report, error) {
 	if t.report != nil || t.reportErr != nil {
 		return t.report, t.reportErr
 	}
-	if t.answer == nil || len(t.answer.GetToolCalls()) > 0 || t.answer.GetContent() == "" || usedTags(t.xml) {
+	if t.answer == nil || len(t.answer.GetToolCalls()) > 0 || t.answer.GetContent() == "" || usedTags(t.xml) || t.transportTags {
 		return nil, nil
 	}
 	return reportFromText(r.contract, r.outputSchema, t.answer.GetContent())

@@ -2,9 +2,14 @@ package orchestrator
 
 import (
 	"cmp"
+	"context"
+	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ContractFromConfig returns the default ExecutionContract every run starts from: the
@@ -64,4 +69,22 @@ func applyModelLimits(c *typev1.ExecutionContract, cfg *config.Config) {
 			c.ContextWindow, c.ContextWindowBufferTokens, c.MaxOutputTokens = w, b, o
 		}
 	}
+}
+
+// OpenStore opens the durable run store the configuration asks for (durability.checkpoints,
+// with the buckets' replicas and storage from nats), or returns nil when checkpoints are off.
+func OpenStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstore.Store, error) {
+	if !cfg.Durability.Checkpoints {
+		return nil, nil
+	}
+	storage := jetstream.FileStorage
+	if cfg.NATS.Storage == config.StorageMemory {
+		storage = jetstream.MemoryStorage
+	}
+	return runstore.Open(ctx, nc, runstore.Config{
+		Replicas:       cfg.NATS.Replicas,
+		Storage:        storage,
+		LeaseTTL:       time.Duration(cfg.Durability.LeaseTTLMS) * time.Millisecond,
+		IdempotencyTTL: time.Duration(cfg.Durability.IdempotencyTTLMS) * time.Millisecond,
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
@@ -18,24 +19,42 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// execute drives the run from PRECHECK to TERMINATE and returns its result. TERMINATE runs
-// on a context detached from the run's cancellation, so a cancelled or timed-out run still
-// saves its result and publishes run_finished.
-func (r *run) execute(ctx context.Context) *typev1.RunResult {
+// execute drives the run to TERMINATE (from PRECHECK, or from where its checkpoint left it).
+// TERMINATE runs on a context detached from the run's cancellation, so a cancelled or
+// timed-out run still saves its result and publishes run_finished. A run handed off to
+// another replica, or whose lease was lost, stops without terminating.
+func (r *run) execute(ctx context.Context) {
 	end := r.drive(ctx)
-	return r.terminate(context.WithoutCancel(ctx), *end)
+	if stop := stopCause(ctx); stop != nil {
+		end = stop
+	}
+	if end.stop {
+		r.moveAway(ctx, end)
+		return
+	}
+	r.terminate(context.WithoutCancel(ctx), *end)
 }
 
 // drive runs the states up to the ending.
 func (r *run) drive(ctx context.Context) *ending {
-	if e := r.precheck(ctx); e != nil {
-		return e
-	}
-	if e := r.parseIntent(ctx); e != nil {
-		return e
-	}
-	if e := r.makePlan(ctx); e != nil {
-		return e
+	switch r.resumeFrom.GetPhase() {
+	case checkpointv1.Phase_PHASE_UNSPECIFIED, checkpointv1.Phase_PHASE_STARTED:
+		if e := r.precheck(ctx); e != nil {
+			return e
+		}
+		if e := r.parseIntent(ctx); e != nil {
+			return e
+		}
+		if e := r.makePlan(ctx); e != nil {
+			return e
+		}
+		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_READY, nil, nil); e != nil {
+			return e
+		}
+	case checkpointv1.Phase_PHASE_EXECUTING, checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
+		if e := r.resumeTurn(ctx); e != nil {
+			return e
+		}
 	}
 	for r.turns < r.contract.GetMaxTurns() {
 		r.turns++
@@ -169,11 +188,11 @@ func (r *run) makePlan(ctx context.Context) *ending {
 	return end
 }
 
-// turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT. A
-// pause for approval stops the step timer: a person's time is not the step's.
+// turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT. Once
+// its tool calls are validated, the turn is checkpointed, so a replica that resumes the run
+// executes exactly these calls (and the action stage returns the results of those that ran).
 func (r *run) turn(ctx context.Context) *ending {
-	stepTimeout := time.Duration(r.contract.GetStepTimeoutMs()) * time.Millisecond
-	stepCtx, cancel := withTimer(ctx, stepTimeout, errStepTimeout)
+	stepCtx, cancel := r.stepTimer(ctx)
 	defer func() { cancel() }()
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: r.turns, ForcedFinal: r.forcedFinal}}})
 	var (
@@ -188,13 +207,55 @@ func (r *run) turn(ctx context.Context) *ending {
 	if end == nil && t.answer != nil {
 		plan = r.validateCalls(stepCtx, &t)
 	}
-	if end == nil && stepCtx.Err() == nil && slices.ContainsFunc(plan, func(p plannedCall) bool { return p.refusal == "" && p.needsApproval }) {
-		cancel()
-		end = r.awaitApproval(ctx, plan)
-		stepCtx, cancel = withTimer(ctx, stepTimeout, errStepTimeout)
+	if end == nil && stepCtx.Err() == nil && len(plan) > 0 {
+		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_EXECUTING, &t, plan); e != nil {
+			return e
+		}
+	}
+	return r.finishTurn(ctx, stepCtx, &cancel, end, &t, plan)
+}
+
+// stepTimer starts the step_timeout_ms timer of a turn.
+func (r *run) stepTimer(ctx context.Context) (context.Context, context.CancelFunc) {
+	return withTimer(ctx, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond, errStepTimeout)
+}
+
+// finishTurn waits for approvals, executes the validated calls and commits the turn. A pause
+// for approval stops the step timer (cancel is replaced): a person's time is not the step's.
+func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFunc, end *ending, t *turnState, plan []plannedCall) *ending {
+	if end == nil && stepCtx.Err() == nil && slices.ContainsFunc(plan, awaitsApproval) {
+		(*cancel)()
+		end = r.awaitApproval(ctx, t, plan)
+		if end != nil && end.stop {
+			return end
+		}
+		stepCtx, *cancel = r.stepTimer(ctx)
+		if end == nil {
+			if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_EXECUTING, t, plan); e != nil {
+				return e
+			}
+		}
 	}
 	r.executeCalls(stepCtx, plan)
-	return r.commit(ctx, stepCtx, end, &t)
+	return r.commit(ctx, stepCtx, end, t)
+}
+
+// resumeTurn finishes the turn a checkpoint was taken in: a pause goes on waiting for its
+// decisions (until the stored deadline), validated calls are executed, and the turn commits.
+func (r *run) resumeTurn(ctx context.Context) *ending {
+	cp := r.resumeFrom
+	t, plan := restoreTurn(cp.GetTurn())
+	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_APPROVAL {
+		r.approval = restoreApproval(cp)
+	}
+	stepCtx, cancel := r.stepTimer(ctx)
+	defer func() { cancel() }()
+	return r.finishTurn(ctx, stepCtx, &cancel, nil, t, plan)
+}
+
+// awaitsApproval reports whether a validated call waits for a person's decision.
+func awaitsApproval(p plannedCall) bool {
+	return p.refusal == "" && p.needsApproval && p.approval == nil
 }
 
 // turnState is what COMMIT needs to know about the turn.
@@ -206,6 +267,7 @@ type turnState struct {
 	budgetExhausted bool // the run's tool call budget ran out
 	malformed       int  // calls whose arguments were not valid JSON
 	finalTurn       bool // the request offered only final_report (or the XML final slot)
+	transportTags   bool // the answer used XML transport tags (a turn restored from a checkpoint)
 	report          *report
 	reportErr       error                // why a final report was refused
 	xml             *xmltransport.Result // the answer's transport tags (XML modes)

@@ -53,6 +53,12 @@ var errShutdown = errors.New("orchestrator shutting down")
 // errCancelled is the cancellation cause of CancelRun.
 var errCancelled = errors.New("run cancelled by its caller")
 
+// Causes that stop a run on this replica without ending it: it continues on another one.
+var (
+	errHandOff   = errors.New("orchestrator replica shutting down: the run is handed off")
+	errLeaseLost = errors.New("the run's lease was lost: another replica owns the run")
+)
+
 // ending is how a run terminates.
 type ending struct {
 	outcome typev1.Outcome
@@ -68,7 +74,13 @@ type ending struct {
 	// report is the accepted final report, when the answer came through final_report or
 	// needed decoding (json output).
 	report *report
+	// stop ends the run's work on this replica without terminating it: it was handed off or
+	// its lease was lost, and another replica continues from its last checkpoint.
+	stop bool
 }
+
+// stopHere is the ending of a run that continues on another replica.
+func stopHere(why string) *ending { return &ending{stop: true, reason: why} }
 
 func (e ending) success() bool {
 	return e.outcome == typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || e.outcome == typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY

@@ -27,8 +27,8 @@ func (q *eventQueue) push(ev *eventv1.RunEvent) {
 	}
 }
 
-// pop returns the next event, waiting for one; false when ctx ends first.
-func (q *eventQueue) pop(ctx context.Context) (*eventv1.RunEvent, bool) {
+// pop returns the next event, waiting for one; false when ctx ends or stop closes first.
+func (q *eventQueue) pop(ctx context.Context, stop <-chan struct{}) (*eventv1.RunEvent, bool) {
 	for {
 		q.mu.Lock()
 		if len(q.items) > 0 {
@@ -41,6 +41,8 @@ func (q *eventQueue) pop(ctx context.Context) (*eventv1.RunEvent, bool) {
 		select {
 		case <-q.notify:
 		case <-ctx.Done():
+			return nil, false
+		case <-stop:
 			return nil, false
 		}
 	}

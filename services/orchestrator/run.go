@@ -9,6 +9,7 @@ import (
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -35,6 +37,18 @@ type run struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	span   trace.Span
+
+	// Durability (nil store: none). The checkpoint revision and the phase to resume from are
+	// the run goroutine's; the lease revision is renewed by the keeper (guarded by mu).
+	traceparent  string                      // W3C trace context of the run's first root span
+	tracestate   string                      // its tracestate
+	startedAt    time.Time                   // total_timeout_ms counts from here, on every replica
+	resumes      int32                       // times the run was resumed
+	rev          uint64                      // revision of the run's last checkpoint
+	resumeFrom   *checkpointv1.RunCheckpoint // the checkpoint a resumed run continues from
+	resumeReason string                      // why it was resumed
+	stopTimer    func()                      // stops the total_timeout_ms timer
+	inputs       chan runstore.Input         // decisions delivered by the store, consumed by the run
 
 	contract *typev1.ExecutionContract
 	chain    *transcript.Chain
@@ -68,6 +82,9 @@ type run struct {
 	result   *typev1.RunResult // the final result, or a snapshot while paused
 	changed  chan struct{}     // closed (and replaced) whenever result changes
 	approval *approvalState    // non-nil while paused for approval
+	leaseRev uint64            // revision of the run's lease; 0 when none is held
+	moved    bool              // the run stopped here and continues on another replica
+	movedC   chan struct{}     // closed when moved is set
 }
 
 // publish sets the result callers wait for: a paused snapshot, nil once resumed, or the final
@@ -80,14 +97,18 @@ func (r *run) publish(res *typev1.RunResult) {
 	r.changed = make(chan struct{})
 }
 
-// waitResult returns the final result, or a snapshot if the run pauses for approval first.
+// waitResult returns the final result, or a snapshot if the run pauses for approval first;
+// UNAVAILABLE when the run moves to another replica before either.
 func (r *run) waitResult(ctx context.Context) (*typev1.RunResult, error) {
 	for {
 		r.mu.Lock()
-		res, changed := r.result, r.changed
+		res, changed, moved := r.result, r.changed, r.moved
 		r.mu.Unlock()
 		if res != nil {
 			return res, nil
+		}
+		if moved {
+			return nil, errMoved(r.id)
 		}
 		select {
 		case <-changed:
@@ -95,6 +116,13 @@ func (r *run) waitResult(ctx context.Context) (*typev1.RunResult, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// currentResult is the run's final result, its paused snapshot, or nil while it executes.
+func (r *run) currentResult() *typev1.RunResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.result
 }
 
 // pausedResult is the snapshot a caller gets while the run waits for approval.
@@ -200,9 +228,6 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 	res.Accounting = r.accounting
 	res.Transcript = r.chain.Entries()
 
-	if _, err := r.svc.peers.Memory.SaveRun(ctx, &memoryv1.SaveRunRequest{Result: res, UserId: r.userID}); err != nil {
-		r.svc.log.ErrorContext(ctx, "saving run result failed", "run_id", r.id, "err", err)
-	}
 	r.span.SetAttributes(
 		attribute.String("agentmesh.outcome", e.outcome.String()),
 		attribute.String("agentmesh.exit_reason", e.exit),
@@ -212,10 +237,86 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 	if !e.success() {
 		r.span.SetStatus(codes.Error, e.exit)
 	}
-	r.publish(res)
-	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{Result: res, Outcome: e.outcome}}})
+	if r.svc.store != nil {
+		cp := r.snapshot(checkpointv1.Phase_PHASE_FINISHED, nil, nil)
+		cp.Result = res
+		if stop := r.save(ctx, cp); stop != nil {
+			r.moveAway(ctx, stop) // another replica owns the run now and finishes it
+			return res
+		}
+	}
+	r.finish(ctx, res, false)
 	r.svc.log.InfoContext(ctx, "run finished", "run_id", r.id, "outcome", e.outcome.String(), "exit_reason", e.exit, "turns", r.turns)
 	return res
+}
+
+// finish hands a final result (already in the checkpoint store, when there is one) to the
+// memory stage, its waiters and its watchers, in that order, then retires the run. A result
+// the memory stage cannot take now stays in the checkpoint store, where GetRun finds it and
+// any replica saves it later. published says run_finished is in the stream already.
+func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool) {
+	_, err := r.svc.peers.Memory.SaveRun(ctx, &memoryv1.SaveRunRequest{Result: res, UserId: r.userID})
+	if err != nil {
+		r.svc.log.ErrorContext(ctx, "saving run result failed; it stays in the checkpoint store", "run_id", r.id, "err", err)
+	}
+	r.publish(res)
+	if !published {
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{Result: res, Outcome: res.GetOutcome()}}})
+	}
+	if r.svc.store == nil {
+		return
+	}
+	if err == nil {
+		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
+		if stop := r.save(ctx, tomb); stop == nil {
+			if err := r.svc.store.Retire(ctx, r.id); err != nil {
+				r.svc.log.WarnContext(ctx, "retiring a finished run failed", "run_id", r.id, "err", err)
+			}
+		}
+	}
+	r.releaseLease(ctx)
+}
+
+// finishStored completes a run found finished in its checkpoint: its result is saved, and
+// run_finished published, unless that happened before the previous owner stopped.
+func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
+	st, err := r.svc.js.Stream(ctx, events.StreamName)
+	published := false
+	if err == nil {
+		_, err = st.GetLastMsgForSubject(ctx, events.Subject(r.id, "run_finished"))
+		published = err == nil
+	}
+	r.finish(context.WithoutCancel(ctx), res, published)
+}
+
+// releaseLease gives the run's lease back.
+func (r *run) releaseLease(ctx context.Context) {
+	r.mu.Lock()
+	rev := r.leaseRev
+	r.leaseRev = 0
+	r.mu.Unlock()
+	if rev != 0 {
+		_ = r.svc.store.Release(context.WithoutCancel(ctx), r.id, rev)
+	}
+}
+
+// pausedFromCheckpoint is the snapshot of a run paused for approval, as its checkpoint holds it.
+func pausedFromCheckpoint(cp *checkpointv1.RunCheckpoint) *typev1.RunResult {
+	return &typev1.RunResult{
+		RunId: cp.GetRunId(), Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, ExitReason: ExitApprovalRequired,
+		Conversation: cp.GetConversation(), Accounting: cp.GetAccounting(), Contract: cp.GetContract(),
+		Transcript: cp.GetTranscript(), TraceId: traceIDOf(cp.GetTraceparent()), PendingAction: cp.GetPending(),
+		Decision: cp.GetDecision(), Usage: cp.GetUsage(), Turns: cp.GetTurns(), ToolCalls: cp.GetToolCalls(),
+	}
+}
+
+// traceIDOf is the trace id of a W3C traceparent ("00-<trace id>-<span id>-<flags>").
+func traceIDOf(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[1]
 }
 
 func reasonText(e ending) string {

@@ -1,9 +1,12 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
@@ -69,7 +73,20 @@ type Options struct {
 	Now func() time.Time
 	// Alternatives maps a tool to tools that can do its job when it fails (tools.alternatives).
 	Alternatives map[string][]string
+	// Store makes runs durable: checkpointed, owned through leases, resumable by any replica
+	// (OpenStore). Nil keeps every run in this process only.
+	Store *runstore.Store
+	// Replica names this replica in leases, checkpoints and run_resumed events; unique among
+	// the replicas sharing a store (the host name and process id when empty).
+	Replica string
+	// DrainTimeout bounds Drain: runs that reach no checkpoint in that time are stopped and
+	// resumed elsewhere from their last one (DefaultDrainTimeout when zero).
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is how long a draining replica lets its runs reach a checkpoint; it
+// stays within pkg/server's drain so the process exits in time.
+const DefaultDrainTimeout = 7 * time.Second
 
 // DefaultSystemPrompt opens every conversation unless Options.SystemPrompt says otherwise.
 const DefaultSystemPrompt = "You are agentmesh, a helpful assistant. Use the available tools when they help " +
@@ -90,9 +107,16 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 
+	store        *runstore.Store // nil: runs are not durable
+	replica      string
+	drainTimeout time.Duration
+	draining     chan struct{}      // closed when Drain begins
+	stopKeeper   context.CancelFunc // ends the lease keeper
+	kept         chan struct{}      // closed when the lease keeper has returned
+
 	mu          sync.Mutex
 	live        map[string]*run   // runs executing on this replica
-	idempotency map[string]string // idempotency key → run id
+	idempotency map[string]string // idempotency key → run id (without a store)
 }
 
 // New returns an orchestrator that publishes events on opts.NATS (creating the
@@ -123,6 +147,14 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		live:         map[string]*run{},
 		idempotency:  map[string]string{},
 		alternatives: opts.Alternatives,
+		store:        opts.Store,
+		replica:      opts.Replica,
+		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
+		draining:     make(chan struct{}),
+		kept:         make(chan struct{}),
+	}
+	if s.replica == "" {
+		s.replica = defaultReplica()
 	}
 	if s.contract == nil {
 		s.contract = DefaultContract()
@@ -141,24 +173,98 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.store == nil {
+		close(s.kept)
+		return s, nil
+	}
+	keepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopKeeper = stop
+	go s.keep(keepCtx)
 	return s, nil
 }
 
 // Register adds the AgentService to g.
 func (s *Service) Register(g *grpc.Server) { agentv1.RegisterAgentServiceServer(g, s) }
 
-// Close cancels every live run (they terminate as INTERRUPTED) and waits for them to finish.
-// It implements io.Closer, so pkg/server's Main calls it after draining.
-func (s *Service) Close() error {
-	s.mu.Lock()
-	runs := make([]*run, 0, len(s.live))
-	for _, r := range s.live {
-		runs = append(runs, r)
+// Drain stops this replica taking runs, hands its live runs off and returns once they are
+// gone: each run stops at its next checkpoint (a paused run at once), so another replica
+// resumes it with nothing lost; runs that reach none within the drain timeout, or before ctx
+// ends, are stopped where they are and resumed from their last checkpoint. Without a store
+// Drain does nothing: Close interrupts the runs.
+func (s *Service) Drain(ctx context.Context) {
+	if s.store == nil || s.isDraining() {
+		return
 	}
-	s.mu.Unlock()
-	for _, r := range runs {
+	close(s.draining)
+	s.stopKeeper()
+	<-s.kept
+	runs := s.liveRuns()
+	s.log.InfoContext(ctx, "draining: handing runs off", "runs", len(runs), "timeout", s.drainTimeout)
+	timer := time.NewTimer(s.drainTimeout)
+	defer timer.Stop()
+	select {
+	case <-allDone(runs):
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	for runs = s.liveRuns(); len(runs) > 0; runs = s.liveRuns() {
+		for _, r := range runs {
+			r.cancel(errHandOff)
+		}
+		<-allDone(runs)
+	}
+}
+
+// allDone returns a channel closed once every run in runs has returned.
+func allDone(runs []*run) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, r := range runs {
+			<-r.done
+		}
+	}()
+	return done
+}
+
+// Close drains a durable replica (see Drain); without a store it cancels every live run (they
+// terminate as INTERRUPTED). It waits for the runs to finish. It implements io.Closer, so
+// pkg/server's Main calls it after draining.
+func (s *Service) Close() error {
+	if s.store != nil {
+		s.Drain(context.Background())
+		return nil
+	}
+	for _, r := range s.liveRuns() {
 		r.cancel(errShutdown)
 		<-r.done
 	}
 	return nil
+}
+
+// liveRuns are the runs executing on this replica.
+func (s *Service) liveRuns() []*run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	runs := make([]*run, 0, len(s.live))
+	for _, r := range s.live {
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+// liveRun is the run of id executing on this replica, or nil.
+func (s *Service) liveRun(id string) *run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id]
+}
+
+// defaultReplica names a replica by its host and process.
+func defaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "orchestrator"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
 }

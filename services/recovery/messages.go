@@ -21,5 +21,6 @@ const (
 	msgPermission      = "I'm not allowed to perform that action."
 	msgInvalidInput    = "Part of your request is invalid, so I couldn't process it. Please check it and try again."
 	msgUnknown         = "Something unexpected went wrong. How would you like me to proceed?"
+	msgBusy            = "A part of the system is restarting, so I'm trying again in a moment."
 	msgGaveUp          = "I couldn't complete that step after several attempts, so I've stopped. Please try again later."
 )

@@ -207,9 +207,14 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, exitcode.Wrap(exitcode.Unavailable, err)
 	}
 	m.closePeers = closePeers
+	store, err := orchestrator.OpenStore(ctx, m.nc, cfg)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	}
 	m.orchestrator, err = orchestrator.New(ctx, orchestrator.Options{
 		Peers:          peers,
 		NATS:           m.nc,
+		Store:          store,
 		Contract:       orchestrator.ContractFromConfig(cfg),
 		Alternatives:   cfg.Tools.Alternatives,
 		TracerProvider: tp(Orchestrator),

@@ -1,0 +1,118 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+)
+
+// Checkpoint write retries: a store outage (NATS down) holds the run until the store is back.
+const (
+	checkpointBackoff    = 100 * time.Millisecond
+	checkpointMaxBackoff = 5 * time.Second
+)
+
+// checkpoint stores the run's state at a resumable point (phase; t and plan are the turn in
+// progress). It returns a stop ending when the run must not go on here: its lease was lost
+// (another replica advanced it), or this replica is draining and hands the run off at this
+// point, where nothing is lost. Without a store it does nothing.
+func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnState, plan []plannedCall) *ending {
+	store := r.svc.store
+	if store == nil {
+		return nil
+	}
+	cp := r.snapshot(phase, t, plan)
+	if phase == checkpointv1.Phase_PHASE_AWAITING_APPROVAL {
+		r.mu.Lock()
+		cp.Pending = r.approval.pending
+		cp.Turn.Decisions, cp.Turn.TimedOut = r.approval.stored()
+		r.mu.Unlock()
+	}
+	if e := r.save(ctx, cp); e != nil {
+		return e
+	}
+	if r.svc.isDraining() && phase != checkpointv1.Phase_PHASE_FINISHED {
+		return stopHere(errHandOff.Error())
+	}
+	return nil
+}
+
+// save writes cp with the run's checkpoint revision, retrying a store that is down until it
+// is back or the run is stopped.
+func (r *run) save(ctx context.Context, cp *checkpointv1.RunCheckpoint) *ending {
+	wait := checkpointBackoff
+	for {
+		rev, err := r.svc.store.Save(context.WithoutCancel(ctx), cp, r.rev)
+		if err == nil {
+			r.rev = rev
+			return nil
+		}
+		if errors.Is(err, runstore.ErrConflict) {
+			r.svc.log.WarnContext(ctx, "checkpoint conflict: another replica owns the run", "run_id", r.id, "err", err)
+			return stopHere(errLeaseLost.Error())
+		}
+		r.svc.log.WarnContext(ctx, "checkpoint failed; retrying", "run_id", r.id, "phase", cp.GetPhase().String(), "err", err)
+		if !sleep(ctx, wait) {
+			if cause := context.Cause(ctx); errors.Is(cause, errHandOff) || errors.Is(cause, errLeaseLost) {
+				return stopHere(cause.Error())
+			}
+			return nil // cancelled or timed out: the run terminates, and TERMINATE saves again
+		}
+		wait = min(2*wait, checkpointMaxBackoff)
+	}
+}
+
+// stopCause is the stop ending of a run whose context was ended to move it elsewhere, or nil.
+func stopCause(ctx context.Context) *ending {
+	if cause := context.Cause(ctx); errors.Is(cause, errHandOff) || errors.Is(cause, errLeaseLost) {
+		return stopHere(cause.Error())
+	}
+	return nil
+}
+
+// errMoved is what a caller waiting on this replica gets when its run moved to another one.
+func errMoved(runID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
+		"run %q moved to another orchestrator replica (this one is shutting down): follow it with WatchRun, read it with GetRun, or retry Run with the same idempotency_key", runID)
+}
+
+// isDraining reports whether the replica is shutting down.
+func (s *Service) isDraining() bool {
+	select {
+	case <-s.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// lastEventSeq is the seq of the last event the stream holds of a run (0 when none), so a
+// resumed run never reuses a seq its previous owner published after the last checkpoint.
+func lastEventSeq(ctx context.Context, js jetstream.JetStream, runID string) (uint64, error) {
+	st, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		return 0, fmt.Errorf("event stream: %w", err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, events.Subject(runID, "*"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last event of run %s: %w", runID, err)
+	}
+	ev := &eventv1.RunEvent{}
+	if err := proto.Unmarshal(msg.Data, ev); err != nil {
+		return 0, fmt.Errorf("last event of run %s: %w", runID, err)
+	}
+	return ev.GetSeq(), nil
+}

@@ -1,0 +1,317 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/pkg/xmltransport"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+)
+
+// inputBuffer is how many approval decisions wait for the run to take them.
+const inputBuffer = 64
+
+// existingRun is start's answer to an idempotency key that already names a run: the caller
+// attaches to that run instead of starting one.
+type existingRun struct{ id string }
+
+func (e existingRun) Error() string { return "idempotency key already names run " + e.id }
+
+// start validates a request and launches its run in the background. sink, when set, receives
+// every event of the run from the first one on. An idempotency key that already names a run
+// returns existingRun.
+func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (*run, error) {
+	if s.isDraining() {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
+			"this orchestrator replica is shutting down; send the run to another replica")
+	}
+	if err := validateRunRequest(req); err != nil {
+		return nil, err
+	}
+	runID := req.GetRunId()
+	if runID == "" {
+		runID = uuid.NewString()
+	}
+	contract, err := buildContract(s.contract, runID, req)
+	if err != nil {
+		return nil, err
+	}
+	outputSchema, err := compileOutputSchema(req.GetOutputSchema())
+	if err != nil {
+		return nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
+	}
+	userID := userOf(req)
+	r := &run{
+		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
+		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID),
+		usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema, changed: make(chan struct{}), movedC: make(chan struct{}),
+		counter: tokens.ForModel(firstModel(contract)), startedAt: s.now(), inputs: make(chan runstore.Input, inputBuffer),
+	}
+	if mode := transportMode(contract); mode != xmltransport.ModeNative {
+		r.xml = xmltransport.NewSession(mode) // the nonce is fixed for the run; slots continue across turns
+	}
+	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
+	r.conversation = append(r.conversation, req.GetHistory()...)
+	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
+
+	if s.store == nil {
+		if err := s.reserveLocal(ctx, r); err != nil {
+			return nil, err
+		}
+	} else if err := s.reserve(ctx, r); err != nil {
+		return nil, err
+	}
+	runCtx := s.runContext(context.WithoutCancel(ctx), r, "agentmesh.run")
+	carrier := propagation.MapCarrier{}
+	telemetry.Propagator().Inject(runCtx, carrier)
+	r.traceparent, r.tracestate = carrier.Get("traceparent"), carrier.Get("tracestate")
+	if s.store != nil {
+		rev, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
+		if err != nil {
+			r.span.End()
+			r.stopTimer()
+			s.unreserve(ctx, r)
+			if errors.Is(err, runstore.ErrExists) {
+				return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
+			}
+			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
+		}
+		r.rev = rev
+	}
+	s.launch(runCtx, r)
+	return r, nil
+}
+
+// userOf is the user a request acts for.
+func userOf(req *agentv1.RunRequest) string {
+	if id := req.GetUserId(); id != "" {
+		return id
+	}
+	return "anonymous"
+}
+
+// reserve claims the run's idempotency key and its lease in the store; a key that names
+// another run is existingRun, a run id in use ALREADY_EXISTS.
+func (s *Service) reserve(ctx context.Context, r *run) error {
+	if key := r.req.GetIdempotencyKey(); key != "" {
+		existing, err := s.store.Claim(ctx, r.userID, key, r.id)
+		switch {
+		case errors.Is(err, runstore.ErrExists):
+			return existingRun{id: existing}
+		case err != nil:
+			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "claiming idempotency key: %w", err)
+		}
+	}
+	leaseRev, err := s.store.Acquire(ctx, r.id, s.replica)
+	if err != nil {
+		s.unreserve(ctx, r)
+		if errors.Is(err, runstore.ErrExists) {
+			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
+		}
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "taking the lease of run %q: %w", r.id, err)
+	}
+	r.leaseRev = leaseRev
+	return nil
+}
+
+// unreserve gives back what reserve took for a run that does not start.
+func (s *Service) unreserve(ctx context.Context, r *run) {
+	if s.store == nil {
+		s.mu.Lock()
+		delete(s.idempotency, r.req.GetIdempotencyKey())
+		s.mu.Unlock()
+		return
+	}
+	if key := r.req.GetIdempotencyKey(); key != "" {
+		_ = s.store.Unclaim(ctx, r.userID, key, r.id)
+	}
+	if r.leaseRev != 0 {
+		_ = s.store.Release(ctx, r.id, r.leaseRev)
+		r.leaseRev = 0
+	}
+}
+
+// reserveLocal is reserve without a store: the key and the run id are checked on this replica
+// only, and a run id is checked against the finished runs in memory.
+func (s *Service) reserveLocal(ctx context.Context, r *run) error {
+	if r.req.GetRunId() != "" {
+		if _, err := s.peers.Memory.GetRun(ctx, &memoryv1.GetRunRequest{RunId: r.id}); err == nil {
+			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key := r.req.GetIdempotencyKey(); key != "" {
+		if id, ok := s.idempotency[key]; ok {
+			return existingRun{id: id}
+		}
+		s.idempotency[key] = r.id
+	}
+	if _, dup := s.live[r.id]; dup {
+		delete(s.idempotency, r.req.GetIdempotencyKey())
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
+	}
+	return nil
+}
+
+// runContext returns the context a run executes in, below parent: cancellable with a cause,
+// ended by total_timeout_ms counted from the run's start, in the run's span named name.
+func (s *Service) runContext(parent context.Context, r *run, name string) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	total := time.Duration(r.contract.GetTotalTimeoutMs())*time.Millisecond - s.now().Sub(r.startedAt)
+	ctx, stopTimer := withTimer(ctx, total, errTotalTimeout)
+	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("agentmesh.run_id", r.id)))
+	r.cancel, r.stopTimer, r.span = cancel, stopTimer, span
+	return ctx
+}
+
+// launch registers the run as live on this replica and executes it in the background.
+func (s *Service) launch(ctx context.Context, r *run) {
+	s.mu.Lock()
+	s.live[r.id] = r
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			r.stopTimer()
+			r.cancel(nil)
+			r.span.End()
+			s.mu.Lock()
+			delete(s.live, r.id)
+			s.mu.Unlock()
+			close(r.done)
+		}()
+		r.main(ctx)
+	}()
+}
+
+// main executes the run on this replica: from the start, or from its checkpoint when resumed.
+func (r *run) main(ctx context.Context) {
+	if r.svc.store != nil {
+		if err := r.watchInputs(ctx); err != nil {
+			r.svc.log.ErrorContext(ctx, "watching run inputs failed; the run continues elsewhere", "run_id", r.id, "err", err)
+			r.moveAway(ctx, stopHere(err.Error()))
+			return
+		}
+	}
+	switch {
+	case r.resumeFrom == nil:
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunStarted{RunStarted: &eventv1.RunStarted{
+			UserId: r.userID, ConversationId: r.req.GetConversationId(), Message: r.req.GetMessage(), Contract: r.contract,
+		}}})
+	case r.resumeFrom.GetPhase() == checkpointv1.Phase_PHASE_FINISHED:
+		r.finishStored(ctx, r.resumeFrom.GetResult())
+		return
+	default:
+		r.markResumed(ctx)
+	}
+	r.execute(ctx)
+}
+
+// watchInputs forwards what other replicas hand the run (decisions, cancellation) until ctx
+// ends: a cancellation cancels the run, decisions wait in r.inputs for the run to take them.
+func (r *run) watchInputs(ctx context.Context) error {
+	ch, err := r.svc.store.WatchInputs(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for in := range ch {
+			if c := in.Cancel; c != nil {
+				reason := errCancelled
+				if c.GetReason() != "" {
+					reason = fmt.Errorf("%w: %s", errCancelled, c.GetReason())
+				}
+				r.cancel(reason)
+				continue
+			}
+			select {
+			case r.inputs <- in:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// markResumed records in the transcript and the events that this replica took the run over.
+func (r *run) markResumed(ctx context.Context) {
+	cp := r.resumeFrom
+	phase := phaseName(cp.GetPhase())
+	st := typev1.RunState_RUN_STATE_RESUMED
+	detail := fmt.Sprintf("resumed on %s from the %s checkpoint of turn %d (%s; resume %d)", r.svc.replica, phase, cp.GetTurns(), r.resumeReason, r.resumes)
+	r.step(ctx, st, fmt.Sprintf("RESUMED-%d", r.resumes), func(context.Context) (proto.Message, proto.Message, string) {
+		return nil, nil, detail
+	})
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunResumed{RunResumed: &eventv1.RunResumed{
+		Replica: r.svc.replica, Turn: cp.GetTurns(), Phase: phase, Resumes: r.resumes, Reason: r.resumeReason,
+	}}})
+}
+
+// moveAway ends the run's work on this replica without terminating it: callers waiting here
+// are told it moved, and a lease still held is given back so another replica resumes the run
+// at once (a lost lease is someone else's).
+func (r *run) moveAway(ctx context.Context, e *ending) {
+	r.mu.Lock()
+	r.moved = true
+	close(r.movedC)
+	leaseRev := r.leaseRev
+	r.leaseRev = 0
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	if leaseRev != 0 {
+		if err := r.svc.store.Release(context.WithoutCancel(ctx), r.id, leaseRev); err != nil {
+			r.svc.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
+		}
+	}
+	r.svc.log.InfoContext(ctx, "run stopped on this replica", "run_id", r.id, "why", e.reason, "turn", r.turns)
+}
+
+// restoreRun rebuilds a run from its checkpoint, to be launched on this replica: its spans
+// join the run's trace through the stored trace context, and its events continue after the
+// last one stored.
+func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, rev, leaseRev uint64, reason string) (*run, context.Context, error) {
+	r := &run{
+		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), movedC: make(chan struct{}), rev: rev, leaseRev: leaseRev,
+		resumeFrom: cp, resumeReason: reason, inputs: make(chan runstore.Input, inputBuffer),
+	}
+	if err := r.restore(cp); err != nil {
+		return nil, nil, err
+	}
+	r.resumes++
+	lastSeq, err := lastEventSeq(ctx, s.js, r.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.stream = events.NewRunStreamAt(s.publisher, r.id, max(lastSeq, cp.GetEventSeq()))
+	parent := telemetry.Propagator().Extract(context.Background(), propagation.MapCarrier{"traceparent": r.traceparent, "tracestate": r.tracestate})
+	name := "agentmesh.run.resumed"
+	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED {
+		name = "agentmesh.run.finish"
+	}
+	return r, s.runContext(parent, r, name), nil
+}
+
+// phaseName is a phase as events and the transcript show it, e.g. "awaiting_approval".
+func phaseName(p checkpointv1.Phase) string {
+	return strings.ToLower(strings.TrimPrefix(p.String(), "PHASE_"))
+}

@@ -1,0 +1,44 @@
+package runstore
+
+import (
+	"context"
+	"errors"
+
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Await returns a run's checkpoint once done accepts it, watching the checkpoint change
+// (whichever replica writes it) until ctx ends; ErrNotFound when the run has no checkpoint.
+func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var w jetstream.KeyWatcher
+	err := s.retry(ctx, func() error {
+		checkpoints, _, _, _, _, _ := s.buckets()
+		var err error
+		w, err = checkpoints.Watch(ctx, runID)
+		return err
+	})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		cp, _, err := s.Load(ctx, runID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && done(cp) {
+			return cp, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case _, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("runstore: the checkpoint watch ended")
+			}
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package runstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Claim binds an idempotency key of a user to runID for the store's IdempotencyTTL. When the
+// key is already bound it returns the run it names and ErrExists.
+func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, error) {
+	k := idempotencyKey(userID, key)
+	var existing string
+	err := s.retry(ctx, func() error {
+		_, _, _, idempotency, _, _ := s.buckets()
+		_, err := idempotency.Create(ctx, k, []byte(runID))
+		if err == nil || !errors.Is(mapErr(err), ErrExists) {
+			return err
+		}
+		e, getErr := idempotency.Get(ctx, k)
+		if getErr != nil {
+			return getErr
+		}
+		existing = string(e.Value())
+		return err
+	})
+	return existing, mapErr(err)
+}
+
+// Lookup returns the run an idempotency key of a user names; ErrNotFound when none.
+func (s *Store) Lookup(ctx context.Context, userID, key string) (string, error) {
+	var runID string
+	err := s.retry(ctx, func() error {
+		_, _, _, idempotency, _, _ := s.buckets()
+		e, err := idempotency.Get(ctx, idempotencyKey(userID, key))
+		if err != nil {
+			return err
+		}
+		runID = string(e.Value())
+		return nil
+	})
+	return runID, mapErr(err)
+}
+
+// idempotencyKey is the bucket key of a user's idempotency key: a hash, since keys are free
+// text and bucket keys are not.
+func idempotencyKey(userID, key string) string {
+	sum := sha256.Sum256([]byte(userID + "\x00" + key))
+	return hex.EncodeToString(sum[:])
+}
+
+// Unclaim removes an idempotency key of a user while it still names runID (a run that could
+// not start).
+func (s *Store) Unclaim(ctx context.Context, userID, key, runID string) error {
+	k := idempotencyKey(userID, key)
+	return mapErr(s.retry(ctx, func() error {
+		_, _, _, idempotency, _, _ := s.buckets()
+		e, err := idempotency.Get(ctx, k)
+		if err != nil || string(e.Value()) != runID {
+			return nil
+		}
+		return idempotency.Delete(ctx, k, jetstream.LastRevision(e.Revision()))
+	}))
+}

@@ -1,0 +1,150 @@
+package runstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+)
+
+// Input is something another replica handed to a run's owner: a person's decision on a paused
+// call, or a cancellation.
+type Input struct {
+	// Decision is an approval decision, or nil.
+	Decision *agentv1.ResolveApprovalRequest
+	// Cancel is a cancellation, or nil.
+	Cancel *agentv1.CancelRunRequest
+}
+
+// Decide records a decision on a paused call of a run; ErrExists when the call is decided
+// already (the first decision wins, on whichever replica it arrived).
+func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) error {
+	data, err := proto.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("runstore: encode decision: %w", err)
+	}
+	return mapErr(s.retry(ctx, func() error {
+		_, _, _, _, inputs, _ := s.buckets()
+		_, err := inputs.Create(ctx, decisionKey(d.GetRunId(), d.GetCallId()), data)
+		return err
+	}))
+}
+
+// RequestCancel asks a run's owner to cancel it.
+func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) error {
+	data, err := proto.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("runstore: encode cancellation: %w", err)
+	}
+	return mapErr(s.retry(ctx, func() error {
+		_, _, _, _, inputs, _ := s.buckets()
+		_, err := inputs.Put(ctx, c.GetRunId()+".cancel", data)
+		return err
+	}))
+}
+
+// WatchInputs delivers a run's inputs, those recorded so far first, until ctx ends. The
+// channel closes when ctx ends or the watch fails.
+func (s *Store) WatchInputs(ctx context.Context, runID string) (<-chan Input, error) {
+	var w jetstream.KeyWatcher
+	err := s.retry(ctx, func() error {
+		_, _, _, _, inputs, _ := s.buckets()
+		var err error
+		w, err = inputs.Watch(ctx, runID+".>", jetstream.IgnoreDeletes())
+		return err
+	})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make(chan Input)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // the end of the recorded inputs
+				}
+				in, err := decodeInput(e.Key(), e.Value())
+				if err != nil {
+					continue // not an input of this build: ignored rather than fatal
+				}
+				select {
+				case out <- in:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func decodeInput(key string, value []byte) (Input, error) {
+	if strings.HasSuffix(key, ".cancel") {
+		c := &agentv1.CancelRunRequest{}
+		return Input{Cancel: c}, proto.Unmarshal(value, c)
+	}
+	d := &agentv1.ResolveApprovalRequest{}
+	return Input{Decision: d}, proto.Unmarshal(value, d)
+}
+
+// decisionKey is the key of a call's decision; call ids are free text, so they are hex-encoded.
+func decisionKey(runID, callID string) string {
+	return runID + ".approval." + hex.EncodeToString([]byte(callID))
+}
+
+// DecidedCalls returns the ids of a run's calls with a recorded decision.
+func (s *Store) DecidedCalls(ctx context.Context, runID string) (map[string]bool, error) {
+	decided := map[string]bool{}
+	err := s.retry(ctx, func() error {
+		_, _, _, _, inputs, _ := s.buckets()
+		prefix := runID + ".approval."
+		lister, err := inputs.ListKeysFiltered(ctx, prefix+"*")
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for k := range lister.Keys() {
+			if id, err := hex.DecodeString(strings.TrimPrefix(k, prefix)); err == nil {
+				decided[string(id)] = true
+			}
+		}
+		return nil
+	})
+	return decided, mapErr(err)
+}
+
+// purgeInputs removes every input of a run.
+func purgeInputs(ctx context.Context, inputs jetstream.KeyValue, runID string) error {
+	lister, err := inputs.ListKeysFiltered(ctx, runID+".>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return err
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if err := inputs.Purge(ctx, k); err != nil && !isNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package runstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket names.
+const (
+	CheckpointBucket  = "AGENTMESH_CHECKPOINTS"
+	BodyBucket        = "AGENTMESH_CHECKPOINT_BODIES"
+	LeaseBucket       = "AGENTMESH_LEASES"
+	ActiveBucket      = "AGENTMESH_ACTIVE_RUNS"
+	IdempotencyBucket = "AGENTMESH_IDEMPOTENCY"
+	InputBucket       = "AGENTMESH_RUN_INPUTS"
+)
+
+// Errors of the store.
+var (
+	// ErrNotFound is a run (or key) the store does not hold.
+	ErrNotFound = errors.New("not found")
+	// ErrExists is a key created twice: a run id in use, a decided call.
+	ErrExists = errors.New("already exists")
+	// ErrConflict is a write whose expected revision is no longer the latest: another
+	// replica advanced the run or took its lease.
+	ErrConflict = errors.New("revision conflict")
+)
+
+// Config sets the buckets' replication, storage and lifetimes.
+type Config struct {
+	// Replicas of every bucket (1 for a single NATS server).
+	Replicas int
+	// Storage of every bucket.
+	Storage jetstream.StorageType
+	// LeaseTTL is how long a lease lives without renewal.
+	LeaseTTL time.Duration
+	// IdempotencyTTL is how long an idempotency key names its run.
+	IdempotencyTTL time.Duration
+}
+
+// Store is the durable state of runs. It is safe for concurrent use.
+type Store struct {
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	cfg Config
+
+	mu          sync.Mutex
+	checkpoints jetstream.KeyValue
+	bodies      jetstream.ObjectStore
+	leases      jetstream.KeyValue
+	active      jetstream.KeyValue
+	idempotency jetstream.KeyValue
+	inputs      jetstream.KeyValue
+	bodyNames   map[string]string // run id → the object its latest checkpoint uses
+}
+
+// Open returns a Store on nc, creating its buckets when they do not exist.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	if cfg.Replicas < 1 {
+		cfg.Replicas = 1
+	}
+	if cfg.LeaseTTL <= 0 {
+		return nil, errors.New("runstore: lease TTL must be positive")
+	}
+	if cfg.IdempotencyTTL <= 0 {
+		return nil, errors.New("runstore: idempotency TTL must be positive")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("runstore: %w", err)
+	}
+	s := &Store{js: js, nc: nc, cfg: cfg, bodyNames: map[string]string{}}
+	if err := s.ensure(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// LeaseTTL returns how long a lease lives without renewal.
+func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
+
+// ensure creates (or updates) every bucket.
+func (s *Store) ensure(ctx context.Context) error {
+	kv := func(name, desc string, ttl time.Duration) (jetstream.KeyValue, error) {
+		b, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, Description: desc, History: 1, TTL: ttl, Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("runstore: bucket %s: %w", name, err)
+		}
+		return b, nil
+	}
+	checkpoints, err := kv(CheckpointBucket, "agentmesh run checkpoints", 0)
+	if err != nil {
+		return err
+	}
+	leases, err := kv(LeaseBucket, "agentmesh run ownership leases", s.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	active, err := kv(ActiveBucket, "agentmesh runs not yet finished", 0)
+	if err != nil {
+		return err
+	}
+	idempotency, err := kv(IdempotencyBucket, "agentmesh idempotency keys", s.cfg.IdempotencyTTL)
+	if err != nil {
+		return err
+	}
+	inputs, err := kv(InputBucket, "agentmesh approval decisions and cancellations", 0)
+	if err != nil {
+		return err
+	}
+	bodies, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: BodyBucket, Description: "agentmesh checkpoints too large for one entry",
+		Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("runstore: object store %s: %w", BodyBucket, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkpoints, s.leases, s.active, s.idempotency, s.inputs, s.bodies = checkpoints, leases, active, idempotency, inputs, bodies
+	return nil
+}
+
+// buckets returns the current bucket handles.
+func (s *Store) buckets() (checkpoints, leases, active, idempotency, inputs jetstream.KeyValue, bodies jetstream.ObjectStore) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkpoints, s.leases, s.active, s.idempotency, s.inputs, s.bodies
+}
+
+// retry runs op once more after creating the buckets again when op failed because JetStream
+// no longer has them (NATS restarted with an empty store).
+func (s *Store) retry(ctx context.Context, op func() error) error {
+	err := op()
+	if !missingBucket(err) {
+		return err
+	}
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	return op()
+}
+
+// missingBucket reports whether err says the bucket's stream does not exist.
+func missingBucket(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// isNotFound reports whether err says a key or object does not exist.
+func isNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) || errors.Is(err, jetstream.ErrObjectNotFound)
+}
+
+// mapErr turns the key-value errors callers branch on into the store's.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted), errors.Is(err, jetstream.ErrObjectNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	return err
+}
