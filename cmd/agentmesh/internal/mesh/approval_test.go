@@ -26,7 +26,13 @@ func approvalMesh(t *testing.T, scenarios ...llmtest.Scenario) *harness {
 // finish follows a resumed run to its end through WatchRun and returns its result and event kinds.
 func (h *harness) finish(t *testing.T, runID string) (*typev1.RunResult, []string) {
 	t.Helper()
-	stream, err := h.client.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: runID})
+	return finishOn(t, h.client, runID)
+}
+
+// finishOn is finish through the given orchestrator replica.
+func finishOn(t *testing.T, client agentv1.AgentServiceClient, runID string) (*typev1.RunResult, []string) {
+	t.Helper()
+	stream, err := client.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: runID})
 	if err != nil {
 		t.Fatal(err)
 	}

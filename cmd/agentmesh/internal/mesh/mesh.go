@@ -61,19 +61,24 @@ type Options struct {
 	Providers map[string]generation.Provider
 	// Logger is used by every service (slog.Default when nil).
 	Logger *slog.Logger
+	// Orchestrators is the number of orchestrator replicas (at least 1): the first serves on
+	// the orchestrator's address, the others on free loopback ports (OrchestratorAddrs). They
+	// share NATS, so any of them serves, resumes and finishes any run.
+	Orchestrators int
 }
 
 // Mesh is a running in-process mesh.
 type Mesh struct {
-	addrs        map[string]string
-	servers      []*server.Server
-	conns        []*grpc.ClientConn
-	embedded     *events.Embedded
-	nc           *nats.Conn
-	orchestrator *orchestrator.Service
-	closePeers   func() error
-	closers      []func() error // run after the servers stopped
-	tempDir      string
+	addrs               map[string]string
+	servers             []*server.Server
+	conns               []*grpc.ClientConn
+	embedded            *events.Embedded
+	nc                  *nats.Conn
+	orchestrators       []*orchestrator.Service
+	orchestratorServers []*server.Server // one per replica; the first is also in servers
+	closePeers          func() error
+	closers             []func() error // run after the servers stopped
+	tempDir             string
 }
 
 // Start starts NATS (embedded unless the configuration names a URL) and the nine services,
@@ -207,23 +212,62 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, exitcode.Wrap(exitcode.Unavailable, err)
 	}
 	m.closePeers = closePeers
-	store, err := orchestrator.OpenStore(ctx, m.nc, cfg)
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	replicas := max(opts.Orchestrators, 1)
+	for i := range replicas {
+		store, err := orchestrator.OpenStore(ctx, m.nc, cfg)
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		replica := ""
+		if replicas > 1 {
+			replica = fmt.Sprintf("%s-%d", Orchestrator, i+1)
+		}
+		svc, err := orchestrator.New(ctx, orchestrator.Options{
+			Peers:          peers,
+			NATS:           m.nc,
+			Store:          store,
+			Replica:        replica,
+			Contract:       orchestrator.ContractFromConfig(cfg),
+			Alternatives:   cfg.Tools.Alternatives,
+			TracerProvider: tp(Orchestrator),
+			Logger:         log.With("service", Orchestrator, "replica", replica),
+		})
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		m.orchestrators = append(m.orchestrators, svc)
+		if i == 0 {
+			if err := serve(Orchestrator, svc.Register); err != nil {
+				return nil, err
+			}
+			m.orchestratorServers = append(m.orchestratorServers, m.servers[len(m.servers)-1])
+			continue
+		}
+		srv := server.New(server.Options{Name: Orchestrator, Addr: "127.0.0.1:0", TracerProvider: tp(Orchestrator), Logger: log.With("service", Orchestrator, "replica", replica)})
+		svc.Register(srv.GRPC())
+		if err := srv.Start(); err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("orchestrator replica %d: %w", i+1, err))
+		}
+		m.orchestratorServers = append(m.orchestratorServers, srv)
 	}
-	m.orchestrator, err = orchestrator.New(ctx, orchestrator.Options{
-		Peers:          peers,
-		NATS:           m.nc,
-		Store:          store,
-		Contract:       orchestrator.ContractFromConfig(cfg),
-		Alternatives:   cfg.Tools.Alternatives,
-		TracerProvider: tp(Orchestrator),
-		Logger:         log.With("service", Orchestrator),
-	})
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	return m, nil
+}
+
+// OrchestratorAddrs returns the addresses of the orchestrator replicas, the first one being
+// Addr(Orchestrator).
+func (m *Mesh) OrchestratorAddrs() []string {
+	addrs := make([]string, len(m.orchestratorServers))
+	for i, srv := range m.orchestratorServers {
+		addrs[i] = srv.Addr()
 	}
-	return m, serve(Orchestrator, m.orchestrator.Register)
+	return addrs
+}
+
+// StopOrchestrator stops orchestrator replica i (0-based) as SIGTERM stops the binary: it
+// hands its runs off (another replica resumes them) and drains its server.
+func (m *Mesh) StopOrchestrator(ctx context.Context, i int) {
+	m.orchestrators[i].Drain(ctx)
+	m.orchestratorServers[i].Shutdown(ctx)
 }
 
 func (m *Mesh) startNATS(cfg *config.Config, storeDir string) error {
@@ -297,8 +341,11 @@ func (m *Mesh) NATS() *nats.Conn { return m.nc }
 
 // Close stops live runs, drains every server (the orchestrator first), and stops NATS.
 func (m *Mesh) Close() {
-	if m.orchestrator != nil {
-		_ = m.orchestrator.Close()
+	for _, o := range m.orchestrators {
+		_ = o.Close()
+	}
+	for _, srv := range m.orchestratorServers[min(1, len(m.orchestratorServers)):] {
+		srv.Shutdown(context.Background())
 	}
 	for _, srv := range slices.Backward(m.servers) {
 		srv.Shutdown(context.Background())

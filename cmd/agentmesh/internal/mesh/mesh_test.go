@@ -32,7 +32,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // harness is a whole mesh on loopback ports with a scripted LLM behind the "scripted" provider.
 type harness struct {
 	mesh     *mesh.Mesh
-	client   agentv1.AgentServiceClient
+	client   agentv1.AgentServiceClient   // of the first orchestrator replica
+	replicas []agentv1.AgentServiceClient // of every orchestrator replica
 	llm      *llmtest.Server
 	recorder *telemetry.Recorder
 }
@@ -45,6 +46,12 @@ func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *har
 // startWith is start with a last change to the configuration once the scripted LLM's URL is
 // known.
 func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, llmURL string), scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
+	return startReplicas(t, cfg, 1, tweak, scenarios...)
+}
+
+// startReplicas is startWith with n orchestrator replicas.
+func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
 	h := &harness{recorder: telemetry.NewRecorder()}
 	if cfg == nil {
@@ -62,7 +69,7 @@ func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, 
 	var mu sync.Mutex
 	providers := map[string]trace.TracerProvider{}
 	m, err := mesh.Start(t.Context(), mesh.Options{
-		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Orchestrators: n,
 		TracerProvider: func(service string) trace.TracerProvider {
 			mu.Lock()
 			defer mu.Unlock()
@@ -77,12 +84,15 @@ func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, 
 	}
 	t.Cleanup(m.Close)
 	h.mesh = m
-	conn, err := grpc.NewClient(m.Addr(mesh.Orchestrator), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	for _, addr := range m.OrchestratorAddrs() {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		h.replicas = append(h.replicas, agentv1.NewAgentServiceClient(conn))
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	h.client = agentv1.NewAgentServiceClient(conn)
+	h.client = h.replicas[0]
 	return h
 }
 

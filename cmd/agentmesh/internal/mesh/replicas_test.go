@@ -1,0 +1,134 @@
+package mesh_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// replicaMesh is a mesh with two orchestrator replicas, calculator needing approval, and a
+// short lease so a handed-off run is adopted quickly.
+func replicaMesh(t *testing.T, scenarios ...llmtest.Scenario) *harness {
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	cfg.Durability.LeaseTTLMS = 1000
+	return startReplicas(t, cfg, 2, nil, scenarios...)
+}
+
+func wantCode(t *testing.T, err error, code codes.Code, what string) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("%s: %v, want %s", what, err, code)
+	}
+}
+
+// TestEveryRPCOnEveryReplica starts a run on one replica and serves it entirely from the
+// other: a retried Run with the same idempotency key attaches to it, GetRun sees the pause,
+// ResolveApproval resumes it, WatchRun follows it to the end, CancelRun answers for it, and a
+// run id in use is ALREADY_EXISTS.
+func TestEveryRPCOnEveryReplica(t *testing.T) {
+	h := replicaMesh(t,
+		llmtest.Scenario{Name: "approve", Match: "approve it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}},
+		llmtest.Scenario{Name: "cancel", Match: "cancel it", Turns: []llmtest.Turn{calcTurn("c1", "1+1"), text("2")}},
+	)
+	a, b := h.replicas[0], h.replicas[1]
+	req := &agentv1.RunRequest{Message: "approve it", RunId: "replicated-run", IdempotencyKey: "key-1"}
+	res, err := a.Run(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+
+	again, err := b.Run(t.Context(), req)
+	if err != nil || again.GetRunId() != "replicated-run" || again.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+		t.Fatalf("Run with the same idempotency key on the other replica = %v %v, %v", again.GetRunId(), again.GetOutcome(), err)
+	}
+	_, err = b.Run(t.Context(), &agentv1.RunRequest{Message: "approve it", RunId: "replicated-run"})
+	wantCode(t, err, codes.AlreadyExists, "Run with a run id in use")
+	got, err := b.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "replicated-run"})
+	if err != nil || got.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL || got.GetTraceId() != res.GetTraceId() {
+		t.Fatalf("GetRun(paused) on the other replica = %v %v, %v", got.GetOutcome(), got.GetTraceId(), err)
+	}
+	_, err = b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "replicated-run", CallId: "nope", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+	wantCode(t, err, codes.NotFound, "ResolveApproval of an unknown call")
+	resp, err := b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "replicated-run", CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+	if err != nil || !resp.GetResumed() {
+		t.Fatalf("ResolveApproval on the other replica = %v, %v", resp, err)
+	}
+	_, err = b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "replicated-run", CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT})
+	if c := status.Code(err); c != codes.FailedPrecondition && c != codes.NotFound {
+		t.Fatalf("a second decision: %v, want FAILED_PRECONDITION (decided) or NOT_FOUND (resumed already)", err)
+	}
+	final, kinds := finishOn(t, b, "replicated-run")
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || count(kinds, "run_finished") != 1 || count(kinds, "approval_resolved") != 1 {
+		t.Fatalf("outcome %s, events %v", final.GetOutcome(), kinds)
+	}
+	got, err = b.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "replicated-run"})
+	if err != nil || got.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("GetRun(finished) on the other replica = %v, %v", got.GetOutcome(), err)
+	}
+	cancelled, err := b.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "replicated-run"})
+	if err != nil || cancelled.GetCancelled() || cancelled.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("CancelRun(finished) = %v, %v", cancelled, err)
+	}
+	_, err = b.Run(t.Context(), &agentv1.RunRequest{Message: "approve it", RunId: "replicated-run"})
+	wantCode(t, err, codes.AlreadyExists, "Run with the id of a finished run")
+
+	// A paused run owned by the first replica is cancelled through the second.
+	res, err = a.Run(t.Context(), &agentv1.RunRequest{Message: "cancel it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	cancelled, err = b.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: res.GetRunId(), Reason: "changed my mind"})
+	if err != nil || !cancelled.GetCancelled() || cancelled.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED {
+		t.Fatalf("CancelRun(paused elsewhere) = %v, %v", cancelled, err)
+	}
+}
+
+// TestDrainHandsRunsOff stops the replica that owns a paused run as a deploy does: the run
+// is handed off, the other replica adopts it, and a decision sent there finishes it, with the
+// resumption in its transcript (which still verifies), its events and its trace.
+func TestDrainHandsRunsOff(t *testing.T) {
+	h := replicaMesh(t, llmtest.Scenario{Name: "approve", Match: "approve it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
+	a, b := h.replicas[0], h.replicas[1]
+	res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: "approve it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0)
+	if _, err := a.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the stopped replica still answers: %v", err)
+	}
+	if _, err := b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		t.Fatal(err)
+	}
+	final, kinds := finishOn(t, b, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s", final.GetOutcome(), final.GetExitReason())
+	}
+	if count(kinds, "run_resumed") != 1 || count(kinds, "run_finished") != 1 || count(kinds, "approval_requested") != 1 {
+		t.Errorf("events %v", kinds)
+	}
+	if final.GetTraceId() != res.GetTraceId() {
+		t.Errorf("trace %s after the hand-off, %s before", final.GetTraceId(), res.GetTraceId())
+	}
+	if !slices.ContainsFunc(final.GetTranscript(), func(e *typev1.TranscriptEntry) bool { return e.GetState() == typev1.RunState_RUN_STATE_RESUMED }) {
+		t.Error("the transcript has no RESUMED entry")
+	}
+	if err := transcript.Verify(final.GetTranscript()); err != nil {
+		t.Errorf("transcript: %v", err)
+	}
+	if got := toolMessage(t, final, 0); got != "42" {
+		t.Errorf("tool message %q", got)
+	}
+}
