@@ -1,0 +1,256 @@
+package runstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// open starts an embedded NATS server and opens a Store on it (lease TTL ttl).
+func open(t *testing.T, ttl time.Duration) (*runstore.Store, jetstream.JetStream) {
+	t.Helper()
+	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	s, err := runstore.Open(t.Context(), nc, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: ttl, IdempotencyTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, js
+}
+
+func checkpoint(id string, phase checkpointv1.Phase, turns int32) *checkpointv1.RunCheckpoint {
+	return &checkpointv1.RunCheckpoint{RunId: id, Phase: phase, Turns: turns, UserId: "u"}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after 10s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCheckpointsAreCompareAndSet(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	rev, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0)); !errors.Is(err, runstore.ErrExists) {
+		t.Fatalf("second Create = %v, want ErrExists", err)
+	}
+	next, err := s.Save(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_READY, 1), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Save(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_READY, 9), rev); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("Save with a stale revision = %v, want ErrConflict", err)
+	}
+	cp, got, err := s.Load(ctx, "r1")
+	if err != nil || got != next || cp.GetTurns() != 1 || cp.GetPhase() != checkpointv1.Phase_PHASE_READY || cp.GetVersion() != runstore.Version {
+		t.Fatalf("Load = %v rev %d, %v; want turn 1 at rev %d", cp, got, err, next)
+	}
+	if _, _, err := s.Load(ctx, "nope"); !errors.Is(err, runstore.ErrNotFound) {
+		t.Fatalf("Load(unknown) = %v, want ErrNotFound", err)
+	}
+	if ids, err := s.Active(ctx); err != nil || len(ids) != 1 || ids[0] != "r1" {
+		t.Fatalf("Active = %v, %v", ids, err)
+	}
+	if err := s.Retire(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.Active(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("Active after Retire = %v, %v", ids, err)
+	}
+}
+
+// TestLargeCheckpoints stores checkpoints above the NATS payload limit (1 MB) through the
+// object store and replaces their bodies.
+func TestLargeCheckpoints(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	big := checkpoint("big", checkpointv1.Phase_PHASE_READY, 1)
+	big.Conversation = []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("x", 3<<20)}}
+	rev, err := s.Create(ctx, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Turns = 2
+	big.Conversation[0].Content += "y"
+	if _, err := s.Save(ctx, big, rev); err != nil {
+		t.Fatal(err)
+	}
+	cp, _, err := s.Load(ctx, "big")
+	if err != nil || cp.GetTurns() != 2 || len(cp.GetConversation()[0].GetContent()) != 3<<20+1 {
+		t.Fatalf("Load = turn %d, %d bytes, %v", cp.GetTurns(), len(cp.GetConversation()[0].GetContent()), err)
+	}
+	bodies, err := js.ObjectStore(ctx, runstore.BodyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := bodies.List(ctx)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%d bodies stored, want the current one only (%v)", len(objs), err)
+	}
+}
+
+func TestLeases(t *testing.T) {
+	s, _ := open(t, time.Second)
+	ctx := t.Context()
+	rev, err := s.Acquire(ctx, "r1", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "r1", "b"); !errors.Is(err, runstore.ErrExists) {
+		t.Fatalf("Acquire of a held lease = %v, want ErrExists", err)
+	}
+	if rev, err = s.Renew(ctx, "r1", "a", rev); err != nil {
+		t.Fatal(err)
+	}
+	if holder, _, err := s.Holder(ctx, "r1"); err != nil || holder != "a" {
+		t.Fatalf("Holder = %q, %v", holder, err)
+	}
+	// Unrenewed, the lease expires and another replica takes the run.
+	eventually(t, "the lease expires", func() bool {
+		_, _, err := s.Holder(ctx, "r1")
+		return errors.Is(err, runstore.ErrNotFound)
+	})
+	if _, err := s.Acquire(ctx, "r1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Renew(ctx, "r1", "a", rev); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("Renew of a lease another replica took = %v, want ErrConflict", err)
+	}
+	_, brev, _ := s.Holder(ctx, "r1")
+	if err := s.Release(ctx, "r1", brev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "r1", "a"); err != nil {
+		t.Fatalf("Acquire after Release = %v", err)
+	}
+}
+
+func TestIdempotencyKeys(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	if _, err := s.Claim(ctx, "u", "k", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if existing, err := s.Claim(ctx, "u", "k", "r2"); !errors.Is(err, runstore.ErrExists) || existing != "r1" {
+		t.Fatalf("second Claim = %q, %v; want r1, ErrExists", existing, err)
+	}
+	if _, err := s.Claim(ctx, "other user", "k", "r3"); err != nil {
+		t.Fatalf("the same key of another user: %v", err)
+	}
+	if err := s.Unclaim(ctx, "u", "k", "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.Lookup(ctx, "u", "k"); err != nil || id != "r1" {
+		t.Fatalf("Unclaim of another run's key removed it: %q, %v", id, err)
+	}
+	if err := s.Unclaim(ctx, "u", "k", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ctx, "u", "k"); !errors.Is(err, runstore.ErrNotFound) {
+		t.Fatalf("Lookup after Unclaim = %v", err)
+	}
+}
+
+func TestInputs(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	approve := &agentv1.ResolveApprovalRequest{RunId: "r1", CallId: "call/1 ü", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
+	if err := s.Decide(ctx, approve); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(ctx, approve); !errors.Is(err, runstore.ErrExists) {
+		t.Fatalf("a second decision = %v, want ErrExists", err)
+	}
+	in, err := s.WatchInputs(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-in; got.Decision.GetCallId() != "call/1 ü" {
+		t.Fatalf("first input %v, want the recorded decision", got)
+	}
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r1", Reason: "stop"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-in; got.Cancel.GetReason() != "stop" {
+		t.Fatalf("second input %v, want the cancellation", got)
+	}
+	if decided, err := s.DecidedCalls(ctx, "r1"); err != nil || !decided["call/1 ü"] || len(decided) != 1 {
+		t.Fatalf("DecidedCalls = %v, %v", decided, err)
+	}
+	if err := s.Retire(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if decided, err := s.DecidedCalls(ctx, "r1"); err != nil || len(decided) != 0 {
+		t.Fatalf("DecidedCalls after Retire = %v, %v", decided, err)
+	}
+	cancel()
+	for range in { // the watch ends with ctx
+	}
+}
+
+// TestBucketsComeBack deletes the buckets, as a NATS restarted with an empty store loses
+// them: the store creates them again on the next use.
+func TestBucketsComeBack(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	rev, err := s.Create(ctx, checkpoint("r0", checkpointv1.Phase_PHASE_STARTED, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{runstore.CheckpointBucket, runstore.LeaseBucket, runstore.ActiveBucket} {
+		if err := js.DeleteKeyValue(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Acquire(ctx, "r1", "a"); err != nil {
+		t.Fatalf("Acquire after the buckets were lost: %v", err)
+	}
+	if _, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatalf("Create after the buckets were lost: %v", err)
+	}
+	// The owner of a run whose checkpoint was lost writes it again from its own state.
+	if _, err := s.Save(ctx, checkpoint("r0", checkpointv1.Phase_PHASE_READY, 1), rev); err != nil {
+		t.Fatalf("Save of a lost checkpoint: %v", err)
+	}
+	if cp, _, err := s.Load(ctx, "r0"); err != nil || cp.GetTurns() != 1 {
+		t.Fatalf("Load = %v, %v", cp, err)
+	}
+	if ids, err := s.Active(ctx); err != nil || len(ids) != 2 {
+		t.Fatalf("Active = %v, %v; want both runs indexed again", ids, err)
+	}
+}
