@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -22,11 +24,16 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	configPath := fs.String("config", "", "configuration file (highest layer)")
 	message := fs.String("run", "", "make one run with this message, print the answer and exit")
 	verbose := fs.Bool("v", false, "log every service's activity")
+	replicas := fs.Int("orchestrators", 1, "orchestrator replicas sharing the runs (any of them serves, resumes and finishes any run)")
+	dataDir := fs.String("data", "", "where the embedded NATS keeps runs, so a restarted dev resumes them (default $XDG_STATE_HOME/agentmesh, else ~/.local/state/agentmesh; --run uses a temporary one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("dev takes no arguments (got %q); did you mean --run?", fs.Args()))
+	}
+	if *replicas < 1 || *replicas > 9 {
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--orchestrators must be between 1 and 9, got %d", *replicas))
 	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
@@ -44,9 +51,17 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *verbose {
 		level = slog.LevelInfo
 	}
+	storeDir := ""
+	if *message == "" && cfg.NATS.URL == "" && cfg.NATS.StoreDir == "" {
+		if storeDir, err = devDataDir(*dataDir); err != nil {
+			return err
+		}
+	}
 	m, err := mesh.Start(ctx, mesh.Options{
 		Config:         cfg,
 		Ephemeral:      *message != "",
+		StoreDir:       storeDir,
+		Orchestrators:  *replicas,
 		TracerProvider: providers,
 		Logger:         slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	})
@@ -58,8 +73,14 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	for _, name := range m.Services() {
 		fmt.Fprintf(stderr, "  %-12s %s\n", name, m.Addr(name))
 	}
+	for i, a := range m.OrchestratorAddrs()[1:] {
+		fmt.Fprintf(stderr, "  %-12s %s (replica %d)\n", mesh.Orchestrator, a, i+2)
+	}
 	if u := m.NATSURL(); u != "" {
 		fmt.Fprintf(stderr, "  %-12s %s (embedded, JetStream)\n", "nats", u)
+	}
+	if storeDir != "" {
+		fmt.Fprintf(stderr, "  %-12s %s (runs survive a restart of dev)\n", "data", storeDir)
 	}
 	addr := m.Addr(mesh.Orchestrator)
 	if *message == "" {
@@ -73,4 +94,24 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer closeConn()
 	return streamRun(ctx, client, addr, &agentv1.RunRequest{Message: *message, UserId: "cli"}, false, stdout, stderr)
+}
+
+// devDataDir is where `agentmesh dev` keeps its embedded NATS data: dir, or
+// $XDG_STATE_HOME/agentmesh/nats, or ~/.local/state/agentmesh/nats. It is created if needed.
+func devDataDir(dir string) (string, error) {
+	if dir == "" {
+		state := os.Getenv("XDG_STATE_HOME")
+		if state == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no data directory: %w; pass --data DIR", err)
+			}
+			state = filepath.Join(home, ".local", "state")
+		}
+		dir = filepath.Join(state, "agentmesh", "nats")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	return dir, nil
 }

@@ -19,7 +19,8 @@ import (
 const usage = `agentmesh — an LLM agent runtime as a gRPC mesh
 
 usage:
-  agentmesh dev [--config PATH] [--run MESSAGE]   run the whole mesh (embedded NATS) in one process;
+  agentmesh dev [--config PATH] [--run MESSAGE] [--orchestrators N] [--data DIR]
+                                                   run the whole mesh (embedded NATS) in one process;
                                                    with --run, make one run end to end and exit
   agentmesh run [--addr ADDR] [--json] MESSAGE    run an agent and stream its progress
   agentmesh tools [--addr ADDR]                   list the tools the mesh can execute

@@ -64,6 +64,9 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		}
 	case *eventv1.RunEvent_ApprovalRequested:
 		p.line("  ? approval requested for %d call(s)", len(k.ApprovalRequested.GetPendingAction().GetToolCalls()))
+	case *eventv1.RunEvent_RunResumed:
+		r := k.RunResumed
+		p.line("⟳ resumed on %s from its %s checkpoint of turn %d (%s)", r.GetReplica(), strings.ReplaceAll(r.GetPhase(), "_", " "), r.GetTurn(), r.GetReason())
 	case *eventv1.RunEvent_RunFinished:
 		res := k.RunFinished.GetResult()
 		p.line("■ %s %s after %d turn(s), %d tool call(s), %d tokens — trace %s",
