@@ -5,9 +5,10 @@ export PATH := $(BIN):$(PATH)
 TOOLS := github.com/bufbuild/buf/cmd/buf \
          google.golang.org/protobuf/cmd/protoc-gen-go \
          google.golang.org/grpc/cmd/protoc-gen-go-grpc \
-         github.com/fullstorydev/grpcurl/cmd/grpcurl
+         github.com/fullstorydev/grpcurl/cmd/grpcurl \
+         golang.org/x/perf/cmd/benchstat
 
-.PHONY: help tools generate check-generate lint build test dev
+.PHONY: help tools generate check-generate lint build test bench dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,6 +42,12 @@ test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (ins
 %/node_modules: %/package.json %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund
 	@touch $@
+
+BENCH_COUNT ?= 6
+
+bench: tools ## run the benchmarks and compare their configurations with benchstat (ratios, not timings)
+	go test -run '^$$' -bench . -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench.txt
+	benchstat -col /checkpoints bench.txt
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev

@@ -275,4 +275,9 @@ func TestMemoryOutage(t *testing.T) {
 	if decided.GetError().GetCode() != typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_UNAVAILABLE || decided.GetStrategy() != "fallback" {
 		t.Errorf("recovery_decided %v, want MEMORY_UNAVAILABLE → fallback", decided)
 	}
+	// The memory stage could not store the result: the checkpoint store keeps it for GetRun.
+	got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
+	if err != nil || got.GetOutcome() != res.GetOutcome() || len(got.GetTranscript()) != len(res.GetTranscript()) {
+		t.Errorf("GetRun with memory down = %v, %v; want the whole result", got.GetOutcome(), err)
+	}
 }
