@@ -72,7 +72,7 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		if s.isDraining() || ctx.Err() != nil {
 			return
 		}
-		if s.liveRun(id) != nil {
+		if s.ours(id) {
 			continue
 		}
 		holder, rev, err := s.store.Holder(ctx, id)

@@ -120,6 +120,9 @@ func (s *Service) reserve(ctx context.Context, r *run) error {
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "claiming idempotency key: %w", err)
 		}
 	}
+	s.mu.Lock()
+	s.starting[r.id] = true // not adopted by our own keeper while it starts
+	s.mu.Unlock()
 	leaseRev, err := s.store.Acquire(ctx, r.id, s.replica)
 	if err != nil {
 		s.unreserve(ctx, r)
@@ -140,6 +143,9 @@ func (s *Service) unreserve(ctx context.Context, r *run) {
 		s.mu.Unlock()
 		return
 	}
+	s.mu.Lock()
+	delete(s.starting, r.id)
+	s.mu.Unlock()
 	if key := r.req.GetIdempotencyKey(); key != "" {
 		_ = s.store.Unclaim(ctx, r.userID, key, r.id)
 	}
@@ -187,6 +193,7 @@ func (s *Service) runContext(parent context.Context, r *run, name string) contex
 func (s *Service) launch(ctx context.Context, r *run) {
 	s.mu.Lock()
 	s.live[r.id] = r
+	delete(s.starting, r.id)
 	s.mu.Unlock()
 	go func() {
 		defer func() {

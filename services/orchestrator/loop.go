@@ -32,7 +32,12 @@ func (r *run) execute(ctx context.Context) {
 		r.moveAway(ctx, end)
 		return
 	}
-	r.terminate(context.WithoutCancel(ctx), *end)
+	// TERMINATE outlives the run's cancellation, but not a drain whose time is up: then the
+	// run is handed off, and the replica that resumes it terminates it.
+	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	defer context.AfterFunc(r.svc.abandon, func() { cancel(errHandOff) })()
+	r.terminate(tctx, *end)
 }
 
 // drive runs the states up to the ending.

@@ -112,10 +112,13 @@ type Service struct {
 	drainTimeout time.Duration
 	draining     chan struct{}      // closed when Drain begins
 	stopKeeper   context.CancelFunc // ends the lease keeper
+	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
+	abandonNow   context.CancelFunc
 	kept         chan struct{}      // closed when the lease keeper has returned
 
 	mu          sync.Mutex
 	live        map[string]*run   // runs executing on this replica
+	starting    map[string]bool   // runs whose lease this replica took, not yet live
 	idempotency map[string]string // idempotency key → run id (without a store)
 }
 
@@ -145,6 +148,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		log:          opts.Logger,
 		now:          opts.Now,
 		live:         map[string]*run{},
+		starting:     map[string]bool{},
 		idempotency:  map[string]string{},
 		alternatives: opts.Alternatives,
 		store:        opts.Store,
@@ -156,6 +160,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if s.replica == "" {
 		s.replica = defaultReplica()
 	}
+	s.abandon, s.abandonNow = context.WithCancel(context.Background())
 	if s.contract == nil {
 		s.contract = DefaultContract()
 	}
@@ -207,6 +212,7 @@ func (s *Service) Drain(ctx context.Context) {
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	s.abandonNow()
 	for runs = s.liveRuns(); len(runs) > 0; runs = s.liveRuns() {
 		for _, r := range runs {
 			r.cancel(errHandOff)
@@ -251,6 +257,13 @@ func (s *Service) liveRuns() []*run {
 		runs = append(runs, r)
 	}
 	return runs
+}
+
+// ours reports whether this replica runs, or is starting, the run of id.
+func (s *Service) ours(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id] != nil || s.starting[id]
 }
 
 // liveRun is the run of id executing on this replica, or nil.
