@@ -16,11 +16,11 @@ import (
 )
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
-// the approval lists, the queues, the REST tools and the tools of the MCP servers, which it
-// starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio children. The
-// caller adds what the configuration does not hold (the memory client, providers of traces
-// and metrics, the logger) and must call stop when the service stops: it stops the MCP
-// servers and closes idle HTTP connections.
+// the approval and idempotency lists, the queues, the REST tools and the tools of the MCP
+// servers, which it starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio
+// children. The caller adds what the configuration does not hold (the memory client, the
+// call ledger, providers of traces and metrics, the logger) and must call stop when the
+// service stops: it stops the MCP servers and closes idle HTTP connections.
 //
 // A REST tool whose templates do not parse, or an approval list naming a tool its MCP server
 // lacks, is an error wrapping exitcode.Invalid; an MCP server that cannot be started or
@@ -29,6 +29,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	opts = Options{
 		RequireApproval: cfg.Tools.RequireApproval,
 		NoApproval:      cfg.Tools.NoApproval,
+		Idempotent:      cfg.Tools.Idempotent,
 		DefaultTimeout:  time.Duration(cfg.Defaults.ToolTimeoutMS) * time.Millisecond,
 		Queues:          make(map[string]int, len(cfg.Queues)),
 	}

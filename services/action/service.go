@@ -32,6 +32,9 @@ type Options struct {
 	RequireApproval []string
 	// NoApproval names tools exempt from approval, whatever their name or flag says.
 	NoApproval []string
+	// Idempotent names tools that may run again when a crash interrupted their execution,
+	// beyond those whose definition says so (the built-ins, which only read).
+	Idempotent []string
 	// DefaultTimeout applies to calls without timeout_ms; 0 means DefaultTimeout.
 	DefaultTimeout time.Duration
 	// RetryBase is the first backoff delay between retries of transient failures; it doubles
@@ -113,7 +116,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, s.queues); err != nil {
+	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, opts.Idempotent, s.queues); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -124,7 +127,8 @@ func (s *Service) Register(g *grpc.Server) {
 	actionv1.RegisterActionServiceServer(g, s)
 }
 
-// ListTools returns every tool, sorted by name, with its schema and approval flag.
+// ListTools returns every tool, sorted by name, with its schema and its approval and
+// idempotency flags.
 func (s *Service) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
 	return &actionv1.ListToolsResponse{Tools: s.tools.definitions()}, nil
 }
