@@ -42,7 +42,12 @@ type Options struct {
 	RetryBase time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// CacheSize bounds the (run_id, call_id) result cache; 0 means DefaultCacheSize.
+	// Ledger records every call, so that none runs twice; nil means a ledger in this
+	// process's memory, which only this replica sees and a restart forgets. Replicas of the
+	// stage share a KVLedger.
+	Ledger Ledger
+	// CacheSize bounds the in-memory ledger used when Ledger is nil: the number of finished
+	// calls it remembers; 0 means DefaultCacheSize.
 	CacheSize int
 	// TracerProvider makes the execute_tool spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
@@ -62,7 +67,7 @@ type Service struct {
 
 	tools          *registry
 	queues         *queue.Set
-	cache          *resultCache
+	ledger         Ledger
 	flight         singleflight.Group
 	tracer         trace.Tracer
 	log            *slog.Logger
@@ -93,11 +98,13 @@ func New(opts Options) (*Service, error) {
 	if s.retryBase <= 0 {
 		s.retryBase = DefaultRetryBase
 	}
-	size := opts.CacheSize
-	if size <= 0 {
-		size = DefaultCacheSize
+	if s.ledger = opts.Ledger; s.ledger == nil {
+		size := opts.CacheSize
+		if size <= 0 {
+			size = DefaultCacheSize
+		}
+		s.ledger = newMemoryLedger(size)
 	}
-	s.cache = newResultCache(size)
 	tp := opts.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
