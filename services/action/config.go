@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
@@ -97,4 +98,18 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	}
 	opts.Tools = append(opts.Tools, tools...)
 	return opts, stop, nil
+}
+
+// KVLedgerOptionsFromConfig returns the settings of the call ledger's bucket: nats.replicas,
+// nats.storage and durability.call_record_ttl_ms.
+func KVLedgerOptionsFromConfig(cfg *config.Config) KVLedgerOptions {
+	storage := jetstream.FileStorage
+	if cfg.NATS.Storage == config.StorageMemory {
+		storage = jetstream.MemoryStorage
+	}
+	return KVLedgerOptions{
+		Replicas: cfg.NATS.Replicas,
+		Storage:  storage,
+		TTL:      time.Duration(cfg.Durability.CallRecordTTLMS) * time.Millisecond,
+	}
 }
