@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
@@ -17,11 +18,13 @@ import (
 )
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
-// the approval and idempotency lists, the queues, the REST tools and the tools of the MCP
+// the approval and idempotency lists, the queues, the REST tools, the tools of the MCP
 // servers, which it starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio
-// children. The caller adds what the configuration does not hold (the memory client, the
-// call ledger, providers of traces and metrics, the logger) and must call stop when the
-// service stops: it stops the MCP servers and closes idle HTTP connections.
+// children, and, when nats.url is set, the KVLedger on a connection to that server (made
+// with events.Connect, so it reconnects forever). The caller adds what the configuration
+// does not hold (the memory client, providers of traces and metrics, the logger) and must
+// call stop when the service stops: it stops the MCP servers and closes the NATS connection
+// and idle HTTP connections.
 //
 // A REST tool whose templates do not parse, or an approval list naming a tool its MCP server
 // lacks, is an error wrapping exitcode.Invalid; an MCP server that cannot be started or
@@ -81,6 +84,20 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 		pool.CloseIdleConnections()
 		return nil
 	}
+	if cfg.NATS.URL != "" {
+		nc, err := events.Connect(cfg.NATS.URL, "agentmesh-action")
+		if err != nil {
+			return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
+		}
+		closeHTTP := stop
+		stop = func() error {
+			nc.Close()
+			return closeHTTP()
+		}
+		if opts.Ledger, err = NewKVLedger(nc, KVLedgerOptionsFromConfig(cfg)); err != nil {
+			return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
+		}
+	}
 	if len(servers) == 0 {
 		return opts, stop, nil
 	}
@@ -88,9 +105,9 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	if err != nil {
 		return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
 	}
+	closeRest := stop
 	stop = func() error {
-		pool.CloseIdleConnections()
-		return manager.Close()
+		return errors.Join(manager.Close(), closeRest())
 	}
 	tools, err := MCPTools(manager, bindings)
 	if err != nil {

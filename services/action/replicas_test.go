@@ -3,11 +3,15 @@ package action_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -92,6 +96,30 @@ func TestReplicasShareTheLedger(t *testing.T) {
 		reused.ToolName = "calculator"
 		_, err = b.Execute(t.Context(), reused)
 		grpctest.WantStageError(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "call id reused for another tool")
+	}
+}
+
+func TestReplicasFromConfiguration(t *testing.T) {
+	var posts atomic.Int32
+	notes := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts.Add(1)
+		_, _ = w.Write([]byte("posted"))
+	}))
+	t.Cleanup(notes.Close)
+	cfg := config.Default()
+	cfg.NATS.URL = natsServer(t).ClientURL()
+	cfg.RestTools = map[string]config.RestTool{"post_note": {URL: notes.URL}}
+	a, b := serveConfig(t, cfg), serveConfig(t, cfg)
+
+	req := request(t, "post_note", nil)
+	for i, client := range []actionv1.ActionServiceClient{a, b, a} {
+		resp, err := client.Execute(t.Context(), req)
+		if err != nil || resp.GetResult() != "posted" || resp.GetCached() != (i > 0) {
+			t.Fatalf("call %d: %v %v", i, resp, err)
+		}
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
 	}
 }
 

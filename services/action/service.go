@@ -43,15 +43,16 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Ledger records every call, so that none runs twice; nil means a ledger in this
-	// process's memory, which only this replica sees and a restart forgets. Replicas of the
-	// stage share a KVLedger.
+	// process's memory, which only this replica sees and a restart forgets (New logs a
+	// warning). Replicas of the stage share a KVLedger.
 	Ledger Ledger
 	// CacheSize bounds the in-memory ledger used when Ledger is nil: the number of finished
 	// calls it remembers; 0 means DefaultCacheSize.
 	CacheSize int
 	// TracerProvider makes the execute_tool spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
-	// Logger logs tool panics; nil means slog.Default().
+	// Logger logs tool panics, results the ledger could not record and a ledger in memory
+	// only; nil means slog.Default().
 	Logger *slog.Logger
 	// Queues are the concurrency limits of the named queues tools run on (name → at least
 	// 1). A tool names its queue in its definition; "" means queue.Default, which exists with
@@ -125,6 +126,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, opts.Idempotent, s.queues); err != nil {
 		return nil, err
+	}
+	if opts.Ledger == nil {
+		s.log.Warn("the call ledger is in memory only: without NATS, a restarted or second replica of the action stage may run a tool call again")
 	}
 	return s, nil
 }
