@@ -113,11 +113,19 @@ func connect(t *testing.T, srv *events.Embedded) *nats.Conn {
 // kvLedger returns a ledger on its own connection to srv, as one replica of the stage has.
 func kvLedger(t *testing.T, srv *events.Embedded, opts action.KVLedgerOptions) *action.KVLedger {
 	t.Helper()
-	l, err := action.NewKVLedger(connect(t, srv), opts)
+	l, _ := kvLedgerConn(t, srv, opts)
+	return l
+}
+
+// kvLedgerConn is kvLedger that also returns the ledger's connection.
+func kvLedgerConn(t *testing.T, srv *events.Embedded, opts action.KVLedgerOptions) (*action.KVLedger, *nats.Conn) {
+	t.Helper()
+	nc := connect(t, srv)
+	l, err := action.NewKVLedger(nc, opts)
 	if err != nil {
 		t.Fatalf("NewKVLedger: %v", err)
 	}
-	return l
+	return l, nc
 }
 
 func TestKVLedger(t *testing.T) {
@@ -194,11 +202,7 @@ func TestKVLedger(t *testing.T) {
 
 	t.Run("errors other than the answers mean unavailable", func(t *testing.T) {
 		ctx := t.Context()
-		nc := connect(t, srv)
-		closed, err := action.NewKVLedger(nc, action.KVLedgerOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		closed, nc := kvLedgerConn(t, srv, action.KVLedgerOptions{})
 		nc.Close()
 		rec := &actionv1.CallRecord{RunId: "r", CallId: "c", State: actionv1.CallState_CALL_STATE_STARTED}
 		if _, _, err := closed.Get(ctx, "r", "c"); err == nil || errors.Is(err, action.ErrNoRecord) {

@@ -161,7 +161,8 @@ func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeo
 // queue is recorded as done with its timeout. When the started record finds the record
 // changed, another replica started the call first: the tool does not run and runRecorded
 // returns ErrRecordChanged. A tool that ran is answered even when its done record cannot be
-// written, which is logged: the record stays started, and the call counts as interrupted.
+// written, which is logged: the record stays started, so later requests find the call
+// interrupted, or it is another replica's, which took the call over after its timeout.
 func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, timeout time.Duration, rev uint64) (outcome, error) {
 	name := reg.def.GetName()
 	started := &actionv1.CallRecord{RunId: call.RunID, CallId: call.CallID, ToolName: name, State: actionv1.CallState_CALL_STATE_STARTED}
@@ -187,7 +188,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		if !ran {
 			return outcome{}, err
 		}
-		s.log.ErrorContext(ctx, "tool ran but its result could not be recorded; the call will count as interrupted",
+		s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
 			"tool", name, "run_id", call.RunID, "call_id", call.CallID, "err", err)
 	}
 	return outcome{tool: name, resp: resp, fresh: true}, nil
