@@ -1,6 +1,5 @@
-// Command action serves agentmesh's ActionService (agentmesh.action.v1): built-in, MCP and REST
-// tools. LISTEN_ADDR sets its address (default :7005), MEMORY_ADDR the memory service that
-// knowledge_search reads, AGENTMESH_CONFIG the configuration file.
+// Command action serves agentmesh's ActionService (agentmesh.action.v1) on LISTEN_ADDR (default
+// :7005), with MEMORY_ADDR for knowledge_search, NATS_URL for the call ledger, AGENTMESH_CONFIG.
 package main
 
 import (
@@ -26,6 +25,7 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
+		cfg.NATS.URL = server.Env("NATS_URL", cfg.NATS.URL)
 		opts, stop, err := action.OptionsFromConfig(ctx, cfg)
 		if err != nil {
 			return nil, err

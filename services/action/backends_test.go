@@ -42,14 +42,15 @@ func restBackend(t *testing.T) (*httptest.Server, chan string) {
 	return srv, notes
 }
 
-// serveConfig starts the service from cfg through OptionsFromConfig and stops its backends
-// when the test ends.
-func serveConfig(t *testing.T, cfg *config.Config) actionv1.ActionServiceClient {
+// serveConfig starts the service from cfg through OptionsFromConfig, with tools added, and
+// stops its backends when the test ends.
+func serveConfig(t *testing.T, cfg *config.Config, tools ...action.Tool) actionv1.ActionServiceClient {
 	t.Helper()
 	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("OptionsFromConfig: %v", err)
 	}
+	opts.Tools = append(opts.Tools, tools...)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Errorf("stopping the backends: %v", err)

@@ -31,6 +31,7 @@ func newCalculatorTool() (*calculatorTool, error) {
 		Description: "Evaluates an arithmetic expression exactly as written and returns the number.",
 		InputSchema: schema,
 		Server:      BuiltinServer,
+		Idempotent:  true,
 	}}, nil
 }
 

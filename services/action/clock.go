@@ -31,6 +31,7 @@ func newClockTool(now func() time.Time) (*clockTool, error) {
 		Description: "Returns the current date and time (RFC 3339), the weekday and the time zone.",
 		InputSchema: schema,
 		Server:      BuiltinServer,
+		Idempotent:  true,
 	}}, nil
 }
 

@@ -10,17 +10,21 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
-// the approval lists, the queues, the REST tools and the tools of the MCP servers, which it
-// starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio children. The
-// caller adds what the configuration does not hold (the memory client, providers of traces
-// and metrics, the logger) and must call stop when the service stops: it stops the MCP
-// servers and closes idle HTTP connections.
+// the approval and idempotency lists, the queues, the REST tools, the tools of the MCP
+// servers, which it starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio
+// children, and, when nats.url is set, the KVLedger on a connection to that server (made
+// with events.Connect, so it reconnects forever). The caller adds what the configuration
+// does not hold (the memory client, providers of traces and metrics, the logger) and must
+// call stop when the service stops: it stops the MCP servers and closes the NATS connection
+// and idle HTTP connections.
 //
 // A REST tool whose templates do not parse, or an approval list naming a tool its MCP server
 // lacks, is an error wrapping exitcode.Invalid; an MCP server that cannot be started or
@@ -29,6 +33,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	opts = Options{
 		RequireApproval: cfg.Tools.RequireApproval,
 		NoApproval:      cfg.Tools.NoApproval,
+		Idempotent:      cfg.Tools.Idempotent,
 		DefaultTimeout:  time.Duration(cfg.Defaults.ToolTimeoutMS) * time.Millisecond,
 		Queues:          make(map[string]int, len(cfg.Queues)),
 	}
@@ -79,6 +84,20 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 		pool.CloseIdleConnections()
 		return nil
 	}
+	if cfg.NATS.URL != "" {
+		nc, err := events.Connect(cfg.NATS.URL, "agentmesh-action")
+		if err != nil {
+			return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
+		}
+		closeHTTP := stop
+		stop = func() error {
+			nc.Close()
+			return closeHTTP()
+		}
+		if opts.Ledger, err = NewKVLedger(nc, KVLedgerOptionsFromConfig(cfg)); err != nil {
+			return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
+		}
+	}
 	if len(servers) == 0 {
 		return opts, stop, nil
 	}
@@ -86,9 +105,9 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	if err != nil {
 		return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
 	}
+	closeRest := stop
 	stop = func() error {
-		pool.CloseIdleConnections()
-		return manager.Close()
+		return errors.Join(manager.Close(), closeRest())
 	}
 	tools, err := MCPTools(manager, bindings)
 	if err != nil {
@@ -96,4 +115,18 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	}
 	opts.Tools = append(opts.Tools, tools...)
 	return opts, stop, nil
+}
+
+// KVLedgerOptionsFromConfig returns the settings of the call ledger's bucket: nats.replicas,
+// nats.storage and durability.call_record_ttl_ms.
+func KVLedgerOptionsFromConfig(cfg *config.Config) KVLedgerOptions {
+	storage := jetstream.FileStorage
+	if cfg.NATS.Storage == config.StorageMemory {
+		storage = jetstream.MemoryStorage
+	}
+	return KVLedgerOptions{
+		Replicas: cfg.NATS.Replicas,
+		Storage:  storage,
+		TTL:      time.Duration(cfg.Durability.CallRecordTTLMS) * time.Millisecond,
+	}
 }

@@ -7,15 +7,28 @@
 // "<server>__<tool>", and NewRESTTool makes a tool of one templated HTTP request (package
 // rest). OptionsFromConfig builds all of them from the configuration.
 //
-// Execute refuses a call before running it when the request is malformed (INVALID_INPUT), the
-// tool is unknown (TOOL_NOT_FOUND), the tool needs an approval the request lacks
-// (PERMISSION_DENIED) or the arguments do not match the tool's JSON schema
+// No call runs twice. Every call is recorded in a Ledger by (run_id, call_id): as started once
+// it holds its queue slot, right before its tool runs, and as done with its response after.
+// Replicas of the stage share a KVLedger (JetStream key-value), so any replica and any
+// resumed orchestrator sees what ran; without NATS the ledger lives in the process's memory.
+// Execute first reads the call's record. A done call answers with its recorded response,
+// marked cached, before any other check. A started call may still be running on another
+// replica until its timeout has passed, and is awaited; after that its execution died: an
+// idempotent tool (the built-ins that only read, and tools configuration names) runs again,
+// any other is answered as interrupted (status error, error_code EXECUTION_ERROR, error
+// "interrupted by a restart; it may or may not have run"), never run a second time. When the
+// ledger cannot be read or written, Execute runs nothing and fails with STORAGE_ERROR
+// (UNAVAILABLE), which the caller retries.
+//
+// Execute refuses a new call before running it when the request is malformed
+// (INVALID_INPUT), the tool is unknown (TOOL_NOT_FOUND), the tool needs an approval the
+// request lacks (PERMISSION_DENIED) or the arguments do not match the tool's JSON schema
 // (INVALID_ARGUMENTS); those are gRPC errors. An admitted call then waits for a slot on its
 // tool's named queue (package queue), which bounds how many calls of the queue run at once;
-// the wait counts toward the call's timeout, and a request cancelled while waiting runs
-// nothing. A tool that ran and failed or timed out is a result the model must see, so it is
-// reported in the response with error_code EXECUTION_ERROR or EXECUTION_TIMEOUT. Every
-// executed result is cached by (run_id, call_id) so a resumed run never executes a call twice.
+// the wait counts toward the call's timeout, and a request cancelled while waiting runs and
+// records nothing. A tool that ran and failed or timed out is a result the model must see, so
+// it is reported in the response with error_code EXECUTION_ERROR or EXECUTION_TIMEOUT, and
+// recorded like a success.
 //
 // A tool needs approval when configuration says so, when its name has a word that writes,
 // deletes, runs commands or spends money, or when its MCP annotations say it is destructive,

@@ -2,7 +2,6 @@ package action
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -18,8 +17,11 @@ const (
 	maxTimeout  = 24 * time.Hour
 )
 
-// Execute runs one tool call, or returns the cached result of an earlier call with the same
-// (run_id, call_id) without executing the tool again.
+// Execute runs one tool call at most once per (run_id, call_id) across every replica that
+// shares the ledger. A call the ledger has done returns its recorded response, marked cached,
+// without running anything; a call it has started elsewhere is awaited, or, when that
+// execution died, run again if its tool is idempotent and answered as interrupted if not; a
+// new call is admitted, run and recorded.
 func (s *Service) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
 	ctx, span := s.startSpan(ctx, req)
 	defer span.End()
@@ -33,23 +35,11 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 		return nil, err
 	}
 	key := callKey{runID: req.GetRunId(), callID: req.GetCallId()}
-	if out, ok := s.cache.get(key); ok {
-		return cachedResponse(out, key, req.GetToolName())
-	}
-	reg, args, err := s.admit(req)
+	out, own, err := s.settleOnce(ctx, key, req)
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
-	if timeout == 0 {
-		timeout = s.defaultTimeout
-	}
-	call := Call{UserID: req.GetUserId(), RunID: key.runID, CallID: key.callID, Arguments: args}
-	out, executed, err := s.executeOnce(ctx, key, reg, call, timeout)
-	if err != nil {
-		return nil, err
-	}
-	if !executed {
+	if !own || !out.fresh {
 		return cachedResponse(out, key, req.GetToolName())
 	}
 	return out.resp, nil
@@ -78,16 +68,24 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 	return nil
 }
 
-// cachedResponse returns a cached outcome for a request naming tool, which must be the tool
-// the call id ran.
+// cachedResponse returns an earlier outcome for a request naming tool, which must be the
+// tool the call id ran.
 func cachedResponse(out outcome, key callKey, tool string) (*actionv1.ExecuteResponse, error) {
-	if out.tool != tool {
-		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
-			"call id reused for another tool: call %q of run %q already ran %q, not %q", key.callID, key.runID, out.tool, tool)
+	if err := checkTool(key, out.tool, tool); err != nil {
+		return nil, err
 	}
 	resp := proto.CloneOf(out.resp)
 	resp.Cached = true
 	return resp, nil
+}
+
+// checkTool refuses a request that reuses the id of a call of another tool.
+func checkTool(key callKey, ran, requested string) error {
+	if ran == requested {
+		return nil
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
+		"call id reused for another tool: call %q of run %q already ran %q, not %q", key.callID, key.runID, ran, requested)
 }
 
 // admit checks, in order, that the tool exists, runs in the requested mode, is approved when
@@ -112,40 +110,4 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 			"invalid arguments for tool %s: %s", name, validationMessage(err))
 	}
 	return reg, args, nil
-}
-
-// executeOnce runs the call unless a concurrent request for the same key already is, in which
-// case it waits for that execution; executed reports whether this request ran the tool. Once
-// the tool runs, the execution finishes and is cached even when ctx is cancelled first; a
-// call cancelled while it waits in its queue never runs and is not cached.
-func (s *Service) executeOnce(ctx context.Context, key callKey, reg *registered, call Call, timeout time.Duration) (out outcome, executed bool, err error) {
-	ran := false
-	flightKey := fmt.Sprintf("%d:%s%s", len(key.runID), key.runID, key.callID)
-	for {
-		ch := s.flight.DoChan(flightKey, func() (any, error) {
-			if out, ok := s.cache.get(key); ok { // finished between our lookup and this flight
-				return out, nil
-			}
-			resp, err := s.run(ctx, reg, call, timeout)
-			if err != nil { // cancelled before running: nothing to cache
-				return nil, err
-			}
-			ran = true
-			out := outcome{tool: reg.def.GetName(), resp: resp}
-			s.cache.add(key, out)
-			return out, nil
-		})
-		select {
-		case r := <-ch:
-			if r.Err == nil {
-				return r.Val.(outcome), ran, nil
-			}
-			if ctx.Err() != nil {
-				return outcome{}, false, r.Err
-			}
-			// The flight was another request's, cancelled while queued: run ours.
-		case <-ctx.Done():
-			return outcome{}, false, ctx.Err()
-		}
-	}
 }

@@ -64,6 +64,7 @@ func newKnowledgeTool(memory memoryv1.MemoryServiceClient) (*knowledgeTool, erro
 		Description: "Searches the user's knowledge base and returns numbered references with their text. Cite them as [n].",
 		InputSchema: schema,
 		Server:      BuiltinServer,
+		Idempotent:  true,
 	}}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/services/action"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -103,6 +104,51 @@ func schemaShape(t *testing.T, schema *structpb.Struct) string {
 		t.Fatal(err)
 	}
 	return strings.ReplaceAll(string(b), " ", "")
+}
+
+func TestIdempotentTools(t *testing.T) {
+	declared := newFakeTool("lookup_price", returns(""))
+	declared.def.Idempotent = true
+	tools := []action.Tool{declared, newFakeTool("set_flag", returns("")), newFakeTool("send_email", returns(""))}
+	memConn := serveMemory(t, &memoryServer{})
+	client := serve(t, action.Options{
+		Memory:     memoryv1.NewMemoryServiceClient(memConn),
+		Tools:      tools,
+		Idempotent: []string{"set_flag", "not_a_tool"},
+	})
+	want := map[string]bool{
+		"calculator": true, "current_time": true, "knowledge_search": true, // built-ins only read
+		"lookup_price": true, // its definition says so
+		"set_flag":     true, // configured
+		"send_email":   false,
+	}
+	resp, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	for _, tool := range resp.GetTools() {
+		if tool.GetIdempotent() != want[tool.GetName()] {
+			t.Errorf("%s: idempotent = %v, want %v", tool.GetName(), tool.GetIdempotent(), want[tool.GetName()])
+		}
+	}
+
+	t.Run("from configuration", func(t *testing.T) {
+		cfg := config.Default()
+		cfg.RestTools = map[string]config.RestTool{
+			"weather": {URL: "http://127.0.0.1:1/weather/${parameters.city}"},
+			"archive": {URL: "http://127.0.0.1:1/archive/${parameters.id}"},
+		}
+		cfg.Tools.Idempotent = []string{"weather"}
+		resp, err := serveConfig(t, cfg).ListTools(t.Context(), &actionv1.ListToolsRequest{})
+		if err != nil {
+			t.Fatalf("ListTools: %v", err)
+		}
+		for _, tool := range resp.GetTools() {
+			if want := tool.GetName() != "archive"; tool.GetIdempotent() != want {
+				t.Errorf("%s: idempotent = %v, want %v", tool.GetName(), tool.GetIdempotent(), want)
+			}
+		}
+	})
 }
 
 func TestListToolsWithoutMemory(t *testing.T) {

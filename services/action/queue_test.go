@@ -2,6 +2,7 @@ package action_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -169,36 +170,49 @@ func TestSlowQueueDoesNotDelayAnother(t *testing.T) {
 }
 
 func TestCancelledWhileQueued(t *testing.T) {
-	g := newGate()
-	tool := queuedTool("serial", "one", g.body)
-	client, reader := serveQueued(t, map[string]int{"one": 1}, tool)
+	for name, ledger := range map[string]func(t *testing.T) action.Ledger{
+		"in memory": func(*testing.T) action.Ledger { return action.NewMemoryLedger(10) },
+		"in NATS":   func(t *testing.T) action.Ledger { return kvLedger(t, natsServer(t), action.KVLedgerOptions{}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := newGate()
+			tool := queuedTool("serial", "one", g.body)
+			ledger := ledger(t)
+			reader := sdkmetric.NewManualReader()
+			client := serve(t, action.Options{Tools: []action.Tool{tool}, Queues: map[string]int{"one": 1}, Ledger: ledger,
+				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 
-	holder := executeAsync(t.Context(), client, request(t, "serial", nil))
-	<-g.entered
-	queued := request(t, "serial", nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	waiting := executeAsync(ctx, client, queued)
-	waitQueueDepth(t, reader, "one", 2)
-	cancel()
-	if r := <-waiting; status.Code(r.err) != codes.Canceled {
-		t.Fatalf("cancelled call: %v %v, want CANCELLED", r.resp, r.err)
-	}
-	waitQueueDepth(t, reader, "one", 1)
+			holder := executeAsync(t.Context(), client, request(t, "serial", nil))
+			<-g.entered
+			queued := request(t, "serial", nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			waiting := executeAsync(ctx, client, queued)
+			waitQueueDepth(t, reader, "one", 2)
+			cancel()
+			if r := <-waiting; status.Code(r.err) != codes.Canceled {
+				t.Fatalf("cancelled call: %v %v, want CANCELLED", r.resp, r.err)
+			}
+			waitQueueDepth(t, reader, "one", 1)
 
-	g.release <- struct{}{}
-	if r := <-holder; r.err != nil {
-		t.Fatal(r.err)
-	}
-	if n := tool.calls.Load(); n != 1 {
-		t.Fatalf("tool ran %d times, want 1: the cancelled call must not run", n)
-	}
+			g.release <- struct{}{}
+			if r := <-holder; r.err != nil {
+				t.Fatal(r.err)
+			}
+			if n := tool.calls.Load(); n != 1 {
+				t.Fatalf("tool ran %d times, want 1: the cancelled call must not run", n)
+			}
+			if _, _, err := ledger.Get(t.Context(), queued.GetRunId(), queued.GetCallId()); !errors.Is(err, action.ErrNoRecord) {
+				t.Fatalf("record of the cancelled call: %v, want none", err)
+			}
 
-	// Nothing was cached for the cancelled call: the same call id runs now.
-	again := executeAsync(t.Context(), client, queued)
-	<-g.entered
-	g.release <- struct{}{}
-	if r := <-again; r.err != nil || r.resp.GetCached() || r.resp.GetResult() != "done "+queued.GetCallId() {
-		t.Fatalf("retried call: %v %v", r.resp, r.err)
+			// The same call id runs now.
+			again := executeAsync(t.Context(), client, queued)
+			<-g.entered
+			g.release <- struct{}{}
+			if r := <-again; r.err != nil || r.resp.GetCached() || r.resp.GetResult() != "done "+queued.GetCallId() {
+				t.Fatalf("retried call: %v %v", r.resp, r.err)
+			}
+		})
 	}
 }
 

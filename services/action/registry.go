@@ -16,7 +16,7 @@ import (
 type registered struct {
 	tool Tool
 	// def is the definition as listed: server and queue defaulted, approval flag resolved by
-	// policy.
+	// policy, idempotent when the tool says so or configuration names it.
 	def    *typev1.Tool
 	schema *jsonschema.Schema
 }
@@ -27,10 +27,10 @@ type registry struct {
 	names  []string // sorted
 }
 
-// newRegistry resolves every tool's definition and compiles its schema once. Nil tools,
-// nameless or duplicate names, queues that do not exist and schemas that do not compile are
-// errors.
-func newRegistry(tools []Tool, policy approvalPolicy, queues *queue.Set) (*registry, error) {
+// newRegistry resolves every tool's definition and compiles its schema once; the tools named
+// in idempotent are marked so. Nil tools, nameless or duplicate names, queues that do not
+// exist and schemas that do not compile are errors.
+func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queues *queue.Set) (*registry, error) {
 	r := &registry{byName: make(map[string]*registered, len(tools))}
 	for i, t := range tools {
 		if t == nil || t.Definition() == nil {
@@ -57,6 +57,7 @@ func newRegistry(tools []Tool, policy approvalPolicy, queues *queue.Set) (*regis
 			return nil, fmt.Errorf("tool %q: queue %q does not exist (queues: %s)", name, def.GetQueue(), strings.Join(queues.Names(), ", "))
 		}
 		def.RequiresApproval = policy.requires(name, def.GetRequiresApproval())
+		def.Idempotent = def.GetIdempotent() || slices.Contains(idempotent, name)
 		schema, err := compileSchema(name, def.GetInputSchema())
 		if err != nil {
 			return nil, err

@@ -23,12 +23,13 @@ type attemptResult struct {
 
 // run executes the call within timeout and reports success, error or timeout. The call first
 // waits for a slot on its tool's queue; the wait counts toward the timeout and ends when the
-// request is cancelled, in which case nothing ran and run returns the request's error. Once
-// running, the tool's context is detached from the request's cancellation, so a client that
-// goes away does not turn a call with side effects into an unrecorded one, and cancelled when
-// the timeout fires; run then returns at once, without waiting for a tool that ignores
-// cancellation (its queue slot is freed when it does return).
-func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout time.Duration) (*actionv1.ExecuteResponse, error) {
+// request is cancelled, in which case nothing ran and run returns the request's error. With
+// the slot, run calls claim; when claim fails, the tool does not run and run returns claim's
+// error. Once running, the tool's context is detached from the request's cancellation, so a
+// client that goes away does not turn a call with side effects into an unrecorded one, and
+// cancelled when the timeout fires; run then returns at once, without waiting for a tool that
+// ignores cancellation (its queue slot is freed when it does return).
+func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout time.Duration, claim func() error) (*actionv1.ExecuteResponse, error) {
 	start := s.now()
 	deadline := time.Now().Add(timeout)
 	tctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
@@ -45,6 +46,10 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 			return nil, fmt.Errorf("cancelled while waiting in queue %q: %w", reg.def.GetQueue(), context.Cause(ctx))
 		}
 		return s.response(reg, start, attemptResult{err: err}, true, 0), nil
+	}
+	if err := claim(); err != nil {
+		release()
+		return nil, err
 	}
 
 	var attempts atomic.Int32

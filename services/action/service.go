@@ -32,6 +32,9 @@ type Options struct {
 	RequireApproval []string
 	// NoApproval names tools exempt from approval, whatever their name or flag says.
 	NoApproval []string
+	// Idempotent names tools that may run again when a crash interrupted their execution,
+	// beyond those whose definition says so (the built-ins, which only read).
+	Idempotent []string
 	// DefaultTimeout applies to calls without timeout_ms; 0 means DefaultTimeout.
 	DefaultTimeout time.Duration
 	// RetryBase is the first backoff delay between retries of transient failures; it doubles
@@ -39,11 +42,17 @@ type Options struct {
 	RetryBase time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// CacheSize bounds the (run_id, call_id) result cache; 0 means DefaultCacheSize.
+	// Ledger records every call, so that none runs twice; nil means a ledger in this
+	// process's memory, which only this replica sees and a restart forgets (New logs a
+	// warning). Replicas of the stage share a KVLedger.
+	Ledger Ledger
+	// CacheSize bounds the in-memory ledger used when Ledger is nil: the number of finished
+	// calls it remembers; 0 means DefaultCacheSize.
 	CacheSize int
 	// TracerProvider makes the execute_tool spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
-	// Logger logs tool panics; nil means slog.Default().
+	// Logger logs tool panics, results the ledger could not record and a ledger in memory
+	// only; nil means slog.Default().
 	Logger *slog.Logger
 	// Queues are the concurrency limits of the named queues tools run on (name → at least
 	// 1). A tool names its queue in its definition; "" means queue.Default, which exists with
@@ -59,7 +68,7 @@ type Service struct {
 
 	tools          *registry
 	queues         *queue.Set
-	cache          *resultCache
+	ledger         Ledger
 	flight         singleflight.Group
 	tracer         trace.Tracer
 	log            *slog.Logger
@@ -90,11 +99,13 @@ func New(opts Options) (*Service, error) {
 	if s.retryBase <= 0 {
 		s.retryBase = DefaultRetryBase
 	}
-	size := opts.CacheSize
-	if size <= 0 {
-		size = DefaultCacheSize
+	if s.ledger = opts.Ledger; s.ledger == nil {
+		size := opts.CacheSize
+		if size <= 0 {
+			size = DefaultCacheSize
+		}
+		s.ledger = newMemoryLedger(size)
 	}
-	s.cache = newResultCache(size)
 	tp := opts.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -113,8 +124,11 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, s.queues); err != nil {
+	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, opts.Idempotent, s.queues); err != nil {
 		return nil, err
+	}
+	if opts.Ledger == nil {
+		s.log.Warn("the call ledger is in memory only: without NATS, a restarted or second replica of the action stage may run a tool call again")
 	}
 	return s, nil
 }
@@ -124,7 +138,8 @@ func (s *Service) Register(g *grpc.Server) {
 	actionv1.RegisterActionServiceServer(g, s)
 }
 
-// ListTools returns every tool, sorted by name, with its schema and approval flag.
+// ListTools returns every tool, sorted by name, with its schema and its approval and
+// idempotency flags.
 func (s *Service) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
 	return &actionv1.ListToolsResponse{Tools: s.tools.definitions()}, nil
 }

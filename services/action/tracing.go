@@ -18,10 +18,11 @@ const tracerName = "github.com/agentmesh/agentmesh/services/action"
 
 // Span attributes of the service beyond the GenAI semantic conventions.
 const (
-	attrRunID      = attribute.Key("agentmesh.run.id")
-	attrToolStatus = attribute.Key("agentmesh.tool.status")
-	attrCached     = attribute.Key("agentmesh.tool.cached")
-	attrAttempts   = attribute.Key("agentmesh.tool.attempts")
+	attrRunID       = attribute.Key("agentmesh.run.id")
+	attrToolStatus  = attribute.Key("agentmesh.tool.status")
+	attrCached      = attribute.Key("agentmesh.tool.cached")
+	attrInterrupted = attribute.Key("agentmesh.tool.interrupted")
+	attrAttempts    = attribute.Key("agentmesh.tool.attempts")
 )
 
 // startSpan starts the "execute_tool <name>" span of a call. Arguments and results stay out
@@ -54,6 +55,9 @@ func endSpan(span trace.Span, resp *actionv1.ExecuteResponse, err error) {
 		attrCached.Bool(resp.GetCached()),
 		attrAttempts.Int(int(resp.GetAttempts())),
 	)
+	if resp.GetInterrupted() {
+		span.SetAttributes(attrInterrupted.Bool(true))
+	}
 	if code := resp.GetErrorCode(); code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
 		span.SetAttributes(semconv.ErrorTypeKey.String(stageerr.CodeName(code)))
 		span.SetStatus(codes.Error, stageerr.CodeName(code))

@@ -97,6 +97,8 @@ func TestFailures(t *testing.T) {
 		{"error with a reason", failure, "permission denied: /etc/shadow", "partial", "(tool failed: permission denied: /etc/shadow)"},
 		{"error without a reason", failure, "", "", "(tool failed: unknown error)"},
 		{"timeout", timeout, "deadline exceeded after 30s", "", "(tool failed: timeout)"},
+		{"interrupted by a restart (the action stage's interrupted response)", failure, "interrupted by a restart; it may or may not have run", "",
+			"(tool failed: interrupted by a restart; it may or may not have run)"},
 		{"final report tool failing still continues", failure, "bad json", "", "(tool failed: bad json)"},
 	}
 	for _, tc := range table {

@@ -188,6 +188,11 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	m.closers = append(m.closers, stopBackends)
 	actOpts.Memory = memoryv1.NewMemoryServiceClient(actionMemory)
 	actOpts.TracerProvider = tp(Action)
+	if actOpts.Ledger == nil { // NATS is embedded: record tool calls over the mesh's connection
+		if actOpts.Ledger, err = action.NewKVLedger(m.nc, action.KVLedgerOptionsFromConfig(cfg)); err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+	}
 	act, err := action.New(actOpts)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)

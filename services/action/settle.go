@@ -1,0 +1,212 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// startedGrace is how long after its call's timeout a started record may still turn done:
+// the time its replica takes to write the response. A started record older than the timeout
+// and startedGrace belongs to an execution that died.
+const startedGrace = 2 * time.Second
+
+// interruptedError is the error of a call whose execution started and died, reported instead
+// of running a tool that is not idempotent a second time. The observation stage shows it to
+// the model as "(tool failed: interrupted by a restart; it may or may not have run)".
+const interruptedError = "interrupted by a restart; it may or may not have run"
+
+// outcome is how a call was settled.
+type outcome struct {
+	tool string
+	resp *actionv1.ExecuteResponse
+	// fresh is true when the request that settled the call produced resp: it ran the tool,
+	// or found it interrupted. Otherwise resp was read from the ledger.
+	fresh bool
+}
+
+// settleOnce settles the call unless a concurrent request for the same call in this process
+// already is, in which case it takes that request's outcome; it reports whether the outcome
+// is this request's own. When the other request fails instead (it was refused, cancelled
+// while queued, or the ledger failed it), this request settles the call itself.
+func (s *Service) settleOnce(ctx context.Context, key callKey, req *actionv1.ExecuteRequest) (outcome, bool, error) {
+	flightKey := fmt.Sprintf("%d:%s%s", len(key.runID), key.runID, key.callID)
+	for {
+		own := false
+		ch := s.flight.DoChan(flightKey, func() (any, error) {
+			own = true
+			return s.settle(ctx, key, req)
+		})
+		select {
+		case r := <-ch:
+			if own || r.Err == nil {
+				out, _ := r.Val.(outcome)
+				return out, own, r.Err
+			}
+		case <-ctx.Done():
+			return outcome{}, false, ctx.Err()
+		}
+	}
+}
+
+// settle answers the call from the ledger, or runs it and records it there. A write that finds
+// the record changed means another replica got there first: settle reads the record again.
+func (s *Service) settle(ctx context.Context, key callKey, req *actionv1.ExecuteRequest) (outcome, error) {
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout == 0 {
+		timeout = s.defaultTimeout
+	}
+	for {
+		out, err := s.settleRecord(ctx, key, req, timeout)
+		if !errors.Is(err, ErrRecordChanged) {
+			return out, err
+		}
+	}
+}
+
+// settleRecord settles the call from its current record; ErrRecordChanged asks for another
+// try.
+func (s *Service) settleRecord(ctx context.Context, key callKey, req *actionv1.ExecuteRequest, timeout time.Duration) (outcome, error) {
+	rec, rev, err := s.ledger.Get(ctx, key.runID, key.callID)
+	switch {
+	case errors.Is(err, ErrNoRecord):
+		return s.start(ctx, req, timeout, 0)
+	case err != nil:
+		return outcome{}, ledgerUnavailable(err)
+	}
+	if err := checkTool(key, rec.GetToolName(), req.GetToolName()); err != nil {
+		return outcome{}, err
+	}
+	if rec.GetState() == actionv1.CallState_CALL_STATE_DONE {
+		return outcome{tool: rec.GetToolName(), resp: rec.GetResponse()}, nil
+	}
+	// Started: until the execution's deadline it may be running on another replica.
+	if wait := rec.GetStartedAt().AsTime().Add(timeout + startedGrace).Sub(s.now()); wait > 0 {
+		changed, err := s.awaitChange(ctx, key, rev, wait)
+		if err != nil {
+			return outcome{}, err
+		}
+		if changed {
+			return outcome{}, ErrRecordChanged
+		}
+	}
+	return s.resume(ctx, req, timeout, rec, rev)
+}
+
+// awaitChange waits up to wait for the call's record to leave revision rev and reports
+// whether it did.
+func (s *Service) awaitChange(ctx context.Context, key callKey, rev uint64, wait time.Duration) (changed bool, err error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err = s.ledger.Wait(wctx, key.runID, key.callID, rev)
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case wctx.Err() != nil:
+		return false, nil
+	default:
+		return false, ledgerUnavailable(err)
+	}
+}
+
+// resume settles a call whose execution died: its started record, at revision rev, outlived
+// the call's timeout. An idempotent tool runs again, admitted like a new call; any other
+// tool does not, and the call is recorded as interrupted.
+func (s *Service) resume(ctx context.Context, req *actionv1.ExecuteRequest, timeout time.Duration, started *actionv1.CallRecord, rev uint64) (outcome, error) {
+	reg, ok := s.tools.lookup(req.GetToolName())
+	if ok && reg.def.GetIdempotent() {
+		return s.start(ctx, req, timeout, rev)
+	}
+	resp := &actionv1.ExecuteResponse{
+		Status:      typev1.ToolStatus_TOOL_STATUS_ERROR,
+		Error:       interruptedError,
+		ErrorCode:   typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR,
+		Interrupted: true,
+	}
+	if ok {
+		resp.Server = reg.def.GetServer()
+	}
+	done := &actionv1.CallRecord{
+		RunId: started.GetRunId(), CallId: started.GetCallId(), ToolName: started.GetToolName(),
+		State: actionv1.CallState_CALL_STATE_DONE, Response: resp,
+		StartedAt: started.GetStartedAt(), FinishedAt: timestamppb.New(s.now()),
+	}
+	if _, err := s.record(ctx, done, rev); err != nil {
+		return outcome{}, err
+	}
+	return outcome{tool: req.GetToolName(), resp: resp, fresh: true}, nil
+}
+
+// start admits the request and runs it as the call whose record is at revision rev.
+func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeout time.Duration, rev uint64) (outcome, error) {
+	reg, args, err := s.admit(req)
+	if err != nil {
+		return outcome{}, err
+	}
+	call := Call{UserID: req.GetUserId(), RunID: req.GetRunId(), CallID: req.GetCallId(), Arguments: args}
+	return s.runRecorded(ctx, reg, call, timeout, rev)
+}
+
+// runRecorded runs an admitted call and records it over revision rev: as started once the
+// call holds its queue slot, right before its tool runs, and as done with the response after.
+// A call cancelled while queued runs nothing and records nothing; one that timed out in the
+// queue is recorded as done with its timeout. When the started record finds the record
+// changed, another replica started the call first: the tool does not run and runRecorded
+// returns ErrRecordChanged. A tool that ran is answered even when its done record cannot be
+// written, which is logged: the record stays started, so later requests find the call
+// interrupted, or it is another replica's, which took the call over after its timeout.
+func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, timeout time.Duration, rev uint64) (outcome, error) {
+	name := reg.def.GetName()
+	started := &actionv1.CallRecord{RunId: call.RunID, CallId: call.CallID, ToolName: name, State: actionv1.CallState_CALL_STATE_STARTED}
+	ran := false
+	resp, err := s.run(ctx, reg, call, timeout, func() error {
+		started.StartedAt = timestamppb.New(s.now())
+		next, err := s.record(ctx, started, rev)
+		if err != nil {
+			return err
+		}
+		rev, ran = next, true
+		return nil
+	})
+	if err != nil {
+		return outcome{}, err
+	}
+	done := &actionv1.CallRecord{
+		RunId: call.RunID, CallId: call.CallID, ToolName: name,
+		State: actionv1.CallState_CALL_STATE_DONE, Response: resp,
+		StartedAt: started.GetStartedAt(), FinishedAt: timestamppb.New(s.now()),
+	}
+	if _, err := s.record(ctx, done, rev); err != nil {
+		if !ran {
+			return outcome{}, err
+		}
+		s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
+			"tool", name, "run_id", call.RunID, "call_id", call.CallID, "err", err)
+	}
+	return outcome{tool: name, resp: resp, fresh: true}, nil
+}
+
+// record writes rec over revision rev. The write is detached from the request's cancellation,
+// so a client that goes away does not leave it unknown whether it happened.
+func (s *Service) record(ctx context.Context, rec *actionv1.CallRecord, rev uint64) (uint64, error) {
+	next, err := s.ledger.Put(context.WithoutCancel(ctx), rec, rev)
+	if err != nil && !errors.Is(err, ErrRecordChanged) {
+		return 0, ledgerUnavailable(err)
+	}
+	return next, err
+}
+
+// ledgerUnavailable refuses a call the ledger cannot vouch for, without running it: the
+// caller may retry once the ledger is back.
+func ledgerUnavailable(err error) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR,
+		"the call ledger is unavailable, so the tool was not run: %w", err)
+}
