@@ -17,8 +17,8 @@
 // idempotent tool (the built-ins that only read, and tools configuration names) runs again,
 // any other is answered as interrupted (status error, error_code EXECUTION_ERROR, error
 // "interrupted by a restart; it may or may not have run"), never run a second time. When the
-// ledger cannot be read or written, Execute runs nothing and fails with STORAGE_ERROR
-// (UNAVAILABLE), which the caller retries.
+// ledger cannot be read or written, Execute runs nothing and fails with UNAVAILABLE
+// (gRPC UNAVAILABLE), which the caller retries.
 //
 // Execute refuses a new call before running it when the request is malformed
 // (INVALID_INPUT), the tool is unknown (TOOL_NOT_FOUND), the tool needs an approval the

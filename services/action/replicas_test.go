@@ -250,7 +250,7 @@ func TestLedgerUnavailable(t *testing.T) {
 	unavailable := func(t *testing.T, client actionv1.ActionServiceClient) {
 		t.Helper()
 		_, err := client.Execute(t.Context(), request(t, "counter", nil))
-		grpctest.WantStageError(t, err, codes.Unavailable, typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR,
+		grpctest.WantStageError(t, err, codes.Unavailable, typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
 			"the call ledger is unavailable, so the tool was not run")
 		if n := counter.calls.Load(); n != 0 {
 			t.Fatalf("the tool ran %d times, want 0", n)

@@ -207,6 +207,6 @@ func (s *Service) record(ctx context.Context, rec *actionv1.CallRecord, rev uint
 // ledgerUnavailable refuses a call the ledger cannot vouch for, without running it: the
 // caller may retry once the ledger is back.
 func ledgerUnavailable(err error) error {
-	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR,
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
 		"the call ledger is unavailable, so the tool was not run: %w", err)
 }

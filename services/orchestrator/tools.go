@@ -224,7 +224,8 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 				source = sourceXML
 			}
 			res = r.callTool(ctx, call, p.approval, source)
-			if res.GetErrorCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR {
+			// An interrupted call may have had its effect: no alternative runs in its place.
+			if res.GetErrorCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR && !res.GetInterrupted() {
 				res, altNote = r.tryAlternatives(ctx, call, res, source)
 			}
 			return call, res, call.GetName() + ": " + res.GetStatus().String()
