@@ -17,7 +17,7 @@
 // idempotent tool (the built-ins that only read, and tools configuration names) runs again,
 // any other is answered as interrupted (status error, error_code EXECUTION_ERROR, error
 // "interrupted by a restart; it may or may not have run"), never run a second time. When the
-// ledger cannot be read or written, Execute runs nothing and fails with UNAVAILABLE
+// ledger cannot be read or written, Execute runs nothing and fails with the stage code UNAVAILABLE
 // (gRPC UNAVAILABLE), which the caller retries.
 //
 // Execute refuses a new call before running it when the request is malformed

@@ -114,7 +114,7 @@ type Service struct {
 	stopKeeper   context.CancelFunc // ends the lease keeper
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
 	abandonNow   context.CancelFunc
-	kept         chan struct{}      // closed when the lease keeper has returned
+	kept         chan struct{} // closed when the lease keeper has returned
 
 	mu          sync.Mutex
 	live        map[string]*run   // runs executing on this replica
