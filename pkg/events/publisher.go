@@ -16,19 +16,33 @@ import (
 
 // Publisher publishes run events to JetStream.
 type Publisher struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	stream StreamOptions
 }
 
-// NewPublisher returns a Publisher on nc, creating or updating the stream AGENTMESH_RUNS.
-func NewPublisher(ctx context.Context, nc *nats.Conn) (*Publisher, error) {
+// Option configures a Publisher.
+type Option func(*Publisher)
+
+// WithStream gives the stream these settings (by default those of the zero StreamOptions).
+func WithStream(opts StreamOptions) Option {
+	return func(p *Publisher) { p.stream = opts }
+}
+
+// NewPublisher returns a Publisher on nc, creating the stream AGENTMESH_RUNS or updating it to
+// the Publisher's settings.
+func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publisher, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if _, err := EnsureStream(ctx, js); err != nil {
+	p := &Publisher{js: js}
+	for _, opt := range opts {
+		opt(p)
+	}
+	if _, err := EnsureStream(ctx, js, p.stream); err != nil {
 		return nil, err
 	}
-	return &Publisher{js: js}, nil
+	return p, nil
 }
 
 // JetStream returns the JetStream context the Publisher publishes with, e.g. for Watch.
