@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,10 +15,14 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// Publisher publishes run events to JetStream.
+// publishTimeout bounds one attempt to publish an event.
+const publishTimeout = 5 * time.Second
+
+// Publisher publishes run events to JetStream. It is safe for concurrent use.
 type Publisher struct {
 	js     jetstream.JetStream
 	stream StreamOptions
+	retry  backoff
 }
 
 // Option configures a Publisher.
@@ -35,7 +40,7 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publishe
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	p := &Publisher{js: js}
+	p := &Publisher{js: js, retry: defaultBackoff}
 	for _, opt := range opts {
 		opt(p)
 	}
@@ -48,32 +53,43 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publishe
 // JetStream returns the JetStream context the Publisher publishes with, e.g. for Watch.
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 
-// Publish publishes ev on Subject(ev.RunId, Kind(ev)) and waits for JetStream's ack. The message
-// carries the trace context of ctx (traceparent, tracestate) injected with the global
-// TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so publishing the same event again
-// within DuplicateWindow stores it once. An event without a valid run id, a seq or a kind is an
-// INVALID_INPUT error.
+// Publish makes one attempt to publish ev on Subject(ev.RunId, Kind(ev)) and waits for
+// JetStream's ack. The message carries the trace context of ctx (traceparent, tracestate)
+// injected with the global TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so
+// publishing the same event again within DuplicateWindow stores it once. An event without a
+// valid run id, a seq or a kind is an INVALID_INPUT error.
 func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
-	_, err := p.publish(ctx, ev)
+	msg, _, err := p.prepare(ctx, ev)
+	if err != nil {
+		return err
+	}
+	_, err = p.send(ctx, msg)
 	return err
 }
 
-// publish is Publish, returning the ack.
-func (p *Publisher) publish(ctx context.Context, ev *eventv1.RunEvent) (*jetstream.PubAck, error) {
+// prepare checks ev and returns its message and the event the message carries.
+func (p *Publisher) prepare(ctx context.Context, ev *eventv1.RunEvent) (*nats.Msg, *eventv1.RunEvent, error) {
 	if err := checkEvent(ev); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ev.GetSeq() == 0 {
-		return nil, stageerr.Invalid("event seq must not be zero")
-	}
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", Kind(ev), err)
+		return nil, nil, stageerr.Invalid("event seq must not be zero")
 	}
 	msg := nats.NewMsg(Subject(ev.GetRunId(), Kind(ev)))
-	msg.Data = data
 	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(msg.Header))
-	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID(ev)))
+	msg.Header.Set(jetstream.MsgIDHeader, msgID(ev))
+	var err error
+	if msg.Data, err = proto.Marshal(ev); err != nil {
+		return nil, nil, fmt.Errorf("encode %s event: %w", Kind(ev), err)
+	}
+	return msg, ev, nil
+}
+
+// send makes one attempt to publish msg.
+func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
+	actx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	ack, err := p.js.PublishMsg(actx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
