@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,10 +16,11 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// publishTimeout bounds one attempt to publish an event.
+// publishTimeout bounds one attempt to publish an event, the stream's re-creation included.
 const publishTimeout = 5 * time.Second
 
-// Publisher publishes run events to JetStream. It is safe for concurrent use.
+// Publisher publishes run events to JetStream. It creates the stream AGENTMESH_RUNS again when
+// NATS has lost it. It is safe for concurrent use.
 type Publisher struct {
 	js     jetstream.JetStream
 	stream StreamOptions
@@ -56,8 +58,9 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // Publish makes one attempt to publish ev on Subject(ev.RunId, Kind(ev)) and waits for
 // JetStream's ack. The message carries the trace context of ctx (traceparent, tracestate)
 // injected with the global TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so
-// publishing the same event again within DuplicateWindow stores it once. An event without a
-// valid run id, a seq or a kind is an INVALID_INPUT error.
+// publishing the same event again within DuplicateWindow stores it once. When NATS answers
+// that no stream takes the subject, the stream is created again and the event republished. An
+// event without a valid run id, a seq or a kind is an INVALID_INPUT error.
 func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
 	msg, _, err := p.prepare(ctx, ev)
 	if err != nil {
@@ -90,6 +93,15 @@ func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 	actx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	ack, err := p.js.PublishMsg(actx, msg)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// No stream takes the subject: NATS restarted with an empty store, or the stream was
+		// deleted.
+		if _, serr := EnsureStream(actx, p.js, p.stream); serr != nil {
+			err = fmt.Errorf("%w; %w", err, serr)
+		} else {
+			ack, err = p.js.PublishMsg(actx, msg)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}

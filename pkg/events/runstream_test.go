@@ -334,3 +334,19 @@ func TestLastSeq(t *testing.T) {
 		t.Errorf("LastSeq without the stream = %d, %v; want 0", got, err)
 	}
 }
+
+func TestPublishCreatesADeletedStreamAgain(t *testing.T) {
+	env := newTestEnv(t)
+	rs := env.pub.Run("run-deleted")
+	emitAll(t, rs, runStarted("go"))
+	if err := env.js.DeleteStream(t.Context(), StreamName); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := rs.Emit(t.Context(), runFinished())
+	if err != nil || ev.GetSeq() != 2 {
+		t.Fatalf("Emit after the stream was deleted = seq %d, %v; want seq 2 stored", ev.GetSeq(), err)
+	}
+	if got := storedSeqs(t, env.js, "run-deleted"); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("stored seqs %v, want [2]", got)
+	}
+}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,7 +73,13 @@ func (o StreamOptions) config() jetstream.StreamConfig {
 // opts, or updates an existing one to them. The stream de-duplicates by Nats-Msg-Id within
 // DuplicateWindow and drops its oldest events when a limit is reached.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, opts StreamOptions) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, opts.config())
+	cfg := opts.config()
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// Another publisher (a replica starting too, or probing the same NATS after it lost its
+		// store) created the stream, with other settings, between this update and create.
+		s, err = js.UpdateStream(ctx, cfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamName, err)
 	}

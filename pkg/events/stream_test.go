@@ -73,3 +73,38 @@ func TestEnsureStreamAppliesItsOptions(t *testing.T) {
 		t.Errorf("NewPublisher(WithStream(memory)) made a stream with %v storage", got)
 	}
 }
+
+func TestEnsureStreamConcurrently(t *testing.T) {
+	// Replicas that start together, or probe one NATS that lost its store, all create the
+	// stream at once; during a rolling change of the configuration, with other settings.
+	srv, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	errs := make(chan error, 16)
+	start := make(chan struct{})
+	for i := range cap(errs) {
+		opts := StreamOptions{MaxAge: time.Duration(i%2+1) * time.Hour}
+		nc, err := srv.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			<-start
+			_, err := EnsureStream(t.Context(), js, opts)
+			errs <- err
+		}()
+	}
+	close(start)
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent EnsureStream: %v", err)
+		}
+	}
+}
