@@ -20,7 +20,8 @@ import (
 const publishTimeout = 5 * time.Second
 
 // Publisher publishes run events to JetStream. It creates the stream AGENTMESH_RUNS again when
-// NATS has lost it. It is safe for concurrent use.
+// NATS has lost it and cuts events down to the connection's payload limit. It is safe for
+// concurrent use.
 type Publisher struct {
 	js     jetstream.JetStream
 	stream StreamOptions
@@ -58,9 +59,11 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 // Publish makes one attempt to publish ev on Subject(ev.RunId, Kind(ev)) and waits for
 // JetStream's ack. The message carries the trace context of ctx (traceparent, tracestate)
 // injected with the global TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so
-// publishing the same event again within DuplicateWindow stores it once. When NATS answers
-// that no stream takes the subject, the stream is created again and the event republished. An
-// event without a valid run id, a seq or a kind is an INVALID_INPUT error.
+// publishing the same event again within DuplicateWindow stores it once. An event too large
+// for one NATS message is cut down to fit: a run_finished event carries its result's summary
+// (OmitResult), any other event its longest texts cut with a marker. When NATS answers that no
+// stream takes the subject, the stream is created again and the event republished. An event
+// without a valid run id, a seq or a kind is an INVALID_INPUT error.
 func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
 	msg, _, err := p.prepare(ctx, ev)
 	if err != nil {
@@ -70,7 +73,8 @@ func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
 	return err
 }
 
-// prepare checks ev and returns its message and the event the message carries.
+// prepare checks ev and returns its message and the event the message carries: ev itself, or
+// ev cut down to the payload limit.
 func (p *Publisher) prepare(ctx context.Context, ev *eventv1.RunEvent) (*nats.Msg, *eventv1.RunEvent, error) {
 	if err := checkEvent(ev); err != nil {
 		return nil, nil, err
@@ -81,11 +85,14 @@ func (p *Publisher) prepare(ctx context.Context, ev *eventv1.RunEvent) (*nats.Ms
 	msg := nats.NewMsg(Subject(ev.GetRunId(), Kind(ev)))
 	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(msg.Header))
 	msg.Header.Set(jetstream.MsgIDHeader, msgID(ev))
-	var err error
-	if msg.Data, err = proto.Marshal(ev); err != nil {
+	stored, err := fit(ev, payloadLimit(p.js.Conn(), msg.Header))
+	if err != nil {
+		return nil, nil, err
+	}
+	if msg.Data, err = proto.Marshal(stored); err != nil {
 		return nil, nil, fmt.Errorf("encode %s event: %w", Kind(ev), err)
 	}
-	return msg, ev, nil
+	return msg, stored, nil
 }
 
 // send makes one attempt to publish msg.

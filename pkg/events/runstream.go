@@ -47,8 +47,10 @@ func (rs *RunStream) Seq() uint64 {
 }
 
 // Emit stamps a copy of ev with the run id, the next seq and (when unset) the current time,
-// publishes it until JetStream has stored it and returns it; ev itself is not modified. Events
-// are published one at a time in seq order.
+// publishes it until JetStream has stored it and returns the event stored; ev itself is not
+// modified. The event stored is the copy, or the copy cut down to the NATS payload limit (see
+// Publisher.Publish): check RunFinished.ResultOmitted. Events are published one at a time in
+// seq order.
 //
 // A failed publish is retried with the same seq, after a backoff of 100 ms doubling up to 5 s,
 // for as long as ctx lives; the Nats-Msg-Id
