@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,16 +17,18 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// publishTimeout bounds one attempt to publish an event, the stream's re-creation included.
+// publishTimeout bounds one attempt to publish an event (or to probe the stream), the
+// stream's re-creation included.
 const publishTimeout = 5 * time.Second
 
 // Publisher publishes run events to JetStream. It creates the stream AGENTMESH_RUNS again when
-// NATS has lost it and cuts events down to the connection's payload limit. It is safe for
-// concurrent use.
+// NATS has lost it, cuts events down to the connection's payload limit, and tells whether
+// events can be stored right now (Ready). It is safe for concurrent use.
 type Publisher struct {
 	js     jetstream.JetStream
 	stream StreamOptions
 	retry  backoff
+	ready  readiness
 }
 
 // Option configures a Publisher.
@@ -37,7 +40,7 @@ func WithStream(opts StreamOptions) Option {
 }
 
 // NewPublisher returns a Publisher on nc, creating the stream AGENTMESH_RUNS or updating it to
-// the Publisher's settings.
+// the Publisher's settings. The Publisher follows nc's status until nc is closed.
 func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publisher, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -48,13 +51,23 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publishe
 		opt(p)
 	}
 	if _, err := EnsureStream(ctx, js, p.stream); err != nil {
+		if !nc.IsConnected() {
+			return nil, fmt.Errorf("%w: not connected to NATS at %s", err, strings.Join(nc.Servers(), ", "))
+		}
 		return nil, err
 	}
+	p.follow(nc)
 	return p, nil
 }
 
 // JetStream returns the JetStream context the Publisher publishes with, e.g. for Watch.
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
+
+// Ready reports whether events can be stored right now: the connection to NATS is up and the
+// last attempt to store since it came up succeeded. It also returns a channel that is closed
+// when that changes. While events cannot be stored, the Publisher probes the stream with
+// backoff (creating it when missing), so Ready turns true again without a publish.
+func (p *Publisher) Ready() (bool, <-chan struct{}) { return p.ready.get() }
 
 // Publish makes one attempt to publish ev on Subject(ev.RunId, Kind(ev)) and waits for
 // JetStream's ack. The message carries the trace context of ctx (traceparent, tracestate)
@@ -95,7 +108,8 @@ func (p *Publisher) prepare(ctx context.Context, ev *eventv1.RunEvent) (*nats.Ms
 	return msg, stored, nil
 }
 
-// send makes one attempt to publish msg.
+// send makes one attempt to publish msg and records its outcome for Ready (unless ctx ended,
+// which says nothing of NATS).
 func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
 	actx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
@@ -108,6 +122,9 @@ func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 		} else {
 			ack, err = p.js.PublishMsg(actx, msg)
 		}
+	}
+	if ctx.Err() == nil {
+		p.ready.setStored(err == nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)

@@ -25,7 +25,7 @@ var defaultBackoff = backoff{initial: 100 * time.Millisecond, ceiling: 5 * time.
 func (b backoff) next(d time.Duration) time.Duration { return min(2*d, b.ceiling) }
 
 // store publishes msg, the message of ev, until JetStream acks it, for as long as ctx lives:
-// a failed attempt is retried after a backoff. It
+// a failed attempt is retried after a backoff, or as soon as events can be stored again. It
 // reports whether the first attempt was acked as a duplicate, that is whether msg's id had
 // been stored before this call; a later duplicate ack is an earlier attempt that was stored
 // although its ack was lost. It gives up when ctx ends or on an error that retrying cannot
@@ -56,13 +56,23 @@ func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEve
 	}
 }
 
-// pause waits for d or until ctx ends.
+// pause waits for d, or less when events become storable again meanwhile or ctx ends.
 func (p *Publisher) pause(ctx context.Context, d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
+	_, changed := p.Ready()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-changed:
+			var ready bool
+			if ready, changed = p.Ready(); ready {
+				return
+			}
+		}
 	}
 }
 

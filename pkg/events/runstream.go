@@ -52,8 +52,8 @@ func (rs *RunStream) Seq() uint64 {
 // Publisher.Publish): check RunFinished.ResultOmitted. Events are published one at a time in
 // seq order.
 //
-// A failed publish is retried with the same seq, after a backoff of 100 ms doubling up to 5 s,
-// for as long as ctx lives; the Nats-Msg-Id
+// A failed publish is retried with the same seq, after a backoff of 100 ms doubling up to 5 s
+// or as soon as events can be stored again, for as long as ctx lives; the Nats-Msg-Id
 // de-duplication makes that safe when an attempt was stored but its ack was lost. A seq is
 // never reused: when Emit gives up (ctx ended, the connection closed) after an attempt, that
 // seq counts as used and the next event takes the one after, so the run's stored seqs may
