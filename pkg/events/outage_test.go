@@ -225,3 +225,26 @@ func TestStreamCreatedAgainWhenNATSRestartsWithAnEmptyStore(t *testing.T) {
 	}
 	assertEvents(t, watched, last)
 }
+
+func TestWatchFollowsTheStreamCreatedAgainWhenNATSLosesItsStore(t *testing.T) {
+	srv := startRestartable(t, t.TempDir())
+	var failedReconnects atomic.Int64
+	nc := srv.connect(&failedReconnects)
+	pub := fastPublisher(t, nc)
+	rs := pub.Run("run-lost")
+	before := emitAll(t, rs, runStarted("go"), turnStarted(1))
+	// Watch's own connection, as a WatchRun on another replica has.
+	watcher := srv.connect(&failedReconnects)
+	watchPub := fastPublisher(t, watcher)
+	watched := watchInBackground(t, watchPub, "run-lost")
+
+	srv.stop()
+	waitReady(t, pub, false)
+	srv.start(t.TempDir())
+	waitReady(t, pub, true)
+	after := emitAll(t, rs, turnStarted(2), runFinished())
+
+	// The events stored before NATS lost its store were delivered before; the watch goes on
+	// with the new stream's.
+	assertEvents(t, <-watched, slices.Concat(before, after))
+}
