@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,7 +18,8 @@ import (
 const flushTimeout = 5 * time.Second
 
 // Registrar is a service that registers itself on a gRPC server. A Registrar that also
-// implements io.Closer is closed by Main after the server has drained.
+// implements io.Closer is closed by Main after the server has drained; one that implements
+// HealthSource has its health reported by the server (see Options.Health).
 type Registrar interface {
 	Register(g *grpc.Server)
 }
@@ -58,7 +58,7 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		log.Error("starting service", "err", err)
 		return exitcode.Of(err)
 	}
-	if c, ok := svc.(io.Closer); ok {
+	if c, ok := closerOf(svc); ok {
 		defer func() {
 			if err := c.Close(); err != nil {
 				log.Warn("closing service", "err", err)
@@ -66,7 +66,7 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		}()
 	}
 
-	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log})
+	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log, Health: healthOf(svc)})
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {
 		log.Error("listening", "err", err)
@@ -95,7 +95,7 @@ func Env(key, def string) string {
 }
 
 // WithClose returns r with an extra cleanup: Main runs close after the server has drained
-// (after r's own Close, when r is an io.Closer).
+// (after r's own Close, when r, or a Registrar it wraps, is an io.Closer).
 func WithClose(r Registrar, close func() error) Registrar {
 	return closing{Registrar: r, close: close}
 }
@@ -107,8 +107,10 @@ type closing struct {
 
 func (c closing) Close() error {
 	var err error
-	if closer, ok := c.Registrar.(io.Closer); ok {
+	if closer, ok := closerOf(c.Registrar); ok {
 		err = closer.Close()
 	}
 	return errors.Join(err, c.close())
 }
+
+func (c closing) Unwrap() Registrar { return c.Registrar }
