@@ -1,7 +1,7 @@
 // Command orchestrator serves agentmesh's public AgentService (agentmesh.agent.v1) with health
 // and reflection. LISTEN_ADDR sets its address (default :7000); <STAGE>_ADDR names each stage
 // (INTENT_ADDR, PLANNING_ADDR, ...); NATS_URL the NATS server; AGENTMESH_CONFIG the
-// configuration file.
+// configuration file. Its health is NOT_SERVING while run events cannot be stored.
 package main
 
 import (
@@ -9,10 +9,10 @@ import (
 	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
-	"github.com/nats-io/nats.go"
 )
 
 func main() {
@@ -21,7 +21,7 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, err)
 		}
-		nc, err := nats.Connect(server.Env("NATS_URL", cfg.NATS.URL), nats.Name("agentmesh-orchestrator"))
+		nc, err := events.Connect(server.Env("NATS_URL", cfg.NATS.URL), "agentmesh-orchestrator")
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
@@ -34,6 +34,11 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		return server.WithClose(svc, func() error { nc.Close(); return closePeers() }), nil
+		pub, err := events.NewPublisher(ctx, nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		closing := server.WithClose(svc, func() error { nc.Close(); return closePeers() })
+		return server.WithHealth(closing, server.HealthFunc(pub.Ready)), nil
 	})
 }

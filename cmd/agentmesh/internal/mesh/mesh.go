@@ -223,9 +223,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 
 func (m *Mesh) startNATS(cfg *config.Config, storeDir string) error {
 	if cfg.NATS.URL != "" {
-		nc, err := nats.Connect(cfg.NATS.URL, nats.Name("agentmesh"))
+		nc, err := events.Connect(cfg.NATS.URL, "agentmesh")
 		if err != nil {
-			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("connecting to NATS at %s: %w", cfg.NATS.URL, err))
+			return exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		m.nc = nc
 		return nil
