@@ -61,7 +61,10 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
-func TestRunServesUntilSignal(t *testing.T) {
+// listenOnFreeAddr points LISTEN_ADDR at a free loopback address, which it returns, and turns
+// tracing off, for run.
+func listenOnFreeAddr(t *testing.T) string {
+	t.Helper()
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +73,11 @@ func TestRunServesUntilSignal(t *testing.T) {
 	free.Close()
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
+	return addr
+}
+
+func TestRunServesUntilSignal(t *testing.T) {
+	addr := listenOnFreeAddr(t)
 
 	svc := &closer{}
 	exited := make(chan int, 1)
@@ -106,14 +114,7 @@ func TestRunServesUntilSignal(t *testing.T) {
 }
 
 func TestRunReportsTheRegistrarsHealth(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
-	t.Setenv("OTEL_SDK_DISABLED", "true")
-	t.Setenv("LISTEN_ADDR", addr)
+	addr := listenOnFreeAddr(t)
 
 	ready := make(chan struct{}) // closed when the service can serve
 	health := HealthFunc(func() (bool, <-chan struct{}) {
