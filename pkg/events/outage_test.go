@@ -169,6 +169,9 @@ func TestEmitWaitsOutANATSRestart(t *testing.T) {
 		t.Fatalf("Emit returned during the outage: %v, %v", e.ev, e.err)
 	default:
 	}
+	if got := rs.Seq(); got != 2 { // and Seq does not wait for the blocked Emit
+		t.Errorf("Seq() during the outage = %d, want 2", got)
+	}
 
 	srv.start(dir)
 	var e emitted

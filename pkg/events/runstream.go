@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -20,8 +21,8 @@ type RunStream struct {
 	p     *Publisher
 	runID string
 
-	mu  sync.Mutex
-	seq uint64
+	mu  sync.Mutex    // held by Emit: events are published one at a time
+	seq atomic.Uint64 // the last seq used; written under mu
 }
 
 // Run returns the RunStream of a new run; its first event gets seq 1.
@@ -32,19 +33,17 @@ func (p *Publisher) Run(runID string) *RunStream {
 // NewRunStreamAt returns the RunStream of a resumed run whose last event had seq lastSeq (see
 // LastSeq); its next event gets lastSeq+1.
 func NewRunStreamAt(p *Publisher, runID string, lastSeq uint64) *RunStream {
-	return &RunStream{p: p, runID: runID, seq: lastSeq}
+	rs := &RunStream{p: p, runID: runID}
+	rs.seq.Store(lastSeq)
+	return rs
 }
 
 // RunID returns the run's id.
 func (rs *RunStream) RunID() string { return rs.runID }
 
 // Seq returns the last seq used: that of the last event stored, or of a later Emit that gave
-// up.
-func (rs *RunStream) Seq() uint64 {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.seq
-}
+// up. It does not wait for an Emit in progress.
+func (rs *RunStream) Seq() uint64 { return rs.seq.Load() }
 
 // Emit stamps a copy of ev with the run id, the next seq and (when unset) the current time,
 // publishes it until JetStream has stored it and returns the event stored; ev itself is not
@@ -75,13 +74,13 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for {
-		out.Seq = rs.seq + 1
+		out.Seq = rs.seq.Load() + 1
 		msg, stored, err := rs.p.prepare(ctx, out)
 		if err != nil {
 			return nil, err
 		}
 		taken, err := rs.p.store(ctx, msg, out)
-		rs.seq = out.Seq
+		rs.seq.Store(out.Seq)
 		if err != nil {
 			return nil, err
 		}
