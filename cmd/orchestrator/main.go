@@ -1,8 +1,7 @@
-// Command orchestrator serves agentmesh's public AgentService (agentmesh.agent.v1) with health
-// and reflection. LISTEN_ADDR sets its address (default :7000); <STAGE>_ADDR names each stage
-// (INTENT_ADDR, PLANNING_ADDR, ...); NATS_URL the NATS server; AGENTMESH_CONFIG the
-// configuration file; AGENTMESH_REPLICA names the replica (default: host name and process id),
-// unique among the replicas that share a NATS.
+// Command orchestrator serves agentmesh's public AgentService (agentmesh.agent.v1). LISTEN_ADDR
+// sets its address (default :7000), <STAGE>_ADDR each stage's, NATS_URL the NATS server,
+// AGENTMESH_CONFIG the configuration, AGENTMESH_REPLICA its unique replica name (default: host
+// and pid). Health is NOT_SERVING while events cannot be stored and while it hands runs off.
 package main
 
 import (
@@ -26,18 +25,13 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		store, err := orchestrator.OpenStore(ctx, nc, cfg)
+		opts, closePeers, err := orchestrator.OptionsFromConfig(ctx, cfg, nc, server.Env)
 		if err != nil {
 			nc.Close()
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrsFromConfig(cfg, server.Env))
-		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Unavailable, err)
-		}
-		svc, err := orchestrator.New(ctx, orchestrator.Options{Peers: peers, NATS: nc, Store: store,
-			Replica: os.Getenv("AGENTMESH_REPLICA"), Contract: orchestrator.ContractFromConfig(cfg),
-			Alternatives: cfg.Tools.Alternatives})
+		opts.Replica = os.Getenv("AGENTMESH_REPLICA")
+		svc, err := orchestrator.New(ctx, opts)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}

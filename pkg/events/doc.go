@@ -5,7 +5,11 @@
 // carries the W3C traceparent of the publishing span, so a subscriber's spans continue the run's
 // trace, and a Nats-Msg-Id of "<run_id>-<seq>", so JetStream drops a republished event.
 //
-// A producer numbers a run's events with a RunStream (seq 1, 2, 3 … without gaps) made by a
-// Publisher; a consumer replays and tails a run with Watch. StartEmbedded runs a NATS server
-// with JetStream inside the process for development and tests.
+// A producer numbers a run's events with a RunStream (seq 1, 2, 3 …) made by a Publisher. Emit
+// retries an event until JetStream has stored it and never reuses a seq; an event too large for
+// one NATS message is stored cut down (a run_finished event with its result's summary and
+// result_omitted set); the stream is created again when NATS has lost it. Publisher.Ready tells
+// whether events can be stored right now. A consumer replays and tails a run with Watch, and a
+// resumed run continues after LastSeq. Connect makes a connection that reconnects forever;
+// StartEmbedded runs a NATS server with JetStream inside the process for development and tests.
 package events

@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -69,6 +70,16 @@ func (e *Embedded) ClientURL() string {
 		return ""
 	}
 	return e.srv.ClientURL()
+}
+
+// Port returns the loopback port the server listens on, or 0 when it listens in process only.
+// StartEmbedded with this port and the same store directory restarts the server where its
+// clients reconnect, with the events it had stored.
+func (e *Embedded) Port() int {
+	if !e.listening {
+		return 0
+	}
+	return e.srv.Addr().(*net.TCPAddr).Port
 }
 
 // Connect opens an in-process client connection to the server.

@@ -1,10 +1,13 @@
 package events
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestEmbeddedListensOnALoopbackPort(t *testing.T) {
@@ -66,5 +69,74 @@ func TestStartEmbeddedRejectsBadOptions(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestEmbeddedRestartsOnItsPortWithItsEvents(t *testing.T) {
+	dir := t.TempDir()
+	first, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := first.Port()
+	nc, err := nats.Connect(first.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewPublisher(t.Context(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitAll(t, pub.Run("run-kept"), runStarted("go"))
+	nc.Close()
+	first.Shutdown()
+
+	again, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Shutdown)
+	if again.Port() != port {
+		t.Fatalf("restarted on port %d, want %d", again.Port(), port)
+	}
+	nc, err = nats.Connect(again.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LastSeq(t.Context(), js, "run-kept"); err != nil || got != 1 {
+		t.Fatalf("LastSeq after the restart = %d, %v; want the stored event's seq 1", got, err)
+	}
+	inProcess, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inProcess.Shutdown()
+	if got := inProcess.Port(); got != 0 {
+		t.Errorf("Port() of an in-process server = %d, want 0", got)
+	}
+}
+
+func TestNewPublisherSaysNATSIsUnreachable(t *testing.T) {
+	srv, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.ClientURL()
+	srv.Shutdown() // nothing listens on url any more
+	nc, err := Connect(url, "events-test")
+	if err != nil {
+		t.Fatalf("Connect retries a first connection that fails, want no error: %v", err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err = NewPublisher(ctx, nc)
+	if err == nil || !strings.Contains(err.Error(), "not connected to NATS at "+url) {
+		t.Fatalf("NewPublisher without NATS = %v, want an error naming %s", err, url)
 	}
 }

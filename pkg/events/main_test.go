@@ -8,6 +8,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 )
 
 func TestMain(m *testing.M) {
@@ -68,4 +71,32 @@ func (e *testEnv) storedMsg(t *testing.T, seq uint64) *jetstream.RawStreamMsg {
 		t.Fatalf("GetMsg(%d): %v", seq, err)
 	}
 	return msg
+}
+
+// storedSeqs returns the seqs of the run's events the stream holds, in stream order.
+func storedSeqs(t *testing.T, js jetstream.JetStream, runID string) []uint64 {
+	t.Helper()
+	s, err := js.Stream(t.Context(), StreamName)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	var seqs []uint64
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		msg, err := s.GetMsg(t.Context(), seq)
+		if err != nil {
+			t.Fatalf("GetMsg(%d): %v", seq, err)
+		}
+		ev := &eventv1.RunEvent{}
+		if err := proto.Unmarshal(msg.Data, ev); err != nil {
+			t.Fatalf("decode message %d: %v", seq, err)
+		}
+		if ev.GetRunId() == runID {
+			seqs = append(seqs, ev.GetSeq())
+		}
+	}
+	return seqs
 }

@@ -2,8 +2,11 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,52 +17,115 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// Publisher publishes run events to JetStream.
+// publishTimeout bounds one attempt to publish an event (or to probe the stream), the
+// stream's re-creation included.
+const publishTimeout = 5 * time.Second
+
+// Publisher publishes run events to JetStream. It creates the stream AGENTMESH_RUNS again when
+// NATS has lost it, cuts events down to the connection's payload limit, and tells whether
+// events can be stored right now (Ready). It is safe for concurrent use.
 type Publisher struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	stream StreamOptions
+	retry  backoff
+	ready  readiness
 }
 
-// NewPublisher returns a Publisher on nc, creating or updating the stream AGENTMESH_RUNS.
-func NewPublisher(ctx context.Context, nc *nats.Conn) (*Publisher, error) {
+// Option configures a Publisher.
+type Option func(*Publisher)
+
+// WithStream gives the stream these settings (by default those of the zero StreamOptions).
+func WithStream(opts StreamOptions) Option {
+	return func(p *Publisher) { p.stream = opts }
+}
+
+// NewPublisher returns a Publisher on nc, creating the stream AGENTMESH_RUNS or updating it to
+// the Publisher's settings. The Publisher follows nc's status until nc is closed.
+func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publisher, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if _, err := EnsureStream(ctx, js); err != nil {
+	p := &Publisher{js: js, retry: defaultBackoff}
+	for _, opt := range opts {
+		opt(p)
+	}
+	if _, err := EnsureStream(ctx, js, p.stream); err != nil {
+		if !nc.IsConnected() {
+			return nil, fmt.Errorf("%w: not connected to NATS at %s", err, strings.Join(nc.Servers(), ", "))
+		}
 		return nil, err
 	}
-	return &Publisher{js: js}, nil
+	p.follow(nc)
+	return p, nil
 }
 
 // JetStream returns the JetStream context the Publisher publishes with, e.g. for Watch.
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 
-// Publish publishes ev on Subject(ev.RunId, Kind(ev)) and waits for JetStream's ack. The message
-// carries the trace context of ctx (traceparent, tracestate) injected with the global
-// TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so publishing the same event again
-// within DuplicateWindow stores it once. An event without a valid run id, a seq or a kind is an
-// INVALID_INPUT error.
+// Ready reports whether events can be stored right now: the connection to NATS is up and the
+// last attempt to store since it came up succeeded. It also returns a channel that is closed
+// when that changes. While events cannot be stored, the Publisher probes the stream with
+// backoff (creating it when missing), so Ready turns true again without a publish.
+func (p *Publisher) Ready() (bool, <-chan struct{}) { return p.ready.get() }
+
+// Publish makes one attempt to publish ev on Subject(ev.RunId, Kind(ev)) and waits for
+// JetStream's ack. The message carries the trace context of ctx (traceparent, tracestate)
+// injected with the global TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so
+// publishing the same event again within DuplicateWindow stores it once. An event too large
+// for one NATS message is cut down to fit: a run_finished event carries its result's summary
+// (OmitResult), any other event its longest texts cut with a marker. When NATS answers that no
+// stream takes the subject, the stream is created again and the event republished. An event
+// without a valid run id, a seq or a kind is an INVALID_INPUT error.
 func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
-	_, err := p.publish(ctx, ev)
+	msg, _, err := p.prepare(ctx, ev)
+	if err != nil {
+		return err
+	}
+	_, err = p.send(ctx, msg)
 	return err
 }
 
-// publish is Publish, returning the ack.
-func (p *Publisher) publish(ctx context.Context, ev *eventv1.RunEvent) (*jetstream.PubAck, error) {
+// prepare checks ev and returns its message and the event the message carries: ev itself, or
+// ev cut down to the payload limit.
+func (p *Publisher) prepare(ctx context.Context, ev *eventv1.RunEvent) (*nats.Msg, *eventv1.RunEvent, error) {
 	if err := checkEvent(ev); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ev.GetSeq() == 0 {
-		return nil, stageerr.Invalid("event seq must not be zero")
-	}
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", Kind(ev), err)
+		return nil, nil, stageerr.Invalid("event seq must not be zero")
 	}
 	msg := nats.NewMsg(Subject(ev.GetRunId(), Kind(ev)))
-	msg.Data = data
 	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(msg.Header))
-	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID(ev)))
+	msg.Header.Set(jetstream.MsgIDHeader, msgID(ev))
+	stored, err := fit(ev, payloadLimit(p.js.Conn(), msg.Header))
+	if err != nil {
+		return nil, nil, err
+	}
+	if msg.Data, err = proto.Marshal(stored); err != nil {
+		return nil, nil, fmt.Errorf("encode %s event: %w", Kind(ev), err)
+	}
+	return msg, stored, nil
+}
+
+// send makes one attempt to publish msg and records its outcome for Ready (unless ctx ended,
+// which says nothing of NATS).
+func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
+	actx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	ack, err := p.js.PublishMsg(actx, msg)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// No stream takes the subject: NATS restarted with an empty store, or the stream was
+		// deleted.
+		if _, serr := EnsureStream(actx, p.js, p.stream); serr != nil {
+			err = fmt.Errorf("%w; %w", err, serr)
+		} else {
+			ack, err = p.js.PublishMsg(actx, msg)
+		}
+	}
+	if ctx.Err() == nil {
+		p.ready.setStored(err == nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}

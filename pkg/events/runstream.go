@@ -2,10 +2,13 @@ package events
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
-	"time"
+	"sync/atomic"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -13,20 +16,13 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// publishRetries is how many times Emit retries a failed publish.
-const publishRetries = 3
-
-// defaultRetryBackoff is the wait before the first retry; it doubles with every retry.
-const defaultRetryBackoff = 100 * time.Millisecond
-
 // RunStream numbers and publishes the events of one run. It is safe for concurrent use.
 type RunStream struct {
-	p       *Publisher
-	runID   string
-	backoff time.Duration
+	p     *Publisher
+	runID string
 
-	mu  sync.Mutex
-	seq uint64
+	mu  sync.Mutex    // held by Emit: events are published one at a time
+	seq atomic.Uint64 // the last seq used; written under mu
 }
 
 // Run returns the RunStream of a new run; its first event gets seq 1.
@@ -34,34 +30,39 @@ func (p *Publisher) Run(runID string) *RunStream {
 	return NewRunStreamAt(p, runID, 0)
 }
 
-// NewRunStreamAt returns the RunStream of a resumed run whose last published event had seq
-// lastSeq; its next event gets lastSeq+1.
+// NewRunStreamAt returns the RunStream of a resumed run whose last event had seq lastSeq (see
+// LastSeq); its next event gets lastSeq+1.
 func NewRunStreamAt(p *Publisher, runID string, lastSeq uint64) *RunStream {
-	return &RunStream{p: p, runID: runID, backoff: defaultRetryBackoff, seq: lastSeq}
+	rs := &RunStream{p: p, runID: runID}
+	rs.seq.Store(lastSeq)
+	return rs
 }
 
 // RunID returns the run's id.
 func (rs *RunStream) RunID() string { return rs.runID }
 
-// Seq returns the seq of the last event published.
-func (rs *RunStream) Seq() uint64 {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.seq
-}
+// Seq returns the last seq used: that of the last event stored, or of a later Emit that gave
+// up. It does not wait for an Emit in progress.
+func (rs *RunStream) Seq() uint64 { return rs.seq.Load() }
 
 // Emit stamps a copy of ev with the run id, the next seq and (when unset) the current time,
-// publishes it and returns it; ev itself is not modified. Events are published one at a time
-// in seq order, so seqs have no gaps even under concurrent Emit. A failed publish is retried
-// up to 3 times with the same seq; the Nats-Msg-Id de-duplication makes that safe when an
-// attempt was stored but its ack was lost. When the first attempt of a seq finds it already
-// stored (an earlier Emit failed after all, or a resumed run's lastSeq was behind), the event
-// takes the next seq instead.
+// publishes it until JetStream has stored it and returns the event stored; ev itself is not
+// modified. The event stored is the copy, or the copy cut down to the NATS payload limit (see
+// Publisher.Publish): check RunFinished.ResultOmitted. Events are published one at a time in
+// seq order.
+//
+// A failed publish is retried with the same seq, after a backoff of 100 ms doubling up to 5 s
+// or as soon as events can be stored again, for as long as ctx lives; the Nats-Msg-Id
+// de-duplication makes that safe when an attempt was stored but its ack was lost. A seq is
+// never reused: when Emit gives up (ctx ended, the connection closed) after an attempt, that
+// seq counts as used and the next event takes the one after, so the run's stored seqs may
+// have a gap but never two events with one seq. When the first attempt of a seq finds it
+// already stored (a resumed run's lastSeq was behind), the event takes the next seq instead.
 func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.RunEvent, error) {
 	if ev == nil {
 		return nil, stageerr.Invalid("event must not be nil")
 	}
-	out := proto.Clone(ev).(*eventv1.RunEvent)
+	out := proto.CloneOf(ev)
 	out.RunId = rs.runID
 	if out.GetTime() == nil {
 		out.Time = timestamppb.Now()
@@ -72,44 +73,52 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	seq := rs.seq + 1
-	fresh := true // no attempt with seq has been made yet
-	wait := rs.backoff
-	for failures := 0; ; {
-		out.Seq = seq
-		ack, err := rs.p.publish(ctx, out)
-		if err == nil && ack.Duplicate && fresh {
-			slog.WarnContext(ctx, "run event seq already stored; using the next one",
-				"run_id", rs.runID, "seq", seq, "kind", Kind(out))
-			seq++
-			continue
-		}
-		if err == nil {
-			rs.seq = seq
-			return out, nil
-		}
-		fresh = false
-		failures++
-		if failures > publishRetries || ctx.Err() != nil {
+	for {
+		out.Seq = rs.seq.Load() + 1
+		msg, stored, err := rs.p.prepare(ctx, out)
+		if err != nil {
 			return nil, err
 		}
-		slog.WarnContext(ctx, "publishing run event failed; retrying",
-			"run_id", rs.runID, "seq", seq, "kind", Kind(out), "attempt", failures, "err", err)
-		if err := sleep(ctx, wait); err != nil {
+		taken, err := rs.p.store(ctx, msg, out)
+		rs.seq.Store(out.Seq)
+		if err != nil {
 			return nil, err
 		}
-		wait *= 2
+		if !taken {
+			return stored, nil
+		}
+		slog.WarnContext(ctx, "run event seq already stored; using the next one",
+			"run_id", rs.runID, "seq", out.Seq, "kind", Kind(out))
 	}
 }
 
-// sleep waits for d or until ctx ends, returning ctx's error in that case.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// LastSeq returns the seq of the last stored event of a run, 0 when the stream holds none
+// (also when the stream itself is missing). A resumed run continues with
+// NewRunStreamAt(p, runID, LastSeq(…)).
+func LastSeq(ctx context.Context, js jetstream.JetStream, runID string) (uint64, error) {
+	if err := ValidRunID(runID); err != nil {
+		return 0, err
 	}
+	s, err := js.Stream(ctx, StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last seq of run %s: %w", runID, err)
+	}
+	// The message-get API takes a wildcard "last_by_subj": nats-server loads the last message
+	// of every subject matching it (file and memory stores alike). The stream does not allow
+	// direct gets, so the client uses that API.
+	msg, err := s.GetLastMsgForSubject(ctx, runFilter(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last seq of run %s: %w", runID, err)
+	}
+	ev := &eventv1.RunEvent{}
+	if err := proto.Unmarshal(msg.Data, ev); err != nil {
+		return 0, fmt.Errorf("last seq of run %s: decode %s: %w", runID, msg.Subject, err)
+	}
+	return ev.GetSeq(), nil
 }

@@ -3,6 +3,8 @@ package events
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,14 +154,17 @@ func TestEmitSkipsASeqAlreadyStored(t *testing.T) {
 	}
 }
 
-// flakyJetStream fails the first failures publishes; when store is set a failing publish still
-// reaches the server (the ack is lost), otherwise it never leaves the client.
+// flakyJetStream fails the first failures publishes. With lostAcks a failing publish still
+// reaches the server (its ack is lost), otherwise it never leaves the client. After each
+// failure it calls onFailure, when set, with the number of failures so far.
 type flakyJetStream struct {
 	jetstream.JetStream
-	store bool
+	lostAcks  bool
+	onFailure func(n int)
 
 	mu       sync.Mutex
 	failures int
+	failed   int
 	seqs     []uint64
 }
 
@@ -172,65 +177,176 @@ func (f *flakyJetStream) PublishMsg(ctx context.Context, m *nats.Msg, opts ...je
 	}
 	f.mu.Lock()
 	f.seqs = append(f.seqs, ev.GetSeq())
-	fail := f.failures > 0
-	f.failures--
+	fail := f.failed < f.failures
+	if fail {
+		f.failed++
+	}
+	failed := f.failed
 	f.mu.Unlock()
 	if !fail {
 		return f.JetStream.PublishMsg(ctx, m, opts...)
 	}
-	if f.store {
+	if f.lostAcks {
 		if _, err := f.JetStream.PublishMsg(ctx, m, opts...); err != nil {
 			return nil, err
 		}
 	}
+	if f.onFailure != nil {
+		f.onFailure(failed)
+	}
 	return nil, errInjected
 }
 
-func TestEmitRetriesWithTheSameSeq(t *testing.T) {
+// attempts returns the seqs the publish attempts carried.
+func (f *flakyJetStream) attempts() []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.seqs)
+}
+
+// flakyPublisher returns a Publisher on env whose publishes fail as flaky says, retrying
+// within milliseconds.
+func flakyPublisher(env *testEnv, flaky *flakyJetStream) *Publisher {
+	flaky.JetStream = env.js
+	return &Publisher{js: flaky, retry: backoff{initial: time.Millisecond, ceiling: 4 * time.Millisecond}}
+}
+
+func TestEmitRetriesWithTheSameSeqUntilStored(t *testing.T) {
 	tests := []struct {
-		name      string
-		failures  int
-		store     bool
-		wantErr   bool
-		wantSeqs  []uint64
-		wantMsgs  uint64
-		wantRSSeq uint64
+		name     string
+		failures int
+		lostAcks bool
+		wantSeqs []uint64
 	}{
-		{"lost acks are deduplicated", 2, true, false, []uint64{1, 1, 1}, 1, 1},
-		{"failed publishes are retried", 3, false, false, []uint64{1, 1, 1, 1}, 1, 1},
-		{"gives up after 3 retries", 4, false, true, []uint64{1, 1, 1, 1}, 0, 0},
+		{"lost acks are deduplicated", 2, true, []uint64{1, 1, 1}},
+		{"failed publishes are retried", 3, false, []uint64{1, 1, 1, 1}},
+		{"retries do not stop after a few", 12, false, slices.Repeat([]uint64{1}, 13)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newTestEnv(t)
-			flaky := &flakyJetStream{JetStream: env.js, store: tt.store, failures: tt.failures}
-			rs := NewRunStreamAt(&Publisher{js: flaky}, "run-retry", 0)
-			rs.backoff = time.Millisecond
+			flaky := &flakyJetStream{lostAcks: tt.lostAcks, failures: tt.failures}
+			rs := flakyPublisher(env, flaky).Run("run-retry")
 			ev, err := rs.Emit(t.Context(), runStarted("hi"))
-			if tt.wantErr {
-				if !errors.Is(err, errInjected) {
-					t.Fatalf("Emit error = %v, want the publish failure", err)
-				}
-			} else if err != nil || ev.GetSeq() != 1 {
+			if err != nil || ev.GetSeq() != 1 {
 				t.Fatalf("Emit = seq %d, %v; want seq 1", ev.GetSeq(), err)
 			}
-			flaky.mu.Lock()
-			seqs := flaky.seqs
-			flaky.mu.Unlock()
-			if len(seqs) != len(tt.wantSeqs) {
-				t.Fatalf("publish attempts carried seqs %v, want %v", seqs, tt.wantSeqs)
+			if got := flaky.attempts(); !slices.Equal(got, tt.wantSeqs) {
+				t.Fatalf("publish attempts carried seqs %v, want %v", got, tt.wantSeqs)
 			}
-			for i := range seqs {
-				if seqs[i] != tt.wantSeqs[i] {
-					t.Fatalf("publish attempts carried seqs %v, want %v", seqs, tt.wantSeqs)
-				}
+			if got := env.streamMsgs(t); got != 1 {
+				t.Errorf("stream holds %d messages, want 1", got)
 			}
-			if got := env.streamMsgs(t); got != tt.wantMsgs {
-				t.Errorf("stream holds %d messages, want %d", got, tt.wantMsgs)
-			}
-			if got := rs.Seq(); got != tt.wantRSSeq {
-				t.Errorf("Seq() = %d, want %d", got, tt.wantRSSeq)
+			if got := rs.Seq(); got != 1 {
+				t.Errorf("Seq() = %d, want 1", got)
 			}
 		})
+	}
+}
+
+func TestEmitThatGivesUpNeverLetsItsSeqBeReused(t *testing.T) {
+	tests := []struct {
+		name     string
+		lostAcks bool
+		wantMsgs []uint64 // seqs of the events stored
+	}{
+		{"attempts never stored", false, []uint64{2}},
+		// The issue this guards against: the next event reused seq 1 and its Nats-Msg-Id, so
+		// JetStream dropped it as a duplicate of the attempt that had landed.
+		{"an attempt stored with its ack lost", true, []uint64{1, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			flaky := &flakyJetStream{lostAcks: tt.lostAcks, failures: 3, onFailure: func(n int) {
+				if n == 3 {
+					cancel() // the caller gives up during the third attempt
+				}
+			}}
+			rs := flakyPublisher(env, flaky).Run("run-gaveup")
+			if _, err := rs.Emit(ctx, runStarted("lost")); !errors.Is(err, errInjected) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("Emit = %v, want the publish failure and context.Canceled", err)
+			}
+			if got := rs.Seq(); got != 1 {
+				t.Fatalf("Seq() after giving up = %d, want 1 (the seq tried counts as used)", got)
+			}
+			ev, err := rs.Emit(t.Context(), runFinished())
+			if err != nil || ev.GetSeq() != 2 {
+				t.Fatalf("next Emit = seq %d, %v; want seq 2", ev.GetSeq(), err)
+			}
+			if got := storedSeqs(t, env.js, "run-gaveup"); !slices.Equal(got, tt.wantMsgs) {
+				t.Errorf("stored seqs %v, want %v", got, tt.wantMsgs)
+			}
+		})
+	}
+}
+
+func TestEmitDoesNotRetryInvalidEvents(t *testing.T) {
+	env := newTestEnv(t)
+	flaky := &flakyJetStream{}
+	rs := flakyPublisher(env, flaky).Run("run-invalid")
+	bad := llmDelta("\xff not UTF-8")
+	if _, err := rs.Emit(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "encode llm_delta event") {
+		t.Fatalf("Emit(invalid UTF-8) = %v, want an encoding error", err)
+	}
+	if got := flaky.attempts(); len(got) != 0 || rs.Seq() != 0 {
+		t.Errorf("an event that cannot be encoded was published %v times (Seq() %d), want never", got, rs.Seq())
+	}
+}
+
+func TestLastSeq(t *testing.T) {
+	env := newTestEnv(t)
+	if got, err := LastSeq(t.Context(), env.js, "run-1"); err != nil || got != 0 {
+		t.Fatalf("LastSeq of a run without events = %d, %v; want 0", got, err)
+	}
+	publish := func(runID string, seqs ...uint64) {
+		for _, seq := range seqs {
+			ev := turnStarted(1)
+			ev.RunId, ev.Seq = runID, seq
+			if err := env.pub.Publish(t.Context(), ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish("run-1", 1, 2, 5) // a gap: seqs 3 and 4 were given up
+	publish("run-10", 9)      // a run whose id starts with the other's, published last
+	publish("run-2", 1)
+	for runID, want := range map[string]uint64{"run-1": 5, "run-10": 9, "run-2": 1, "run-3": 0} {
+		if got, err := LastSeq(t.Context(), env.js, runID); err != nil || got != want {
+			t.Errorf("LastSeq(%s) = %d, %v; want %d", runID, got, err, want)
+		}
+	}
+
+	ev, err := NewRunStreamAt(env.pub, "run-1", 5).Emit(t.Context(), runFinished())
+	if err != nil || ev.GetSeq() != 6 {
+		t.Fatalf("resumed Emit = seq %d, %v; want 6", ev.GetSeq(), err)
+	}
+
+	_, err = LastSeq(t.Context(), env.js, "run.*")
+	assertInvalid(t, err, `contains '.'`)
+
+	if err := env.js.DeleteStream(t.Context(), StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LastSeq(t.Context(), env.js, "run-1"); err != nil || got != 0 {
+		t.Errorf("LastSeq without the stream = %d, %v; want 0", got, err)
+	}
+}
+
+func TestPublishCreatesADeletedStreamAgain(t *testing.T) {
+	env := newTestEnv(t)
+	rs := env.pub.Run("run-deleted")
+	emitAll(t, rs, runStarted("go"))
+	if err := env.js.DeleteStream(t.Context(), StreamName); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := rs.Emit(t.Context(), runFinished())
+	if err != nil || ev.GetSeq() != 2 {
+		t.Fatalf("Emit after the stream was deleted = seq %d, %v; want seq 2 stored", ev.GetSeq(), err)
+	}
+	if got := storedSeqs(t, env.js, "run-deleted"); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("stored seqs %v, want [2]", got)
 	}
 }

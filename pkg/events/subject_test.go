@@ -20,14 +20,17 @@ func TestKindAndSubject(t *testing.T) {
 		{&eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{}}}, "llm_delta"},
 		{&eventv1.RunEvent{Kind: &eventv1.RunEvent_ContextGuard{ContextGuard: &eventv1.ContextGuardEvaluated{}}}, "context_guard"},
 		{&eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{}}}, "run_finished"},
+		{&eventv1.RunEvent{Kind: &eventv1.RunEvent_RunResumed{RunResumed: &eventv1.RunResumed{}}}, "run_resumed"},
 	}
 	for _, tt := range tests {
 		if got := Kind(tt.ev); got != tt.want {
 			t.Errorf("Kind(%v) = %q, want %q", tt.ev, got, tt.want)
 		}
 	}
-	if got, want := Subject("run-1", "llm_delta"), "agentmesh.run.run-1.llm_delta"; got != want {
-		t.Errorf("Subject = %q, want %q", got, want)
+	for kind, want := range map[string]string{"llm_delta": "agentmesh.run.run-1.llm_delta", "run_resumed": "agentmesh.run.run-1.run_resumed"} {
+		if got := Subject("run-1", kind); got != want {
+			t.Errorf("Subject(run-1, %s) = %q, want %q", kind, got, want)
+		}
 	}
 }
 

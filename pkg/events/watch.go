@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/protobuf/proto"
@@ -18,11 +19,17 @@ import (
 // consumerCleanupTimeout bounds the deletion of Watch's consumer once it is done.
 const consumerCleanupTimeout = 5 * time.Second
 
+// errStreamReplaced says the stream a watch followed is gone and another one took its place.
+var errStreamReplaced = errors.New("the event stream was replaced")
+
 // Watch replays the events of a run from the stream and then follows new ones, calling fn for
 // each event whose seq is greater than fromSeq, in order. The ctx given to fn carries the remote
 // span context of the event's traceparent header, so spans started from it continue the run's
 // trace. Watch returns nil right after the run_finished event (also when its seq is not greater
 // than fromSeq), ctx.Err() when ctx ends, and fn's error when fn fails.
+//
+// Watch rides out NATS outages. When NATS comes back without its store and the stream is
+// created anew, Watch follows the new stream from its start, after the last event it delivered.
 func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq uint64,
 	fn func(ctx context.Context, ev *eventv1.RunEvent) error,
 ) error {
@@ -32,7 +39,32 @@ func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq ui
 	if fn == nil {
 		return stageerr.Invalid("watch callback must not be nil")
 	}
-	cons, err := js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
+	for {
+		err := watchStream(ctx, js, runID, &fromSeq, fn)
+		if !errors.Is(err, errStreamReplaced) {
+			return err
+		}
+		slog.WarnContext(ctx, "run event stream replaced (NATS lost its store); watching the new one",
+			"run_id", runID, "after_seq", fromSeq)
+	}
+}
+
+// watchStream is Watch on the stream as it is now: it returns errStreamReplaced when NATS
+// reconnects to a stream created after this one. It advances *fromSeq past every event
+// delivered.
+func watchStream(ctx context.Context, js jetstream.JetStream, runID string, fromSeq *uint64,
+	fn func(ctx context.Context, ev *eventv1.RunEvent) error,
+) error {
+	stream, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return watchErr(ctx, runID, err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := watchReplacement(ctx, js, stream.CachedInfo().Created, func() { cancel(errStreamReplaced) })
+	defer stop()
+
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{runFilter(runID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
@@ -55,11 +87,12 @@ func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq ui
 		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
 			return fmt.Errorf("watch run %s: decode %s: %w", runID, msg.Subject(), err)
 		}
-		if ev.GetSeq() > fromSeq {
+		if ev.GetSeq() > *fromSeq {
 			fctx := otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(msg.Headers()))
 			if err := fn(fctx, ev); err != nil {
 				return err
 			}
+			*fromSeq = ev.GetSeq()
 		}
 		if ev.GetRunFinished() != nil {
 			return nil
@@ -67,10 +100,59 @@ func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq ui
 	}
 }
 
-// watchErr returns ctx's error when ctx has ended, err with the run's id otherwise.
+// watchReplacement calls replaced when, after a reconnection to NATS, the stream turns out to
+// have been created after created (NATS came back without its store and the stream was created
+// again; while it is missing, it is looked for with backoff). Calling stop ends the watch.
+func watchReplacement(ctx context.Context, js jetstream.JetStream, created time.Time, replaced func()) (stop func()) {
+	nc := js.Conn()
+	reconnects := nc.StatusChanged(nats.CONNECTED)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-reconnects:
+			case <-ctx.Done():
+				return
+			}
+			if streamCreatedAfter(ctx, js, created) {
+				replaced()
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		nc.RemoveStatusListener(reconnects)
+	}
+}
+
+// streamCreatedAfter reports whether the stream was created after created, looking for it
+// with backoff while it is missing or does not answer, until ctx ends.
+func streamCreatedAfter(ctx context.Context, js jetstream.JetStream, created time.Time) bool {
+	for wait := defaultBackoff.initial; ; wait = defaultBackoff.next(wait) {
+		s, err := js.Stream(ctx, StreamName)
+		if err == nil {
+			return s.CachedInfo().Created.After(created)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// watchErr returns errStreamReplaced or ctx's error when ctx has ended, err with the run's id
+// otherwise.
 func watchErr(ctx context.Context, runID string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errStreamReplaced) {
+			return cause
+		}
+		return ctx.Err()
 	}
 	return fmt.Errorf("watch run %s: %w", runID, err)
 }

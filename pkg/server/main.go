@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -20,7 +19,8 @@ const flushTimeout = 5 * time.Second
 
 // Registrar is a service that registers itself on a gRPC server. A Registrar that also
 // implements io.Closer is closed by Main after the server has drained; one that implements
-// Drainer is drained first.
+// HealthSource has its health reported by the server (see Options.Health); one that implements
+// Drainer is drained first, reported NOT_SERVING meanwhile.
 type Registrar interface {
 	Register(g *grpc.Server)
 }
@@ -67,7 +67,7 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		log.Error("starting service", "err", err)
 		return exitcode.Of(err)
 	}
-	if c, ok := svc.(io.Closer); ok {
+	if c, ok := closerOf(svc); ok {
 		defer func() {
 			if err := c.Close(); err != nil {
 				log.Warn("closing service", "err", err)
@@ -75,7 +75,7 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		}()
 	}
 
-	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log})
+	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log, Health: healthOf(svc)})
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {
 		log.Error("listening", "err", err)
@@ -87,7 +87,8 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 	case <-srv.served:
 	}
 	stop() // a second signal now ends the process at once
-	if d, ok := svc.(Drainer); ok {
+	if d, ok := as[Drainer](svc); ok {
+		srv.health.Shutdown() // load balancers move away while the service winds down
 		dctx, cancel := context.WithTimeout(context.Background(), DefaultDrainTimeout)
 		d.Drain(dctx)
 		cancel()
@@ -109,7 +110,7 @@ func Env(key, def string) string {
 }
 
 // WithClose returns r with an extra cleanup: Main runs close after the server has drained
-// (after r's own Close, when r is an io.Closer).
+// (after r's own Close, when r, or a Registrar it wraps, is an io.Closer).
 func WithClose(r Registrar, close func() error) Registrar {
 	return closing{Registrar: r, close: close}
 }
@@ -119,17 +120,12 @@ type closing struct {
 	close func() error
 }
 
-// Drain drains the wrapped Registrar when it is a Drainer.
-func (c closing) Drain(ctx context.Context) {
-	if d, ok := c.Registrar.(Drainer); ok {
-		d.Drain(ctx)
-	}
-}
-
 func (c closing) Close() error {
 	var err error
-	if closer, ok := c.Registrar.(io.Closer); ok {
+	if closer, ok := closerOf(c.Registrar); ok {
 		err = closer.Close()
 	}
 	return errors.Join(err, c.close())
 }
+
+func (c closing) Unwrap() Registrar { return c.Registrar }

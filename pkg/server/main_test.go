@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -60,7 +61,10 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
-func TestRunServesUntilSignal(t *testing.T) {
+// listenOnFreeAddr points LISTEN_ADDR at a free loopback address, which it returns, and turns
+// tracing off, for run.
+func listenOnFreeAddr(t *testing.T) string {
+	t.Helper()
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +73,11 @@ func TestRunServesUntilSignal(t *testing.T) {
 	free.Close()
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
+	return addr
+}
+
+func TestRunServesUntilSignal(t *testing.T) {
+	addr := listenOnFreeAddr(t)
 
 	svc := &closer{}
 	exited := make(chan int, 1)
@@ -101,6 +110,63 @@ func TestRunServesUntilSignal(t *testing.T) {
 	}
 	if !svc.closed.Load() {
 		t.Error("the service was not closed after the drain")
+	}
+}
+
+func TestRunReportsTheRegistrarsHealth(t *testing.T) {
+	addr := listenOnFreeAddr(t)
+
+	ready := make(chan struct{}) // closed when the service can serve
+	health := HealthFunc(func() (bool, <-chan struct{}) {
+		select {
+		case <-ready:
+			return true, nil
+		default:
+			return false, ready
+		}
+	})
+	svc := &closer{}
+	closedToo := false
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run("orchestrator", "127.0.0.1:0", func(context.Context) (Registrar, error) {
+			return WithClose(WithHealth(svc, health), func() error { closedToo = true; return nil }), nil
+		})
+	}()
+
+	// A plain client: pkg/dial's connections check health themselves and fail while
+	// NOT_SERVING.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitStatus := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+			if err == nil && resp.GetStatus() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health never reported %v: %v, %v", want, resp, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitStatus(healthpb.HealthCheckResponse_NOT_SERVING)
+	close(ready)
+	waitStatus(healthpb.HealthCheckResponse_SERVING)
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-exited; code != exitcode.OK {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	}
+	if !svc.closed.Load() || !closedToo {
+		t.Errorf("closed the service %v and the extra cleanup %v, want both", svc.closed.Load(), closedToo)
 	}
 }
 

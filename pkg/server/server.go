@@ -38,6 +38,9 @@ type Options struct {
 	Logger *slog.Logger
 	// DrainTimeout bounds the graceful drain of Shutdown; zero means DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// Health, when set, tells whether the service can serve: the health service follows it
+	// (SERVING or NOT_SERVING) from Serve until Shutdown. Without it every service is SERVING.
+	Health HealthSource
 }
 
 // Server is a gRPC server with the mesh's standard services and interceptors.
@@ -47,10 +50,14 @@ type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 
-	mu     sync.Mutex
-	lis    net.Listener
-	served chan struct{} // closed when the goroutine of Start has returned; nil before Start
-	err    error         // what Serve returned in that goroutine
+	stopHealth     chan struct{} // closed by Shutdown: stop following Options.Health
+	stopHealthOnce sync.Once
+
+	mu         sync.Mutex
+	lis        net.Listener
+	served     chan struct{} // closed when the goroutine of Start has returned; nil before Start
+	err        error         // what Serve returned in that goroutine
+	healthDone chan struct{} // closed when the follower of Options.Health has returned; nil without one
 }
 
 // enforcement lets clients ping every 10s, also without active RPCs (dial's keepalive).
@@ -91,7 +98,7 @@ func New(opts Options) *Server {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
-	return &Server{opts: opts, log: log, grpc: g, health: hs}
+	return &Server{opts: opts, log: log, grpc: g, health: hs, stopHealth: make(chan struct{})}
 }
 
 // GRPC returns the underlying gRPC server, for services to register on.
@@ -118,17 +125,11 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// Serve reports every registered service SERVING and serves on lis until Shutdown; it blocks.
-// It returns nil after a shutdown.
+// Serve reports every registered service SERVING (or, with Options.Health, what it says) and
+// serves on lis until Shutdown; it blocks. It returns nil after a shutdown.
 func (s *Server) Serve(lis net.Listener) error {
 	s.setListener(lis)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	if s.opts.Name != "" {
-		s.health.SetServingStatus(s.opts.Name, healthpb.HealthCheckResponse_SERVING)
-	}
-	for name := range s.grpc.GetServiceInfo() {
-		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-	}
+	s.reportHealth()
 	s.log.Info("serving", "service", s.opts.Name, "addr", lis.Addr().String())
 	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serve %s: %w", s.opts.Name, err)
@@ -159,6 +160,7 @@ func (s *Server) Addr() string {
 // stopped and the goroutine of Start has returned.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.health.Shutdown()
+	s.stopHealthOnce.Do(func() { close(s.stopHealth) })
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -177,10 +179,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	<-stopped
 	s.mu.Lock()
-	served := s.served
+	served, healthDone := s.served, s.healthDone
 	s.mu.Unlock()
 	if served != nil {
 		<-served
+	}
+	if healthDone != nil {
+		<-healthDone
 	}
 }
 

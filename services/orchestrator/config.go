@@ -7,6 +7,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,4 +88,26 @@ func OpenStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstor
 		LeaseTTL:       time.Duration(cfg.Durability.LeaseTTLMS) * time.Millisecond,
 		IdempotencyTTL: time.Duration(cfg.Durability.IdempotencyTTLMS) * time.Millisecond,
 	})
+}
+
+// OptionsFromConfig returns the options of an orchestrator on nc configured by cfg, and a
+// function that closes its connections to the stages: the stage clients (addresses from env,
+// e.g. PLANNING_ADDR, else the configuration), the event publisher with the configured stream
+// settings, the durable run store (nil when durability.checkpoints is off), the default
+// contract and the tool alternatives. Replica and the telemetry options are the caller's.
+func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, env func(key, def string) string) (Options, func() error, error) {
+	pub, err := events.NewPublisher(ctx, nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
+	if err != nil {
+		return Options{}, nil, err
+	}
+	store, err := OpenStore(ctx, nc, cfg)
+	if err != nil {
+		return Options{}, nil, err
+	}
+	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env))
+	if err != nil {
+		return Options{}, nil, err
+	}
+	return Options{Peers: peers, NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg),
+		Alternatives: cfg.Tools.Alternatives}, closePeers, nil
 }

@@ -3,17 +3,12 @@ package orchestrator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
-	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
-	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 )
 
 // Checkpoint write retries: a store outage (NATS down) holds the run until the store is back.
@@ -96,23 +91,19 @@ func (s *Service) isDraining() bool {
 	}
 }
 
-// lastEventSeq is the seq of the last event the stream holds of a run (0 when none), so a
-// resumed run never reuses a seq its previous owner published after the last checkpoint.
-func lastEventSeq(ctx context.Context, js jetstream.JetStream, runID string) (uint64, error) {
-	st, err := js.Stream(ctx, events.StreamName)
-	if err != nil {
-		return 0, fmt.Errorf("event stream: %w", err)
-	}
-	msg, err := st.GetLastMsgForSubject(ctx, events.Subject(runID, "*"))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last event of run %s: %w", runID, err)
-	}
-	ev := &eventv1.RunEvent{}
-	if err := proto.Unmarshal(msg.Data, ev); err != nil {
-		return 0, fmt.Errorf("last event of run %s: %w", runID, err)
-	}
-	return ev.GetSeq(), nil
+// publishContext is the context a run's events are published in: ctx's values (the trace),
+// but not its cancellation, so a cancelled or timed-out run still publishes every event it
+// makes; publishing ends only when the replica gives up on its runs at the end of a drain.
+func (r *run) publishContext(ctx context.Context) context.Context {
+	return detached{Context: context.WithoutCancel(ctx), until: r.svc.abandon}
 }
+
+// detached is a context with the values of one context and the lifetime of another.
+type detached struct {
+	context.Context                 // the values
+	until           context.Context // the lifetime
+}
+
+func (d detached) Deadline() (time.Time, bool) { return d.until.Deadline() }
+func (d detached) Done() <-chan struct{}       { return d.until.Done() }
+func (d detached) Err() error                  { return d.until.Err() }

@@ -305,7 +305,7 @@ func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint
 		return nil, nil, err
 	}
 	r.resumes++
-	lastSeq, err := lastEventSeq(ctx, s.js, r.id)
+	lastSeq, err := events.LastSeq(ctx, s.js, r.id)
 	if err != nil {
 		return nil, nil, err
 	}

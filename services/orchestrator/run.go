@@ -147,7 +147,7 @@ func (r *run) setSink(sink func(*eventv1.RunEvent)) {
 // it to the local listener. A publish that fails after the stream's retries is logged: the run
 // itself goes on, and its result (saved to memory) still holds everything.
 func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
-	stamped, err := r.stream.Emit(ctx, ev)
+	stamped, err := r.stream.Emit(r.publishContext(ctx), ev)
 	if err != nil {
 		r.svc.log.ErrorContext(ctx, "publishing run event failed", "run_id", r.id, "kind", events.Kind(ev), "err", err)
 		return

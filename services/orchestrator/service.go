@@ -60,6 +60,9 @@ type Options struct {
 	Peers Peers
 	// NATS is the connection run events are published on; required.
 	NATS *nats.Conn
+	// Publisher publishes the run events (one on NATS with the default stream settings when
+	// nil; see OptionsFromConfig).
+	Publisher *events.Publisher
 	// Contract holds the default budgets, policies and targets every run starts from
 	// (DefaultContract when nil).
 	Contract *typev1.ExecutionContract
@@ -131,9 +134,12 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.NATS == nil {
 		return nil, errors.New("orchestrator: a NATS connection is required")
 	}
-	pub, err := events.NewPublisher(ctx, opts.NATS)
-	if err != nil {
-		return nil, err
+	pub := opts.Publisher
+	if pub == nil {
+		var err error
+		if pub, err = events.NewPublisher(ctx, opts.NATS); err != nil {
+			return nil, err
+		}
 	}
 	js, err := jetstream.New(opts.NATS)
 	if err != nil {
@@ -187,6 +193,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	go s.keep(keepCtx)
 	return s, nil
 }
+
+// Serving reports whether the orchestrator can serve runs: only while their events can be
+// stored. It implements server.HealthSource.
+func (s *Service) Serving() (bool, <-chan struct{}) { return s.publisher.Ready() }
 
 // Register adds the AgentService to g.
 func (s *Service) Register(g *grpc.Server) { agentv1.RegisterAgentServiceServer(g, s) }

@@ -219,6 +219,10 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	m.closePeers = closePeers
 	replicas := max(opts.Orchestrators, 1)
 	for i := range replicas {
+		pub, err := events.NewPublisher(ctx, m.nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
 		store, err := orchestrator.OpenStore(ctx, m.nc, cfg)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
@@ -230,6 +234,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		svc, err := orchestrator.New(ctx, orchestrator.Options{
 			Peers:          peers,
 			NATS:           m.nc,
+			Publisher:      pub,
 			Store:          store,
 			Replica:        replica,
 			Contract:       orchestrator.ContractFromConfig(cfg),
@@ -241,19 +246,21 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		m.orchestrators = append(m.orchestrators, svc)
-		if i == 0 {
-			if err := serve(Orchestrator, svc.Register); err != nil {
-				return nil, err
-			}
-			m.orchestratorServers = append(m.orchestratorServers, m.servers[len(m.servers)-1])
-			continue
+		addr := "127.0.0.1:0" // replicas after the first listen on free ports
+		if i == 0 && !opts.Ephemeral {
+			addr = serviceAddr(cfg, Orchestrator)
 		}
-		srv := server.New(server.Options{Name: Orchestrator, Addr: "127.0.0.1:0", TracerProvider: tp(Orchestrator), Logger: log.With("service", Orchestrator, "replica", replica)})
+		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator),
+			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc})
 		svc.Register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("orchestrator replica %d: %w", i+1, err))
 		}
 		m.orchestratorServers = append(m.orchestratorServers, srv)
+		if i == 0 {
+			m.servers = append(m.servers, srv)
+			m.addrs[Orchestrator] = srv.Addr()
+		}
 	}
 	return m, nil
 }
@@ -277,9 +284,9 @@ func (m *Mesh) StopOrchestrator(ctx context.Context, i int) {
 
 func (m *Mesh) startNATS(cfg *config.Config, storeDir string) error {
 	if cfg.NATS.URL != "" {
-		nc, err := nats.Connect(cfg.NATS.URL, nats.Name("agentmesh"))
+		nc, err := events.Connect(cfg.NATS.URL, "agentmesh")
 		if err != nil {
-			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("connecting to NATS at %s: %w", cfg.NATS.URL, err))
+			return exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		m.nc = nc
 		return nil

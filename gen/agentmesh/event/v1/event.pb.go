@@ -1199,8 +1199,9 @@ type RunFinished struct {
 	// The outcome, repeated here for subscribers that skip the result.
 	Outcome v1.Outcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=agentmesh.type.v1.Outcome" json:"outcome,omitempty"`
 	// True when the whole result did not fit in one NATS message: result then carries only the
-	// run id, outcome, exit reason, success, error, final report and trace id, and the whole
-	// result is read with AgentService.GetRun (StreamRun and WatchRun send it whole).
+	// run id, outcome, exit reason, success, error, final report, trace id, turns, tool calls and
+	// usage, and the whole result is read with AgentService.GetRun (StreamRun and WatchRun send
+	// it whole).
 	ResultOmitted bool `protobuf:"varint,3,opt,name=result_omitted,json=resultOmitted,proto3" json:"result_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,0 +1,84 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+)
+
+// backoff is a capped exponential backoff: the first wait is initial, and every next one twice
+// the last, up to ceiling.
+type backoff struct {
+	initial, ceiling time.Duration
+}
+
+// defaultBackoff retries after 100 ms, then 200 ms, 400 ms … and then every 5 s.
+var defaultBackoff = backoff{initial: 100 * time.Millisecond, ceiling: 5 * time.Second}
+
+// next returns the wait that follows d.
+func (b backoff) next(d time.Duration) time.Duration { return min(2*d, b.ceiling) }
+
+// store publishes msg, the message of ev, until JetStream acks it, for as long as ctx lives:
+// a failed attempt is retried after a backoff, or as soon as events can be stored again. It
+// reports whether the first attempt was acked as a duplicate, that is whether msg's id had
+// been stored before this call; a later duplicate ack is an earlier attempt that was stored
+// although its ack was lost. It gives up when ctx ends or on an error that retrying cannot
+// mend.
+func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEvent) (bool, error) {
+	wait := p.retry.initial
+	for attempt := 1; ; attempt++ {
+		ack, err := p.send(ctx, msg)
+		if err == nil {
+			if attempt > 1 {
+				slog.InfoContext(ctx, "run event stored after failed attempts",
+					"run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "attempts", attempt)
+			}
+			return attempt == 1 && ack.Duplicate, nil
+		}
+		if lasting(err) {
+			return false, err
+		}
+		if ctx.Err() == nil {
+			slog.WarnContext(ctx, "publishing run event failed; retrying",
+				"run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "attempt", attempt, "retry_in", wait, "err", err)
+			p.pause(ctx, wait)
+		}
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("%w; gave up after %d attempts: %w", err, attempt, ctx.Err())
+		}
+		wait = p.retry.next(wait)
+	}
+}
+
+// pause waits for d, or less when events become storable again meanwhile or ctx ends.
+func (p *Publisher) pause(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	_, changed := p.Ready()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-changed:
+			var ready bool
+			if ready, changed = p.Ready(); ready {
+				return
+			}
+		}
+	}
+}
+
+// lasting reports whether a publish error stays whatever the retries: the connection is
+// closed for good, or the message is over the server's payload limit.
+func lasting(err error) bool {
+	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) ||
+		errors.Is(err, nats.ErrMaxPayload)
+}
