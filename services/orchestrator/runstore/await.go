@@ -15,7 +15,7 @@ func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1
 	defer cancel()
 	var w jetstream.KeyWatcher
 	err := s.retry(ctx, func() error {
-		checkpoints, _, _, _, _, _ := s.buckets()
+		checkpoints := s.buckets().checkpoints
 		var err error
 		w, err = checkpoints.Watch(ctx, runID)
 		return err

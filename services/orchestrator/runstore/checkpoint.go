@@ -26,11 +26,11 @@ func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (uin
 	}
 	var rev uint64
 	err = s.retry(ctx, func() error {
-		checkpoints, _, active, _, _, _ := s.buckets()
-		if rev, err = checkpoints.Create(ctx, cp.GetRunId(), data); err != nil {
+		b := s.buckets()
+		if rev, err = b.checkpoints.Create(ctx, cp.GetRunId(), data); err != nil {
 			return err
 		}
-		_, err = active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
+		_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
 		return err
 	})
 	if err != nil {
@@ -50,14 +50,14 @@ func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, rev ui
 	}
 	var next uint64
 	err = s.retry(ctx, func() error {
-		checkpoints, _, active, _, _, _ := s.buckets()
-		next, err = checkpoints.Update(ctx, cp.GetRunId(), data, rev)
+		b := s.buckets()
+		next, err = b.checkpoints.Update(ctx, cp.GetRunId(), data, rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, getErr := checkpoints.Get(ctx, cp.GetRunId()); isNotFound(getErr) {
+			if _, getErr := b.checkpoints.Get(ctx, cp.GetRunId()); isNotFound(getErr) {
 				// The store lost the key: the owner's state is the only copy left.
-				next, err = checkpoints.Create(ctx, cp.GetRunId(), data)
+				next, err = b.checkpoints.Create(ctx, cp.GetRunId(), data)
 				if err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
-					_, err = active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
+					_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
 				}
 			}
 		}
@@ -80,7 +80,7 @@ func (s *Store) replacedBody(ctx context.Context, runID, current string) {
 	} else {
 		s.bodyNames[runID] = current
 	}
-	bodies := s.bodies
+	bodies := s.b.bodies
 	s.mu.Unlock()
 	if old != "" && old != current {
 		_ = bodies.Delete(ctx, old) // a body left behind only costs space
@@ -94,8 +94,8 @@ func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckp
 		rev uint64
 	)
 	err := s.retry(ctx, func() error {
-		checkpoints, _, _, _, _, bodies := s.buckets()
-		e, err := checkpoints.Get(ctx, runID)
+		b := s.buckets()
+		e, err := b.checkpoints.Get(ctx, runID)
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckp
 		rev = e.Revision()
 		s.rememberBody(runID, cp.GetBodyObject())
 		if name := cp.GetBodyObject(); name != "" {
-			body, err := bodies.GetBytes(ctx, name)
+			body, err := b.bodies.GetBytes(ctx, name)
 			if err != nil {
 				return fmt.Errorf("runstore: body %s of run %s: %w", name, runID, err)
 			}
@@ -140,11 +140,11 @@ func (s *Store) rememberBody(runID, name string) {
 // Retire removes a finished run from the index of active runs and drops its inputs.
 func (s *Store) Retire(ctx context.Context, runID string) error {
 	err := mapErr(s.retry(ctx, func() error {
-		_, _, active, _, inputs, _ := s.buckets()
-		if err := active.Delete(ctx, runID); err != nil && !isNotFound(err) {
+		b := s.buckets()
+		if err := b.active.Delete(ctx, runID); err != nil && !isNotFound(err) {
 			return err
 		}
-		return purgeInputs(ctx, inputs, runID)
+		return purgeInputs(ctx, b.inputs, runID)
 	}))
 	s.mu.Lock()
 	delete(s.bodyNames, runID)
@@ -156,7 +156,7 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 func (s *Store) Active(ctx context.Context) ([]string, error) {
 	var ids []string
 	err := s.retry(ctx, func() error {
-		_, _, active, _, _, _ := s.buckets()
+		active := s.buckets().active
 		lister, err := active.ListKeys(ctx)
 		if err != nil {
 			return err
@@ -189,7 +189,7 @@ func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint) ([]b
 	}
 	name := cp.GetRunId() + "." + nuid.Next()
 	err = s.retry(ctx, func() error {
-		_, _, _, _, _, bodies := s.buckets()
+		bodies := s.buckets().bodies
 		_, err := bodies.PutBytes(ctx, name, data)
 		return err
 	})

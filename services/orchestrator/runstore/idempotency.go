@@ -15,7 +15,7 @@ func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, e
 	k := idempotencyKey(userID, key)
 	var existing string
 	err := s.retry(ctx, func() error {
-		_, _, _, idempotency, _, _ := s.buckets()
+		idempotency := s.buckets().idempotency
 		_, err := idempotency.Create(ctx, k, []byte(runID))
 		if err == nil || !errors.Is(mapErr(err), ErrExists) {
 			return err
@@ -34,7 +34,7 @@ func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, e
 func (s *Store) Lookup(ctx context.Context, userID, key string) (string, error) {
 	var runID string
 	err := s.retry(ctx, func() error {
-		_, _, _, idempotency, _, _ := s.buckets()
+		idempotency := s.buckets().idempotency
 		e, err := idempotency.Get(ctx, idempotencyKey(userID, key))
 		if err != nil {
 			return err
@@ -57,7 +57,7 @@ func idempotencyKey(userID, key string) string {
 func (s *Store) Unclaim(ctx context.Context, userID, key, runID string) error {
 	k := idempotencyKey(userID, key)
 	return mapErr(s.retry(ctx, func() error {
-		_, _, _, idempotency, _, _ := s.buckets()
+		idempotency := s.buckets().idempotency
 		e, err := idempotency.Get(ctx, k)
 		if err != nil || string(e.Value()) != runID {
 			return nil

@@ -29,7 +29,7 @@ func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) e
 		return fmt.Errorf("runstore: encode decision: %w", err)
 	}
 	return mapErr(s.retry(ctx, func() error {
-		_, _, _, _, inputs, _ := s.buckets()
+		inputs := s.buckets().inputs
 		_, err := inputs.Create(ctx, decisionKey(d.GetRunId(), d.GetCallId()), data)
 		return err
 	}))
@@ -42,7 +42,7 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) 
 		return fmt.Errorf("runstore: encode cancellation: %w", err)
 	}
 	return mapErr(s.retry(ctx, func() error {
-		_, _, _, _, inputs, _ := s.buckets()
+		inputs := s.buckets().inputs
 		_, err := inputs.Put(ctx, c.GetRunId()+".cancel", data)
 		return err
 	}))
@@ -53,7 +53,7 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) 
 func (s *Store) WatchInputs(ctx context.Context, runID string) (<-chan Input, error) {
 	var w jetstream.KeyWatcher
 	err := s.retry(ctx, func() error {
-		_, _, _, _, inputs, _ := s.buckets()
+		inputs := s.buckets().inputs
 		var err error
 		w, err = inputs.Watch(ctx, runID+".>", jetstream.IgnoreDeletes())
 		return err
@@ -109,7 +109,7 @@ func decisionKey(runID, callID string) string {
 func (s *Store) DecidedCalls(ctx context.Context, runID string) (map[string]bool, error) {
 	decided := map[string]bool{}
 	err := s.retry(ctx, func() error {
-		_, _, _, _, inputs, _ := s.buckets()
+		inputs := s.buckets().inputs
 		prefix := runID + ".approval."
 		lister, err := inputs.ListKeysFiltered(ctx, prefix+"*")
 		if errors.Is(err, jetstream.ErrNoKeysFound) {

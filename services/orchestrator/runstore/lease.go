@@ -13,7 +13,7 @@ import (
 func (s *Store) Acquire(ctx context.Context, runID, replica string) (uint64, error) {
 	var rev uint64
 	err := s.retry(ctx, func() error {
-		_, leases, _, _, _, _ := s.buckets()
+		leases := s.buckets().leases
 		var err error
 		rev, err = leases.Create(ctx, runID, []byte(replica))
 		return err
@@ -27,7 +27,7 @@ func (s *Store) Acquire(ctx context.Context, runID, replica string) (uint64, err
 func (s *Store) Renew(ctx context.Context, runID, replica string, rev uint64) (uint64, error) {
 	var next uint64
 	err := s.retry(ctx, func() error {
-		_, leases, _, _, _, _ := s.buckets()
+		leases := s.buckets().leases
 		var err error
 		next, err = leases.Update(ctx, runID, []byte(replica), rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -48,7 +48,7 @@ func (s *Store) Renew(ctx context.Context, runID, replica string, rev uint64) (u
 // Release gives up a lease held at revision rev, so another replica can take the run at once.
 func (s *Store) Release(ctx context.Context, runID string, rev uint64) error {
 	err := s.retry(ctx, func() error {
-		_, leases, _, _, _, _ := s.buckets()
+		leases := s.buckets().leases
 		return leases.Delete(ctx, runID, jetstream.LastRevision(rev))
 	})
 	if err == nil || isNotFound(err) {
@@ -65,7 +65,7 @@ func (s *Store) Holder(ctx context.Context, runID string) (string, uint64, error
 		rev    uint64
 	)
 	err := s.retry(ctx, func() error {
-		_, leases, _, _, _, _ := s.buckets()
+		leases := s.buckets().leases
 		e, err := leases.Get(ctx, runID)
 		if err != nil {
 			return err

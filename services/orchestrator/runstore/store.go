@@ -50,14 +50,19 @@ type Store struct {
 	nc  *nats.Conn
 	cfg Config
 
-	mu          sync.Mutex
+	mu        sync.Mutex
+	b         buckets
+	bodyNames map[string]string // run id → the object its latest checkpoint uses
+}
+
+// buckets are the handles of the store's buckets.
+type buckets struct {
 	checkpoints jetstream.KeyValue
 	bodies      jetstream.ObjectStore
 	leases      jetstream.KeyValue
 	active      jetstream.KeyValue
 	idempotency jetstream.KeyValue
 	inputs      jetstream.KeyValue
-	bodyNames   map[string]string // run id → the object its latest checkpoint uses
 }
 
 // Open returns a Store on nc, creating its buckets when they do not exist.
@@ -125,15 +130,15 @@ func (s *Store) ensure(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.checkpoints, s.leases, s.active, s.idempotency, s.inputs, s.bodies = checkpoints, leases, active, idempotency, inputs, bodies
+	s.b = buckets{checkpoints: checkpoints, bodies: bodies, leases: leases, active: active, idempotency: idempotency, inputs: inputs}
 	return nil
 }
 
-// buckets returns the current bucket handles.
-func (s *Store) buckets() (checkpoints, leases, active, idempotency, inputs jetstream.KeyValue, bodies jetstream.ObjectStore) {
+// buckets returns the current bucket handles (replaced when the buckets are created again).
+func (s *Store) buckets() buckets {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.checkpoints, s.leases, s.active, s.idempotency, s.inputs, s.bodies
+	return s.b
 }
 
 // retry runs op once more after creating the buckets again when op failed because JetStream
