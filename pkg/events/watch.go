@@ -39,15 +39,37 @@ func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq ui
 	if fn == nil {
 		return stageerr.Invalid("watch callback must not be nil")
 	}
+	wait := defaultBackoff.initial
 	for {
 		err := watchStream(ctx, js, runID, &fromSeq, fn)
-		if !errors.Is(err, errStreamReplaced) {
+		switch {
+		case errors.Is(err, errStreamReplaced):
+			slog.WarnContext(ctx, "run event stream replaced (NATS lost its store); watching the new one",
+				"run_id", runID, "after_seq", fromSeq)
+		case errors.Is(err, errSetup) && ctx.Err() == nil:
+			// NATS is away (or reconnecting): look again after a backoff, for as long as ctx lives.
+			slog.WarnContext(ctx, "watching run events failed; retrying", "run_id", runID, "retry_in", wait, "err", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			wait = defaultBackoff.next(wait)
+		default:
 			return err
 		}
-		slog.WarnContext(ctx, "run event stream replaced (NATS lost its store); watching the new one",
-			"run_id", runID, "after_seq", fromSeq)
 	}
 }
+
+// errSetup marks a watch that could not reach the stream or create its consumer; it is tried
+// again.
+var errSetup = errors.New("setting up the watch failed")
+
+// setupTimeout bounds each request that sets a watch up: a request lost while NATS reconnects
+// fails after it, and is tried again, instead of waiting for the caller's whole deadline.
+const setupTimeout = 5 * time.Second
 
 // watchStream is Watch on the stream as it is now: it returns errStreamReplaced when NATS
 // reconnects to a stream created after this one. It advances *fromSeq past every event
@@ -55,8 +77,13 @@ func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq ui
 func watchStream(ctx context.Context, js jetstream.JetStream, runID string, fromSeq *uint64,
 	fn func(ctx context.Context, ev *eventv1.RunEvent) error,
 ) error {
-	stream, err := js.Stream(ctx, StreamName)
+	sctx, scancel := context.WithTimeout(ctx, setupTimeout)
+	defer scancel()
+	stream, err := js.Stream(sctx, StreamName)
 	if err != nil {
+		if ctx.Err() == nil {
+			return fmt.Errorf("%w: %w", errSetup, err)
+		}
 		return watchErr(ctx, runID, err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -64,11 +91,14 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 	stop := watchReplacement(ctx, js, stream.CachedInfo().Created, func() { cancel(errStreamReplaced) })
 	defer stop()
 
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	cons, err := stream.OrderedConsumer(sctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{runFilter(runID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
+		if ctx.Err() == nil {
+			return fmt.Errorf("%w: %w", errSetup, err)
+		}
 		return watchErr(ctx, runID, err)
 	}
 	defer deleteConsumer(ctx, js, cons)

@@ -14,10 +14,10 @@ func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var w jetstream.KeyWatcher
-	err := s.retry(ctx, func() error {
-		checkpoints := s.buckets().checkpoints
+	watchCtx := ctx // the watch lives as long as the wait, not one attempt
+	err := s.retry(ctx, func(context.Context) error {
 		var err error
-		w, err = checkpoints.Watch(ctx, runID)
+		w, err = s.buckets().checkpoints.Watch(watchCtx, runID)
 		return err
 	})
 	if err != nil {

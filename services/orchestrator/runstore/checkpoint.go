@@ -25,7 +25,7 @@ func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (uin
 		return 0, err
 	}
 	var rev uint64
-	err = s.retry(ctx, func() error {
+	err = s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
 		if rev, err = b.checkpoints.Create(ctx, cp.GetRunId(), data); err != nil {
 			return err
@@ -49,7 +49,7 @@ func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, rev ui
 		return 0, err
 	}
 	var next uint64
-	err = s.retry(ctx, func() error {
+	err = s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
 		next, err = b.checkpoints.Update(ctx, cp.GetRunId(), data, rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -93,7 +93,7 @@ func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckp
 		cp  *checkpointv1.RunCheckpoint
 		rev uint64
 	)
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
 		e, err := b.checkpoints.Get(ctx, runID)
 		if err != nil {
@@ -139,7 +139,7 @@ func (s *Store) rememberBody(runID, name string) {
 
 // Retire removes a finished run from the index of active runs and drops its inputs.
 func (s *Store) Retire(ctx context.Context, runID string) error {
-	err := mapErr(s.retry(ctx, func() error {
+	err := mapErr(s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
 		if err := b.active.Delete(ctx, runID); err != nil && !isNotFound(err) {
 			return err
@@ -155,7 +155,7 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 // Active lists the runs not yet finished.
 func (s *Store) Active(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		active := s.buckets().active
 		lister, err := active.ListKeys(ctx)
 		if err != nil {
@@ -188,7 +188,7 @@ func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint) ([]b
 		return data, nil
 	}
 	name := cp.GetRunId() + "." + nuid.Next()
-	err = s.retry(ctx, func() error {
+	err = s.retry(ctx, func(ctx context.Context) error {
 		bodies := s.buckets().bodies
 		_, err := bodies.PutBytes(ctx, name, data)
 		return err

@@ -14,7 +14,7 @@ import (
 func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, error) {
 	k := idempotencyKey(userID, key)
 	var existing string
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		idempotency := s.buckets().idempotency
 		_, err := idempotency.Create(ctx, k, []byte(runID))
 		if err == nil || !errors.Is(mapErr(err), ErrExists) {
@@ -33,7 +33,7 @@ func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, e
 // Lookup returns the run an idempotency key of a user names; ErrNotFound when none.
 func (s *Store) Lookup(ctx context.Context, userID, key string) (string, error) {
 	var runID string
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		idempotency := s.buckets().idempotency
 		e, err := idempotency.Get(ctx, idempotencyKey(userID, key))
 		if err != nil {
@@ -56,7 +56,7 @@ func idempotencyKey(userID, key string) string {
 // not start).
 func (s *Store) Unclaim(ctx context.Context, userID, key, runID string) error {
 	k := idempotencyKey(userID, key)
-	return mapErr(s.retry(ctx, func() error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		idempotency := s.buckets().idempotency
 		e, err := idempotency.Get(ctx, k)
 		if err != nil || string(e.Value()) != runID {

@@ -28,7 +28,7 @@ func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) e
 	if err != nil {
 		return fmt.Errorf("runstore: encode decision: %w", err)
 	}
-	return mapErr(s.retry(ctx, func() error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		inputs := s.buckets().inputs
 		_, err := inputs.Create(ctx, decisionKey(d.GetRunId(), d.GetCallId()), data)
 		return err
@@ -41,7 +41,7 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) 
 	if err != nil {
 		return fmt.Errorf("runstore: encode cancellation: %w", err)
 	}
-	return mapErr(s.retry(ctx, func() error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		inputs := s.buckets().inputs
 		_, err := inputs.Put(ctx, c.GetRunId()+".cancel", data)
 		return err
@@ -52,10 +52,10 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) 
 // channel closes when ctx ends or the watch fails.
 func (s *Store) WatchInputs(ctx context.Context, runID string) (<-chan Input, error) {
 	var w jetstream.KeyWatcher
-	err := s.retry(ctx, func() error {
-		inputs := s.buckets().inputs
+	watchCtx := ctx // the watch lives as long as the caller's ctx, not one attempt
+	err := s.retry(ctx, func(context.Context) error {
 		var err error
-		w, err = inputs.Watch(ctx, runID+".>", jetstream.IgnoreDeletes())
+		w, err = s.buckets().inputs.Watch(watchCtx, runID+".>", jetstream.IgnoreDeletes())
 		return err
 	})
 	if err != nil {
@@ -108,7 +108,7 @@ func decisionKey(runID, callID string) string {
 // DecidedCalls returns the ids of a run's calls with a recorded decision.
 func (s *Store) DecidedCalls(ctx context.Context, runID string) (map[string]bool, error) {
 	decided := map[string]bool{}
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		inputs := s.buckets().inputs
 		prefix := runID + ".approval."
 		lister, err := inputs.ListKeysFiltered(ctx, prefix+"*")

@@ -12,7 +12,7 @@ import (
 // is renewed.
 func (s *Store) Acquire(ctx context.Context, runID, replica string) (uint64, error) {
 	var rev uint64
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		leases := s.buckets().leases
 		var err error
 		rev, err = leases.Create(ctx, runID, []byte(replica))
@@ -26,7 +26,7 @@ func (s *Store) Acquire(ctx context.Context, runID, replica string) (uint64, err
 // with nobody else holding it, is taken again.
 func (s *Store) Renew(ctx context.Context, runID, replica string, rev uint64) (uint64, error) {
 	var next uint64
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		leases := s.buckets().leases
 		var err error
 		next, err = leases.Update(ctx, runID, []byte(replica), rev)
@@ -47,7 +47,7 @@ func (s *Store) Renew(ctx context.Context, runID, replica string, rev uint64) (u
 
 // Release gives up a lease held at revision rev, so another replica can take the run at once.
 func (s *Store) Release(ctx context.Context, runID string, rev uint64) error {
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		leases := s.buckets().leases
 		return leases.Delete(ctx, runID, jetstream.LastRevision(rev))
 	})
@@ -64,7 +64,7 @@ func (s *Store) Holder(ctx context.Context, runID string) (string, uint64, error
 		holder string
 		rev    uint64
 	)
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(ctx context.Context) error {
 		leases := s.buckets().leases
 		e, err := leases.Get(ctx, runID)
 		if err != nil {

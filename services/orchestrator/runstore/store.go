@@ -141,17 +141,29 @@ func (s *Store) buckets() buckets {
 	return s.b
 }
 
-// retry runs op once more after creating the buckets again when op failed because JetStream
-// no longer has them (NATS restarted with an empty store).
-func (s *Store) retry(ctx context.Context, op func() error) error {
-	err := op()
+// opTimeout bounds one attempt of a store operation: a request lost while NATS reconnects
+// fails after it instead of waiting for the caller's whole deadline.
+const opTimeout = 5 * time.Second
+
+// retry runs op, each attempt bounded by opTimeout, once more after creating the buckets
+// again when op failed because JetStream no longer has them (NATS restarted with an empty
+// store).
+func (s *Store) retry(ctx context.Context, op func(ctx context.Context) error) error {
+	attempt := func() error {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		return op(ctx)
+	}
+	err := attempt()
 	if !missingBucket(err) {
 		return err
 	}
-	if err := s.ensure(ctx); err != nil {
+	ectx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := s.ensure(ectx); err != nil {
 		return err
 	}
-	return op()
+	return attempt()
 }
 
 // missingBucket reports whether err says the bucket's stream does not exist.
