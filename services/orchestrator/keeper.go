@@ -63,12 +63,12 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 	if s.isDraining() {
 		return
 	}
-	ids, err := s.store.Active(ctx)
+	runs, err := s.store.Active(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing active runs failed", "err", err)
 		return
 	}
-	for _, id := range ids {
+	for id, note := range runs {
 		if s.isDraining() || ctx.Err() != nil {
 			return
 		}
@@ -77,6 +77,9 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		}
 		holder, rev, err := s.store.Holder(ctx, id)
 		reason := "lease expired"
+		if note == runstore.HandedOff {
+			reason = runstore.HandedOff
+		}
 		switch {
 		case errors.Is(err, runstore.ErrNotFound):
 		case err != nil:
@@ -92,6 +95,9 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		leaseRev, err := s.store.Acquire(ctx, id, s.replica)
 		if err != nil {
 			continue // another replica was faster
+		}
+		if err := s.store.Note(ctx, id, s.replica); err != nil {
+			s.log.WarnContext(ctx, "noting a run's new owner failed", "run_id", id, "err", err)
 		}
 		if err := s.resume(ctx, id, leaseRev, reason); err != nil {
 			s.log.ErrorContext(ctx, "resuming a run failed", "run_id", id, "err", err)

@@ -286,6 +286,9 @@ func (r *run) moveAway(ctx context.Context, e *ending) {
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	if leaseRev != 0 {
+		if err := r.svc.store.Note(context.WithoutCancel(ctx), r.id, runstore.HandedOff); err != nil {
+			r.svc.log.WarnContext(ctx, "noting a hand-off failed", "run_id", r.id, "err", err)
+		}
 		if err := r.svc.store.Release(context.WithoutCancel(ctx), r.id, leaseRev); err != nil {
 			r.svc.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
 		}

@@ -152,9 +152,13 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 	return err
 }
 
-// Active lists the runs not yet finished.
-func (s *Store) Active(ctx context.Context) ([]string, error) {
-	var ids []string
+// HandedOff is the note of an active run whose owner handed it off (see Active).
+const HandedOff = "handed off"
+
+// Active lists the runs not yet finished, each with its note: the replica that owns (or last
+// owned) it, or HandedOff.
+func (s *Store) Active(ctx context.Context) (map[string]string, error) {
+	runs := map[string]string{}
 	err := s.retry(ctx, func(ctx context.Context) error {
 		active := s.buckets().active
 		lister, err := active.ListKeys(ctx)
@@ -162,16 +166,34 @@ func (s *Store) Active(ctx context.Context) ([]string, error) {
 			return err
 		}
 		defer func() { _ = lister.Stop() }()
-		ids = ids[:0]
+		var ids []string
 		for k := range lister.Keys() {
 			ids = append(ids, k)
+		}
+		for _, id := range ids {
+			e, err := active.Get(ctx, id)
+			if isNotFound(err) {
+				continue // finished meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			runs[id] = string(e.Value())
 		}
 		return nil
 	})
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
+		return runs, nil
 	}
-	return ids, mapErr(err)
+	return runs, mapErr(err)
+}
+
+// Note sets the note of an active run: the replica that owns it, or HandedOff.
+func (s *Store) Note(ctx context.Context, runID, note string) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.buckets().active.Put(ctx, runID, []byte(note))
+		return err
+	}))
 }
 
 // encode marshals cp; a checkpoint too large for one entry goes to the object store under a
