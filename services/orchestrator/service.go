@@ -210,9 +210,11 @@ func (s *Service) Drain(ctx context.Context) {
 	if s.store == nil || s.isDraining() {
 		return
 	}
-	close(s.draining)
-	s.stopKeeper()
-	<-s.kept
+	close(s.draining) // the keeper adopts no more runs, but renews the leases until the end
+	defer func() {
+		s.stopKeeper()
+		<-s.kept
+	}()
 	runs := s.liveRuns()
 	s.log.InfoContext(ctx, "draining: handing runs off", "runs", len(runs), "timeout", s.drainTimeout)
 	timer := time.NewTimer(s.drainTimeout)
