@@ -411,7 +411,12 @@ type CallRecord struct {
 	// When the execution started.
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	// When it finished (state done).
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// The action stage instance that runs it: while that instance is alive (its heartbeat in the
+	// bucket AGENTMESH_ACTION_INSTANCES), a started call may still finish there.
+	Instance string `protobuf:"bytes,8,opt,name=instance,proto3" json:"instance,omitempty"`
+	// When a started call has run out of time to finish, whatever its instance.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +500,20 @@ func (x *CallRecord) GetFinishedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *CallRecord) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *CallRecord) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 var File_agentmesh_action_v1_action_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
@@ -523,7 +542,7 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\vinterrupted\x18\t \x01(\bR\vinterrupted\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xc9\x02\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\x9d\x03\n" +
 	"\n" +
 	"CallRecord\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
@@ -534,7 +553,9 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt*T\n" +
+	"finishedAt\x12\x1a\n" +
+	"\binstance\x18\b \x01(\tR\binstance\x126\n" +
+	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline*T\n" +
 	"\tCallState\x12\x1a\n" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CALL_STATE_STARTED\x10\x01\x12\x13\n" +
@@ -584,15 +605,16 @@ var file_agentmesh_action_v1_action_service_proto_depIdxs = []int32{
 	2,  // 7: agentmesh.action.v1.CallRecord.response:type_name -> agentmesh.action.v1.ExecuteResponse
 	12, // 8: agentmesh.action.v1.CallRecord.started_at:type_name -> google.protobuf.Timestamp
 	12, // 9: agentmesh.action.v1.CallRecord.finished_at:type_name -> google.protobuf.Timestamp
-	1,  // 10: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
-	3,  // 11: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
-	2,  // 12: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
-	4,  // 13: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 10: agentmesh.action.v1.CallRecord.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 11: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
+	3,  // 12: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
+	2,  // 13: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
+	4,  // 14: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_action_v1_action_service_proto_init() }
