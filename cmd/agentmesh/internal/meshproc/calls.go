@@ -54,16 +54,18 @@ func (m *Mesh) waitBucket(t testing.TB, ctx context.Context, bucket string) jets
 	defer tick.Stop()
 	for {
 		kv, err := m.js.KeyValue(ctx, bucket)
-		if err == nil {
+		switch {
+		case err == nil:
 			return kv
-		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		case ctx.Err() != nil:
+			t.Fatalf("no bucket %s in time", bucket)
+		case !errors.Is(err, jetstream.ErrBucketNotFound):
 			t.Fatalf("bucket %s: %v", bucket, err)
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatalf("no bucket %s: %v", bucket, err)
+			t.Fatalf("no bucket %s in time", bucket)
 		}
 	}
 }

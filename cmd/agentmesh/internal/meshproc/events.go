@@ -57,15 +57,27 @@ func (m *Mesh) WaitEvent(t testing.TB, runID, kind string, timeout time.Duration
 
 // follow reads the events stored on subjects, from the first one on, through an ordered
 // consumer. next returns the following event, failing t when ctx ends first; stop ends the
-// consumer.
+// consumer. While the stream cannot be read (NATS restarting, the stream not created yet) it
+// tries again until ctx ends.
 func (m *Mesh) follow(t testing.TB, ctx context.Context, subjects string) (next func() *eventv1.RunEvent, stop func()) {
 	t.Helper()
-	cons, err := m.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subjects},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		t.Fatalf("consume %s: %v", subjects, err)
+	var cons jetstream.Consumer
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		var err error
+		cons, err = m.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subjects},
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+		})
+		if err == nil {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("consume %s: %v", subjects, err)
+		}
 	}
 	msgs, err := cons.Messages()
 	if err != nil {
