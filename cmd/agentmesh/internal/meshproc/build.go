@@ -39,9 +39,14 @@ const natsServer = "nats-server"
 // natsServerPackage is the main package of the NATS server.
 const natsServerPackage = "github.com/nats-io/nats-server/v2"
 
-// goEnv is the environment the test binary started with. The go command Build runs keeps its
-// caches under HOME, which tests change (to keep the developer's configuration out).
-var goEnv = os.Environ()
+// goEnv and goDir are the environment and the working directory the test binary started with:
+// its package's directory, inside the module. Tests change both (HOME, where the go command
+// keeps its caches, and the working directory, to keep the developer's configuration out)
+// before Build runs the go command.
+var (
+	goEnv    = os.Environ()
+	goDir, _ = os.Getwd()
+)
 
 // built is the outcome of the one build of a test binary.
 var built struct {
@@ -74,13 +79,13 @@ func RemoveBuild() error {
 
 // build compiles the binaries from the root of the module holding the working directory.
 func build() (string, error) {
-	gomod, err := goCommand("", "env", "GOMOD")
+	gomod, err := goCommand(goDir, "env", "GOMOD")
 	if err != nil {
 		return "", err
 	}
 	gomod = strings.TrimSpace(gomod)
 	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("meshproc: the working directory is not inside a Go module")
+		return "", fmt.Errorf("meshproc: %s is not inside a Go module", goDir)
 	}
 	root := filepath.Dir(gomod)
 	dir, err := os.MkdirTemp("", "agentmesh-meshproc-")
@@ -100,7 +105,7 @@ func build() (string, error) {
 	return dir, nil
 }
 
-// goCommand runs the go command in dir ("" for the working directory) and returns its output.
+// goCommand runs the go command in dir and returns its output.
 func goCommand(dir string, args ...string) (string, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir

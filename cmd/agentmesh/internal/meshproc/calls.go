@@ -2,7 +2,6 @@ package meshproc
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -50,22 +49,13 @@ func (m *Mesh) WaitCallRecord(t testing.TB, runID, callID string, state actionv1
 // waitBucket polls until the key-value bucket exists, failing t when ctx ends first.
 func (m *Mesh) waitBucket(t testing.TB, ctx context.Context, bucket string) jetstream.KeyValue {
 	t.Helper()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		kv, err := m.js.KeyValue(ctx, bucket)
-		switch {
-		case err == nil:
-			return kv
-		case ctx.Err() != nil:
-			t.Fatalf("no bucket %s in time", bucket)
-		case !errors.Is(err, jetstream.ErrBucketNotFound):
-			t.Fatalf("bucket %s: %v", bucket, err)
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("no bucket %s in time", bucket)
-		}
+	var kv jetstream.KeyValue
+	err := retry(ctx, nil, func() (err error) {
+		kv, err = m.js.KeyValue(ctx, bucket)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("no bucket %s in time: %v", bucket, err)
 	}
+	return kv
 }

@@ -62,22 +62,15 @@ func (m *Mesh) WaitEvent(t testing.TB, runID, kind string, timeout time.Duration
 func (m *Mesh) follow(t testing.TB, ctx context.Context, subjects string) (next func() *eventv1.RunEvent, stop func()) {
 	t.Helper()
 	var cons jetstream.Consumer
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		var err error
+	err := retry(ctx, nil, func() (err error) {
 		cons, err = m.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{subjects},
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
 		})
-		if err == nil {
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("consume %s: %v", subjects, err)
-		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("consume %s: %v", subjects, err)
 	}
 	msgs, err := cons.Messages()
 	if err != nil {

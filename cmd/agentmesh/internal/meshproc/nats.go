@@ -61,21 +61,8 @@ func (n *NATS) WaitReady(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
-	exited := n.Exited(t)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		err := n.ping(ctx)
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-exited:
-			t.Fatal("nats-server exited while starting")
-		case <-ctx.Done():
-			t.Fatalf("nats-server never became ready: %v", err)
-		}
+	if err := retry(ctx, n.Exited(t), func() error { return n.ping(ctx) }); err != nil {
+		t.Fatalf("nats-server is not ready after %s: %v", startTimeout, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package meshproc
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // startTimeout bounds how long a started service takes to report SERVING.
 const startTimeout = 30 * time.Second
 
-// pollInterval is the pause between two polls of a condition a test waits for.
-const pollInterval = 20 * time.Millisecond
+// checkTimeout bounds one health check of WaitHealth.
+const checkTimeout = 2 * time.Second
 
 // reconnect keeps a test's connection to a service coming back quickly after the service is
 // restarted: gRPC's default backoff grows to two minutes.
@@ -76,20 +77,24 @@ func (s *Service) WaitHealth(t testing.TB, want healthpb.HealthCheckResponse_Ser
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
-	exited := s.Exited(t)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		got, err := s.Health(ctx)
-		if err == nil && got == want {
-			return
+	err := retry(ctx, s.Exited(t), func() error {
+		got, err := s.check(ctx)
+		switch {
+		case err != nil:
+			return err
+		case got != want:
+			return fmt.Errorf("it reports %s", got)
 		}
-		select {
-		case <-tick.C:
-		case <-exited:
-			t.Fatalf("%s exited while waiting for it to report %s", s.name, want)
-		case <-ctx.Done():
-			t.Fatalf("%s never reported %s: last %s, %v", s.name, want, got, err)
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s did not report %s within %s: %v", s.name, want, startTimeout, err)
 	}
+}
+
+// check is Health bounded by checkTimeout.
+func (s *Service) check(ctx context.Context) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	return s.Health(ctx)
 }
