@@ -88,6 +88,9 @@ func TestNATSRestart(t *testing.T) {
 	// are gone. The replicas report SERVING again, and new runs on either replica work, their
 	// events stored in a recreated stream and their tool calls recorded again.
 	t.Run("restarted with an empty store", func(t *testing.T) {
+		if !m.NATS().Running() { // the case before failed while NATS was down
+			m.NATS().Restart(t)
+		}
 		m.NATS().Kill(t)
 		a.WaitHealth(t, healthpb.HealthCheckResponse_NOT_SERVING)
 		m.NATS().RestartEmpty(t)

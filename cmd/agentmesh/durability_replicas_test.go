@@ -38,10 +38,10 @@ func TestEveryRPCOnEveryReplica(t *testing.T) {
 	tools := meshproc.NewToolServer(t)
 	m := durableMesh(t, llm, tools)
 	a, b := m.Replica(t, "a").Agent(), m.Replica(t, "b").Agent()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*runTimeout)
-	defer cancel()
 
 	t.Run("live run: GetRun, WatchRun, retried Run and CancelRun on b", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+		defer cancel()
 		req := &agentv1.RunRequest{RunId: "rpc-live", IdempotencyKey: "rpc-live", Message: "rpc: live"}
 		first := goRun(func() (*typev1.RunResult, error) { return a.Run(ctx, req) })
 		if !poll(t, runTimeout, func() bool { return llmRequests(llm, req.GetMessage(), 0) > 0 }) {
@@ -76,6 +76,8 @@ func TestEveryRPCOnEveryReplica(t *testing.T) {
 	})
 
 	t.Run("paused run: GetRun and ResolveApproval on b", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+		defer cancel()
 		req := &agentv1.RunRequest{RunId: "rpc-paused", Message: "rpc: paused"}
 		res, err := a.Run(ctx, req)
 		if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
@@ -109,6 +111,8 @@ func TestEveryRPCOnEveryReplica(t *testing.T) {
 	})
 
 	t.Run("finished run: GetRun, retried Run and an existing run_id on b", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+		defer cancel()
 		req := &agentv1.RunRequest{RunId: "rpc-finished", IdempotencyKey: "rpc-finished", Message: "rpc: finished"}
 		done, err := a.Run(ctx, req)
 		if err != nil || done.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
