@@ -203,7 +203,10 @@ func TestCrashPoints(t *testing.T) {
 			close(inferHolds[p.name])
 			close(answerHolds[p.name])
 
-			res := checkSurvived(t, m, b, c.runID, typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS)
+			res := checkSurvived(t, m, b, c.runID, leaseExpired, typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS)
+			if by := m.WaitEvent(t, c.runID, "run_resumed", runTimeout).GetRunResumed().GetReplica(); by != "b" {
+				t.Errorf("the run was taken over by replica %q, want b (AGENTMESH_REPLICA)", by)
+			}
 			if n := tools.Count(c.key); n != p.executions {
 				t.Errorf("the tool ran %d times, want %d", n, p.executions)
 			}

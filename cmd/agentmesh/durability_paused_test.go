@@ -69,7 +69,7 @@ func TestSIGTERMWhilePaused(t *testing.T) {
 	b.Restart(t)
 
 	t.Run("an unanswered approval times out at its stored deadline", func(t *testing.T) {
-		res := checkSurvived(t, m, b, unanswered.GetRunId(), typev1.Outcome_OUTCOME_REJECTED)
+		res := checkSurvived(t, m, b, unanswered.GetRunId(), handedOff, typev1.Outcome_OUTCOME_REJECTED)
 		if res.GetExitReason() != "APPROVAL_TIMEOUT" {
 			t.Errorf("exit reason %s, want APPROVAL_TIMEOUT", res.GetExitReason())
 		}
@@ -99,7 +99,7 @@ func TestSIGTERMWhilePaused(t *testing.T) {
 		if !resp.GetResumed() {
 			t.Errorf("ResolveApproval = %v, want the run resumed", resp)
 		}
-		res := checkSurvived(t, m, b, approved.GetRunId(), typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS)
+		res := checkSurvived(t, m, b, approved.GetRunId(), handedOff, typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS)
 		if n := tools.Count("paused-approved"); n != 1 {
 			t.Errorf("the approved tool ran %d times, want 1", n)
 		}

@@ -75,6 +75,8 @@ func TestRollingRestart(t *testing.T) {
 		checkEventLog(t, m, runID)
 		if m.CountEvents(t, runID, "run_resumed") == 0 {
 			t.Errorf("%s: run %s was live through both stops but has no run_resumed event", key, runID)
+		} else if got := m.WaitEvent(t, runID, "run_resumed", runTimeout).GetRunResumed(); got.GetReason() != handedOff {
+			t.Errorf("%s: run %s was taken over %v, want for the reason %q", key, runID, got, handedOff)
 		}
 		if n := tools.Count(key); n != 1 {
 			t.Errorf("%s: the tool ran %d times, want 1", key, n)

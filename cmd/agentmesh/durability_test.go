@@ -75,23 +75,30 @@ func bumpCall(id, tool, key string) llmtest.ToolCall {
 	return llmtest.ToolCall{ID: id, Name: tool, Arguments: `{"key":"` + key + `"}`}
 }
 
+// Why a replica took a run over (RunResumed.reason).
+const (
+	// leaseExpired: the replica running it died.
+	leaseExpired = "lease expired"
+	// handedOff: the replica running it shut down.
+	handedOff = "handed off"
+)
+
 // checkSurvived asserts what every run that lost the replica running it must show, read through
-// replica, a survivor: it finished exactly once with outcome want, its events are numbered 1, 2,
-// 3 … with run_finished last and at least one run_resumed, and its transcript verifies (with
-// pkg/transcript and `agentmesh transcript verify`) and records the take-over
-// (RUN_STATE_RESUMED). It returns the run's result.
-func checkSurvived(t *testing.T, m *meshproc.Mesh, replica *meshproc.Service, runID string, want typev1.Outcome) *typev1.RunResult {
+// replica, a survivor: it was taken over for reason (its first run_resumed event says so), it
+// finished exactly once with outcome want, its events are numbered 1, 2, 3 … with run_finished
+// last, and its transcript verifies (with pkg/transcript and `agentmesh transcript verify`) and
+// records the take-over (RUN_STATE_RESUMED). It returns the run's result.
+func checkSurvived(t *testing.T, m *meshproc.Mesh, replica *meshproc.Service, runID, reason string, want typev1.Outcome) *typev1.RunResult {
 	t.Helper()
-	m.WaitEvent(t, runID, "run_resumed", takeoverTimeout)
+	if got := m.WaitEvent(t, runID, "run_resumed", takeoverTimeout).GetRunResumed(); got.GetReason() != reason {
+		t.Errorf("run %s: the first take-over was %v, want one for the reason %q", runID, got, reason)
+	}
 	m.WaitEvent(t, runID, "run_finished", runTimeout)
 	res := finishedRun(t, replica, runID)
 	if res.GetOutcome() != want {
 		t.Errorf("run %s ended %s %s, want %s (error %v)", runID, res.GetOutcome(), res.GetExitReason(), want, res.GetError())
 	}
 	checkEventLog(t, m, runID)
-	if n := m.CountEvents(t, runID, "run_resumed"); n == 0 {
-		t.Errorf("run %s has no run_resumed event", runID)
-	}
 	checkTranscript(t, replica, res)
 	if !slices.ContainsFunc(res.GetTranscript(), func(e *typev1.TranscriptEntry) bool {
 		return e.GetState() == typev1.RunState_RUN_STATE_RESUMED

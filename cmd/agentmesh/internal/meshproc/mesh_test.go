@@ -2,24 +2,29 @@ package meshproc_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestMesh exercises the harness on the mesh as it is, without relying on durable runs: a run
 // through the configured LLM and REST tool, read back from JetStream; a replica killed, refused
 // and restarted on its address, and stopped cleanly with SIGTERM; a client retrying UNAVAILABLE
-// on the other replica; NATS killed and restarted on its port with its store.
+// on the other replica; NATS killed and restarted on its port with its store; call records read
+// from their bucket.
 func TestMesh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agentmesh as separate processes")
@@ -91,5 +96,26 @@ func TestMesh(t *testing.T) {
 	}
 	if _, _, err := m.Client().Run(ctx, 0, &agentv1.RunRequest{}); err == nil {
 		t.Error("a retried Run without idempotency key was accepted")
+	}
+
+	// WaitCallRecord reads the action stage's records by value, whatever their keys.
+	go func() {
+		kv, err := m.JetStream().KeyValue(ctx, meshproc.ToolCallsBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = m.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: meshproc.ToolCallsBucket})
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, state := range []actionv1.CallState{actionv1.CallState_CALL_STATE_STARTED, actionv1.CallState_CALL_STATE_DONE} {
+			rec, _ := proto.Marshal(&actionv1.CallRecord{RunId: "meshproc-fake", CallId: "c1", ToolName: "bump", State: state})
+			if _, err := kv.Put(ctx, "some.key", rec); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	if rec := m.WaitCallRecord(t, "meshproc-fake", "c1", actionv1.CallState_CALL_STATE_DONE, time.Minute); rec.GetToolName() != "bump" {
+		t.Errorf("call record %v", rec)
 	}
 }
