@@ -55,11 +55,9 @@ func TestNATSRestart(t *testing.T) {
 		watchEnded := follow(watched)
 
 		m.NATS().Kill(t)
-		a.WaitHealth(t, healthpb.HealthCheckResponse_NOT_SERVING)
-		b.WaitHealth(t, healthpb.HealthCheckResponse_NOT_SERVING)
+		checkHealth(t, healthpb.HealthCheckResponse_NOT_SERVING, a, b)
 		m.NATS().Restart(t)
-		a.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
-		b.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
+		checkHealth(t, healthpb.HealthCheckResponse_SERVING, a, b)
 		close(release)
 
 		m.WaitEvent(t, req.GetRunId(), "run_finished", runTimeout)
@@ -92,10 +90,9 @@ func TestNATSRestart(t *testing.T) {
 			m.NATS().Restart(t)
 		}
 		m.NATS().Kill(t)
-		a.WaitHealth(t, healthpb.HealthCheckResponse_NOT_SERVING)
+		checkHealth(t, healthpb.HealthCheckResponse_NOT_SERVING, a, b)
 		m.NATS().RestartEmpty(t)
-		a.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
-		b.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
+		checkHealth(t, healthpb.HealthCheckResponse_SERVING, a, b)
 
 		ctx, cancel := context.WithTimeout(t.Context(), 2*runTimeout)
 		defer cancel()
@@ -115,4 +112,13 @@ func TestNATSRestart(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkHealth waits until each replica reports want, each in a subtest of its own, so that a
+// replica that does not fails the test without ending it.
+func checkHealth(t *testing.T, want healthpb.HealthCheckResponse_ServingStatus, replicas ...*meshproc.Service) {
+	t.Helper()
+	for _, r := range replicas {
+		t.Run(r.Name()+" reports "+want.String(), func(t *testing.T) { r.WaitHealth(t, want) })
+	}
 }

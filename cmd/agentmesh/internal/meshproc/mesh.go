@@ -118,9 +118,6 @@ func (m *Mesh) Replica(t testing.TB, name string) *Service {
 	return nil
 }
 
-// Replicas returns the orchestrator replicas, in the order of Options.Replicas.
-func (m *Mesh) Replicas() []*Service { return m.replicas }
-
 // JetStream returns the test's own JetStream client of the mesh's NATS; its connection
 // reconnects, forever, after NATS restarts.
 func (m *Mesh) JetStream() jetstream.JetStream { return m.js }

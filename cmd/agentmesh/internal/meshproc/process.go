@@ -89,14 +89,6 @@ func (p *Process) Running() bool {
 	return e != nil && !exited(e)
 }
 
-// Pid returns the id of the process last started, or 0 before the first start.
-func (p *Process) Pid() int {
-	if e := p.execution(); e != nil {
-		return e.cmd.Process.Pid
-	}
-	return 0
-}
-
 // Exited returns a channel closed when the process last started exits. It fails t before the
 // first start.
 func (p *Process) Exited(t testing.TB) <-chan struct{} {

@@ -27,7 +27,8 @@ var reconnect = grpc.ConnectParams{
 }
 
 // Service is a gRPC process of a mesh, a stage or an orchestrator replica, listening on the same
-// loopback address across restarts. A test's connection to it (Conn) outlives restarts.
+// loopback address across restarts. A test's connection to it outlives restarts: an RPC made
+// while the service is down fails with UNAVAILABLE.
 type Service struct {
 	*Process
 	addr string
@@ -50,10 +51,6 @@ func newService(t testing.TB, p *Process, addr string) *Service {
 
 // Addr returns the service's address, host:port.
 func (s *Service) Addr() string { return s.addr }
-
-// Conn returns the test's connection to the service; an RPC made while the service is down
-// fails with UNAVAILABLE.
-func (s *Service) Conn() *grpc.ClientConn { return s.conn }
 
 // Agent returns a client of AgentService on the service, an orchestrator replica.
 func (s *Service) Agent() agentv1.AgentServiceClient { return agentv1.NewAgentServiceClient(s.conn) }

@@ -95,7 +95,8 @@ func (s *ToolServer) call(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprint(w, Answer(key, n))
 }
 
-// Answer is the body a ToolServer answers the request'th request for key with.
+// Answer returns the body a ToolServer answers with to the request'th request for key (1 for
+// the first).
 func Answer(key string, request int) string {
 	return fmt.Sprintf("counted %s: request %d", key, request)
 }
