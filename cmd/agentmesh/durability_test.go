@@ -33,8 +33,8 @@ import (
 const runTimeout = time.Minute
 
 // takeoverTimeout bounds how long a run whose replica died waits for another replica to take it
-// over: the dead replica's lease (meshproc.DefaultLeaseTTL) must expire first.
-const takeoverTimeout = 10 * meshproc.DefaultLeaseTTL
+// over: the dead replica's lease (meshproc.LeaseTTL) must expire first.
+const takeoverTimeout = 10 * meshproc.LeaseTTL
 
 // Tools of the durability meshes, all answered by one meshproc.ToolServer, which counts the
 // executions of each call by its key argument.

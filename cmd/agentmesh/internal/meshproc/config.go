@@ -10,9 +10,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// DefaultLeaseTTL is the lease of a run when Config sets none: short, so that a replica takes
-// over the runs of a killed one within seconds.
-const DefaultLeaseTTL = 2 * time.Second
+// LeaseTTL is how long a replica of a Mesh owns a run without renewing its lease
+// (durability.lease_ttl_ms): short, so that a replica takes over the runs of a killed one
+// within seconds.
+const LeaseTTL = 2 * time.Second
 
 // ScriptedProvider and ScriptedModel are the provider and model of the only target: the LLM
 // that Config.LLM points at.
@@ -22,7 +23,7 @@ const (
 )
 
 // Config is what a Mesh writes to the configuration file (AGENTMESH_CONFIG) all its processes
-// read; everything else keeps the defaults of pkg/config.
+// read, besides the lease (LeaseTTL); everything else keeps the defaults of pkg/config.
 type Config struct {
 	// LLM is the base URL of an OpenAI-compatible API, e.g. llmtest.Server.URL(). It is the
 	// provider ScriptedProvider, and ScriptedModel of it the only target.
@@ -33,20 +34,13 @@ type Config struct {
 	RequireApproval []string
 	// Idempotent lists tools that run again when a crash interrupted them (tools.idempotent).
 	Idempotent []string
-	// LeaseTTL is how long a replica owns a run without renewing its lease
-	// (durability.lease_ttl_ms); zero means DefaultLeaseTTL.
-	LeaseTTL time.Duration
 }
 
 // write writes the configuration file into dir, checks that it loads, and returns its path.
 func (c Config) write(t testing.TB, dir string) string {
 	t.Helper()
-	lease := c.LeaseTTL
-	if lease == 0 {
-		lease = DefaultLeaseTTL
-	}
 	doc := map[string]any{
-		"durability": map[string]any{"lease_ttl_ms": lease.Milliseconds()},
+		"durability": map[string]any{"lease_ttl_ms": LeaseTTL.Milliseconds()},
 		"tools":      config.Tools{RequireApproval: c.RequireApproval, Idempotent: c.Idempotent},
 	}
 	if c.LLM != "" {
