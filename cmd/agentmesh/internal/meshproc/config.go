@@ -15,18 +15,19 @@ import (
 // within seconds.
 const LeaseTTL = 2 * time.Second
 
-// ScriptedProvider and ScriptedModel are the provider and model of the only target: the LLM
+// scriptedProvider and scriptedModel are the provider and model of the only target: the LLM
 // that Config.LLM points at.
 const (
-	ScriptedProvider = "scripted"
-	ScriptedModel    = "scripted-model"
+	scriptedProvider = "scripted"
+	scriptedModel    = "scripted-model"
 )
 
 // Config is what a Mesh writes to the configuration file (AGENTMESH_CONFIG) all its processes
 // read, besides the lease (LeaseTTL); everything else keeps the defaults of pkg/config.
 type Config struct {
-	// LLM is the base URL of an OpenAI-compatible API, e.g. llmtest.Server.URL(). It is the
-	// provider ScriptedProvider, and ScriptedModel of it the only target.
+	// LLM is the base URL of an OpenAI-compatible API, e.g. llmtest.Server.URL(): the provider
+	// "scripted", whose model "scripted-model" is the only target. Empty keeps the built-in
+	// rules model.
 	LLM string
 	// RestTools are REST tools by name (rest_tools), e.g. ToolServer.Tool.
 	RestTools map[string]config.RestTool
@@ -44,8 +45,8 @@ func (c Config) write(t testing.TB, dir string) string {
 		"tools":      config.Tools{RequireApproval: c.RequireApproval, Idempotent: c.Idempotent},
 	}
 	if c.LLM != "" {
-		doc["providers"] = map[string]config.Provider{ScriptedProvider: {Type: config.ProviderOpenAI, BaseURL: c.LLM, APIKey: "meshproc-key"}}
-		doc["targets"] = []config.Target{{Provider: ScriptedProvider, Model: ScriptedModel}}
+		doc["providers"] = map[string]config.Provider{scriptedProvider: {Type: config.ProviderOpenAI, BaseURL: c.LLM, APIKey: "meshproc-key"}}
+		doc["targets"] = []config.Target{{Provider: scriptedProvider, Model: scriptedModel}}
 	}
 	if len(c.RestTools) > 0 {
 		doc["rest_tools"] = c.RestTools
