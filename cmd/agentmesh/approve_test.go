@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"github.com/agentmesh/agentmesh/pkg/config"
 )
 
 // TestApproveFromTheCLI: run pauses for approval, approve resumes it, watch follows it to the end.

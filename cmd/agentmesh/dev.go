@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
-	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 )
 
 // devCommand runs the whole mesh in this process. With --run it makes one run end to end

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
