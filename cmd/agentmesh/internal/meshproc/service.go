@@ -75,7 +75,7 @@ func (s *Service) WaitHealth(t testing.TB, want healthpb.HealthCheckResponse_Ser
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
 	err := retry(ctx, s.Exited(t), func() error {
-		got, err := s.check(ctx)
+		got, err := s.check(t.Context()) // not cut short by the wait's own deadline
 		switch {
 		case err != nil:
 			return err
