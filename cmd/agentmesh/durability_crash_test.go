@@ -125,7 +125,7 @@ func TestCrashPoints(t *testing.T) {
 				await(t, c.toolHold.Arrived(), runTimeout, "the tool's execution")
 				c.a.Signal(t, syscall.SIGSTOP)
 				c.toolHold.Release()
-				c.m.WaitCallRecord(t, c.runID, crashCallID, actionv1.CallState_CALL_STATE_DONE, runTimeout)
+				c.m.WaitCallRecord(t, c.runID, crashCallID, actionv1.CallState_CALL_STATE_DONE, takeoverTimeout)
 				c.a.Kill(t)
 			},
 			executions: 1, result: 1,

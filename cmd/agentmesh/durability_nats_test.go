@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
@@ -39,7 +40,7 @@ func TestNATSRestart(t *testing.T) {
 	// exactly once, and its StreamRun client (on a) and WatchRun client (on b) each get
 	// run_finished or an error before their deadline, never silence.
 	t.Run("killed mid-run, restarted with its store", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*runTimeout)
+		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
 		defer cancel()
 		req := &agentv1.RunRequest{RunId: "nats-outage", Message: "nats: outage"}
 		streamed, err := a.Agent().StreamRun(ctx, req)
@@ -114,11 +115,15 @@ func TestNATSRestart(t *testing.T) {
 	})
 }
 
-// checkHealth waits until each replica reports want, each in a subtest of its own, so that a
-// replica that does not fails the test without ending it.
+// checkHealth waits until each replica reports want, all at once, each in a subtest of its own
+// so that a replica that does not fails the test without ending it.
 func checkHealth(t *testing.T, want healthpb.HealthCheckResponse_ServingStatus, replicas ...*meshproc.Service) {
 	t.Helper()
+	var wg sync.WaitGroup
 	for _, r := range replicas {
-		t.Run(r.Name()+" reports "+want.String(), func(t *testing.T) { r.WaitHealth(t, want) })
+		wg.Go(func() {
+			t.Run(r.Name()+" reports "+want.String(), func(t *testing.T) { r.WaitHealth(t, want) })
+		})
 	}
+	wg.Wait()
 }
