@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { meshproc.Main(m) }
 
 // isolate keeps the developer's own configuration layers out of a test.
 func isolate(t *testing.T) {

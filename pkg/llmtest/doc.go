@@ -7,9 +7,12 @@
 // (model_error, network_error, timeout, invalid_response, rate_limit, auth_error,
 // quota_exceeded, overloaded), each in the error format of the API asked, and check what the
 // request carried (tools offered, temperature, top_p, tool_choice, max_tokens,
-// reasoning_effort, thinking budget, stop sequences). A turn's Respond function can write the
-// answer from the request instead, for answers that depend on it (a nonce the request
-// announces, a notice sent with a retry). The server speaks:
+// reasoning_effort, thinking budget, stop sequences). A turn can also be slowed down: each of
+// its requests waits DelayMS, then until the test closes its Hold channel, so a test can kill
+// the process that asked while the inference is in flight; a request whose client goes away
+// stops waiting at once. A turn's Respond function can write the answer from the request
+// instead, for answers that depend on it (a nonce the request announces, a notice sent with a
+// retry). The server speaks:
 //
 //   - POST /v1/chat/completions, as JSON or as server-sent events when "stream" is true, with
 //     reasoning_content, tool-call argument fragments and usage in the last chunk;

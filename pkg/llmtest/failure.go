@@ -28,11 +28,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, req Request, t Tur
 	case FailNetworkError:
 		s.dropConnection(w)
 	case FailTimeout:
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-			s.dropConnection(w)
-		}
+		await[struct{}](s, w, r, nil)
 	case FailInvalidResponse:
 		writeInvalid(w, req, api)
 	case FailRateLimit:

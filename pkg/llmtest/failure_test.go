@@ -179,9 +179,7 @@ func TestRequestContextCancelReleasesTimeout(t *testing.T) {
 	client := newClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 	defer cancel()
-	data, _ := json.Marshal(chatBody("user", "x"))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(string(data)))
-	resp, err := client.Do(req)
+	resp, err := client.Do(requestWithContext(t, ctx, srv.URL()+"/chat/completions", chatBody("user", "x")))
 	if err == nil {
 		_ = resp.Body.Close()
 	}

@@ -2,6 +2,7 @@ package llmtest_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,16 +72,22 @@ func post(t *testing.T, c *http.Client, url string, body any) (*http.Response, [
 // postErr sends body as JSON and returns the transport result.
 func postErr(t *testing.T, c *http.Client, url string, body any) (*http.Response, error) {
 	t.Helper()
+	return c.Do(requestWithContext(t, t.Context(), url, body))
+}
+
+// requestWithContext returns a POST of body as JSON, bound to ctx.
+func requestWithContext(t *testing.T, ctx context.Context, url string, body any) *http.Request {
+	t.Helper()
 	data, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return c.Do(req)
+	return req
 }
 
 // chatBody is a chat completion request with the given messages as role/content pairs.

@@ -62,6 +62,14 @@ type Turn struct {
 	Failure string `yaml:"failure,omitempty" json:"failure,omitempty"`
 	// RetryAfterMS is the retry delay a rate_limit failure advertises.
 	RetryAfterMS int `yaml:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
+	// DelayMS is how long each request of this turn waits before it is answered (or fails as
+	// injected), e.g. to keep an inference in flight while a test kills the process that asked
+	// for it. A client that gives up ends the wait; nothing is written then.
+	DelayMS int `yaml:"delay_ms,omitempty" json:"delay_ms,omitempty"`
+	// Hold, when set, keeps each request of this turn waiting after DelayMS until Hold is
+	// closed, or the client gives up, so that a test decides when the turn is answered. It
+	// cannot be written in YAML.
+	Hold <-chan struct{} `yaml:"-" json:"-"`
 	// Expect checks what the request of this turn carried; mismatches are recorded as errors.
 	Expect *Expect `yaml:"expect,omitempty" json:"expect,omitempty"`
 	// Respond, when set, writes the answer from the request, for answers that depend on what

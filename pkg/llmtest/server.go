@@ -182,6 +182,9 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	answered := s.answered
 	s.mu.Unlock()
 
+	if !s.wait(w, r, turn) {
+		return
+	}
 	if turn.failing(attempt) {
 		s.fail(w, r, req, turn, api)
 		return
@@ -204,6 +207,35 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	default:
 		a.id = fmt.Sprintf("chatcmpl-llmtest-%d", answered)
 		a.writeCompletion(w, req)
+	}
+}
+
+// wait holds a request for the turn's DelayMS, then until its Hold is closed. It reports
+// false when the request must not be answered: the client gave up, or the server is closing
+// (the connection is then dropped).
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, t Turn) bool {
+	if t.DelayMS > 0 {
+		timer := time.NewTimer(time.Duration(t.DelayMS) * time.Millisecond)
+		defer timer.Stop()
+		if !await(s, w, r, timer.C) {
+			return false
+		}
+	}
+	return t.Hold == nil || await(s, w, r, t.Hold)
+}
+
+// await blocks until ready delivers or is closed and reports true, or until the client gives
+// up or the server closes and reports false; closing drops the connection. A nil ready waits
+// for the client or the server only.
+func await[T any](s *Server, w http.ResponseWriter, r *http.Request, ready <-chan T) bool {
+	select {
+	case <-ready:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.closing:
+		s.dropConnection(w)
+		return false
 	}
 }
 

@@ -1,0 +1,66 @@
+package meshproc
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"gopkg.in/yaml.v3"
+)
+
+// LeaseTTL is how long a replica of a Mesh owns a run without renewing its lease
+// (durability.lease_ttl_ms): short, so that a replica takes over the runs of a killed one
+// within seconds.
+const LeaseTTL = 2 * time.Second
+
+// scriptedProvider and scriptedModel are the provider and model of the only target: the LLM
+// that Config.LLM points at.
+const (
+	scriptedProvider = "scripted"
+	scriptedModel    = "scripted-model"
+)
+
+// Config is what a Mesh writes to the configuration file (AGENTMESH_CONFIG) all its processes
+// read, besides the lease (LeaseTTL); everything else keeps the defaults of pkg/config.
+type Config struct {
+	// LLM is the base URL of an OpenAI-compatible API, e.g. llmtest.Server.URL(): the provider
+	// "scripted", whose model "scripted-model" is the only target. Empty keeps the built-in
+	// rules model.
+	LLM string
+	// RestTools are REST tools by name (rest_tools), e.g. ToolServer.Tool.
+	RestTools map[string]config.RestTool
+	// RequireApproval lists tools that always wait for approval (tools.require_approval).
+	RequireApproval []string
+	// Idempotent lists tools that run again when a crash interrupted them (tools.idempotent).
+	Idempotent []string
+}
+
+// write writes the configuration file into dir, checks that it loads, and returns its path.
+func (c Config) write(t testing.TB, dir string) string {
+	t.Helper()
+	doc := map[string]any{
+		"durability": map[string]any{"lease_ttl_ms": LeaseTTL.Milliseconds()},
+		"tools":      config.Tools{RequireApproval: c.RequireApproval, Idempotent: c.Idempotent},
+	}
+	if c.LLM != "" {
+		doc["providers"] = map[string]config.Provider{scriptedProvider: {Type: config.ProviderOpenAI, BaseURL: c.LLM, APIKey: "meshproc-key"}}
+		doc["targets"] = []config.Target{{Provider: scriptedProvider, Model: scriptedModel}}
+	}
+	if len(c.RestTools) > 0 {
+		doc["rest_tools"] = c.RestTools
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, config.FileName)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.LoadLayers([]config.Layer{{Name: "explicit", Path: path, Required: true}}); err != nil {
+		t.Fatalf("the mesh's configuration does not load: %v\n%s", err, data)
+	}
+	return path
+}

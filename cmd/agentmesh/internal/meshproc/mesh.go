@@ -1,0 +1,159 @@
+package meshproc
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// DefaultReplicas are the orchestrator replicas of a mesh whose Options name none.
+var DefaultReplicas = []string{"a", "b"}
+
+// Options configure a Mesh.
+type Options struct {
+	// Config is written to the configuration file every process reads.
+	Config Config
+	// Replicas names the orchestrator replicas, each passed its name in AGENTMESH_REPLICA;
+	// nil means DefaultReplicas.
+	Replicas []string
+}
+
+// Mesh is agentmesh as separate processes on loopback: a nats-server with JetStream, the eight
+// stage services and the orchestrator replicas, wired only by the variables the binaries read
+// (LISTEN_ADDR, NATS_URL, AGENTMESH_CONFIG, <STAGE>_ADDR, AGENTMESH_REPLICA).
+type Mesh struct {
+	nats     *NATS
+	stages   map[string]*Service
+	replicas []*Service
+	js       jetstream.JetStream
+}
+
+// Start builds the binaries (once per test binary, see Build), writes the configuration, starts
+// NATS, the stages and the replicas, and returns once every one of them is ready. Every process
+// is killed when the test ends. Each process runs in an empty working directory with an empty
+// HOME, so no configuration but the mesh's own is read.
+func Start(t testing.TB, opts Options) *Mesh {
+	t.Helper()
+	bin := Build(t)
+	root := t.TempDir()
+	cfgDir, home, work := mkdir(t, root, "config"), mkdir(t, root, "home"), mkdir(t, root, "work")
+	cfgPath := opts.Config.write(t, cfgDir)
+
+	m := &Mesh{nats: newNATS(t, bin, work), stages: map[string]*Service{}}
+	m.nats.Restart(t)
+
+	env := append(os.Environ(),
+		"HOME="+home,
+		"NATS_URL="+m.nats.URL(),
+		"AGENTMESH_CONFIG="+cfgPath,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=",
+		"OTEL_TRACES_EXPORTER=none",
+	)
+	addrs := map[string]string{}
+	for _, s := range Stages {
+		addrs[s.Name] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		env = append(env, s.AddrEnv+"="+addrs[s.Name])
+	}
+	for _, s := range Stages {
+		p := newProcess(t, s.Name, filepath.Join(bin, s.Name), work, nil, slices.Concat(env, []string{"LISTEN_ADDR=" + addrs[s.Name]}))
+		m.stages[s.Name] = newService(t, p, addrs[s.Name])
+		p.Start(t)
+	}
+	for _, s := range Stages {
+		m.stages[s.Name].WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
+	}
+
+	replicas := opts.Replicas
+	if replicas == nil {
+		replicas = DefaultReplicas
+	}
+	for _, name := range replicas {
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		p := newProcess(t, name, filepath.Join(bin, Orchestrator), work, nil,
+			slices.Concat(env, []string{"LISTEN_ADDR=" + addr, "AGENTMESH_REPLICA=" + name}))
+		r := newService(t, p, addr)
+		m.replicas = append(m.replicas, r)
+		p.Start(t)
+	}
+	for _, r := range m.replicas {
+		r.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
+	}
+
+	m.js = connect(t, m.nats.URL())
+	return m
+}
+
+// NATS returns the mesh's NATS server.
+func (m *Mesh) NATS() *NATS { return m.nats }
+
+// Stage returns the stage service of that name ("intent", "action", ...); it fails t for an
+// unknown name.
+func (m *Mesh) Stage(t testing.TB, name string) *Service {
+	t.Helper()
+	s, ok := m.stages[name]
+	if !ok {
+		t.Fatalf("no stage %q", name)
+	}
+	return s
+}
+
+// Replica returns the orchestrator replica of that name; it fails t for an unknown name.
+func (m *Mesh) Replica(t testing.TB, name string) *Service {
+	t.Helper()
+	for _, r := range m.replicas {
+		if r.name == name {
+			return r
+		}
+	}
+	t.Fatalf("no orchestrator replica %q", name)
+	return nil
+}
+
+// JetStream returns the test's own JetStream client of the mesh's NATS; its connection
+// reconnects, forever, after NATS restarts.
+func (m *Mesh) JetStream() jetstream.JetStream { return m.js }
+
+// connect opens the test's own connection to NATS, closed when the test ends.
+func connect(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Name("meshproc"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// freePort returns a loopback port nothing listens on.
+func freePort(t testing.TB) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// mkdir makes the directory name under parent.
+func mkdir(t testing.TB, parent, name string) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
