@@ -76,6 +76,7 @@ func TestDevResumesPausedRuns(t *testing.T) {
 		t.Errorf("get: exit %d\n%s", code, out)
 	}
 }
+
 // freeAddr returns a loopback address no one listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
