@@ -97,12 +97,14 @@ func TestCrashPoints(t *testing.T) {
 			executions: 1, result: 1, orInterrupted: true,
 		},
 		{
-			// The kill lands while the tool runs: the call is recorded as started and never
-			// done, so b does not run it again and tells the model it may or may not have run.
+			// The kill lands while the tool runs, and takes the action stage running it along
+			// (one node going down): the call is recorded as started and never done, by an
+			// instance whose heartbeat stops, so b does not run it again and tells the model
+			// it may or may not have run.
 			name: "during EXECUTE", tool: toolBump, holdTool: true,
 			crash: func(t *testing.T, c *crashRun) {
 				await(t, c.toolHold.Arrived(), runTimeout, "the tool's execution")
-				c.a.Kill(t)
+				killActionToo(t, c)
 			},
 			executions: 1, result: 0,
 		},
@@ -111,9 +113,20 @@ func TestCrashPoints(t *testing.T) {
 			name: "during EXECUTE of an idempotent tool", tool: toolIdempotentBump, holdTool: true,
 			crash: func(t *testing.T, c *crashRun) {
 				await(t, c.toolHold.Arrived(), runTimeout, "the tool's execution")
-				c.a.Kill(t)
+				killActionToo(t, c)
 			},
 			executions: 2, result: 2,
+		},
+		{
+			// Only a dies while the tool runs; the action stage lives on and finishes the
+			// execution: b waits for it and the model sees its result, from one execution.
+			name: "during EXECUTE with the action stage surviving", tool: toolBump, holdTool: true,
+			crash: func(t *testing.T, c *crashRun) {
+				await(t, c.toolHold.Arrived(), runTimeout, "the tool's execution")
+				c.a.Kill(t)
+				c.toolHold.Release()
+			},
+			executions: 1, result: 1,
 		},
 		{
 			// The tool finished and the action stage recorded its result, but a never saw it:
@@ -233,4 +246,14 @@ func TestCrashPoints(t *testing.T) {
 // slug turns a case name into a run id and a tool key: "during INFER" → "during-infer".
 func slug(name string) string {
 	return strings.ToLower(strings.NewReplacer(" ", "-", "_", "-").Replace(name))
+}
+
+// killActionToo kills replica a and the action stage with it, as when the node running both
+// goes down, and starts the action stage again.
+func killActionToo(t *testing.T, c *crashRun) {
+	t.Helper()
+	c.a.Kill(t)
+	action := c.m.Stage(t, "action")
+	action.Kill(t)
+	action.Restart(t)
 }

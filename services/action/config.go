@@ -94,9 +94,13 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 			nc.Close()
 			return closeHTTP()
 		}
-		if opts.Ledger, err = NewKVLedger(nc, KVLedgerOptionsFromConfig(cfg)); err != nil {
+		ledger, err := NewKVLedger(nc, KVLedgerOptionsFromConfig(cfg))
+		if err != nil {
 			return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
 		}
+		opts.Ledger = ledger
+		closeConn := stop
+		stop = func() error { return errors.Join(ledger.Close(), closeConn()) } // after the calls drained
 	}
 	if len(servers) == 0 {
 		return opts, stop, nil

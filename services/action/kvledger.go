@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -41,9 +42,17 @@ type KVLedgerOptions struct {
 // actionv1.CallRecord, under the key "<run_id>.<call_id>" with both ids in unpadded base64url:
 // any ids make a valid key, and different calls different keys. Revisions are the bucket's.
 type KVLedger struct {
-	js      jetstream.JetStream
-	config  jetstream.KeyValueConfig
-	timeout time.Duration
+	calls     *lazyBucket
+	instances *lazyBucket // InstanceBucket
+	timeout   time.Duration
+	log       *slog.Logger
+	beat      *heartbeat
+}
+
+// lazyBucket is a key-value bucket created on first use, and again when found gone.
+type lazyBucket struct {
+	js     jetstream.JetStream
+	config jetstream.KeyValueConfig
 
 	mu sync.Mutex
 	kv jetstream.KeyValue // nil until the bucket is known to exist
@@ -57,20 +66,44 @@ func NewKVLedger(nc *nats.Conn, opts KVLedgerOptions) (*KVLedger, error) {
 		return nil, fmt.Errorf("call ledger: %w", err)
 	}
 	l := &KVLedger{
-		js: js,
-		config: jetstream.KeyValueConfig{
+		calls: &lazyBucket{js: js, config: jetstream.KeyValueConfig{
 			Bucket:      CallBucket,
 			Description: "agentmesh action stage: one record per tool call, started then done",
 			TTL:         opts.TTL,
 			Storage:     opts.Storage,
 			Replicas:    opts.Replicas,
-		},
+		}},
+		instances: &lazyBucket{js: js, config: jetstream.KeyValueConfig{
+			Bucket:      InstanceBucket,
+			Description: "agentmesh action stage: a heartbeat key per live instance",
+			TTL:         instanceTTL,
+			Storage:     opts.Storage,
+			Replicas:    opts.Replicas,
+		}},
 		timeout: opts.Timeout,
+		log:     slog.Default(),
 	}
 	if l.timeout <= 0 {
 		l.timeout = DefaultLedgerTimeout
 	}
+	l.beat = newHeartbeat(l)
 	return l, nil
+}
+
+// Instance names this process in started records; the first call makes it known as alive,
+// and it stays so until Close.
+func (l *KVLedger) Instance(ctx context.Context) (string, error) { return l.beat.start(ctx) }
+
+// Alive reports whether an instance still has its heartbeat key.
+func (l *KVLedger) Alive(ctx context.Context, instance string) (bool, error) {
+	return l.alive(ctx, instance)
+}
+
+// Close stops this process's heartbeat and removes its key, so the calls it started and did
+// not finish are known dead at once. Close it after the calls have drained.
+func (l *KVLedger) Close() error {
+	l.beat.close()
+	return nil
 }
 
 // Get returns the call's record and its revision, or ErrNoRecord.
@@ -155,18 +188,28 @@ func (l *KVLedger) Wait(ctx context.Context, runID, callID string, revision uint
 	}
 }
 
-// do runs op on the bucket within the ledger's timeout, creating the bucket when it is not
-// known to exist, and once more when op finds it gone.
+// do runs op on the call bucket within the ledger's timeout.
 func (l *KVLedger) do(ctx context.Context, op func(context.Context, jetstream.KeyValue) error) error {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	return l.calls.do(ctx, l.timeout, op)
+}
+
+// doInstances runs op on the instance bucket within the ledger's timeout.
+func (l *KVLedger) doInstances(ctx context.Context, op func(context.Context, jetstream.KeyValue) error) error {
+	return l.instances.do(ctx, l.timeout, op)
+}
+
+// do runs op on the bucket within timeout, creating the bucket when it is not known to exist,
+// and once more when op finds it gone.
+func (b *lazyBucket) do(ctx context.Context, timeout time.Duration, op func(context.Context, jetstream.KeyValue) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	kv, err := l.bucket(ctx)
+	kv, err := b.bucket(ctx)
 	if err != nil {
 		return err
 	}
 	if err = op(ctx, kv); bucketGone(err) {
-		l.forget(kv)
-		if kv, err = l.bucket(ctx); err == nil {
+		b.forget(kv)
+		if kv, err = b.bucket(ctx); err == nil {
 			err = op(ctx, kv)
 		}
 	}
@@ -174,26 +217,26 @@ func (l *KVLedger) do(ctx context.Context, op func(context.Context, jetstream.Ke
 }
 
 // bucket returns the bucket, creating it or updating its settings on first use.
-func (l *KVLedger) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.kv != nil {
-		return l.kv, nil
+func (b *lazyBucket) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kv != nil {
+		return b.kv, nil
 	}
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, l.config)
+	kv, err := b.js.CreateOrUpdateKeyValue(ctx, b.config)
 	if err != nil {
-		return nil, fmt.Errorf("creating the bucket %s: %w", CallBucket, err)
+		return nil, fmt.Errorf("creating the bucket %s: %w", b.config.Bucket, err)
 	}
-	l.kv = kv
+	b.kv = kv
 	return kv, nil
 }
 
 // forget drops kv, found gone, so that the next use creates the bucket again.
-func (l *KVLedger) forget(kv jetstream.KeyValue) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.kv == kv {
-		l.kv = nil
+func (b *lazyBucket) forget(kv jetstream.KeyValue) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kv == kv {
+		b.kv = nil
 	}
 }
 

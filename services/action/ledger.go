@@ -27,6 +27,12 @@ type Ledger interface {
 	// Wait returns once the call's record is no longer at revision (0: once it has one), or
 	// with ctx's error when ctx ends first.
 	Wait(ctx context.Context, runID, callID string, revision uint64) error
+	// Instance names this process in the started records it writes, and makes it known as
+	// alive (for as long as it lives) before returning.
+	Instance(ctx context.Context) (string, error)
+	// Alive reports whether the process an instance names still lives: a call it started may
+	// still finish there, while one started by a dead instance never will.
+	Alive(ctx context.Context, instance string) (bool, error)
 }
 
 // Errors of a Ledger that are answers, not failures.

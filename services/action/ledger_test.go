@@ -125,6 +125,7 @@ func kvLedgerConn(t *testing.T, srv *events.Embedded, opts action.KVLedgerOption
 	if err != nil {
 		t.Fatalf("NewKVLedger: %v", err)
 	}
+	t.Cleanup(func() { _ = l.Close() })
 	return l, nc
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -18,6 +19,7 @@ type callKey struct {
 // of records. When full it evicts the least recently used done record; started records, one
 // per call in progress, are never evicted.
 type memoryLedger struct {
+	instance string // every started record is this process's
 	mu       sync.Mutex
 	size     int
 	revision uint64     // of the last write
@@ -34,7 +36,15 @@ type memoryRecord struct {
 
 // newMemoryLedger returns an empty ledger of at most size done records.
 func newMemoryLedger(size int) *memoryLedger {
-	return &memoryLedger{size: size, order: list.New(), records: make(map[callKey]*list.Element), changed: make(chan struct{})}
+	return &memoryLedger{instance: "local-" + nuid.Next(), size: size, order: list.New(), records: make(map[callKey]*list.Element), changed: make(chan struct{})}
+}
+
+// Instance names this process.
+func (l *memoryLedger) Instance(context.Context) (string, error) { return l.instance, nil }
+
+// Alive reports whether instance is this process: no other can write to this ledger.
+func (l *memoryLedger) Alive(_ context.Context, instance string) (bool, error) {
+	return instance == l.instance, nil
 }
 
 // Get returns a copy of the call's record and marks it recently used.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -204,6 +205,42 @@ func TestCallRunningOnAnotherReplica(t *testing.T) {
 			t.Fatalf("Execute: %v %v, want interrupted", resp, err)
 		}
 	})
+	if n := counter.calls.Load(); n != 0 {
+		t.Errorf("the tool ran %d times, want 0", n)
+	}
+}
+
+// TestCallOfADeadInstance: a started call whose instance's heartbeat is gone will never
+// finish, so it is settled at once, long before its deadline; while the instance lives it is
+// awaited.
+func TestCallOfADeadInstance(t *testing.T) {
+	srv := natsServer(t)
+	other := kvLedger(t, srv, action.KVLedgerOptions{}) // the ledger of the replica running the call
+	instance, err := other.Instance(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := newFakeTool("counter", returns("counted"))
+	client := replica(t, srv, action.Options{Tools: []action.Tool{counter}})
+	req := request(t, "counter", nil)
+	req.TimeoutMs = time.Hour.Milliseconds()
+	rec := started(req, time.Now())
+	rec.Instance, rec.Deadline = instance, timestamppb.New(time.Now().Add(time.Hour))
+	if _, err := other.Put(t.Context(), rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := client.Execute(ctx, req); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Execute while the instance lives = %v, want it to wait (DEADLINE_EXCEEDED here)", err)
+	}
+	if err := other.Close(); err != nil { // the instance dies: its heartbeat key goes
+		t.Fatal(err)
+	}
+	resp, err := client.Execute(t.Context(), req)
+	if err != nil || !resp.GetInterrupted() || resp.GetError() != interrupted {
+		t.Fatalf("Execute after the instance died = %v %v, want interrupted", resp, err)
+	}
 	if n := counter.calls.Load(); n != 0 {
 		t.Errorf("the tool ran %d times, want 0", n)
 	}

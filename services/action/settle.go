@@ -86,9 +86,24 @@ func (s *Service) settleRecord(ctx context.Context, key callKey, req *actionv1.E
 	if rec.GetState() == actionv1.CallState_CALL_STATE_DONE {
 		return outcome{tool: rec.GetToolName(), resp: rec.GetResponse()}, nil
 	}
-	// Started: until the execution's deadline it may be running on another replica.
-	if wait := rec.GetStartedAt().AsTime().Add(timeout + startedGrace).Sub(s.now()); wait > 0 {
-		changed, err := s.awaitChange(ctx, key, rev, wait)
+	// Started: until its deadline, the execution may still finish on the instance that runs
+	// it, as long as that instance lives.
+	deadline := rec.GetStartedAt().AsTime().Add(timeout + startedGrace)
+	if rec.GetDeadline() != nil {
+		deadline = rec.GetDeadline().AsTime()
+	}
+	end := time.Now().Add(deadline.Sub(s.now())) // the clock of the record; the wait's is real
+	for wait := time.Until(end); wait > 0; wait = time.Until(end) {
+		if instance := rec.GetInstance(); instance != "" {
+			alive, err := s.ledger.Alive(ctx, instance)
+			if err != nil {
+				return outcome{}, ledgerUnavailable(err)
+			}
+			if !alive {
+				break // the execution died with its instance: it will never finish
+			}
+		}
+		changed, err := s.awaitChange(ctx, key, rev, min(wait, livenessCheck))
 		if err != nil {
 			return outcome{}, err
 		}
@@ -98,6 +113,10 @@ func (s *Service) settleRecord(ctx context.Context, key callKey, req *actionv1.E
 	}
 	return s.resume(ctx, req, timeout, rec, rev)
 }
+
+// livenessCheck is how often a call waiting for another instance's execution checks that the
+// instance still lives.
+const livenessCheck = instanceTTL / 3
 
 // awaitChange waits up to wait for the call's record to leave revision rev and reports
 // whether it did.
@@ -118,7 +137,7 @@ func (s *Service) awaitChange(ctx context.Context, key callKey, rev uint64, wait
 }
 
 // resume settles a call whose execution died: its started record, at revision rev, outlived
-// the call's timeout. An idempotent tool runs again, admitted like a new call; any other
+// its deadline or its instance. An idempotent tool runs again, admitted like a new call; any other
 // tool does not, and the call is recorded as interrupted.
 func (s *Service) resume(ctx context.Context, req *actionv1.ExecuteRequest, timeout time.Duration, started *actionv1.CallRecord, rev uint64) (outcome, error) {
 	reg, ok := s.tools.lookup(req.GetToolName())
@@ -168,7 +187,12 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 	started := &actionv1.CallRecord{RunId: call.RunID, CallId: call.CallID, ToolName: name, State: actionv1.CallState_CALL_STATE_STARTED}
 	ran := false
 	resp, err := s.run(ctx, reg, call, timeout, func() error {
-		started.StartedAt = timestamppb.New(s.now())
+		instance, err := s.ledger.Instance(ctx)
+		if err != nil {
+			return ledgerUnavailable(err)
+		}
+		now := s.now()
+		started.Instance, started.StartedAt, started.Deadline = instance, timestamppb.New(now), timestamppb.New(now.Add(timeout+startedGrace))
 		next, err := s.record(ctx, started, rev)
 		if err != nil {
 			return err

@@ -189,9 +189,12 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	actOpts.Memory = memoryv1.NewMemoryServiceClient(actionMemory)
 	actOpts.TracerProvider = tp(Action)
 	if actOpts.Ledger == nil { // NATS is embedded: record tool calls over the mesh's connection
-		if actOpts.Ledger, err = action.NewKVLedger(m.nc, action.KVLedgerOptionsFromConfig(cfg)); err != nil {
+		ledger, err := action.NewKVLedger(m.nc, action.KVLedgerOptionsFromConfig(cfg))
+		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
+		actOpts.Ledger = ledger
+		m.closers = append(m.closers, ledger.Close)
 	}
 	act, err := action.New(actOpts)
 	if err != nil {
