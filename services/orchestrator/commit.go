@@ -51,11 +51,8 @@ func (r *run) commit(runCtx, stepCtx context.Context, pending *ending, t *turnSt
 func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *turnState) *ending {
 	c := r.contract
 	// 1. Interrupt and timeouts.
-	if runCtx.Err() != nil {
-		if cause := context.Cause(runCtx); !errors.Is(cause, errTotalTimeout) {
-			return fail(typev1.Outcome_OUTCOME_INTERRUPTED, ExitCancelled, "The run was cancelled.", cause.Error())
-		}
-		return timedOut(fmt.Sprintf("total_timeout_ms (%d ms) exceeded", c.GetTotalTimeoutMs()))
+	if e := r.interruption(runCtx); e != nil {
+		return e
 	}
 	if errors.Is(context.Cause(stepCtx), errStepTimeout) {
 		return timedOut(fmt.Sprintf("step_timeout_ms (%d ms) exceeded in turn %d", c.GetStepTimeoutMs(), r.turns))
@@ -132,6 +129,18 @@ func (r *run) finalAnswer(t *turnState) (*report, error) {
 		return nil, nil
 	}
 	return reportFromText(r.contract, r.outputSchema, t.answer.GetContent())
+}
+
+// interruption is the ending of a run whose context ended (a cancellation or the total
+// timeout), or nil while it goes on.
+func (r *run) interruption(runCtx context.Context) *ending {
+	if runCtx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(runCtx); !errors.Is(cause, errTotalTimeout) {
+		return fail(typev1.Outcome_OUTCOME_INTERRUPTED, ExitCancelled, "The run was cancelled.", cause.Error())
+	}
+	return timedOut(fmt.Sprintf("total_timeout_ms (%d ms) exceeded", r.contract.GetTotalTimeoutMs()))
 }
 
 func timedOut(reason string) *ending {

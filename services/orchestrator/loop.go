@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,14 +45,15 @@ func (r *run) execute(ctx context.Context) {
 func (r *run) drive(ctx context.Context) *ending {
 	switch r.resumeFrom.GetPhase() {
 	case checkpointv1.Phase_PHASE_UNSPECIFIED, checkpointv1.Phase_PHASE_STARTED:
+		// A stage call cut short by a cancellation fails: the cancellation is the ending.
 		if e := r.precheck(ctx); e != nil {
-			return e
+			return cmp.Or(r.interruption(ctx), e)
 		}
 		if e := r.parseIntent(ctx); e != nil {
-			return e
+			return cmp.Or(r.interruption(ctx), e)
 		}
 		if e := r.makePlan(ctx); e != nil {
-			return e
+			return cmp.Or(r.interruption(ctx), e)
 		}
 		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_READY, nil, nil); e != nil {
 			return e
