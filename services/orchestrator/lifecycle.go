@@ -88,6 +88,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		if err != nil {
 			r.span.End()
 			r.stopTimer()
+			r.cancel(err)
 			s.unreserve(ctx, r)
 			if errors.Is(err, runstore.ErrExists) {
 				return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
