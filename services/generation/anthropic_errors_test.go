@@ -70,13 +70,13 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"rate limited (HTTP 429 Too Many Requests)", "rate limit", "retry after 3s"},
 		},
 		{
-			name: "529 overloaded_error is SERVER after the retries", baseURL: scripted(llmtest.FailOverloaded, 0),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 3,
+			name: "529 overloaded_error is SERVER after one request (no retry behind the orchestrator)", baseURL: scripted(llmtest.FailOverloaded, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
 			contains: []string{"anthropic: overloaded (HTTP 529 Overloaded): Overloaded"},
 		},
 		{
-			name: "500 api_error is SERVER after the retries", baseURL: scripted(llmtest.FailModelError, 0),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 3,
+			name: "500 api_error is SERVER after one request (no retry behind the orchestrator)", baseURL: scripted(llmtest.FailModelError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
 			contains: []string{"server error (HTTP 500", "Internal server error"},
 		},
 		{
@@ -139,8 +139,8 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"block 3, which was not started"},
 		},
 		{
-			name: "dropped connection is NETWORK after the retries", baseURL: scripted(llmtest.FailNetworkError, 0),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 3,
+			name: "dropped connection is NETWORK after one request (no retry behind the orchestrator)", baseURL: scripted(llmtest.FailNetworkError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 1,
 			contains: []string{"cannot reach"},
 		},
 		{
@@ -158,11 +158,13 @@ func TestAnthropicErrorClasses(t *testing.T) {
 	runErrorCases(t, "anthropic", "claude-test", anthropicAt, cases)
 }
 
+// TestAnthropicOverloadedRetriedThenAnswered: a provider configured to retry (MaxRetries;
+// none by default) retries a 529.
 func TestAnthropicOverloadedRetriedThenAnswered(t *testing.T) {
 	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
 		Content: "recovered", Failure: llmtest.FailOverloaded, FailuresBeforeSuccess: 2,
 	}}})
-	resp, err := anthropicClient(t, srv, nil).Generate(t.Context(), request("anthropic", "claude-test", user("hi")))
+	resp, err := anthropicClient(t, srv, func(o *generation.AnthropicOptions) { o.MaxRetries = 2 }).Generate(t.Context(), request("anthropic", "claude-test", user("hi")))
 	if err != nil {
 		t.Fatal(err)
 	}

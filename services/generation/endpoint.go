@@ -20,8 +20,11 @@ import (
 
 // Defaults shared by the HTTP providers.
 const (
-	// DefaultMaxRetries is how often a call is retried after a connection error or a 5xx.
-	DefaultMaxRetries = 2
+	// DefaultMaxRetries is how often a call is retried after a connection error or a 5xx:
+	// never. An LLM request costs money and is not idempotent, and one accounted attempt must
+	// be one provider request (seed 000 §1): the orchestrator's attempts (max_retries, round
+	// robin over the targets, backoffs decided by the recovery stage) are the retries.
+	DefaultMaxRetries = 0
 	// DefaultTimeout bounds one whole call.
 	DefaultTimeout = 5 * time.Minute
 	// DefaultRetryWaitMin is the first backoff between retries.

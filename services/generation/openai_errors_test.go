@@ -134,8 +134,8 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			retryAfter: 3 * time.Second, requests: 1,
 		},
 		{
-			name: "500 is SERVER after the retries", baseURL: scripted(llmtest.FailModelError, 0),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 3,
+			name: "500 is SERVER after one request (no retry behind the orchestrator)", baseURL: scripted(llmtest.FailModelError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
 			contains: []string{"server error (HTTP 500", "The server had an error"},
 		},
 		{
@@ -165,8 +165,8 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"no choices"},
 		},
 		{
-			name: "dropped connection is NETWORK after the retries", baseURL: scripted(llmtest.FailNetworkError, 0),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 3,
+			name: "dropped connection is NETWORK after one request (no retry behind the orchestrator)", baseURL: scripted(llmtest.FailNetworkError, 0),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 1,
 			contains: []string{"cannot reach"},
 		},
 		{
@@ -216,11 +216,13 @@ func TestRetryAfterDateIsHonoured(t *testing.T) {
 	}
 }
 
+// TestServerErrorRetriedThenAnswered: a provider configured to retry (MaxRetries; none by
+// default) retries a 5xx.
 func TestServerErrorRetriedThenAnswered(t *testing.T) {
 	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
 		Content: "recovered", Failure: llmtest.FailModelError, FailuresBeforeSuccess: 2,
 	}}})
-	resp, err := openAIClient(t, srv, nil).Generate(t.Context(), request("openai", "gpt-test", user("hi")))
+	resp, err := openAIClient(t, srv, func(o *generation.OpenAIOptions) { o.MaxRetries = 2 }).Generate(t.Context(), request("openai", "gpt-test", user("hi")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"errors"
+	"slices"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
@@ -43,21 +44,23 @@ func DialPeers(a PeerAddrs, opts ...dial.Option) (p Peers, close func() error, e
 		}
 		return errors.Join(errs...)
 	}
-	conn := func(target string) *grpc.ClientConn {
+	conn := func(target string, extra ...dial.Option) *grpc.ClientConn {
 		if err != nil {
 			return nil
 		}
 		var c *grpc.ClientConn
-		if c, err = dial.New(target, opts...); err == nil {
+		if c, err = dial.New(target, append(slices.Clone(opts), extra...)...); err == nil {
 			conns = append(conns, c)
 		}
 		return c
 	}
 	p = Peers{
-		Intent:      intentv1.NewIntentServiceClient(conn(a.Intent)),
-		Planning:    planningv1.NewPlanningServiceClient(conn(a.Planning)),
-		Context:     contextv1.NewContextServiceClient(conn(a.Context)),
-		Generation:  generationv1.NewGenerationServiceClient(conn(a.Generation)),
+		Intent:   intentv1.NewIntentServiceClient(conn(a.Intent)),
+		Planning: planningv1.NewPlanningServiceClient(conn(a.Planning)),
+		Context:  contextv1.NewContextServiceClient(conn(a.Context)),
+		// An LLM call costs money and is not idempotent: the orchestrator's attempts, each
+		// accounted, are its only retries (no transparent retry of UNAVAILABLE).
+		Generation:  generationv1.NewGenerationServiceClient(conn(a.Generation, dial.WithoutRetry())),
 		Action:      actionv1.NewActionServiceClient(conn(a.Action)),
 		Observation: observationv1.NewObservationServiceClient(conn(a.Observation)),
 		Memory:      memoryv1.NewMemoryServiceClient(conn(a.Memory)),

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestResultSavedAfterMemoryOutage proves that a run's final result is durable while the memory
+// stage is down at TERMINATE (issue 10, item 6), and reaches the memory stage once it is back.
+//
+// With the memory stage killed, a run (one tool call, then an answer) completes on replica a;
+// replica b's GetRun returns the whole result from the checkpoint store (same outcome, same
+// transcript), and the run stays in the active index (AGENTMESH_ACTIVE_RUNS) because its result
+// is not saved yet. The memory stage is then started again, empty (its store is in-process
+// memory), and the replicas' keepers, which adopt such runs and retry saving them, must bring
+// the result into it: the memory stage's own GetRun returns the run, the run leaves the active
+// index, its checkpoint becomes a tombstone (result_saved, without the result), GetRun on b
+// still answers (now from the memory stage), the stream holds exactly one run_finished, and
+// the tool ran once.
+func TestResultSavedAfterMemoryOutage(t *testing.T) {
+	llm := llmtest.New(t, llmtest.Scenario{Name: "memory outage", Match: "memory outage: count once", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{bumpCall("call-1", toolBump, "memory-outage")}},
+		{Content: "Counted once, with the memory stage down."},
+	}})
+	tools := meshproc.NewToolServer(t)
+	m := durableMesh(t, llm, tools)
+	a, b := m.Replica(t, "a"), m.Replica(t, "b")
+	memory := m.Stage(t, "memory")
+	active, err := m.JetStream().KeyValue(t.Context(), runstore.ActiveBucket)
+	if err != nil {
+		t.Fatalf("bucket %s: %v", runstore.ActiveBucket, err)
+	}
+	checkpoints, err := m.JetStream().KeyValue(t.Context(), runstore.CheckpointBucket)
+	if err != nil {
+		t.Fatalf("bucket %s: %v", runstore.CheckpointBucket, err)
+	}
+
+	memory.Kill(t)
+
+	const runID = "memory-outage"
+	req := &agentv1.RunRequest{RunId: runID, Message: "memory outage: count once"}
+	done, err := a.Agent().Run(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Run on a with the memory stage down: %v", err)
+	}
+	if done.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("Run on a ended %s %s (error %v), want COMPLETED_WITH_TOOLS", done.GetOutcome(), done.GetExitReason(), done.GetError())
+	}
+	got, err := b.Agent().GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatalf("GetRun on b with the memory stage down: %v", err)
+	}
+	sameResult(t, "GetRun on b with the memory stage down", got, done)
+	checkTranscript(t, b, got)
+	if _, err := active.Get(t.Context(), runID); err != nil {
+		t.Errorf("with the memory stage down, the run is not in %s: %v; it must stay there until its result is saved", runstore.ActiveBucket, err)
+	}
+
+	// EXPERIMENT: read the run on both replicas while the keepers retry.
+	w, err := active.Watch(t.Context(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adoptions := 0
+	bad := 0
+	poll(t, runTimeout, func() bool {
+		for _, r := range []*meshproc.Service{a, b} {
+			res, err := r.Agent().GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+			if err != nil || len(res.GetTranscript()) != len(done.GetTranscript()) {
+				bad++
+				t.Logf("GetRun on %s after %d adoptions: %v", r.Name(), adoptions, err)
+			}
+		}
+		for {
+			select {
+			case e := <-w.Updates():
+				if e != nil {
+					t.Logf("active: %s rev %d", e.Value(), e.Revision())
+					adoptions++
+				}
+				continue
+			default:
+			}
+			break
+		}
+		return adoptions >= 8
+	})
+	_ = w.Stop()
+	t.Logf("bad=%d adoptions=%d", bad, adoptions)
+
+	memory.Restart(t)
+
+	conn, err := grpc.NewClient(memory.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	stage := memoryv1.NewMemoryServiceClient(conn)
+	var saved *typev1.RunResult
+	var last error
+	if !poll(t, runTimeout, func() bool {
+		resp, err := stage.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: runID})
+		switch status.Code(err) {
+		case codes.OK:
+			saved = resp.GetResult()
+			return true
+		case codes.NotFound, codes.Unavailable:
+			last = err
+			return false
+		}
+		t.Fatalf("GetRun(%s) on the memory stage: %v", runID, err)
+		return false
+	}) {
+		t.Fatalf("the memory stage did not get run %s within %s of its restart: last GetRun: %v", runID, runTimeout, last)
+	}
+	sameResult(t, "the memory stage's GetRun", saved, done)
+
+	if !poll(t, runTimeout, func() bool {
+		_, err := active.Get(t.Context(), runID)
+		last = err
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}) {
+		t.Errorf("run %s is still in %s %s after its result was saved: last Get: %v", runID, runstore.ActiveBucket, runTimeout, last)
+	}
+	entry, err := checkpoints.Get(t.Context(), runID)
+	if err != nil {
+		t.Fatalf("checkpoint of run %s: %v", runID, err)
+	}
+	tomb := &checkpointv1.RunCheckpoint{}
+	if err := proto.Unmarshal(entry.Value(), tomb); err != nil {
+		t.Fatalf("checkpoint of run %s: %v", runID, err)
+	}
+	if tomb.GetPhase() != checkpointv1.Phase_PHASE_FINISHED || !tomb.GetResultSaved() || tomb.GetResult() != nil {
+		t.Errorf("checkpoint of run %s is %s result_saved=%t with a result: %t; want the tombstone FINISHED, result_saved, without the result",
+			runID, tomb.GetPhase(), tomb.GetResultSaved(), tomb.GetResult() != nil)
+	}
+
+	after, err := b.Agent().GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatalf("GetRun on b once the result is saved: %v", err)
+	}
+	sameResult(t, "GetRun on b once the result is saved", after, done)
+	checkEventLog(t, m, runID)
+	if n := tools.Count("memory-outage"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
+}
+
+// sameResult asserts that got is the whole finished run want: sameRun, and a transcript and a
+// conversation as long as want's.
+func sameResult(t *testing.T, what string, got, want *typev1.RunResult) {
+	t.Helper()
+	sameRun(t, what, got, want)
+	if len(got.GetTranscript()) != len(want.GetTranscript()) || len(got.GetConversation()) != len(want.GetConversation()) {
+		t.Errorf("%s has %d transcript entries and %d messages, want %d and %d", what,
+			len(got.GetTranscript()), len(got.GetConversation()), len(want.GetTranscript()), len(want.GetConversation()))
+	}
+}

@@ -1,0 +1,32 @@
+package mesh_test
+
+import (
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+)
+
+// TestOneAttemptOneProviderRequest (issue 11.1): with max_retries 3 and a provider that
+// answers every request with HTTP 500, the provider receives exactly 3 requests, one per
+// accounted attempt — no retry hides behind the orchestrator's back, neither gRPC's between
+// the orchestrator and the generation stage nor the HTTP client's in the generation stage.
+func TestOneAttemptOneProviderRequest(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "down", Match: "is the provider up?", Turns: []llmtest.Turn{
+		{Content: "never", Failure: llmtest.FailModelError},
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "is the provider up?", Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER {
+		t.Fatalf("outcome %s %s, want FAILED_PROVIDER", res.GetOutcome(), res.GetExitReason())
+	}
+	llm := 0
+	for _, a := range res.GetAccounting() {
+		if a.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+			llm++
+		}
+	}
+	if got := len(h.llm.Requests()); got != 3 || llm != 3 {
+		t.Errorf("the provider received %d requests and accounting shows %d LLM attempts, want 3 and 3", got, llm)
+	}
+}
