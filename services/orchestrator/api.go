@@ -265,8 +265,9 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 		return nil, stageerr.Invalid("run_id must not be empty")
 	case req.GetCallId() == "":
 		return nil, stageerr.Invalid("call_id must not be empty")
-	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED:
-		return nil, stageerr.Invalid("decision must be approve, reject or modify")
+	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED,
+		agentv1.ApprovalDecision_name[int32(req.GetDecision())] == "":
+		return nil, stageerr.Invalid("decision must be approve, reject or modify, got %d", req.GetDecision())
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
 		return nil, stageerr.Invalid("decision modify needs modified_arguments")
 	}

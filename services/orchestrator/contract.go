@@ -10,6 +10,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // AdapterVersion is the version of the protocol adapter contract recorded in every contract
@@ -110,6 +111,10 @@ func setInt64(dst *int64, v *int64) {
 }
 
 // checkContract rejects values no run can use; each message names the field.
+// MaxTimeoutMs is the longest timeout a contract accepts: 30 days (larger values would
+// overflow time.Duration arithmetic).
+const MaxTimeoutMs = 30 * 24 * 3600 * 1000
+
 func checkContract(c *typev1.ExecutionContract) error {
 	switch {
 	case c.GetMaxTurns() < 1:
@@ -134,6 +139,23 @@ func checkContract(c *typev1.ExecutionContract) error {
 		return stageerr.Invalid("overrides.max_format_retries must not be negative, got %d", c.GetMaxFormatRetries())
 	case c.GetApprovalTimeoutMs() < 0:
 		return stageerr.Invalid("overrides.approval_timeout_ms must not be negative, got %d", c.GetApprovalTimeoutMs())
+	}
+	for _, d := range []struct {
+		name string
+		ms   int64
+	}{{"tool_timeout_ms", c.GetToolTimeoutMs()}, {"step_timeout_ms", c.GetStepTimeoutMs()},
+		{"total_timeout_ms", c.GetTotalTimeoutMs()}, {"approval_timeout_ms", c.GetApprovalTimeoutMs()}} {
+		if d.ms > MaxTimeoutMs {
+			return stageerr.Invalid("overrides.%s must be at most %d (30 days), got %d", d.name, MaxTimeoutMs, d.ms)
+		}
+	}
+	for _, e := range []struct {
+		name  string
+		value protoreflect.Enum
+	}{{"tool_policy", c.GetToolPolicy()}, {"tool_transport", c.GetToolTransport()}, {"output_format", c.GetOutputFormat()}} {
+		if e.value.Descriptor().Values().ByNumber(e.value.Number()) == nil {
+			return stageerr.Invalid("%s %d is not one of its values", e.name, e.value.Number())
+		}
 	}
 	for i, t := range c.GetTargets() {
 		if t.GetProvider() == "" || t.GetModel() == "" {

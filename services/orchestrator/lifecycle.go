@@ -318,6 +318,10 @@ func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint
 	name := "agentmesh.run.resumed"
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED {
 		name = "agentmesh.run.finish"
+		// The run is finished and its result stored: while this replica saves it again (for as
+		// long as the memory stage is down), GetRun and Run's waiters here get that result, as on
+		// every other replica, not "still running".
+		r.result = cp.GetResult()
 	}
 	return r, s.runContext(parent, r, name), nil
 }

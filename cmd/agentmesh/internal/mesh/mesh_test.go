@@ -447,6 +447,27 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{})
 			return err
 		}, "message"},
+		// Issue 11.5: unknown enum values and overflowing timeouts are refused, not accepted.
+		{"unknown tool_policy", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ToolPolicy: 99}})
+			return err
+		}, "tool_policy 99"},
+		{"unknown tool_transport", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ToolTransport: 99}})
+			return err
+		}, "tool_transport 99"},
+		{"unknown output_format", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", OutputFormat: 99})
+			return err
+		}, "output_format 99"},
+		{"timeout that overflows", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(1<<63 - 1)}})
+			return err
+		}, "total_timeout_ms must be at most"},
+		{"unknown approval decision", func() error {
+			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c", Decision: 99})
+			return err
+		}, "decision must be approve, reject or modify, got 99"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
