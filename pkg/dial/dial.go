@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // registers the client-side health checker
 	"google.golang.org/grpc/keepalive"
@@ -75,12 +76,21 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(handlerOpts...)),
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithKeepaliveParams(keepaliveParams),
+		grpc.WithConnectParams(connectParams),
 		grpc.WithChainUnaryInterceptor(defaultDeadline(cfg.timeout)),
 	}
 	if !cfg.retry {
 		dialOpts = append(dialOpts, grpc.WithDisableRetry())
 	}
 	return grpc.NewClient(target, append(dialOpts, cfg.dialOptions...)...)
+}
+
+// connectParams reconnect to a peer that went away at most a second apart (gRPC's default
+// backoff grows to two minutes), so a stage that restarts is used again within a second of
+// serving.
+var connectParams = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 // defaultDeadline gives a unary call the timeout when its context has no deadline.

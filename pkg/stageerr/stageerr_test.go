@@ -132,7 +132,7 @@ func TestWrappingAndPlainErrors(t *testing.T) {
 		t.Error("nil must stay nil")
 	}
 	plain := stageerr.FromError(status.Error(codes.Unavailable, "connection refused"))
-	if plain.Class != typev1.ErrorClass_ERROR_CLASS_NETWORK {
-		t.Errorf("a bare UNAVAILABLE should read as a network failure, got %v", plain.Class)
+	if plain.Class != typev1.ErrorClass_ERROR_CLASS_NETWORK || plain.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE || !plain.Retryable() {
+		t.Errorf("a bare UNAVAILABLE should read as a retryable network failure (UNAVAILABLE), got %v %v", plain.Code, plain.Class)
 	}
 }

@@ -157,6 +157,10 @@ func codeFromGRPC(c codes.Code) typev1.StageErrorCode {
 		return typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION
 	case codes.PermissionDenied, codes.Unauthenticated:
 		return typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED
+	case codes.AlreadyExists:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS
+	case codes.Unavailable:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE
 	}
 	return typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED
 }
