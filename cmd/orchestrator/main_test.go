@@ -73,6 +73,7 @@ func TestHealthFollowsTheEventStore(t *testing.T) {
 	waitStatus(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
 	srv = startNATS(t, t.TempDir(), port) // NATS lost its store: the stream is created again
 	waitStatus(t, health, healthpb.HealthCheckResponse_SERVING)
+	assertStreamLimits(t, srv, time.Hour, 1<<20) // with the configured limits, by the one publisher
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
