@@ -1,7 +1,8 @@
 package action_test
 
 import (
-	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -171,6 +173,12 @@ func TestListToolsWithoutMemory(t *testing.T) {
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	badSchema := newFakeTool("bad_schema", returns(""))
 	badSchema.def.InputSchema = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewNumberValue(5)}}
+	external := newFakeTool("external_ref", returns(""))
+	secret := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(secret, []byte(`{"type":"object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	external.def.InputSchema = &structpb.Struct{Fields: map[string]*structpb.Value{"$ref": structpb.NewStringValue("file://" + secret)}}
 	table := []struct {
 		name string
 		opts action.Options
@@ -181,6 +189,7 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		{"nil tool", action.Options{Tools: []action.Tool{nil}}, "has no definition"},
 		{"nameless tool", action.Options{Tools: []action.Tool{newFakeTool("", returns(""))}}, "has no name"},
 		{"schema that does not compile", action.Options{Tools: []action.Tool{badSchema}}, `tool "bad_schema": schema`},
+		{"schema with an external $ref (never loaded)", action.Options{Tools: []action.Tool{external}}, `tool "external_ref": schema`},
 		{"approval both ways", action.Options{RequireApproval: []string{"x"}, NoApproval: []string{"x"}}, `tool "x" is listed both`},
 	}
 	for _, tc := range table {

@@ -18,6 +18,7 @@ var printer = message.NewPrinter(language.English)
 func compileSchema(name string, schema *structpb.Struct) (*jsonschema.Schema, error) {
 	const url = "tool:///arguments.json" // one compiler per schema
 	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no external $ref is ever loaded (file://, http://)
 	if err := c.AddResource(url, schema.AsMap()); err != nil {
 		return nil, fmt.Errorf("tool %q: schema: %w", name, err)
 	}

@@ -128,6 +128,7 @@ func compileOutputSchema(schema *structpb.Struct) (*outputSchema, error) {
 	const url = "run:///output_schema.json"
 	raw := schema.AsMap()
 	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no external $ref is ever loaded (file://, http://)
 	if err := c.AddResource(url, raw); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package mesh_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -464,6 +467,21 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(1<<63 - 1)}})
 			return err
 		}, "total_timeout_ms must be at most"},
+		{"output_schema with an external $ref", func() error {
+			secret := filepath.Join(t.TempDir(), "secret.json")
+			if err := os.WriteFile(secret, []byte(`{"type":"string","description":"do-not-leak"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			schema, err := structpb.NewStruct(map[string]any{"$ref": "file://" + secret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", OutputFormat: typev1.OutputFormat_OUTPUT_FORMAT_JSON, OutputSchema: schema})
+			if strings.Contains(status.Convert(err).Message(), "do-not-leak") {
+				t.Errorf("the error quotes the referenced file: %v", err)
+			}
+			return err
+		}, "output_schema"},
 		{"unknown approval decision", func() error {
 			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c", Decision: 99})
 			return err
