@@ -1,12 +1,15 @@
 package orchestrator
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
@@ -183,6 +186,23 @@ func preflight(c *typev1.ExecutionContract, available []*typev1.Tool) string {
 	if w := c.GetContextWindow(); w > 0 && c.GetContextWindowBufferTokens()+c.GetMaxOutputTokens() >= w {
 		return fmt.Sprintf("reserved context (buffer %d + max output %d tokens) does not fit the %d-token window",
 			c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens(), w)
+	}
+	return ""
+}
+
+// unknownProvider says which target names a provider the generation stage does not have, or
+// "". A generation stage that cannot list its providers (an older implementation of the
+// proto) is not checked here: its first attempt tells.
+func (r *run) unknownProvider(ctx context.Context) string {
+	resp, err := r.svc.peers.Generation.ListProviders(ctx, &generationv1.ListProvidersRequest{})
+	if err != nil {
+		return ""
+	}
+	for i, t := range r.contract.GetTargets() {
+		if !slices.Contains(resp.GetProviders(), t.GetProvider()) {
+			return fmt.Sprintf("targets[%d] names provider %q, which the generation stage does not have (it has: %s)",
+				i, t.GetProvider(), strings.Join(resp.GetProviders(), ", "))
+		}
 	}
 	return ""
 }

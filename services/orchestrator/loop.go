@@ -92,7 +92,11 @@ func (r *run) precheck(ctx context.Context) *ending {
 			return r.req, r.contract, end.reason
 		}
 		r.available = tools.GetTools()
-		if why := preflight(r.contract, r.available); why != "" {
+		why := preflight(r.contract, r.available)
+		if why == "" {
+			why = r.unknownProvider(ctx)
+		}
+		if why != "" {
 			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitInvalidContract, MessageProviderFailure, why)
 			return r.req, r.contract, why
 		}

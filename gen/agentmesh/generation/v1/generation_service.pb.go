@@ -22,6 +22,89 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ListProvidersRequest asks for the providers.
+type ListProvidersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProvidersRequest) Reset() {
+	*x = ListProvidersRequest{}
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProvidersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProvidersRequest) ProtoMessage() {}
+
+func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
+func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{0}
+}
+
+// ListProvidersResponse names the providers.
+type ListProvidersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Provider names, as targets name them, sorted.
+	Providers     []string `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProvidersResponse) Reset() {
+	*x = ListProvidersResponse{}
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProvidersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProvidersResponse) ProtoMessage() {}
+
+func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
+func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListProvidersResponse) GetProviders() []string {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
 // GenerateRequest is one LLM attempt.
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -49,7 +132,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[0]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -61,7 +144,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[0]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -74,7 +157,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{0}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GenerateRequest) GetRunId() string {
@@ -177,7 +260,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[1]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +272,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[1]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +285,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{1}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GenerateResponse) GetType() ResponseType {
@@ -307,7 +390,7 @@ type GenerateStreamRequest struct {
 
 func (x *GenerateStreamRequest) Reset() {
 	*x = GenerateStreamRequest{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[2]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +402,7 @@ func (x *GenerateStreamRequest) String() string {
 func (*GenerateStreamRequest) ProtoMessage() {}
 
 func (x *GenerateStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[2]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +415,7 @@ func (x *GenerateStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateStreamRequest.ProtoReflect.Descriptor instead.
 func (*GenerateStreamRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GenerateStreamRequest) GetRequest() *GenerateRequest {
@@ -358,7 +441,7 @@ type GenerateStreamResponse struct {
 
 func (x *GenerateStreamResponse) Reset() {
 	*x = GenerateStreamResponse{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[3]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +453,7 @@ func (x *GenerateStreamResponse) String() string {
 func (*GenerateStreamResponse) ProtoMessage() {}
 
 func (x *GenerateStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[3]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +466,7 @@ func (x *GenerateStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateStreamResponse.ProtoReflect.Descriptor instead.
 func (*GenerateStreamResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GenerateStreamResponse) GetChunk() isGenerateStreamResponse_Chunk {
@@ -442,7 +525,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[4]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +537,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[4]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +550,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EmbedRequest) GetTarget() *v1.Target {
@@ -499,7 +582,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[5]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +594,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[5]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +607,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -559,7 +642,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[6]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +654,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[6]
+	mi := &file_agentmesh_generation_v1_generation_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +667,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -598,7 +681,10 @@ var File_agentmesh_generation_v1_generation_service_proto protoreflect.FileDescr
 
 const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\n" +
-	"0agentmesh/generation/v1/generation_service.proto\x12\x17agentmesh.generation.v1\x1a(agentmesh/generation/v1/generation.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\"\xa6\x03\n" +
+	"0agentmesh/generation/v1/generation_service.proto\x12\x17agentmesh.generation.v1\x1a(agentmesh/generation/v1/generation.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\"\x16\n" +
+	"\x14ListProvidersRequest\"5\n" +
+	"\x15ListProvidersResponse\x12\x1c\n" +
+	"\tproviders\x18\x01 \x03(\tR\tproviders\"\xa6\x03\n" +
 	"\x0fGenerateRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x121\n" +
 	"\x06target\x18\x02 \x01(\v2\x19.agentmesh.type.v1.TargetR\x06target\x126\n" +
@@ -645,11 +731,12 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x123\n" +
 	"\x05usage\x18\x03 \x01(\v2\x1d.agentmesh.type.v1.TokenUsageR\x05usage\"#\n" +
 	"\tEmbedding\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x02R\x06values2\xc1\x02\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values2\xb1\x03\n" +
 	"\x11GenerationService\x12_\n" +
 	"\bGenerate\x12(.agentmesh.generation.v1.GenerateRequest\x1a).agentmesh.generation.v1.GenerateResponse\x12s\n" +
 	"\x0eGenerateStream\x12..agentmesh.generation.v1.GenerateStreamRequest\x1a/.agentmesh.generation.v1.GenerateStreamResponse0\x01\x12V\n" +
-	"\x05Embed\x12%.agentmesh.generation.v1.EmbedRequest\x1a&.agentmesh.generation.v1.EmbedResponseB\xfc\x01\n" +
+	"\x05Embed\x12%.agentmesh.generation.v1.EmbedRequest\x1a&.agentmesh.generation.v1.EmbedResponse\x12n\n" +
+	"\rListProviders\x12-.agentmesh.generation.v1.ListProvidersRequest\x1a..agentmesh.generation.v1.ListProvidersResponseB\xfc\x01\n" +
 	"\x1bcom.agentmesh.generation.v1B\x16GenerationServiceProtoP\x01ZGgithub.com/agentmesh/agentmesh/gen/agentmesh/generation/v1;generationv1\xa2\x02\x03AGX\xaa\x02\x17Agentmesh.Generation.V1\xca\x02\x17Agentmesh\\Generation\\V1\xe2\x02#Agentmesh\\Generation\\V1\\GPBMetadata\xea\x02\x19Agentmesh::Generation::V1b\x06proto3"
 
 var (
@@ -664,50 +751,54 @@ func file_agentmesh_generation_v1_generation_service_proto_rawDescGZIP() []byte 
 	return file_agentmesh_generation_v1_generation_service_proto_rawDescData
 }
 
-var file_agentmesh_generation_v1_generation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentmesh_generation_v1_generation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_agentmesh_generation_v1_generation_service_proto_goTypes = []any{
-	(*GenerateRequest)(nil),        // 0: agentmesh.generation.v1.GenerateRequest
-	(*GenerateResponse)(nil),       // 1: agentmesh.generation.v1.GenerateResponse
-	(*GenerateStreamRequest)(nil),  // 2: agentmesh.generation.v1.GenerateStreamRequest
-	(*GenerateStreamResponse)(nil), // 3: agentmesh.generation.v1.GenerateStreamResponse
-	(*EmbedRequest)(nil),           // 4: agentmesh.generation.v1.EmbedRequest
-	(*EmbedResponse)(nil),          // 5: agentmesh.generation.v1.EmbedResponse
-	(*Embedding)(nil),              // 6: agentmesh.generation.v1.Embedding
-	(*v1.Target)(nil),              // 7: agentmesh.type.v1.Target
-	(*v1.Message)(nil),             // 8: agentmesh.type.v1.Message
-	(*v1.Tool)(nil),                // 9: agentmesh.type.v1.Tool
-	(*Sampling)(nil),               // 10: agentmesh.generation.v1.Sampling
-	(v1.OutputFormat)(0),           // 11: agentmesh.type.v1.OutputFormat
-	(ResponseType)(0),              // 12: agentmesh.generation.v1.ResponseType
-	(*v1.ToolCall)(nil),            // 13: agentmesh.type.v1.ToolCall
-	(*v1.TokenUsage)(nil),          // 14: agentmesh.type.v1.TokenUsage
-	(AdapterStatus)(0),             // 15: agentmesh.generation.v1.AdapterStatus
-	(*Delta)(nil),                  // 16: agentmesh.generation.v1.Delta
+	(*ListProvidersRequest)(nil),   // 0: agentmesh.generation.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),  // 1: agentmesh.generation.v1.ListProvidersResponse
+	(*GenerateRequest)(nil),        // 2: agentmesh.generation.v1.GenerateRequest
+	(*GenerateResponse)(nil),       // 3: agentmesh.generation.v1.GenerateResponse
+	(*GenerateStreamRequest)(nil),  // 4: agentmesh.generation.v1.GenerateStreamRequest
+	(*GenerateStreamResponse)(nil), // 5: agentmesh.generation.v1.GenerateStreamResponse
+	(*EmbedRequest)(nil),           // 6: agentmesh.generation.v1.EmbedRequest
+	(*EmbedResponse)(nil),          // 7: agentmesh.generation.v1.EmbedResponse
+	(*Embedding)(nil),              // 8: agentmesh.generation.v1.Embedding
+	(*v1.Target)(nil),              // 9: agentmesh.type.v1.Target
+	(*v1.Message)(nil),             // 10: agentmesh.type.v1.Message
+	(*v1.Tool)(nil),                // 11: agentmesh.type.v1.Tool
+	(*Sampling)(nil),               // 12: agentmesh.generation.v1.Sampling
+	(v1.OutputFormat)(0),           // 13: agentmesh.type.v1.OutputFormat
+	(ResponseType)(0),              // 14: agentmesh.generation.v1.ResponseType
+	(*v1.ToolCall)(nil),            // 15: agentmesh.type.v1.ToolCall
+	(*v1.TokenUsage)(nil),          // 16: agentmesh.type.v1.TokenUsage
+	(AdapterStatus)(0),             // 17: agentmesh.generation.v1.AdapterStatus
+	(*Delta)(nil),                  // 18: agentmesh.generation.v1.Delta
 }
 var file_agentmesh_generation_v1_generation_service_proto_depIdxs = []int32{
-	7,  // 0: agentmesh.generation.v1.GenerateRequest.target:type_name -> agentmesh.type.v1.Target
-	8,  // 1: agentmesh.generation.v1.GenerateRequest.messages:type_name -> agentmesh.type.v1.Message
-	9,  // 2: agentmesh.generation.v1.GenerateRequest.tools:type_name -> agentmesh.type.v1.Tool
-	10, // 3: agentmesh.generation.v1.GenerateRequest.sampling:type_name -> agentmesh.generation.v1.Sampling
-	11, // 4: agentmesh.generation.v1.GenerateRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
-	12, // 5: agentmesh.generation.v1.GenerateResponse.type:type_name -> agentmesh.generation.v1.ResponseType
-	13, // 6: agentmesh.generation.v1.GenerateResponse.tool_calls:type_name -> agentmesh.type.v1.ToolCall
-	14, // 7: agentmesh.generation.v1.GenerateResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	15, // 8: agentmesh.generation.v1.GenerateResponse.adapter_status:type_name -> agentmesh.generation.v1.AdapterStatus
-	0,  // 9: agentmesh.generation.v1.GenerateStreamRequest.request:type_name -> agentmesh.generation.v1.GenerateRequest
-	16, // 10: agentmesh.generation.v1.GenerateStreamResponse.delta:type_name -> agentmesh.generation.v1.Delta
-	1,  // 11: agentmesh.generation.v1.GenerateStreamResponse.final:type_name -> agentmesh.generation.v1.GenerateResponse
-	7,  // 12: agentmesh.generation.v1.EmbedRequest.target:type_name -> agentmesh.type.v1.Target
-	6,  // 13: agentmesh.generation.v1.EmbedResponse.embeddings:type_name -> agentmesh.generation.v1.Embedding
-	14, // 14: agentmesh.generation.v1.EmbedResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	0,  // 15: agentmesh.generation.v1.GenerationService.Generate:input_type -> agentmesh.generation.v1.GenerateRequest
-	2,  // 16: agentmesh.generation.v1.GenerationService.GenerateStream:input_type -> agentmesh.generation.v1.GenerateStreamRequest
-	4,  // 17: agentmesh.generation.v1.GenerationService.Embed:input_type -> agentmesh.generation.v1.EmbedRequest
-	1,  // 18: agentmesh.generation.v1.GenerationService.Generate:output_type -> agentmesh.generation.v1.GenerateResponse
-	3,  // 19: agentmesh.generation.v1.GenerationService.GenerateStream:output_type -> agentmesh.generation.v1.GenerateStreamResponse
-	5,  // 20: agentmesh.generation.v1.GenerationService.Embed:output_type -> agentmesh.generation.v1.EmbedResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
+	9,  // 0: agentmesh.generation.v1.GenerateRequest.target:type_name -> agentmesh.type.v1.Target
+	10, // 1: agentmesh.generation.v1.GenerateRequest.messages:type_name -> agentmesh.type.v1.Message
+	11, // 2: agentmesh.generation.v1.GenerateRequest.tools:type_name -> agentmesh.type.v1.Tool
+	12, // 3: agentmesh.generation.v1.GenerateRequest.sampling:type_name -> agentmesh.generation.v1.Sampling
+	13, // 4: agentmesh.generation.v1.GenerateRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
+	14, // 5: agentmesh.generation.v1.GenerateResponse.type:type_name -> agentmesh.generation.v1.ResponseType
+	15, // 6: agentmesh.generation.v1.GenerateResponse.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	16, // 7: agentmesh.generation.v1.GenerateResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	17, // 8: agentmesh.generation.v1.GenerateResponse.adapter_status:type_name -> agentmesh.generation.v1.AdapterStatus
+	2,  // 9: agentmesh.generation.v1.GenerateStreamRequest.request:type_name -> agentmesh.generation.v1.GenerateRequest
+	18, // 10: agentmesh.generation.v1.GenerateStreamResponse.delta:type_name -> agentmesh.generation.v1.Delta
+	3,  // 11: agentmesh.generation.v1.GenerateStreamResponse.final:type_name -> agentmesh.generation.v1.GenerateResponse
+	9,  // 12: agentmesh.generation.v1.EmbedRequest.target:type_name -> agentmesh.type.v1.Target
+	8,  // 13: agentmesh.generation.v1.EmbedResponse.embeddings:type_name -> agentmesh.generation.v1.Embedding
+	16, // 14: agentmesh.generation.v1.EmbedResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	2,  // 15: agentmesh.generation.v1.GenerationService.Generate:input_type -> agentmesh.generation.v1.GenerateRequest
+	4,  // 16: agentmesh.generation.v1.GenerationService.GenerateStream:input_type -> agentmesh.generation.v1.GenerateStreamRequest
+	6,  // 17: agentmesh.generation.v1.GenerationService.Embed:input_type -> agentmesh.generation.v1.EmbedRequest
+	0,  // 18: agentmesh.generation.v1.GenerationService.ListProviders:input_type -> agentmesh.generation.v1.ListProvidersRequest
+	3,  // 19: agentmesh.generation.v1.GenerationService.Generate:output_type -> agentmesh.generation.v1.GenerateResponse
+	5,  // 20: agentmesh.generation.v1.GenerationService.GenerateStream:output_type -> agentmesh.generation.v1.GenerateStreamResponse
+	7,  // 21: agentmesh.generation.v1.GenerationService.Embed:output_type -> agentmesh.generation.v1.EmbedResponse
+	1,  // 22: agentmesh.generation.v1.GenerationService.ListProviders:output_type -> agentmesh.generation.v1.ListProvidersResponse
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -719,7 +810,7 @@ func file_agentmesh_generation_v1_generation_service_proto_init() {
 		return
 	}
 	file_agentmesh_generation_v1_generation_proto_init()
-	file_agentmesh_generation_v1_generation_service_proto_msgTypes[3].OneofWrappers = []any{
+	file_agentmesh_generation_v1_generation_service_proto_msgTypes[5].OneofWrappers = []any{
 		(*GenerateStreamResponse_Delta)(nil),
 		(*GenerateStreamResponse_Final)(nil),
 	}
@@ -729,7 +820,7 @@ func file_agentmesh_generation_v1_generation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_generation_v1_generation_service_proto_rawDesc), len(file_agentmesh_generation_v1_generation_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

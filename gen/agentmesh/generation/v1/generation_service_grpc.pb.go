@@ -22,6 +22,7 @@ const (
 	GenerationService_Generate_FullMethodName       = "/agentmesh.generation.v1.GenerationService/Generate"
 	GenerationService_GenerateStream_FullMethodName = "/agentmesh.generation.v1.GenerationService/GenerateStream"
 	GenerationService_Embed_FullMethodName          = "/agentmesh.generation.v1.GenerationService/Embed"
+	GenerationService_ListProviders_FullMethodName  = "/agentmesh.generation.v1.GenerationService/ListProviders"
 )
 
 // GenerationServiceClient is the client API for GenerationService service.
@@ -37,6 +38,9 @@ type GenerationServiceClient interface {
 	GenerateStream(ctx context.Context, in *GenerateStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateStreamResponse], error)
 	// Embed returns embedding vectors for texts.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
+	// ListProviders names the providers the stage can call, so a run whose targets name
+	// another is refused before anything costs (FAILED_PREFLIGHT).
+	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
 }
 
 type generationServiceClient struct {
@@ -86,6 +90,16 @@ func (c *generationServiceClient) Embed(ctx context.Context, in *EmbedRequest, o
 	return out, nil
 }
 
+func (c *generationServiceClient) ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProvidersResponse)
+	err := c.cc.Invoke(ctx, GenerationService_ListProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GenerationServiceServer is the server API for GenerationService service.
 // All implementations must embed UnimplementedGenerationServiceServer
 // for forward compatibility.
@@ -99,6 +113,9 @@ type GenerationServiceServer interface {
 	GenerateStream(*GenerateStreamRequest, grpc.ServerStreamingServer[GenerateStreamResponse]) error
 	// Embed returns embedding vectors for texts.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
+	// ListProviders names the providers the stage can call, so a run whose targets name
+	// another is refused before anything costs (FAILED_PREFLIGHT).
+	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
 	mustEmbedUnimplementedGenerationServiceServer()
 }
 
@@ -117,6 +134,9 @@ func (UnimplementedGenerationServiceServer) GenerateStream(*GenerateStreamReques
 }
 func (UnimplementedGenerationServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
+}
+func (UnimplementedGenerationServiceServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
 }
 func (UnimplementedGenerationServiceServer) mustEmbedUnimplementedGenerationServiceServer() {}
 func (UnimplementedGenerationServiceServer) testEmbeddedByValue()                           {}
@@ -186,6 +206,24 @@ func _GenerationService_Embed_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GenerationService_ListProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProvidersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GenerationServiceServer).ListProviders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GenerationService_ListProviders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GenerationServiceServer).ListProviders(ctx, req.(*ListProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GenerationService_ServiceDesc is the grpc.ServiceDesc for GenerationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -200,6 +238,10 @@ var GenerationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Embed",
 			Handler:    _GenerationService_Embed_Handler,
+		},
+		{
+			MethodName: "ListProviders",
+			Handler:    _GenerationService_ListProviders_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
