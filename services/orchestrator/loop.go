@@ -143,10 +143,7 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 		}}})
 		if resp.GetNeedsClarification() {
 			q := resp.GetClarificationQuestion()
-			r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: q}
-			answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: q}
-			r.conversation = append(r.conversation, answer)
-			end = &ending{outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: ExitCompleted, answer: answer}
+			end = r.askClarification(q, "")
 			return req, resp, "needs clarification: " + q
 		}
 		return req, resp, "tool policy " + policy.String() + ": " + resp.GetPolicyReason()
@@ -161,12 +158,23 @@ func (r *run) intentFailure(ctx context.Context, err error) *ending {
 		return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitIntentUnsafe, "I can't help with that request.", se.Error())
 	case errors.Is(se, stageerr.ErrIntentUnclear):
 		d := r.recover(ctx, "intent", se, 0, nil)
-		r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: d.GetUserMessage()}
-		answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: d.GetUserMessage()}
-		r.conversation = append(r.conversation, answer)
-		return &ending{outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: ExitCompleted, answer: answer, reason: se.Error()}
+		return r.askClarification(d.GetUserMessage(), se.Error())
 	}
 	return r.stageEnding(ctx, "intent", se)
+}
+
+// askClarification ends the run asking the user question: a chat-only success, except under
+// tool_policy required, where a run that executed no tool is never a success (Monolith
+// invariant C), so it ends TOOL_REQUIRED with the question as its report.
+func (r *run) askClarification(question, reason string) *ending {
+	r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: question}
+	answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: question}
+	r.conversation = append(r.conversation, answer)
+	if r.contract.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED {
+		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, question,
+			"the run requires a tool, but the request needs clarification first")
+	}
+	return &ending{outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: ExitCompleted, answer: answer, reason: reason}
 }
 
 // makePlan asks the planning stage for steps. With tools forbidden there is nothing to plan.

@@ -230,8 +230,10 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			}
 			return call, res, call.GetName() + ": " + res.GetStatus().String()
 		})
-		r.toolCalls++
-		r.lastTool = call.GetName()
+		if executed(res) { // a refused call (unknown tool, invalid arguments, no approval) never ran
+			r.toolCalls++
+			r.lastTool = call.GetName()
+		}
 		st = typev1.RunState_RUN_STATE_OBSERVE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
 			obs := r.observe(ctx, call, res)
@@ -255,6 +257,18 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			return res, obs, fmt.Sprintf("%d bytes observed, truncated %v", len(content), obs.GetTruncated())
 		})
 	}
+}
+
+// executed reports whether the action stage ran the call (or may have: an interrupted one),
+// rather than refusing it or being unreachable. Only executed calls count as tool calls: in
+// tool_calls, for tool_policy required and for the outcome (Monolith invariant C).
+func executed(res *actionv1.ExecuteResponse) bool {
+	switch res.GetErrorCode() {
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED, typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR,
+		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT:
+		return true
+	}
+	return false
 }
 
 // callTool executes one call through the action stage and accounts it with its source

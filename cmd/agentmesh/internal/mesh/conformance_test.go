@@ -94,6 +94,18 @@ func TestConformance(t *testing.T) {
 					t.Errorf("tool message %q", got)
 				}
 			}},
+		{name: "001/1b required tool, only a refused call", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
+			turns:   []llmtest.Turn{call("calculator", `{"expr":"6*7"}`), text("I could not compute it.")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUATA", accounting: "LLM:OK TOOL:FAILED LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) { // issue 11.2: a refused call is not executed
+				if res.GetToolCalls() != 0 {
+					t.Errorf("tool_calls %d, want 0: the action stage refused the call", res.GetToolCalls())
+				}
+			}},
+		{name: "001/1c required tool, clarification asked", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
+			request: func(r *agentv1.RunRequest) { r.Message = "help" },
+			turns:   []llmtest.Turn{text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "", check: noLLMCall},
 		{name: "001/3 required tool, narration only", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			turns:   []llmtest.Turn{text("I would use the calculator and get 42.")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK"},
