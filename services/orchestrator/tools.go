@@ -81,6 +81,8 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 			n++
 			why := ""
 			switch {
+			case t.finalTurn: // the request offered only the final report (issue 11.3)
+				why = fmt.Sprintf("%s is not offered in this final turn; only %s may be called", call.GetName(), FinalReportTool)
 			case c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN:
 				t.forbiddenCall = true
 				why = "tools are forbidden for this run"

@@ -179,3 +179,21 @@ func TestAlternativeToolAfterAFailure(t *testing.T) {
 		t.Error("no recovery_decided event for the failed tool")
 	}
 }
+
+// TestAForcedFinalTurnRunsNoOtherTool (issue 11.3): in a turn that offered only final_report,
+// the model's call to another tool is refused, not validated against every tool and run.
+func TestAForcedFinalTurnRunsNoOtherTool(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "ratio", Match: "calculate at the end", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "calculate at the end", Overrides: &agentv1.RunOverrides{ForceSynthesisAtRatio: func() *float64 { v := 0.0001; return &v }()}})
+	if got := toolMessage(t, res, 0); got != "(tool failed: calculator is not offered in this final turn; only final_report may be called)" {
+		t.Errorf("tool message %q", got)
+	}
+	if res.GetToolCalls() != 0 || strings.Contains(accountingSummary(res.GetAccounting()), "TOOL") {
+		t.Errorf("tool_calls %d, accounting %s: the refused call ran", res.GetToolCalls(), accountingSummary(res.GetAccounting()))
+	}
+	if res.GetSuccess() || res.GetFinalReport().GetContent() == "" {
+		t.Errorf("outcome %s %s with report %q: a final turn without an answer fails, and says so", res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
+	}
+}
