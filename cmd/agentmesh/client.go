@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -51,10 +52,22 @@ func rpcError(addr string, err error) error {
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "usage of agentmesh %s:\n", fs.Name())
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return helpRequested{text: b.String()}
+		}
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s: %w", fs.Name(), err))
 	}
 	return nil
 }
+
+// helpRequested is a command's -h or --help: its flags are printed on stdout, exit 0.
+type helpRequested struct{ text string }
+
+func (h helpRequested) Error() string { return "help requested" }
 
 // runCommand streams one run and prints its answer; the exit code follows the outcome.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {

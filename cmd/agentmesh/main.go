@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
@@ -32,6 +33,7 @@ usage:
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]
                                                    check a run's hash-chained transcript
+  agentmesh version                                print the build's version
   agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search
 
@@ -75,8 +77,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitcode.OK
+	case "version", "--version":
+		fmt.Fprintln(stdout, "agentmesh", version())
+		return exitcode.OK
 	default:
 		err = exitcode.Wrap(exitcode.Invalid, fmt.Errorf("unknown command %q", args[0]))
+	}
+	var help helpRequested
+	if errors.As(err, &help) {
+		fmt.Fprint(stdout, help.text)
+		return exitcode.OK
 	}
 	if err != nil {
 		if !errors.Is(err, errReported) {
@@ -85,6 +95,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitcode.Of(err)
 	}
 	return exitcode.OK
+}
+
+// version is the build's module version and VCS revision, as the Go toolchain recorded them.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return v
 }
 
 // errReported marks a failure the command has already shown to the user; wrap it with
