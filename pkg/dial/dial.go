@@ -77,6 +77,7 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithKeepaliveParams(keepaliveParams),
 		grpc.WithConnectParams(connectParams),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes), grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
 		grpc.WithChainUnaryInterceptor(defaultDeadline(cfg.timeout)),
 	}
 	if !cfg.retry {
@@ -84,6 +85,11 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 	}
 	return grpc.NewClient(target, append(dialOpts, cfg.dialOptions...)...)
 }
+
+// DefaultMaxMessageBytes is the largest gRPC message the mesh's clients and servers send or
+// receive (gRPC's own default is 4 MiB): a tool result of several megabytes reaches the
+// observation stage, which truncates it, instead of failing the call.
+const DefaultMaxMessageBytes = 32 << 20
 
 // connectParams reconnect to a peer that went away at most a second apart (gRPC's default
 // backoff grows to two minutes), so a stage that restarts is used again within a second of

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -94,6 +95,8 @@ func New(opts Options) *Server {
 		grpc.ChainStreamInterceptor(recoverStream(log), stageerr.StreamServerInterceptor()),
 		grpc.KeepaliveEnforcementPolicy(enforcement),
 		grpc.KeepaliveParams(serverParams),
+		grpc.MaxRecvMsgSize(dial.DefaultMaxMessageBytes),
+		grpc.MaxSendMsgSize(dial.DefaultMaxMessageBytes),
 	)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)

@@ -197,3 +197,25 @@ func TestAForcedFinalTurnRunsNoOtherTool(t *testing.T) {
 		t.Errorf("outcome %s %s with report %q: a final turn without an answer fails, and says so", res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
 	}
 }
+
+// TestLargeToolResultIsTruncated (issue 11.6): a 5 MB tool result, over gRPC's default 4 MiB
+// message limit, reaches the observation stage and is truncated with seed 000's notice; the
+// run goes on instead of failing on the message size.
+func TestLargeToolResultIsTruncated(t *testing.T) {
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(strings.Repeat("x", 5<<20)))
+	}))
+	t.Cleanup(huge.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"dump": {Description: "Dumps everything.", URL: huge.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "dump", Match: "dump everything", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "d", Name: "dump", Arguments: `{}`}}}, text("that was a lot"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "dump everything"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "[TRUNCATED] Original size 5242880 bytes; truncated to ") {
+		t.Errorf("tool message starts %q", got[:min(len(got), 80)])
+	}
+}
