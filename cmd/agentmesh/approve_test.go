@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -37,6 +38,18 @@ func TestApproveFromTheCLI(t *testing.T) {
 		t.Fatalf("run output does not say it waits for approval:\n%s", out)
 	}
 	runID, callID := m1[1], m1[2]
+	// With --json, a paused run prints its snapshot as JSON too (issue 11.8).
+	code, out, errOut = cli("run", "--addr", addr, "--json", "What is 6 times 7?")
+	var snapshot struct {
+		Outcome       string `json:"outcome"`
+		PendingAction struct {
+			ToolCalls []struct{ Name string } `json:"toolCalls"`
+		} `json:"pendingAction"`
+	}
+	if err := json.Unmarshal([]byte(out), &snapshot); code != 0 || err != nil || snapshot.Outcome != "OUTCOME_AWAITING_APPROVAL" ||
+		len(snapshot.PendingAction.ToolCalls) != 1 {
+		t.Fatalf("run --json of a paused run: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
 	if code, _, errOut := cli("approve", "--addr", addr, "--reject", "--modify", "{}", runID, callID); code != 4 || !strings.Contains(errOut, "not both") {
 		t.Errorf("approve --reject --modify: exit %d %s", code, errOut)
 	}

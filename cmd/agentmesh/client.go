@@ -116,6 +116,13 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 			result = f.GetResult()
 		}
 		if a := ev.GetApprovalRequested(); a != nil {
+			if asJSON { // the paused snapshot, as JSON like any other result
+				paused, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: ev.GetRunId()})
+				if err != nil {
+					return rpcError(addr, err)
+				}
+				return printJSON(paused, stdout) // a pause is not a failure (exit 0)
+			}
 			for _, c := range a.GetPendingAction().GetToolCalls() {
 				fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
 					ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
@@ -129,13 +136,21 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 	return printResult(result, asJSON, stdout)
 }
 
+// printJSON prints a result as multi-line protojson.
+func printJSON(result *typev1.RunResult, stdout io.Writer) error {
+	b, err := protojson.MarshalOptions{Multiline: true}.Marshal(result)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, string(b))
+	return nil
+}
+
 func printResult(result *typev1.RunResult, asJSON bool, stdout io.Writer) error {
 	if asJSON {
-		b, err := protojson.MarshalOptions{Multiline: true}.Marshal(result)
-		if err != nil {
+		if err := printJSON(result, stdout); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, string(b))
 	} else if c := result.GetFinalReport().GetContent(); c != "" {
 		fmt.Fprintln(stdout, c)
 	}
