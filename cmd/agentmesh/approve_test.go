@@ -59,6 +59,16 @@ func TestApproveFromTheCLI(t *testing.T) {
 	if code, _, errOut := cli("watch", "--addr", addr, runID); code != 0 || !strings.Contains(errOut, "← calculator: [arguments modified by the user") {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
 	}
+	// watch --json prints one JSON event per line, the last one run_finished (issue 11.8).
+	code, out, errOut = cli("watch", "--addr", addr, "--json", runID)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last struct {
+		Seq         string          `json:"seq"`
+		RunFinished json.RawMessage `json:"runFinished"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); code != 0 || err != nil || last.RunFinished == nil || errOut != "" {
+		t.Fatalf("watch --json: exit %d, %v, last line %q, stderr %q", code, err, lines[len(lines)-1], errOut)
+	}
 	if code, out, _ := cli("get", "--addr", addr, runID); code != 0 || !strings.Contains(out, "OUTCOME_COMPLETED_WITH_TOOLS") {
 		t.Errorf("get: exit %d\n%s", code, out)
 	}

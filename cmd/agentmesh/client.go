@@ -238,10 +238,11 @@ func cancelCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func watchCommand(ctx context.Context, args []string, stderr io.Writer) error {
+func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	addr := fs.String("addr", defaultAddr(), "orchestrator address")
 	from := fs.Uint64("from", 0, "replay events after this seq")
+	asJSON := fs.Bool("json", false, "print each event as one line of JSON on stdout instead of the progress")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -266,7 +267,15 @@ func watchCommand(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return rpcError(*addr, err)
 		}
-		p.event(ev)
+		if !*asJSON {
+			p.event(ev)
+			continue
+		}
+		b, err := protojson.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
 	}
 }
 

@@ -26,7 +26,7 @@ usage:
   agentmesh run [--addr ADDR] [--json] MESSAGE    run an agent and stream its progress
   agentmesh tools [--addr ADDR]                   list the tools the mesh can execute
   agentmesh get [--addr ADDR] RUN_ID              print a finished run's result as JSON
-  agentmesh watch [--addr ADDR] [--from SEQ] RUN_ID
+  agentmesh watch [--addr ADDR] [--from SEQ] [--json] RUN_ID
                                                    follow a run's events
   agentmesh approve [--addr ADDR] [--reject | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
                                                    decide a tool call waiting for approval
@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "get":
 		err = getCommand(ctx, args[1:], stdout)
 	case "watch":
-		err = watchCommand(ctx, args[1:], stderr)
+		err = watchCommand(ctx, args[1:], stdout, stderr)
 	case "approve":
 		err = approveCommand(ctx, args[1:], stdout)
 	case "cancel":
