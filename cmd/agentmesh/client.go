@@ -14,6 +14,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -154,7 +155,10 @@ func printResult(result *typev1.RunResult, asJSON bool, stdout io.Writer) error 
 	} else if c := result.GetFinalReport().GetContent(); c != "" {
 		fmt.Fprintln(stdout, c)
 	}
-	if !result.GetSuccess() {
+	switch {
+	case result.GetExitReason() == orchestrator.ExitStageUnavailable:
+		return exitcode.Wrap(exitcode.Unavailable, errReported) // a stage is down: exit 3
+	case !result.GetSuccess():
 		return exitcode.Wrap(exitcode.Failed, errReported)
 	}
 	return nil

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 )
 
@@ -108,5 +110,24 @@ func TestHelpAndVersion(t *testing.T) {
 	var stdout bytes.Buffer
 	if code := run(t.Context(), []string{"--version"}, &stdout, &bytes.Buffer{}); code != 0 || !strings.HasPrefix(stdout.String(), "agentmesh ") {
 		t.Errorf("--version: exit %d, %q", code, stdout.String())
+	}
+}
+
+// TestStageDownExits3 (issue 11.8): a run that ends because a stage cannot be reached exits 3,
+// like a service that cannot be reached, not 1.
+func TestStageDownExits3(t *testing.T) {
+	isolate(t)
+	m, err := mesh.Start(t.Context(), mesh.Options{Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	if err := m.Stop(t.Context(), mesh.Intent); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"run", "--addr", m.Addr(mesh.Orchestrator), "What is 6 times 7?"}, &stdout, &stderr); code != 3 ||
+		!strings.Contains(stderr.String(), "STAGE_UNAVAILABLE") {
+		t.Fatalf("exit %d, want 3\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

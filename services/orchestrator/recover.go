@@ -41,7 +41,7 @@ func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error)
 		outcome = typev1.Outcome_OUTCOME_FAILED_PREFLIGHT
 	}
 	exit := ExitStageUnavailable
-	if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
+	if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED && se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE {
 		exit = stageerr.CodeName(se.Code)
 	}
 	e := fail(outcome, exit, d.GetUserMessage(), stage+": "+se.Error())

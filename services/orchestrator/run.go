@@ -259,6 +259,7 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 	if err != nil {
 		r.svc.log.ErrorContext(ctx, "saving run result failed; it stays in the checkpoint store", "run_id", r.id, "err", err)
 	}
+	r.span.End() // the run's span is complete before its callers hear the result (ending it twice is a no-op)
 	r.publish(res)
 	if !published {
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{Result: res, Outcome: res.GetOutcome()}}})

@@ -21,6 +21,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -319,6 +320,10 @@ func TestToolRunSpansEveryService(t *testing.T) {
 	if !eventually(t, 10*time.Second, func() bool { return len(h.recorder.Services(traceID)) == 9 }) {
 		t.Fatalf("trace %s spans services %v, want all nine", traceID, h.recorder.Services(traceID))
 	}
+	// The root span ends when the run's goroutine returns, just after Run answered.
+	eventually(t, 10*time.Second, func() bool {
+		return slices.ContainsFunc(h.recorder.Trace(traceID), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "agentmesh.run" })
+	})
 	var spans []string
 	attrs := map[string]map[string]string{}
 	for _, s := range h.recorder.Trace(traceID) {
