@@ -63,12 +63,12 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 	if s.isDraining() {
 		return
 	}
-	runs, err := s.store.Active(ctx)
+	ids, err := s.store.Active(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing active runs failed", "err", err)
 		return
 	}
-	for id, note := range runs {
+	for _, id := range ids {
 		if s.isDraining() || ctx.Err() != nil {
 			return
 		}
@@ -77,9 +77,6 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		}
 		holder, rev, err := s.store.Holder(ctx, id)
 		reason := "lease expired"
-		if note == runstore.HandedOff {
-			reason = runstore.HandedOff
-		}
 		switch {
 		case errors.Is(err, runstore.ErrNotFound):
 		case err != nil:
@@ -95,6 +92,10 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		leaseRev, err := s.store.Acquire(ctx, id, s.replica)
 		if err != nil {
 			continue // another replica was faster
+		}
+		// Read once the run is ours: a hand-off notes it before it releases the lease.
+		if note, err := s.store.NoteOf(ctx, id); err == nil && note == runstore.HandedOff {
+			reason = runstore.HandedOff
 		}
 		if err := s.store.Note(ctx, id, s.replica); err != nil {
 			s.log.WarnContext(ctx, "noting a run's new owner failed", "run_id", id, "err", err)

@@ -152,40 +152,42 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 	return err
 }
 
-// HandedOff is the note of an active run whose owner handed it off (see Active).
+// HandedOff is the note of an active run whose owner handed it off (see NoteOf).
 const HandedOff = "handed off"
 
-// Active lists the runs not yet finished, each with its note: the replica that owns (or last
-// owned) it, or HandedOff.
-func (s *Store) Active(ctx context.Context) (map[string]string, error) {
-	runs := map[string]string{}
+// Active lists the runs not yet finished.
+func (s *Store) Active(ctx context.Context) ([]string, error) {
+	var ids []string
 	err := s.retry(ctx, func(ctx context.Context) error {
-		active := s.buckets().active
-		lister, err := active.ListKeys(ctx)
+		lister, err := s.buckets().active.ListKeys(ctx)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = lister.Stop() }()
-		var ids []string
+		ids = ids[:0]
 		for k := range lister.Keys() {
 			ids = append(ids, k)
-		}
-		for _, id := range ids {
-			e, err := active.Get(ctx, id)
-			if isNotFound(err) {
-				continue // finished meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			runs[id] = string(e.Value())
 		}
 		return nil
 	})
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return runs, nil
+		return nil, nil
 	}
-	return runs, mapErr(err)
+	return ids, mapErr(err)
+}
+
+// NoteOf returns the note of an active run; ErrNotFound when the run is not active.
+func (s *Store) NoteOf(ctx context.Context, runID string) (string, error) {
+	var note string
+	err := s.retry(ctx, func(ctx context.Context) error {
+		e, err := s.buckets().active.Get(ctx, runID)
+		if err != nil {
+			return err
+		}
+		note = string(e.Value())
+		return nil
+	})
+	return note, mapErr(err)
 }
 
 // Note sets the note of an active run: the replica that owns it, or HandedOff.
