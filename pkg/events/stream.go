@@ -35,15 +35,21 @@ type StreamOptions struct {
 // StreamOptionsFromConfig returns the stream settings of the configuration's nats section
 // (replicas, storage, stream_max_age_ms, stream_max_bytes).
 func StreamOptionsFromConfig(n config.NATS) StreamOptions {
-	opts := StreamOptions{
+	return StreamOptions{
 		Replicas: n.Replicas,
+		Storage:  Storage(n),
 		MaxAge:   time.Duration(n.StreamMaxAgeMS) * time.Millisecond,
 		MaxBytes: n.StreamMaxBytes,
 	}
+}
+
+// Storage is the JetStream storage the configuration's nats.storage names, for the stream and
+// for every key-value bucket of the mesh: file unless it says memory.
+func Storage(n config.NATS) jetstream.StorageType {
 	if n.Storage == config.StorageMemory {
-		opts.Storage = jetstream.MemoryStorage
+		return jetstream.MemoryStorage
 	}
-	return opts
+	return jetstream.FileStorage
 }
 
 // config returns the JetStream configuration of the stream with these settings.

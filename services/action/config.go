@@ -14,7 +14,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
@@ -124,13 +123,9 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 // KVLedgerOptionsFromConfig returns the settings of the call ledger's bucket: nats.replicas,
 // nats.storage and durability.call_record_ttl_ms.
 func KVLedgerOptionsFromConfig(cfg *config.Config) KVLedgerOptions {
-	storage := jetstream.FileStorage
-	if cfg.NATS.Storage == config.StorageMemory {
-		storage = jetstream.MemoryStorage
-	}
 	return KVLedgerOptions{
 		Replicas: cfg.NATS.Replicas,
-		Storage:  storage,
+		Storage:  events.Storage(cfg.NATS),
 		TTL:      time.Duration(cfg.Durability.CallRecordTTLMS) * time.Millisecond,
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ContractFromConfig returns the default ExecutionContract every run starts from: the
@@ -78,13 +77,9 @@ func OpenStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstor
 	if !cfg.Durability.Checkpoints {
 		return nil, nil
 	}
-	storage := jetstream.FileStorage
-	if cfg.NATS.Storage == config.StorageMemory {
-		storage = jetstream.MemoryStorage
-	}
 	return runstore.Open(ctx, nc, runstore.Config{
 		Replicas:       cfg.NATS.Replicas,
-		Storage:        storage,
+		Storage:        events.Storage(cfg.NATS),
 		LeaseTTL:       time.Duration(cfg.Durability.LeaseTTLMS) * time.Millisecond,
 		IdempotencyTTL: time.Duration(cfg.Durability.IdempotencyTTLMS) * time.Millisecond,
 	})
