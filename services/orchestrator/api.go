@@ -55,7 +55,7 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 	}
 	defer r.setSink(nil)
 	for {
-		ev, ok := q.pop(stream.Context(), r.movedC)
+		ev, ok := q.pop(stream.Context(), r.moved)
 		if !ok {
 			if err := stream.Context().Err(); err != nil {
 				return err

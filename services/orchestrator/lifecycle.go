@@ -62,7 +62,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	r := &run{
 		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
 		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID),
-		usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema, changed: make(chan struct{}), movedC: make(chan struct{}),
+		usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema, changed: make(chan struct{}), moved: make(chan struct{}),
 		counter: tokens.ForModel(firstModel(contract)), startedAt: s.now(), inputs: make(chan runstore.Input, inputBuffer),
 	}
 	if mode := transportMode(contract); mode != xmltransport.ModeNative {
@@ -278,13 +278,10 @@ func (r *run) markResumed(ctx context.Context) {
 // are told it moved, and a lease still held is given back so another replica resumes the run
 // at once (a lost lease is someone else's).
 func (r *run) moveAway(ctx context.Context, e *ending) {
+	close(r.moved)
 	r.mu.Lock()
-	r.moved = true
-	close(r.movedC)
 	leaseRev := r.leaseRev
 	r.leaseRev = 0
-	close(r.changed)
-	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	if leaseRev != 0 {
 		if err := r.svc.store.Note(context.WithoutCancel(ctx), r.id, runstore.HandedOff); err != nil {
@@ -302,7 +299,7 @@ func (r *run) moveAway(ctx context.Context, e *ending) {
 // last one stored.
 func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, rev, leaseRev uint64, reason string) (*run, context.Context, error) {
 	r := &run{
-		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), movedC: make(chan struct{}), rev: rev, leaseRev: leaseRev,
+		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), rev: rev, leaseRev: leaseRev,
 		resumeFrom: cp, resumeReason: reason, inputs: make(chan runstore.Input, inputBuffer),
 	}
 	if err := r.restore(cp); err != nil {

@@ -83,8 +83,7 @@ type run struct {
 	changed  chan struct{}     // closed (and replaced) whenever result changes
 	approval *approvalState    // non-nil while paused for approval
 	leaseRev uint64            // revision of the run's lease; 0 when none is held
-	moved    bool              // the run stopped here and continues on another replica
-	movedC   chan struct{}     // closed when moved is set
+	moved    chan struct{}     // closed when the run stops here to continue on another replica
 }
 
 // publish sets the result callers wait for: a paused snapshot, nil once resumed, or the final
@@ -102,16 +101,15 @@ func (r *run) publish(res *typev1.RunResult) {
 func (r *run) waitResult(ctx context.Context) (*typev1.RunResult, error) {
 	for {
 		r.mu.Lock()
-		res, changed, moved := r.result, r.changed, r.moved
+		res, changed := r.result, r.changed
 		r.mu.Unlock()
 		if res != nil {
 			return res, nil
 		}
-		if moved {
-			return nil, errMoved(r.id)
-		}
 		select {
 		case <-changed:
+		case <-r.moved:
+			return nil, errMoved(r.id)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
