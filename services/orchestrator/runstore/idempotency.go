@@ -30,21 +30,6 @@ func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, e
 	return existing, mapErr(err)
 }
 
-// Lookup returns the run an idempotency key of a user names; ErrNotFound when none.
-func (s *Store) Lookup(ctx context.Context, userID, key string) (string, error) {
-	var runID string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		idempotency := s.buckets().idempotency
-		e, err := idempotency.Get(ctx, idempotencyKey(userID, key))
-		if err != nil {
-			return err
-		}
-		runID = string(e.Value())
-		return nil
-	})
-	return runID, mapErr(err)
-}
-
 // idempotencyKey is the bucket key of a user's idempotency key: a hash, since keys are free
 // text and bucket keys are not.
 func idempotencyKey(userID, key string) string {

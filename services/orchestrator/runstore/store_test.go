@@ -180,14 +180,14 @@ func TestIdempotencyKeys(t *testing.T) {
 	if err := s.Unclaim(ctx, "u", "k", "r2"); err != nil {
 		t.Fatal(err)
 	}
-	if id, err := s.Lookup(ctx, "u", "k"); err != nil || id != "r1" {
-		t.Fatalf("Unclaim of another run's key removed it: %q, %v", id, err)
+	if id, err := s.Claim(ctx, "u", "k", "r4"); !errors.Is(err, runstore.ErrExists) || id != "r1" {
+		t.Fatalf("Unclaim of another run's key removed it: Claim = %q, %v", id, err)
 	}
 	if err := s.Unclaim(ctx, "u", "k", "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(ctx, "u", "k"); !errors.Is(err, runstore.ErrNotFound) {
-		t.Fatalf("Lookup after Unclaim = %v", err)
+	if _, err := s.Claim(ctx, "u", "k", "r5"); err != nil {
+		t.Fatalf("Claim after Unclaim = %v, want the key free", err)
 	}
 }
 
