@@ -393,6 +393,17 @@ func accountingSummary(entries []*typev1.AccountingEntry) string {
 	return strings.Join(parts, " ")
 }
 
+// llmAttempts counts a run's accounted LLM attempts.
+func llmAttempts(res *typev1.RunResult) int {
+	n := 0
+	for _, a := range res.GetAccounting() {
+		if a.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+			n++
+		}
+	}
+	return n
+}
+
 // checkInvariants holds for every run: the report status follows its source, accounting
 // entries carry their fields, the transcript chain verifies and ends in one TERMINATE.
 func checkInvariants(t *testing.T, res *typev1.RunResult) {

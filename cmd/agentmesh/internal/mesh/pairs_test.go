@@ -68,12 +68,7 @@ func TestEveryStartedEventEnds(t *testing.T) {
 		if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_TIMEOUT {
 			t.Fatalf("outcome %s %s, want FAILED_TIMEOUT", res.GetOutcome(), res.GetExitReason())
 		}
-		attempts := 0
-		for _, a := range res.GetAccounting() {
-			if a.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
-				attempts++
-			}
-		}
+		attempts := llmAttempts(res)
 		evs, _ := h.storedEvents(t, res.GetRunId())
 		responses := 0
 		for _, ev := range evs {

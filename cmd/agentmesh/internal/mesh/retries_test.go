@@ -21,13 +21,7 @@ func TestOneAttemptOneProviderRequest(t *testing.T) {
 	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER {
 		t.Fatalf("outcome %s %s, want FAILED_PROVIDER", res.GetOutcome(), res.GetExitReason())
 	}
-	llm := 0
-	for _, a := range res.GetAccounting() {
-		if a.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
-			llm++
-		}
-	}
-	if got := len(h.llm.Requests()); got != 3 || llm != 3 {
+	if got, llm := len(h.llm.Requests()), llmAttempts(res); got != 3 || llm != 3 {
 		t.Errorf("the provider received %d requests and accounting shows %d LLM attempts, want 3 and 3", got, llm)
 	}
 }
