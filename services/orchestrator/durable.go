@@ -58,10 +58,7 @@ func (r *run) save(ctx context.Context, cp *checkpointv1.RunCheckpoint) *ending 
 		}
 		r.svc.log.WarnContext(ctx, "checkpoint failed; retrying", "run_id", r.id, "phase", cp.GetPhase().String(), "err", err)
 		if !sleep(ctx, wait) {
-			if cause := context.Cause(ctx); errors.Is(cause, errHandOff) || errors.Is(cause, errLeaseLost) {
-				return stopHere(cause.Error())
-			}
-			return nil // cancelled or timed out: the run terminates, and TERMINATE saves again
+			return stopCause(ctx) // nil when cancelled or timed out: the run terminates, and TERMINATE saves again
 		}
 		wait = min(2*wait, checkpointMaxBackoff)
 	}
