@@ -123,14 +123,13 @@ func (r *run) currentResult() *typev1.RunResult {
 	return r.result
 }
 
-// pausedResult is the snapshot a caller gets while the run waits for approval.
+// pausedResult is the snapshot a caller gets while the run waits for approval: the one any
+// replica builds from the run's paused checkpoint, with copies of what the run changes later.
 func (r *run) pausedResult(pending *typev1.PendingAction) *typev1.RunResult {
-	return &typev1.RunResult{
-		RunId: r.id, Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, ExitReason: ExitApprovalRequired,
-		Conversation: slices.Clone(r.conversation), Accounting: slices.Clone(r.accounting), Contract: r.contract,
-		Transcript: r.chain.Entries(), TraceId: r.span.SpanContext().TraceID().String(), PendingAction: pending,
-		Decision: r.decision, Usage: proto.CloneOf(r.usage), Turns: r.turns, ToolCalls: r.toolCalls,
-	}
+	cp := r.snapshot(checkpointv1.Phase_PHASE_AWAITING_APPROVAL, nil, nil)
+	cp.Pending, cp.Usage = pending, proto.CloneOf(r.usage)
+	cp.Conversation, cp.Accounting = slices.Clone(cp.Conversation), slices.Clone(cp.Accounting)
+	return pausedFromCheckpoint(cp)
 }
 
 // setSink installs (or with nil removes) the local listener that receives every event after
