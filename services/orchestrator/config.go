@@ -71,9 +71,9 @@ func applyModelLimits(c *typev1.ExecutionContract, cfg *config.Config) {
 	}
 }
 
-// OpenStore opens the durable run store the configuration asks for (durability.checkpoints,
+// openStore opens the durable run store the configuration asks for (durability.checkpoints,
 // with the buckets' replicas and storage from nats), or returns nil when checkpoints are off.
-func OpenStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstore.Store, error) {
+func openStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstore.Store, error) {
 	if !cfg.Durability.Checkpoints {
 		return nil, nil
 	}
@@ -85,17 +85,26 @@ func OpenStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstor
 	})
 }
 
-// OptionsFromConfig returns the options of an orchestrator on nc configured by cfg, and a
-// function that closes its connections to the stages: the stage clients (addresses from env,
-// e.g. PLANNING_ADDR, else the configuration), the event publisher with the configured stream
-// settings, the durable run store (nil when durability.checkpoints is off), the default
-// contract and the tool alternatives. Replica and the telemetry options are the caller's.
-func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, env func(key, def string) string) (Options, func() error, error) {
+// ConfiguredOptions returns what the configuration sets of an orchestrator on nc: the event
+// publisher with the configured stream settings, the durable run store (nil when
+// durability.checkpoints is off), the default contract and the tool alternatives. Peers,
+// Replica and the telemetry options are the caller's.
+func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (Options, error) {
 	pub, err := events.NewPublisher(ctx, nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
 	if err != nil {
-		return Options{}, nil, err
+		return Options{}, err
 	}
-	store, err := OpenStore(ctx, nc, cfg)
+	store, err := openStore(ctx, nc, cfg)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives}, nil
+}
+
+// OptionsFromConfig is ConfiguredOptions with the stage clients (addresses from env, e.g.
+// PLANNING_ADDR, else the configuration), and a function that closes their connections.
+func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, env func(key, def string) string) (Options, func() error, error) {
+	opts, err := ConfiguredOptions(ctx, cfg, nc)
 	if err != nil {
 		return Options{}, nil, err
 	}
@@ -103,6 +112,6 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, e
 	if err != nil {
 		return Options{}, nil, err
 	}
-	return Options{Peers: peers, NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg),
-		Alternatives: cfg.Tools.Alternatives}, closePeers, nil
+	opts.Peers = peers
+	return opts, closePeers, nil
 }

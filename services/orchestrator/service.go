@@ -77,7 +77,7 @@ type Options struct {
 	// Alternatives maps a tool to tools that can do its job when it fails (tools.alternatives).
 	Alternatives map[string][]string
 	// Store makes runs durable: checkpointed, owned through leases, resumable by any replica
-	// (OpenStore). Nil keeps every run in this process only.
+	// (ConfiguredOptions opens it). Nil keeps every run in this process only.
 	Store *runstore.Store
 	// Replica names this replica in leases, checkpoints and run_resumed events; unique among
 	// the replicas sharing a store (the host name and process id when empty).

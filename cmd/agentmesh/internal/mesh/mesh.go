@@ -222,11 +222,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	m.closePeers = closePeers
 	replicas := max(opts.Orchestrators, 1)
 	for i := range replicas {
-		pub, err := events.NewPublisher(ctx, m.nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
-		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Unavailable, err)
-		}
-		store, err := orchestrator.OpenStore(ctx, m.nc, cfg)
+		oo, err := orchestrator.ConfiguredOptions(ctx, cfg, m.nc)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
@@ -234,17 +230,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if replicas > 1 {
 			replica = fmt.Sprintf("%s-%d", Orchestrator, i+1)
 		}
-		svc, err := orchestrator.New(ctx, orchestrator.Options{
-			Peers:          peers,
-			NATS:           m.nc,
-			Publisher:      pub,
-			Store:          store,
-			Replica:        replica,
-			Contract:       orchestrator.ContractFromConfig(cfg),
-			Alternatives:   cfg.Tools.Alternatives,
-			TracerProvider: tp(Orchestrator),
-			Logger:         log.With("service", Orchestrator, "replica", replica),
-		})
+		oo.Peers, oo.Replica = peers, replica
+		oo.TracerProvider, oo.Logger = tp(Orchestrator), log.With("service", Orchestrator, "replica", replica)
+		svc, err := orchestrator.New(ctx, oo)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
