@@ -192,58 +192,66 @@ func (s *Service) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) 
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
-	if r := s.liveRun(req.GetRunId()); r != nil && s.store == nil {
-		reason := errCancelled
-		if req.GetReason() != "" {
-			reason = fmt.Errorf("%w: %s", errCancelled, req.GetReason())
-		}
-		r.cancel(reason)
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		res := r.currentResult()
-		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED, Outcome: res.GetOutcome()}, nil
-	}
+	cancel := s.cancelStored
 	if s.store == nil {
-		res, err := s.GetRun(ctx, &agentv1.GetRunRequest{RunId: req.GetRunId()})
-		if err != nil {
-			return nil, err
-		}
-		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: false, Outcome: res.GetOutcome()}, nil
+		cancel = s.cancelLocal
 	}
+	res, asked, err := cancel(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: asked && res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED, Outcome: res.GetOutcome()}, nil
+}
+
+// cancelLocal cancels a run live on this replica and returns its result; asked is false for a
+// run that had already ended.
+func (s *Service) cancelLocal(ctx context.Context, req *agentv1.CancelRunRequest) (res *typev1.RunResult, asked bool, err error) {
+	r := s.liveRun(req.GetRunId())
+	if r == nil {
+		res, err := s.GetRun(ctx, &agentv1.GetRunRequest{RunId: req.GetRunId()})
+		return res, false, err
+	}
+	r.cancel(cancelCause(req.GetReason()))
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	return r.currentResult(), true, nil
+}
+
+// cancelStored asks a run's owner, through the store, to cancel it, and waits for its result;
+// asked is false for a run that had already ended.
+func (s *Service) cancelStored(ctx context.Context, req *agentv1.CancelRunRequest) (res *typev1.RunResult, asked bool, err error) {
 	cp, _, err := s.store.Load(ctx, req.GetRunId())
 	if errors.Is(err, runstore.ErrNotFound) {
 		res, err := s.savedResult(ctx, req.GetRunId())
-		if err != nil {
-			return nil, err
-		}
-		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: false, Outcome: res.GetOutcome()}, nil
+		return res, false, err
 	}
 	if err != nil {
-		return nil, storeErr(req.GetRunId(), err)
+		return nil, false, storeErr(req.GetRunId(), err)
 	}
-	if cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
+	asked = cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED
+	if asked {
 		if err := s.store.RequestCancel(ctx, req); err != nil {
-			return nil, storeErr(req.GetRunId(), err)
+			return nil, false, storeErr(req.GetRunId(), err)
 		}
 		if cp, err = s.store.Await(ctx, req.GetRunId(), func(cp *checkpointv1.RunCheckpoint) bool {
 			return cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED
 		}); err != nil {
-			return nil, storeErr(req.GetRunId(), err)
+			return nil, false, storeErr(req.GetRunId(), err)
 		}
-		res, err := s.resultOf(ctx, cp)
-		if err != nil {
-			return nil, err
-		}
-		return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED, Outcome: res.GetOutcome()}, nil
 	}
-	res, err := s.resultOf(ctx, cp)
-	if err != nil {
-		return nil, err
+	res, err = s.resultOf(ctx, cp)
+	return res, asked, err
+}
+
+// cancelCause is the cancellation cause of a CancelRun with reason.
+func cancelCause(reason string) error {
+	if reason == "" {
+		return errCancelled
 	}
-	return &agentv1.CancelRunResponse{RunId: req.GetRunId(), Cancelled: false, Outcome: res.GetOutcome()}, nil
+	return fmt.Errorf("%w: %s", errCancelled, reason)
 }
 
 // ListTools lists the tools the mesh can execute.

@@ -243,11 +243,7 @@ func (r *run) watchInputs(ctx context.Context) error {
 	go func() {
 		for in := range ch {
 			if c := in.Cancel; c != nil {
-				reason := errCancelled
-				if c.GetReason() != "" {
-					reason = fmt.Errorf("%w: %s", errCancelled, c.GetReason())
-				}
-				r.cancel(reason)
+				r.cancel(cancelCause(c.GetReason()))
 				continue
 			}
 			select {
