@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -27,7 +24,7 @@ func TestDevResumesPausedRuns(t *testing.T) {
 	var yaml strings.Builder
 	yaml.WriteString("tools: {require_approval: [calculator]}\nservices:\n")
 	for _, n := range names {
-		addrs[n] = freeAddr(t)
+		addrs[n] = grpctest.FreeAddr(t)
 		fmt.Fprintf(&yaml, "  %s: %q\n", n, addrs[n])
 	}
 	if err := os.WriteFile("agentmesh.yaml", []byte(yaml.String()), 0o600); err != nil {
@@ -44,7 +41,7 @@ func TestDevResumesPausedRuns(t *testing.T) {
 		var logs bytes.Buffer
 		exited := make(chan int, 1)
 		go func() { exited <- run(ctx, []string{"dev", "--data", data}, &bytes.Buffer{}, &logs) }()
-		waitServing(t, addrs["orchestrator"])
+		grpctest.WaitHealth(t, grpctest.HealthClient(t, addrs["orchestrator"]), healthpb.HealthCheckResponse_SERVING)
 		return func() {
 			cancel()
 			if code := <-exited; code != 0 {
@@ -74,41 +71,5 @@ func TestDevResumesPausedRuns(t *testing.T) {
 	}
 	if code, out, _ := cli("get", "--addr", addrs["orchestrator"], m[1]); code != 0 || !strings.Contains(out, "OUTCOME_COMPLETED_WITH_TOOLS") || !strings.Contains(out, "RUN_STATE_RESUMED") {
 		t.Errorf("get: exit %d\n%s", code, out)
-	}
-}
-
-// freeAddr returns a loopback address no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
-
-// waitServing polls a server's health until it reports SERVING.
-func waitServing(t *testing.T, addr string) {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatal(fmt.Errorf("%s never became healthy: %v", addr, err))
-		}
 	}
 }

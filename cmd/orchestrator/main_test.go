@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,14 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/agentmesh/agentmesh/pkg/events"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,7 +36,7 @@ func TestHealthFollowsTheEventStore(t *testing.T) {
 	srv := startNATS(t, store, -1)
 	port := srv.Port()
 
-	addr := freeAddr(t)
+	addr := grpctest.FreeAddr(t)
 	cmd := exec.Command(bin)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "HOME="+work, "AGENTMESH_CONFIG="+cfgFile, "NATS_URL="+srv.ClientURL(),
@@ -60,19 +56,19 @@ func TestHealthFollowsTheEventStore(t *testing.T) {
 		}
 	})
 
-	health := healthClient(t, addr)
-	waitStatus(t, health, healthpb.HealthCheckResponse_SERVING)
+	health := grpctest.HealthClient(t, addr)
+	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 	assertStreamLimits(t, srv, time.Hour, 1<<20)
 
 	srv.Shutdown()
-	waitStatus(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
+	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
 	srv = startNATS(t, store, port)
-	waitStatus(t, health, healthpb.HealthCheckResponse_SERVING)
+	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 
 	srv.Shutdown()
-	waitStatus(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
+	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
 	srv = startNATS(t, t.TempDir(), port) // NATS lost its store: the stream is created again
-	waitStatus(t, health, healthpb.HealthCheckResponse_SERVING)
+	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 	assertStreamLimits(t, srv, time.Hour, 1<<20) // with the configured limits, by the one publisher
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -112,48 +108,5 @@ func assertStreamLimits(t *testing.T, srv *events.Embedded, maxAge time.Duration
 	}
 	if cfg := s.CachedInfo().Config; cfg.MaxAge != maxAge || cfg.MaxBytes != maxBytes {
 		t.Errorf("event stream max age %v, max bytes %d; want the configured %v, %d", cfg.MaxAge, cfg.MaxBytes, maxAge, maxBytes)
-	}
-}
-
-// freeAddr returns a loopback address no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
-
-// healthClient is a health client of addr that does not check health itself, so that it
-// reaches a server that reports NOT_SERVING.
-func healthClient(t *testing.T, addr string) healthpb.HealthClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
-}
-
-// waitStatus polls the server's health until it reports want.
-func waitStatus(t *testing.T, health healthpb.HealthClient, want healthpb.HealthCheckResponse_ServingStatus) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-		if err == nil && resp.GetStatus() == want {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("health never reported %v (last %v, %v)", want, resp.GetStatus(), err)
-		}
 	}
 }
