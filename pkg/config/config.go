@@ -224,6 +224,26 @@ type MCPServer struct {
 	Queue string `yaml:"queue,omitempty"`
 	// RequiresApproval lists the server's tools that need approval before running.
 	RequiresApproval []string `yaml:"requires_approval,omitempty"`
+	// Limits override the resource limits of a stdio server's process.
+	Limits MCPLimits `yaml:"limits,omitempty"`
+}
+
+// MCPLimits are the resource limits of a stdio MCP server's process. Each value left at 0
+// keeps its default (an hour of CPU, 8 GiB of address space, 256 more processes, 1024 open
+// files, no file size limit); -1 lifts the limit, so the child inherits this process's.
+type MCPLimits struct {
+	// CPUSeconds caps the CPU time (RLIMIT_CPU); the server is killed and restarted when it
+	// runs out.
+	CPUSeconds int64 `yaml:"cpu_seconds,omitempty"`
+	// AddressSpaceBytes caps the virtual memory (RLIMIT_AS).
+	AddressSpaceBytes int64 `yaml:"address_space_bytes,omitempty"`
+	// Processes caps how many more processes and threads the server and its children may
+	// start beyond those its user runs when it starts (RLIMIT_NPROC).
+	Processes int64 `yaml:"processes,omitempty"`
+	// OpenFiles caps the open file descriptors (RLIMIT_NOFILE).
+	OpenFiles int64 `yaml:"open_files,omitempty"`
+	// FileSizeBytes caps the size of a file the server writes (RLIMIT_FSIZE).
+	FileSizeBytes int64 `yaml:"file_size_bytes,omitempty"`
 }
 
 // RestTool is a tool implemented by one HTTP request. URL, Headers and Body may contain

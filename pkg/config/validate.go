@@ -260,7 +260,11 @@ func (c *Config) validateTools(p *problems) {
 			if err := checkHTTPURL(s.URL); err != nil {
 				p.addf("%s.url: %v", key, err)
 			}
+			if s.Limits != (MCPLimits{}) {
+				p.addf("%s.limits: resource limits apply to stdio servers (command), not to a remote server", key)
+			}
 		}
+		s.Limits.validate(p, key+".limits")
 		c.checkQueue(p, key, s.Queue)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.RestTools)) {
@@ -306,6 +310,21 @@ func (c *Config) validateDurability(p *problems) {
 	}{{"lease_ttl_ms", d.LeaseTTLMS}, {"idempotency_ttl_ms", d.IdempotencyTTLMS}, {"call_record_ttl_ms", d.CallRecordTTLMS}} {
 		if f.value < 1000 {
 			p.addf("durability.%s: must be at least 1000 (1 s), got %d", f.name, f.value)
+		}
+	}
+}
+
+// validate records a problem for each limit below -1 (-1 lifts a limit, 0 keeps its default).
+func (l MCPLimits) validate(p *problems, key string) {
+	for _, v := range []struct {
+		name  string
+		value int64
+	}{
+		{"cpu_seconds", l.CPUSeconds}, {"address_space_bytes", l.AddressSpaceBytes}, {"processes", l.Processes},
+		{"open_files", l.OpenFiles}, {"file_size_bytes", l.FileSizeBytes},
+	} {
+		if v.value < -1 {
+			p.addf("%s.%s: must be positive, 0 (the default) or -1 (no limit), got %d", key, v.name, v.value)
 		}
 	}
 }

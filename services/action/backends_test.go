@@ -2,12 +2,12 @@ package action_test
 
 import (
 	"context"
-	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +15,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"google.golang.org/grpc/codes"
@@ -287,5 +288,60 @@ func TestMCPToolsAfterClose(t *testing.T) {
 	if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || resp.GetAttempts() != 4 ||
 		!strings.Contains(resp.GetError(), `MCP server "everything" is unavailable: closed`) {
 		t.Fatalf("call to a stopped server: %v, want an execution error after 4 attempts", resp)
+	}
+}
+
+// TestConfiguredMCPLimits reads the limits of real stdio MCP children in /proc: a server
+// without a limits section gets the defaults, and one with overrides gets them, -1 lifting a
+// limit. The process limit is the user's running tasks plus the configured headroom.
+func TestConfiguredMCPLimits(t *testing.T) {
+	mcptest.Node(t)
+	const marker = "AGENTMESH_TEST_MARKER"
+	cfg := config.Default()
+	cfg.MCPServers = map[string]config.MCPServer{
+		"plain": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, Env: map[string]string{marker: t.Name() + "/plain"}},
+		"tight": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, Env: map[string]string{marker: t.Name() + "/tight"},
+			Limits: config.MCPLimits{CPUSeconds: 120, AddressSpaceBytes: -1, Processes: 64, FileSizeBytes: 1 << 20}},
+	}
+	serveConfig(t, cfg)
+
+	for _, tc := range []struct {
+		server string
+		want   map[string]string
+	}{
+		{"plain", map[string]string{"Max cpu time": "3600", "Max address space": "8589934592", "Max open files": "1024",
+			"Max file size": "unlimited", "Max core file size": "0"}},
+		{"tight", map[string]string{"Max cpu time": "120", "Max address space": "unlimited", "Max open files": "1024",
+			"Max file size": "1048576", "Max core file size": "0"}},
+	} {
+		pid := mcptest.ChildPID(t, marker, t.Name()+"/"+tc.server)
+		for name, want := range tc.want {
+			if soft, hard := mcptest.Limit(t, pid, name); soft != want || hard != want {
+				t.Errorf("%s: %s soft %s hard %s, want %s", tc.server, name, soft, hard, want)
+			}
+		}
+	}
+	for server, headroom := range map[string]int{"plain": 256, "tight": 64} {
+		soft, _ := mcptest.Limit(t, mcptest.ChildPID(t, marker, t.Name()+"/"+server), "Max processes")
+		if n, err := strconv.Atoi(soft); err != nil || n <= headroom {
+			t.Errorf("%s: process limit %s, want the user's running tasks plus %d", server, soft, headroom)
+		}
+	}
+}
+
+func TestMCPLimitsConfigErrors(t *testing.T) {
+	cfg := config.Default()
+	cfg.MCPServers = map[string]config.MCPServer{
+		"stdio":  {Command: "node", Limits: config.MCPLimits{CPUSeconds: -2}},
+		"remote": {URL: "http://127.0.0.1:1/mcp", Limits: config.MCPLimits{Processes: 10}},
+	}
+	err := cfg.Validate()
+	for _, want := range []string{
+		"mcp_servers.stdio.limits.cpu_seconds: must be positive, 0 (the default) or -1 (no limit), got -2",
+		"mcp_servers.remote.limits: resource limits apply to stdio servers (command), not to a remote server",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to contain %q", err, want)
+		}
 	}
 }

@@ -18,8 +18,8 @@ import (
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
 // the approval and idempotency lists, the queues, the REST tools, the tools of the MCP
-// servers, which it starts (stdio) or connects to (remote) with mcp.DefaultLimits for stdio
-// children, and, when nats.url is set, the KVLedger on a connection to that server (made
+// servers, which it starts (stdio, with mcp.DefaultLimits and the configured overrides) or
+// connects to (remote), and, when nats.url is set, the KVLedger on a connection to that server (made
 // with events.Connect, so it reconnects forever). The caller adds what the configuration
 // does not hold (the memory client, providers of traces and metrics, the logger) and must
 // call stop when the service stops: it stops the MCP servers and closes the NATS connection
@@ -73,7 +73,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 			Args:    s.Args,
 			Env:     s.Env,
 			Dir:     s.Dir,
-			Limits:  mcp.DefaultLimits,
+			Limits:  mcpLimits(s.Limits),
 			URL:     s.URL,
 			Headers: s.Headers,
 		})
@@ -128,4 +128,25 @@ func KVLedgerOptionsFromConfig(cfg *config.Config) KVLedgerOptions {
 		Storage:  events.Storage(cfg.NATS),
 		TTL:      time.Duration(cfg.Durability.CallRecordTTLMS) * time.Millisecond,
 	}
+}
+
+// mcpLimits are the resource limits of a stdio server: mcp.DefaultLimits with the configured
+// overrides, where -1 lifts a limit.
+func mcpLimits(c config.MCPLimits) mcp.Limits {
+	l := mcp.DefaultLimits
+	for _, o := range []struct {
+		value int64
+		limit *uint64
+	}{
+		{c.CPUSeconds, &l.CPUSeconds}, {c.AddressSpaceBytes, &l.AddressSpaceBytes}, {c.Processes, &l.Processes},
+		{c.OpenFiles, &l.OpenFiles}, {c.FileSizeBytes, &l.FileSizeBytes},
+	} {
+		switch {
+		case o.value == -1:
+			*o.limit = 0
+		case o.value > 0:
+			*o.limit = uint64(o.value)
+		}
+	}
+	return l
 }

@@ -1,7 +1,12 @@
 package mcp
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +24,14 @@ func applyLimits(pid int, l Limits) error {
 	if err := setLimit(pid, "core file size", unix.RLIMIT_CORE, 0); err != nil {
 		return err
 	}
+	processes := l.Processes
+	if processes > 0 {
+		running, err := userTasks(os.Getuid())
+		if err != nil {
+			return fmt.Errorf("counting the user's processes for the process limit: %w", err)
+		}
+		processes += running
+	}
 	for _, lim := range []struct {
 		name     string
 		resource int
@@ -26,6 +39,7 @@ func applyLimits(pid int, l Limits) error {
 	}{
 		{"address space", unix.RLIMIT_AS, l.AddressSpaceBytes},
 		{"CPU time", unix.RLIMIT_CPU, l.CPUSeconds},
+		{"process", unix.RLIMIT_NPROC, processes},
 		{"open files", unix.RLIMIT_NOFILE, l.OpenFiles},
 		{"file size", unix.RLIMIT_FSIZE, l.FileSizeBytes},
 	} {
@@ -45,4 +59,52 @@ func setLimit(pid int, name string, resource int, value uint64) error {
 		return fmt.Errorf("%s limit %d: %w", name, value, err)
 	}
 	return nil
+}
+
+// userTasks counts the tasks (processes and threads) whose real user is uid, which is what
+// the kernel compares with RLIMIT_NPROC. A process that ends while it is read is skipped.
+func userTasks(uid int) (uint64, error) {
+	statuses, err := filepath.Glob("/proc/[0-9]*/status")
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, path := range statuses {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		owner, threads, ok := uidAndThreads(raw)
+		if ok && owner == uid {
+			n += threads
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("no process of user %d found in /proc", uid)
+	}
+	return n, nil
+}
+
+// uidAndThreads reads the real user id and the thread count from a /proc/<pid>/status file.
+func uidAndThreads(status []byte) (uid int, threads uint64, ok bool) {
+	var gotUID, gotThreads bool
+	for sc := bufio.NewScanner(bytes.NewReader(status)); sc.Scan(); {
+		key, value, found := bytes.Cut(sc.Bytes(), []byte(":"))
+		if !found {
+			continue
+		}
+		fields := bytes.Fields(value)
+		if len(fields) == 0 {
+			continue
+		}
+		switch string(key) {
+		case "Uid":
+			v, err := strconv.Atoi(string(fields[0]))
+			uid, gotUID = v, err == nil
+		case "Threads":
+			v, err := strconv.ParseUint(string(fields[0]), 10, 64)
+			threads, gotThreads = v, err == nil
+		}
+	}
+	return uid, threads, gotUID && gotThreads
 }

@@ -45,22 +45,32 @@ type Server struct {
 }
 
 // Limits are resource limits of a stdio server's process; zero leaves a limit as inherited.
-// Core dumps are always disabled, so a crash cannot write the child's memory (and the secrets
-// in its environment) to disk.
+// They are set with prlimit(2) right after the child starts, before the MCP handshake, and the
+// child's own children inherit them. Core dumps are always disabled, so a crash cannot write the
+// child's memory (and the secrets in its environment) to disk.
 type Limits struct {
-	// AddressSpaceBytes caps the virtual memory (RLIMIT_AS). JavaScript engines reserve far
-	// more address space than they use; leave it unset for Node servers.
+	// AddressSpaceBytes caps the virtual memory (RLIMIT_AS). JavaScript engines reserve more
+	// address space than they use (a bare Node process maps about 0.7 GiB); WebAssembly-heavy
+	// servers may need the limit lifted.
 	AddressSpaceBytes uint64
-	// CPUSeconds caps the CPU time (RLIMIT_CPU); the child is killed when it runs out.
+	// CPUSeconds caps the CPU time (RLIMIT_CPU); the child is killed when it runs out, and the
+	// manager restarts it.
 	CPUSeconds uint64
+	// Processes caps how many more processes and threads the child and its descendants may
+	// start beyond those its user runs when it starts. RLIMIT_NPROC counts every task of the
+	// user, not of the process tree, so the limit is set to the user's current count plus
+	// Processes: a fork bomb stops there, and an absolute value low enough to stop it would
+	// also stop an ordinary server on a busy host.
+	Processes uint64
 	// OpenFiles caps the open file descriptors (RLIMIT_NOFILE).
 	OpenFiles uint64
 	// FileSizeBytes caps the size of files the child writes (RLIMIT_FSIZE).
 	FileSizeBytes uint64
 }
 
-// DefaultLimits are the limits of servers whose configuration sets none.
-var DefaultLimits = Limits{OpenFiles: 1024}
+// DefaultLimits are the limits of servers whose configuration sets none: an hour of CPU, 8 GiB
+// of address space, 256 more processes or threads and 1024 open files.
+var DefaultLimits = Limits{CPUSeconds: 3600, AddressSpaceBytes: 8 << 30, Processes: 256, OpenFiles: 1024}
 
 // validate checks that s names exactly one kind of server.
 func (s Server) validate() error {

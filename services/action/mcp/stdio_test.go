@@ -99,31 +99,16 @@ func TestStdioWorkingDirectoryAndLimits(t *testing.T) {
 	if want, _ := filepath.EvalSymlinks(dir); cwd != want {
 		t.Errorf("child runs in %s, want %s", cwd, want)
 	}
-	limits, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "limits"))
-	if err != nil {
-		t.Fatalf("reading the child's limits: %v", err)
-	}
-	for _, want := range [][]string{
-		{"Max open files", "512", "512"},
-		{"Max cpu time", "3600", "3600"},
-		{"Max file size", "1073741824", "1073741824"},
-		{"Max core file size", "0", "0"},
+	for _, want := range []struct{ name, value string }{
+		{"Max open files", "512"},
+		{"Max cpu time", "3600"},
+		{"Max file size", "1073741824"},
+		{"Max core file size", "0"},
 	} {
-		if !hasLimit(string(limits), want[0], want[1], want[2]) {
-			t.Errorf("child limits lack %q soft %s hard %s:\n%s", want[0], want[1], want[2], limits)
+		if soft, hard := mcptest.Limit(t, pid, want.name); soft != want.value || hard != want.value {
+			t.Errorf("%s: soft %s hard %s, want %s", want.name, soft, hard, want.value)
 		}
 	}
-}
-
-// hasLimit reports whether /proc/<pid>/limits text has the named limit with soft and hard.
-func hasLimit(limits, name, soft, hard string) bool {
-	for line := range strings.Lines(limits) {
-		if rest, ok := strings.CutPrefix(line, name); ok {
-			f := strings.Fields(rest)
-			return len(f) >= 2 && f[0] == soft && f[1] == hard
-		}
-	}
-	return false
 }
 
 func TestStartFailures(t *testing.T) {

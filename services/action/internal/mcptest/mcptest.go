@@ -223,3 +223,22 @@ func Kill(t testing.TB, pid int) {
 		t.Fatalf("killing %d: %v", pid, err)
 	}
 }
+
+// Limit returns the soft and hard values of the named limit ("Max cpu time") in
+// /proc/<pid>/limits.
+func Limit(t testing.TB, pid int, name string) (soft, hard string) {
+	t.Helper()
+	limits, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "limits"))
+	if err != nil {
+		t.Fatalf("reading the limits of process %d: %v", pid, err)
+	}
+	for line := range strings.Lines(string(limits)) {
+		if rest, ok := strings.CutPrefix(line, name); ok {
+			if f := strings.Fields(rest); len(f) >= 2 {
+				return f[0], f[1]
+			}
+		}
+	}
+	t.Fatalf("process %d has no limit %q:\n%s", pid, name, limits)
+	return "", ""
+}
