@@ -33,6 +33,8 @@ usage:
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]
                                                    check a run's hash-chained transcript
+  agentmesh keys new --user USER [--tenant TENANT] [--role ROLE]...
+                                                   make an API key and its auth.api_keys entry
   agentmesh version                                print the build's version
   agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = transcriptCommand(ctx, args[1:], stdout)
 	case "ingest":
 		err = ingestCommand(ctx, args[1:], stdout)
+	case "keys":
+		err = keysCommand(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitcode.OK

@@ -1,5 +1,7 @@
 package config
 
+import "github.com/agentmesh/agentmesh/pkg/auth"
+
 // Config is the whole agentmesh configuration.
 type Config struct {
 	// Services are the gRPC addresses of the mesh's services.
@@ -24,6 +26,57 @@ type Config struct {
 	Tools Tools `yaml:"tools"`
 	// Durability says how runs survive the death or restart of the replica running them.
 	Durability Durability `yaml:"durability"`
+	// Auth says how callers of the public API authenticate.
+	Auth Auth `yaml:"auth,omitempty"`
+	// TLS is this process's certificate, for the servers it runs.
+	TLS TLS `yaml:"tls,omitempty"`
+}
+
+// Auth says how callers of the public API authenticate (README, "Security"). With neither API
+// keys nor a client CA the API is open: right for `agentmesh dev` on loopback, refused on any
+// other address unless the process is started insecure.
+type Auth struct {
+	// APIKeys authenticate callers that send "authorization: Bearer <key>"; each is kept as a
+	// hash (`agentmesh keys new` makes a key and its entry).
+	APIKeys []APIKey `yaml:"api_keys,omitempty"`
+	// ClientCA is a PEM file of the CAs whose client certificates authenticate callers (mTLS;
+	// needs tls.cert and tls.key). The certificate's common name is the user, its first
+	// organization the tenant, and its organizational units that name roles are the roles.
+	ClientCA string `yaml:"client_ca,omitempty"`
+}
+
+// Enabled reports whether callers must authenticate.
+func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 || a.ClientCA != "" }
+
+// Keys are the API keys as pkg/auth takes them.
+func (a Auth) Keys() []auth.Key {
+	keys := make([]auth.Key, len(a.APIKeys))
+	for i, k := range a.APIKeys {
+		keys[i] = auth.Key{Hash: k.Hash, Principal: auth.Principal{Tenant: k.Tenant, User: k.User, Roles: k.Roles}}
+	}
+	return keys
+}
+
+// APIKey is an API key of the public API and the principal it authenticates.
+type APIKey struct {
+	// Hash is "sha256:" and the hex SHA-256 digest of the key; the key itself is never stored.
+	Hash string `yaml:"hash"`
+	// Tenant groups users; runs and memories are kept under "tenant/user".
+	Tenant string `yaml:"tenant,omitempty"`
+	// User is the user the key authenticates.
+	User string `yaml:"user"`
+	// Roles are admin (every run, any user_id), tenant_admin (every run of the tenant) and
+	// approver (reads and approves the tenant's runs).
+	Roles []string `yaml:"roles,omitempty"`
+}
+
+// TLS is a process's certificate and key (PEM files) for the servers it runs; the TLS_CERT and
+// TLS_KEY environment variables override them, since every process has its own.
+type TLS struct {
+	// Cert is the certificate chain.
+	Cert string `yaml:"cert,omitempty"`
+	// Key is the private key.
+	Key string `yaml:"key,omitempty"`
 }
 
 // Services are gRPC addresses (host:port) of the mesh's services.

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/auth"
 )
 
 // Provider types.
@@ -64,6 +66,7 @@ func (c *Config) Validate() error {
 	c.validateQueues(&p)
 	c.validateTools(&p)
 	c.validateDurability(&p)
+	c.validateSecurity(&p)
 	if len(p) == 0 {
 		return nil
 	}
@@ -326,5 +329,17 @@ func (l MCPLimits) validate(p *problems, key string) {
 		if v.value < -1 {
 			p.addf("%s.%s: must be positive, 0 (the default) or -1 (no limit), got %d", key, v.name, v.value)
 		}
+	}
+}
+
+func (c *Config) validateSecurity(p *problems) {
+	if _, err := auth.New(c.Auth.Keys(), false); err != nil {
+		p.addf("auth.%v", err)
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		p.addf("tls: cert and key go together; set both or neither")
+	}
+	if c.Auth.ClientCA != "" && c.TLS.Cert == "" {
+		p.addf("auth.client_ca: client certificates need TLS; set tls.cert and tls.key")
 	}
 }

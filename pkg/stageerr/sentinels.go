@@ -28,4 +28,5 @@ var (
 	ErrUserRejected        = &Error{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_USER_REJECTED}
 	ErrNotFound            = &Error{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND}
 	ErrFailedPrecondition  = &Error{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION}
+	ErrUnauthenticated     = &Error{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED}
 )

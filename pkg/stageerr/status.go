@@ -43,6 +43,7 @@ var mapping = map[typev1.StageErrorCode]rule{
 	typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION:   {codes.FailedPrecondition, false},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:        {codes.AlreadyExists, false},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:           {codes.Unavailable, true},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED:       {codes.Unauthenticated, false},
 }
 
 // classCodes refines GENERATION_FAILED by error class.
@@ -155,8 +156,10 @@ func codeFromGRPC(c codes.Code) typev1.StageErrorCode {
 		return typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND
 	case codes.FailedPrecondition:
 		return typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION
-	case codes.PermissionDenied, codes.Unauthenticated:
+	case codes.PermissionDenied:
 		return typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED
+	case codes.Unauthenticated:
+		return typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED
 	case codes.AlreadyExists:
 		return typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS
 	case codes.Unavailable:

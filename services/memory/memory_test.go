@@ -529,8 +529,8 @@ func (failingStore) AppendTranscript(context.Context, string, []*typev1.Transcri
 	return 0, errDisk
 }
 func (failingStore) SaveRun(context.Context, string, *typev1.RunResult) error { return errDisk }
-func (failingStore) GetRun(context.Context, string) (*typev1.RunResult, error) {
-	return nil, errDisk
+func (failingStore) GetRun(context.Context, string) (*typev1.RunResult, string, error) {
+	return nil, "", errDisk
 }
 
 func TestStorageError(t *testing.T) {

@@ -17,7 +17,7 @@ type MemoryStore struct {
 	mu          sync.RWMutex
 	memories    map[string]map[string]memoryRecord // user → memory id → memory
 	transcripts map[string][]*typev1.TranscriptEntry
-	runs        map[string]*typev1.RunResult
+	runs        map[string]storedRun
 }
 
 // memoryRecord is a memory with what ranking needs of it.
@@ -33,7 +33,7 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
 		memories:    make(map[string]map[string]memoryRecord),
 		transcripts: make(map[string][]*typev1.TranscriptEntry),
-		runs:        make(map[string]*typev1.RunResult),
+		runs:        make(map[string]storedRun),
 	}
 }
 
@@ -145,28 +145,34 @@ func (s *MemoryStore) AppendTranscript(_ context.Context, runID string, entries 
 	return int64(len(chain)), nil
 }
 
+// storedRun is a saved run result and the user it acted for.
+type storedRun struct {
+	result *typev1.RunResult
+	userID string
+}
+
 // SaveRun stores a copy of the run's result.
-func (s *MemoryStore) SaveRun(_ context.Context, _ string, result *typev1.RunResult) error {
+func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.RunResult) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.runs[result.GetRunId()] = proto.CloneOf(result)
+	s.runs[result.GetRunId()] = storedRun{result: proto.CloneOf(result), userID: userID}
 	return nil
 }
 
-// GetRun returns a copy of the run's result with the stored transcript.
-func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult, error) {
+// GetRun returns a copy of the run's result with the stored transcript, and its user.
+func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult, string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	stored, ok := s.runs[runID]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, "", ErrNotFound
 	}
-	result := proto.CloneOf(stored)
+	result := proto.CloneOf(stored.result)
 	if chain := s.transcripts[runID]; len(chain) > 0 {
 		result.Transcript = make([]*typev1.TranscriptEntry, len(chain))
 		for i, e := range chain {
 			result.Transcript[i] = proto.CloneOf(e)
 		}
 	}
-	return result, nil
+	return result, stored.userID, nil
 }

@@ -48,12 +48,12 @@ func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*mem
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
-	result, err := s.store.GetRun(ctx, req.GetRunId())
+	result, userID, err := s.store.GetRun(ctx, req.GetRunId())
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q not found", req.GetRunId())
 		}
 		return nil, s.storeError(ctx, "get run", err)
 	}
-	return &memoryv1.GetRunResponse{Result: result}, nil
+	return &memoryv1.GetRunResponse{Result: result, UserId: userID}, nil
 }

@@ -353,44 +353,47 @@ ON CONFLICT (run_id) DO UPDATE SET user_id = excluded.user_id, result = excluded
 	return err
 }
 
-// GetRun returns the run's result with the stored transcript.
-func (s *SQLStore) GetRun(ctx context.Context, runID string) (*typev1.RunResult, error) {
-	var raw []byte
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT result FROM runs WHERE run_id = ?`), runID).Scan(&raw)
+// GetRun returns the run's result with the stored transcript, and its user.
+func (s *SQLStore) GetRun(ctx context.Context, runID string) (*typev1.RunResult, string, error) {
+	var (
+		raw    []byte
+		userID string
+	)
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT result, user_id FROM runs WHERE run_id = ?`), runID).Scan(&raw, &userID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, "", ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	result := &typev1.RunResult{}
 	if err := proto.Unmarshal(raw, result); err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", runID, err)
+		return nil, "", fmt.Errorf("decode run %s: %w", runID, err)
 	}
 	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT entry FROM transcripts WHERE run_id = ? ORDER BY seq`), runID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer rows.Close()
 	var chain []*typev1.TranscriptEntry
 	for rows.Next() {
 		var raw []byte
 		if err := rows.Scan(&raw); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		e := &typev1.TranscriptEntry{}
 		if err := proto.Unmarshal(raw, e); err != nil {
-			return nil, fmt.Errorf("decode transcript of run %s: %w", runID, err)
+			return nil, "", fmt.Errorf("decode transcript of run %s: %w", runID, err)
 		}
 		chain = append(chain, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(chain) > 0 {
 		result.Transcript = chain
 	}
-	return result, nil
+	return result, userID, nil
 }
 
 // placeholders returns n comma-separated ? placeholders.

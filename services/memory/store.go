@@ -40,8 +40,9 @@ type Store interface {
 	// SaveRun stores the result of a run for userID, replacing an earlier save of that run.
 	SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error
 	// GetRun returns the stored result of runID, with its transcript replaced by the stored
-	// chain when entries were appended for the run; ErrNotFound when no result was saved.
-	GetRun(ctx context.Context, runID string) (*typev1.RunResult, error)
+	// chain when entries were appended for the run, and the user it was saved for;
+	// ErrNotFound when no result was saved.
+	GetRun(ctx context.Context, runID string) (result *typev1.RunResult, userID string, err error)
 }
 
 // SearchQuery is a ranked search over one user's memories.

@@ -13,6 +13,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
@@ -128,6 +129,9 @@ func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*type
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
+	if err := s.authorizeRun(ctx, auth.ActionRead, req.GetRunId()); err != nil {
+		return nil, err
+	}
 	if r := s.liveRun(req.GetRunId()); r != nil {
 		if res := r.currentResult(); res != nil {
 			return res, nil
@@ -191,6 +195,9 @@ func storeErr(runID string, err error) error {
 func (s *Service) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) (*agentv1.CancelRunResponse, error) {
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
+	}
+	if err := s.authorizeRun(ctx, auth.ActionCancel, req.GetRunId()); err != nil {
+		return nil, err
 	}
 	cancel := s.cancelStored
 	if s.store == nil {
@@ -279,6 +286,9 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
 		return nil, stageerr.Invalid("decision modify needs modified_arguments")
 	}
+	if err := s.authorizeRun(ctx, auth.ActionApprove, req.GetRunId()); err != nil {
+		return nil, err
+	}
 	if s.store != nil {
 		return s.resolveStored(ctx, req)
 	}
@@ -344,6 +354,9 @@ func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 		return stageerr.Invalid("run_id: %v", err)
 	}
 	if err := s.runExists(ctx, req.GetRunId()); err != nil {
+		return err
+	}
+	if err := s.authorizeRun(ctx, auth.ActionRead, req.GetRunId()); err != nil {
 		return err
 	}
 	return events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(ctx context.Context, ev *eventv1.RunEvent) error {

@@ -58,7 +58,10 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if err != nil {
 		return nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
 	}
-	userID := userOf(req)
+	userID, err := s.callerID(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	r := &run{
 		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
 		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID),
@@ -101,14 +104,6 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	return r, nil
 }
 
-// userOf is the user a request acts for.
-func userOf(req *agentv1.RunRequest) string {
-	if id := req.GetUserId(); id != "" {
-		return id
-	}
-	return "anonymous"
-}
-
 // reserve claims the run's idempotency key and its lease in the store; a key that names
 // another run is existingRun, a run id in use ALREADY_EXISTS.
 func (s *Service) reserve(ctx context.Context, r *run) error {
@@ -140,7 +135,7 @@ func (s *Service) reserve(ctx context.Context, r *run) error {
 func (s *Service) unreserve(ctx context.Context, r *run) {
 	if s.store == nil {
 		s.mu.Lock()
-		delete(s.idempotency, r.req.GetIdempotencyKey())
+		delete(s.idempotency, idempotencyKey{r.userID, r.req.GetIdempotencyKey()})
 		s.mu.Unlock()
 		return
 	}
@@ -167,13 +162,13 @@ func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if key := r.req.GetIdempotencyKey(); key != "" {
-		if id, ok := s.idempotency[key]; ok {
+		if id, ok := s.idempotency[idempotencyKey{r.userID, key}]; ok {
 			return existingRun{id: id}
 		}
-		s.idempotency[key] = r.id
+		s.idempotency[idempotencyKey{r.userID, key}] = r.id
 	}
 	if _, dup := s.live[r.id]; dup {
-		delete(s.idempotency, r.req.GetIdempotencyKey())
+		delete(s.idempotency, idempotencyKey{r.userID, r.req.GetIdempotencyKey()})
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
 	}
 	return nil

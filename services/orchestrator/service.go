@@ -122,7 +122,7 @@ type Service struct {
 	mu          sync.Mutex
 	live        map[string]*run   // runs executing on this replica
 	starting    map[string]bool   // runs whose lease this replica took, not yet live
-	idempotency map[string]string // idempotency key → run id (without a store)
+	idempotency map[idempotencyKey]string // run id by user and idempotency key (without a store)
 }
 
 // New returns an orchestrator that publishes events on opts.NATS (creating the
@@ -155,7 +155,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		now:          opts.Now,
 		live:         map[string]*run{},
 		starting:     map[string]bool{},
-		idempotency:  map[string]string{},
+		idempotency:  map[idempotencyKey]string{},
 		alternatives: opts.Alternatives,
 		store:        opts.Store,
 		replica:      opts.Replica,

@@ -53,9 +53,9 @@ func RunRestart(t *testing.T, open func(t *testing.T) memory.Store) {
 		if err := s.PutMemory(ctx, newMemory(t, "alice", "", "m4", at(4), "one too many"), nil, quota); !errors.Is(err, memory.ErrQuotaExceeded) {
 			t.Errorf("put over the quota after restart: %v, want ErrQuotaExceeded", err)
 		}
-		run, err := s.GetRun(ctx, "run-1")
-		if err != nil || run.GetExitReason() != "COMPLETED" || len(run.GetTranscript()) != 2 {
-			t.Errorf("run after restart = %v, %v", run, err)
+		run, owner, err := s.GetRun(ctx, "run-1")
+		if err != nil || run.GetExitReason() != "COMPLETED" || len(run.GetTranscript()) != 2 || owner != "alice" {
+			t.Errorf("run after restart = %v of %q, %v", run, owner, err)
 		}
 		if n, err := s.AppendTranscript(ctx, "run-1", chain(3, "h2", 1)); err != nil || n != 3 {
 			t.Errorf("append after restart = %d, %v; want the chain to continue at 3", n, err)

@@ -108,15 +108,18 @@ func testRuns(t *testing.T, s memory.Store) {
 		t.Fatal(err)
 	}
 	result.ExitReason = "changed after save"
-	got, err := s.GetRun(ctx, "run-1")
+	got, owner, err := s.GetRun(ctx, "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.GetExitReason() != "COMPLETED" || got.GetFinalReport().GetContent() != "42" || !got.GetSuccess() || len(got.GetTranscript()) != 1 {
 		t.Errorf("got %v", got)
 	}
+	if owner != "alice" {
+		t.Errorf("the run's user = %q, want alice", owner)
+	}
 	got.ExitReason = "changed after get"
-	if again, _ := s.GetRun(ctx, "run-1"); again.GetExitReason() != "COMPLETED" {
+	if again, _, _ := s.GetRun(ctx, "run-1"); again.GetExitReason() != "COMPLETED" {
 		t.Errorf("stored run changed: %v", again)
 	}
 
@@ -124,7 +127,7 @@ func testRuns(t *testing.T, s memory.Store) {
 		if _, err := s.AppendTranscript(ctx, "run-1", chain(1, "", 4)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetRun(ctx, "run-1")
+		got, _, err := s.GetRun(ctx, "run-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +140,7 @@ func testRuns(t *testing.T, s memory.Store) {
 		if err := s.SaveRun(ctx, "alice", &typev1.RunResult{RunId: "run-1", ExitReason: "MAX_TURNS_REACHED"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetRun(ctx, "run-1")
+		got, _, err := s.GetRun(ctx, "run-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +149,7 @@ func testRuns(t *testing.T, s memory.Store) {
 		}
 	})
 	t.Run("unknown run", func(t *testing.T) {
-		if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, memory.ErrNotFound) {
+		if _, _, err := s.GetRun(ctx, "nope"); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("err = %v, want ErrNotFound", err)
 		}
 	})
@@ -154,7 +157,7 @@ func testRuns(t *testing.T, s memory.Store) {
 		if _, err := s.AppendTranscript(ctx, "run-3", chain(1, "", 1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.GetRun(ctx, "run-3"); !errors.Is(err, memory.ErrNotFound) {
+		if _, _, err := s.GetRun(ctx, "run-3"); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("err = %v, want ErrNotFound", err)
 		}
 	})

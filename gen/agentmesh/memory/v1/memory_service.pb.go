@@ -778,7 +778,9 @@ func (x *GetRunRequest) GetRunId() string {
 type GetRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The result, with the stored transcript.
-	Result        *v1.RunResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Result *v1.RunResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// The user the run acted for (its owner).
+	UserId        string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -818,6 +820,13 @@ func (x *GetRunResponse) GetResult() *v1.RunResult {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *GetRunResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
 }
 
 var File_agentmesh_memory_v1_memory_service_proto protoreflect.FileDescriptor
@@ -874,9 +883,10 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x0fSaveRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"F\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"_\n" +
 	"\x0eGetRunResponse\x124\n" +
-	"\x06result\x18\x01 \x01(\v2\x1c.agentmesh.type.v1.RunResultR\x06result2\xec\x04\n" +
+	"\x06result\x18\x01 \x01(\v2\x1c.agentmesh.type.v1.RunResultR\x06result\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId2\xec\x04\n" +
 	"\rMemoryService\x12N\n" +
 	"\x05Store\x12!.agentmesh.memory.v1.StoreRequest\x1a\".agentmesh.memory.v1.StoreResponse\x12Q\n" +
 	"\x06Search\x12\".agentmesh.memory.v1.SearchRequest\x1a#.agentmesh.memory.v1.SearchResponse\x12K\n" +

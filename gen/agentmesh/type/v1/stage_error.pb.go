@@ -78,6 +78,9 @@ const (
 	// STAGE_ERROR_CODE_UNAVAILABLE means this replica cannot serve the call now (it is draining
 	// for a restart, or its store is unreachable); another replica, or a retry, can.
 	StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE StageErrorCode = 25
+	// STAGE_ERROR_CODE_UNAUTHENTICATED means the call carries no valid credentials (an API key or
+	// a client certificate) where authentication is required.
+	StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED StageErrorCode = 26
 )
 
 // Enum value maps for StageErrorCode.
@@ -109,6 +112,7 @@ var (
 		23: "STAGE_ERROR_CODE_FAILED_PRECONDITION",
 		24: "STAGE_ERROR_CODE_ALREADY_EXISTS",
 		25: "STAGE_ERROR_CODE_UNAVAILABLE",
+		26: "STAGE_ERROR_CODE_UNAUTHENTICATED",
 	}
 	StageErrorCode_value = map[string]int32{
 		"STAGE_ERROR_CODE_UNSPECIFIED":           0,
@@ -137,6 +141,7 @@ var (
 		"STAGE_ERROR_CODE_FAILED_PRECONDITION":   23,
 		"STAGE_ERROR_CODE_ALREADY_EXISTS":        24,
 		"STAGE_ERROR_CODE_UNAVAILABLE":           25,
+		"STAGE_ERROR_CODE_UNAUTHENTICATED":       26,
 	}
 )
 
@@ -344,7 +349,7 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\verror_class\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ErrorClassR\n" +
 	"errorClass\x12\x14\n" +
 	"\x05stage\x18\x05 \x01(\tR\x05stage\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage*\xe8\a\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage*\x8e\b\n" +
 	"\x0eStageErrorCode\x12 \n" +
 	"\x1cSTAGE_ERROR_CODE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eSTAGE_ERROR_CODE_INVALID_INPUT\x10\x01\x12#\n" +
@@ -372,7 +377,8 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\x1aSTAGE_ERROR_CODE_NOT_FOUND\x10\x16\x12(\n" +
 	"$STAGE_ERROR_CODE_FAILED_PRECONDITION\x10\x17\x12#\n" +
 	"\x1fSTAGE_ERROR_CODE_ALREADY_EXISTS\x10\x18\x12 \n" +
-	"\x1cSTAGE_ERROR_CODE_UNAVAILABLE\x10\x19*\xdc\x01\n" +
+	"\x1cSTAGE_ERROR_CODE_UNAVAILABLE\x10\x19\x12$\n" +
+	" STAGE_ERROR_CODE_UNAUTHENTICATED\x10\x1a*\xdc\x01\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x14\n" +

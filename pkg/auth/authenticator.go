@@ -1,0 +1,135 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// Key is a configured API key: its hash (HashKey) and the principal it authenticates.
+type Key struct {
+	// Hash is "sha256:" and the hex digest of the key.
+	Hash string
+	// Principal is who the key's holder is (Method and Key are filled in).
+	Principal Principal
+}
+
+// Authenticator turns a call's credentials into a Principal: an API key in the
+// "authorization: Bearer <key>" (or "x-api-key") metadata, or a client certificate verified by
+// the server's TLS configuration, whose subject names the principal (common name: user,
+// organization: tenant, organizational units: roles).
+type Authenticator struct {
+	keys map[[sha256.Size]byte]Principal
+	mtls bool
+}
+
+// New returns an Authenticator of the keys; with mtls, verified client certificates
+// authenticate too. A malformed hash, a key without a user, a key configured twice or an unknown
+// role is an error naming the key by its index.
+func New(keys []Key, mtls bool) (*Authenticator, error) {
+	a := &Authenticator{keys: make(map[[sha256.Size]byte]Principal, len(keys)), mtls: mtls}
+	for i, k := range keys {
+		sum, err := parseHash(k.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("api_keys[%d].hash: %w", i, err)
+		}
+		if k.Principal.User == "" {
+			return nil, fmt.Errorf("api_keys[%d].user: must be set", i)
+		}
+		if strings.Contains(k.Principal.User, "/") || strings.Contains(k.Principal.Tenant, "/") {
+			return nil, fmt.Errorf("api_keys[%d]: user and tenant must not contain '/'", i)
+		}
+		for _, r := range k.Principal.Roles {
+			if !slices.Contains(Roles, r) {
+				return nil, fmt.Errorf("api_keys[%d].roles: unknown role %q (want one of %s)", i, r, strings.Join(Roles, ", "))
+			}
+		}
+		if _, dup := a.keys[sum]; dup {
+			return nil, fmt.Errorf("api_keys[%d].hash: the same key is configured twice", i)
+		}
+		p := k.Principal
+		p.Method, p.Key = MethodAPIKey, k.Hash[:len(hashPrefix)+12]
+		a.keys[sum] = p
+	}
+	return a, nil
+}
+
+// Authenticate returns the principal of the call in ctx, or an UNAUTHENTICATED error that says
+// what is missing or wrong (never echoing a secret). An API key wins over a certificate.
+func (a *Authenticator) Authenticate(ctx context.Context) (Principal, error) {
+	key, err := apiKey(ctx)
+	if err != nil {
+		return Principal{}, err
+	}
+	if key != "" {
+		if p, ok := a.keys[sha256.Sum256([]byte(key))]; ok {
+			return p, nil
+		}
+		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code, "the API key is not valid")
+	}
+	if a.mtls {
+		if cert := clientCert(ctx); cert != nil {
+			return certPrincipal(cert)
+		}
+		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
+			"authentication required: send an API key (authorization: Bearer <key>) or a client certificate")
+	}
+	return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code, "authentication required: send an API key (authorization: Bearer <key>)")
+}
+
+// apiKey returns the API key the call carries, or "".
+func apiKey(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("authorization"); len(v) > 0 {
+		scheme, token, ok := strings.Cut(v[0], " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
+			return "", stageerr.Errorf(stageerr.ErrUnauthenticated.Code, `the authorization metadata must be "Bearer <key>"`)
+		}
+		return strings.TrimSpace(token), nil
+	}
+	if v := md.Get("x-api-key"); len(v) > 0 {
+		return strings.TrimSpace(v[0]), nil
+	}
+	return "", nil
+}
+
+// clientCert returns the verified client certificate of the call, or nil.
+func clientCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return info.State.VerifiedChains[0][0]
+}
+
+// certPrincipal is the principal a client certificate names: the common name is the user, the
+// first organization the tenant, and the organizational units that name roles are its roles.
+func certPrincipal(cert *x509.Certificate) (Principal, error) {
+	s := cert.Subject
+	if s.CommonName == "" || strings.Contains(s.CommonName, "/") {
+		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
+			"the client certificate's common name must name the user (without '/')")
+	}
+	p := Principal{User: s.CommonName, Method: MethodMTLS, Key: s.String()}
+	if len(s.Organization) > 0 {
+		p.Tenant = s.Organization[0]
+	}
+	for _, ou := range s.OrganizationalUnit {
+		if slices.Contains(Roles, ou) {
+			p.Roles = append(p.Roles, ou)
+		}
+	}
+	return p, nil
+}

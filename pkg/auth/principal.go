@@ -1,0 +1,103 @@
+package auth
+
+import (
+	"context"
+	"slices"
+	"strings"
+)
+
+// Roles a principal can hold. A principal without roles uses its own runs and memories only.
+const (
+	// RoleAdmin reads, watches, cancels and approves every run, and may start runs for any user
+	// (impersonation, with a user_id in the request).
+	RoleAdmin = "admin"
+	// RoleTenantAdmin reads, watches, cancels and approves every run of its tenant.
+	RoleTenantAdmin = "tenant_admin"
+	// RoleApprover reads, watches and approves (or rejects) the calls of every run of its tenant.
+	RoleApprover = "approver"
+)
+
+// Roles are the roles a configuration may grant.
+var Roles = []string{RoleAdmin, RoleTenantAdmin, RoleApprover}
+
+// Method says how a principal was authenticated.
+type Method string
+
+// Authentication methods.
+const (
+	MethodAPIKey Method = "api_key"
+	MethodMTLS   Method = "mtls"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// Tenant groups users; empty for a principal of no tenant.
+	Tenant string
+	// User is the user within the tenant.
+	User string
+	// Roles are the principal's roles (RoleAdmin, RoleTenantAdmin, RoleApprover).
+	Roles []string
+	// Method is how the principal was authenticated.
+	Method Method
+	// Key names the credential for logs: the first characters of the API key's hash, or the
+	// certificate's subject. It is never the secret.
+	Key string
+}
+
+// ID is the user id the mesh knows the principal by, "tenant/user" (or "user" without a
+// tenant): runs belong to it and memories are kept under it.
+func (p Principal) ID() string {
+	if p.Tenant == "" {
+		return p.User
+	}
+	return p.Tenant + "/" + p.User
+}
+
+// Has reports whether the principal holds role.
+func (p Principal) Has(role string) bool { return slices.Contains(p.Roles, role) }
+
+// TenantOf returns the tenant of a user id made by Principal.ID ("" when it has none).
+func TenantOf(userID string) string {
+	tenant, _, ok := strings.Cut(userID, "/")
+	if !ok {
+		return ""
+	}
+	return tenant
+}
+
+type principalKey struct{}
+
+// NewContext returns ctx carrying p.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal ctx carries; ok is false when the call was not
+// authenticated (authentication is off).
+func FromContext(ctx context.Context) (p Principal, ok bool) {
+	p, ok = ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// Action is what a principal does with a run.
+type Action string
+
+// Actions on a run.
+const (
+	ActionRead    Action = "read"    // GetRun, WatchRun
+	ActionCancel  Action = "cancel"  // CancelRun
+	ActionApprove Action = "approve" // ResolveApproval
+)
+
+// May reports whether p may do a with a run that acts for owner (a user id made by ID): its
+// own runs always; every run as an admin; the runs of its tenant as a tenant admin, or, to read
+// and approve them, as an approver.
+func (p Principal) May(a Action, owner string) bool {
+	if owner == p.ID() || p.Has(RoleAdmin) {
+		return true
+	}
+	if p.Tenant == "" || TenantOf(owner) != p.Tenant {
+		return false
+	}
+	return p.Has(RoleTenantAdmin) || (p.Has(RoleApprover) && a != ActionCancel)
+}

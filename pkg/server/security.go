@@ -1,0 +1,94 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/config"
+)
+
+// PublicSecurity is the authentication of the public API from the configuration: the
+// authenticator of auth.api_keys and auth.client_ca (nil when neither is set: the API is open)
+// and the TLS configuration of tls.cert and tls.key (nil without them), which verifies client
+// certificates against auth.client_ca when it is set.
+func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Config, error) {
+	tlsCfg, err := serverTLS(t, a.ClientCA)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !a.Enabled() {
+		return nil, tlsCfg, nil
+	}
+	authn, err := auth.New(a.Keys(), a.ClientCA != "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("auth.%w", err)
+	}
+	return authn, tlsCfg, nil
+}
+
+// serverTLS is the TLS configuration of a server with the certificate t, verifying client
+// certificates against the CAs in the PEM file clientCA when it is set (a client without a
+// certificate may still connect, and authenticate with an API key).
+func serverTLS(t config.TLS, clientCA string) (*tls.Config, error) {
+	if t.Cert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: loading the certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pool, err := certPool(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("auth.client_ca: %w", err)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// certPool reads the PEM certificates of file.
+func certPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// ErrExposed is the error of a server that would listen beyond loopback without
+// authentication.
+var ErrExposed = errors.New("refusing to listen without authentication on an address other hosts can reach")
+
+// CheckExposure returns ErrExposed, with what to do about it, when addr can be reached from
+// other hosts (any address but loopback: ":7000" listens on every interface) and the server does
+// not authenticate its callers, unless insecure says the operator wants it so.
+func CheckExposure(addr string, authenticated, insecure bool) error {
+	if authenticated || insecure || Loopback(addr) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s; configure auth (README, \"Security\"), listen on 127.0.0.1, or start with --insecure (AGENTMESH_INSECURE=1)", ErrExposed, addr)
+}
+
+// Loopback reports whether the listen address addr only accepts connections from this host.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
