@@ -120,8 +120,8 @@ type Service struct {
 	kept         chan struct{} // closed when the lease keeper has returned
 
 	mu          sync.Mutex
-	live        map[string]*run   // runs executing on this replica
-	starting    map[string]bool   // runs whose lease this replica took, not yet live
+	live        map[string]*run           // runs executing on this replica
+	starting    map[string]bool           // runs whose lease this replica took, not yet live
 	idempotency map[idempotencyKey]string // run id by user and idempotency key (without a store)
 }
 
