@@ -9,6 +9,7 @@ package actionv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -77,12 +78,15 @@ func (ExecutionMode) EnumDescriptor() ([]byte, []int) {
 // Approval is the recorded approval of a tool call.
 type Approval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when a person approved the call.
+	// True when a person approved the call. The action stage never trusts it alone: a tool that
+	// requires approval runs only with a grant that verifies.
 	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
 	// Who approved it.
 	Approver string `protobuf:"bytes,2,opt,name=approver,proto3" json:"approver,omitempty"`
 	// The person's note.
-	Feedback      string `protobuf:"bytes,3,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	Feedback string `protobuf:"bytes,3,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	// The orchestrator's signed proof that this call, with these arguments, was approved.
+	Grant         *ApprovalGrant `protobuf:"bytes,4,opt,name=grant,proto3" json:"grant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -138,15 +142,136 @@ func (x *Approval) GetFeedback() string {
 	return ""
 }
 
+func (x *Approval) GetGrant() *ApprovalGrant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// ApprovalGrant is the orchestrator's Ed25519-signed statement that one tool call, with exactly
+// these arguments, was approved, valid until expires_at. The action stage verifies it with the
+// orchestrator's public key before it runs a tool that requires approval, or returns the cached
+// result of one.
+type ApprovalGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The call.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The tool.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// SHA-256 of the deterministic protobuf encoding of the call's arguments.
+	ArgumentsSha256 []byte `protobuf:"bytes,4,opt,name=arguments_sha256,json=argumentsSha256,proto3" json:"arguments_sha256,omitempty"`
+	// When the grant stops being valid.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Names the signing key (the first 8 bytes of the SHA-256 of its public key, in hex).
+	KeyId string `protobuf:"bytes,6,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// Ed25519 signature over the deterministic protobuf encoding of this message with the
+	// signature left empty.
+	Signature     []byte `protobuf:"bytes,7,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalGrant) Reset() {
+	*x = ApprovalGrant{}
+	mi := &file_agentmesh_action_v1_action_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalGrant) ProtoMessage() {}
+
+func (x *ApprovalGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_action_v1_action_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalGrant.ProtoReflect.Descriptor instead.
+func (*ApprovalGrant) Descriptor() ([]byte, []int) {
+	return file_agentmesh_action_v1_action_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApprovalGrant) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ApprovalGrant) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ApprovalGrant) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ApprovalGrant) GetArgumentsSha256() []byte {
+	if x != nil {
+		return x.ArgumentsSha256
+	}
+	return nil
+}
+
+func (x *ApprovalGrant) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *ApprovalGrant) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *ApprovalGrant) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
 var File_agentmesh_action_v1_action_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_proto_rawDesc = "" +
 	"\n" +
-	" agentmesh/action/v1/action.proto\x12\x13agentmesh.action.v1\"^\n" +
+	" agentmesh/action/v1/action.proto\x12\x13agentmesh.action.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x01\n" +
 	"\bApproval\x12\x1a\n" +
 	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x1a\n" +
 	"\bapprover\x18\x02 \x01(\tR\bapprover\x12\x1a\n" +
-	"\bfeedback\x18\x03 \x01(\tR\bfeedback*c\n" +
+	"\bfeedback\x18\x03 \x01(\tR\bfeedback\x128\n" +
+	"\x05grant\x18\x04 \x01(\v2\".agentmesh.action.v1.ApprovalGrantR\x05grant\"\xf7\x01\n" +
+	"\rApprovalGrant\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12)\n" +
+	"\x10arguments_sha256\x18\x04 \x01(\fR\x0fargumentsSha256\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x15\n" +
+	"\x06key_id\x18\x06 \x01(\tR\x05keyId\x12\x1c\n" +
+	"\tsignature\x18\a \x01(\fR\tsignature*c\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EXECUTION_MODE_DIRECT\x10\x01\x12\x17\n" +
@@ -166,17 +291,21 @@ func file_agentmesh_action_v1_action_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_action_v1_action_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_action_v1_action_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_agentmesh_action_v1_action_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_agentmesh_action_v1_action_proto_goTypes = []any{
-	(ExecutionMode)(0), // 0: agentmesh.action.v1.ExecutionMode
-	(*Approval)(nil),   // 1: agentmesh.action.v1.Approval
+	(ExecutionMode)(0),            // 0: agentmesh.action.v1.ExecutionMode
+	(*Approval)(nil),              // 1: agentmesh.action.v1.Approval
+	(*ApprovalGrant)(nil),         // 2: agentmesh.action.v1.ApprovalGrant
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_agentmesh_action_v1_action_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: agentmesh.action.v1.Approval.grant:type_name -> agentmesh.action.v1.ApprovalGrant
+	3, // 1: agentmesh.action.v1.ApprovalGrant.expires_at:type_name -> google.protobuf.Timestamp
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_action_v1_action_proto_init() }
@@ -190,7 +319,7 @@ func file_agentmesh_action_v1_action_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_action_v1_action_proto_rawDesc), len(file_agentmesh_action_v1_action_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

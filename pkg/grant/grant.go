@@ -1,0 +1,121 @@
+// Package grant signs and verifies approval grants: the orchestrator's Ed25519-signed proof,
+// which the action stage checks, that a person approved one tool call with exactly these
+// arguments. The action stage never trusts an "approved" flag in a request; only the
+// orchestrator holds the private key, so only it can make a grant.
+package grant
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Signer makes grants with the orchestrator's private key.
+type Signer struct {
+	key ed25519.PrivateKey
+	id  string
+}
+
+// NewSigner returns a Signer of key.
+func NewSigner(key ed25519.PrivateKey) *Signer {
+	return &Signer{key: key, id: KeyID(key.Public().(ed25519.PublicKey))}
+}
+
+// Sign returns the grant of a call approved until expires.
+func (s *Signer) Sign(runID, callID, tool string, args *structpb.Struct, expires time.Time) (*actionv1.ApprovalGrant, error) {
+	sum, err := argumentsSum(args)
+	if err != nil {
+		return nil, err
+	}
+	g := &actionv1.ApprovalGrant{
+		RunId: runID, CallId: callID, ToolName: tool, ArgumentsSha256: sum,
+		ExpiresAt: timestamppb.New(expires), KeyId: s.id,
+	}
+	msg, err := signedBytes(g)
+	if err != nil {
+		return nil, err
+	}
+	g.Signature = ed25519.Sign(s.key, msg)
+	return g, nil
+}
+
+// Verifier checks grants with the orchestrator's public key.
+type Verifier struct {
+	key ed25519.PublicKey
+	id  string
+}
+
+// NewVerifier returns a Verifier of key.
+func NewVerifier(key ed25519.PublicKey) *Verifier {
+	return &Verifier{key: key, id: KeyID(key)}
+}
+
+// ErrInvalid is the error of every grant that does not verify; the wrapped message says why.
+var ErrInvalid = errors.New("invalid approval grant")
+
+// Verify returns nil when g is a grant this verifier's key signed for exactly this call
+// (run, call id, tool and arguments) and now is before its expiry, and an error wrapping
+// ErrInvalid that says why not otherwise.
+func (v *Verifier) Verify(g *actionv1.ApprovalGrant, runID, callID, tool string, args *structpb.Struct, now time.Time) error {
+	invalid := func(why string, a ...any) error { return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(why, a...)) }
+	switch {
+	case g == nil:
+		return invalid("the call carries no grant")
+	case g.GetKeyId() != v.id:
+		return invalid("signed with key %q, not the orchestrator key %q", g.GetKeyId(), v.id)
+	}
+	msg, err := signedBytes(g)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	if !ed25519.Verify(v.key, msg, g.GetSignature()) {
+		return invalid("the signature does not verify")
+	}
+	sum, err := argumentsSum(args)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	switch {
+	case g.GetRunId() != runID || g.GetCallId() != callID:
+		return invalid("granted for call %q of run %q, not call %q of run %q", g.GetCallId(), g.GetRunId(), callID, runID)
+	case g.GetToolName() != tool:
+		return invalid("granted for tool %q, not %q", g.GetToolName(), tool)
+	case string(g.GetArgumentsSha256()) != string(sum):
+		return invalid("granted for other arguments")
+	case !now.Before(g.GetExpiresAt().AsTime()):
+		return invalid("expired at %s", g.GetExpiresAt().AsTime().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// KeyID names a public key: the hex of the first 8 bytes of its SHA-256.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// argumentsSum is the SHA-256 of the deterministic protobuf encoding of args.
+func argumentsSum(args *structpb.Struct) ([]byte, error) {
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the arguments: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	return sum[:], nil
+}
+
+// signedBytes is what the signature covers: the grant's deterministic encoding without the
+// signature.
+func signedBytes(g *actionv1.ApprovalGrant) ([]byte, error) {
+	unsigned := proto.CloneOf(g)
+	unsigned.Signature = nil
+	return proto.MarshalOptions{Deterministic: true}.Marshal(unsigned)
+}
