@@ -30,6 +30,21 @@ type Config struct {
 	Auth Auth `yaml:"auth,omitempty"`
 	// TLS is this process's certificate, for the servers it runs.
 	TLS TLS `yaml:"tls,omitempty"`
+	// Approvals holds the keys of approval grants.
+	Approvals Approvals `yaml:"approvals,omitempty"`
+}
+
+// Approvals holds the Ed25519 key pair of approval grants (README, "Security"): the
+// orchestrator signs a grant for every call a person approved, and the action stage runs a tool
+// that requires approval only with a grant that verifies. `agentmesh certs` makes a pair.
+// Without them (outside `agentmesh dev`, which makes a pair per process) no tool that requires
+// approval can run.
+type Approvals struct {
+	// SigningKey is the private key (PEM, PKCS #8) of the orchestrator; every replica needs
+	// the same one.
+	SigningKey string `yaml:"signing_key,omitempty"`
+	// VerifyKey is the public key (PEM, PKIX) the action stage verifies grants with.
+	VerifyKey string `yaml:"verify_key,omitempty"`
 }
 
 // Auth says how callers of the public API authenticate (README, "Security"). With neither API

@@ -134,26 +134,27 @@ func TestConfiguredBackends(t *testing.T) {
 		}
 	})
 
-	approved := &actionv1.Approval{Approved: true, Approver: "ops"}
 	success := []struct {
-		name     string
-		tool     string
-		args     map[string]any
-		approval *actionv1.Approval
-		want     string
-		server   string
+		name    string
+		tool    string
+		args    map[string]any
+		approve bool
+		want    string
+		server  string
 	}{
-		{"stdio echo", "everything__echo", map[string]any{"message": "hi"}, nil, "Echo: hi", "everything"},
-		{"approved stdio call", "everything__get-sum", map[string]any{"a": 2, "b": 3}, approved, "The sum of 2 and 3 is 5.", "everything"},
-		{"streamable HTTP echo", "remote__echo", map[string]any{"message": "far"}, nil, "Echo: far", "remote"},
-		{"file inside the root", "fs__read_text_file", map[string]any{"path": filepath.Join(root, "inside.txt")}, nil, "allowed content", "fs"},
-		{"rest placeholder in the path", "weather", map[string]any{"city": "São Paulo"}, nil, "sunny in São Paulo", action.RESTServer},
-		{"rest json body", "add_note", map[string]any{"text": `say "hi"`, "pinned": true}, nil, `{"id":"n1"}`, action.RESTServer},
+		{"stdio echo", "everything__echo", map[string]any{"message": "hi"}, false, "Echo: hi", "everything"},
+		{"approved stdio call", "everything__get-sum", map[string]any{"a": 2, "b": 3}, true, "The sum of 2 and 3 is 5.", "everything"},
+		{"streamable HTTP echo", "remote__echo", map[string]any{"message": "far"}, false, "Echo: far", "remote"},
+		{"file inside the root", "fs__read_text_file", map[string]any{"path": filepath.Join(root, "inside.txt")}, false, "allowed content", "fs"},
+		{"rest placeholder in the path", "weather", map[string]any{"city": "São Paulo"}, false, "sunny in São Paulo", action.RESTServer},
+		{"rest json body", "add_note", map[string]any{"text": `say "hi"`, "pinned": true}, false, `{"id":"n1"}`, action.RESTServer},
 	}
 	for _, tc := range success {
 		t.Run(tc.name, func(t *testing.T) {
 			req := request(t, tc.tool, tc.args)
-			req.Approval = tc.approval
+			if tc.approve {
+				req.Approval = approved(t, req)
+			}
 			resp, err := client.Execute(t.Context(), req)
 			if err != nil {
 				t.Fatalf("Execute: %v", err)

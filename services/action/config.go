@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
 )
@@ -38,6 +39,11 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	}
 	for name, q := range cfg.Queues {
 		opts.Queues[name] = q.Concurrent
+	}
+	if path := cfg.Approvals.VerifyKey; path != "" {
+		if opts.Grants, err = grant.LoadVerifier(path); err != nil {
+			return Options{}, nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("approvals.verify_key: %w", err))
+		}
 	}
 
 	pool := http.DefaultTransport.(*http.Transport).Clone()

@@ -40,7 +40,7 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 		return nil, err
 	}
 	if !own || !out.fresh {
-		return cachedResponse(out, key, req.GetToolName())
+		return s.cachedResponse(out, key, req)
 	}
 	return out.resp, nil
 }
@@ -68,10 +68,13 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 	return nil
 }
 
-// cachedResponse returns an earlier outcome for a request naming tool, which must be the
-// tool the call id ran.
-func cachedResponse(out outcome, key callKey, tool string) (*actionv1.ExecuteResponse, error) {
-	if err := checkTool(key, out.tool, tool); err != nil {
+// cachedResponse returns an earlier outcome for a request, which must name the tool the call
+// id ran and, for a tool that requires approval, carry a grant for the call.
+func (s *Service) cachedResponse(out outcome, key callKey, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
+	if err := checkTool(key, out.tool, req.GetToolName()); err != nil {
+		return nil, err
+	}
+	if err := s.checkGrant(req); err != nil {
 		return nil, err
 	}
 	resp := proto.CloneOf(out.resp)
@@ -88,8 +91,9 @@ func checkTool(key callKey, ran, requested string) error {
 		"call id reused for another tool: call %q of run %q already ran %q, not %q", key.callID, key.runID, ran, requested)
 }
 
-// admit checks, in order, that the tool exists, runs in the requested mode, is approved when
-// it must be and gets arguments that match its schema; it returns the tool and the arguments.
+// admit checks, in order, that the tool exists, runs in the requested mode, carries an
+// approval grant when it must and gets arguments that match its schema; it returns the tool and
+// the arguments.
 func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]any, error) {
 	name := req.GetToolName()
 	reg, ok := s.tools.lookup(name)
@@ -100,9 +104,8 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 	if req.GetMode() == actionv1.ExecutionMode_EXECUTION_MODE_HTTP && reg.def.GetServer() == BuiltinServer {
 		return nil, nil, stageerr.Invalid("tool %s runs only in direct mode", name)
 	}
-	if reg.def.GetRequiresApproval() && !req.GetApproval().GetApproved() {
-		return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
-			"tool %s requires approval", name)
+	if err := s.checkGrant(req); err != nil {
+		return nil, nil, err
 	}
 	args := req.GetArguments().AsMap()
 	if err := reg.schema.Validate(args); err != nil {
@@ -110,4 +113,24 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 			"invalid arguments for tool %s: %s", name, validationMessage(err))
 	}
 	return reg, args, nil
+}
+
+// checkGrant refuses a call of a tool that requires approval unless it carries an approval
+// grant, signed by the orchestrator, for exactly this call: before the tool runs, and before a
+// cached result of such a tool is returned. The approved flag of a request is never trusted on
+// its own.
+func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
+	reg, ok := s.tools.lookup(req.GetToolName())
+	if !ok || !reg.def.GetRequiresApproval() {
+		return nil
+	}
+	if s.grants == nil {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+			"tool %s requires approval, and this action stage has no key to verify approval grants (approvals.verify_key)", req.GetToolName())
+	}
+	err := s.grants.Verify(req.GetApproval().GetGrant(), req.GetRunId(), req.GetCallId(), req.GetToolName(), req.GetArguments(), s.now())
+	if err != nil {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "tool %s requires approval: %v", req.GetToolName(), err)
+	}
+	return nil
 }

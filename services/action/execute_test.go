@@ -33,7 +33,8 @@ func TestValidationOrder(t *testing.T) {
 	}
 
 	bad := args(t, map[string]any{"wrong": true})
-	approved := &actionv1.Approval{Approved: true, Approver: "ops"}
+	unchecked := &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Arguments: bad}
+	grantNil := &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note"}
 	http := actionv1.ExecutionMode_EXECUTION_MODE_HTTP
 	table := []struct {
 		name     string
@@ -64,9 +65,11 @@ func TestValidationOrder(t *testing.T) {
 			codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, []string{"tool delete_note requires approval"}},
 		{"a refused approval is no approval", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Arguments: bad, Approval: &actionv1.Approval{Approver: "ops"}},
 			codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, []string{"tool delete_note requires approval"}},
-		{"then arguments", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Arguments: bad, Approval: approved},
+		{"an approved flag without a grant is no approval", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Arguments: bad, Approval: &actionv1.Approval{Approved: true}},
+			codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, []string{"tool delete_note requires approval", "the call carries no grant"}},
+		{"then arguments", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Arguments: bad, Approval: approved(t, unchecked)},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, []string{"invalid arguments for tool delete_note", "missing property 'id'"}},
-		{"nil arguments are an empty object", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Approval: approved},
+		{"nil arguments are an empty object", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "delete_note", Approval: approved(t, grantNil)},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS, []string{"missing property 'id'"}},
 	}
 	for _, tc := range table {
@@ -103,6 +106,13 @@ func TestApproval(t *testing.T) {
 	}
 
 	req.Approval = &actionv1.Approval{Approved: true, Approver: "ops", Feedback: "fine"}
+	_, err = client.Execute(t.Context(), req)
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "the call carries no grant")
+	if n := deleteNote.calls.Load(); n != 0 {
+		t.Fatalf("a call approved without a grant executed %d times", n)
+	}
+
+	req.Approval = approved(t, req)
 	resp, err := client.Execute(t.Context(), req)
 	if err != nil {
 		t.Fatalf("approved call: %v", err)
@@ -113,6 +123,26 @@ func TestApproval(t *testing.T) {
 	if n := deleteNote.calls.Load(); n != 1 {
 		t.Fatalf("approved call executed %d times, want 1", n)
 	}
+
+	t.Run("the cached result needs a grant too", func(t *testing.T) {
+		again := request(t, "delete_note", map[string]any{"id": "n1"})
+		again.RunId, again.CallId = req.GetRunId(), req.GetCallId()
+		again.Approval = &actionv1.Approval{Approved: true}
+		_, err := client.Execute(t.Context(), again)
+		grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "the call carries no grant")
+		other := request(t, "delete_note", map[string]any{"id": "n2"})
+		other.RunId, other.CallId = req.GetRunId(), req.GetCallId()
+		again.Approval = approved(t, other) // a grant of the same call id with other arguments
+		_, err = client.Execute(t.Context(), again)
+		grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "granted for other arguments")
+		again.Approval = approved(t, again)
+		if resp, err := client.Execute(t.Context(), again); err != nil || !resp.GetCached() || resp.GetResult() != "deleted" {
+			t.Fatalf("with its grant: %v %v, want the cached result", resp, err)
+		}
+		if n := deleteNote.calls.Load(); n != 1 {
+			t.Fatalf("the tool ran %d times, want 1", n)
+		}
+	})
 
 	t.Run("exempted by configuration", func(t *testing.T) {
 		exempt := newFakeTool("delete_note", returns("deleted"))

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"go.uber.org/goleak"
@@ -42,11 +44,31 @@ func returns(text string) func(context.Context, action.Call) (string, error) {
 	return func(context.Context, action.Call) (string, error) { return text, nil }
 }
 
+// testSigner and testVerifier are the approval grant keys of these tests: serve gives every
+// service the verifier, and approved signs grants with the signer, as the orchestrator does.
+var testSigner, testVerifier = func() (*grant.Signer, *grant.Verifier) {
+	pub, priv := grant.GenerateKey()
+	return grant.NewSigner(priv), grant.NewVerifier(pub)
+}()
+
+// approved returns the approval of req, with a grant for exactly this call.
+func approved(t *testing.T, req *actionv1.ExecuteRequest) *actionv1.Approval {
+	t.Helper()
+	g, err := testSigner.Sign(req.GetRunId(), req.GetCallId(), req.GetToolName(), req.GetArguments(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &actionv1.Approval{Approved: true, Approver: "ops", Grant: g}
+}
+
 // serve starts the service with opts over gRPC; logs are discarded unless opts has a logger.
 func serve(t *testing.T, opts action.Options) actionv1.ActionServiceClient {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Grants == nil {
+		opts.Grants = testVerifier
 	}
 	svc, err := action.New(opts)
 	if err != nil {

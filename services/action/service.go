@@ -7,6 +7,7 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/services/action/queue"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -60,6 +61,10 @@ type Options struct {
 	Queues map[string]int
 	// MeterProvider records the queue depth metric; nil means the global provider.
 	MeterProvider metric.MeterProvider
+	// Grants verifies the orchestrator's approval grants: a tool that requires approval runs
+	// (or returns its cached result) only for a call whose grant verifies. Nil refuses every
+	// such call.
+	Grants *grant.Verifier
 }
 
 // Service is the ActionService.
@@ -74,6 +79,7 @@ type Service struct {
 	log            *slog.Logger
 	now            func() time.Time
 	defaultTimeout time.Duration
+	grants         *grant.Verifier
 	retryBase      time.Duration
 }
 
@@ -86,6 +92,7 @@ func New(opts Options) (*Service, error) {
 		log:            opts.Logger,
 		defaultTimeout: opts.DefaultTimeout,
 		retryBase:      opts.RetryBase,
+		grants:         opts.Grants,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -59,9 +59,12 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan); e != nil {
 			return e
 		}
+		// GetRun answers with the snapshot before anyone hears of the pause.
+		r.publish(r.pausedResult(st.pending))
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalRequested{ApprovalRequested: &eventv1.ApprovalRequested{PendingAction: st.pending}}})
+	} else {
+		r.publish(r.pausedResult(st.pending))
 	}
-	r.publish(r.pausedResult(st.pending))
 	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
 	defer timer.Stop()
 	var end *ending

@@ -3,11 +3,13 @@ package orchestrator
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
 )
@@ -98,7 +100,13 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 	if err != nil {
 		return Options{}, err
 	}
-	return Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives}, nil
+	opts := Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives}
+	if path := cfg.Approvals.SigningKey; path != "" {
+		if opts.Grants, err = grant.LoadSigner(path); err != nil {
+			return Options{}, fmt.Errorf("approvals.signing_key: %w", err)
+		}
+	}
+	return opts, nil
 }
 
 // OptionsFromConfig is ConfiguredOptions with the stage clients (addresses from env, e.g.

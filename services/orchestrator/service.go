@@ -21,6 +21,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -85,6 +86,10 @@ type Options struct {
 	// DrainTimeout bounds Drain: runs that reach no checkpoint in that time are stopped and
 	// resumed elsewhere from their last one (DefaultDrainTimeout when zero).
 	DrainTimeout time.Duration
+	// Grants signs an approval grant for every call a person approved, which the action stage
+	// verifies before it runs a tool that requires approval. Nil sends no grant, so no such
+	// tool can run (New logs a warning).
+	Grants *grant.Signer
 }
 
 // DefaultDrainTimeout is how long a draining replica lets its runs reach a checkpoint; it
@@ -109,6 +114,7 @@ type Service struct {
 	alternatives map[string][]string
 	log          *slog.Logger
 	now          func() time.Time
+	grants       *grant.Signer
 
 	store        *runstore.Store // nil: runs are not durable
 	replica      string
@@ -159,6 +165,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		alternatives: opts.Alternatives,
 		store:        opts.Store,
 		replica:      opts.Replica,
+		grants:       opts.Grants,
 		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		draining:     make(chan struct{}),
 		kept:         make(chan struct{}),
@@ -183,6 +190,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.grants == nil {
+		s.log.WarnContext(ctx, "no approval signing key (approvals.signing_key): tools that require approval cannot run")
 	}
 	if s.store == nil {
 		close(s.kept)

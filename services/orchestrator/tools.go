@@ -287,6 +287,9 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 	}
 	var res *actionv1.ExecuteResponse
 	for retry := 0; ; retry++ {
+		if err := r.grant(req, timeout); err != nil {
+			r.svc.log.ErrorContext(ctx, "signing an approval grant failed", "run_id", r.id, "call_id", call.GetId(), "err", err)
+		}
 		callCtx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
 		resp, err := r.svc.peers.Action.Execute(callCtx, req)
 		cancel()
@@ -345,4 +348,25 @@ func argumentsJSON(call *typev1.ToolCall) string {
 		return call.GetRawArguments()
 	}
 	return string(b)
+}
+
+// grantLifetime is how long an approval grant stays valid beyond the call's timeout: enough
+// for the request to reach the action stage, never enough to be useful later.
+const grantLifetime = time.Minute
+
+// grant attaches a fresh approval grant to an approved request (one per attempt, so a retry
+// is not refused as expired). Without a signing key the request goes without one, and the
+// action stage refuses it.
+func (r *run) grant(req *actionv1.ExecuteRequest, timeout time.Duration) error {
+	if !req.GetApproval().GetApproved() || r.svc.grants == nil {
+		return nil
+	}
+	g, err := r.svc.grants.Sign(req.GetRunId(), req.GetCallId(), req.GetToolName(), req.GetArguments(), r.svc.now().Add(timeout+grantLifetime))
+	if err != nil {
+		return err
+	}
+	approval := proto.CloneOf(req.GetApproval())
+	approval.Grant = g
+	req.Approval = approval
+	return nil
 }

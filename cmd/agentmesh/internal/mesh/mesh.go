@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -187,6 +188,13 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}
 	m.closers = append(m.closers, stopBackends)
 	actOpts.Memory = memoryv1.NewMemoryServiceClient(actionMemory)
+	// Without configured approval keys the mesh makes a pair: grants are signed and verified
+	// within this process, and signed anew for every call, so they need not outlive it.
+	var signer *grant.Signer
+	if cfg.Approvals.SigningKey == "" && cfg.Approvals.VerifyKey == "" {
+		pub, priv := grant.GenerateKey()
+		signer, actOpts.Grants = grant.NewSigner(priv), grant.NewVerifier(pub)
+	}
 	actOpts.TracerProvider = tp(Action)
 	if actOpts.Ledger == nil { // NATS is embedded: record tool calls over the mesh's connection
 		ledger, err := action.NewKVLedger(m.nc, action.KVLedgerOptionsFromConfig(cfg))
@@ -231,6 +239,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			replica = fmt.Sprintf("%s-%d", Orchestrator, i+1)
 		}
 		oo.Peers, oo.Replica = peers, replica
+		if signer != nil {
+			oo.Grants = signer
+		}
 		oo.TracerProvider, oo.Logger = tp(Orchestrator), log.With("service", Orchestrator, "replica", replica)
 		svc, err := orchestrator.New(ctx, oo)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"gopkg.in/yaml.v3"
 )
 
@@ -37,12 +38,19 @@ type Config struct {
 	Idempotent []string
 }
 
-// write writes the configuration file into dir, checks that it loads, and returns its path.
+// write writes the configuration file into dir, with a new key pair of approval grants beside
+// it, checks that it loads, and returns its path.
 func (c Config) write(t testing.TB, dir string) string {
 	t.Helper()
+	approvals := config.Approvals{SigningKey: filepath.Join(dir, "grant.key"), VerifyKey: filepath.Join(dir, "grant.pub")}
+	pub, priv := grant.GenerateKey()
+	if err := grant.WriteKeys(approvals.SigningKey, approvals.VerifyKey, pub, priv); err != nil {
+		t.Fatal(err)
+	}
 	doc := map[string]any{
 		"durability": map[string]any{"lease_ttl_ms": LeaseTTL.Milliseconds()},
 		"tools":      config.Tools{RequireApproval: c.RequireApproval, Idempotent: c.Idempotent},
+		"approvals":  approvals,
 	}
 	if c.LLM != "" {
 		doc["providers"] = map[string]config.Provider{scriptedProvider: {Type: config.ProviderOpenAI, BaseURL: c.LLM, APIKey: "meshproc-key"}}
