@@ -72,11 +72,11 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	// 3. Contract policy.
 	if t.forbiddenCall {
-		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitToolPolicyViolation, "",
+		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitToolPolicyViolation, MessageToolPolicyViolation,
 			"the model called a tool although tools are forbidden for this run")
 	}
 	if t.cycle != "" {
-		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitCycleForbidden, "", "forbidden tool sequence "+t.cycle)
+		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitCycleForbidden, MessageCycleForbidden, "forbidden tool sequence "+t.cycle)
 	}
 	if t.malformed > 0 {
 		r.formatFails++
@@ -87,7 +87,7 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	final, reportErr := r.finalAnswer(t)
 	if final != nil && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
-		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, "",
+		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, MessageToolRequired,
 			"the run requires a tool, but the model answered without executing one")
 	}
 	if reportErr != nil {

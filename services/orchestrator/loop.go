@@ -167,6 +167,7 @@ func (r *run) intentFailure(ctx context.Context, err error) *ending {
 // tool_policy required, where a run that executed no tool is never a success (Monolith
 // invariant C), so it ends TOOL_REQUIRED with the question as its report.
 func (r *run) askClarification(question, reason string) *ending {
+	question = cmp.Or(question, MessageClarify)
 	r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: question}
 	answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: question}
 	r.conversation = append(r.conversation, answer)

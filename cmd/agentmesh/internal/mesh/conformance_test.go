@@ -97,10 +97,11 @@ func TestConformance(t *testing.T) {
 		{name: "001/1b required tool, only a refused call", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			turns:   []llmtest.Turn{call("calculator", `{"expr":"6*7"}`), text("I could not compute it.")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUATA", accounting: "LLM:OK TOOL:FAILED LLM:OK",
-			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) { // issue 11.2: a refused call is not executed
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) { // issue 11.2: a refused call is not executed
 				if res.GetToolCalls() != 0 {
 					t.Errorf("tool_calls %d, want 0: the action stage refused the call", res.GetToolCalls())
 				}
+				cannedReport(orchestrator.MessageToolRequired)(t, res, reqs)
 			}},
 		{name: "001/1c required tool, clarification asked", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			request: func(r *agentv1.RunRequest) { r.Message = "help" },
@@ -108,14 +109,16 @@ func TestConformance(t *testing.T) {
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "", check: noLLMCall},
 		{name: "001/3 required tool, narration only", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			turns:   []llmtest.Turn{text("I would use the calculator and get 42.")},
-			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK"},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK",
+			check: cannedReport(orchestrator.MessageToolRequired)}, // issue 11.3: never an empty report
 		{name: "001/4 forbidden tool attempted", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`)},
 			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "TOOL_POLICY_VIOLATION", roles: "SUAT", accounting: "LLM:OK",
-			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
 				if tools := reqs[0].ToolNames(); len(tools) != 0 {
 					t.Errorf("a forbidden run offered tools %v", tools)
 				}
+				cannedReport(orchestrator.MessageToolPolicyViolation)(t, res, reqs)
 			}},
 		{name: "001/5 oversized tool result", overrides: &agentv1.RunOverrides{ToolResponseMaxBytes: i64(10)},
 			turns:   []llmtest.Turn{call("big_lookup", `{}`), text("done")},
@@ -264,7 +267,8 @@ func TestConformance(t *testing.T) {
 			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOKENS_REACHED", roles: "SUA", accounting: "LLM:OK"},
 		{name: "001 cycle_forbid", overrides: &agentv1.RunOverrides{CycleForbid: []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}}},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), call("calculator", `{"expression":"2+2"}`)},
-			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK"},
+			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: cannedReport(orchestrator.MessageCycleForbidden)},
 		{name: "001 allowed_tools", overrides: &agentv1.RunOverrides{AllowedTools: []string{"current_time"}},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), text("I may not calculate")},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",

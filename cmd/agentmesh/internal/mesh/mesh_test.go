@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -108,7 +109,23 @@ func (h *harness) run(t *testing.T, req *agentv1.RunRequest) *typev1.RunResult {
 	if err != nil {
 		t.Fatalf("Run(%q): %v", req.GetMessage(), err)
 	}
+	checkReported(t, res)
 	return res
+}
+
+// checkReported holds for every finished run (issue 11.3): its final report tells the user
+// what happened, in non-empty content, except EMPTY_INPUT, which has no message (seed 002:
+// the client prompts for input). A run paused for approval has not finished.
+func checkReported(t *testing.T, res *typev1.RunResult) {
+	t.Helper()
+	if res.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+		return
+	}
+	empty := strings.TrimSpace(res.GetFinalReport().GetContent()) == ""
+	if empty != (res.GetExitReason() == orchestrator.ExitEmptyInput) {
+		t.Errorf("%s %s ended with final report content %q: every ending but EMPTY_INPUT tells the user what happened",
+			res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
+	}
 }
 
 // storedEvents reads a finished run's events back from JetStream, with their headers.
