@@ -87,7 +87,8 @@ type Durability struct {
 
 // Defaults are the ExecutionContract defaults (DESIGN §5); a run's overrides start from them.
 type Defaults struct {
-	// MaxTurns is the maximum number of LLM turns.
+	// MaxTurns is the maximum number of LLM turns. The last one offers only final_report, so
+	// tool_policy required needs at least 2.
 	MaxTurns int32 `yaml:"max_turns"`
 	// MaxToolCallsPerTurn is the maximum number of tool calls executed in one turn.
 	MaxToolCallsPerTurn int32 `yaml:"max_tool_calls_per_turn"`

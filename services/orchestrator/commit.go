@@ -50,6 +50,7 @@ func (r *run) commit(runCtx, stepCtx context.Context, pending *ending, t *turnSt
 
 func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *turnState) *ending {
 	c := r.contract
+	finalReason := r.finalReason() // why this turn was final (when t.finalTurn), before the predicates change it
 	// 1. Interrupt and timeouts.
 	if e := r.interruption(runCtx); e != nil {
 		return e
@@ -97,14 +98,18 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 		r.collapsed = true // seed 000: the remaining turns collapse into one final turn
 		return nil
 	}
-	// 4. Context threshold: a forced final turn must end the run.
+	// 4. A final turn without an answer ends the run, as its reason says.
 	if t.finalTurn && final == nil && t.answer != nil {
-		if r.collapsed {
+		switch {
+		case r.collapsed:
 			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure,
 				"the final turn after a refused final report produced no answer")
+		case finalReason == finalContext:
+			return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
+				"the forced final turn produced no answer")
 		}
-		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
-			"the forced final turn produced no answer")
+		// The last turn under max_turns: the loop ends with seed 000's synthetic failure report.
+		return nil
 	}
 	// 5. Normal success.
 	if final != nil {

@@ -120,6 +120,10 @@ func TestConformance(t *testing.T) {
 				}
 				cannedReport(orchestrator.MessageToolPolicyViolation)(t, res, reqs)
 			}},
+		{name: "001/4b forbidden tool attempted in the last turn", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN, MaxTurns: i32(1)},
+			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "TOOL_POLICY_VIOLATION", roles: "SUAT", accounting: "LLM:OK",
+			check: cannedReport(orchestrator.MessageToolPolicyViolation)}, // a violation in a final turn too, not MAX_TURNS_REACHED
 		{name: "001/5 oversized tool result", overrides: &agentv1.RunOverrides{ToolResponseMaxBytes: i64(10)},
 			turns:   []llmtest.Turn{call("big_lookup", `{}`), text("done")},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK",
@@ -141,11 +145,22 @@ func TestConformance(t *testing.T) {
 			}},
 
 		// Seed 000 §1: turn and tool limits, retries, truncation (above), timeouts (above), repair.
+		// Issue 11.3: the last turn is a final turn (tools disabled), so its call is refused, not run.
 		{name: "000 max turns", overrides: &agentv1.RunOverrides{MaxTurns: i32(2)}, turns: []llmtest.Turn{loop, loop, loop},
-			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TURNS_REACHED", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK TOOL:OK",
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TURNS_REACHED", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK",
 			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
 				if r := res.GetFinalReport().GetMetadata().GetFields()["reason"].GetStringValue(); r != "max_turns_exhausted" {
 					t.Errorf("metadata.reason %q", r)
+				}
+			}},
+		{name: "000 last turn under max_turns answers", overrides: &agentv1.RunOverrides{MaxTurns: i32(2)}, turns: []llmtest.Turn{loop, text("It is noon.")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+				if len(reqs) != 2 {
+					t.Fatalf("%d LLM requests, want 2", len(reqs))
+				}
+				if got := reqs[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+					t.Errorf("the last turn offered %v", got)
 				}
 			}},
 		{name: "000 max tool calls per turn", overrides: &agentv1.RunOverrides{MaxToolCallsPerTurn: i32(2)},

@@ -406,8 +406,24 @@ func TestMaxTurnsEndsWithSyntheticFailure(t *testing.T) {
 	if n := len(h.llm.Requests()); n != 2 || res.GetTurns() != 2 {
 		t.Errorf("%d LLM requests, %d turns; max_turns is 2", n, res.GetTurns())
 	}
+	// Issue 11.3: the last turn is a final turn, so its call is refused, never run.
+	if got := h.llm.Requests()[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+		t.Errorf("the last turn offered %v, want only final_report", got)
+	}
 	if got := roles(res.GetConversation()); !slices.Equal(got, []string{"SYSTEM", "USER", "ASSISTANT", "TOOL", "ASSISTANT", "TOOL"}) {
 		t.Errorf("conversation roles %v", got)
+	}
+	if got := toolMessage(t, res, 1); got != "(tool failed: current_time is not offered in this final turn; only final_report may be called)" {
+		t.Errorf("the last turn's tool message %q", got)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != "LLM:OK TOOL:OK LLM:OK" || res.GetToolCalls() != 1 {
+		t.Errorf("accounting %s, tool_calls %d: the last turn's call ran", got, res.GetToolCalls())
+	}
+	if got := h.toolEvents(t, res.GetRunId()); !slices.Equal(got, []string{"tool_started", "tool_finished"}) {
+		t.Errorf("tool events %v: the refused call never started", got)
+	}
+	if got := h.turnStarts(t, res.GetRunId()); !slices.Equal(got, []string{"1:", "2:max_turns"}) {
+		t.Errorf("turn_started events %v", got)
 	}
 	checkEvents(t, h, res)
 }
