@@ -92,7 +92,9 @@ type Defaults struct {
 	MaxTurns int32 `yaml:"max_turns"`
 	// MaxToolCallsPerTurn is the maximum number of tool calls executed in one turn.
 	MaxToolCallsPerTurn int32 `yaml:"max_tool_calls_per_turn"`
-	// MaxToolCallsTotal is the maximum number of tool calls in a run; 0 is unlimited.
+	// MaxToolCallsTotal is the maximum number of tool calls in a run; 0 is unlimited. Once a
+	// call is dropped over it, one final turn lets the model answer, then the run ends
+	// MAX_TOOL_CALLS_REACHED.
 	MaxToolCallsTotal int32 `yaml:"max_tool_calls_total"`
 	// MaxRetries is the number of LLM attempts per turn, cycling over the targets.
 	MaxRetries int32 `yaml:"max_retries"`

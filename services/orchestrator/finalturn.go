@@ -11,6 +11,9 @@ const (
 	// finalReportRefused: a final report was refused, and the remaining turns collapse into
 	// this one (seed 000 §1); without an answer the run ends FINAL_REPORT_INVALID.
 	finalReportRefused = "final_report_refused"
+	// finalToolBudget: a call was dropped over max_tool_calls_total, and one final answer may
+	// follow (seed 002 §7); the run ends MAX_TOOL_CALLS_REACHED either way (toolBudgetEnding).
+	finalToolBudget = "max_tool_calls"
 	// finalMaxTurns: the last turn under max_turns (seed 000 §1: "final turn: tools
 	// disabled"); without an answer the run ends MAX_TURNS_REACHED with the synthetic report.
 	finalMaxTurns = "max_turns"
@@ -23,6 +26,8 @@ func (r *run) finalReason() string {
 		return finalContext
 	case r.collapsed:
 		return finalReportRefused
+	case r.toolBudgetSpent:
+		return finalToolBudget
 	case r.turns >= r.contract.GetMaxTurns():
 		return finalMaxTurns
 	}
@@ -34,6 +39,8 @@ func (r *run) finalReason() string {
 // none: the refusal's tool message says what to fix.
 var finalInstructions = map[string]string{
 	finalContext: "System notice: the context window is nearly full. No more tools can run. " +
+		"Answer the user now with the information you already have.",
+	finalToolBudget: "System notice: the run's tool call budget is used up. No more tools can run. " +
 		"Answer the user now with the information you already have.",
 	finalMaxTurns: "System notice: the run has reached its turn limit. This is the last turn: no more tools can run. " +
 		"Answer the user now with the information you already have.",

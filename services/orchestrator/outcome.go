@@ -85,7 +85,8 @@ type ending struct {
 	reason string
 	// retryable says whether running the request again may help.
 	retryable bool
-	// answer is the model's final message (a successful ending).
+	// answer is the model's final message: every successful ending has one, and so does
+	// MAX_TOOL_CALLS_REACHED when the final turn answered (toolBudgetEnding).
 	answer *typev1.Message
 	// report is the accepted final report, when the answer came through final_report or
 	// needed decoding (json output).

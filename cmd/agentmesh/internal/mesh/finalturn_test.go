@@ -10,6 +10,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 )
 
 // turnStarts summarises a run's turn_started events as "turn:reason", the reason empty for a
@@ -119,4 +120,79 @@ func TestMaxTurnsOneWithRequiredToolsIsRefused(t *testing.T) {
 	if n := len(h.llm.Requests()); n != 0 {
 		t.Errorf("%d provider requests, want none", n)
 	}
+}
+
+// TestToolBudgetLeavesOneFinalAnswer (issue 11.3, seed 002 §7): when max_tool_calls_total is
+// used up, the dropped call is answered with a tool message for the model, one final turn
+// offers only final_report, and the model's answer reaches the user; the run still ends
+// MAX_TOOL_CALLS_REACHED.
+func TestToolBudgetLeavesOneFinalAnswer(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "budget", Match: "add twice", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "a", Name: "calculator", Arguments: `{"expression":"1+1"}`}, {ID: "b", Name: "calculator", Arguments: `{"expression":"2+2"}`}}},
+		text("1+1 is 2; I could not compute 2+2."),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "add twice", Overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_TOOL_CALLS_REACHED" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s success=%v, want FAILED_BUDGET_EXHAUSTED MAX_TOOL_CALLS_REACHED", res.GetOutcome(), res.GetExitReason(), res.GetSuccess())
+	}
+	if r := res.GetFinalReport(); r.GetContent() != "1+1 is 2; I could not compute 2+2." || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS {
+		t.Errorf("final report %v: the model's answer, status success (the model gave it)", r)
+	}
+	if e := res.GetError(); e.GetCode() != "MAX_TOOL_CALLS_REACHED" || !e.GetRetryable() {
+		t.Errorf("error %v, want MAX_TOOL_CALLS_REACHED, retryable", e)
+	}
+	if got := toolMessage(t, res, 1); got != "(tool failed: dropped: the run's budget of 1 tool calls is used up)" {
+		t.Errorf("the dropped call's tool message %q", got)
+	}
+	reqs := h.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d provider requests, want 2", len(reqs))
+	}
+	if got := reqs[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+		t.Errorf("the final turn offered %v, want only final_report", got)
+	}
+	if got := lastSystemMessage(reqs[1]); !strings.Contains(got, "tool call budget is used up") {
+		t.Errorf("the final turn's request ends with %q, not the budget instruction", got)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != "LLM:OK TOOL:OK LLM:OK" || res.GetToolCalls() != 1 {
+		t.Errorf("accounting %s, tool_calls %d", got, res.GetToolCalls())
+	}
+	if got := h.toolEvents(t, res.GetRunId()); !slices.Equal(got, []string{"tool_started", "tool_finished"}) {
+		t.Errorf("tool events %v: the dropped call never started", got)
+	}
+	if got := h.turnStarts(t, res.GetRunId()); !slices.Equal(got, []string{"1:", "2:max_tool_calls"}) {
+		t.Errorf("turn_started events %v", got)
+	}
+	checkInvariants(t, res)
+}
+
+// TestToolBudgetFinalTurnWithoutAnswer: a model that calls a tool again in the final turn
+// after the budget ran out gets the call refused, never run, and the run ends
+// MAX_TOOL_CALLS_REACHED with the canned message.
+func TestToolBudgetFinalTurnWithoutAnswer(t *testing.T) {
+	again := call("calculator", `{"expression":"3+3"}`)
+	h := start(t, nil, llmtest.Scenario{Name: "budget", Match: "add forever", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "a", Name: "calculator", Arguments: `{"expression":"1+1"}`}, {ID: "b", Name: "calculator", Arguments: `{"expression":"2+2"}`}}},
+		again, again,
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "add forever", Overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_TOOL_CALLS_REACHED" {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	if r := res.GetFinalReport(); r.GetContent() != orchestrator.MessageTooComplex || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_FAILURE {
+		t.Errorf("final report %v", r)
+	}
+	if got := toolMessage(t, res, 2); got != "(tool failed: calculator is not offered in this final turn; only final_report may be called)" {
+		t.Errorf("the final turn's tool message %q", got)
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d provider requests, want 2", n)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != "LLM:OK TOOL:OK LLM:OK" {
+		t.Errorf("accounting %s", got)
+	}
+	if got := h.toolEvents(t, res.GetRunId()); !slices.Equal(got, []string{"tool_started", "tool_finished"}) {
+		t.Errorf("tool events %v", got)
+	}
+	checkInvariants(t, res)
 }

@@ -553,7 +553,8 @@ type TurnStarted struct {
 	ForcedFinal bool `protobuf:"varint,2,opt,name=forced_final,json=forcedFinal,proto3" json:"forced_final,omitempty"`
 	// Why the turn is a final turn, empty when it is not: "context" (the context guard forced
 	// it), "final_report_refused" (a final report was refused: the remaining turns collapse into
-	// this one) or "max_turns" (the last turn under max_turns). A guard that forces the final turn in the
+	// this one), "max_tool_calls" (the tool call budget is used up: one answer may follow) or
+	// "max_turns" (the last turn under max_turns). A guard that forces the final turn in the
 	// turn's own preflight is told by the context_guard event that follows.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
