@@ -36,6 +36,9 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		if k.TurnStarted.GetForcedFinal() {
 			suffix = " — final turn"
 		}
+		if r := k.TurnStarted.GetReason(); r != "" {
+			suffix += " (" + r + ")"
+		}
 		p.line("· turn %d%s", k.TurnStarted.GetTurn(), suffix)
 	case *eventv1.RunEvent_LlmDelta:
 		if !p.streaming {

@@ -155,11 +155,14 @@ type Durability struct {
 
 // Defaults are the ExecutionContract defaults (DESIGN §5); a run's overrides start from them.
 type Defaults struct {
-	// MaxTurns is the maximum number of LLM turns.
+	// MaxTurns is the maximum number of LLM turns. The last one offers only final_report, so
+	// tool_policy required needs at least 2.
 	MaxTurns int32 `yaml:"max_turns"`
 	// MaxToolCallsPerTurn is the maximum number of tool calls executed in one turn.
 	MaxToolCallsPerTurn int32 `yaml:"max_tool_calls_per_turn"`
-	// MaxToolCallsTotal is the maximum number of tool calls in a run; 0 is unlimited.
+	// MaxToolCallsTotal is the maximum number of tool calls in a run; 0 is unlimited. Once a
+	// call is dropped over it, one final turn lets the model answer, then the run ends
+	// MAX_TOOL_CALLS_REACHED.
 	MaxToolCallsTotal int32 `yaml:"max_tool_calls_total"`
 	// MaxRetries is the number of LLM attempts per turn, cycling over the targets.
 	MaxRetries int32 `yaml:"max_retries"`

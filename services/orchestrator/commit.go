@@ -50,6 +50,7 @@ func (r *run) commit(runCtx, stepCtx context.Context, pending *ending, t *turnSt
 
 func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *turnState) *ending {
 	c := r.contract
+	finalReason := r.finalReason() // why this turn was final (when t.finalTurn), before the predicates change it
 	// 1. Interrupt and timeouts.
 	if e := r.interruption(runCtx); e != nil {
 		return e
@@ -57,14 +58,14 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	if errors.Is(context.Cause(stepCtx), errStepTimeout) {
 		return timedOut(fmt.Sprintf("step_timeout_ms (%d ms) exceeded in turn %d", c.GetStepTimeoutMs(), r.turns))
 	}
-	// 2. Budgets.
+	// 2. Budgets. A call dropped over the tool call budget does not end the run at once: one
+	// final turn follows, so the model can answer with what it has (seed 002 §7).
 	if c.GetMaxTokensConsumed() > 0 && r.usage.GetTotal() > c.GetMaxTokensConsumed() {
 		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokens, MessageTooComplex,
 			fmt.Sprintf("%d tokens consumed, budget %d", r.usage.GetTotal(), c.GetMaxTokensConsumed()))
 	}
 	if t.budgetExhausted {
-		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxToolCalls, MessageTooComplex,
-			fmt.Sprintf("the model asked for more than %d tool calls", c.GetMaxToolCallsTotal()))
+		r.toolBudgetSpent = true
 	}
 	// A stage failure of this turn (provider exhausted, stage down).
 	if pending != nil {
@@ -72,11 +73,11 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	// 3. Contract policy.
 	if t.forbiddenCall {
-		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitToolPolicyViolation, "",
+		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitToolPolicyViolation, MessageToolPolicyViolation,
 			"the model called a tool although tools are forbidden for this run")
 	}
 	if t.cycle != "" {
-		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitCycleForbidden, "", "forbidden tool sequence "+t.cycle)
+		return fail(typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, ExitCycleForbidden, MessageCycleForbidden, "forbidden tool sequence "+t.cycle)
 	}
 	if t.malformed > 0 {
 		r.formatFails++
@@ -87,27 +88,41 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	final, reportErr := r.finalAnswer(t)
 	if final != nil && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
-		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, "",
+		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, MessageToolRequired,
 			"the run requires a tool, but the model answered without executing one")
 	}
+	budgetTurn := t.finalTurn && finalReason == finalToolBudget // the one turn after the budget ran out
 	if reportErr != nil {
-		if r.collapsed {
+		switch {
+		case r.collapsed:
 			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure, reportErr.Error())
+		case budgetTurn:
+			return r.toolBudgetEnding(nil, nil, "the final report of the final turn that followed was refused: "+reportErr.Error())
 		}
 		r.collapsed = true // seed 000: the remaining turns collapse into one final turn
 		return nil
 	}
-	// 4. Context threshold: a forced final turn must end the run.
+	// 4. A final turn without an answer ends the run, as its reason says.
 	if t.finalTurn && final == nil && t.answer != nil {
-		if r.collapsed {
+		switch {
+		case r.collapsed:
 			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure,
 				"the final turn after a refused final report produced no answer")
+		case finalReason == finalContext:
+			return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
+				"the forced final turn produced no answer")
+		case budgetTurn:
+			return r.toolBudgetEnding(nil, nil, "the final turn that followed produced no answer")
 		}
-		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
-			"the forced final turn produced no answer")
+		// The last turn under max_turns: the loop ends with seed 000's synthetic failure report.
+		return nil
 	}
-	// 5. Normal success.
+	// 5. Normal success; the answer of the turn after the tool call budget ran out still ends
+	// the run MAX_TOOL_CALLS_REACHED.
 	if final != nil {
+		if budgetTurn {
+			return r.toolBudgetEnding(t.answer, final, "the model answered in the final turn that followed")
+		}
 		outcome := typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY
 		if r.toolCalls > 0 {
 			outcome = typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS
@@ -116,6 +131,18 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	// 6. Continue.
 	return nil
+}
+
+// toolBudgetEnding ends a run after the final turn that followed its tool call budget running
+// out (seed 002 §7): FAILED_BUDGET_EXHAUSTED / MAX_TOOL_CALLS_REACHED (DESIGN §6), retryable.
+// The dropped calls' tool messages were for the model; the user gets the model's answer of
+// that final turn when it gave one (final report status success, since the model gave it,
+// although the run failed), else the canned message. how says what the final turn did.
+func (r *run) toolBudgetEnding(answer *typev1.Message, final *report, how string) *ending {
+	e := fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxToolCalls, MessageTooComplex,
+		fmt.Sprintf("the run's budget of %d tool calls ran out; %s", r.contract.GetMaxToolCallsTotal(), how))
+	e.answer, e.report, e.retryable = answer, final, true
+	return e
 }
 
 // finalAnswer is the turn's final report: an accepted final_report call or XML final slot,

@@ -187,7 +187,18 @@ func preflight(c *typev1.ExecutionContract, available []*typev1.Tool) string {
 		return fmt.Sprintf("reserved context (buffer %d + max output %d tokens) does not fit the %d-token window",
 			c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens(), w)
 	}
-	return ""
+	return requiredNeedsTurns(c, "")
+}
+
+// requiredNeedsTurns says why the contract's tool_policy required can never be met, or "": the
+// last turn under max_turns is a final turn that offers no tool, so a tool can run only in an
+// earlier one. source says where the policy came from, for the reason.
+func requiredNeedsTurns(c *typev1.ExecutionContract, source string) string {
+	if c.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_REQUIRED || c.GetMaxTurns() >= 2 {
+		return ""
+	}
+	return fmt.Sprintf("tool_policy required%s needs max_turns of at least 2: the last turn offers only %s, so a tool can run only in an earlier one; max_turns is %d",
+		source, FinalReportTool, c.GetMaxTurns())
 }
 
 // unknownProvider says which target names a provider the generation stage does not have, or

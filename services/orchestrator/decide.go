@@ -53,7 +53,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		return respond("I can't help with that request."), nil
 	case errors.Is(se, stageerr.ErrIntentUnclear):
 		return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
-			ClarificationQuestion: "Could you tell me more about what you would like me to do?"}, nil
+			ClarificationQuestion: MessageClarify}, nil
 	default:
 		return nil, se
 	}

@@ -18,10 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// finalInstruction is injected (ephemerally) into a forced final turn.
-const finalInstruction = "System notice: the context window is nearly full. No more tools can run. " +
-	"Answer the user now with the information you already have."
-
 // assemble asks the context stage for the messages of the next inference and evaluates the
 // context guard (seed 000 §2, "turn_preflight"). When the guard forces the final turn, the
 // tools shrink to final_report and the guard is evaluated again with the smaller schema; if
@@ -66,8 +62,8 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 				fmt.Sprintf("context guard: projected %d tokens, limit %d, even for the final turn", guard.GetProjected(), guard.GetLimit()))
 		}
 		messages = resp.GetMessages()
-		if r.forcedFinal {
-			messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: finalInstruction})
+		if instruction := finalInstructions[r.finalReason()]; instruction != "" {
+			messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: instruction})
 		}
 		detail := fmt.Sprintf("%d messages, %d tokens, %d dropped, guard %s (ctx %d, pending %d, schema %d; projected %d, limit %d)",
 			len(messages), resp.GetTokenCount(), resp.GetDroppedMessages(), guard.GetVerdict(), guard.GetCounters().GetCtx(),

@@ -63,6 +63,7 @@ func (r *run) drive(ctx context.Context) *ending {
 			return e
 		}
 	}
+	// The last turn is a final turn (finalMaxTurns): a run that reaches it can still answer.
 	for r.turns < r.contract.GetMaxTurns() {
 		r.turns++
 		if e := r.turn(ctx); e != nil {
@@ -141,6 +142,12 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 			Goal: resp.GetGoal(), Constraints: resp.GetConstraints(),
 			TaskType: taskTypeName(resp.GetTaskType()), ToolPolicy: policy,
 		}}})
+		// A policy the request set was checked in PRECHECK; one the intent resolved is
+		// checked here, still before any LLM call.
+		if why := requiredNeedsTurns(r.contract, " (from the intent)"); why != "" {
+			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitInvalidContract, MessageProviderFailure, why)
+			return req, resp, why
+		}
 		if resp.GetNeedsClarification() {
 			q := resp.GetClarificationQuestion()
 			end = r.askClarification(q, "")
@@ -167,6 +174,7 @@ func (r *run) intentFailure(ctx context.Context, err error) *ending {
 // tool_policy required, where a run that executed no tool is never a success (Monolith
 // invariant C), so it ends TOOL_REQUIRED with the question as its report.
 func (r *run) askClarification(question, reason string) *ending {
+	question = cmp.Or(question, MessageClarify)
 	r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: question}
 	answer := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: question}
 	r.conversation = append(r.conversation, answer)
@@ -213,13 +221,14 @@ func (r *run) makePlan(ctx context.Context) *ending {
 func (r *run) turn(ctx context.Context) *ending {
 	stepCtx, cancel := r.stepTimer(ctx)
 	defer func() { cancel() }()
-	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: r.turns, ForcedFinal: r.forcedFinal}}})
+	final := r.finalReason()
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: r.turns, ForcedFinal: final != "", Reason: final}}})
 	var (
 		t    turnState
 		plan []plannedCall
 	)
 	messages, tools, end := r.assemble(stepCtx)
-	t.finalTurn = r.forcedFinal || r.collapsed
+	t.finalTurn = r.finalReason() != "" // the context guard may have forced it in assemble
 	if end == nil {
 		end = r.infer(stepCtx, messages, tools, &t)
 	}
@@ -293,11 +302,11 @@ type turnState struct {
 }
 
 // turnTools are the tools of the coming request: the run's tools (and final_report for json
-// output), or only final_report once the run is in its final turn (seed 000 §2). In the XML
-// modes the final report is the XML final slot, so a final turn has no tools. In xml mode
-// the tools are listed in XML-NEXT instead of being sent to the provider (providerTools).
+// output), or only final_report in a final turn (finalReason; seed 000 §2). In the XML modes
+// the final report is the XML final slot, so a final turn has no tools. In xml mode the tools
+// are listed in XML-NEXT instead of being sent to the provider (providerTools).
 func (r *run) turnTools() []*typev1.Tool {
-	if r.forcedFinal || r.collapsed {
+	if r.finalReason() != "" {
 		if r.xml != nil {
 			return nil
 		}

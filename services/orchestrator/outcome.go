@@ -43,6 +43,22 @@ const (
 	MessageTooComplex      = "That request is too complex. Could you break it into smaller steps?"
 )
 
+// Canned user-facing messages of the endings that are failures of policy (issue 11.3: every
+// ending but EMPTY_INPUT tells the user what happened), shown verbatim.
+const (
+	// MessageToolRequired ends a run that needed a tool and answered without executing one.
+	MessageToolRequired = "I couldn't complete this request: it needs a tool, and I answered without using one. Please try again."
+	// MessageToolPolicyViolation ends a run whose model called a tool although tools are
+	// forbidden for it.
+	MessageToolPolicyViolation = "I stopped because I tried to use a tool, and tools are not allowed for this request."
+	// MessageCycleForbidden ends a run whose model called tools in a sequence its contract
+	// forbids.
+	MessageCycleForbidden = "I stopped because I tried to use tools in an order that this request does not allow."
+	// MessageClarify is the question asked when a request needs clarification and no
+	// question came with it.
+	MessageClarify = "Could you tell me more about what you would like me to do?"
+)
+
 // EmptyResponseNotice is seed 000's ephemeral retry message for an answer with no content, no
 // tool calls and no reasoning. It is sent once and never stored in the conversation.
 const EmptyResponseNotice = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer."
@@ -69,7 +85,8 @@ type ending struct {
 	reason string
 	// retryable says whether running the request again may help.
 	retryable bool
-	// answer is the model's final message (a successful ending).
+	// answer is the model's final message: every successful ending has one, and so does
+	// MAX_TOOL_CALLS_REACHED when the final turn answered (toolBudgetEnding).
 	answer *typev1.Message
 	// report is the accepted final report, when the answer came through final_report or
 	// needed decoding (json output).

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"strings"
 
@@ -44,7 +45,9 @@ func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error)
 	if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED && se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE {
 		exit = stageerr.CodeName(se.Code)
 	}
-	e := fail(outcome, exit, d.GetUserMessage(), stage+": "+se.Error())
+	// The recovery stage is swappable: a decision without a user message still leaves the user
+	// a report that says something.
+	e := fail(outcome, exit, cmp.Or(d.GetUserMessage(), MessageProviderFailure), stage+": "+se.Error())
 	e.retryable = se.Retryable() || exit == ExitStageUnavailable
 	return e
 }

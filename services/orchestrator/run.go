@@ -76,6 +76,9 @@ type run struct {
 	collapsed    bool  // a final report failed: the next turn is the last (seed 000 §1)
 	formatFails  int32 // turns whose output had malformed tool calls
 	decision     *typev1.AgentDecision
+	// toolBudgetSpent: a call was dropped over max_tool_calls_total, so the next turn is the
+	// final one (seed 002 §7).
+	toolBudgetSpent bool
 
 	mu       sync.Mutex
 	sink     func(*eventv1.RunEvent)
@@ -198,7 +201,10 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 		ToolCalls:  r.toolCalls,
 		Decision:   r.decision,
 	}
-	if e.success() {
+	// The report's status follows its source (seed 000 §5): success when the model gave the
+	// answer (in a failed run too: MAX_TOOL_CALLS_REACHED after a final answer), failure when
+	// the system wrote it.
+	if e.answer != nil {
 		report.Status = typev1.ReportStatus_REPORT_STATUS_SUCCESS
 		report.Content = e.answer.GetContent()
 		if e.report != nil {
@@ -215,6 +221,8 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 			reason = strings.ToLower(e.exit)
 		}
 		report.Metadata, _ = structpb.NewStruct(map[string]any{"reason": reason})
+	}
+	if !e.success() {
 		res.Error = &typev1.RunError{Code: e.exit, Message: reasonText(e), Retryable: e.retryable}
 	}
 	res.FinalReport = report

@@ -81,11 +81,11 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 			n++
 			why := ""
 			switch {
-			case t.finalTurn: // the request offered only the final report (issue 11.3)
-				why = fmt.Sprintf("%s is not offered in this final turn; only %s may be called", call.GetName(), FinalReportTool)
-			case c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN:
+			case c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN: // a violation in any turn
 				t.forbiddenCall = true
 				why = "tools are forbidden for this run"
+			case t.finalTurn: // the request offered only the final report (issue 11.3)
+				why = fmt.Sprintf("%s is not offered in this final turn; only %s may be called", call.GetName(), FinalReportTool)
 			case n > int(c.GetMaxToolCallsPerTurn()):
 				why = fmt.Sprintf("dropped: at most %d tool calls may run in one turn", c.GetMaxToolCallsPerTurn())
 			case c.GetMaxToolCallsTotal() > 0 && int(r.toolCalls)+len(valid) >= int(c.GetMaxToolCallsTotal()):

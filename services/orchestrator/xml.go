@@ -54,7 +54,7 @@ func (r *run) xmlNext(tools []*typev1.Tool) *typev1.Message {
 		Tools:       tools,
 		MaxCalls:    int(r.contract.GetMaxToolCallsPerTurn()),
 		Format:      formatName(r.contract.GetOutputFormat()),
-		ForcedFinal: r.forcedFinal || r.collapsed,
+		ForcedFinal: r.finalReason() != "",
 	}
 	if s := r.req.GetOutputSchema(); s != nil && r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
 		b, _ := json.Marshal(s.AsMap())

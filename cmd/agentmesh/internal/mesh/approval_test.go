@@ -47,6 +47,7 @@ func finishOn(t *testing.T, client agentv1.AgentServiceClient, runID string) (*t
 		}
 		kinds = append(kinds, events.Kind(ev))
 		if f := ev.GetRunFinished(); f != nil {
+			checkReported(t, f.GetResult())
 			return f.GetResult(), kinds
 		}
 	}

@@ -97,10 +97,11 @@ func TestConformance(t *testing.T) {
 		{name: "001/1b required tool, only a refused call", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			turns:   []llmtest.Turn{call("calculator", `{"expr":"6*7"}`), text("I could not compute it.")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUATA", accounting: "LLM:OK TOOL:FAILED LLM:OK",
-			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) { // issue 11.2: a refused call is not executed
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) { // issue 11.2: a refused call is not executed
 				if res.GetToolCalls() != 0 {
 					t.Errorf("tool_calls %d, want 0: the action stage refused the call", res.GetToolCalls())
 				}
+				cannedReport(orchestrator.MessageToolRequired)(t, res, reqs)
 			}},
 		{name: "001/1c required tool, clarification asked", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			request: func(r *agentv1.RunRequest) { r.Message = "help" },
@@ -108,15 +109,21 @@ func TestConformance(t *testing.T) {
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "", check: noLLMCall},
 		{name: "001/3 required tool, narration only", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			turns:   []llmtest.Turn{text("I would use the calculator and get 42.")},
-			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK"},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK",
+			check: cannedReport(orchestrator.MessageToolRequired)}, // issue 11.3: never an empty report
 		{name: "001/4 forbidden tool attempted", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`)},
 			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "TOOL_POLICY_VIOLATION", roles: "SUAT", accounting: "LLM:OK",
-			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
 				if tools := reqs[0].ToolNames(); len(tools) != 0 {
 					t.Errorf("a forbidden run offered tools %v", tools)
 				}
+				cannedReport(orchestrator.MessageToolPolicyViolation)(t, res, reqs)
 			}},
+		{name: "001/4b forbidden tool attempted in the last turn", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN, MaxTurns: i32(1)},
+			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "TOOL_POLICY_VIOLATION", roles: "SUAT", accounting: "LLM:OK",
+			check: cannedReport(orchestrator.MessageToolPolicyViolation)}, // a violation in a final turn too, not MAX_TURNS_REACHED
 		{name: "001/5 oversized tool result", overrides: &agentv1.RunOverrides{ToolResponseMaxBytes: i64(10)},
 			turns:   []llmtest.Turn{call("big_lookup", `{}`), text("done")},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK",
@@ -138,11 +145,22 @@ func TestConformance(t *testing.T) {
 			}},
 
 		// Seed 000 §1: turn and tool limits, retries, truncation (above), timeouts (above), repair.
+		// Issue 11.3: the last turn is a final turn (tools disabled), so its call is refused, not run.
 		{name: "000 max turns", overrides: &agentv1.RunOverrides{MaxTurns: i32(2)}, turns: []llmtest.Turn{loop, loop, loop},
-			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TURNS_REACHED", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK TOOL:OK",
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TURNS_REACHED", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK",
 			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
 				if r := res.GetFinalReport().GetMetadata().GetFields()["reason"].GetStringValue(); r != "max_turns_exhausted" {
 					t.Errorf("metadata.reason %q", r)
+				}
+			}},
+		{name: "000 last turn under max_turns answers", overrides: &agentv1.RunOverrides{MaxTurns: i32(2)}, turns: []llmtest.Turn{loop, text("It is noon.")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+				if len(reqs) != 2 {
+					t.Fatalf("%d LLM requests, want 2", len(reqs))
+				}
+				if got := reqs[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+					t.Errorf("the last turn offered %v", got)
 				}
 			}},
 		{name: "000 max tool calls per turn", overrides: &agentv1.RunOverrides{MaxToolCallsPerTurn: i32(2)},
@@ -255,16 +273,40 @@ func TestConformance(t *testing.T) {
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 
 		// Budgets and policies of DESIGN §5 (seeds 001, 002).
+		// Seed 002 §7: the dropped call's tool message is for the model; one final answer follows.
 		{name: "002 max tool calls total", overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)},
 			turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
-				{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`}}}},
-			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOOL_CALLS_REACHED", roles: "SUATT", accounting: "LLM:OK TOOL:OK"},
+				{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`}}},
+				text("1+1 is 2.")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOOL_CALLS_REACHED", roles: "SUATTA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if r := res.GetFinalReport(); r.GetContent() != "1+1 is 2." || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS {
+					t.Errorf("final report %v, want the model's answer", r)
+				}
+				if len(reqs) != 2 {
+					t.Fatalf("%d LLM requests, want 2", len(reqs))
+				}
+				if got := reqs[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+					t.Errorf("the final turn offered %v", got)
+				}
+			}},
+		{name: "002 tool call budget, json answer in the final turn", overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)}, request: jsonRun,
+			turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+				{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`}}},
+				report(`{"report_format":"json","content_json":{"answer":2}}`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOOL_CALLS_REACHED", roles: "SUATTA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := res.GetFinalReport().GetContentJson().GetFields()["answer"].GetNumberValue(); got != 2 {
+					t.Errorf("content_json %v", res.GetFinalReport().GetContentJson())
+				}
+			}},
 		{name: "001 max tokens consumed", overrides: &agentv1.RunOverrides{MaxTokensConsumed: i64(10)},
 			turns:   []llmtest.Turn{{Content: "a long answer", Usage: &llmtest.Usage{PromptTokens: 30, CompletionTokens: 7}}},
 			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOKENS_REACHED", roles: "SUA", accounting: "LLM:OK"},
 		{name: "001 cycle_forbid", overrides: &agentv1.RunOverrides{CycleForbid: []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}}},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), call("calculator", `{"expression":"2+2"}`)},
-			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK"},
+			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: cannedReport(orchestrator.MessageCycleForbidden)},
 		{name: "001 allowed_tools", overrides: &agentv1.RunOverrides{AllowedTools: []string{"current_time"}},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), text("I may not calculate")},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
@@ -409,7 +451,9 @@ func llmAttempts(res *typev1.RunResult) int {
 func checkInvariants(t *testing.T, res *typev1.RunResult) {
 	t.Helper()
 	wantStatus := typev1.ReportStatus_REPORT_STATUS_FAILURE
-	if res.GetSuccess() {
+	if res.GetSuccess() || res.GetExitReason() == orchestrator.ExitMaxToolCalls && res.GetFinalReport().GetStatus() == typev1.ReportStatus_REPORT_STATUS_SUCCESS {
+		// The model gave the answer: every successful run, and a run whose final turn
+		// answered after the tool call budget ran out (seed 002 §7).
 		wantStatus = typev1.ReportStatus_REPORT_STATUS_SUCCESS
 	}
 	if res.GetFinalReport().GetStatus() != wantStatus || res.GetFinalReport().GetTs() == nil {

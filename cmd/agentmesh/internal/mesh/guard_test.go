@@ -96,6 +96,9 @@ func TestGuardDropsAToolResultThatWouldOverflow(t *testing.T) {
 	if !preflight {
 		t.Error("no tool_preflight guard event forcing the final turn")
 	}
+	if got := h.turnStarts(t, res.GetRunId()); !slices.Equal(got, []string{"1:", "2:context"}) {
+		t.Errorf("turn_started events %v", got)
+	}
 	checkInvariants(t, res)
 }
 

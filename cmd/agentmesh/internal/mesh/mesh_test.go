@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -108,7 +109,23 @@ func (h *harness) run(t *testing.T, req *agentv1.RunRequest) *typev1.RunResult {
 	if err != nil {
 		t.Fatalf("Run(%q): %v", req.GetMessage(), err)
 	}
+	checkReported(t, res)
 	return res
+}
+
+// checkReported holds for every finished run (issue 11.3): its final report tells the user
+// what happened, in non-empty content, except EMPTY_INPUT, which has no message (seed 002:
+// the client prompts for input). A run paused for approval has not finished.
+func checkReported(t *testing.T, res *typev1.RunResult) {
+	t.Helper()
+	if res.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+		return
+	}
+	empty := strings.TrimSpace(res.GetFinalReport().GetContent()) == ""
+	if empty != (res.GetExitReason() == orchestrator.ExitEmptyInput) {
+		t.Errorf("%s %s ended with final report content %q: every ending but EMPTY_INPUT tells the user what happened",
+			res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
+	}
 }
 
 // storedEvents reads a finished run's events back from JetStream, with their headers.
@@ -389,8 +406,24 @@ func TestMaxTurnsEndsWithSyntheticFailure(t *testing.T) {
 	if n := len(h.llm.Requests()); n != 2 || res.GetTurns() != 2 {
 		t.Errorf("%d LLM requests, %d turns; max_turns is 2", n, res.GetTurns())
 	}
+	// Issue 11.3: the last turn is a final turn, so its call is refused, never run.
+	if got := h.llm.Requests()[1].ToolNames(); !slices.Equal(got, []string{"final_report"}) {
+		t.Errorf("the last turn offered %v, want only final_report", got)
+	}
 	if got := roles(res.GetConversation()); !slices.Equal(got, []string{"SYSTEM", "USER", "ASSISTANT", "TOOL", "ASSISTANT", "TOOL"}) {
 		t.Errorf("conversation roles %v", got)
+	}
+	if got := toolMessage(t, res, 1); got != "(tool failed: current_time is not offered in this final turn; only final_report may be called)" {
+		t.Errorf("the last turn's tool message %q", got)
+	}
+	if got := accountingSummary(res.GetAccounting()); got != "LLM:OK TOOL:OK LLM:OK" || res.GetToolCalls() != 1 {
+		t.Errorf("accounting %s, tool_calls %d: the last turn's call ran", got, res.GetToolCalls())
+	}
+	if got := h.toolEvents(t, res.GetRunId()); !slices.Equal(got, []string{"tool_started", "tool_finished"}) {
+		t.Errorf("tool events %v: the refused call never started", got)
+	}
+	if got := h.turnStarts(t, res.GetRunId()); !slices.Equal(got, []string{"1:", "2:max_turns"}) {
+		t.Errorf("turn_started events %v", got)
 	}
 	checkEvents(t, h, res)
 }

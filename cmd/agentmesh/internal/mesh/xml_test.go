@@ -313,6 +313,24 @@ func TestXMLTransport(t *testing.T) {
 					t.Errorf("final report %q", got)
 				}
 			}},
+		{name: "the last turn under max_turns advertises only the final slot", // issue 11.3
+			overrides: func(o *agentv1.RunOverrides) { o.MaxTurns = i32(1) },
+			turns: []llmtest.Turn{xmlTurn(func(n string) string {
+				return xmlSlot(n, 1, "calculator", `{"expression":"1+1"}`) + xmlFinal(n, "text", "I could not calculate.")
+			})},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK TOOL:OK",
+			check: func(t *testing.T, _ *harness, res *typev1.RunResult, reqs []llmtest.Request) {
+				next := lastContent(reqs[0])
+				if !strings.Contains(next, "This is the final turn") || strings.Contains(next, "## Tools") || strings.Contains(next, "calculator") {
+					t.Errorf("last turn XML-NEXT %q", next)
+				}
+				if !strings.Contains(transcriptNotes(res), "no tools are available in the final turn") {
+					t.Errorf("transcript notes:\n%s", transcriptNotes(res))
+				}
+				if got := toolEntries(res); !slices.Equal(got, []string{"agent__final_report_xml/xml"}) {
+					t.Errorf("tool accounting %v: the slot's call ran", got)
+				}
+			}},
 		{name: "a json final report is validated, refused, then fixed", request: jsonRun,
 			turns: []llmtest.Turn{
 				xmlTurn(func(n string) string { return xmlFinal(n, "json", `{"answer":"forty-two"}`) }),

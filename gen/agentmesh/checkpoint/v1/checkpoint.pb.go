@@ -177,9 +177,11 @@ type RunCheckpoint struct {
 	// Set on the key-value entry of a checkpoint too large for one entry: the whole checkpoint
 	// is the object of this name in the object store AGENTMESH_CHECKPOINT_BODIES, and the entry
 	// carries only version, run_id, phase, user_id and this name.
-	BodyObject    string `protobuf:"bytes,37,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BodyObject string `protobuf:"bytes,37,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
+	// A tool call was dropped over max_tool_calls_total: the next turn is the final one.
+	ToolBudgetSpent bool `protobuf:"varint,38,opt,name=tool_budget_spent,json=toolBudgetSpent,proto3" json:"tool_budget_spent,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunCheckpoint) Reset() {
@@ -469,6 +471,13 @@ func (x *RunCheckpoint) GetBodyObject() string {
 		return x.BodyObject
 	}
 	return ""
+}
+
+func (x *RunCheckpoint) GetToolBudgetSpent() bool {
+	if x != nil {
+		return x.ToolBudgetSpent
+	}
+	return false
 }
 
 // TurnCheckpoint is what COMMIT needs of a turn whose tool calls are validated.
@@ -904,7 +913,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\f\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\f\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -956,7 +965,8 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\vxml_ignored\x18$ \x03(\v2#.agentmesh.checkpoint.v1.XmlIgnoredR\n" +
 	"xmlIgnored\x12\x1f\n" +
 	"\vbody_object\x18% \x01(\tR\n" +
-	"bodyObject\"\xa3\x05\n" +
+	"bodyObject\x12*\n" +
+	"\x11tool_budget_spent\x18& \x01(\bR\x0ftoolBudgetSpent\"\xa3\x05\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +

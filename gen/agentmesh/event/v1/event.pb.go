@@ -548,8 +548,15 @@ type TurnStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1-based turn number.
 	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
-	// True when this is a forced final turn.
-	ForcedFinal   bool `protobuf:"varint,2,opt,name=forced_final,json=forcedFinal,proto3" json:"forced_final,omitempty"`
+	// True when this is a final turn: the request offers only final_report (in the XML modes,
+	// only the XML final slot), and a call to any other tool is refused.
+	ForcedFinal bool `protobuf:"varint,2,opt,name=forced_final,json=forcedFinal,proto3" json:"forced_final,omitempty"`
+	// Why the turn is a final turn, empty when it is not: "context" (the context guard forced
+	// it), "final_report_refused" (a final report was refused: the remaining turns collapse into
+	// this one), "max_tool_calls" (the tool call budget is used up: one answer may follow) or
+	// "max_turns" (the last turn under max_turns). A guard that forces the final turn in the
+	// turn's own preflight is told by the context_guard event that follows.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +603,13 @@ func (x *TurnStarted) GetForcedFinal() bool {
 		return x.ForcedFinal
 	}
 	return false
+}
+
+func (x *TurnStarted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // LlmDelta is a fragment of a streamed model answer.
@@ -1382,10 +1396,11 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"toolPolicy\"t\n" +
 	"\vPlanCreated\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.agentmesh.type.v1.StepR\x05steps\x126\n" +
-	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\"D\n" +
+	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\"\\\n" +
 	"\vTurnStarted\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12!\n" +
-	"\fforced_final\x18\x02 \x01(\bR\vforcedFinal\"V\n" +
+	"\fforced_final\x18\x02 \x01(\bR\vforcedFinal\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"V\n" +
 	"\bLlmDelta\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +

@@ -373,11 +373,13 @@ type ExecutionContract struct {
 	ModelProfileId string `protobuf:"bytes,4,opt,name=model_profile_id,json=modelProfileId,proto3" json:"model_profile_id,omitempty"`
 	// Version of the protocol adapter that turns provider answers into canonical messages.
 	AdapterVersion string `protobuf:"bytes,5,opt,name=adapter_version,json=adapterVersion,proto3" json:"adapter_version,omitempty"`
-	// Maximum LLM turns; never exceeded.
+	// Maximum LLM turns; never exceeded. The last one is a final turn: it offers only
+	// final_report, so a run that reaches the limit can still answer.
 	MaxTurns int32 `protobuf:"varint,6,opt,name=max_turns,json=maxTurns,proto3" json:"max_turns,omitempty"`
 	// Maximum tool calls executed in one turn; excess calls are dropped.
 	MaxToolCallsPerTurn int32 `protobuf:"varint,7,opt,name=max_tool_calls_per_turn,json=maxToolCallsPerTurn,proto3" json:"max_tool_calls_per_turn,omitempty"`
-	// Maximum tool calls in the whole run; 0 means unlimited.
+	// Maximum tool calls in the whole run; 0 means unlimited. A call over it is dropped, one
+	// final turn (only final_report offered) follows, and the run ends MAX_TOOL_CALLS_REACHED.
 	MaxToolCallsTotal int32 `protobuf:"varint,8,opt,name=max_tool_calls_total,json=maxToolCallsTotal,proto3" json:"max_tool_calls_total,omitempty"`
 	// Maximum LLM attempts per turn, cycling over targets.
 	MaxRetries int32 `protobuf:"varint,9,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
