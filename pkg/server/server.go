@@ -1,5 +1,6 @@
 // Package server is the gRPC server every agentmesh service binary runs: OpenTelemetry spans,
-// panic recovery, stage error mapping, keepalive, the standard health and reflection services,
+// panic recovery, stage error mapping, INVALID_ARGUMENT for requests that do not decode,
+// message size limits, keepalive, the standard health and reflection services,
 // and a graceful drain on shutdown.
 package server
 
@@ -89,10 +90,12 @@ func New(opts Options) *Server {
 	if opts.TracerProvider != nil {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
 	}
+	codec := newRequestCodec()
 	g := grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOpts...)),
-		grpc.ChainUnaryInterceptor(recoverUnary(log), stageerr.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(recoverStream(log), stageerr.StreamServerInterceptor()),
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), stageerr.UnaryServerInterceptor(), codec.unaryDecodeErrors()),
+		grpc.ChainStreamInterceptor(recoverStream(log), stageerr.StreamServerInterceptor(), codec.streamDecodeErrors()),
 		grpc.KeepaliveEnforcementPolicy(enforcement),
 		grpc.KeepaliveParams(serverParams),
 		grpc.MaxRecvMsgSize(dial.DefaultMaxMessageBytes),

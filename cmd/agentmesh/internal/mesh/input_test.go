@@ -1,0 +1,114 @@
+package mesh_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// rawCodec sends and receives messages as the bytes they are, so a test can send what no
+// protobuf library would encode.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// stringField is the wire encoding of a string (or bytes, or message) field.
+func stringField(num protowire.Number, value []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), value)
+}
+
+// TestUndecodableRequestsAreInvalid (issue 11.5): a request that is not protobuf, or whose
+// string holds invalid UTF-8, is INVALID_ARGUMENT naming the message type and the problem,
+// on the public API (unary and streaming) and on a stage, not INTERNAL.
+func TestUndecodableRequestsAreInvalid(t *testing.T) {
+	h := start(t, nil)
+	notUTF8 := []byte{'h', 0xff, 0xfe, 'i'}
+	runRequest := "agentmesh.agent.v1.RunRequest"
+	tests := []struct {
+		name, service, method string
+		streams               bool
+		body                  []byte
+		want                  []string
+	}{
+		{"not protobuf", mesh.Orchestrator, "/agentmesh.agent.v1.AgentService/Run", false,
+			[]byte{0x0a, 0x80}, []string{runRequest, "invalid wire-format data"}},
+		{"user_id not UTF-8", mesh.Orchestrator, "/agentmesh.agent.v1.AgentService/Run", false,
+			stringField(1, notUTF8), []string{runRequest, "agentmesh.agent.v1.RunRequest.user_id contains invalid UTF-8"}},
+		{"history content not UTF-8", mesh.Orchestrator, "/agentmesh.agent.v1.AgentService/Run", false,
+			append(stringField(3, []byte("hi")), stringField(4, stringField(2, notUTF8))...),
+			[]string{runRequest, "agentmesh.type.v1.Message.content contains invalid UTF-8"}},
+		{"streamed message not UTF-8", mesh.Orchestrator, "/agentmesh.agent.v1.AgentService/StreamRun", true,
+			stringField(3, notUTF8), []string{runRequest, "agentmesh.agent.v1.RunRequest.message contains invalid UTF-8"}},
+		{"stage request not protobuf", mesh.Intent, "/agentmesh.intent.v1.IntentService/Parse", false,
+			[]byte{0xff}, []string{"agentmesh.intent.v1.ParseRequest"}},
+		{"stage request not UTF-8", mesh.Intent, "/agentmesh.intent.v1.IntentService/Parse", false,
+			stringField(1, notUTF8), []string{"agentmesh.intent.v1.ParseRequest.message contains invalid UTF-8"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := grpc.NewClient(h.mesh.Addr(tc.service), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var reply []byte
+			if tc.streams {
+				err = streamOnce(t, conn, tc.method, tc.body)
+			} else {
+				err = conn.Invoke(t.Context(), tc.method, &tc.body, &reply)
+			}
+			msg := status.Convert(err).Message()
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("err = %v, want INVALID_ARGUMENT", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// streamOnce sends body on a server-streaming method and returns the error that ends the
+// stream.
+func streamOnce(t *testing.T, conn *grpc.ClientConn, method string, body []byte) error {
+	t.Helper()
+	stream, err := conn.NewStream(t.Context(), &grpc.StreamDesc{ServerStreams: true}, method)
+	if err != nil {
+		return err
+	}
+	if err := stream.SendMsg(&body); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	for {
+		var event []byte
+		if err := stream.RecvMsg(&event); err != nil {
+			if err == io.EOF {
+				t.Fatal("the stream ended without an error")
+			}
+			return err
+		}
+	}
+}
