@@ -43,6 +43,9 @@ type Options struct {
 	// Health, when set, tells whether the service can serve: the health service follows it
 	// (SERVING or NOT_SERVING) from Serve until Shutdown. Without it every service is SERVING.
 	Health HealthSource
+	// MaxMessageBytes is the largest message the server receives or sends (a larger request
+	// is refused with RESOURCE_EXHAUSTED); zero means dial.DefaultMaxMessageBytes.
+	MaxMessageBytes int
 }
 
 // Server is a gRPC server with the mesh's standard services and interceptors.
@@ -82,6 +85,9 @@ func New(opts Options) *Server {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = dial.DefaultMaxMessageBytes
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -98,8 +104,8 @@ func New(opts Options) *Server {
 		grpc.ChainStreamInterceptor(recoverStream(log), stageerr.StreamServerInterceptor(), codec.streamDecodeErrors()),
 		grpc.KeepaliveEnforcementPolicy(enforcement),
 		grpc.KeepaliveParams(serverParams),
-		grpc.MaxRecvMsgSize(dial.DefaultMaxMessageBytes),
-		grpc.MaxSendMsgSize(dial.DefaultMaxMessageBytes),
+		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
 	)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)

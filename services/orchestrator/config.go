@@ -7,6 +7,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
@@ -108,7 +109,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, e
 	if err != nil {
 		return Options{}, nil, err
 	}
-	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env))
+	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return Options{}, nil, err
 	}

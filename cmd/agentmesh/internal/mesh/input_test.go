@@ -2,10 +2,16 @@ package mesh_test
 
 import (
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -110,5 +116,34 @@ func streamOnce(t *testing.T, conn *grpc.ClientConn, method string, body []byte)
 			}
 			return err
 		}
+	}
+}
+
+// TestConfiguredMessageLimit (issue 11.6): grpc.max_message_bytes is the limit of every server
+// and client of the mesh: over it, a request to the public API is RESOURCE_EXHAUSTED saying
+// both sizes, and so is a tool result between stages, which the model sees as the tool's
+// failure. (TestLargeToolResultIsTruncated runs a result over gRPC's 4 MiB with the default.)
+func TestConfiguredMessageLimit(t *testing.T) {
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(strings.Repeat("x", 2<<20)))
+	}))
+	t.Cleanup(huge.Close)
+	cfg := config.Default()
+	cfg.GRPC.MaxMessageBytes = 1 << 20
+	cfg.RestTools = map[string]config.RestTool{"dump": {Description: "Dumps everything.", URL: huge.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "dump", Match: "dump everything", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "d", Name: "dump", Arguments: `{}`}}}, text("that was a lot"),
+	}})
+
+	_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{
+		{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("x", 1<<20)},
+	}})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "vs. 1048576") {
+		t.Fatalf("a request over the configured limit: %v, want RESOURCE_EXHAUSTED naming the limit", err)
+	}
+
+	res := h.run(t, &agentv1.RunRequest{Message: "dump everything"})
+	if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "(tool failed: ") || !strings.Contains(got, "larger than max (2097169 vs. 1048576)") {
+		t.Errorf("tool message %q, want the result refused over the configured limit", got)
 	}
 }
