@@ -12,12 +12,14 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // rawCodec sends and receives messages as the bytes they are, so a test can send what no
@@ -146,4 +148,86 @@ func TestConfiguredMessageLimit(t *testing.T) {
 	if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "(tool failed: ") || !strings.Contains(got, "larger than max (2097169 vs. 1048576)") {
 		t.Errorf("tool message %q, want the result refused over the configured limit", got)
 	}
+}
+
+// history returns n user messages whose encodings add up to size bytes.
+func history(t *testing.T, n, size int) []*typev1.Message {
+	t.Helper()
+	h := make([]*typev1.Message, n)
+	left := size
+	for i := range h {
+		want := left / (n - i)
+		// The encoding is the role (2 bytes) and the content's tag, length and bytes.
+		h[i] = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("x", want-2-1-protowire.SizeVarint(uint64(want)))}
+		if proto.Size(h[i]) < want {
+			h[i].Content += "x"
+		}
+		for proto.Size(h[i]) > want {
+			h[i].Content = h[i].Content[1:]
+		}
+		left -= proto.Size(h[i])
+	}
+	if left != 0 {
+		t.Fatalf("history of %d messages is %d bytes off %d", n, left, size)
+	}
+	return h
+}
+
+// TestRequestSizeLimits (issue 11.5): every size limit of a RunRequest (README, "Limits")
+// takes a request at the limit and refuses one just over it with INVALID_ARGUMENT naming the
+// field and the limit, before the run starts; Decide has the same limits.
+func TestRequestSizeLimits(t *testing.T) {
+	h := start(t, nil)
+	limits := []struct {
+		name      string
+		at, over  *agentv1.RunRequest
+		overError string
+	}{
+		{"message",
+			&agentv1.RunRequest{Message: strings.Repeat("a", orchestrator.MaxMessageBytes)},
+			&agentv1.RunRequest{Message: strings.Repeat("a", orchestrator.MaxMessageBytes+1)},
+			"message: at most 65536 bytes, got 65537"},
+		{"user_id",
+			&agentv1.RunRequest{Message: "hi", UserId: strings.Repeat("u", orchestrator.MaxUserIDBytes)},
+			&agentv1.RunRequest{Message: "hi", UserId: strings.Repeat("u", orchestrator.MaxUserIDBytes+1)},
+			"user_id: at most 256 bytes, got 257"},
+		{"idempotency_key",
+			&agentv1.RunRequest{Message: "hi", IdempotencyKey: strings.Repeat("k", orchestrator.MaxIdempotencyKeyBytes)},
+			&agentv1.RunRequest{Message: "hi", IdempotencyKey: strings.Repeat("k", orchestrator.MaxIdempotencyKeyBytes+1)},
+			"idempotency_key: at most 256 bytes, got 257"},
+		{"history messages",
+			&agentv1.RunRequest{Message: "hi", History: history(t, orchestrator.MaxHistoryMessages, 10*orchestrator.MaxHistoryMessages)},
+			&agentv1.RunRequest{Message: "hi", History: history(t, orchestrator.MaxHistoryMessages+1, 10*(orchestrator.MaxHistoryMessages+1))},
+			"history: at most 1000 messages, got 1001"},
+		{"history bytes",
+			&agentv1.RunRequest{Message: "hi", History: history(t, 8, orchestrator.MaxHistoryBytes)},
+			&agentv1.RunRequest{Message: "hi", History: history(t, 8, orchestrator.MaxHistoryBytes+1)},
+			"history: at most 1048576 bytes in all, got 1048577"},
+	}
+	for _, l := range limits {
+		t.Run(l.name, func(t *testing.T) {
+			_, err := h.client.Run(t.Context(), l.over)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), l.overError) {
+				t.Errorf("just over the limit: %v, want INVALID_ARGUMENT saying %q", err, l.overError)
+			}
+			res, err := h.client.Run(t.Context(), l.at)
+			if err != nil {
+				t.Fatalf("at the limit: %v", err)
+			}
+			if res.GetError().GetCode() == "INVALID_INPUT" {
+				t.Errorf("at the limit, the run failed on its input: %v", res.GetError())
+			}
+		})
+	}
+	t.Run("decide", func(t *testing.T) {
+		_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: strings.Repeat("u", orchestrator.MaxUserIDBytes+1)})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "user_id: at most 256 bytes") {
+			t.Errorf("Decide with a user_id over the limit: %v, want INVALID_ARGUMENT", err)
+		}
+		over := history(t, orchestrator.MaxHistoryMessages+1, 10*(orchestrator.MaxHistoryMessages+1))
+		_, err = h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", MessageHistory: over})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "message_history: at most 1000 messages") {
+			t.Errorf("Decide with a history over the limit: %v, want INVALID_ARGUMENT", err)
+		}
+	})
 }
