@@ -35,10 +35,10 @@ const (
 	// MaxHistoryMessages is the most messages a history holds: OpenAI's chat API takes at
 	// most 2048 messages a request, and a run adds its own turns.
 	MaxHistoryMessages = 1000
-	// MaxHistoryBytes bounds the encoded size of a whole history: about 256k tokens, over
-	// most models' context windows, and small enough that the RunResult, which carries the
-	// conversation, stays within gRPC's default 4 MiB for the API's clients.
-	MaxHistoryBytes = 1 << 20
+	// MaxHistoryBytes bounds the encoded size of a whole history: about 500k tokens, over
+	// every context window but the largest, and small enough that the RunResult, which
+	// carries the conversation, stays within gRPC's default 4 MiB for the API's clients.
+	MaxHistoryBytes = 2 << 20
 )
 
 // Run invokes an agent and returns its result at a terminal outcome, or a snapshot with

@@ -145,7 +145,7 @@ func TestConfiguredMessageLimit(t *testing.T) {
 	}
 
 	res := h.run(t, &agentv1.RunRequest{Message: "dump everything"})
-	if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "(tool failed: ") || !strings.Contains(got, "larger than max (2097169 vs. 1048576)") {
+	if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "(tool failed: ") || !strings.Contains(got, "larger than max (") || !strings.HasSuffix(got, " vs. 1048576))") {
 		t.Errorf("tool message %q, want the result refused over the configured limit", got)
 	}
 }
@@ -202,7 +202,7 @@ func TestRequestSizeLimits(t *testing.T) {
 		{"history bytes",
 			&agentv1.RunRequest{Message: "hi", History: history(t, 8, orchestrator.MaxHistoryBytes)},
 			&agentv1.RunRequest{Message: "hi", History: history(t, 8, orchestrator.MaxHistoryBytes+1)},
-			"history: at most 1048576 bytes in all, got 1048577"},
+			"history: at most 2097152 bytes in all, got 2097153"},
 	}
 	for _, l := range limits {
 		t.Run(l.name, func(t *testing.T) {

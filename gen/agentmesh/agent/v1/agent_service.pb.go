@@ -34,7 +34,7 @@ type RunRequest struct {
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	// Earlier messages of the conversation, oldest first; at most 1,000 messages and 1 MiB
+	// Earlier messages of the conversation, oldest first; at most 1,000 messages and 2 MiB
 	// encoded in all.
 	History []*v1.Message `protobuf:"bytes,4,rep,name=history,proto3" json:"history,omitempty"`
 	// Per-run budget and policy overrides.
@@ -381,7 +381,7 @@ type DecideRequest struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The conversation.
 	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	// Earlier messages, oldest first; at most 1,000 messages and 1 MiB encoded in all.
+	// Earlier messages, oldest first; at most 1,000 messages and 2 MiB encoded in all.
 	MessageHistory []*v1.Message `protobuf:"bytes,4,rep,name=message_history,json=messageHistory,proto3" json:"message_history,omitempty"`
 	// The action the user is confirming, if any.
 	PendingConfirmation *v1.PendingAction `protobuf:"bytes,5,opt,name=pending_confirmation,json=pendingConfirmation,proto3" json:"pending_confirmation,omitempty"`
