@@ -13,12 +13,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// historyBytes is the size of TestLargeHistory's history: three times NATS's default payload
-// limit (1 MB), and under gRPC's default message limit (4 MiB) with the rest of the run.
-const historyBytes = 3_000_000
+// historyBytes is the size of TestLargeHistory's history: twice NATS's default payload limit
+// (1 MB), and under the API's history limit (2 MiB).
+const historyBytes = 2_000_000
 
 // TestLargeHistory proves that a result too large for one NATS message neither hangs nor loses
-// the run (issue 10, item 6): a run whose request carries a 3 MB history finishes; StreamRun's
+// the run (issue 10, item 6): a run whose request carries a 2 MB history finishes; StreamRun's
 // last event is run_finished with the whole result, and GetRun returns it whole too; the stream
 // keeps exactly one run_finished, with the outcome, which may leave the result out
 // (result_omitted) and refer to GetRun.

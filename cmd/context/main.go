@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
@@ -16,12 +15,8 @@ import (
 )
 
 func main() {
-	server.Main("context", ":7003", func(context.Context) (server.Registrar, error) {
-		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
-		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Invalid, err)
-		}
-		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory))
+	server.Main("context", ":7003", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
+		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}

@@ -5,20 +5,14 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
-	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/generation"
 )
 
 func main() {
-	server.Main("generation", ":7004", func(context.Context) (server.Registrar, error) {
-		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
-		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Invalid, err)
-		}
+	server.Main("generation", ":7004", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
 		providers, err := generation.ProvidersFromConfig(cfg)
 		if err != nil {
 			return nil, err

@@ -5,12 +5,13 @@ package main
 import (
 	"context"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/intent"
 )
 
 func main() {
-	server.Main("intent", ":7001", func(context.Context) (server.Registrar, error) {
+	server.Main("intent", ":7001", func(context.Context, *config.Config) (server.Registrar, error) {
 		return intent.New(intent.Options{}), nil
 	})
 }

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
@@ -17,14 +16,10 @@ import (
 )
 
 func main() {
-	server.Main("memory", ":7007", func(ctx context.Context) (server.Registrar, error) {
-		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
-		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Invalid, err)
-		}
+	server.Main("memory", ":7007", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
 		var embedder memory.Embedder
 		if target := memory.EmbeddingTarget(cfg); target != nil {
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation))
+			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Invalid, err)
 			}

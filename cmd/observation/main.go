@@ -5,12 +5,13 @@ package main
 import (
 	"context"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/observation"
 )
 
 func main() {
-	server.Main("observation", ":7006", func(context.Context) (server.Registrar, error) {
+	server.Main("observation", ":7006", func(context.Context, *config.Config) (server.Registrar, error) {
 		return observation.New(observation.Options{}), nil
 	})
 }

@@ -16,11 +16,7 @@ import (
 )
 
 func main() {
-	server.Main("orchestrator", ":7000", func(ctx context.Context) (server.Registrar, error) {
-		cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
-		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Invalid, err)
-		}
+	server.Main("orchestrator", ":7000", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
 		nc, err := events.Connect(server.Env("NATS_URL", cfg.NATS.URL), "agentmesh-orchestrator")
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)

@@ -5,12 +5,13 @@ package main
 import (
 	"context"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/planning"
 )
 
 func main() {
-	server.Main("planning", ":7002", func(context.Context) (server.Registrar, error) {
+	server.Main("planning", ":7002", func(context.Context, *config.Config) (server.Registrar, error) {
 		return planning.New(planning.Options{}), nil
 	})
 }

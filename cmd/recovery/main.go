@@ -5,12 +5,13 @@ package main
 import (
 	"context"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/recovery"
 )
 
 func main() {
-	server.Main("recovery", ":7008", func(context.Context) (server.Registrar, error) {
+	server.Main("recovery", ":7008", func(context.Context, *config.Config) (server.Registrar, error) {
 		return recovery.New(recovery.Options{}), nil
 	})
 }

@@ -8,6 +8,8 @@ type Config struct {
 	Services Services `yaml:"services"`
 	// NATS says where run events go.
 	NATS NATS `yaml:"nats"`
+	// GRPC sets what every gRPC server and client of the mesh accepts.
+	GRPC GRPC `yaml:"grpc"`
 	// Defaults are the ExecutionContract defaults of every run.
 	Defaults Defaults `yaml:"defaults"`
 	// Providers are the LLM providers by name.
@@ -114,6 +116,16 @@ type Services struct {
 	Memory string `yaml:"memory"`
 	// Recovery is the recovery stage.
 	Recovery string `yaml:"recovery"`
+}
+
+// GRPC sets what every gRPC server and client of the mesh accepts.
+type GRPC struct {
+	// MaxMessageBytes is the largest message a server or client of the mesh sends or
+	// receives; a larger one is refused with RESOURCE_EXHAUSTED. Default 32 MiB, well over
+	// gRPC's own 4 MiB, so that a tool result of several megabytes reaches the observation
+	// stage, which truncates it, instead of failing the call. At least 1 MiB. The service
+	// binaries take GRPC_MAX_MESSAGE_BYTES over it.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
 
 // NATS says where run events go.

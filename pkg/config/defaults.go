@@ -10,7 +10,7 @@ const (
 const DefaultQueue = "default"
 
 // Default returns the configuration used when no file sets anything: the mesh on
-// 127.0.0.1:7000…7008, the ExecutionContract defaults of DESIGN §5, the built-in rules
+// 127.0.0.1:7000…7008 accepting gRPC messages of up to 32 MiB, the ExecutionContract defaults of DESIGN §5, the built-in rules
 // provider as the only target, an in-memory store searched with BM25 (no embeddings: see
 // Memory.Embeddings) and one default queue of 8.
 func Default() *Config {
@@ -46,6 +46,7 @@ func Default() *Config {
 		Targets:   []Target{{Provider: "rules", Model: "rules-v1"}},
 		Memory:    Memory{Store: "memory", QuotaPerUser: 10_000},
 		Queues:    map[string]Queue{DefaultQueue: {Concurrent: 8}},
+		GRPC:      GRPC{MaxMessageBytes: 32 << 20},
 		NATS:      NATS{Replicas: 1, Storage: StorageFile, StreamMaxAgeMS: 7 * 24 * 3600 * 1000},
 		Durability: Durability{
 			Checkpoints:      true,

@@ -59,6 +59,7 @@ func (p *problems) nonNegative(prefix string, values map[string]int64) {
 func (c *Config) Validate() error {
 	var p problems
 	c.validateServices(&p)
+	c.validateGRPC(&p)
 	c.validateDefaults(&p)
 	c.validateProviders(&p)
 	c.validateTargets(&p)
@@ -85,6 +86,19 @@ func (c *Config) validateServices(p *problems) {
 		} else if _, _, err := net.SplitHostPort(svc.addr); err != nil {
 			p.addf("services.%s: address %q is not host:port", svc.name, svc.addr)
 		}
+	}
+}
+
+// minMaxMessageBytes is the smallest grpc.max_message_bytes: a smaller limit would refuse
+// ordinary runs (and catches a limit written in megabytes).
+const minMaxMessageBytes = 1 << 20
+
+// maxMessageBytesLimit is the largest grpc.max_message_bytes: protobuf's limit, 2 GiB.
+const maxMessageBytesLimit = 1<<31 - 1
+
+func (c *Config) validateGRPC(p *problems) {
+	if n := c.GRPC.MaxMessageBytes; n < minMaxMessageBytes || n > maxMessageBytesLimit {
+		p.addf("grpc.max_message_bytes: must be between %d (1 MiB) and %d (2 GiB, protobuf's limit), got %d", minMaxMessageBytes, maxMessageBytesLimit, n)
 	}
 }
 

@@ -35,6 +35,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		}, "providers.oa.models.m.context_window: must not be negative, got -5"},
 		{"MCP server on a missing queue", func(c *Config) { c.MCPServers = map[string]MCPServer{"fs": {Command: "x", Queue: "slow"}} },
 			`mcp_servers.fs.queue: queue "slow" does not exist`},
+		{"gRPC message limit in megabytes", func(c *Config) { c.GRPC.MaxMessageBytes = 32 },
+			"grpc.max_message_bytes: must be between 1048576 (1 MiB) and 2147483647 (2 GiB, protobuf's limit), got 32"},
 		{"nats replicas out of range", func(c *Config) { c.NATS.Replicas = 0 }, "nats.replicas: must be between 1 and 5, got 0"},
 		{"unknown nats storage", func(c *Config) { c.NATS.Storage = "disk" }, `nats.storage: must be file or memory, got "disk"`},
 		{"negative stream size", func(c *Config) { c.NATS.StreamMaxBytes = -1 }, "nats.stream_max_bytes: must not be negative, got -1"},

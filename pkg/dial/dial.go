@@ -87,8 +87,9 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 }
 
 // DefaultMaxMessageBytes is the largest gRPC message the mesh's clients and servers send or
-// receive (gRPC's own default is 4 MiB): a tool result of several megabytes reaches the
-// observation stage, which truncates it, instead of failing the call.
+// receive unless configured otherwise (grpc.max_message_bytes; gRPC's own default is 4 MiB):
+// a tool result of several megabytes reaches the observation stage, which truncates it,
+// instead of failing the call.
 const DefaultMaxMessageBytes = 32 << 20
 
 // connectParams reconnect to a peer that went away at most a second apart (gRPC's default

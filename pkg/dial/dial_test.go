@@ -207,3 +207,17 @@ func TestRoundRobinAndHealth(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxMessageBytes: a connection receives answers of up to DefaultMaxMessageBytes, over
+// gRPC's own 4 MiB, and WithMaxMessageBytes sets another limit, over which an answer is
+// RESOURCE_EXHAUSTED.
+func TestMaxMessageBytes(t *testing.T) {
+	addr, _ := serve(t, &intent{name: strings.Repeat("x", 5<<20)})
+	if _, err := client(t, addr).Parse(t.Context(), &intentv1.ParseRequest{}); err != nil {
+		t.Fatalf("a 5 MiB answer with the default limit: %v", err)
+	}
+	_, err := client(t, addr, dial.WithMaxMessageBytes(4<<20)).Parse(t.Context(), &intentv1.ParseRequest{})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a 5 MiB answer over a 4 MiB limit: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}

@@ -35,3 +35,14 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 func WithoutRetry() Option {
 	return func(c *config) { c.retry = false }
 }
+
+// WithMaxMessageBytes sets the largest message the connection sends or receives (default
+// DefaultMaxMessageBytes; the mesh's binaries give it grpc.max_message_bytes). A non-positive
+// n keeps the default.
+func WithMaxMessageBytes(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.dialOptions = append(c.dialOptions, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n), grpc.MaxCallSendMsgSize(n)))
+		}
+	}
+}

@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"google.golang.org/grpc"
@@ -33,22 +36,31 @@ type Drainer interface {
 	Drain(ctx context.Context)
 }
 
-// Main runs a service binary and exits the process: it logs JSON to stderr, sets up tracing
-// for "agentmesh-"+name, builds the service, serves it on LISTEN_ADDR (else defaultAddr) until
-// SIGINT or SIGTERM, then drains and flushes the spans. A build error exits with its
+// Main runs a service binary and exits the process: it logs JSON to stderr, loads the
+// configuration (the file AGENTMESH_CONFIG names, if any, over the standard layers of
+// config.Load, with GRPC_MAX_MESSAGE_BYTES, when set, taking the place of
+// grpc.max_message_bytes), sets up tracing for "agentmesh-"+name, builds the service
+// with the configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM,
+// then drains and flushes the spans. The server accepts messages of up to
+// grpc.max_message_bytes. An invalid configuration exits 4; a build error exits with its
 // exitcode.Of code (1 unless it carries one); a listen failure exits 3.
-func Main(name, defaultAddr string, build func(ctx context.Context) (Registrar, error)) {
+func Main(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
 	os.Exit(run(name, defaultAddr, build))
 }
 
 // run is Main without the exit.
-func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, error)) int {
+func run(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
 	slog.SetDefault(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	cfg, err := loadConfig()
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return exitcode.Invalid
+	}
 	tp, flush, err := telemetry.Setup(ctx, "agentmesh-"+name)
 	if err != nil {
 		log.Error("tracing configuration", "err", err)
@@ -62,7 +74,7 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		}
 	}()
 
-	svc, err := build(ctx)
+	svc, err := build(ctx, cfg)
 	if err != nil {
 		log.Error("starting service", "err", err)
 		return exitcode.Of(err)
@@ -75,7 +87,8 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		}()
 	}
 
-	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log, Health: healthOf(svc)})
+	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log, Health: healthOf(svc),
+		MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {
 		log.Error("listening", "err", err)
@@ -99,6 +112,25 @@ func run(name, defaultAddr string, build func(ctx context.Context) (Registrar, e
 		return exitcode.Failed
 	}
 	return exitcode.OK
+}
+
+// loadConfig loads the configuration of a service binary, as Main says.
+func loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
+	if err != nil {
+		return nil, err
+	}
+	if v := os.Getenv("GRPC_MAX_MESSAGE_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: GRPC_MAX_MESSAGE_BYTES: %q is not a number of bytes", config.ErrInvalid, v)
+		}
+		cfg.GRPC.MaxMessageBytes = n
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("GRPC_MAX_MESSAGE_BYTES: %w", err)
+		}
+	}
+	return cfg, nil
 }
 
 // Env returns the value of the environment variable key, or def when it is unset or empty.

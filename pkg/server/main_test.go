@@ -5,16 +5,21 @@ import (
 	"errors"
 	"net"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // closer is a Registrar with nothing to register that records being closed.
@@ -33,24 +38,29 @@ func TestRunExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	ok := func(context.Context) (Registrar, error) { return &closer{}, nil }
+	ok := func(context.Context, *config.Config) (Registrar, error) { return &closer{}, nil }
 	table := []struct {
 		name  string
 		env   map[string]string
-		build func(context.Context) (Registrar, error)
+		build func(context.Context, *config.Config) (Registrar, error)
 		want  int
 	}{
-		{"build fails", nil, func(context.Context) (Registrar, error) { return nil, errors.New("no store") }, exitcode.Failed},
-		{"build finds bad config", nil, func(context.Context) (Registrar, error) {
+		{"build fails", nil, func(context.Context, *config.Config) (Registrar, error) { return nil, errors.New("no store") }, exitcode.Failed},
+		{"build finds bad config", nil, func(context.Context, *config.Config) (Registrar, error) {
 			return nil, exitcode.Wrap(exitcode.Invalid, errors.New("MEMORY_ADDR is empty"))
 		}, exitcode.Invalid},
 		{"address in use", map[string]string{"LISTEN_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
 		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
+		{"missing configuration file", map[string]string{"AGENTMESH_CONFIG": "/nonexistent/agentmesh.yaml"}, ok, exitcode.Invalid},
+		{"message limit not a number", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32MiB"}, ok, exitcode.Invalid},
+		{"message limit too small", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32"}, ok, exitcode.Invalid},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("OTEL_SDK_DISABLED", "true")
 			t.Setenv("LISTEN_ADDR", "")
+			t.Setenv("AGENTMESH_CONFIG", "")
+			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
@@ -62,7 +72,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 // listenOnFreeAddr points LISTEN_ADDR at a free loopback address, which it returns, and turns
-// tracing off, for run.
+// tracing off and the configuration's environment variables, for run.
 func listenOnFreeAddr(t *testing.T) string {
 	t.Helper()
 	free, err := net.Listen("tcp", "127.0.0.1:0")
@@ -73,6 +83,8 @@ func listenOnFreeAddr(t *testing.T) string {
 	free.Close()
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
+	t.Setenv("AGENTMESH_CONFIG", "")
+	t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 	return addr
 }
 
@@ -82,7 +94,7 @@ func TestRunServesUntilSignal(t *testing.T) {
 	svc := &closer{}
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", func(context.Context) (Registrar, error) { return svc, nil })
+		exited <- run("intent", "127.0.0.1:0", func(context.Context, *config.Config) (Registrar, error) { return svc, nil })
 	}()
 
 	conn, err := dial.New(addr)
@@ -129,7 +141,7 @@ func TestRunReportsTheRegistrarsHealth(t *testing.T) {
 	closedToo := false
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("orchestrator", "127.0.0.1:0", func(context.Context) (Registrar, error) {
+		exited <- run("orchestrator", "127.0.0.1:0", func(context.Context, *config.Config) (Registrar, error) {
 			return WithClose(WithHealth(svc, health), func() error { closedToo = true; return nil }), nil
 		})
 	}()
@@ -178,5 +190,57 @@ func TestEnv(t *testing.T) {
 	t.Setenv("MEMORY_ADDR", "")
 	if got := Env("MEMORY_ADDR", "127.0.0.1:7008"); got != "127.0.0.1:7008" {
 		t.Errorf("Env(empty) = %q, want the default", got)
+	}
+}
+
+// TestRunTakesTheMessageLimitFromConfiguration (issue 11.6): the service gets the loaded
+// configuration, GRPC_MAX_MESSAGE_BYTES overrides grpc.max_message_bytes, and the server
+// refuses a larger request with RESOURCE_EXHAUSTED.
+func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
+	addr := listenOnFreeAddr(t)
+	file := filepath.Join(t.TempDir(), "agentmesh.yaml")
+	if err := os.WriteFile(file, []byte("grpc: {max_message_bytes: 4194304}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTMESH_CONFIG", file)
+	t.Setenv("GRPC_MAX_MESSAGE_BYTES", "1048576")
+
+	got := make(chan int, 1)
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run("intent", "127.0.0.1:0", func(_ context.Context, cfg *config.Config) (Registrar, error) {
+			got <- cfg.GRPC.MaxMessageBytes
+			return &closer{}, nil
+		})
+	}()
+	if n := <-got; n != 1<<20 {
+		t.Errorf("the service got grpc.max_message_bytes %d, want GRPC_MAX_MESSAGE_BYTES's 1048576", n)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Just over 1 MiB: what it holds does not matter, it is refused before it is decoded.
+	tooLarge := protowire.AppendBytes(protowire.AppendTag(nil, 99, protowire.BytesType), make([]byte, 1<<20))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var reply []byte
+		err := conn.Invoke(t.Context(), "/grpc.health.v1.Health/Check", &tooLarge, &reply)
+		if status.Code(err) == codes.ResourceExhausted {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("a request over the limit: %v, want RESOURCE_EXHAUSTED", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-exited; code != exitcode.OK {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
 	}
 }

@@ -1,5 +1,6 @@
 // Package server is the gRPC server every agentmesh service binary runs: OpenTelemetry spans,
-// panic recovery, stage error mapping, keepalive, the standard health and reflection services,
+// panic recovery, stage error mapping, INVALID_ARGUMENT for requests that do not decode,
+// message size limits, keepalive, the standard health and reflection services,
 // and a graceful drain on shutdown.
 package server
 
@@ -51,6 +52,9 @@ type Options struct {
 	// TLS, when set, serves TLS with this configuration (its ClientCAs verify client
 	// certificates for mTLS).
 	TLS *tls.Config
+	// MaxMessageBytes is the largest message the server receives or sends (a larger request
+	// is refused with RESOURCE_EXHAUSTED); zero means dial.DefaultMaxMessageBytes.
+	MaxMessageBytes int
 }
 
 // Server is a gRPC server with the mesh's standard services and interceptors.
@@ -90,6 +94,9 @@ func New(opts Options) *Server {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = dial.DefaultMaxMessageBytes
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -98,20 +105,22 @@ func New(opts Options) *Server {
 	if opts.TracerProvider != nil {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
 	}
-	unary := []grpc.UnaryServerInterceptor{recoverUnary(log)}
-	stream := []grpc.StreamServerInterceptor{recoverStream(log)}
+	codec := newRequestCodec()
+	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), stageerr.UnaryServerInterceptor()}
+	stream := []grpc.StreamServerInterceptor{recoverStream(log), stageerr.StreamServerInterceptor()}
 	if opts.Auth != nil {
 		unary = append(unary, opts.Auth.UnaryServerInterceptor(log))
 		stream = append(stream, opts.Auth.StreamServerInterceptor(log))
 	}
 	serverOpts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOpts...)),
-		grpc.ChainUnaryInterceptor(append(unary, stageerr.UnaryServerInterceptor())...),
-		grpc.ChainStreamInterceptor(append(stream, stageerr.StreamServerInterceptor())...),
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(append(unary, codec.unaryDecodeErrors())...),
+		grpc.ChainStreamInterceptor(append(stream, codec.streamDecodeErrors())...),
 		grpc.KeepaliveEnforcementPolicy(enforcement),
 		grpc.KeepaliveParams(serverParams),
-		grpc.MaxRecvMsgSize(dial.DefaultMaxMessageBytes),
-		grpc.MaxSendMsgSize(dial.DefaultMaxMessageBytes),
+		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
 	}
 	if opts.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))

@@ -6,17 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	"github.com/agentmesh/agentmesh/pkg/kvbody"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 )
 
-// CallBucket is the JetStream key-value bucket that holds the call records.
-const CallBucket = "AGENTMESH_TOOL_CALLS"
+// Buckets of the call ledger.
+const (
+	// CallBucket is the JetStream key-value bucket that holds the call records.
+	CallBucket = "AGENTMESH_TOOL_CALLS"
+	// CallBodyBucket is the object store that holds the records too large for one entry of
+	// CallBucket.
+	CallBodyBucket = "AGENTMESH_TOOL_CALL_BODIES"
+)
 
 // DefaultLedgerTimeout bounds each read and write of a KVLedger when KVLedgerOptions.Timeout
 // is 0.
@@ -24,9 +30,9 @@ const DefaultLedgerTimeout = 5 * time.Second
 
 // KVLedgerOptions configures a KVLedger.
 type KVLedgerOptions struct {
-	// Replicas is the bucket's replication factor; 0 means 1.
+	// Replicas is the buckets' replication factor; 0 means 1.
 	Replicas int
-	// Storage is where JetStream keeps the bucket: jetstream.FileStorage (the zero value)
+	// Storage is where JetStream keeps the buckets: jetstream.FileStorage (the zero value)
 	// or jetstream.MemoryStorage.
 	Storage jetstream.StorageType
 	// TTL is how long a record is kept after its last write; 0 keeps records for good.
@@ -41,21 +47,17 @@ type KVLedgerOptions struct {
 // NATS server restarted with an empty store). A call's record is kept, as the binary
 // actionv1.CallRecord, under the key "<run_id>.<call_id>" with both ids in unpadded base64url:
 // any ids make a valid key, and different calls different keys. Revisions are the bucket's.
+// A record too large for one entry (a response over the NATS max payload, 1 MB by default)
+// is kept whole in the object store CallBodyBucket, as checkpoints are (pkg/kvbody), and
+// its entry holds the record without the response and the object's name (body_object).
 type KVLedger struct {
-	calls     *lazyBucket
-	instances *lazyBucket // InstanceBucket
+	nc        *nats.Conn
+	calls     *lazyBucket[jetstream.KeyValue]
+	bodies    *lazyBucket[jetstream.ObjectStore] // CallBodyBucket
+	instances *lazyBucket[jetstream.KeyValue]    // InstanceBucket
 	timeout   time.Duration
 	log       *slog.Logger
 	beat      *heartbeat
-}
-
-// lazyBucket is a key-value bucket created on first use, and again when found gone.
-type lazyBucket struct {
-	js     jetstream.JetStream
-	config jetstream.KeyValueConfig
-
-	mu sync.Mutex
-	kv jetstream.KeyValue // nil until the bucket is known to exist
 }
 
 // NewKVLedger returns a ledger on the NATS connection nc; it does not touch the server until
@@ -66,20 +68,28 @@ func NewKVLedger(nc *nats.Conn, opts KVLedgerOptions) (*KVLedger, error) {
 		return nil, fmt.Errorf("call ledger: %w", err)
 	}
 	l := &KVLedger{
-		calls: &lazyBucket{js: js, config: jetstream.KeyValueConfig{
+		nc: nc,
+		calls: keyValue(js, jetstream.KeyValueConfig{
 			Bucket:      CallBucket,
 			Description: "agentmesh action stage: one record per tool call, started then done",
 			TTL:         opts.TTL,
 			Storage:     opts.Storage,
 			Replicas:    opts.Replicas,
-		}},
-		instances: &lazyBucket{js: js, config: jetstream.KeyValueConfig{
+		}),
+		bodies: objectStore(js, jetstream.ObjectStoreConfig{
+			Bucket:      CallBodyBucket,
+			Description: "agentmesh action stage: call records too large for one entry",
+			TTL:         opts.TTL,
+			Storage:     opts.Storage,
+			Replicas:    opts.Replicas,
+		}),
+		instances: keyValue(js, jetstream.KeyValueConfig{
 			Bucket:      InstanceBucket,
 			Description: "agentmesh action stage: a heartbeat key per live instance",
 			TTL:         instanceTTL,
 			Storage:     opts.Storage,
 			Replicas:    opts.Replicas,
-		}},
+		}),
 		timeout: opts.Timeout,
 		log:     slog.Default(),
 	}
@@ -124,19 +134,89 @@ func (l *KVLedger) Get(ctx context.Context, runID, callID string) (*actionv1.Cal
 	if err := proto.Unmarshal(entry.Value(), rec); err != nil {
 		return nil, 0, fmt.Errorf("call ledger: the record %s does not parse: %w", key, err)
 	}
+	if name := rec.GetBodyObject(); name != "" {
+		if rec, err = l.body(ctx, name); err != nil {
+			return nil, 0, fmt.Errorf("call ledger: the record %s: %w", key, err)
+		}
+	}
 	return rec, entry.Revision(), nil
+}
+
+// body reads the whole record kept in the object name.
+func (l *KVLedger) body(ctx context.Context, name string) (*actionv1.CallRecord, error) {
+	var data []byte
+	err := l.bodies.do(ctx, l.timeout, func(ctx context.Context, bodies jetstream.ObjectStore) (err error) {
+		data, err = bodies.GetBytes(ctx, name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading its body %s: %w", name, err)
+	}
+	rec := &actionv1.CallRecord{}
+	if err := proto.Unmarshal(data, rec); err != nil {
+		return nil, fmt.Errorf("its body %s does not parse: %w", name, err)
+	}
+	rec.BodyObject = name
+	return rec, nil
 }
 
 // Put stores rec if the call's record is at revision: it creates the key for revision 0 and
 // updates it at that revision otherwise.
 func (l *KVLedger) Put(ctx context.Context, rec *actionv1.CallRecord, revision uint64) (uint64, error) {
 	key := recordKey(rec.GetRunId(), rec.GetCallId())
-	value, err := proto.Marshal(rec)
+	value, body, err := l.encode(ctx, key, rec)
 	if err != nil {
-		return 0, fmt.Errorf("call ledger: encoding the record %s: %w", key, err)
+		return 0, err
 	}
+	next, err := l.put(ctx, key, value, revision)
+	if err != nil && body != "" {
+		l.dropBody(ctx, body)
+	}
+	return next, err
+}
+
+// encode returns the entry of rec: rec itself, or, when it is too large for one entry, a
+// reference to the object (body) where it is now kept whole.
+func (l *KVLedger) encode(ctx context.Context, key string, rec *actionv1.CallRecord) (value []byte, body string, err error) {
+	if rec.GetBodyObject() != "" {
+		rec = proto.CloneOf(rec)
+		rec.BodyObject = ""
+	}
+	value, err = proto.Marshal(rec)
+	if err != nil {
+		return nil, "", fmt.Errorf("call ledger: encoding the record %s: %w", key, err)
+	}
+	if kvbody.Fits(l.nc, len(value)) {
+		return value, "", nil
+	}
+	err = l.bodies.do(ctx, l.timeout, func(ctx context.Context, bodies jetstream.ObjectStore) (err error) {
+		body, err = kvbody.Put(ctx, bodies, key, value)
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("call ledger: storing the body of the record %s: %w", key, err)
+	}
+	ref := proto.CloneOf(rec)
+	ref.Response, ref.BodyObject = nil, body
+	if value, err = proto.Marshal(ref); err != nil {
+		l.dropBody(ctx, body)
+		return nil, "", fmt.Errorf("call ledger: encoding the record %s: %w", key, err)
+	}
+	return value, body, nil
+}
+
+// dropBody deletes a body no entry names (a write that failed); one left behind only costs
+// space until it expires.
+func (l *KVLedger) dropBody(ctx context.Context, name string) {
+	_ = l.bodies.do(ctx, l.timeout, func(ctx context.Context, bodies jetstream.ObjectStore) error {
+		return bodies.Delete(ctx, name)
+	})
+}
+
+// put writes value under key if the key is at revision (0: if it has no entry).
+func (l *KVLedger) put(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	var next uint64
-	err = l.do(ctx, func(ctx context.Context, kv jetstream.KeyValue) (err error) {
+	err := l.do(ctx, func(ctx context.Context, kv jetstream.KeyValue) (err error) {
 		if revision == 0 {
 			next, err = kv.Create(ctx, key, value)
 		} else {
@@ -196,55 +276,6 @@ func (l *KVLedger) do(ctx context.Context, op func(context.Context, jetstream.Ke
 // doInstances runs op on the instance bucket within the ledger's timeout.
 func (l *KVLedger) doInstances(ctx context.Context, op func(context.Context, jetstream.KeyValue) error) error {
 	return l.instances.do(ctx, l.timeout, op)
-}
-
-// do runs op on the bucket within timeout, creating the bucket when it is not known to exist,
-// and once more when op finds it gone.
-func (b *lazyBucket) do(ctx context.Context, timeout time.Duration, op func(context.Context, jetstream.KeyValue) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	kv, err := b.bucket(ctx)
-	if err != nil {
-		return err
-	}
-	if err = op(ctx, kv); bucketGone(err) {
-		b.forget(kv)
-		if kv, err = b.bucket(ctx); err == nil {
-			err = op(ctx, kv)
-		}
-	}
-	return err
-}
-
-// bucket returns the bucket, creating it or updating its settings on first use.
-func (b *lazyBucket) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.kv != nil {
-		return b.kv, nil
-	}
-	kv, err := b.js.CreateOrUpdateKeyValue(ctx, b.config)
-	if err != nil {
-		return nil, fmt.Errorf("creating the bucket %s: %w", b.config.Bucket, err)
-	}
-	b.kv = kv
-	return kv, nil
-}
-
-// forget drops kv, found gone, so that the next use creates the bucket again.
-func (b *lazyBucket) forget(kv jetstream.KeyValue) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.kv == kv {
-		b.kv = nil
-	}
-}
-
-// bucketGone reports whether err says that the bucket's stream does not exist: reads find no
-// responder, writes no stream, watches no stream.
-func bucketGone(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // recordKey is the bucket key of a call: both ids in unpadded base64url, whose alphabet keys

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,6 +199,49 @@ func TestKVLedger(t *testing.T) {
 		}
 		if _, err := l.Put(ctx, rec, 0); err != nil {
 			t.Fatalf("Put after the bucket was deleted again: %v", err)
+		}
+	})
+
+	t.Run("a record over the max payload is kept whole in the body store", func(t *testing.T) {
+		ctx := t.Context()
+		large := &actionv1.CallRecord{RunId: "big", CallId: "c", ToolName: "dump", State: actionv1.CallState_CALL_STATE_DONE,
+			Response: &actionv1.ExecuteResponse{Result: strings.Repeat("x", 3<<20)}}
+		for range 2 { // the second time, after the body store is gone
+			rev, err := l.Put(ctx, large, 0)
+			if err != nil {
+				t.Fatalf("Put of a 3 MiB record: %v", err)
+			}
+			if _, err := l.Put(ctx, large, 0); !errors.Is(err, action.ErrRecordChanged) {
+				t.Fatalf("second Put of the record: %v, want action.ErrRecordChanged", err)
+			}
+			got, gotRev, err := l.Get(ctx, "big", "c")
+			if err != nil || gotRev != rev || got.GetResponse().GetResult() != large.GetResponse().GetResult() {
+				t.Fatalf("Get = %d bytes at %d, %v; want the whole record at %d", len(got.GetResponse().GetResult()), gotRev, err, rev)
+			}
+			bodies, err := js.ObjectStore(ctx, action.CallBodyBucket)
+			if err != nil {
+				t.Fatalf("object store %s: %v", action.CallBodyBucket, err)
+			}
+			status, err := bodies.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status.TTL() != time.Hour || status.Storage() != jetstream.MemoryStorage {
+				t.Errorf("body store ttl %s, storage %s; want the bucket's 1h, memory", status.TTL(), status.Storage())
+			}
+			if objects, err := bodies.List(ctx); err != nil || len(objects) != 1 {
+				t.Errorf("the body store holds %d objects (%v), want the record's only, not the failed write's", len(objects), err)
+			}
+			kv, err := js.KeyValue(ctx, action.CallBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Delete(ctx, "Ymln.Yw"); err != nil {
+				t.Fatal(err)
+			}
+			if err := js.DeleteObjectStore(ctx, action.CallBodyBucket); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 

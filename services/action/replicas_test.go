@@ -3,6 +3,7 @@ package action_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,31 @@ func TestReplicasShareTheLedger(t *testing.T) {
 		reused.ToolName = "calculator"
 		_, err = b.Execute(t.Context(), reused)
 		grpctest.WantStageError(t, err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "call id reused for another tool")
+	}
+}
+
+// TestLargeResultIsRecordedWhole (issue 11.6): a result over the NATS max payload (1 MB) is
+// recorded done, so another instance answers a second Execute of the call with the whole
+// result instead of reporting it interrupted.
+func TestLargeResultIsRecordedWhole(t *testing.T) {
+	srv := natsServer(t)
+	large := strings.Repeat("0123456789", 300_000) // 3 MB
+	dump := newFakeTool("dump", returns(large))
+	a := replica(t, srv, action.Options{Tools: []action.Tool{dump}})
+	b := replica(t, srv, action.Options{Tools: []action.Tool{dump}})
+
+	req := request(t, "dump", nil)
+	first, err := a.Execute(t.Context(), req)
+	if err != nil || first.GetResult() != large {
+		t.Fatalf("Execute on instance A: %d bytes, %v", len(first.GetResult()), err)
+	}
+	again, err := b.Execute(t.Context(), req)
+	if err != nil || !again.GetCached() || again.GetResult() != large {
+		t.Fatalf("Execute on instance B: cached %v, %d bytes (%.60q), %v; want A's whole result, cached",
+			again.GetCached(), len(again.GetResult()), again.GetResult(), err)
+	}
+	if n := dump.calls.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
 	}
 }
 

@@ -20,12 +20,15 @@ import (
 // importance) is the importance heuristic of importance.go. A user at the quota gets
 // MEMORY_FULL.
 func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memoryv1.StoreResponse, error) {
-	if req.GetUserId() == "" {
-		return nil, stageerr.Invalid("user_id must not be empty")
+	if err := checkUser(req.GetUserId()); err != nil {
+		return nil, err
 	}
 	content := req.GetContent().GetContent()
 	if strings.TrimSpace(content) == "" {
 		return nil, stageerr.Invalid("content must be a message with non-empty content")
+	}
+	if n := len(content); n > MaxContentBytes {
+		return nil, stageerr.Invalid("content.content: at most %d bytes, got %d", MaxContentBytes, n)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -63,8 +66,8 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 // documentation). Scores are in (0, 1]; only hits scoring at least min_score are returned, at
 // most limit (default 5, at most 100).
 func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
-	if req.GetUserId() == "" {
-		return nil, stageerr.Invalid("user_id must not be empty")
+	if err := checkUser(req.GetUserId()); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(req.GetQuery()) == "" {
 		return nil, stageerr.Invalid("query must not be empty")
@@ -104,8 +107,8 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 // List pages through the user's memories in the collection, newest first (page_size default
 // 50, at most 500). next_page_token is opaque and empty on the last page.
 func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv1.ListResponse, error) {
-	if req.GetUserId() == "" {
-		return nil, stageerr.Invalid("user_id must not be empty")
+	if err := checkUser(req.GetUserId()); err != nil {
+		return nil, err
 	}
 	if req.GetPageSize() < 0 {
 		return nil, stageerr.Invalid("page_size must not be negative, got %d", req.GetPageSize())
@@ -140,8 +143,8 @@ func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv
 
 // Delete removes one of the user's memories; a memory the user does not own is NOT_FOUND.
 func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*memoryv1.DeleteResponse, error) {
-	if req.GetUserId() == "" {
-		return nil, stageerr.Invalid("user_id must not be empty")
+	if err := checkUser(req.GetUserId()); err != nil {
+		return nil, err
 	}
 	if req.GetMemoryId() == "" {
 		return nil, stageerr.Invalid("memory_id must not be empty")
@@ -153,4 +156,15 @@ func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*mem
 		return nil, s.storeError(ctx, "delete memory", err)
 	}
 	return &memoryv1.DeleteResponse{Deleted: true}, nil
+}
+
+// checkUser refuses a request without a user_id, or with one over MaxUserIDBytes.
+func checkUser(userID string) error {
+	switch n := len(userID); {
+	case n == 0:
+		return stageerr.Invalid("user_id must not be empty")
+	case n > MaxUserIDBytes:
+		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	}
+	return nil
 }

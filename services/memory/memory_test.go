@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/memory"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -663,4 +665,43 @@ func TestInvalidInput(t *testing.T) {
 			grpctest.WantStageError(t, tc.call(), codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
 		})
 	}
+}
+
+// TestSizeLimits (issue 11.5): a memory's content and every RPC's user_id take a value at the
+// limit and refuse one just over it with INVALID_ARGUMENT naming the field and the limit.
+func TestSizeLimits(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	ctx := t.Context()
+	longUser := func(n int) string { return strings.Repeat("u", n) }
+	calls := map[string]func(userID string) error{
+		"Store": func(userID string) error {
+			_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: userID, Content: user("x")})
+			return err
+		},
+		"Search": func(userID string) error {
+			_, err := c.Search(ctx, &memoryv1.SearchRequest{UserId: userID, Query: "x"})
+			return err
+		},
+		"List": func(userID string) error {
+			_, err := c.List(ctx, &memoryv1.ListRequest{UserId: userID})
+			return err
+		},
+		"Delete": func(userID string) error {
+			_, err := c.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: "m"})
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(longUser(memory.MaxUserIDBytes)); status.Code(err) == codes.InvalidArgument {
+			t.Errorf("%s with a user_id at the limit: %v", name, err)
+		}
+		err := call(longUser(memory.MaxUserIDBytes + 1))
+		grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "user_id: at most 256 bytes, got 257")
+	}
+
+	if _, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: "u", Content: user(strings.Repeat("a", memory.MaxContentBytes))}); err != nil {
+		t.Errorf("Store with content at the limit: %v", err)
+	}
+	_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: "u", Content: user(strings.Repeat("a", memory.MaxContentBytes+1))})
+	grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "content.content: at most 32768 bytes, got 32769")
 }

@@ -53,6 +53,11 @@ const (
 	DefaultPageSize = 50
 	// MaxPageSize caps the page size of a List.
 	MaxPageSize = 500
+	// MaxUserIDBytes is the longest user_id, as the public API's.
+	MaxUserIDBytes = 256
+	// MaxContentBytes is the largest content of one memory: about 8,000 tokens, what OpenAI's
+	// embedding models take in one input. Store ingested documents in chunks (IngestDir).
+	MaxContentBytes = 32 << 10
 )
 
 // Options configures the service.

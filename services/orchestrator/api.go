@@ -22,8 +22,25 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// MaxMessageBytes is the largest user message a run accepts.
-const MaxMessageBytes = 1 << 20
+// Limits of the requests of the public API (README, "Limits"); a request over one is
+// INVALID_ARGUMENT naming the field and the limit.
+const (
+	// MaxMessageBytes is the largest user message: what the intent and planning stages take
+	// (their default limits), so that a message the API accepts is not refused by a stage.
+	MaxMessageBytes = 64 << 10
+	// MaxUserIDBytes is the longest user_id: room for any principal name or a hash of one.
+	MaxUserIDBytes = 256
+	// MaxIdempotencyKeyBytes is the longest idempotency_key: room for any UUID or hash, as
+	// Stripe's 255-character keys.
+	MaxIdempotencyKeyBytes = 256
+	// MaxHistoryMessages is the most messages a history holds: OpenAI's chat API takes at
+	// most 2048 messages a request, and a run adds its own turns.
+	MaxHistoryMessages = 1000
+	// MaxHistoryBytes bounds the encoded size of a whole history: about 500k tokens, over
+	// every context window but the largest, and small enough that the RunResult, which
+	// carries the conversation, stays within gRPC's default 4 MiB for the API's clients.
+	MaxHistoryBytes = 2 << 20
+)
 
 // Run invokes an agent and returns its result at a terminal outcome, or a snapshot with
 // OUTCOME_AWAITING_APPROVAL when it pauses for approval. The run belongs to the orchestrator,
@@ -106,8 +123,11 @@ func modelProfile(c *typev1.ExecutionContract) string {
 }
 
 func validateRunRequest(req *agentv1.RunRequest) error {
-	if len(req.GetMessage()) > MaxMessageBytes {
-		return stageerr.Invalid("message is %d bytes; the limit is %d", len(req.GetMessage()), MaxMessageBytes)
+	if err := validateInput(req.GetUserId(), req.GetMessage(), "history", req.GetHistory()); err != nil {
+		return err
+	}
+	if n := len(req.GetIdempotencyKey()); n > MaxIdempotencyKeyBytes {
+		return stageerr.Invalid("idempotency_key: at most %d bytes, got %d", MaxIdempotencyKeyBytes, n)
 	}
 	if id := req.GetRunId(); id != "" {
 		if err := events.ValidRunID(id); err != nil {
@@ -118,6 +138,28 @@ func validateRunRequest(req *agentv1.RunRequest) error {
 		if m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
 			return stageerr.Invalid("history[%d].role is unspecified", i)
 		}
+	}
+	return nil
+}
+
+// validateInput checks what Run and Decide take alike against the limits: the user, the
+// message and the earlier messages (named historyField).
+func validateInput(userID, message, historyField string, history []*typev1.Message) error {
+	if n := len(userID); n > MaxUserIDBytes {
+		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	}
+	if n := len(message); n > MaxMessageBytes {
+		return stageerr.Invalid("message: at most %d bytes, got %d", MaxMessageBytes, n)
+	}
+	if n := len(history); n > MaxHistoryMessages {
+		return stageerr.Invalid("%s: at most %d messages, got %d", historyField, MaxHistoryMessages, n)
+	}
+	size := 0
+	for _, m := range history {
+		size += proto.Size(m)
+	}
+	if size > MaxHistoryBytes {
+		return stageerr.Invalid("%s: at most %d bytes in all, got %d", historyField, MaxHistoryBytes, size)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
@@ -116,7 +117,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, e
 	if err != nil {
 		return Options{}, nil, err
 	}
-	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env))
+	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return Options{}, nil, err
 	}

@@ -28,8 +28,8 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
 	}
-	if len(req.GetMessage()) > MaxMessageBytes {
-		return nil, stageerr.Invalid("message is %d bytes; the limit is %d", len(req.GetMessage()), MaxMessageBytes)
+	if err := validateInput(req.GetUserId(), req.GetMessage(), "message_history", req.GetMessageHistory()); err != nil {
+		return nil, err
 	}
 	if p := req.GetPendingConfirmation(); p != nil && len(p.GetToolCalls()) > 0 {
 		switch {

@@ -6,16 +6,13 @@ import (
 	"fmt"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	"github.com/agentmesh/agentmesh/pkg/kvbody"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 )
 
 // Version is the RunCheckpoint format this build writes and reads.
 const Version = 1
-
-// entryMargin is what a key-value entry needs beside its value (subject, headers).
-const entryMargin = 4 << 10
 
 // Create stores the first checkpoint of a run and marks the run active; ErrExists when the
 // run id is taken. It returns the checkpoint's revision.
@@ -208,13 +205,12 @@ func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint) ([]b
 	if err != nil {
 		return nil, fmt.Errorf("runstore: encode checkpoint of run %s: %w", cp.GetRunId(), err)
 	}
-	if int64(len(data)) <= s.nc.MaxPayload()-entryMargin {
+	if kvbody.Fits(s.nc, len(data)) {
 		return data, nil
 	}
-	name := cp.GetRunId() + "." + nuid.Next()
-	err = s.retry(ctx, func(ctx context.Context) error {
-		bodies := s.buckets().bodies
-		_, err := bodies.PutBytes(ctx, name, data)
+	var name string
+	err = s.retry(ctx, func(ctx context.Context) (err error) {
+		name, err = kvbody.Put(ctx, s.buckets().bodies, cp.GetRunId(), data)
 		return err
 	})
 	if err != nil {

@@ -117,7 +117,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if opts.Ephemeral {
 			addr = "127.0.0.1:0"
 		}
-		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), Logger: log.With("service", name)})
+		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), Logger: log.With("service", name),
+			MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
 		register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s service: %w", name, err))
@@ -127,7 +128,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil
 	}
 	conn := func(from, to string) (*grpc.ClientConn, error) {
-		c, err := dial.New(m.addrs[to], dial.WithTracerProvider(tp(from)))
+		c, err := dial.New(m.addrs[to], dial.WithTracerProvider(tp(from)), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
 		}
@@ -223,7 +224,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		Intent: m.addrs[Intent], Planning: m.addrs[Planning], Context: m.addrs[Context],
 		Generation: m.addrs[Generation], Action: m.addrs[Action], Observation: m.addrs[Observation],
 		Memory: m.addrs[Memory], Recovery: m.addrs[Recovery],
-	}, dial.WithTracerProvider(tp(Orchestrator)))
+	}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unavailable, err)
 	}
@@ -253,7 +254,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			addr = serviceAddr(cfg, Orchestrator)
 		}
 		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator),
-			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc})
+			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc, MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
 		svc.Register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("orchestrator replica %d: %w", i+1, err))

@@ -416,7 +416,11 @@ type CallRecord struct {
 	// bucket AGENTMESH_ACTION_INSTANCES), a started call may still finish there.
 	Instance string `protobuf:"bytes,8,opt,name=instance,proto3" json:"instance,omitempty"`
 	// When a started call has run out of time to finish, whatever its instance.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The object of the object store AGENTMESH_TOOL_CALL_BODIES that holds the whole record when
+	// it is too large for one key-value entry (a response over the NATS max payload); the entry
+	// then holds the record without its response.
+	BodyObject    string `protobuf:"bytes,10,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +518,13 @@ func (x *CallRecord) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *CallRecord) GetBodyObject() string {
+	if x != nil {
+		return x.BodyObject
+	}
+	return ""
+}
+
 var File_agentmesh_action_v1_action_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
@@ -542,7 +553,7 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\vinterrupted\x18\t \x01(\bR\vinterrupted\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\x9d\x03\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xbe\x03\n" +
 	"\n" +
 	"CallRecord\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
@@ -555,7 +566,10 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x1a\n" +
 	"\binstance\x18\b \x01(\tR\binstance\x126\n" +
-	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline*T\n" +
+	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
+	"\vbody_object\x18\n" +
+	" \x01(\tR\n" +
+	"bodyObject*T\n" +
 	"\tCallState\x12\x1a\n" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CALL_STATE_STARTED\x10\x01\x12\x13\n" +

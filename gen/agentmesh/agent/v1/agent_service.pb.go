@@ -27,13 +27,15 @@ const (
 // RunRequest starts a run.
 type RunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user the run acts for; taken from the authenticated principal when auth is on.
+	// The user the run acts for; taken from the authenticated principal when auth is on. At most
+	// 256 bytes.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The conversation the run belongs to.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	// The user's message.
+	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	// Earlier messages of the conversation, oldest first.
+	// Earlier messages of the conversation, oldest first; at most 1,000 messages and 2 MiB
+	// encoded in all.
 	History []*v1.Message `protobuf:"bytes,4,rep,name=history,proto3" json:"history,omitempty"`
 	// Per-run budget and policy overrides.
 	Overrides *RunOverrides `protobuf:"bytes,5,opt,name=overrides,proto3" json:"overrides,omitempty"`
@@ -41,7 +43,7 @@ type RunRequest struct {
 	OutputFormat v1.OutputFormat `protobuf:"varint,6,opt,name=output_format,json=outputFormat,proto3,enum=agentmesh.type.v1.OutputFormat" json:"output_format,omitempty"`
 	// JSON schema the final answer must satisfy (json format).
 	OutputSchema *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
-	// A retried request with the same key returns the first run's result.
+	// A retried request with the same key returns the first run's result; at most 256 bytes.
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Where the request comes from; feeds the tool_policy resolver.
 	Surface v1.Surface `protobuf:"varint,9,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
@@ -373,13 +375,13 @@ func (x *ResolveApprovalResponse) GetResumed() bool {
 // DecideRequest is seed 004's DecisionContext.
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user the decision is for.
+	// The user the decision is for; at most 256 bytes.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// The user's message.
+	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The conversation.
 	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	// Earlier messages, oldest first.
+	// Earlier messages, oldest first; at most 1,000 messages and 2 MiB encoded in all.
 	MessageHistory []*v1.Message `protobuf:"bytes,4,rep,name=message_history,json=messageHistory,proto3" json:"message_history,omitempty"`
 	// The action the user is confirming, if any.
 	PendingConfirmation *v1.PendingAction `protobuf:"bytes,5,opt,name=pending_confirmation,json=pendingConfirmation,proto3" json:"pending_confirmation,omitempty"`

@@ -26,11 +26,11 @@ const (
 // StoreRequest saves a memory.
 type StoreRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Owner.
+	// Owner; at most 256 bytes (as in every request of the service).
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Conversation.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	// The message to remember.
+	// The message to remember; its content at most 32 KiB.
 	Content *v1.Message `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Collection ("" for personal memory).
 	Collection string `protobuf:"bytes,4,opt,name=collection,proto3" json:"collection,omitempty"`

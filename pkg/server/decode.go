@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// requestCodec is the server's protobuf codec. grpc-go answers a request its codec cannot
+// decode (not protobuf, or a string that is not UTF-8) with INTERNAL, before any interceptor
+// runs; requestCodec instead decodes without failing and keeps the error for the interceptors
+// of decodeErrors, which answer INVALID_ARGUMENT naming the message type and the problem.
+type requestCodec struct {
+	encoding.CodecV2 // gRPC's protobuf codec
+
+	failed sync.Map // proto.Message (the request being decoded into) → its decoding error
+}
+
+func newRequestCodec() *requestCodec {
+	return &requestCodec{CodecV2: encoding.GetCodecV2(protocodec.Name)}
+}
+
+// Unmarshal decodes data into v. When v is a message that data does not decode into, it
+// keeps the error for failure(v) and returns nil.
+func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.CodecV2.Unmarshal(data, v)
+	m, ok := v.(proto.Message)
+	if err == nil || !ok {
+		return err
+	}
+	// The generated decoder says "string field contains invalid UTF-8"; the reflective one,
+	// which a dynamic message uses, names the field.
+	buf := data.Materialize()
+	if derr := proto.Unmarshal(buf, dynamicpb.NewMessage(m.ProtoReflect().Descriptor())); derr != nil {
+		err = derr
+	}
+	c.failed.Store(m, err)
+	return nil
+}
+
+// failure returns the INVALID_ARGUMENT error of a request that did not decode, and forgets
+// it; nil for a request that decoded.
+func (c *requestCodec) failure(req any) error {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return nil
+	}
+	err, ok := c.failed.LoadAndDelete(m)
+	if !ok {
+		return nil
+	}
+	return stageerr.Invalid("the request is not a valid %s: %v", m.ProtoReflect().Descriptor().FullName(), err)
+}
+
+// unaryDecodeErrors answers a unary request that did not decode with its error, without
+// calling the handler.
+func (c *requestCodec) unaryDecodeErrors() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := c.failure(req); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// streamDecodeErrors makes RecvMsg return the error of a streamed message that did not
+// decode.
+func (c *requestCodec) streamDecodeErrors() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, decodingStream{ServerStream: ss, codec: c})
+	}
+}
+
+// decodingStream is a ServerStream whose RecvMsg reports messages that did not decode.
+type decodingStream struct {
+	grpc.ServerStream
+	codec *requestCodec
+}
+
+func (s decodingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.codec.failure(m)
+}

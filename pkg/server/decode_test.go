@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// rawCodec sends messages as the bytes they are.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// TestDecodeFailuresAreAnsweredAndForgotten: requests that do not decode are INVALID_ARGUMENT,
+// unary and on a bidirectional stream, and the codec keeps none of their errors afterwards.
+func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
+	codec := newRequestCodec()
+	g := grpc.NewServer(grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(stageerr.UnaryServerInterceptor(), codec.unaryDecodeErrors()),
+		grpc.ChainStreamInterceptor(stageerr.StreamServerInterceptor(), codec.streamDecodeErrors()))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	reflection.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = g.Serve(lis)
+	}()
+	defer func() {
+		g.Stop()
+		<-served
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	garbage := []byte{0xff}
+
+	for range 3 {
+		var reply []byte
+		err := conn.Invoke(t.Context(), "/grpc.health.v1.Health/Check", &garbage, &reply)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("unary: %v, want INVALID_ARGUMENT", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(&garbage); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	var reply []byte
+	if err := stream.RecvMsg(&reply); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("stream: %v, want INVALID_ARGUMENT", err)
+	}
+
+	kept := 0
+	codec.failed.Range(func(any, any) bool { kept++; return true })
+	if kept != 0 {
+		t.Errorf("the codec still keeps %d decoding errors", kept)
+	}
+}
