@@ -283,7 +283,9 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 }
 
-// transcriptCommand verifies a run's transcript, read from the mesh or from a saved result.
+// transcriptCommand verifies a run's transcript, read from the mesh or from a saved result:
+// the chain, and that the result's conversation, final report, ending and accounting are what
+// the chain recorded (transcript.VerifyResult).
 func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]"))
@@ -321,12 +323,12 @@ func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) err
 		return exitcode.Wrap(exitcode.Invalid, errors.New("transcript verify takes a run id or --file, not both"))
 	}
 	entries := result.GetTranscript()
-	if err := transcript.Verify(entries); err != nil {
-		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("transcript of run %s is broken: %w", result.GetRunId(), err))
-	}
 	if len(entries) == 0 {
 		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("run %s has no transcript", result.GetRunId()))
 	}
-	fmt.Fprintf(stdout, "transcript of run %s: %d entries, chain intact, head %s\n", result.GetRunId(), len(entries), entries[len(entries)-1].GetHash())
+	if err := transcript.VerifyResult(result); err != nil {
+		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("transcript of run %s is broken: %w", result.GetRunId(), err))
+	}
+	fmt.Fprintf(stdout, "transcript of run %s: %d entries, chain intact and matching the result, head %s\n", result.GetRunId(), len(entries), entries[len(entries)-1].GetHash())
 	return nil
 }

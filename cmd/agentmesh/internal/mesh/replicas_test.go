@@ -125,7 +125,7 @@ func TestDrainHandsRunsOff(t *testing.T) {
 	if !slices.ContainsFunc(final.GetTranscript(), func(e *typev1.TranscriptEntry) bool { return e.GetState() == typev1.RunState_RUN_STATE_RESUMED }) {
 		t.Error("the transcript has no RESUMED entry")
 	}
-	if err := transcript.Verify(final.GetTranscript()); err != nil {
+	if err := transcript.VerifyResult(final); err != nil {
 		t.Errorf("transcript: %v", err)
 	}
 	if got := toolMessage(t, final, 0); got != "42" {
