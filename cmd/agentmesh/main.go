@@ -30,7 +30,7 @@ usage:
   agentmesh get [--addr ADDR] RUN_ID              print a finished run's result as JSON
   agentmesh watch [--addr ADDR] [--from SEQ] [--json] RUN_ID
                                                    follow a run's events
-  agentmesh approve [--addr ADDR] [--reject | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
+  agentmesh approve [--addr ADDR] [--reject [--end-run] | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
                                                    decide a tool call waiting for approval
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]

@@ -77,6 +77,9 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	if o.CacheResponses != nil {
 		c.CacheResponses = o.GetCacheResponses()
 	}
+	if o.RejectEndsRun != nil {
+		c.RejectEndsRun = o.GetRejectEndsRun()
+	}
 	if o.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
 		c.ToolPolicy = o.GetToolPolicy()
 	}
