@@ -14,12 +14,15 @@ import (
 )
 
 // approveCommand resolves a paused tool call: approve (default), --reject or --modify JSON.
+// --end-run (or --end-run=false) says whether a rejection ends the run, overriding the
+// configured tools.reject_ends_run.
 func approveCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
 	addr := fs.String("addr", defaultAddr(), "orchestrator address")
 	reject := fs.Bool("reject", false, "reject the call (the model is told)")
 	modify := fs.String("modify", "", "run the call with these JSON arguments instead")
 	feedback := fs.String("feedback", "", "your reason, shown to the model")
+	endRun := fs.Bool("end-run", false, "with --reject: the rejection ends the run (USER_REJECTED); --end-run=false lets the model go on (default: the configured tools.reject_ends_run)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -28,11 +31,18 @@ func approveCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	req := &agentv1.ResolveApprovalRequest{RunId: fs.Arg(0), CallId: fs.Arg(1), Feedback: *feedback,
 		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
+	endRunSet := false
+	fs.Visit(func(f *flag.Flag) { endRunSet = endRunSet || f.Name == "end-run" })
 	switch {
 	case *reject && *modify != "":
 		return exitcode.Wrap(exitcode.Invalid, errors.New("approve takes --reject or --modify, not both"))
+	case endRunSet && !*reject:
+		return exitcode.Wrap(exitcode.Invalid, errors.New("--end-run goes with --reject"))
 	case *reject:
 		req.Decision = agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT
+		if endRunSet {
+			req.EndRun = endRun
+		}
 	case *modify != "":
 		req.Decision = agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY
 		req.ModifiedArguments = &structpb.Struct{}

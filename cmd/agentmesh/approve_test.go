@@ -79,3 +79,35 @@ func TestApproveFromTheCLI(t *testing.T) {
 		t.Errorf("approving a finished run: exit %d %s", code, errOut)
 	}
 }
+
+// TestRejectFromTheCLIEndsTheRun (issue 11.7): approve --reject --end-run ends the paused run
+// USER_REJECTED; --end-run without --reject is invalid (exit 4).
+func TestRejectFromTheCLIEndsTheRun(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	addr := startMesh(t, cfg).Addr(mesh.Orchestrator)
+	out, _ := runCLI(t, 0, "run", "--addr", addr, "What is 6 times 7?")
+	m := regexp.MustCompile(`run (\S+) is waiting for approval of call (\S+) `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("run output does not say it waits for approval:\n%s", out)
+	}
+	runID, callID := m[1], m[2]
+	if _, errOut := runCLI(t, 4, "approve", "--addr", addr, "--end-run", runID, callID); !strings.Contains(errOut, "--end-run goes with --reject") {
+		t.Errorf("approve --end-run: %s", errOut)
+	}
+	runCLI(t, 0, "approve", "--addr", addr, "--reject", "--end-run", "--feedback", "not today", runID, callID)
+	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, runID); !strings.Contains(errOut, "REJECTED USER_REJECTED") {
+		t.Errorf("watch does not show the run ending USER_REJECTED:\n%s", errOut)
+	}
+	out, _ = runCLI(t, 0, "get", "--addr", addr, runID)
+	var got struct {
+		ExitReason  string                   `json:"exitReason"`
+		FinalReport struct{ Content string } `json:"finalReport"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.ExitReason != "USER_REJECTED" ||
+		!strings.HasPrefix(got.FinalReport.Content, "The call to calculator was rejected") {
+		t.Errorf("get: %v\n%s", err, out)
+	}
+	runCLI(t, 0, "transcript", "verify", "--addr", addr, runID)
+}

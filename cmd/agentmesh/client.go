@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // defaultAddr is where the CLI finds the orchestrator.
@@ -77,23 +78,44 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	asJSON := fs.Bool("json", false, "print the whole RunResult as JSON instead of the answer")
 	user := fs.String("user", "cli", "user id")
 	maxTurns := fs.Int("max-turns", 0, "override max_turns")
+	schema := fs.String("schema", "", "a JSON schema file: the answer must be JSON matching it (output_format json)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return exitcode.Wrap(exitcode.Invalid, errors.New(`run takes one message, e.g. agentmesh run "What is 6 times 7?"`))
 	}
-	client, closeConn, err := connect(*addr)
-	if err != nil {
-		return err
-	}
-	defer closeConn()
 	req := &agentv1.RunRequest{Message: fs.Arg(0), UserId: *user}
 	if *maxTurns > 0 {
 		n := int32(*maxTurns)
 		req.Overrides = &agentv1.RunOverrides{MaxTurns: &n}
 	}
+	if *schema != "" {
+		s, err := readSchema(*schema)
+		if err != nil {
+			return err
+		}
+		req.OutputFormat, req.OutputSchema = typev1.OutputFormat_OUTPUT_FORMAT_JSON, s
+	}
+	client, closeConn, err := connect(*addr)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
 	return streamRun(ctx, client, *addr, req, *asJSON, stdout, stderr)
+}
+
+// readSchema reads the JSON schema of run --schema.
+func readSchema(path string) (*structpb.Struct, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--schema: %w", err))
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(b, s); err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--schema: %s is not a JSON object: %w", path, err))
+	}
+	return s, nil
 }
 
 // streamRun runs req through StreamRun, rendering progress on stderr and the answer on stdout.
@@ -155,13 +177,25 @@ func printResult(result *typev1.RunResult, asJSON bool, stdout io.Writer) error 
 	} else if c := result.GetFinalReport().GetContent(); c != "" {
 		fmt.Fprintln(stdout, c)
 	}
-	switch {
-	case result.GetExitReason() == orchestrator.ExitStageUnavailable:
-		return exitcode.Wrap(exitcode.Unavailable, errReported) // a stage is down: exit 3
-	case !result.GetSuccess():
-		return exitcode.Wrap(exitcode.Failed, errReported)
+	if result.GetSuccess() {
+		return nil
 	}
-	return nil
+	return exitcode.Wrap(runExitCode(result.GetExitReason()), errReported)
+}
+
+// runExitCode is the exit code of a run that failed with exit reason exit, by seed 000's
+// categories: 3 a stage could not be reached, 4 a contract no run can use (configuration or
+// arguments), 5 a final report that failed output_schema validation, else 1.
+func runExitCode(exit string) int {
+	switch exit {
+	case orchestrator.ExitStageUnavailable:
+		return exitcode.Unavailable
+	case orchestrator.ExitInvalidContract:
+		return exitcode.Invalid
+	case orchestrator.ExitFinalReportInvalid:
+		return exitcode.Schema
+	}
+	return exitcode.Failed
 }
 
 func toolsCommand(ctx context.Context, args []string, stdout io.Writer) error {
@@ -283,7 +317,9 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 }
 
-// transcriptCommand verifies a run's transcript, read from the mesh or from a saved result.
+// transcriptCommand verifies a run's transcript, read from the mesh or from a saved result:
+// the chain, and that the result's conversation, final report, ending and accounting are what
+// the chain recorded (transcript.VerifyResult).
 func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]"))
@@ -321,12 +357,12 @@ func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) err
 		return exitcode.Wrap(exitcode.Invalid, errors.New("transcript verify takes a run id or --file, not both"))
 	}
 	entries := result.GetTranscript()
-	if err := transcript.Verify(entries); err != nil {
-		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("transcript of run %s is broken: %w", result.GetRunId(), err))
-	}
 	if len(entries) == 0 {
 		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("run %s has no transcript", result.GetRunId()))
 	}
-	fmt.Fprintf(stdout, "transcript of run %s: %d entries, chain intact, head %s\n", result.GetRunId(), len(entries), entries[len(entries)-1].GetHash())
+	if err := transcript.VerifyResult(result); err != nil {
+		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("transcript of run %s is broken: %w", result.GetRunId(), err))
+	}
+	fmt.Fprintf(stdout, "transcript of run %s: %d entries, chain intact and matching the result, head %s\n", result.GetRunId(), len(entries), entries[len(entries)-1].GetHash())
 	return nil
 }

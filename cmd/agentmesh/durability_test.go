@@ -130,7 +130,7 @@ func checkEventLog(t *testing.T, m *meshproc.Mesh, runID string) {
 // checkTranscript verifies a run's hash chain in the test and with the CLI against replica.
 func checkTranscript(t *testing.T, replica *meshproc.Service, res *typev1.RunResult) {
 	t.Helper()
-	if err := transcript.Verify(res.GetTranscript()); err != nil {
+	if err := transcript.VerifyResult(res); err != nil {
 		t.Errorf("run %s: transcript does not verify: %v", res.GetRunId(), err)
 	}
 	var stdout, stderr bytes.Buffer

@@ -1,7 +1,8 @@
 // Command agentmesh is the agentmesh CLI: `agentmesh dev` runs the whole mesh in one process,
 // `agentmesh run` runs an agent through the public API, and further commands read, cancel and
-// verify runs. Exit codes follow DESIGN §9: 0 success, 1 run failed or internal error, 3 a
-// service could not start or be reached, 4 invalid arguments or configuration.
+// verify runs. Exit codes follow seed 000 and DESIGN §9: 0 success, 1 run failed or internal
+// error, 3 a service could not start or be reached, 4 invalid arguments or configuration, 5 a
+// final report that failed schema validation.
 package main
 
 import (
@@ -23,12 +24,13 @@ usage:
   agentmesh dev [--config PATH] [--run MESSAGE] [--orchestrators N] [--data DIR]
                                                    run the whole mesh (embedded NATS) in one process;
                                                    with --run, make one run end to end and exit
-  agentmesh run [--addr ADDR] [--json] MESSAGE    run an agent and stream its progress
+  agentmesh run [--addr ADDR] [--json] [--schema FILE] MESSAGE
+                                                   run an agent and stream its progress
   agentmesh tools [--addr ADDR]                   list the tools the mesh can execute
   agentmesh get [--addr ADDR] RUN_ID              print a finished run's result as JSON
   agentmesh watch [--addr ADDR] [--from SEQ] [--json] RUN_ID
                                                    follow a run's events
-  agentmesh approve [--addr ADDR] [--reject | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
+  agentmesh approve [--addr ADDR] [--reject [--end-run] | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
                                                    decide a tool call waiting for approval
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]

@@ -2,35 +2,46 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
+
+// writeResult saves a result as JSON, as `agentmesh get` prints it, and returns its path.
+func writeResult(t *testing.T, r *typev1.RunResult) string {
+	t.Helper()
+	b, err := protojson.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "result.json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func TestTranscriptVerifyFile(t *testing.T) {
 	chain := transcript.NewChain("adapter", "rules/rules-v1")
-	for _, st := range []typev1.RunState{typev1.RunState_RUN_STATE_PRECHECK, typev1.RunState_RUN_STATE_INFER, typev1.RunState_RUN_STATE_TERMINATE} {
-		chain.Append(st, "s", "contract", &typev1.Message{Content: st.String()}, nil, "")
+	conversation := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "hi"}}
+	for _, st := range []typev1.RunState{typev1.RunState_RUN_STATE_PRECHECK, typev1.RunState_RUN_STATE_INFER} {
+		chain.Append(st, "s", "", &typev1.Message{Content: st.String()}, nil, "", conversation)
 	}
-	result := &typev1.RunResult{RunId: "run-1", Transcript: chain.Entries()}
-	write := func(r *typev1.RunResult) string {
-		b, err := protojson.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(t.TempDir(), "result.json")
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	result := &typev1.RunResult{RunId: "run-1", Conversation: conversation, FinalReport: &typev1.FinalReport{Content: "hello"}}
+	chain.Append(typev1.RunState_RUN_STATE_TERMINATE, "TERMINATE", "", transcript.Ending(result), result.GetFinalReport(), "", conversation)
+	result.Transcript = chain.Entries()
 	var stdout, stderr bytes.Buffer
-	if code := run(t.Context(), []string{"transcript", "verify", "--file", write(result)}, &stdout, &stderr); code != 0 {
+	if code := run(t.Context(), []string{"transcript", "verify", "--file", writeResult(t, result)}, &stdout, &stderr); code != 0 {
 		t.Fatalf("intact transcript: exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "3 entries, chain intact") {
@@ -39,10 +50,93 @@ func TestTranscriptVerifyFile(t *testing.T) {
 	result.Transcript[1].ResultHash = "forged"
 	stdout.Reset()
 	stderr.Reset()
-	if code := run(t.Context(), []string{"transcript", "verify", "--file", write(result)}, &stdout, &stderr); code != 1 {
+	if code := run(t.Context(), []string{"transcript", "verify", "--file", writeResult(t, result)}, &stdout, &stderr); code != 1 {
 		t.Fatalf("tampered transcript: exit %d, want 1", code)
 	}
 	if !strings.Contains(stderr.String(), "entry 2") {
 		t.Errorf("error %q does not name entry 2", stderr.String())
+	}
+}
+
+// TestTranscriptVerifyCatchesEditedResults (issue 11.8): a run with a tool goes through a mesh
+// of two orchestrator replicas; its result is then edited in the memory stage's store (the
+// tool result 42 → 43, the final answer, the accounting). `agentmesh transcript verify`,
+// asked of the other replica, passes the untouched result and fails each edit, naming the
+// entry that recorded what was changed.
+func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
+	isolate(t)
+	m, err := mesh.Start(t.Context(), mesh.Options{Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Orchestrators: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	addrs := m.OrchestratorAddrs()
+	out, _ := runCLI(t, 0, "run", "--addr", addrs[0], "--json", "What is 6 times 7?")
+	done := &typev1.RunResult{}
+	if err := protojson.Unmarshal([]byte(out), done); err != nil {
+		t.Fatal(err)
+	}
+	if done.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s", done.GetOutcome())
+	}
+	runID := done.GetRunId()
+	memory := memoryv1.NewMemoryServiceClient(dialService(t, m.Addr(mesh.Memory)))
+	stored, err := memory.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := stored.GetResult()
+	other := agentv1.NewAgentServiceClient(dialService(t, addrs[1]))
+	// save puts a result into the memory store and checks the other replica serves it.
+	save := func(t *testing.T, res *typev1.RunResult) {
+		t.Helper()
+		if _, err := memory.SaveRun(t.Context(), &memoryv1.SaveRunRequest{Result: res, UserId: "cli"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := other.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+		if err != nil || !proto.Equal(got, res) {
+			t.Fatalf("the other replica does not serve the stored result: %v", err)
+		}
+	}
+	verify := func(t *testing.T, want int) string {
+		t.Helper()
+		out, errOut := runCLI(t, want, "transcript", "verify", "--addr", addrs[1], runID)
+		return out + errOut
+	}
+	if got := verify(t, 0); !strings.Contains(got, "chain intact") {
+		t.Fatalf("untouched result: %s", got)
+	}
+
+	tests := []struct {
+		name   string
+		tamper func(*typev1.RunResult)
+		want   string
+	}{
+		{"tool result", func(r *typev1.RunResult) {
+			for _, msg := range r.GetConversation() {
+				if msg.GetRole() == typev1.Role_ROLE_TOOL && msg.GetContent() == "42" {
+					msg.Content = "43"
+					return
+				}
+			}
+			t.Fatalf("no tool result 42 in %v", r.GetConversation())
+		}, "(RUN_STATE_OBSERVE, turn-1/OBSERVE/"},
+		{"final answer", func(r *typev1.RunResult) {
+			r.FinalReport.Content = strings.ReplaceAll(r.GetFinalReport().GetContent(), "42", "43")
+		}, "(RUN_STATE_TERMINATE, TERMINATE): final_report does not match"},
+		{"accounting", func(r *typev1.RunResult) { r.Accounting = r.GetAccounting()[1:] },
+			"(RUN_STATE_TERMINATE, TERMINATE): the outcome, exit reason, error, usage, counts, decision or accounting"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			forged := proto.CloneOf(original)
+			tc.tamper(forged)
+			save(t, forged)
+			if got := verify(t, 1); !strings.Contains(got, "transcript of run "+runID+" is broken: entry ") || !strings.Contains(got, tc.want) {
+				t.Errorf("verify of an edited %s: %s, want it to name %q", tc.name, got, tc.want)
+			}
+			save(t, original)
+			verify(t, 0)
+		})
 	}
 }

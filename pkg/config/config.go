@@ -356,6 +356,11 @@ type Tools struct {
 	RequireApproval []string `yaml:"require_approval,omitempty"`
 	// NoApproval lists tools that never need approval, even when they would by default.
 	NoApproval []string `yaml:"no_approval,omitempty"`
+	// RejectEndsRun makes a person's rejection of a call end the run (REJECTED /
+	// USER_REJECTED, no further LLM call) instead of being told to the model as a tool
+	// failure; a decision's end_run overrides it for that call. It is each run's contract's
+	// reject_ends_run.
+	RejectEndsRun bool `yaml:"reject_ends_run,omitempty"`
 	// Alternatives maps a tool to tools that can do its job: when it fails, the recovery
 	// stage may run an alternative with the same arguments (seed 003: tool error → try
 	// alternative tool), e.g. {search_web: [search_news]}.

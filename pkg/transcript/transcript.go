@@ -1,15 +1,20 @@
 // Package transcript keeps a run's hash-chained transcript (DESIGN §6, Monolith §Phase 4).
 //
 // Each entry's hash is SHA-256 over prev_hash, contract_hash, the state name, action_hash,
-// result_hash, adapter_version and model_profile_id, each followed by a NUL byte so that no two
-// different field lists hash alike. Verify recomputes the chain and reports the first entry that
-// was altered, removed or reordered.
+// result_hash, adapter_version and model_profile_id and, from hash version 1 on, the step id,
+// the detail, the time and the entry's message seals, each followed by a NUL byte so that no
+// two different field lists hash alike. A message seal binds one message of the run's
+// conversation (by position) to the entry of the step that added or last changed it, so the
+// chain covers every message the model saw, tool results included. Verify recomputes the
+// chain and reports the first entry that was altered, removed or reordered; VerifyResult
+// also checks that a stored result shows what the chain recorded (see result.go).
 package transcript
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,10 +23,16 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
+// HashVersion is the hash version of the entries Append writes: the hash covers the step id,
+// detail, time and message seals too. Entries of version 0 (written before) verify by DESIGN
+// §6's fields alone.
+const HashVersion = 1
+
 // Chain appends entries to one run's transcript. It is safe for concurrent use.
 type Chain struct {
 	mu             sync.Mutex
 	entries        []*typev1.TranscriptEntry
+	sealed         []string // hash of each conversation message as the chain last sealed it
 	adapterVersion string
 	modelProfileID string
 	now            func() time.Time
@@ -33,18 +44,24 @@ func NewChain(adapterVersion, modelProfileID string) *Chain {
 	return &Chain{adapterVersion: adapterVersion, modelProfileID: modelProfileID, now: time.Now}
 }
 
-// Resume returns a chain that continues after entries (e.g. a run restored from a checkpoint).
+// Resume returns a chain that continues after entries (e.g. a run restored from a checkpoint):
+// the messages they sealed are not sealed again unless they change.
 func Resume(entries []*typev1.TranscriptEntry, adapterVersion, modelProfileID string) *Chain {
 	c := NewChain(adapterVersion, modelProfileID)
 	for _, e := range entries {
 		c.entries = append(c.entries, proto.CloneOf(e))
+		for _, s := range e.GetMessages() {
+			c.setSealed(int(s.GetIndex()), s.GetHash())
+		}
 	}
 	return c
 }
 
 // Append adds the entry for entering state. action and result are hashed by their
-// deterministic protobuf encoding; either may be nil.
-func (c *Chain) Append(state typev1.RunState, stepID, contractHash string, action, result proto.Message, detail string) *typev1.TranscriptEntry {
+// deterministic protobuf encoding; either may be nil. conversation is the run's conversation
+// after the step: the entry seals each message that is new or changed since the previous
+// entry.
+func (c *Chain) Append(state typev1.RunState, stepID, contractHash string, action, result proto.Message, detail string, conversation []*typev1.Message) *typev1.TranscriptEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	prev := ""
@@ -63,10 +80,35 @@ func (c *Chain) Append(state typev1.RunState, stepID, contractHash string, actio
 		ModelProfileId: c.modelProfileID,
 		Detail:         detail,
 		Time:           timestamppb.New(c.now()),
+		HashVersion:    HashVersion,
+		Messages:       c.seal(conversation),
 	}
 	e.Hash = EntryHash(e)
 	c.entries = append(c.entries, e)
 	return e
+}
+
+// seal returns the seals of the messages that are new or changed since the last entry.
+// Messages are hashed again at every entry, because a message may grow in place (the XML
+// transport's XML-PAST message gets one response per executed call).
+func (c *Chain) seal(conversation []*typev1.Message) []*typev1.MessageSeal {
+	var seals []*typev1.MessageSeal
+	for i, m := range conversation {
+		h := MessageHash(m)
+		if i < len(c.sealed) && c.sealed[i] == h {
+			continue
+		}
+		seals = append(seals, &typev1.MessageSeal{Index: int32(i), Hash: h})
+		c.setSealed(i, h)
+	}
+	return seals
+}
+
+func (c *Chain) setSealed(i int, hash string) {
+	for len(c.sealed) <= i {
+		c.sealed = append(c.sealed, "")
+	}
+	c.sealed[i] = hash
 }
 
 // Entries returns a copy of the chain's entries.
@@ -87,17 +129,33 @@ func (c *Chain) Len() int {
 	return len(c.entries)
 }
 
-// EntryHash computes an entry's hash from its fields (its own hash field is ignored).
+// EntryHash computes an entry's hash from its fields (its own hash field is ignored), as its
+// hash_version says.
 func EntryHash(e *typev1.TranscriptEntry) string {
-	h := sha256.New()
-	for _, part := range []string{
+	parts := []string{
 		e.GetPrevHash(), e.GetContractHash(), e.GetState().String(), e.GetActionHash(),
 		e.GetResultHash(), e.GetAdapterVersion(), e.GetModelProfileId(),
-	} {
+	}
+	if e.GetHashVersion() >= 1 {
+		parts = append(parts, "v"+strconv.Itoa(int(e.GetHashVersion())), e.GetStepId(), e.GetDetail(), timeText(e.GetTime()))
+		for _, s := range e.GetMessages() {
+			parts = append(parts, strconv.Itoa(int(s.GetIndex()))+":"+s.GetHash())
+		}
+	}
+	h := sha256.New()
+	for _, part := range parts {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// timeText is an entry's time as its hash covers it: seconds and nanoseconds since the epoch.
+func timeText(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d.%09d", t.GetSeconds(), t.GetNanos())
 }
 
 // MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil).
@@ -127,6 +185,9 @@ func Verify(entries []*typev1.TranscriptEntry) error {
 		}
 		if e.GetPrevHash() != prev {
 			return fmt.Errorf("entry %d: prev_hash does not match the hash of entry %d (an entry was removed or reordered)", want, want-1)
+		}
+		if v := e.GetHashVersion(); v > HashVersion {
+			return fmt.Errorf("entry %d (%s): hash_version %d is newer than this build knows (%d)", want, e.GetState(), v, HashVersion)
 		}
 		if got := EntryHash(e); got != e.GetHash() {
 			return fmt.Errorf("entry %d (%s): hash does not match its contents (the entry was altered)", want, e.GetState())

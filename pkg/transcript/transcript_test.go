@@ -17,7 +17,7 @@ func sample() []*typev1.TranscriptEntry {
 		typev1.RunState_RUN_STATE_COMMIT, typev1.RunState_RUN_STATE_TERMINATE,
 	}
 	for i, s := range states {
-		c.Append(s, "step", "contract-hash", &typev1.Message{Content: "action"}, &typev1.Message{Content: strings.Repeat("r", i)}, "")
+		c.Append(s, "step", "contract-hash", &typev1.Message{Content: "action"}, &typev1.Message{Content: strings.Repeat("r", i)}, "", nil)
 	}
 	return c.Entries()
 }
@@ -64,6 +64,26 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			e[1], e[2] = e[2], e[1]
 			return e
 		}, "entry 2: seq is 3"},
+		{"altered detail", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
+			e[3].Detail = "approve c1"
+			return e
+		}, "entry 4 (RUN_STATE_COMMIT): hash does not match"},
+		{"altered step id", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
+			e[3].StepId = "turn-9/COMMIT"
+			return e
+		}, "entry 4"},
+		{"altered time", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
+			e[0].Time.Seconds++
+			return e
+		}, "entry 1"},
+		{"downgraded hash version", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
+			e[2].HashVersion = 0
+			return e
+		}, "entry 3"},
+		{"unknown hash version", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
+			e[2].HashVersion = transcript.HashVersion + 1
+			return e
+		}, "entry 3 (RUN_STATE_INFER): hash_version 2 is newer"},
 		{"rehashed but unlinked", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
 			e[1].ActionHash = "x"
 			e[1].Hash = transcript.EntryHash(e[1])
@@ -84,7 +104,7 @@ func TestConcurrentAppendKeepsTheChain(t *testing.T) {
 	c := transcript.NewChain("a", "m")
 	var wg sync.WaitGroup
 	for range 50 {
-		wg.Go(func() { c.Append(typev1.RunState_RUN_STATE_COMMIT, "s", "h", nil, nil, "") })
+		wg.Go(func() { c.Append(typev1.RunState_RUN_STATE_COMMIT, "s", "h", nil, nil, "", nil) })
 	}
 	wg.Wait()
 	if c.Len() != 50 {
@@ -98,7 +118,7 @@ func TestConcurrentAppendKeepsTheChain(t *testing.T) {
 func TestResumeContinuesTheChain(t *testing.T) {
 	entries := sample()
 	c := transcript.Resume(entries, "adapter-1", "rules")
-	e := c.Append(typev1.RunState_RUN_STATE_COMMIT, "s", "h", nil, nil, "")
+	e := c.Append(typev1.RunState_RUN_STATE_COMMIT, "s", "h", nil, nil, "", nil)
 	if e.GetSeq() != 6 || e.GetPrevHash() != entries[4].GetHash() {
 		t.Fatalf("resumed entry = seq %d prev %q", e.GetSeq(), e.GetPrevHash())
 	}
@@ -108,5 +128,21 @@ func TestResumeContinuesTheChain(t *testing.T) {
 	}
 	if proto.Equal(entries[0], c.Entries()[0]) {
 		t.Fatal("resume shares entries with the caller")
+	}
+}
+
+// TestVerifyAcceptsVersion0Entries: entries written before hash version 1 (DESIGN §6's fields
+// only) still verify, and a chain resumed from them continues in the current version.
+func TestVerifyAcceptsVersion0Entries(t *testing.T) {
+	old := &typev1.TranscriptEntry{Seq: 1, State: typev1.RunState_RUN_STATE_PRECHECK, ContractHash: "h", Detail: "not covered", StepId: "PRECHECK"}
+	old.Hash = transcript.EntryHash(old)
+	c := transcript.Resume([]*typev1.TranscriptEntry{old}, "a", "m")
+	c.Append(typev1.RunState_RUN_STATE_INTENT, "INTENT", "h", nil, nil, "", []*typev1.Message{{Content: "hi"}})
+	entries := c.Entries()
+	if err := transcript.Verify(entries); err != nil {
+		t.Fatal(err)
+	}
+	if entries[1].GetHashVersion() != transcript.HashVersion || len(entries[1].GetMessages()) != 1 {
+		t.Fatalf("resumed entry = %v", entries[1])
 	}
 }

@@ -327,6 +327,8 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 		return nil, stageerr.Invalid("decision must be approve, reject or modify, got %d", req.GetDecision())
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
 		return nil, stageerr.Invalid("decision modify needs modified_arguments")
+	case req.EndRun != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT:
+		return nil, stageerr.Invalid("end_run is only for decision reject, got %s", req.GetDecision())
 	}
 	if err := s.authorizeRun(ctx, auth.ActionApprove, req.GetRunId()); err != nil {
 		return nil, err
@@ -351,28 +353,25 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	if err != nil {
 		return nil, storeErr(runID, err)
 	}
-	decided, err := s.store.DecidedCalls(ctx, runID)
+	stored, err := s.store.Decisions(ctx, runID)
 	if err != nil {
 		return nil, storeErr(runID, err)
 	}
-	for id := range cp.GetTurn().GetDecisions() {
-		decided[id] = true
-	}
-	for _, id := range cp.GetTurn().GetTimedOut() {
-		decided[id] = true
-	}
-	var waiting []string
-	for _, c := range cp.GetPending().GetToolCalls() {
-		if !decided[c.GetId()] {
-			waiting = append(waiting, c.GetId())
+	st := restoreApproval(cp) // the decisions the owner took, and those handed to it
+	for id, d := range stored {
+		if _, ok := st.decisions[id]; !ok {
+			st.decisions[id] = d
 		}
 	}
-	switch {
-	case !slices.ContainsFunc(cp.GetPending().GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == callID }):
+	if !slices.ContainsFunc(cp.GetPending().GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == callID }) {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND,
-			"run %q has no tool call %q waiting for approval; waiting: %s", runID, callID, strings.Join(waiting, ", "))
-	case decided[callID]:
+			"run %q has no tool call %q waiting for approval; waiting: %s", runID, callID, strings.Join(st.undecided(), ", "))
+	}
+	if _, decided := st.decisions[callID]; decided {
 		return nil, alreadyDecided(runID, callID)
+	}
+	if stop := st.stopper(cp.GetContract()); stop != nil {
+		return nil, endingAlready(runID, stop.GetCallId())
 	}
 	if err := s.store.Decide(ctx, req); err != nil {
 		if errors.Is(err, runstore.ErrExists) {
@@ -380,7 +379,11 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 		}
 		return nil, storeErr(runID, err)
 	}
-	remaining := slices.DeleteFunc(waiting, func(id string) bool { return id == callID })
+	st.decisions[callID] = req
+	remaining := st.undecided()
+	if endsRun(cp.GetContract(), req) {
+		remaining = nil // nothing waits any more: the run ends
+	}
 	return &agentv1.ResolveApprovalResponse{RunId: runID, CallId: callID, PendingCallIds: remaining, Resumed: len(remaining) == 0}, nil
 }
 

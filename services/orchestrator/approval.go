@@ -27,6 +27,29 @@ type approvalState struct {
 	resolved  chan struct{}                              // closed when every call is decided
 }
 
+// stopper is the first paused call's decision that rejects it and ends the run (seed 003
+// USER_REJECTED), or nil.
+func (a *approvalState) stopper(c *typev1.ExecutionContract) *agentv1.ResolveApprovalRequest {
+	for _, call := range a.pending.GetToolCalls() {
+		if d := a.decisions[call.GetId()]; endsRun(c, d) {
+			return d
+		}
+	}
+	return nil
+}
+
+// endsRun reports whether decision d is a rejection that ends the run: its end_run says so,
+// or, when unset, the contract's reject_ends_run (config tools.reject_ends_run).
+func endsRun(c *typev1.ExecutionContract, d *agentv1.ResolveApprovalRequest) bool {
+	if d.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT {
+		return false
+	}
+	if d.EndRun != nil {
+		return d.GetEndRun()
+	}
+	return c.GetRejectEndsRun()
+}
+
 func (a *approvalState) undecided() []string {
 	var ids []string
 	for _, c := range a.pending.GetToolCalls() {
@@ -42,13 +65,15 @@ func (r *run) requiresApproval(name string) bool {
 	return slices.ContainsFunc(r.available, func(t *typev1.Tool) bool { return t.GetName() == name && t.GetRequiresApproval() })
 }
 
-// awaitApproval pauses the run until every call that needs approval is decided, the approval
-// timeout passes (a rejection: the run ends REJECTED / APPROVAL_TIMEOUT) or the run is
-// cancelled. Decisions are applied to plan: approved calls run with the recorded approval,
-// modified calls with the new arguments (validated again by the action stage), rejected calls
-// are answered to the model as tool failures. A pause is checkpointed, and so is each
-// decision: the run can be stopped here (a deploy) and resumed by any replica, which waits
-// until the same deadline. A run restored from a paused checkpoint continues its pause.
+// awaitApproval pauses the run until every call that needs approval is decided, a rejection
+// ends the run (REJECTED / USER_REJECTED: see endsRun), the approval timeout passes (a
+// rejection: the run ends REJECTED / APPROVAL_TIMEOUT) or the run is cancelled. Decisions are
+// applied to plan: approved calls run with the recorded approval, modified calls with the new
+// arguments (validated again by the action stage), rejected calls are answered to the model as
+// tool failures; once a rejection ends the run, no call of the turn runs. A pause is
+// checkpointed, and so is each decision: the run can be stopped here (a deploy) and resumed by
+// any replica, which waits until the same deadline. A run restored from a paused checkpoint
+// continues its pause.
 func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCall) *ending {
 	r.mu.Lock()
 	st := r.approval
@@ -69,7 +94,7 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 	defer timer.Stop()
 	var end *ending
 wait:
-	for len(r.undecided(st)) > 0 {
+	for r.waiting(st) {
 		select {
 		case <-st.resolved: // decided on this replica (no store)
 			break wait
@@ -94,7 +119,7 @@ wait:
 			}
 			r.mu.Unlock()
 			for _, id := range undecided {
-				r.recordDecision(ctx, id, "timeout", nil, "")
+				r.recordDecision(ctx, id, "timeout", nil, "", false)
 			}
 			end = fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
 				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", ")))
@@ -104,10 +129,37 @@ wait:
 	r.mu.Lock()
 	r.approval = nil
 	decisions := st.decisions
+	stop := st.stopper(r.contract)
 	r.mu.Unlock()
 	r.publish(nil)
-	r.applyDecisions(plan, decisions, end != nil)
+	if end == nil && stop != nil {
+		end = r.rejected(st, stop)
+	}
+	r.applyDecisions(plan, decisions, end != nil, stop)
 	return end
+}
+
+// waiting reports whether the pause goes on: a call is undecided, and no rejection ends the run.
+func (r *run) waiting(st *approvalState) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(st.undecided()) > 0 && st.stopper(r.contract) == nil
+}
+
+// rejected is the ending of a run whose paused call a person rejected with a rejection that
+// ends the run.
+func (r *run) rejected(st *approvalState, d *agentv1.ResolveApprovalRequest) *ending {
+	name := d.GetCallId()
+	if i := slices.IndexFunc(st.pending.GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == d.GetCallId() }); i >= 0 {
+		name = st.pending.GetToolCalls()[i].GetName()
+	}
+	message := fmt.Sprintf(messageRejected, name)
+	reason := fmt.Sprintf("call %s (%s) was rejected, and the rejection ends the run", d.GetCallId(), name)
+	if fb := d.GetFeedback(); fb != "" {
+		message += fmt.Sprintf(" The reason given: %q.", fb)
+		reason += ": " + fb
+	}
+	return fail(typev1.Outcome_OUTCOME_REJECTED, ExitUserRejected, message, reason)
 }
 
 // pause starts waiting for approval of the calls of plan that need it: AWAIT_APPROVAL in the
@@ -174,7 +226,7 @@ func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.Re
 	}
 	st.decisions[d.GetCallId()] = d
 	r.mu.Unlock()
-	r.recordDecision(ctx, d.GetCallId(), decisionName(d), d.GetModifiedArguments(), d.GetFeedback())
+	r.recordDecision(ctx, d.GetCallId(), decisionName(d), d.GetModifiedArguments(), d.GetFeedback(), endsRun(r.contract, d))
 	return true
 }
 
@@ -197,8 +249,10 @@ func decisionName(d *agentv1.ResolveApprovalRequest) string {
 	return strings.ToLower(strings.TrimPrefix(d.GetDecision().String(), "APPROVAL_DECISION_"))
 }
 
-// applyDecisions turns recorded decisions into what EXECUTE does with each call.
-func (r *run) applyDecisions(plan []plannedCall, decisions map[string]*agentv1.ResolveApprovalRequest, timedOut bool) {
+// applyDecisions turns recorded decisions into what EXECUTE does with each call. ended says
+// the run ends at this pause; stop is the rejection that ends it, if one does: then no call of
+// the turn runs.
+func (r *run) applyDecisions(plan []plannedCall, decisions map[string]*agentv1.ResolveApprovalRequest, ended bool, stop *agentv1.ResolveApprovalRequest) {
 	for i := range plan {
 		p := &plan[i]
 		if p.refusal != "" {
@@ -206,7 +260,9 @@ func (r *run) applyDecisions(plan []plannedCall, decisions map[string]*agentv1.R
 		}
 		d, decided := decisions[p.call.GetId()]
 		switch {
-		case !p.needsApproval && timedOut:
+		case stop != nil && d != stop:
+			p.refusal = "(tool failed: not run: the run ended when call " + stop.GetCallId() + " was rejected)"
+		case !p.needsApproval && ended:
 			p.refusal = "(tool failed: not run: the run ended waiting for approval)"
 		case !p.needsApproval:
 		case !decided:
@@ -245,11 +301,15 @@ func callNames(calls []*typev1.ToolCall) []string {
 }
 
 // recordDecision writes a decision to the transcript and announces it.
-func (r *run) recordDecision(ctx context.Context, callID, decision string, args *structpb.Struct, feedback string) {
-	ev := &eventv1.ApprovalResolved{CallId: callID, Decision: decision, Feedback: feedback, Arguments: args}
+func (r *run) recordDecision(ctx context.Context, callID, decision string, args *structpb.Struct, feedback string, endsRun bool) {
+	ev := &eventv1.ApprovalResolved{CallId: callID, Decision: decision, Feedback: feedback, Arguments: args, EndsRun: endsRun}
 	st := typev1.RunState_RUN_STATE_AWAIT_APPROVAL
+	detail := decision + " " + callID + feedbackSuffix(feedback)
+	if endsRun {
+		detail += "; the rejection ends the run"
+	}
 	r.step(ctx, st, r.stepID(st)+"/"+callID, func(context.Context) (proto.Message, proto.Message, string) {
-		return nil, ev, decision + " " + callID + feedbackSuffix(feedback)
+		return nil, ev, detail
 	})
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalResolved{ApprovalResolved: ev}})
 }
@@ -271,13 +331,27 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 		r.mu.Unlock()
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "tool call %q of run %q is already decided", req.GetCallId(), r.id)
 	}
+	if stop := st.stopper(r.contract); stop != nil {
+		r.mu.Unlock()
+		return nil, endingAlready(r.id, stop.GetCallId())
+	}
 	st.decisions[req.GetCallId()] = req
 	remaining := st.undecided()
+	ends := endsRun(r.contract, req)
+	if ends {
+		remaining = nil // nothing waits any more: the run ends
+	}
 	r.mu.Unlock()
 	// Record before resuming, so the decision precedes the executions in transcript and events.
-	r.recordDecision(trace.ContextWithSpan(context.WithoutCancel(ctx), r.span), req.GetCallId(), decisionName(req), req.GetModifiedArguments(), req.GetFeedback())
+	r.recordDecision(trace.ContextWithSpan(context.WithoutCancel(ctx), r.span), req.GetCallId(), decisionName(req), req.GetModifiedArguments(), req.GetFeedback(), ends)
 	if len(remaining) == 0 {
 		close(st.resolved)
 	}
 	return &agentv1.ResolveApprovalResponse{RunId: r.id, CallId: req.GetCallId(), PendingCallIds: remaining, Resumed: len(remaining) == 0}, nil
+}
+
+// endingAlready is the error of a decision that comes after a rejection that ends the run.
+func endingAlready(runID, callID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
+		"run %q is ending: the rejection of call %q ends it, so no other call is decided", runID, callID)
 }

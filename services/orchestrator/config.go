@@ -16,7 +16,7 @@ import (
 )
 
 // ContractFromConfig returns the default ExecutionContract every run starts from: the
-// configuration's defaults and targets.
+// configuration's defaults and targets, and tools.reject_ends_run.
 func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	d := cfg.Defaults
 	c := DefaultContract()
@@ -37,6 +37,7 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	c.MaxFormatRetries = d.MaxFormatRetries
 	c.ApprovalTimeoutMs = d.ApprovalTimeoutMS
 	c.CacheResponses = d.CacheResponses
+	c.RejectEndsRun = cfg.Tools.RejectEndsRun
 	switch d.ToolTransport {
 	case "xml-final":
 		c.ToolTransport = typev1.ToolTransport_TOOL_TRANSPORT_XML_FINAL

@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -77,6 +76,9 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	}
 	if o.CacheResponses != nil {
 		c.CacheResponses = o.GetCacheResponses()
+	}
+	if o.RejectEndsRun != nil {
+		c.RejectEndsRun = o.GetRejectEndsRun()
 	}
 	if o.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
 		c.ToolPolicy = o.GetToolPolicy()
@@ -227,14 +229,5 @@ func seal(c *typev1.ExecutionContract, parentHash string) *typev1.ExecutionContr
 }
 
 // contractHash is the hex SHA-256 of the contract's deterministic serialisation with its own
-// hash field empty.
-func contractHash(c *typev1.ExecutionContract) string {
-	clone := proto.CloneOf(c)
-	clone.ContractHash = ""
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(clone)
-	if err != nil {
-		b = []byte(err.Error())
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
+// hash field empty, as transcript.VerifyResult checks it.
+func contractHash(c *typev1.ExecutionContract) string { return transcript.ContractHash(c) }

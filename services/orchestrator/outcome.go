@@ -59,6 +59,10 @@ const (
 	MessageClarify = "Could you tell me more about what you would like me to do?"
 )
 
+// messageRejected is the final report of a run that ends because a person rejected a call
+// (USER_REJECTED); %s is the tool's name.
+const messageRejected = "The call to %s was rejected, so it was not carried out and the run stopped."
+
 // EmptyResponseNotice is seed 000's ephemeral retry message for an answer with no content, no
 // tool calls and no reasoning. It is sent once and never stored in the conversation.
 const EmptyResponseNotice = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer."

@@ -160,7 +160,8 @@ func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
 	}
 }
 
-// step runs one state of the machine in its own span and appends its transcript entry.
+// step runs one state of the machine in its own span and appends its transcript entry, which
+// seals the conversation messages the state added or changed.
 func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn func(ctx context.Context) (action, result proto.Message, detail string)) {
 	ctx, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
 		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID)))
@@ -169,7 +170,7 @@ func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn fu
 	if detail != "" {
 		span.SetAttributes(attribute.String("agentmesh.detail", detail))
 	}
-	r.chain.Append(st, stepID, r.contract.GetContractHash(), action, result, detail)
+	r.chain.Append(st, stepID, r.contract.GetContractHash(), action, result, detail, r.conversation)
 }
 
 func stateName(st typev1.RunState) string { return strings.TrimPrefix(st.String(), "RUN_STATE_") }
@@ -226,11 +227,13 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 		res.Error = &typev1.RunError{Code: e.exit, Message: reasonText(e), Retryable: e.retryable}
 	}
 	res.FinalReport = report
-	r.step(ctx, typev1.RunState_RUN_STATE_TERMINATE, stateName(typev1.RunState_RUN_STATE_TERMINATE), func(context.Context) (proto.Message, proto.Message, string) {
-		return nil, report, e.outcome.String() + " " + e.exit
-	})
 	res.Conversation = r.conversation
 	res.Accounting = r.accounting
+	// The entry covers everything the result shows: the report, the ending and accounting,
+	// and (sealed) the conversation.
+	r.step(ctx, typev1.RunState_RUN_STATE_TERMINATE, stateName(typev1.RunState_RUN_STATE_TERMINATE), func(context.Context) (proto.Message, proto.Message, string) {
+		return transcript.Ending(res), report, e.outcome.String() + " " + e.exit
+	})
 	res.Transcript = r.chain.Entries()
 
 	r.span.SetAttributes(

@@ -105,10 +105,11 @@ func decisionKey(runID, callID string) string {
 	return runID + ".approval." + hex.EncodeToString([]byte(callID))
 }
 
-// DecidedCalls returns the ids of a run's calls with a recorded decision.
-func (s *Store) DecidedCalls(ctx context.Context, runID string) (map[string]bool, error) {
-	decided := map[string]bool{}
+// Decisions returns a run's recorded decisions by call id.
+func (s *Store) Decisions(ctx context.Context, runID string) (map[string]*agentv1.ResolveApprovalRequest, error) {
+	var decisions map[string]*agentv1.ResolveApprovalRequest
 	err := s.retry(ctx, func(ctx context.Context) error {
+		decisions = map[string]*agentv1.ResolveApprovalRequest{}
 		inputs := s.buckets().inputs
 		prefix := runID + ".approval."
 		lister, err := inputs.ListKeysFiltered(ctx, prefix+"*")
@@ -118,14 +119,27 @@ func (s *Store) DecidedCalls(ctx context.Context, runID string) (map[string]bool
 		if err != nil {
 			return err
 		}
+		var keys []string
 		for k := range lister.Keys() {
-			if id, err := hex.DecodeString(strings.TrimPrefix(k, prefix)); err == nil {
-				decided[string(id)] = true
+			keys = append(keys, k)
+		}
+		for _, k := range keys {
+			e, err := inputs.Get(ctx, k)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue // purged since it was listed
 			}
+			if err != nil {
+				return err
+			}
+			in, err := decodeInput(k, e.Value())
+			if err != nil || in.Decision == nil {
+				continue // not a decision of this build: ignored, as WatchInputs does
+			}
+			decisions[in.Decision.GetCallId()] = in.Decision
 		}
 		return nil
 	})
-	return decided, mapErr(err)
+	return decisions, mapErr(err)
 }
 
 // purgeInputs removes every input of a run.

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -215,14 +216,14 @@ func TestInputs(t *testing.T) {
 	if got := <-in; got.Cancel.GetReason() != "stop" {
 		t.Fatalf("second input %v, want the cancellation", got)
 	}
-	if decided, err := s.DecidedCalls(ctx, "r1"); err != nil || !decided["call/1 ü"] || len(decided) != 1 {
-		t.Fatalf("DecidedCalls = %v, %v", decided, err)
+	if decided, err := s.Decisions(ctx, "r1"); err != nil || !proto.Equal(decided["call/1 ü"], approve) || len(decided) != 1 {
+		t.Fatalf("Decisions = %v, %v", decided, err)
 	}
 	if err := s.Retire(ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if decided, err := s.DecidedCalls(ctx, "r1"); err != nil || len(decided) != 0 {
-		t.Fatalf("DecidedCalls after Retire = %v, %v", decided, err)
+	if decided, err := s.Decisions(ctx, "r1"); err != nil || len(decided) != 0 {
+		t.Fatalf("Decisions after Retire = %v, %v", decided, err)
 	}
 	cancel()
 	for range in { // the watch ends with ctx

@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -214,4 +215,127 @@ func TestApprovalTimeoutIsARejection(t *testing.T) {
 		t.Errorf("events %v, %d tool calls", kinds, final.GetToolCalls())
 	}
 	checkInvariants(t, final)
+}
+
+// TestRejectionThatEndsTheRun (issue 11.7): with tools.reject_ends_run, or a decision's
+// end_run, a person's rejection ends the run REJECTED / USER_REJECTED with a final report that
+// says so: the rejected call never runs, nor does any other call of the turn, and the model is
+// not asked again. It holds with durable runs (the decision travels through the store) and
+// without (it reaches the run directly); a decision after the ending one is refused.
+func TestRejectionThatEndsTheRun(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpoints %v", durable), func(t *testing.T) {
+			scenario := llmtest.Scenario{Name: "two", Match: "two at once", Turns: []llmtest.Turn{
+				{ToolCalls: []llmtest.ToolCall{{ID: "a", Name: "calculator", Arguments: `{"expression":"1+1"}`}, {ID: "b", Name: "current_time", Arguments: `{}`}}},
+				text("never asked"),
+			}}
+			cfg := config.Default()
+			cfg.Tools.RequireApproval = []string{"calculator", "current_time"}
+			cfg.Tools.RejectEndsRun = true
+			cfg.Durability.Checkpoints = durable
+			h := start(t, cfg, scenario)
+			res := h.run(t, &agentv1.RunRequest{Message: "two at once"})
+			paused(t, res, "a", "b")
+			resp := h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "a",
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: "not on my account"})
+			if !resp.GetResumed() || len(resp.GetPendingCallIds()) != 0 {
+				t.Errorf("resolve = %v, want the run to go on to its end without waiting for b", resp)
+			}
+			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "b",
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+			if c := status.Code(err); c != codes.FailedPrecondition && c != codes.NotFound {
+				t.Errorf("a decision after the ending rejection: %v, want FAILED_PRECONDITION (ending) or NOT_FOUND (ended)", err)
+			}
+			final, kinds := h.finish(t, res.GetRunId())
+			checkRejected(t, h, "two at once", final, kinds, "not on my account")
+			if a, b := toolMessage(t, final, 0), toolMessage(t, final, 1); a != "(tool failed: rejected by the user: not on my account)" ||
+				b != "(tool failed: not run: the run ended when call a was rejected)" {
+				t.Errorf("tool messages %q, %q", a, b)
+			}
+		})
+	}
+}
+
+// checkRejected checks a run that a rejection ended: USER_REJECTED, a report that says so,
+// one LLM request, no tool executed, the ending rejection in events and transcript.
+func checkRejected(t *testing.T, h *harness, message string, final *typev1.RunResult, kinds []string, feedback string) {
+	t.Helper()
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_REJECTED || final.GetExitReason() != "USER_REJECTED" || final.GetSuccess() {
+		t.Fatalf("outcome %s %s success=%v, want REJECTED USER_REJECTED", final.GetOutcome(), final.GetExitReason(), final.GetSuccess())
+	}
+	want := `The call to calculator was rejected, so it was not carried out and the run stopped. The reason given: "` + feedback + `".`
+	if got := final.GetFinalReport().GetContent(); got != want {
+		t.Errorf("final report %q, want %q", got, want)
+	}
+	if n := len(requestsFor(h.llm, message)); n != 1 {
+		t.Errorf("%d LLM requests, want 1: a rejection that ends the run asks the model nothing more", n)
+	}
+	if final.GetToolCalls() != 0 || count(kinds, "tool_started") != 0 || slices.ContainsFunc(final.GetAccounting(), func(a *typev1.AccountingEntry) bool {
+		return a.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_TOOL
+	}) {
+		t.Errorf("a tool ran: %d tool calls, events %v, accounting %v", final.GetToolCalls(), kinds, final.GetAccounting())
+	}
+	events, _ := h.storedEvents(t, final.GetRunId())
+	ends := 0
+	for _, ev := range events {
+		if r := ev.GetApprovalResolved(); r != nil && r.GetEndsRun() {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Errorf("%d approval_resolved events end the run, want 1", ends)
+	}
+	if !slices.ContainsFunc(final.GetTranscript(), func(e *typev1.TranscriptEntry) bool {
+		return strings.HasSuffix(e.GetDetail(), "the rejection ends the run")
+	}) {
+		t.Error("the transcript does not record that the rejection ends the run")
+	}
+	checkInvariants(t, final)
+}
+
+// TestEndRunDecidesPerCall: a decision's end_run overrides tools.reject_ends_run both ways,
+// and is refused on anything but a rejection; a run's overrides set reject_ends_run.
+func TestEndRunDecidesPerCall(t *testing.T) {
+	scenarios := []llmtest.Scenario{
+		{Name: "stop", Match: "compute 6*7, or stop", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("never asked")}},
+		{Name: "stop by override", Match: "compute 6*7, or stop as I said", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("never asked")}},
+		{Name: "go on", Match: "compute 6*7, or go on without it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("ok, I won't")}},
+	}
+	h := approvalMesh(t, scenarios...) // tools.reject_ends_run is false
+	res := h.run(t, &agentv1.RunRequest{Message: "compute 6*7, or stop"})
+	paused(t, res, "c1")
+	_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE, EndRun: yes()})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "end_run") {
+		t.Errorf("end_run with approve: %v, want INVALID_ARGUMENT naming end_run", err)
+	}
+	h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: "too risky", EndRun: yes()})
+	final, kinds := h.finish(t, res.GetRunId())
+	checkRejected(t, h, "compute 6*7, or stop", final, kinds, "too risky")
+
+	// The run's overrides set reject_ends_run too.
+	res = h.run(t, &agentv1.RunRequest{Message: "compute 6*7, or stop as I said", Overrides: &agentv1.RunOverrides{RejectEndsRun: yes()}})
+	paused(t, res, "c1")
+	h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: "as said"})
+	final, kinds = h.finish(t, res.GetRunId())
+	checkRejected(t, h, "compute 6*7, or stop as I said", final, kinds, "as said")
+
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	cfg.Tools.RejectEndsRun = true
+	h = start(t, cfg, scenarios...)
+	res = h.run(t, &agentv1.RunRequest{Message: "compute 6*7, or go on without it"})
+	paused(t, res, "c1")
+	no := false
+	h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, EndRun: &no})
+	final, _ = h.finish(t, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || final.GetFinalReport().GetContent() != "ok, I won't" {
+		t.Fatalf("outcome %s %q, want the model told of the rejection and answering", final.GetOutcome(), final.GetFinalReport().GetContent())
+	}
+	if !final.GetContract().GetRejectEndsRun() {
+		t.Error("the contract does not carry tools.reject_ends_run")
+	}
 }

@@ -489,7 +489,7 @@ func checkInvariants(t *testing.T, res *typev1.RunResult) {
 	if sum := sha256.Sum256(encoded); hex.EncodeToString(sum[:]) != res.GetContract().GetContractHash() {
 		t.Errorf("contract_hash %s is not the SHA-256 of the contract's deterministic serialisation", res.GetContract().GetContractHash())
 	}
-	if err := transcript.Verify(res.GetTranscript()); err != nil {
+	if err := transcript.VerifyResult(res); err != nil {
 		t.Errorf("transcript: %v", err)
 	}
 	terminates := 0

@@ -125,10 +125,45 @@ func TestDrainHandsRunsOff(t *testing.T) {
 	if !slices.ContainsFunc(final.GetTranscript(), func(e *typev1.TranscriptEntry) bool { return e.GetState() == typev1.RunState_RUN_STATE_RESUMED }) {
 		t.Error("the transcript has no RESUMED entry")
 	}
-	if err := transcript.Verify(final.GetTranscript()); err != nil {
+	if err := transcript.VerifyResult(final); err != nil {
 		t.Errorf("transcript: %v", err)
 	}
 	if got := toolMessage(t, final, 0); got != "42" {
 		t.Errorf("tool message %q", got)
+	}
+}
+
+// TestRejectionOnAnotherReplicaEndsTheRun (issue 11.7): a rejection with end_run sent to the
+// replica that does not own the paused run travels through the run-inputs bucket and ends the
+// run USER_REJECTED on its owner; likewise when the owner was stopped and the other replica
+// adopts the run from its paused checkpoint. The transcript of the ended run verifies.
+func TestRejectionOnAnotherReplicaEndsTheRun(t *testing.T) {
+	for _, handOff := range []bool{false, true} {
+		name := "owner alive"
+		if handOff {
+			name = "owner stopped"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := replicaMesh(t, llmtest.Scenario{Name: "reject", Match: "reject it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("never asked")}})
+			a, b := h.replicas[0], h.replicas[1]
+			res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: "reject it"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			paused(t, res, "c1")
+			if handOff {
+				h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0)
+			}
+			resp, err := b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: "no", EndRun: yes()})
+			if err != nil || !resp.GetResumed() {
+				t.Fatalf("ResolveApproval on the other replica = %v, %v", resp, err)
+			}
+			final, kinds := finishOn(t, b, res.GetRunId())
+			checkRejected(t, h, "reject it", final, kinds, "no")
+			if got, err := b.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || transcript.VerifyResult(got) != nil {
+				t.Errorf("GetRun(ended) on the other replica = %v; verify: %v", err, transcript.VerifyResult(got))
+			}
+		})
 	}
 }

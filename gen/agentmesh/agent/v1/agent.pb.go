@@ -126,8 +126,10 @@ type RunOverrides struct {
 	ApprovalTimeoutMs *int64 `protobuf:"varint,21,opt,name=approval_timeout_ms,json=approvalTimeoutMs,proto3,oneof" json:"approval_timeout_ms,omitempty"`
 	// Overrides ExecutionContract.cache_responses.
 	CacheResponses *bool `protobuf:"varint,22,opt,name=cache_responses,json=cacheResponses,proto3,oneof" json:"cache_responses,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Overrides ExecutionContract.reject_ends_run.
+	RejectEndsRun *bool `protobuf:"varint,23,opt,name=reject_ends_run,json=rejectEndsRun,proto3,oneof" json:"reject_ends_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunOverrides) Reset() {
@@ -314,11 +316,18 @@ func (x *RunOverrides) GetCacheResponses() bool {
 	return false
 }
 
+func (x *RunOverrides) GetRejectEndsRun() bool {
+	if x != nil && x.RejectEndsRun != nil {
+		return *x.RejectEndsRun
+	}
+	return false
+}
+
 var File_agentmesh_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/agent/v1/agent.proto\x12\x12agentmesh.agent.v1\x1a agentmesh/type/v1/contract.proto\"\xff\v\n" +
+	"\x1eagentmesh/agent/v1/agent.proto\x12\x12agentmesh.agent.v1\x1a agentmesh/type/v1/contract.proto\"\xc0\f\n" +
 	"\fRunOverrides\x12 \n" +
 	"\tmax_turns\x18\x01 \x01(\x05H\x00R\bmaxTurns\x88\x01\x01\x129\n" +
 	"\x17max_tool_calls_per_turn\x18\x02 \x01(\x05H\x01R\x13maxToolCallsPerTurn\x88\x01\x01\x124\n" +
@@ -346,7 +355,8 @@ const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\atargets\x18\x13 \x03(\v2\x19.agentmesh.type.v1.TargetR\atargets\x12G\n" +
 	"\x0etool_transport\x18\x14 \x01(\x0e2 .agentmesh.type.v1.ToolTransportR\rtoolTransport\x123\n" +
 	"\x13approval_timeout_ms\x18\x15 \x01(\x03H\x0fR\x11approvalTimeoutMs\x88\x01\x01\x12,\n" +
-	"\x0fcache_responses\x18\x16 \x01(\bH\x10R\x0ecacheResponses\x88\x01\x01B\f\n" +
+	"\x0fcache_responses\x18\x16 \x01(\bH\x10R\x0ecacheResponses\x88\x01\x01\x12+\n" +
+	"\x0freject_ends_run\x18\x17 \x01(\bH\x11R\rrejectEndsRun\x88\x01\x01B\f\n" +
 	"\n" +
 	"_max_turnsB\x1a\n" +
 	"\x18_max_tool_calls_per_turnB\x17\n" +
@@ -364,7 +374,8 @@ const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\f_strict_modeB\x15\n" +
 	"\x13_max_format_retriesB\x16\n" +
 	"\x14_approval_timeout_msB\x12\n" +
-	"\x10_cache_responses*\x90\x01\n" +
+	"\x10_cache_responsesB\x12\n" +
+	"\x10_reject_ends_run*\x90\x01\n" +
 	"\x10ApprovalDecision\x12!\n" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_DECISION_APPROVE\x10\x01\x12\x1c\n" +

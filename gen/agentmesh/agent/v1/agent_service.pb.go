@@ -228,8 +228,13 @@ type ResolveApprovalRequest struct {
 	Decision ApprovalDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=agentmesh.agent.v1.ApprovalDecision" json:"decision,omitempty"`
 	// The arguments to use instead (MODIFY).
 	ModifiedArguments *structpb.Struct `protobuf:"bytes,4,opt,name=modified_arguments,json=modifiedArguments,proto3" json:"modified_arguments,omitempty"`
-	// The person's reason, shown to the model on rejection.
-	Feedback      string `protobuf:"bytes,5,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	// The person's reason, shown to the model on rejection (and in the final report when the
+	// rejection ends the run).
+	Feedback string `protobuf:"bytes,5,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	// Whether this rejection ends the run (REJECTED / USER_REJECTED, no further LLM call, no
+	// call of the turn executed); unset follows the run contract's reject_ends_run. Only for
+	// decision reject.
+	EndRun        *bool `protobuf:"varint,6,opt,name=end_run,json=endRun,proto3,oneof" json:"end_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +304,13 @@ func (x *ResolveApprovalRequest) GetFeedback() string {
 	return ""
 }
 
+func (x *ResolveApprovalRequest) GetEndRun() bool {
+	if x != nil && x.EndRun != nil {
+		return *x.EndRun
+	}
+	return false
+}
+
 // ResolveApprovalResponse acknowledges a recorded decision.
 type ResolveApprovalResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -308,7 +320,8 @@ type ResolveApprovalResponse struct {
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// Calls of the run still waiting for a decision.
 	PendingCallIds []string `protobuf:"bytes,3,rep,name=pending_call_ids,json=pendingCallIds,proto3" json:"pending_call_ids,omitempty"`
-	// True when the run resumed because every call is resolved.
+	// True when the run resumed because every call is resolved, or because this rejection
+	// ends the run (pending_call_ids is then empty: nothing waits any more).
 	Resumed       bool `protobuf:"varint,4,opt,name=resumed,proto3" json:"resumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -732,13 +745,16 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x06run_id\x18\v \x01(\tR\x05runId\"C\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
-	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"\xee\x01\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"\x98\x02\n" +
 	"\x16ResolveApprovalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12@\n" +
 	"\bdecision\x18\x03 \x01(\x0e2$.agentmesh.agent.v1.ApprovalDecisionR\bdecision\x12F\n" +
 	"\x12modified_arguments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x11modifiedArguments\x12\x1a\n" +
-	"\bfeedback\x18\x05 \x01(\tR\bfeedback\"\x8d\x01\n" +
+	"\bfeedback\x18\x05 \x01(\tR\bfeedback\x12\x1c\n" +
+	"\aend_run\x18\x06 \x01(\bH\x00R\x06endRun\x88\x01\x01B\n" +
+	"\n" +
+	"\b_end_run\"\x8d\x01\n" +
 	"\x17ResolveApprovalResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12(\n" +
@@ -854,6 +870,7 @@ func file_agentmesh_agent_v1_agent_service_proto_init() {
 		return
 	}
 	file_agentmesh_agent_v1_agent_proto_init()
+	file_agentmesh_agent_v1_agent_service_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1005,7 +1005,9 @@ type ApprovalResolved struct {
 	// The person's reason.
 	Feedback string `protobuf:"bytes,3,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	// The arguments used (modify).
-	Arguments     *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The rejection ends the run (USER_REJECTED).
+	EndsRun       bool `protobuf:"varint,5,opt,name=ends_run,json=endsRun,proto3" json:"ends_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1066,6 +1068,13 @@ func (x *ApprovalResolved) GetArguments() *structpb.Struct {
 		return x.Arguments
 	}
 	return nil
+}
+
+func (x *ApprovalResolved) GetEndsRun() bool {
+	if x != nil {
+		return x.EndsRun
+	}
+	return false
 }
 
 // RecoveryDecided records a recovery decision.
@@ -1428,12 +1437,13 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\x11execution_time_ms\x18\x06 \x01(\x03R\x0fexecutionTimeMs\x12\x1c\n" +
 	"\ttruncated\x18\a \x01(\bR\ttruncated\"\\\n" +
 	"\x11ApprovalRequested\x12G\n" +
-	"\x0epending_action\x18\x01 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\x9a\x01\n" +
+	"\x0epending_action\x18\x01 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\xb5\x01\n" +
 	"\x10ApprovalResolved\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bdecision\x18\x02 \x01(\tR\bdecision\x12\x1a\n" +
 	"\bfeedback\x18\x03 \x01(\tR\bfeedback\x125\n" +
-	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\"\xba\x01\n" +
+	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x19\n" +
+	"\bends_run\x18\x05 \x01(\bR\aendsRun\"\xba\x01\n" +
 	"\x0fRecoveryDecided\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1d.agentmesh.type.v1.StageErrorR\x05error\x12\x1a\n" +

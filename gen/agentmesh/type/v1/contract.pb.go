@@ -422,8 +422,12 @@ type ExecutionContract struct {
 	// Ask the generation stage for its response cache (seed 002 §8); a cached answer emits no
 	// llm_delta.
 	CacheResponses bool `protobuf:"varint,28,opt,name=cache_responses,json=cacheResponses,proto3" json:"cache_responses,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A person's rejection of a paused tool call ends the run REJECTED / USER_REJECTED, with no
+	// further LLM call, instead of being told to the model as a tool failure. A decision's
+	// end_run overrides it.
+	RejectEndsRun bool `protobuf:"varint,29,opt,name=reject_ends_run,json=rejectEndsRun,proto3" json:"reject_ends_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutionContract) Reset() {
@@ -652,6 +656,13 @@ func (x *ExecutionContract) GetCacheResponses() bool {
 	return false
 }
 
+func (x *ExecutionContract) GetRejectEndsRun() bool {
+	if x != nil {
+		return x.RejectEndsRun
+	}
+	return false
+}
+
 var File_agentmesh_type_v1_contract_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
@@ -662,7 +673,7 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"@\n" +
 	"\bToolPair\x12\x1b\n" +
 	"\tfrom_tool\x18\x01 \x01(\tR\bfromTool\x12\x17\n" +
-	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\xc2\n" +
+	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\xea\n" +
 	"\n" +
 	"\x11ExecutionContract\x12\x1f\n" +
 	"\vcontract_id\x18\x01 \x01(\tR\n" +
@@ -697,7 +708,8 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\x0etool_transport\x18\x19 \x01(\x0e2 .agentmesh.type.v1.ToolTransportR\rtoolTransport\x12D\n" +
 	"\routput_format\x18\x1a \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\x12.\n" +
 	"\x13approval_timeout_ms\x18\x1b \x01(\x03R\x11approvalTimeoutMs\x12'\n" +
-	"\x0fcache_responses\x18\x1c \x01(\bR\x0ecacheResponses*x\n" +
+	"\x0fcache_responses\x18\x1c \x01(\bR\x0ecacheResponses\x12&\n" +
+	"\x0freject_ends_run\x18\x1d \x01(\bR\rrejectEndsRun*x\n" +
 	"\n" +
 	"ToolPolicy\x12\x1b\n" +
 	"\x17TOOL_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +

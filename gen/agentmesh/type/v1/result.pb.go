@@ -523,7 +523,8 @@ type TranscriptEntry struct {
 	ResultHash string `protobuf:"bytes,6,opt,name=result_hash,json=resultHash,proto3" json:"result_hash,omitempty"`
 	// Hash of the previous entry; empty for the first.
 	PrevHash string `protobuf:"bytes,7,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
-	// SHA-256(prev_hash ‖ contract_hash ‖ state ‖ action_hash ‖ result_hash ‖ adapter_version ‖ model_profile_id).
+	// SHA-256(prev_hash ‖ contract_hash ‖ state ‖ action_hash ‖ result_hash ‖ adapter_version ‖
+	// model_profile_id), and from hash_version 1 on also ‖ step_id ‖ detail ‖ time ‖ messages.
 	Hash string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
 	// Adapter version in force.
 	AdapterVersion string `protobuf:"bytes,9,opt,name=adapter_version,json=adapterVersion,proto3" json:"adapter_version,omitempty"`
@@ -532,7 +533,13 @@ type TranscriptEntry struct {
 	// Short human-readable description of the transition.
 	Detail string `protobuf:"bytes,11,opt,name=detail,proto3" json:"detail,omitempty"`
 	// When the entry was appended.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=time,proto3" json:"time,omitempty"`
+	// What hash covers: 0 for DESIGN §6's fields only (entries written before version 1), 1
+	// when it also covers step_id, detail, time and messages.
+	HashVersion uint32 `protobuf:"varint,13,opt,name=hash_version,json=hashVersion,proto3" json:"hash_version,omitempty"`
+	// The messages of the run's conversation that this step added or changed, each with the
+	// hash of its content as the step left it (hash_version 1).
+	Messages      []*MessageSeal `protobuf:"bytes,14,rep,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +658,76 @@ func (x *TranscriptEntry) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TranscriptEntry) GetHashVersion() uint32 {
+	if x != nil {
+		return x.HashVersion
+	}
+	return 0
+}
+
+func (x *TranscriptEntry) GetMessages() []*MessageSeal {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// MessageSeal binds one message of a run's conversation to the transcript entry of the step
+// that added or last changed it.
+type MessageSeal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position of the message in RunResult.conversation, from 0.
+	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Hex SHA-256 of the message's deterministic protobuf encoding.
+	Hash          string `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageSeal) Reset() {
+	*x = MessageSeal{}
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageSeal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageSeal) ProtoMessage() {}
+
+func (x *MessageSeal) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageSeal.ProtoReflect.Descriptor instead.
+func (*MessageSeal) Descriptor() ([]byte, []int) {
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MessageSeal) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *MessageSeal) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
 // RunError describes why a run failed.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -666,7 +743,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[3]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +755,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[3]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +768,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunError) GetCode() string {
@@ -734,7 +811,7 @@ type PendingAction struct {
 
 func (x *PendingAction) Reset() {
 	*x = PendingAction{}
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[4]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +823,7 @@ func (x *PendingAction) String() string {
 func (*PendingAction) ProtoMessage() {}
 
 func (x *PendingAction) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[4]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +836,7 @@ func (x *PendingAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingAction.ProtoReflect.Descriptor instead.
 func (*PendingAction) Descriptor() ([]byte, []int) {
-	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PendingAction) GetRunId() string {
@@ -816,7 +893,7 @@ type AgentDecision struct {
 
 func (x *AgentDecision) Reset() {
 	*x = AgentDecision{}
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[5]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +905,7 @@ func (x *AgentDecision) String() string {
 func (*AgentDecision) ProtoMessage() {}
 
 func (x *AgentDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[5]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +918,7 @@ func (x *AgentDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDecision.ProtoReflect.Descriptor instead.
 func (*AgentDecision) Descriptor() ([]byte, []int) {
-	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AgentDecision) GetDecisionType() DecisionType {
@@ -920,7 +997,7 @@ type RunResult struct {
 
 func (x *RunResult) Reset() {
 	*x = RunResult{}
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[6]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1009,7 @@ func (x *RunResult) String() string {
 func (*RunResult) ProtoMessage() {}
 
 func (x *RunResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_type_v1_result_proto_msgTypes[6]
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1022,7 @@ func (x *RunResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResult.ProtoReflect.Descriptor instead.
 func (*RunResult) Descriptor() ([]byte, []int) {
-	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RunResult) GetRunId() string {
@@ -1090,7 +1167,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\vstop_reason\x18\r \x01(\tR\n" +
 	"stopReason\x12\x16\n" +
 	"\x06source\x18\x0e \x01(\tR\x06source\x12\x19\n" +
-	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\"\xa2\x03\n" +
+	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\"\x81\x04\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x17\n" +
 	"\astep_id\x18\x02 \x01(\tR\x06stepId\x121\n" +
@@ -1106,7 +1183,12 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x10model_profile_id\x18\n" +
 	" \x01(\tR\x0emodelProfileId\x12\x16\n" +
 	"\x06detail\x18\v \x01(\tR\x06detail\x12.\n" +
-	"\x04time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"V\n" +
+	"\x04time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
+	"\fhash_version\x18\r \x01(\rR\vhashVersion\x12:\n" +
+	"\bmessages\x18\x0e \x03(\v2\x1e.agentmesh.type.v1.MessageSealR\bmessages\"7\n" +
+	"\vMessageSeal\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\"V\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -1183,7 +1265,7 @@ func file_agentmesh_type_v1_result_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_type_v1_result_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentmesh_type_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentmesh_type_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentmesh_type_v1_result_proto_goTypes = []any{
 	(ReportStatus)(0),             // 0: agentmesh.type.v1.ReportStatus
 	(AccountingType)(0),           // 1: agentmesh.type.v1.AccountingType
@@ -1192,52 +1274,54 @@ var file_agentmesh_type_v1_result_proto_goTypes = []any{
 	(*FinalReport)(nil),           // 4: agentmesh.type.v1.FinalReport
 	(*AccountingEntry)(nil),       // 5: agentmesh.type.v1.AccountingEntry
 	(*TranscriptEntry)(nil),       // 6: agentmesh.type.v1.TranscriptEntry
-	(*RunError)(nil),              // 7: agentmesh.type.v1.RunError
-	(*PendingAction)(nil),         // 8: agentmesh.type.v1.PendingAction
-	(*AgentDecision)(nil),         // 9: agentmesh.type.v1.AgentDecision
-	(*RunResult)(nil),             // 10: agentmesh.type.v1.RunResult
-	(OutputFormat)(0),             // 11: agentmesh.type.v1.OutputFormat
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*TokenUsage)(nil),            // 14: agentmesh.type.v1.TokenUsage
-	(RunState)(0),                 // 15: agentmesh.type.v1.RunState
-	(*ToolCall)(nil),              // 16: agentmesh.type.v1.ToolCall
-	(Outcome)(0),                  // 17: agentmesh.type.v1.Outcome
-	(*Message)(nil),               // 18: agentmesh.type.v1.Message
-	(*ExecutionContract)(nil),     // 19: agentmesh.type.v1.ExecutionContract
+	(*MessageSeal)(nil),           // 7: agentmesh.type.v1.MessageSeal
+	(*RunError)(nil),              // 8: agentmesh.type.v1.RunError
+	(*PendingAction)(nil),         // 9: agentmesh.type.v1.PendingAction
+	(*AgentDecision)(nil),         // 10: agentmesh.type.v1.AgentDecision
+	(*RunResult)(nil),             // 11: agentmesh.type.v1.RunResult
+	(OutputFormat)(0),             // 12: agentmesh.type.v1.OutputFormat
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*TokenUsage)(nil),            // 15: agentmesh.type.v1.TokenUsage
+	(RunState)(0),                 // 16: agentmesh.type.v1.RunState
+	(*ToolCall)(nil),              // 17: agentmesh.type.v1.ToolCall
+	(Outcome)(0),                  // 18: agentmesh.type.v1.Outcome
+	(*Message)(nil),               // 19: agentmesh.type.v1.Message
+	(*ExecutionContract)(nil),     // 20: agentmesh.type.v1.ExecutionContract
 }
 var file_agentmesh_type_v1_result_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.type.v1.FinalReport.status:type_name -> agentmesh.type.v1.ReportStatus
-	11, // 1: agentmesh.type.v1.FinalReport.format:type_name -> agentmesh.type.v1.OutputFormat
-	12, // 2: agentmesh.type.v1.FinalReport.content_json:type_name -> google.protobuf.Struct
-	12, // 3: agentmesh.type.v1.FinalReport.metadata:type_name -> google.protobuf.Struct
-	13, // 4: agentmesh.type.v1.FinalReport.ts:type_name -> google.protobuf.Timestamp
+	12, // 1: agentmesh.type.v1.FinalReport.format:type_name -> agentmesh.type.v1.OutputFormat
+	13, // 2: agentmesh.type.v1.FinalReport.content_json:type_name -> google.protobuf.Struct
+	13, // 3: agentmesh.type.v1.FinalReport.metadata:type_name -> google.protobuf.Struct
+	14, // 4: agentmesh.type.v1.FinalReport.ts:type_name -> google.protobuf.Timestamp
 	1,  // 5: agentmesh.type.v1.AccountingEntry.type:type_name -> agentmesh.type.v1.AccountingType
 	2,  // 6: agentmesh.type.v1.AccountingEntry.status:type_name -> agentmesh.type.v1.AccountingStatus
-	14, // 7: agentmesh.type.v1.AccountingEntry.tokens:type_name -> agentmesh.type.v1.TokenUsage
-	15, // 8: agentmesh.type.v1.TranscriptEntry.state:type_name -> agentmesh.type.v1.RunState
-	13, // 9: agentmesh.type.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
-	16, // 10: agentmesh.type.v1.PendingAction.tool_calls:type_name -> agentmesh.type.v1.ToolCall
-	13, // 11: agentmesh.type.v1.PendingAction.requested_at:type_name -> google.protobuf.Timestamp
-	13, // 12: agentmesh.type.v1.PendingAction.expires_at:type_name -> google.protobuf.Timestamp
-	3,  // 13: agentmesh.type.v1.AgentDecision.decision_type:type_name -> agentmesh.type.v1.DecisionType
-	16, // 14: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
-	8,  // 15: agentmesh.type.v1.AgentDecision.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	17, // 16: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
-	4,  // 17: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
-	18, // 18: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
-	5,  // 19: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	19, // 20: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	6,  // 21: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	7,  // 22: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
-	8,  // 23: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	9,  // 24: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
-	14, // 25: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	15, // 7: agentmesh.type.v1.AccountingEntry.tokens:type_name -> agentmesh.type.v1.TokenUsage
+	16, // 8: agentmesh.type.v1.TranscriptEntry.state:type_name -> agentmesh.type.v1.RunState
+	14, // 9: agentmesh.type.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
+	7,  // 10: agentmesh.type.v1.TranscriptEntry.messages:type_name -> agentmesh.type.v1.MessageSeal
+	17, // 11: agentmesh.type.v1.PendingAction.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	14, // 12: agentmesh.type.v1.PendingAction.requested_at:type_name -> google.protobuf.Timestamp
+	14, // 13: agentmesh.type.v1.PendingAction.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 14: agentmesh.type.v1.AgentDecision.decision_type:type_name -> agentmesh.type.v1.DecisionType
+	17, // 15: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	9,  // 16: agentmesh.type.v1.AgentDecision.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	18, // 17: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
+	4,  // 18: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
+	19, // 19: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
+	5,  // 20: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	20, // 21: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	6,  // 22: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	8,  // 23: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
+	9,  // 24: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	10, // 25: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
+	15, // 26: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_result_proto_init() }
@@ -1254,7 +1338,7 @@ func file_agentmesh_type_v1_result_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_type_v1_result_proto_rawDesc), len(file_agentmesh_type_v1_result_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
