@@ -17,6 +17,6 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		return generation.New(generation.Options{Providers: providers}), nil
+		return generation.New(generation.Options{Providers: providers, Prices: generation.PricesFromConfig(cfg)}), nil
 	})
 }

@@ -230,6 +230,12 @@ type Provider struct {
 	TopP *float64 `yaml:"top_p,omitempty"`
 	// ReasoningEffort is passed to models that support it (e.g. low, medium, high).
 	ReasoningEffort string `yaml:"reasoning_effort,omitempty"`
+	// TokenLimitField is the request field of an openai provider that carries the output
+	// token limit: max_tokens or max_completion_tokens for every model. Empty chooses by model:
+	// max_completion_tokens for the OpenAI reasoning models (o1, o3, o4-mini, the gpt-5
+	// family), which refuse max_tokens, and max_tokens for the others, the only field many
+	// OpenAI-compatible servers know.
+	TokenLimitField string `yaml:"token_limit_field,omitempty"`
 	// Models hold per-model settings that override the provider's and the defaults.
 	Models map[string]Model `yaml:"models,omitempty"`
 }
@@ -248,6 +254,21 @@ type Model struct {
 	TopP *float64 `yaml:"top_p,omitempty"`
 	// ReasoningEffort overrides the provider's reasoning effort.
 	ReasoningEffort string `yaml:"reasoning_effort,omitempty"`
+	// Pricing is what the model costs; with it, every LLM accounting entry of the model
+	// carries cost_usd. The price is looked up by the model the provider reports it answered
+	// with (e.g. a dated snapshot), then by the model requested.
+	Pricing *Pricing `yaml:"pricing,omitempty"`
+}
+
+// Pricing is a model's price in US dollars per million tokens.
+type Pricing struct {
+	// Input is the price of a prompt token not read from the provider's prompt cache.
+	Input float64 `yaml:"input"`
+	// Output is the price of a completion token (reasoning tokens included).
+	Output float64 `yaml:"output"`
+	// CachedInput is the price of a prompt token read from the provider's prompt cache;
+	// unset, such tokens cost Input.
+	CachedInput *float64 `yaml:"cached_input,omitempty"`
 }
 
 // Target is one provider/model pair.

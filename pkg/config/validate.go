@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -160,6 +161,14 @@ func (c *Config) validateProviders(p *problems) {
 			p.addf("%s.timeout_ms: must not be negative, got %d", key, pr.TimeoutMS)
 		}
 		checkSampling(p, key, pr.Temperature, pr.TopP)
+		switch pr.TokenLimitField {
+		case "", "max_tokens", "max_completion_tokens":
+			if pr.TokenLimitField != "" && pr.Type != ProviderOpenAI {
+				p.addf("%s.token_limit_field: only an openai provider takes it, this one is %s", key, pr.Type)
+			}
+		default:
+			p.addf("%s.token_limit_field: unknown field %q (want max_tokens or max_completion_tokens; empty chooses by model)", key, pr.TokenLimitField)
+		}
 		for _, model := range slices.Sorted(maps.Keys(pr.Models)) {
 			m := pr.Models[model]
 			mkey := key + ".models." + model
@@ -169,6 +178,17 @@ func (c *Config) validateProviders(p *problems) {
 				"max_output_tokens":            m.MaxOutputTokens,
 			})
 			checkSampling(p, mkey, m.Temperature, m.TopP)
+			if price := m.Pricing; price != nil {
+				prices := map[string]float64{"input": price.Input, "output": price.Output}
+				if price.CachedInput != nil {
+					prices["cached_input"] = *price.CachedInput
+				}
+				for _, name := range slices.Sorted(maps.Keys(prices)) {
+					if v := prices[name]; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+						p.addf("%s.pricing.%s: must be a price of 0 or more (US dollars per million tokens), got %g", mkey, name, v)
+					}
+				}
+			}
 		}
 	}
 }

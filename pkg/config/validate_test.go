@@ -33,6 +33,17 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative model window", func(c *Config) {
 			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {ContextWindow: -5}}}
 		}, "providers.oa.models.m.context_window: must not be negative, got -5"},
+		{"unknown token limit field", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", TokenLimitField: "max_output_tokens"} },
+			`providers.oa.token_limit_field: unknown field "max_output_tokens" (want max_tokens or max_completion_tokens; empty chooses by model)`},
+		{"token limit field of an anthropic provider", func(c *Config) {
+			c.Providers["claude"] = Provider{Type: "anthropic", TokenLimitField: "max_tokens"}
+		}, "providers.claude.token_limit_field: only an openai provider takes it, this one is anthropic"},
+		{"negative price", func(c *Config) {
+			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {Pricing: &Pricing{Input: 1, Output: -2}}}}
+		}, "providers.oa.models.m.pricing.output: must be a price of 0 or more (US dollars per million tokens), got -2"},
+		{"negative cached price", func(c *Config) {
+			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {Pricing: &Pricing{CachedInput: ptr(-0.1)}}}}
+		}, "providers.oa.models.m.pricing.cached_input: must be a price of 0 or more"},
 		{"MCP server on a missing queue", func(c *Config) { c.MCPServers = map[string]MCPServer{"fs": {Command: "x", Queue: "slow"}} },
 			`mcp_servers.fs.queue: queue "slow" does not exist`},
 		{"gRPC message limit in megabytes", func(c *Config) { c.GRPC.MaxMessageBytes = 32 },
@@ -104,7 +115,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 
 func TestValidateAcceptsValidSettings(t *testing.T) {
 	c := Default()
-	c.Providers["oa"] = Provider{Type: "openai", Temperature: ptr(0.0), TopP: ptr(1.0)} // base_url defaults when loading
+	c.Providers["oa"] = Provider{Type: "openai", Temperature: ptr(0.0), TopP: ptr(1.0), TokenLimitField: "max_tokens", // base_url defaults when loading
+		Models: map[string]Model{"gpt-4o": {Pricing: &Pricing{Input: 2.5, Output: 10, CachedInput: ptr(1.25)}}, "free": {Pricing: &Pricing{}}}}
 	c.Providers["claude"] = Provider{Type: "anthropic", BaseURL: "https://api.anthropic.com/v1"}
 	c.Targets = append(c.Targets, Target{Provider: "claude", Model: "claude-x"})
 	c.Queues = nil // the default queue always exists

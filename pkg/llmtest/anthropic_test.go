@@ -240,6 +240,7 @@ func TestAnthropicFailureKinds(t *testing.T) {
 		{failure: llmtest.FailAuthError, status: 401, typ: "authentication_error", contains: "x-api-key"},
 		{failure: llmtest.FailQuotaExceeded, status: 400, typ: "invalid_request_error", contains: "credit balance is too low"},
 		{failure: llmtest.FailOverloaded, status: 529, typ: "overloaded_error", contains: "Overloaded"},
+		{failure: llmtest.FailBadRequest, status: 400, typ: "invalid_request_error", contains: "input_schema"},
 		{failure: llmtest.FailRateLimit, status: 429, typ: "rate_limit_error", retryAfter: "3"},
 		{failure: llmtest.FailInvalidResponse, status: 200},
 		{failure: llmtest.FailInvalidResponse, stream: true, status: 200},

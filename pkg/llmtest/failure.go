@@ -16,6 +16,7 @@ var knownFailures = map[string]bool{
 	FailAuthError:       true,
 	FailQuotaExceeded:   true,
 	FailOverloaded:      true,
+	FailBadRequest:      true,
 }
 
 // statusOverloaded is Anthropic's "overloaded" status.
@@ -66,6 +67,8 @@ var apiFailures = map[dialect]map[string]apiFailure{
 		FailQuotaExceeded: {http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
 			"You exceeded your current quota, please check your plan and billing details."},
 		FailOverloaded: {http.StatusServiceUnavailable, "server_error", "", "The engine is currently overloaded, please try again later."},
+		FailBadRequest: {http.StatusBadRequest, "invalid_request_error", "unsupported_parameter",
+			"Unsupported parameter: 'stop' is not supported with this model."},
 	},
 	anthropicAPI: {
 		FailModelError: {http.StatusInternalServerError, "api_error", "", "Internal server error"},
@@ -73,6 +76,7 @@ var apiFailures = map[dialect]map[string]apiFailure{
 		FailQuotaExceeded: {http.StatusBadRequest, "invalid_request_error", "",
 			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."},
 		FailOverloaded: {statusOverloaded, "overloaded_error", "", "Overloaded"},
+		FailBadRequest: {http.StatusBadRequest, "invalid_request_error", "", "tools.0.custom.input_schema: JSON schema is invalid"},
 	},
 }
 

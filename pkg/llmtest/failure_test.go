@@ -64,6 +64,10 @@ func TestFailureKinds(t *testing.T) {
 			wantStatus(t, resp, http.StatusServiceUnavailable)
 			wantErrorBody(t, body, "server_error", "")
 		}},
+		{name: "bad_request is 400", failure: llmtest.FailBadRequest, check: func(t *testing.T, resp *http.Response, body []byte) {
+			wantStatus(t, resp, http.StatusBadRequest)
+			wantErrorBody(t, body, "invalid_request_error", "unsupported_parameter")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := llmtest.New(t, llmtest.Scenario{Match: "x", Turns: []llmtest.Turn{{

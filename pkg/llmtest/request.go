@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 )
 
@@ -31,6 +32,8 @@ type Request struct {
 	TopP *float64 `json:"top_p"`
 	// MaxTokens is nil when absent.
 	MaxTokens *int `json:"max_tokens"`
+	// MaxCompletionTokens is max_completion_tokens (OpenAI), nil when absent.
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
 	// ReasoningEffort is reasoning_effort.
 	ReasoningEffort string `json:"reasoning_effort"`
 	// Stop holds the stop sequences.
@@ -307,4 +310,25 @@ func (r Request) assistantCount() int {
 		}
 	}
 	return n
+}
+
+// reasoningModel matches the OpenAI reasoning models (o1, o3, o4-mini, the gpt-5 family),
+// which refuse max_tokens: they take max_completion_tokens.
+var reasoningModel = regexp.MustCompile(`^(o[1-9]\d*(-|$)|gpt-5)`)
+
+// checkOpenAI returns why the OpenAI API would refuse a chat completion request, or "".
+func checkOpenAI(req Request) string {
+	model := req.Model[strings.LastIndex(req.Model, "/")+1:]
+	if req.MaxTokens != nil && reasoningModel.MatchString(strings.ToLower(model)) {
+		return "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+	}
+	return ""
+}
+
+// checkRequest returns why the API of a chat request would refuse it, or "".
+func checkRequest(req Request, api dialect) string {
+	if api == anthropicAPI {
+		return checkAnthropic(req)
+	}
+	return checkOpenAI(req)
 }

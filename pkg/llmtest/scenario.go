@@ -28,6 +28,9 @@ const (
 	// FailOverloaded answers HTTP 503 with an OpenAI "overloaded" server error, or HTTP 529
 	// with Anthropic's overloaded_error.
 	FailOverloaded = "overloaded"
+	// FailBadRequest answers HTTP 400 with an invalid_request_error, as the APIs do for a
+	// request they refuse (an unsupported parameter, a malformed tool schema).
+	FailBadRequest = "bad_request"
 )
 
 // Scenario is a scripted conversation: the request whose first user message matches Match is
@@ -52,7 +55,12 @@ type Turn struct {
 	// ToolCalls are the tool calls of the answer.
 	ToolCalls []ToolCall `yaml:"tool_calls,omitempty" json:"tool_calls,omitempty"`
 	// FinishReason defaults to "tool_calls" when there are tool calls and "stop" otherwise.
+	// "length" (OpenAI) or "max_tokens" (Anthropic) says the answer was cut off at the output
+	// token limit.
 	FinishReason string `yaml:"finish_reason,omitempty" json:"finish_reason,omitempty"`
+	// Model is the model the answer reports it came from, as providers report a dated
+	// snapshot of a requested alias; "" reports the requested model.
+	Model string `yaml:"model,omitempty" json:"model,omitempty"`
 	// Usage is reported as given; nil estimates it at one token per four bytes.
 	Usage *Usage `yaml:"usage,omitempty" json:"usage,omitempty"`
 	// FailuresBeforeSuccess is how many attempts of this turn get Failure before it answers.
@@ -118,6 +126,8 @@ type Expect struct {
 	ToolChoice string `yaml:"tool_choice,omitempty" json:"tool_choice,omitempty"`
 	// MaxTokens must be present and equal to max_tokens.
 	MaxTokens *int `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// MaxCompletionTokens must be present and equal to max_completion_tokens (OpenAI).
+	MaxCompletionTokens *int `yaml:"max_completion_tokens,omitempty" json:"max_completion_tokens,omitempty"`
 	// ReasoningEffort must equal reasoning_effort (OpenAI).
 	ReasoningEffort string `yaml:"reasoning_effort,omitempty" json:"reasoning_effort,omitempty"`
 	// ThinkingBudget must equal thinking.budget_tokens, with thinking enabled (Anthropic).

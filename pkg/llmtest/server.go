@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -150,12 +151,16 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	if !ok {
 		return
 	}
-	if api == anthropicAPI {
-		if problem := checkAnthropic(req); problem != "" {
-			s.recordf("the Anthropic API would reject this request: %s", problem)
-			writeError(w, api, http.StatusBadRequest, "invalid_request_error", "", problem)
-			return
-		}
+	switch problem := checkRequest(req, api); {
+	case problem == "":
+	case api == anthropicAPI:
+		s.recordf("the Anthropic API would reject this request: %s", problem)
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "", problem)
+		return
+	default:
+		s.recordf("the OpenAI API would reject this request: %s", problem)
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error", "unsupported_parameter", problem)
+		return
 	}
 	idx, sc, ok := s.scenarioFor(req)
 	if !ok {
@@ -192,7 +197,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	if turn.Respond != nil {
 		turn = turn.Respond(req, attempt)
 	}
-	a := answer{created: time.Now().Unix(), model: req.Model, turn: n, t: turn}
+	a := answer{created: time.Now().Unix(), model: cmp.Or(turn.Model, req.Model), turn: n, t: turn}
 	switch {
 	case api == anthropicAPI:
 		a.id = fmt.Sprintf("msg_llmtest_%d", answered)
@@ -312,13 +317,8 @@ func (e *Expect) check(req Request) []string {
 	if e.ToolChoice != "" && req.ToolChoiceName() != e.ToolChoice {
 		problems = append(problems, fmt.Sprintf("tool_choice = %q, want %q", req.ToolChoiceName(), e.ToolChoice))
 	}
-	switch {
-	case e.MaxTokens == nil:
-	case req.MaxTokens == nil:
-		problems = append(problems, fmt.Sprintf("max_tokens absent, want %d", *e.MaxTokens))
-	case *req.MaxTokens != *e.MaxTokens:
-		problems = append(problems, fmt.Sprintf("max_tokens = %d, want %d", *req.MaxTokens, *e.MaxTokens))
-	}
+	problems = append(problems, checkInt("max_tokens", req.MaxTokens, e.MaxTokens)...)
+	problems = append(problems, checkInt("max_completion_tokens", req.MaxCompletionTokens, e.MaxCompletionTokens)...)
 	if e.ReasoningEffort != "" && req.ReasoningEffort != e.ReasoningEffort {
 		problems = append(problems, fmt.Sprintf("reasoning_effort = %q, want %q", req.ReasoningEffort, e.ReasoningEffort))
 	}
@@ -333,6 +333,19 @@ func (e *Expect) check(req Request) []string {
 		problems = append(problems, fmt.Sprintf("stop sequences = %q, want %q", req.stopSequences(), e.Stop))
 	}
 	return problems
+}
+
+// checkInt compares an optional token limit.
+func checkInt(name string, got, want *int) []string {
+	switch {
+	case want == nil:
+		return nil
+	case got == nil:
+		return []string{fmt.Sprintf("%s absent, want %d", name, *want)}
+	case *got != *want:
+		return []string{fmt.Sprintf("%s = %d, want %d", name, *got, *want)}
+	}
+	return nil
 }
 
 // checkFloat compares an optional sampling parameter.

@@ -401,3 +401,81 @@ func TestInvalidRequestBody(t *testing.T) {
 		t.Errorf("errors = %q", errs)
 	}
 }
+
+// TestReportedModel: an answer reports the turn's Model, JSON and streamed, else the model
+// asked for.
+func TestReportedModel(t *testing.T) {
+	srv := llmtest.New(t,
+		llmtest.Scenario{Match: "alias", Turns: []llmtest.Turn{{Content: "ok", Model: "gpt-test-2025-01-01"}}},
+		llmtest.Scenario{Match: "plain", Turns: []llmtest.Turn{{Content: "ok"}}},
+	)
+	client := newClient(t)
+	if c := complete(t, client, srv.URL()+"/chat/completions", chatBody("user", "alias")); c.Model != "gpt-test-2025-01-01" {
+		t.Errorf("model = %q, want the turn's gpt-test-2025-01-01", c.Model)
+	}
+	if c := complete(t, client, srv.URL()+"/chat/completions", chatBody("user", "plain")); c.Model != "test-model" {
+		t.Errorf("model = %q, want the requested test-model", c.Model)
+	}
+	body := chatBody("user", "alias")
+	body["stream"] = true
+	resp, raw := post(t, client, srv.URL()+"/chat/completions", body)
+	wantStatus(t, resp, http.StatusOK)
+	for _, frame := range sseFrames(t, raw) {
+		var chunk struct {
+			Model string `json:"model"`
+		}
+		if frame != "[DONE]" && (json.Unmarshal([]byte(frame), &chunk) != nil || chunk.Model != "gpt-test-2025-01-01") {
+			t.Errorf("chunk %s does not report gpt-test-2025-01-01", frame)
+		}
+	}
+}
+
+// TestReasoningModelsRefuseMaxTokens: as the OpenAI API does, max_tokens is refused with 400
+// for the reasoning models, which take max_completion_tokens; other models take either.
+func TestReasoningModelsRefuseMaxTokens(t *testing.T) {
+	limit := 64
+	for _, tc := range []struct {
+		model, field string
+		refused      bool
+	}{
+		{"o3-mini", "max_tokens", true},
+		{"o1", "max_tokens", true},
+		{"openai/gpt-5-mini", "max_tokens", true},
+		{"o4-mini", "max_completion_tokens", false},
+		{"gpt-5", "max_completion_tokens", false},
+		{"gpt-4o", "max_tokens", false},
+		{"gpt-4o", "max_completion_tokens", false},
+		{"olmo-2", "max_tokens", false},
+	} {
+		t.Run(tc.model+"/"+tc.field, func(t *testing.T) {
+			ft := &fakeTB{TB: t}
+			srv := llmtest.New(ft, llmtest.Scenario{Match: "x", Turns: []llmtest.Turn{{Content: "ok", Expect: &llmtest.Expect{}}}})
+			body := chatBody("user", "x")
+			body["model"], body[tc.field] = tc.model, limit
+			resp, raw := post(t, newClient(t), srv.URL()+"/chat/completions", body)
+			errs := ft.finish()
+			if !tc.refused {
+				wantStatus(t, resp, http.StatusOK)
+				if len(errs) != 0 {
+					t.Errorf("errors = %q, want none", errs)
+				}
+				return
+			}
+			wantStatus(t, resp, http.StatusBadRequest)
+			wantErrorBody(t, raw, "invalid_request_error", "unsupported_parameter")
+			if len(errs) != 1 || !strings.Contains(errs[0], "Use 'max_completion_tokens' instead") {
+				t.Errorf("errors = %q, want the refusal", errs)
+			}
+		})
+	}
+	t.Run("expected max_completion_tokens", func(t *testing.T) {
+		ft := &fakeTB{TB: t}
+		srv := llmtest.New(ft, llmtest.Scenario{Match: "x", Turns: []llmtest.Turn{{Content: "ok", Expect: &llmtest.Expect{MaxCompletionTokens: &limit}}}})
+		body := chatBody("user", "x")
+		body["max_tokens"] = limit
+		complete(t, newClient(t), srv.URL()+"/chat/completions", body)
+		if errs := ft.finish(); len(errs) != 1 || !strings.Contains(errs[0], "max_completion_tokens absent, want 64") {
+			t.Errorf("errors = %q", errs)
+		}
+	})
+}

@@ -84,6 +84,7 @@ func TestGenerationClasses(t *testing.T) {
 		{typev1.ErrorClass_ERROR_CLASS_NETWORK, codes.Unavailable, true},
 		{typev1.ErrorClass_ERROR_CLASS_SERVER, codes.Unavailable, true},
 		{typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, codes.Unavailable, true},
+		{typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, codes.InvalidArgument, false},
 	}
 	if len(table) != len(typev1.ErrorClass_name) {
 		t.Fatalf("table covers %d classes, the proto has %d", len(table), len(typev1.ErrorClass_name))

@@ -48,17 +48,18 @@ var mapping = map[typev1.StageErrorCode]rule{
 
 // classCodes refines GENERATION_FAILED by error class.
 var classCodes = map[typev1.ErrorClass]codes.Code{
-	typev1.ErrorClass_ERROR_CLASS_AUTH:         codes.PermissionDenied,
-	typev1.ErrorClass_ERROR_CLASS_QUOTA:        codes.ResourceExhausted,
-	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: codes.ResourceExhausted,
-	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:      codes.DeadlineExceeded,
-	typev1.ErrorClass_ERROR_CLASS_NETWORK:      codes.Unavailable,
-	typev1.ErrorClass_ERROR_CLASS_SERVER:       codes.Unavailable,
-	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE: codes.Unavailable,
+	typev1.ErrorClass_ERROR_CLASS_AUTH:            codes.PermissionDenied,
+	typev1.ErrorClass_ERROR_CLASS_QUOTA:           codes.ResourceExhausted,
+	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:    codes.ResourceExhausted,
+	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:         codes.DeadlineExceeded,
+	typev1.ErrorClass_ERROR_CLASS_NETWORK:         codes.Unavailable,
+	typev1.ErrorClass_ERROR_CLASS_SERVER:          codes.Unavailable,
+	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:    codes.Unavailable,
+	typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST: codes.InvalidArgument,
 }
 
 // classRetryable says which generation failures may succeed when retried (ai-agent §3: auth
-// and quota are fatal).
+// and quota are fatal; a request the provider refused as invalid is refused again).
 var classRetryable = map[typev1.ErrorClass]bool{
 	typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:  true,
 	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: true,

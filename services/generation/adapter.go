@@ -17,7 +17,9 @@ import (
 
 // adapt turns a provider answer into the canonical GenerateResponse: tool-call arguments are
 // parsed and, unless strict, repaired (with the offered tools' schemas guiding the parsing of
-// stringified nested JSON); every repair and rejection is listed in repairs.
+// stringified nested JSON); every repair and rejection is listed in repairs. In an answer cut
+// off at the output token limit, the last call is rejected when its arguments are not complete
+// JSON: repairing them would run the tool with arguments the model never finished.
 func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
 	resp := &generationv1.GenerateResponse{
 		Content:        raw.Content,
@@ -30,8 +32,12 @@ func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *
 	}
 	rejected := false
 	schemas := toolSchemas(tools)
-	for _, call := range raw.ToolCalls {
+	for i, call := range raw.ToolCalls {
 		tc, parsed := adaptCall(call, schemas[call.Name], strict)
+		if raw.FinishReason == "length" && i == len(raw.ToolCalls)-1 && !completeJSON(call.Arguments) {
+			tc.Arguments = nil
+			parsed.rejection = "the arguments were cut off at the output token limit (stop reason length)"
+		}
 		resp.ToolCalls = append(resp.ToolCalls, tc)
 		label := fmt.Sprintf("tool call %s (%s)", tc.GetId(), tc.GetName())
 		for _, step := range parsed.repairs {
@@ -63,6 +69,12 @@ func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *
 		resp.Type = generationv1.ResponseType_RESPONSE_TYPE_DONE
 	}
 	return resp
+}
+
+// completeJSON reports whether raw arguments are a whole JSON text (not a cut-off prefix of
+// one, nor empty).
+func completeJSON(raw string) bool {
+	return strings.TrimSpace(raw) != "" && json.Valid([]byte(raw))
 }
 
 // parsedArguments is the outcome of parsing one call's arguments.

@@ -142,6 +142,60 @@ func TestAdapterKeepsValidCallsBesideARejectedOne(t *testing.T) {
 	}
 }
 
+// TestAdapterRejectsACallCutOffByTheTokenLimit (issue 11.7): in an answer cut off at the
+// output token limit, the last call's unfinished arguments are not repaired into a call the
+// model never finished: it is rejected, saying why. Complete calls before it, and a complete
+// last call, are kept.
+func TestAdapterRejectsACallCutOffByTheTokenLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		strict bool
+		last   string
+		kept   bool
+		stream bool
+		finish string
+	}{
+		{name: "unfinished arguments", last: `{"city": "Ber`, finish: "length"},
+		{name: "unfinished arguments, streamed", last: `{"city": "Ber`, finish: "length", stream: true},
+		{name: "unfinished arguments, strict", strict: true, last: `{"city": "Ber`, finish: "length"},
+		{name: "no arguments yet", last: ``, finish: "length"},
+		{name: "complete arguments", last: `{"city": "Bern"}`, finish: "length", kept: true},
+		{name: "not cut off: repaired as usual", last: `{"city": "Bern"`, finish: "tool_calls", kept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{FinishReason: tc.finish, ToolCalls: []llmtest.ToolCall{
+				{ID: "a", Name: "get_weather", Arguments: `{"city": "Paris"}`},
+				{ID: "b", Name: "get_weather", Arguments: tc.last},
+			}}}})
+			req := request("openai", "gpt-test", user("x"))
+			req.StrictMode = tc.strict
+			client := openAIClient(t, srv, nil)
+			var resp *generationv1.GenerateResponse
+			var err error
+			if tc.stream {
+				_, resp, err = streamAll(t, client, req)
+			} else {
+				resp, err = client.Generate(t.Context(), req)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := resp.GetToolCalls()
+			if len(calls) != 2 || args(calls[0])["city"] != "Paris" {
+				t.Fatalf("calls = %v", calls)
+			}
+			if kept := calls[1].GetArguments() != nil; kept != tc.kept {
+				t.Fatalf("last call kept = %v (%v), want %v", kept, calls[1].GetArguments(), tc.kept)
+			}
+			joined := strings.Join(resp.GetRepairs(), "\n")
+			cutOff := strings.Contains(joined, "tool call b (get_weather): rejected: the arguments were cut off at the output token limit (stop reason length)")
+			if cutOff == tc.kept || (!tc.kept && resp.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_REJECTED) {
+				t.Errorf("status %v repairs %q", resp.GetAdapterStatus(), resp.GetRepairs())
+			}
+		})
+	}
+}
+
 func TestResponseTypes(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -58,6 +58,11 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"quota exceeded (HTTP 400 Bad Request)", "credit balance is too low"},
 		},
 		{
+			name: "400 invalid_request_error is INVALID_REQUEST, not retryable", baseURL: scripted(llmtest.FailBadRequest, 0),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"request refused (HTTP 400 Bad Request)", "input_schema"},
+		},
+		{
 			name:    "429 spend limit is QUOTA, not a rate limit",
 			baseURL: replying(429, nil, `{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your specified API usage limits.","details":{"error_code":"enforced_spend_limit_reached"}}}`),
 			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,

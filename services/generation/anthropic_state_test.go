@@ -70,7 +70,7 @@ func TestAnthropicReasoningStateContinuesOnAFreshProvider(t *testing.T) {
 				fresh := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, srv.URL(), nil)})
 				got, err := fresh.Generate(t.Context(), next)
 				if tc.want != "" {
-					if se := stageError(t, err, codes.Unavailable); !strings.Contains(se.Msg, tc.want) {
+					if se := stageError(t, err, codes.InvalidArgument); !strings.Contains(se.Msg, tc.want) {
 						t.Errorf("error %q, want %q", se.Msg, tc.want)
 					}
 					return

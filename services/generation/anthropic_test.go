@@ -138,8 +138,8 @@ func TestAnthropicToolUseWithThinkingRoundTrip(t *testing.T) {
 	rejecting := llmtest.New(&discardTB{TB: t}, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{}, {}}})
 	fresh := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, rejecting.URL(), nil)})
 	_, err = fresh.Generate(t.Context(), req)
-	se := stageError(t, err, codes.Unavailable)
-	if !strings.Contains(se.Msg, "request rejected (HTTP 400") || !strings.Contains(se.Msg, "Expected `thinking` or `redacted_thinking`") {
+	se := stageError(t, err, codes.InvalidArgument)
+	if !strings.Contains(se.Msg, "request refused (HTTP 400") || !strings.Contains(se.Msg, "Expected `thinking` or `redacted_thinking`") {
 		t.Errorf("error = %q", se.Msg)
 	}
 }

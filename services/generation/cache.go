@@ -31,7 +31,8 @@ func newResponseCache(size int) *responseCache {
 	return &responseCache{size: size, order: list.New(), items: map[string]*list.Element{}}
 }
 
-// get returns a copy of the cached answer marked cached, or false.
+// get returns a copy of the cached answer marked cached, or false. A cached answer costs
+// nothing: no provider was called.
 func (c *responseCache) get(key string) (*generationv1.GenerateResponse, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -43,6 +44,7 @@ func (c *responseCache) get(key string) (*generationv1.GenerateResponse, bool) {
 	resp := proto.CloneOf(el.Value.(*cacheEntry).resp)
 	resp.Cached = true
 	resp.LatencyMs = 0
+	resp.CostUsd = 0
 	return resp, true
 }
 

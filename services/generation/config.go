@@ -10,11 +10,12 @@ import (
 )
 
 // ProvidersFromConfig builds the providers the configuration names: openai (any
-// OpenAI-compatible server), anthropic and rules. A provider's temperature, top_p and
-// reasoning_effort, and its models' temperature, top_p, reasoning_effort and
-// max_output_tokens, become its SamplingDefaults (WithSampling): per field, the request's
-// value wins, then the model's, then the provider's. An unknown provider type is a
-// configuration error (exit code 4) naming the provider.
+// OpenAI-compatible server, with its token_limit_field), anthropic and rules. A provider's
+// temperature, top_p and reasoning_effort, and its models' temperature, top_p,
+// reasoning_effort and max_output_tokens, become its SamplingDefaults (WithSampling): per
+// field, the request's value wins, then the model's, then the provider's. An unknown provider
+// type is a configuration error (exit code 4) naming the provider. The models' pricing is
+// read by PricesFromConfig.
 func ProvidersFromConfig(cfg *config.Config) (map[string]Provider, error) {
 	out := make(map[string]Provider, len(cfg.Providers))
 	for name, p := range cfg.Providers {
@@ -24,7 +25,8 @@ func ProvidersFromConfig(cfg *config.Config) (map[string]Provider, error) {
 		case config.ProviderRules:
 			provider = NewRules()
 		case config.ProviderOpenAI:
-			provider = NewOpenAI(OpenAIOptions{Name: name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, Timeout: timeout})
+			provider = NewOpenAI(OpenAIOptions{Name: name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, Timeout: timeout,
+				TokenLimitField: p.TokenLimitField})
 		case config.ProviderAnthropic:
 			provider = NewAnthropic(AnthropicOptions{Name: name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers, Timeout: timeout})
 		default:

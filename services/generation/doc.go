@@ -10,10 +10,16 @@
 // canonical GenerateResponse (message, tool call or done), parsing tool-call arguments with
 // the jsonrepair pipeline (native parse, then repair) unless strict mode is set. Streams
 // forward text, reasoning and tool-call fragments (Delta.tool_call: id and name first, then
-// argument text) as they arrive; the final answer carries the complete, repaired calls.
-// Provider state the next turn needs (Anthropic's signed thinking blocks) travels as
-// reasoning_state: the caller copies it into the assistant message. Failures are
-// stage errors with an error class (AUTH, QUOTA, RATE_LIMITED, TIMEOUT, NETWORK, SERVER,
-// BAD_RESPONSE). Non-streamed answers can be served from a bounded LRU cache, and every
-// provider call is a "chat {model}" client span with the OpenTelemetry GenAI attributes.
+// argument text) as they arrive; the final answer carries the complete, repaired calls, except
+// that the last call of an answer cut off at the output token limit is rejected when its
+// arguments are unfinished. Provider state the next turn needs (Anthropic's signed thinking
+// blocks) travels as reasoning_state: the caller copies it into the assistant message. An
+// answer reports the model the provider says it answered with, and its cost_usd at the
+// configured price of that model (Prices, PricesFromConfig). Failures are stage errors with
+// an error class (AUTH, QUOTA, RATE_LIMITED with the Retry-After, TIMEOUT, NETWORK, SERVER,
+// BAD_RESPONSE, INVALID_REQUEST for a request the provider refuses); an answer cut off before
+// any content is MAX_TOKENS_EXCEEDED. Nothing is retried here: the orchestrator's accounted
+// attempts are the retries. Non-streamed answers can be served from a bounded LRU cache, and
+// every provider call is a "chat {model}" client span with the OpenTelemetry GenAI
+// attributes.
 package generation

@@ -37,8 +37,10 @@ func (pm providerMessage) quota() bool {
 }
 
 // statusError classifies a non-2xx answer: 401/403 AUTH; 402 or a quota body QUOTA (even
-// under 400 or 429); other 429 RATE_LIMITED with the advertised retry delay; 5xx (including
-// Anthropic's 529 overloaded) SERVER; any other status a non-classified generation failure.
+// under 400 or 429); other 429 RATE_LIMITED with the advertised retry delay; 400, 413 and 422
+// INVALID_REQUEST (the provider refuses the request itself, so sending it again cannot help);
+// 5xx (including Anthropic's 529 overloaded) SERVER; any other status (e.g. 404 for an
+// unknown model) a non-classified generation failure.
 func (e *endpoint) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	pm := parseErrorBody(body)
@@ -53,6 +55,8 @@ func (e *endpoint) statusError(resp *http.Response) error {
 	case status == http.StatusTooManyRequests:
 		class, what = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, "rate limited"
 		wait, _ = retryAfter(resp.Header, time.Now())
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
+		class, what = typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "request refused"
 	case status == statusOverloaded:
 		class, what = typev1.ErrorClass_ERROR_CLASS_SERVER, "overloaded"
 		wait, _ = retryAfter(resp.Header, time.Now())

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -32,12 +34,50 @@ type OpenAIOptions struct {
 	RetryWaitMin, RetryWaitMax time.Duration
 	// HTTPClient sends the requests; nil means a pooled client without a timeout of its own.
 	HTTPClient *http.Client
+	// TokenLimitField names the request field that carries max_output_tokens: "" chooses by
+	// model (max_completion_tokens for the OpenAI reasoning models, max_tokens for the
+	// others); MaxTokensField or MaxCompletionTokensField forces one for every model, e.g.
+	// max_tokens for an OpenAI-compatible server that knows no other.
+	TokenLimitField string
+}
+
+// The request fields an OpenAI-compatible API takes the output token limit in.
+const (
+	// MaxTokensField is the original field, the only one many OpenAI-compatible servers
+	// (Ollama, llama.cpp, older vLLM) know.
+	MaxTokensField = "max_tokens"
+	// MaxCompletionTokensField replaces it on OpenAI's API, where the reasoning models (o1, o3,
+	// o4-mini, the gpt-5 family) refuse max_tokens with HTTP 400.
+	MaxCompletionTokensField = "max_completion_tokens"
+)
+
+// reasoningModel matches the OpenAI reasoning models, after any vendor prefix ("openai/o3"
+// on OpenRouter): o1, o3, o4-mini and their snapshots, and the gpt-5 family.
+var reasoningModel = regexp.MustCompile(`^(o[1-9][0-9]*(-|$)|gpt-5)`)
+
+// limitFieldFor is the field that carries the output token limit for model when the provider
+// does not force one: max_completion_tokens for the OpenAI reasoning models, which refuse
+// max_tokens, and max_tokens for every other model, which OpenAI still accepts and which
+// every OpenAI-compatible server knows.
+func limitFieldFor(model string) string {
+	if reasoningModel.MatchString(strings.ToLower(model[strings.LastIndex(model, "/")+1:])) {
+		return MaxCompletionTokensField
+	}
+	return MaxTokensField
 }
 
 // openAI is a provider speaking the OpenAI chat completions API, which OpenAI, Ollama, vLLM,
 // llama.cpp server, LM Studio and OpenRouter all serve.
+//
+// Its wire types (openai_wire.go) are kept by hand rather than taken from the official
+// github.com/openai/openai-go client: that module's go.mod brings the Azure and AWS SDKs into
+// the build graph, its request parameters are OpenAI's schema only (param.Opt and union
+// wrappers), and what the other servers add — reasoning_content or reasoning beside the
+// answer, content as an array of parts — would have to be dug out of its ExtraFields. The
+// fields used here are few, and llmtest checks them against the API's behaviour.
 type openAI struct {
 	*endpoint
+	limitField string
 }
 
 // NewOpenAI returns a provider for an OpenAI-compatible chat completions API. Requests go
@@ -50,7 +90,7 @@ func NewOpenAI(opts OpenAIOptions) Provider {
 	if opts.APIKey != "" {
 		fixed = http.Header{"Authorization": {"Bearer " + opts.APIKey}}
 	}
-	return &openAI{endpoint: newEndpoint(endpointOptions{
+	return &openAI{limitField: opts.TokenLimitField, endpoint: newEndpoint(endpointOptions{
 		name:       cmp.Or(opts.Name, "openai"),
 		baseURL:    cmp.Or(opts.BaseURL, DefaultOpenAIBaseURL),
 		apiKey:     opts.APIKey,
@@ -71,7 +111,7 @@ func (o *openAI) Name() string { return o.name }
 func (o *openAI) Complete(ctx context.Context, req *Request) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	resp, err := o.post(ctx, "/chat/completions", buildChatRequest(req, false), false)
+	resp, err := o.post(ctx, "/chat/completions", o.chatRequest(req, false), false)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +121,12 @@ func (o *openAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 		return nil, err
 	}
 	return o.parseCompletion(body)
+}
+
+// chatRequest is the wire form of req, its output token limit in the configured field, else
+// in the model's.
+func (o *openAI) chatRequest(req *Request, stream bool) *chatRequest {
+	return buildChatRequest(req, stream, cmp.Or(o.limitField, limitFieldFor(req.Model)))
 }
 
 // parseCompletion decodes a non-streamed chat completion.

@@ -145,6 +145,21 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"HTTP 529", "Overloaded"},
 		},
 		{
+			name: "400 is INVALID_REQUEST, not retryable", baseURL: scripted(llmtest.FailBadRequest, 0),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"request refused (HTTP 400 Bad Request)", "Unsupported parameter"},
+		},
+		{
+			name: "413 is INVALID_REQUEST", baseURL: replying(413, nil, `{"error":{"message":"request too large"}}`),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"HTTP 413", "request too large"},
+		},
+		{
+			name: "422 is INVALID_REQUEST", baseURL: replying(422, nil, `{"error":"messages: field required"}`),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"HTTP 422", "field required"},
+		},
+		{
 			name: "other 4xx is an unclassified failure", baseURL: replying(404, nil, `{"error":{"message":"model gpt-x does not exist","code":"model_not_found"}}`),
 			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, retryable: true, requests: 1,
 			contains: []string{"request rejected (HTTP 404", "model gpt-x does not exist"},

@@ -17,7 +17,7 @@ import (
 func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	resp, err := o.post(ctx, "/chat/completions", buildChatRequest(req, true), true)
+	resp, err := o.post(ctx, "/chat/completions", o.chatRequest(req, true), true)
 	if err != nil {
 		return nil, err
 	}

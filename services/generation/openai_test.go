@@ -2,12 +2,14 @@ package generation_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -240,5 +242,53 @@ func TestOpenAIEmbed(t *testing.T) {
 	}
 	if got := srv.Requests()[0]; got.Path != "/v1/embeddings" || !slices.Equal(got.Input, []string{"first text", "second text"}) {
 		t.Errorf("wire request = %+v", got)
+	}
+}
+
+// TestOpenAITokenLimitField (issue 11.8): the output token limit goes in max_completion_tokens
+// for the OpenAI reasoning models, which refuse max_tokens with HTTP 400, and in max_tokens
+// for the others, which every OpenAI-compatible server knows; TokenLimitField forces one field
+// for every model. Exactly one of the two is sent, streamed or not.
+func TestOpenAITokenLimitField(t *testing.T) {
+	for _, tc := range []struct {
+		model, forced, want string
+	}{
+		{model: "o3-mini", want: generation.MaxCompletionTokensField},
+		{model: "o1-2024-12-17", want: generation.MaxCompletionTokensField},
+		{model: "o4-mini", want: generation.MaxCompletionTokensField},
+		{model: "gpt-5-nano", want: generation.MaxCompletionTokensField},
+		{model: "openai/gpt-5", want: generation.MaxCompletionTokensField},
+		{model: "gpt-4o", want: generation.MaxTokensField},
+		{model: "qwen2.5:7b", want: generation.MaxTokensField},
+		{model: "olmo-2", want: generation.MaxTokensField},
+		{model: "gpt-4o", forced: generation.MaxCompletionTokensField, want: generation.MaxCompletionTokensField},
+		{model: "my-o3-finetune", forced: generation.MaxTokensField, want: generation.MaxTokensField},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s/stream=%v", tc.model, tc.forced, stream), func(t *testing.T) {
+				limit := 256
+				expect := &llmtest.Expect{MaxTokens: &limit}
+				other := generation.MaxCompletionTokensField
+				if tc.want == generation.MaxCompletionTokensField {
+					expect, other = &llmtest.Expect{MaxCompletionTokens: &limit}, generation.MaxTokensField
+				}
+				srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok", Expect: expect}}})
+				client := openAIClient(t, srv, func(o *generation.OpenAIOptions) { o.TokenLimitField = tc.forced })
+				req := request("openai", tc.model, user("x"))
+				req.Sampling = &generationv1.Sampling{MaxOutputTokens: int64(limit)}
+				var err error
+				if stream {
+					_, _, err = streamAll(t, client, req)
+				} else {
+					_, err = client.Generate(t.Context(), req)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := srv.Requests()[0]; got.Has(other) {
+					t.Errorf("%s sent beside %s: %v", other, tc.want, got.Raw)
+				}
+			})
+		}
 	}
 }

@@ -17,6 +17,7 @@ type chatRequest struct {
 	Temperature     *float64       `json:"temperature,omitempty"`
 	TopP            *float64       `json:"top_p,omitempty"`
 	MaxTokens       int64          `json:"max_tokens,omitempty"`
+	MaxCompletion   int64          `json:"max_completion_tokens,omitempty"`
 	ReasoningEffort string         `json:"reasoning_effort,omitempty"`
 	Stop            []string       `json:"stop,omitempty"`
 	Stream          bool           `json:"stream,omitempty"`
@@ -162,8 +163,9 @@ type embeddingsResponse struct {
 }
 
 // buildChatRequest converts a canonical request to the OpenAI wire form: sampling fields only
-// when set, tool_choice only when set and tools are offered.
-func buildChatRequest(req *Request, stream bool) *chatRequest {
+// when set, the output token limit in limitField, tool_choice only when set and tools are
+// offered.
+func buildChatRequest(req *Request, stream bool, limitField string) *chatRequest {
 	out := &chatRequest{Model: req.Model}
 	for _, m := range req.Messages {
 		out.Messages = append(out.Messages, wireMessage(m))
@@ -179,7 +181,11 @@ func buildChatRequest(req *Request, stream bool) *chatRequest {
 	if s := req.Sampling; s != nil {
 		out.Temperature = s.Temperature
 		out.TopP = s.TopP
-		out.MaxTokens = s.GetMaxOutputTokens()
+		if limitField == MaxCompletionTokensField {
+			out.MaxCompletion = s.GetMaxOutputTokens()
+		} else {
+			out.MaxTokens = s.GetMaxOutputTokens()
+		}
 		out.ReasoningEffort = s.GetReasoningEffort()
 		out.Stop = s.GetStop()
 	}

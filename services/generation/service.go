@@ -23,6 +23,9 @@ const stageName = "generation"
 type Options struct {
 	// Providers maps the provider names a target may name to their implementations.
 	Providers map[string]Provider
+	// Prices are the model prices answers are costed with (GenerateResponse.cost_usd); a
+	// model without a price costs 0.
+	Prices Prices
 	// CacheSize is the number of answers the response cache holds; 0 means DefaultCacheSize.
 	CacheSize int
 	// TracerProvider makes the service's spans; nil means the global provider.
@@ -35,6 +38,7 @@ type Service struct {
 	generationv1.UnimplementedGenerationServiceServer
 
 	providers map[string]Provider
+	prices    Prices
 	cache     *responseCache
 	tracer    trace.Tracer
 }
@@ -53,7 +57,7 @@ func New(opts Options) *Service {
 	for name, p := range opts.Providers {
 		providers[name] = p
 	}
-	return &Service{providers: providers, cache: newResponseCache(size), tracer: tp.Tracer(tracerName)}
+	return &Service{providers: providers, prices: opts.Prices, cache: newResponseCache(size), tracer: tp.Tracer(tracerName)}
 }
 
 // Register adds the service to a gRPC server.
@@ -153,6 +157,7 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	if resp.Model == "" {
 		resp.Model = preq.Model
 	}
+	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, preq.Model, resp.Usage)
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
 		e := maxTokensExceeded(resp, sampling.GetMaxOutputTokens())

@@ -43,7 +43,7 @@ func turnCheckpoint(t *turnState, plan []plannedCall) *checkpointv1.TurnCheckpoi
 	tc := &checkpointv1.TurnCheckpoint{
 		Answer: t.answer, Attempted: int32(t.attempted), ForbiddenCall: t.forbiddenCall, Cycle: t.cycle,
 		BudgetExhausted: t.budgetExhausted, Malformed: int32(t.malformed), FinalTurn: t.finalTurn,
-		TransportTags: t.transportTags || usedTags(t.xml),
+		TransportTags: t.transportTags || usedTags(t.xml), Truncated: t.truncated,
 	}
 	if t.report != nil {
 		tc.Report = &checkpointv1.Report{Content: t.report.content, ContentJson: t.report.json, Metadata: t.report.metadata}
@@ -64,7 +64,7 @@ func restoreTurn(tc *checkpointv1.TurnCheckpoint) (*turnState, []plannedCall) {
 	t := &turnState{
 		answer: tc.GetAnswer(), attempted: int(tc.GetAttempted()), forbiddenCall: tc.GetForbiddenCall(), cycle: tc.GetCycle(),
 		budgetExhausted: tc.GetBudgetExhausted(), malformed: int(tc.GetMalformed()), finalTurn: tc.GetFinalTurn(),
-		transportTags: tc.GetTransportTags(),
+		transportTags: tc.GetTransportTags(), truncated: tc.GetTruncated(),
 	}
 	if rep := tc.GetReport(); rep != nil {
 		t.report = &report{content: rep.GetContent(), json: rep.GetContentJson(), metadata: rep.GetMetadata()}

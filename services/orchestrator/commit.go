@@ -127,7 +127,7 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 		if r.toolCalls > 0 {
 			outcome = typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS
 		}
-		return &ending{outcome: outcome, exit: ExitCompleted, answer: t.answer, report: final}
+		return &ending{outcome: outcome, exit: ExitCompleted, answer: t.answer, report: final, truncated: t.truncated}
 	}
 	// 6. Continue.
 	return nil

@@ -85,11 +85,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		}
 		return decisionFor(resp, offered), nil
 	}
-	class := typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED
-	if lastErr != nil {
-		class = lastErr.Class
-	}
-	_, message := providerExit(class)
+	_, _, message := providerExit(lastErr)
 	return respond(message), nil
 }
 

@@ -8,6 +8,13 @@
 // predicates in the Monolith order (interrupt/timeout → budgets → policy → context →
 // success → continue); TERMINATE happens exactly once and publishes run_finished last.
 //
+// INFER makes up to max_retries accounted attempts, one provider request each, round-robin
+// over the targets; after each failure the recovery stage decides, told the targets
+// rate-limited in the current cycle, those that refused the request and the run's time
+// left. A final answer cut off at the output token limit is asked for again, and kept,
+// flagged PARTIAL, when the last attempt is cut off too. Exit reasons and their canned
+// messages are in outcome.go.
+//
 // The contract's tool_transport selects how tool calls travel (seed 000 §11): native provider
 // tool calls; xml-final, where tools stay native but the final report is written in the XML
 // final slot; or xml, where provider tool definitions are withheld and every tool is called

@@ -160,22 +160,34 @@ func (r *run) currentStep() *typev1.Step {
 // infer makes up to max_retries LLM attempts, cycling over the targets (seed 000 §3), with the
 // recovery stage deciding after each failure. The answer is appended to the conversation and
 // set as t.answer. In the XML modes every attempt ends with the turn's ephemeral XML-NEXT
-// message, and the answer's tags are parsed into t.xml; a final report cut off by the output
-// token limit is retried like an empty answer.
+// message, and the answer's tags are parsed into t.xml.
+//
+// The loop tells recovery what the turn has seen: the targets rate-limited in the current
+// round-robin cycle with their Retry-After (recovery waits only once all of them are), the
+// targets that refused the request as invalid (never tried again), and the run's time left.
+//
+// An answer cut off at the output token limit (stop reason length) is not taken as final
+// (seed 000: truncation is incomplete, retry): a text answer, a final_report call whose
+// arguments were cut off, or an unclosed XML final report is retried with an ephemeral notice
+// (CutOffNotice, or the XML one naming the closing tag), like an empty answer. The last attempt's cut-off answer is kept rather than
+// thrown away, and t.truncated flags it: its report is PARTIAL. t.cutOff says the answer
+// stopped at the limit, so a tool call cut off in it is refused as such.
 func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*typev1.Tool, t *turnState) *ending {
 	var end *ending
 	st := typev1.RunState_RUN_STATE_INFER
 	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
 		targets := r.contract.GetTargets()
+		maxRetries := int(r.contract.GetMaxRetries())
 		var (
-			notice  *typev1.Message
-			lastErr *stageerr.Error
-			next    *typev1.Target
-			cutOff  string // the stop reason that cut the last attempt's final report off
+			notice   *typev1.Message
+			lastErr  *stageerr.Error
+			next     *typev1.Target
+			limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current cycle
+			rejected []*typev1.Target                // refused the request as invalid
 		)
 		xmlNext := r.xmlNext(tools)
-		for attempt := 1; attempt <= int(r.contract.GetMaxRetries()); attempt++ {
-			target := targets[(attempt-1)%len(targets)]
+		for attempt := 1; attempt <= maxRetries; attempt++ {
+			target := roundRobin(targets, attempt, rejected)
 			if next != nil {
 				target, next = next, nil
 			}
@@ -196,42 +208,68 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 				lastErr = stageerr.FromError(err)
 				d := r.recover(ctx, "generation", lastErr, attempt-1, &recoveryv1.RecoveryState{
 					RunId: r.id, Target: target, Targets: targets, MaxRetries: r.contract.GetMaxRetries(),
+					RateLimited: limited, RejectedTargets: rejected, TimeLeftMs: r.timeLeft().Milliseconds(),
 				})
+				switch lastErr.Class {
+				case typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:
+					limited = append(limited, &recoveryv1.RateLimitedTarget{Target: target, RetryAfterMs: lastErr.RetryAfter.Milliseconds()})
+				case typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST:
+					rejected = append(rejected, target)
+					limited = nil
+				default:
+					limited = nil // another failure breaks the cycle
+				}
 				switch d.GetStrategy() {
 				case recoveryv1.Strategy_STRATEGY_ABORT, recoveryv1.Strategy_STRATEGY_ASK_USER:
 					end = providerEnding(lastErr)
 					return nil, nil, "aborted: " + lastErr.Error()
 				case recoveryv1.Strategy_STRATEGY_RETRY:
-					if !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
-						return nil, nil, "interrupted while backing off"
+					if d.GetBackoffMs() > 0 {
+						if !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
+							return nil, nil, "interrupted while backing off"
+						}
+						limited = nil // the wait ends the cycle
 					}
 				}
 				next = d.GetModifiedAction().GetTarget()
 				continue
 			}
+			limited = nil
 			r.sentUpTo = len(r.conversation)
 			u := resp.GetUsage()
 			r.ctxTokens = u.GetInput() + u.GetOutput() + u.GetCached()
 			if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
 				// Seed 000: not added to the conversation; one ephemeral notice; counts as an attempt.
 				notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: EmptyResponseNotice}
-				lastErr, cutOff = nil, ""
+				lastErr = nil
 				continue
 			}
-			detail := fmt.Sprintf("attempt %d: %s/%s answered (%s)", attempt, resp.GetProvider(), resp.GetModel(), resp.GetAdapterStatus())
+			var tags *xmltransport.Result
 			if r.xml != nil {
 				res := r.readXML(resp.GetContent(), resp.GetStopReason(), t.finalTurn)
-				if res.Incomplete {
-					// Seed 000 §11: a final report cut off by the token limit is retried.
-					notice = r.incompleteNotice(resp.GetStopReason())
-					lastErr, cutOff = nil, resp.GetStopReason()
+				tags = &res
+			}
+			if again := r.cutOffNotice(resp, tags); again != nil {
+				if attempt < maxRetries {
+					notice, lastErr = again, nil
 					continue
 				}
-				r.xml.NextSlot = res.NextSlot
-				t.xml = &res
-				for _, w := range res.Warnings {
+				t.truncated = true // the last attempt: its answer is kept as it was cut off
+			}
+			detail := fmt.Sprintf("attempt %d: %s/%s answered (%s)", attempt, resp.GetProvider(), resp.GetModel(), resp.GetAdapterStatus())
+			if tags != nil {
+				if tags.Incomplete {
+					*tags = r.readXML(resp.GetContent(), "stop", t.finalTurn)
+					detail += "; the final report was cut off before its closing tag in every attempt and is kept as it is"
+				}
+				r.xml.NextSlot = tags.NextSlot
+				t.xml = tags
+				for _, w := range tags.Warnings {
 					detail += "; " + w
 				}
+			}
+			if t.cutOff = resp.GetStopReason() == stopLength; t.cutOff {
+				detail += "; cut off at the output token limit"
 			}
 			t.answer = &typev1.Message{
 				Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(),
@@ -242,27 +280,56 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 		}
 		if lastErr != nil {
 			end = providerEnding(lastErr)
-			end.retryable = true
 			return nil, nil, "attempts exhausted: " + lastErr.Error()
 		}
-		reason := "the model returned only empty responses"
-		if cutOff != "" {
-			reason = "the final report was cut off before its closing tag (stop reason " + cutOff + ") in the last attempt"
-		}
-		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, reason)
+		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, "the model returned only empty responses")
 		end.retryable = true
 		return nil, nil, end.reason
 	})
 	return end
 }
 
-// providerEnding is the FAILED_PROVIDER ending of a generation failure, with the canned
-// message of seed 004.
-func providerEnding(se *stageerr.Error) *ending {
-	exit, message := providerExit(se.Class)
-	e := fail(typev1.Outcome_OUTCOME_FAILED_PROVIDER, exit, message, se.Error())
-	e.retryable = se.Retryable()
-	return e
+// stopLength is the normalised stop reason of an answer cut off at the output token limit.
+const stopLength = "length"
+
+// cutOffNotice is the ephemeral notice that asks again for a final answer cut off at the
+// output token limit (seed 000: truncation is incomplete, retry), or nil when the answer is
+// not one: an unclosed XML final report (its notice names the closing tag), a text answer
+// without transport tags or tool calls, or a final_report call whose arguments the generation
+// stage rejected as unfinished.
+func (r *run) cutOffNotice(resp *generationv1.GenerateResponse, tags *xmltransport.Result) *typev1.Message {
+	if tags != nil && tags.Incomplete {
+		return r.incompleteNotice(resp.GetStopReason())
+	}
+	if resp.GetStopReason() != stopLength || usedTags(tags) {
+		return nil
+	}
+	calls := resp.GetToolCalls()
+	cut := len(calls) == 0 && resp.GetContent() != "" || slices.ContainsFunc(calls, func(c *typev1.ToolCall) bool {
+		return c.GetName() == FinalReportTool && c.GetArguments() == nil
+	})
+	if !cut {
+		return nil
+	}
+	return &typev1.Message{Role: typev1.Role_ROLE_USER, Content: CutOffNotice}
+}
+
+// roundRobin is the target of an attempt (seed 000 §3: attempt N uses targets[(N-1) % len]),
+// or the first one after it that has not refused the request.
+func roundRobin(targets []*typev1.Target, attempt int, rejected []*typev1.Target) *typev1.Target {
+	for k := range len(targets) {
+		t := targets[(attempt-1+k)%len(targets)]
+		if !slices.ContainsFunc(rejected, func(x *typev1.Target) bool { return proto.Equal(x, t) }) {
+			return t
+		}
+	}
+	return targets[(attempt-1)%len(targets)]
+}
+
+// timeLeft is how long the run may still go on under total_timeout_ms; at least 1 ms.
+func (r *run) timeLeft() time.Duration {
+	total := time.Duration(r.contract.GetTotalTimeoutMs()) * time.Millisecond
+	return max(total-r.svc.now().Sub(r.startedAt), time.Millisecond)
 }
 
 // generate makes one LLM attempt: streamed, with deltas as llm_delta events, or, when the
@@ -305,8 +372,10 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	} else {
 		entry.Tokens = resp.GetUsage()
 		entry.StopReason = resp.GetStopReason()
+		entry.ActualModel, entry.CostUsd = resp.GetModel(), resp.GetCostUsd()
 		ev.Message = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(), ToolCalls: resp.GetToolCalls()}
 		ev.Usage, ev.Cached, ev.StopReason = resp.GetUsage(), resp.GetCached(), resp.GetStopReason()
+		ev.ActualModel, ev.CostUsd = resp.GetModel(), resp.GetCostUsd()
 		r.addUsage(resp.GetUsage())
 	}
 	r.account(entry)

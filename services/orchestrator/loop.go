@@ -295,6 +295,8 @@ type turnState struct {
 	budgetExhausted bool // the run's tool call budget ran out
 	malformed       int  // calls whose arguments were not valid JSON
 	finalTurn       bool // the request offered only final_report (or the XML final slot)
+	cutOff          bool // the answer was cut off at the output token limit (stop reason length)
+	truncated       bool // its final answer was cut off in every attempt and is taken as it is
 	transportTags   bool // the answer used XML transport tags (a turn restored from a checkpoint)
 	report          *report
 	reportErr       error                // why a final report was refused

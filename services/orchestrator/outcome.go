@@ -4,25 +4,29 @@ import (
 	"errors"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // Exit reasons (DESIGN §6, the RAG contract's list extended).
 const (
-	ExitCompleted           = "COMPLETED"
-	ExitApprovalRequired    = "APPROVAL_REQUIRED"
-	ExitEmptyInput          = "EMPTY_INPUT"
-	ExitIntentUnsafe        = "INTENT_UNSAFE"
-	ExitNoViablePlan        = "NO_VIABLE_PLAN"
-	ExitPlanTooComplex      = "PLAN_TOO_COMPLEX"
-	ExitInvalidContract     = "INVALID_CONTRACT"
-	ExitToolRequired        = "TOOL_REQUIRED"
-	ExitInvalidToolCall     = "INVALID_TOOL_CALL"
-	ExitGenerationFailure   = "LLM_GENERATION_FAILURE"
-	ExitFinalReportInvalid  = "FINAL_REPORT_INVALID"
-	ExitMaxTurns            = "MAX_TURNS_REACHED"
-	ExitMaxToolCalls        = "MAX_TOOL_CALLS_REACHED"
-	ExitMaxContext          = "MAX_CONTEXT_REACHED"
-	ExitMaxTokens           = "MAX_TOKENS_REACHED"
+	ExitCompleted          = "COMPLETED"
+	ExitApprovalRequired   = "APPROVAL_REQUIRED"
+	ExitEmptyInput         = "EMPTY_INPUT"
+	ExitIntentUnsafe       = "INTENT_UNSAFE"
+	ExitNoViablePlan       = "NO_VIABLE_PLAN"
+	ExitPlanTooComplex     = "PLAN_TOO_COMPLEX"
+	ExitInvalidContract    = "INVALID_CONTRACT"
+	ExitToolRequired       = "TOOL_REQUIRED"
+	ExitInvalidToolCall    = "INVALID_TOOL_CALL"
+	ExitGenerationFailure  = "LLM_GENERATION_FAILURE"
+	ExitFinalReportInvalid = "FINAL_REPORT_INVALID"
+	ExitMaxTurns           = "MAX_TURNS_REACHED"
+	ExitMaxToolCalls       = "MAX_TOOL_CALLS_REACHED"
+	ExitMaxContext         = "MAX_CONTEXT_REACHED"
+	ExitMaxTokens          = "MAX_TOKENS_REACHED"
+	// ExitMaxTokensExceeded is an answer cut off at the output token limit before it had
+	// any content (the generation stage's MAX_TOKENS_EXCEEDED).
+	ExitMaxTokensExceeded   = "MAX_TOKENS_EXCEEDED"
 	ExitTimeout             = "TIMEOUT"
 	ExitToolPolicyViolation = "TOOL_POLICY_VIOLATION"
 	ExitCycleForbidden      = "CYCLE_FORBIDDEN"
@@ -41,6 +45,8 @@ const (
 	MessageProviderFailure = "I'm having trouble processing your request. Please try again."
 	MessageRateLimited     = "I'm receiving too many requests. Please wait a moment."
 	MessageTooComplex      = "That request is too complex. Could you break it into smaller steps?"
+	// MessageAnswerTooLong is the message of MAX_TOKENS_EXCEEDED, the recovery stage's.
+	MessageAnswerTooLong = "My answer would be too long. Could you narrow the request down?"
 )
 
 // Canned user-facing messages of the endings that are failures of policy (issue 11.3: every
@@ -62,6 +68,12 @@ const (
 // messageRejected is the final report of a run that ends because a person rejected a call
 // (USER_REJECTED); %s is the tool's name.
 const messageRejected = "The call to %s was rejected, so it was not carried out and the run stopped."
+
+// CutOffNotice is the ephemeral retry message after an answer (text or final report) cut
+// off at the output token limit (seed 000: truncation is incomplete, retry). Like
+// EmptyResponseNotice it is sent with the retry only and never stored in the conversation.
+const CutOffNotice = "System notice: your last answer was cut off because it reached the output token limit. " +
+	"Give your answer again, shorter, so that all of it fits."
 
 // EmptyResponseNotice is seed 000's ephemeral retry message for an answer with no content, no
 // tool calls and no reasoning. It is sent once and never stored in the conversation.
@@ -95,6 +107,9 @@ type ending struct {
 	// report is the accepted final report, when the answer came through final_report or
 	// needed decoding (json output).
 	report *report
+	// truncated says the answer was cut off at the output token limit in every attempt of
+	// its turn and accepted as it was: its report is PARTIAL.
+	truncated bool
 	// stop ends the run's work on this replica without terminating it: it was handed off or
 	// its lease was lost, and another replica continues from its last checkpoint.
 	stop bool
@@ -111,15 +126,34 @@ func fail(outcome typev1.Outcome, exit, message, reason string) *ending {
 	return &ending{outcome: outcome, exit: exit, message: message, reason: reason}
 }
 
-// providerExit maps a generation error class to the exit reason and canned message.
-func providerExit(class typev1.ErrorClass) (exit, message string) {
-	switch class {
-	case typev1.ErrorClass_ERROR_CLASS_AUTH:
-		return ExitAuthError, MessageProviderFailure
-	case typev1.ErrorClass_ERROR_CLASS_QUOTA:
-		return ExitQuotaExceeded, MessageProviderFailure
-	case typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:
-		return ExitRateLimited, MessageRateLimited
+// providerEnding is the ending of a failed LLM attempt the loop does not retry (see
+// providerExit).
+func providerEnding(se *stageerr.Error) *ending {
+	outcome, exit, message := providerExit(se)
+	e := fail(outcome, exit, message, se.Error())
+	e.retryable = se.Retryable()
+	return e
+}
+
+// providerExit maps a generation failure to its outcome, exit reason and canned message: an
+// answer cut off before it had any content is MAX_TOKENS_EXCEEDED (the output token limit is
+// a budget, and the same request hits it again); every other failure is FAILED_PROVIDER, by
+// error class. se may be nil (no failure known).
+func providerExit(se *stageerr.Error) (outcome typev1.Outcome, exit, message string) {
+	if se == nil {
+		return typev1.Outcome_OUTCOME_FAILED_PROVIDER, ExitLLMError, MessageProviderFailure
 	}
-	return ExitLLMError, MessageProviderFailure
+	if se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED {
+		return typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokensExceeded, MessageAnswerTooLong
+	}
+	outcome = typev1.Outcome_OUTCOME_FAILED_PROVIDER
+	switch se.Class {
+	case typev1.ErrorClass_ERROR_CLASS_AUTH:
+		return outcome, ExitAuthError, MessageProviderFailure
+	case typev1.ErrorClass_ERROR_CLASS_QUOTA:
+		return outcome, ExitQuotaExceeded, MessageProviderFailure
+	case typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:
+		return outcome, ExitRateLimited, MessageRateLimited
+	}
+	return outcome, ExitLLMError, MessageProviderFailure
 }

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,6 +212,9 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 		if e.report != nil {
 			report.Content, report.ContentJson, report.Metadata = e.report.content, e.report.json, e.report.metadata
 		}
+		if e.truncated {
+			report.Status, report.Metadata = typev1.ReportStatus_REPORT_STATUS_PARTIAL, truncatedMetadata(report.Metadata)
+		}
 		if res.Decision == nil {
 			res.Decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, ResponseText: report.Content}
 		}
@@ -326,6 +330,16 @@ func traceIDOf(traceparent string) string {
 		return ""
 	}
 	return parts[1]
+}
+
+// truncatedMetadata is a report's metadata with truncated: true and stop_reason: length set,
+// the model's own metadata kept.
+func truncatedMetadata(md *structpb.Struct) *structpb.Struct {
+	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	maps.Copy(out.Fields, md.GetFields())
+	out.Fields["truncated"] = structpb.NewBoolValue(true)
+	out.Fields["stop_reason"] = structpb.NewStringValue(stopLength)
+	return out
 }
 
 func reasonText(e ending) string {

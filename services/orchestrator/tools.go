@@ -93,6 +93,9 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 				why = fmt.Sprintf("dropped: the run's budget of %d tool calls is used up", c.GetMaxToolCallsTotal())
 			case !slices.ContainsFunc(r.offered, func(tool *typev1.Tool) bool { return tool.GetName() == call.GetName() }):
 				why = fmt.Sprintf("unknown tool %q; available tools: %s", call.GetName(), strings.Join(toolNames(r.offered), ", "))
+			case call.GetArguments() == nil && t.cutOff && !a.xml && call == t.answer.GetToolCalls()[len(t.answer.GetToolCalls())-1]:
+				t.malformed++
+				why = "the arguments were cut off at the output token limit; call it again with shorter arguments"
 			case call.GetArguments() == nil:
 				t.malformed++
 				why = fmt.Sprintf("the arguments are not valid JSON: %q", call.GetRawArguments())

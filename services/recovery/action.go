@@ -15,7 +15,7 @@ func (s *Service) modify(c change, req *recoveryv1.DecideRequest) (*recoveryv1.M
 	state := req.GetState()
 	switch c {
 	case nextTarget:
-		t := roundRobin(state, int(req.GetRetryCount()))
+		t := roundRobin(state, openTargets(req), int(req.GetRetryCount()))
 		if t == nil {
 			return nil, []string{"no targets known, so the same target is used"}
 		}
@@ -43,27 +43,58 @@ func (s *Service) modify(c change, req *recoveryv1.DecideRequest) (*recoveryv1.M
 	}
 }
 
-// roundRobin returns the target after the failed one in state.targets (ai-agent §3: attempt N
-// uses targets[(N-1) % len]). When the failed target is not in the list, the retry count
-// gives the position: retry_count+1 attempts were made, so the next is
-// targets[(retry_count+1) % len]. Without a list the failed target is used again; without
-// either, nil.
-func roundRobin(state *recoveryv1.RecoveryState, retryCount int) *typev1.Target {
+// roundRobin returns the first open target after the failed one in state.targets (ai-agent
+// §3: attempt N uses targets[(N-1) % len]). When the failed target is not in the list, the
+// retry count gives the position: retry_count+1 attempts were made, so the search starts at
+// targets[(retry_count+1) % len]. Without a list the failed target is used again, unless it
+// refused the request; without either, or when no target is open, nil.
+func roundRobin(state *recoveryv1.RecoveryState, open []*typev1.Target, retryCount int) *typev1.Target {
 	targets := state.GetTargets()
 	failed := state.GetTarget()
 	if len(targets) == 0 {
-		if failed == nil {
+		if failed == nil || len(open) == 0 {
 			return nil
 		}
 		return &typev1.Target{Provider: failed.GetProvider(), Model: failed.GetModel()}
 	}
 	next := (retryCount + 1) % len(targets)
-	if failed != nil {
-		if i := slices.IndexFunc(targets, func(t *typev1.Target) bool {
-			return t.GetProvider() == failed.GetProvider() && t.GetModel() == failed.GetModel()
-		}); i >= 0 {
-			next = (i + 1) % len(targets)
+	if i := slices.IndexFunc(targets, same(failed)); failed != nil && i >= 0 {
+		next = (i + 1) % len(targets)
+	}
+	for k := range len(targets) {
+		t := targets[(next+k)%len(targets)]
+		if slices.ContainsFunc(open, same(t)) {
+			return &typev1.Target{Provider: t.GetProvider(), Model: t.GetModel()}
 		}
 	}
-	return &typev1.Target{Provider: targets[next].GetProvider(), Model: targets[next].GetModel()}
+	return nil
+}
+
+// openTargets are the targets the turn may still try: the run's targets (the failed one when
+// the list is empty) but those that refused the request as invalid, state.rejected_targets
+// and the failed one when that is how it failed.
+func openTargets(req *recoveryv1.DecideRequest) []*typev1.Target {
+	state := req.GetState()
+	targets := state.GetTargets()
+	if len(targets) == 0 && state.GetTarget() != nil {
+		targets = []*typev1.Target{state.GetTarget()}
+	}
+	refused := state.GetRejectedTargets()
+	if req.GetError().GetErrorClass() == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST && state.GetTarget() != nil {
+		refused = append(slices.Clone(refused), state.GetTarget())
+	}
+	var open []*typev1.Target
+	for _, t := range targets {
+		if !slices.ContainsFunc(refused, same(t)) {
+			open = append(open, t)
+		}
+	}
+	return open
+}
+
+// same returns a predicate matching targets of a's provider and model.
+func same(a *typev1.Target) func(*typev1.Target) bool {
+	return func(b *typev1.Target) bool {
+		return a.GetProvider() == b.GetProvider() && a.GetModel() == b.GetModel()
+	}
 }

@@ -3,6 +3,7 @@ package recovery
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
@@ -25,11 +26,19 @@ func (s *Service) backoff(w wait, req *recoveryv1.DecideRequest) (time.Duration,
 	n := int(req.GetRetryCount())
 	switch w {
 	case rateLimitWait:
-		if after := req.GetError().GetRetryAfterMs(); after > 0 {
-			return time.Duration(after) * time.Millisecond, []string{fmt.Sprintf("wait %d ms as Retry-After asks", after)}
+		if !everyTargetRateLimited(req) {
+			return 0, []string{"a target not yet rate-limited in this cycle is tried at once"}
+		}
+		if after := cycleRetryAfter(req); after > 0 {
+			d := min(after, maxBackoff)
+			detail := fmt.Sprintf("every target is rate-limited in this cycle: wait %d ms, the largest Retry-After", d.Milliseconds())
+			if d < after {
+				detail += fmt.Sprintf(" (%d ms) capped", after.Milliseconds())
+			}
+			return d, []string{detail}
 		}
 		d := exponential(rateLimitBase, n)
-		return d, []string{fmt.Sprintf("wait %d ms (exponential backoff)", d.Milliseconds())}
+		return d, []string{fmt.Sprintf("every target is rate-limited in this cycle: wait %d ms (exponential backoff)", d.Milliseconds())}
 	case jitteredWait:
 		r := min(max(s.rand(), 0), 1)
 		d := min(time.Duration(math.Round(float64(exponential(toolRetryBase, n))*(1-jitter+2*jitter*r))), maxBackoff)
@@ -49,4 +58,30 @@ func exponential(base time.Duration, n int) time.Duration {
 		d *= 2
 	}
 	return min(d, maxBackoff)
+}
+
+// everyTargetRateLimited reports whether every target still open in the turn was
+// rate-limited in the current round-robin cycle: listed in state.rate_limited, or the one that
+// just failed.
+func everyTargetRateLimited(req *recoveryv1.DecideRequest) bool {
+	state := req.GetState()
+	for _, t := range openTargets(req) {
+		limited := same(t)(state.GetTarget()) || slices.ContainsFunc(state.GetRateLimited(), func(r *recoveryv1.RateLimitedTarget) bool {
+			return same(t)(r.GetTarget())
+		})
+		if !limited {
+			return false
+		}
+	}
+	return true
+}
+
+// cycleRetryAfter is the largest Retry-After of the cycle: the failure's own and those of
+// state.rate_limited.
+func cycleRetryAfter(req *recoveryv1.DecideRequest) time.Duration {
+	ms := req.GetError().GetRetryAfterMs()
+	for _, r := range req.GetState().GetRateLimited() {
+		ms = max(ms, r.GetRetryAfterMs())
+	}
+	return time.Duration(ms) * time.Millisecond
 }

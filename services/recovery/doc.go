@@ -5,11 +5,15 @@
 // The decision is the strategy table of the stages contract ("timeout → retry with longer
 // timeout, rate limit → wait and retry, tool error → try alternative tool, LLM error → fallback,
 // unknown → ask user") reconciled with the error-handling contract of the ai-agent seed (auth and
-// quota are fatal; rate limits honour Retry-After, else back off 1 s → 60 s, and cycle to the
-// next target; network, timeout and model errors move to the next target immediately). The
-// table is written out in rules.go; on top of it, any retry or fallback becomes an abort once
-// retry_count reaches the retry budget (state.max_retries, else Options.MaxRetries, default 3:
-// "max 3 retries per action").
+// quota are fatal; a rate limit cycles to the next target at once, and only when every target
+// was rate-limited in the same round-robin cycle (state.rate_limited) waits, for the largest
+// Retry-After of the cycle, else 1 s → 60 s, never more than 60 s; network, timeout and model
+// errors move to the next target immediately; a target that refused the request as invalid is
+// never chosen again in the turn, state.rejected_targets, and when every target has refused
+// the turn aborts). The table is written out in rules.go; on top of it, any retry or fallback
+// becomes an abort once retry_count reaches the retry budget (state.max_retries, else
+// Options.MaxRetries, default 3: "max 3 retries per action"), and a wait longer than the
+// run's remaining time (state.time_left_ms) aborts instead of waiting into a timeout.
 //
 // Every decision carries a user-friendly user_message (the decision-engine seed's canned texts
 // for LLM failure, rate limit and an over-complex request, verbatim) and a reason for logs and

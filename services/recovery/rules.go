@@ -25,7 +25,9 @@ type wait int
 const (
 	// noWait acts immediately.
 	noWait wait = iota
-	// rateLimitWait honours Retry-After, else backs off 1 s · 2^retry_count up to 60 s.
+	// rateLimitWait waits only when every target was rate-limited in the current round-robin
+	// cycle (ai-agent §3), then for the largest Retry-After of the cycle, else 1 s ·
+	// 2^retry_count, up to 60 s; otherwise the next target is tried at once.
 	rateLimitWait
 	// jitteredWait backs off 500 ms · 2^retry_count ± 20 %, up to 60 s.
 	jitteredWait
@@ -55,14 +57,15 @@ const (
 // generationRules handle GENERATION_FAILED by error class (ai-agent §3). A class missing here
 // is handled like ERROR_CLASS_UNSPECIFIED.
 var generationRules = map[typev1.ErrorClass]rule{
-	typev1.ErrorClass_ERROR_CLASS_AUTH:         {abort, sameAction, noWait, msgLLMFailure, "", "authentication failures are fatal and never retried"},
-	typev1.ErrorClass_ERROR_CLASS_QUOTA:        {abort, sameAction, noWait, msgLLMFailure, "", "quota failures are fatal and never retried"},
-	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: {retry, nextTarget, rateLimitWait, msgRateLimited, msgRateLimited, "rate limited: wait, then retry on the next target"},
-	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:      {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_NETWORK:      {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_SERVER:       {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE: {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:  {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_AUTH:            {abort, sameAction, noWait, msgLLMFailure, "", "authentication failures are fatal and never retried"},
+	typev1.ErrorClass_ERROR_CLASS_QUOTA:           {abort, sameAction, noWait, msgLLMFailure, "", "quota failures are fatal and never retried"},
+	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:    {retry, nextTarget, rateLimitWait, msgRateLimited, msgRateLimited, "rate limited: retry on the next target, waiting only once every target is rate-limited"},
+	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:         {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_NETWORK:         {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_SERVER:          {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:    {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:     {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST: {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "the target refused the request: fall back to a target that has not, which builds a request of its own"},
 }
 
 // codeRules handle every other failure code. A code missing here is unknown: ask the user.

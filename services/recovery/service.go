@@ -85,19 +85,27 @@ func (s *Service) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*r
 		budget = int(m)
 	}
 	n := int(req.GetRetryCount())
-	if (r.strategy == retry || r.strategy == fallback) && n >= budget {
+	giveUp := func(why string) {
 		resp.Strategy = abort
 		resp.UserMessage = cmp.Or(r.gaveUp, msgGaveUp)
-		resp.Reason = fmt.Sprintf("%s in stage %q: retry limit reached (%d retries made, the limit is %d); would otherwise %s",
-			failure, req.GetStage(), n, budget, r.reason)
-	} else {
+		resp.Reason = fmt.Sprintf("%s in stage %q: %s; would otherwise %s", failure, req.GetStage(), why, r.reason)
+	}
+	switch {
+	case (r.strategy == retry || r.strategy == fallback) && n >= budget:
+		giveUp(fmt.Sprintf("retry limit reached (%d retries made, the limit is %d)", n, budget))
+	case r.change == nextTarget && noTargetLeft(req):
+		giveUp(fmt.Sprintf("every target refused the request (%d of %d)", len(req.GetState().GetRejectedTargets())+1, max(len(req.GetState().GetTargets()), 1)))
+	default:
 		details := []string{r.reason}
 		action, detail := s.modify(r.change, req)
-		resp.ModifiedAction = action
 		details = append(details, detail...)
 		backoff, detail := s.backoff(r.wait, req)
-		resp.BackoffMs = backoff.Milliseconds()
 		details = append(details, detail...)
+		if left := req.GetState().GetTimeLeftMs(); left > 0 && backoff.Milliseconds() >= left {
+			giveUp(fmt.Sprintf("waiting %d ms would outlast the run, which has %d ms left", backoff.Milliseconds(), left))
+			break
+		}
+		resp.ModifiedAction, resp.BackoffMs = action, backoff.Milliseconds()
 		resp.Reason = fmt.Sprintf("%s in stage %q: %s", failure, req.GetStage(), strings.Join(details, "; "))
 	}
 
@@ -124,8 +132,22 @@ func validate(req *recoveryv1.DecideRequest) error {
 		return stageerr.Invalid("state.max_retries must not be negative, got %d", req.GetState().GetMaxRetries())
 	case req.GetState().GetTimeoutMs() < 0:
 		return stageerr.Invalid("state.timeout_ms must not be negative, got %d", req.GetState().GetTimeoutMs())
+	case req.GetState().GetTimeLeftMs() < 0:
+		return stageerr.Invalid("state.time_left_ms must not be negative, got %d", req.GetState().GetTimeLeftMs())
+	}
+	for i, r := range req.GetState().GetRateLimited() {
+		if r.GetRetryAfterMs() < 0 {
+			return stageerr.Invalid("state.rate_limited[%d].retry_after_ms must not be negative, got %d", i, r.GetRetryAfterMs())
+		}
 	}
 	return nil
+}
+
+// noTargetLeft reports whether every known target refused the request, so no next target
+// exists.
+func noTargetLeft(req *recoveryv1.DecideRequest) bool {
+	known := len(req.GetState().GetTargets()) > 0 || req.GetState().GetTarget() != nil
+	return known && len(openTargets(req)) == 0
 }
 
 // failureName names a failure for the reason, e.g. "GENERATION_FAILED (RATE_LIMITED)".

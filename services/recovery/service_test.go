@@ -123,14 +123,15 @@ func TestStrategyTable(t *testing.T) {
 		999: own(askUser),
 	}
 	classTable := map[typev1.ErrorClass]want{
-		typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:  {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_AUTH:         {strategy: abort, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_QUOTA:        {strategy: abort, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED: {strategy: retry, backoff: 1000, action: next, message: cannedRateLimited},
-		typev1.ErrorClass_ERROR_CLASS_TIMEOUT:      {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_NETWORK:      {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_SERVER:       {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE: {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:     {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_AUTH:            {strategy: abort, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_QUOTA:           {strategy: abort, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:    {strategy: retry, action: next, message: cannedRateLimited}, // b is not rate-limited yet
+		typev1.ErrorClass_ERROR_CLASS_TIMEOUT:         {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_NETWORK:         {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_SERVER:          {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:    {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST: {strategy: fallback, action: next, message: cannedLLMFailure},
 		99: {strategy: fallback, action: next, message: cannedLLMFailure},
 	}
 	if len(codeTable) != len(typev1.StageErrorCode_name) { // GENERATION_FAILED is in classTable, 999 is extra
@@ -245,28 +246,33 @@ func TestRetryCap(t *testing.T) {
 	})
 }
 
+// onlyTarget is a run with the single target a: a rate limit of a rate-limits every target.
+func onlyTarget() *recoveryv1.RecoveryState {
+	return &recoveryv1.RecoveryState{Target: target("a"), Targets: []*typev1.Target{target("a")}}
+}
+
 func TestRateLimitBackoff(t *testing.T) {
 	c := client(t, recovery.Options{MaxRetries: 1 << 30})
 	rateLimited := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
 	want := []int64{1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000}
 	var got []int64
 	for n := range int32(len(want)) {
-		got = append(got, decide(t, c, rateLimited, n, runState(t)).GetBackoffMs())
+		got = append(got, decide(t, c, rateLimited, n, onlyTarget()).GetBackoffMs())
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("backoff sequence = %v, want %v", got, want)
 	}
-	if d := decide(t, c, rateLimited, 1<<30-1, runState(t)).GetBackoffMs(); d != 60000 {
+	if d := decide(t, c, rateLimited, 1<<30-1, onlyTarget()).GetBackoffMs(); d != 60000 {
 		t.Errorf("backoff after 2^30 retries = %d, want the 60000 cap", d)
 	}
 
-	t.Run("Retry-After honoured", func(t *testing.T) {
-		for _, after := range []int64{1, 2500, 120_000} {
+	t.Run("Retry-After honoured, up to 60 s", func(t *testing.T) {
+		for after, want := range map[int64]int64{1: 1, 2500: 2500, 120_000: 60_000} {
 			e := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
 			e.RetryAfterMs = after
-			resp := decide(t, c, e, 4, runState(t))
-			if resp.GetBackoffMs() != after || !strings.Contains(resp.GetReason(), "Retry-After") {
-				t.Errorf("Retry-After %d ms: backoff %d (%s)", after, resp.GetBackoffMs(), resp.GetReason())
+			resp := decide(t, c, e, 4, onlyTarget())
+			if resp.GetBackoffMs() != want || !strings.Contains(resp.GetReason(), "Retry-After") {
+				t.Errorf("Retry-After %d ms: backoff %d (%s), want %d", after, resp.GetBackoffMs(), resp.GetReason(), want)
 			}
 		}
 	})
@@ -279,6 +285,114 @@ func TestRateLimitBackoff(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRateLimitCycle (ai-agent §3): a rate limit moves on to the next target at once while
+// some target was not rate-limited in the current cycle; once every target was, the wait is
+// the largest Retry-After of the cycle (capped at 60 s), or the exponential backoff when none
+// was advertised, and a wait the run has no time left for aborts.
+func TestRateLimitCycle(t *testing.T) {
+	c := client(t, recovery.Options{MaxRetries: 10})
+	limited := func(name string, afterMS int64) *recoveryv1.RateLimitedTarget {
+		return &recoveryv1.RateLimitedTarget{Target: target(name), RetryAfterMs: afterMS}
+	}
+	abc := []*typev1.Target{target("a"), target("b"), target("c")}
+	for _, tc := range []struct {
+		name       string
+		failed     string
+		afterMS    int64
+		cycle      []*recoveryv1.RateLimitedTarget
+		rejected   []*typev1.Target
+		timeLeftMS int64
+		retries    int32
+		strategy   recoveryv1.Strategy
+		wait       int64
+		next       string
+		reason     string
+	}{
+		{name: "first of the cycle: next target at once", failed: "a", afterMS: 5000, strategy: retry, next: "b",
+			reason: "a target not yet rate-limited in this cycle is tried at once"},
+		{name: "c is still untried", failed: "b", afterMS: 5000, cycle: []*recoveryv1.RateLimitedTarget{limited("a", 9000)},
+			strategy: retry, next: "c"},
+		{name: "every target limited: the cycle's largest Retry-After", failed: "c", afterMS: 1000,
+			cycle: []*recoveryv1.RateLimitedTarget{limited("a", 3000), limited("b", 2000)}, strategy: retry, wait: 3000, next: "a",
+			reason: "every target is rate-limited in this cycle: wait 3000 ms, the largest Retry-After"},
+		{name: "the failed target's own Retry-After counts", failed: "c", afterMS: 7000,
+			cycle: []*recoveryv1.RateLimitedTarget{limited("a", 3000), limited("b", 0)}, strategy: retry, wait: 7000, next: "a"},
+		{name: "no Retry-After: exponential backoff", failed: "c", retries: 2,
+			cycle: []*recoveryv1.RateLimitedTarget{limited("a", 0), limited("b", 0)}, strategy: retry, wait: 4000, next: "a",
+			reason: "every target is rate-limited in this cycle: wait 4000 ms (exponential backoff)"},
+		{name: "capped at 60 s", failed: "c", afterMS: 90_000, cycle: []*recoveryv1.RateLimitedTarget{limited("a", 0), limited("b", 0)},
+			strategy: retry, wait: 60_000, next: "a", reason: "wait 60000 ms, the largest Retry-After (90000 ms) capped"},
+		{name: "a refused target needs no rate limit", failed: "b", afterMS: 1500, cycle: []*recoveryv1.RateLimitedTarget{limited("a", 1000)},
+			rejected: []*typev1.Target{target("c")}, strategy: retry, wait: 1500, next: "a"},
+		{name: "a wait that fits in the time left", failed: "a", afterMS: 2000, cycle: []*recoveryv1.RateLimitedTarget{limited("b", 0), limited("c", 0)},
+			timeLeftMS: 2001, strategy: retry, wait: 2000, next: "b"},
+		{name: "a wait the run has no time for aborts", failed: "a", afterMS: 2000, cycle: []*recoveryv1.RateLimitedTarget{limited("b", 0), limited("c", 0)},
+			timeLeftMS: 2000, strategy: abort, reason: "waiting 2000 ms would outlast the run, which has 2000 ms left"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
+			e.RetryAfterMs = tc.afterMS
+			resp := decide(t, c, e, tc.retries, &recoveryv1.RecoveryState{
+				Target: target(tc.failed), Targets: abc, RateLimited: tc.cycle, RejectedTargets: tc.rejected, TimeLeftMs: tc.timeLeftMS,
+			})
+			if resp.GetStrategy() != tc.strategy || resp.GetBackoffMs() != tc.wait {
+				t.Errorf("%v after %d ms, want %v after %d ms (%s)", resp.GetStrategy(), resp.GetBackoffMs(), tc.strategy, tc.wait, resp.GetReason())
+			}
+			if tc.next != "" && !proto.Equal(resp.GetModifiedAction().GetTarget(), target(tc.next)) {
+				t.Errorf("next target %v, want %s", resp.GetModifiedAction().GetTarget(), tc.next)
+			}
+			if tc.strategy == abort && (resp.GetModifiedAction() != nil || resp.GetUserMessage() != cannedRateLimited) {
+				t.Errorf("abort with action %v, message %q", resp.GetModifiedAction(), resp.GetUserMessage())
+			}
+			if !strings.Contains(resp.GetReason(), tc.reason) {
+				t.Errorf("reason %q lacks %q", resp.GetReason(), tc.reason)
+			}
+		})
+	}
+}
+
+// TestRefusedTargets: a target that refused the request (INVALID_REQUEST) is never chosen
+// again in the turn, whatever failed next; when every target has refused, the turn aborts.
+func TestRefusedTargets(t *testing.T) {
+	c := client(t, recovery.Options{MaxRetries: 10})
+	invalid := generation(typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST)
+	network := generation(typev1.ErrorClass_ERROR_CLASS_NETWORK)
+	abc := []*typev1.Target{target("a"), target("b"), target("c")}
+	for _, tc := range []struct {
+		name     string
+		err      *typev1.StageError
+		failed   string
+		targets  []*typev1.Target
+		refused  []*typev1.Target
+		strategy recoveryv1.Strategy
+		next     string
+	}{
+		{name: "on to the next target", err: invalid, failed: "a", targets: abc, strategy: fallback, next: "b"},
+		{name: "refused targets are skipped", err: invalid, failed: "a", targets: abc, refused: []*typev1.Target{target("b")}, strategy: fallback, next: "c"},
+		{name: "another failure skips them too", err: network, failed: "c", targets: abc, refused: []*typev1.Target{target("a")}, strategy: fallback, next: "b"},
+		{name: "the only open target again", err: network, failed: "b", targets: abc, refused: []*typev1.Target{target("a"), target("c")}, strategy: fallback, next: "b"},
+		{name: "every target refused", err: invalid, failed: "c", targets: abc, refused: []*typev1.Target{target("a"), target("b")}, strategy: abort},
+		{name: "the only target refused", err: invalid, failed: "a", targets: []*typev1.Target{target("a")}, strategy: abort},
+		{name: "no list: the failed target refused", err: invalid, failed: "a", strategy: abort},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := decide(t, c, tc.err, 0, &recoveryv1.RecoveryState{Target: target(tc.failed), Targets: tc.targets, RejectedTargets: tc.refused})
+			if resp.GetStrategy() != tc.strategy {
+				t.Fatalf("strategy %v, want %v (%s)", resp.GetStrategy(), tc.strategy, resp.GetReason())
+			}
+			if tc.strategy == abort {
+				if resp.GetModifiedAction() != nil || !strings.Contains(resp.GetReason(), "every target refused the request") || resp.GetUserMessage() != cannedLLMFailure {
+					t.Errorf("abort %v %q %q", resp.GetModifiedAction(), resp.GetReason(), resp.GetUserMessage())
+				}
+				return
+			}
+			if !proto.Equal(resp.GetModifiedAction().GetTarget(), target(tc.next)) {
+				t.Errorf("next target %v, want %s", resp.GetModifiedAction().GetTarget(), tc.next)
+			}
+		})
+	}
 }
 
 func TestNextTarget(t *testing.T) {
@@ -417,6 +531,10 @@ func TestDecideInvalidInput(t *testing.T) {
 		{"negative retry count", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", RetryCount: -1}, "retry_count must not be negative, got -1"},
 		{"negative max_retries", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{MaxRetries: -2}}, "state.max_retries must not be negative, got -2"},
 		{"negative timeout", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{TimeoutMs: -5}}, "state.timeout_ms must not be negative, got -5"},
+		{"negative time left", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{TimeLeftMs: -1}}, "state.time_left_ms must not be negative, got -1"},
+		{"negative Retry-After", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
+			RateLimited: []*recoveryv1.RateLimitedTarget{{RetryAfterMs: 5}, {RetryAfterMs: -5}},
+		}}, "state.rate_limited[1].retry_after_ms must not be negative, got -5"},
 	}
 	c := client(t, recovery.Options{})
 	for _, tc := range table {

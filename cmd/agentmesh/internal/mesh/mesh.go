@@ -141,7 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 	maps.Copy(providers, opts.Providers)
-	gen := generation.New(generation.Options{Providers: providers, TracerProvider: tp(Generation)})
+	gen := generation.New(generation.Options{Providers: providers, Prices: generation.PricesFromConfig(cfg), TracerProvider: tp(Generation)})
 	if err := serve(Generation, gen.Register); err != nil {
 		return nil, err
 	}

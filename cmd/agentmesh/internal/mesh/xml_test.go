@@ -271,13 +271,17 @@ func TestXMLTransport(t *testing.T) {
 					}
 				}
 			}},
-		{name: "a final report cut off in every attempt fails the turn",
+		{name: "a final report cut off in every attempt is kept, flagged partial",
 			overrides: func(o *agentv1.RunOverrides) { o.MaxRetries = i32(2) },
 			turns:     []llmtest.Turn{xmlTurnStop("length", func(n string) string { return xmlOpenFinal(n, "text") + "The full ans" })},
-			outcome:   typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, exit: "LLM_GENERATION_FAILURE", roles: "SU", accounting: "LLM:OK LLM:OK",
+			outcome:   typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK LLM:OK TOOL:OK",
 			check: func(t *testing.T, _ *harness, res *typev1.RunResult, _ []llmtest.Request) {
-				if msg := res.GetError().GetMessage(); !strings.Contains(msg, "cut off before its closing tag (stop reason length)") {
-					t.Errorf("error %q", msg)
+				r := res.GetFinalReport()
+				if r.GetContent() != "The full ans" || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_PARTIAL || !r.GetMetadata().GetFields()["truncated"].GetBoolValue() {
+					t.Errorf("final report %v, want the cut-off text, PARTIAL, truncated", r)
+				}
+				if !strings.Contains(transcriptNotes(res), "cut off before its closing tag in every attempt") {
+					t.Errorf("transcript does not note the cut-off report:\n%s", transcriptNotes(res))
 				}
 			}},
 		{name: "an unclosed final report at a normal stop is accepted",

@@ -509,7 +509,9 @@ type TurnCheckpoint struct {
 	// transcript and announced.
 	Decisions map[string]*v1.ResolveApprovalRequest `protobuf:"bytes,12,rep,name=decisions,proto3" json:"decisions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Call ids whose approval timed out.
-	TimedOut      []string `protobuf:"bytes,13,rep,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	TimedOut []string `protobuf:"bytes,13,rep,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// The answer was cut off at the output token limit in every attempt and accepted as it was.
+	Truncated     bool `protobuf:"varint,14,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -633,6 +635,13 @@ func (x *TurnCheckpoint) GetTimedOut() []string {
 		return x.TimedOut
 	}
 	return nil
+}
+
+func (x *TurnCheckpoint) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 // Report is an accepted final report.
@@ -966,7 +975,7 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"xmlIgnored\x12\x1f\n" +
 	"\vbody_object\x18% \x01(\tR\n" +
 	"bodyObject\x12*\n" +
-	"\x11tool_budget_spent\x18& \x01(\bR\x0ftoolBudgetSpent\"\xa3\x05\n" +
+	"\x11tool_budget_spent\x18& \x01(\bR\x0ftoolBudgetSpent\"\xc1\x05\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +
@@ -982,7 +991,8 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	" \x01(\bR\rtransportTags\x12:\n" +
 	"\x05calls\x18\v \x03(\v2$.agentmesh.checkpoint.v1.PlannedCallR\x05calls\x12T\n" +
 	"\tdecisions\x18\f \x03(\v26.agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntryR\tdecisions\x12\x1b\n" +
-	"\ttimed_out\x18\r \x03(\tR\btimedOut\x1ah\n" +
+	"\ttimed_out\x18\r \x03(\tR\btimedOut\x12\x1c\n" +
+	"\ttruncated\x18\x0e \x01(\bR\ttruncated\x1ah\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12@\n" +
 	"\x05value\x18\x02 \x01(\v2*.agentmesh.agent.v1.ResolveApprovalRequestR\x05value:\x028\x01\"\x93\x01\n" +

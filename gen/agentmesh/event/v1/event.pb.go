@@ -685,7 +685,7 @@ type LlmResponse struct {
 	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Provider used.
 	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Model used.
+	// Model requested: the target's model.
 	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	// The canonical assistant message (empty when the attempt failed).
 	Message *v1.Message `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
@@ -696,7 +696,11 @@ type LlmResponse struct {
 	// Error message when the attempt failed.
 	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	// Normalised stop reason.
-	StopReason    string `protobuf:"bytes,9,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	StopReason string `protobuf:"bytes,9,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	// Model the provider reports it answered with; empty when the attempt failed.
+	ActualModel string `protobuf:"bytes,10,opt,name=actual_model,json=actualModel,proto3" json:"actual_model,omitempty"`
+	// Cost in US dollars from the configured price of the model.
+	CostUsd       float64 `protobuf:"fixed64,11,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -792,6 +796,20 @@ func (x *LlmResponse) GetStopReason() string {
 		return x.StopReason
 	}
 	return ""
+}
+
+func (x *LlmResponse) GetActualModel() string {
+	if x != nil {
+		return x.ActualModel
+	}
+	return ""
+}
+
+func (x *LlmResponse) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
 }
 
 // ToolStarted opens a tool execution.
@@ -1413,7 +1431,7 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\bLlmDelta\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
-	"\treasoning\x18\x03 \x01(\tR\treasoning\"\xa7\x02\n" +
+	"\treasoning\x18\x03 \x01(\tR\treasoning\"\xe5\x02\n" +
 	"\vLlmResponse\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x1a\n" +
@@ -1424,7 +1442,10 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\x06cached\x18\a \x01(\bR\x06cached\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12\x1f\n" +
 	"\vstop_reason\x18\t \x01(\tR\n" +
-	"stopReason\"R\n" +
+	"stopReason\x12!\n" +
+	"\factual_model\x18\n" +
+	" \x01(\tR\vactualModel\x12\x19\n" +
+	"\bcost_usd\x18\v \x01(\x01R\acostUsd\"R\n" +
 	"\vToolStarted\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12/\n" +
 	"\x04call\x18\x02 \x01(\v2\x1b.agentmesh.type.v1.ToolCallR\x04call\"\xfb\x01\n" +

@@ -240,7 +240,8 @@ type GenerateResponse struct {
 	StopReason string `protobuf:"bytes,6,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
 	// Provider that answered.
 	Provider string `protobuf:"bytes,7,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Model that answered.
+	// Model that answered, as the provider reports it (e.g. a dated snapshot of the requested
+	// alias); the requested model when the provider reports none.
 	Model string `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
 	// Whether the answer came from the response cache.
 	Cached bool `protobuf:"varint,9,opt,name=cached,proto3" json:"cached,omitempty"`
@@ -254,8 +255,11 @@ type GenerateResponse struct {
 	// keep in the assistant message's reasoning_state and send back on the next turn; empty
 	// when the provider has none.
 	ReasoningState []byte `protobuf:"bytes,13,opt,name=reasoning_state,json=reasoningState,proto3" json:"reasoning_state,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Cost in US dollars from the configured price of the model (input, cached input and
+	// output tokens); 0 when no price is configured, and for an answer from the response cache.
+	CostUsd       float64 `protobuf:"fixed64,14,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateResponse) Reset() {
@@ -377,6 +381,13 @@ func (x *GenerateResponse) GetReasoningState() []byte {
 		return x.ReasoningState
 	}
 	return nil
+}
+
+func (x *GenerateResponse) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
 }
 
 // GenerateStreamRequest is a streamed LLM attempt.
@@ -696,7 +707,7 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\tuse_cache\x18\a \x01(\bR\buseCache\x12\x1f\n" +
 	"\vtool_choice\x18\b \x01(\tR\n" +
 	"toolChoice\x12D\n" +
-	"\routput_format\x18\t \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\"\x92\x04\n" +
+	"\routput_format\x18\t \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\"\xad\x04\n" +
 	"\x10GenerateResponse\x129\n" +
 	"\x04type\x18\x01 \x01(\x0e2%.agentmesh.generation.v1.ResponseTypeR\x04type\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
@@ -714,7 +725,8 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\arepairs\x18\v \x03(\tR\arepairs\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\f \x01(\x03R\tlatencyMs\x12'\n" +
-	"\x0freasoning_state\x18\r \x01(\fR\x0ereasoningState\"[\n" +
+	"\x0freasoning_state\x18\r \x01(\fR\x0ereasoningState\x12\x19\n" +
+	"\bcost_usd\x18\x0e \x01(\x01R\acostUsd\"[\n" +
 	"\x15GenerateStreamRequest\x12B\n" +
 	"\arequest\x18\x01 \x01(\v2(.agentmesh.generation.v1.GenerateRequestR\arequest\"\x9c\x01\n" +
 	"\x16GenerateStreamResponse\x126\n" +

@@ -176,7 +176,17 @@ type RecoveryState struct {
 	Arguments *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The action's retry budget (e.g. the contract's max_retries for LLM attempts); 0 means the
 	// service's default of 3.
-	MaxRetries    int32 `protobuf:"varint,8,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
+	MaxRetries int32 `protobuf:"varint,8,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
+	// The targets rate-limited so far in the current round-robin cycle of LLM attempts, with
+	// the Retry-After each advertised. The target that failed counts as rate-limited with the
+	// error's retry_after_ms even when it is not listed.
+	RateLimited []*RateLimitedTarget `protobuf:"bytes,9,rep,name=rate_limited,json=rateLimited,proto3" json:"rate_limited,omitempty"`
+	// Targets that refused the turn's request as invalid (ERROR_CLASS_INVALID_REQUEST): they
+	// are never chosen again in the turn.
+	RejectedTargets []*v1.Target `protobuf:"bytes,10,rep,name=rejected_targets,json=rejectedTargets,proto3" json:"rejected_targets,omitempty"`
+	// How long the run may still go on, in milliseconds; 0 means unknown. A wait that does not
+	// fit aborts instead.
+	TimeLeftMs    int64 `protobuf:"varint,11,opt,name=time_left_ms,json=timeLeftMs,proto3" json:"time_left_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +277,82 @@ func (x *RecoveryState) GetMaxRetries() int32 {
 	return 0
 }
 
+func (x *RecoveryState) GetRateLimited() []*RateLimitedTarget {
+	if x != nil {
+		return x.RateLimited
+	}
+	return nil
+}
+
+func (x *RecoveryState) GetRejectedTargets() []*v1.Target {
+	if x != nil {
+		return x.RejectedTargets
+	}
+	return nil
+}
+
+func (x *RecoveryState) GetTimeLeftMs() int64 {
+	if x != nil {
+		return x.TimeLeftMs
+	}
+	return 0
+}
+
+// RateLimitedTarget is a target that answered with a rate limit.
+type RateLimitedTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target.
+	Target *v1.Target `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// The Retry-After it advertised, in milliseconds; 0 when it advertised none.
+	RetryAfterMs  int64 `protobuf:"varint,2,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimitedTarget) Reset() {
+	*x = RateLimitedTarget{}
+	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimitedTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimitedTarget) ProtoMessage() {}
+
+func (x *RateLimitedTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimitedTarget.ProtoReflect.Descriptor instead.
+func (*RateLimitedTarget) Descriptor() ([]byte, []int) {
+	return file_agentmesh_recovery_v1_recovery_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RateLimitedTarget) GetTarget() *v1.Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *RateLimitedTarget) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
 // DecideResponse is the decision.
 type DecideResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -286,7 +372,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[2]
+	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +384,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[2]
+	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +397,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_recovery_v1_recovery_service_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_recovery_v1_recovery_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DecideResponse) GetStrategy() Strategy {
@@ -366,7 +452,7 @@ type ModifiedAction struct {
 
 func (x *ModifiedAction) Reset() {
 	*x = ModifiedAction{}
-	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[3]
+	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +464,7 @@ func (x *ModifiedAction) String() string {
 func (*ModifiedAction) ProtoMessage() {}
 
 func (x *ModifiedAction) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[3]
+	mi := &file_agentmesh_recovery_v1_recovery_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +477,7 @@ func (x *ModifiedAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifiedAction.ProtoReflect.Descriptor instead.
 func (*ModifiedAction) Descriptor() ([]byte, []int) {
-	return file_agentmesh_recovery_v1_recovery_service_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_recovery_v1_recovery_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModifiedAction) GetTimeoutMs() int64 {
@@ -432,7 +518,7 @@ const file_agentmesh_recovery_v1_recovery_service_proto_rawDesc = "" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x1f\n" +
 	"\vretry_count\x18\x03 \x01(\x05R\n" +
 	"retryCount\x12:\n" +
-	"\x05state\x18\x04 \x01(\v2$.agentmesh.recovery.v1.RecoveryStateR\x05state\"\xcf\x02\n" +
+	"\x05state\x18\x04 \x01(\v2$.agentmesh.recovery.v1.RecoveryStateR\x05state\"\x84\x04\n" +
 	"\rRecoveryState\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1d\n" +
@@ -443,7 +529,15 @@ const file_agentmesh_recovery_v1_recovery_service_proto_rawDesc = "" +
 	"\x11alternative_tools\x18\x06 \x03(\tR\x10alternativeTools\x125\n" +
 	"\targuments\x18\a \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x1f\n" +
 	"\vmax_retries\x18\b \x01(\x05R\n" +
-	"maxRetries\"\xf7\x01\n" +
+	"maxRetries\x12K\n" +
+	"\frate_limited\x18\t \x03(\v2(.agentmesh.recovery.v1.RateLimitedTargetR\vrateLimited\x12D\n" +
+	"\x10rejected_targets\x18\n" +
+	" \x03(\v2\x19.agentmesh.type.v1.TargetR\x0frejectedTargets\x12 \n" +
+	"\ftime_left_ms\x18\v \x01(\x03R\n" +
+	"timeLeftMs\"l\n" +
+	"\x11RateLimitedTarget\x121\n" +
+	"\x06target\x18\x01 \x01(\v2\x19.agentmesh.type.v1.TargetR\x06target\x12$\n" +
+	"\x0eretry_after_ms\x18\x02 \x01(\x03R\fretryAfterMs\"\xf7\x01\n" +
 	"\x0eDecideResponse\x12;\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x1f.agentmesh.recovery.v1.StrategyR\bstrategy\x12\x1d\n" +
 	"\n" +
@@ -480,34 +574,38 @@ func file_agentmesh_recovery_v1_recovery_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_recovery_v1_recovery_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_recovery_v1_recovery_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_agentmesh_recovery_v1_recovery_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_agentmesh_recovery_v1_recovery_service_proto_goTypes = []any{
-	(Strategy)(0),           // 0: agentmesh.recovery.v1.Strategy
-	(*DecideRequest)(nil),   // 1: agentmesh.recovery.v1.DecideRequest
-	(*RecoveryState)(nil),   // 2: agentmesh.recovery.v1.RecoveryState
-	(*DecideResponse)(nil),  // 3: agentmesh.recovery.v1.DecideResponse
-	(*ModifiedAction)(nil),  // 4: agentmesh.recovery.v1.ModifiedAction
-	(*v1.StageError)(nil),   // 5: agentmesh.type.v1.StageError
-	(*v1.Target)(nil),       // 6: agentmesh.type.v1.Target
-	(*structpb.Struct)(nil), // 7: google.protobuf.Struct
+	(Strategy)(0),             // 0: agentmesh.recovery.v1.Strategy
+	(*DecideRequest)(nil),     // 1: agentmesh.recovery.v1.DecideRequest
+	(*RecoveryState)(nil),     // 2: agentmesh.recovery.v1.RecoveryState
+	(*RateLimitedTarget)(nil), // 3: agentmesh.recovery.v1.RateLimitedTarget
+	(*DecideResponse)(nil),    // 4: agentmesh.recovery.v1.DecideResponse
+	(*ModifiedAction)(nil),    // 5: agentmesh.recovery.v1.ModifiedAction
+	(*v1.StageError)(nil),     // 6: agentmesh.type.v1.StageError
+	(*v1.Target)(nil),         // 7: agentmesh.type.v1.Target
+	(*structpb.Struct)(nil),   // 8: google.protobuf.Struct
 }
 var file_agentmesh_recovery_v1_recovery_service_proto_depIdxs = []int32{
-	5,  // 0: agentmesh.recovery.v1.DecideRequest.error:type_name -> agentmesh.type.v1.StageError
+	6,  // 0: agentmesh.recovery.v1.DecideRequest.error:type_name -> agentmesh.type.v1.StageError
 	2,  // 1: agentmesh.recovery.v1.DecideRequest.state:type_name -> agentmesh.recovery.v1.RecoveryState
-	6,  // 2: agentmesh.recovery.v1.RecoveryState.target:type_name -> agentmesh.type.v1.Target
-	6,  // 3: agentmesh.recovery.v1.RecoveryState.targets:type_name -> agentmesh.type.v1.Target
-	7,  // 4: agentmesh.recovery.v1.RecoveryState.arguments:type_name -> google.protobuf.Struct
-	0,  // 5: agentmesh.recovery.v1.DecideResponse.strategy:type_name -> agentmesh.recovery.v1.Strategy
-	4,  // 6: agentmesh.recovery.v1.DecideResponse.modified_action:type_name -> agentmesh.recovery.v1.ModifiedAction
-	6,  // 7: agentmesh.recovery.v1.ModifiedAction.target:type_name -> agentmesh.type.v1.Target
-	7,  // 8: agentmesh.recovery.v1.ModifiedAction.arguments:type_name -> google.protobuf.Struct
-	1,  // 9: agentmesh.recovery.v1.RecoveryService.Decide:input_type -> agentmesh.recovery.v1.DecideRequest
-	3,  // 10: agentmesh.recovery.v1.RecoveryService.Decide:output_type -> agentmesh.recovery.v1.DecideResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 2: agentmesh.recovery.v1.RecoveryState.target:type_name -> agentmesh.type.v1.Target
+	7,  // 3: agentmesh.recovery.v1.RecoveryState.targets:type_name -> agentmesh.type.v1.Target
+	8,  // 4: agentmesh.recovery.v1.RecoveryState.arguments:type_name -> google.protobuf.Struct
+	3,  // 5: agentmesh.recovery.v1.RecoveryState.rate_limited:type_name -> agentmesh.recovery.v1.RateLimitedTarget
+	7,  // 6: agentmesh.recovery.v1.RecoveryState.rejected_targets:type_name -> agentmesh.type.v1.Target
+	7,  // 7: agentmesh.recovery.v1.RateLimitedTarget.target:type_name -> agentmesh.type.v1.Target
+	0,  // 8: agentmesh.recovery.v1.DecideResponse.strategy:type_name -> agentmesh.recovery.v1.Strategy
+	5,  // 9: agentmesh.recovery.v1.DecideResponse.modified_action:type_name -> agentmesh.recovery.v1.ModifiedAction
+	7,  // 10: agentmesh.recovery.v1.ModifiedAction.target:type_name -> agentmesh.type.v1.Target
+	8,  // 11: agentmesh.recovery.v1.ModifiedAction.arguments:type_name -> google.protobuf.Struct
+	1,  // 12: agentmesh.recovery.v1.RecoveryService.Decide:input_type -> agentmesh.recovery.v1.DecideRequest
+	4,  // 13: agentmesh.recovery.v1.RecoveryService.Decide:output_type -> agentmesh.recovery.v1.DecideResponse
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_recovery_v1_recovery_service_proto_init() }
@@ -521,7 +619,7 @@ func file_agentmesh_recovery_v1_recovery_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_recovery_v1_recovery_service_proto_rawDesc), len(file_agentmesh_recovery_v1_recovery_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,9 @@ const (
 	ReportStatus_REPORT_STATUS_SUCCESS ReportStatus = 1
 	// REPORT_STATUS_FAILURE means the system synthesised the report.
 	ReportStatus_REPORT_STATUS_FAILURE ReportStatus = 2
+	// REPORT_STATUS_PARTIAL means the model gave the answer, but it was cut off at the output
+	// token limit in every attempt of its turn (metadata.truncated is true).
+	ReportStatus_REPORT_STATUS_PARTIAL ReportStatus = 3
 )
 
 // Enum value maps for ReportStatus.
@@ -41,11 +44,13 @@ var (
 		0: "REPORT_STATUS_UNSPECIFIED",
 		1: "REPORT_STATUS_SUCCESS",
 		2: "REPORT_STATUS_FAILURE",
+		3: "REPORT_STATUS_PARTIAL",
 	}
 	ReportStatus_value = map[string]int32{
 		"REPORT_STATUS_UNSPECIFIED": 0,
 		"REPORT_STATUS_SUCCESS":     1,
 		"REPORT_STATUS_FAILURE":     2,
+		"REPORT_STATUS_PARTIAL":     3,
 	}
 )
 
@@ -341,7 +346,7 @@ type AccountingEntry struct {
 	Type AccountingType `protobuf:"varint,1,opt,name=type,proto3,enum=agentmesh.type.v1.AccountingType" json:"type,omitempty"`
 	// Provider used (LLM entries).
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Model used (LLM entries).
+	// Model requested (LLM entries): the target's model.
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// Server that executed the tool (tool entries).
 	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
@@ -365,8 +370,12 @@ type AccountingEntry struct {
 	StopReason string `protobuf:"bytes,13,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
 	// How the tool call travelled: "native" or "xml".
 	Source string `protobuf:"bytes,14,opt,name=source,proto3" json:"source,omitempty"`
-	// Cost in US dollars, when known.
-	CostUsd       float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// Cost in US dollars from the configured price of the model (LLM entries); 0 when no
+	// price is configured, the attempt failed or the answer came from the response cache.
+	CostUsd float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// Model the provider reports it answered with (LLM entries), e.g. a dated snapshot of the
+	// requested alias; empty when the attempt failed.
+	ActualModel   string `protobuf:"bytes,16,opt,name=actual_model,json=actualModel,proto3" json:"actual_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -504,6 +513,13 @@ func (x *AccountingEntry) GetCostUsd() float64 {
 		return x.CostUsd
 	}
 	return 0
+}
+
+func (x *AccountingEntry) GetActualModel() string {
+	if x != nil {
+		return x.ActualModel
+	}
+	return ""
 }
 
 // TranscriptEntry is one link of a run's hash-chained transcript.
@@ -1148,7 +1164,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12:\n" +
 	"\fcontent_json\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vcontentJson\x123\n" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12*\n" +
-	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\x98\x04\n" +
+	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xbb\x04\n" +
 	"\x0fAccountingEntry\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.agentmesh.type.v1.AccountingTypeR\x04type\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -1167,7 +1183,8 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\vstop_reason\x18\r \x01(\tR\n" +
 	"stopReason\x12\x16\n" +
 	"\x06source\x18\x0e \x01(\tR\x06source\x12\x19\n" +
-	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\"\x81\x04\n" +
+	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\x12!\n" +
+	"\factual_model\x18\x10 \x01(\tR\vactualModel\"\x81\x04\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x17\n" +
 	"\astep_id\x18\x02 \x01(\tR\x06stepId\x121\n" +
@@ -1231,11 +1248,12 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x05usage\x18\x0e \x01(\v2\x1d.agentmesh.type.v1.TokenUsageR\x05usage\x12\x14\n" +
 	"\x05turns\x18\x0f \x01(\x05R\x05turns\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x10 \x01(\x05R\ttoolCalls*c\n" +
+	"tool_calls\x18\x10 \x01(\x05R\ttoolCalls*~\n" +
 	"\fReportStatus\x12\x1d\n" +
 	"\x19REPORT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REPORT_STATUS_SUCCESS\x10\x01\x12\x19\n" +
-	"\x15REPORT_STATUS_FAILURE\x10\x02*d\n" +
+	"\x15REPORT_STATUS_FAILURE\x10\x02\x12\x19\n" +
+	"\x15REPORT_STATUS_PARTIAL\x10\x03*d\n" +
 	"\x0eAccountingType\x12\x1f\n" +
 	"\x1bACCOUNTING_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ACCOUNTING_TYPE_LLM\x10\x01\x12\x18\n" +

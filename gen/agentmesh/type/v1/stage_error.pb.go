@@ -192,6 +192,10 @@ const (
 	ErrorClass_ERROR_CLASS_SERVER ErrorClass = 6
 	// ERROR_CLASS_BAD_RESPONSE is a malformed provider answer.
 	ErrorClass_ERROR_CLASS_BAD_RESPONSE ErrorClass = 7
+	// ERROR_CLASS_INVALID_REQUEST is a request the provider refused as malformed or unsupported
+	// (HTTP 400, 413, 422): sending it again cannot help, so the target that refused it is never
+	// tried again in the turn.
+	ErrorClass_ERROR_CLASS_INVALID_REQUEST ErrorClass = 8
 )
 
 // Enum value maps for ErrorClass.
@@ -205,16 +209,18 @@ var (
 		5: "ERROR_CLASS_NETWORK",
 		6: "ERROR_CLASS_SERVER",
 		7: "ERROR_CLASS_BAD_RESPONSE",
+		8: "ERROR_CLASS_INVALID_REQUEST",
 	}
 	ErrorClass_value = map[string]int32{
-		"ERROR_CLASS_UNSPECIFIED":  0,
-		"ERROR_CLASS_AUTH":         1,
-		"ERROR_CLASS_QUOTA":        2,
-		"ERROR_CLASS_RATE_LIMITED": 3,
-		"ERROR_CLASS_TIMEOUT":      4,
-		"ERROR_CLASS_NETWORK":      5,
-		"ERROR_CLASS_SERVER":       6,
-		"ERROR_CLASS_BAD_RESPONSE": 7,
+		"ERROR_CLASS_UNSPECIFIED":     0,
+		"ERROR_CLASS_AUTH":            1,
+		"ERROR_CLASS_QUOTA":           2,
+		"ERROR_CLASS_RATE_LIMITED":    3,
+		"ERROR_CLASS_TIMEOUT":         4,
+		"ERROR_CLASS_NETWORK":         5,
+		"ERROR_CLASS_SERVER":          6,
+		"ERROR_CLASS_BAD_RESPONSE":    7,
+		"ERROR_CLASS_INVALID_REQUEST": 8,
 	}
 )
 
@@ -378,7 +384,7 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"$STAGE_ERROR_CODE_FAILED_PRECONDITION\x10\x17\x12#\n" +
 	"\x1fSTAGE_ERROR_CODE_ALREADY_EXISTS\x10\x18\x12 \n" +
 	"\x1cSTAGE_ERROR_CODE_UNAVAILABLE\x10\x19\x12$\n" +
-	" STAGE_ERROR_CODE_UNAUTHENTICATED\x10\x1a*\xdc\x01\n" +
+	" STAGE_ERROR_CODE_UNAUTHENTICATED\x10\x1a*\xfd\x01\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -388,7 +394,8 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\x13ERROR_CLASS_TIMEOUT\x10\x04\x12\x17\n" +
 	"\x13ERROR_CLASS_NETWORK\x10\x05\x12\x16\n" +
 	"\x12ERROR_CLASS_SERVER\x10\x06\x12\x1c\n" +
-	"\x18ERROR_CLASS_BAD_RESPONSE\x10\aB\xcb\x01\n" +
+	"\x18ERROR_CLASS_BAD_RESPONSE\x10\a\x12\x1f\n" +
+	"\x1bERROR_CLASS_INVALID_REQUEST\x10\bB\xcb\x01\n" +
 	"\x15com.agentmesh.type.v1B\x0fStageErrorProtoP\x01Z;github.com/agentmesh/agentmesh/gen/agentmesh/type/v1;typev1\xa2\x02\x03ATX\xaa\x02\x11Agentmesh.Type.V1\xca\x02\x11Agentmesh\\Type\\V1\xe2\x02\x1dAgentmesh\\Type\\V1\\GPBMetadata\xea\x02\x13Agentmesh::Type::V1b\x06proto3"
 
 var (

@@ -1,0 +1,148 @@
+package mesh_test
+
+import (
+	"strings"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
+)
+
+// cutOffUntilNoticed answers cut off at the output token limit until a request carries the
+// ephemeral cut-off notice as its last message; then it answers with complete.
+func cutOffUntilNoticed(cut, complete llmtest.Turn) llmtest.Turn {
+	return llmtest.Turn{Respond: func(req llmtest.Request, _ int) llmtest.Turn {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "user" && string(last.Content) == orchestrator.CutOffNotice {
+			return complete
+		}
+		cut.FinishReason = "length"
+		return cut
+	}}
+}
+
+// notStored fails when the cut-off notice or the cut-off text was stored in the conversation.
+func notStored(t *testing.T, res *typev1.RunResult, cut string) {
+	t.Helper()
+	for _, m := range res.GetConversation() {
+		if m.GetContent() == orchestrator.CutOffNotice || (cut != "" && m.GetContent() == cut) {
+			t.Errorf("the conversation holds %q: the notice is ephemeral and the cut-off answer is not kept", m.GetContent())
+		}
+	}
+}
+
+// TestCutOffAnswerIsRetried (issue 11.7): a text answer cut off at the output token limit
+// (stop reason length) is not a final answer (seed 000: truncation is incomplete, retry): the
+// attempt is retried with an ephemeral notice asking for a shorter complete answer, and the
+// complete answer is the report.
+func TestCutOffAnswerIsRetried(t *testing.T) {
+	const cut = "Paris has many sights: the Louvre, the Eiffel Tower, the"
+	h := start(t, nil, llmtest.Scenario{Name: "cut", Match: "What should I see in Paris?", Turns: []llmtest.Turn{
+		cutOffUntilNoticed(llmtest.Turn{Content: cut}, llmtest.Turn{Content: "The Louvre and the Eiffel Tower."}),
+	}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "What should I see in Paris?", Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}},
+		typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUA", "LLM:OK LLM:OK")
+	if r := res.GetFinalReport(); r.GetContent() != "The Louvre and the Eiffel Tower." || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS || r.GetMetadata() != nil {
+		t.Errorf("final report %v, want the complete answer, status success, no metadata", r)
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d provider requests, want 2", n)
+	}
+	if got := res.GetAccounting()[0].GetStopReason(); got != "length" {
+		t.Errorf("first attempt's stop reason %q, want length", got)
+	}
+	notStored(t, res, cut)
+}
+
+// TestCutOffInEveryAttemptIsAcceptedFlagged (issue 11.7): when the last attempt is cut off
+// too, the answer is kept, not thrown away, and flagged so no client takes it for complete:
+// final_report.status PARTIAL with metadata truncated and stop_reason. The run succeeds: the
+// model did answer.
+func TestCutOffInEveryAttemptIsAcceptedFlagged(t *testing.T) {
+	const cut = "The history of Rome begins in 753 BC, when"
+	h := start(t, nil, llmtest.Scenario{Name: "always cut", Match: "Tell me the history of Rome.", Turns: []llmtest.Turn{
+		{Content: cut, FinishReason: "length"},
+	}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Tell me the history of Rome.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(2)}},
+		typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUA", "LLM:OK LLM:OK")
+	r := res.GetFinalReport()
+	if r.GetContent() != cut || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_PARTIAL {
+		t.Errorf("final report %q status %s, want the cut-off answer, PARTIAL", r.GetContent(), r.GetStatus())
+	}
+	if md := r.GetMetadata().GetFields(); !md["truncated"].GetBoolValue() || md["stop_reason"].GetStringValue() != "length" {
+		t.Errorf("metadata %v, want truncated true and stop_reason length", r.GetMetadata())
+	}
+	reqs := h.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d provider requests, want 2", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; string(last.Content) != orchestrator.CutOffNotice {
+		t.Errorf("the retry's last message is %q, want the cut-off notice", last.Content)
+	}
+	if got := res.GetConversation()[2].GetContent(); got != cut {
+		t.Errorf("stored answer %q", got)
+	}
+}
+
+// TestCutOffFinalReportCallIsRetried (issue 11.7): a final_report call cut off at the output
+// token limit is retried like a cut-off text answer, instead of being repaired into a report
+// the model never finished and accepted.
+func TestCutOffFinalReportCallIsRetried(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "cut report", Match: "How many moons has Mars?", Turns: []llmtest.Turn{
+		cutOffUntilNoticed(call("final_report", `{"report_format":"json","content_json":{"answer":2,"detail":{"names":"Phobos and Dei`),
+			call("final_report", `{"report_format":"json","content_json":{"answer":2}}`)),
+	}})
+	req := &agentv1.RunRequest{Message: "How many moons has Mars?", OutputFormat: typev1.OutputFormat_OUTPUT_FORMAT_JSON,
+		OutputSchema: mustStruct(t, map[string]any{"type": "object", "required": []any{"answer"},
+			"properties": map[string]any{"answer": map[string]any{"type": "integer"}, "detail": map[string]any{"type": "object"}}}),
+		Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}}
+	res := h.runCase(t, req, typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUA", "LLM:OK LLM:OK")
+	r := res.GetFinalReport()
+	if r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS || len(r.GetContentJson().GetFields()) != 1 || r.GetContentJson().GetFields()["answer"].GetNumberValue() != 2 {
+		t.Errorf("final report %v, want the complete report {answer: 2}", r)
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d provider requests, want 2", n)
+	}
+	notStored(t, res, "")
+}
+
+// TestCutOffToolCallIsNotExecuted (issue 11.7): a tool call whose arguments were cut off at
+// the output token limit is not repaired and executed: it is refused (the malformed-call
+// path, counted against max_format_retries), and the model is told it was cut off.
+func TestCutOffToolCallIsNotExecuted(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "cut call", Match: "What is 1234 times 5678?", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression": "1234*56`}}, FinishReason: "length"},
+		text("I could not finish the calculation."),
+	}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "What is 1234 times 5678?"},
+		typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUATA", "LLM:OK LLM:OK")
+	if res.GetToolCalls() != 0 {
+		t.Errorf("%d tool calls executed, want none", res.GetToolCalls())
+	}
+	if got := toolMessage(t, res, 0); !strings.Contains(got, "cut off at the output token limit") {
+		t.Errorf("tool message %q does not tell the model its call was cut off", got)
+	}
+}
+
+// TestMaxTokensExceededIsItsOwnExitReason (issue 11.7): an answer cut off before it had any
+// content (all of it spent on reasoning) is the generation stage's MAX_TOKENS_EXCEEDED; the
+// run ends with that exit reason and its canned message, not LLM_ERROR, after one request
+// (recovery aborts: the same request hits the same limit).
+func TestMaxTokensExceededIsItsOwnExitReason(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "thinks too long", Match: "Prove the Riemann hypothesis.", Turns: []llmtest.Turn{
+		{Reasoning: "Let us consider the zeta function and", FinishReason: "length"},
+	}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Prove the Riemann hypothesis.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}},
+		typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, "MAX_TOKENS_EXCEEDED", "SU", "LLM:FAILED")
+	if got := res.GetFinalReport().GetContent(); got != orchestrator.MessageAnswerTooLong {
+		t.Errorf("final report %q, want %q", got, orchestrator.MessageAnswerTooLong)
+	}
+	if e := res.GetError(); e.GetRetryable() || !strings.Contains(e.GetMessage(), "stopped at the output token limit") {
+		t.Errorf("error %v, want not retryable, naming the limit", e)
+	}
+	if n := len(h.llm.Requests()); n != 1 {
+		t.Errorf("%d provider requests, want 1", n)
+	}
+}

@@ -1,0 +1,69 @@
+package generation_test
+
+import (
+	"cmp"
+	"math"
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+)
+
+// TestCostFromConfiguredPrices (issue 11.7): an answer costs its uncached input, cached input
+// and output tokens at the configured price of the model the provider reports, else of the
+// model requested; cached input without a price of its own costs the input price; a model
+// without a price, and an answer from the response cache, cost 0.
+func TestCostFromConfiguredPrices(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers["openai"] = config.Provider{Type: "openai", Models: map[string]config.Model{
+		"gpt-alias":            {Pricing: &config.Pricing{Input: 2, Output: 8, CachedInput: ptr(0.5)}},
+		"gpt-alias-2025-01-01": {Pricing: &config.Pricing{Input: 3, Output: 12}},
+		"gpt-plain":            {Pricing: &config.Pricing{Input: 1, Output: 4}},
+	}}
+	usage := &llmtest.Usage{PromptTokens: 1000, CompletionTokens: 500, CachedTokens: 400}
+	for _, tc := range []struct {
+		name, model, reported string
+		want                  float64
+	}{
+		{"the requested model's price", "gpt-alias", "", (600*2 + 400*0.5 + 500*8) / 1e6},
+		{"the reported model's price wins", "gpt-alias", "gpt-alias-2025-01-01", (600*3 + 400*3 + 500*12) / 1e6},
+		{"the requested price when the reported model has none", "gpt-plain", "gpt-plain-0125", (1000*1 + 500*4) / 1e6},
+		{"no price", "gpt-free", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok", Model: tc.reported, Usage: usage}}})
+			client := serve(t, generation.Options{
+				Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+				Prices:    generation.PricesFromConfig(cfg),
+			})
+			req := request("openai", tc.model, user("x"))
+			req.UseCache = true
+			resp, err := client.Generate(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(resp.GetCostUsd()-tc.want) > 1e-12 {
+				t.Errorf("cost_usd = %g, want %g", resp.GetCostUsd(), tc.want)
+			}
+			if want := cmp.Or(tc.reported, tc.model); resp.GetModel() != want {
+				t.Errorf("model = %q, want %q", resp.GetModel(), want)
+			}
+			hit, err := client.Generate(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hit.GetCached() || hit.GetCostUsd() != 0 {
+				t.Errorf("cache hit: cached %v cost_usd %g, want a free cached answer", hit.GetCached(), hit.GetCostUsd())
+			}
+			var streamed *generationv1.GenerateResponse
+			if _, streamed, err = streamAll(t, client, request("openai", tc.model, user("x"))); err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(streamed.GetCostUsd()-tc.want) > 1e-12 {
+				t.Errorf("streamed cost_usd = %g, want %g", streamed.GetCostUsd(), tc.want)
+			}
+		})
+	}
+}
