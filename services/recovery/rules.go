@@ -90,6 +90,7 @@ var codeRules = map[typev1.StageErrorCode]rule{
 	typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT:       {abort, sameAction, noWait, msgInvalidInput, "", "the request is malformed; retrying cannot help"},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:         {retry, sameAction, jitteredWait, msgBusy, "", "a replica is draining or its store is down: retry after a backoff"},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:      {abort, sameAction, noWait, msgInvalidInput, "", "the named object exists already; retrying cannot help"},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED:     {abort, sameAction, noWait, msgPermission, "", "the call's credentials are missing or wrong; retrying cannot help"},
 }
 
 // unknownRule handles failures the table does not know ("Unknown → ask user for guidance").
