@@ -1,5 +1,5 @@
 // Command context serves agentmesh's ContextService (agentmesh.context.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default :7003); MEMORY_ADDR names the memory
+// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7003); MEMORY_ADDR names the memory
 // service it searches; AGENTMESH_CONFIG names the configuration file.
 package main
 
@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	server.Main("context", ":7003", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
+	server.Main("context", "127.0.0.1:7003", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
 		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)

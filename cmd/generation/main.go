@@ -1,6 +1,6 @@
 // Command generation serves agentmesh's GenerationService (agentmesh.generation.v1) with health
 // and reflection: the only service that talks to LLM providers. LISTEN_ADDR sets its address
-// (default :7004); AGENTMESH_CONFIG names the configuration file with the providers.
+// (default 127.0.0.1:7004); AGENTMESH_CONFIG names the configuration file with the providers.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	server.Main("generation", ":7004", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
+	server.Main("generation", "127.0.0.1:7004", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
 		providers, err := generation.ProvidersFromConfig(cfg)
 		if err != nil {
 			return nil, err

@@ -1,5 +1,5 @@
 // Command intent serves agentmesh's IntentService (agentmesh.intent.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default :7001).
+// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7001).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	server.Main("intent", ":7001", func(context.Context, *config.Config) (server.Registrar, error) {
+	server.Main("intent", "127.0.0.1:7001", func(context.Context, *config.Config) (server.Registrar, error) {
 		return intent.New(intent.Options{}), nil
 	})
 }

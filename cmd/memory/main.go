@@ -1,5 +1,5 @@
 // Command memory serves agentmesh's MemoryService (agentmesh.memory.v1). LISTEN_ADDR sets its
-// address (default :7007), AGENTMESH_CONFIG the configuration file, GENERATION_ADDR the
+// address (default 127.0.0.1:7007), AGENTMESH_CONFIG the configuration file, GENERATION_ADDR the
 // generation service that embeds when memory.embeddings is set (default services.generation;
 // dialled lazily, so either may start first: until it answers, searches rank with BM25).
 package main
@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	server.Main("memory", ":7007", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
+	server.Main("memory", "127.0.0.1:7007", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
 		var embedder memory.Embedder
 		if target := memory.EmbeddingTarget(cfg); target != nil {
 			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))

@@ -1,5 +1,5 @@
 // Command observation serves agentmesh's ObservationService (agentmesh.observation.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default :7006).
+// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7006).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	server.Main("observation", ":7006", func(context.Context, *config.Config) (server.Registrar, error) {
+	server.Main("observation", "127.0.0.1:7006", func(context.Context, *config.Config) (server.Registrar, error) {
 		return observation.New(observation.Options{}), nil
 	})
 }

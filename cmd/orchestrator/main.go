@@ -1,5 +1,5 @@
 // Command orchestrator serves agentmesh's public AgentService (agentmesh.agent.v1). LISTEN_ADDR
-// sets its address (default :7000), <STAGE>_ADDR each stage's, NATS_URL the NATS server,
+// sets its address (default 127.0.0.1:7000), <STAGE>_ADDR each stage's, NATS_URL the NATS server,
 // AGENTMESH_CONFIG the configuration, AGENTMESH_REPLICA its unique replica name (default: host
 // and pid). Health is NOT_SERVING while events cannot be stored and while it hands runs off.
 package main
@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	server.Main("orchestrator", ":7000", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
+	server.MainPublic("orchestrator", "127.0.0.1:7000", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
 		nc, err := events.Connect(server.Env("NATS_URL", cfg.NATS.URL), "agentmesh-orchestrator")
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)

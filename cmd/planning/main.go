@@ -1,5 +1,5 @@
 // Command planning serves agentmesh's PlanningService (agentmesh.planning.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default :7002).
+// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7002).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	server.Main("planning", ":7002", func(context.Context, *config.Config) (server.Registrar, error) {
+	server.Main("planning", "127.0.0.1:7002", func(context.Context, *config.Config) (server.Registrar, error) {
 		return planning.New(planning.Options{}), nil
 	})
 }

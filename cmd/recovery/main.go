@@ -1,5 +1,5 @@
 // Command recovery serves agentmesh's RecoveryService (agentmesh.recovery.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default :7008).
+// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7008).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	server.Main("recovery", ":7008", func(context.Context, *config.Config) (server.Registrar, error) {
+	server.Main("recovery", "127.0.0.1:7008", func(context.Context, *config.Config) (server.Registrar, error) {
 		return recovery.New(recovery.Options{}), nil
 	})
 }

@@ -44,12 +44,22 @@ type Drainer interface {
 // then drains and flushes the spans. The server accepts messages of up to
 // grpc.max_message_bytes. An invalid configuration exits 4; a build error exits with its
 // exitcode.Of code (1 unless it carries one); a listen failure exits 3.
+//
+// A server that other hosts can reach without authenticating its callers refuses to start
+// (exit 4) unless the binary runs insecure (Insecure).
 func Main(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
-	os.Exit(run(name, defaultAddr, build))
+	os.Exit(run(name, defaultAddr, false, build))
+}
+
+// MainPublic is Main for the mesh's public API, whose callers authenticate as the auth section
+// of the configuration says, over TLS with tls.cert and tls.key (TLS_CERT and TLS_KEY override
+// them).
+func MainPublic(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
+	os.Exit(run(name, defaultAddr, true, build))
 }
 
 // run is Main without the exit.
-func run(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
+func run(name, defaultAddr string, public bool, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
 	slog.SetDefault(log)
 
@@ -60,6 +70,11 @@ func run(name, defaultAddr string, build func(ctx context.Context, cfg *config.C
 	if err != nil {
 		log.Error("configuration", "err", err)
 		return exitcode.Invalid
+	}
+	opts := Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), Logger: log, MaxMessageBytes: cfg.GRPC.MaxMessageBytes}
+	if err := secure(&opts, public, cfg, log); err != nil {
+		log.Error("security", "err", err)
+		return exitcode.Of(err)
 	}
 	tp, flush, err := telemetry.Setup(ctx, "agentmesh-"+name)
 	if err != nil {
@@ -87,8 +102,8 @@ func run(name, defaultAddr string, build func(ctx context.Context, cfg *config.C
 		}()
 	}
 
-	srv := New(Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), TracerProvider: tp, Logger: log, Health: healthOf(svc),
-		MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
+	opts.TracerProvider, opts.Health = tp, healthOf(svc)
+	srv := New(opts)
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {
 		log.Error("listening", "err", err)

@@ -54,6 +54,8 @@ func TestRunExitCodes(t *testing.T) {
 		{"missing configuration file", map[string]string{"AGENTMESH_CONFIG": "/nonexistent/agentmesh.yaml"}, ok, exitcode.Invalid},
 		{"message limit not a number", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32MiB"}, ok, exitcode.Invalid},
 		{"message limit too small", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32"}, ok, exitcode.Invalid},
+		{"reachable from other hosts without authentication", map[string]string{"LISTEN_ADDR": "0.0.0.0:0"}, ok, exitcode.Invalid},
+		{"every interface without authentication", map[string]string{"LISTEN_ADDR": ":0"}, ok, exitcode.Invalid},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,10 +63,11 @@ func TestRunExitCodes(t *testing.T) {
 			t.Setenv("LISTEN_ADDR", "")
 			t.Setenv("AGENTMESH_CONFIG", "")
 			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
+			t.Setenv("AGENTMESH_INSECURE", "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			if got := run("intent", "127.0.0.1:0", tc.build); got != tc.want {
+			if got := run("intent", "127.0.0.1:0", false, tc.build); got != tc.want {
 				t.Errorf("run = %d, want %d", got, tc.want)
 			}
 		})
@@ -94,7 +97,7 @@ func TestRunServesUntilSignal(t *testing.T) {
 	svc := &closer{}
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", func(context.Context, *config.Config) (Registrar, error) { return svc, nil })
+		exited <- run("intent", "127.0.0.1:0", false, func(context.Context, *config.Config) (Registrar, error) { return svc, nil })
 	}()
 
 	conn, err := dial.New(addr)
@@ -141,7 +144,7 @@ func TestRunReportsTheRegistrarsHealth(t *testing.T) {
 	closedToo := false
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("orchestrator", "127.0.0.1:0", func(context.Context, *config.Config) (Registrar, error) {
+		exited <- run("orchestrator", "127.0.0.1:0", false, func(context.Context, *config.Config) (Registrar, error) {
 			return WithClose(WithHealth(svc, health), func() error { closedToo = true; return nil }), nil
 		})
 	}()
@@ -208,7 +211,7 @@ func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
 	got := make(chan int, 1)
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", func(_ context.Context, cfg *config.Config) (Registrar, error) {
+		exited <- run("intent", "127.0.0.1:0", false, func(_ context.Context, cfg *config.Config) (Registrar, error) {
 			got <- cfg.GRPC.MaxMessageBytes
 			return &closer{}, nil
 		})

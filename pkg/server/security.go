@@ -5,11 +5,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
 
 // PublicSecurity is the authentication of the public API from the configuration: the
@@ -91,4 +95,43 @@ func Loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// secure sets up the authentication of a service binary's server. The public API
+// authenticates its callers as the auth section configures, over TLS with
+// tls.cert and tls.key (TLS_CERT and TLS_KEY override them: each process has its own). A server
+// that other hosts can reach without authentication refuses to start unless the binary runs
+// insecure (Insecure).
+func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) error {
+	authenticated := false
+	if public {
+		t := config.TLS{Cert: Env("TLS_CERT", cfg.TLS.Cert), Key: Env("TLS_KEY", cfg.TLS.Key)}
+		authn, tlsCfg, err := PublicSecurity(cfg.Auth, t)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Invalid, err)
+		}
+		opts.Auth, opts.TLS = authn, tlsCfg
+		authenticated = authn != nil
+	}
+	if err := CheckExposure(opts.Addr, authenticated, Insecure()); err != nil {
+		return exitcode.Wrap(exitcode.Invalid, err)
+	}
+	switch {
+	case !authenticated && !Loopback(opts.Addr):
+		log.Warn("serving without authentication on an address other hosts can reach, as --insecure asks", "addr", opts.Addr)
+	case authenticated && opts.TLS == nil && !Loopback(opts.Addr):
+		log.Warn("API keys cross the network in clear text: set tls.cert and tls.key", "addr", opts.Addr)
+	}
+	return nil
+}
+
+// Insecure reports whether the process runs insecure: started with --insecure, or with
+// AGENTMESH_INSECURE set to 1 or true. An insecure server may listen beyond loopback without
+// authenticating its callers.
+func Insecure() bool {
+	if slices.Contains(os.Args[1:], "--insecure") {
+		return true
+	}
+	v, _ := strconv.ParseBool(os.Getenv("AGENTMESH_INSECURE"))
+	return v
 }
