@@ -17,7 +17,6 @@ import (
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -33,7 +32,11 @@ func defaultAddr() string {
 
 // connect dials the orchestrator's public API.
 func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := dialCredentials()
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(addr, creds...)
 	if err != nil {
 		return nil, nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
 	}
@@ -47,6 +50,8 @@ func rpcError(addr string, err error) error {
 		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("cannot reach the orchestrator at %s (is `agentmesh dev` running?): %v", addr, status.Convert(err).Message()))
 	case codes.InvalidArgument:
 		return exitcode.Wrap(exitcode.Invalid, errors.New(status.Convert(err).Message()))
+	case codes.Unauthenticated:
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s (set %s, or %s and %s)", status.Convert(err).Message(), envAPIKey, envCert, envKey))
 	}
 	return exitcode.Wrap(exitcode.Failed, errors.New(status.Convert(err).Message()))
 }
@@ -76,7 +81,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	addr := fs.String("addr", defaultAddr(), "orchestrator address")
 	asJSON := fs.Bool("json", false, "print the whole RunResult as JSON instead of the answer")
-	user := fs.String("user", "cli", "user id")
+	user := fs.String("user", "", `user id (default: the authenticated principal's, or "cli" without credentials)`)
 	maxTurns := fs.Int("max-turns", 0, "override max_turns")
 	schema := fs.String("schema", "", "a JSON schema file: the answer must be JSON matching it (output_format json)")
 	if err := parseFlags(fs, args); err != nil {
@@ -84,6 +89,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if fs.NArg() != 1 {
 		return exitcode.Wrap(exitcode.Invalid, errors.New(`run takes one message, e.g. agentmesh run "What is 6 times 7?"`))
+	}
+	if *user == "" && !authenticated() {
+		*user = "cli"
 	}
 	req := &agentv1.RunRequest{Message: fs.Arg(0), UserId: *user}
 	if *maxTurns > 0 {

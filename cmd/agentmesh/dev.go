@@ -25,6 +25,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	message := fs.String("run", "", "make one run with this message, print the answer and exit")
 	verbose := fs.Bool("v", false, "log every service's activity")
 	replicas := fs.Int("orchestrators", 1, "orchestrator replicas sharing the runs (any of them serves, resumes and finishes any run)")
+	insecure := fs.Bool("insecure", false, "let the mesh listen on addresses other hosts can reach without authentication")
 	dataDir := fs.String("data", "", "where the embedded NATS keeps runs, so a restarted dev resumes them (default $XDG_STATE_HOME/agentmesh, else ~/.local/state/agentmesh; --run uses a temporary one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -62,6 +63,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Ephemeral:      *message != "",
 		StoreDir:       storeDir,
 		Orchestrators:  *replicas,
+		Insecure:       *insecure,
 		TracerProvider: providers,
 		Logger:         slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	})
@@ -82,6 +84,9 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if storeDir != "" {
 		fmt.Fprintf(stderr, "  %-12s %s (runs survive a restart of dev)\n", "data", storeDir)
 	}
+	if !m.Authenticated {
+		fmt.Fprintln(stderr, "the public API takes calls without authentication; configure auth in agentmesh.yaml to require API keys or client certificates (README, \"Security\")")
+	}
 	addr := m.Addr(mesh.Orchestrator)
 	if *message == "" {
 		fmt.Fprintf(stderr, "run an agent with: agentmesh run --addr %s \"What is 6 times 7?\" (Ctrl-C stops the mesh)\n", addr)
@@ -93,7 +98,11 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer closeConn()
-	return streamRun(ctx, client, addr, &agentv1.RunRequest{Message: *message, UserId: "cli"}, false, stdout, stderr)
+	req := &agentv1.RunRequest{Message: *message}
+	if !authenticated() {
+		req.UserId = "cli"
+	}
+	return streamRun(ctx, client, addr, req, false, stdout, stderr)
 }
 
 // devDataDir is where `agentmesh dev` keeps its embedded NATS data: dir, or

@@ -66,10 +66,16 @@ type Options struct {
 	// the orchestrator's address, the others on free loopback ports (OrchestratorAddrs). They
 	// share NATS, so any of them serves, resumes and finishes any run.
 	Orchestrators int
+	// Insecure lets services listen on addresses other hosts can reach without authenticating
+	// their callers; without it such a configuration is refused (exitcode.Invalid).
+	Insecure bool
 }
 
 // Mesh is a running in-process mesh.
 type Mesh struct {
+	// Authenticated says whether the public API authenticates its callers (auth.* is set).
+	Authenticated bool
+
 	addrs               map[string]string
 	servers             []*server.Server
 	conns               []*grpc.ClientConn
@@ -108,6 +114,11 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			m.Close()
 		}
 	}()
+	authn, publicTLS, err := server.PublicSecurity(cfg.Auth, cfg.TLS)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	}
+	m.Authenticated = authn != nil
 	if err := m.startNATS(cfg, opts.StoreDir); err != nil {
 		return nil, err
 	}
@@ -116,6 +127,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		addr := serviceAddr(cfg, name)
 		if opts.Ephemeral {
 			addr = "127.0.0.1:0"
+		}
+		if err := server.CheckExposure(addr, false, opts.Insecure); err != nil {
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
 		}
 		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), Logger: log.With("service", name),
 			MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
@@ -253,8 +267,12 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if i == 0 && !opts.Ephemeral {
 			addr = serviceAddr(cfg, Orchestrator)
 		}
+		if err := server.CheckExposure(addr, m.Authenticated, opts.Insecure); err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("orchestrator: %w", err))
+		}
 		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator),
-			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc, MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
+			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc, MaxMessageBytes: cfg.GRPC.MaxMessageBytes,
+			Auth: authn, TLS: publicTLS})
 		svc.Register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("orchestrator replica %d: %w", i+1, err))

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Environment of the CLI's credentials for the public API.
+const (
+	envAPIKey = "AGENTMESH_API_KEY" // sent as "authorization: Bearer <key>"
+	envCA     = "AGENTMESH_CA"      // PEM file of the CA that signed the orchestrator's certificate: use TLS
+	envCert   = "AGENTMESH_CERT"    // client certificate (PEM) for mTLS, with AGENTMESH_KEY
+	envKey    = "AGENTMESH_KEY"     // the client certificate's private key (PEM)
+)
+
+// dialCredentials are the CLI's transport and call credentials, from the environment: TLS
+// when AGENTMESH_CA is set (with a client certificate from AGENTMESH_CERT and AGENTMESH_KEY),
+// and the API key of AGENTMESH_API_KEY.
+func dialCredentials() ([]grpc.DialOption, error) {
+	transport := insecure.NewCredentials()
+	if ca := os.Getenv(envCA); ca != "" {
+		cfg, err := clientTLS(ca, os.Getenv(envCert), os.Getenv(envKey))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
+		transport = credentials.NewTLS(cfg)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	if key := os.Getenv(envAPIKey); key != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(key)))
+	}
+	return opts, nil
+}
+
+// authenticated reports whether the CLI sends credentials, so the server knows who calls
+// and the CLI leaves user_id to it.
+func authenticated() bool { return os.Getenv(envAPIKey) != "" || os.Getenv(envCert) != "" }
+
+// clientTLS trusts the CAs of the PEM file ca and presents the certificate cert (key) when set.
+func clientTLS(ca, cert, key string) (*tls.Config, error) {
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envCA, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: %s holds no PEM certificate", envCA, ca)
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cert != "" || key != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%s and %s: %w", envCert, envKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// bearer sends an API key with every call. It is allowed without TLS, for `agentmesh dev` on
+// loopback; anywhere else configure TLS (AGENTMESH_CA).
+type bearer string
+
+// GetRequestMetadata returns the authorization metadata.
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+// RequireTransportSecurity is false: see bearer.
+func (bearer) RequireTransportSecurity() bool { return false }
