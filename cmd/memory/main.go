@@ -24,7 +24,8 @@ func main() {
 		}
 		var embedder memory.Embedder
 		if target := memory.EmbeddingTarget(cfg); target != nil {
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation))
+			// Each Embed is a paid provider request, accounted once: no retry of UNAVAILABLE.
+			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry())
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Invalid, err)
 			}
