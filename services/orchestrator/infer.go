@@ -113,7 +113,7 @@ func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv
 	if r.turns == 1 {
 		req.MemoryQuery = r.goal
 	}
-	resp, err := r.svc.peers.Context.Assemble(ctx, req)
+	resp, err := whenReady(ctx, "context", r.svc.peers.Context.Assemble, req)
 	for _, e := range resp.GetAccounting() { // the memory search's query embedding
 		r.account(e)
 	}

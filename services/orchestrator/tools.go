@@ -336,7 +336,7 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 		RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
 		Status: res.GetStatus(), Error: res.GetError(),
 	}
-	obs, err := r.svc.peers.Observation.Observe(ctx, req)
+	obs, err := whenReady(ctx, "observation", r.svc.peers.Observation.Observe, req)
 	if err != nil {
 		return &observationv1.ObserveResponse{Observation: "(tool failed: the observation stage could not process the result: " + stageerr.FromError(err).Error() + ")"}
 	}
