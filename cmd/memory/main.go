@@ -19,7 +19,8 @@ func main() {
 	server.Main("memory", "127.0.0.1:7007", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
 		var embedder memory.Embedder
 		if target := memory.EmbeddingTarget(cfg); target != nil {
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+			// Each Embed is a paid provider request, accounted once: no retry of UNAVAILABLE.
+			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Invalid, err)
 			}

@@ -30,6 +30,13 @@
 // it is reported in the response with error_code EXECUTION_ERROR or EXECUTION_TIMEOUT, and
 // recorded like a success.
 //
+// A failure that wraps ErrTransient (a REST 429, 502, 503 or 504, a refused connection, an MCP
+// server being restarted) is retried up to 3 times with backoff within the call's timeout. The
+// response's attempts count the requests that may have reached the tool's backend: attempts
+// that wrap ErrNotSent (nothing was sent) are not counted. The response also carries the
+// accounting entries of paid requests the tool made for the run (Call.Accounting:
+// knowledge_search's query embeddings), which the orchestrator adds to the run's accounting.
+//
 // A tool needs approval when configuration says so, when its name has a word that writes,
 // deletes, runs commands or spends money, or when its MCP annotations say it is destructive,
 // or not read-only with a name that says it changes something; configured exemptions win.

@@ -281,7 +281,12 @@ func TestTransientRetries(t *testing.T) {
 	broken := newFakeTool("broken", func(context.Context, action.Call) (string, error) {
 		return "", errors.New("bad request")
 	})
-	client := serve(t, action.Options{Tools: []action.Tool{flaky, down, broken}, RetryBase: time.Millisecond})
+	// Attempts that sent nothing are retried but not counted: attempts are the requests the
+	// backend may have received.
+	unreachable := newFakeTool("unreachable", func(context.Context, action.Call) (string, error) {
+		return "", fmt.Errorf("%w: %w: connection refused", action.ErrTransient, action.ErrNotSent)
+	})
+	client := serve(t, action.Options{Tools: []action.Tool{flaky, down, broken, unreachable}, RetryBase: time.Millisecond})
 
 	table := []struct {
 		tool     *fakeTool
@@ -289,10 +294,12 @@ func TestTransientRetries(t *testing.T) {
 		result   string
 		errText  string
 		attempts int32
+		calls    int32
 	}{
-		{flaky, typev1.ToolStatus_TOOL_STATUS_SUCCESS, "recovered", "", 3},
-		{down, typev1.ToolStatus_TOOL_STATUS_ERROR, "", "transient tool failure: upstream returned 503", 4},
-		{broken, typev1.ToolStatus_TOOL_STATUS_ERROR, "", "bad request", 1},
+		{flaky, typev1.ToolStatus_TOOL_STATUS_SUCCESS, "recovered", "", 3, 3},
+		{down, typev1.ToolStatus_TOOL_STATUS_ERROR, "", "transient tool failure: upstream returned 503", 4, 4},
+		{broken, typev1.ToolStatus_TOOL_STATUS_ERROR, "", "bad request", 1, 1},
+		{unreachable, typev1.ToolStatus_TOOL_STATUS_ERROR, "", "transient tool failure: nothing was sent to the tool's backend: connection refused", 0, 4},
 	}
 	for _, tc := range table {
 		t.Run(tc.tool.def.GetName(), func(t *testing.T) {
@@ -304,11 +311,11 @@ func TestTransientRetries(t *testing.T) {
 			if resp.GetStatus() != tc.status || resp.GetResult() != tc.result || resp.GetError() != tc.errText || resp.GetAttempts() != tc.attempts {
 				t.Fatalf("got %v", resp)
 			}
-			if n := tc.tool.calls.Load(); n != tc.attempts {
-				t.Fatalf("tool called %d times, want %d", n, tc.attempts)
+			if n := tc.tool.calls.Load(); n != tc.calls {
+				t.Fatalf("tool called %d times, want %d", n, tc.calls)
 			}
 			again, err := client.Execute(t.Context(), req)
-			if err != nil || !again.GetCached() || again.GetAttempts() != tc.attempts || tc.tool.calls.Load() != tc.attempts {
+			if err != nil || !again.GetCached() || again.GetAttempts() != tc.attempts || tc.tool.calls.Load() != tc.calls {
 				t.Fatalf("repeated call: %v %v; calls %d", again, err, tc.tool.calls.Load())
 			}
 		})

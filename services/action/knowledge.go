@@ -72,7 +72,8 @@ func newKnowledgeTool(memory memoryv1.MemoryServiceClient) (*knowledgeTool, erro
 func (t *knowledgeTool) Definition() *typev1.Tool { return t.def }
 
 // Call searches the knowledge collection of the call's user for references scoring at least
-// KnowledgeMinScore; none is EmptySearchResult.
+// KnowledgeMinScore; none is EmptySearchResult. The search's query embedding goes to the
+// call's accounting.
 func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 	if call.UserID == "" {
 		return "", errors.New("knowledge_search needs the call's user_id: knowledge is kept per user")
@@ -89,6 +90,7 @@ func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 		Collection: KnowledgeCollection,
 		MinScore:   KnowledgeMinScore,
 	})
+	call.Accounting.Add(resp.GetAccounting()...) // the query's embedding
 	if err != nil {
 		if status.Code(err) == codes.Unavailable || stageerr.FromError(err).Retryable() {
 			return "", fmt.Errorf("%w: knowledge search: %s", ErrTransient, status.Convert(err).Message())

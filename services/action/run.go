@@ -28,7 +28,8 @@ type attemptResult struct {
 // error. Once running, the tool's context is detached from the request's cancellation, so a
 // client that goes away does not turn a call with side effects into an unrecorded one, and
 // cancelled when the timeout fires; run then returns at once, without waiting for a tool that
-// ignores cancellation (its queue slot is freed when it does return).
+// ignores cancellation (its queue slot is freed when it does return). The response counts the
+// tool's attempts and carries the accounting entries it added by then (Call.Accounting).
 func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout time.Duration, claim func() error) (*actionv1.ExecuteResponse, error) {
 	start := s.now()
 	deadline := time.Now().Add(timeout)
@@ -53,6 +54,8 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 	}
 
 	var attempts atomic.Int32
+	spent := &Accounting{}
+	call.Accounting = spent
 	done := make(chan attemptResult, 1)
 	go func() {
 		defer release()
@@ -69,7 +72,9 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 			res = attemptResult{err: tctx.Err()}
 		}
 	}
-	return s.response(reg, start, res, tctx.Err() != nil, attempts.Load()), nil
+	resp := s.response(reg, start, res, tctx.Err() != nil, attempts.Load())
+	resp.Accounting = spent.list()
+	return resp, nil
 }
 
 // response reports how a call ended: a timeout when timedOut and the tool gave no answer.
@@ -94,11 +99,15 @@ func (s *Service) response(reg *registered, start time.Time, res attemptResult, 
 
 // callWithRetries calls the tool, retrying failures that wrap ErrTransient up to maxRetries
 // times with exponential backoff and jitter, as long as the next attempt fits in ctx's
-// deadline. Retries are attempts of the same call, counted in attempts.
+// deadline. Retries are attempts of the same call, counted in attempts as soon as they start
+// (one still running when the timeout fires counts), unless they fail with ErrNotSent.
 func (s *Service) callWithRetries(ctx context.Context, reg *registered, call Call, attempts *atomic.Int32) (string, error) {
 	for retry := 0; ; retry++ {
 		attempts.Add(1)
 		text, err := s.callTool(ctx, reg, call)
+		if errors.Is(err, ErrNotSent) {
+			attempts.Add(-1) // the backend received nothing
+		}
 		if err == nil || !errors.Is(err, ErrTransient) || retry == maxRetries {
 			return text, err
 		}

@@ -15,6 +15,12 @@ const BuiltinServer = "builtin"
 // service retries the call with exponential backoff within the call's timeout.
 var ErrTransient = errors.New("transient tool failure")
 
+// ErrNotSent marks a tool failure that happened before anything reached the tool's backend
+// (a connection that could not be made, an MCP server being restarted). Such an attempt is
+// not counted in the response's attempts, which count the requests the backend may have
+// received.
+var ErrNotSent = errors.New("nothing was sent to the tool's backend")
+
 // Tool is one executable tool.
 type Tool interface {
 	// Definition describes the tool: a unique name, a description for the model, the JSON
@@ -37,4 +43,7 @@ type Call struct {
 	CallID string
 	// Arguments are the call's arguments, parsed from JSON (numbers are float64).
 	Arguments map[string]any
+	// Accounting takes the accounting entries of paid requests the tool makes to other
+	// services for the run (an embedding), one per request, retries included.
+	Accounting *Accounting
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
 
-// recall searches the user's memories for the request's memory_query. It returns no hits
-// when memory is not configured or not asked for, and reports unavailable when the search
-// failed or timed out.
-func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (hits []*memoryv1.MemoryHit, unavailable bool) {
+// recall searches the user's memories for the request's memory_query and returns the search's
+// answer: its hits and the accounting of its query's embedding. It returns nil when memory is
+// not configured or not asked for, and reports unavailable when the search failed or timed
+// out.
+func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (found *memoryv1.SearchResponse, unavailable bool) {
 	if s.memory == nil || req.GetMemoryQuery() == "" {
 		return nil, false
 	}
@@ -36,7 +37,7 @@ func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (h
 			"code", "MEMORY_UNAVAILABLE", "run_id", req.GetRunId(), "error", err)
 		return nil, true
 	}
-	return resp.GetHits(), false
+	return resp, false
 }
 
 // memoryMessage returns one system message listing the hits, best first, and a source per

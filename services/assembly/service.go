@@ -102,9 +102,9 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 		resp.Sources = append(resp.Sources, source)
 		remaining -= counter.Message(step)
 	}
-	hits, unavailable := s.recall(ctx, req)
-	resp.MemoryUnavailable = unavailable
-	if recalled, sources := memoryMessage(hits, remaining, counter); recalled != nil {
+	found, unavailable := s.recall(ctx, req)
+	resp.MemoryUnavailable, resp.Accounting = unavailable, found.GetAccounting()
+	if recalled, sources := memoryMessage(found.GetHits(), remaining, counter); recalled != nil {
 		messages = append(messages, recalled)
 		resp.Sources = append(resp.Sources, sources...)
 		remaining -= counter.Message(recalled)

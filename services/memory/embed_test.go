@@ -66,10 +66,10 @@ type conceptEmbedder struct {
 	failing atomic.Bool
 }
 
-func (e *conceptEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+func (e *conceptEmbedder) Embed(_ context.Context, texts []string) ([][]float32, *typev1.AccountingEntry, error) {
 	e.calls.Add(1)
 	if e.failing.Load() {
-		return nil, errors.New("embedding model overloaded")
+		return nil, nil, errors.New("embedding model overloaded")
 	}
 	out := make([][]float32, len(texts))
 	for i, text := range texts {
@@ -81,7 +81,7 @@ func (e *conceptEmbedder) Embed(_ context.Context, texts []string) ([][]float32,
 		}
 		out[i] = hashEmbed(strings.Join(words, " "))
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // captureLogs sends the default logger to a buffer until the test ends; call it before
@@ -209,7 +209,7 @@ func (f *fakeGeneration) Embed(_ context.Context, req *generationv1.EmbedRequest
 	if f.answer != nil {
 		return f.answer(req)
 	}
-	resp := &generationv1.EmbedResponse{Model: req.GetTarget().GetModel()}
+	resp := &generationv1.EmbedResponse{Model: req.GetTarget().GetModel(), Usage: &typev1.TokenUsage{Input: int64(len(req.GetInputs())), Total: int64(len(req.GetInputs()))}}
 	for _, text := range req.GetInputs() {
 		resp.Embeddings = append(resp.Embeddings, &generationv1.Embedding{Values: hashEmbed(text)})
 	}
@@ -230,9 +230,19 @@ func TestGenerationEmbedder(t *testing.T) {
 	c := newClient(t, memory.Options{Embedder: &memory.GenerationEmbedder{Client: generationClient(t, gen), Target: target}})
 	id := store(t, c, "u", "", "the deploy key rotates monthly")
 	store(t, c, "u", "", "lunch is at noon")
-	hits := searchIDs(t, c, "u", "deploy key")
-	if len(hits) == 0 || hits[0].GetMemory().GetId() != id {
+	resp, err := c.Search(t.Context(), &memoryv1.SearchRequest{UserId: "u", Query: "deploy key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits := resp.GetHits(); len(hits) == 0 || hits[0].GetMemory().GetId() != id {
 		t.Fatalf("hits = %v", hits)
+	}
+	// The search accounts its query's embedding, for the run it is made for.
+	if acc := resp.GetAccounting(); len(acc) != 1 || acc[0].GetType() != typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING ||
+		acc[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK || acc[0].GetProvider() != "local" ||
+		acc[0].GetModel() != "nomic-embed-text" || acc[0].GetAttempts() != 1 || acc[0].GetCharactersIn() != int64(len("deploy key")) ||
+		acc[0].GetTokens().GetInput() != 1 || acc[0].GetTimestampMs() == 0 {
+		t.Errorf("accounting = %v, want one ok embedding of local/nomic-embed-text", acc)
 	}
 	gen.mu.Lock()
 	defer gen.mu.Unlock()
@@ -251,29 +261,36 @@ func TestGenerationEmbedderErrors(t *testing.T) {
 		name   string
 		answer func(*generationv1.EmbedRequest) (*generationv1.EmbedResponse, error)
 		want   string
+		// status is the entry's: a request the provider answered is accounted ok even when
+		// the answer is unusable.
+		status typev1.AccountingStatus
 	}{
 		{"RPC failure", func(*generationv1.EmbedRequest) (*generationv1.EmbedResponse, error) {
 			return nil, stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_AUTH, 0, "invalid api key")
-		}, "embed with local/m: "},
+		}, "embed with local/m: ", typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED},
 		{"too few vectors", func(*generationv1.EmbedRequest) (*generationv1.EmbedResponse, error) {
 			return &generationv1.EmbedResponse{}, nil
-		}, "0 vectors for 2 texts"},
+		}, "0 vectors for 2 texts", typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
 		{"an empty vector", func(*generationv1.EmbedRequest) (*generationv1.EmbedResponse, error) {
 			return &generationv1.EmbedResponse{Embeddings: []*generationv1.Embedding{{Values: []float32{1}}, {}}}, nil
-		}, "vector 1 is empty"},
+		}, "vector 1 is empty", typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &memory.GenerationEmbedder{Client: generationClient(t, &fakeGeneration{answer: tc.answer}), Target: &typev1.Target{Provider: "local", Model: "m"}}
-			_, err := e.Embed(t.Context(), []string{"a", "b"})
+			_, entry, err := e.Embed(t.Context(), []string{"a", "b"})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to say %q", err, tc.want)
+			}
+			if entry.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING || entry.GetStatus() != tc.status ||
+				entry.GetAttempts() != 1 || (tc.status == typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED) != (entry.GetError() != "") {
+				t.Errorf("entry = %v, want an embedding accounted %s", entry, tc.status)
 			}
 		})
 	}
 	t.Run("vectors come back in input order", func(t *testing.T) {
 		e := &memory.GenerationEmbedder{Client: generationClient(t, &fakeGeneration{}), Target: &typev1.Target{Provider: "local", Model: "m"}}
-		got, err := e.Embed(t.Context(), []string{"alpha", "beta gamma"})
+		got, _, err := e.Embed(t.Context(), []string{"alpha", "beta gamma"})
 		if err != nil {
 			t.Fatal(err)
 		}

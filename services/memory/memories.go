@@ -46,7 +46,7 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	}
 	var vector []float32
 	if s.embedder != nil {
-		if vector, err = s.embedOne(ctx, content); err != nil {
+		if vector, _, err = s.embedOne(ctx, content); err != nil {
 			s.log.WarnContext(ctx, "embedding failed, storing the memory without a vector: semantic search will find it by its words only",
 				"user_id", m.GetUserId(), "memory_id", m.GetId(), "error", err)
 		}
@@ -64,7 +64,9 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 // Search ranks the user's memories in the collection against the query: semantically when an
 // embedder is configured and embeds the query, with BM25 otherwise (see the package
 // documentation). Scores are in (0, 1]; only hits scoring at least min_score are returned, at
-// most limit (default 5, at most 100).
+// most limit (default 5, at most 100). The response accounts the query's embedding request,
+// for the run the search is made for; a search that then fails in the store loses that
+// entry with its answer.
 func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
 	if err := checkUser(req.GetUserId()); err != nil {
 		return nil, err
@@ -89,11 +91,15 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 		Limit:      min(limit, MaxSearchLimit),
 		MinScore:   req.GetMinScore(),
 	}
+	resp := &memoryv1.SearchResponse{}
 	if s.embedder != nil {
-		vector, err := s.embedOne(ctx, req.GetQuery())
+		vector, entry, err := s.embedOne(ctx, req.GetQuery())
 		if err != nil {
 			s.log.WarnContext(ctx, "embedding the query failed, falling back to BM25 search",
 				"user_id", req.GetUserId(), "error", err)
+		}
+		if entry != nil {
+			resp.Accounting = append(resp.Accounting, entry)
 		}
 		q.Vector = vector
 	}
@@ -101,7 +107,8 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	if err != nil {
 		return nil, s.storeError(ctx, "search memories", err)
 	}
-	return &memoryv1.SearchResponse{Hits: hits}, nil
+	resp.Hits = hits
+	return resp, nil
 }
 
 // List pages through the user's memories in the collection, newest first (page_size default

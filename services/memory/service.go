@@ -20,7 +20,8 @@
 // memory that shares no word with the query is still found by meaning, and exact words break
 // ties. Memories stored without a vector (an embedder failure) take part through BM25 only.
 // When embedding fails, Store keeps the memory without a vector and Search ranks with BM25
-// alone; both log a warning saying so.
+// alone; both log a warning saying so. Search's response accounts the query's embedding
+// request (an EMBEDDING entry, ok or failed) for the run the search is made for.
 //
 // # Knowledge
 //

@@ -194,7 +194,7 @@ func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*type
 
 // savedResult is a finished run's result as the memory stage keeps it.
 func (s *Service) savedResult(ctx context.Context, runID string) (*typev1.RunResult, error) {
-	resp, err := s.peers.Memory.GetRun(ctx, &memoryv1.GetRunRequest{RunId: runID})
+	resp, err := whenReady(ctx, "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: runID})
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}
@@ -305,7 +305,7 @@ func cancelCause(reason string) error {
 
 // ListTools lists the tools the mesh can execute.
 func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*agentv1.ListToolsResponse, error) {
-	resp, err := s.peers.Action.ListTools(ctx, &actionv1.ListToolsRequest{})
+	resp, err := whenReady(ctx, "action", s.peers.Action.ListTools, &actionv1.ListToolsRequest{})
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}

@@ -207,7 +207,7 @@ func requiredNeedsTurns(c *typev1.ExecutionContract, source string) string {
 // "". A generation stage that cannot list its providers (an older implementation of the
 // proto) is not checked here: its first attempt tells.
 func (r *run) unknownProvider(ctx context.Context) string {
-	resp, err := r.svc.peers.Generation.ListProviders(ctx, &generationv1.ListProvidersRequest{})
+	resp, err := whenReady(ctx, "generation", r.svc.peers.Generation.ListProviders, &generationv1.ListProvidersRequest{})
 	if err != nil {
 		return ""
 	}

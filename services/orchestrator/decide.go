@@ -39,11 +39,11 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			return respond("Okay, I won't do that."), nil
 		}
 	}
-	tools, err := s.peers.Action.ListTools(ctx, &actionv1.ListToolsRequest{})
+	tools, err := whenReady(ctx, "action", s.peers.Action.ListTools, &actionv1.ListToolsRequest{})
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}
-	intent, err := s.peers.Intent.Parse(ctx, &intentv1.ParseRequest{
+	intent, err := whenReady(ctx, "intent", s.peers.Intent.Parse, &intentv1.ParseRequest{
 		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
 		UserId: req.GetUserId(), AvailableTools: toolNames(tools.GetTools()),
 	})

@@ -84,7 +84,8 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 // limit and advise starting over).
 const messageContextFull = "This conversation no longer fits the model's context window. Please start a new conversation."
 
-// assembleWith makes one Assemble call for the coming request with the given tools.
+// assembleWith makes one Assemble call for the coming request with the given tools and
+// accounts the requests the context stage made for it.
 func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv1.AssembleRequest, *contextv1.AssembleResponse, error) {
 	c := r.contract
 	limit := r.limit()
@@ -108,7 +109,10 @@ func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv
 	if r.turns == 1 {
 		req.MemoryQuery = r.goal
 	}
-	resp, err := r.svc.peers.Context.Assemble(ctx, req)
+	resp, err := whenReady(ctx, "context", r.svc.peers.Context.Assemble, req)
+	for _, e := range resp.GetAccounting() { // the memory search's query embedding
+		r.account(e)
+	}
 	return req, resp, err
 }
 
@@ -363,6 +367,7 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),
 		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: msSince(start), Source: sourceNative,
+		Attempts: 1, // one provider request: nothing below the orchestrator retries it
 	}
 	ev := &eventv1.LlmResponse{Turn: r.turns, Attempt: int32(attempt), Provider: target.GetProvider(), Model: target.GetModel()}
 	if err != nil {
@@ -376,6 +381,9 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		ev.Message = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(), ToolCalls: resp.GetToolCalls()}
 		ev.Usage, ev.Cached, ev.StopReason = resp.GetUsage(), resp.GetCached(), resp.GetStopReason()
 		ev.ActualModel, ev.CostUsd = resp.GetModel(), resp.GetCostUsd()
+		if resp.GetCached() {
+			entry.Attempts = 0 // answered from the generation stage's cache: no request was sent
+		}
 		r.addUsage(resp.GetUsage())
 	}
 	r.account(entry)

@@ -155,7 +155,7 @@ func (s *Service) unreserve(ctx context.Context, r *run) {
 // only, and a run id is checked against the finished runs in memory.
 func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 	if r.req.GetRunId() != "" {
-		if _, err := s.peers.Memory.GetRun(ctx, &memoryv1.GetRunRequest{RunId: r.id}); err == nil {
+		if _, err := whenReady(ctx, "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: r.id}); err == nil {
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
 		}
 	}

@@ -85,7 +85,7 @@ func (r *run) precheck(ctx context.Context) *ending {
 			end.retryable = true
 			return r.req, r.contract, "empty input: no LLM call is made"
 		}
-		tools, err := r.svc.peers.Action.ListTools(ctx, &actionv1.ListToolsRequest{})
+		tools, err := whenReady(ctx, "action", r.svc.peers.Action.ListTools, &actionv1.ListToolsRequest{})
 		if err != nil {
 			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitStageUnavailable, MessageProviderFailure,
 				"the action service did not list its tools: "+stageerr.FromError(err).Error())
@@ -118,7 +118,7 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 			UserId:         r.userID,
 			AvailableTools: toolNames(r.available),
 		}
-		resp, err := r.svc.peers.Intent.Parse(ctx, req)
+		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)
 		if err != nil {
 			end = r.intentFailure(ctx, err)
 			return req, nil, end.reason
@@ -193,7 +193,7 @@ func (r *run) makePlan(ctx context.Context) *ending {
 			return nil, nil, "skipped: tools are forbidden"
 		}
 		req := &planningv1.PlanRequest{Goal: r.goal, AvailableTools: r.offered}
-		resp, err := r.svc.peers.Planning.Plan(ctx, req)
+		resp, err := whenReady(ctx, "planning", r.svc.peers.Planning.Plan, req)
 		if err != nil {
 			se := stageerr.FromError(err)
 			switch {

@@ -20,7 +20,7 @@ func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, ret
 	}
 	detail := stageerr.Detail(se)
 	detail.Stage = stage
-	d, err := r.svc.peers.Recovery.Decide(ctx, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
+	d, err := whenReady(ctx, "recovery", r.svc.peers.Recovery.Decide, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
 	if err != nil {
 		r.svc.log.WarnContext(ctx, "recovery stage unavailable; using the local rule", "run_id", r.id, "err", err)
 		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: "recovery unavailable"}

@@ -360,8 +360,12 @@ func (r *run) addUsage(u *typev1.TokenUsage) {
 	r.usage.Total += u.GetTotal()
 }
 
+// account appends e to the run's accounting, stamped with the time now unless the stage that
+// made the request stamped it.
 func (r *run) account(e *typev1.AccountingEntry) {
-	e.TimestampMs = r.svc.now().UnixMilli()
+	if e.GetTimestampMs() == 0 {
+		e.TimestampMs = r.svc.now().UnixMilli()
+	}
 	r.accounting = append(r.accounting, e)
 }
 

@@ -277,7 +277,8 @@ func executed(res *actionv1.ExecuteResponse) bool {
 }
 
 // callTool executes one call through the action stage and accounts it with its source
-// (native or xml). A refusal (unknown tool, invalid arguments, missing approval) or an
+// (native or xml) and the action stage's attempts (its retries of transient failures), after
+// the embeddings the call made. A refusal (unknown tool, invalid arguments, missing approval) or an
 // unreachable action stage becomes an ERROR result the model sees; the recovery stage decides
 // whether an unreachable stage is retried.
 func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval, source string) *actionv1.ExecuteResponse {
@@ -313,10 +314,16 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 	if res.GetExecutionTimeMs() == 0 {
 		res.ExecutionTimeMs = msSince(start)
 	}
+	// What the tool spent on the run's behalf (knowledge_search's embeddings) comes first:
+	// it happened before the execution ended.
+	for _, e := range res.GetAccounting() {
+		r.account(e)
+	}
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_TOOL, Server: res.GetServer(), Command: call.GetName(),
 		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: res.GetExecutionTimeMs(),
 		CharactersIn: int64(len(argumentsJSON(call))), CharactersOut: int64(len(res.GetResult())), Source: source,
+		Attempts: res.GetAttempts(),
 	}
 	if res.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS {
 		entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
@@ -335,7 +342,7 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 		RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
 		Status: res.GetStatus(), Error: res.GetError(),
 	}
-	obs, err := r.svc.peers.Observation.Observe(ctx, req)
+	obs, err := whenReady(ctx, "observation", r.svc.peers.Observation.Observe, req)
 	if err != nil {
 		return &observationv1.ObserveResponse{Observation: "(tool failed: the observation stage could not process the result: " + stageerr.FromError(err).Error() + ")"}
 	}

@@ -23,5 +23,6 @@
 //
 // A response with a 2xx status is the tool's result, its body as text; any other status is a
 // *StatusError carrying the status and an excerpt of the body. Failures worth retrying (a
-// connection that could not be made, 429, 502, 503, 504) wrap ErrTransient.
+// connection that could not be made, 429, 502, 503, 504) wrap ErrTransient; a connection that
+// could not be made, where nothing reached the server, wraps ErrNotSent too.
 package rest

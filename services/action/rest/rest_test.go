@@ -157,10 +157,13 @@ func TestFailures(t *testing.T) {
 			if errors.Is(err, rest.ErrTransient) != tc.transient {
 				t.Errorf("transient = %v, want %v", !tc.transient, tc.transient)
 			}
+			if errors.Is(err, rest.ErrNotSent) {
+				t.Error("a request the server answered counts as not sent")
+			}
 		})
 	}
 
-	t.Run("connection refused is transient and hides the URL", func(t *testing.T) {
+	t.Run("connection refused is transient, sent nothing and hides the URL", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -169,8 +172,8 @@ func TestFailures(t *testing.T) {
 		l.Close()
 		client := &http.Client{Transport: &http.Transport{}}
 		_, err = newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil)
-		if !errors.Is(err, rest.ErrTransient) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "GET request failed") {
-			t.Fatalf("error = %v, want a transient failure without the URL", err)
+		if !errors.Is(err, rest.ErrTransient) || !errors.Is(err, rest.ErrNotSent) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "GET request failed") {
+			t.Fatalf("error = %v, want a transient failure that sent nothing, without the URL", err)
 		}
 	})
 

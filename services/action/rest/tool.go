@@ -27,6 +27,10 @@ const (
 // statuses 429, 502, 503 and 504.
 var ErrTransient = errors.New("transient HTTP failure")
 
+// ErrNotSent marks failures that happened before the request reached the server: a
+// connection that could not be made.
+var ErrNotSent = errors.New("HTTP request not sent")
+
 // Spec describes a REST tool's request.
 type Spec struct {
 	// Method is the HTTP method; empty means GET.
@@ -197,7 +201,7 @@ func (t *Tool) Call(ctx context.Context, args map[string]any) (string, error) {
 			err = fmt.Errorf("%s request failed: %w", req.Method, uerr.Err)
 		}
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			return "", transient{err}
+			return "", unsent{err}
 		}
 		return "", err
 	}
@@ -309,8 +313,9 @@ func (e *StatusError) Unwrap() error {
 	return nil
 }
 
-// transient marks a failure as worth retrying without changing its message.
-type transient struct{ error }
+// unsent marks a failure before the request was sent, worth retrying, without changing its
+// message.
+type unsent struct{ error }
 
-// Unwrap returns ErrTransient and the failure.
-func (e transient) Unwrap() []error { return []error{ErrTransient, e.error} }
+// Unwrap returns ErrTransient, ErrNotSent and the failure.
+func (e unsent) Unwrap() []error { return []error{ErrTransient, ErrNotSent, e.error} }

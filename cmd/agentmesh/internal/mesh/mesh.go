@@ -141,8 +141,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		m.addrs[name] = srv.Addr()
 		return nil
 	}
-	conn := func(from, to string) (*grpc.ClientConn, error) {
-		c, err := dial.New(m.addrs[to], dial.WithTracerProvider(tp(from)), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+	conn := func(from, to string, opts ...dial.Option) (*grpc.ClientConn, error) {
+		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
 		}
@@ -163,7 +163,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	// and its address is only known once it listens (Ephemeral meshes listen on port 0).
 	var embedder memory.Embedder
 	if target := memory.EmbeddingTarget(cfg); target != nil {
-		memoryGeneration, err := conn(Memory, Generation)
+		// Each Embed is a paid provider request, accounted once: no retry of UNAVAILABLE.
+		memoryGeneration, err := conn(Memory, Generation, dial.WithoutRetry())
 		if err != nil {
 			return nil, err
 		}

@@ -201,7 +201,9 @@ type ExecuteResponse struct {
 	Cached bool `protobuf:"varint,5,opt,name=cached,proto3" json:"cached,omitempty"`
 	// The backend that executed the tool.
 	Server string `protobuf:"bytes,6,opt,name=server,proto3" json:"server,omitempty"`
-	// Attempts made (transient failures are retried).
+	// Requests that reached, or may have reached, the tool's backend: 1 plus the retries of
+	// transient failures, not counting attempts that failed before anything was sent (a
+	// connection refused, an MCP server being restarted).
 	Attempts int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// EXECUTION_TIMEOUT or EXECUTION_ERROR when status is timeout or error. A tool that ran and
 	// failed is a result the model must see, so it is returned here rather than as a gRPC error;
@@ -211,7 +213,10 @@ type ExecuteResponse struct {
 	// True when an earlier execution of this (run_id, call_id) started and never finished (its
 	// action replica or orchestrator died) and the tool is not idempotent: the call was not run
 	// again and may or may not have had its effect. Status is then error.
-	Interrupted   bool `protobuf:"varint,9,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	Interrupted bool `protobuf:"varint,9,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	// Paid requests the call made to other stages on the run's behalf, for the run's
+	// accounting: knowledge_search's query embeddings, one per attempt that embedded.
+	Accounting    []*v1.AccountingEntry `protobuf:"bytes,10,rep,name=accounting,proto3" json:"accounting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +312,13 @@ func (x *ExecuteResponse) GetInterrupted() bool {
 		return x.Interrupted
 	}
 	return false
+}
+
+func (x *ExecuteResponse) GetAccounting() []*v1.AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
 }
 
 // ListToolsRequest asks for the tools.
@@ -529,7 +541,7 @@ var File_agentmesh_action_v1_action_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/action/v1/action_service.proto\x12\x13agentmesh.action.v1\x1a agentmesh/action/v1/action.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x02\n" +
+	"(agentmesh/action/v1/action_service.proto\x12\x13agentmesh.action.v1\x1a agentmesh/action/v1/action.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\x02\n" +
 	"\x0eExecuteRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -539,7 +551,7 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x129\n" +
 	"\bapproval\x18\a \x01(\v2\x1d.agentmesh.action.v1.ApprovalR\bapproval\x12\x17\n" +
-	"\auser_id\x18\b \x01(\tR\x06userId\"\xd2\x02\n" +
+	"\auser_id\x18\b \x01(\tR\x06userId\"\x96\x03\n" +
 	"\x0fExecuteResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12*\n" +
 	"\x11execution_time_ms\x18\x02 \x01(\x03R\x0fexecutionTimeMs\x125\n" +
@@ -550,7 +562,11 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\battempts\x18\a \x01(\x05R\battempts\x12@\n" +
 	"\n" +
 	"error_code\x18\b \x01(\x0e2!.agentmesh.type.v1.StageErrorCodeR\terrorCode\x12 \n" +
-	"\vinterrupted\x18\t \x01(\bR\vinterrupted\"\x12\n" +
+	"\vinterrupted\x18\t \x01(\bR\vinterrupted\x12B\n" +
+	"\n" +
+	"accounting\x18\n" +
+	" \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
 	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xbe\x03\n" +
@@ -605,8 +621,9 @@ var file_agentmesh_action_v1_action_service_proto_goTypes = []any{
 	(*Approval)(nil),              // 8: agentmesh.action.v1.Approval
 	(v1.ToolStatus)(0),            // 9: agentmesh.type.v1.ToolStatus
 	(v1.StageErrorCode)(0),        // 10: agentmesh.type.v1.StageErrorCode
-	(*v1.Tool)(nil),               // 11: agentmesh.type.v1.Tool
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*v1.AccountingEntry)(nil),    // 11: agentmesh.type.v1.AccountingEntry
+	(*v1.Tool)(nil),               // 12: agentmesh.type.v1.Tool
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_agentmesh_action_v1_action_service_proto_depIdxs = []int32{
 	6,  // 0: agentmesh.action.v1.ExecuteRequest.arguments:type_name -> google.protobuf.Struct
@@ -614,21 +631,22 @@ var file_agentmesh_action_v1_action_service_proto_depIdxs = []int32{
 	8,  // 2: agentmesh.action.v1.ExecuteRequest.approval:type_name -> agentmesh.action.v1.Approval
 	9,  // 3: agentmesh.action.v1.ExecuteResponse.status:type_name -> agentmesh.type.v1.ToolStatus
 	10, // 4: agentmesh.action.v1.ExecuteResponse.error_code:type_name -> agentmesh.type.v1.StageErrorCode
-	11, // 5: agentmesh.action.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
-	0,  // 6: agentmesh.action.v1.CallRecord.state:type_name -> agentmesh.action.v1.CallState
-	2,  // 7: agentmesh.action.v1.CallRecord.response:type_name -> agentmesh.action.v1.ExecuteResponse
-	12, // 8: agentmesh.action.v1.CallRecord.started_at:type_name -> google.protobuf.Timestamp
-	12, // 9: agentmesh.action.v1.CallRecord.finished_at:type_name -> google.protobuf.Timestamp
-	12, // 10: agentmesh.action.v1.CallRecord.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 11: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
-	3,  // 12: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
-	2,  // 13: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
-	4,  // 14: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 5: agentmesh.action.v1.ExecuteResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	12, // 6: agentmesh.action.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
+	0,  // 7: agentmesh.action.v1.CallRecord.state:type_name -> agentmesh.action.v1.CallState
+	2,  // 8: agentmesh.action.v1.CallRecord.response:type_name -> agentmesh.action.v1.ExecuteResponse
+	13, // 9: agentmesh.action.v1.CallRecord.started_at:type_name -> google.protobuf.Timestamp
+	13, // 10: agentmesh.action.v1.CallRecord.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 11: agentmesh.action.v1.CallRecord.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 12: agentmesh.action.v1.ActionService.Execute:input_type -> agentmesh.action.v1.ExecuteRequest
+	3,  // 13: agentmesh.action.v1.ActionService.ListTools:input_type -> agentmesh.action.v1.ListToolsRequest
+	2,  // 14: agentmesh.action.v1.ActionService.Execute:output_type -> agentmesh.action.v1.ExecuteResponse
+	4,  // 15: agentmesh.action.v1.ActionService.ListTools:output_type -> agentmesh.action.v1.ListToolsResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_action_v1_action_service_proto_init() }

@@ -201,7 +201,10 @@ type AssembleResponse struct {
 	// True when memory could not be reached; the run continues without it.
 	MemoryUnavailable bool `protobuf:"varint,6,opt,name=memory_unavailable,json=memoryUnavailable,proto3" json:"memory_unavailable,omitempty"`
 	// Token count of the offered tool schemas.
-	SchemaTokens  int64 `protobuf:"varint,7,opt,name=schema_tokens,json=schemaTokens,proto3" json:"schema_tokens,omitempty"`
+	SchemaTokens int64 `protobuf:"varint,7,opt,name=schema_tokens,json=schemaTokens,proto3" json:"schema_tokens,omitempty"`
+	// Paid requests made while assembling, for the run's accounting: the memory search's query
+	// embedding.
+	Accounting    []*v1.AccountingEntry `protobuf:"bytes,8,rep,name=accounting,proto3" json:"accounting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,11 +288,18 @@ func (x *AssembleResponse) GetSchemaTokens() int64 {
 	return 0
 }
 
+func (x *AssembleResponse) GetAccounting() []*v1.AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
 var File_agentmesh_context_v1_context_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\n" +
-	"*agentmesh/context/v1/context_service.proto\x12\x14agentmesh.context.v1\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\"\xe8\x04\n" +
+	"*agentmesh/context/v1/context_service.proto\x12\x14agentmesh.context.v1\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\"\xe8\x04\n" +
 	"\x0fAssembleRequest\x12:\n" +
 	"\fcurrent_step\x18\x01 \x01(\v2\x17.agentmesh.type.v1.StepR\vcurrentStep\x124\n" +
 	"\ahistory\x18\x02 \x03(\v2\x1a.agentmesh.type.v1.MessageR\ahistory\x12\x17\n" +
@@ -306,7 +316,7 @@ const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\x1ccontext_window_buffer_tokens\x18\v \x01(\x03R\x19contextWindowBufferTokens\x12*\n" +
 	"\x11max_output_tokens\x18\f \x01(\x03R\x0fmaxOutputTokens\x127\n" +
 	"\x18force_synthesis_at_ratio\x18\r \x01(\x01R\x15forceSynthesisAtRatio\x12\x14\n" +
-	"\x05model\x18\x0e \x01(\tR\x05model\"\xd5\x02\n" +
+	"\x05model\x18\x0e \x01(\tR\x05model\"\x99\x03\n" +
 	"\x10AssembleResponse\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.agentmesh.type.v1.MessageR\bmessages\x12\x1f\n" +
 	"\vtoken_count\x18\x02 \x01(\x03R\n" +
@@ -315,7 +325,10 @@ const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\x05guard\x18\x04 \x01(\v2\x1e.agentmesh.type.v1.GuardReportR\x05guard\x12)\n" +
 	"\x10dropped_messages\x18\x05 \x01(\x05R\x0fdroppedMessages\x12-\n" +
 	"\x12memory_unavailable\x18\x06 \x01(\bR\x11memoryUnavailable\x12#\n" +
-	"\rschema_tokens\x18\a \x01(\x03R\fschemaTokens2k\n" +
+	"\rschema_tokens\x18\a \x01(\x03R\fschemaTokens\x12B\n" +
+	"\n" +
+	"accounting\x18\b \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting2k\n" +
 	"\x0eContextService\x12Y\n" +
 	"\bAssemble\x12%.agentmesh.context.v1.AssembleRequest\x1a&.agentmesh.context.v1.AssembleResponseB\xe4\x01\n" +
 	"\x18com.agentmesh.context.v1B\x13ContextServiceProtoP\x01ZAgithub.com/agentmesh/agentmesh/gen/agentmesh/context/v1;contextv1\xa2\x02\x03ACX\xaa\x02\x14Agentmesh.Context.V1\xca\x02\x14Agentmesh\\Context\\V1\xe2\x02 Agentmesh\\Context\\V1\\GPBMetadata\xea\x02\x16Agentmesh::Context::V1b\x06proto3"
@@ -334,14 +347,15 @@ func file_agentmesh_context_v1_context_service_proto_rawDescGZIP() []byte {
 
 var file_agentmesh_context_v1_context_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_agentmesh_context_v1_context_service_proto_goTypes = []any{
-	(*AssembleRequest)(nil),  // 0: agentmesh.context.v1.AssembleRequest
-	(*AssembleResponse)(nil), // 1: agentmesh.context.v1.AssembleResponse
-	(*v1.Step)(nil),          // 2: agentmesh.type.v1.Step
-	(*v1.Message)(nil),       // 3: agentmesh.type.v1.Message
-	(*v1.GuardCounters)(nil), // 4: agentmesh.type.v1.GuardCounters
-	(*v1.Tool)(nil),          // 5: agentmesh.type.v1.Tool
-	(*v1.Source)(nil),        // 6: agentmesh.type.v1.Source
-	(*v1.GuardReport)(nil),   // 7: agentmesh.type.v1.GuardReport
+	(*AssembleRequest)(nil),    // 0: agentmesh.context.v1.AssembleRequest
+	(*AssembleResponse)(nil),   // 1: agentmesh.context.v1.AssembleResponse
+	(*v1.Step)(nil),            // 2: agentmesh.type.v1.Step
+	(*v1.Message)(nil),         // 3: agentmesh.type.v1.Message
+	(*v1.GuardCounters)(nil),   // 4: agentmesh.type.v1.GuardCounters
+	(*v1.Tool)(nil),            // 5: agentmesh.type.v1.Tool
+	(*v1.Source)(nil),          // 6: agentmesh.type.v1.Source
+	(*v1.GuardReport)(nil),     // 7: agentmesh.type.v1.GuardReport
+	(*v1.AccountingEntry)(nil), // 8: agentmesh.type.v1.AccountingEntry
 }
 var file_agentmesh_context_v1_context_service_proto_depIdxs = []int32{
 	2, // 0: agentmesh.context.v1.AssembleRequest.current_step:type_name -> agentmesh.type.v1.Step
@@ -351,13 +365,14 @@ var file_agentmesh_context_v1_context_service_proto_depIdxs = []int32{
 	3, // 4: agentmesh.context.v1.AssembleResponse.messages:type_name -> agentmesh.type.v1.Message
 	6, // 5: agentmesh.context.v1.AssembleResponse.sources:type_name -> agentmesh.type.v1.Source
 	7, // 6: agentmesh.context.v1.AssembleResponse.guard:type_name -> agentmesh.type.v1.GuardReport
-	0, // 7: agentmesh.context.v1.ContextService.Assemble:input_type -> agentmesh.context.v1.AssembleRequest
-	1, // 8: agentmesh.context.v1.ContextService.Assemble:output_type -> agentmesh.context.v1.AssembleResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	8, // 7: agentmesh.context.v1.AssembleResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	0, // 8: agentmesh.context.v1.ContextService.Assemble:input_type -> agentmesh.context.v1.AssembleRequest
+	1, // 9: agentmesh.context.v1.ContextService.Assemble:output_type -> agentmesh.context.v1.AssembleResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_context_v1_context_service_proto_init() }

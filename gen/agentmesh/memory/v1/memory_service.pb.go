@@ -255,7 +255,10 @@ func (x *SearchRequest) GetMinScore() float64 {
 type SearchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Hits, most relevant first.
-	Hits          []*MemoryHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
+	Hits []*MemoryHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
+	// The embedding request of the query (an EMBEDDING entry, ok or failed), when an embedder
+	// is configured, for the accounting of the run the search is made for.
+	Accounting    []*v1.AccountingEntry `protobuf:"bytes,2,rep,name=accounting,proto3" json:"accounting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +296,13 @@ func (*SearchResponse) Descriptor() ([]byte, []int) {
 func (x *SearchResponse) GetHits() []*MemoryHit {
 	if x != nil {
 		return x.Hits
+	}
+	return nil
+}
+
+func (x *SearchResponse) GetAccounting() []*v1.AccountingEntry {
+	if x != nil {
+		return x.Accounting
 	}
 	return nil
 }
@@ -853,9 +863,12 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"collection\x18\x04 \x01(\tR\n" +
 	"collection\x12\x1b\n" +
-	"\tmin_score\x18\x05 \x01(\x01R\bminScore\"D\n" +
+	"\tmin_score\x18\x05 \x01(\x01R\bminScore\"\x88\x01\n" +
 	"\x0eSearchResponse\x122\n" +
-	"\x04hits\x18\x01 \x03(\v2\x1e.agentmesh.memory.v1.MemoryHitR\x04hits\"\x82\x01\n" +
+	"\x04hits\x18\x01 \x03(\v2\x1e.agentmesh.memory.v1.MemoryHitR\x04hits\x12B\n" +
+	"\n" +
+	"accounting\x18\x02 \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting\"\x82\x01\n" +
 	"\vListRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1e\n" +
 	"\n" +
@@ -928,37 +941,39 @@ var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(*v1.Message)(nil),               // 14: agentmesh.type.v1.Message
 	(*structpb.Struct)(nil),          // 15: google.protobuf.Struct
 	(*MemoryHit)(nil),                // 16: agentmesh.memory.v1.MemoryHit
-	(*Memory)(nil),                   // 17: agentmesh.memory.v1.Memory
-	(*v1.TranscriptEntry)(nil),       // 18: agentmesh.type.v1.TranscriptEntry
-	(*v1.RunResult)(nil),             // 19: agentmesh.type.v1.RunResult
+	(*v1.AccountingEntry)(nil),       // 17: agentmesh.type.v1.AccountingEntry
+	(*Memory)(nil),                   // 18: agentmesh.memory.v1.Memory
+	(*v1.TranscriptEntry)(nil),       // 19: agentmesh.type.v1.TranscriptEntry
+	(*v1.RunResult)(nil),             // 20: agentmesh.type.v1.RunResult
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
 	14, // 0: agentmesh.memory.v1.StoreRequest.content:type_name -> agentmesh.type.v1.Message
 	15, // 1: agentmesh.memory.v1.StoreRequest.metadata:type_name -> google.protobuf.Struct
 	16, // 2: agentmesh.memory.v1.SearchResponse.hits:type_name -> agentmesh.memory.v1.MemoryHit
-	17, // 3: agentmesh.memory.v1.ListResponse.memories:type_name -> agentmesh.memory.v1.Memory
-	18, // 4: agentmesh.memory.v1.AppendTranscriptRequest.entries:type_name -> agentmesh.type.v1.TranscriptEntry
-	19, // 5: agentmesh.memory.v1.SaveRunRequest.result:type_name -> agentmesh.type.v1.RunResult
-	19, // 6: agentmesh.memory.v1.GetRunResponse.result:type_name -> agentmesh.type.v1.RunResult
-	0,  // 7: agentmesh.memory.v1.MemoryService.Store:input_type -> agentmesh.memory.v1.StoreRequest
-	2,  // 8: agentmesh.memory.v1.MemoryService.Search:input_type -> agentmesh.memory.v1.SearchRequest
-	4,  // 9: agentmesh.memory.v1.MemoryService.List:input_type -> agentmesh.memory.v1.ListRequest
-	6,  // 10: agentmesh.memory.v1.MemoryService.Delete:input_type -> agentmesh.memory.v1.DeleteRequest
-	8,  // 11: agentmesh.memory.v1.MemoryService.AppendTranscript:input_type -> agentmesh.memory.v1.AppendTranscriptRequest
-	10, // 12: agentmesh.memory.v1.MemoryService.SaveRun:input_type -> agentmesh.memory.v1.SaveRunRequest
-	12, // 13: agentmesh.memory.v1.MemoryService.GetRun:input_type -> agentmesh.memory.v1.GetRunRequest
-	1,  // 14: agentmesh.memory.v1.MemoryService.Store:output_type -> agentmesh.memory.v1.StoreResponse
-	3,  // 15: agentmesh.memory.v1.MemoryService.Search:output_type -> agentmesh.memory.v1.SearchResponse
-	5,  // 16: agentmesh.memory.v1.MemoryService.List:output_type -> agentmesh.memory.v1.ListResponse
-	7,  // 17: agentmesh.memory.v1.MemoryService.Delete:output_type -> agentmesh.memory.v1.DeleteResponse
-	9,  // 18: agentmesh.memory.v1.MemoryService.AppendTranscript:output_type -> agentmesh.memory.v1.AppendTranscriptResponse
-	11, // 19: agentmesh.memory.v1.MemoryService.SaveRun:output_type -> agentmesh.memory.v1.SaveRunResponse
-	13, // 20: agentmesh.memory.v1.MemoryService.GetRun:output_type -> agentmesh.memory.v1.GetRunResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	17, // 3: agentmesh.memory.v1.SearchResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	18, // 4: agentmesh.memory.v1.ListResponse.memories:type_name -> agentmesh.memory.v1.Memory
+	19, // 5: agentmesh.memory.v1.AppendTranscriptRequest.entries:type_name -> agentmesh.type.v1.TranscriptEntry
+	20, // 6: agentmesh.memory.v1.SaveRunRequest.result:type_name -> agentmesh.type.v1.RunResult
+	20, // 7: agentmesh.memory.v1.GetRunResponse.result:type_name -> agentmesh.type.v1.RunResult
+	0,  // 8: agentmesh.memory.v1.MemoryService.Store:input_type -> agentmesh.memory.v1.StoreRequest
+	2,  // 9: agentmesh.memory.v1.MemoryService.Search:input_type -> agentmesh.memory.v1.SearchRequest
+	4,  // 10: agentmesh.memory.v1.MemoryService.List:input_type -> agentmesh.memory.v1.ListRequest
+	6,  // 11: agentmesh.memory.v1.MemoryService.Delete:input_type -> agentmesh.memory.v1.DeleteRequest
+	8,  // 12: agentmesh.memory.v1.MemoryService.AppendTranscript:input_type -> agentmesh.memory.v1.AppendTranscriptRequest
+	10, // 13: agentmesh.memory.v1.MemoryService.SaveRun:input_type -> agentmesh.memory.v1.SaveRunRequest
+	12, // 14: agentmesh.memory.v1.MemoryService.GetRun:input_type -> agentmesh.memory.v1.GetRunRequest
+	1,  // 15: agentmesh.memory.v1.MemoryService.Store:output_type -> agentmesh.memory.v1.StoreResponse
+	3,  // 16: agentmesh.memory.v1.MemoryService.Search:output_type -> agentmesh.memory.v1.SearchResponse
+	5,  // 17: agentmesh.memory.v1.MemoryService.List:output_type -> agentmesh.memory.v1.ListResponse
+	7,  // 18: agentmesh.memory.v1.MemoryService.Delete:output_type -> agentmesh.memory.v1.DeleteResponse
+	9,  // 19: agentmesh.memory.v1.MemoryService.AppendTranscript:output_type -> agentmesh.memory.v1.AppendTranscriptResponse
+	11, // 20: agentmesh.memory.v1.MemoryService.SaveRun:output_type -> agentmesh.memory.v1.SaveRunResponse
+	13, // 21: agentmesh.memory.v1.MemoryService.GetRun:output_type -> agentmesh.memory.v1.GetRunResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_memory_v1_memory_service_proto_init() }

@@ -91,6 +91,9 @@ const (
 	AccountingType_ACCOUNTING_TYPE_LLM AccountingType = 1
 	// ACCOUNTING_TYPE_TOOL is one tool execution.
 	AccountingType_ACCOUNTING_TYPE_TOOL AccountingType = 2
+	// ACCOUNTING_TYPE_EMBEDDING is one embedding request made for the run: the query of a
+	// memory search in context assembly or of knowledge_search, embedded by the memory stage.
+	AccountingType_ACCOUNTING_TYPE_EMBEDDING AccountingType = 3
 )
 
 // Enum value maps for AccountingType.
@@ -99,11 +102,13 @@ var (
 		0: "ACCOUNTING_TYPE_UNSPECIFIED",
 		1: "ACCOUNTING_TYPE_LLM",
 		2: "ACCOUNTING_TYPE_TOOL",
+		3: "ACCOUNTING_TYPE_EMBEDDING",
 	}
 	AccountingType_value = map[string]int32{
 		"ACCOUNTING_TYPE_UNSPECIFIED": 0,
 		"ACCOUNTING_TYPE_LLM":         1,
 		"ACCOUNTING_TYPE_TOOL":        2,
+		"ACCOUNTING_TYPE_EMBEDDING":   3,
 	}
 )
 
@@ -339,7 +344,8 @@ func (x *FinalReport) GetTs() *timestamppb.Timestamp {
 	return nil
 }
 
-// AccountingEntry is one LLM attempt or one tool execution (ai-agent §4).
+// AccountingEntry is one LLM attempt, one tool execution or one embedding request (ai-agent
+// §4).
 type AccountingEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// LLM or tool.
@@ -375,7 +381,14 @@ type AccountingEntry struct {
 	CostUsd float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	// Model the provider reports it answered with (LLM entries), e.g. a dated snapshot of the
 	// requested alias; empty when the attempt failed.
-	ActualModel   string `protobuf:"bytes,16,opt,name=actual_model,json=actualModel,proto3" json:"actual_model,omitempty"`
+	ActualModel string `protobuf:"bytes,16,opt,name=actual_model,json=actualModel,proto3" json:"actual_model,omitempty"`
+	// How many requests the entry stands for: those that reached, or may have reached, the
+	// remote. 1 for an LLM attempt or an embedding (each is one request; 0 for an LLM answer
+	// from the generation stage's cache); for a tool, the action stage's attempts, i.e. 1 plus
+	// its retries of transient failures (a REST 429, 502, 503 or 504), not counting attempts
+	// that sent nothing (a connection refused, an MCP server being restarted), and 0 when the
+	// call was refused before it ran.
+	Attempts      int32 `protobuf:"varint,17,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,6 +533,13 @@ func (x *AccountingEntry) GetActualModel() string {
 		return x.ActualModel
 	}
 	return ""
+}
+
+func (x *AccountingEntry) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
 }
 
 // TranscriptEntry is one link of a run's hash-chained transcript.
@@ -1164,7 +1184,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12:\n" +
 	"\fcontent_json\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vcontentJson\x123\n" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12*\n" +
-	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xbb\x04\n" +
+	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xd7\x04\n" +
 	"\x0fAccountingEntry\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.agentmesh.type.v1.AccountingTypeR\x04type\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -1184,7 +1204,8 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"stopReason\x12\x16\n" +
 	"\x06source\x18\x0e \x01(\tR\x06source\x12\x19\n" +
 	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\x12!\n" +
-	"\factual_model\x18\x10 \x01(\tR\vactualModel\"\x81\x04\n" +
+	"\factual_model\x18\x10 \x01(\tR\vactualModel\x12\x1a\n" +
+	"\battempts\x18\x11 \x01(\x05R\battempts\"\x81\x04\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x17\n" +
 	"\astep_id\x18\x02 \x01(\tR\x06stepId\x121\n" +
@@ -1253,11 +1274,12 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x19REPORT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REPORT_STATUS_SUCCESS\x10\x01\x12\x19\n" +
 	"\x15REPORT_STATUS_FAILURE\x10\x02\x12\x19\n" +
-	"\x15REPORT_STATUS_PARTIAL\x10\x03*d\n" +
+	"\x15REPORT_STATUS_PARTIAL\x10\x03*\x83\x01\n" +
 	"\x0eAccountingType\x12\x1f\n" +
 	"\x1bACCOUNTING_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ACCOUNTING_TYPE_LLM\x10\x01\x12\x18\n" +
-	"\x14ACCOUNTING_TYPE_TOOL\x10\x02*m\n" +
+	"\x14ACCOUNTING_TYPE_TOOL\x10\x02\x12\x1d\n" +
+	"\x19ACCOUNTING_TYPE_EMBEDDING\x10\x03*m\n" +
 	"\x10AccountingStatus\x12!\n" +
 	"\x1dACCOUNTING_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACCOUNTING_STATUS_OK\x10\x01\x12\x1c\n" +

@@ -1,0 +1,143 @@
+package mesh_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+)
+
+// TestToolRetriesAreAccounted (issue 11.1): a REST tool whose server answers 503 once and
+// then 200 is retried by the action stage, and the run's tool entry accounts both requests
+// the server received; every LLM entry is one provider request.
+func TestToolRetriesAreAccounted(t *testing.T) {
+	var requests atomic.Int32
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if requests.Add(1) == 1 {
+			http.Error(w, "warming up", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("42"))
+	}))
+	t.Cleanup(flaky.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"lookup": {Description: "Looks the answer up.", URL: flaky.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "flaky tool", Match: "look the answer up", Turns: []llmtest.Turn{
+		call("lookup", `{}`), text("It is 42."),
+	}})
+
+	res := h.run(t, &agentv1.RunRequest{Message: "look the answer up"})
+	if !res.GetSuccess() || toolMessage(t, res, 0) != "42" {
+		t.Fatalf("outcome %s %s, tool message %q; want a success that saw 42", res.GetOutcome(), res.GetExitReason(), toolMessage(t, res, 0))
+	}
+	checkInvariants(t, res)
+	var tools []*typev1.AccountingEntry
+	llm := int32(0)
+	for _, a := range res.GetAccounting() {
+		switch a.GetType() {
+		case typev1.AccountingType_ACCOUNTING_TYPE_TOOL:
+			tools = append(tools, a)
+		case typev1.AccountingType_ACCOUNTING_TYPE_LLM:
+			llm += a.GetAttempts()
+		}
+	}
+	if len(tools) != 1 || tools[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK || tools[0].GetAttempts() != requests.Load() || requests.Load() != 2 {
+		t.Errorf("tool accounting %v; the tool's server received %d requests, want one ok entry of 2 attempts", tools, requests.Load())
+	}
+	if got := len(h.llm.Requests()); int(llm) != got {
+		t.Errorf("LLM entries account %d requests, the provider received %d", llm, got)
+	}
+}
+
+// embeddingServer is an OpenAI-compatible embeddings endpoint that answers status (200 with
+// llmtest vectors, or an error) and counts the requests it receives.
+func embeddingServer(t *testing.T, status int) (url string, requests *atomic.Int32) {
+	t.Helper()
+	requests = &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if status != http.StatusOK {
+			http.Error(w, `{"error": {"message": "overloaded"}}`, status)
+			return
+		}
+		var req struct {
+			Model string `json:"model"`
+			Input []string
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		data := make([]map[string]any, len(req.Input))
+		for i, text := range req.Input {
+			data[i] = map[string]any{"object": "embedding", "index": i, "embedding": llmtest.Embed(text)}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"object": "list", "model": req.Model, "data": data,
+			"usage": map[string]int{"prompt_tokens": 3, "total_tokens": 3},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1", requests
+}
+
+// TestEmbeddingsAreAccounted (issue 11.1): with memory.embeddings set, the embedding of the
+// memory search in context assembly and that of knowledge_search's query are in the run's
+// accounting, one EMBEDDING entry per request the embedding provider received — also when the
+// provider fails (search falls back to BM25), where gRPC's retry of UNAVAILABLE between the
+// memory and generation stages sent three requests per search, none accounted.
+func TestEmbeddingsAreAccounted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		want   typev1.AccountingStatus
+	}{
+		{"provider answers", http.StatusOK, typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
+		{"provider fails", http.StatusServiceUnavailable, typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, requests := embeddingServer(t, tc.status)
+			cfg := config.Default()
+			cfg.Providers["embedder"] = config.Provider{Type: "openai", BaseURL: url, APIKey: "test-key"}
+			cfg.Memory.Embeddings = &config.Target{Provider: "embedder", Model: "embed-test"}
+			h := start(t, cfg, llmtest.Scenario{Name: "search", Match: "what do the docs say about deploys?", Turns: []llmtest.Turn{
+				call("knowledge_search", `{"query": "deploys"}`), text("The docs say nothing about deploys."),
+			}})
+
+			res := h.run(t, &agentv1.RunRequest{Message: "what do the docs say about deploys?"})
+			if !res.GetSuccess() {
+				t.Fatalf("outcome %s %s (%v), want a success", res.GetOutcome(), res.GetExitReason(), res.GetError())
+			}
+			checkInvariants(t, res)
+			var kinds []string
+			attempts := int32(0)
+			for _, a := range res.GetAccounting() {
+				kinds = append(kinds, strings.TrimPrefix(a.GetType().String(), "ACCOUNTING_TYPE_"))
+				if a.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING {
+					continue
+				}
+				attempts += a.GetAttempts()
+				if a.GetStatus() != tc.want || a.GetProvider() != "embedder" || a.GetModel() != "embed-test" ||
+					(tc.want == typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED) != (a.GetError() != "") {
+					t.Errorf("embedding entry %v, want %s of embedder/embed-test", a, tc.want)
+				}
+			}
+			// The memory search of the first turn's context, the turn's LLM attempt, the
+			// query embedding of knowledge_search, the tool, the answer.
+			if got, want := strings.Join(kinds, " "), "EMBEDDING LLM EMBEDDING TOOL LLM"; got != want {
+				t.Errorf("accounting %s, want %s", got, want)
+			}
+			if n := requests.Load(); attempts != n || n != 2 {
+				t.Errorf("embedding entries account %d requests; the provider received %d, want 2", attempts, n)
+			}
+		})
+	}
+}

@@ -1,0 +1,33 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// StageWait is how long an idempotent call to a stage waits for the stage to be ready (one
+// that is restarting, or that the connection has not reached again yet) before it fails
+// UNAVAILABLE, which ends a run STAGE_UNAVAILABLE. It bounds the whole call, so a stage that
+// hangs fails the same way; the step and run timeouts bound it too.
+const StageWait = 10 * time.Second
+
+// whenReady makes an idempotent stage call with gRPC's wait-for-ready: while the stage cannot
+// be reached, the call waits for it to serve again, up to StageWait, instead of failing at
+// once. Only calls that may safely reach a stage again go through it — intent, planning,
+// context assembly, observation, recovery, memory reads, ListTools and ListProviders — never
+// Generate, GenerateStream or Execute, whose failures the run accounts and recovers from
+// itself. A call cut short by StageWait (not by ctx) fails UNAVAILABLE, naming the stage.
+func whenReady[Req, Resp any](ctx context.Context, stage string, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	wctx, cancel := context.WithTimeout(ctx, StageWait)
+	defer cancel()
+	resp, err := call(wctx, req, grpc.WaitForReady(true))
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		err = status.Errorf(codes.Unavailable, "the %s stage did not answer within %s (down or restarting): %s",
+			stage, StageWait, status.Convert(err).Message())
+	}
+	return resp, err
+}
