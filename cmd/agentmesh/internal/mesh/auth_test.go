@@ -1,0 +1,296 @@
+package mesh_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/certs"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// principals of the auth tests: their API keys are made per test.
+var principals = map[string]config.APIKey{
+	"alice": {Tenant: "acme", User: "alice"},
+	"bob":   {Tenant: "acme", User: "bob"},
+	"ann":   {Tenant: "acme", User: "ann", Roles: []string{auth.RoleApprover}},
+	"tom":   {Tenant: "acme", User: "tom", Roles: []string{auth.RoleTenantAdmin}},
+	"eve":   {Tenant: "globex", User: "eve"},
+	"root":  {User: "root", Roles: []string{auth.RoleAdmin}},
+}
+
+// withKeys configures an API key per principal and returns the keys by principal name.
+func withKeys(cfg *config.Config) map[string]string {
+	keys := map[string]string{}
+	for name, p := range principals {
+		key, hash := auth.NewKey()
+		p.Hash = hash
+		cfg.Auth.APIKeys = append(cfg.Auth.APIKeys, p)
+		keys[name] = key
+	}
+	return keys
+}
+
+// keyClient is a client of the public API that sends key with every call.
+func keyClient(t *testing.T, addr, key string) agentv1.AgentServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key), method, req, reply, cc, opts...)
+		}),
+		grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key), desc, cc, method, opts...)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return agentv1.NewAgentServiceClient(conn)
+}
+
+// expectCode fails the test unless err has the gRPC code want (codes.OK for no error).
+func expectCode(t *testing.T, what string, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Errorf("%s: %v (%v), want %v", what, got, err, want)
+	}
+}
+
+// runOwner is the user a run acts for, as its run_started event says, read by client c.
+func runOwner(t *testing.T, c agentv1.AgentServiceClient, runID string) string {
+	t.Helper()
+	stream, err := c.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev.GetRunStarted().GetUserId()
+}
+
+// TestPublicAPIAuthentication (issue 12.1, 12.2): with API keys configured, an unauthenticated
+// call is UNAUTHENTICATED, a run belongs to the caller's principal whatever user_id says
+// (unless an admin acts for a user), and every run RPC is allowed only to the run's owner, its
+// tenant's approvers (read, approve) and tenant admins, and admins.
+func TestPublicAPIAuthentication(t *testing.T) {
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	keys := withKeys(cfg)
+	h := start(t, cfg)
+	addr := h.mesh.Addr("orchestrator")
+	as := map[string]agentv1.AgentServiceClient{}
+	for name, key := range keys {
+		as[name] = keyClient(t, addr, key)
+	}
+	pause := func(t *testing.T, c agentv1.AgentServiceClient, userID string) *typev1.RunResult {
+		t.Helper()
+		res, err := c.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?", UserId: userID})
+		if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+			t.Fatalf("run: %v %v, want it paused for approval", res.GetOutcome(), err)
+		}
+		return res
+	}
+
+	t.Run("calls without a valid key are refused", func(t *testing.T) {
+		_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi"})
+		expectCode(t, "Run without a key", err, codes.Unauthenticated)
+		_, err = h.client.ListTools(t.Context(), &agentv1.ListToolsRequest{})
+		expectCode(t, "ListTools without a key", err, codes.Unauthenticated)
+		_, err = keyClient(t, addr, "amk_not-a-key").Run(t.Context(), &agentv1.RunRequest{Message: "hi"})
+		expectCode(t, "Run with a wrong key", err, codes.Unauthenticated)
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Basic "+keys["alice"])
+		_, err = h.client.Run(ctx, &agentv1.RunRequest{Message: "hi"})
+		expectCode(t, "Run with a malformed authorization", err, codes.Unauthenticated)
+		resp, err := grpctest.HealthClient(t, addr).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health without a key: %v %v, want SERVING", resp, err)
+		}
+	})
+
+	alice := pause(t, as["alice"], "")
+	if got := runOwner(t, as["root"], alice.GetRunId()); got != "acme/alice" {
+		t.Errorf("alice's run acts for %q, want acme/alice", got)
+	}
+	callID := alice.GetPendingAction().GetToolCalls()[0].GetId()
+
+	t.Run("user_id comes from the principal", func(t *testing.T) {
+		_, err := as["alice"].Run(t.Context(), &agentv1.RunRequest{Message: "hi", UserId: "acme/bob"})
+		expectCode(t, "alice acting for bob", err, codes.PermissionDenied)
+		_, err = as["tom"].Run(t.Context(), &agentv1.RunRequest{Message: "hi", UserId: "acme/bob"})
+		expectCode(t, "a tenant admin acting for bob", err, codes.PermissionDenied)
+		res, err := as["alice"].Run(t.Context(), &agentv1.RunRequest{Message: "hi", UserId: "alice"})
+		if err != nil || runOwner(t, as["root"], res.GetRunId()) != "acme/alice" {
+			t.Errorf("alice naming herself: %v, want a run of acme/alice", err)
+		}
+		res, err = as["root"].Run(t.Context(), &agentv1.RunRequest{Message: "hi", UserId: "acme/bob"})
+		if err != nil || runOwner(t, as["root"], res.GetRunId()) != "acme/bob" {
+			t.Errorf("an admin acting for bob: %v, want a run of acme/bob", err)
+		}
+	})
+
+	t.Run("run RPCs are for the owner, the tenant's approvers and admins", func(t *testing.T) {
+		get := func(who string) error {
+			_, err := as[who].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: alice.GetRunId()})
+			return err
+		}
+		watch := func(who string) error {
+			stream, err := as[who].WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: alice.GetRunId()})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return err
+		}
+		for _, tc := range []struct {
+			who  string
+			get  codes.Code
+			rest codes.Code // WatchRun
+		}{
+			{"alice", codes.OK, codes.OK},
+			{"bob", codes.PermissionDenied, codes.PermissionDenied},
+			{"eve", codes.PermissionDenied, codes.PermissionDenied},
+			{"ann", codes.OK, codes.OK},
+			{"tom", codes.OK, codes.OK},
+			{"root", codes.OK, codes.OK},
+		} {
+			expectCode(t, tc.who+" GetRun", get(tc.who), tc.get)
+			expectCode(t, tc.who+" WatchRun", watch(tc.who), tc.rest)
+		}
+		for _, who := range []string{"bob", "eve", "ann"} {
+			_, err := as[who].CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: alice.GetRunId()})
+			expectCode(t, who+" CancelRun", err, codes.PermissionDenied)
+		}
+		for _, who := range []string{"bob", "eve"} {
+			_, err := as[who].ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: alice.GetRunId(), CallId: callID,
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+			expectCode(t, who+" ResolveApproval", err, codes.PermissionDenied)
+		}
+		_, err := as["alice"].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "no-such-run"})
+		expectCode(t, "GetRun of a run that does not exist", err, codes.NotFound)
+	})
+
+	t.Run("the tenant's approver approves, and the finished run stays the owner's", func(t *testing.T) {
+		if _, err := as["ann"].ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: alice.GetRunId(), CallId: callID,
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+			t.Fatalf("ann approves: %v", err)
+		}
+		res := h.followAs(t, as["alice"], alice.GetRunId())
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+			t.Fatalf("alice's run after approval: %v %v", res.GetOutcome(), res.GetExitReason())
+		}
+		_, err := as["bob"].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: alice.GetRunId()})
+		expectCode(t, "bob reads alice's finished run", err, codes.PermissionDenied)
+	})
+
+	t.Run("a tenant admin cancels a run of the tenant", func(t *testing.T) {
+		bob := pause(t, as["bob"], "")
+		if _, err := as["tom"].CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: bob.GetRunId()}); err != nil {
+			t.Errorf("tom cancels bob's run: %v", err)
+		}
+	})
+}
+
+// followAs waits for a run to finish, following its events with client c, and returns its
+// result.
+func (h *harness) followAs(t *testing.T, c agentv1.AgentServiceClient, runID string) *typev1.RunResult {
+	t.Helper()
+	stream, err := c.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watching %s: %v", runID, err)
+		}
+		if f := ev.GetRunFinished(); f != nil {
+			return f.GetResult()
+		}
+	}
+}
+
+// TestPublicAPIClientCertificates (issue 12.1): with auth.client_ca, a client certificate the
+// CA signed authenticates its subject (common name: user, organization: tenant); a client with
+// a certificate of another CA, or none, is UNAUTHENTICATED.
+func TestPublicAPIClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("agentmesh test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	serverCert, serverKey, err := ca.Issue(certs.Subject{CommonName: "orchestrator", Hosts: []string{"127.0.0.1", "localhost"}, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.TLS = config.TLS{Cert: write("server.pem", serverCert), Key: write("server-key.pem", serverKey)}
+	cfg.Auth.ClientCA = write("ca.pem", ca.CertPEM())
+	h := start(t, cfg)
+	addr := h.mesh.Addr("orchestrator")
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	client := func(cert *tls.Certificate) agentv1.AgentServiceClient {
+		cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return agentv1.NewAgentServiceClient(conn)
+	}
+	issue := func(ca *certs.CA, user, tenant string) *tls.Certificate {
+		certPEM, keyPEM, err := ca.Issue(certs.Subject{CommonName: user, Organization: tenant, Client: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pair
+	}
+
+	carol := client(issue(ca, "carol", "acme"))
+	res, err := carol.Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	if err != nil || !res.GetSuccess() {
+		t.Fatalf("run with carol's certificate: %v %v", res.GetExitReason(), err)
+	}
+	if got := runOwner(t, carol, res.GetRunId()); got != "acme/carol" {
+		t.Errorf("the run acts for %q, want acme/carol", got)
+	}
+	other, err := certs.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client(issue(other, "mallory", "acme")).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	// A TLS client sends only a certificate the server's CAs issued, so this one goes unsent.
+	expectCode(t, "a certificate of an unknown CA", err, codes.Unauthenticated)
+	_, err = client(nil).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	expectCode(t, "TLS without a client certificate", err, codes.Unauthenticated)
+}
