@@ -91,10 +91,9 @@ func (s *Service) ownerOf(ctx context.Context, runID string) (string, error) {
 	return resp.GetUserId(), nil
 }
 
-// actingForCaller returns ctx whose calls to the stages act for the authenticated caller of
-// the public API (its id and roles), so that the memory stage shows it only the runs it may
-// read; ctx itself when authentication is off, or when ctx is a run's (its calls act for the
-// run's user).
+// actingForCaller returns the context of a public API call whose calls to the stages act for
+// its authenticated caller (its id and roles), so that the memory stage shows it only the runs
+// it may read; ctx itself when authentication is off.
 func actingForCaller(ctx context.Context) context.Context {
 	if p, ok := auth.FromContext(ctx); ok {
 		return auth.OutgoingPrincipal(ctx, p)
