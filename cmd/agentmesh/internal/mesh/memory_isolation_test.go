@@ -194,3 +194,30 @@ func dialStage(t *testing.T, addr string) *grpc.ClientConn {
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// TestRunIDOfAnotherUser: without checkpoints the orchestrator asks the memory stage whether a
+// requested run id is taken; a run of another user, which the memory stage does not show to
+// the caller, is taken all the same (ALREADY_EXISTS), and stays its owner's.
+func TestRunIDOfAnotherUser(t *testing.T) {
+	aliceKey, aliceHash := auth.NewKey()
+	bobKey, bobHash := auth.NewKey()
+	cfg := config.Default()
+	cfg.Durability.Checkpoints = false
+	cfg.Auth.APIKeys = []config.APIKey{{Hash: aliceHash, Tenant: "acme", User: "alice"}, {Hash: bobHash, Tenant: "acme", User: "bob"}}
+	h := start(t, cfg, llmtest.Scenario{Name: "hello", Match: "hello", Turns: []llmtest.Turn{text("Hello.")}})
+	as := func(key string) context.Context {
+		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+key)
+	}
+	if _, err := h.client.Run(as(aliceKey), &agentv1.RunRequest{Message: "hello", RunId: "run-1"}); err != nil {
+		t.Fatalf("alice's run: %v", err)
+	}
+	_, err := h.client.Run(as(bobKey), &agentv1.RunRequest{Message: "hello", RunId: "run-1"})
+	if status.Code(err) != codes.AlreadyExists {
+		t.Errorf("bob's run with the id of alice's: %v, want ALREADY_EXISTS", err)
+	}
+	mem := memoryv1.NewMemoryServiceClient(dialStage(t, h.mesh.Addr(mesh.Memory)))
+	saved, err := mem.GetRun(auth.OutgoingUser(t.Context(), "acme/alice"), &memoryv1.GetRunRequest{RunId: "run-1"})
+	if err != nil || saved.GetUserId() != "acme/alice" {
+		t.Errorf("run-1 in memory: %v, %v; want alice's", saved.GetUserId(), err)
+	}
+}
