@@ -24,12 +24,12 @@ import (
 )
 
 // ingestCommand stores a folder of Markdown and text files in a user's memory collection
-// (memory.IngestDir over gRPC) and prints what it did. A missing or unreadable directory or
+// (memory.IngestDir over gRPC, acting for the user) and prints what it did. A missing or unreadable directory or
 // file is exit code 4, an unreachable memory service 3, MEMORY_FULL and other failures 1.
 func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	addr := fs.String("addr", "", "memory service address (default $AGENTMESH_MEMORY_ADDR, else the configured services.memory)")
-	user := fs.String("user", "cli", "user id whose collection receives the files")
+	user := fs.String("user", "cli", "user id whose collection receives the files (with auth on, the principal's tenant/user)")
 	collection := fs.String("collection", action.KnowledgeCollection, "memory collection (knowledge_search reads "+action.KnowledgeCollection+")")
 	if err := parseFlags(fs, args); err != nil {
 		return err

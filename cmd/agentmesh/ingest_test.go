@@ -16,6 +16,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -145,6 +147,38 @@ func TestIngest(t *testing.T) {
 			t.Errorf("ingest printed %q", stdout)
 		}
 	})
+}
+
+// TestIngestWithAuth (issue 12.4): with API keys configured the memory stage enforces
+// isolation, and `agentmesh ingest --user acme/alice` still works: it acts for the user it names.
+// Alice's runs find what it stored; bob's find nothing.
+func TestIngestWithAuth(t *testing.T) {
+	isolate(t)
+	aliceKey, aliceHash := auth.NewKey()
+	bobKey, bobHash := auth.NewKey()
+	cfg := config.Default()
+	cfg.Auth.APIKeys = []config.APIKey{{Hash: aliceHash, Tenant: "acme", User: "alice"}, {Hash: bobHash, Tenant: "acme", User: "bob"}}
+	m := startMesh(t, cfg)
+	dir := writeFiles(t, docs)
+
+	stdout, _ := runCLI(t, exitcode.OK, "ingest", "--addr", m.Addr(mesh.Memory), "--user", "acme/alice", dir)
+	if !strings.Contains(stdout, `into collection "knowledge" of user "acme/alice": 2 file(s), 2 chunk(s) stored`) {
+		t.Errorf("ingest printed %q", stdout)
+	}
+	client := agentv1.NewAgentServiceClient(dialService(t, m.Addr(mesh.Orchestrator)))
+	for _, tc := range []struct{ who, key, want string }{
+		{"alice", aliceKey, "[1] Retry policy (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter."},
+		{"bob", bobKey, action.EmptySearchResult},
+	} {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tc.key)
+		result, err := client.Run(ctx, &agentv1.RunRequest{Message: "search the docs for jitter"})
+		if err != nil {
+			t.Fatalf("%s's run: %v", tc.who, err)
+		}
+		if got := toolResults(result); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s's tool results %q, want [%q] (outcome %v)", tc.who, got, tc.want, result.GetOutcome())
+		}
+	}
 }
 
 func TestIngestExitCodes(t *testing.T) {

@@ -51,7 +51,9 @@ type Approvals struct {
 
 // Auth says how callers of the public API authenticate (README, "Security"). With neither API
 // keys nor a client CA the API is open: right for `agentmesh dev` on loopback, refused on any
-// other address unless the process is started insecure.
+// other address unless the process is started insecure. With either, the memory stage enforces
+// memory isolation too: it refuses calls that do not say which user they act for (README,
+// "Memory isolation"), so every service of a mesh must read the same auth section.
 type Auth struct {
 	// APIKeys authenticate callers that send "authorization: Bearer <key>"; each is kept as a
 	// hash (`agentmesh keys new` makes a key and its entry).

@@ -8,6 +8,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -72,8 +73,9 @@ func newKnowledgeTool(memory memoryv1.MemoryServiceClient) (*knowledgeTool, erro
 func (t *knowledgeTool) Definition() *typev1.Tool { return t.def }
 
 // Call searches the knowledge collection of the call's user for references scoring at least
-// KnowledgeMinScore; none is EmptySearchResult. The search's query embedding goes to the
-// call's accounting.
+// KnowledgeMinScore; none is EmptySearchResult. The search acts for the user the Execute call
+// acts for (auth.ForwardUser), whose knowledge alone the memory stage searches. The search's
+// query embedding goes to the call's accounting.
 func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 	if call.UserID == "" {
 		return "", errors.New("knowledge_search needs the call's user_id: knowledge is kept per user")
@@ -83,7 +85,7 @@ func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 	if l, ok := call.Arguments["limit"].(float64); ok {
 		limit = int32(l)
 	}
-	resp, err := t.memory.Search(ctx, &memoryv1.SearchRequest{
+	resp, err := t.memory.Search(auth.ForwardUser(ctx), &memoryv1.SearchRequest{
 		UserId:     call.UserID,
 		Query:      query,
 		Limit:      limit,

@@ -10,13 +10,15 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
 
 // recall searches the user's memories for the request's memory_query and returns the search's
-// answer: its hits and the accounting of its query's embedding. It returns nil when memory is
-// not configured or not asked for, and reports unavailable when the search failed or timed
-// out.
+// answer: its hits and the accounting of its query's embedding. The search acts for the user
+// the Assemble call acts for (auth.ForwardUser), whose memories alone the memory stage
+// searches. It returns nil when memory is not configured or not asked for, and reports
+// unavailable when the search failed or timed out (or was refused).
 func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (found *memoryv1.SearchResponse, unavailable bool) {
 	if s.memory == nil || req.GetMemoryQuery() == "" {
 		return nil, false
@@ -25,7 +27,7 @@ func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (f
 	if limit == 0 {
 		limit = DefaultMemoryLimit
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.memoryTimeout)
+	ctx, cancel := context.WithTimeout(auth.ForwardUser(ctx), s.memoryTimeout)
 	defer cancel()
 	resp, err := s.memory.Search(ctx, &memoryv1.SearchRequest{
 		UserId: req.GetUserId(),

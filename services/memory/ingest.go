@@ -12,6 +12,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -52,13 +53,15 @@ type IngestReport struct {
 // the same source path, so re-running after edits does not duplicate them. Invalid UTF-8 is
 // replaced by U+FFFD.
 //
-// It stops at the first failure (e.g. MEMORY_FULL when the quota is reached) and returns
-// what it did so far with the error, which names the file.
+// Its calls act for the user (auth.OutgoingUser), as the memory stage requires when it
+// enforces isolation. It stops at the first failure (e.g. MEMORY_FULL when the quota is
+// reached) and returns what it did so far with the error, which names the file.
 func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection, dir string) (IngestReport, error) {
 	var report IngestReport
 	if userID == "" {
 		return report, errors.New("ingest: the user id is empty")
 	}
+	ctx = auth.OutgoingUser(ctx, userID)
 	info, err := os.Stat(dir)
 	if err != nil {
 		return report, fmt.Errorf("ingest: %w", err)

@@ -20,7 +20,8 @@ import (
 // importance) is the importance heuristic of importance.go. A user at the quota gets
 // MEMORY_FULL.
 func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memoryv1.StoreResponse, error) {
-	if err := checkUser(req.GetUserId()); err != nil {
+	user, err := s.owner(ctx, req.GetUserId())
+	if err != nil {
 		return nil, err
 	}
 	content := req.GetContent().GetContent()
@@ -36,7 +37,7 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	}
 	m := &memoryv1.Memory{
 		Id:             id.String(),
-		UserId:         req.GetUserId(),
+		UserId:         user,
 		ConversationId: req.GetConversationId(),
 		Collection:     req.GetCollection(),
 		Content:        content,
@@ -54,7 +55,7 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	if err := s.store.PutMemory(ctx, m, vector, s.quota); err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL,
-				"user %q has %d of %d memories", req.GetUserId(), s.quota, s.quota)
+				"user %q has %d of %d memories", user, s.quota, s.quota)
 		}
 		return nil, s.storeError(ctx, "store memory", err)
 	}
@@ -68,7 +69,8 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 // for the run the search is made for; a search that then fails in the store loses that
 // entry with its answer.
 func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
-	if err := checkUser(req.GetUserId()); err != nil {
+	user, err := s.owner(ctx, req.GetUserId())
+	if err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(req.GetQuery()) == "" {
@@ -85,7 +87,7 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 		limit = DefaultSearchLimit
 	}
 	q := SearchQuery{
-		UserID:     req.GetUserId(),
+		UserID:     user,
 		Collection: req.GetCollection(),
 		Query:      req.GetQuery(),
 		Limit:      min(limit, MaxSearchLimit),
@@ -96,7 +98,7 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 		vector, entry, err := s.embedOne(ctx, req.GetQuery())
 		if err != nil {
 			s.log.WarnContext(ctx, "embedding the query failed, falling back to BM25 search",
-				"user_id", req.GetUserId(), "error", err)
+				"user_id", user, "error", err)
 		}
 		if entry != nil {
 			resp.Accounting = append(resp.Accounting, entry)
@@ -114,7 +116,8 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 // List pages through the user's memories in the collection, newest first (page_size default
 // 50, at most 500). next_page_token is opaque and empty on the last page.
 func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv1.ListResponse, error) {
-	if err := checkUser(req.GetUserId()); err != nil {
+	user, err := s.owner(ctx, req.GetUserId())
+	if err != nil {
 		return nil, err
 	}
 	if req.GetPageSize() < 0 {
@@ -131,7 +134,7 @@ func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv
 	size = min(size, MaxPageSize)
 	// One extra memory tells whether another page follows.
 	page, err := s.store.ListMemories(ctx, ListQuery{
-		UserID:     req.GetUserId(),
+		UserID:     user,
 		Collection: req.GetCollection(),
 		After:      after,
 		Limit:      size + 1,
@@ -150,13 +153,14 @@ func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv
 
 // Delete removes one of the user's memories; a memory the user does not own is NOT_FOUND.
 func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*memoryv1.DeleteResponse, error) {
-	if err := checkUser(req.GetUserId()); err != nil {
+	user, err := s.owner(ctx, req.GetUserId())
+	if err != nil {
 		return nil, err
 	}
 	if req.GetMemoryId() == "" {
 		return nil, stageerr.Invalid("memory_id must not be empty")
 	}
-	if err := s.store.DeleteMemory(ctx, req.GetUserId(), req.GetMemoryId()); err != nil {
+	if err := s.store.DeleteMemory(ctx, user, req.GetMemoryId()); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "memory %q not found", req.GetMemoryId())
 		}

@@ -10,8 +10,12 @@ import (
 )
 
 // AppendTranscript appends entries to a run's transcript. They must continue the stored
-// chain (see VerifyAppend), otherwise the call fails with FAILED_PRECONDITION.
+// chain (see VerifyAppend), otherwise the call fails with FAILED_PRECONDITION. Only the
+// orchestrator may call it when callers are identified (Options.MeshIdentity).
 func (s *Service) AppendTranscript(ctx context.Context, req *memoryv1.AppendTranscriptRequest) (*memoryv1.AppendTranscriptResponse, error) {
+	if err := s.orchestratorOnly(ctx, "AppendTranscript"); err != nil {
+		return nil, err
+	}
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
@@ -30,21 +34,35 @@ func (s *Service) AppendTranscript(ctx context.Context, req *memoryv1.AppendTran
 	return &memoryv1.AppendTranscriptResponse{Length: length}, nil
 }
 
-// SaveRun stores a copy of a run's result, replacing an earlier save of the same run.
+// SaveRun stores a copy of a run's result, replacing an earlier save of the same run. Its
+// user_id, the run's owner, is the user the call acts for, as for Store. Only the orchestrator
+// may call it when callers are identified (Options.MeshIdentity).
 func (s *Service) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*memoryv1.SaveRunResponse, error) {
+	if err := s.orchestratorOnly(ctx, "SaveRun"); err != nil {
+		return nil, err
+	}
+	user, err := s.actingUser(ctx, req.GetUserId())
+	if err != nil {
+		return nil, err
+	}
 	runID := req.GetResult().GetRunId()
 	if runID == "" {
 		return nil, stageerr.Invalid("result.run_id must not be empty")
 	}
-	if err := s.store.SaveRun(ctx, req.GetUserId(), req.GetResult()); err != nil {
+	if err := s.store.SaveRun(ctx, user, req.GetResult()); err != nil {
 		return nil, s.storeError(ctx, "save run", err)
 	}
 	return &memoryv1.SaveRunResponse{RunId: runID}, nil
 }
 
 // GetRun returns a stored run result; its transcript is the stored chain when entries were
-// appended for the run. An unknown run is NOT_FOUND.
+// appended for the run. An unknown run is NOT_FOUND; a run the user the call acts for may not
+// read (auth.Principal.May) is PERMISSION_DENIED.
 func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*memoryv1.GetRunResponse, error) {
+	p, acting, err := s.actor(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
@@ -54,6 +72,9 @@ func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*mem
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q not found", req.GetRunId())
 		}
 		return nil, s.storeError(ctx, "get run", err)
+	}
+	if err := s.mayRead(ctx, p, acting, req.GetRunId(), userID); err != nil {
+		return nil, err
 	}
 	return &memoryv1.GetRunResponse{Result: result, UserId: userID}, nil
 }

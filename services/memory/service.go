@@ -4,8 +4,20 @@
 // Storage is behind the Store interface, with three implementations: NewMemoryStore keeps
 // everything in process memory; OpenSQLite keeps it in one SQLite file (pure Go, WAL);
 // OpenPostgres keeps it in a PostgreSQL database, for deployments that outgrow one machine.
-// OptionsFromConfig opens the store the configuration names. Every memory RPC is scoped to
-// the request's user_id: a user never sees, finds or deletes another user's memories.
+// OptionsFromConfig opens the store the configuration names.
+//
+// # Isolation
+//
+// Every memory RPC is scoped to one user: a user never sees, finds or deletes another user's
+// memories. The user a call acts for travels as call metadata (auth.UserMetadata), set by the
+// orchestrator and forwarded by the context and action stages, never taken from a free
+// request field: a request's user_id must name that user (or be empty, and is then filled
+// from it), else the call is PERMISSION_DENIED. GetRun shows a run only to a call acting for
+// its owner or for a principal whose roles let it read the run (auth.Principal.May). With
+// Options.RequireUser (set when the public API authenticates its callers) a call that names
+// no user is refused; without it, as for `agentmesh dev`, such a call acts for its request's
+// user_id. The metadata is believed from mesh services only when Options.MeshIdentity
+// identifies callers (mTLS between the services), and from any caller otherwise.
 //
 // # Search
 //
@@ -71,6 +83,18 @@ type Options struct {
 	Now func() time.Time
 	// Embedder embeds memories and queries for semantic search; nil searches with BM25.
 	Embedder Embedder
+	// RequireUser enforces memory isolation: a call that does not name the user it acts for
+	// (auth.UserMetadata) is refused UNAUTHENTICATED. OptionsFromConfig sets it when the
+	// public API authenticates its callers (auth.*). A call that names its user is held to it
+	// either way.
+	RequireUser bool
+	// MeshIdentity returns the mesh service named by the verified client certificate of the
+	// call in ctx (auth.MeshIdentity, with mTLS between the services); ok is false for a caller
+	// that is no mesh service. nil means the transport does not identify callers: every caller
+	// is then believed about the user it acts for, so the stage must be reachable by the mesh
+	// only (loopback). With it, only mesh services are served, and only the orchestrator may
+	// write runs.
+	MeshIdentity func(ctx context.Context) (service string, ok bool)
 }
 
 // Service implements memoryv1.MemoryServiceServer.
@@ -81,6 +105,9 @@ type Service struct {
 	now      func() time.Time
 	embedder Embedder
 	log      *slog.Logger
+
+	requireUser  bool
+	meshIdentity func(ctx context.Context) (string, bool)
 }
 
 // New returns a Service configured by opts.
@@ -100,6 +127,9 @@ func New(opts Options) *Service {
 		now:      opts.Now,
 		embedder: opts.Embedder,
 		log:      slog.Default().With("service", "memory"),
+
+		requireUser:  opts.RequireUser,
+		meshIdentity: opts.MeshIdentity,
 	}
 }
 

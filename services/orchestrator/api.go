@@ -194,7 +194,7 @@ func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*type
 
 // savedResult is a finished run's result as the memory stage keeps it.
 func (s *Service) savedResult(ctx context.Context, runID string) (*typev1.RunResult, error) {
-	resp, err := whenReady(ctx, "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: runID})
+	resp, err := whenReady(actingForCaller(ctx), "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: runID})
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}

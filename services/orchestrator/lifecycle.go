@@ -12,6 +12,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
@@ -155,7 +156,9 @@ func (s *Service) unreserve(ctx context.Context, r *run) {
 // only, and a run id is checked against the finished runs in memory.
 func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 	if r.req.GetRunId() != "" {
-		if _, err := whenReady(ctx, "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: r.id}); err == nil {
+		// A run of another user is there too, though the memory stage does not show it.
+		_, err := whenReady(auth.OutgoingUser(ctx, r.userID), "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: r.id})
+		if err == nil || stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED {
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
 		}
 	}
@@ -175,9 +178,11 @@ func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 }
 
 // runContext returns the context a run executes in, below parent: cancellable with a cause,
-// ended by total_timeout_ms counted from the run's start, in the run's span named name.
+// ended by total_timeout_ms counted from the run's start, in the run's span named name. Its
+// calls to the stages act for the run's user (auth.OutgoingUser), which the memory stage
+// holds them to.
 func (s *Service) runContext(parent context.Context, r *run, name string) context.Context {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(auth.OutgoingUser(parent, r.userID))
 	total := time.Duration(r.contract.GetTotalTimeoutMs())*time.Millisecond - s.now().Sub(r.startedAt)
 	ctx, stopTimer := withTimer(ctx, total, errTotalTimeout)
 	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("agentmesh.run_id", r.id)))

@@ -1,0 +1,95 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// Metadata keys that carry the user a call acts for between the services of the mesh. The
+// orchestrator sets them on its calls to the stages (the run's user, or the authenticated
+// caller of the public API); the stages forward them on their calls to the memory stage, which
+// keeps every user's memories apart by them. They are never taken from a caller of the public
+// API.
+const (
+	// UserMetadata is the id (Principal.ID) of the user a call acts for.
+	UserMetadata = "agentmesh-user"
+	// RolesMetadata lists the roles of that user, comma-separated, when it is an authenticated
+	// principal with roles.
+	RolesMetadata = "agentmesh-roles"
+)
+
+// OutgoingUser returns ctx whose outgoing gRPC calls act for the user id, without roles,
+// replacing any user an earlier OutgoingUser, OutgoingPrincipal or ForwardUser set.
+func OutgoingUser(ctx context.Context, id string) context.Context {
+	return outgoing(ctx, id, nil)
+}
+
+// OutgoingPrincipal returns ctx whose outgoing gRPC calls act for p (its ID and roles),
+// replacing any user set earlier.
+func OutgoingPrincipal(ctx context.Context, p Principal) context.Context {
+	return outgoing(ctx, p.ID(), p.Roles)
+}
+
+// ForwardUser returns ctx whose outgoing gRPC calls act for the user the incoming call of
+// ctx acts for, as its metadata says (the values are copied unchecked: the memory stage checks
+// them); without one, outgoing calls act for nobody.
+func ForwardUser(ctx context.Context) context.Context {
+	in, _ := metadata.FromIncomingContext(ctx)
+	out, _ := metadata.FromOutgoingContext(ctx)
+	out = out.Copy()
+	for _, k := range []string{UserMetadata, RolesMetadata} {
+		if v := in.Get(k); len(v) > 0 {
+			out.Set(k, v...)
+		} else {
+			delete(out, k)
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// outgoing returns ctx whose outgoing calls carry the user id and roles.
+func outgoing(ctx context.Context, id string, roles []string) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set(UserMetadata, id)
+	delete(md, RolesMetadata)
+	if len(roles) > 0 {
+		md.Set(RolesMetadata, strings.Join(roles, ","))
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// IncomingUser returns the principal the incoming call of ctx acts for, as its metadata says:
+// the user id's tenant and user (see TenantOf) and its roles. ok is false when the call names
+// no user. A call that names several users, an empty one, or an unknown role is an error:
+// whoever sent it is not the mesh. Only a trusted caller's metadata may be believed: the
+// memory stage decides whom it trusts.
+func IncomingUser(ctx context.Context) (p Principal, ok bool, err error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	ids := md.Get(UserMetadata)
+	switch {
+	case len(ids) == 0:
+		return Principal{}, false, nil
+	case len(ids) > 1:
+		return Principal{}, false, fmt.Errorf("the %s metadata names %d users, want one", UserMetadata, len(ids))
+	case ids[0] == "":
+		return Principal{}, false, fmt.Errorf("the %s metadata is empty", UserMetadata)
+	}
+	p.User = ids[0]
+	if tenant, user, found := strings.Cut(ids[0], "/"); found && tenant != "" {
+		p.Tenant, p.User = tenant, user
+	}
+	for _, v := range md.Get(RolesMetadata) {
+		for r := range strings.SplitSeq(v, ",") {
+			if !slices.Contains(Roles, r) {
+				return Principal{}, false, fmt.Errorf("the %s metadata names an unknown role %q", RolesMetadata, r)
+			}
+			p.Roles = append(p.Roles, r)
+		}
+	}
+	return p, true, nil
+}

@@ -1,0 +1,54 @@
+package auth_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"google.golang.org/grpc/metadata"
+)
+
+// received is the context of a call made with ctx, as its server sees it.
+func received(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return metadata.NewIncomingContext(context.Background(), md)
+}
+
+func TestForwardedUser(t *testing.T) {
+	ann := auth.Principal{Tenant: "acme", User: "ann", Roles: []string{auth.RoleApprover, auth.RoleTenantAdmin}}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want auth.Principal
+		ok   bool
+	}{
+		{"nobody", t.Context(), auth.Principal{}, false},
+		{"a principal", auth.OutgoingPrincipal(t.Context(), ann), auth.Principal{Tenant: "acme", User: "ann", Roles: ann.Roles}, true},
+		{"a user of no tenant", auth.OutgoingUser(t.Context(), "cli"), auth.Principal{User: "cli"}, true},
+		{"an id that only starts with a slash", auth.OutgoingUser(t.Context(), "/x"), auth.Principal{User: "/x"}, true},
+		{"a user replaces a principal, roles and all", auth.OutgoingUser(auth.OutgoingPrincipal(t.Context(), ann), "acme/bob"),
+			auth.Principal{Tenant: "acme", User: "bob"}, true},
+		{"forwarded by a stage", auth.ForwardUser(received(auth.OutgoingPrincipal(t.Context(), ann))), ann, true},
+		{"forwarding nobody drops an earlier user", auth.ForwardUser(auth.OutgoingUser(t.Context(), "acme/bob")), auth.Principal{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := auth.IncomingUser(received(tc.ctx))
+			if err != nil || ok != tc.ok || got.ID() != tc.want.ID() || !slices.Equal(got.Roles, tc.want.Roles) {
+				t.Errorf("IncomingUser = %+v, %v, %v; want %+v, %v", got, ok, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestIncomingUserMalformed(t *testing.T) {
+	for name, md := range map[string]metadata.MD{
+		"two users":    metadata.Pairs(auth.UserMetadata, "a", auth.UserMetadata, "b"),
+		"empty user":   metadata.Pairs(auth.UserMetadata, ""),
+		"unknown role": metadata.Pairs(auth.UserMetadata, "a", auth.RolesMetadata, "approver,root"),
+	} {
+		if p, ok, err := auth.IncomingUser(metadata.NewIncomingContext(t.Context(), md)); err == nil || ok {
+			t.Errorf("%s: IncomingUser = %+v, %v, %v; want an error", name, p, ok, err)
+		}
+	}
+}

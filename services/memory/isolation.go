@@ -1,0 +1,97 @@
+package memory
+
+import (
+	"context"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// OrchestratorIdentity is the mesh identity (Options.MeshIdentity) of the orchestrator, the only
+// caller that may write runs (SaveRun, AppendTranscript) when callers are identified.
+const OrchestratorIdentity = "orchestrator"
+
+// actor returns the user the call in ctx acts for, from its auth.UserMetadata: ok is false when
+// it names none, which is UNAUTHENTICATED when isolation is enforced (Options.RequireUser). Every
+// caller is believed when the transport does not identify callers (Options.MeshIdentity is nil);
+// otherwise only the services of the mesh are served at all.
+func (s *Service) actor(ctx context.Context) (p auth.Principal, ok bool, err error) {
+	if _, err := s.meshCaller(ctx); err != nil {
+		return auth.Principal{}, false, err
+	}
+	p, ok, err = auth.IncomingUser(ctx)
+	if err != nil {
+		return auth.Principal{}, false, stageerr.Invalid("%v", err)
+	}
+	if !ok && s.requireUser {
+		return auth.Principal{}, false, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED,
+			"memory isolation is enforced: the call must name the user it acts for in the %s metadata", auth.UserMetadata)
+	}
+	return p, ok, nil
+}
+
+// meshCaller returns the mesh service that made the call in ctx ("" when the transport does
+// not identify callers), and PERMISSION_DENIED for a caller that is no mesh service.
+func (s *Service) meshCaller(ctx context.Context) (string, error) {
+	if s.meshIdentity == nil {
+		return "", nil
+	}
+	id, ok := s.meshIdentity(ctx)
+	if !ok {
+		return "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+			"the memory stage serves the services of the mesh only: the caller presented no mesh certificate")
+	}
+	return id, nil
+}
+
+// owner returns the user whose memories a call on requested (a request's user_id) reads or
+// changes: actingUser's, which must be a valid user id.
+func (s *Service) owner(ctx context.Context, requested string) (string, error) {
+	user, err := s.actingUser(ctx, requested)
+	if err != nil {
+		return "", err
+	}
+	return user, checkUser(user)
+}
+
+// actingUser returns the user a call about requested (a request's user_id) acts for: the user
+// its metadata names, which requested must name too (or be empty); without one, when isolation
+// is not enforced, requested. A request about another user is PERMISSION_DENIED naming both.
+func (s *Service) actingUser(ctx context.Context, requested string) (string, error) {
+	p, ok, err := s.actor(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok || requested == p.ID():
+		return requested, nil
+	case requested == "":
+		return p.ID(), nil
+	}
+	s.log.WarnContext(ctx, "permission denied", "user_id", requested, "acting_for", p.ID())
+	return "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		"user_id %q is not the user this call acts for (%q)", requested, p.ID())
+}
+
+// mayRead refuses to show the run of owner to a call acting for p unless p may read it
+// (auth.Principal.May: its own runs, or others' by role); a call acting for nobody (ok false)
+// passes, as actor let it.
+func (s *Service) mayRead(ctx context.Context, p auth.Principal, ok bool, runID, owner string) error {
+	if !ok || p.May(auth.ActionRead, owner) {
+		return nil
+	}
+	s.log.WarnContext(ctx, "permission denied", "run_id", runID, "owner", owner, "acting_for", p.ID())
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		"a call acting for %q may not read run %q", p.ID(), runID)
+}
+
+// orchestratorOnly refuses a call that writes runs unless it comes from the orchestrator, when
+// the transport identifies callers.
+func (s *Service) orchestratorOnly(ctx context.Context, method string) error {
+	id, err := s.meshCaller(ctx)
+	if err != nil || s.meshIdentity == nil || id == OrchestratorIdentity {
+		return err
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		"%s is served to the orchestrator only, not to %q", method, id)
+}

@@ -1,0 +1,220 @@
+package memory_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/services/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+)
+
+// as returns a context whose calls act for the user id (with roles), as the orchestrator's do.
+func as(ctx context.Context, id string, roles ...string) context.Context {
+	if len(roles) > 0 {
+		return auth.OutgoingPrincipal(ctx, principal(id, roles...))
+	}
+	return auth.OutgoingUser(ctx, id)
+}
+
+// principal is the principal of a user id "tenant/user".
+func principal(id string, roles ...string) auth.Principal {
+	p := auth.Principal{User: id, Roles: roles}
+	if tenant, user, ok := strings.Cut(id, "/"); ok {
+		p.Tenant, p.User = tenant, user
+	}
+	return p
+}
+
+// memoryRPCs are the RPCs about one user's memories, each called for user_id.
+var memoryRPCs = map[string]func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error{
+	"Store": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
+		_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: userID, Content: user("a note")})
+		return err
+	},
+	"Search": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
+		_, err := c.Search(ctx, &memoryv1.SearchRequest{UserId: userID, Query: "note"})
+		return err
+	},
+	"Search knowledge": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
+		_, err := c.Search(ctx, &memoryv1.SearchRequest{UserId: userID, Query: "note", Collection: "knowledge"})
+		return err
+	},
+	"List": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
+		_, err := c.List(ctx, &memoryv1.ListRequest{UserId: userID, Collection: "knowledge"})
+		return err
+	},
+	"Delete": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
+		_, err := c.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: "m-1"})
+		return err
+	},
+	"SaveRun": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
+		_, err := c.SaveRun(ctx, &memoryv1.SaveRunRequest{UserId: userID, Result: &typev1.RunResult{RunId: "run-x"}})
+		return err
+	},
+}
+
+// TestActingUser (issue 12.4): every RPC about a user's memories (knowledge collections
+// included) and SaveRun serve a call only about the user it acts for (the agentmesh-user
+// metadata): another user_id is PERMISSION_DENIED naming both, and with isolation enforced a
+// call acting for nobody is UNAUTHENTICATED; without it (agentmesh dev) such a call acts for its
+// user_id.
+func TestActingUser(t *testing.T) {
+	enforced := newClient(t, memory.Options{RequireUser: true})
+	open := newClient(t, memory.Options{})
+	for name, call := range memoryRPCs {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range []memoryv1.MemoryServiceClient{enforced, open} {
+				err := call(as(t.Context(), "acme/bob"), c, "acme/alice")
+				grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+					`user_id "acme/alice" is not the user this call acts for ("acme/bob")`)
+			}
+			err := call(t.Context(), enforced, "acme/alice")
+			grpctest.WantStageError(t, err, codes.Unauthenticated, typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED,
+				"memory isolation is enforced", "agentmesh-user")
+			if err := call(t.Context(), open, "acme/alice"); err != nil && name != "Delete" {
+				t.Errorf("without isolation enforced, a call acting for nobody: %v", err)
+			}
+		})
+	}
+}
+
+// TestActingUserFillsUserID: a request without user_id is about the user the call acts for.
+func TestActingUserFillsUserID(t *testing.T) {
+	c := newClient(t, memory.Options{RequireUser: true})
+	alice := as(t.Context(), "acme/alice")
+	stored, err := c.Store(alice, &memoryv1.StoreRequest{Content: user("Alice's note on the archive")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.List(alice, &memoryv1.ListRequest{})
+	if err != nil || len(list.GetMemories()) != 1 || list.GetMemories()[0].GetUserId() != "acme/alice" {
+		t.Fatalf("alice's list = %v, %v; want her memory, stored as hers", list, err)
+	}
+	hits, err := c.Search(as(t.Context(), "acme/bob"), &memoryv1.SearchRequest{Query: "archive note"})
+	if err != nil || len(hits.GetHits()) != 0 {
+		t.Errorf("bob's search = %v, %v; want nothing", hits, err)
+	}
+	_, err = c.Delete(as(t.Context(), "acme/bob"), &memoryv1.DeleteRequest{MemoryId: stored.GetMemoryId()})
+	grpctest.WantStageError(t, err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
+	if _, err := c.Delete(alice, &memoryv1.DeleteRequest{MemoryId: stored.GetMemoryId()}); err != nil {
+		t.Errorf("alice deletes her memory: %v", err)
+	}
+}
+
+// TestGetRunOwner: GetRun shows a run to a call acting for its owner, or for a principal whose
+// roles let it read the run (an admin, its tenant's admins and approvers), and
+// PERMISSION_DENIED to any other, without naming the owner.
+func TestGetRunOwner(t *testing.T) {
+	c := newClient(t, memory.Options{RequireUser: true})
+	if _, err := c.SaveRun(as(t.Context(), "acme/alice"), &memoryv1.SaveRunRequest{Result: &typev1.RunResult{RunId: "run-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		allow bool
+	}{
+		{"owner", as(t.Context(), "acme/alice"), true},
+		{"another user", as(t.Context(), "acme/bob"), false},
+		{"admin", as(t.Context(), "ops/root", auth.RoleAdmin), true},
+		{"tenant admin", as(t.Context(), "acme/carol", auth.RoleTenantAdmin), true},
+		{"approver", as(t.Context(), "acme/dave", auth.RoleApprover), true},
+		{"another tenant's admin", as(t.Context(), "umbrella/erin", auth.RoleTenantAdmin), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := c.GetRun(tc.ctx, &memoryv1.GetRunRequest{RunId: "run-1"})
+			if !tc.allow {
+				se := grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+					`may not read run "run-1"`)
+				if se != nil && strings.Contains(se.Error(), "alice") {
+					t.Errorf("the refusal names the owner: %q", se.Error())
+				}
+				return
+			}
+			if err != nil || resp.GetUserId() != "acme/alice" {
+				t.Errorf("GetRun = %v, %v; want alice's run", resp, err)
+			}
+		})
+	}
+	t.Run("acting for nobody", func(t *testing.T) {
+		_, err := c.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: "run-1"})
+		grpctest.WantStageError(t, err, codes.Unauthenticated, typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED)
+		_, err = c.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: "unknown"})
+		grpctest.WantStageError(t, err, codes.Unauthenticated, typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED)
+	})
+}
+
+// TestActingUserMalformed: metadata no mesh service sends is INVALID_ARGUMENT.
+func TestActingUserMalformed(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	for _, tc := range []struct {
+		name string
+		md   metadata.MD
+		want string
+	}{
+		{"two users", metadata.Pairs(auth.UserMetadata, "acme/alice", auth.UserMetadata, "acme/bob"), "names 2 users"},
+		{"empty user", metadata.Pairs(auth.UserMetadata, ""), "is empty"},
+		{"unknown role", metadata.Pairs(auth.UserMetadata, "acme/alice", auth.RolesMetadata, "root"), `unknown role "root"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Search(metadata.NewOutgoingContext(t.Context(), tc.md), &memoryv1.SearchRequest{UserId: "acme/alice", Query: "q"})
+			grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.want)
+		})
+	}
+}
+
+// identityKey is the metadata a test puts in place of a client certificate's mesh identity.
+const identityKey = "test-mesh-identity"
+
+// meshIdentity is an Options.MeshIdentity that reads identityKey.
+func meshIdentity(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(identityKey); len(v) == 1 {
+		return v[0], true
+	}
+	return "", false
+}
+
+// TestMeshIdentity: when callers are identified (mTLS between the services), only mesh services
+// are served, and only the orchestrator writes runs.
+func TestMeshIdentity(t *testing.T) {
+	c := newClient(t, memory.Options{RequireUser: true, MeshIdentity: meshIdentity})
+	from := func(service string) context.Context {
+		return metadata.AppendToOutgoingContext(as(t.Context(), "acme/alice"), identityKey, service)
+	}
+	result := &typev1.RunResult{RunId: "run-1", Transcript: chain(1, "", 1)}
+	if _, err := c.SaveRun(from(memory.OrchestratorIdentity), &memoryv1.SaveRunRequest{Result: result}); err != nil {
+		t.Fatalf("the orchestrator saves a run: %v", err)
+	}
+	if _, err := c.AppendTranscript(from(memory.OrchestratorIdentity), &memoryv1.AppendTranscriptRequest{RunId: "run-1", Entries: chain(1, "", 1)}); err != nil {
+		t.Fatalf("the orchestrator appends a transcript: %v", err)
+	}
+	_, err := c.SaveRun(from("action"), &memoryv1.SaveRunRequest{Result: result})
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		`SaveRun is served to the orchestrator only, not to "action"`)
+	_, err = c.AppendTranscript(from("context"), &memoryv1.AppendTranscriptRequest{RunId: "run-1", Entries: chain(2, "h1", 1)})
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		`AppendTranscript is served to the orchestrator only, not to "context"`)
+	if _, err := c.Search(from("action"), &memoryv1.SearchRequest{UserId: "acme/alice", Query: "q", Collection: "knowledge"}); err != nil {
+		t.Errorf("the action stage searches alice's knowledge for her: %v", err)
+	}
+	if _, err := c.GetRun(from(memory.OrchestratorIdentity), &memoryv1.GetRunRequest{RunId: "run-1"}); err != nil {
+		t.Errorf("the orchestrator reads alice's run for her: %v", err)
+	}
+	for name, call := range memoryRPCs {
+		t.Run(name+" from no mesh service", func(t *testing.T) {
+			err := call(as(t.Context(), "acme/alice"), c, "acme/alice")
+			grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+				"serves the services of the mesh only")
+		})
+	}
+	_, err = c.GetRun(as(t.Context(), "acme/alice"), &memoryv1.GetRunRequest{RunId: "run-1"})
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		"serves the services of the mesh only")
+}
