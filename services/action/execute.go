@@ -7,6 +7,7 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
 )
@@ -40,7 +41,7 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 		return nil, err
 	}
 	if !own || !out.fresh {
-		return s.cachedResponse(out, key, req)
+		return s.cachedResponse(ctx, out, key, req)
 	}
 	return out.resp, nil
 }
@@ -69,10 +70,16 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 }
 
 // cachedResponse returns an earlier outcome for a request, which must name the tool the call
-// id ran and, for a tool that requires approval, carry a grant for the call.
-func (s *Service) cachedResponse(out outcome, key callKey, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
+// id ran, act for the user it acted for and, for a tool that requires approval, carry a grant
+// for the call.
+func (s *Service) cachedResponse(ctx context.Context, out outcome, key callKey, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
 	if err := checkTool(key, out.tool, req.GetToolName()); err != nil {
 		return nil, err
+	}
+	// A record without a user was written before records named one.
+	if user := actingUser(ctx, req); out.user != "" && out.user != user {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+			"call %q of run %q acted for another user than %q", key.callID, key.runID, user)
 	}
 	if err := s.checkGrant(req); err != nil {
 		return nil, err
@@ -133,4 +140,13 @@ func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "tool %s requires approval: %v", req.GetToolName(), err)
 	}
 	return nil
+}
+
+// actingUser is the user a request acts for: the one its metadata names (auth.IncomingUser),
+// which the orchestrator sets, else its user_id.
+func actingUser(ctx context.Context, req *actionv1.ExecuteRequest) string {
+	if p, ok, err := auth.IncomingUser(ctx); ok && err == nil {
+		return p.ID()
+	}
+	return req.GetUserId()
 }

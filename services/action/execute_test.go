@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -459,4 +460,23 @@ func TestNeverExecutesTwice(t *testing.T) {
 			t.Errorf("b should have been evicted and executed again: %v", resp)
 		}
 	})
+}
+
+// TestCachedResultIsTheUsersOwn: the result of a call is returned again only to a request that
+// acts for the same user (its metadata's, else its user_id), never to one that reuses another
+// user's run and call id.
+func TestCachedResultIsTheUsersOwn(t *testing.T) {
+	client := serve(t, action.Options{})
+	req := request(t, "calculator", map[string]any{"expression": "6*7"})
+	ctx := auth.OutgoingUser(t.Context(), "acme/alice")
+	if resp, err := client.Execute(ctx, req); err != nil || resp.GetResult() != "42" {
+		t.Fatalf("alice's call: %v %v", resp, err)
+	}
+	_, err := client.Execute(auth.OutgoingUser(t.Context(), "acme/bob"), req)
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "acted for another user")
+	_, err = client.Execute(t.Context(), req) // no metadata: its user_id, user-1
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "acted for another user")
+	if resp, err := client.Execute(ctx, req); err != nil || !resp.GetCached() || resp.GetResult() != "42" {
+		t.Fatalf("alice again: %v %v, want her cached result", resp, err)
+	}
 }

@@ -25,6 +25,8 @@ const interruptedError = "interrupted by a restart; it may or may not have run"
 // outcome is how a call was settled.
 type outcome struct {
 	tool string
+	// user is the user the call acted for; only a request for the same user gets resp.
+	user string
 	resp *actionv1.ExecuteResponse
 	// fresh is true when the request that settled the call produced resp: it ran the tool,
 	// or found it interrupted. Otherwise resp was read from the ledger.
@@ -84,7 +86,7 @@ func (s *Service) settleRecord(ctx context.Context, key callKey, req *actionv1.E
 		return outcome{}, err
 	}
 	if rec.GetState() == actionv1.CallState_CALL_STATE_DONE {
-		return outcome{tool: rec.GetToolName(), resp: rec.GetResponse()}, nil
+		return outcome{tool: rec.GetToolName(), user: rec.GetUserId(), resp: rec.GetResponse()}, nil
 	}
 	// Started: until its deadline, the execution may still finish on the instance that runs
 	// it, as long as that instance lives.
@@ -154,14 +156,14 @@ func (s *Service) resume(ctx context.Context, req *actionv1.ExecuteRequest, time
 		resp.Server = reg.def.GetServer()
 	}
 	done := &actionv1.CallRecord{
-		RunId: started.GetRunId(), CallId: started.GetCallId(), ToolName: started.GetToolName(),
+		RunId: started.GetRunId(), CallId: started.GetCallId(), ToolName: started.GetToolName(), UserId: started.GetUserId(),
 		State: actionv1.CallState_CALL_STATE_DONE, Response: resp,
 		StartedAt: started.GetStartedAt(), FinishedAt: timestamppb.New(s.now()),
 	}
 	if _, err := s.record(ctx, done, rev); err != nil {
 		return outcome{}, err
 	}
-	return outcome{tool: req.GetToolName(), resp: resp, fresh: true}, nil
+	return outcome{tool: req.GetToolName(), user: started.GetUserId(), resp: resp, fresh: true}, nil
 }
 
 // start admits the request and runs it as the call whose record is at revision rev.
@@ -170,7 +172,7 @@ func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeo
 	if err != nil {
 		return outcome{}, err
 	}
-	call := Call{UserID: req.GetUserId(), RunID: req.GetRunId(), CallID: req.GetCallId(), Arguments: args}
+	call := Call{UserID: actingUser(ctx, req), RunID: req.GetRunId(), CallID: req.GetCallId(), Arguments: args}
 	return s.runRecorded(ctx, reg, call, timeout, rev)
 }
 
@@ -184,7 +186,7 @@ func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeo
 // interrupted, or it is another replica's, which took the call over after its timeout.
 func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, timeout time.Duration, rev uint64) (outcome, error) {
 	name := reg.def.GetName()
-	started := &actionv1.CallRecord{RunId: call.RunID, CallId: call.CallID, ToolName: name, State: actionv1.CallState_CALL_STATE_STARTED}
+	started := &actionv1.CallRecord{RunId: call.RunID, CallId: call.CallID, ToolName: name, UserId: call.UserID, State: actionv1.CallState_CALL_STATE_STARTED}
 	ran := false
 	resp, err := s.run(ctx, reg, call, timeout, func() error {
 		instance, err := s.ledger.Instance(ctx)
@@ -204,7 +206,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		return outcome{}, err
 	}
 	done := &actionv1.CallRecord{
-		RunId: call.RunID, CallId: call.CallID, ToolName: name,
+		RunId: call.RunID, CallId: call.CallID, ToolName: name, UserId: call.UserID,
 		State: actionv1.CallState_CALL_STATE_DONE, Response: resp,
 		StartedAt: started.GetStartedAt(), FinishedAt: timestamppb.New(s.now()),
 	}
@@ -215,7 +217,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
 			"tool", name, "run_id", call.RunID, "call_id", call.CallID, "err", err)
 	}
-	return outcome{tool: name, resp: resp, fresh: true}, nil
+	return outcome{tool: name, user: call.UserID, resp: resp, fresh: true}, nil
 }
 
 // record writes rec over revision rev. The write is detached from the request's cancellation,

@@ -432,7 +432,9 @@ type CallRecord struct {
 	// The object of the object store AGENTMESH_TOOL_CALL_BODIES that holds the whole record when
 	// it is too large for one key-value entry (a response over the NATS max payload); the entry
 	// then holds the record without its response.
-	BodyObject    string `protobuf:"bytes,10,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
+	BodyObject string `protobuf:"bytes,10,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
+	// The user the call acted for: only a request acting for the same user gets its result.
+	UserId        string `protobuf:"bytes,11,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +539,13 @@ func (x *CallRecord) GetBodyObject() string {
 	return ""
 }
 
+func (x *CallRecord) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
 var File_agentmesh_action_v1_action_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
@@ -569,7 +578,7 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"accounting\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xbe\x03\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xd7\x03\n" +
 	"\n" +
 	"CallRecord\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
@@ -585,7 +594,8 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vbody_object\x18\n" +
 	" \x01(\tR\n" +
-	"bodyObject*T\n" +
+	"bodyObject\x12\x17\n" +
+	"\auser_id\x18\v \x01(\tR\x06userId*T\n" +
 	"\tCallState\x12\x1a\n" +
 	"\x16CALL_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CALL_STATE_STARTED\x10\x01\x12\x13\n" +
