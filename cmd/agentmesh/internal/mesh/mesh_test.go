@@ -41,6 +41,26 @@ type harness struct {
 	replicas []agentv1.AgentServiceClient // of every orchestrator replica
 	llm      *llmtest.Server
 	recorder *telemetry.Recorder
+	logs     *logBuffer // every service's log lines, at debug level
+}
+
+// logBuffer collects log output from every service of a mesh.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was logged so far.
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *harness {
@@ -58,7 +78,7 @@ func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, 
 // startReplicas is startWith with n orchestrator replicas.
 func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
-	h := &harness{recorder: telemetry.NewRecorder()}
+	h := &harness{recorder: telemetry.NewRecorder(), logs: &logBuffer{}}
 	if cfg == nil {
 		cfg = config.Default()
 	}
@@ -74,7 +94,8 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 	var mu sync.Mutex
 	providers := map[string]trace.TracerProvider{}
 	m, err := mesh.Start(t.Context(), mesh.Options{
-		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Orchestrators: n,
+		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Orchestrators: n,
+		Logger: slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TracerProvider: func(service string) trace.TracerProvider {
 			mu.Lock()
 			defer mu.Unlock()
