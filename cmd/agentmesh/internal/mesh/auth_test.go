@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -195,6 +196,18 @@ func TestPublicAPIAuthentication(t *testing.T) {
 		}
 		_, err := as["bob"].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: alice.GetRunId()})
 		expectCode(t, "bob reads alice's finished run", err, codes.PermissionDenied)
+	})
+
+	t.Run("denied calls are logged with the principal, never the key", func(t *testing.T) {
+		logs := h.logs.String()
+		if !strings.Contains(logs, `"principal":"acme/bob","auth":"api_key","credential":"sha256:`) {
+			t.Errorf("no log line of bob's denied calls:\n%s", logs)
+		}
+		for name, key := range keys {
+			if strings.Contains(logs, key) {
+				t.Errorf("%s's API key is in the logs", name)
+			}
+		}
 	})
 
 	t.Run("a tenant admin cancels a run of the tenant", func(t *testing.T) {
