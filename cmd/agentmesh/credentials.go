@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -33,7 +34,9 @@ func dialCredentials() ([]grpc.DialOption, error) {
 		}
 		transport = credentials.NewTLS(cfg)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	// A result carries the whole conversation: accept what the mesh's servers send.
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes))}
 	if key := os.Getenv(envAPIKey); key != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(key)))
 	}
