@@ -53,7 +53,7 @@ func certsCommand(_ context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *dir == "" || fs.NArg() != 0 {
-		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh certs --dir DIR [--hosts h1,h2] [--user USER] [--tenant TENANT] [--role ROLE]..."))
+		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh certs --dir DIR [--hosts H1,H2] [--user USER] [--tenant TENANT] [--role ROLE (repeatable)]"))
 	}
 	if *user == "" || strings.Contains(*user, "/") || strings.Contains(*tenant, "/") {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("certs: --user must be set, and neither --user nor --tenant may contain '/'"))
