@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"google.golang.org/grpc"
@@ -79,3 +80,17 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 
 // RequireTransportSecurity is false: see bearer.
 func (bearer) RequireTransportSecurity() bool { return false }
+
+// stageCredentials are the transport credentials of a command that calls a stage directly, as
+// `agentmesh ingest` calls the memory stage: mutual TLS between services, as the service whose
+// certificate TLS_CERT and TLS_KEY name, when TLS_CA names the mesh CA; plaintext otherwise.
+func stageCredentials() (credentials.TransportCredentials, error) {
+	m, err := config.TLS{CA: os.Getenv("TLS_CA"), Cert: os.Getenv("TLS_CERT"), Key: os.Getenv("TLS_KEY")}.Mesh()
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	}
+	if m == nil {
+		return insecure.NewCredentials(), nil
+	}
+	return credentials.NewTLS(m.ClientConfig()), nil
+}

@@ -19,12 +19,12 @@ import (
 	"github.com/agentmesh/agentmesh/services/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
 // ingestCommand stores a folder of Markdown and text files in a user's memory collection
-// (memory.IngestDir over gRPC, acting for the user) and prints what it did. A missing or unreadable directory or
+// (memory.IngestDir over gRPC, acting for the user; over mutual TLS between services with
+// TLS_CA, TLS_CERT and TLS_KEY) and prints what it did. A missing or unreadable directory or
 // file is exit code 4, an unreachable memory service 3, MEMORY_FULL and other failures 1.
 func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
@@ -50,7 +50,11 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	transport, err := stageCredentials()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(transport))
 	if err != nil {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", target, err))
 	}

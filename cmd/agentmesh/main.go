@@ -37,6 +37,10 @@ usage:
                                                    check a run's hash-chained transcript
   agentmesh keys new --user USER [--tenant TENANT] [--role ROLE]...
                                                    make an API key and its auth.api_keys entry
+  agentmesh certs --dir DIR [--hosts H1,H2] [--user USER] [--tenant TENANT] [--role ROLE]...
+                                                   make a development mesh's CA and certificates
+                                                   (mTLS between services, the CLI's client
+                                                   certificate) and approval grant keys
   agentmesh version                                print the build's version
   agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search
@@ -80,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = ingestCommand(ctx, args[1:], stdout)
 	case "keys":
 		err = keysCommand(ctx, args[1:], stdout)
+	case "certs":
+		err = certsCommand(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitcode.OK

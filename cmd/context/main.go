@@ -16,7 +16,11 @@ import (
 
 func main() {
 	server.Main("context", "127.0.0.1:7003", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
-		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+		mesh, err := cfg.TLS.Mesh()
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
+		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory), dial.WithMesh(mesh), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}

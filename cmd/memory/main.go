@@ -19,8 +19,13 @@ func main() {
 	server.Main("memory", "127.0.0.1:7007", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
 		var embedder memory.Embedder
 		if target := memory.EmbeddingTarget(cfg); target != nil {
+			mesh, err := cfg.TLS.Mesh()
+			if err != nil {
+				return nil, exitcode.Wrap(exitcode.Invalid, err)
+			}
 			// Each Embed is a paid provider request, accounted once: no retry of UNAVAILABLE.
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
+				dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Invalid, err)
 			}

@@ -89,9 +89,20 @@ type APIKey struct {
 	Roles []string `yaml:"roles,omitempty"`
 }
 
-// TLS is a process's certificate and key (PEM files) for the servers it runs; the TLS_CERT and
-// TLS_KEY environment variables override them, since every process has its own.
+// TLS is a process's certificate and key (PEM files) for the servers it runs, and the mesh CA
+// (README, "mTLS between services"). The TLS_CA, TLS_CERT and TLS_KEY environment variables
+// override them in the service binaries, since every process has its own certificate.
+//
+// With ca, cert and key the services talk mutual TLS: every stage serves TLS with its certificate
+// and takes calls only from a client certificate of the mesh CA that names a mesh identity (the
+// one URI name spiffe://agentmesh/<service>; health is open to every certificate of the CA), and
+// every service presents its certificate to the stages it calls and accepts only a mesh identity
+// of the CA as the server. The orchestrator serves the public API with the same certificate and
+// authenticates its callers as auth says. `agentmesh certs` makes a development CA and
+// certificates.
 type TLS struct {
+	// CA is the PEM file of the mesh CA.
+	CA string `yaml:"ca,omitempty"`
 	// Cert is the certificate chain.
 	Cert string `yaml:"cert,omitempty"`
 	// Key is the private key.

@@ -1,6 +1,7 @@
 // Package dial opens gRPC client connections to the stages of the mesh, with the defaults every
 // hop needs: round-robin load balancing over all resolved addresses, client-side health
-// checking, retries of UNAVAILABLE, keepalive, a default deadline and OpenTelemetry spans.
+// checking, retries of UNAVAILABLE, keepalive, a default deadline and OpenTelemetry spans;
+// plaintext, or mutual TLS with WithMesh.
 package dial
 
 import (
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // registers the client-side health checker
 	"google.golang.org/grpc/keepalive"
@@ -59,7 +61,7 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 	if target == "" {
 		return nil, errors.New("dial: empty target: give the peer's gRPC address, e.g. 127.0.0.1:7003 or dns:///host:7003")
 	}
-	cfg := config{timeout: DefaultTimeout, retry: true}
+	cfg := config{timeout: DefaultTimeout, retry: true, transport: insecure.NewCredentials()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -72,7 +74,7 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(cfg.tracerProvider))
 	}
 	dialOpts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(cfg.transport),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(handlerOpts...)),
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithKeepaliveParams(keepaliveParams),
@@ -118,4 +120,5 @@ type config struct {
 	timeout        time.Duration
 	dialOptions    []grpc.DialOption
 	retry          bool
+	transport      credentials.TransportCredentials
 }

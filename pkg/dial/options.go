@@ -3,8 +3,10 @@ package dial
 import (
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Option configures New.
@@ -43,6 +45,18 @@ func WithMaxMessageBytes(n int) Option {
 	return func(c *config) {
 		if n > 0 {
 			c.dialOptions = append(c.dialOptions, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n), grpc.MaxCallSendMsgSize(n)))
+		}
+	}
+}
+
+// WithMesh makes the connection mutual TLS between services: it presents the service's
+// certificate and accepts only a server of the mesh CA that names a mesh identity (see
+// auth.MeshTLS.ClientConfig). A nil m keeps the connection plaintext, as without mutual TLS
+// configured.
+func WithMesh(m *auth.MeshTLS) Option {
+	return func(c *config) {
+		if m != nil {
+			c.transport = credentials.NewTLS(m.ClientConfig())
 		}
 	}
 }

@@ -39,21 +39,24 @@ type Drainer interface {
 // Main runs a service binary and exits the process: it logs JSON to stderr, loads the
 // configuration (the file AGENTMESH_CONFIG names, if any, over the standard layers of
 // config.Load, with GRPC_MAX_MESSAGE_BYTES, when set, taking the place of
-// grpc.max_message_bytes), sets up tracing for "agentmesh-"+name, builds the service
-// with the configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM,
-// then drains and flushes the spans. The server accepts messages of up to
-// grpc.max_message_bytes. An invalid configuration exits 4; a build error exits with its
-// exitcode.Of code (1 unless it carries one); a listen failure exits 3.
+// grpc.max_message_bytes, and TLS_CA, TLS_CERT and TLS_KEY that of tls.ca, tls.cert and
+// tls.key), sets up tracing for "agentmesh-"+name, builds the service with the configuration,
+// serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then drains and flushes
+// the spans. The server accepts messages of up to grpc.max_message_bytes. An invalid
+// configuration exits 4; a build error exits with its exitcode.Of code (1 unless it carries
+// one); a listen failure exits 3.
 //
-// A server that other hosts can reach without authenticating its callers refuses to start
-// (exit 4) unless the binary runs insecure (Insecure).
+// With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
+// calls only from mesh identities (Options.Mesh; README, "mTLS between services"). A server
+// that other hosts can reach without authenticating its callers refuses to start (exit 4)
+// unless the binary runs insecure (Insecure).
 func Main(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
 	os.Exit(run(name, defaultAddr, false, build))
 }
 
 // MainPublic is Main for the mesh's public API, whose callers authenticate as the auth section
 // of the configuration says, over TLS with tls.cert and tls.key (TLS_CERT and TLS_KEY override
-// them).
+// them); the orchestrator presents the same certificate to the stages it calls.
 func MainPublic(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
 	os.Exit(run(name, defaultAddr, true, build))
 }
@@ -134,6 +137,12 @@ func loadConfig() (*config.Config, error) {
 	cfg, err := config.Load(os.Getenv("AGENTMESH_CONFIG"))
 	if err != nil {
 		return nil, err
+	}
+	if t := (config.TLS{CA: Env("TLS_CA", cfg.TLS.CA), Cert: Env("TLS_CERT", cfg.TLS.Cert), Key: Env("TLS_KEY", cfg.TLS.Key)}); t != cfg.TLS {
+		cfg.TLS = t
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("TLS_CA, TLS_CERT, TLS_KEY: %w", err)
+		}
 	}
 	if v := os.Getenv("GRPC_MAX_MESSAGE_BYTES"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
@@ -39,6 +40,7 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	defer busy.Close()
 	ok := func(context.Context, *config.Config) (Registrar, error) { return &closer{}, nil }
+	dev := newDevPKI(t)
 	table := []struct {
 		name  string
 		env   map[string]string
@@ -56,6 +58,10 @@ func TestRunExitCodes(t *testing.T) {
 		{"message limit too small", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32"}, ok, exitcode.Invalid},
 		{"reachable from other hosts without authentication", map[string]string{"LISTEN_ADDR": "0.0.0.0:0"}, ok, exitcode.Invalid},
 		{"every interface without authentication", map[string]string{"LISTEN_ADDR": ":0"}, ok, exitcode.Invalid},
+		{"mesh CA without a certificate", map[string]string{"TLS_CA": dev.ca}, ok, exitcode.Invalid},
+		{"certificate without key", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.intent.Cert}, ok, exitcode.Invalid},
+		{"certificate naming no mesh identity", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.user.Cert, "TLS_KEY": dev.user.Key}, ok, exitcode.Invalid},
+		{"certificate of another CA", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.other.Cert, "TLS_KEY": dev.other.Key}, ok, exitcode.Invalid},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +70,9 @@ func TestRunExitCodes(t *testing.T) {
 			t.Setenv("AGENTMESH_CONFIG", "")
 			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 			t.Setenv("AGENTMESH_INSECURE", "")
+			t.Setenv("TLS_CA", "")
+			t.Setenv("TLS_CERT", "")
+			t.Setenv("TLS_KEY", "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
@@ -88,6 +97,9 @@ func listenOnFreeAddr(t *testing.T) string {
 	t.Setenv("LISTEN_ADDR", addr)
 	t.Setenv("AGENTMESH_CONFIG", "")
 	t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
+	t.Setenv("TLS_CA", "")
+	t.Setenv("TLS_CERT", "")
+	t.Setenv("TLS_KEY", "")
 	return addr
 }
 
@@ -238,6 +250,104 @@ func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
 			t.Fatalf("a request over the limit: %v, want RESOURCE_EXHAUSTED", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-exited; code != exitcode.OK {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// devPKI is a mesh CA with the certificates the tests of run use.
+type devPKI struct {
+	ca                                string // the mesh CA's certificate
+	intent, orchestrator, user, other certs.Pair
+}
+
+func newDevPKI(t *testing.T) devPKI {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := certs.NewCA("mesh CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := certs.NewCA("other CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := devPKI{ca: filepath.Join(dir, "ca.pem")}
+	if err := ca.WriteCert(p.ca); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		pair *certs.Pair
+		ca   *certs.CA
+		name string
+		s    certs.Subject
+	}{
+		{&p.intent, ca, "intent", certs.Service("intent")},
+		{&p.orchestrator, ca, "orchestrator", certs.Service("orchestrator")},
+		{&p.user, ca, "alice", certs.Subject{CommonName: "alice", Client: true}},
+		{&p.other, other, "other", certs.Service("intent")},
+	} {
+		if *c.pair, err = c.ca.Write(dir, c.name, c.s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// TestRunServesMutualTLSBetweenServices (issue 12.3): with TLS_CA, TLS_CERT and TLS_KEY a
+// stage binary serves mutual TLS, so it may listen on every interface without --insecure;
+// a mesh identity checks its health, a plaintext client cannot.
+func TestRunServesMutualTLSBetweenServices(t *testing.T) {
+	addr := listenOnFreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	t.Setenv("LISTEN_ADDR", "0.0.0.0:"+port)
+	t.Setenv("AGENTMESH_INSECURE", "")
+	dev := newDevPKI(t)
+	t.Setenv("TLS_CA", dev.ca)
+	t.Setenv("TLS_CERT", dev.intent.Cert)
+	t.Setenv("TLS_KEY", dev.intent.Key)
+
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run("intent", "127.0.0.1:0", false, func(_ context.Context, cfg *config.Config) (Registrar, error) {
+			if cfg.TLS.CA != dev.ca || cfg.TLS.Cert != dev.intent.Cert {
+				t.Errorf("the service got tls %+v, want the environment's", cfg.TLS)
+			}
+			return &closer{}, nil
+		})
+	}()
+	orchestrator, err := config.TLS{CA: dev.ca, Cert: dev.orchestrator.Cert, Key: dev.orchestrator.Key}.Mesh()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dial.New(addr, dial.WithMesh(orchestrator))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service never reported SERVING over mutual TLS: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	plain, err := dial.New(addr, dial.WithoutRetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := healthpb.NewHealthClient(plain).Check(t.Context(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("a plaintext health check: %v, want UNAVAILABLE", err)
 	}
 
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {

@@ -97,21 +97,28 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// secure sets up the authentication of a service binary's server. The public API
-// authenticates its callers as the auth section configures, over TLS with
-// tls.cert and tls.key (TLS_CERT and TLS_KEY override them: each process has its own). A server
-// that other hosts can reach without authentication refuses to start unless the binary runs
-// insecure (Insecure).
+// secure sets up the authentication of a service binary's server. A stage serves mutual TLS
+// between services when tls.ca, tls.cert and tls.key are set (TLS_CA, TLS_CERT and TLS_KEY
+// override them: each process has its own certificate), taking calls only from mesh identities.
+// The public API authenticates its callers as the auth section configures, over TLS with
+// tls.cert and tls.key. A server that other hosts can reach without authentication refuses to
+// start unless the binary runs insecure (Insecure).
 func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) error {
+	mesh, err := cfg.TLS.Mesh() // the orchestrator's clients use it too: refuse a bad one here
+	if err != nil {
+		return exitcode.Wrap(exitcode.Invalid, err)
+	}
 	authenticated := false
 	if public {
-		t := config.TLS{Cert: Env("TLS_CERT", cfg.TLS.Cert), Key: Env("TLS_KEY", cfg.TLS.Key)}
-		authn, tlsCfg, err := PublicSecurity(cfg.Auth, t)
+		authn, tlsCfg, err := PublicSecurity(cfg.Auth, cfg.TLS)
 		if err != nil {
 			return exitcode.Wrap(exitcode.Invalid, err)
 		}
 		opts.Auth, opts.TLS = authn, tlsCfg
 		authenticated = authn != nil
+	} else {
+		opts.Mesh = mesh
+		authenticated = mesh != nil
 	}
 	if err := CheckExposure(opts.Addr, authenticated, Insecure()); err != nil {
 		return exitcode.Wrap(exitcode.Invalid, err)
@@ -119,8 +126,11 @@ func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) er
 	switch {
 	case !authenticated && !Loopback(opts.Addr):
 		log.Warn("serving without authentication on an address other hosts can reach, as --insecure asks", "addr", opts.Addr)
-	case authenticated && opts.TLS == nil && !Loopback(opts.Addr):
+	case authenticated && opts.TLS == nil && opts.Mesh == nil && !Loopback(opts.Addr):
 		log.Warn("API keys cross the network in clear text: set tls.cert and tls.key", "addr", opts.Addr)
+	}
+	if mesh != nil {
+		log.Info("mutual TLS between services", "identity", auth.MeshID(mesh.Service()))
 	}
 	return nil
 }

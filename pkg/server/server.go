@@ -52,6 +52,11 @@ type Options struct {
 	// TLS, when set, serves TLS with this configuration (its ClientCAs verify client
 	// certificates for mTLS).
 	TLS *tls.Config
+	// Mesh, when set, serves mutual TLS between services in the place of TLS: the server
+	// presents the service's certificate, requires a client certificate of the mesh CA, and
+	// takes calls but health only from mesh identities (auth.MeshUnaryServerInterceptor); the
+	// handler finds the caller with auth.MeshIdentity.
+	Mesh *auth.MeshTLS
 	// MaxMessageBytes is the largest message the server receives or sends (a larger request
 	// is refused with RESOURCE_EXHAUSTED); zero means dial.DefaultMaxMessageBytes.
 	MaxMessageBytes int
@@ -108,6 +113,11 @@ func New(opts Options) *Server {
 	codec := newRequestCodec()
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), stageerr.UnaryServerInterceptor()}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), stageerr.StreamServerInterceptor()}
+	if opts.Mesh != nil {
+		opts.TLS = opts.Mesh.ServerConfig()
+		unary = append(unary, auth.MeshUnaryServerInterceptor(log))
+		stream = append(stream, auth.MeshStreamServerInterceptor(log))
+	}
 	if opts.Auth != nil {
 		unary = append(unary, opts.Auth.UnaryServerInterceptor(log))
 		stream = append(stream, opts.Auth.StreamServerInterceptor(log))

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
@@ -13,14 +14,19 @@ import (
 // OptionsFromConfig builds the service's options from the configuration's memory section,
 // opening the store it names: memory (in process), sqlite (the file memory.path) or postgres
 // (memory.dsn). A quota_per_user of 0 means no quota. Memory isolation is enforced
-// (Options.RequireUser) when the configuration authenticates the public API (auth.*). The store belongs to the Service built
-// from the options: Service.Close closes it. An unknown store is an exitcode.Invalid error; a
+// (Options.RequireUser) when the configuration authenticates the public API (auth.*), and
+// callers are identified by their mesh certificates (Options.MeshIdentity) when the services
+// talk mutual TLS (tls.ca). The store belongs to the Service built from the options:
+// Service.Close closes it. An unknown store is an exitcode.Invalid error; a
 // store that cannot be opened is exitcode.Unavailable.
 //
 // The options have no Embedder: when EmbeddingTarget returns a target, set Options.Embedder
 // to a GenerationEmbedder for it.
 func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error) {
 	opts := Options{QuotaPerUser: cfg.Memory.QuotaPerUser, RequireUser: cfg.Auth.Enabled()}
+	if cfg.TLS.CA != "" {
+		opts.MeshIdentity = auth.MeshIdentity
+	}
 	if opts.QuotaPerUser == 0 {
 		opts.QuotaPerUser = math.MaxInt
 	}

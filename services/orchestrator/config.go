@@ -112,13 +112,18 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 }
 
 // OptionsFromConfig is ConfiguredOptions with the stage clients (addresses from env, e.g.
-// PLANNING_ADDR, else the configuration), and a function that closes their connections.
+// PLANNING_ADDR, else the configuration; mutual TLS when tls.ca is set), and a function that
+// closes their connections.
 func OptionsFromConfig(ctx context.Context, cfg *config.Config, nc *nats.Conn, env func(key, def string) string) (Options, func() error, error) {
 	opts, err := ConfiguredOptions(ctx, cfg, nc)
 	if err != nil {
 		return Options{}, nil, err
 	}
-	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+	mesh, err := cfg.TLS.Mesh()
+	if err != nil {
+		return Options{}, nil, err
+	}
+	peers, closePeers, err := DialPeers(PeerAddrsFromConfig(cfg, env), dial.WithMesh(mesh), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return Options{}, nil, err
 	}

@@ -67,7 +67,8 @@ type Options struct {
 	// share NATS, so any of them serves, resumes and finishes any run.
 	Orchestrators int
 	// Insecure lets services listen on addresses other hosts can reach without authenticating
-	// their callers; without it such a configuration is refused (exitcode.Invalid).
+	// their callers; without it such a configuration is refused (exitcode.Invalid). Stages
+	// with mutual TLS between services (tls.ca) authenticate theirs.
 	Insecure bool
 }
 
@@ -92,6 +93,7 @@ type Mesh struct {
 // peers first (generation before memory, which embeds through it when memory.embeddings is
 // set). A service that cannot listen, or a NATS server that cannot be reached, is an
 // exitcode.Unavailable error; a configuration the mesh cannot serve is exitcode.Invalid.
+// With tls.ca the services talk mutual TLS, every one of them with the certificate of tls.cert.
 func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -119,6 +121,12 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
 	m.Authenticated = authn != nil
+	// With tls.ca every service of the process speaks mutual TLS with the one certificate of
+	// tls.cert, whose mesh identity is the whole process's.
+	meshTLS, err := cfg.TLS.Mesh()
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	}
 	if err := m.startNATS(cfg, opts.StoreDir); err != nil {
 		return nil, err
 	}
@@ -128,11 +136,11 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if opts.Ephemeral {
 			addr = "127.0.0.1:0"
 		}
-		if err := server.CheckExposure(addr, false, opts.Insecure); err != nil {
+		if err := server.CheckExposure(addr, meshTLS != nil, opts.Insecure); err != nil {
 			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
 		}
 		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), Logger: log.With("service", name),
-			MaxMessageBytes: cfg.GRPC.MaxMessageBytes})
+			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS})
 		register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s service: %w", name, err))
@@ -142,7 +150,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil
 	}
 	conn := func(from, to string, opts ...dial.Option) (*grpc.ClientConn, error) {
-		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
+		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
 		}
@@ -239,7 +247,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		Intent: m.addrs[Intent], Planning: m.addrs[Planning], Context: m.addrs[Context],
 		Generation: m.addrs[Generation], Action: m.addrs[Action], Observation: m.addrs[Observation],
 		Memory: m.addrs[Memory], Recovery: m.addrs[Recovery],
-	}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+	}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unavailable, err)
 	}

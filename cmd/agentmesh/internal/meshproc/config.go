@@ -39,8 +39,8 @@ type Config struct {
 }
 
 // write writes the configuration file into dir, with a new key pair of approval grants beside
-// it, checks that it loads, and returns its path.
-func (c Config) write(t testing.TB, dir string) string {
+// it and tls.ca set to tlsCA, checks that it loads, and returns its path.
+func (c Config) write(t testing.TB, dir, tlsCA string) string {
 	t.Helper()
 	approvals := config.Approvals{SigningKey: filepath.Join(dir, "grant.key"), VerifyKey: filepath.Join(dir, "grant.pub")}
 	pub, priv := grant.GenerateKey()
@@ -58,6 +58,9 @@ func (c Config) write(t testing.TB, dir string) string {
 	}
 	if len(c.RestTools) > 0 {
 		doc["rest_tools"] = c.RestTools
+	}
+	if tlsCA != "" {
+		doc["tls"] = config.TLS{CA: tlsCA}
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {

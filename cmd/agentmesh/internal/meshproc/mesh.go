@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -24,16 +26,25 @@ type Options struct {
 	// Replicas names the orchestrator replicas, each passed its name in AGENTMESH_REPLICA;
 	// nil means DefaultReplicas.
 	Replicas []string
+	// MTLS runs the services with mutual TLS between them: Start makes a mesh CA and a
+	// certificate per service (PKI), sets tls.ca in the configuration and each process's
+	// TLS_CERT and TLS_KEY; the orchestrator replicas serve the public API over TLS with the
+	// orchestrator's certificate. The harness's own connections (Service) trust the mesh CA and
+	// present its certificate "meshproc", which names no mesh identity: a stage answers them
+	// health only.
+	MTLS bool
 }
 
 // Mesh is agentmesh as separate processes on loopback: a nats-server with JetStream, the eight
 // stage services and the orchestrator replicas, wired only by the variables the binaries read
-// (LISTEN_ADDR, NATS_URL, AGENTMESH_CONFIG, <STAGE>_ADDR, AGENTMESH_REPLICA).
+// (LISTEN_ADDR, NATS_URL, AGENTMESH_CONFIG, <STAGE>_ADDR, AGENTMESH_REPLICA; TLS_CERT and TLS_KEY
+// with Options.MTLS).
 type Mesh struct {
 	nats     *NATS
 	stages   map[string]*Service
 	replicas []*Service
 	js       jetstream.JetStream
+	pki      *PKI // with Options.MTLS
 }
 
 // Start builds the binaries (once per test binary, see Build), writes the configuration, starts
@@ -45,9 +56,19 @@ func Start(t testing.TB, opts Options) *Mesh {
 	bin := Build(t)
 	root := t.TempDir()
 	cfgDir, home, work := mkdir(t, root, "config"), mkdir(t, root, "home"), mkdir(t, root, "work")
-	cfgPath := opts.Config.write(t, cfgDir)
-
 	m := &Mesh{nats: newNATS(t, bin, work), stages: map[string]*Service{}}
+	creds := insecure.NewCredentials()
+	tlsCA := ""
+	if opts.MTLS {
+		services := []string{Orchestrator}
+		for _, s := range Stages {
+			services = append(services, s.Name)
+		}
+		m.pki = newPKI(t, mkdir(t, root, "certs"), services)
+		tlsCA = m.pki.CAFile()
+		creds = m.pki.Client(t, m.pki.Issue(t, "meshproc", certs.Subject{CommonName: "meshproc", Client: true}))
+	}
+	cfgPath := opts.Config.write(t, cfgDir, tlsCA)
 	m.nats.Restart(t)
 
 	env := append(os.Environ(),
@@ -64,8 +85,8 @@ func Start(t testing.TB, opts Options) *Mesh {
 		env = append(env, s.AddrEnv+"="+addrs[s.Name])
 	}
 	for _, s := range Stages {
-		p := newProcess(t, s.Name, filepath.Join(bin, s.Name), work, nil, slices.Concat(env, []string{"LISTEN_ADDR=" + addrs[s.Name]}))
-		m.stages[s.Name] = newService(t, p, addrs[s.Name])
+		p := newProcess(t, s.Name, filepath.Join(bin, s.Name), work, nil, slices.Concat(env, []string{"LISTEN_ADDR=" + addrs[s.Name]}, m.tlsEnv(s.Name)))
+		m.stages[s.Name] = newService(t, p, addrs[s.Name], creds)
 		p.Start(t)
 	}
 	for _, s := range Stages {
@@ -79,8 +100,8 @@ func Start(t testing.TB, opts Options) *Mesh {
 	for _, name := range replicas {
 		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 		p := newProcess(t, name, filepath.Join(bin, Orchestrator), work, nil,
-			slices.Concat(env, []string{"LISTEN_ADDR=" + addr, "AGENTMESH_REPLICA=" + name}))
-		r := newService(t, p, addr)
+			slices.Concat(env, []string{"LISTEN_ADDR=" + addr, "AGENTMESH_REPLICA=" + name}, m.tlsEnv(Orchestrator)))
+		r := newService(t, p, addr, creds)
 		m.replicas = append(m.replicas, r)
 		p.Start(t)
 	}
@@ -91,6 +112,18 @@ func Start(t testing.TB, opts Options) *Mesh {
 	m.js = connect(t, m.nats.URL())
 	return m
 }
+
+// tlsEnv is the environment that gives service its certificate, with Options.MTLS.
+func (m *Mesh) tlsEnv(service string) []string {
+	if m.pki == nil {
+		return nil
+	}
+	pair := m.pki.Service(service)
+	return []string{"TLS_CERT=" + pair.Cert, "TLS_KEY=" + pair.Key}
+}
+
+// PKI returns the mesh CA of a mesh started with Options.MTLS, nil without.
+func (m *Mesh) PKI() *PKI { return m.pki }
 
 // NATS returns the mesh's NATS server.
 func (m *Mesh) NATS() *NATS { return m.nats }

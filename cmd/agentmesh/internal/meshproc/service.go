@@ -9,7 +9,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -35,12 +35,12 @@ type Service struct {
 	conn *grpc.ClientConn
 }
 
-// newService returns a service listening on addr once started; its connection closes when the
-// test ends.
-func newService(t testing.TB, p *Process, addr string) *Service {
+// newService returns a service listening on addr once started, whose connection has the
+// transport credentials creds; the connection closes when the test ends.
+func newService(t testing.TB, p *Process, addr string, creds credentials.TransportCredentials) *Service {
 	t.Helper()
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(reconnect))
 	if err != nil {
 		t.Fatalf("client of %s: %v", p.name, err)
@@ -51,6 +51,9 @@ func newService(t testing.TB, p *Process, addr string) *Service {
 
 // Addr returns the service's address, host:port.
 func (s *Service) Addr() string { return s.addr }
+
+// Conn returns the harness's connection to the service, for a client of any of its services.
+func (s *Service) Conn() grpc.ClientConnInterface { return s.conn }
 
 // Agent returns a client of AgentService on the service, an orchestrator replica.
 func (s *Service) Agent() agentv1.AgentServiceClient { return agentv1.NewAgentServiceClient(s.conn) }

@@ -1,0 +1,71 @@
+package meshproc
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/certs"
+	"google.golang.org/grpc/credentials"
+)
+
+// PKI is the mesh CA of a Mesh started with Options.MTLS, and the files of its certificates,
+// made as `agentmesh certs` makes them.
+type PKI struct {
+	ca  *certs.CA
+	dir string
+}
+
+// newPKI makes a mesh CA, writing its certificate to dir/ca.pem, and a certificate of each
+// service (certs.Service) into dir.
+func newPKI(t testing.TB, dir string, services []string) *PKI {
+	t.Helper()
+	ca, err := certs.NewCA("meshproc mesh CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &PKI{ca: ca, dir: dir}
+	if err := ca.WriteCert(p.CAFile()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range services {
+		p.Issue(t, s, certs.Service(s))
+	}
+	return p
+}
+
+// CAFile is the PEM file of the mesh CA's certificate (tls.ca).
+func (p *PKI) CAFile() string { return filepath.Join(p.dir, "ca.pem") }
+
+// Service returns the files of service's certificate.
+func (p *PKI) Service(service string) certs.Pair {
+	return certs.Pair{Cert: filepath.Join(p.dir, service+".pem"), Key: filepath.Join(p.dir, service+"-key.pem")}
+}
+
+// Issue writes a certificate of the mesh CA for s, named name, and returns its files.
+func (p *PKI) Issue(t testing.TB, name string, s certs.Subject) certs.Pair {
+	t.Helper()
+	pair, err := p.ca.Write(p.dir, name, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}
+
+// Client returns TLS credentials that trust the mesh CA's servers by host name and present
+// the certificate pair, if it is not the zero Pair.
+func (p *PKI) Client(t testing.TB, pair certs.Pair) credentials.TransportCredentials {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.ca.CertPEM())
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if pair != (certs.Pair{}) {
+		cert, err := tls.LoadX509KeyPair(pair.Cert, pair.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(cfg)
+}

@@ -1,0 +1,102 @@
+package auth
+
+import (
+	"context"
+	"crypto/x509"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc"
+)
+
+// MeshTrustDomain is the trust domain of mesh identities.
+const MeshTrustDomain = "agentmesh"
+
+// meshIDPrefix starts every mesh identity.
+const meshIDPrefix = "spiffe://" + MeshTrustDomain + "/"
+
+// meshService is what a mesh identity may name: a service name.
+var meshService = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// MeshID returns the mesh identity of a service: the SPIFFE ID
+// "spiffe://agentmesh/<service>" that the one URI name of its certificate holds, e.g.
+// "spiffe://agentmesh/orchestrator". Every service of the mesh has a certificate signed by the
+// mesh CA that names its identity; a stage serving mutual TLS takes calls only from mesh
+// identities, and a service calling another accepts only a mesh identity as the server.
+func MeshID(service string) string { return meshIDPrefix + service }
+
+// MeshService returns the service whose mesh identity cert names (see MeshID); ok is false
+// when cert names none. As SPIFFE requires, a mesh identity is the certificate's only URI name.
+// MeshService does not verify the certificate: give it one from a verified chain.
+func MeshService(cert *x509.Certificate) (service string, ok bool) {
+	if len(cert.URIs) != 1 {
+		return "", false
+	}
+	service, ok = strings.CutPrefix(cert.URIs[0].String(), meshIDPrefix)
+	if !ok || !meshService.MatchString(service) {
+		return "", false
+	}
+	return service, true
+}
+
+// MeshIdentity returns the service whose mesh identity the call's peer authenticated with: the
+// client certificate the server verified (a stage server verifies it against the mesh CA,
+// Options.Mesh of pkg/server). ok is false for a call without a verified certificate or with one
+// that names no mesh identity.
+func MeshIdentity(ctx context.Context) (service string, ok bool) {
+	cert := clientCert(ctx)
+	if cert == nil {
+		return "", false
+	}
+	return MeshService(cert)
+}
+
+// meshOpen reports whether a method of a stage is served to every peer the TLS handshake
+// accepted, mesh identity or not: the health service, so that probes and load balancers check
+// a stage with any certificate of the mesh CA.
+func meshOpen(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
+
+// checkMesh returns the error that refuses a call from a peer that is not a mesh identity, nil
+// for a mesh identity: UNAUTHENTICATED without a verified client certificate, PERMISSION_DENIED
+// with one that names no mesh identity.
+func checkMesh(ctx context.Context) error {
+	cert := clientCert(ctx)
+	if cert == nil {
+		return stageerr.Errorf(stageerr.ErrUnauthenticated.Code, "stages take calls only from the services of the mesh: present a certificate of the mesh CA")
+	}
+	if _, ok := MeshService(cert); !ok {
+		return stageerr.Errorf(stageerr.ErrPermissionDenied.Code,
+			"stages take calls only from the services of the mesh: the certificate of %q names no mesh identity (a URI name %s<service>)", cert.Subject.String(), meshIDPrefix)
+	}
+	return nil
+}
+
+// MeshUnaryServerInterceptor refuses every call but health (see MeshIdentity) from a peer that
+// is not a mesh identity, logging the refusal with the certificate's subject: UNAUTHENTICATED
+// without a verified client certificate, PERMISSION_DENIED with one that names no mesh identity.
+func MeshUnaryServerInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if !meshOpen(info.FullMethod) {
+			if err := checkMesh(ctx); err != nil {
+				log.WarnContext(ctx, "call refused", "method", info.FullMethod, "err", err)
+				return nil, stageerr.ToStatus(err)
+			}
+		}
+		return handler(ctx, req)
+	}
+}
+
+// MeshStreamServerInterceptor is MeshUnaryServerInterceptor for streams.
+func MeshStreamServerInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if !meshOpen(info.FullMethod) {
+			if err := checkMesh(ss.Context()); err != nil {
+				log.WarnContext(ss.Context(), "call refused", "method", info.FullMethod, "err", err)
+				return stageerr.ToStatus(err)
+			}
+		}
+		return handler(srv, ss)
+	}
+}

@@ -1,0 +1,34 @@
+package config
+
+import (
+	"crypto/tls"
+	"fmt"
+	"os"
+
+	"github.com/agentmesh/agentmesh/pkg/auth"
+)
+
+// Mesh returns the mutual TLS between services that t configures, or nil when tls.ca is not set
+// (the services talk plaintext). tls.ca without a certificate, unreadable files and a
+// certificate that names no mesh identity or that the CA did not sign are errors.
+func (t TLS) Mesh() (*auth.MeshTLS, error) {
+	if t.CA == "" {
+		return nil, nil
+	}
+	if t.Cert == "" || t.Key == "" {
+		return nil, fmt.Errorf("%w: tls.ca: mutual TLS between services needs this process's certificate: set tls.cert and tls.key (TLS_CERT and TLS_KEY)", ErrInvalid)
+	}
+	caPEM, err := os.ReadFile(t.CA)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tls.ca: %w", ErrInvalid, err)
+	}
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tls.cert and tls.key: %w", ErrInvalid, err)
+	}
+	m, err := auth.NewMeshTLS(caPEM, cert)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tls: %w", ErrInvalid, err)
+	}
+	return m, nil
+}
