@@ -6,30 +6,16 @@ import (
 	"net"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
-
-// rawCodec sends messages as the bytes they are.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	*v.(*[]byte) = data.Materialize()
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
 
 // TestDecodeFailuresAreAnsweredAndForgotten: requests that do not decode are INVALID_ARGUMENT,
 // unary and on a bidirectional stream, and the codec keeps none of their errors afterwards.
@@ -54,7 +40,7 @@ func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
 		<-served
 	}()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -232,7 +233,7 @@ func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
 		t.Errorf("the service got grpc.max_message_bytes %d, want GRPC_MAX_MESSAGE_BYTES's 1048576", n)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
 	if err != nil {
 		t.Fatal(err)
 	}
