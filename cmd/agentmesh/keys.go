@@ -19,7 +19,7 @@ import (
 // hash.
 func keysCommand(_ context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "new" {
-		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh keys new --user USER [--tenant TENANT] [--role ROLE]..."))
+		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh keys new --user USER [--tenant TENANT] [--role ROLE], repeating --role for several"))
 	}
 	fs := flag.NewFlagSet("keys new", flag.ContinueOnError)
 	user := fs.String("user", "", "the user the key authenticates (required)")
