@@ -308,9 +308,9 @@ func (r *run) recordDecision(ctx context.Context, callID, decision string, args 
 	if endsRun {
 		detail += "; the rejection ends the run"
 	}
-	r.step(ctx, st, r.stepID(st)+"/"+callID, func(context.Context) (proto.Message, proto.Message, string) {
-		return nil, ev, detail
-	})
+	// A decision arrives on its RPC's goroutine, while the run's may be changing the
+	// conversation: the entry seals no messages (a decision adds none), so it never reads it.
+	r.stepApart(ctx, st, r.stepID(st)+"/"+callID, ev, detail)
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalResolved{ApprovalResolved: ev}})
 }
 

@@ -174,6 +174,16 @@ func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn fu
 	r.chain.Append(st, stepID, r.contract.GetContractHash(), action, result, detail, r.conversation)
 }
 
+// stepApart is step for a state entered outside the run's goroutine (a decision): its entry
+// records result and detail and seals no conversation messages.
+func (r *run) stepApart(ctx context.Context, st typev1.RunState, stepID string, result proto.Message, detail string) {
+	_, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
+		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID),
+			attribute.String("agentmesh.detail", detail)))
+	defer span.End()
+	r.chain.Append(st, stepID, r.contract.GetContractHash(), nil, result, detail, nil)
+}
+
 func stateName(st typev1.RunState) string { return strings.TrimPrefix(st.String(), "RUN_STATE_") }
 
 func (r *run) stepID(st typev1.RunState) string {
