@@ -11,6 +11,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"google.golang.org/grpc/codes"
@@ -124,6 +125,36 @@ func TestApproval(t *testing.T) {
 	if n := deleteNote.calls.Load(); n != 1 {
 		t.Fatalf("approved call executed %d times, want 1", n)
 	}
+
+	t.Run("forged, replayed and expired grants are refused", func(t *testing.T) {
+		_, foreignKey := grant.GenerateKey()
+		fresh := func() *actionv1.ExecuteRequest { return request(t, "delete_note", map[string]any{"id": "n9"}) }
+		forged, replayed, expired := fresh(), fresh(), fresh()
+		g, err := grant.NewSigner(foreignKey).Sign(forged.GetRunId(), forged.GetCallId(), forged.GetToolName(), forged.GetArguments(), time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged.Approval = &actionv1.Approval{Approved: true, Grant: g}
+		replayed.Approval = approved(t, req) // the grant of another call
+		if g, err = testSigner.Sign(expired.GetRunId(), expired.GetCallId(), expired.GetToolName(), expired.GetArguments(), time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		expired.Approval = &actionv1.Approval{Approved: true, Grant: g}
+		for name, tc := range map[string]struct {
+			req  *actionv1.ExecuteRequest
+			want string
+		}{
+			"forged":   {forged, "not the orchestrator key"},
+			"replayed": {replayed, "granted for call"},
+			"expired":  {expired, "expired at"},
+		} {
+			_, err := client.Execute(t.Context(), tc.req)
+			grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, tc.want)
+			if n := deleteNote.calls.Load(); n != 1 {
+				t.Fatalf("%s: the tool ran %d times, want 1 (the approved call only)", name, n)
+			}
+		}
+	})
 
 	t.Run("the cached result needs a grant too", func(t *testing.T) {
 		again := request(t, "delete_note", map[string]any{"id": "n1"})
