@@ -8,6 +8,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
 )
@@ -117,7 +118,7 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 	args := req.GetArguments().AsMap()
 	if err := reg.schema.Validate(args); err != nil {
 		return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS,
-			"invalid arguments for tool %s: %s", name, validationMessage(err))
+			"invalid arguments for tool %s: %s", name, schema.Message(err))
 	}
 	return reg, args, nil
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/services/action/queue"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -18,7 +18,7 @@ type registered struct {
 	// def is the definition as listed: server and queue defaulted, approval flag resolved by
 	// policy, idempotent when the tool says so or configuration names it.
 	def    *typev1.Tool
-	schema *jsonschema.Schema
+	schema *schema.Schema
 }
 
 // registry holds the executable tools by name.

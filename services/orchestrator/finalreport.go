@@ -8,7 +8,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/agentmesh/agentmesh/pkg/schema"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -116,23 +116,17 @@ func reportFromText(c *typev1.ExecutionContract, schema *outputSchema, text stri
 
 // outputSchema is a run's output schema, compiled once, and as decoded JSON for repairs.
 type outputSchema struct {
-	compiled *jsonschema.Schema
+	compiled *schema.Schema
 	raw      map[string]any
 }
 
 // compileOutputSchema compiles a run's output schema; nil stays nil.
-func compileOutputSchema(schema *structpb.Struct) (*outputSchema, error) {
-	if schema == nil {
+func compileOutputSchema(s *structpb.Struct) (*outputSchema, error) {
+	if s == nil {
 		return nil, nil
 	}
-	const url = "run:///output_schema.json"
-	raw := schema.AsMap()
-	c := jsonschema.NewCompiler()
-	c.UseLoader(jsonschema.SchemeURLLoader{}) // no external $ref is ever loaded (file://, http://)
-	if err := c.AddResource(url, raw); err != nil {
-		return nil, err
-	}
-	compiled, err := c.Compile(url)
+	raw := s.AsMap()
+	compiled, err := schema.Compile("run:///output_schema.json", raw)
 	if err != nil {
 		return nil, err
 	}
@@ -142,16 +136,16 @@ func compileOutputSchema(schema *structpb.Struct) (*outputSchema, error) {
 // validateJSON checks value against the output schema; on failure it expands fields that hold
 // stringified JSON where the schema wants an object or array (seed 000 §1's repair loop for
 // content_json) and checks again.
-func validateJSON(schema *outputSchema, value any) (*structpb.Struct, error) {
+func validateJSON(out *outputSchema, value any) (*structpb.Struct, error) {
 	obj, ok := value.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("content_json must be a JSON object, got %T", value)
 	}
-	if schema != nil {
-		if err := schema.compiled.Validate(obj); err != nil {
-			expanded, steps := jsonrepair.ExpandNested(obj, schema.raw)
+	if out != nil {
+		if err := out.compiled.Validate(obj); err != nil {
+			expanded, steps := jsonrepair.ExpandNested(obj, out.raw)
 			repaired, isObject := expanded.(map[string]any)
-			if len(steps) == 0 || !isObject || schema.compiled.Validate(repaired) != nil {
+			if len(steps) == 0 || !isObject || out.compiled.Validate(repaired) != nil {
 				return nil, fmt.Errorf("content_json does not match the output schema: %v", err)
 			}
 			obj = repaired
