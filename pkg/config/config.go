@@ -34,6 +34,25 @@ type Config struct {
 	TLS TLS `yaml:"tls,omitempty"`
 	// Approvals holds the keys of approval grants.
 	Approvals Approvals `yaml:"approvals,omitempty"`
+	// Models are the models the stages ask for themselves, apart from a run's targets.
+	Models StageModels `yaml:"models,omitempty"`
+}
+
+// StageModels are the models the stages ask, through the generation service, for what they
+// decide (README, "Stages that think"): a small fast model for intent, a strong one for
+// planning, and so on. A stage without one uses its deterministic rules, as it does when its
+// model fails or answers outside its schema; with no keys configured every stage runs on rules.
+type StageModels struct {
+	// Intent parses the request: goal, constraints, task type, clarification, safety.
+	Intent *Target `yaml:"intent,omitempty"`
+	// Planning breaks the goal into a dependency graph of steps.
+	Planning *Target `yaml:"planning,omitempty"`
+	// Observation summarises a tool result larger than the run's budget.
+	Observation *Target `yaml:"observation,omitempty"`
+	// Memory picks the facts of a finished run worth remembering.
+	Memory *Target `yaml:"memory,omitempty"`
+	// Fallback is the simpler model recovery falls back to when the run's targets fail.
+	Fallback *Target `yaml:"fallback,omitempty"`
 }
 
 // Approvals holds the Ed25519 key pair of approval grants (README, "Security"): the

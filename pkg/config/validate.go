@@ -220,16 +220,32 @@ func (c *Config) validateTargets(p *problems) {
 		p.addf("targets: at least one provider/model target is required")
 	}
 	for i, t := range c.Targets {
-		key := fmt.Sprintf("targets[%d]", i)
-		switch _, ok := c.Providers[t.Provider]; {
-		case t.Provider == "":
-			p.addf("%s.provider: must name a provider", key)
-		case !ok:
-			p.addf("%s.provider: provider %q is not configured (configured: %s)", key, t.Provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
+		c.checkTarget(p, fmt.Sprintf("targets[%d]", i), t)
+	}
+	m := c.Models
+	for _, st := range []struct {
+		key string
+		t   *Target
+	}{
+		{"models.intent", m.Intent}, {"models.planning", m.Planning}, {"models.observation", m.Observation},
+		{"models.memory", m.Memory}, {"models.fallback", m.Fallback},
+	} {
+		if st.t != nil {
+			c.checkTarget(p, st.key, *st.t)
 		}
-		if t.Model == "" {
-			p.addf("%s.model: must name a model", key)
-		}
+	}
+}
+
+// checkTarget records a problem when t names no configured provider or no model.
+func (c *Config) checkTarget(p *problems, key string, t Target) {
+	switch _, ok := c.Providers[t.Provider]; {
+	case t.Provider == "":
+		p.addf("%s.provider: must name a provider", key)
+	case !ok:
+		p.addf("%s.provider: provider %q is not configured (configured: %s)", key, t.Provider, strings.Join(slices.Sorted(maps.Keys(c.Providers)), ", "))
+	}
+	if t.Model == "" {
+		p.addf("%s.model: must name a model", key)
 	}
 }
 

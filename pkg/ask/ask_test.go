@@ -1,0 +1,91 @@
+package ask_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// verdict is the answer the tests ask for.
+type verdict struct {
+	Goal   string   `json:"goal"`
+	Safe   bool     `json:"safe"`
+	Labels []string `json:"labels"`
+}
+
+var verdictSchema = map[string]any{
+	"type":                 "object",
+	"required":             []any{"goal", "safe"},
+	"additionalProperties": false,
+	"properties": map[string]any{
+		"goal":   map[string]any{"type": "string", "minLength": 1},
+		"safe":   map[string]any{"type": "boolean"},
+		"labels": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+	},
+}
+
+// TestObject asks the real generation service, over gRPC, to ask a scripted OpenAI-compatible
+// model over HTTP: a call of the offered tool is the answer; text, another tool, arguments
+// outside the schema and a failed provider are errors the caller can fall back on.
+func TestObject(t *testing.T) {
+	turn := func(m string, tt llmtest.Turn) llmtest.Scenario {
+		return llmtest.Scenario{Name: m, Match: m, Turns: []llmtest.Turn{tt}}
+	}
+	call := func(name, args string) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: name, Arguments: args}}}
+	}
+	llm := llmtest.New(t,
+		turn("good", call("submit_verdict", `{"goal": "book a flight", "safe": true, "labels": ["travel"]}`)),
+		turn("text", llmtest.Turn{Content: "I think it is safe."}),
+		turn("other tool", call("something_else", `{}`)),
+		turn("outside the schema", call("submit_verdict", `{"goal": "", "safe": "yes"}`)),
+		turn("down", llmtest.Turn{Failure: llmtest.FailModelError}),
+	)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	svc := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(), APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	m := &ask.Model{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, svc.Register)),
+		Target: &typev1.Target{Provider: "scripted", Model: "judge"},
+	}
+	question := func(input string) ask.Question {
+		return ask.Question{RunID: "r1", Instructions: "Judge the request.", Input: input, Tool: "submit_verdict",
+			Description: "Your verdict.", Schema: verdictSchema}
+	}
+
+	var v verdict
+	ans, err := m.Object(t.Context(), question("good"), &v)
+	if err != nil || v.Goal != "book a flight" || !v.Safe || len(v.Labels) != 1 || ans.Usage.GetTotal() == 0 {
+		t.Fatalf("good: %+v %+v %v", v, ans, err)
+	}
+	req := llm.Requests()[0]
+	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "submit_verdict" || string(req.ToolChoice) != `"required"` {
+		t.Errorf("the request offered %+v with tool_choice %s, want only submit_verdict, required", req.Tools, req.ToolChoice)
+	}
+	for input, want := range map[string]string{
+		"text":               "did not call submit_verdict",
+		"other tool":         "did not call submit_verdict",
+		"outside the schema": "do not match its schema",
+	} {
+		_, err := m.Object(t.Context(), question(input), &v)
+		if !errors.Is(err, ask.ErrUnusable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrUnusable saying %q", input, err, want)
+		}
+	}
+	if _, err := m.Object(t.Context(), question("down"), &v); err == nil || errors.Is(err, ask.ErrUnusable) {
+		t.Errorf("a failed provider: %v, want its stage error", err)
+	}
+}
