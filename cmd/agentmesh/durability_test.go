@@ -112,6 +112,9 @@ func checkSurvived(t *testing.T, m *meshproc.Mesh, replica *meshproc.Service, ru
 // repeats, and exactly one run_finished, the last.
 func checkEventLog(t *testing.T, m *meshproc.Mesh, runID string) {
 	t.Helper()
+	// A caller on another replica gets the result from the run's finished checkpoint, which is
+	// stored before run_finished is published.
+	m.WaitEvent(t, runID, "run_finished", runTimeout)
 	if n := m.CountEvents(t, runID, "run_finished"); n != 1 {
 		t.Errorf("run %s: %d run_finished events stored, want exactly 1", runID, n)
 	}

@@ -273,7 +273,8 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 }
 
 // finish hands a final result (already in the checkpoint store, when there is one) to the
-// memory stage, its waiters and its watchers, in that order, then retires the run. A result
+// memory stage, its watchers and its waiters, in that order (so run_finished is stored when a
+// caller of Run on this replica gets the result), then retires the run. A result
 // the memory stage cannot take now stays in the checkpoint store, where GetRun finds it and
 // any replica saves it later. published says run_finished is in the stream already.
 func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool) {
@@ -282,10 +283,10 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 		r.svc.log.ErrorContext(ctx, "saving run result failed; it stays in the checkpoint store", "run_id", r.id, "err", err)
 	}
 	r.span.End() // the run's span is complete before its callers hear the result (ending it twice is a no-op)
-	r.publish(res)
 	if !published {
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunFinished{RunFinished: &eventv1.RunFinished{Result: res, Outcome: res.GetOutcome()}}})
 	}
+	r.publish(res)
 	if r.svc.store == nil {
 		return
 	}
