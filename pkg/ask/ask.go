@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -59,11 +60,15 @@ type Answer struct {
 	Usage *typev1.TokenUsage
 	// Model is the model that answered, as the provider reports it.
 	Model string
+	// Entry accounts the request for the run it was made for (an LLM entry: the target, its
+	// latency, tokens, cost and stop reason, or its error); nil when no request was made.
+	Entry *typev1.AccountingEntry
 }
 
 // Object asks q and decodes the validated answer into out (a pointer, as for
 // encoding/json.Unmarshal). A failed generation is its stage error; an answer outside the
-// schema wraps ErrUnusable. The Answer is filled in whenever the model answered.
+// schema wraps ErrUnusable. The Answer's Usage and Model are filled in whenever the model
+// answered, its Entry whenever a request was made.
 func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error) {
 	compiled, err := schema.Compile("ask:///"+q.Tool+".json", q.Schema)
 	if err != nil {
@@ -74,6 +79,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 		return Answer{}, fmt.Errorf("the schema of %s: %w", q.Tool, err)
 	}
 	temperature := 0.0
+	start := time.Now()
 	resp, err := m.Client.Generate(ctx, &generationv1.GenerateRequest{
 		RunId:  q.RunID,
 		Target: m.Target,
@@ -85,10 +91,22 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 		ToolChoice: "required",
 		Sampling:   &generationv1.Sampling{Temperature: &temperature, MaxOutputTokens: m.MaxOutputTokens},
 	})
-	if err != nil {
-		return Answer{}, stageerr.FromError(err)
+	entry := &typev1.AccountingEntry{
+		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: m.Target.GetProvider(), Model: m.Target.GetModel(),
+		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: time.Since(start).Milliseconds(),
+		TimestampMs: time.Now().UnixMilli(), Attempts: 1, // no retry below: one provider request
 	}
-	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel()}
+	if err != nil {
+		se := stageerr.FromError(err)
+		entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, se.Error()
+		return Answer{Entry: entry}, se
+	}
+	entry.Tokens, entry.StopReason = resp.GetUsage(), resp.GetStopReason()
+	entry.ActualModel, entry.CostUsd = resp.GetModel(), resp.GetCostUsd()
+	if resp.GetCached() {
+		entry.Attempts = 0 // answered from the generation stage's cache
+	}
+	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel(), Entry: entry}
 	var call *typev1.ToolCall
 	for _, c := range resp.GetToolCalls() {
 		if c.GetName() == q.Tool {

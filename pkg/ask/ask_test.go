@@ -71,6 +71,10 @@ func TestObject(t *testing.T) {
 	if err != nil || v.Goal != "book a flight" || !v.Safe || len(v.Labels) != 1 || ans.Usage.GetTotal() == 0 {
 		t.Fatalf("good: %+v %+v %v", v, ans, err)
 	}
+	if e := ans.Entry; e.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM || e.GetProvider() != "scripted" || e.GetModel() != "judge" ||
+		e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK || e.GetTokens().GetTotal() != ans.Usage.GetTotal() || e.GetAttempts() != 1 {
+		t.Errorf("good: accounting entry %v", e)
+	}
 	req := llm.Requests()[0]
 	if len(req.Tools) != 1 || req.Tools[0].Function.Name != "submit_verdict" || string(req.ToolChoice) != `"required"` {
 		t.Errorf("the request offered %+v with tool_choice %s, want only submit_verdict, required", req.Tools, req.ToolChoice)
@@ -85,7 +89,11 @@ func TestObject(t *testing.T) {
 			t.Errorf("%s: %v, want ErrUnusable saying %q", input, err, want)
 		}
 	}
-	if _, err := m.Object(t.Context(), question("down"), &v); err == nil || errors.Is(err, ask.ErrUnusable) {
+	ans, err = m.Object(t.Context(), question("down"), &v)
+	if err == nil || errors.Is(err, ask.ErrUnusable) {
 		t.Errorf("a failed provider: %v, want its stage error", err)
+	}
+	if e := ans.Entry; e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || e.GetError() == "" || e.GetAttempts() != 1 {
+		t.Errorf("a failed provider: accounting entry %v, want a failed request", e)
 	}
 }
