@@ -43,7 +43,12 @@
 //     lint), contains a `backticked` command, or asks to edit, create, delete, modify, rename,
 //     move, update, write or fix a file, directory or folder;
 //     any surface but CHAT where the message explicitly asks for one of available_tools by name
-//     ("use the calculator", "call current_time", "with web search") → REQUIRED;
+//     → REQUIRED: a clause opens with a verb of use aimed at it ("use the calculator to add 2
+//     and 3", "call current_time", "you should use web search"), or a request names it as its
+//     means ("check with the current time tool", "look this up via web search"); a clause that
+//     is a question or a statement ("is a calculator allowed?", "what's wrong with the
+//     calculator?", "did you call current_time?") or asks not to use it ("don't use the
+//     calculator", "without web search") merely mentions it;
 //     otherwise → OPTIONAL.
 //  8. Clarification. A message of at most four words, all from a small vocabulary of vague
 //     words ("help", "do it", "fix this", "make it work"), sets needs_clarification and a

@@ -67,36 +67,3 @@ func workspaceIntent(goal string) (string, bool) {
 	}
 	return "", false
 }
-
-// namedTool returns the first available tool the goal explicitly asks to use ("use the
-// calculator", "call current_time", "with web search").
-func namedTool(goal string, tools []string) (string, bool) {
-	lower := strings.ToLower(goal)
-	for _, tool := range tools {
-		if strings.TrimSpace(tool) == "" {
-			continue
-		}
-		if toolRequest(tool).MatchString(lower) {
-			return tool, true
-		}
-	}
-	return "", false
-}
-
-// toolRequest matches a request to use the named tool, by its name, its name with _ and -
-// read as spaces, or the part after a server prefix ("fs__read_file" → "read file").
-func toolRequest(tool string) *regexp.Regexp {
-	name := strings.ToLower(tool)
-	forms := []string{name}
-	if i := strings.LastIndex(name, "__"); i >= 0 && i+2 < len(name) {
-		forms = append(forms, name[i+2:])
-	}
-	for _, f := range slices.Clone(forms) {
-		forms = append(forms, strings.Join(strings.FieldsFunc(f, func(r rune) bool { return r == '_' || r == '-' }), " "))
-	}
-	alts := make([]string, 0, len(forms))
-	for _, f := range slices.Compact(forms) {
-		alts = append(alts, regexp.QuoteMeta(f))
-	}
-	return regexp.MustCompile(`\b(?:use|call|invoke|run|using|via|with)\s+(?:the\s+)?(?:` + strings.Join(alts, "|") + `)(?:$|[^\w])`)
-}

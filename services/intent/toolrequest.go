@@ -1,0 +1,125 @@
+package intent
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var (
+	// clauseBreak separates the clauses of a goal: sentence punctuation, commas and dashes,
+	// and the conjunctions that start another request.
+	clauseBreak = regexp.MustCompile(`[.!?;:,\n]+(?:\s+|$)|\s+[-–—]+\s+|\s+(?:and|then|but|also)\s+`)
+	// clauseOpener matches words that open a request without changing it ("please", "can
+	// you", "you should", "just", "then").
+	clauseOpener = regexp.MustCompile(`^(?:please|kindly|can you|could you|would you(?: mind)?|will you|i (?:want|need) you to|i(?: would|'d) like you to|` +
+		`you (?:should|must|need to|have to)|make sure (?:to|you)|go ahead and|just|now|first|then|also|and|so)\b[\s,]*`)
+	// negation marks a clause that asks not to use something.
+	negation = regexp.MustCompile(`\b(?:not|don't|dont|never|without|no|avoid|instead of)\b`)
+	// useVerbs ask for a tool when they open a clause: "use the calculator", "call current_time".
+	useVerbs = []string{"use", "call", "invoke", "run", "try"}
+	// instruments ask for a tool inside a request: "check with the current time tool".
+	instruments = []string{"using", "with", "via", "through"}
+	// notRequests open a clause that is a question or a statement, not a request: "what's
+	// wrong with the calculator?", "did you use web search?", "my problem is with the calculator".
+	notRequests = []string{"what", "what's", "which", "who", "who's", "whom", "whose", "when", "where", "why", "how", "how's",
+		"is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "would", "will", "should", "shall", "may",
+		"might", "must", "has", "have", "had", "isn't", "aren't", "wasn't", "doesn't", "didn't", "can't", "won't",
+		"i", "i'm", "i've", "i'd", "we", "we're", "you", "you're", "he", "she", "they", "it", "it's", "my", "our", "your",
+		"their", "his", "her", "its", "this", "that", "these", "those", "there", "there's", "a", "an", "the", "if"}
+)
+
+// toolAfter is what may follow the tool's name in a request for it: the end of the clause, a
+// punctuation mark, "tool", or a word that goes on with the request ("use the calculator to
+// add", "call current_time and tell me"). "The calculator homework" names something else.
+const toolAfter = `(?:$|[^\w\s]|\s+(?:tool|tools|to|and|then|for|on|in|instead|please|now|first|here|again|if|so|or|when)\b)`
+
+// namedTool returns the first available tool the goal explicitly asks for: a clause that
+// opens with a verb of use aimed at it ("use the calculator to add 2 and 3", "call
+// current_time"), or a request that names it as its means ("check with the current time
+// tool", "look this up via web search"). A clause that is a question or a statement ("is a
+// calculator allowed?", "what's wrong with the calculator?"), or that asks not to use it
+// ("don't use the calculator", "without web search"), asks for no tool.
+func namedTool(goal string, tools []string) (string, bool) {
+	clauses := requestClauses(goal)
+	for _, tool := range tools {
+		if strings.TrimSpace(tool) == "" {
+			continue
+		}
+		req := newToolRequest(tool)
+		for _, c := range clauses {
+			if req.askedIn(c) {
+				return tool, true
+			}
+		}
+	}
+	return "", false
+}
+
+// requestClauses returns the clauses of a goal in lower case, their openers removed.
+func requestClauses(goal string) []string {
+	text := strings.ToLower(strings.ReplaceAll(goal, "’", "'"))
+	var out []string
+	for _, c := range clauseBreak.Split(text, -1) {
+		c = strings.TrimSpace(c)
+		for {
+			next := strings.TrimSpace(clauseOpener.ReplaceAllString(c, ""))
+			if next == c {
+				break
+			}
+			c = next
+		}
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// toolRequest recognises the requests for one tool.
+type toolRequest struct {
+	// use matches a clause that opens with a verb of use aimed at the tool.
+	use *regexp.Regexp
+	// means matches the tool named as the means of a request.
+	means *regexp.Regexp
+}
+
+func newToolRequest(tool string) toolRequest {
+	names := toolNames(tool)
+	return toolRequest{
+		use:   regexp.MustCompile(`^(?:` + strings.Join(useVerbs, "|") + `)\s+(?:the\s+)?` + names + toolAfter),
+		means: regexp.MustCompile(`\b(?:` + strings.Join(instruments, "|") + `)\s+(?:the\s+)?` + names + toolAfter),
+	}
+}
+
+// askedIn reports whether a clause (lower case, openers removed) asks for the tool.
+func (q toolRequest) askedIn(clause string) bool {
+	first, _, _ := strings.Cut(clause, " ")
+	switch {
+	case slices.Contains(useVerbs, first):
+		return q.use.MatchString(clause)
+	case slices.Contains(notRequests, first):
+		return false
+	}
+	loc := q.means.FindStringIndex(clause)
+	return loc != nil && !negation.MatchString(clause[:loc[0]])
+}
+
+// toolNames returns a pattern matching the forms of a tool's name a message may use: the
+// name, the name with _ and - read as spaces, and the part after a server prefix
+// ("fs__read_file" → "read file").
+func toolNames(tool string) string {
+	name := strings.ToLower(tool)
+	forms := []string{name}
+	if i := strings.LastIndex(name, "__"); i >= 0 && i+2 < len(name) {
+		forms = append(forms, name[i+2:])
+	}
+	for _, f := range slices.Clone(forms) {
+		forms = append(forms, strings.Join(strings.FieldsFunc(f, func(r rune) bool { return r == '_' || r == '-' }), " "))
+	}
+	alts := make([]string, 0, len(forms))
+	for _, f := range slices.Compact(forms) {
+		alts = append(alts, regexp.QuoteMeta(f))
+	}
+	return `(?:` + strings.Join(alts, "|") + `)`
+}
