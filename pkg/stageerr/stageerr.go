@@ -23,6 +23,9 @@ type Error struct {
 	Msg string
 	// Cause is the underlying error, if any.
 	Cause error
+	// Accounting are the paid requests the stage made before it failed (a stage that asked
+	// its model, then refused), so the run accounts them; they travel as status details.
+	Accounting []*typev1.AccountingEntry
 }
 
 // Error returns the message, prefixed by the code's name when there is no message.

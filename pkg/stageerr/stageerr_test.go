@@ -138,3 +138,17 @@ func TestWrappingAndPlainErrors(t *testing.T) {
 		t.Errorf("a bare UNAVAILABLE should read as a retryable network failure (UNAVAILABLE), got %v %v", plain.Code, plain.Class)
 	}
 }
+
+// TestAccountingTravels checks that the paid requests a stage made before it failed reach the
+// caller with the error.
+func TestAccountingTravels(t *testing.T) {
+	e := stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE, "request violates the safety policy: %s", "malware")
+	e.Accounting = []*typev1.AccountingEntry{{Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: "p", Model: "m", Attempts: 1}}
+	back := stageerr.FromError(stageerr.ToStatus(e))
+	if back.Code != e.Code || back.Msg != e.Msg || len(back.Accounting) != 1 || back.Accounting[0].GetModel() != "m" {
+		t.Errorf("round trip = %v with accounting %v", back, back.Accounting)
+	}
+	if plain := stageerr.FromError(stageerr.ToStatus(stageerr.Invalid("x"))); plain.Accounting != nil {
+		t.Errorf("an error without accounting came back with %v", plain.Accounting)
+	}
+}

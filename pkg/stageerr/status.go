@@ -8,6 +8,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 )
 
 type rule struct {
@@ -91,7 +92,11 @@ func ToStatus(err error) error {
 	}
 	if e := As(err); e != nil {
 		st := status.New(GRPCCode(e.Code, e.Class), e.Error())
-		withDetail, derr := st.WithDetails(Detail(e))
+		details := []protoadapt.MessageV1{protoadapt.MessageV1Of(Detail(e))}
+		for _, a := range e.Accounting {
+			details = append(details, protoadapt.MessageV1Of(a))
+		}
+		withDetail, derr := st.WithDetails(details...)
 		if derr != nil {
 			return st.Err()
 		}
@@ -134,19 +139,17 @@ func FromError(err error) *Error {
 	if !ok {
 		return &Error{Msg: err.Error(), Cause: err}
 	}
+	e := &Error{Code: codeFromGRPC(st.Code()), Class: classFromGRPC(st.Code()), Msg: st.Message(), Cause: err}
 	for _, d := range st.Details() {
-		if se, ok := d.(*typev1.StageError); ok {
-			return &Error{
-				Code:       se.GetCode(),
-				Class:      se.GetErrorClass(),
-				RetryAfter: time.Duration(se.GetRetryAfterMs()) * time.Millisecond,
-				Stage:      se.GetStage(),
-				Msg:        st.Message(),
-				Cause:      err,
-			}
+		switch d := d.(type) {
+		case *typev1.StageError:
+			e.Code, e.Class, e.Stage = d.GetCode(), d.GetErrorClass(), d.GetStage()
+			e.RetryAfter = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+		case *typev1.AccountingEntry:
+			e.Accounting = append(e.Accounting, d)
 		}
 	}
-	return &Error{Code: codeFromGRPC(st.Code()), Class: classFromGRPC(st.Code()), Msg: st.Message(), Cause: err}
+	return e
 }
 
 func codeFromGRPC(c codes.Code) typev1.StageErrorCode {
