@@ -1,17 +1,38 @@
 // Command intent serves agentmesh's IntentService (agentmesh.intent.v1) with health and
-// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7001).
+// reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7001), AGENTMESH_CONFIG the
+// configuration file, GENERATION_ADDR the generation service that asks the intent model when
+// models.intent is set (default services.generation; dialled lazily, so either may start
+// first: until it answers, messages are parsed by the rules).
 package main
 
 import (
 	"context"
 
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/intent"
 )
 
 func main() {
-	server.Main("intent", "127.0.0.1:7001", func(context.Context, *config.Config) (server.Registrar, error) {
-		return intent.New(intent.Options{}), nil
+	server.Main("intent", "127.0.0.1:7001", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
+		var opts intent.Options
+		if target := intent.ModelTarget(cfg); target != nil {
+			mesh, err := cfg.TLS.Mesh()
+			if err != nil {
+				return nil, exitcode.Wrap(exitcode.Invalid, err)
+			}
+			// Each Generate is a paid provider request, accounted once: no retry of UNAVAILABLE.
+			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
+				dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+			if err != nil {
+				return nil, exitcode.Wrap(exitcode.Invalid, err)
+			}
+			opts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(conn), Target: target}
+		}
+		return intent.New(opts), nil
 	})
 }

@@ -1,6 +1,17 @@
 // Package intent implements agentmesh.intent.v1.IntentService: it turns a user's message into a
-// goal, constraints, a task type and a tool policy with deterministic rules (no model call), so
-// that the same message always yields the same contract.
+// goal, constraints, a task type and a tool policy.
+//
+// Without a model (the default) it applies deterministic rules, so that the same message always
+// yields the same contract. With one (Options.Model, config models.intent), after rules 1–3 it
+// asks the model, through the generation service, to call ModelTool with arguments of
+// ModelSchema: goal, constraints, task_type, needs_clarification with clarification_question,
+// unsafe with unsafe_reason. Its goal, constraints, task type and clarification replace rules
+// 4, 5, 6 and 8; unsafe is INTENT_UNSAFE with its reason. When the model fails or answers
+// outside the schema (no call, arguments the schema refuses, a flag without its text), rules
+// 4–8 parse the message and fallback_reason says why (source says which parsed it). The tool
+// policy (rule 7, Monolith's ContractFactory) is never the model's: it is decided by the rules
+// on the cleaned message, whatever the model says. The model's request is in the response's
+// accounting (in the INTENT_UNSAFE error's, when it refused).
 //
 // Parse applies these rules, in order:
 //

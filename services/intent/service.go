@@ -8,6 +8,7 @@ import (
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -19,21 +20,25 @@ const DefaultMaxMessageBytes = 64 << 10
 type Options struct {
 	// MaxMessageBytes is the largest accepted message; 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// Logger receives one debug record per parsed message; nil means slog.Default().
+	// Logger receives one debug record per parsed message, and a warning whenever the model
+	// fails; nil means slog.Default().
 	Logger *slog.Logger
+	// Model is asked for the goal, constraints, task type, clarification and safety of each
+	// message (config models.intent); nil uses the deterministic rules only.
+	Model *ask.Model
 }
 
-// Service implements intentv1.IntentServiceServer with the deterministic rules of the
-// package documentation.
+// Service implements intentv1.IntentServiceServer as the package documentation says.
 type Service struct {
 	intentv1.UnimplementedIntentServiceServer
 	maxBytes int
 	log      *slog.Logger
+	model    *ask.Model // nil: rules only
 }
 
 // New returns a Service configured by opts.
 func New(opts Options) *Service {
-	s := &Service{maxBytes: opts.MaxMessageBytes, log: opts.Logger}
+	s := &Service{maxBytes: opts.MaxMessageBytes, log: opts.Logger, model: opts.Model}
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxMessageBytes
 	}
@@ -70,22 +75,38 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 			"cannot determine an intent: the message has no letters or digits")
 	}
 	policy, reason := toolPolicy(req.GetSurface(), goal, req.GetAvailableTools())
-	resp := &intentv1.ParseResponse{
-		Goal:         goal,
-		Constraints:  extractConstraints(goal),
-		TaskType:     classify(goal),
-		ToolPolicy:   policy,
-		PolicyReason: reason,
+	resp := &intentv1.ParseResponse{ToolPolicy: policy, PolicyReason: reason}
+	if s.model != nil {
+		fallback, err := s.askModel(ctx, req, resp)
+		if err != nil {
+			return nil, err
+		}
+		if fallback != "" {
+			resp.FallbackReason = fallback
+			s.log.WarnContext(ctx, "intent model not used: falling back to the rules", slog.String("run_id", req.GetRunId()), slog.String("reason", fallback))
+		}
 	}
-	if q, vague := clarification(goal); vague {
-		resp.NeedsClarification = true
-		resp.ClarificationQuestion = q
+	if resp.GetSource() != SourceModel {
+		applyRules(resp, goal)
 	}
 	s.log.DebugContext(ctx, "intent parsed",
 		slog.String("conversation_id", req.GetConversationId()),
+		slog.String("source", resp.GetSource()),
 		slog.String("task_type", resp.GetTaskType().String()),
 		slog.String("tool_policy", policy.String()),
 		slog.Int("constraints", len(resp.GetConstraints())),
 		slog.Bool("needs_clarification", resp.GetNeedsClarification()))
 	return resp, nil
+}
+
+// applyRules fills resp's goal, constraints, task type and clarification by the rules.
+func applyRules(resp *intentv1.ParseResponse, goal string) {
+	resp.Source = SourceRules
+	resp.Goal = goal
+	resp.Constraints = extractConstraints(goal)
+	resp.TaskType = classify(goal)
+	if q, vague := clarification(goal); vague {
+		resp.NeedsClarification = true
+		resp.ClarificationQuestion = q
+	}
 }

@@ -26,6 +26,7 @@ func (r *run) snapshot(phase checkpointv1.Phase, t *turnState, plan []plannedCal
 		EventSeq: r.stream.Seq(), Traceparent: r.traceparent, Tracestate: r.tracestate,
 		StartedAt: timestamppb.New(r.startedAt), UpdatedAt: timestamppb.New(r.svc.now()),
 		Resumes: r.resumes, Replica: r.svc.replica, ToolBudgetSpent: r.toolBudgetSpent,
+		Constraints: r.constraints, TaskType: r.taskType,
 	}
 	if r.xml != nil {
 		cp.Xml = &checkpointv1.XmlSession{Mode: r.contract.GetToolTransport(), Nonce: r.xml.Nonce, NextSlot: int32(r.xml.NextSlot)}
@@ -102,6 +103,7 @@ func (r *run) restore(cp *checkpointv1.RunCheckpoint) error {
 	r.forcedFinal, r.toolsClosed, r.collapsed, r.formatFails = cp.GetForcedFinal(), cp.GetToolsClosed(), cp.GetCollapsed(), cp.GetFormatFails()
 	r.toolBudgetSpent = cp.GetToolBudgetSpent()
 	r.decision, r.goal, r.plan, r.available = cp.GetDecision(), cp.GetGoal(), cp.GetPlan(), cp.GetAvailable()
+	r.constraints, r.taskType = cp.GetConstraints(), cp.GetTaskType()
 	r.chain = transcript.Resume(cp.GetTranscript(), r.contract.GetAdapterVersion(), modelProfile(r.contract))
 	r.counter = tokens.ForModel(firstModel(r.contract))
 	r.traceparent, r.tracestate = cp.GetTraceparent(), cp.GetTracestate()

@@ -117,13 +117,15 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 			Surface:        r.req.GetSurface(),
 			UserId:         r.userID,
 			AvailableTools: toolNames(r.available),
+			RunId:          r.id,
 		}
 		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)
 		if err != nil {
+			r.accountStage(stageerr.FromError(err).Accounting) // the intent model's request, when it refused
 			end = r.intentFailure(ctx, err)
 			return req, nil, end.reason
 		}
-		r.goal = resp.GetGoal()
+		r.takeIntent(resp)
 		policy := r.contract.GetToolPolicy()
 		if policy == typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
 			policy = resp.GetToolPolicy()
@@ -141,6 +143,7 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_IntentParsed{IntentParsed: &eventv1.IntentParsed{
 			Goal: resp.GetGoal(), Constraints: resp.GetConstraints(),
 			TaskType: taskTypeName(resp.GetTaskType()), ToolPolicy: policy,
+			Source: resp.GetSource(), FallbackReason: resp.GetFallbackReason(),
 		}}})
 		// A policy the request set was checked in PRECHECK; one the intent resolved is
 		// checked here, still before any LLM call.
@@ -153,7 +156,11 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 			end = r.askClarification(q, "")
 			return req, resp, "needs clarification: " + q
 		}
-		return req, resp, "tool policy " + policy.String() + ": " + resp.GetPolicyReason()
+		detail := "tool policy " + policy.String() + ": " + resp.GetPolicyReason()
+		if fb := resp.GetFallbackReason(); fb != "" {
+			detail += "; parsed by the rules: " + fb
+		}
+		return req, resp, detail
 	})
 	return end
 }
@@ -192,7 +199,7 @@ func (r *run) makePlan(ctx context.Context) *ending {
 		if r.contract.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
 			return nil, nil, "skipped: tools are forbidden"
 		}
-		req := &planningv1.PlanRequest{Goal: r.goal, AvailableTools: r.offered}
+		req := &planningv1.PlanRequest{Goal: r.goal, AvailableTools: r.offered, Constraints: r.constraints, TaskType: r.taskType}
 		resp, err := whenReady(ctx, "planning", r.svc.peers.Planning.Plan, req)
 		if err != nil {
 			se := stageerr.FromError(err)

@@ -56,6 +56,8 @@ type run struct {
 	stream   *events.RunStream
 
 	goal         string
+	constraints  []string               // from INTENT, for planning
+	taskType     string                 // from INTENT ("question", "action", ...), for planning
 	available    []*typev1.Tool         // every tool the action service offers
 	offered      []*typev1.Tool         // tools this run may use
 	reportTool   *typev1.Tool           // final_report, offered for json output (native mode only)

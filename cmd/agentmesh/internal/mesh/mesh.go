@@ -11,6 +11,7 @@ import (
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/events"
@@ -91,7 +92,7 @@ type Mesh struct {
 
 // Start starts NATS (embedded unless the configuration names a URL) and the nine services,
 // peers first (generation before memory, which embeds through it when memory.embeddings is
-// set). A service that cannot listen, or a NATS server that cannot be reached, is an
+// set, and before intent, which asks its model through it when models.intent is set). A service that cannot listen, or a NATS server that cannot be reached, is an
 // exitcode.Unavailable error; a configuration the mesh cannot serve is exitcode.Invalid.
 // With tls.ca the services talk mutual TLS, every one of them with the certificate of tls.cert.
 func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
@@ -188,12 +189,21 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err := serve(Memory, mem.Register); err != nil {
 		return nil, err
 	}
+	intentOpts := intent.Options{Logger: log.With("service", Intent)}
+	if target := intent.ModelTarget(cfg); target != nil {
+		// Each Generate is a paid provider request, accounted once: no retry of UNAVAILABLE.
+		intentGeneration, err := conn(Intent, Generation, dial.WithoutRetry())
+		if err != nil {
+			return nil, err
+		}
+		intentOpts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(intentGeneration), Target: target}
+	}
 	for _, s := range []struct {
 		name     string
 		register func(*grpc.Server)
 	}{
 		{Recovery, recovery.New(recovery.Options{}).Register},
-		{Intent, intent.New(intent.Options{}).Register},
+		{Intent, intent.New(intentOpts).Register},
 		{Planning, planning.New(planning.Options{}).Register},
 		{Observation, observation.New(observation.Options{}).Register},
 	} {

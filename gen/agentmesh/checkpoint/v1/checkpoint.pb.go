@@ -180,8 +180,12 @@ type RunCheckpoint struct {
 	BodyObject string `protobuf:"bytes,37,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
 	// A tool call was dropped over max_tool_calls_total: the next turn is the final one.
 	ToolBudgetSpent bool `protobuf:"varint,38,opt,name=tool_budget_spent,json=toolBudgetSpent,proto3" json:"tool_budget_spent,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The constraints from INTENT.
+	Constraints []string `protobuf:"bytes,39,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	// The task type from INTENT ("question", "action", ...).
+	TaskType      string `protobuf:"bytes,40,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunCheckpoint) Reset() {
@@ -478,6 +482,20 @@ func (x *RunCheckpoint) GetToolBudgetSpent() bool {
 		return x.ToolBudgetSpent
 	}
 	return false
+}
+
+func (x *RunCheckpoint) GetConstraints() []string {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetTaskType() string {
+	if x != nil {
+		return x.TaskType
+	}
+	return ""
 }
 
 // TurnCheckpoint is what COMMIT needs of a turn whose tool calls are validated.
@@ -922,7 +940,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\f\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\r\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -975,7 +993,9 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"xmlIgnored\x12\x1f\n" +
 	"\vbody_object\x18% \x01(\tR\n" +
 	"bodyObject\x12*\n" +
-	"\x11tool_budget_spent\x18& \x01(\bR\x0ftoolBudgetSpent\"\xc1\x05\n" +
+	"\x11tool_budget_spent\x18& \x01(\bR\x0ftoolBudgetSpent\x12 \n" +
+	"\vconstraints\x18' \x03(\tR\vconstraints\x12\x1b\n" +
+	"\ttask_type\x18( \x01(\tR\btaskType\"\xc1\x05\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +

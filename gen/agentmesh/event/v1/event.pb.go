@@ -425,9 +425,14 @@ type IntentParsed struct {
 	// question, action, creative or analysis.
 	TaskType string `protobuf:"bytes,3,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
 	// The resolved tool policy.
-	ToolPolicy    v1.ToolPolicy `protobuf:"varint,4,opt,name=tool_policy,json=toolPolicy,proto3,enum=agentmesh.type.v1.ToolPolicy" json:"tool_policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolPolicy v1.ToolPolicy `protobuf:"varint,4,opt,name=tool_policy,json=toolPolicy,proto3,enum=agentmesh.type.v1.ToolPolicy" json:"tool_policy,omitempty"`
+	// Who parsed the request: "model" or "rules".
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the rules parsed it although a model is configured for the intent stage; empty
+	// otherwise.
+	FallbackReason string `protobuf:"bytes,6,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *IntentParsed) Reset() {
@@ -486,6 +491,20 @@ func (x *IntentParsed) GetToolPolicy() v1.ToolPolicy {
 		return x.ToolPolicy
 	}
 	return v1.ToolPolicy(0)
+}
+
+func (x *IntentParsed) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *IntentParsed) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
 }
 
 // PlanCreated carries the plan.
@@ -1414,13 +1433,15 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12@\n" +
-	"\bcontract\x18\x04 \x01(\v2$.agentmesh.type.v1.ExecutionContractR\bcontract\"\xa1\x01\n" +
+	"\bcontract\x18\x04 \x01(\v2$.agentmesh.type.v1.ExecutionContractR\bcontract\"\xe2\x01\n" +
 	"\fIntentParsed\x12\x12\n" +
 	"\x04goal\x18\x01 \x01(\tR\x04goal\x12 \n" +
 	"\vconstraints\x18\x02 \x03(\tR\vconstraints\x12\x1b\n" +
 	"\ttask_type\x18\x03 \x01(\tR\btaskType\x12>\n" +
 	"\vtool_policy\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ToolPolicyR\n" +
-	"toolPolicy\"t\n" +
+	"toolPolicy\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\x06 \x01(\tR\x0efallbackReason\"t\n" +
 	"\vPlanCreated\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.agentmesh.type.v1.StepR\x05steps\x126\n" +
 	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\"\\\n" +

@@ -37,8 +37,10 @@ type ParseRequest struct {
 	UserId string `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Tools the mesh can execute, so that explicit tool intent can be recognised.
 	AvailableTools []string `protobuf:"bytes,6,rep,name=available_tools,json=availableTools,proto3" json:"available_tools,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The run the message starts, for the tracing and accounting of the model's request.
+	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ParseRequest) Reset() {
@@ -113,6 +115,13 @@ func (x *ParseRequest) GetAvailableTools() []string {
 	return nil
 }
 
+func (x *ParseRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 // ParseResponse is the intent stage's output.
 type ParseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -129,7 +138,15 @@ type ParseResponse struct {
 	// The question to ask when needs_clarification is set.
 	ClarificationQuestion string `protobuf:"bytes,6,opt,name=clarification_question,json=clarificationQuestion,proto3" json:"clarification_question,omitempty"`
 	// Why that tool policy was chosen, for the transcript.
-	PolicyReason  string `protobuf:"bytes,7,opt,name=policy_reason,json=policyReason,proto3" json:"policy_reason,omitempty"`
+	PolicyReason string `protobuf:"bytes,7,opt,name=policy_reason,json=policyReason,proto3" json:"policy_reason,omitempty"`
+	// Who parsed the message: "model" (the stage's configured model) or "rules" (its
+	// deterministic rules). The tool policy always comes from the rules.
+	Source string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the rules parsed the message although a model is configured (the model failed or
+	// answered outside the schema); empty otherwise.
+	FallbackReason string `protobuf:"bytes,9,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The model's request, for the run's accounting; empty when no model was asked.
+	Accounting    []*v1.AccountingEntry `protobuf:"bytes,10,rep,name=accounting,proto3" json:"accounting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,18 +230,40 @@ func (x *ParseResponse) GetPolicyReason() string {
 	return ""
 }
 
+func (x *ParseResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ParseResponse) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *ParseResponse) GetAccounting() []*v1.AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
 var File_agentmesh_intent_v1_intent_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_intent_v1_intent_service_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/intent/v1/intent_service.proto\x12\x13agentmesh.intent.v1\x1a agentmesh/intent/v1/intent.proto\x1a agentmesh/type/v1/contract.proto\"\x8c\x02\n" +
+	"(agentmesh/intent/v1/intent_service.proto\x12\x13agentmesh.intent.v1\x1a agentmesh/intent/v1/intent.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1eagentmesh/type/v1/result.proto\"\xa3\x02\n" +
 	"\fParseRequest\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12A\n" +
 	"\vattachments\x18\x03 \x03(\v2\x1f.agentmesh.intent.v1.AttachmentR\vattachments\x124\n" +
 	"\asurface\x18\x04 \x01(\x0e2\x1a.agentmesh.type.v1.SurfaceR\asurface\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12'\n" +
-	"\x0favailable_tools\x18\x06 \x03(\tR\x0eavailableTools\"\xce\x02\n" +
+	"\x0favailable_tools\x18\x06 \x03(\tR\x0eavailableTools\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\"\xd3\x03\n" +
 	"\rParseResponse\x12\x12\n" +
 	"\x04goal\x18\x01 \x01(\tR\x04goal\x12 \n" +
 	"\vconstraints\x18\x02 \x03(\tR\vconstraints\x12:\n" +
@@ -233,7 +272,13 @@ const file_agentmesh_intent_v1_intent_service_proto_rawDesc = "" +
 	"toolPolicy\x12/\n" +
 	"\x13needs_clarification\x18\x05 \x01(\bR\x12needsClarification\x125\n" +
 	"\x16clarification_question\x18\x06 \x01(\tR\x15clarificationQuestion\x12#\n" +
-	"\rpolicy_reason\x18\a \x01(\tR\fpolicyReason2_\n" +
+	"\rpolicy_reason\x18\a \x01(\tR\fpolicyReason\x12\x16\n" +
+	"\x06source\x18\b \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\t \x01(\tR\x0efallbackReason\x12B\n" +
+	"\n" +
+	"accounting\x18\n" +
+	" \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting2_\n" +
 	"\rIntentService\x12N\n" +
 	"\x05Parse\x12!.agentmesh.intent.v1.ParseRequest\x1a\".agentmesh.intent.v1.ParseResponseB\xdc\x01\n" +
 	"\x17com.agentmesh.intent.v1B\x12IntentServiceProtoP\x01Z?github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1;intentv1\xa2\x02\x03AIX\xaa\x02\x13Agentmesh.Intent.V1\xca\x02\x13Agentmesh\\Intent\\V1\xe2\x02\x1fAgentmesh\\Intent\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Intent::V1b\x06proto3"
@@ -252,25 +297,27 @@ func file_agentmesh_intent_v1_intent_service_proto_rawDescGZIP() []byte {
 
 var file_agentmesh_intent_v1_intent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_agentmesh_intent_v1_intent_service_proto_goTypes = []any{
-	(*ParseRequest)(nil),  // 0: agentmesh.intent.v1.ParseRequest
-	(*ParseResponse)(nil), // 1: agentmesh.intent.v1.ParseResponse
-	(*Attachment)(nil),    // 2: agentmesh.intent.v1.Attachment
-	(v1.Surface)(0),       // 3: agentmesh.type.v1.Surface
-	(TaskType)(0),         // 4: agentmesh.intent.v1.TaskType
-	(v1.ToolPolicy)(0),    // 5: agentmesh.type.v1.ToolPolicy
+	(*ParseRequest)(nil),       // 0: agentmesh.intent.v1.ParseRequest
+	(*ParseResponse)(nil),      // 1: agentmesh.intent.v1.ParseResponse
+	(*Attachment)(nil),         // 2: agentmesh.intent.v1.Attachment
+	(v1.Surface)(0),            // 3: agentmesh.type.v1.Surface
+	(TaskType)(0),              // 4: agentmesh.intent.v1.TaskType
+	(v1.ToolPolicy)(0),         // 5: agentmesh.type.v1.ToolPolicy
+	(*v1.AccountingEntry)(nil), // 6: agentmesh.type.v1.AccountingEntry
 }
 var file_agentmesh_intent_v1_intent_service_proto_depIdxs = []int32{
 	2, // 0: agentmesh.intent.v1.ParseRequest.attachments:type_name -> agentmesh.intent.v1.Attachment
 	3, // 1: agentmesh.intent.v1.ParseRequest.surface:type_name -> agentmesh.type.v1.Surface
 	4, // 2: agentmesh.intent.v1.ParseResponse.task_type:type_name -> agentmesh.intent.v1.TaskType
 	5, // 3: agentmesh.intent.v1.ParseResponse.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
-	0, // 4: agentmesh.intent.v1.IntentService.Parse:input_type -> agentmesh.intent.v1.ParseRequest
-	1, // 5: agentmesh.intent.v1.IntentService.Parse:output_type -> agentmesh.intent.v1.ParseResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 4: agentmesh.intent.v1.ParseResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	0, // 5: agentmesh.intent.v1.IntentService.Parse:input_type -> agentmesh.intent.v1.ParseRequest
+	1, // 6: agentmesh.intent.v1.IntentService.Parse:output_type -> agentmesh.intent.v1.ParseResponse
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_intent_v1_intent_service_proto_init() }
