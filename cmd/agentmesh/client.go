@@ -84,6 +84,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	user := fs.String("user", "", `user id (default: the authenticated principal's, or "cli" without credentials)`)
 	maxTurns := fs.Int("max-turns", 0, "override max_turns")
 	schema := fs.String("schema", "", "a JSON schema file: the answer must be JSON matching it (output_format json)")
+	profile := fs.String("profile", "", "the agent profile (agentmesh.yaml profiles) whose prompts and targets the run uses")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *user == "" && !authenticated() {
 		*user = "cli"
 	}
-	req := &agentv1.RunRequest{Message: fs.Arg(0), UserId: *user}
+	req := &agentv1.RunRequest{Message: fs.Arg(0), UserId: *user, Profile: *profile}
 	if *maxTurns > 0 {
 		n := int32(*maxTurns)
 		req.Overrides = &agentv1.RunOverrides{MaxTurns: &n}

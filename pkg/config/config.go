@@ -36,6 +36,10 @@ type Config struct {
 	Approvals Approvals `yaml:"approvals,omitempty"`
 	// Models are the models the stages ask for themselves, apart from a run's targets.
 	Models StageModels `yaml:"models,omitempty"`
+	// Prompts open every run's conversation (the default profile's prompts).
+	Prompts Prompts `yaml:"prompts,omitempty"`
+	// Profiles are the agent profiles a run may name, by name.
+	Profiles map[string]Profile `yaml:"profiles,omitempty"`
 }
 
 // StageModels are the models the stages ask, through the generation service, for what they

@@ -64,6 +64,7 @@ func (c *Config) Validate() error {
 	c.validateDefaults(&p)
 	c.validateProviders(&p)
 	c.validateTargets(&p)
+	c.validateProfiles(&p)
 	c.validateMemory(&p)
 	c.validateQueues(&p)
 	c.validateTools(&p)

@@ -16,6 +16,14 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			`targets[0].provider: provider "nope" is not configured (configured: rules)`},
 		{"target without model", func(c *Config) { c.Targets[0].Model = "" }, "targets[0].model: must name a model"},
 		{"no targets", func(c *Config) { c.Targets = nil }, "targets: at least one provider/model target is required"},
+		{"profile target names an unknown provider", func(c *Config) {
+			c.Profiles = map[string]Profile{"docs": {Targets: []Target{{Provider: "nope", Model: "m"}}}}
+		}, `profiles.docs.targets[0].provider: provider "nope" is not configured (configured: rules)`},
+		{"profile target without model", func(c *Config) {
+			c.Profiles = map[string]Profile{"docs": {Targets: []Target{{Provider: "rules"}}}}
+		}, "profiles.docs.targets[0].model: must name a model"},
+		{"profile name", func(c *Config) { c.Profiles = map[string]Profile{"Docs Bot": {}} },
+			"profiles.Docs Bot: a profile's name is 1 to 64 lower-case letters, digits, _ and -, starting with a letter or digit"},
 		{"unknown provider type", func(c *Config) { c.Providers["x"] = Provider{Type: "gemini"} },
 			`providers.x.type: unknown provider type "gemini"`},
 		{"provider without type", func(c *Config) { c.Providers["x"] = Provider{} }, "providers.x.type: must be set"},

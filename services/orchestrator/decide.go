@@ -65,7 +65,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
 		offered = nil
 	}
-	prompt := withIntent(s.prompt, taskTypeName(intent.GetTaskType()), intent.GetConstraints())
+	prompt := withIntent(s.profiles[""].prompt, taskTypeName(intent.GetTaskType()), intent.GetConstraints())
 	messages := []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: prompt}}
 	messages = append(messages, req.GetMessageHistory()...)
 	messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})

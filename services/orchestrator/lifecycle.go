@@ -47,11 +47,15 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if err := validateRunRequest(req); err != nil {
 		return nil, err
 	}
+	prof, err := s.profile(req.GetProfile())
+	if err != nil {
+		return nil, err
+	}
 	runID := req.GetRunId()
 	if runID == "" {
 		runID = uuid.NewString()
 	}
-	contract, err := buildContract(s.contract, runID, req)
+	contract, err := buildContract(prof.contract, runID, req)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +76,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if mode := transportMode(contract); mode != xmltransport.ModeNative {
 		r.xml = xmltransport.NewSession(mode) // the nonce is fixed for the run; slots continue across turns
 	}
-	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: s.prompt})
+	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: prof.prompt})
 	r.conversation = append(r.conversation, req.GetHistory()...)
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
 

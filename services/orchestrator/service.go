@@ -67,8 +67,11 @@ type Options struct {
 	// Contract holds the default budgets, policies and targets every run starts from
 	// (DefaultContract when nil).
 	Contract *typev1.ExecutionContract
-	// SystemPrompt opens every conversation (DefaultSystemPrompt when empty).
-	SystemPrompt string
+	// Prompts make the system message of every run that names no profile (DefaultSystemPrompt
+	// alone when empty).
+	Prompts Prompts
+	// Profiles are the agent profiles a run may name (RunRequest.profile), by name.
+	Profiles map[string]Profile
 	// TracerProvider makes the run spans (the global provider when nil).
 	TracerProvider trace.TracerProvider
 	// Logger logs run lifecycle events (slog.Default when nil).
@@ -96,10 +99,6 @@ type Options struct {
 // stays within pkg/server's drain so the process exits in time.
 const DefaultDrainTimeout = 7 * time.Second
 
-// DefaultSystemPrompt opens every conversation unless Options.SystemPrompt says otherwise.
-const DefaultSystemPrompt = "You are agentmesh, a helpful assistant. Use the available tools when they help " +
-	"answer the user's request, and answer concisely once you have what you need."
-
 // Service implements agentv1.AgentServiceServer.
 type Service struct {
 	agentv1.UnimplementedAgentServiceServer
@@ -108,7 +107,7 @@ type Service struct {
 	publisher *events.Publisher
 	js        jetstream.JetStream
 	contract  *typev1.ExecutionContract
-	prompt    string
+	profiles  map[string]profile // by name; "" is the default profile
 	tracer    trace.Tracer
 	// alternatives maps a tool to the tools recovery may run when it fails.
 	alternatives map[string][]string
@@ -156,7 +155,6 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		publisher:    pub,
 		js:           js,
 		contract:     opts.Contract,
-		prompt:       opts.SystemPrompt,
 		log:          opts.Logger,
 		now:          opts.Now,
 		live:         map[string]*run{},
@@ -177,9 +175,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if s.contract == nil {
 		s.contract = DefaultContract()
 	}
-	if s.prompt == "" {
-		s.prompt = DefaultSystemPrompt
-	}
+	s.profiles = resolveProfiles(opts.Prompts, s.contract, opts.Profiles)
 	tp := opts.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()

@@ -50,7 +50,10 @@ type RunRequest struct {
 	// The action the user is confirming, when this message answers a confirmation request.
 	PendingConfirmation *v1.PendingAction `protobuf:"bytes,10,opt,name=pending_confirmation,json=pendingConfirmation,proto3" json:"pending_confirmation,omitempty"`
 	// Optional caller-chosen run id (otherwise one is generated).
-	RunId         string `protobuf:"bytes,11,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,11,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The agent profile (agentmesh.yaml profiles) whose prompts and targets the run uses; empty
+	// is the default profile. An unknown profile is INVALID_ARGUMENT.
+	Profile       string `protobuf:"bytes,12,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +161,13 @@ func (x *RunRequest) GetPendingConfirmation() *v1.PendingAction {
 func (x *RunRequest) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunRequest) GetProfile() string {
+	if x != nil {
+		return x.Profile
 	}
 	return ""
 }
@@ -728,7 +738,7 @@ var File_agentmesh_agent_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"&agentmesh/agent/v1/agent_service.proto\x12\x12agentmesh.agent.v1\x1a\x1eagentmesh/agent/v1/agent.proto\x1a\x1eagentmesh/event/v1/event.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xad\x04\n" +
+	"&agentmesh/agent/v1/agent_service.proto\x12\x12agentmesh.agent.v1\x1a\x1eagentmesh/agent/v1/agent.proto\x1a\x1eagentmesh/event/v1/event.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc7\x04\n" +
 	"\n" +
 	"RunRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12'\n" +
@@ -742,7 +752,8 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\asurface\x18\t \x01(\x0e2\x1a.agentmesh.type.v1.SurfaceR\asurface\x12S\n" +
 	"\x14pending_confirmation\x18\n" +
 	" \x01(\v2 .agentmesh.type.v1.PendingActionR\x13pendingConfirmation\x12\x15\n" +
-	"\x06run_id\x18\v \x01(\tR\x05runId\"C\n" +
+	"\x06run_id\x18\v \x01(\tR\x05runId\x12\x18\n" +
+	"\aprofile\x18\f \x01(\tR\aprofile\"C\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"\x98\x02\n" +
