@@ -24,4 +24,8 @@
 // approval, execution, observation and budgets, and their results return as the XML-PAST user
 // message. With cache_responses the attempts are not streamed and may be answered from the
 // generation stage's response cache (seed 002 §8); a cached answer emits no llm_delta.
+//
+// A run's conversation opens with the system message of the profile it names (prompts.go:
+// system prompt, constitution, retrieval rules); INTENT adds the task type and constraints
+// the intent stage found, which also go to planning, and accounts the intent model's request.
 package orchestrator
