@@ -41,15 +41,16 @@ type profile struct {
 	contract *typev1.ExecutionContract
 }
 
-// systemMessage joins the prompts into a system message.
+// systemMessage joins the prompts, trimmed (a YAML block ends with a newline), into a system
+// message.
 func (p Prompts) systemMessage() string {
-	parts := []string{p.System}
-	if p.System == "" {
+	parts := []string{strings.TrimSpace(p.System)}
+	if parts[0] == "" {
 		parts[0] = DefaultSystemPrompt
 	}
 	for _, s := range []string{p.Constitution, p.Retrieval} {
-		if strings.TrimSpace(s) != "" {
-			parts = append(parts, strings.TrimSpace(s))
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
 		}
 	}
 	return strings.Join(parts, "\n\n")
