@@ -59,6 +59,8 @@ type Answer struct {
 	Usage *typev1.TokenUsage
 	// Model is the model that answered, as the provider reports it.
 	Model string
+	// CostUsd is the request's cost from the model's configured price (0 without one).
+	CostUsd float64
 }
 
 // Object asks q and decodes the validated answer into out (a pointer, as for
@@ -88,7 +90,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	if err != nil {
 		return Answer{}, stageerr.FromError(err)
 	}
-	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel()}
+	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel(), CostUsd: resp.GetCostUsd()}
 	var call *typev1.ToolCall
 	for _, c := range resp.GetToolCalls() {
 		if c.GetName() == q.Tool {
