@@ -182,6 +182,7 @@ func TestMemoryLearnsWithTheModel(t *testing.T) {
 		tellName = "My name is Sam and I fly planes for a living."
 		tellCat  = "My cat is called Tom."
 		tellDog  = "My dog is called Rex."
+		askJob   = "Am I a pilot?"
 		samFact  = "The user, Sam, is a pilot."
 	)
 	memoryTurn := func(tt llmtest.Turn) []llmtest.Turn { return []llmtest.Turn{tt} }
@@ -192,8 +193,10 @@ func TestMemoryLearnsWithTheModel(t *testing.T) {
 		llmtest.Scenario{Name: "name", Match: tellName, Turns: []llmtest.Turn{text("Nice to meet you, Sam.")}},
 		llmtest.Scenario{Name: "cat", Match: tellCat, Turns: []llmtest.Turn{text("A fine name.")}},
 		llmtest.Scenario{Name: "dog", Match: tellDog, Turns: []llmtest.Turn{text("A good dog.")}},
+		llmtest.Scenario{Name: "job", Match: askJob, Turns: []llmtest.Turn{text("Yes, you are.")}},
 		llmtest.Scenario{Name: "name facts", Match: "User: " + tellName + "*", Turns: memoryTurn(
 			call(memory.FactsTool, `{"facts": [{"text": "`+samFact+`", "importance": 0.8}]}`))},
+		llmtest.Scenario{Name: "job facts", Match: "User: " + askJob + "*", Turns: memoryTurn(call(memory.FactsTool, `{"facts": []}`))},
 		llmtest.Scenario{Name: "cat facts", Match: "User: " + tellCat + "*", Turns: memoryTurn(text("Cats are great."))},
 		llmtest.Scenario{Name: "dog facts", Match: "User: " + tellDog + "*", Turns: memoryTurn(llmtest.Turn{Failure: llmtest.FailModelError})},
 	)
@@ -229,6 +232,18 @@ func TestMemoryLearnsWithTheModel(t *testing.T) {
 	}
 	wantAccounting(t, learning, typev1.AccountingStatus_ACCOUNTING_STATUS_OK)
 
+	t.Run("the next conversation recalls it by a semantic search", func(t *testing.T) {
+		seen := len(h.llm.Requests())
+		res := h.run(t, &agentv1.RunRequest{Message: askJob})
+		if prompt := promptOf(h.llm.Requests()[seen]); !strings.Contains(prompt, samFact) {
+			t.Errorf("the next conversation's request lacks the learned fact:\n%s", prompt)
+		}
+		if !slices.ContainsFunc(res.GetAccounting(), func(e *typev1.AccountingEntry) bool {
+			return e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING
+		}) {
+			t.Errorf("the run's accounting %v has no embedding of its memory search", res.GetAccounting())
+		}
+	})
 	t.Run("an answer outside the schema falls back to the rules", func(t *testing.T) {
 		res := h.run(t, &agentv1.RunRequest{Message: tellCat})
 		l := learnedBy(t, h.client, res.GetRunId()).GetLearning()
