@@ -28,8 +28,8 @@ const (
 		"at least 0.8). Call " + FactsTool + " once, with an empty list when nothing is worth remembering."
 	// factsDescription tells the model what the tool's arguments mean.
 	factsDescription = "Store the facts about the user worth remembering, each with its importance."
-	// factsMaxOutputTokens bounds the answer.
-	factsMaxOutputTokens = 1024
+	// FactsMaxOutputTokens bounds the answer, unless Options.Facts sets its own bound.
+	FactsMaxOutputTokens = 2048
 	// maxConversationBytes bounds the conversation sent: its newest messages, each at most
 	// maxMessageBytes.
 	maxConversationBytes = 32 << 10

@@ -102,7 +102,8 @@ type Options struct {
 	// Embedder embeds memories and queries for semantic search; nil searches with BM25.
 	Embedder Embedder
 	// Facts is the model that picks the facts of a finished run worth remembering
-	// (models.memory, see FactsTarget); nil picks them with the deterministic rules.
+	// (models.memory, see FactsTarget), with at most FactsMaxOutputTokens unless it sets
+	// MaxOutputTokens; nil picks them with the deterministic rules.
 	Facts *ask.Model
 	// RequireUser enforces memory isolation: a call that does not name the user it acts for
 	// (auth.UserMetadata) is refused UNAUTHENTICATED. OptionsFromConfig sets it when the
@@ -143,6 +144,11 @@ func New(opts Options) *Service {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Facts != nil && opts.Facts.MaxOutputTokens == 0 {
+		facts := *opts.Facts
+		facts.MaxOutputTokens = FactsMaxOutputTokens
+		opts.Facts = &facts
 	}
 	s := &Service{
 		store:    opts.Store,

@@ -216,6 +216,9 @@ func TestMemoryLearnsWithTheModel(t *testing.T) {
 		string(asked.Messages[1].Content) != "User: "+tellName+"\n\nAssistant: Nice to meet you, Sam." {
 		t.Errorf("the memory model was asked %+v, want the instructions and the conversation", asked.Messages)
 	}
+	if asked.MaxTokens == nil || *asked.MaxTokens != memory.FactsMaxOutputTokens {
+		t.Errorf("the memory model was asked for at most %v tokens, want %d", asked.MaxTokens, memory.FactsMaxOutputTokens)
+	}
 	if len(asked.Tools) != 1 || asked.Tools[0].Function.Name != memory.FactsTool || string(asked.ToolChoice) != `"required"` {
 		t.Errorf("the memory model was offered %+v (tool_choice %s), want %s alone, required", asked.Tools, asked.ToolChoice, memory.FactsTool)
 	} else if got, want := decodeJSON(t, asked.Tools[0].Function.Parameters), roundTrip(t, memory.FactsSchema); !reflect.DeepEqual(got, want) {
