@@ -35,8 +35,12 @@ import (
 // While the memory stage is down, GetRun on either replica must return the result at any time,
 // also on the replica whose keeper adopted the run to retry the save: the test reads the run on
 // both replicas across several adoptions.
+//
+// The run's facts are not lost either (issue 13.5): the memory stage learns from the result
+// saved late what the user asked it to remember.
 func TestResultSavedAfterMemoryOutage(t *testing.T) {
-	llm := llmtest.New(t, llmtest.Scenario{Name: "memory outage", Match: "memory outage: count once", Turns: []llmtest.Turn{
+	const message = "memory outage: count once. Remember that my locker is number 12."
+	llm := llmtest.New(t, llmtest.Scenario{Name: "memory outage", Match: message, Turns: []llmtest.Turn{
 		{ToolCalls: []llmtest.ToolCall{bumpCall("call-1", toolBump, "memory-outage")}},
 		{Content: "Counted once, with the memory stage down."},
 	}})
@@ -56,7 +60,7 @@ func TestResultSavedAfterMemoryOutage(t *testing.T) {
 	memory.Kill(t)
 
 	const runID = "memory-outage"
-	req := &agentv1.RunRequest{RunId: runID, Message: "memory outage: count once"}
+	req := &agentv1.RunRequest{RunId: runID, Message: message}
 	done, err := a.Agent().Run(t.Context(), req)
 	if err != nil {
 		t.Fatalf("Run on a with the memory stage down: %v", err)
@@ -137,6 +141,14 @@ func TestResultSavedAfterMemoryOutage(t *testing.T) {
 	checkEventLog(t, m, runID)
 	if n := tools.Count("memory-outage"); n != 1 {
 		t.Errorf("the tool ran %d times, want 1", n)
+	}
+	const fact = "The user's locker is number 12."
+	if !poll(t, runTimeout, func() bool {
+		resp, err := stage.List(t.Context(), &memoryv1.ListRequest{UserId: "anonymous"}) // the user of a run without one, auth off
+		last = err
+		return err == nil && len(resp.GetMemories()) == 1 && resp.GetMemories()[0].GetContent() == fact
+	}) {
+		t.Errorf("the memory stage did not learn %q from the run saved late within %s: last List: %v", fact, runTimeout, last)
 	}
 }
 

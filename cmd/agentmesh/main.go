@@ -33,6 +33,9 @@ usage:
   agentmesh approve [--addr ADDR] [--reject [--end-run] | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
                                                    decide a tool call waiting for approval
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
+  agentmesh memories [--addr ADDR] [--user USER] [list | delete MEMORY_ID]
+                                                   list your memories (the facts learned from
+                                                   your runs), or delete one
   agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]
                                                    check a run's hash-chained transcript
   agentmesh keys new --user USER [--tenant TENANT] [--role ROLE]...
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = approveCommand(ctx, args[1:], stdout)
 	case "cancel":
 		err = cancelCommand(ctx, args[1:], stdout)
+	case "memories":
+		err = memoriesCommand(ctx, args[1:], stdout)
 	case "transcript":
 		err = transcriptCommand(ctx, args[1:], stdout)
 	case "ingest":

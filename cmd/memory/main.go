@@ -1,13 +1,15 @@
 // Command memory serves agentmesh's MemoryService (agentmesh.memory.v1). LISTEN_ADDR sets its
 // address (default 127.0.0.1:7007), AGENTMESH_CONFIG the configuration file, GENERATION_ADDR the
-// generation service that embeds when memory.embeddings is set (default services.generation;
-// dialled lazily, so either may start first: until it answers, searches rank with BM25).
+// generation service that embeds when memory.embeddings is set and picks the facts of finished
+// runs when models.memory is (default services.generation; dialled lazily, so either may start
+// first: until it answers, searches rank with BM25 and the rules pick the facts).
 package main
 
 import (
 	"context"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
@@ -17,25 +19,34 @@ import (
 
 func main() {
 	server.Main("memory", "127.0.0.1:7007", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
-		var embedder memory.Embedder
-		if target := memory.EmbeddingTarget(cfg); target != nil {
+		var (
+			embedder memory.Embedder
+			facts    *ask.Model
+		)
+		if embedding, picking := memory.EmbeddingTarget(cfg), memory.FactsTarget(cfg); embedding != nil || picking != nil {
 			mesh, err := cfg.TLS.Mesh()
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Invalid, err)
 			}
-			// Each Embed is a paid provider request, accounted once: no retry of UNAVAILABLE.
+			// Each Embed and Generate is a paid provider request, accounted once: no retry of UNAVAILABLE.
 			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
 				dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 			if err != nil {
 				return nil, exitcode.Wrap(exitcode.Invalid, err)
 			}
-			embedder = &memory.GenerationEmbedder{Client: generationv1.NewGenerationServiceClient(conn), Target: target}
+			client := generationv1.NewGenerationServiceClient(conn)
+			if embedding != nil {
+				embedder = &memory.GenerationEmbedder{Client: client, Target: embedding}
+			}
+			if picking != nil {
+				facts = &ask.Model{Client: client, Target: picking}
+			}
 		}
 		opts, err := memory.OptionsFromConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
-		opts.Embedder = embedder
+		opts.Embedder, opts.Facts = embedder, facts
 		return memory.New(opts), nil
 	})
 }

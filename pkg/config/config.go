@@ -53,7 +53,8 @@ type StageModels struct {
 	Planning *Target `yaml:"planning,omitempty"`
 	// Observation summarises a tool result larger than the run's budget.
 	Observation *Target `yaml:"observation,omitempty"`
-	// Memory picks the facts of a finished run worth remembering.
+	// Memory picks the facts of a finished run worth remembering (README, "Memory that
+	// learns"); unset, or a provider of type rules, the memory stage's deterministic rules do.
 	Memory *Target `yaml:"memory,omitempty"`
 	// Fallback is the simpler model recovery falls back to when the run's targets fail.
 	Fallback *Target `yaml:"fallback,omitempty"`

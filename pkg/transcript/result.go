@@ -12,15 +12,15 @@ import (
 
 // Ending is the part of a final result that its TERMINATE entry's action hash covers: the
 // result without its transcript, conversation, contract and final report, which are covered
-// on their own (message seals, contract_hash, TERMINATE's result hash). It shares its fields'
-// values with res.
+// on their own (message seals, contract_hash, TERMINATE's result hash), and without the
+// learning the memory stage adds after the run ended. It shares its fields' values with res.
 func Ending(res *typev1.RunResult) *typev1.RunResult {
 	out := &typev1.RunResult{}
 	dst := out.ProtoReflect()
 	src := res.ProtoReflect()
 	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch fd.Name() {
-		case "transcript", "conversation", "contract", "final_report":
+		case "transcript", "conversation", "contract", "final_report", "learning":
 		default:
 			dst.Set(fd, v)
 		}

@@ -79,6 +79,11 @@ func TestVerifyResultAcceptsAnUntouchedResult(t *testing.T) {
 	if err := transcript.VerifyResult(back); err != nil {
 		t.Fatalf("VerifyResult(JSON round trip) = %v", err)
 	}
+	// What the memory stage learned from the run after it ended is no part of its ending.
+	res.Learning = &typev1.RunLearning{Method: typev1.LearningMethod_LEARNING_METHOD_RULES, MemoryIds: []string{"m1"}}
+	if err := transcript.VerifyResult(res); err != nil {
+		t.Fatalf("VerifyResult(with learning) = %v", err)
+	}
 }
 
 func TestVerifyResultDetectsEdits(t *testing.T) {

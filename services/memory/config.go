@@ -20,8 +20,9 @@ import (
 // Service.Close closes it. An unknown store is an exitcode.Invalid error; a
 // store that cannot be opened is exitcode.Unavailable.
 //
-// The options have no Embedder: when EmbeddingTarget returns a target, set Options.Embedder
-// to a GenerationEmbedder for it.
+// The options have no Embedder and no Facts model: when EmbeddingTarget returns a target, set
+// Options.Embedder to a GenerationEmbedder for it, and when FactsTarget returns one, set
+// Options.Facts to an ask.Model for it.
 func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error) {
 	opts := Options{QuotaPerUser: cfg.Memory.QuotaPerUser, RequireUser: cfg.Auth.Enabled()}
 	if cfg.TLS.CA != "" {
@@ -56,4 +57,15 @@ func EmbeddingTarget(cfg *config.Config) *typev1.Target {
 		return nil
 	}
 	return &typev1.Target{Provider: e.Provider, Model: e.Model}
+}
+
+// FactsTarget returns the provider/model of models.memory, the model that picks the facts of
+// finished runs; nil when it is unset or names a provider of type rules, whose deterministic
+// rules the memory stage applies itself.
+func FactsTarget(cfg *config.Config) *typev1.Target {
+	m := cfg.Models.Memory
+	if m == nil || cfg.Providers[m.Provider].Type == config.ProviderRules {
+		return nil
+	}
+	return &typev1.Target{Provider: m.Provider, Model: m.Model}
 }

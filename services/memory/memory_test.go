@@ -534,6 +534,16 @@ func (failingStore) SaveRun(context.Context, string, *typev1.RunResult) error { 
 func (failingStore) GetRun(context.Context, string) (*typev1.RunResult, string, error) {
 	return nil, "", errDisk
 }
+func (failingStore) DuplicateMemory(context.Context, memory.SearchQuery, float64) (string, error) {
+	return "", errDisk
+}
+func (failingStore) ClaimLearning(context.Context, time.Time, time.Duration) (memory.LearnJob, bool, error) {
+	return memory.LearnJob{}, false, errDisk
+}
+func (failingStore) FinishLearning(context.Context, string, *typev1.RunLearning) error {
+	return errDisk
+}
+func (failingStore) ReleaseLearning(context.Context, string) error { return errDisk }
 
 func TestStorageError(t *testing.T) {
 	c := newClient(t, memory.Options{Store: failingStore{}})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -18,6 +19,17 @@ type MemoryStore struct {
 	memories    map[string]map[string]memoryRecord // user → memory id → memory
 	transcripts map[string][]*typev1.TranscriptEntry
 	runs        map[string]storedRun
+	learning    map[string]*learnState // run id → its learning
+	queued      int64                  // learning jobs queued so far, to order them
+}
+
+// learnState is the learning of one saved run.
+type learnState struct {
+	job          LearnJob
+	order        int64     // when it was queued, in queue order
+	claimedUntil time.Time // zero when unclaimed
+	done         bool
+	learned      *typev1.RunLearning
 }
 
 // memoryRecord is a memory with what ranking needs of it.
@@ -34,6 +46,7 @@ func NewMemoryStore() *MemoryStore {
 		memories:    make(map[string]map[string]memoryRecord),
 		transcripts: make(map[string][]*typev1.TranscriptEntry),
 		runs:        make(map[string]storedRun),
+		learning:    make(map[string]*learnState),
 	}
 }
 
@@ -151,11 +164,18 @@ type storedRun struct {
 	userID string
 }
 
-// SaveRun stores a copy of the run's result.
+// SaveRun stores a copy of the run's result without its learning, and queues the run for
+// learning the first time.
 func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.RunResult) error {
+	stored := proto.CloneOf(result)
+	stored.Learning = nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.runs[result.GetRunId()] = storedRun{result: proto.CloneOf(result), userID: userID}
+	s.runs[result.GetRunId()] = storedRun{result: stored, userID: userID}
+	if _, ok := s.learning[result.GetRunId()]; !ok {
+		s.queued++
+		s.learning[result.GetRunId()] = &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}, order: s.queued}
+	}
 	return nil
 }
 
@@ -174,5 +194,61 @@ func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult
 			result.Transcript[i] = proto.CloneOf(e)
 		}
 	}
+	if l := s.learning[runID]; l != nil && l.learned != nil {
+		result.Learning = proto.CloneOf(l.learned)
+	}
 	return result, stored.userID, nil
+}
+
+// DuplicateMemory returns the memory of the user's collection that holds what q.Query says.
+func (s *MemoryStore) DuplicateMemory(_ context.Context, q SearchQuery, minCosine float64) (string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var docs []rankDoc
+	for _, m := range s.memories[q.UserID] {
+		if m.memory.GetCollection() == q.Collection {
+			docs = append(docs, m.doc)
+		}
+	}
+	return duplicate(q, minCosine, docs), nil
+}
+
+// ClaimLearning claims the earliest queued run that no claim holds at now.
+func (s *MemoryStore) ClaimLearning(_ context.Context, now time.Time, lease time.Duration) (LearnJob, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next *learnState
+	for _, l := range s.learning {
+		if !l.done && !l.claimedUntil.After(now) && (next == nil || l.order < next.order) {
+			next = l
+		}
+	}
+	if next == nil {
+		return LearnJob{}, false, nil
+	}
+	next.claimedUntil = now.Add(lease)
+	next.job.Attempts++
+	return next.job, true, nil
+}
+
+// FinishLearning records the run's learning and takes it off the queue.
+func (s *MemoryStore) FinishLearning(_ context.Context, runID string, learned *typev1.RunLearning) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.learning[runID]
+	if l == nil {
+		return ErrNotFound
+	}
+	l.done, l.learned = true, proto.CloneOf(learned)
+	return nil
+}
+
+// ReleaseLearning ends the claim on the run.
+func (s *MemoryStore) ReleaseLearning(_ context.Context, runID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.learning[runID]; l != nil {
+		l.claimedUntil = time.Time{}
+	}
+	return nil
 }

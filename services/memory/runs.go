@@ -36,7 +36,9 @@ func (s *Service) AppendTranscript(ctx context.Context, req *memoryv1.AppendTran
 
 // SaveRun stores a copy of a run's result, replacing an earlier save of the same run. Its
 // user_id, the run's owner, is the user the call acts for, as for Store. Only the orchestrator
-// may call it when callers are identified (Options.MeshIdentity).
+// may call it when callers are identified (Options.MeshIdentity). The first save of a run
+// queues it, in the same write, for learning (see the package documentation), which happens
+// after SaveRun has answered.
 func (s *Service) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*memoryv1.SaveRunResponse, error) {
 	if err := s.orchestratorOnly(ctx, "SaveRun"); err != nil {
 		return nil, err
@@ -52,11 +54,12 @@ func (s *Service) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*m
 	if err := s.store.SaveRun(ctx, user, req.GetResult()); err != nil {
 		return nil, s.storeError(ctx, "save run", err)
 	}
+	s.learnSoon()
 	return &memoryv1.SaveRunResponse{RunId: runID}, nil
 }
 
 // GetRun returns a stored run result; its transcript is the stored chain when entries were
-// appended for the run. An unknown run is NOT_FOUND; a run the user the call acts for may not
+// appended for the run, and its learning what the service learned from it, once it has. An unknown run is NOT_FOUND; a run the user the call acts for may not
 // read (auth.Principal.May) is PERMISSION_DENIED.
 func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*memoryv1.GetRunResponse, error) {
 	p, acting, err := s.actor(ctx)

@@ -35,6 +35,23 @@
 // alone; both log a warning saying so. Search's response accounts the query's embedding
 // request (an EMBEDDING entry, ok or failed) for the run the search is made for.
 //
+// # Learning
+//
+// The first SaveRun of a run queues it, in the same write as the result, and a goroutine of
+// the service learns from it once SaveRun has answered, so a run's result never waits for it:
+// it picks the facts of the conversation worth remembering, each with an importance in [0, 1],
+// by Options.Facts (the model of models.memory, asked for FactsSchema through the generation
+// service) or, without one, and whenever the model fails or answers outside the schema, by the
+// deterministic rules of ruleFacts. Each fact is stored in the run's user's personal memory
+// (embedded, with an Embedder), where later runs' searches find it, unless a memory already
+// holds it (Store.DuplicateMemory: the same words, or an embedding at least
+// DuplicateSimilarity alike). What learning did — the memories stored, the duplicates, who
+// picked the facts and why the rules did, and its requests' accounting, since the run's own
+// accounting is final by then — is recorded with the run; GetRun returns it as the result's
+// learning. A run stays queued until that record is written: learning cut off by a crash or
+// by Close is done again (the model asked again) by the next learner, after LearnLease (at
+// once after Close), and the facts stored the first time are recognised as duplicates.
+//
 // # Knowledge
 //
 // IngestDir stores a folder of Markdown and text files as chunks in a collection, which the
@@ -50,6 +67,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -83,6 +101,10 @@ type Options struct {
 	Now func() time.Time
 	// Embedder embeds memories and queries for semantic search; nil searches with BM25.
 	Embedder Embedder
+	// Facts is the model that picks the facts of a finished run worth remembering
+	// (models.memory, see FactsTarget), with at most FactsMaxOutputTokens unless it sets
+	// MaxOutputTokens; nil picks them with the deterministic rules.
+	Facts *ask.Model
 	// RequireUser enforces memory isolation: a call that does not name the user it acts for
 	// (auth.UserMetadata) is refused UNAUTHENTICATED. OptionsFromConfig sets it when the
 	// public API authenticates its callers (auth.*). A call that names its user is held to it
@@ -104,6 +126,8 @@ type Service struct {
 	quota    int
 	now      func() time.Time
 	embedder Embedder
+	facts    *ask.Model
+	learner  learner
 	log      *slog.Logger
 
 	requireUser  bool
@@ -121,21 +145,32 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{
+	if opts.Facts != nil && opts.Facts.MaxOutputTokens == 0 {
+		facts := *opts.Facts
+		facts.MaxOutputTokens = FactsMaxOutputTokens
+		opts.Facts = &facts
+	}
+	s := &Service{
 		store:    opts.Store,
 		quota:    opts.QuotaPerUser,
 		now:      opts.Now,
 		embedder: opts.Embedder,
+		facts:    opts.Facts,
 		log:      slog.Default().With("service", "memory"),
 
 		requireUser:  opts.RequireUser,
 		meshIdentity: opts.MeshIdentity,
 	}
+	s.learner.ctx, s.learner.cancel = context.WithCancel(context.Background())
+	s.learnSoon() // the runs a previous process saved but did not learn from
+	return s
 }
 
-// Close closes the store when it has a Close method (the SQLite and PostgreSQL stores do):
-// the Service owns Options.Store.
+// Close stops learning from finished runs (a run being learned from stays queued) and closes
+// the store when it has a Close method (the SQLite and PostgreSQL stores do): the Service owns
+// Options.Store.
 func (s *Service) Close() error {
+	s.stopLearning()
 	if c, ok := s.store.(io.Closer); ok {
 		return c.Close()
 	}

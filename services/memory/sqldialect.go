@@ -95,5 +95,17 @@ func (d dialect) schema() []string {
 	user_id %[1]s NOT NULL,
 	result %[2]s NOT NULL
 )`, d.key, d.blob),
+		// One row per saved run: queued for learning while learned_at is 0, then what learning
+		// did (learned, NULL when nothing worth showing). Times are Unix nanoseconds.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS learning (
+	run_id %[1]s PRIMARY KEY,
+	user_id %[1]s NOT NULL,
+	queued_at BIGINT NOT NULL,
+	claimed_until BIGINT NOT NULL,
+	attempts INTEGER NOT NULL,
+	learned_at BIGINT NOT NULL,
+	learned %[2]s
+)`, d.key, d.blob),
+		`CREATE INDEX IF NOT EXISTS learning_queue ON learning (queued_at, run_id) WHERE learned_at = 0`,
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -342,15 +343,24 @@ func (s *SQLStore) AppendTranscript(ctx context.Context, runID string, entries [
 	return length, nil
 }
 
-// SaveRun stores the run's result, replacing an earlier save.
+// SaveRun stores the run's result without its learning, replacing an earlier save, and
+// queues the run for learning the first time, in one transaction.
 func (s *SQLStore) SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error {
-	raw, err := proto.Marshal(result)
+	stored := proto.CloneOf(result)
+	stored.Learning = nil
+	raw, err := proto.Marshal(stored)
 	if err != nil {
 		return fmt.Errorf("encode run result: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO runs (run_id, user_id, result) VALUES (?, ?, ?)
-ON CONFLICT (run_id) DO UPDATE SET user_id = excluded.user_id, result = excluded.result`), result.GetRunId(), userID, raw)
-	return err
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO runs (run_id, user_id, result) VALUES (?, ?, ?)
+ON CONFLICT (run_id) DO UPDATE SET user_id = excluded.user_id, result = excluded.result`), result.GetRunId(), userID, raw); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO learning (run_id, user_id, queued_at, claimed_until, attempts, learned_at)
+VALUES (?, ?, ?, 0, 0, 0) ON CONFLICT (run_id) DO NOTHING`), result.GetRunId(), userID, time.Now().UnixNano())
+		return err
+	})
 }
 
 // GetRun returns the run's result with the stored transcript, and its user.
@@ -392,6 +402,9 @@ func (s *SQLStore) GetRun(ctx context.Context, runID string) (*typev1.RunResult,
 	}
 	if len(chain) > 0 {
 		result.Transcript = chain
+	}
+	if result.Learning, err = s.learned(ctx, runID); err != nil {
+		return nil, "", err
 	}
 	return result, userID, nil
 }

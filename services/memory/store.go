@@ -37,12 +37,39 @@ type Store interface {
 	// with the append, that they continue the stored chain (VerifyAppend). It returns the
 	// transcript's new length.
 	AppendTranscript(ctx context.Context, runID string, entries []*typev1.TranscriptEntry) (int64, error)
-	// SaveRun stores the result of a run for userID, replacing an earlier save of that run.
+	// SaveRun stores the result of a run for userID, replacing an earlier save of that run,
+	// without its learning (GetRun sets that). The first save of a run also queues it for
+	// learning (ClaimLearning), atomically with the save, so a saved run is never left
+	// unlearned.
 	SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error
 	// GetRun returns the stored result of runID, with its transcript replaced by the stored
-	// chain when entries were appended for the run, and the user it was saved for;
-	// ErrNotFound when no result was saved.
+	// chain when entries were appended for the run and its learning set when FinishLearning
+	// recorded one, and the user it was saved for; ErrNotFound when no result was saved.
 	GetRun(ctx context.Context, runID string) (result *typev1.RunResult, userID string, err error)
+	// DuplicateMemory returns the id of a memory of q.UserID in q.Collection that holds what
+	// q.Query says: the same words (the same terms as many times each, so case, punctuation
+	// and stopwords aside), or, when q.Vector is set, a vector whose cosine similarity with it
+	// is at least minCosine (the most similar one). It returns "" when no memory does.
+	DuplicateMemory(ctx context.Context, q SearchQuery, minCosine float64) (string, error)
+	// ClaimLearning claims a run queued for learning whose last claim ended by now, the
+	// earliest queued first: no other ClaimLearning returns it before now+lease. The claim
+	// counts in the job's Attempts. ok is false when no run waits.
+	ClaimLearning(ctx context.Context, now time.Time, lease time.Duration) (job LearnJob, ok bool, err error)
+	// FinishLearning records what learning from a claimed run did (nil: nothing worth
+	// showing) and takes the run off the queue for good.
+	FinishLearning(ctx context.Context, runID string, learned *typev1.RunLearning) error
+	// ReleaseLearning ends the claim on a run, which stays queued for the next ClaimLearning.
+	ReleaseLearning(ctx context.Context, runID string) error
+}
+
+// LearnJob is a finished run queued for learning.
+type LearnJob struct {
+	// RunID names the run.
+	RunID string
+	// UserID is the run's user, whose memory learns.
+	UserID string
+	// Attempts counts the claims of the job, this one included.
+	Attempts int
 }
 
 // SearchQuery is a ranked search over one user's memories.

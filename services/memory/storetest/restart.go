@@ -36,6 +36,7 @@ func RunRestart(t *testing.T, open func(t *testing.T) memory.Store) {
 		if err := s.SaveRun(ctx, "alice", &typev1.RunResult{RunId: "run-1", ExitReason: "COMPLETED"}); err != nil {
 			t.Fatal(err)
 		}
+		claim(t, s, at(1)) // cut off by the restart: claimed, never finished
 		closeStore(t, s)
 
 		s = open(t)
@@ -59,6 +60,10 @@ func RunRestart(t *testing.T, open func(t *testing.T) memory.Store) {
 		}
 		if n, err := s.AppendTranscript(ctx, "run-1", chain(3, "h2", 1)); err != nil || n != 3 {
 			t.Errorf("append after restart = %d, %v; want the chain to continue at 3", n, err)
+		}
+		noClaim(t, s, at(2)) // the claim outlives the restart
+		if job := claim(t, s, at(1).Add(lease)); job.RunID != "run-1" || job.UserID != "alice" || job.Attempts != 2 {
+			t.Errorf("claim after restart = %+v, want run-1 of alice, attempt 2: the run left the learning queue", job)
 		}
 	})
 }

@@ -46,6 +46,9 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"Transcript", testTranscript},
 		{"TranscriptConcurrent", testTranscriptConcurrent},
 		{"Runs", testRuns},
+		{"Duplicate", testDuplicate},
+		{"LearningQueue", testLearningQueue},
+		{"LearningConcurrent", testLearningConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })

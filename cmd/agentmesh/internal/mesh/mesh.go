@@ -92,8 +92,10 @@ type Mesh struct {
 
 // Start starts NATS (embedded unless the configuration names a URL) and the nine services,
 // peers first (generation before memory, which embeds through it when memory.embeddings is
-// set, and before intent, which asks its model through it when models.intent is set). A service that cannot listen, or a NATS server that cannot be reached, is an
-// exitcode.Unavailable error; a configuration the mesh cannot serve is exitcode.Invalid.
+// set, before intent, which asks its model through it when models.intent is set, and to which
+// memory sends the facts of finished runs when models.memory is). A service that cannot listen,
+// or a NATS server that cannot be reached, is an exitcode.Unavailable error; a configuration the
+// mesh cannot serve is exitcode.Invalid.
 // With tls.ca the services talk mutual TLS, every one of them with the certificate of tls.cert.
 func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	cfg := opts.Config
@@ -169,21 +171,31 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 	// Generation is served first: with memory.embeddings the memory service embeds through it,
-	// and its address is only known once it listens (Ephemeral meshes listen on port 0).
-	var embedder memory.Embedder
-	if target := memory.EmbeddingTarget(cfg); target != nil {
-		// Each Embed is a paid provider request, accounted once: no retry of UNAVAILABLE.
+	// with models.memory it asks it for the facts of finished runs, and its address is only
+	// known once it listens (Ephemeral meshes listen on port 0).
+	var (
+		embedder memory.Embedder
+		facts    *ask.Model
+	)
+	if embedding, picking := memory.EmbeddingTarget(cfg), memory.FactsTarget(cfg); embedding != nil || picking != nil {
+		// Each Embed and Generate is a paid provider request, accounted once: no retry of UNAVAILABLE.
 		memoryGeneration, err := conn(Memory, Generation, dial.WithoutRetry())
 		if err != nil {
 			return nil, err
 		}
-		embedder = &memory.GenerationEmbedder{Client: generationv1.NewGenerationServiceClient(memoryGeneration), Target: target}
+		client := generationv1.NewGenerationServiceClient(memoryGeneration)
+		if embedding != nil {
+			embedder = &memory.GenerationEmbedder{Client: client, Target: embedding}
+		}
+		if picking != nil {
+			facts = &ask.Model{Client: client, Target: picking}
+		}
 	}
 	memOpts, err := memory.OptionsFromConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	memOpts.Embedder = embedder
+	memOpts.Embedder, memOpts.Facts = embedder, facts
 	mem := memory.New(memOpts) // owns the store from here on
 	m.closers = append(m.closers, mem.Close)
 	if err := serve(Memory, mem.Register); err != nil {

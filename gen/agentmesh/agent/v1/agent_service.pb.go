@@ -7,7 +7,8 @@
 package agentv1
 
 import (
-	v11 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	v12 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	v11 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	v1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -734,11 +735,234 @@ func (x *ListToolsResponse) GetTools() []*v1.Tool {
 	return nil
 }
 
+// ListMemoriesRequest asks for a page of the caller's memories.
+type ListMemoriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whose memories: empty for the caller's own. With authentication on it may only name the
+	// authenticated principal (its user or its tenant/user id); with it off it is the user id
+	// runs were made for ("anonymous" when empty). At most 256 bytes.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Page size; 0 means 50, at most 500.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from the previous page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMemoriesRequest) Reset() {
+	*x = ListMemoriesRequest{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMemoriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMemoriesRequest) ProtoMessage() {}
+
+func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
+func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListMemoriesRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ListMemoriesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMemoriesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMemoriesResponse is one page of memories.
+type ListMemoriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Memories, newest first. A learned fact's metadata names the run it was learned from
+	// (run_id) and who picked it (learned_by: rules or model).
+	Memories []*v11.Memory `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
+	// Token of the next page; empty at the end.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMemoriesResponse) Reset() {
+	*x = ListMemoriesResponse{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMemoriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMemoriesResponse) ProtoMessage() {}
+
+func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
+func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListMemoriesResponse) GetMemories() []*v11.Memory {
+	if x != nil {
+		return x.Memories
+	}
+	return nil
+}
+
+func (x *ListMemoriesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeleteMemoryRequest deletes one memory.
+type DeleteMemoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whose memory, as in ListMemoriesRequest.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The memory.
+	MemoryId      string `protobuf:"bytes,2,opt,name=memory_id,json=memoryId,proto3" json:"memory_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMemoryRequest) Reset() {
+	*x = DeleteMemoryRequest{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMemoryRequest) ProtoMessage() {}
+
+func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteMemoryRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *DeleteMemoryRequest) GetMemoryId() string {
+	if x != nil {
+		return x.MemoryId
+	}
+	return ""
+}
+
+// DeleteMemoryResponse reports the deletion.
+type DeleteMemoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The deleted memory.
+	MemoryId      string `protobuf:"bytes,1,opt,name=memory_id,json=memoryId,proto3" json:"memory_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMemoryResponse) Reset() {
+	*x = DeleteMemoryResponse{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMemoryResponse) ProtoMessage() {}
+
+func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteMemoryResponse) GetMemoryId() string {
+	if x != nil {
+		return x.MemoryId
+	}
+	return ""
+}
+
 var File_agentmesh_agent_v1_agent_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\n" +
-	"&agentmesh/agent/v1/agent_service.proto\x12\x12agentmesh.agent.v1\x1a\x1eagentmesh/agent/v1/agent.proto\x1a\x1eagentmesh/event/v1/event.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc7\x04\n" +
+	"&agentmesh/agent/v1/agent_service.proto\x12\x12agentmesh.agent.v1\x1a\x1eagentmesh/agent/v1/agent.proto\x1a\x1eagentmesh/event/v1/event.proto\x1a agentmesh/memory/v1/memory.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc7\x04\n" +
 	"\n" +
 	"RunRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12'\n" +
@@ -789,7 +1013,20 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcome\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools2\xab\x05\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"j\n" +
+	"\x13ListMemoriesRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"w\n" +
+	"\x14ListMemoriesResponse\x127\n" +
+	"\bmemories\x18\x01 \x03(\v2\x1b.agentmesh.memory.v1.MemoryR\bmemories\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"K\n" +
+	"\x13DeleteMemoryRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tmemory_id\x18\x02 \x01(\tR\bmemoryId\"3\n" +
+	"\x14DeleteMemoryResponse\x12\x1b\n" +
+	"\tmemory_id\x18\x01 \x01(\tR\bmemoryId2\xf1\x06\n" +
 	"\fAgentService\x12C\n" +
 	"\x03Run\x12\x1e.agentmesh.agent.v1.RunRequest\x1a\x1c.agentmesh.type.v1.RunResult\x12K\n" +
 	"\tStreamRun\x12\x1e.agentmesh.agent.v1.RunRequest\x1a\x1c.agentmesh.event.v1.RunEvent0\x01\x12O\n" +
@@ -798,7 +1035,9 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x06Decide\x12!.agentmesh.agent.v1.DecideRequest\x1a .agentmesh.type.v1.AgentDecision\x12I\n" +
 	"\x06GetRun\x12!.agentmesh.agent.v1.GetRunRequest\x1a\x1c.agentmesh.type.v1.RunResult\x12X\n" +
 	"\tCancelRun\x12$.agentmesh.agent.v1.CancelRunRequest\x1a%.agentmesh.agent.v1.CancelRunResponse\x12X\n" +
-	"\tListTools\x12$.agentmesh.agent.v1.ListToolsRequest\x1a%.agentmesh.agent.v1.ListToolsResponseB\xd4\x01\n" +
+	"\tListTools\x12$.agentmesh.agent.v1.ListToolsRequest\x1a%.agentmesh.agent.v1.ListToolsResponse\x12a\n" +
+	"\fListMemories\x12'.agentmesh.agent.v1.ListMemoriesRequest\x1a(.agentmesh.agent.v1.ListMemoriesResponse\x12a\n" +
+	"\fDeleteMemory\x12'.agentmesh.agent.v1.DeleteMemoryRequest\x1a(.agentmesh.agent.v1.DeleteMemoryResponseB\xd4\x01\n" +
 	"\x16com.agentmesh.agent.v1B\x11AgentServiceProtoP\x01Z=github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1;agentv1\xa2\x02\x03AAX\xaa\x02\x12Agentmesh.Agent.V1\xca\x02\x12Agentmesh\\Agent\\V1\xe2\x02\x1eAgentmesh\\Agent\\V1\\GPBMetadata\xea\x02\x14Agentmesh::Agent::V1b\x06proto3"
 
 var (
@@ -813,7 +1052,7 @@ func file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_agent_v1_agent_service_proto_rawDescData
 }
 
-var file_agentmesh_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_agentmesh_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_agentmesh_agent_v1_agent_service_proto_goTypes = []any{
 	(*RunRequest)(nil),              // 0: agentmesh.agent.v1.RunRequest
 	(*WatchRunRequest)(nil),         // 1: agentmesh.agent.v1.WatchRunRequest
@@ -825,54 +1064,64 @@ var file_agentmesh_agent_v1_agent_service_proto_goTypes = []any{
 	(*CancelRunResponse)(nil),       // 7: agentmesh.agent.v1.CancelRunResponse
 	(*ListToolsRequest)(nil),        // 8: agentmesh.agent.v1.ListToolsRequest
 	(*ListToolsResponse)(nil),       // 9: agentmesh.agent.v1.ListToolsResponse
-	(*v1.Message)(nil),              // 10: agentmesh.type.v1.Message
-	(*RunOverrides)(nil),            // 11: agentmesh.agent.v1.RunOverrides
-	(v1.OutputFormat)(0),            // 12: agentmesh.type.v1.OutputFormat
-	(*structpb.Struct)(nil),         // 13: google.protobuf.Struct
-	(v1.Surface)(0),                 // 14: agentmesh.type.v1.Surface
-	(*v1.PendingAction)(nil),        // 15: agentmesh.type.v1.PendingAction
-	(ApprovalDecision)(0),           // 16: agentmesh.agent.v1.ApprovalDecision
-	(v1.Outcome)(0),                 // 17: agentmesh.type.v1.Outcome
-	(*v1.Tool)(nil),                 // 18: agentmesh.type.v1.Tool
-	(*v1.RunResult)(nil),            // 19: agentmesh.type.v1.RunResult
-	(*v11.RunEvent)(nil),            // 20: agentmesh.event.v1.RunEvent
-	(*v1.AgentDecision)(nil),        // 21: agentmesh.type.v1.AgentDecision
+	(*ListMemoriesRequest)(nil),     // 10: agentmesh.agent.v1.ListMemoriesRequest
+	(*ListMemoriesResponse)(nil),    // 11: agentmesh.agent.v1.ListMemoriesResponse
+	(*DeleteMemoryRequest)(nil),     // 12: agentmesh.agent.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),    // 13: agentmesh.agent.v1.DeleteMemoryResponse
+	(*v1.Message)(nil),              // 14: agentmesh.type.v1.Message
+	(*RunOverrides)(nil),            // 15: agentmesh.agent.v1.RunOverrides
+	(v1.OutputFormat)(0),            // 16: agentmesh.type.v1.OutputFormat
+	(*structpb.Struct)(nil),         // 17: google.protobuf.Struct
+	(v1.Surface)(0),                 // 18: agentmesh.type.v1.Surface
+	(*v1.PendingAction)(nil),        // 19: agentmesh.type.v1.PendingAction
+	(ApprovalDecision)(0),           // 20: agentmesh.agent.v1.ApprovalDecision
+	(v1.Outcome)(0),                 // 21: agentmesh.type.v1.Outcome
+	(*v1.Tool)(nil),                 // 22: agentmesh.type.v1.Tool
+	(*v11.Memory)(nil),              // 23: agentmesh.memory.v1.Memory
+	(*v1.RunResult)(nil),            // 24: agentmesh.type.v1.RunResult
+	(*v12.RunEvent)(nil),            // 25: agentmesh.event.v1.RunEvent
+	(*v1.AgentDecision)(nil),        // 26: agentmesh.type.v1.AgentDecision
 }
 var file_agentmesh_agent_v1_agent_service_proto_depIdxs = []int32{
-	10, // 0: agentmesh.agent.v1.RunRequest.history:type_name -> agentmesh.type.v1.Message
-	11, // 1: agentmesh.agent.v1.RunRequest.overrides:type_name -> agentmesh.agent.v1.RunOverrides
-	12, // 2: agentmesh.agent.v1.RunRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
-	13, // 3: agentmesh.agent.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
-	14, // 4: agentmesh.agent.v1.RunRequest.surface:type_name -> agentmesh.type.v1.Surface
-	15, // 5: agentmesh.agent.v1.RunRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
-	16, // 6: agentmesh.agent.v1.ResolveApprovalRequest.decision:type_name -> agentmesh.agent.v1.ApprovalDecision
-	13, // 7: agentmesh.agent.v1.ResolveApprovalRequest.modified_arguments:type_name -> google.protobuf.Struct
-	10, // 8: agentmesh.agent.v1.DecideRequest.message_history:type_name -> agentmesh.type.v1.Message
-	15, // 9: agentmesh.agent.v1.DecideRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
-	14, // 10: agentmesh.agent.v1.DecideRequest.surface:type_name -> agentmesh.type.v1.Surface
-	17, // 11: agentmesh.agent.v1.CancelRunResponse.outcome:type_name -> agentmesh.type.v1.Outcome
-	18, // 12: agentmesh.agent.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
-	0,  // 13: agentmesh.agent.v1.AgentService.Run:input_type -> agentmesh.agent.v1.RunRequest
-	0,  // 14: agentmesh.agent.v1.AgentService.StreamRun:input_type -> agentmesh.agent.v1.RunRequest
-	1,  // 15: agentmesh.agent.v1.AgentService.WatchRun:input_type -> agentmesh.agent.v1.WatchRunRequest
-	2,  // 16: agentmesh.agent.v1.AgentService.ResolveApproval:input_type -> agentmesh.agent.v1.ResolveApprovalRequest
-	4,  // 17: agentmesh.agent.v1.AgentService.Decide:input_type -> agentmesh.agent.v1.DecideRequest
-	5,  // 18: agentmesh.agent.v1.AgentService.GetRun:input_type -> agentmesh.agent.v1.GetRunRequest
-	6,  // 19: agentmesh.agent.v1.AgentService.CancelRun:input_type -> agentmesh.agent.v1.CancelRunRequest
-	8,  // 20: agentmesh.agent.v1.AgentService.ListTools:input_type -> agentmesh.agent.v1.ListToolsRequest
-	19, // 21: agentmesh.agent.v1.AgentService.Run:output_type -> agentmesh.type.v1.RunResult
-	20, // 22: agentmesh.agent.v1.AgentService.StreamRun:output_type -> agentmesh.event.v1.RunEvent
-	20, // 23: agentmesh.agent.v1.AgentService.WatchRun:output_type -> agentmesh.event.v1.RunEvent
-	3,  // 24: agentmesh.agent.v1.AgentService.ResolveApproval:output_type -> agentmesh.agent.v1.ResolveApprovalResponse
-	21, // 25: agentmesh.agent.v1.AgentService.Decide:output_type -> agentmesh.type.v1.AgentDecision
-	19, // 26: agentmesh.agent.v1.AgentService.GetRun:output_type -> agentmesh.type.v1.RunResult
-	7,  // 27: agentmesh.agent.v1.AgentService.CancelRun:output_type -> agentmesh.agent.v1.CancelRunResponse
-	9,  // 28: agentmesh.agent.v1.AgentService.ListTools:output_type -> agentmesh.agent.v1.ListToolsResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 0: agentmesh.agent.v1.RunRequest.history:type_name -> agentmesh.type.v1.Message
+	15, // 1: agentmesh.agent.v1.RunRequest.overrides:type_name -> agentmesh.agent.v1.RunOverrides
+	16, // 2: agentmesh.agent.v1.RunRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
+	17, // 3: agentmesh.agent.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
+	18, // 4: agentmesh.agent.v1.RunRequest.surface:type_name -> agentmesh.type.v1.Surface
+	19, // 5: agentmesh.agent.v1.RunRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
+	20, // 6: agentmesh.agent.v1.ResolveApprovalRequest.decision:type_name -> agentmesh.agent.v1.ApprovalDecision
+	17, // 7: agentmesh.agent.v1.ResolveApprovalRequest.modified_arguments:type_name -> google.protobuf.Struct
+	14, // 8: agentmesh.agent.v1.DecideRequest.message_history:type_name -> agentmesh.type.v1.Message
+	19, // 9: agentmesh.agent.v1.DecideRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
+	18, // 10: agentmesh.agent.v1.DecideRequest.surface:type_name -> agentmesh.type.v1.Surface
+	21, // 11: agentmesh.agent.v1.CancelRunResponse.outcome:type_name -> agentmesh.type.v1.Outcome
+	22, // 12: agentmesh.agent.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
+	23, // 13: agentmesh.agent.v1.ListMemoriesResponse.memories:type_name -> agentmesh.memory.v1.Memory
+	0,  // 14: agentmesh.agent.v1.AgentService.Run:input_type -> agentmesh.agent.v1.RunRequest
+	0,  // 15: agentmesh.agent.v1.AgentService.StreamRun:input_type -> agentmesh.agent.v1.RunRequest
+	1,  // 16: agentmesh.agent.v1.AgentService.WatchRun:input_type -> agentmesh.agent.v1.WatchRunRequest
+	2,  // 17: agentmesh.agent.v1.AgentService.ResolveApproval:input_type -> agentmesh.agent.v1.ResolveApprovalRequest
+	4,  // 18: agentmesh.agent.v1.AgentService.Decide:input_type -> agentmesh.agent.v1.DecideRequest
+	5,  // 19: agentmesh.agent.v1.AgentService.GetRun:input_type -> agentmesh.agent.v1.GetRunRequest
+	6,  // 20: agentmesh.agent.v1.AgentService.CancelRun:input_type -> agentmesh.agent.v1.CancelRunRequest
+	8,  // 21: agentmesh.agent.v1.AgentService.ListTools:input_type -> agentmesh.agent.v1.ListToolsRequest
+	10, // 22: agentmesh.agent.v1.AgentService.ListMemories:input_type -> agentmesh.agent.v1.ListMemoriesRequest
+	12, // 23: agentmesh.agent.v1.AgentService.DeleteMemory:input_type -> agentmesh.agent.v1.DeleteMemoryRequest
+	24, // 24: agentmesh.agent.v1.AgentService.Run:output_type -> agentmesh.type.v1.RunResult
+	25, // 25: agentmesh.agent.v1.AgentService.StreamRun:output_type -> agentmesh.event.v1.RunEvent
+	25, // 26: agentmesh.agent.v1.AgentService.WatchRun:output_type -> agentmesh.event.v1.RunEvent
+	3,  // 27: agentmesh.agent.v1.AgentService.ResolveApproval:output_type -> agentmesh.agent.v1.ResolveApprovalResponse
+	26, // 28: agentmesh.agent.v1.AgentService.Decide:output_type -> agentmesh.type.v1.AgentDecision
+	24, // 29: agentmesh.agent.v1.AgentService.GetRun:output_type -> agentmesh.type.v1.RunResult
+	7,  // 30: agentmesh.agent.v1.AgentService.CancelRun:output_type -> agentmesh.agent.v1.CancelRunResponse
+	9,  // 31: agentmesh.agent.v1.AgentService.ListTools:output_type -> agentmesh.agent.v1.ListToolsResponse
+	11, // 32: agentmesh.agent.v1.AgentService.ListMemories:output_type -> agentmesh.agent.v1.ListMemoriesResponse
+	13, // 33: agentmesh.agent.v1.AgentService.DeleteMemory:output_type -> agentmesh.agent.v1.DeleteMemoryResponse
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_agent_v1_agent_service_proto_init() }
@@ -888,7 +1137,7 @@ func file_agentmesh_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_agent_v1_agent_service_proto_rawDesc), len(file_agentmesh_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,8 @@ const (
 	AgentService_GetRun_FullMethodName          = "/agentmesh.agent.v1.AgentService/GetRun"
 	AgentService_CancelRun_FullMethodName       = "/agentmesh.agent.v1.AgentService/CancelRun"
 	AgentService_ListTools_FullMethodName       = "/agentmesh.agent.v1.AgentService/ListTools"
+	AgentService_ListMemories_FullMethodName    = "/agentmesh.agent.v1.AgentService/ListMemories"
+	AgentService_DeleteMemory_FullMethodName    = "/agentmesh.agent.v1.AgentService/DeleteMemory"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -65,6 +67,11 @@ type AgentServiceClient interface {
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 	// ListTools lists the tools the mesh can execute.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// ListMemories pages through the caller's memories, newest first: the facts learned from
+	// its runs (and anything else stored in its personal memory).
+	ListMemories(ctx context.Context, in *ListMemoriesRequest, opts ...grpc.CallOption) (*ListMemoriesResponse, error)
+	// DeleteMemory deletes one of the caller's memories; later runs no longer recall it.
+	DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error)
 }
 
 type agentServiceClient struct {
@@ -173,6 +180,26 @@ func (c *agentServiceClient) ListTools(ctx context.Context, in *ListToolsRequest
 	return out, nil
 }
 
+func (c *agentServiceClient) ListMemories(ctx context.Context, in *ListMemoriesRequest, opts ...grpc.CallOption) (*ListMemoriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMemoriesResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListMemories_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteMemoryResponse)
+	err := c.cc.Invoke(ctx, AgentService_DeleteMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -207,6 +234,11 @@ type AgentServiceServer interface {
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	// ListTools lists the tools the mesh can execute.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// ListMemories pages through the caller's memories, newest first: the facts learned from
+	// its runs (and anything else stored in its personal memory).
+	ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error)
+	// DeleteMemory deletes one of the caller's memories; later runs no longer recall it.
+	DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -240,6 +272,12 @@ func (UnimplementedAgentServiceServer) CancelRun(context.Context, *CancelRunRequ
 }
 func (UnimplementedAgentServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
+}
+func (UnimplementedAgentServiceServer) ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMemories not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteMemory not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -392,6 +430,42 @@ func _AgentService_ListTools_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListMemories_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMemoriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListMemories(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListMemories_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListMemories(ctx, req.(*ListMemoriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DeleteMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMemoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DeleteMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteMemory(ctx, req.(*DeleteMemoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -422,6 +496,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _AgentService_ListTools_Handler,
+		},
+		{
+			MethodName: "ListMemories",
+			Handler:    _AgentService_ListMemories_Handler,
+		},
+		{
+			MethodName: "DeleteMemory",
+			Handler:    _AgentService_DeleteMemory_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

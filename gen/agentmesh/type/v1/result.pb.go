@@ -92,7 +92,8 @@ const (
 	// ACCOUNTING_TYPE_TOOL is one tool execution.
 	AccountingType_ACCOUNTING_TYPE_TOOL AccountingType = 2
 	// ACCOUNTING_TYPE_EMBEDDING is one embedding request made for the run: the query of a
-	// memory search in context assembly or of knowledge_search, embedded by the memory stage.
+	// memory search in context assembly or of knowledge_search, or the facts learned from it
+	// (RunLearning), embedded by the memory stage.
 	AccountingType_ACCOUNTING_TYPE_EMBEDDING AccountingType = 3
 )
 
@@ -251,6 +252,59 @@ func (x DecisionType) Number() protoreflect.EnumNumber {
 // Deprecated: Use DecisionType.Descriptor instead.
 func (DecisionType) EnumDescriptor() ([]byte, []int) {
 	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{3}
+}
+
+// LearningMethod says who picked the facts of a finished run worth remembering.
+type LearningMethod int32
+
+const (
+	// LEARNING_METHOD_UNSPECIFIED means nothing was learned.
+	LearningMethod_LEARNING_METHOD_UNSPECIFIED LearningMethod = 0
+	// LEARNING_METHOD_RULES is the memory stage's deterministic rules.
+	LearningMethod_LEARNING_METHOD_RULES LearningMethod = 1
+	// LEARNING_METHOD_MODEL is the model of the configuration's models.memory.
+	LearningMethod_LEARNING_METHOD_MODEL LearningMethod = 2
+)
+
+// Enum value maps for LearningMethod.
+var (
+	LearningMethod_name = map[int32]string{
+		0: "LEARNING_METHOD_UNSPECIFIED",
+		1: "LEARNING_METHOD_RULES",
+		2: "LEARNING_METHOD_MODEL",
+	}
+	LearningMethod_value = map[string]int32{
+		"LEARNING_METHOD_UNSPECIFIED": 0,
+		"LEARNING_METHOD_RULES":       1,
+		"LEARNING_METHOD_MODEL":       2,
+	}
+)
+
+func (x LearningMethod) Enum() *LearningMethod {
+	p := new(LearningMethod)
+	*p = x
+	return p
+}
+
+func (x LearningMethod) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LearningMethod) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentmesh_type_v1_result_proto_enumTypes[4].Descriptor()
+}
+
+func (LearningMethod) Type() protoreflect.EnumType {
+	return &file_agentmesh_type_v1_result_proto_enumTypes[4]
+}
+
+func (x LearningMethod) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LearningMethod.Descriptor instead.
+func (LearningMethod) EnumDescriptor() ([]byte, []int) {
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{4}
 }
 
 // FinalReport is the answer of a run.
@@ -1026,7 +1080,10 @@ type RunResult struct {
 	// LLM turns taken.
 	Turns int32 `protobuf:"varint,15,opt,name=turns,proto3" json:"turns,omitempty"`
 	// Tool calls executed.
-	ToolCalls     int32 `protobuf:"varint,16,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCalls int32 `protobuf:"varint,16,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// What the memory stage learned from the run once it had finished (GetRun, when it stored
+	// or recognised a fact or asked a model); not part of the run's ending in the transcript.
+	Learning      *RunLearning `protobuf:"bytes,17,opt,name=learning,proto3" json:"learning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1173,6 +1230,108 @@ func (x *RunResult) GetToolCalls() int32 {
 	return 0
 }
 
+func (x *RunResult) GetLearning() *RunLearning {
+	if x != nil {
+		return x.Learning
+	}
+	return nil
+}
+
+// RunLearning is what the memory stage learned from a finished run (seed 003 Memory: important
+// facts persisted), after the run's result was final: its requests are accounted here, not in
+// the run's accounting.
+type RunLearning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who picked the facts.
+	Method LearningMethod `protobuf:"varint,1,opt,name=method,proto3,enum=agentmesh.type.v1.LearningMethod" json:"method,omitempty"`
+	// Why the rules picked them although a model is configured: the model's failure, or its
+	// answer outside the schema.
+	FallbackReason string `protobuf:"bytes,2,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The memories stored from the run.
+	MemoryIds []string `protobuf:"bytes,3,rep,name=memory_ids,json=memoryIds,proto3" json:"memory_ids,omitempty"`
+	// The memories that already held a fact of the run, which was not stored again.
+	DuplicateOf []string `protobuf:"bytes,4,rep,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
+	// The requests learning made: the model's (an LLM entry) and the embedding of the facts (an
+	// EMBEDDING entry).
+	Accounting []*AccountingEntry `protobuf:"bytes,5,rep,name=accounting,proto3" json:"accounting,omitempty"`
+	// Why learning stopped before every fact was stored (e.g. MEMORY_FULL); empty when it did not.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunLearning) Reset() {
+	*x = RunLearning{}
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunLearning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunLearning) ProtoMessage() {}
+
+func (x *RunLearning) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunLearning.ProtoReflect.Descriptor instead.
+func (*RunLearning) Descriptor() ([]byte, []int) {
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunLearning) GetMethod() LearningMethod {
+	if x != nil {
+		return x.Method
+	}
+	return LearningMethod_LEARNING_METHOD_UNSPECIFIED
+}
+
+func (x *RunLearning) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *RunLearning) GetMemoryIds() []string {
+	if x != nil {
+		return x.MemoryIds
+	}
+	return nil
+}
+
+func (x *RunLearning) GetDuplicateOf() []string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return nil
+}
+
+func (x *RunLearning) GetAccounting() []*AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
+func (x *RunLearning) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_agentmesh_type_v1_result_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_result_proto_rawDesc = "" +
@@ -1245,7 +1404,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"tool_calls\x18\x02 \x03(\v2\x1b.agentmesh.type.v1.ToolCallR\ttoolCalls\x12#\n" +
 	"\rresponse_text\x18\x03 \x01(\tR\fresponseText\x125\n" +
 	"\x16clarification_question\x18\x04 \x01(\tR\x15clarificationQuestion\x12G\n" +
-	"\x0epending_action\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\x9f\x06\n" +
+	"\x0epending_action\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\xdb\x06\n" +
 	"\tRunResult\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x124\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcome\x12\x1f\n" +
@@ -1269,7 +1428,18 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x05usage\x18\x0e \x01(\v2\x1d.agentmesh.type.v1.TokenUsageR\x05usage\x12\x14\n" +
 	"\x05turns\x18\x0f \x01(\x05R\x05turns\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x10 \x01(\x05R\ttoolCalls*~\n" +
+	"tool_calls\x18\x10 \x01(\x05R\ttoolCalls\x12:\n" +
+	"\blearning\x18\x11 \x01(\v2\x1e.agentmesh.type.v1.RunLearningR\blearning\"\x8d\x02\n" +
+	"\vRunLearning\x129\n" +
+	"\x06method\x18\x01 \x01(\x0e2!.agentmesh.type.v1.LearningMethodR\x06method\x12'\n" +
+	"\x0ffallback_reason\x18\x02 \x01(\tR\x0efallbackReason\x12\x1d\n" +
+	"\n" +
+	"memory_ids\x18\x03 \x03(\tR\tmemoryIds\x12!\n" +
+	"\fduplicate_of\x18\x04 \x03(\tR\vduplicateOf\x12B\n" +
+	"\n" +
+	"accounting\x18\x05 \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error*~\n" +
 	"\fReportStatus\x12\x1d\n" +
 	"\x19REPORT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REPORT_STATUS_SUCCESS\x10\x01\x12\x19\n" +
@@ -1289,7 +1459,11 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x1aDECISION_TYPE_RESPOND_ONLY\x10\x01\x12\x1d\n" +
 	"\x19DECISION_TYPE_INVOKE_TOOL\x10\x02\x12#\n" +
 	"\x1fDECISION_TYPE_ASK_CLARIFICATION\x10\x03\x12&\n" +
-	"\"DECISION_TYPE_REQUEST_CONFIRMATION\x10\x04B\xc7\x01\n" +
+	"\"DECISION_TYPE_REQUEST_CONFIRMATION\x10\x04*g\n" +
+	"\x0eLearningMethod\x12\x1f\n" +
+	"\x1bLEARNING_METHOD_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15LEARNING_METHOD_RULES\x10\x01\x12\x19\n" +
+	"\x15LEARNING_METHOD_MODEL\x10\x02B\xc7\x01\n" +
 	"\x15com.agentmesh.type.v1B\vResultProtoP\x01Z;github.com/agentmesh/agentmesh/gen/agentmesh/type/v1;typev1\xa2\x02\x03ATX\xaa\x02\x11Agentmesh.Type.V1\xca\x02\x11Agentmesh\\Type\\V1\xe2\x02\x1dAgentmesh\\Type\\V1\\GPBMetadata\xea\x02\x13Agentmesh::Type::V1b\x06proto3"
 
 var (
@@ -1304,64 +1478,69 @@ func file_agentmesh_type_v1_result_proto_rawDescGZIP() []byte {
 	return file_agentmesh_type_v1_result_proto_rawDescData
 }
 
-var file_agentmesh_type_v1_result_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentmesh_type_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_agentmesh_type_v1_result_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_agentmesh_type_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_agentmesh_type_v1_result_proto_goTypes = []any{
 	(ReportStatus)(0),             // 0: agentmesh.type.v1.ReportStatus
 	(AccountingType)(0),           // 1: agentmesh.type.v1.AccountingType
 	(AccountingStatus)(0),         // 2: agentmesh.type.v1.AccountingStatus
 	(DecisionType)(0),             // 3: agentmesh.type.v1.DecisionType
-	(*FinalReport)(nil),           // 4: agentmesh.type.v1.FinalReport
-	(*AccountingEntry)(nil),       // 5: agentmesh.type.v1.AccountingEntry
-	(*TranscriptEntry)(nil),       // 6: agentmesh.type.v1.TranscriptEntry
-	(*MessageSeal)(nil),           // 7: agentmesh.type.v1.MessageSeal
-	(*RunError)(nil),              // 8: agentmesh.type.v1.RunError
-	(*PendingAction)(nil),         // 9: agentmesh.type.v1.PendingAction
-	(*AgentDecision)(nil),         // 10: agentmesh.type.v1.AgentDecision
-	(*RunResult)(nil),             // 11: agentmesh.type.v1.RunResult
-	(OutputFormat)(0),             // 12: agentmesh.type.v1.OutputFormat
-	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*TokenUsage)(nil),            // 15: agentmesh.type.v1.TokenUsage
-	(RunState)(0),                 // 16: agentmesh.type.v1.RunState
-	(*ToolCall)(nil),              // 17: agentmesh.type.v1.ToolCall
-	(Outcome)(0),                  // 18: agentmesh.type.v1.Outcome
-	(*Message)(nil),               // 19: agentmesh.type.v1.Message
-	(*ExecutionContract)(nil),     // 20: agentmesh.type.v1.ExecutionContract
+	(LearningMethod)(0),           // 4: agentmesh.type.v1.LearningMethod
+	(*FinalReport)(nil),           // 5: agentmesh.type.v1.FinalReport
+	(*AccountingEntry)(nil),       // 6: agentmesh.type.v1.AccountingEntry
+	(*TranscriptEntry)(nil),       // 7: agentmesh.type.v1.TranscriptEntry
+	(*MessageSeal)(nil),           // 8: agentmesh.type.v1.MessageSeal
+	(*RunError)(nil),              // 9: agentmesh.type.v1.RunError
+	(*PendingAction)(nil),         // 10: agentmesh.type.v1.PendingAction
+	(*AgentDecision)(nil),         // 11: agentmesh.type.v1.AgentDecision
+	(*RunResult)(nil),             // 12: agentmesh.type.v1.RunResult
+	(*RunLearning)(nil),           // 13: agentmesh.type.v1.RunLearning
+	(OutputFormat)(0),             // 14: agentmesh.type.v1.OutputFormat
+	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*TokenUsage)(nil),            // 17: agentmesh.type.v1.TokenUsage
+	(RunState)(0),                 // 18: agentmesh.type.v1.RunState
+	(*ToolCall)(nil),              // 19: agentmesh.type.v1.ToolCall
+	(Outcome)(0),                  // 20: agentmesh.type.v1.Outcome
+	(*Message)(nil),               // 21: agentmesh.type.v1.Message
+	(*ExecutionContract)(nil),     // 22: agentmesh.type.v1.ExecutionContract
 }
 var file_agentmesh_type_v1_result_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.type.v1.FinalReport.status:type_name -> agentmesh.type.v1.ReportStatus
-	12, // 1: agentmesh.type.v1.FinalReport.format:type_name -> agentmesh.type.v1.OutputFormat
-	13, // 2: agentmesh.type.v1.FinalReport.content_json:type_name -> google.protobuf.Struct
-	13, // 3: agentmesh.type.v1.FinalReport.metadata:type_name -> google.protobuf.Struct
-	14, // 4: agentmesh.type.v1.FinalReport.ts:type_name -> google.protobuf.Timestamp
+	14, // 1: agentmesh.type.v1.FinalReport.format:type_name -> agentmesh.type.v1.OutputFormat
+	15, // 2: agentmesh.type.v1.FinalReport.content_json:type_name -> google.protobuf.Struct
+	15, // 3: agentmesh.type.v1.FinalReport.metadata:type_name -> google.protobuf.Struct
+	16, // 4: agentmesh.type.v1.FinalReport.ts:type_name -> google.protobuf.Timestamp
 	1,  // 5: agentmesh.type.v1.AccountingEntry.type:type_name -> agentmesh.type.v1.AccountingType
 	2,  // 6: agentmesh.type.v1.AccountingEntry.status:type_name -> agentmesh.type.v1.AccountingStatus
-	15, // 7: agentmesh.type.v1.AccountingEntry.tokens:type_name -> agentmesh.type.v1.TokenUsage
-	16, // 8: agentmesh.type.v1.TranscriptEntry.state:type_name -> agentmesh.type.v1.RunState
-	14, // 9: agentmesh.type.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
-	7,  // 10: agentmesh.type.v1.TranscriptEntry.messages:type_name -> agentmesh.type.v1.MessageSeal
-	17, // 11: agentmesh.type.v1.PendingAction.tool_calls:type_name -> agentmesh.type.v1.ToolCall
-	14, // 12: agentmesh.type.v1.PendingAction.requested_at:type_name -> google.protobuf.Timestamp
-	14, // 13: agentmesh.type.v1.PendingAction.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 7: agentmesh.type.v1.AccountingEntry.tokens:type_name -> agentmesh.type.v1.TokenUsage
+	18, // 8: agentmesh.type.v1.TranscriptEntry.state:type_name -> agentmesh.type.v1.RunState
+	16, // 9: agentmesh.type.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
+	8,  // 10: agentmesh.type.v1.TranscriptEntry.messages:type_name -> agentmesh.type.v1.MessageSeal
+	19, // 11: agentmesh.type.v1.PendingAction.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	16, // 12: agentmesh.type.v1.PendingAction.requested_at:type_name -> google.protobuf.Timestamp
+	16, // 13: agentmesh.type.v1.PendingAction.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 14: agentmesh.type.v1.AgentDecision.decision_type:type_name -> agentmesh.type.v1.DecisionType
-	17, // 15: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
-	9,  // 16: agentmesh.type.v1.AgentDecision.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	18, // 17: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
-	4,  // 18: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
-	19, // 19: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
-	5,  // 20: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	20, // 21: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	6,  // 22: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	8,  // 23: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
-	9,  // 24: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	10, // 25: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
-	15, // 26: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	19, // 15: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	10, // 16: agentmesh.type.v1.AgentDecision.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	20, // 17: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
+	5,  // 18: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
+	21, // 19: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
+	6,  // 20: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	22, // 21: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	7,  // 22: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	9,  // 23: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
+	10, // 24: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	11, // 25: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
+	17, // 26: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
+	13, // 27: agentmesh.type.v1.RunResult.learning:type_name -> agentmesh.type.v1.RunLearning
+	4,  // 28: agentmesh.type.v1.RunLearning.method:type_name -> agentmesh.type.v1.LearningMethod
+	6,  // 29: agentmesh.type.v1.RunLearning.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_result_proto_init() }
@@ -1377,8 +1556,8 @@ func file_agentmesh_type_v1_result_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_type_v1_result_proto_rawDesc), len(file_agentmesh_type_v1_result_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   8,
+			NumEnums:      5,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

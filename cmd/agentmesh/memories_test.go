@@ -1,0 +1,55 @@
+package main
+
+import (
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+)
+
+// TestMemoriesFromTheCLI (issue 13.5): what `agentmesh run` was asked to remember shows in
+// `agentmesh memories` once the run is learned from, and `agentmesh memories delete` forgets it.
+func TestMemoriesFromTheCLI(t *testing.T) {
+	isolate(t)
+	m, err := mesh.Start(t.Context(), mesh.Options{Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	addr := m.Addr(mesh.Orchestrator)
+
+	out, _ := runCLI(t, 0, "memories", "--addr", addr)
+	if strings.TrimSpace(out) != "no memories" {
+		t.Errorf("memories before any run: %q", out)
+	}
+	runCLI(t, 0, "run", "--addr", addr, "Remember that my favourite colour is green.")
+	line := regexp.MustCompile(`(?m)^(\S+)  0\.90  .*  The user's favourite colour is green\.  \(learned from run \S+ by the rules\)$`)
+	deadline := time.Now().Add(10 * time.Second)
+	var id string
+	for id == "" {
+		out, _ = runCLI(t, 0, "memories", "list", "--addr", addr)
+		if m := line.FindStringSubmatch(out); m != nil {
+			id = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("memories never listed the learned fact:\n%s", out)
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	if out, _ := runCLI(t, 0, "memories", "--addr", addr, "delete", id); !strings.Contains(out, "deleted memory "+id) {
+		t.Errorf("memories delete: %q", out)
+	}
+	if out, _ := runCLI(t, 0, "memories", "--addr", addr); strings.TrimSpace(out) != "no memories" {
+		t.Errorf("memories after the deletion: %q", out)
+	}
+	if _, errOut := runCLI(t, 1, "memories", "--addr", addr, "delete", id); !strings.Contains(errOut, "not found") {
+		t.Errorf("deleting it again: %q", errOut)
+	}
+	if _, errOut := runCLI(t, 4, "memories", "--addr", addr, "forget", id); !strings.Contains(errOut, "list, or delete and a memory id") {
+		t.Errorf("memories forget: %q", errOut)
+	}
+}

@@ -1,0 +1,260 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Metadata keys of a learned fact.
+const (
+	// MetaRunID is the run the fact was learned from.
+	MetaRunID = "run_id"
+	// MetaLearnedBy is who picked it: "rules" or "model".
+	MetaLearnedBy = "learned_by"
+)
+
+// Learning's timing.
+const (
+	// LearnTimeout bounds learning from one run: the model's answer, the embedding of the facts
+	// and their storing.
+	LearnTimeout = 90 * time.Second
+	// LearnLease is how long a claim on a queued run lasts, longer than LearnTimeout so that a
+	// run is never learned from twice at once; the runs of a learner that crashed wait that
+	// long for another.
+	LearnLease = 2 * time.Minute
+	// MaxLearnAttempts is how many times learning from a run may be cut off (by crashes)
+	// before the run is given up.
+	MaxLearnAttempts = 3
+)
+
+// learner drains the queue of saved runs to learn from, in one goroutine at a time.
+type learner struct {
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	running bool // a goroutine drains the queue
+	again   bool // a run was queued while it drained: it looks once more before it stops
+}
+
+// learnSoon makes sure a goroutine learns from the queued runs (see SaveRun), unless the
+// service is closed.
+func (s *Service) learnSoon() {
+	l := &s.learner
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.ctx.Err() != nil:
+	case l.running:
+		l.again = true
+	default:
+		l.running = true
+		l.wg.Add(1)
+		go s.drain()
+	}
+}
+
+// drain learns from the queued runs one at a time until none waits. It stops at a storage
+// failure, leaving the queue as it is: the next save or the next start of the service drains
+// it again.
+func (s *Service) drain() {
+	l := &s.learner
+	defer l.wg.Done()
+	for {
+		job, ok, err := s.store.ClaimLearning(l.ctx, s.now(), LearnLease)
+		if err == nil && ok {
+			err = s.learnFrom(l.ctx, job)
+		}
+		if err != nil {
+			if l.ctx.Err() == nil {
+				s.log.ErrorContext(l.ctx, "learning from finished runs stopped; it resumes at the next saved run", "error", err)
+			}
+			ok = false
+		}
+		if !ok {
+			l.mu.Lock()
+			if err != nil || !l.again {
+				l.running = false
+				l.mu.Unlock()
+				return
+			}
+			l.again = false
+			l.mu.Unlock()
+		}
+	}
+}
+
+// stopLearning ends learning and waits for it: a run being learned from stays queued.
+func (s *Service) stopLearning() {
+	l := &s.learner
+	l.mu.Lock()
+	l.cancel()
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// learnFrom learns from one claimed run and records what it did. When that fails (storage, or
+// the service closing) the claim is released and the run stays queued; facts stored by then
+// are recognised as duplicates the next time.
+func (s *Service) learnFrom(ctx context.Context, job LearnJob) error {
+	ctx, cancel := context.WithTimeout(ctx, LearnTimeout)
+	defer cancel()
+	learned, err := s.learn(ctx, job)
+	if err == nil {
+		err = s.store.FinishLearning(ctx, job.RunID, learned)
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("run %s: %w", job.RunID, err), s.store.ReleaseLearning(context.WithoutCancel(ctx), job.RunID))
+	}
+	if learned != nil {
+		s.log.InfoContext(ctx, "learned from a finished run", "run_id", job.RunID, "user_id", job.UserID,
+			"method", learned.GetMethod().String(), "stored", len(learned.GetMemoryIds()), "duplicates", len(learned.GetDuplicateOf()),
+			"fallback_reason", learned.GetFallbackReason(), "error", learned.GetError())
+	}
+	return nil
+}
+
+// learn picks the facts of a run and stores the new ones in its user's memory. It returns what
+// it did, nil when there is nothing to show (no fact, no request, no problem).
+func (s *Service) learn(ctx context.Context, job LearnJob) (*typev1.RunLearning, error) {
+	if job.Attempts > MaxLearnAttempts {
+		return &typev1.RunLearning{Error: fmt.Sprintf("given up: learning from the run was cut off %d times", MaxLearnAttempts)}, nil
+	}
+	if checkUser(job.UserID) != nil {
+		return nil, nil
+	}
+	result, _, err := s.store.GetRun(ctx, job.RunID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	learned := &typev1.RunLearning{}
+	facts := s.pickFacts(ctx, job.RunID, result, learned)
+	if err := ctx.Err(); err != nil { // closing, or out of time: learn again later
+		return nil, err
+	}
+	if err := s.remember(ctx, job, usable(facts), learned); err != nil {
+		return nil, err
+	}
+	if proto.Equal(learned, &typev1.RunLearning{Method: learned.GetMethod()}) {
+		return nil, nil
+	}
+	return learned, nil
+}
+
+// usable are the facts worth storing: trimmed, at most MaxFactBytes each, with at least one
+// searchable word, importance within [0, 1], at most MaxFactsPerRun.
+func usable(facts []fact) []fact {
+	var out []fact
+	for _, f := range facts {
+		text := clip(strings.TrimSpace(f.text), MaxFactBytes)
+		if len(terms(text)) == 0 || len(out) == MaxFactsPerRun {
+			continue
+		}
+		importance := f.importance
+		if math.IsNaN(importance) {
+			importance = 0
+		}
+		out = append(out, fact{text: text, importance: min(max(importance, 0), 1)})
+	}
+	return out
+}
+
+// remember stores the facts in the user's personal memory, with their embeddings when an
+// embedder is configured, except those the memory already holds (DuplicateMemory), and notes
+// in learned what it stored, what it found, the embedding request, and a full memory.
+func (s *Service) remember(ctx context.Context, job LearnJob, facts []fact, learned *typev1.RunLearning) error {
+	if len(facts) == 0 {
+		return nil
+	}
+	vectors := s.embedFacts(ctx, job, facts, learned)
+	by := "rules"
+	if learned.GetMethod() == typev1.LearningMethod_LEARNING_METHOD_MODEL {
+		by = "model"
+	}
+	for i, f := range facts {
+		vector := vectors[i]
+		dup, err := s.store.DuplicateMemory(ctx, SearchQuery{UserID: job.UserID, Query: f.text, Vector: vector}, DuplicateSimilarity)
+		if err != nil {
+			return err
+		}
+		if dup != "" {
+			learned.DuplicateOf = append(learned.DuplicateOf, dup)
+			continue
+		}
+		m, err := s.learnedMemory(job, f, by)
+		if err != nil {
+			return err
+		}
+		if err := s.store.PutMemory(ctx, m, vector, s.quota); err != nil {
+			if errors.Is(err, ErrQuotaExceeded) {
+				learned.Error = fmt.Sprintf("MEMORY_FULL: user %q holds %d memories, its quota", job.UserID, s.quota)
+				return nil
+			}
+			return err
+		}
+		learned.MemoryIds = append(learned.MemoryIds, m.GetId())
+	}
+	return nil
+}
+
+// embedFacts embeds the facts in one request, accounted in learned; without an embedder, or
+// when embedding fails (logged), every vector is nil and duplicates are found by their words.
+func (s *Service) embedFacts(ctx context.Context, job LearnJob, facts []fact, learned *typev1.RunLearning) [][]float32 {
+	vectors := make([][]float32, len(facts))
+	if s.embedder == nil {
+		return vectors
+	}
+	texts := make([]string, len(facts))
+	for i, f := range facts {
+		texts[i] = f.text
+	}
+	embedded, entry, err := s.embedder.Embed(ctx, texts)
+	if entry != nil {
+		learned.Accounting = append(learned.Accounting, entry)
+	}
+	if err == nil && len(embedded) != len(texts) {
+		err = fmt.Errorf("%d vectors for %d facts", len(embedded), len(texts))
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "embedding learned facts failed, storing them without vectors: semantic search will find them by their words only",
+			"run_id", job.RunID, "user_id", job.UserID, "error", err)
+		return vectors
+	}
+	return embedded
+}
+
+// learnedMemory is the memory of a fact learned from a run.
+func (s *Service) learnedMemory(job LearnJob, f fact, by string) (*memoryv1.Memory, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new memory id: %w", err)
+	}
+	meta, err := structpb.NewStruct(map[string]any{MetaRunID: job.RunID, MetaLearnedBy: by})
+	if err != nil {
+		return nil, err
+	}
+	return &memoryv1.Memory{
+		Id:         id.String(),
+		UserId:     job.UserID,
+		Content:    f.text,
+		Metadata:   meta,
+		CreatedAt:  timestamppb.New(s.now()),
+		Importance: f.importance,
+	}, nil
+}

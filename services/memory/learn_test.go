@@ -1,0 +1,255 @@
+package memory_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/services/memory"
+	"google.golang.org/grpc"
+)
+
+// serve serves a memory service built from opts until the test ends, then closes it.
+func serve(t *testing.T, opts memory.Options) memoryv1.MemoryServiceClient {
+	t.Helper()
+	if opts.Now == nil {
+		opts.Now = tickingClock()
+	}
+	svc := memory.New(opts)
+	t.Cleanup(func() { _ = svc.Close() })
+	return memoryv1.NewMemoryServiceClient(grpctest.Serve(t, svc.Register))
+}
+
+// conversation is a finished run whose user said each of messages.
+func conversation(runID string, messages ...string) *typev1.RunResult {
+	res := &typev1.RunResult{RunId: runID, Conversation: []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: "You are agentmesh."}}}
+	for _, m := range messages {
+		res.Conversation = append(res.Conversation, user(m), &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "Noted."})
+	}
+	return res
+}
+
+// saveRun saves a run of userID.
+func saveRun(t *testing.T, c memoryv1.MemoryServiceClient, userID string, res *typev1.RunResult) {
+	t.Helper()
+	if _, err := c.SaveRun(t.Context(), &memoryv1.SaveRunRequest{UserId: userID, Result: res}); err != nil {
+		t.Fatalf("save %s: %v", res.GetRunId(), err)
+	}
+}
+
+// learned waits until the memory stage has learned from a run and returns what it learned.
+func learned(t *testing.T, c memoryv1.MemoryServiceClient, runID string) *typev1.RunLearning {
+	t.Helper()
+	var l *typev1.RunLearning
+	waitFor(t, "learning from "+runID, func() bool {
+		resp, err := c.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: runID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l = resp.GetResult().GetLearning()
+		return l != nil
+	})
+	return l
+}
+
+// memories lists the personal memories of userID.
+func memories(t *testing.T, c memoryv1.MemoryServiceClient, userID string) []*memoryv1.Memory {
+	t.Helper()
+	resp, err := c.List(t.Context(), &memoryv1.ListRequest{UserId: userID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetMemories()
+}
+
+func contents(ms []*memoryv1.Memory) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.GetContent()
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not done after 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A saved run's facts land in its user's memory with their importance and provenance, once;
+// the same facts from a later run are recognised as duplicates, and another user's run
+// learns for that user only.
+func TestLearningFromRuns(t *testing.T) {
+	c := serve(t, memory.Options{})
+	saveRun(t, c, "alice", conversation("run-1", "Remember that my favourite colour is green.", "What is 6 times 7?", "I live in Lisbon."))
+	first := learned(t, c, "run-1")
+	got := memories(t, c, "alice")
+	if want := []string{"The user lives in Lisbon.", "The user's favourite colour is green."}; !slices.Equal(contents(got), want) {
+		t.Fatalf("alice's memories = %q, want %q", contents(got), want)
+	}
+	for _, m := range got {
+		meta := m.GetMetadata().GetFields()
+		if meta[memory.MetaRunID].GetStringValue() != "run-1" || meta[memory.MetaLearnedBy].GetStringValue() != "rules" {
+			t.Errorf("memory %q has metadata %v, want run_id run-1, learned_by rules", m.GetContent(), meta)
+		}
+	}
+	if got[0].GetImportance() != 0.6 || got[1].GetImportance() != 0.9 {
+		t.Errorf("importance %v and %v, want 0.6 for a statement, 0.9 for a request to remember", got[0].GetImportance(), got[1].GetImportance())
+	}
+	if first.GetMethod() != typev1.LearningMethod_LEARNING_METHOD_RULES || len(first.GetMemoryIds()) != 2 || len(first.GetDuplicateOf()) != 0 {
+		t.Errorf("learning of run-1 = %v", first)
+	}
+
+	saveRun(t, c, "alice", conversation("run-2", "my FAVOURITE colour is green!", "I live in Lisbon", "My cat is called Tom."))
+	second := learned(t, c, "run-2")
+	if want := []string{got[1].GetId(), got[0].GetId()}; !slices.Equal(second.GetDuplicateOf(), want) || len(second.GetMemoryIds()) != 1 {
+		t.Errorf("learning of run-2 = %v, want duplicates %v and one new memory", second, want)
+	}
+	if n := len(memories(t, c, "alice")); n != 3 {
+		t.Errorf("alice holds %d memories after run-2, want 3", n)
+	}
+
+	saveRun(t, c, "bob", conversation("run-3", "My favourite colour is green."))
+	if l := learned(t, c, "run-3"); len(l.GetMemoryIds()) != 1 {
+		t.Errorf("learning of bob's run = %v, want one memory of his own", l)
+	}
+	if got := contents(memories(t, c, "bob")); !slices.Equal(got, []string{"The user's favourite colour is green."}) {
+		t.Errorf("bob's memories = %q", got)
+	}
+
+	t.Run("nothing worth remembering records nothing", func(t *testing.T) {
+		saveRun(t, c, "alice", conversation("run-4", "What is 6 times 7?"))
+		saveRun(t, c, "alice", conversation("run-5", "My dog is called Rex."))
+		learned(t, c, "run-5") // learned in order: run-4 is done too
+		resp, err := c.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: "run-4"})
+		if err != nil || resp.GetResult().GetLearning() != nil {
+			t.Errorf("run-4's learning = %v, %v; want none", resp.GetResult().GetLearning(), err)
+		}
+	})
+}
+
+// With an embedder, a fact whose embedding is as good as a stored memory's is a duplicate
+// even in other words, and the embedding request of the facts is accounted in the learning.
+func TestLearningDuplicatesByMeaning(t *testing.T) {
+	c := serve(t, memory.Options{Embedder: &accountedEmbedder{}})
+	saveRun(t, c, "alice", conversation("run-1", "My car is red."))
+	first := learned(t, c, "run-1")
+	if len(first.GetMemoryIds()) != 1 || len(first.GetAccounting()) != 1 || first.GetAccounting()[0].GetType() != typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING {
+		t.Fatalf("learning of run-1 = %v, want one memory and its embedding accounted", first)
+	}
+	saveRun(t, c, "alice", conversation("run-2", "My automobile is red."))
+	if second := learned(t, c, "run-2"); !slices.Equal(second.GetDuplicateOf(), first.GetMemoryIds()) {
+		t.Errorf("learning of run-2 = %v, want a duplicate of %v", second, first.GetMemoryIds())
+	}
+	if got := contents(memories(t, c, "alice")); !slices.Equal(got, []string{"The user's car is red."}) {
+		t.Errorf("alice's memories = %q", got)
+	}
+}
+
+// accountedEmbedder is conceptEmbedder accounting its requests as GenerationEmbedder does.
+type accountedEmbedder struct{ conceptEmbedder }
+
+func (e *accountedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, *typev1.AccountingEntry, error) {
+	vectors, _, err := e.conceptEmbedder.Embed(ctx, texts)
+	return vectors, &typev1.AccountingEntry{Type: typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING, Provider: "p", Model: "e"}, err
+}
+
+// A user at the quota learns what fits, and the learning says the memory is full.
+func TestLearningIntoAFullMemory(t *testing.T) {
+	c := serve(t, memory.Options{QuotaPerUser: 1})
+	saveRun(t, c, "alice", conversation("run-1", "My name is Sam. I live in Lisbon."))
+	l := learned(t, c, "run-1")
+	if len(l.GetMemoryIds()) != 1 || !strings.Contains(l.GetError(), "MEMORY_FULL") {
+		t.Errorf("learning = %v, want one memory and a MEMORY_FULL error", l)
+	}
+}
+
+// A run being learned from when its learner crashed stays queued: the next service over the
+// same database learns from it once the crashed learner's claim has run out.
+func TestLearningSurvivesACrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	store, err := memory.OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := store.SaveRun(t.Context(), "alice", conversation("run-1", "Remember that my locker is number 12.")); err != nil {
+		t.Fatal(err)
+	}
+	// The crashed learner claimed the run and never finished it.
+	if _, ok, err := store.ClaimLearning(t.Context(), start, memory.LearnLease); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reopened, err := memory.OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, memory.Options{Store: reopened, Now: func() time.Time { return start.Add(memory.LearnLease) }})
+	if l := learned(t, c, "run-1"); len(l.GetMemoryIds()) != 1 {
+		t.Errorf("learning after the crash = %v", l)
+	}
+	if got := contents(memories(t, c, "alice")); !slices.Equal(got, []string{"The user's locker is number 12."}) {
+		t.Errorf("alice's memories = %q", got)
+	}
+}
+
+// Closing the service while it waits for the model leaves the run queued, unclaimed: the next
+// service over the same database learns from it at once.
+func TestLearningCutOffByClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	open := func() memory.Store {
+		s, err := memory.OpenSQLite(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	gen := &stuckGeneration{asked: make(chan struct{})}
+	svc := memory.New(memory.Options{Store: open(), Facts: &ask.Model{Client: gen, Target: &typev1.Target{Provider: "p", Model: "m"}}})
+	if _, err := svc.SaveRun(t.Context(), &memoryv1.SaveRunRequest{UserId: "alice", Result: conversation("run-1", "My name is Sam.")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gen.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model was never asked")
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c := serve(t, memory.Options{Store: open()})
+	if l := learned(t, c, "run-1"); l.GetMethod() != typev1.LearningMethod_LEARNING_METHOD_RULES || len(l.GetMemoryIds()) != 1 {
+		t.Errorf("learning after the restart = %v", l)
+	}
+}
+
+// stuckGeneration is a generation service whose Generate answers only when its caller gives up.
+type stuckGeneration struct {
+	generationv1.GenerationServiceClient
+	asked chan struct{}
+}
+
+func (g *stuckGeneration) Generate(ctx context.Context, _ *generationv1.GenerateRequest, _ ...grpc.CallOption) (*generationv1.GenerateResponse, error) {
+	close(g.asked)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
