@@ -385,6 +385,136 @@ func (x *ResolveApprovalResponse) GetResumed() bool {
 	return false
 }
 
+// AnswerRequest answers the question a paused run asks.
+type AnswerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The paused run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The user's answer; not empty, at most 64 KiB. The model sees it as the user's message.
+	Answer string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	// The question answered (pending_question.id); empty answers the question the run asks
+	// now. An id the run is not asking (any more) is NOT_FOUND, so a late answer never answers a
+	// later question.
+	QuestionId    string `protobuf:"bytes,3,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerRequest) Reset() {
+	*x = AnswerRequest{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerRequest) ProtoMessage() {}
+
+func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
+func (*AnswerRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AnswerRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetQuestionId() string {
+	if x != nil {
+		return x.QuestionId
+	}
+	return ""
+}
+
+// AnswerResponse acknowledges a recorded answer.
+type AnswerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The question answered.
+	QuestionId string `protobuf:"bytes,2,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
+	// True: the run resumes with the answer.
+	Resumed       bool `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerResponse) Reset() {
+	*x = AnswerResponse{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerResponse) ProtoMessage() {}
+
+func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
+func (*AnswerResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AnswerResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AnswerResponse) GetQuestionId() string {
+	if x != nil {
+		return x.QuestionId
+	}
+	return ""
+}
+
+func (x *AnswerResponse) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
+}
+
 // DecideRequest is seed 004's DecisionContext.
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -406,7 +536,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +548,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +561,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DecideRequest) GetUserId() string {
@@ -487,7 +617,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +629,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +642,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -535,7 +665,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +677,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +690,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -592,7 +722,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +734,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +747,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelRunResponse) GetRunId() string {
@@ -650,7 +780,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +792,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +805,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 // ListToolsResponse lists tools.
@@ -689,7 +819,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +831,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +844,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListToolsResponse) GetTools() []*v1.Tool {
@@ -759,7 +889,17 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12(\n" +
 	"\x10pending_call_ids\x18\x03 \x03(\tR\x0ependingCallIds\x12\x18\n" +
-	"\aresumed\x18\x04 \x01(\bR\aresumed\"\xbb\x02\n" +
+	"\aresumed\x18\x04 \x01(\bR\aresumed\"_\n" +
+	"\rAnswerRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\x12\x1f\n" +
+	"\vquestion_id\x18\x03 \x01(\tR\n" +
+	"questionId\"b\n" +
+	"\x0eAnswerResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
+	"\vquestion_id\x18\x02 \x01(\tR\n" +
+	"questionId\x12\x18\n" +
+	"\aresumed\x18\x03 \x01(\bR\aresumed\"\xbb\x02\n" +
 	"\rDecideRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
@@ -778,12 +918,13 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcome\"\x12\n" +
 	"\x10ListToolsRequest\"B\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools2\xab\x05\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools2\xfc\x05\n" +
 	"\fAgentService\x12C\n" +
 	"\x03Run\x12\x1e.agentmesh.agent.v1.RunRequest\x1a\x1c.agentmesh.type.v1.RunResult\x12K\n" +
 	"\tStreamRun\x12\x1e.agentmesh.agent.v1.RunRequest\x1a\x1c.agentmesh.event.v1.RunEvent0\x01\x12O\n" +
 	"\bWatchRun\x12#.agentmesh.agent.v1.WatchRunRequest\x1a\x1c.agentmesh.event.v1.RunEvent0\x01\x12j\n" +
-	"\x0fResolveApproval\x12*.agentmesh.agent.v1.ResolveApprovalRequest\x1a+.agentmesh.agent.v1.ResolveApprovalResponse\x12M\n" +
+	"\x0fResolveApproval\x12*.agentmesh.agent.v1.ResolveApprovalRequest\x1a+.agentmesh.agent.v1.ResolveApprovalResponse\x12O\n" +
+	"\x06Answer\x12!.agentmesh.agent.v1.AnswerRequest\x1a\".agentmesh.agent.v1.AnswerResponse\x12M\n" +
 	"\x06Decide\x12!.agentmesh.agent.v1.DecideRequest\x1a .agentmesh.type.v1.AgentDecision\x12I\n" +
 	"\x06GetRun\x12!.agentmesh.agent.v1.GetRunRequest\x1a\x1c.agentmesh.type.v1.RunResult\x12X\n" +
 	"\tCancelRun\x12$.agentmesh.agent.v1.CancelRunRequest\x1a%.agentmesh.agent.v1.CancelRunResponse\x12X\n" +
@@ -802,63 +943,67 @@ func file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_agent_v1_agent_service_proto_rawDescData
 }
 
-var file_agentmesh_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_agentmesh_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_agentmesh_agent_v1_agent_service_proto_goTypes = []any{
 	(*RunRequest)(nil),              // 0: agentmesh.agent.v1.RunRequest
 	(*WatchRunRequest)(nil),         // 1: agentmesh.agent.v1.WatchRunRequest
 	(*ResolveApprovalRequest)(nil),  // 2: agentmesh.agent.v1.ResolveApprovalRequest
 	(*ResolveApprovalResponse)(nil), // 3: agentmesh.agent.v1.ResolveApprovalResponse
-	(*DecideRequest)(nil),           // 4: agentmesh.agent.v1.DecideRequest
-	(*GetRunRequest)(nil),           // 5: agentmesh.agent.v1.GetRunRequest
-	(*CancelRunRequest)(nil),        // 6: agentmesh.agent.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),       // 7: agentmesh.agent.v1.CancelRunResponse
-	(*ListToolsRequest)(nil),        // 8: agentmesh.agent.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),       // 9: agentmesh.agent.v1.ListToolsResponse
-	(*v1.Message)(nil),              // 10: agentmesh.type.v1.Message
-	(*RunOverrides)(nil),            // 11: agentmesh.agent.v1.RunOverrides
-	(v1.OutputFormat)(0),            // 12: agentmesh.type.v1.OutputFormat
-	(*structpb.Struct)(nil),         // 13: google.protobuf.Struct
-	(v1.Surface)(0),                 // 14: agentmesh.type.v1.Surface
-	(*v1.PendingAction)(nil),        // 15: agentmesh.type.v1.PendingAction
-	(ApprovalDecision)(0),           // 16: agentmesh.agent.v1.ApprovalDecision
-	(v1.Outcome)(0),                 // 17: agentmesh.type.v1.Outcome
-	(*v1.Tool)(nil),                 // 18: agentmesh.type.v1.Tool
-	(*v1.RunResult)(nil),            // 19: agentmesh.type.v1.RunResult
-	(*v11.RunEvent)(nil),            // 20: agentmesh.event.v1.RunEvent
-	(*v1.AgentDecision)(nil),        // 21: agentmesh.type.v1.AgentDecision
+	(*AnswerRequest)(nil),           // 4: agentmesh.agent.v1.AnswerRequest
+	(*AnswerResponse)(nil),          // 5: agentmesh.agent.v1.AnswerResponse
+	(*DecideRequest)(nil),           // 6: agentmesh.agent.v1.DecideRequest
+	(*GetRunRequest)(nil),           // 7: agentmesh.agent.v1.GetRunRequest
+	(*CancelRunRequest)(nil),        // 8: agentmesh.agent.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),       // 9: agentmesh.agent.v1.CancelRunResponse
+	(*ListToolsRequest)(nil),        // 10: agentmesh.agent.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),       // 11: agentmesh.agent.v1.ListToolsResponse
+	(*v1.Message)(nil),              // 12: agentmesh.type.v1.Message
+	(*RunOverrides)(nil),            // 13: agentmesh.agent.v1.RunOverrides
+	(v1.OutputFormat)(0),            // 14: agentmesh.type.v1.OutputFormat
+	(*structpb.Struct)(nil),         // 15: google.protobuf.Struct
+	(v1.Surface)(0),                 // 16: agentmesh.type.v1.Surface
+	(*v1.PendingAction)(nil),        // 17: agentmesh.type.v1.PendingAction
+	(ApprovalDecision)(0),           // 18: agentmesh.agent.v1.ApprovalDecision
+	(v1.Outcome)(0),                 // 19: agentmesh.type.v1.Outcome
+	(*v1.Tool)(nil),                 // 20: agentmesh.type.v1.Tool
+	(*v1.RunResult)(nil),            // 21: agentmesh.type.v1.RunResult
+	(*v11.RunEvent)(nil),            // 22: agentmesh.event.v1.RunEvent
+	(*v1.AgentDecision)(nil),        // 23: agentmesh.type.v1.AgentDecision
 }
 var file_agentmesh_agent_v1_agent_service_proto_depIdxs = []int32{
-	10, // 0: agentmesh.agent.v1.RunRequest.history:type_name -> agentmesh.type.v1.Message
-	11, // 1: agentmesh.agent.v1.RunRequest.overrides:type_name -> agentmesh.agent.v1.RunOverrides
-	12, // 2: agentmesh.agent.v1.RunRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
-	13, // 3: agentmesh.agent.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
-	14, // 4: agentmesh.agent.v1.RunRequest.surface:type_name -> agentmesh.type.v1.Surface
-	15, // 5: agentmesh.agent.v1.RunRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
-	16, // 6: agentmesh.agent.v1.ResolveApprovalRequest.decision:type_name -> agentmesh.agent.v1.ApprovalDecision
-	13, // 7: agentmesh.agent.v1.ResolveApprovalRequest.modified_arguments:type_name -> google.protobuf.Struct
-	10, // 8: agentmesh.agent.v1.DecideRequest.message_history:type_name -> agentmesh.type.v1.Message
-	15, // 9: agentmesh.agent.v1.DecideRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
-	14, // 10: agentmesh.agent.v1.DecideRequest.surface:type_name -> agentmesh.type.v1.Surface
-	17, // 11: agentmesh.agent.v1.CancelRunResponse.outcome:type_name -> agentmesh.type.v1.Outcome
-	18, // 12: agentmesh.agent.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
+	12, // 0: agentmesh.agent.v1.RunRequest.history:type_name -> agentmesh.type.v1.Message
+	13, // 1: agentmesh.agent.v1.RunRequest.overrides:type_name -> agentmesh.agent.v1.RunOverrides
+	14, // 2: agentmesh.agent.v1.RunRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
+	15, // 3: agentmesh.agent.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
+	16, // 4: agentmesh.agent.v1.RunRequest.surface:type_name -> agentmesh.type.v1.Surface
+	17, // 5: agentmesh.agent.v1.RunRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
+	18, // 6: agentmesh.agent.v1.ResolveApprovalRequest.decision:type_name -> agentmesh.agent.v1.ApprovalDecision
+	15, // 7: agentmesh.agent.v1.ResolveApprovalRequest.modified_arguments:type_name -> google.protobuf.Struct
+	12, // 8: agentmesh.agent.v1.DecideRequest.message_history:type_name -> agentmesh.type.v1.Message
+	17, // 9: agentmesh.agent.v1.DecideRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
+	16, // 10: agentmesh.agent.v1.DecideRequest.surface:type_name -> agentmesh.type.v1.Surface
+	19, // 11: agentmesh.agent.v1.CancelRunResponse.outcome:type_name -> agentmesh.type.v1.Outcome
+	20, // 12: agentmesh.agent.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
 	0,  // 13: agentmesh.agent.v1.AgentService.Run:input_type -> agentmesh.agent.v1.RunRequest
 	0,  // 14: agentmesh.agent.v1.AgentService.StreamRun:input_type -> agentmesh.agent.v1.RunRequest
 	1,  // 15: agentmesh.agent.v1.AgentService.WatchRun:input_type -> agentmesh.agent.v1.WatchRunRequest
 	2,  // 16: agentmesh.agent.v1.AgentService.ResolveApproval:input_type -> agentmesh.agent.v1.ResolveApprovalRequest
-	4,  // 17: agentmesh.agent.v1.AgentService.Decide:input_type -> agentmesh.agent.v1.DecideRequest
-	5,  // 18: agentmesh.agent.v1.AgentService.GetRun:input_type -> agentmesh.agent.v1.GetRunRequest
-	6,  // 19: agentmesh.agent.v1.AgentService.CancelRun:input_type -> agentmesh.agent.v1.CancelRunRequest
-	8,  // 20: agentmesh.agent.v1.AgentService.ListTools:input_type -> agentmesh.agent.v1.ListToolsRequest
-	19, // 21: agentmesh.agent.v1.AgentService.Run:output_type -> agentmesh.type.v1.RunResult
-	20, // 22: agentmesh.agent.v1.AgentService.StreamRun:output_type -> agentmesh.event.v1.RunEvent
-	20, // 23: agentmesh.agent.v1.AgentService.WatchRun:output_type -> agentmesh.event.v1.RunEvent
-	3,  // 24: agentmesh.agent.v1.AgentService.ResolveApproval:output_type -> agentmesh.agent.v1.ResolveApprovalResponse
-	21, // 25: agentmesh.agent.v1.AgentService.Decide:output_type -> agentmesh.type.v1.AgentDecision
-	19, // 26: agentmesh.agent.v1.AgentService.GetRun:output_type -> agentmesh.type.v1.RunResult
-	7,  // 27: agentmesh.agent.v1.AgentService.CancelRun:output_type -> agentmesh.agent.v1.CancelRunResponse
-	9,  // 28: agentmesh.agent.v1.AgentService.ListTools:output_type -> agentmesh.agent.v1.ListToolsResponse
-	21, // [21:29] is the sub-list for method output_type
-	13, // [13:21] is the sub-list for method input_type
+	4,  // 17: agentmesh.agent.v1.AgentService.Answer:input_type -> agentmesh.agent.v1.AnswerRequest
+	6,  // 18: agentmesh.agent.v1.AgentService.Decide:input_type -> agentmesh.agent.v1.DecideRequest
+	7,  // 19: agentmesh.agent.v1.AgentService.GetRun:input_type -> agentmesh.agent.v1.GetRunRequest
+	8,  // 20: agentmesh.agent.v1.AgentService.CancelRun:input_type -> agentmesh.agent.v1.CancelRunRequest
+	10, // 21: agentmesh.agent.v1.AgentService.ListTools:input_type -> agentmesh.agent.v1.ListToolsRequest
+	21, // 22: agentmesh.agent.v1.AgentService.Run:output_type -> agentmesh.type.v1.RunResult
+	22, // 23: agentmesh.agent.v1.AgentService.StreamRun:output_type -> agentmesh.event.v1.RunEvent
+	22, // 24: agentmesh.agent.v1.AgentService.WatchRun:output_type -> agentmesh.event.v1.RunEvent
+	3,  // 25: agentmesh.agent.v1.AgentService.ResolveApproval:output_type -> agentmesh.agent.v1.ResolveApprovalResponse
+	5,  // 26: agentmesh.agent.v1.AgentService.Answer:output_type -> agentmesh.agent.v1.AnswerResponse
+	23, // 27: agentmesh.agent.v1.AgentService.Decide:output_type -> agentmesh.type.v1.AgentDecision
+	21, // 28: agentmesh.agent.v1.AgentService.GetRun:output_type -> agentmesh.type.v1.RunResult
+	9,  // 29: agentmesh.agent.v1.AgentService.CancelRun:output_type -> agentmesh.agent.v1.CancelRunResponse
+	11, // 30: agentmesh.agent.v1.AgentService.ListTools:output_type -> agentmesh.agent.v1.ListToolsResponse
+	22, // [22:31] is the sub-list for method output_type
+	13, // [13:22] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -877,7 +1022,7 @@ func file_agentmesh_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_agent_v1_agent_service_proto_rawDesc), len(file_agentmesh_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
