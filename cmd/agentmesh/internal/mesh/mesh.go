@@ -188,6 +188,16 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err := serve(Memory, mem.Register); err != nil {
 		return nil, err
 	}
+	obsOpts := observation.OptionsFromConfig(cfg)
+	if obsOpts.Model != nil {
+		// Each summary is a paid provider request, accounted once: no retry of UNAVAILABLE.
+		obsGeneration, err := conn(Observation, Generation, dial.WithoutRetry())
+		if err != nil {
+			return nil, err
+		}
+		obsOpts.Generation = generationv1.NewGenerationServiceClient(obsGeneration)
+	}
+	obsOpts.Logger = log
 	for _, s := range []struct {
 		name     string
 		register func(*grpc.Server)
@@ -195,7 +205,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		{Recovery, recovery.New(recovery.Options{}).Register},
 		{Intent, intent.New(intent.Options{}).Register},
 		{Planning, planning.New(planning.Options{}).Register},
-		{Observation, observation.New(observation.Options{}).Register},
+		{Observation, observation.New(obsOpts).Register},
 	} {
 		if err := serve(s.name, s.register); err != nil {
 			return nil, err
