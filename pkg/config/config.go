@@ -40,7 +40,7 @@ type Config struct {
 	Observation Observation `yaml:"observation"`
 }
 
-// Observation configures the observation stage (README, "Observation").
+// Observation configures the observation stage (README, "Observation and recovery").
 type Observation struct {
 	// MaxInputBytes is the largest tool result the stage observes. A larger one cannot be
 	// summarised adequately (OBSERVATION_TOO_LARGE): the run asks its user how to proceed.
