@@ -147,20 +147,26 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 		if f := ev.GetRunFinished(); f != nil {
 			result = f.GetResult()
 		}
-		if a := ev.GetApprovalRequested(); a != nil {
-			if asJSON { // the paused snapshot, as JSON like any other result
-				paused, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: ev.GetRunId()})
-				if err != nil {
-					return rpcError(addr, err)
-				}
-				return printJSON(paused, stdout) // a pause is not a failure (exit 0)
-			}
-			for _, c := range a.GetPendingAction().GetToolCalls() {
-				fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
-					ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
-			}
-			return nil
+		a, q := ev.GetApprovalRequested(), ev.GetInputRequested()
+		if a == nil && q == nil {
+			continue
 		}
+		if asJSON { // the paused snapshot, as JSON like any other result
+			paused, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: ev.GetRunId()})
+			if err != nil {
+				return rpcError(addr, err)
+			}
+			return printJSON(paused, stdout) // a pause is not a failure (exit 0)
+		}
+		for _, c := range a.GetPendingAction().GetToolCalls() {
+			fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
+				ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
+		}
+		if q != nil {
+			fmt.Fprintf(stdout, "run %s asks: %s\nanswer with: agentmesh answer %s YOUR ANSWER\n",
+				ev.GetRunId(), q.GetQuestion().GetQuestion(), ev.GetRunId())
+		}
+		return nil
 	}
 	if result == nil {
 		return exitcode.Wrap(exitcode.Failed, errors.New("the run stream ended without run_finished"))

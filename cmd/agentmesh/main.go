@@ -32,6 +32,8 @@ usage:
                                                    follow a run's events
   agentmesh approve [--addr ADDR] [--reject [--end-run] | --modify JSON] [--feedback TEXT] RUN_ID CALL_ID
                                                    decide a tool call waiting for approval
+  agentmesh answer [--addr ADDR] [--question ID] RUN_ID TEXT
+                                                   answer the question a paused run asks
   agentmesh cancel [--addr ADDR] RUN_ID           cancel a live run
   agentmesh memories [--addr ADDR] [--user USER] [list | delete MEMORY_ID]
                                                    list your memories (the facts learned from
@@ -79,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = watchCommand(ctx, args[1:], stdout, stderr)
 	case "approve":
 		err = approveCommand(ctx, args[1:], stdout)
+	case "answer":
+		err = answerCommand(ctx, args[1:], stdout)
 	case "cancel":
 		err = cancelCommand(ctx, args[1:], stdout)
 	case "memories":

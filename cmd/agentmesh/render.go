@@ -67,6 +67,10 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		}
 	case *eventv1.RunEvent_ApprovalRequested:
 		p.line("  ? approval requested for %d call(s)", len(k.ApprovalRequested.GetPendingAction().GetToolCalls()))
+	case *eventv1.RunEvent_InputRequested:
+		p.line("  ? the run asks: %s", k.InputRequested.GetQuestion().GetQuestion())
+	case *eventv1.RunEvent_InputAnswered:
+		p.line("  ! answered: %s", oneLine(k.InputAnswered.GetAnswer(), 120))
 	case *eventv1.RunEvent_RunResumed:
 		r := k.RunResumed
 		p.line("⟳ resumed on %s from its %s checkpoint of turn %d (%s)", r.GetReplica(), strings.ReplaceAll(r.GetPhase(), "_", " "), r.GetTurn(), r.GetReason())

@@ -87,11 +87,12 @@ const (
 	ActionRead    Action = "read"    // GetRun, WatchRun
 	ActionCancel  Action = "cancel"  // CancelRun
 	ActionApprove Action = "approve" // ResolveApproval
+	ActionAnswer  Action = "answer"  // Answer
 )
 
 // May reports whether p may do a with a run that acts for owner (a user id made by ID): its
 // own runs always; every run as an admin; the runs of its tenant as a tenant admin, or, to read
-// and approve them, as an approver.
+// and approve them, as an approver (the run's question is its user's to answer).
 func (p Principal) May(a Action, owner string) bool {
 	if owner == p.ID() || p.Has(RoleAdmin) {
 		return true
@@ -99,5 +100,5 @@ func (p Principal) May(a Action, owner string) bool {
 	if p.Tenant == "" || TenantOf(owner) != p.Tenant {
 		return false
 	}
-	return p.Has(RoleTenantAdmin) || (p.Has(RoleApprover) && a != ActionCancel)
+	return p.Has(RoleTenantAdmin) || (p.Has(RoleApprover) && (a == ActionRead || a == ActionApprove))
 }

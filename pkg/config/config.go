@@ -40,6 +40,16 @@ type Config struct {
 	Prompts Prompts `yaml:"prompts,omitempty"`
 	// Profiles are the agent profiles a run may name, by name.
 	Profiles map[string]Profile `yaml:"profiles,omitempty"`
+	// Observation configures the observation stage.
+	Observation Observation `yaml:"observation"`
+}
+
+// Observation configures the observation stage (README, "Observation and recovery").
+type Observation struct {
+	// MaxInputBytes is the largest tool result the stage observes. A larger one cannot be
+	// summarised adequately (OBSERVATION_TOO_LARGE): the run asks its user how to proceed.
+	// Default 16 MiB; at most grpc.max_message_bytes, which every result must cross anyway.
+	MaxInputBytes int64 `yaml:"max_input_bytes"`
 }
 
 // StageModels are the models the stages ask, through the generation service, for what they
@@ -51,12 +61,17 @@ type StageModels struct {
 	Intent *Target `yaml:"intent,omitempty"`
 	// Planning breaks the goal into a dependency graph of steps.
 	Planning *Target `yaml:"planning,omitempty"`
-	// Observation summarises a tool result larger than the run's budget.
+	// Observation summarises a tool result larger than the run's budget
+	// (tool_response_max_bytes; seed 001's summarizer_model). Without it, or when it fails,
+	// the result is truncated with seed 000's notice.
 	Observation *Target `yaml:"observation,omitempty"`
 	// Memory picks the facts of a finished run worth remembering (README, "Memory that
 	// learns"); unset, or a provider of type rules, the memory stage's deterministic rules do.
 	Memory *Target `yaml:"memory,omitempty"`
-	// Fallback is the simpler model recovery falls back to when the run's targets fail.
+	// Fallback is the simpler model recovery falls back to when the run's targets fail: one
+	// more attempt, after the turn's max_retries attempts on the targets or a failure that
+	// ends them (auth, quota, every target refusing), accounted like any other. It is each
+	// run's contract's fallback_target.
 	Fallback *Target `yaml:"fallback,omitempty"`
 }
 
@@ -239,6 +254,9 @@ type Defaults struct {
 	MaxFormatRetries int32 `yaml:"max_format_retries"`
 	// ApprovalTimeoutMS is how long a tool call waits for approval before it is rejected.
 	ApprovalTimeoutMS int64 `yaml:"approval_timeout_ms"`
+	// AnswerTimeoutMS is how long a run that asks its user a question (recovery's ask_user)
+	// waits for the answer before it ends ANSWER_TIMEOUT.
+	AnswerTimeoutMS int64 `yaml:"answer_timeout_ms"`
 	// ToolTransport is native, xml-final or xml; empty means native.
 	ToolTransport string `yaml:"tool_transport"`
 	// CacheResponses asks the generation stage for its response cache (seed 002 §8): an
@@ -402,6 +420,10 @@ type RestTool struct {
 	Body string `yaml:"body,omitempty"`
 	// InputSchema is the JSON schema of the tool's arguments.
 	InputSchema map[string]any `yaml:"input_schema,omitempty"`
+	// OutputSchema is the JSON schema of the tool's response body, when the tool promises
+	// one: a response that is not JSON matching it is a malformed tool result, which ends the
+	// run FAILED_VALIDATION / TOOL_RESULT_INVALID.
+	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
 	// Queue names the queue the tool runs on; empty means "default".
 	Queue string `yaml:"queue,omitempty"`
 	// RequiresApproval makes every call wait for approval.

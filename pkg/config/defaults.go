@@ -39,6 +39,7 @@ func Default() *Config {
 			MaxOutputTokens:           4_096,
 			MaxFormatRetries:          1,
 			ApprovalTimeoutMS:         300_000,
+			AnswerTimeoutMS:           300_000,
 			ToolTransport:             "native",
 			CycleForbid:               [][2]string{},
 		},
@@ -54,6 +55,7 @@ func Default() *Config {
 			IdempotencyTTLMS: 24 * 3600 * 1000,
 			CallRecordTTLMS:  7 * 24 * 3600 * 1000,
 		},
+		Observation: Observation{MaxInputBytes: 16 << 20},
 	}
 }
 

@@ -28,6 +28,8 @@ func TestDefaultsWithoutFiles(t *testing.T) {
 		{"tool_response_max_bytes", d.ToolResponseMaxBytes, int64(12288)},
 		{"context_window", d.ContextWindow, int64(131072)},
 		{"approval_timeout_ms", d.ApprovalTimeoutMS, int64(300000)},
+		{"answer_timeout_ms", d.AnswerTimeoutMS, int64(300000)},
+		{"observation.max_input_bytes", cfg.Observation.MaxInputBytes, int64(16 << 20)},
 		{"tool_transport", d.ToolTransport, "native"},
 		{"cache_responses", d.CacheResponses, false},
 		{"rules provider", cfg.Providers["rules"].Type, "rules"},

@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 	var p problems
 	c.validateServices(&p)
 	c.validateGRPC(&p)
+	c.validateObservation(&p)
 	c.validateDefaults(&p)
 	c.validateProviders(&p)
 	c.validateTargets(&p)
@@ -104,6 +105,12 @@ func (c *Config) validateGRPC(p *problems) {
 	}
 }
 
+func (c *Config) validateObservation(p *problems) {
+	if n := c.Observation.MaxInputBytes; n < 1 || n > int64(c.GRPC.MaxMessageBytes) {
+		p.addf("observation.max_input_bytes: must be between 1 and grpc.max_message_bytes (%d), got %d", c.GRPC.MaxMessageBytes, n)
+	}
+}
+
 func (c *Config) validateDefaults(p *problems) {
 	d := c.Defaults
 	if d.MaxTurns < 1 {
@@ -125,6 +132,7 @@ func (c *Config) validateDefaults(p *problems) {
 		"max_output_tokens":            d.MaxOutputTokens,
 		"max_format_retries":           int64(d.MaxFormatRetries),
 		"approval_timeout_ms":          d.ApprovalTimeoutMS,
+		"answer_timeout_ms":            d.AnswerTimeoutMS,
 	})
 	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
 		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)

@@ -80,7 +80,8 @@ func TestConfiguredBackends(t *testing.T) {
 		"remote":     {URL: mcptest.ServeEverythingHTTP(t)},
 	}
 	cfg.RestTools = map[string]config.RestTool{
-		"weather": {Description: "Weather by city", URL: api.URL + "/weather/${parameters.city}"},
+		"weather": {Description: "Weather by city", URL: api.URL + "/weather/${parameters.city}",
+			OutputSchema: map[string]any{"type": "object", "required": []any{"city"}}},
 		"archive": {URL: api.URL + "/archive/${parameters.id}"},
 		"add_note": {Method: "POST", URL: api.URL + "/notes", Body: `{"text": "${parameters.text}", "pinned": ${parameters.pinned}}`,
 			InputSchema: map[string]any{"type": "object", "required": []any{"text"},
@@ -131,6 +132,9 @@ func TestConfiguredBackends(t *testing.T) {
 		}
 		if req := tools["weather"].GetInputSchema().GetFields()["required"].GetListValue().GetValues(); len(req) != 1 || req[0].GetStringValue() != "city" {
 			t.Errorf("weather's default schema requires %v, want [city]", req)
+		}
+		if out := tools["weather"].GetOutputSchema().AsMap(); out["type"] != "object" || tools["add_note"].GetOutputSchema() != nil {
+			t.Errorf("output schemas: weather %v, add_note %v; want weather's configured one and none", out, tools["add_note"].GetOutputSchema())
 		}
 	})
 
@@ -246,6 +250,9 @@ func TestOptionsFromConfigFailures(t *testing.T) {
 		{"REST template that does not parse", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"broken": {URL: "https://api.example.com/${parameters.city"}}
 		}, exitcode.Invalid, []string{"rest_tools.broken", "unterminated placeholder"}},
+		{"REST output schema that does not compile", func(cfg *config.Config) {
+			cfg.RestTools = map[string]config.RestTool{"weather": {URL: "https://api.example.com/", OutputSchema: map[string]any{"type": 7}}}
+		}, exitcode.Invalid, []string{"rest_tools.weather", "output schema"}},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,6 +60,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 				Body:    t.Body,
 			},
 			InputSchema:      t.InputSchema,
+			OutputSchema:     t.OutputSchema,
 			Queue:            t.Queue,
 			RequiresApproval: t.RequiresApproval,
 		}, client)

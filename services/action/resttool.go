@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/services/action/rest"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -26,6 +27,9 @@ type RESTTool struct {
 	// InputSchema is the JSON schema of the arguments; nil means an object whose properties
 	// are the placeholder names, each a required string.
 	InputSchema map[string]any
+	// OutputSchema is the JSON schema of the response body, when the tool promises one; nil
+	// means any text.
+	OutputSchema map[string]any
 	// Queue is the queue the tool runs on; "" means the default queue.
 	Queue string
 	// RequiresApproval makes every call wait for approval.
@@ -44,22 +48,31 @@ func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("REST tool %q: %w", spec.Name, err)
 	}
-	schema := spec.InputSchema
-	if schema == nil {
-		schema = rest.DefaultSchema(req.Parameters())
+	input := spec.InputSchema
+	if input == nil {
+		input = rest.DefaultSchema(req.Parameters())
 	}
-	s, err := structpb.NewStruct(schema)
+	s, err := structpb.NewStruct(input)
 	if err != nil {
 		return nil, fmt.Errorf("REST tool %q: input schema: %w", spec.Name, err)
 	}
-	return &restTool{request: req, def: &typev1.Tool{
+	def := &typev1.Tool{
 		Name:             spec.Name,
 		Description:      spec.Description,
 		InputSchema:      s,
 		RequiresApproval: spec.RequiresApproval,
 		Server:           RESTServer,
 		Queue:            spec.Queue,
-	}}, nil
+	}
+	if spec.OutputSchema != nil {
+		if _, err := schema.Compile("rest:///"+spec.Name+".output.json", spec.OutputSchema); err != nil {
+			return nil, fmt.Errorf("REST tool %q: output schema: %w", spec.Name, err)
+		}
+		if def.OutputSchema, err = structpb.NewStruct(spec.OutputSchema); err != nil {
+			return nil, fmt.Errorf("REST tool %q: output schema: %w", spec.Name, err)
+		}
+	}
+	return &restTool{request: req, def: def}, nil
 }
 
 // Definition describes the tool.

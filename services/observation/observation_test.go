@@ -170,8 +170,17 @@ func TestStructured(t *testing.T) {
 			t.Errorf("structured = %v", m)
 		}
 	})
-	t.Run("arrays and scalars are valid JSON but not structured", func(t *testing.T) {
-		for _, raw := range []string{`[1,2]`, `42`, `"text"`} {
+	t.Run("an array is structured as items", func(t *testing.T) {
+		resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: ` [{"id": 1}, {"id": 2}]`, ToolName: "api", Status: success})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if items := resp.GetStructured().AsMap()["items"].([]any); len(items) != 2 || items[1].(map[string]any)["id"] != 2.0 {
+			t.Errorf("structured = %v", resp.GetStructured())
+		}
+	})
+	t.Run("scalars are valid JSON but not structured", func(t *testing.T) {
+		for _, raw := range []string{`42`, `"text"`} {
 			resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "api", ExpectJson: true, Status: success})
 			if err != nil {
 				t.Fatalf("%s: %v", raw, err)

@@ -1,14 +1,20 @@
 // Package observation implements the ObservationService: it turns a raw tool result into the
-// observation the model sees, truncating oversized output with the exact notice of the ai-agent
-// contract, converting failures into "(tool failed: <reason>)" and parsing JSON output.
+// observation the model sees. A result larger than the run's budget is summarised by the
+// observation model when one is configured (seed 001's summarizer_model, config
+// models.observation), and truncated otherwise, or when the model fails, with the exact notice
+// of the ai-agent contract; failures become "(tool failed: <reason>)"; JSON output and
+// knowledge_search's references are parsed into structured data, and a tool that declares an
+// output schema must return JSON that matches it (PARSE_ERROR).
 package observation
 
 import (
 	"context"
 	"log/slog"
 
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -18,16 +24,29 @@ const DefaultMaxInputBytes = 16 << 20
 
 // Options configures the service.
 type Options struct {
-	// MaxInputBytes is the largest raw_result accepted; a larger one fails with
-	// OBSERVATION_TOO_LARGE. 0 means DefaultMaxInputBytes (16 MiB).
+	// MaxInputBytes is the largest raw_result accepted; a larger one cannot be summarised
+	// adequately and fails with OBSERVATION_TOO_LARGE. 0 means DefaultMaxInputBytes (16 MiB).
 	MaxInputBytes int64
+	// Generation is the generation service the observation model is asked through; with
+	// Model it turns summaries on.
+	Generation generationv1.GenerationServiceClient
+	// Model is the observation model (config models.observation); nil truncates every result
+	// over its budget.
+	Model *typev1.Target
+	// SummaryInputBytes is how much of a result the observation model reads; 0 means
+	// DefaultSummaryInputBytes.
+	SummaryInputBytes int
+	// Logger receives the warnings of truncated results and unusable summaries; nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Service implements observationv1.ObservationServiceServer.
 type Service struct {
 	observationv1.UnimplementedObservationServiceServer
-	maxInput int64
-	log      *slog.Logger
+	maxInput   int64
+	summarizer *summarizer // nil: no observation model
+	log        *slog.Logger
 }
 
 // New returns a Service configured by opts.
@@ -35,7 +54,17 @@ func New(opts Options) *Service {
 	if opts.MaxInputBytes <= 0 {
 		opts.MaxInputBytes = DefaultMaxInputBytes
 	}
-	return &Service{maxInput: opts.MaxInputBytes, log: slog.Default().With("service", "observation")}
+	if opts.SummaryInputBytes <= 0 {
+		opts.SummaryInputBytes = DefaultSummaryInputBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Service{maxInput: opts.MaxInputBytes, log: opts.Logger.With("service", "observation")}
+	if opts.Generation != nil && opts.Model != nil {
+		s.summarizer = &summarizer{client: opts.Generation, target: opts.Model, inputBytes: opts.SummaryInputBytes}
+	}
+	return s
 }
 
 // Register registers the service on g.
@@ -46,11 +75,15 @@ func (s *Service) Register(g *grpc.Server) {
 // Observe turns one raw tool result into an observation.
 //
 // A failed execution (status ERROR or TIMEOUT) becomes "(tool failed: <reason>)". A successful
-// one is passed through, truncated to max_bytes at a rune boundary with the notice
-// "[TRUNCATED] Original size X bytes; truncated to Y bytes." on its own first line (and a
-// warning logged with the tool name, actual and limit bytes), and parsed
-// into structured when it is a JSON object. An unspecified status counts as success.
-// should_continue is false only after a successful final report tool.
+// one (an unspecified status counts as success) is passed through when it fits max_bytes.
+// Over max_bytes it is summarised by the observation model, with the notice "[SUMMARIZED]
+// Original size X bytes; summarized to Y bytes by <provider>/<model>." on its own first line;
+// without a model, or when the model fails, answers nothing or answers over max_bytes
+// (summary_error says which), it is truncated to max_bytes at a rune boundary with the notice
+// "[TRUNCATED] Original size X bytes; truncated to Y bytes." on its own first line, and a
+// warning is logged with the tool name, actual and limit bytes. Its structure is parsed from
+// the whole result (see structure). should_continue is false only after a successful final
+// report tool.
 func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
 	if err := s.validate(req); err != nil {
 		return nil, err
@@ -69,21 +102,41 @@ func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest
 		return resp, nil
 	}
 
-	structured, err := parseJSON(raw, req.GetExpectJson())
+	structured, err := structure(req)
 	if err != nil {
 		return nil, err
 	}
-	resp.Structured = structured
-	resp.Observation, resp.Truncated = truncate(raw, req.GetMaxBytes())
-	if resp.Truncated {
-		s.log.WarnContext(ctx, "tool response truncated",
-			"tool", req.GetToolName(), "actual_bytes", len(raw), "limit_bytes", req.GetMaxBytes())
-	}
-	if raw == "" {
-		resp.Observation = NoOutput
-	}
+	resp.Success, resp.Structured = true, structured
 	resp.ShouldContinue = !finalReportTools[req.GetToolName()]
+	switch limit := req.GetMaxBytes(); {
+	case raw == "":
+		resp.Observation = NoOutput
+	case limit == 0 || int64(len(raw)) <= limit:
+		resp.Observation = raw
+	default:
+		s.overBudget(ctx, req, resp)
+	}
 	return resp, nil
+}
+
+// overBudget sets the observation of a result over max_bytes: the observation model's
+// summary, or the truncated result.
+func (s *Service) overBudget(ctx context.Context, req *observationv1.ObserveRequest, resp *observationv1.ObserveResponse) {
+	raw := req.GetRawResult()
+	if s.summarizer != nil {
+		summary, entry, err := s.summarizer.summarize(ctx, req)
+		resp.Accounting = append(resp.Accounting, entry)
+		if err == nil {
+			resp.Observation, resp.Summarized = summarized(summary, len(raw), s.summarizer.target), true
+			return
+		}
+		resp.SummaryError = err.Error()
+		s.log.WarnContext(ctx, "summary unusable; truncating the tool response instead",
+			"run_id", req.GetRunId(), "tool", req.GetToolName(), "err", err)
+	}
+	resp.Observation, resp.Truncated = truncate(raw, req.GetMaxBytes())
+	s.log.WarnContext(ctx, "tool response truncated",
+		"run_id", req.GetRunId(), "tool", req.GetToolName(), "actual_bytes", len(raw), "limit_bytes", req.GetMaxBytes())
 }
 
 func (s *Service) validate(req *observationv1.ObserveRequest) error {
@@ -98,7 +151,7 @@ func (s *Service) validate(req *observationv1.ObserveRequest) error {
 	}
 	if n := int64(len(req.GetRawResult())); n > s.maxInput {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE,
-			"raw_result is %d bytes, over the limit of %d bytes", n, s.maxInput)
+			"raw_result is %d bytes, over the limit of %d bytes that can be observed", n, s.maxInput)
 	}
 	return nil
 }
@@ -107,4 +160,15 @@ func (s *Service) validate(req *observationv1.ObserveRequest) error {
 var finalReportTools = map[string]bool{
 	"final_report":        true,
 	"agent__final_report": true,
+}
+
+// OptionsFromConfig returns the options the configuration sets: the input limit
+// (observation.max_input_bytes) and the observation model (models.observation). The caller
+// dials the generation service when Model is set.
+func OptionsFromConfig(cfg *config.Config) Options {
+	opts := Options{MaxInputBytes: cfg.Observation.MaxInputBytes}
+	if m := cfg.Models.Observation; m != nil {
+		opts.Model = &typev1.Target{Provider: m.Provider, Model: m.Model}
+	}
+	return opts
 }

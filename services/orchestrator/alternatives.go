@@ -35,7 +35,7 @@ func (r *run) tryAlternatives(ctx context.Context, call *typev1.ToolCall, failed
 		}
 		res = r.callTool(ctx, &typev1.ToolCall{
 			Id: call.GetId() + "-alt" + strconv.Itoa(retry+1), Name: alt, Arguments: call.GetArguments(), RawArguments: call.GetRawArguments(),
-		}, nil, source)
+		}, nil, source, r.contract.GetToolTimeoutMs())
 		if res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS {
 			return res, fmt.Sprintf("[%s failed (%s); this is the result of the alternative tool %s]\n", call.GetName(), failed.GetError(), alt)
 		}

@@ -43,8 +43,9 @@ const (
 )
 
 // Run invokes an agent and returns its result at a terminal outcome, or a snapshot with
-// OUTCOME_AWAITING_APPROVAL when it pauses for approval. The run belongs to the orchestrator,
-// not to the call: if the caller goes away, the run goes on and can be watched or read back.
+// OUTCOME_AWAITING_APPROVAL when it pauses for approval (OUTCOME_AWAITING_INPUT when it asks
+// its user a question). The run belongs to the orchestrator, not to the call: if the caller
+// goes away, the run goes on and can be watched or read back.
 // A repeated idempotency key, on any replica, returns the run it first started.
 func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
 	r, err := s.start(ctx, req, nil)
@@ -59,7 +60,7 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 }
 
 // StreamRun runs an agent and streams its events; the last one is run_finished, or
-// approval_requested for a run that pauses (follow it on with WatchRun). A repeated
+// approval_requested or input_requested for a run that pauses (follow it on with WatchRun). A repeated
 // idempotency key replays the first run's events instead of running again.
 func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
 	q := newEventQueue()
@@ -83,7 +84,7 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 		if err := stream.Send(s.wholeResult(stream.Context(), ev)); err != nil {
 			return err
 		}
-		if ev.GetRunFinished() != nil || ev.GetApprovalRequested() != nil {
+		if ev.GetRunFinished() != nil || ev.GetApprovalRequested() != nil || ev.GetInputRequested() != nil {
 			return nil
 		}
 	}
@@ -98,7 +99,11 @@ func (s *Service) attach(ctx context.Context, runID string) (*typev1.RunResult, 
 		return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
 	}
 	cp, err := s.store.Await(ctx, runID, func(cp *checkpointv1.RunCheckpoint) bool {
-		return cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_APPROVAL || cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED
+		switch cp.GetPhase() {
+		case checkpointv1.Phase_PHASE_AWAITING_APPROVAL, checkpointv1.Phase_PHASE_AWAITING_INPUT, checkpointv1.Phase_PHASE_FINISHED:
+			return true
+		}
+		return false
 	})
 	if err != nil {
 		return nil, storeErr(runID, err)
@@ -164,7 +169,7 @@ func validateInput(userID, message, historyField string, history []*typev1.Messa
 	return nil
 }
 
-// GetRun returns a run's result: the final one, or a snapshot while it waits for approval.
+// GetRun returns a run's result: the final one, or a snapshot while it waits for a person.
 // A run still executing is FAILED_PRECONDITION (follow it with WatchRun). Any replica
 // answers for any run.
 func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*typev1.RunResult, error) {
@@ -210,7 +215,7 @@ func (s *Service) resultOf(ctx context.Context, cp *checkpointv1.RunCheckpoint) 
 			return cp.GetResult(), nil
 		}
 		return s.savedResult(ctx, cp.GetRunId())
-	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
+	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL, checkpointv1.Phase_PHASE_AWAITING_INPUT:
 		return pausedFromCheckpoint(cp), nil
 	}
 	return nil, stillRunning(cp.GetRunId())

@@ -25,7 +25,7 @@ func (r *run) snapshot(phase checkpointv1.Phase, t *turnState, plan []plannedCal
 		Decision: r.decision, Goal: r.goal, Plan: r.plan, Available: r.available, Transcript: r.chain.Entries(),
 		EventSeq: r.stream.Seq(), Traceparent: r.traceparent, Tracestate: r.tracestate,
 		StartedAt: timestamppb.New(r.startedAt), UpdatedAt: timestamppb.New(r.svc.now()),
-		Resumes: r.resumes, Replica: r.svc.replica, ToolBudgetSpent: r.toolBudgetSpent,
+		Resumes: r.resumes, Replica: r.svc.replica, ToolBudgetSpent: r.toolBudgetSpent, ObservedDone: r.observedDone,
 		Constraints: r.constraints, TaskType: r.taskType,
 	}
 	if r.xml != nil {
@@ -101,7 +101,7 @@ func (r *run) restore(cp *checkpointv1.RunCheckpoint) error {
 	}
 	r.turns, r.toolCalls, r.lastTool, r.ctxTokens = cp.GetTurns(), cp.GetToolCalls(), cp.GetLastTool(), cp.GetCtxTokens()
 	r.forcedFinal, r.toolsClosed, r.collapsed, r.formatFails = cp.GetForcedFinal(), cp.GetToolsClosed(), cp.GetCollapsed(), cp.GetFormatFails()
-	r.toolBudgetSpent = cp.GetToolBudgetSpent()
+	r.toolBudgetSpent, r.observedDone = cp.GetToolBudgetSpent(), cp.GetObservedDone()
 	r.decision, r.goal, r.plan, r.available = cp.GetDecision(), cp.GetGoal(), cp.GetPlan(), cp.GetAvailable()
 	r.constraints, r.taskType = cp.GetConstraints(), cp.GetTaskType()
 	r.chain = transcript.Resume(cp.GetTranscript(), r.contract.GetAdapterVersion(), modelProfile(r.contract))

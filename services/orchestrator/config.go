@@ -16,7 +16,8 @@ import (
 )
 
 // ContractFromConfig returns the default ExecutionContract every run starts from: the
-// configuration's defaults and targets, and tools.reject_ends_run.
+// configuration's defaults and targets, the fallback model (models.fallback), and
+// tools.reject_ends_run.
 func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	d := cfg.Defaults
 	c := DefaultContract()
@@ -36,6 +37,7 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	c.StrictMode = d.StrictMode
 	c.MaxFormatRetries = d.MaxFormatRetries
 	c.ApprovalTimeoutMs = d.ApprovalTimeoutMS
+	c.AnswerTimeoutMs = d.AnswerTimeoutMS
 	c.CacheResponses = d.CacheResponses
 	c.RejectEndsRun = cfg.Tools.RejectEndsRun
 	switch d.ToolTransport {
@@ -53,6 +55,9 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 	c.Targets = nil
 	for _, t := range cfg.Targets {
 		c.Targets = append(c.Targets, &typev1.Target{Provider: t.Provider, Model: t.Model})
+	}
+	if f := cfg.Models.Fallback; f != nil {
+		c.FallbackTarget = &typev1.Target{Provider: f.Provider, Model: f.Model}
 	}
 	applyModelLimits(c, cfg)
 	return c

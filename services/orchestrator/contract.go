@@ -35,6 +35,7 @@ func DefaultContract() *typev1.ExecutionContract {
 		MaxOutputTokens:           4_096,
 		MaxFormatRetries:          1,
 		ApprovalTimeoutMs:         300_000,
+		AnswerTimeoutMs:           300_000,
 		ToolTransport:             typev1.ToolTransport_TOOL_TRANSPORT_NATIVE,
 		Targets:                   []*typev1.Target{{Provider: "rules", Model: "rules-v1"}},
 	}
@@ -68,6 +69,7 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	setInt64(&c.MaxOutputTokens, o.MaxOutputTokens)
 	setInt32(&c.MaxFormatRetries, o.MaxFormatRetries)
 	setInt64(&c.ApprovalTimeoutMs, o.ApprovalTimeoutMs)
+	setInt64(&c.AnswerTimeoutMs, o.AnswerTimeoutMs)
 	if o.ForceSynthesisAtRatio != nil {
 		c.ForceSynthesisAtRatio = o.GetForceSynthesisAtRatio()
 	}
@@ -144,12 +146,15 @@ func checkContract(c *typev1.ExecutionContract) error {
 		return stageerr.Invalid("overrides.max_format_retries must not be negative, got %d", c.GetMaxFormatRetries())
 	case c.GetApprovalTimeoutMs() < 0:
 		return stageerr.Invalid("overrides.approval_timeout_ms must not be negative, got %d", c.GetApprovalTimeoutMs())
+	case c.GetAnswerTimeoutMs() < 0:
+		return stageerr.Invalid("overrides.answer_timeout_ms must not be negative, got %d", c.GetAnswerTimeoutMs())
 	}
 	for _, d := range []struct {
 		name string
 		ms   int64
 	}{{"tool_timeout_ms", c.GetToolTimeoutMs()}, {"step_timeout_ms", c.GetStepTimeoutMs()},
-		{"total_timeout_ms", c.GetTotalTimeoutMs()}, {"approval_timeout_ms", c.GetApprovalTimeoutMs()}} {
+		{"total_timeout_ms", c.GetTotalTimeoutMs()}, {"approval_timeout_ms", c.GetApprovalTimeoutMs()},
+		{"answer_timeout_ms", c.GetAnswerTimeoutMs()}} {
 		if d.ms > MaxTimeoutMs {
 			return stageerr.Invalid("overrides.%s must be at most %d (30 days), got %d", d.name, MaxTimeoutMs, d.ms)
 		}
@@ -203,7 +208,8 @@ func requiredNeedsTurns(c *typev1.ExecutionContract, source string) string {
 		source, FinalReportTool, c.GetMaxTurns())
 }
 
-// unknownProvider says which target names a provider the generation stage does not have, or
+// unknownProvider says which target (or the fallback target) names a provider the generation
+// stage does not have, or
 // "". A generation stage that cannot list its providers (an older implementation of the
 // proto) is not checked here: its first attempt tells.
 func (r *run) unknownProvider(ctx context.Context) string {
@@ -216,6 +222,10 @@ func (r *run) unknownProvider(ctx context.Context) string {
 			return fmt.Sprintf("targets[%d] names provider %q, which the generation stage does not have (it has: %s)",
 				i, t.GetProvider(), strings.Join(resp.GetProviders(), ", "))
 		}
+	}
+	if fb := r.contract.GetFallbackTarget(); fb != nil && !slices.Contains(resp.GetProviders(), fb.GetProvider()) {
+		return fmt.Sprintf("fallback_target names provider %q, which the generation stage does not have (it has: %s)",
+			fb.GetProvider(), strings.Join(resp.GetProviders(), ", "))
 	}
 	return ""
 }

@@ -27,10 +27,15 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 		return nil
 	}
 	cp := r.snapshot(phase, t, plan)
-	if phase == checkpointv1.Phase_PHASE_AWAITING_APPROVAL {
+	switch phase {
+	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
 		r.mu.Lock()
 		cp.Pending = r.approval.pending
 		cp.Turn.Decisions, cp.Turn.TimedOut = r.approval.stored()
+		r.mu.Unlock()
+	case checkpointv1.Phase_PHASE_AWAITING_INPUT:
+		r.mu.Lock()
+		cp.Question = r.asking.pending
 		r.mu.Unlock()
 	}
 	if e := r.save(ctx, cp); e != nil {

@@ -17,6 +17,10 @@ const (
 	// finalMaxTurns: the last turn under max_turns (seed 000 §1: "final turn: tools
 	// disabled"); without an answer the run ends MAX_TURNS_REACHED with the synthetic report.
 	finalMaxTurns = "max_turns"
+	// finalObserved: an observation said the run should answer now (should_continue false,
+	// e.g. after a final report tool); without an answer the turns go on, final, up to
+	// max_turns.
+	finalObserved = "observation"
 )
 
 // finalReason says why the current turn is a final turn, or "" when it offers every tool.
@@ -28,6 +32,8 @@ func (r *run) finalReason() string {
 		return finalReportRefused
 	case r.toolBudgetSpent:
 		return finalToolBudget
+	case r.observedDone:
+		return finalObserved
 	case r.turns >= r.contract.GetMaxTurns():
 		return finalMaxTurns
 	}
@@ -43,5 +49,7 @@ var finalInstructions = map[string]string{
 	finalToolBudget: "System notice: the run's tool call budget is used up. No more tools can run. " +
 		"Answer the user now with the information you already have.",
 	finalMaxTurns: "System notice: the run has reached its turn limit. This is the last turn: no more tools can run. " +
+		"Answer the user now with the information you already have.",
+	finalObserved: "System notice: a tool's result says the task is done. No more tools can run. " +
 		"Answer the user now with the information you already have.",
 }

@@ -168,7 +168,11 @@ func (r *run) currentStep() *typev1.Step {
 //
 // The loop tells recovery what the turn has seen: the targets rate-limited in the current
 // round-robin cycle with their Retry-After (recovery waits only once all of them are), the
-// targets that refused the request as invalid (never tried again), and the run's time left.
+// targets that refused the request as invalid (never tried again), the run's time left, and
+// whether the attempt was the turn's last. When the targets cannot answer, recovery may name
+// the contract's fallback_target (config models.fallback): it gets one more attempt, the
+// turn's last, accounted like any other. When recovery asks the user, the turn pauses for
+// the answer (t.ask) instead of ending the run.
 //
 // An answer cut off at the output token limit (stop reason length) is not taken as final
 // (seed 000: truncation is incomplete, retry): a text answer, a final_report call whose
@@ -190,7 +194,10 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			rejected []*typev1.Target                // refused the request as invalid
 		)
 		xmlNext := r.xmlNext(tools)
-		for attempt := 1; attempt <= maxRetries; attempt++ {
+		// The fallback model (recovery's choice once the targets cannot answer) gets one
+		// attempt, the turn's last.
+		last := maxRetries
+		for attempt := 1; attempt <= last; attempt++ {
 			target := roundRobin(targets, attempt, rejected)
 			if next != nil {
 				target, next = next, nil
@@ -213,6 +220,7 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 				d := r.recover(ctx, "generation", lastErr, attempt-1, &recoveryv1.RecoveryState{
 					RunId: r.id, Target: target, Targets: targets, MaxRetries: r.contract.GetMaxRetries(),
 					RateLimited: limited, RejectedTargets: rejected, TimeLeftMs: r.timeLeft().Milliseconds(),
+					FallbackTarget: r.contract.GetFallbackTarget(), LastAttempt: attempt == last,
 				})
 				switch lastErr.Class {
 				case typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:
@@ -224,9 +232,12 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 					limited = nil // another failure breaks the cycle
 				}
 				switch d.GetStrategy() {
-				case recoveryv1.Strategy_STRATEGY_ABORT, recoveryv1.Strategy_STRATEGY_ASK_USER:
+				case recoveryv1.Strategy_STRATEGY_ABORT:
 					end = providerEnding(lastErr)
 					return nil, nil, "aborted: " + lastErr.Error()
+				case recoveryv1.Strategy_STRATEGY_ASK_USER:
+					t.ask = &askUser{question: d.GetUserMessage(), reason: "generation: " + lastErr.Error()}
+					return nil, nil, "the user is asked how to proceed: " + lastErr.Error()
 				case recoveryv1.Strategy_STRATEGY_RETRY:
 					if d.GetBackoffMs() > 0 {
 						if !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
@@ -236,6 +247,9 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 					}
 				}
 				next = d.GetModifiedAction().GetTarget()
+				if fb := r.contract.GetFallbackTarget(); fb != nil && proto.Equal(next, fb) {
+					last = attempt + 1
+				}
 				continue
 			}
 			limited = nil

@@ -58,7 +58,7 @@ func (r *run) drive(ctx context.Context) *ending {
 		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_READY, nil, nil); e != nil {
 			return e
 		}
-	case checkpointv1.Phase_PHASE_EXECUTING, checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
+	case checkpointv1.Phase_PHASE_EXECUTING, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, checkpointv1.Phase_PHASE_AWAITING_INPUT:
 		if e := r.resumeTurn(ctx); e != nil {
 			return e
 		}
@@ -255,8 +255,9 @@ func (r *run) stepTimer(ctx context.Context) (context.Context, context.CancelFun
 	return withTimer(ctx, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond, errStepTimeout)
 }
 
-// finishTurn waits for approvals, executes the validated calls and commits the turn. A pause
-// for approval stops the step timer (cancel is replaced): a person's time is not the step's.
+// finishTurn waits for approvals, executes the validated calls, waits for the user's answer
+// when recovery asked for one, and commits the turn. A pause for a person stops the step
+// timer (cancel is replaced): a person's time is not the step's.
 func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFunc, end *ending, t *turnState, plan []plannedCall) *ending {
 	if end == nil && stepCtx.Err() == nil && slices.ContainsFunc(plan, awaitsApproval) {
 		(*cancel)()
@@ -271,17 +272,30 @@ func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFun
 			}
 		}
 	}
-	r.executeCalls(stepCtx, plan)
+	r.executeCalls(stepCtx, plan, t)
+	end = cmp.Or(end, t.badResult)
+	if end == nil && t.ask != nil && stepCtx.Err() == nil {
+		(*cancel)()
+		if end = r.awaitAnswer(ctx, t); end != nil && end.stop {
+			return end
+		}
+		stepCtx, *cancel = r.stepTimer(ctx)
+	}
 	return r.commit(ctx, stepCtx, end, t)
 }
 
 // resumeTurn finishes the turn a checkpoint was taken in: a pause goes on waiting for its
-// decisions (until the stored deadline), validated calls are executed, and the turn commits.
+// decisions or its answer (until the stored deadline), validated calls are executed, and the
+// turn commits.
 func (r *run) resumeTurn(ctx context.Context) *ending {
 	cp := r.resumeFrom
 	t, plan := restoreTurn(cp.GetTurn())
-	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_APPROVAL {
+	switch cp.GetPhase() {
+	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
 		r.approval = restoreApproval(cp)
+	case checkpointv1.Phase_PHASE_AWAITING_INPUT:
+		r.asking = restoreQuestion(cp)
+		t.ask = &askUser{question: cp.GetQuestion().GetQuestion(), reason: cp.GetQuestion().GetReason()}
 	}
 	stepCtx, cancel := r.stepTimer(ctx)
 	defer func() { cancel() }()
@@ -308,6 +322,8 @@ type turnState struct {
 	report          *report
 	reportErr       error                // why a final report was refused
 	xml             *xmltransport.Result // the answer's transport tags (XML modes)
+	badResult       *ending              // a tool result was malformed: the run ends FAILED_VALIDATION
+	ask             *askUser             // recovery asks the user how to proceed: the turn pauses for the answer
 }
 
 // turnTools are the tools of the coming request: the run's tools (and final_report for json

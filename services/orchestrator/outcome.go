@@ -40,6 +40,17 @@ const (
 	ExitCancelled           = "CANCELLED"
 )
 
+// Exit reasons of a run that asks its user a question, and of a malformed tool result.
+const (
+	// ExitInputRequired is a run paused for its user's answer (OUTCOME_AWAITING_INPUT).
+	ExitInputRequired = "INPUT_REQUIRED"
+	// ExitAnswerTimeout is a run whose user did not answer its question in time.
+	ExitAnswerTimeout = "ANSWER_TIMEOUT"
+	// ExitToolResultInvalid is a tool result that breaks the output schema its tool declares
+	// (seed 001: a malformed tool result envelope is FAILED_VALIDATION).
+	ExitToolResultInvalid = "TOOL_RESULT_INVALID"
+)
+
 // Canned user-facing messages of seed 004, shown verbatim.
 const (
 	MessageProviderFailure = "I'm having trouble processing your request. Please try again."
@@ -64,6 +75,10 @@ const (
 	// question came with it.
 	MessageClarify = "Could you tell me more about what you would like me to do?"
 )
+
+// messageAnswerTimeout is the final report of a run whose user did not answer its question in
+// time (ANSWER_TIMEOUT).
+const messageAnswerTimeout = "Nobody answered my question in time, so I stopped."
 
 // messageRejected is the final report of a run that ends because a person rejected a call
 // (USER_REJECTED); %s is the tool's name.

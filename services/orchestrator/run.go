@@ -82,12 +82,16 @@ type run struct {
 	// toolBudgetSpent: a call was dropped over max_tool_calls_total, so the next turn is the
 	// final one (seed 002 §7).
 	toolBudgetSpent bool
+	// observedDone: an observation said the run should answer now (should_continue false),
+	// so the next turn is a final one.
+	observedDone bool
 
 	mu       sync.Mutex
 	sink     func(*eventv1.RunEvent)
 	result   *typev1.RunResult // the final result, or a snapshot while paused
 	changed  chan struct{}     // closed (and replaced) whenever result changes
 	approval *approvalState    // non-nil while paused for approval
+	asking   *questionState    // non-nil while paused for the user's answer
 	leaseRev uint64            // revision of the run's lease; 0 when none is held
 	moved    chan struct{}     // closed when the run stops here to continue on another replica
 }
@@ -102,7 +106,7 @@ func (r *run) publish(res *typev1.RunResult) {
 	r.changed = make(chan struct{})
 }
 
-// waitResult returns the final result, or a snapshot if the run pauses for approval first;
+// waitResult returns the final result, or a snapshot if the run pauses for a person first;
 // UNAVAILABLE when the run moves to another replica before either.
 func (r *run) waitResult(ctx context.Context) (*typev1.RunResult, error) {
 	for {
@@ -326,14 +330,19 @@ func (r *run) releaseLease(ctx context.Context) {
 	}
 }
 
-// pausedFromCheckpoint is the snapshot of a run paused for approval, as its checkpoint holds it.
+// pausedFromCheckpoint is the snapshot of a run paused for approval or for an answer, as its
+// checkpoint holds it.
 func pausedFromCheckpoint(cp *checkpointv1.RunCheckpoint) *typev1.RunResult {
-	return &typev1.RunResult{
+	res := &typev1.RunResult{
 		RunId: cp.GetRunId(), Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, ExitReason: ExitApprovalRequired,
 		Conversation: cp.GetConversation(), Accounting: cp.GetAccounting(), Contract: cp.GetContract(),
 		Transcript: cp.GetTranscript(), TraceId: traceIDOf(cp.GetTraceparent()), PendingAction: cp.GetPending(),
 		Decision: cp.GetDecision(), Usage: cp.GetUsage(), Turns: cp.GetTurns(), ToolCalls: cp.GetToolCalls(),
 	}
+	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_INPUT {
+		res.Outcome, res.ExitReason, res.PendingQuestion = typev1.Outcome_OUTCOME_AWAITING_INPUT, ExitInputRequired, cp.GetQuestion()
+	}
+	return res
 }
 
 // traceIDOf is the trace id of a W3C traceparent ("00-<trace id>-<span id>-<flags>").

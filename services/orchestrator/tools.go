@@ -9,7 +9,6 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
-	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -183,8 +182,8 @@ func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
 // refused call with its refusal, a valid one as an EXECUTE state followed by an OBSERVE state.
 // Native calls are answered with tool messages; calls written in XML slots with one user
 // message, the turn's XML-PAST, that grows with each response (so the context guard counts
-// it).
-func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
+// it). Once a result is malformed (t.badResult), no further call runs: the run ends.
+func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState) {
 	var (
 		past    []xmltransport.ToolResponse
 		pastMsg *typev1.Message
@@ -217,6 +216,10 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			answer(p, "(tool failed: interrupted)", false, 0)
 			continue
 		}
+		if t.badResult != nil {
+			answer(p, "(tool failed: not run: the run ends because a tool result was malformed)", false, 0)
+			continue
+		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: r.turns, Call: call}}})
 		var (
 			res     *actionv1.ExecuteResponse
@@ -228,9 +231,12 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			if p.xml {
 				source = sourceXML
 			}
-			res = r.callTool(ctx, call, p.approval, source)
+			res = r.callTool(ctx, call, p.approval, source, r.contract.GetToolTimeoutMs())
+			switch {
+			case res.GetErrorCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT:
+				res, altNote = r.retryTimeout(ctx, call, res, p.approval, source)
 			// An interrupted call may have had its effect: no alternative runs in its place.
-			if res.GetErrorCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR && !res.GetInterrupted() {
+			case res.GetErrorCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR && !res.GetInterrupted():
 				res, altNote = r.tryAlternatives(ctx, call, res, source)
 			}
 			return call, res, call.GetName() + ": " + res.GetStatus().String()
@@ -241,7 +247,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 		}
 		st = typev1.RunState_RUN_STATE_OBSERVE
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
-			obs := r.observe(ctx, call, res)
+			obs := r.observe(ctx, call, res, t)
 			content := p.note + altNote + obs.GetObservation()
 			if g, over := r.overflows(content); over {
 				// Seed 000 §2: the result is dropped, the model sees the stub, no new tool
@@ -258,8 +264,9 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolFinished{ToolFinished: &eventv1.ToolFinished{
 				Turn: r.turns, CallId: call.GetId(), ToolName: call.GetName(), Status: res.GetStatus(),
 				Observation: content, ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
+				Summarized: obs.GetSummarized(), SummaryError: obs.GetSummaryError(),
 			}}})
-			return res, obs, fmt.Sprintf("%d bytes observed, truncated %v", len(content), obs.GetTruncated())
+			return res, obs, observedDetail(content, obs)
 		})
 	}
 }
@@ -280,13 +287,13 @@ func executed(res *actionv1.ExecuteResponse) bool {
 // (native or xml) and the action stage's attempts (its retries of transient failures), after
 // the embeddings the call made. A refusal (unknown tool, invalid arguments, missing approval) or an
 // unreachable action stage becomes an ERROR result the model sees; the recovery stage decides
-// whether an unreachable stage is retried.
-func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval, source string) *actionv1.ExecuteResponse {
+// whether an unreachable stage is retried. The tool may run for timeoutMs.
+func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval, source string, timeoutMs int64) *actionv1.ExecuteResponse {
 	start := time.Now()
-	timeout := time.Duration(r.contract.GetToolTimeoutMs()) * time.Millisecond
+	timeout := time.Duration(timeoutMs) * time.Millisecond
 	req := &actionv1.ExecuteRequest{
 		RunId: r.id, CallId: call.GetId(), ToolName: call.GetName(), Arguments: call.GetArguments(),
-		Mode: actionv1.ExecutionMode_EXECUTION_MODE_DIRECT, TimeoutMs: r.contract.GetToolTimeoutMs(), UserId: r.userID,
+		Mode: actionv1.ExecutionMode_EXECUTION_MODE_DIRECT, TimeoutMs: timeoutMs, UserId: r.userID,
 		Approval: approval,
 	}
 	var res *actionv1.ExecuteResponse
@@ -306,7 +313,7 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 		if !se.Retryable() || ctx.Err() != nil {
 			break
 		}
-		d := r.recover(ctx, "action", se, retry, &recoveryv1.RecoveryState{RunId: r.id, ToolName: call.GetName(), TimeoutMs: r.contract.GetToolTimeoutMs(), Arguments: call.GetArguments()})
+		d := r.recover(ctx, "action", se, retry, &recoveryv1.RecoveryState{RunId: r.id, ToolName: call.GetName(), TimeoutMs: timeoutMs, Arguments: call.GetArguments()})
 		if d.GetStrategy() != recoveryv1.Strategy_STRATEGY_RETRY || !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
 			break
 		}
@@ -334,19 +341,6 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 	}
 	r.account(entry)
 	return res
-}
-
-// observe turns a tool result into the text the model sees.
-func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse) *observationv1.ObserveResponse {
-	req := &observationv1.ObserveRequest{
-		RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
-		Status: res.GetStatus(), Error: res.GetError(),
-	}
-	obs, err := whenReady(ctx, "observation", r.svc.peers.Observation.Observe, req)
-	if err != nil {
-		return &observationv1.ObserveResponse{Observation: "(tool failed: the observation stage could not process the result: " + stageerr.FromError(err).Error() + ")"}
-	}
-	return obs
 }
 
 func argumentsJSON(call *typev1.ToolCall) string {

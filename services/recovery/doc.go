@@ -12,8 +12,17 @@
 // never chosen again in the turn, state.rejected_targets, and when every target has refused
 // the turn aborts). The table is written out in rules.go; on top of it, any retry or fallback
 // becomes an abort once retry_count reaches the retry budget (state.max_retries, else
-// Options.MaxRetries, default 3: "max 3 retries per action"), and a wait longer than the
-// run's remaining time (state.time_left_ms) aborts instead of waiting into a timeout.
+// Options.MaxRetries, default 3: "max 3 retries per action"), the turn's last LLM attempt
+// (state.last_attempt) ends the cycle over the targets, and a wait longer than the run's
+// remaining time (state.time_left_ms) aborts instead of waiting into a timeout.
+//
+// Three rules depend on the run. A timed-out tool is retried with a longer timeout only when
+// it is idempotent (state.idempotent): any other tool may have had its effect, so the model is
+// told it timed out. An LLM failure that would abort falls back, for one attempt, to the
+// run's simpler model (state.fallback_target, config models.fallback) unless that model is
+// the one that failed. A result too large to observe (OBSERVATION_TOO_LARGE: it cannot be
+// summarised adequately) asks the user for guidance, and a malformed tool result
+// (PARSE_ERROR) aborts.
 //
 // Every decision carries a user-friendly user_message (the decision-engine seed's canned texts
 // for LLM failure, rate limit and an over-complex request, verbatim) and a reason for logs and

@@ -6,6 +6,7 @@ const (
 	msgRateLimited     = "I'm receiving too many requests. Please wait a moment."
 	msgTooComplex      = "That request is too complex. Could you break it into smaller steps?"
 	msgToolTimeout     = "A tool is taking longer than expected, so I'm trying again with more time."
+	msgToolTimedOut    = "A tool took too long, and running it again could repeat what it did, so I'll continue without it."
 	msgToolFailed      = "A tool I used failed, so I'm trying another way."
 	msgToolCallFixed   = "I made a mistake calling a tool, and I'm correcting it."
 	msgToolMissing     = "I tried to use a tool that isn't available, so I'll try another way."
@@ -23,4 +24,6 @@ const (
 	msgUnknown         = "Something unexpected went wrong. How would you like me to proceed?"
 	msgBusy            = "A part of the system is restarting, so I'm trying again in a moment."
 	msgGaveUp          = "I couldn't complete that step after several attempts, so I've stopped. Please try again later."
+	msgToolResultBad   = "A tool returned a result in a form it doesn't promise, so I stopped rather than guess."
+	msgTooMuchOutput   = "A tool returned more data than I can read. How would you like me to proceed?"
 )

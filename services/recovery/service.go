@@ -77,7 +77,7 @@ func (s *Service) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*r
 		return nil, err
 	}
 	failure := failureName(req.GetError())
-	r := lookup(req.GetError())
+	r := lookup(req.GetError(), req.GetState())
 	resp := &recoveryv1.DecideResponse{Strategy: r.strategy, UserMessage: r.message}
 
 	budget := s.maxRetries
@@ -95,6 +95,8 @@ func (s *Service) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*r
 		giveUp(fmt.Sprintf("retry limit reached (%d retries made, the limit is %d)", n, budget))
 	case r.change == nextTarget && noTargetLeft(req):
 		giveUp(fmt.Sprintf("every target refused the request (%d of %d)", len(req.GetState().GetRejectedTargets())+1, max(len(req.GetState().GetTargets()), 1)))
+	case r.change == nextTarget && req.GetState().GetLastAttempt():
+		giveUp("the turn's last attempt failed")
 	default:
 		details := []string{r.reason}
 		action, detail := s.modify(r.change, req)
@@ -108,6 +110,8 @@ func (s *Service) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*r
 		resp.ModifiedAction, resp.BackoffMs = action, backoff.Milliseconds()
 		resp.Reason = fmt.Sprintf("%s in stage %q: %s", failure, req.GetStage(), strings.Join(details, "; "))
 	}
+
+	fallBackToModel(req, resp)
 
 	s.log.InfoContext(ctx, "recovery decided",
 		slog.String("run_id", req.GetState().GetRunId()),

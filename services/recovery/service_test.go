@@ -43,7 +43,8 @@ func target(name string) *typev1.Target {
 	return &typev1.Target{Provider: name, Model: name + "-model"}
 }
 
-// runState is a run with three targets, a failed tool with two alternatives and arguments.
+// runState is a run with three targets, a failed idempotent tool with two alternatives and
+// arguments.
 func runState(t *testing.T) *recoveryv1.RecoveryState {
 	t.Helper()
 	args, err := structpb.NewStruct(map[string]any{"expression": "2+2"})
@@ -58,6 +59,7 @@ func runState(t *testing.T) *recoveryv1.RecoveryState {
 		Targets:          []*typev1.Target{target("a"), target("b"), target("c")},
 		AlternativeTools: []string{"calculator_v2", "python"},
 		Arguments:        args,
+		Idempotent:       true,
 	}
 }
 
@@ -110,8 +112,8 @@ func TestStrategyTable(t *testing.T) {
 		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT:     {strategy: retry, backoff: 500, action: &recoveryv1.ModifiedAction{TimeoutMs: 20_000}},
 		typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR:       {strategy: fallback, action: alt},
 		typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED:     own(abort),
-		typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:           own(askUser),
-		typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE: own(askUser),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:           own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE: {strategy: askUser, message: "A tool returned more data than I can read. How would you like me to proceed?"},
 		typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL:           own(abort),
 		typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR:         own(fallback),
 		typev1.StageErrorCode_STAGE_ERROR_CODE_APPROVAL_TIMEOUT:      own(fallback),
@@ -448,7 +450,7 @@ func TestToolTimeoutRetry(t *testing.T) {
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := decide(t, client(t, tc.opts), timeout, 0, &recoveryv1.RecoveryState{TimeoutMs: tc.timeout})
+			resp := decide(t, client(t, tc.opts), timeout, 0, &recoveryv1.RecoveryState{TimeoutMs: tc.timeout, Idempotent: true})
 			if resp.GetStrategy() != retry || resp.GetModifiedAction().GetTimeoutMs() != tc.want {
 				t.Errorf("strategy %v, timeout_ms %d, want RETRY with %d", resp.GetStrategy(), resp.GetModifiedAction().GetTimeoutMs(), tc.want)
 			}
@@ -456,8 +458,24 @@ func TestToolTimeoutRetry(t *testing.T) {
 	}
 }
 
+// TestTimeoutOfAToolThatIsNotIdempotent: a timed-out tool that is not idempotent may have had
+// its effect, so it is never run again: the model is told, whatever the retry count.
+func TestTimeoutOfAToolThatIsNotIdempotent(t *testing.T) {
+	c := client(t, recovery.Options{})
+	timeout := &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT}
+	for _, state := range []*recoveryv1.RecoveryState{nil, {ToolName: "send_mail", TimeoutMs: 10_000}} {
+		resp := decide(t, c, timeout, 0, state)
+		if resp.GetStrategy() != fallback || resp.GetModifiedAction() != nil || resp.GetBackoffMs() != 0 ||
+			!strings.Contains(resp.GetReason(), "not idempotent") {
+			t.Errorf("state %v: %v %v %d (%s), want FALLBACK without a change or a wait", state, resp.GetStrategy(),
+				resp.GetModifiedAction(), resp.GetBackoffMs(), resp.GetReason())
+		}
+	}
+}
+
 func TestToolRetryJitter(t *testing.T) {
 	timeout := &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT}
+	idempotent := &recoveryv1.RecoveryState{Idempotent: true}
 	table := []struct {
 		rand float64
 		want []int64 // for retry_count 0, 1, 2
@@ -473,7 +491,7 @@ func TestToolRetryJitter(t *testing.T) {
 			c := client(t, recovery.Options{MaxRetries: 100, Rand: func() float64 { return tc.rand }})
 			var got []int64
 			for n := range int32(3) {
-				got = append(got, decide(t, c, timeout, n, nil).GetBackoffMs())
+				got = append(got, decide(t, c, timeout, n, idempotent).GetBackoffMs())
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("backoff = %v, want %v", got, tc.want)
@@ -482,14 +500,14 @@ func TestToolRetryJitter(t *testing.T) {
 	}
 	t.Run("capped at 60 s", func(t *testing.T) {
 		c := client(t, recovery.Options{MaxRetries: 100, Rand: func() float64 { return 0.99 }})
-		if d := decide(t, c, timeout, 20, nil).GetBackoffMs(); d != 60_000 {
+		if d := decide(t, c, timeout, 20, idempotent).GetBackoffMs(); d != 60_000 {
 			t.Errorf("backoff after 20 retries = %d, want 60000", d)
 		}
 	})
 	t.Run("default source stays within ±20 %", func(t *testing.T) {
 		c := client(t, recovery.Options{MaxRetries: 100})
 		for range 100 {
-			if d := decide(t, c, timeout, 1, nil).GetBackoffMs(); d < 800 || d > 1200 {
+			if d := decide(t, c, timeout, 1, idempotent).GetBackoffMs(); d < 800 || d > 1200 {
 				t.Fatalf("backoff %d outside [800, 1200]", d)
 			}
 		}
@@ -547,6 +565,50 @@ func TestDecideInvalidInput(t *testing.T) {
 			se := stageerr.FromError(err)
 			if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT || !strings.Contains(se.Msg, tc.contains) {
 				t.Errorf("error = %v %q, want INVALID_INPUT containing %q", se.Code, se.Msg, tc.contains)
+			}
+		})
+	}
+}
+
+// TestFallbackModel (seed 003: LLM error → fallback to a simpler model): a generation failure
+// that would end the turn — attempts spent, a fatal class, every target refusing, the last
+// attempt — falls back to the run's fallback target for one attempt, unless the fallback
+// target is what failed; without one configured, or for other failures, nothing changes.
+func TestFallbackModel(t *testing.T) {
+	c := client(t, recovery.Options{})
+	simple := &typev1.Target{Provider: "local", Model: "small"}
+	network := generation(typev1.ErrorClass_ERROR_CLASS_NETWORK)
+	state := func(change func(*recoveryv1.RecoveryState)) *recoveryv1.RecoveryState {
+		s := &recoveryv1.RecoveryState{Target: target("a"), Targets: []*typev1.Target{target("a"), target("b")}, FallbackTarget: simple}
+		change(s)
+		return s
+	}
+	keep := func(*recoveryv1.RecoveryState) {}
+	for _, tc := range []struct {
+		name    string
+		err     *typev1.StageError
+		retries int32
+		state   *recoveryv1.RecoveryState
+		want    recoveryv1.Strategy
+		target  *typev1.Target
+	}{
+		{"attempts left: the next target", network, 0, state(keep), fallback, target("b")},
+		{"last attempt", network, 1, state(func(s *recoveryv1.RecoveryState) { s.LastAttempt = true }), fallback, simple},
+		{"last attempt without a fallback", network, 1, state(func(s *recoveryv1.RecoveryState) { s.LastAttempt, s.FallbackTarget = true, nil }), abort, nil},
+		{"retry budget spent", network, 3, state(keep), fallback, simple},
+		{"fatal class", generation(typev1.ErrorClass_ERROR_CLASS_AUTH), 0, state(keep), fallback, simple},
+		{"every target refused", generation(typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST), 0,
+			state(func(s *recoveryv1.RecoveryState) { s.RejectedTargets = []*typev1.Target{target("b")} }), fallback, simple},
+		{"the fallback failed", network, 0, state(func(s *recoveryv1.RecoveryState) { s.Target, s.LastAttempt = simple, true }), abort, nil},
+		{"not a generation failure", &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT}, 0, state(keep), abort, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := decide(t, c, tc.err, tc.retries, tc.state)
+			if resp.GetStrategy() != tc.want || !proto.Equal(resp.GetModifiedAction().GetTarget(), tc.target) {
+				t.Fatalf("%v to %v (%s), want %v to %v", resp.GetStrategy(), resp.GetModifiedAction().GetTarget(), resp.GetReason(), tc.want, tc.target)
+			}
+			if tc.target == simple && (resp.GetBackoffMs() != 0 || resp.GetUserMessage() != cannedLLMFailure || !strings.Contains(resp.GetReason(), "simpler model local/small")) {
+				t.Errorf("fallback %d ms, %q, %q", resp.GetBackoffMs(), resp.GetUserMessage(), resp.GetReason())
 			}
 		})
 	}

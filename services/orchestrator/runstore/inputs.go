@@ -13,10 +13,12 @@ import (
 )
 
 // Input is something another replica handed to a run's owner: a person's decision on a paused
-// call, or a cancellation.
+// call, the user's answer to the run's question, or a cancellation.
 type Input struct {
 	// Decision is an approval decision, or nil.
 	Decision *agentv1.ResolveApprovalRequest
+	// Answer is an answer, naming its question, or nil.
+	Answer *agentv1.AnswerRequest
 	// Cancel is a cancellation, or nil.
 	Cancel *agentv1.CancelRunRequest
 }
@@ -31,6 +33,20 @@ func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) e
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		inputs := s.buckets().inputs
 		_, err := inputs.Create(ctx, decisionKey(d.GetRunId(), d.GetCallId()), data)
+		return err
+	}))
+}
+
+// Answer records the answer to a question of a run (a.question_id names it); ErrExists when
+// the question is answered already (the first answer wins, on whichever replica it arrived).
+func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest) error {
+	data, err := proto.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("runstore: encode answer: %w", err)
+	}
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		inputs := s.buckets().inputs
+		_, err := inputs.Create(ctx, answerKey(a.GetRunId(), a.GetQuestionId()), data)
 		return err
 	}))
 }
@@ -96,6 +112,10 @@ func decodeInput(key string, value []byte) (Input, error) {
 		c := &agentv1.CancelRunRequest{}
 		return Input{Cancel: c}, proto.Unmarshal(value, c)
 	}
+	if strings.Contains(key, ".answer.") {
+		a := &agentv1.AnswerRequest{}
+		return Input{Answer: a}, proto.Unmarshal(value, a)
+	}
 	d := &agentv1.ResolveApprovalRequest{}
 	return Input{Decision: d}, proto.Unmarshal(value, d)
 }
@@ -103,6 +123,12 @@ func decodeInput(key string, value []byte) (Input, error) {
 // decisionKey is the key of a call's decision; call ids are free text, so they are hex-encoded.
 func decisionKey(runID, callID string) string {
 	return runID + ".approval." + hex.EncodeToString([]byte(callID))
+}
+
+// answerKey is the key of the answer to a question; question ids are free text, so they are
+// hex-encoded.
+func answerKey(runID, questionID string) string {
+	return runID + ".answer." + hex.EncodeToString([]byte(questionID))
 }
 
 // Decisions returns a run's recorded decisions by call id.

@@ -216,6 +216,16 @@ func TestInputs(t *testing.T) {
 	if got := <-in; got.Cancel.GetReason() != "stop" {
 		t.Fatalf("second input %v, want the cancellation", got)
 	}
+	answer := &agentv1.AnswerRequest{RunId: "r1", QuestionId: "turn-2", Answer: "use the cache"}
+	if err := s.Answer(ctx, answer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Answer(ctx, answer); !errors.Is(err, runstore.ErrExists) {
+		t.Fatalf("a second answer = %v, want ErrExists", err)
+	}
+	if got := <-in; !proto.Equal(got.Answer, answer) || got.Decision != nil {
+		t.Fatalf("third input %v, want the answer", got)
+	}
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || !proto.Equal(decided["call/1 ü"], approve) || len(decided) != 1 {
 		t.Fatalf("Decisions = %v, %v", decided, err)
 	}

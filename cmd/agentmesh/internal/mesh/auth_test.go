@@ -181,6 +181,10 @@ func TestPublicAPIAuthentication(t *testing.T) {
 				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
 			expectCode(t, who+" ResolveApproval", err, codes.PermissionDenied)
 		}
+		for _, who := range []string{"bob", "eve", "ann"} { // the run's question is its user's
+			_, err := as[who].Answer(t.Context(), &agentv1.AnswerRequest{RunId: alice.GetRunId(), Answer: "go on"})
+			expectCode(t, who+" Answer", err, codes.PermissionDenied)
+		}
 		_, err := as["alice"].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "no-such-run"})
 		expectCode(t, "GetRun of a run that does not exist", err, codes.NotFound)
 	})

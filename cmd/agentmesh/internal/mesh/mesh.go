@@ -210,6 +210,16 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		}
 		intentOpts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(intentGeneration), Target: target}
 	}
+	obsOpts := observation.OptionsFromConfig(cfg)
+	if obsOpts.Model != nil {
+		// Each summary is a paid provider request, accounted once: no retry of UNAVAILABLE.
+		obsGeneration, err := conn(Observation, Generation, dial.WithoutRetry())
+		if err != nil {
+			return nil, err
+		}
+		obsOpts.Generation = generationv1.NewGenerationServiceClient(obsGeneration)
+	}
+	obsOpts.Logger = log
 	for _, s := range []struct {
 		name     string
 		register func(*grpc.Server)
@@ -217,7 +227,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		{Recovery, recovery.New(recovery.Options{}).Register},
 		{Intent, intent.New(intentOpts).Register},
 		{Planning, planning.New(planning.Options{}).Register},
-		{Observation, observation.New(observation.Options{}).Register},
+		{Observation, observation.New(obsOpts).Register},
 	} {
 		if err := serve(s.name, s.register); err != nil {
 			return nil, err

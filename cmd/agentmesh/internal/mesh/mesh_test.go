@@ -136,10 +136,10 @@ func (h *harness) run(t *testing.T, req *agentv1.RunRequest) *typev1.RunResult {
 
 // checkReported holds for every finished run (issue 11.3): its final report tells the user
 // what happened, in non-empty content, except EMPTY_INPUT, which has no message (seed 002:
-// the client prompts for input). A run paused for approval has not finished.
+// the client prompts for input). A run paused for approval or for an answer has not finished.
 func checkReported(t *testing.T, res *typev1.RunResult) {
 	t.Helper()
-	if res.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+	if res.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_APPROVAL || res.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_INPUT {
 		return
 	}
 	empty := strings.TrimSpace(res.GetFinalReport().GetContent()) == ""

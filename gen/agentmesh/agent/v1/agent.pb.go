@@ -128,8 +128,10 @@ type RunOverrides struct {
 	CacheResponses *bool `protobuf:"varint,22,opt,name=cache_responses,json=cacheResponses,proto3,oneof" json:"cache_responses,omitempty"`
 	// Overrides ExecutionContract.reject_ends_run.
 	RejectEndsRun *bool `protobuf:"varint,23,opt,name=reject_ends_run,json=rejectEndsRun,proto3,oneof" json:"reject_ends_run,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Overrides ExecutionContract.answer_timeout_ms.
+	AnswerTimeoutMs *int64 `protobuf:"varint,24,opt,name=answer_timeout_ms,json=answerTimeoutMs,proto3,oneof" json:"answer_timeout_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunOverrides) Reset() {
@@ -323,11 +325,18 @@ func (x *RunOverrides) GetRejectEndsRun() bool {
 	return false
 }
 
+func (x *RunOverrides) GetAnswerTimeoutMs() int64 {
+	if x != nil && x.AnswerTimeoutMs != nil {
+		return *x.AnswerTimeoutMs
+	}
+	return 0
+}
+
 var File_agentmesh_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/agent/v1/agent.proto\x12\x12agentmesh.agent.v1\x1a agentmesh/type/v1/contract.proto\"\xc0\f\n" +
+	"\x1eagentmesh/agent/v1/agent.proto\x12\x12agentmesh.agent.v1\x1a agentmesh/type/v1/contract.proto\"\x87\r\n" +
 	"\fRunOverrides\x12 \n" +
 	"\tmax_turns\x18\x01 \x01(\x05H\x00R\bmaxTurns\x88\x01\x01\x129\n" +
 	"\x17max_tool_calls_per_turn\x18\x02 \x01(\x05H\x01R\x13maxToolCallsPerTurn\x88\x01\x01\x124\n" +
@@ -356,7 +365,8 @@ const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\x0etool_transport\x18\x14 \x01(\x0e2 .agentmesh.type.v1.ToolTransportR\rtoolTransport\x123\n" +
 	"\x13approval_timeout_ms\x18\x15 \x01(\x03H\x0fR\x11approvalTimeoutMs\x88\x01\x01\x12,\n" +
 	"\x0fcache_responses\x18\x16 \x01(\bH\x10R\x0ecacheResponses\x88\x01\x01\x12+\n" +
-	"\x0freject_ends_run\x18\x17 \x01(\bH\x11R\rrejectEndsRun\x88\x01\x01B\f\n" +
+	"\x0freject_ends_run\x18\x17 \x01(\bH\x11R\rrejectEndsRun\x88\x01\x01\x12/\n" +
+	"\x11answer_timeout_ms\x18\x18 \x01(\x03H\x12R\x0fanswerTimeoutMs\x88\x01\x01B\f\n" +
 	"\n" +
 	"_max_turnsB\x1a\n" +
 	"\x18_max_tool_calls_per_turnB\x17\n" +
@@ -375,7 +385,8 @@ const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\x13_max_format_retriesB\x16\n" +
 	"\x14_approval_timeout_msB\x12\n" +
 	"\x10_cache_responsesB\x12\n" +
-	"\x10_reject_ends_run*\x90\x01\n" +
+	"\x10_reject_ends_runB\x14\n" +
+	"\x12_answer_timeout_ms*\x90\x01\n" +
 	"\x10ApprovalDecision\x12!\n" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_DECISION_APPROVE\x10\x01\x12\x1c\n" +

@@ -396,6 +396,136 @@ func (x *ResolveApprovalResponse) GetResumed() bool {
 	return false
 }
 
+// AnswerRequest answers the question a paused run asks.
+type AnswerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The paused run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The user's answer; not empty, at most 64 KiB. The model sees it as the user's message.
+	Answer string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	// The question answered (pending_question.id); empty answers the question the run asks
+	// now. An id the run is not asking (any more) is NOT_FOUND, so a late answer never answers a
+	// later question.
+	QuestionId    string `protobuf:"bytes,3,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerRequest) Reset() {
+	*x = AnswerRequest{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerRequest) ProtoMessage() {}
+
+func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
+func (*AnswerRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AnswerRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetQuestionId() string {
+	if x != nil {
+		return x.QuestionId
+	}
+	return ""
+}
+
+// AnswerResponse acknowledges a recorded answer.
+type AnswerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The question answered.
+	QuestionId string `protobuf:"bytes,2,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
+	// True: the run resumes with the answer.
+	Resumed       bool `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerResponse) Reset() {
+	*x = AnswerResponse{}
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerResponse) ProtoMessage() {}
+
+func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
+func (*AnswerResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AnswerResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AnswerResponse) GetQuestionId() string {
+	if x != nil {
+		return x.QuestionId
+	}
+	return ""
+}
+
+func (x *AnswerResponse) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
+}
+
 // DecideRequest is seed 004's DecisionContext.
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -417,7 +547,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +559,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[4]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +572,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DecideRequest) GetUserId() string {
@@ -498,7 +628,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +640,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[5]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +653,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -546,7 +676,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +688,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[6]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +701,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -603,7 +733,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +745,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[7]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +758,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelRunResponse) GetRunId() string {
@@ -661,7 +791,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +803,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[8]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +816,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
 }
 
 // ListToolsResponse lists tools.
@@ -700,7 +830,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +842,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[9]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +855,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListToolsResponse) GetTools() []*v1.Tool {
@@ -752,7 +882,7 @@ type ListMemoriesRequest struct {
 
 func (x *ListMemoriesRequest) Reset() {
 	*x = ListMemoriesRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +894,7 @@ func (x *ListMemoriesRequest) String() string {
 func (*ListMemoriesRequest) ProtoMessage() {}
 
 func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[10]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +907,7 @@ func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMemoriesRequest) GetUserId() string {
@@ -815,7 +945,7 @@ type ListMemoriesResponse struct {
 
 func (x *ListMemoriesResponse) Reset() {
 	*x = ListMemoriesResponse{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +957,7 @@ func (x *ListMemoriesResponse) String() string {
 func (*ListMemoriesResponse) ProtoMessage() {}
 
 func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[11]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +970,7 @@ func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListMemoriesResponse) GetMemories() []*v11.Memory {
@@ -870,7 +1000,7 @@ type DeleteMemoryRequest struct {
 
 func (x *DeleteMemoryRequest) Reset() {
 	*x = DeleteMemoryRequest{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1012,7 @@ func (x *DeleteMemoryRequest) String() string {
 func (*DeleteMemoryRequest) ProtoMessage() {}
 
 func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[12]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1025,7 @@ func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteMemoryRequest) GetUserId() string {
@@ -923,7 +1053,7 @@ type DeleteMemoryResponse struct {
 
 func (x *DeleteMemoryResponse) Reset() {
 	*x = DeleteMemoryResponse{}
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1065,7 @@ func (x *DeleteMemoryResponse) String() string {
 func (*DeleteMemoryResponse) ProtoMessage() {}
 
 func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[13]
+	mi := &file_agentmesh_agent_v1_agent_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1078,7 @@ func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteMemoryResponse) GetMemoryId() string {
@@ -994,7 +1124,17 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12(\n" +
 	"\x10pending_call_ids\x18\x03 \x03(\tR\x0ependingCallIds\x12\x18\n" +
-	"\aresumed\x18\x04 \x01(\bR\aresumed\"\xbb\x02\n" +
+	"\aresumed\x18\x04 \x01(\bR\aresumed\"_\n" +
+	"\rAnswerRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\x12\x1f\n" +
+	"\vquestion_id\x18\x03 \x01(\tR\n" +
+	"questionId\"b\n" +
+	"\x0eAnswerResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
+	"\vquestion_id\x18\x02 \x01(\tR\n" +
+	"questionId\x12\x18\n" +
+	"\aresumed\x18\x03 \x01(\bR\aresumed\"\xbb\x02\n" +
 	"\rDecideRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
@@ -1026,12 +1166,13 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tmemory_id\x18\x02 \x01(\tR\bmemoryId\"3\n" +
 	"\x14DeleteMemoryResponse\x12\x1b\n" +
-	"\tmemory_id\x18\x01 \x01(\tR\bmemoryId2\xf1\x06\n" +
+	"\tmemory_id\x18\x01 \x01(\tR\bmemoryId2\xc2\a\n" +
 	"\fAgentService\x12C\n" +
 	"\x03Run\x12\x1e.agentmesh.agent.v1.RunRequest\x1a\x1c.agentmesh.type.v1.RunResult\x12K\n" +
 	"\tStreamRun\x12\x1e.agentmesh.agent.v1.RunRequest\x1a\x1c.agentmesh.event.v1.RunEvent0\x01\x12O\n" +
 	"\bWatchRun\x12#.agentmesh.agent.v1.WatchRunRequest\x1a\x1c.agentmesh.event.v1.RunEvent0\x01\x12j\n" +
-	"\x0fResolveApproval\x12*.agentmesh.agent.v1.ResolveApprovalRequest\x1a+.agentmesh.agent.v1.ResolveApprovalResponse\x12M\n" +
+	"\x0fResolveApproval\x12*.agentmesh.agent.v1.ResolveApprovalRequest\x1a+.agentmesh.agent.v1.ResolveApprovalResponse\x12O\n" +
+	"\x06Answer\x12!.agentmesh.agent.v1.AnswerRequest\x1a\".agentmesh.agent.v1.AnswerResponse\x12M\n" +
 	"\x06Decide\x12!.agentmesh.agent.v1.DecideRequest\x1a .agentmesh.type.v1.AgentDecision\x12I\n" +
 	"\x06GetRun\x12!.agentmesh.agent.v1.GetRunRequest\x1a\x1c.agentmesh.type.v1.RunResult\x12X\n" +
 	"\tCancelRun\x12$.agentmesh.agent.v1.CancelRunRequest\x1a%.agentmesh.agent.v1.CancelRunResponse\x12X\n" +
@@ -1052,73 +1193,77 @@ func file_agentmesh_agent_v1_agent_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_agent_v1_agent_service_proto_rawDescData
 }
 
-var file_agentmesh_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentmesh_agent_v1_agent_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_agentmesh_agent_v1_agent_service_proto_goTypes = []any{
 	(*RunRequest)(nil),              // 0: agentmesh.agent.v1.RunRequest
 	(*WatchRunRequest)(nil),         // 1: agentmesh.agent.v1.WatchRunRequest
 	(*ResolveApprovalRequest)(nil),  // 2: agentmesh.agent.v1.ResolveApprovalRequest
 	(*ResolveApprovalResponse)(nil), // 3: agentmesh.agent.v1.ResolveApprovalResponse
-	(*DecideRequest)(nil),           // 4: agentmesh.agent.v1.DecideRequest
-	(*GetRunRequest)(nil),           // 5: agentmesh.agent.v1.GetRunRequest
-	(*CancelRunRequest)(nil),        // 6: agentmesh.agent.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),       // 7: agentmesh.agent.v1.CancelRunResponse
-	(*ListToolsRequest)(nil),        // 8: agentmesh.agent.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),       // 9: agentmesh.agent.v1.ListToolsResponse
-	(*ListMemoriesRequest)(nil),     // 10: agentmesh.agent.v1.ListMemoriesRequest
-	(*ListMemoriesResponse)(nil),    // 11: agentmesh.agent.v1.ListMemoriesResponse
-	(*DeleteMemoryRequest)(nil),     // 12: agentmesh.agent.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),    // 13: agentmesh.agent.v1.DeleteMemoryResponse
-	(*v1.Message)(nil),              // 14: agentmesh.type.v1.Message
-	(*RunOverrides)(nil),            // 15: agentmesh.agent.v1.RunOverrides
-	(v1.OutputFormat)(0),            // 16: agentmesh.type.v1.OutputFormat
-	(*structpb.Struct)(nil),         // 17: google.protobuf.Struct
-	(v1.Surface)(0),                 // 18: agentmesh.type.v1.Surface
-	(*v1.PendingAction)(nil),        // 19: agentmesh.type.v1.PendingAction
-	(ApprovalDecision)(0),           // 20: agentmesh.agent.v1.ApprovalDecision
-	(v1.Outcome)(0),                 // 21: agentmesh.type.v1.Outcome
-	(*v1.Tool)(nil),                 // 22: agentmesh.type.v1.Tool
-	(*v11.Memory)(nil),              // 23: agentmesh.memory.v1.Memory
-	(*v1.RunResult)(nil),            // 24: agentmesh.type.v1.RunResult
-	(*v12.RunEvent)(nil),            // 25: agentmesh.event.v1.RunEvent
-	(*v1.AgentDecision)(nil),        // 26: agentmesh.type.v1.AgentDecision
+	(*AnswerRequest)(nil),           // 4: agentmesh.agent.v1.AnswerRequest
+	(*AnswerResponse)(nil),          // 5: agentmesh.agent.v1.AnswerResponse
+	(*DecideRequest)(nil),           // 6: agentmesh.agent.v1.DecideRequest
+	(*GetRunRequest)(nil),           // 7: agentmesh.agent.v1.GetRunRequest
+	(*CancelRunRequest)(nil),        // 8: agentmesh.agent.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),       // 9: agentmesh.agent.v1.CancelRunResponse
+	(*ListToolsRequest)(nil),        // 10: agentmesh.agent.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),       // 11: agentmesh.agent.v1.ListToolsResponse
+	(*ListMemoriesRequest)(nil),     // 12: agentmesh.agent.v1.ListMemoriesRequest
+	(*ListMemoriesResponse)(nil),    // 13: agentmesh.agent.v1.ListMemoriesResponse
+	(*DeleteMemoryRequest)(nil),     // 14: agentmesh.agent.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),    // 15: agentmesh.agent.v1.DeleteMemoryResponse
+	(*v1.Message)(nil),              // 16: agentmesh.type.v1.Message
+	(*RunOverrides)(nil),            // 17: agentmesh.agent.v1.RunOverrides
+	(v1.OutputFormat)(0),            // 18: agentmesh.type.v1.OutputFormat
+	(*structpb.Struct)(nil),         // 19: google.protobuf.Struct
+	(v1.Surface)(0),                 // 20: agentmesh.type.v1.Surface
+	(*v1.PendingAction)(nil),        // 21: agentmesh.type.v1.PendingAction
+	(ApprovalDecision)(0),           // 22: agentmesh.agent.v1.ApprovalDecision
+	(v1.Outcome)(0),                 // 23: agentmesh.type.v1.Outcome
+	(*v1.Tool)(nil),                 // 24: agentmesh.type.v1.Tool
+	(*v11.Memory)(nil),              // 25: agentmesh.memory.v1.Memory
+	(*v1.RunResult)(nil),            // 26: agentmesh.type.v1.RunResult
+	(*v12.RunEvent)(nil),            // 27: agentmesh.event.v1.RunEvent
+	(*v1.AgentDecision)(nil),        // 28: agentmesh.type.v1.AgentDecision
 }
 var file_agentmesh_agent_v1_agent_service_proto_depIdxs = []int32{
-	14, // 0: agentmesh.agent.v1.RunRequest.history:type_name -> agentmesh.type.v1.Message
-	15, // 1: agentmesh.agent.v1.RunRequest.overrides:type_name -> agentmesh.agent.v1.RunOverrides
-	16, // 2: agentmesh.agent.v1.RunRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
-	17, // 3: agentmesh.agent.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
-	18, // 4: agentmesh.agent.v1.RunRequest.surface:type_name -> agentmesh.type.v1.Surface
-	19, // 5: agentmesh.agent.v1.RunRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
-	20, // 6: agentmesh.agent.v1.ResolveApprovalRequest.decision:type_name -> agentmesh.agent.v1.ApprovalDecision
-	17, // 7: agentmesh.agent.v1.ResolveApprovalRequest.modified_arguments:type_name -> google.protobuf.Struct
-	14, // 8: agentmesh.agent.v1.DecideRequest.message_history:type_name -> agentmesh.type.v1.Message
-	19, // 9: agentmesh.agent.v1.DecideRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
-	18, // 10: agentmesh.agent.v1.DecideRequest.surface:type_name -> agentmesh.type.v1.Surface
-	21, // 11: agentmesh.agent.v1.CancelRunResponse.outcome:type_name -> agentmesh.type.v1.Outcome
-	22, // 12: agentmesh.agent.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
-	23, // 13: agentmesh.agent.v1.ListMemoriesResponse.memories:type_name -> agentmesh.memory.v1.Memory
+	16, // 0: agentmesh.agent.v1.RunRequest.history:type_name -> agentmesh.type.v1.Message
+	17, // 1: agentmesh.agent.v1.RunRequest.overrides:type_name -> agentmesh.agent.v1.RunOverrides
+	18, // 2: agentmesh.agent.v1.RunRequest.output_format:type_name -> agentmesh.type.v1.OutputFormat
+	19, // 3: agentmesh.agent.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
+	20, // 4: agentmesh.agent.v1.RunRequest.surface:type_name -> agentmesh.type.v1.Surface
+	21, // 5: agentmesh.agent.v1.RunRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
+	22, // 6: agentmesh.agent.v1.ResolveApprovalRequest.decision:type_name -> agentmesh.agent.v1.ApprovalDecision
+	19, // 7: agentmesh.agent.v1.ResolveApprovalRequest.modified_arguments:type_name -> google.protobuf.Struct
+	16, // 8: agentmesh.agent.v1.DecideRequest.message_history:type_name -> agentmesh.type.v1.Message
+	21, // 9: agentmesh.agent.v1.DecideRequest.pending_confirmation:type_name -> agentmesh.type.v1.PendingAction
+	20, // 10: agentmesh.agent.v1.DecideRequest.surface:type_name -> agentmesh.type.v1.Surface
+	23, // 11: agentmesh.agent.v1.CancelRunResponse.outcome:type_name -> agentmesh.type.v1.Outcome
+	24, // 12: agentmesh.agent.v1.ListToolsResponse.tools:type_name -> agentmesh.type.v1.Tool
+	25, // 13: agentmesh.agent.v1.ListMemoriesResponse.memories:type_name -> agentmesh.memory.v1.Memory
 	0,  // 14: agentmesh.agent.v1.AgentService.Run:input_type -> agentmesh.agent.v1.RunRequest
 	0,  // 15: agentmesh.agent.v1.AgentService.StreamRun:input_type -> agentmesh.agent.v1.RunRequest
 	1,  // 16: agentmesh.agent.v1.AgentService.WatchRun:input_type -> agentmesh.agent.v1.WatchRunRequest
 	2,  // 17: agentmesh.agent.v1.AgentService.ResolveApproval:input_type -> agentmesh.agent.v1.ResolveApprovalRequest
-	4,  // 18: agentmesh.agent.v1.AgentService.Decide:input_type -> agentmesh.agent.v1.DecideRequest
-	5,  // 19: agentmesh.agent.v1.AgentService.GetRun:input_type -> agentmesh.agent.v1.GetRunRequest
-	6,  // 20: agentmesh.agent.v1.AgentService.CancelRun:input_type -> agentmesh.agent.v1.CancelRunRequest
-	8,  // 21: agentmesh.agent.v1.AgentService.ListTools:input_type -> agentmesh.agent.v1.ListToolsRequest
-	10, // 22: agentmesh.agent.v1.AgentService.ListMemories:input_type -> agentmesh.agent.v1.ListMemoriesRequest
-	12, // 23: agentmesh.agent.v1.AgentService.DeleteMemory:input_type -> agentmesh.agent.v1.DeleteMemoryRequest
-	24, // 24: agentmesh.agent.v1.AgentService.Run:output_type -> agentmesh.type.v1.RunResult
-	25, // 25: agentmesh.agent.v1.AgentService.StreamRun:output_type -> agentmesh.event.v1.RunEvent
-	25, // 26: agentmesh.agent.v1.AgentService.WatchRun:output_type -> agentmesh.event.v1.RunEvent
-	3,  // 27: agentmesh.agent.v1.AgentService.ResolveApproval:output_type -> agentmesh.agent.v1.ResolveApprovalResponse
-	26, // 28: agentmesh.agent.v1.AgentService.Decide:output_type -> agentmesh.type.v1.AgentDecision
-	24, // 29: agentmesh.agent.v1.AgentService.GetRun:output_type -> agentmesh.type.v1.RunResult
-	7,  // 30: agentmesh.agent.v1.AgentService.CancelRun:output_type -> agentmesh.agent.v1.CancelRunResponse
-	9,  // 31: agentmesh.agent.v1.AgentService.ListTools:output_type -> agentmesh.agent.v1.ListToolsResponse
-	11, // 32: agentmesh.agent.v1.AgentService.ListMemories:output_type -> agentmesh.agent.v1.ListMemoriesResponse
-	13, // 33: agentmesh.agent.v1.AgentService.DeleteMemory:output_type -> agentmesh.agent.v1.DeleteMemoryResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
+	4,  // 18: agentmesh.agent.v1.AgentService.Answer:input_type -> agentmesh.agent.v1.AnswerRequest
+	6,  // 19: agentmesh.agent.v1.AgentService.Decide:input_type -> agentmesh.agent.v1.DecideRequest
+	7,  // 20: agentmesh.agent.v1.AgentService.GetRun:input_type -> agentmesh.agent.v1.GetRunRequest
+	8,  // 21: agentmesh.agent.v1.AgentService.CancelRun:input_type -> agentmesh.agent.v1.CancelRunRequest
+	10, // 22: agentmesh.agent.v1.AgentService.ListTools:input_type -> agentmesh.agent.v1.ListToolsRequest
+	12, // 23: agentmesh.agent.v1.AgentService.ListMemories:input_type -> agentmesh.agent.v1.ListMemoriesRequest
+	14, // 24: agentmesh.agent.v1.AgentService.DeleteMemory:input_type -> agentmesh.agent.v1.DeleteMemoryRequest
+	26, // 25: agentmesh.agent.v1.AgentService.Run:output_type -> agentmesh.type.v1.RunResult
+	27, // 26: agentmesh.agent.v1.AgentService.StreamRun:output_type -> agentmesh.event.v1.RunEvent
+	27, // 27: agentmesh.agent.v1.AgentService.WatchRun:output_type -> agentmesh.event.v1.RunEvent
+	3,  // 28: agentmesh.agent.v1.AgentService.ResolveApproval:output_type -> agentmesh.agent.v1.ResolveApprovalResponse
+	5,  // 29: agentmesh.agent.v1.AgentService.Answer:output_type -> agentmesh.agent.v1.AnswerResponse
+	28, // 30: agentmesh.agent.v1.AgentService.Decide:output_type -> agentmesh.type.v1.AgentDecision
+	26, // 31: agentmesh.agent.v1.AgentService.GetRun:output_type -> agentmesh.type.v1.RunResult
+	9,  // 32: agentmesh.agent.v1.AgentService.CancelRun:output_type -> agentmesh.agent.v1.CancelRunResponse
+	11, // 33: agentmesh.agent.v1.AgentService.ListTools:output_type -> agentmesh.agent.v1.ListToolsResponse
+	13, // 34: agentmesh.agent.v1.AgentService.ListMemories:output_type -> agentmesh.agent.v1.ListMemoriesResponse
+	15, // 35: agentmesh.agent.v1.AgentService.DeleteMemory:output_type -> agentmesh.agent.v1.DeleteMemoryResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1137,7 +1282,7 @@ func file_agentmesh_agent_v1_agent_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_agent_v1_agent_service_proto_rawDesc), len(file_agentmesh_agent_v1_agent_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	AgentService_StreamRun_FullMethodName       = "/agentmesh.agent.v1.AgentService/StreamRun"
 	AgentService_WatchRun_FullMethodName        = "/agentmesh.agent.v1.AgentService/WatchRun"
 	AgentService_ResolveApproval_FullMethodName = "/agentmesh.agent.v1.AgentService/ResolveApproval"
+	AgentService_Answer_FullMethodName          = "/agentmesh.agent.v1.AgentService/Answer"
 	AgentService_Decide_FullMethodName          = "/agentmesh.agent.v1.AgentService/Decide"
 	AgentService_GetRun_FullMethodName          = "/agentmesh.agent.v1.AgentService/GetRun"
 	AgentService_CancelRun_FullMethodName       = "/agentmesh.agent.v1.AgentService/CancelRun"
@@ -56,6 +57,9 @@ type AgentServiceClient interface {
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v11.RunEvent], error)
 	// ResolveApproval approves, rejects or modifies a paused tool call; the run continues.
 	ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error)
+	// Answer answers the question a paused run asks its user (OUTCOME_AWAITING_INPUT); the run
+	// continues with the answer. Any replica takes the answer for any run.
+	Answer(ctx context.Context, in *AnswerRequest, opts ...grpc.CallOption) (*AnswerResponse, error)
 	// Decide makes one decision step without executing tools.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*v1.AgentDecision, error)
@@ -134,6 +138,16 @@ func (c *agentServiceClient) ResolveApproval(ctx context.Context, in *ResolveApp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResolveApprovalResponse)
 	err := c.cc.Invoke(ctx, AgentService_ResolveApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) Answer(ctx context.Context, in *AnswerRequest, opts ...grpc.CallOption) (*AnswerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerResponse)
+	err := c.cc.Invoke(ctx, AgentService_Answer_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +237,9 @@ type AgentServiceServer interface {
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[v11.RunEvent]) error
 	// ResolveApproval approves, rejects or modifies a paused tool call; the run continues.
 	ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error)
+	// Answer answers the question a paused run asks its user (OUTCOME_AWAITING_INPUT); the run
+	// continues with the answer. Any replica takes the answer for any run.
+	Answer(context.Context, *AnswerRequest) (*AnswerResponse, error)
 	// Decide makes one decision step without executing tools.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	Decide(context.Context, *DecideRequest) (*v1.AgentDecision, error)
@@ -260,6 +277,9 @@ func (UnimplementedAgentServiceServer) WatchRun(*WatchRunRequest, grpc.ServerStr
 }
 func (UnimplementedAgentServiceServer) ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveApproval not implemented")
+}
+func (UnimplementedAgentServiceServer) Answer(context.Context, *AnswerRequest) (*AnswerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Answer not implemented")
 }
 func (UnimplementedAgentServiceServer) Decide(context.Context, *DecideRequest) (*v1.AgentDecision, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
@@ -354,6 +374,24 @@ func _AgentService_ResolveApproval_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgentServiceServer).ResolveApproval(ctx, req.(*ResolveApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_Answer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Answer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Answer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Answer(ctx, req.(*AnswerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -480,6 +518,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveApproval",
 			Handler:    _AgentService_ResolveApproval_Handler,
+		},
+		{
+			MethodName: "Answer",
+			Handler:    _AgentService_Answer_Handler,
 		},
 		{
 			MethodName: "Decide",

@@ -44,6 +44,10 @@ const (
 	Phase_PHASE_AWAITING_APPROVAL Phase = 4
 	// PHASE_FINISHED is a terminated run; result holds it until the memory stage stored it.
 	Phase_PHASE_FINISHED Phase = 5
+	// PHASE_AWAITING_INPUT is a turn whose tool calls ran, paused for the user's answer to the
+	// run's question: a resumed run waits for the answer until the question's expires_at, then
+	// commits the turn.
+	Phase_PHASE_AWAITING_INPUT Phase = 6
 )
 
 // Enum value maps for Phase.
@@ -55,6 +59,7 @@ var (
 		3: "PHASE_EXECUTING",
 		4: "PHASE_AWAITING_APPROVAL",
 		5: "PHASE_FINISHED",
+		6: "PHASE_AWAITING_INPUT",
 	}
 	Phase_value = map[string]int32{
 		"PHASE_UNSPECIFIED":       0,
@@ -63,6 +68,7 @@ var (
 		"PHASE_EXECUTING":         3,
 		"PHASE_AWAITING_APPROVAL": 4,
 		"PHASE_FINISHED":          5,
+		"PHASE_AWAITING_INPUT":    6,
 	}
 )
 
@@ -96,9 +102,9 @@ func (Phase) EnumDescriptor() ([]byte, []int) {
 // RunCheckpoint is the state of a run at a point where any orchestrator replica can continue
 // it. The orchestrator stores it in the JetStream key-value bucket AGENTMESH_CHECKPOINTS under
 // the run's id when the run starts, when its plan is made, when a turn's tool calls are
-// validated (before any executes), when it pauses for approval, at every COMMIT and at
-// TERMINATE, and writes it with the key's revision (compare-and-set), so two replicas can never
-// both advance one run.
+// validated (before any executes), when it pauses for approval or for an answer, at every
+// COMMIT and at TERMINATE, and writes it with the key's revision (compare-and-set), so two
+// replicas can never both advance one run.
 type RunCheckpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Format version of this message: 1. A replica refuses to resume a checkpoint of a newer
@@ -183,7 +189,12 @@ type RunCheckpoint struct {
 	// The constraints from INTENT.
 	Constraints []string `protobuf:"bytes,39,rep,name=constraints,proto3" json:"constraints,omitempty"`
 	// The task type from INTENT ("question", "action", ...).
-	TaskType      string `protobuf:"bytes,40,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
+	TaskType string `protobuf:"bytes,40,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
+	// The question the run asks its user (phase AWAITING_INPUT).
+	Question *v11.PendingQuestion `protobuf:"bytes,41,opt,name=question,proto3" json:"question,omitempty"`
+	// An observation said the run should answer now (should_continue false): the next turn is a
+	// final turn.
+	ObservedDone  bool `protobuf:"varint,42,opt,name=observed_done,json=observedDone,proto3" json:"observed_done,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +507,20 @@ func (x *RunCheckpoint) GetTaskType() string {
 		return x.TaskType
 	}
 	return ""
+}
+
+func (x *RunCheckpoint) GetQuestion() *v11.PendingQuestion {
+	if x != nil {
+		return x.Question
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetObservedDone() bool {
+	if x != nil {
+		return x.ObservedDone
+	}
+	return false
 }
 
 // TurnCheckpoint is what COMMIT needs of a turn whose tool calls are validated.
@@ -940,7 +965,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\r\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x0e\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -995,7 +1020,9 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"bodyObject\x12*\n" +
 	"\x11tool_budget_spent\x18& \x01(\bR\x0ftoolBudgetSpent\x12 \n" +
 	"\vconstraints\x18' \x03(\tR\vconstraints\x12\x1b\n" +
-	"\ttask_type\x18( \x01(\tR\btaskType\"\xc1\x05\n" +
+	"\ttask_type\x18( \x01(\tR\btaskType\x12>\n" +
+	"\bquestion\x18) \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\x12#\n" +
+	"\robserved_done\x18* \x01(\bR\fobservedDone\"\xc1\x05\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +
@@ -1035,14 +1062,15 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
 	"XmlIgnored\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\x88\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*\xa2\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPHASE_STARTED\x10\x01\x12\x0f\n" +
 	"\vPHASE_READY\x10\x02\x12\x13\n" +
 	"\x0fPHASE_EXECUTING\x10\x03\x12\x1b\n" +
 	"\x17PHASE_AWAITING_APPROVAL\x10\x04\x12\x12\n" +
-	"\x0ePHASE_FINISHED\x10\x05B\xf5\x01\n" +
+	"\x0ePHASE_FINISHED\x10\x05\x12\x18\n" +
+	"\x14PHASE_AWAITING_INPUT\x10\x06B\xf5\x01\n" +
 	"\x1bcom.agentmesh.checkpoint.v1B\x0fCheckpointProtoP\x01ZGgithub.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1;checkpointv1\xa2\x02\x03ACX\xaa\x02\x17Agentmesh.Checkpoint.V1\xca\x02\x17Agentmesh\\Checkpoint\\V1\xe2\x02#Agentmesh\\Checkpoint\\V1\\GPBMetadata\xea\x02\x19Agentmesh::Checkpoint::V1b\x06proto3"
 
 var (
@@ -1080,11 +1108,12 @@ var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(*v11.PendingAction)(nil),         // 17: agentmesh.type.v1.PendingAction
 	(*v11.RunResult)(nil),             // 18: agentmesh.type.v1.RunResult
 	(*timestamppb.Timestamp)(nil),     // 19: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),           // 20: google.protobuf.Struct
-	(*v11.ToolCall)(nil),              // 21: agentmesh.type.v1.ToolCall
-	(*v12.Approval)(nil),              // 22: agentmesh.action.v1.Approval
-	(v11.ToolTransport)(0),            // 23: agentmesh.type.v1.ToolTransport
-	(*v1.ResolveApprovalRequest)(nil), // 24: agentmesh.agent.v1.ResolveApprovalRequest
+	(*v11.PendingQuestion)(nil),       // 20: agentmesh.type.v1.PendingQuestion
+	(*structpb.Struct)(nil),           // 21: google.protobuf.Struct
+	(*v11.ToolCall)(nil),              // 22: agentmesh.type.v1.ToolCall
+	(*v12.Approval)(nil),              // 23: agentmesh.action.v1.Approval
+	(v11.ToolTransport)(0),            // 24: agentmesh.type.v1.ToolTransport
+	(*v1.ResolveApprovalRequest)(nil), // 25: agentmesh.agent.v1.ResolveApprovalRequest
 }
 var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.checkpoint.v1.RunCheckpoint.phase:type_name -> agentmesh.checkpoint.v1.Phase
@@ -1104,21 +1133,22 @@ var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	19, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
 	19, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
-	10, // 17: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
-	3,  // 18: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
-	4,  // 19: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
-	7,  // 20: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	20, // 21: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
-	20, // 22: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
-	21, // 23: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
-	22, // 24: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
-	23, // 25: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
-	24, // 26: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
+	10, // 18: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
+	3,  // 19: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
+	4,  // 20: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
+	7,  // 21: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	21, // 22: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
+	21, // 23: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
+	22, // 24: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
+	23, // 25: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
+	24, // 26: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
+	25, // 27: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_checkpoint_v1_checkpoint_proto_init() }

@@ -51,6 +51,8 @@ type RunEvent struct {
 	//	*RunEvent_ContextGuard
 	//	*RunEvent_RunFinished
 	//	*RunEvent_RunResumed
+	//	*RunEvent_InputRequested
+	//	*RunEvent_InputAnswered
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -240,6 +242,24 @@ func (x *RunEvent) GetRunResumed() *RunResumed {
 	return nil
 }
 
+func (x *RunEvent) GetInputRequested() *InputRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_InputRequested); ok {
+			return x.InputRequested
+		}
+	}
+	return nil
+}
+
+func (x *RunEvent) GetInputAnswered() *InputAnswered {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_InputAnswered); ok {
+			return x.InputAnswered
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -314,6 +334,16 @@ type RunEvent_RunResumed struct {
 	RunResumed *RunResumed `protobuf:"bytes,23,opt,name=run_resumed,json=runResumed,proto3,oneof"`
 }
 
+type RunEvent_InputRequested struct {
+	// The run asks its user a question; the run is paused.
+	InputRequested *InputRequested `protobuf:"bytes,24,opt,name=input_requested,json=inputRequested,proto3,oneof"`
+}
+
+type RunEvent_InputAnswered struct {
+	// The user answered the run's question.
+	InputAnswered *InputAnswered `protobuf:"bytes,25,opt,name=input_answered,json=inputAnswered,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_IntentParsed) isRunEvent_Kind() {}
@@ -341,6 +371,10 @@ func (*RunEvent_ContextGuard) isRunEvent_Kind() {}
 func (*RunEvent_RunFinished) isRunEvent_Kind() {}
 
 func (*RunEvent_RunResumed) isRunEvent_Kind() {}
+
+func (*RunEvent_InputRequested) isRunEvent_Kind() {}
+
+func (*RunEvent_InputAnswered) isRunEvent_Kind() {}
 
 // RunStarted opens a run.
 type RunStarted struct {
@@ -902,7 +936,11 @@ type ToolFinished struct {
 	// Execution time in milliseconds.
 	ExecutionTimeMs int64 `protobuf:"varint,6,opt,name=execution_time_ms,json=executionTimeMs,proto3" json:"execution_time_ms,omitempty"`
 	// True when the output was truncated.
-	Truncated     bool `protobuf:"varint,7,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,7,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// True when the observation is the observation model's summary of the output.
+	Summarized bool `protobuf:"varint,8,opt,name=summarized,proto3" json:"summarized,omitempty"`
+	// Why the observation model's summary was not used and the output was truncated instead.
+	SummaryError  string `protobuf:"bytes,9,opt,name=summary_error,json=summaryError,proto3" json:"summary_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -986,6 +1024,20 @@ func (x *ToolFinished) GetTruncated() bool {
 	return false
 }
 
+func (x *ToolFinished) GetSummarized() bool {
+	if x != nil {
+		return x.Summarized
+	}
+	return false
+}
+
+func (x *ToolFinished) GetSummaryError() string {
+	if x != nil {
+		return x.SummaryError
+	}
+	return ""
+}
+
 // ApprovalRequested pauses a run.
 type ApprovalRequested struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1032,6 +1084,107 @@ func (x *ApprovalRequested) GetPendingAction() *v1.PendingAction {
 	return nil
 }
 
+// InputRequested pauses a run with a question for its user.
+type InputRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The question.
+	Question      *v1.PendingQuestion `protobuf:"bytes,1,opt,name=question,proto3" json:"question,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequested) Reset() {
+	*x = InputRequested{}
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequested) ProtoMessage() {}
+
+func (x *InputRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
+func (*InputRequested) Descriptor() ([]byte, []int) {
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InputRequested) GetQuestion() *v1.PendingQuestion {
+	if x != nil {
+		return x.Question
+	}
+	return nil
+}
+
+// InputAnswered records the user's answer to the run's question.
+type InputAnswered struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The question answered.
+	QuestionId string `protobuf:"bytes,1,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
+	// The answer.
+	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputAnswered) Reset() {
+	*x = InputAnswered{}
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputAnswered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputAnswered) ProtoMessage() {}
+
+func (x *InputAnswered) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
+func (*InputAnswered) Descriptor() ([]byte, []int) {
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *InputAnswered) GetQuestionId() string {
+	if x != nil {
+		return x.QuestionId
+	}
+	return ""
+}
+
+func (x *InputAnswered) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
 // ApprovalResolved records one decision.
 type ApprovalResolved struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1051,7 +1204,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1216,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1229,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApprovalResolved) GetCallId() string {
@@ -1133,7 +1286,7 @@ type RecoveryDecided struct {
 
 func (x *RecoveryDecided) Reset() {
 	*x = RecoveryDecided{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1298,7 @@ func (x *RecoveryDecided) String() string {
 func (*RecoveryDecided) ProtoMessage() {}
 
 func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1311,7 @@ func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryDecided.ProtoReflect.Descriptor instead.
 func (*RecoveryDecided) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecoveryDecided) GetStage() string {
@@ -1209,7 +1362,7 @@ type ContextGuardEvaluated struct {
 
 func (x *ContextGuardEvaluated) Reset() {
 	*x = ContextGuardEvaluated{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1374,7 @@ func (x *ContextGuardEvaluated) String() string {
 func (*ContextGuardEvaluated) ProtoMessage() {}
 
 func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1387,7 @@ func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextGuardEvaluated.ProtoReflect.Descriptor instead.
 func (*ContextGuardEvaluated) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ContextGuardEvaluated) GetTurn() int32 {
@@ -1269,7 +1422,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1434,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1447,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunFinished) GetResult() *v1.RunResult {
@@ -1338,7 +1491,7 @@ type RunResumed struct {
 
 func (x *RunResumed) Reset() {
 	*x = RunResumed{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1503,7 @@ func (x *RunResumed) String() string {
 func (*RunResumed) ProtoMessage() {}
 
 func (x *RunResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1516,7 @@ func (x *RunResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResumed.ProtoReflect.Descriptor instead.
 func (*RunResumed) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunResumed) GetReplica() string {
@@ -1405,7 +1558,8 @@ var File_agentmesh_event_v1_event_proto protoreflect.FileDescriptor
 
 const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\b\n" +
+	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\n" +
+	"\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -1426,7 +1580,9 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\rcontext_guard\x18\x15 \x01(\v2).agentmesh.event.v1.ContextGuardEvaluatedH\x00R\fcontextGuard\x12D\n" +
 	"\frun_finished\x18\x16 \x01(\v2\x1f.agentmesh.event.v1.RunFinishedH\x00R\vrunFinished\x12A\n" +
 	"\vrun_resumed\x18\x17 \x01(\v2\x1e.agentmesh.event.v1.RunResumedH\x00R\n" +
-	"runResumedB\x06\n" +
+	"runResumed\x12M\n" +
+	"\x0finput_requested\x18\x18 \x01(\v2\".agentmesh.event.v1.InputRequestedH\x00R\x0einputRequested\x12J\n" +
+	"\x0einput_answered\x18\x19 \x01(\v2!.agentmesh.event.v1.InputAnsweredH\x00R\rinputAnsweredB\x06\n" +
 	"\x04kind\"\xaa\x01\n" +
 	"\n" +
 	"RunStarted\x12\x17\n" +
@@ -1469,7 +1625,7 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\bcost_usd\x18\v \x01(\x01R\acostUsd\"R\n" +
 	"\vToolStarted\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12/\n" +
-	"\x04call\x18\x02 \x01(\v2\x1b.agentmesh.type.v1.ToolCallR\x04call\"\xfb\x01\n" +
+	"\x04call\x18\x02 \x01(\v2\x1b.agentmesh.type.v1.ToolCallR\x04call\"\xc0\x02\n" +
 	"\fToolFinished\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -1477,9 +1633,19 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ToolStatusR\x06status\x12 \n" +
 	"\vobservation\x18\x05 \x01(\tR\vobservation\x12*\n" +
 	"\x11execution_time_ms\x18\x06 \x01(\x03R\x0fexecutionTimeMs\x12\x1c\n" +
-	"\ttruncated\x18\a \x01(\bR\ttruncated\"\\\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated\x12\x1e\n" +
+	"\n" +
+	"summarized\x18\b \x01(\bR\n" +
+	"summarized\x12#\n" +
+	"\rsummary_error\x18\t \x01(\tR\fsummaryError\"\\\n" +
 	"\x11ApprovalRequested\x12G\n" +
-	"\x0epending_action\x18\x01 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\xb5\x01\n" +
+	"\x0epending_action\x18\x01 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"P\n" +
+	"\x0eInputRequested\x12>\n" +
+	"\bquestion\x18\x01 \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\"H\n" +
+	"\rInputAnswered\x12\x1f\n" +
+	"\vquestion_id\x18\x01 \x01(\tR\n" +
+	"questionId\x12\x16\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\"\xb5\x01\n" +
 	"\x10ApprovalResolved\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bdecision\x18\x02 \x01(\tR\bdecision\x12\x1a\n" +
@@ -1522,7 +1688,7 @@ func file_agentmesh_event_v1_event_proto_rawDescGZIP() []byte {
 	return file_agentmesh_event_v1_event_proto_rawDescData
 }
 
-var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*RunEvent)(nil),              // 0: agentmesh.event.v1.RunEvent
 	(*RunStarted)(nil),            // 1: agentmesh.event.v1.RunStarted
@@ -1534,28 +1700,31 @@ var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*ToolStarted)(nil),           // 7: agentmesh.event.v1.ToolStarted
 	(*ToolFinished)(nil),          // 8: agentmesh.event.v1.ToolFinished
 	(*ApprovalRequested)(nil),     // 9: agentmesh.event.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 10: agentmesh.event.v1.ApprovalResolved
-	(*RecoveryDecided)(nil),       // 11: agentmesh.event.v1.RecoveryDecided
-	(*ContextGuardEvaluated)(nil), // 12: agentmesh.event.v1.ContextGuardEvaluated
-	(*RunFinished)(nil),           // 13: agentmesh.event.v1.RunFinished
-	(*RunResumed)(nil),            // 14: agentmesh.event.v1.RunResumed
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*v1.ExecutionContract)(nil),  // 16: agentmesh.type.v1.ExecutionContract
-	(v1.ToolPolicy)(0),            // 17: agentmesh.type.v1.ToolPolicy
-	(*v1.Step)(nil),               // 18: agentmesh.type.v1.Step
-	(*v1.Message)(nil),            // 19: agentmesh.type.v1.Message
-	(*v1.TokenUsage)(nil),         // 20: agentmesh.type.v1.TokenUsage
-	(*v1.ToolCall)(nil),           // 21: agentmesh.type.v1.ToolCall
-	(v1.ToolStatus)(0),            // 22: agentmesh.type.v1.ToolStatus
-	(*v1.PendingAction)(nil),      // 23: agentmesh.type.v1.PendingAction
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
-	(*v1.StageError)(nil),         // 25: agentmesh.type.v1.StageError
-	(*v1.GuardReport)(nil),        // 26: agentmesh.type.v1.GuardReport
-	(*v1.RunResult)(nil),          // 27: agentmesh.type.v1.RunResult
-	(v1.Outcome)(0),               // 28: agentmesh.type.v1.Outcome
+	(*InputRequested)(nil),        // 10: agentmesh.event.v1.InputRequested
+	(*InputAnswered)(nil),         // 11: agentmesh.event.v1.InputAnswered
+	(*ApprovalResolved)(nil),      // 12: agentmesh.event.v1.ApprovalResolved
+	(*RecoveryDecided)(nil),       // 13: agentmesh.event.v1.RecoveryDecided
+	(*ContextGuardEvaluated)(nil), // 14: agentmesh.event.v1.ContextGuardEvaluated
+	(*RunFinished)(nil),           // 15: agentmesh.event.v1.RunFinished
+	(*RunResumed)(nil),            // 16: agentmesh.event.v1.RunResumed
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*v1.ExecutionContract)(nil),  // 18: agentmesh.type.v1.ExecutionContract
+	(v1.ToolPolicy)(0),            // 19: agentmesh.type.v1.ToolPolicy
+	(*v1.Step)(nil),               // 20: agentmesh.type.v1.Step
+	(*v1.Message)(nil),            // 21: agentmesh.type.v1.Message
+	(*v1.TokenUsage)(nil),         // 22: agentmesh.type.v1.TokenUsage
+	(*v1.ToolCall)(nil),           // 23: agentmesh.type.v1.ToolCall
+	(v1.ToolStatus)(0),            // 24: agentmesh.type.v1.ToolStatus
+	(*v1.PendingAction)(nil),      // 25: agentmesh.type.v1.PendingAction
+	(*v1.PendingQuestion)(nil),    // 26: agentmesh.type.v1.PendingQuestion
+	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
+	(*v1.StageError)(nil),         // 28: agentmesh.type.v1.StageError
+	(*v1.GuardReport)(nil),        // 29: agentmesh.type.v1.GuardReport
+	(*v1.RunResult)(nil),          // 30: agentmesh.type.v1.RunResult
+	(v1.Outcome)(0),               // 31: agentmesh.type.v1.Outcome
 }
 var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
-	15, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	17, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: agentmesh.event.v1.RunEvent.run_started:type_name -> agentmesh.event.v1.RunStarted
 	2,  // 2: agentmesh.event.v1.RunEvent.intent_parsed:type_name -> agentmesh.event.v1.IntentParsed
 	3,  // 3: agentmesh.event.v1.RunEvent.plan_created:type_name -> agentmesh.event.v1.PlanCreated
@@ -1565,29 +1734,32 @@ var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
 	7,  // 7: agentmesh.event.v1.RunEvent.tool_started:type_name -> agentmesh.event.v1.ToolStarted
 	8,  // 8: agentmesh.event.v1.RunEvent.tool_finished:type_name -> agentmesh.event.v1.ToolFinished
 	9,  // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
-	10, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
-	11, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
-	12, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
-	13, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
-	14, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
-	16, // 15: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	17, // 16: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
-	18, // 17: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
-	19, // 18: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
-	20, // 19: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	21, // 20: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
-	22, // 21: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
-	23, // 22: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	24, // 23: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
-	25, // 24: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
-	26, // 25: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
-	27, // 26: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
-	28, // 27: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	12, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
+	13, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
+	14, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
+	15, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
+	16, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
+	10, // 15: agentmesh.event.v1.RunEvent.input_requested:type_name -> agentmesh.event.v1.InputRequested
+	11, // 16: agentmesh.event.v1.RunEvent.input_answered:type_name -> agentmesh.event.v1.InputAnswered
+	18, // 17: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	19, // 18: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
+	20, // 19: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
+	21, // 20: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
+	22, // 21: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	23, // 22: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
+	24, // 23: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
+	25, // 24: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	26, // 25: agentmesh.event.v1.InputRequested.question:type_name -> agentmesh.type.v1.PendingQuestion
+	27, // 26: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
+	28, // 27: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
+	29, // 28: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
+	30, // 29: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
+	31, // 30: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_event_v1_event_proto_init() }
@@ -1610,6 +1782,8 @@ func file_agentmesh_event_v1_event_proto_init() {
 		(*RunEvent_ContextGuard)(nil),
 		(*RunEvent_RunFinished)(nil),
 		(*RunEvent_RunResumed)(nil),
+		(*RunEvent_InputRequested)(nil),
+		(*RunEvent_InputAnswered)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1617,7 +1791,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_event_v1_event_proto_rawDesc), len(file_agentmesh_event_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -37,7 +37,13 @@ type ObserveRequest struct {
 	// The failure reason when status is error or timeout.
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// Require raw_result to be JSON (PARSE_ERROR when it is not).
-	ExpectJson    bool `protobuf:"varint,6,opt,name=expect_json,json=expectJson,proto3" json:"expect_json,omitempty"`
+	ExpectJson bool `protobuf:"varint,6,opt,name=expect_json,json=expectJson,proto3" json:"expect_json,omitempty"`
+	// The run the result belongs to: the summary request is made for it.
+	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The JSON schema the tool declares for its result (agentmesh.type.v1.Tool.output_schema):
+	// a successful raw_result must be JSON that matches it (PARSE_ERROR when it is not). Implies
+	// expect_json.
+	OutputSchema  *structpb.Struct `protobuf:"bytes,8,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,19 +120,50 @@ func (x *ObserveRequest) GetExpectJson() bool {
 	return false
 }
 
+func (x *ObserveRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ObserveRequest) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
 // ObserveResponse is the observation.
 type ObserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Text for the model: the (possibly truncated) result, or "(tool failed: <reason>)".
+	// Text for the model: the result, its summary or its truncation (each with its notice), or
+	// "(tool failed: <reason>)".
 	Observation string `protobuf:"bytes,1,opt,name=observation,proto3" json:"observation,omitempty"`
-	// The result parsed as JSON, when it is a JSON object.
+	// The result's structure: the result parsed as JSON when it is a JSON object, a JSON array
+	// as {"items": [...]}, and knowledge_search's references as {"references": [{"n", "title",
+	// "score", "text"}], "empty": bool}.
 	Structured *structpb.Struct `protobuf:"bytes,2,opt,name=structured,proto3" json:"structured,omitempty"`
-	// Whether the loop should continue after this observation.
+	// Whether the loop should go on after this observation: false after a successful final
+	// report tool, when the run should answer now (the orchestrator makes its next turn a final
+	// turn).
 	ShouldContinue bool `protobuf:"varint,3,opt,name=should_continue,json=shouldContinue,proto3" json:"should_continue,omitempty"`
 	// True when the result was truncated.
 	Truncated bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// Size of raw_result in bytes.
 	OriginalBytes int64 `protobuf:"varint,5,opt,name=original_bytes,json=originalBytes,proto3" json:"original_bytes,omitempty"`
+	// True when the tool ran and succeeded: status success (or unspecified), so the
+	// observation is its output, not a failure.
+	Success bool `protobuf:"varint,6,opt,name=success,proto3" json:"success,omitempty"`
+	// True when the observation is the observation model's summary of a result larger than
+	// max_bytes.
+	Summarized bool `protobuf:"varint,7,opt,name=summarized,proto3" json:"summarized,omitempty"`
+	// Why the observation model's summary was not used, so the result was truncated instead
+	// (the model failed, answered nothing or answered over max_bytes); empty otherwise.
+	SummaryError string `protobuf:"bytes,8,opt,name=summary_error,json=summaryError,proto3" json:"summary_error,omitempty"`
+	// The LLM requests the stage made for the run (the summary), for the run's accounting, with
+	// stage "observation".
+	Accounting    []*v1.AccountingEntry `protobuf:"bytes,9,rep,name=accounting,proto3" json:"accounting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -196,11 +233,39 @@ func (x *ObserveResponse) GetOriginalBytes() int64 {
 	return 0
 }
 
+func (x *ObserveResponse) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+func (x *ObserveResponse) GetSummarized() bool {
+	if x != nil {
+		return x.Summarized
+	}
+	return false
+}
+
+func (x *ObserveResponse) GetSummaryError() string {
+	if x != nil {
+		return x.SummaryError
+	}
+	return ""
+}
+
+func (x *ObserveResponse) GetAccounting() []*v1.AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
 var File_agentmesh_observation_v1_observation_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_observation_v1_observation_service_proto_rawDesc = "" +
 	"\n" +
-	"2agentmesh/observation/v1/observation_service.proto\x12\x18agentmesh.observation.v1\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd7\x01\n" +
+	"2agentmesh/observation/v1/observation_service.proto\x12\x18agentmesh.observation.v1\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xac\x02\n" +
 	"\x0eObserveRequest\x12\x1d\n" +
 	"\n" +
 	"raw_result\x18\x01 \x01(\tR\trawResult\x12\x1b\n" +
@@ -209,7 +274,9 @@ const file_agentmesh_observation_v1_observation_service_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ToolStatusR\x06status\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
 	"\vexpect_json\x18\x06 \x01(\bR\n" +
-	"expectJson\"\xda\x01\n" +
+	"expectJson\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\x12<\n" +
+	"\routput_schema\x18\b \x01(\v2\x17.google.protobuf.StructR\foutputSchema\"\xfd\x02\n" +
 	"\x0fObserveResponse\x12 \n" +
 	"\vobservation\x18\x01 \x01(\tR\vobservation\x127\n" +
 	"\n" +
@@ -217,7 +284,15 @@ const file_agentmesh_observation_v1_observation_service_proto_rawDesc = "" +
 	"structured\x12'\n" +
 	"\x0fshould_continue\x18\x03 \x01(\bR\x0eshouldContinue\x12\x1c\n" +
 	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x12%\n" +
-	"\x0eoriginal_bytes\x18\x05 \x01(\x03R\roriginalBytes2t\n" +
+	"\x0eoriginal_bytes\x18\x05 \x01(\x03R\roriginalBytes\x12\x18\n" +
+	"\asuccess\x18\x06 \x01(\bR\asuccess\x12\x1e\n" +
+	"\n" +
+	"summarized\x18\a \x01(\bR\n" +
+	"summarized\x12#\n" +
+	"\rsummary_error\x18\b \x01(\tR\fsummaryError\x12B\n" +
+	"\n" +
+	"accounting\x18\t \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting2t\n" +
 	"\x12ObservationService\x12^\n" +
 	"\aObserve\x12(.agentmesh.observation.v1.ObserveRequest\x1a).agentmesh.observation.v1.ObserveResponseB\x84\x02\n" +
 	"\x1ccom.agentmesh.observation.v1B\x17ObservationServiceProtoP\x01ZIgithub.com/agentmesh/agentmesh/gen/agentmesh/observation/v1;observationv1\xa2\x02\x03AOX\xaa\x02\x18Agentmesh.Observation.V1\xca\x02\x18Agentmesh\\Observation\\V1\xe2\x02$Agentmesh\\Observation\\V1\\GPBMetadata\xea\x02\x1aAgentmesh::Observation::V1b\x06proto3"
@@ -236,21 +311,24 @@ func file_agentmesh_observation_v1_observation_service_proto_rawDescGZIP() []byt
 
 var file_agentmesh_observation_v1_observation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_agentmesh_observation_v1_observation_service_proto_goTypes = []any{
-	(*ObserveRequest)(nil),  // 0: agentmesh.observation.v1.ObserveRequest
-	(*ObserveResponse)(nil), // 1: agentmesh.observation.v1.ObserveResponse
-	(v1.ToolStatus)(0),      // 2: agentmesh.type.v1.ToolStatus
-	(*structpb.Struct)(nil), // 3: google.protobuf.Struct
+	(*ObserveRequest)(nil),     // 0: agentmesh.observation.v1.ObserveRequest
+	(*ObserveResponse)(nil),    // 1: agentmesh.observation.v1.ObserveResponse
+	(v1.ToolStatus)(0),         // 2: agentmesh.type.v1.ToolStatus
+	(*structpb.Struct)(nil),    // 3: google.protobuf.Struct
+	(*v1.AccountingEntry)(nil), // 4: agentmesh.type.v1.AccountingEntry
 }
 var file_agentmesh_observation_v1_observation_service_proto_depIdxs = []int32{
 	2, // 0: agentmesh.observation.v1.ObserveRequest.status:type_name -> agentmesh.type.v1.ToolStatus
-	3, // 1: agentmesh.observation.v1.ObserveResponse.structured:type_name -> google.protobuf.Struct
-	0, // 2: agentmesh.observation.v1.ObservationService.Observe:input_type -> agentmesh.observation.v1.ObserveRequest
-	1, // 3: agentmesh.observation.v1.ObservationService.Observe:output_type -> agentmesh.observation.v1.ObserveResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 1: agentmesh.observation.v1.ObserveRequest.output_schema:type_name -> google.protobuf.Struct
+	3, // 2: agentmesh.observation.v1.ObserveResponse.structured:type_name -> google.protobuf.Struct
+	4, // 3: agentmesh.observation.v1.ObserveResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	0, // 4: agentmesh.observation.v1.ObservationService.Observe:input_type -> agentmesh.observation.v1.ObserveRequest
+	1, // 5: agentmesh.observation.v1.ObservationService.Observe:output_type -> agentmesh.observation.v1.ObserveResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_observation_v1_observation_service_proto_init() }

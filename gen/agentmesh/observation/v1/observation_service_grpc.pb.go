@@ -28,8 +28,10 @@ const (
 //
 // ObservationService turns raw tool results into observations for the model.
 type ObservationServiceClient interface {
-	// Observe truncates, parses and describes a tool result.
-	// Failures: PARSE_ERROR, OBSERVATION_TOO_LARGE, INVALID_INPUT.
+	// Observe summarises (with the observation model, when one is configured) or truncates,
+	// parses and describes a tool result.
+	// Failures: PARSE_ERROR (output_schema or expect_json set and the result is not JSON that
+	// matches), OBSERVATION_TOO_LARGE (raw_result over the stage's input limit), INVALID_INPUT.
 	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (*ObserveResponse, error)
 }
 
@@ -57,8 +59,10 @@ func (c *observationServiceClient) Observe(ctx context.Context, in *ObserveReque
 //
 // ObservationService turns raw tool results into observations for the model.
 type ObservationServiceServer interface {
-	// Observe truncates, parses and describes a tool result.
-	// Failures: PARSE_ERROR, OBSERVATION_TOO_LARGE, INVALID_INPUT.
+	// Observe summarises (with the observation model, when one is configured) or truncates,
+	// parses and describes a tool result.
+	// Failures: PARSE_ERROR (output_schema or expect_json set and the result is not JSON that
+	// matches), OBSERVATION_TOO_LARGE (raw_result over the stage's input limit), INVALID_INPUT.
 	Observe(context.Context, *ObserveRequest) (*ObserveResponse, error)
 	mustEmbedUnimplementedObservationServiceServer()
 }

@@ -186,7 +186,16 @@ type RecoveryState struct {
 	RejectedTargets []*v1.Target `protobuf:"bytes,10,rep,name=rejected_targets,json=rejectedTargets,proto3" json:"rejected_targets,omitempty"`
 	// How long the run may still go on, in milliseconds; 0 means unknown. A wait that does not
 	// fit aborts instead.
-	TimeLeftMs    int64 `protobuf:"varint,11,opt,name=time_left_ms,json=timeLeftMs,proto3" json:"time_left_ms,omitempty"`
+	TimeLeftMs int64 `protobuf:"varint,11,opt,name=time_left_ms,json=timeLeftMs,proto3" json:"time_left_ms,omitempty"`
+	// The failed tool may run again without harm (agentmesh.type.v1.Tool.idempotent): only then
+	// is a timed-out call retried with a longer timeout.
+	Idempotent bool `protobuf:"varint,12,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// The simpler model an LLM failure falls back to once the run's targets cannot answer
+	// (config models.fallback; seed 003: LLM error → fallback to a simpler model); unset: none.
+	FallbackTarget *v1.Target `protobuf:"bytes,13,opt,name=fallback_target,json=fallbackTarget,proto3" json:"fallback_target,omitempty"`
+	// The failed attempt was the last the turn may make on its targets (max_retries spent):
+	// what would retry or fall back on a target aborts, or falls back to fallback_target.
+	LastAttempt   bool `protobuf:"varint,14,opt,name=last_attempt,json=lastAttempt,proto3" json:"last_attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,6 +305,27 @@ func (x *RecoveryState) GetTimeLeftMs() int64 {
 		return x.TimeLeftMs
 	}
 	return 0
+}
+
+func (x *RecoveryState) GetIdempotent() bool {
+	if x != nil {
+		return x.Idempotent
+	}
+	return false
+}
+
+func (x *RecoveryState) GetFallbackTarget() *v1.Target {
+	if x != nil {
+		return x.FallbackTarget
+	}
+	return nil
+}
+
+func (x *RecoveryState) GetLastAttempt() bool {
+	if x != nil {
+		return x.LastAttempt
+	}
+	return false
 }
 
 // RateLimitedTarget is a target that answered with a rate limit.
@@ -518,7 +548,7 @@ const file_agentmesh_recovery_v1_recovery_service_proto_rawDesc = "" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x1f\n" +
 	"\vretry_count\x18\x03 \x01(\x05R\n" +
 	"retryCount\x12:\n" +
-	"\x05state\x18\x04 \x01(\v2$.agentmesh.recovery.v1.RecoveryStateR\x05state\"\x84\x04\n" +
+	"\x05state\x18\x04 \x01(\v2$.agentmesh.recovery.v1.RecoveryStateR\x05state\"\x8b\x05\n" +
 	"\rRecoveryState\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1d\n" +
@@ -534,7 +564,12 @@ const file_agentmesh_recovery_v1_recovery_service_proto_rawDesc = "" +
 	"\x10rejected_targets\x18\n" +
 	" \x03(\v2\x19.agentmesh.type.v1.TargetR\x0frejectedTargets\x12 \n" +
 	"\ftime_left_ms\x18\v \x01(\x03R\n" +
-	"timeLeftMs\"l\n" +
+	"timeLeftMs\x12\x1e\n" +
+	"\n" +
+	"idempotent\x18\f \x01(\bR\n" +
+	"idempotent\x12B\n" +
+	"\x0ffallback_target\x18\r \x01(\v2\x19.agentmesh.type.v1.TargetR\x0efallbackTarget\x12!\n" +
+	"\flast_attempt\x18\x0e \x01(\bR\vlastAttempt\"l\n" +
 	"\x11RateLimitedTarget\x121\n" +
 	"\x06target\x18\x01 \x01(\v2\x19.agentmesh.type.v1.TargetR\x06target\x12$\n" +
 	"\x0eretry_after_ms\x18\x02 \x01(\x03R\fretryAfterMs\"\xf7\x01\n" +
@@ -594,18 +629,19 @@ var file_agentmesh_recovery_v1_recovery_service_proto_depIdxs = []int32{
 	8,  // 4: agentmesh.recovery.v1.RecoveryState.arguments:type_name -> google.protobuf.Struct
 	3,  // 5: agentmesh.recovery.v1.RecoveryState.rate_limited:type_name -> agentmesh.recovery.v1.RateLimitedTarget
 	7,  // 6: agentmesh.recovery.v1.RecoveryState.rejected_targets:type_name -> agentmesh.type.v1.Target
-	7,  // 7: agentmesh.recovery.v1.RateLimitedTarget.target:type_name -> agentmesh.type.v1.Target
-	0,  // 8: agentmesh.recovery.v1.DecideResponse.strategy:type_name -> agentmesh.recovery.v1.Strategy
-	5,  // 9: agentmesh.recovery.v1.DecideResponse.modified_action:type_name -> agentmesh.recovery.v1.ModifiedAction
-	7,  // 10: agentmesh.recovery.v1.ModifiedAction.target:type_name -> agentmesh.type.v1.Target
-	8,  // 11: agentmesh.recovery.v1.ModifiedAction.arguments:type_name -> google.protobuf.Struct
-	1,  // 12: agentmesh.recovery.v1.RecoveryService.Decide:input_type -> agentmesh.recovery.v1.DecideRequest
-	4,  // 13: agentmesh.recovery.v1.RecoveryService.Decide:output_type -> agentmesh.recovery.v1.DecideResponse
-	13, // [13:14] is the sub-list for method output_type
-	12, // [12:13] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	7,  // 7: agentmesh.recovery.v1.RecoveryState.fallback_target:type_name -> agentmesh.type.v1.Target
+	7,  // 8: agentmesh.recovery.v1.RateLimitedTarget.target:type_name -> agentmesh.type.v1.Target
+	0,  // 9: agentmesh.recovery.v1.DecideResponse.strategy:type_name -> agentmesh.recovery.v1.Strategy
+	5,  // 10: agentmesh.recovery.v1.DecideResponse.modified_action:type_name -> agentmesh.recovery.v1.ModifiedAction
+	7,  // 11: agentmesh.recovery.v1.ModifiedAction.target:type_name -> agentmesh.type.v1.Target
+	8,  // 12: agentmesh.recovery.v1.ModifiedAction.arguments:type_name -> google.protobuf.Struct
+	1,  // 13: agentmesh.recovery.v1.RecoveryService.Decide:input_type -> agentmesh.recovery.v1.DecideRequest
+	4,  // 14: agentmesh.recovery.v1.RecoveryService.Decide:output_type -> agentmesh.recovery.v1.DecideResponse
+	14, // [14:15] is the sub-list for method output_type
+	13, // [13:14] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_recovery_v1_recovery_service_proto_init() }

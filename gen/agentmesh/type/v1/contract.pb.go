@@ -426,8 +426,15 @@ type ExecutionContract struct {
 	// further LLM call, instead of being told to the model as a tool failure. A decision's
 	// end_run overrides it.
 	RejectEndsRun bool `protobuf:"varint,29,opt,name=reject_ends_run,json=rejectEndsRun,proto3" json:"reject_ends_run,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The simpler model an LLM failure falls back to, for one attempt, once the turn's
+	// attempts on the targets failed or a failure would end the run (config models.fallback);
+	// unset: none.
+	FallbackTarget *Target `protobuf:"bytes,30,opt,name=fallback_target,json=fallbackTarget,proto3" json:"fallback_target,omitempty"`
+	// How long a run that asks its user a question (OUTCOME_AWAITING_INPUT) waits for the
+	// answer before it ends ANSWER_TIMEOUT.
+	AnswerTimeoutMs int64 `protobuf:"varint,31,opt,name=answer_timeout_ms,json=answerTimeoutMs,proto3" json:"answer_timeout_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExecutionContract) Reset() {
@@ -663,6 +670,20 @@ func (x *ExecutionContract) GetRejectEndsRun() bool {
 	return false
 }
 
+func (x *ExecutionContract) GetFallbackTarget() *Target {
+	if x != nil {
+		return x.FallbackTarget
+	}
+	return nil
+}
+
+func (x *ExecutionContract) GetAnswerTimeoutMs() int64 {
+	if x != nil {
+		return x.AnswerTimeoutMs
+	}
+	return 0
+}
+
 var File_agentmesh_type_v1_contract_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
@@ -673,8 +694,7 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"@\n" +
 	"\bToolPair\x12\x1b\n" +
 	"\tfrom_tool\x18\x01 \x01(\tR\bfromTool\x12\x17\n" +
-	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\xea\n" +
-	"\n" +
+	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\xda\v\n" +
 	"\x11ExecutionContract\x12\x1f\n" +
 	"\vcontract_id\x18\x01 \x01(\tR\n" +
 	"contractId\x12#\n" +
@@ -709,7 +729,9 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\routput_format\x18\x1a \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\foutputFormat\x12.\n" +
 	"\x13approval_timeout_ms\x18\x1b \x01(\x03R\x11approvalTimeoutMs\x12'\n" +
 	"\x0fcache_responses\x18\x1c \x01(\bR\x0ecacheResponses\x12&\n" +
-	"\x0freject_ends_run\x18\x1d \x01(\bR\rrejectEndsRun*x\n" +
+	"\x0freject_ends_run\x18\x1d \x01(\bR\rrejectEndsRun\x12B\n" +
+	"\x0ffallback_target\x18\x1e \x01(\v2\x19.agentmesh.type.v1.TargetR\x0efallbackTarget\x12*\n" +
+	"\x11answer_timeout_ms\x18\x1f \x01(\x03R\x0fanswerTimeoutMs*x\n" +
 	"\n" +
 	"ToolPolicy\x12\x1b\n" +
 	"\x17TOOL_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -762,11 +784,12 @@ var file_agentmesh_type_v1_contract_proto_depIdxs = []int32{
 	4, // 2: agentmesh.type.v1.ExecutionContract.targets:type_name -> agentmesh.type.v1.Target
 	1, // 3: agentmesh.type.v1.ExecutionContract.tool_transport:type_name -> agentmesh.type.v1.ToolTransport
 	2, // 4: agentmesh.type.v1.ExecutionContract.output_format:type_name -> agentmesh.type.v1.OutputFormat
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 5: agentmesh.type.v1.ExecutionContract.fallback_target:type_name -> agentmesh.type.v1.Target
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_contract_proto_init() }

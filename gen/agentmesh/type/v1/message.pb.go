@@ -332,8 +332,13 @@ type Tool struct {
 	Queue string `protobuf:"bytes,6,opt,name=queue,proto3" json:"queue,omitempty"`
 	// True when running the tool twice with the same arguments does no harm (it reads, or its
 	// writes are idempotent): a call interrupted by a crash is then run again on resume instead
-	// of being reported to the model as possibly run.
-	Idempotent    bool `protobuf:"varint,7,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// of being reported to the model as possibly run, and a call that timed out is retried once
+	// with a longer timeout.
+	Idempotent bool `protobuf:"varint,7,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// JSON schema of the tool's result, when the tool declares one (a REST tool's configured
+	// output_schema): its output must then be JSON that matches it, and a result that is not
+	// is a malformed tool result (PARSE_ERROR; the run ends FAILED_VALIDATION).
+	OutputSchema  *structpb.Struct `protobuf:"bytes,8,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,6 +420,13 @@ func (x *Tool) GetIdempotent() bool {
 		return x.Idempotent
 	}
 	return false
+}
+
+func (x *Tool) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
 }
 
 // TokenUsage counts tokens of one LLM call or of a whole run.
@@ -655,7 +667,7 @@ const file_agentmesh_type_v1_message_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12#\n" +
-	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xf3\x01\n" +
+	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\xb1\x02\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
@@ -665,7 +677,8 @@ const file_agentmesh_type_v1_message_proto_rawDesc = "" +
 	"\x05queue\x18\x06 \x01(\tR\x05queue\x12\x1e\n" +
 	"\n" +
 	"idempotent\x18\a \x01(\bR\n" +
-	"idempotent\"h\n" +
+	"idempotent\x12<\n" +
+	"\routput_schema\x18\b \x01(\v2\x17.google.protobuf.StructR\foutputSchema\"h\n" +
 	"\n" +
 	"TokenUsage\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\x03R\x05input\x12\x16\n" +
@@ -727,11 +740,12 @@ var file_agentmesh_type_v1_message_proto_depIdxs = []int32{
 	3, // 1: agentmesh.type.v1.Message.tool_calls:type_name -> agentmesh.type.v1.ToolCall
 	8, // 2: agentmesh.type.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
 	8, // 3: agentmesh.type.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8, // 4: agentmesh.type.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_message_proto_init() }

@@ -53,6 +53,9 @@ const (
 	Outcome_OUTCOME_REJECTED Outcome = 12
 	// OUTCOME_INTERRUPTED is a run cancelled by its caller.
 	Outcome_OUTCOME_INTERRUPTED Outcome = 13
+	// OUTCOME_AWAITING_INPUT is a pause: the run asks its user a question (pending_question)
+	// and goes on with the answer (AgentService.Answer).
+	Outcome_OUTCOME_AWAITING_INPUT Outcome = 14
 )
 
 // Enum value maps for Outcome.
@@ -72,6 +75,7 @@ var (
 		11: "OUTCOME_FAILED_PROVIDER",
 		12: "OUTCOME_REJECTED",
 		13: "OUTCOME_INTERRUPTED",
+		14: "OUTCOME_AWAITING_INPUT",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":               0,
@@ -88,6 +92,7 @@ var (
 		"OUTCOME_FAILED_PROVIDER":           11,
 		"OUTCOME_REJECTED":                  12,
 		"OUTCOME_INTERRUPTED":               13,
+		"OUTCOME_AWAITING_INPUT":            14,
 	}
 )
 
@@ -149,6 +154,8 @@ const (
 	// RUN_STATE_RESUMED marks where an orchestrator replica took a run over from its last
 	// checkpoint (after a crash, a deploy or a restart); the entries that follow are its work.
 	RunState_RUN_STATE_RESUMED RunState = 12
+	// RUN_STATE_AWAIT_INPUT waits for the user's answer to a question the run asks.
+	RunState_RUN_STATE_AWAIT_INPUT RunState = 13
 )
 
 // Enum value maps for RunState.
@@ -167,6 +174,7 @@ var (
 		10: "RUN_STATE_COMMIT",
 		11: "RUN_STATE_TERMINATE",
 		12: "RUN_STATE_RESUMED",
+		13: "RUN_STATE_AWAIT_INPUT",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED":    0,
@@ -182,6 +190,7 @@ var (
 		"RUN_STATE_COMMIT":         10,
 		"RUN_STATE_TERMINATE":      11,
 		"RUN_STATE_RESUMED":        12,
+		"RUN_STATE_AWAIT_INPUT":    13,
 	}
 )
 
@@ -216,7 +225,7 @@ var File_agentmesh_type_v1_outcome_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_outcome_proto_rawDesc = "" +
 	"\n" +
-	"\x1fagentmesh/type/v1/outcome.proto\x12\x11agentmesh.type.v1*\xc2\x03\n" +
+	"\x1fagentmesh/type/v1/outcome.proto\x12\x11agentmesh.type.v1*\xde\x03\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cOUTCOME_COMPLETED_WITH_TOOLS\x10\x01\x12\x1f\n" +
@@ -232,7 +241,8 @@ const file_agentmesh_type_v1_outcome_proto_rawDesc = "" +
 	"\x12\x1b\n" +
 	"\x17OUTCOME_FAILED_PROVIDER\x10\v\x12\x14\n" +
 	"\x10OUTCOME_REJECTED\x10\f\x12\x17\n" +
-	"\x13OUTCOME_INTERRUPTED\x10\r*\xc4\x02\n" +
+	"\x13OUTCOME_INTERRUPTED\x10\r\x12\x1a\n" +
+	"\x16OUTCOME_AWAITING_INPUT\x10\x0e*\xdf\x02\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATE_PRECHECK\x10\x01\x12\x14\n" +
@@ -247,7 +257,8 @@ const file_agentmesh_type_v1_outcome_proto_rawDesc = "" +
 	"\x10RUN_STATE_COMMIT\x10\n" +
 	"\x12\x17\n" +
 	"\x13RUN_STATE_TERMINATE\x10\v\x12\x15\n" +
-	"\x11RUN_STATE_RESUMED\x10\fB\xc8\x01\n" +
+	"\x11RUN_STATE_RESUMED\x10\f\x12\x19\n" +
+	"\x15RUN_STATE_AWAIT_INPUT\x10\rB\xc8\x01\n" +
 	"\x15com.agentmesh.type.v1B\fOutcomeProtoP\x01Z;github.com/agentmesh/agentmesh/gen/agentmesh/type/v1;typev1\xa2\x02\x03ATX\xaa\x02\x11Agentmesh.Type.V1\xca\x02\x11Agentmesh\\Type\\V1\xe2\x02\x1dAgentmesh\\Type\\V1\\GPBMetadata\xea\x02\x13Agentmesh::Type::V1b\x06proto3"
 
 var (

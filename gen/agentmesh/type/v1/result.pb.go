@@ -442,7 +442,10 @@ type AccountingEntry struct {
 	// its retries of transient failures (a REST 429, 502, 503 or 504), not counting attempts
 	// that sent nothing (a connection refused, an MCP server being restarted), and 0 when the
 	// call was refused before it ran.
-	Attempts      int32 `protobuf:"varint,17,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts int32 `protobuf:"varint,17,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The stage that made the request for the run, when it was not the run's own inference or
+	// tool call: "observation" for the summary of a large tool result.
+	Stage         string `protobuf:"bytes,18,opt,name=stage,proto3" json:"stage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +597,13 @@ func (x *AccountingEntry) GetAttempts() int32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *AccountingEntry) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
 }
 
 // TranscriptEntry is one link of a run's hash-chained transcript.
@@ -1083,9 +1093,11 @@ type RunResult struct {
 	ToolCalls int32 `protobuf:"varint,16,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// What the memory stage learned from the run once it had finished (GetRun, when it stored
 	// or recognised a fact or asked a model); not part of the run's ending in the transcript.
-	Learning      *RunLearning `protobuf:"bytes,17,opt,name=learning,proto3" json:"learning,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Learning *RunLearning `protobuf:"bytes,17,opt,name=learning,proto3" json:"learning,omitempty"`
+	// The question the run asks its user (AWAITING_INPUT).
+	PendingQuestion *PendingQuestion `protobuf:"bytes,18,opt,name=pending_question,json=pendingQuestion,proto3" json:"pending_question,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RunResult) Reset() {
@@ -1237,6 +1249,13 @@ func (x *RunResult) GetLearning() *RunLearning {
 	return nil
 }
 
+func (x *RunResult) GetPendingQuestion() *PendingQuestion {
+	if x != nil {
+		return x.PendingQuestion
+	}
+	return nil
+}
+
 // RunLearning is what the memory stage learned from a finished run (seed 003 Memory: important
 // facts persisted), after the run's result was final: its requests are accounted here, not in
 // the run's accounting.
@@ -1332,6 +1351,98 @@ func (x *RunLearning) GetError() string {
 	return ""
 }
 
+// PendingQuestion is a question a paused run asks its user, when recovery decides to ask the
+// user for guidance (seed 003: unknown failure → ask user). Answer it with AgentService.Answer.
+type PendingQuestion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The paused run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The question's id, unique within the run (e.g. "turn-2"); an answer may name it.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The question, for the user.
+	Question string `protobuf:"bytes,3,opt,name=question,proto3" json:"question,omitempty"`
+	// What happened: the failure that made the run ask.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the run began to wait.
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// When the run stops waiting and ends ANSWER_TIMEOUT.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingQuestion) Reset() {
+	*x = PendingQuestion{}
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingQuestion) ProtoMessage() {}
+
+func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_type_v1_result_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
+func (*PendingQuestion) Descriptor() ([]byte, []int) {
+	return file_agentmesh_type_v1_result_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PendingQuestion) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_agentmesh_type_v1_result_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_result_proto_rawDesc = "" +
@@ -1343,7 +1454,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12:\n" +
 	"\fcontent_json\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vcontentJson\x123\n" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12*\n" +
-	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xd7\x04\n" +
+	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xed\x04\n" +
 	"\x0fAccountingEntry\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.agentmesh.type.v1.AccountingTypeR\x04type\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -1364,7 +1475,8 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x06source\x18\x0e \x01(\tR\x06source\x12\x19\n" +
 	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\x12!\n" +
 	"\factual_model\x18\x10 \x01(\tR\vactualModel\x12\x1a\n" +
-	"\battempts\x18\x11 \x01(\x05R\battempts\"\x81\x04\n" +
+	"\battempts\x18\x11 \x01(\x05R\battempts\x12\x14\n" +
+	"\x05stage\x18\x12 \x01(\tR\x05stage\"\x81\x04\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x17\n" +
 	"\astep_id\x18\x02 \x01(\tR\x06stepId\x121\n" +
@@ -1404,7 +1516,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"tool_calls\x18\x02 \x03(\v2\x1b.agentmesh.type.v1.ToolCallR\ttoolCalls\x12#\n" +
 	"\rresponse_text\x18\x03 \x01(\tR\fresponseText\x125\n" +
 	"\x16clarification_question\x18\x04 \x01(\tR\x15clarificationQuestion\x12G\n" +
-	"\x0epending_action\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\xdb\x06\n" +
+	"\x0epending_action\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\xaa\a\n" +
 	"\tRunResult\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x124\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcome\x12\x1f\n" +
@@ -1429,7 +1541,8 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x05turns\x18\x0f \x01(\x05R\x05turns\x12\x1d\n" +
 	"\n" +
 	"tool_calls\x18\x10 \x01(\x05R\ttoolCalls\x12:\n" +
-	"\blearning\x18\x11 \x01(\v2\x1e.agentmesh.type.v1.RunLearningR\blearning\"\x8d\x02\n" +
+	"\blearning\x18\x11 \x01(\v2\x1e.agentmesh.type.v1.RunLearningR\blearning\x12M\n" +
+	"\x10pending_question\x18\x12 \x01(\v2\".agentmesh.type.v1.PendingQuestionR\x0fpendingQuestion\"\x8d\x02\n" +
 	"\vRunLearning\x129\n" +
 	"\x06method\x18\x01 \x01(\x0e2!.agentmesh.type.v1.LearningMethodR\x06method\x12'\n" +
 	"\x0ffallback_reason\x18\x02 \x01(\tR\x0efallbackReason\x12\x1d\n" +
@@ -1439,7 +1552,15 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\n" +
 	"accounting\x18\x05 \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
 	"accounting\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error*~\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xe6\x01\n" +
+	"\x0fPendingQuestion\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
+	"\bquestion\x18\x03 \x01(\tR\bquestion\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12=\n" +
+	"\frequested_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*~\n" +
 	"\fReportStatus\x12\x1d\n" +
 	"\x19REPORT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REPORT_STATUS_SUCCESS\x10\x01\x12\x19\n" +
@@ -1479,7 +1600,7 @@ func file_agentmesh_type_v1_result_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_type_v1_result_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_agentmesh_type_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agentmesh_type_v1_result_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentmesh_type_v1_result_proto_goTypes = []any{
 	(ReportStatus)(0),             // 0: agentmesh.type.v1.ReportStatus
 	(AccountingType)(0),           // 1: agentmesh.type.v1.AccountingType
@@ -1495,52 +1616,56 @@ var file_agentmesh_type_v1_result_proto_goTypes = []any{
 	(*AgentDecision)(nil),         // 11: agentmesh.type.v1.AgentDecision
 	(*RunResult)(nil),             // 12: agentmesh.type.v1.RunResult
 	(*RunLearning)(nil),           // 13: agentmesh.type.v1.RunLearning
-	(OutputFormat)(0),             // 14: agentmesh.type.v1.OutputFormat
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*TokenUsage)(nil),            // 17: agentmesh.type.v1.TokenUsage
-	(RunState)(0),                 // 18: agentmesh.type.v1.RunState
-	(*ToolCall)(nil),              // 19: agentmesh.type.v1.ToolCall
-	(Outcome)(0),                  // 20: agentmesh.type.v1.Outcome
-	(*Message)(nil),               // 21: agentmesh.type.v1.Message
-	(*ExecutionContract)(nil),     // 22: agentmesh.type.v1.ExecutionContract
+	(*PendingQuestion)(nil),       // 14: agentmesh.type.v1.PendingQuestion
+	(OutputFormat)(0),             // 15: agentmesh.type.v1.OutputFormat
+	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*TokenUsage)(nil),            // 18: agentmesh.type.v1.TokenUsage
+	(RunState)(0),                 // 19: agentmesh.type.v1.RunState
+	(*ToolCall)(nil),              // 20: agentmesh.type.v1.ToolCall
+	(Outcome)(0),                  // 21: agentmesh.type.v1.Outcome
+	(*Message)(nil),               // 22: agentmesh.type.v1.Message
+	(*ExecutionContract)(nil),     // 23: agentmesh.type.v1.ExecutionContract
 }
 var file_agentmesh_type_v1_result_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.type.v1.FinalReport.status:type_name -> agentmesh.type.v1.ReportStatus
-	14, // 1: agentmesh.type.v1.FinalReport.format:type_name -> agentmesh.type.v1.OutputFormat
-	15, // 2: agentmesh.type.v1.FinalReport.content_json:type_name -> google.protobuf.Struct
-	15, // 3: agentmesh.type.v1.FinalReport.metadata:type_name -> google.protobuf.Struct
-	16, // 4: agentmesh.type.v1.FinalReport.ts:type_name -> google.protobuf.Timestamp
+	15, // 1: agentmesh.type.v1.FinalReport.format:type_name -> agentmesh.type.v1.OutputFormat
+	16, // 2: agentmesh.type.v1.FinalReport.content_json:type_name -> google.protobuf.Struct
+	16, // 3: agentmesh.type.v1.FinalReport.metadata:type_name -> google.protobuf.Struct
+	17, // 4: agentmesh.type.v1.FinalReport.ts:type_name -> google.protobuf.Timestamp
 	1,  // 5: agentmesh.type.v1.AccountingEntry.type:type_name -> agentmesh.type.v1.AccountingType
 	2,  // 6: agentmesh.type.v1.AccountingEntry.status:type_name -> agentmesh.type.v1.AccountingStatus
-	17, // 7: agentmesh.type.v1.AccountingEntry.tokens:type_name -> agentmesh.type.v1.TokenUsage
-	18, // 8: agentmesh.type.v1.TranscriptEntry.state:type_name -> agentmesh.type.v1.RunState
-	16, // 9: agentmesh.type.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
+	18, // 7: agentmesh.type.v1.AccountingEntry.tokens:type_name -> agentmesh.type.v1.TokenUsage
+	19, // 8: agentmesh.type.v1.TranscriptEntry.state:type_name -> agentmesh.type.v1.RunState
+	17, // 9: agentmesh.type.v1.TranscriptEntry.time:type_name -> google.protobuf.Timestamp
 	8,  // 10: agentmesh.type.v1.TranscriptEntry.messages:type_name -> agentmesh.type.v1.MessageSeal
-	19, // 11: agentmesh.type.v1.PendingAction.tool_calls:type_name -> agentmesh.type.v1.ToolCall
-	16, // 12: agentmesh.type.v1.PendingAction.requested_at:type_name -> google.protobuf.Timestamp
-	16, // 13: agentmesh.type.v1.PendingAction.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 11: agentmesh.type.v1.PendingAction.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	17, // 12: agentmesh.type.v1.PendingAction.requested_at:type_name -> google.protobuf.Timestamp
+	17, // 13: agentmesh.type.v1.PendingAction.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 14: agentmesh.type.v1.AgentDecision.decision_type:type_name -> agentmesh.type.v1.DecisionType
-	19, // 15: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
+	20, // 15: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
 	10, // 16: agentmesh.type.v1.AgentDecision.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	20, // 17: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
+	21, // 17: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
 	5,  // 18: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
-	21, // 19: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
+	22, // 19: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
 	6,  // 20: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	22, // 21: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	23, // 21: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
 	7,  // 22: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
 	9,  // 23: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
 	10, // 24: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
 	11, // 25: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
-	17, // 26: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
+	18, // 26: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
 	13, // 27: agentmesh.type.v1.RunResult.learning:type_name -> agentmesh.type.v1.RunLearning
-	4,  // 28: agentmesh.type.v1.RunLearning.method:type_name -> agentmesh.type.v1.LearningMethod
-	6,  // 29: agentmesh.type.v1.RunLearning.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	14, // 28: agentmesh.type.v1.RunResult.pending_question:type_name -> agentmesh.type.v1.PendingQuestion
+	4,  // 29: agentmesh.type.v1.RunLearning.method:type_name -> agentmesh.type.v1.LearningMethod
+	6,  // 30: agentmesh.type.v1.RunLearning.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	17, // 31: agentmesh.type.v1.PendingQuestion.requested_at:type_name -> google.protobuf.Timestamp
+	17, // 32: agentmesh.type.v1.PendingQuestion.expires_at:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_result_proto_init() }
@@ -1557,7 +1682,7 @@ func file_agentmesh_type_v1_result_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_type_v1_result_proto_rawDesc), len(file_agentmesh_type_v1_result_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

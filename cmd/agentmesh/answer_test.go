@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"github.com/agentmesh/agentmesh/pkg/config"
+)
+
+// TestAnswerFromTheCLI: a run that asks its user a question (here: the calculator's result is
+// over an observation limit of 1 byte, so recovery asks how to proceed) says how to answer,
+// answer resumes it, and watch follows it to the end.
+func TestAnswerFromTheCLI(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Observation.MaxInputBytes = 1
+	m, err := mesh.Start(t.Context(), mesh.Options{Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	addr := m.Addr(mesh.Orchestrator)
+	cli := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), args, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+
+	code, out, errOut := cli("run", "--addr", addr, "What is 6 times 7?")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errOut)
+	}
+	m1 := regexp.MustCompile(`run (\S+) asks: A tool returned more data than I can read\. How would you like me to proceed\?\nanswer with: agentmesh answer (\S+) YOUR ANSWER`).FindStringSubmatch(out)
+	if m1 == nil || m1[1] != m1[2] || !strings.Contains(errOut, "? the run asks:") {
+		t.Fatalf("run output does not say how to answer:\n%s\n%s", out, errOut)
+	}
+	runID := m1[1]
+	if code, _, errOut := cli("answer", "--addr", addr, runID); code != 4 || !strings.Contains(errOut, "a run id and the answer") {
+		t.Errorf("answer without text: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := cli("answer", "--addr", addr, runID, "just", "tell", "me"); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("answer: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := cli("watch", "--addr", addr, runID); code != 0 || !strings.Contains(errOut, "! answered: just tell me") ||
+		!strings.Contains(errOut, "COMPLETED_WITH_TOOLS") {
+		t.Fatalf("watch: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := cli("answer", "--addr", addr, runID, "again"); code != 1 || !strings.Contains(errOut, "asks no question") {
+		t.Errorf("answering a finished run: exit %d %s", code, errOut)
+	}
+}

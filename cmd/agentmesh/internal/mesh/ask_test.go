@@ -1,0 +1,188 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// tooMuch is recovery's question when a tool returned more than the observation stage reads.
+const tooMuch = "A tool returned more data than I can read. How would you like me to proceed?"
+
+// askMesh is a mesh (n orchestrator replicas) whose observation stage reads at most 100 bytes
+// and whose tool export returns 300: its result cannot be summarised adequately
+// (OBSERVATION_TOO_LARGE), so recovery asks the user how to proceed.
+func askMesh(t *testing.T, n int, change func(*config.Config), scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
+	tools := staticTools(t, map[string]string{"export": strings.Repeat("row\n", 75)})
+	cfg := config.Default()
+	cfg.Observation.MaxInputBytes = 100
+	cfg.RestTools = map[string]config.RestTool{"export": {Description: "Exports every record.", URL: tools.URL + "/export"}}
+	cfg.Durability.LeaseTTLMS = 1000
+	if change != nil {
+		change(cfg)
+	}
+	return startReplicas(t, cfg, n, nil, scenarios...)
+}
+
+// exportScenario asks for the export, then answers with reply once the user has answered. The
+// question is the conversation's second assistant message, so the reply is the third turn.
+func exportScenario(message, reply string) llmtest.Scenario {
+	return llmtest.Scenario{Name: message, Match: message, Turns: []llmtest.Turn{call("export", `{}`), text("never asked: the run asked this"), text(reply)}}
+}
+
+// asking checks a run paused for its user's answer and returns the question's id.
+func asking(t *testing.T, res *typev1.RunResult) string {
+	t.Helper()
+	q := res.GetPendingQuestion()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_INPUT || res.GetExitReason() != orchestrator.ExitInputRequired || res.GetSuccess() {
+		t.Fatalf("outcome %s %s, want a pause for an answer", res.GetOutcome(), res.GetExitReason())
+	}
+	if q.GetQuestion() != tooMuch || q.GetId() != "turn-1" || q.GetExpiresAt() == nil || q.GetRunId() != res.GetRunId() ||
+		!strings.Contains(q.GetReason(), "export") || !strings.Contains(q.GetReason(), "over the limit of 100 bytes") {
+		t.Fatalf("pending question %v", q)
+	}
+	if d := res.GetDecision(); d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION || d.GetClarificationQuestion() != tooMuch {
+		t.Errorf("decision %v", d)
+	}
+	if conv := res.GetConversation(); conv[len(conv)-1].GetContent() != tooMuch || conv[len(conv)-1].GetRole() != typev1.Role_ROLE_ASSISTANT {
+		t.Errorf("the conversation ends with %v, want the question", conv[len(conv)-1])
+	}
+	return q.GetId()
+}
+
+// answered checks a run that went on with the answer to its question and completed: the
+// model's next request carries the question and the answer after the tool's failure.
+func answered(t *testing.T, h *harness, message, answer string, final *typev1.RunResult, kinds []string) {
+	t.Helper()
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", final.GetOutcome(), final.GetExitReason(), final.GetError())
+	}
+	if count(kinds, "input_requested") != 1 || count(kinds, "input_answered") != 1 || count(kinds, "run_finished") != 1 {
+		t.Errorf("events %v", kinds)
+	}
+	reqs := requestsFor(h.llm, message)
+	if len(reqs) != 2 {
+		t.Fatalf("%d LLM requests, want 2", len(reqs))
+	}
+	msgs := reqs[1].Messages
+	tool, question, reply := msgs[len(msgs)-3], msgs[len(msgs)-2], msgs[len(msgs)-1]
+	if tool.Role != "tool" || !strings.Contains(string(tool.Content), "OBSERVATION_TOO_LARGE") && !strings.Contains(string(tool.Content), "could not be observed") {
+		t.Errorf("the tool message %v does not say the result could not be observed", tool)
+	}
+	if question.Role != "assistant" || string(question.Content) != tooMuch || reply.Role != "user" || string(reply.Content) != answer {
+		t.Errorf("the model's next request ends with %s %q, %s %q; want the question and the answer", question.Role, question.Content, reply.Role, reply.Content)
+	}
+	checkInvariants(t, final)
+}
+
+// TestAskUserPausesForTheAnswer (issue 13.4, seed 003: unknown → ask user for guidance): when
+// recovery decides to ask the user — here, a result too large to summarise adequately — the
+// run pauses (OUTCOME_AWAITING_INPUT, the question in pending_question, the decision and the
+// conversation) instead of ending, AgentService.Answer resumes it, and the model's next turn
+// sees the question and the answer. It holds with durable runs and without. Bad answers are
+// refused with the field or the question named.
+func TestAskUserPausesForTheAnswer(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpoints %v", durable), func(t *testing.T) {
+			const message, answer = "Export everything.", "Export only the first page."
+			h := askMesh(t, 1, func(cfg *config.Config) { cfg.Durability.Checkpoints = durable },
+				exportScenario(message, "Here is the first page."))
+			res := h.run(t, &agentv1.RunRequest{Message: message})
+			id := asking(t, res)
+			if got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || got.GetPendingQuestion().GetId() != id {
+				t.Fatalf("GetRun of the paused run = %v, %v", got.GetPendingQuestion(), err)
+			}
+			_, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "  "})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "answer") {
+				t.Errorf("an empty answer: %v, want INVALID_ARGUMENT naming answer", err)
+			}
+			_, err = h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: answer, QuestionId: "turn-9"})
+			wantCode(t, err, codes.NotFound, "an answer to another question")
+			resp, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: answer})
+			if err != nil || !resp.GetResumed() || resp.GetQuestionId() != id {
+				t.Fatalf("Answer = %v, %v", resp, err)
+			}
+			_, err = h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "again"})
+			if c := status.Code(err); c != codes.FailedPrecondition && c != codes.NotFound {
+				t.Errorf("a second answer: %v, want FAILED_PRECONDITION (answered) or NOT_FOUND (resumed)", err)
+			}
+			final, kinds := h.finish(t, res.GetRunId())
+			answered(t, h, message, answer, final, kinds)
+			if final.GetFinalReport().GetContent() != "Here is the first page." || final.GetDecision().GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY {
+				t.Errorf("final report %q, decision %v", final.GetFinalReport().GetContent(), final.GetDecision())
+			}
+		})
+	}
+}
+
+// TestAskUserOnAnotherReplica (issue 13.4): the answer travels through the run-inputs bucket,
+// so the replica that does not own the paused run takes it, and so does the replica that
+// adopts the run from its paused checkpoint when its owner stops.
+func TestAskUserOnAnotherReplica(t *testing.T) {
+	for _, handOff := range []bool{false, true} {
+		name := "owner alive"
+		if handOff {
+			name = "owner stopped"
+		}
+		t.Run(name, func(t *testing.T) {
+			const message, answer = "Export it all.", "Skip it."
+			h := askMesh(t, 2, nil, exportScenario(message, "Skipped."))
+			a, b := h.replicas[0], h.replicas[1]
+			res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: message})
+			if err != nil {
+				t.Fatal(err)
+			}
+			asking(t, res)
+			if handOff {
+				h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0)
+			}
+			if got, err := b.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || got.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_INPUT {
+				t.Fatalf("GetRun on the other replica = %v, %v", got.GetOutcome(), err)
+			}
+			if resp, err := b.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: answer}); err != nil || !resp.GetResumed() {
+				t.Fatalf("Answer on the other replica = %v, %v", resp, err)
+			}
+			final, kinds := finishOn(t, b, res.GetRunId())
+			answered(t, h, message, answer, final, kinds)
+			if handOff && count(kinds, "run_resumed") != 1 {
+				t.Errorf("events %v, want the run resumed once", kinds)
+			}
+		})
+	}
+}
+
+// TestAskUserTimeout (issue 13.4): a question nobody answers within answer_timeout_ms ends the
+// run FAILED_TIMEOUT / ANSWER_TIMEOUT with a report that says so, without asking the model
+// again.
+func TestAskUserTimeout(t *testing.T) {
+	const message = "Export the lot."
+	h := askMesh(t, 1, nil, exportScenario(message, "never asked"))
+	res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{AnswerTimeoutMs: i64(100)}})
+	asking(t, res)
+	final, kinds := h.finish(t, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_TIMEOUT || final.GetExitReason() != orchestrator.ExitAnswerTimeout || !final.GetError().GetRetryable() {
+		t.Fatalf("outcome %s %s (%v), want FAILED_TIMEOUT ANSWER_TIMEOUT", final.GetOutcome(), final.GetExitReason(), final.GetError())
+	}
+	if got := final.GetFinalReport().GetContent(); got != "Nobody answered my question in time, so I stopped." {
+		t.Errorf("final report %q", got)
+	}
+	if count(kinds, "input_requested") != 1 || count(kinds, "input_answered") != 0 {
+		t.Errorf("events %v", kinds)
+	}
+	if n := len(requestsFor(h.llm, message)); n != 1 {
+		t.Errorf("%d LLM requests, want 1", n)
+	}
+	_, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "too late"})
+	wantCode(t, err, codes.NotFound, "an answer after the timeout")
+	checkInvariants(t, final)
+}

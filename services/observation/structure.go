@@ -1,0 +1,118 @@
+package observation
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/schema"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// KnowledgeSearchTool is the action stage's built-in search of the user's knowledge base,
+// whose references the observation parses.
+const KnowledgeSearchTool = "knowledge_search"
+
+// emptySearchResult is knowledge_search's whole result when nothing matches (seed 002).
+const emptySearchResult = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
+
+// structure returns the structure of a successful result: a JSON object as it is, a JSON
+// array as {"items": [...]}, knowledge_search's references as {"references": [...], "empty":
+// bool}, and nil for anything else. A result the request requires to be JSON (expect_json, or
+// output_schema, which it must also match) that is not is a PARSE_ERROR saying why.
+func structure(req *observationv1.ObserveRequest) (*structpb.Struct, error) {
+	raw := req.GetRawResult()
+	if req.GetToolName() == KnowledgeSearchTool {
+		return references(raw), nil
+	}
+	mustParse := req.GetExpectJson() || req.GetOutputSchema() != nil
+	if !mustParse && !looksLikeJSON(raw) {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		if !mustParse {
+			return nil, nil
+		}
+		return nil, parseError(err)
+	}
+	if out := req.GetOutputSchema(); out != nil {
+		compiled, err := schema.Compile("observation:///"+req.GetToolName()+".output.json", out.AsMap())
+		if err != nil {
+			return nil, stageerr.Invalid("output_schema of %s is not a valid JSON schema: %v", req.GetToolName(), err)
+		}
+		if err := compiled.Validate(v); err != nil {
+			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR,
+				"tool output does not match the output schema of %s: %s", req.GetToolName(), schema.Message(err))
+		}
+	}
+	var st *structpb.Struct
+	var err error
+	switch v := v.(type) {
+	case map[string]any:
+		st, err = structpb.NewStruct(v)
+	case []any:
+		st, err = structpb.NewStruct(map[string]any{"items": v})
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR, "tool output cannot be represented as a struct: %v", err)
+	}
+	return st, nil
+}
+
+// looksLikeJSON reports whether raw starts like a JSON object or array.
+func looksLikeJSON(raw string) bool {
+	trimmed := strings.TrimLeft(raw, " \t\r\n")
+	return strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[")
+}
+
+func parseError(err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR,
+			"tool output is not valid JSON: %v (at byte %d)", syntax, syntax.Offset)
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR, "tool output is not valid JSON: %v", err)
+}
+
+// referenceHead is the first line of one knowledge_search reference: "[n] title (score s)".
+var referenceHead = regexp.MustCompile(`(?m)^\[(\d+)\] (.*) \(score (\d+(?:\.\d+)?)\)$`)
+
+// references parses knowledge_search's result, references "[n] title (score s)\ntext" joined
+// by blank lines, into {"references": [{"n", "title", "score", "text"}], "empty": bool}; the
+// empty sentinel has no references. Output in another form has no structure (nil).
+func references(raw string) *structpb.Struct {
+	if strings.TrimSpace(raw) == emptySearchResult {
+		st, _ := structpb.NewStruct(map[string]any{"references": []any{}, "empty": true})
+		return st
+	}
+	heads := referenceHead.FindAllStringSubmatchIndex(raw, -1)
+	if len(heads) == 0 || heads[0][0] != 0 {
+		return nil
+	}
+	refs := make([]any, len(heads))
+	for i, h := range heads {
+		end := len(raw)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		n, _ := strconv.Atoi(raw[h[2]:h[3]])
+		score, _ := strconv.ParseFloat(raw[h[6]:h[7]], 64)
+		refs[i] = map[string]any{
+			"n": float64(n), "title": raw[h[4]:h[5]], "score": score,
+			"text": strings.TrimSpace(strings.TrimPrefix(raw[h[1]:end], "\n")),
+		}
+	}
+	st, err := structpb.NewStruct(map[string]any{"references": refs, "empty": false})
+	if err != nil {
+		return nil
+	}
+	return st
+}

@@ -1,0 +1,90 @@
+package observation_test
+
+import (
+	"strings"
+	"testing"
+
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/observation"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// TestOutputSchema: a tool that declares an output schema must return JSON that matches it;
+// anything else is a PARSE_ERROR saying why, and a match is structured.
+func TestOutputSchema(t *testing.T) {
+	c := client(t, observation.Options{})
+	schema, err := structpb.NewStruct(map[string]any{
+		"type": "object", "required": []any{"temperature"},
+		"properties": map[string]any{"temperature": map[string]any{"type": "number"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe := func(raw string) (*observationv1.ObserveResponse, error) {
+		return c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "weather", OutputSchema: schema, Status: success})
+	}
+	resp, err := observe(`{"temperature": 21.5}`)
+	if err != nil || resp.GetStructured().AsMap()["temperature"] != 21.5 || !resp.GetSuccess() {
+		t.Fatalf("matching output: %v %v", resp, err)
+	}
+	for raw, why := range map[string]string{
+		"It is sunny.":            "not valid JSON",
+		`{"temperature": "warm"}`: "does not match the output schema of weather",
+		`{"humidity": 40}`:        "does not match the output schema of weather",
+	} {
+		_, err := observe(raw)
+		if status.Code(err) != codes.InvalidArgument || stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR ||
+			!strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v, want PARSE_ERROR saying %q", raw, err, why)
+		}
+	}
+	t.Run("a failed call is not checked", func(t *testing.T) {
+		resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "oops", ToolName: "weather", OutputSchema: schema,
+			Status: failure, Error: "boom"})
+		if err != nil || resp.GetObservation() != "(tool failed: boom)" || resp.GetSuccess() {
+			t.Errorf("%v %v", resp, err)
+		}
+	})
+	t.Run("an invalid schema is the request's fault", func(t *testing.T) {
+		bad, _ := structpb.NewStruct(map[string]any{"type": 7})
+		_, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "{}", ToolName: "weather", OutputSchema: bad, Status: success})
+		if stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT || !strings.Contains(err.Error(), "output_schema") {
+			t.Errorf("%v, want INVALID_INPUT naming output_schema", err)
+		}
+	})
+}
+
+// TestKnowledgeReferences: knowledge_search's references are parsed into structured data, and
+// its empty sentinel is an empty list.
+func TestKnowledgeReferences(t *testing.T) {
+	c := client(t, observation.Options{})
+	raw := "[1] Install guide (score 0.91)\nRun make.\n\nThen run make test.\n\n[2] mem-7 (score 0.40)\nNotes."
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: observation.KnowledgeSearchTool, Status: success})
+	if err != nil || resp.GetObservation() != raw {
+		t.Fatalf("%v %v", resp, err)
+	}
+	m := resp.GetStructured().AsMap()
+	refs := m["references"].([]any)
+	if len(refs) != 2 || m["empty"] != false {
+		t.Fatalf("structured %v", m)
+	}
+	first, second := refs[0].(map[string]any), refs[1].(map[string]any)
+	if first["n"] != 1.0 || first["title"] != "Install guide" || first["score"] != 0.91 || first["text"] != "Run make.\n\nThen run make test." {
+		t.Errorf("first reference %v", first)
+	}
+	if second["title"] != "mem-7" || second["text"] != "Notes." {
+		t.Errorf("second reference %v", second)
+	}
+	resp, err = c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "DOCUMENTATION_SEARCH_RESULT: EMPTY", ToolName: observation.KnowledgeSearchTool, Status: success})
+	if m := resp.GetStructured().AsMap(); err != nil || m["empty"] != true || len(m["references"].([]any)) != 0 {
+		t.Errorf("empty search: %v %v", resp.GetStructured(), err)
+	}
+	resp, err = c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "something else", ToolName: observation.KnowledgeSearchTool, Status: success})
+	if err != nil || resp.GetStructured() != nil {
+		t.Errorf("unknown form: %v %v", resp.GetStructured(), err)
+	}
+}

@@ -1,0 +1,139 @@
+package observation_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/observation"
+)
+
+// summarizing returns an observation stage whose observation model is served by a scripted
+// OpenAI-compatible LLM over HTTP through the real generation service, and that LLM.
+func summarizing(t *testing.T, opts observation.Options, scenarios ...llmtest.Scenario) (observationv1.ObservationServiceClient, *llmtest.Server) {
+	t.Helper()
+	llm := llmtest.New(t, scenarios...)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	gen := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(), APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	opts.Generation = generationv1.NewGenerationServiceClient(grpctest.Serve(t, gen.Register))
+	opts.Model = &typev1.Target{Provider: "scripted", Model: "summarizer"}
+	return client(t, opts), llm
+}
+
+// TestSummary: a result over max_bytes is summarised by the observation model, which is asked
+// with the result as the user message and the budget in its instructions; the observation is
+// the summary under its notice, and the request is accounted with stage observation.
+func TestSummary(t *testing.T) {
+	raw := "row 1: alice 42\n" + strings.Repeat("row n: filler 0\n", 200)
+	c, llm := summarizing(t, observation.Options{}, llmtest.Scenario{Name: "summary", Match: raw, Turns: []llmtest.Turn{{Content: "200 rows; alice has 42."}}})
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RunId: "run-1", RawResult: raw, ToolName: "db__query", MaxBytes: 100, Status: success})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[SUMMARIZED] Original size 3216 bytes; summarized to 23 bytes by scripted/summarizer.\n200 rows; alice has 42."
+	if resp.GetObservation() != want || !resp.GetSummarized() || resp.GetTruncated() || resp.GetSummaryError() != "" || !resp.GetSuccess() {
+		t.Fatalf("observation %q summarized %v truncated %v error %q success %v", resp.GetObservation(), resp.GetSummarized(),
+			resp.GetTruncated(), resp.GetSummaryError(), resp.GetSuccess())
+	}
+	reqs := llm.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests to the observation model, want 1", len(reqs))
+	}
+	if sys := string(reqs[0].Messages[0].Content); !strings.Contains(sys, "db__query") || !strings.Contains(sys, "at most 100 bytes") {
+		t.Errorf("instructions %q name neither the tool nor the budget", sys)
+	}
+	if len(reqs[0].Tools) != 0 || reqs[0].Model != "summarizer" {
+		t.Errorf("request offered %d tools to model %q", len(reqs[0].Tools), reqs[0].Model)
+	}
+	acc := resp.GetAccounting()
+	if len(acc) != 1 || acc[0].GetStage() != observation.Stage || acc[0].GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM ||
+		acc[0].GetModel() != "summarizer" || acc[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK || acc[0].GetTokens().GetTotal() == 0 {
+		t.Errorf("accounting %v", acc)
+	}
+
+	t.Run("a result within the budget asks no model", func(t *testing.T) {
+		before := len(llm.Requests())
+		resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "short", ToolName: "t", MaxBytes: 100, Status: success})
+		if err != nil || resp.GetObservation() != "short" || resp.GetSummarized() || len(resp.GetAccounting()) != 0 || len(llm.Requests()) != before {
+			t.Errorf("%v %v", resp, err)
+		}
+	})
+}
+
+// TestSummaryFallsBackToTruncation: when the observation model fails, answers nothing,
+// answers over the budget or is cut off, the result is truncated with the exact notice of
+// seed 000, summary_error says why, and the failed request is still accounted.
+func TestSummaryFallsBackToTruncation(t *testing.T) {
+	raw := func(name string) string { return name + ": " + strings.Repeat("x", 50) }
+	table := []struct {
+		name string
+		turn llmtest.Turn
+		why  string
+	}{
+		{"down", llmtest.Turn{Failure: llmtest.FailModelError}, "the observation model failed"},
+		{"empty", llmtest.Turn{Content: "   "}, "answered with no summary"},
+		{"too long", llmtest.Turn{Content: strings.Repeat("y", 21)}, "summary of 21 bytes is over the budget of 20 bytes"},
+		{"cut off", llmtest.Turn{Content: "partial", FinishReason: "length"}, "cut off at its output token limit"},
+	}
+	var scenarios []llmtest.Scenario
+	for _, tc := range table {
+		scenarios = append(scenarios, llmtest.Scenario{Name: tc.name, Match: raw(tc.name), Turns: []llmtest.Turn{tc.turn}})
+	}
+	c, _ := summarizing(t, observation.Options{}, scenarios...)
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			r := raw(tc.name)
+			resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: r, ToolName: "t", MaxBytes: 20, Status: success})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "[TRUNCATED] Original size " + strconv.Itoa(len(r)) + " bytes; truncated to 20 bytes.\n" + r[:20]
+			if resp.GetObservation() != want || !resp.GetTruncated() || resp.GetSummarized() {
+				t.Errorf("observation %q truncated %v summarized %v, want %q", resp.GetObservation(), resp.GetTruncated(), resp.GetSummarized(), want)
+			}
+			if !strings.Contains(resp.GetSummaryError(), tc.why) {
+				t.Errorf("summary_error %q does not say %q", resp.GetSummaryError(), tc.why)
+			}
+			if len(resp.GetAccounting()) != 1 {
+				t.Errorf("accounting %v, want the request", resp.GetAccounting())
+			}
+		})
+	}
+	if got := stateOf(c, t, raw("down")); got != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED {
+		t.Errorf("a failed summary is accounted %v", got)
+	}
+}
+
+// TestSummaryReadsAtMostItsInput: the observation model reads at most SummaryInputBytes of a
+// result, cut at a rune boundary, and is told how much it was not shown.
+func TestSummaryReadsAtMostItsInput(t *testing.T) {
+	raw := "héllo wörld " + strings.Repeat("z", 100)
+	c, llm := summarizing(t, observation.Options{SummaryInputBytes: 2}, llmtest.Scenario{Name: "clipped", Match: "h*", Turns: []llmtest.Turn{{Content: "a greeting"}}})
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "t", MaxBytes: 50, Status: success})
+	if err != nil || !resp.GetSummarized() {
+		t.Fatalf("%v %v", resp, err)
+	}
+	got := string(llm.Requests()[0].Messages[1].Content)
+	if want := "h\n[the output continues: only its first 2 of 114 bytes are shown]"; got != want {
+		t.Errorf("the model read %q, want %q", got, want)
+	}
+}
+
+func stateOf(c observationv1.ObservationServiceClient, t *testing.T, raw string) typev1.AccountingStatus {
+	t.Helper()
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "t", MaxBytes: 20, Status: success})
+	if err != nil || len(resp.GetAccounting()) != 1 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	return resp.GetAccounting()[0].GetStatus()
+}

@@ -1,0 +1,67 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"google.golang.org/protobuf/proto"
+)
+
+// Answer records the user's answer to the question a paused run asks (OUTCOME_AWAITING_INPUT,
+// result.pending_question): the run goes on with the answer as the user's message. Any replica
+// takes the answer for any run: it is stored, and the run's owner (or whichever replica
+// resumes the run) applies it. The first answer wins; an answer to a question the run does not
+// ask (any more) is NOT_FOUND.
+func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
+	switch {
+	case req.GetRunId() == "":
+		return nil, stageerr.Invalid("run_id must not be empty")
+	case strings.TrimSpace(req.GetAnswer()) == "":
+		return nil, stageerr.Invalid("answer must not be empty")
+	case len(req.GetAnswer()) > MaxMessageBytes:
+		return nil, stageerr.Invalid("answer: at most %d bytes, got %d", MaxMessageBytes, len(req.GetAnswer()))
+	}
+	if err := s.authorizeRun(ctx, auth.ActionAnswer, req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if s.store != nil {
+		return s.answerStored(ctx, req)
+	}
+	r := s.liveRun(req.GetRunId())
+	if r == nil {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q is not live on this orchestrator", req.GetRunId())
+	}
+	return r.answerLocal(req)
+}
+
+// answerStored records an answer in the store, for the run's owner to apply.
+func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
+	runID := req.GetRunId()
+	cp, _, err := s.store.Load(ctx, runID)
+	switch {
+	case errors.Is(err, runstore.ErrNotFound):
+		return nil, notAsking(runID, req.GetQuestionId())
+	case err != nil:
+		return nil, storeErr(runID, err)
+	}
+	q := cp.GetQuestion()
+	if cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_INPUT || (req.GetQuestionId() != "" && req.GetQuestionId() != q.GetId()) {
+		return nil, notAsking(runID, req.GetQuestionId())
+	}
+	answer := proto.CloneOf(req)
+	answer.QuestionId = q.GetId()
+	if err := s.store.Answer(ctx, answer); err != nil {
+		if errors.Is(err, runstore.ErrExists) {
+			return nil, alreadyAnswered(runID, q.GetId())
+		}
+		return nil, storeErr(runID, err)
+	}
+	return &agentv1.AnswerResponse{RunId: runID, QuestionId: q.GetId(), Resumed: true}, nil
+}

@@ -1,0 +1,85 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
+
+// observe turns a tool result into what the model sees, through the observation stage (the
+// OBSERVE state): the result, its summary by the observation model (whose request is
+// accounted to the run) or its truncation. An observation that says the run should answer now
+// (should_continue false) makes the next turn a final turn. A result the stage cannot observe
+// goes to the recovery stage: a malformed result (PARSE_ERROR) ends the run (t.badResult), one
+// too large to summarise adequately (OBSERVATION_TOO_LARGE) asks the user how to proceed
+// (t.ask); either way the model is told the tool failed.
+func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse, t *turnState) *observationv1.ObserveResponse {
+	req := &observationv1.ObserveRequest{
+		RunId: r.id, RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
+		Status: res.GetStatus(), Error: res.GetError(), OutputSchema: r.tool(call.GetName()).GetOutputSchema(),
+	}
+	obs, err := whenReady(ctx, "observation", r.svc.peers.Observation.Observe, req)
+	if err != nil {
+		return r.unobservable(ctx, call, stageerr.FromError(err), t)
+	}
+	for _, e := range obs.GetAccounting() {
+		r.account(e)
+		r.addUsage(e.GetTokens())
+	}
+	if e := obs.GetSummaryError(); e != "" {
+		r.svc.log.WarnContext(ctx, "the observation model's summary was not used; the result was truncated", "run_id", r.id,
+			"tool", call.GetName(), "why", e)
+	}
+	if !obs.GetShouldContinue() {
+		r.observedDone = true
+	}
+	return obs
+}
+
+// unobservable is the observation of a result the observation stage refused, as the recovery
+// stage decides.
+func (r *run) unobservable(ctx context.Context, call *typev1.ToolCall, se *stageerr.Error, t *turnState) *observationv1.ObserveResponse {
+	obs := &observationv1.ObserveResponse{Observation: "(tool failed: the result could not be observed: " + se.Error() + ")"}
+	if ctx.Err() != nil {
+		return obs
+	}
+	d := r.recover(ctx, "observation", se, 0, &recoveryv1.RecoveryState{RunId: r.id, ToolName: call.GetName(), Arguments: call.GetArguments()})
+	switch {
+	case d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ABORT && se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:
+		// Seed 001: a malformed tool result envelope ends the run FAILED_VALIDATION.
+		t.badResult = fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitToolResultInvalid, d.GetUserMessage(),
+			fmt.Sprintf("the result of %s (%s) is malformed: %s", call.GetName(), call.GetId(), se.Error()))
+	case d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ASK_USER && t.ask == nil:
+		t.ask = &askUser{question: d.GetUserMessage(), reason: fmt.Sprintf("%s (%s): %s", call.GetName(), call.GetId(), se.Error())}
+	}
+	return obs
+}
+
+// tool is the available tool of the name, or nil.
+func (r *run) tool(name string) *typev1.Tool {
+	if i := slices.IndexFunc(r.available, func(t *typev1.Tool) bool { return t.GetName() == name }); i >= 0 {
+		return r.available[i]
+	}
+	return nil
+}
+
+// observedDetail is the OBSERVE transcript entry's detail.
+func observedDetail(content string, obs *observationv1.ObserveResponse) string {
+	detail := fmt.Sprintf("%d bytes observed, truncated %v", len(content), obs.GetTruncated())
+	if obs.GetSummarized() {
+		detail += ", summarized by the observation model"
+	}
+	if e := obs.GetSummaryError(); e != "" {
+		detail += "; the summary was not used: " + e
+	}
+	if !obs.GetShouldContinue() && obs.GetSuccess() {
+		detail += "; the observation says the run should answer now"
+	}
+	return detail
+}

@@ -1,0 +1,171 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// askUser is the recovery stage's decision to ask the user how to proceed (seed 003: unknown
+// failure → ask user for guidance), made in a turn.
+type askUser struct {
+	question string // recovery's user_message
+	reason   string // the failure
+}
+
+// questionState is a pause for the user's answer.
+type questionState struct {
+	pending  *typev1.PendingQuestion
+	answered bool // an answer was handed to the run (a second one is refused)
+}
+
+// awaitAnswer pauses the run until its user answers the turn's question (AgentService.Answer,
+// on any replica), the answer timeout passes (the run ends FAILED_TIMEOUT / ANSWER_TIMEOUT) or
+// the run is cancelled. The question is added to the conversation as the assistant's message
+// and the answer as the user's, so the model of the next turn sees both. Like an approval
+// pause, it is checkpointed before it is announced: the run can be stopped here (a deploy) and
+// resumed by any replica, which waits until the same deadline; an answer recorded meanwhile
+// reaches it through the run-inputs bucket. A run restored from such a checkpoint continues
+// its pause.
+func (r *run) awaitAnswer(ctx context.Context, t *turnState) *ending {
+	r.mu.Lock()
+	st := r.asking
+	r.mu.Unlock()
+	if st == nil {
+		st = r.ask(ctx, t.ask)
+		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_INPUT, t, nil); e != nil {
+			return e
+		}
+		r.publish(r.questionResult(st.pending))
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_InputRequested{InputRequested: &eventv1.InputRequested{Question: st.pending}}})
+	} else {
+		r.publish(r.questionResult(st.pending))
+	}
+	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
+	defer timer.Stop()
+	var (
+		end    *ending
+		answer *agentv1.AnswerRequest
+	)
+wait:
+	for {
+		select {
+		case in := <-r.inputs:
+			if a := in.Answer; a != nil && a.GetQuestionId() == st.pending.GetId() {
+				answer = a
+				break wait
+			}
+		case <-r.svc.draining:
+			return stopHere(errHandOff.Error()) // the pause is checkpointed: another replica waits on
+		case <-ctx.Done():
+			if e := stopCause(ctx); e != nil {
+				return e
+			}
+			break wait // COMMIT ends the run: cancelled or timed out
+		case <-timer.C:
+			end = fail(typev1.Outcome_OUTCOME_FAILED_TIMEOUT, ExitAnswerTimeout, messageAnswerTimeout,
+				fmt.Sprintf("no answer within answer_timeout_ms (%d ms) to %q", r.contract.GetAnswerTimeoutMs(), st.pending.GetQuestion()))
+			end.retryable = true
+			break wait
+		}
+	}
+	r.mu.Lock()
+	r.asking = nil
+	r.mu.Unlock()
+	r.publish(nil)
+	if answer != nil {
+		r.takeAnswer(ctx, st.pending, answer.GetAnswer())
+	}
+	return end
+}
+
+// ask starts a pause for the user's answer to q: the question in the conversation, the
+// AWAIT_INPUT transcript entry and the ASK_CLARIFICATION decision.
+func (r *run) ask(ctx context.Context, q *askUser) *questionState {
+	now := r.svc.now()
+	st := &questionState{pending: &typev1.PendingQuestion{
+		RunId: r.id, Id: fmt.Sprintf("turn-%d", r.turns), Question: q.question, Reason: q.reason,
+		RequestedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(time.Duration(r.contract.GetAnswerTimeoutMs()) * time.Millisecond)),
+	}}
+	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: q.question})
+	st0 := typev1.RunState_RUN_STATE_AWAIT_INPUT
+	r.step(ctx, st0, r.stepID(st0), func(context.Context) (proto.Message, proto.Message, string) {
+		return st.pending, nil, "asking the user how to proceed after " + q.reason
+	})
+	r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: q.question}
+	r.mu.Lock()
+	r.asking = st
+	r.mu.Unlock()
+	return st
+}
+
+// takeAnswer adds the user's answer to the conversation, records it and announces it.
+func (r *run) takeAnswer(ctx context.Context, q *typev1.PendingQuestion, answer string) {
+	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: answer})
+	r.decision = nil // answered: the run decides anew
+	ev := &eventv1.InputAnswered{QuestionId: q.GetId(), Answer: answer}
+	st := typev1.RunState_RUN_STATE_AWAIT_INPUT
+	r.step(ctx, st, r.stepID(st)+"/answer", func(context.Context) (proto.Message, proto.Message, string) {
+		return nil, ev, "answered " + q.GetId()
+	})
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_InputAnswered{InputAnswered: ev}})
+}
+
+// questionResult is the snapshot a caller gets while the run waits for an answer, the one any
+// replica builds from the paused checkpoint.
+func (r *run) questionResult(q *typev1.PendingQuestion) *typev1.RunResult {
+	cp := r.snapshot(checkpointv1.Phase_PHASE_AWAITING_INPUT, nil, nil)
+	cp.Question, cp.Usage = q, proto.CloneOf(r.usage)
+	cp.Conversation, cp.Accounting = slices.Clone(cp.Conversation), slices.Clone(cp.Accounting)
+	return pausedFromCheckpoint(cp)
+}
+
+// answerLocal hands an answer to a run live on this replica that waits for one (no store).
+func (r *run) answerLocal(req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.asking
+	if st == nil || (req.GetQuestionId() != "" && req.GetQuestionId() != st.pending.GetId()) {
+		return nil, notAsking(r.id, req.GetQuestionId())
+	}
+	if st.answered {
+		return nil, alreadyAnswered(r.id, st.pending.GetId())
+	}
+	answer := proto.CloneOf(req)
+	answer.QuestionId = st.pending.GetId()
+	select {
+	case r.inputs <- runstore.Input{Answer: answer}:
+	default:
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE, "run %q is busy; answer again", r.id)
+	}
+	st.answered = true
+	return &agentv1.AnswerResponse{RunId: r.id, QuestionId: st.pending.GetId(), Resumed: true}, nil
+}
+
+// notAsking is the error of an answer to a run that asks no question, or not that one.
+func notAsking(runID, questionID string) error {
+	if questionID != "" {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q does not ask question %q", runID, questionID)
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q asks no question", runID)
+}
+
+// alreadyAnswered is the error of a second answer to a question.
+func alreadyAnswered(runID, questionID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "question %q of run %q is already answered", questionID, runID)
+}
+
+// restoreQuestion is the pause a checkpoint was taken in.
+func restoreQuestion(cp *checkpointv1.RunCheckpoint) *questionState {
+	return &questionState{pending: cp.GetQuestion()}
+}
