@@ -48,7 +48,8 @@ type Config struct {
 type Observation struct {
 	// MaxInputBytes is the largest tool result the stage observes. A larger one cannot be
 	// summarised adequately (OBSERVATION_TOO_LARGE): the run asks its user how to proceed.
-	// Default 16 MiB; at most grpc.max_message_bytes, which every result must cross anyway.
+	// 0 means 16 MiB, or grpc.max_message_bytes when that is smaller: every result must cross
+	// it anyway, so a larger value is refused.
 	MaxInputBytes int64 `yaml:"max_input_bytes"`
 }
 

@@ -55,7 +55,6 @@ func Default() *Config {
 			IdempotencyTTLMS: 24 * 3600 * 1000,
 			CallRecordTTLMS:  7 * 24 * 3600 * 1000,
 		},
-		Observation: Observation{MaxInputBytes: 16 << 20},
 	}
 }
 

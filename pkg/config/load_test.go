@@ -29,7 +29,7 @@ func TestDefaultsWithoutFiles(t *testing.T) {
 		{"context_window", d.ContextWindow, int64(131072)},
 		{"approval_timeout_ms", d.ApprovalTimeoutMS, int64(300000)},
 		{"answer_timeout_ms", d.AnswerTimeoutMS, int64(300000)},
-		{"observation.max_input_bytes", cfg.Observation.MaxInputBytes, int64(16 << 20)},
+		{"observation.max_input_bytes", cfg.Observation.MaxInputBytes, int64(0)},
 		{"tool_transport", d.ToolTransport, "native"},
 		{"cache_responses", d.CacheResponses, false},
 		{"rules provider", cfg.Providers["rules"].Type, "rules"},

@@ -106,8 +106,8 @@ func (c *Config) validateGRPC(p *problems) {
 }
 
 func (c *Config) validateObservation(p *problems) {
-	if n := c.Observation.MaxInputBytes; n < 1 || n > int64(c.GRPC.MaxMessageBytes) {
-		p.addf("observation.max_input_bytes: must be between 1 and grpc.max_message_bytes (%d), got %d", c.GRPC.MaxMessageBytes, n)
+	if n := c.Observation.MaxInputBytes; n < 0 || n > int64(c.GRPC.MaxMessageBytes) {
+		p.addf("observation.max_input_bytes: must be between 0 (the default) and grpc.max_message_bytes (%d), got %d", c.GRPC.MaxMessageBytes, n)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"gRPC message limit in megabytes", func(c *Config) { c.GRPC.MaxMessageBytes = 32 },
 			"grpc.max_message_bytes: must be between 1048576 (1 MiB) and 2147483647 (2 GiB, protobuf's limit), got 32"},
 		{"observation input over the gRPC limit", func(c *Config) { c.Observation.MaxInputBytes = 64 << 20 },
-			"observation.max_input_bytes: must be between 1 and grpc.max_message_bytes (33554432), got 67108864"},
+			"observation.max_input_bytes: must be between 0 (the default) and grpc.max_message_bytes (33554432), got 67108864"},
 		{"negative answer timeout", func(c *Config) { c.Defaults.AnswerTimeoutMS = -1 }, "defaults.answer_timeout_ms: must not be negative, got -1"},
 		{"nats replicas out of range", func(c *Config) { c.NATS.Replicas = 0 }, "nats.replicas: must be between 1 and 5, got 0"},
 		{"unknown nats storage", func(c *Config) { c.NATS.Storage = "disk" }, `nats.storage: must be file or memory, got "disk"`},

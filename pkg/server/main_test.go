@@ -229,8 +229,13 @@ func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
 			return &closer{}, nil
 		})
 	}()
-	if n := <-got; n != 1<<20 {
-		t.Errorf("the service got grpc.max_message_bytes %d, want GRPC_MAX_MESSAGE_BYTES's 1048576", n)
+	select {
+	case n := <-got:
+		if n != 1<<20 {
+			t.Errorf("the service got grpc.max_message_bytes %d, want GRPC_MAX_MESSAGE_BYTES's 1048576", n)
+		}
+	case code := <-exited:
+		t.Fatalf("run exited %d before building the service", code)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))

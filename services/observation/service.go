@@ -167,6 +167,9 @@ var finalReportTools = map[string]bool{
 // dials the generation service when Model is set.
 func OptionsFromConfig(cfg *config.Config) Options {
 	opts := Options{MaxInputBytes: cfg.Observation.MaxInputBytes}
+	if opts.MaxInputBytes == 0 {
+		opts.MaxInputBytes = min(DefaultMaxInputBytes, int64(cfg.GRPC.MaxMessageBytes))
+	}
 	if m := cfg.Models.Observation; m != nil {
 		opts.Model = &typev1.Target{Provider: m.Provider, Model: m.Model}
 	}
