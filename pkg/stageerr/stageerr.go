@@ -23,6 +23,10 @@ type Error struct {
 	Msg string
 	// Cause is the underlying error, if any.
 	Cause error
+	// Accounting are the paid requests the stage made for the request that failed (e.g. the
+	// planning model's answer that the failure follows from). They travel as details of the
+	// status, so the caller accounts them as it does a response's.
+	Accounting []*typev1.AccountingEntry
 }
 
 // Error returns the message, prefixed by the code's name when there is no message.

@@ -138,3 +138,21 @@ func TestWrappingAndPlainErrors(t *testing.T) {
 		t.Errorf("a bare UNAVAILABLE should read as a retryable network failure (UNAVAILABLE), got %v %v", plain.Code, plain.Class)
 	}
 }
+
+// TestAccountingTravels carries the paid requests of a failed stage call through a status and
+// back, next to the StageError.
+func TestAccountingTravels(t *testing.T) {
+	e := stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN, "no tool can do that")
+	e.Accounting = []*typev1.AccountingEntry{{Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: "p", Model: "m"}}
+	st, _ := status.FromError(stageerr.ToStatus(e))
+	if st.Code() != codes.FailedPrecondition {
+		t.Fatalf("code %v", st.Code())
+	}
+	back := stageerr.FromError(st.Err())
+	if back.Code != e.Code || back.Msg != "no tool can do that" || len(back.Accounting) != 1 || back.Accounting[0].GetModel() != "m" {
+		t.Errorf("FromError = %+v", back)
+	}
+	if plain := stageerr.FromError(stageerr.ToStatus(stageerr.Invalid("x"))); plain.Accounting != nil {
+		t.Errorf("an error without accounting came back with %v", plain.Accounting)
+	}
+}

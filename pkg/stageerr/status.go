@@ -8,6 +8,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 )
 
 type rule struct {
@@ -82,7 +83,8 @@ func GRPCCode(code typev1.StageErrorCode, class typev1.ErrorClass) codes.Code {
 	return codes.Internal
 }
 
-// ToStatus converts any error into a gRPC status error carrying a StageError detail. Errors
+// ToStatus converts any error into a gRPC status error carrying a StageError detail, and an
+// AccountingEntry detail for each of an *Error's Accounting. Errors
 // that already are statuses pass through; context cancellation and deadlines map to CANCELED
 // and DEADLINE_EXCEEDED; anything else unclassified is INTERNAL.
 func ToStatus(err error) error {
@@ -91,7 +93,11 @@ func ToStatus(err error) error {
 	}
 	if e := As(err); e != nil {
 		st := status.New(GRPCCode(e.Code, e.Class), e.Error())
-		withDetail, derr := st.WithDetails(Detail(e))
+		details := []protoadapt.MessageV1{Detail(e)}
+		for _, a := range e.Accounting {
+			details = append(details, a)
+		}
+		withDetail, derr := st.WithDetails(details...)
 		if derr != nil {
 			return st.Err()
 		}
@@ -121,8 +127,9 @@ func Detail(e *Error) *typev1.StageError {
 	}
 }
 
-// FromError recovers a stage error from an error returned by a gRPC call. A status without a
-// StageError detail becomes an *Error whose code is derived from the gRPC code; nil stays nil.
+// FromError recovers a stage error from an error returned by a gRPC call, with the
+// AccountingEntry details as its Accounting. A status without a StageError detail becomes an
+// *Error whose code is derived from the gRPC code; nil stays nil.
 func FromError(err error) *Error {
 	if err == nil {
 		return nil
@@ -134,19 +141,32 @@ func FromError(err error) *Error {
 	if !ok {
 		return &Error{Msg: err.Error(), Cause: err}
 	}
+	var (
+		found      *Error
+		accounting []*typev1.AccountingEntry
+	)
 	for _, d := range st.Details() {
-		if se, ok := d.(*typev1.StageError); ok {
-			return &Error{
-				Code:       se.GetCode(),
-				Class:      se.GetErrorClass(),
-				RetryAfter: time.Duration(se.GetRetryAfterMs()) * time.Millisecond,
-				Stage:      se.GetStage(),
-				Msg:        st.Message(),
-				Cause:      err,
+		switch d := d.(type) {
+		case *typev1.StageError:
+			if found == nil {
+				found = &Error{
+					Code:       d.GetCode(),
+					Class:      d.GetErrorClass(),
+					RetryAfter: time.Duration(d.GetRetryAfterMs()) * time.Millisecond,
+					Stage:      d.GetStage(),
+					Msg:        st.Message(),
+					Cause:      err,
+				}
 			}
+		case *typev1.AccountingEntry:
+			accounting = append(accounting, d)
 		}
 	}
-	return &Error{Code: codeFromGRPC(st.Code()), Class: classFromGRPC(st.Code()), Msg: st.Message(), Cause: err}
+	if found == nil {
+		found = &Error{Code: codeFromGRPC(st.Code()), Class: classFromGRPC(st.Code()), Msg: st.Message(), Cause: err}
+	}
+	found.Accounting = accounting
+	return found
 }
 
 func codeFromGRPC(c codes.Code) typev1.StageErrorCode {
