@@ -59,6 +59,10 @@ type Answer struct {
 	Usage *typev1.TokenUsage
 	// Model is the model that answered, as the provider reports it.
 	Model string
+	// CostUSD is the request's cost from the configured price of the model.
+	CostUSD float64
+	// StopReason is the answer's normalised stop reason.
+	StopReason string
 }
 
 // Object asks q and decodes the validated answer into out (a pointer, as for
@@ -88,7 +92,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	if err != nil {
 		return Answer{}, stageerr.FromError(err)
 	}
-	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel()}
+	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel(), CostUSD: resp.GetCostUsd(), StopReason: resp.GetStopReason()}
 	var call *typev1.ToolCall
 	for _, c := range resp.GetToolCalls() {
 		if c.GetName() == q.Tool {

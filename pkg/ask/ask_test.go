@@ -2,9 +2,11 @@ package ask_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -85,7 +87,30 @@ func TestObject(t *testing.T) {
 			t.Errorf("%s: %v, want ErrUnusable saying %q", input, err, want)
 		}
 	}
-	if _, err := m.Object(t.Context(), question("down"), &v); err == nil || errors.Is(err, ask.ErrUnusable) {
+	ans, err = m.Object(t.Context(), question("down"), &v)
+	if err == nil || errors.Is(err, ask.ErrUnusable) {
 		t.Errorf("a failed provider: %v, want its stage error", err)
+	}
+	if e := m.Accounting(ans, err, time.Millisecond); e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || e.GetError() == "" || e.GetModel() != "judge" {
+		t.Errorf("the failed request's accounting: %v", e)
+	}
+}
+
+// TestAccounting makes the run's accounting entry of an answered request: an LLM request of
+// the target, ok, with the tokens and the model that answered, also when the answer was
+// unusable.
+func TestAccounting(t *testing.T) {
+	m := &ask.Model{Target: &typev1.Target{Provider: "p", Model: "m"}}
+	ans := ask.Answer{Usage: &typev1.TokenUsage{Total: 7}, Model: "m-2025", CostUSD: 0.5, StopReason: "tool_calls"}
+	for _, err := range []error{nil, fmt.Errorf("%w: no call", ask.ErrUnusable)} {
+		e := m.Accounting(ans, err, 3*time.Millisecond)
+		if e.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM || e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK ||
+			e.GetProvider() != "p" || e.GetModel() != "m" || e.GetActualModel() != "m-2025" || e.GetTokens().GetTotal() != 7 ||
+			e.GetCostUsd() != 0.5 || e.GetLatencyMs() != 3 || e.GetAttempts() != 1 || e.GetTimestampMs() == 0 {
+			t.Errorf("Accounting(%v) = %v", err, e)
+		}
+	}
+	if e := m.Accounting(ask.Answer{}, errors.New("the schema of x: bad"), 0); e != nil {
+		t.Errorf("a question whose schema did not compile made no request, but was accounted: %v", e)
 	}
 }
