@@ -388,7 +388,10 @@ type AccountingEntry struct {
 	// its retries of transient failures (a REST 429, 502, 503 or 504), not counting attempts
 	// that sent nothing (a connection refused, an MCP server being restarted), and 0 when the
 	// call was refused before it ran.
-	Attempts      int32 `protobuf:"varint,17,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts int32 `protobuf:"varint,17,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The stage that made the request for the run, e.g. "planning" for the planning model's
+	// request; empty for the run's own LLM attempts and tool executions.
+	Stage         string `protobuf:"bytes,18,opt,name=stage,proto3" json:"stage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -540,6 +543,13 @@ func (x *AccountingEntry) GetAttempts() int32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *AccountingEntry) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
 }
 
 // TranscriptEntry is one link of a run's hash-chained transcript.
@@ -1184,7 +1194,7 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12:\n" +
 	"\fcontent_json\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vcontentJson\x123\n" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12*\n" +
-	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xd7\x04\n" +
+	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\"\xed\x04\n" +
 	"\x0fAccountingEntry\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.agentmesh.type.v1.AccountingTypeR\x04type\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -1205,7 +1215,8 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x06source\x18\x0e \x01(\tR\x06source\x12\x19\n" +
 	"\bcost_usd\x18\x0f \x01(\x01R\acostUsd\x12!\n" +
 	"\factual_model\x18\x10 \x01(\tR\vactualModel\x12\x1a\n" +
-	"\battempts\x18\x11 \x01(\x05R\battempts\"\x81\x04\n" +
+	"\battempts\x18\x11 \x01(\x05R\battempts\x12\x14\n" +
+	"\x05stage\x18\x12 \x01(\tR\x05stage\"\x81\x04\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x17\n" +
 	"\astep_id\x18\x02 \x01(\tR\x06stepId\x121\n" +
