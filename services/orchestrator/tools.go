@@ -259,7 +259,11 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall) {
 				Turn: r.turns, CallId: call.GetId(), ToolName: call.GetName(), Status: res.GetStatus(),
 				Observation: content, ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
 			}}})
-			return res, obs, fmt.Sprintf("%d bytes observed, truncated %v", len(content), obs.GetTruncated())
+			detail := fmt.Sprintf("%d bytes observed, truncated %v", len(content), obs.GetTruncated())
+			if track := r.trackCall(call, res); track != "" {
+				detail += "; " + track
+			}
+			return res, obs, detail
 		})
 	}
 }

@@ -51,6 +51,7 @@ type RunEvent struct {
 	//	*RunEvent_ContextGuard
 	//	*RunEvent_RunFinished
 	//	*RunEvent_RunResumed
+	//	*RunEvent_PlanRevised
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -240,6 +241,15 @@ func (x *RunEvent) GetRunResumed() *RunResumed {
 	return nil
 }
 
+func (x *RunEvent) GetPlanRevised() *PlanRevised {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_PlanRevised); ok {
+			return x.PlanRevised
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -314,6 +324,11 @@ type RunEvent_RunResumed struct {
 	RunResumed *RunResumed `protobuf:"bytes,23,opt,name=run_resumed,json=runResumed,proto3,oneof"`
 }
 
+type RunEvent_PlanRevised struct {
+	// The planning stage revised the plan after a step failed or the model left the plan.
+	PlanRevised *PlanRevised `protobuf:"bytes,24,opt,name=plan_revised,json=planRevised,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_IntentParsed) isRunEvent_Kind() {}
@@ -341,6 +356,8 @@ func (*RunEvent_ContextGuard) isRunEvent_Kind() {}
 func (*RunEvent_RunFinished) isRunEvent_Kind() {}
 
 func (*RunEvent_RunResumed) isRunEvent_Kind() {}
+
+func (*RunEvent_PlanRevised) isRunEvent_Kind() {}
 
 // RunStarted opens a run.
 type RunStarted struct {
@@ -495,8 +512,14 @@ type PlanCreated struct {
 	Steps []*v1.Step `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Whether the plan contains tools that need approval.
 	RequiresHumanApproval bool `protobuf:"varint,2,opt,name=requires_human_approval,json=requiresHumanApproval,proto3" json:"requires_human_approval,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Who made the plan: "model" or "rules".
+	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the planning model's plan was not used, when the rules made it instead.
+	FallbackReason string `protobuf:"bytes,4,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The planning stage's estimate of the loop iterations.
+	EstimatedSteps int32 `protobuf:"varint,5,opt,name=estimated_steps,json=estimatedSteps,proto3" json:"estimated_steps,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PlanCreated) Reset() {
@@ -543,6 +566,127 @@ func (x *PlanCreated) GetRequiresHumanApproval() bool {
 	return false
 }
 
+func (x *PlanCreated) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PlanCreated) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *PlanCreated) GetEstimatedSteps() int32 {
+	if x != nil {
+		return x.EstimatedSteps
+	}
+	return 0
+}
+
+// PlanRevised carries a revised plan (seed 003: Error/Recovery → Planning).
+type PlanRevised struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 for the first revision of the run, 2 for the second ...
+	Revision int32 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Why the plan was revised.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The revised plan, each step with its state: steps done before stay done.
+	Steps []*v1.StepProgress `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Whether the revised plan contains tools that need approval.
+	RequiresHumanApproval bool `protobuf:"varint,4,opt,name=requires_human_approval,json=requiresHumanApproval,proto3" json:"requires_human_approval,omitempty"`
+	// Who made the revised plan: "model" or "rules".
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the planning model's plan was not used, when the rules revised the plan instead.
+	FallbackReason string `protobuf:"bytes,6,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The planning stage's estimate of the loop iterations.
+	EstimatedSteps int32 `protobuf:"varint,7,opt,name=estimated_steps,json=estimatedSteps,proto3" json:"estimated_steps,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanRevised) Reset() {
+	*x = PlanRevised{}
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRevised) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRevised) ProtoMessage() {}
+
+func (x *PlanRevised) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRevised.ProtoReflect.Descriptor instead.
+func (*PlanRevised) Descriptor() ([]byte, []int) {
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PlanRevised) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *PlanRevised) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PlanRevised) GetSteps() []*v1.StepProgress {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanRevised) GetRequiresHumanApproval() bool {
+	if x != nil {
+		return x.RequiresHumanApproval
+	}
+	return false
+}
+
+func (x *PlanRevised) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PlanRevised) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *PlanRevised) GetEstimatedSteps() int32 {
+	if x != nil {
+		return x.EstimatedSteps
+	}
+	return 0
+}
+
 // TurnStarted opens a turn.
 type TurnStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -563,7 +707,7 @@ type TurnStarted struct {
 
 func (x *TurnStarted) Reset() {
 	*x = TurnStarted{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +719,7 @@ func (x *TurnStarted) String() string {
 func (*TurnStarted) ProtoMessage() {}
 
 func (x *TurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +732,7 @@ func (x *TurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStarted.ProtoReflect.Descriptor instead.
 func (*TurnStarted) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TurnStarted) GetTurn() int32 {
@@ -627,7 +771,7 @@ type LlmDelta struct {
 
 func (x *LlmDelta) Reset() {
 	*x = LlmDelta{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +783,7 @@ func (x *LlmDelta) String() string {
 func (*LlmDelta) ProtoMessage() {}
 
 func (x *LlmDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +796,7 @@ func (x *LlmDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmDelta.ProtoReflect.Descriptor instead.
 func (*LlmDelta) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LlmDelta) GetTurn() int32 {
@@ -707,7 +851,7 @@ type LlmResponse struct {
 
 func (x *LlmResponse) Reset() {
 	*x = LlmResponse{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +863,7 @@ func (x *LlmResponse) String() string {
 func (*LlmResponse) ProtoMessage() {}
 
 func (x *LlmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +876,7 @@ func (x *LlmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmResponse.ProtoReflect.Descriptor instead.
 func (*LlmResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LlmResponse) GetTurn() int32 {
@@ -825,7 +969,7 @@ type ToolStarted struct {
 
 func (x *ToolStarted) Reset() {
 	*x = ToolStarted{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +981,7 @@ func (x *ToolStarted) String() string {
 func (*ToolStarted) ProtoMessage() {}
 
 func (x *ToolStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +994,7 @@ func (x *ToolStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStarted.ProtoReflect.Descriptor instead.
 func (*ToolStarted) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolStarted) GetTurn() int32 {
@@ -890,7 +1034,7 @@ type ToolFinished struct {
 
 func (x *ToolFinished) Reset() {
 	*x = ToolFinished{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1046,7 @@ func (x *ToolFinished) String() string {
 func (*ToolFinished) ProtoMessage() {}
 
 func (x *ToolFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1059,7 @@ func (x *ToolFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFinished.ProtoReflect.Descriptor instead.
 func (*ToolFinished) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolFinished) GetTurn() int32 {
@@ -978,7 +1122,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1134,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1147,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApprovalRequested) GetPendingAction() *v1.PendingAction {
@@ -1032,7 +1176,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1188,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1201,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApprovalResolved) GetCallId() string {
@@ -1114,7 +1258,7 @@ type RecoveryDecided struct {
 
 func (x *RecoveryDecided) Reset() {
 	*x = RecoveryDecided{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1270,7 @@ func (x *RecoveryDecided) String() string {
 func (*RecoveryDecided) ProtoMessage() {}
 
 func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1283,7 @@ func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryDecided.ProtoReflect.Descriptor instead.
 func (*RecoveryDecided) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecoveryDecided) GetStage() string {
@@ -1190,7 +1334,7 @@ type ContextGuardEvaluated struct {
 
 func (x *ContextGuardEvaluated) Reset() {
 	*x = ContextGuardEvaluated{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1346,7 @@ func (x *ContextGuardEvaluated) String() string {
 func (*ContextGuardEvaluated) ProtoMessage() {}
 
 func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1359,7 @@ func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextGuardEvaluated.ProtoReflect.Descriptor instead.
 func (*ContextGuardEvaluated) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContextGuardEvaluated) GetTurn() int32 {
@@ -1250,7 +1394,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1406,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1419,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunFinished) GetResult() *v1.RunResult {
@@ -1319,7 +1463,7 @@ type RunResumed struct {
 
 func (x *RunResumed) Reset() {
 	*x = RunResumed{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1475,7 @@ func (x *RunResumed) String() string {
 func (*RunResumed) ProtoMessage() {}
 
 func (x *RunResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1488,7 @@ func (x *RunResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResumed.ProtoReflect.Descriptor instead.
 func (*RunResumed) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunResumed) GetReplica() string {
@@ -1386,7 +1530,7 @@ var File_agentmesh_event_v1_event_proto protoreflect.FileDescriptor
 
 const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\b\n" +
+	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\t\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -1407,7 +1551,8 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\rcontext_guard\x18\x15 \x01(\v2).agentmesh.event.v1.ContextGuardEvaluatedH\x00R\fcontextGuard\x12D\n" +
 	"\frun_finished\x18\x16 \x01(\v2\x1f.agentmesh.event.v1.RunFinishedH\x00R\vrunFinished\x12A\n" +
 	"\vrun_resumed\x18\x17 \x01(\v2\x1e.agentmesh.event.v1.RunResumedH\x00R\n" +
-	"runResumedB\x06\n" +
+	"runResumed\x12D\n" +
+	"\fplan_revised\x18\x18 \x01(\v2\x1f.agentmesh.event.v1.PlanRevisedH\x00R\vplanRevisedB\x06\n" +
 	"\x04kind\"\xaa\x01\n" +
 	"\n" +
 	"RunStarted\x12\x17\n" +
@@ -1420,10 +1565,21 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\vconstraints\x18\x02 \x03(\tR\vconstraints\x12\x1b\n" +
 	"\ttask_type\x18\x03 \x01(\tR\btaskType\x12>\n" +
 	"\vtool_policy\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ToolPolicyR\n" +
-	"toolPolicy\"t\n" +
+	"toolPolicy\"\xde\x01\n" +
 	"\vPlanCreated\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.agentmesh.type.v1.StepR\x05steps\x126\n" +
-	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\"\\\n" +
+	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\x04 \x01(\tR\x0efallbackReason\x12'\n" +
+	"\x0festimated_steps\x18\x05 \x01(\x05R\x0eestimatedSteps\"\x9a\x02\n" +
+	"\vPlanRevised\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x125\n" +
+	"\x05steps\x18\x03 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x05steps\x126\n" +
+	"\x17requires_human_approval\x18\x04 \x01(\bR\x15requiresHumanApproval\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\x06 \x01(\tR\x0efallbackReason\x12'\n" +
+	"\x0festimated_steps\x18\a \x01(\x05R\x0eestimatedSteps\"\\\n" +
 	"\vTurnStarted\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12!\n" +
 	"\fforced_final\x18\x02 \x01(\bR\vforcedFinal\x12\x16\n" +
@@ -1501,72 +1657,76 @@ func file_agentmesh_event_v1_event_proto_rawDescGZIP() []byte {
 	return file_agentmesh_event_v1_event_proto_rawDescData
 }
 
-var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*RunEvent)(nil),              // 0: agentmesh.event.v1.RunEvent
 	(*RunStarted)(nil),            // 1: agentmesh.event.v1.RunStarted
 	(*IntentParsed)(nil),          // 2: agentmesh.event.v1.IntentParsed
 	(*PlanCreated)(nil),           // 3: agentmesh.event.v1.PlanCreated
-	(*TurnStarted)(nil),           // 4: agentmesh.event.v1.TurnStarted
-	(*LlmDelta)(nil),              // 5: agentmesh.event.v1.LlmDelta
-	(*LlmResponse)(nil),           // 6: agentmesh.event.v1.LlmResponse
-	(*ToolStarted)(nil),           // 7: agentmesh.event.v1.ToolStarted
-	(*ToolFinished)(nil),          // 8: agentmesh.event.v1.ToolFinished
-	(*ApprovalRequested)(nil),     // 9: agentmesh.event.v1.ApprovalRequested
-	(*ApprovalResolved)(nil),      // 10: agentmesh.event.v1.ApprovalResolved
-	(*RecoveryDecided)(nil),       // 11: agentmesh.event.v1.RecoveryDecided
-	(*ContextGuardEvaluated)(nil), // 12: agentmesh.event.v1.ContextGuardEvaluated
-	(*RunFinished)(nil),           // 13: agentmesh.event.v1.RunFinished
-	(*RunResumed)(nil),            // 14: agentmesh.event.v1.RunResumed
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*v1.ExecutionContract)(nil),  // 16: agentmesh.type.v1.ExecutionContract
-	(v1.ToolPolicy)(0),            // 17: agentmesh.type.v1.ToolPolicy
-	(*v1.Step)(nil),               // 18: agentmesh.type.v1.Step
-	(*v1.Message)(nil),            // 19: agentmesh.type.v1.Message
-	(*v1.TokenUsage)(nil),         // 20: agentmesh.type.v1.TokenUsage
-	(*v1.ToolCall)(nil),           // 21: agentmesh.type.v1.ToolCall
-	(v1.ToolStatus)(0),            // 22: agentmesh.type.v1.ToolStatus
-	(*v1.PendingAction)(nil),      // 23: agentmesh.type.v1.PendingAction
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
-	(*v1.StageError)(nil),         // 25: agentmesh.type.v1.StageError
-	(*v1.GuardReport)(nil),        // 26: agentmesh.type.v1.GuardReport
-	(*v1.RunResult)(nil),          // 27: agentmesh.type.v1.RunResult
-	(v1.Outcome)(0),               // 28: agentmesh.type.v1.Outcome
+	(*PlanRevised)(nil),           // 4: agentmesh.event.v1.PlanRevised
+	(*TurnStarted)(nil),           // 5: agentmesh.event.v1.TurnStarted
+	(*LlmDelta)(nil),              // 6: agentmesh.event.v1.LlmDelta
+	(*LlmResponse)(nil),           // 7: agentmesh.event.v1.LlmResponse
+	(*ToolStarted)(nil),           // 8: agentmesh.event.v1.ToolStarted
+	(*ToolFinished)(nil),          // 9: agentmesh.event.v1.ToolFinished
+	(*ApprovalRequested)(nil),     // 10: agentmesh.event.v1.ApprovalRequested
+	(*ApprovalResolved)(nil),      // 11: agentmesh.event.v1.ApprovalResolved
+	(*RecoveryDecided)(nil),       // 12: agentmesh.event.v1.RecoveryDecided
+	(*ContextGuardEvaluated)(nil), // 13: agentmesh.event.v1.ContextGuardEvaluated
+	(*RunFinished)(nil),           // 14: agentmesh.event.v1.RunFinished
+	(*RunResumed)(nil),            // 15: agentmesh.event.v1.RunResumed
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*v1.ExecutionContract)(nil),  // 17: agentmesh.type.v1.ExecutionContract
+	(v1.ToolPolicy)(0),            // 18: agentmesh.type.v1.ToolPolicy
+	(*v1.Step)(nil),               // 19: agentmesh.type.v1.Step
+	(*v1.StepProgress)(nil),       // 20: agentmesh.type.v1.StepProgress
+	(*v1.Message)(nil),            // 21: agentmesh.type.v1.Message
+	(*v1.TokenUsage)(nil),         // 22: agentmesh.type.v1.TokenUsage
+	(*v1.ToolCall)(nil),           // 23: agentmesh.type.v1.ToolCall
+	(v1.ToolStatus)(0),            // 24: agentmesh.type.v1.ToolStatus
+	(*v1.PendingAction)(nil),      // 25: agentmesh.type.v1.PendingAction
+	(*structpb.Struct)(nil),       // 26: google.protobuf.Struct
+	(*v1.StageError)(nil),         // 27: agentmesh.type.v1.StageError
+	(*v1.GuardReport)(nil),        // 28: agentmesh.type.v1.GuardReport
+	(*v1.RunResult)(nil),          // 29: agentmesh.type.v1.RunResult
+	(v1.Outcome)(0),               // 30: agentmesh.type.v1.Outcome
 }
 var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
-	15, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	16, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: agentmesh.event.v1.RunEvent.run_started:type_name -> agentmesh.event.v1.RunStarted
 	2,  // 2: agentmesh.event.v1.RunEvent.intent_parsed:type_name -> agentmesh.event.v1.IntentParsed
 	3,  // 3: agentmesh.event.v1.RunEvent.plan_created:type_name -> agentmesh.event.v1.PlanCreated
-	4,  // 4: agentmesh.event.v1.RunEvent.turn_started:type_name -> agentmesh.event.v1.TurnStarted
-	5,  // 5: agentmesh.event.v1.RunEvent.llm_delta:type_name -> agentmesh.event.v1.LlmDelta
-	6,  // 6: agentmesh.event.v1.RunEvent.llm_response:type_name -> agentmesh.event.v1.LlmResponse
-	7,  // 7: agentmesh.event.v1.RunEvent.tool_started:type_name -> agentmesh.event.v1.ToolStarted
-	8,  // 8: agentmesh.event.v1.RunEvent.tool_finished:type_name -> agentmesh.event.v1.ToolFinished
-	9,  // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
-	10, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
-	11, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
-	12, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
-	13, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
-	14, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
-	16, // 15: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	17, // 16: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
-	18, // 17: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
-	19, // 18: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
-	20, // 19: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	21, // 20: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
-	22, // 21: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
-	23, // 22: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	24, // 23: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
-	25, // 24: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
-	26, // 25: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
-	27, // 26: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
-	28, // 27: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	5,  // 4: agentmesh.event.v1.RunEvent.turn_started:type_name -> agentmesh.event.v1.TurnStarted
+	6,  // 5: agentmesh.event.v1.RunEvent.llm_delta:type_name -> agentmesh.event.v1.LlmDelta
+	7,  // 6: agentmesh.event.v1.RunEvent.llm_response:type_name -> agentmesh.event.v1.LlmResponse
+	8,  // 7: agentmesh.event.v1.RunEvent.tool_started:type_name -> agentmesh.event.v1.ToolStarted
+	9,  // 8: agentmesh.event.v1.RunEvent.tool_finished:type_name -> agentmesh.event.v1.ToolFinished
+	10, // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
+	11, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
+	12, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
+	13, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
+	14, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
+	15, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
+	4,  // 15: agentmesh.event.v1.RunEvent.plan_revised:type_name -> agentmesh.event.v1.PlanRevised
+	17, // 16: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	18, // 17: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
+	19, // 18: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
+	20, // 19: agentmesh.event.v1.PlanRevised.steps:type_name -> agentmesh.type.v1.StepProgress
+	21, // 20: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
+	22, // 21: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	23, // 22: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
+	24, // 23: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
+	25, // 24: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	26, // 25: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
+	27, // 26: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
+	28, // 27: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
+	29, // 28: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
+	30, // 29: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_event_v1_event_proto_init() }
@@ -1589,6 +1749,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 		(*RunEvent_ContextGuard)(nil),
 		(*RunEvent_RunFinished)(nil),
 		(*RunEvent_RunResumed)(nil),
+		(*RunEvent_PlanRevised)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1596,7 +1757,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_event_v1_event_proto_rawDesc), len(file_agentmesh_event_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
