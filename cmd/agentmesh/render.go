@@ -24,12 +24,18 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 	case *eventv1.RunEvent_IntentParsed:
 		p.line("  intent: %s [%s, tools %s]", k.IntentParsed.GetGoal(), k.IntentParsed.GetTaskType(), policyName(k.IntentParsed.GetToolPolicy()))
 	case *eventv1.RunEvent_PlanCreated:
+		if fb := k.PlanCreated.GetFallbackReason(); fb != "" {
+			p.line("  plan by the rules: %s", oneLine(fb, 120))
+		}
 		for _, s := range k.PlanCreated.GetSteps() {
-			tool := ""
-			if s.GetToolName() != "" {
-				tool = " (" + s.GetToolName() + ")"
-			}
-			p.line("  plan %s: %s%s", s.GetId(), s.GetDescription(), tool)
+			p.line("  plan %s: %s%s", s.GetId(), s.GetDescription(), toolSuffix(s))
+		}
+	case *eventv1.RunEvent_PlanRevised:
+		r := k.PlanRevised
+		p.line("  ↻ plan revised (%d): %s", r.GetRevision(), oneLine(r.GetReason(), 120))
+		for _, s := range r.GetSteps() {
+			p.line("  plan %s [%s]: %s%s", s.GetStep().GetId(), strings.ToLower(strings.TrimPrefix(s.GetState().String(), "STEP_STATE_")),
+				s.GetStep().GetDescription(), toolSuffix(s.GetStep()))
 		}
 	case *eventv1.RunEvent_TurnStarted:
 		suffix := ""
@@ -87,6 +93,14 @@ func (p *progress) line(format string, args ...any) {
 		p.streaming = false
 	}
 	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+// toolSuffix is " (tool)" for a step that uses a tool.
+func toolSuffix(s *typev1.Step) string {
+	if s.GetToolName() == "" {
+		return ""
+	}
+	return " (" + s.GetToolName() + ")"
 }
 
 func targets(ts []*typev1.Target) string {

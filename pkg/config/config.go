@@ -265,6 +265,13 @@ type Defaults struct {
 	CacheResponses bool `yaml:"cache_responses"`
 	// CycleForbid lists forbidden consecutive tool pairs [from, to].
 	CycleForbid [][2]string `yaml:"cycle_forbid"`
+	// MaxPlanSteps is the step limit of a run's plan (seed 003: "Max 20 steps
+	// (configurable)"); a longer plan ends the run PLAN_TOO_COMPLEX. Default 20.
+	MaxPlanSteps int32 `yaml:"max_plan_steps"`
+	// MaxReplans bounds the revisions of a run's plan: after a step fails beyond recovery, or
+	// the model calls a tool no step uses, the planning stage revises the plan before the
+	// next turn, at most this many times a run; 0 never revises. Default 2.
+	MaxReplans int32 `yaml:"max_replans"`
 }
 
 // Provider is an LLM provider.
@@ -446,6 +453,11 @@ type Tools struct {
 	// stage may run an alternative with the same arguments (seed 003: tool error → try
 	// alternative tool), e.g. {search_web: [search_news]}.
 	Alternatives map[string][]string `yaml:"alternatives,omitempty"`
+	// ApprovePlans makes a run whose plan requires human approval (a step uses a tool that
+	// requires approval, or the planning model says so) wait for a person to approve the plan
+	// before it goes on: ResolveApproval with call_id "plan". Each such tool call still needs
+	// its own approval.
+	ApprovePlans bool `yaml:"approve_plans,omitempty"`
 	// Idempotent lists tools that may run again when a crash interrupted their execution
 	// (the built-ins that only read are idempotent already). Any other tool interrupted
 	// mid-execution is reported to the model as "(tool failed: interrupted by a restart; it

@@ -42,6 +42,8 @@ func Default() *Config {
 			AnswerTimeoutMS:           300_000,
 			ToolTransport:             "native",
 			CycleForbid:               [][2]string{},
+			MaxPlanSteps:              20,
+			MaxReplans:                2,
 		},
 		Providers: map[string]Provider{"rules": {Type: "rules"}},
 		Targets:   []Target{{Provider: "rules", Model: "rules-v1"}},

@@ -133,7 +133,11 @@ func (c *Config) validateDefaults(p *problems) {
 		"max_format_retries":           int64(d.MaxFormatRetries),
 		"approval_timeout_ms":          d.ApprovalTimeoutMS,
 		"answer_timeout_ms":            d.AnswerTimeoutMS,
+		"max_replans":                  int64(d.MaxReplans),
 	})
+	if d.MaxPlanSteps < 1 {
+		p.addf("defaults.max_plan_steps: must be at least 1, got %d", d.MaxPlanSteps)
+	}
 	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
 		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)
 	}

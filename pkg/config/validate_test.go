@@ -80,6 +80,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative tool calls", func(c *Config) { c.Defaults.MaxToolCallsTotal = -1 }, "defaults.max_tool_calls_total: must not be negative"},
 		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},
 		{"zero retries", func(c *Config) { c.Defaults.MaxRetries = 0 }, "defaults.max_retries: must be at least 1"},
+		{"zero plan steps", func(c *Config) { c.Defaults.MaxPlanSteps = 0 }, "defaults.max_plan_steps: must be at least 1, got 0"},
+		{"negative replans", func(c *Config) { c.Defaults.MaxReplans = -1 }, "defaults.max_replans: must not be negative, got -1"},
 		{"window too small", func(c *Config) { c.Defaults.ContextWindow = 4000 },
 			"defaults.context_window: 4000 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144)"},
 		{"synthesis ratio out of range", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = 1.2 },

@@ -83,7 +83,8 @@ func GRPCCode(code typev1.StageErrorCode, class typev1.ErrorClass) codes.Code {
 	return codes.Internal
 }
 
-// ToStatus converts any error into a gRPC status error carrying a StageError detail. Errors
+// ToStatus converts any error into a gRPC status error carrying a StageError detail, and an
+// AccountingEntry detail for each of an *Error's Accounting. Errors
 // that already are statuses pass through; context cancellation and deadlines map to CANCELED
 // and DEADLINE_EXCEEDED; anything else unclassified is INTERNAL.
 func ToStatus(err error) error {
@@ -126,8 +127,9 @@ func Detail(e *Error) *typev1.StageError {
 	}
 }
 
-// FromError recovers a stage error from an error returned by a gRPC call. A status without a
-// StageError detail becomes an *Error whose code is derived from the gRPC code; nil stays nil.
+// FromError recovers a stage error from an error returned by a gRPC call, with the
+// AccountingEntry details as its Accounting. A status without a StageError detail becomes an
+// *Error whose code is derived from the gRPC code; nil stays nil.
 func FromError(err error) *Error {
 	if err == nil {
 		return nil

@@ -232,6 +232,52 @@ func TestCurrentStep(t *testing.T) {
 	})
 }
 
+// TestPlanProgress shows the model where the whole plan stands: each step with its state, the
+// current one marked, after the current step's line.
+func TestPlanProgress(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	history := []*typev1.Message{sys("S", 6), usr("U", 16)}
+	progress := func(id, desc, tool string, st typev1.StepState, note string, deps ...string) *typev1.StepProgress {
+		return &typev1.StepProgress{Step: &typev1.Step{Id: id, Description: desc, ToolName: tool, DependsOn: deps}, State: st, Note: note}
+	}
+	plan := []*typev1.StepProgress{
+		progress("step-1", "Read the clock", "current_time", typev1.StepState_STEP_STATE_DONE, "call_1 succeeded in turn 1"),
+		progress("step-2", "Divide the numbers", "calculator", typev1.StepState_STEP_STATE_FAILED, "division by zero", "step-1"),
+		progress("step-3", "Explain the result", "", typev1.StepState_STEP_STATE_PENDING, "", "step-1"),
+		progress("step-4", "Write the summary", "", typev1.StepState_STEP_STATE_PENDING, "", "step-3"),
+	}
+	for _, tc := range []struct {
+		name    string
+		current *typev1.Step
+		plan    []*typev1.StepProgress
+		want    string
+		source  string
+	}{
+		{"a plan under way", plan[2].GetStep(), plan, "Current step step-3: Explain the result\n" +
+			"Plan progress: 1 of 4 steps done.\n" +
+			"- step-1 [done]: Read the clock (tool: current_time)\n" +
+			"- step-2 [failed: division by zero]: Divide the numbers (tool: calculator)\n" +
+			"- step-3 [current]: Explain the result\n" +
+			"- step-4 [pending, after step-3]: Write the summary", "step-3"},
+		{"every step done", nil, plan[:1], "Every step of the plan is done.\nPlan progress: 1 of 1 steps done.\n- step-1 [done]: Read the clock (tool: current_time)", "plan"},
+		{"one pending step is only the current step", plan[2].GetStep(), []*typev1.StepProgress{progress("step-3", "Explain the result", "", typev1.StepState_STEP_STATE_PENDING, "")},
+			"Current step step-3: Explain the result", "step-3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: history, MaxTokens: 1000, CurrentStep: tc.current, Plan: tc.plan})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetMessages()[1].GetContent(); got != tc.want {
+				t.Errorf("plan message =\n%s\nwant\n%s", got, tc.want)
+			}
+			if src := resp.GetSources(); len(src) != 1 || src[0].GetKind() != "plan" || src[0].GetId() != tc.source {
+				t.Errorf("sources = %v", src)
+			}
+		})
+	}
+}
+
 func TestInvalidInput(t *testing.T) {
 	c := newClient(t, assembly.Options{})
 	ok := []*typev1.Message{usr("U", 4)}
@@ -257,6 +303,7 @@ func TestInvalidInput(t *testing.T) {
 		{"negative memory limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryLimit: -1}, "memory_limit"},
 		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
 		{"step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, CurrentStep: &typev1.Step{Description: "x"}}, "current_step.id"},
+		{"plan step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}}, {}}}, "plan[1].step.id"},
 		{"reserved space fills the window", &contextv1.AssembleRequest{History: ok, MaxTokens: 100,
 			ContextWindow: 1000, ContextWindowBufferTokens: 200, MaxOutputTokens: 800}, "context_window 1000 leaves no room"},
 	}

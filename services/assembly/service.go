@@ -6,7 +6,9 @@
 //  1. every leading system message and the newest history message (with the messages it
 //     belongs to, see below) — when these alone exceed max_tokens the call fails with
 //     CONTEXT_OVERFLOW;
-//  2. the current plan step, as a system message "Current step <id>: <description>";
+//  2. the current plan step, as a system message "Current step <id>: <description>", followed
+//     by the plan's progress (each step with its state) when the request sends a plan of more
+//     than one step, or one that is no longer pending;
 //  3. relevant memories from the MemoryService, as one system message "Relevant memories:";
 //  4. older history, newest first, until the next message does not fit.
 //
@@ -16,7 +18,8 @@
 // Output keeps chronological order: system messages, step, memories, then history.
 //
 // sources lists one Source per included memory hit (kind "memory") and for the included plan
-// step (kind "plan"); kept history messages are not listed.
+// step (kind "plan", id the step's, or "plan" when every step is done); kept history messages
+// are not listed.
 package assembly
 
 import (
@@ -97,7 +100,7 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 	remaining := req.GetMaxTokens() - minimum
 
 	messages := append([]*typev1.Message(nil), h.system...)
-	if step, source := stepMessage(req.GetCurrentStep()); step != nil && counter.Message(step) <= remaining {
+	if step, source := stepMessage(req.GetCurrentStep(), req.GetPlan()); step != nil && counter.Message(step) <= remaining {
 		messages = append(messages, step)
 		resp.Sources = append(resp.Sources, source)
 		remaining -= counter.Message(step)

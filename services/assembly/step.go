@@ -2,20 +2,68 @@ package assembly
 
 import (
 	"fmt"
+	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 )
 
-// stepMessage returns the system message describing the current plan step and its source,
-// or nil when there is no step.
-func stepMessage(step *typev1.Step) (*typev1.Message, *typev1.Source) {
-	if step == nil {
+// stepMessage returns the system message that shows the model where the plan stands, and its
+// source, or nil when there is neither a current step nor a plan. It opens with "Current step
+// <id>: <description> (tool: <tool>)", or says that every step is done; a plan of more than one
+// step, or whose step is no longer pending, follows with its progress, a line a step:
+// "- step-2 [failed: division by zero]: Add the numbers (tool: calculator)".
+func stepMessage(step *typev1.Step, plan []*typev1.StepProgress) (*typev1.Message, *typev1.Source) {
+	if step == nil && len(plan) == 0 {
 		return nil, nil
 	}
-	text := fmt.Sprintf("Current step %s: %s", step.GetId(), step.GetDescription())
-	if step.GetToolName() != "" {
-		text += fmt.Sprintf(" (tool: %s)", step.GetToolName())
+	var b strings.Builder
+	source := &typev1.Source{Kind: "plan", Id: "plan", Title: "the plan's progress"}
+	if step != nil {
+		b.WriteString("Current step " + step.GetId() + ": " + describe(step))
+		source.Id, source.Title = step.GetId(), step.GetDescription()
+	} else {
+		b.WriteString("Every step of the plan is done.")
 	}
-	return &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: text},
-		&typev1.Source{Kind: "plan", Id: step.GetId(), Title: step.GetDescription()}
+	if len(plan) > 1 || len(plan) == 1 && plan[0].GetState() != typev1.StepState_STEP_STATE_PENDING {
+		done := 0
+		for _, p := range plan {
+			if p.GetState() == typev1.StepState_STEP_STATE_DONE {
+				done++
+			}
+		}
+		fmt.Fprintf(&b, "\nPlan progress: %d of %d steps done.", done, len(plan))
+		for _, p := range plan {
+			b.WriteString("\n- " + p.GetStep().GetId() + " [" + stateLabel(p, step) + "]: " + describe(p.GetStep()))
+		}
+	}
+	return &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: b.String()}, source
+}
+
+// describe is a step's description with its tool.
+func describe(step *typev1.Step) string {
+	if step.GetToolName() == "" {
+		return step.GetDescription()
+	}
+	return step.GetDescription() + " (tool: " + step.GetToolName() + ")"
+}
+
+// stateLabel is a step's state in the progress: "done", "current", "pending, after step-1",
+// "failed: <what happened>".
+func stateLabel(p *typev1.StepProgress, current *typev1.Step) string {
+	switch p.GetState() {
+	case typev1.StepState_STEP_STATE_DONE:
+		return "done"
+	case typev1.StepState_STEP_STATE_FAILED:
+		if p.GetNote() == "" {
+			return "failed"
+		}
+		return "failed: " + p.GetNote()
+	}
+	if p.GetStep().GetId() == current.GetId() {
+		return "current"
+	}
+	if deps := p.GetStep().GetDependsOn(); len(deps) > 0 {
+		return "pending, after " + strings.Join(deps, ", ")
+	}
+	return "pending"
 }

@@ -58,6 +58,11 @@ func validate(req *contextv1.AssembleRequest) error {
 	if s := req.GetCurrentStep(); s != nil && s.GetId() == "" {
 		return stageerr.Invalid("current_step.id must not be empty")
 	}
+	for i, p := range req.GetPlan() {
+		if p.GetStep().GetId() == "" {
+			return stageerr.Invalid("plan[%d].step.id must not be empty", i)
+		}
+	}
 	if w := req.GetContextWindow(); w > 0 {
 		reserved := req.GetContextWindowBufferTokens() + req.GetMaxOutputTokens()
 		if w-reserved <= 0 {

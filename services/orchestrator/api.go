@@ -318,8 +318,9 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 }
 
 // ResolveApproval records a person's decision on a paused tool call: approve, reject (the
-// model sees a tool failure) or modify (the new arguments are validated again). The run
-// resumes when every paused call of its turn is decided. Any replica takes the decision for
+// model sees a tool failure) or modify (the new arguments are validated again); or on a plan
+// waiting for approval (call_id "plan", approvePlan): approve or reject. The run resumes
+// when every paused call of its turn is decided. Any replica takes the decision for
 // any run: it is stored, and the run's owner (or whichever replica resumes the run) applies it.
 func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
 	switch {
@@ -374,6 +375,9 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	}
 	if _, decided := st.decisions[callID]; decided {
 		return nil, alreadyDecided(runID, callID)
+	}
+	if err := planDecisionError(cp.GetPending(), req); err != nil {
+		return nil, err
 	}
 	if stop := st.stopper(cp.GetContract()); stop != nil {
 		return nil, endingAlready(runID, stop.GetCallId())

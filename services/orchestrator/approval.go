@@ -90,41 +90,9 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 	} else {
 		r.publish(r.pausedResult(st.pending))
 	}
-	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
-	defer timer.Stop()
-	var end *ending
-wait:
-	for r.waiting(st) {
-		select {
-		case <-st.resolved: // decided on this replica (no store)
-			break wait
-		case in := <-r.inputs:
-			if r.takeDecision(ctx, st, in.Decision) {
-				if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan); e != nil {
-					return e
-				}
-			}
-		case <-r.svc.draining:
-			return stopHere(errHandOff.Error()) // the pause is checkpointed: another replica waits on
-		case <-ctx.Done():
-			if e := stopCause(ctx); e != nil {
-				return e
-			}
-			break wait
-		case <-timer.C:
-			undecided := r.undecided(st)
-			r.mu.Lock()
-			for _, id := range undecided {
-				st.decisions[id] = nil // nil: timed out
-			}
-			r.mu.Unlock()
-			for _, id := range undecided {
-				r.recordDecision(ctx, id, "timeout", nil, "", false)
-			}
-			end = fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
-				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", ")))
-			break wait
-		}
+	end, stopped := r.waitDecisions(ctx, st, func() *ending { return r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan) })
+	if stopped {
+		return end
 	}
 	r.mu.Lock()
 	r.approval = nil
@@ -137,6 +105,49 @@ wait:
 	}
 	r.applyDecisions(plan, decisions, end != nil, stop)
 	return end
+}
+
+// waitDecisions waits while the pause st goes on (see waiting), taking the decisions handed
+// over by the store, each checkpointed by save. No decision within approval_timeout_ms of a
+// call is its timeout, and ends the run REJECTED / APPROVAL_TIMEOUT (the returned ending). A
+// stop (the replica drains, the run is handed off, a checkpoint fails) returns its ending
+// with stopped set: the pause stays as it is, checkpointed, for the replica that resumes it.
+// A cancelled run stops waiting with neither.
+func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() *ending) (end *ending, stopped bool) {
+	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
+	defer timer.Stop()
+	for r.waiting(st) {
+		select {
+		case <-st.resolved: // decided on this replica (no store)
+			return nil, false
+		case in := <-r.inputs:
+			if r.takeDecision(ctx, st, in.Decision) {
+				if e := save(); e != nil {
+					return e, true
+				}
+			}
+		case <-r.svc.draining:
+			return stopHere(errHandOff.Error()), true // the pause is checkpointed: another replica waits on
+		case <-ctx.Done():
+			if e := stopCause(ctx); e != nil {
+				return e, true
+			}
+			return nil, false
+		case <-timer.C:
+			undecided := r.undecided(st)
+			r.mu.Lock()
+			for _, id := range undecided {
+				st.decisions[id] = nil // nil: timed out
+			}
+			r.mu.Unlock()
+			for _, id := range undecided {
+				r.recordDecision(ctx, id, "timeout", nil, "", false)
+			}
+			return fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
+				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", "))), false
+		}
+	}
+	return nil, false
 }
 
 // waiting reports whether the pause goes on: a call is undecided, and no rejection ends the run.
@@ -330,6 +341,10 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 	if _, done := st.decisions[req.GetCallId()]; done {
 		r.mu.Unlock()
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "tool call %q of run %q is already decided", req.GetCallId(), r.id)
+	}
+	if err := planDecisionError(st.pending, req); err != nil {
+		r.mu.Unlock()
+		return nil, err
 	}
 	if stop := st.stopper(r.contract); stop != nil {
 		r.mu.Unlock()

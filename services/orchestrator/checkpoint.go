@@ -22,11 +22,11 @@ func (r *run) snapshot(phase checkpointv1.Phase, t *turnState, plan []plannedCal
 		Conversation: r.conversation, SentUpTo: int32(r.sentUpTo), Accounting: r.accounting, Usage: r.usage,
 		Turns: r.turns, ToolCalls: r.toolCalls, LastTool: r.lastTool, CtxTokens: r.ctxTokens,
 		ForcedFinal: r.forcedFinal, ToolsClosed: r.toolsClosed, Collapsed: r.collapsed, FormatFails: r.formatFails,
-		Decision: r.decision, Goal: r.goal, Plan: r.plan, Available: r.available, Transcript: r.chain.Entries(),
+		Decision: r.decision, Goal: r.goal, Plan: r.tracker.plan(), Available: r.available, Transcript: r.chain.Entries(),
 		EventSeq: r.stream.Seq(), Traceparent: r.traceparent, Tracestate: r.tracestate,
 		StartedAt: timestamppb.New(r.startedAt), UpdatedAt: timestamppb.New(r.svc.now()),
 		Resumes: r.resumes, Replica: r.svc.replica, ToolBudgetSpent: r.toolBudgetSpent, ObservedDone: r.observedDone,
-		Constraints: r.constraints, TaskType: r.taskType,
+		PlanTracker: r.tracker.checkpoint(), Constraints: r.constraints, TaskType: r.taskType,
 	}
 	if r.xml != nil {
 		cp.Xml = &checkpointv1.XmlSession{Mode: r.contract.GetToolTransport(), Nonce: r.xml.Nonce, NextSlot: int32(r.xml.NextSlot)}
@@ -102,8 +102,8 @@ func (r *run) restore(cp *checkpointv1.RunCheckpoint) error {
 	r.turns, r.toolCalls, r.lastTool, r.ctxTokens = cp.GetTurns(), cp.GetToolCalls(), cp.GetLastTool(), cp.GetCtxTokens()
 	r.forcedFinal, r.toolsClosed, r.collapsed, r.formatFails = cp.GetForcedFinal(), cp.GetToolsClosed(), cp.GetCollapsed(), cp.GetFormatFails()
 	r.toolBudgetSpent, r.observedDone = cp.GetToolBudgetSpent(), cp.GetObservedDone()
-	r.decision, r.goal, r.plan, r.available = cp.GetDecision(), cp.GetGoal(), cp.GetPlan(), cp.GetAvailable()
-	r.constraints, r.taskType = cp.GetConstraints(), cp.GetTaskType()
+	r.decision, r.goal, r.available = cp.GetDecision(), cp.GetGoal(), cp.GetAvailable()
+	r.tracker, r.constraints, r.taskType = restorePlanTracker(cp), cp.GetConstraints(), cp.GetTaskType()
 	r.chain = transcript.Resume(cp.GetTranscript(), r.contract.GetAdapterVersion(), modelProfile(r.contract))
 	r.counter = tokens.ForModel(firstModel(r.contract))
 	r.traceparent, r.tracestate = cp.GetTraceparent(), cp.GetTracestate()

@@ -96,8 +96,9 @@ func openStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstor
 
 // ConfiguredOptions returns what the configuration sets of an orchestrator on nc: the event
 // publisher with the configured stream settings, the durable run store (nil when
-// durability.checkpoints is off), the default contract, the prompts and profiles, and the
-// tool alternatives. Peers, Replica and the telemetry options are the caller's.
+// durability.checkpoints is off), the default contract, the prompts and profiles, the tool
+// alternatives and the planning options. Peers, Replica and the telemetry options are the
+// caller's.
 func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (Options, error) {
 	pub, err := events.NewPublisher(ctx, nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
 	if err != nil {
@@ -108,7 +109,8 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 		return Options{}, err
 	}
 	opts := Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives,
-		Prompts: PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg)}
+		Prompts: PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg),
+		Planning: PlanningOptions{MaxSteps: cfg.Defaults.MaxPlanSteps, MaxReplans: cfg.Defaults.MaxReplans, ApprovePlans: cfg.Tools.ApprovePlans}}
 	if path := cfg.Approvals.SigningKey; path != "" {
 		if opts.Grants, err = grant.LoadSigner(path); err != nil {
 			return Options{}, fmt.Errorf("approvals.signing_key: %w", err)

@@ -8,6 +8,13 @@
 // predicates in the Monolith order (interrupt/timeout → budgets → policy → context →
 // success → continue); TERMINATE happens exactly once and publishes run_finished last.
 //
+// PLAN asks the planning stage for a dependency graph of steps, with the intent's task type
+// and constraints; the run then tracks each step from the observations (planTracker), shows
+// the model the current step and the plan's progress every turn, and, when a step fails
+// beyond recovery or the model calls a tool no step uses, has the plan revised before the
+// next turn, at most defaults.max_replans times (revisePlan). With tools.approve_plans a plan
+// that requires human approval pauses the run for the pseudo call "plan" (approvePlan).
+//
 // INFER makes up to max_retries accounted attempts, one provider request each, round-robin
 // over the targets; after each failure the recovery stage decides, told the targets
 // rate-limited in the current cycle, those that refused the request and the run's time

@@ -29,6 +29,9 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 	cp := r.snapshot(phase, t, plan)
 	switch phase {
 	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
+		if cp.Turn == nil { // a pause for the plan, between turns: turn holds only its decision
+			cp.Turn = &checkpointv1.TurnCheckpoint{}
+		}
 		r.mu.Lock()
 		cp.Pending = r.approval.pending
 		cp.Turn.Decisions, cp.Turn.TimedOut = r.approval.stored()

@@ -104,7 +104,8 @@ func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv
 		MaxOutputTokens:           c.GetMaxOutputTokens(),
 		ForceSynthesisAtRatio:     c.GetForceSynthesisAtRatio(),
 		Model:                     firstModel(c),
-		CurrentStep:               r.currentStep(),
+		CurrentStep:               r.tracker.current().GetStep(),
+		Plan:                      r.tracker.progress(),
 	}
 	if r.turns == 1 {
 		req.MemoryQuery = r.goal
@@ -151,14 +152,6 @@ func (r *run) emitGuard(ctx context.Context, g *typev1.GuardReport) {
 		return
 	}
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ContextGuard{ContextGuard: &eventv1.ContextGuardEvaluated{Turn: r.turns, Report: g}}})
-}
-
-// currentStep is the plan step the coming turn works on (the last one once the plan is done).
-func (r *run) currentStep() *typev1.Step {
-	if len(r.plan) == 0 {
-		return nil
-	}
-	return r.plan[min(int(r.turns)-1, len(r.plan)-1)]
 }
 
 // infer makes up to max_retries LLM attempts, cycling over the targets (seed 000 §3), with the

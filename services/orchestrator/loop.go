@@ -65,6 +65,9 @@ func (r *run) drive(ctx context.Context) *ending {
 	}
 	// The last turn is a final turn (finalMaxTurns): a run that reaches it can still answer.
 	for r.turns < r.contract.GetMaxTurns() {
+		if e := r.revisePlan(ctx); e != nil {
+			return cmp.Or(r.interruption(ctx), e)
+		}
 		r.turns++
 		if e := r.turn(ctx); e != nil {
 			return e
@@ -192,15 +195,22 @@ func (r *run) askClarification(question, reason string) *ending {
 	return &ending{outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: ExitCompleted, answer: answer, reason: reason}
 }
 
-// makePlan asks the planning stage for steps. With tools forbidden there is nothing to plan.
+// makePlan asks the planning stage for steps (with the intent's task type and constraints,
+// so NO_VIABLE_PLAN and PLAN_TOO_COMPLEX end the run before any LLM turn). With tools
+// forbidden there is nothing to plan. The plan is tracked from here on (planTracker), and a
+// plan that requires human approval waits for it when tools.approve_plans asks (approvePlan).
 func (r *run) makePlan(ctx context.Context) *ending {
-	var end *ending
+	var (
+		end  *ending
+		resp *planningv1.PlanResponse
+	)
 	r.step(ctx, typev1.RunState_RUN_STATE_PLAN, "PLAN", func(ctx context.Context) (proto.Message, proto.Message, string) {
 		if r.contract.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
 			return nil, nil, "skipped: tools are forbidden"
 		}
-		req := &planningv1.PlanRequest{Goal: r.goal, AvailableTools: r.offered, Constraints: r.constraints, TaskType: r.taskType}
-		resp, err := whenReady(ctx, "planning", r.svc.peers.Planning.Plan, req)
+		req := r.planRequest(nil)
+		var err error
+		resp, err = r.askPlanning(ctx, req)
 		if err != nil {
 			se := stageerr.FromError(err)
 			switch {
@@ -213,13 +223,17 @@ func (r *run) makePlan(ctx context.Context) *ending {
 			}
 			return req, nil, end.reason
 		}
-		r.plan = resp.GetSteps()
+		r.tracker = newPlanTracker(resp.GetSteps())
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_PlanCreated{PlanCreated: &eventv1.PlanCreated{
 			Steps: resp.GetSteps(), RequiresHumanApproval: resp.GetRequiresHumanApproval(),
+			Source: resp.GetSource(), FallbackReason: resp.GetFallbackReason(), EstimatedSteps: resp.GetEstimatedSteps(),
 		}}})
-		return req, resp, fmt.Sprintf("%d steps", len(resp.GetSteps()))
+		return req, resp, planDetail(fmt.Sprintf("%d steps", len(resp.GetSteps())), resp, r.contract)
 	})
-	return end
+	if end != nil || resp == nil {
+		return end
+	}
+	return r.approvePlan(ctx, resp.GetRequiresHumanApproval())
 }
 
 // turn runs one LLM request/response cycle and its tool phase, always ending in COMMIT. Once
@@ -234,12 +248,14 @@ func (r *run) turn(ctx context.Context) *ending {
 		t    turnState
 		plan []plannedCall
 	)
+	step := r.tracker.current() // the step the turn works on, as assemble shows it
 	messages, tools, end := r.assemble(stepCtx)
 	t.finalTurn = r.finalReason() != "" // the context guard may have forced it in assemble
 	if end == nil {
 		end = r.infer(stepCtx, messages, tools, &t)
 	}
 	if end == nil && t.answer != nil {
+		r.tracker.answered(step, r.turns)
 		plan = r.validateCalls(stepCtx, &t)
 	}
 	if end == nil && stepCtx.Err() == nil && len(plan) > 0 {
@@ -286,15 +302,21 @@ func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFun
 
 // resumeTurn finishes the turn a checkpoint was taken in: a pause goes on waiting for its
 // decisions or its answer (until the stored deadline), validated calls are executed, and the
-// turn commits.
+// turn commits. A pause for the plan's approval, between turns, goes on waiting, and the next
+// turn follows.
 func (r *run) resumeTurn(ctx context.Context) *ending {
 	cp := r.resumeFrom
-	t, plan := restoreTurn(cp.GetTurn())
 	switch cp.GetPhase() {
 	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
 		r.approval = restoreApproval(cp)
+		if isPlanPause(cp.GetPending()) { // between turns: the pause is all there is to finish
+			return r.approvePlan(ctx, true)
+		}
 	case checkpointv1.Phase_PHASE_AWAITING_INPUT:
 		r.asking = restoreQuestion(cp)
+	}
+	t, plan := restoreTurn(cp.GetTurn())
+	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_INPUT {
 		t.ask = &askUser{question: cp.GetQuestion().GetQuestion(), reason: cp.GetQuestion().GetReason()}
 	}
 	stepCtx, cancel := r.stepTimer(ctx)

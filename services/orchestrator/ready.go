@@ -22,12 +22,18 @@ const StageWait = 10 * time.Second
 // Generate, GenerateStream or Execute, whose failures the run accounts and recovers from
 // itself. A call cut short by StageWait (not by ctx) fails UNAVAILABLE, naming the stage.
 func whenReady[Req, Resp any](ctx context.Context, stage string, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
-	wctx, cancel := context.WithTimeout(ctx, StageWait)
+	return whenReadyWithin(ctx, stage, StageWait, call, req)
+}
+
+// whenReadyWithin is whenReady bounded by wait instead of StageWait, for a stage that may ask
+// a model before it answers (planning).
+func whenReadyWithin[Req, Resp any](ctx context.Context, stage string, wait time.Duration, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	resp, err := call(wctx, req, grpc.WaitForReady(true))
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
 		err = status.Errorf(codes.Unavailable, "the %s stage did not answer within %s (down or restarting): %s",
-			stage, StageWait, status.Convert(err).Message())
+			stage, wait, status.Convert(err).Message())
 	}
 	return resp, err
 }

@@ -64,7 +64,7 @@ type run struct {
 	xml          *xmltransport.Session  // the XML tool transport; nil in native mode
 	xmlIgnored   []xmltransport.Ignored // tags of the last answer that were ignored, told to the model next turn
 	outputSchema *outputSchema
-	plan         []*typev1.Step
+	tracker      *planTracker // the plan and its progress; nil without one
 	conversation []*typev1.Message
 	sentUpTo     int // conversation messages already sent to the model
 	accounting   []*typev1.AccountingEntry

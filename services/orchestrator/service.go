@@ -80,6 +80,9 @@ type Options struct {
 	Now func() time.Time
 	// Alternatives maps a tool to tools that can do its job when it fails (tools.alternatives).
 	Alternatives map[string][]string
+	// Planning says how runs use their plans: the step limit, the revisions allowed and the
+	// plan's approval (the zero value: the planning stage's limit, no revision, no approval).
+	Planning PlanningOptions
 	// Store makes runs durable: checkpointed, owned through leases, resumable by any replica
 	// (ConfiguredOptions opens it). Nil keeps every run in this process only.
 	Store *runstore.Store
@@ -111,6 +114,7 @@ type Service struct {
 	tracer    trace.Tracer
 	// alternatives maps a tool to the tools recovery may run when it fails.
 	alternatives map[string][]string
+	planning     PlanningOptions
 	log          *slog.Logger
 	now          func() time.Time
 	grants       *grant.Signer
@@ -161,6 +165,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		starting:     map[string]bool{},
 		idempotency:  map[idempotencyKey]string{},
 		alternatives: opts.Alternatives,
+		planning:     opts.Planning,
 		store:        opts.Store,
 		replica:      opts.Replica,
 		grants:       opts.Grants,

@@ -266,7 +266,11 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 				Observation: content, ExecutionTimeMs: res.GetExecutionTimeMs(), Truncated: obs.GetTruncated(),
 				Summarized: obs.GetSummarized(), SummaryError: obs.GetSummaryError(),
 			}}})
-			return res, obs, observedDetail(content, obs)
+			detail := observedDetail(content, obs)
+			if track := r.trackCall(call, res); track != "" {
+				detail += "; " + track
+			}
+			return res, obs, detail
 		})
 	}
 }

@@ -26,8 +26,26 @@
 //     makes a reasoning step with an empty tool_name, so a plain question is one reasoning step.
 //   - A tool named in a negative constraint ("without web_search", "don't use the calculator")
 //     is never chosen.
-//   - An "action" task with no available tools at all is NO_VIABLE_PLAN.
+//   - An "action" task with no available tools at all, or whose negative constraints rule out
+//     every available tool, is NO_VIABLE_PLAN.
 //
-// Either way requires_human_approval is set when any step's tool requires approval, and
-// estimated_steps is the number of steps plus one for the final answer turn.
+// With Options.Model (config models.planning), a plan is asked of the planning model instead,
+// through the generation service (pkg/ask): a forced call of submit_plan whose arguments, a
+// JSON object of planSchema, are a dependency graph of steps (id, description, tool,
+// depends_on), requires_human_approval, estimated_steps, and viable with a reason. The model's
+// plan is validated like proposed steps. The model saying the goal is not viable is
+// NO_VIABLE_PLAN, and a plan over the step limit PLAN_TOO_COMPLEX; a failed request or an
+// unusable answer (outside the schema, a tool that is not available, a cycle, a broken
+// dependency) falls back to the rules, with the reason in fallback_reason and a warning
+// logged. The model's request is in the response's accounting, or in the failure's status
+// details.
+//
+// A request with a revision revises a run's plan: the model gets the plan so far with each
+// step's state and the reason. By the rules, the steps keep their ids, order and
+// dependencies, and a step that is not done and uses a tool that failed is matched again
+// against the other usable tools (a reasoning step when none overlaps it).
+//
+// Either way requires_human_approval is set when any step's tool requires approval (or the
+// planning model says so), and estimated_steps is the model's estimate, or the number of steps
+// still to do plus one for the final answer turn.
 package planning

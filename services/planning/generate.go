@@ -22,16 +22,21 @@ var (
 
 // generate makes a sequential plan from the goal, one step per clause.
 func generate(goal, taskType string, constraints []string, tools []*typev1.Tool, limit int) ([]*typev1.Step, error) {
-	if taskType == "action" && len(tools) == 0 {
+	usable := usableTools(tools, constraints)
+	switch {
+	case taskType == "action" && len(tools) == 0:
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN,
 			"the goal %q is an action that needs a tool but none is available", goal)
+	case taskType == "action" && len(usable) == 0:
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN,
+			"the goal %q is an action that needs a tool but the constraints rule out every available tool (%s)", goal, strings.Join(toolNames(tools), ", "))
 	}
 	clauses := splitClauses(goal)
 	if len(clauses) > limit {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX,
 			"the goal has %d steps, the limit is %d", len(clauses), limit)
 	}
-	m := newMatcher(usableTools(tools, constraints))
+	m := newMatcher(usable)
 	steps := make([]*typev1.Step, len(clauses))
 	for i, c := range clauses {
 		steps[i] = &typev1.Step{Id: fmt.Sprintf("step-%d", i+1), Description: c, ToolName: m.best(c)}
@@ -95,4 +100,13 @@ func ruledOut(name string, constraints []string) bool {
 		}
 	}
 	return false
+}
+
+// toolNames are the names of tools, in order.
+func toolNames(tools []*typev1.Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.GetName()
+	}
+	return names
 }

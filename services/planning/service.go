@@ -1,13 +1,16 @@
 package planning
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -19,13 +22,32 @@ const DefaultMaxSteps = 20
 // DefaultMaxGoalBytes is the goal size limit used when Options.MaxGoalBytes is 0.
 const DefaultMaxGoalBytes = 64 << 10
 
+// DefaultModelTimeout bounds the planning model's answer when Options.ModelTimeout is 0.
+const DefaultModelTimeout = time.Minute
+
+// Sources of a plan (PlanResponse.source).
+const (
+	// SourceModel is a plan the planning model made.
+	SourceModel = "model"
+	// SourceRules is a plan the deterministic rules made, or proposed steps validated.
+	SourceRules = "rules"
+)
+
 // Options configures the planning service.
 type Options struct {
 	// DefaultMaxSteps is the step limit for requests with max_steps 0; 0 means DefaultMaxSteps.
 	DefaultMaxSteps int
 	// MaxGoalBytes is the largest accepted goal; 0 means DefaultMaxGoalBytes.
 	MaxGoalBytes int
-	// Logger receives one debug record per plan; nil means slog.Default().
+	// Model is the planning model (config models.planning), asked through the generation
+	// service; nil plans by the rules.
+	Model *ask.Model
+	// ModelTimeout bounds the model's answer, past which the rules make the plan; 0 means
+	// DefaultModelTimeout. The answer also ends a fifth of the caller's time before the
+	// caller's deadline, so that the rules' plan still reaches it.
+	ModelTimeout time.Duration
+	// Logger receives one debug record per plan, and a warning when the planning model's plan
+	// is not used; nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -34,12 +56,14 @@ type Service struct {
 	planningv1.UnimplementedPlanningServiceServer
 	defaultMax int
 	maxGoal    int
+	model      *ask.Model
+	timeout    time.Duration
 	log        *slog.Logger
 }
 
 // New returns a Service configured by opts.
 func New(opts Options) *Service {
-	s := &Service{defaultMax: opts.DefaultMaxSteps, maxGoal: opts.MaxGoalBytes, log: opts.Logger}
+	s := &Service{defaultMax: opts.DefaultMaxSteps, maxGoal: opts.MaxGoalBytes, model: opts.Model, timeout: cmp.Or(opts.ModelTimeout, DefaultModelTimeout), log: opts.Logger}
 	if s.defaultMax <= 0 {
 		s.defaultMax = DefaultMaxSteps
 	}
@@ -57,8 +81,111 @@ func (s *Service) Register(g *grpc.Server) {
 	planningv1.RegisterPlanningServiceServer(g, s)
 }
 
-// Plan validates proposed steps or generates a plan from the goal.
+// input is a validated request.
+type input struct {
+	req      *planningv1.PlanRequest
+	goal     string
+	taskType string // the short name: "action", "question" ...
+	limit    int
+	tools    map[string]*typev1.Tool
+}
+
+// made is a plan made for a request.
+type made struct {
+	steps      []*typev1.Step
+	estimated  int  // the planning model's estimate of the loop iterations; 0: one per step to do, plus one
+	approval   bool // the planning model asks for a person's approval
+	source     string
+	fallback   string
+	accounting []*typev1.AccountingEntry
+}
+
+// Plan validates proposed steps, or makes the plan (or its revision) with the planning model
+// when one is configured, and by the rules otherwise or when the model's plan is not usable.
 func (s *Service) Plan(ctx context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+	in, err := s.validate(req)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.make(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	estimated := m.estimated
+	if estimated <= 0 {
+		estimated = remaining(m.steps, req.GetRevision()) + 1
+	}
+	resp := &planningv1.PlanResponse{
+		Steps:          m.steps,
+		EstimatedSteps: int32(estimated),
+		RequiresHumanApproval: m.approval || slices.ContainsFunc(m.steps, func(st *typev1.Step) bool {
+			return in.tools[st.GetToolName()].GetRequiresApproval()
+		}),
+		Source:         m.source,
+		FallbackReason: m.fallback,
+		Accounting:     m.accounting,
+	}
+	s.log.DebugContext(ctx, "plan made",
+		slog.String("run_id", req.GetRunId()),
+		slog.Int("steps", len(m.steps)),
+		slog.String("source", m.source),
+		slog.Bool("revision", req.GetRevision() != nil),
+		slog.Bool("proposed", len(req.GetProposedSteps()) > 0),
+		slog.Bool("requires_human_approval", resp.GetRequiresHumanApproval()))
+	return resp, nil
+}
+
+// make makes the plan of in: proposed steps validated, the planning model's plan, or the
+// rules' plan, which stands in for a model that failed or whose plan is unusable. A failure
+// carries the accounting of the model's request.
+func (s *Service) make(ctx context.Context, in *input) (*made, error) {
+	if len(in.req.GetProposedSteps()) > 0 {
+		steps, err := normalise(in.req.GetProposedSteps(), in.tools, in.limit)
+		if err != nil {
+			return nil, err
+		}
+		return &made{steps: steps, source: SourceRules}, nil
+	}
+	if s.model == nil {
+		return s.rules(in)
+	}
+	m, err := s.fromModel(ctx, in)
+	failure := asModelFailure(err)
+	if failure == nil {
+		return m, err
+	}
+	s.log.WarnContext(ctx, "the planning model's plan is not used; the rules make the plan",
+		slog.String("run_id", in.req.GetRunId()), slog.String("reason", failure.reason))
+	m, err = s.rules(in)
+	if err != nil {
+		if se := stageerr.As(err); se != nil {
+			se.Accounting = append(se.Accounting, failure.accounting...)
+		}
+		return nil, err
+	}
+	m.fallback, m.accounting = failure.reason, failure.accounting
+	return m, nil
+}
+
+// rules makes the plan of in, or revises it, by the deterministic rules.
+func (s *Service) rules(in *input) (*made, error) {
+	var (
+		steps []*typev1.Step
+		err   error
+	)
+	if rev := in.req.GetRevision(); rev != nil {
+		steps, err = revise(rev, in)
+	} else {
+		steps, err = generate(in.goal, in.taskType, in.req.GetConstraints(), in.req.GetAvailableTools(), in.limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &made{steps: steps, source: SourceRules}, nil
+}
+
+// validate checks a request and resolves its defaults.
+func (s *Service) validate(req *planningv1.PlanRequest) (*input, error) {
 	goal := strings.TrimSpace(req.GetGoal())
 	if goal == "" {
 		return nil, stageerr.Invalid("goal must not be empty")
@@ -81,28 +208,35 @@ func (s *Service) Plan(ctx context.Context, req *planningv1.PlanRequest) (*plann
 	if err != nil {
 		return nil, err
 	}
-
-	var steps []*typev1.Step
-	if len(req.GetProposedSteps()) > 0 {
-		steps, err = normalise(req.GetProposedSteps(), tools, limit)
-	} else {
-		steps, err = generate(goal, taskType, req.GetConstraints(), req.GetAvailableTools(), limit)
-	}
-	if err != nil {
+	if err := validateRevision(req); err != nil {
 		return nil, err
 	}
-	resp := &planningv1.PlanResponse{
-		Steps:          steps,
-		EstimatedSteps: int32(len(steps) + 1),
-		RequiresHumanApproval: slices.ContainsFunc(steps, func(st *typev1.Step) bool {
-			return tools[st.GetToolName()].GetRequiresApproval()
-		}),
+	return &input{req: req, goal: goal, taskType: taskType, limit: limit, tools: tools}, nil
+}
+
+// validateRevision checks the revision of a request, if it has one.
+func validateRevision(req *planningv1.PlanRequest) error {
+	rev := req.GetRevision()
+	if rev == nil {
+		return nil
 	}
-	s.log.DebugContext(ctx, "plan made",
-		slog.Int("steps", len(steps)),
-		slog.Bool("proposed", len(req.GetProposedSteps()) > 0),
-		slog.Bool("requires_human_approval", resp.GetRequiresHumanApproval()))
-	return resp, nil
+	if len(req.GetProposedSteps()) > 0 {
+		return stageerr.Invalid("proposed_steps and revision exclude each other: a revision is planned, proposed steps are only validated")
+	}
+	if len(rev.GetSteps()) == 0 {
+		return stageerr.Invalid("revision.steps must not be empty: it is the plan to revise")
+	}
+	for i, p := range rev.GetSteps() {
+		if p.GetStep() == nil {
+			return stageerr.Invalid("revision.steps[%d].step must be set", i)
+		}
+		switch p.GetState() {
+		case typev1.StepState_STEP_STATE_PENDING, typev1.StepState_STEP_STATE_DONE, typev1.StepState_STEP_STATE_FAILED:
+		default:
+			return stageerr.Invalid("revision.steps[%d].state must be pending, done or failed, got %s", i, p.GetState())
+		}
+	}
+	return nil
 }
 
 // indexTools maps the available tools by name, refusing empty and repeated names.

@@ -250,6 +250,9 @@ func TestPlanFailures(t *testing.T) {
 			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN, "circular dependency: b → c → d → b"},
 		{"action without tools", &planningv1.PlanRequest{Goal: "delete the old logs", TaskType: "action"},
 			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN, "needs a tool but none is available"},
+		{"action whose constraints rule out every tool", &planningv1.PlanRequest{Goal: "calculate 2+2 without the calculator", TaskType: "action",
+			Constraints: []string{"without the calculator"}, AvailableTools: []*typev1.Tool{{Name: "calculator"}}},
+			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN, "the constraints rule out every available tool (calculator)"},
 	}
 	c := client(t, planning.Options{})
 	for _, tc := range table {

@@ -11,6 +11,7 @@ import (
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
@@ -226,12 +227,23 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}{
 		{Recovery, recovery.New(recovery.Options{}).Register},
 		{Intent, intent.New(intentOpts).Register},
-		{Planning, planning.New(planning.Options{}).Register},
 		{Observation, observation.New(obsOpts).Register},
 	} {
 		if err := serve(s.name, s.register); err != nil {
 			return nil, err
 		}
+	}
+	planOpts := planning.Options{Logger: log.With("service", Planning)}
+	if t := cfg.Models.Planning; t != nil {
+		// Each plan asked of the model is a paid provider request, accounted once: no retry.
+		planningGeneration, err := conn(Planning, Generation, dial.WithoutRetry())
+		if err != nil {
+			return nil, err
+		}
+		planOpts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(planningGeneration), Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}
+	}
+	if err := serve(Planning, planning.New(planOpts).Register); err != nil {
+		return nil, err
 	}
 
 	actionMemory, err := conn(Action, Memory)

@@ -164,7 +164,9 @@ type RunCheckpoint struct {
 	Tracestate string `protobuf:"bytes,27,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	// The turn in progress (phases EXECUTING and AWAITING_APPROVAL).
 	Turn *TurnCheckpoint `protobuf:"bytes,28,opt,name=turn,proto3" json:"turn,omitempty"`
-	// The tool calls waiting for a person (phase AWAITING_APPROVAL).
+	// The tool calls waiting for a person (phase AWAITING_APPROVAL); a pause for the plan's
+	// approval, between turns, waits for the one pseudo call "plan" and holds its decision in
+	// turn, which has nothing else.
 	Pending *v11.PendingAction `protobuf:"bytes,29,opt,name=pending,proto3" json:"pending,omitempty"`
 	// The final result (phase FINISHED).
 	Result *v11.RunResult `protobuf:"bytes,30,opt,name=result,proto3" json:"result,omitempty"`
@@ -194,7 +196,9 @@ type RunCheckpoint struct {
 	Question *v11.PendingQuestion `protobuf:"bytes,41,opt,name=question,proto3" json:"question,omitempty"`
 	// An observation said the run should answer now (should_continue false): the next turn is a
 	// final turn.
-	ObservedDone  bool `protobuf:"varint,42,opt,name=observed_done,json=observedDone,proto3" json:"observed_done,omitempty"`
+	ObservedDone bool `protobuf:"varint,42,opt,name=observed_done,json=observedDone,proto3" json:"observed_done,omitempty"`
+	// The plan's progress (plan holds its steps too, for replicas that know only plan).
+	PlanTracker   *PlanTracker `protobuf:"bytes,43,opt,name=plan_tracker,json=planTracker,proto3" json:"plan_tracker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,6 +527,87 @@ func (x *RunCheckpoint) GetObservedDone() bool {
 	return false
 }
 
+func (x *RunCheckpoint) GetPlanTracker() *PlanTracker {
+	if x != nil {
+		return x.PlanTracker
+	}
+	return nil
+}
+
+// PlanTracker is where a run's plan stands.
+type PlanTracker struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plan's steps in order, each with its state.
+	Steps []*v11.StepProgress `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Revisions made so far; defaults.max_replans bounds them.
+	Revisions int32 `protobuf:"varint,2,opt,name=revisions,proto3" json:"revisions,omitempty"`
+	// Why the plan is to be revised before the next turn, one reason each; empty when it is
+	// not.
+	Revise []string `protobuf:"bytes,3,rep,name=revise,proto3" json:"revise,omitempty"`
+	// Steps added so far for tool calls outside the plan (their ids are numbered from it).
+	Unplanned     int32 `protobuf:"varint,4,opt,name=unplanned,proto3" json:"unplanned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanTracker) Reset() {
+	*x = PlanTracker{}
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanTracker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanTracker) ProtoMessage() {}
+
+func (x *PlanTracker) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanTracker.ProtoReflect.Descriptor instead.
+func (*PlanTracker) Descriptor() ([]byte, []int) {
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PlanTracker) GetSteps() []*v11.StepProgress {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanTracker) GetRevisions() int32 {
+	if x != nil {
+		return x.Revisions
+	}
+	return 0
+}
+
+func (x *PlanTracker) GetRevise() []string {
+	if x != nil {
+		return x.Revise
+	}
+	return nil
+}
+
+func (x *PlanTracker) GetUnplanned() int32 {
+	if x != nil {
+		return x.Unplanned
+	}
+	return 0
+}
+
 // TurnCheckpoint is what COMMIT needs of a turn whose tool calls are validated.
 type TurnCheckpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -561,7 +646,7 @@ type TurnCheckpoint struct {
 
 func (x *TurnCheckpoint) Reset() {
 	*x = TurnCheckpoint{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +658,7 @@ func (x *TurnCheckpoint) String() string {
 func (*TurnCheckpoint) ProtoMessage() {}
 
 func (x *TurnCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +671,7 @@ func (x *TurnCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnCheckpoint.ProtoReflect.Descriptor instead.
 func (*TurnCheckpoint) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TurnCheckpoint) GetAnswer() *v11.Message {
@@ -702,7 +787,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +799,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +812,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Report) GetContent() string {
@@ -772,7 +857,7 @@ type PlannedCall struct {
 
 func (x *PlannedCall) Reset() {
 	*x = PlannedCall{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +869,7 @@ func (x *PlannedCall) String() string {
 func (*PlannedCall) ProtoMessage() {}
 
 func (x *PlannedCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +882,7 @@ func (x *PlannedCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedCall.ProtoReflect.Descriptor instead.
 func (*PlannedCall) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PlannedCall) GetCall() *v11.ToolCall {
@@ -857,7 +942,7 @@ type XmlSession struct {
 
 func (x *XmlSession) Reset() {
 	*x = XmlSession{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +954,7 @@ func (x *XmlSession) String() string {
 func (*XmlSession) ProtoMessage() {}
 
 func (x *XmlSession) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +967,7 @@ func (x *XmlSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XmlSession.ProtoReflect.Descriptor instead.
 func (*XmlSession) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *XmlSession) GetMode() v11.ToolTransport {
@@ -919,7 +1004,7 @@ type XmlIgnored struct {
 
 func (x *XmlIgnored) Reset() {
 	*x = XmlIgnored{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1016,7 @@ func (x *XmlIgnored) String() string {
 func (*XmlIgnored) ProtoMessage() {}
 
 func (x *XmlIgnored) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1029,7 @@ func (x *XmlIgnored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XmlIgnored.ProtoReflect.Descriptor instead.
 func (*XmlIgnored) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *XmlIgnored) GetTag() string {
@@ -965,7 +1050,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x0e\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x0e\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -1022,7 +1107,13 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\vconstraints\x18' \x03(\tR\vconstraints\x12\x1b\n" +
 	"\ttask_type\x18( \x01(\tR\btaskType\x12>\n" +
 	"\bquestion\x18) \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\x12#\n" +
-	"\robserved_done\x18* \x01(\bR\fobservedDone\"\xc1\x05\n" +
+	"\robserved_done\x18* \x01(\bR\fobservedDone\x12G\n" +
+	"\fplan_tracker\x18+ \x01(\v2$.agentmesh.checkpoint.v1.PlanTrackerR\vplanTracker\"\x98\x01\n" +
+	"\vPlanTracker\x125\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x05steps\x12\x1c\n" +
+	"\trevisions\x18\x02 \x01(\x05R\trevisions\x12\x16\n" +
+	"\x06revise\x18\x03 \x03(\tR\x06revise\x12\x1c\n" +
+	"\tunplanned\x18\x04 \x01(\x05R\tunplanned\"\xc1\x05\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +
@@ -1086,69 +1177,73 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_checkpoint_v1_checkpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(Phase)(0),                        // 0: agentmesh.checkpoint.v1.Phase
 	(*RunCheckpoint)(nil),             // 1: agentmesh.checkpoint.v1.RunCheckpoint
-	(*TurnCheckpoint)(nil),            // 2: agentmesh.checkpoint.v1.TurnCheckpoint
-	(*Report)(nil),                    // 3: agentmesh.checkpoint.v1.Report
-	(*PlannedCall)(nil),               // 4: agentmesh.checkpoint.v1.PlannedCall
-	(*XmlSession)(nil),                // 5: agentmesh.checkpoint.v1.XmlSession
-	(*XmlIgnored)(nil),                // 6: agentmesh.checkpoint.v1.XmlIgnored
-	nil,                               // 7: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	(*v1.RunRequest)(nil),             // 8: agentmesh.agent.v1.RunRequest
-	(*v11.ExecutionContract)(nil),     // 9: agentmesh.type.v1.ExecutionContract
-	(*v11.Message)(nil),               // 10: agentmesh.type.v1.Message
-	(*v11.AccountingEntry)(nil),       // 11: agentmesh.type.v1.AccountingEntry
-	(*v11.TokenUsage)(nil),            // 12: agentmesh.type.v1.TokenUsage
-	(*v11.AgentDecision)(nil),         // 13: agentmesh.type.v1.AgentDecision
-	(*v11.Step)(nil),                  // 14: agentmesh.type.v1.Step
-	(*v11.Tool)(nil),                  // 15: agentmesh.type.v1.Tool
-	(*v11.TranscriptEntry)(nil),       // 16: agentmesh.type.v1.TranscriptEntry
-	(*v11.PendingAction)(nil),         // 17: agentmesh.type.v1.PendingAction
-	(*v11.RunResult)(nil),             // 18: agentmesh.type.v1.RunResult
-	(*timestamppb.Timestamp)(nil),     // 19: google.protobuf.Timestamp
-	(*v11.PendingQuestion)(nil),       // 20: agentmesh.type.v1.PendingQuestion
-	(*structpb.Struct)(nil),           // 21: google.protobuf.Struct
-	(*v11.ToolCall)(nil),              // 22: agentmesh.type.v1.ToolCall
-	(*v12.Approval)(nil),              // 23: agentmesh.action.v1.Approval
-	(v11.ToolTransport)(0),            // 24: agentmesh.type.v1.ToolTransport
-	(*v1.ResolveApprovalRequest)(nil), // 25: agentmesh.agent.v1.ResolveApprovalRequest
+	(*PlanTracker)(nil),               // 2: agentmesh.checkpoint.v1.PlanTracker
+	(*TurnCheckpoint)(nil),            // 3: agentmesh.checkpoint.v1.TurnCheckpoint
+	(*Report)(nil),                    // 4: agentmesh.checkpoint.v1.Report
+	(*PlannedCall)(nil),               // 5: agentmesh.checkpoint.v1.PlannedCall
+	(*XmlSession)(nil),                // 6: agentmesh.checkpoint.v1.XmlSession
+	(*XmlIgnored)(nil),                // 7: agentmesh.checkpoint.v1.XmlIgnored
+	nil,                               // 8: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	(*v1.RunRequest)(nil),             // 9: agentmesh.agent.v1.RunRequest
+	(*v11.ExecutionContract)(nil),     // 10: agentmesh.type.v1.ExecutionContract
+	(*v11.Message)(nil),               // 11: agentmesh.type.v1.Message
+	(*v11.AccountingEntry)(nil),       // 12: agentmesh.type.v1.AccountingEntry
+	(*v11.TokenUsage)(nil),            // 13: agentmesh.type.v1.TokenUsage
+	(*v11.AgentDecision)(nil),         // 14: agentmesh.type.v1.AgentDecision
+	(*v11.Step)(nil),                  // 15: agentmesh.type.v1.Step
+	(*v11.Tool)(nil),                  // 16: agentmesh.type.v1.Tool
+	(*v11.TranscriptEntry)(nil),       // 17: agentmesh.type.v1.TranscriptEntry
+	(*v11.PendingAction)(nil),         // 18: agentmesh.type.v1.PendingAction
+	(*v11.RunResult)(nil),             // 19: agentmesh.type.v1.RunResult
+	(*timestamppb.Timestamp)(nil),     // 20: google.protobuf.Timestamp
+	(*v11.PendingQuestion)(nil),       // 21: agentmesh.type.v1.PendingQuestion
+	(*v11.StepProgress)(nil),          // 22: agentmesh.type.v1.StepProgress
+	(*structpb.Struct)(nil),           // 23: google.protobuf.Struct
+	(*v11.ToolCall)(nil),              // 24: agentmesh.type.v1.ToolCall
+	(*v12.Approval)(nil),              // 25: agentmesh.action.v1.Approval
+	(v11.ToolTransport)(0),            // 26: agentmesh.type.v1.ToolTransport
+	(*v1.ResolveApprovalRequest)(nil), // 27: agentmesh.agent.v1.ResolveApprovalRequest
 }
 var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.checkpoint.v1.RunCheckpoint.phase:type_name -> agentmesh.checkpoint.v1.Phase
-	8,  // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
-	9,  // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	10, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
-	11, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	12, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
-	13, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
-	14, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
-	15, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
-	5,  // 9: agentmesh.checkpoint.v1.RunCheckpoint.xml:type_name -> agentmesh.checkpoint.v1.XmlSession
-	16, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	2,  // 11: agentmesh.checkpoint.v1.RunCheckpoint.turn:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint
-	17, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
-	18, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
-	19, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
-	19, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
-	20, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
-	10, // 18: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
-	3,  // 19: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
-	4,  // 20: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
-	7,  // 21: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	21, // 22: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
-	21, // 23: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
-	22, // 24: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
-	23, // 25: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
-	24, // 26: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
-	25, // 27: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	9,  // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
+	10, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	11, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
+	12, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	13, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
+	14, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
+	15, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
+	16, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
+	6,  // 9: agentmesh.checkpoint.v1.RunCheckpoint.xml:type_name -> agentmesh.checkpoint.v1.XmlSession
+	17, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	3,  // 11: agentmesh.checkpoint.v1.RunCheckpoint.turn:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint
+	18, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
+	19, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
+	20, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
+	20, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
+	21, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
+	2,  // 18: agentmesh.checkpoint.v1.RunCheckpoint.plan_tracker:type_name -> agentmesh.checkpoint.v1.PlanTracker
+	22, // 19: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
+	11, // 20: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
+	4,  // 21: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
+	5,  // 22: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
+	8,  // 23: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	23, // 24: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
+	23, // 25: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
+	24, // 26: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
+	25, // 27: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
+	26, // 28: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
+	27, // 29: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_checkpoint_v1_checkpoint_proto_init() }
@@ -1162,7 +1257,7 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc), len(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

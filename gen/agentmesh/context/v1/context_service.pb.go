@@ -52,7 +52,10 @@ type AssembleRequest struct {
 	// Force the final turn at this fraction of the window; 0 is off.
 	ForceSynthesisAtRatio float64 `protobuf:"fixed64,13,opt,name=force_synthesis_at_ratio,json=forceSynthesisAtRatio,proto3" json:"force_synthesis_at_ratio,omitempty"`
 	// The model the tokens are counted for.
-	Model         string `protobuf:"bytes,14,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,14,opt,name=model,proto3" json:"model,omitempty"`
+	// The whole plan with each step's state, shown to the model with the current step; empty
+	// shows only current_step.
+	Plan          []*v1.StepProgress `protobuf:"bytes,15,rep,name=plan,proto3" json:"plan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +188,13 @@ func (x *AssembleRequest) GetModel() string {
 	return ""
 }
 
+func (x *AssembleRequest) GetPlan() []*v1.StepProgress {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
 // AssembleResponse is the context stage's output.
 type AssembleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -299,7 +309,7 @@ var File_agentmesh_context_v1_context_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\n" +
-	"*agentmesh/context/v1/context_service.proto\x12\x14agentmesh.context.v1\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1eagentmesh/type/v1/result.proto\"\xe8\x04\n" +
+	"*agentmesh/context/v1/context_service.proto\x12\x14agentmesh.context.v1\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\"\x9d\x05\n" +
 	"\x0fAssembleRequest\x12:\n" +
 	"\fcurrent_step\x18\x01 \x01(\v2\x17.agentmesh.type.v1.StepR\vcurrentStep\x124\n" +
 	"\ahistory\x18\x02 \x03(\v2\x1a.agentmesh.type.v1.MessageR\ahistory\x12\x17\n" +
@@ -316,7 +326,8 @@ const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\x1ccontext_window_buffer_tokens\x18\v \x01(\x03R\x19contextWindowBufferTokens\x12*\n" +
 	"\x11max_output_tokens\x18\f \x01(\x03R\x0fmaxOutputTokens\x127\n" +
 	"\x18force_synthesis_at_ratio\x18\r \x01(\x01R\x15forceSynthesisAtRatio\x12\x14\n" +
-	"\x05model\x18\x0e \x01(\tR\x05model\"\x99\x03\n" +
+	"\x05model\x18\x0e \x01(\tR\x05model\x123\n" +
+	"\x04plan\x18\x0f \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x04plan\"\x99\x03\n" +
 	"\x10AssembleResponse\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.agentmesh.type.v1.MessageR\bmessages\x12\x1f\n" +
 	"\vtoken_count\x18\x02 \x01(\x03R\n" +
@@ -353,26 +364,28 @@ var file_agentmesh_context_v1_context_service_proto_goTypes = []any{
 	(*v1.Message)(nil),         // 3: agentmesh.type.v1.Message
 	(*v1.GuardCounters)(nil),   // 4: agentmesh.type.v1.GuardCounters
 	(*v1.Tool)(nil),            // 5: agentmesh.type.v1.Tool
-	(*v1.Source)(nil),          // 6: agentmesh.type.v1.Source
-	(*v1.GuardReport)(nil),     // 7: agentmesh.type.v1.GuardReport
-	(*v1.AccountingEntry)(nil), // 8: agentmesh.type.v1.AccountingEntry
+	(*v1.StepProgress)(nil),    // 6: agentmesh.type.v1.StepProgress
+	(*v1.Source)(nil),          // 7: agentmesh.type.v1.Source
+	(*v1.GuardReport)(nil),     // 8: agentmesh.type.v1.GuardReport
+	(*v1.AccountingEntry)(nil), // 9: agentmesh.type.v1.AccountingEntry
 }
 var file_agentmesh_context_v1_context_service_proto_depIdxs = []int32{
-	2, // 0: agentmesh.context.v1.AssembleRequest.current_step:type_name -> agentmesh.type.v1.Step
-	3, // 1: agentmesh.context.v1.AssembleRequest.history:type_name -> agentmesh.type.v1.Message
-	4, // 2: agentmesh.context.v1.AssembleRequest.counters:type_name -> agentmesh.type.v1.GuardCounters
-	5, // 3: agentmesh.context.v1.AssembleRequest.tools:type_name -> agentmesh.type.v1.Tool
-	3, // 4: agentmesh.context.v1.AssembleResponse.messages:type_name -> agentmesh.type.v1.Message
-	6, // 5: agentmesh.context.v1.AssembleResponse.sources:type_name -> agentmesh.type.v1.Source
-	7, // 6: agentmesh.context.v1.AssembleResponse.guard:type_name -> agentmesh.type.v1.GuardReport
-	8, // 7: agentmesh.context.v1.AssembleResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	0, // 8: agentmesh.context.v1.ContextService.Assemble:input_type -> agentmesh.context.v1.AssembleRequest
-	1, // 9: agentmesh.context.v1.ContextService.Assemble:output_type -> agentmesh.context.v1.AssembleResponse
-	9, // [9:10] is the sub-list for method output_type
-	8, // [8:9] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	2,  // 0: agentmesh.context.v1.AssembleRequest.current_step:type_name -> agentmesh.type.v1.Step
+	3,  // 1: agentmesh.context.v1.AssembleRequest.history:type_name -> agentmesh.type.v1.Message
+	4,  // 2: agentmesh.context.v1.AssembleRequest.counters:type_name -> agentmesh.type.v1.GuardCounters
+	5,  // 3: agentmesh.context.v1.AssembleRequest.tools:type_name -> agentmesh.type.v1.Tool
+	6,  // 4: agentmesh.context.v1.AssembleRequest.plan:type_name -> agentmesh.type.v1.StepProgress
+	3,  // 5: agentmesh.context.v1.AssembleResponse.messages:type_name -> agentmesh.type.v1.Message
+	7,  // 6: agentmesh.context.v1.AssembleResponse.sources:type_name -> agentmesh.type.v1.Source
+	8,  // 7: agentmesh.context.v1.AssembleResponse.guard:type_name -> agentmesh.type.v1.GuardReport
+	9,  // 8: agentmesh.context.v1.AssembleResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	0,  // 9: agentmesh.context.v1.ContextService.Assemble:input_type -> agentmesh.context.v1.AssembleRequest
+	1,  // 10: agentmesh.context.v1.ContextService.Assemble:output_type -> agentmesh.context.v1.AssembleResponse
+	10, // [10:11] is the sub-list for method output_type
+	9,  // [9:10] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_context_v1_context_service_proto_init() }

@@ -53,6 +53,7 @@ type RunEvent struct {
 	//	*RunEvent_RunResumed
 	//	*RunEvent_InputRequested
 	//	*RunEvent_InputAnswered
+	//	*RunEvent_PlanRevised
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -260,6 +261,15 @@ func (x *RunEvent) GetInputAnswered() *InputAnswered {
 	return nil
 }
 
+func (x *RunEvent) GetPlanRevised() *PlanRevised {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_PlanRevised); ok {
+			return x.PlanRevised
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -344,6 +354,11 @@ type RunEvent_InputAnswered struct {
 	InputAnswered *InputAnswered `protobuf:"bytes,25,opt,name=input_answered,json=inputAnswered,proto3,oneof"`
 }
 
+type RunEvent_PlanRevised struct {
+	// The planning stage revised the plan after a step failed or the model left the plan.
+	PlanRevised *PlanRevised `protobuf:"bytes,26,opt,name=plan_revised,json=planRevised,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_IntentParsed) isRunEvent_Kind() {}
@@ -375,6 +390,8 @@ func (*RunEvent_RunResumed) isRunEvent_Kind() {}
 func (*RunEvent_InputRequested) isRunEvent_Kind() {}
 
 func (*RunEvent_InputAnswered) isRunEvent_Kind() {}
+
+func (*RunEvent_PlanRevised) isRunEvent_Kind() {}
 
 // RunStarted opens a run.
 type RunStarted struct {
@@ -548,8 +565,14 @@ type PlanCreated struct {
 	Steps []*v1.Step `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Whether the plan contains tools that need approval.
 	RequiresHumanApproval bool `protobuf:"varint,2,opt,name=requires_human_approval,json=requiresHumanApproval,proto3" json:"requires_human_approval,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Who made the plan: "model" or "rules".
+	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the planning model's plan was not used, when the rules made it instead.
+	FallbackReason string `protobuf:"bytes,4,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The planning stage's estimate of the loop iterations.
+	EstimatedSteps int32 `protobuf:"varint,5,opt,name=estimated_steps,json=estimatedSteps,proto3" json:"estimated_steps,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PlanCreated) Reset() {
@@ -596,6 +619,127 @@ func (x *PlanCreated) GetRequiresHumanApproval() bool {
 	return false
 }
 
+func (x *PlanCreated) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PlanCreated) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *PlanCreated) GetEstimatedSteps() int32 {
+	if x != nil {
+		return x.EstimatedSteps
+	}
+	return 0
+}
+
+// PlanRevised carries a revised plan (seed 003: Error/Recovery → Planning).
+type PlanRevised struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 for the first revision of the run, 2 for the second ...
+	Revision int32 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Why the plan was revised.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The revised plan, each step with its state: steps done before stay done.
+	Steps []*v1.StepProgress `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Whether the revised plan contains tools that need approval.
+	RequiresHumanApproval bool `protobuf:"varint,4,opt,name=requires_human_approval,json=requiresHumanApproval,proto3" json:"requires_human_approval,omitempty"`
+	// Who made the revised plan: "model" or "rules".
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the planning model's plan was not used, when the rules revised the plan instead.
+	FallbackReason string `protobuf:"bytes,6,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The planning stage's estimate of the loop iterations.
+	EstimatedSteps int32 `protobuf:"varint,7,opt,name=estimated_steps,json=estimatedSteps,proto3" json:"estimated_steps,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanRevised) Reset() {
+	*x = PlanRevised{}
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRevised) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRevised) ProtoMessage() {}
+
+func (x *PlanRevised) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRevised.ProtoReflect.Descriptor instead.
+func (*PlanRevised) Descriptor() ([]byte, []int) {
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PlanRevised) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *PlanRevised) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PlanRevised) GetSteps() []*v1.StepProgress {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanRevised) GetRequiresHumanApproval() bool {
+	if x != nil {
+		return x.RequiresHumanApproval
+	}
+	return false
+}
+
+func (x *PlanRevised) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PlanRevised) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *PlanRevised) GetEstimatedSteps() int32 {
+	if x != nil {
+		return x.EstimatedSteps
+	}
+	return 0
+}
+
 // TurnStarted opens a turn.
 type TurnStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -616,7 +760,7 @@ type TurnStarted struct {
 
 func (x *TurnStarted) Reset() {
 	*x = TurnStarted{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +772,7 @@ func (x *TurnStarted) String() string {
 func (*TurnStarted) ProtoMessage() {}
 
 func (x *TurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[4]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +785,7 @@ func (x *TurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStarted.ProtoReflect.Descriptor instead.
 func (*TurnStarted) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TurnStarted) GetTurn() int32 {
@@ -680,7 +824,7 @@ type LlmDelta struct {
 
 func (x *LlmDelta) Reset() {
 	*x = LlmDelta{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +836,7 @@ func (x *LlmDelta) String() string {
 func (*LlmDelta) ProtoMessage() {}
 
 func (x *LlmDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[5]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +849,7 @@ func (x *LlmDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmDelta.ProtoReflect.Descriptor instead.
 func (*LlmDelta) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LlmDelta) GetTurn() int32 {
@@ -760,7 +904,7 @@ type LlmResponse struct {
 
 func (x *LlmResponse) Reset() {
 	*x = LlmResponse{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +916,7 @@ func (x *LlmResponse) String() string {
 func (*LlmResponse) ProtoMessage() {}
 
 func (x *LlmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[6]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +929,7 @@ func (x *LlmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LlmResponse.ProtoReflect.Descriptor instead.
 func (*LlmResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LlmResponse) GetTurn() int32 {
@@ -878,7 +1022,7 @@ type ToolStarted struct {
 
 func (x *ToolStarted) Reset() {
 	*x = ToolStarted{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1034,7 @@ func (x *ToolStarted) String() string {
 func (*ToolStarted) ProtoMessage() {}
 
 func (x *ToolStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[7]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1047,7 @@ func (x *ToolStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStarted.ProtoReflect.Descriptor instead.
 func (*ToolStarted) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolStarted) GetTurn() int32 {
@@ -947,7 +1091,7 @@ type ToolFinished struct {
 
 func (x *ToolFinished) Reset() {
 	*x = ToolFinished{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1103,7 @@ func (x *ToolFinished) String() string {
 func (*ToolFinished) ProtoMessage() {}
 
 func (x *ToolFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[8]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1116,7 @@ func (x *ToolFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFinished.ProtoReflect.Descriptor instead.
 func (*ToolFinished) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolFinished) GetTurn() int32 {
@@ -1049,7 +1193,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1205,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[9]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1218,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApprovalRequested) GetPendingAction() *v1.PendingAction {
@@ -1095,7 +1239,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1251,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1264,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InputRequested) GetQuestion() *v1.PendingQuestion {
@@ -1143,7 +1287,7 @@ type InputAnswered struct {
 
 func (x *InputAnswered) Reset() {
 	*x = InputAnswered{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1299,7 @@ func (x *InputAnswered) String() string {
 func (*InputAnswered) ProtoMessage() {}
 
 func (x *InputAnswered) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1312,7 @@ func (x *InputAnswered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
 func (*InputAnswered) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InputAnswered) GetQuestionId() string {
@@ -1204,7 +1348,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1360,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1373,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApprovalResolved) GetCallId() string {
@@ -1286,7 +1430,7 @@ type RecoveryDecided struct {
 
 func (x *RecoveryDecided) Reset() {
 	*x = RecoveryDecided{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1442,7 @@ func (x *RecoveryDecided) String() string {
 func (*RecoveryDecided) ProtoMessage() {}
 
 func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1455,7 @@ func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryDecided.ProtoReflect.Descriptor instead.
 func (*RecoveryDecided) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RecoveryDecided) GetStage() string {
@@ -1362,7 +1506,7 @@ type ContextGuardEvaluated struct {
 
 func (x *ContextGuardEvaluated) Reset() {
 	*x = ContextGuardEvaluated{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1518,7 @@ func (x *ContextGuardEvaluated) String() string {
 func (*ContextGuardEvaluated) ProtoMessage() {}
 
 func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1531,7 @@ func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextGuardEvaluated.ProtoReflect.Descriptor instead.
 func (*ContextGuardEvaluated) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ContextGuardEvaluated) GetTurn() int32 {
@@ -1422,7 +1566,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1578,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1591,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{15}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunFinished) GetResult() *v1.RunResult {
@@ -1491,7 +1635,7 @@ type RunResumed struct {
 
 func (x *RunResumed) Reset() {
 	*x = RunResumed{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1647,7 @@ func (x *RunResumed) String() string {
 func (*RunResumed) ProtoMessage() {}
 
 func (x *RunResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1660,7 @@ func (x *RunResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResumed.ProtoReflect.Descriptor instead.
 func (*RunResumed) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{16}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunResumed) GetReplica() string {
@@ -1558,7 +1702,7 @@ var File_agentmesh_event_v1_event_proto protoreflect.FileDescriptor
 
 const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\n" +
+	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\n" +
 	"\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
@@ -1582,7 +1726,8 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\vrun_resumed\x18\x17 \x01(\v2\x1e.agentmesh.event.v1.RunResumedH\x00R\n" +
 	"runResumed\x12M\n" +
 	"\x0finput_requested\x18\x18 \x01(\v2\".agentmesh.event.v1.InputRequestedH\x00R\x0einputRequested\x12J\n" +
-	"\x0einput_answered\x18\x19 \x01(\v2!.agentmesh.event.v1.InputAnsweredH\x00R\rinputAnsweredB\x06\n" +
+	"\x0einput_answered\x18\x19 \x01(\v2!.agentmesh.event.v1.InputAnsweredH\x00R\rinputAnswered\x12D\n" +
+	"\fplan_revised\x18\x1a \x01(\v2\x1f.agentmesh.event.v1.PlanRevisedH\x00R\vplanRevisedB\x06\n" +
 	"\x04kind\"\xaa\x01\n" +
 	"\n" +
 	"RunStarted\x12\x17\n" +
@@ -1597,10 +1742,21 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\vtool_policy\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ToolPolicyR\n" +
 	"toolPolicy\x12\x16\n" +
 	"\x06source\x18\x05 \x01(\tR\x06source\x12'\n" +
-	"\x0ffallback_reason\x18\x06 \x01(\tR\x0efallbackReason\"t\n" +
+	"\x0ffallback_reason\x18\x06 \x01(\tR\x0efallbackReason\"\xde\x01\n" +
 	"\vPlanCreated\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.agentmesh.type.v1.StepR\x05steps\x126\n" +
-	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\"\\\n" +
+	"\x17requires_human_approval\x18\x02 \x01(\bR\x15requiresHumanApproval\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\x04 \x01(\tR\x0efallbackReason\x12'\n" +
+	"\x0festimated_steps\x18\x05 \x01(\x05R\x0eestimatedSteps\"\x9a\x02\n" +
+	"\vPlanRevised\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x125\n" +
+	"\x05steps\x18\x03 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x05steps\x126\n" +
+	"\x17requires_human_approval\x18\x04 \x01(\bR\x15requiresHumanApproval\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\x06 \x01(\tR\x0efallbackReason\x12'\n" +
+	"\x0festimated_steps\x18\a \x01(\x05R\x0eestimatedSteps\"\\\n" +
 	"\vTurnStarted\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12!\n" +
 	"\fforced_final\x18\x02 \x01(\bR\vforcedFinal\x12\x16\n" +
@@ -1688,78 +1844,82 @@ func file_agentmesh_event_v1_event_proto_rawDescGZIP() []byte {
 	return file_agentmesh_event_v1_event_proto_rawDescData
 }
 
-var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*RunEvent)(nil),              // 0: agentmesh.event.v1.RunEvent
 	(*RunStarted)(nil),            // 1: agentmesh.event.v1.RunStarted
 	(*IntentParsed)(nil),          // 2: agentmesh.event.v1.IntentParsed
 	(*PlanCreated)(nil),           // 3: agentmesh.event.v1.PlanCreated
-	(*TurnStarted)(nil),           // 4: agentmesh.event.v1.TurnStarted
-	(*LlmDelta)(nil),              // 5: agentmesh.event.v1.LlmDelta
-	(*LlmResponse)(nil),           // 6: agentmesh.event.v1.LlmResponse
-	(*ToolStarted)(nil),           // 7: agentmesh.event.v1.ToolStarted
-	(*ToolFinished)(nil),          // 8: agentmesh.event.v1.ToolFinished
-	(*ApprovalRequested)(nil),     // 9: agentmesh.event.v1.ApprovalRequested
-	(*InputRequested)(nil),        // 10: agentmesh.event.v1.InputRequested
-	(*InputAnswered)(nil),         // 11: agentmesh.event.v1.InputAnswered
-	(*ApprovalResolved)(nil),      // 12: agentmesh.event.v1.ApprovalResolved
-	(*RecoveryDecided)(nil),       // 13: agentmesh.event.v1.RecoveryDecided
-	(*ContextGuardEvaluated)(nil), // 14: agentmesh.event.v1.ContextGuardEvaluated
-	(*RunFinished)(nil),           // 15: agentmesh.event.v1.RunFinished
-	(*RunResumed)(nil),            // 16: agentmesh.event.v1.RunResumed
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*v1.ExecutionContract)(nil),  // 18: agentmesh.type.v1.ExecutionContract
-	(v1.ToolPolicy)(0),            // 19: agentmesh.type.v1.ToolPolicy
-	(*v1.Step)(nil),               // 20: agentmesh.type.v1.Step
-	(*v1.Message)(nil),            // 21: agentmesh.type.v1.Message
-	(*v1.TokenUsage)(nil),         // 22: agentmesh.type.v1.TokenUsage
-	(*v1.ToolCall)(nil),           // 23: agentmesh.type.v1.ToolCall
-	(v1.ToolStatus)(0),            // 24: agentmesh.type.v1.ToolStatus
-	(*v1.PendingAction)(nil),      // 25: agentmesh.type.v1.PendingAction
-	(*v1.PendingQuestion)(nil),    // 26: agentmesh.type.v1.PendingQuestion
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*v1.StageError)(nil),         // 28: agentmesh.type.v1.StageError
-	(*v1.GuardReport)(nil),        // 29: agentmesh.type.v1.GuardReport
-	(*v1.RunResult)(nil),          // 30: agentmesh.type.v1.RunResult
-	(v1.Outcome)(0),               // 31: agentmesh.type.v1.Outcome
+	(*PlanRevised)(nil),           // 4: agentmesh.event.v1.PlanRevised
+	(*TurnStarted)(nil),           // 5: agentmesh.event.v1.TurnStarted
+	(*LlmDelta)(nil),              // 6: agentmesh.event.v1.LlmDelta
+	(*LlmResponse)(nil),           // 7: agentmesh.event.v1.LlmResponse
+	(*ToolStarted)(nil),           // 8: agentmesh.event.v1.ToolStarted
+	(*ToolFinished)(nil),          // 9: agentmesh.event.v1.ToolFinished
+	(*ApprovalRequested)(nil),     // 10: agentmesh.event.v1.ApprovalRequested
+	(*InputRequested)(nil),        // 11: agentmesh.event.v1.InputRequested
+	(*InputAnswered)(nil),         // 12: agentmesh.event.v1.InputAnswered
+	(*ApprovalResolved)(nil),      // 13: agentmesh.event.v1.ApprovalResolved
+	(*RecoveryDecided)(nil),       // 14: agentmesh.event.v1.RecoveryDecided
+	(*ContextGuardEvaluated)(nil), // 15: agentmesh.event.v1.ContextGuardEvaluated
+	(*RunFinished)(nil),           // 16: agentmesh.event.v1.RunFinished
+	(*RunResumed)(nil),            // 17: agentmesh.event.v1.RunResumed
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*v1.ExecutionContract)(nil),  // 19: agentmesh.type.v1.ExecutionContract
+	(v1.ToolPolicy)(0),            // 20: agentmesh.type.v1.ToolPolicy
+	(*v1.Step)(nil),               // 21: agentmesh.type.v1.Step
+	(*v1.StepProgress)(nil),       // 22: agentmesh.type.v1.StepProgress
+	(*v1.Message)(nil),            // 23: agentmesh.type.v1.Message
+	(*v1.TokenUsage)(nil),         // 24: agentmesh.type.v1.TokenUsage
+	(*v1.ToolCall)(nil),           // 25: agentmesh.type.v1.ToolCall
+	(v1.ToolStatus)(0),            // 26: agentmesh.type.v1.ToolStatus
+	(*v1.PendingAction)(nil),      // 27: agentmesh.type.v1.PendingAction
+	(*v1.PendingQuestion)(nil),    // 28: agentmesh.type.v1.PendingQuestion
+	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
+	(*v1.StageError)(nil),         // 30: agentmesh.type.v1.StageError
+	(*v1.GuardReport)(nil),        // 31: agentmesh.type.v1.GuardReport
+	(*v1.RunResult)(nil),          // 32: agentmesh.type.v1.RunResult
+	(v1.Outcome)(0),               // 33: agentmesh.type.v1.Outcome
 }
 var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
-	17, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	18, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: agentmesh.event.v1.RunEvent.run_started:type_name -> agentmesh.event.v1.RunStarted
 	2,  // 2: agentmesh.event.v1.RunEvent.intent_parsed:type_name -> agentmesh.event.v1.IntentParsed
 	3,  // 3: agentmesh.event.v1.RunEvent.plan_created:type_name -> agentmesh.event.v1.PlanCreated
-	4,  // 4: agentmesh.event.v1.RunEvent.turn_started:type_name -> agentmesh.event.v1.TurnStarted
-	5,  // 5: agentmesh.event.v1.RunEvent.llm_delta:type_name -> agentmesh.event.v1.LlmDelta
-	6,  // 6: agentmesh.event.v1.RunEvent.llm_response:type_name -> agentmesh.event.v1.LlmResponse
-	7,  // 7: agentmesh.event.v1.RunEvent.tool_started:type_name -> agentmesh.event.v1.ToolStarted
-	8,  // 8: agentmesh.event.v1.RunEvent.tool_finished:type_name -> agentmesh.event.v1.ToolFinished
-	9,  // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
-	12, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
-	13, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
-	14, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
-	15, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
-	16, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
-	10, // 15: agentmesh.event.v1.RunEvent.input_requested:type_name -> agentmesh.event.v1.InputRequested
-	11, // 16: agentmesh.event.v1.RunEvent.input_answered:type_name -> agentmesh.event.v1.InputAnswered
-	18, // 17: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	19, // 18: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
-	20, // 19: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
-	21, // 20: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
-	22, // 21: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	23, // 22: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
-	24, // 23: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
-	25, // 24: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	26, // 25: agentmesh.event.v1.InputRequested.question:type_name -> agentmesh.type.v1.PendingQuestion
-	27, // 26: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
-	28, // 27: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
-	29, // 28: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
-	30, // 29: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
-	31, // 30: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	5,  // 4: agentmesh.event.v1.RunEvent.turn_started:type_name -> agentmesh.event.v1.TurnStarted
+	6,  // 5: agentmesh.event.v1.RunEvent.llm_delta:type_name -> agentmesh.event.v1.LlmDelta
+	7,  // 6: agentmesh.event.v1.RunEvent.llm_response:type_name -> agentmesh.event.v1.LlmResponse
+	8,  // 7: agentmesh.event.v1.RunEvent.tool_started:type_name -> agentmesh.event.v1.ToolStarted
+	9,  // 8: agentmesh.event.v1.RunEvent.tool_finished:type_name -> agentmesh.event.v1.ToolFinished
+	10, // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
+	13, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
+	14, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
+	15, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
+	16, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
+	17, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
+	11, // 15: agentmesh.event.v1.RunEvent.input_requested:type_name -> agentmesh.event.v1.InputRequested
+	12, // 16: agentmesh.event.v1.RunEvent.input_answered:type_name -> agentmesh.event.v1.InputAnswered
+	4,  // 17: agentmesh.event.v1.RunEvent.plan_revised:type_name -> agentmesh.event.v1.PlanRevised
+	19, // 18: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	20, // 19: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
+	21, // 20: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
+	22, // 21: agentmesh.event.v1.PlanRevised.steps:type_name -> agentmesh.type.v1.StepProgress
+	23, // 22: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
+	24, // 23: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	25, // 24: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
+	26, // 25: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
+	27, // 26: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	28, // 27: agentmesh.event.v1.InputRequested.question:type_name -> agentmesh.type.v1.PendingQuestion
+	29, // 28: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
+	30, // 29: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
+	31, // 30: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
+	32, // 31: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
+	33, // 32: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_event_v1_event_proto_init() }
@@ -1784,6 +1944,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 		(*RunEvent_RunResumed)(nil),
 		(*RunEvent_InputRequested)(nil),
 		(*RunEvent_InputAnswered)(nil),
+		(*RunEvent_PlanRevised)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1791,7 +1952,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_event_v1_event_proto_rawDesc), len(file_agentmesh_event_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

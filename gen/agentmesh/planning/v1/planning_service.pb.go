@@ -36,7 +36,12 @@ type PlanRequest struct {
 	// A plan to validate and normalise instead of generating one.
 	ProposedSteps []*v1.Step `protobuf:"bytes,5,rep,name=proposed_steps,json=proposedSteps,proto3" json:"proposed_steps,omitempty"`
 	// The task type from the intent stage ("question", "action", ...).
-	TaskType      string `protobuf:"bytes,6,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
+	TaskType string `protobuf:"bytes,6,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
+	// The run the plan is for: it scopes the planning model's request, for tracing and
+	// accounting.
+	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Set when a run's plan is revised: the plan so far with each step's state, and why.
+	Revision      *PlanRevision `protobuf:"bytes,8,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -113,6 +118,75 @@ func (x *PlanRequest) GetTaskType() string {
 	return ""
 }
 
+func (x *PlanRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *PlanRequest) GetRevision() *PlanRevision {
+	if x != nil {
+		return x.Revision
+	}
+	return nil
+}
+
+// PlanRevision asks for a revised plan: the steps that are done stay, the rest is planned again.
+type PlanRevision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The current plan, each step with its state in the run.
+	Steps []*v1.StepProgress `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Why the plan is revised, e.g. "step step-2 (calculator) failed: division by zero".
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanRevision) Reset() {
+	*x = PlanRevision{}
+	mi := &file_agentmesh_planning_v1_planning_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRevision) ProtoMessage() {}
+
+func (x *PlanRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_planning_v1_planning_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRevision.ProtoReflect.Descriptor instead.
+func (*PlanRevision) Descriptor() ([]byte, []int) {
+	return file_agentmesh_planning_v1_planning_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PlanRevision) GetSteps() []*v1.StepProgress {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanRevision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // PlanResponse is the planning stage's output.
 type PlanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -120,15 +194,24 @@ type PlanResponse struct {
 	Steps []*v1.Step `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Expected number of loop iterations.
 	EstimatedSteps int32 `protobuf:"varint,2,opt,name=estimated_steps,json=estimatedSteps,proto3" json:"estimated_steps,omitempty"`
-	// True when a step uses a tool that needs approval.
+	// True when a step uses a tool that needs approval, or the planning model says a step
+	// needs a person's approval.
 	RequiresHumanApproval bool `protobuf:"varint,3,opt,name=requires_human_approval,json=requiresHumanApproval,proto3" json:"requires_human_approval,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Who made the plan: "model" (the planning model) or "rules" (the deterministic planner,
+	// also for proposed_steps).
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// Why the planning model's plan was not used, when a model is configured and the rules
+	// made the plan instead (the model failed, or its answer was unusable); empty otherwise.
+	FallbackReason string `protobuf:"bytes,5,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
+	// The planning model's request, for the run's accounting; empty without one.
+	Accounting    []*v1.AccountingEntry `protobuf:"bytes,6,rep,name=accounting,proto3" json:"accounting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_agentmesh_planning_v1_planning_service_proto_msgTypes[1]
+	mi := &file_agentmesh_planning_v1_planning_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +223,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_planning_v1_planning_service_proto_msgTypes[1]
+	mi := &file_agentmesh_planning_v1_planning_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +236,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_planning_v1_planning_service_proto_rawDescGZIP(), []int{1}
+	return file_agentmesh_planning_v1_planning_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PlanResponse) GetSteps() []*v1.Step {
@@ -177,22 +260,53 @@ func (x *PlanResponse) GetRequiresHumanApproval() bool {
 	return false
 }
 
+func (x *PlanResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PlanResponse) GetFallbackReason() string {
+	if x != nil {
+		return x.FallbackReason
+	}
+	return ""
+}
+
+func (x *PlanResponse) GetAccounting() []*v1.AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
 var File_agentmesh_planning_v1_planning_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_planning_v1_planning_service_proto_rawDesc = "" +
 	"\n" +
-	",agentmesh/planning/v1/planning_service.proto\x12\x15agentmesh.planning.v1\x1a\x1fagentmesh/type/v1/message.proto\"\xff\x01\n" +
+	",agentmesh/planning/v1/planning_service.proto\x12\x15agentmesh.planning.v1\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\"\xd7\x02\n" +
 	"\vPlanRequest\x12\x12\n" +
 	"\x04goal\x18\x01 \x01(\tR\x04goal\x12 \n" +
 	"\vconstraints\x18\x02 \x03(\tR\vconstraints\x12@\n" +
 	"\x0favailable_tools\x18\x03 \x03(\v2\x17.agentmesh.type.v1.ToolR\x0eavailableTools\x12\x1b\n" +
 	"\tmax_steps\x18\x04 \x01(\x05R\bmaxSteps\x12>\n" +
 	"\x0eproposed_steps\x18\x05 \x03(\v2\x17.agentmesh.type.v1.StepR\rproposedSteps\x12\x1b\n" +
-	"\ttask_type\x18\x06 \x01(\tR\btaskType\"\x9e\x01\n" +
+	"\ttask_type\x18\x06 \x01(\tR\btaskType\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\x12?\n" +
+	"\brevision\x18\b \x01(\v2#.agentmesh.planning.v1.PlanRevisionR\brevision\"]\n" +
+	"\fPlanRevision\x125\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x05steps\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa3\x02\n" +
 	"\fPlanResponse\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.agentmesh.type.v1.StepR\x05steps\x12'\n" +
 	"\x0festimated_steps\x18\x02 \x01(\x05R\x0eestimatedSteps\x126\n" +
-	"\x17requires_human_approval\x18\x03 \x01(\bR\x15requiresHumanApproval2b\n" +
+	"\x17requires_human_approval\x18\x03 \x01(\bR\x15requiresHumanApproval\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12'\n" +
+	"\x0ffallback_reason\x18\x05 \x01(\tR\x0efallbackReason\x12B\n" +
+	"\n" +
+	"accounting\x18\x06 \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting2b\n" +
 	"\x0fPlanningService\x12O\n" +
 	"\x04Plan\x12\".agentmesh.planning.v1.PlanRequest\x1a#.agentmesh.planning.v1.PlanResponseB\xec\x01\n" +
 	"\x19com.agentmesh.planning.v1B\x14PlanningServiceProtoP\x01ZCgithub.com/agentmesh/agentmesh/gen/agentmesh/planning/v1;planningv1\xa2\x02\x03APX\xaa\x02\x15Agentmesh.Planning.V1\xca\x02\x15Agentmesh\\Planning\\V1\xe2\x02!Agentmesh\\Planning\\V1\\GPBMetadata\xea\x02\x17Agentmesh::Planning::V1b\x06proto3"
@@ -209,24 +323,30 @@ func file_agentmesh_planning_v1_planning_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_planning_v1_planning_service_proto_rawDescData
 }
 
-var file_agentmesh_planning_v1_planning_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_agentmesh_planning_v1_planning_service_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_agentmesh_planning_v1_planning_service_proto_goTypes = []any{
-	(*PlanRequest)(nil),  // 0: agentmesh.planning.v1.PlanRequest
-	(*PlanResponse)(nil), // 1: agentmesh.planning.v1.PlanResponse
-	(*v1.Tool)(nil),      // 2: agentmesh.type.v1.Tool
-	(*v1.Step)(nil),      // 3: agentmesh.type.v1.Step
+	(*PlanRequest)(nil),        // 0: agentmesh.planning.v1.PlanRequest
+	(*PlanRevision)(nil),       // 1: agentmesh.planning.v1.PlanRevision
+	(*PlanResponse)(nil),       // 2: agentmesh.planning.v1.PlanResponse
+	(*v1.Tool)(nil),            // 3: agentmesh.type.v1.Tool
+	(*v1.Step)(nil),            // 4: agentmesh.type.v1.Step
+	(*v1.StepProgress)(nil),    // 5: agentmesh.type.v1.StepProgress
+	(*v1.AccountingEntry)(nil), // 6: agentmesh.type.v1.AccountingEntry
 }
 var file_agentmesh_planning_v1_planning_service_proto_depIdxs = []int32{
-	2, // 0: agentmesh.planning.v1.PlanRequest.available_tools:type_name -> agentmesh.type.v1.Tool
-	3, // 1: agentmesh.planning.v1.PlanRequest.proposed_steps:type_name -> agentmesh.type.v1.Step
-	3, // 2: agentmesh.planning.v1.PlanResponse.steps:type_name -> agentmesh.type.v1.Step
-	0, // 3: agentmesh.planning.v1.PlanningService.Plan:input_type -> agentmesh.planning.v1.PlanRequest
-	1, // 4: agentmesh.planning.v1.PlanningService.Plan:output_type -> agentmesh.planning.v1.PlanResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 0: agentmesh.planning.v1.PlanRequest.available_tools:type_name -> agentmesh.type.v1.Tool
+	4, // 1: agentmesh.planning.v1.PlanRequest.proposed_steps:type_name -> agentmesh.type.v1.Step
+	1, // 2: agentmesh.planning.v1.PlanRequest.revision:type_name -> agentmesh.planning.v1.PlanRevision
+	5, // 3: agentmesh.planning.v1.PlanRevision.steps:type_name -> agentmesh.type.v1.StepProgress
+	4, // 4: agentmesh.planning.v1.PlanResponse.steps:type_name -> agentmesh.type.v1.Step
+	6, // 5: agentmesh.planning.v1.PlanResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	0, // 6: agentmesh.planning.v1.PlanningService.Plan:input_type -> agentmesh.planning.v1.PlanRequest
+	2, // 7: agentmesh.planning.v1.PlanningService.Plan:output_type -> agentmesh.planning.v1.PlanResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_planning_v1_planning_service_proto_init() }
@@ -240,7 +360,7 @@ func file_agentmesh_planning_v1_planning_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_planning_v1_planning_service_proto_rawDesc), len(file_agentmesh_planning_v1_planning_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

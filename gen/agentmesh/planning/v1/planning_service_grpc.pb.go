@@ -29,7 +29,9 @@ const (
 // PlanningService breaks a goal into executable steps.
 type PlanningServiceClient interface {
 	// Plan returns an acyclic plan that uses only available tools and has at most max_steps
-	// steps. Failures: NO_VIABLE_PLAN, PLAN_TOO_COMPLEX, INVALID_INPUT.
+	// steps. Failures: NO_VIABLE_PLAN, PLAN_TOO_COMPLEX, INVALID_INPUT. A failure that follows
+	// the planning model's answer carries the model's request as an AccountingEntry detail of
+	// the status, next to the StageError.
 	Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
 }
 
@@ -58,7 +60,9 @@ func (c *planningServiceClient) Plan(ctx context.Context, in *PlanRequest, opts 
 // PlanningService breaks a goal into executable steps.
 type PlanningServiceServer interface {
 	// Plan returns an acyclic plan that uses only available tools and has at most max_steps
-	// steps. Failures: NO_VIABLE_PLAN, PLAN_TOO_COMPLEX, INVALID_INPUT.
+	// steps. Failures: NO_VIABLE_PLAN, PLAN_TOO_COMPLEX, INVALID_INPUT. A failure that follows
+	// the planning model's answer carries the model's request as an AccountingEntry detail of
+	// the status, next to the StageError.
 	Plan(context.Context, *PlanRequest) (*PlanResponse, error)
 	mustEmbedUnimplementedPlanningServiceServer()
 }

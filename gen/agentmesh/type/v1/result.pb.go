@@ -444,7 +444,8 @@ type AccountingEntry struct {
 	// call was refused before it ran.
 	Attempts int32 `protobuf:"varint,17,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The stage that made the request for the run, when it was not the run's own inference or
-	// tool call: "observation" for the summary of a large tool result.
+	// tool call: "planning" for the planning model's request, "observation" for the summary of a
+	// large tool result.
 	Stage         string `protobuf:"bytes,18,opt,name=stage,proto3" json:"stage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

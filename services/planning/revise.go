@@ -1,0 +1,58 @@
+package planning
+
+import (
+	"slices"
+
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// revise revises a plan by the rules: the steps stay in their order with their ids and
+// dependencies; a step that is not done and uses a tool that failed (the tool of a failed
+// step) is matched again against the usable tools other than those, and becomes a reasoning
+// step, which the model does, when none overlaps it. The result is validated like proposed
+// steps.
+func revise(rev *planningv1.PlanRevision, in *input) ([]*typev1.Step, error) {
+	var failed []string
+	for _, p := range rev.GetSteps() {
+		if p.GetState() == typev1.StepState_STEP_STATE_FAILED && p.GetStep().GetToolName() != "" {
+			failed = append(failed, p.GetStep().GetToolName())
+		}
+	}
+	var others []*typev1.Tool
+	for _, t := range usableTools(in.req.GetAvailableTools(), in.req.GetConstraints()) {
+		if !slices.Contains(failed, t.GetName()) {
+			others = append(others, t)
+		}
+	}
+	m := newMatcher(others)
+	steps := make([]*typev1.Step, len(rev.GetSteps()))
+	for i, p := range rev.GetSteps() {
+		st := proto.CloneOf(p.GetStep())
+		if p.GetState() != typev1.StepState_STEP_STATE_DONE && slices.Contains(failed, st.GetToolName()) {
+			st.ToolName = m.best(st.GetDescription())
+		}
+		steps[i] = st
+	}
+	return normalise(steps, in.tools, in.limit)
+}
+
+// remaining counts the steps of a revision that are not done; a new plan has none done.
+func remaining(steps []*typev1.Step, rev *planningv1.PlanRevision) int {
+	n := len(steps)
+	for _, p := range rev.GetSteps() {
+		if p.GetState() != typev1.StepState_STEP_STATE_DONE {
+			continue
+		}
+		if slices.ContainsFunc(steps, func(st *typev1.Step) bool { return sameStep(st, p.GetStep()) }) {
+			n--
+		}
+	}
+	return n
+}
+
+// sameStep reports whether two steps are the same work: the same id, description and tool.
+func sameStep(a, b *typev1.Step) bool {
+	return a.GetId() == b.GetId() && a.GetDescription() == b.GetDescription() && a.GetToolName() == b.GetToolName()
+}
