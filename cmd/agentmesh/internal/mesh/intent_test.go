@@ -139,7 +139,8 @@ func TestIntentModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := &planningv1.PlanRequest{Goal: "Explain how the Go scheduler works", AvailableTools: tools.GetTools(),
-		Constraints: []string{"briefly", "at most 3 sentences"}, TaskType: "analysis"}
+		Constraints: []string{"briefly", "at most 3 sentences"}, TaskType: "analysis",
+		MaxSteps: config.Default().Defaults.MaxPlanSteps, RunId: res.GetRunId()}
 	if got, want := planAction(t, res), transcript.MessageHash(plan); got != want {
 		t.Errorf("the PLAN entry's action hash %s is not the hash %s of the planning request with the intent's constraints and task type", got, want)
 	}
