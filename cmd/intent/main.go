@@ -8,11 +8,8 @@ package main
 import (
 	"context"
 
-	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
-	"github.com/agentmesh/agentmesh/pkg/dial"
-	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/intent"
 )
@@ -21,17 +18,11 @@ func main() {
 	server.Main("intent", "127.0.0.1:7001", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
 		var opts intent.Options
 		if target := intent.ModelTarget(cfg); target != nil {
-			mesh, err := cfg.TLS.Mesh()
+			client, err := server.DialGeneration(cfg)
 			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Invalid, err)
+				return nil, err
 			}
-			// Each Generate is a paid provider request, accounted once: no retry of UNAVAILABLE.
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
-				dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
-			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Invalid, err)
-			}
-			opts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(conn), Target: target}
+			opts.Model = &ask.Model{Client: client, Target: target}
 		}
 		return intent.New(opts), nil
 	})

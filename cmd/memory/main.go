@@ -8,11 +8,8 @@ package main
 import (
 	"context"
 
-	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
-	"github.com/agentmesh/agentmesh/pkg/dial"
-	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/memory"
 )
@@ -24,17 +21,10 @@ func main() {
 			facts    *ask.Model
 		)
 		if embedding, picking := memory.EmbeddingTarget(cfg), memory.FactsTarget(cfg); embedding != nil || picking != nil {
-			mesh, err := cfg.TLS.Mesh()
+			client, err := server.DialGeneration(cfg)
 			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Invalid, err)
+				return nil, err
 			}
-			// Each Embed and Generate is a paid provider request, accounted once: no retry of UNAVAILABLE.
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
-				dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
-			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Invalid, err)
-			}
-			client := generationv1.NewGenerationServiceClient(conn)
 			if embedding != nil {
 				embedder = &memory.GenerationEmbedder{Client: client, Target: embedding}
 			}

@@ -8,12 +8,9 @@ package main
 import (
 	"context"
 
-	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
-	"github.com/agentmesh/agentmesh/pkg/dial"
-	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/planning"
 )
@@ -22,17 +19,11 @@ func main() {
 	server.Main("planning", "127.0.0.1:7002", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
 		var opts planning.Options
 		if t := cfg.Models.Planning; t != nil {
-			mesh, err := cfg.TLS.Mesh()
+			client, err := server.DialGeneration(cfg)
 			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Invalid, err)
+				return nil, err
 			}
-			// Each plan asked of the model is a paid provider request, accounted once: no retry.
-			conn, err := dial.New(server.Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
-				dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
-			if err != nil {
-				return nil, exitcode.Wrap(exitcode.Invalid, err)
-			}
-			opts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(conn), Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}
+			opts.Model = &ask.Model{Client: client, Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}
 		}
 		return planning.New(opts), nil
 	})
