@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -47,12 +48,23 @@ func (s *Service) callerID(ctx context.Context, req *agentv1.RunRequest) (string
 // PERMISSION_DENIED (logged with the principal) when it may not. With authentication off
 // everyone may, and the run is not looked up.
 func (s *Service) authorizeRun(ctx context.Context, a auth.Action, runID string) error {
-	p, ok := auth.FromContext(ctx)
-	if !ok {
+	if _, ok := auth.FromContext(ctx); !ok {
 		return nil
 	}
-	owner, err := s.ownerOf(ctx, runID)
-	if err == nil && p.May(a, owner) {
+	loc, err := s.locate(ctx, runID)
+	return s.authorize(ctx, a, runID, loc, err)
+}
+
+// authorize decides whether the call's principal may do a with the run found at loc, or not
+// found for err: nil when it may, PERMISSION_DENIED (logged with the principal) when it may
+// not, and err, the reason the run could not be found, otherwise. With authentication off it
+// returns err.
+func (s *Service) authorize(ctx context.Context, a auth.Action, runID string, loc located, err error) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return err
+	}
+	if err == nil && p.May(a, loc.owner()) {
 		return nil
 	}
 	// The memory stage does not show a finished run to a principal that may not read it.
@@ -69,26 +81,45 @@ func (s *Service) denied(ctx context.Context, p auth.Principal, what, runID stri
 		"action", what, "run_id", runID)
 }
 
-// ownerOf returns the user a run acts for, wherever the run is: live on this replica, in the
-// checkpoint store, or saved by the memory stage once finished.
-func (s *Service) ownerOf(ctx context.Context, runID string) (string, error) {
+// located is where a run was found: live on this replica, in the checkpoint store, or saved
+// by the memory stage once finished; exactly one is set.
+type located struct {
+	live  *run
+	cp    *checkpointv1.RunCheckpoint
+	saved *memoryv1.GetRunResponse
+}
+
+// owner is the user the located run acts for.
+func (l located) owner() string {
+	switch {
+	case l.live != nil:
+		return l.live.userID
+	case l.cp != nil:
+		return l.cp.GetUserId()
+	}
+	return l.saved.GetUserId()
+}
+
+// locate finds a run wherever it is, reading each place at most once, so a caller can both
+// authorise and answer from what it found.
+func (s *Service) locate(ctx context.Context, runID string) (located, error) {
 	if r := s.liveRun(runID); r != nil {
-		return r.userID, nil
+		return located{live: r}, nil
 	}
 	if s.store != nil {
 		cp, _, err := s.store.Load(ctx, runID)
 		switch {
 		case err == nil:
-			return cp.GetUserId(), nil
+			return located{cp: cp}, nil
 		case !errors.Is(err, runstore.ErrNotFound):
-			return "", storeErr(runID, err)
+			return located{}, storeErr(runID, err)
 		}
 	}
-	resp, err := s.peers.Memory.GetRun(actingForCaller(ctx), &memoryv1.GetRunRequest{RunId: runID})
+	resp, err := whenReady(actingForCaller(ctx), "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: runID})
 	if err != nil {
-		return "", stageerr.FromError(err)
+		return located{}, stageerr.FromError(err)
 	}
-	return resp.GetUserId(), nil
+	return located{saved: resp}, nil
 }
 
 // actingForCaller returns the context of a public API call whose calls to the stages act for

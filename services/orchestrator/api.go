@@ -176,25 +176,20 @@ func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*type
 	if req.GetRunId() == "" {
 		return nil, stageerr.Invalid("run_id must not be empty")
 	}
-	if err := s.authorizeRun(ctx, auth.ActionRead, req.GetRunId()); err != nil {
+	loc, err := s.locate(ctx, req.GetRunId())
+	if err := s.authorize(ctx, auth.ActionRead, req.GetRunId(), loc, err); err != nil {
 		return nil, err
 	}
-	if r := s.liveRun(req.GetRunId()); r != nil {
-		if res := r.currentResult(); res != nil {
+	switch {
+	case loc.live != nil:
+		if res := loc.live.currentResult(); res != nil {
 			return res, nil
 		}
 		return nil, stillRunning(req.GetRunId())
+	case loc.cp != nil:
+		return s.resultOf(ctx, loc.cp)
 	}
-	if s.store != nil {
-		cp, _, err := s.store.Load(ctx, req.GetRunId())
-		switch {
-		case err == nil:
-			return s.resultOf(ctx, cp)
-		case !errors.Is(err, runstore.ErrNotFound):
-			return nil, storeErr(req.GetRunId(), err)
-		}
-	}
-	return s.savedResult(ctx, req.GetRunId())
+	return loc.saved.GetResult(), nil
 }
 
 // savedResult is a finished run's result as the memory stage keeps it.
