@@ -50,6 +50,9 @@ type Drainer interface {
 // calls only from mesh identities (Options.Mesh; README, "mTLS between services"). A server
 // that other hosts can reach without authenticating its callers refuses to start (exit 4)
 // unless the binary runs insecure (Insecure).
+//
+// Started with the argument HealthCommand, the binary checks the health of the server it
+// would run instead, and exits 0 when it serves (see probe).
 func Main(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
 	os.Exit(run(name, defaultAddr, false, build))
 }
@@ -63,6 +66,9 @@ func MainPublic(name, defaultAddr string, build func(ctx context.Context, cfg *c
 
 // run is Main without the exit.
 func run(name, defaultAddr string, public bool, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
+	if len(os.Args) == 2 && os.Args[1] == HealthCommand {
+		return probe(defaultAddr, os.Stderr)
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
 	slog.SetDefault(log)
 

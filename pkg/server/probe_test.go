@@ -1,0 +1,85 @@
+package server
+
+import (
+	"io"
+	"net"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+)
+
+// startProbed starts a server on a free loopback address with opts, points LISTEN_ADDR at it
+// for probe, and shuts it down at the end of the test.
+func startProbed(t *testing.T, opts Options) *Server {
+	t.Helper()
+	listenOnFreeAddr(t)
+	opts.Name, opts.Addr = "intent", "127.0.0.1:0"
+	srv := New(opts)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(t.Context()) })
+	t.Setenv("LISTEN_ADDR", srv.Addr())
+	return srv
+}
+
+// TestHealthCommand (issue 14.5): `<service> health` exits 0 while the server serves, 1 while it
+// reports NOT_SERVING and 3 when nothing listens, so that images without a shell have a
+// healthcheck.
+func TestHealthCommand(t *testing.T) {
+	startProbed(t, Options{})
+	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.OK {
+		t.Errorf("probe of a serving server = %d, want 0", code)
+	}
+	startProbed(t, Options{Health: HealthFunc(func() (bool, <-chan struct{}) { return false, make(chan struct{}) })})
+	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.Failed {
+		t.Errorf("probe of a NOT_SERVING server = %d, want 1", code)
+	}
+
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free.Close()
+	t.Setenv("LISTEN_ADDR", free.Addr().String())
+	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.Unavailable {
+		t.Errorf("probe of no server = %d, want 3", code)
+	}
+}
+
+// TestHealthCommandSpeaksMutualTLS: with the mesh's TLS_CA, TLS_CERT and TLS_KEY the probe
+// presents the process's certificate to a server that takes only mesh identities.
+func TestHealthCommandSpeaksMutualTLS(t *testing.T) {
+	dev := newDevPKI(t)
+	mesh, err := config.TLS{CA: dev.ca, Cert: dev.intent.Cert, Key: dev.intent.Key}.Mesh()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProbed(t, Options{Mesh: mesh})
+	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.Unavailable {
+		t.Errorf("plaintext probe of a mutual TLS server = %d, want 3", code)
+	}
+	t.Setenv("TLS_CA", dev.ca)
+	t.Setenv("TLS_CERT", dev.intent.Cert)
+	t.Setenv("TLS_KEY", dev.intent.Key)
+	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.OK {
+		t.Errorf("mutual TLS probe = %d, want 0", code)
+	}
+}
+
+func TestLoopbackOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		":7001":          "127.0.0.1:7001",
+		"0.0.0.0:7001":   "127.0.0.1:7001",
+		"[::]:7001":      "[::1]:7001",
+		"10.0.0.5:7001":  "10.0.0.5:7001",
+		"planning:7002":  "planning:7002",
+		"127.0.0.1:7001": "127.0.0.1:7001",
+		"not an address": "not an address",
+	} {
+		if got := loopbackOf(addr); got != want {
+			t.Errorf("loopbackOf(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
