@@ -1,0 +1,440 @@
+package deploy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// kustomizations are the kustomization directories, the base and each overlay.
+var kustomizations = []string{"k8s/base", "k8s/overlays/dev", "k8s/overlays/production"}
+
+// healthExec is the exec probe of a service that serves TLS, which the kubelet's grpc probe
+// cannot speak: the binary's health command (server.HealthCommand).
+var healthExec = []string{"/usr/local/bin/service", server.HealthCommand}
+
+// spanFlush is how long server.Main flushes spans after draining (its flushTimeout).
+const spanFlush = 5 * time.Second
+
+// scalingMetrics are the Pods custom metrics each stage's autoscaler may scale on.
+var scalingMetrics = map[string][]string{
+	"action":     {"agentmesh_action_queue_depth"},
+	"generation": {"agentmesh_generation_inflight_requests"},
+}
+
+// rendered is a kustomization's objects, decoded.
+type rendered struct {
+	deployments  map[string]*appsv1.Deployment
+	statefulSets map[string]*appsv1.StatefulSet
+	services     map[string]*corev1.Service
+	configMaps   map[string]*corev1.ConfigMap
+	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
+	claims       map[string]*corev1.PersistentVolumeClaim
+}
+
+// render builds the kustomization in dir with kustomize and strictly decodes every object into
+// its Kubernetes API type: an unknown kind, an apiVersion of another type, or a field the type
+// does not have fails the test.
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	r := &rendered{
+		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
+		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
+		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, claims: map[string]*corev1.PersistentVolumeClaim{},
+	}
+	for _, res := range m.Resources() {
+		data, err := res.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, name := res.GetKind(), res.GetName()
+		var (
+			into any
+			tm   *metav1.TypeMeta
+			want string
+		)
+		switch kind {
+		case "Deployment":
+			o := &appsv1.Deployment{}
+			into, tm, want = o, &o.TypeMeta, "apps/v1"
+			r.deployments[name] = o
+		case "StatefulSet":
+			o := &appsv1.StatefulSet{}
+			into, tm, want = o, &o.TypeMeta, "apps/v1"
+			r.statefulSets[name] = o
+		case "Service":
+			o := &corev1.Service{}
+			into, tm, want = o, &o.TypeMeta, "v1"
+			r.services[name] = o
+		case "ConfigMap":
+			o := &corev1.ConfigMap{}
+			into, tm, want = o, &o.TypeMeta, "v1"
+			r.configMaps[name] = o
+		case "PersistentVolumeClaim":
+			o := &corev1.PersistentVolumeClaim{}
+			into, tm, want = o, &o.TypeMeta, "v1"
+			r.claims[name] = o
+		case "HorizontalPodAutoscaler":
+			o := &autoscalingv2.HorizontalPodAutoscaler{}
+			into, tm, want = o, &o.TypeMeta, "autoscaling/v2"
+			r.hpas[name] = o
+		case "Namespace":
+			o := &corev1.Namespace{}
+			into, tm, want = o, &o.TypeMeta, "v1"
+		default:
+			t.Errorf("%s: %s %s is of a kind this test does not know: add its type", dir, kind, name)
+			continue
+		}
+		if err := yaml.UnmarshalStrict(data, into); err != nil {
+			t.Errorf("%s: %s %s does not decode strictly: %v", dir, kind, name, err)
+			continue
+		}
+		if tm.APIVersion != want {
+			t.Errorf("%s: %s %s has apiVersion %q, want %q", dir, kind, name, tm.APIVersion, want)
+		}
+	}
+	return r
+}
+
+// TestKustomizationsMatchTheBinaries (issue 14.3) renders the base and each overlay and checks
+// every service's Deployment against its binary and the rest of the objects.
+func TestKustomizationsMatchTheBinaries(t *testing.T) {
+	for _, dir := range kustomizations {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			r := render(t, dir)
+			for _, name := range meshServices {
+				d := r.deployments[name]
+				if d == nil {
+					t.Errorf("no Deployment %s", name)
+					continue
+				}
+				checkDeployment(t, r, d)
+			}
+			for name, h := range r.hpas {
+				checkHPA(t, r, name, h)
+			}
+			for _, name := range meshServices {
+				if r.hpas[name] == nil {
+					t.Errorf("no HorizontalPodAutoscaler %s", name)
+				}
+				if s := r.services[name]; s == nil || s.Spec.ClusterIP != corev1.ClusterIPNone {
+					t.Errorf("no headless Service %s (clusterIP: None), which dns:/// targets balance over", name)
+				}
+			}
+			if s := r.statefulSets["nats"]; s == nil || len(s.Spec.VolumeClaimTemplates) == 0 || !slices.Contains(s.Spec.Template.Spec.Containers[0].Args, "--jetstream") {
+				t.Error("no StatefulSet nats running JetStream on a persistent volume")
+			}
+		})
+	}
+}
+
+// checkDeployment checks a service's Deployment: its environment against its binary, its ports
+// and probes against LISTEN_ADDR and METRICS_ADDR, the addresses it dials against the
+// Services, its configuration layers by loading them, and its termination grace.
+func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
+	t.Helper()
+	name, pod := d.Name, d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Errorf("%s: %d containers, want 1", name, len(pod.Containers))
+		return
+	}
+	c := pod.Containers[0]
+	env := map[string]string{}
+	var names []string
+	for _, e := range c.Env {
+		if _, dup := env[e.Name]; dup {
+			t.Errorf("%s sets %s twice", name, e.Name)
+		}
+		env[e.Name], names = e.Value, append(names, e.Name)
+	}
+	root, refs := mountConfig(t, r, name, pod, c)
+	checkEnvRead(t, "Deployment "+name, name, names, refs)
+	checkConfigLoads(t, name, root, env)
+
+	port := addrPort(t, name, "LISTEN_ADDR", env["LISTEN_ADDR"])
+	if p := containerPort(c, "grpc"); p != port {
+		t.Errorf("%s: containerPort grpc is %d, LISTEN_ADDR listens on %d", name, p, port)
+	}
+	for kind, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		switch {
+		case p == nil:
+			t.Errorf("%s has no %s probe", name, kind)
+		case p.GRPC != nil && p.GRPC.Port != port:
+			t.Errorf("%s: the %s probe asks port %d, LISTEN_ADDR listens on %d", name, kind, p.GRPC.Port, port)
+		case p.GRPC == nil && (p.Exec == nil || !slices.Equal(p.Exec.Command, healthExec)):
+			t.Errorf("%s: the %s probe is neither grpc on LISTEN_ADDR nor %v", name, kind, healthExec)
+		}
+	}
+	if m := env["METRICS_ADDR"]; m != "" {
+		mp := addrPort(t, name, "METRICS_ADDR", m)
+		if p := containerPort(c, "metrics"); p != mp {
+			t.Errorf("%s: containerPort metrics is %d, METRICS_ADDR listens on %d", name, p, mp)
+		}
+		if a := d.Spec.Template.Annotations["prometheus.io/port"]; a != strconv.Itoa(int(mp)) {
+			t.Errorf("%s: annotation prometheus.io/port is %q, METRICS_ADDR listens on %d", name, a, mp)
+		}
+	} else {
+		t.Errorf("%s sets no METRICS_ADDR", name)
+	}
+
+	for k, v := range env {
+		switch {
+		case strings.HasSuffix(k, "_ADDR") && k != "LISTEN_ADDR" && k != "METRICS_ADDR":
+			u, err := url.Parse(v)
+			if err != nil || u.Scheme != "dns" || u.Host != "" {
+				t.Errorf("%s: %s=%q, want dns:///<service>:<port>", name, k, v)
+				continue
+			}
+			stage := strings.ToLower(strings.TrimSuffix(k, "_ADDR"))
+			checkTarget(t, r, name, k, strings.TrimPrefix(u.Path, "/"), stage)
+		case k == "NATS_URL":
+			checkTarget(t, r, name, k, strings.TrimPrefix(v, "nats://"), "nats")
+		case k == "OTEL_EXPORTER_OTLP_ENDPOINT":
+			checkTarget(t, r, name, k, strings.TrimPrefix(v, "http://"), "jaeger")
+		}
+	}
+
+	grace := server.DefaultDrainTimeout + spanFlush
+	if name == "orchestrator" {
+		grace += server.DefaultDrainTimeout // it hands its runs off first
+	}
+	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= grace {
+		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than the %v the binary may take to stop", name, g, grace)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+		t.Errorf("%s: the pod does not run as a numeric non-root user", name)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: no cpu request or memory limit", name)
+	}
+}
+
+// checkTarget checks that the address hostport that the Deployment from dials in variable k is
+// a Service named like the workload want, with that port, leading to a port of the workload's
+// pods.
+func checkTarget(t *testing.T, r *rendered, from, k, hostport, want string) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		t.Errorf("%s: %s=%q: %v", from, k, hostport, err)
+		return
+	}
+	if host != want {
+		t.Errorf("%s: %s names the Service %q, want %q", from, k, host, want)
+	}
+	s := r.services[host]
+	if s == nil {
+		t.Errorf("%s: %s names the Service %q, which does not exist", from, k, host)
+		return
+	}
+	port, _ := strconv.Atoi(p)
+	for _, sp := range s.Spec.Ports {
+		if int(sp.Port) != port {
+			continue
+		}
+		var pod *corev1.PodTemplateSpec
+		if d := r.deployments[host]; d != nil {
+			pod = &d.Spec.Template
+		} else if ss := r.statefulSets[host]; ss != nil {
+			pod = &ss.Spec.Template
+		}
+		if pod == nil {
+			t.Errorf("%s: %s: the Service %s leads to no workload of that name", from, k, host)
+			return
+		}
+		for lk, lv := range s.Spec.Selector {
+			if pod.Labels[lk] != lv {
+				t.Errorf("%s: %s: the Service %s does not select the pods of %s", from, k, host, host)
+			}
+		}
+		c := pod.Spec.Containers[0]
+		if sp.TargetPort.IntValue() == 0 && containerPort(c, sp.TargetPort.String()) == 0 || sp.TargetPort.IntValue() != 0 && !hasPort(c, int32(sp.TargetPort.IntValue())) {
+			t.Errorf("%s: %s: the Service %s's port %d leads to %s, which %s's container does not expose", from, k, host, port, sp.TargetPort.String(), host)
+		}
+		if host != "nats" && host != "jaeger" {
+			if lp := addrPort(t, host, "LISTEN_ADDR", envValue(c, "LISTEN_ADDR")); containerPort(c, sp.TargetPort.String()) != lp {
+				t.Errorf("%s: %s: port %d of the Service %s does not reach LISTEN_ADDR (%d)", from, k, port, host, lp)
+			}
+		}
+		return
+	}
+	t.Errorf("%s: %s: the Service %s has no port %d", from, k, host, port)
+}
+
+// checkHPA checks that an autoscaler scales an existing Deployment, within sane bounds, on
+// CPU and the custom metrics its stage publishes.
+func checkHPA(t *testing.T, r *rendered, name string, h *autoscalingv2.HorizontalPodAutoscaler) {
+	t.Helper()
+	ref := h.Spec.ScaleTargetRef
+	if ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" || r.deployments[ref.Name] == nil {
+		t.Errorf("HorizontalPodAutoscaler %s targets %s %s %s, which is not a Deployment here", name, ref.APIVersion, ref.Kind, ref.Name)
+	}
+	if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || *h.Spec.MinReplicas > h.Spec.MaxReplicas {
+		t.Errorf("HorizontalPodAutoscaler %s: minReplicas %v, maxReplicas %d", name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
+	}
+	cpu := false
+	var custom []string
+	for _, m := range h.Spec.Metrics {
+		switch m.Type {
+		case autoscalingv2.ResourceMetricSourceType:
+			cpu = cpu || m.Resource.Name == corev1.ResourceCPU
+		case autoscalingv2.PodsMetricSourceType:
+			custom = append(custom, m.Pods.Metric.Name)
+		default:
+			t.Errorf("HorizontalPodAutoscaler %s scales on a %s metric", name, m.Type)
+		}
+	}
+	if !cpu {
+		t.Errorf("HorizontalPodAutoscaler %s does not scale on CPU", name)
+	}
+	if !slices.Equal(custom, scalingMetrics[ref.Name]) {
+		t.Errorf("HorizontalPodAutoscaler %s scales on the custom metrics %v, want %v", name, custom, scalingMetrics[ref.Name])
+	}
+}
+
+// mountConfig writes the ConfigMaps (and, for each Secret projected as a .env file beside a
+// configuration layer, a .env defining the variables the layer refers to) that the container
+// mounts under a temporary root, as the pod sees them. It returns the root and the variables
+// the layers refer to.
+func mountConfig(t *testing.T, r *rendered, name string, pod corev1.PodSpec, c corev1.Container) (string, map[string]bool) {
+	t.Helper()
+	root, refs := t.TempDir(), map[string]bool{}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok {
+			t.Errorf("%s mounts the volume %s, which the pod does not have", name, m.Name)
+			continue
+		}
+		var maps []string
+		dotEnv := false
+		switch {
+		case v.ConfigMap != nil:
+			maps = append(maps, v.ConfigMap.Name)
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					maps = append(maps, s.ConfigMap.Name)
+				}
+				if s.Secret != nil {
+					dotEnv = dotEnv || slices.ContainsFunc(s.Secret.Items, func(k corev1.KeyToPath) bool { return k.Path == ".env" })
+				}
+			}
+		}
+		dir := filepath.Join(root, m.MountPath)
+		var layerRefs []string
+		for _, cm := range maps {
+			data := r.configMaps[cm]
+			if data == nil {
+				t.Errorf("%s mounts the ConfigMap %s, which does not exist", name, cm)
+				continue
+			}
+			for file, text := range data.Data {
+				writeFile(t, filepath.Join(dir, file), text)
+				for ref := range configRefs(text) {
+					refs[ref] = true
+					layerRefs = append(layerRefs, ref)
+				}
+			}
+		}
+		if dotEnv {
+			var b strings.Builder
+			for _, ref := range layerRefs {
+				fmt.Fprintf(&b, "%s=from-the-secret\n", ref)
+			}
+			writeFile(t, filepath.Join(dir, ".env"), b.String())
+		}
+	}
+	return root, refs
+}
+
+// checkConfigLoads loads the configuration the binary would, from its mounted files under root:
+// AGENTMESH_CONFIG over the system layer /etc/agentmesh/agentmesh.yaml, expanding variables
+// from the container's environment and the .env files; the load must succeed.
+func checkConfigLoads(t *testing.T, name, root string, env map[string]string) {
+	t.Helper()
+	explicit := env["AGENTMESH_CONFIG"]
+	if explicit == "" {
+		t.Errorf("%s sets no AGENTMESH_CONFIG", name)
+		return
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	layers := []config.Layer{
+		{Name: "explicit", Path: filepath.Join(root, explicit), Required: true},
+		{Name: "system", Path: filepath.Join(root, "/etc/agentmesh", config.FileName)},
+	}
+	if _, err := config.LoadLayers(layers); err != nil {
+		t.Errorf("%s: its configuration does not load: %v", name, err)
+	}
+}
+
+func writeFile(t *testing.T, file, text string) {
+	t.Helper()
+	if err := os.MkdirAll(path.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addrPort returns the port of the listen address of variable k.
+func addrPort(t *testing.T, name, k, addr string) int32 {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(p)
+	if err != nil || perr != nil {
+		t.Errorf("%s: %s=%q is not a listen address", name, k, addr)
+	}
+	return int32(n)
+}
+
+// containerPort is the number of the container's port called name, 0 when it has none.
+func containerPort(c corev1.Container, name string) int32 {
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	return 0
+}
+
+func hasPort(c corev1.Container, port int32) bool {
+	return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == port })
+}
+
+func envValue(c corev1.Container, k string) string {
+	for _, e := range c.Env {
+		if e.Name == k {
+			return e.Value
+		}
+	}
+	return ""
+}
