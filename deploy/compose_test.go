@@ -1,0 +1,207 @@
+package deploy
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"gopkg.in/yaml.v3"
+)
+
+// composeFile is the part of the Compose specification docker-compose.yml uses; decoding
+// rejects any other field.
+type composeFile struct {
+	XService yaml.Node                 `yaml:"x-service"`
+	XVolumes yaml.Node                 `yaml:"x-volumes"`
+	XEnv     yaml.Node                 `yaml:"x-env"`
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]struct{}       `yaml:"volumes"`
+}
+
+type composeService struct {
+	Image       string                      `yaml:"image"`
+	Build       *composeBuild               `yaml:"build"`
+	Command     []string                    `yaml:"command"`
+	Restart     string                      `yaml:"restart"`
+	Ports       []string                    `yaml:"ports"`
+	Volumes     []string                    `yaml:"volumes"`
+	Environment map[string]string           `yaml:"environment"`
+	Healthcheck *composeHealthcheck         `yaml:"healthcheck"`
+	DependsOn   map[string]composeCondition `yaml:"depends_on"`
+}
+
+type composeBuild struct {
+	Context    string            `yaml:"context"`
+	Dockerfile string            `yaml:"dockerfile"`
+	Target     string            `yaml:"target"`
+	Args       map[string]string `yaml:"args"`
+}
+
+type composeHealthcheck struct {
+	Test        []string `yaml:"test"`
+	Interval    string   `yaml:"interval"`
+	Timeout     string   `yaml:"timeout"`
+	Retries     int      `yaml:"retries"`
+	StartPeriod string   `yaml:"start_period"`
+}
+
+type composeCondition struct {
+	Condition string `yaml:"condition"`
+}
+
+// readCompose decodes docker-compose.yml strictly.
+func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f composeFile
+	if err := dec.Decode(&f); err != nil {
+		t.Fatalf("docker-compose.yml does not decode: %v", err)
+	}
+	return f
+}
+
+// TestComposeMatchesTheBinaries (issue 14.5): docker-compose.yml sets on each service only
+// variables its binary reads, the same ones with the same values as the Kubernetes dev
+// overlay, dials addresses of services and ports that exist, mounts a configuration that loads,
+// keeps the memory store on a volume and checks every service's health.
+func TestComposeMatchesTheBinaries(t *testing.T) {
+	f := readCompose(t)
+	dev := render(t, "k8s/overlays/dev")
+	for _, name := range meshServices {
+		s, ok := f.Services[name]
+		if !ok {
+			t.Errorf("docker-compose.yml has no service %s", name)
+			continue
+		}
+		target := "service"
+		if name == "action" {
+			target = "action"
+		}
+		if s.Build == nil || s.Build.Args["SERVICE"] != name || s.Build.Target != target || s.Build.Dockerfile != "deploy/Dockerfile" {
+			t.Errorf("%s is not built from deploy/Dockerfile with SERVICE=%s, target %s: %+v", name, name, target, s.Build)
+		}
+		if s.Healthcheck == nil || !slices.Equal(s.Healthcheck.Test, append([]string{"CMD"}, healthExec...)) {
+			t.Errorf("%s: healthcheck %+v, want the binary's health command", name, s.Healthcheck)
+		}
+
+		root, refs := t.TempDir(), map[string]bool{}
+		for _, v := range s.Volumes {
+			src, dst, _ := strings.Cut(v, ":")
+			dst, _, _ = strings.Cut(dst, ":")
+			if !strings.HasPrefix(src, "./") {
+				if _, ok := f.Volumes[src]; !ok {
+					t.Errorf("%s mounts the volume %s, which is not declared", name, src)
+				}
+				continue
+			}
+			text, err := os.ReadFile(filepath.Join(repoRoot, src))
+			if err != nil {
+				t.Errorf("%s mounts %s: %v", name, src, err)
+				continue
+			}
+			writeFile(t, filepath.Join(root, dst), string(text))
+			for ref := range configRefs(string(text)) {
+				refs[ref] = true
+			}
+		}
+		var names []string
+		for k := range s.Environment {
+			names = append(names, k)
+		}
+		checkEnvRead(t, "docker-compose.yml's "+name, name, names, refs)
+		checkConfigLoads(t, name, root, s.Environment)
+
+		d := dev.deployments[name]
+		if d == nil {
+			t.Fatalf("the dev overlay has no Deployment %s", name)
+		}
+		manifest := map[string]string{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.ValueFrom == nil {
+				manifest[e.Name] = e.Value
+			}
+		}
+		for k, v := range manifest {
+			if got, ok := s.Environment[k]; !ok || got != v {
+				t.Errorf("%s: the dev overlay sets %s=%q, docker-compose.yml %q", name, k, v, got)
+			}
+		}
+		for k, v := range s.Environment {
+			if _, ok := manifest[k]; !ok {
+				t.Errorf("%s: docker-compose.yml sets %s=%q, the dev overlay does not", name, k, v)
+			}
+		}
+
+		for k, v := range s.Environment {
+			switch {
+			case strings.HasSuffix(k, "_ADDR") && k != "LISTEN_ADDR" && k != "METRICS_ADDR":
+				hostport, ok := strings.CutPrefix(v, "dns:///")
+				if !ok {
+					t.Errorf("%s: %s=%q, want dns:///<service>:<port>", name, k, v)
+					continue
+				}
+				host, port, _ := net.SplitHostPort(hostport)
+				peer, ok := f.Services[host]
+				if !ok || host != strings.ToLower(strings.TrimSuffix(k, "_ADDR")) {
+					t.Errorf("%s: %s=%q names no service %s", name, k, v, strings.ToLower(strings.TrimSuffix(k, "_ADDR")))
+					continue
+				}
+				if _, lp, _ := net.SplitHostPort(peer.Environment["LISTEN_ADDR"]); lp != port {
+					t.Errorf("%s: %s=%q, but %s listens on port %s", name, k, v, host, lp)
+				}
+			case k == "NATS_URL" || k == "OTEL_EXPORTER_OTLP_ENDPOINT":
+				rest := v[strings.Index(v, "://")+3:]
+				host, _, _ := net.SplitHostPort(rest)
+				if _, ok := f.Services[host]; !ok {
+					t.Errorf("%s: %s=%q names no service", name, k, v)
+				}
+			}
+		}
+		for dep := range s.DependsOn {
+			if _, ok := f.Services[dep]; !ok {
+				t.Errorf("%s depends on %s, which is not a service", name, dep)
+			}
+		}
+	}
+
+	// The memory store survives the container: memory.path is on a named volume.
+	memory := f.Services["memory"]
+	root := t.TempDir()
+	var storeVolume string
+	for _, v := range memory.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		dst, _, _ = strings.Cut(dst, ":")
+		if strings.HasPrefix(src, "./") {
+			text, err := os.ReadFile(filepath.Join(repoRoot, src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(root, dst), string(text))
+		} else if _, ok := f.Volumes[src]; ok {
+			storeVolume = dst
+		}
+	}
+	cfg, err := config.LoadLayers([]config.Layer{
+		{Name: "explicit", Path: filepath.Join(root, memory.Environment["AGENTMESH_CONFIG"]), Required: true},
+		{Name: "system", Path: filepath.Join(root, "/etc/agentmesh", config.FileName)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Memory.Store != config.StoreSQLite || storeVolume == "" || filepath.Dir(cfg.Memory.Path) != storeVolume {
+		t.Errorf("memory keeps its store (%s %q) off the named volume (%q)", cfg.Memory.Store, cfg.Memory.Path, storeVolume)
+	}
+	if p := f.Services["orchestrator"].Ports; !slices.Equal(p, []string{"7000:7000"}) {
+		t.Errorf("orchestrator publishes %v, want its LISTEN_ADDR port 7000", p)
+	}
+}
