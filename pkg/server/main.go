@@ -67,7 +67,7 @@ func MainPublic(name, defaultAddr string, build func(ctx context.Context, cfg *c
 // run is Main without the exit.
 func run(name, defaultAddr string, public bool, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
 	if len(os.Args) == 2 && os.Args[1] == HealthCommand {
-		return probe(defaultAddr, os.Stderr)
+		return probe(defaultAddr, public, os.Stderr)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
 	slog.SetDefault(log)

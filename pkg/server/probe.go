@@ -25,11 +25,12 @@ const HealthCommand = "health"
 
 // probe runs the health command: it asks the gRPC health service on LISTEN_ADDR (else
 // defaultAddr; an address of every interface is asked on loopback) whether the server serves,
-// speaking mutual TLS with the process's certificate when the configuration sets tls.ca, and
-// TLS when it sets only tls.cert (the public API), as Main would serve. It writes what it found
-// to out and returns 0 when SERVING, 1 when the server answers anything else, 3 when it cannot
-// be reached and 4 when the configuration is invalid.
-func probe(defaultAddr string, out io.Writer) int {
+// speaking mutual TLS with the process's certificate when the configuration sets tls.ca, and,
+// for the public API, TLS without a client certificate (which auth.client_ca would refuse; its
+// health needs no authentication), as Main would serve. It writes what it found to out and
+// returns 0 when SERVING, 1 when the server answers anything else, 3 when it cannot be reached
+// and 4 when the configuration is invalid.
+func probe(defaultAddr string, public bool, out io.Writer) int {
 	cfg, err := loadConfig()
 	if err != nil {
 		fmt.Fprintln(out, "configuration:", err)
@@ -42,12 +43,16 @@ func probe(defaultAddr string, out io.Writer) int {
 	}
 	creds := insecure.NewCredentials()
 	switch {
-	case mesh != nil:
-		creds = credentials.NewTLS(mesh.ClientConfig())
-	case cfg.TLS.Cert != "":
+	case public && mesh != nil:
+		c := mesh.ClientConfig()
+		c.Certificates = nil
+		creds = credentials.NewTLS(c)
+	case public && cfg.TLS.Cert != "":
 		// The public API's certificate names its public host, not loopback; the probe sends
 		// nothing and only reads the health of its own process's server.
 		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // see above
+	case mesh != nil:
+		creds = credentials.NewTLS(mesh.ClientConfig())
 	}
 	addr := loopbackOf(Env("LISTEN_ADDR", defaultAddr))
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))

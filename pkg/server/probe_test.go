@@ -3,8 +3,10 @@ package server
 import (
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
@@ -29,11 +31,20 @@ func startProbed(t *testing.T, opts Options) *Server {
 // healthcheck.
 func TestHealthCommand(t *testing.T) {
 	startProbed(t, Options{})
-	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.OK {
+	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.OK {
 		t.Errorf("probe of a serving server = %d, want 0", code)
 	}
+	// A stage with a certificate but no mesh CA serves plaintext, like Main.
+	dev := newDevPKI(t)
+	t.Setenv("TLS_CERT", dev.intent.Cert)
+	t.Setenv("TLS_KEY", dev.intent.Key)
+	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.OK {
+		t.Errorf("probe of a plaintext stage with tls.cert = %d, want 0", code)
+	}
+	t.Setenv("TLS_CERT", "")
+	t.Setenv("TLS_KEY", "")
 	startProbed(t, Options{Health: HealthFunc(func() (bool, <-chan struct{}) { return false, make(chan struct{}) })})
-	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.Failed {
+	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.Failed {
 		t.Errorf("probe of a NOT_SERVING server = %d, want 1", code)
 	}
 
@@ -43,7 +54,7 @@ func TestHealthCommand(t *testing.T) {
 	}
 	free.Close()
 	t.Setenv("LISTEN_ADDR", free.Addr().String())
-	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.Unavailable {
+	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.Unavailable {
 		t.Errorf("probe of no server = %d, want 3", code)
 	}
 }
@@ -57,14 +68,40 @@ func TestHealthCommandSpeaksMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	startProbed(t, Options{Mesh: mesh})
-	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.Unavailable {
+	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.Unavailable {
 		t.Errorf("plaintext probe of a mutual TLS server = %d, want 3", code)
 	}
 	t.Setenv("TLS_CA", dev.ca)
 	t.Setenv("TLS_CERT", dev.intent.Cert)
 	t.Setenv("TLS_KEY", dev.intent.Key)
-	if code := probe("127.0.0.1:0", io.Discard); code != exitcode.OK {
+	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.OK {
 		t.Errorf("mutual TLS probe = %d, want 0", code)
+	}
+}
+
+// TestHealthCommandOfThePublicAPI: the orchestrator's probe speaks TLS to the public API, whose
+// health needs no client certificate.
+func TestHealthCommandOfThePublicAPI(t *testing.T) {
+	dev := newDevPKI(t)
+	clients, err := certs.NewCA("clients CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCA := filepath.Join(t.TempDir(), "clients-ca.pem")
+	if err := clients.WriteCert(clientCA); err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg := config.TLS{CA: dev.ca, Cert: dev.orchestrator.Cert, Key: dev.orchestrator.Key}
+	authn, serverTLS, err := PublicSecurity(config.Auth{ClientCA: clientCA}, tlsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProbed(t, Options{Auth: authn, TLS: serverTLS})
+	t.Setenv("TLS_CA", dev.ca)
+	t.Setenv("TLS_CERT", dev.orchestrator.Cert)
+	t.Setenv("TLS_KEY", dev.orchestrator.Key)
+	if code := probe("127.0.0.1:0", true, io.Discard); code != exitcode.OK {
+		t.Errorf("probe of the public API = %d, want 0", code)
 	}
 }
 
