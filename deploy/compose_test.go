@@ -83,95 +83,7 @@ func TestComposeMatchesTheBinaries(t *testing.T) {
 			t.Errorf("docker-compose.yml has no service %s", name)
 			continue
 		}
-		target := "service"
-		if name == "action" {
-			target = "action"
-		}
-		if s.Build == nil || s.Build.Args["SERVICE"] != name || s.Build.Target != target || s.Build.Dockerfile != "deploy/Dockerfile" {
-			t.Errorf("%s is not built from deploy/Dockerfile with SERVICE=%s, target %s: %+v", name, name, target, s.Build)
-		}
-		if s.Healthcheck == nil || !slices.Equal(s.Healthcheck.Test, append([]string{"CMD"}, healthExec...)) {
-			t.Errorf("%s: healthcheck %+v, want the binary's health command", name, s.Healthcheck)
-		}
-
-		root, refs := t.TempDir(), map[string]bool{}
-		for _, v := range s.Volumes {
-			src, dst, _ := strings.Cut(v, ":")
-			dst, _, _ = strings.Cut(dst, ":")
-			if !strings.HasPrefix(src, "./") {
-				if _, ok := f.Volumes[src]; !ok {
-					t.Errorf("%s mounts the volume %s, which is not declared", name, src)
-				}
-				continue
-			}
-			text, err := os.ReadFile(filepath.Join(repoRoot, src))
-			if err != nil {
-				t.Errorf("%s mounts %s: %v", name, src, err)
-				continue
-			}
-			writeFile(t, filepath.Join(root, dst), string(text))
-			for ref := range configRefs(string(text)) {
-				refs[ref] = true
-			}
-		}
-		var names []string
-		for k := range s.Environment {
-			names = append(names, k)
-		}
-		checkEnvRead(t, "docker-compose.yml's "+name, name, names, refs)
-		checkConfigLoads(t, name, root, s.Environment)
-
-		d := dev.deployments[name]
-		if d == nil {
-			t.Fatalf("the dev overlay has no Deployment %s", name)
-		}
-		manifest := map[string]string{}
-		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-			if e.ValueFrom == nil {
-				manifest[e.Name] = e.Value
-			}
-		}
-		for k, v := range manifest {
-			if got, ok := s.Environment[k]; !ok || got != v {
-				t.Errorf("%s: the dev overlay sets %s=%q, docker-compose.yml %q", name, k, v, got)
-			}
-		}
-		for k, v := range s.Environment {
-			if _, ok := manifest[k]; !ok {
-				t.Errorf("%s: docker-compose.yml sets %s=%q, the dev overlay does not", name, k, v)
-			}
-		}
-
-		for k, v := range s.Environment {
-			switch {
-			case strings.HasSuffix(k, "_ADDR") && k != "LISTEN_ADDR" && k != "METRICS_ADDR":
-				hostport, ok := strings.CutPrefix(v, "dns:///")
-				if !ok {
-					t.Errorf("%s: %s=%q, want dns:///<service>:<port>", name, k, v)
-					continue
-				}
-				host, port, _ := net.SplitHostPort(hostport)
-				peer, ok := f.Services[host]
-				if !ok || host != strings.ToLower(strings.TrimSuffix(k, "_ADDR")) {
-					t.Errorf("%s: %s=%q names no service %s", name, k, v, strings.ToLower(strings.TrimSuffix(k, "_ADDR")))
-					continue
-				}
-				if _, lp, _ := net.SplitHostPort(peer.Environment["LISTEN_ADDR"]); lp != port {
-					t.Errorf("%s: %s=%q, but %s listens on port %s", name, k, v, host, lp)
-				}
-			case k == "NATS_URL" || k == "OTEL_EXPORTER_OTLP_ENDPOINT":
-				rest := v[strings.Index(v, "://")+3:]
-				host, _, _ := net.SplitHostPort(rest)
-				if _, ok := f.Services[host]; !ok {
-					t.Errorf("%s: %s=%q names no service", name, k, v)
-				}
-			}
-		}
-		for dep := range s.DependsOn {
-			if _, ok := f.Services[dep]; !ok {
-				t.Errorf("%s depends on %s, which is not a service", name, dep)
-			}
-		}
+		t.Run(name, func(t *testing.T) { checkComposeService(t, f, dev, name, s) })
 	}
 
 	// The memory store survives the container: memory.path is on a named volume.
@@ -203,5 +115,99 @@ func TestComposeMatchesTheBinaries(t *testing.T) {
 	}
 	if p := f.Services["orchestrator"].Ports; !slices.Equal(p, []string{"7000:7000"}) {
 		t.Errorf("orchestrator publishes %v, want its LISTEN_ADDR port 7000", p)
+	}
+}
+
+// checkComposeService checks the compose service of the binary name against the binary, the
+// other services and the dev overlay's Deployment.
+func checkComposeService(t *testing.T, f composeFile, dev *rendered, name string, s composeService) {
+	target := "service"
+	if name == "action" {
+		target = "action"
+	}
+	if s.Build == nil || s.Build.Args["SERVICE"] != name || s.Build.Target != target || s.Build.Dockerfile != "deploy/Dockerfile" {
+		t.Errorf("%s is not built from deploy/Dockerfile with SERVICE=%s, target %s: %+v", name, name, target, s.Build)
+	}
+	if s.Healthcheck == nil || !slices.Equal(s.Healthcheck.Test, append([]string{"CMD"}, healthExec...)) {
+		t.Errorf("%s: healthcheck %+v, want the binary's health command", name, s.Healthcheck)
+	}
+
+	root, refs := t.TempDir(), map[string]bool{}
+	for _, v := range s.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		dst, _, _ = strings.Cut(dst, ":")
+		if !strings.HasPrefix(src, "./") {
+			if _, ok := f.Volumes[src]; !ok {
+				t.Errorf("%s mounts the volume %s, which is not declared", name, src)
+			}
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(repoRoot, src))
+		if err != nil {
+			t.Errorf("%s mounts %s: %v", name, src, err)
+			continue
+		}
+		writeFile(t, filepath.Join(root, dst), string(text))
+		for ref := range configRefs(string(text)) {
+			refs[ref] = true
+		}
+	}
+	var names []string
+	for k := range s.Environment {
+		names = append(names, k)
+	}
+	checkEnvRead(t, "docker-compose.yml's "+name, name, names, refs)
+	checkConfigLoads(t, name, root, s.Environment)
+
+	d := dev.deployments[name]
+	if d == nil {
+		t.Fatalf("the dev overlay has no Deployment %s", name)
+	}
+	manifest := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			manifest[e.Name] = e.Value
+		}
+	}
+	for k, v := range manifest {
+		if got, ok := s.Environment[k]; !ok || got != v {
+			t.Errorf("%s: the dev overlay sets %s=%q, docker-compose.yml %q", name, k, v, got)
+		}
+	}
+	for k, v := range s.Environment {
+		if _, ok := manifest[k]; !ok {
+			t.Errorf("%s: docker-compose.yml sets %s=%q, the dev overlay does not", name, k, v)
+		}
+	}
+
+	for k, v := range s.Environment {
+		switch {
+		case strings.HasSuffix(k, "_ADDR") && k != "LISTEN_ADDR" && k != "METRICS_ADDR":
+			hostport, ok := strings.CutPrefix(v, "dns:///")
+			if !ok {
+				t.Errorf("%s: %s=%q, want dns:///<service>:<port>", name, k, v)
+				continue
+			}
+			host, port, _ := net.SplitHostPort(hostport)
+			peer, ok := f.Services[host]
+			if !ok || host != strings.ToLower(strings.TrimSuffix(k, "_ADDR")) {
+				t.Errorf("%s: %s=%q names no service %s", name, k, v, strings.ToLower(strings.TrimSuffix(k, "_ADDR")))
+				continue
+			}
+			if _, lp, _ := net.SplitHostPort(peer.Environment["LISTEN_ADDR"]); lp != port {
+				t.Errorf("%s: %s=%q, but %s listens on port %s", name, k, v, host, lp)
+			}
+		case k == "NATS_URL" || k == "OTEL_EXPORTER_OTLP_ENDPOINT":
+			rest := v[strings.Index(v, "://")+3:]
+			host, _, _ := net.SplitHostPort(rest)
+			if _, ok := f.Services[host]; !ok {
+				t.Errorf("%s: %s=%q names no service", name, k, v)
+			}
+		}
+	}
+	for dep := range s.DependsOn {
+		if _, ok := f.Services[dep]; !ok {
+			t.Errorf("%s depends on %s, which is not a service", name, dep)
+		}
 	}
 }

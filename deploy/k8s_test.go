@@ -24,8 +24,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// kustomizations are the kustomization directories, the base and each overlay.
-var kustomizations = []string{"k8s/base", "k8s/overlays/dev", "k8s/overlays/production"}
+// kustomizations are the kustomization directories, the base and each overlay, and whether
+// its services start (the base's refuse: nothing authenticates their callers, see
+// server.CheckExposure; its overlays say how they do).
+var kustomizations = []struct {
+	dir    string
+	starts bool
+}{{"k8s/base", false}, {"k8s/overlays/dev", true}, {"k8s/overlays/production", true}}
 
 // healthExec is the exec probe of a service that serves TLS, which the kubelet's grpc probe
 // cannot speak: the binary's health command (server.HealthCommand).
@@ -121,16 +126,16 @@ func render(t *testing.T, dir string) *rendered {
 // TestKustomizationsMatchTheBinaries (issue 14.3) renders the base and each overlay and checks
 // every service's Deployment against its binary and the rest of the objects.
 func TestKustomizationsMatchTheBinaries(t *testing.T) {
-	for _, dir := range kustomizations {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			r := render(t, dir)
+	for _, k := range kustomizations {
+		t.Run(filepath.Base(k.dir), func(t *testing.T) {
+			r := render(t, k.dir)
 			for _, name := range meshServices {
 				d := r.deployments[name]
 				if d == nil {
 					t.Errorf("no Deployment %s", name)
 					continue
 				}
-				checkDeployment(t, r, d)
+				t.Run(name, func(t *testing.T) { checkDeployment(t, r, d, k.starts) })
 			}
 			for name, h := range r.hpas {
 				checkHPA(t, r, name, h)
@@ -152,8 +157,10 @@ func TestKustomizationsMatchTheBinaries(t *testing.T) {
 
 // checkDeployment checks a service's Deployment: its environment against its binary, its ports
 // and probes against LISTEN_ADDR and METRICS_ADDR, the addresses it dials against the
-// Services, its configuration layers by loading them, and its termination grace.
-func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
+// Services, its configuration layers by loading them, and its termination grace; when starts,
+// that the binary would start with this configuration and environment, and the kubelet could
+// probe it.
+func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts bool) {
 	t.Helper()
 	name, pod := d.Name, d.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
@@ -171,7 +178,7 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	}
 	root, refs := mountConfig(t, r, name, pod, c)
 	checkEnvRead(t, "Deployment "+name, name, names, refs)
-	checkConfigLoads(t, name, root, env)
+	cfg := checkConfigLoads(t, name, root, env)
 
 	port := addrPort(t, name, "LISTEN_ADDR", env["LISTEN_ADDR"])
 	if p := containerPort(c, "grpc"); p != port {
@@ -185,6 +192,15 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment) {
 			t.Errorf("%s: the %s probe asks port %d, LISTEN_ADDR listens on %d", name, kind, p.GRPC.Port, port)
 		case p.GRPC == nil && (p.Exec == nil || !slices.Equal(p.Exec.Command, healthExec)):
 			t.Errorf("%s: the %s probe is neither grpc on LISTEN_ADDR nor %v", name, kind, healthExec)
+		case p.GRPC != nil && cfg != nil && cfg.TLS.CA != "":
+			t.Errorf("%s: the %s probe is the kubelet's grpc probe, which presents no client certificate to a mutual TLS server: use %v", name, kind, healthExec)
+		}
+	}
+	if starts && cfg != nil {
+		t.Setenv("AGENTMESH_INSECURE", env["AGENTMESH_INSECURE"])
+		authenticated := cfg.TLS.CA != "" || name == "orchestrator" && cfg.Auth.Enabled()
+		if err := server.CheckExposure(env["LISTEN_ADDR"], authenticated, server.Insecure()); err != nil {
+			t.Errorf("%s would not start: %v", name, err)
 		}
 	}
 	if m := env["METRICS_ADDR"]; m != "" {
@@ -270,13 +286,12 @@ func checkTarget(t *testing.T, r *rendered, from, k, hostport, want string) {
 			}
 		}
 		c := pod.Spec.Containers[0]
-		if sp.TargetPort.IntValue() == 0 && containerPort(c, sp.TargetPort.String()) == 0 || sp.TargetPort.IntValue() != 0 && !hasPort(c, int32(sp.TargetPort.IntValue())) {
-			t.Errorf("%s: %s: the Service %s's port %d leads to %s, which %s's container does not expose", from, k, host, port, sp.TargetPort.String(), host)
+		target := containerPort(c, sp.TargetPort.String()) // the Services name their target ports
+		if target == 0 {
+			t.Errorf("%s: %s: the Service %s's port %d leads to %q, which %s's container does not name", from, k, host, port, sp.TargetPort.String(), host)
 		}
-		if host != "nats" && host != "jaeger" {
-			if lp := addrPort(t, host, "LISTEN_ADDR", envValue(c, "LISTEN_ADDR")); containerPort(c, sp.TargetPort.String()) != lp {
-				t.Errorf("%s: %s: port %d of the Service %s does not reach LISTEN_ADDR (%d)", from, k, port, host, lp)
-			}
+		if listen := envValue(c, "LISTEN_ADDR"); listen != "" && addrPort(t, host, "LISTEN_ADDR", listen) != target {
+			t.Errorf("%s: %s: port %d of the Service %s does not reach %s's LISTEN_ADDR %s", from, k, port, host, host, listen)
 		}
 		return
 	}
@@ -375,13 +390,14 @@ func mountConfig(t *testing.T, r *rendered, name string, pod corev1.PodSpec, c c
 
 // checkConfigLoads loads the configuration the binary would, from its mounted files under root:
 // AGENTMESH_CONFIG over the system layer /etc/agentmesh/agentmesh.yaml, expanding variables
-// from the container's environment and the .env files; the load must succeed.
-func checkConfigLoads(t *testing.T, name, root string, env map[string]string) {
+// from the container's environment and the .env files; the load must succeed. It returns the
+// configuration, nil when it does not load.
+func checkConfigLoads(t *testing.T, name, root string, env map[string]string) *config.Config {
 	t.Helper()
 	explicit := env["AGENTMESH_CONFIG"]
 	if explicit == "" {
 		t.Errorf("%s sets no AGENTMESH_CONFIG", name)
-		return
+		return nil
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -390,11 +406,14 @@ func checkConfigLoads(t *testing.T, name, root string, env map[string]string) {
 		{Name: "explicit", Path: filepath.Join(root, explicit), Required: true},
 		{Name: "system", Path: filepath.Join(root, "/etc/agentmesh", config.FileName)},
 	}
-	if _, err := config.LoadLayers(layers); err != nil {
+	cfg, err := config.LoadLayers(layers)
+	if err != nil {
 		t.Errorf("%s: its configuration does not load: %v", name, err)
 	}
+	return cfg
 }
 
+// writeFile writes text to file, making its directory.
 func writeFile(t *testing.T, file, text string) {
 	t.Helper()
 	if err := os.MkdirAll(path.Dir(file), 0o755); err != nil {
@@ -426,10 +445,7 @@ func containerPort(c corev1.Container, name string) int32 {
 	return 0
 }
 
-func hasPort(c corev1.Container, port int32) bool {
-	return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == port })
-}
-
+// envValue is the value the container gives the variable k, "" when it sets none.
 func envValue(c corev1.Container, k string) string {
 	for _, e := range c.Env {
 		if e.Name == k {
