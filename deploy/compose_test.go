@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -209,5 +210,22 @@ func checkComposeService(t *testing.T, f composeFile, dev *rendered, name string
 		if _, ok := f.Services[dep]; !ok {
 			t.Errorf("%s depends on %s, which is not a service", name, dep)
 		}
+	}
+}
+
+// TestComposeValidates has docker-compose itself check docker-compose.yml against the Compose
+// specification (`docker-compose config`, which needs no Docker daemon). It skips when
+// docker-compose is not installed, except in CI, whose .ci/run installs Debian's.
+func TestComposeValidates(t *testing.T) {
+	bin, err := exec.LookPath("docker-compose")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("docker-compose is not installed: .ci/run installs Debian's docker-compose")
+		}
+		t.Skip("docker-compose is not installed (apt-get install docker-compose)")
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "--file", filepath.Join(repoRoot, "docker-compose.yml"), "config", "--quiet")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("docker-compose config: %v\n%s", err, out)
 	}
 }
