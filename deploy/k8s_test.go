@@ -196,6 +196,12 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 			t.Errorf("%s: the %s probe is the kubelet's grpc probe, which presents no client certificate to a mutual TLS server: use %v", name, kind, healthExec)
 		}
 	}
+	if cfg != nil && cfg.Memory.Store == config.StoreSQLite && name == "memory" {
+		h := r.hpas[name]
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || h == nil || h.Spec.MaxReplicas != 1 {
+			t.Errorf("memory keeps its store in a SQLite file (%s), which one process writes: want one replica, strategy Recreate and maxReplicas 1", cfg.Memory.Path)
+		}
+	}
 	if starts && cfg != nil {
 		t.Setenv("AGENTMESH_INSECURE", env["AGENTMESH_INSECURE"])
 		authenticated := cfg.TLS.CA != "" || name == "orchestrator" && cfg.Auth.Enabled()
