@@ -42,7 +42,7 @@ const spanFlush = 5 * time.Second
 // scalingMetrics are the Pods custom metrics each stage's autoscaler may scale on.
 var scalingMetrics = map[string][]string{
 	"action":     {"agentmesh_action_queue_depth"},
-	"generation": {"agentmesh_generation_inflight_requests"},
+	"generation": {"agentmesh_generation_active_requests"},
 }
 
 // rendered is a kustomization's objects, decoded.
