@@ -309,3 +309,17 @@ func TestBinaryEnvFindsTheReads(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingEnvIsPending keeps pendingEnv honest: a variable that every service binary reads
+// now is checked like any other, and its entry must go.
+func TestPendingEnvIsPending(t *testing.T) {
+	for name, change := range pendingEnv {
+		read := true
+		for _, s := range meshServices {
+			read = read && binaryEnv(t, s)[name]
+		}
+		if read {
+			t.Errorf("every binary reads %s now (%s is in): delete it from pendingEnv", name, change)
+		}
+	}
+}
