@@ -198,7 +198,7 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 	}
 	if cfg != nil && cfg.Memory.Store == config.StoreSQLite && name == "memory" {
 		h := r.hpas[name]
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || h == nil || h.Spec.MaxReplicas != 1 {
+		if d.Spec.Replicas != nil && *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || h == nil || h.Spec.MaxReplicas != 1 {
 			t.Errorf("memory keeps its store in a SQLite file (%s), which one process writes: want one replica, strategy Recreate and maxReplicas 1", cfg.Memory.Path)
 		}
 	}
@@ -244,6 +244,9 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 	}
 	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= grace {
 		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than the %v the binary may take to stop", name, g, grace)
+	}
+	if d.Spec.Replicas != nil {
+		t.Errorf("%s sets replicas, which its HorizontalPodAutoscaler owns: each apply would reset them", name)
 	}
 	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
 		t.Errorf("%s: the pod does not run as a numeric non-root user", name)
