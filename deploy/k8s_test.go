@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -108,6 +109,9 @@ func render(t *testing.T, dir string) *rendered {
 		case "Namespace":
 			o := &corev1.Namespace{}
 			into, tm, want = o, &o.TypeMeta, "v1"
+		case "NetworkPolicy":
+			o := &networkingv1.NetworkPolicy{}
+			into, tm, want = o, &o.TypeMeta, "networking.k8s.io/v1"
 		default:
 			t.Errorf("%s: %s %s is of a kind this test does not know: add its type", dir, kind, name)
 			continue
