@@ -85,6 +85,10 @@ type run struct {
 	// observedDone: an observation said the run should answer now (should_continue false),
 	// so the next turn is a final one.
 	observedDone bool
+	// unclear: the intent stage could not tell what the user wants, and recovery decided to
+	// ask (clarifyIntent); clarification is the user's answer.
+	unclear       *askUser
+	clarification string
 
 	mu       sync.Mutex
 	sink     func(*eventv1.RunEvent)
