@@ -149,7 +149,7 @@ func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 		}
 		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)
 		if err != nil {
-			r.accountStage(stageerr.FromError(err).Accounting) // the intent model's request, when it refused
+			r.accountStage(stageIntent, stageerr.FromError(err).Accounting) // the intent model's request, when it refused
 			end = r.intentFailure(ctx, err)
 			if end == nil {
 				return req, nil, "unclear; asking the user: " + stageerr.FromError(err).Error()

@@ -222,6 +222,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 		Turns:      r.turns,
 		ToolCalls:  r.toolCalls,
 		Decision:   r.decision,
+		Plan:       r.tracker.progress(),
 	}
 	// The report's status follows its source (seed 000 §5): success when the model gave the
 	// answer (in a failed run too: MAX_TOOL_CALLS_REACHED after a final answer), failure when
@@ -342,6 +343,7 @@ func pausedFromCheckpoint(cp *checkpointv1.RunCheckpoint) *typev1.RunResult {
 		Conversation: cp.GetConversation(), Accounting: cp.GetAccounting(), Contract: cp.GetContract(),
 		Transcript: cp.GetTranscript(), TraceId: traceIDOf(cp.GetTraceparent()), PendingAction: cp.GetPending(),
 		Decision: cp.GetDecision(), Usage: cp.GetUsage(), Turns: cp.GetTurns(), ToolCalls: cp.GetToolCalls(),
+		Plan: restorePlanTracker(cp).progress(),
 	}
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_INPUT {
 		res.Outcome, res.ExitReason, res.PendingQuestion = typev1.Outcome_OUTCOME_AWAITING_INPUT, ExitInputRequired, cp.GetQuestion()
@@ -376,14 +378,17 @@ func reasonText(e ending) string {
 }
 
 // addUsage adds one LLM attempt's usage to the run's totals.
-func (r *run) addUsage(u *typev1.TokenUsage) {
+func (r *run) addUsage(u *typev1.TokenUsage) { addTokens(r.usage, u) }
+
+// addTokens adds u to total.
+func addTokens(total, u *typev1.TokenUsage) {
 	if u == nil {
 		return
 	}
-	r.usage.Input += u.GetInput()
-	r.usage.Output += u.GetOutput()
-	r.usage.Cached += u.GetCached()
-	r.usage.Total += u.GetTotal()
+	total.Input += u.GetInput()
+	total.Output += u.GetOutput()
+	total.Cached += u.GetCached()
+	total.Total += u.GetTotal()
 }
 
 // account appends e to the run's accounting, stamped with the time now unless the stage that
