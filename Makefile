@@ -47,7 +47,10 @@ BENCH_COUNT ?= 6
 
 bench: tools ## run the benchmarks and compare their configurations with benchstat (ratios, not timings)
 	go test -run '^$$' -bench . -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench.txt
-	benchstat -col /checkpoints bench.txt
+	benchstat -filter '.name:Turn' -col /turns bench.txt
+	benchstat -filter '.name:Turn' -col /tracing bench.txt
+	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
+	benchstat -filter '.name:(Concurrent OR IdleRun)' bench.txt
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev
