@@ -69,17 +69,20 @@ func TestRunServesMetrics(t *testing.T) {
 		}
 	}
 
-	m := metricstest.Scrape(t, metricsAddr)
+	// An RPC is measured when it ends on the server, which may be after its client has the
+	// answer.
 	parse := "agentmesh.intent.v1.IntentService/Parse"
-	for _, c := range []struct {
-		labels metricstest.Labels
-		want   uint64
-	}{
-		{metricstest.Labels{"rpc_method": parse, "rpc_response_status_code": "OK"}, 2},
-		{metricstest.Labels{"rpc_method": parse, "rpc_response_status_code": "PERMISSION_DENIED"}, 1},
-	} {
-		if got := m.Count(rpcDuration, c.labels); got != c.want {
-			t.Errorf("%s%v counts %d RPCs, want %d (families %s)", rpcDuration, c.labels, got, c.want, m)
+	ok := metricstest.Labels{"rpc_method": parse, "rpc_response_status_code": "OK"}
+	denied := metricstest.Labels{"rpc_method": parse, "rpc_response_status_code": "PERMISSION_DENIED"}
+	var m metricstest.Families
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m = metricstest.Scrape(t, metricsAddr)
+		if m.Count(rpcDuration, ok) == 2 && m.Count(rpcDuration, denied) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s counts %d OK and %d PERMISSION_DENIED Parse RPCs, want 2 and 1 (families %s)",
+				rpcDuration, m.Count(rpcDuration, ok), m.Count(rpcDuration, denied), m)
 		}
 	}
 	methods := m.LabelValues(rpcDuration, "rpc_method", nil)
