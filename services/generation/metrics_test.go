@@ -26,7 +26,7 @@ func points(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]
 	key := func(set attribute.Set) string {
 		s := ""
 		for _, kv := range set.ToSlice() {
-			s += string(kv.Key) + "=" + kv.Value.Emit() + ","
+			s += string(kv.Key) + "=" + kv.Value.String() + ","
 		}
 		return s
 	}
