@@ -37,8 +37,10 @@ var (
 )
 
 // instruments are the service's metric instruments. Their attributes are the operation, the
-// provider's configured name and the requested model, never a run or a user.
+// provider's configured name and the requested model (of a bounded set: see modelNames),
+// never a run or a user.
 type instruments struct {
+	models            modelNames
 	tokens            genaiconv.ClientTokenUsage
 	duration          genaiconv.ClientOperationDuration
 	active            metric.Int64UpDownCounter
@@ -87,7 +89,7 @@ type measurement struct {
 // headroom its responses announce is recorded through the returned context.
 func (in *instruments) begin(ctx context.Context, operation genaiconv.OperationNameAttr, provider, model string) (context.Context, *measurement) {
 	c := &measurement{in: in, operation: operation, provider: genaiconv.ProviderNameAttr(provider),
-		model: in.duration.AttrRequestModel(model), start: time.Now()}
+		model: in.duration.AttrRequestModel(in.models.label(provider, model)), start: time.Now()}
 	in.active.Add(ctx, 1)
 	observed := withRateLimits(ctx, func(l rateLimit) {
 		attrs := metric.WithAttributes(semconv.GenAIProviderNameKey.String(provider), c.model)

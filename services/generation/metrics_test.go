@@ -2,6 +2,8 @@ package generation_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
@@ -104,5 +106,30 @@ func TestFailuresAndEmbeddingsMetrics(t *testing.T) {
 		if d[0] != 0 {
 			t.Errorf("%s: %v calls in flight after they ended", attrs, d[0])
 		}
+	}
+}
+
+// TestModelLabelsAreBounded: past the first 100 provider/model pairs, calls are labelled with
+// the model _OTHER, so made-up model names cannot add series without end.
+func TestModelLabelsAreBounded(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	client := serve(t, generation.Options{
+		Providers:     map[string]generation.Provider{"custom": failing{err: errors.New("no such model")}},
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+	})
+	for i := range 105 {
+		_, _ = client.Generate(t.Context(), request("custom", fmt.Sprintf("model-%d", i), user("x")))
+	}
+	_, _ = client.Generate(t.Context(), request("custom", "model-7", user("x")))
+	durations := points(t, reader)["gen_ai.client.operation.duration"]
+	if len(durations) != 101 {
+		t.Errorf("%d series, want 100 models and _OTHER", len(durations))
+	}
+	prefix := "error.type=GENERATION_FAILED,gen_ai.operation.name=chat,gen_ai.provider.name=failing,gen_ai.request.model="
+	if d := durations[prefix+"_OTHER,"]; len(d) != 2 || d[0] != 5 {
+		t.Errorf("_OTHER: %v, want the 5 calls past the bound", d)
+	}
+	if d := durations[prefix+"model-7,"]; len(d) != 2 || d[0] != 2 {
+		t.Errorf("model-7: %v, want its 2 calls, the second after the bound was reached", d)
 	}
 }
