@@ -201,6 +201,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	if !s.wait(w, r, turn) {
 		return
 	}
+	turn.RateLimit.setHeaders(w.Header(), api)
 	if turn.failing(attempt) {
 		s.fail(w, r, req, turn, api)
 		return

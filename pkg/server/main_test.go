@@ -53,6 +53,7 @@ func TestRunExitCodes(t *testing.T) {
 			return nil, exitcode.Wrap(exitcode.Invalid, errors.New("MEMORY_ADDR is empty"))
 		}, exitcode.Invalid},
 		{"address in use", map[string]string{"LISTEN_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
+		{"metrics address in use", map[string]string{"METRICS_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
 		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
 		{"missing configuration file", map[string]string{"AGENTMESH_CONFIG": "/nonexistent/agentmesh.yaml"}, ok, exitcode.Invalid},
 		{"message limit not a number", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32MiB"}, ok, exitcode.Invalid},
@@ -68,6 +69,7 @@ func TestRunExitCodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("OTEL_SDK_DISABLED", "true")
 			t.Setenv("LISTEN_ADDR", "")
+			t.Setenv("METRICS_ADDR", "")
 			t.Setenv("AGENTMESH_CONFIG", "")
 			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 			t.Setenv("AGENTMESH_INSECURE", "")
@@ -96,6 +98,7 @@ func listenOnFreeAddr(t *testing.T) string {
 	free.Close()
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
+	t.Setenv("METRICS_ADDR", "")
 	t.Setenv("AGENTMESH_CONFIG", "")
 	t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 	t.Setenv("TLS_CA", "")

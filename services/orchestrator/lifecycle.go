@@ -200,6 +200,7 @@ func (s *Service) launch(ctx context.Context, r *run) {
 	s.live[r.id] = r
 	delete(s.starting, r.id)
 	s.mu.Unlock()
+	s.metrics.active.Add(ctx, 1)
 	go func() {
 		defer func() {
 			r.stopTimer()
@@ -208,6 +209,7 @@ func (s *Service) launch(ctx context.Context, r *run) {
 			s.mu.Lock()
 			delete(s.live, r.id)
 			s.mu.Unlock()
+			s.metrics.active.Add(context.WithoutCancel(ctx), -1)
 			close(r.done)
 		}()
 		r.main(ctx)

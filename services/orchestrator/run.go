@@ -278,6 +278,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 			return res
 		}
 	}
+	r.svc.metrics.runFinished(ctx, e.outcome.String(), e.exit, r.turns)
 	r.finish(ctx, res, false)
 	r.svc.log.InfoContext(ctx, "run finished", "run_id", r.id, "outcome", e.outcome.String(), "exit_reason", e.exit, "turns", r.turns)
 	return res

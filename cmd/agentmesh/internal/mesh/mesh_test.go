@@ -34,7 +34,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// harness is a whole mesh on loopback ports with a scripted LLM behind the "scripted" provider.
+// harness is a whole mesh on loopback ports, its metrics served on one of them, with a
+// scripted LLM behind the "scripted" provider.
 type harness struct {
 	mesh     *mesh.Mesh
 	client   agentv1.AgentServiceClient   // of the first orchestrator replica
@@ -94,7 +95,7 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 	var mu sync.Mutex
 	providers := map[string]trace.TracerProvider{}
 	m, err := mesh.Start(t.Context(), mesh.Options{
-		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Orchestrators: n,
+		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Orchestrators: n, MetricsAddr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TracerProvider: func(service string) trace.TracerProvider {
 			mu.Lock()
