@@ -4,19 +4,16 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 )
 
 // tracerName is the instrumentation scope of the publish spans.
 const tracerName = "github.com/agentmesh/agentmesh/pkg/events"
-
-// runIDKey is the attribute that ties a span to its run.
-const runIDKey = attribute.Key("agentmesh.run.id")
 
 // startPublish starts the producer span of publishing ev, following the OpenTelemetry
 // messaging conventions: named "publish agentmesh.run.{run_id}.<kind>" (the subject's
@@ -39,7 +36,7 @@ func startPublish(ctx context.Context, ev *eventv1.RunEvent) (context.Context, t
 			semconv.MessagingDestinationName(Subject(ev.GetRunId(), Kind(ev))),
 			semconv.MessagingDestinationTemplate(template),
 			semconv.MessagingMessageID(msgID(ev)),
-			runIDKey.String(ev.GetRunId()),
+			telemetry.RunIDKey.String(ev.GetRunId()),
 		))
 }
 
