@@ -122,6 +122,7 @@ func (j *Jaeger) get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return err
 	}
+	req.Close = true // no idle connection outlives the test
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
