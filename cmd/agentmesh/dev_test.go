@@ -114,3 +114,17 @@ func TestDevServesMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDevRejectsBadSampler: `agentmesh dev` samples as OTEL_TRACES_SAMPLER says, so a value it
+// cannot honour stops it with exit 4 naming the variable, before any service starts.
+func TestDevRejectsBadSampler(t *testing.T) {
+	isolate(t)
+	t.Setenv("OTEL_TRACES_SAMPLER", "sometimes")
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 4 {
+		t.Fatalf("exit %d, want 4\nstderr: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `OTEL_TRACES_SAMPLER="sometimes" is not supported`) {
+		t.Errorf("stderr does not name the variable:\n%s", stderr.String())
+	}
+}

@@ -21,7 +21,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -189,7 +188,7 @@ func (s *Service) runContext(parent context.Context, r *run, name string) contex
 	ctx, cancel := context.WithCancelCause(auth.OutgoingUser(parent, r.userID))
 	total := time.Duration(r.contract.GetTotalTimeoutMs())*time.Millisecond - s.now().Sub(r.startedAt)
 	ctx, stopTimer := withTimer(ctx, total, errTotalTimeout)
-	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("agentmesh.run_id", r.id)))
+	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(telemetry.RunIDKey.String(r.id)))
 	r.cancel, r.stopTimer, r.span = cancel, stopTimer, span
 	return ctx
 }

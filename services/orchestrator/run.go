@@ -15,6 +15,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
@@ -175,7 +176,7 @@ func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
 // seals the conversation messages the state added or changed.
 func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn func(ctx context.Context) (action, result proto.Message, detail string)) {
 	ctx, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
-		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID)))
+		trace.WithAttributes(telemetry.RunIDKey.String(r.id), telemetry.StepIDKey.String(stepID)))
 	defer span.End()
 	action, result, detail := fn(ctx)
 	if detail != "" {
@@ -188,7 +189,7 @@ func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn fu
 // records result and detail and seals no conversation messages.
 func (r *run) stepApart(ctx context.Context, st typev1.RunState, stepID string, result proto.Message, detail string) {
 	_, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
-		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID),
+		trace.WithAttributes(telemetry.RunIDKey.String(r.id), telemetry.StepIDKey.String(stepID),
 			attribute.String("agentmesh.detail", detail)))
 	defer span.End()
 	r.chain.Append(st, stepID, r.contract.GetContractHash(), nil, result, detail, nil)

@@ -387,6 +387,24 @@ func TestToolRunSpansEveryService(t *testing.T) {
 	if a := attrs["execute_tool calculator"]; a["gen_ai.tool.name"] != "calculator" || a["gen_ai.tool.call.id"] != "call_calc" {
 		t.Errorf("tool span attributes %v", a)
 	}
+	// The run's events are published in the trace, and every span that names the run names it
+	// with one attribute, agentmesh.run.id.
+	const toolPublish = "publish agentmesh.run.{run_id}.tool_finished"
+	if a := attrs[toolPublish]; a["messaging.system"] != "nats" || a["messaging.destination.name"] != "agentmesh.run."+res.GetRunId()+".tool_finished" {
+		t.Errorf("%s span attributes %v (spans %v)", toolPublish, a, spans)
+	}
+	for _, name := range []string{"agentmesh.run", "agentmesh.infer", "chat gpt-test", "execute_tool calculator", toolPublish} {
+		if got := attrs[name]["agentmesh.run.id"]; got != res.GetRunId() {
+			t.Errorf("%s span: agentmesh.run.id = %q, want %q", name, got, res.GetRunId())
+		}
+	}
+	for name, a := range attrs {
+		for key := range a {
+			if strings.HasPrefix(key, "agentmesh.") && strings.HasSuffix(key, "_id") {
+				t.Errorf("%s span has attribute %s: ids are agentmesh.<thing>.id", name, key)
+			}
+		}
+	}
 }
 
 func TestEmptyInputMakesNoLLMCall(t *testing.T) {

@@ -33,6 +33,9 @@ type Options struct {
 	// present its certificate "meshproc", which names no mesh identity: a stage answers them
 	// health only.
 	MTLS bool
+	// Env is added to every agentmesh process's environment, over the harness's own settings:
+	// e.g. Jaeger.Env to export the spans (the harness exports none otherwise).
+	Env []string
 }
 
 // Mesh is agentmesh as separate processes on loopback: a nats-server with JetStream, the eight
@@ -79,6 +82,7 @@ func Start(t testing.TB, opts Options) *Mesh {
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=",
 		"OTEL_TRACES_EXPORTER=none",
 	)
+	env = append(env, opts.Env...)
 	addrs := map[string]string{}
 	for _, s := range Stages {
 		addrs[s.Name] = "127.0.0.1:" + strconv.Itoa(freePort(t))
