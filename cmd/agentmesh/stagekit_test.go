@@ -132,7 +132,7 @@ func TestConformanceBrokenPlanning(t *testing.T) {
 }
 
 // TestConformanceUsage: unknown stages and missing flags are exit 4, an address where nothing
-// listens exit 3, and --list prints the cases without calling anything.
+// listens exit 3; --list prints the cases without calling anything, --help the flags.
 func TestConformanceUsage(t *testing.T) {
 	isolate(t)
 	for _, tc := range []struct {
@@ -145,6 +145,7 @@ func TestConformanceUsage(t *testing.T) {
 		{[]string{"--stage", "all", "--addr", "127.0.0.1:1"}, exitcode.Invalid, "--stage all checks every stage"},
 		{[]string{"--stage", "planning", "--addr", grpctest.FreeAddr(t)}, exitcode.Unavailable, "nothing answers for planning at"},
 		{[]string{"--stage", "planning", "--list"}, exitcode.OK, "cyclic-proposed-plan"},
+		{[]string{"--help"}, exitcode.OK, "usage of agentmesh conformance"},
 	} {
 		out, errOut, code := conformance(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
