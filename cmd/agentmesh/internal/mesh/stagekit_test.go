@@ -82,6 +82,36 @@ func TestOutOfContractStage(t *testing.T) {
 	}
 }
 
+// TestOutOfContractRevision: a revised plan outside the planning contract is not taken: the
+// run goes on with the plan it has and completes, and the revision's PLAN entry says the
+// planning stage broke its contract. (The model calls the calculator, which no step of the
+// replacement's plan uses, so a revision is due after the first turn.)
+func TestOutOfContractRevision(t *testing.T) {
+	planner := &replacementPlanner{}
+	reasoning := []*typev1.Step{{Id: "a", Description: "think"}}
+	cyclic := []*typev1.Step{{Id: "x", DependsOn: []string{"x"}}}
+	planner.steps.Store(&reasoning)
+	planner.revision.Store(&cyclic)
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Planning: serveStage(t, mesh.Planning, func(g *grpc.Server) { planningv1.RegisterPlanningServiceServer(g, planner) }),
+		}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if !res.GetSuccess() || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+		t.Fatalf("%s %s (%s): %q, want a completed run answering 42", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+	}
+	want := "the planning stage failed: the planning stage answered outside its contract: circular dependency: x → x"
+	if d := planEntries(res)["turn-1/PLAN"]; !strings.Contains(d, "not revised: ") || !strings.Contains(d, want) {
+		t.Errorf("revision entry %q, want it to say %q", d, want)
+	}
+	created, revised := h.planEvents(t, res.GetRunId())
+	if got := stepIDs(created.GetSteps()); len(revised) != 0 || len(got) != 1 || got[0] != "a" {
+		t.Errorf("plan %v with %d revisions, want the replacement's first plan [a] and none", got, len(revised))
+	}
+}
+
 // serveStage serves a stage on a loopback port, with the health service, until the test ends.
 func serveStage(t *testing.T, name string, register func(*grpc.Server)) string {
 	t.Helper()
@@ -110,14 +140,18 @@ func (s *replacementIntent) Parse(_ context.Context, req *intentv1.ParseRequest)
 }
 
 // replacementPlanner is a planning stage in place of the mesh's: it answers its steps to every
-// request.
+// request, and its revision steps, when set, to a request for a revision.
 type replacementPlanner struct {
 	planningv1.UnimplementedPlanningServiceServer
-	steps atomic.Pointer[[]*typev1.Step]
+	steps    atomic.Pointer[[]*typev1.Step]
+	revision atomic.Pointer[[]*typev1.Step]
 }
 
-func (s *replacementPlanner) Plan(context.Context, *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+func (s *replacementPlanner) Plan(_ context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
 	steps := *s.steps.Load()
+	if rev := s.revision.Load(); rev != nil && req.GetRevision() != nil {
+		steps = *rev
+	}
 	return &planningv1.PlanResponse{Steps: steps, EstimatedSteps: int32(len(steps)) + 1, Source: "rules"}, nil
 }
 
