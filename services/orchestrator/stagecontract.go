@@ -3,16 +3,20 @@ package orchestrator
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/plan"
 )
 
 // contractViolation is a stage's answer that breaks the stage's contract. Any stage can be
 // replaced (DESIGN §8), so the run checks what it relies on instead of trusting it, and does not
-// use such an answer: a run that gets one before its first turn ends STAGE_CONTRACT_VIOLATION.
+// use such an answer: a plan or an intent outside its contract before the first turn ends the
+// run STAGE_CONTRACT_VIOLATION, a decision outside the recovery contract gives way to the local
+// rule.
 type contractViolation struct {
 	stage string // "planning", "intent"
 	why   string // the rule broken
@@ -61,4 +65,23 @@ func checkIntent(resp *intentv1.ParseResponse) *contractViolation {
 		return nil
 	}
 	return &contractViolation{stage: "intent", why: why}
+}
+
+// maxBackoff is the longest wait a recovery decision may ask for (seed 000: never more than
+// 60 s).
+const maxBackoff = 60 * time.Second
+
+// checkDecision returns how a recovery stage's decision breaks the recovery contract (one of
+// the four strategies; a backoff between 0 and 60 s), or nil.
+func checkDecision(d *recoveryv1.DecideResponse) *contractViolation {
+	why := ""
+	switch s := d.GetStrategy(); {
+	case s == recoveryv1.Strategy_STRATEGY_UNSPECIFIED || recoveryv1.Strategy_name[int32(s)] == "":
+		why = fmt.Sprintf("strategy %d is not retry, fallback, abort or ask_user", s)
+	case d.GetBackoffMs() < 0 || d.GetBackoffMs() > maxBackoff.Milliseconds():
+		why = fmt.Sprintf("backoff_ms %d is not between 0 and %d", d.GetBackoffMs(), maxBackoff.Milliseconds())
+	default:
+		return nil
+	}
+	return &contractViolation{stage: "recovery", why: why}
 }

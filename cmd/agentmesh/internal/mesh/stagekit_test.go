@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
@@ -110,6 +113,38 @@ func TestOutOfContractRevision(t *testing.T) {
 	if got := stepIDs(created.GetSteps()); len(revised) != 0 || len(got) != 1 || got[0] != "a" {
 		t.Errorf("plan %v with %d revisions, want the replacement's first plan [a] and none", got, len(revised))
 	}
+}
+
+// TestOutOfContractRecovery: a recovery decision outside the recovery contract (a backoff of
+// an hour, where the contract allows 60 s) is not followed: the run applies its local rule (a
+// retryable LLM failure falls back at once), says why in the log, and completes.
+func TestOutOfContractRecovery(t *testing.T) {
+	const message = "is the provider up?"
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, hourlyRecovery{}) }),
+		}
+	}, llmtest.Scenario{Name: "flaky", Match: message, Turns: []llmtest.Turn{{Content: "up", Failure: llmtest.FailModelError, FailuresBeforeSuccess: 1}}})
+	res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}})
+	if !res.GetSuccess() || res.GetFinalReport().GetContent() != "up" {
+		t.Fatalf("%s %s (%s): %q, want a completed run answering up", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+	}
+	if waits := h.recoveryWaits(t, res.GetRunId()); !slices.Equal(waits, []int64{0}) {
+		t.Errorf("recovery waits %v, want one decision without a wait", waits)
+	}
+	if want := "the recovery stage answered outside its contract: backoff_ms 3600000 is not between 0 and 60000"; !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %q", want)
+	}
+}
+
+// hourlyRecovery is a recovery stage outside its contract: it retries everything after an hour.
+type hourlyRecovery struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (hourlyRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, BackoffMs: 3_600_000, UserMessage: "Please wait."}, nil
 }
 
 // serveStage serves a stage on a loopback port, with the health service, until the test ends.
