@@ -135,7 +135,8 @@ func (r *run) precheck(ctx context.Context) *ending {
 }
 
 // parseIntent resolves the goal and the tool policy, then seals the contract: it is immutable
-// from here on (before the first inference, Monolith invariant B).
+// from here on (before the first inference, Monolith invariant B). An answer outside the intent
+// contract ends the run STAGE_CONTRACT_VIOLATION.
 func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 	var end *ending
 	r.step(ctx, typev1.RunState_RUN_STATE_INTENT, stepID, func(ctx context.Context) (proto.Message, proto.Message, string) {
@@ -155,6 +156,11 @@ func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 				return req, nil, "unclear; asking the user: " + stageerr.FromError(err).Error()
 			}
 			return req, nil, end.reason
+		}
+		if broken := checkIntent(resp); broken != nil {
+			r.accountStage(stageIntent, resp.GetAccounting())
+			end = broken.ending()
+			return req, resp, end.reason
 		}
 		r.takeIntent(resp)
 		policy := r.contract.GetToolPolicy()
@@ -228,7 +234,8 @@ func (r *run) askClarification(question, reason string) *ending {
 }
 
 // makePlan asks the planning stage for steps (with the intent's task type and constraints,
-// so NO_VIABLE_PLAN and PLAN_TOO_COMPLEX end the run before any LLM turn). With tools
+// so NO_VIABLE_PLAN and PLAN_TOO_COMPLEX end the run before any LLM turn, and so does a plan
+// outside the planning contract, STAGE_CONTRACT_VIOLATION). With tools
 // forbidden there is nothing to plan. The plan is tracked from here on (planTracker), and a
 // plan that requires human approval waits for it when tools.approve_plans asks (approvePlan).
 func (r *run) makePlan(ctx context.Context) *ending {
@@ -243,6 +250,11 @@ func (r *run) makePlan(ctx context.Context) *ending {
 		req := r.planRequest(nil)
 		var err error
 		resp, err = r.askPlanning(ctx, req)
+		var broken *contractViolation
+		if errors.As(err, &broken) {
+			end = broken.ending()
+			return req, nil, end.reason
+		}
 		if err != nil {
 			se := stageerr.FromError(err)
 			switch {

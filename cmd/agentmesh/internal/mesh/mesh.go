@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,10 @@ type Options struct {
 	// MetricsAddr, when set, is where the mesh serves the metrics of all its services as
 	// Prometheus text (path /metrics; "127.0.0.1:0" picks a free port, see Mesh.MetricsAddr).
 	MetricsAddr string
+	// StageAddrs point the orchestrator at these addresses instead of the in-process stages
+	// of the same names (Planning, Intent, ...), e.g. at a replacement stage under test; the
+	// in-process stages still run, for the other stages that call them.
+	StageAddrs map[string]string
 	// Insecure lets services listen on addresses other hosts can reach without authenticating
 	// their callers; without it such a configuration is refused (exitcode.Invalid). Stages
 	// with mutual TLS between services (tls.ca) authenticate theirs.
@@ -299,10 +304,11 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 
+	peer := func(name string) string { return cmp.Or(opts.StageAddrs[name], m.addrs[name]) }
 	peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrs{
-		Intent: m.addrs[Intent], Planning: m.addrs[Planning], Context: m.addrs[Context],
-		Generation: m.addrs[Generation], Action: m.addrs[Action], Observation: m.addrs[Observation],
-		Memory: m.addrs[Memory], Recovery: m.addrs[Recovery],
+		Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
+		Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
+		Memory: peer(Memory), Recovery: peer(Recovery),
 	}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unavailable, err)

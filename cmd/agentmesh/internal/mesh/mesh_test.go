@@ -79,6 +79,12 @@ func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, 
 // startReplicas is startWith with n orchestrator replicas.
 func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
+	return startOptions(t, cfg, n, tweak, nil, scenarios...)
+}
+
+// startOptions is startReplicas with a last change to the mesh's options.
+func startOptions(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), edit func(*mesh.Options), scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
 	h := &harness{recorder: telemetry.NewRecorder(), logs: &logBuffer{}}
 	if cfg == nil {
 		cfg = config.Default()
@@ -94,7 +100,7 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 	}
 	var mu sync.Mutex
 	providers := map[string]trace.TracerProvider{}
-	m, err := mesh.Start(t.Context(), mesh.Options{
+	opts := mesh.Options{
 		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Orchestrators: n, MetricsAddr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TracerProvider: func(service string) trace.TracerProvider {
@@ -105,7 +111,11 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 			}
 			return providers[service]
 		},
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	m, err := mesh.Start(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("start mesh: %v", err)
 	}
