@@ -19,6 +19,7 @@ for tool in protoc grpc_python_plugin; do
 done
 
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
 cd "$root"
 mapfile -t agentmesh < <(cd proto && find agentmesh -name '*.proto' | LC_ALL=C sort)
 protoc -I proto -I examples/proto \
