@@ -229,7 +229,11 @@ func generatePython(t *testing.T, script string) string {
 		}
 	}
 	out := t.TempDir()
-	if b, err := exec.CommandContext(t.Context(), script, out).CombinedOutput(); err != nil {
+	b, err := exec.CommandContext(t.Context(), script, out).CombinedOutput()
+	switch {
+	case err != nil && bytes.Contains(b, []byte("google/protobuf/")) && bytes.Contains(b, []byte("not found")):
+		missing(t, "protoc has no well-known types (Debian: apt-get install libprotobuf-dev)")
+	case err != nil:
 		t.Fatalf("generate.sh: %v\n%s", err, b)
 	}
 	return out
