@@ -24,11 +24,27 @@ from stage_status import Code, StageError, abort
 # STAGE names this stage in its StageError details.
 STAGE = "planning"
 
-# MAX_MESSAGE_BYTES is the largest message taken or sent, as the Go services' default.
+# MAX_MESSAGE_BYTES is the largest message taken or sent, the Go services' default.
 MAX_MESSAGE_BYTES = 32 << 20
 
 # DRAIN_SECONDS bounds how long a stopping server waits for the RPCs in flight.
 DRAIN_SECONDS = 5
+
+# SERVER_OPTIONS are the Go services' (pkg/server): messages of up to MAX_MESSAGE_BYTES; the
+# mesh's clients may ping every 10 s, also between calls (gRPC's C core otherwise allows one ping
+# in 5 minutes without data and closes the connection of a client that pings more, "too many
+# pings", which the orchestrator's keepalive of 30 s would trip); idle clients are pinged every
+# minute, and connections age out after 5 minutes so that clients re-resolve and spread over
+# new replicas.
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.max_connection_age_ms", 5 * 60_000),
+]
 
 log = logging.getLogger("python-planning")
 
@@ -52,11 +68,7 @@ class PlanningStage(planning_service_pb2_grpc.PlanningServiceServicer):
 
 def serve(addr):
     """Serves until SIGTERM or SIGINT, then drains."""
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=32),
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
-    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), options=SERVER_OPTIONS)
     planning_service_pb2_grpc.add_PlanningServiceServicer_to_server(PlanningStage(), server)
     service_name = planning_service_pb2.DESCRIPTOR.services_by_name["PlanningService"].full_name
     health = Health([service_name, STAGE])
