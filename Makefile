@@ -8,7 +8,7 @@ TOOLS := github.com/bufbuild/buf/cmd/buf \
          github.com/fullstorydev/grpcurl/cmd/grpcurl \
          golang.org/x/perf/cmd/benchstat
 
-.PHONY: help tools generate check-generate lint build test bench dev
+.PHONY: help tools generate check-generate lint build test bench dev jaeger jaeger-run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -16,6 +16,17 @@ help: ## list the targets
 tools: ## build the pinned tools (buf, protoc plugins, grpcurl) into ./bin
 	@mkdir -p $(BIN)
 	cd tools && GOWORK=off go build -o $(BIN)/ $(TOOLS)
+
+JAEGER := $(BIN)/jaeger
+
+jaeger: $(JAEGER) ## build Jaeger v2 from tools/jaeger into ./bin (minutes the first time; again only when tools/jaeger changes)
+
+$(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
+	@mkdir -p $(BIN)
+	cd tools/jaeger && GOWORK=off go build -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
+
+jaeger-run: jaeger ## run Jaeger v2 in memory: OTLP on 127.0.0.1:4317 (gRPC) and :4318 (HTTP), query API on :16686
+	$(JAEGER) --config tools/jaeger/config.yaml
 
 generate: tools ## regenerate gen/ from proto/ (offline)
 	find gen -name '*.pb.go' -delete
@@ -36,8 +47,10 @@ build: ## build every binary into ./bin
 
 NPM_DIRS := test/node services/action/testdata
 
-test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (installs the npm packages and the PostgreSQL test database first)
-	AGENTMESH_TEST_POSTGRES_DSN="$${AGENTMESH_TEST_POSTGRES_DSN:-$$(scripts/testdb.sh)}" go test -race -count=1 ./... ./gen/...
+test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (installs the npm packages and the PostgreSQL test database first; the trace test uses bin/jaeger when built)
+	AGENTMESH_TEST_POSTGRES_DSN="$${AGENTMESH_TEST_POSTGRES_DSN:-$$(scripts/testdb.sh)}" \
+	AGENTMESH_JAEGER="$${AGENTMESH_JAEGER:-$$(test -x $(JAEGER) && echo $(JAEGER))}" \
+	go test -race -count=1 ./... ./gen/...
 
 %/node_modules: %/package.json %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund
@@ -47,7 +60,10 @@ BENCH_COUNT ?= 6
 
 bench: tools ## run the benchmarks and compare their configurations with benchstat (ratios, not timings)
 	go test -run '^$$' -bench . -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench.txt
-	benchstat -col /checkpoints bench.txt
+	benchstat -filter '.name:Turn' -col /turns bench.txt
+	benchstat -filter '.name:Turn' -col /tracing bench.txt
+	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
+	benchstat -filter '.name:(Concurrent OR IdleRun)' bench.txt
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev

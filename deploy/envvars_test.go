@@ -24,13 +24,6 @@ const repoRoot = ".."
 // meshServices are the service binaries (cmd/<name>), each deployed under its own name.
 var meshServices = []string{"orchestrator", "intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"}
 
-// pendingEnv are variables the deployment files set ahead of the code that reads them, with the
-// change that brings it. Drop an entry once that change is in: the check then finds the
-// variable in the code like any other.
-var pendingEnv = map[string]string{
-	"METRICS_ADDR": "the Prometheus metrics listener of issue 14, point 3",
-}
-
 // envCallees are the names of the functions whose first argument, a string constant, is the name
 // of an environment variable read: os.Getenv, os.LookupEnv, server.Env, and the env getter the
 // orchestrator's options take (server.Env).
@@ -276,7 +269,7 @@ func checkEnvRead(t *testing.T, where, service string, env []string, refs map[st
 	t.Helper()
 	reads := binaryEnv(t, service)
 	for _, name := range env {
-		if !reads[name] && !refs[name] && pendingEnv[name] == "" {
+		if !reads[name] && !refs[name] {
 			t.Errorf("%s sets %s, which the %s binary does not read", where, name, service)
 		}
 	}
@@ -291,9 +284,9 @@ func TestBinaryEnvFindsTheReads(t *testing.T) {
 		reads   []string
 		not     []string
 	}{
-		{"orchestrator", []string{"LISTEN_ADDR", "INTENT_ADDR", "RECOVERY_ADDR", "NATS_URL", "AGENTMESH_REPLICA", "AGENTMESH_CONFIG", "AGENTMESH_INSECURE", "TLS_CA", "OTEL_EXPORTER_OTLP_ENDPOINT"}, nil},
-		{"planning", []string{"LISTEN_ADDR", "GENERATION_ADDR", "GRPC_MAX_MESSAGE_BYTES"}, []string{"NATS_URL", "MEMORY_ADDR", "PLANNING_ADDR", "AGENTMESH_REPLICA"}},
-		{"action", []string{"MEMORY_ADDR", "NATS_URL"}, []string{"GENERATION_ADDR", "AGENTMESH_REPLICA"}},
+		{"orchestrator", []string{"LISTEN_ADDR", "METRICS_ADDR", "INTENT_ADDR", "RECOVERY_ADDR", "NATS_URL", "AGENTMESH_REPLICA", "AGENTMESH_CONFIG", "AGENTMESH_INSECURE", "TLS_CA", "OTEL_EXPORTER_OTLP_ENDPOINT"}, nil},
+		{"planning", []string{"LISTEN_ADDR", "METRICS_ADDR", "GENERATION_ADDR", "GRPC_MAX_MESSAGE_BYTES"}, []string{"NATS_URL", "MEMORY_ADDR", "PLANNING_ADDR", "INTENT_ADDR"}},
+		{"action", []string{"MEMORY_ADDR", "NATS_URL"}, []string{"GENERATION_ADDR", "INTENT_ADDR"}},
 		{"recovery", []string{"LISTEN_ADDR"}, []string{"GENERATION_ADDR", "MEMORY_ADDR", "NATS_URL"}},
 	} {
 		env := binaryEnv(t, c.service)
@@ -306,20 +299,6 @@ func TestBinaryEnvFindsTheReads(t *testing.T) {
 			if env[v] {
 				t.Errorf("the scan says %s reads %s", c.service, v)
 			}
-		}
-	}
-}
-
-// TestPendingEnvIsPending keeps pendingEnv honest: a variable that every service binary reads
-// now is checked like any other, and its entry must go.
-func TestPendingEnvIsPending(t *testing.T) {
-	for name, change := range pendingEnv {
-		read := true
-		for _, s := range meshServices {
-			read = read && binaryEnv(t, s)[name]
-		}
-		if read {
-			t.Errorf("every binary reads %s now (%s is in): delete it from pendingEnv", name, change)
 		}
 	}
 }

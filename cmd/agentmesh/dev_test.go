@@ -9,8 +9,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -71,5 +73,58 @@ func TestDevResumesPausedRuns(t *testing.T) {
 	}
 	if code, out, _ := cli("get", "--addr", addrs["orchestrator"], m[1]); code != 0 || !strings.Contains(out, "OUTCOME_COMPLETED_WITH_TOOLS") || !strings.Contains(out, "RUN_STATE_RESUMED") {
 		t.Errorf("get: exit %d\n%s", code, out)
+	}
+}
+
+// TestDevServesMetrics: `agentmesh dev --metrics-addr` serves the Prometheus metrics of every
+// service of the mesh, among them the RPCs each one served.
+func TestDevServesMetrics(t *testing.T) {
+	isolate(t)
+	var yaml strings.Builder
+	yaml.WriteString("services:\n")
+	for _, n := range []string{"intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"} {
+		fmt.Fprintf(&yaml, "  %s: %q\n", n, grpctest.FreeAddr(t))
+	}
+	orchestrator, metrics := grpctest.FreeAddr(t), grpctest.FreeAddr(t)
+	fmt.Fprintf(&yaml, "  orchestrator: %q\n", orchestrator)
+	if err := os.WriteFile("agentmesh.yaml", []byte(yaml.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var logs bytes.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"dev", "--data", t.TempDir(), "--metrics-addr", metrics}, &bytes.Buffer{}, &logs)
+	}()
+	defer func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("dev exited %d\n%s", code, logs.String())
+		}
+	}()
+	grpctest.WaitHealth(t, grpctest.HealthClient(t, orchestrator), healthpb.HealthCheckResponse_SERVING)
+	check := metricstest.Labels{"rpc_method": "grpc.health.v1.Health/Check", "rpc_response_status_code": "OK"}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m := metricstest.Scrape(t, metrics)
+		if m.Count("rpc_server_call_duration_seconds", check) > 0 && m.Value("target_info", metricstest.Labels{"service_name": "agentmesh"}) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no health check measured on %s (families %s)", metrics, m)
+		}
+	}
+}
+
+// TestDevRejectsBadSampler: `agentmesh dev` samples as OTEL_TRACES_SAMPLER says, so a value it
+// cannot honour stops it with exit 4 naming the variable, before any service starts.
+func TestDevRejectsBadSampler(t *testing.T) {
+	isolate(t)
+	t.Setenv("OTEL_TRACES_SAMPLER", "sometimes")
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 4 {
+		t.Fatalf("exit %d, want 4\nstderr: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `OTEL_TRACES_SAMPLER="sometimes" is not supported`) {
+		t.Errorf("stderr does not name the variable:\n%s", stderr.String())
 	}
 }

@@ -46,6 +46,10 @@ usage:
                                                    make a development mesh's CA and certificates
                                                    (mTLS between services, the CLI's client
                                                    certificate) and approval grant keys
+  agentmesh conformance --stage STAGE [--addr HOST:PORT] [--list]
+                                                   check that a stage (e.g. a replacement) keeps its
+                                                   contract: a PASS/FAIL table of the conformance
+                                                   kit's cases; --stage all checks every stage
   agentmesh version                                print the build's version
   agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search
@@ -95,6 +99,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = keysCommand(ctx, args[1:], stdout)
 	case "certs":
 		err = certsCommand(ctx, args[1:], stdout)
+	case "conformance":
+		err = conformanceCommand(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitcode.OK

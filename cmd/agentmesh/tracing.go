@@ -11,9 +11,14 @@ import (
 )
 
 // devTracing gives each service of the in-process mesh its own tracer provider (so Jaeger
-// shows agentmesh-intent, agentmesh-generation, ...), all exporting through the one exporter
-// the standard OTEL_* variables configure, if any. shutdown flushes them.
+// shows agentmesh-intent, agentmesh-generation, ...), all sampling as OTEL_TRACES_SAMPLER says
+// and exporting through the one exporter the standard OTEL_* variables configure, if any.
+// shutdown flushes them.
 func devTracing(ctx context.Context) (providers func(service string) trace.TracerProvider, shutdown func(context.Context), err error) {
+	sampler, err := telemetry.SamplerFromEnv()
+	if err != nil {
+		return nil, nil, err
+	}
 	exp, err := telemetry.ExporterFromEnv(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -30,6 +35,9 @@ func devTracing(ctx context.Context) (providers func(service string) trace.Trace
 			return p
 		}
 		var opts []sdktrace.TracerProviderOption
+		if sampler != nil {
+			opts = append(opts, sdktrace.WithSampler(sampler))
+		}
 		if exp != nil {
 			opts = append(opts, sdktrace.WithBatcher(exp))
 		}

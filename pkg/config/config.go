@@ -352,6 +352,10 @@ type Memory struct {
 	DSN string `yaml:"dsn,omitempty"`
 	// QuotaPerUser is the maximum number of memories per user; 0 is unlimited.
 	QuotaPerUser int `yaml:"quota_per_user"`
+	// KeepRuns bounds the finished run results (with their transcripts) the memory store
+	// keeps, oldest first, when the store is memory: at most MaxRuns of them (0 is unlimited),
+	// none older than MaxAgeMS (0 is forever). The sqlite and postgres stores keep every run.
+	KeepRuns KeepRuns `yaml:"keep_runs"`
 	// Embeddings turns on semantic search: the memory service embeds every memory and every
 	// query with this provider/model (through the generation service) and stores the vectors
 	// with the memories. Unset, the default, search ranks with BM25 full-text only. The
@@ -365,6 +369,14 @@ type Memory struct {
 	// Memories stored before embeddings were turned on have no vector and are found by their
 	// words only.
 	Embeddings *Target `yaml:"embeddings,omitempty"`
+}
+
+// KeepRuns bounds the finished runs an in-process store keeps.
+type KeepRuns struct {
+	// MaxRuns is the most finished runs kept; 0 is unlimited.
+	MaxRuns int `yaml:"max_runs"`
+	// MaxAgeMS is how long a finished run is kept, in milliseconds; 0 is forever.
+	MaxAgeMS int64 `yaml:"max_age_ms"`
 }
 
 // Queue limits how many tools bound to it run at once.

@@ -280,6 +280,12 @@ func (c *Config) validateMemory(p *problems) {
 	if m.QuotaPerUser < 0 {
 		p.addf("memory.quota_per_user: must not be negative, got %d", m.QuotaPerUser)
 	}
+	if m.KeepRuns.MaxRuns < 0 {
+		p.addf("memory.keep_runs.max_runs: must not be negative, got %d", m.KeepRuns.MaxRuns)
+	}
+	if m.KeepRuns.MaxAgeMS < 0 {
+		p.addf("memory.keep_runs.max_age_ms: must not be negative, got %d", m.KeepRuns.MaxAgeMS)
+	}
 	if e := m.Embeddings; e != nil {
 		switch pr, ok := c.Providers[e.Provider]; {
 		case e.Provider == "":

@@ -1,9 +1,11 @@
 // Package events carries a run's events over NATS JetStream.
 //
 // Every event of a run is an agentmesh.event.v1.RunEvent published on the subject
-// agentmesh.run.<run_id>.<kind> and kept by the JetStream stream AGENTMESH_RUNS. Each message
-// carries the W3C traceparent of the publishing span, so a subscriber's spans continue the run's
-// trace, and a Nats-Msg-Id of "<run_id>-<seq>", so JetStream drops a republished event.
+// agentmesh.run.<run_id>.<kind> and kept by the JetStream stream AGENTMESH_RUNS. Each publish is
+// a producer span of the run's trace ("publish agentmesh.run.{run_id}.<kind>", with the
+// OpenTelemetry messaging attributes); each message carries that span's W3C traceparent, so a
+// subscriber's spans continue the run's trace, and a Nats-Msg-Id of "<run_id>-<seq>", so
+// JetStream drops a republished event.
 //
 // A producer numbers a run's events with a RunStream (seq 1, 2, 3 …) made by a Publisher. Emit
 // retries an event until JetStream has stored it and never reuses a seq; an event too large for

@@ -70,19 +70,26 @@ func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 func (p *Publisher) Ready() (bool, <-chan struct{}) { return p.ready.get() }
 
 // Publish makes one attempt to publish ev on Subject(ev.RunId, Kind(ev)) and waits for
-// JetStream's ack. The message carries the trace context of ctx (traceparent, tracestate)
-// injected with the global TextMapPropagator and the Nats-Msg-Id "<run_id>-<seq>", so
-// publishing the same event again within DuplicateWindow stores it once. An event too large
-// for one NATS message is cut down to fit: a run_finished event carries its result's summary
-// (OmitResult), any other event its longest texts cut with a marker. When NATS answers that no
-// stream takes the subject, the stream is created again and the event republished. An event
-// without a valid run id, a seq or a kind is an INVALID_INPUT error.
+// JetStream's ack, in a producer span (see startPublish). The message carries the trace
+// context of that span (traceparent, tracestate) injected with the global TextMapPropagator
+// and the Nats-Msg-Id "<run_id>-<seq>", so publishing the same event again within
+// DuplicateWindow stores it once. An event too large for one NATS message is cut down to fit:
+// a run_finished event carries its result's summary (OmitResult), any other event its longest
+// texts cut with a marker. When NATS answers that no stream takes the subject, the stream is
+// created again and the event republished. An event without a valid run id, a seq or a kind is
+// an INVALID_INPUT error.
 func (p *Publisher) Publish(ctx context.Context, ev *eventv1.RunEvent) error {
+	if err := checkEvent(ev); err != nil {
+		return err
+	}
+	ctx, span := startPublish(ctx, ev)
 	msg, _, err := p.prepare(ctx, ev)
 	if err != nil {
+		endPublish(span, -1, err)
 		return err
 	}
 	_, err = p.send(ctx, msg)
+	endPublish(span, len(msg.Data), err)
 	return err
 }
 

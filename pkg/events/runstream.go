@@ -49,7 +49,7 @@ func (rs *RunStream) Seq() uint64 { return rs.seq.Load() }
 // publishes it until JetStream has stored it and returns the event stored; ev itself is not
 // modified. The event stored is the copy, or the copy cut down to the NATS payload limit (see
 // Publisher.Publish): check RunFinished.ResultOmitted. Events are published one at a time in
-// seq order.
+// seq order, each in a producer span whose context the message carries (see Publish).
 //
 // A failed publish is retried with the same seq, after a backoff of 100 ms doubling up to 5 s
 // or as soon as events can be stored again, for as long as ctx lives; the Nats-Msg-Id
@@ -75,11 +75,14 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 	defer rs.mu.Unlock()
 	for {
 		out.Seq = rs.seq.Load() + 1
-		msg, stored, err := rs.p.prepare(ctx, out)
+		pctx, span := startPublish(ctx, out)
+		msg, stored, err := rs.p.prepare(pctx, out)
 		if err != nil {
+			endPublish(span, -1, err)
 			return nil, err
 		}
-		taken, err := rs.p.store(ctx, msg, out)
+		taken, err := rs.p.store(pctx, msg, out)
+		endPublish(span, len(msg.Data), err)
 		rs.seq.Store(out.Seq)
 		if err != nil {
 			return nil, err

@@ -154,18 +154,25 @@ func TestWatchContinuesThePublisherTrace(t *testing.T) {
 	if len(remotes) != 2 {
 		t.Fatalf("callback ran %d times, want 2", len(remotes))
 	}
+	// Each event continues from its publish span, a child of the publisher's span.
+	publishes := map[trace.SpanID]bool{}
+	for _, s := range rec.Ended() {
+		if s.SpanKind() == trace.SpanKindProducer && s.Parent().SpanID() == want.SpanID() {
+			publishes[s.SpanContext().SpanID()] = true
+		}
+	}
 	for i, sc := range remotes {
-		if !sc.IsRemote() || sc.TraceID() != want.TraceID() || sc.SpanID() != want.SpanID() {
-			t.Errorf("event %d ctx span context = %v (remote %v), want remote %v/%v", i, sc.TraceID(), sc.IsRemote(), want.TraceID(), want.SpanID())
+		if !sc.IsRemote() || sc.TraceID() != want.TraceID() || !publishes[sc.SpanID()] {
+			t.Errorf("event %d ctx span context = %v/%v (remote %v), want remote %v and a publish span of %v", i, sc.TraceID(), sc.SpanID(), sc.IsRemote(), want.TraceID(), want.SpanID())
 		}
 	}
 	for _, s := range rec.Ended() {
 		if s.Name() != "subscriber" {
 			continue
 		}
-		if s.SpanContext().TraceID() != want.TraceID() || s.Parent().SpanID() != want.SpanID() {
-			t.Errorf("subscriber span trace %v parent %v, want trace %v parent %v",
-				s.SpanContext().TraceID(), s.Parent().SpanID(), want.TraceID(), want.SpanID())
+		if s.SpanContext().TraceID() != want.TraceID() || !publishes[s.Parent().SpanID()] {
+			t.Errorf("subscriber span trace %v parent %v, want trace %v and a publish span as parent",
+				s.SpanContext().TraceID(), s.Parent().SpanID(), want.TraceID())
 		}
 	}
 }

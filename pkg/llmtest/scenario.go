@@ -78,6 +78,9 @@ type Turn struct {
 	// closed, or the client gives up, so that a test decides when the turn is answered. It
 	// cannot be written in YAML.
 	Hold <-chan struct{} `yaml:"-" json:"-"`
+	// RateLimit, when set, is the headroom every response of this turn (answer or injected
+	// failure) announces in its rate-limit headers.
+	RateLimit *RateLimit `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
 	// Expect checks what the request of this turn carried; mismatches are recorded as errors.
 	Expect *Expect `yaml:"expect,omitempty" json:"expect,omitempty"`
 	// Respond, when set, writes the answer from the request, for answers that depend on what

@@ -21,6 +21,7 @@ type Server struct {
 	closeOnce sync.Once
 
 	mu       sync.Mutex
+	forget   bool // requests are not kept (KeepRequests)
 	requests []Request
 	errs     []string
 	attempts map[turnKey]int
@@ -85,6 +86,14 @@ func (s *Server) Requests() []Request {
 	return slices.Clone(s.requests)
 }
 
+// KeepRequests sets whether the server keeps the requests it receives for Requests, as it
+// does by default; a benchmark turns it off so the server's memory stays flat.
+func (s *Server) KeepRequests(keep bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget = !keep
+}
+
 // Errors returns the errors recorded so far: requests no scenario answers and unmet
 // expectations.
 func (s *Server) Errors() []string {
@@ -121,7 +130,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, api dialect) (Re
 		return Request{}, false
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
+	if !s.forget {
+		s.requests = append(s.requests, req)
+	}
 	s.mu.Unlock()
 	return req, true
 }
@@ -190,6 +201,7 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	if !s.wait(w, r, turn) {
 		return
 	}
+	turn.RateLimit.setHeaders(w.Header(), api)
 	if turn.failing(attempt) {
 		s.fail(w, r, req, turn, api)
 		return

@@ -40,11 +40,12 @@ type Drainer interface {
 // configuration (the file AGENTMESH_CONFIG names, if any, over the standard layers of
 // config.Load, with GRPC_MAX_MESSAGE_BYTES, when set, taking the place of
 // grpc.max_message_bytes, and TLS_CA, TLS_CERT and TLS_KEY that of tls.ca, tls.cert and
-// tls.key), sets up tracing for "agentmesh-"+name, builds the service with the configuration,
-// serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then drains and flushes
-// the spans. The server accepts messages of up to grpc.max_message_bytes. An invalid
-// configuration exits 4; a build error exits with its exitcode.Of code (1 unless it carries
-// one); a listen failure exits 3.
+// tls.key), sets up tracing for "agentmesh-"+name, serves the process's metrics as Prometheus
+// text on METRICS_ADDR (path /metrics; none when it is unset), builds the service with the
+// configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then
+// drains and flushes the spans. The server accepts messages of up to grpc.max_message_bytes.
+// An invalid configuration exits 4; a build error exits with its exitcode.Of code (1 unless it
+// carries one); a listen failure (gRPC or metrics) exits 3.
 //
 // With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
 // calls only from mesh identities (Options.Mesh; README, "mTLS between services"). A server
@@ -98,6 +99,13 @@ func run(name, defaultAddr string, public bool, build func(ctx context.Context, 
 		}
 	}()
 
+	mp, stopMetrics, err := serveMetrics(name, log)
+	if err != nil {
+		log.Error("metrics", "err", err)
+		return exitcode.Unavailable
+	}
+	defer stopMetrics()
+
 	svc, err := build(ctx, cfg)
 	if err != nil {
 		log.Error("starting service", "err", err)
@@ -111,7 +119,7 @@ func run(name, defaultAddr string, public bool, build func(ctx context.Context, 
 		}()
 	}
 
-	opts.TracerProvider, opts.Health = tp, healthOf(svc)
+	opts.TracerProvider, opts.MeterProvider, opts.Health = tp, mp, healthOf(svc)
 	srv := New(opts)
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {

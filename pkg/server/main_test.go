@@ -53,7 +53,10 @@ func TestRunExitCodes(t *testing.T) {
 			return nil, exitcode.Wrap(exitcode.Invalid, errors.New("MEMORY_ADDR is empty"))
 		}, exitcode.Invalid},
 		{"address in use", map[string]string{"LISTEN_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
+		{"metrics address in use", map[string]string{"METRICS_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
 		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
+		{"bad sampler", map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}, ok, exitcode.Invalid},
+		{"bad sampling ratio", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, ok, exitcode.Invalid},
 		{"missing configuration file", map[string]string{"AGENTMESH_CONFIG": "/nonexistent/agentmesh.yaml"}, ok, exitcode.Invalid},
 		{"message limit not a number", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32MiB"}, ok, exitcode.Invalid},
 		{"message limit too small", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32"}, ok, exitcode.Invalid},
@@ -67,7 +70,10 @@ func TestRunExitCodes(t *testing.T) {
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("OTEL_SDK_DISABLED", "true")
+			t.Setenv("OTEL_TRACES_SAMPLER", "")
+			t.Setenv("OTEL_TRACES_SAMPLER_ARG", "")
 			t.Setenv("LISTEN_ADDR", "")
+			t.Setenv("METRICS_ADDR", "")
 			t.Setenv("AGENTMESH_CONFIG", "")
 			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 			t.Setenv("AGENTMESH_INSECURE", "")
@@ -96,6 +102,7 @@ func listenOnFreeAddr(t *testing.T) string {
 	free.Close()
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
+	t.Setenv("METRICS_ADDR", "")
 	t.Setenv("AGENTMESH_CONFIG", "")
 	t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 	t.Setenv("TLS_CA", "")

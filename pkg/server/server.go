@@ -1,7 +1,7 @@
-// Package server is the gRPC server every agentmesh service binary runs: OpenTelemetry spans,
-// panic recovery, stage error mapping, INVALID_ARGUMENT for requests that do not decode,
-// message size limits, keepalive, the standard health and reflection services,
-// and a graceful drain on shutdown.
+// Package server is the gRPC server every agentmesh service binary runs: OpenTelemetry spans
+// and RPC metrics, panic recovery, stage error mapping, INVALID_ARGUMENT for requests that do
+// not decode, message size limits, keepalive, the standard health and reflection services,
+// and a graceful drain on shutdown; Main also serves the process's metrics on METRICS_ADDR.
 package server
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -39,6 +40,9 @@ type Options struct {
 	Addr string
 	// TracerProvider makes the server spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
+	// MeterProvider records the RPC metrics (rpc.server.call.duration per method and status
+	// code); nil means the global provider.
+	MeterProvider metric.MeterProvider
 	// Logger logs panics and lifecycle events; nil means slog.Default().
 	Logger *slog.Logger
 	// DrainTimeout bounds the graceful drain of Shutdown; zero means DefaultDrainTimeout.
@@ -109,6 +113,9 @@ func New(opts Options) *Server {
 	handlerOpts := []otelgrpc.Option{otelgrpc.WithPropagators(telemetry.Propagator())}
 	if opts.TracerProvider != nil {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
+	}
+	if opts.MeterProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithMeterProvider(opts.MeterProvider))
 	}
 	codec := newRequestCodec()
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), stageerr.UnaryServerInterceptor()}

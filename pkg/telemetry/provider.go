@@ -2,23 +2,19 @@ package telemetry
 
 import (
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // NewTracerProvider returns a tracer provider whose resource names the service (service.name)
-// on top of the SDK's default resource. Every root span is sampled, so every run has a real
-// trace id even when nothing exports the spans; a child span follows its parent's decision.
-// opts are applied last and may override these defaults (e.g. add a span processor).
+// and this process (service.instance.id, see InstanceID) on top of the SDK's default resource.
+// The sampler is the one OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG name, by default
+// parentbased_always_on: every root span is sampled and a child span follows its parent's
+// decision. A span that is not sampled still has a real trace id, so every run has one even
+// when nothing exports its spans. opts are applied last and may override these defaults (e.g.
+// add a span processor, or the sampler of SamplerFromEnv, which reports a bad value where the
+// SDK only logs it).
 func NewTracerProvider(service string, opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
-	// Merging a schemaless resource cannot conflict, so Merge never fails here.
-	res, _ := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
-	base := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
-	}
-	return sdktrace.NewTracerProvider(append(base, opts...)...)
+	return sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{sdktrace.WithResource(newResource(service))}, opts...)...)
 }
 
 // Propagator returns the propagator every hop of the mesh uses: W3C Trace Context and Baggage.

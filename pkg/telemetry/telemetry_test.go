@@ -9,7 +9,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// otelEnv lists the variables ExporterFromEnv and the OTLP exporters read.
+// otelEnv lists the variables the package and the OTLP exporters read.
 var otelEnv = []string{
 	"OTEL_SDK_DISABLED",
 	"OTEL_TRACES_EXPORTER",
@@ -21,6 +21,11 @@ var otelEnv = []string{
 	"OTEL_EXPORTER_OTLP_TRACES_HEADERS",
 	"OTEL_EXPORTER_OTLP_INSECURE",
 	"OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+	"OTEL_TRACES_SAMPLER",
+	"OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_RESOURCE_ATTRIBUTES",
+	"OTEL_SERVICE_NAME",
+	"AGENTMESH_REPLICA",
 }
 
 // setEnv clears every OTel variable, then sets env, for the duration of the test.

@@ -33,6 +33,7 @@ type Chain struct {
 	mu             sync.Mutex
 	entries        []*typev1.TranscriptEntry
 	sealed         []string // hash of each conversation message as the chain last sealed it
+	seen           []seen   // what each sealed message was, to skip hashing it again
 	adapterVersion string
 	modelProfileID string
 	now            func() time.Time
@@ -88,13 +89,21 @@ func (c *Chain) Append(state typev1.RunState, stepID, contractHash string, actio
 	return e
 }
 
-// seal returns the seals of the messages that are new or changed since the last entry.
-// Messages are hashed again at every entry, because a message may grow in place (the XML
-// transport's XML-PAST message gets one response per executed call).
+// seal returns the seals of the messages that are new or changed since the last entry. A
+// message the chain sealed is hashed again only when it may have changed: when it is another
+// message, or when its content or reasoning or number of tool calls changed in place (the XML
+// transport's XML-PAST message grows one response per executed call). So an entry hashes
+// what is new, not the whole conversation again (issue 15: the cost of a turn must not grow
+// with the conversation).
 func (c *Chain) seal(conversation []*typev1.Message) []*typev1.MessageSeal {
 	var seals []*typev1.MessageSeal
 	for i, m := range conversation {
+		now := seenOf(m)
+		if i < len(c.seen) && c.seen[i] == now {
+			continue
+		}
 		h := MessageHash(m)
+		c.setSeen(i, now)
 		if i < len(c.sealed) && c.sealed[i] == h {
 			continue
 		}
@@ -104,11 +113,30 @@ func (c *Chain) seal(conversation []*typev1.Message) []*typev1.MessageSeal {
 	return seals
 }
 
+// seen is what a sealed message was: the message and the fields that change in place.
+type seen struct {
+	msg       *typev1.Message
+	content   string // compared by value: the same string is equal at once
+	reasoning string
+	calls     int
+}
+
+func seenOf(m *typev1.Message) seen {
+	return seen{msg: m, content: m.GetContent(), reasoning: m.GetReasoning(), calls: len(m.GetToolCalls())}
+}
+
 func (c *Chain) setSealed(i int, hash string) {
 	for len(c.sealed) <= i {
 		c.sealed = append(c.sealed, "")
 	}
 	c.sealed[i] = hash
+}
+
+func (c *Chain) setSeen(i int, s seen) {
+	for len(c.seen) <= i {
+		c.seen = append(c.seen, seen{})
+	}
+	c.seen[i] = s
 }
 
 // Entries returns a copy of the chain's entries.

@@ -52,6 +52,7 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 		release()
 		return nil, err
 	}
+	ran := time.Now()
 
 	var attempts atomic.Int32
 	spent := &Accounting{}
@@ -74,6 +75,7 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 	}
 	resp := s.response(reg, start, res, tctx.Err() != nil, attempts.Load())
 	resp.Accounting = spent.list()
+	s.metrics.executed(ctx, reg.def.GetName(), resp.GetStatus(), ran)
 	return resp, nil
 }
 

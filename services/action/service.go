@@ -59,7 +59,8 @@ type Options struct {
 	// 1). A tool names its queue in its definition; "" means queue.Default, which exists with
 	// queue.DefaultConcurrency unless set here. A tool naming another queue is an error.
 	Queues map[string]int
-	// MeterProvider records the queue depth metric; nil means the global provider.
+	// MeterProvider records the metrics of the queues (depth, wait) and of tool executions;
+	// nil means the global provider.
 	MeterProvider metric.MeterProvider
 	// Grants verifies the orchestrator's approval grants: a tool that requires approval runs
 	// (or returns its cached result) only for a call whose grant verifies. Nil refuses every
@@ -76,6 +77,7 @@ type Service struct {
 	ledger         Ledger
 	flight         singleflight.Group
 	tracer         trace.Tracer
+	metrics        *instruments
 	log            *slog.Logger
 	now            func() time.Time
 	defaultTimeout time.Duration
@@ -118,6 +120,7 @@ func New(opts Options) (*Service, error) {
 		tp = otel.GetTracerProvider()
 	}
 	s.tracer = tp.Tracer(tracerName)
+	s.metrics = newInstruments(opts.MeterProvider)
 
 	var err error
 	if s.queues, err = queue.New(opts.Queues, opts.MeterProvider); err != nil {

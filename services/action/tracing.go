@@ -7,6 +7,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -18,7 +19,6 @@ const tracerName = "github.com/agentmesh/agentmesh/services/action"
 
 // Span attributes of the service beyond the GenAI semantic conventions.
 const (
-	attrRunID       = attribute.Key("agentmesh.run.id")
 	attrToolStatus  = attribute.Key("agentmesh.tool.status")
 	attrCached      = attribute.Key("agentmesh.tool.cached")
 	attrInterrupted = attribute.Key("agentmesh.tool.interrupted")
@@ -35,7 +35,7 @@ func (s *Service) startSpan(ctx context.Context, req *actionv1.ExecuteRequest) (
 			semconv.GenAIOperationNameExecuteTool,
 			semconv.GenAIToolName(req.GetToolName()),
 			semconv.GenAIToolCallID(req.GetCallId()),
-			attrRunID.String(req.GetRunId()),
+			telemetry.RunIDKey.String(req.GetRunId()),
 		))
 }
 

@@ -1,6 +1,7 @@
 package assembly
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -11,7 +12,8 @@ import (
 // source, or nil when there is neither a current step nor a plan. It opens with "Current step
 // <id>: <description> (tool: <tool>)", or says that every step is done; a plan of more than one
 // step, or whose step is no longer pending, follows with its progress, a line a step:
-// "- step-2 [failed: division by zero]: Add the numbers (tool: calculator)".
+// "- step-2 [failed: division by zero]: Add the numbers (tool: calculator)", with the
+// structured result of a done step after it as JSON: "... (tool: weather) → {"sky":"clear"}".
 func stepMessage(step *typev1.Step, plan []*typev1.StepProgress) (*typev1.Message, *typev1.Source) {
 	if step == nil && len(plan) == 0 {
 		return nil, nil
@@ -34,6 +36,11 @@ func stepMessage(step *typev1.Step, plan []*typev1.StepProgress) (*typev1.Messag
 		fmt.Fprintf(&b, "\nPlan progress: %d of %d steps done.", done, len(plan))
 		for _, p := range plan {
 			b.WriteString("\n- " + p.GetStep().GetId() + " [" + stateLabel(p, step) + "]: " + describe(p.GetStep()))
+			if out := p.GetOutput(); out != nil {
+				if j, err := json.Marshal(out.AsMap()); err == nil {
+					b.WriteString(" → " + string(j))
+				}
+			}
 		}
 	}
 	return &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: b.String()}, source

@@ -98,7 +98,8 @@ func newEndpoint(o endpointOptions) *endpoint {
 }
 
 // post sends body as JSON and returns a 2xx response; anything else becomes a classified
-// stage error.
+// stage error. The rate-limit headroom the response announces, if any, goes to the observer
+// of ctx (withRateLimits).
 func (e *endpoint) post(ctx context.Context, path string, body any, stream bool) (*http.Response, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -127,6 +128,7 @@ func (e *endpoint) post(ctx context.Context, path string, body any, stream bool)
 		}
 		return nil, e.transportError(ctx, err)
 	}
+	observeRateLimits(ctx, resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
 		return nil, e.statusError(resp)

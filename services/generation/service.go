@@ -11,7 +11,9 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
@@ -30,6 +32,9 @@ type Options struct {
 	CacheSize int
 	// TracerProvider makes the service's spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
+	// MeterProvider records the service's metrics (token usage, cost, durations, calls in
+	// flight, rate-limit headroom); nil means the global provider.
+	MeterProvider metric.MeterProvider
 }
 
 // Service implements agentmesh.generation.v1.GenerationService: it is the only stage that
@@ -41,6 +46,7 @@ type Service struct {
 	prices    Prices
 	cache     *responseCache
 	tracer    trace.Tracer
+	metrics   *instruments
 }
 
 // New returns a service calling the configured providers.
@@ -57,7 +63,8 @@ func New(opts Options) *Service {
 	for name, p := range opts.Providers {
 		providers[name] = p
 	}
-	return &Service{providers: providers, prices: opts.Prices, cache: newResponseCache(size), tracer: tp.Tracer(tracerName)}
+	return &Service{providers: providers, prices: opts.Prices, cache: newResponseCache(size), tracer: tp.Tracer(tracerName),
+		metrics: newInstruments(opts.MeterProvider)}
 }
 
 // Register adds the service to a gRPC server.
@@ -134,6 +141,8 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 		ToolChoice: req.GetToolChoice(),
 		Sampling:   sampling,
 	}
+	ctx, measured := s.metrics.begin(ctx, genaiconv.OperationNameChat, p.Name(), model)
+	defer measured.done(ctx)
 	start := time.Now()
 	var raw *Response
 	var err error
@@ -148,6 +157,7 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	}
 	if err != nil {
 		err = providerError(ctx, p, err)
+		measured.end(ctx, nil, 0, err)
 		endWithError(span, err)
 		return nil, err
 	}
@@ -161,9 +171,11 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
 		e := maxTokensExceeded(resp, sampling.GetMaxOutputTokens())
+		measured.end(ctx, &raw.Usage, resp.GetCostUsd(), e)
 		endChat(span, resp, e)
 		return nil, e
 	}
+	measured.end(ctx, &raw.Usage, resp.GetCostUsd(), nil)
 	endChat(span, resp, nil)
 	return resp, nil
 }
@@ -191,6 +203,8 @@ func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*g
 	}
 	model := req.GetTarget().GetModel()
 	ctx, span := s.startEmbed(ctx, p, model)
+	ctx, measured := s.metrics.begin(ctx, genaiconv.OperationNameEmbeddings, p.Name(), model)
+	defer measured.done(ctx)
 	out, err := p.Embed(ctx, model, req.GetInputs())
 	if err == nil && out == nil {
 		out = &Embeddings{}
@@ -201,9 +215,11 @@ func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*g
 	}
 	if err != nil {
 		err = providerError(ctx, p, err)
+		measured.end(ctx, nil, 0, err)
 		endWithError(span, err)
 		return nil, err
 	}
+	measured.end(ctx, &out.Usage, 0, nil)
 	span.SetAttributes(semconv.GenAIUsageInputTokens(int(out.Usage.Input)))
 	endWithError(span, nil)
 	resp := &generationv1.EmbedResponse{Model: out.Model, Usage: out.Usage.proto()}

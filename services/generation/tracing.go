@@ -7,6 +7,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -15,9 +16,6 @@ import (
 
 // tracerName is the instrumentation scope of the service's spans.
 const tracerName = "github.com/agentmesh/agentmesh/services/generation"
-
-// runIDKey is the attribute that ties a span to its run.
-const runIDKey = attribute.Key("agentmesh.run_id")
 
 // startChat starts the "chat {model}" client span of one provider call, with the GenAI
 // request attributes of the sampling actually sent.
@@ -41,7 +39,7 @@ func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.G
 		}
 	}
 	if id := req.GetRunId(); id != "" {
-		attrs = append(attrs, runIDKey.String(id))
+		attrs = append(attrs, telemetry.RunIDKey.String(id))
 	}
 	return s.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }

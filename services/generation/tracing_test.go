@@ -59,7 +59,7 @@ func TestChatSpans(t *testing.T) {
 		"gen_ai.request.temperature":           0.2,
 		"gen_ai.request.max_tokens":            int64(64),
 		"gen_ai.request.stream":                false,
-		"agentmesh.run_id":                     "run-1",
+		"agentmesh.run.id":                     "run-1",
 	} {
 		if got := a[key].AsInterface(); got != want {
 			t.Errorf("%s = %v (%T), want %v", key, got, got, want)

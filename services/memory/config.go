@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -34,7 +35,8 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 	var err error
 	switch cfg.Memory.Store {
 	case "", config.StoreMemory:
-		opts.Store = NewMemoryStore()
+		keep := cfg.Memory.KeepRuns
+		opts.Store = NewMemoryStoreKeeping(Retention{MaxRuns: keep.MaxRuns, MaxAge: time.Duration(keep.MaxAgeMS) * time.Millisecond})
 	case config.StoreSQLite:
 		opts.Store, err = OpenSQLite(ctx, cfg.Memory.Path)
 	case config.StorePostgres:

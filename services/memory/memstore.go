@@ -14,13 +14,31 @@ import (
 
 // MemoryStore is a Store that keeps everything in process memory; its contents are lost when
 // the process ends. It is safe for concurrent use. Values are cloned on the way in and out.
+// It keeps the finished runs its Retention allows, forgetting the oldest first.
 type MemoryStore struct {
 	mu          sync.RWMutex
 	memories    map[string]map[string]memoryRecord // user → memory id → memory
 	transcripts map[string][]*typev1.TranscriptEntry
 	runs        map[string]storedRun
+	saved       []savedRun             // the runs, in the order they were first saved
 	learning    map[string]*learnState // run id → its learning
 	queued      int64                  // learning jobs queued so far, to order them
+	keep        Retention
+	now         func() time.Time
+}
+
+// Retention bounds the finished runs a MemoryStore keeps: at most MaxRuns (0: any number),
+// none saved longer than MaxAge ago (0: forever). A run it forgets goes with its transcript
+// and its learning.
+type Retention struct {
+	MaxRuns int
+	MaxAge  time.Duration
+}
+
+// savedRun is when a run was first saved.
+type savedRun struct {
+	id string
+	at time.Time
 }
 
 // learnState is the learning of one saved run.
@@ -40,13 +58,38 @@ type memoryRecord struct {
 
 var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryStore returns an empty in-memory store.
-func NewMemoryStore() *MemoryStore {
+// NewMemoryStore returns an empty in-memory store that keeps every run.
+func NewMemoryStore() *MemoryStore { return NewMemoryStoreKeeping(Retention{}) }
+
+// NewMemoryStoreKeeping returns an empty in-memory store that keeps the runs keep allows.
+func NewMemoryStoreKeeping(keep Retention) *MemoryStore {
 	return &MemoryStore{
 		memories:    make(map[string]map[string]memoryRecord),
 		transcripts: make(map[string][]*typev1.TranscriptEntry),
 		runs:        make(map[string]storedRun),
 		learning:    make(map[string]*learnState),
+		keep:        keep,
+		now:         time.Now,
+	}
+}
+
+// forget drops the runs the retention no longer allows, oldest first. s.mu is held.
+func (s *MemoryStore) forget() {
+	drop := 0
+	for drop < len(s.saved) {
+		over := s.keep.MaxRuns > 0 && len(s.saved)-drop > s.keep.MaxRuns
+		old := s.keep.MaxAge > 0 && s.now().Sub(s.saved[drop].at) > s.keep.MaxAge
+		if !over && !old {
+			break
+		}
+		id := s.saved[drop].id
+		delete(s.runs, id)
+		delete(s.transcripts, id)
+		delete(s.learning, id)
+		drop++
+	}
+	if drop > 0 {
+		s.saved = slices.Delete(s.saved, 0, drop)
 	}
 }
 
@@ -171,7 +214,11 @@ func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.R
 	stored.Learning = nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.runs[result.GetRunId()]; !ok {
+		s.saved = append(s.saved, savedRun{id: result.GetRunId(), at: s.now()})
+	}
 	s.runs[result.GetRunId()] = storedRun{result: stored, userID: userID}
+	defer s.forget()
 	if _, ok := s.learning[result.GetRunId()]; !ok {
 		s.queued++
 		s.learning[result.GetRunId()] = &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}, order: s.queued}

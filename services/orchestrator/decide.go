@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -43,23 +44,27 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}
+	var spent decideAccount
 	intent, err := whenReady(ctx, "intent", s.peers.Intent.Parse, &intentv1.ParseRequest{
 		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
 		UserId: req.GetUserId(), AvailableTools: toolNames(tools.GetTools()),
 	})
+	spent.add(stageIntent, intent.GetAccounting()...)
 	switch se := stageerr.FromError(err); {
 	case err == nil:
 	case errors.Is(se, stageerr.ErrIntentUnsafe):
-		return respond("I can't help with that request."), nil
+		spent.add(stageIntent, se.Accounting...)
+		return spent.on(respond("I can't help with that request.")), nil
 	case errors.Is(se, stageerr.ErrIntentUnclear):
-		return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
-			ClarificationQuestion: MessageClarify}, nil
+		spent.add(stageIntent, se.Accounting...)
+		return spent.on(&typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
+			ClarificationQuestion: MessageClarify}), nil
 	default:
 		return nil, se
 	}
 	if intent.GetNeedsClarification() {
-		return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
-			ClarificationQuestion: intent.GetClarificationQuestion()}, nil
+		return spent.on(&typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
+			ClarificationQuestion: intent.GetClarificationQuestion()}), nil
 	}
 	offered := tools.GetTools()
 	if intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
@@ -73,21 +78,54 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	var lastErr *stageerr.Error
 	targets := s.contract.GetTargets()
 	for attempt := range int(s.contract.GetMaxRetries()) {
+		target, start := targets[attempt%len(targets)], time.Now()
 		resp, err := s.peers.Generation.Generate(ctx, &generationv1.GenerateRequest{
-			Target: targets[attempt%len(targets)], Messages: messages, Tools: offered,
+			Target: target, Messages: messages, Tools: offered,
 			Sampling: &generationv1.Sampling{MaxOutputTokens: s.contract.GetMaxOutputTokens()},
 		})
+		entry := &typev1.AccountingEntry{
+			Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),
+			Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: msSince(start), Source: sourceNative, Attempts: 1,
+			TimestampMs: start.UnixMilli(),
+		}
 		if err != nil {
 			lastErr = stageerr.FromError(err)
+			entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, lastErr.Error()
+			spent.add("", entry)
 			if !lastErr.Retryable() {
 				break
 			}
 			continue
 		}
-		return decisionFor(resp, offered), nil
+		entry.Tokens, entry.StopReason, entry.ActualModel, entry.CostUsd = resp.GetUsage(), resp.GetStopReason(), resp.GetModel(), resp.GetCostUsd()
+		spent.add("", entry)
+		return spent.on(decisionFor(resp, offered)), nil
 	}
 	_, _, message := providerExit(lastErr)
-	return respond(message), nil
+	return spent.on(respond(message)), nil
+}
+
+// decideAccount is the accounting of a Decide: every LLM request it made (the intent model's
+// and the generation attempts), as a run accounts them.
+type decideAccount struct {
+	entries []*typev1.AccountingEntry
+}
+
+// add takes requests a stage made (none: the decision's own inference) into the accounting.
+func (a *decideAccount) add(stage string, entries ...*typev1.AccountingEntry) {
+	for _, e := range entries {
+		e.Stage = stage
+		a.entries = append(a.entries, e)
+	}
+}
+
+// on is d with the accounting and its tokens.
+func (a *decideAccount) on(d *typev1.AgentDecision) *typev1.AgentDecision {
+	d.Accounting, d.Usage = a.entries, &typev1.TokenUsage{}
+	for _, e := range a.entries {
+		addTokens(d.Usage, e.GetTokens())
+	}
+	return d
 }
 
 func respond(text string) *typev1.AgentDecision {

@@ -19,14 +19,19 @@ func (r *run) takeIntent(resp *intentv1.ParseResponse) {
 	if resp.GetTaskType() != intentv1.TaskType_TASK_TYPE_UNSPECIFIED {
 		r.taskType = taskTypeName(resp.GetTaskType())
 	}
-	r.accountStage(resp.GetAccounting())
+	r.accountStage(stageIntent, resp.GetAccounting())
 	r.conversation[0] = &typev1.Message{Role: typev1.Role_ROLE_SYSTEM,
 		Content: withIntent(r.conversation[0].GetContent(), r.taskType, r.constraints)}
 }
 
-// accountStage takes the LLM requests a stage made for the run into its accounting and usage.
-func (r *run) accountStage(entries []*typev1.AccountingEntry) {
+// stageIntent names the intent stage in accounting entries.
+const stageIntent = "intent"
+
+// accountStage takes the LLM requests a stage made for the run into its accounting, with the
+// stage's name, and usage.
+func (r *run) accountStage(stage string, entries []*typev1.AccountingEntry) {
 	for _, e := range entries {
+		e.Stage = stage
 		r.account(e)
 		r.addUsage(e.GetTokens())
 	}

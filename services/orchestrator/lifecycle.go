@@ -21,7 +21,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -189,7 +188,7 @@ func (s *Service) runContext(parent context.Context, r *run, name string) contex
 	ctx, cancel := context.WithCancelCause(auth.OutgoingUser(parent, r.userID))
 	total := time.Duration(r.contract.GetTotalTimeoutMs())*time.Millisecond - s.now().Sub(r.startedAt)
 	ctx, stopTimer := withTimer(ctx, total, errTotalTimeout)
-	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(attribute.String("agentmesh.run_id", r.id)))
+	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(telemetry.RunIDKey.String(r.id)))
 	r.cancel, r.stopTimer, r.span = cancel, stopTimer, span
 	return ctx
 }
@@ -200,6 +199,7 @@ func (s *Service) launch(ctx context.Context, r *run) {
 	s.live[r.id] = r
 	delete(s.starting, r.id)
 	s.mu.Unlock()
+	s.metrics.active.Add(ctx, 1)
 	go func() {
 		defer func() {
 			r.stopTimer()
@@ -208,6 +208,7 @@ func (s *Service) launch(ctx context.Context, r *run) {
 			s.mu.Lock()
 			delete(s.live, r.id)
 			s.mu.Unlock()
+			s.metrics.active.Add(context.WithoutCancel(ctx), -1)
 			close(r.done)
 		}()
 		r.main(ctx)

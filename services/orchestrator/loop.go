@@ -14,6 +14,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
@@ -49,16 +50,26 @@ func (r *run) drive(ctx context.Context) *ending {
 		if e := r.precheck(ctx); e != nil {
 			return cmp.Or(r.interruption(ctx), e)
 		}
-		if e := r.parseIntent(ctx); e != nil {
+		if e := r.parseIntent(ctx, "INTENT"); e != nil {
 			return cmp.Or(r.interruption(ctx), e)
 		}
-		if e := r.makePlan(ctx); e != nil {
-			return cmp.Or(r.interruption(ctx), e)
-		}
-		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_READY, nil, nil); e != nil {
+		if e := r.prepare(ctx); e != nil {
 			return e
 		}
-	case checkpointv1.Phase_PHASE_EXECUTING, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, checkpointv1.Phase_PHASE_AWAITING_INPUT:
+	case checkpointv1.Phase_PHASE_AWAITING_INPUT:
+		if r.turns > 0 {
+			if e := r.resumeTurn(ctx); e != nil {
+				return e
+			}
+			break
+		}
+		// Paused before the first turn: the question about the intent (clarifyIntent).
+		r.asking = restoreQuestion(r.resumeFrom)
+		r.unclear = &askUser{question: r.resumeFrom.GetQuestion().GetQuestion(), reason: r.resumeFrom.GetQuestion().GetReason()}
+		if e := r.prepare(ctx); e != nil {
+			return e
+		}
+	case checkpointv1.Phase_PHASE_EXECUTING, checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
 		if e := r.resumeTurn(ctx); e != nil {
 			return e
 		}
@@ -76,6 +87,20 @@ func (r *run) drive(ctx context.Context) *ending {
 	e := fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTurns, MessageTooComplex, "max_turns_exhausted")
 	e.retryable = true
 	return e
+}
+
+// prepare makes the run ready for its first turn once its intent is parsed: it asks the user
+// first when the intent was unclear (clarifyIntent), plans, and checkpoints the run READY.
+func (r *run) prepare(ctx context.Context) *ending {
+	if r.unclear != nil {
+		if e := r.clarifyIntent(ctx); e != nil {
+			return cmp.Or(r.interruption(ctx), e)
+		}
+	}
+	if e := r.makePlan(ctx); e != nil {
+		return cmp.Or(r.interruption(ctx), e)
+	}
+	return r.checkpoint(ctx, checkpointv1.Phase_PHASE_READY, nil, nil)
 }
 
 // precheck validates the run before any stage call that costs: empty input ends the run
@@ -110,12 +135,13 @@ func (r *run) precheck(ctx context.Context) *ending {
 }
 
 // parseIntent resolves the goal and the tool policy, then seals the contract: it is immutable
-// from here on (before the first inference, Monolith invariant B).
-func (r *run) parseIntent(ctx context.Context) *ending {
+// from here on (before the first inference, Monolith invariant B). An answer outside the intent
+// contract ends the run STAGE_CONTRACT_VIOLATION.
+func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 	var end *ending
-	r.step(ctx, typev1.RunState_RUN_STATE_INTENT, "INTENT", func(ctx context.Context) (proto.Message, proto.Message, string) {
+	r.step(ctx, typev1.RunState_RUN_STATE_INTENT, stepID, func(ctx context.Context) (proto.Message, proto.Message, string) {
 		req := &intentv1.ParseRequest{
-			Message:        r.req.GetMessage(),
+			Message:        r.intentMessage(),
 			ConversationId: r.req.GetConversationId(),
 			Surface:        r.req.GetSurface(),
 			UserId:         r.userID,
@@ -124,9 +150,17 @@ func (r *run) parseIntent(ctx context.Context) *ending {
 		}
 		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)
 		if err != nil {
-			r.accountStage(stageerr.FromError(err).Accounting) // the intent model's request, when it refused
+			r.accountStage(stageIntent, stageerr.FromError(err).Accounting) // the intent model's request, when it refused
 			end = r.intentFailure(ctx, err)
+			if end == nil {
+				return req, nil, "unclear; asking the user: " + stageerr.FromError(err).Error()
+			}
 			return req, nil, end.reason
+		}
+		if broken := checkIntent(resp); broken != nil {
+			r.accountStage(stageIntent, resp.GetAccounting())
+			end = broken.ending()
+			return req, resp, end.reason
 		}
 		r.takeIntent(resp)
 		policy := r.contract.GetToolPolicy()
@@ -175,6 +209,10 @@ func (r *run) intentFailure(ctx context.Context, err error) *ending {
 		return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitIntentUnsafe, "I can't help with that request.", se.Error())
 	case errors.Is(se, stageerr.ErrIntentUnclear):
 		d := r.recover(ctx, "intent", se, 0, nil)
+		if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ASK_USER && r.clarification == "" && ctx.Err() == nil {
+			r.unclear = &askUser{question: cmp.Or(d.GetUserMessage(), MessageClarify), reason: "intent: " + se.Error()}
+			return nil // prepare asks
+		}
 		return r.askClarification(d.GetUserMessage(), se.Error())
 	}
 	return r.stageEnding(ctx, "intent", se)
@@ -196,7 +234,8 @@ func (r *run) askClarification(question, reason string) *ending {
 }
 
 // makePlan asks the planning stage for steps (with the intent's task type and constraints,
-// so NO_VIABLE_PLAN and PLAN_TOO_COMPLEX end the run before any LLM turn). With tools
+// so NO_VIABLE_PLAN and PLAN_TOO_COMPLEX end the run before any LLM turn, and so does a plan
+// outside the planning contract, STAGE_CONTRACT_VIOLATION). With tools
 // forbidden there is nothing to plan. The plan is tracked from here on (planTracker), and a
 // plan that requires human approval waits for it when tools.approve_plans asks (approvePlan).
 func (r *run) makePlan(ctx context.Context) *ending {
@@ -211,6 +250,11 @@ func (r *run) makePlan(ctx context.Context) *ending {
 		req := r.planRequest(nil)
 		var err error
 		resp, err = r.askPlanning(ctx, req)
+		var broken *contractViolation
+		if errors.As(err, &broken) {
+			end = broken.ending()
+			return req, nil, end.reason
+		}
 		if err != nil {
 			se := stageerr.FromError(err)
 			switch {

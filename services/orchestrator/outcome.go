@@ -40,7 +40,8 @@ const (
 	ExitCancelled           = "CANCELLED"
 )
 
-// Exit reasons of a run that asks its user a question, and of a malformed tool result.
+// Exit reasons of a run that asks its user a question, of a malformed tool result, and of a
+// stage that answered outside its contract.
 const (
 	// ExitInputRequired is a run paused for its user's answer (OUTCOME_AWAITING_INPUT).
 	ExitInputRequired = "INPUT_REQUIRED"
@@ -49,6 +50,12 @@ const (
 	// ExitToolResultInvalid is a tool result that breaks the output schema its tool declares
 	// (seed 001: a malformed tool result envelope is FAILED_VALIDATION).
 	ExitToolResultInvalid = "TOOL_RESULT_INVALID"
+	// ExitStageContractViolation is a stage's answer outside its stage contract, which the run
+	// does not use: a plan that is cyclic, uses a tool that was not offered, has more than
+	// max_steps steps, repeats a step id, depends on an unknown step or is out of order; an
+	// intent without a goal or with an unknown task type or tool policy. A replacement stage
+	// that answers so fails `agentmesh conformance`; retrying the run cannot help.
+	ExitStageContractViolation = "STAGE_CONTRACT_VIOLATION"
 )
 
 // Canned user-facing messages of seed 004, shown verbatim.

@@ -7,8 +7,11 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // planTracker follows a run's plan from the observations: a step is done when a call of its
@@ -100,12 +103,12 @@ func (p *planTracker) answered(step *typev1.StepProgress, turn int32) {
 	step.State, step.Note = typev1.StepState_STEP_STATE_DONE, fmt.Sprintf("answered in turn %d", turn)
 }
 
-// observe records an executed call of tool that succeeded (ok) or failed beyond recovery
-// (why). The call works on the first pending step of that tool whose dependencies are done,
+// observe records an executed call of tool that succeeded (ok, with its structured output)
+// or failed beyond recovery (why). The call works on the first pending step of that tool whose dependencies are done,
 // else the first pending one, else a failed one (a retry); a call of a step that is done
 // already changes nothing. A call of a tool no step names is added as a step of its own.
 // It returns what the transcript says of it.
-func (p *planTracker) observe(tool, callID string, ok bool, why string, turn int32) string {
+func (p *planTracker) observe(tool, callID string, ok bool, output *structpb.Struct, why string, turn int32) string {
 	step := p.stepFor(tool)
 	if step == nil {
 		p.unplanned++
@@ -122,7 +125,7 @@ func (p *planTracker) observe(tool, callID string, ok bool, why string, turn int
 		return "plan: " + step.GetStep().GetId() + " was done already"
 	}
 	if ok {
-		step.State, step.Note = typev1.StepState_STEP_STATE_DONE, fmt.Sprintf("%s succeeded in turn %d", callID, turn)
+		step.State, step.Note, step.Output = typev1.StepState_STEP_STATE_DONE, fmt.Sprintf("%s succeeded in turn %d", callID, turn), output
 		p.passed(step)
 		return "plan: " + step.GetStep().GetId() + " done"
 	}
@@ -243,15 +246,36 @@ func restorePlanTracker(cp *checkpointv1.RunCheckpoint) *planTracker {
 	return p
 }
 
-// trackCall tells the plan tracker how an executed call ended (a call refused before it ran
-// changes nothing) and returns what the transcript says of it.
-func (r *run) trackCall(call *typev1.ToolCall, res *actionv1.ExecuteResponse) string {
+// trackCall tells the plan tracker how an executed call ended, as the observation stage saw
+// it (a call refused before it ran changes nothing), and returns what the transcript says of
+// it. A call succeeded when its result was observed as a success: a result the observation
+// stage could not observe fails its step, whatever the tool said. Its structured result goes
+// with the step (stepOutput).
+func (r *run) trackCall(call *typev1.ToolCall, res *actionv1.ExecuteResponse, obs *observationv1.ObserveResponse) string {
 	if r.tracker == nil || !executed(res) {
 		return ""
 	}
 	why := res.GetError()
-	if res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_TIMEOUT {
+	switch {
+	case res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_TIMEOUT:
 		why = "timeout"
+	case res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS && !obs.GetSuccess():
+		why = "the result could not be observed"
 	}
-	return r.tracker.observe(call.GetName(), call.GetId(), res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS, why, r.turns)
+	return r.tracker.observe(call.GetName(), call.GetId(), obs.GetSuccess(), stepOutput(obs.GetStructured()), why, r.turns)
+}
+
+// maxStepOutput is the largest structured result, in bytes of JSON, a step keeps.
+const maxStepOutput = 1024
+
+// stepOutput is the structured result a step keeps: s when it encodes to at most
+// maxStepOutput bytes of JSON, else nil.
+func stepOutput(s *structpb.Struct) *structpb.Struct {
+	if len(s.GetFields()) == 0 {
+		return nil
+	}
+	if b, err := protojson.Marshal(s); err != nil || len(b) > maxStepOutput {
+		return nil
+	}
+	return s
 }

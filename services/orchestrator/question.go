@@ -94,7 +94,7 @@ wait:
 func (r *run) ask(ctx context.Context, q *askUser) *questionState {
 	now := r.svc.now()
 	st := &questionState{pending: &typev1.PendingQuestion{
-		RunId: r.id, Id: fmt.Sprintf("turn-%d", r.turns), Question: q.question, Reason: q.reason,
+		RunId: r.id, Id: r.questionID(), Question: q.question, Reason: q.reason,
 		RequestedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(time.Duration(r.contract.GetAnswerTimeoutMs()) * time.Millisecond)),
 	}}
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: q.question})

@@ -12,8 +12,8 @@ import (
 )
 
 // recover asks the recovery stage how to handle a failure and announces the decision. When
-// the recovery stage itself cannot answer, a conservative local rule applies: retryable
-// failures fall back, others abort.
+// the recovery stage itself cannot answer, or answers outside its contract (checkDecision), a
+// conservative local rule applies: retryable failures fall back, others abort.
 func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, retry int, state *recoveryv1.RecoveryState) *recoveryv1.DecideResponse {
 	if state == nil {
 		state = &recoveryv1.RecoveryState{RunId: r.id}
@@ -21,9 +21,15 @@ func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, ret
 	detail := stageerr.Detail(se)
 	detail.Stage = stage
 	d, err := whenReady(ctx, "recovery", r.svc.peers.Recovery.Decide, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
+	reason := "recovery unavailable"
+	if err == nil {
+		if broken := checkDecision(d); broken != nil {
+			err, reason = broken, broken.Error()
+		}
+	}
 	if err != nil {
-		r.svc.log.WarnContext(ctx, "recovery stage unavailable; using the local rule", "run_id", r.id, "err", err)
-		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: "recovery unavailable"}
+		r.svc.log.WarnContext(ctx, "no usable recovery decision; using the local rule", "run_id", r.id, "err", err)
+		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: reason}
 		if se.Retryable() && retry+1 < 3 {
 			d.Strategy = recoveryv1.Strategy_STRATEGY_FALLBACK
 		}

@@ -36,7 +36,7 @@ func (r *run) planRequest(revision *planningv1.PlanRevision) *planningv1.PlanReq
 }
 
 // askPlanning calls the planning stage and accounts the planning model's request, which a
-// failure carries too. The call is bounded by the step timeout rather than StageWait: the
+// failure carries too. A plan outside the planning contract is a *contractViolation. The call is bounded by the step timeout rather than StageWait: the
 // stage may ask a model first. The model's tokens count toward the run's usage.
 func (r *run) askPlanning(ctx context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
 	wait := max(StageWait, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond)
@@ -50,6 +50,11 @@ func (r *run) askPlanning(ctx context.Context, req *planningv1.PlanRequest) (*pl
 		r.account(e)
 		if e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
 			r.addUsage(e.GetTokens())
+		}
+	}
+	if err == nil {
+		if v := checkPlan(req, resp); v != nil {
+			return nil, v
 		}
 	}
 	return resp, err

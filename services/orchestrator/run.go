@@ -15,6 +15,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
@@ -85,6 +86,10 @@ type run struct {
 	// observedDone: an observation said the run should answer now (should_continue false),
 	// so the next turn is a final one.
 	observedDone bool
+	// unclear: the intent stage could not tell what the user wants, and recovery decided to
+	// ask (clarifyIntent); clarification is the user's answer.
+	unclear       *askUser
+	clarification string
 
 	mu       sync.Mutex
 	sink     func(*eventv1.RunEvent)
@@ -171,7 +176,7 @@ func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
 // seals the conversation messages the state added or changed.
 func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn func(ctx context.Context) (action, result proto.Message, detail string)) {
 	ctx, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
-		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID)))
+		trace.WithAttributes(telemetry.RunIDKey.String(r.id), telemetry.StepIDKey.String(stepID)))
 	defer span.End()
 	action, result, detail := fn(ctx)
 	if detail != "" {
@@ -184,7 +189,7 @@ func (r *run) step(ctx context.Context, st typev1.RunState, stepID string, fn fu
 // records result and detail and seals no conversation messages.
 func (r *run) stepApart(ctx context.Context, st typev1.RunState, stepID string, result proto.Message, detail string) {
 	_, span := r.svc.tracer.Start(ctx, "agentmesh."+strings.ToLower(stateName(st)),
-		trace.WithAttributes(attribute.String("agentmesh.run_id", r.id), attribute.String("agentmesh.step_id", stepID),
+		trace.WithAttributes(telemetry.RunIDKey.String(r.id), telemetry.StepIDKey.String(stepID),
 			attribute.String("agentmesh.detail", detail)))
 	defer span.End()
 	r.chain.Append(st, stepID, r.contract.GetContractHash(), nil, result, detail, nil)
@@ -218,6 +223,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 		Turns:      r.turns,
 		ToolCalls:  r.toolCalls,
 		Decision:   r.decision,
+		Plan:       r.tracker.progress(),
 	}
 	// The report's status follows its source (seed 000 §5): success when the model gave the
 	// answer (in a failed run too: MAX_TOOL_CALLS_REACHED after a final answer), failure when
@@ -273,6 +279,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 			return res
 		}
 	}
+	r.svc.metrics.runFinished(ctx, e.outcome.String(), e.exit, r.turns)
 	r.finish(ctx, res, false)
 	r.svc.log.InfoContext(ctx, "run finished", "run_id", r.id, "outcome", e.outcome.String(), "exit_reason", e.exit, "turns", r.turns)
 	return res
@@ -338,6 +345,7 @@ func pausedFromCheckpoint(cp *checkpointv1.RunCheckpoint) *typev1.RunResult {
 		Conversation: cp.GetConversation(), Accounting: cp.GetAccounting(), Contract: cp.GetContract(),
 		Transcript: cp.GetTranscript(), TraceId: traceIDOf(cp.GetTraceparent()), PendingAction: cp.GetPending(),
 		Decision: cp.GetDecision(), Usage: cp.GetUsage(), Turns: cp.GetTurns(), ToolCalls: cp.GetToolCalls(),
+		Plan: restorePlanTracker(cp).progress(),
 	}
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_INPUT {
 		res.Outcome, res.ExitReason, res.PendingQuestion = typev1.Outcome_OUTCOME_AWAITING_INPUT, ExitInputRequired, cp.GetQuestion()
@@ -372,14 +380,17 @@ func reasonText(e ending) string {
 }
 
 // addUsage adds one LLM attempt's usage to the run's totals.
-func (r *run) addUsage(u *typev1.TokenUsage) {
+func (r *run) addUsage(u *typev1.TokenUsage) { addTokens(r.usage, u) }
+
+// addTokens adds u to total.
+func addTokens(total, u *typev1.TokenUsage) {
 	if u == nil {
 		return
 	}
-	r.usage.Input += u.GetInput()
-	r.usage.Output += u.GetOutput()
-	r.usage.Cached += u.GetCached()
-	r.usage.Total += u.GetTotal()
+	total.Input += u.GetInput()
+	total.Output += u.GetOutput()
+	total.Cached += u.GetCached()
+	total.Total += u.GetTotal()
 }
 
 // account appends e to the run's accounting, stamped with the time now unless the stage that

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
@@ -74,6 +75,9 @@ type Options struct {
 	Profiles map[string]Profile
 	// TracerProvider makes the run spans (the global provider when nil).
 	TracerProvider trace.TracerProvider
+	// MeterProvider records the run metrics: runs in flight, finished runs by outcome and
+	// exit reason, turns per run (the global provider when nil).
+	MeterProvider metric.MeterProvider
 	// Logger logs run lifecycle events (slog.Default when nil).
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
@@ -98,6 +102,9 @@ type Options struct {
 	Grants *grant.Signer
 }
 
+// instrumentationName is the instrumentation scope of the orchestrator's spans and metrics.
+const instrumentationName = "github.com/agentmesh/agentmesh/services/orchestrator"
+
 // DefaultDrainTimeout is how long a draining replica lets its runs reach a checkpoint; it
 // stays within pkg/server's drain so the process exits in time.
 const DefaultDrainTimeout = 7 * time.Second
@@ -112,6 +119,7 @@ type Service struct {
 	contract  *typev1.ExecutionContract
 	profiles  map[string]profile // by name; "" is the default profile
 	tracer    trace.Tracer
+	metrics   *instruments
 	// alternatives maps a tool to the tools recovery may run when it fails.
 	alternatives map[string][]string
 	planning     PlanningOptions
@@ -185,7 +193,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	s.tracer = tp.Tracer("github.com/agentmesh/agentmesh/services/orchestrator")
+	s.tracer = tp.Tracer(instrumentationName)
+	s.metrics = newInstruments(opts.MeterProvider)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

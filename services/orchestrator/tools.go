@@ -267,7 +267,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 				Summarized: obs.GetSummarized(), SummaryError: obs.GetSummaryError(),
 			}}})
 			detail := observedDetail(content, obs)
-			if track := r.trackCall(call, res); track != "" {
+			if track := r.trackCall(call, res, obs); track != "" {
 				detail += "; " + track
 			}
 			return res, obs, detail

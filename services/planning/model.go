@@ -3,6 +3,7 @@ package planning
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -192,7 +193,7 @@ func (in *input) describe() string {
 }
 
 // progressLine renders a step with its state: "step-2 [failed: timeout]: add the numbers
-// (tool: calculator; after step-1)".
+// (tool: calculator; after step-1)", and a done step's structured result as JSON after " → ".
 func progressLine(p *typev1.StepProgress) string {
 	st := p.GetStep()
 	state := stateName(p.GetState())
@@ -209,6 +210,11 @@ func progressLine(p *typev1.StepProgress) string {
 	line := fmt.Sprintf("%s [%s]: %s", st.GetId(), state, st.GetDescription())
 	if len(extra) > 0 {
 		line += " (" + strings.Join(extra, "; ") + ")"
+	}
+	if out := p.GetOutput(); out != nil {
+		if j, err := json.Marshal(out.AsMap()); err == nil {
+			line += " → " + string(j)
+		}
 	}
 	return line
 }

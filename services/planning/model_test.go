@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/generation"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // modelClient is a planning service whose model is a scripted OpenAI-compatible server behind
@@ -197,7 +198,8 @@ func TestModelFailures(t *testing.T) {
 // model gets the plan so far with each step's state and the reason.
 func TestRevision(t *testing.T) {
 	revision := &planningv1.PlanRevision{Reason: "step step-2 (calculator) failed: division by zero", Steps: []*typev1.StepProgress{
-		{Step: &typev1.Step{Id: "step-1", Description: "read the clock", ToolName: "current_time"}, State: typev1.StepState_STEP_STATE_DONE},
+		{Step: &typev1.Step{Id: "step-1", Description: "read the clock", ToolName: "current_time"}, State: typev1.StepState_STEP_STATE_DONE,
+			Output: &structpb.Struct{Fields: map[string]*structpb.Value{"hour": structpb.NewNumberValue(9)}}},
 		{Step: &typev1.Step{Id: "step-2", Description: "calculate 15% of 80", ToolName: "calculator", DependsOn: []string{"step-1"}},
 			State: typev1.StepState_STEP_STATE_FAILED, Note: "division by zero"},
 		{Step: &typev1.Step{Id: "step-3", Description: "search the knowledge base", ToolName: "knowledge_search", DependsOn: []string{"step-2"}},
@@ -224,7 +226,7 @@ func TestRevision(t *testing.T) {
 		t.Fatalf("%v %v", resp, err)
 	}
 	user := string(llm.Requests()[0].Messages[1].Content)
-	for _, want := range []string{"The plan so far:\n", "- step-1 [done]: read the clock (tool: current_time)\n",
+	for _, want := range []string{"The plan so far:\n", "- step-1 [done]: read the clock (tool: current_time) → {\"hour\":9}\n",
 		"- step-2 [failed: division by zero]: calculate 15% of 80 (tool: calculator; after step-1)\n",
 		"- step-3 [pending]: search the knowledge base (tool: knowledge_search; after step-2)\n",
 		"Revise it because: step step-2 (calculator) failed: division by zero\n"} {

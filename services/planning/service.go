@@ -11,13 +11,14 @@ import (
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/plan"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
 
 // DefaultMaxSteps is the step limit used when a request's max_steps is 0 and
 // Options.DefaultMaxSteps is not set (stages contract: "Max 20 steps (configurable)").
-const DefaultMaxSteps = 20
+const DefaultMaxSteps = plan.DefaultMaxSteps
 
 // DefaultMaxGoalBytes is the goal size limit used when Options.MaxGoalBytes is 0.
 const DefaultMaxGoalBytes = 64 << 10

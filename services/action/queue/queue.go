@@ -1,7 +1,8 @@
 // Package queue holds the named queues tool executions wait in: each queue admits at most its
 // concurrency limit of executions at once, in arrival order, and queues are independent of
 // each other, so a slow queue never delays a fast one. Each queue's depth (executions waiting
-// plus running) is exported as the OpenTelemetry metric agentmesh.action.queue.depth.
+// plus running) is exported as the OpenTelemetry metric agentmesh.action.queue.depth, and how
+// long executions waited for a slot as agentmesh.action.queue.wait.duration.
 package queue
 
 import (
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -27,6 +29,13 @@ const DefaultConcurrency = 8
 // queue; its "queue" attribute names the queue.
 const MetricDepth = "agentmesh.action.queue.depth"
 
+// MetricWait is the name of the histogram of how long executions waited for a slot of a queue,
+// in seconds, counting those that got one; its "queue" attribute names the queue.
+const MetricWait = "agentmesh.action.queue.wait.duration"
+
+// waitBuckets are the bucket boundaries of MetricWait.
+var waitBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
 // meterName is the instrumentation scope of the queue metrics.
 const meterName = "github.com/agentmesh/agentmesh/services/action/queue"
 
@@ -34,6 +43,7 @@ const meterName = "github.com/agentmesh/agentmesh/services/action/queue"
 type Set struct {
 	queues map[string]*queue
 	depth  metric.Int64UpDownCounter
+	wait   metric.Float64Histogram
 }
 
 // queue is one named queue: a weighted semaphore of its concurrency limit.
@@ -49,13 +59,20 @@ func New(limits map[string]int, mp metric.MeterProvider) (*Set, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	depth, err := mp.Meter(meterName).Int64UpDownCounter(MetricDepth,
+	meter := mp.Meter(meterName)
+	depth, err := meter.Int64UpDownCounter(MetricDepth,
 		metric.WithDescription("Tool executions waiting in or running on the queue."),
 		metric.WithUnit("{execution}"))
 	if err != nil {
 		return nil, fmt.Errorf("queue depth metric: %w", err)
 	}
-	s := &Set{queues: make(map[string]*queue, len(limits)+1), depth: depth}
+	wait, err := meter.Float64Histogram(MetricWait,
+		metric.WithDescription("How long tool executions waited for a slot of the queue."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(waitBuckets...))
+	if err != nil {
+		return nil, fmt.Errorf("queue wait metric: %w", err)
+	}
+	s := &Set{queues: make(map[string]*queue, len(limits)+1), depth: depth, wait: wait}
 	for _, name := range slices.Sorted(maps.Keys(limits)) {
 		n := limits[name]
 		if name == "" {
@@ -103,10 +120,12 @@ func (s *Set) Acquire(ctx context.Context, name string) (release func(), err err
 	// counted out.
 	bg := context.WithoutCancel(ctx)
 	s.depth.Add(bg, 1, q.attrs)
+	waiting := time.Now()
 	if err := q.sem.Acquire(ctx, 1); err != nil {
 		s.depth.Add(bg, -1, q.attrs)
 		return nil, err
 	}
+	s.wait.Record(bg, time.Since(waiting).Seconds(), q.attrs)
 	var once sync.Once
 	return func() {
 		once.Do(func() {

@@ -137,6 +137,9 @@ func TestLimitAndDepth(t *testing.T) {
 	if d := depth(t, reader)[queue.Default]; d != 0 {
 		t.Errorf("default depth = %d after release", d)
 	}
+	if w := waits(t, reader); w["one"] != 3 || w[queue.Default] != 1 {
+		t.Errorf("waits measured %v, want 3 on one and 1 on default", w)
+	}
 }
 
 func TestCancelledWait(t *testing.T) {
@@ -158,4 +161,33 @@ func TestCancelledWait(t *testing.T) {
 		t.Fatalf("cancelled Acquire = %v, want context.Canceled", err)
 	}
 	waitDepth(t, reader, "one", 1)
+	if n := waits(t, reader)["one"]; n != 1 {
+		t.Errorf("%d waits measured, want 1: the cancelled wait got no slot", n)
+	}
+}
+
+// waits returns the number of waits measured on each queue.
+func waits(t *testing.T, reader *sdkmetric.ManualReader) map[string]uint64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != queue.MetricWait {
+				continue
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				t.Fatalf("%s is %T, want a float64 histogram", m.Name, m.Data)
+			}
+			for _, dp := range h.DataPoints {
+				name, _ := dp.Attributes.Value(attribute.Key("queue"))
+				out[name.AsString()] = dp.Count
+			}
+		}
+	}
+	return out
 }

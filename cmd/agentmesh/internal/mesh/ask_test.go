@@ -186,3 +186,85 @@ func TestAskUserTimeout(t *testing.T) {
 	wantCode(t, err, codes.NotFound, "an answer after the timeout")
 	checkInvariants(t, final)
 }
+
+// TestUnclearIntentPausesForTheAnswer (issue 13.4): when the intent stage cannot tell what the
+// user wants (INTENT_UNCLEAR) and recovery decides to ask the user, the run pauses before it
+// plans, with question "intent", instead of ending; the answer is parsed with the message, and
+// the run plans and completes. An answer that leaves the intent unclear ends the run with the
+// question, not a second pause. It holds with durable runs and without.
+func TestUnclearIntentPausesForTheAnswer(t *testing.T) {
+	const (
+		message  = "???"
+		answer   = "What is 6 times 7?"
+		question = "I'm not sure what you'd like me to do. Could you rephrase or add more detail?"
+	)
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpoints %v", durable), func(t *testing.T) {
+			h := askMesh(t, 1, func(cfg *config.Config) { cfg.Durability.Checkpoints = durable },
+				llmtest.Scenario{Name: "unclear", Match: message, Turns: []llmtest.Turn{
+					text("never asked: the question is the first assistant message"), call("calculator", `{"expression":"6*7"}`), text("42."),
+				}})
+			res := h.run(t, &agentv1.RunRequest{Message: message})
+			q := res.GetPendingQuestion()
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_INPUT || q.GetId() != orchestrator.IntentQuestionID || q.GetQuestion() != question ||
+				!strings.Contains(q.GetReason(), "no letters or digits") {
+				t.Fatalf("outcome %s %s, question %v: want a pause asking about the intent", res.GetOutcome(), res.GetExitReason(), q)
+			}
+			if n := len(h.llm.Requests()); n != 0 {
+				t.Errorf("%d LLM requests before the answer, want none", n)
+			}
+			if resp, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: answer}); err != nil || resp.GetQuestionId() != orchestrator.IntentQuestionID {
+				t.Fatalf("Answer = %v, %v", resp, err)
+			}
+			final, kinds := h.finish(t, res.GetRunId())
+			if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || final.GetFinalReport().GetContent() != "42." {
+				t.Fatalf("outcome %s %s (%v), report %q", final.GetOutcome(), final.GetExitReason(), final.GetError(), final.GetFinalReport().GetContent())
+			}
+			if count(kinds, "input_requested") != 1 || count(kinds, "input_answered") != 1 || count(kinds, "intent_parsed") != 1 || count(kinds, "plan_created") != 1 {
+				t.Errorf("events %v", kinds)
+			}
+			msgs := requestsFor(h.llm, message)[0].Messages
+			if n := len(msgs); n < 3 || string(msgs[n-2].Content) != question || string(msgs[n-1].Content) != answer || msgs[n-1].Role != "user" {
+				t.Errorf("the model's first request ends with %v, want the question and the answer", msgs[max(0, n-2):])
+			}
+			if d := planEntries(final)["PLAN"]; !strings.Contains(d, "steps") {
+				t.Errorf("PLAN entry %q, want the answer planned", d)
+			}
+			checkInvariants(t, final)
+		})
+	}
+
+	t.Run("owner stopped", func(t *testing.T) {
+		h := askMesh(t, 2, nil, llmtest.Scenario{Name: "unclear", Match: message, Turns: []llmtest.Turn{text("never asked"), text("Ask me anything.")}})
+		a, b := h.replicas[0], h.replicas[1]
+		res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: message})
+		if err != nil || res.GetPendingQuestion().GetId() != orchestrator.IntentQuestionID {
+			t.Fatalf("Run = %v, %v; want a pause", res.GetOutcome(), err)
+		}
+		h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0)
+		if resp, err := b.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "Say hello."}); err != nil || !resp.GetResumed() {
+			t.Fatalf("Answer on the other replica = %v, %v", resp, err)
+		}
+		final, kinds := finishOn(t, b, res.GetRunId())
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || final.GetFinalReport().GetContent() != "Ask me anything." ||
+			count(kinds, "run_resumed") != 1 || count(kinds, "intent_parsed") != 1 {
+			t.Errorf("outcome %s %s, report %q, events %v", final.GetOutcome(), final.GetExitReason(), final.GetFinalReport().GetContent(), kinds)
+		}
+		checkInvariants(t, final)
+	})
+
+	t.Run("still unclear", func(t *testing.T) {
+		h := askMesh(t, 1, nil)
+		res := h.run(t, &agentv1.RunRequest{Message: message})
+		if res.GetPendingQuestion().GetId() != orchestrator.IntentQuestionID {
+			t.Fatalf("outcome %s, want a pause", res.GetOutcome())
+		}
+		if _, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "!!!"}); err != nil {
+			t.Fatal(err)
+		}
+		final, kinds := h.finish(t, res.GetRunId())
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || final.GetFinalReport().GetContent() != question || count(kinds, "input_requested") != 1 {
+			t.Errorf("outcome %s, report %q, events %v: want the question as the answer, asked once", final.GetOutcome(), final.GetFinalReport().GetContent(), kinds)
+		}
+	})
+}

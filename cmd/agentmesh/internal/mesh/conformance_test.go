@@ -500,8 +500,16 @@ func checkInvariants(t *testing.T, res *typev1.RunResult) {
 		t.Errorf("transcript: %v", err)
 	}
 	terminates := 0
-	for _, e := range res.GetTranscript() {
-		if e.GetContractHash() != res.GetContract().GetContractHash() && e.GetState() != typev1.RunState_RUN_STATE_PRECHECK && e.GetState() != typev1.RunState_RUN_STATE_INTENT {
+	// The contract is sealed by the last INTENT entry: the entries up to it (PRECHECK, and a
+	// question about the intent with its answer) carry the draft's hash.
+	sealed := -1
+	for i, e := range res.GetTranscript() {
+		if e.GetState() == typev1.RunState_RUN_STATE_PRECHECK || e.GetState() == typev1.RunState_RUN_STATE_INTENT {
+			sealed = i
+		}
+	}
+	for i, e := range res.GetTranscript() {
+		if e.GetContractHash() != res.GetContract().GetContractHash() && i > sealed {
 			t.Errorf("entry %d (%s) carries contract %s, the run's is %s", e.GetSeq(), e.GetState(), e.GetContractHash(), res.GetContract().GetContractHash())
 		}
 		if e.GetState() == typev1.RunState_RUN_STATE_TERMINATE {

@@ -156,8 +156,8 @@ func TestIntentModel(t *testing.T) {
 	// Its request is accounted, and its tokens are the run's.
 	entries := llmEntries(res, "intent-model")
 	if len(entries) != 1 || entries[0].GetProvider() != "scripted" || entries[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK ||
-		entries[0].GetTokens().GetTotal() != 240 || entries[0].GetAttempts() != 1 {
-		t.Errorf("intent accounting %v, want one ok entry of 240 tokens", entries)
+		entries[0].GetTokens().GetTotal() != 240 || entries[0].GetAttempts() != 1 || entries[0].GetStage() != "intent" {
+		t.Errorf("intent accounting %v, want one ok entry of 240 tokens, stage intent", entries)
 	}
 	if res.GetUsage().GetTotal() < 240 {
 		t.Errorf("usage %v does not count the intent model's tokens", res.GetUsage())
@@ -280,5 +280,43 @@ func TestMentioningAToolDoesNotRequireIt(t *testing.T) {
 	if res.GetExitReason() != orchestrator.ExitToolRequired || res.GetContract().GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_REQUIRED {
 		t.Errorf("a request: outcome %s %s under tool_policy %s, want TOOL_REQUIRED under required",
 			res.GetOutcome(), res.GetExitReason(), res.GetContract().GetToolPolicy())
+	}
+}
+
+// TestDecideIsAccounted (issue 11.1, 13.1): Decide accounts every LLM request it makes, as a
+// run does: the intent model's (stage intent) and each generation attempt, failed ones
+// included, with their tokens summed in the decision's usage.
+func TestDecideIsAccounted(t *testing.T) {
+	const message = "Summarise the Go memory model in one line"
+	h := startWith(t, nil, intentModel,
+		intentScenario(message, submitIntent(`{"goal": "Summarise the Go memory model", "constraints": ["one line"],
+			"task_type": "question", "needs_clarification": false, "unsafe": false}`)),
+		llmtest.Scenario{Name: "answer", Match: message, Turns: []llmtest.Turn{
+			{Failure: llmtest.FailModelError, FailuresBeforeSuccess: 1, Content: "Synchronise, or races are undefined.",
+				Usage: &llmtest.Usage{PromptTokens: 90, CompletionTokens: 10}},
+		}},
+	)
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: message})
+	if err != nil || d.GetResponseText() != "Synchronise, or races are undefined." {
+		t.Fatalf("Decide = %v, %v", d, err)
+	}
+	acc := d.GetAccounting()
+	if len(acc) != 3 {
+		t.Fatalf("accounting %v, want the intent request and two generation attempts", acc)
+	}
+	if e := acc[0]; e.GetStage() != "intent" || e.GetModel() != "intent-model" || e.GetTokens().GetTotal() != 240 {
+		t.Errorf("intent entry %v", e)
+	}
+	if e := acc[1]; e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || e.GetError() == "" || e.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+		t.Errorf("failed attempt entry %v", e)
+	}
+	if e := acc[2]; e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_OK || e.GetTokens().GetTotal() != 100 || e.GetAttempts() != 1 {
+		t.Errorf("answer entry %v", e)
+	}
+	if got := d.GetUsage().GetTotal(); got != 340 {
+		t.Errorf("usage %d tokens, want 340", got)
+	}
+	if n := len(h.llm.Requests()); n != 3 {
+		t.Errorf("%d provider requests, want 3: one entry each", n)
 	}
 }

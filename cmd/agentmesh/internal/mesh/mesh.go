@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/recovery"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
@@ -68,6 +70,13 @@ type Options struct {
 	// the orchestrator's address, the others on free loopback ports (OrchestratorAddrs). They
 	// share NATS, so any of them serves, resumes and finishes any run.
 	Orchestrators int
+	// MetricsAddr, when set, is where the mesh serves the metrics of all its services as
+	// Prometheus text (path /metrics; "127.0.0.1:0" picks a free port, see Mesh.MetricsAddr).
+	MetricsAddr string
+	// StageAddrs point the orchestrator at these addresses instead of the in-process stages
+	// of the same names (Planning, Intent, ...), e.g. at a replacement stage under test; the
+	// in-process stages still run, for the other stages that call them.
+	StageAddrs map[string]string
 	// Insecure lets services listen on addresses other hosts can reach without authenticating
 	// their callers; without it such a configuration is refused (exitcode.Invalid). Stages
 	// with mutual TLS between services (tls.ca) authenticate theirs.
@@ -87,7 +96,8 @@ type Mesh struct {
 	orchestrators       []*orchestrator.Service
 	orchestratorServers []*server.Server // one per replica; the first is also in servers
 	closePeers          func() error
-	closers             []func() error // run after the servers stopped
+	metrics             *telemetry.Metrics // nil without Options.MetricsAddr
+	closers             []func() error     // run after the servers stopped
 	tempDir             string
 }
 
@@ -134,6 +144,13 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err := m.startNATS(cfg, opts.StoreDir); err != nil {
 		return nil, err
 	}
+	var mp metric.MeterProvider // nil: the global provider
+	if opts.MetricsAddr != "" {
+		if m.metrics, err = telemetry.ServeMetrics("agentmesh", opts.MetricsAddr); err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		mp = m.metrics.Provider()
+	}
 
 	serve := func(name string, register func(*grpc.Server)) error {
 		addr := serviceAddr(cfg, name)
@@ -143,7 +160,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if err := server.CheckExposure(addr, meshTLS != nil, opts.Insecure); err != nil {
 			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
 		}
-		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), Logger: log.With("service", name),
+		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name),
 			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS})
 		register(srv.GRPC())
 		if err := srv.Start(); err != nil {
@@ -167,7 +184,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 	maps.Copy(providers, opts.Providers)
-	gen := generation.New(generation.Options{Providers: providers, Prices: generation.PricesFromConfig(cfg), TracerProvider: tp(Generation)})
+	gen := generation.New(generation.Options{Providers: providers, Prices: generation.PricesFromConfig(cfg), TracerProvider: tp(Generation), MeterProvider: mp})
 	if err := serve(Generation, gen.Register); err != nil {
 		return nil, err
 	}
@@ -263,7 +280,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		pub, priv := grant.GenerateKey()
 		signer, actOpts.Grants = grant.NewSigner(priv), grant.NewVerifier(pub)
 	}
-	actOpts.TracerProvider = tp(Action)
+	actOpts.TracerProvider, actOpts.MeterProvider = tp(Action), mp
 	if actOpts.Ledger == nil { // NATS is embedded: record tool calls over the mesh's connection
 		ledger, err := action.NewKVLedger(m.nc, action.KVLedgerOptionsFromConfig(cfg))
 		if err != nil {
@@ -287,10 +304,11 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 
+	peer := func(name string) string { return cmp.Or(opts.StageAddrs[name], m.addrs[name]) }
 	peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrs{
-		Intent: m.addrs[Intent], Planning: m.addrs[Planning], Context: m.addrs[Context],
-		Generation: m.addrs[Generation], Action: m.addrs[Action], Observation: m.addrs[Observation],
-		Memory: m.addrs[Memory], Recovery: m.addrs[Recovery],
+		Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
+		Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
+		Memory: peer(Memory), Recovery: peer(Recovery),
 	}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unavailable, err)
@@ -310,7 +328,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if signer != nil {
 			oo.Grants = signer
 		}
-		oo.TracerProvider, oo.Logger = tp(Orchestrator), log.With("service", Orchestrator, "replica", replica)
+		oo.TracerProvider, oo.MeterProvider, oo.Logger = tp(Orchestrator), mp, log.With("service", Orchestrator, "replica", replica)
 		svc, err := orchestrator.New(ctx, oo)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
@@ -323,7 +341,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if err := server.CheckExposure(addr, m.Authenticated, opts.Insecure); err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("orchestrator: %w", err))
 		}
-		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator),
+		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator), MeterProvider: mp,
 			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc, MaxMessageBytes: cfg.GRPC.MaxMessageBytes,
 			Auth: authn, TLS: publicTLS})
 		svc.Register(srv.GRPC())
@@ -414,6 +432,15 @@ func (m *Mesh) Addr(service string) string { return m.addrs[service] }
 // Services returns the service names in a stable order.
 func (m *Mesh) Services() []string { return slices.Sorted(maps.Keys(m.addrs)) }
 
+// MetricsAddr returns the address the mesh serves its metrics on, or "" without
+// Options.MetricsAddr.
+func (m *Mesh) MetricsAddr() string {
+	if m.metrics == nil {
+		return ""
+	}
+	return m.metrics.Addr()
+}
+
 // NATSURL returns the URL of the embedded NATS server ("" with an external one).
 func (m *Mesh) NATSURL() string {
 	if m.embedded == nil {
@@ -445,6 +472,9 @@ func (m *Mesh) Close() {
 	}
 	for _, c := range m.closers {
 		errs = append(errs, c())
+	}
+	if m.metrics != nil {
+		errs = append(errs, m.metrics.Shutdown(context.Background()))
 	}
 	if m.nc != nil {
 		m.nc.Close()

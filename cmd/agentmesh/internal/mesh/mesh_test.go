@@ -34,7 +34,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// harness is a whole mesh on loopback ports with a scripted LLM behind the "scripted" provider.
+// harness is a whole mesh on loopback ports, its metrics served on one of them, with a
+// scripted LLM behind the "scripted" provider.
 type harness struct {
 	mesh     *mesh.Mesh
 	client   agentv1.AgentServiceClient   // of the first orchestrator replica
@@ -78,6 +79,12 @@ func startWith(t *testing.T, cfg *config.Config, tweak func(cfg *config.Config, 
 // startReplicas is startWith with n orchestrator replicas.
 func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
+	return startOptions(t, cfg, n, tweak, nil, scenarios...)
+}
+
+// startOptions is startReplicas with a last change to the mesh's options.
+func startOptions(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), edit func(*mesh.Options), scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
 	h := &harness{recorder: telemetry.NewRecorder(), logs: &logBuffer{}}
 	if cfg == nil {
 		cfg = config.Default()
@@ -93,8 +100,8 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 	}
 	var mu sync.Mutex
 	providers := map[string]trace.TracerProvider{}
-	m, err := mesh.Start(t.Context(), mesh.Options{
-		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Orchestrators: n,
+	opts := mesh.Options{
+		Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Orchestrators: n, MetricsAddr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		TracerProvider: func(service string) trace.TracerProvider {
 			mu.Lock()
@@ -104,7 +111,11 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 			}
 			return providers[service]
 		},
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	m, err := mesh.Start(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("start mesh: %v", err)
 	}
@@ -385,6 +396,24 @@ func TestToolRunSpansEveryService(t *testing.T) {
 	}
 	if a := attrs["execute_tool calculator"]; a["gen_ai.tool.name"] != "calculator" || a["gen_ai.tool.call.id"] != "call_calc" {
 		t.Errorf("tool span attributes %v", a)
+	}
+	// The run's events are published in the trace, and every span that names the run names it
+	// with one attribute, agentmesh.run.id.
+	const toolPublish = "publish agentmesh.run.{run_id}.tool_finished"
+	if a := attrs[toolPublish]; a["messaging.system"] != "nats" || a["messaging.destination.name"] != "agentmesh.run."+res.GetRunId()+".tool_finished" {
+		t.Errorf("%s span attributes %v (spans %v)", toolPublish, a, spans)
+	}
+	for _, name := range []string{"agentmesh.run", "agentmesh.infer", "chat gpt-test", "execute_tool calculator", toolPublish} {
+		if got := attrs[name]["agentmesh.run.id"]; got != res.GetRunId() {
+			t.Errorf("%s span: agentmesh.run.id = %q, want %q", name, got, res.GetRunId())
+		}
+	}
+	for name, a := range attrs {
+		for key := range a {
+			if strings.HasPrefix(key, "agentmesh.") && strings.HasSuffix(key, "_id") {
+				t.Errorf("%s span has attribute %s: ids are agentmesh.<thing>.id", name, key)
+			}
+		}
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 // TestNodeClient calls the public API from Node with @grpc/grpc-js (installed by `make test`
 // from npm), proving a non-Go client can list tools, run an agent, stream its events and get
-// INVALID_ARGUMENT for a bad request.
+// INVALID_ARGUMENT for a bad request, with the StageError detail it reads from the
+// google.rpc.Status of examples/proto.
 func TestNodeClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -39,8 +40,12 @@ func TestNodeClient(t *testing.T) {
 			Kind string `json:"kind"`
 		} `json:"events"`
 		Invalid *struct {
-			Code    int    `json:"code"`
-			Details string `json:"details"`
+			Code       int    `json:"code"`
+			Details    string `json:"details"`
+			StageError *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"stage_error"`
 		} `json:"invalid"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
@@ -64,6 +69,9 @@ func TestNodeClient(t *testing.T) {
 		}
 	}
 	if got.Invalid == nil || got.Invalid.Code != 3 || !strings.Contains(got.Invalid.Details, "run_id") {
-		t.Errorf("GetRun with no id: %+v, want code 3 (INVALID_ARGUMENT)", got.Invalid)
+		t.Fatalf("GetRun with no id: %+v, want code 3 (INVALID_ARGUMENT)", got.Invalid)
+	}
+	if se := got.Invalid.StageError; se == nil || se.Code != "STAGE_ERROR_CODE_INVALID_INPUT" || se.Message != got.Invalid.Details {
+		t.Errorf("GetRun with no id: StageError %+v, want INVALID_INPUT with the status's message", se)
 	}
 }

@@ -168,15 +168,18 @@ func TestPlanningModel(t *testing.T) {
 	if len(turns) != 3 {
 		t.Fatalf("%d run requests, want 3", len(turns))
 	}
+	at := []int{0, 1, 1, 1, 2} // the turn each text is in
 	for i, want := range []string{
 		"Current step clock: read the clock in UTC (tool: current_time)\nPlan progress: 0 of 2 steps done.\n" +
 			"- clock [current]: read the clock in UTC (tool: current_time)\n- product [pending, after clock]: multiply 6 by 7 (tool: calculator)",
 		"Current step product: multiply 6 by 7 (tool: calculator)\nPlan progress: 1 of 2 steps done.\n" +
-			"- clock [done]: read the clock in UTC (tool: current_time)\n- product [current]: multiply 6 by 7 (tool: calculator)",
+			"- clock [done]: read the clock in UTC (tool: current_time) → {\"abbreviation\":\"UTC\",",
+		"\"timezone\":\"UTC\",\"weekday\":",
+		"}\n- product [current]: multiply 6 by 7 (tool: calculator)",
 		"Every step of the plan is done.\nPlan progress: 2 of 2 steps done.",
 	} {
-		if !strings.Contains(systemText(turns[i]), want) {
-			t.Errorf("turn %d's system messages lack %q:\n%s", i+1, want, systemText(turns[i]))
+		if !strings.Contains(systemText(turns[at[i]]), want) {
+			t.Errorf("turn %d's system messages lack %q:\n%s", at[i]+1, want, systemText(turns[at[i]]))
 		}
 	}
 
@@ -579,4 +582,64 @@ func TestPlanApprovalOnAnotherReplica(t *testing.T) {
 		t.Errorf("the first turn, after the hand-off, did not see the plan:\n%s", got)
 	}
 	checkInvariants(t, final)
+}
+
+// TestStepsKeepTheirResults (issue 13.2, 13.3): the observation stage's structured data feeds
+// the step tracker: a done step keeps its tool's parsed JSON result, the model's next turn
+// sees it with the step, and the run's result carries the plan with each step's state and
+// output. A result the observation stage cannot observe fails its step, though the tool
+// succeeded.
+func TestStepsKeepTheirResults(t *testing.T) {
+	const message = "How warm is it, doubled?"
+	tools := staticTools(t, map[string]string{"weather": `{"temperature": 21.5, "sky": "clear"}`, "broken": "Sunny."})
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{
+		"weather": {Description: "The weather as JSON.", URL: tools.URL + "/weather"},
+		"weather_strict": {Description: "The weather, checked against its schema.", URL: tools.URL + "/broken",
+			OutputSchema: map[string]any{"type": "object", "required": []any{"temperature"}}},
+	}
+	plan := func(tool string) llmtest.Turn {
+		return submitPlan(`{"viable": true, "steps": [
+			{"id": "step-1", "description": "Read the weather", "tool": "` + tool + `"},
+			{"id": "step-2", "description": "Double the temperature", "tool": "calculator", "depends_on": ["step-1"]}]}`)
+	}
+	const strict = "How warm is it, strictly?"
+	h := startWith(t, cfg, withPlanner,
+		planner(message, plan("weather")),
+		planner(strict, plan("weather_strict")),
+		llmtest.Scenario{Name: "run", Match: message, Turns: []llmtest.Turn{
+			toolTurn("w1", "weather", `{}`), calcTurn("c1", "21.5*2"), text("43 degrees, doubled."),
+		}},
+		llmtest.Scenario{Name: "strict", Match: strict, Turns: []llmtest.Turn{toolTurn("w1", "weather_strict", `{}`), text("never asked")}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	checkInvariants(t, res)
+	const line = `- step-1 [done]: Read the weather (tool: weather) → {"sky":"clear","temperature":21.5}`
+	if got := systemText(h.requestsOf(message, false)[1]); !strings.Contains(got, line) {
+		t.Errorf("turn 2 does not show step-1's result %q:\n%s", line, got)
+	}
+	steps := res.GetPlan()
+	if len(steps) != 2 || steps[0].GetState() != typev1.StepState_STEP_STATE_DONE || steps[1].GetState() != typev1.StepState_STEP_STATE_DONE {
+		t.Fatalf("the result's plan %v, want both steps done", steps)
+	}
+	if out := steps[0].GetOutput().AsMap(); out["temperature"] != 21.5 || out["sky"] != "clear" {
+		t.Errorf("step-1's output %v", out)
+	}
+	if steps[1].GetOutput() != nil {
+		t.Errorf("step-2's output %v: the calculator's result is not structured", steps[1].GetOutput())
+	}
+
+	t.Run("an unobservable result", func(t *testing.T) {
+		res := h.run(t, &agentv1.RunRequest{Message: strict})
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_VALIDATION {
+			t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+		}
+		if s := res.GetPlan(); len(s) != 2 || s[0].GetState() != typev1.StepState_STEP_STATE_FAILED || s[0].GetNote() != "the result could not be observed" ||
+			s[1].GetState() != typev1.StepState_STEP_STATE_PENDING {
+			t.Errorf("the result's plan %v, want step-1 failed: not observed", s)
+		}
+	})
 }

@@ -79,15 +79,10 @@ func RemoveBuild() error {
 
 // build compiles the binaries from the root of the module holding the working directory.
 func build() (string, error) {
-	gomod, err := goCommand(goDir, "env", "GOMOD")
+	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	gomod = strings.TrimSpace(gomod)
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("meshproc: %s is not inside a Go module", goDir)
-	}
-	root := filepath.Dir(gomod)
 	dir, err := os.MkdirTemp("", "agentmesh-meshproc-")
 	if err != nil {
 		return "", fmt.Errorf("meshproc: %w", err)
@@ -103,6 +98,19 @@ func build() (string, error) {
 		return "", errors.Join(err, os.RemoveAll(dir))
 	}
 	return dir, nil
+}
+
+// moduleRoot returns the root directory of the module holding the test binary's package.
+func moduleRoot() (string, error) {
+	gomod, err := goCommand(goDir, "env", "GOMOD")
+	if err != nil {
+		return "", err
+	}
+	gomod = strings.TrimSpace(gomod)
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("meshproc: %s is not inside a Go module", goDir)
+	}
+	return filepath.Dir(gomod), nil
 }
 
 // goCommand runs the go command in dir and returns its output.

@@ -36,6 +36,9 @@ type Config struct {
 	RequireApproval []string
 	// Idempotent lists tools that run again when a crash interrupted them (tools.idempotent).
 	Idempotent []string
+	// StageModels names, by stage (intent, planning, observation, memory, fallback), the
+	// model of the "scripted" provider that stage asks (models.<stage>); it needs LLM.
+	StageModels map[string]string
 }
 
 // write writes the configuration file into dir, with a new key pair of approval grants beside
@@ -55,6 +58,13 @@ func (c Config) write(t testing.TB, dir, tlsCA string) string {
 	if c.LLM != "" {
 		doc["providers"] = map[string]config.Provider{scriptedProvider: {Type: config.ProviderOpenAI, BaseURL: c.LLM, APIKey: "meshproc-key"}}
 		doc["targets"] = []config.Target{{Provider: scriptedProvider, Model: scriptedModel}}
+	}
+	if len(c.StageModels) > 0 {
+		models := map[string]config.Target{}
+		for stage, model := range c.StageModels {
+			models[stage] = config.Target{Provider: scriptedProvider, Model: model}
+		}
+		doc["models"] = models
 	}
 	if len(c.RestTools) > 0 {
 		doc["rest_tools"] = c.RestTools

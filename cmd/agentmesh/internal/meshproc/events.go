@@ -26,6 +26,18 @@ func (m *Mesh) CountEvents(t testing.TB, runID, kind string) int {
 // order they were stored. It does not wait for more.
 func (m *Mesh) StoredEvents(t testing.TB, runID string) []*eventv1.RunEvent {
 	t.Helper()
+	msgs := m.StoredMessages(t, runID)
+	evs := make([]*eventv1.RunEvent, 0, len(msgs))
+	for _, msg := range msgs {
+		evs = append(evs, decode(t, msg))
+	}
+	return evs
+}
+
+// StoredMessages returns the NATS messages of every event the stream AGENTMESH_RUNS holds for
+// the run now, headers included, in the order they were stored. It does not wait for more.
+func (m *Mesh) StoredMessages(t testing.TB, runID string) []jetstream.Msg {
+	t.Helper()
 	var total uint64
 	for _, n := range m.subjectCounts(t, runSubjects(runID)) {
 		total += n
@@ -35,13 +47,13 @@ func (m *Mesh) StoredEvents(t testing.TB, runID string) []*eventv1.RunEvent {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
-	next, stop := m.follow(t, ctx, runSubjects(runID))
+	next, stop := m.followMsgs(t, ctx, runSubjects(runID))
 	defer stop()
-	evs := make([]*eventv1.RunEvent, 0, total)
+	msgs := make([]jetstream.Msg, 0, total)
 	for range total {
-		evs = append(evs, next())
+		msgs = append(msgs, next())
 	}
-	return evs
+	return msgs
 }
 
 // WaitEvent waits up to timeout until the stream AGENTMESH_RUNS holds an event of kind for the
@@ -61,6 +73,16 @@ func (m *Mesh) WaitEvent(t testing.TB, runID, kind string, timeout time.Duration
 // tries again until ctx ends.
 func (m *Mesh) follow(t testing.TB, ctx context.Context, subjects string) (next func() *eventv1.RunEvent, stop func()) {
 	t.Helper()
+	nextMsg, stop := m.followMsgs(t, ctx, subjects)
+	return func() *eventv1.RunEvent {
+		t.Helper()
+		return decode(t, nextMsg())
+	}, stop
+}
+
+// followMsgs is follow for the messages themselves.
+func (m *Mesh) followMsgs(t testing.TB, ctx context.Context, subjects string) (next func() jetstream.Msg, stop func()) {
+	t.Helper()
 	var cons jetstream.Consumer
 	err := retry(ctx, nil, func() (err error) {
 		cons, err = m.js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{
@@ -76,19 +98,25 @@ func (m *Mesh) follow(t testing.TB, ctx context.Context, subjects string) (next 
 	if err != nil {
 		t.Fatalf("consume %s: %v", subjects, err)
 	}
-	next = func() *eventv1.RunEvent {
+	next = func() jetstream.Msg {
 		t.Helper()
 		msg, err := msgs.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			t.Fatalf("no event on %s: %v", subjects, err)
 		}
-		ev := &eventv1.RunEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
-			t.Fatalf("decode %s: %v", msg.Subject(), err)
-		}
-		return ev
+		return msg
 	}
 	return next, msgs.Stop
+}
+
+// decode returns the event msg carries; it fails t when msg holds none.
+func decode(t testing.TB, msg jetstream.Msg) *eventv1.RunEvent {
+	t.Helper()
+	ev := &eventv1.RunEvent{}
+	if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		t.Fatalf("decode %s: %v", msg.Subject(), err)
+	}
+	return ev
 }
 
 // subjectCounts returns how many messages the stream holds on each subject matching filter.

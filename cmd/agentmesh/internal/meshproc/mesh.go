@@ -33,6 +33,13 @@ type Options struct {
 	// present its certificate "meshproc", which names no mesh identity: a stage answers them
 	// health only.
 	MTLS bool
+	// Env is added to every agentmesh process's environment, over the harness's own settings:
+	// e.g. Jaeger.Env to export the spans (the harness exports none otherwise).
+	Env []string
+	// Replaced maps stage names ("planning", ...) to the addresses of stages that serve in their
+	// place, e.g. an External one written in another language: Start does not start those
+	// stages, and gives every process the replacement's address (PLANNING_ADDR, ...) instead.
+	Replaced map[string]string
 }
 
 // Mesh is agentmesh as separate processes on loopback: a nats-server with JetStream, the eight
@@ -79,17 +86,26 @@ func Start(t testing.TB, opts Options) *Mesh {
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=",
 		"OTEL_TRACES_EXPORTER=none",
 	)
+	env = append(env, opts.Env...)
 	addrs := map[string]string{}
 	for _, s := range Stages {
-		addrs[s.Name] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		addr, ok := opts.Replaced[s.Name]
+		if !ok {
+			addr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		}
+		addrs[s.Name] = addr
 		env = append(env, s.AddrEnv+"="+addrs[s.Name])
 	}
-	for _, s := range Stages {
+	started := slices.DeleteFunc(slices.Clone(Stages), func(s Stage) bool { _, ok := opts.Replaced[s.Name]; return ok })
+	if len(started)+len(opts.Replaced) != len(Stages) {
+		t.Fatalf("Options.Replaced names a stage that is not one of %v: %v", Stages, opts.Replaced)
+	}
+	for _, s := range started {
 		p := newProcess(t, s.Name, filepath.Join(bin, s.Name), work, nil, slices.Concat(env, []string{"LISTEN_ADDR=" + addrs[s.Name]}, m.tlsEnv(s.Name)))
 		m.stages[s.Name] = newService(t, p, addrs[s.Name], creds)
 		p.Start(t)
 	}
-	for _, s := range Stages {
+	for _, s := range started {
 		m.stages[s.Name].WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
 	}
 

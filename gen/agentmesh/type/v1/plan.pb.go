@@ -9,6 +9,7 @@ package typev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -88,7 +89,11 @@ type StepProgress struct {
 	// Where it stands.
 	State StepState `protobuf:"varint,2,opt,name=state,proto3,enum=agentmesh.type.v1.StepState" json:"state,omitempty"`
 	// What happened to it, e.g. "calculator failed: division by zero"; may be empty.
-	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// The structured result of the call that did the step, as the observation stage parsed it
+	// (ObserveResponse.structured), when it encodes to at most 1 KiB of JSON; the model and the
+	// planning stage see it with the step.
+	Output        *structpb.Struct `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,15 +149,23 @@ func (x *StepProgress) GetNote() string {
 	return ""
 }
 
+func (x *StepProgress) GetOutput() *structpb.Struct {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
 var File_agentmesh_type_v1_plan_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentmesh/type/v1/plan.proto\x12\x11agentmesh.type.v1\x1a\x1fagentmesh/type/v1/message.proto\"\x83\x01\n" +
+	"\x1cagentmesh/type/v1/plan.proto\x12\x11agentmesh.type.v1\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb4\x01\n" +
 	"\fStepProgress\x12+\n" +
 	"\x04step\x18\x01 \x01(\v2\x17.agentmesh.type.v1.StepR\x04step\x122\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1c.agentmesh.type.v1.StepStateR\x05state\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note*k\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12/\n" +
+	"\x06output\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06output*k\n" +
 	"\tStepState\x12\x1a\n" +
 	"\x16STEP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12STEP_STATE_PENDING\x10\x01\x12\x13\n" +
@@ -175,18 +188,20 @@ func file_agentmesh_type_v1_plan_proto_rawDescGZIP() []byte {
 var file_agentmesh_type_v1_plan_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_agentmesh_type_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_agentmesh_type_v1_plan_proto_goTypes = []any{
-	(StepState)(0),       // 0: agentmesh.type.v1.StepState
-	(*StepProgress)(nil), // 1: agentmesh.type.v1.StepProgress
-	(*Step)(nil),         // 2: agentmesh.type.v1.Step
+	(StepState)(0),          // 0: agentmesh.type.v1.StepState
+	(*StepProgress)(nil),    // 1: agentmesh.type.v1.StepProgress
+	(*Step)(nil),            // 2: agentmesh.type.v1.Step
+	(*structpb.Struct)(nil), // 3: google.protobuf.Struct
 }
 var file_agentmesh_type_v1_plan_proto_depIdxs = []int32{
 	2, // 0: agentmesh.type.v1.StepProgress.step:type_name -> agentmesh.type.v1.Step
 	0, // 1: agentmesh.type.v1.StepProgress.state:type_name -> agentmesh.type.v1.StepState
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 2: agentmesh.type.v1.StepProgress.output:type_name -> google.protobuf.Struct
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_plan_proto_init() }

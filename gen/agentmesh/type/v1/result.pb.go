@@ -988,6 +988,12 @@ type AgentDecision struct {
 	ClarificationQuestion string `protobuf:"bytes,4,opt,name=clarification_question,json=clarificationQuestion,proto3" json:"clarification_question,omitempty"`
 	// The action awaiting confirmation (REQUEST_CONFIRMATION).
 	PendingAction *PendingAction `protobuf:"bytes,5,opt,name=pending_action,json=pendingAction,proto3" json:"pending_action,omitempty"`
+	// AgentService.Decide: one entry per LLM request the decision took (the intent model's,
+	// each generation attempt), as a run accounts them. Empty in a RunResult, whose accounting
+	// holds the run's.
+	Accounting []*AccountingEntry `protobuf:"bytes,6,rep,name=accounting,proto3" json:"accounting,omitempty"`
+	// AgentService.Decide: the tokens of those requests.
+	Usage         *TokenUsage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1057,6 +1063,20 @@ func (x *AgentDecision) GetPendingAction() *PendingAction {
 	return nil
 }
 
+func (x *AgentDecision) GetAccounting() []*AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
+func (x *AgentDecision) GetUsage() *TokenUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // RunResult is the audited result of a run.
 type RunResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1097,8 +1117,11 @@ type RunResult struct {
 	Learning *RunLearning `protobuf:"bytes,17,opt,name=learning,proto3" json:"learning,omitempty"`
 	// The question the run asks its user (AWAITING_INPUT).
 	PendingQuestion *PendingQuestion `protobuf:"bytes,18,opt,name=pending_question,json=pendingQuestion,proto3" json:"pending_question,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The run's plan with each step's state, as the run ended (or stands while paused); empty
+	// when the run had no plan (tools forbidden, or the plan was rejected).
+	Plan          []*StepProgress `protobuf:"bytes,19,rep,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunResult) Reset() {
@@ -1253,6 +1276,13 @@ func (x *RunResult) GetLearning() *RunLearning {
 func (x *RunResult) GetPendingQuestion() *PendingQuestion {
 	if x != nil {
 		return x.PendingQuestion
+	}
+	return nil
+}
+
+func (x *RunResult) GetPlan() []*StepProgress {
+	if x != nil {
+		return x.Plan
 	}
 	return nil
 }
@@ -1448,7 +1478,7 @@ var File_agentmesh_type_v1_result_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/type/v1/result.proto\x12\x11agentmesh.type.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x02\n" +
+	"\x1eagentmesh/type/v1/result.proto\x12\x11agentmesh.type.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x02\n" +
 	"\vFinalReport\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.agentmesh.type.v1.ReportStatusR\x06status\x127\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x1f.agentmesh.type.v1.OutputFormatR\x06format\x12\x18\n" +
@@ -1510,14 +1540,18 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb6\x02\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xaf\x03\n" +
 	"\rAgentDecision\x12D\n" +
 	"\rdecision_type\x18\x01 \x01(\x0e2\x1f.agentmesh.type.v1.DecisionTypeR\fdecisionType\x12:\n" +
 	"\n" +
 	"tool_calls\x18\x02 \x03(\v2\x1b.agentmesh.type.v1.ToolCallR\ttoolCalls\x12#\n" +
 	"\rresponse_text\x18\x03 \x01(\tR\fresponseText\x125\n" +
 	"\x16clarification_question\x18\x04 \x01(\tR\x15clarificationQuestion\x12G\n" +
-	"\x0epending_action\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"\xaa\a\n" +
+	"\x0epending_action\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\x12B\n" +
+	"\n" +
+	"accounting\x18\x06 \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting\x123\n" +
+	"\x05usage\x18\a \x01(\v2\x1d.agentmesh.type.v1.TokenUsageR\x05usage\"\xdf\a\n" +
 	"\tRunResult\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x124\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1a.agentmesh.type.v1.OutcomeR\aoutcome\x12\x1f\n" +
@@ -1543,7 +1577,8 @@ const file_agentmesh_type_v1_result_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\x10 \x01(\x05R\ttoolCalls\x12:\n" +
 	"\blearning\x18\x11 \x01(\v2\x1e.agentmesh.type.v1.RunLearningR\blearning\x12M\n" +
-	"\x10pending_question\x18\x12 \x01(\v2\".agentmesh.type.v1.PendingQuestionR\x0fpendingQuestion\"\x8d\x02\n" +
+	"\x10pending_question\x18\x12 \x01(\v2\".agentmesh.type.v1.PendingQuestionR\x0fpendingQuestion\x123\n" +
+	"\x04plan\x18\x13 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x04plan\"\x8d\x02\n" +
 	"\vRunLearning\x129\n" +
 	"\x06method\x18\x01 \x01(\x0e2!.agentmesh.type.v1.LearningMethodR\x06method\x12'\n" +
 	"\x0ffallback_reason\x18\x02 \x01(\tR\x0efallbackReason\x12\x1d\n" +
@@ -1627,6 +1662,7 @@ var file_agentmesh_type_v1_result_proto_goTypes = []any{
 	(Outcome)(0),                  // 21: agentmesh.type.v1.Outcome
 	(*Message)(nil),               // 22: agentmesh.type.v1.Message
 	(*ExecutionContract)(nil),     // 23: agentmesh.type.v1.ExecutionContract
+	(*StepProgress)(nil),          // 24: agentmesh.type.v1.StepProgress
 }
 var file_agentmesh_type_v1_result_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.type.v1.FinalReport.status:type_name -> agentmesh.type.v1.ReportStatus
@@ -1646,27 +1682,30 @@ var file_agentmesh_type_v1_result_proto_depIdxs = []int32{
 	3,  // 14: agentmesh.type.v1.AgentDecision.decision_type:type_name -> agentmesh.type.v1.DecisionType
 	20, // 15: agentmesh.type.v1.AgentDecision.tool_calls:type_name -> agentmesh.type.v1.ToolCall
 	10, // 16: agentmesh.type.v1.AgentDecision.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	21, // 17: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
-	5,  // 18: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
-	22, // 19: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
-	6,  // 20: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	23, // 21: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	7,  // 22: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	9,  // 23: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
-	10, // 24: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	11, // 25: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
-	18, // 26: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
-	13, // 27: agentmesh.type.v1.RunResult.learning:type_name -> agentmesh.type.v1.RunLearning
-	14, // 28: agentmesh.type.v1.RunResult.pending_question:type_name -> agentmesh.type.v1.PendingQuestion
-	4,  // 29: agentmesh.type.v1.RunLearning.method:type_name -> agentmesh.type.v1.LearningMethod
-	6,  // 30: agentmesh.type.v1.RunLearning.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	17, // 31: agentmesh.type.v1.PendingQuestion.requested_at:type_name -> google.protobuf.Timestamp
-	17, // 32: agentmesh.type.v1.PendingQuestion.expires_at:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	6,  // 17: agentmesh.type.v1.AgentDecision.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	18, // 18: agentmesh.type.v1.AgentDecision.usage:type_name -> agentmesh.type.v1.TokenUsage
+	21, // 19: agentmesh.type.v1.RunResult.outcome:type_name -> agentmesh.type.v1.Outcome
+	5,  // 20: agentmesh.type.v1.RunResult.final_report:type_name -> agentmesh.type.v1.FinalReport
+	22, // 21: agentmesh.type.v1.RunResult.conversation:type_name -> agentmesh.type.v1.Message
+	6,  // 22: agentmesh.type.v1.RunResult.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	23, // 23: agentmesh.type.v1.RunResult.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	7,  // 24: agentmesh.type.v1.RunResult.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	9,  // 25: agentmesh.type.v1.RunResult.error:type_name -> agentmesh.type.v1.RunError
+	10, // 26: agentmesh.type.v1.RunResult.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	11, // 27: agentmesh.type.v1.RunResult.decision:type_name -> agentmesh.type.v1.AgentDecision
+	18, // 28: agentmesh.type.v1.RunResult.usage:type_name -> agentmesh.type.v1.TokenUsage
+	13, // 29: agentmesh.type.v1.RunResult.learning:type_name -> agentmesh.type.v1.RunLearning
+	14, // 30: agentmesh.type.v1.RunResult.pending_question:type_name -> agentmesh.type.v1.PendingQuestion
+	24, // 31: agentmesh.type.v1.RunResult.plan:type_name -> agentmesh.type.v1.StepProgress
+	4,  // 32: agentmesh.type.v1.RunLearning.method:type_name -> agentmesh.type.v1.LearningMethod
+	6,  // 33: agentmesh.type.v1.RunLearning.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	17, // 34: agentmesh.type.v1.PendingQuestion.requested_at:type_name -> google.protobuf.Timestamp
+	17, // 35: agentmesh.type.v1.PendingQuestion.expires_at:type_name -> google.protobuf.Timestamp
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_type_v1_result_proto_init() }
@@ -1677,6 +1716,7 @@ func file_agentmesh_type_v1_result_proto_init() {
 	file_agentmesh_type_v1_contract_proto_init()
 	file_agentmesh_type_v1_message_proto_init()
 	file_agentmesh_type_v1_outcome_proto_init()
+	file_agentmesh_type_v1_plan_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/stagetest"
+	"google.golang.org/grpc"
+)
+
+// conformanceCommand runs the conformance kit of a stage (pkg/stagetest) against an address and
+// prints a table of its cases: PASS with what the case requires, or FAIL with how the stage broke
+// it. --stage all runs every stage's kit, each at its configured address (services.* of --config,
+// else $AGENTMESH_CONFIG, over the standard layers). Every case passing is
+// exit 0, a failing case 1, an address where nothing answers 3, bad arguments 4. Stages behind
+// mutual TLS are called as the service whose certificate TLS_CERT and TLS_KEY name (TLS_CA).
+func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	stage := fs.String("stage", "", "the stage to check: "+strings.Join(stagetest.Stages(), ", ")+", or all (each at its configured address)")
+	addr := fs.String("addr", "", "the stage's address HOST:PORT (default: the configured services.<stage>, e.g. 127.0.0.1:7002 for planning)")
+	configPath := fs.String("config", os.Getenv("AGENTMESH_CONFIG"), "the configuration whose services.* addresses are the defaults (default $AGENTMESH_CONFIG, else the standard layers)")
+	list := fs.Bool("list", false, "print the stage's cases and what each requires, without running them")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || *stage == "" {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("conformance takes --stage STAGE and optionally --addr HOST:PORT, e.g. agentmesh conformance --stage planning --addr 127.0.0.1:7002"))
+	}
+	names := []string{*stage}
+	if *stage == "all" {
+		if *addr != "" {
+			return exitcode.Wrap(exitcode.Invalid, errors.New("conformance: --stage all checks every stage at its configured address (services.* of the configuration); --addr names one stage's"))
+		}
+		names = stagetest.Stages()
+	}
+	if *list {
+		return listCases(names, stdout)
+	}
+	var cfg *config.Config
+	if *addr == "" {
+		c, err := config.Load(*configPath)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Invalid, err)
+		}
+		cfg = c
+	}
+	var failed, unreachable []string
+	for i, name := range names {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		target := *addr
+		if cfg != nil {
+			target = stageAddr(cfg, name)
+		}
+		report, err := checkStage(ctx, name, target)
+		switch {
+		case errors.Is(err, stagetest.ErrUnreachable):
+			fmt.Fprintf(stdout, "%s at %s: unreachable\n", name, target)
+			unreachable = append(unreachable, fmt.Sprintf("%s at %s", name, target))
+			continue
+		case err != nil:
+			return err
+		}
+		printReport(report, target, stdout)
+		if !report.Passed() {
+			failed = append(failed, fmt.Sprintf("%s (%d of %d cases)", name, report.Failed(), len(report.Results)))
+		}
+	}
+	switch {
+	case len(unreachable) > 0:
+		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("conformance: nothing answers for %s (is the stage running? set --addr)", strings.Join(unreachable, ", ")))
+	case len(failed) > 0:
+		return exitcode.Wrap(exitcode.Failed, fmt.Errorf("conformance: the stage breaks its contract: %s failed", strings.Join(failed, ", ")))
+	}
+	return nil
+}
+
+// checkStage runs the kit of stage name against addr.
+func checkStage(ctx context.Context, name, addr string) (stagetest.Report, error) {
+	if _, err := stagetest.Cases(name); err != nil {
+		return stagetest.Report{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("conformance: %w", err))
+	}
+	transport, err := stageCredentials()
+	if err != nil {
+		return stagetest.Report{}, err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes)))
+	if err != nil {
+		return stagetest.Report{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
+	}
+	defer func() { _ = conn.Close() }()
+	return stagetest.Run(ctx, name, conn)
+}
+
+// printReport prints a stage's results as a table.
+func printReport(r stagetest.Report, addr string, w io.Writer) {
+	fmt.Fprintf(w, "%s at %s\n", r.Stage, addr)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tRESULT\tREASON")
+	for _, res := range r.Results {
+		verdict := "PASS"
+		if !res.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", res.Case, verdict, res.Reason)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d cases: %d passed, %d failed\n", len(r.Results), len(r.Results)-r.Failed(), r.Failed())
+}
+
+// listCases prints the cases of the stages and what each requires.
+func listCases(names []string, w io.Writer) error {
+	for i, name := range names {
+		cases, err := stagetest.Cases(name)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("conformance: %w", err))
+		}
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, c := range cases {
+			fmt.Fprintf(tw, "  %s\t%s\n", c.Case, c.Reason)
+		}
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+// stageAddr is a stage's configured address.
+func stageAddr(cfg *config.Config, name string) string {
+	s := cfg.Services
+	return map[string]string{
+		"intent": s.Intent, "planning": s.Planning, "context": s.Context, "generation": s.Generation,
+		"action": s.Action, "observation": s.Observation, "memory": s.Memory, "recovery": s.Recovery,
+	}[name]
+}

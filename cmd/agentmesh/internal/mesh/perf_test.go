@@ -1,0 +1,287 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"go.opentelemetry.io/otel/sdk/trace"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+)
+
+// The benchmarks of issue 15 (`make bench` runs them and compares their configurations with
+// benchstat). Each runs the whole mesh in this process, every service on its own loopback
+// gRPC port, against the scripted model over real HTTP, which answers at once: what they
+// measure is the mesh's own cost per turn. A run of N turns is N-1 turns that each call the
+// calculator once, then the answer. Besides ns/op they report ns/turn, B/turn and
+// allocs/turn (the whole process: every service, the NATS server and the scripted model).
+
+// benchTurns is the run of the per-turn benchmarks: 9 tool turns and the answer.
+const benchTurns = 10
+
+// benchOptions configure a benchmark's mesh.
+type benchOptions struct {
+	tracing     bool // an SDK tracer provider that samples every span, exported in batches to nowhere
+	checkpoints bool // durability.checkpoints
+}
+
+// benchMesh is a mesh for benchmarks and its public API.
+type benchMesh struct {
+	client agentv1.AgentServiceClient
+	llm    *llmtest.Server
+}
+
+// toolRun is the scripted model's side of a run of n turns: n-1 calculator calls, then the
+// answer. Its message is its name.
+func toolRun(name string, n int) llmtest.Scenario { return toolRunAfter(name, n, 0) }
+
+// toolRunAfter is toolRun for a run whose history holds answered assistant messages (the
+// scripted model counts a conversation's assistant messages to find its turn): its turns come
+// after as many that are never asked for.
+func toolRunAfter(name string, n, answered int) llmtest.Scenario {
+	turns := make([]llmtest.Turn, n, answered+n)
+	for i := range n - 1 {
+		turns[i] = llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: fmt.Sprintf(`{"expression":"6*%d"}`, i+1)}},
+			Usage: &llmtest.Usage{PromptTokens: 100 + 40*i, CompletionTokens: 12}}
+	}
+	turns[n-1] = llmtest.Turn{Content: "Done: the last product is 6*" + fmt.Sprint(n-1) + ".", Usage: &llmtest.Usage{PromptTokens: 100 + 40*n, CompletionTokens: 20}}
+	earlier := make([]llmtest.Turn, answered)
+	for i := range earlier {
+		earlier[i] = llmtest.Turn{Content: "never asked: an answer of the history"}
+	}
+	return llmtest.Scenario{Name: name, Match: name, Turns: append(earlier, turns...)}
+}
+
+// startBench starts a mesh whose only target is the scripted model answering scenarios.
+func startBench(b *testing.B, o benchOptions, scenarios ...llmtest.Scenario) *benchMesh {
+	b.Helper()
+	llm := llmtest.New(b, scenarios...)
+	llm.KeepRequests(false)
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "bench-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-bench"}}
+	cfg.Durability.Checkpoints = o.checkpoints
+	var tp oteltrace.TracerProvider = noop.NewTracerProvider()
+	if o.tracing {
+		sdk := trace.NewTracerProvider(trace.WithBatcher(discard{}), trace.WithSampler(trace.AlwaysSample()))
+		b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+		tp = sdk
+	}
+	m, err := mesh.Start(context.Background(), mesh.Options{
+		Config: cfg, Ephemeral: true, StoreDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler),
+		TracerProvider: func(string) oteltrace.TracerProvider { return tp },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	conn, err := grpc.NewClient(m.Addr(mesh.Orchestrator), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return &benchMesh{client: agentv1.NewAgentServiceClient(conn), llm: llm}
+}
+
+// discard is a span exporter that drops what it is given: spans are made, sampled, batched
+// and encoded for export as with a real collector, without the network.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []trace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                          { return nil }
+
+// run makes one run of req and fails b unless it completes with tools; it returns its turns.
+func (m *benchMesh) run(ctx context.Context, b *testing.B, req *agentv1.RunRequest) int {
+	res, err := m.client.Run(ctx, req)
+	if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		b.Errorf("run %q: %v %s %v", req.GetMessage(), res.GetOutcome(), res.GetExitReason(), err)
+		return 0
+	}
+	return int(res.GetTurns())
+}
+
+// toolRequest is the request of a run of turns turns named name, with history.
+func toolRequest(name string, turns int, history []*typev1.Message) *agentv1.RunRequest {
+	return &agentv1.RunRequest{Message: name, History: history, Overrides: &agentv1.RunOverrides{
+		MaxTurns: proto.Int32(int32(turns + 1)), MaxToolCallsTotal: proto.Int32(int32(turns)),
+	}}
+}
+
+// perTurn measures loop, which makes runs and returns their turns, and reports ns/turn,
+// B/turn, allocs/turn and CPU ns/turn (user and system time of the whole process).
+func perTurn(b *testing.B, loop func() int) {
+	b.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := cpuTime()
+	turns := 0
+	for b.Loop() {
+		turns += loop()
+	}
+	cpu = cpuTime() - cpu
+	runtime.ReadMemStats(&after)
+	if turns == 0 {
+		return
+	}
+	n := float64(turns)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/turn")
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/turn")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/turn")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/turn")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// earlier is a conversation of n earlier messages, alternating user and assistant, of about
+// 300 bytes each; the first is first, which selects the run's scenario.
+func earlier(first string, n int) []*typev1.Message {
+	out := make([]*typev1.Message, n)
+	for i := range out {
+		role, content := typev1.Role_ROLE_USER, fmt.Sprintf("Earlier message %d: ", i)+strings.Repeat("some words of context ", 13)
+		if i%2 == 1 {
+			role = typev1.Role_ROLE_ASSISTANT
+		}
+		out[i] = &typev1.Message{Role: role, Content: content}
+	}
+	if n > 0 {
+		out[0].Content = first
+	}
+	return out
+}
+
+// BenchmarkTurn is the mesh's cost per turn, one run at a time: a 10-turn tool run, and a
+// 50-turn run that starts with a history of 40 messages (per-turn cost must not grow with the
+// square of the conversation: compare their ns/turn), with tracing on and off.
+func BenchmarkTurn(b *testing.B) {
+	for _, tc := range []struct {
+		turns   int
+		history int
+	}{{benchTurns, 0}, {50, 40}} {
+		for _, tracing := range []bool{true, false} {
+			b.Run(fmt.Sprintf("turns=%d/tracing=%v", tc.turns, tracing), func(b *testing.B) {
+				name := fmt.Sprintf("bench %d turns", tc.turns)
+				m := startBench(b, benchOptions{tracing: tracing, checkpoints: true}, toolRunAfter(name, tc.turns, tc.history/2))
+				req := toolRequest(name, tc.turns, earlier(name, tc.history))
+				perTurn(b, func() int { return m.run(b.Context(), b, req) })
+			})
+		}
+	}
+}
+
+// BenchmarkCheckpoints is what durability costs per turn: the 10-turn run with checkpoints on
+// and off.
+func BenchmarkCheckpoints(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("checkpoints=%v", on), func(b *testing.B) {
+			const name = "bench checkpoints"
+			m := startBench(b, benchOptions{tracing: true, checkpoints: on}, toolRun(name, benchTurns))
+			req := toolRequest(name, benchTurns, nil)
+			perTurn(b, func() int { return m.run(b.Context(), b, req) })
+		})
+	}
+}
+
+// BenchmarkConcurrent is throughput: each op is 256 runs of 10 turns at once. turns/s is
+// what the machine's cores do together; cpu-ns/turn is what each turn costs them.
+func BenchmarkConcurrent(b *testing.B) {
+	const runs = 256
+	const name = "bench concurrent"
+	m := startBench(b, benchOptions{tracing: true, checkpoints: true}, toolRun(name, benchTurns))
+	req := toolRequest(name, benchTurns, nil)
+	start := time.Now()
+	turns := 0
+	perTurn(b, func() int {
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+			n  int
+		)
+		for range runs {
+			wg.Go(func() {
+				t := m.run(b.Context(), b, req)
+				mu.Lock()
+				n += t
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		turns += n
+		return n
+	})
+	b.ReportMetric(float64(turns)/time.Since(start).Seconds(), "turns/s")
+}
+
+// BenchmarkIdleRun is the memory an in-flight run holds while it waits on the model: each op
+// starts 1,000 runs whose first model request the scripted model holds, measures the heap and
+// the goroutine stacks in use once every one of them waits (with the client's and the model
+// server's share of them: an upper bound), then lets them finish.
+func BenchmarkIdleRun(b *testing.B) {
+	const runs = 1000
+	var (
+		mu      sync.Mutex
+		gate    chan struct{}
+		waiting atomic.Int64
+	)
+	sc := toolRun("bench idle", 2)
+	first := sc.Turns[0]
+	sc.Turns[0] = llmtest.Turn{Respond: func(llmtest.Request, int) llmtest.Turn {
+		mu.Lock()
+		g := gate
+		mu.Unlock()
+		waiting.Add(1)
+		<-g
+		return first
+	}}
+	m := startBench(b, benchOptions{tracing: true, checkpoints: true}, sc)
+	req := toolRequest("bench idle", 2, nil)
+	var perRun float64
+	for b.Loop() {
+		mu.Lock()
+		gate = make(chan struct{})
+		mu.Unlock()
+		waiting.Store(0)
+		before := inUse()
+		var wg sync.WaitGroup
+		for range runs {
+			wg.Go(func() { m.run(b.Context(), b, req) })
+		}
+		for waiting.Load() < runs && b.Context().Err() == nil {
+			time.Sleep(time.Millisecond) // a benchmark, not a test: nothing to be notified by
+		}
+		perRun = float64(inUse()-before) / runs
+		close(gate)
+		wg.Wait()
+	}
+	b.ReportMetric(perRun, "B/idle-run")
+}
+
+// inUse is the heap and the goroutine stacks in use after a collection.
+func inUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse + ms.StackInuse)
+}

@@ -1,0 +1,203 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"google.golang.org/grpc"
+)
+
+// TestOutOfContractStage: the orchestrator does not take a replacement stage's answer that
+// breaks the stage's contract. With PLANNING_ADDR (and INTENT_ADDR) pointing at Go stages over
+// real gRPC, a plan that is cyclic, uses a tool that was not offered, has more than max_steps
+// steps, repeats a step id, depends on an unknown step or is out of executable order, and an
+// intent without a goal or with an unknown tool policy, end the run before any turn as
+// FAILED_PREFLIGHT STAGE_CONTRACT_VIOLATION, saying which rule the stage broke; the same
+// stages answering within their contracts make the run complete.
+func TestOutOfContractStage(t *testing.T) {
+	intent, planner := &replacementIntent{}, &replacementPlanner{}
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Intent:   serveStage(t, mesh.Intent, func(g *grpc.Server) { intentv1.RegisterIntentServiceServer(g, intent) }),
+			mesh.Planning: serveStage(t, mesh.Planning, func(g *grpc.Server) { planningv1.RegisterPlanningServiceServer(g, planner) }),
+		}
+	})
+	calc := &typev1.Step{Id: "a", Description: "multiply", ToolName: "calculator"}
+	table := []struct {
+		name   string
+		intent *intentv1.ParseResponse // nil: a goal, action, tools optional
+		steps  []*typev1.Step
+		reason string // "" for a run that completes
+	}{
+		{"within the contract", nil, []*typev1.Step{calc}, ""},
+		{"cyclic plan", nil, []*typev1.Step{
+			{Id: "a", ToolName: "calculator", DependsOn: []string{"b"}}, {Id: "b", DependsOn: []string{"a"}},
+		}, "circular dependency: a → b → a"},
+		{"tool not offered", nil, []*typev1.Step{{Id: "a", ToolName: "rm_everything"}},
+			`step "a" uses tool "rm_everything", which is not available`},
+		{"over max_steps", nil, chainOf(21), "plan has 21 steps, the limit is 20"},
+		{"duplicate step id", nil, []*typev1.Step{calc, calc}, `duplicate step id "a"`},
+		{"unknown dependency", nil, []*typev1.Step{{Id: "a", ToolName: "calculator", DependsOn: []string{"zz"}}},
+			`step "a" depends on unknown step "zz"`},
+		{"out of order", nil, []*typev1.Step{{Id: "b", DependsOn: []string{"a"}}, calc},
+			`step "b" comes before step "a", which it depends on`},
+		{"intent without goal", &intentv1.ParseResponse{TaskType: intentv1.TaskType_TASK_TYPE_ACTION}, []*typev1.Step{calc},
+			"the intent stage answered outside its contract: the goal is empty"},
+		{"unknown tool policy", &intentv1.ParseResponse{Goal: "g", TaskType: intentv1.TaskType_TASK_TYPE_ACTION, ToolPolicy: typev1.ToolPolicy(9)},
+			[]*typev1.Step{calc}, "the intent stage answered outside its contract: tool_policy 9 is not a ToolPolicy"},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			intent.answer.Store(tc.intent)
+			planner.steps.Store(&tc.steps)
+			res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+			if tc.reason == "" {
+				if !res.GetSuccess() || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+					t.Fatalf("%s %s (%s): %q, want a completed run answering 42", res.GetOutcome(), res.GetExitReason(),
+						res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+				}
+				return
+			}
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitStageContractViolation {
+				t.Fatalf("%s %s (%s), want FAILED_PREFLIGHT %s", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage(), orchestrator.ExitStageContractViolation)
+			}
+			if !strings.Contains(res.GetError().GetMessage(), tc.reason) || res.GetError().GetRetryable() {
+				t.Errorf("error %q retryable=%v, want it to say %q, not retryable", res.GetError().GetMessage(), res.GetError().GetRetryable(), tc.reason)
+			}
+			if res.GetTurns() != 0 || res.GetFinalReport().GetContent() != orchestrator.MessageProviderFailure {
+				t.Errorf("%d turns, report %q; want none and %q", res.GetTurns(), res.GetFinalReport().GetContent(), orchestrator.MessageProviderFailure)
+			}
+			checkInvariants(t, res)
+		})
+	}
+}
+
+// TestOutOfContractRevision: a revised plan outside the planning contract is not taken: the
+// run goes on with the plan it has and completes, and the revision's PLAN entry says the
+// planning stage broke its contract. (The model calls the calculator, which no step of the
+// replacement's plan uses, so a revision is due after the first turn.)
+func TestOutOfContractRevision(t *testing.T) {
+	planner := &replacementPlanner{}
+	reasoning := []*typev1.Step{{Id: "a", Description: "think"}}
+	cyclic := []*typev1.Step{{Id: "x", DependsOn: []string{"x"}}}
+	planner.steps.Store(&reasoning)
+	planner.revision.Store(&cyclic)
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Planning: serveStage(t, mesh.Planning, func(g *grpc.Server) { planningv1.RegisterPlanningServiceServer(g, planner) }),
+		}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if !res.GetSuccess() || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+		t.Fatalf("%s %s (%s): %q, want a completed run answering 42", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+	}
+	want := "the planning stage failed: the planning stage answered outside its contract: circular dependency: x → x"
+	if d := planEntries(res)["turn-1/PLAN"]; !strings.Contains(d, "not revised: ") || !strings.Contains(d, want) {
+		t.Errorf("revision entry %q, want it to say %q", d, want)
+	}
+	created, revised := h.planEvents(t, res.GetRunId())
+	if got := stepIDs(created.GetSteps()); len(revised) != 0 || len(got) != 1 || got[0] != "a" {
+		t.Errorf("plan %v with %d revisions, want the replacement's first plan [a] and none", got, len(revised))
+	}
+}
+
+// TestOutOfContractRecovery: a recovery decision outside the recovery contract (a backoff of
+// an hour, where the contract allows 60 s) is not followed: the run applies its local rule (a
+// retryable LLM failure falls back at once), says why in the log, and completes.
+func TestOutOfContractRecovery(t *testing.T) {
+	const message = "is the provider up?"
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, hourlyRecovery{}) }),
+		}
+	}, llmtest.Scenario{Name: "flaky", Match: message, Turns: []llmtest.Turn{{Content: "up", Failure: llmtest.FailModelError, FailuresBeforeSuccess: 1}}})
+	res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}})
+	if !res.GetSuccess() || res.GetFinalReport().GetContent() != "up" {
+		t.Fatalf("%s %s (%s): %q, want a completed run answering up", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+	}
+	if waits := h.recoveryWaits(t, res.GetRunId()); !slices.Equal(waits, []int64{0}) {
+		t.Errorf("recovery waits %v, want one decision without a wait", waits)
+	}
+	if want := "the recovery stage answered outside its contract: backoff_ms 3600000 is not between 0 and 60000"; !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %q", want)
+	}
+}
+
+// hourlyRecovery is a recovery stage outside its contract: it retries everything after an hour.
+type hourlyRecovery struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (hourlyRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, BackoffMs: 3_600_000, UserMessage: "Please wait."}, nil
+}
+
+// serveStage serves a stage on a loopback port, with the health service, until the test ends.
+func serveStage(t *testing.T, name string, register func(*grpc.Server)) string {
+	t.Helper()
+	srv := server.New(server.Options{Name: name, Addr: "127.0.0.1:0"})
+	register(srv.GRPC())
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return srv.Addr()
+}
+
+// replacementIntent is an intent stage in place of the mesh's: it answers its answer, or the
+// message as the goal of an action with tools optional.
+type replacementIntent struct {
+	intentv1.UnimplementedIntentServiceServer
+	answer atomic.Pointer[intentv1.ParseResponse]
+}
+
+func (s *replacementIntent) Parse(_ context.Context, req *intentv1.ParseRequest) (*intentv1.ParseResponse, error) {
+	if a := s.answer.Load(); a != nil {
+		return a, nil
+	}
+	return &intentv1.ParseResponse{Goal: req.GetMessage(), TaskType: intentv1.TaskType_TASK_TYPE_ACTION,
+		ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_OPTIONAL, Source: "rules"}, nil
+}
+
+// replacementPlanner is a planning stage in place of the mesh's: it answers its steps to every
+// request, and its revision steps, when set, to a request for a revision.
+type replacementPlanner struct {
+	planningv1.UnimplementedPlanningServiceServer
+	steps    atomic.Pointer[[]*typev1.Step]
+	revision atomic.Pointer[[]*typev1.Step]
+}
+
+func (s *replacementPlanner) Plan(_ context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+	steps := *s.steps.Load()
+	if rev := s.revision.Load(); rev != nil && req.GetRevision() != nil {
+		steps = *rev
+	}
+	return &planningv1.PlanResponse{Steps: steps, EstimatedSteps: int32(len(steps)) + 1, Source: "rules"}, nil
+}
+
+// chainOf is n reasoning steps, each depending on the one before.
+func chainOf(n int) []*typev1.Step {
+	steps := make([]*typev1.Step, n)
+	for i := range steps {
+		steps[i] = &typev1.Step{Id: fmt.Sprintf("s%d", i+1)}
+		if i > 0 {
+			steps[i].DependsOn = []string{steps[i-1].GetId()}
+		}
+	}
+	return steps
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The examples in Python (issue 14): a planning stage (examples/python-planning) that takes the
+// Go one's place in a mesh of the real binaries, and a client of the public API
+// (examples/python-client). They need what the examples' READMEs install: python3 with Debian's
+// python3-grpcio and python3-protobuf, and protoc with grpc_python_plugin and the well-known
+// types (protobuf-compiler, protobuf-compiler-grpc, libprotobuf-dev). Where those are missing
+// the test is skipped, except in CI (CI set), which installs them (.ci/run) and must run it.
+
+// pythonStepPrefix starts the id of every step the Python planning stage makes.
+const pythonStepPrefix = "py-"
+
+// TestPythonPlanningStage generates the Python code from proto/ with the example's generate.sh,
+// starts the Python planning stage as a process of its own, runs the conformance kit against
+// it, starts the mesh's other binaries with PLANNING_ADDR pointing at it, makes a real run
+// whose plan the Python stage made, and runs the Python client example (Run, StreamRun and a
+// StageError read back) against the orchestrator.
+func TestPythonPlanningStage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts agentmesh and a Python stage as separate processes")
+	}
+	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t)
+	python := findPython(t)
+	planning := filepath.Join(examples, "python-planning")
+	gen := generatePython(t, filepath.Join(planning, "generate.sh"))
+	stage := meshproc.External(t, "python-planning", python, []string{filepath.Join(planning, "server.py")},
+		append(os.Environ(), "PYTHONPATH="+gen+string(os.PathListSeparator)+planning, "PYTHONDONTWRITEBYTECODE=1"))
+
+	t.Run("conformance", func(t *testing.T) {
+		if out, errOut, code := conformance(t, "--stage", "planning", "--addr", stage.Addr()); code != exitcode.OK {
+			t.Errorf("agentmesh conformance --stage planning: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+	t.Run("stage_errors", func(t *testing.T) { checkPythonStageErrors(t, planningv1.NewPlanningServiceClient(stage.Conn())) })
+
+	m := meshproc.Start(t, meshproc.Options{Replicas: []string{"a"}, Replaced: map[string]string{"planning": stage.Addr()}})
+	orchestrator := m.Replica(t, "a")
+
+	t.Run("run", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+		defer cancel()
+		res, err := orchestrator.Agent().Run(ctx, &agentv1.RunRequest{UserId: "python-test", Message: "What is 6 times 7?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+			t.Fatalf("run %s ended %s %s: %q", res.GetRunId(), res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
+		}
+		evs := m.StoredEvents(t, res.GetRunId())
+		i := slices.IndexFunc(evs, func(ev *eventv1.RunEvent) bool { return ev.GetPlanCreated() != nil })
+		if i < 0 {
+			t.Fatal("the run has no plan_created event")
+		}
+		plan := evs[i].GetPlanCreated()
+		if len(plan.GetSteps()) == 0 || !strings.HasPrefix(plan.GetSteps()[0].GetId(), pythonStepPrefix) || plan.GetSource() != "rules" {
+			t.Errorf("the run's plan is not the Python stage's (steps %s…): %v", pythonStepPrefix, plan)
+		}
+	})
+
+	t.Run("client", func(t *testing.T) {
+		got := runPythonClient(t, python, gen, filepath.Join(examples, "python-client", "client.py"), orchestrator.Addr(), "What is 6 times 7?")
+		if got.Outcome != "OUTCOME_COMPLETED_WITH_TOOLS" || got.ExitReason != "COMPLETED" || !strings.Contains(got.Answer, "42") {
+			t.Errorf("Run: %s %s %q", got.Outcome, got.ExitReason, got.Answer)
+		}
+		if n := len(got.Events); n < 3 || got.Events[0].Kind != "run_started" || got.Events[n-1].Kind != "run_finished" {
+			t.Fatalf("StreamRun events %+v", got.Events)
+		}
+		i := slices.IndexFunc(got.Events, func(ev clientEvent) bool { return ev.Kind == "plan_created" })
+		if i < 0 || len(got.Events[i].Steps) == 0 || !strings.HasPrefix(got.Events[i].Steps[0].ID, pythonStepPrefix) {
+			t.Errorf("StreamRun's plan is not the Python stage's: %+v", got.Events)
+		}
+		if got.Invalid == nil || got.Invalid.Code != "INVALID_ARGUMENT" || got.Invalid.StageError != "STAGE_ERROR_CODE_INVALID_INPUT" || !strings.Contains(got.Invalid.Message, "run_id") {
+			t.Errorf("GetRun without a run_id: %+v, want INVALID_ARGUMENT with a StageError INVALID_INPUT naming run_id", got.Invalid)
+		}
+	})
+}
+
+// checkPythonStageErrors checks that the Python stage's failures reach a Go client as the Go
+// stages send them: the gRPC code, and the StageError detail that pkg/stageerr reads from the
+// trailer the Python stage encodes by hand.
+func checkPythonStageErrors(t *testing.T, planning planningv1.PlanningServiceClient) {
+	tools := []*typev1.Tool{{Name: "calculator", Description: "Evaluates an arithmetic expression."}}
+	step := func(id, tool string, deps ...string) *typev1.Step {
+		return &typev1.Step{Id: id, Description: "step " + id, ToolName: tool, DependsOn: deps}
+	}
+	for _, tc := range []struct {
+		name string
+		req  *planningv1.PlanRequest
+		code codes.Code
+		want typev1.StageErrorCode
+	}{
+		{"empty goal", &planningv1.PlanRequest{Goal: " "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT},
+		{"negative max_steps", &planningv1.PlanRequest{Goal: "add 1 and 2", MaxSteps: -1}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT},
+		{"cycle", &planningv1.PlanRequest{Goal: "g", AvailableTools: tools, ProposedSteps: []*typev1.Step{step("a", "", "b"), step("b", "", "a")}},
+			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN},
+		{"unknown tool", &planningv1.PlanRequest{Goal: "g", AvailableTools: tools, ProposedSteps: []*typev1.Step{step("a", "web_search")}},
+			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN},
+		{"too many steps", &planningv1.PlanRequest{Goal: "add 1 and 2; then double it; then halve it", MaxSteps: 2},
+			codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := planning.Plan(t.Context(), tc.req)
+			if status.Code(err) != tc.code {
+				t.Fatalf("Plan: %v, want %s", err, tc.code)
+			}
+			if got := stageerr.FromError(err); got.Code != tc.want || got.Stage != "planning" || got.Msg != status.Convert(err).Message() {
+				t.Errorf("StageError %s (stage %q) %q, want %s from the planning stage", stageerr.CodeName(got.Code), got.Stage, got.Msg, stageerr.CodeName(tc.want))
+			}
+		})
+	}
+	resp, err := planning.Plan(t.Context(), &planningv1.PlanRequest{Goal: "compute 6 times 7, then explain the result", AvailableTools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetSteps(); len(got) != 2 || got[0].GetToolName() != "calculator" || !slices.Equal(got[1].GetDependsOn(), []string{got[0].GetId()}) {
+		t.Errorf("plan %v, want a calculator step and one that depends on it", got)
+	}
+}
+
+// clientEvent is an event of StreamRun as the Python client prints it.
+type clientEvent struct {
+	Seq   int    `json:"seq"`
+	Kind  string `json:"kind"`
+	Steps []struct {
+		ID string `json:"id"`
+	} `json:"steps"`
+}
+
+// clientOutput is what the Python client prints.
+type clientOutput struct {
+	RunID      string        `json:"run_id"`
+	Outcome    string        `json:"outcome"`
+	ExitReason string        `json:"exit_reason"`
+	Answer     string        `json:"answer"`
+	Events     []clientEvent `json:"events"`
+	Invalid    *struct {
+		Code       string `json:"code"`
+		Message    string `json:"message"`
+		StageError string `json:"stage_error"`
+	} `json:"invalid"`
+}
+
+// runPythonClient runs the Python client example, with the generated code of gen, against the
+// orchestrator at addr.
+func runPythonClient(t *testing.T, python, gen, client, addr, message string) clientOutput {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, client, addr, message)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+gen, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python client: %v\n%s", err, stderr.String())
+	}
+	var got clientOutput
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("python client output %q: %v", out, err)
+	}
+	return got
+}
+
+// findPython returns a python3 that imports grpc and google.protobuf: $PYTHON when set, else
+// python3 on PATH, else Debian's /usr/bin/python3 (where python3-grpcio installs, when PATH
+// finds another python3 first).
+func findPython(t *testing.T) string {
+	t.Helper()
+	candidates := []string{"python3", "/usr/bin/python3"}
+	if p := os.Getenv("PYTHON"); p != "" {
+		candidates = []string{p}
+	}
+	for _, c := range candidates {
+		path, err := exec.LookPath(c)
+		if err != nil {
+			continue
+		}
+		if exec.CommandContext(t.Context(), path, "-c", "import grpc, google.protobuf").Run() == nil {
+			return path
+		}
+	}
+	missing(t, "no python3 with the grpc and protobuf modules (Debian: apt-get install python3-grpcio python3-protobuf)")
+	return ""
+}
+
+// generatePython runs the examples' generation script into a temporary directory and returns
+// it.
+func generatePython(t *testing.T, script string) string {
+	t.Helper()
+	for _, tool := range []string{"protoc", "grpc_python_plugin"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing(t, tool+" is not installed (Debian: apt-get install protobuf-compiler libprotobuf-dev protobuf-compiler-grpc)")
+		}
+	}
+	out := t.TempDir()
+	b, err := exec.CommandContext(t.Context(), script, out).CombinedOutput()
+	switch {
+	case err != nil && bytes.Contains(b, []byte("google/protobuf/")) && bytes.Contains(b, []byte("not found")):
+		missing(t, "protoc has no well-known types (Debian: apt-get install libprotobuf-dev)")
+	case err != nil:
+		t.Fatalf("generate.sh: %v\n%s", err, b)
+	}
+	return out
+}
+
+// missing skips t for a missing dependency, or fails it in CI, which installs the dependency.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s; CI installs it (.ci/run) and must run this test", why)
+	}
+	t.Skip(why)
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/pkg/stagetest"
+)
+
+// conformance runs `agentmesh conformance` with args and returns its output and exit code.
+func conformance(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), append([]string{"conformance"}, args...), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// caseLine matches a result row of the table: case, verdict, reason.
+var caseLine = regexp.MustCompile(`(?m)^(\S+)\s+(PASS|FAIL)\s+(.*)$`)
+
+// verdicts returns the verdict of every case in a printed table, by case name.
+func verdicts(out string) map[string]string {
+	v := map[string]string{}
+	for _, m := range caseLine.FindAllStringSubmatch(out, -1) {
+		v[m[1]] = m[2] + " " + m[3]
+	}
+	return v
+}
+
+// TestConformanceStages: each of the project's own stages, served on a real gRPC port by the
+// in-process mesh with its default configuration, passes its conformance kit through the CLI:
+// exit 0 and a PASS row for every case of the stage's table.
+func TestConformanceStages(t *testing.T) {
+	isolate(t)
+	m := startMesh(t, nil)
+	for _, stage := range stagetest.Stages() {
+		t.Run(stage, func(t *testing.T) {
+			out, errOut, code := conformance(t, "--stage", stage, "--addr", m.Addr(stage))
+			if code != exitcode.OK {
+				t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+			}
+			cases, err := stagetest.Cases(stage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := verdicts(out)
+			for _, c := range cases {
+				if v := got[c.Case]; !strings.HasPrefix(v, "PASS ") {
+					t.Errorf("case %s: %q, want PASS\n%s", c.Case, v, out)
+				}
+			}
+			if want := fmt.Sprintf("%d cases: %d passed, 0 failed", len(cases), len(cases)); !strings.Contains(out, want) {
+				t.Errorf("no summary %q:\n%s", want, out)
+			}
+		})
+	}
+}
+
+// TestConformanceAll: --stage all checks every stage at its configured address; one stage
+// where nothing answers is reported unreachable and the command exits 3.
+func TestConformanceAll(t *testing.T) {
+	isolate(t)
+	m := startMesh(t, nil)
+	closed := grpctest.FreeAddr(t)
+	cfg := fmt.Sprintf("services:\n  intent: %s\n  planning: %s\n  context: %s\n  generation: %s\n  action: %s\n  observation: %s\n  memory: %s\n  recovery: %s\n",
+		m.Addr(mesh.Intent), m.Addr(mesh.Planning), m.Addr(mesh.Context), m.Addr(mesh.Generation),
+		m.Addr(mesh.Action), m.Addr(mesh.Observation), m.Addr(mesh.Memory), closed)
+	path := filepath.Join(t.TempDir(), "agentmesh.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTMESH_CONFIG", path)
+	out, errOut, code := conformance(t, "--stage", "all")
+	if code != exitcode.Unavailable {
+		t.Fatalf("exit %d, want 3 (recovery unreachable)\n%s%s", code, out, errOut)
+	}
+	for name, v := range verdicts(out) {
+		if !strings.HasPrefix(v, "PASS ") {
+			t.Errorf("case %s of a reachable stage: %s", name, v)
+		}
+	}
+	for _, stage := range stagetest.Stages()[:7] {
+		if !strings.Contains(out, stage+" at "+m.Addr(stage)+"\n") {
+			t.Errorf("no table of %s:\n%s", stage, out)
+		}
+	}
+	if want := "recovery at " + closed + ": unreachable"; !strings.Contains(out, want) || !strings.Contains(errOut, closed) {
+		t.Errorf("want %q on stdout and the address on stderr:\n%s%s", want, out, errOut)
+	}
+}
+
+// TestConformanceBrokenPlanning: a planning stage that answers every request, valid or not,
+// with a cyclic plan using a tool nobody offered fails the kit: exit 1, FAIL rows saying how.
+func TestConformanceBrokenPlanning(t *testing.T) {
+	srv := server.New(server.Options{Name: "planning", Addr: "127.0.0.1:0"})
+	planningv1.RegisterPlanningServiceServer(srv.GRPC(), brokenPlanner{})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+
+	out, errOut, code := conformance(t, "--stage", "planning", "--addr", srv.Addr())
+	if code != exitcode.Failed {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	got := verdicts(out)
+	for name, want := range map[string]string{
+		"health":              "PASS",
+		"plan-keeps-contract": `FAIL the plan breaks the contract: step "a" uses tool "rm_everything", which is not available`,
+		"no-tool-can-serve":   "FAIL answered OK, want FailedPrecondition with StageError NO_VIABLE_PLAN",
+		"empty-goal":          "FAIL answered OK, want InvalidArgument with StageError INVALID_INPUT",
+	} {
+		if !strings.HasPrefix(got[name], want) {
+			t.Errorf("case %s: %q, want %q...", name, got[name], want)
+		}
+	}
+	if !strings.Contains(errOut, "planning (") || !strings.Contains(errOut, "failed") {
+		t.Errorf("stderr %q does not say the stage failed", errOut)
+	}
+}
+
+// TestConformanceUsage: unknown stages and missing flags are exit 4, an address where nothing
+// listens exit 3; --list prints the cases without calling anything, --help the flags.
+func TestConformanceUsage(t *testing.T) {
+	isolate(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{}, exitcode.Invalid, "conformance takes --stage"},
+		{[]string{"--stage", "nope", "--addr", "127.0.0.1:1"}, exitcode.Invalid, `unknown stage "nope"`},
+		{[]string{"--stage", "all", "--addr", "127.0.0.1:1"}, exitcode.Invalid, "--stage all checks every stage"},
+		{[]string{"--stage", "planning", "--addr", grpctest.FreeAddr(t)}, exitcode.Unavailable, "nothing answers for planning at"},
+		{[]string{"--stage", "planning", "--list"}, exitcode.OK, "cyclic-proposed-plan"},
+		{[]string{"--help"}, exitcode.OK, "usage of agentmesh conformance"},
+	} {
+		out, errOut, code := conformance(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("%v: exit %d, want %d with %q\n%s%s", tc.args, code, tc.code, tc.want, out, errOut)
+		}
+	}
+}
+
+// brokenPlanner is a planning stage outside its contract: it answers every request with a
+// cyclic plan whose first step uses a tool it was not offered.
+type brokenPlanner struct {
+	planningv1.UnimplementedPlanningServiceServer
+}
+
+func (brokenPlanner) Plan(context.Context, *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+	return &planningv1.PlanResponse{Steps: []*typev1.Step{
+		{Id: "a", Description: "wipe", ToolName: "rm_everything", DependsOn: []string{"b"}},
+		{Id: "b", Description: "again", DependsOn: []string{"a"}},
+	}, EstimatedSteps: 2, Source: "rules"}, nil
+}

@@ -1,0 +1,139 @@
+package stagetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/grpc/codes"
+)
+
+var actionCases = []testCase{
+	{"lists-builtins", "ListTools lists calculator and current_time, every tool with a unique non-empty name",
+		func(ctx context.Context, k *kit) error {
+			resp, err := actionv1.NewActionServiceClient(k.conn).ListTools(ctx, &actionv1.ListToolsRequest{})
+			if err != nil {
+				return wantOK(err)
+			}
+			var p problems
+			seen := map[string]bool{}
+			for i, t := range resp.GetTools() {
+				switch name := t.GetName(); {
+				case name == "":
+					p.addf("tools[%d] has no name", i)
+				case seen[name]:
+					p.addf("tool %q is listed twice", name)
+				}
+				seen[t.GetName()] = true
+			}
+			for _, name := range []string{"calculator", "current_time"} {
+				if !seen[name] {
+					p.addf("%s is not listed", name)
+				}
+			}
+			return p.err()
+		}},
+	{"execute", `calculator {"expression": "6*7"} succeeds with a result of 42`,
+		func(ctx context.Context, k *kit) error {
+			resp, err := execute(ctx, k, "c-execute", "calculator", map[string]any{"expression": "6*7"})
+			if err != nil {
+				return wantOK(err)
+			}
+			return checkSuccess(resp, "42")
+		}},
+	{"repeated-call-cached", "a repeated (run_id, call_id) answers the recorded result, cached, without running the tool again",
+		func(ctx context.Context, k *kit) error {
+			first, err := execute(ctx, k, "c-repeat", "calculator", map[string]any{"expression": "2+3"})
+			if err != nil {
+				return wantOK(err)
+			}
+			again, err := execute(ctx, k, "c-repeat", "calculator", map[string]any{"expression": "2+3"})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !again.GetCached() || again.GetResult() != first.GetResult() {
+				return fmt.Errorf("the repeated call answered cached=%v result %q, want cached=true and the first result %q",
+					again.GetCached(), again.GetResult(), first.GetResult())
+			}
+			return nil
+		}},
+	{"tool-failure-is-result", "a tool that runs and fails (1/0) answers OK with status error and error_code EXECUTION_ERROR",
+		func(ctx context.Context, k *kit) error {
+			resp, err := execute(ctx, k, "c-fail", "calculator", map[string]any{"expression": "1/0"})
+			if err != nil {
+				return wantOK(err)
+			}
+			var p problems
+			if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR {
+				p.addf("status %s, want TOOL_STATUS_ERROR", resp.GetStatus())
+			}
+			if resp.GetErrorCode() != typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR {
+				p.addf("error_code %s, want EXECUTION_ERROR", resp.GetErrorCode())
+			}
+			if resp.GetError() == "" {
+				p.addf("no error message")
+			}
+			return p.err()
+		}},
+	{"unknown-tool", "an unknown tool is TOOL_NOT_FOUND (NOT_FOUND)",
+		func(ctx context.Context, k *kit) error {
+			_, err := execute(ctx, k, "c-unknown", "no_such_tool", map[string]any{})
+			return wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND)
+		}},
+	{"arguments-off-schema", "arguments that break the tool's schema are INVALID_ARGUMENTS (INVALID_ARGUMENT)",
+		func(ctx context.Context, k *kit) error {
+			_, err := execute(ctx, k, "c-badargs", "calculator", map[string]any{"expression": 42})
+			return wantFailure(err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS)
+		}},
+	{"missing-argument", "arguments without a required property are INVALID_ARGUMENTS (INVALID_ARGUMENT)",
+		func(ctx context.Context, k *kit) error {
+			_, err := execute(ctx, k, "c-noargs", "calculator", map[string]any{})
+			return wantFailure(err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_ARGUMENTS)
+		}},
+	{"empty-run-id", "an empty run_id is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+				CallId: "c", ToolName: "calculator", Arguments: mustStruct(map[string]any{"expression": "1+1"})})
+			return wantInvalid(err, "run_id")
+		}},
+	{"empty-call-id", "an empty call_id is INVALID_ARGUMENT naming call_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+				RunId: k.id("run"), ToolName: "calculator", Arguments: mustStruct(map[string]any{"expression": "1+1"})})
+			return wantInvalid(err, "call_id")
+		}},
+	{"negative-timeout", "a negative timeout_ms is INVALID_ARGUMENT naming timeout_ms",
+		func(ctx context.Context, k *kit) error {
+			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+				RunId: k.id("run"), CallId: "c-timeout", ToolName: "calculator", TimeoutMs: -1,
+				Arguments: mustStruct(map[string]any{"expression": "1+1"})})
+			return wantInvalid(err, "timeout_ms")
+		}},
+}
+
+// execute runs one call of the kit's run.
+func execute(ctx context.Context, k *kit, callID, tool string, args map[string]any) (*actionv1.ExecuteResponse, error) {
+	return actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+		RunId: k.id("run"), CallId: callID, ToolName: tool, Arguments: mustStruct(args), UserId: k.id("user")})
+}
+
+// checkSuccess returns how a response differs from a successful execution whose result holds
+// want.
+func checkSuccess(resp *actionv1.ExecuteResponse, want string) error {
+	var p problems
+	if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS {
+		p.addf("status %s (%s), want TOOL_STATUS_SUCCESS", resp.GetStatus(), resp.GetError())
+	}
+	if !strings.Contains(resp.GetResult(), want) {
+		p.addf("result %q does not hold %q", resp.GetResult(), want)
+	}
+	if resp.GetExecutionTimeMs() < 0 {
+		p.addf("execution_time_ms %d is negative", resp.GetExecutionTimeMs())
+	}
+	if c := resp.GetErrorCode(); c != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
+		p.addf("error_code %s on a success", c)
+	}
+	return p.err()
+}

@@ -1,0 +1,31 @@
+// Package stagetest is the conformance kit of the stage contracts: for every stage of the mesh
+// (intent, planning, context, generation, action, observation, memory, recovery) a table of
+// requests and the answers or errors its contract requires (seed 003 and the proto comments of
+// proto/agentmesh/*/v1): the answer's properties, or the gRPC code with the StageError detail
+// code (pkg/stageerr) of each failure the orchestrator relies on, limits, invalid input
+// (INVALID_ARGUMENT whose message names the field), and the gRPC health service reporting the
+// stage SERVING. Run runs a stage's table against any address, so a replacement stage in any
+// language can prove it keeps its contract; `agentmesh conformance` is its command.
+//
+// The cases hold for any correct implementation: they check properties (a plan is acyclic,
+// uses only offered tools and keeps max_steps; a decision always carries a user message), never
+// the wording of the project's own stages. Each case has its own deadline (CaseTimeout), and
+// the identifiers it writes (run, call, user and memory ids) are unique to the run of the kit,
+// so the kit can run again against the same stage.
+//
+// Some cases need what a deployment of the stage must provide:
+//
+//   - generation: the built-in deterministic provider "rules" (any model name), which answers
+//     without network; its arithmetic question with the calculator offered is answered with a
+//     calculator call, and Embed returns one vector per input.
+//   - action: the built-in tools calculator (argument expression, a string) and current_time,
+//     which run without network; a division by zero is a tool that ran and failed.
+//   - memory: a store the kit may write to: it stores, searches, lists and deletes memories of
+//     users named "stagetest-…", and saves and reads runs named "stagetest-…". Calls name the
+//     user they act for in the agentmesh-user metadata, as the orchestrator's do.
+//   - intent: a safety policy that refuses a request to write ransomware (INTENT_UNSAFE).
+//   - context: nothing (memory_query is left empty, so no memory service is needed).
+//
+// A stage behind mutual TLS is reached with the caller's credentials: Run takes any
+// *grpc.ClientConn.
+package stagetest

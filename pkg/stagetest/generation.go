@@ -1,0 +1,162 @@
+package stagetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// rulesTarget is the built-in deterministic provider the generation cases assume.
+var rulesTarget = &typev1.Target{Provider: "rules", Model: "rules-v1"}
+
+// calculatorTool is the calculator as the generation cases offer it.
+var calculatorTool = &typev1.Tool{
+	Name:        "calculator",
+	Description: "Evaluates an arithmetic expression exactly as written and returns the number.",
+	InputSchema: mustStruct(map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"expression": map[string]any{"type": "string"}},
+		"required":   []any{"expression"},
+	}),
+}
+
+var generationCases = []testCase{
+	{"lists-rules-provider", `ListProviders names the built-in "rules" provider, sorted`,
+		func(ctx context.Context, k *kit) error {
+			resp, err := generationv1.NewGenerationServiceClient(k.conn).ListProviders(ctx, &generationv1.ListProvidersRequest{})
+			if err != nil {
+				return wantOK(err)
+			}
+			names := resp.GetProviders()
+			if !slices.Contains(names, "rules") || !slices.IsSorted(names) {
+				return fmt.Errorf("providers %v, want a sorted list with rules", names)
+			}
+			return nil
+		}},
+	{"message-answer", "a greeting gets a canonical answer: a known type, content for a message",
+		func(ctx context.Context, k *kit) error {
+			resp, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{
+				RunId: k.id("run"), Target: rulesTarget, Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
+			if err != nil {
+				return wantOK(err)
+			}
+			return checkAnswer(resp, nil)
+		}},
+	{"tool-call", "arithmetic with the calculator offered is a tool call of the calculator with valid JSON arguments",
+		func(ctx context.Context, k *kit) error {
+			resp, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{
+				RunId: k.id("run"), Target: rulesTarget, Tools: []*typev1.Tool{calculatorTool}, ToolChoice: "auto",
+				Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}})
+			if err != nil {
+				return wantOK(err)
+			}
+			if resp.GetType() != generationv1.ResponseType_RESPONSE_TYPE_TOOL_CALL {
+				return fmt.Errorf("type %s, want RESPONSE_TYPE_TOOL_CALL", resp.GetType())
+			}
+			return checkAnswer(resp, []*typev1.Tool{calculatorTool})
+		}},
+	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last",
+		func(ctx context.Context, k *kit) error {
+			stream, err := generationv1.NewGenerationServiceClient(k.conn).GenerateStream(ctx, &generationv1.GenerateStreamRequest{
+				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget,
+					Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}}})
+			if err != nil {
+				return wantOK(err)
+			}
+			var final *generationv1.GenerateResponse
+			for {
+				chunk, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return wantOK(err)
+				}
+				if final != nil {
+					return fmt.Errorf("a chunk came after the final answer")
+				}
+				final = chunk.GetFinal()
+			}
+			if final == nil {
+				return fmt.Errorf("the stream ended without a final answer")
+			}
+			return checkAnswer(final, nil)
+		}},
+	{"embed", "Embed returns one non-empty vector per input, all of one length",
+		func(ctx context.Context, k *kit) error {
+			resp, err := generationv1.NewGenerationServiceClient(k.conn).Embed(ctx, &generationv1.EmbedRequest{
+				Target: rulesTarget, Inputs: []string{"the sky is blue", "six times seven"}})
+			if err != nil {
+				return wantOK(err)
+			}
+			e := resp.GetEmbeddings()
+			if len(e) != 2 || len(e[0].GetValues()) == 0 || len(e[0].GetValues()) != len(e[1].GetValues()) {
+				return fmt.Errorf("%d embeddings, want 2 non-empty vectors of one length", len(e))
+			}
+			return nil
+		}},
+	{"empty-messages", "a request without messages is INVALID_ARGUMENT naming messages",
+		func(ctx context.Context, k *kit) error {
+			_, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget})
+			return wantInvalid(err, "messages")
+		}},
+	{"unknown-provider", "a target naming an unknown provider is INVALID_ARGUMENT naming target.provider",
+		func(ctx context.Context, k *kit) error {
+			_, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{RunId: k.id("run"),
+				Target:   &typev1.Target{Provider: "no-such-provider", Model: "m"},
+				Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
+			return wantInvalid(err, "provider")
+		}},
+	{"empty-embed-inputs", "Embed without inputs is INVALID_ARGUMENT naming inputs",
+		func(ctx context.Context, k *kit) error {
+			_, err := generationv1.NewGenerationServiceClient(k.conn).Embed(ctx, &generationv1.EmbedRequest{Target: rulesTarget})
+			return wantInvalid(err, "inputs")
+		}},
+}
+
+// checkAnswer returns how an answer breaks the generation contract: a known type; a message
+// has content; a tool call has calls, each with an id, an offered tool's name and parsed
+// (JSON object) arguments.
+func checkAnswer(resp *generationv1.GenerateResponse, offered []*typev1.Tool) error {
+	var p problems
+	switch resp.GetType() {
+	case generationv1.ResponseType_RESPONSE_TYPE_MESSAGE:
+		if resp.GetContent() == "" {
+			p.addf("a message without content")
+		}
+	case generationv1.ResponseType_RESPONSE_TYPE_TOOL_CALL:
+		if len(resp.GetToolCalls()) == 0 {
+			p.addf("a tool call without tool_calls")
+		}
+	case generationv1.ResponseType_RESPONSE_TYPE_DONE:
+	default:
+		p.addf("type %s, want message, tool call or done", resp.GetType())
+	}
+	for i, c := range resp.GetToolCalls() {
+		if c.GetId() == "" {
+			p.addf("tool_calls[%d] has no id", i)
+		}
+		if !slices.ContainsFunc(offered, func(t *typev1.Tool) bool { return t.GetName() == c.GetName() }) {
+			p.addf("tool_calls[%d] calls %q, which was not offered", i, c.GetName())
+		}
+		if c.GetArguments() == nil {
+			p.addf("tool_calls[%d] has no arguments", i)
+		}
+	}
+	return p.err()
+}
+
+// mustStruct converts a JSON-like value for a request.
+func mustStruct(v map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(v)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

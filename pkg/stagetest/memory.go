@@ -1,0 +1,176 @@
+package stagetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// fact is what the memory cases store.
+const fact = "My favourite colour is teal"
+
+var memoryCases = []testCase{
+	{"store", "a stored message answers stored, a memory id and a relevance score between 0 and 1",
+		func(ctx context.Context, k *kit) error {
+			_, err := store(ctx, k, k.id("user-store"))
+			return err
+		}},
+	{"search-finds", "a search of the user's memories with words of a stored memory finds it",
+		func(ctx context.Context, k *kit) error {
+			user := k.id("user-search")
+			id, err := store(ctx, k, user)
+			if err != nil {
+				return err
+			}
+			ids, err := search(ctx, k, user)
+			if err != nil {
+				return wantOK(err)
+			}
+			if !slices.Contains(ids, id) {
+				return fmt.Errorf("search found %v, not the stored memory %s", ids, id)
+			}
+			return nil
+		}},
+	{"users-isolated", "another user's search and list never see a user's memory",
+		func(ctx context.Context, k *kit) error {
+			owner, other := k.id("user-owner"), k.id("user-other")
+			id, err := store(ctx, k, owner)
+			if err != nil {
+				return err
+			}
+			ids, err := search(ctx, k, other)
+			if err != nil {
+				return wantOK(err)
+			}
+			list, err := memoryv1.NewMemoryServiceClient(k.conn).List(auth.OutgoingUser(ctx, other), &memoryv1.ListRequest{UserId: other})
+			if err != nil {
+				return wantOK(err)
+			}
+			if slices.Contains(ids, id) || slices.ContainsFunc(list.GetMemories(), func(m *memoryv1.Memory) bool { return m.GetId() == id }) {
+				return fmt.Errorf("user %s sees memory %s of user %s", other, id, owner)
+			}
+			return nil
+		}},
+	{"list-and-delete", "a stored memory is listed; deleting it answers deleted, again deleted false or NOT_FOUND; it is no longer found",
+		func(ctx context.Context, k *kit) error {
+			user := k.id("user-delete")
+			id, err := store(ctx, k, user)
+			if err != nil {
+				return err
+			}
+			c, actx := memoryv1.NewMemoryServiceClient(k.conn), auth.OutgoingUser(ctx, user)
+			list, err := c.List(actx, &memoryv1.ListRequest{UserId: user})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !slices.ContainsFunc(list.GetMemories(), func(m *memoryv1.Memory) bool { return m.GetId() == id }) {
+				return fmt.Errorf("the list does not hold the stored memory %s", id)
+			}
+			resp, err := c.Delete(actx, &memoryv1.DeleteRequest{UserId: user, MemoryId: id})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !resp.GetDeleted() {
+				return fmt.Errorf("deleting the stored memory %s answered deleted=false", id)
+			}
+			again, err := c.Delete(actx, &memoryv1.DeleteRequest{UserId: user, MemoryId: id})
+			switch {
+			case err != nil && status.Code(err) != codes.NotFound:
+				return fmt.Errorf("deleting it again: %w", wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND))
+			case err == nil && again.GetDeleted():
+				return fmt.Errorf("deleting it again answered deleted=true")
+			}
+			ids, err := search(ctx, k, user)
+			if err != nil {
+				return wantOK(err)
+			}
+			if slices.Contains(ids, id) {
+				return fmt.Errorf("the deleted memory %s is still found", id)
+			}
+			return nil
+		}},
+	{"save-and-get-run", "a saved run result is read back by its run id with its owner",
+		func(ctx context.Context, k *kit) error {
+			user, runID := k.id("user-run"), k.id("run")
+			c, actx := memoryv1.NewMemoryServiceClient(k.conn), auth.OutgoingUser(ctx, user)
+			_, err := c.SaveRun(actx, &memoryv1.SaveRunRequest{UserId: user, Result: &typev1.RunResult{
+				RunId: runID, Outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, ExitReason: "COMPLETED", Success: true,
+				FinalReport: &typev1.FinalReport{Content: "42"}}})
+			if err != nil {
+				return wantOK(err)
+			}
+			got, err := c.GetRun(actx, &memoryv1.GetRunRequest{RunId: runID})
+			if err != nil {
+				return wantOK(err)
+			}
+			if got.GetResult().GetRunId() != runID || got.GetUserId() != user || got.GetResult().GetFinalReport().GetContent() != "42" {
+				return fmt.Errorf("GetRun answered run %q of user %q with report %q, want %q of %q with 42",
+					got.GetResult().GetRunId(), got.GetUserId(), got.GetResult().GetFinalReport().GetContent(), runID, user)
+			}
+			return nil
+		}},
+	{"unknown-run", "GetRun of an unknown run is NOT_FOUND",
+		func(ctx context.Context, k *kit) error {
+			_, err := memoryv1.NewMemoryServiceClient(k.conn).GetRun(ctx, &memoryv1.GetRunRequest{RunId: k.id("no-such-run")})
+			return wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
+		}},
+	{"empty-user", "Store without user_id is INVALID_ARGUMENT naming user_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := memoryv1.NewMemoryServiceClient(k.conn).Store(ctx, &memoryv1.StoreRequest{
+				Content: &typev1.Message{Role: typev1.Role_ROLE_USER, Content: fact}})
+			return wantInvalid(err, "user_id")
+		}},
+	{"empty-content", "Store without content is INVALID_ARGUMENT naming content",
+		func(ctx context.Context, k *kit) error {
+			user := k.id("user-empty")
+			_, err := memoryv1.NewMemoryServiceClient(k.conn).Store(auth.OutgoingUser(ctx, user), &memoryv1.StoreRequest{UserId: user})
+			return wantInvalid(err, "content")
+		}},
+	{"empty-query", "Search without a query is INVALID_ARGUMENT naming query",
+		func(ctx context.Context, k *kit) error {
+			user := k.id("user-query")
+			_, err := memoryv1.NewMemoryServiceClient(k.conn).Search(auth.OutgoingUser(ctx, user), &memoryv1.SearchRequest{UserId: user})
+			return wantInvalid(err, "query")
+		}},
+	{"transcript-without-run", "AppendTranscript without run_id is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := memoryv1.NewMemoryServiceClient(k.conn).AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{
+				Entries: []*typev1.TranscriptEntry{{Seq: 1, Hash: "h"}}})
+			return wantInvalid(err, "run_id")
+		}},
+}
+
+// store stores fact for user and returns the memory's id, or how the answer breaks the
+// contract.
+func store(ctx context.Context, k *kit, user string) (string, error) {
+	resp, err := memoryv1.NewMemoryServiceClient(k.conn).Store(auth.OutgoingUser(ctx, user), &memoryv1.StoreRequest{
+		UserId: user, ConversationId: k.id("conversation"), Content: &typev1.Message{Role: typev1.Role_ROLE_USER, Content: fact}})
+	if err != nil {
+		return "", wantOK(err)
+	}
+	if !resp.GetStored() || resp.GetMemoryId() == "" || resp.GetRelevanceScore() < 0 || resp.GetRelevanceScore() > 1 {
+		return "", fmt.Errorf("the store answered stored=%v memory_id %q relevance %v, want true, an id, 0 to 1",
+			resp.GetStored(), resp.GetMemoryId(), resp.GetRelevanceScore())
+	}
+	return resp.GetMemoryId(), nil
+}
+
+// search returns the ids of user's memories a search for fact's words finds.
+func search(ctx context.Context, k *kit, user string) ([]string, error) {
+	resp, err := memoryv1.NewMemoryServiceClient(k.conn).Search(auth.OutgoingUser(ctx, user), &memoryv1.SearchRequest{
+		UserId: user, Query: "favourite colour", Limit: 10})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(resp.GetHits()))
+	for i, h := range resp.GetHits() {
+		ids[i] = h.GetMemory().GetId()
+	}
+	return ids, nil
+}

@@ -1,0 +1,158 @@
+package stagetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/plan"
+	"google.golang.org/grpc/codes"
+)
+
+// offeredTools are the tools the planning cases offer.
+var offeredTools = []*typev1.Tool{
+	{Name: "calculator", Description: "Evaluates an arithmetic expression exactly as written and returns the number."},
+	{Name: "current_time", Description: "Returns the current date and time."},
+}
+
+// deleteFile is a tool that requires approval.
+var deleteFile = &typev1.Tool{Name: "delete_file", Description: "Deletes a file.", RequiresApproval: true}
+
+var planningCases = []testCase{
+	{"plan-keeps-contract", "a plan for an action goal has steps with unique ids, known dependencies, only offered tools, no cycle, executable order, at most max_steps",
+		func(ctx context.Context, k *kit) error {
+			req := &planningv1.PlanRequest{Goal: "Calculate 6 times 7, then tell me the current time", TaskType: "action",
+				AvailableTools: offeredTools, MaxSteps: 5, RunId: k.id("run")}
+			resp, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, req)
+			if err != nil {
+				return wantOK(err)
+			}
+			return checkPlan(resp, offeredTools, 5)
+		}},
+	{"question-without-tools", "a question with no tools offered is planned (reasoning steps only), not refused",
+		func(ctx context.Context, k *kit) error {
+			resp, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "What is the capital of France?", TaskType: "question", RunId: k.id("run")})
+			if err != nil {
+				return wantOK(err)
+			}
+			return checkPlan(resp, nil, plan.DefaultMaxSteps)
+		}},
+	{"no-tool-can-serve", "an action goal with no tool offered is NO_VIABLE_PLAN (FAILED_PRECONDITION)",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "Delete the file report.txt", TaskType: "action", RunId: k.id("run")})
+			return wantFailure(err, codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN)
+		}},
+	{"proposed-plan-ordered", "proposed steps listed out of order come back in executable order, the same steps",
+		func(ctx context.Context, k *kit) error {
+			proposed := []*typev1.Step{
+				{Id: "b", Description: "multiply", ToolName: "calculator", DependsOn: []string{"a"}},
+				{Id: "a", Description: "read the clock", ToolName: "current_time"},
+			}
+			resp, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "g", AvailableTools: offeredTools, ProposedSteps: proposed, RunId: k.id("run")})
+			if err != nil {
+				return wantOK(err)
+			}
+			if err := checkPlan(resp, offeredTools, plan.DefaultMaxSteps); err != nil {
+				return err
+			}
+			if ids := stepIDs(resp.GetSteps()); !slices.Equal(ids, []string{"a", "b"}) {
+				return fmt.Errorf("steps %v, want [a b]", ids)
+			}
+			return nil
+		}},
+	{"cyclic-proposed-plan", "proposed steps with a dependency cycle are NO_VIABLE_PLAN (FAILED_PRECONDITION)",
+		proposedFailure([]*typev1.Step{{Id: "a", DependsOn: []string{"b"}}, {Id: "b", DependsOn: []string{"a"}}}, 0,
+			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN)},
+	{"unoffered-tool", "proposed steps using a tool that is not offered are NO_VIABLE_PLAN (FAILED_PRECONDITION)",
+		proposedFailure([]*typev1.Step{{Id: "a", ToolName: "rm_everything"}}, 0,
+			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN)},
+	{"over-max-steps", "3 proposed steps with max_steps 2 are PLAN_TOO_COMPLEX (RESOURCE_EXHAUSTED)",
+		proposedFailure(chain(3), 2, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX)},
+	{"default-max-steps", "max_steps 0 means 20: 21 proposed steps are PLAN_TOO_COMPLEX (RESOURCE_EXHAUSTED)",
+		proposedFailure(chain(21), 0, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX)},
+	{"duplicate-step-id", "proposed steps with a repeated id are INVALID_ARGUMENT naming the id",
+		proposedFailure([]*typev1.Step{{Id: "a"}, {Id: "a"}}, 0, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "id")},
+	{"unknown-dependency", "a proposed step depending on an unknown step is INVALID_ARGUMENT naming it",
+		proposedFailure([]*typev1.Step{{Id: "a", DependsOn: []string{"zz"}}}, 0, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "zz")},
+	{"approval-tool", "a plan with a step whose tool requires approval sets requires_human_approval",
+		func(ctx context.Context, k *kit) error {
+			tools := append(slices.Clone(offeredTools), deleteFile)
+			resp, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "g", AvailableTools: tools, ProposedSteps: []*typev1.Step{{Id: "a", ToolName: "delete_file"}}, RunId: k.id("run")})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !resp.GetRequiresHumanApproval() {
+				return fmt.Errorf("requires_human_approval is false, want true: step a uses delete_file, which requires approval")
+			}
+			return nil
+		}},
+	{"empty-goal", "an empty goal is INVALID_ARGUMENT naming goal",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: " ", AvailableTools: offeredTools})
+			return wantInvalid(err, "goal")
+		}},
+	{"negative-max-steps", "a negative max_steps is INVALID_ARGUMENT naming max_steps",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g", MaxSteps: -1})
+			return wantInvalid(err, "max_steps")
+		}},
+	{"tool-offered-twice", "a tool listed twice in available_tools is INVALID_ARGUMENT naming available_tools",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g",
+				AvailableTools: []*typev1.Tool{offeredTools[0], offeredTools[0]}})
+			return wantInvalid(err, "available_tools")
+		}},
+}
+
+// proposedFailure is a case whose proposed steps the contract refuses with the given failure.
+func proposedFailure(steps []*typev1.Step, maxSteps int32, c codes.Code, sc typev1.StageErrorCode, names ...string) func(context.Context, *kit) error {
+	return func(ctx context.Context, k *kit) error {
+		_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+			Goal: "g", AvailableTools: offeredTools, MaxSteps: maxSteps, ProposedSteps: steps, RunId: k.id("run")})
+		return wantFailure(err, c, sc, names...)
+	}
+}
+
+// checkPlan returns how a plan breaks the planning contract for the offered tools and limit.
+func checkPlan(resp *planningv1.PlanResponse, offered []*typev1.Tool, limit int) error {
+	steps := resp.GetSteps()
+	if len(steps) == 0 {
+		return fmt.Errorf("the plan has no steps")
+	}
+	if err := plan.Check(steps, plan.Tools(offered), limit); err != nil {
+		return fmt.Errorf("the plan breaks the contract: %v", err)
+	}
+	if err := plan.Ordered(steps); err != nil {
+		return fmt.Errorf("the plan is not in executable order: %v", err)
+	}
+	if resp.GetEstimatedSteps() < 0 {
+		return fmt.Errorf("estimated_steps is %d, want at least 0", resp.GetEstimatedSteps())
+	}
+	return nil
+}
+
+// chain is n proposed steps, each depending on the one before.
+func chain(n int) []*typev1.Step {
+	steps := make([]*typev1.Step, n)
+	for i := range steps {
+		steps[i] = &typev1.Step{Id: fmt.Sprintf("s%d", i+1)}
+		if i > 0 {
+			steps[i].DependsOn = []string{steps[i-1].GetId()}
+		}
+	}
+	return steps
+}
+
+func stepIDs(steps []*typev1.Step) []string {
+	ids := make([]string, len(steps))
+	for i, st := range steps {
+		ids[i] = st.GetId()
+	}
+	return ids
+}

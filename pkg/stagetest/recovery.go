@@ -1,0 +1,128 @@
+package stagetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// maxBackoffMs is the longest wait the ai-agent contract allows between attempts.
+const maxBackoffMs = 60_000
+
+var (
+	targetA = &typev1.Target{Provider: "a", Model: "m"}
+	targetB = &typev1.Target{Provider: "b", Model: "m"}
+)
+
+var recoveryCases = []testCase{
+	{"auth-fatal", "an LLM authentication failure aborts (never retried)",
+		decide(generationFailure(typev1.ErrorClass_ERROR_CLASS_AUTH), "generation", 0, &recoveryv1.RecoveryState{Target: targetA, Targets: []*typev1.Target{targetA, targetB}},
+			recoveryv1.Strategy_STRATEGY_ABORT)},
+	{"quota-fatal", "an LLM quota failure aborts (never retried)",
+		decide(generationFailure(typev1.ErrorClass_ERROR_CLASS_QUOTA), "generation", 0, &recoveryv1.RecoveryState{Target: targetA, Targets: []*typev1.Target{targetA, targetB}},
+			recoveryv1.Strategy_STRATEGY_ABORT)},
+	{"rate-limit-retried", "a rate limit on the first attempt is retried or falls back, waiting at most 60 s",
+		decide(generationFailure(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED), "generation", 0, &recoveryv1.RecoveryState{Target: targetA, Targets: []*typev1.Target{targetA, targetB}},
+			recoveryv1.Strategy_STRATEGY_RETRY, recoveryv1.Strategy_STRATEGY_FALLBACK)},
+	{"timeout-longer", "a timed-out idempotent tool is retried with a longer timeout",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), ToolName: "calculator", TimeoutMs: 1000, Idempotent: true}})
+			if err != nil {
+				return err
+			}
+			if d.GetStrategy() != recoveryv1.Strategy_STRATEGY_RETRY || d.GetModifiedAction().GetTimeoutMs() <= 1000 {
+				return fmt.Errorf("strategy %s with timeout_ms %d, want STRATEGY_RETRY with more than 1000", d.GetStrategy(), d.GetModifiedAction().GetTimeoutMs())
+			}
+			return nil
+		}},
+	{"retry-budget", "after 3 retries (the default budget) a timed-out tool is not retried again",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action", RetryCount: 3,
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), ToolName: "calculator", TimeoutMs: 1000, Idempotent: true}})
+			if err != nil {
+				return err
+			}
+			if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_RETRY {
+				return fmt.Errorf("STRATEGY_RETRY after 3 retries, the contract allows 3")
+			}
+			return nil
+		}},
+	{"alternative-tool", "a tool error with an alternative configured falls back to that alternative",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR), Stage: "action",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), ToolName: "calculator", AlternativeTools: []string{"abacus"}}})
+			if err != nil {
+				return err
+			}
+			if d.GetStrategy() != recoveryv1.Strategy_STRATEGY_FALLBACK || d.GetModifiedAction().GetToolName() != "abacus" {
+				return fmt.Errorf("strategy %s with tool %q, want STRATEGY_FALLBACK to abacus", d.GetStrategy(), d.GetModifiedAction().GetToolName())
+			}
+			return nil
+		}},
+	{"unknown-asks-user", "an unknown failure asks the user for guidance",
+		decide(failure(typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED), "action", 0, &recoveryv1.RecoveryState{ToolName: "calculator"},
+			recoveryv1.Strategy_STRATEGY_ASK_USER)},
+	{"missing-error", "a request without error is INVALID_ARGUMENT naming error",
+		func(ctx context.Context, k *kit) error {
+			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{Stage: "action"})
+			return wantInvalid(err, "error")
+		}},
+	{"missing-stage", "a request without stage is INVALID_ARGUMENT naming stage",
+		func(ctx context.Context, k *kit) error {
+			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{
+				Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR)})
+			return wantInvalid(err, "stage")
+		}},
+	{"negative-retry-count", "a negative retry_count is INVALID_ARGUMENT naming retry_count",
+		func(ctx context.Context, k *kit) error {
+			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{
+				Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR), Stage: "action", RetryCount: -1})
+			return wantInvalid(err, "retry_count")
+		}},
+}
+
+func failure(code typev1.StageErrorCode) *typev1.StageError {
+	return &typev1.StageError{Code: code, Message: "something failed"}
+}
+
+func generationFailure(class typev1.ErrorClass) *typev1.StageError {
+	return &typev1.StageError{Code: typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED, ErrorClass: class, Message: "the provider failed"}
+}
+
+// decide is a case whose decision must have one of the strategies.
+func decide(e *typev1.StageError, stage string, retries int32, state *recoveryv1.RecoveryState, strategies ...recoveryv1.Strategy) func(context.Context, *kit) error {
+	return func(ctx context.Context, k *kit) error {
+		d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: e, Stage: stage, RetryCount: retries, State: state})
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(strategies, d.GetStrategy()) {
+			return fmt.Errorf("strategy %s, want %v", d.GetStrategy(), strategies)
+		}
+		return nil
+	}
+}
+
+// ask asks for a decision and checks what every decision keeps: a strategy, a user message,
+// and a backoff between 0 and 60 s.
+func ask(ctx context.Context, k *kit, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	d, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, req)
+	if err != nil {
+		return nil, wantOK(err)
+	}
+	var p problems
+	if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_UNSPECIFIED || recoveryv1.Strategy_name[int32(d.GetStrategy())] == "" {
+		p.addf("strategy %s, want retry, fallback, abort or ask_user", d.GetStrategy())
+	}
+	if d.GetUserMessage() == "" {
+		p.addf("no user_message (a decision always has one)")
+	}
+	if b := d.GetBackoffMs(); b < 0 || b > maxBackoffMs {
+		p.addf("backoff_ms %d, want 0 to %d", b, maxBackoffMs)
+	}
+	return d, p.err()
+}

@@ -1,0 +1,62 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+)
+
+// TestMemoryStoreRetention (issue 15.3): the in-memory store keeps at most MaxRuns finished
+// runs and none older than MaxAge, forgetting the oldest first with their transcripts and
+// learning; saving a run again neither renews it nor counts it twice.
+func TestMemoryStoreRetention(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := NewMemoryStoreKeeping(Retention{MaxRuns: 3, MaxAge: time.Hour})
+	s.now = func() time.Time { return now }
+	save := func(id string) {
+		t.Helper()
+		if _, err := s.AppendTranscript(t.Context(), id, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveRun(t.Context(), "alice", &typev1.RunResult{RunId: id}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	kept := func(want ...string) {
+		t.Helper()
+		for i := range 6 {
+			id := fmt.Sprintf("run-%d", i)
+			_, _, err := s.GetRun(t.Context(), id)
+			if wanted := contains(want, id); wanted != (err == nil) || !wanted && !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetRun(%s) = %v, want kept %v", id, err, wanted)
+			}
+		}
+		if len(s.runs) != len(want) || len(s.learning) != len(want) || len(s.saved) != len(want) {
+			t.Errorf("%d runs, %d learning states, %d in order; want %d", len(s.runs), len(s.learning), len(s.saved), len(want))
+		}
+	}
+	for i := range 3 {
+		save(fmt.Sprintf("run-%d", i))
+	}
+	save("run-0") // saved again: still the oldest
+	kept("run-0", "run-1", "run-2")
+	save("run-3")
+	kept("run-1", "run-2", "run-3")
+
+	now = now.Add(time.Hour - 3*time.Minute) // run-1 was saved an hour and a minute ago
+	save("run-4")
+	kept("run-2", "run-3", "run-4")
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

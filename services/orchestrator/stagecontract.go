@@ -1,0 +1,87 @@
+package orchestrator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/plan"
+)
+
+// contractViolation is a stage's answer that breaks the stage's contract. Any stage can be
+// replaced (DESIGN §8), so the run checks what it relies on instead of trusting it, and does not
+// use such an answer: a plan or an intent outside its contract before the first turn ends the
+// run STAGE_CONTRACT_VIOLATION, a decision outside the recovery contract gives way to the local
+// rule.
+type contractViolation struct {
+	stage string // "planning", "intent"
+	why   string // the rule broken
+}
+
+// Error says which stage broke which rule.
+func (v *contractViolation) Error() string {
+	return "the " + v.stage + " stage answered outside its contract: " + v.why
+}
+
+// ending ends a run on the violation, before any turn; retrying cannot help.
+func (v *contractViolation) ending() *ending {
+	return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitStageContractViolation, MessageProviderFailure, v.Error())
+}
+
+// checkPlan returns how a planning stage's answer to req breaks the planning contract (the
+// rules of pkg/plan, which the planning stage applies to the plans it makes, with the tools the
+// request offered and its max_steps, and the executable order of the steps), or nil.
+func checkPlan(req *planningv1.PlanRequest, resp *planningv1.PlanResponse) *contractViolation {
+	limit := int(req.GetMaxSteps())
+	if limit == 0 {
+		limit = plan.DefaultMaxSteps
+	}
+	err := plan.Check(resp.GetSteps(), plan.Tools(req.GetAvailableTools()), limit)
+	if err == nil {
+		err = plan.Ordered(resp.GetSteps())
+	}
+	if err != nil {
+		return &contractViolation{stage: stagePlanning, why: err.Error()}
+	}
+	return nil
+}
+
+// checkIntent returns how an intent stage's answer breaks the intent contract (a goal, always;
+// a task type and a tool policy the run knows), or nil.
+func checkIntent(resp *intentv1.ParseResponse) *contractViolation {
+	why := ""
+	switch {
+	case strings.TrimSpace(resp.GetGoal()) == "":
+		why = "the goal is empty"
+	case intentv1.TaskType_name[int32(resp.GetTaskType())] == "":
+		why = fmt.Sprintf("task_type %d is not a TaskType", resp.GetTaskType())
+	case typev1.ToolPolicy_name[int32(resp.GetToolPolicy())] == "":
+		why = fmt.Sprintf("tool_policy %d is not a ToolPolicy", resp.GetToolPolicy())
+	default:
+		return nil
+	}
+	return &contractViolation{stage: "intent", why: why}
+}
+
+// maxBackoff is the longest wait a recovery decision may ask for (seed 000: never more than
+// 60 s).
+const maxBackoff = 60 * time.Second
+
+// checkDecision returns how a recovery stage's decision breaks the recovery contract (one of
+// the four strategies; a backoff between 0 and 60 s), or nil.
+func checkDecision(d *recoveryv1.DecideResponse) *contractViolation {
+	why := ""
+	switch s := d.GetStrategy(); {
+	case s == recoveryv1.Strategy_STRATEGY_UNSPECIFIED || recoveryv1.Strategy_name[int32(s)] == "":
+		why = fmt.Sprintf("strategy %d is not retry, fallback, abort or ask_user", s)
+	case d.GetBackoffMs() < 0 || d.GetBackoffMs() > maxBackoff.Milliseconds():
+		why = fmt.Sprintf("backoff_ms %d is not between 0 and %d", d.GetBackoffMs(), maxBackoff.Milliseconds())
+	default:
+		return nil
+	}
+	return &contractViolation{stage: "recovery", why: why}
+}
