@@ -8,7 +8,7 @@ TOOLS := github.com/bufbuild/buf/cmd/buf \
          github.com/fullstorydev/grpcurl/cmd/grpcurl \
          golang.org/x/perf/cmd/benchstat
 
-.PHONY: help tools generate check-generate lint build test bench dev jaeger jaeger-run
+.PHONY: help tools generate check-generate lint build test bench bench-langgraph dev jaeger jaeger-run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -51,6 +51,10 @@ test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (ins
 	AGENTMESH_TEST_POSTGRES_DSN="$${AGENTMESH_TEST_POSTGRES_DSN:-$$(scripts/testdb.sh)}" \
 	AGENTMESH_JAEGER="$${AGENTMESH_JAEGER:-$$(test -x $(JAEGER) && echo $(JAEGER))}" \
 	go test -race -count=1 ./... ./gen/...
+
+bench-langgraph: tools scripts/langgraph/node_modules ## compare the mesh with LangGraph.js (MemorySaver) on the same run and model, as benchstat ratios
+	go test -run '^$$' -bench VsLangGraph -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench-langgraph.txt
+	benchstat -col /impl bench-langgraph.txt
 
 %/node_modules: %/package.json %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund

@@ -39,10 +39,27 @@ type turnKey struct {
 // A scenario with an unknown failure kind fails the test at once.
 func New(t testing.TB, scenarios ...Scenario) *Server {
 	t.Helper()
+	s, err := Start(scenarios...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		for _, e := range s.Errors() {
+			t.Errorf("llmtest: %s", e)
+		}
+	})
+	return s
+}
+
+// Start starts a server answering with the scenarios, outside a test (e.g. in a process of
+// its own that a benchmark talks to); the caller closes it and reads its Errors. A scenario
+// with an unknown failure kind is an error.
+func Start(scenarios ...Scenario) (*Server, error) {
 	for _, sc := range scenarios {
 		for i, turn := range sc.Turns {
 			if turn.Failure != "" && !knownFailures[turn.Failure] {
-				t.Fatalf("llmtest: scenario %q turn %d: unknown failure %q", sc.Name, i, turn.Failure)
+				return nil, fmt.Errorf("llmtest: scenario %q turn %d: unknown failure %q", sc.Name, i, turn.Failure)
 			}
 		}
 	}
@@ -57,13 +74,7 @@ func New(t testing.TB, scenarios ...Scenario) *Server {
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("/", s.handleUnknown)
 	s.srv = httptest.NewServer(mux)
-	t.Cleanup(func() {
-		s.Close()
-		for _, e := range s.Errors() {
-			t.Errorf("llmtest: %s", e)
-		}
-	})
-	return s
+	return s, nil
 }
 
 // cloneScenarios copies the scenarios and their turns so later edits by the caller do not

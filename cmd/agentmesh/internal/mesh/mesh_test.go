@@ -32,7 +32,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(modelProcessEnv) != "" {
+		os.Exit(serveModel()) // this binary re-executed as the benchmarks' model (perf_test.go)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // harness is a whole mesh on loopback ports, its metrics served on one of them, with a
 // scripted LLM behind the "scripted" provider.

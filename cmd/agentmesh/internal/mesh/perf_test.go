@@ -1,9 +1,15 @@
 package mesh_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -68,13 +74,22 @@ func toolRunAfter(name string, n, answered int) llmtest.Scenario {
 	return llmtest.Scenario{Name: name, Match: name, Turns: append(earlier, turns...)}
 }
 
-// startBench starts a mesh whose only target is the scripted model answering scenarios.
+// startBench starts a mesh whose only target is the scripted model answering scenarios, in
+// this process.
 func startBench(b *testing.B, o benchOptions, scenarios ...llmtest.Scenario) *benchMesh {
 	b.Helper()
 	llm := llmtest.New(b, scenarios...)
 	llm.KeepRequests(false)
+	m := startBenchAt(b, llm.URL(), o)
+	m.llm = llm
+	return m
+}
+
+// startBenchAt starts a mesh whose only target is the OpenAI-compatible model at url.
+func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
+	b.Helper()
 	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "bench-key"}
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: url, APIKey: "bench-key"}
 	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-bench"}}
 	cfg.Durability.Checkpoints = o.checkpoints
 	var tp oteltrace.TracerProvider = noop.NewTracerProvider()
@@ -96,7 +111,7 @@ func startBench(b *testing.B, o benchOptions, scenarios ...llmtest.Scenario) *be
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	return &benchMesh{client: agentv1.NewAgentServiceClient(conn), llm: llm}
+	return &benchMesh{client: agentv1.NewAgentServiceClient(conn)}
 }
 
 // discard is a span exporter that drops what it is given: spans are made, sampled, batched
@@ -284,4 +299,146 @@ func inUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse + ms.StackInuse)
+}
+
+// modelProcessEnv, set, makes the test binary the benchmarks' model in a process of its own
+// (serveModel): the scripted model answering benchScenarios, so that the CPU a benchmark
+// measures is the mesh's (or LangGraph's) alone.
+const modelProcessEnv = "AGENTMESH_BENCH_MODEL"
+
+// vsLangGraph is the run BenchmarkVsLangGraph makes in both: 9 tool turns, then the answer.
+const vsLangGraph = "bench vs langgraph"
+
+// warmup is how many runs each side of BenchmarkVsLangGraph makes before it measures.
+const warmup = 20
+
+// benchScenarios are the runs the model process answers.
+func benchScenarios() []llmtest.Scenario {
+	return []llmtest.Scenario{toolRun(vsLangGraph, benchTurns)}
+}
+
+// serveModel serves benchScenarios on a loopback port, prints its base URL on a line of its
+// own and serves until its standard input closes; it returns the process's exit code.
+func serveModel() int {
+	s, err := llmtest.Start(benchScenarios()...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	s.KeepRequests(false)
+	fmt.Println(s.URL())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, e := range s.Errors() {
+		fmt.Fprintln(os.Stderr, e)
+	}
+	return 0
+}
+
+// modelProcess starts the model process and returns its base URL; it stops when b ends.
+func modelProcess(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), modelProcessEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the model process printed no URL: %v", err)
+	}
+	return strings.TrimSpace(url)
+}
+
+// BenchmarkVsLangGraph makes the same run (9 calculator turns, then the answer, against the
+// same scripted model in a process of its own) in the mesh and in LangGraph.js with
+// MemorySaver (scripts/langgraph/bench.mjs), one run at a time and 256 at once, and reports
+// for each ns/turn and cpu-ns/turn (the mesh's whole process; LangGraph's Node process).
+// `make bench-langgraph` runs it and prints the ratios with benchstat. The langgraph cases are
+// skipped until `npm ci --prefix scripts/langgraph` has installed LangGraph.
+func BenchmarkVsLangGraph(b *testing.B) {
+	url := modelProcess(b)
+	for _, concurrency := range []int{1, 256} {
+		b.Run(fmt.Sprintf("concurrency=%d/impl=mesh", concurrency), func(b *testing.B) {
+			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
+			req := toolRequest(vsLangGraph, benchTurns, nil)
+			for range warmup { // as bench.mjs warms its JIT up
+				m.run(b.Context(), b, req)
+			}
+			perTurn(b, func() int { return m.runs(b, req, concurrency) })
+		})
+		b.Run(fmt.Sprintf("concurrency=%d/impl=langgraph", concurrency), func(b *testing.B) {
+			langGraph(b, url, concurrency)
+		})
+	}
+}
+
+// runs makes n runs of req at once and returns their turns.
+func (m *benchMesh) runs(b *testing.B, req *agentv1.RunRequest, n int) int {
+	var (
+		wg    sync.WaitGroup
+		turns atomic.Int64
+	)
+	for range n {
+		wg.Go(func() { turns.Add(int64(m.run(b.Context(), b, req))) })
+	}
+	wg.Wait()
+	return int(turns.Load())
+}
+
+// langGraph runs scripts/langgraph/bench.mjs for b.N ops of concurrency runs each and reports
+// what it measured.
+func langGraph(b *testing.B, url string, concurrency int) {
+	dir := filepath.Join(repoRoot(b), "scripts", "langgraph")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph")); err != nil {
+		b.Skip("LangGraph is not installed: npm ci --prefix scripts/langgraph")
+	}
+	cmd := exec.Command("node", "bench.mjs")
+	cmd.Dir, cmd.Stderr = dir, os.Stderr
+	cmd.Env = append(os.Environ(), "BASE_URL="+url, "MESSAGE="+vsLangGraph, fmt.Sprintf("WARMUP=%d", warmup),
+		fmt.Sprintf("RUNS=%d", b.N*concurrency), fmt.Sprintf("CONCURRENCY=%d", concurrency))
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("bench.mjs: %v", err)
+	}
+	var got struct {
+		Runs      int     `json:"runs"`
+		Turns     int     `json:"turns"`
+		ElapsedNS float64 `json:"elapsed_ns"`
+		CPUNS     float64 `json:"cpu_ns"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.Turns == 0 {
+		b.Fatalf("bench.mjs printed %q: %v", out, err)
+	}
+	b.ReportMetric(got.ElapsedNS/float64(got.Turns), "ns/turn")
+	b.ReportMetric(got.CPUNS/float64(got.Turns), "cpu-ns/turn")
+}
+
+// repoRoot is the repository's root: the folder above this package's with go.work.
+func repoRoot(b *testing.B) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir
+		}
+		if dir == filepath.Dir(dir) {
+			b.Fatal("no go.work above the package")
+		}
+	}
 }

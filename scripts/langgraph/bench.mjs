@@ -1,0 +1,62 @@
+// The agentmesh benchmark's run in LangGraph.js: a hand-built ReAct graph (a model node and
+// a tool node, looping while the model calls tools) checkpointed by MemorySaver, the same
+// calculator tool, against the same scripted OpenAI-compatible model (BASE_URL). It makes RUNS
+// runs of MESSAGE, at most CONCURRENCY at a time, each on a thread of its own (after WARMUP
+// runs, 20 by default, that are not measured: the JIT's warm-up), and prints one
+// JSON line: {"runs", "turns", "elapsed_ns", "cpu_ns"} (turns are model calls; cpu is this
+// process's user and system time). `make bench-langgraph` runs it from the Go benchmark
+// BenchmarkVsLangGraph.
+import { ChatOpenAI } from "@langchain/openai";
+import { tool } from "@langchain/core/tools";
+import { HumanMessage } from "@langchain/core/messages";
+import { MemorySaver, MessagesAnnotation, StateGraph, START, END } from "@langchain/langgraph";
+import { ToolNode } from "@langchain/langgraph/prebuilt";
+import { z } from "zod";
+
+const env = (name, fallback) => process.env[name] ?? fallback;
+const baseURL = env("BASE_URL");
+const message = env("MESSAGE", "bench vs langgraph");
+const runs = Number(env("RUNS", "1"));
+const concurrency = Number(env("CONCURRENCY", "1"));
+const warmup = Number(env("WARMUP", "20"));
+
+const calculator = tool(
+  async ({ expression }) => {
+    const m = /^\s*(\d+)\s*\*\s*(\d+)\s*$/.exec(expression);
+    return m ? String(Number(m[1]) * Number(m[2])) : "error: only a*b";
+  },
+  { name: "calculator", description: "Evaluates an arithmetic expression.", schema: z.object({ expression: z.string() }) },
+);
+const tools = [calculator];
+const model = new ChatOpenAI({ model: "gpt-bench", apiKey: "bench-key", configuration: { baseURL }, maxRetries: 0 }).bindTools(tools);
+
+let turns = 0;
+const graph = new StateGraph(MessagesAnnotation)
+  .addNode("agent", async (state) => {
+    turns++;
+    return { messages: [await model.invoke(state.messages)] };
+  })
+  .addNode("tools", new ToolNode(tools))
+  .addEdge(START, "agent")
+  .addConditionalEdges("agent", (state) => (state.messages.at(-1).tool_calls?.length ? "tools" : END))
+  .addEdge("tools", "agent")
+  .compile({ checkpointer: new MemorySaver() });
+
+let next = 0; // runs started
+let threads = 0; // threads used, warm-up included: each run has a new one
+async function worker(last) {
+  while (next < last) {
+    next++;
+    await graph.invoke({ messages: [new HumanMessage(message)] }, { configurable: { thread_id: `run-${threads++}` }, recursionLimit: 200 });
+  }
+}
+
+await worker(warmup);
+turns = 0;
+next = 0;
+const start = process.hrtime.bigint();
+const cpu = process.cpuUsage();
+await Promise.all(Array.from({ length: Math.min(concurrency, runs) }, () => worker(runs)));
+const used = process.cpuUsage(cpu);
+const elapsed = process.hrtime.bigint() - start;
+console.log(JSON.stringify({ runs, turns, elapsed_ns: Number(elapsed), cpu_ns: (used.user + used.system) * 1000 }));
