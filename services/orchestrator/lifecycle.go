@@ -218,11 +218,7 @@ func (s *Service) launch(ctx context.Context, r *run) {
 // main executes the run on this replica: from the start, or from its checkpoint when resumed.
 func (r *run) main(ctx context.Context) {
 	if r.svc.store != nil {
-		if err := r.watchInputs(ctx); err != nil {
-			r.svc.log.ErrorContext(ctx, "watching run inputs failed; the run continues elsewhere", "run_id", r.id, "err", err)
-			r.moveAway(ctx, stopHere(err.Error()))
-			return
-		}
+		r.watchInputs(ctx)
 	}
 	switch {
 	case r.resumeFrom == nil:
@@ -240,13 +236,14 @@ func (r *run) main(ctx context.Context) {
 
 // watchInputs forwards what other replicas hand the run (decisions, cancellation) until ctx
 // ends: a cancellation cancels the run, decisions wait in r.inputs for the run to take them.
-func (r *run) watchInputs(ctx context.Context) error {
-	ch, err := r.svc.store.WatchInputs(ctx, r.id)
-	if err != nil {
-		return err
-	}
+func (r *run) watchInputs(ctx context.Context) {
+	sub := r.svc.store.WatchInputs(ctx, r.id)
 	go func() {
-		for in := range ch {
+		for {
+			in, ok := sub.Next()
+			if !ok {
+				return
+			}
 			if c := in.Cancel; c != nil {
 				r.cancel(cancelCause(c.GetReason()))
 				continue
@@ -258,7 +255,6 @@ func (r *run) watchInputs(ctx context.Context) error {
 			}
 		}
 	}()
-	return nil
 }
 
 // markResumed records in the transcript and the events that this replica took the run over.

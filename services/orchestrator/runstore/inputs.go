@@ -64,47 +64,10 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) 
 	}))
 }
 
-// WatchInputs delivers a run's inputs, those recorded so far first, until ctx ends. The
-// channel closes when ctx ends or the watch fails.
-func (s *Store) WatchInputs(ctx context.Context, runID string) (<-chan Input, error) {
-	var w jetstream.KeyWatcher
-	watchCtx := ctx // the watch lives as long as the caller's ctx, not one attempt
-	err := s.retry(ctx, func(context.Context) error {
-		var err error
-		w, err = s.buckets().inputs.Watch(watchCtx, runID+".>", jetstream.IgnoreDeletes())
-		return err
-	})
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	out := make(chan Input)
-	go func() {
-		defer close(out)
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue // the end of the recorded inputs
-				}
-				in, err := decodeInput(e.Key(), e.Value())
-				if err != nil {
-					continue // not an input of this build: ignored rather than fatal
-				}
-				select {
-				case out <- in:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
+// WatchInputs subscribes to a run's inputs, those recorded so far first, until ctx ends
+// (Inputs.Next). The runs of a replica share one watch of the inputs bucket (inputHub).
+func (s *Store) WatchInputs(ctx context.Context, runID string) *Inputs {
+	return s.hub.subscribe(ctx, runID)
 }
 
 func decodeInput(key string, value []byte) (Input, error) {

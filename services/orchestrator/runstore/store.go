@@ -53,6 +53,7 @@ type Store struct {
 	mu        sync.Mutex
 	b         buckets
 	bodyNames map[string]string // run id → the object its latest checkpoint uses
+	hub       *inputHub         // the runs' shared watch of their inputs
 }
 
 // buckets are the handles of the store's buckets.
@@ -81,6 +82,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("runstore: %w", err)
 	}
 	s := &Store{js: js, nc: nc, cfg: cfg, bodyNames: map[string]string{}}
+	s.hub = newInputHub(func() jetstream.KeyValue { return s.buckets().inputs })
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}

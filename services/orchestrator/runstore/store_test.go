@@ -3,6 +3,7 @@ package runstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -203,17 +204,22 @@ func TestInputs(t *testing.T) {
 	if err := s.Decide(ctx, approve); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("a second decision = %v, want ErrExists", err)
 	}
-	in, err := s.WatchInputs(ctx, "r1")
-	if err != nil {
-		t.Fatal(err)
+	in := s.WatchInputs(ctx, "r1")
+	next := func() runstore.Input {
+		t.Helper()
+		got, ok := in.Next()
+		if !ok {
+			t.Fatal("the subscription ended")
+		}
+		return got
 	}
-	if got := <-in; got.Decision.GetCallId() != "call/1 ü" {
+	if got := next(); got.Decision.GetCallId() != "call/1 ü" {
 		t.Fatalf("first input %v, want the recorded decision", got)
 	}
 	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r1", Reason: "stop"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-in; got.Cancel.GetReason() != "stop" {
+	if got := next(); got.Cancel.GetReason() != "stop" {
 		t.Fatalf("second input %v, want the cancellation", got)
 	}
 	answer := &agentv1.AnswerRequest{RunId: "r1", QuestionId: "turn-2", Answer: "use the cache"}
@@ -223,7 +229,7 @@ func TestInputs(t *testing.T) {
 	if err := s.Answer(ctx, answer); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("a second answer = %v, want ErrExists", err)
 	}
-	if got := <-in; !proto.Equal(got.Answer, answer) || got.Decision != nil {
+	if got := next(); !proto.Equal(got.Answer, answer) || got.Decision != nil {
 		t.Fatalf("third input %v, want the answer", got)
 	}
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || !proto.Equal(decided["call/1 ü"], approve) || len(decided) != 1 {
@@ -236,7 +242,10 @@ func TestInputs(t *testing.T) {
 		t.Fatalf("Decisions after Retire = %v, %v", decided, err)
 	}
 	cancel()
-	for range in { // the watch ends with ctx
+	for { // the subscription ends with ctx
+		if _, ok := in.Next(); !ok {
+			break
+		}
 	}
 }
 
@@ -269,5 +278,53 @@ func TestBucketsComeBack(t *testing.T) {
 	}
 	if ids, err := s.Active(ctx); err != nil || len(ids) != 2 {
 		t.Fatalf("Active = %v, %v; want both runs indexed again", ids, err)
+	}
+}
+
+// TestRunsShareOneInputWatch (issue 15.3): the runs of a replica watch their inputs through one
+// JetStream consumer, not one each, and each run gets only its own inputs, those recorded
+// before it watched first; the watch ends with the last run watching.
+func TestRunsShareOneInputWatch(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	const runs = 20
+	if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: "run-0", QuestionId: "q", Answer: "early"}); err != nil {
+		t.Fatal(err)
+	}
+	subs := make([]*runstore.Inputs, runs)
+	for i := range subs {
+		subs[i] = s.WatchInputs(ctx, fmt.Sprintf("run-%d", i))
+	}
+	if got, ok := subs[0].Next(); !ok || got.Answer.GetAnswer() != "early" {
+		t.Fatalf("run-0's first input %v, want the answer recorded before it watched", got)
+	}
+	for i := range runs {
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: fmt.Sprintf("run-%d", i), Reason: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, sub := range subs {
+		if got, ok := sub.Next(); !ok || got.Cancel.GetReason() != fmt.Sprint(i) {
+			t.Fatalf("run-%d's input %v, want its own cancellation", i, got)
+		}
+	}
+	stream, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Consumers; n != 1 {
+		t.Errorf("%d consumers of the inputs bucket for %d watching runs, want 1", n, runs)
+	}
+	cancel()
+	for _, sub := range subs {
+		for {
+			if _, ok := sub.Next(); !ok {
+				break
+			}
+		}
 	}
 }

@@ -1,0 +1,196 @@
+package runstore
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// inputHub shares one watch of the inputs bucket among every run a replica executes, instead
+// of a watch (a JetStream consumer, with its goroutines and buffers in the client and the
+// server) per run: an idle in-flight run must cost little (issue 15). The watch runs while at
+// least one run watches its inputs. It keeps the inputs recorded for each run (the bucket
+// holds only those of unfinished runs: a run's inputs are purged when it ends), so a run that
+// starts watching gets those recorded before it first, then the new ones, each once. When the
+// watch fails (NATS restarted), it starts again and skips what it delivered already.
+type inputHub struct {
+	bucket func() jetstream.KeyValue
+
+	mu       sync.Mutex
+	subs     map[string]*Inputs            // run id → its subscription
+	recorded map[string]map[string]*record // run id → key → the input recorded under it
+	stop     context.CancelFunc            // ends the watch; nil when none runs
+	stopped  chan struct{}                 // closed when the watch's goroutine has ended
+}
+
+// record is an input recorded under a key, at a revision.
+type record struct {
+	rev uint64
+	in  Input
+}
+
+// Inputs is a run's subscription to its inputs (WatchInputs).
+type Inputs struct {
+	hub    *inputHub
+	runID  string
+	queue  []Input
+	ready  chan struct{} // signalled when queue grows
+	closed bool          // ended: Next returns false once the queue is drained
+	sent   map[string]uint64
+}
+
+func newInputHub(bucket func() jetstream.KeyValue) *inputHub {
+	return &inputHub{bucket: bucket, subs: map[string]*Inputs{}, recorded: map[string]map[string]*record{}}
+}
+
+// subscribe registers runID's subscription until ctx ends, with the inputs recorded for it so
+// far queued, and starts the watch when none runs.
+func (h *inputHub) subscribe(ctx context.Context, runID string) *Inputs {
+	sub := &Inputs{hub: h, runID: runID, ready: make(chan struct{}, 1), sent: map[string]uint64{}}
+	h.mu.Lock()
+	if old := h.subs[runID]; old != nil {
+		old.end() // the run watches again (it moved back to this replica): one subscription
+	}
+	h.subs[runID] = sub
+	for key, rec := range h.recorded[runID] {
+		sub.push(key, rec)
+	}
+	if h.stop == nil {
+		wctx, stop := context.WithCancel(context.Background())
+		h.stop, h.stopped = stop, make(chan struct{})
+		go h.watch(wctx, h.stopped)
+	}
+	h.mu.Unlock()
+	context.AfterFunc(ctx, func() { h.unsubscribe(sub) })
+	return sub
+}
+
+// unsubscribe ends sub, and the watch when no run watches any more.
+func (h *inputHub) unsubscribe(sub *Inputs) {
+	h.mu.Lock()
+	sub.end()
+	if h.subs[sub.runID] == sub {
+		delete(h.subs, sub.runID)
+	}
+	var stopped chan struct{}
+	if len(h.subs) == 0 && h.stop != nil {
+		h.stop()
+		h.stop, stopped = nil, h.stopped
+		h.recorded = map[string]map[string]*record{} // the next watch replays the bucket
+	}
+	h.mu.Unlock()
+	if stopped != nil {
+		<-stopped // no goroutine outlives the last run's watch
+	}
+}
+
+// watch follows the bucket until ctx ends, starting again after a failure.
+func (h *inputHub) watch(ctx context.Context, stopped chan<- struct{}) {
+	defer close(stopped)
+	for ctx.Err() == nil {
+		h.follow(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond): // NATS is away: try again shortly
+		}
+	}
+}
+
+// follow watches the bucket once, until ctx ends or the watch fails.
+func (h *inputHub) follow(ctx context.Context) {
+	w, err := h.bucket().WatchAll(ctx)
+	if err != nil {
+		return
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				h.take(e)
+			}
+		}
+	}
+}
+
+// take records an update of the bucket and hands a new input to its run's subscription.
+func (h *inputHub) take(e jetstream.KeyValueEntry) {
+	runID, _, ok := strings.Cut(e.Key(), ".")
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(h.recorded[runID], e.Key()) // purged: the run ended
+		if len(h.recorded[runID]) == 0 {
+			delete(h.recorded, runID)
+		}
+		return
+	}
+	in, err := decodeInput(e.Key(), e.Value())
+	if err != nil {
+		return // not an input of this build: ignored rather than fatal
+	}
+	rec := &record{rev: e.Revision(), in: in}
+	if h.recorded[runID] == nil {
+		h.recorded[runID] = map[string]*record{}
+	}
+	h.recorded[runID][e.Key()] = rec
+	if sub := h.subs[runID]; sub != nil {
+		sub.push(e.Key(), rec)
+	}
+}
+
+// push queues rec unless it was delivered already. The hub's lock is held.
+func (in *Inputs) push(key string, rec *record) {
+	if in.closed || in.sent[key] >= rec.rev {
+		return
+	}
+	in.sent[key] = rec.rev
+	in.queue = append(in.queue, rec.in)
+	select {
+	case in.ready <- struct{}{}:
+	default:
+	}
+}
+
+// end closes the subscription. The hub's lock is held.
+func (in *Inputs) end() {
+	if in.closed {
+		return
+	}
+	in.closed = true
+	select {
+	case in.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the run's next input, waiting for one; false once the subscription has ended
+// (its context ended) and every input queued before was returned.
+func (in *Inputs) Next() (Input, bool) {
+	for {
+		in.hub.mu.Lock()
+		if len(in.queue) > 0 {
+			next := in.queue[0]
+			in.queue = in.queue[1:]
+			in.hub.mu.Unlock()
+			return next, true
+		}
+		closed := in.closed
+		in.hub.mu.Unlock()
+		if closed {
+			return Input{}, false
+		}
+		<-in.ready
+	}
+}
