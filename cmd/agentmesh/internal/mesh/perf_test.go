@@ -312,9 +312,18 @@ const vsLangGraph = "bench vs langgraph"
 // warmup is how many runs each side of BenchmarkVsLangGraph makes before it measures.
 const warmup = 20
 
+// slowModel is the run BenchmarkInFlight makes: one answer that takes the model modelLatency.
+const slowModel = "bench in flight"
+
+// modelLatency is how long the model of BenchmarkInFlight takes to answer.
+const modelLatency = time.Second
+
 // benchScenarios are the runs the model process answers.
 func benchScenarios() []llmtest.Scenario {
-	return []llmtest.Scenario{toolRun(vsLangGraph, benchTurns)}
+	return []llmtest.Scenario{
+		toolRun(vsLangGraph, benchTurns),
+		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
+	}
 }
 
 // serveModel serves benchScenarios on a loopback port, prints its base URL on a line of its
@@ -440,5 +449,41 @@ func repoRoot(b *testing.B) string {
 		if dir == filepath.Dir(dir) {
 			b.Fatal("no go.work above the package")
 		}
+	}
+}
+
+// BenchmarkInFlight is many runs in flight at once, each waiting modelLatency for its one model
+// answer (the model in a process of its own): x-model-time is how many times the model's
+// latency the whole wave takes to finish. Runs in flight should cost little while they wait,
+// so a wave of 10,000 should take about the model's time, not 10 times it.
+func BenchmarkInFlight(b *testing.B) {
+	url := modelProcess(b)
+	for _, runs := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
+			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
+			req := &agentv1.RunRequest{Message: slowModel, Overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN}}
+			var wave time.Duration
+			for b.Loop() {
+				start := time.Now()
+				var (
+					wg     sync.WaitGroup
+					failed atomic.Int64
+				)
+				for range runs {
+					wg.Go(func() {
+						res, err := m.client.Run(b.Context(), req)
+						if err != nil || !res.GetSuccess() {
+							failed.Add(1)
+						}
+					})
+				}
+				wg.Wait()
+				wave = time.Since(start)
+				if n := failed.Load(); n > 0 {
+					b.Fatalf("%d of %d runs failed", n, runs)
+				}
+			}
+			b.ReportMetric(wave.Seconds()/modelLatency.Seconds(), "x-model-time")
+		})
 	}
 }
