@@ -321,7 +321,8 @@ func TestConformance(t *testing.T) {
 		{name: "000 step timeout", overrides: &agentv1.RunOverrides{StepTimeoutMs: i64(300)},
 			turns:   []llmtest.Turn{{Failure: llmtest.FailTimeout}},
 			outcome: typev1.Outcome_OUTCOME_FAILED_TIMEOUT, exit: "TIMEOUT", roles: "SU", accounting: "LLM:FAILED"},
-		{name: "001 total timeout", overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(300)},
+		// Long enough for PRECHECK, INTENT and PLAN on a loaded machine: the LLM call must start.
+		{name: "001 total timeout", overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(2000)},
 			turns:   []llmtest.Turn{{Failure: llmtest.FailTimeout}},
 			outcome: typev1.Outcome_OUTCOME_FAILED_TIMEOUT, exit: "TIMEOUT", roles: "SU", accounting: "LLM:FAILED"},
 		{name: "001 preflight: allowed tool not available", overrides: &agentv1.RunOverrides{AllowedTools: []string{"teleport"}},
