@@ -57,7 +57,7 @@ func TestRunUnreachable(t *testing.T) {
 	if _, err := stagetest.Run(t.Context(), "planning", conn); !errors.Is(err, stagetest.ErrUnreachable) {
 		t.Errorf("err = %v, want ErrUnreachable", err)
 	}
-	if _, err := stagetest.Run(t.Context(), "orchestrator", conn); err == nil || !strings.Contains(err.Error(), "intent, planning, context") {
+	if _, err := stagetest.Run(t.Context(), "nope", conn); err == nil || !strings.Contains(err.Error(), "intent, planning, context") {
 		t.Errorf("err = %v, want an unknown stage naming the stages", err)
 	}
 }
