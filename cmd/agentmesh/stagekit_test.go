@@ -47,25 +47,30 @@ func TestConformanceStages(t *testing.T) {
 	isolate(t)
 	m := startMesh(t, nil)
 	for _, stage := range stagetest.Stages() {
-		t.Run(stage, func(t *testing.T) {
-			out, errOut, code := conformance(t, "--stage", stage, "--addr", m.Addr(stage))
-			if code != exitcode.OK {
-				t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
-			}
-			cases, err := stagetest.Cases(stage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := verdicts(out)
-			for _, c := range cases {
-				if v := got[c.Case]; !strings.HasPrefix(v, "PASS ") {
-					t.Errorf("case %s: %q, want PASS\n%s", c.Case, v, out)
-				}
-			}
-			if want := fmt.Sprintf("%d cases: %d passed, 0 failed", len(cases), len(cases)); !strings.Contains(out, want) {
-				t.Errorf("no summary %q:\n%s", want, out)
-			}
-		})
+		t.Run(stage, func(t *testing.T) { passesConformance(t, stage, m.Addr(stage)) })
+	}
+}
+
+// passesConformance runs `agentmesh conformance --stage stage --addr addr` and fails t unless
+// it exits 0 with a PASS row for every case of the stage's table.
+func passesConformance(t *testing.T, stage, addr string) {
+	t.Helper()
+	out, errOut, code := conformance(t, "--stage", stage, "--addr", addr)
+	if code != exitcode.OK {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	cases, err := stagetest.Cases(stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := verdicts(out)
+	for _, c := range cases {
+		if v := got[c.Case]; !strings.HasPrefix(v, "PASS ") {
+			t.Errorf("case %s: %q, want PASS\n%s", c.Case, v, out)
+		}
+	}
+	if want := fmt.Sprintf("%d cases: %d passed, 0 failed", len(cases), len(cases)); !strings.Contains(out, want) {
+		t.Errorf("no summary %q:\n%s", want, out)
 	}
 }
 
