@@ -159,6 +159,7 @@ func TestConformanceBrokenOrchestrator(t *testing.T) {
 		"empty-input":     "FAIL ended OUTCOME_COMPLETED_CHAT_ONLY /  success=true, want OUTCOME_FAILED_PREFLIGHT / EMPTY_INPUT success=false",
 		"get-unknown-run": "FAIL answered OK, want NotFound with StageError NOT_FOUND",
 		"run-id-taken":    "FAIL answered OK, want AlreadyExists with StageError ALREADY_EXISTS",
+		"idempotency-key": "FAIL the run has no run_id",
 		"lists-builtins":  "FAIL answered Unimplemented",
 	} {
 		if !strings.HasPrefix(got[name], want) {

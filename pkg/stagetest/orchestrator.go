@@ -105,6 +105,9 @@ var orchestratorCases = []testCase{
 			if err != nil {
 				return wantOK(err)
 			}
+			if first.GetRunId() == "" {
+				return errors.New("the run has no run_id")
+			}
 			if again.GetRunId() != first.GetRunId() {
 				return fmt.Errorf("the repeated request ran %q, want the first run %q", again.GetRunId(), first.GetRunId())
 			}
