@@ -248,8 +248,10 @@ func emptyRun(ctx context.Context, k *kit, runID string) (*typev1.RunResult, err
 	return agent(k).Run(ctx, &agentv1.RunRequest{Message: " \n\t", RunId: runID})
 }
 
-// invalidRun is a case whose Run request is INVALID_ARGUMENT naming field.
+// invalidRun is a case whose Run request is INVALID_ARGUMENT naming field. The request asks
+// the rules model, so that an orchestrator that runs it anyway runs it at no cost.
 func invalidRun(req *agentv1.RunRequest, field string) func(context.Context, *kit) error {
+	req.Overrides = &agentv1.RunOverrides{Targets: rulesTargets}
 	return func(ctx context.Context, k *kit) error {
 		_, err := agent(k).Run(ctx, req)
 		return wantInvalid(err, field)
