@@ -22,10 +22,11 @@ import (
 // it. --stage all runs every stage's kit, each at its configured address (services.* of --config,
 // else $AGENTMESH_CONFIG, over the standard layers). Every case passing is
 // exit 0, a failing case 1, an address where nothing answers 3, bad arguments 4. Stages behind
-// mutual TLS are called as the service whose certificate TLS_CERT and TLS_KEY name (TLS_CA).
+// mutual TLS are called as the service whose certificate TLS_CERT and TLS_KEY name (TLS_CA); the
+// orchestrator as any client of the public API (kitCredentials).
 func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
-	stage := fs.String("stage", "", "the stage to check: "+strings.Join(stagetest.Stages(), ", ")+", or all (each at its configured address)")
+	stage := fs.String("stage", "", "the stage to check: "+strings.Join(stagetest.Stages(), ", ")+" (also called agent), or all (each at its configured address)")
 	addr := fs.String("addr", "", "the stage's address HOST:PORT (default: the configured services.<stage>, e.g. 127.0.0.1:7002 for planning)")
 	configPath := fs.String("config", os.Getenv("AGENTMESH_CONFIG"), "the configuration whose services.* addresses are the defaults (default $AGENTMESH_CONFIG, else the standard layers)")
 	list := fs.Bool("list", false, "print the stage's cases and what each requires, without running them")
@@ -35,12 +36,15 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 	if fs.NArg() != 0 || *stage == "" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("conformance takes --stage STAGE and optionally --addr HOST:PORT, e.g. agentmesh conformance --stage planning --addr 127.0.0.1:7002"))
 	}
-	names := []string{*stage}
-	if *stage == "all" {
-		if *addr != "" {
-			return exitcode.Wrap(exitcode.Invalid, errors.New("conformance: --stage all checks every stage at its configured address (services.* of the configuration); --addr names one stage's"))
+	names := stagetest.Stages()
+	if *stage != "all" {
+		name, err := stagetest.Name(*stage)
+		if err != nil {
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("conformance: %w", err))
 		}
-		names = stagetest.Stages()
+		names = []string{name}
+	} else if *addr != "" {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("conformance: --stage all checks every stage at its configured address (services.* of the configuration); --addr names one stage's"))
 	}
 	if *list {
 		return listCases(names, stdout)
@@ -85,22 +89,33 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 	return nil
 }
 
-// checkStage runs the kit of stage name against addr.
+// checkStage runs the kit of stage name (as Stages names it) against addr.
 func checkStage(ctx context.Context, name, addr string) (stagetest.Report, error) {
-	if _, err := stagetest.Cases(name); err != nil {
-		return stagetest.Report{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("conformance: %w", err))
-	}
-	transport, err := stageCredentials()
+	opts, err := kitCredentials(name)
 	if err != nil {
 		return stagetest.Report{}, err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(transport),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes)))
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return stagetest.Report{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
 	}
 	defer func() { _ = conn.Close() }()
 	return stagetest.Run(ctx, name, conn)
+}
+
+// kitCredentials are the dial options of the kit of stage name: the orchestrator is called as
+// a client of the public API (AGENTMESH_CA, AGENTMESH_CERT and AGENTMESH_KEY,
+// AGENTMESH_API_KEY), a stage as a mesh service (TLS_CA, TLS_CERT and TLS_KEY).
+func kitCredentials(name string) ([]grpc.DialOption, error) {
+	if name == "orchestrator" {
+		return dialCredentials()
+	}
+	transport, err := stageCredentials()
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes))}, nil
 }
 
 // printReport prints a stage's results as a table.
@@ -145,5 +160,6 @@ func stageAddr(cfg *config.Config, name string) string {
 	return map[string]string{
 		"intent": s.Intent, "planning": s.Planning, "context": s.Context, "generation": s.Generation,
 		"action": s.Action, "observation": s.Observation, "memory": s.Memory, "recovery": s.Recovery,
+		"orchestrator": s.Orchestrator,
 	}[name]
 }

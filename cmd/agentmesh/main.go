@@ -47,9 +47,10 @@ usage:
                                                    (mTLS between services, the CLI's client
                                                    certificate) and approval grant keys
   agentmesh conformance --stage STAGE [--addr HOST:PORT] [--list]
-                                                   check that a stage (e.g. a replacement) keeps its
-                                                   contract: a PASS/FAIL table of the conformance
-                                                   kit's cases; --stage all checks every stage
+                                                   check that a stage or the orchestrator (e.g. a
+                                                   replacement) keeps its contract: a PASS/FAIL table
+                                                   of the conformance kit's cases; --stage all checks
+                                                   all nine services
   agentmesh version                                print the build's version
   agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
@@ -46,25 +47,30 @@ func TestConformanceStages(t *testing.T) {
 	isolate(t)
 	m := startMesh(t, nil)
 	for _, stage := range stagetest.Stages() {
-		t.Run(stage, func(t *testing.T) {
-			out, errOut, code := conformance(t, "--stage", stage, "--addr", m.Addr(stage))
-			if code != exitcode.OK {
-				t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
-			}
-			cases, err := stagetest.Cases(stage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := verdicts(out)
-			for _, c := range cases {
-				if v := got[c.Case]; !strings.HasPrefix(v, "PASS ") {
-					t.Errorf("case %s: %q, want PASS\n%s", c.Case, v, out)
-				}
-			}
-			if want := fmt.Sprintf("%d cases: %d passed, 0 failed", len(cases), len(cases)); !strings.Contains(out, want) {
-				t.Errorf("no summary %q:\n%s", want, out)
-			}
-		})
+		t.Run(stage, func(t *testing.T) { passesConformance(t, stage, m.Addr(stage)) })
+	}
+}
+
+// passesConformance runs `agentmesh conformance --stage stage --addr addr` and fails t unless
+// it exits 0 with a PASS row for every case of the stage's table.
+func passesConformance(t *testing.T, stage, addr string) {
+	t.Helper()
+	out, errOut, code := conformance(t, "--stage", stage, "--addr", addr)
+	if code != exitcode.OK {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	cases, err := stagetest.Cases(stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := verdicts(out)
+	for _, c := range cases {
+		if v := got[c.Case]; !strings.HasPrefix(v, "PASS ") {
+			t.Errorf("case %s: %q, want PASS\n%s", c.Case, v, out)
+		}
+	}
+	if want := fmt.Sprintf("%d cases: %d passed, 0 failed", len(cases), len(cases)); !strings.Contains(out, want) {
+		t.Errorf("no summary %q:\n%s", want, out)
 	}
 }
 
@@ -74,9 +80,9 @@ func TestConformanceAll(t *testing.T) {
 	isolate(t)
 	m := startMesh(t, nil)
 	closed := grpctest.FreeAddr(t)
-	cfg := fmt.Sprintf("services:\n  intent: %s\n  planning: %s\n  context: %s\n  generation: %s\n  action: %s\n  observation: %s\n  memory: %s\n  recovery: %s\n",
+	cfg := fmt.Sprintf("services:\n  intent: %s\n  planning: %s\n  context: %s\n  generation: %s\n  action: %s\n  observation: %s\n  memory: %s\n  recovery: %s\n  orchestrator: %s\n",
 		m.Addr(mesh.Intent), m.Addr(mesh.Planning), m.Addr(mesh.Context), m.Addr(mesh.Generation),
-		m.Addr(mesh.Action), m.Addr(mesh.Observation), m.Addr(mesh.Memory), closed)
+		m.Addr(mesh.Action), m.Addr(mesh.Observation), m.Addr(mesh.Memory), closed, m.Addr(mesh.Orchestrator))
 	path := filepath.Join(t.TempDir(), "agentmesh.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -91,8 +97,8 @@ func TestConformanceAll(t *testing.T) {
 			t.Errorf("case %s of a reachable stage: %s", name, v)
 		}
 	}
-	for _, stage := range stagetest.Stages()[:7] {
-		if !strings.Contains(out, stage+" at "+m.Addr(stage)+"\n") {
+	for _, stage := range stagetest.Stages() {
+		if stage != mesh.Recovery && !strings.Contains(out, stage+" at "+m.Addr(stage)+"\n") {
 			t.Errorf("no table of %s:\n%s", stage, out)
 		}
 	}
@@ -131,6 +137,40 @@ func TestConformanceBrokenPlanning(t *testing.T) {
 	}
 }
 
+// TestConformanceBrokenOrchestrator: a public API that answers GetRun of a run that never
+// existed with a result, and a blank message with a successful run, fails the orchestrator's
+// kit (named by its alias, agent): exit 1, FAIL rows saying how; the RPCs it does not implement
+// fail too.
+func TestConformanceBrokenOrchestrator(t *testing.T) {
+	srv := server.New(server.Options{Name: "orchestrator", Addr: "127.0.0.1:0"})
+	agentv1.RegisterAgentServiceServer(srv.GRPC(), brokenAgent{})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+
+	out, errOut, code := conformance(t, "--stage", "agent", "--addr", srv.Addr())
+	if code != exitcode.Failed {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	got := verdicts(out)
+	for name, want := range map[string]string{
+		"health":          "PASS",
+		"empty-input":     "FAIL ended OUTCOME_COMPLETED_CHAT_ONLY /  success=true, want OUTCOME_FAILED_PREFLIGHT / EMPTY_INPUT success=false",
+		"get-unknown-run": "FAIL answered OK, want NotFound with StageError NOT_FOUND",
+		"run-id-taken":    "FAIL answered OK, want AlreadyExists with StageError ALREADY_EXISTS",
+		"idempotency-key": "FAIL the run has no run_id",
+		"lists-builtins":  "FAIL answered Unimplemented",
+	} {
+		if !strings.HasPrefix(got[name], want) {
+			t.Errorf("case %s: %q, want %q...", name, got[name], want)
+		}
+	}
+	if !strings.HasPrefix(out, "orchestrator at "+srv.Addr()+"\n") || !strings.Contains(errOut, "orchestrator (") {
+		t.Errorf("the report does not name the orchestrator:\n%s%s", out, errOut)
+	}
+}
+
 // TestConformanceUsage: unknown stages and missing flags are exit 4, an address where nothing
 // listens exit 3; --list prints the cases without calling anything, --help the flags.
 func TestConformanceUsage(t *testing.T) {
@@ -165,4 +205,19 @@ func (brokenPlanner) Plan(context.Context, *planningv1.PlanRequest) (*planningv1
 		{Id: "a", Description: "wipe", ToolName: "rm_everything", DependsOn: []string{"b"}},
 		{Id: "b", Description: "again", DependsOn: []string{"a"}},
 	}, EstimatedSteps: 2, Source: "rules"}, nil
+}
+
+// brokenAgent is a public API outside its contract: every run succeeds at once, a blank
+// message too, and GetRun answers a result for any run id.
+type brokenAgent struct {
+	agentv1.UnimplementedAgentServiceServer
+}
+
+func (brokenAgent) Run(_ context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
+	return &typev1.RunResult{RunId: req.GetRunId(), Outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, Success: true,
+		FinalReport: &typev1.FinalReport{Content: "done", Status: typev1.ReportStatus_REPORT_STATUS_SUCCESS}}, nil
+}
+
+func (brokenAgent) GetRun(_ context.Context, req *agentv1.GetRunRequest) (*typev1.RunResult, error) {
+	return &typev1.RunResult{RunId: req.GetRunId(), Outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, Success: true}, nil
 }

@@ -17,23 +17,7 @@ var actionCases = []testCase{
 			if err != nil {
 				return wantOK(err)
 			}
-			var p problems
-			seen := map[string]bool{}
-			for i, t := range resp.GetTools() {
-				switch name := t.GetName(); {
-				case name == "":
-					p.addf("tools[%d] has no name", i)
-				case seen[name]:
-					p.addf("tool %q is listed twice", name)
-				}
-				seen[t.GetName()] = true
-			}
-			for _, name := range []string{"calculator", "current_time"} {
-				if !seen[name] {
-					p.addf("%s is not listed", name)
-				}
-			}
-			return p.err()
+			return checkTools(resp.GetTools()).err()
 		}},
 	{"execute", `calculator {"expression": "6*7"} succeeds with a result of 42`,
 		func(ctx context.Context, k *kit) error {
@@ -111,6 +95,28 @@ var actionCases = []testCase{
 				Arguments: mustStruct(map[string]any{"expression": "1+1"})})
 			return wantInvalid(err, "timeout_ms")
 		}},
+}
+
+// checkTools returns how a tool list breaks the contract of ListTools: every tool has a
+// unique non-empty name, and the built-in calculator and current_time are listed.
+func checkTools(tools []*typev1.Tool) problems {
+	var p problems
+	seen := map[string]bool{}
+	for i, t := range tools {
+		switch name := t.GetName(); {
+		case name == "":
+			p.addf("tools[%d] has no name", i)
+		case seen[name]:
+			p.addf("tool %q is listed twice", name)
+		}
+		seen[t.GetName()] = true
+	}
+	for _, name := range []string{"calculator", "current_time"} {
+		if !seen[name] {
+			p.addf("%s is not listed", name)
+		}
+	}
+	return p
 }
 
 // execute runs one call of the kit's run.

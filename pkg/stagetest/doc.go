@@ -1,11 +1,14 @@
-// Package stagetest is the conformance kit of the stage contracts: for every stage of the mesh
-// (intent, planning, context, generation, action, observation, memory, recovery) a table of
-// requests and the answers or errors its contract requires (seed 003 and the proto comments of
-// proto/agentmesh/*/v1): the answer's properties, or the gRPC code with the StageError detail
-// code (pkg/stageerr) of each failure the orchestrator relies on, limits, invalid input
-// (INVALID_ARGUMENT whose message names the field), and the gRPC health service reporting the
-// stage SERVING. Run runs a stage's table against any address, so a replacement stage in any
-// language can prove it keeps its contract; `agentmesh conformance` is its command.
+// Package stagetest is the conformance kit of the stage contracts: for every service of the
+// mesh (the stages intent, planning, context, generation, action, observation, memory,
+// recovery, and the orchestrator, whose contract is the public API,
+// agentmesh.agent.v1.AgentService) a table of requests and the answers or errors its contract
+// requires (seed 003, the proto comments of proto/agentmesh/*/v1 and, for the public API, the
+// README's "The public API" and "Limits"): the answer's properties, or the gRPC code with the
+// StageError detail code (pkg/stageerr) of each failure the orchestrator or an API client
+// relies on, limits, invalid input (INVALID_ARGUMENT whose message names the field), and the
+// gRPC health service reporting the service SERVING. Run runs a table against any address, so
+// a replacement in any language can prove it keeps its contract; `agentmesh conformance` is its
+// command.
 //
 // The cases hold for any correct implementation: they check properties (a plan is acyclic,
 // uses only offered tools and keeps max_steps; a decision always carries a user message), never
@@ -25,7 +28,15 @@
 //     user they act for in the agentmesh-user metadata, as the orchestrator's do.
 //   - intent: a safety policy that refuses a request to write ransomware (INTENT_UNSAFE).
 //   - context: nothing (memory_query is left empty, so no memory service is needed).
+//   - orchestrator: the whole mesh behind it. Its runs ask the generation stage's rules
+//     provider (overrides.targets), so no run calls a paid model unless a stage has one of
+//     its own (models.intent, models.planning, models.memory, ...); "What is 6 times 7?"
+//     must complete through a calculator call, so calculator must be available and need no
+//     approval (tools.require_approval), with the default tool policy. The kit writes runs
+//     named "stagetest-…" (most of them end at once, as EMPTY_INPUT) and leaves user_id
+//     empty: with authentication off the runs are anonymous's, with it on the caller's, who
+//     needs no role to run, read and cancel its own runs.
 //
-// A stage behind mutual TLS is reached with the caller's credentials: Run takes any
-// *grpc.ClientConn.
+// A stage behind mutual TLS, or a public API that authenticates its callers, is reached with
+// the caller's credentials: Run takes any *grpc.ClientConn.
 package stagetest

@@ -82,27 +82,52 @@ type stage struct {
 
 // stages are the tables, by stage name.
 var stages = map[string]stage{
-	"intent":      {"agentmesh.intent.v1.IntentService", intentCases},
-	"planning":    {"agentmesh.planning.v1.PlanningService", planningCases},
-	"context":     {"agentmesh.context.v1.ContextService", contextCases},
-	"generation":  {"agentmesh.generation.v1.GenerationService", generationCases},
-	"action":      {"agentmesh.action.v1.ActionService", actionCases},
-	"observation": {"agentmesh.observation.v1.ObservationService", observationCases},
-	"memory":      {"agentmesh.memory.v1.MemoryService", memoryCases},
-	"recovery":    {"agentmesh.recovery.v1.RecoveryService", recoveryCases},
+	"intent":       {"agentmesh.intent.v1.IntentService", intentCases},
+	"planning":     {"agentmesh.planning.v1.PlanningService", planningCases},
+	"context":      {"agentmesh.context.v1.ContextService", contextCases},
+	"generation":   {"agentmesh.generation.v1.GenerationService", generationCases},
+	"action":       {"agentmesh.action.v1.ActionService", actionCases},
+	"observation":  {"agentmesh.observation.v1.ObservationService", observationCases},
+	"memory":       {"agentmesh.memory.v1.MemoryService", memoryCases},
+	"recovery":     {"agentmesh.recovery.v1.RecoveryService", recoveryCases},
+	"orchestrator": {"agentmesh.agent.v1.AgentService", orchestratorCases},
 }
 
-// Stages returns the names of the stages the kit has a table for, in the order of the agent
-// loop.
+// aliases are other names of stages: "agent", after the public API's package, is the
+// orchestrator.
+var aliases = map[string]string{"agent": "orchestrator"}
+
+// lookup returns the canonical name and the table of stage name or of one of its aliases.
+func lookup(name string) (string, stage, error) {
+	if canonical, ok := aliases[name]; ok {
+		name = canonical
+	}
+	s, ok := stages[name]
+	if !ok {
+		return "", stage{}, unknownStage(name)
+	}
+	return name, s, nil
+}
+
+// Stages returns the names of the stages the kit has a table for: the eight stages in the
+// order of the agent loop, then the orchestrator, whose table is the public API's
+// (agentmesh.agent.v1.AgentService; "agent" names it too).
 func Stages() []string {
-	return []string{"intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"}
+	return []string{"intent", "planning", "context", "generation", "action", "observation", "memory", "recovery", "orchestrator"}
+}
+
+// Name returns the name in Stages of stage name, which may be an alias ("agent" is
+// "orchestrator"); an unknown stage is an error naming the stages there are.
+func Name(name string) (string, error) {
+	canonical, _, err := lookup(name)
+	return canonical, err
 }
 
 // Cases returns the names of a stage's cases with what each requires, in table order.
 func Cases(name string) ([]Result, error) {
-	s, ok := stages[name]
-	if !ok {
-		return nil, unknownStage(name)
+	_, s, err := lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	out := []Result{{Case: "health", Reason: healthRequires(s.service)}}
 	for _, c := range s.cases {
@@ -113,11 +138,12 @@ func Cases(name string) ([]Result, error) {
 
 // Run runs the table of stage name against the stage conn reaches and reports every case. The
 // first case asks the gRPC health service; when nothing answers there (UNAVAILABLE), Run
-// returns ErrUnreachable instead of a report. An unknown stage name is an error too.
+// returns ErrUnreachable instead of a report. An unknown stage name is an error too. The
+// report names the stage by its name in Stages, also when name is an alias.
 func Run(ctx context.Context, name string, conn *grpc.ClientConn) (Report, error) {
-	s, ok := stages[name]
-	if !ok {
-		return Report{}, unknownStage(name)
+	name, s, err := lookup(name)
+	if err != nil {
+		return Report{}, err
 	}
 	report := Report{Stage: name}
 	health := Result{Case: "health", Reason: healthRequires(s.service), Pass: true}

@@ -57,7 +57,24 @@ func TestRunUnreachable(t *testing.T) {
 	if _, err := stagetest.Run(t.Context(), "planning", conn); !errors.Is(err, stagetest.ErrUnreachable) {
 		t.Errorf("err = %v, want ErrUnreachable", err)
 	}
-	if _, err := stagetest.Run(t.Context(), "orchestrator", conn); err == nil || !strings.Contains(err.Error(), "intent, planning, context") {
+	if _, err := stagetest.Run(t.Context(), "nope", conn); err == nil || !strings.Contains(err.Error(), "intent, planning, context") {
 		t.Errorf("err = %v, want an unknown stage naming the stages", err)
+	}
+}
+
+// TestName: a stage's alias names the stage ("agent" is the orchestrator, whose table has
+// cases of its own); an unknown name is an error.
+func TestName(t *testing.T) {
+	for name, want := range map[string]string{"planning": "planning", "orchestrator": "orchestrator", "agent": "orchestrator"} {
+		if got, err := stagetest.Name(name); got != want || err != nil {
+			t.Errorf("Name(%q) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := stagetest.Name("nope"); err == nil {
+		t.Error(`Name("nope") is not an error`)
+	}
+	cases, err := stagetest.Cases("agent")
+	if err != nil || len(cases) < 2 || cases[0].Case != "health" || !strings.Contains(cases[0].Reason, "agentmesh.agent.v1.AgentService") {
+		t.Errorf("Cases(agent) = %v, %v; want the public API's table", cases, err)
 	}
 }
