@@ -12,6 +12,9 @@ import (
 // docker-compose.yml sets, makes a run through the CLI, and stops each process with SIGTERM,
 // which must drain and exit 0.
 func TestSeparateBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts agentmesh as separate processes")
+	}
 	isolate(t)
 	m := meshproc.Start(t, meshproc.Options{Replicas: []string{meshproc.Orchestrator}})
 	orchestrator := m.Replica(t, meshproc.Orchestrator)
