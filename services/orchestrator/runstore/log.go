@@ -28,7 +28,7 @@ func BodySubject(runID string) string { return "agentmesh.checkpoint.body." + ru
 // tailSize is how large a checkpoint's tail grows before it goes to a segment of its own: a
 // checkpoint costs at most about this much more than its turn's changes, and a run writes a
 // segment for about every tailSize bytes it adds.
-const tailSize = 32 << 10
+const tailSize = 8 << 10
 
 // appendSegment stores seg in the run's log and returns its stream sequence. A segment too
 // large for one message goes to the object store, and the log holds its name (object).

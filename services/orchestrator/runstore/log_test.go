@@ -117,7 +117,7 @@ func TestCheckpointLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(e.Value()); n > 40<<10 {
+		if n := len(e.Value()); n > 16<<10 {
 			t.Fatalf("turn %d: the checkpoint entry is %d bytes; a turn adds about 3 KiB", turn+1, n)
 		}
 	}
