@@ -168,6 +168,15 @@ func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckp
 	return s.load(ctx, runID, nil)
 }
 
+// State returns a run's checkpoint without what its log holds (request, contract, available,
+// conversation, transcript and accounting are empty), for a caller that needs only where the
+// run stands: its phase, its pending approvals or question; ErrNotFound when the store has
+// none.
+func (s *Store) State(ctx context.Context, runID string) (*checkpointv1.RunCheckpoint, error) {
+	cp, _, err := s.load(ctx, runID, func(*checkpointv1.RunCheckpoint) bool { return false })
+	return cp, err
+}
+
 // load is Load; when want is set, only a checkpoint it accepts (given without its log) is
 // read whole, and for another it returns the checkpoint without its log and a nil head.
 func (s *Store) load(ctx context.Context, runID string, want func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, *Head, error) {
@@ -177,29 +186,51 @@ func (s *Store) load(ctx context.Context, runID string, want func(*checkpointv1.
 	)
 	err := s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
-		e, err := b.checkpoints.Get(ctx, runID)
-		if err != nil {
-			return err
+		for range maxReads {
+			e, err := b.checkpoints.Get(ctx, runID)
+			if err != nil {
+				return err
+			}
+			cp, h, err = s.read(ctx, b, runID, e, want)
+			if err == nil || !s.moved(ctx, b, e) {
+				return err
+			}
 		}
-		if cp, err = s.decode(ctx, b, runID, e.Value()); err != nil {
-			return err
-		}
-		if want != nil && !want(cp) {
-			h = nil
-			return nil
-		}
-		if cp.GetLog() == nil { // version 1: the checkpoint holds the whole run, the log nothing
-			h = &Head{}
-		} else if h, err = s.readLog(ctx, b, cp); err != nil {
-			return err
-		}
-		h.rev, h.body = e.Revision(), cp.GetBodyObject()
-		return nil
+		return fmt.Errorf("runstore: checkpoint of run %s changed at each of %d reads", runID, maxReads)
 	})
 	if err != nil {
 		return nil, nil, mapErr(err)
 	}
 	return cp, h, nil
+}
+
+// maxReads bounds the reads of a checkpoint that its owner replaces while it is read.
+const maxReads = 5
+
+// read reads the checkpoint entry e of a run, and its log unless want refuses it.
+func (s *Store) read(ctx context.Context, b buckets, runID string, e jetstream.KeyValueEntry, want func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, *Head, error) {
+	cp, err := s.decode(ctx, b, runID, e.Value())
+	if err != nil {
+		return nil, nil, err
+	}
+	if want != nil && !want(cp) {
+		return cp, nil, nil
+	}
+	h := &Head{} // version 1: the checkpoint holds the whole run, the log nothing
+	if cp.GetLog() != nil {
+		if h, err = s.readLog(ctx, b, cp); err != nil {
+			return nil, nil, err
+		}
+	}
+	h.rev, h.body = e.Revision(), cp.GetBodyObject()
+	return cp, h, nil
+}
+
+// moved reports whether a run's checkpoint is no longer e: what e named (its body, its log)
+// may be gone with it, as a finished run's log goes when the run is retired.
+func (s *Store) moved(ctx context.Context, b buckets, e jetstream.KeyValueEntry) bool {
+	now, err := b.checkpoints.Get(ctx, e.Key())
+	return isNotFound(err) || (err == nil && now.Revision() != e.Revision())
 }
 
 // decode reads a checkpoint entry of a run, and the body it names.

@@ -132,6 +132,9 @@ func TestCheckpointLog(t *testing.T) {
 	if err := transcript.Verify(cp.GetTranscript()); err != nil {
 		t.Fatal(err)
 	}
+	if st, err := s.State(ctx, "long"); err != nil || st.GetTurns() != 60 || len(st.GetConversation()) != 0 || st.GetContract() != nil {
+		t.Fatalf("State = turn %d, %d messages, contract %v, %v; want turn 60 without the log", st.GetTurns(), len(st.GetConversation()), st.GetContract(), err)
+	}
 
 	// The replica that loaded it goes on from its head: only the new turn is written.
 	cp.Conversation = append(cp.Conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "done"})
@@ -249,4 +252,41 @@ func TestCheckpointVersion1(t *testing.T) {
 		t.Fatalf("Load = version %d, %v", got.GetVersion(), err)
 	}
 	equalRun(t, got, cp)
+}
+
+// TestCheckpointReadWhileRetired reads a run's checkpoint while its owner finishes the run and
+// retires it, removing the log the checkpoint read first names: the reader reads the
+// checkpoint again, and gets the finished one, not an error.
+func TestCheckpointReadWhileRetired(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	g := newGrowing("racing")
+	h, err := s.Create(ctx, g.cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		g.turn(4000)
+		if err := s.Save(ctx, g.cp, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retired := false
+	cp, err := s.Await(ctx, "racing", func(cp *checkpointv1.RunCheckpoint) bool {
+		if !retired { // between reading the checkpoint and reading its log
+			retired = true
+			tomb := checkpoint("racing", checkpointv1.Phase_PHASE_FINISHED, 10)
+			tomb.ResultSaved = true
+			if err := s.Save(ctx, tomb, h); err != nil {
+				t.Error(err)
+			}
+			if err := s.Retire(ctx, "racing"); err != nil {
+				t.Error(err)
+			}
+		}
+		return true
+	})
+	if err != nil || !cp.GetResultSaved() {
+		t.Fatalf("Await while the run was retired = %v, %v; want the finished checkpoint", cp, err)
+	}
 }
