@@ -51,15 +51,14 @@ func seenOf(m *typev1.Message) seen {
 // change is what cp changed since a head: the segment that records it and what the head
 // becomes once it is stored.
 type change struct {
-	seg    *checkpointv1.LogSegment // nil when nothing changed
-	fresh  bool                     // the log starts over: cp is not a continuation of the head
-	from   int                      // the first message that changed
-	seen   []seen                   // the messages from from on
-	static bool                     // request, contract or available changed
+	seg   *checkpointv1.LogSegment // nil when nothing changed
+	fresh bool                     // the log starts over: cp is not a continuation of the head
+	from  int                      // the first message that changed
+	seen  []seen                   // the messages from from on
 }
 
-// changeOf is what cp changed since h. A checkpoint whose transcript or accounting is not a
-// continuation of h's (a finished run's last checkpoint keeps none) starts the log over.
+// changeOf is what cp changed since h. A checkpoint that does not continue h's (a finished
+// run's last checkpoint keeps nothing of the run) starts the log over.
 func (h *Head) changeOf(cp *checkpointv1.RunCheckpoint) change {
 	if !h.continuedBy(cp) {
 		c := (&Head{}).changeOf(cp)
@@ -81,17 +80,17 @@ func (h *Head) changeOf(cp *checkpointv1.RunCheckpoint) change {
 	}
 	seg.Transcript = cp.GetTranscript()[h.entries:]
 	seg.Accounting = cp.GetAccounting()[h.accounting:]
-	c := change{from: from}
+	c, static := change{from: from}, false
 	if cp.GetRequest() != h.request {
-		seg.Request, c.static = cp.GetRequest(), true
+		seg.Request, static = cp.GetRequest(), true
 	}
 	if cp.GetContract() != h.contract {
-		seg.Contract, c.static = cp.GetContract(), true
+		seg.Contract, static = cp.GetContract(), true
 	}
 	if !slices.Equal(cp.GetAvailable(), h.available) {
-		seg.Available, c.static = &checkpointv1.ToolList{Tools: cp.GetAvailable()}, true
+		seg.Available, static = &checkpointv1.ToolList{Tools: cp.GetAvailable()}, true
 	}
-	if changed || len(seg.Transcript) > 0 || len(seg.Accounting) > 0 || c.static {
+	if changed || len(seg.Transcript) > 0 || len(seg.Accounting) > 0 || static {
 		c.seg = seg
 		for _, m := range seg.Messages {
 			c.seen = append(c.seen, seenOf(m))
@@ -100,8 +99,12 @@ func (h *Head) changeOf(cp *checkpointv1.RunCheckpoint) change {
 	return c
 }
 
-// continuedBy reports whether cp's transcript and accounting extend h's.
+// continuedBy reports whether cp continues h: its transcript and accounting extend h's, and
+// it keeps the request and contract h has (a segment can replace them, not remove them).
 func (h *Head) continuedBy(cp *checkpointv1.RunCheckpoint) bool {
+	if (h.request != nil && cp.GetRequest() == nil) || (h.contract != nil && cp.GetContract() == nil) {
+		return false
+	}
 	tr, acc := cp.GetTranscript(), cp.GetAccounting()
 	if len(tr) < h.entries || len(acc) < h.accounting {
 		return false

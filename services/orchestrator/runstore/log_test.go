@@ -290,3 +290,29 @@ func TestCheckpointReadWhileRetired(t *testing.T) {
 		t.Fatalf("Await while the run was retired = %v, %v; want the finished checkpoint", cp, err)
 	}
 }
+
+// TestCheckpointTombstone writes a finished run's last checkpoint, which keeps nothing of the
+// run, after a checkpoint whose log holds the request and messages but no transcript: it names
+// no segment, so it still loads once the run's log is removed.
+func TestCheckpointTombstone(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	g := newGrowing("short")
+	g.cp.Conversation = append(g.cp.Conversation, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("u", 20<<10)})
+	h, err := s.Create(ctx, g.cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb := checkpoint("short", checkpointv1.Phase_PHASE_FINISHED, 0)
+	tomb.ResultSaved = true
+	if err := s.Save(ctx, tomb, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Retire(ctx, "short"); err != nil {
+		t.Fatal(err)
+	}
+	cp, _, err := s.Load(ctx, "short")
+	if err != nil || !cp.GetResultSaved() || cp.GetRequest() != nil || len(cp.GetConversation()) != 0 {
+		t.Fatalf("Load of the tombstone = %v, %v; want it without the run", cp, err)
+	}
+}
