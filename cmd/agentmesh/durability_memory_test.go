@@ -114,6 +114,16 @@ func TestResultSavedAfterMemoryOutage(t *testing.T) {
 	}) {
 		t.Errorf("run %s is still in %s %s after its result was saved: last Get: %v", runID, runstore.ActiveBucket, runTimeout, last)
 	}
+	// Retired, the run's checkpoint log is gone.
+	log, err := m.JetStream().Stream(t.Context(), runstore.LogStream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", runstore.LogStream, err)
+	}
+	for _, subject := range []string{runstore.SegmentSubject(runID), runstore.BodySubject(runID)} {
+		if _, err := log.GetLastMsgForSubject(t.Context(), subject); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("the checkpoint log still holds %s after the run was retired (last message: %v)", subject, err)
+		}
+	}
 	entry, err := checkpoints.Get(t.Context(), runID)
 	if err != nil {
 		t.Fatalf("checkpoint of run %s: %v", runID, err)

@@ -1,7 +1,8 @@
 // Package kvbody keeps values too large for one JetStream key-value entry: every NATS message,
 // a key-value write included, is bounded by the server's max payload (1 MB by default), so a
 // larger value goes to an object store, which chunks it, and the entry keeps its name. The
-// run store keeps its large checkpoints this way, the action stage its large call records.
+// run store keeps its large checkpoints and checkpoint log segments this way, the action
+// stage its large call records.
 package kvbody
 
 import (

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -148,6 +149,15 @@ func (c *Chain) Entries() []*typev1.TranscriptEntry {
 		out[i] = proto.CloneOf(e)
 	}
 	return out
+}
+
+// Shared returns the entries themselves, not copies, for a caller that only reads them (a
+// checkpoint): the chain never changes an entry once it is appended, so this costs no copy of
+// the transcript (issue 15).
+func (c *Chain) Shared() []*typev1.TranscriptEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clip(c.entries)
 }
 
 // Len returns the number of entries.

@@ -44,7 +44,7 @@ func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agen
 // answerStored records an answer in the store, for the run's owner to apply.
 func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
 	runID := req.GetRunId()
-	cp, _, err := s.store.Load(ctx, runID)
+	cp, err := s.store.State(ctx, runID)
 	switch {
 	case errors.Is(err, runstore.ErrNotFound):
 		return nil, notAsking(runID, req.GetQuestionId())

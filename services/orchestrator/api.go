@@ -436,7 +436,7 @@ func (s *Service) runExists(ctx context.Context, runID string) error {
 		return nil
 	}
 	if s.store != nil {
-		if _, _, err := s.store.Load(ctx, runID); err == nil {
+		if _, err := s.store.State(ctx, runID); err == nil {
 			return nil
 		}
 	}

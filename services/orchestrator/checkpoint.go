@@ -14,15 +14,15 @@ import (
 )
 
 // snapshot is the run's state as a checkpoint of phase; t and plan are the turn in progress
-// (phases EXECUTING and AWAITING_APPROVAL). The checkpoint shares the run's messages: it is
-// encoded before the run changes them again.
+// (phases EXECUTING and AWAITING_APPROVAL). The checkpoint shares the run's messages and
+// transcript entries: it is encoded before the run changes them again.
 func (r *run) snapshot(phase checkpointv1.Phase, t *turnState, plan []plannedCall) *checkpointv1.RunCheckpoint {
 	cp := &checkpointv1.RunCheckpoint{
 		RunId: r.id, Phase: phase, Request: r.req, UserId: r.userID, Contract: r.contract,
 		Conversation: r.conversation, SentUpTo: int32(r.sentUpTo), Accounting: r.accounting, Usage: r.usage,
 		Turns: r.turns, ToolCalls: r.toolCalls, LastTool: r.lastTool, CtxTokens: r.ctxTokens,
 		ForcedFinal: r.forcedFinal, ToolsClosed: r.toolsClosed, Collapsed: r.collapsed, FormatFails: r.formatFails,
-		Decision: r.decision, Goal: r.goal, Plan: r.tracker.plan(), Available: r.available, Transcript: r.chain.Entries(),
+		Decision: r.decision, Goal: r.goal, Plan: r.tracker.plan(), Available: r.available, Transcript: r.chain.Shared(),
 		EventSeq: r.stream.Seq(), Traceparent: r.traceparent, Tracestate: r.tracestate,
 		StartedAt: timestamppb.New(r.startedAt), UpdatedAt: timestamppb.New(r.svc.now()),
 		Resumes: r.resumes, Replica: r.svc.replica, ToolBudgetSpent: r.toolBudgetSpent, ObservedDone: r.observedDone,

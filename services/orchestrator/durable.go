@@ -50,14 +50,13 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 	return nil
 }
 
-// save writes cp with the run's checkpoint revision, retrying a store that is down until it
+// save writes cp after the run's last checkpoint (its head), retrying a store that is down until it
 // is back or the run is stopped.
 func (r *run) save(ctx context.Context, cp *checkpointv1.RunCheckpoint) *ending {
 	wait := checkpointBackoff
 	for {
-		rev, err := r.svc.store.Save(context.WithoutCancel(ctx), cp, r.rev)
+		err := r.svc.store.Save(context.WithoutCancel(ctx), cp, r.head)
 		if err == nil {
-			r.rev = rev
 			return nil
 		}
 		if errors.Is(err, runstore.ErrConflict) {

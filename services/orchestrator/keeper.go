@@ -109,7 +109,7 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 
 // resume continues a run from its checkpoint on this replica, holding its lease.
 func (s *Service) resume(ctx context.Context, runID string, leaseRev uint64, reason string) error {
-	cp, rev, err := s.store.Load(ctx, runID)
+	cp, head, err := s.store.Load(ctx, runID)
 	if err != nil {
 		if errors.Is(err, runstore.ErrNotFound) {
 			_ = s.store.Retire(ctx, runID) // an index entry without a checkpoint
@@ -123,7 +123,7 @@ func (s *Service) resume(ctx context.Context, runID string, leaseRev uint64, rea
 		}
 		return s.store.Release(ctx, runID, leaseRev)
 	}
-	r, runCtx, err := s.restoreRun(ctx, cp, rev, leaseRev, reason)
+	r, runCtx, err := s.restoreRun(ctx, cp, head, leaseRev, reason)
 	if err != nil {
 		return err
 	}

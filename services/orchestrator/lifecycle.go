@@ -91,7 +91,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	telemetry.Propagator().Inject(runCtx, carrier)
 	r.traceparent, r.tracestate = carrier.Get("traceparent"), carrier.Get("tracestate")
 	if s.store != nil {
-		rev, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
+		head, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
 		if err != nil {
 			r.span.End()
 			r.stopTimer()
@@ -102,7 +102,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 			}
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
 		}
-		r.rev = rev
+		r.head = head
 	}
 	s.launch(runCtx, r)
 	return r, nil
@@ -294,9 +294,9 @@ func (r *run) moveAway(ctx context.Context, e *ending) {
 // restoreRun rebuilds a run from its checkpoint, to be launched on this replica: its spans
 // join the run's trace through the stored trace context, and its events continue after the
 // last one stored.
-func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, rev, leaseRev uint64, reason string) (*run, context.Context, error) {
+func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, head *runstore.Head, leaseRev uint64, reason string) (*run, context.Context, error) {
 	r := &run{
-		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), rev: rev, leaseRev: leaseRev,
+		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), head: head, leaseRev: leaseRev,
 		resumeFrom: cp, resumeReason: reason, inputs: make(chan runstore.Input, inputBuffer),
 	}
 	if err := r.restore(cp); err != nil {

@@ -46,7 +46,7 @@ type run struct {
 	tracestate   string                      // its tracestate
 	startedAt    time.Time                   // total_timeout_ms counts from here, on every replica
 	resumes      int32                       // times the run was resumed
-	rev          uint64                      // revision of the run's last checkpoint
+	head         *runstore.Head              // where the run's last checkpoint stands
 	resumeFrom   *checkpointv1.RunCheckpoint // the checkpoint a resumed run continues from
 	resumeReason string                      // why it was resumed
 	stopTimer    func()                      // stops the total_timeout_ms timer
@@ -143,7 +143,7 @@ func (r *run) currentResult() *typev1.RunResult {
 func (r *run) pausedResult(pending *typev1.PendingAction) *typev1.RunResult {
 	cp := r.snapshot(checkpointv1.Phase_PHASE_AWAITING_APPROVAL, nil, nil)
 	cp.Pending, cp.Usage = pending, proto.CloneOf(r.usage)
-	cp.Conversation, cp.Accounting = slices.Clone(cp.Conversation), slices.Clone(cp.Accounting)
+	cp.Conversation, cp.Accounting, cp.Transcript = slices.Clone(cp.Conversation), slices.Clone(cp.Accounting), r.chain.Entries()
 	return pausedFromCheckpoint(cp)
 }
 

@@ -8,8 +8,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Await returns a run's checkpoint once done accepts it, watching the checkpoint change
-// (whichever replica writes it) until ctx ends; ErrNotFound when the run has no checkpoint.
+// Await returns a run's checkpoint, whole, once done accepts it, watching the checkpoint
+// change (whichever replica writes it) until ctx ends; ErrNotFound when the run has no
+// checkpoint. done is given the checkpoint without what its log holds (request, contract,
+// available, conversation, transcript and accounting are empty), so a wait reads the log
+// once, not at every change.
 func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -25,11 +28,11 @@ func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1
 	}
 	defer func() { _ = w.Stop() }()
 	for {
-		cp, _, err := s.Load(ctx, runID)
+		cp, h, err := s.load(ctx, runID, done)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
-		if err == nil && done(cp) {
+		if h != nil {
 			return cp, nil
 		}
 		select {

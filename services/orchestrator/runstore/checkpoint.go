@@ -11,142 +11,269 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Version is the RunCheckpoint format this build writes and reads.
-const Version = 1
+// Version is the RunCheckpoint format this build writes; it reads every version up to it.
+// Version 1 held the whole run in the checkpoint; version 2 keeps what the run adds in the
+// run's checkpoint log (see LogRef).
+const Version = 2
 
 // Create stores the first checkpoint of a run and marks the run active; ErrExists when the
-// run id is taken. It returns the checkpoint's revision.
-func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (uint64, error) {
-	data, err := s.encode(ctx, cp)
+// run id is taken. It returns the head the run's owner saves its next checkpoint with.
+func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*Head, error) {
+	w, err := s.prepare(ctx, cp, &Head{})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var rev uint64
 	err = s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
-		if rev, err = b.checkpoints.Create(ctx, cp.GetRunId(), data); err != nil {
+		if rev, err = b.checkpoints.Create(ctx, cp.GetRunId(), w.data); err != nil {
 			return err
 		}
 		_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
 		return err
 	})
 	if err != nil {
-		return 0, mapErr(err)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			s.drop(ctx, w)
+		}
+		return nil, mapErr(err)
 	}
-	s.replacedBody(ctx, cp.GetRunId(), cp.GetBodyObject())
-	return rev, nil
+	return w.head(rev), nil
 }
 
-// Save replaces a run's checkpoint written at revision rev and returns the new revision;
-// ErrConflict when rev is no longer the latest (another replica advanced the run). A
-// checkpoint that the store lost (NATS restarted with an empty store) is created again.
-func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, rev uint64) (uint64, error) {
-	data, err := s.encode(ctx, cp)
+// Save replaces a run's checkpoint written at h and advances h; ErrConflict when h is no
+// longer the latest (another replica advanced the run). It writes what changed since h: the
+// new messages, transcript and accounting entries, the request, contract and tools when they
+// changed, and the checkpoint's own small state. A checkpoint that the store lost (NATS
+// restarted with an empty store) is written again whole from cp. When Save fails, h is as it
+// was.
+func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Head) error {
+	w, err := s.prepare(ctx, cp, h)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var next uint64
+	var (
+		next uint64
+		lost bool
+	)
 	err = s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
-		next, err = b.checkpoints.Update(ctx, cp.GetRunId(), data, rev)
+		next, err = b.checkpoints.Update(ctx, cp.GetRunId(), w.data, h.rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if _, getErr := b.checkpoints.Get(ctx, cp.GetRunId()); isNotFound(getErr) {
-				// The store lost the key: the owner's state is the only copy left.
-				next, err = b.checkpoints.Create(ctx, cp.GetRunId(), data)
-				if err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
-					_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
-				}
+				lost = true
+				return nil
 			}
 		}
 		return err
 	})
+	if lost {
+		// The store lost the key, and the log with it: the owner's state is the only copy left.
+		if w, err = s.prepare(ctx, cp, &Head{}); err != nil {
+			return err
+		}
+		err = s.retry(ctx, func(ctx context.Context) error {
+			b := s.buckets()
+			next, err = b.checkpoints.Create(ctx, cp.GetRunId(), w.data)
+			if err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
+				_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
+			}
+			return err
+		})
+	}
 	if err != nil {
-		return 0, mapErr(err)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			s.drop(ctx, w)
+		}
+		return mapErr(err)
 	}
-	s.replacedBody(ctx, cp.GetRunId(), cp.GetBodyObject())
-	return next, nil
+	if h.body != "" && h.body != w.body {
+		_ = s.buckets().bodies.Delete(ctx, h.body) // a body left behind only costs space
+	}
+	*h = *w.head(next)
+	return nil
 }
 
-// replacedBody records the body the run's checkpoint now uses ("" for none) and deletes the
-// one it replaced.
-func (s *Store) replacedBody(ctx context.Context, runID, current string) {
-	s.mu.Lock()
-	old := s.bodyNames[runID]
-	if current == "" {
-		delete(s.bodyNames, runID)
-	} else {
-		s.bodyNames[runID] = current
+// write is a checkpoint ready to be stored: its log written, its entry encoded.
+type write struct {
+	from     *Head
+	change   change
+	segments []uint64
+	tail     *checkpointv1.LogSegment
+	data     []byte   // the entry
+	body     string   // the object holding the checkpoint, when it is too large for one entry
+	flushed  uint64   // the segment this write appended; 0 when none
+	objects  []string // objects this write stored
+	cp       *checkpointv1.RunCheckpoint
+}
+
+// head is the head a run stands at once w is stored at revision rev.
+func (w *write) head(rev uint64) *Head {
+	next := w.from.advanced(w.change, rev, w.segments, w.tail, w.cp)
+	next.body = w.body
+	return next
+}
+
+// prepare writes what cp changed since h to the run's log, when it is worth a segment, and
+// encodes the checkpoint that names it.
+func (s *Store) prepare(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Head) (*write, error) {
+	w := &write{from: h, change: h.changeOf(cp), cp: cp}
+	w.segments, w.tail = h.segments, h.withTail(w.change)
+	if w.change.fresh {
+		w.segments = nil
 	}
-	bodies := s.b.bodies
-	s.mu.Unlock()
-	if old != "" && old != current {
-		_ = bodies.Delete(ctx, old) // a body left behind only costs space
+	if w.tail != nil && proto.Size(w.tail) > tailSize {
+		seq, object, err := s.appendSegment(ctx, w.tail)
+		if err != nil {
+			return nil, err
+		}
+		w.segments, w.tail, w.flushed = concat(w.segments, []uint64{seq}), nil, seq
+		if object != "" {
+			w.objects = append(w.objects, object)
+		}
+	}
+	ref := &checkpointv1.LogRef{
+		Segments: w.segments, Tail: w.tail, Messages: int32(len(cp.GetConversation())),
+		TranscriptEntries: int32(len(cp.GetTranscript())), AccountingEntries: int32(len(cp.GetAccounting())),
+	}
+	if tr := cp.GetTranscript(); len(tr) > 0 {
+		ref.TranscriptHead = tr[len(tr)-1].GetHash()
+	}
+	data, err := s.encode(ctx, cp, ref)
+	if err != nil {
+		s.drop(ctx, w)
+		return nil, err
+	}
+	w.data, w.body = data, cp.GetBodyObject()
+	if w.body != "" {
+		w.objects = append(w.objects, w.body)
+	}
+	return w, nil
+}
+
+// drop removes what a write that was refused stored.
+func (s *Store) drop(ctx context.Context, w *write) {
+	b := s.buckets()
+	if w.flushed != 0 {
+		_ = b.log.DeleteMsg(ctx, w.flushed) // a segment left behind only costs space until the run retires
+	}
+	for _, name := range w.objects {
+		_ = b.bodies.Delete(ctx, name)
 	}
 }
 
-// Load returns a run's checkpoint and its revision; ErrNotFound when the store has none.
-func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckpoint, uint64, error) {
+// Load returns a run's checkpoint, whole, and the head it stands at; ErrNotFound when the
+// store has none.
+func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckpoint, *Head, error) {
+	return s.load(ctx, runID, nil)
+}
+
+// State returns a run's checkpoint without what its log holds (request, contract, available,
+// conversation, transcript and accounting are empty), for a caller that needs only where the
+// run stands: its phase, its pending approvals or question; ErrNotFound when the store has
+// none.
+func (s *Store) State(ctx context.Context, runID string) (*checkpointv1.RunCheckpoint, error) {
+	cp, _, err := s.load(ctx, runID, func(*checkpointv1.RunCheckpoint) bool { return false })
+	return cp, err
+}
+
+// load is Load; when want is set, only a checkpoint it accepts (given without its log) is
+// read whole, and for another it returns the checkpoint without its log and a nil head.
+func (s *Store) load(ctx context.Context, runID string, want func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, *Head, error) {
 	var (
-		cp  *checkpointv1.RunCheckpoint
-		rev uint64
+		cp *checkpointv1.RunCheckpoint
+		h  *Head
 	)
 	err := s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
-		e, err := b.checkpoints.Get(ctx, runID)
-		if err != nil {
-			return err
-		}
-		cp = &checkpointv1.RunCheckpoint{}
-		if err := proto.Unmarshal(e.Value(), cp); err != nil {
-			return fmt.Errorf("runstore: checkpoint of run %s is corrupt: %w", runID, err)
-		}
-		rev = e.Revision()
-		s.rememberBody(runID, cp.GetBodyObject())
-		if name := cp.GetBodyObject(); name != "" {
-			body, err := b.bodies.GetBytes(ctx, name)
+		for range maxReads {
+			e, err := b.checkpoints.Get(ctx, runID)
 			if err != nil {
-				return fmt.Errorf("runstore: body %s of run %s: %w", name, runID, err)
+				return err
 			}
-			cp = &checkpointv1.RunCheckpoint{}
-			if err := proto.Unmarshal(body, cp); err != nil {
-				return fmt.Errorf("runstore: checkpoint body of run %s is corrupt: %w", runID, err)
+			cp, h, err = s.read(ctx, b, runID, e, want)
+			if err == nil || !s.moved(ctx, b, e) {
+				return err
 			}
-			cp.BodyObject = name
 		}
-		return nil
+		return fmt.Errorf("runstore: checkpoint of run %s changed at each of %d reads", runID, maxReads)
 	})
 	if err != nil {
-		return nil, 0, mapErr(err)
+		return nil, nil, mapErr(err)
+	}
+	return cp, h, nil
+}
+
+// maxReads bounds the reads of a checkpoint that its owner replaces while it is read.
+const maxReads = 5
+
+// read reads the checkpoint entry e of a run, and its log unless want refuses it.
+func (s *Store) read(ctx context.Context, b buckets, runID string, e jetstream.KeyValueEntry, want func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, *Head, error) {
+	cp, err := s.decode(ctx, b, runID, e.Value())
+	if err != nil {
+		return nil, nil, err
+	}
+	if want != nil && !want(cp) {
+		return cp, nil, nil
+	}
+	h := &Head{} // version 1: the checkpoint holds the whole run, the log nothing
+	if cp.GetLog() != nil {
+		if h, err = s.readLog(ctx, b, cp); err != nil {
+			return nil, nil, err
+		}
+	}
+	h.rev, h.body = e.Revision(), cp.GetBodyObject()
+	return cp, h, nil
+}
+
+// moved reports whether a run's checkpoint is no longer e: what e named (its body, its log)
+// may be gone with it, as a finished run's log goes when the run is retired.
+func (s *Store) moved(ctx context.Context, b buckets, e jetstream.KeyValueEntry) bool {
+	now, err := b.checkpoints.Get(ctx, e.Key())
+	return isNotFound(err) || (err == nil && now.Revision() != e.Revision())
+}
+
+// decode reads a checkpoint entry of a run, and the body it names.
+func (s *Store) decode(ctx context.Context, b buckets, runID string, value []byte) (*checkpointv1.RunCheckpoint, error) {
+	cp := &checkpointv1.RunCheckpoint{}
+	if err := proto.Unmarshal(value, cp); err != nil {
+		return nil, fmt.Errorf("runstore: checkpoint of run %s is corrupt: %w", runID, err)
+	}
+	if name := cp.GetBodyObject(); name != "" {
+		body, err := b.bodies.GetBytes(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("runstore: body %s of run %s: %w", name, runID, err)
+		}
+		cp = &checkpointv1.RunCheckpoint{}
+		if err := proto.Unmarshal(body, cp); err != nil {
+			return nil, fmt.Errorf("runstore: checkpoint body of run %s is corrupt: %w", runID, err)
+		}
+		cp.BodyObject = name
 	}
 	if cp.GetVersion() > Version {
-		return nil, 0, fmt.Errorf("runstore: checkpoint of run %s has version %d; this build reads up to %d", runID, cp.GetVersion(), Version)
+		return nil, fmt.Errorf("runstore: checkpoint of run %s has version %d; this build reads up to %d", runID, cp.GetVersion(), Version)
 	}
-	return cp, rev, nil
+	return cp, nil
 }
 
-// rememberBody records the body a loaded checkpoint uses, so the next Save can delete it.
-func (s *Store) rememberBody(runID, name string) {
-	if name == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.bodyNames[runID] = name
-}
-
-// Retire removes a finished run from the index of active runs and drops its inputs.
+// Retire removes a finished run from the index of active runs and drops its checkpoint log and
+// its inputs; the run's checkpoint must no longer need its log (a finished run's last
+// checkpoint keeps none). The index entry goes last, so a Retire that fails midway is
+// repeated by whichever replica finds the run still indexed.
 func (s *Store) Retire(ctx context.Context, runID string) error {
-	err := mapErr(s.retry(ctx, func(ctx context.Context) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
+		if err := purgeLog(ctx, b, runID); err != nil {
+			return err
+		}
+		if err := purgeInputs(ctx, b.inputs, runID); err != nil {
+			return err
+		}
 		if err := b.active.Delete(ctx, runID); err != nil && !isNotFound(err) {
 			return err
 		}
-		return purgeInputs(ctx, b.inputs, runID)
+		return nil
 	}))
-	s.mu.Lock()
-	delete(s.bodyNames, runID)
-	s.mu.Unlock()
-	return err
 }
 
 // HandedOff is the note of an active run whose owner handed it off (see NoteOf).
@@ -195,13 +322,19 @@ func (s *Store) Note(ctx context.Context, runID, note string) error {
 	}))
 }
 
-// encode marshals cp; a checkpoint too large for one entry goes to the object store under a
-// fresh name and the entry holds a reference to it. The previous body is left to be replaced:
-// names are unique per write, so a stale writer can never corrupt the current body.
-func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint) ([]byte, error) {
-	cp.Version = Version
-	cp.BodyObject = ""
+// encode marshals cp without what its log holds, with ref naming the log instead; a
+// checkpoint too large for one entry goes to the object store under a fresh name and the entry
+// holds a reference to it. The previous body is left to be replaced: names are unique per
+// write, so a stale writer can never corrupt the current body. cp is as it was afterwards,
+// but for BodyObject, set to the body's name.
+func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint, ref *checkpointv1.LogRef) ([]byte, error) {
+	req, contract, available := cp.Request, cp.Contract, cp.Available
+	conv, tr, acc := cp.Conversation, cp.Transcript, cp.Accounting
+	cp.Request, cp.Contract, cp.Available, cp.Conversation, cp.Transcript, cp.Accounting = nil, nil, nil, nil, nil, nil
+	cp.Version, cp.BodyObject, cp.Log = Version, "", ref
 	data, err := proto.Marshal(cp)
+	cp.Request, cp.Contract, cp.Available, cp.Conversation, cp.Transcript, cp.Accounting = req, contract, available, conv, tr, acc
+	cp.Log = nil
 	if err != nil {
 		return nil, fmt.Errorf("runstore: encode checkpoint of run %s: %w", cp.GetRunId(), err)
 	}
@@ -217,6 +350,6 @@ func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint) ([]b
 		return nil, fmt.Errorf("runstore: store checkpoint body of run %s: %w", cp.GetRunId(), err)
 	}
 	cp.BodyObject = name
-	ref := &checkpointv1.RunCheckpoint{Version: Version, RunId: cp.GetRunId(), Phase: cp.GetPhase(), UserId: cp.GetUserId(), BodyObject: name}
-	return proto.Marshal(ref)
+	stub := &checkpointv1.RunCheckpoint{Version: Version, RunId: cp.GetRunId(), Phase: cp.GetPhase(), UserId: cp.GetUserId(), BodyObject: name}
+	return proto.Marshal(stub)
 }

@@ -50,16 +50,16 @@ type Store struct {
 	nc  *nats.Conn
 	cfg Config
 
-	mu        sync.Mutex
-	b         buckets
-	bodyNames map[string]string // run id → the object its latest checkpoint uses
-	hub       *inputHub         // the runs' shared watch of their inputs
+	mu  sync.Mutex
+	b   buckets
+	hub *inputHub // the runs' shared watch of their inputs
 }
 
 // buckets are the handles of the store's buckets.
 type buckets struct {
 	checkpoints jetstream.KeyValue
 	bodies      jetstream.ObjectStore
+	log         jetstream.Stream
 	leases      jetstream.KeyValue
 	active      jetstream.KeyValue
 	idempotency jetstream.KeyValue
@@ -81,7 +81,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runstore: %w", err)
 	}
-	s := &Store{js: js, nc: nc, cfg: cfg, bodyNames: map[string]string{}}
+	s := &Store{js: js, nc: nc, cfg: cfg}
 	s.hub = newInputHub(func() jetstream.KeyValue { return s.buckets().inputs })
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
@@ -130,9 +130,16 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runstore: object store %s: %w", BodyBucket, err)
 	}
+	log, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: LogStream, Description: "agentmesh run checkpoint logs", Subjects: []string{logSubjects},
+		Storage: s.cfg.Storage, Replicas: s.cfg.Replicas, AllowDirect: true,
+	})
+	if err != nil {
+		return fmt.Errorf("runstore: stream %s: %w", LogStream, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.b = buckets{checkpoints: checkpoints, bodies: bodies, leases: leases, active: active, idempotency: idempotency, inputs: inputs}
+	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs}
 	return nil
 }
 

@@ -63,23 +63,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestCheckpointsAreCompareAndSet(t *testing.T) {
 	s, _ := open(t, time.Minute)
 	ctx := t.Context()
-	rev, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0))
+	h, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0)); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("second Create = %v, want ErrExists", err)
 	}
-	next, err := s.Save(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_READY, 1), rev)
-	if err != nil {
+	_, stale, err := s.Load(ctx, "r1") // a second replica's view of the same revision
+	if err != nil || stale.Revision() != h.Revision() {
+		t.Fatalf("Load = rev %d, %v; want rev %d", stale.Revision(), err, h.Revision())
+	}
+	if err := s.Save(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_READY, 1), h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Save(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_READY, 9), rev); !errors.Is(err, runstore.ErrConflict) {
+	if err := s.Save(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_READY, 9), stale); !errors.Is(err, runstore.ErrConflict) {
 		t.Fatalf("Save with a stale revision = %v, want ErrConflict", err)
 	}
 	cp, got, err := s.Load(ctx, "r1")
-	if err != nil || got != next || cp.GetTurns() != 1 || cp.GetPhase() != checkpointv1.Phase_PHASE_READY || cp.GetVersion() != runstore.Version {
-		t.Fatalf("Load = %v rev %d, %v; want turn 1 at rev %d", cp, got, err, next)
+	if err != nil || got.Revision() != h.Revision() || cp.GetTurns() != 1 || cp.GetPhase() != checkpointv1.Phase_PHASE_READY || cp.GetVersion() != runstore.Version {
+		t.Fatalf("Load = %v rev %d, %v; want turn 1 at rev %d", cp, got.Revision(), err, h.Revision())
 	}
 	if _, _, err := s.Load(ctx, "nope"); !errors.Is(err, runstore.ErrNotFound) {
 		t.Fatalf("Load(unknown) = %v, want ErrNotFound", err)
@@ -102,19 +105,20 @@ func TestCheckpointsAreCompareAndSet(t *testing.T) {
 }
 
 // TestLargeCheckpoints stores checkpoints above the NATS payload limit (1 MB) through the
-// object store and replaces their bodies.
+// object store: a large message in a log segment's body, a large result in the checkpoint's,
+// replaced by the next checkpoint; retiring the run removes them all.
 func TestLargeCheckpoints(t *testing.T) {
 	s, js := open(t, time.Minute)
 	ctx := t.Context()
 	big := checkpoint("big", checkpointv1.Phase_PHASE_READY, 1)
 	big.Conversation = []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("x", 3<<20)}}
-	rev, err := s.Create(ctx, big)
+	h, err := s.Create(ctx, big)
 	if err != nil {
 		t.Fatal(err)
 	}
 	big.Turns = 2
 	big.Conversation[0].Content += "y"
-	if _, err := s.Save(ctx, big, rev); err != nil {
+	if err := s.Save(ctx, big, h); err != nil {
 		t.Fatal(err)
 	}
 	cp, _, err := s.Load(ctx, "big")
@@ -125,9 +129,43 @@ func TestLargeCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := bodies.List(ctx)
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("%d bodies stored, want the current one only (%v)", len(objs), err)
+	count := func() int {
+		t.Helper()
+		objs, err := bodies.List(ctx)
+		if errors.Is(err, jetstream.ErrNoObjectsFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("%d bodies stored, want the two segments'", n)
+	}
+	fin := checkpoint("big", checkpointv1.Phase_PHASE_FINISHED, 2)
+	fin.Conversation, fin.Result = big.Conversation, &typev1.RunResult{Conversation: big.Conversation}
+	if err := s.Save(ctx, fin, h); err != nil {
+		t.Fatal(err)
+	}
+	fin.Result.Conversation[0].Content += "z"
+	if err := s.Save(ctx, fin, h); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 4 {
+		t.Fatalf("%d bodies stored, want the three segments' and the latest checkpoint's", n)
+	}
+	if cp, _, err = s.Load(ctx, "big"); err != nil || len(cp.GetResult().GetConversation()[0].GetContent()) != 3<<20+2 {
+		t.Fatalf("Load of the finished run = %v", err)
+	}
+	if err := s.Save(ctx, checkpoint("big", checkpointv1.Phase_PHASE_FINISHED, 2), h); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Retire(ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d bodies left after Retire, want none", n)
 	}
 }
 
@@ -254,7 +292,7 @@ func TestInputs(t *testing.T) {
 func TestBucketsComeBack(t *testing.T) {
 	s, js := open(t, time.Minute)
 	ctx := t.Context()
-	rev, err := s.Create(ctx, checkpoint("r0", checkpointv1.Phase_PHASE_STARTED, 0))
+	h, err := s.Create(ctx, checkpoint("r0", checkpointv1.Phase_PHASE_STARTED, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +308,7 @@ func TestBucketsComeBack(t *testing.T) {
 		t.Fatalf("Create after the buckets were lost: %v", err)
 	}
 	// The owner of a run whose checkpoint was lost writes it again from its own state.
-	if _, err := s.Save(ctx, checkpoint("r0", checkpointv1.Phase_PHASE_READY, 1), rev); err != nil {
+	if err := s.Save(ctx, checkpoint("r0", checkpointv1.Phase_PHASE_READY, 1), h); err != nil {
 		t.Fatalf("Save of a lost checkpoint: %v", err)
 	}
 	if cp, _, err := s.Load(ctx, "r0"); err != nil || cp.GetTurns() != 1 {

@@ -107,7 +107,8 @@ func (Phase) EnumDescriptor() ([]byte, []int) {
 // replicas can never both advance one run.
 type RunCheckpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Format version of this message: 1. A replica refuses to resume a checkpoint of a newer
+	// Format version of this message: 2 (the run's logs in the checkpoint log, see log); 1
+	// held the whole run in this message. A replica refuses to resume a checkpoint of a newer
 	// version than it knows.
 	Version uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// The run.
@@ -198,7 +199,11 @@ type RunCheckpoint struct {
 	// final turn.
 	ObservedDone bool `protobuf:"varint,42,opt,name=observed_done,json=observedDone,proto3" json:"observed_done,omitempty"`
 	// The plan's progress (plan holds its steps too, for replicas that know only plan).
-	PlanTracker   *PlanTracker `protobuf:"bytes,43,opt,name=plan_tracker,json=planTracker,proto3" json:"plan_tracker,omitempty"`
+	PlanTracker *PlanTracker `protobuf:"bytes,43,opt,name=plan_tracker,json=planTracker,proto3" json:"plan_tracker,omitempty"`
+	// Version 2: where request, contract, available, conversation, transcript and accounting
+	// are, which the stored message leaves empty. The store fills them from here when it loads
+	// a checkpoint, and clears this.
+	Log           *LogRef `protobuf:"bytes,44,opt,name=log,proto3" json:"log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -534,6 +539,279 @@ func (x *RunCheckpoint) GetPlanTracker() *PlanTracker {
 	return nil
 }
 
+func (x *RunCheckpoint) GetLog() *LogRef {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+// LogRef is the part of a run's checkpoint log that belongs to one checkpoint. What a run
+// adds (messages, transcript entries, accounting entries) is stored once, in segments of the
+// JetStream stream AGENTMESH_CHECKPOINT_LOG written before the checkpoint that names them;
+// the newest additions stay in tail until they are worth a segment. Segments that no
+// checkpoint names (a writer that stopped between the two writes, or lost the run) are
+// ignored, and removed with the run's other segments when the run is retired.
+type LogRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stream sequences of the run's segments, in the order they apply.
+	Segments []uint64 `protobuf:"varint,1,rep,packed,name=segments,proto3" json:"segments,omitempty"`
+	// What applies after the segments.
+	Tail *LogSegment `protobuf:"bytes,2,opt,name=tail,proto3" json:"tail,omitempty"`
+	// The conversation's length once everything is applied.
+	Messages int32 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
+	// The transcript's length once everything is applied.
+	TranscriptEntries int32 `protobuf:"varint,4,opt,name=transcript_entries,json=transcriptEntries,proto3" json:"transcript_entries,omitempty"`
+	// The hash of the transcript's last entry (empty without entries).
+	TranscriptHead string `protobuf:"bytes,5,opt,name=transcript_head,json=transcriptHead,proto3" json:"transcript_head,omitempty"`
+	// The accounting's length once everything is applied.
+	AccountingEntries int32 `protobuf:"varint,6,opt,name=accounting_entries,json=accountingEntries,proto3" json:"accounting_entries,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *LogRef) Reset() {
+	*x = LogRef{}
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogRef) ProtoMessage() {}
+
+func (x *LogRef) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogRef.ProtoReflect.Descriptor instead.
+func (*LogRef) Descriptor() ([]byte, []int) {
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LogRef) GetSegments() []uint64 {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+func (x *LogRef) GetTail() *LogSegment {
+	if x != nil {
+		return x.Tail
+	}
+	return nil
+}
+
+func (x *LogRef) GetMessages() int32 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *LogRef) GetTranscriptEntries() int32 {
+	if x != nil {
+		return x.TranscriptEntries
+	}
+	return 0
+}
+
+func (x *LogRef) GetTranscriptHead() string {
+	if x != nil {
+		return x.TranscriptHead
+	}
+	return ""
+}
+
+func (x *LogRef) GetAccountingEntries() int32 {
+	if x != nil {
+		return x.AccountingEntries
+	}
+	return 0
+}
+
+// LogSegment is what a run changed between two checkpoints, applied in order: the
+// conversation is cut to messages_from messages and messages appended (a message the run
+// changed in place, as the XML transport's XML-PAST message, is written again), transcript
+// and accounting entries are appended, and request, contract and available replace the
+// run's when set.
+type LogSegment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run (a segment of another run is refused).
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Messages of the conversation kept before messages.
+	MessagesFrom int32 `protobuf:"varint,2,opt,name=messages_from,json=messagesFrom,proto3" json:"messages_from,omitempty"`
+	// Conversation messages from messages_from on.
+	Messages []*v11.Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Transcript entries appended.
+	Transcript []*v11.TranscriptEntry `protobuf:"bytes,4,rep,name=transcript,proto3" json:"transcript,omitempty"`
+	// Accounting entries appended.
+	Accounting []*v11.AccountingEntry `protobuf:"bytes,5,rep,name=accounting,proto3" json:"accounting,omitempty"`
+	// The run's request, when it changed.
+	Request *v1.RunRequest `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	// The run's contract, when it changed.
+	Contract *v11.ExecutionContract `protobuf:"bytes,7,opt,name=contract,proto3" json:"contract,omitempty"`
+	// The tools the action stage offered, when they changed.
+	Available *ToolList `protobuf:"bytes,8,opt,name=available,proto3" json:"available,omitempty"`
+	// Set on a segment too large for one message: the segment is the object of this name in
+	// the object store AGENTMESH_CHECKPOINT_BODIES, and this message carries only run_id and
+	// this name.
+	BodyObject    string `protobuf:"bytes,9,opt,name=body_object,json=bodyObject,proto3" json:"body_object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogSegment) Reset() {
+	*x = LogSegment{}
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogSegment) ProtoMessage() {}
+
+func (x *LogSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogSegment.ProtoReflect.Descriptor instead.
+func (*LogSegment) Descriptor() ([]byte, []int) {
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LogSegment) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *LogSegment) GetMessagesFrom() int32 {
+	if x != nil {
+		return x.MessagesFrom
+	}
+	return 0
+}
+
+func (x *LogSegment) GetMessages() []*v11.Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *LogSegment) GetTranscript() []*v11.TranscriptEntry {
+	if x != nil {
+		return x.Transcript
+	}
+	return nil
+}
+
+func (x *LogSegment) GetAccounting() []*v11.AccountingEntry {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
+}
+
+func (x *LogSegment) GetRequest() *v1.RunRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *LogSegment) GetContract() *v11.ExecutionContract {
+	if x != nil {
+		return x.Contract
+	}
+	return nil
+}
+
+func (x *LogSegment) GetAvailable() *ToolList {
+	if x != nil {
+		return x.Available
+	}
+	return nil
+}
+
+func (x *LogSegment) GetBodyObject() string {
+	if x != nil {
+		return x.BodyObject
+	}
+	return ""
+}
+
+// ToolList is a list of tools that may be empty.
+type ToolList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tools.
+	Tools         []*v11.Tool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolList) Reset() {
+	*x = ToolList{}
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolList) ProtoMessage() {}
+
+func (x *ToolList) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolList.ProtoReflect.Descriptor instead.
+func (*ToolList) Descriptor() ([]byte, []int) {
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ToolList) GetTools() []*v11.Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 // PlanTracker is where a run's plan stands.
 type PlanTracker struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -552,7 +830,7 @@ type PlanTracker struct {
 
 func (x *PlanTracker) Reset() {
 	*x = PlanTracker{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +842,7 @@ func (x *PlanTracker) String() string {
 func (*PlanTracker) ProtoMessage() {}
 
 func (x *PlanTracker) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[1]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +855,7 @@ func (x *PlanTracker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTracker.ProtoReflect.Descriptor instead.
 func (*PlanTracker) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{1}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PlanTracker) GetSteps() []*v11.StepProgress {
@@ -646,7 +924,7 @@ type TurnCheckpoint struct {
 
 func (x *TurnCheckpoint) Reset() {
 	*x = TurnCheckpoint{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +936,7 @@ func (x *TurnCheckpoint) String() string {
 func (*TurnCheckpoint) ProtoMessage() {}
 
 func (x *TurnCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[2]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +949,7 @@ func (x *TurnCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnCheckpoint.ProtoReflect.Descriptor instead.
 func (*TurnCheckpoint) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TurnCheckpoint) GetAnswer() *v11.Message {
@@ -787,7 +1065,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1077,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[3]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1090,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Report) GetContent() string {
@@ -857,7 +1135,7 @@ type PlannedCall struct {
 
 func (x *PlannedCall) Reset() {
 	*x = PlannedCall{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1147,7 @@ func (x *PlannedCall) String() string {
 func (*PlannedCall) ProtoMessage() {}
 
 func (x *PlannedCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1160,7 @@ func (x *PlannedCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedCall.ProtoReflect.Descriptor instead.
 func (*PlannedCall) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PlannedCall) GetCall() *v11.ToolCall {
@@ -942,7 +1220,7 @@ type XmlSession struct {
 
 func (x *XmlSession) Reset() {
 	*x = XmlSession{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1232,7 @@ func (x *XmlSession) String() string {
 func (*XmlSession) ProtoMessage() {}
 
 func (x *XmlSession) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1245,7 @@ func (x *XmlSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XmlSession.ProtoReflect.Descriptor instead.
 func (*XmlSession) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *XmlSession) GetMode() v11.ToolTransport {
@@ -1004,7 +1282,7 @@ type XmlIgnored struct {
 
 func (x *XmlIgnored) Reset() {
 	*x = XmlIgnored{}
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1294,7 @@ func (x *XmlIgnored) String() string {
 func (*XmlIgnored) ProtoMessage() {}
 
 func (x *XmlIgnored) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1307,7 @@ func (x *XmlIgnored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XmlIgnored.ProtoReflect.Descriptor instead.
 func (*XmlIgnored) Descriptor() ([]byte, []int) {
-	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *XmlIgnored) GetTag() string {
@@ -1050,7 +1328,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x0e\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x0f\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -1108,7 +1386,33 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\ttask_type\x18( \x01(\tR\btaskType\x12>\n" +
 	"\bquestion\x18) \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\x12#\n" +
 	"\robserved_done\x18* \x01(\bR\fobservedDone\x12G\n" +
-	"\fplan_tracker\x18+ \x01(\v2$.agentmesh.checkpoint.v1.PlanTrackerR\vplanTracker\"\x98\x01\n" +
+	"\fplan_tracker\x18+ \x01(\v2$.agentmesh.checkpoint.v1.PlanTrackerR\vplanTracker\x121\n" +
+	"\x03log\x18, \x01(\v2\x1f.agentmesh.checkpoint.v1.LogRefR\x03log\"\x80\x02\n" +
+	"\x06LogRef\x12\x1a\n" +
+	"\bsegments\x18\x01 \x03(\x04R\bsegments\x127\n" +
+	"\x04tail\x18\x02 \x01(\v2#.agentmesh.checkpoint.v1.LogSegmentR\x04tail\x12\x1a\n" +
+	"\bmessages\x18\x03 \x01(\x05R\bmessages\x12-\n" +
+	"\x12transcript_entries\x18\x04 \x01(\x05R\x11transcriptEntries\x12'\n" +
+	"\x0ftranscript_head\x18\x05 \x01(\tR\x0etranscriptHead\x12-\n" +
+	"\x12accounting_entries\x18\x06 \x01(\x05R\x11accountingEntries\"\xe6\x03\n" +
+	"\n" +
+	"LogSegment\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12#\n" +
+	"\rmessages_from\x18\x02 \x01(\x05R\fmessagesFrom\x126\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1a.agentmesh.type.v1.MessageR\bmessages\x12B\n" +
+	"\n" +
+	"transcript\x18\x04 \x03(\v2\".agentmesh.type.v1.TranscriptEntryR\n" +
+	"transcript\x12B\n" +
+	"\n" +
+	"accounting\x18\x05 \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
+	"accounting\x128\n" +
+	"\arequest\x18\x06 \x01(\v2\x1e.agentmesh.agent.v1.RunRequestR\arequest\x12@\n" +
+	"\bcontract\x18\a \x01(\v2$.agentmesh.type.v1.ExecutionContractR\bcontract\x12?\n" +
+	"\tavailable\x18\b \x01(\v2!.agentmesh.checkpoint.v1.ToolListR\tavailable\x12\x1f\n" +
+	"\vbody_object\x18\t \x01(\tR\n" +
+	"bodyObject\"9\n" +
+	"\bToolList\x12-\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\x98\x01\n" +
 	"\vPlanTracker\x125\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x05steps\x12\x1c\n" +
 	"\trevisions\x18\x02 \x01(\x05R\trevisions\x12\x16\n" +
@@ -1177,73 +1481,85 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_checkpoint_v1_checkpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(Phase)(0),                        // 0: agentmesh.checkpoint.v1.Phase
 	(*RunCheckpoint)(nil),             // 1: agentmesh.checkpoint.v1.RunCheckpoint
-	(*PlanTracker)(nil),               // 2: agentmesh.checkpoint.v1.PlanTracker
-	(*TurnCheckpoint)(nil),            // 3: agentmesh.checkpoint.v1.TurnCheckpoint
-	(*Report)(nil),                    // 4: agentmesh.checkpoint.v1.Report
-	(*PlannedCall)(nil),               // 5: agentmesh.checkpoint.v1.PlannedCall
-	(*XmlSession)(nil),                // 6: agentmesh.checkpoint.v1.XmlSession
-	(*XmlIgnored)(nil),                // 7: agentmesh.checkpoint.v1.XmlIgnored
-	nil,                               // 8: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	(*v1.RunRequest)(nil),             // 9: agentmesh.agent.v1.RunRequest
-	(*v11.ExecutionContract)(nil),     // 10: agentmesh.type.v1.ExecutionContract
-	(*v11.Message)(nil),               // 11: agentmesh.type.v1.Message
-	(*v11.AccountingEntry)(nil),       // 12: agentmesh.type.v1.AccountingEntry
-	(*v11.TokenUsage)(nil),            // 13: agentmesh.type.v1.TokenUsage
-	(*v11.AgentDecision)(nil),         // 14: agentmesh.type.v1.AgentDecision
-	(*v11.Step)(nil),                  // 15: agentmesh.type.v1.Step
-	(*v11.Tool)(nil),                  // 16: agentmesh.type.v1.Tool
-	(*v11.TranscriptEntry)(nil),       // 17: agentmesh.type.v1.TranscriptEntry
-	(*v11.PendingAction)(nil),         // 18: agentmesh.type.v1.PendingAction
-	(*v11.RunResult)(nil),             // 19: agentmesh.type.v1.RunResult
-	(*timestamppb.Timestamp)(nil),     // 20: google.protobuf.Timestamp
-	(*v11.PendingQuestion)(nil),       // 21: agentmesh.type.v1.PendingQuestion
-	(*v11.StepProgress)(nil),          // 22: agentmesh.type.v1.StepProgress
-	(*structpb.Struct)(nil),           // 23: google.protobuf.Struct
-	(*v11.ToolCall)(nil),              // 24: agentmesh.type.v1.ToolCall
-	(*v12.Approval)(nil),              // 25: agentmesh.action.v1.Approval
-	(v11.ToolTransport)(0),            // 26: agentmesh.type.v1.ToolTransport
-	(*v1.ResolveApprovalRequest)(nil), // 27: agentmesh.agent.v1.ResolveApprovalRequest
+	(*LogRef)(nil),                    // 2: agentmesh.checkpoint.v1.LogRef
+	(*LogSegment)(nil),                // 3: agentmesh.checkpoint.v1.LogSegment
+	(*ToolList)(nil),                  // 4: agentmesh.checkpoint.v1.ToolList
+	(*PlanTracker)(nil),               // 5: agentmesh.checkpoint.v1.PlanTracker
+	(*TurnCheckpoint)(nil),            // 6: agentmesh.checkpoint.v1.TurnCheckpoint
+	(*Report)(nil),                    // 7: agentmesh.checkpoint.v1.Report
+	(*PlannedCall)(nil),               // 8: agentmesh.checkpoint.v1.PlannedCall
+	(*XmlSession)(nil),                // 9: agentmesh.checkpoint.v1.XmlSession
+	(*XmlIgnored)(nil),                // 10: agentmesh.checkpoint.v1.XmlIgnored
+	nil,                               // 11: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	(*v1.RunRequest)(nil),             // 12: agentmesh.agent.v1.RunRequest
+	(*v11.ExecutionContract)(nil),     // 13: agentmesh.type.v1.ExecutionContract
+	(*v11.Message)(nil),               // 14: agentmesh.type.v1.Message
+	(*v11.AccountingEntry)(nil),       // 15: agentmesh.type.v1.AccountingEntry
+	(*v11.TokenUsage)(nil),            // 16: agentmesh.type.v1.TokenUsage
+	(*v11.AgentDecision)(nil),         // 17: agentmesh.type.v1.AgentDecision
+	(*v11.Step)(nil),                  // 18: agentmesh.type.v1.Step
+	(*v11.Tool)(nil),                  // 19: agentmesh.type.v1.Tool
+	(*v11.TranscriptEntry)(nil),       // 20: agentmesh.type.v1.TranscriptEntry
+	(*v11.PendingAction)(nil),         // 21: agentmesh.type.v1.PendingAction
+	(*v11.RunResult)(nil),             // 22: agentmesh.type.v1.RunResult
+	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
+	(*v11.PendingQuestion)(nil),       // 24: agentmesh.type.v1.PendingQuestion
+	(*v11.StepProgress)(nil),          // 25: agentmesh.type.v1.StepProgress
+	(*structpb.Struct)(nil),           // 26: google.protobuf.Struct
+	(*v11.ToolCall)(nil),              // 27: agentmesh.type.v1.ToolCall
+	(*v12.Approval)(nil),              // 28: agentmesh.action.v1.Approval
+	(v11.ToolTransport)(0),            // 29: agentmesh.type.v1.ToolTransport
+	(*v1.ResolveApprovalRequest)(nil), // 30: agentmesh.agent.v1.ResolveApprovalRequest
 }
 var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.checkpoint.v1.RunCheckpoint.phase:type_name -> agentmesh.checkpoint.v1.Phase
-	9,  // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
-	10, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	11, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
-	12, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	13, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
-	14, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
-	15, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
-	16, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
-	6,  // 9: agentmesh.checkpoint.v1.RunCheckpoint.xml:type_name -> agentmesh.checkpoint.v1.XmlSession
-	17, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	3,  // 11: agentmesh.checkpoint.v1.RunCheckpoint.turn:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint
-	18, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
-	19, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
-	20, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
-	20, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
-	21, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
-	2,  // 18: agentmesh.checkpoint.v1.RunCheckpoint.plan_tracker:type_name -> agentmesh.checkpoint.v1.PlanTracker
-	22, // 19: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
-	11, // 20: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
-	4,  // 21: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
-	5,  // 22: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
-	8,  // 23: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	23, // 24: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
-	23, // 25: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
-	24, // 26: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
-	25, // 27: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
-	26, // 28: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
-	27, // 29: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	12, // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
+	13, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	14, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
+	15, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	16, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
+	17, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
+	18, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
+	19, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
+	9,  // 9: agentmesh.checkpoint.v1.RunCheckpoint.xml:type_name -> agentmesh.checkpoint.v1.XmlSession
+	20, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	6,  // 11: agentmesh.checkpoint.v1.RunCheckpoint.turn:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint
+	21, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
+	22, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
+	23, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
+	23, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
+	24, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
+	5,  // 18: agentmesh.checkpoint.v1.RunCheckpoint.plan_tracker:type_name -> agentmesh.checkpoint.v1.PlanTracker
+	2,  // 19: agentmesh.checkpoint.v1.RunCheckpoint.log:type_name -> agentmesh.checkpoint.v1.LogRef
+	3,  // 20: agentmesh.checkpoint.v1.LogRef.tail:type_name -> agentmesh.checkpoint.v1.LogSegment
+	14, // 21: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
+	20, // 22: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	15, // 23: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	12, // 24: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
+	13, // 25: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	4,  // 26: agentmesh.checkpoint.v1.LogSegment.available:type_name -> agentmesh.checkpoint.v1.ToolList
+	19, // 27: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
+	25, // 28: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
+	14, // 29: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
+	7,  // 30: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
+	8,  // 31: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
+	11, // 32: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	26, // 33: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
+	26, // 34: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
+	27, // 35: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
+	28, // 36: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
+	29, // 37: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
+	30, // 38: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_checkpoint_v1_checkpoint_proto_init() }
@@ -1257,7 +1573,7 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc), len(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
