@@ -66,6 +66,7 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	go test -run '^$$' -bench . -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench.txt
 	benchstat -filter '.name:Turn' -col /turns bench.txt
 	benchstat -filter '.name:Turn' -col /tracing bench.txt
+	benchstat -filter '.name:Turn /tracing:true' -col /model bench.txt
 	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
 	benchstat -filter '.name:(Concurrent OR IdleRun)' bench.txt
 

@@ -82,8 +82,9 @@ var (
 	o200k         = sync.OnceValue(func() Counter { return loadBPE(EncodingO200K) })
 )
 
-// loadBPE returns the counter of a BPE encoding. The BPE files ship inside the binary, so
-// loading only fails when they are corrupt; the estimate then stands in, with an error log.
+// loadBPE returns the counter of a BPE encoding, which remembers the counts of the texts it
+// has encoded (textCache). The BPE files ship inside the binary, so loading only fails when
+// they are corrupt; the estimate then stands in, with an error log.
 func loadBPE(encoding string) Counter {
 	useOfflineBPE()
 	tk, err := tiktoken.GetEncoding(encoding)
@@ -91,7 +92,7 @@ func loadBPE(encoding string) Counter {
 		slog.Error("tokenizer unavailable, counting with the estimate", "encoding", encoding, "error", err)
 		return Estimator
 	}
-	return &counter{encoding: encoding, text: func(text string) int64 {
+	encode := func(text string) int64 {
 		var n int64
 		for segment := range segments(text) {
 			// Ordinary encoding: text that looks like a special token is counted as text, as
@@ -99,7 +100,9 @@ func loadBPE(encoding string) Counter {
 			n += int64(len(tk.EncodeOrdinary(segment)))
 		}
 		return n
-	}}
+	}
+	cache := newTextCache(cachedTexts)
+	return &counter{encoding: encoding, text: func(text string) int64 { return cache.count(text, encode) }}
 }
 
 // Segment sizes of BPE counting, in bytes.

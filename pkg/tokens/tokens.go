@@ -2,7 +2,9 @@
 //
 // ForModel returns the Counter of a model: OpenAI-family models are counted exactly with
 // their BPE tokenizer (cl100k_base or o200k_base, loaded from BPE files compiled into the
-// binary, never downloaded); every other model uses the estimate.
+// binary, never downloaded); every other model uses the estimate. A BPE counter remembers the
+// counts of the texts it encoded (the most recent 32,768, by hash), so counting a
+// conversation again as it grows only encodes its new messages.
 //
 // The estimate is deliberately simple and model-independent: one token per four bytes of
 // UTF-8, rounded up (ceil(bytes/4)), so any non-empty text costs at least one token. It

@@ -201,14 +201,32 @@ func MessageHash(m proto.Message) string {
 	if m == nil {
 		return ""
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	buf := encodings.Get().(*[]byte)
+	defer putEncoding(buf)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], m)
 	if err != nil {
 		// Marshalling a valid in-memory message cannot fail; hash the error text so the entry
 		// still differs from any real payload.
 		b = []byte("unmarshalable: " + err.Error())
 	}
+	*buf = b
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// encodings are buffers for the encodings MessageHash hashes: a step's action and result
+// hold the conversation, so a buffer of their size would otherwise be allocated on every
+// step.
+var encodings = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledEncoding is the largest buffer kept in encodings, so that one huge message does
+// not stay in memory.
+const maxPooledEncoding = 1 << 20
+
+func putEncoding(buf *[]byte) {
+	if cap(*buf) <= maxPooledEncoding {
+		encodings.Put(buf)
+	}
 }
 
 // Verify checks a whole transcript: seqs run 1, 2, 3 … without gaps, each prev_hash is the

@@ -43,7 +43,8 @@ type AnthropicOptions struct {
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between retries (a
 	// Retry-After header wins, capped at RetryWaitMax); 0 means the defaults.
 	RetryWaitMin, RetryWaitMax time.Duration
-	// HTTPClient sends the requests; nil means a pooled client without a timeout of its own.
+	// HTTPClient sends the requests; nil means a pooled client without a timeout of its own
+	// that keeps up to 256 idle connections to the provider.
 	HTTPClient *http.Client
 }
 

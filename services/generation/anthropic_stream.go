@@ -45,7 +45,7 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer closeStream(resp.Body, cancel)
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		return a.streamedJSON(ctx, resp, a.parseMessage, onDelta)
 	}

@@ -33,6 +33,12 @@ const (
 	DefaultRetryWaitMax = 30 * time.Second
 )
 
+// idleConnsPerHost is how many idle connections to its provider an endpoint keeps for
+// reuse. Over HTTP/1.1 (local model servers) every request in flight holds a connection of
+// its own; with the default of GOMAXPROCS+1, runs beyond that many at once would close and
+// dial connections on every request.
+const idleConnsPerHost = 256
+
 // maxResponseBytes bounds how much of a non-streamed response is read.
 const maxResponseBytes = 32 << 20
 
@@ -82,7 +88,7 @@ func newEndpoint(o endpointOptions) *endpoint {
 	}
 	hc := o.httpClient
 	if hc == nil {
-		hc = cleanhttp.DefaultPooledClient()
+		hc = pooledClient()
 	}
 	e.client = &retryablehttp.Client{
 		HTTPClient:   hc,
@@ -95,6 +101,14 @@ func newEndpoint(o endpointOptions) *endpoint {
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
 	return e
+}
+
+// pooledClient is the HTTP client of an endpoint without one of its own: go-cleanhttp's
+// pooled client, which keeps idleConnsPerHost idle connections to the provider.
+func pooledClient() *http.Client {
+	t := cleanhttp.DefaultPooledTransport()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = idleConnsPerHost, idleConnsPerHost
+	return &http.Client{Transport: t}
 }
 
 // post sends body as JSON and returns a 2xx response; anything else becomes a classified
@@ -134,6 +148,25 @@ func (e *endpoint) post(ctx context.Context, path string, body any, stream bool)
 		return nil, e.statusError(resp)
 	}
 	return resp, nil
+}
+
+// Bounds of the draining of a finished stream (closeStream).
+const (
+	drainBytes = 4 << 10
+	drainWait  = 100 * time.Millisecond
+)
+
+// closeStream closes the body of a streamed response. What is left of it (usually only the
+// end of the chunked encoding, which the server writes just after the last event) is read
+// first, up to drainBytes and for at most drainWait, so that the connection goes back to the
+// pool: closing a body before its end closes the connection, and the next request would dial
+// a new one. cancel ends the request's context, which stops a server that holds the response
+// open.
+func closeStream(body io.ReadCloser, cancel context.CancelFunc) {
+	stop := time.AfterFunc(drainWait, cancel)
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+	stop.Stop()
+	_ = body.Close()
 }
 
 // readAll reads a non-streamed response body, up to maxResponseBytes.

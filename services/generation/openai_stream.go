@@ -21,7 +21,7 @@ func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generat
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer closeStream(resp.Body, cancel)
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
 		return o.streamedJSON(ctx, resp, o.parseCompletion, onDelta)
 	}

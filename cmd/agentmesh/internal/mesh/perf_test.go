@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,9 +44,18 @@ const benchTurns = 10
 
 // benchOptions configure a benchmark's mesh.
 type benchOptions struct {
-	tracing     bool // an SDK tracer provider that samples every span, exported in batches to nowhere
-	checkpoints bool // durability.checkpoints
+	tracing     bool   // an SDK tracer provider that samples every span, exported in batches to nowhere
+	checkpoints bool   // durability.checkpoints
+	model       string // the target's model; "" is benchModel
 }
+
+// benchModel is the model of the benchmarks' target: a name without a known tokenizer, so
+// tokens are estimated. The scripted model answers any name.
+const benchModel = "gpt-bench"
+
+// tiktokenModel is a model name that selects a BPE tokenizer (o200k_base): every count the
+// mesh makes is then an exact BPE count.
+const tiktokenModel = "gpt-4o"
 
 // benchMesh is a mesh for benchmarks and its public API.
 type benchMesh struct {
@@ -88,9 +98,10 @@ func startBench(b *testing.B, o benchOptions, scenarios ...llmtest.Scenario) *be
 // startBenchAt starts a mesh whose only target is the OpenAI-compatible model at url.
 func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 	b.Helper()
+	model := cmp.Or(o.model, benchModel)
 	cfg := config.Default()
 	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: url, APIKey: "bench-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-bench"}}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: model}}
 	cfg.Durability.Checkpoints = o.checkpoints
 	var tp oteltrace.TracerProvider = noop.NewTracerProvider()
 	if o.tracing {
@@ -189,20 +200,33 @@ func earlier(first string, n int) []*typev1.Message {
 
 // BenchmarkTurn is the mesh's cost per turn, one run at a time: a 10-turn tool run, and a
 // 50-turn run that starts with a history of 40 messages (per-turn cost must not grow with the
-// square of the conversation: compare their ns/turn), with tracing on and off.
+// square of the conversation: compare their ns/turn), with tracing on and off; and both with
+// tracing on for a model that selects a BPE tokenizer (model=gpt-4o), where every token count
+// is exact rather than estimated.
 func BenchmarkTurn(b *testing.B) {
-	for _, tc := range []struct {
-		turns   int
-		history int
-	}{{benchTurns, 0}, {50, 40}} {
-		for _, tracing := range []bool{true, false} {
-			b.Run(fmt.Sprintf("turns=%d/tracing=%v", tc.turns, tracing), func(b *testing.B) {
-				name := fmt.Sprintf("bench %d turns", tc.turns)
-				m := startBench(b, benchOptions{tracing: tracing, checkpoints: true}, toolRunAfter(name, tc.turns, tc.history/2))
-				req := toolRequest(name, tc.turns, earlier(name, tc.history))
-				perTurn(b, func() int { return m.run(b.Context(), b, req) })
-			})
+	type turnConfig struct {
+		turns, history int
+		tracing        bool
+		model          string
+	}
+	var configs []turnConfig
+	for _, size := range []struct{ turns, history int }{{benchTurns, 0}, {50, 40}} {
+		configs = append(configs,
+			turnConfig{size.turns, size.history, true, ""},
+			turnConfig{size.turns, size.history, false, ""},
+			turnConfig{size.turns, size.history, true, tiktokenModel})
+	}
+	for _, tc := range configs {
+		name := fmt.Sprintf("turns=%d/tracing=%v", tc.turns, tc.tracing)
+		if tc.model != "" {
+			name += "/model=" + tc.model
 		}
+		b.Run(name, func(b *testing.B) {
+			name := fmt.Sprintf("bench %d turns", tc.turns)
+			m := startBench(b, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model}, toolRunAfter(name, tc.turns, tc.history/2))
+			req := toolRequest(name, tc.turns, earlier(name, tc.history))
+			perTurn(b, func() int { return m.run(b.Context(), b, req) })
+		})
 	}
 }
 
