@@ -34,7 +34,7 @@ type Chain struct {
 	mu             sync.Mutex
 	entries        []*typev1.TranscriptEntry
 	sealed         []string // hash of each conversation message as the chain last sealed it
-	seen           []seen   // what each sealed message was, to skip hashing it again
+	seen           []Seen   // what each sealed message was, to skip hashing it again
 	adapterVersion string
 	modelProfileID string
 	now            func() time.Time
@@ -99,7 +99,7 @@ func (c *Chain) Append(state typev1.RunState, stepID, contractHash string, actio
 func (c *Chain) seal(conversation []*typev1.Message) []*typev1.MessageSeal {
 	var seals []*typev1.MessageSeal
 	for i, m := range conversation {
-		now := seenOf(m)
+		now := SeenOf(m)
 		if i < len(c.seen) && c.seen[i] == now {
 			continue
 		}
@@ -114,16 +114,20 @@ func (c *Chain) seal(conversation []*typev1.Message) []*typev1.MessageSeal {
 	return seals
 }
 
-// seen is what a sealed message was: the message and the fields that change in place.
-type seen struct {
+// Seen is what a message was when it was last hashed or stored: the message and the fields a
+// run changes in place (the XML transport's XML-PAST message grows one response per executed
+// call). Two Seen of the same position are equal when the message cannot have changed, so it
+// need not be hashed or stored again. The zero Seen is a message never seen.
+type Seen struct {
 	msg       *typev1.Message
 	content   string // compared by value: the same string is equal at once
 	reasoning string
 	calls     int
 }
 
-func seenOf(m *typev1.Message) seen {
-	return seen{msg: m, content: m.GetContent(), reasoning: m.GetReasoning(), calls: len(m.GetToolCalls())}
+// SeenOf is what m is now.
+func SeenOf(m *typev1.Message) Seen {
+	return Seen{msg: m, content: m.GetContent(), reasoning: m.GetReasoning(), calls: len(m.GetToolCalls())}
 }
 
 func (c *Chain) setSealed(i int, hash string) {
@@ -133,9 +137,9 @@ func (c *Chain) setSealed(i int, hash string) {
 	c.sealed[i] = hash
 }
 
-func (c *Chain) setSeen(i int, s seen) {
+func (c *Chain) setSeen(i int, s Seen) {
 	for len(c.seen) <= i {
-		c.seen = append(c.seen, seen{})
+		c.seen = append(c.seen, Seen{})
 	}
 	c.seen[i] = s
 }

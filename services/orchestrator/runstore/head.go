@@ -6,6 +6,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
 )
 
 // Head is where a run's stored checkpoint stands, as the replica that owns the run last wrote
@@ -21,10 +22,10 @@ type Head struct {
 	body     string                   // the object holding the checkpoint; empty when none
 
 	// What the segments and the tail hold, to tell what a run changed since.
-	messages       []seen // the conversation, one per message
-	entries        int    // transcript entries
-	lastEntry      string // the hash of the last one
-	accounting     int    // accounting entries
+	messages       []transcript.Seen // the conversation, one per message
+	entries        int               // transcript entries
+	lastEntry      string            // the hash of the last one
+	accounting     int               // accounting entries
 	lastAccounting *typev1.AccountingEntry
 	request        *agentv1.RunRequest
 	contract       *typev1.ExecutionContract
@@ -34,27 +35,13 @@ type Head struct {
 // Revision returns the revision of the checkpoint h stands at.
 func (h *Head) Revision() uint64 { return h.rev }
 
-// seen is what a stored message was: the message and the fields the run changes in place (the
-// XML transport's XML-PAST message grows one response per executed call), as
-// transcript.Chain tells changed messages apart.
-type seen struct {
-	msg       *typev1.Message
-	content   string // compared by value: the same string is equal at once
-	reasoning string
-	calls     int
-}
-
-func seenOf(m *typev1.Message) seen {
-	return seen{msg: m, content: m.GetContent(), reasoning: m.GetReasoning(), calls: len(m.GetToolCalls())}
-}
-
 // change is what cp changed since a head: the segment that records it and what the head
 // becomes once it is stored.
 type change struct {
 	seg   *checkpointv1.LogSegment // nil when nothing changed
 	fresh bool                     // the log starts over: cp is not a continuation of the head
 	from  int                      // the first message that changed
-	seen  []seen                   // the messages from from on
+	seen  []transcript.Seen        // the messages from from on
 }
 
 // changeOf is what cp changed since h. A checkpoint that does not continue h's (a finished
@@ -68,7 +55,7 @@ func (h *Head) changeOf(cp *checkpointv1.RunCheckpoint) change {
 	conv := cp.GetConversation()
 	from := min(len(conv), len(h.messages))
 	for i := range from {
-		if seenOf(conv[i]) != h.messages[i] {
+		if transcript.SeenOf(conv[i]) != h.messages[i] {
 			from = i
 			break
 		}
@@ -93,7 +80,7 @@ func (h *Head) changeOf(cp *checkpointv1.RunCheckpoint) change {
 	if changed || len(seg.Transcript) > 0 || len(seg.Accounting) > 0 || static {
 		c.seg = seg
 		for _, m := range seg.Messages {
-			c.seen = append(c.seen, seenOf(m))
+			c.seen = append(c.seen, transcript.SeenOf(m))
 		}
 	}
 	return c
@@ -178,7 +165,7 @@ func (h *Head) advanced(c change, rev uint64, segments []uint64, tail *checkpoin
 func (h *Head) fill(cp *checkpointv1.RunCheckpoint) {
 	h.messages = h.messages[:0]
 	for _, m := range cp.GetConversation() {
-		h.messages = append(h.messages, seenOf(m))
+		h.messages = append(h.messages, transcript.SeenOf(m))
 	}
 	h.request, h.contract, h.available = cp.GetRequest(), cp.GetContract(), cp.GetAvailable()
 	h.countLogs(cp)
