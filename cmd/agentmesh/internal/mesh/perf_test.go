@@ -253,20 +253,7 @@ func BenchmarkConcurrent(b *testing.B) {
 	start := time.Now()
 	turns := 0
 	perTurn(b, func() int {
-		var (
-			wg sync.WaitGroup
-			mu sync.Mutex
-			n  int
-		)
-		for range runs {
-			wg.Go(func() {
-				t := m.run(b.Context(), b, req)
-				mu.Lock()
-				n += t
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		n := m.runs(b, req, runs)
 		turns += n
 		return n
 	})
