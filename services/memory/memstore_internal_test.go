@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestMemoryStoreRetention(t *testing.T) {
 		for i := range 6 {
 			id := fmt.Sprintf("run-%d", i)
 			_, _, err := s.GetRun(t.Context(), id)
-			if wanted := contains(want, id); wanted != (err == nil) || !wanted && !errors.Is(err, ErrNotFound) {
+			if wanted := slices.Contains(want, id); wanted != (err == nil) || !wanted && !errors.Is(err, ErrNotFound) {
 				t.Errorf("GetRun(%s) = %v, want kept %v", id, err, wanted)
 			}
 		}
@@ -50,13 +51,4 @@ func TestMemoryStoreRetention(t *testing.T) {
 	now = now.Add(time.Hour - 3*time.Minute) // run-1 was saved an hour and a minute ago
 	save("run-4")
 	kept("run-2", "run-3", "run-4")
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
