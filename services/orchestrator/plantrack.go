@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -274,7 +274,7 @@ func stepOutput(s *structpb.Struct) *structpb.Struct {
 	if len(s.GetFields()) == 0 {
 		return nil
 	}
-	if b, err := protojson.Marshal(s); err != nil || len(b) > maxStepOutput {
+	if b, err := json.Marshal(s.AsMap()); err != nil || len(b) > maxStepOutput { // as the stages render it
 		return nil
 	}
 	return s
