@@ -1,11 +1,11 @@
 package assembly
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/plan"
 )
 
 // stepMessage returns the system message that shows the model where the plan stands, and its
@@ -14,8 +14,8 @@ import (
 // step, or whose step is no longer pending, follows with its progress, a line a step:
 // "- step-2 [failed: division by zero]: Add the numbers (tool: calculator)", with the
 // structured result of a done step after it as JSON: "... (tool: weather) → {"sky":"clear"}".
-func stepMessage(step *typev1.Step, plan []*typev1.StepProgress) (*typev1.Message, *typev1.Source) {
-	if step == nil && len(plan) == 0 {
+func stepMessage(step *typev1.Step, progress []*typev1.StepProgress) (*typev1.Message, *typev1.Source) {
+	if step == nil && len(progress) == 0 {
 		return nil, nil
 	}
 	var b strings.Builder
@@ -26,20 +26,18 @@ func stepMessage(step *typev1.Step, plan []*typev1.StepProgress) (*typev1.Messag
 	} else {
 		b.WriteString("Every step of the plan is done.")
 	}
-	if len(plan) > 1 || len(plan) == 1 && plan[0].GetState() != typev1.StepState_STEP_STATE_PENDING {
+	if len(progress) > 1 || len(progress) == 1 && progress[0].GetState() != typev1.StepState_STEP_STATE_PENDING {
 		done := 0
-		for _, p := range plan {
+		for _, p := range progress {
 			if p.GetState() == typev1.StepState_STEP_STATE_DONE {
 				done++
 			}
 		}
-		fmt.Fprintf(&b, "\nPlan progress: %d of %d steps done.", done, len(plan))
-		for _, p := range plan {
+		fmt.Fprintf(&b, "\nPlan progress: %d of %d steps done.", done, len(progress))
+		for _, p := range progress {
 			b.WriteString("\n- " + p.GetStep().GetId() + " [" + stateLabel(p, step) + "]: " + describe(p.GetStep()))
-			if out := p.GetOutput(); out != nil {
-				if j, err := json.Marshal(out.AsMap()); err == nil {
-					b.WriteString(" → " + string(j))
-				}
+			if out := plan.OutputJSON(p.GetOutput()); out != "" {
+				b.WriteString(" → " + out)
 			}
 		}
 	}

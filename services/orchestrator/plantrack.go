@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/plan"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -271,10 +271,7 @@ const maxStepOutput = 1024
 // stepOutput is the structured result a step keeps: s when it encodes to at most
 // maxStepOutput bytes of JSON, else nil.
 func stepOutput(s *structpb.Struct) *structpb.Struct {
-	if len(s.GetFields()) == 0 {
-		return nil
-	}
-	if b, err := json.Marshal(s.AsMap()); err != nil || len(b) > maxStepOutput { // as the stages render it
+	if out := plan.OutputJSON(s); out == "" || len(out) > maxStepOutput { // as the stages show it
 		return nil
 	}
 	return s

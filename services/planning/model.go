@@ -3,7 +3,6 @@ package planning
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/plan"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
@@ -211,10 +211,8 @@ func progressLine(p *typev1.StepProgress) string {
 	if len(extra) > 0 {
 		line += " (" + strings.Join(extra, "; ") + ")"
 	}
-	if out := p.GetOutput(); out != nil {
-		if j, err := json.Marshal(out.AsMap()); err == nil {
-			line += " → " + string(j)
-		}
+	if out := plan.OutputJSON(p.GetOutput()); out != "" {
+		line += " → " + out
 	}
 	return line
 }
