@@ -46,7 +46,11 @@ func namedTool(goal string, tools []string) (string, bool) {
 		if strings.TrimSpace(tool) == "" {
 			continue
 		}
-		req := newToolRequest(tool)
+		forms := toolForms(tool)
+		if !mentions(clauses, forms) {
+			continue // compiling its patterns is most of what a goal costs the stage
+		}
+		req := newToolRequest(forms)
 		for _, c := range clauses {
 			if req.askedIn(c) {
 				return tool, true
@@ -84,8 +88,9 @@ type toolRequest struct {
 	means *regexp.Regexp
 }
 
-func newToolRequest(tool string) toolRequest {
-	names := toolNames(tool)
+// newToolRequest returns the requests for the tool of the name forms (toolForms).
+func newToolRequest(forms []string) toolRequest {
+	names := namesPattern(forms)
 	return toolRequest{
 		use:   regexp.MustCompile(`^(?:` + strings.Join(useVerbs, "|") + `)\s+(?:the\s+)?` + names + toolAfter),
 		means: regexp.MustCompile(`\b(?:` + strings.Join(instruments, "|") + `)\s+(?:the\s+)?` + names + toolAfter),
@@ -105,10 +110,10 @@ func (q toolRequest) askedIn(clause string) bool {
 	return loc != nil && !negation.MatchString(clause[:loc[0]])
 }
 
-// toolNames returns a pattern matching the forms of a tool's name a message may use: the
-// name, the name with _ and - read as spaces, and the part after a server prefix
-// ("fs__read_file" → "read file").
-func toolNames(tool string) string {
+// toolForms returns the forms of a tool's name a message may use, in lower case: the name,
+// the name with _ and - read as spaces, and the part after a server prefix ("fs__read_file" →
+// "read file").
+func toolForms(tool string) []string {
 	name := strings.ToLower(tool)
 	forms := []string{name}
 	if i := strings.LastIndex(name, "__"); i >= 0 && i+2 < len(name) {
@@ -117,8 +122,26 @@ func toolNames(tool string) string {
 	for _, f := range slices.Clone(forms) {
 		forms = append(forms, strings.Join(strings.FieldsFunc(f, func(r rune) bool { return r == '_' || r == '-' }), " "))
 	}
+	return slices.Compact(forms)
+}
+
+// mentions reports whether a clause holds one of the forms: a clause that names the tool in
+// none of them cannot ask for it.
+func mentions(clauses, forms []string) bool {
+	for _, c := range clauses {
+		for _, f := range forms {
+			if strings.Contains(c, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// namesPattern returns a pattern matching any of the forms.
+func namesPattern(forms []string) string {
 	alts := make([]string, 0, len(forms))
-	for _, f := range slices.Compact(forms) {
+	for _, f := range forms {
 		alts = append(alts, regexp.QuoteMeta(f))
 	}
 	return `(?:` + strings.Join(alts, "|") + `)`
