@@ -36,7 +36,7 @@ func (e *sseReadError) Unwrap() error { return e.err }
 // failures to read the body are *sseReadError.
 func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool, error) {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
+	sc.Buffer(make([]byte, 0, 4<<10), maxEventBytes) // grows to the longest line; most are short
 	var ev sseEvent
 	var data []string
 	dispatch := func() (bool, error) {
