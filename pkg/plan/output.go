@@ -1,8 +1,7 @@
 package plan
 
 import (
-	"encoding/json"
-
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -12,7 +11,7 @@ func OutputJSON(out *structpb.Struct) string {
 	if len(out.GetFields()) == 0 {
 		return ""
 	}
-	b, err := json.Marshal(out.AsMap())
+	b, err := structjson.Marshal(out)
 	if err != nil {
 		return ""
 	}

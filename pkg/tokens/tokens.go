@@ -18,9 +18,8 @@
 package tokens
 
 import (
-	"encoding/json"
-
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -55,7 +54,7 @@ func structJSON(s *structpb.Struct) string {
 	if s == nil {
 		return ""
 	}
-	b, err := json.Marshal(s.AsMap())
+	b, err := structjson.Marshal(s)
 	if err != nil {
 		// NaN and infinite numbers have no JSON form; count the text form instead.
 		return s.String()

@@ -1,12 +1,12 @@
 package xmltransport
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 )
 
 // NextOptions is what one turn's XML-NEXT message advertises.
@@ -82,7 +82,7 @@ func schemaJSON(t *typev1.Tool) string {
 	if t.GetInputSchema() == nil {
 		return `{"type":"object","properties":{}}`
 	}
-	data, err := json.Marshal(t.GetInputSchema().AsMap())
+	data, err := structjson.Marshal(t.GetInputSchema())
 	if err != nil {
 		return `{"type":"object"}`
 	}

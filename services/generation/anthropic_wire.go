@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 )
 
 // messagesRequest is the body of POST /messages.
@@ -214,7 +215,7 @@ func toolInput(tc *typev1.ToolCall) json.RawMessage {
 		return json.RawMessage(raw)
 	}
 	if tc.GetArguments() != nil {
-		if data, err := json.Marshal(tc.GetArguments().AsMap()); err == nil {
+		if data, err := structjson.Marshal(tc.GetArguments()); err == nil {
 			return data
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 )
 
 // chatRequest is the body of POST /chat/completions.
@@ -241,7 +242,7 @@ func callArguments(tc *typev1.ToolCall) string {
 		return raw
 	}
 	if tc.GetArguments() != nil {
-		if data, err := json.Marshal(tc.GetArguments().AsMap()); err == nil {
+		if data, err := structjson.Marshal(tc.GetArguments()); err == nil {
 			return string(data)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 )
 
 // emptySchema is the input schema of a tool that declares none.
@@ -12,7 +13,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // toolSchema is a tool's input schema as compact JSON with sorted keys, or emptySchema.
 func toolSchema(t *typev1.Tool) json.RawMessage {
 	if s := t.GetInputSchema(); s != nil {
-		if data, err := json.Marshal(s.AsMap()); err == nil {
+		if data, err := structjson.Marshal(s); err == nil {
 			return data
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/agentmesh/agentmesh/pkg/schema"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -91,7 +92,7 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 	}
 	rep.json = obj
 	if rep.content == "" {
-		b, _ := json.Marshal(obj.AsMap())
+		b, _ := structjson.Marshal(obj)
 		rep.content = string(b)
 	}
 	return rep, nil

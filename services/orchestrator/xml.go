@@ -8,6 +8,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -57,7 +58,7 @@ func (r *run) xmlNext(tools []*typev1.Tool) *typev1.Message {
 		ForcedFinal: r.finalReason() != "",
 	}
 	if s := r.req.GetOutputSchema(); s != nil && r.contract.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
-		b, _ := json.Marshal(s.AsMap())
+		b, _ := structjson.Marshal(s)
 		opts.FormatSchema = string(b)
 	}
 	var b strings.Builder
