@@ -22,7 +22,11 @@ func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
 		nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if !nc.IsClosed() { // Close disconnects too: that is no news
+				log.Warn("NATS disconnected", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }),
 	}, opts...)
 	nc, err := nats.Connect(url, opts...)
