@@ -1,17 +1,16 @@
 package mesh_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +46,7 @@ type benchOptions struct {
 	tracing     bool   // an SDK tracer provider that samples every span, exported in batches to nowhere
 	checkpoints bool   // durability.checkpoints
 	model       string // the target's model; "" is benchModel
+	nats        string // the NATS server's URL; "" embeds one in the mesh
 }
 
 // benchModel is the model of the benchmarks' target: a name without a known tokenizer, so
@@ -59,6 +59,7 @@ const tiktokenModel = "gpt-4o"
 
 // benchMesh is a mesh for benchmarks and its public API.
 type benchMesh struct {
+	addr   string // the public API's
 	client agentv1.AgentServiceClient
 	llm    *llmtest.Server
 }
@@ -103,6 +104,7 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: url, APIKey: "bench-key"}
 	cfg.Targets = []config.Target{{Provider: "scripted", Model: model}}
 	cfg.Durability.Checkpoints = o.checkpoints
+	cfg.NATS.URL = o.nats
 	var tp oteltrace.TracerProvider = noop.NewTracerProvider()
 	if o.tracing {
 		sdk := trace.NewTracerProvider(trace.WithBatcher(discard{}), trace.WithSampler(trace.AlwaysSample()))
@@ -122,7 +124,7 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	return &benchMesh{client: agentv1.NewAgentServiceClient(conn)}
+	return &benchMesh{addr: m.Addr(mesh.Orchestrator), client: agentv1.NewAgentServiceClient(conn)}
 }
 
 // discard is a span exporter that drops what it is given: spans are made, sampled, batched
@@ -261,126 +263,34 @@ func BenchmarkConcurrent(b *testing.B) {
 }
 
 // BenchmarkIdleRun is the memory an in-flight run holds while it waits on the model: each op
-// starts 1,000 runs whose first model request the scripted model holds, measures the heap and
-// the goroutine stacks in use once every one of them waits (with the client's and the model
-// server's share of them: an upper bound), then lets them finish.
+// has the model process start 1,000 runs whose first model request its model holds, measures
+// this process's heap and goroutine stacks in use once every one of them waits, then lets them
+// finish. This process holds the mesh alone: the runs' client, their model and the NATS
+// server are the model process's. It reports B/idle-run and goroutines/idle-run.
 func BenchmarkIdleRun(b *testing.B) {
 	const runs = 1000
-	var (
-		mu      sync.Mutex
-		gate    chan struct{}
-		waiting atomic.Int64
-	)
-	sc := toolRun("bench idle", 2)
-	first := sc.Turns[0]
-	sc.Turns[0] = llmtest.Turn{Respond: func(llmtest.Request, int) llmtest.Turn {
-		mu.Lock()
-		g := gate
-		mu.Unlock()
-		waiting.Add(1)
-		<-g
-		return first
-	}}
-	m := startBench(b, benchOptions{tracing: true, checkpoints: true}, sc)
-	req := toolRequest("bench idle", 2, nil)
-	var perRun float64
+	model := modelProcess(b)
+	m := startBenchAt(b, model.url, benchOptions{tracing: true, checkpoints: true, nats: model.nats})
+	var perRun, goroutines float64
 	for b.Loop() {
-		mu.Lock()
-		gate = make(chan struct{})
-		mu.Unlock()
-		waiting.Store(0)
-		before := inUse()
-		var wg sync.WaitGroup
-		for range runs {
-			wg.Go(func() { m.run(b.Context(), b, req) })
-		}
-		for waiting.Load() < runs && b.Context().Err() == nil {
-			time.Sleep(time.Millisecond) // a benchmark, not a test: nothing to be notified by
-		}
+		before, started := inUse(), runtime.NumGoroutine()
+		model.ask(b, fmt.Sprintf("%s %d %s", holdCommand, runs, m.addr), holding)
 		perRun = float64(inUse()-before) / runs
-		close(gate)
-		wg.Wait()
+		goroutines = float64(runtime.NumGoroutine()-started) / runs
+		model.ask(b, releaseCommand, released)
 	}
 	b.ReportMetric(perRun, "B/idle-run")
+	b.ReportMetric(goroutines, "goroutines/idle-run")
 }
 
-// inUse is the heap and the goroutine stacks in use after a collection.
+// inUse is the live heap (what the last collection found reachable: no free space of
+// partly used spans, which varies from wave to wave) and the goroutine stacks in use, after a
+// collection.
 func inUse() int64 {
 	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapInuse + ms.StackInuse)
-}
-
-// modelProcessEnv, set, makes the test binary the benchmarks' model in a process of its own
-// (serveModel): the scripted model answering benchScenarios, so that the CPU a benchmark
-// measures is the mesh's (or LangGraph's) alone.
-const modelProcessEnv = "AGENTMESH_BENCH_MODEL"
-
-// vsLangGraph is the run BenchmarkVsLangGraph makes in both: 9 tool turns, then the answer.
-const vsLangGraph = "bench vs langgraph"
-
-// warmup is how many runs each side of BenchmarkVsLangGraph makes before it measures.
-const warmup = 20
-
-// slowModel is the run BenchmarkInFlight makes: one answer that takes the model modelLatency.
-const slowModel = "bench in flight"
-
-// modelLatency is how long the model of BenchmarkInFlight takes to answer.
-const modelLatency = time.Second
-
-// benchScenarios are the runs the model process answers.
-func benchScenarios() []llmtest.Scenario {
-	return []llmtest.Scenario{
-		toolRun(vsLangGraph, benchTurns),
-		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
-	}
-}
-
-// serveModel serves benchScenarios on a loopback port, prints its base URL on a line of its
-// own and serves until its standard input closes; it returns the process's exit code.
-func serveModel() int {
-	s, err := llmtest.Start(benchScenarios()...)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer s.Close()
-	s.KeepRequests(false)
-	fmt.Println(s.URL())
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	for _, e := range s.Errors() {
-		fmt.Fprintln(os.Stderr, e)
-	}
-	return 0
-}
-
-// modelProcess starts the model process and returns its base URL; it stops when b ends.
-func modelProcess(b *testing.B) string {
-	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), modelProcessEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	url, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("the model process printed no URL: %v", err)
-	}
-	return strings.TrimSpace(url)
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(samples)
+	return int64(samples[0].Value.Uint64() + samples[1].Value.Uint64())
 }
 
 // BenchmarkVsLangGraph makes the same run (9 calculator turns, then the answer, against the
@@ -390,7 +300,7 @@ func modelProcess(b *testing.B) string {
 // `make bench-langgraph` runs it and prints the ratios with benchstat. The langgraph cases are
 // skipped until `npm ci --prefix scripts/langgraph` has installed LangGraph.
 func BenchmarkVsLangGraph(b *testing.B) {
-	url := modelProcess(b)
+	url := modelProcess(b).url
 	for _, concurrency := range []int{1, 256} {
 		b.Run(fmt.Sprintf("concurrency=%d/impl=mesh", concurrency), func(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
@@ -468,14 +378,14 @@ func repoRoot(b *testing.B) string {
 // latency the whole wave takes to finish. Runs in flight should cost little while they wait,
 // so a wave of 10,000 should take about the model's time, not 10 times it.
 func BenchmarkInFlight(b *testing.B) {
-	url := modelProcess(b)
+	url := modelProcess(b).url
 	for _, runs := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
 			req := &agentv1.RunRequest{Message: slowModel, Overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN}}
-			var wave time.Duration
+			var wave, cpu time.Duration
 			for b.Loop() {
-				start := time.Now()
+				start, startCPU := time.Now(), cpuTime()
 				var (
 					wg     sync.WaitGroup
 					failed atomic.Int64
@@ -489,12 +399,13 @@ func BenchmarkInFlight(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				wave = time.Since(start)
+				wave, cpu = time.Since(start), cpuTime()-startCPU
 				if n := failed.Load(); n > 0 {
 					b.Fatalf("%d of %d runs failed", n, runs)
 				}
 			}
 			b.ReportMetric(wave.Seconds()/modelLatency.Seconds(), "x-model-time")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(runs), "cpu-ns/run")
 		})
 	}
 }

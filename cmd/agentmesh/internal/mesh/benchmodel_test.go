@@ -1,0 +1,276 @@
+package mesh_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// The benchmarks' model process: this test binary re-executed (TestMain sees modelProcessEnv)
+// serves the scripted model on a loopback port, so that what a benchmark measures of its own
+// process is the mesh's (or LangGraph's) alone. It also runs a NATS server with JetStream,
+// for benchmarks whose mesh should not count the NATS server's memory, which a deployment
+// runs apart (BenchmarkIdleRun). It prints the model's base URL and the NATS server's URL, a
+// line each. For BenchmarkIdleRun it is also the runs' client, told what to do on its
+// standard input, one command a line:
+//
+//	hold N ADDR   start N runs of holdRun against the public API at ADDR, their first model
+//	              request held; answers "holding" once all N are held
+//	release       let the held requests go on; answers "released" once the N runs completed
+//	              (a run that did not is an error, printed on standard error)
+
+// modelProcessEnv, set, makes the test binary the benchmarks' model process (serveModel).
+const modelProcessEnv = "AGENTMESH_BENCH_MODEL"
+
+// vsLangGraph is the run BenchmarkVsLangGraph makes in both: 9 tool turns, then the answer.
+const vsLangGraph = "bench vs langgraph"
+
+// warmup is how many runs each side of BenchmarkVsLangGraph makes before it measures.
+const warmup = 20
+
+// slowModel is the run BenchmarkInFlight makes: one answer that takes the model modelLatency.
+const slowModel = "bench in flight"
+
+// modelLatency is how long the model of BenchmarkInFlight takes to answer.
+const modelLatency = time.Second
+
+// holdRun is the run BenchmarkIdleRun makes: a calculator call, whose request the model holds
+// until released, then the answer.
+const holdRun = "bench idle"
+
+// The model process's commands and answers.
+const (
+	holdCommand    = "hold"
+	holding        = "holding"
+	releaseCommand = "release"
+	released       = "released"
+)
+
+// benchScenarios are the runs the model process answers; holdRun's first request waits on
+// the gate.
+func benchScenarios(g *gate) []llmtest.Scenario {
+	hold := toolRun(holdRun, 2)
+	first := hold.Turns[0]
+	hold.Turns[0] = llmtest.Turn{Respond: func(llmtest.Request, int) llmtest.Turn {
+		g.wait()
+		return first
+	}}
+	return []llmtest.Scenario{
+		toolRun(vsLangGraph, benchTurns),
+		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
+		hold,
+	}
+}
+
+// gate holds model requests until opened; it counts those it holds.
+type gate struct {
+	mu     sync.Mutex
+	open   chan struct{}
+	held   int
+	change chan struct{} // closed and replaced whenever held changes
+}
+
+func newGate() *gate { return &gate{open: make(chan struct{}), change: make(chan struct{})} }
+
+// wait holds the calling request until the gate opens.
+func (g *gate) wait() {
+	g.mu.Lock()
+	open := g.open
+	g.held++
+	close(g.change)
+	g.change = make(chan struct{})
+	g.mu.Unlock()
+	<-open
+}
+
+// waitHeld returns once n requests are held.
+func (g *gate) waitHeld(n int) {
+	for {
+		g.mu.Lock()
+		held, change := g.held, g.change
+		g.mu.Unlock()
+		if held >= n {
+			return
+		}
+		<-change
+	}
+}
+
+// release lets the held requests go and closes the gate again for the next ones.
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.open)
+	g.open, g.held = make(chan struct{}), 0
+}
+
+// serveModel serves benchScenarios on a loopback port and starts a NATS server, prints their
+// URLs, then follows the commands of its standard input until it closes; it returns the
+// process's exit code.
+func serveModel() int {
+	g := newGate()
+	s, err := llmtest.Start(benchScenarios(g)...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	s.KeepRequests(false)
+	dir, err := os.MkdirTemp("", "agentmesh-bench-nats-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	nats, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: dir, Port: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer nats.Shutdown()
+	fmt.Println(s.URL())
+	fmt.Println(nats.ClientURL())
+	var runs *holdWave
+	for in := bufio.NewScanner(os.Stdin); in.Scan(); {
+		switch f := strings.Fields(in.Text()); {
+		case len(f) == 3 && f[0] == holdCommand:
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			if runs, err = startHoldWave(f[2], n); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			g.waitHeld(n)
+			fmt.Println(holding)
+		case len(f) == 1 && f[0] == releaseCommand && runs != nil:
+			g.release()
+			if err := runs.wait(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Println(released)
+		default:
+			fmt.Fprintf(os.Stderr, "model process: unknown command %q\n", in.Text())
+			return 1
+		}
+	}
+	for _, e := range s.Errors() {
+		fmt.Fprintln(os.Stderr, e)
+	}
+	return 0
+}
+
+// holdWave is the runs of one hold command.
+type holdWave struct {
+	conn   *grpc.ClientConn
+	wg     sync.WaitGroup
+	failed atomic.Int64
+	first  atomic.Value // the first failure's error
+}
+
+// startHoldWave starts n runs of holdRun against the public API at addr.
+func startHoldWave(addr string, n int) (*holdWave, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	w := &holdWave{conn: conn}
+	client := agentv1.NewAgentServiceClient(conn)
+	req := toolRequest(holdRun, 2, nil)
+	for range n {
+		w.wg.Go(func() {
+			res, err := client.Run(context.Background(), req)
+			if err == nil && res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+				err = fmt.Errorf("run ended %v %s", res.GetOutcome(), res.GetExitReason())
+			}
+			if err != nil && w.failed.Add(1) == 1 {
+				w.first.Store(err)
+			}
+		})
+	}
+	return w, nil
+}
+
+// wait waits for the wave's runs and closes its connection; an error when any failed.
+func (w *holdWave) wait() error {
+	w.wg.Wait()
+	_ = w.conn.Close()
+	if n := w.failed.Load(); n > 0 {
+		return fmt.Errorf("%d runs failed, the first: %v", n, w.first.Load())
+	}
+	return nil
+}
+
+// modelProc is a running model process.
+type modelProc struct {
+	url    string // the model's base URL
+	nats   string // the NATS server's URL
+	stdin  io.Writer
+	stdout *bufio.Reader
+}
+
+// modelProcess starts the model process; it stops when b ends.
+func modelProcess(b *testing.B) *modelProc {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), modelProcessEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	p := &modelProc{stdin: stdin, stdout: bufio.NewReader(stdout)}
+	p.url, p.nats = p.line(b), p.line(b)
+	return p
+}
+
+// ask sends the model process a command and fails b unless it answers want.
+func (p *modelProc) ask(b *testing.B, command, want string) {
+	b.Helper()
+	if _, err := fmt.Fprintln(p.stdin, command); err != nil {
+		b.Fatalf("model process: %v", err)
+	}
+	if got := p.line(b); got != want {
+		b.Fatalf("model process answered %q to %q, want %q", got, command, want)
+	}
+}
+
+// line reads the next line the model process prints.
+func (p *modelProc) line(b *testing.B) string {
+	b.Helper()
+	line, err := p.stdout.ReadString('\n')
+	if err != nil {
+		b.Fatalf("model process: %v (see its standard error)", err)
+	}
+	return strings.TrimSpace(line)
+}
