@@ -152,7 +152,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		mp = m.metrics.Provider()
 	}
 
-	serve := func(name string, register func(*grpc.Server)) error {
+	serve := func(name string, register func(grpc.ServiceRegistrar)) error {
 		addr := serviceAddr(cfg, name)
 		if opts.Ephemeral {
 			addr = "127.0.0.1:0"
@@ -240,7 +240,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	obsOpts.Logger = log
 	for _, s := range []struct {
 		name     string
-		register func(*grpc.Server)
+		register func(grpc.ServiceRegistrar)
 	}{
 		{Recovery, recovery.New(recovery.Options{}).Register},
 		{Intent, intent.New(intentOpts).Register},
