@@ -65,8 +65,9 @@ BENCH_COUNT ?= 6
 bench: tools ## run the benchmarks and compare their configurations with benchstat (ratios, not timings)
 	go test -run '^$$' -bench . -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench.txt
 	benchstat -filter '.name:Turn' -col /turns bench.txt
-	benchstat -filter '.name:Turn' -col /tracing bench.txt
-	benchstat -filter '.name:Turn /tracing:true' -col /model bench.txt
+	benchstat -filter '.name:Turn /stages:""' -col /tracing bench.txt
+	benchstat -filter '.name:Turn /tracing:true /stages:""' -col /model bench.txt
+	benchstat -filter '.name:Turn /tracing:true /model:""' -col /stages bench.txt
 	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
 	benchstat -filter '.name:(Concurrent OR IdleRun)' bench.txt
 

@@ -1,7 +1,7 @@
 // Package dial opens gRPC client connections to the stages of the mesh, with the defaults every
 // hop needs: round-robin load balancing over all resolved addresses, client-side health
 // checking, retries of UNAVAILABLE, keepalive, a default deadline and OpenTelemetry spans;
-// plaintext, or mutual TLS with WithMesh.
+// plaintext, or mutual TLS with WithMesh. InProcess makes a connection to stages in the process.
 package dial
 
 import (
@@ -69,13 +69,9 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 	if !cfg.retry {
 		sc = serviceConfigWithoutRetry
 	}
-	handlerOpts := []otelgrpc.Option{otelgrpc.WithPropagators(telemetry.Propagator())}
-	if cfg.tracerProvider != nil {
-		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(cfg.tracerProvider))
-	}
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(cfg.transport),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(handlerOpts...)),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(cfg.handlerOptions()...)),
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithKeepaliveParams(keepaliveParams),
 		grpc.WithConnectParams(connectParams),
@@ -86,6 +82,15 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 		dialOpts = append(dialOpts, grpc.WithDisableRetry())
 	}
 	return grpc.NewClient(target, append(dialOpts, cfg.dialOptions...)...)
+}
+
+// handlerOptions configure the client spans of a connection.
+func (c *config) handlerOptions() []otelgrpc.Option {
+	handlerOpts := []otelgrpc.Option{otelgrpc.WithPropagators(telemetry.Propagator())}
+	if c.tracerProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(c.tracerProvider))
+	}
+	return handlerOpts
 }
 
 // DefaultMaxMessageBytes is the largest gRPC message the mesh's clients and servers send or

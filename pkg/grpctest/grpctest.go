@@ -15,7 +15,7 @@ import (
 
 // Serve starts a gRPC server on a bufconn listener, lets register add services to it, and
 // returns a client connection to it. Server and connection stop when the test ends.
-func Serve(t testing.TB, register func(*grpc.Server)) *grpc.ClientConn {
+func Serve(t testing.TB, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(

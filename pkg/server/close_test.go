@@ -9,7 +9,7 @@ import (
 
 type closableRegistrar struct{ closed *[]string }
 
-func (closableRegistrar) Register(*grpc.Server) {}
+func (closableRegistrar) Register(grpc.ServiceRegistrar) {}
 
 func (c closableRegistrar) Close() error {
 	*c.closed = append(*c.closed, "service")

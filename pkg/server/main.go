@@ -20,12 +20,12 @@ import (
 // flushTimeout bounds the final export of spans when the process exits.
 const flushTimeout = 5 * time.Second
 
-// Registrar is a service that registers itself on a gRPC server. A Registrar that also
-// implements io.Closer is closed by Main after the server has drained; one that implements
-// HealthSource has its health reported by the server (see Options.Health); one that implements
-// Drainer is drained first, reported NOT_SERVING meanwhile.
+// Registrar is a service that registers itself on a gRPC server or an in-process channel. A
+// Registrar that also implements io.Closer is closed by Main after the server has drained; one
+// that implements HealthSource has its health reported by the server (see Options.Health); one
+// that implements Drainer is drained first, reported NOT_SERVING meanwhile.
 type Registrar interface {
-	Register(g *grpc.Server)
+	Register(g grpc.ServiceRegistrar)
 }
 
 // Drainer is a service with work of its own to wind down when the process is told to stop,

@@ -27,7 +27,7 @@ import (
 // closer is a Registrar with nothing to register that records being closed.
 type closer struct{ closed atomic.Bool }
 
-func (*closer) Register(*grpc.Server) {}
+func (*closer) Register(grpc.ServiceRegistrar) {}
 
 func (c *closer) Close() error {
 	c.closed.Store(true)

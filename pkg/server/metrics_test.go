@@ -112,7 +112,7 @@ type parser struct {
 	intentv1.UnimplementedIntentServiceServer
 }
 
-func (p parser) Register(g *grpc.Server) { intentv1.RegisterIntentServiceServer(g, p) }
+func (p parser) Register(g grpc.ServiceRegistrar) { intentv1.RegisterIntentServiceServer(g, p) }
 
 func (parser) Parse(_ context.Context, req *intentv1.ParseRequest) (*intentv1.ParseResponse, error) {
 	if req.GetMessage() == "unsafe" {

@@ -2,6 +2,7 @@
 // and RPC metrics, panic recovery, stage error mapping, INVALID_ARGUMENT for requests that do
 // not decode, message size limits, keepalive, the standard health and reflection services,
 // and a graceful drain on shutdown; Main also serves the process's metrics on METRICS_ADDR.
+// InProcess serves the same services to callers in the process, without the transport.
 package server
 
 import (
@@ -110,13 +111,6 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	handlerOpts := []otelgrpc.Option{otelgrpc.WithPropagators(telemetry.Propagator())}
-	if opts.TracerProvider != nil {
-		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
-	}
-	if opts.MeterProvider != nil {
-		handlerOpts = append(handlerOpts, otelgrpc.WithMeterProvider(opts.MeterProvider))
-	}
 	codec := newRequestCodec()
 	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), stageerr.UnaryServerInterceptor()}
 	stream := []grpc.StreamServerInterceptor{recoverStream(log), stageerr.StreamServerInterceptor()}
@@ -130,7 +124,7 @@ func New(opts Options) *Server {
 		stream = append(stream, opts.Auth.StreamServerInterceptor(log))
 	}
 	serverOpts := []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOpts...)),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOptions(opts)...)),
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(append(unary, codec.unaryDecodeErrors())...),
 		grpc.ChainStreamInterceptor(append(stream, codec.streamDecodeErrors())...),
@@ -147,6 +141,18 @@ func New(opts Options) *Server {
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return &Server{opts: opts, log: log, grpc: g, health: hs, stopHealth: make(chan struct{})}
+}
+
+// handlerOptions configure the server spans and RPC metrics of a server with opts.
+func handlerOptions(opts Options) []otelgrpc.Option {
+	handlerOpts := []otelgrpc.Option{otelgrpc.WithPropagators(telemetry.Propagator())}
+	if opts.TracerProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
+	}
+	if opts.MeterProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithMeterProvider(opts.MeterProvider))
+	}
+	return handlerOpts
 }
 
 // GRPC returns the underlying gRPC server, for services to register on.

@@ -48,7 +48,7 @@ func newIntentStub() *intentStub {
 	return &intentStub{slowStarted: make(chan struct{}, 8), release: make(chan struct{})}
 }
 
-func (s *intentStub) Register(g *grpc.Server) { intentv1.RegisterIntentServiceServer(g, s) }
+func (s *intentStub) Register(g grpc.ServiceRegistrar) { intentv1.RegisterIntentServiceServer(g, s) }
 
 func (s *intentStub) Parse(ctx context.Context, req *intentv1.ParseRequest) (*intentv1.ParseResponse, error) {
 	switch req.GetMessage() {

@@ -103,7 +103,7 @@ func serveWithMemory(t *testing.T, mem *memoryServer) actionv1.ActionServiceClie
 // serveMemory serves mem over gRPC.
 func serveMemory(t *testing.T, mem *memoryServer) *grpc.ClientConn {
 	t.Helper()
-	return grpctest.Serve(t, func(g *grpc.Server) { memoryv1.RegisterMemoryServiceServer(g, mem) })
+	return grpctest.Serve(t, func(g grpc.ServiceRegistrar) { memoryv1.RegisterMemoryServiceServer(g, mem) })
 }
 
 func TestKnowledgeSearch(t *testing.T) {

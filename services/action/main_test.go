@@ -105,5 +105,5 @@ func request(t *testing.T, tool string, arguments map[string]any) *actionv1.Exec
 // serveServer serves an ActionServiceServer over gRPC.
 func serveServer(t *testing.T, srv actionv1.ActionServiceServer) *grpc.ClientConn {
 	t.Helper()
-	return grpctest.Serve(t, func(g *grpc.Server) { actionv1.RegisterActionServiceServer(g, srv) })
+	return grpctest.Serve(t, func(g grpc.ServiceRegistrar) { actionv1.RegisterActionServiceServer(g, srv) })
 }

@@ -143,8 +143,8 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Register adds the service to a gRPC server.
-func (s *Service) Register(g *grpc.Server) {
+// Register registers the service on g (a gRPC server or an in-process channel).
+func (s *Service) Register(g grpc.ServiceRegistrar) {
 	actionv1.RegisterActionServiceServer(g, s)
 }
 

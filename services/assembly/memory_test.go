@@ -167,7 +167,7 @@ func TestMemoryUnavailable(t *testing.T) {
 		}
 		return conn
 	}())
-	hanging := memoryv1.NewMemoryServiceClient(grpctest.Serve(t, func(g *grpc.Server) {
+	hanging := memoryv1.NewMemoryServiceClient(grpctest.Serve(t, func(g grpc.ServiceRegistrar) {
 		memoryv1.RegisterMemoryServiceServer(g, hangingMemory{})
 	}))
 	table := []struct {

@@ -69,8 +69,8 @@ func New(opts Options) *Service {
 	}
 }
 
-// Register registers the service on g.
-func (s *Service) Register(g *grpc.Server) {
+// Register registers the service on g (a gRPC server or an in-process channel).
+func (s *Service) Register(g grpc.ServiceRegistrar) {
 	contextv1.RegisterContextServiceServer(g, s)
 }
 

@@ -67,8 +67,8 @@ func New(opts Options) *Service {
 		metrics: newInstruments(opts.MeterProvider)}
 }
 
-// Register adds the service to a gRPC server.
-func (s *Service) Register(g *grpc.Server) {
+// Register registers the service on g (a gRPC server or an in-process channel).
+func (s *Service) Register(g grpc.ServiceRegistrar) {
 	generationv1.RegisterGenerationServiceServer(g, s)
 }
 

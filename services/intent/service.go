@@ -48,8 +48,8 @@ func New(opts Options) *Service {
 	return s
 }
 
-// Register registers the service on g.
-func (s *Service) Register(g *grpc.Server) {
+// Register registers the service on g (a gRPC server or an in-process channel).
+func (s *Service) Register(g grpc.ServiceRegistrar) {
 	intentv1.RegisterIntentServiceServer(g, s)
 }
 

@@ -218,7 +218,7 @@ func (f *fakeGeneration) Embed(_ context.Context, req *generationv1.EmbedRequest
 
 func generationClient(t *testing.T, f *fakeGeneration) generationv1.GenerationServiceClient {
 	t.Helper()
-	return generationv1.NewGenerationServiceClient(grpctest.Serve(t, func(g *grpc.Server) {
+	return generationv1.NewGenerationServiceClient(grpctest.Serve(t, func(g grpc.ServiceRegistrar) {
 		generationv1.RegisterGenerationServiceServer(g, f)
 	}))
 }

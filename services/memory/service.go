@@ -177,8 +177,8 @@ func (s *Service) Close() error {
 	return nil
 }
 
-// Register registers the service on g.
-func (s *Service) Register(g *grpc.Server) {
+// Register registers the service on g (a gRPC server or an in-process channel).
+func (s *Service) Register(g grpc.ServiceRegistrar) {
 	memoryv1.RegisterMemoryServiceServer(g, s)
 }
 

@@ -218,8 +218,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 // stored. It implements server.HealthSource.
 func (s *Service) Serving() (bool, <-chan struct{}) { return s.publisher.Ready() }
 
-// Register adds the AgentService to g.
-func (s *Service) Register(g *grpc.Server) { agentv1.RegisterAgentServiceServer(g, s) }
+// Register registers the AgentService on g (a gRPC server or an in-process channel).
+func (s *Service) Register(g grpc.ServiceRegistrar) { agentv1.RegisterAgentServiceServer(g, s) }
 
 // Drain stops this replica taking runs, hands its live runs off and returns once they are
 // gone: each run stops at its next checkpoint (a paused run at once), so another replica

@@ -10,8 +10,14 @@ import (
 	"os"
 	"slices"
 
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
@@ -81,6 +87,17 @@ type Options struct {
 	// their callers; without it such a configuration is refused (exitcode.Invalid). Stages
 	// with mutual TLS between services (tls.ca) authenticate theirs.
 	Insecure bool
+	// InProcess serves the stages in process instead of on gRPC ports: the orchestrator and the
+	// stages that call other stages (action and context call memory; intent, planning,
+	// observation and memory may call generation) call them over in-process channels
+	// (server.InProcess, dial.InProcess), with the same interceptors, spans and metrics but no
+	// transport, so no stage listens (Addr returns "" for them). It is the floor of the design:
+	// the same loop with every stage called in process, which the benchmarks compare with the
+	// mesh. The public API (the orchestrator's AgentService) still listens on its port, with
+	// its authentication and TLS: the client of a run is its caller, not a stage of the loop.
+	// Mutual TLS between services (tls.ca) and StageAddrs need stages on the network: with
+	// InProcess they are refused (exitcode.Invalid).
+	InProcess bool
 }
 
 // Mesh is a running in-process mesh.
@@ -90,6 +107,8 @@ type Mesh struct {
 
 	addrs               map[string]string
 	servers             []*server.Server
+	stages              map[string]*server.InProcess // the stages, with Options.InProcess
+	stageOrder          []*server.InProcess          // the same, in the order they started
 	conns               []*grpc.ClientConn
 	embedded            *events.Embedded
 	nc                  *nats.Conn
@@ -124,7 +143,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	// Run events carry the run's trace in a W3C traceparent header (pkg/events uses the global
 	// propagator), so the mesh installs it.
 	otel.SetTextMapPropagator(telemetry.Propagator())
-	m := &Mesh{addrs: map[string]string{}}
+	m := &Mesh{addrs: map[string]string{}, stages: map[string]*server.InProcess{}}
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -141,6 +160,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
+	if opts.InProcess && (meshTLS != nil || len(opts.StageAddrs) > 0) {
+		return nil, exitcode.Wrap(exitcode.Invalid, errors.New("mesh: stages served in process have no transport: tls.ca and StageAddrs need them on the network"))
+	}
 	if err := m.startNATS(cfg, opts.StoreDir); err != nil {
 		return nil, err
 	}
@@ -152,7 +174,17 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		mp = m.metrics.Provider()
 	}
 
-	serve := func(name string, register func(*grpc.Server)) error {
+	serve := func(name string, register func(grpc.ServiceRegistrar)) error {
+		if opts.InProcess {
+			stage, err := server.NewInProcess(server.Options{Name: name, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name)})
+			if err != nil {
+				return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
+			}
+			register(stage)
+			m.stages[name] = stage
+			m.stageOrder = append(m.stageOrder, stage)
+			return nil
+		}
 		addr := serviceAddr(cfg, name)
 		if opts.Ephemeral {
 			addr = "127.0.0.1:0"
@@ -170,7 +202,10 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		m.addrs[name] = srv.Addr()
 		return nil
 	}
-	conn := func(from, to string, opts ...dial.Option) (*grpc.ClientConn, error) {
+	conn := func(from, to string, opts ...dial.Option) (grpc.ClientConnInterface, error) {
+		if stage := m.stages[to]; stage != nil {
+			return dial.InProcess(stage.Channel(), dial.WithTracerProvider(tp(from))), nil
+		}
 		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
@@ -240,7 +275,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	obsOpts.Logger = log
 	for _, s := range []struct {
 		name     string
-		register func(*grpc.Server)
+		register func(grpc.ServiceRegistrar)
 	}{
 		{Recovery, recovery.New(recovery.Options{}).Register},
 		{Intent, intent.New(intentOpts).Register},
@@ -304,16 +339,22 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 
-	peer := func(name string) string { return cmp.Or(opts.StageAddrs[name], m.addrs[name]) }
-	peers, closePeers, err := orchestrator.DialPeers(orchestrator.PeerAddrs{
-		Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
-		Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
-		Memory: peer(Memory), Recovery: peer(Recovery),
-	}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Unavailable, err)
+	var peers orchestrator.Peers
+	if opts.InProcess {
+		peers = m.inProcessPeers(tp(Orchestrator))
+	} else {
+		peer := func(name string) string { return cmp.Or(opts.StageAddrs[name], m.addrs[name]) }
+		var closePeers func() error
+		peers, closePeers, err = orchestrator.DialPeers(orchestrator.PeerAddrs{
+			Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
+			Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
+			Memory: peer(Memory), Recovery: peer(Recovery),
+		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+		}
+		m.closePeers = closePeers
 	}
-	m.closePeers = closePeers
 	replicas := max(opts.Orchestrators, 1)
 	for i := range replicas {
 		oo, err := orchestrator.ConfiguredOptions(ctx, cfg, m.nc)
@@ -355,6 +396,24 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		}
 	}
 	return m, nil
+}
+
+// inProcessPeers are the orchestrator's clients of the stages served in process, whose client
+// spans tp makes.
+func (m *Mesh) inProcessPeers(tp trace.TracerProvider) orchestrator.Peers {
+	conn := func(stage string) grpc.ClientConnInterface {
+		return dial.InProcess(m.stages[stage].Channel(), dial.WithTracerProvider(tp))
+	}
+	return orchestrator.Peers{
+		Intent:      intentv1.NewIntentServiceClient(conn(Intent)),
+		Planning:    planningv1.NewPlanningServiceClient(conn(Planning)),
+		Context:     contextv1.NewContextServiceClient(conn(Context)),
+		Generation:  generationv1.NewGenerationServiceClient(conn(Generation)),
+		Action:      actionv1.NewActionServiceClient(conn(Action)),
+		Observation: observationv1.NewObservationServiceClient(conn(Observation)),
+		Memory:      memoryv1.NewMemoryServiceClient(conn(Memory)),
+		Recovery:    recoveryv1.NewRecoveryServiceClient(conn(Recovery)),
+	}
 }
 
 // OrchestratorAddrs returns the addresses of the orchestrator replicas, the first one being
@@ -414,9 +473,14 @@ func serviceAddr(cfg *config.Config, name string) string {
 	}[name]
 }
 
-// Stop shuts one service down, e.g. to see how the mesh copes with a stage outage. The other
-// services keep running; Close still stops everything.
+// Stop shuts one service down, e.g. to see how the mesh copes with a stage outage (a stage
+// served in process refuses calls with UNAVAILABLE from then on). The other services keep
+// running; Close still stops everything.
 func (m *Mesh) Stop(ctx context.Context, service string) error {
+	if stage := m.stages[service]; stage != nil {
+		stage.Shutdown(ctx)
+		return nil
+	}
 	for _, srv := range m.servers {
 		if srv.Addr() == m.addrs[service] {
 			srv.Shutdown(ctx)
@@ -426,7 +490,7 @@ func (m *Mesh) Stop(ctx context.Context, service string) error {
 	return fmt.Errorf("mesh: no service %q", service)
 }
 
-// Addr returns the address a service listens on.
+// Addr returns the address a service listens on ("" for a stage served in process).
 func (m *Mesh) Addr(service string) string { return m.addrs[service] }
 
 // Services returns the service names in a stable order.
@@ -462,6 +526,9 @@ func (m *Mesh) Close() {
 	}
 	for _, srv := range slices.Backward(m.servers) {
 		srv.Shutdown(context.Background())
+	}
+	for _, stage := range slices.Backward(m.stageOrder) {
+		stage.Shutdown(context.Background())
 	}
 	var errs []error
 	for _, c := range m.conns {

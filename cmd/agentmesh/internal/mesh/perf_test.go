@@ -47,6 +47,7 @@ type benchOptions struct {
 	checkpoints bool   // durability.checkpoints
 	model       string // the target's model; "" is benchModel
 	nats        string // the NATS server's URL; "" embeds one in the mesh
+	inProcess   bool   // the stages served in process (mesh.Options.InProcess): the floor of the design
 }
 
 // benchModel is the model of the benchmarks' target: a name without a known tokenizer, so
@@ -113,7 +114,7 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 	}
 	m, err := mesh.Start(context.Background(), mesh.Options{
 		Config: cfg, Ephemeral: true, StoreDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		TracerProvider: func(string) oteltrace.TracerProvider { return tp },
+		TracerProvider: func(string) oteltrace.TracerProvider { return tp }, InProcess: o.inProcess,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -202,30 +203,37 @@ func earlier(first string, n int) []*typev1.Message {
 
 // BenchmarkTurn is the mesh's cost per turn, one run at a time: a 10-turn tool run, and a
 // 50-turn run that starts with a history of 40 messages (per-turn cost must not grow with the
-// square of the conversation: compare their ns/turn), with tracing on and off; and both with
+// square of the conversation: compare their ns/turn), with tracing on and off; both with
 // tracing on for a model that selects a BPE tokenizer (model=gpt-4o), where every token count
-// is exact rather than estimated.
+// is exact rather than estimated; and both with tracing on with every stage served in process
+// (stages=inprocess, mesh.Options.InProcess), the floor of the design: the same loop without
+// the gRPC transport between the services.
 func BenchmarkTurn(b *testing.B) {
 	type turnConfig struct {
 		turns, history int
 		tracing        bool
 		model          string
+		inProcess      bool
 	}
 	var configs []turnConfig
 	for _, size := range []struct{ turns, history int }{{benchTurns, 0}, {50, 40}} {
 		configs = append(configs,
-			turnConfig{size.turns, size.history, true, ""},
-			turnConfig{size.turns, size.history, false, ""},
-			turnConfig{size.turns, size.history, true, tiktokenModel})
+			turnConfig{turns: size.turns, history: size.history, tracing: true},
+			turnConfig{turns: size.turns, history: size.history, tracing: false},
+			turnConfig{turns: size.turns, history: size.history, tracing: true, model: tiktokenModel},
+			turnConfig{turns: size.turns, history: size.history, tracing: true, inProcess: true})
 	}
 	for _, tc := range configs {
 		name := fmt.Sprintf("turns=%d/tracing=%v", tc.turns, tc.tracing)
 		if tc.model != "" {
 			name += "/model=" + tc.model
 		}
+		if tc.inProcess {
+			name += "/stages=inprocess"
+		}
 		b.Run(name, func(b *testing.B) {
 			name := fmt.Sprintf("bench %d turns", tc.turns)
-			m := startBench(b, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model}, toolRunAfter(name, tc.turns, tc.history/2))
+			m := startBench(b, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess}, toolRunAfter(name, tc.turns, tc.history/2))
 			req := toolRequest(name, tc.turns, earlier(name, tc.history))
 			perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
