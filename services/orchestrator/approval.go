@@ -120,10 +120,16 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		select {
 		case <-st.resolved: // decided on this replica (no store)
 			return nil, false
-		case in := <-r.inputs:
-			if r.takeDecision(ctx, st, in.Decision) {
-				if e := save(); e != nil {
-					return e, true
+		case <-r.inputs.ready:
+			for r.waiting(st) {
+				in, ok := r.inputs.next()
+				if !ok {
+					break
+				}
+				if r.takeDecision(ctx, st, in.Decision) {
+					if e := save(); e != nil {
+						return e, true
+					}
 				}
 			}
 		case <-r.svc.draining:

@@ -26,9 +26,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// inputBuffer is how many approval decisions wait for the run to take them.
-const inputBuffer = 64
-
 // existingRun is start's answer to an idempotency key that already names a run: the caller
 // attaches to that run instead of starting one.
 type existingRun struct{ id string }
@@ -70,7 +67,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
 		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID),
 		usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema, changed: make(chan struct{}), moved: make(chan struct{}),
-		counter: tokens.ForModel(firstModel(contract)), startedAt: s.now(), inputs: make(chan runstore.Input, inputBuffer),
+		counter: tokens.ForModel(firstModel(contract)), startedAt: s.now(), inputs: newInbox(),
 	}
 	if mode := transportMode(contract); mode != xmltransport.ModeNative {
 		r.xml = xmltransport.NewSession(mode) // the nonce is fixed for the run; slots continue across turns
@@ -234,27 +231,17 @@ func (r *run) main(ctx context.Context) {
 	r.execute(ctx)
 }
 
-// watchInputs forwards what other replicas hand the run (decisions, cancellation) until ctx
-// ends: a cancellation cancels the run, decisions wait in r.inputs for the run to take them.
+// watchInputs takes what other replicas hand the run (decisions, answers, cancellation) until
+// ctx ends: a cancellation cancels the run at once, the rest waits in r.inputs for the run's
+// waits to take it.
 func (r *run) watchInputs(ctx context.Context) {
-	sub := r.svc.store.WatchInputs(ctx, r.id)
-	go func() {
-		for {
-			in, ok := sub.Next()
-			if !ok {
-				return
-			}
-			if c := in.Cancel; c != nil {
-				r.cancel(cancelCause(c.GetReason()))
-				continue
-			}
-			select {
-			case r.inputs <- in:
-			case <-ctx.Done():
-				return
-			}
+	r.svc.store.WatchInputs(ctx, r.id, func(in runstore.Input) {
+		if c := in.Cancel; c != nil {
+			r.cancel(cancelCause(c.GetReason()))
+			return
 		}
-	}()
+		r.inputs.put(in)
+	})
 }
 
 // markResumed records in the transcript and the events that this replica took the run over.
@@ -297,7 +284,7 @@ func (r *run) moveAway(ctx context.Context, e *ending) {
 func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, head *runstore.Head, leaseRev uint64, reason string) (*run, context.Context, error) {
 	r := &run{
 		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), head: head, leaseRev: leaseRev,
-		resumeFrom: cp, resumeReason: reason, inputs: make(chan runstore.Input, inputBuffer),
+		resumeFrom: cp, resumeReason: reason, inputs: newInbox(),
 	}
 	if err := r.restore(cp); err != nil {
 		return nil, nil, err

@@ -60,10 +60,16 @@ func (r *run) awaitAnswer(ctx context.Context, t *turnState) *ending {
 wait:
 	for {
 		select {
-		case in := <-r.inputs:
-			if a := in.Answer; a != nil && a.GetQuestionId() == st.pending.GetId() {
-				answer = a
-				break wait
+		case <-r.inputs.ready:
+			for {
+				in, ok := r.inputs.next()
+				if !ok {
+					break
+				}
+				if a := in.Answer; a != nil && a.GetQuestionId() == st.pending.GetId() {
+					answer = a
+					break wait
+				}
 			}
 		case <-r.svc.draining:
 			return stopHere(errHandOff.Error()) // the pause is checkpointed: another replica waits on
@@ -143,11 +149,7 @@ func (r *run) answerLocal(req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, 
 	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = st.pending.GetId()
-	select {
-	case r.inputs <- runstore.Input{Answer: answer}:
-	default:
-		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE, "run %q is busy; answer again", r.id)
-	}
+	r.inputs.put(runstore.Input{Answer: answer})
 	st.answered = true
 	return &agentv1.AnswerResponse{RunId: r.id, QuestionId: st.pending.GetId(), Resumed: true}, nil
 }

@@ -50,7 +50,7 @@ type run struct {
 	resumeFrom   *checkpointv1.RunCheckpoint // the checkpoint a resumed run continues from
 	resumeReason string                      // why it was resumed
 	stopTimer    func()                      // stops the total_timeout_ms timer
-	inputs       chan runstore.Input         // decisions delivered by the store, consumed by the run
+	inputs       *inbox                      // decisions and answers handed over, taken by the run's waits
 
 	contract *typev1.ExecutionContract
 	chain    *transcript.Chain

@@ -20,7 +20,7 @@ type inputHub struct {
 	bucket func() jetstream.KeyValue
 
 	mu       sync.Mutex
-	subs     map[string]*Inputs            // run id → its subscription
+	subs     map[string]*subscription      // run id → its subscription
 	recorded map[string]map[string]*record // run id → key → the input recorded under it
 	stop     context.CancelFunc            // ends the watch; nil when none runs
 	stopped  chan struct{}                 // closed when the watch's goroutine has ended
@@ -32,24 +32,24 @@ type record struct {
 	in  Input
 }
 
-// Inputs is a run's subscription to its inputs (WatchInputs).
-type Inputs struct {
-	hub    *inputHub
-	runID  string
-	queue  []Input
-	ready  chan struct{} // signalled when queue grows
-	closed bool          // ended: Next returns false once the queue is drained
-	sent   map[string]uint64
+// subscription is a run's subscription to its inputs (WatchInputs): no goroutine of its own,
+// since an idle in-flight run must cost little (issue 15); the hub's watch hands each input to
+// deliver.
+type subscription struct {
+	runID   string
+	deliver func(Input)
+	closed  bool // ended: nothing more is delivered
+	sent    map[string]uint64
 }
 
 func newInputHub(bucket func() jetstream.KeyValue) *inputHub {
-	return &inputHub{bucket: bucket, subs: map[string]*Inputs{}, recorded: map[string]map[string]*record{}}
+	return &inputHub{bucket: bucket, subs: map[string]*subscription{}, recorded: map[string]map[string]*record{}}
 }
 
-// subscribe registers runID's subscription until ctx ends, with the inputs recorded for it so
-// far queued, and starts the watch when none runs.
-func (h *inputHub) subscribe(ctx context.Context, runID string) *Inputs {
-	sub := &Inputs{hub: h, runID: runID, ready: make(chan struct{}, 1), sent: map[string]uint64{}}
+// subscribe registers runID's subscription until ctx ends, delivering the inputs recorded for
+// it so far at once, and starts the watch when none runs.
+func (h *inputHub) subscribe(ctx context.Context, runID string, deliver func(Input)) {
+	sub := &subscription{runID: runID, deliver: deliver, sent: map[string]uint64{}}
 	h.mu.Lock()
 	if old := h.subs[runID]; old != nil {
 		old.end() // the run watches again (it moved back to this replica): one subscription
@@ -65,11 +65,10 @@ func (h *inputHub) subscribe(ctx context.Context, runID string) *Inputs {
 	}
 	h.mu.Unlock()
 	context.AfterFunc(ctx, func() { h.unsubscribe(sub) })
-	return sub
 }
 
 // unsubscribe ends sub, and the watch when no run watches any more.
-func (h *inputHub) unsubscribe(sub *Inputs) {
+func (h *inputHub) unsubscribe(sub *subscription) {
 	h.mu.Lock()
 	sub.end()
 	if h.subs[sub.runID] == sub {
@@ -150,47 +149,14 @@ func (h *inputHub) take(e jetstream.KeyValueEntry) {
 	}
 }
 
-// push queues rec unless it was delivered already. The hub's lock is held.
-func (in *Inputs) push(key string, rec *record) {
-	if in.closed || in.sent[key] >= rec.rev {
+// push delivers rec unless it was delivered already. The hub's lock is held.
+func (sub *subscription) push(key string, rec *record) {
+	if sub.closed || sub.sent[key] >= rec.rev {
 		return
 	}
-	in.sent[key] = rec.rev
-	in.queue = append(in.queue, rec.in)
-	select {
-	case in.ready <- struct{}{}:
-	default:
-	}
+	sub.sent[key] = rec.rev
+	sub.deliver(rec.in)
 }
 
 // end closes the subscription. The hub's lock is held.
-func (in *Inputs) end() {
-	if in.closed {
-		return
-	}
-	in.closed = true
-	select {
-	case in.ready <- struct{}{}:
-	default:
-	}
-}
-
-// Next returns the run's next input, waiting for one; false once the subscription has ended
-// (its context ended) and every input queued before was returned.
-func (in *Inputs) Next() (Input, bool) {
-	for {
-		in.hub.mu.Lock()
-		if len(in.queue) > 0 {
-			next := in.queue[0]
-			in.queue = in.queue[1:]
-			in.hub.mu.Unlock()
-			return next, true
-		}
-		closed := in.closed
-		in.hub.mu.Unlock()
-		if closed {
-			return Input{}, false
-		}
-		<-in.ready
-	}
-}
+func (sub *subscription) end() { sub.closed = true }

@@ -64,10 +64,11 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) 
 	}))
 }
 
-// WatchInputs subscribes to a run's inputs, those recorded so far first, until ctx ends
-// (Inputs.Next). The runs of a replica share one watch of the inputs bucket (inputHub).
-func (s *Store) WatchInputs(ctx context.Context, runID string) *Inputs {
-	return s.hub.subscribe(ctx, runID)
+// WatchInputs hands deliver each input of a run, those recorded so far first, each once, until
+// ctx ends. The runs of a replica share one watch of the inputs bucket (inputHub), which calls
+// deliver, one input at a time: deliver must return at once, and must not call the Store.
+func (s *Store) WatchInputs(ctx context.Context, runID string, deliver func(Input)) {
+	s.hub.subscribe(ctx, runID, deliver)
 }
 
 func decodeInput(key string, value []byte) (Input, error) {

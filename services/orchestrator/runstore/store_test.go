@@ -242,14 +242,16 @@ func TestInputs(t *testing.T) {
 	if err := s.Decide(ctx, approve); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("a second decision = %v, want ErrExists", err)
 	}
-	in := s.WatchInputs(ctx, "r1")
+	in := watchInputs(ctx, s, "r1")
 	next := func() runstore.Input {
 		t.Helper()
-		got, ok := in.Next()
-		if !ok {
-			t.Fatal("the subscription ended")
+		select {
+		case got := <-in:
+			return got
+		case <-ctx.Done():
+			t.Fatal("no input delivered")
+			return runstore.Input{}
 		}
-		return got
 	}
 	if got := next(); got.Decision.GetCallId() != "call/1 ü" {
 		t.Fatalf("first input %v, want the recorded decision", got)
@@ -279,12 +281,15 @@ func TestInputs(t *testing.T) {
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || len(decided) != 0 {
 		t.Fatalf("Decisions after Retire = %v, %v", decided, err)
 	}
-	cancel()
-	for { // the subscription ends with ctx
-		if _, ok := in.Next(); !ok {
-			break
-		}
-	}
+	cancel() // the hub's watch ends with the last subscription (goleak, TestMain)
+}
+
+// watchInputs subscribes to runID's inputs and returns them on a channel (WatchInputs hands
+// them over one at a time, and must not wait: the channel holds more than a test records).
+func watchInputs(ctx context.Context, s *runstore.Store, runID string) <-chan runstore.Input {
+	in := make(chan runstore.Input, 16)
+	s.WatchInputs(ctx, runID, func(got runstore.Input) { in <- got })
+	return in
 }
 
 // TestBucketsComeBack deletes the buckets, as a NATS restarted with an empty store loses
@@ -329,11 +334,11 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 	if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: "run-0", QuestionId: "q", Answer: "early"}); err != nil {
 		t.Fatal(err)
 	}
-	subs := make([]*runstore.Inputs, runs)
+	subs := make([]<-chan runstore.Input, runs)
 	for i := range subs {
-		subs[i] = s.WatchInputs(ctx, fmt.Sprintf("run-%d", i))
+		subs[i] = watchInputs(ctx, s, fmt.Sprintf("run-%d", i))
 	}
-	if got, ok := subs[0].Next(); !ok || got.Answer.GetAnswer() != "early" {
+	if got := <-subs[0]; got.Answer.GetAnswer() != "early" {
 		t.Fatalf("run-0's first input %v, want the answer recorded before it watched", got)
 	}
 	for i := range runs {
@@ -342,7 +347,7 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 		}
 	}
 	for i, sub := range subs {
-		if got, ok := sub.Next(); !ok || got.Cancel.GetReason() != fmt.Sprint(i) {
+		if got := <-sub; got.Cancel.GetReason() != fmt.Sprint(i) {
 			t.Fatalf("run-%d's input %v, want its own cancellation", i, got)
 		}
 	}
@@ -357,12 +362,5 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 	if n := info.State.Consumers; n != 1 {
 		t.Errorf("%d consumers of the inputs bucket for %d watching runs, want 1", n, runs)
 	}
-	cancel()
-	for _, sub := range subs {
-		for {
-			if _, ok := sub.Next(); !ok {
-				break
-			}
-		}
-	}
+	cancel() // the watch ends with the last run watching (goleak, TestMain)
 }
