@@ -120,7 +120,7 @@ func (r *run) precheck(ctx context.Context) *ending {
 			end.retryable = true
 			return r.req, r.contract, end.reason
 		}
-		r.available = tools.GetTools()
+		r.available = r.svc.tools.share(tools.GetTools())
 		why := preflight(r.contract, r.available)
 		if why == "" {
 			why = r.unknownProvider(ctx)

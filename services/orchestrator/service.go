@@ -126,6 +126,7 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	grants       *grant.Signer
+	tools        toolCache // the action service's tools, shared by the runs
 
 	store        *runstore.Store // nil: runs are not durable
 	replica      string
