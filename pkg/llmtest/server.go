@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"cmp"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,8 +55,15 @@ func New(t testing.TB, scenarios ...Scenario) *Server {
 
 // Start starts a server answering with the scenarios, outside a test (e.g. in a process of
 // its own that a benchmark talks to); the caller closes it and reads its Errors. A scenario
-// with an unknown failure kind is an error.
-func Start(scenarios ...Scenario) (*Server, error) {
+// with an unknown failure kind is an error. It serves plain HTTP/1.1, as local model servers
+// (Ollama, vLLM, llama.cpp) do.
+func Start(scenarios ...Scenario) (*Server, error) { return start(false, scenarios) }
+
+// StartTLS is Start for a server that speaks HTTP/2 over TLS, as hosted providers do; its
+// clients trust Certificate.
+func StartTLS(scenarios ...Scenario) (*Server, error) { return start(true, scenarios) }
+
+func start(secure bool, scenarios []Scenario) (*Server, error) {
 	for _, sc := range scenarios {
 		for i, turn := range sc.Turns {
 			if turn.Failure != "" && !knownFailures[turn.Failure] {
@@ -73,9 +81,18 @@ func Start(scenarios ...Scenario) (*Server, error) {
 	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleTurn(w, r, anthropicAPI) })
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("/", s.handleUnknown)
-	s.srv = httptest.NewServer(mux)
+	s.srv = httptest.NewUnstartedServer(mux)
+	if secure {
+		s.srv.EnableHTTP2 = true
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	return s, nil
 }
+
+// Certificate is the certificate of a server started with StartTLS (nil for Start's).
+func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
 
 // cloneScenarios copies the scenarios and their turns so later edits by the caller do not
 // change what the server answers.
