@@ -3,10 +3,15 @@ package mesh_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,10 +29,11 @@ import (
 
 // The benchmarks' model process: this test binary re-executed (TestMain sees modelProcessEnv)
 // serves the scripted model on a loopback port, so that what a benchmark measures of its own
-// process is the mesh's (or LangGraph's) alone. It also runs a NATS server with JetStream,
-// for benchmarks whose mesh should not count the NATS server's memory, which a deployment
-// runs apart (BenchmarkIdleRun). It prints the model's base URL and the NATS server's URL, a
-// line each. For BenchmarkIdleRun it is also the runs' client, told what to do on its
+// process is the mesh's (or LangGraph's) alone: over plain HTTP/1.1, as a local model server
+// answers, and over HTTP/2 and TLS, as a hosted provider does. It also runs a NATS server
+// with JetStream, for benchmarks whose mesh should not count the NATS server's memory, which
+// a deployment runs apart (BenchmarkIdleRun). It prints, a line each, the plain model's base
+// URL, the NATS server's URL, the TLS model's base URL and its certificate (base64 DER). For BenchmarkIdleRun it is also the runs' client, told what to do on its
 // standard input, one command a line:
 //
 //	hold N ADDR   start N runs of holdRun against the public API at ADDR, their first model
@@ -132,6 +138,13 @@ func serveModel() int {
 	}
 	defer s.Close()
 	s.KeepRequests(false)
+	secure, err := llmtest.StartTLS(benchScenarios(g)...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer secure.Close()
+	secure.KeepRequests(false)
 	dir, err := os.MkdirTemp("", "agentmesh-bench-nats-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -146,6 +159,8 @@ func serveModel() int {
 	defer nats.Shutdown()
 	fmt.Println(s.URL())
 	fmt.Println(nats.ClientURL())
+	fmt.Println(secure.URL())
+	fmt.Println(base64.StdEncoding.EncodeToString(secure.Certificate().Raw))
 	var runs *holdWave
 	for in := bufio.NewScanner(os.Stdin); in.Scan(); {
 		switch f := strings.Fields(in.Text()); {
@@ -173,7 +188,7 @@ func serveModel() int {
 			return 1
 		}
 	}
-	for _, e := range s.Errors() {
+	for _, e := range slices.Concat(s.Errors(), secure.Errors()) {
 		fmt.Fprintln(os.Stderr, e)
 	}
 	return 0
@@ -222,8 +237,10 @@ func (w *holdWave) wait() error {
 
 // modelProc is a running model process.
 type modelProc struct {
-	url    string // the model's base URL
-	nats   string // the NATS server's URL
+	url    string       // the plain model's base URL
+	nats   string       // the NATS server's URL
+	tlsURL string       // the TLS model's base URL
+	tls    *http.Client // a client of the TLS model, over HTTP/2
 	stdin  io.Writer
 	stdout *bufio.Reader
 }
@@ -250,7 +267,20 @@ func modelProcess(b *testing.B) *modelProc {
 		_ = cmd.Wait()
 	})
 	p := &modelProc{stdin: stdin, stdout: bufio.NewReader(stdout)}
-	p.url, p.nats = p.line(b), p.line(b)
+	p.url, p.nats, p.tlsURL = p.line(b), p.line(b), p.line(b)
+	der, err := base64.StdEncoding.DecodeString(p.line(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		b.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 256}
+	b.Cleanup(tr.CloseIdleConnections)
+	p.tls = &http.Client{Transport: tr}
 	return p
 }
 

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +25,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
 	"go.opentelemetry.io/otel/sdk/trace"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -43,11 +46,12 @@ const benchTurns = 10
 
 // benchOptions configure a benchmark's mesh.
 type benchOptions struct {
-	tracing     bool   // an SDK tracer provider that samples every span, exported in batches to nowhere
-	checkpoints bool   // durability.checkpoints
-	model       string // the target's model; "" is benchModel
-	nats        string // the NATS server's URL; "" embeds one in the mesh
-	inProcess   bool   // the stages served in process (mesh.Options.InProcess): the floor of the design
+	tracing     bool         // an SDK tracer provider that samples every span, exported in batches to nowhere
+	checkpoints bool         // durability.checkpoints
+	model       string       // the target's model; "" is benchModel
+	nats        string       // the NATS server's URL; "" embeds one in the mesh
+	httpClient  *http.Client // the model's client; nil is the generation service's own
+	inProcess   bool         // the stages served in process (mesh.Options.InProcess): the floor of the design
 }
 
 // benchModel is the model of the benchmarks' target: a name without a known tokenizer, so
@@ -112,9 +116,14 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 		b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
 		tp = sdk
 	}
+	var providers map[string]generation.Provider
+	if o.httpClient != nil {
+		providers = map[string]generation.Provider{"scripted": generation.NewOpenAI(generation.OpenAIOptions{
+			Name: "scripted", BaseURL: url, APIKey: "bench-key", HTTPClient: o.httpClient})}
+	}
 	m, err := mesh.Start(context.Background(), mesh.Options{
 		Config: cfg, Ephemeral: true, StoreDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		TracerProvider: func(string) oteltrace.TracerProvider { return tp }, InProcess: o.inProcess,
+		TracerProvider: func(string) oteltrace.TracerProvider { return tp }, InProcess: o.inProcess, Providers: providers,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -272,33 +281,67 @@ func BenchmarkConcurrent(b *testing.B) {
 
 // BenchmarkIdleRun is the memory an in-flight run holds while it waits on the model: each op
 // has the model process start 1,000 runs whose first model request its model holds, measures
-// this process's heap and goroutine stacks in use once every one of them waits, then lets them
+// this process's live heap and goroutine stacks once every one of them waits, then lets them
 // finish. This process holds the mesh alone: the runs' client, their model and the NATS
-// server are the model process's. It reports B/idle-run and goroutines/idle-run.
+// server are the model process's. A first wave, not measured, warms the mesh up (connections,
+// pools, the stacks a server reuses). It reports the medians over the waves of
+// heap-B/idle-run, stack-B/idle-run, their sum B/idle-run, and goroutines/idle-run. The model
+// answers over HTTP/2 and TLS as a hosted provider does (provider=http2: the generation
+// service's requests share a few connections), or over plain HTTP/1.1 as a local model server
+// does (provider=http1: each request in flight has a connection of its own, with its buffers
+// and two goroutines of net/http's).
 func BenchmarkIdleRun(b *testing.B) {
 	const runs = 1000
 	model := modelProcess(b)
-	m := startBenchAt(b, model.url, benchOptions{tracing: true, checkpoints: true, nats: model.nats})
-	var perRun, goroutines float64
-	for b.Loop() {
-		before, started := inUse(), runtime.NumGoroutine()
-		model.ask(b, fmt.Sprintf("%s %d %s", holdCommand, runs, m.addr), holding)
-		perRun = float64(inUse()-before) / runs
-		goroutines = float64(runtime.NumGoroutine()-started) / runs
-		model.ask(b, releaseCommand, released)
+	for _, provider := range []string{"http2", "http1"} {
+		b.Run("provider="+provider, func(b *testing.B) {
+			o := benchOptions{tracing: true, checkpoints: true, nats: model.nats}
+			url := model.url
+			if provider == "http2" {
+				url, o.httpClient = model.tlsURL, model.tls
+			}
+			m := startBenchAt(b, url, o)
+			wave := func() (heap, stacks, goroutines float64) {
+				heap0, stacks0, started := inUse()
+				model.ask(b, fmt.Sprintf("%s %d %s", holdCommand, runs, m.addr), holding)
+				heap1, stacks1, waiting := inUse()
+				model.ask(b, releaseCommand, released)
+				return float64(heap1-heap0) / runs, float64(stacks1-stacks0) / runs, float64(waiting-started) / runs
+			}
+			wave()
+			var heaps, stacks, goroutines []float64
+			for b.Loop() {
+				h, s, g := wave()
+				heaps, stacks, goroutines = append(heaps, h), append(stacks, s), append(goroutines, g)
+			}
+			b.ReportMetric(median(heaps), "heap-B/idle-run")
+			b.ReportMetric(median(stacks), "stack-B/idle-run")
+			b.ReportMetric(median(heaps)+median(stacks), "B/idle-run")
+			b.ReportMetric(median(goroutines), "goroutines/idle-run")
+		})
 	}
-	b.ReportMetric(perRun, "B/idle-run")
-	b.ReportMetric(goroutines, "goroutines/idle-run")
 }
 
-// inUse is the live heap (what the last collection found reachable: no free space of
-// partly used spans, which varies from wave to wave) and the goroutine stacks in use, after a
-// collection.
-func inUse() int64 {
+// inUse is the live heap (what a collection found reachable: not the free space of partly
+// used spans, which varies from wave to wave), the memory of goroutine stacks and the number
+// of goroutines, after a collection.
+func inUse() (heap, stacks int64, goroutines int) {
 	runtime.GC()
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
 	metrics.Read(samples)
-	return int64(samples[0].Value.Uint64() + samples[1].Value.Uint64())
+	return int64(samples[0].Value.Uint64()), int64(samples[1].Value.Uint64()), runtime.NumGoroutine()
+}
+
+// median is the median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 // BenchmarkVsLangGraph makes the same run (9 calculator turns, then the answer, against the
