@@ -445,6 +445,11 @@ func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequ
 			if tags != nil {
 				content(tags.Flush())
 			}
+			// Read the stream's end too: until then gRPC keeps the call open (its span, and a
+			// goroutine watching its context) for as long as ctx lives.
+			if _, err := stream.Recv(); !errors.Is(err, io.EOF) && err != nil {
+				r.svc.log.DebugContext(ctx, "the generation stream ended badly after its final answer", "run_id", r.id, "err", err)
+			}
 			return f, nil
 		}
 	}

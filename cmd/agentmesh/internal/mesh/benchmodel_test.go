@@ -246,7 +246,7 @@ type modelProc struct {
 }
 
 // modelProcess starts the model process; it stops when b ends.
-func modelProcess(b *testing.B) *modelProc {
+func modelProcess(b testing.TB) *modelProc {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), modelProcessEnv+"=1")
@@ -285,7 +285,7 @@ func modelProcess(b *testing.B) *modelProc {
 }
 
 // ask sends the model process a command and fails b unless it answers want.
-func (p *modelProc) ask(b *testing.B, command, want string) {
+func (p *modelProc) ask(b testing.TB, command, want string) {
 	b.Helper()
 	if _, err := fmt.Fprintln(p.stdin, command); err != nil {
 		b.Fatalf("model process: %v", err)
@@ -296,7 +296,7 @@ func (p *modelProc) ask(b *testing.B, command, want string) {
 }
 
 // line reads the next line the model process prints.
-func (p *modelProc) line(b *testing.B) string {
+func (p *modelProc) line(b testing.TB) string {
 	b.Helper()
 	line, err := p.stdout.ReadString('\n')
 	if err != nil {

@@ -420,6 +420,26 @@ func TestToolRunSpansEveryService(t *testing.T) {
 			}
 		}
 	}
+	// A generation call ends with the inference that made it: the orchestrator reads the
+	// stream to its end, rather than leaving the call (its span, its resources) open.
+	var infers, generates []sdktrace.ReadOnlySpan
+	for _, s := range h.recorder.Trace(traceID) {
+		switch {
+		case s.Name() == "agentmesh.infer":
+			infers = append(infers, s)
+		case s.Name() == "agentmesh.generation.v1.GenerationService/GenerateStream" && s.SpanKind() == trace.SpanKindClient:
+			generates = append(generates, s)
+		}
+	}
+	if len(generates) == 0 {
+		t.Error("no GenerateStream client span")
+	}
+	for _, g := range generates {
+		i := slices.IndexFunc(infers, func(in sdktrace.ReadOnlySpan) bool { return !g.StartTime().Before(in.StartTime()) && !g.StartTime().After(in.EndTime()) })
+		if i < 0 || g.EndTime().After(infers[i].EndTime()) {
+			t.Errorf("a GenerateStream call (%v to %v) outlives its inference", g.StartTime(), g.EndTime())
+		}
+	}
 }
 
 func TestEmptyInputMakesNoLLMCall(t *testing.T) {
