@@ -435,7 +435,9 @@ func TestToolRunSpansEveryService(t *testing.T) {
 		t.Error("no GenerateStream client span")
 	}
 	for _, g := range generates {
-		i := slices.IndexFunc(infers, func(in sdktrace.ReadOnlySpan) bool { return !g.StartTime().Before(in.StartTime()) && !g.StartTime().After(in.EndTime()) })
+		i := slices.IndexFunc(infers, func(in sdktrace.ReadOnlySpan) bool {
+			return !g.StartTime().Before(in.StartTime()) && !g.StartTime().After(in.EndTime())
+		})
 		if i < 0 || g.EndTime().After(infers[i].EndTime()) {
 			t.Errorf("a GenerateStream call (%v to %v) outlives its inference", g.StartTime(), g.EndTime())
 		}
