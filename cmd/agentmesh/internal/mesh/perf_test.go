@@ -382,13 +382,13 @@ func (m *benchMesh) runs(b *testing.B, req *agentv1.RunRequest, n int) int {
 	return int(turns.Load())
 }
 
-// langGraphOps is the fewest ops of concurrency runs each that langGraph measures: one op of
-// bench.mjs takes over a second (Node starting, the warm-up), so the benchmark framework asks
-// for one, and one run at a time would be one run measured.
-const langGraphOps = 40
+// langGraphRuns is the fewest runs langGraph measures: one op of bench.mjs takes over a second
+// (Node starting, the warm-up), so the benchmark framework asks for one op, and one run at a
+// time would then be one run measured.
+const langGraphRuns = 64
 
-// langGraph runs scripts/langgraph/bench.mjs for b.N ops (at least langGraphOps) of
-// concurrency runs each and reports what it measured per turn.
+// langGraph runs scripts/langgraph/bench.mjs for b.N ops of concurrency runs each (at least
+// langGraphRuns runs) and reports what it measured per turn.
 func langGraph(b *testing.B, url string, concurrency int) {
 	dir := filepath.Join(repoRoot(b), "scripts", "langgraph")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph")); err != nil {
@@ -397,7 +397,7 @@ func langGraph(b *testing.B, url string, concurrency int) {
 	cmd := exec.Command("node", "bench.mjs")
 	cmd.Dir, cmd.Stderr = dir, os.Stderr
 	cmd.Env = append(os.Environ(), "BASE_URL="+url, "MESSAGE="+vsLangGraph, fmt.Sprintf("WARMUP=%d", warmup),
-		fmt.Sprintf("RUNS=%d", max(b.N, langGraphOps)*concurrency), fmt.Sprintf("CONCURRENCY=%d", concurrency))
+		fmt.Sprintf("RUNS=%d", max(b.N*concurrency, langGraphRuns)), fmt.Sprintf("CONCURRENCY=%d", concurrency))
 	out, err := cmd.Output()
 	if err != nil {
 		b.Fatalf("bench.mjs: %v", err)
