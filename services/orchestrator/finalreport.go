@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
@@ -18,17 +19,32 @@ import (
 // executed tool.
 const FinalReportTool = "final_report"
 
+// plainReportTools are the FinalReportTool of the runs without an output schema, by output
+// format: built once and shared, so an in-flight run does not hold a schema of its own
+// (issue 15). Nobody may change them.
+var plainReportTools sync.Map // typev1.OutputFormat → *typev1.Tool
+
 // finalReportTool describes FinalReportTool for a run; content_json carries the run's
 // output schema.
 func finalReportTool(c *typev1.ExecutionContract, outputSchema *structpb.Struct) *typev1.Tool {
-	content := map[string]any{"type": "object", "description": "The answer, matching the required schema."}
+	format := c.GetOutputFormat()
 	if outputSchema != nil {
-		content = outputSchema.AsMap()
+		return newFinalReportTool(format, outputSchema.AsMap())
 	}
+	if t, ok := plainReportTools.Load(format); ok {
+		return t.(*typev1.Tool)
+	}
+	t, _ := plainReportTools.LoadOrStore(format, newFinalReportTool(format, map[string]any{"type": "object", "description": "The answer, matching the required schema."}))
+	return t.(*typev1.Tool)
+}
+
+// newFinalReportTool builds FinalReportTool for the output format, content being the schema of
+// content_json.
+func newFinalReportTool(format typev1.OutputFormat, content map[string]any) *typev1.Tool {
 	schema, _ := structpb.NewStruct(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"report_format":  map[string]any{"type": "string", "const": formatName(c.GetOutputFormat())},
+			"report_format":  map[string]any{"type": "string", "const": formatName(format)},
 			"report_content": map[string]any{"type": "string", "description": "The answer as text (or JSON text)."},
 			"content_json":   content,
 			"encoding":       map[string]any{"type": "string", "enum": []any{"raw", "base64"}},
