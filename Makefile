@@ -69,7 +69,8 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	benchstat -filter '.name:Turn /tracing:true /stages:""' -col /model bench.txt
 	benchstat -filter '.name:Turn /tracing:true /model:""' -col /stages bench.txt
 	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
-	benchstat -filter '.name:(Concurrent OR IdleRun)' bench.txt
+	benchstat -filter '.name:IdleRun' -col /provider bench.txt
+	benchstat -filter '.name:(Concurrent OR InFlight)' bench.txt
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev
