@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -130,31 +131,35 @@ func (g *gate) release() {
 // URLs, then follows the commands of its standard input until it closes; it returns the
 // process's exit code.
 func serveModel() int {
+	if err := modelMain(); err != nil {
+		fmt.Fprintln(os.Stderr, "model process:", err)
+		return 1
+	}
+	return 0
+}
+
+func modelMain() error {
 	g := newGate()
 	s, err := llmtest.Start(benchScenarios(g)...)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	defer s.Close()
 	s.KeepRequests(false)
 	secure, err := llmtest.StartTLS(benchScenarios(g)...)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	defer secure.Close()
 	secure.KeepRequests(false)
 	dir, err := os.MkdirTemp("", "agentmesh-bench-nats-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	nats, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: dir, Port: -1})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	defer nats.Shutdown()
 	fmt.Println(s.URL())
@@ -167,31 +172,27 @@ func serveModel() int {
 		case len(f) == 3 && f[0] == holdCommand:
 			n, err := strconv.Atoi(f[1])
 			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
+				return err
 			}
 			if runs, err = startHoldWave(f[2], n); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
+				return err
 			}
 			g.waitHeld(n)
 			fmt.Println(holding)
 		case len(f) == 1 && f[0] == releaseCommand && runs != nil:
 			g.release()
 			if err := runs.wait(); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
+				return err
 			}
 			fmt.Println(released)
 		default:
-			fmt.Fprintf(os.Stderr, "model process: unknown command %q\n", in.Text())
-			return 1
+			return fmt.Errorf("unknown command %q", in.Text())
 		}
 	}
-	for _, e := range slices.Concat(s.Errors(), secure.Errors()) {
-		fmt.Fprintln(os.Stderr, e)
+	if errs := slices.Concat(s.Errors(), secure.Errors()); len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
 	}
-	return 0
+	return nil
 }
 
 // holdWave is the runs of one hold command.
