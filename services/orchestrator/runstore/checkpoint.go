@@ -266,7 +266,7 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 		if err := purgeLog(ctx, b, runID); err != nil {
 			return err
 		}
-		if err := purgeInputs(ctx, b.inputs, runID); err != nil {
+		if err := s.purgeInputs(ctx, b, runID); err != nil {
 			return err
 		}
 		if err := b.active.Delete(ctx, runID); err != nil && !isNotFound(err) {

@@ -2,6 +2,8 @@ package runstore
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,6 +120,13 @@ func (h *inputHub) follow(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// keys returns the keys of the inputs recorded for runID.
+func (h *inputHub) keys(runID string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Collect(maps.Keys(h.recorded[runID]))
 }
 
 // take records an update of the bucket and hands a new input to its run's subscription.

@@ -199,10 +199,10 @@ func purgeLog(ctx context.Context, b buckets, runID string) error {
 		}
 		seq = msg.Sequence + 1
 	}
-	for _, subject := range []string{BodySubject(runID), SegmentSubject(runID)} {
-		if err := b.log.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-			return err
-		}
-	}
-	return nil
+	// One request for both subjects, segment and body: agentmesh.checkpoint.*.<run id>.
+	return b.log.Purge(ctx, jetstream.WithPurgeSubject(runSubjects(runID)))
 }
+
+// runSubjects is a subject filter matching a run's log subjects, SegmentSubject and
+// BodySubject.
+func runSubjects(runID string) string { return "agentmesh.checkpoint.*." + runID }

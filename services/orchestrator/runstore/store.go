@@ -64,6 +64,7 @@ type buckets struct {
 	active      jetstream.KeyValue
 	idempotency jetstream.KeyValue
 	inputs      jetstream.KeyValue
+	inputLog    jetstream.Stream // the inputs bucket's stream, to purge a run's inputs at once
 }
 
 // Open returns a Store on nc, creating its buckets when they do not exist.
@@ -123,6 +124,10 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	inputLog, err := s.js.Stream(ctx, "KV_"+InputBucket)
+	if err != nil {
+		return fmt.Errorf("runstore: bucket %s: %w", InputBucket, err)
+	}
 	bodies, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BodyBucket, Description: "agentmesh checkpoints too large for one entry",
 		Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
@@ -139,7 +144,7 @@ func (s *Store) ensure(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs}
+	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog}
 	return nil
 }
 

@@ -292,6 +292,56 @@ func watchInputs(ctx context.Context, s *runstore.Store, runID string) <-chan ru
 	return in
 }
 
+// TestRetireDropsEveryInput: retiring a run removes its inputs from the bucket, those no watch
+// of this replica ever saw included (recorded by another replica, or too late), and purge
+// markers with them; another run's inputs stay.
+func TestRetireDropsEveryInput(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	for _, run := range []string{"r1", "r2"} {
+		if err := s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	if got := <-watchInputs(watchCtx, s, "r1"); got.Decision == nil && got.Answer == nil && got.Cancel == nil {
+		t.Fatalf("r1's first input %v", got) // the watch has recorded r1's inputs
+	}
+	stopWatching()
+	if err := s.Retire(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := func(run string) int {
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter("$KV."+runstore.InputBucket+"."+run+".>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(info.State.Subjects)
+	}
+	if n := left("r1"); n != 0 {
+		t.Errorf("r1 retired with %d subjects of inputs left in the bucket, want none", n)
+	}
+	if n := left("r2"); n != 3 {
+		t.Errorf("r2, not retired, has %d subjects of inputs, want 3", n)
+	}
+	if err := s.Retire(ctx, "r2"); err != nil { // no watch ever saw r2's inputs
+		t.Fatal(err)
+	}
+	if n := left("r2"); n != 0 {
+		t.Errorf("r2 retired with %d subjects of inputs left, want none", n)
+	}
+}
+
 // TestBucketsComeBack deletes the buckets, as a NATS restarted with an empty store loses
 // them: the store creates them again on the next use.
 func TestBucketsComeBack(t *testing.T) {
