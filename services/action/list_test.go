@@ -201,3 +201,38 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestListToolsVersion: the list has a version; asked with it, the stage answers unchanged
+// without the tools; another list (other tools) has another version.
+func TestListToolsVersion(t *testing.T) {
+	client := serve(t, action.Options{})
+	first, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	if first.GetVersion() == "" || first.GetUnchanged() || len(first.GetTools()) == 0 {
+		t.Fatalf("first answer: version %q, unchanged %v, %d tools", first.GetVersion(), first.GetUnchanged(), len(first.GetTools()))
+	}
+	again, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{KnownVersion: first.GetVersion()})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	if !again.GetUnchanged() || again.GetVersion() != first.GetVersion() || len(again.GetTools()) != 0 {
+		t.Errorf("asked with its version: unchanged %v, version %q, %d tools; want unchanged, no tools", again.GetUnchanged(), again.GetVersion(), len(again.GetTools()))
+	}
+	stale, err := client.ListTools(t.Context(), &actionv1.ListToolsRequest{KnownVersion: "an older version"})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	if stale.GetUnchanged() || len(stale.GetTools()) != len(first.GetTools()) || stale.GetVersion() != first.GetVersion() {
+		t.Errorf("asked with another version: unchanged %v, %d tools, version %q; want the whole list", stale.GetUnchanged(), len(stale.GetTools()), stale.GetVersion())
+	}
+	other := serve(t, action.Options{Tools: []action.Tool{newFakeTool("lookup", returns(""))}})
+	resp, err := other.ListTools(t.Context(), &actionv1.ListToolsRequest{KnownVersion: first.GetVersion()})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	if resp.GetUnchanged() || resp.GetVersion() == first.GetVersion() {
+		t.Errorf("another list: unchanged %v, version %q equal to the first's", resp.GetUnchanged(), resp.GetVersion())
+	}
+}

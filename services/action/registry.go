@@ -1,6 +1,9 @@
 package action
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,8 +26,9 @@ type registered struct {
 
 // registry holds the executable tools by name.
 type registry struct {
-	byName map[string]*registered
-	names  []string // sorted
+	byName  map[string]*registered
+	names   []string // sorted
+	version string   // of the list of definitions (listVersion)
 }
 
 // newRegistry resolves every tool's definition and compiles its schema once; the tools named
@@ -66,7 +70,30 @@ func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queue
 		r.names = append(r.names, name)
 	}
 	slices.Sort(r.names)
+	version, err := listVersion(r.definitions())
+	if err != nil {
+		return nil, err
+	}
+	r.version = version
 	return r, nil
+}
+
+// listVersion is the version of a list of tools (ListToolsResponse.version): the SHA-256 of
+// their deterministic encoding, in order, so that equal lists have one version and a caller
+// that holds the list need not be sent it again.
+func listVersion(tools []*typev1.Tool) (string, error) {
+	h := sha256.New()
+	opts := proto.MarshalOptions{Deterministic: true}
+	var buf []byte
+	for _, t := range tools {
+		var err error
+		if buf, err = opts.MarshalAppend(buf[:0], t); err != nil {
+			return "", fmt.Errorf("tool %q: %w", t.GetName(), err)
+		}
+		_, _ = h.Write(binary.AppendUvarint(nil, uint64(len(buf))))
+		_, _ = h.Write(buf)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // lookup returns the named tool.

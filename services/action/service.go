@@ -149,7 +149,11 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 }
 
 // ListTools returns every tool, sorted by name, with its schema and its approval and
-// idempotency flags.
-func (s *Service) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
-	return &actionv1.ListToolsResponse{Tools: s.tools.definitions()}, nil
+// idempotency flags, and the list's version; to a caller that holds the list of that version
+// already (known_version), only that it is unchanged.
+func (s *Service) ListTools(_ context.Context, req *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
+	if v := req.GetKnownVersion(); v != "" && v == s.tools.version {
+		return &actionv1.ListToolsResponse{Version: v, Unchanged: true}, nil
+	}
+	return &actionv1.ListToolsResponse{Tools: s.tools.definitions(), Version: s.tools.version}, nil
 }

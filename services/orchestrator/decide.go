@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
@@ -40,14 +39,14 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			return respond("Okay, I won't do that."), nil
 		}
 	}
-	tools, err := whenReady(ctx, "action", s.peers.Action.ListTools, &actionv1.ListToolsRequest{})
+	tools, err := s.listTools(ctx)
 	if err != nil {
 		return nil, stageerr.FromError(err)
 	}
 	var spent decideAccount
 	intent, err := whenReady(ctx, "intent", s.peers.Intent.Parse, &intentv1.ParseRequest{
 		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
-		UserId: req.GetUserId(), AvailableTools: toolNames(tools.GetTools()),
+		UserId: req.GetUserId(), AvailableTools: toolNames(tools),
 	})
 	spent.add(stageIntent, intent.GetAccounting()...)
 	switch se := stageerr.FromError(err); {
@@ -66,7 +65,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		return spent.on(&typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
 			ClarificationQuestion: intent.GetClarificationQuestion()}), nil
 	}
-	offered := tools.GetTools()
+	offered := tools
 	if intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
 		offered = nil
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
@@ -113,14 +112,14 @@ func (r *run) precheck(ctx context.Context) *ending {
 			end.retryable = true
 			return r.req, r.contract, "empty input: no LLM call is made"
 		}
-		tools, err := whenReady(ctx, "action", r.svc.peers.Action.ListTools, &actionv1.ListToolsRequest{})
+		tools, err := r.svc.listTools(ctx)
 		if err != nil {
 			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitStageUnavailable, MessageProviderFailure,
 				"the action service did not list its tools: "+stageerr.FromError(err).Error())
 			end.retryable = true
 			return r.req, r.contract, end.reason
 		}
-		r.available = r.svc.tools.share(tools.GetTools())
+		r.available = tools
 		why := preflight(r.contract, r.available)
 		if why == "" {
 			why = r.unknownProvider(ctx)

@@ -1,33 +1,75 @@
 package orchestrator
 
 import (
+	"context"
+	"slices"
 	"sync"
 
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/protobuf/proto"
 )
 
 // toolCache shares the action service's tools among the runs of a replica: every run asks for
-// the list and keeps what it got while it is in flight, so without it each idle run held its
-// own decoded copy of every schema (issue 15). Runs get the tools of the last list equal to
-// theirs; the tools it hands out are shared, and nobody may change them.
+// the list and keeps what it got while it is in flight, so without it each run decoded, and
+// each idle run held, its own copy of every schema (issue 15). It keeps the last list and its
+// version: asked with that version, the action service answers that the list is unchanged
+// instead of sending it again. Runs get tools equal to the last list's as that list's; the
+// tools it hands out are shared, and nobody may change them.
 type toolCache struct {
-	mu    sync.Mutex
-	tools map[string]*typev1.Tool // the last list's, by name
+	mu      sync.Mutex
+	byName  map[string]*typev1.Tool // the last list's tools
+	list    []*typev1.Tool          // the last list
+	version string                  // its version; "" when the action service gave none
+}
+
+// listTools returns the action service's tools, shared through the cache.
+func (s *Service) listTools(ctx context.Context) ([]*typev1.Tool, error) {
+	resp, err := whenReady(ctx, "action", s.peers.Action.ListTools, &actionv1.ListToolsRequest{KnownVersion: s.tools.knownVersion()})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetUnchanged() {
+		if tools, ok := s.tools.ofVersion(resp.GetVersion()); ok {
+			return tools, nil
+		}
+		// The cache took another list meanwhile: ask for the whole list.
+		if resp, err = whenReady(ctx, "action", s.peers.Action.ListTools, &actionv1.ListToolsRequest{}); err != nil {
+			return nil, err
+		}
+	}
+	return s.tools.share(resp.GetTools(), resp.GetVersion()), nil
+}
+
+// knownVersion is the version of the list the cache holds, "" for none.
+func (c *toolCache) knownVersion() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// ofVersion returns the list the cache holds when it is of version.
+func (c *toolCache) ofVersion(version string) ([]*typev1.Tool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if version == "" || version != c.version {
+		return nil, false
+	}
+	return slices.Clone(c.list), true
 }
 
 // share replaces each tool of tools that equals one of the last list with that one, and
-// remembers tools as the last list.
-func (c *toolCache) share(tools []*typev1.Tool) []*typev1.Tool {
+// remembers tools, of version, as the last list.
+func (c *toolCache) share(tools []*typev1.Tool, version string) []*typev1.Tool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	last := make(map[string]*typev1.Tool, len(tools))
+	byName := make(map[string]*typev1.Tool, len(tools))
 	for i, t := range tools {
-		if old := c.tools[t.GetName()]; old != nil && proto.Equal(old, t) {
+		if old := c.byName[t.GetName()]; old != nil && proto.Equal(old, t) {
 			tools[i] = old
 		}
-		last[t.GetName()] = tools[i]
+		byName[t.GetName()] = tools[i]
 	}
-	c.tools = last
+	c.byName, c.list, c.version = byName, slices.Clone(tools), version
 	return tools
 }

@@ -8,28 +8,44 @@ import (
 )
 
 // TestToolCacheShares: runs that get equal tools share one copy of each; a tool that changed
-// is the new one, and the runs after it share that.
+// is the new one, and the runs after it share that. The list a version names is the last one
+// taken with it, and no other.
 func TestToolCacheShares(t *testing.T) {
 	list := func(desc string) []*typev1.Tool {
 		return []*typev1.Tool{{Name: "calculator", Description: "adds"}, {Name: "search", Description: desc}}
 	}
 	var c toolCache
-	first := c.share(list("finds"))
-	second := c.share(list("finds"))
+	if v := c.knownVersion(); v != "" {
+		t.Fatalf("an empty cache knows version %q", v)
+	}
+	first := c.share(list("finds"), "v1")
+	second := c.share(list("finds"), "v1")
 	for i := range first {
 		if first[i] != second[i] {
 			t.Errorf("tool %q: a second run got its own copy", first[i].GetName())
 		}
 	}
-	changed := c.share(list("finds better"))
+	if got, ok := c.ofVersion("v1"); !ok || len(got) != 2 || got[0] != first[0] || got[1] != first[1] {
+		t.Errorf("ofVersion(v1) = %v, %v; want the shared list", got, ok)
+	}
+	changed := c.share(list("finds better"), "v2")
 	if changed[0] != first[0] {
 		t.Error("the unchanged calculator is not shared")
 	}
 	if changed[1] == first[1] || changed[1].GetDescription() != "finds better" {
 		t.Errorf("the changed search tool is %v, want the new one", changed[1])
 	}
-	if again := c.share(list("finds better")); again[1] != changed[1] {
+	if c.knownVersion() != "v2" {
+		t.Errorf("known version %q, want v2", c.knownVersion())
+	}
+	if _, ok := c.ofVersion("v1"); ok {
+		t.Error("the cache answers for a list it no longer holds")
+	}
+	if again := c.share(list("finds better"), ""); again[1] != changed[1] {
 		t.Error("the changed tool is not shared by the next run")
+	}
+	if _, ok := c.ofVersion(""); ok {
+		t.Error("a list without a version is answered as unchanged")
 	}
 	if !proto.Equal(first[1], list("finds")[1]) {
 		t.Error("sharing changed a tool a run holds")

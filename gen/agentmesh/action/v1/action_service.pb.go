@@ -323,7 +323,10 @@ func (x *ExecuteResponse) GetAccounting() []*v1.AccountingEntry {
 
 // ListToolsRequest asks for the tools.
 type ListToolsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version of the list the caller holds (a ListToolsResponse.version), if any: when the
+	// list is still that one, the answer says unchanged instead of carrying the tools again.
+	KnownVersion  string `protobuf:"bytes,1,opt,name=known_version,json=knownVersion,proto3" json:"known_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -358,11 +361,23 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 	return file_agentmesh_action_v1_action_service_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *ListToolsRequest) GetKnownVersion() string {
+	if x != nil {
+		return x.KnownVersion
+	}
+	return ""
+}
+
 // ListToolsResponse lists the tools.
 type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tools.
-	Tools         []*v1.Tool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The tools; empty when unchanged.
+	Tools []*v1.Tool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The list's version: two lists of one version are equal. Empty from a stage that does not
+	// version its list, whose callers then take the whole list every time.
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The list is the one of the request's known_version: tools is empty.
+	Unchanged     bool `protobuf:"varint,3,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -402,6 +417,20 @@ func (x *ListToolsResponse) GetTools() []*v1.Tool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *ListToolsResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListToolsResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 // CallRecord is the action stage's durable record of one tool call: it is written as started
@@ -575,10 +604,13 @@ const file_agentmesh_action_v1_action_service_proto_rawDesc = "" +
 	"\n" +
 	"accounting\x18\n" +
 	" \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
-	"accounting\"\x12\n" +
-	"\x10ListToolsRequest\"B\n" +
+	"accounting\"7\n" +
+	"\x10ListToolsRequest\x12#\n" +
+	"\rknown_version\x18\x01 \x01(\tR\fknownVersion\"z\n" +
 	"\x11ListToolsResponse\x12-\n" +
-	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\"\xd7\x03\n" +
+	"\x05tools\x18\x01 \x03(\v2\x17.agentmesh.type.v1.ToolR\x05tools\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1c\n" +
+	"\tunchanged\x18\x03 \x01(\bR\tunchanged\"\xd7\x03\n" +
 	"\n" +
 	"CallRecord\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
