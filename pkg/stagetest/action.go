@@ -19,6 +19,33 @@ var actionCases = []testCase{
 			}
 			return checkTools(resp.GetTools()).err()
 		}},
+	{"list-version", "a versioned tool list asked with its version answers unchanged without the tools; another version gets the list (an unversioned list passes)",
+		func(ctx context.Context, k *kit) error {
+			client := actionv1.NewActionServiceClient(k.conn)
+			first, err := client.ListTools(ctx, &actionv1.ListToolsRequest{})
+			if err != nil {
+				return wantOK(err)
+			}
+			if first.GetVersion() == "" {
+				return nil // the stage does not version its list: callers take it whole
+			}
+			same, err := client.ListTools(ctx, &actionv1.ListToolsRequest{KnownVersion: first.GetVersion()})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !same.GetUnchanged() || len(same.GetTools()) != 0 || same.GetVersion() != first.GetVersion() {
+				return fmt.Errorf("asked with its version %q: unchanged=%v, %d tools, version %q; want unchanged, no tools, the same version",
+					first.GetVersion(), same.GetUnchanged(), len(same.GetTools()), same.GetVersion())
+			}
+			other, err := client.ListTools(ctx, &actionv1.ListToolsRequest{KnownVersion: k.id("version")})
+			if err != nil {
+				return wantOK(err)
+			}
+			if other.GetUnchanged() || len(other.GetTools()) != len(first.GetTools()) {
+				return fmt.Errorf("asked with another version: unchanged=%v, %d tools; want the whole list of %d", other.GetUnchanged(), len(other.GetTools()), len(first.GetTools()))
+			}
+			return nil
+		}},
 	{"execute", `calculator {"expression": "6*7"} succeeds with a result of 42`,
 		func(ctx context.Context, k *kit) error {
 			resp, err := execute(ctx, k, "c-execute", "calculator", map[string]any{"expression": "6*7"})
