@@ -243,16 +243,7 @@ func TestInputs(t *testing.T) {
 		t.Fatalf("a second decision = %v, want ErrExists", err)
 	}
 	in := watchInputs(ctx, s, "r1")
-	next := func() runstore.Input {
-		t.Helper()
-		select {
-		case got := <-in:
-			return got
-		case <-ctx.Done():
-			t.Fatal("no input delivered")
-			return runstore.Input{}
-		}
-	}
+	next := func() runstore.Input { t.Helper(); return nextInput(t, in) }
 	if got := next(); got.Decision.GetCallId() != "call/1 ü" {
 		t.Fatalf("first input %v, want the recorded decision", got)
 	}
@@ -284,6 +275,20 @@ func TestInputs(t *testing.T) {
 	cancel() // the hub's watch ends with the last subscription (goleak, TestMain)
 }
 
+// nextInput returns the next input delivered on in, failing t when none comes within 10 s.
+func nextInput(t *testing.T, in <-chan runstore.Input) runstore.Input {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case got := <-in:
+		return got
+	case <-timer.C:
+		t.Fatal("no input delivered within 10 s")
+		return runstore.Input{}
+	}
+}
+
 // watchInputs subscribes to runID's inputs and returns them on a channel (WatchInputs hands
 // them over one at a time, and must not wait: the channel holds more than a test records).
 func watchInputs(ctx context.Context, s *runstore.Store, runID string) <-chan runstore.Input {
@@ -310,7 +315,7 @@ func TestRetireDropsEveryInput(t *testing.T) {
 		}
 	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
-	if got := <-watchInputs(watchCtx, s, "r1"); got.Decision == nil && got.Answer == nil && got.Cancel == nil {
+	if got := nextInput(t, watchInputs(watchCtx, s, "r1")); got.Decision == nil && got.Answer == nil && got.Cancel == nil {
 		t.Fatalf("r1's first input %v", got) // the watch has recorded r1's inputs
 	}
 	stopWatching()
@@ -388,7 +393,7 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 	for i := range subs {
 		subs[i] = watchInputs(ctx, s, fmt.Sprintf("run-%d", i))
 	}
-	if got := <-subs[0]; got.Answer.GetAnswer() != "early" {
+	if got := nextInput(t, subs[0]); got.Answer.GetAnswer() != "early" {
 		t.Fatalf("run-0's first input %v, want the answer recorded before it watched", got)
 	}
 	for i := range runs {
@@ -397,7 +402,7 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 		}
 	}
 	for i, sub := range subs {
-		if got := <-sub; got.Cancel.GetReason() != fmt.Sprint(i) {
+		if got := nextInput(t, sub); got.Cancel.GetReason() != fmt.Sprint(i) {
 			t.Fatalf("run-%d's input %v, want its own cancellation", i, got)
 		}
 	}
