@@ -47,10 +47,16 @@ func (s *Service) DeleteMemory(ctx context.Context, req *agentv1.DeleteMemoryReq
 	if err != nil {
 		return nil, err
 	}
-	if _, err := whenReady(auth.OutgoingUser(ctx, owner), "memory", s.peers.Memory.Delete, &memoryv1.DeleteRequest{
+	resp, err := whenReady(auth.OutgoingUser(ctx, owner), "memory", s.peers.Memory.Delete, &memoryv1.DeleteRequest{
 		UserId: owner, MemoryId: req.GetMemoryId(),
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, stageerr.FromError(err)
+	}
+	if !resp.GetDeleted() {
+		// A memory stage may answer a memory the user does not hold with deleted=false rather
+		// than NOT_FOUND (its contract allows both): the caller is told NOT_FOUND either way.
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "memory %q not found", req.GetMemoryId())
 	}
 	return &agentv1.DeleteMemoryResponse{MemoryId: req.GetMemoryId()}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 )
 
 // TestOutOfContractStage: the orchestrator does not take a replacement stage's answer that
@@ -200,4 +202,31 @@ func chainOf(n int) []*typev1.Step {
 		}
 	}
 	return steps
+}
+
+// forgetfulMemory is a memory stage in place of the mesh's that holds no memory, and answers
+// every Delete deleted=false, as its contract allows instead of NOT_FOUND.
+type forgetfulMemory struct {
+	memoryv1.UnimplementedMemoryServiceServer
+}
+
+func (forgetfulMemory) Delete(context.Context, *memoryv1.DeleteRequest) (*memoryv1.DeleteResponse, error) {
+	return &memoryv1.DeleteResponse{}, nil
+}
+
+// TestDeleteMemoryNotHeld: deleting a memory the user does not hold is NOT_FOUND through the
+// public API, whether the memory stage answers NOT_FOUND (the mesh's) or deleted=false (a
+// replacement's).
+func TestDeleteMemoryNotHeld(t *testing.T) {
+	own := start(t, nil)
+	_, err := own.client.DeleteMemory(t.Context(), &agentv1.DeleteMemoryRequest{UserId: "alice", MemoryId: "no-such-memory"})
+	expectCode(t, "DeleteMemory of a memory the mesh's stage does not hold", err, codes.NotFound)
+
+	replaced := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Memory: serveStage(t, mesh.Memory, func(g *grpc.Server) { memoryv1.RegisterMemoryServiceServer(g, forgetfulMemory{}) }),
+		}
+	})
+	_, err = replaced.client.DeleteMemory(t.Context(), &agentv1.DeleteMemoryRequest{UserId: "alice", MemoryId: "no-such-memory"})
+	expectCode(t, "DeleteMemory answered deleted=false by the stage", err, codes.NotFound)
 }

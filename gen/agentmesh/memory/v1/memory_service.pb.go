@@ -490,7 +490,9 @@ func (x *DeleteRequest) GetMemoryId() string {
 	return ""
 }
 
-// DeleteResponse reports the deletion.
+// DeleteResponse reports the deletion. A memory the user does not hold (never stored, deleted
+// already, or another user's) is either NOT_FOUND (StageError NOT_FOUND), as the project's
+// memory stage answers, or deleted false: the orchestrator tells its caller NOT_FOUND for both.
 type DeleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// True when the memory existed and was deleted.
