@@ -61,10 +61,15 @@ var reasoningModel = regexp.MustCompile(`^(o[1-9][0-9]*(-|$)|gpt-5)`)
 // max_tokens, and max_tokens for every other model, which OpenAI still accepts and which
 // every OpenAI-compatible server knows.
 func limitFieldFor(model string) string {
-	if reasoningModel.MatchString(strings.ToLower(model[strings.LastIndex(model, "/")+1:])) {
+	if isReasoningModel(model) {
 		return MaxCompletionTokensField
 	}
 	return MaxTokensField
+}
+
+// isReasoningModel reports whether model is one of OpenAI's reasoning models (reasoningModel).
+func isReasoningModel(model string) bool {
+	return reasoningModel.MatchString(strings.ToLower(model[strings.LastIndex(model, "/")+1:]))
 }
 
 // openAI is a provider speaking the OpenAI chat completions API, which OpenAI, Ollama, vLLM,

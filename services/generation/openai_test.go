@@ -292,3 +292,25 @@ func TestOpenAITokenLimitField(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAIReasoningModelsGetNoTemperature: OpenAI's reasoning models refuse any temperature
+// or top_p but their defaults with HTTP 400, so neither is sent to them; other models get both.
+func TestOpenAIReasoningModelsGetNoTemperature(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		sent  bool
+	}{{"o3-mini", false}, {"gpt-5", false}, {"openai/o1", false}, {"gpt-4o", true}, {"qwen2.5:7b", true}} {
+		t.Run(tc.model, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok"}}})
+			req := request("openai", tc.model, user("x"))
+			req.Sampling = &generationv1.Sampling{Temperature: proto.Float64(0.2), TopP: proto.Float64(0.9)}
+			if _, err := openAIClient(t, srv, nil).Generate(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			got := srv.Requests()[0]
+			if got.Has("temperature") != tc.sent || got.Has("top_p") != tc.sent {
+				t.Errorf("temperature sent %v, top_p sent %v; want %v (%v)", got.Has("temperature"), got.Has("top_p"), tc.sent, got.Raw)
+			}
+		})
+	}
+}

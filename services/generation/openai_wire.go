@@ -165,7 +165,8 @@ type embeddingsResponse struct {
 
 // buildChatRequest converts a canonical request to the OpenAI wire form: sampling fields only
 // when set, the output token limit in limitField, tool_choice only when set and tools are
-// offered.
+// offered. Temperature and top_p are left out for OpenAI's reasoning models, which accept only
+// their defaults and refuse any value with HTTP 400.
 func buildChatRequest(req *Request, stream bool, limitField string) *chatRequest {
 	out := &chatRequest{Model: req.Model}
 	for _, m := range req.Messages {
@@ -180,8 +181,10 @@ func buildChatRequest(req *Request, stream bool, limitField string) *chatRequest
 		out.ToolChoice = wireToolChoice(req.ToolChoice)
 	}
 	if s := req.Sampling; s != nil {
-		out.Temperature = s.Temperature
-		out.TopP = s.TopP
+		if !isReasoningModel(req.Model) {
+			out.Temperature = s.Temperature
+			out.TopP = s.TopP
+		}
 		if limitField == MaxCompletionTokensField {
 			out.MaxCompletion = s.GetMaxOutputTokens()
 		} else {
