@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
@@ -22,8 +23,11 @@ var (
 
 // Decide makes one decision step (seed 004's DecisionContext → AgentDecision) without
 // executing any tool: a clarification for a vague message, the model's tool calls (a
-// confirmation request when one of them needs approval) or its text answer. Provider failures
-// become RESPOND_ONLY with seed 004's canned messages.
+// confirmation request when one of them needs approval) or its text answer. A failed model
+// request is handled as a run's inference handles it: the recovery stage decides whether to
+// try again, on which target and after what wait (a rate limit's Retry-After once every target
+// is limited). Provider failures that remain become RESPOND_ONLY with seed 004's canned
+// messages.
 func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*typev1.AgentDecision, error) {
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
@@ -74,10 +78,17 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	messages = append(messages, req.GetMessageHistory()...)
 	messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
 
-	var lastErr *stageerr.Error
-	targets := s.contract.GetTargets()
-	for attempt := range int(s.contract.GetMaxRetries()) {
+	var (
+		lastErr *stageerr.Error
+		next    *typev1.Target                  // the target recovery chose for the next attempt
+		limited []*recoveryv1.RateLimitedTarget // rate-limited in the current round-robin cycle
+	)
+	targets, maxRetries := s.contract.GetTargets(), int(s.contract.GetMaxRetries())
+	for attempt := range maxRetries {
 		target, start := targets[attempt%len(targets)], time.Now()
+		if next != nil {
+			target, next = next, nil
+		}
 		resp, err := s.peers.Generation.Generate(ctx, &generationv1.GenerateRequest{
 			Target: target, Messages: messages, Tools: offered,
 			Sampling: &generationv1.Sampling{MaxOutputTokens: s.contract.GetMaxOutputTokens()},
@@ -91,9 +102,30 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			lastErr = stageerr.FromError(err)
 			entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, lastErr.Error()
 			spent.add("", entry)
-			if !lastErr.Retryable() {
+			if ctx.Err() != nil {
 				break
 			}
+			// As a run's inference does (seed 000 §3): the recovery stage decides, waiting out
+			// the rate limits once every target of the cycle is limited.
+			d, _ := s.recoveryDecision(ctx, "generation", lastErr, attempt, &recoveryv1.RecoveryState{
+				Target: target, Targets: targets, MaxRetries: int32(maxRetries), RateLimited: limited,
+				FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == maxRetries-1,
+			})
+			if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED {
+				limited = append(limited, &recoveryv1.RateLimitedTarget{Target: target, RetryAfterMs: lastErr.RetryAfter.Milliseconds()})
+			} else {
+				limited = nil // another failure breaks the cycle
+			}
+			if st := d.GetStrategy(); st == recoveryv1.Strategy_STRATEGY_ABORT || st == recoveryv1.Strategy_STRATEGY_ASK_USER {
+				break
+			}
+			if b := d.GetBackoffMs(); b > 0 {
+				if !sleep(ctx, time.Duration(b)*time.Millisecond) {
+					break
+				}
+				limited = nil // the wait ends the cycle
+			}
+			next = d.GetModifiedAction().GetTarget()
 			continue
 		}
 		entry.Tokens, entry.StopReason, entry.ActualModel, entry.CostUsd = resp.GetUsage(), resp.GetStopReason(), resp.GetModel(), resp.GetCostUsd()

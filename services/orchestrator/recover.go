@@ -11,16 +11,27 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// recover asks the recovery stage how to handle a failure and announces the decision. When
-// the recovery stage itself cannot answer, or answers outside its contract (checkDecision), a
-// conservative local rule applies: retryable failures fall back, others abort.
+// recover asks the recovery stage how to handle a failure of the run (recoveryDecision) and
+// announces the decision.
 func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, retry int, state *recoveryv1.RecoveryState) *recoveryv1.DecideResponse {
 	if state == nil {
 		state = &recoveryv1.RecoveryState{RunId: r.id}
 	}
+	d, detail := r.svc.recoveryDecision(ctx, stage, se, retry, state)
+	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RecoveryDecided{RecoveryDecided: &eventv1.RecoveryDecided{
+		Stage: stage, Error: detail, Strategy: strategyName(d.GetStrategy()), BackoffMs: d.GetBackoffMs(), UserMessage: d.GetUserMessage(),
+	}}})
+	return d
+}
+
+// recoveryDecision asks the recovery stage how to handle a failure; it returns the decision
+// and the failure's detail as the stage was told it. When the recovery stage itself cannot
+// answer, or answers outside its contract (checkDecision), a conservative local rule applies:
+// retryable failures fall back, others abort.
+func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stageerr.Error, retry int, state *recoveryv1.RecoveryState) (*recoveryv1.DecideResponse, *typev1.StageError) {
 	detail := stageerr.Detail(se)
 	detail.Stage = stage
-	d, err := whenReady(ctx, "recovery", r.svc.peers.Recovery.Decide, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
+	d, err := whenReady(ctx, "recovery", s.peers.Recovery.Decide, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
 	reason := "recovery unavailable"
 	if err == nil {
 		if broken := checkDecision(d); broken != nil {
@@ -28,16 +39,13 @@ func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, ret
 		}
 	}
 	if err != nil {
-		r.svc.log.WarnContext(ctx, "no usable recovery decision; using the local rule", "run_id", r.id, "err", err)
+		s.log.WarnContext(ctx, "no usable recovery decision; using the local rule", "run_id", state.GetRunId(), "err", err)
 		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: reason}
 		if se.Retryable() && retry+1 < 3 {
 			d.Strategy = recoveryv1.Strategy_STRATEGY_FALLBACK
 		}
 	}
-	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RecoveryDecided{RecoveryDecided: &eventv1.RecoveryDecided{
-		Stage: stage, Error: detail, Strategy: strategyName(d.GetStrategy()), BackoffMs: d.GetBackoffMs(), UserMessage: d.GetUserMessage(),
-	}}})
-	return d
+	return d, detail
 }
 
 // stageEnding ends a run whose stage failed in a way the loop cannot route around.

@@ -116,6 +116,35 @@ func TestDecideCannedMessages(t *testing.T) {
 	}
 }
 
+// TestDecideWaitsOutARateLimit: a rate-limited model request of Decide is tried again after
+// the Retry-After the provider asked for, as a run's inference does, not at once.
+func TestDecideWaitsOutARateLimit(t *testing.T) {
+	const retryAfter = time.Second
+	h := start(t, nil, llmtest.Scenario{Name: "limited", Match: "Say hello", Turns: []llmtest.Turn{
+		{FailuresBeforeSuccess: 1, Failure: llmtest.FailRateLimit, RetryAfterMS: int(retryAfter.Milliseconds()), Content: "Hello!"},
+	}})
+	began := time.Now()
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Say hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetResponseText() != "Hello!" {
+		t.Fatalf("decision %v %q, want the answer of the second request", d.GetDecisionType(), d.GetResponseText())
+	}
+	if waited := time.Since(began); waited < retryAfter {
+		t.Errorf("Decide answered after %v: it did not wait the Retry-After of %v", waited, retryAfter)
+	}
+	var statuses []string
+	for _, e := range d.GetAccounting() {
+		if e.GetStage() == "" {
+			statuses = append(statuses, strings.TrimPrefix(e.GetStatus().String(), "ACCOUNTING_STATUS_"))
+		}
+	}
+	if !slices.Equal(statuses, []string{"FAILED", "OK"}) {
+		t.Errorf("accounting of the decision's requests %v, want FAILED then OK", statuses)
+	}
+}
+
 func TestCancelRun(t *testing.T) {
 	h := start(t, nil, llmtest.Scenario{Name: "hang", Match: "Think forever", Turns: []llmtest.Turn{{Failure: llmtest.FailTimeout}}})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
