@@ -72,9 +72,9 @@ var planningCases = []testCase{
 		proposedFailure([]*typev1.Step{{Id: "a", ToolName: "rm_everything"}}, 0,
 			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN)},
 	{"over-max-steps", "3 proposed steps with max_steps 2 are PLAN_TOO_COMPLEX (RESOURCE_EXHAUSTED)",
-		proposedFailure(chain(3), 2, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX)},
+		proposedFailure(Chain(3), 2, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX)},
 	{"default-max-steps", "max_steps 0 means 20: 21 proposed steps are PLAN_TOO_COMPLEX (RESOURCE_EXHAUSTED)",
-		proposedFailure(chain(21), 0, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX)},
+		proposedFailure(Chain(21), 0, codes.ResourceExhausted, typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX)},
 	{"duplicate-step-id", "proposed steps with a repeated id are INVALID_ARGUMENT naming the id",
 		proposedFailure([]*typev1.Step{{Id: "a"}, {Id: "a"}}, 0, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "id")},
 	{"unknown-dependency", "a proposed step depending on an unknown step is INVALID_ARGUMENT naming it",
@@ -137,8 +137,10 @@ func checkPlan(resp *planningv1.PlanResponse, offered []*typev1.Tool, limit int)
 	return nil
 }
 
-// chain is n proposed steps, each depending on the one before.
-func chain(n int) []*typev1.Step {
+// Chain is n plan steps s1…sn without tools, each depending on the one before: a plan in
+// executable order, as long as a test needs (the kit's over-max_steps case, or a replacement
+// planning stage's answer in a mesh test).
+func Chain(n int) []*typev1.Step {
 	steps := make([]*typev1.Step, n)
 	for i := range steps {
 		steps[i] = &typev1.Step{Id: fmt.Sprintf("s%d", i+1)}

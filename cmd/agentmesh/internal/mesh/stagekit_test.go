@@ -2,7 +2,6 @@ package mesh_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,7 +50,7 @@ func TestOutOfContractStage(t *testing.T) {
 		}, "circular dependency: a → b → a"},
 		{"tool not offered", nil, []*typev1.Step{{Id: "a", ToolName: "rm_everything"}},
 			`step "a" uses tool "rm_everything", which is not available`},
-		{"over max_steps", nil, chainOf(21), "plan has 21 steps, the limit is 20"},
+		{"over max_steps", nil, stagetest.Chain(21), "plan has 21 steps, the limit is 20"},
 		{"duplicate step id", nil, []*typev1.Step{calc, calc}, `duplicate step id "a"`},
 		{"unknown dependency", nil, []*typev1.Step{{Id: "a", ToolName: "calculator", DependsOn: []string{"zz"}}},
 			`step "a" depends on unknown step "zz"`},
@@ -190,18 +190,6 @@ func (s *replacementPlanner) Plan(_ context.Context, req *planningv1.PlanRequest
 		steps = *rev
 	}
 	return &planningv1.PlanResponse{Steps: steps, EstimatedSteps: int32(len(steps)) + 1, Source: "rules"}, nil
-}
-
-// chainOf is n reasoning steps, each depending on the one before.
-func chainOf(n int) []*typev1.Step {
-	steps := make([]*typev1.Step, n)
-	for i := range steps {
-		steps[i] = &typev1.Step{Id: fmt.Sprintf("s%d", i+1)}
-		if i > 0 {
-			steps[i].DependsOn = []string{steps[i-1].GetId()}
-		}
-	}
-	return steps
 }
 
 // forgetfulMemory is a memory stage in place of the mesh's that holds no memory, and answers
