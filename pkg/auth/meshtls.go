@@ -5,41 +5,60 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // MeshTLS is one service's side of the mutual TLS between the services of the mesh: its
 // certificate, which names its mesh identity (MeshID), and the mesh CA, which signed the
-// certificates of every service.
+// certificates of every service. One loaded from files (LoadMeshTLS) follows them: a rotated
+// certificate or CA is used from the next connection on, without a restart.
 type MeshTLS struct {
-	cert    tls.Certificate
-	roots   *x509.CertPool
 	service string
+	state   atomic.Pointer[meshState]
+	files   *meshFiles // nil: the certificate and the CA are fixed
+}
+
+// meshState is the certificate and the CA a MeshTLS uses now.
+type meshState struct {
+	cert  tls.Certificate
+	roots *x509.CertPool
 }
 
 // NewMeshTLS returns the mutual TLS of the service whose certificate and key are cert, in the
 // mesh whose CA certificates are caPEM. The certificate must name a mesh identity and be signed
 // by the mesh CA, or its peers would refuse it.
 func NewMeshTLS(caPEM []byte, cert tls.Certificate) (*MeshTLS, error) {
+	st, service, err := newMeshState(caPEM, cert)
+	if err != nil {
+		return nil, err
+	}
+	m := &MeshTLS{service: service}
+	m.state.Store(st)
+	return m, nil
+}
+
+// newMeshState checks cert against the CA of caPEM and returns them with the service the
+// certificate names.
+func newMeshState(caPEM []byte, cert tls.Certificate) (*meshState, string, error) {
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("the mesh CA holds no PEM certificate")
+		return nil, "", errors.New("the mesh CA holds no PEM certificate")
 	}
 	leaf := cert.Leaf
 	if leaf == nil {
 		var err error
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("the certificate: %w", err)
+			return nil, "", fmt.Errorf("the certificate: %w", err)
 		}
 	}
 	service, ok := MeshService(leaf)
 	if !ok {
-		return nil, fmt.Errorf("the certificate of %q names no mesh identity: it needs the one URI name %s<service>", leaf.Subject.String(), meshIDPrefix)
+		return nil, "", fmt.Errorf("the certificate of %q names no mesh identity: it needs the one URI name %s<service>", leaf.Subject.String(), meshIDPrefix)
 	}
-	m := &MeshTLS{cert: cert, roots: roots, service: service}
-	if err := m.verify(leaf, cert.Certificate[1:], x509.ExtKeyUsageAny); err != nil {
-		return nil, fmt.Errorf("the certificate of %s: %w", service, err)
+	if err := verifyChain(roots, leaf, cert.Certificate[1:], x509.ExtKeyUsageAny); err != nil {
+		return nil, "", fmt.Errorf("the certificate of %s: %w", service, err)
 	}
-	return m, nil
+	return &meshState{cert: cert, roots: roots}, service, nil
 }
 
 // Service is the service the certificate names.
@@ -51,10 +70,16 @@ func (m *MeshTLS) Service() string { return m.service }
 // health stays open to every certificate of the mesh CA.
 func (m *MeshTLS) ServerConfig() *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{m.cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    m.roots,
-		MinVersion:   tls.VersionTLS13,
+		MinVersion: tls.VersionTLS13,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			st := m.current()
+			return &tls.Config{
+				Certificates: []tls.Certificate{st.cert},
+				ClientAuth:   tls.RequireAndVerifyClientCert,
+				ClientCAs:    st.roots,
+				MinVersion:   tls.VersionTLS13,
+			}, nil
+		},
 	}
 }
 
@@ -65,8 +90,8 @@ func (m *MeshTLS) ServerConfig() *tls.Config {
 // its certificate does not list).
 func (m *MeshTLS) ClientConfig() *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{m.cert},
-		MinVersion:   tls.VersionTLS13,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &m.current().cert, nil },
+		MinVersion:           tls.VersionTLS13,
 		// The standard verification checks the host name, which mesh identities replace:
 		// VerifyConnection verifies the chain and the identity instead.
 		InsecureSkipVerify: true,
@@ -85,7 +110,7 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState) error {
 	for _, c := range cs.PeerCertificates[1:] {
 		intermediates = append(intermediates, c.Raw)
 	}
-	if err := m.verify(leaf, intermediates, x509.ExtKeyUsageServerAuth); err != nil {
+	if err := verifyChain(m.current().roots, leaf, intermediates, x509.ExtKeyUsageServerAuth); err != nil {
 		return fmt.Errorf("the server's certificate: %w", err)
 	}
 	if _, ok := MeshService(leaf); !ok {
@@ -94,8 +119,8 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState) error {
 	return nil
 }
 
-// verify checks that leaf, with the DER intermediates, chains to the mesh CA for usage.
-func (m *MeshTLS) verify(leaf *x509.Certificate, intermediates [][]byte, usage x509.ExtKeyUsage) error {
+// verifyChain checks that leaf, with the DER intermediates, chains to roots for usage.
+func verifyChain(roots *x509.CertPool, leaf *x509.Certificate, intermediates [][]byte, usage x509.ExtKeyUsage) error {
 	pool := x509.NewCertPool()
 	for _, der := range intermediates {
 		c, err := x509.ParseCertificate(der)
@@ -104,7 +129,7 @@ func (m *MeshTLS) verify(leaf *x509.Certificate, intermediates [][]byte, usage x
 		}
 		pool.AddCert(c)
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: m.roots, Intermediates: pool, KeyUsages: []x509.ExtKeyUsage{usage}})
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: pool, KeyUsages: []x509.ExtKeyUsage{usage}})
 	if err != nil {
 		return fmt.Errorf("not signed by the mesh CA for this use: %w", err)
 	}

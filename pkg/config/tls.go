@@ -9,7 +9,8 @@ import (
 )
 
 // Mesh returns the mutual TLS between services that t configures, or nil when tls.ca is not set
-// (the services talk plaintext). tls.ca without a certificate, unreadable files and a
+// (the services talk plaintext). It follows the files: a rotated certificate or CA is used from
+// the next connection on (auth.LoadMeshTLS). tls.ca without a certificate, unreadable files and a
 // certificate that names no mesh identity or that the CA did not sign are errors.
 func (t TLS) Mesh() (*auth.MeshTLS, error) {
 	if t.CA == "" {
@@ -26,7 +27,11 @@ func (t TLS) Mesh() (*auth.MeshTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: tls.cert and tls.key: %w", ErrInvalid, err)
 	}
-	m, err := auth.NewMeshTLS(caPEM, cert)
+	if _, err := auth.NewMeshTLS(caPEM, cert); err != nil {
+		return nil, fmt.Errorf("%w: tls: %w", ErrInvalid, err)
+	}
+	// Checked above field by field; loaded from the files, it follows their rotation.
+	m, err := auth.LoadMeshTLS(auth.MeshFiles{CA: t.CA, Cert: t.Cert, Key: t.Key}, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tls: %w", ErrInvalid, err)
 	}

@@ -45,7 +45,7 @@ func probe(defaultAddr string, public bool, out io.Writer) int {
 	switch {
 	case public && mesh != nil:
 		c := mesh.ClientConfig()
-		c.Certificates = nil
+		c.GetClientCertificate = nil // no client certificate: the public API's health is open
 		creds = credentials.NewTLS(c)
 	case public && cfg.TLS.Cert != "":
 		// The public API's certificate names its public host, not loopback; the probe sends
