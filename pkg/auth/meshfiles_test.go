@@ -34,23 +34,8 @@ func TestLoadMeshTLSFollowsItsFiles(t *testing.T) {
 		}
 		return p
 	}
-	// rotate replaces the served files with pair's, as a secret update does.
 	served := filepath.Join(dir, "served")
-	rotate := func(p certs.Pair) {
-		t.Helper()
-		for from, to := range map[string]string{p.Cert: served + ".pem", p.Key: served + "-key.pem"} {
-			data, err := os.ReadFile(from)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(to+".tmp", data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(to+".tmp", to); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	rotate := func(p certs.Pair) { t.Helper(); rotateTo(t, p, served) }
 	first := issue("planning-1", "planning")
 	rotate(first)
 	server, err := auth.LoadMeshTLS(auth.MeshFiles{CA: caFile, Cert: served + ".pem", Key: served + "-key.pem"}, 1)
@@ -66,30 +51,8 @@ func TestLoadMeshTLSFollowsItsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", server.ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			_ = c.Close()
-		}
-	}()
-	presented := func() *x509.Certificate {
-		t.Helper()
-		c, err := tls.Dial("tcp", lis.Addr().String(), caller.ClientConfig())
-		if err != nil {
-			t.Fatalf("handshake: %v", err)
-		}
-		defer c.Close()
-		return c.ConnectionState().PeerCertificates[0]
-	}
+	addr := serveTLS(t, server.ServerConfig())
+	presented := func() *x509.Certificate { t.Helper(); return presentedAt(t, addr, caller.ClientConfig()) }
 	if got, want := presented().SerialNumber, serialOf(t, first.Cert); got.Cmp(want) != 0 {
 		t.Fatalf("presented serial %v, want the first certificate's %v", got, want)
 	}
@@ -104,6 +67,103 @@ func TestLoadMeshTLSFollowsItsFiles(t *testing.T) {
 	if got, want := presented().SerialNumber, serialOf(t, second.Cert); got.Cmp(want) != 0 {
 		t.Errorf("after a rotation to another service's certificate: presented serial %v, want the current one's %v", got, want)
 	}
+}
+
+// TestLoadServerTLSFollowsItsFiles: the public API's TLS presents, from the next connection
+// on, the certificate its files were rotated to; files that do not load leave the current one
+// in use.
+func TestLoadServerTLSFollowsItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("public CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(name string) certs.Pair {
+		t.Helper()
+		p, err := ca.Write(dir, name, certs.Subject{CommonName: "api", Hosts: []string{"localhost"}, Server: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	served := filepath.Join(dir, "served")
+	first := issue("api-1")
+	rotateTo(t, first, served)
+	cfg, err := auth.LoadServerTLS(served+".pem", served+"-key.pem", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	addr := serveTLS(t, cfg)
+	client := &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	if got, want := presentedAt(t, addr, client).SerialNumber, serialOf(t, first.Cert); got.Cmp(want) != 0 {
+		t.Fatalf("presented serial %v, want the first certificate's %v", got, want)
+	}
+	second := issue("api-2")
+	rotateTo(t, second, served)
+	if got, want := presentedAt(t, addr, client).SerialNumber, serialOf(t, second.Cert); got.Cmp(want) != 0 {
+		t.Errorf("after the rotation: presented serial %v, want the new certificate's %v", got, want)
+	}
+	if err := os.WriteFile(served+".pem", []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := presentedAt(t, addr, client).SerialNumber, serialOf(t, second.Cert); got.Cmp(want) != 0 {
+		t.Errorf("after a broken rotation: presented serial %v, want the current one's %v", got, want)
+	}
+}
+
+// rotateTo replaces the files served (served.pem and served-key.pem) with pair's, each by a
+// rename, as a secret update does.
+func rotateTo(t *testing.T, pair certs.Pair, served string) {
+	t.Helper()
+	for from, to := range map[string]string{pair.Cert: served + ".pem", pair.Key: served + "-key.pem"} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to+".tmp", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(to+".tmp", to); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// serveTLS serves TLS handshakes with cfg on a loopback port until the test ends, and returns
+// its address.
+func serveTLS(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = lis.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			_ = c.Close()
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// presentedAt is the certificate the server at addr presents to a client of cfg.
+func presentedAt(t *testing.T, addr string, cfg *tls.Config) *x509.Certificate {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0]
 }
 
 // serialOf is the serial number of the certificate in the PEM file.

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"sync/atomic"
 )
 
 // MeshTLS is one service's side of the mutual TLS between the services of the mesh: its
@@ -14,8 +13,8 @@ import (
 // certificate or CA is used from the next connection on, without a restart.
 type MeshTLS struct {
 	service string
-	state   atomic.Pointer[meshState]
-	files   *meshFiles // nil: the certificate and the CA are fixed
+	fixed   *meshState           // the certificate and the CA of NewMeshTLS
+	files   *followed[meshState] // those of LoadMeshTLS
 }
 
 // meshState is the certificate and the CA a MeshTLS uses now.
@@ -32,9 +31,15 @@ func NewMeshTLS(caPEM []byte, cert tls.Certificate) (*MeshTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &MeshTLS{service: service}
-	m.state.Store(st)
-	return m, nil
+	return &MeshTLS{service: service, fixed: st}, nil
+}
+
+// current is the certificate and CA to use now.
+func (m *MeshTLS) current() *meshState {
+	if m.files != nil {
+		return m.files.get()
+	}
+	return m.fixed
 }
 
 // newMeshState checks cert against the CA of caPEM and returns them with the service the

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,37 +36,13 @@ func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Conf
 
 // serverTLS is the TLS configuration of a server with the certificate t, verifying client
 // certificates against the CAs in the PEM file clientCA when it is set (a client without a
-// certificate may still connect, and authenticate with an API key).
+// certificate may still connect, and authenticate with an API key). It follows the files: a
+// rotated certificate is used from the next connection on (auth.LoadServerTLS).
 func serverTLS(t config.TLS, clientCA string) (*tls.Config, error) {
 	if t.Cert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-	if err != nil {
-		return nil, fmt.Errorf("tls: loading the certificate: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pool, err := certPool(clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("auth.client_ca: %w", err)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	}
-	return cfg, nil
-}
-
-// certPool reads the PEM certificates of file.
-func certPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
+	return auth.LoadServerTLS(t.Cert, t.Key, clientCA, 0)
 }
 
 // ErrExposed is the error of a server that would listen beyond loopback without

@@ -1,0 +1,126 @@
+package auth
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ReloadInterval is how often, at most, TLS material loaded from files looks whether they
+// changed: at the handshakes of new connections, so an idle service reads nothing.
+const ReloadInterval = 10 * time.Second
+
+// followed is a value loaded from files and loaded again when they change: at most once per
+// every, when get is called, it looks at the files' sizes and modification times (as a
+// Kubernetes secret or cert-manager rotates them), and when they changed it loads them again.
+// A load that fails keeps the current value, with a warning, until the files change again.
+type followed[T any] struct {
+	what  string // what the files hold, for the log
+	files []string
+	every time.Duration
+	load  func() (*T, error)
+	value atomic.Pointer[T]
+
+	mu      sync.Mutex
+	checked time.Time // when the files were last looked at
+	last    string    // their stamp then
+}
+
+// follow loads the files with load and returns them followed; every 0 is ReloadInterval.
+func follow[T any](what string, files []string, every time.Duration, load func() (*T, error)) (*followed[T], error) {
+	f := &followed[T]{what: what, files: files, every: every, load: load}
+	if f.every <= 0 {
+		f.every = ReloadInterval
+	}
+	stamp, err := f.stamp()
+	if err != nil {
+		return nil, err
+	}
+	v, err := load()
+	if err != nil {
+		return nil, err
+	}
+	f.value.Store(v)
+	f.last, f.checked = stamp, time.Now()
+	return f, nil
+}
+
+// get returns the current value, loaded again when the files changed.
+func (f *followed[T]) get() *T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.checked) < f.every {
+		return f.value.Load()
+	}
+	f.checked = time.Now()
+	stamp, err := f.stamp()
+	if err != nil || stamp == f.last {
+		return f.value.Load() // a file missing for a moment (being replaced) is looked at again later
+	}
+	f.last = stamp
+	v, err := f.load()
+	if err != nil {
+		slog.Warn("TLS files changed but do not load; the current ones stay in use", "what", f.what, "err", err)
+		return f.value.Load()
+	}
+	f.value.Store(v)
+	slog.Info("TLS files reloaded", "what", f.what)
+	return v
+}
+
+// stamp is the files' sizes and modification times.
+func (f *followed[T]) stamp() (string, error) {
+	var b strings.Builder
+	for _, name := range f.files {
+		fi, err := os.Stat(name)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String(), nil
+}
+
+// LoadServerTLS returns the TLS configuration of a server that presents the certificate and
+// key of certFile and keyFile and, when clientCAFile is set, verifies the certificates clients
+// present against its CAs (a client without one may still connect, to authenticate another
+// way). It follows the files as LoadMeshTLS does: a rotated set is used from the next
+// connection on.
+func LoadServerTLS(certFile, keyFile, clientCAFile string, every time.Duration) (*tls.Config, error) {
+	files := []string{certFile, keyFile}
+	if clientCAFile != "" {
+		files = append(files, clientCAFile)
+	}
+	f, err := follow("certificate of "+certFile, files, every, func() (*tls.Config, error) {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: loading the certificate: %w", err)
+		}
+		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if clientCAFile != "" {
+			pem, err := os.ReadFile(clientCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("auth.client_ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("auth.client_ca: %s holds no PEM certificate", clientCAFile)
+			}
+			cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		}
+		return cfg, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return f.get(), nil },
+	}, nil
+}
