@@ -1,11 +1,13 @@
 package meshproc
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,15 +188,48 @@ func connect(t testing.TB, url string) jetstream.JetStream {
 	return js
 }
 
-// freePort returns a loopback port nothing listens on.
+// freePort returns a loopback port nothing listens on, below the kernel's range of ephemeral
+// ports: a service restarted on its port (a replica killed and started again) would otherwise
+// find it taken, now and then, by the local end of some other connection, which the kernel
+// picks from that range.
 func freePort(t testing.TB) int {
 	t.Helper()
+	const lowest = 10000
+	if top := ephemeralLow(); top > lowest {
+		for range 100 {
+			port := lowest + rand.IntN(top-lowest)
+			lis, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				continue // taken
+			}
+			_ = lis.Close()
+			return port
+		}
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lis.Close()
 	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// ephemeralLow is the lowest port of the kernel's ephemeral range (Linux's
+// ip_local_port_range), or 32768, its usual value, where the kernel does not say.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 32768
+	}
+	return low
 }
 
 // mkdir makes the directory name under parent.
