@@ -19,21 +19,16 @@ func (t TLS) Mesh() (*auth.MeshTLS, error) {
 	if t.Cert == "" || t.Key == "" {
 		return nil, fmt.Errorf("%w: tls.ca: mutual TLS between services needs this process's certificate: set tls.cert and tls.key (TLS_CERT and TLS_KEY)", ErrInvalid)
 	}
-	caPEM, err := os.ReadFile(t.CA)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tls.ca: %w", ErrInvalid, err)
-	}
-	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tls.cert and tls.key: %w", ErrInvalid, err)
-	}
-	if _, err := auth.NewMeshTLS(caPEM, cert); err != nil {
-		return nil, fmt.Errorf("%w: tls: %w", ErrInvalid, err)
-	}
-	// Checked above field by field; loaded from the files, it follows their rotation.
 	m, err := auth.LoadMeshTLS(auth.MeshFiles{CA: t.CA, Cert: t.Cert, Key: t.Key}, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tls: %w", ErrInvalid, err)
+	if err == nil {
+		return m, nil
 	}
-	return m, nil
+	// Name the setting at fault.
+	if _, ferr := os.ReadFile(t.CA); ferr != nil {
+		return nil, fmt.Errorf("%w: tls.ca: %w", ErrInvalid, ferr)
+	}
+	if _, ferr := tls.LoadX509KeyPair(t.Cert, t.Key); ferr != nil {
+		return nil, fmt.Errorf("%w: tls.cert and tls.key: %w", ErrInvalid, ferr)
+	}
+	return nil, fmt.Errorf("%w: tls: %w", ErrInvalid, err)
 }
