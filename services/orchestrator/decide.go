@@ -111,11 +111,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 				Target: target, Targets: targets, MaxRetries: int32(maxRetries), RateLimited: limited,
 				FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == maxRetries-1,
 			})
-			if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED {
-				limited = append(limited, &recoveryv1.RateLimitedTarget{Target: target, RetryAfterMs: lastErr.RetryAfter.Milliseconds()})
-			} else {
-				limited = nil // another failure breaks the cycle
-			}
+			limited = nextCycle(limited, target, lastErr)
 			if st := d.GetStrategy(); st == recoveryv1.Strategy_STRATEGY_ABORT || st == recoveryv1.Strategy_STRATEGY_ASK_USER {
 				break
 			}

@@ -215,14 +215,9 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 					RateLimited: limited, RejectedTargets: rejected, TimeLeftMs: r.timeLeft().Milliseconds(),
 					FallbackTarget: r.contract.GetFallbackTarget(), LastAttempt: attempt == last,
 				})
-				switch lastErr.Class {
-				case typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:
-					limited = append(limited, &recoveryv1.RateLimitedTarget{Target: target, RetryAfterMs: lastErr.RetryAfter.Milliseconds()})
-				case typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST:
+				limited = nextCycle(limited, target, lastErr)
+				if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST {
 					rejected = append(rejected, target)
-					limited = nil
-				default:
-					limited = nil // another failure breaks the cycle
 				}
 				switch d.GetStrategy() {
 				case recoveryv1.Strategy_STRATEGY_ABORT:

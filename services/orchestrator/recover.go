@@ -69,3 +69,13 @@ func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error)
 func strategyName(s recoveryv1.Strategy) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "STRATEGY_"))
 }
+
+// nextCycle is the targets rate-limited in the current round-robin cycle (seed 000 §3) once
+// target failed with se: one more for a rate limit; none for any other failure, which breaks
+// the cycle.
+func nextCycle(limited []*recoveryv1.RateLimitedTarget, target *typev1.Target, se *stageerr.Error) []*recoveryv1.RateLimitedTarget {
+	if se.Class != typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED {
+		return nil
+	}
+	return append(limited, &recoveryv1.RateLimitedTarget{Target: target, RetryAfterMs: se.RetryAfter.Milliseconds()})
+}
