@@ -18,9 +18,8 @@ import (
 // tools it hands out are shared, and nobody may change them.
 type toolCache struct {
 	mu      sync.Mutex
-	byName  map[string]*typev1.Tool // the last list's tools
-	list    []*typev1.Tool          // the last list
-	version string                  // its version; "" when the action service gave none
+	list    []*typev1.Tool // the last list
+	version string         // its version; "" when the action service gave none
 }
 
 // listTools returns the action service's tools, shared through the cache.
@@ -63,13 +62,15 @@ func (c *toolCache) ofVersion(version string) ([]*typev1.Tool, bool) {
 func (c *toolCache) share(tools []*typev1.Tool, version string) []*typev1.Tool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	byName := make(map[string]*typev1.Tool, len(tools))
+	last := make(map[string]*typev1.Tool, len(c.list))
+	for _, t := range c.list {
+		last[t.GetName()] = t
+	}
 	for i, t := range tools {
-		if old := c.byName[t.GetName()]; old != nil && proto.Equal(old, t) {
+		if old := last[t.GetName()]; old != nil && proto.Equal(old, t) {
 			tools[i] = old
 		}
-		byName[t.GetName()] = tools[i]
 	}
-	c.byName, c.list, c.version = byName, slices.Clone(tools), version
+	c.list, c.version = slices.Clone(tools), version
 	return tools
 }
