@@ -12,6 +12,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
@@ -42,17 +43,7 @@ func TestRunServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: "intent"})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service never reported SERVING: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	grpctest.WaitHealth(t, healthpb.NewHealthClient(conn), healthpb.HealthCheckResponse_SERVING)
 
 	client := intentv1.NewIntentServiceClient(conn)
 	for range 2 {
