@@ -16,11 +16,11 @@ import (
 )
 
 // adapt turns a provider answer into the canonical GenerateResponse: tool-call arguments are
-// parsed and, unless strict, repaired (with the offered tools' schemas guiding the parsing of
-// stringified nested JSON); every repair and rejection is listed in repairs. In an answer cut
+// parsed and, unless strict, repaired (with the offered tools' input schemas, schemas by tool
+// name, guiding the parsing of stringified nested JSON); every repair and rejection is listed in repairs. In an answer cut
 // off at the output token limit, the last call is rejected when its arguments are not complete
 // JSON: repairing them would run the tool with arguments the model never finished.
-func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
+func adapt(raw *Response, schemas map[string]map[string]any, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
 	resp := &generationv1.GenerateResponse{
 		Content:        raw.Content,
 		Reasoning:      raw.Reasoning,
@@ -31,7 +31,6 @@ func adapt(raw *Response, tools []*typev1.Tool, strict bool, log *slog.Logger) *
 		AdapterStatus:  generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE,
 	}
 	rejected := false
-	schemas := toolSchemas(tools)
 	for i, call := range raw.ToolCalls {
 		tc, parsed := adaptCall(call, schemas[call.Name], strict)
 		if raw.FinishReason == "length" && i == len(raw.ToolCalls)-1 && !completeJSON(call.Arguments) {
@@ -158,17 +157,6 @@ func parseStrict(text string) parsedArguments {
 		return parsedArguments{rejection: fmt.Sprintf("arguments cannot be represented: %v", err)}
 	}
 	return parsedArguments{args: args}
-}
-
-// toolSchemas maps the offered tools' names to their input schemas.
-func toolSchemas(tools []*typev1.Tool) map[string]map[string]any {
-	out := make(map[string]map[string]any, len(tools))
-	for _, t := range tools {
-		if s := t.GetInputSchema(); s != nil {
-			out[t.GetName()] = s.AsMap()
-		}
-	}
-	return out
 }
 
 // newCallID makes an identifier for a tool call the provider left without one.

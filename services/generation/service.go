@@ -45,6 +45,7 @@ type Service struct {
 	providers map[string]Provider
 	prices    Prices
 	cache     *responseCache
+	tools     *sharedTools
 	tracer    trace.Tracer
 	metrics   *instruments
 }
@@ -63,7 +64,7 @@ func New(opts Options) *Service {
 	for name, p := range opts.Providers {
 		providers[name] = p
 	}
-	return &Service{providers: providers, prices: opts.Prices, cache: newResponseCache(size), tracer: tp.Tracer(tracerName),
+	return &Service{providers: providers, prices: opts.Prices, cache: newResponseCache(size), tools: newSharedTools(), tracer: tp.Tracer(tracerName),
 		metrics: newInstruments(opts.MeterProvider)}
 }
 
@@ -134,10 +135,14 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	model := req.GetTarget().GetModel()
 	sampling := effectiveSampling(p, model, req.GetSampling())
 	ctx, span := s.startChat(ctx, p, req, sampling, onDelta != nil)
+	// From here the request holds the shared copies of its tools: its own decoded ones are
+	// garbage while the provider answers.
+	tools, schemas := s.tools.share(req.GetTools())
+	req.Tools = tools
 	preq := &Request{
 		Model:      model,
 		Messages:   req.GetMessages(),
-		Tools:      req.GetTools(),
+		Tools:      tools,
 		ToolChoice: req.GetToolChoice(),
 		Sampling:   sampling,
 	}
@@ -162,7 +167,7 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 		return nil, err
 	}
 	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
-	resp := adapt(raw, req.GetTools(), req.GetStrictMode(), log)
+	resp := adapt(raw, schemas, req.GetStrictMode(), log)
 	resp.Provider = req.GetTarget().GetProvider()
 	if resp.Model == "" {
 		resp.Model = preq.Model

@@ -1,0 +1,77 @@
+package generation
+
+import (
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"google.golang.org/protobuf/proto"
+)
+
+// sharedToolsSize is how many distinct tools sharedTools keeps: far more than the tools of
+// one deployment's servers, and few enough that their schemas stay small.
+const sharedToolsSize = 1024
+
+// sharedTools keeps one decoded copy of each distinct tool the service is offered. Every
+// request carries its tools, the largest part of a short conversation's request once decoded
+// (a JSON schema as a google.protobuf.Struct is a map and a Value per node): a request's
+// tools are swapped for the shared copies equal to them, so a request that waits on its
+// provider holds no tool of its own, and each tool's schema is made into the map the adapter
+// reads once instead of with every answer. It is safe for concurrent use; the copies it hands
+// out are read, never modified.
+type sharedTools struct {
+	cache *lru.Cache[string, *sharedTool]
+}
+
+// sharedTool is a tool's shared copy and its input schema as the adapter reads it.
+type sharedTool struct {
+	tool   *typev1.Tool
+	schema map[string]any // nil for a tool without an input schema
+}
+
+func newSharedTools() *sharedTools {
+	cache, err := lru.New[string, *sharedTool](sharedToolsSize)
+	if err != nil {
+		panic(err) // only for a size that is not positive
+	}
+	return &sharedTools{cache: cache}
+}
+
+// share returns tools with each tool replaced by its shared copy (tools itself is not
+// modified), and the input schemas of the tools by name. Tools are equal when their
+// deterministic encodings are; a tool that does not encode is kept as it is.
+func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, map[string]map[string]any) {
+	if len(tools) == 0 {
+		return tools, nil
+	}
+	out := make([]*typev1.Tool, len(tools))
+	schemas := make(map[string]map[string]any, len(tools))
+	for i, t := range tools {
+		st := c.get(t)
+		out[i] = st.tool
+		if st.schema != nil {
+			schemas[t.GetName()] = st.schema
+		}
+	}
+	return out, schemas
+}
+
+// get returns the shared copy of t, made from t when there is none.
+func (c *sharedTools) get(t *typev1.Tool) *sharedTool {
+	key, err := proto.MarshalOptions{Deterministic: true}.Marshal(t)
+	if err != nil {
+		return newSharedTool(t)
+	}
+	if st, ok := c.cache.Get(string(key)); ok {
+		return st
+	}
+	st := newSharedTool(t)
+	c.cache.Add(string(key), st)
+	return st
+}
+
+func newSharedTool(t *typev1.Tool) *sharedTool {
+	st := &sharedTool{tool: t}
+	if s := t.GetInputSchema(); s != nil {
+		st.schema = s.AsMap()
+	}
+	return st
+}
