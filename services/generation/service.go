@@ -114,6 +114,12 @@ func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream 
 			return stream.Send(final(hit))
 		}
 	}
+	// The headers go out at once: the caller's gRPC then drops the copy of the request it
+	// keeps to retry the call elsewhere, which it would otherwise hold for as long as the
+	// provider takes to answer.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
 	resp, err := s.generate(stream.Context(), p, req, func(d *generationv1.Delta) error {
 		return stream.Send(&generationv1.GenerateStreamResponse{Chunk: &generationv1.GenerateStreamResponse_Delta{Delta: d}})
 	})

@@ -401,6 +401,12 @@ func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequ
 	if err != nil {
 		return nil, err
 	}
+	// Waiting for the headers first lets gRPC drop the copy of the request it keeps to retry
+	// the call on another connection, once the stage has taken the call (the project's stage
+	// sends them at once), instead of holding it while the model answers.
+	if _, err := stream.Header(); err != nil {
+		return nil, err
+	}
 	var tags *xmltransport.Stream
 	if r.xml != nil {
 		tags = xmltransport.NewStream(r.xml.Nonce)
