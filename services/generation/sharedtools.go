@@ -1,9 +1,11 @@
 package generation
 
 import (
+	"strings"
+
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/structjson"
 	lru "github.com/hashicorp/golang-lru/v2"
-	"google.golang.org/protobuf/proto"
 )
 
 // sharedToolsSize is how many distinct tools sharedTools keeps: far more than the tools of
@@ -15,8 +17,11 @@ const sharedToolsSize = 1024
 // (a JSON schema as a google.protobuf.Struct is a map and a Value per node): a request's
 // tools are swapped for the shared copies equal to them, so a request that waits on its
 // provider holds no tool of its own, and each tool's schema is made into the map the adapter
-// reads once instead of with every answer. It is safe for concurrent use; the copies it hands
-// out are read, never modified.
+// reads once instead of with every answer. A copy holds what this stage reads of a tool, its
+// name, description and input schema, and tools are equal when those are: the schema compared
+// as its canonical JSON (structjson, sorted keys), which costs less to make than the map the
+// adapter read before (a deterministic protobuf encoding, sorting by reflection, costs twice
+// as much). It is safe for concurrent use; the copies it hands out are read, never modified.
 type sharedTools struct {
 	cache *lru.Cache[string, *sharedTool]
 }
@@ -36,8 +41,8 @@ func newSharedTools() *sharedTools {
 }
 
 // share returns tools with each tool replaced by its shared copy (tools itself is not
-// modified), and the input schemas of the tools by name. Tools are equal when their
-// deterministic encodings are; a tool that does not encode is kept as it is.
+// modified), and the input schemas of the tools by name. A tool whose schema has no JSON form
+// (a NaN) is kept as it is.
 func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, map[string]map[string]any) {
 	if len(tools) == 0 {
 		return tools, nil
@@ -56,15 +61,25 @@ func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, map[string]ma
 
 // get returns the shared copy of t, made from t when there is none.
 func (c *sharedTools) get(t *typev1.Tool) *sharedTool {
-	key, err := proto.MarshalOptions{Deterministic: true}.Marshal(t)
-	if err != nil {
-		return newSharedTool(t)
+	var schema []byte
+	if s := t.GetInputSchema(); s != nil {
+		var err error
+		if schema, err = structjson.Marshal(s); err != nil {
+			return newSharedTool(t)
+		}
 	}
-	if st, ok := c.cache.Get(string(key)); ok {
+	var key strings.Builder
+	key.Grow(len(t.GetName()) + len(t.GetDescription()) + len(schema) + 2)
+	key.WriteString(t.GetName())
+	key.WriteByte(0)
+	key.WriteString(t.GetDescription())
+	key.WriteByte(0)
+	key.Write(schema)
+	if st, ok := c.cache.Get(key.String()); ok {
 		return st
 	}
-	st := newSharedTool(t)
-	c.cache.Add(string(key), st)
+	st := newSharedTool(&typev1.Tool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: t.GetInputSchema()})
+	c.cache.Add(key.String(), st)
 	return st
 }
 
