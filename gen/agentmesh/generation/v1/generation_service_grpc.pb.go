@@ -34,7 +34,10 @@ type GenerationServiceClient interface {
 	// Generate makes one LLM attempt against one target and returns the canonical answer.
 	// Failures: GENERATION_FAILED (with error_class), INVALID_TOOL_CALL, MAX_TOKENS_EXCEEDED.
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (*GenerateResponse, error)
-	// GenerateStream is Generate with token deltas first and the final answer last.
+	// GenerateStream is Generate with token deltas first and the final answer last. A stage
+	// should send its response headers as soon as it takes the call: the caller's gRPC then
+	// drops the copy of the request it keeps for a retry instead of holding it while the model
+	// thinks.
 	GenerateStream(ctx context.Context, in *GenerateStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateStreamResponse], error)
 	// Embed returns embedding vectors for texts.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
@@ -109,7 +112,10 @@ type GenerationServiceServer interface {
 	// Generate makes one LLM attempt against one target and returns the canonical answer.
 	// Failures: GENERATION_FAILED (with error_class), INVALID_TOOL_CALL, MAX_TOKENS_EXCEEDED.
 	Generate(context.Context, *GenerateRequest) (*GenerateResponse, error)
-	// GenerateStream is Generate with token deltas first and the final answer last.
+	// GenerateStream is Generate with token deltas first and the final answer last. A stage
+	// should send its response headers as soon as it takes the call: the caller's gRPC then
+	// drops the copy of the request it keeps for a retry instead of holding it while the model
+	// thinks.
 	GenerateStream(*GenerateStreamRequest, grpc.ServerStreamingServer[GenerateStreamResponse]) error
 	// Embed returns embedding vectors for texts.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
