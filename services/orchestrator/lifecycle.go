@@ -37,8 +37,7 @@ func (e existingRun) Error() string { return "idempotency key already names run 
 // returns existingRun.
 func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (*run, error) {
 	if s.isDraining() {
-		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
-			"this orchestrator replica is shutting down; send the run to another replica")
+		return nil, errDraining
 	}
 	if err := validateRunRequest(req); err != nil {
 		return nil, err
@@ -63,6 +62,11 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if err != nil {
 		return nil, err
 	}
+	release, err := s.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	r := &run{
 		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
 		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID),

@@ -136,6 +136,7 @@ type Service struct {
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
 	abandonNow   context.CancelFunc
 	kept         chan struct{} // closed when the lease keeper has returned
+	starts       chan struct{} // a place for each run starting (admit)
 
 	mu          sync.Mutex
 	live        map[string]*run           // runs executing on this replica
@@ -181,6 +182,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		draining:     make(chan struct{}),
 		kept:         make(chan struct{}),
+		starts:       make(chan struct{}, maxStarting),
 	}
 	if s.replica == "" {
 		s.replica = defaultReplica()
