@@ -17,9 +17,10 @@ import (
 
 // adapt turns a provider answer into the canonical GenerateResponse: tool-call arguments are
 // parsed and, unless strict, repaired (with the offered tools' input schemas, schemas by tool
-// name, guiding the parsing of stringified nested JSON); every repair and rejection is listed in repairs. In an answer cut
-// off at the output token limit, the last call is rejected when its arguments are not complete
-// JSON: repairing them would run the tool with arguments the model never finished.
+// name, guiding the parsing of stringified nested JSON); every repair and rejection is listed
+// in repairs. In an answer cut off at the output token limit, the last call is rejected when
+// its arguments are not complete JSON: repairing them would run the tool with arguments the
+// model never finished.
 func adapt(raw *Response, schemas map[string]map[string]any, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
 	resp := &generationv1.GenerateResponse{
 		Content:        raw.Content,
