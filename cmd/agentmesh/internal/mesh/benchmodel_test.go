@@ -37,8 +37,9 @@ import (
 // URL, the NATS server's URL, the TLS model's base URL and its certificate (base64 DER). For BenchmarkIdleRun it is also the runs' client, told what to do on its
 // standard input, one command a line:
 //
-//	hold N ADDR   start N runs of holdRun against the public API at ADDR, their first model
-//	              request held; answers "holding" once all N are held
+//	hold N ADDR H start N runs of holdRun against the public API at ADDR, each with H earlier
+//	              messages, their first model request held; answers "holding" once all N
+//	              are held
 //	release       let the held requests go on; answers "released" once the N runs completed
 //	              (a run that did not is an error, printed on standard error)
 
@@ -61,6 +62,11 @@ const modelLatency = time.Second
 // until released, then the answer.
 const holdRun = "bench idle"
 
+// idleHistory is how many earlier messages the runs of BenchmarkIdleRun's history case carry
+// (of about 300 bytes each, see earlier): a conversation of some 12 KiB, which the mesh may hold
+// more than once while the model answers.
+const idleHistory = 40
+
 // The model process's commands and answers.
 const (
 	holdCommand    = "hold"
@@ -72,17 +78,23 @@ const (
 // benchScenarios are the runs the model process answers; holdRun's first request waits on
 // the gate.
 func benchScenarios(g *gate) []llmtest.Scenario {
-	hold := toolRun(holdRun, 2)
-	first := hold.Turns[0]
-	hold.Turns[0] = llmtest.Turn{Respond: func(llmtest.Request, int) llmtest.Turn {
-		g.wait()
-		return first
-	}}
 	return []llmtest.Scenario{
 		toolRun(vsLangGraph, benchTurns),
 		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
-		hold,
+		heldRun(g, holdRun, 0),
+		heldRun(g, holdRun+" history", idleHistory/2),
 	}
+}
+
+// heldRun is toolRun's two turns after answered ones, the first held at g until released.
+func heldRun(g *gate, name string, answered int) llmtest.Scenario {
+	hold := toolRunAfter(name, 2, answered)
+	first := hold.Turns[answered]
+	hold.Turns[answered] = llmtest.Turn{Respond: func(llmtest.Request, int) llmtest.Turn {
+		g.wait()
+		return first
+	}}
+	return hold
 }
 
 // gate holds model requests until opened; it counts those it holds.
@@ -169,12 +181,16 @@ func modelMain() error {
 	var runs *holdWave
 	for in := bufio.NewScanner(os.Stdin); in.Scan(); {
 		switch f := strings.Fields(in.Text()); {
-		case len(f) == 3 && f[0] == holdCommand:
+		case len(f) == 4 && f[0] == holdCommand:
 			n, err := strconv.Atoi(f[1])
 			if err != nil {
 				return err
 			}
-			if runs, err = startHoldWave(f[2], n); err != nil {
+			history, err := strconv.Atoi(f[3])
+			if err != nil {
+				return err
+			}
+			if runs, err = startHoldWave(f[2], n, history); err != nil {
 				return err
 			}
 			g.waitHeld(n)
@@ -203,15 +219,20 @@ type holdWave struct {
 	first  atomic.Value // the first failure's error
 }
 
-// startHoldWave starts n runs of holdRun against the public API at addr.
-func startHoldWave(addr string, n int) (*holdWave, error) {
+// startHoldWave starts n runs of holdRun against the public API at addr, each with history
+// earlier messages (0 or idleHistory).
+func startHoldWave(addr string, n, history int) (*holdWave, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
 	w := &holdWave{conn: conn}
 	client := agentv1.NewAgentServiceClient(conn)
-	req := toolRequest(holdRun, 2, nil)
+	name := holdRun
+	if history > 0 {
+		name += " history"
+	}
+	req := toolRequest(name, 2, earlier(name, history))
 	for range n {
 		w.wg.Go(func() {
 			res, err := client.Run(context.Background(), req)

@@ -289,21 +289,30 @@ func BenchmarkConcurrent(b *testing.B) {
 // answers over HTTP/2 and TLS as a hosted provider does (provider=http2: the generation
 // service's requests share a few connections), or over plain HTTP/1.1 as a local model server
 // does (provider=http1: each request in flight has a connection of its own, with its buffers
-// and two goroutines of net/http's).
+// and two goroutines of net/http's). provider=http2/history=40 is the hosted provider's case
+// for runs that carry 40 earlier messages (some 12 KiB): what of the conversation the mesh holds
+// more than once while the model answers.
 func BenchmarkIdleRun(b *testing.B) {
 	const runs = 1000
 	model := modelProcess(b)
-	for _, provider := range []string{"http2", "http1"} {
-		b.Run("provider="+provider, func(b *testing.B) {
+	for _, tc := range []struct {
+		provider string
+		history  int
+	}{{"http2", 0}, {"http1", 0}, {"http2", idleHistory}} {
+		name := "provider=" + tc.provider
+		if tc.history > 0 {
+			name += fmt.Sprintf("/history=%d", tc.history)
+		}
+		b.Run(name, func(b *testing.B) {
 			o := benchOptions{tracing: true, checkpoints: true, nats: model.nats}
 			url := model.url
-			if provider == "http2" {
+			if tc.provider == "http2" {
 				url, o.httpClient = model.tlsURL, model.tls
 			}
 			m := startBenchAt(b, url, o)
 			wave := func() (heap, stacks, goroutines float64) {
 				heap0, stacks0, started := inUse()
-				model.ask(b, fmt.Sprintf("%s %d %s", holdCommand, runs, m.addr), holding)
+				model.ask(b, fmt.Sprintf("%s %d %s %d", holdCommand, runs, m.addr, tc.history), holding)
 				heap1, stacks1, waiting := inUse()
 				model.ask(b, releaseCommand, released)
 				return float64(heap1-heap0) / runs, float64(stacks1-stacks0) / runs, float64(waiting-started) / runs
