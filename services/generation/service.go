@@ -152,6 +152,10 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 		ToolChoice: req.GetToolChoice(),
 		Sampling:   sampling,
 	}
+	// The conversation is the provider's to encode, and nothing reads it after that: once the
+	// provider has encoded preq, the decoded copy is garbage while the model answers, and the
+	// conversation is held once (encoded, for a retry of the HTTP request) instead of twice.
+	req.Messages = nil
 	ctx, measured := s.metrics.begin(ctx, genaiconv.OperationNameChat, p.Name(), model)
 	defer measured.done(ctx)
 	start := time.Now()
@@ -176,9 +180,9 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	resp := adapt(raw, schemas, req.GetStrictMode(), log)
 	resp.Provider = req.GetTarget().GetProvider()
 	if resp.Model == "" {
-		resp.Model = preq.Model
+		resp.Model = model
 	}
-	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, preq.Model, resp.Usage)
+	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, model, resp.Usage)
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
 		e := maxTokensExceeded(resp, sampling.GetMaxOutputTokens())
