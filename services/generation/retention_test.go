@@ -1,13 +1,22 @@
 package generation_test
 
+// The tests of what a request holds while its model answers: shared tools, the headers that
+// let the caller drop its copy, and the conversation dropped once encoded.
+
 import (
+	"context"
+	"fmt"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -94,4 +103,47 @@ func schemaOf(t *testing.T, m map[string]any) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// heldMessages wraps a provider and hands the test a weak pointer to the first message of
+// each streamed request it gets.
+type heldMessages struct {
+	generation.Provider
+	first chan weak.Pointer[typev1.Message]
+}
+
+func (p *heldMessages) Stream(ctx context.Context, req *generation.Request, onDelta func(*generationv1.Delta) error) (*generation.Response, error) {
+	p.first <- weak.Make(req.Messages[0])
+	return p.Provider.Stream(ctx, req, onDelta)
+}
+
+// TestTheConversationIsNotHeldWhileTheModelThinks: once the provider has encoded a request,
+// the service keeps no decoded copy of its conversation while the model takes its time: a
+// run waiting on its model holds its conversation in the generation stage once, encoded.
+func TestTheConversationIsNotHeldWhileTheModelThinks(t *testing.T) {
+	hold := make(chan struct{})
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "done", Hold: hold}}})
+	p := &heldMessages{Provider: openAIAt(t, srv.URL(), nil), first: make(chan weak.Pointer[typev1.Message], 1)}
+	client := serveProviders(t, map[string]generation.Provider{"openai": p})
+	done := make(chan error, 1)
+	go func() {
+		_, final, err := streamAll(t, client, request("openai", "gpt-test", user(strings.Repeat("a long message ", 1000))))
+		if err == nil && final.GetContent() != "done" {
+			err = fmt.Errorf("final answer %q, want done", final.GetContent())
+		}
+		done <- err
+	}()
+	first := <-p.first
+	deadline := time.Now().Add(10 * time.Second)
+	for first.Value() != nil {
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatal("the request's decoded conversation was still held 10 s into the model's answer")
+		}
+		runtime.GC()
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
