@@ -17,8 +17,10 @@ import (
 const maxStarting = 128
 
 // errDraining refuses a run on a replica that is shutting down.
-var errDraining = stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
-	"this orchestrator replica is shutting down; send the run to another replica")
+func errDraining() error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
+		"this orchestrator replica is shutting down; send the run to another replica")
+}
 
 // admit waits until the run may start (fewer than maxStarting are starting) and returns
 // what gives its place back; it gives up when ctx ends or the replica drains.
@@ -32,7 +34,7 @@ func (s *Service) admit(ctx context.Context) (release func(), err error) {
 	case s.starts <- struct{}{}:
 		return func() { <-s.starts }, nil
 	case <-s.draining:
-		return nil, errDraining
+		return nil, errDraining()
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for one of the %d runs starting on this replica: %w", maxStarting, context.Cause(ctx))
 	}

@@ -37,7 +37,7 @@ func (e existingRun) Error() string { return "idempotency key already names run 
 // returns existingRun.
 func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (*run, error) {
 	if s.isDraining() {
-		return nil, errDraining
+		return nil, errDraining()
 	}
 	if err := validateRunRequest(req); err != nil {
 		return nil, err
