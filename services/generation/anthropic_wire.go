@@ -134,8 +134,8 @@ func buildMessagesRequest(req *Request, replay *thinkingMemory, stream bool) (*m
 		out.addTurn(anthropicMessage(m, replay))
 	}
 	out.System = strings.Join(system, "\n\n")
-	for _, t := range req.Tools {
-		out.Tools = append(out.Tools, anthropicTool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: toolSchema(t)})
+	for i, t := range req.Tools {
+		out.Tools = append(out.Tools, anthropicTool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: req.toolSchema(i)})
 	}
 	if req.ToolChoice != "" && len(req.Tools) > 0 {
 		out.ToolChoice = anthropicToolChoice(req.ToolChoice)

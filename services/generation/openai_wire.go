@@ -172,9 +172,9 @@ func buildChatRequest(req *Request, stream bool, limitField string) *chatRequest
 	for _, m := range req.Messages {
 		out.Messages = append(out.Messages, wireMessage(m))
 	}
-	for _, t := range req.Tools {
+	for i, t := range req.Tools {
 		out.Tools = append(out.Tools, chatTool{Type: "function", Function: toolFunction{
-			Name: t.GetName(), Description: t.GetDescription(), Parameters: toolSchema(t),
+			Name: t.GetName(), Description: t.GetDescription(), Parameters: req.toolSchema(i),
 		}})
 	}
 	if req.ToolChoice != "" && len(req.Tools) > 0 {

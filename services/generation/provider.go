@@ -2,6 +2,7 @@ package generation
 
 import (
 	"context"
+	"encoding/json"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -33,6 +34,10 @@ type Request struct {
 	Messages []*typev1.Message
 	// Tools are the tools offered to the model.
 	Tools []*typev1.Tool
+	// ToolSchemas are the tools' input schemas as compact JSON, in the order of Tools, as the
+	// service made them once for each distinct tool; a nil entry (or a nil slice) is rendered
+	// from the tool itself.
+	ToolSchemas []json.RawMessage
 	// ToolChoice is "auto", "required", "none", a tool name, or "" for the provider default.
 	ToolChoice string
 	// Sampling holds the sampling parameters; unset fields are not sent.

@@ -143,14 +143,15 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	ctx, span := s.startChat(ctx, p, req, sampling, onDelta != nil)
 	// From here the request holds the shared copies of its tools: its own decoded ones are
 	// garbage while the provider answers.
-	tools, schemas := s.tools.share(req.GetTools())
+	tools, toolSchemas, schemas := s.tools.share(req.GetTools())
 	req.Tools = tools
 	preq := &Request{
-		Model:      model,
-		Messages:   req.GetMessages(),
-		Tools:      tools,
-		ToolChoice: req.GetToolChoice(),
-		Sampling:   sampling,
+		Model:       model,
+		Messages:    req.GetMessages(),
+		Tools:       tools,
+		ToolSchemas: toolSchemas,
+		ToolChoice:  req.GetToolChoice(),
+		Sampling:    sampling,
 	}
 	// The conversation is the provider's to encode, and nothing reads it after that: once the
 	// provider has encoded preq, the decoded copy is garbage while the model answers, and the

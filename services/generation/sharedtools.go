@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"encoding/json"
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -17,7 +18,8 @@ const sharedToolsSize = 1024
 // (a JSON schema as a google.protobuf.Struct is a map and a Value per node): a request's
 // tools are swapped for the shared copies equal to them, so a request that waits on its
 // provider holds no tool of its own, and each tool's schema is made into the map the adapter
-// reads once instead of with every answer. A copy holds what this stage reads of a tool, its
+// reads once instead of with every answer, and into the JSON the providers send once instead
+// of with every request. A copy holds what this stage reads of a tool, its
 // name, description and input schema, and tools are equal when those are, the schema compared
 // as its canonical JSON (structjson, sorted keys: for a small schema 4 us and 8 allocations,
 // where a deterministic protobuf encoding, sorting maps by reflection, costs 12 us and 24). It
@@ -26,10 +28,12 @@ type sharedTools struct {
 	cache *lru.Cache[string, *sharedTool]
 }
 
-// sharedTool is a tool's shared copy and its input schema as the adapter reads it.
+// sharedTool is a tool's shared copy and its input schema as the providers send it and as
+// the adapter reads it.
 type sharedTool struct {
 	tool   *typev1.Tool
-	schema map[string]any // nil for a tool without an input schema
+	json   json.RawMessage // nil for a tool without an input schema, or one without a JSON form
+	schema map[string]any  // nil for a tool without an input schema
 }
 
 func newSharedTools() *sharedTools {
@@ -41,22 +45,24 @@ func newSharedTools() *sharedTools {
 }
 
 // share returns tools with each tool replaced by its shared copy (tools itself is not
-// modified), and the input schemas of the tools by name. A tool whose schema has no JSON form
-// (a NaN) is kept as it is.
-func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, map[string]map[string]any) {
+// modified), their input schemas as JSON in the same order (for Request.ToolSchemas), and
+// the input schemas by tool name. A tool whose schema has no JSON form (a NaN) is kept as it
+// is, with no JSON.
+func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, []json.RawMessage, map[string]map[string]any) {
 	if len(tools) == 0 {
-		return tools, nil
+		return tools, nil, nil
 	}
 	out := make([]*typev1.Tool, len(tools))
+	jsons := make([]json.RawMessage, len(tools))
 	schemas := make(map[string]map[string]any, len(tools))
 	for i, t := range tools {
 		st := c.get(t)
-		out[i] = st.tool
+		out[i], jsons[i] = st.tool, st.json
 		if st.schema != nil {
 			schemas[t.GetName()] = st.schema
 		}
 	}
-	return out, schemas
+	return out, jsons, schemas
 }
 
 // get returns the shared copy of t, made from t when there is none.
@@ -79,6 +85,7 @@ func (c *sharedTools) get(t *typev1.Tool) *sharedTool {
 		return st
 	}
 	st := newSharedTool(&typev1.Tool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: t.GetInputSchema()})
+	st.json = schema
 	c.cache.Add(key.String(), st)
 	return st
 }

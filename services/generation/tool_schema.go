@@ -19,3 +19,12 @@ func toolSchema(t *typev1.Tool) json.RawMessage {
 	}
 	return emptySchema
 }
+
+// toolSchema is the input schema of req's i-th tool as JSON: ToolSchemas[i] when the service
+// made it, else rendered from the tool (toolSchema).
+func (req *Request) toolSchema(i int) json.RawMessage {
+	if i < len(req.ToolSchemas) && req.ToolSchemas[i] != nil {
+		return req.ToolSchemas[i]
+	}
+	return toolSchema(req.Tools[i])
+}
