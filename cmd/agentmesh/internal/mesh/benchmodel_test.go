@@ -81,9 +81,18 @@ func benchScenarios(g *gate) []llmtest.Scenario {
 	return []llmtest.Scenario{
 		toolRun(vsLangGraph, benchTurns),
 		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
-		heldRun(g, holdRun, 0),
-		heldRun(g, holdRun+" history", idleHistory/2),
+		heldRun(g, holdRunNamed(0), 0),
+		heldRun(g, holdRunNamed(idleHistory), idleHistory/2),
 	}
+}
+
+// holdRunNamed is the name (and message) of the hold run whose requests carry history earlier
+// messages: holdRun, or the history case's.
+func holdRunNamed(history int) string {
+	if history > 0 {
+		return holdRun + " history"
+	}
+	return holdRun
 }
 
 // heldRun is toolRun's two turns after answered ones, the first held at g until released.
@@ -228,10 +237,7 @@ func startHoldWave(addr string, n, history int) (*holdWave, error) {
 	}
 	w := &holdWave{conn: conn}
 	client := agentv1.NewAgentServiceClient(conn)
-	name := holdRun
-	if history > 0 {
-		name += " history"
-	}
+	name := holdRunNamed(history)
 	req := toolRequest(name, 2, earlier(name, history))
 	for range n {
 		w.wg.Go(func() {
