@@ -84,9 +84,33 @@ type decodingStream struct {
 	codec *requestCodec
 }
 
+// RecvMsg receives and decodes m on a goroutine of its own. Decoding is often the deepest a
+// streaming handler goes (protobuf decodes nested messages by recursion, and a tool's JSON
+// schema, a Struct, nests deep), and the runtime halves a goroutine's grown stack only while
+// less than a quarter of it is in use: a handler that then waits deep in a call, as the
+// generation stage does in net/http while its model answers, would hold twice the stack it
+// needs for as long as its stream lasts. A panic while decoding is the handler's, re-raised
+// here for recoverStream.
 func (s decodingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
+	type received struct {
+		err      error
+		panicked any
+	}
+	done := make(chan received, 1)
+	go func() {
+		var got received
+		defer func() {
+			got.panicked = recover()
+			done <- got
+		}()
+		got.err = s.ServerStream.RecvMsg(m)
+	}()
+	got := <-done
+	if got.panicked != nil {
+		panic(got.panicked)
+	}
+	if got.err != nil {
+		return got.err
 	}
 	return s.codec.failure(m)
 }
