@@ -48,7 +48,7 @@ const (
 // goes away, the run goes on and can be watched or read back.
 // A repeated idempotency key, on any replica, returns the run it first started.
 func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
-	r, err := s.start(ctx, req, nil)
+	r, runCtx, err := s.start(ctx, req, nil)
 	var existing existingRun
 	if errors.As(err, &existing) {
 		return s.attach(ctx, existing.id)
@@ -56,6 +56,7 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 	if err != nil {
 		return nil, err
 	}
+	s.runHere(runCtx, r)
 	return r.waitResult(ctx)
 }
 
@@ -64,7 +65,7 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 // idempotency key replays the first run's events instead of running again.
 func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
 	q := newEventQueue()
-	r, err := s.start(stream.Context(), req, q.push)
+	r, runCtx, err := s.start(stream.Context(), req, q.push)
 	var existing existingRun
 	if errors.As(err, &existing) {
 		return s.WatchRun(&agentv1.WatchRunRequest{RunId: existing.id}, stream)
@@ -72,6 +73,7 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 	if err != nil {
 		return err
 	}
+	go s.work(runCtx, r)
 	defer r.setSink(nil)
 	for {
 		ev, ok := q.pop(stream.Context(), r.moved)

@@ -87,6 +87,9 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 		// GetRun answers with the snapshot before anyone hears of the pause.
 		r.publish(r.pausedResult(st.pending))
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalRequested{ApprovalRequested: &eventv1.ApprovalRequested{PendingAction: st.pending}}})
+		if e := r.yield(func(ctx context.Context) *ending { return r.awaitApproval(ctx, t, plan) }); e != nil {
+			return e
+		}
 	} else {
 		r.publish(r.pausedResult(st.pending))
 	}

@@ -23,7 +23,10 @@ func (r *run) clarifyIntent(ctx context.Context) *ending {
 	t := &turnState{ask: r.unclear}
 	r.unclear = nil
 	if end := r.awaitAnswer(ctx, t); end != nil {
-		return end
+		return end.instead(func(ctx context.Context) *ending {
+			r.unclear = t.ask // the question clarifyIntent asks, and finds asked
+			return r.clarifyIntent(ctx)
+		})
 	}
 	if ctx.Err() != nil {
 		return r.interruption(ctx)

@@ -32,19 +32,19 @@ type existingRun struct{ id string }
 
 func (e existingRun) Error() string { return "idempotency key already names run " + e.id }
 
-// start validates a request and launches its run in the background. sink, when set, receives
-// every event of the run from the first one on. An idempotency key that already names a run
-// returns existingRun.
-func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (*run, error) {
+// start validates a request and starts its run, registered live: the caller executes it in
+// runCtx (work, runHere). sink, when set, receives every event of the run from the first one
+// on. An idempotency key that already names a run returns existingRun.
+func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (r *run, runCtx context.Context, err error) {
 	if s.isDraining() {
-		return nil, errDraining()
+		return nil, nil, errDraining()
 	}
 	if err := validateRunRequest(req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	prof, err := s.profile(req.GetProfile())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	runID := req.GetRunId()
 	if runID == "" {
@@ -52,22 +52,22 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	}
 	contract, err := buildContract(prof.contract, runID, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	outputSchema, err := compileOutputSchema(req.GetOutputSchema())
 	if err != nil {
-		return nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
+		return nil, nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
 	}
 	userID, err := s.callerID(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	release, err := s.admit(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer release()
-	r := &run{
+	r = &run{
 		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
 		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID),
 		usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema, changed: make(chan struct{}), moved: make(chan struct{}),
@@ -82,12 +82,12 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 
 	if s.store == nil {
 		if err := s.reserveLocal(ctx, r); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else if err := s.reserve(ctx, r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	runCtx := s.runContext(context.WithoutCancel(ctx), r, "agentmesh.run")
+	runCtx = s.runContext(context.WithoutCancel(ctx), r, "agentmesh.run")
 	carrier := propagation.MapCarrier{}
 	telemetry.Propagator().Inject(runCtx, carrier)
 	r.traceparent, r.tracestate = carrier.Get("traceparent"), carrier.Get("tracestate")
@@ -99,14 +99,14 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 			r.cancel(err)
 			s.unreserve(ctx, r)
 			if errors.Is(err, runstore.ErrExists) {
-				return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
+				return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
 			}
-			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
+			return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
 		}
 		r.head = head
 	}
-	s.launch(runCtx, r)
-	return r, nil
+	s.register(runCtx, r)
+	return r, runCtx, nil
 }
 
 // reserve claims the run's idempotency key and its lease in the store; a key that names
@@ -196,24 +196,35 @@ func (s *Service) runContext(parent context.Context, r *run, name string) contex
 
 // launch registers the run as live on this replica and executes it in the background.
 func (s *Service) launch(ctx context.Context, r *run) {
+	s.register(ctx, r)
+	go s.work(ctx, r)
+}
+
+// work executes a registered run, and retires it once its work here is over.
+func (s *Service) work(ctx context.Context, r *run) {
+	defer s.retire(ctx, r)
+	r.main(ctx)
+}
+
+// register makes the run live on this replica: found by its id, counted as active.
+func (s *Service) register(ctx context.Context, r *run) {
 	s.mu.Lock()
 	s.live[r.id] = r
 	delete(s.starting, r.id)
 	s.mu.Unlock()
 	s.metrics.active.Add(ctx, 1)
-	go func() {
-		defer func() {
-			r.stopTimer()
-			r.cancel(nil)
-			r.span.End()
-			s.mu.Lock()
-			delete(s.live, r.id)
-			s.mu.Unlock()
-			s.metrics.active.Add(context.WithoutCancel(ctx), -1)
-			close(r.done)
-		}()
-		r.main(ctx)
-	}()
+}
+
+// retire ends what register and runContext began, once the run's work here is over.
+func (s *Service) retire(ctx context.Context, r *run) {
+	r.stopTimer()
+	r.cancel(nil)
+	r.span.End()
+	s.mu.Lock()
+	delete(s.live, r.id)
+	s.mu.Unlock()
+	s.metrics.active.Add(context.WithoutCancel(ctx), -1)
+	close(r.done)
 }
 
 // main executes the run on this replica: from the start, or from its checkpoint when resumed.

@@ -29,6 +29,10 @@ func (r *run) execute(ctx context.Context) {
 	if stop := stopCause(ctx); stop != nil {
 		end = stop
 	}
+	if end.resume != nil {
+		r.resume = end.resume // runHere continues the run from the pause
+		return
+	}
 	if end.stop {
 		r.moveAway(ctx, end)
 		return
@@ -43,6 +47,30 @@ func (r *run) execute(ctx context.Context) {
 
 // drive runs the states up to the ending.
 func (r *run) drive(ctx context.Context) *ending {
+	if e := r.begin(ctx); e != nil {
+		return e
+	}
+	// The last turn is a final turn (finalMaxTurns): a run that reaches it can still answer.
+	for r.turns < r.contract.GetMaxTurns() {
+		if e := r.revisePlan(ctx); e != nil {
+			return cmp.Or(r.interruption(ctx), e).then(r.nextTurn)
+		}
+		if e := r.nextTurn(ctx); e != nil {
+			return e
+		}
+	}
+	e := fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTurns, MessageTooComplex, "max_turns_exhausted")
+	e.retryable = true
+	return e
+}
+
+// begin brings the run to its turns: from the start (PRECHECK, INTENT, the plan), from where
+// its checkpoint left it, or from the pause where it yielded its goroutine.
+func (r *run) begin(ctx context.Context) *ending {
+	if resume := r.resume; resume != nil {
+		r.resume = nil
+		return resume(ctx)
+	}
 	switch r.resumeFrom.GetPhase() {
 	case checkpointv1.Phase_PHASE_UNSPECIFIED, checkpointv1.Phase_PHASE_STARTED:
 		// A stage call cut short by a cancellation fails: the cancellation is the ending.
@@ -52,40 +80,25 @@ func (r *run) drive(ctx context.Context) *ending {
 		if e := r.parseIntent(ctx, "INTENT"); e != nil {
 			return cmp.Or(r.interruption(ctx), e)
 		}
-		if e := r.prepare(ctx); e != nil {
-			return e
-		}
+		return r.prepare(ctx)
 	case checkpointv1.Phase_PHASE_AWAITING_INPUT:
 		if r.turns > 0 {
-			if e := r.resumeTurn(ctx); e != nil {
-				return e
-			}
-			break
+			return r.resumeTurn(ctx)
 		}
 		// Paused before the first turn: the question about the intent (clarifyIntent).
 		r.asking = restoreQuestion(r.resumeFrom)
 		r.unclear = &askUser{question: r.resumeFrom.GetQuestion().GetQuestion(), reason: r.resumeFrom.GetQuestion().GetReason()}
-		if e := r.prepare(ctx); e != nil {
-			return e
-		}
+		return r.prepare(ctx)
 	case checkpointv1.Phase_PHASE_EXECUTING, checkpointv1.Phase_PHASE_AWAITING_APPROVAL:
-		if e := r.resumeTurn(ctx); e != nil {
-			return e
-		}
+		return r.resumeTurn(ctx)
 	}
-	// The last turn is a final turn (finalMaxTurns): a run that reaches it can still answer.
-	for r.turns < r.contract.GetMaxTurns() {
-		if e := r.revisePlan(ctx); e != nil {
-			return cmp.Or(r.interruption(ctx), e)
-		}
-		r.turns++
-		if e := r.turn(ctx); e != nil {
-			return e
-		}
-	}
-	e := fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTurns, MessageTooComplex, "max_turns_exhausted")
-	e.retryable = true
-	return e
+	return nil
+}
+
+// nextTurn counts and runs the next turn.
+func (r *run) nextTurn(ctx context.Context) *ending {
+	r.turns++
+	return r.turn(ctx)
 }
 
 // prepare makes the run ready for its first turn once its intent is parsed: it asks the user
@@ -93,12 +106,22 @@ func (r *run) drive(ctx context.Context) *ending {
 func (r *run) prepare(ctx context.Context) *ending {
 	if r.unclear != nil {
 		if e := r.clarifyIntent(ctx); e != nil {
-			return cmp.Or(r.interruption(ctx), e)
+			return cmp.Or(r.interruption(ctx), e).then(r.planReady)
 		}
 	}
+	return r.planReady(ctx)
+}
+
+// planReady plans the run and checkpoints it READY.
+func (r *run) planReady(ctx context.Context) *ending {
 	if e := r.makePlan(ctx); e != nil {
-		return cmp.Or(r.interruption(ctx), e)
+		return cmp.Or(r.interruption(ctx), e).then(r.ready)
 	}
+	return r.ready(ctx)
+}
+
+// ready checkpoints the run READY for its first turn.
+func (r *run) ready(ctx context.Context) *ending {
 	return r.checkpoint(ctx, checkpointv1.Phase_PHASE_READY, nil, nil)
 }
 
@@ -322,7 +345,7 @@ func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFun
 		(*cancel)()
 		end = r.awaitApproval(ctx, t, plan)
 		if end != nil && end.stop {
-			return end
+			return end.instead(func(ctx context.Context) *ending { return r.continueTurn(ctx, t, plan) })
 		}
 		stepCtx, *cancel = r.stepTimer(ctx)
 		if end == nil {
@@ -335,11 +358,27 @@ func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFun
 	end = cmp.Or(end, t.badResult)
 	if end == nil && t.ask != nil && stepCtx.Err() == nil {
 		(*cancel)()
-		if end = r.awaitAnswer(ctx, t); end != nil && end.stop {
-			return end
-		}
-		stepCtx, *cancel = r.stepTimer(ctx)
+		return r.answerThenCommit(ctx, t)
 	}
+	return r.commit(ctx, stepCtx, end, t)
+}
+
+// continueTurn finishes a turn from its validated calls (finishTurn), with a new step timer.
+func (r *run) continueTurn(ctx context.Context, t *turnState, plan []plannedCall) *ending {
+	stepCtx, cancel := r.stepTimer(ctx)
+	defer func() { cancel() }()
+	return r.finishTurn(ctx, stepCtx, &cancel, nil, t, plan)
+}
+
+// answerThenCommit waits for the user's answer to the turn's question, then commits the turn
+// under a new step timer.
+func (r *run) answerThenCommit(ctx context.Context, t *turnState) *ending {
+	end := r.awaitAnswer(ctx, t)
+	if end != nil && end.stop {
+		return end.instead(func(ctx context.Context) *ending { return r.answerThenCommit(ctx, t) })
+	}
+	stepCtx, cancel := r.stepTimer(ctx)
+	defer cancel()
 	return r.commit(ctx, stepCtx, end, t)
 }
 
@@ -362,9 +401,7 @@ func (r *run) resumeTurn(ctx context.Context) *ending {
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_INPUT {
 		t.ask = &askUser{question: cp.GetQuestion().GetQuestion(), reason: cp.GetQuestion().GetReason()}
 	}
-	stepCtx, cancel := r.stepTimer(ctx)
-	defer func() { cancel() }()
-	return r.finishTurn(ctx, stepCtx, &cancel, nil, t, plan)
+	return r.continueTurn(ctx, t, plan)
 }
 
 // awaitsApproval reports whether a validated call waits for a person's decision.

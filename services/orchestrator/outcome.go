@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"errors"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -135,6 +136,9 @@ type ending struct {
 	// stop ends the run's work on this replica without terminating it: it was handed off or
 	// its lease was lost, and another replica continues from its last checkpoint.
 	stop bool
+	// resume, on a stop ending, is the run's work from a pause on, to continue on another
+	// goroutine of this replica (yield).
+	resume func(context.Context) *ending
 }
 
 // stopHere is the ending of a run that continues on another replica.

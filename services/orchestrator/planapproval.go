@@ -47,6 +47,9 @@ func (r *run) approvePlan(ctx context.Context, requires bool) *ending {
 		}
 		r.publish(r.pausedResult(st.pending))
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalRequested{ApprovalRequested: &eventv1.ApprovalRequested{PendingAction: st.pending}}})
+		if e := r.yield(func(ctx context.Context) *ending { return r.approvePlan(ctx, true) }); e != nil {
+			return e
+		}
 	} else {
 		r.publish(r.pausedResult(st.pending))
 	}

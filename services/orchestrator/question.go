@@ -48,6 +48,9 @@ func (r *run) awaitAnswer(ctx context.Context, t *turnState) *ending {
 		}
 		r.publish(r.questionResult(st.pending))
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_InputRequested{InputRequested: &eventv1.InputRequested{Question: st.pending}}})
+		if e := r.yield(func(ctx context.Context) *ending { return r.awaitAnswer(ctx, t) }); e != nil {
+			return e
+		}
 	} else {
 		r.publish(r.questionResult(st.pending))
 	}

@@ -99,6 +99,11 @@ type run struct {
 	asking   *questionState    // non-nil while paused for the user's answer
 	leaseRev uint64            // revision of the run's lease; 0 when none is held
 	moved    chan struct{}     // closed when the run stops here to continue on another replica
+
+	// inline: the run executes on a unary Run's handler, so its first pause yields (yield);
+	// resume is then the run's work from that pause on, for drive to continue.
+	inline bool
+	resume func(context.Context) *ending
 }
 
 // publish sets the result callers wait for: a paused snapshot, nil once resumed, or the final
