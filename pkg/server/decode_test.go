@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"io"
-	"net"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
@@ -26,20 +25,7 @@ func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
 		grpc.ChainStreamInterceptor(stageerr.StreamServerInterceptor(), codec.streamDecodeErrors()))
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	reflection.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = g.Serve(lis)
-	}()
-	defer func() {
-		g.Stop()
-		<-served
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
 	if err != nil {
 		t.Fatal(err)

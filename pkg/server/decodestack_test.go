@@ -83,28 +83,15 @@ func descend(n int, fn func()) byte {
 
 // deepWaitServer serves waitDesc behind the server's codec and its stream interceptor, and
 // returns a client of it, the count of handlers waiting, and a function that releases them.
-func deepWaitServer(t *testing.T) (client *grpc.ClientConn, waiting *atomic.Int64, release func()) {
+func deepWaitServer(t *testing.T) (*grpc.ClientConn, *atomic.Int64, func()) {
 	codec := newRequestCodec()
 	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.ChainStreamInterceptor(codec.streamDecodeErrors()))
-	waiting = new(atomic.Int64)
+	waiting := new(atomic.Int64)
 	cond := sync.NewCond(new(sync.Mutex))
 	released := false
 	desc := waitDesc(waiting, cond, &released)
 	g.RegisterService(&desc, nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = g.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-served
-	})
-	client, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	client, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +109,25 @@ func deepWaitServer(t *testing.T) (client *grpc.ClientConn, waiting *atomic.Int6
 		released = false
 		cond.L.Unlock()
 	}
+}
+
+// serve serves g on a loopback port until the test ends, and returns its address.
+func serve(t *testing.T, g *grpc.Server) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = g.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		g.Stop()
+		<-served
+	})
+	return lis.Addr().String()
 }
 
 // stackPerWaitingStream opens n streams sending req, and returns the goroutine stack memory

@@ -152,25 +152,7 @@ func TestApprovalOfSeveralCallsAndErrors(t *testing.T) {
 		{ToolCalls: []llmtest.ToolCall{{ID: "a", Name: "calculator", Arguments: `{"expression":"1+1"}`}, {ID: "b", Name: "current_time", Arguments: `{}`}}},
 		text("done"),
 	}})
-	stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "two at once"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last string
-	var runID string
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, runID = events.Kind(ev), ev.GetRunId()
-	}
-	if last != "approval_requested" {
-		t.Fatalf("a paused StreamRun ends with %s", last)
-	}
+	runID := streamToPause(t, h, "two at once")
 	resolve := func(call string, d agentv1.ApprovalDecision) (*agentv1.ResolveApprovalResponse, error) {
 		return h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: runID, CallId: call, Decision: d})
 	}
