@@ -156,6 +156,15 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", "))), false
 		}
 	}
+	if r.svc.store == nil {
+		// Decided on this replica before the wait began (a decision may come as soon as the
+		// pause is announced): resolve closes resolved once it has recorded the last decision
+		// in the transcript, where the run's ending must find it.
+		select {
+		case <-st.resolved:
+		case <-ctx.Done():
+		}
+	}
 	return nil, false
 }
 
