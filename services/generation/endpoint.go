@@ -104,12 +104,21 @@ func newEndpoint(o endpointOptions) *endpoint {
 }
 
 // pooledClient is the HTTP client of an endpoint without one of its own: go-cleanhttp's
-// pooled client, which keeps idleConnsPerHost idle connections to the provider.
+// pooled client, which keeps idleConnsPerHost idle connections to the provider, with buffers
+// of connBufferSize.
 func pooledClient() *http.Client {
 	t := cleanhttp.DefaultPooledTransport()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = idleConnsPerHost, idleConnsPerHost
+	t.ReadBufferSize, t.WriteBufferSize = connBufferSize, connBufferSize
 	return &http.Client{Transport: t}
 }
+
+// connBufferSize is the size of the read and of the write buffer of an HTTP/1.1 connection to
+// a provider, a quarter of net/http's 4 KiB. Over HTTP/1.1 (a local model server) every
+// request in flight has a connection of its own, which holds both buffers for as long as the
+// model takes. Little passes through them: a request's headers, a response's headers and the
+// start of its body; reads and writes larger than a buffer go past it to the connection.
+const connBufferSize = 1 << 10
 
 // post sends body as JSON and returns a 2xx response; anything else becomes a classified
 // stage error. The rate-limit headroom the response announces, if any, goes to the observer

@@ -147,3 +147,30 @@ func TestTheConversationIsNotHeldWhileTheModelThinks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTheDefaultClientCarriesLongRequestsAndAnswers: the provider client made when none is
+// given (pooled, with small connection buffers) sends a request far larger than its buffers,
+// with many headers, and reads answers far larger, streamed and not.
+func TestTheDefaultClientCarriesLongRequestsAndAnswers(t *testing.T) {
+	answer := strings.Repeat("a long answer, ", 4000) // 60 KB
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: answer}, {Content: answer}}})
+	headers := map[string]string{}
+	for i := range 40 {
+		headers[fmt.Sprintf("X-Header-%d", i)] = strings.Repeat("h", 100)
+	}
+	client := openAIClient(t, srv, func(o *generation.OpenAIOptions) { o.HTTPClient, o.Headers = nil, headers })
+	req := request("openai", "gpt-test", user(strings.Repeat("a long question ", 4000)))
+	_, final, err := streamAll(t, client, req)
+	if err != nil || final.GetContent() != answer {
+		t.Fatalf("streamed: %d bytes of content, %v; want %d", len(final.GetContent()), err, len(answer))
+	}
+	req.Messages = append(req.Messages, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: answer}, user("again"))
+	req.UseCache = true // not streamed
+	resp, err := client.Generate(t.Context(), req)
+	if err != nil || resp.GetContent() != answer {
+		t.Fatalf("not streamed: %d bytes of content, %v; want %d", len(resp.GetContent()), err, len(answer))
+	}
+	if got := srv.Requests()[0].Header.Get("X-Header-39"); got != headers["X-Header-39"] {
+		t.Errorf("header X-Header-39 = %q", got)
+	}
+}
