@@ -67,6 +67,7 @@ type benchMesh struct {
 	addr   string // the public API's
 	client agentv1.AgentServiceClient
 	llm    *llmtest.Server
+	spans  *trace.TracerProvider // with tracing; nil without
 }
 
 // toolRun is the scripted model's side of a run of n turns: n-1 calculator calls, then the
@@ -110,9 +111,12 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 	cfg.Targets = []config.Target{{Provider: "scripted", Model: model}}
 	cfg.Durability.Checkpoints = o.checkpoints
 	cfg.NATS.URL = o.nats
-	var tp oteltrace.TracerProvider = noop.NewTracerProvider()
+	var (
+		tp  oteltrace.TracerProvider = noop.NewTracerProvider()
+		sdk *trace.TracerProvider
+	)
 	if o.tracing {
-		sdk := trace.NewTracerProvider(trace.WithBatcher(discard{}), trace.WithSampler(trace.AlwaysSample()))
+		sdk = trace.NewTracerProvider(trace.WithBatcher(discard{}), trace.WithSampler(trace.AlwaysSample()))
 		b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
 		tp = sdk
 	}
@@ -134,7 +138,7 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	return &benchMesh{addr: m.Addr(mesh.Orchestrator), client: agentv1.NewAgentServiceClient(conn)}
+	return &benchMesh{addr: m.Addr(mesh.Orchestrator), client: agentv1.NewAgentServiceClient(conn), spans: sdk}
 }
 
 // discard is a span exporter that drops what it is given: spans are made, sampled, batched
@@ -311,8 +315,10 @@ func BenchmarkIdleRun(b *testing.B) {
 			}
 			m := startBenchAt(b, url, o)
 			wave := func() (heap, stacks, goroutines float64) {
+				m.flushSpans(b)
 				heap0, stacks0, started := inUse()
 				model.ask(b, fmt.Sprintf("%s %d %s %d", holdCommand, runs, m.addr, tc.history), holding)
+				m.flushSpans(b)
 				heap1, stacks1, waiting := inUse()
 				model.ask(b, releaseCommand, released)
 				return float64(heap1-heap0) / runs, float64(stacks1-stacks0) / runs, float64(waiting-started) / runs
@@ -328,6 +334,18 @@ func BenchmarkIdleRun(b *testing.B) {
 			b.ReportMetric(median(heaps)+median(stacks), "B/idle-run")
 			b.ReportMetric(median(goroutines), "goroutines/idle-run")
 		})
+	}
+}
+
+// flushSpans exports the spans that ended and wait in the batch span processor's queue (up to
+// 2,048, some 2 KiB per idle run of a wave of 1,000 when full), so that the heap measured is
+// what the runs hold, not how far the exporter's last batch happens to be.
+func (m *benchMesh) flushSpans(b *testing.B) {
+	if m.spans == nil {
+		return
+	}
+	if err := m.spans.ForceFlush(b.Context()); err != nil {
+		b.Fatal(err)
 	}
 }
 
