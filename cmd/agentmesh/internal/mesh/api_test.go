@@ -2,8 +2,6 @@ package mesh_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -173,18 +171,11 @@ func TestCancelRun(t *testing.T) {
 	if !resp.GetCancelled() || resp.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED {
 		t.Fatalf("cancel = %v", resp)
 	}
-	var last *eventv1.RunEvent
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
+	evs := received(t, stream)
+	if len(evs) == 0 {
+		t.Fatal("the stream ended without run_finished")
 	}
-	res := last.GetRunFinished().GetResult()
+	res := evs[len(evs)-1].GetRunFinished().GetResult()
 	if res.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED || res.GetExitReason() != "CANCELLED" {
 		t.Errorf("streamed result %s %s", res.GetOutcome(), res.GetExitReason())
 	}
@@ -207,14 +198,7 @@ func TestWatchRunReplaysFromSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seqs []uint64
-	for {
-		ev, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range received(t, stream) {
 		seqs = append(seqs, ev.GetSeq())
 	}
 	if len(seqs) != len(all)-3 || seqs[0] != 4 || seqs[len(seqs)-1] != uint64(len(all)) {

@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"google.golang.org/grpc"
 )
 
 // TestAPausedRunGoesOnAsAStreamedOne: a unary Run executes its run on the call's own goroutine
@@ -103,19 +105,30 @@ func streamToPause(t *testing.T, h *harness, message string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last, runID string
+	evs := received(t, stream)
+	if len(evs) == 0 {
+		t.Fatal("StreamRun ended without an event")
+	}
+	last := evs[len(evs)-1]
+	if k := events.Kind(last); k != "approval_requested" && k != "input_requested" {
+		t.Fatalf("StreamRun ended with %s, want a pause", k)
+	}
+	return last.GetRunId()
+}
+
+// received reads stream to its end and returns its events; an error other than the end
+// fails t.
+func received(t *testing.T, stream grpc.ServerStreamingClient[eventv1.RunEvent]) []*eventv1.RunEvent {
+	t.Helper()
+	var evs []*eventv1.RunEvent
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			break
+			return evs
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		last, runID = events.Kind(ev), ev.GetRunId()
+		evs = append(evs, ev)
 	}
-	if last != "approval_requested" && last != "input_requested" {
-		t.Fatalf("StreamRun ended with %s, want a pause", last)
-	}
-	return runID
 }
