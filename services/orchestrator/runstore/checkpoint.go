@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	"github.com/agentmesh/agentmesh/pkg/kvbody"
@@ -259,7 +261,10 @@ func (s *Store) decode(ctx context.Context, b buckets, runID string, value []byt
 // Retire removes a finished run from the index of active runs and drops its checkpoint log and
 // its inputs; the run's checkpoint must no longer need its log (a finished run's last
 // checkpoint keeps none). The index entry goes last, so a Retire that fails midway is
-// repeated by whichever replica finds the run still indexed.
+// repeated by whichever replica finds the run still indexed. The entry is purged, not
+// deleted: a deleted key leaves a marker in the bucket's stream for good, and Active, which
+// every replica's keeper calls every third of the lease TTL, would read one more marker for
+// every run that ever finished.
 func (s *Store) Retire(ctx context.Context, runID string) error {
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
@@ -269,34 +274,34 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 		if err := s.purgeInputs(ctx, b, runID); err != nil {
 			return err
 		}
-		if err := b.active.Delete(ctx, runID); err != nil && !isNotFound(err) {
-			return err
-		}
-		return nil
+		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(activeSubject+runID))
 	}))
 }
+
+// activeSubject is the subject prefix of the active bucket's keys in its stream.
+const activeSubject = "$KV." + ActiveBucket + "."
 
 // HandedOff is the note of an active run whose owner handed it off (see NoteOf).
 const HandedOff = "handed off"
 
-// Active lists the runs not yet finished.
+// Active lists the runs not yet finished: the subjects of the active bucket's stream, which
+// holds a message for each indexed run and none for a retired one (Retire purges its key).
+// The stream's state names them in one paged answer; a key watch (the KV's ListKeys) would
+// deliver a message per run through a consumer of its own, and the keeper lists them often.
 func (s *Store) Active(ctx context.Context) ([]string, error) {
 	var ids []string
 	err := s.retry(ctx, func(ctx context.Context) error {
-		lister, err := s.buckets().active.ListKeys(ctx)
+		info, err := s.buckets().activeLog.Info(ctx, jetstream.WithSubjectFilter(activeSubject+">"))
 		if err != nil {
 			return err
 		}
-		defer func() { _ = lister.Stop() }()
 		ids = ids[:0]
-		for k := range lister.Keys() {
-			ids = append(ids, k)
+		for subject := range info.State.Subjects {
+			ids = append(ids, strings.TrimPrefix(subject, activeSubject))
 		}
+		slices.Sort(ids)
 		return nil
 	})
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
 	return ids, mapErr(err)
 }
 

@@ -65,6 +65,7 @@ type buckets struct {
 	idempotency jetstream.KeyValue
 	inputs      jetstream.KeyValue
 	inputLog    jetstream.Stream // the inputs bucket's stream, to purge a run's inputs at once
+	activeLog   jetstream.Stream // the active bucket's stream, to list and purge its keys
 }
 
 // Open returns a Store on nc, creating its buckets when they do not exist.
@@ -128,6 +129,10 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runstore: bucket %s: %w", InputBucket, err)
 	}
+	activeLog, err := s.js.Stream(ctx, "KV_"+ActiveBucket)
+	if err != nil {
+		return fmt.Errorf("runstore: bucket %s: %w", ActiveBucket, err)
+	}
 	bodies, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BodyBucket, Description: "agentmesh checkpoints too large for one entry",
 		Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
@@ -144,7 +149,7 @@ func (s *Store) ensure(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog}
+	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog, activeLog: activeLog}
 	return nil
 }
 

@@ -104,6 +104,38 @@ func TestCheckpointsAreCompareAndSet(t *testing.T) {
 	}
 }
 
+// TestRetiredRunsLeaveNothingToList (issue 15.3): every replica's keeper lists the active runs
+// every third of the lease TTL, so the index must hold the runs not yet finished and nothing of
+// those that finished: a retired run's entry is purged, leaving no delete marker behind.
+func TestRetiredRunsLeaveNothingToList(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	for _, id := range []string{"done-1", "open", "done-2"} {
+		if _, err := s.Create(ctx, checkpoint(id, checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"done-1", "done-2"} {
+		if err := s.Retire(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := s.Active(ctx); err != nil || len(ids) != 1 || ids[0] != "open" {
+		t.Fatalf("Active = %v, %v; want [open]", ids, err)
+	}
+	stream, err := js.Stream(ctx, "KV_"+runstore.ActiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("the active index's stream holds %d messages, want 1: the retired runs left markers", info.State.Msgs)
+	}
+}
+
 // TestLargeCheckpoints stores checkpoints above the NATS payload limit (1 MB) through the
 // object store: a large message in a log segment's body, a large result in the checkpoint's,
 // replaced by the next checkpoint; retiring the run removes them all.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -165,5 +168,56 @@ func TestRejectionOnAnotherReplicaEndsTheRun(t *testing.T) {
 				t.Errorf("GetRun(ended) on the other replica = %v; verify: %v", err, transcript.VerifyResult(got))
 			}
 		})
+	}
+}
+
+// TestAnIndexEntryDeletedByAnOlderVersionIsDropped: a replica of an older version retired a
+// finished run by deleting its entry in the index of active runs, which leaves a marker that
+// Active, listing the index's subjects, still names. The keeper finds the run finished and
+// drops the marker, without resuming the run; the index then holds nothing of it.
+func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
+	cfg := config.Default()
+	cfg.Durability.LeaseTTLMS = 1000 // the keeper looks every third of a second
+	h := start(t, cfg, llmtest.Scenario{Name: "answer", Match: "hello", Turns: []llmtest.Turn{text("hi")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "hello"})
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	active, err := js.KeyValue(ctx, runstore.ActiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := active.Put(ctx, res.GetRunId(), []byte("old-replica")); err != nil {
+		t.Fatal(err)
+	}
+	if err := active.Delete(ctx, res.GetRunId()); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_"+runstore.ActiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "$KV." + runstore.ActiveBucket + "." + res.GetRunId()
+	indexed := func() uint64 {
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[subject]
+	}
+	if !eventually(t, 10*time.Second, func() bool { return indexed() == 0 }) {
+		t.Fatalf("the index still holds %d messages of the finished run", indexed())
+	}
+	events, _ := h.storedEvents(t, res.GetRunId())
+	for _, ev := range events {
+		if ev.GetRunResumed() != nil {
+			t.Fatalf("the finished run was resumed: %v", ev)
+		}
+	}
+	got, err := h.client.GetRun(ctx, &agentv1.GetRunRequest{RunId: res.GetRunId()})
+	if err != nil || got.GetOutcome() != res.GetOutcome() {
+		t.Fatalf("GetRun after the keeper's pass = %v, %v; want %v", got.GetOutcome(), err, res.GetOutcome())
 	}
 }
