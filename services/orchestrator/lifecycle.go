@@ -95,7 +95,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		head, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
 		if err != nil {
 			r.span.End()
-			r.stopTimer()
+			r.timer.Stop()
 			r.cancel(err)
 			s.unreserve(ctx, r)
 			if errors.Is(err, runstore.ErrExists) {
@@ -186,11 +186,13 @@ func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 // calls to the stages act for the run's user (auth.OutgoingUser), which the memory stage
 // holds them to.
 func (s *Service) runContext(parent context.Context, r *run, name string) context.Context {
+	// One cancellable context serves both the run's cancellation and its total timeout (an
+	// idle run holds every context it made while it waits: issue 15).
 	ctx, cancel := context.WithCancelCause(auth.OutgoingUser(parent, r.userID))
 	total := time.Duration(r.contract.GetTotalTimeoutMs())*time.Millisecond - s.now().Sub(r.startedAt)
-	ctx, stopTimer := withTimer(ctx, total, errTotalTimeout)
+	r.timer = time.AfterFunc(total, func() { cancel(errTotalTimeout) })
 	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(telemetry.RunIDKey.String(r.id)))
-	r.cancel, r.stopTimer, r.span = cancel, stopTimer, span
+	r.cancel, r.span = cancel, span
 	return ctx
 }
 
@@ -217,7 +219,7 @@ func (s *Service) register(ctx context.Context, r *run) {
 
 // retire ends what register and runContext began, once the run's work here is over.
 func (s *Service) retire(ctx context.Context, r *run) {
-	r.stopTimer()
+	r.timer.Stop()
 	r.cancel(nil)
 	r.span.End()
 	s.mu.Lock()

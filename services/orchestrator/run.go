@@ -49,7 +49,7 @@ type run struct {
 	head         *runstore.Head              // where the run's last checkpoint stands
 	resumeFrom   *checkpointv1.RunCheckpoint // the checkpoint a resumed run continues from
 	resumeReason string                      // why it was resumed
-	stopTimer    func()                      // stops the total_timeout_ms timer
+	timer        *time.Timer                 // cancels the run at its total_timeout_ms
 	inputs       *inbox                      // decisions and answers handed over, taken by the run's waits
 
 	contract *typev1.ExecutionContract
