@@ -132,7 +132,7 @@ func (s *Service) reserve(ctx context.Context, r *run) error {
 		}
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "taking the lease of run %q: %w", r.id, err)
 	}
-	r.leaseRev = leaseRev
+	r.leaseRev, r.leasedAt = leaseRev, time.Now()
 	return nil
 }
 
@@ -300,7 +300,7 @@ func (r *run) moveAway(ctx context.Context, e *ending) {
 // last one stored.
 func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, head *runstore.Head, leaseRev uint64, reason string) (*run, context.Context, error) {
 	r := &run{
-		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), head: head, leaseRev: leaseRev,
+		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), head: head, leaseRev: leaseRev, leasedAt: time.Now(),
 		resumeFrom: cp, resumeReason: reason, inputs: newInbox(),
 	}
 	if err := r.restore(cp); err != nil {

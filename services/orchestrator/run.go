@@ -98,6 +98,7 @@ type run struct {
 	approval *approvalState    // non-nil while paused for approval
 	asking   *questionState    // non-nil while paused for the user's answer
 	leaseRev uint64            // revision of the run's lease; 0 when none is held
+	leasedAt time.Time         // when the lease was taken or last renewed
 	moved    chan struct{}     // closed when the run stops here to continue on another replica
 
 	// inline: the run executes on a unary Run's handler, so its first pause yields (yield);
