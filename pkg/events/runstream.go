@@ -21,9 +21,8 @@ type RunStream struct {
 	p     *Publisher
 	runID string
 
-	mu      sync.Mutex    // held by Emit, Send and Flush: events are published one at a time
-	seq     atomic.Uint64 // the last seq used; written under mu
-	pending *pending      // the event Send published last, until settled; guarded by mu
+	mu  sync.Mutex    // held by Emit: events are published one at a time
+	seq atomic.Uint64 // the last seq used; written under mu
 }
 
 // Run returns the RunStream of a new run; its first event gets seq 1.
@@ -60,19 +59,6 @@ func (rs *RunStream) Seq() uint64 { return rs.seq.Load() }
 // have a gap but never two events with one seq. When the first attempt of a seq finds it
 // already stored (a resumed run's lastSeq was behind), the event takes the next seq instead.
 func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.RunEvent, error) {
-	out, err := rs.stamp(ev)
-	if err != nil {
-		return nil, err
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	prev := rs.settle()
-	stored, err := rs.emit(ctx, out)
-	return stored, errors.Join(prev, err)
-}
-
-// stamp returns a copy of ev with the run id and (when unset) the current time.
-func (rs *RunStream) stamp(ev *eventv1.RunEvent) (*eventv1.RunEvent, error) {
 	if ev == nil {
 		return nil, stageerr.Invalid("event must not be nil")
 	}
@@ -84,11 +70,9 @@ func (rs *RunStream) stamp(ev *eventv1.RunEvent) (*eventv1.RunEvent, error) {
 	if err := checkEvent(out); err != nil {
 		return nil, err
 	}
-	return out, nil
-}
 
-// emit publishes out with the next seq until it is stored (see Emit). rs.mu is held.
-func (rs *RunStream) emit(ctx context.Context, out *eventv1.RunEvent) (*eventv1.RunEvent, error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	for {
 		out.Seq = rs.seq.Load() + 1
 		pctx, span := startPublish(ctx, out)

@@ -26,7 +26,6 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 	if store == nil {
 		return nil
 	}
-	r.flushEvents(ctx) // a checkpoint never runs ahead of the events: a resumed run continues after them
 	cp := r.snapshot(phase, t, plan)
 	switch phase {
 	case checkpointv1.Phase_PHASE_AWAITING_APPROVAL:

@@ -219,7 +219,6 @@ func (s *Service) register(ctx context.Context, r *run) {
 
 // retire ends what register and runContext began, once the run's work here is over.
 func (s *Service) retire(ctx context.Context, r *run) {
-	r.flushEvents(ctx)
 	r.timer.Stop()
 	r.cancel(nil)
 	r.span.End()

@@ -110,9 +110,6 @@ type run struct {
 // publish sets the result callers wait for: a paused snapshot, nil once resumed, or the final
 // result.
 func (r *run) publish(res *typev1.RunResult) {
-	if res != nil {
-		r.flushEvents(context.Background()) // a caller given the result finds its events stored
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.result = res
@@ -165,31 +162,19 @@ func (r *run) setSink(sink func(*eventv1.RunEvent)) {
 }
 
 // emit publishes an event of the run (seq and time are stamped by the run stream) and hands
-// it to the local listener once it is stored. The run does not wait for JetStream's ack (the
-// run stream publishes the next event only once this one is stored, and flushEvents waits for
-// the last): before the run checkpoints, answers a caller or ends, it flushes. A publish that
-// fails after the stream's retries is logged: the run itself goes on, and its result (saved to
-// memory) still holds everything.
+// it to the local listener. A publish that fails after the stream's retries is logged: the run
+// itself goes on, and its result (saved to memory) still holds everything.
 func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
-	if err := r.stream.Send(r.publishContext(ctx), ev, r.deliver); err != nil {
+	stamped, err := r.stream.Emit(r.publishContext(ctx), ev)
+	if err != nil {
 		r.svc.log.ErrorContext(ctx, "publishing run event failed", "run_id", r.id, "kind", events.Kind(ev), "err", err)
+		return
 	}
-}
-
-// deliver hands a stored event to the local listener, if any.
-func (r *run) deliver(ev *eventv1.RunEvent) {
 	r.mu.Lock()
 	sink := r.sink
 	r.mu.Unlock()
 	if sink != nil {
-		sink(ev)
-	}
-}
-
-// flushEvents waits until the events emitted are stored (or given up, which is logged).
-func (r *run) flushEvents(ctx context.Context) {
-	if err := r.stream.Flush(); err != nil {
-		r.svc.log.ErrorContext(ctx, "publishing run event failed", "run_id", r.id, "err", err)
+		sink(stamped)
 	}
 }
 
