@@ -274,12 +274,9 @@ func (s *Store) Retire(ctx context.Context, runID string) error {
 		if err := s.purgeInputs(ctx, b, runID); err != nil {
 			return err
 		}
-		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(activeSubject+runID))
+		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(ActiveBucket, runID)))
 	}))
 }
-
-// activeSubject is the subject prefix of the active bucket's keys in its stream.
-const activeSubject = "$KV." + ActiveBucket + "."
 
 // HandedOff is the note of an active run whose owner handed it off (see NoteOf).
 const HandedOff = "handed off"
@@ -291,13 +288,14 @@ const HandedOff = "handed off"
 func (s *Store) Active(ctx context.Context) ([]string, error) {
 	var ids []string
 	err := s.retry(ctx, func(ctx context.Context) error {
-		info, err := s.buckets().activeLog.Info(ctx, jetstream.WithSubjectFilter(activeSubject+">"))
+		info, err := s.buckets().activeLog.Info(ctx, jetstream.WithSubjectFilter(kvSubject(ActiveBucket, ">")))
 		if err != nil {
 			return err
 		}
+		prefix := kvSubject(ActiveBucket, "")
 		ids = ids[:0]
 		for subject := range info.State.Subjects {
-			ids = append(ids, strings.TrimPrefix(subject, activeSubject))
+			ids = append(ids, strings.TrimPrefix(subject, prefix))
 		}
 		slices.Sort(ids)
 		return nil

@@ -145,5 +145,5 @@ func (s *Store) purgeInputs(ctx context.Context, b buckets, runID string) error 
 			return err
 		}
 	}
-	return b.inputLog.Purge(ctx, jetstream.WithPurgeSubject("$KV."+InputBucket+"."+runID+".>"))
+	return b.inputLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(InputBucket, runID+".>")))
 }

@@ -105,6 +105,14 @@ func (s *Store) ensure(ctx context.Context) error {
 		}
 		return b, nil
 	}
+	// streamOf is the stream a key-value bucket keeps its keys in, to purge or list them at once.
+	streamOf := func(bucket string) (jetstream.Stream, error) {
+		st, err := s.js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return nil, fmt.Errorf("runstore: bucket %s: %w", bucket, err)
+		}
+		return st, nil
+	}
 	checkpoints, err := kv(CheckpointBucket, "agentmesh run checkpoints", 0)
 	if err != nil {
 		return err
@@ -125,13 +133,13 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inputLog, err := s.js.Stream(ctx, "KV_"+InputBucket)
+	inputLog, err := streamOf(InputBucket)
 	if err != nil {
-		return fmt.Errorf("runstore: bucket %s: %w", InputBucket, err)
+		return err
 	}
-	activeLog, err := s.js.Stream(ctx, "KV_"+ActiveBucket)
+	activeLog, err := streamOf(ActiveBucket)
 	if err != nil {
-		return fmt.Errorf("runstore: bucket %s: %w", ActiveBucket, err)
+		return err
 	}
 	bodies, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BodyBucket, Description: "agentmesh checkpoints too large for one entry",
@@ -152,6 +160,10 @@ func (s *Store) ensure(ctx context.Context) error {
 	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog, activeLog: activeLog}
 	return nil
 }
+
+// kvSubject is the subject a key-value bucket stores key on in its stream (key may be a
+// wildcard).
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 
 // buckets returns the current bucket handles (replaced when the buckets are created again).
 func (s *Store) buckets() buckets {
