@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 )
 
 // testLedger checks the Ledger contract on an empty ledger.
@@ -260,4 +262,50 @@ func TestKVLedger(t *testing.T) {
 			t.Errorf("Wait on a closed connection: %v", err)
 		}
 	})
+}
+
+// countingLedger counts the reads and writes of the ledger it wraps.
+type countingLedger struct {
+	action.Ledger
+	gets, puts atomic.Int32
+}
+
+func (c *countingLedger) Get(ctx context.Context, runID, callID string) (*actionv1.CallRecord, uint64, error) {
+	c.gets.Add(1)
+	return c.Ledger.Get(ctx, runID, callID)
+}
+
+func (c *countingLedger) Put(ctx context.Context, rec *actionv1.CallRecord, revision uint64) (uint64, error) {
+	c.puts.Add(1)
+	return c.Ledger.Put(ctx, rec, revision)
+}
+
+// TestANewCallWritesTheLedgerWithoutReadingIt: a new call costs its two records and no read
+// (issue 15), while a call the ledger knows is still answered from its record, even when its
+// request would not be admitted now.
+func TestANewCallWritesTheLedgerWithoutReadingIt(t *testing.T) {
+	counter := newFakeTool("counter", returns("counted"))
+	counter.def.InputSchema = args(t, map[string]any{"type": "object", "required": []any{"x"}})
+	ledger := &countingLedger{Ledger: action.NewMemoryLedger(16)}
+	client := serve(t, action.Options{Tools: []action.Tool{counter}, Ledger: ledger})
+
+	req := request(t, "counter", map[string]any{"x": 1})
+	if resp, err := client.Execute(t.Context(), req); err != nil || resp.GetResult() != "counted" || resp.GetCached() {
+		t.Fatalf("new call: %v %v", resp, err)
+	}
+	if gets, puts := ledger.gets.Load(), ledger.puts.Load(); gets != 0 || puts != 2 {
+		t.Fatalf("a new call read the ledger %d times and wrote it %d times, want 0 and 2", gets, puts)
+	}
+
+	again := proto.CloneOf(req)
+	if resp, err := client.Execute(t.Context(), again); err != nil || resp.GetResult() != "counted" || !resp.GetCached() {
+		t.Fatalf("the same call again: %v %v, want the cached result", resp, err)
+	}
+	again.Arguments = args(t, map[string]any{"y": 1}) // no longer matches the tool's schema
+	if resp, err := client.Execute(t.Context(), again); err != nil || resp.GetResult() != "counted" || !resp.GetCached() {
+		t.Fatalf("the same call id with arguments the schema refuses: %v %v, want the cached result", resp, err)
+	}
+	if n := counter.calls.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
 }

@@ -59,10 +59,22 @@ func (s *Service) settleOnce(ctx context.Context, key callKey, req *actionv1.Exe
 
 // settle answers the call from the ledger, or runs it and records it there. A write that finds
 // the record changed means another replica got there first: settle reads the record again.
+//
+// Nearly every call is new, so settle first starts an admitted call as one without a record,
+// without reading the ledger: its started record is created only where no record is, so a
+// call the ledger knows (a retry, a resumed run, a race) runs nothing and is settled from its
+// record as before. That saves a round trip to the ledger per call (issue 15). A call that is
+// not admitted reads the ledger first, since its record may answer it.
 func (s *Service) settle(ctx context.Context, key callKey, req *actionv1.ExecuteRequest) (outcome, error) {
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
 	if timeout == 0 {
 		timeout = s.defaultTimeout
+	}
+	if reg, args, err := s.admit(req); err == nil {
+		out, err := s.runRecorded(ctx, reg, s.call(ctx, req, args), timeout, 0)
+		if !errors.Is(err, ErrRecordChanged) {
+			return out, err
+		}
 	}
 	for {
 		out, err := s.settleRecord(ctx, key, req, timeout)
@@ -172,8 +184,12 @@ func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeo
 	if err != nil {
 		return outcome{}, err
 	}
-	call := Call{UserID: actingUser(ctx, req), RunID: req.GetRunId(), CallID: req.GetCallId(), Arguments: args}
-	return s.runRecorded(ctx, reg, call, timeout, rev)
+	return s.runRecorded(ctx, reg, s.call(ctx, req, args), timeout, rev)
+}
+
+// call is the Call an admitted request makes.
+func (s *Service) call(ctx context.Context, req *actionv1.ExecuteRequest, args map[string]any) Call {
+	return Call{UserID: actingUser(ctx, req), RunID: req.GetRunId(), CallID: req.GetCallId(), Arguments: args}
 }
 
 // runRecorded runs an admitted call and records it over revision rev: as started once the
