@@ -88,7 +88,8 @@ type Options struct {
 	// plan's approval (the zero value: the planning stage's limit, no revision, no approval).
 	Planning PlanningOptions
 	// Store makes runs durable: checkpointed, owned through leases, resumable by any replica
-	// (ConfiguredOptions opens it). Nil keeps every run in this process only.
+	// (ConfiguredOptions opens it). Nil keeps every run in this process only. The service
+	// closes it once drained (Drain, Close).
 	Store *runstore.Store
 	// Replica names this replica in leases, checkpoints and run_resumed events; unique among
 	// the replicas sharing a store (the host name and process id when empty).
@@ -237,6 +238,7 @@ func (s *Service) Drain(ctx context.Context) {
 	defer func() {
 		s.stopKeeper()
 		<-s.kept
+		s.store.Close()
 	}()
 	runs := s.liveRuns()
 	s.log.InfoContext(ctx, "draining: handing runs off", "runs", len(runs), "timeout", s.drainTimeout)

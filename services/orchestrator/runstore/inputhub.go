@@ -13,11 +13,12 @@ import (
 
 // inputHub shares one watch of the inputs bucket among every run a replica executes, instead
 // of a watch (a JetStream consumer, with its goroutines and buffers in the client and the
-// server) per run: an idle in-flight run must cost little (issue 15). The watch runs while at
-// least one run watches its inputs. It keeps the inputs recorded for each run (the bucket
-// holds only those of unfinished runs: a run's inputs are purged when it ends), so a run that
-// starts watching gets those recorded before it first, then the new ones, each once. When the
-// watch fails (NATS restarted), it starts again and skips what it delivered already.
+// server) per run: an idle in-flight run must cost little (issue 15). The watch starts with
+// the first run that watches its inputs and ends watchLinger after the last one stopped, or
+// when the store closes. It keeps the inputs recorded for each run (the bucket holds only
+// those of unfinished runs: a run's inputs are purged when it ends), so a run that starts
+// watching gets those recorded before it first, then the new ones, each once. When the watch
+// fails (NATS restarted), it starts again and skips what it delivered already.
 type inputHub struct {
 	bucket func() jetstream.KeyValue
 
@@ -26,7 +27,15 @@ type inputHub struct {
 	recorded map[string]map[string]*record // run id → key → the input recorded under it
 	stop     context.CancelFunc            // ends the watch; nil when none runs
 	stopped  chan struct{}                 // closed when the watch's goroutine has ended
+	idle     *time.Timer                   // ends the watch once no run has watched for linger
+	linger   time.Duration                 // watchLinger; shorter in tests
+	closed   bool                          // the store closed: no watch starts again
 }
+
+// watchLinger is how long the watch outlives the last run that watched. A replica that runs
+// one run at a time would otherwise make and delete a JetStream consumer for every run: a
+// twentieth of the CPU a 10-turn run costs the mesh (issue 15).
+const watchLinger = time.Minute
 
 // record is an input recorded under a key, at a revision.
 type record struct {
@@ -45,7 +54,7 @@ type subscription struct {
 }
 
 func newInputHub(bucket func() jetstream.KeyValue) *inputHub {
-	return &inputHub{bucket: bucket, subs: map[string]*subscription{}, recorded: map[string]map[string]*record{}}
+	return &inputHub{bucket: bucket, subs: map[string]*subscription{}, recorded: map[string]map[string]*record{}, linger: watchLinger}
 }
 
 // subscribe registers runID's subscription until ctx ends, delivering the inputs recorded for
@@ -60,7 +69,11 @@ func (h *inputHub) subscribe(ctx context.Context, runID string, deliver func(Inp
 	for key, rec := range h.recorded[runID] {
 		sub.push(key, rec)
 	}
-	if h.stop == nil {
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	if h.stop == nil && !h.closed {
 		wctx, stop := context.WithCancel(context.Background())
 		h.stop, h.stopped = stop, make(chan struct{})
 		go h.watch(wctx, h.stopped)
@@ -69,23 +82,60 @@ func (h *inputHub) subscribe(ctx context.Context, runID string, deliver func(Inp
 	context.AfterFunc(ctx, func() { h.unsubscribe(sub) })
 }
 
-// unsubscribe ends sub, and the watch when no run watches any more.
+// unsubscribe ends sub, and has the watch end a linger later when no run watches any more.
 func (h *inputHub) unsubscribe(sub *subscription) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	sub.end()
 	if h.subs[sub.runID] == sub {
 		delete(h.subs, sub.runID)
 	}
-	var stopped chan struct{}
-	if len(h.subs) == 0 && h.stop != nil {
-		h.stop()
-		h.stop, stopped = nil, h.stopped
-		h.recorded = map[string]map[string]*record{} // the next watch replays the bucket
+	if len(h.subs) == 0 && h.stop != nil && h.idle == nil {
+		h.idle = time.AfterFunc(h.linger, h.stopIdle)
 	}
+}
+
+// stopIdle ends the watch unless a run watches again.
+func (h *inputHub) stopIdle() {
+	h.mu.Lock()
+	if len(h.subs) > 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.idle = nil
+	stopped := h.stopWatch()
 	h.mu.Unlock()
 	if stopped != nil {
-		<-stopped // no goroutine outlives the last run's watch
+		<-stopped
 	}
+}
+
+// close ends the watch for good and returns once its goroutine has ended.
+func (h *inputHub) close() {
+	h.mu.Lock()
+	h.closed = true
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	stopped := h.stopWatch()
+	h.mu.Unlock()
+	if stopped != nil {
+		<-stopped
+	}
+}
+
+// stopWatch ends the watch and returns the channel closed once its goroutine has ended (nil
+// when none runs). The hub's lock is held.
+func (h *inputHub) stopWatch() chan struct{} {
+	if h.stop == nil {
+		return nil
+	}
+	h.stop()
+	stopped := h.stopped
+	h.stop, h.stopped = nil, nil
+	h.recorded = map[string]map[string]*record{} // the next watch replays the bucket
+	return stopped
 }
 
 // watch follows the bucket until ctx ends, starting again after a failure.

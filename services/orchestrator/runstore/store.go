@@ -91,6 +91,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Close ends the watch the store's runs share of their inputs (WatchInputs), which outlives
+// the last run that watched by a minute, and returns once its goroutines have ended. After
+// Close, WatchInputs delivers only the inputs recorded before. The NATS connection stays open.
+func (s *Store) Close() { s.hub.close() }
+
 // LeaseTTL returns how long a lease lives without renewal.
 func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func open(t *testing.T, ttl time.Duration) (*runstore.Store, jetstream.JetStream
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close) // ends the inputs' watch (goleak, TestMain)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +306,6 @@ func TestInputs(t *testing.T) {
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || len(decided) != 0 {
 		t.Fatalf("Decisions after Retire = %v, %v", decided, err)
 	}
-	cancel() // the hub's watch ends with the last subscription (goleak, TestMain)
 }
 
 // nextInput returns the next input delivered on in, failing t when none comes within 10 s.
@@ -413,10 +414,10 @@ func TestBucketsComeBack(t *testing.T) {
 
 // TestRunsShareOneInputWatch (issue 15.3): the runs of a replica watch their inputs through one
 // JetStream consumer, not one each, and each run gets only its own inputs, those recorded
-// before it watched first; the watch ends with the last run watching.
+// before it watched first.
 func TestRunsShareOneInputWatch(t *testing.T) {
 	s, js := open(t, time.Minute)
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx := t.Context()
 	const runs = 20
 	if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: "run-0", QuestionId: "q", Answer: "early"}); err != nil {
 		t.Fatal(err)
@@ -449,5 +450,51 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 	if n := info.State.Consumers; n != 1 {
 		t.Errorf("%d consumers of the inputs bucket for %d watching runs, want 1", n, runs)
 	}
-	cancel() // the watch ends with the last run watching (goleak, TestMain)
+}
+
+// TestTheInputWatchOutlivesItsLastRun (issue 15): runs one after another share the watch of
+// their inputs too, rather than make and delete a JetStream consumer each: the watch ends a
+// linger after the last run stopped watching, or when the store closes.
+func TestTheInputWatchOutlivesItsLastRun(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	consumers := func() []string {
+		stream, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for name := range stream.ConsumerNames(ctx).Name() {
+			names = append(names, name)
+		}
+		return names
+	}
+	watchOne := func(runID string) context.CancelFunc {
+		rctx, stop := context.WithCancel(ctx)
+		in := watchInputs(rctx, s, runID)
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: runID, Reason: "stop"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := nextInput(t, in); got.Cancel.GetRunId() != runID {
+			t.Fatalf("%s's input %v, want its cancellation", runID, got)
+		}
+		return stop
+	}
+
+	watchOne("r1")()
+	first := consumers()
+	if len(first) != 1 {
+		t.Fatalf("consumers of the inputs bucket after a run: %v, want the watch's", first)
+	}
+	stop := watchOne("r2")
+	if got := consumers(); !slices.Equal(got, first) {
+		t.Fatalf("the next run's watch is consumer %v, want the first run's %v", got, first)
+	}
+	runstore.SetWatchLinger(s, time.Millisecond)
+	stop()
+	eventually(t, "the watch ends a linger after the last run", func() bool { return len(consumers()) == 0 })
+
+	watchOne("r3")
+	s.Close()
+	eventually(t, "the watch ends with the store", func() bool { return len(consumers()) == 0 })
 }
