@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
@@ -48,7 +49,9 @@ func (rs *RunStream) Seq() uint64 { return rs.seq.Load() }
 // Emit stamps a copy of ev with the run id, the next seq and (when unset) the current time,
 // publishes it until JetStream has stored it and returns the event stored; ev itself is not
 // modified. The event stored is the copy, or the copy cut down to the NATS payload limit (see
-// Publisher.Publish): check RunFinished.ResultOmitted. Events are published one at a time in
+// Publisher.Publish): check RunFinished.ResultOmitted. The copy shares ev's payload (its kind's
+// message), which is encoded before Emit returns: a caller that changes the payload later, or
+// hands the event to another goroutine, copies it. Events are published one at a time in
 // seq order, each in a producer span whose context the message carries (see Publish).
 //
 // A failed publish is retried with the same seq, after a backoff of 100 ms doubling up to 5 s
@@ -62,7 +65,7 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 	if ev == nil {
 		return nil, stageerr.Invalid("event must not be nil")
 	}
-	out := proto.CloneOf(ev)
+	out := stampable(ev)
 	out.RunId = rs.runID
 	if out.GetTime() == nil {
 		out.Time = timestamppb.Now()
@@ -93,6 +96,19 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 		slog.WarnContext(ctx, "run event seq already stored; using the next one",
 			"run_id", rs.runID, "seq", out.Seq, "kind", Kind(out))
 	}
+}
+
+// stampable returns a new event with ev's fields, which shares ev's messages: an event's
+// payload can be as large as a run's whole result, and copying it deeply cost an eightieth of
+// the allocations of a run's turn (issue 15) for fields Emit never changes.
+func stampable(ev *eventv1.RunEvent) *eventv1.RunEvent {
+	out := &eventv1.RunEvent{}
+	m := out.ProtoReflect()
+	ev.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		m.Set(fd, v)
+		return true
+	})
+	return out
 }
 
 // LastSeq returns the seq of the last stored event of a run, 0 when the stream holds none

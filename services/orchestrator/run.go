@@ -174,7 +174,7 @@ func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
 	sink := r.sink
 	r.mu.Unlock()
 	if sink != nil {
-		sink(stamped)
+		sink(proto.CloneOf(stamped)) // sent later, while the run may change what the event shares
 	}
 }
 
