@@ -33,8 +33,8 @@ type inputHub struct {
 }
 
 // watchLinger is how long the watch outlives the last run that watched. A replica that runs
-// one run at a time would otherwise make and delete a JetStream consumer for every run: a
-// twentieth of the CPU a 10-turn run costs the mesh (issue 15).
+// one run at a time would otherwise make and delete a JetStream consumer for every run, two
+// requests to the JetStream API and the server's work for each (issue 15).
 const watchLinger = time.Minute
 
 // record is an input recorded under a key, at a revision.
