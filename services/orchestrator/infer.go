@@ -393,8 +393,9 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	return resp, err
 }
 
-// streamGenerate makes a streamed attempt. In the XML modes the content deltas pass through
-// the transport's stream buffer: text goes out at once, a transport tag only once it is
+// streamGenerate makes a streamed attempt. Its deltas go out as llm_delta events, at most one
+// per deltaInterval (see deltas). In the XML modes the content deltas pass through the
+// transport's stream buffer: text is passed on at once, a transport tag only once it is
 // complete (seed 000 §11, Streaming).
 func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
 	stream, err := r.svc.peers.Generation.GenerateStream(ctx, &generationv1.GenerateStreamRequest{Request: req})
@@ -411,11 +412,9 @@ func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequ
 	if r.xml != nil {
 		tags = xmltransport.NewStream(r.xml.Nonce)
 	}
-	delta := func(content, reasoning string) {
-		if content != "" || reasoning != "" {
-			r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: r.turns, Content: content, Reasoning: reasoning}}})
-		}
-	}
+	pending := newDeltas(ctx, r)
+	defer pending.flush() // before the caller's llm_response, or the attempt's failure
+	delta := pending.add
 	content := func(pieces []xmltransport.Piece) {
 		for _, p := range pieces {
 			delta(p.Text, "")
