@@ -134,13 +134,13 @@ func (s *Service) resume(ctx context.Context, runID string, leaseRev uint64, rea
 	cp, head, err := s.store.Load(ctx, runID)
 	if err != nil {
 		if errors.Is(err, runstore.ErrNotFound) {
-			_ = s.store.Retire(ctx, runID) // an index entry without a checkpoint
+			_ = s.store.Retire(ctx, runID, nil) // an index entry without a checkpoint
 			return nil
 		}
 		return err
 	}
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED && cp.GetResultSaved() {
-		if err := s.store.Retire(ctx, runID); err != nil {
+		if err := s.store.Retire(ctx, runID, nil); err != nil {
 			return err
 		}
 		return s.store.Release(ctx, runID, leaseRev)

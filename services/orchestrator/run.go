@@ -312,7 +312,7 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 	if err == nil {
 		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
 		if stop := r.save(ctx, tomb); stop == nil {
-			if err := r.svc.store.Retire(ctx, r.id); err != nil {
+			if err := r.svc.store.Retire(ctx, r.id, r.head); err != nil {
 				r.svc.log.WarnContext(ctx, "retiring a finished run failed", "run_id", r.id, "err", err)
 			}
 		}

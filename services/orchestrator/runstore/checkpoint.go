@@ -21,7 +21,7 @@ const Version = 2
 // Create stores the first checkpoint of a run and marks the run active; ErrExists when the
 // run id is taken. It returns the head the run's owner saves its next checkpoint with.
 func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*Head, error) {
-	w, err := s.prepare(ctx, cp, &Head{})
+	w, err := s.prepare(ctx, cp, &Head{emptyLog: true})
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*He
 // new messages, transcript and accounting entries, the request, contract and tools when they
 // changed, and the checkpoint's own small state. A checkpoint that the store lost (NATS
 // restarted with an empty store) is written again whole from cp. When Save fails, h is as it
-// was.
+// was, but for knowing that the run's log may now hold a segment.
 func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Head) error {
 	w, err := s.prepare(ctx, cp, h)
 	if err != nil {
@@ -129,6 +129,7 @@ func (s *Store) prepare(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *
 		if err != nil {
 			return nil, err
 		}
+		h.emptyLog = false // even when the write is refused: its segment may be left behind
 		w.segments, w.tail, w.flushed = concat(w.segments, []uint64{seq}), nil, seq
 		if object != "" {
 			w.objects = append(w.objects, object)
@@ -265,11 +266,18 @@ func (s *Store) decode(ctx context.Context, b buckets, runID string, value []byt
 // deleted: a deleted key leaves a marker in the bucket's stream for good, and Active, which
 // every replica's keeper calls every third of the lease TTL, would read one more marker for
 // every run that ever finished.
-func (s *Store) Retire(ctx context.Context, runID string) error {
+//
+// h is the head the run's owner last saved at, or nil when it is not known (a keeper retiring
+// a run it found finished): a run whose head says its log holds nothing (a run that went
+// from Create to its end without a segment, as most short runs do) skips the log's two
+// requests to JetStream (issue 15).
+func (s *Store) Retire(ctx context.Context, runID string, h *Head) error {
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
-		if err := purgeLog(ctx, b, runID); err != nil {
-			return err
+		if h == nil || !h.emptyLog {
+			if err := purgeLog(ctx, b, runID); err != nil {
+				return err
+			}
 		}
 		if err := s.purgeInputs(ctx, b, runID); err != nil {
 			return err

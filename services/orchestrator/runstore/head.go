@@ -20,6 +20,10 @@ type Head struct {
 	segments []uint64                 // the log segments the checkpoint names
 	tail     *checkpointv1.LogSegment // what the checkpoint holds itself; nil when nothing
 	body     string                   // the object holding the checkpoint; empty when none
+	// emptyLog says the run's checkpoint log holds nothing: the head descends from Create's
+	// and no write through it or a head before it appended a segment (not even one that was
+	// refused), so Retire has no log to purge. False when unknown (a head Load read).
+	emptyLog bool
 
 	// What the segments and the tail hold, to tell what a run changed since.
 	messages       []transcript.Seen // the conversation, one per message
@@ -150,7 +154,7 @@ func firstSet[T comparable](a, b T) T {
 
 // advanced is h after c was stored at revision rev with the given segments and tail.
 func (h *Head) advanced(c change, rev uint64, segments []uint64, tail *checkpointv1.LogSegment, cp *checkpointv1.RunCheckpoint) *Head {
-	next := &Head{rev: rev, segments: segments, tail: tail}
+	next := &Head{rev: rev, segments: segments, tail: tail, emptyLog: h.emptyLog}
 	if c.fresh {
 		next.fill(cp)
 		return next

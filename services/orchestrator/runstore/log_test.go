@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 )
@@ -160,7 +162,7 @@ func TestCheckpointLog(t *testing.T) {
 	if err := s.Save(ctx, checkpoint("long", checkpointv1.Phase_PHASE_FINISHED, 61), other); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Retire(ctx, "long"); err != nil {
+	if err := s.Retire(ctx, "long", nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := js.Stream(ctx, runstore.LogStream)
@@ -280,7 +282,7 @@ func TestCheckpointReadWhileRetired(t *testing.T) {
 			if err := s.Save(ctx, tomb, h); err != nil {
 				t.Error(err)
 			}
-			if err := s.Retire(ctx, "racing"); err != nil {
+			if err := s.Retire(ctx, "racing", nil); err != nil {
 				t.Error(err)
 			}
 		}
@@ -308,11 +310,128 @@ func TestCheckpointTombstone(t *testing.T) {
 	if err := s.Save(ctx, tomb, h); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Retire(ctx, "short"); err != nil {
+	if err := s.Retire(ctx, "short", nil); err != nil {
 		t.Fatal(err)
 	}
 	cp, _, err := s.Load(ctx, "short")
 	if err != nil || !cp.GetResultSaved() || cp.GetRequest() != nil || len(cp.GetConversation()) != 0 {
 		t.Fatalf("Load of the tombstone = %v, %v; want it without the run", cp, err)
+	}
+}
+
+// TestRetireSkipsALogNothingWrote (issue 15): a run that went from Create to its end without a
+// log segment is retired without the log's requests to JetStream; one that wrote a segment,
+// even in a write that was refused, or whose head was loaded, has its log purged.
+func TestRetireSkipsALogNothingWrote(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	var (
+		mu       sync.Mutex
+		requests []string
+	)
+	sub, err := js.Conn().Subscribe("$JS.API.>", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		requests = append(requests, m.Subject)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// logRequests retires id at h and returns the requests to the log stream it made.
+	logRequests := func(id string, h *runstore.Head) []string {
+		t.Helper()
+		if err := js.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		requests = nil
+		mu.Unlock()
+		if err := s.Retire(ctx, id, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := js.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, subject := range requests {
+			if strings.Contains(subject, runstore.LogStream) {
+				out = append(out, subject)
+			}
+		}
+		return out
+	}
+	finish := func(id string, h *runstore.Head, turns int32) {
+		t.Helper()
+		if err := s.Save(ctx, checkpoint(id, checkpointv1.Phase_PHASE_FINISHED, turns), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	short := newGrowing("short")
+	h, err := s.Create(ctx, short.cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short.turn(100)
+	if err := s.Save(ctx, short.cp, h); err != nil {
+		t.Fatal(err)
+	}
+	finish("short", h, 2)
+	if got := logRequests("short", h); len(got) != 0 {
+		t.Errorf("retiring a run that never wrote its log made %v", got)
+	}
+
+	long := newGrowing("long")
+	h, err = s.Create(ctx, long.cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long.turn(20 << 10) // more than a checkpoint keeps itself: a segment
+	if err := s.Save(ctx, long.cp, h); err != nil {
+		t.Fatal(err)
+	}
+	finish("long", h, 2)
+	if got := logRequests("long", h); len(got) == 0 {
+		t.Error("retiring a run that wrote a segment did not purge its log")
+	}
+
+	refused := newGrowing("refused")
+	h, err = s.Create(ctx, refused.cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := s.Load(ctx, "refused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused.turn(100)
+	if err := s.Save(ctx, refused.cp, other); err != nil { // another replica goes on
+		t.Fatal(err)
+	}
+	refused.turn(20 << 10)
+	if err := s.Save(ctx, refused.cp, h); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("Save of a run another replica advanced = %v, want ErrConflict", err)
+	}
+	finish("refused", other, 3)
+	if got := logRequests("refused", h); len(got) == 0 {
+		t.Error("retiring at a head whose refused write appended a segment did not purge the log")
+	}
+	if got := logRequests("refused", other); len(got) == 0 {
+		t.Error("retiring at a loaded head did not purge the log")
+	}
+
+	st, err := js.Stream(ctx, runstore.LogStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("agentmesh.checkpoint.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Errorf("the log holds %d messages after every run retired, want none", info.State.Msgs)
 	}
 }

@@ -98,7 +98,7 @@ func TestCheckpointsAreCompareAndSet(t *testing.T) {
 	if note, err := s.NoteOf(ctx, "r1"); err != nil || note != runstore.HandedOff {
 		t.Fatalf("NoteOf after Note = %q, %v", note, err)
 	}
-	if err := s.Retire(ctx, "r1"); err != nil {
+	if err := s.Retire(ctx, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if ids, err := s.Active(ctx); err != nil || len(ids) != 0 {
@@ -118,7 +118,7 @@ func TestRetiredRunsLeaveNothingToList(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"done-1", "done-2"} {
-		if err := s.Retire(ctx, id); err != nil {
+		if err := s.Retire(ctx, id, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -195,7 +195,7 @@ func TestLargeCheckpoints(t *testing.T) {
 	if err := s.Save(ctx, checkpoint("big", checkpointv1.Phase_PHASE_FINISHED, 2), h); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Retire(ctx, "big"); err != nil {
+	if err := s.Retire(ctx, "big", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 0 {
@@ -300,7 +300,7 @@ func TestInputs(t *testing.T) {
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || !proto.Equal(decided["call/1 ü"], approve) || len(decided) != 1 {
 		t.Fatalf("Decisions = %v, %v", decided, err)
 	}
-	if err := s.Retire(ctx, "r1"); err != nil {
+	if err := s.Retire(ctx, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || len(decided) != 0 {
@@ -352,7 +352,7 @@ func TestRetireDropsEveryInput(t *testing.T) {
 		t.Fatalf("r1's first input %v", got) // the watch has recorded r1's inputs
 	}
 	stopWatching()
-	if err := s.Retire(ctx, "r1"); err != nil {
+	if err := s.Retire(ctx, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	stream, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
@@ -372,7 +372,7 @@ func TestRetireDropsEveryInput(t *testing.T) {
 	if n := left("r2"); n != 3 {
 		t.Errorf("r2, not retired, has %d subjects of inputs, want 3", n)
 	}
-	if err := s.Retire(ctx, "r2"); err != nil { // no watch ever saw r2's inputs
+	if err := s.Retire(ctx, "r2", nil); err != nil { // no watch ever saw r2's inputs
 		t.Fatal(err)
 	}
 	if n := left("r2"); n != 0 {
