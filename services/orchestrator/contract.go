@@ -209,14 +209,18 @@ func requiredNeedsTurns(c *typev1.ExecutionContract, source string) string {
 }
 
 // unknownProvider says which target (or the fallback target) names a provider the generation
-// stage does not have, or
-// "". A generation stage that cannot list its providers (an older implementation of the
-// proto) is not checked here: its first attempt tells.
+// stage does not have, or "". The stage's list answers for a second (providerCache). A
+// generation stage that cannot list its providers (an older implementation of the proto) is
+// not checked here: its first attempt tells.
 func (r *run) unknownProvider(ctx context.Context) string {
+	if r.svc.providers.covers(r.contract) {
+		return ""
+	}
 	resp, err := whenReady(ctx, "generation", r.svc.peers.Generation.ListProviders, &generationv1.ListProvidersRequest{})
 	if err != nil {
 		return ""
 	}
+	r.svc.providers.take(resp.GetProviders())
 	for i, t := range r.contract.GetTargets() {
 		if !slices.Contains(resp.GetProviders(), t.GetProvider()) {
 			return fmt.Sprintf("targets[%d] names provider %q, which the generation stage does not have (it has: %s)",

@@ -127,7 +127,8 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	grants       *grant.Signer
-	tools        toolCache // the action service's tools, shared by the runs
+	tools        toolCache     // the action service's tools, shared by the runs
+	providers    providerCache // the generation stage's providers, as preflight last found them
 
 	store        *runstore.Store // nil: runs are not durable
 	replica      string
