@@ -11,8 +11,9 @@ import (
 // written as started once the call holds its queue slot, before its tool runs, and as done,
 // with the response, after. No tool runs unless its call's started record was written where
 // the call had none, or over the record the service read, so a call whose record is done
-// answers from it and a call whose record is started is never run blindly again. Shared by every replica of the stage (KVLedger), it makes that hold across the mesh
-// and across restarts; the in-memory ledger New uses without one holds only within a process.
+// answers from it and a call whose record is started is never run blindly again. Shared by
+// every replica of the stage (KVLedger), it makes that hold across the mesh and across
+// restarts; the in-memory ledger New uses without one holds only within a process.
 //
 // Writes are compare-and-set on the record's revision, so of two replicas racing for a call
 // exactly one writes it. An error other than ErrNoRecord and ErrRecordChanged means that the

@@ -22,7 +22,7 @@ const providersTTL = time.Second
 type providerCache struct {
 	mu    sync.Mutex
 	names []string
-	at    time.Time // when the list was taken
+	at    time.Time // when the list was taken; zero before the first
 }
 
 // covers reports whether a list taken less than providersTTL ago names every provider c's
@@ -30,7 +30,7 @@ type providerCache struct {
 func (p *providerCache) covers(c *typev1.ExecutionContract) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.names == nil || time.Since(p.at) >= providersTTL {
+	if p.at.IsZero() || time.Since(p.at) >= providersTTL {
 		return false
 	}
 	for _, t := range c.GetTargets() {
@@ -47,7 +47,4 @@ func (p *providerCache) take(names []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.names, p.at = slices.Clone(names), time.Now()
-	if p.names == nil {
-		p.names = []string{}
-	}
 }
