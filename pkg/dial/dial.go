@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -75,7 +76,8 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithKeepaliveParams(keepaliveParams),
 		grpc.WithConnectParams(connectParams),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes), grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes), grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes),
+			grpc.ForceCodecV2(toolwire.NewCodec())),
 		grpc.WithChainUnaryInterceptor(defaultDeadline(cfg.timeout)),
 	}
 	if !cfg.retry {

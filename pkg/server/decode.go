@@ -5,9 +5,9 @@ import (
 	"sync"
 
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
-	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -18,13 +18,13 @@ import (
 // runs; requestCodec instead decodes without failing and keeps the error for the interceptors
 // of decodeErrors, which answer INVALID_ARGUMENT naming the message type and the problem.
 type requestCodec struct {
-	encoding.CodecV2 // gRPC's protobuf codec
+	encoding.CodecV2 // gRPC's protobuf codec, decoding each distinct tool once (toolwire.Codec)
 
 	failed sync.Map // proto.Message (the request being decoded into) → its decoding error
 }
 
 func newRequestCodec() *requestCodec {
-	return &requestCodec{CodecV2: encoding.GetCodecV2(protocodec.Name)}
+	return &requestCodec{CodecV2: toolwire.NewCodec()}
 }
 
 // Unmarshal decodes data into v. When v is a message that data does not decode into, it

@@ -1,6 +1,9 @@
 package tokens
 
-import typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+import (
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
+)
 
 // Counter counts the tokens text, messages and tool schemas cost one model. Counters are
 // safe for concurrent use.
@@ -32,6 +35,7 @@ var Estimator Counter = &counter{encoding: EncodingEstimate, text: Estimate}
 type counter struct {
 	encoding string
 	text     func(string) int64
+	tools    toolwire.Memo[int64] // each shared tool's count: counting renders its schema as JSON
 }
 
 func (c *counter) Encoding() string { return c.encoding }
@@ -70,7 +74,12 @@ func (c *counter) Messages(msgs []*typev1.Message) int64 {
 func (c *counter) Tools(tools []*typev1.Tool) int64 {
 	var n int64
 	for _, t := range tools {
-		n += c.Text(t.GetName()) + c.Text(t.GetDescription()) + c.Text(structJSON(t.GetInputSchema()))
+		n += c.tools.Get(t, c.tool)
 	}
 	return n
+}
+
+// tool is what one tool costs.
+func (c *counter) tool(t *typev1.Tool) int64 {
+	return c.Text(t.GetName()) + c.Text(t.GetDescription()) + c.Text(structJSON(t.GetInputSchema()))
 }

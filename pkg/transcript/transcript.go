@@ -20,6 +20,7 @@ import (
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -200,14 +201,17 @@ func timeText(t *timestamppb.Timestamp) string {
 	return fmt.Sprintf("%d.%09d", t.GetSeconds(), t.GetNanos())
 }
 
-// MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil).
+// MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil). The
+// tools of a request that carries shared tools (toolwire.Share) come after its other fields,
+// each the encoding toolwire made of it once: still one encoding for one message, without
+// encoding every schema again on every step.
 func MessageHash(m proto.Message) string {
 	if m == nil {
 		return ""
 	}
 	buf := encodings.Get().(*[]byte)
 	defer putEncoding(buf)
-	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], m)
+	b, err := toolwire.AppendMarshal((*buf)[:0], m, proto.MarshalOptions{Deterministic: true})
 	if err != nil {
 		// Marshalling a valid in-memory message cannot fail; hash the error text so the entry
 		// still differs from any real payload.

@@ -6,6 +6,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/structjson"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
@@ -26,6 +27,9 @@ const sharedToolsSize = 1024
 // is safe for concurrent use; the copies it hands out are read, never modified.
 type sharedTools struct {
 	cache *lru.Cache[string, *sharedTool]
+	// byTool finds the copy of a tool toolwire shared (the gRPC codec decodes each distinct
+	// tool once) without rendering its schema as JSON to look it up.
+	byTool toolwire.Memo[*sharedTool]
 }
 
 // sharedTool is a tool's shared copy and its input schema as the providers send it and as
@@ -66,7 +70,10 @@ func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, []json.RawMes
 }
 
 // get returns the shared copy of t, made from t when there is none.
-func (c *sharedTools) get(t *typev1.Tool) *sharedTool {
+func (c *sharedTools) get(t *typev1.Tool) *sharedTool { return c.byTool.Get(t, c.lookup) }
+
+// lookup returns the shared copy of a tool equal to t, made from t when there is none.
+func (c *sharedTools) lookup(t *typev1.Tool) *sharedTool {
 	var schema []byte
 	if s := t.GetInputSchema(); s != nil {
 		var err error

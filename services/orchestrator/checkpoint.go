@@ -7,6 +7,7 @@ import (
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/proto"
@@ -103,6 +104,7 @@ func (r *run) restore(cp *checkpointv1.RunCheckpoint) error {
 	r.forcedFinal, r.toolsClosed, r.collapsed, r.formatFails = cp.GetForcedFinal(), cp.GetToolsClosed(), cp.GetCollapsed(), cp.GetFormatFails()
 	r.toolBudgetSpent, r.observedDone = cp.GetToolBudgetSpent(), cp.GetObservedDone()
 	r.decision, r.goal, r.available = cp.GetDecision(), cp.GetGoal(), cp.GetAvailable()
+	toolwire.Share(r.available...) // the run's own, never changed: each encoded once for its requests
 	r.tracker, r.constraints, r.taskType = restorePlanTracker(cp), cp.GetConstraints(), cp.GetTaskType()
 	r.chain = transcript.Resume(cp.GetTranscript(), r.contract.GetAdapterVersion(), modelProfile(r.contract))
 	r.counter = tokens.ForModel(firstModel(r.contract))

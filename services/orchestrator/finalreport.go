@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/structjson"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -52,12 +53,14 @@ func newFinalReportTool(format typev1.OutputFormat, content map[string]any) *typ
 		},
 		"required": []any{"report_format"},
 	})
-	return &typev1.Tool{
+	t := &typev1.Tool{
 		Name:        FinalReportTool,
 		Description: "Finish the task: give your final answer. Call it once, when you have everything you need.",
 		InputSchema: schema,
 		Server:      "orchestrator",
 	}
+	toolwire.Share(t) // never changed: sent with every request as one encoding
+	return t
 }
 
 func formatName(f typev1.OutputFormat) string {

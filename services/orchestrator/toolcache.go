@@ -7,6 +7,7 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -71,6 +72,7 @@ func (c *toolCache) share(tools []*typev1.Tool, version string) []*typev1.Tool {
 			tools[i] = old
 		}
 	}
+	toolwire.Share(tools...) // shared, so never changed: each is encoded once for every request
 	c.list, c.version = slices.Clone(tools), version
 	return tools
 }

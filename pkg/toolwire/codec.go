@@ -1,0 +1,51 @@
+package toolwire
+
+import (
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+)
+
+// Codec is gRPC's protobuf codec with this package's Marshal and Unmarshal for messages that
+// carry tools: a client sends the shared tools of its requests as their encodings made once,
+// and a server decodes each distinct tool it is sent once. Messages without tools go through
+// gRPC's codec unchanged. Use it on clients with grpc.ForceCodecV2 and on servers with
+// grpc.ForceServerCodecV2.
+type Codec struct {
+	base encoding.CodecV2
+}
+
+// NewCodec returns the codec.
+func NewCodec() Codec { return Codec{base: encoding.GetCodecV2(protocodec.Name)} }
+
+// Name is gRPC's protobuf codec's: the codec speaks protobuf, with the same content type.
+func (c Codec) Name() string { return c.base.Name() }
+
+// Marshal encodes v, writing its shared tools as the encodings Share made of them.
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.base.Marshal(v)
+	}
+	pm := m.ProtoReflect()
+	if !layoutOf(pm.Descriptor()).holdsShared(pm) {
+		return c.base.Marshal(v)
+	}
+	b, err := AppendMarshal(nil, m, proto.MarshalOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+// Unmarshal decodes data into v, each distinct tool once (see Unmarshal).
+func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok || layoutOf(m.ProtoReflect().Descriptor()).empty() {
+		return c.base.Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return Unmarshal(buf.ReadOnlyData(), m)
+}
