@@ -96,7 +96,7 @@ func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv
 		RunId:                     r.id,
 		UserId:                    r.userID,
 		History:                   r.conversation,
-		MaxTokens:                 max(limit-r.schemaTokens(tools), 1),
+		MaxTokens:                 max(limit-r.counter.Tools(tools), 1),
 		Counters:                  &typev1.GuardCounters{Ctx: r.ctxTokens, Pending: r.counter.Messages(r.conversation[r.sentUpTo:])},
 		Tools:                     tools,
 		ContextWindow:             c.GetContextWindow(),
@@ -137,7 +137,7 @@ func (r *run) overflows(content string) (*typev1.GuardReport, bool) {
 		Ctx:     r.ctxTokens,
 		Pending: r.counter.Messages(r.conversation[r.sentUpTo:]),
 		New:     r.counter.Message(&typev1.Message{Role: typev1.Role_ROLE_TOOL, Content: content}),
-		Schema:  r.schemaTokens(r.turnTools()),
+		Schema:  r.counter.Tools(r.turnTools()),
 	}
 	projected := counters.GetCtx() + counters.GetPending() + counters.GetNew() + counters.GetSchema()
 	g := &typev1.GuardReport{Counters: counters, Projected: projected, Limit: limit, Verdict: typev1.GuardVerdict_GUARD_VERDICT_OK, Trigger: "tool_preflight"}
@@ -145,26 +145,6 @@ func (r *run) overflows(content string) (*typev1.GuardReport, bool) {
 		g.Verdict, g.Reason = typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL, "context"
 	}
 	return g, projected > limit
-}
-
-// schemaTokens is what tools' schemas cost the run's model (tokens.Counter.Tools), each tool
-// counted once per run: a run's tools never change, and counting a tool renders its input
-// schema as JSON, which the run would otherwise do for every tool it offers before every turn
-// and after every tool result. Only the run's goroutine calls it.
-func (r *run) schemaTokens(tools []*typev1.Tool) int64 {
-	var n int64
-	for _, t := range tools {
-		c, ok := r.toolTokens[t]
-		if !ok {
-			c = r.counter.Tools([]*typev1.Tool{t})
-			if r.toolTokens == nil {
-				r.toolTokens = make(map[*typev1.Tool]int64)
-			}
-			r.toolTokens[t] = c
-		}
-		n += c
-	}
-	return n
 }
 
 func (r *run) emitGuard(ctx context.Context, g *typev1.GuardReport) {

@@ -80,8 +80,6 @@ type run struct {
 	collapsed    bool  // a final report failed: the next turn is the last (seed 000 §1)
 	formatFails  int32 // turns whose output had malformed tool calls
 	decision     *typev1.AgentDecision
-	// toolTokens: what each of the run's tools costs under counter (schemaTokens).
-	toolTokens map[*typev1.Tool]int64
 	// toolBudgetSpent: a call was dropped over max_tool_calls_total, so the next turn is the
 	// final one (seed 002 §7).
 	toolBudgetSpent bool
