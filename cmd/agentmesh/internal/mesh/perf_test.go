@@ -52,7 +52,12 @@ type benchOptions struct {
 	nats        string       // the NATS server's URL; "" embeds one in the mesh
 	httpClient  *http.Client // the model's client; nil is the generation service's own
 	inProcess   bool         // the stages served in process (mesh.Options.InProcess): the floor of the design
+	tools       int          // REST tools offered besides the calculator (offeredTool)
 }
+
+// offeredTools is how many tools BenchmarkTurn's /tools= case offers besides the calculator:
+// as many as a few MCP servers give an agent.
+const offeredTools = 30
 
 // benchModel is the model of the benchmarks' target: a name without a known tokenizer, so
 // tokens are estimated. The scripted model answers any name.
@@ -111,6 +116,12 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 	cfg.Targets = []config.Target{{Provider: "scripted", Model: model}}
 	cfg.Durability.Checkpoints = o.checkpoints
 	cfg.NATS.URL = o.nats
+	if o.tools > 0 {
+		cfg.RestTools = map[string]config.RestTool{}
+		for i := range o.tools {
+			cfg.RestTools[fmt.Sprintf("lookup_%02d", i)] = offeredTool(i)
+		}
+	}
 	var (
 		tp  oteltrace.TracerProvider = noop.NewTracerProvider()
 		sdk *trace.TracerProvider
@@ -139,6 +150,29 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	return &benchMesh{addr: m.Addr(mesh.Orchestrator), client: agentv1.NewAgentServiceClient(conn), spans: sdk}
+}
+
+// offeredTool is the i-th of the tools a benchmark offers besides the calculator: a REST tool
+// the model never calls, with a schema of the size MCP servers' tools have (some 600 bytes of
+// JSON: four properties, an enum, a nested object).
+func offeredTool(i int) config.RestTool {
+	return config.RestTool{
+		Description: fmt.Sprintf("Looks up the records of catalogue %d that match a query, and returns them as JSON.", i),
+		URL:         "http://127.0.0.1:9/lookup",
+		InputSchema: map[string]any{
+			"type":     "object",
+			"required": []any{"query"},
+			"properties": map[string]any{
+				"query": map[string]any{"type": "string", "description": "The words to search for."},
+				"limit": map[string]any{"type": "integer", "description": "The most records to return.", "minimum": 1, "maximum": 100},
+				"sort":  map[string]any{"type": "string", "enum": []any{"relevance", "newest", "oldest"}},
+				"filter": map[string]any{"type": "object", "properties": map[string]any{
+					"owner": map[string]any{"type": "string"},
+					"tags":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+				}},
+			},
+		},
+	}
 }
 
 // discard is a span exporter that drops what it is given: spans are made, sampled, batched
@@ -220,13 +254,15 @@ func earlier(first string, n int) []*typev1.Message {
 // tracing on for a model that selects a BPE tokenizer (model=gpt-4o), where every token count
 // is exact rather than estimated; and both with tracing on with every stage served in process
 // (stages=inprocess, mesh.Options.InProcess), the floor of the design: the same loop without
-// the gRPC transport between the services.
+// the gRPC transport between the services; and the 10-turn run offering 30 more tools
+// (tools=30), which every request of a turn carries: what the tools offered cost a turn.
 func BenchmarkTurn(b *testing.B) {
 	type turnConfig struct {
 		turns, history int
 		tracing        bool
 		model          string
 		inProcess      bool
+		tools          int
 	}
 	var configs []turnConfig
 	for _, size := range []struct{ turns, history int }{{benchTurns, 0}, {50, 40}} {
@@ -236,6 +272,7 @@ func BenchmarkTurn(b *testing.B) {
 			turnConfig{turns: size.turns, history: size.history, tracing: true, model: tiktokenModel},
 			turnConfig{turns: size.turns, history: size.history, tracing: true, inProcess: true})
 	}
+	configs = append(configs, turnConfig{turns: benchTurns, tracing: true, tools: offeredTools})
 	for _, tc := range configs {
 		name := fmt.Sprintf("turns=%d/tracing=%v", tc.turns, tc.tracing)
 		if tc.model != "" {
@@ -244,9 +281,12 @@ func BenchmarkTurn(b *testing.B) {
 		if tc.inProcess {
 			name += "/stages=inprocess"
 		}
+		if tc.tools > 0 {
+			name += fmt.Sprintf("/tools=%d", tc.tools)
+		}
 		b.Run(name, func(b *testing.B) {
 			name := fmt.Sprintf("bench %d turns", tc.turns)
-			m := startBench(b, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess}, toolRunAfter(name, tc.turns, tc.history/2))
+			m := startBench(b, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess, tools: tc.tools}, toolRunAfter(name, tc.turns, tc.history/2))
 			req := toolRequest(name, tc.turns, earlier(name, tc.history))
 			perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
