@@ -3,6 +3,7 @@ package toolwire
 import (
 	"bytes"
 	"hash/maphash"
+	"sync/atomic"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -12,8 +13,13 @@ import (
 )
 
 // decodedSize is how many distinct tool encodings Unmarshal keeps decoded: far more than the
-// tools of one deployment, few enough that their schemas stay small.
+// tools of one deployment.
 const decodedSize = 1024
+
+// maxDecodedBytes bounds the encodings of the tools Unmarshal keeps decoded, so that a caller
+// sending many large schemas cannot make the cache hold much memory: a tool that would
+// overflow it is decoded for its request alone, as every tool was before.
+const maxDecodedBytes = 8 << 20
 
 // decodedTool is a tool Unmarshal decoded and the encoding it came from.
 type decodedTool struct {
@@ -21,14 +27,18 @@ type decodedTool struct {
 	tool *typev1.Tool
 }
 
-// decoded holds the tools Unmarshal decoded, by the hash of their encoding.
-var decoded = func() *lru.Cache[uint64, decodedTool] {
-	c, err := lru.New[uint64, decodedTool](decodedSize)
-	if err != nil {
-		panic(err) // only for a size that is not positive
-	}
-	return c
-}()
+// decoded holds the tools Unmarshal decoded, by the hash of their encoding; decodedBytes is
+// the size of their encodings.
+var (
+	decodedBytes atomic.Int64
+	decoded      = func() *lru.Cache[uint64, decodedTool] {
+		c, err := lru.NewWithEvict(decodedSize, func(_ uint64, d decodedTool) { decodedBytes.Add(-int64(len(d.enc))) })
+		if err != nil {
+			panic(err) // only for a size that is not positive
+		}
+		return c
+	}()
+)
 
 // seed seeds the hashes of encodings.
 var seed = maphash.MakeSeed()
@@ -116,7 +126,16 @@ func decode(enc []byte) (*typev1.Tool, error) {
 	if err := proto.Unmarshal(enc, tool); err != nil {
 		return nil, err
 	}
+	if decodedBytes.Add(int64(len(enc))) > maxDecodedBytes {
+		decodedBytes.Add(-int64(len(enc)))
+		return tool, nil
+	}
+	if held, _ := decoded.ContainsOrAdd(h, decodedTool{enc: bytes.Clone(enc), tool: tool}); held {
+		// Another encoding of the same hash, or this one decoded at the same time by another
+		// call, holds the entry: this tool is its request's alone.
+		decodedBytes.Add(-int64(len(enc)))
+		return tool, nil
+	}
 	decodedShared(tool)
-	decoded.Add(h, decodedTool{enc: bytes.Clone(enc), tool: tool})
 	return tool, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,5 +253,32 @@ func TestMemoDerivesOncePerSharedTool(t *testing.T) {
 	}
 	if derived != 3 {
 		t.Errorf("a tool not shared was derived %d times, want every time (3)", derived)
+	}
+}
+
+// TestUnmarshalKeepsNoToolOverItsBound: a tool whose encoding alone overflows the bytes the
+// cache may hold is decoded for its request only, and decoded right.
+func TestUnmarshalKeepsNoToolOverItsBound(t *testing.T) {
+	huge := &typev1.Tool{Name: "huge", Description: strings.Repeat("x", maxDecodedBytes)}
+	enc, err := AppendMarshal(nil, request(huge), proto.MarshalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [2]*typev1.Tool
+	for i := range got {
+		req := &generationv1.GenerateStreamRequest{}
+		if err := Unmarshal(enc, req); err != nil {
+			t.Fatal(err)
+		}
+		got[i] = req.GetRequest().GetTools()[0]
+	}
+	if got[0] == got[1] {
+		t.Error("a tool over the cache's bound was kept")
+	}
+	if !proto.Equal(got[0], huge) {
+		t.Error("the huge tool decoded wrong")
+	}
+	if n := decodedBytes.Load(); n > maxDecodedBytes {
+		t.Errorf("the cache holds %d bytes of encodings, over its bound of %d", n, maxDecodedBytes)
 	}
 }
