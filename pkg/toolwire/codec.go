@@ -19,7 +19,8 @@ type Codec struct {
 // NewCodec returns the codec.
 func NewCodec() Codec { return Codec{base: encoding.GetCodecV2(protocodec.Name)} }
 
-// Name is gRPC's protobuf codec's: the codec speaks protobuf, with the same content type.
+// Name is gRPC's protobuf codec's, "proto": a client that forces the codec sends the content
+// type application/grpc+proto, which any gRPC server takes for protobuf.
 func (c Codec) Name() string { return c.base.Name() }
 
 // Marshal encodes v, writing its shared tools as the encodings Share made of them.

@@ -201,10 +201,9 @@ func timeText(t *timestamppb.Timestamp) string {
 	return fmt.Sprintf("%d.%09d", t.GetSeconds(), t.GetNanos())
 }
 
-// MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil). The
-// tools of a request that carries shared tools (toolwire.Share) come after its other fields,
-// each the encoding toolwire made of it once: still one encoding for one message, without
-// encoding every schema again on every step.
+// MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil). A
+// request's shared tools (toolwire.Share) are written as the encodings toolwire made of them
+// once, so a step does not encode every schema again; the bytes are protobuf's all the same.
 func MessageHash(m proto.Message) string {
 	if m == nil {
 		return ""
