@@ -173,32 +173,47 @@ func (c *Chain) Len() int {
 }
 
 // EntryHash computes an entry's hash from its fields (its own hash field is ignored), as its
-// hash_version says.
+// hash_version says. The fields are written into one pooled buffer, each followed by a NUL
+// byte, and hashed at once: a chain appends several entries a turn.
 func EntryHash(e *typev1.TranscriptEntry) string {
-	parts := []string{
+	buf := encodings.Get().(*[]byte)
+	defer putEncoding(buf)
+	b := (*buf)[:0]
+	for _, part := range [...]string{
 		e.GetPrevHash(), e.GetContractHash(), e.GetState().String(), e.GetActionHash(),
 		e.GetResultHash(), e.GetAdapterVersion(), e.GetModelProfileId(),
+	} {
+		b = append(append(b, part...), 0)
 	}
-	if e.GetHashVersion() >= 1 {
-		parts = append(parts, "v"+strconv.Itoa(int(e.GetHashVersion())), e.GetStepId(), e.GetDetail(), timeText(e.GetTime()))
+	if v := e.GetHashVersion(); v >= 1 {
+		b = append(strconv.AppendInt(append(b, 'v'), int64(v), 10), 0)
+		b = append(append(b, e.GetStepId()...), 0)
+		b = append(append(b, e.GetDetail()...), 0)
+		b = append(appendTime(b, e.GetTime()), 0)
 		for _, s := range e.GetMessages() {
-			parts = append(parts, strconv.Itoa(int(s.GetIndex()))+":"+s.GetHash())
+			b = append(append(append(strconv.AppendInt(b, int64(s.GetIndex()), 10), ':'), s.GetHash()...), 0)
 		}
 	}
-	h := sha256.New()
-	for _, part := range parts {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	*buf = b
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
-// timeText is an entry's time as its hash covers it: seconds and nanoseconds since the epoch.
-func timeText(t *timestamppb.Timestamp) string {
+// appendTime appends an entry's time as its hash covers it: seconds and nanoseconds since the
+// epoch, "%d.%09d"; nothing for no time.
+func appendTime(b []byte, t *timestamppb.Timestamp) []byte {
 	if t == nil {
-		return ""
+		return b
 	}
-	return fmt.Sprintf("%d.%09d", t.GetSeconds(), t.GetNanos())
+	nanos := t.GetNanos()
+	if nanos < 0 || nanos > 999_999_999 {
+		return fmt.Appendf(b, "%d.%09d", t.GetSeconds(), nanos) // not a valid time, hashed as it is
+	}
+	b = append(strconv.AppendInt(b, t.GetSeconds(), 10), '.')
+	for d := int32(100_000_000); d > 0; d /= 10 {
+		b = append(b, byte('0'+nanos/d%10))
+	}
+	return b
 }
 
 // MessageHash is the hex SHA-256 of m's deterministic protobuf encoding ("" for nil). A
