@@ -30,10 +30,11 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 		return c.base.Marshal(v)
 	}
 	pm := m.ProtoReflect()
-	if !layoutOf(pm.Descriptor()).holdsShared(pm) {
+	l := layoutOf(pm.Descriptor())
+	if !l.holdsShared(pm) {
 		return c.base.Marshal(v)
 	}
-	b, err := AppendMarshal(nil, m, proto.MarshalOptions{})
+	b, err := l.appendMarshal(nil, pm, proto.MarshalOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -43,10 +44,14 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 // Unmarshal decodes data into v, each distinct tool once (see Unmarshal).
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
-	if !ok || layoutOf(m.ProtoReflect().Descriptor()).empty() {
+	if !ok {
+		return c.base.Unmarshal(data, v)
+	}
+	l := layoutOf(m.ProtoReflect().Descriptor())
+	if l.empty() {
 		return c.base.Unmarshal(data, v)
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	return Unmarshal(buf.ReadOnlyData(), m)
+	return l.unmarshalMessage(buf.ReadOnlyData(), m)
 }

@@ -47,13 +47,17 @@ var seed = maphash.MakeSeed()
 // is decoded once per distinct encoding and shared with every message decoded from the same
 // bytes: nobody may change the tools of m's tool lists.
 func Unmarshal(b []byte, m proto.Message) error {
-	pm := m.ProtoReflect()
-	l := layoutOf(pm.Descriptor())
+	l := layoutOf(m.ProtoReflect().Descriptor())
 	if l.empty() {
 		return proto.Unmarshal(b, m)
 	}
+	return l.unmarshalMessage(b, m)
+}
+
+// unmarshalMessage is Unmarshal for a message m whose layout is l, which holds tool lists.
+func (l *layout) unmarshalMessage(b []byte, m proto.Message) error {
 	proto.Reset(m)
-	if err := l.unmarshal(b, pm); err != nil {
+	if err := l.unmarshal(b, m.ProtoReflect()); err != nil {
 		return proto.Unmarshal(b, m) // malformed: proto names the problem, as for any message
 	}
 	return nil

@@ -19,10 +19,13 @@ type Memo[V any] struct {
 // Get returns derive(t), derived once while t lives when t is shared and on every call when
 // it is not.
 func (m *Memo[V]) Get(t *typev1.Tool, derive func(*typev1.Tool) V) V {
-	if t == nil || !isShared(t) {
+	if t == nil {
 		return derive(t)
 	}
 	key := weak.Make(t)
+	if !isShared(key) {
+		return derive(t)
+	}
 	if v, ok := m.values.Load(key); ok {
 		return v.(V)
 	}
@@ -37,9 +40,9 @@ func (m *Memo[V]) Get(t *typev1.Tool, derive func(*typev1.Tool) V) V {
 // ones Share registered are.
 var decodedTools sync.Map // weak.Pointer[typev1.Tool] → struct{}
 
-// isShared reports whether t is a tool Share registered or Unmarshal decoded.
-func isShared(t *typev1.Tool) bool {
-	key := weak.Make(t)
+// isShared reports whether the tool key points to is one Share registered or Unmarshal
+// decoded.
+func isShared(key weak.Pointer[typev1.Tool]) bool {
 	if _, ok := encodings.Load(key); ok {
 		return true
 	}
