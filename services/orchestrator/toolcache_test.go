@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"testing"
+	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/protobuf/proto"
@@ -49,5 +50,29 @@ func TestToolCacheShares(t *testing.T) {
 	}
 	if !proto.Equal(first[1], list("finds")[1]) {
 		t.Error("sharing changed a tool a run holds")
+	}
+}
+
+// TestToolCacheAnswersForAWhile: a list the action service gave or confirmed answers for it
+// for toolsTTL, and not after.
+func TestToolCacheAnswersForAWhile(t *testing.T) {
+	var c toolCache
+	if _, ok := c.recent(); ok {
+		t.Fatal("an empty cache answers")
+	}
+	given := c.share([]*typev1.Tool{{Name: "calculator"}}, "v1")
+	got, ok := c.recent()
+	if !ok || len(got) != 1 || got[0] != given[0] {
+		t.Fatalf("recent() = %v, %v just after the list was given; want it", got, ok)
+	}
+	c.at = time.Now().Add(-toolsTTL) // the list is a TTL old
+	if _, ok := c.recent(); ok {
+		t.Error("a list a TTL old answers for the action service")
+	}
+	if _, ok := c.ofVersion("v1"); !ok {
+		t.Fatal("the action service's confirmation of v1 is not taken")
+	}
+	if _, ok := c.recent(); !ok {
+		t.Error("a list the action service just confirmed does not answer")
 	}
 }
