@@ -217,11 +217,26 @@ func (s *Service) register(ctx context.Context, r *run) {
 	s.metrics.active.Add(ctx, 1)
 }
 
-// retire ends what register and runContext began, once the run's work here is over.
+// retire ends what register and runContext began, once the run's work here is over. A
+// finished run's records in the store are retired on a goroutine of its own (retireStored),
+// so that its caller has its result at once; the run stays live, found by GetRun and waited
+// for by Drain, until they are.
 func (s *Service) retire(ctx context.Context, r *run) {
 	r.timer.Stop()
 	r.cancel(nil)
 	r.span.End()
+	if r.retireStored != nil {
+		s.retiring.Go(func() {
+			r.retireStored()
+			s.forget(ctx, r)
+		})
+		return
+	}
+	s.forget(ctx, r)
+}
+
+// forget removes a retired run from this replica.
+func (s *Service) forget(ctx context.Context, r *run) {
 	s.mu.Lock()
 	delete(s.live, r.id)
 	s.mu.Unlock()

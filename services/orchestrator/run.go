@@ -39,6 +39,10 @@ type run struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	span   trace.Span
+	// retireStored, set when the run finished, retires its records in the store (see
+	// retireStored); retire calls it on a goroutine of its own, after the run's callers have
+	// their result.
+	retireStored func()
 
 	// Durability (nil store: none). The checkpoint revision and the phase to resume from are
 	// the run goroutine's; the lease revision is renewed by the keeper (guarded by mu).
@@ -309,7 +313,17 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 	if r.svc.store == nil {
 		return
 	}
-	if err == nil {
+	ctx = r.publishContext(ctx) // the run's context ends as it returns; its records outlive it
+	r.retireStored = func() { r.retireRecords(ctx, err == nil) }
+}
+
+// retireRecords retires a finished run's records in the store (a tombstone checkpoint, then
+// its checkpoint log, its inputs and its entry among the active runs), and gives its lease
+// back. saved says the memory stage has the result: a run whose result it has not keeps its
+// records until a replica saves it. The result is stored and delivered by then, so the run's
+// callers and watchers need not wait for these five requests to NATS.
+func (r *run) retireRecords(ctx context.Context, saved bool) {
+	if saved {
 		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
 		if stop := r.save(ctx, tomb); stop == nil {
 			if err := r.svc.store.Retire(ctx, r.id, r.head); err != nil {

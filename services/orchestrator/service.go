@@ -137,8 +137,9 @@ type Service struct {
 	stopKeeper   context.CancelFunc // ends the lease keeper
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
 	abandonNow   context.CancelFunc
-	kept         chan struct{} // closed when the lease keeper has returned
-	starts       chan struct{} // a place for each run starting (admit)
+	kept         chan struct{}  // closed when the lease keeper has returned
+	starts       chan struct{}  // a place for each run starting (admit)
+	retiring     sync.WaitGroup // finished runs whose store records are being retired (retireStored)
 
 	mu          sync.Mutex
 	live        map[string]*run           // runs executing on this replica
@@ -239,6 +240,7 @@ func (s *Service) Drain(ctx context.Context) {
 	defer func() {
 		s.stopKeeper()
 		<-s.kept
+		s.retiring.Wait()
 		s.store.Close()
 	}()
 	runs := s.liveRuns()
