@@ -64,6 +64,7 @@ BENCH_COUNT ?= 6
 
 bench: tools ## run the benchmarks and compare their configurations with benchstat (ratios, not timings)
 	go test -run '^$$' -bench . -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench.txt
+	go test -run '^$$' -bench Hop -count $(BENCH_COUNT) ./pkg/server/ | tee -a bench.txt
 	benchstat -filter '.name:Turn' -col /turns bench.txt
 	benchstat -filter '.name:Turn /stages:""' -col /tracing bench.txt
 	benchstat -filter '.name:Turn /tracing:true /stages:""' -col /model bench.txt
@@ -72,6 +73,8 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
 	benchstat -filter '.name:IdleRun' -col /provider bench.txt
 	benchstat -filter '.name:(Concurrent OR InFlight)' bench.txt
+	benchstat -filter '.name:Hop /tracing:false' -col /stack bench.txt
+	benchstat -filter '.name:Hop /stack:mesh' -col /tracing bench.txt
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev
