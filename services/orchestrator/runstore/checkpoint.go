@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	"github.com/agentmesh/agentmesh/pkg/kvbody"
@@ -212,7 +213,7 @@ const maxReads = 5
 
 // read reads the checkpoint entry e of a run, and its log unless want refuses it.
 func (s *Store) read(ctx context.Context, b buckets, runID string, e jetstream.KeyValueEntry, want func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, *Head, error) {
-	cp, err := s.decode(ctx, b, runID, e.Value())
+	cp, err := s.decode(ctx, b, runID, e)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -221,12 +222,45 @@ func (s *Store) read(ctx context.Context, b buckets, runID string, e jetstream.K
 	}
 	h := &Head{} // version 1: the checkpoint holds the whole run, the log nothing
 	if cp.GetLog() != nil {
-		if h, err = s.readLog(ctx, b, cp); err != nil {
+		if h, err = s.readLog(ctx, b, cp, e); err != nil {
 			return nil, nil, err
 		}
 	}
 	h.rev, h.body = e.Revision(), cp.GetBodyObject()
 	return cp, h, nil
+}
+
+// objectFirstWait is how long the first read of a checkpoint's object waits (see object): well
+// above what reading a body of a few megabytes takes, which each further read waits twice as
+// long for.
+const objectFirstWait = 250 * time.Millisecond
+
+// errMovedWhileRead is the failure of a read of an object that its checkpoint's owner deleted
+// as it replaced the checkpoint.
+var errMovedWhileRead = errors.New("runstore: the checkpoint was replaced while its object was read")
+
+// object reads an object that checkpoint entry e names (its body, its log's bodies) whole. Its
+// owner deletes it when it replaces the checkpoint or retires the run (a finished run's result
+// just after its callers got it), and nats.go's read of an object deleted under it waits for
+// chunks that never come until its context's deadline, which is the only time it looks at its
+// context: a reader on another replica would wait out opTimeout, then fail. So the read waits
+// objectFirstWait, then twice as long each time, for as long as e is still the run's
+// checkpoint, and fails errMovedWhileRead as soon as it is not (load then reads the new one).
+func (s *Store) object(ctx context.Context, b buckets, e jetstream.KeyValueEntry, name string) ([]byte, error) {
+	for wait := objectFirstWait; ; wait *= 2 {
+		deadline := time.Now().Add(wait)
+		try, cancel := context.WithDeadline(ctx, deadline)
+		data, err := b.bodies.GetBytes(try, name)
+		cancel()
+		// Past its deadline, the read fails nats.ErrTimeout, or the pipe's own timeout when it
+		// sees its deadline before its context does.
+		if err == nil || time.Now().Before(deadline) || ctx.Err() != nil {
+			return data, err
+		}
+		if s.moved(ctx, b, e) {
+			return nil, errMovedWhileRead
+		}
+	}
 }
 
 // moved reports whether a run's checkpoint is no longer e: what e named (its body, its log)
@@ -236,14 +270,14 @@ func (s *Store) moved(ctx context.Context, b buckets, e jetstream.KeyValueEntry)
 	return isNotFound(err) || (err == nil && now.Revision() != e.Revision())
 }
 
-// decode reads a checkpoint entry of a run, and the body it names.
-func (s *Store) decode(ctx context.Context, b buckets, runID string, value []byte) (*checkpointv1.RunCheckpoint, error) {
+// decode reads a checkpoint entry e of a run, and the body it names.
+func (s *Store) decode(ctx context.Context, b buckets, runID string, e jetstream.KeyValueEntry) (*checkpointv1.RunCheckpoint, error) {
 	cp := &checkpointv1.RunCheckpoint{}
-	if err := proto.Unmarshal(value, cp); err != nil {
+	if err := proto.Unmarshal(e.Value(), cp); err != nil {
 		return nil, fmt.Errorf("runstore: checkpoint of run %s is corrupt: %w", runID, err)
 	}
 	if name := cp.GetBodyObject(); name != "" {
-		body, err := b.bodies.GetBytes(ctx, name)
+		body, err := s.object(ctx, b, e, name)
 		if err != nil {
 			return nil, fmt.Errorf("runstore: body %s of run %s: %w", name, runID, err)
 		}

@@ -67,8 +67,8 @@ func (s *Store) appendSegment(ctx context.Context, seg *checkpointv1.LogSegment)
 	return seq, object, nil
 }
 
-// segment reads the log segment at seq of a run.
-func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64) (*checkpointv1.LogSegment, error) {
+// segment reads the log segment at seq of a run, which its checkpoint entry e names.
+func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64, e jetstream.KeyValueEntry) (*checkpointv1.LogSegment, error) {
 	msg, err := b.log.GetMsg(ctx, seq)
 	if err != nil {
 		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s: %w", seq, runID, err)
@@ -81,7 +81,7 @@ func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64
 		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s is corrupt: %w", seq, runID, err)
 	}
 	if name := seg.GetBodyObject(); name != "" {
-		body, err := b.bodies.GetBytes(ctx, name)
+		body, err := s.object(ctx, b, e, name)
 		if err != nil {
 			return nil, fmt.Errorf("runstore: checkpoint log body %s of run %s: %w", name, runID, err)
 		}
@@ -99,11 +99,11 @@ func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64
 // readLog fills cp, a checkpoint of version 2, from the log it names, and returns the head
 // it stands at. It checks that the log holds what the checkpoint counted and that the
 // transcript is one chain ending at the checkpoint's head.
-func (s *Store) readLog(ctx context.Context, b buckets, cp *checkpointv1.RunCheckpoint) (*Head, error) {
+func (s *Store) readLog(ctx context.Context, b buckets, cp *checkpointv1.RunCheckpoint, e jetstream.KeyValueEntry) (*Head, error) {
 	ref := cp.GetLog()
 	h := &Head{segments: ref.GetSegments(), tail: ref.GetTail()}
 	for _, seq := range ref.GetSegments() {
-		seg, err := s.segment(ctx, b, cp.GetRunId(), seq)
+		seg, err := s.segment(ctx, b, cp.GetRunId(), seq, e)
 		if err != nil {
 			return nil, err
 		}

@@ -498,3 +498,52 @@ func TestTheInputWatchOutlivesItsLastRun(t *testing.T) {
 	s.Close()
 	eventually(t, "the watch ends with the store", func() bool { return len(consumers()) == 0 })
 }
+
+// TestLoadOfACheckpointReplacedWhileRead: a reader that found a checkpoint whose body its owner
+// deletes while it reads it (a finished run's result, deleted as the run is retired, read by
+// another replica's GetRun) reads the checkpoint that replaced it, instead of waiting for a
+// body that is gone and failing.
+func TestLoadOfACheckpointReplacedWhileRead(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	h, err := s.Create(ctx, checkpoint("retiring", checkpointv1.Phase_PHASE_READY, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := checkpoint("retiring", checkpointv1.Phase_PHASE_FINISHED, 1)
+	fin.Result = &typev1.RunResult{Conversation: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("x", 2<<20)}}}
+	if err := s.Save(ctx, fin, h); err != nil {
+		t.Fatal(err)
+	}
+	// The body's chunks go and its description stays: a reader now waits for chunks that never
+	// come, as one does whose body is deleted while it reads it.
+	objects, err := js.Stream(ctx, "OBJ_"+runstore.BodyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := objects.Purge(ctx, jetstream.WithPurgeSubject("$O."+runstore.BodyBucket+".C.>")); err != nil {
+		t.Fatal(err)
+	}
+	type loaded struct {
+		cp  *checkpointv1.RunCheckpoint
+		err error
+	}
+	got := make(chan loaded, 1)
+	go func() {
+		cp, _, err := s.Load(ctx, "retiring")
+		got <- loaded{cp, err}
+	}()
+	eventually(t, "the reader reads the body", func() bool { // through a consumer of the object store's stream
+		info, err := objects.Info(ctx)
+		return err == nil && info.State.Consumers > 0
+	})
+	tomb := checkpoint("retiring", checkpointv1.Phase_PHASE_FINISHED, 1)
+	tomb.ResultSaved = true
+	if err := s.Save(ctx, tomb, h); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil || !r.cp.GetResultSaved() || r.cp.GetResult() != nil {
+		t.Fatalf("Load while the checkpoint was replaced = %v, %v; want the checkpoint that replaced it", r.cp, r.err)
+	}
+}
