@@ -39,9 +39,9 @@ type run struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	span   trace.Span
-	// retireStored, set when the run finished, retires its records in the store (see
-	// retireStored); retire calls it on a goroutine of its own, after the run's callers have
-	// their result.
+	// retireStored, set when the run finished, retires its records in the store
+	// (retireRecords); retire calls it on a goroutine of its own, after the run's callers
+	// have their result.
 	retireStored func()
 
 	// Durability (nil store: none). The checkpoint revision and the phase to resume from are
