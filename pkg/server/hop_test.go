@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"testing"
@@ -27,7 +28,7 @@ func BenchmarkHop(b *testing.B) {
 		stack   string
 		tracing bool
 	}{{"grpc", false}, {"mesh", false}, {"mesh", true}} {
-		b.Run("stack="+tc.stack+"/tracing="+map[bool]string{false: "false", true: "true"}[tc.tracing], func(b *testing.B) {
+		b.Run(fmt.Sprintf("stack=%s/tracing=%v", tc.stack, tc.tracing), func(b *testing.B) {
 			var tp trace.TracerProvider = noop.NewTracerProvider()
 			if tc.tracing {
 				sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
@@ -96,4 +97,4 @@ func bareHop(b *testing.B) *grpc.ClientConn {
 type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                            { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
