@@ -27,6 +27,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
@@ -127,7 +128,7 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 		sdk *trace.TracerProvider
 	)
 	if o.tracing {
-		sdk = trace.NewTracerProvider(trace.WithBatcher(discard{}), trace.WithSampler(trace.AlwaysSample()))
+		sdk = trace.NewTracerProvider(trace.WithBatcher(tracetest.NewNoopExporter()), trace.WithSampler(trace.AlwaysSample()))
 		b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
 		tp = sdk
 	}
@@ -174,13 +175,6 @@ func offeredTool(i int) config.RestTool {
 		},
 	}
 }
-
-// discard is a span exporter that drops what it is given: spans are made, sampled, batched
-// and encoded for export as with a real collector, without the network.
-type discard struct{}
-
-func (discard) ExportSpans(context.Context, []trace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                          { return nil }
 
 // run makes one run of req and fails b unless it completes with tools; it returns its turns.
 func (m *benchMesh) run(ctx context.Context, b *testing.B, req *agentv1.RunRequest) int {
