@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -39,6 +40,11 @@ func TestDevRun(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("progress output lacks %q:\n%s", want, stderr.String())
 		}
+	}
+	// No exporter is configured, so no span is recorded, but the run still has a trace.
+	m := regexp.MustCompile(`— trace ([0-9a-f]{32})\n`).FindStringSubmatch(stderr.String())
+	if m == nil || m[1] == strings.Repeat("0", 32) {
+		t.Errorf("the run has no trace id:\n%s", stderr.String())
 	}
 }
 

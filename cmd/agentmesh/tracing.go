@@ -12,8 +12,9 @@ import (
 
 // devTracing gives each service of the in-process mesh its own tracer provider (so Jaeger
 // shows agentmesh-intent, agentmesh-generation, ...), all sampling as OTEL_TRACES_SAMPLER says
-// and exporting through the one exporter the standard OTEL_* variables configure, if any.
-// shutdown flushes them.
+// and exporting through the one exporter the standard OTEL_* variables configure. Without one,
+// every service has the forwarder of telemetry.NewForwarder, which records no spans. shutdown
+// flushes them.
 func devTracing(ctx context.Context) (providers func(service string) trace.TracerProvider, shutdown func(context.Context), err error) {
 	sampler, err := telemetry.SamplerFromEnv()
 	if err != nil {
@@ -24,6 +25,10 @@ func devTracing(ctx context.Context) (providers func(service string) trace.Trace
 		return nil, nil, err
 	}
 	otel.SetTextMapPropagator(telemetry.Propagator())
+	if exp == nil {
+		forwarder := telemetry.NewForwarder(sampler)
+		return func(string) trace.TracerProvider { return forwarder }, func(context.Context) {}, nil
+	}
 	var (
 		mu     sync.Mutex
 		byName = map[string]*sdktrace.TracerProvider{}
@@ -34,12 +39,9 @@ func devTracing(ctx context.Context) (providers func(service string) trace.Trace
 		if p, ok := byName[service]; ok {
 			return p
 		}
-		var opts []sdktrace.TracerProviderOption
+		opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
 		if sampler != nil {
 			opts = append(opts, sdktrace.WithSampler(sampler))
-		}
-		if exp != nil {
-			opts = append(opts, sdktrace.WithBatcher(exp))
 		}
 		p := telemetry.NewTracerProvider("agentmesh-"+service, opts...)
 		byName[service] = p
@@ -51,9 +53,7 @@ func devTracing(ctx context.Context) (providers func(service string) trace.Trace
 		for _, p := range byName {
 			_ = p.ForceFlush(ctx)
 		}
-		if exp != nil {
-			_ = exp.Shutdown(ctx)
-		}
+		_ = exp.Shutdown(ctx)
 	}
 	return providers, shutdown, nil
 }

@@ -1,6 +1,7 @@
 package telemetry_test
 
 import (
+	"maps"
 	"os"
 	"strconv"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 // TestSpansNameTheirInstance proves that spans carry service.instance.id, so the replicas of a
 // service differ in Jaeger: the replica's name, else the host and process, and
-// OTEL_RESOURCE_ATTRIBUTES wins over both.
+// OTEL_RESOURCE_ATTRIBUTES wins over both (spans recorded for an exporter).
 func TestSpansNameTheirInstance(t *testing.T) {
 	host, err := os.Hostname()
 	if err != nil {
@@ -29,7 +30,9 @@ func TestSpansNameTheirInstance(t *testing.T) {
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
-			setEnv(t, tc.env)
+			env := collectorEnv(t)
+			maps.Copy(env, tc.env)
+			setEnv(t, env)
 			tp, shutdown, err := telemetry.Setup(t.Context(), "agentmesh-orchestrator")
 			if err != nil {
 				t.Fatal(err)

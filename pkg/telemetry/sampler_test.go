@@ -1,6 +1,7 @@
 package telemetry_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,8 +10,9 @@ import (
 )
 
 // TestSetupHonoursSampler proves that Setup samples as OTEL_TRACES_SAMPLER and
-// OTEL_TRACES_SAMPLER_ARG say, and that a root span still gets a real trace id when it is not
-// sampled.
+// OTEL_TRACES_SAMPLER_ARG say, with an exporter (the SDK's provider) and without one (the
+// forwarder, whose sampled flag is what the services after it see), and that a root span still
+// gets a real trace id when it is not sampled.
 func TestSetupHonoursSampler(t *testing.T) {
 	sampledParent := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, Remote: true,
@@ -33,30 +35,40 @@ func TestSetupHonoursSampler(t *testing.T) {
 		{sampler: "parentbased_traceidratio", arg: "0", wantRoot: false, wantChild: true},
 		{sampler: "parentbased_traceidratio", arg: " 1.0 ", wantRoot: true, wantChild: true},
 	}
-	for _, tc := range table {
-		t.Run(tc.sampler+"="+tc.arg, func(t *testing.T) {
-			setEnv(t, map[string]string{"OTEL_TRACES_SAMPLER": tc.sampler, "OTEL_TRACES_SAMPLER_ARG": tc.arg})
-			tp, shutdown, err := telemetry.Setup(t.Context(), "agentmesh-intent")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = shutdown(t.Context()) }()
-			tracer := tp.Tracer("test")
+	for _, exporter := range []bool{true, false} {
+		for _, tc := range table {
+			t.Run(fmt.Sprintf("exporter=%v/%s=%s", exporter, tc.sampler, tc.arg), func(t *testing.T) {
+				env := map[string]string{}
+				if exporter {
+					env = collectorEnv(t)
+				}
+				env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"] = tc.sampler, tc.arg
+				setEnv(t, env)
+				tp, shutdown, err := telemetry.Setup(t.Context(), "agentmesh-intent")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = shutdown(t.Context()) }()
+				tracer := tp.Tracer("test")
 
-			_, root := tracer.Start(t.Context(), "root")
-			root.End()
-			if got := root.SpanContext().IsSampled(); got != tc.wantRoot {
-				t.Errorf("root span sampled = %v, want %v", got, tc.wantRoot)
-			}
-			if !root.SpanContext().TraceID().IsValid() {
-				t.Error("the root span has no trace id")
-			}
-			_, child := tracer.Start(trace.ContextWithRemoteSpanContext(t.Context(), sampledParent), "child")
-			child.End()
-			if got := child.SpanContext().IsSampled(); got != tc.wantChild {
-				t.Errorf("child of a sampled parent sampled = %v, want %v", got, tc.wantChild)
-			}
-		})
+				_, root := tracer.Start(t.Context(), "root")
+				root.End()
+				if got := root.SpanContext().IsSampled(); got != tc.wantRoot {
+					t.Errorf("root span sampled = %v, want %v", got, tc.wantRoot)
+				}
+				if !root.SpanContext().TraceID().IsValid() {
+					t.Error("the root span has no trace id")
+				}
+				_, child := tracer.Start(trace.ContextWithRemoteSpanContext(t.Context(), sampledParent), "child")
+				child.End()
+				if got := child.SpanContext().IsSampled(); got != tc.wantChild {
+					t.Errorf("child of a sampled parent sampled = %v, want %v", got, tc.wantChild)
+				}
+				if recording := root.IsRecording() || child.IsRecording(); recording && !exporter {
+					t.Error("a span records with no exporter to take it")
+				}
+			})
+		}
 	}
 }
 

@@ -5,30 +5,35 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Setup creates the service's tracer provider, sampling as SamplerFromEnv says and exporting
-// in batches through ExporterFromEnv when the environment configures an exporter, and installs
-// it and Propagator globally. shutdown flushes and stops the provider; call it before the
-// process exits. A bad OTEL_* value is an error.
-func Setup(ctx context.Context, service string) (tp *sdktrace.TracerProvider, shutdown func(context.Context) error, err error) {
+// in batches through ExporterFromEnv, and installs it and Propagator globally. When the
+// environment configures no exporter, the provider is NewForwarder's: the service records no
+// spans but passes trace context on and starts the traces of calls that bring none. shutdown
+// flushes and stops the provider; call it before the process exits. A bad OTEL_* value is an
+// error.
+func Setup(ctx context.Context, service string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	sampler, err := SamplerFromEnv()
 	if err != nil {
 		return nil, nil, err
-	}
-	var opts []sdktrace.TracerProviderOption
-	if sampler != nil {
-		opts = append(opts, sdktrace.WithSampler(sampler))
 	}
 	exp, err := ExporterFromEnv(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if exp != nil {
-		opts = append(opts, sdktrace.WithBatcher(exp))
-	}
-	tp = NewTracerProvider(service, opts...)
-	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(Propagator())
-	return tp, tp.Shutdown, nil
+	if exp == nil {
+		tp = NewForwarder(sampler)
+		otel.SetTracerProvider(tp)
+		return tp, func(context.Context) error { return nil }, nil
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
+	if sampler != nil {
+		opts = append(opts, sdktrace.WithSampler(sampler))
+	}
+	sdk := NewTracerProvider(service, opts...)
+	otel.SetTracerProvider(sdk)
+	return sdk, sdk.Shutdown, nil
 }

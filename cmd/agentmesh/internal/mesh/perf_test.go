@@ -25,11 +25,11 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -47,7 +47,7 @@ const benchTurns = 10
 
 // benchOptions configure a benchmark's mesh.
 type benchOptions struct {
-	tracing     bool         // an SDK tracer provider that samples every span, exported in batches to nowhere
+	tracing     bool         // an SDK tracer provider that samples every span, exported in batches to nowhere; without, the provider of a deployment that exports none (telemetry.NewForwarder)
 	checkpoints bool         // durability.checkpoints
 	model       string       // the target's model; "" is benchModel
 	nats        string       // the NATS server's URL; "" embeds one in the mesh
@@ -124,7 +124,7 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 		}
 	}
 	var (
-		tp  oteltrace.TracerProvider = noop.NewTracerProvider()
+		tp  = telemetry.NewForwarder(nil)
 		sdk *trace.TracerProvider
 	)
 	if o.tracing {
@@ -329,20 +329,25 @@ func BenchmarkConcurrent(b *testing.B) {
 // does (provider=http1: each request in flight has a connection of its own, with its buffers
 // and two goroutines of net/http's). provider=http2/history=40 is the hosted provider's case
 // for runs that carry 40 earlier messages (some 12 KiB): what of the conversation the mesh holds
-// more than once while the model answers.
+// more than once while the model answers. provider=http2/tracing=false is the hosted
+// provider's case in a deployment that exports no spans, and so records none.
 func BenchmarkIdleRun(b *testing.B) {
 	const runs = 1000
 	model := modelProcess(b)
 	for _, tc := range []struct {
 		provider string
 		history  int
-	}{{"http2", 0}, {"http1", 0}, {"http2", idleHistory}} {
+		untraced bool
+	}{{"http2", 0, false}, {"http1", 0, false}, {"http2", idleHistory, false}, {"http2", 0, true}} {
 		name := "provider=" + tc.provider
 		if tc.history > 0 {
 			name += fmt.Sprintf("/history=%d", tc.history)
 		}
+		if tc.untraced {
+			name += "/tracing=false"
+		}
 		b.Run(name, func(b *testing.B) {
-			o := benchOptions{tracing: true, checkpoints: true, nats: model.nats}
+			o := benchOptions{tracing: !tc.untraced, checkpoints: true, nats: model.nats}
 			url := model.url
 			if tc.provider == "http2" {
 				url, o.httpClient = model.tlsURL, model.tls
