@@ -52,8 +52,8 @@ test: $(NPM_DIRS:%=%/node_modules) ## run every test with the race detector (ins
 	AGENTMESH_JAEGER="$${AGENTMESH_JAEGER:-$$(test -x $(JAEGER) && echo $(JAEGER))}" \
 	go test -race -count=1 ./... ./gen/...
 
-bench-langgraph: tools scripts/langgraph/node_modules ## compare the mesh with LangGraph.js (MemorySaver) on the same run and model, as benchstat ratios
-	go test -run '^$$' -bench VsLangGraph -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench-langgraph.txt
+bench-langgraph: tools scripts/langgraph/node_modules ## compare the mesh with LangGraph.js (MemorySaver) on the same runs and model, as benchstat ratios
+	go test -run '^$$' -bench 'VsLangGraph|InFlight' -count $(BENCH_COUNT) ./cmd/agentmesh/internal/mesh/ | tee bench-langgraph.txt
 	benchstat -col /impl bench-langgraph.txt
 
 %/node_modules: %/package.json %/package-lock.json
@@ -72,7 +72,8 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	benchstat -filter '.name:Turn /turns:10 /tracing:true /model:"" /stages:""' -col /tools bench.txt
 	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
 	benchstat -filter '.name:IdleRun' -col /provider bench.txt
-	benchstat -filter '.name:(Concurrent OR InFlight)' bench.txt
+	benchstat -filter '.name:Concurrent' bench.txt
+	benchstat -filter '.name:InFlight' -col /impl bench.txt
 	benchstat -filter '.name:Hop /tracing:false' -col /stack bench.txt
 	benchstat -filter '.name:Hop /stack:mesh' -col /tracing bench.txt
 

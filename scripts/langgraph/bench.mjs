@@ -2,7 +2,8 @@
 // a tool node, looping while the model calls tools) checkpointed by MemorySaver, the same
 // calculator tool, against the same scripted OpenAI-compatible model (BASE_URL). It makes RUNS
 // runs of MESSAGE, at most CONCURRENCY at a time, each on a thread of its own (after WARMUP
-// runs, 20 by default, that are not measured: the JIT's warm-up), and prints one
+// runs of WARMUP_MESSAGE, by default 20 of MESSAGE, that are not measured: the JIT's warm-up),
+// and prints one
 // JSON line: {"runs", "turns", "elapsed_ns", "cpu_ns"} (turns are model calls; cpu is this
 // process's user and system time). `make bench-langgraph` runs it from the Go benchmark
 // BenchmarkVsLangGraph.
@@ -19,6 +20,7 @@ const message = env("MESSAGE", "bench vs langgraph");
 const runs = Number(env("RUNS", "1"));
 const concurrency = Number(env("CONCURRENCY", "1"));
 const warmup = Number(env("WARMUP", "20"));
+const warmupMessage = env("WARMUP_MESSAGE", message);
 
 const calculator = tool(
   async ({ expression }) => {
@@ -44,19 +46,19 @@ const graph = new StateGraph(MessagesAnnotation)
 
 let next = 0; // runs started
 let threads = 0; // threads used, warm-up included: each run has a new one
-async function worker(last) {
+async function worker(last, text) {
   while (next < last) {
     next++;
-    await graph.invoke({ messages: [new HumanMessage(message)] }, { configurable: { thread_id: `run-${threads++}` }, recursionLimit: 200 });
+    await graph.invoke({ messages: [new HumanMessage(text)] }, { configurable: { thread_id: `run-${threads++}` }, recursionLimit: 200 });
   }
 }
 
-await worker(warmup);
+await worker(warmup, warmupMessage);
 turns = 0;
 next = 0;
 const start = process.hrtime.bigint();
 const cpu = process.cpuUsage();
-await Promise.all(Array.from({ length: Math.min(concurrency, runs) }, () => worker(runs)));
+await Promise.all(Array.from({ length: Math.min(concurrency, runs) }, () => worker(runs, message)));
 const used = process.cpuUsage(cpu);
 const elapsed = process.hrtime.bigint() - start;
 console.log(JSON.stringify({ runs, turns, elapsed_ns: Number(elapsed), cpu_ns: (used.user + used.system) * 1000 }));

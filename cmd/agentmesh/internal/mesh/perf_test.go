@@ -456,29 +456,41 @@ const langGraphRuns = 64
 // langGraph runs scripts/langgraph/bench.mjs for b.N ops of concurrency runs each (at least
 // langGraphRuns runs) and reports what it measured per turn.
 func langGraph(b *testing.B, url string, concurrency int) {
+	got := benchLangGraph(b, url, vsLangGraph, max(b.N*concurrency, langGraphRuns), concurrency)
+	b.ReportMetric(got.ElapsedNS/float64(got.Turns), "ns/turn")
+	b.ReportMetric(got.CPUNS/float64(got.Turns), "cpu-ns/turn")
+}
+
+// langGraphRun is what one run of bench.mjs measured.
+type langGraphRun struct {
+	Runs      int     `json:"runs"`
+	Turns     int     `json:"turns"`
+	ElapsedNS float64 `json:"elapsed_ns"`
+	CPUNS     float64 `json:"cpu_ns"`
+}
+
+// benchLangGraph runs scripts/langgraph/bench.mjs against the model at url: runs runs of
+// message, concurrency at a time, after warmup runs of vsLangGraph. It skips b when LangGraph
+// is not installed.
+func benchLangGraph(b *testing.B, url, message string, runs, concurrency int) langGraphRun {
+	b.Helper()
 	dir := filepath.Join(repoRoot(b), "scripts", "langgraph")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph")); err != nil {
 		b.Skip("LangGraph is not installed: npm ci --prefix scripts/langgraph")
 	}
 	cmd := exec.Command("node", "bench.mjs")
 	cmd.Dir, cmd.Stderr = dir, os.Stderr
-	cmd.Env = append(os.Environ(), "BASE_URL="+url, "MESSAGE="+vsLangGraph, fmt.Sprintf("WARMUP=%d", warmup),
-		fmt.Sprintf("RUNS=%d", max(b.N*concurrency, langGraphRuns)), fmt.Sprintf("CONCURRENCY=%d", concurrency))
+	cmd.Env = append(os.Environ(), "BASE_URL="+url, "MESSAGE="+message, "WARMUP_MESSAGE="+vsLangGraph,
+		fmt.Sprintf("WARMUP=%d", warmup), fmt.Sprintf("RUNS=%d", runs), fmt.Sprintf("CONCURRENCY=%d", concurrency))
 	out, err := cmd.Output()
 	if err != nil {
 		b.Fatalf("bench.mjs: %v", err)
 	}
-	var got struct {
-		Runs      int     `json:"runs"`
-		Turns     int     `json:"turns"`
-		ElapsedNS float64 `json:"elapsed_ns"`
-		CPUNS     float64 `json:"cpu_ns"`
-	}
+	var got langGraphRun
 	if err := json.Unmarshal(out, &got); err != nil || got.Turns == 0 {
 		b.Fatalf("bench.mjs printed %q: %v", out, err)
 	}
-	b.ReportMetric(got.ElapsedNS/float64(got.Turns), "ns/turn")
-	b.ReportMetric(got.CPUNS/float64(got.Turns), "cpu-ns/turn")
+	return got
 }
 
 // repoRoot is the repository's root: the folder above this package's with go.work.
@@ -499,13 +511,19 @@ func repoRoot(b *testing.B) string {
 
 // BenchmarkInFlight is many runs in flight at once, each waiting modelLatency for its one model
 // answer (the model in a process of its own): x-model-time is how many times the model's
-// latency the whole wave takes to finish. Runs in flight should cost little while they wait,
-// so a wave of 10,000 should take about the model's time, not 10 times it.
+// latency the whole wave takes to finish, and cpu-ns/run what each run cost the process. Runs
+// in flight should cost little while they wait, so a wave of 10,000 should take about the
+// model's time, not 10 times it. impl=langgraph is the same wave of LangGraph.js runs
+// (bench.mjs, all at once), skipped until `npm ci --prefix scripts/langgraph` has installed
+// LangGraph; both sides warm up with warmup runs of vsLangGraph first.
 func BenchmarkInFlight(b *testing.B) {
 	url := modelProcess(b).url
 	for _, runs := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
+		b.Run(fmt.Sprintf("runs=%d/impl=mesh", runs), func(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
+			for range warmup {
+				m.run(b.Context(), b, toolRequest(vsLangGraph, benchTurns, nil))
+			}
 			req := &agentv1.RunRequest{Message: slowModel, Overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN}}
 			var wave, cpu time.Duration
 			for b.Loop() {
@@ -530,6 +548,17 @@ func BenchmarkInFlight(b *testing.B) {
 			}
 			b.ReportMetric(wave.Seconds()/modelLatency.Seconds(), "x-model-time")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(runs), "cpu-ns/run")
+		})
+		b.Run(fmt.Sprintf("runs=%d/impl=langgraph", runs), func(b *testing.B) {
+			var got langGraphRun
+			for b.Loop() {
+				got = benchLangGraph(b, url, slowModel, runs, runs)
+			}
+			if got.Runs != runs || got.Turns != runs {
+				b.Fatalf("bench.mjs made %d runs of %d turns, want %d of one", got.Runs, got.Turns, runs)
+			}
+			b.ReportMetric(got.ElapsedNS/float64(modelLatency.Nanoseconds()), "x-model-time")
+			b.ReportMetric(got.CPUNS/float64(runs), "cpu-ns/run")
 		})
 	}
 }
