@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// collectorEnv configures Setup to export over OTLP/HTTP to a collector that takes every
-// export and counts them in *exports.
+// collectorEnv is the environment that has Setup export over OTLP/HTTP to a collector that
+// takes every export.
 func collectorEnv(t *testing.T) map[string]string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
