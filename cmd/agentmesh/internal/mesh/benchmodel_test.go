@@ -49,6 +49,19 @@ const modelProcessEnv = "AGENTMESH_BENCH_MODEL"
 // vsLangGraph is the run BenchmarkVsLangGraph makes in both: 9 tool turns, then the answer.
 const vsLangGraph = "bench vs langgraph"
 
+// turnRuns are BenchmarkTurn's runs: a run of turns turns (turnRunName) after history earlier
+// messages.
+var turnRuns = []struct{ turns, history int }{{benchTurns, 0}, {50, 40}}
+
+// turnRunName is the name (and message) of BenchmarkTurn's run of turns turns.
+func turnRunName(turns int) string { return fmt.Sprintf("bench %d turns", turns) }
+
+// The runs of BenchmarkCheckpoints and BenchmarkConcurrent: 9 tool turns, then the answer.
+const (
+	checkpointsRun = "bench checkpoints"
+	concurrentRun  = "bench concurrent"
+)
+
 // warmup is how many runs each side of BenchmarkVsLangGraph makes before it measures.
 const warmup = 20
 
@@ -78,12 +91,18 @@ const (
 // benchScenarios are the runs the model process answers; holdRun's first request waits on
 // the gate.
 func benchScenarios(g *gate) []llmtest.Scenario {
-	return []llmtest.Scenario{
+	scenarios := []llmtest.Scenario{
 		toolRun(vsLangGraph, benchTurns),
+		toolRun(checkpointsRun, benchTurns),
+		toolRun(concurrentRun, benchTurns),
 		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
 		heldRun(g, holdRunNamed(0), 0),
 		heldRun(g, holdRunNamed(idleHistory), idleHistory/2),
 	}
+	for _, r := range turnRuns {
+		scenarios = append(scenarios, toolRunAfter(turnRunName(r.turns), r.turns, r.history/2))
+	}
+	return scenarios
 }
 
 // holdRunNamed is the name (and message) of the hold run whose requests carry history earlier

@@ -72,7 +72,6 @@ const tiktokenModel = "gpt-4o"
 type benchMesh struct {
 	addr   string // the public API's
 	client agentv1.AgentServiceClient
-	llm    *llmtest.Server
 	spans  *trace.TracerProvider // with tracing; nil without
 }
 
@@ -95,17 +94,6 @@ func toolRunAfter(name string, n, answered int) llmtest.Scenario {
 		earlier[i] = llmtest.Turn{Content: "never asked: an answer of the history"}
 	}
 	return llmtest.Scenario{Name: name, Match: name, Turns: append(earlier, turns...)}
-}
-
-// startBench starts a mesh whose only target is the scripted model answering scenarios, in
-// this process.
-func startBench(b *testing.B, o benchOptions, scenarios ...llmtest.Scenario) *benchMesh {
-	b.Helper()
-	llm := llmtest.New(b, scenarios...)
-	llm.KeepRequests(false)
-	m := startBenchAt(b, llm.URL(), o)
-	m.llm = llm
-	return m
 }
 
 // startBenchAt starts a mesh whose only target is the OpenAI-compatible model at url.
@@ -242,9 +230,10 @@ func earlier(first string, n int) []*typev1.Message {
 	return out
 }
 
-// BenchmarkTurn is the mesh's cost per turn, one run at a time: a 10-turn tool run, and a
-// 50-turn run that starts with a history of 40 messages (per-turn cost must not grow with the
-// square of the conversation: compare their ns/turn), with tracing on and off; both with
+// BenchmarkTurn is the mesh's cost per turn, one run at a time (the model in a process of its
+// own, so cpu-ns/turn is the mesh's alone): a 10-turn tool run, and a 50-turn run that starts
+// with a history of 40 messages (turnRuns; per-turn cost must not grow with the square of the
+// conversation: compare their ns/turn), with tracing on and off; both with
 // tracing on for a model that selects a BPE tokenizer (model=gpt-4o), where every token count
 // is exact rather than estimated; and both with tracing on with every stage served in process
 // (stages=inprocess, mesh.Options.InProcess), the floor of the design: the same loop without
@@ -258,8 +247,9 @@ func BenchmarkTurn(b *testing.B) {
 		inProcess      bool
 		tools          int
 	}
+	url := modelProcess(b).url
 	var configs []turnConfig
-	for _, size := range []struct{ turns, history int }{{benchTurns, 0}, {50, 40}} {
+	for _, size := range turnRuns {
 		configs = append(configs,
 			turnConfig{turns: size.turns, history: size.history, tracing: true},
 			turnConfig{turns: size.turns, history: size.history, tracing: false},
@@ -279,8 +269,8 @@ func BenchmarkTurn(b *testing.B) {
 			name += fmt.Sprintf("/tools=%d", tc.tools)
 		}
 		b.Run(name, func(b *testing.B) {
-			name := fmt.Sprintf("bench %d turns", tc.turns)
-			m := startBench(b, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess, tools: tc.tools}, toolRunAfter(name, tc.turns, tc.history/2))
+			name := turnRunName(tc.turns)
+			m := startBenchAt(b, url, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess, tools: tc.tools})
 			req := toolRequest(name, tc.turns, earlier(name, tc.history))
 			perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
@@ -290,11 +280,11 @@ func BenchmarkTurn(b *testing.B) {
 // BenchmarkCheckpoints is what durability costs per turn: the 10-turn run with checkpoints on
 // and off.
 func BenchmarkCheckpoints(b *testing.B) {
+	url := modelProcess(b).url
 	for _, on := range []bool{true, false} {
 		b.Run(fmt.Sprintf("checkpoints=%v", on), func(b *testing.B) {
-			const name = "bench checkpoints"
-			m := startBench(b, benchOptions{tracing: true, checkpoints: on}, toolRun(name, benchTurns))
-			req := toolRequest(name, benchTurns, nil)
+			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: on})
+			req := toolRequest(checkpointsRun, benchTurns, nil)
 			perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
 	}
@@ -304,9 +294,8 @@ func BenchmarkCheckpoints(b *testing.B) {
 // what the machine's cores do together; cpu-ns/turn is what each turn costs them.
 func BenchmarkConcurrent(b *testing.B) {
 	const runs = 256
-	const name = "bench concurrent"
-	m := startBench(b, benchOptions{tracing: true, checkpoints: true}, toolRun(name, benchTurns))
-	req := toolRequest(name, benchTurns, nil)
+	m := startBenchAt(b, modelProcess(b).url, benchOptions{tracing: true, checkpoints: true})
+	req := toolRequest(concurrentRun, benchTurns, nil)
 	start := time.Now()
 	turns := 0
 	perTurn(b, func() int {
