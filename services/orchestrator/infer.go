@@ -62,6 +62,7 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 				fmt.Sprintf("context guard: projected %d tokens, limit %d, even for the final turn", guard.GetProjected(), guard.GetLimit()))
 		}
 		messages = resp.GetMessages()
+		shareHistory(messages, r.conversation)
 		if instruction := finalInstructions[r.finalReason()]; instruction != "" {
 			messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: instruction})
 		}
