@@ -52,7 +52,8 @@ func TestOpenAITextAnswer(t *testing.T) {
 		got.Messages[1].Role != "user" || got.Messages[1].Content != "What is agentmesh?" {
 		t.Errorf("wire request = %+v", got)
 	}
-	if got.Header.Get("Authorization") != "Bearer "+testAPIKey || got.Header.Get("X-Team") != "agents" {
+	if got.Header.Get("Authorization") != "Bearer "+testAPIKey || got.Header.Get("X-Team") != "agents" ||
+		got.Header.Get("Content-Type") != "application/json" || got.Header.Get("Accept") != "application/json" {
 		t.Errorf("headers = %v", got.Header)
 	}
 	for _, field := range []string{"temperature", "top_p", "max_tokens", "tool_choice", "tools", "stream", "stream_options", "reasoning_effort", "stop"} {
@@ -219,6 +220,10 @@ func TestOpenAIStream(t *testing.T) {
 	got := srv.Requests()[0]
 	if !got.Stream || got.StreamOptions == nil || !got.StreamOptions.IncludeUsage {
 		t.Errorf("stream %v stream_options %+v", got.Stream, got.StreamOptions)
+	}
+	if got.Header.Get("Accept") != "text/event-stream" || got.Header.Get("Content-Type") != "application/json" ||
+		got.Header.Get("Authorization") != "Bearer "+testAPIKey {
+		t.Errorf("headers = %v", got.Header)
 	}
 }
 
