@@ -39,11 +39,7 @@ func devTracing(ctx context.Context) (providers func(service string) trace.Trace
 		if p, ok := byName[service]; ok {
 			return p
 		}
-		opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
-		if sampler != nil {
-			opts = append(opts, sdktrace.WithSampler(sampler))
-		}
-		p := telemetry.NewTracerProvider("agentmesh-"+service, opts...)
+		p := telemetry.NewExportingProvider("agentmesh-"+service, exp, sampler)
 		byName[service] = p
 		return p
 	}

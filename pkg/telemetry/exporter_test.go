@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collectortracev1 "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 )
@@ -126,7 +125,7 @@ func exportOneSpan(t *testing.T) {
 	if err != nil || exp == nil {
 		t.Fatalf("ExporterFromEnv = %v, %v; want an exporter", exp, err)
 	}
-	tp := telemetry.NewTracerProvider("agentmesh-test", sdktrace.WithBatcher(exp))
+	tp := telemetry.NewExportingProvider("agentmesh-test", exp, nil)
 	defer func() {
 		if err := tp.Shutdown(context.WithoutCancel(t.Context())); err != nil {
 			t.Errorf("shutdown: %v", err)

@@ -17,6 +17,17 @@ func NewTracerProvider(service string, opts ...sdktrace.TracerProviderOption) *s
 	return sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{sdktrace.WithResource(newResource(service))}, opts...)...)
 }
 
+// NewExportingProvider returns NewTracerProvider(service) exporting its spans through exp in
+// batches, and sampling as sampler says (nil: NewTracerProvider's default), as SamplerFromEnv
+// and ExporterFromEnv give them.
+func NewExportingProvider(service string, exp sdktrace.SpanExporter, sampler sdktrace.Sampler) *sdktrace.TracerProvider {
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
+	if sampler != nil {
+		opts = append(opts, sdktrace.WithSampler(sampler))
+	}
+	return NewTracerProvider(service, opts...)
+}
+
 // Propagator returns the propagator every hop of the mesh uses: W3C Trace Context and Baggage.
 func Propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -29,11 +28,7 @@ func Setup(ctx context.Context, service string) (tp trace.TracerProvider, shutdo
 		otel.SetTracerProvider(tp)
 		return tp, func(context.Context) error { return nil }, nil
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
-	if sampler != nil {
-		opts = append(opts, sdktrace.WithSampler(sampler))
-	}
-	sdk := NewTracerProvider(service, opts...)
+	sdk := NewExportingProvider(service, exp, sampler)
 	otel.SetTracerProvider(sdk)
 	return sdk, sdk.Shutdown, nil
 }
