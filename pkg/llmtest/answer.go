@@ -76,6 +76,9 @@ func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	}
 
 	sendDelta(delta{Role: "assistant"})
+	if a.t.Streaming != nil {
+		a.t.Streaming()
+	}
 	for _, piece := range words(a.t.Reasoning) {
 		sendDelta(delta{ReasoningContent: piece})
 	}

@@ -187,6 +187,9 @@ func (a answer) writeMessageStream(w http.ResponseWriter, req Request) {
 	send(anthropicEvent{Type: "message_start", Message: &anthropicMessage{
 		ID: a.id, Type: "message", Role: "assistant", Model: a.model, Content: []anthropicBlock{}, Usage: started,
 	}})
+	if a.t.Streaming != nil {
+		a.t.Streaming()
+	}
 	send(anthropicEvent{Type: "ping"})
 
 	index := 0

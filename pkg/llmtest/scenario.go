@@ -78,6 +78,11 @@ type Turn struct {
 	// closed, or the client gives up, so that a test decides when the turn is answered. It
 	// cannot be written in YAML.
 	Hold <-chan struct{} `yaml:"-" json:"-"`
+	// Streaming, when set, is called once a streamed answer's first event is sent (OpenAI's
+	// role delta, Anthropic's message_start), and the answer goes on when it returns: a model
+	// that has begun its answer and takes its time, whose client has the response's headers
+	// and waits on its body. It cannot be written in YAML.
+	Streaming func() `yaml:"-" json:"-"`
 	// RateLimit, when set, is the headroom every response of this turn (answer or injected
 	// failure) announces in its rate-limit headers.
 	RateLimit *RateLimit `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`

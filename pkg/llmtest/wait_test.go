@@ -3,7 +3,9 @@ package llmtest_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +90,53 @@ func TestWaitEndsWhenTheClientGivesUp(t *testing.T) {
 			}
 			if n := len(srv.Requests()); n != 1 {
 				t.Errorf("requests = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestStreamingPausesAfterTheFirstEvent: a turn's Streaming hook runs once a streamed answer's
+// first event is out, OpenAI's and Anthropic's: the client has the response's headers and that
+// event while the hook holds the rest, which follows once it returns.
+func TestStreamingPausesAfterTheFirstEvent(t *testing.T) {
+	for _, tc := range []struct {
+		api, path, first, last string
+		header                 http.Header
+	}{
+		{"openai", "/chat/completions", `"role":"assistant"`, "[DONE]", nil},
+		{"anthropic", "/messages", "event: message_start", "event: message_stop", http.Header{"Anthropic-Version": {"2023-06-01"}}},
+	} {
+		t.Run(tc.api, func(t *testing.T) {
+			paused, resume := make(chan struct{}), make(chan struct{})
+			srv := llmtest.New(t, llmtest.Scenario{Match: "x", Turns: []llmtest.Turn{{Content: "the rest", Streaming: func() {
+				close(paused)
+				<-resume
+			}}}})
+			body := messagesBody("user", "x")
+			body["stream"] = true
+			req := requestWithContext(t, t.Context(), srv.URL()+tc.path, body)
+			for k, v := range tc.header {
+				req.Header[k] = v
+			}
+			resp, err := newClient(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			select {
+			case <-paused:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the answer did not pause after its first event")
+			}
+			first := make([]byte, 4096)
+			n, err := resp.Body.Read(first)
+			if err != nil || !strings.Contains(string(first[:n]), tc.first) {
+				t.Fatalf("first read %q, %v; want the first event (%s)", first[:n], err, tc.first)
+			}
+			close(resume)
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil || !strings.Contains(string(rest), "the") || !strings.Contains(string(rest), tc.last) {
+				t.Errorf("the rest of the answer %q, %v; want its content through %s", rest, err, tc.last)
 			}
 		})
 	}
