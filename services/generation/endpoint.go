@@ -144,7 +144,15 @@ func (e *endpoint) post(ctx context.Context, path string, body any, stream bool)
 	if err != nil {
 		return nil, stageerr.Invalid("%s: cannot encode the request: %v", e.name, err)
 	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.baseURL+path, data)
+	return e.send(ctx, path, data, stream)
+}
+
+// send posts data, a request's JSON, as post does. The response does not keep data: it is
+// released once the response is in (requestBody).
+func (e *endpoint) send(ctx context.Context, path string, data []byte, stream bool) (*http.Response, error) {
+	body := &requestBody{data: data}
+	defer body.release()
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.baseURL+path, retryablehttp.ReaderFunc(body.reader))
 	if err != nil {
 		return nil, stageerr.Invalid("%s: bad base URL %q: %v", e.name, e.baseURL, err)
 	}
