@@ -14,6 +14,11 @@ import (
 // maxEventBytes bounds one server-sent event.
 const maxEventBytes = 16 << 20
 
+// sseBufferBytes is the buffer a stream is read with at first. It grows to the longest line
+// of the stream, but most are short (a chunk of an answer: some hundreds of bytes), and a run
+// whose answer is streaming holds it for as long as the model writes (issue 15).
+const sseBufferBytes = 512
+
 // sseEvent is one server-sent event: its "event:" name (often empty) and its "data:" lines
 // joined by newlines.
 type sseEvent struct {
@@ -36,7 +41,7 @@ func (e *sseReadError) Unwrap() error { return e.err }
 // failures to read the body are *sseReadError.
 func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool, error) {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4<<10), maxEventBytes) // grows to the longest line; most are short
+	sc.Buffer(make([]byte, 0, sseBufferBytes), maxEventBytes)
 	var ev sseEvent
 	var data []string
 	dispatch := func() (bool, error) {

@@ -30,6 +30,11 @@ func TestReadSSE(t *testing.T) {
 			want: []sseEvent{{data: "first"}, {data: "last"}},
 		},
 		{
+			name: "lines longer than the starting buffer, between short ones",
+			body: "data: a\n\ndata: " + strings.Repeat("x", sseBufferBytes) + "\n\ndata: b\n\ndata: " + strings.Repeat("y", 40*sseBufferBytes) + "\n\ndata: c\n\n",
+			want: []sseEvent{{data: "a"}, {data: strings.Repeat("x", sseBufferBytes)}, {data: "b"}, {data: strings.Repeat("y", 40*sseBufferBytes)}, {data: "c"}},
+		},
+		{
 			name: "handle stops the stream",
 			body: "data: a\n\ndata: stop\n\ndata: never\n\n",
 			want: []sseEvent{{data: "a"}, {data: "stop"}},
