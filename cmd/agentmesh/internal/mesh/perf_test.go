@@ -405,19 +405,23 @@ func median(xs []float64) float64 {
 // same scripted model in a process of its own) in the mesh and in LangGraph.js with
 // MemorySaver (scripts/langgraph/bench.mjs), one run at a time and 256 at once, and reports
 // for each ns/turn and cpu-ns/turn (the mesh's whole process; LangGraph's Node process).
+// impl=inprocess is the mesh with every stage called in process (benchOptions.inProcess), the
+// floor of the design: what the same runs cost without the gRPC transport between the stages.
 // `make bench-langgraph` runs it and prints the ratios with benchstat. The langgraph cases are
 // skipped until `npm ci --prefix scripts/langgraph` has installed LangGraph.
 func BenchmarkVsLangGraph(b *testing.B) {
 	url := modelProcess(b).url
 	for _, concurrency := range []int{1, 256} {
-		b.Run(fmt.Sprintf("concurrency=%d/impl=mesh", concurrency), func(b *testing.B) {
-			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
-			req := toolRequest(vsLangGraph, benchTurns, nil)
-			for range warmup { // as bench.mjs warms its JIT up
-				m.run(b.Context(), b, req)
-			}
-			perTurn(b, func() int { return m.runs(b, req, concurrency) })
-		})
+		for _, impl := range []string{"mesh", "inprocess"} {
+			b.Run(fmt.Sprintf("concurrency=%d/impl=%s", concurrency, impl), func(b *testing.B) {
+				m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true, inProcess: impl == "inprocess"})
+				req := toolRequest(vsLangGraph, benchTurns, nil)
+				for range warmup { // as bench.mjs warms its JIT up
+					m.run(b.Context(), b, req)
+				}
+				perTurn(b, func() int { return m.runs(b, req, concurrency) })
+			})
+		}
 		b.Run(fmt.Sprintf("concurrency=%d/impl=langgraph", concurrency), func(b *testing.B) {
 			langGraph(b, url, concurrency)
 		})
