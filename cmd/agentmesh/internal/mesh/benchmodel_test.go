@@ -96,8 +96,9 @@ func benchScenarios(g *gate) []llmtest.Scenario {
 		toolRun(checkpointsRun, benchTurns),
 		toolRun(concurrentRun, benchTurns),
 		{Name: slowModel, Match: slowModel, Turns: []llmtest.Turn{{Content: "Slowly answered.", DelayMS: int(modelLatency.Milliseconds())}}},
-		heldRun(g, holdRunNamed(0), 0),
-		heldRun(g, holdRunNamed(idleHistory), idleHistory/2),
+		heldRun(g, holdRunNamed(0, false), 0, false),
+		heldRun(g, holdRunNamed(idleHistory, false), idleHistory/2, false),
+		heldRun(g, holdRunNamed(0, true), 0, true),
 	}
 	for _, r := range turnRuns {
 		scenarios = append(scenarios, toolRunAfter(turnRunName(r.turns), r.turns, r.history/2))
@@ -106,19 +107,30 @@ func benchScenarios(g *gate) []llmtest.Scenario {
 }
 
 // holdRunNamed is the name (and message) of the hold run whose requests carry history earlier
-// messages: holdRun, or the history case's.
-func holdRunNamed(history int) string {
-	if history > 0 {
+// messages, held before the model answers or, streaming, once it has begun: holdRun, or the
+// history or the streaming case's.
+func holdRunNamed(history int, streaming bool) string {
+	switch {
+	case history > 0:
 		return holdRun + " history"
+	case streaming:
+		return holdRun + " streaming"
 	}
 	return holdRun
 }
 
-// heldRun is toolRun's two turns after answered ones, the first held at g until released.
-func heldRun(g *gate, name string, answered int) llmtest.Scenario {
+// heldRun is toolRun's two turns after answered ones, the first held at g until released:
+// before the model answers, or, streaming, once the answer's first event is out (the client
+// then has the response's headers and waits on its body).
+func heldRun(g *gate, name string, answered int, streaming bool) llmtest.Scenario {
 	hold := toolRunAfter(name, 2, answered)
 	first := hold.Turns[answered]
 	hold.Turns[answered] = llmtest.Turn{Respond: func(llmtest.Request, int) llmtest.Turn {
+		if streaming {
+			t := first
+			t.Streaming = g.wait
+			return t
+		}
 		g.wait()
 		return first
 	}}
@@ -209,7 +221,7 @@ func modelMain() error {
 	var runs *holdWave
 	for in := bufio.NewScanner(os.Stdin); in.Scan(); {
 		switch f := strings.Fields(in.Text()); {
-		case len(f) == 4 && f[0] == holdCommand:
+		case len(f) == 5 && f[0] == holdCommand:
 			n, err := strconv.Atoi(f[1])
 			if err != nil {
 				return err
@@ -218,7 +230,11 @@ func modelMain() error {
 			if err != nil {
 				return err
 			}
-			if runs, err = startHoldWave(f[2], n, history); err != nil {
+			streaming, err := strconv.ParseBool(f[4])
+			if err != nil {
+				return err
+			}
+			if runs, err = startHoldWave(f[2], n, history, streaming); err != nil {
 				return err
 			}
 			g.waitHeld(n)
@@ -248,15 +264,16 @@ type holdWave struct {
 }
 
 // startHoldWave starts n runs of holdRun against the public API at addr, each with history
-// earlier messages (0 or idleHistory).
-func startHoldWave(addr string, n, history int) (*holdWave, error) {
+// earlier messages (0 or idleHistory), held before the model answers or, streaming, once it
+// has begun (holdRunNamed).
+func startHoldWave(addr string, n, history int, streaming bool) (*holdWave, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
 	w := &holdWave{conn: conn}
 	client := agentv1.NewAgentServiceClient(conn)
-	name := holdRunNamed(history)
+	name := holdRunNamed(history, streaming)
 	req := toolRequest(name, 2, earlier(name, history))
 	for range n {
 		w.wg.Go(func() {

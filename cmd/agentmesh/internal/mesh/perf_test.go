@@ -319,21 +319,28 @@ func BenchmarkConcurrent(b *testing.B) {
 // and two goroutines of net/http's). provider=http2/history=40 is the hosted provider's case
 // for runs that carry 40 earlier messages (some 12 KiB): what of the conversation the mesh holds
 // more than once while the model answers. provider=http2/tracing=false is the hosted
-// provider's case in a deployment that exports no spans, and so records none.
+// provider's case in a deployment that exports no spans, and so records none. In these the
+// model holds the requests before it answers (the response's headers not yet sent); in
+// provider=http2/answer=streaming it holds them once its answer's first event is out: the
+// run's answer is streaming, as for most of a long answer.
 func BenchmarkIdleRun(b *testing.B) {
 	const runs = 1000
 	model := modelProcess(b)
 	for _, tc := range []struct {
-		provider string
-		history  int
-		untraced bool
-	}{{"http2", 0, false}, {"http1", 0, false}, {"http2", idleHistory, false}, {"http2", 0, true}} {
+		provider  string
+		history   int
+		untraced  bool
+		streaming bool
+	}{{"http2", 0, false, false}, {"http1", 0, false, false}, {"http2", idleHistory, false, false}, {"http2", 0, true, false}, {"http2", 0, false, true}} {
 		name := "provider=" + tc.provider
 		if tc.history > 0 {
 			name += fmt.Sprintf("/history=%d", tc.history)
 		}
 		if tc.untraced {
 			name += "/tracing=false"
+		}
+		if tc.streaming {
+			name += "/answer=streaming"
 		}
 		b.Run(name, func(b *testing.B) {
 			o := benchOptions{tracing: !tc.untraced, checkpoints: true, nats: model.nats}
@@ -345,7 +352,7 @@ func BenchmarkIdleRun(b *testing.B) {
 			wave := func() (heap, stacks, goroutines float64) {
 				m.flushSpans(b)
 				heap0, stacks0, started := inUse()
-				model.ask(b, fmt.Sprintf("%s %d %s %d", holdCommand, runs, m.addr, tc.history), holding)
+				model.ask(b, fmt.Sprintf("%s %d %s %d %t", holdCommand, runs, m.addr, tc.history, tc.streaming), holding)
 				m.flushSpans(b)
 				heap1, stacks1, waiting := inUse()
 				model.ask(b, releaseCommand, released)
