@@ -1,6 +1,7 @@
 package stagetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,34 @@ var generationCases = []testCase{
 				return fmt.Errorf("the stream ended without a final answer")
 			}
 			return checkAnswer(final, nil)
+		}},
+	{"stream-omit-tool-call-deltas", "GenerateStream with omit_tool_call_deltas sends no tool-call delta, and the calls complete in the final answer",
+		func(ctx context.Context, k *kit) error {
+			stream, err := generationv1.NewGenerationServiceClient(k.conn).GenerateStream(ctx, &generationv1.GenerateStreamRequest{
+				OmitToolCallDeltas: true,
+				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget, Tools: []*typev1.Tool{calculatorTool}, ToolChoice: "auto",
+					Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}}})
+			if err != nil {
+				return wantOK(err)
+			}
+			var final *generationv1.GenerateResponse
+			for {
+				chunk, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return wantOK(err)
+				}
+				if d := chunk.GetDelta(); d.GetToolCall() != nil {
+					return fmt.Errorf("a tool-call delta came although omitted: %v", d)
+				}
+				final = cmp.Or(chunk.GetFinal(), final)
+			}
+			if final.GetType() != generationv1.ResponseType_RESPONSE_TYPE_TOOL_CALL {
+				return fmt.Errorf("final answer %v, want a tool call of the calculator", final)
+			}
+			return checkAnswer(final, []*typev1.Tool{calculatorTool})
 		}},
 	{"embed", "Embed returns one non-empty vector per input, all of one length",
 		func(ctx context.Context, k *kit) error {

@@ -169,7 +169,13 @@ func stageError(t *testing.T, err error, code codes.Code) *stageerr.Error {
 // streamAll reads a generate stream to its end.
 func streamAll(t *testing.T, client generationv1.GenerationServiceClient, req *generationv1.GenerateRequest) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
 	t.Helper()
-	stream, err := client.GenerateStream(t.Context(), &generationv1.GenerateStreamRequest{Request: req})
+	return streamOf(t, client, &generationv1.GenerateStreamRequest{Request: req})
+}
+
+// streamOf is streamAll for a whole stream request.
+func streamOf(t *testing.T, client generationv1.GenerationServiceClient, in *generationv1.GenerateStreamRequest) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
+	t.Helper()
+	stream, err := client.GenerateStream(t.Context(), in)
 	if err != nil {
 		return nil, nil, err
 	}

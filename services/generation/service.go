@@ -120,7 +120,11 @@ func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream 
 	if err := stream.SendHeader(nil); err != nil {
 		return err
 	}
+	omitCalls := in.GetOmitToolCallDeltas()
 	resp, err := s.generate(stream.Context(), p, req, func(d *generationv1.Delta) error {
+		if omitCalls && d.GetToolCall() != nil {
+			return nil // the providers put a call's fragments in deltas of their own, without text
+		}
 		return stream.Send(&generationv1.GenerateStreamResponse{Chunk: &generationv1.GenerateStreamResponse_Delta{Delta: d}})
 	})
 	if err != nil {

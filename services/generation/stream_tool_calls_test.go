@@ -115,6 +115,64 @@ func TestStreamedToolCallFragments(t *testing.T) {
 	}
 }
 
+// TestOmittedToolCallDeltas: a stream asked to omit_tool_call_deltas carries the text and
+// reasoning deltas, no fragment of a tool call, and the same final answer, calls complete.
+func TestOmittedToolCallDeltas(t *testing.T) {
+	scripted := []llmtest.ToolCall{
+		{ID: "call_paris", Name: "get_weather", Arguments: `{"city": "Paris", "unit": "celsius", "days": 3}`},
+		{ID: "call_time", Name: "current_time"},
+	}
+	for _, tc := range []struct {
+		provider string
+		client   func(*testing.T, *llmtest.Server) generationv1.GenerationServiceClient
+	}{
+		{"openai", func(t *testing.T, srv *llmtest.Server) generationv1.GenerationServiceClient {
+			return openAIClient(t, srv, nil)
+		}},
+		{"anthropic", func(t *testing.T, srv *llmtest.Server) generationv1.GenerationServiceClient {
+			return anthropicClient(t, srv, nil)
+		}},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			answer := llmtest.Turn{Reasoning: "The weather, then the time.", Content: "Checking.", ToolCalls: scripted}
+			srv := llmtest.New(t, llmtest.Scenario{Match: "weather", Turns: []llmtest.Turn{answer, answer}})
+			client := tc.client(t, srv)
+			req := func() *generationv1.GenerateRequest {
+				r := request(tc.provider, "m", user("weather"))
+				r.Tools = []*typev1.Tool{tool("get_weather", "city", "unit"), tool("current_time")}
+				return r
+			}
+			all, want, err := streamAll(t, client, req())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(assembleCalls(t, all)) != 2 {
+				t.Fatalf("without omit_tool_call_deltas, deltas %v", all)
+			}
+			deltas, final, err := streamOf(t, client, &generationv1.GenerateStreamRequest{Request: req(), OmitToolCallDeltas: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range deltas {
+				if d.GetToolCall() != nil {
+					t.Errorf("a tool-call delta came although omitted: %v", d)
+				}
+			}
+			if content, reasoning, _ := joinDeltas(deltas); content != "Checking." || reasoning != "The weather, then the time." {
+				t.Errorf("text deltas %q %q", content, reasoning)
+			}
+			if len(final.GetToolCalls()) != 2 {
+				t.Fatalf("final answer %v, want both calls", final)
+			}
+			for i, c := range final.GetToolCalls() {
+				if w := want.GetToolCalls()[i]; c.GetId() != w.GetId() || c.GetName() != w.GetName() || c.GetRawArguments() != w.GetRawArguments() {
+					t.Errorf("call %d %v, want %v as when the deltas are streamed", i, c, w)
+				}
+			}
+		})
+	}
+}
+
 func TestStreamedToolCallsOfPlainJSONAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -399,7 +399,9 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 // transport's stream buffer: text is passed on at once, a transport tag only once it is
 // complete (seed 000 §11, Streaming).
 func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
-	stream, err := r.svc.peers.Generation.GenerateStream(ctx, &generationv1.GenerateStreamRequest{Request: req})
+	// The calls come complete in the final answer, and llm_delta carries text only: a message
+	// for each fragment of their arguments would be read and dropped.
+	stream, err := r.svc.peers.Generation.GenerateStream(ctx, &generationv1.GenerateStreamRequest{Request: req, OmitToolCallDeltas: true})
 	if err != nil {
 		return nil, err
 	}

@@ -394,9 +394,15 @@ func (x *GenerateResponse) GetCostUsd() float64 {
 type GenerateStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The attempt.
-	Request       *GenerateRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Request *GenerateRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// Leave out the deltas of tool calls: the stream then carries the answer's text and
+	// reasoning as they come, and its tool calls only in the final answer, complete. A caller
+	// that shows only text (the orchestrator, whose llm_delta events carry text and reasoning)
+	// sets it, and is spared a message for every fragment of the calls' arguments, which
+	// providers stream a few tokens at a time.
+	OmitToolCallDeltas bool `protobuf:"varint,2,opt,name=omit_tool_call_deltas,json=omitToolCallDeltas,proto3" json:"omit_tool_call_deltas,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GenerateStreamRequest) Reset() {
@@ -434,6 +440,13 @@ func (x *GenerateStreamRequest) GetRequest() *GenerateRequest {
 		return x.Request
 	}
 	return nil
+}
+
+func (x *GenerateStreamRequest) GetOmitToolCallDeltas() bool {
+	if x != nil {
+		return x.OmitToolCallDeltas
+	}
+	return false
 }
 
 // GenerateStreamResponse is a delta, or the final answer as the last message.
@@ -726,9 +739,10 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\n" +
 	"latency_ms\x18\f \x01(\x03R\tlatencyMs\x12'\n" +
 	"\x0freasoning_state\x18\r \x01(\fR\x0ereasoningState\x12\x19\n" +
-	"\bcost_usd\x18\x0e \x01(\x01R\acostUsd\"[\n" +
+	"\bcost_usd\x18\x0e \x01(\x01R\acostUsd\"\x8e\x01\n" +
 	"\x15GenerateStreamRequest\x12B\n" +
-	"\arequest\x18\x01 \x01(\v2(.agentmesh.generation.v1.GenerateRequestR\arequest\"\x9c\x01\n" +
+	"\arequest\x18\x01 \x01(\v2(.agentmesh.generation.v1.GenerateRequestR\arequest\x121\n" +
+	"\x15omit_tool_call_deltas\x18\x02 \x01(\bR\x12omitToolCallDeltas\"\x9c\x01\n" +
 	"\x16GenerateStreamResponse\x126\n" +
 	"\x05delta\x18\x01 \x01(\v2\x1e.agentmesh.generation.v1.DeltaH\x00R\x05delta\x12A\n" +
 	"\x05final\x18\x02 \x01(\v2).agentmesh.generation.v1.GenerateResponseH\x00R\x05finalB\a\n" +
