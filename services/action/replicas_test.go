@@ -349,3 +349,59 @@ func TestLedgerUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// TestAnIdempotentCallIsWrittenOnce: the call of an idempotent tool is written to the ledger
+// once, done, and the call of any other tool twice, started and done. A repeated request for
+// the idempotent call runs its tool again, harmlessly, and is answered from the record.
+func TestAnIdempotentCallIsWrittenOnce(t *testing.T) {
+	srv := natsServer(t)
+	js, err := jetstream.New(connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := newFakeTool("counter", returns("counted"))
+	lookup := newFakeTool("lookup", returns("found"))
+	client := replica(t, srv, action.Options{Tools: []action.Tool{counter, lookup}, Idempotent: []string{"lookup"}})
+	writes := func() uint64 {
+		st, err := js.Stream(t.Context(), "KV_"+action.CallBucket)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return 0 // the ledger makes its bucket with its first write
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	for _, tc := range []struct {
+		tool, result string
+		writes       uint64
+	}{{"counter", "counted", 2}, {"lookup", "found", 1}} {
+		req := request(t, tc.tool, nil)
+		before := writes()
+		resp, err := client.Execute(t.Context(), req)
+		if err != nil || resp.GetResult() != tc.result || resp.GetCached() {
+			t.Fatalf("Execute(%s): %v %v", tc.tool, resp, err)
+		}
+		if n := writes() - before; n != tc.writes {
+			t.Errorf("the call of %s made %d writes to the ledger, want %d", tc.tool, n, tc.writes)
+		}
+		if rec := record(t, kvLedger(t, srv, action.KVLedgerOptions{}), req); rec.GetState() != actionv1.CallState_CALL_STATE_DONE ||
+			rec.GetResponse().GetResult() != tc.result || rec.GetStartedAt() == nil {
+			t.Errorf("record of %s: %v, want done with its result and start", tc.tool, rec)
+		}
+	}
+	req := request(t, "lookup", nil)
+	for i, cached := range []bool{false, true} {
+		resp, err := client.Execute(t.Context(), req)
+		if err != nil || resp.GetResult() != "found" || resp.GetCached() != cached {
+			t.Fatalf("Execute %d of one idempotent call: %v %v, want cached %v", i, resp, err, cached)
+		}
+	}
+	if n := lookup.calls.Load(); n != 3 {
+		t.Errorf("the idempotent tool ran %d times, want 3 (once, then twice for one call)", n)
+	}
+}

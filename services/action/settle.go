@@ -200,11 +200,20 @@ func (s *Service) call(ctx context.Context, req *actionv1.ExecuteRequest, args m
 // returns ErrRecordChanged. A tool that ran is answered even when its done record cannot be
 // written, which is logged: the record stays started, so later requests find the call
 // interrupted, or it is another replica's, which took the call over after its timeout.
+//
+// An idempotent tool's call is recorded once, done (recordDone): running it again is harmless
+// (a call whose execution died runs again, see resume), so the ledger need not hold it
+// started, and the call makes one write to the ledger instead of two (issue 15).
 func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, timeout time.Duration, rev uint64) (outcome, error) {
 	name := reg.def.GetName()
+	idempotent := reg.def.GetIdempotent()
 	started := &actionv1.CallRecord{RunId: call.RunID, CallId: call.CallID, ToolName: name, UserId: call.UserID, State: actionv1.CallState_CALL_STATE_STARTED}
 	ran := false
 	resp, err := s.run(ctx, reg, call, timeout, func() error {
+		if idempotent {
+			started.StartedAt, ran = timestamppb.New(s.now()), true
+			return nil
+		}
 		instance, err := s.ledger.Instance(ctx)
 		if err != nil {
 			return ledgerUnavailable(err)
@@ -226,6 +235,9 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		State: actionv1.CallState_CALL_STATE_DONE, Response: resp,
 		StartedAt: started.GetStartedAt(), FinishedAt: timestamppb.New(s.now()),
 	}
+	if idempotent {
+		return s.recordDone(ctx, done, rev)
+	}
 	if _, err := s.record(ctx, done, rev); err != nil {
 		if !ran {
 			return outcome{}, err
@@ -234,6 +246,41 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 			"tool", name, "run_id", call.RunID, "call_id", call.CallID, "err", err)
 	}
 	return outcome{tool: name, user: call.UserID, resp: resp, fresh: true}, nil
+}
+
+// recordDone records the response of an idempotent tool's call, done, over revision rev, and
+// answers it. When another request recorded the call first, a started record (of an execution
+// that may still finish) is overwritten: whichever response is recorded first answers the
+// call. A done record, or one of another tool, returns ErrRecordChanged: the call is settled
+// from it (settleRecord), as every request for it is. A tool that ran is answered even when
+// the ledger cannot record it, which is logged.
+func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev uint64) (outcome, error) {
+	fresh := outcome{tool: done.GetToolName(), user: done.GetUserId(), resp: done.GetResponse(), fresh: true}
+	unrecorded := func(err error) (outcome, error) {
+		s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
+			"tool", done.GetToolName(), "run_id", done.GetRunId(), "call_id", done.GetCallId(), "err", err)
+		return fresh, nil
+	}
+	for {
+		_, err := s.record(ctx, done, rev)
+		switch {
+		case err == nil:
+			return fresh, nil
+		case !errors.Is(err, ErrRecordChanged):
+			return unrecorded(err)
+		}
+		rec, next, err := s.ledger.Get(ctx, done.GetRunId(), done.GetCallId())
+		switch {
+		case errors.Is(err, ErrNoRecord):
+			rev = 0
+		case err != nil:
+			return unrecorded(err)
+		case rec.GetState() == actionv1.CallState_CALL_STATE_DONE || rec.GetToolName() != done.GetToolName():
+			return outcome{}, ErrRecordChanged
+		default:
+			rev = next
+		}
+	}
 }
 
 // record writes rec over revision rev. The write is detached from the request's cancellation,
