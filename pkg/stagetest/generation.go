@@ -1,7 +1,6 @@
 package stagetest
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,53 +63,27 @@ var generationCases = []testCase{
 		}},
 	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last",
 		func(ctx context.Context, k *kit) error {
-			stream, err := generationv1.NewGenerationServiceClient(k.conn).GenerateStream(ctx, &generationv1.GenerateStreamRequest{
+			_, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
 				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget,
 					Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}}})
 			if err != nil {
-				return wantOK(err)
-			}
-			var final *generationv1.GenerateResponse
-			for {
-				chunk, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					return wantOK(err)
-				}
-				if final != nil {
-					return fmt.Errorf("a chunk came after the final answer")
-				}
-				final = chunk.GetFinal()
-			}
-			if final == nil {
-				return fmt.Errorf("the stream ended without a final answer")
+				return err
 			}
 			return checkAnswer(final, nil)
 		}},
 	{"stream-omit-tool-call-deltas", "GenerateStream with omit_tool_call_deltas sends no tool-call delta, and the calls complete in the final answer",
 		func(ctx context.Context, k *kit) error {
-			stream, err := generationv1.NewGenerationServiceClient(k.conn).GenerateStream(ctx, &generationv1.GenerateStreamRequest{
+			deltas, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
 				OmitToolCallDeltas: true,
 				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget, Tools: []*typev1.Tool{calculatorTool}, ToolChoice: "auto",
 					Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}}})
 			if err != nil {
-				return wantOK(err)
+				return err
 			}
-			var final *generationv1.GenerateResponse
-			for {
-				chunk, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					return wantOK(err)
-				}
-				if d := chunk.GetDelta(); d.GetToolCall() != nil {
+			for _, d := range deltas {
+				if d.GetToolCall() != nil {
 					return fmt.Errorf("a tool-call delta came although omitted: %v", d)
 				}
-				final = cmp.Or(chunk.GetFinal(), final)
 			}
 			if final.GetType() != generationv1.ResponseType_RESPONSE_TYPE_TOOL_CALL {
 				return fmt.Errorf("final answer %v, want a tool call of the calculator", final)
@@ -147,6 +120,39 @@ var generationCases = []testCase{
 			_, err := generationv1.NewGenerationServiceClient(k.conn).Embed(ctx, &generationv1.EmbedRequest{Target: rulesTarget})
 			return wantInvalid(err, "inputs")
 		}},
+}
+
+// readStream makes a GenerateStream call of req and reads it to its end: its deltas, and its
+// final answer, which must come once, last.
+func readStream(ctx context.Context, k *kit, req *generationv1.GenerateStreamRequest) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
+	stream, err := generationv1.NewGenerationServiceClient(k.conn).GenerateStream(ctx, req)
+	if err != nil {
+		return nil, nil, wantOK(err)
+	}
+	var (
+		deltas []*generationv1.Delta
+		final  *generationv1.GenerateResponse
+	)
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, wantOK(err)
+		}
+		if final != nil {
+			return nil, nil, fmt.Errorf("a chunk came after the final answer")
+		}
+		if d := chunk.GetDelta(); d != nil {
+			deltas = append(deltas, d)
+		}
+		final = chunk.GetFinal()
+	}
+	if final == nil {
+		return nil, nil, fmt.Errorf("the stream ended without a final answer")
+	}
+	return deltas, final, nil
 }
 
 // checkAnswer returns how an answer breaks the generation contract: a known type; a message
