@@ -24,9 +24,12 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -349,7 +352,9 @@ func BenchmarkIdleRun(b *testing.B) {
 				url, o.httpClient = model.tlsURL, model.tls
 			}
 			m := startBenchAt(b, url, o)
+			store := natsStore(b, model.nats)
 			wave := func() (heap, stacks, goroutines float64) {
+				awaitRetired(b, store)
 				m.flushSpans(b)
 				heap0, stacks0, started := inUse()
 				model.ask(b, fmt.Sprintf("%s %d %s %d %t", holdCommand, runs, m.addr, tc.history, tc.streaming), holding)
@@ -369,6 +374,47 @@ func BenchmarkIdleRun(b *testing.B) {
 			b.ReportMetric(median(heaps)+median(stacks), "B/idle-run")
 			b.ReportMetric(median(goroutines), "goroutines/idle-run")
 		})
+	}
+}
+
+// natsStore is JetStream at the NATS server of url, for awaitRetired.
+func natsStore(b *testing.B, url string) jetstream.JetStream {
+	b.Helper()
+	nc, err := events.Connect(url, "agentmesh-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js
+}
+
+// awaitRetired returns once no run is active in the store at js: every run of the last wave
+// has retired its records. The orchestrator retires a finished run's records after its caller
+// has the result, so the wave's Run calls return first, and what the runs still retiring held
+// would otherwise count in the next wave's baseline, and be missing from its idle runs' share.
+func awaitRetired(b *testing.B, js jetstream.JetStream) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := js.Stream(b.Context(), "KV_"+runstore.ActiveBucket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := st.Info(b.Context(), jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.State.NumSubjects == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d runs still active a minute after their wave", info.State.NumSubjects)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
