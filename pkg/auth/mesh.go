@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
-	"google.golang.org/grpc"
 )
 
 // MeshTrustDomain is the trust domain of mesh identities.
@@ -73,30 +72,17 @@ func checkMesh(ctx context.Context) error {
 	return nil
 }
 
-// MeshUnaryServerInterceptor refuses every call but health (see MeshIdentity) from a peer that
-// is not a mesh identity, logging the refusal with the certificate's subject: UNAUTHENTICATED
-// without a verified client certificate, PERMISSION_DENIED with one that names no mesh identity.
-func MeshUnaryServerInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if !meshOpen(info.FullMethod) {
+// MeshAdmission refuses every call but health (see MeshIdentity) from a peer that is not a
+// mesh identity, logging the refusal with the certificate's subject: UNAUTHENTICATED without a
+// verified client certificate, PERMISSION_DENIED with one that names no mesh identity.
+func MeshAdmission(log *slog.Logger) Admission {
+	return func(ctx context.Context, method string) (context.Context, error) {
+		if !meshOpen(method) {
 			if err := checkMesh(ctx); err != nil {
-				log.WarnContext(ctx, "call refused", "method", info.FullMethod, "err", err)
-				return nil, stageerr.ToStatus(err)
+				log.WarnContext(ctx, "call refused", "method", method, "err", err)
+				return nil, err
 			}
 		}
-		return handler(ctx, req)
-	}
-}
-
-// MeshStreamServerInterceptor is MeshUnaryServerInterceptor for streams.
-func MeshStreamServerInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if !meshOpen(info.FullMethod) {
-			if err := checkMesh(ss.Context()); err != nil {
-				log.WarnContext(ss.Context(), "call refused", "method", info.FullMethod, "err", err)
-				return stageerr.ToStatus(err)
-			}
-		}
-		return handler(srv, ss)
+		return ctx, nil
 	}
 }

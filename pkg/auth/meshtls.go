@@ -71,7 +71,7 @@ func (m *MeshTLS) Service() string { return m.service }
 
 // ServerConfig is the TLS configuration of a stage server: it presents the service's
 // certificate and requires every client to present one the mesh CA signed. Which of those
-// callers are mesh identities is the interceptors' concern (MeshUnaryServerInterceptor), so that
+// callers are mesh identities is the admission's concern (MeshAdmission), so that
 // health stays open to every certificate of the mesh CA.
 func (m *MeshTLS) ServerConfig() *tls.Config {
 	return &tls.Config{

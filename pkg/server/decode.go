@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"sync"
 
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -15,8 +14,8 @@ import (
 
 // requestCodec is the server's protobuf codec. grpc-go answers a request its codec cannot
 // decode (not protobuf, or a string that is not UTF-8) with INTERNAL, before any interceptor
-// runs; requestCodec instead decodes without failing and keeps the error for the interceptors
-// of decodeErrors, which answer INVALID_ARGUMENT naming the message type and the problem.
+// runs; requestCodec instead decodes without failing and keeps the error for the gate, which
+// answers INVALID_ARGUMENT naming the message type and the problem (failure, decodingStream).
 type requestCodec struct {
 	encoding.CodecV2 // gRPC's protobuf codec, decoding each distinct tool once (toolwire.Codec)
 
@@ -59,25 +58,6 @@ func (c *requestCodec) failure(req any) error {
 	return stageerr.Invalid("the request is not a valid %s: %v", m.ProtoReflect().Descriptor().FullName(), err)
 }
 
-// unaryDecodeErrors answers a unary request that did not decode with its error, without
-// calling the handler.
-func (c *requestCodec) unaryDecodeErrors() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := c.failure(req); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-}
-
-// streamDecodeErrors makes RecvMsg return the error of a streamed message that did not
-// decode.
-func (c *requestCodec) streamDecodeErrors() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return handler(srv, decodingStream{ServerStream: ss, codec: c})
-	}
-}
-
 // decodingStream is a ServerStream whose RecvMsg reports messages that did not decode.
 type decodingStream struct {
 	grpc.ServerStream
@@ -90,7 +70,7 @@ type decodingStream struct {
 // less than a quarter of it is in use: a handler that then waits deep in a call, as the
 // generation stage does in net/http while its model answers, would hold twice the stack it
 // needs for as long as its stream lasts. A panic while decoding is the handler's, re-raised
-// here for recoverStream.
+// here for the gate.
 func (s decodingStream) RecvMsg(m any) error {
 	type received struct {
 		err      error

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -14,15 +13,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"log/slog"
 )
 
 // TestDecodeFailuresAreAnsweredAndForgotten: requests that do not decode are INVALID_ARGUMENT,
 // unary and on a bidirectional stream, and the codec keeps none of their errors afterwards.
 func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
 	codec := newRequestCodec()
-	g := grpc.NewServer(grpc.ForceServerCodecV2(codec),
-		grpc.ChainUnaryInterceptor(stageerr.UnaryServerInterceptor(), codec.unaryDecodeErrors()),
-		grpc.ChainStreamInterceptor(stageerr.StreamServerInterceptor(), codec.streamDecodeErrors()))
+	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec}
+	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	reflection.Register(g)
 	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"runtime"
 	"runtime/metrics"
@@ -81,11 +82,12 @@ func descend(n int, fn func()) byte {
 	return descend(n-1, fn) + pad[n%len(pad)]
 }
 
-// deepWaitServer serves waitDesc behind the server's codec and its stream interceptor, and
+// deepWaitServer serves waitDesc behind the server's codec and its gate, and
 // returns a client of it, the count of handlers waiting, and a function that releases them.
 func deepWaitServer(t *testing.T) (*grpc.ClientConn, *atomic.Int64, func()) {
 	codec := newRequestCodec()
-	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.ChainStreamInterceptor(codec.streamDecodeErrors()))
+	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec}
+	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.StreamInterceptor(gt.stream))
 	waiting := new(atomic.Int64)
 	cond := sync.NewCond(new(sync.Mutex))
 	released := false

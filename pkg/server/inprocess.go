@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/fullstorydev/grpchan"
 	"github.com/fullstorydev/grpchan/inprocgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -31,7 +30,7 @@ import (
 type InProcess struct {
 	opts     Options
 	log      *slog.Logger
-	handlers grpchan.HandlerMap // the registered services, behind the interceptors
+	handlers grpchan.HandlerMap // the registered services, behind the drain and the gate
 	stats    stats.Handler      // the server spans and RPC metrics
 
 	mu       sync.Mutex
@@ -57,11 +56,13 @@ func NewInProcess(opts Options) (*InProcess, error) {
 	return &InProcess{opts: opts, log: log, handlers: grpchan.HandlerMap{}, stats: otelgrpc.NewServerHandler(handlerOptions(opts)...)}, nil
 }
 
-// RegisterService registers a service and its implementation behind the interceptors of New
-// that do not depend on the transport: the drain, panic recovery and stage error mapping.
+// RegisterService registers a service and its implementation behind the drain and New's gate,
+// less what depends on the transport: panic recovery and stage error mapping, without
+// authentication or the check of undecodable requests.
 func (p *InProcess) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	r := grpchan.WithUnaryInterceptors(p.handlers, p.trackUnary, recoverUnary(p.log), stageerr.UnaryServerInterceptor())
-	r = grpchan.WithStreamInterceptors(r, p.trackStream, recoverStream(p.log), stageerr.StreamServerInterceptor())
+	g := &gate{log: p.log}
+	r := grpchan.WithUnaryInterceptors(p.handlers, p.trackUnary, g.unary)
+	r = grpchan.WithStreamInterceptors(r, p.trackStream, g.stream)
 	r.RegisterService(desc, impl)
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/dial"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric"
@@ -60,7 +59,7 @@ type Options struct {
 	TLS *tls.Config
 	// Mesh, when set, serves mutual TLS between services in the place of TLS: the server
 	// presents the service's certificate, requires a client certificate of the mesh CA, and
-	// takes calls but health only from mesh identities (auth.MeshUnaryServerInterceptor); the
+	// takes calls but health only from mesh identities (auth.MeshAdmission); the
 	// handler finds the caller with auth.MeshIdentity.
 	Mesh *auth.MeshTLS
 	// MaxMessageBytes is the largest message the server receives or sends (a larger request
@@ -68,7 +67,8 @@ type Options struct {
 	MaxMessageBytes int
 }
 
-// Server is a gRPC server with the mesh's standard services and interceptors.
+// Server is a gRPC server with the mesh's standard services and its gate (panic recovery,
+// authentication, undecodable requests, stage error mapping).
 type Server struct {
 	opts   Options
 	log    *slog.Logger
@@ -118,23 +118,19 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	codec := newRequestCodec()
-	unary := []grpc.UnaryServerInterceptor{recoverUnary(log), stageerr.UnaryServerInterceptor()}
-	stream := []grpc.StreamServerInterceptor{recoverStream(log), stageerr.StreamServerInterceptor()}
+	gt := &gate{log: log, codec: newRequestCodec()}
 	if opts.Mesh != nil {
 		opts.TLS = opts.Mesh.ServerConfig()
-		unary = append(unary, auth.MeshUnaryServerInterceptor(log))
-		stream = append(stream, auth.MeshStreamServerInterceptor(log))
+		gt.admit = append(gt.admit, auth.MeshAdmission(log))
 	}
 	if opts.Auth != nil {
-		unary = append(unary, opts.Auth.UnaryServerInterceptor(log))
-		stream = append(stream, opts.Auth.StreamServerInterceptor(log))
+		gt.admit = append(gt.admit, opts.Auth.Admission(log))
 	}
 	serverOpts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOptions(opts)...)),
-		grpc.ForceServerCodecV2(codec),
-		grpc.ChainUnaryInterceptor(append(unary, codec.unaryDecodeErrors())...),
-		grpc.ChainStreamInterceptor(append(stream, codec.streamDecodeErrors())...),
+		grpc.ForceServerCodecV2(gt.codec),
+		grpc.UnaryInterceptor(gt.unary),
+		grpc.StreamInterceptor(gt.stream),
 		grpc.KeepaliveEnforcementPolicy(enforcement),
 		grpc.KeepaliveParams(serverParams),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
