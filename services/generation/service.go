@@ -140,49 +140,77 @@ func final(resp *generationv1.GenerateResponse) *generationv1.GenerateStreamResp
 
 // generate calls the provider (streaming when onDelta is set) inside a chat span and adapts
 // the answer. The provider's configured sampling defaults fill the fields the request leaves
-// unset.
+// unset. The request is prepared and the answer adapted in calls of their own: the call to the
+// provider runs below generate's frame, which the handler's goroutine holds for as long as the
+// model answers, and decoding a streamed answer goes deep, so a small frame keeps the goroutine
+// within its first 8 KiB of stack (issue 15).
 func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.GenerateRequest, onDelta func(*generationv1.Delta) error) (*generationv1.GenerateResponse, error) {
+	ctx, c, preq := s.beginChat(ctx, p, req, onDelta != nil)
+	defer c.measured.done(ctx)
+	var (
+		raw *Response
+		err error
+	)
+	if onDelta == nil {
+		raw, err = p.Complete(ctx, preq)
+	} else {
+		raw, err = p.Stream(ctx, preq, onDelta)
+	}
+	return s.finishChat(ctx, p, req, c, raw, err)
+}
+
+// chat is a call to a provider in progress (generate). It does not hold the provider's
+// request, which the provider drops once it has encoded it.
+type chat struct {
+	sampling *generationv1.Sampling
+	span     trace.Span
+	measured *measurement
+	schemas  map[string]map[string]any // the offered tools' schemas, by name, to repair the answer's calls
+	start    time.Time
+}
+
+// beginChat prepares the provider's request of req, and starts its span and measurement.
+func (s *Service) beginChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, stream bool) (context.Context, *chat, *Request) {
 	model := req.GetTarget().GetModel()
-	sampling := effectiveSampling(p, model, req.GetSampling())
-	ctx, span := s.startChat(ctx, p, req, sampling, onDelta != nil)
+	c := &chat{sampling: effectiveSampling(p, model, req.GetSampling())}
+	ctx, c.span = s.startChat(ctx, p, req, c.sampling, stream)
 	// From here the request holds the shared copies of its tools: its own decoded ones are
 	// garbage while the provider answers.
 	tools, toolSchemas, schemas := s.tools.share(req.GetTools())
-	req.Tools = tools
+	req.Tools, c.schemas = tools, schemas
 	preq := &Request{
 		Model:       model,
 		Messages:    req.GetMessages(),
 		Tools:       tools,
 		ToolSchemas: toolSchemas,
 		ToolChoice:  req.GetToolChoice(),
-		Sampling:    sampling,
+		Sampling:    c.sampling,
 	}
 	// The conversation is the provider's to encode, and nothing reads it after that: once the
 	// provider has encoded preq, the decoded copy is garbage while the model answers, and the
 	// conversation is held once (encoded, for a retry of the HTTP request) instead of twice.
 	req.Messages = nil
-	ctx, measured := s.metrics.begin(ctx, genaiconv.OperationNameChat, p.Name(), model)
-	defer measured.done(ctx)
-	start := time.Now()
-	var raw *Response
-	var err error
-	if onDelta == nil {
-		raw, err = p.Complete(ctx, preq)
-	} else {
-		raw, err = p.Stream(ctx, preq, onDelta)
-	}
-	latency := time.Since(start)
+	ctx, c.measured = s.metrics.begin(ctx, genaiconv.OperationNameChat, p.Name(), model)
+	c.start = time.Now()
+	return ctx, c, preq
+}
+
+// finishChat adapts the provider's answer raw (or its failure err) to the canonical answer, and
+// ends the chat's span and measurement.
+func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, c *chat, raw *Response, err error) (*generationv1.GenerateResponse, error) {
+	latency := time.Since(c.start)
 	if err == nil && raw == nil {
 		err = stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0, "%s returned no answer", p.Name())
 	}
 	if err != nil {
 		err = providerError(ctx, p, err)
-		measured.end(ctx, nil, 0, err)
-		endWithError(span, err)
+		c.measured.end(ctx, nil, 0, err)
+		endWithError(c.span, err)
 		return nil, err
 	}
+	model := req.GetTarget().GetModel()
 	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
-	resp := adapt(raw, schemas, req.GetStrictMode(), log)
+	resp := adapt(raw, c.schemas, req.GetStrictMode(), log)
 	resp.Provider = req.GetTarget().GetProvider()
 	if resp.Model == "" {
 		resp.Model = model
@@ -190,13 +218,13 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, model, resp.Usage)
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
-		e := maxTokensExceeded(resp, sampling.GetMaxOutputTokens())
-		measured.end(ctx, &raw.Usage, resp.GetCostUsd(), e)
-		endChat(span, resp, e)
+		e := maxTokensExceeded(resp, c.sampling.GetMaxOutputTokens())
+		c.measured.end(ctx, &raw.Usage, resp.GetCostUsd(), e)
+		endChat(c.span, resp, e)
 		return nil, e
 	}
-	measured.end(ctx, &raw.Usage, resp.GetCostUsd(), nil)
-	endChat(span, resp, nil)
+	c.measured.end(ctx, &raw.Usage, resp.GetCostUsd(), nil)
+	endChat(c.span, resp, nil)
 	return resp, nil
 }
 
