@@ -178,7 +178,14 @@ func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
 	sink := r.sink
 	r.mu.Unlock()
 	if sink != nil {
-		sink(proto.CloneOf(stamped)) // sent later, while the run may change what the event shares
+		out := proto.CloneOf(stamped) // sent later, while the run may change what the event shares
+		if fin := out.GetRunFinished(); fin.GetResultOmitted() {
+			// The stream keeps the outcome only (the result is larger than a NATS message), but
+			// the run has the whole result: its own caller gets it, without asking GetRun, which
+			// would find the run still live on this replica until it has published its result.
+			fin.Result, fin.ResultOmitted = ev.GetRunFinished().GetResult(), false
+		}
+		sink(out)
 	}
 }
 
