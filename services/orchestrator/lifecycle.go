@@ -105,7 +105,10 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		}
 		r.head = head
 	}
-	s.register(runCtx, r)
+	if !s.register(runCtx, r) {
+		s.handBack(runCtx, r)
+		return nil, nil, errMoved(r.id)
+	}
 	return r, runCtx, nil
 }
 
@@ -198,7 +201,10 @@ func (s *Service) runContext(parent context.Context, r *run, name string) contex
 
 // launch registers the run as live on this replica and executes it in the background.
 func (s *Service) launch(ctx context.Context, r *run) {
-	s.register(ctx, r)
+	if !s.register(ctx, r) {
+		s.handBack(ctx, r)
+		return
+	}
 	go s.work(ctx, r)
 }
 
@@ -208,13 +214,41 @@ func (s *Service) work(ctx context.Context, r *run) {
 	r.main(ctx)
 }
 
-// register makes the run live on this replica: found by its id, counted as active.
-func (s *Service) register(ctx context.Context, r *run) {
+// register makes the run live on this replica: found by its id, counted as active. Once the
+// replica drains it registers nothing and reports false: Drain hands off the runs live when
+// it begins (it closes draining before it lists them, and both happen under s.mu here), and a
+// run started or adopted in the meantime would otherwise go on on a replica going away.
+func (s *Service) register(ctx context.Context, r *run) bool {
 	s.mu.Lock()
-	s.live[r.id] = r
 	delete(s.starting, r.id)
+	if s.isDraining() {
+		s.mu.Unlock()
+		return false
+	}
+	s.live[r.id] = r
 	s.mu.Unlock()
 	s.metrics.active.Add(ctx, 1)
+	return true
+}
+
+// handBack gives up a run stored but never live here, because the replica began to drain
+// while it started or was adopted: its lease is noted handed off and released, so another
+// replica adopts it at once from its checkpoint.
+func (s *Service) handBack(ctx context.Context, r *run) {
+	r.timer.Stop()
+	r.cancel(errHandOff)
+	r.span.End()
+	if r.leaseRev == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := s.store.Note(ctx, r.id, runstore.HandedOff); err != nil {
+		s.log.WarnContext(ctx, "noting a hand-off failed", "run_id", r.id, "err", err)
+	}
+	if err := s.store.Release(ctx, r.id, r.leaseRev); err != nil {
+		s.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
+	}
+	s.log.InfoContext(ctx, "run handed off before it began here: the replica is draining", "run_id", r.id)
 }
 
 // retire ends what register and runContext began, once the run's work here is over. A
