@@ -232,22 +232,13 @@ func (s *Service) register(ctx context.Context, r *run) bool {
 }
 
 // handBack gives up a run stored but never live here, because the replica began to drain
-// while it started or was adopted: its lease is noted handed off and released, so another
-// replica adopts it at once from its checkpoint.
+// while it started or was adopted: its lease is handed off (handLeaseOff), so another replica
+// adopts it at once from its checkpoint.
 func (s *Service) handBack(ctx context.Context, r *run) {
 	r.timer.Stop()
 	r.cancel(errHandOff)
 	r.span.End()
-	if r.leaseRev == 0 {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	if err := s.store.Note(ctx, r.id, runstore.HandedOff); err != nil {
-		s.log.WarnContext(ctx, "noting a hand-off failed", "run_id", r.id, "err", err)
-	}
-	if err := s.store.Release(ctx, r.id, r.leaseRev); err != nil {
-		s.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
-	}
+	r.handLeaseOff(ctx)
 	s.log.InfoContext(ctx, "run handed off before it began here: the replica is draining", "run_id", r.id)
 }
 
@@ -329,19 +320,27 @@ func (r *run) markResumed(ctx context.Context) {
 // at once (a lost lease is someone else's).
 func (r *run) moveAway(ctx context.Context, e *ending) {
 	close(r.moved)
+	r.handLeaseOff(ctx)
+	r.svc.log.InfoContext(ctx, "run stopped on this replica", "run_id", r.id, "why", e.reason, "turn", r.turns)
+}
+
+// handLeaseOff gives back the run's lease, when it still holds it, noted handed off, so that
+// another replica resumes the run at once (a lost lease is someone else's).
+func (r *run) handLeaseOff(ctx context.Context) {
 	r.mu.Lock()
 	leaseRev := r.leaseRev
 	r.leaseRev = 0
 	r.mu.Unlock()
-	if leaseRev != 0 {
-		if err := r.svc.store.Note(context.WithoutCancel(ctx), r.id, runstore.HandedOff); err != nil {
-			r.svc.log.WarnContext(ctx, "noting a hand-off failed", "run_id", r.id, "err", err)
-		}
-		if err := r.svc.store.Release(context.WithoutCancel(ctx), r.id, leaseRev); err != nil {
-			r.svc.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
-		}
+	if leaseRev == 0 {
+		return
 	}
-	r.svc.log.InfoContext(ctx, "run stopped on this replica", "run_id", r.id, "why", e.reason, "turn", r.turns)
+	ctx = context.WithoutCancel(ctx)
+	if err := r.svc.store.Note(ctx, r.id, runstore.HandedOff); err != nil {
+		r.svc.log.WarnContext(ctx, "noting a hand-off failed", "run_id", r.id, "err", err)
+	}
+	if err := r.svc.store.Release(ctx, r.id, leaseRev); err != nil {
+		r.svc.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
+	}
 }
 
 // restoreRun rebuilds a run from its checkpoint, to be launched on this replica: its spans
