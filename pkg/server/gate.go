@@ -20,9 +20,9 @@ import (
 //
 // It is one interceptor rather than a chain of one per concern because every interceptor of a
 // chain adds its frame and gRPC's between the server and the handler, for as long as the call
-// lasts: with four, a handler waiting on a model held 16 KiB of stack instead of 8 (the
-// runtime halves a goroutine's stack only while a quarter of it is in use), and a run waiting
-// on its model 8 KiB more (issue 15).
+// lasts: with four, the generation stage's handler waiting on a streaming answer held 16 KiB of
+// stack instead of 8 (the runtime halves a goroutine's stack only while a quarter of it is in
+// use; issue 15).
 type gate struct {
 	log   *slog.Logger
 	admit []auth.Admission

@@ -242,8 +242,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		if !ran {
 			return outcome{}, err
 		}
-		s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
-			"tool", name, "run_id", call.RunID, "call_id", call.CallID, "err", err)
+		s.logUnrecorded(ctx, done, err)
 	}
 	return outcome{tool: name, user: call.UserID, resp: resp, fresh: true}, nil
 }
@@ -257,8 +256,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev uint64) (outcome, error) {
 	fresh := outcome{tool: done.GetToolName(), user: done.GetUserId(), resp: done.GetResponse(), fresh: true}
 	unrecorded := func(err error) (outcome, error) {
-		s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
-			"tool", done.GetToolName(), "run_id", done.GetRunId(), "call_id", done.GetCallId(), "err", err)
+		s.logUnrecorded(ctx, done, err)
 		return fresh, nil
 	}
 	for {
@@ -281,6 +279,12 @@ func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev
 			rev = next
 		}
 	}
+}
+
+// logUnrecorded logs a call whose tool ran but whose done record the ledger did not take.
+func (s *Service) logUnrecorded(ctx context.Context, done *actionv1.CallRecord, err error) {
+	s.log.ErrorContext(ctx, "tool ran but the call ledger did not record its result",
+		"tool", done.GetToolName(), "run_id", done.GetRunId(), "call_id", done.GetCallId(), "err", err)
 }
 
 // record writes rec over revision rev. The write is detached from the request's cancellation,
