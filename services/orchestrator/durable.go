@@ -103,6 +103,9 @@ func (r *run) publishContext(ctx context.Context) context.Context {
 }
 
 // detached is a context with the values of one context and the lifetime of another.
+//
+// A context derived from it (a publish's timeout) is cancelled by until directly, as a child
+// of until's: see Value.
 type detached struct {
 	context.Context                 // the values
 	until           context.Context // the lifetime
@@ -111,3 +114,15 @@ type detached struct {
 func (d detached) Deadline() (time.Time, bool) { return d.until.Deadline() }
 func (d detached) Done() <-chan struct{}       { return d.until.Done() }
 func (d detached) Err() error                  { return d.until.Err() }
+
+// Value is the value of key in the values' context, else in until's. until holds no values of
+// its own, but the context package looks a parent's cancellation up among its values: finding
+// until's, it registers a derived context with until. Without it, every context derived from a
+// detached one started a goroutine to watch until, for as long as the derived context lived: one
+// per event a run published, and 2.5% of the CPU of a wave of 10,000 runs (issue 15).
+func (d detached) Value(key any) any {
+	if v := d.Context.Value(key); v != nil {
+		return v
+	}
+	return d.until.Value(key)
+}
