@@ -16,6 +16,12 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// anyPort is the address of the stages of a test's mesh: the port each one listens on is the
+// system's choice, where the orchestrator finds it. A free port picked before the mesh starts
+// (grpctest.FreeAddr) can be taken by another test's listener or connection before the mesh
+// listens on it, and the tests pick as few as their clients need.
+const anyPort = "127.0.0.1:0"
+
 // TestDevResumesPausedRuns stops `agentmesh dev` while a run waits for approval and starts it
 // again on the same data directory: the new process adopts the run, and an approval given to
 // it finishes the run.
@@ -26,7 +32,10 @@ func TestDevResumesPausedRuns(t *testing.T) {
 	var yaml strings.Builder
 	yaml.WriteString("tools: {require_approval: [calculator]}\nservices:\n")
 	for _, n := range names {
-		addrs[n] = grpctest.FreeAddr(t)
+		addrs[n] = anyPort
+		if n == "orchestrator" { // the clients' address, the same after the restart
+			addrs[n] = grpctest.FreeAddr(t)
+		}
 		fmt.Fprintf(&yaml, "  %s: %q\n", n, addrs[n])
 	}
 	if err := os.WriteFile("agentmesh.yaml", []byte(yaml.String()), 0o600); err != nil {
@@ -83,7 +92,7 @@ func TestDevServesMetrics(t *testing.T) {
 	var yaml strings.Builder
 	yaml.WriteString("services:\n")
 	for _, n := range []string{"intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"} {
-		fmt.Fprintf(&yaml, "  %s: %q\n", n, grpctest.FreeAddr(t))
+		fmt.Fprintf(&yaml, "  %s: %q\n", n, anyPort)
 	}
 	orchestrator, metrics := grpctest.FreeAddr(t), grpctest.FreeAddr(t)
 	fmt.Fprintf(&yaml, "  orchestrator: %q\n", orchestrator)
