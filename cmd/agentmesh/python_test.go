@@ -16,6 +16,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc/codes"
@@ -49,8 +50,7 @@ func TestPythonPlanningStage(t *testing.T) {
 	python := findPython(t)
 	planning := filepath.Join(examples, "python-planning")
 	gen := generatePython(t, filepath.Join(planning, "generate.sh"))
-	stage := meshproc.External(t, "python-planning", python, []string{filepath.Join(planning, "server.py")},
-		append(os.Environ(), "PYTHONPATH="+gen+string(os.PathListSeparator)+planning, "PYTHONDONTWRITEBYTECODE=1"))
+	stage := meshproc.External(t, "python-planning", python, []string{filepath.Join(planning, "server.py")}, pythonEnv(gen, planning), nil)
 
 	t.Run("conformance", func(t *testing.T) {
 		if out, errOut, code := conformance(t, "--stage", "planning", "--addr", stage.Addr()); code != exitcode.OK {
@@ -99,6 +99,95 @@ func TestPythonPlanningStage(t *testing.T) {
 			t.Errorf("GetRun without a run_id: %+v, want INVALID_ARGUMENT with a StageError INVALID_INPUT naming run_id", got.Invalid)
 		}
 	})
+}
+
+// TestPythonPlanningStageMutualTLS: the Python planning stage serves mutual TLS with the mesh CA
+// and its own certificate (TLS_CA, TLS_CERT, TLS_KEY) as the Go stages do. It refuses a caller
+// of the mesh CA whose certificate names no mesh identity (PERMISSION_DENIED with a StageError),
+// passes the conformance kit called as the orchestrator, and plans a real run of a mesh whose
+// services all talk mutual TLS; with only some of the three files named it does not start.
+func TestPythonPlanningStageMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts agentmesh and a Python stage as separate processes")
+	}
+	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t)
+	python := findPython(t)
+	planning := filepath.Join(examples, "python-planning")
+	gen := generatePython(t, filepath.Join(planning, "generate.sh"))
+	server := filepath.Join(planning, "server.py")
+	pki := meshproc.NewPKI(t, t.TempDir())
+	own := pki.Issue(t, "planning", certs.Service("planning"))
+	tlsEnv := []string{"TLS_CA=" + pki.CAFile(), "TLS_CERT=" + own.Cert, "TLS_KEY=" + own.Key}
+
+	t.Run("partial", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), python, server)
+		cmd.Env = append(pythonEnv(gen, planning), "LISTEN_ADDR=127.0.0.1:0", tlsEnv[0])
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "mutual TLS needs TLS_CA, TLS_CERT, TLS_KEY: TLS_CERT, TLS_KEY not set") {
+			t.Fatalf("server.py with TLS_CA alone: %v, want an exit naming the missing files\n%s", err, out)
+		}
+	})
+
+	// The harness's certificate is the mesh CA's, of no mesh identity: health only.
+	harness := pki.Client(t, pki.Issue(t, "python-harness", certs.Subject{CommonName: "python-harness", Client: true}))
+	stage := meshproc.External(t, "python-planning", python, []string{server}, append(pythonEnv(gen, planning), tlsEnv...), harness)
+	if !strings.Contains(stage.Logs(), "mutual TLS") {
+		t.Errorf("the stage does not say it serves mutual TLS:\n%s", stage.Logs())
+	}
+
+	t.Run("no mesh identity", func(t *testing.T) {
+		_, err := planningv1.NewPlanningServiceClient(stage.Conn()).Plan(t.Context(), &planningv1.PlanRequest{Goal: "add 1 and 2"})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Plan from a certificate of no mesh identity: %v, want PERMISSION_DENIED", err)
+		}
+		if got := stageerr.FromError(err); got.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED || got.Stage != "planning" ||
+			!strings.Contains(got.Msg, `the certificate of "CN=python-harness" names no mesh identity`) {
+			t.Errorf("StageError %s (stage %q) %q, want PERMISSION_DENIED from the planning stage naming the certificate", stageerr.CodeName(got.Code), got.Stage, got.Msg)
+		}
+	})
+
+	t.Run("conformance", func(t *testing.T) {
+		kit := pki.Issue(t, "kit", certs.Service(meshproc.Orchestrator)) // the orchestrator's mesh identity
+		t.Setenv("TLS_CA", pki.CAFile())
+		t.Setenv("TLS_CERT", kit.Cert)
+		t.Setenv("TLS_KEY", kit.Key)
+		if out, errOut, code := conformance(t, "--stage", "planning", "--addr", stage.Addr()); code != exitcode.OK {
+			t.Errorf("agentmesh conformance --stage planning over mutual TLS: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+
+	t.Run("run", func(t *testing.T) {
+		m := meshproc.Start(t, meshproc.Options{MTLS: true, PKI: pki, Replicas: []string{"a"}, Replaced: map[string]string{"planning": stage.Addr()}})
+		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+		defer cancel()
+		res, err := m.Replica(t, "a").Agent().Run(ctx, &agentv1.RunRequest{UserId: "python-test", Message: "What is 6 times 7?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+			t.Fatalf("run %s ended %s %s", res.GetRunId(), res.GetOutcome(), res.GetExitReason())
+		}
+		i := slices.IndexFunc(m.StoredEvents(t, res.GetRunId()), func(ev *eventv1.RunEvent) bool {
+			steps := ev.GetPlanCreated().GetSteps()
+			return len(steps) > 0 && strings.HasPrefix(steps[0].GetId(), pythonStepPrefix)
+		})
+		if i < 0 {
+			t.Errorf("the run's plan is not the Python stage's (steps %s…)", pythonStepPrefix)
+		}
+	})
+}
+
+// pythonEnv is the environment of the Python planning stage, with the generated code of gen:
+// the test's own, without the files of mutual TLS.
+func pythonEnv(gen, planning string) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "TLS_CA=") || strings.HasPrefix(kv, "TLS_CERT=") || strings.HasPrefix(kv, "TLS_KEY=")
+	})
+	return append(env, "PYTHONPATH="+gen+string(os.PathListSeparator)+planning, "PYTHONDONTWRITEBYTECODE=1")
 }
 
 // checkPythonStageErrors checks that the Python stage's failures reach a Go client as the Go

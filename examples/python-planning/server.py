@@ -1,5 +1,6 @@
 """A planning stage for agentmesh in Python: agentmesh.planning.v1.PlanningService and the gRPC
-health service, on LISTEN_ADDR (default 127.0.0.1:7002, the Go planning stage's), plaintext.
+health service, on LISTEN_ADDR (default 127.0.0.1:7002, the Go planning stage's): plaintext, or
+mutual TLS with the mesh's services when TLS_CA, TLS_CERT and TLS_KEY name its files (mesh_tls.py).
 
 Start the mesh with PLANNING_ADDR pointing at it, and every run's plan comes from planner.py.
 Failures carry the StageError detail the orchestrator reads (stage_status.py). SIGTERM or
@@ -15,6 +16,7 @@ from concurrent import futures
 
 import grpc
 
+import mesh_tls
 import planner
 from agentmesh.planning.v1 import planning_service_pb2, planning_service_pb2_grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -50,10 +52,16 @@ log = logging.getLogger("python-planning")
 
 
 class PlanningStage(planning_service_pb2_grpc.PlanningServiceServicer):
-    """PlanningService by planner.plan, its failures sent as stage errors."""
+    """PlanningService by planner.plan, its failures sent as stage errors. With mutual_tls it
+    answers only the mesh's services (mesh_tls.check_caller)."""
+
+    def __init__(self, mutual_tls):
+        self.mutual_tls = mutual_tls
 
     def Plan(self, request, context):
         try:
+            if self.mutual_tls:
+                mesh_tls.check_caller(context)
             resp = planner.plan(request)
         except StageError as err:
             err.stage = STAGE
@@ -68,15 +76,23 @@ class PlanningStage(planning_service_pb2_grpc.PlanningServiceServicer):
 
 def serve(addr):
     """Serves until SIGTERM or SIGINT, then drains."""
+    try:
+        credentials = mesh_tls.server_credentials()
+    except ValueError as err:
+        sys.exit(f"python-planning: {err}")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), options=SERVER_OPTIONS)
-    planning_service_pb2_grpc.add_PlanningServiceServicer_to_server(PlanningStage(), server)
+    planning_service_pb2_grpc.add_PlanningServiceServicer_to_server(PlanningStage(credentials is not None), server)
     service_name = planning_service_pb2.DESCRIPTOR.services_by_name["PlanningService"].full_name
     health = Health([service_name, STAGE])
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    if server.add_insecure_port(addr) == 0:
+    if credentials is None:
+        port = server.add_insecure_port(addr)
+    else:
+        port = server.add_secure_port(addr, credentials)
+    if port == 0:
         sys.exit(f"python-planning: cannot listen on {addr}")
     server.start()
-    log.info("serving %s on %s", service_name, addr)
+    log.info("serving %s on %s (%s)", service_name, addr, "plaintext" if credentials is None else "mutual TLS")
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,21 +5,26 @@ import (
 	"strconv"
 	"testing"
 
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // External starts a program that is not one of the mesh's binaries, such as a stage written in
-// another language, as a plaintext gRPC service on a free loopback port, which it is told in
-// LISTEN_ADDR as the mesh's binaries are; env is the rest of its environment. External returns
-// once the program reports SERVING on the gRPC health service; give its Addr to Start in
-// Options.Replaced. The program runs in an empty working directory, is killed when the test
+// another language, as a gRPC service on a free loopback port, which it is told in LISTEN_ADDR
+// as the mesh's binaries are; env is the rest of its environment. The harness connects to it
+// with creds (nil: plaintext), e.g. PKI.Client's for a stage that serves mutual TLS. External
+// returns once the program reports SERVING on the gRPC health service; give its Addr to Start
+// in Options.Replaced. The program runs in an empty working directory, is killed when the test
 // ends, and its output is printed if the test fails.
-func External(t testing.TB, name, path string, args, env []string) *Service {
+func External(t testing.TB, name, path string, args, env []string, creds credentials.TransportCredentials) *Service {
 	t.Helper()
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	p := newProcess(t, name, path, t.TempDir(), args, slices.Concat(env, []string{"LISTEN_ADDR=" + addr}))
-	s := newService(t, p, addr, insecure.NewCredentials())
+	s := newService(t, p, addr, creds)
 	p.Start(t)
 	s.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
 	return s

@@ -35,6 +35,10 @@ type Options struct {
 	// present its certificate "meshproc", which names no mesh identity: a stage answers them
 	// health only.
 	MTLS bool
+	// PKI is the mesh CA of a mesh with MTLS (NewPKI); nil makes a new one. Start issues into it
+	// the certificates of the services it starts and of the harness: a stage in Replaced brings
+	// its own.
+	PKI *PKI
 	// Env is added to every agentmesh process's environment, over the harness's own settings:
 	// e.g. Jaeger.Env to export the spans (the harness exports none otherwise).
 	Env []string
@@ -71,9 +75,17 @@ func Start(t testing.TB, opts Options) *Mesh {
 	if opts.MTLS {
 		services := []string{Orchestrator}
 		for _, s := range Stages {
-			services = append(services, s.Name)
+			if _, ok := opts.Replaced[s.Name]; !ok {
+				services = append(services, s.Name)
+			}
 		}
-		m.pki = newPKI(t, mkdir(t, root, "certs"), services)
+		m.pki = opts.PKI
+		if m.pki == nil {
+			m.pki = NewPKI(t, mkdir(t, root, "certs"))
+		}
+		for _, s := range services {
+			m.pki.Issue(t, s, certs.Service(s))
+		}
 		tlsCA = m.pki.CAFile()
 		creds = m.pki.Client(t, m.pki.Issue(t, "meshproc", certs.Subject{CommonName: "meshproc", Client: true}))
 	}

@@ -17,9 +17,10 @@ type PKI struct {
 	dir string
 }
 
-// newPKI makes a mesh CA, writing its certificate to dir/ca.pem, and a certificate of each
-// service (certs.Service) into dir.
-func newPKI(t testing.TB, dir string, services []string) *PKI {
+// NewPKI makes a mesh CA, writing its certificate to dir/ca.pem, and a certificate of each of
+// services (certs.Service) into dir. Give it to Start in Options.PKI to start a mesh with a
+// stage that needs its certificate before the mesh starts (an External one).
+func NewPKI(t testing.TB, dir string, services ...string) *PKI {
 	t.Helper()
 	ca, err := certs.NewCA("meshproc mesh CA")
 	if err != nil {
