@@ -39,18 +39,8 @@ const pythonStepPrefix = "py-"
 // whose plan the Python stage made, and runs the Python client example (Run, StreamRun and a
 // StageError read back) against the orchestrator.
 func TestPythonPlanningStage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts agentmesh and a Python stage as separate processes")
-	}
-	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	isolate(t)
-	python := findPython(t)
-	planning := filepath.Join(examples, "python-planning")
-	gen := generatePython(t, filepath.Join(planning, "generate.sh"))
-	stage := meshproc.External(t, "python-planning", python, []string{filepath.Join(planning, "server.py")}, pythonEnv(gen, planning), nil)
+	ex := setUpPython(t)
+	stage := meshproc.External(t, "python-planning", ex.python, []string{ex.server}, ex.env(), nil)
 
 	t.Run("conformance", func(t *testing.T) {
 		if out, errOut, code := conformance(t, "--stage", "planning", "--addr", stage.Addr()); code != exitcode.OK {
@@ -84,7 +74,7 @@ func TestPythonPlanningStage(t *testing.T) {
 	})
 
 	t.Run("client", func(t *testing.T) {
-		got := runPythonClient(t, python, gen, filepath.Join(examples, "python-client", "client.py"), orchestrator.Addr(), "What is 6 times 7?")
+		got := runPythonClient(t, ex.python, ex.gen, filepath.Join(ex.examples, "python-client", "client.py"), orchestrator.Addr(), "What is 6 times 7?")
 		if got.Outcome != "OUTCOME_COMPLETED_WITH_TOOLS" || got.ExitReason != "COMPLETED" || !strings.Contains(got.Answer, "42") {
 			t.Errorf("Run: %s %s %q", got.Outcome, got.ExitReason, got.Answer)
 		}
@@ -107,25 +97,14 @@ func TestPythonPlanningStage(t *testing.T) {
 // passes the conformance kit called as the orchestrator, and plans a real run of a mesh whose
 // services all talk mutual TLS; with only some of the three files named it does not start.
 func TestPythonPlanningStageMutualTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts agentmesh and a Python stage as separate processes")
-	}
-	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	isolate(t)
-	python := findPython(t)
-	planning := filepath.Join(examples, "python-planning")
-	gen := generatePython(t, filepath.Join(planning, "generate.sh"))
-	server := filepath.Join(planning, "server.py")
+	ex := setUpPython(t)
 	pki := meshproc.NewPKI(t, t.TempDir())
 	own := pki.Issue(t, "planning", certs.Service("planning"))
 	tlsEnv := []string{"TLS_CA=" + pki.CAFile(), "TLS_CERT=" + own.Cert, "TLS_KEY=" + own.Key}
 
 	t.Run("partial", func(t *testing.T) {
-		cmd := exec.CommandContext(t.Context(), python, server)
-		cmd.Env = append(pythonEnv(gen, planning), "LISTEN_ADDR=127.0.0.1:0", tlsEnv[0])
+		cmd := exec.CommandContext(t.Context(), ex.python, ex.server)
+		cmd.Env = append(ex.env(), "LISTEN_ADDR=127.0.0.1:0", tlsEnv[0])
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "mutual TLS needs TLS_CA, TLS_CERT, TLS_KEY: TLS_CERT, TLS_KEY not set") {
 			t.Fatalf("server.py with TLS_CA alone: %v, want an exit naming the missing files\n%s", err, out)
@@ -134,7 +113,7 @@ func TestPythonPlanningStageMutualTLS(t *testing.T) {
 
 	// The harness's certificate is the mesh CA's, of no mesh identity: health only.
 	harness := pki.Client(t, pki.Issue(t, "python-harness", certs.Subject{CommonName: "python-harness", Client: true}))
-	stage := meshproc.External(t, "python-planning", python, []string{server}, append(pythonEnv(gen, planning), tlsEnv...), harness)
+	stage := meshproc.External(t, "python-planning", ex.python, []string{ex.server}, append(ex.env(), tlsEnv...), harness)
 	if !strings.Contains(stage.Logs(), "mutual TLS") {
 		t.Errorf("the stage does not say it serves mutual TLS:\n%s", stage.Logs())
 	}
@@ -181,13 +160,40 @@ func TestPythonPlanningStageMutualTLS(t *testing.T) {
 	})
 }
 
-// pythonEnv is the environment of the Python planning stage, with the generated code of gen:
-// the test's own, without the files of mutual TLS.
-func pythonEnv(gen, planning string) []string {
+// pythonExamples is what the tests of the Python examples run: a python3 with gRPC, and the
+// examples' folder and generated code.
+type pythonExamples struct {
+	python   string // the interpreter
+	examples string // the examples' folder
+	gen      string // the code generated from proto/
+	planning string // the planning stage's folder
+	server   string // the planning stage's server.py
+}
+
+// setUpPython skips t in short mode, isolates it, finds python3 and generates the Python code.
+func setUpPython(t *testing.T) pythonExamples {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts agentmesh and a Python stage as separate processes")
+	}
+	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t)
+	ex := pythonExamples{python: findPython(t), examples: examples, planning: filepath.Join(examples, "python-planning")}
+	ex.gen = generatePython(t, filepath.Join(ex.planning, "generate.sh"))
+	ex.server = filepath.Join(ex.planning, "server.py")
+	return ex
+}
+
+// env is the environment of the Python planning stage: the test's own, without the files of
+// mutual TLS, and the generated code.
+func (ex pythonExamples) env() []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "TLS_CA=") || strings.HasPrefix(kv, "TLS_CERT=") || strings.HasPrefix(kv, "TLS_KEY=")
 	})
-	return append(env, "PYTHONPATH="+gen+string(os.PathListSeparator)+planning, "PYTHONDONTWRITEBYTECODE=1")
+	return append(env, "PYTHONPATH="+ex.gen+string(os.PathListSeparator)+ex.planning, "PYTHONDONTWRITEBYTECODE=1")
 }
 
 // checkPythonStageErrors checks that the Python stage's failures reach a Go client as the Go
