@@ -17,10 +17,10 @@ type PKI struct {
 	dir string
 }
 
-// NewPKI makes a mesh CA, writing its certificate to dir/ca.pem, and a certificate of each of
-// services (certs.Service) into dir. Give it to Start in Options.PKI to start a mesh with a
-// stage that needs its certificate before the mesh starts (an External one).
-func NewPKI(t testing.TB, dir string, services ...string) *PKI {
+// NewPKI makes a mesh CA, writing its certificate to dir/ca.pem, where Issue writes the
+// certificates it signs. Give it to Start in Options.PKI to start a mesh with a stage that
+// needs its certificate before the mesh starts (an External one).
+func NewPKI(t testing.TB, dir string) *PKI {
 	t.Helper()
 	ca, err := certs.NewCA("meshproc mesh CA")
 	if err != nil {
@@ -29,9 +29,6 @@ func NewPKI(t testing.TB, dir string, services ...string) *PKI {
 	p := &PKI{ca: ca, dir: dir}
 	if err := ca.WriteCert(p.CAFile()); err != nil {
 		t.Fatal(err)
-	}
-	for _, s := range services {
-		p.Issue(t, s, certs.Service(s))
 	}
 	return p
 }
