@@ -27,6 +27,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	replicas := fs.Int("orchestrators", 1, "orchestrator replicas sharing the runs (any of them serves, resumes and finishes any run)")
 	insecure := fs.Bool("insecure", false, "let the mesh listen on addresses other hosts can reach without authentication")
 	metricsAddr := fs.String("metrics-addr", os.Getenv("METRICS_ADDR"), "serve every service's Prometheus metrics on this address, path /metrics (default $METRICS_ADDR; none when empty)")
+	metricsWebConfig := fs.String("metrics-web-config", os.Getenv("METRICS_WEB_CONFIG"), "Prometheus web configuration of the metrics listener: TLS, basic authentication (default $METRICS_WEB_CONFIG; plain HTTP when empty)")
 	dataDir := fs.String("data", "", "where the embedded NATS keeps runs, so a restarted dev resumes them (default $XDG_STATE_HOME/agentmesh, else ~/.local/state/agentmesh; --run uses a temporary one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,14 +61,15 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	m, err := mesh.Start(ctx, mesh.Options{
-		Config:         cfg,
-		Ephemeral:      *message != "",
-		StoreDir:       storeDir,
-		Orchestrators:  *replicas,
-		Insecure:       *insecure,
-		MetricsAddr:    *metricsAddr,
-		TracerProvider: providers,
-		Logger:         slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		Config:           cfg,
+		Ephemeral:        *message != "",
+		StoreDir:         storeDir,
+		Orchestrators:    *replicas,
+		Insecure:         *insecure,
+		MetricsAddr:      *metricsAddr,
+		MetricsWebConfig: *metricsWebConfig,
+		TracerProvider:   providers,
+		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
 		return err
@@ -87,7 +89,11 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stderr, "  %-12s %s (runs survive a restart of dev)\n", "data", storeDir)
 	}
 	if a := m.MetricsAddr(); a != "" {
-		fmt.Fprintf(stderr, "  %-12s http://%s/metrics (Prometheus)\n", "metrics", a)
+		if *metricsWebConfig == "" {
+			fmt.Fprintf(stderr, "  %-12s http://%s/metrics (Prometheus)\n", "metrics", a)
+		} else {
+			fmt.Fprintf(stderr, "  %-12s %s/metrics (Prometheus, served as %s configures it)\n", "metrics", a, *metricsWebConfig)
+		}
 	}
 	if !m.Authenticated {
 		fmt.Fprintln(stderr, "the public API takes calls without authentication; configure auth in agentmesh.yaml to require API keys or client certificates (README, \"Security\")")

@@ -124,6 +124,20 @@ func TestDevServesMetrics(t *testing.T) {
 	}
 }
 
+// TestDevRejectsBadMetricsWebConfig: `agentmesh dev --metrics-web-config` with a file that does
+// not load stops with exit 4 naming the file, before the mesh serves.
+func TestDevRejectsBadMetricsWebConfig(t *testing.T) {
+	isolate(t)
+	absent := filepath.Join(t.TempDir(), "web.yml")
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--metrics-addr", "127.0.0.1:0", "--metrics-web-config", absent, "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 4 {
+		t.Fatalf("exit %d, want 4\nstderr: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "metrics web configuration") || !strings.Contains(stderr.String(), absent) {
+		t.Errorf("stderr does not name the web configuration:\n%s", stderr.String())
+	}
+}
+
 // TestDevRejectsBadSampler: `agentmesh dev` samples as OTEL_TRACES_SAMPLER says, so a value it
 // cannot honour stops it with exit 4 naming the variable, before any service starts.
 func TestDevRejectsBadSampler(t *testing.T) {

@@ -102,6 +102,9 @@ func run(name, defaultAddr string, public bool, build func(ctx context.Context, 
 	mp, stopMetrics, err := serveMetrics(name, log)
 	if err != nil {
 		log.Error("metrics", "err", err)
+		if errors.Is(err, telemetry.ErrWebConfig) {
+			return exitcode.Invalid
+		}
 		return exitcode.Unavailable
 	}
 	defer stopMetrics()

@@ -54,6 +54,7 @@ func TestRunExitCodes(t *testing.T) {
 		}, exitcode.Invalid},
 		{"address in use", map[string]string{"LISTEN_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
 		{"metrics address in use", map[string]string{"METRICS_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
+		{"metrics web configuration that does not load", map[string]string{"METRICS_ADDR": "127.0.0.1:0", "METRICS_WEB_CONFIG": "/nonexistent/web.yml"}, ok, exitcode.Invalid},
 		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
 		{"bad sampler", map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}, ok, exitcode.Invalid},
 		{"bad sampling ratio", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, ok, exitcode.Invalid},
@@ -74,6 +75,7 @@ func TestRunExitCodes(t *testing.T) {
 			t.Setenv("OTEL_TRACES_SAMPLER_ARG", "")
 			t.Setenv("LISTEN_ADDR", "")
 			t.Setenv("METRICS_ADDR", "")
+			t.Setenv("METRICS_WEB_CONFIG", "")
 			t.Setenv("AGENTMESH_CONFIG", "")
 			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 			t.Setenv("AGENTMESH_INSECURE", "")

@@ -11,15 +11,17 @@ import (
 )
 
 // serveMetrics serves the metrics of the service binary name as Prometheus text on
-// METRICS_ADDR (telemetry.MetricsPath), when it is set, and makes their meter provider the
-// global one, which the service's instruments record through. It returns that provider (nil
-// without METRICS_ADDR: nothing is recorded) and the function that stops serving.
+// METRICS_ADDR (telemetry.MetricsPath), when it is set, as the Prometheus web configuration
+// METRICS_WEB_CONFIG names says (TLS, basic authentication; plain HTTP without), and makes
+// their meter provider the global one, which the service's instruments record through. It
+// returns that provider (nil without METRICS_ADDR: nothing is recorded) and the function that
+// stops serving. A web configuration that does not load is a telemetry.ErrWebConfig error.
 func serveMetrics(name string, log *slog.Logger) (metric.MeterProvider, func(), error) {
 	addr := os.Getenv("METRICS_ADDR")
 	if addr == "" {
 		return nil, func() {}, nil
 	}
-	m, err := telemetry.ServeMetrics("agentmesh-"+name, addr)
+	m, err := telemetry.ServeMetrics("agentmesh-"+name, telemetry.MetricsListener{Addr: addr, WebConfig: os.Getenv("METRICS_WEB_CONFIG"), Log: log.With("listener", "metrics")})
 	if err != nil {
 		return nil, nil, err
 	}

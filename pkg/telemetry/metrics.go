@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -22,8 +24,8 @@ const MetricsPath = "/metrics"
 
 // Metrics is a meter provider whose metrics are served as Prometheus text: the OpenTelemetry
 // Prometheus exporter over a registry of its own (with the Go runtime and process
-// collectors), on MetricsPath of a plain HTTP listener. The metrics carry no secrets, no run
-// and no user ids; the listener does not authenticate its callers.
+// collectors), on MetricsPath of an HTTP listener (see MetricsListener). The metrics carry no
+// secrets, no run and no user ids.
 type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	lis      net.Listener
@@ -31,18 +33,45 @@ type Metrics struct {
 	served   chan struct{}
 }
 
+// MetricsListener is where and how Metrics are served.
+type MetricsListener struct {
+	// Addr is the address to listen on, e.g. ":9464", or "127.0.0.1:0" for a free loopback port.
+	Addr string
+	// WebConfig, when set, names a Prometheus web configuration file, as Prometheus's own
+	// exporters take it (github.com/prometheus/exporter-toolkit): tls_server_config serves
+	// HTTPS (with client certificates when it asks for them), basic_auth_users asks for basic
+	// authentication (bcrypt hashes). The file is read again for every connection, so a
+	// rotated certificate is served without a restart. Without it the listener is plain HTTP
+	// and does not authenticate its callers.
+	WebConfig string
+	// Log gets the listener's messages; nil discards them.
+	Log *slog.Logger
+}
+
+// ErrWebConfig is the error of a MetricsListener.WebConfig that does not load.
+var ErrWebConfig = errors.New("metrics web configuration")
+
 // ServeMetrics records the metrics of service (the resource's service.name) and serves them
-// on addr (e.g. ":9464", or "127.0.0.1:0" for a free loopback port) until Shutdown.
-func ServeMetrics(service, addr string) (*Metrics, error) {
+// as l says until Shutdown. A web configuration that does not load (a missing or malformed
+// file, a certificate that does not load, a password that is not a bcrypt hash) is an
+// ErrWebConfig error, before anything listens.
+func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
+	if err := web.Validate(l.WebConfig); err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrWebConfig, l.WebConfig, err)
+	}
+	log := l.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, fmt.Errorf("metrics exporter: %w", err)
 	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := net.Listen("tcp", l.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: listen on %q: %w", addr, err)
+		return nil, fmt.Errorf("metrics: listen on %q: %w", l.Addr, err)
 	}
 	// Merging a schemaless resource cannot conflict, so Merge never fails here.
 	res, _ := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
@@ -54,9 +83,11 @@ func ServeMetrics(service, addr string) (*Metrics, error) {
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		served:   make(chan struct{}),
 	}
+	noSystemdSocket := false
+	flags := &web.FlagConfig{WebListenAddresses: &[]string{lis.Addr().String()}, WebSystemdSocket: &noSystemdSocket, WebConfigFile: &l.WebConfig}
 	go func() {
 		defer close(m.served)
-		_ = m.srv.Serve(lis) // ErrServerClosed after Shutdown
+		_ = web.Serve(lis, m.srv, flags, log) // ErrServerClosed after Shutdown
 	}()
 	return m, nil
 }

@@ -79,6 +79,9 @@ type Options struct {
 	// MetricsAddr, when set, is where the mesh serves the metrics of all its services as
 	// Prometheus text (path /metrics; "127.0.0.1:0" picks a free port, see Mesh.MetricsAddr).
 	MetricsAddr string
+	// MetricsWebConfig names the Prometheus web configuration of the metrics' listener (TLS,
+	// basic authentication: telemetry.MetricsListener); "" serves plain HTTP.
+	MetricsWebConfig string
 	// StageAddrs point the orchestrator at these addresses instead of the in-process stages
 	// of the same names (Planning, Intent, ...), e.g. at a replacement stage under test; the
 	// in-process stages still run, for the other stages that call them.
@@ -168,7 +171,11 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}
 	var mp metric.MeterProvider // nil: the global provider
 	if opts.MetricsAddr != "" {
-		if m.metrics, err = telemetry.ServeMetrics("agentmesh", opts.MetricsAddr); err != nil {
+		m.metrics, err = telemetry.ServeMetrics("agentmesh", telemetry.MetricsListener{Addr: opts.MetricsAddr, WebConfig: opts.MetricsWebConfig, Log: log.With("service", "metrics")})
+		if errors.Is(err, telemetry.ErrWebConfig) {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
+		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		mp = m.metrics.Provider()
