@@ -347,16 +347,22 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 }
 
 // resolveStored records a decision in the store, for the run's owner to apply.
+//
+// It reads the run's recorded decisions before its checkpoint: a run that ends (a rejection
+// that ends it, say) writes its FINISHED checkpoint before it purges its decisions, so a
+// checkpoint still waiting for approval means the decisions read before it were all there.
+// The other order let a decision after the ending one be taken, when the run finished and
+// retired between the two reads (TestRejectionThatEndsTheRun, once in CI).
 func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
 	runID, callID := req.GetRunId(), req.GetCallId()
+	stored, err := s.store.Decisions(ctx, runID)
+	if err != nil {
+		return nil, storeErr(runID, err)
+	}
 	cp, _, err := s.store.Load(ctx, runID)
 	if errors.Is(err, runstore.ErrNotFound) || (err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_APPROVAL) {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
 	}
-	if err != nil {
-		return nil, storeErr(runID, err)
-	}
-	stored, err := s.store.Decisions(ctx, runID)
 	if err != nil {
 		return nil, storeErr(runID, err)
 	}
