@@ -52,26 +52,7 @@ func TestPythonPlanningStage(t *testing.T) {
 	m := meshproc.Start(t, meshproc.Options{Replicas: []string{"a"}, Replaced: map[string]string{"planning": stage.Addr()}})
 	orchestrator := m.Replica(t, "a")
 
-	t.Run("run", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
-		defer cancel()
-		res, err := orchestrator.Agent().Run(ctx, &agentv1.RunRequest{UserId: "python-test", Message: "What is 6 times 7?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
-			t.Fatalf("run %s ended %s %s: %q", res.GetRunId(), res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
-		}
-		evs := m.StoredEvents(t, res.GetRunId())
-		i := slices.IndexFunc(evs, func(ev *eventv1.RunEvent) bool { return ev.GetPlanCreated() != nil })
-		if i < 0 {
-			t.Fatal("the run has no plan_created event")
-		}
-		plan := evs[i].GetPlanCreated()
-		if len(plan.GetSteps()) == 0 || !strings.HasPrefix(plan.GetSteps()[0].GetId(), pythonStepPrefix) || plan.GetSource() != "rules" {
-			t.Errorf("the run's plan is not the Python stage's (steps %s…): %v", pythonStepPrefix, plan)
-		}
-	})
+	t.Run("run", func(t *testing.T) { runPlannedInPython(t, m, orchestrator) })
 
 	t.Run("client", func(t *testing.T) {
 		got := runPythonClient(t, ex.python, ex.gen, filepath.Join(ex.examples, "python-client", "client.py"), orchestrator.Addr(), "What is 6 times 7?")
@@ -141,23 +122,32 @@ func TestPythonPlanningStageMutualTLS(t *testing.T) {
 
 	t.Run("run", func(t *testing.T) {
 		m := meshproc.Start(t, meshproc.Options{MTLS: true, PKI: pki, Replicas: []string{"a"}, Replaced: map[string]string{"planning": stage.Addr()}})
-		ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
-		defer cancel()
-		res, err := m.Replica(t, "a").Agent().Run(ctx, &agentv1.RunRequest{UserId: "python-test", Message: "What is 6 times 7?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
-			t.Fatalf("run %s ended %s %s", res.GetRunId(), res.GetOutcome(), res.GetExitReason())
-		}
-		i := slices.IndexFunc(m.StoredEvents(t, res.GetRunId()), func(ev *eventv1.RunEvent) bool {
-			steps := ev.GetPlanCreated().GetSteps()
-			return len(steps) > 0 && strings.HasPrefix(steps[0].GetId(), pythonStepPrefix)
-		})
-		if i < 0 {
-			t.Errorf("the run's plan is not the Python stage's (steps %s…)", pythonStepPrefix)
-		}
+		runPlannedInPython(t, m, m.Replica(t, "a"))
 	})
+}
+
+// runPlannedInPython makes a real run through orchestrator, a replica of m, whose planning stage
+// is the Python one: the run completes with its tools, and its plan is the Python stage's.
+func runPlannedInPython(t *testing.T, m *meshproc.Mesh, orchestrator *meshproc.Service) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	res, err := orchestrator.Agent().Run(ctx, &agentv1.RunRequest{UserId: "python-test", Message: "What is 6 times 7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+		t.Fatalf("run %s ended %s %s: %q", res.GetRunId(), res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
+	}
+	evs := m.StoredEvents(t, res.GetRunId())
+	i := slices.IndexFunc(evs, func(ev *eventv1.RunEvent) bool { return ev.GetPlanCreated() != nil })
+	if i < 0 {
+		t.Fatal("the run has no plan_created event")
+	}
+	plan := evs[i].GetPlanCreated()
+	if len(plan.GetSteps()) == 0 || !strings.HasPrefix(plan.GetSteps()[0].GetId(), pythonStepPrefix) || plan.GetSource() != "rules" {
+		t.Errorf("the run's plan is not the Python stage's (steps %s…): %v", pythonStepPrefix, plan)
+	}
 }
 
 // pythonExamples is what the tests of the Python examples run: a python3 with gRPC, and the
