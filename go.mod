@@ -55,6 +55,7 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
@@ -87,6 +88,7 @@ require (
 )
 
 require (
+	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/agentmesh/agentmesh/gen v0.0.0-00010101000000-000000000000
 	github.com/fullstorydev/grpchan v1.1.2
 	github.com/google/uuid v1.6.0

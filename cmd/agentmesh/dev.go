@@ -14,6 +14,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
 // devCommand runs the whole mesh in this process. With --run it makes one run end to end
@@ -38,6 +39,14 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *replicas < 1 || *replicas > 9 {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--orchestrators must be between 1 and 9, got %d", *replicas))
 	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if _, err := server.LimitMemory(logger); err != nil {
+		return err
+	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
 		if errors.Is(err, config.ErrInvalid) {
@@ -50,10 +59,6 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return exitcode.Wrap(exitcode.Invalid, err)
 	}
 	defer flush(context.WithoutCancel(ctx))
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
 	storeDir := ""
 	if *message == "" && cfg.NATS.URL == "" && cfg.NATS.StoreDir == "" {
 		if storeDir, err = devDataDir(*dataDir); err != nil {
@@ -69,7 +74,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		MetricsAddr:      *metricsAddr,
 		MetricsWebConfig: *metricsWebConfig,
 		TracerProvider:   providers,
-		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		Logger:           logger,
 	})
 	if err != nil {
 		return err

@@ -44,7 +44,8 @@ type Drainer interface {
 // text on METRICS_ADDR (path /metrics; none when it is unset), builds the service with the
 // configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then
 // drains and flushes the spans. The server accepts messages of up to grpc.max_message_bytes.
-// An invalid configuration exits 4; a build error exits with its exitcode.Of code (1 unless it
+// The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
+// exits 4; a build error exits with its exitcode.Of code (1 unless it
 // carries one); a listen failure (gRPC or metrics) exits 3.
 //
 // With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
@@ -73,6 +74,10 @@ func run(name, defaultAddr string, public bool, build func(ctx context.Context, 
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
 	slog.SetDefault(log)
 
+	if _, err := LimitMemory(log); err != nil {
+		log.Error("memory limit", "err", err)
+		return exitcode.Of(err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -67,6 +67,9 @@ func TestRunExitCodes(t *testing.T) {
 		{"certificate without key", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.intent.Cert}, ok, exitcode.Invalid},
 		{"certificate naming no mesh identity", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.user.Cert, "TLS_KEY": dev.user.Key}, ok, exitcode.Invalid},
 		{"certificate of another CA", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.other.Cert, "TLS_KEY": dev.other.Key}, ok, exitcode.Invalid},
+		{"memory share not a number", map[string]string{MemoryRatioEnv: "90%"}, ok, exitcode.Invalid},
+		{"memory share over the limit", map[string]string{MemoryRatioEnv: "1.5"}, ok, exitcode.Invalid},
+		{"no memory share", map[string]string{MemoryRatioEnv: "0"}, ok, exitcode.Invalid},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +85,7 @@ func TestRunExitCodes(t *testing.T) {
 			t.Setenv("TLS_CA", "")
 			t.Setenv("TLS_CERT", "")
 			t.Setenv("TLS_KEY", "")
+			t.Setenv(MemoryRatioEnv, "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
