@@ -287,7 +287,7 @@ func TestBinaryEnvFindsTheReads(t *testing.T) {
 		{"orchestrator", []string{"LISTEN_ADDR", "METRICS_ADDR", "INTENT_ADDR", "RECOVERY_ADDR", "NATS_URL", "AGENTMESH_REPLICA", "AGENTMESH_CONFIG", "AGENTMESH_INSECURE", "TLS_CA", "OTEL_EXPORTER_OTLP_ENDPOINT"}, nil},
 		{"planning", []string{"LISTEN_ADDR", "METRICS_ADDR", "GENERATION_ADDR", "GRPC_MAX_MESSAGE_BYTES"}, []string{"NATS_URL", "MEMORY_ADDR", "PLANNING_ADDR", "INTENT_ADDR"}},
 		{"action", []string{"MEMORY_ADDR", "NATS_URL"}, []string{"GENERATION_ADDR", "INTENT_ADDR"}},
-		{"recovery", []string{"LISTEN_ADDR"}, []string{"GENERATION_ADDR", "MEMORY_ADDR", "NATS_URL"}},
+		{"recovery", []string{"LISTEN_ADDR", "AGENTMESH_MEMORY_RATIO", "GOMEMLIMIT"}, []string{"GENERATION_ADDR", "MEMORY_ADDR", "NATS_URL"}},
 	} {
 		env := binaryEnv(t, c.service)
 		for _, v := range c.reads {
