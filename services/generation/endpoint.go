@@ -53,8 +53,12 @@ type endpoint struct {
 	// nothing changes (net/http copies a request's headers before it adds to them). A request
 	// building its own held some 0.4 KiB for as long as the model took (issue 15).
 	streamHeader, jsonHeader http.Header
-	timeout                  time.Duration
-	client                   *retryablehttp.Client
+	// releaseSent releases a request's body once it is written (requestBody): nothing sends it
+	// again when the API is plain HTTP, which net/http speaks as HTTP/1.1, and go-retryablehttp
+	// makes no retries.
+	releaseSent bool
+	timeout     time.Duration
+	client      *retryablehttp.Client
 }
 
 // endpointOptions configures an endpoint; zero values mean the defaults.
@@ -93,6 +97,7 @@ func newEndpoint(o endpointOptions) *endpoint {
 	if hc == nil {
 		hc = pooledClient()
 	}
+	e.releaseSent = retries == 0 && strings.HasPrefix(strings.ToLower(e.baseURL), "http://")
 	e.client = &retryablehttp.Client{
 		HTTPClient:   hc,
 		Logger:       slog.Default(),
@@ -147,10 +152,10 @@ func (e *endpoint) post(ctx context.Context, path string, body any, stream bool)
 	return e.send(ctx, path, data, stream)
 }
 
-// send posts data, a request's JSON, as post does. The response does not keep data: it is
-// released once the response is in (requestBody).
+// send posts data, a request's JSON, as post does. Nothing keeps data once the response is in,
+// nor once it is written when nothing would send it again (releaseSent).
 func (e *endpoint) send(ctx context.Context, path string, data []byte, stream bool) (*http.Response, error) {
-	body := &requestBody{data: data}
+	body := &requestBody{data: data, releaseSent: e.releaseSent}
 	defer body.release()
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.baseURL+path, retryablehttp.ReaderFunc(body.reader))
 	if err != nil {

@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -88,5 +89,74 @@ func TestRequestBodyReadsEachAttemptWhole(t *testing.T) {
 	b.release()
 	if _, err := b.reader(); err == nil {
 		t.Error("a released body was read again")
+	}
+}
+
+// TestAPlainHTTPRequestIsReleasedOnceSent: over plain HTTP (HTTP/1.1, a local model server),
+// the request's encoded body is released as soon as it is written, while the run still waits
+// for the answer's headers; over HTTPS (HTTP/2, a hosted provider) it is kept until they come,
+// since the transport resends a request whose stream the server refused.
+func TestAPlainHTTPRequestIsReleasedOnceSent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		http2    bool
+		released bool
+	}{{"http1", false, true}, {"http2", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer, got := make(chan struct{}), make(chan string, 1)
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got <- string(b)
+				select { // the model thinking: no headers yet
+				case <-answer:
+				case <-r.Context().Done():
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{}`)
+			}))
+			if tc.http2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel() // before Close, which waits for the handler
+
+			e := newEndpoint(endpointOptions{name: "test", baseURL: srv.URL, httpClient: srv.Client()})
+			data := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("a long conversation ", 500) + `"}]}`)
+			want, held := string(data), weak.Make(&data[0])
+			sent := make(chan error, 1)
+			go func() {
+				resp, err := e.send(ctx, "/chat/completions", data, false)
+				if err == nil {
+					err = resp.Body.Close()
+				}
+				sent <- err
+			}()
+			if body := <-got; body != want {
+				t.Fatalf("the provider got %d bytes, want the %d sent", len(body), len(want))
+			}
+			if tc.released {
+				deadline := time.Now().Add(10 * time.Second)
+				for held.Value() != nil {
+					if time.Now().After(deadline) {
+						t.Fatal("the request's body was still held 10 s after the provider read it")
+					}
+					runtime.GC()
+				}
+			} else {
+				runtime.GC()
+				runtime.GC()
+				if held.Value() == nil {
+					t.Fatal("the request's body was released before the response came in: a refused stream could not be resent")
+				}
+			}
+			close(answer)
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -319,9 +319,9 @@ func BenchmarkConcurrent(b *testing.B) {
 // answers over HTTP/2 and TLS as a hosted provider does (provider=http2: the generation
 // service's requests share a few connections), or over plain HTTP/1.1 as a local model server
 // does (provider=http1: each request in flight has a connection of its own, with its buffers
-// and two goroutines of net/http's). provider=http2/history=40 is the hosted provider's case
-// for runs that carry 40 earlier messages (some 12 KiB): what of the conversation the mesh holds
-// more than once while the model answers. provider=http2/tracing=false is the hosted
+// and two goroutines of net/http's). The history=40 cases are the same for runs that carry 40
+// earlier messages (some 12 KiB): what of the conversation the mesh holds more than once while
+// the model answers. provider=http2/tracing=false is the hosted
 // provider's case in a deployment that exports no spans, and so records none. In these the
 // model holds the requests before it answers (the response's headers not yet sent); in
 // provider=http2/answer=streaming it holds them once its answer's first event is out: the
@@ -334,7 +334,7 @@ func BenchmarkIdleRun(b *testing.B) {
 		history   int
 		untraced  bool
 		streaming bool
-	}{{"http2", 0, false, false}, {"http1", 0, false, false}, {"http2", idleHistory, false, false}, {"http2", 0, true, false}, {"http2", 0, false, true}} {
+	}{{"http2", 0, false, false}, {"http1", 0, false, false}, {"http2", idleHistory, false, false}, {"http1", idleHistory, false, false}, {"http2", 0, true, false}, {"http2", 0, false, true}} {
 		name := "provider=" + tc.provider
 		if tc.history > 0 {
 			name += fmt.Sprintf("/history=%d", tc.history)
