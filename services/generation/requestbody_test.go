@@ -34,17 +34,12 @@ func TestAStreamingAnswerDoesNotHoldItsRequest(t *testing.T) {
 				case <-r.Context().Done():
 				}
 			}))
-			if tc.http2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
+			start(srv, tc.http2)
 			defer srv.Close()
 			defer close(release) // before Close, which waits for the handler
 
 			e := newEndpoint(endpointOptions{name: "test", baseURL: srv.URL, httpClient: srv.Client()})
-			data := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("a long conversation ", 500) + `"}]}`)
+			data := longRequest()
 			want, held := string(data), weak.Make(&data[0])
 			resp, err := e.send(t.Context(), "/chat/completions", data, true)
 			if err != nil {
@@ -114,18 +109,13 @@ func TestAPlainHTTPRequestIsReleasedOnceSent(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, `{}`)
 			}))
-			if tc.http2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
+			start(srv, tc.http2)
 			defer srv.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel() // before Close, which waits for the handler
 
 			e := newEndpoint(endpointOptions{name: "test", baseURL: srv.URL, httpClient: srv.Client()})
-			data := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("a long conversation ", 500) + `"}]}`)
+			data := longRequest()
 			want, held := string(data), weak.Make(&data[0])
 			sent := make(chan error, 1)
 			go func() {
@@ -159,4 +149,20 @@ func TestAPlainHTTPRequestIsReleasedOnceSent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// start starts srv over HTTP/2 and TLS, as a hosted provider serves, or over plain HTTP/1.1, as
+// a local model server does.
+func start(srv *httptest.Server, http2 bool) {
+	if http2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		return
+	}
+	srv.Start()
+}
+
+// longRequest is the JSON of a chat request with a conversation of some 10 KB.
+func longRequest() []byte {
+	return []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("a long conversation ", 500) + `"}]}`)
 }
