@@ -45,8 +45,8 @@ type Drainer interface {
 // configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then
 // drains and flushes the spans. The server accepts messages of up to grpc.max_message_bytes.
 // The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
-// exits 4; a build error exits with its exitcode.Of code (1 unless it
-// carries one); a listen failure (gRPC or metrics) exits 3.
+// exits 4; a build error exits with its exitcode.Of code (1 unless it carries one); a listen
+// failure (gRPC or metrics) exits 3.
 //
 // With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
 // calls only from mesh identities (Options.Mesh; README, "mTLS between services"). A server
