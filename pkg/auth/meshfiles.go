@@ -12,7 +12,7 @@ type MeshFiles struct {
 	CA, Cert, Key string
 }
 
-// LoadMeshTLS returns the mutual TLS of the files (see NewMeshTLS), which follows them: at a
+// LoadMeshTLS returns the mutual TLS of the files, which follows them: at a
 // new connection's handshake, at most once per every (ReloadInterval when 0), it looks whether
 // a file changed and then loads them again. A new set that does not load, that the CA did not
 // sign, or whose certificate names another service is refused with a warning, and the current

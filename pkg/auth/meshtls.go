@@ -9,12 +9,11 @@ import (
 
 // MeshTLS is one service's side of the mutual TLS between the services of the mesh: its
 // certificate, which names its mesh identity (MeshID), and the mesh CA, which signed the
-// certificates of every service. One loaded from files (LoadMeshTLS) follows them: a rotated
+// certificates of every service. It follows the files it was loaded from (LoadMeshTLS): a rotated
 // certificate or CA is used from the next connection on, without a restart.
 type MeshTLS struct {
 	service string
-	fixed   *meshState           // the certificate and the CA of NewMeshTLS
-	files   *followed[meshState] // those of LoadMeshTLS
+	files   *followed[meshState]
 }
 
 // meshState is the certificate and the CA a MeshTLS uses now.
@@ -23,24 +22,8 @@ type meshState struct {
 	roots *x509.CertPool
 }
 
-// NewMeshTLS returns the mutual TLS of the service whose certificate and key are cert, in the
-// mesh whose CA certificates are caPEM. The certificate must name a mesh identity and be signed
-// by the mesh CA, or its peers would refuse it.
-func NewMeshTLS(caPEM []byte, cert tls.Certificate) (*MeshTLS, error) {
-	st, service, err := newMeshState(caPEM, cert)
-	if err != nil {
-		return nil, err
-	}
-	return &MeshTLS{service: service, fixed: st}, nil
-}
-
 // current is the certificate and CA to use now.
-func (m *MeshTLS) current() *meshState {
-	if m.files != nil {
-		return m.files.get()
-	}
-	return m.fixed
-}
+func (m *MeshTLS) current() *meshState { return m.files.get() }
 
 // newMeshState checks cert against the CA of caPEM and returns them with the service the
 // certificate names.
