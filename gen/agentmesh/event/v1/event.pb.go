@@ -1493,7 +1493,10 @@ func (x *RecoveryDecided) GetUserMessage() string {
 	return ""
 }
 
-// ContextGuardEvaluated records a context guard evaluation that was not a plain OK.
+// ContextGuardEvaluated records a context guard evaluation (seed 000 §2), in a run whose contract
+// has a context window: the preflight of every turn, OK or not, so that a watcher sees the
+// context fill up; the preflight again once a forced final turn has shrunk its tools; and a
+// tool result that would overflow the context.
 type ContextGuardEvaluated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1-based turn number.
