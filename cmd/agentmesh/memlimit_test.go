@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
+	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
@@ -94,7 +94,14 @@ func memoryLimitOf(t *testing.T, binary, procs string, inCgroup bool, env []stri
 	if a == "" {
 		t.Fatal("the binary exited before it served its metrics")
 	}
-	return gauge(t, "http://"+a+"/metrics", "go_gc_gomemlimit_bytes")
+	metrics := metricstest.Scrape(t, a)
+	if len(metrics.Series("go_gc_gomemlimit_bytes", nil)) != 1 {
+		t.Fatalf("the binary's metrics have no go_gc_gomemlimit_bytes: %s", metrics)
+	}
+	if v := metrics.Value("go_gc_gomemlimit_bytes", nil); v < math.MaxInt64 {
+		return int64(v)
+	}
+	return math.MaxInt64
 }
 
 // metricsAddr reads a binary's JSON log until it says where it serves its metrics, and returns
@@ -108,31 +115,6 @@ func metricsAddr(log io.Reader) string {
 		}
 	}
 	return ""
-}
-
-// gauge scrapes url and returns the value of the unlabelled metric name.
-func gauge(t *testing.T, url, name string) int64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if f >= math.MaxInt64 {
-				return math.MaxInt64
-			}
-			return int64(f)
-		}
-	}
-	t.Fatalf("%s has no metric %s", url, name)
-	return 0
 }
 
 // memoryCgroup makes a memory cgroup limited to limit bytes, removed when t ends, and returns
