@@ -83,6 +83,10 @@ type Turn struct {
 	// that has begun its answer and takes its time, whose client has the response's headers
 	// and waits on its body. It cannot be written in YAML.
 	Streaming func() `yaml:"-" json:"-"`
+	// Gzip compresses the answer (or injected failure) with gzip when the request accepts it,
+	// as a provider behind a compressing proxy sends it; streamed events still arrive one by
+	// one.
+	Gzip bool `yaml:"gzip,omitempty" json:"gzip,omitempty"`
 	// RateLimit, when set, is the headroom every response of this turn (answer or injected
 	// failure) announces in its rate-limit headers.
 	RateLimit *RateLimit `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`

@@ -229,6 +229,11 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 	if !s.wait(w, r, turn) {
 		return
 	}
+	if turn.Gzip && acceptsGzip(r) {
+		zw := newGzipWriter(w)
+		defer zw.Close()
+		w = zw
+	}
 	turn.RateLimit.setHeaders(w.Header(), api)
 	if turn.failing(attempt) {
 		s.fail(w, r, req, turn, api)

@@ -111,10 +111,11 @@ func newEndpoint(o endpointOptions) *endpoint {
 	return e
 }
 
-// requestHeader is the header of a request that sends JSON and accepts accept, with fixed
-// (authentication and version) and then the configured headers over it.
+// requestHeader is the header of a request that sends JSON and accepts accept (and
+// acceptEncoding), with fixed (authentication and version) and then the configured headers
+// over it.
 func requestHeader(accept string, fixed http.Header, headers map[string]string) http.Header {
-	h := http.Header{"Content-Type": {"application/json"}, "Accept": {accept}}
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {accept}, "Accept-Encoding": {acceptEncoding}}
 	for k, vs := range fixed {
 		h[k] = vs
 	}
@@ -172,6 +173,7 @@ func (e *endpoint) send(ctx context.Context, path string, data []byte, stream bo
 		}
 		return nil, e.transportError(ctx, err)
 	}
+	decodeBody(resp)
 	observeRateLimits(ctx, resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()

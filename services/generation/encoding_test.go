@@ -1,0 +1,68 @@
+package generation_test
+
+import (
+	"strings"
+	"testing"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"google.golang.org/grpc/codes"
+)
+
+// TestGzipAnswersAreDecoded: a provider that compresses its answers with gzip (as one behind a
+// compressing proxy does) is understood by both adapters, streamed or not, and so is the body
+// of its error, also when the configured headers ask for gzip themselves (net/http then leaves
+// the answer compressed).
+func TestGzipAnswersAreDecoded(t *testing.T) {
+	const answer = "compressed words arrive whole"
+	adapters := map[string]struct {
+		client func(*testing.T, *llmtest.Server, map[string]string) generationv1.GenerationServiceClient
+		denied string // the provider's message for a bad key
+	}{
+		"openai": {func(t *testing.T, srv *llmtest.Server, h map[string]string) generationv1.GenerationServiceClient {
+			return openAIClient(t, srv, func(o *generation.OpenAIOptions) { o.Headers = h })
+		}, "Incorrect API key provided"},
+		"anthropic": {func(t *testing.T, srv *llmtest.Server, h map[string]string) generationv1.GenerationServiceClient {
+			return anthropicClient(t, srv, func(o *generation.AnthropicOptions) { o.Headers = h })
+		}, "invalid x-api-key"},
+	}
+	for provider, adapter := range adapters {
+		for _, headers := range []map[string]string{nil, {"Accept-Encoding": "gzip"}} {
+			name := provider
+			if headers != nil {
+				name += "/configured"
+			}
+			t.Run(name, func(t *testing.T) {
+				srv := llmtest.New(t,
+					llmtest.Scenario{Match: "say it", Turns: []llmtest.Turn{{Content: answer, Gzip: true}}},
+					llmtest.Scenario{Match: "fail", Turns: []llmtest.Turn{{Failure: llmtest.FailAuthError, Gzip: true}}},
+				)
+				c := adapter.client(t, srv, headers)
+				resp, err := c.Generate(t.Context(), request(provider, "m", user("say it")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.GetContent() != answer {
+					t.Errorf("answer = %q, want %q", resp.GetContent(), answer)
+				}
+				_, final, err := streamAll(t, c, request(provider, "m", user("say it")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if final.GetContent() != answer {
+					t.Errorf("streamed answer = %q, want %q", final.GetContent(), answer)
+				}
+				_, err = c.Generate(t.Context(), request(provider, "m", user("fail")))
+				if se := stageError(t, err, codes.PermissionDenied); !strings.Contains(se.Error(), "authentication failed (HTTP 401") || !strings.Contains(se.Error(), adapter.denied) {
+					t.Errorf("error = %v, want the provider's message", se)
+				}
+				for _, r := range srv.Requests() {
+					if got := r.Header.Get("Accept-Encoding"); got != "gzip" {
+						t.Errorf("Accept-Encoding = %q, want gzip", got)
+					}
+				}
+			})
+		}
+	}
+}
