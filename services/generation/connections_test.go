@@ -2,9 +2,11 @@ package generation_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,5 +94,39 @@ func TestStreamHeldOpenAfterDone(t *testing.T) {
 	_, final, err := streamAll(t, client, request("openai", "m", user("hi")))
 	if err != nil || final.GetContent() != "hi" {
 		t.Fatalf("final = %v, %v; want the answer hi", final, err)
+	}
+}
+
+// Headers longer than the default client's connection buffers pass whole both ways: a
+// configured request header of 2 KiB reaches the provider, and an answer whose headers take
+// 4 KiB is read, streamed or not.
+func TestLongHeadersPassTheConnectionBuffers(t *testing.T) {
+	long := strings.Repeat("0123456789abcdef", 128) // 2 KiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got := r.Header.Get("X-Long"); got != long {
+			http.Error(w, fmt.Sprintf(`{"error":{"message":"X-Long has %d bytes, want %d"}}`, len(got), len(long)), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("X-Long-1", long)
+		w.Header().Set("X-Long-2", long)
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	client := serveProviders(t, map[string]generation.Provider{
+		"openai": generation.NewOpenAI(generation.OpenAIOptions{Name: "openai", BaseURL: srv.URL + "/v1", APIKey: testAPIKey, Headers: map[string]string{"X-Long": long}}),
+	})
+	resp, err := client.Generate(t.Context(), request("openai", "m", user("hi")))
+	if err != nil || resp.GetContent() != "hi" {
+		t.Fatalf("answer = %q, %v", resp.GetContent(), err)
+	}
+	if _, final, err := streamAll(t, client, request("openai", "m", user("hi"))); err != nil || final.GetContent() != "hi" {
+		t.Fatalf("streamed answer = %q, %v", final.GetContent(), err)
 	}
 }

@@ -136,11 +136,12 @@ func pooledClient() *http.Client {
 }
 
 // connBufferSize is the size of the read and of the write buffer of an HTTP/1.1 connection to
-// a provider, a quarter of net/http's 4 KiB. Over HTTP/1.1 (a local model server) every
+// a provider, an eighth of net/http's 4 KiB. Over HTTP/1.1 (a local model server) every
 // request in flight has a connection of its own, which holds both buffers for as long as the
-// model takes. Little passes through them: a request's headers, a response's headers and the
-// start of its body; reads and writes larger than a buffer go past it to the connection.
-const connBufferSize = 1 << 10
+// model takes. Little passes through them: a request's headers (some 300 bytes), a response's
+// headers and the start of its body; reads and writes larger than a buffer go past it to the
+// connection, and a longer header takes one more read or write, not an error.
+const connBufferSize = 1 << 9
 
 // post sends body as JSON and returns a 2xx response; anything else becomes a classified
 // stage error. The rate-limit headroom the response announces, if any, goes to the observer
