@@ -28,12 +28,15 @@ type Error struct {
 	Accounting []*typev1.AccountingEntry
 }
 
-// Error returns the message, prefixed by the code's name when there is no message.
+// Error returns the message, or the code's name when there is no message. Bytes of the
+// message that are not UTF-8 (a provider's or a tool's binary answer quoted in it) are each
+// run replaced by U+FFFD: the message travels in protobuf strings (the status's StageError
+// detail, a run's accounting and events, its checkpoints), which must be UTF-8.
 func (e *Error) Error() string {
 	if e.Msg == "" {
 		return CodeName(e.Code)
 	}
-	return e.Msg
+	return strings.ToValidUTF8(e.Msg, "\uFFFD")
 }
 
 // Unwrap returns the cause.

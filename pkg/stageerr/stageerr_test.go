@@ -152,3 +152,18 @@ func TestAccountingTravels(t *testing.T) {
 		t.Errorf("an error without accounting came back with %v", plain.Accounting)
 	}
 }
+
+// TestAMessageThatIsNotUTF8 (a provider's binary answer quoted in it) travels with its bad
+// bytes replaced by U+FFFD, and its StageError detail with it: a detail that is not UTF-8
+// cannot be encoded, and was dropped.
+func TestAMessageThatIsNotUTF8(t *testing.T) {
+	e := stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0, "not JSON: %s", "x\x8b\xff y")
+	const want = "not JSON: x\uFFFD y"
+	if e.Error() != want {
+		t.Errorf("Error() = %q, want %q", e.Error(), want)
+	}
+	got := stageerr.FromError(stageerr.ToStatus(e))
+	if got.Error() != want || got.Class != typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE {
+		t.Errorf("through a status: %q of class %s, want %q of class BAD_RESPONSE", got.Error(), got.Class, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -80,19 +81,22 @@ func (s *Service) run(ctx context.Context, reg *registered, call Call, timeout t
 }
 
 // response reports how a call ended: a timeout when timedOut and the tool gave no answer.
+// A result or error that is not UTF-8 (a REST tool's binary or Latin-1 answer) has each run of
+// bad bytes replaced by U+FFFD: the response and the call ledger's record hold it in protobuf
+// strings, which must be UTF-8, and a tool that ran would otherwise lose its result.
 func (s *Service) response(reg *registered, start time.Time, res attemptResult, timedOut bool, attempts int32) *actionv1.ExecuteResponse {
 	resp := &actionv1.ExecuteResponse{Server: reg.def.GetServer(), Attempts: attempts}
 	switch {
 	case res.err == nil:
 		resp.Status = typev1.ToolStatus_TOOL_STATUS_SUCCESS
-		resp.Result = res.text
+		resp.Result = strings.ToValidUTF8(res.text, "\uFFFD")
 	case timedOut:
 		resp.Status = typev1.ToolStatus_TOOL_STATUS_TIMEOUT
 		resp.Error = "timeout"
 		resp.ErrorCode = typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT
 	default:
 		resp.Status = typev1.ToolStatus_TOOL_STATUS_ERROR
-		resp.Error = res.err.Error()
+		resp.Error = strings.ToValidUTF8(res.err.Error(), "\uFFFD")
 		resp.ErrorCode = typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR
 	}
 	resp.ExecutionTimeMs = s.now().Sub(start).Milliseconds()

@@ -1,0 +1,88 @@
+package mesh_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+)
+
+// notUTF8 is a body that is not UTF-8: a control byte, then a gzip header's bytes and two
+// bytes no UTF-8 sequence starts with.
+const notUTF8 = "x\x1f\x8b\xff\xfe y"
+
+// TestAToolsAnswerThatIsNotUTF8 reaches the model with its bad bytes replaced by U+FFFD, and
+// the call ledger records it: protobuf strings must be UTF-8, and the tool's result was lost
+// after it ran ("tool failed: grpc: error while marshaling"), unrecorded.
+func TestAToolsAnswerThatIsNotUTF8(t *testing.T) {
+	binary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(notUTF8))
+	}))
+	t.Cleanup(binary.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"lookup": {Description: "Looks the answer up.", URL: binary.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "binary tool", Match: "look the answer up", Turns: []llmtest.Turn{
+		call("lookup", `{}`), text("It is x."),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "look the answer up"})
+	if got, want := toolMessage(t, res, 0), "x\x1f\uFFFD y"; !res.GetSuccess() || got != want {
+		t.Fatalf("outcome %s, tool message %q; want a success that saw %q", res.GetOutcome(), got, want)
+	}
+	checkInvariants(t, res)
+	if logs := h.logs.String(); strings.Contains(logs, "did not record") {
+		t.Errorf("the call ledger did not record the call:\n%s", logs)
+	}
+}
+
+// TestAProvidersAnswerThatIsNotUTF8 fails the run as a bad response, over gRPC and with the
+// stages in process, and recovery decides on a BAD_RESPONSE. The error quotes the answer's
+// start with its bad bytes replaced: over gRPC the error's StageError detail, which could not
+// be encoded, was dropped (recovery saw an UNAVAILABLE of no class), and in process the run's
+// checkpoint could not be encoded, and the run hung.
+func TestAProvidersAnswerThatIsNotUTF8(t *testing.T) {
+	binary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: " + notUTF8 + "\n\n"))
+	}))
+	t.Cleanup(binary.Close)
+	for _, inProcess := range []bool{false, true} {
+		name := "grpc"
+		if inProcess {
+			name = "in process"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := startOptions(t, nil, 1, func(cfg *config.Config, _ string) {
+				cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: binary.URL + "/v1", APIKey: "test-key"}
+			}, func(o *mesh.Options) { o.InProcess = inProcess }, llmtest.Scenario{Match: "hi", Turns: []llmtest.Turn{text("hello")}})
+			res := h.run(t, &agentv1.RunRequest{Message: "hi"})
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER {
+				t.Fatalf("outcome %s %s, want FAILED_PROVIDER", res.GetOutcome(), res.GetExitReason())
+			}
+			for _, a := range res.GetAccounting() {
+				if e := a.GetError(); !strings.Contains(e, "is not valid JSON") || !strings.Contains(e, "x\x1f\uFFFD y") || !utf8.ValidString(e) {
+					t.Errorf("accounting error %q, want the bad response quoted as UTF-8", e)
+				}
+			}
+			evs, _ := h.storedEvents(t, res.GetRunId())
+			decided := 0
+			for _, ev := range evs {
+				if d := ev.GetRecoveryDecided(); d != nil {
+					decided++
+					if c := d.GetError().GetErrorClass(); c != typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE {
+						t.Errorf("recovery decided on a failure of class %s, want BAD_RESPONSE", c)
+					}
+				}
+			}
+			if decided == 0 {
+				t.Error("no recovery_decided event")
+			}
+		})
+	}
+}
