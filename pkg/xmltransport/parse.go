@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Call is a valid tool tag of a numbered slot.
@@ -269,11 +270,16 @@ func parseAttrs(s string) map[string]string {
 	}
 }
 
-// truncate shortens a tag fragment for the ignored list.
+// truncate shortens a tag fragment for the ignored list, cut before the character at byte 80:
+// the list goes back to the model in a protobuf string, which must be UTF-8.
 func truncate(s string) string {
 	const limit = 80
 	if len(s) <= limit {
 		return s
 	}
-	return s[:limit] + "…"
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

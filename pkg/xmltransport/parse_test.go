@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 )
@@ -245,5 +246,21 @@ func TestModes(t *testing.T) {
 	}
 	if _, err := xmltransport.ParseMode("json"); err == nil || !strings.Contains(err.Error(), `unknown tool transport "json"`) {
 		t.Errorf("ParseMode(json) error = %v", err)
+	}
+}
+
+// TestAnUnclosedTagIsCutWhole: the fragment of an opening tag with no closing ">" that the
+// ignored list quotes is cut at a character, not inside one: it goes back to the model in a
+// protobuf string, which must be UTF-8.
+func TestAnUnclosedTagIsCutWhole(t *testing.T) {
+	for pad := range 4 { // the cut at 80 bytes falls on each byte of a 4-byte character
+		text := `<ai-agent-` + nonce + `-0001 tool="` + strings.Repeat("a", 40+pad) + strings.Repeat("😀", 20)
+		res := xmltransport.Parse(text, nonce, 1, "stop")
+		if len(res.Ignored) != 1 {
+			t.Fatalf("ignored %v, want the unclosed tag", res.Ignored)
+		}
+		if tag := res.Ignored[0].Tag; !utf8.ValidString(tag) || !strings.HasSuffix(tag, "…") {
+			t.Errorf("pad %d: the ignored tag %q is not UTF-8 cut with an ellipsis", pad, tag)
+		}
 	}
 }
