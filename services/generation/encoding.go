@@ -15,17 +15,23 @@ const acceptEncoding = "gzip"
 
 // decodeBody makes resp's body read decoded when the provider compressed it with gzip, as
 // net/http does for a request it asked gzip for: the response then has no Content-Encoding
-// or Content-Length, and Uncompressed is set. A response compressed otherwise is left as it
-// is.
-func decodeBody(resp *http.Response) {
-	if resp.Uncompressed || !strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
-		return
+// or Content-Length, and Uncompressed is set. It returns the encoding of a response
+// compressed otherwise (configured headers may ask for another), which it cannot decode; ""
+// when the body reads as it is.
+func decodeBody(resp *http.Response) (unknown string) {
+	encoding := strings.TrimSpace(resp.Header.Get("Content-Encoding"))
+	switch {
+	case resp.Uncompressed, encoding == "", strings.EqualFold(encoding, "identity"):
+		return ""
+	case !strings.EqualFold(encoding, "gzip"):
+		return encoding
 	}
 	resp.Body = &gzipBody{body: resp.Body}
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
 	resp.Uncompressed = true
+	return ""
 }
 
 // gzipBody decodes a gzip-compressed body. Its reader is made at the first Read, since making

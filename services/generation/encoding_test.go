@@ -1,10 +1,12 @@
 package generation_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"google.golang.org/grpc/codes"
@@ -64,5 +66,24 @@ func TestGzipAnswersAreDecoded(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAnAnswerCompressedOtherwiseIsABadResponse: an answer in an encoding the stage does not
+// decode (the configured headers asked for it) is a BAD_RESPONSE that names the encoding, not
+// a JSON error over its bytes.
+func TestAnAnswerCompressedOtherwiseIsABadResponse(t *testing.T) {
+	url := httpServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Encoding", "br")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte{0x1b, 0x2f, 0x00, 0xf8, 0x8d, 0x94})
+	})
+	c := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, func(o *generation.OpenAIOptions) {
+		o.Headers = map[string]string{"Accept-Encoding": "br"}
+	})})
+	_, err := c.Generate(t.Context(), request("openai", "m", user("hi")))
+	se := stageError(t, err, codes.Unavailable)
+	if se.Class != typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE || !strings.Contains(se.Error(), `compressed with "br"`) {
+		t.Errorf("error %v of class %s, want a BAD_RESPONSE naming br", se, se.Class)
 	}
 }

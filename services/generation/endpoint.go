@@ -174,11 +174,15 @@ func (e *endpoint) send(ctx context.Context, path string, data []byte, stream bo
 		}
 		return nil, e.transportError(ctx, err)
 	}
-	decodeBody(resp)
+	encoding := decodeBody(resp)
 	observeRateLimits(ctx, resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
 		return nil, e.statusError(resp)
+	}
+	if encoding != "" {
+		_ = resp.Body.Close()
+		return nil, e.badResponse("the answer is compressed with %q; only gzip is decoded (see the configured Accept-Encoding header)", encoding)
 	}
 	return resp, nil
 }
