@@ -18,8 +18,9 @@ func acceptsGzip(r *http.Request) bool {
 }
 
 // gzipWriter compresses a response with gzip, as a provider behind a compressing proxy sends
-// it: Content-Encoding is gzip and there is no Content-Length. A flush sends what is written
-// so far, so server-sent events still arrive one by one. Close ends the compressed stream.
+// it: Content-Encoding is gzip (net/http counts any Content-Length from the compressed bytes
+// it is given). A flush sends what is written so far, so server-sent events still arrive one
+// by one. Close ends the compressed stream.
 type gzipWriter struct {
 	http.ResponseWriter
 	zw *gzip.Writer
@@ -32,17 +33,8 @@ func newGzipWriter(w http.ResponseWriter) *gzipWriter {
 	return &gzipWriter{ResponseWriter: w, zw: gzip.NewWriter(w)}
 }
 
-// WriteHeader implements http.ResponseWriter.
-func (g *gzipWriter) WriteHeader(status int) {
-	g.Header().Del("Content-Length")
-	g.ResponseWriter.WriteHeader(status)
-}
-
 // Write implements http.ResponseWriter.
-func (g *gzipWriter) Write(p []byte) (int, error) {
-	g.Header().Del("Content-Length")
-	return g.zw.Write(p)
-}
+func (g *gzipWriter) Write(p []byte) (int, error) { return g.zw.Write(p) }
 
 // FlushError sends what is written so far (http.ResponseController's Flush).
 func (g *gzipWriter) FlushError() error {
