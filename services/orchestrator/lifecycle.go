@@ -228,6 +228,9 @@ func (s *Service) register(ctx context.Context, r *run) bool {
 	s.live[r.id] = r
 	s.mu.Unlock()
 	s.metrics.active.Add(ctx, 1)
+	if s.countRuns != nil {
+		s.countRuns(1)
+	}
 	return true
 }
 
@@ -247,6 +250,9 @@ func (s *Service) handBack(ctx context.Context, r *run) {
 // so that its caller has its result at once; the run stays live, found by GetRun and waited
 // for by Drain, until they are.
 func (s *Service) retire(ctx context.Context, r *run) {
+	if s.countRuns != nil {
+		s.countRuns(-1)
+	}
 	r.timer.Stop()
 	r.cancel(nil)
 	r.span.End()

@@ -101,6 +101,11 @@ type Options struct {
 	// verifies before it runs a tool that requires approval. Nil sends no grant, so no such
 	// tool can run (New logs a warning).
 	Grants *grant.Signer
+	// CountRuns, when set, is told of each run that starts executing on this replica (+1)
+	// and of each whose work here is over (-1; a unary Run's caller has its result after).
+	// The mesh in one process gives it procs.Add, which fits the process's processors to
+	// the runs in flight.
+	CountRuns func(delta int)
 }
 
 // instrumentationName is the instrumentation scope of the orchestrator's spans and metrics.
@@ -127,8 +132,9 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	grants       *grant.Signer
-	tools        toolCache     // the action service's tools, shared by the runs
-	providers    providerCache // the generation stage's providers, as preflight last found them
+	countRuns    func(delta int) // nil: nobody counts
+	tools        toolCache       // the action service's tools, shared by the runs
+	providers    providerCache   // the generation stage's providers, as preflight last found them
 
 	store        *runstore.Store // nil: runs are not durable
 	replica      string
@@ -182,6 +188,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		store:        opts.Store,
 		replica:      opts.Replica,
 		grants:       opts.Grants,
+		countRuns:    opts.CountRuns,
 		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		draining:     make(chan struct{}),
 		kept:         make(chan struct{}),

@@ -25,6 +25,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/grant"
+	"github.com/agentmesh/agentmesh/pkg/procs"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -121,6 +122,7 @@ type Mesh struct {
 	metrics             *telemetry.Metrics // nil without Options.MetricsAddr
 	closers             []func() error     // run after the servers stopped
 	tempDir             string
+	unfit               func() // gives the runtime its processors back (procs.Fit)
 }
 
 // Start starts NATS (embedded unless the configuration names a URL) and the nine services,
@@ -130,6 +132,8 @@ type Mesh struct {
 // or a NATS server that cannot be reached, is an exitcode.Unavailable error; a configuration the
 // mesh cannot serve is exitcode.Invalid.
 // With tls.ca the services talk mutual TLS, every one of them with the certificate of tls.cert.
+// Until Close the process's processors follow the runs in flight (pkg/procs): one while at
+// most one run is, all of them while more are.
 func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -377,6 +381,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			oo.Grants = signer
 		}
 		oo.TracerProvider, oo.MeterProvider, oo.Logger = tp(Orchestrator), mp, log.With("service", Orchestrator, "replica", replica)
+		oo.CountRuns = procs.Add
 		svc, err := orchestrator.New(ctx, oo)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
@@ -402,6 +407,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			m.addrs[Orchestrator] = srv.Addr()
 		}
 	}
+	// Every service's server has its stream workers by now, one per processor of the default.
+	m.unfit = procs.Fit()
 	return m, nil
 }
 
@@ -558,6 +565,9 @@ func (m *Mesh) Close() {
 	}
 	if m.tempDir != "" {
 		errs = append(errs, os.RemoveAll(m.tempDir))
+	}
+	if m.unfit != nil {
+		m.unfit()
 	}
 	if err := errors.Join(errs...); err != nil {
 		slog.Default().Warn("closing the mesh", "err", err)

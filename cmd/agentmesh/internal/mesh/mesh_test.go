@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(modelProcessEnv) != "" {
 		os.Exit(serveModel()) // this binary re-executed as the benchmarks' model (perf_test.go)
 	}
+	defaultProcs = runtime.GOMAXPROCS(0)
 	goleak.VerifyTestMain(m)
 }
 
