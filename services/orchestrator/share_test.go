@@ -2,10 +2,13 @@ package orchestrator
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // TestShareHistory: the assembled messages equal to the conversation's in their place (the
@@ -63,5 +66,122 @@ func TestShareHistory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSameMessageComparesEveryField: sameMessage agrees with proto.Equal when any one field
+// of a message or of its tool call differs, or its unknown fields do; a field added to either
+// message fails here until sameMessage compares it.
+func TestSameMessageComparesEveryField(t *testing.T) {
+	args, err := structpb.NewStruct(map[string]any{"expression": "6*7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "c", Reasoning: "r", ToolCallId: "t", Name: "n",
+		ReasoningState: []byte{1}, ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "calculator", Arguments: args, RawArguments: `{"expression":"6*7"}`}}}
+	check := func(what string, changed *typev1.Message) {
+		t.Helper()
+		if got, want := sameMessage(base, changed), proto.Equal(base, changed); got != want || got {
+			t.Errorf("%s: sameMessage %v, proto.Equal %v; want both false", what, got, want)
+		}
+	}
+	for _, m := range []protoreflect.Message{base.ProtoReflect(), base.GetToolCalls()[0].ProtoReflect()} {
+		fields := m.Descriptor().Fields()
+		for i := range fields.Len() {
+			f := fields.Get(i)
+			if !m.Has(f) {
+				t.Fatalf("the test's message leaves %s unset: set it, and compare it in sameMessage", f.FullName())
+			}
+			changed := proto.CloneOf(base)
+			target := changed.ProtoReflect()
+			if m.Descriptor() != target.Descriptor() {
+				target = changed.GetToolCalls()[0].ProtoReflect()
+			}
+			switch {
+			case f.IsList():
+				target.Mutable(f).List().Append(target.Mutable(f).List().NewElement())
+			case f.Kind() == protoreflect.MessageKind:
+				target.Clear(f)
+			case f.Kind() == protoreflect.EnumKind:
+				target.Set(f, protoreflect.ValueOfEnum(target.Get(f).Enum()+1))
+			case f.Kind() == protoreflect.StringKind:
+				target.Set(f, protoreflect.ValueOfString(target.Get(f).String()+"x"))
+			case f.Kind() == protoreflect.BytesKind:
+				target.Set(f, protoreflect.ValueOfBytes(append(target.Get(f).Bytes(), 2)))
+			default:
+				t.Fatalf("%s is a %s: teach this test to change it, and sameMessage to compare it", f.FullName(), f.Kind())
+			}
+			check(string(f.FullName()), changed)
+		}
+		changed := proto.CloneOf(base)
+		target := changed.ProtoReflect()
+		if m.Descriptor() != target.Descriptor() {
+			target = changed.GetToolCalls()[0].ProtoReflect()
+		}
+		target.SetUnknown(protoreflect.RawFields{0x48, 0x01}) // field 9, varint 1
+		check(string(m.Descriptor().FullName())+"'s unknown fields", changed)
+	}
+	if !sameMessage(base, proto.CloneOf(base)) || !sameMessage(nil, nil) || sameMessage(base, nil) {
+		t.Error("sameMessage: a copy, or nil and nil, is not the same, or a message and nil are")
+	}
+}
+
+// BenchmarkSameMessage compares a 50-turn run's conversation with its decoded copy, as
+// shareHistory does every turn, with sameMessage and with proto.Equal (`benchstat -col
+// /compare`).
+func BenchmarkSameMessage(b *testing.B) {
+	args, err := structpb.NewStruct(map[string]any{"expression": "6*7"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	conversation := []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: "You are an agent that uses tools to answer."}}
+	for i := range 70 {
+		conversation = append(conversation,
+			&typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: []*typev1.ToolCall{{Id: fmt.Sprintf("call_%d", i), Name: "calculator", Arguments: args, RawArguments: `{"expression":"6*7"}`}}},
+			&typev1.Message{Role: typev1.Role_ROLE_TOOL, ToolCallId: fmt.Sprintf("call_%d", i), Name: "calculator", Content: "42"})
+	}
+	decoded := make([]*typev1.Message, len(conversation))
+	for i, m := range conversation {
+		decoded[i] = proto.CloneOf(m)
+	}
+	for _, c := range []struct {
+		name string
+		same func(a, b *typev1.Message) bool
+	}{{"sameMessage", sameMessage}, {"proto.Equal", func(a, b *typev1.Message) bool { return proto.Equal(a, b) }}} {
+		b.Run("compare="+c.name, func(b *testing.B) {
+			for b.Loop() {
+				for i, m := range decoded {
+					if !c.same(m, conversation[i]) {
+						b.Fatal("a copy differs")
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSameStructAgreesWithProtoEqual: tool calls' arguments compare as proto.Equal has them.
+func TestSameStructAgreesWithProtoEqual(t *testing.T) {
+	value := func(v any) *structpb.Value {
+		pv, err := structpb.NewValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pv
+	}
+	nan := structpb.NewNumberValue(math.NaN())
+	values := []*structpb.Value{
+		nil, {}, structpb.NewNullValue(), value(0.0), value(1.5), nan, value(""), value("6*7"), value(true), value(false),
+		value([]any{}), value([]any{1.0, "a"}), value([]any{1.0, "b"}), value([]any{[]any{nil}}),
+		value(map[string]any{}), value(map[string]any{"a": 1.0}), value(map[string]any{"a": 2.0}), value(map[string]any{"b": 1.0}),
+		value(map[string]any{"a": map[string]any{"b": []any{true}}}), value(map[string]any{"a": map[string]any{"b": []any{false}}}),
+	}
+	for i, a := range values {
+		for j, b := range values {
+			sa, sb := &structpb.Struct{Fields: map[string]*structpb.Value{"x": a}}, &structpb.Struct{Fields: map[string]*structpb.Value{"x": proto.CloneOf(b)}}
+			if got, want := sameStruct(sa, sb), proto.Equal(sa, sb); got != want {
+				t.Errorf("values %d and %d (%v, %v): sameStruct %v, proto.Equal %v", i, j, a, b, got, want)
+			}
+		}
 	}
 }
