@@ -86,6 +86,13 @@ func TestSameMessageComparesEveryField(t *testing.T) {
 		}
 	}
 	for _, m := range []protoreflect.Message{base.ProtoReflect(), base.GetToolCalls()[0].ProtoReflect()} {
+		// in is m's counterpart in a copy of base.
+		in := func(changed *typev1.Message) protoreflect.Message {
+			if m.Descriptor() == changed.ProtoReflect().Descriptor() {
+				return changed.ProtoReflect()
+			}
+			return changed.GetToolCalls()[0].ProtoReflect()
+		}
 		fields := m.Descriptor().Fields()
 		for i := range fields.Len() {
 			f := fields.Get(i)
@@ -93,10 +100,7 @@ func TestSameMessageComparesEveryField(t *testing.T) {
 				t.Fatalf("the test's message leaves %s unset: set it, and compare it in sameMessage", f.FullName())
 			}
 			changed := proto.CloneOf(base)
-			target := changed.ProtoReflect()
-			if m.Descriptor() != target.Descriptor() {
-				target = changed.GetToolCalls()[0].ProtoReflect()
-			}
+			target := in(changed)
 			switch {
 			case f.IsList():
 				target.Mutable(f).List().Append(target.Mutable(f).List().NewElement())
@@ -114,11 +118,7 @@ func TestSameMessageComparesEveryField(t *testing.T) {
 			check(string(f.FullName()), changed)
 		}
 		changed := proto.CloneOf(base)
-		target := changed.ProtoReflect()
-		if m.Descriptor() != target.Descriptor() {
-			target = changed.GetToolCalls()[0].ProtoReflect()
-		}
-		target.SetUnknown(protoreflect.RawFields{0x48, 0x01}) // field 9, varint 1
+		in(changed).SetUnknown(protoreflect.RawFields{0x48, 0x01}) // field 9, varint 1
 		check(string(m.Descriptor().FullName())+"'s unknown fields", changed)
 	}
 	if !sameMessage(base, proto.CloneOf(base)) || !sameMessage(nil, nil) || sameMessage(base, nil) {
