@@ -68,3 +68,45 @@ func TestTheProcessorsFollowTheRunsInFlight(t *testing.T) {
 		t.Errorf("the runs ended %v ago: GOMAXPROCS %d, want 1", 10*time.Second, runtime.GOMAXPROCS(0))
 	}
 }
+
+// TestRunsOneAfterAnotherKeepOneProcessor: runs made one after another, each as soon as the
+// last one's answer is in, unary or streamed, never count two in flight, so the process
+// keeps one processor (a second run in flight would give it the default for a second).
+func TestRunsOneAfterAnotherKeepOneProcessor(t *testing.T) {
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		t.Skip("GOMAXPROCS is set in the environment: the mesh leaves it as it is")
+	}
+	if defaultProcs < 2 {
+		t.Skip("one CPU: there is nothing to fit")
+	}
+	cfg := config.Default()
+	cfg.Durability.Checkpoints = true // a durable run's records are retired after its caller has the result
+	h := start(t, cfg, llmtest.Scenario{Name: "hi", Match: "Say hi", Turns: []llmtest.Turn{{Content: "hi"}}})
+	if !eventually(t, 10*time.Second, func() bool { return runtime.GOMAXPROCS(0) == 1 }) {
+		t.Fatalf("no run in flight: GOMAXPROCS %d, want 1", runtime.GOMAXPROCS(0))
+	}
+	for i := range 10 {
+		if i%2 == 0 {
+			if _, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "Say hi"}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "Say hi"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				ev, err := stream.Recv()
+				if err != nil {
+					t.Fatalf("the stream ended before run_finished: %v", err)
+				}
+				if ev.GetRunFinished() != nil {
+					break
+				}
+			}
+		}
+		if got := runtime.GOMAXPROCS(0); got != 1 {
+			t.Fatalf("after run %d of runs made one after another: GOMAXPROCS %d, want 1", i+1, got)
+		}
+	}
+}
