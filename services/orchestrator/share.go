@@ -50,20 +50,21 @@ func sameMessage(a, b *typev1.Message) bool {
 		!bytes.Equal(a.ProtoReflect().GetUnknown(), b.ProtoReflect().GetUnknown()) {
 		return false
 	}
-	for i, ca := range a.GetToolCalls() {
-		cb := b.GetToolCalls()[i]
-		if ca == nil || cb == nil {
-			if ca != cb {
-				return false
-			}
-			continue
-		}
-		if ca.GetId() != cb.GetId() || ca.GetName() != cb.GetName() || ca.GetRawArguments() != cb.GetRawArguments() ||
-			!bytes.Equal(ca.ProtoReflect().GetUnknown(), cb.ProtoReflect().GetUnknown()) || !sameStruct(ca.GetArguments(), cb.GetArguments()) {
+	for i, call := range a.GetToolCalls() {
+		if !sameToolCall(call, b.GetToolCalls()[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameToolCall is proto.Equal of two tool calls, by their fields.
+func sameToolCall(a, b *typev1.ToolCall) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.GetId() == b.GetId() && a.GetName() == b.GetName() && a.GetRawArguments() == b.GetRawArguments() &&
+		bytes.Equal(a.ProtoReflect().GetUnknown(), b.ProtoReflect().GetUnknown()) && sameStruct(a.GetArguments(), b.GetArguments())
 }
 
 // sameStruct is proto.Equal of two tool calls' arguments, by their types' fields.

@@ -16,22 +16,31 @@ import (
 // defaultProcs is GOMAXPROCS as the runtime set it, before any mesh fitted it (TestMain).
 var defaultProcs int
 
-// TestTheProcessorsFollowTheRunsInFlight: the mesh in one process has one processor while at
-// most one run is in flight, the runtime's default as soon as a second one starts, and one
-// again once the runs have ended (pkg/procs). It runs alone (not in parallel), so the runs in
-// flight in the process are its own.
-func TestTheProcessorsFollowTheRunsInFlight(t *testing.T) {
+// fittedMesh starts a mesh (durable runs, the default) whose model plays scenario, once it
+// has one processor with no run in flight; it skips t where the mesh leaves the processors
+// as they are: GOMAXPROCS set in the environment, or one CPU.
+func fittedMesh(t *testing.T, scenario llmtest.Scenario) *harness {
+	t.Helper()
 	if _, set := os.LookupEnv("GOMAXPROCS"); set {
 		t.Skip("GOMAXPROCS is set in the environment: the mesh leaves it as it is")
 	}
 	if defaultProcs < 2 {
 		t.Skip("one CPU: there is nothing to fit")
 	}
-	hold := make(chan struct{})
-	h := start(t, config.Default(), llmtest.Scenario{Name: "held", Match: "held", Turns: []llmtest.Turn{{Content: "done", Hold: hold}}})
+	h := start(t, config.Default(), scenario)
 	if !eventually(t, 10*time.Second, func() bool { return runtime.GOMAXPROCS(0) == 1 }) {
 		t.Fatalf("no run in flight: GOMAXPROCS %d, want 1", runtime.GOMAXPROCS(0))
 	}
+	return h
+}
+
+// TestTheProcessorsFollowTheRunsInFlight: the mesh in one process has one processor while at
+// most one run is in flight, the runtime's default as soon as a second one starts, and one
+// again once the runs have ended (pkg/procs). It runs alone (not in parallel), so the runs in
+// flight in the process are its own.
+func TestTheProcessorsFollowTheRunsInFlight(t *testing.T) {
+	hold := make(chan struct{})
+	h := fittedMesh(t, llmtest.Scenario{Name: "held", Match: "held", Turns: []llmtest.Turn{{Content: "done", Hold: hold}}})
 	before := procs.InFlight()
 	results := make(chan *typev1.RunResult, 2)
 	run := func() {
@@ -73,18 +82,7 @@ func TestTheProcessorsFollowTheRunsInFlight(t *testing.T) {
 // last one's answer is in, unary or streamed, never count two in flight, so the process
 // keeps one processor (a second run in flight would give it the default for a second).
 func TestRunsOneAfterAnotherKeepOneProcessor(t *testing.T) {
-	if _, set := os.LookupEnv("GOMAXPROCS"); set {
-		t.Skip("GOMAXPROCS is set in the environment: the mesh leaves it as it is")
-	}
-	if defaultProcs < 2 {
-		t.Skip("one CPU: there is nothing to fit")
-	}
-	cfg := config.Default()
-	cfg.Durability.Checkpoints = true // a durable run's records are retired after its caller has the result
-	h := start(t, cfg, llmtest.Scenario{Name: "hi", Match: "Say hi", Turns: []llmtest.Turn{{Content: "hi"}}})
-	if !eventually(t, 10*time.Second, func() bool { return runtime.GOMAXPROCS(0) == 1 }) {
-		t.Fatalf("no run in flight: GOMAXPROCS %d, want 1", runtime.GOMAXPROCS(0))
-	}
+	h := fittedMesh(t, llmtest.Scenario{Name: "hi", Match: "Say hi", Turns: []llmtest.Turn{{Content: "hi"}}})
 	for i := range 10 {
 		if i%2 == 0 {
 			if _, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "Say hi"}); err != nil {
