@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -125,12 +126,10 @@ func (l *layout) appendMarshal(b []byte, pm protoreflect.Message, opts proto.Mar
 			return nil, err
 		}
 		if !tools {
-			var enc []byte
-			if enc, err = layoutOf(fd.Message()).appendMarshal(nil, pm.Get(fd).Message(), opts); err != nil {
+			b = protowire.AppendTag(b, fd.Number(), protowire.BytesType)
+			if b, err = appendNested(b, pm.Get(fd).Message(), opts); err != nil {
 				return nil, err
 			}
-			b = protowire.AppendTag(b, fd.Number(), protowire.BytesType)
-			b = protowire.AppendBytes(b, enc)
 			continue
 		}
 		list := pm.Get(fd).List()
@@ -152,11 +151,31 @@ func (l *layout) appendMarshal(b []byte, pm protoreflect.Message, opts proto.Mar
 	return append(b, pm.GetUnknown()...), nil
 }
 
+// appendNested appends the length and the encoding of the message nm, whose layout holds tool
+// lists, in place: its encoding goes after a byte kept for its length, and moves up should the
+// length take more. Encoded apart and then copied, a request's tools cost a copy and a buffer
+// more.
+func appendNested(b []byte, nm protoreflect.Message, opts proto.MarshalOptions) ([]byte, error) {
+	at := len(b)
+	b, err := layoutOf(nm.Descriptor()).appendMarshal(append(b, 0), nm, opts)
+	if err != nil {
+		return nil, err
+	}
+	n := len(b) - at - 1
+	if w := protowire.SizeVarint(uint64(n)); w > 1 {
+		b = append(b, make([]byte, w-1)...)
+		copy(b[at+w:], b[at+1:at+1+n])
+	}
+	protowire.AppendVarint(b[at:at], uint64(n))
+	return b, nil
+}
+
 // layout is where a message type keeps tool lists: its own repeated Tool fields, and its
 // singular message fields whose messages keep some.
 type layout struct {
 	tools  []protoreflect.FieldDescriptor
 	nested []protoreflect.FieldDescriptor
+	last   atomic.Int64 // the size of the last message of the type Codec encoded
 }
 
 // empty reports whether messages of the layout hold no tool list.

@@ -196,6 +196,34 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCodecEncodesAnyLengthInPooledBuffers: requests with shared tools whose lengths rise past
+// the buffer the last one fitted, and fall again, each encode to protobuf's bytes, whatever
+// the length of the nested request takes to write (one byte up to 127, two from 128 on).
+func TestCodecEncodesAnyLengthInPooledBuffers(t *testing.T) {
+	c := NewCodec()
+	a, tiny := tool(t, "pooled"), &typev1.Tool{Name: "tiny"}
+	Share(a, tiny)
+	for _, n := range []int{0, 40, 4000, 100, 70000, 10} {
+		req := request(a)
+		req.Request.Messages[0].Content = strings.Repeat("y", n)
+		if n == 0 {
+			req.Request = &generationv1.GenerateRequest{Tools: []*typev1.Tool{tiny}} // a nested length of one byte
+		}
+		data, err := c.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := data.Materialize(); !bytes.Equal(got, want) {
+			t.Errorf("content of %d bytes: encoded %d bytes unlike protobuf's %d", n, len(got), len(want))
+		}
+		data.Free()
+	}
+}
+
 // TestShareForgetsCollectedTools: the encoding of a shared tool goes once the tool is
 // collected.
 func TestShareForgetsCollectedTools(t *testing.T) {
