@@ -136,6 +136,7 @@ func New(opts Options) *Server {
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
 		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
 		grpc.NumStreamWorkers(streamWorkers()),
+		grpc.InitialWindowSize(dial.StreamWindow), grpc.InitialConnWindowSize(dial.ConnWindow),
 	}
 	if opts.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
