@@ -1,11 +1,12 @@
 package toolwire
 
 import (
+	"unsafe"
+
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
-	"unsafe"
 )
 
 // Codec is gRPC's protobuf codec with this package's Marshal and Unmarshal for messages that
