@@ -57,18 +57,25 @@ func BenchmarkHop(b *testing.B) {
 
 // meshHop is a client of pkg/dial connected to a server of this package serving intentStub.
 func meshHop(b *testing.B, tp trace.TracerProvider) *grpc.ClientConn {
-	srv := server.New(server.Options{Name: "intent", Addr: "127.0.0.1:0", TracerProvider: tp, Logger: slog.New(slog.DiscardHandler)})
-	intentv1.RegisterIntentServiceServer(srv.GRPC(), &intentStub{})
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Shutdown(context.Background()) })
-	conn, err := dial.New(srv.Addr(), dial.WithTracerProvider(tp))
+	conn, err := dial.New(intentServer(b, tp), dial.WithTracerProvider(tp))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// intentServer starts a server of this package serving intentStub, stopped when tb ends, and
+// returns its address; tp nil is the global tracer provider.
+func intentServer(tb testing.TB, tp trace.TracerProvider) string {
+	tb.Helper()
+	srv := server.New(server.Options{Name: "intent", Addr: "127.0.0.1:0", TracerProvider: tp, Logger: slog.New(slog.DiscardHandler)})
+	intentv1.RegisterIntentServiceServer(srv.GRPC(), &intentStub{})
+	if err := srv.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return srv.Addr()
 }
 
 // bareHop is a gRPC client with no options but its credentials, connected to a gRPC server with

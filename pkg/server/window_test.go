@@ -2,10 +2,8 @@ package server_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -15,7 +13,6 @@ import (
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	"github.com/agentmesh/agentmesh/pkg/dial"
-	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
 // TestHopsSendNoPings: a client of pkg/dial calling a server of this package, one call after
@@ -24,13 +21,7 @@ import (
 // arrives, for nearly every call (a ping and its ack, each a write of its own). The frames are
 // read off the wire by a relay between the two.
 func TestHopsSendNoPings(t *testing.T) {
-	srv := server.New(server.Options{Name: "intent", Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
-	intentv1.RegisterIntentServiceServer(srv.GRPC(), &intentStub{})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
-	relay := startFrameRelay(t, srv.Addr())
+	relay := startFrameRelay(t, intentServer(t, nil))
 	defer relay.close()
 
 	conn, err := dial.New(relay.addr())
