@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/agentmesh/agentmesh/pkg/bufpool" // gRPC's buffers, not cleared on reuse
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
