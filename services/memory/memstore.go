@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -13,12 +14,18 @@ import (
 )
 
 // MemoryStore is a Store that keeps everything in process memory; its contents are lost when
-// the process ends. It is safe for concurrent use. Values are cloned on the way in and out.
+// the process ends. It is safe for concurrent use. Values are copied on the way in and out.
 // It keeps the finished runs its Retention allows, forgetting the oldest first.
+//
+// It keeps runs and transcripts as their protobuf encodings, decoded when read: a run's
+// result and transcript are hundreds of objects (its conversation, its entries' hashes), and
+// the thousand runs kept by default were most of what the garbage collector marked on every
+// cycle of a busy process; as bytes they are a few objects with nothing in them to scan, and
+// smaller (issue 15).
 type MemoryStore struct {
 	mu          sync.RWMutex
 	memories    map[string]map[string]memoryRecord // user → memory id → memory
-	transcripts map[string][]*typev1.TranscriptEntry
+	transcripts map[string]*storedChain
 	runs        map[string]storedRun
 	saved       []savedRun             // the runs, in the order they were first saved
 	learning    map[string]*learnState // run id → its learning
@@ -65,7 +72,7 @@ func NewMemoryStore() *MemoryStore { return NewMemoryStoreKeeping(Retention{}) }
 func NewMemoryStoreKeeping(keep Retention) *MemoryStore {
 	return &MemoryStore{
 		memories:    make(map[string]map[string]memoryRecord),
-		transcripts: make(map[string][]*typev1.TranscriptEntry),
+		transcripts: make(map[string]*storedChain),
 		runs:        make(map[string]storedRun),
 		learning:    make(map[string]*learnState),
 		keep:        keep,
@@ -182,36 +189,53 @@ func (s *MemoryStore) DeleteMemory(_ context.Context, userID, id string) error {
 	return nil
 }
 
+// storedChain is a run's stored transcript: its entries' encodings (appendRecord) and what
+// appending to it checks.
+type storedChain struct {
+	entries  []byte
+	length   int64
+	lastHash string
+}
+
 // AppendTranscript appends entries that continue the run's stored chain.
 func (s *MemoryStore) AppendTranscript(_ context.Context, runID string, entries []*typev1.TranscriptEntry) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	chain := s.transcripts[runID]
-	var last string
-	if len(chain) > 0 {
-		last = chain[len(chain)-1].GetHash()
+	if chain == nil {
+		chain = &storedChain{}
 	}
-	if err := VerifyAppend(int64(len(chain)), last, entries); err != nil {
+	if err := VerifyAppend(chain.length, chain.lastHash, entries); err != nil {
 		return 0, err
 	}
+	records := chain.entries
 	for _, e := range entries {
-		chain = append(chain, proto.CloneOf(e))
+		var err error
+		if records, err = appendRecord(records, e); err != nil {
+			return 0, fmt.Errorf("encode transcript entry %d: %w", e.GetSeq(), err)
+		}
+	}
+	if n := len(entries); n > 0 {
+		chain.entries, chain.length, chain.lastHash = records, chain.length+int64(n), entries[n-1].GetHash()
 	}
 	s.transcripts[runID] = chain
-	return int64(len(chain)), nil
+	return chain.length, nil
 }
 
-// storedRun is a saved run result and the user it acted for.
+// storedRun is a saved run result, encoded without its learning (encodeResult), and the user
+// it acted for.
 type storedRun struct {
-	result *typev1.RunResult
+	result []byte
 	userID string
 }
 
-// SaveRun stores a copy of the run's result without its learning, and queues the run for
-// learning the first time.
+// SaveRun stores the run's result without its learning, and queues the run for learning the
+// first time.
 func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.RunResult) error {
-	stored := proto.CloneOf(result)
-	stored.Learning = nil
+	stored, err := encodeResult(result)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.runs[result.GetRunId()]; !ok {
@@ -234,12 +258,16 @@ func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult
 	if !ok {
 		return nil, "", ErrNotFound
 	}
-	result := proto.CloneOf(stored.result)
-	if chain := s.transcripts[runID]; len(chain) > 0 {
-		result.Transcript = make([]*typev1.TranscriptEntry, len(chain))
-		for i, e := range chain {
-			result.Transcript[i] = proto.CloneOf(e)
+	result := &typev1.RunResult{}
+	if err := proto.Unmarshal(stored.result, result); err != nil {
+		return nil, "", fmt.Errorf("stored result of run %s: %w", runID, err)
+	}
+	if chain := s.transcripts[runID]; chain != nil && chain.length > 0 {
+		entries, err := decodeRecords[typev1.TranscriptEntry](chain.entries)
+		if err != nil {
+			return nil, "", fmt.Errorf("run %s: %w", runID, err)
 		}
+		result.Transcript = entries
 	}
 	if l := s.learning[runID]; l != nil && l.learned != nil {
 		result.Learning = proto.CloneOf(l.learned)

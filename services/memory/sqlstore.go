@@ -346,11 +346,9 @@ func (s *SQLStore) AppendTranscript(ctx context.Context, runID string, entries [
 // SaveRun stores the run's result without its learning, replacing an earlier save, and
 // queues the run for learning the first time, in one transaction.
 func (s *SQLStore) SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error {
-	stored := proto.CloneOf(result)
-	stored.Learning = nil
-	raw, err := proto.Marshal(stored)
+	raw, err := encodeResult(result)
 	if err != nil {
-		return fmt.Errorf("encode run result: %w", err)
+		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO runs (run_id, user_id, result) VALUES (?, ?, ?)
