@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Request is one decoded request the server received, chat completion or embeddings.
@@ -88,23 +89,40 @@ type Message struct {
 
 // UnmarshalJSON decodes a message, keeping array content as Blocks too.
 func (m *Message) UnmarshalJSON(data []byte) error {
-	type plain Message
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
+	var w wireMessage
+	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	var raw struct {
-		Content json.RawMessage `json:"content"`
+	return w.decode(m)
+}
+
+// plainMessage is Message without its UnmarshalJSON.
+type plainMessage Message
+
+// wireMessage is a message as decoded from JSON: its content kept raw, to be read as a
+// string, null or an array of parts (decode). A request's messages are decoded as
+// wireMessage, which has no UnmarshalJSON of its own, so that the decoder reads each message
+// once: a Message's UnmarshalJSON gets the message's bytes to decode again, after the
+// decoder has read them, and the scripted model read every message of a long conversation
+// several times over, time a benchmark counted as the mesh's (issue 15).
+type wireMessage struct {
+	plainMessage
+	Content json.RawMessage `json:"content"` // shadows plainMessage's
+}
+
+// decode sets m to the message w holds.
+func (w *wireMessage) decode(m *Message) error {
+	*m = Message(w.plainMessage)
+	c := bytes.TrimSpace(w.Content)
+	if len(c) == 0 {
+		return nil
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := m.Content.UnmarshalJSON(c); err != nil {
 		return err
 	}
-	if c := bytes.TrimSpace(raw.Content); len(c) > 0 && c[0] == '[' {
-		if err := json.Unmarshal(c, &p.Blocks); err != nil {
-			return err
-		}
+	if c[0] == '[' {
+		return json.Unmarshal(c, &m.Blocks)
 	}
-	*m = Message(p)
 	return nil
 }
 
@@ -186,6 +204,10 @@ type Text string
 // UnmarshalJSON accepts a string, null or an array of {"type":"text","text":...} parts.
 func (t *Text) UnmarshalJSON(data []byte) error {
 	data = bytes.TrimSpace(data)
+	if s, ok := plainString(data); ok {
+		*t = Text(s)
+		return nil
+	}
 	switch {
 	case bytes.Equal(data, []byte("null")):
 		*t = ""
@@ -211,6 +233,24 @@ func (t *Text) UnmarshalJSON(data []byte) error {
 	}
 	*t = Text(s)
 	return nil
+}
+
+// plainString is the JSON string data holds when it has no escapes (most message contents),
+// read without a decoder.
+func plainString(data []byte) (string, bool) {
+	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
+		return "", false
+	}
+	inner := data[1 : len(data)-1]
+	for _, c := range inner {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(inner) {
+		return "", false // the decoder replaces invalid bytes
+	}
+	return string(inner), true
 }
 
 // Texts is embeddings input: a single string or an array of strings.

@@ -165,6 +165,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, api dialect) (Re
 	return req, true
 }
 
+// plainRequest is Request, decoded with its messages as wireMessage.
+type plainRequest Request
+
 // parseRequest decodes the body of r.
 func parseRequest(r *http.Request) (Request, error) {
 	body, err := io.ReadAll(r.Body)
@@ -172,8 +175,20 @@ func parseRequest(r *http.Request) (Request, error) {
 		return Request{}, err
 	}
 	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	wire := struct {
+		*plainRequest
+		Messages []wireMessage `json:"messages"` // shadows plainRequest's
+	}{plainRequest: (*plainRequest)(&req)}
+	if err := json.Unmarshal(body, &wire); err != nil {
 		return Request{}, err
+	}
+	if wire.Messages != nil {
+		req.Messages = make([]Message, len(wire.Messages))
+		for i := range wire.Messages {
+			if err := wire.Messages[i].decode(&req.Messages[i]); err != nil {
+				return Request{}, err
+			}
+		}
 	}
 	if err := json.Unmarshal(body, &req.Raw); err != nil {
 		return Request{}, err
