@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
@@ -348,5 +349,36 @@ func TestPublishCreatesADeletedStreamAgain(t *testing.T) {
 	}
 	if got := storedSeqs(t, env.js, "run-deleted"); !slices.Equal(got, []uint64{2}) {
 		t.Errorf("stored seqs %v, want [2]", got)
+	}
+}
+
+// TestStampableCopiesEveryField: stampable copies RunEvent's fields by name, so a field added
+// to RunEvent must be added there too; every field set on the event must come out equal.
+func TestStampableCopiesEveryField(t *testing.T) {
+	ev := &eventv1.RunEvent{Kind: &eventv1.RunEvent_TurnStarted{TurnStarted: &eventv1.TurnStarted{Turn: 3}}}
+	m := ev.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.ContainingOneof() != nil {
+			continue // the kind, set above
+		}
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			m.Set(fd, protoreflect.ValueOfString("x"))
+		case protoreflect.Uint64Kind:
+			m.Set(fd, protoreflect.ValueOfUint64(7))
+		case protoreflect.MessageKind:
+			m.Set(fd, protoreflect.ValueOfMessage(timestamppb.Now().ProtoReflect()))
+		default:
+			t.Fatalf("RunEvent.%s is a %s: give the test a value of it, and stampable the field", fd.Name(), fd.Kind())
+		}
+	}
+	out := stampable(ev)
+	if !proto.Equal(out, ev) {
+		t.Errorf("stampable(%v) = %v: a field is not copied", ev, out)
+	}
+	if out == ev || out.GetTurnStarted() != ev.GetTurnStarted() {
+		t.Error("stampable must return a new event sharing the payload")
 	}
 }
