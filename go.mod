@@ -10,7 +10,6 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
-	github.com/dlclark/regexp2 v1.11.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-errors/errors v1.5.1 // indirect
@@ -89,6 +88,7 @@ require (
 require (
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/agentmesh/agentmesh/gen v0.0.0-00010101000000-000000000000
+	github.com/dlclark/regexp2 v1.11.0
 	github.com/fullstorydev/grpchan v1.1.2
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-cleanhttp v0.5.2

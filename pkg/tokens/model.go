@@ -7,7 +7,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	tiktoken "github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 )
 
@@ -77,17 +76,15 @@ func ForModel(model string) Counter {
 }
 
 var (
-	useOfflineBPE = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
-	cl100k        = sync.OnceValue(func() Counter { return loadBPE(EncodingCL100K) })
-	o200k         = sync.OnceValue(func() Counter { return loadBPE(EncodingO200K) })
+	cl100k = sync.OnceValue(func() Counter { return loadBPE(EncodingCL100K, patternCL100K) })
+	o200k  = sync.OnceValue(func() Counter { return loadBPE(EncodingO200K, patternO200K) })
 )
 
 // loadBPE returns the counter of a BPE encoding, which remembers the counts of the texts it
-// has encoded (textCache). The BPE files ship inside the binary, so loading only fails when
-// they are corrupt; the estimate then stands in, with an error log.
-func loadBPE(encoding string) Counter {
-	useOfflineBPE()
-	tk, err := tiktoken.GetEncoding(encoding)
+// has encoded (textCache). The BPE files ship inside the binary (tiktoken-go-loader), so
+// loading only fails when they are corrupt; the estimate then stands in, with an error log.
+func loadBPE(encoding, pattern string) Counter {
+	b, err := loadVocabulary(encoding, pattern)
 	if err != nil {
 		slog.Error("tokenizer unavailable, counting with the estimate", "encoding", encoding, "error", err)
 		return Estimator
@@ -97,12 +94,21 @@ func loadBPE(encoding string) Counter {
 		for segment := range segments(text) {
 			// Ordinary encoding: text that looks like a special token is counted as text, as
 			// providers do for user content.
-			n += int64(len(tk.EncodeOrdinary(segment)))
+			n += b.count(segment)
 		}
 		return n
 	}
 	cache := newTextCache(cachedTexts)
 	return &counter{encoding: encoding, text: func(text string) int64 { return cache.count(text, encode) }}
+}
+
+// loadVocabulary reads an encoding's BPE file from those compiled into the binary.
+func loadVocabulary(encoding, pattern string) (*bpe, error) {
+	vocabulary, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
+	if err != nil {
+		return nil, err
+	}
+	return newBPE(pattern, vocabulary)
 }
 
 // Segment sizes of BPE counting, in bytes.
