@@ -58,22 +58,19 @@ func appendRecord(records []byte, m proto.Message) ([]byte, error) {
 	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(records, m)
 }
 
-// decodeRecords decodes the records appendRecord wrote, a new T each.
-func decodeRecords[T any, M interface {
-	*T
-	proto.Message
-}](records []byte) ([]M, error) {
-	var out []M
+// decodeEntries decodes the transcript entries appendRecord wrote.
+func decodeEntries(records []byte) ([]*typev1.TranscriptEntry, error) {
+	var out []*typev1.TranscriptEntry
 	for len(records) > 0 {
 		rec, n := protowire.ConsumeBytes(records)
 		if n < 0 {
 			return nil, errCorruptChain
 		}
-		m := M(new(T))
-		if err := proto.Unmarshal(rec, m); err != nil {
+		e := &typev1.TranscriptEntry{}
+		if err := proto.Unmarshal(rec, e); err != nil {
 			return nil, fmt.Errorf("%w: %w", errCorruptChain, err)
 		}
-		out = append(out, m)
+		out = append(out, e)
 		records = records[n:]
 	}
 	return out, nil

@@ -50,7 +50,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := decodeRecords[typev1.TranscriptEntry](records)
+	out, err := decodeEntries(records)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 			t.Errorf("record %d: %v, want %v", i, out[i], in[i])
 		}
 	}
-	if _, err := decodeRecords[typev1.TranscriptEntry](records[:len(records)-1]); err == nil {
+	if _, err := decodeEntries(records[:len(records)-1]); err == nil {
 		t.Error("a truncated record was accepted")
 	}
 }

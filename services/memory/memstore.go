@@ -263,7 +263,7 @@ func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult
 		return nil, "", fmt.Errorf("stored result of run %s: %w", runID, err)
 	}
 	if chain := s.transcripts[runID]; chain != nil && chain.length > 0 {
-		entries, err := decodeRecords[typev1.TranscriptEntry](chain.entries)
+		entries, err := decodeEntries(chain.entries)
 		if err != nil {
 			return nil, "", fmt.Errorf("run %s: %w", runID, err)
 		}
