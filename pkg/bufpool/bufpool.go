@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-func init() { experimental.SetDefaultBufferPool(Pool) }
+func init() { experimental.SetDefaultBufferPool(pool) }
 
-// Pool is the pool installed as gRPC's default.
-var Pool mem.BufferPool = newTiered()
+// pool is the pool installed as gRPC's default.
+var pool mem.BufferPool = newTiered()
 
 // tierShifts are the tiers' sizes as powers of two: gRPC's default tiers. A buffer larger than
 // the largest is allocated and left to the collector, so that one huge message does not stay

@@ -7,8 +7,8 @@ import (
 )
 
 func TestInstalledAsGRPCsDefault(t *testing.T) {
-	if mem.DefaultBufferPool() != Pool {
-		t.Fatal("gRPC's default buffer pool is not bufpool.Pool")
+	if mem.DefaultBufferPool() != pool {
+		t.Fatal("gRPC's default buffer pool is not bufpool's")
 	}
 }
 
