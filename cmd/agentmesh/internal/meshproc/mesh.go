@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,21 +201,29 @@ func connect(t testing.TB, url string) jetstream.JetStream {
 	return js
 }
 
-// freePort returns a loopback port nothing listens on, below the kernel's range of ephemeral
-// ports: a service restarted on its port (a replica killed and started again) would otherwise
-// find it taken, now and then, by the local end of some other connection, which the kernel
-// picks from that range.
+// freePort returns a loopback port nothing listens on and no earlier call returned, below the
+// kernel's range of ephemeral ports: a service restarted on its port (a replica killed and
+// started again) would otherwise find it taken, now and then, by the local end of some other
+// connection, which the kernel picks from that range. A port is free when it is picked, not
+// when its service starts: two picks of one mesh drew the same port now and then (one of
+// them then failed to listen), so a port is never handed out twice.
 func freePort(t testing.TB) int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	const lowest = 10000
 	if top := ephemeralLow(); top > lowest {
 		for range 100 {
 			port := lowest + rand.IntN(top-lowest)
+			if handedOut.ports[port] {
+				continue
+			}
 			lis, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err != nil {
 				continue // taken
 			}
 			_ = lis.Close()
+			handedOut.ports[port] = true
 			return port
 		}
 	}
@@ -223,8 +232,16 @@ func freePort(t testing.TB) int {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).Port
+	port := lis.Addr().(*net.TCPAddr).Port
+	handedOut.ports[port] = true
+	return port
 }
+
+// handedOut is the ports freePort returned.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ephemeralLow is the lowest port of the kernel's ephemeral range (Linux's
 // ip_local_port_range), or 32768, its usual value, where the kernel does not say.
