@@ -213,10 +213,10 @@ func perTurn(b *testing.B, loop func() int) {
 // the codec's layouts), which a short benchmark would otherwise count as a share of every turn.
 const warmUpRuns = 3
 
-// warmUp makes warmUpRuns runs of req, one at a time.
-func (m *benchMesh) warmUp(b *testing.B, req *agentv1.RunRequest) {
+// warmUp makes n runs of req, one at a time.
+func (m *benchMesh) warmUp(b *testing.B, req *agentv1.RunRequest, n int) {
 	b.Helper()
-	for range warmUpRuns {
+	for range n {
 		m.run(b.Context(), b, req)
 	}
 }
@@ -289,7 +289,7 @@ func BenchmarkTurn(b *testing.B) {
 			name := turnRunName(tc.turns)
 			m := startBenchAt(b, url, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess, tools: tc.tools})
 			req := toolRequest(name, tc.turns, earlier(name, tc.history))
-			m.warmUp(b, req)
+			m.warmUp(b, req, warmUpRuns)
 			perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
 	}
@@ -303,7 +303,7 @@ func BenchmarkCheckpoints(b *testing.B) {
 		b.Run(fmt.Sprintf("checkpoints=%v", on), func(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: on})
 			req := toolRequest(checkpointsRun, benchTurns, nil)
-			m.warmUp(b, req)
+			m.warmUp(b, req, warmUpRuns)
 			perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
 	}
@@ -315,7 +315,7 @@ func BenchmarkConcurrent(b *testing.B) {
 	const runs = 256
 	m := startBenchAt(b, modelProcess(b).url, benchOptions{tracing: true, checkpoints: true})
 	req := toolRequest(concurrentRun, benchTurns, nil)
-	m.warmUp(b, req)
+	m.warmUp(b, req, warmUpRuns)
 	start := time.Now()
 	turns := 0
 	perTurn(b, func() int {
@@ -486,9 +486,7 @@ func BenchmarkVsLangGraph(b *testing.B) {
 			b.Run(fmt.Sprintf("concurrency=%d/impl=%s", concurrency, impl), func(b *testing.B) {
 				m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true, inProcess: impl == "inprocess"})
 				req := toolRequest(vsLangGraph, benchTurns, nil)
-				for range warmup { // as bench.mjs warms its JIT up
-					m.run(b.Context(), b, req)
-				}
+				m.warmUp(b, req, warmup) // as bench.mjs warms its JIT up
 				perTurn(b, func() int { return m.runs(b, req, concurrency) })
 			})
 		}
@@ -584,9 +582,7 @@ func BenchmarkInFlight(b *testing.B) {
 	for _, runs := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("runs=%d/impl=mesh", runs), func(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true})
-			for range warmup {
-				m.run(b.Context(), b, toolRequest(vsLangGraph, benchTurns, nil))
-			}
+			m.warmUp(b, toolRequest(vsLangGraph, benchTurns, nil), warmup)
 			req := &agentv1.RunRequest{Message: slowModel, Overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN}}
 			var wave, cpu time.Duration
 			for b.Loop() {
