@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -51,27 +53,17 @@ func withoutField(b []byte, num protowire.Number) ([]byte, error) {
 // errCorruptChain is a stored transcript whose records do not parse: a defect of the store.
 var errCorruptChain = errors.New("stored transcript is corrupt")
 
-// appendRecord appends m's encoding to records as one length-prefixed record.
-func appendRecord(records []byte, m proto.Message) ([]byte, error) {
-	size := proto.Size(m)
-	records = protowire.AppendVarint(records, uint64(size))
-	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(records, m)
-}
-
-// decodeEntries decodes the transcript entries appendRecord wrote.
+// decodeEntries decodes a stored transcript: its entries, each length-prefixed
+// (protodelim.MarshalTo), one after the other.
 func decodeEntries(records []byte) ([]*typev1.TranscriptEntry, error) {
 	var out []*typev1.TranscriptEntry
-	for len(records) > 0 {
-		rec, n := protowire.ConsumeBytes(records)
-		if n < 0 {
-			return nil, errCorruptChain
-		}
+	for r := bytes.NewReader(records); r.Len() > 0; {
 		e := &typev1.TranscriptEntry{}
-		if err := proto.Unmarshal(rec, e); err != nil {
+		// No size limit: the store reads back only what it wrote.
+		if err := (protodelim.UnmarshalOptions{MaxSize: -1}).UnmarshalFrom(r, e); err != nil {
 			return nil, fmt.Errorf("%w: %w", errCorruptChain, err)
 		}
 		out = append(out, e)
-		records = records[n:]
 	}
 	return out, nil
 }

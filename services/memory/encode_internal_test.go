@@ -1,9 +1,11 @@
 package memory
 
 import (
+	"bytes"
 	"testing"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -42,14 +44,14 @@ func TestWithoutFieldRejectsABrokenEncoding(t *testing.T) {
 }
 
 func TestRecordsRoundTrip(t *testing.T) {
-	var records []byte
+	var buf bytes.Buffer
 	in := []*typev1.TranscriptEntry{{Seq: 1, Hash: "a"}, {}, {Seq: 3, Hash: "c", PrevHash: "b"}}
 	for _, e := range in {
-		var err error
-		if records, err = appendRecord(records, e); err != nil {
+		if _, err := protodelim.MarshalTo(&buf, e); err != nil {
 			t.Fatal(err)
 		}
 	}
+	records := buf.Bytes()
 	out, err := decodeEntries(records)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -189,8 +191,8 @@ func (s *MemoryStore) DeleteMemory(_ context.Context, userID, id string) error {
 	return nil
 }
 
-// storedChain is a run's stored transcript: its entries' encodings (appendRecord) and what
-// appending to it checks.
+// storedChain is a run's stored transcript: its entries' encodings, each length-prefixed
+// (protodelim), and what appending to it checks.
 type storedChain struct {
 	entries  []byte
 	length   int64
@@ -208,15 +210,14 @@ func (s *MemoryStore) AppendTranscript(_ context.Context, runID string, entries 
 	if err := VerifyAppend(chain.length, chain.lastHash, entries); err != nil {
 		return 0, err
 	}
-	records := chain.entries
+	records := bytes.NewBuffer(chain.entries)
 	for _, e := range entries {
-		var err error
-		if records, err = appendRecord(records, e); err != nil {
+		if _, err := protodelim.MarshalTo(records, e); err != nil {
 			return 0, fmt.Errorf("encode transcript entry %d: %w", e.GetSeq(), err)
 		}
 	}
 	if n := len(entries); n > 0 {
-		chain.entries, chain.length, chain.lastHash = records, chain.length+int64(n), entries[n-1].GetHash()
+		chain.entries, chain.length, chain.lastHash = records.Bytes(), chain.length+int64(n), entries[n-1].GetHash()
 	}
 	s.transcripts[runID] = chain
 	return chain.length, nil
