@@ -53,8 +53,16 @@ func ForwardUser(ctx context.Context) context.Context {
 
 // outgoing returns ctx whose outgoing calls carry the user id and roles.
 func outgoing(ctx context.Context, id string, roles []string) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
+	md, ok := metadata.FromOutgoingContext(ctx) // a copy of its own
+	if !ok {
+		// Nothing to replace: appended pairs are a slice, not a map of their own, which a
+		// run's context would hold for as long as the run (issue 15).
+		kv := []string{UserMetadata, id}
+		if len(roles) > 0 {
+			kv = append(kv, RolesMetadata, strings.Join(roles, ","))
+		}
+		return metadata.AppendToOutgoingContext(ctx, kv...)
+	}
 	md.Set(UserMetadata, id)
 	delete(md, RolesMetadata)
 	if len(roles) > 0 {

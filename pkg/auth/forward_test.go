@@ -41,6 +41,24 @@ func TestForwardedUser(t *testing.T) {
 	}
 }
 
+// TestOutgoingUserKeepsOtherMetadata: setting the user over metadata of the caller's own, with
+// or without an earlier user, keeps that metadata and sends one user.
+func TestOutgoingUserKeepsOtherMetadata(t *testing.T) {
+	base := metadata.AppendToOutgoingContext(t.Context(), "x-trace-tag", "blue")
+	for name, ctx := range map[string]context.Context{
+		"no user before": auth.OutgoingUser(base, "acme/bob"),
+		"a user before":  auth.OutgoingUser(auth.OutgoingUser(base, "acme/ann"), "acme/bob"),
+	} {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		if got := md.Get("x-trace-tag"); !slices.Equal(got, []string{"blue"}) {
+			t.Errorf("%s: x-trace-tag = %q, want [blue]", name, got)
+		}
+		if got := md.Get(auth.UserMetadata); !slices.Equal(got, []string{"acme/bob"}) {
+			t.Errorf("%s: %s = %q, want [acme/bob]", name, auth.UserMetadata, got)
+		}
+	}
+}
+
 func TestIncomingUserMalformed(t *testing.T) {
 	for name, md := range map[string]metadata.MD{
 		"two users":    metadata.Pairs(auth.UserMetadata, "a", auth.UserMetadata, "b"),
