@@ -171,3 +171,26 @@ func TestVerifyResultNeedsATranscript(t *testing.T) {
 		t.Fatal("a result without transcript verified")
 	}
 }
+
+// TestContractHashCoversAllButItsOwnField: the hash is that of the contract's deterministic
+// encoding with contract_hash empty (as a verifier recomputes it from the stored contract),
+// it changes with any other field, nested ones included, and the contract is left as it was.
+func TestContractHashCoversAllButItsOwnField(t *testing.T) {
+	c := &typev1.ExecutionContract{
+		MaxTurns: 3, Targets: []*typev1.Target{{Provider: "p", Model: "m"}},
+		ParentContractHash: "parent", ContractHash: "stale",
+	}
+	cleared := proto.CloneOf(c)
+	cleared.ContractHash = ""
+	want := transcript.MessageHash(cleared)
+	if got := transcript.ContractHash(c); got != want {
+		t.Fatalf("ContractHash = %s, want the hash of the contract without its hash, %s", got, want)
+	}
+	if c.GetContractHash() != "stale" || len(c.GetTargets()) != 1 {
+		t.Fatalf("ContractHash changed the contract: %v", c)
+	}
+	c.Targets[0].Model = "other"
+	if transcript.ContractHash(c) == want {
+		t.Error("a changed target left the contract's hash as it was")
+	}
+}
