@@ -40,15 +40,35 @@ func (r *run) accountStage(stage string, entries []*typev1.AccountingEntry) {
 // withIntent is a system message with the intent stage's findings after it: the task type
 // and the constraints the answer must meet.
 func withIntent(prompt, taskType string, constraints []string) string {
-	var b strings.Builder
-	b.WriteString(prompt)
+	const (
+		taskHeading        = "\n\nTask type: "
+		constraintsHeading = "\n\nConstraints the answer must meet:"
+		bullet             = "\n- "
+	)
+	// Sized exactly: the run holds the prompt for as long as it lives (issue 15), and a
+	// builder left to grow would hold up to twice it.
+	n := len(prompt)
 	if taskType != "" {
-		b.WriteString("\n\nTask type: " + taskType)
+		n += len(taskHeading) + len(taskType)
 	}
 	if len(constraints) > 0 {
-		b.WriteString("\n\nConstraints the answer must meet:")
+		n += len(constraintsHeading)
 		for _, c := range constraints {
-			b.WriteString("\n- " + c)
+			n += len(bullet) + len(c)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(prompt)
+	if taskType != "" {
+		b.WriteString(taskHeading)
+		b.WriteString(taskType)
+	}
+	if len(constraints) > 0 {
+		b.WriteString(constraintsHeading)
+		for _, c := range constraints {
+			b.WriteString(bullet)
+			b.WriteString(c)
 		}
 	}
 	return b.String()

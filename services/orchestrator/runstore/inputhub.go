@@ -60,7 +60,7 @@ func newInputHub(bucket func() jetstream.KeyValue) *inputHub {
 // subscribe registers runID's subscription until ctx ends, delivering the inputs recorded for
 // it so far at once, and starts the watch when none runs.
 func (h *inputHub) subscribe(ctx context.Context, runID string, deliver func(Input)) {
-	sub := &subscription{runID: runID, deliver: deliver, sent: map[string]uint64{}}
+	sub := &subscription{runID: runID, deliver: deliver}
 	h.mu.Lock()
 	if old := h.subs[runID]; old != nil {
 		old.end() // the run watches again (it moved back to this replica): one subscription
@@ -212,6 +212,9 @@ func (h *inputHub) take(e jetstream.KeyValueEntry) {
 func (sub *subscription) push(key string, rec *record) {
 	if sub.closed || sub.sent[key] >= rec.rev {
 		return
+	}
+	if sub.sent == nil { // made on the first input: most runs get none
+		sub.sent = map[string]uint64{}
 	}
 	sub.sent[key] = rec.rev
 	sub.deliver(rec.in)
