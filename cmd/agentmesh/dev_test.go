@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -135,6 +136,24 @@ func TestDevRejectsBadMetricsWebConfig(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "metrics web configuration") || !strings.Contains(stderr.String(), absent) {
 		t.Errorf("stderr does not name the web configuration:\n%s", stderr.String())
+	}
+}
+
+// TestDevMetricsAddressInUse: `agentmesh dev --metrics-addr` on an address another listener
+// holds stops with exit 3 (unavailable: retrying later may work) naming the address.
+func TestDevMetricsAddressInUse(t *testing.T) {
+	isolate(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--metrics-addr", busy.Addr().String(), "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 3 {
+		t.Fatalf("exit %d, want 3\nstderr: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), busy.Addr().String()) {
+		t.Errorf("stderr does not name the address:\n%s", stderr.String())
 	}
 }
 

@@ -107,10 +107,7 @@ func run(name, defaultAddr string, public bool, build func(ctx context.Context, 
 	mp, stopMetrics, err := serveMetrics(name, log)
 	if err != nil {
 		log.Error("metrics", "err", err)
-		if errors.Is(err, telemetry.ErrWebConfig) {
-			return exitcode.Invalid
-		}
-		return exitcode.Unavailable
+		return exitcode.Of(err) // telemetry.ServeMetrics says which
 	}
 	defer stopMetrics()
 

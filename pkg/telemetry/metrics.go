@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -54,10 +55,12 @@ var ErrWebConfig = errors.New("metrics web configuration")
 // ServeMetrics records the metrics of service (the resource's service.name) and serves them
 // as l says until Shutdown. A web configuration that does not load (a missing or malformed
 // file, a certificate that does not load, a password that is not a bcrypt hash) is an
-// ErrWebConfig error, before anything listens.
+// ErrWebConfig error, before anything listens. Errors carry the exit code of the process they
+// stop (exitcode.Of): exitcode.Invalid for the web configuration, exitcode.Unavailable for an
+// address that cannot be listened on.
 func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
 	if err := web.Validate(l.WebConfig); err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrWebConfig, l.WebConfig, err)
+		return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%w %q: %w", ErrWebConfig, l.WebConfig, err))
 	}
 	log := l.Log
 	if log == nil {
@@ -67,11 +70,11 @@ func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
-		return nil, fmt.Errorf("metrics exporter: %w", err)
+		return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("metrics exporter: %w", err))
 	}
 	lis, err := net.Listen("tcp", l.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: listen on %q: %w", l.Addr, err)
+		return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("metrics: listen on %q: %w", l.Addr, err))
 	}
 	// Merging a schemaless resource cannot conflict, so Merge never fails here.
 	res, _ := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))

@@ -176,11 +176,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	var mp metric.MeterProvider // nil: the global provider
 	if opts.MetricsAddr != "" {
 		m.metrics, err = telemetry.ServeMetrics("agentmesh", telemetry.MetricsListener{Addr: opts.MetricsAddr, WebConfig: opts.MetricsWebConfig, Log: log.With("listener", "metrics")})
-		if errors.Is(err, telemetry.ErrWebConfig) {
-			return nil, exitcode.Wrap(exitcode.Invalid, err)
-		}
 		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Unavailable, err)
+			return nil, err // its exit code says which (telemetry.ServeMetrics)
 		}
 		mp = m.metrics.Provider()
 	}
