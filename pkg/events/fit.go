@@ -2,13 +2,13 @@ package events
 
 import (
 	"fmt"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // minCut is the shortest text fit cuts: shorter texts cost less than the marker replacing them.
@@ -90,10 +90,7 @@ func cut(s string, excess int) string {
 	marker := func(n int) string {
 		return fmt.Sprintf("…[truncated %d bytes; read the whole run with GetRun]", n)
 	}
-	keep := max(len(s)-excess-len(marker(len(s))), 0)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
+	keep := textcut.Boundary(s, len(s)-excess-len(marker(len(s))))
 	return s[:keep] + marker(len(s)-keep)
 }
 

@@ -145,4 +145,10 @@ func TestBPELongText(t *testing.T) {
 	if got := c.Text(multi); got < 1 || got > 5000 {
 		t.Errorf("5000 é = %d tokens", got)
 	}
+	// Not UTF-8: no character boundary to cut at; counting still ends (it used to index
+	// before the text's start and panic).
+	broken := strings.Repeat("\x80", 4096)
+	if got := c.Text(broken); got < 1 || got > int64(len(broken)) {
+		t.Errorf("4096 continuation bytes = %d tokens", got)
+	}
 }

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 )
 
@@ -130,9 +130,9 @@ func segments(text string) iter.Seq[string] {
 		for len(text) > segmentBytes {
 			cut := wordBoundary(text[:segmentBytes+1])
 			if cut <= 0 {
-				cut = hardCutBytes
-				for !utf8.RuneStart(text[cut]) {
-					cut--
+				// Not UTF-8 up to there (no boundary): cut anyway, counting goes on.
+				if cut = textcut.Boundary(text, hardCutBytes); cut == 0 {
+					cut = hardCutBytes
 				}
 			}
 			if !yield(text[:cut]) {

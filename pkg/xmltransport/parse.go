@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // Call is a valid tool tag of a numbered slot.
@@ -277,9 +278,5 @@ func truncate(s string) string {
 	if len(s) <= limit {
 		return s
 	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return s[:textcut.Boundary(s, limit)] + "…"
 }

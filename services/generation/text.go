@@ -2,7 +2,8 @@ package generation
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // truncate cuts text to at most limit bytes, at a word boundary when one is near, marking the
@@ -11,10 +12,7 @@ func truncate(text string, limit int) string {
 	if len(text) <= limit {
 		return text
 	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
+	cut := textcut.Boundary(text, limit)
 	if i := strings.LastIndexAny(text[:cut], " \n\t"); i > limit*3/4 {
 		cut = i
 	}

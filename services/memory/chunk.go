@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // blankLines separates paragraphs.
@@ -68,10 +70,7 @@ func splitLong(s string, maxBytes, level int) []string {
 	}
 	var chunks []string
 	for len(s) > maxBytes {
-		cut := maxBytes
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
+		cut := textcut.Boundary(s, maxBytes)
 		if cut == 0 { // maxBytes is smaller than one character
 			_, cut = utf8.DecodeRuneInString(s)
 		}

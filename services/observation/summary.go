@@ -11,6 +11,7 @@ import (
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // DefaultSummaryInputBytes is how much of a result the observation model reads when
@@ -42,7 +43,7 @@ func (s *summarizer) summarize(ctx context.Context, req *observationv1.ObserveRe
 	raw, maxBytes := req.GetRawResult(), req.GetMaxBytes()
 	input := raw
 	if len(input) > s.inputBytes {
-		input = raw[:runeBoundary(raw, s.inputBytes)] +
+		input = raw[:textcut.Boundary(raw, s.inputBytes)] +
 			fmt.Sprintf("\n[the output continues: only its first %d of %d bytes are shown]", s.inputBytes, len(raw))
 	}
 	temperature := 0.0

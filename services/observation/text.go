@@ -2,7 +2,8 @@ package observation
 
 import (
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // NoOutput is the observation of a successful tool that printed nothing.
@@ -23,17 +24,7 @@ func truncate(s string, maxBytes int64) (string, bool) {
 	if maxBytes == 0 || int64(len(s)) <= maxBytes {
 		return s, false
 	}
-	kept := s[:runeBoundary(s, int(maxBytes))]
+	kept := s[:textcut.Boundary(s, int(maxBytes))]
 	notice := fmt.Sprintf("[TRUNCATED] Original size %d bytes; truncated to %d bytes.\n", len(s), len(kept))
 	return notice + kept, true
-}
-
-// runeBoundary returns the largest cut <= n (n < len(s)) that does not split a UTF-8
-// sequence: it steps back over continuation bytes. s is valid UTF-8 (proto3 strings are), so
-// it steps back at most three bytes.
-func runeBoundary(s string, n int) int {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return n
 }

@@ -12,7 +12,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // Limits of a call.
@@ -279,11 +280,7 @@ func excerpt(body []byte) string {
 	if len(s) <= excerptBytes {
 		return s
 	}
-	cut := excerptBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return s[:textcut.Boundary(s, excerptBytes)] + "…"
 }
 
 // StatusError is a response whose status is not 2xx.

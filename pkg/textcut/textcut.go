@@ -1,0 +1,20 @@
+// Package textcut cuts text where the cut splits no UTF-8 sequence. Text cut in the middle of
+// a character is no longer UTF-8, which every protobuf string field must be: a message holding
+// it does not encode, and its receiver would reject it.
+package textcut
+
+import "unicode/utf8"
+
+// Boundary returns the largest cut <= n at which s can be cut without splitting a UTF-8
+// sequence, len(s) when n is past its end. It steps back over continuation bytes: at most three
+// in valid UTF-8. It returns 0 when every byte from the start to n continues a sequence
+// (s is not UTF-8 there); a caller that must make progress cuts at n instead.
+func Boundary(s string, n int) int {
+	if n >= len(s) {
+		return len(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return max(n, 0)
+}
