@@ -16,12 +16,12 @@ import (
 )
 
 // adapt turns a provider answer into the canonical GenerateResponse: tool-call arguments are
-// parsed and, unless strict, repaired (with the offered tools' input schemas, schemas by tool
+// parsed and, unless strict, repaired (with the input schema of the offered tool of a call's
 // name, guiding the parsing of stringified nested JSON); every repair and rejection is listed
 // in repairs. In an answer cut off at the output token limit, the last call is rejected when
 // its arguments are not complete JSON: repairing them would run the tool with arguments the
 // model never finished.
-func adapt(raw *Response, schemas map[string]map[string]any, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
+func adapt(raw *Response, offered toolSet, strict bool, log *slog.Logger) *generationv1.GenerateResponse {
 	resp := &generationv1.GenerateResponse{
 		Content:        raw.Content,
 		Reasoning:      raw.Reasoning,
@@ -33,7 +33,7 @@ func adapt(raw *Response, schemas map[string]map[string]any, strict bool, log *s
 	}
 	rejected := false
 	for i, call := range raw.ToolCalls {
-		tc, parsed := adaptCall(call, schemas[call.Name], strict)
+		tc, parsed := adaptCall(call, offered.schema(call.Name), strict)
 		if raw.FinishReason == "length" && i == len(raw.ToolCalls)-1 && !completeJSON(call.Arguments) {
 			tc.Arguments = nil
 			parsed.rejection = "the arguments were cut off at the output token limit (stop reason length)"

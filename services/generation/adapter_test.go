@@ -241,6 +241,10 @@ func TestAdapterParsesStringifiedFieldsTheSchemaWantsStructured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"filters": map[string]any{"type": "string"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw := `{"query": "{\"looks\": \"like JSON\"}", "filters": "{\"year\": 2024}"}`
 	for _, tc := range []struct {
 		name   string
@@ -258,7 +262,8 @@ func TestAdapterParsesStringifiedFieldsTheSchemaWantsStructured(t *testing.T) {
 				ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "search", Arguments: raw}},
 			}}})
 			req := request("openai", "gpt-test", user("search"))
-			req.Tools = []*typev1.Tool{{Name: "search", InputSchema: schema}}
+			// Among other tools: the call's arguments follow the schema of the tool it names.
+			req.Tools = []*typev1.Tool{{Name: "lookup", InputSchema: other}, {Name: "search", InputSchema: schema}, {Name: "clock"}}
 			req.StrictMode = tc.strict
 			resp, err := openAIClient(t, srv, nil).Generate(t.Context(), req)
 			if err != nil {

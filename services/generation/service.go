@@ -165,7 +165,7 @@ type chat struct {
 	sampling *generationv1.Sampling
 	span     trace.Span
 	measured *measurement
-	schemas  map[string]map[string]any // the offered tools' schemas, by name, to repair the answer's calls
+	offered  toolSet // the offered tools, whose schemas repair the answer's calls
 	start    time.Time
 }
 
@@ -176,8 +176,8 @@ func (s *Service) beginChat(ctx context.Context, p Provider, req *generationv1.G
 	ctx, c.span = s.startChat(ctx, p, req, c.sampling, stream)
 	// From here the request holds the shared copies of its tools: its own decoded ones are
 	// garbage while the provider answers.
-	tools, toolSchemas, schemas := s.tools.share(req.GetTools())
-	req.Tools, c.schemas = tools, schemas
+	tools, toolSchemas, offered := s.tools.share(req.GetTools())
+	req.Tools, c.offered = tools, offered
 	preq := &Request{
 		Model:       model,
 		Messages:    req.GetMessages(),
@@ -210,7 +210,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	}
 	model := req.GetTarget().GetModel()
 	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
-	resp := adapt(raw, c.schemas, req.GetStrictMode(), log)
+	resp := adapt(raw, c.offered, req.GetStrictMode(), log)
 	resp.Provider = req.GetTarget().GetProvider()
 	if resp.Model == "" {
 		resp.Model = model

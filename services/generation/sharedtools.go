@@ -49,24 +49,37 @@ func newSharedTools() *sharedTools {
 }
 
 // share returns tools with each tool replaced by its shared copy (tools itself is not
-// modified), their input schemas as JSON in the same order (for Request.ToolSchemas), and
-// the input schemas by tool name. A tool whose schema has no JSON form (a NaN) is kept as it
-// is, with no JSON.
-func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, []json.RawMessage, map[string]map[string]any) {
+// modified), their input schemas as JSON in the same order (for Request.ToolSchemas), and the
+// shared copies themselves, whose input schemas the adapter reads. A tool whose schema has no
+// JSON form (a NaN) is kept as it is, with no JSON.
+func (c *sharedTools) share(tools []*typev1.Tool) ([]*typev1.Tool, []json.RawMessage, toolSet) {
 	if len(tools) == 0 {
 		return tools, nil, nil
 	}
 	out := make([]*typev1.Tool, len(tools))
 	jsons := make([]json.RawMessage, len(tools))
-	schemas := make(map[string]map[string]any, len(tools))
+	set := make(toolSet, len(tools))
 	for i, t := range tools {
 		st := c.get(t)
-		out[i], jsons[i] = st.tool, st.json
-		if st.schema != nil {
-			schemas[t.GetName()] = st.schema
+		out[i], jsons[i], set[i] = st.tool, st.json, st
+	}
+	return out, jsons, set
+}
+
+// toolSet is a request's tools as their shared copies, in the request's order. A slice, not
+// a map by name: a call in progress holds it until the answer is in (issue 15), and a
+// request offers few tools.
+type toolSet []*sharedTool
+
+// schema returns the input schema of the tool offered as name, as the adapter reads it (the
+// last one offered by that name), or nil.
+func (ts toolSet) schema(name string) map[string]any {
+	for i := len(ts) - 1; i >= 0; i-- {
+		if ts[i].tool.GetName() == name {
+			return ts[i].schema
 		}
 	}
-	return out, jsons, schemas
+	return nil
 }
 
 // get returns the shared copy of t, made from t when there is none.
