@@ -16,8 +16,8 @@ import (
 )
 
 // adapt turns a provider answer into the canonical GenerateResponse: tool-call arguments are
-// parsed and, unless strict, repaired (with the input schema of the offered tool of a call's
-// name, guiding the parsing of stringified nested JSON); every repair and rejection is listed
+// parsed and, unless strict, repaired (with the input schema of the offered tool a call names,
+// guiding the parsing of stringified nested JSON); every repair and rejection is listed
 // in repairs. In an answer cut off at the output token limit, the last call is rejected when
 // its arguments are not complete JSON: repairing them would run the tool with arguments the
 // model never finished.
