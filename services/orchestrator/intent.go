@@ -40,36 +40,18 @@ func (r *run) accountStage(stage string, entries []*typev1.AccountingEntry) {
 // withIntent is a system message with the intent stage's findings after it: the task type
 // and the constraints the answer must meet.
 func withIntent(prompt, taskType string, constraints []string) string {
-	const (
-		taskHeading        = "\n\nTask type: "
-		constraintsHeading = "\n\nConstraints the answer must meet:"
-		bullet             = "\n- "
-	)
-	// Sized exactly: the run holds the prompt for as long as it lives (issue 15), and a
-	// builder left to grow would hold up to twice it.
-	n := len(prompt)
-	if taskType != "" {
-		n += len(taskHeading) + len(taskType)
-	}
-	if len(constraints) > 0 {
-		n += len(constraintsHeading)
-		for _, c := range constraints {
-			n += len(bullet) + len(c)
-		}
-	}
 	var b strings.Builder
-	b.Grow(n)
 	b.WriteString(prompt)
 	if taskType != "" {
-		b.WriteString(taskHeading)
-		b.WriteString(taskType)
+		b.WriteString("\n\nTask type: " + taskType)
 	}
 	if len(constraints) > 0 {
-		b.WriteString(constraintsHeading)
+		b.WriteString("\n\nConstraints the answer must meet:")
 		for _, c := range constraints {
-			b.WriteString(bullet)
-			b.WriteString(c)
+			b.WriteString("\n- " + c)
 		}
 	}
-	return b.String()
+	// A copy of its own size: the run holds the prompt for as long as it lives (issue 15), and
+	// the builder's buffer has grown by doubling, up to twice it.
+	return strings.Clone(b.String())
 }
