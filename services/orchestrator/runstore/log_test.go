@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -325,38 +324,41 @@ func TestCheckpointTombstone(t *testing.T) {
 func TestRetireSkipsALogNothingWrote(t *testing.T) {
 	s, js := open(t, time.Minute)
 	ctx := t.Context()
-	var (
-		mu       sync.Mutex
-		requests []string
-	)
-	sub, err := js.Conn().Subscribe("$JS.API.>", func(m *nats.Msg) {
-		mu.Lock()
-		defer mu.Unlock()
-		requests = append(requests, m.Subject)
-	})
+	// The requests are delivered to a channel by the connection's reader as they arrive, so
+	// once a flush returns every request published before it is in the channel. (A callback
+	// subscription runs its callback later, on a goroutine of its own: a request could still
+	// be on its way when the flush returned, which failed this test on a loaded machine.)
+	requests := make(chan *nats.Msg, 1024)
+	sub, err := js.Conn().ChanSubscribe("$JS.API.>", requests)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	// logRequests retires id at h and returns the requests to the log stream it made.
-	logRequests := func(id string, h *runstore.Head) []string {
+	// flushed returns the subjects of the requests delivered so far.
+	flushed := func() []string {
 		t.Helper()
 		if err := js.Conn().Flush(); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		requests = nil
-		mu.Unlock()
+		var subjects []string
+		for {
+			select {
+			case m := <-requests:
+				subjects = append(subjects, m.Subject)
+			default:
+				return subjects
+			}
+		}
+	}
+	// logRequests retires id at h and returns the requests to the log stream it made.
+	logRequests := func(id string, h *runstore.Head) []string {
+		t.Helper()
+		flushed()
 		if err := s.Retire(ctx, id, h); err != nil {
 			t.Fatal(err)
 		}
-		if err := js.Conn().Flush(); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
 		var out []string
-		for _, subject := range requests {
+		for _, subject := range flushed() {
 			if strings.Contains(subject, runstore.LogStream) {
 				out = append(out, subject)
 			}
