@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +18,46 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// anyPort is the address of the stages of a test's mesh: the port each one listens on is the
-// system's choice, where the orchestrator finds it. A free port picked before the mesh starts
-// (grpctest.FreeAddr) can be taken by another test's listener or connection before the mesh
-// listens on it, and the tests pick as few as their clients need.
+// anyPort is the address of every listener of a test's mesh: the port each one listens on is
+// the system's choice, where the orchestrator finds it and which dev's banner names
+// (announced). A free port picked before the mesh starts (grpctest.FreeAddr) can be taken by
+// another test's listener or connection before the mesh listens on it: TestDevServesMetrics
+// failed so in CI ("address already in use").
 const anyPort = "127.0.0.1:0"
+
+// devOutput is what `agentmesh dev` writes on its standard error, read by a test while dev
+// runs.
+type devOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *devOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *devOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// announced waits until dev's banner in out names the address it serves name on
+// ("orchestrator", "metrics"), and returns it.
+func announced(t *testing.T, out *devOutput, name string) string {
+	t.Helper()
+	line := regexp.MustCompile(`(?m)^  ` + name + ` +(?:http://)?([0-9.]+:[0-9]+)`)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if m := line.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not announce its %s address:\n%s", name, out.String())
+		}
+	}
+}
 
 // TestDevResumesPausedRuns stops `agentmesh dev` while a run waits for approval and starts it
 // again on the same data directory: the new process adopts the run, and an approval given to
@@ -29,15 +65,10 @@ const anyPort = "127.0.0.1:0"
 func TestDevResumesPausedRuns(t *testing.T) {
 	isolate(t)
 	names := []string{"orchestrator", "intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"}
-	addrs := map[string]string{}
 	var yaml strings.Builder
 	yaml.WriteString("tools: {require_approval: [calculator]}\nservices:\n")
 	for _, n := range names {
-		addrs[n] = anyPort
-		if n == "orchestrator" { // the clients' address, the same after the restart
-			addrs[n] = grpctest.FreeAddr(t)
-		}
-		fmt.Fprintf(&yaml, "  %s: %q\n", n, addrs[n])
+		fmt.Fprintf(&yaml, "  %s: %q\n", n, anyPort)
 	}
 	if err := os.WriteFile("agentmesh.yaml", []byte(yaml.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -48,13 +79,16 @@ func TestDevResumesPausedRuns(t *testing.T) {
 		code := run(t.Context(), args, &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
-	dev := func() (stop func()) {
+	// dev starts the mesh on data and returns the orchestrator's address, which the restarted
+	// mesh need not have again.
+	dev := func() (addr string, stop func()) {
 		ctx, cancel := context.WithCancel(t.Context())
-		var logs bytes.Buffer
+		var logs devOutput
 		exited := make(chan int, 1)
 		go func() { exited <- run(ctx, []string{"dev", "--data", data}, &bytes.Buffer{}, &logs) }()
-		grpctest.WaitHealth(t, grpctest.HealthClient(t, addrs["orchestrator"]), healthpb.HealthCheckResponse_SERVING)
-		return func() {
+		addr = announced(t, &logs, "orchestrator")
+		grpctest.WaitHealth(t, grpctest.HealthClient(t, addr), healthpb.HealthCheckResponse_SERVING)
+		return addr, func() {
 			cancel()
 			if code := <-exited; code != 0 {
 				t.Errorf("dev exited %d\n%s", code, logs.String())
@@ -62,8 +96,8 @@ func TestDevResumesPausedRuns(t *testing.T) {
 		}
 	}
 
-	stop := dev()
-	code, out, errOut := cli("run", "--addr", addrs["orchestrator"], "What is 6 times 7?")
+	addr, stop := dev()
+	code, out, errOut := cli("run", "--addr", addr, "What is 6 times 7?")
 	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, errOut)
 	}
@@ -73,15 +107,15 @@ func TestDevResumesPausedRuns(t *testing.T) {
 	}
 	stop()
 
-	stop = dev()
+	addr, stop = dev()
 	defer stop()
-	if code, out, errOut := cli("approve", "--addr", addrs["orchestrator"], m[1], m[2]); code != 0 || !strings.Contains(out, "resumed") {
+	if code, out, errOut := cli("approve", "--addr", addr, m[1], m[2]); code != 0 || !strings.Contains(out, "resumed") {
 		t.Fatalf("approve after the restart: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut := cli("watch", "--addr", addrs["orchestrator"], m[1]); code != 0 || !strings.Contains(errOut, "← calculator: 42") || !strings.Contains(errOut, "⟳ resumed on ") {
+	if code, _, errOut := cli("watch", "--addr", addr, m[1]); code != 0 || !strings.Contains(errOut, "← calculator: 42") || !strings.Contains(errOut, "⟳ resumed on ") {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
 	}
-	if code, out, _ := cli("get", "--addr", addrs["orchestrator"], m[1]); code != 0 || !strings.Contains(out, "OUTCOME_COMPLETED_WITH_TOOLS") || !strings.Contains(out, "RUN_STATE_RESUMED") {
+	if code, out, _ := cli("get", "--addr", addr, m[1]); code != 0 || !strings.Contains(out, "OUTCOME_COMPLETED_WITH_TOOLS") || !strings.Contains(out, "RUN_STATE_RESUMED") {
 		t.Errorf("get: exit %d\n%s", code, out)
 	}
 }
@@ -92,19 +126,17 @@ func TestDevServesMetrics(t *testing.T) {
 	isolate(t)
 	var yaml strings.Builder
 	yaml.WriteString("services:\n")
-	for _, n := range []string{"intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"} {
+	for _, n := range []string{"orchestrator", "intent", "planning", "context", "generation", "action", "observation", "memory", "recovery"} {
 		fmt.Fprintf(&yaml, "  %s: %q\n", n, anyPort)
 	}
-	orchestrator, metrics := grpctest.FreeAddr(t), grpctest.FreeAddr(t)
-	fmt.Fprintf(&yaml, "  orchestrator: %q\n", orchestrator)
 	if err := os.WriteFile("agentmesh.yaml", []byte(yaml.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	var logs bytes.Buffer
+	var logs devOutput
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"dev", "--data", t.TempDir(), "--metrics-addr", metrics}, &bytes.Buffer{}, &logs)
+		exited <- run(ctx, []string{"dev", "--data", t.TempDir(), "--metrics-addr", anyPort}, &bytes.Buffer{}, &logs)
 	}()
 	defer func() {
 		cancel()
@@ -112,6 +144,7 @@ func TestDevServesMetrics(t *testing.T) {
 			t.Errorf("dev exited %d\n%s", code, logs.String())
 		}
 	}()
+	orchestrator, metrics := announced(t, &logs, "orchestrator"), announced(t, &logs, "metrics")
 	grpctest.WaitHealth(t, grpctest.HealthClient(t, orchestrator), healthpb.HealthCheckResponse_SERVING)
 	check := metricstest.Labels{"rpc_method": "grpc.health.v1.Health/Check", "rpc_response_status_code": "OK"}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
