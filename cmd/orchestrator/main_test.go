@@ -33,8 +33,8 @@ func TestHealthFollowsTheEventStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := t.TempDir()
-	srv := startNATS(t, store, -1)
-	port := srv.Port()
+	port := grpctest.FreePort(t) // below the ephemeral range: no connection takes it while NATS is down
+	srv := startNATS(t, store, port)
 
 	addr := grpctest.FreeAddr(t)
 	cmd := exec.Command(bin)

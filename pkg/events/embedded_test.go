@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -74,11 +75,11 @@ func TestStartEmbeddedRejectsBadOptions(t *testing.T) {
 
 func TestEmbeddedRestartsOnItsPortWithItsEvents(t *testing.T) {
 	dir := t.TempDir()
-	first, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, Port: -1})
+	port := grpctest.FreePort(t) // below the ephemeral range: no connection takes it while the server is down
+	first, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := first.Port()
 	nc, err := nats.Connect(first.ClientURL())
 	if err != nil {
 		t.Fatal(err)

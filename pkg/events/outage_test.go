@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 )
 
 // waitTimeout bounds every wait for something the test expects to happen.
@@ -23,12 +24,13 @@ type restartable struct {
 	srv  *Embedded
 }
 
-// startRestartable starts a server on a free port with its store in dir.
+// startRestartable starts a server on a free port with its store in dir: one below the
+// kernel's ephemeral range (grpctest.FreePort), so that no connection takes it while the
+// server is down.
 func startRestartable(t *testing.T, dir string) *restartable {
 	t.Helper()
-	r := &restartable{t: t, port: -1}
+	r := &restartable{t: t, port: grpctest.FreePort(t)}
 	r.start(dir)
-	r.port = r.srv.Port()
 	t.Cleanup(func() {
 		if r.srv != nil {
 			r.srv.Shutdown()

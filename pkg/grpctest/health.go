@@ -2,7 +2,6 @@ package grpctest
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -10,18 +9,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
-
-// FreeAddr returns a loopback address no one listens on, for a server a test starts later
-// (possibly in another process).
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
 
 // HealthClient returns a client of the standard health service at addr, closed when the test
 // ends. It does not check health itself, so it reaches a server that reports NOT_SERVING.

@@ -100,12 +100,7 @@ func TestRunExitCodes(t *testing.T) {
 // tracing off and the configuration's environment variables, for run.
 func listenOnFreeAddr(t *testing.T) string {
 	t.Helper()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := grpctest.FreeAddr(t)
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
 	t.Setenv("METRICS_ADDR", "")

@@ -2,9 +2,9 @@ package meshproc
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -22,7 +22,7 @@ func External(t testing.TB, name, path string, args, env []string, creds credent
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := grpctest.FreeAddr(t)
 	p := newProcess(t, name, path, t.TempDir(), args, slices.Concat(env, []string{"LISTEN_ADDR=" + addr}))
 	s := newService(t, p, addr, creds)
 	p.Start(t)

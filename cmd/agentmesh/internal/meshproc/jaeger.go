@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -49,12 +49,12 @@ func StartJaeger(t testing.TB) *Jaeger {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(root, path)
 	}
-	j := &Jaeger{otlp: loopback(t), query: loopback(t)}
+	j := &Jaeger{otlp: grpctest.FreeAddr(t), query: grpctest.FreeAddr(t)}
 	env := append(os.Environ(),
 		"JAEGER_OTLP_GRPC_ADDR="+j.otlp,
-		"JAEGER_OTLP_HTTP_ADDR="+loopback(t),
+		"JAEGER_OTLP_HTTP_ADDR="+grpctest.FreeAddr(t),
 		"JAEGER_QUERY_ADDR="+j.query,
-		"JAEGER_QUERY_GRPC_ADDR="+loopback(t),
+		"JAEGER_QUERY_GRPC_ADDR="+grpctest.FreeAddr(t),
 	)
 	args := []string{"--config", filepath.Join(root, "tools", "jaeger", "config.yaml")}
 	j.Process = newProcess(t, "jaeger", path, t.TempDir(), args, env)
@@ -208,10 +208,4 @@ func (span JaegerSpan) Parent() string {
 		}
 	}
 	return ""
-}
-
-// loopback returns a free loopback address, host:port.
-func loopback(t testing.TB) string {
-	t.Helper()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 }

@@ -1,18 +1,14 @@
 package meshproc
 
 import (
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/certs"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/credentials/insecure"
@@ -106,7 +102,7 @@ func Start(t testing.TB, opts Options) *Mesh {
 	for _, s := range Stages {
 		addr, ok := opts.Replaced[s.Name]
 		if !ok {
-			addr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+			addr = grpctest.FreeAddr(t)
 		}
 		addrs[s.Name] = addr
 		env = append(env, s.AddrEnv+"="+addrs[s.Name])
@@ -129,7 +125,7 @@ func Start(t testing.TB, opts Options) *Mesh {
 		replicas = DefaultReplicas
 	}
 	for _, name := range replicas {
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		addr := grpctest.FreeAddr(t)
 		p := newProcess(t, name, filepath.Join(bin, Orchestrator), work, nil,
 			slices.Concat(env, []string{"LISTEN_ADDR=" + addr, "AGENTMESH_REPLICA=" + name}, m.tlsEnv(Orchestrator)))
 		r := newService(t, p, addr, creds)
@@ -199,66 +195,6 @@ func connect(t testing.TB, url string) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
-}
-
-// freePort returns a loopback port nothing listens on and no earlier call returned, below the
-// kernel's range of ephemeral ports: a service restarted on its port (a replica killed and
-// started again) would otherwise find it taken, now and then, by the local end of some other
-// connection, which the kernel picks from that range. A port is free when it is picked, not
-// when its service starts: two picks of one mesh drew the same port now and then (one of
-// them then failed to listen), so a port is never handed out twice.
-func freePort(t testing.TB) int {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	const lowest = 10000
-	if top := ephemeralLow(); top > lowest {
-		for range 100 {
-			port := lowest + rand.IntN(top-lowest)
-			if handedOut.ports[port] {
-				continue
-			}
-			lis, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-			if err != nil {
-				continue // taken
-			}
-			_ = lis.Close()
-			handedOut.ports[port] = true
-			return port
-		}
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	port := lis.Addr().(*net.TCPAddr).Port
-	handedOut.ports[port] = true
-	return port
-}
-
-// handedOut is the ports freePort returned.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// ephemeralLow is the lowest port of the kernel's ephemeral range (Linux's
-// ip_local_port_range), or 32768, its usual value, where the kernel does not say.
-func ephemeralLow() int {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	fields := strings.Fields(string(data))
-	if len(fields) == 0 {
-		return 32768
-	}
-	low, err := strconv.Atoi(fields[0])
-	if err != nil {
-		return 32768
-	}
-	return low
 }
 
 // mkdir makes the directory name under parent.

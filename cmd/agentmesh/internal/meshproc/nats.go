@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,7 +26,7 @@ type NATS struct {
 // directory; it is not started yet.
 func newNATS(t testing.TB, bin, dir string) *NATS {
 	t.Helper()
-	port := freePort(t)
+	port := grpctest.FreePort(t)
 	store := filepath.Join(t.TempDir(), "jetstream")
 	args := []string{"-js", "-sd", store, "-p", strconv.Itoa(port), "-a", "127.0.0.1", "-n", "meshproc"}
 	return &NATS{Process: newProcess(t, "nats", filepath.Join(bin, natsServer), dir, args, os.Environ()), port: port, store: store}
