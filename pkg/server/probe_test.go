@@ -2,13 +2,13 @@ package server
 
 import (
 	"io"
-	"net"
 	"path/filepath"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 )
 
 // startProbed starts a server on a free loopback address with opts, points LISTEN_ADDR at it
@@ -48,12 +48,7 @@ func TestHealthCommand(t *testing.T) {
 		t.Errorf("probe of a NOT_SERVING server = %d, want 1", code)
 	}
 
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	free.Close()
-	t.Setenv("LISTEN_ADDR", free.Addr().String())
+	t.Setenv("LISTEN_ADDR", grpctest.FreeAddr(t)) // nothing listens on it
 	if code := probe("127.0.0.1:0", false, io.Discard); code != exitcode.Unavailable {
 		t.Errorf("probe of no server = %d, want 3", code)
 	}

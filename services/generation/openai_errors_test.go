@@ -3,7 +3,6 @@ package generation_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"google.golang.org/grpc/codes"
@@ -260,13 +260,5 @@ func TestStreamAnsweredWithPlainJSON(t *testing.T) {
 
 // closedPort returns the URL of a port nothing listens on.
 func closedPort(t *testing.T) (string, func() int) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("http://%s/v1", addr), func() int { return 0 }
+	return fmt.Sprintf("http://%s/v1", grpctest.FreeAddr(t)), func() int { return 0 }
 }

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action/rest"
 	"go.uber.org/goleak"
 )
@@ -164,14 +164,9 @@ func TestFailures(t *testing.T) {
 	}
 
 	t.Run("connection refused is transient, sent nothing and hides the URL", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
+		addr := grpctest.FreeAddr(t) // nothing listens on it
 		client := &http.Client{Transport: &http.Transport{}}
-		_, err = newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil)
+		_, err := newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil)
 		if !errors.Is(err, rest.ErrTransient) || !errors.Is(err, rest.ErrNotSent) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "GET request failed") {
 			t.Fatalf("error = %v, want a transient failure that sent nothing, without the URL", err)
 		}
