@@ -20,9 +20,8 @@ import (
 
 // anyPort is the address of every listener of a test's mesh: the port each one listens on is
 // the system's choice, where the orchestrator finds it and which dev's banner names
-// (announced). A free port picked before the mesh starts (grpctest.FreeAddr) can be taken by
-// another test's listener or connection before the mesh listens on it: TestDevServesMetrics
-// failed so in CI ("address already in use").
+// (announced). A port picked free before the mesh starts can be taken by the time the mesh
+// listens on it: TestDevServesMetrics failed so in CI ("address already in use").
 const anyPort = "127.0.0.1:0"
 
 // devOutput is what `agentmesh dev` writes on its standard error, read by a test while dev
