@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -24,28 +24,9 @@ import (
 // listens on it: TestDevServesMetrics failed so in CI ("address already in use").
 const anyPort = "127.0.0.1:0"
 
-// devOutput is what `agentmesh dev` writes on its standard error, read by a test while dev
-// runs.
-type devOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *devOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *devOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-// announced waits until dev's banner in out names the address it serves name on
-// ("orchestrator", "metrics"), and returns it.
-func announced(t *testing.T, out *devOutput, name string) string {
+// announced waits until dev's banner in out, what dev writes on its standard error, names
+// the address it serves name on ("orchestrator", "metrics"), and returns it.
+func announced(t *testing.T, out *meshproc.LogBuffer, name string) string {
 	t.Helper()
 	line := regexp.MustCompile(`(?m)^  ` + name + ` +(?:http://)?([0-9.]+:[0-9]+)`)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
@@ -82,7 +63,7 @@ func TestDevResumesPausedRuns(t *testing.T) {
 	// mesh need not have again.
 	dev := func() (addr string, stop func()) {
 		ctx, cancel := context.WithCancel(t.Context())
-		var logs devOutput
+		var logs meshproc.LogBuffer
 		exited := make(chan int, 1)
 		go func() { exited <- run(ctx, []string{"dev", "--data", data}, &bytes.Buffer{}, &logs) }()
 		addr = announced(t, &logs, "orchestrator")
@@ -132,7 +113,7 @@ func TestDevServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	var logs devOutput
+	var logs meshproc.LogBuffer
 	exited := make(chan int, 1)
 	go func() {
 		exited <- run(ctx, []string{"dev", "--data", t.TempDir(), "--metrics-addr", anyPort}, &bytes.Buffer{}, &logs)

@@ -24,7 +24,7 @@ type Process struct {
 	args []string
 	env  []string
 	dir  string
-	logs logBuffer
+	logs LogBuffer
 
 	mu      sync.Mutex
 	current *execution
