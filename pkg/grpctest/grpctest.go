@@ -1,5 +1,6 @@
 // Package grpctest serves gRPC services over an in-memory bufconn listener for tests, with the
-// same error interceptors as production servers.
+// same error interceptors as production servers; it also picks loopback ports for servers a
+// test starts later (FreePort), waits for a server's health and checks stage errors.
 package grpctest
 
 import (
