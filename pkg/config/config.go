@@ -188,7 +188,7 @@ type NATS struct {
 	// StoreDir is where an embedded server keeps JetStream data.
 	StoreDir string `yaml:"store_dir,omitempty"`
 	// Replicas is the replication factor of the event stream and of the key-value buckets
-	// (checkpoints, leases, idempotency keys, tool call records): 1 for a single server, 3 for
+	// (checkpoints, run owners, heartbeats, idempotency keys, tool call records): 1 for a single server, 3 for
 	// a three-node cluster. Default 1.
 	Replicas int `yaml:"replicas"`
 	// Storage is where JetStream keeps the stream and the buckets: file (the default, survives
@@ -208,8 +208,9 @@ type Durability struct {
 	// any orchestrator replica can resume it. On by default; off, a run lives only in the
 	// replica that started it.
 	Checkpoints bool `yaml:"checkpoints"`
-	// LeaseTTLMS is how long a replica owns a run without renewing its lease: the longest a
-	// run waits before another replica takes over from a dead owner. Default 10 s.
+	// LeaseTTLMS is how long an orchestrator replica's heartbeat lives without a beat (it beats
+	// every third of it): about the longest a dead replica's runs wait before another replica
+	// takes them over. Default 10 s.
 	LeaseTTLMS int64 `yaml:"lease_ttl_ms"`
 	// IdempotencyTTLMS is how long an idempotency key keeps naming its run. Default 24 h.
 	IdempotencyTTLMS int64 `yaml:"idempotency_ttl_ms"`

@@ -9,7 +9,7 @@ import (
 )
 
 // maxStarting is how many runs a replica starts at once. Starting a durable run is a few
-// writes to JetStream (the idempotency key, the lease, the first checkpoint), each waiting
+// writes to JetStream (the idempotency key, the first checkpoint, the run's owner), each waiting
 // for its ack within the store's attempt timeout; a burst of thousands of runs would have
 // them all in flight together, queued in NATS behind each other and the running runs'
 // events, and the last ones would time out and be refused UNAVAILABLE though nothing failed.

@@ -10,79 +10,86 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// keep renews the leases of the runs this replica owns and adopts runs nobody owns (their
-// owner died, or shut down and handed them off), every third of the lease TTL, until ctx ends.
+// keep beats this replica's heartbeat, which keeps its runs its own, and adopts the runs
+// nobody owns (their owner died, or shut down and handed them off), every third of the TTL,
+// until ctx ends. A beat that finds the heartbeat lapsed adopts nothing in that pass: other
+// replicas' heartbeats may have lapsed with it (NATS was down for a TTL), and they beat again
+// within the pass.
 func (s *Service) keep(ctx context.Context) {
 	defer close(s.kept)
 	tick := time.NewTicker(s.store.LeaseTTL() / 3)
 	defer tick.Stop()
+	var (
+		rev   uint64 // the last beat's revision
+		adopt bool
+	)
 	for {
-		s.adoptOrphans(ctx)
+		if rev, adopt = s.beat(ctx, rev); adopt {
+			s.adoptOrphans(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		s.renewLeases(ctx)
 	}
 }
 
-// leaseRenewers is how many leases a replica renews at once. Renewing the leases of thousands
-// of runs one at a time took about as long as the lease TTL when NATS was busy (9.4 s for 2,640
-// runs during a wave of 10,000, with a TTL of 10 s), so that a run's lease could expire
-// between two of its renewals.
-const leaseRenewers = 32
+// beat beats the replica's heartbeat after the one at rev (0: the first) and returns the
+// revision to beat after next; adopt reports whether the replica may adopt runs in this pass:
+// not when the beat failed, nor when the heartbeat had lapsed, in which case the runs other
+// replicas took meanwhile stop here.
+func (s *Service) beat(ctx context.Context, rev uint64) (next uint64, adopt bool) {
+	next, err := s.store.Beat(ctx, s.replica, rev)
+	if err == nil {
+		return next, true
+	}
+	if !errors.Is(err, runstore.ErrConflict) {
+		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
+		return rev, false
+	}
+	s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
+	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
+		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
+		return 0, false
+	}
+	s.dropLostRuns(ctx)
+	return next, false
+}
 
-// renewLeases extends the leases this replica holds, leaseRenewers at a time; a run whose lease
-// another replica took stops here at once. A lease taken or renewed less than a sixth of the
-// TTL ago is left for the next pass, a third of the TTL later: a lease is renewed at most half
-// the TTL after it was taken, besides the time the passes take, and a run that ends sooner is
-// never renewed.
-func (s *Service) renewLeases(ctx context.Context) {
-	fresh := time.Now().Add(-s.store.LeaseTTL() / 6)
+// ownerCheckers is how many runs' owners a replica reads at once after its heartbeat lapsed.
+const ownerCheckers = 32
+
+// dropLostRuns stops every run live here that another replica took (adopted while this
+// replica's heartbeat had lapsed). Such a run also stops at its next checkpoint, which
+// conflicts with the new owner's; this stops a run that waits (on a model, an approval) too.
+func (s *Service) dropLostRuns(ctx context.Context) {
 	var g errgroup.Group
-	g.SetLimit(leaseRenewers)
+	g.SetLimit(ownerCheckers)
 	for _, r := range s.liveRuns() {
-		r.mu.Lock()
-		rev, at := r.leaseRev, r.leasedAt
-		r.mu.Unlock()
-		if rev == 0 || at.After(fresh) {
-			continue
-		}
 		g.Go(func() error {
-			s.renewLease(ctx, r, rev)
+			if owner, _, err := s.store.Owner(ctx, r.id); err == nil && owner != s.replica {
+				s.log.WarnContext(ctx, "run taken over by another replica; it stops here", "run_id", r.id, "owner", owner)
+				r.cancel(errLeaseLost)
+			}
 			return nil
 		})
 	}
 	_ = g.Wait()
 }
 
-// renewLease extends r's lease, held at revision rev.
-func (s *Service) renewLease(ctx context.Context, r *run, rev uint64) {
-	next, err := s.store.Renew(ctx, r.id, s.replica, rev)
-	switch {
-	case err == nil:
-		r.mu.Lock()
-		if r.leaseRev == rev {
-			r.leaseRev, r.leasedAt = next, time.Now()
-		}
-		r.mu.Unlock()
-	case errors.Is(err, runstore.ErrConflict):
-		s.log.WarnContext(ctx, "lease lost; the run stops here", "run_id", r.id)
-		r.mu.Lock()
-		r.leaseRev = 0
-		r.mu.Unlock()
-		r.cancel(errLeaseLost)
-	default:
-		s.log.WarnContext(ctx, "renewing a lease failed", "run_id", r.id, "err", err)
-	}
-}
-
-// adoptOrphans takes over every unfinished run that no replica owns: it acquires the run's
-// lease and resumes the run from its checkpoint. A run this replica owned before it restarted
-// (same replica name, lease not yet expired) is taken back at once.
+// adoptOrphans takes over every unfinished run that no live replica owns and resumes it from
+// its checkpoint: its owner's heartbeat is gone, or its owner handed it off. A run this replica
+// owned before it restarted (same replica name) is taken back at once. Runs an earlier release
+// started move over once their lease is gone (runstore's AdoptLegacy).
 func (s *Service) adoptOrphans(ctx context.Context) {
 	if s.isDraining() {
+		return
+	}
+	s.adoptLegacy(ctx)
+	alive, err := s.store.Alive(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "listing live replicas failed", "err", err)
 		return
 	}
 	ids, err := s.store.Active(ctx)
@@ -97,40 +104,50 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		if s.ours(id) {
 			continue
 		}
-		holder, rev, err := s.store.Holder(ctx, id)
-		reason := "lease expired"
-		switch {
-		case errors.Is(err, runstore.ErrNotFound):
-		case err != nil:
+		owner, rev, err := s.store.Owner(ctx, id)
+		if err != nil {
 			continue
-		case holder == s.replica:
-			reason = "replica restarted" // our own lease, from before a restart
-			if err := s.store.Release(ctx, id, rev); err != nil {
-				continue
-			}
+		}
+		var reason string
+		switch {
+		case owner == runstore.HandedOff:
+			reason = runstore.HandedOff
+		case owner == s.replica:
+			reason = "replica restarted" // ours, from before a restart
+		case !alive[owner]:
+			reason = "lease expired"
 		default:
 			continue // owned by a live replica
 		}
-		leaseRev, err := s.store.Acquire(ctx, id, s.replica)
-		if err != nil {
+		if err := s.store.TakeOver(ctx, id, s.replica, rev); err != nil {
 			continue // another replica was faster
 		}
-		// Read once the run is ours: a hand-off notes it before it releases the lease.
-		if note, err := s.store.NoteOf(ctx, id); err == nil && note == runstore.HandedOff {
-			reason = runstore.HandedOff
-		}
-		if err := s.store.Note(ctx, id, s.replica); err != nil {
-			s.log.WarnContext(ctx, "noting a run's new owner failed", "run_id", id, "err", err)
-		}
-		if err := s.resume(ctx, id, leaseRev, reason); err != nil {
-			s.log.ErrorContext(ctx, "resuming a run failed", "run_id", id, "err", err)
-			_ = s.store.Release(ctx, id, leaseRev)
-		}
+		s.adopt(ctx, id, reason)
 	}
 }
 
-// resume continues a run from its checkpoint on this replica, holding its lease.
-func (s *Service) resume(ctx context.Context, runID string, leaseRev uint64, reason string) error {
+// adoptLegacy moves the runs an earlier release left without an owner to this replica, and
+// resumes them.
+func (s *Service) adoptLegacy(ctx context.Context) {
+	moved, err := s.store.AdoptLegacy(ctx, s.replica)
+	if err != nil {
+		s.log.WarnContext(ctx, "adopting runs of an earlier release failed", "err", err)
+	}
+	for id, reason := range moved {
+		s.adopt(ctx, id, reason)
+	}
+}
+
+// adopt resumes a run this replica just took over, or hands it off again when it cannot.
+func (s *Service) adopt(ctx context.Context, id, reason string) {
+	if err := s.resume(ctx, id, reason); err != nil {
+		s.log.ErrorContext(ctx, "resuming a run failed", "run_id", id, "err", err)
+		_ = s.store.HandOff(ctx, id, s.replica)
+	}
+}
+
+// resume continues a run from its checkpoint on this replica, which owns it.
+func (s *Service) resume(ctx context.Context, runID string, reason string) error {
 	cp, head, err := s.store.Load(ctx, runID)
 	if err != nil {
 		if errors.Is(err, runstore.ErrNotFound) {
@@ -140,12 +157,9 @@ func (s *Service) resume(ctx context.Context, runID string, leaseRev uint64, rea
 		return err
 	}
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED && cp.GetResultSaved() {
-		if err := s.store.Retire(ctx, runID, nil); err != nil {
-			return err
-		}
-		return s.store.Release(ctx, runID, leaseRev)
+		return s.store.Retire(ctx, runID, nil)
 	}
-	r, runCtx, err := s.restoreRun(ctx, cp, head, leaseRev, reason)
+	r, runCtx, err := s.restoreRun(ctx, cp, head, reason)
 	if err != nil {
 		return err
 	}

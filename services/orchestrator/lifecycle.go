@@ -112,8 +112,9 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	return r, runCtx, nil
 }
 
-// reserve claims the run's idempotency key and its lease in the store; a key that names
-// another run is existingRun, a run id in use ALREADY_EXISTS.
+// reserve claims the run's idempotency key in the store; a key that names another run is
+// existingRun. The run's id is taken with its first checkpoint (Create), which also names this
+// replica its owner.
 func (s *Service) reserve(ctx context.Context, r *run) error {
 	if key := r.req.GetIdempotencyKey(); key != "" {
 		existing, err := s.store.Claim(ctx, r.userID, key, r.id)
@@ -127,15 +128,6 @@ func (s *Service) reserve(ctx context.Context, r *run) error {
 	s.mu.Lock()
 	s.starting[r.id] = true // not adopted by our own keeper while it starts
 	s.mu.Unlock()
-	leaseRev, err := s.store.Acquire(ctx, r.id, s.replica)
-	if err != nil {
-		s.unreserve(ctx, r)
-		if errors.Is(err, runstore.ErrExists) {
-			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
-		}
-		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "taking the lease of run %q: %w", r.id, err)
-	}
-	r.leaseRev, r.leasedAt = leaseRev, time.Now()
 	return nil
 }
 
@@ -152,10 +144,6 @@ func (s *Service) unreserve(ctx context.Context, r *run) {
 	s.mu.Unlock()
 	if key := r.req.GetIdempotencyKey(); key != "" {
 		_ = s.store.Unclaim(ctx, r.userID, key, r.id)
-	}
-	if r.leaseRev != 0 {
-		_ = s.store.Release(ctx, r.id, r.leaseRev)
-		r.leaseRev = 0
 	}
 }
 
@@ -235,13 +223,13 @@ func (s *Service) register(ctx context.Context, r *run) bool {
 }
 
 // handBack gives up a run stored but never live here, because the replica began to drain
-// while it started or was adopted: its lease is handed off (handLeaseOff), so another replica
-// adopts it at once from its checkpoint.
+// while it started or was adopted: it is handed off, so another replica adopts it at once from
+// its checkpoint.
 func (s *Service) handBack(ctx context.Context, r *run) {
 	r.timer.Stop()
 	r.cancel(errHandOff)
 	r.span.End()
-	r.handLeaseOff(ctx)
+	r.handOff(ctx)
 	s.log.InfoContext(ctx, "run handed off before it began here: the replica is draining", "run_id", r.id)
 }
 
@@ -322,39 +310,29 @@ func (r *run) markResumed(ctx context.Context) {
 }
 
 // moveAway ends the run's work on this replica without terminating it: callers waiting here
-// are told it moved, and a lease still held is given back so another replica resumes the run
-// at once (a lost lease is someone else's).
+// are told it moved, and the run, when this replica still owns it, is handed off so that
+// another replica resumes it at once (a lost run is someone else's).
 func (r *run) moveAway(ctx context.Context, e *ending) {
 	close(r.moved)
-	r.handLeaseOff(ctx)
+	r.handOff(ctx)
 	r.svc.log.InfoContext(ctx, "run stopped on this replica", "run_id", r.id, "why", e.reason, "turn", r.turns)
 }
 
-// handLeaseOff gives back the run's lease, when it still holds it, noted handed off, so that
-// another replica resumes the run at once (a lost lease is someone else's).
-func (r *run) handLeaseOff(ctx context.Context) {
-	r.mu.Lock()
-	leaseRev := r.leaseRev
-	r.leaseRev = 0
-	r.mu.Unlock()
-	if leaseRev == 0 {
-		return
-	}
+// handOff gives up the run, when this replica still owns it, noted handed off, so that
+// another replica resumes it at once (a lost run is someone else's).
+func (r *run) handOff(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
-	if err := r.svc.store.Note(ctx, r.id, runstore.HandedOff); err != nil {
-		r.svc.log.WarnContext(ctx, "noting a hand-off failed", "run_id", r.id, "err", err)
-	}
-	if err := r.svc.store.Release(ctx, r.id, leaseRev); err != nil {
-		r.svc.log.WarnContext(ctx, "releasing a lease failed; it expires instead", "run_id", r.id, "err", err)
+	if err := r.svc.store.HandOff(ctx, r.id, r.svc.replica); err != nil && !errors.Is(err, runstore.ErrConflict) {
+		r.svc.log.WarnContext(ctx, "handing a run off failed; it is adopted once this replica's heartbeat is gone", "run_id", r.id, "err", err)
 	}
 }
 
 // restoreRun rebuilds a run from its checkpoint, to be launched on this replica: its spans
 // join the run's trace through the stored trace context, and its events continue after the
 // last one stored.
-func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, head *runstore.Head, leaseRev uint64, reason string) (*run, context.Context, error) {
+func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint, head *runstore.Head, reason string) (*run, context.Context, error) {
 	r := &run{
-		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), head: head, leaseRev: leaseRev, leasedAt: time.Now(),
+		svc: s, id: cp.GetRunId(), done: make(chan struct{}), changed: make(chan struct{}), moved: make(chan struct{}), head: head,
 		resumeFrom: cp, resumeReason: reason, inputs: newInbox(),
 	}
 	if err := r.restore(cp); err != nil {

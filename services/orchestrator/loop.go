@@ -23,7 +23,7 @@ import (
 // execute drives the run to TERMINATE (from PRECHECK, or from where its checkpoint left it).
 // TERMINATE runs on a context detached from the run's cancellation, so a cancelled or
 // timed-out run still saves its result and publishes run_finished. A run handed off to
-// another replica, or whose lease was lost, stops without terminating.
+// another replica, or taken over by one, stops without terminating.
 func (r *run) execute(ctx context.Context) {
 	end := r.drive(ctx)
 	if stop := stopCause(ctx); stop != nil {

@@ -111,7 +111,7 @@ var errCancelled = errors.New("run cancelled by its caller")
 // Causes that stop a run on this replica without ending it: it continues on another one.
 var (
 	errHandOff   = errors.New("orchestrator replica shutting down: the run is handed off")
-	errLeaseLost = errors.New("the run's lease was lost: another replica owns the run")
+	errLeaseLost = errors.New("the run was lost: another replica took it over")
 )
 
 // ending is how a run terminates.

@@ -45,7 +45,7 @@ type run struct {
 	retireStored func()
 
 	// Durability (nil store: none). The checkpoint revision and the phase to resume from are
-	// the run goroutine's; the lease revision is renewed by the keeper (guarded by mu).
+	// the run goroutine's.
 	traceparent  string                      // W3C trace context of the run's first root span
 	tracestate   string                      // its tracestate
 	startedAt    time.Time                   // total_timeout_ms counts from here, on every replica
@@ -101,8 +101,6 @@ type run struct {
 	changed  chan struct{}     // closed (and replaced) whenever result changes
 	approval *approvalState    // non-nil while paused for approval
 	asking   *questionState    // non-nil while paused for the user's answer
-	leaseRev uint64            // revision of the run's lease; 0 when none is held
-	leasedAt time.Time         // when the lease was taken or last renewed
 	moved    chan struct{}     // closed when the run stops here to continue on another replica
 
 	// inline: the run executes on a unary Run's handler, so its first pause yields (yield);
@@ -325,20 +323,24 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 }
 
 // retireRecords retires a finished run's records in the store (a tombstone checkpoint, then
-// its checkpoint log, its inputs and its entry among the active runs), and gives its lease
-// back. saved says the memory stage has the result: a run whose result it has not keeps its
-// records until a replica saves it. The result is stored and delivered by then, so the run's
+// its checkpoint log, its inputs and its entry among the active runs). saved says the memory
+// stage has the result: a run whose result it has not keeps its records, and is handed off,
+// for a replica (this one, or another) to adopt and save it; so is a run whose retirement
+// failed, to be retired again. The result is stored and delivered by then, so the run's
 // callers and watchers need not wait for these five requests to NATS.
 func (r *run) retireRecords(ctx context.Context, saved bool) {
 	if saved {
 		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
-		if stop := r.save(ctx, tomb); stop == nil {
-			if err := r.svc.store.Retire(ctx, r.id, r.head); err != nil {
-				r.svc.log.WarnContext(ctx, "retiring a finished run failed", "run_id", r.id, "err", err)
-			}
+		if stop := r.save(ctx, tomb); stop != nil {
+			return // another replica owns the run
 		}
+		err := r.svc.store.Retire(ctx, r.id, r.head)
+		if err == nil {
+			return
+		}
+		r.svc.log.WarnContext(ctx, "retiring a finished run failed; it is handed off to be retired again", "run_id", r.id, "err", err)
 	}
-	r.releaseLease(ctx)
+	r.handOff(ctx)
 }
 
 // finishStored completes a run found finished in its checkpoint: its result is saved, and
@@ -351,17 +353,6 @@ func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
 		published = err == nil
 	}
 	r.finish(context.WithoutCancel(ctx), res, published)
-}
-
-// releaseLease gives the run's lease back.
-func (r *run) releaseLease(ctx context.Context) {
-	r.mu.Lock()
-	rev := r.leaseRev
-	r.leaseRev = 0
-	r.mu.Unlock()
-	if rev != 0 {
-		_ = r.svc.store.Release(context.WithoutCancel(ctx), r.id, rev)
-	}
 }
 
 // pausedFromCheckpoint is the snapshot of a run paused for approval or for an answer, as its

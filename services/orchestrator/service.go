@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -87,12 +88,13 @@ type Options struct {
 	// Planning says how runs use their plans: the step limit, the revisions allowed and the
 	// plan's approval (the zero value: the planning stage's limit, no revision, no approval).
 	Planning PlanningOptions
-	// Store makes runs durable: checkpointed, owned through leases, resumable by any replica
+	// Store makes runs durable: checkpointed, owned by a replica while it lives, resumable by any replica
 	// (ConfiguredOptions opens it). Nil keeps every run in this process only. The service
 	// closes it once drained (Drain, Close).
 	Store *runstore.Store
-	// Replica names this replica in leases, checkpoints and run_resumed events; unique among
-	// the replicas sharing a store (the host name and process id when empty).
+	// Replica names this replica in its heartbeat, its runs' entries, checkpoints and
+	// run_resumed events; unique among the replicas sharing a store (the host name and
+	// process id when empty). Letters, digits, '-', '_' and '=', in parts joined by dots.
 	Replica string
 	// DrainTimeout bounds Drain: runs that reach no checkpoint in that time are stopped and
 	// resumed elsewhere from their last one (DefaultDrainTimeout when zero).
@@ -140,16 +142,16 @@ type Service struct {
 	replica      string
 	drainTimeout time.Duration
 	draining     chan struct{}      // closed when Drain begins
-	stopKeeper   context.CancelFunc // ends the lease keeper
+	stopKeeper   context.CancelFunc // ends the keeper (heartbeat and adoption)
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
 	abandonNow   context.CancelFunc
-	kept         chan struct{}  // closed when the lease keeper has returned
+	kept         chan struct{}  // closed when the keeper has returned
 	starts       chan struct{}  // a place for each run starting (admit)
 	retiring     sync.WaitGroup // finished runs whose store records are being retired (retireStored)
 
 	mu          sync.Mutex
 	live        map[string]*run           // runs executing on this replica
-	starting    map[string]bool           // runs whose lease this replica took, not yet live
+	starting    map[string]bool           // runs this replica is starting, not yet live
 	idempotency map[idempotencyKey]string // run id by user and idempotency key (without a store)
 }
 
@@ -161,6 +163,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if opts.NATS == nil {
 		return nil, errors.New("orchestrator: a NATS connection is required")
+	}
+	if opts.Replica != "" {
+		if err := runstore.CheckReplica(opts.Replica); err != nil {
+			return nil, fmt.Errorf("orchestrator: %w", err)
+		}
 	}
 	pub := opts.Publisher
 	if pub == nil {
@@ -243,7 +250,7 @@ func (s *Service) Drain(ctx context.Context) {
 	if s.store == nil || s.isDraining() {
 		return
 	}
-	close(s.draining) // the keeper adopts no more runs, but renews the leases until the end
+	close(s.draining) // the keeper adopts no more runs, but beats the heartbeat until the end
 	defer func() {
 		s.stopKeeper()
 		<-s.kept
@@ -323,7 +330,7 @@ func (s *Service) liveRun(id string) *run {
 // defaultReplica names a replica by its host and process.
 func defaultReplica() string {
 	host, err := os.Hostname()
-	if err != nil {
+	if err != nil || runstore.CheckReplica(host) != nil {
 		host = "orchestrator"
 	}
 	return host + "-" + strconv.Itoa(os.Getpid())

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
@@ -298,7 +296,7 @@ func (s *Store) decode(ctx context.Context, b buckets, runID string, e jetstream
 // checkpoint keeps none). The index entry goes last, so a Retire that fails midway is
 // repeated by whichever replica finds the run still indexed. The entry is purged, not
 // deleted: a deleted key leaves a marker in the bucket's stream for good, and Active, which
-// every replica's keeper calls every third of the lease TTL, would read one more marker for
+// every replica's keeper calls every third of the heartbeat TTL, would read one more marker for
 // every run that ever finished.
 //
 // h is the head the run's owner last saved at, or nil when it is not known (a keeper retiring
@@ -317,53 +315,6 @@ func (s *Store) Retire(ctx context.Context, runID string, h *Head) error {
 			return err
 		}
 		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(ActiveBucket, runID)))
-	}))
-}
-
-// HandedOff is the note of an active run whose owner handed it off (see NoteOf).
-const HandedOff = "handed off"
-
-// Active lists the runs not yet finished: the subjects of the active bucket's stream, which
-// holds a message for each indexed run and none for a retired one (Retire purges its key).
-// The stream's state names them in one paged answer; a key watch (the KV's ListKeys) would
-// deliver a message per run through a consumer of its own, and the keeper lists them often.
-func (s *Store) Active(ctx context.Context) ([]string, error) {
-	var ids []string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		info, err := s.buckets().activeLog.Info(ctx, jetstream.WithSubjectFilter(kvSubject(ActiveBucket, ">")))
-		if err != nil {
-			return err
-		}
-		prefix := kvSubject(ActiveBucket, "")
-		ids = ids[:0]
-		for subject := range info.State.Subjects {
-			ids = append(ids, strings.TrimPrefix(subject, prefix))
-		}
-		slices.Sort(ids)
-		return nil
-	})
-	return ids, mapErr(err)
-}
-
-// NoteOf returns the note of an active run; ErrNotFound when the run is not active.
-func (s *Store) NoteOf(ctx context.Context, runID string) (string, error) {
-	var note string
-	err := s.retry(ctx, func(ctx context.Context) error {
-		e, err := s.buckets().active.Get(ctx, runID)
-		if err != nil {
-			return err
-		}
-		note = string(e.Value())
-		return nil
-	})
-	return note, mapErr(err)
-}
-
-// Note sets the note of an active run: the replica that owns it, or HandedOff.
-func (s *Store) Note(ctx context.Context, runID, note string) error {
-	return mapErr(s.retry(ctx, func(ctx context.Context) error {
-		_, err := s.buckets().active.Put(ctx, runID, []byte(note))
-		return err
 	}))
 }
 

@@ -15,8 +15,8 @@ import (
 const (
 	CheckpointBucket  = "AGENTMESH_CHECKPOINTS"
 	BodyBucket        = "AGENTMESH_CHECKPOINT_BODIES"
-	LeaseBucket       = "AGENTMESH_LEASES"
-	ActiveBucket      = "AGENTMESH_ACTIVE_RUNS"
+	ReplicaBucket     = "AGENTMESH_REPLICAS"
+	ActiveBucket      = "AGENTMESH_RUN_OWNERS"
 	IdempotencyBucket = "AGENTMESH_IDEMPOTENCY"
 	InputBucket       = "AGENTMESH_RUN_INPUTS"
 )
@@ -28,7 +28,7 @@ var (
 	// ErrExists is a key created twice: a run id in use, a decided call.
 	ErrExists = errors.New("already exists")
 	// ErrConflict is a write whose expected revision is no longer the latest: another
-	// replica advanced the run or took its lease.
+	// replica advanced the run or claimed it.
 	ErrConflict = errors.New("revision conflict")
 )
 
@@ -38,7 +38,7 @@ type Config struct {
 	Replicas int
 	// Storage of every bucket.
 	Storage jetstream.StorageType
-	// LeaseTTL is how long a lease lives without renewal.
+	// LeaseTTL is how long a replica's heartbeat lives without another beat.
 	LeaseTTL time.Duration
 	// IdempotencyTTL is how long an idempotency key names its run.
 	IdempotencyTTL time.Duration
@@ -60,12 +60,13 @@ type buckets struct {
 	checkpoints jetstream.KeyValue
 	bodies      jetstream.ObjectStore
 	log         jetstream.Stream
-	leases      jetstream.KeyValue
+	replicas    jetstream.KeyValue
 	active      jetstream.KeyValue
 	idempotency jetstream.KeyValue
 	inputs      jetstream.KeyValue
 	inputLog    jetstream.Stream // the inputs bucket's stream, to purge a run's inputs at once
 	activeLog   jetstream.Stream // the active bucket's stream, to list and purge its keys
+	replicaLog  jetstream.Stream // the replicas' bucket's stream, to list its keys
 }
 
 // Open returns a Store on nc, creating its buckets when they do not exist.
@@ -74,7 +75,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		cfg.Replicas = 1
 	}
 	if cfg.LeaseTTL <= 0 {
-		return nil, errors.New("runstore: lease TTL must be positive")
+		return nil, errors.New("runstore: heartbeat TTL (lease TTL) must be positive")
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		return nil, errors.New("runstore: idempotency TTL must be positive")
@@ -96,7 +97,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 // Close, WatchInputs delivers only the inputs recorded before. The NATS connection stays open.
 func (s *Store) Close() { s.hub.close() }
 
-// LeaseTTL returns how long a lease lives without renewal.
+// LeaseTTL returns how long a replica's heartbeat lives without another beat.
 func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
 
 // ensure creates (or updates) every bucket.
@@ -122,11 +123,11 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	leases, err := kv(LeaseBucket, "agentmesh run ownership leases", s.cfg.LeaseTTL)
+	replicas, err := kv(ReplicaBucket, "agentmesh orchestrator replicas' heartbeats", s.cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
-	active, err := kv(ActiveBucket, "agentmesh runs not yet finished", 0)
+	active, err := kv(ActiveBucket, "agentmesh runs not yet finished, by owner", 0)
 	if err != nil {
 		return err
 	}
@@ -146,6 +147,10 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	replicaLog, err := streamOf(ReplicaBucket)
+	if err != nil {
+		return err
+	}
 	bodies, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BodyBucket, Description: "agentmesh checkpoints too large for one entry",
 		Storage: s.cfg.Storage, Replicas: s.cfg.Replicas,
@@ -162,7 +167,7 @@ func (s *Store) ensure(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, leases: leases, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog, activeLog: activeLog}
+	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, replicas: replicas, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog, activeLog: activeLog, replicaLog: replicaLog}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -91,12 +92,6 @@ func TestCheckpointsAreCompareAndSet(t *testing.T) {
 	}
 	if ids, err := s.Active(ctx); err != nil || len(ids) != 1 || ids[0] != "r1" {
 		t.Fatalf("Active = %v, %v", ids, err)
-	}
-	if err := s.Note(ctx, "r1", runstore.HandedOff); err != nil {
-		t.Fatal(err)
-	}
-	if note, err := s.NoteOf(ctx, "r1"); err != nil || note != runstore.HandedOff {
-		t.Fatalf("NoteOf after Note = %q, %v", note, err)
 	}
 	if err := s.Retire(ctx, "r1", nil); err != nil {
 		t.Fatal(err)
@@ -203,39 +198,158 @@ func TestLargeCheckpoints(t *testing.T) {
 	}
 }
 
-func TestLeases(t *testing.T) {
+// TestOwners: a run's entry among the active runs names the replica that created it; only
+// its owner hands it off, and one replica, of those that read the same revision, takes it over.
+func TestOwners(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	cp := checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0)
+	cp.Replica = "a"
+	if _, err := s.Create(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(want string) uint64 {
+		t.Helper()
+		got, rev, err := s.Owner(ctx, "r1")
+		if err != nil || got != want {
+			t.Fatalf("Owner = %q, %v; want %q", got, err, want)
+		}
+		return rev
+	}
+	owner("a")
+	if err := s.HandOff(ctx, "r1", "b"); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("HandOff by a replica that does not own the run = %v, want ErrConflict", err)
+	}
+	if err := s.HandOff(ctx, "r1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	rev := owner(runstore.HandedOff)
+	if err := s.TakeOver(ctx, "r1", "b", rev); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TakeOver(ctx, "r1", "c", rev); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("TakeOver at a revision another replica took over = %v, want ErrConflict", err)
+	}
+	owner("b")
+	if err := s.Retire(ctx, "r1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Owner(ctx, "r1"); !errors.Is(err, runstore.ErrNotFound) {
+		t.Fatalf("Owner of a retired run = %v, want ErrNotFound", err)
+	}
+	if err := s.HandOff(ctx, "r1", "b"); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("HandOff of a retired run = %v, want ErrConflict", err)
+	}
+}
+
+// TestHeartbeats: a replica is alive while it beats; a heartbeat not beaten for the TTL lapses,
+// and the next beat after it says so.
+func TestHeartbeats(t *testing.T) {
 	s, _ := open(t, time.Second)
 	ctx := t.Context()
-	rev, err := s.Acquire(ctx, "r1", "a")
+	alive := func() map[string]bool {
+		t.Helper()
+		m, err := s.Alive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first, err := s.Beat(ctx, "a", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(ctx, "r1", "b"); !errors.Is(err, runstore.ErrExists) {
-		t.Fatalf("Acquire of a held lease = %v, want ErrExists", err)
-	}
-	if rev, err = s.Renew(ctx, "r1", "a", rev); err != nil {
+	if _, err := s.Beat(ctx, "b", 0); err != nil {
 		t.Fatal(err)
 	}
-	if holder, _, err := s.Holder(ctx, "r1"); err != nil || holder != "a" {
-		t.Fatalf("Holder = %q, %v", holder, err)
+	if got := alive(); !got["a"] || !got["b"] || len(got) != 2 {
+		t.Fatalf("Alive = %v, want a and b", got)
 	}
-	// Unrenewed, the lease expires and another replica takes the run.
-	eventually(t, "the lease expires", func() bool {
-		_, _, err := s.Holder(ctx, "r1")
-		return errors.Is(err, runstore.ErrNotFound)
-	})
-	if _, err := s.Acquire(ctx, "r1", "b"); err != nil {
+	next, err := s.Beat(ctx, "a", first)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Renew(ctx, "r1", "a", rev); !errors.Is(err, runstore.ErrConflict) {
-		t.Fatalf("Renew of a lease another replica took = %v, want ErrConflict", err)
+	if _, err := s.Beat(ctx, "a", first); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("Beat after a stale beat = %v, want ErrConflict", err)
 	}
-	_, brev, _ := s.Holder(ctx, "r1")
-	if err := s.Release(ctx, "r1", brev); err != nil {
+	eventually(t, "the unbeaten heartbeats lapse", func() bool { return len(alive()) == 0 })
+	if _, err := s.Beat(ctx, "a", next); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("Beat after the heartbeat lapsed = %v, want ErrConflict", err)
+	}
+	if _, err := s.Beat(ctx, "a", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(ctx, "r1", "a"); err != nil {
-		t.Fatalf("Acquire after Release = %v", err)
+	if got := alive(); !got["a"] || len(got) != 1 {
+		t.Fatalf("Alive = %v, want a", got)
+	}
+}
+
+// TestAdoptLegacy: runs an earlier release indexed, with a lease a run, move to this release's
+// index once their lease is gone; a run whose lease lives stays its replica's.
+func TestAdoptLegacy(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	if moved, err := s.AdoptLegacy(ctx, "new"); err != nil || len(moved) != 0 {
+		t.Fatalf("AdoptLegacy without an earlier release's buckets = %v, %v", moved, err)
+	}
+	active, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runstore.LegacyActiveBucket, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runstore.LegacyLeaseBucket, History: 1, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]struct{ note, lease string }{
+		"expired": {note: "old"},
+		"handed":  {note: runstore.HandedOff},
+		"held":    {note: "old", lease: "old"},
+		"ours":    {note: "new", lease: "new"}, // this replica's, from before it restarted
+	}
+	for id, r := range runs {
+		if _, err := s.Create(ctx, checkpoint(id, checkpointv1.Phase_PHASE_READY, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Retire(ctx, id, nil); err != nil { // indexed by the earlier release only
+			t.Fatal(err)
+		}
+		if _, err := active.Put(ctx, id, []byte(r.note)); err != nil {
+			t.Fatal(err)
+		}
+		if r.lease != "" {
+			if _, err := leases.Put(ctx, id, []byte(r.lease)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	moved, err := s.AdoptLegacy(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"expired": "lease expired", "handed": runstore.HandedOff, "ours": "lease expired"}
+	if !maps.Equal(moved, want) {
+		t.Fatalf("AdoptLegacy = %v, want %v", moved, want)
+	}
+	for id := range want {
+		if owner, _, err := s.Owner(ctx, id); err != nil || owner != "new" {
+			t.Errorf("Owner(%s) = %q, %v; want new", id, owner, err)
+		}
+	}
+	if ids, err := s.Active(ctx); err != nil || len(ids) != 3 {
+		t.Errorf("Active = %v, %v; want the three moved runs", ids, err)
+	}
+	for bucket, kv := range map[string]jetstream.KeyValue{"active": active, "leases": leases} {
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		for k := range keys.Keys() {
+			left = append(left, k)
+		}
+		if !slices.Equal(left, []string{"held"}) {
+			t.Errorf("the earlier release's %s bucket holds %v, want [held]", bucket, left)
+		}
 	}
 }
 
@@ -389,13 +503,13 @@ func TestBucketsComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []string{runstore.CheckpointBucket, runstore.LeaseBucket, runstore.ActiveBucket} {
+	for _, b := range []string{runstore.CheckpointBucket, runstore.ReplicaBucket, runstore.ActiveBucket} {
 		if err := js.DeleteKeyValue(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Acquire(ctx, "r1", "a"); err != nil {
-		t.Fatalf("Acquire after the buckets were lost: %v", err)
+	if _, err := s.Beat(ctx, "a", 0); err != nil {
+		t.Fatalf("Beat after the buckets were lost: %v", err)
 	}
 	if _, err := s.Create(ctx, checkpoint("r1", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
 		t.Fatalf("Create after the buckets were lost: %v", err)

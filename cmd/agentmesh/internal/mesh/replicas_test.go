@@ -2,19 +2,26 @@ package mesh_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // replicaMesh is a mesh with two orchestrator replicas, calculator needing approval, and a
@@ -172,9 +179,9 @@ func TestRejectionOnAnotherReplicaEndsTheRun(t *testing.T) {
 }
 
 // TestAnIndexEntryDeletedByAnOlderVersionIsDropped: a replica of an older version retired a
-// finished run by deleting its entry in the index of active runs, which leaves a marker that
-// Active, listing the index's subjects, still names. The keeper finds the run finished and
-// drops the marker, without resuming the run; the index then holds nothing of it.
+// finished run by deleting its entry in its index of active runs, which leaves a marker that
+// a listing of the index's subjects still names. The keeper finds the run finished and drops
+// the marker, without resuming the run; the index then holds nothing of it.
 func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 	cfg := config.Default()
 	cfg.Durability.LeaseTTLMS = 1000 // the keeper looks every third of a second
@@ -185,8 +192,12 @@ func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	active, err := js.KeyValue(ctx, runstore.ActiveBucket)
+	// The older version's buckets, as its replicas create them.
+	active, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runstore.LegacyActiveBucket, History: 1})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runstore.LegacyLeaseBucket, History: 1, TTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := active.Put(ctx, res.GetRunId(), []byte("old-replica")); err != nil {
@@ -195,11 +206,11 @@ func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 	if err := active.Delete(ctx, res.GetRunId()); err != nil {
 		t.Fatal(err)
 	}
-	stream, err := js.Stream(ctx, "KV_"+runstore.ActiveBucket)
+	stream, err := js.Stream(ctx, "KV_"+runstore.LegacyActiveBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := "$KV." + runstore.ActiveBucket + "." + res.GetRunId()
+	subject := "$KV." + runstore.LegacyActiveBucket + "." + res.GetRunId()
 	indexed := func() uint64 {
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
 		if err != nil {
@@ -210,6 +221,16 @@ func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 	if !eventually(t, 10*time.Second, func() bool { return indexed() == 0 }) {
 		t.Fatalf("the index still holds %d messages of the finished run", indexed())
 	}
+	owners, err := js.KeyValue(ctx, runstore.ActiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		_, err := owners.Get(ctx, res.GetRunId())
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}) {
+		t.Fatal("the run moved to this version's index and stayed there, though it was finished")
+	}
 	events, _ := h.storedEvents(t, res.GetRunId())
 	for _, ev := range events {
 		if ev.GetRunResumed() != nil {
@@ -219,5 +240,116 @@ func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 	got, err := h.client.GetRun(ctx, &agentv1.GetRunRequest{RunId: res.GetRunId()})
 	if err != nil || got.GetOutcome() != res.GetOutcome() {
 		t.Fatalf("GetRun after the keeper's pass = %v, %v; want %v", got.GetOutcome(), err, res.GetOutcome())
+	}
+}
+
+// TestLivenessCostsOneWriteAReplica (issue 15): a replica keeps its runs its own by beating
+// one heartbeat every third of the TTL, not by renewing a lease a run. With ten runs paused on
+// one replica, the store sees, over three passes of both keepers, a write to each replica's
+// heartbeat and none for any run.
+func TestLivenessCostsOneWriteAReplica(t *testing.T) {
+	h := replicaMesh(t, llmtest.Scenario{Name: "pause", Match: "pause *", Turns: []llmtest.Turn{calcTurn("c1", "1+1"), text("2")}})
+	const runs = 10
+	for i := range runs {
+		res, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: fmt.Sprintf("pause %d", i), RunId: fmt.Sprintf("paused-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused(t, res, "c1")
+	}
+	writes := make(chan *nats.Msg, 1024)
+	sub, err := h.mesh.NATS().ChanSubscribe("$KV.>", writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	heartbeat := "$KV." + runstore.ReplicaBucket + "."
+	beats := map[string]int{}
+	deadline := time.After(20 * time.Second)
+	for min(beats[heartbeat+"orchestrator-1"], beats[heartbeat+"orchestrator-2"]) < 3 {
+		select {
+		case msg := <-writes:
+			if strings.HasPrefix(msg.Subject, heartbeat) {
+				beats[msg.Subject]++
+			} else if strings.Contains(msg.Subject, "paused-") {
+				t.Errorf("a write for a paused run: %s", msg.Subject)
+			}
+		case <-deadline:
+			t.Fatalf("heartbeats after 20s: %v; want three of each replica", beats)
+		}
+	}
+}
+
+// TestALapsedHeartbeatStopsTheRunsTakenOver: a replica that stalled past the TTL finds its
+// heartbeat lapsed at its next beat; the runs another replica took over meanwhile stop on it
+// at once, even one that waits for an approval and would reach no checkpoint to conflict at,
+// and the run goes on, once, on the replica that took it.
+func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
+	h := replicaMesh(t, llmtest.Scenario{Name: "lapse", Match: "lapse", Turns: []llmtest.Turn{calcTurn("c1", "2+2"), text("4")}})
+	const runID = "lapsed"
+	res, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: "lapse", RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+
+	// orchestrator-1 stalled: its heartbeat expired, and orchestrator-2 took the run over.
+	ctx := t.Context()
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := js.Stream(ctx, "KV_"+runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replicas.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
+		t.Fatal(err)
+	}
+	owners, err := js.KeyValue(ctx, runstore.ActiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := owners.Get(ctx, runID)
+	if err != nil || string(e.Value()) != "orchestrator-1" {
+		t.Fatalf("the run's owner = %v, %v; want orchestrator-1", e, err)
+	}
+	if _, err := owners.Update(ctx, runID, []byte("orchestrator-2"), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+
+	stopped := func() bool {
+		for line := range strings.Lines(h.logs.String()) {
+			if strings.Contains(line, `"replica":"orchestrator-1"`) && strings.Contains(line, "run taken over by another replica") && strings.Contains(line, runID) {
+				return true
+			}
+		}
+		return false
+	}
+	if !eventually(t, 10*time.Second, stopped) {
+		t.Fatal("orchestrator-1 did not stop the run it lost when its heartbeat lapsed")
+	}
+	runEvents, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		msg, err := runEvents.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed"))
+		var ev eventv1.RunEvent
+		return err == nil && proto.Unmarshal(msg.Data, &ev) == nil && ev.GetRunResumed().GetReplica() == "orchestrator-2"
+	}) {
+		t.Fatal("orchestrator-2 did not resume the run")
+	}
+	if _, err := h.replicas[1].ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: runID, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		for line := range strings.Lines(h.logs.String()) {
+			if strings.Contains(line, runID) {
+				t.Log(line)
+			}
+		}
+		t.Fatal(err)
+	}
+	final, kinds := finishOn(t, h.replicas[1], runID)
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || count(kinds, "run_finished") != 1 || count(kinds, "approval_resolved") != 1 {
+		t.Fatalf("outcome %s, events %v", final.GetOutcome(), kinds)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// LeaseTTL is how long a replica of a Mesh owns a run without renewing its lease
+// LeaseTTL is how long the heartbeat of a replica of a Mesh lives without a beat
 // (durability.lease_ttl_ms): short, so that a replica takes over the runs of a killed one
 // within seconds.
 const LeaseTTL = 2 * time.Second

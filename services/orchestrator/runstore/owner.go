@@ -1,0 +1,139 @@
+package runstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A run is owned by the replica its entry in the index of active runs names (Create writes it,
+// TakeOver moves it, HandOff gives it up); a replica is alive while its heartbeat (Beat) lives in
+// the replicas' bucket, which forgets it LeaseTTL after its last beat. A run is free to adopt
+// when its entry says HandedOff or names a replica that is not alive. Liveness thus costs one
+// write a replica every beat, however many runs it owns: a lease a run, renewed every third
+// of the TTL, cost 10,000 runs waiting a minute on their model some 3,000 writes a second, and
+// a renewal pass that fell behind on a busy replica let leases expire (issue 15).
+
+// HandedOff is the owner a run's entry names once its replica handed it off (see HandOff).
+const HandedOff = "handed off"
+
+// replicaName is what a replica's name may hold: it is a key of the replicas' bucket.
+var replicaName = regexp.MustCompile(`^[-_=a-zA-Z0-9]+(\.[-_=a-zA-Z0-9]+)*$`)
+
+// CheckReplica reports a replica name that cannot name a heartbeat.
+func CheckReplica(name string) error {
+	if !replicaName.MatchString(name) {
+		return fmt.Errorf("replica name %q: must be letters, digits, '-', '_' and '=', in parts joined by single dots", name)
+	}
+	return nil
+}
+
+// Beat records that replica is alive, for LeaseTTL. rev is the revision of its previous
+// beat, 0 for the first one: a first beat takes the replica's name whatever held it (the same
+// replica before a restart). It returns the beat's revision; ErrConflict when the heartbeat at
+// rev is gone: it lapsed (the replica or NATS stalled for a TTL), and other replicas may
+// have adopted this one's runs meanwhile. Beat again with rev 0.
+func (s *Store) Beat(ctx context.Context, replica string, rev uint64) (uint64, error) {
+	var next uint64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var err error
+		if rev == 0 {
+			next, err = s.buckets().replicas.Put(ctx, replica, nil)
+		} else {
+			next, err = s.buckets().replicas.Update(ctx, replica, nil, rev)
+		}
+		return err
+	})
+	return next, mapErr(err)
+}
+
+// Alive returns the replicas whose heartbeat lives: the subjects of the replicas' bucket's
+// stream, in one request.
+func (s *Store) Alive(ctx context.Context) (map[string]bool, error) {
+	alive := map[string]bool{}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		names, err := subjects(ctx, s.buckets().replicaLog, ReplicaBucket)
+		for _, n := range names {
+			alive[n] = true
+		}
+		return err
+	})
+	return alive, mapErr(err)
+}
+
+// Owner returns the replica an active run's entry names (or HandedOff) and the entry's
+// revision, for TakeOver; ErrNotFound when the run is not active.
+func (s *Store) Owner(ctx context.Context, runID string) (string, uint64, error) {
+	var (
+		owner string
+		rev   uint64
+	)
+	err := s.retry(ctx, func(ctx context.Context) error {
+		e, err := s.buckets().active.Get(ctx, runID)
+		if err != nil {
+			return err
+		}
+		owner, rev = string(e.Value()), e.Revision()
+		return nil
+	})
+	return owner, rev, mapErr(err)
+}
+
+// TakeOver makes replica the owner of an active run whose entry is at revision rev (Owner);
+// ErrConflict when another replica took it first.
+func (s *Store) TakeOver(ctx context.Context, runID, replica string, rev uint64) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.buckets().active.Update(ctx, runID, []byte(replica), rev)
+		return err
+	}))
+}
+
+// HandOff gives up replica's ownership of a run, so that another replica (or replica itself)
+// adopts it at once; ErrConflict when replica does not own it (it lost the run, or the run is
+// no longer active).
+func (s *Store) HandOff(ctx context.Context, runID, replica string) error {
+	owner, rev, err := s.Owner(ctx, runID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ErrConflict
+	case err != nil:
+		return err
+	case owner != replica:
+		return ErrConflict
+	}
+	return s.TakeOver(ctx, runID, HandedOff, rev)
+}
+
+// Active lists the runs not yet finished: the subjects of the active bucket's stream, which
+// holds a message for each indexed run and none for a retired one (Retire purges its key).
+// The stream's state names them in one paged answer; a key watch (the KV's ListKeys) would
+// deliver a message per run through a consumer of its own, and the keeper lists them often.
+func (s *Store) Active(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var err error
+		ids, err = subjects(ctx, s.buckets().activeLog, ActiveBucket)
+		return err
+	})
+	return ids, mapErr(err)
+}
+
+// subjects returns the keys bucket, kept in stream, holds a message for, sorted.
+func subjects(ctx context.Context, stream jetstream.Stream, bucket string) ([]string, error) {
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(kvSubject(bucket, ">")))
+	if err != nil {
+		return nil, err
+	}
+	prefix := kvSubject(bucket, "")
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subject, prefix))
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
