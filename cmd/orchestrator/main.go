@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
@@ -13,10 +14,17 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 )
 
 func main() {
 	server.MainPublic("orchestrator", "127.0.0.1:7000", func(ctx context.Context, cfg *config.Config) (server.Registrar, error) {
+		replica := os.Getenv("AGENTMESH_REPLICA")
+		if replica != "" {
+			if err := runstore.CheckReplica(replica); err != nil {
+				return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("AGENTMESH_REPLICA: %w", err))
+			}
+		}
 		nc, err := events.Connect(server.Env("NATS_URL", cfg.NATS.URL), "agentmesh-orchestrator")
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
@@ -26,7 +34,7 @@ func main() {
 			nc.Close()
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
-		opts.Replica = os.Getenv("AGENTMESH_REPLICA")
+		opts.Replica = replica
 		svc, err := orchestrator.New(ctx, opts)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)

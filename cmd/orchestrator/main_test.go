@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,15 +22,40 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// build builds the orchestrator binary into dir and returns its path.
+func build(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "orchestrator")
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestRejectsAReplicaNameNoHeartbeatCanHold: a replica's name is a key of the replicas'
+// heartbeat bucket; a name that cannot be one stops the binary at start with the invalid
+// configuration's exit code, naming the variable and the rule.
+func TestRejectsAReplicaNameNoHeartbeatCanHold(t *testing.T) {
+	work := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), build(t, work))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+work, "AGENTMESH_REPLICA=orchestrator 1", "NATS_URL=nats://127.0.0.1:1", "OTEL_SDK_DISABLED=true")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitcode.Invalid {
+		t.Fatalf("exit = %v, want code %d\n%s", err, exitcode.Invalid, out)
+	}
+	if !strings.Contains(string(out), `AGENTMESH_REPLICA: replica name \"orchestrator 1\": must be letters, digits`) {
+		t.Errorf("output does not name the variable and the rule:\n%s", out)
+	}
+}
+
 // TestHealthFollowsTheEventStore runs the orchestrator binary against a NATS server that
 // goes away and comes back, with its store and then without: the orchestrator reports
 // NOT_SERVING while run events cannot be stored and SERVING again once they can.
 func TestHealthFollowsTheEventStore(t *testing.T) {
 	work := t.TempDir()
-	bin := filepath.Join(work, "orchestrator")
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build(t, work)
 	cfgFile := filepath.Join(work, "agentmesh.yaml")
 	if err := os.WriteFile(cfgFile, []byte("nats:\n  stream_max_age_ms: 3600000\n  stream_max_bytes: 1048576\n"), 0o600); err != nil {
 		t.Fatal(err)
