@@ -327,7 +327,7 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 // stage has the result: a run whose result it has not keeps its records, and is handed off,
 // for a replica (this one, or another) to adopt and save it; so is a run whose retirement
 // failed, to be retired again. The result is stored and delivered by then, so the run's
-// callers and watchers need not wait for these five requests to NATS.
+// callers and watchers need not wait for these requests to NATS.
 func (r *run) retireRecords(ctx context.Context, saved bool) {
 	if saved {
 		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
