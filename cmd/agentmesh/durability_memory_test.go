@@ -24,7 +24,7 @@ import (
 //
 // With the memory stage killed, a run (one tool call, then an answer) completes on replica a;
 // replica b's GetRun returns the whole result from the checkpoint store (same outcome, same
-// transcript), and the run stays in the active index (AGENTMESH_ACTIVE_RUNS) because its result
+// transcript), and the run stays in the active index (AGENTMESH_RUN_OWNERS) because its result
 // is not saved yet. The memory stage is then started again, empty (its store is in-process
 // memory), and the replicas' keepers, which adopt such runs and retry saving them, must bring
 // the result into it: the memory stage's own GetRun returns the run, the run leaves the active

@@ -7,15 +7,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The buckets of the ownership an earlier release kept: its index of active runs and a lease a
-// run, which its replicas renewed every third of the TTL. This release creates neither. Such a replica adopts every run of
-// its index whose lease is missing, so runs of this release never go there; a run an earlier
-// replica started moves to this release's index (AdoptLegacy) once its lease is gone, when
-// its replica died or handed it off. During a rolling deploy each release thus runs its own
-// runs, and the older one's move over as its replicas go away.
+// The buckets an earlier release kept ownership in: its index of active runs and a lease a
+// run, which its replicas renewed every third of the TTL; this release creates neither. An
+// earlier replica adopts every run of its index whose lease is missing, so runs of this release
+// never go there; a run an earlier replica started moves to this release's index (AdoptLegacy)
+// once its lease is gone, when its replica died or handed it off. During a rolling deploy each
+// release thus runs its own runs, and the earlier one's move over as its replicas go away.
 const (
+	// LegacyActiveBucket is the earlier release's index of active runs.
 	LegacyActiveBucket = "AGENTMESH_ACTIVE_RUNS"
-	LegacyLeaseBucket  = "AGENTMESH_LEASES"
+	// LegacyLeaseBucket holds the earlier release's run leases.
+	LegacyLeaseBucket = "AGENTMESH_LEASES"
 )
 
 // AdoptLegacy moves to replica every run of an earlier release's index whose lease is gone (or
