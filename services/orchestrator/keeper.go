@@ -49,6 +49,7 @@ func (s *Service) beat(ctx context.Context, rev uint64) (next uint64, adopt bool
 		return rev, false
 	}
 	s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
+	s.metrics.lapses.Add(ctx, 1)
 	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
 		return 0, false
@@ -164,6 +165,7 @@ func (s *Service) resume(ctx context.Context, runID string, reason string) error
 		return err
 	}
 	s.log.InfoContext(ctx, "resuming run", "run_id", runID, "phase", cp.GetPhase().String(), "turn", cp.GetTurns(), "reason", reason)
+	s.metrics.runAdopted(ctx, reason)
 	s.launch(runCtx, r)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go"
@@ -283,7 +284,8 @@ func TestLivenessCostsOneWriteAReplica(t *testing.T) {
 // TestALapsedHeartbeatStopsTheRunsTakenOver: a replica that stalled past the TTL finds its
 // heartbeat lapsed at its next beat; the runs another replica took over meanwhile stop on it
 // at once, even one that waits for an approval and would reach no checkpoint to conflict at,
-// and the run goes on, once, on the replica that took it.
+// and the run goes on, once, on the replica that took it. The metrics count the lapse and the
+// take-over.
 func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 	h := replicaMesh(t, llmtest.Scenario{Name: "lapse", Match: "lapse", Turns: []llmtest.Turn{calcTurn("c1", "2+2"), text("4")}})
 	const runID = "lapsed"
@@ -339,6 +341,13 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 		return err == nil && proto.Unmarshal(msg.Data, &ev) == nil && ev.GetRunResumed().GetReplica() == "orchestrator-2"
 	}) {
 		t.Fatal("orchestrator-2 did not resume the run")
+	}
+	m := h.metrics(t)
+	if got := m.Value("agentmesh_replica_heartbeat_lapses_total", nil); got != 1 {
+		t.Errorf("agentmesh_replica_heartbeat_lapses_total = %v, want 1 (families %s)", got, m)
+	}
+	if got := m.Value("agentmesh_run_adopted_total", metricstest.Labels{"agentmesh_run_adopt_reason": "replica restarted"}); got != 1 {
+		t.Errorf("agentmesh_run_adopted_total{replica restarted} = %v, want 1 (families %s)", got, m)
 	}
 	if _, err := h.replicas[1].ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: runID, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
 		for line := range strings.Lines(h.logs.String()) {
