@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
@@ -14,7 +15,7 @@ import (
 // nobody owns (their owner died, or shut down and handed them off), every third of the TTL,
 // until ctx ends. A beat that finds the heartbeat lapsed adopts nothing in that pass: other
 // replicas' heartbeats may have lapsed with it (NATS was down for a TTL), and they beat again
-// within the pass.
+// within the pass. A draining replica marks itself draining every pass too (see Drain).
 func (s *Service) keep(ctx context.Context) {
 	defer close(s.kept)
 	tick := time.NewTicker(s.store.LeaseTTL() / 3)
@@ -22,10 +23,14 @@ func (s *Service) keep(ctx context.Context) {
 	var (
 		rev   uint64 // the last beat's revision
 		adopt bool
+		known = owners{}
 	)
 	for {
 		if rev, adopt = s.beat(ctx, rev); adopt {
-			s.adoptOrphans(ctx)
+			s.adoptOrphans(ctx, known)
+		}
+		if s.isDraining() {
+			s.markDraining(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -79,16 +84,33 @@ func (s *Service) dropLostRuns(ctx context.Context) {
 	_ = g.Wait()
 }
 
+// owners are the owners the keeper read of the runs that live replicas other than this one
+// own, by run id. Such a run changes owner only once its owner's heartbeat is gone, or when its
+// owner hands it off: while draining (marked so), or on its own (its keeper takes such a run
+// back), so the keeper reads the owner of a run again only when the one it knows died or
+// drains. A pass thus reads the owners of the runs that started since the last, not of every
+// run in flight.
+type owners map[string]string
+
+// markDraining marks this replica draining, so that the others read its runs' owners again
+// and adopt those it handed off.
+func (s *Service) markDraining(ctx context.Context) {
+	if err := s.store.MarkDraining(ctx, s.replica); err != nil {
+		s.log.WarnContext(ctx, "marking the replica draining failed", "err", err)
+	}
+}
+
 // adoptOrphans takes over every unfinished run that no live replica owns and resumes it from
 // its checkpoint: its owner's heartbeat is gone, or its owner handed it off. A run this replica
 // owned before it restarted (same replica name) is taken back at once. Runs an earlier release
-// started move over once their lease is gone (runstore's AdoptLegacy).
-func (s *Service) adoptOrphans(ctx context.Context) {
+// started move over once their lease is gone (runstore's AdoptLegacy). known is updated with
+// the owners read.
+func (s *Service) adoptOrphans(ctx context.Context, known owners) {
 	if s.isDraining() {
 		return
 	}
 	s.adoptLegacy(ctx)
-	alive, err := s.store.Alive(ctx)
+	alive, draining, err := s.store.Alive(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing live replicas failed", "err", err)
 		return
@@ -98,6 +120,11 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		s.log.WarnContext(ctx, "listing active runs failed", "err", err)
 		return
 	}
+	listed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		listed[id] = true
+	}
+	maps.DeleteFunc(known, func(id, _ string) bool { return !listed[id] })
 	for _, id := range ids {
 		if s.isDraining() || ctx.Err() != nil {
 			return
@@ -105,6 +132,10 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		if s.ours(id) {
 			continue
 		}
+		if owner, ok := known[id]; ok && alive[owner] && !draining[owner] {
+			continue // owned by a live replica, as read before
+		}
+		delete(known, id)
 		owner, rev, err := s.store.Owner(ctx, id)
 		if err != nil {
 			continue
@@ -118,6 +149,7 @@ func (s *Service) adoptOrphans(ctx context.Context) {
 		case !alive[owner]:
 			reason = "lease expired"
 		default:
+			known[id] = owner
 			continue // owned by a live replica
 		}
 		if err := s.store.TakeOver(ctx, id, s.replica, rev); err != nil {

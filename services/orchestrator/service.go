@@ -250,7 +250,8 @@ func (s *Service) Drain(ctx context.Context) {
 	if s.store == nil || s.isDraining() {
 		return
 	}
-	close(s.draining) // the keeper adopts no more runs, but beats the heartbeat until the end
+	close(s.draining)   // the keeper adopts no more runs, but beats the heartbeat until the end
+	s.markDraining(ctx) // the other replicas read the owners of this one's runs again
 	defer func() {
 		s.stopKeeper()
 		<-s.kept

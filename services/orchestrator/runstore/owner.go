@@ -52,18 +52,35 @@ func (s *Store) Beat(ctx context.Context, replica string, rev uint64) (uint64, e
 	return next, mapErr(err)
 }
 
-// Alive returns the replicas whose heartbeat lives: the subjects of the replicas' bucket's
-// stream, in one request.
-func (s *Store) Alive(ctx context.Context) (map[string]bool, error) {
-	alive := map[string]bool{}
-	err := s.retry(ctx, func(ctx context.Context) error {
-		names, err := subjects(ctx, s.buckets().replicaLog, ReplicaBucket)
-		for _, n := range names {
-			alive[n] = true
+// drainingSuffix marks the heartbeat key of a replica that drains: a replica name holds no '/'.
+const drainingSuffix = "/draining"
+
+// MarkDraining records, for LeaseTTL, that replica drains: it hands its runs off, so other
+// replicas read their owners again (see Alive). A draining replica marks itself again every
+// beat.
+func (s *Store) MarkDraining(ctx context.Context, replica string) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.buckets().replicas.Put(ctx, replica+drainingSuffix, nil)
+		return err
+	}))
+}
+
+// Alive returns the replicas whose heartbeat lives, and those of them that drain (marked by
+// MarkDraining): the subjects of the replicas' bucket's stream, in one request.
+func (s *Store) Alive(ctx context.Context) (alive, draining map[string]bool, err error) {
+	alive, draining = map[string]bool{}, map[string]bool{}
+	err = s.retry(ctx, func(ctx context.Context) error {
+		keys, err := subjects(ctx, s.buckets().replicaLog, ReplicaBucket)
+		for _, k := range keys {
+			if name, ok := strings.CutSuffix(k, drainingSuffix); ok {
+				alive[name], draining[name] = true, true
+			} else {
+				alive[k] = true
+			}
 		}
 		return err
 	})
-	return alive, mapErr(err)
+	return alive, draining, mapErr(err)
 }
 
 // Owner returns the replica an active run's entry names (or HandedOff) and the entry's

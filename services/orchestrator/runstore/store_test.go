@@ -242,14 +242,14 @@ func TestOwners(t *testing.T) {
 	}
 }
 
-// TestHeartbeats: a replica is alive while it beats; a heartbeat not beaten for the TTL lapses,
-// and the next beat after it says so.
+// TestHeartbeats: a replica is alive while it beats, and draining while it marks itself so; a
+// heartbeat not beaten for the TTL lapses, and the next beat after it says so.
 func TestHeartbeats(t *testing.T) {
 	s, _ := open(t, time.Second)
 	ctx := t.Context()
 	alive := func() map[string]bool {
 		t.Helper()
-		m, err := s.Alive(ctx)
+		m, _, err := s.Alive(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,6 +264,12 @@ func TestHeartbeats(t *testing.T) {
 	}
 	if got := alive(); !got["a"] || !got["b"] || len(got) != 2 {
 		t.Fatalf("Alive = %v, want a and b", got)
+	}
+	if err := s.MarkDraining(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, draining, err := s.Alive(ctx); err != nil || len(got) != 2 || !draining["b"] || len(draining) != 1 {
+		t.Fatalf("Alive after b marked itself draining = %v, draining %v, %v; want a and b alive, b draining", got, draining, err)
 	}
 	next, err := s.Beat(ctx, "a", first)
 	if err != nil {

@@ -245,9 +245,10 @@ func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 }
 
 // TestLivenessCostsOneWriteAReplica (issue 15): a replica keeps its runs its own by beating
-// one heartbeat every third of the TTL, not by renewing a lease a run. With ten runs paused on
-// one replica, the store sees, over three passes of both keepers, a write to each replica's
-// heartbeat and none for any run.
+// one heartbeat every third of the TTL, not by renewing a lease a run, and the other replica's
+// keeper reads a run's owner once, not every pass. With ten runs paused on one replica, the
+// store sees, over three passes of both keepers, a write to each replica's heartbeat, none for
+// any run, and at most one read of each run's owner (a pass under way when the count began).
 func TestLivenessCostsOneWriteAReplica(t *testing.T) {
 	h := replicaMesh(t, llmtest.Scenario{Name: "pause", Match: "pause *", Turns: []llmtest.Turn{calcTurn("c1", "1+1"), text("2")}})
 	const runs = 10
@@ -264,6 +265,13 @@ func TestLivenessCostsOneWriteAReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	reads := make(chan *nats.Msg, 1024)
+	readSub, err := h.mesh.NATS().ChanSubscribe("$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".>", reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = readSub.Unsubscribe() }()
+	read := map[string]int{}
 	heartbeat := "$KV." + runstore.ReplicaBucket + "."
 	beats := map[string]int{}
 	deadline := time.After(20 * time.Second)
@@ -275,8 +283,15 @@ func TestLivenessCostsOneWriteAReplica(t *testing.T) {
 			} else if strings.Contains(msg.Subject, "paused-") {
 				t.Errorf("a write for a paused run: %s", msg.Subject)
 			}
+		case msg := <-reads:
+			read[msg.Subject]++
 		case <-deadline:
 			t.Fatalf("heartbeats after 20s: %v; want three of each replica", beats)
+		}
+	}
+	for subject, n := range read {
+		if n > 1 {
+			t.Errorf("%s was read %d times in three passes, want at most once", subject, n)
 		}
 	}
 }
@@ -360,5 +375,62 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 	final, kinds := finishOn(t, h.replicas[1], runID)
 	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || count(kinds, "run_finished") != 1 || count(kinds, "approval_resolved") != 1 {
 		t.Fatalf("outcome %s, events %v", final.GetOutcome(), kinds)
+	}
+}
+
+// TestADrainingReplicasRunsMoveAtOnce: a keeper does not read again the owner of a run it
+// knows a live replica owns, but a replica that drains marks itself so, and the other replica
+// then reads its runs' owners again: a run handed off moves at the other replica's next pass,
+// while the drained replica's heartbeat still lives (the TTL is 15 s, a pass every 5 s), not
+// once that heartbeat has expired.
+func TestADrainingReplicasRunsMoveAtOnce(t *testing.T) {
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	cfg.Durability.LeaseTTLMS = 15_000
+	h := startReplicas(t, cfg, 2, nil, llmtest.Scenario{Name: "drain", Match: "drain", Turns: []llmtest.Turn{calcTurn("c1", "3*3"), text("9")}})
+	const runID = "drained"
+	ctx := t.Context()
+	reads := make(chan *nats.Msg, 64)
+	sub, err := h.mesh.NATS().ChanSubscribe("$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".$KV."+runstore.ActiveBucket+"."+runID, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	res, err := h.replicas[0].Run(ctx, &agentv1.RunRequest{Message: "drain", RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	select { // orchestrator-2 has read the run's owner: it knows orchestrator-1 owns it
+	case <-reads:
+	case <-time.After(20 * time.Second):
+		t.Fatal("orchestrator-2's keeper never read the run's owner")
+	}
+
+	h.mesh.StopOrchestrator(context.WithoutCancel(ctx), 0)
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEvents, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed eventv1.RunEvent
+	if !eventually(t, 30*time.Second, func() bool {
+		msg, err := runEvents.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed"))
+		return err == nil && proto.Unmarshal(msg.Data, &resumed) == nil
+	}) {
+		t.Fatal("orchestrator-2 did not resume the handed-off run")
+	}
+	if got := resumed.GetRunResumed(); got.GetReplica() != "orchestrator-2" || got.GetReason() != runstore.HandedOff {
+		t.Fatalf("run_resumed = %v, want orchestrator-2 taking over a run handed off", got)
+	}
+	replicas, err := js.KeyValue(ctx, runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replicas.Get(ctx, "orchestrator-1"); err != nil {
+		t.Fatalf("orchestrator-1's heartbeat: %v; the run moved only once it expired, not when its replica drained", err)
 	}
 }
