@@ -25,9 +25,9 @@ func (s *Service) keep(ctx context.Context) {
 		adopt bool
 		known = owners{}
 	)
-	for {
+	for pass := 0; ; pass++ {
 		if rev, adopt = s.beat(ctx, rev); adopt {
-			s.adoptOrphans(ctx, known)
+			s.adoptOrphans(ctx, known, pass)
 		}
 		if s.isDraining() {
 			s.markDraining(ctx)
@@ -85,12 +85,23 @@ func (s *Service) dropLostRuns(ctx context.Context) {
 }
 
 // owners are the owners the keeper read of the runs that live replicas other than this one
-// own, by run id. Such a run changes owner only once its owner's heartbeat is gone, or when its
-// owner hands it off: while draining (marked so), or on its own (its keeper takes such a run
-// back), so the keeper reads the owner of a run again only when the one it knows died or
-// drains. A pass thus reads the owners of the runs that started since the last, not of every
-// run in flight.
-type owners map[string]string
+// own, by run id, with the pass that read each. Such a run changes owner only once its owner's
+// heartbeat is gone, or when its owner hands it off: while draining (marked so), or on its own,
+// when it could not resume the run or save its result; its keeper then takes it back, but the
+// run may need another replica (one of a newer release, during a deploy, for a checkpoint of a
+// newer version). So the keeper reads the owner of a run again when the one it knows died or
+// drains, and otherwise once every rereadPasses passes: a pass reads the owners of the runs that
+// started since the last and a ninth of the others, not every run in flight's.
+type owners map[string]ownerRead
+
+// ownerRead is an owner the keeper read, in pass.
+type ownerRead struct {
+	owner string
+	pass  int
+}
+
+// rereadPasses is how many passes the keeper trusts an owner it read.
+const rereadPasses = 9
 
 // markDraining marks this replica draining, so that the others read its runs' owners again
 // and adopt those it handed off.
@@ -104,8 +115,8 @@ func (s *Service) markDraining(ctx context.Context) {
 // its checkpoint: its owner's heartbeat is gone, or its owner handed it off. A run this replica
 // owned before it restarted (same replica name) is taken back at once. Runs an earlier release
 // started move over once their lease is gone (runstore's AdoptLegacy). known is updated with
-// the owners read.
-func (s *Service) adoptOrphans(ctx context.Context, known owners) {
+// the owners read in pass.
+func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) {
 	if s.isDraining() {
 		return
 	}
@@ -124,7 +135,7 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners) {
 	for _, id := range ids {
 		listed[id] = true
 	}
-	maps.DeleteFunc(known, func(id, _ string) bool { return !listed[id] })
+	maps.DeleteFunc(known, func(id string, r ownerRead) bool { return !listed[id] || pass-r.pass >= rereadPasses })
 	for _, id := range ids {
 		if s.isDraining() || ctx.Err() != nil {
 			return
@@ -132,8 +143,8 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners) {
 		if s.ours(id) {
 			continue
 		}
-		if owner, ok := known[id]; ok && alive[owner] && !draining[owner] {
-			continue // owned by a live replica, as read before
+		if r, ok := known[id]; ok && alive[r.owner] && !draining[r.owner] {
+			continue // owned by a live replica, as read lately
 		}
 		delete(known, id)
 		owner, rev, err := s.store.Owner(ctx, id)
@@ -149,7 +160,7 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners) {
 		case !alive[owner]:
 			reason = "lease expired"
 		default:
-			known[id] = owner
+			known[id] = ownerRead{owner: owner, pass: pass}
 			continue // owned by a live replica
 		}
 		if err := s.store.TakeOver(ctx, id, s.replica, rev); err != nil {
