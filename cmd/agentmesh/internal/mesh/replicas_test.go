@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -436,5 +437,122 @@ func TestADrainingReplicasRunsMoveAtOnce(t *testing.T) {
 	}
 	if _, err := replicas.Get(ctx, "orchestrator-1"); err != nil {
 		t.Fatalf("orchestrator-1's heartbeat: %v; the run moved only once it expired, not when its replica drained", err)
+	}
+}
+
+// TestARunHandedOffByALiveReplicaMoves: a replica that lives and does not drain also hands a
+// run off, one it could not resume (a checkpoint of a newer release's, during a deploy), and
+// the other replicas, which know it owns the run, read the run's owner again within nine
+// passes and take it. Here the live replica is "ghost", whose heartbeat the test beats: the
+// run, paused on orchestrator-1, becomes ghost's (as when ghost takes it over while
+// orchestrator-1's heartbeat lapsed), ghost hands it off once both keepers know it as ghost's,
+// and a mesh replica resumes it.
+func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
+	h := replicaMesh(t, llmtest.Scenario{Name: "ghost", Match: "ghost", Turns: []llmtest.Turn{calcTurn("c1", "5+5"), text("10")}})
+	const runID = "ghosted"
+	ctx := t.Context()
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := js.KeyValue(ctx, runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat := func() {
+		if _, err := replicas.Put(ctx, "ghost", nil); err != nil {
+			t.Error(err)
+		}
+	}
+	beat()
+	beating, stopBeating := context.WithCancel(ctx)
+	var beater sync.WaitGroup
+	defer beater.Wait()
+	defer stopBeating()
+	beater.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-beating.Done():
+				return
+			case <-tick.C:
+				_, _ = replicas.Put(context.WithoutCancel(beating), "ghost", nil)
+			}
+		}
+	})
+	res, err := h.replicas[0].Run(ctx, &agentv1.RunRequest{Message: "ghost", RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+
+	// ghost takes the run over while orchestrator-1's heartbeat lapsed: orchestrator-1 stops it.
+	owners, err := js.KeyValue(ctx, runstore.ActiveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := owners.Get(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := owners.Update(ctx, runID, []byte("ghost"), e.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := js.Stream(ctx, "KV_"+runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(h.logs.String(), "run taken over by another replica")
+	}) {
+		t.Fatal("orchestrator-1 did not stop the run ghost took")
+	}
+	// Both keepers have read the run's owner, ghost, once each has made a whole pass since
+	// orchestrator-1 beat again (it did before it stopped the run): two beats of each.
+	beats := make(chan *nats.Msg, 64)
+	sub, err := h.mesh.NATS().ChanSubscribe("$KV."+runstore.ReplicaBucket+".*", beats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	seen := map[string]int{}
+	for min(seen["orchestrator-1"], seen["orchestrator-2"]) < 2 {
+		select {
+		case msg := <-beats:
+			seen[strings.TrimPrefix(msg.Subject, "$KV."+runstore.ReplicaBucket+".")]++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("beats seen: %v; want two of each replica", seen)
+		}
+	}
+
+	if _, err := owners.Update(ctx, runID, []byte(runstore.HandedOff), rev); err != nil {
+		t.Fatal(err)
+	}
+	runEvents, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed eventv1.RunEvent
+	if !eventually(t, 20*time.Second, func() bool {
+		msg, err := runEvents.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed"))
+		return err == nil && proto.Unmarshal(msg.Data, &resumed) == nil && resumed.GetRunResumed().GetReason() == runstore.HandedOff
+	}) {
+		t.Fatal("no replica took the run ghost handed off")
+	}
+	by := 0
+	if resumed.GetRunResumed().GetReplica() == "orchestrator-2" {
+		by = 1
+	}
+	if _, err := h.replicas[by].ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: runID, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		t.Fatal(err)
+	}
+	final, kinds := finishOn(t, h.replicas[by], runID)
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || count(kinds, "run_finished") != 1 {
+		t.Fatalf("outcome %s, events %v", final.GetOutcome(), kinds)
 	}
 }
