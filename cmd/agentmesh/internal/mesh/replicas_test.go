@@ -320,28 +320,7 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 
 	// orchestrator-1 stalled: its heartbeat expired, and orchestrator-2 took the run over.
 	ctx := t.Context()
-	js, err := jetstream.New(h.mesh.NATS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas, err := js.Stream(ctx, "KV_"+runstore.ReplicaBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := replicas.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
-		t.Fatal(err)
-	}
-	owners, err := js.KeyValue(ctx, runstore.ActiveBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := owners.Get(ctx, runID)
-	if err != nil || string(e.Value()) != "orchestrator-1" {
-		t.Fatalf("the run's owner = %v, %v; want orchestrator-1", e, err)
-	}
-	if _, err := owners.Update(ctx, runID, []byte("orchestrator-2"), e.Revision()); err != nil {
-		t.Fatal(err)
-	}
+	h.lapse(t, runID, "orchestrator-2")
 
 	stopped := func() bool {
 		for line := range strings.Lines(h.logs.String()) {
@@ -354,16 +333,8 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 	if !eventually(t, 10*time.Second, stopped) {
 		t.Fatal("orchestrator-1 did not stop the run it lost when its heartbeat lapsed")
 	}
-	runEvents, err := js.Stream(ctx, events.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !eventually(t, 10*time.Second, func() bool {
-		msg, err := runEvents.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed"))
-		var ev eventv1.RunEvent
-		return err == nil && proto.Unmarshal(msg.Data, &ev) == nil && ev.GetRunResumed().GetReplica() == "orchestrator-2"
-	}) {
-		t.Fatal("orchestrator-2 did not resume the run")
+	if got := h.awaitResumed(t, runID, 10*time.Second); got.GetReplica() != "orchestrator-2" {
+		t.Fatalf("run_resumed = %v, want the run resumed on orchestrator-2", got)
 	}
 	m := h.metrics(t)
 	if got := m.Value("agentmesh_replica_heartbeat_lapses_total", nil); got < 1 {
@@ -413,29 +384,10 @@ func TestADrainingReplicasRunsMoveAtOnce(t *testing.T) {
 	}
 
 	h.mesh.StopOrchestrator(context.WithoutCancel(ctx), 0)
-	js, err := jetstream.New(h.mesh.NATS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runEvents, err := js.Stream(ctx, events.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resumed eventv1.RunEvent
-	if !eventually(t, 30*time.Second, func() bool {
-		msg, err := runEvents.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed"))
-		return err == nil && proto.Unmarshal(msg.Data, &resumed) == nil
-	}) {
-		t.Fatal("orchestrator-2 did not resume the handed-off run")
-	}
-	if got := resumed.GetRunResumed(); got.GetReplica() != "orchestrator-2" || got.GetReason() != runstore.HandedOff {
+	if got := h.awaitResumed(t, runID, 30*time.Second); got.GetReplica() != "orchestrator-2" || got.GetReason() != runstore.HandedOff {
 		t.Fatalf("run_resumed = %v, want orchestrator-2 taking over a run handed off", got)
 	}
-	replicas, err := js.KeyValue(ctx, runstore.ReplicaBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := replicas.Get(ctx, "orchestrator-1"); err != nil {
+	if _, err := h.bucket(t, runstore.ReplicaBucket).Get(ctx, "orchestrator-1"); err != nil {
 		t.Fatalf("orchestrator-1's heartbeat: %v; the run moved only once it expired, not when its replica drained", err)
 	}
 }
@@ -451,14 +403,7 @@ func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
 	h := replicaMesh(t, llmtest.Scenario{Name: "ghost", Match: "ghost", Turns: []llmtest.Turn{calcTurn("c1", "5+5"), text("10")}})
 	const runID = "ghosted"
 	ctx := t.Context()
-	js, err := jetstream.New(h.mesh.NATS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	replicas, err := js.KeyValue(ctx, runstore.ReplicaBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	replicas := h.bucket(t, runstore.ReplicaBucket)
 	beat := func() {
 		if _, err := replicas.Put(ctx, "ghost", nil); err != nil {
 			t.Error(err)
@@ -488,25 +433,7 @@ func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
 	paused(t, res, "c1")
 
 	// ghost takes the run over while orchestrator-1's heartbeat lapsed: orchestrator-1 stops it.
-	owners, err := js.KeyValue(ctx, runstore.ActiveBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := owners.Get(ctx, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev, err := owners.Update(ctx, runID, []byte("ghost"), e.Revision())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb, err := js.Stream(ctx, "KV_"+runstore.ReplicaBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hb.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
-		t.Fatal(err)
-	}
+	owners, rev := h.lapse(t, runID, "ghost")
 	if !eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(h.logs.String(), "run taken over by another replica")
 	}) {
@@ -533,19 +460,12 @@ func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
 	if _, err := owners.Update(ctx, runID, []byte(runstore.HandedOff), rev); err != nil {
 		t.Fatal(err)
 	}
-	runEvents, err := js.Stream(ctx, events.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resumed eventv1.RunEvent
-	if !eventually(t, 20*time.Second, func() bool {
-		msg, err := runEvents.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed"))
-		return err == nil && proto.Unmarshal(msg.Data, &resumed) == nil && resumed.GetRunResumed().GetReason() == runstore.HandedOff
-	}) {
-		t.Fatal("no replica took the run ghost handed off")
+	resumed := h.awaitResumed(t, runID, 20*time.Second)
+	if resumed.GetReason() != runstore.HandedOff {
+		t.Fatalf("run_resumed = %v, want a run handed off", resumed)
 	}
 	by := 0
-	if resumed.GetRunResumed().GetReplica() == "orchestrator-2" {
+	if resumed.GetReplica() == "orchestrator-2" {
 		by = 1
 	}
 	if _, err := h.replicas[by].ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: runID, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
@@ -555,4 +475,66 @@ func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
 	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || count(kinds, "run_finished") != 1 {
 		t.Fatalf("outcome %s, events %v", final.GetOutcome(), kinds)
 	}
+}
+
+// lapse makes the run runID, which orchestrator-1 owns, owner's, and purges orchestrator-1's
+// heartbeat: owner took the run over while orchestrator-1's heartbeat had lapsed. It returns
+// the index of active runs and the run's entry's revision.
+func (h *harness) lapse(t *testing.T, runID, owner string) (jetstream.KeyValue, uint64) {
+	t.Helper()
+	ctx := t.Context()
+	owners := h.bucket(t, runstore.ActiveBucket)
+	e, err := owners.Get(ctx, runID)
+	if err != nil || string(e.Value()) != "orchestrator-1" {
+		t.Fatalf("the run's owner = %v, %v; want orchestrator-1", e, err)
+	}
+	rev, err := owners.Update(ctx, runID, []byte(owner), e.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeats, err := h.jetStream(t).Stream(ctx, "KV_"+runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heartbeats.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
+		t.Fatal(err)
+	}
+	return owners, rev
+}
+
+// awaitResumed returns the run's last run_resumed event once there is one, within timeout.
+func (h *harness) awaitResumed(t *testing.T, runID string, timeout time.Duration) *eventv1.RunResumed {
+	t.Helper()
+	stream, err := h.jetStream(t).Stream(t.Context(), events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev eventv1.RunEvent
+	if !eventually(t, timeout, func() bool {
+		msg, err := stream.GetLastMsgForSubject(t.Context(), events.Subject(runID, "run_resumed"))
+		return err == nil && proto.Unmarshal(msg.Data, &ev) == nil
+	}) {
+		t.Fatalf("run %s was not resumed within %s", runID, timeout)
+	}
+	return ev.GetRunResumed()
+}
+
+// jetStream is JetStream on the mesh's NATS connection.
+func (h *harness) jetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// bucket is the mesh's key-value bucket name.
+func (h *harness) bucket(t *testing.T, name string) jetstream.KeyValue {
+	t.Helper()
+	kv, err := h.jetStream(t).KeyValue(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
