@@ -43,18 +43,24 @@ func (s *Service) keep(ctx context.Context) {
 // beat beats the replica's heartbeat after the one at rev (0: the first) and returns the
 // revision to beat after next; adopt reports whether the replica may adopt runs in this pass:
 // not when the beat failed, nor when the heartbeat had lapsed, in which case the runs other
-// replicas took meanwhile stop here.
+// replicas took meanwhile stop here, nor when another process beat this replica's name.
 func (s *Service) beat(ctx context.Context, rev uint64) (next uint64, adopt bool) {
 	next, err := s.store.Beat(ctx, s.replica, rev)
 	if err == nil {
 		return next, true
 	}
-	if !errors.Is(err, runstore.ErrConflict) {
+	switch {
+	case errors.Is(err, runstore.ErrNameTaken):
+		// Nothing here can tell which of the two processes is right: both go on, and the
+		// operator must rename one (AGENTMESH_REPLICA).
+		s.log.ErrorContext(ctx, "another orchestrator process uses this replica's name: each takes the other's runs for its own; give every replica a unique AGENTMESH_REPLICA", "replica", s.replica)
+	case !errors.Is(err, runstore.ErrConflict):
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
 		return rev, false
+	default:
+		s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
+		s.metrics.lapses.Add(ctx, 1)
 	}
-	s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
-	s.metrics.lapses.Add(ctx, 1)
 	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
 		return 0, false

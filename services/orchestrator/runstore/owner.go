@@ -33,19 +33,30 @@ func CheckReplica(name string) error {
 	return nil
 }
 
+// ErrNameTaken is a heartbeat another process beat since this one's last beat: two replicas
+// share a name, and each takes the other's runs for its own.
+var ErrNameTaken = errors.New("another process beats this replica's heartbeat: replica names must be unique")
+
 // Beat records that replica is alive, for LeaseTTL. rev is the revision of its previous
 // beat, 0 for the first one: a first beat takes the replica's name whatever held it (the same
 // replica before a restart). It returns the beat's revision; ErrConflict when the heartbeat at
 // rev is gone: it lapsed (the replica or NATS stalled for a TTL), and other replicas may
-// have adopted this one's runs meanwhile. Beat again with rev 0.
+// have adopted this one's runs meanwhile; ErrNameTaken when another process beat it since.
+// Beat again with rev 0.
 func (s *Store) Beat(ctx context.Context, replica string, rev uint64) (uint64, error) {
 	var next uint64
 	err := s.retry(ctx, func(ctx context.Context) error {
+		b := s.buckets()
 		var err error
 		if rev == 0 {
-			next, err = s.buckets().replicas.Put(ctx, replica, nil)
-		} else {
-			next, err = s.buckets().replicas.Update(ctx, replica, nil, rev)
+			next, err = b.replicas.Put(ctx, replica, nil)
+			return err
+		}
+		next, err = b.replicas.Update(ctx, replica, nil, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if _, getErr := b.replicas.Get(ctx, replica); getErr == nil {
+				return ErrNameTaken
+			}
 		}
 		return err
 	})

@@ -243,7 +243,8 @@ func TestOwners(t *testing.T) {
 }
 
 // TestHeartbeats: a replica is alive while it beats, and draining while it marks itself so; a
-// heartbeat not beaten for the TTL lapses, and the next beat after it says so.
+// heartbeat not beaten for the TTL lapses, and the next beat after it says so; a beat after
+// another process beat the same name says that.
 func TestHeartbeats(t *testing.T) {
 	s, _ := open(t, time.Second)
 	ctx := t.Context()
@@ -275,8 +276,8 @@ func TestHeartbeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Beat(ctx, "a", first); !errors.Is(err, runstore.ErrConflict) {
-		t.Fatalf("Beat after a stale beat = %v, want ErrConflict", err)
+	if _, err := s.Beat(ctx, "a", first); !errors.Is(err, runstore.ErrNameTaken) {
+		t.Fatalf("Beat at a revision another beat of the name replaced = %v, want ErrNameTaken", err)
 	}
 	eventually(t, "the unbeaten heartbeats lapse", func() bool { return len(alive()) == 0 })
 	if _, err := s.Beat(ctx, "a", next); !errors.Is(err, runstore.ErrConflict) {

@@ -538,3 +538,28 @@ func (h *harness) bucket(t *testing.T, name string) jetstream.KeyValue {
 	}
 	return kv
 }
+
+// TestAReplicaNameInUseIsReported: two processes that share a replica name each take the
+// other's runs for their own; a replica whose heartbeat another process beats says so in an
+// error naming the variable to change. Here the test beats orchestrator-1's heartbeat.
+func TestAReplicaNameInUseIsReported(t *testing.T) {
+	h := replicaMesh(t)
+	heartbeats := h.bucket(t, runstore.ReplicaBucket)
+	reported := func() bool {
+		for line := range strings.Lines(h.logs.String()) {
+			if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, "another orchestrator process uses this replica's name") &&
+				strings.Contains(line, "AGENTMESH_REPLICA") && strings.Contains(line, `"replica":"orchestrator-1"`) {
+				return true
+			}
+		}
+		return false
+	}
+	if !eventually(t, 10*time.Second, func() bool {
+		if _, err := heartbeats.Put(t.Context(), "orchestrator-1", nil); err != nil {
+			t.Fatal(err)
+		}
+		return reported()
+	}) {
+		t.Fatal("orchestrator-1 did not report that another process beats its name")
+	}
+}
