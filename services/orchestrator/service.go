@@ -244,7 +244,8 @@ func (s *Service) Register(g grpc.ServiceRegistrar) { agentv1.RegisterAgentServi
 // Drain stops this replica taking runs, hands its live runs off and returns once they are
 // gone: each run stops at its next checkpoint (a paused run at once), so another replica
 // resumes it with nothing lost; runs that reach none within the drain timeout, or before ctx
-// ends, are stopped where they are and resumed from their last checkpoint. Without a store
+// ends, are stopped where they are and resumed from their last checkpoint. The replica marks
+// itself draining at once, and removes its heartbeat once its runs are gone. Without a store
 // Drain does nothing: Close interrupts the runs.
 func (s *Service) Drain(ctx context.Context) {
 	if s.store == nil || s.isDraining() {
@@ -256,6 +257,9 @@ func (s *Service) Drain(ctx context.Context) {
 		s.stopKeeper()
 		<-s.kept
 		s.retiring.Wait()
+		if err := s.store.Leave(context.WithoutCancel(ctx), s.replica); err != nil {
+			s.log.WarnContext(ctx, "removing the replica's heartbeat failed; it expires instead", "err", err)
+		}
 		s.store.Close()
 	}()
 	runs := s.liveRuns()

@@ -76,6 +76,22 @@ func (s *Store) MarkDraining(ctx context.Context, replica string) error {
 	}))
 }
 
+// Leave removes replica's heartbeat and draining mark: it runs nothing any more, and the
+// runs that still name it (their hand-off failed) are adopted at the other replicas' next
+// pass, not once the heartbeat has expired. The keys are purged, not deleted, as Alive lists
+// the subjects that hold a message.
+func (s *Store) Leave(ctx context.Context, replica string) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		log := s.buckets().replicaLog
+		for _, key := range []string{replica, replica + drainingSuffix} {
+			if err := log.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(ReplicaBucket, key))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
 // Alive returns the replicas whose heartbeat lives, and those of them that drain (marked by
 // MarkDraining): the subjects of the replicas' bucket's stream, in one request.
 func (s *Store) Alive(ctx context.Context) (alive, draining map[string]bool, err error) {

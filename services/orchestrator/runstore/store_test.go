@@ -242,8 +242,8 @@ func TestOwners(t *testing.T) {
 	}
 }
 
-// TestHeartbeats: a replica is alive while it beats, and draining while it marks itself so; a
-// heartbeat not beaten for the TTL lapses, and the next beat after it says so; a beat after
+// TestHeartbeats: a replica is alive while it beats, and draining while it marks itself so,
+// until it leaves; a heartbeat not beaten for the TTL lapses, and the next beat after it says so; a beat after
 // another process beat the same name says that.
 func TestHeartbeats(t *testing.T) {
 	s, _ := open(t, time.Second)
@@ -271,6 +271,12 @@ func TestHeartbeats(t *testing.T) {
 	}
 	if got, draining, err := s.Alive(ctx); err != nil || len(got) != 2 || !draining["b"] || len(draining) != 1 {
 		t.Fatalf("Alive after b marked itself draining = %v, draining %v, %v; want a and b alive, b draining", got, draining, err)
+	}
+	if err := s.Leave(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, draining, err := s.Alive(ctx); err != nil || len(got) != 1 || !got["a"] || len(draining) != 0 {
+		t.Fatalf("Alive after b left = %v, draining %v, %v; want a alone", got, draining, err)
 	}
 	next, err := s.Beat(ctx, "a", first)
 	if err != nil {

@@ -360,12 +360,24 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 // TestADrainingReplicasRunsMoveAtOnce: a keeper does not read again the owner of a run it
 // knows a live replica owns, but a replica that drains marks itself so, and the other replica
 // then reads its runs' owners again: a run handed off moves at the other replica's next pass,
-// while the drained replica's heartbeat still lives (the TTL is 15 s, a pass every 5 s), not
-// once that heartbeat has expired.
+// while the drain still waits for another run (held in its model call), not once the drained
+// replica has gone (the TTL is 3 s, a pass every second; the keeper trusts an owner it read
+// for 9 passes, and the drain waits 7 s at most). Once the drain is over, the replica's
+// heartbeat and draining mark are gone.
 func TestADrainingReplicasRunsMoveAtOnce(t *testing.T) {
-	h := replicaMeshTTL(t, 15*time.Second, llmtest.Scenario{Name: "drain", Match: "drain", Turns: []llmtest.Turn{calcTurn("c1", "3*3"), text("9")}})
+	hold := make(chan struct{})
+	h := replicaMeshTTL(t, 3*time.Second,
+		llmtest.Scenario{Name: "drain", Match: "drain", Turns: []llmtest.Turn{calcTurn("c1", "3*3"), text("9")}},
+		llmtest.Scenario{Name: "held", Match: "held", Turns: []llmtest.Turn{{Content: "Held.", Hold: hold}}},
+	)
 	const runID = "drained"
 	ctx := t.Context()
+	var held sync.WaitGroup
+	defer held.Wait()
+	held.Go(func() { _, _ = h.replicas[0].Run(ctx, &agentv1.RunRequest{Message: "held", RunId: "held"}) })
+	if !eventually(t, 10*time.Second, func() bool { return h.metrics(t).Value("agentmesh_generation_active_requests", nil) == 1 }) {
+		t.Fatal("the held run never reached its model")
+	}
 	reads := make(chan *nats.Msg, 64)
 	sub, err := h.mesh.NATS().ChanSubscribe("$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".$KV."+runstore.ActiveBucket+"."+runID, reads)
 	if err != nil {
@@ -383,12 +395,26 @@ func TestADrainingReplicasRunsMoveAtOnce(t *testing.T) {
 		t.Fatal("orchestrator-2's keeper never read the run's owner")
 	}
 
-	h.mesh.StopOrchestrator(context.WithoutCancel(ctx), 0)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		h.mesh.StopOrchestrator(context.WithoutCancel(ctx), 0)
+	}()
 	if got := h.awaitResumed(t, runID, 30*time.Second); got.GetReplica() != "orchestrator-2" || got.GetReason() != runstore.HandedOff {
 		t.Fatalf("run_resumed = %v, want orchestrator-2 taking over a run handed off", got)
 	}
-	if _, err := h.bucket(t, runstore.ReplicaBucket).Get(ctx, "orchestrator-1"); err != nil {
-		t.Fatalf("orchestrator-1's heartbeat: %v; the run moved only once it expired, not when its replica drained", err)
+	select {
+	case <-drained:
+		t.Fatal("the run moved only once its replica's drain was over, not while it drained")
+	default:
+	}
+	close(hold)
+	<-drained
+	heartbeats := h.bucket(t, runstore.ReplicaBucket)
+	for _, key := range []string{"orchestrator-1", "orchestrator-1/draining"} {
+		if _, err := heartbeats.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("%s after the drain: %v; want it removed", key, err)
+		}
 	}
 }
 
