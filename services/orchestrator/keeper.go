@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"sync"
 	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
@@ -11,26 +12,84 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// keep beats this replica's heartbeat, which keeps its runs its own, and adopts the runs
-// nobody owns (their owner died, or shut down and handed them off), every third of the TTL,
-// until ctx ends. A beat that finds the heartbeat lapsed adopts nothing in that pass: other
-// replicas' heartbeats may have lapsed with it (NATS was down for a TTL), and they beat again
-// within the pass. A draining replica marks itself draining every pass too (see Drain).
+// keep runs the replica's keeper until ctx ends: one goroutine beats its heartbeat, which
+// keeps its runs its own, and another adopts the runs nobody owns (their owner died, or shut
+// down and handed them off), each every third of the TTL. Adoption waits on slow requests
+// (a store that is down) that must not hold the beats up.
 func (s *Service) keep(ctx context.Context) {
 	defer close(s.kept)
+	var (
+		wg sync.WaitGroup
+		b  beats
+	)
+	rev := s.beat(ctx, 0, &b) // before the first adoption, which looks for its outcome
+	wg.Go(func() { s.beatEvery(ctx, &b, rev) })
+	wg.Go(func() { s.adoptEvery(ctx, &b) })
+	wg.Wait()
+}
+
+// beats is what the beating goroutine tells the adopting one.
+type beats struct {
+	mu      sync.Mutex
+	live    bool      // the last beat stored the heartbeat
+	trouble time.Time // when a beat last failed or found the heartbeat lapsed; zero: never
+}
+
+// set records a beat: live when it stored the heartbeat, troubled when it failed or found the
+// heartbeat lapsed.
+func (b *beats) set(live, troubled bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.live = live
+	if troubled {
+		b.trouble = time.Now()
+	}
+}
+
+// suspect records trouble seen elsewhere: the store does not list this replica's heartbeat.
+func (b *beats) suspect() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.trouble = time.Now()
+}
+
+// steady reports whether the replica may adopt runs: its heartbeat is live, and has been beaten
+// without trouble for ttl. After trouble (NATS down, or its store lost) the other replicas'
+// heartbeats may be missing too, though they live: each beats again within a third of the TTL
+// of NATS being back, and none is taken for dead before a TTL has passed.
+func (b *beats) steady(ttl time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live && (b.trouble.IsZero() || time.Since(b.trouble) >= ttl)
+}
+
+// beatEvery beats the heartbeat after the one at rev every third of the TTL until ctx ends,
+// and marks the replica draining while it drains (see Drain).
+func (s *Service) beatEvery(ctx context.Context, b *beats, rev uint64) {
 	tick := time.NewTicker(s.store.LeaseTTL() / 3)
 	defer tick.Stop()
-	var (
-		rev   uint64 // the last beat's revision
-		adopt bool
-		known = owners{}
-	)
-	for pass := 0; ; pass++ {
-		if rev, adopt = s.beat(ctx, rev); adopt {
-			s.adoptOrphans(ctx, known, pass)
-		}
+	for {
 		if s.isDraining() {
 			s.markDraining(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rev = s.beat(ctx, rev, b)
+	}
+}
+
+// adoptEvery adopts the runs nobody owns every third of the TTL while the beats are steady,
+// until ctx ends.
+func (s *Service) adoptEvery(ctx context.Context, b *beats) {
+	tick := time.NewTicker(s.store.LeaseTTL() / 3)
+	defer tick.Stop()
+	known := owners{}
+	for pass := 0; ; pass++ {
+		if b.steady(s.store.LeaseTTL()) && !s.adoptOrphans(ctx, known, pass) {
+			b.suspect()
 		}
 		select {
 		case <-ctx.Done():
@@ -40,14 +99,14 @@ func (s *Service) keep(ctx context.Context) {
 	}
 }
 
-// beat beats the replica's heartbeat after the one at rev (0: the first) and returns the
-// revision to beat after next; adopt reports whether the replica may adopt runs in this pass:
-// not when the beat failed, nor when the heartbeat had lapsed, in which case the runs other
-// replicas took meanwhile stop here, nor when another process beat this replica's name.
-func (s *Service) beat(ctx context.Context, rev uint64) (next uint64, adopt bool) {
+// beat beats the replica's heartbeat after the one at rev (0: the first), records it in b and
+// returns the revision to beat after next. A heartbeat found lapsed is beaten again, and the
+// runs other replicas took meanwhile stop here; one another process beat is reported.
+func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	next, err := s.store.Beat(ctx, s.replica, rev)
 	if err == nil {
-		return next, true
+		b.set(true, false)
+		return next
 	}
 	switch {
 	case errors.Is(err, runstore.ErrNameTaken):
@@ -56,17 +115,20 @@ func (s *Service) beat(ctx context.Context, rev uint64) (next uint64, adopt bool
 		s.log.ErrorContext(ctx, "another orchestrator process uses this replica's name: each takes the other's runs for its own; give every replica a unique AGENTMESH_REPLICA", "replica", s.replica)
 	case !errors.Is(err, runstore.ErrConflict):
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
-		return rev, false
+		b.set(false, true)
+		return rev
 	default:
 		s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
 		s.metrics.lapses.Add(ctx, 1)
 	}
+	b.set(false, true) // before the heartbeat is back, so that adoption never sees it steady
 	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
-		return 0, false
+		return 0
 	}
+	b.set(true, false)
 	s.dropLostRuns(ctx)
-	return next, false
+	return next
 }
 
 // ownerCheckers is how many runs' owners a replica reads at once after its heartbeat lapsed.
@@ -121,21 +183,26 @@ func (s *Service) markDraining(ctx context.Context) {
 // its checkpoint: its owner's heartbeat is gone, or its owner handed it off. A run this replica
 // owned before it restarted (same replica name) is taken back at once. Runs an earlier release
 // started move over once their lease is gone (runstore's AdoptLegacy). known is updated with
-// the owners read in pass.
-func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) {
+// the owners read in pass. It reports false, adopting nothing, when the store does not list
+// this replica's own heartbeat, which it beat: the store lost it (NATS came back without its
+// store) or it lapsed, and the other replicas' may be missing for the same reason.
+func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) bool {
 	if s.isDraining() {
-		return
+		return true
 	}
-	s.adoptLegacy(ctx)
 	alive, draining, err := s.store.Alive(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing live replicas failed", "err", err)
-		return
+		return true
 	}
+	if !alive[s.replica] {
+		return false
+	}
+	s.adoptLegacy(ctx)
 	ids, err := s.store.Active(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing active runs failed", "err", err)
-		return
+		return true
 	}
 	listed := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -144,7 +211,7 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) {
 	maps.DeleteFunc(known, func(id string, r ownerRead) bool { return !listed[id] || pass-r.pass >= rereadPasses })
 	for _, id := range ids {
 		if s.isDraining() || ctx.Err() != nil {
-			return
+			return true
 		}
 		if s.ours(id) {
 			continue
@@ -174,6 +241,7 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) {
 		}
 		s.adopt(ctx, id, reason)
 	}
+	return true
 }
 
 // adoptLegacy moves the runs an earlier release left without an owner to this replica, and
