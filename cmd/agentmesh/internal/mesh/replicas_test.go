@@ -589,3 +589,61 @@ func TestAReplicaNameInUseIsReported(t *testing.T) {
 		t.Fatal("orchestrator-1 did not report that another process beats its name")
 	}
 }
+
+// TestLostHeartbeatsAdoptNothing: when the store loses the heartbeats (NATS came back without
+// its store, or keeps losing it), every replica still lives, and none adopts another's run
+// for it: a replica adopts nothing while the store lists no heartbeat of its own, nor until its
+// beats have gone a TTL without trouble, by when the others have beaten again. The test purges
+// every heartbeat ten times a second for a TTL while a run waits on orchestrator-1 for an
+// approval, then waits until orchestrator-2 has beaten for two TTLs more, and finds the run
+// still orchestrator-1's, never resumed. A replica that adopted whenever the run's owner had
+// no heartbeat would take it during the purges.
+func TestLostHeartbeatsAdoptNothing(t *testing.T) {
+	const ttl = 3 * time.Second
+	h := replicaMeshTTL(t, ttl, llmtest.Scenario{Name: "lost", Match: "lost", Turns: []llmtest.Turn{calcTurn("c1", "4*4"), text("16")}})
+	const runID = "lost-heartbeats"
+	ctx := t.Context()
+	res, err := h.replicas[0].Run(ctx, &agentv1.RunRequest{Message: "lost", RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	heartbeats, err := h.jetStream(t).Stream(ctx, "KV_"+runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	purge := time.NewTicker(100 * time.Millisecond)
+	defer purge.Stop()
+	for end := time.Now().Add(ttl); time.Now().Before(end); <-purge.C {
+		if err := heartbeats.Purge(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beats := make(chan *nats.Msg, 64)
+	sub, err := h.mesh.NATS().ChanSubscribe("$KV."+runstore.ReplicaBucket+".orchestrator-2", beats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for range 6 { // a beat a third of the TTL: two TTLs
+		select {
+		case <-beats:
+		case <-time.After(10 * time.Second):
+			t.Fatal("orchestrator-2 stopped beating")
+		}
+	}
+	e, err := h.bucket(t, runstore.ActiveBucket).Get(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner := string(e.Value()); owner != "orchestrator-1" {
+		t.Fatalf("the run's owner is %q; want orchestrator-1 still", owner)
+	}
+	stream, err := h.jetStream(t).Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("run_resumed: %v; want none", err)
+	}
+}
