@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -170,10 +171,7 @@ func checkReported(t *testing.T, res *typev1.RunResult) {
 // storedEvents reads a finished run's events back from JetStream, with their headers.
 func (h *harness) storedEvents(t *testing.T, runID string) ([]*eventv1.RunEvent, []jetstream.Msg) {
 	t.Helper()
-	js, err := jetstream.New(h.mesh.NATS())
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := h.jetStream(t)
 	var evs []*eventv1.RunEvent
 	if err := events.Watch(t.Context(), js, runID, 0, func(_ context.Context, ev *eventv1.RunEvent) error {
 		evs = append(evs, ev)
@@ -615,4 +613,37 @@ func TestInvalidRequests(t *testing.T) {
 	if _, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "no-such-run"}); status.Code(err) != codes.NotFound {
 		t.Errorf("GetRun(unknown) = %v, want NOT_FOUND", err)
 	}
+}
+
+// jetStream is JetStream on the mesh's NATS connection.
+func (h *harness) jetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(h.mesh.NATS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// bucket is the mesh's key-value bucket of that name.
+func (h *harness) bucket(t *testing.T, name string) jetstream.KeyValue {
+	t.Helper()
+	kv, err := h.jetStream(t).KeyValue(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// subscribe returns the messages published on subject (a NATS subscription, plain, not
+// JetStream) from now until the test ends.
+func (h *harness) subscribe(t *testing.T, subject string) <-chan *nats.Msg {
+	t.Helper()
+	msgs := make(chan *nats.Msg, 1024)
+	sub, err := h.mesh.NATS().ChanSubscribe(subject, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return msgs
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -196,10 +195,7 @@ func TestAnIndexEntryDeletedByAnOlderVersionIsDropped(t *testing.T) {
 	cfg.Durability.LeaseTTLMS = 1000 // the keeper looks every third of a second
 	h := start(t, cfg, llmtest.Scenario{Name: "answer", Match: "hello", Turns: []llmtest.Turn{text("hi")}})
 	res := h.run(t, &agentv1.RunRequest{Message: "hello"})
-	js, err := jetstream.New(h.mesh.NATS())
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := h.jetStream(t)
 	ctx := t.Context()
 	// The older version's buckets, as its replicas create them.
 	active, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: runstore.LegacyActiveBucket, History: 1})
@@ -267,18 +263,8 @@ func TestLivenessCostsOneWriteAReplica(t *testing.T) {
 		}
 		paused(t, res, "c1")
 	}
-	writes := make(chan *nats.Msg, 1024)
-	sub, err := h.mesh.NATS().ChanSubscribe("$KV.>", writes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	reads := make(chan *nats.Msg, 1024)
-	readSub, err := h.mesh.NATS().ChanSubscribe("$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".>", reads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = readSub.Unsubscribe() }()
+	writes := h.subscribe(t, "$KV.>")
+	reads := h.subscribe(t, "$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".>")
 	read := map[string]int{}
 	heartbeat := "$KV." + runstore.ReplicaBucket + "."
 	beats := map[string]int{}
@@ -378,12 +364,7 @@ func TestADrainingReplicasRunsMoveAtOnce(t *testing.T) {
 	if !eventually(t, 10*time.Second, func() bool { return h.metrics(t).Value("agentmesh_generation_active_requests", nil) == 1 }) {
 		t.Fatal("the held run never reached its model")
 	}
-	reads := make(chan *nats.Msg, 64)
-	sub, err := h.mesh.NATS().ChanSubscribe("$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".$KV."+runstore.ActiveBucket+"."+runID, reads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
+	reads := h.subscribe(t, "$JS.API.DIRECT.GET.KV_"+runstore.ActiveBucket+".$KV."+runstore.ActiveBucket+"."+runID)
 	res, err := h.replicas[0].Run(ctx, &agentv1.RunRequest{Message: "drain", RunId: runID})
 	if err != nil {
 		t.Fatal(err)
@@ -467,12 +448,7 @@ func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
 	}
 	// Both keepers have read the run's owner, ghost, once each has made a whole pass since
 	// orchestrator-1 beat again (it did before it stopped the run): two beats of each.
-	beats := make(chan *nats.Msg, 64)
-	sub, err := h.mesh.NATS().ChanSubscribe("$KV."+runstore.ReplicaBucket+".*", beats)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
+	beats := h.subscribe(t, "$KV."+runstore.ReplicaBucket+".*")
 	seen := map[string]int{}
 	for min(seen["orchestrator-1"], seen["orchestrator-2"]) < 2 {
 		select {
@@ -545,26 +521,6 @@ func (h *harness) awaitResumed(t *testing.T, runID string, timeout time.Duration
 	return ev.GetRunResumed()
 }
 
-// jetStream is JetStream on the mesh's NATS connection.
-func (h *harness) jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	js, err := jetstream.New(h.mesh.NATS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
-// bucket is the mesh's key-value bucket name.
-func (h *harness) bucket(t *testing.T, name string) jetstream.KeyValue {
-	t.Helper()
-	kv, err := h.jetStream(t).KeyValue(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv
-}
-
 // TestAReplicaNameInUseIsReported: two processes that share a replica name each take the
 // other's runs for their own; a replica whose heartbeat another process beats says so in an
 // error naming the variable to change. Here the test beats orchestrator-1's heartbeat.
@@ -619,12 +575,7 @@ func TestLostHeartbeatsAdoptNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	beats := make(chan *nats.Msg, 64)
-	sub, err := h.mesh.NATS().ChanSubscribe("$KV."+runstore.ReplicaBucket+".orchestrator-2", beats)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
+	beats := h.subscribe(t, "$KV."+runstore.ReplicaBucket+".orchestrator-2")
 	for range 6 { // a beat a third of the TTL: two TTLs
 		select {
 		case <-beats:
