@@ -78,14 +78,15 @@ func (s *Store) moveLegacy(ctx context.Context, active jetstream.KeyValue, activ
 	if e, err := active.Get(ctx, id); err == nil && string(e.Value()) == HandedOff {
 		why = HandedOff
 	}
-	if _, err := s.buckets().active.Create(ctx, id, []byte(replica)); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			_ = activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(LegacyActiveBucket, id)))
-		}
+	// A run this release's index holds already is left to the index's own adoption; either way
+	// it leaves the earlier index.
+	_, err = s.buckets().active.Create(ctx, id, []byte(replica))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return "", false
 	}
-	if err := activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(LegacyActiveBucket, id))); err != nil {
-		return "", false // the new entry names replica: the index's adoption takes it from here
+	purged := activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(LegacyActiveBucket, id)))
+	if err != nil || purged != nil {
+		return "", false // a new entry that names replica: the index's adoption takes it from here
 	}
 	return why, true
 }
