@@ -154,7 +154,10 @@ func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.Ge
 	if onDelta == nil {
 		raw, err = p.Complete(ctx, preq)
 	} else {
-		raw, err = p.Stream(ctx, preq, onDelta)
+		raw, err = p.Stream(ctx, preq, func(d *generationv1.Delta) error {
+			validDelta(d)
+			return onDelta(d)
+		})
 	}
 	return s.finishChat(ctx, p, req, c, raw, err)
 }
@@ -208,6 +211,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 		endWithError(c.span, err)
 		return nil, err
 	}
+	validAnswer(raw)
 	model := req.GetTarget().GetModel()
 	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
 	resp := adapt(raw, c.offered, req.GetStrictMode(), log)

@@ -1,17 +1,23 @@
 package mesh_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
 )
 
 // notUTF8 is a body that is not UTF-8: a control byte, then a gzip header's bytes and two
@@ -82,6 +88,67 @@ func TestAProvidersAnswerThatIsNotUTF8(t *testing.T) {
 			}
 			if decided == 0 {
 				t.Error("no recovery_decided event")
+			}
+		})
+	}
+}
+
+// notUTF8Provider is a provider of Go code (mesh.Options.Providers) whose answers end in bytes
+// that are not UTF-8: a defect of a provider linked into the mesh, which no wire format
+// filters.
+type notUTF8Provider struct{ generation.Provider }
+
+func (p notUTF8Provider) Complete(ctx context.Context, req *generation.Request) (*generation.Response, error) {
+	res, err := p.Provider.Complete(ctx, req)
+	if err == nil {
+		res.Content += notUTF8
+	}
+	return res, err
+}
+
+func (p notUTF8Provider) Stream(ctx context.Context, req *generation.Request, onDelta func(*generationv1.Delta) error) (*generation.Response, error) {
+	res, err := p.Provider.Stream(ctx, req, onDelta)
+	if err == nil {
+		res.Content += notUTF8
+		err = onDelta(&generationv1.Delta{Content: notUTF8})
+	}
+	return res, err
+}
+
+// TestAProviderOfGoCodeAnsweringNotUTF8 finishes the run with the answer's bad bytes replaced
+// by U+FFFD, over gRPC and with the stages in process. Over gRPC the generation stage's answer
+// could not be encoded (the run failed as if the provider had); in process the run's
+// checkpoint could not be, and the run waited for the store until its deadline.
+func TestAProviderOfGoCodeAnsweringNotUTF8(t *testing.T) {
+	for _, inProcess := range []bool{false, true} {
+		name := "grpc"
+		if inProcess {
+			name = "in process"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+				o.InProcess = inProcess
+				providers, err := generation.ProvidersFromConfig(o.Config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Providers = map[string]generation.Provider{"scripted": notUTF8Provider{providers["scripted"]}}
+			}, llmtest.Scenario{Match: "hi", Turns: []llmtest.Turn{text("hello")}})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			res, err := h.client.Run(ctx, &agentv1.RunRequest{Message: "hi"})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if want := "hello" + strings.ToValidUTF8(notUTF8, "\uFFFD"); !res.GetSuccess() || res.GetFinalReport().GetContent() != want {
+				t.Fatalf("outcome %s %s, answer %q; want a success answering %q", res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent(), want)
+			}
+			checkInvariants(t, res)
+			evs, _ := h.storedEvents(t, res.GetRunId())
+			if !slices.ContainsFunc(evs, func(ev *eventv1.RunEvent) bool {
+				return ev.GetLlmDelta().GetContent() == strings.ToValidUTF8(notUTF8, "\uFFFD")
+			}) {
+				t.Errorf("no llm_delta event carries the fragment %q with its bad bytes replaced", notUTF8)
 			}
 		})
 	}
