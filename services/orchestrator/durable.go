@@ -8,6 +8,7 @@ import (
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/validutf8"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 )
 
@@ -52,12 +53,29 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 
 // save writes cp after the run's last checkpoint (its head), retrying a store that is down until it
 // is back or the run is stopped.
+//
+// A checkpoint that cannot be encoded holds text that is not UTF-8, from a defect of a stage
+// (with the stages in process, where no transport checks their answers): retrying could not
+// help, and the run waited until its deadline. Its text is repaired in place instead (with the
+// run's own, which the checkpoint shares: its result can then be sent too), and the repair
+// logged as an error; a transcript entry that hashed the text before shows it changed.
 func (r *run) save(ctx context.Context, cp *checkpointv1.RunCheckpoint) *ending {
 	wait := checkpointBackoff
+	repaired := false
 	for {
 		err := r.svc.store.Save(context.WithoutCancel(ctx), cp, r.head)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, runstore.ErrUnencodable) {
+			if repaired {
+				r.svc.log.ErrorContext(ctx, "checkpoint cannot be encoded; the run goes on without it", "run_id", r.id, "err", err)
+				return nil
+			}
+			repaired = true
+			n := validutf8.Repair(cp)
+			r.svc.log.ErrorContext(ctx, "checkpoint held text that is not UTF-8, which a stage passed on: replaced with U+FFFD", "run_id", r.id, "strings", n, "err", err)
+			continue
 		}
 		if errors.Is(err, runstore.ErrConflict) {
 			r.svc.log.WarnContext(ctx, "checkpoint conflict: another replica owns the run", "run_id", r.id, "err", err)

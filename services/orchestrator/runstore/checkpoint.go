@@ -46,8 +46,9 @@ func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*He
 // longer the latest (another replica advanced the run). It writes what changed since h: the
 // new messages, transcript and accounting entries, the request, contract and tools when they
 // changed, and the checkpoint's own small state. A checkpoint that the store lost (NATS
-// restarted with an empty store) is written again whole from cp. When Save fails, h is as it
-// was, but for knowing that the run's log may now hold a segment.
+// restarted with an empty store) is written again whole from cp. A checkpoint holding text
+// that is not UTF-8 is refused with ErrUnencodable. When Save fails, h is as it was, but for
+// knowing that the run's log may now hold a segment.
 func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Head) error {
 	w, err := s.prepare(ctx, cp, h)
 	if err != nil {
@@ -332,7 +333,7 @@ func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint, ref 
 	cp.Request, cp.Contract, cp.Available, cp.Conversation, cp.Transcript, cp.Accounting = req, contract, available, conv, tr, acc
 	cp.Log = nil
 	if err != nil {
-		return nil, fmt.Errorf("runstore: encode checkpoint of run %s: %w", cp.GetRunId(), err)
+		return nil, fmt.Errorf("runstore: run %s: %w: %w", cp.GetRunId(), ErrUnencodable, err)
 	}
 	if kvbody.Fits(s.nc, len(data)) {
 		return data, nil

@@ -36,7 +36,7 @@ func (s *Store) appendSegment(ctx context.Context, seg *checkpointv1.LogSegment)
 	runID := seg.GetRunId()
 	data, err := proto.Marshal(seg)
 	if err != nil {
-		return 0, "", fmt.Errorf("runstore: encode checkpoint log of run %s: %w", runID, err)
+		return 0, "", fmt.Errorf("runstore: log of run %s: %w: %w", runID, ErrUnencodable, err)
 	}
 	subject := SegmentSubject(runID)
 	if !kvbody.Fits(s.nc, len(data)) {

@@ -30,6 +30,9 @@ var (
 	// ErrConflict is a write whose expected revision is no longer the latest: another
 	// replica advanced the run or claimed it.
 	ErrConflict = errors.New("revision conflict")
+	// ErrUnencodable is a checkpoint protobuf cannot encode: it holds text that is not UTF-8.
+	// Storing it again cannot help.
+	ErrUnencodable = errors.New("checkpoint cannot be encoded")
 )
 
 // Config sets the buckets' replication, storage and lifetimes.
