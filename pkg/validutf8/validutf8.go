@@ -4,6 +4,8 @@
 // A mesh's stages keep their text UTF-8 where it enters (a tool's output, a provider's
 // answer); this package is for a process that holds a message it must store and finds it
 // cannot encode, from a defect upstream, and would rather keep it repaired than lose it.
+// protobuf-go only refuses such text (its encoder has no option to repair it), and no
+// library of the module proxy walks a message to do it, hence this package.
 package validutf8
 
 import (
