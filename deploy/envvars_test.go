@@ -65,9 +65,14 @@ func binaryEnv(t *testing.T, name string) map[string]bool {
 	}
 	pkgs := map[string]*goPackage{}
 	var main *goPackage
+	env := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) == 3 && strings.HasPrefix(fields[0], otelModules) {
+			otelEnv(t, fields[1], strings.Split(fields[2], ","), env)
+			continue
+		}
 		if len(fields) != 3 || !strings.HasPrefix(fields[0], module+"/") || strings.HasPrefix(fields[0], module+"/gen/") {
 			continue
 		}
@@ -96,7 +101,6 @@ func binaryEnv(t *testing.T, name string) map[string]bool {
 		}
 	}
 
-	env := map[string]bool{}
 	seen := map[*ast.FuncDecl]bool{}
 	var queue []*ast.FuncDecl
 	reach := func(fds ...*ast.FuncDecl) {
@@ -160,6 +164,74 @@ func binaryEnv(t *testing.T, name string) map[string]bool {
 	}
 	envCache[name] = env
 	return env
+}
+
+// otelModules is the import path prefix of the OpenTelemetry SDK and its exporters, which read
+// the standard OTEL_* variables themselves.
+const otelModules = "go.opentelemetry.io/otel"
+
+// otelName matches the name of a standard OpenTelemetry variable, or of a namespace of them.
+var otelName = regexp.MustCompile(`^OTEL_[A-Z0-9_]+$`)
+
+// otelEnv adds to env the variables an OpenTelemetry package (the files of dir) reads: every
+// string literal that is an OTEL_* name (the SDK's keys: OTEL_SERVICE_NAME, OTEL_BSP_...), and
+// for a file that reads a namespace of them (the exporters' `Namespace: "OTEL_EXPORTER_OTLP"`),
+// the namespace joined with each name its With* options read ("HEADERS" →
+// OTEL_EXPORTER_OTLP_HEADERS). The module's reads are found through the calls that reach them;
+// the SDK's cannot be (it passes its keys through variables and builds the exporters' names),
+// so every linked package's names count, an over-approximation like the module's scan.
+func otelEnv(t *testing.T, dir string, files []string, env map[string]bool) {
+	t.Helper()
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if name == "" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var namespaces, options []string
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if v, ok := literal(n); ok && otelName.MatchString(v) {
+					env[v] = true
+				}
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Namespace" {
+					if lit, ok := n.Value.(*ast.BasicLit); ok {
+						if v, ok := literal(lit); ok && otelName.MatchString(v) {
+							namespaces = append(namespaces, v)
+						}
+					}
+				}
+			case *ast.CallExpr:
+				if strings.HasPrefix(calleeName(n.Fun), "With") && len(n.Args) > 0 {
+					if lit, ok := n.Args[0].(*ast.BasicLit); ok {
+						if v, ok := literal(lit); ok && envName.MatchString(v) {
+							options = append(options, v)
+						}
+					}
+				}
+			}
+			return true
+		})
+		for _, ns := range namespaces {
+			for _, o := range options {
+				env[ns+"_"+o] = true
+			}
+		}
+	}
+}
+
+// literal is the value of a string literal.
+func literal(lit *ast.BasicLit) (string, bool) {
+	if lit.Kind != token.STRING {
+		return "", false
+	}
+	v, err := strconv.Unquote(lit.Value)
+	return v, err == nil
 }
 
 // parsePackage parses the files of the package path in dir, once per test binary.
@@ -284,7 +356,9 @@ func TestBinaryEnvFindsTheReads(t *testing.T) {
 		reads   []string
 		not     []string
 	}{
-		{"orchestrator", []string{"LISTEN_ADDR", "METRICS_ADDR", "INTENT_ADDR", "RECOVERY_ADDR", "NATS_URL", "AGENTMESH_REPLICA", "AGENTMESH_CONFIG", "AGENTMESH_INSECURE", "TLS_CA", "OTEL_EXPORTER_OTLP_ENDPOINT"}, nil},
+		{"orchestrator", []string{"LISTEN_ADDR", "METRICS_ADDR", "INTENT_ADDR", "RECOVERY_ADDR", "NATS_URL", "AGENTMESH_REPLICA", "AGENTMESH_CONFIG", "AGENTMESH_INSECURE", "TLS_CA", "OTEL_EXPORTER_OTLP_ENDPOINT",
+			// read by the OpenTelemetry SDK and exporters alone (otelEnv)
+			"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"}, nil},
 		{"planning", []string{"LISTEN_ADDR", "METRICS_ADDR", "GENERATION_ADDR", "GRPC_MAX_MESSAGE_BYTES"}, []string{"NATS_URL", "MEMORY_ADDR", "PLANNING_ADDR", "INTENT_ADDR"}},
 		{"action", []string{"MEMORY_ADDR", "NATS_URL"}, []string{"GENERATION_ADDR", "INTENT_ADDR"}},
 		{"recovery", []string{"LISTEN_ADDR", "AGENTMESH_MEMORY_RATIO", "GOMEMLIMIT"}, []string{"GENERATION_ADDR", "MEMORY_ADDR", "NATS_URL"}},
