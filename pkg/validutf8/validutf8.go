@@ -18,6 +18,7 @@ import (
 
 // Repair replaces the bytes that are not UTF-8 in every string of m, in nested messages,
 // lists and maps (keys too), with U+FFFD, in place, and returns how many strings it changed.
+// Map keys that differ only in their bad bytes become one key, holding one of their values.
 func Repair(m proto.Message) int {
 	if m == nil {
 		return 0
