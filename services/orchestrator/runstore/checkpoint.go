@@ -63,8 +63,15 @@ func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Hea
 		next, err = b.checkpoints.Update(ctx, cp.GetRunId(), w.data, h.rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if _, getErr := b.checkpoints.Get(ctx, cp.GetRunId()); isNotFound(getErr) {
-				lost = true
-				return nil
+				// Gone: retired by a replica that finished the run (its tombstone says so), a
+				// conflict; or lost with NATS's store.
+				switch _, tombErr := b.finished.Get(ctx, cp.GetRunId()); {
+				case isNotFound(tombErr):
+					lost = true
+					return nil
+				case tombErr != nil:
+					return tombErr
+				}
 			}
 		}
 		return err
@@ -166,7 +173,7 @@ func (s *Store) drop(ctx context.Context, w *write) {
 }
 
 // Load returns a run's checkpoint, whole, and the head it stands at; ErrNotFound when the
-// store has none.
+// store has none. A retired run's checkpoint is its tombstone (Finish), while it is kept.
 func (s *Store) Load(ctx context.Context, runID string) (*checkpointv1.RunCheckpoint, *Head, error) {
 	return s.load(ctx, runID, nil)
 }
@@ -191,6 +198,10 @@ func (s *Store) load(ctx context.Context, runID string, want func(*checkpointv1.
 		b := s.buckets()
 		for range maxReads {
 			e, err := b.checkpoints.Get(ctx, runID)
+			if isNotFound(err) {
+				cp, h, err = s.tombstone(ctx, b, runID, want)
+				return err
+			}
 			if err != nil {
 				return err
 			}

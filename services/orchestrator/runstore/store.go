@@ -19,6 +19,7 @@ const (
 	ActiveBucket      = "AGENTMESH_RUN_OWNERS"
 	IdempotencyBucket = "AGENTMESH_IDEMPOTENCY"
 	InputBucket       = "AGENTMESH_RUN_INPUTS"
+	FinishedBucket    = "AGENTMESH_FINISHED_RUNS"
 )
 
 // Errors of the store.
@@ -45,6 +46,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// IdempotencyTTL is how long an idempotency key names its run.
 	IdempotencyTTL time.Duration
+	// FinishedTTL is how long a retired run's tombstone keeps its id taken (Finish); 0 keeps
+	// it for good.
+	FinishedTTL time.Duration
 }
 
 // Store is the durable state of runs. It is safe for concurrent use.
@@ -61,6 +65,8 @@ type Store struct {
 // buckets are the handles of the store's buckets.
 type buckets struct {
 	checkpoints jetstream.KeyValue
+	finished    jetstream.KeyValue
+	checkLog    jetstream.Stream // the checkpoints bucket's stream, to purge a retired run's key
 	bodies      jetstream.ObjectStore
 	log         jetstream.Stream
 	replicas    jetstream.KeyValue
@@ -126,6 +132,14 @@ func (s *Store) ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	finished, err := kv(FinishedBucket, "agentmesh retired runs' tombstones, keeping their ids taken", s.cfg.FinishedTTL)
+	if err != nil {
+		return err
+	}
+	checkLog, err := streamOf(CheckpointBucket)
+	if err != nil {
+		return err
+	}
 	replicas, err := kv(ReplicaBucket, "agentmesh orchestrator replicas' heartbeats", s.cfg.LeaseTTL)
 	if err != nil {
 		return err
@@ -170,7 +184,7 @@ func (s *Store) ensure(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.b = buckets{checkpoints: checkpoints, bodies: bodies, log: log, replicas: replicas, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog, activeLog: activeLog, replicaLog: replicaLog}
+	s.b = buckets{checkpoints: checkpoints, finished: finished, checkLog: checkLog, bodies: bodies, log: log, replicas: replicas, active: active, idempotency: idempotency, inputs: inputs, inputLog: inputLog, activeLog: activeLog, replicaLog: replicaLog}
 	return nil
 }
 

@@ -25,6 +25,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // open starts an embedded NATS server and opens a Store on it (lease TTL ttl).
 func open(t *testing.T, ttl time.Duration) (*runstore.Store, jetstream.JetStream) {
 	t.Helper()
+	return openConfig(t, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: ttl, IdempotencyTTL: time.Hour})
+}
+
+// openConfig starts an embedded NATS server and opens a Store on it with cfg.
+func openConfig(t *testing.T, cfg runstore.Config) (*runstore.Store, jetstream.JetStream) {
+	t.Helper()
 	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func open(t *testing.T, ttl time.Duration) (*runstore.Store, jetstream.JetStream
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	s, err := runstore.Open(t.Context(), nc, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: ttl, IdempotencyTTL: time.Hour})
+	s, err := runstore.Open(t.Context(), nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,83 @@
+package runstore
+
+import (
+	"context"
+	"fmt"
+
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+)
+
+// Finish retires a finished run whose result the memory stage keeps: tomb, the run's tombstone
+// (FINISHED, ResultSaved, no result), goes to FinishedBucket, where it lives Config.FinishedTTL;
+// then the run's checkpoint (and the object holding it, if any) is removed, and Retire removes
+// the rest. Until the tombstone expires, Load and State return it as the run's checkpoint, and
+// Taken reports the id taken. The tombstone goes first, so that a run created with the same id
+// once the checkpoint is gone finds it. h is the head the run's owner last saved at, or nil.
+//
+// A tombstone used to replace the checkpoint, in a bucket without a TTL: every run ever made
+// kept a key there for good. The checkpoint is purged rather than deleted, which would leave a
+// marker for good.
+func (s *Store) Finish(ctx context.Context, tomb *checkpointv1.RunCheckpoint, h *Head) error {
+	runID := tomb.GetRunId()
+	data, err := proto.Marshal(tomb)
+	if err != nil {
+		return fmt.Errorf("runstore: %w of run %s: %w", ErrUnencodable, runID, err)
+	}
+	err = s.retry(ctx, func(ctx context.Context) error {
+		b := s.buckets()
+		if _, err := b.finished.Put(ctx, runID, data); err != nil {
+			return err
+		}
+		return b.checkLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(CheckpointBucket, runID)))
+	})
+	if err != nil {
+		return mapErr(err)
+	}
+	if h != nil && h.body != "" {
+		_ = s.buckets().bodies.Delete(ctx, h.body) // a body left behind only costs space
+	}
+	return s.Retire(ctx, runID, h)
+}
+
+// Taken reports whether a retired run's tombstone keeps runID taken (Finish).
+func (s *Store) Taken(ctx context.Context, runID string) (bool, error) {
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.buckets().finished.Get(ctx, runID)
+		return err
+	})
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, mapErr(err)
+}
+
+// Discard removes what Create stored of a run that will not go on (its id turned out taken):
+// its checkpoint and its entry among the active runs.
+func (s *Store) Discard(ctx context.Context, runID string) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		b := s.buckets()
+		if err := b.checkLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(CheckpointBucket, runID))); err != nil {
+			return err
+		}
+		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(ActiveBucket, runID)))
+	}))
+}
+
+// tombstone reads the tombstone of a retired run (Finish) as its checkpoint, for load: its head
+// stands at no revision, since nothing is saved after a tombstone.
+func (s *Store) tombstone(ctx context.Context, b buckets, runID string, want func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, *Head, error) {
+	e, err := b.finished.Get(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	cp := &checkpointv1.RunCheckpoint{}
+	if err := proto.Unmarshal(e.Value(), cp); err != nil {
+		return nil, nil, fmt.Errorf("runstore: tombstone of run %s is corrupt: %w", runID, err)
+	}
+	if want != nil && !want(cp) {
+		return cp, nil, nil
+	}
+	return cp, &Head{}, nil
+}

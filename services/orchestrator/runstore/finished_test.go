@@ -1,0 +1,126 @@
+package runstore_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestAFinishedRunLeavesATombstoneForItsLifetime: Finish removes a finished run's checkpoint,
+// its object and its index entry, and leaves its tombstone, which Load and State return and
+// which keeps its id taken, until the tombstone's lifetime ends: then the store holds nothing
+// of the run. Before, the tombstone replaced the checkpoint in a bucket without a TTL, for good.
+func TestAFinishedRunLeavesATombstoneForItsLifetime(t *testing.T) {
+	const lifetime = time.Second
+	s, js := openConfig(t, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Minute, IdempotencyTTL: time.Hour, FinishedTTL: lifetime})
+	ctx := t.Context()
+	h, err := s.Create(ctx, checkpoint("done", checkpointv1.Phase_PHASE_STARTED, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := checkpoint("done", checkpointv1.Phase_PHASE_FINISHED, 1)
+	fin.Result = &typev1.RunResult{RunId: "done", Conversation: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: string(make([]byte, 2<<20))}}}
+	if err := s.Save(ctx, fin, h); err != nil { // too large for an entry: its body is an object
+		t.Fatal(err)
+	}
+	tomb := checkpoint("done", checkpointv1.Phase_PHASE_FINISHED, 1)
+	tomb.ResultSaved = true
+	if err := s.Finish(ctx, tomb, h); err != nil {
+		t.Fatal(err)
+	}
+
+	checkpoints, err := js.KeyValue(ctx, runstore.CheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoints.Get(ctx, "done"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the finished run's checkpoint is still stored: %v", err)
+	}
+	bodies, err := js.ObjectStore(ctx, runstore.BodyBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objects, _ := bodies.List(ctx); len(objects) != 0 {
+		t.Errorf("the finished run's checkpoint body is still stored: %d objects", len(objects))
+	}
+	if ids, err := s.Active(ctx); err != nil || slices.Contains(ids, "done") {
+		t.Errorf("Active = %v, %v; want the finished run gone", ids, err)
+	}
+	cp, head, err := s.Load(ctx, "done")
+	if err != nil || head == nil || cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED || !cp.GetResultSaved() || cp.GetResult() != nil {
+		t.Fatalf("Load = %v, %v, %v; want the tombstone", cp, head, err)
+	}
+	if st, err := s.State(ctx, "done"); err != nil || !st.GetResultSaved() {
+		t.Errorf("State = %v, %v; want the tombstone", st, err)
+	}
+	if taken, err := s.Taken(ctx, "done"); err != nil || !taken {
+		t.Errorf("Taken = %t, %v; want the finished run's id taken", taken, err)
+	}
+	if taken, err := s.Taken(ctx, "never"); err != nil || taken {
+		t.Errorf("Taken of an unknown id = %t, %v; want free", taken, err)
+	}
+
+	eventually(t, "the tombstone expires", func() bool {
+		taken, err := s.Taken(ctx, "done")
+		return err == nil && !taken
+	})
+	if _, _, err := s.Load(ctx, "done"); !errors.Is(err, runstore.ErrNotFound) {
+		t.Errorf("Load after the tombstone's lifetime = %v; want ErrNotFound", err)
+	}
+}
+
+// TestDiscardRemovesACreatedRun: Discard removes the checkpoint and the index entry Create
+// stored, for a run that may not go on (its id was a retired run's).
+func TestDiscardRemovesACreatedRun(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	if _, err := s.Create(ctx, checkpoint("taken", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(ctx, "taken"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Load(ctx, "taken"); !errors.Is(err, runstore.ErrNotFound) {
+		t.Errorf("Load after Discard = %v; want ErrNotFound", err)
+	}
+	if ids, err := s.Active(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("Active after Discard = %v, %v; want none", ids, err)
+	}
+}
+
+// TestASaveAfterTheRunRetiredConflicts: a replica that still runs a run another replica
+// finished and retired gets ErrConflict at its next checkpoint, as while the checkpoint was
+// there, and does not write the checkpoint again as if NATS had lost it (it ran the run to a
+// second end: two run_finished events in TestRollingRestart).
+func TestASaveAfterTheRunRetiredConflicts(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx := t.Context()
+	stale, err := s.Create(ctx, checkpoint("twice", checkpointv1.Phase_PHASE_STARTED, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, winner, err := s.Load(ctx, "twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, checkpoint("twice", checkpointv1.Phase_PHASE_FINISHED, 1), winner); err != nil {
+		t.Fatal(err)
+	}
+	tomb := checkpoint("twice", checkpointv1.Phase_PHASE_FINISHED, 1)
+	tomb.ResultSaved = true
+	if err := s.Finish(ctx, tomb, winner); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, checkpoint("twice", checkpointv1.Phase_PHASE_READY, 0), stale); !errors.Is(err, runstore.ErrConflict) {
+		t.Fatalf("Save at a head the retired run left behind = %v; want ErrConflict", err)
+	}
+	if cp, _, err := s.Load(ctx, "twice"); err != nil || !cp.GetResultSaved() {
+		t.Errorf("Load = %v, %v; want the tombstone, not a checkpoint written again", cp, err)
+	}
+}
