@@ -28,7 +28,8 @@ import (
 // is not saved yet. The memory stage is then started again, empty (its store is in-process
 // memory), and the replicas' keepers, which adopt such runs and retry saving them, must bring
 // the result into it: the memory stage's own GetRun returns the run, the run leaves the active
-// index, its checkpoint becomes a tombstone (result_saved, without the result), GetRun on b
+// index, its checkpoint gives way to a tombstone (result_saved, without the result, in
+// AGENTMESH_FINISHED_RUNS), GetRun on b
 // still answers (now from the memory stage), the stream holds exactly one run_finished, and
 // the tool ran once.
 //
@@ -55,6 +56,10 @@ func TestResultSavedAfterMemoryOutage(t *testing.T) {
 	checkpoints, err := m.JetStream().KeyValue(t.Context(), runstore.CheckpointBucket)
 	if err != nil {
 		t.Fatalf("bucket %s: %v", runstore.CheckpointBucket, err)
+	}
+	finished, err := m.JetStream().KeyValue(t.Context(), runstore.FinishedBucket)
+	if err != nil {
+		t.Fatalf("bucket %s: %v", runstore.FinishedBucket, err)
 	}
 
 	memory.Kill(t)
@@ -124,20 +129,24 @@ func TestResultSavedAfterMemoryOutage(t *testing.T) {
 			t.Errorf("the checkpoint log still holds %s after the run was retired (last message: %v)", subject, err)
 		}
 	}
-	entry, err := checkpoints.Get(t.Context(), runID)
+	// Retired, its checkpoint is gone, and its tombstone keeps its id taken.
+	if _, err := checkpoints.Get(t.Context(), runID); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the checkpoint of run %s is still in %s after the run was retired: %v", runID, runstore.CheckpointBucket, err)
+	}
+	entry, err := finished.Get(t.Context(), runID)
 	if err != nil {
-		t.Fatalf("checkpoint of run %s: %v", runID, err)
+		t.Fatalf("tombstone of run %s: %v", runID, err)
 	}
 	tomb := &checkpointv1.RunCheckpoint{}
 	if err := proto.Unmarshal(entry.Value(), tomb); err != nil {
-		t.Fatalf("checkpoint of run %s: %v", runID, err)
+		t.Fatalf("tombstone of run %s: %v", runID, err)
 	}
 	if tomb.GetPhase() != checkpointv1.Phase_PHASE_FINISHED || !tomb.GetResultSaved() || tomb.GetResult() != nil {
-		t.Errorf("checkpoint of run %s is %s result_saved=%t with a result: %t; want the tombstone FINISHED, result_saved, without the result",
+		t.Errorf("tombstone of run %s is %s result_saved=%t with a result: %t; want FINISHED, result_saved, without the result",
 			runID, tomb.GetPhase(), tomb.GetResultSaved(), tomb.GetResult() != nil)
 	}
 
-	// With the checkpoint a tombstone, b reads the result from the memory stage. b's own
+	// With the run retired, b reads the result from the memory stage. b's own
 	// connection to the restarted stage may still be waiting out gRPC's reconnect backoff (it
 	// was refused during the outage), so b is polled until it reaches the stage.
 	var after *typev1.RunResult

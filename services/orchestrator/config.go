@@ -91,7 +91,19 @@ func openStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstor
 		Storage:        events.Storage(cfg.NATS),
 		LeaseTTL:       time.Duration(cfg.Durability.LeaseTTLMS) * time.Millisecond,
 		IdempotencyTTL: time.Duration(cfg.Durability.IdempotencyTTLMS) * time.Millisecond,
+		FinishedTTL:    finishedTTL(cfg),
 	})
+}
+
+// finishedTTL is how long a retired run's id stays taken: as long as its events are kept (a
+// run with the same id would add its events to theirs) and as long as an idempotency key may
+// name it (a retry would get the other run), whichever is longer.
+func finishedTTL(cfg *config.Config) time.Duration {
+	kept := time.Duration(cfg.NATS.StreamMaxAgeMS) * time.Millisecond
+	if kept <= 0 {
+		kept = events.DefaultMaxAge
+	}
+	return max(kept, time.Duration(cfg.Durability.IdempotencyTTLMS)*time.Millisecond)
 }
 
 // ConfiguredOptions returns what the configuration sets of an orchestrator on nc: the event

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -275,7 +276,13 @@ func (s *Service) resume(ctx context.Context, runID string, reason string) error
 		return err
 	}
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED && cp.GetResultSaved() {
-		return s.store.Retire(ctx, runID, nil)
+		return s.store.Finish(ctx, cp, nil) // retired midway; or an earlier release's tombstone, which moves
+	}
+	if cp.GetPhase() == checkpointv1.Phase_PHASE_STARTED && cp.GetRequest().GetRunId() != "" {
+		// A run whose caller was told its id is taken, and whose discarding failed.
+		if taken, err := s.store.Taken(ctx, runID); err != nil || taken {
+			return cmp.Or(err, s.store.Discard(ctx, runID))
+		}
 	}
 	r, runCtx, err := s.restoreRun(ctx, cp, head, reason)
 	if err != nil {

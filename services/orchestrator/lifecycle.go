@@ -99,11 +99,20 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 			r.cancel(err)
 			s.unreserve(ctx, r)
 			if errors.Is(err, runstore.ErrExists) {
-				return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
+				return nil, nil, runTaken(runID)
 			}
 			return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
 		}
 		r.head = head
+		if req.GetRunId() != "" { // a generated id is new; a caller's may be a retired run's
+			if err := s.checkRetired(ctx, r); err != nil {
+				r.span.End()
+				r.timer.Stop()
+				r.cancel(err)
+				s.unreserve(ctx, r)
+				return nil, nil, err
+			}
+		}
 	}
 	if !s.register(runCtx, r) {
 		s.handBack(runCtx, r)
@@ -359,4 +368,27 @@ func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint
 // phaseName is a phase as events and the transcript show it, e.g. "awaiting_approval".
 func phaseName(p checkpointv1.Phase) string {
 	return strings.ToLower(strings.TrimPrefix(p.String(), "PHASE_"))
+}
+
+// checkRetired refuses a run created with the id of a retired run whose tombstone still keeps
+// it taken (runstore.Finish), and discards what Create stored of it. It looks after Create:
+// a retiring run's tombstone is stored before its checkpoint goes, so a Create that succeeds
+// because the checkpoint is gone finds the tombstone.
+func (s *Service) checkRetired(ctx context.Context, r *run) error {
+	taken, err := s.store.Taken(ctx, r.id)
+	if err == nil && !taken {
+		return nil
+	}
+	if derr := s.store.Discard(ctx, r.id); derr != nil {
+		s.log.WarnContext(ctx, "discarding a run whose id is taken failed; the keeper discards it", "run_id", r.id, "err", derr)
+	}
+	if err != nil {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", r.id, err)
+	}
+	return runTaken(r.id)
+}
+
+// runTaken is the error of a run whose id another run has.
+func runTaken(runID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
 }

@@ -322,8 +322,9 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 	r.retireStored = func() { r.retireRecords(ctx, err == nil) }
 }
 
-// retireRecords retires a finished run's records in the store (a tombstone checkpoint, then
-// its checkpoint log, its inputs and its entry among the active runs). saved says the memory
+// retireRecords retires a finished run's records in the store (its checkpoint becomes a
+// tombstone, and its checkpoint log, its inputs and its entry among the active runs go:
+// runstore.Finish). saved says the memory
 // stage has the result: a run whose result it has not keeps its records, and is handed off,
 // for a replica (this one, or another) to adopt and save it; so is a run whose retirement
 // failed, to be retired again. The result is stored and delivered by then, so the run's
@@ -331,10 +332,7 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 func (r *run) retireRecords(ctx context.Context, saved bool) {
 	if saved {
 		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
-		if stop := r.save(ctx, tomb); stop != nil {
-			return // another replica owns the run
-		}
-		err := r.svc.store.Retire(ctx, r.id, r.head)
+		err := r.svc.store.Finish(ctx, tomb, r.head)
 		if err == nil {
 			return
 		}

@@ -1,0 +1,126 @@
+package mesh_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+)
+
+// TestARetiredRunLeavesNoCheckpoint: once the memory stage has a finished run's result, its
+// checkpoint leaves AGENTMESH_CHECKPOINTS (it used to stay there as a tombstone for good: a
+// key for every run ever made) and its tombstone waits in AGENTMESH_FINISHED_RUNS, whose keys
+// live as long as the run's events (seven days by default, longer than an idempotency key's
+// day); GetRun still answers, from the memory stage, and a run with the same id is
+// ALREADY_EXISTS, and is discarded.
+func TestARetiredRunLeavesNoCheckpoint(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "hello", Match: "hello", Turns: []llmtest.Turn{text("Hello.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "hello", RunId: "retired-run"})
+	checkpoints := h.bucket(t, runstore.CheckpointBucket)
+	noCheckpoint := func() bool { return len(keysOf(t, checkpoints)) == 0 }
+	if !eventually(t, 10*time.Second, noCheckpoint) {
+		t.Fatalf("%s still holds checkpoints of %v 10s after the run finished", runstore.CheckpointBucket, keysOf(t, checkpoints))
+	}
+	finished := h.bucket(t, runstore.FinishedBucket)
+	if _, err := finished.Get(t.Context(), "retired-run"); err != nil {
+		t.Errorf("no tombstone of the run in %s: %v", runstore.FinishedBucket, err)
+	}
+	st, err := finished.Status(t.Context())
+	if err != nil || st.TTL() != 7*24*time.Hour {
+		t.Errorf("%s keeps its keys %v (%v), want 168h, as long as the events", runstore.FinishedBucket, st.TTL(), err)
+	}
+
+	got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "retired-run"})
+	if err != nil || got.GetOutcome() != res.GetOutcome() || got.GetFinalReport().GetContent() != res.GetFinalReport().GetContent() {
+		t.Fatalf("GetRun of the retired run = %v %q, %v; want %v %q", got.GetOutcome(), got.GetFinalReport().GetContent(), err, res.GetOutcome(), res.GetFinalReport().GetContent())
+	}
+	_, err = h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hello", RunId: "retired-run"})
+	wantCode(t, err, codes.AlreadyExists, "Run with the id of a retired run")
+	if !noCheckpoint() {
+		t.Errorf("the refused run's checkpoint stays in %s", runstore.CheckpointBucket)
+	}
+	if ids := keysOf(t, h.bucket(t, runstore.ActiveBucket)); len(ids) != 0 {
+		t.Errorf("the refused run stays among the active runs: %v", ids)
+	}
+}
+
+// keysOf lists the keys of a key-value bucket.
+func keysOf(t *testing.T, kv jetstream.KeyValue) []string {
+	t.Helper()
+	lister, err := kv.ListKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// TestTheKeeperFinishesWhatARetirementLeft: a keeper that adopts a run (its owner is gone)
+// found in a state a retirement or a refused run left behind moves it on without running it:
+// a run created with a retired run's id whose discarding failed (its caller heard
+// ALREADY_EXISTS) is discarded; an earlier release's tombstone, in the checkpoints' bucket, moves
+// to AGENTMESH_FINISHED_RUNS. Neither run resumes: neither has an event.
+func TestTheKeeperFinishesWhatARetirementLeft(t *testing.T) {
+	cfg := config.Default()
+	cfg.Durability.LeaseTTLMS = 1000
+	h := start(t, cfg, llmtest.Scenario{Name: "hello", Match: "hello", Turns: []llmtest.Turn{text("Hello.")}})
+	ctx := t.Context()
+	store, err := runstore.Open(ctx, h.mesh.NATS(), runstore.Config{
+		Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Second, IdempotencyTTL: 24 * time.Hour, FinishedTTL: 7 * 24 * time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	started := func(id string) *checkpointv1.RunCheckpoint {
+		return &checkpointv1.RunCheckpoint{RunId: id, Phase: checkpointv1.Phase_PHASE_STARTED, Replica: "gone", UserId: "anonymous",
+			Request: &agentv1.RunRequest{Message: "hello", RunId: id}}
+	}
+	tombstone := func(id string) *checkpointv1.RunCheckpoint {
+		return &checkpointv1.RunCheckpoint{RunId: id, Phase: checkpointv1.Phase_PHASE_FINISHED, ResultSaved: true, Replica: "gone", UserId: "anonymous"}
+	}
+	if err := store.Finish(ctx, tombstone("refused"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, started("refused")); err != nil {
+		t.Fatal(err)
+	}
+	head, err := store.Create(ctx, started("earlier-release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Save(ctx, tombstone("earlier-release"), head); err != nil {
+		t.Fatal(err)
+	}
+
+	checkpoints, owners := h.bucket(t, runstore.CheckpointBucket), h.bucket(t, runstore.ActiveBucket)
+	if !eventually(t, 20*time.Second, func() bool { return len(keysOf(t, checkpoints)) == 0 && len(keysOf(t, owners)) == 0 }) {
+		t.Fatalf("after 20s the store still holds checkpoints of %v and active runs %v", keysOf(t, checkpoints), keysOf(t, owners))
+	}
+	finished := h.bucket(t, runstore.FinishedBucket)
+	for _, id := range []string{"refused", "earlier-release"} {
+		if _, err := finished.Get(ctx, id); err != nil {
+			t.Errorf("no tombstone of %s in %s: %v", id, runstore.FinishedBucket, err)
+		}
+	}
+	stream, err := h.jetStream(t).Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"refused", "earlier-release"} {
+		if msg, err := stream.GetLastMsgForSubject(ctx, events.Subject(id, ">")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("run %s resumed: an event on %v (%v); want none", id, msg.Subject, err)
+		}
+	}
+}
