@@ -93,26 +93,20 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	r.traceparent, r.tracestate = carrier.Get("traceparent"), carrier.Get("tracestate")
 	if s.store != nil {
 		head, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
+		if err == nil && req.GetRunId() != "" { // a generated id is new; a caller's may be a retired run's
+			err = s.checkRetired(ctx, runID)
+		}
 		if err != nil {
 			r.span.End()
 			r.timer.Stop()
 			r.cancel(err)
 			s.unreserve(ctx, r)
 			if errors.Is(err, runstore.ErrExists) {
-				return nil, nil, runTaken(runID)
+				return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
 			}
 			return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
 		}
 		r.head = head
-		if req.GetRunId() != "" { // a generated id is new; a caller's may be a retired run's
-			if err := s.checkRetired(ctx, r); err != nil {
-				r.span.End()
-				r.timer.Stop()
-				r.cancel(err)
-				s.unreserve(ctx, r)
-				return nil, nil, err
-			}
-		}
 	}
 	if !s.register(runCtx, r) {
 		s.handBack(runCtx, r)
@@ -370,25 +364,20 @@ func phaseName(p checkpointv1.Phase) string {
 	return strings.ToLower(strings.TrimPrefix(p.String(), "PHASE_"))
 }
 
-// checkRetired refuses a run created with the id of a retired run whose tombstone still keeps
-// it taken (runstore.Finish), and discards what Create stored of it. It looks after Create:
-// a retiring run's tombstone is stored before its checkpoint goes, so a Create that succeeds
-// because the checkpoint is gone finds the tombstone.
-func (s *Service) checkRetired(ctx context.Context, r *run) error {
-	taken, err := s.store.Taken(ctx, r.id)
+// checkRetired refuses (runstore.ErrExists) a run just created with the id of a retired run
+// whose tombstone still keeps it taken (runstore.Finish), and discards what Create stored of
+// it. It looks after Create: a retiring run's tombstone is stored before its checkpoint goes,
+// so a Create that succeeds because the checkpoint is gone finds the tombstone.
+func (s *Service) checkRetired(ctx context.Context, runID string) error {
+	taken, err := s.store.Taken(ctx, runID)
 	if err == nil && !taken {
 		return nil
 	}
-	if derr := s.store.Discard(ctx, r.id); derr != nil {
-		s.log.WarnContext(ctx, "discarding a run whose id is taken failed; the keeper discards it", "run_id", r.id, "err", derr)
+	if derr := s.store.Discard(ctx, runID); derr != nil {
+		s.log.WarnContext(ctx, "discarding a run whose id is taken failed; the keeper discards it", "run_id", runID, "err", derr)
 	}
 	if err != nil {
-		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", r.id, err)
+		return err
 	}
-	return runTaken(r.id)
-}
-
-// runTaken is the error of a run whose id another run has.
-func runTaken(runID string) error {
-	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
+	return fmt.Errorf("%w: run %s was retired", runstore.ErrExists, runID)
 }

@@ -322,13 +322,12 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 	r.retireStored = func() { r.retireRecords(ctx, err == nil) }
 }
 
-// retireRecords retires a finished run's records in the store (its checkpoint becomes a
-// tombstone, and its checkpoint log, its inputs and its entry among the active runs go:
-// runstore.Finish). saved says the memory
-// stage has the result: a run whose result it has not keeps its records, and is handed off,
-// for a replica (this one, or another) to adopt and save it; so is a run whose retirement
-// failed, to be retired again. The result is stored and delivered by then, so the run's
-// callers and watchers need not wait for these requests to NATS.
+// retireRecords retires a finished run's records in the store (runstore.Finish: a tombstone
+// for its checkpoint, whose log, inputs and entry among the active runs go). saved says the
+// memory stage has the result: a run whose result it has not keeps its records, and is
+// handed off, for a replica (this one, or another) to adopt and save it; so is a run whose
+// retirement failed, to be retired again. The result is stored and delivered by then, so the
+// run's callers and watchers need not wait for these requests to NATS.
 func (r *run) retireRecords(ctx context.Context, saved bool) {
 	if saved {
 		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
