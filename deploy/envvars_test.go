@@ -182,15 +182,7 @@ var otelName = regexp.MustCompile(`^OTEL_[A-Z0-9_]+$`)
 // so every linked package's names count, an over-approximation like the module's scan.
 func otelEnv(t *testing.T, dir string, files []string, env map[string]bool) {
 	t.Helper()
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if name == "" {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseFiles(t, dir, files) {
 		var namespaces, options []string
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
@@ -243,15 +235,7 @@ func parsePackage(t *testing.T, path, dir string, files []string) *goPackage {
 		return p
 	}
 	p := &goPackage{path: path, funcs: map[string][]*ast.FuncDecl{}, consts: map[string]string{}}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if name == "" {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseFiles(t, dir, files) {
 		imports := map[string]string{}
 		for _, s := range f.Imports {
 			ip, _ := strconv.Unquote(s.Path.Value)
@@ -285,6 +269,24 @@ func parsePackage(t *testing.T, path, dir string, files []string) *goPackage {
 	}
 	parsed[path] = p
 	return p
+}
+
+// parseFiles parses the Go files of dir that files names ("" entries skipped).
+func parseFiles(t *testing.T, dir string, files []string) []*ast.File {
+	t.Helper()
+	fset := token.NewFileSet()
+	var parsed []*ast.File
+	for _, name := range files {
+		if name == "" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, f)
+	}
+	return parsed
 }
 
 // calleeName is the name of the function a call calls: F of F(), pkg.F() or x.F().
