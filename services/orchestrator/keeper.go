@@ -34,6 +34,21 @@ type beats struct {
 	mu      sync.Mutex
 	live    bool      // the last beat stored the heartbeat
 	trouble time.Time // when a beat last failed or found the heartbeat lapsed; zero: never
+	lapsed  time.Time // when a beat last found the heartbeat lapsed; zero: never
+}
+
+// lapse records a heartbeat found lapsed.
+func (b *beats) lapse() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lapsed = time.Now()
+}
+
+// lapsedWithin reports whether a beat found the heartbeat lapsed within d.
+func (b *beats) lapsedWithin(d time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.lapsed.IsZero() && time.Since(b.lapsed) < d
 }
 
 // set records a beat: live when it stored the heartbeat, troubled when it failed or found the
@@ -102,11 +117,16 @@ func (s *Service) adoptEvery(ctx context.Context, b *beats) {
 
 // beat beats the replica's heartbeat after the one at rev (0: the first), records it in b and
 // returns the revision to beat after next. A heartbeat found lapsed is beaten again, and the
-// runs other replicas took meanwhile stop here; one another process beat is reported.
+// runs other replicas took meanwhile stop here, at that beat and at every beat of the next
+// lapseWatch: a keeper whose pass listed the live replicas while the heartbeat was missing
+// may take a run after the first check; one another process beat is reported.
 func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	next, err := s.store.Beat(ctx, s.replica, rev)
 	if err == nil {
 		b.set(true, false)
+		if b.lapsedWithin(lapseWatch * s.store.LeaseTTL()) {
+			s.dropLostRuns(ctx)
+		}
 		return next
 	}
 	switch {
@@ -121,6 +141,7 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	default:
 		s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
 		s.metrics.lapses.Add(ctx, 1)
+		b.lapse()
 	}
 	b.set(false, true) // before the heartbeat is back, so that adoption never sees it steady
 	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
@@ -131,6 +152,12 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	s.dropLostRuns(ctx)
 	return next
 }
+
+// lapseWatch is for how many heartbeat TTLs after its heartbeat lapsed a replica checks at
+// every beat that its runs are still its own. Another replica's keeper takes a run on what it
+// listed at the start of its pass, which ends well within a TTL but for a store that is down
+// (and then its take-overs fail).
+const lapseWatch = 2
 
 // ownerCheckers is how many runs' owners a replica reads at once after its heartbeat lapsed.
 const ownerCheckers = 32
@@ -232,6 +259,11 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) bool
 		case owner == s.replica:
 			reason = "replica restarted" // ours, from before a restart
 		case !alive[owner]:
+			// alive was listed before the owner was read: a replica that started since under
+			// the dead one's name (a restart) may have beaten, then taken the run, in between.
+			if beating, err := s.store.Beating(ctx, owner); err != nil || beating {
+				continue
+			}
 			reason = "lease expired"
 		default:
 			known[id] = ownerRead{owner: owner, pass: pass}

@@ -110,6 +110,21 @@ func (s *Store) Alive(ctx context.Context) (alive, draining map[string]bool, err
 	return alive, draining, mapErr(err)
 }
 
+// Beating reports whether replica's heartbeat is in the store now. Alive lists every replica's
+// at once; a keeper that reads a run's owner after listing them asks again with Beating before
+// it takes the run for its owner's death: a replica that started meanwhile, under the name of
+// one that died, may have beaten and taken the run in between.
+func (s *Store) Beating(ctx context.Context, replica string) (bool, error) {
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.buckets().replicas.Get(ctx, replica)
+		return err
+	})
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, mapErr(err)
+}
+
 // Owner returns the replica an active run's entry names (or HandedOff) and the entry's
 // revision, for TakeOver; ErrNotFound when the run is not active.
 func (s *Store) Owner(ctx context.Context, runID string) (string, uint64, error) {

@@ -680,3 +680,23 @@ func TestLoadOfACheckpointReplacedWhileRead(t *testing.T) {
 		t.Fatalf("Load while the checkpoint was replaced = %v, %v; want the checkpoint that replaced it", r.cp, r.err)
 	}
 }
+
+// TestBeatingReadsOneHeartbeatNow: Beating reports a heartbeat beaten since the keeper listed
+// the live replicas, and none for a replica that never beat or whose heartbeat expired.
+func TestBeatingReadsOneHeartbeatNow(t *testing.T) {
+	s, _ := open(t, time.Second)
+	ctx := t.Context()
+	if beating, err := s.Beating(ctx, "a"); err != nil || beating {
+		t.Fatalf("Beating before any beat = %t, %v; want false", beating, err)
+	}
+	if _, err := s.Beat(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if beating, err := s.Beating(ctx, "a"); err != nil || !beating {
+		t.Fatalf("Beating after a beat = %t, %v; want true", beating, err)
+	}
+	eventually(t, "the heartbeat expires", func() bool {
+		beating, err := s.Beating(ctx, "a")
+		return err == nil && !beating
+	})
+}
