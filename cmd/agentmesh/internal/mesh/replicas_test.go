@@ -343,6 +343,56 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 	}
 }
 
+// TestARunTakenJustAfterALapseStopsToo: a keeper that listed the live replicas while a
+// replica's heartbeat was missing may take one of its runs after that replica has beaten again
+// and found its runs its own; the replica checks again at every beat for two TTLs, and stops
+// the run then.
+func TestARunTakenJustAfterALapseStopsToo(t *testing.T) {
+	h := replicaMeshTTL(t, 3*time.Second, llmtest.Scenario{Name: "late", Match: "late", Turns: []llmtest.Turn{calcTurn("c1", "2+2"), text("4")}})
+	const runID = "taken-late"
+	res, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: "late", RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	ctx := t.Context()
+	heartbeats, err := h.jetStream(t).Stream(ctx, "KV_"+runstore.ReplicaBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heartbeats.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
+		t.Fatal(err)
+	}
+	logged := func(msg string) func() bool {
+		return func() bool {
+			for line := range strings.Lines(h.logs.String()) {
+				if strings.Contains(line, `"replica":"orchestrator-1"`) && strings.Contains(line, msg) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if !eventually(t, 10*time.Second, logged("heartbeat lapsed")) {
+		t.Fatal("orchestrator-1 did not find its heartbeat lapsed")
+	}
+	// The lapse's first check is over; now a keeper takes the run (unless orchestrator-2's own
+	// keeper took it while the heartbeat was missing, and the first check found that).
+	owners := h.bucket(t, runstore.ActiveBucket)
+	e, err := owners.Get(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value()) == "orchestrator-1" {
+		if _, err := owners.Update(ctx, runID, []byte("orchestrator-2"), e.Revision()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !eventually(t, 6*time.Second, logged("run taken over by another replica")) {
+		t.Fatal("orchestrator-1 did not stop the run taken from it just after its heartbeat lapsed")
+	}
+}
+
 // TestADrainingReplicasRunsMoveAtOnce: a keeper does not read again the owner of a run it
 // knows a live replica owns, but a replica that drains marks itself so, and the other replica
 // then reads its runs' owners again: a run handed off moves at the other replica's next pass,
