@@ -308,15 +308,7 @@ func TestALapsedHeartbeatStopsTheRunsTakenOver(t *testing.T) {
 	ctx := t.Context()
 	h.lapse(t, runID, "orchestrator-2")
 
-	stopped := func() bool {
-		for line := range strings.Lines(h.logs.String()) {
-			if strings.Contains(line, `"replica":"orchestrator-1"`) && strings.Contains(line, "run taken over by another replica") && strings.Contains(line, runID) {
-				return true
-			}
-		}
-		return false
-	}
-	if !eventually(t, 10*time.Second, stopped) {
+	if !eventually(t, 10*time.Second, h.logged(`"replica":"orchestrator-1"`, "run taken over by another replica", runID)) {
 		t.Fatal("orchestrator-1 did not stop the run it lost when its heartbeat lapsed")
 	}
 	if got := h.awaitResumed(t, runID, 10*time.Second); got.GetReplica() != "orchestrator-2" {
@@ -356,24 +348,8 @@ func TestARunTakenJustAfterALapseStopsToo(t *testing.T) {
 	}
 	paused(t, res, "c1")
 	ctx := t.Context()
-	heartbeats, err := h.jetStream(t).Stream(ctx, "KV_"+runstore.ReplicaBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := heartbeats.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
-		t.Fatal(err)
-	}
-	logged := func(msg string) func() bool {
-		return func() bool {
-			for line := range strings.Lines(h.logs.String()) {
-				if strings.Contains(line, `"replica":"orchestrator-1"`) && strings.Contains(line, msg) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	if !eventually(t, 10*time.Second, logged("heartbeat lapsed")) {
+	h.purgeHeartbeat(t, "orchestrator-1")
+	if !eventually(t, 10*time.Second, h.logged(`"replica":"orchestrator-1"`, "heartbeat lapsed")) {
 		t.Fatal("orchestrator-1 did not find its heartbeat lapsed")
 	}
 	// The lapse's first check is over; now a keeper takes the run (unless orchestrator-2's own
@@ -388,7 +364,7 @@ func TestARunTakenJustAfterALapseStopsToo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !eventually(t, 6*time.Second, logged("run taken over by another replica")) {
+	if !eventually(t, 6*time.Second, h.logged(`"replica":"orchestrator-1"`, "run taken over by another replica", runID)) {
 		t.Fatal("orchestrator-1 did not stop the run taken from it just after its heartbeat lapsed")
 	}
 }
@@ -544,14 +520,33 @@ func (h *harness) lapse(t *testing.T, runID, owner string) (jetstream.KeyValue, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	heartbeats, err := h.jetStream(t).Stream(ctx, "KV_"+runstore.ReplicaBucket)
+	h.purgeHeartbeat(t, "orchestrator-1")
+	return owners, rev
+}
+
+// purgeHeartbeat removes replica's heartbeat from the store, as its expiry would.
+func (h *harness) purgeHeartbeat(t *testing.T, replica string) {
+	t.Helper()
+	heartbeats, err := h.jetStream(t).Stream(t.Context(), "KV_"+runstore.ReplicaBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := heartbeats.Purge(ctx, jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+".orchestrator-1")); err != nil {
+	if err := heartbeats.Purge(t.Context(), jetstream.WithPurgeSubject("$KV."+runstore.ReplicaBucket+"."+replica)); err != nil {
 		t.Fatal(err)
 	}
-	return owners, rev
+}
+
+// logged returns a condition for eventually: whether one line the mesh logged holds every one
+// of parts.
+func (h *harness) logged(parts ...string) func() bool {
+	return func() bool {
+		for line := range strings.Lines(h.logs.String()) {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // awaitResumed returns the run's last run_resumed event once there is one, within timeout.
@@ -577,15 +572,7 @@ func (h *harness) awaitResumed(t *testing.T, runID string, timeout time.Duration
 func TestAReplicaNameInUseIsReported(t *testing.T) {
 	h := replicaMesh(t)
 	heartbeats := h.bucket(t, runstore.ReplicaBucket)
-	reported := func() bool {
-		for line := range strings.Lines(h.logs.String()) {
-			if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, "another orchestrator process uses this replica's name") &&
-				strings.Contains(line, "AGENTMESH_REPLICA") && strings.Contains(line, `"replica":"orchestrator-1"`) {
-				return true
-			}
-		}
-		return false
-	}
+	reported := h.logged(`"level":"ERROR"`, "another orchestrator process uses this replica's name", "AGENTMESH_REPLICA", `"replica":"orchestrator-1"`)
 	if !eventually(t, 10*time.Second, func() bool {
 		if _, err := heartbeats.Put(t.Context(), "orchestrator-1", nil); err != nil {
 			t.Fatal(err)
