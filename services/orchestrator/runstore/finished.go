@@ -43,14 +43,7 @@ func (s *Store) Finish(ctx context.Context, tomb *checkpointv1.RunCheckpoint, h 
 
 // Taken reports whether a retired run's tombstone keeps runID taken (Finish).
 func (s *Store) Taken(ctx context.Context, runID string) (bool, error) {
-	err := s.retry(ctx, func(ctx context.Context) error {
-		_, err := s.buckets().finished.Get(ctx, runID)
-		return err
-	})
-	if isNotFound(err) {
-		return false, nil
-	}
-	return err == nil, mapErr(err)
+	return s.has(ctx, func(b buckets) jetstream.KeyValue { return b.finished }, runID)
 }
 
 // Discard removes what Create stored of a run that will not go on (its id turned out taken):

@@ -115,14 +115,7 @@ func (s *Store) Alive(ctx context.Context) (alive, draining map[string]bool, err
 // it takes the run for its owner's death: a replica that started meanwhile, under the name of
 // one that died, may have beaten and taken the run in between.
 func (s *Store) Beating(ctx context.Context, replica string) (bool, error) {
-	err := s.retry(ctx, func(ctx context.Context) error {
-		_, err := s.buckets().replicas.Get(ctx, replica)
-		return err
-	})
-	if isNotFound(err) {
-		return false, nil
-	}
-	return err == nil, mapErr(err)
+	return s.has(ctx, func(b buckets) jetstream.KeyValue { return b.replicas }, replica)
 }
 
 // Owner returns the replica an active run's entry names (or HandedOff) and the entry's

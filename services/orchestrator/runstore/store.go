@@ -230,6 +230,18 @@ func missingBucket(err error) bool {
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
 }
 
+// has reports whether the key-value bucket that bucket picks holds key.
+func (s *Store) has(ctx context.Context, bucket func(buckets) jetstream.KeyValue, key string) (bool, error) {
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := bucket(s.buckets()).Get(ctx, key)
+		return err
+	})
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, mapErr(err)
+}
+
 // isNotFound reports whether err says a key or object does not exist.
 func isNotFound(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) || errors.Is(err, jetstream.ErrObjectNotFound)
