@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -312,8 +311,12 @@ func (s *Service) resume(ctx context.Context, runID string, reason string) error
 	}
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_STARTED && cp.GetRequest().GetRunId() != "" {
 		// A run whose caller was told its id is taken, and whose discarding failed.
-		if taken, err := s.store.Taken(ctx, runID); err != nil || taken {
-			return cmp.Or(err, s.store.Discard(ctx, runID))
+		taken, err := s.store.Taken(ctx, runID)
+		if err != nil {
+			return err
+		}
+		if taken {
+			return s.store.Discard(ctx, runID)
 		}
 	}
 	r, runCtx, err := s.restoreRun(ctx, cp, head, reason)
