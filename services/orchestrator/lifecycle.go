@@ -374,7 +374,8 @@ func (s *Service) checkRetired(ctx context.Context, runID string) error {
 		return nil
 	}
 	if derr := s.store.Discard(ctx, runID); derr != nil {
-		s.log.WarnContext(ctx, "discarding a run whose id is taken failed; the keeper discards it", "run_id", runID, "err", derr)
+		// A keeper adopts it: it discards a run whose id a tombstone holds, and resumes any other.
+		s.log.WarnContext(ctx, "discarding a run refused at its start failed", "run_id", runID, "err", derr)
 	}
 	if err != nil {
 		return err
