@@ -33,21 +33,10 @@ type beats struct {
 	mu      sync.Mutex
 	live    bool      // the last beat stored the heartbeat
 	trouble time.Time // when a beat last failed or found the heartbeat lapsed; zero: never
-	lapsed  time.Time // when a beat last found the heartbeat lapsed; zero: never
-}
 
-// lapse records a heartbeat found lapsed.
-func (b *beats) lapse() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lapsed = time.Now()
-}
-
-// lapsedWithin reports whether a beat found the heartbeat lapsed within d.
-func (b *beats) lapsedWithin(d time.Duration) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !b.lapsed.IsZero() && time.Since(b.lapsed) < d
+	// lapsed is when a beat last found the heartbeat lapsed (zero: never); only the beating
+	// goroutine reads and writes it, so mu does not guard it.
+	lapsed time.Time
 }
 
 // set records a beat: live when it stored the heartbeat, troubled when it failed or found the
@@ -123,7 +112,7 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	next, err := s.store.Beat(ctx, s.replica, rev)
 	if err == nil {
 		b.set(true, false)
-		if b.lapsedWithin(lapseWatch * s.store.LeaseTTL()) {
+		if !b.lapsed.IsZero() && time.Since(b.lapsed) < lapseWatch*s.store.LeaseTTL() {
 			s.dropLostRuns(ctx)
 		}
 		return next
@@ -140,7 +129,7 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	default:
 		s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
 		s.metrics.lapses.Add(ctx, 1)
-		b.lapse()
+		b.lapsed = time.Now()
 	}
 	b.set(false, true) // before the heartbeat is back, so that adoption never sees it steady
 	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
