@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -87,14 +88,20 @@ func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
 	}
 	original := stored.GetResult()
 	other := agentv1.NewAgentServiceClient(dialService(t, addrs[1]))
-	// save puts a result into the memory store and checks the other replica serves it.
+	// save puts a result into the memory store and checks the other replica serves it, once
+	// the run has retired its checkpoint (a moment after its result), which held the result
+	// until then.
 	save := func(t *testing.T, res *typev1.RunResult) {
 		t.Helper()
 		if _, err := memory.SaveRun(t.Context(), &memoryv1.SaveRunRequest{Result: res, UserId: "cli"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := other.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
-		if err != nil || !proto.Equal(got, res) {
+		var err error
+		if !poll(t, 10*time.Second, func() bool {
+			var got *typev1.RunResult
+			got, err = other.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+			return err == nil && proto.Equal(got, res)
+		}) {
 			t.Fatalf("the other replica does not serve the stored result: %v", err)
 		}
 	}

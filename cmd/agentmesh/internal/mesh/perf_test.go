@@ -76,6 +76,7 @@ type benchMesh struct {
 	addr   string // the public API's
 	client agentv1.AgentServiceClient
 	spans  *trace.TracerProvider // with tracing; nil without
+	store  jetstream.JetStream   // the runs' store, for awaitRetired; nil without checkpoints
 }
 
 // toolRun is the scripted model's side of a run of n turns: n-1 calculator calls, then the
@@ -141,7 +142,13 @@ func startBenchAt(b *testing.B, url string, o benchOptions) *benchMesh {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
-	return &benchMesh{addr: m.Addr(mesh.Orchestrator), client: agentv1.NewAgentServiceClient(conn), spans: sdk}
+	bm := &benchMesh{addr: m.Addr(mesh.Orchestrator), client: agentv1.NewAgentServiceClient(conn), spans: sdk}
+	if o.checkpoints {
+		if bm.store, err = jetstream.New(m.NATS()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return bm
 }
 
 // offeredTool is the i-th of the tools a benchmark offers besides the calculator: a REST tool
@@ -185,8 +192,10 @@ func toolRequest(name string, turns int, history []*typev1.Message) *agentv1.Run
 }
 
 // perTurn measures loop, which makes runs and returns their turns, and reports ns/turn,
-// B/turn, allocs/turn and CPU ns/turn (user and system time of the whole process).
-func perTurn(b *testing.B, loop func() int) {
+// B/turn, allocs/turn and CPU ns/turn (user and system time of the whole process). The CPU,
+// bytes and allocations include the retirement of the last runs' records, which follows their
+// results (awaitRetired).
+func (m *benchMesh) perTurn(b *testing.B, loop func() int) {
 	b.Helper()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -195,6 +204,7 @@ func perTurn(b *testing.B, loop func() int) {
 	for b.Loop() {
 		turns += loop()
 	}
+	m.awaitRetired(b)
 	cpu = cpuTime() - cpu
 	runtime.ReadMemStats(&after)
 	if turns == 0 {
@@ -290,7 +300,7 @@ func BenchmarkTurn(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess, tools: tc.tools})
 			req := toolRequest(name, tc.turns, earlier(name, tc.history))
 			m.warmUp(b, req, warmUpRuns)
-			perTurn(b, func() int { return m.run(b.Context(), b, req) })
+			m.perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
 	}
 }
@@ -304,7 +314,7 @@ func BenchmarkCheckpoints(b *testing.B) {
 			m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: on})
 			req := toolRequest(checkpointsRun, benchTurns, nil)
 			m.warmUp(b, req, warmUpRuns)
-			perTurn(b, func() int { return m.run(b.Context(), b, req) })
+			m.perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
 	}
 }
@@ -316,14 +326,13 @@ func BenchmarkConcurrent(b *testing.B) {
 	m := startBenchAt(b, modelProcess(b).url, benchOptions{tracing: true, checkpoints: true})
 	req := toolRequest(concurrentRun, benchTurns, nil)
 	m.warmUp(b, req, warmUpRuns)
-	start := time.Now()
 	turns := 0
-	perTurn(b, func() int {
+	m.perTurn(b, func() int {
 		n := m.runs(b, req, runs)
 		turns += n
 		return n
 	})
-	b.ReportMetric(float64(turns)/time.Since(start).Seconds(), "turns/s")
+	b.ReportMetric(float64(turns)/b.Elapsed().Seconds(), "turns/s")
 }
 
 // BenchmarkIdleRun is the memory an in-flight run holds while it waits on the model: each op
@@ -409,10 +418,19 @@ func natsStore(b *testing.B, url string) jetstream.JetStream {
 	return js
 }
 
+// awaitRetired returns once the mesh's store has no run active (awaitRetired), at once without
+// a store.
+func (m *benchMesh) awaitRetired(b *testing.B) {
+	if m.store != nil {
+		awaitRetired(b, m.store)
+	}
+}
+
 // awaitRetired returns once no run is active in the store at js: every run of the last wave
-// has retired its records. The orchestrator retires a finished run's records after its caller
-// has the result, so the wave's Run calls return first, and what the runs still retiring held
-// would otherwise count in the next wave's baseline, and be missing from its idle runs' share.
+// has retired its records. The orchestrator retires a finished run's records a moment after
+// its caller has the result, so the wave's Run calls return first, and what the runs still
+// retiring held would otherwise count in the next wave's baseline, and be missing from its
+// idle runs' share; what their retirement costs, from what the wave's CPU.
 func awaitRetired(b *testing.B, js jetstream.JetStream) {
 	b.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -487,7 +505,7 @@ func BenchmarkVsLangGraph(b *testing.B) {
 				m := startBenchAt(b, url, benchOptions{tracing: true, checkpoints: true, inProcess: impl == "inprocess"})
 				req := toolRequest(vsLangGraph, benchTurns, nil)
 				m.warmUp(b, req, warmup) // as bench.mjs warms its JIT up
-				perTurn(b, func() int { return m.runs(b, req, concurrency) })
+				m.perTurn(b, func() int { return m.runs(b, req, concurrency) })
 			})
 		}
 		b.Run(fmt.Sprintf("concurrency=%d/impl=langgraph", concurrency), func(b *testing.B) {
@@ -600,7 +618,9 @@ func BenchmarkInFlight(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				wave, cpu = time.Since(start), cpuTime()-startCPU
+				wave = time.Since(start)
+				m.awaitRetired(b) // the runs' records retire after their results: their CPU counts
+				cpu = cpuTime() - startCPU
 				if n := failed.Load(); n > 0 {
 					b.Fatalf("%d of %d runs failed", n, runs)
 				}
