@@ -113,6 +113,11 @@ func (s *Store) Decisions(ctx context.Context, runID string) (map[string]*agentv
 		for k := range lister.Keys() {
 			keys = append(keys, k)
 		}
+		if err := ctx.Err(); err != nil {
+			// The listing ends when ctx does, as if it were complete; and the bucket's watch
+			// waits for good for a key purged before it is delivered.
+			return fmt.Errorf("list the decisions of run %s: %w", runID, err)
+		}
 		for _, k := range keys {
 			e, err := inputs.Get(ctx, k)
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
