@@ -418,8 +418,8 @@ func natsStore(b *testing.B, url string) jetstream.JetStream {
 	return js
 }
 
-// awaitRetired returns once the mesh's store has no run active (awaitRetired), at once without
-// a store.
+// awaitRetired returns once the mesh's store has no run active (awaitRetired); at once for a
+// mesh without checkpoints, which keeps no records.
 func (m *benchMesh) awaitRetired(b *testing.B) {
 	if m.store != nil {
 		awaitRetired(b, m.store)
@@ -428,9 +428,9 @@ func (m *benchMesh) awaitRetired(b *testing.B) {
 
 // awaitRetired returns once no run is active in the store at js: every run of the last wave
 // has retired its records. The orchestrator retires a finished run's records a moment after
-// its caller has the result, so the wave's Run calls return first, and what the runs still
-// retiring held would otherwise count in the next wave's baseline, and be missing from its
-// idle runs' share; what their retirement costs, from what the wave's CPU.
+// its caller has the result, so the wave's Run calls return first: what the runs still
+// retiring hold would otherwise count in the next wave's baseline and be missing from its idle
+// runs' share, and the CPU their retirement takes would be missing from the wave's.
 func awaitRetired(b *testing.B, js jetstream.JetStream) {
 	b.Helper()
 	deadline := time.Now().Add(time.Minute)
