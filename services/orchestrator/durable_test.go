@@ -12,7 +12,7 @@ import (
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -59,17 +59,7 @@ func TestDetachedDerivesWithoutGoroutines(t *testing.T) {
 // in the run's state too, and the repair logged as an error, instead of being retried until
 // the run's deadline.
 func TestACheckpointThatCannotBeEncodedIsRepaired(t *testing.T) {
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := runstore.Open(t.Context(), nc, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Minute, IdempotencyTTL: time.Hour})
+	store, err := runstore.Open(t.Context(), natstest.Connect(t), runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Minute, IdempotencyTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -31,16 +31,7 @@ func open(t *testing.T, ttl time.Duration) (*runstore.Store, jetstream.JetStream
 // openConfig starts an embedded NATS server and opens a Store on it with cfg.
 func openConfig(t *testing.T, cfg runstore.Config) (*runstore.Store, jetstream.JetStream) {
 	t.Helper()
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t)
 	s, err := runstore.Open(t.Context(), nc, cfg)
 	if err != nil {
 		t.Fatal(err)
