@@ -33,13 +33,10 @@ func repair(m protoreflect.Message) (n int) {
 			n += repairList(fd, v.List())
 		case fd.IsMap():
 			n += repairMap(fd, v.Map())
-		case fd.Kind() == protoreflect.StringKind:
-			if s, ok := valid(v.String()); !ok {
-				m.Set(fd, protoreflect.ValueOfString(s))
-				n++
+		default:
+			if s, ok := repairValue(fd, v, &n); ok {
+				m.Set(fd, s)
 			}
-		case isMessage(fd):
-			n += repair(v.Message())
 		}
 		return true
 	})
@@ -48,14 +45,8 @@ func repair(m protoreflect.Message) (n int) {
 
 func repairList(fd protoreflect.FieldDescriptor, l protoreflect.List) (n int) {
 	for i := range l.Len() {
-		switch {
-		case fd.Kind() == protoreflect.StringKind:
-			if s, ok := valid(l.Get(i).String()); !ok {
-				l.Set(i, protoreflect.ValueOfString(s))
-				n++
-			}
-		case isMessage(fd):
-			n += repair(l.Get(i).Message())
+		if s, ok := repairValue(fd, l.Get(i), &n); ok {
+			l.Set(i, s)
 		}
 	}
 	return n
@@ -67,14 +58,8 @@ func repairMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (n int) {
 		if fd.MapKey().Kind() == protoreflect.StringKind && !utf8.ValidString(k.String()) {
 			badKeys = append(badKeys, k)
 		}
-		switch val := fd.MapValue(); {
-		case val.Kind() == protoreflect.StringKind:
-			if s, ok := valid(v.String()); !ok {
-				m.Set(k, protoreflect.ValueOfString(s))
-				n++
-			}
-		case isMessage(val):
-			n += repair(v.Message())
+		if s, ok := repairValue(fd.MapValue(), v, &n); ok {
+			m.Set(k, s)
 		}
 		return true
 	})
@@ -86,6 +71,22 @@ func repairMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (n int) {
 		n++
 	}
 	return n
+}
+
+// repairValue repairs v, a single value of fd (a field's, a list's element or a map's value),
+// adding to *n the strings it changed: a message in place; a string that is not UTF-8 is
+// returned repaired, with ok, for the caller to set where v was.
+func repairValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, n *int) (repaired protoreflect.Value, ok bool) {
+	switch {
+	case fd.Kind() == protoreflect.StringKind:
+		if s, fine := valid(v.String()); !fine {
+			*n++
+			return protoreflect.ValueOfString(s), true
+		}
+	case isMessage(fd):
+		*n += repair(v.Message())
+	}
+	return v, false
 }
 
 // valid is s with what is not UTF-8 replaced, and whether s was valid already.
