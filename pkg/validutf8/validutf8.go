@@ -3,7 +3,8 @@
 //
 // A mesh's stages keep their text UTF-8 where it enters (a tool's output, a provider's
 // answer); this package is for a process that holds a message it must store and finds it
-// cannot encode, from a defect upstream, and would rather keep it repaired than lose it.
+// cannot encode, from a defect upstream, and would rather keep it repaired than lose it; and
+// String for a stage's own text where it enters.
 // protobuf-go only refuses such text (its encoder has no option to repair it), and no
 // library of the module proxy walks a message to do it, hence this package.
 package validutf8
@@ -66,7 +67,7 @@ func repairMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (n int) {
 	for _, k := range badKeys { // keys change outside the iteration
 		v := m.Get(k)
 		m.Clear(k)
-		s, _ := valid(k.String())
+		s, _ := String(k.String())
 		m.Set(protoreflect.ValueOfString(s).MapKey(), v)
 		n++
 	}
@@ -79,7 +80,7 @@ func repairMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (n int) {
 func repairValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, n *int) (repaired protoreflect.Value, ok bool) {
 	switch {
 	case fd.Kind() == protoreflect.StringKind:
-		if s, fine := valid(v.String()); !fine {
+		if s, fine := String(v.String()); !fine {
 			*n++
 			return protoreflect.ValueOfString(s), true
 		}
@@ -89,8 +90,9 @@ func repairValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, n *int) 
 	return v, false
 }
 
-// valid is s with what is not UTF-8 replaced, and whether s was valid already.
-func valid(s string) (string, bool) {
+// String is s with the bytes that are not UTF-8 replaced with U+FFFD, and whether s was
+// UTF-8 already (then it is s itself, not a copy).
+func String(s string) (string, bool) {
 	if utf8.ValidString(s) {
 		return s, true
 	}

@@ -1,10 +1,8 @@
 package generation
 
 import (
-	"strings"
-	"unicode/utf8"
-
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/validutf8"
 )
 
 // validAnswer replaces the bytes of a provider's answer that are not UTF-8 with U+FFFD.
@@ -38,8 +36,4 @@ func validDelta(d *generationv1.Delta) {
 }
 
 // validText replaces the bytes of *s that are not UTF-8 with U+FFFD.
-func validText(s *string) {
-	if !utf8.ValidString(*s) {
-		*s = strings.ToValidUTF8(*s, "\uFFFD")
-	}
-}
+func validText(s *string) { *s, _ = validutf8.String(*s) }
