@@ -258,8 +258,10 @@ func parsePackage(t *testing.T, path, dir string, files []string) *goPackage {
 					vs := s.(*ast.ValueSpec)
 					for i, n := range vs.Names {
 						if i < len(vs.Values) {
-							if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-								p.consts[n.Name], _ = strconv.Unquote(lit.Value)
+							if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
+								if v, ok := literal(lit); ok {
+									p.consts[n.Name] = v
+								}
 							}
 						}
 					}
@@ -308,10 +310,7 @@ func stringValue(p *goPackage, file int, pkgs map[string]*goPackage, e ast.Expr)
 	var v string
 	switch e := e.(type) {
 	case *ast.BasicLit:
-		if e.Kind != token.STRING {
-			return "", false
-		}
-		v, _ = strconv.Unquote(e.Value)
+		v, _ = literal(e)
 	case *ast.Ident:
 		v = p.consts[e.Name]
 	case *ast.SelectorExpr:
