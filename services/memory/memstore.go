@@ -31,7 +31,7 @@ type MemoryStore struct {
 	runs        map[string]storedRun
 	saved       []savedRun             // the runs, in the order they were first saved
 	learning    map[string]*learnState // run id → its learning
-	queued      int64                  // learning jobs queued so far, to order them
+	queue       []*learnState          // the runs queued for learning, in the order queued
 	keep        Retention
 	now         func() time.Time
 }
@@ -53,7 +53,6 @@ type savedRun struct {
 // learnState is the learning of one saved run.
 type learnState struct {
 	job          LearnJob
-	order        int64     // when it was queued, in queue order
 	claimedUntil time.Time // zero when unclaimed
 	done         bool
 	learned      *typev1.RunLearning
@@ -245,8 +244,9 @@ func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.R
 	s.runs[result.GetRunId()] = storedRun{result: stored, userID: userID}
 	defer s.forget()
 	if _, ok := s.learning[result.GetRunId()]; !ok {
-		s.queued++
-		s.learning[result.GetRunId()] = &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}, order: s.queued}
+		l := &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}}
+		s.learning[result.GetRunId()] = l
+		s.queue = append(s.queue, l)
 	}
 	return nil
 }
@@ -289,22 +289,34 @@ func (s *MemoryStore) DuplicateMemory(_ context.Context, q SearchQuery, minCosin
 	return duplicate(q, minCosine, docs), nil
 }
 
-// ClaimLearning claims the earliest queued run that no claim holds at now.
+// ClaimLearning claims the earliest queued run that no claim holds at now. The runs learned
+// from or forgotten leave the queue as they reach its head, so a claim looks at the runs
+// still to learn from, not at every run kept (issue 15: each claim scanned the thousand runs
+// the store keeps by default).
 func (s *MemoryStore) ClaimLearning(_ context.Context, now time.Time, lease time.Duration) (LearnJob, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var next *learnState
-	for _, l := range s.learning {
-		if !l.done && !l.claimedUntil.After(now) && (next == nil || l.order < next.order) {
-			next = l
+	for len(s.queue) > 0 && s.settled(s.queue[0]) {
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil // let the backing array go
+	}
+	for _, l := range s.queue {
+		if !s.settled(l) && !l.claimedUntil.After(now) {
+			l.claimedUntil = now.Add(lease)
+			l.job.Attempts++
+			return l.job, true, nil
 		}
 	}
-	if next == nil {
-		return LearnJob{}, false, nil
-	}
-	next.claimedUntil = now.Add(lease)
-	next.job.Attempts++
-	return next.job, true, nil
+	return LearnJob{}, false, nil
+}
+
+// settled reports whether the queued run l needs no learning any more: learned from, or
+// forgotten. s.mu is held.
+func (s *MemoryStore) settled(l *learnState) bool {
+	return l.done || s.learning[l.job.RunID] != l
 }
 
 // FinishLearning records the run's learning and takes it off the queue.

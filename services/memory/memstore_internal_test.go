@@ -12,7 +12,8 @@ import (
 
 // TestMemoryStoreRetention (issue 15.3): the in-memory store keeps at most MaxRuns finished
 // runs and none older than MaxAge, forgetting the oldest first with their transcripts and
-// learning; saving a run again neither renews it nor counts it twice.
+// learning; saving a run again neither renews it nor counts it twice. A forgotten run is not
+// learned from, and the learning queue lets go of the runs it is done with.
 func TestMemoryStoreRetention(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	s := NewMemoryStoreKeeping(Retention{MaxRuns: 3, MaxAge: time.Hour})
@@ -51,4 +52,20 @@ func TestMemoryStoreRetention(t *testing.T) {
 	now = now.Add(time.Hour - 3*time.Minute) // run-1 was saved an hour and a minute ago
 	save("run-4")
 	kept("run-2", "run-3", "run-4")
+
+	for _, want := range []string{"run-2", "run-3", "run-4"} {
+		job, ok, err := s.ClaimLearning(t.Context(), now, time.Minute)
+		if err != nil || !ok || job.RunID != want {
+			t.Fatalf("ClaimLearning = %+v, %v, %v; want %s (the runs forgotten are not queued)", job, ok, err, want)
+		}
+		if err := s.FinishLearning(t.Context(), want, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if job, ok, err := s.ClaimLearning(t.Context(), now, time.Minute); err != nil || ok {
+		t.Fatalf("ClaimLearning after the last = %+v, %v, %v; want none", job, ok, err)
+	}
+	if len(s.queue) != 0 {
+		t.Errorf("the learning queue holds %d runs once all are learned from, want none", len(s.queue))
+	}
 }
