@@ -108,10 +108,15 @@ func (s *Service) adoptEvery(ctx context.Context, b *beats) {
 // runs other replicas took meanwhile stop here, at that beat and at every beat of the next
 // lapseWatch: a keeper whose pass listed the live replicas while the heartbeat was missing
 // may take a run after the first check; one another process beat is reported.
+//
+// A beat that stores the heartbeat renews the replica's lease (see lease); after a lapse, only
+// once the runs other replicas took are stopped.
 func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
+	sent := time.Now()
 	next, err := s.store.Beat(ctx, s.replica, rev)
 	if err == nil {
 		b.set(true, false)
+		s.lease.renew(sent.Add(s.store.LeaseTTL()))
 		if !b.lapsed.IsZero() && time.Since(b.lapsed) < lapseWatch*s.store.LeaseTTL() {
 			s.dropLostRuns(ctx)
 		}
@@ -132,12 +137,14 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 		b.lapsed = time.Now()
 	}
 	b.set(false, true) // before the heartbeat is back, so that adoption never sees it steady
+	sent = time.Now()
 	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
 		return 0
 	}
 	b.set(true, false)
 	s.dropLostRuns(ctx)
+	s.lease.renew(sent.Add(s.store.LeaseTTL()))
 	return next
 }
 

@@ -165,8 +165,14 @@ func (r *run) setSink(sink func(*eventv1.RunEvent)) {
 
 // emit publishes an event of the run (seq and time are stamped by the run stream) and hands
 // it to the local listener. A publish that fails after the stream's retries is logged: the run
-// itself goes on, and its result (saved to memory) still holds everything.
+// itself goes on, and its result (saved to memory) still holds everything. A durable run
+// publishes only while its replica's lease holds (awaitLease), and nothing once another
+// replica may have it.
 func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
+	if !r.awaitLease(ctx) {
+		r.svc.log.WarnContext(ctx, "run event not published: the run is no longer this replica's", "run_id", r.id, "kind", events.Kind(ev))
+		return
+	}
 	stamped, err := r.stream.Emit(r.publishContext(ctx), ev)
 	if err != nil {
 		r.svc.log.ErrorContext(ctx, "publishing run event failed", "run_id", r.id, "kind", events.Kind(ev), "err", err)

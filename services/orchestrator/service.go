@@ -146,6 +146,7 @@ type Service struct {
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
 	abandonNow   context.CancelFunc
 	kept         chan struct{}  // closed when the keeper has returned
+	lease        *lease         // how long this replica's runs are surely its own
 	starts       chan struct{}  // a place for each run starting (admit)
 	retiring     sync.WaitGroup // finished runs whose store records are being retired (retireStored)
 
@@ -199,6 +200,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		draining:     make(chan struct{}),
 		kept:         make(chan struct{}),
+		lease:        newLease(),
 		starts:       make(chan struct{}, maxStarting),
 	}
 	if s.replica == "" {
