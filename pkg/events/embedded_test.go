@@ -109,8 +109,8 @@ func TestEmbeddedRestartsOnItsPortWithItsEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := LastSeq(t.Context(), js, "run-kept"); err != nil || got != 1 {
-		t.Fatalf("LastSeq after the restart = %d, %v; want the stored event's seq 1", got, err)
+	if got, err := LastPosition(t.Context(), js, "run-kept"); err != nil || got.Seq != 1 {
+		t.Fatalf("LastPosition after the restart = %+v, %v; want the stored event's seq 1", got, err)
 	}
 	inProcess, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {

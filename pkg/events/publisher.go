@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,7 @@ type Publisher struct {
 	stream StreamOptions
 	retry  backoff
 	ready  readiness
+	fences atomic.Int32 // whether the server fences a run's events (fencing)
 }
 
 // Option configures a Publisher.
@@ -131,7 +133,7 @@ func (p *Publisher) send(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 		}
 	}
 	if ctx.Err() == nil {
-		p.ready.setStored(err == nil)
+		p.ready.setStored(err == nil || isWrongLast(err)) // a fenced event's refusal is an answer too
 	}
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", msg.Subject, err)

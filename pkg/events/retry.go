@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 )
@@ -26,11 +27,12 @@ func (b backoff) next(d time.Duration) time.Duration { return min(2*d, b.ceiling
 
 // store publishes msg, the message of ev, until JetStream acks it, for as long as ctx lives:
 // a failed attempt is retried after a backoff, or as soon as events can be stored again. It
-// reports whether the first attempt was acked as a duplicate, that is whether msg's id had
-// been stored before this call; a later duplicate ack is an earlier attempt that was stored
-// although its ack was lost. It gives up when ctx ends or on an error that retrying cannot
-// mend.
-func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEvent) (bool, error) {
+// returns the ack and reports whether the first attempt was acked as a duplicate, that is
+// whether msg's id had been stored before this call; a later duplicate ack is an earlier
+// attempt that was stored although its ack was lost. It gives up when ctx ends, on an error
+// that retrying cannot mend, and when JetStream refuses a fenced message (see
+// RunStream.fence), which the caller settles.
+func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEvent) (*jetstream.PubAck, bool, error) {
 	wait := p.retry.initial
 	for attempt := 1; ; attempt++ {
 		ack, err := p.send(ctx, msg)
@@ -39,10 +41,10 @@ func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEve
 				slog.InfoContext(ctx, "run event stored after failed attempts",
 					"run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "attempts", attempt)
 			}
-			return attempt == 1 && ack.Duplicate, nil
+			return ack, attempt == 1 && ack.Duplicate, nil
 		}
-		if lasting(err) {
-			return false, err
+		if lasting(err) || isWrongLast(err) {
+			return nil, false, err
 		}
 		if ctx.Err() == nil {
 			slog.WarnContext(ctx, "publishing run event failed; retrying",
@@ -50,10 +52,22 @@ func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEve
 			p.pause(ctx, wait)
 		}
 		if ctx.Err() != nil {
-			return false, fmt.Errorf("%w; gave up after %d attempts: %w", err, attempt, ctx.Err())
+			return nil, false, fmt.Errorf("%w; gave up after %d attempts: %w", err, attempt, ctx.Err())
 		}
 		wait = p.retry.next(wait)
 	}
+}
+
+// retryAfter logs why an attempt for ev failed and waits for *wait (see pause), which it moves
+// on to the next backoff; it reports whether ctx still lives.
+func (p *Publisher) retryAfter(ctx context.Context, wait *time.Duration, why string, ev *eventv1.RunEvent, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	slog.WarnContext(ctx, why, "run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "retry_in", *wait, "err", err)
+	p.pause(ctx, *wait)
+	*wait = p.retry.next(*wait)
+	return ctx.Err() == nil
 }
 
 // pause waits for d, or less when events become storable again meanwhile or ctx ends.

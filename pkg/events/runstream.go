@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
@@ -17,24 +15,34 @@ import (
 )
 
 // RunStream numbers and publishes the events of one run. It is safe for concurrent use.
+//
+// Its events can be fenced (WithOwner), so that two processes that both take themselves for
+// the run's executor (one that stalled while another took the run over) never store their
+// events in turn: the one whose Owner says the run is not its own gets ErrFenced.
 type RunStream struct {
-	p     *Publisher
-	runID string
+	p       *Publisher
+	runID   string
+	owns    Owner       // nil: never fenced
+	fencing func() bool // nil: fenced whenever owns is set
 
-	mu  sync.Mutex    // held by Emit: events are published one at a time
-	seq atomic.Uint64 // the last seq used; written under mu
+	mu   sync.Mutex    // held by Emit: events are published one at a time
+	seq  atomic.Uint64 // the last seq used; written under mu
+	last uint64        // the stream sequence of the run's last stored event; under mu
 }
 
 // Run returns the RunStream of a new run; its first event gets seq 1.
-func (p *Publisher) Run(runID string) *RunStream {
-	return NewRunStreamAt(p, runID, 0)
+func (p *Publisher) Run(runID string, opts ...RunOption) *RunStream {
+	return NewRunStreamAt(p, runID, Position{}, opts...)
 }
 
-// NewRunStreamAt returns the RunStream of a resumed run whose last event had seq lastSeq (see
-// LastSeq); its next event gets lastSeq+1.
-func NewRunStreamAt(p *Publisher, runID string, lastSeq uint64) *RunStream {
-	rs := &RunStream{p: p, runID: runID}
-	rs.seq.Store(lastSeq)
+// NewRunStreamAt returns the RunStream of a resumed run whose last event is at (see
+// LastPosition); its next event gets at.Seq+1.
+func NewRunStreamAt(p *Publisher, runID string, at Position, opts ...RunOption) *RunStream {
+	rs := &RunStream{p: p, runID: runID, last: at.StreamSeq}
+	rs.seq.Store(at.Seq)
+	for _, opt := range opts {
+		opt(rs)
+	}
 	return rs
 }
 
@@ -60,6 +68,9 @@ func (rs *RunStream) Seq() uint64 { return rs.seq.Load() }
 // seq counts as used and the next event takes the one after, so the run's stored seqs may
 // have a gap but never two events with one seq. When the first attempt of a seq finds it
 // already stored (a resumed run's lastSeq was behind), the event takes the next seq instead.
+// When JetStream refuses the event because of the fence, Emit settles why (see settle): it
+// is stored, it goes again, or Emit fails with ErrFenced; reading the stream or the owner
+// for it is retried as a publish is.
 func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.RunEvent, error) {
 	if ev == nil {
 		return nil, stageerr.Invalid("event must not be nil")
@@ -75,7 +86,8 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	for {
+	wait := rs.p.retry.initial
+	for refused := 0; ; {
 		out.Seq = rs.seq.Load() + 1
 		pctx, span := startPublish(ctx, out)
 		msg, stored, err := rs.p.prepare(pctx, out)
@@ -83,12 +95,35 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 			endPublish(span, -1, err)
 			return nil, err
 		}
-		taken, err := rs.p.store(pctx, msg, out)
+		rs.fence(msg)
+		ack, taken, err := rs.p.store(pctx, msg, out)
 		endPublish(span, len(msg.Data), err)
+		if isWrongLast(err) {
+			refused++
+			settled, serr := rs.settle(ctx, msg, out)
+			switch {
+			case serr == nil && settled == alreadyStored:
+				rs.seq.Store(out.Seq)
+				return stored, nil
+			case errors.Is(serr, ErrFenced):
+				rs.seq.Store(out.Seq)
+				return nil, serr
+			case serr == nil && refused == 1:
+				continue // the seq was not stored: it goes again, unless settle moved past it
+			case serr == nil:
+				serr = err // refused again at once: another writer goes on, or the store misbehaves
+			}
+			if !rs.p.retryAfter(ctx, &wait, "settling a refused run event failed; retrying", out, serr) {
+				rs.seq.Store(out.Seq)
+				return nil, fmt.Errorf("%w; gave up: %w", serr, ctx.Err())
+			}
+			continue
+		}
 		rs.seq.Store(out.Seq)
 		if err != nil {
 			return nil, err
 		}
+		rs.last = max(rs.last, ack.Sequence)
 		if !taken {
 			return stored, nil
 		}
@@ -104,35 +139,4 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 // TestStampableCopiesEveryField fails when RunEvent gains a field this leaves out.
 func stampable(ev *eventv1.RunEvent) *eventv1.RunEvent {
 	return &eventv1.RunEvent{RunId: ev.GetRunId(), Seq: ev.GetSeq(), Time: ev.GetTime(), Kind: ev.Kind}
-}
-
-// LastSeq returns the seq of the last stored event of a run, 0 when the stream holds none
-// (also when the stream itself is missing). A resumed run continues with
-// NewRunStreamAt(p, runID, LastSeq(…)).
-func LastSeq(ctx context.Context, js jetstream.JetStream, runID string) (uint64, error) {
-	if err := ValidRunID(runID); err != nil {
-		return 0, err
-	}
-	s, err := js.Stream(ctx, StreamName)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last seq of run %s: %w", runID, err)
-	}
-	// The message-get API takes a wildcard "last_by_subj": nats-server loads the last message
-	// of every subject matching it (file and memory stores alike). The stream does not allow
-	// direct gets, so the client uses that API.
-	msg, err := s.GetLastMsgForSubject(ctx, runFilter(runID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last seq of run %s: %w", runID, err)
-	}
-	ev := &eventv1.RunEvent{}
-	if err := proto.Unmarshal(msg.Data, ev); err != nil {
-		return 0, fmt.Errorf("last seq of run %s: decode %s: %w", runID, msg.Subject, err)
-	}
-	return ev.GetSeq(), nil
 }

@@ -124,7 +124,7 @@ func TestEmitRejectsInvalidInput(t *testing.T) {
 
 func TestNewRunStreamAtContinuesAResumedRun(t *testing.T) {
 	env := newTestEnv(t)
-	rs := NewRunStreamAt(env.pub, "run-resume", 7)
+	rs := NewRunStreamAt(env.pub, "run-resume", Position{Seq: 7})
 	ev, err := rs.Emit(t.Context(), turnStarted(3))
 	if err != nil {
 		t.Fatal(err)
@@ -297,10 +297,10 @@ func TestEmitDoesNotRetryInvalidEvents(t *testing.T) {
 	}
 }
 
-func TestLastSeq(t *testing.T) {
+func TestLastPosition(t *testing.T) {
 	env := newTestEnv(t)
-	if got, err := LastSeq(t.Context(), env.js, "run-1"); err != nil || got != 0 {
-		t.Fatalf("LastSeq of a run without events = %d, %v; want 0", got, err)
+	if got, err := LastPosition(t.Context(), env.js, "run-1"); err != nil || got != (Position{}) {
+		t.Fatalf("LastPosition of a run without events = %+v, %v; want none", got, err)
 	}
 	publish := func(runID string, seqs ...uint64) {
 		for _, seq := range seqs {
@@ -314,25 +314,25 @@ func TestLastSeq(t *testing.T) {
 	publish("run-1", 1, 2, 5) // a gap: seqs 3 and 4 were given up
 	publish("run-10", 9)      // a run whose id starts with the other's, published last
 	publish("run-2", 1)
-	for runID, want := range map[string]uint64{"run-1": 5, "run-10": 9, "run-2": 1, "run-3": 0} {
-		if got, err := LastSeq(t.Context(), env.js, runID); err != nil || got != want {
-			t.Errorf("LastSeq(%s) = %d, %v; want %d", runID, got, err, want)
+	for runID, want := range map[string]Position{"run-1": {5, 3}, "run-10": {9, 4}, "run-2": {1, 5}, "run-3": {}} {
+		if got, err := LastPosition(t.Context(), env.js, runID); err != nil || got != want {
+			t.Errorf("LastPosition(%s) = %+v, %v; want %+v", runID, got, err, want)
 		}
 	}
 
-	ev, err := NewRunStreamAt(env.pub, "run-1", 5).Emit(t.Context(), runFinished())
+	ev, err := NewRunStreamAt(env.pub, "run-1", Position{Seq: 5, StreamSeq: 3}).Emit(t.Context(), runFinished())
 	if err != nil || ev.GetSeq() != 6 {
 		t.Fatalf("resumed Emit = seq %d, %v; want 6", ev.GetSeq(), err)
 	}
 
-	_, err = LastSeq(t.Context(), env.js, "run.*")
+	_, err = LastPosition(t.Context(), env.js, "run.*")
 	assertInvalid(t, err, `contains '.'`)
 
 	if err := env.js.DeleteStream(t.Context(), StreamName); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := LastSeq(t.Context(), env.js, "run-1"); err != nil || got != 0 {
-		t.Errorf("LastSeq without the stream = %d, %v; want 0", got, err)
+	if got, err := LastPosition(t.Context(), env.js, "run-1"); err != nil || got != (Position{}) {
+		t.Errorf("LastPosition without the stream = %+v, %v; want none", got, err)
 	}
 }
 

@@ -34,9 +34,11 @@ type beats struct {
 	live    bool      // the last beat stored the heartbeat
 	trouble time.Time // when a beat last failed or found the heartbeat lapsed; zero: never
 
-	// lapsed is when a beat last found the heartbeat lapsed (zero: never); only the beating
-	// goroutine reads and writes it, so mu does not guard it.
-	lapsed time.Time
+	// lapsed is when a beat last found the heartbeat lapsed (zero: never), and watched whether
+	// the checks after it (lapseWatch) are over; only the beating goroutine reads and writes
+	// them, so mu does not guard them.
+	lapsed  time.Time
+	watched bool
 }
 
 // set records a beat: live when it stored the heartbeat, troubled when it failed or found the
@@ -117,8 +119,13 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	if err == nil {
 		b.set(true, false)
 		s.lease.renew(sent.Add(s.store.LeaseTTL()))
-		if !b.lapsed.IsZero() && time.Since(b.lapsed) < lapseWatch*s.store.LeaseTTL() {
+		switch {
+		case b.lapsed.IsZero() || b.watched:
+		case time.Since(b.lapsed) < lapseWatch*s.store.LeaseTTL():
 			s.dropLostRuns(ctx)
+		default:
+			b.watched = true
+			s.log.DebugContext(ctx, "the checks after the heartbeat's lapse are over; the runs' events stay fenced")
 		}
 		return next
 	}
@@ -134,7 +141,8 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	default:
 		s.log.WarnContext(ctx, "this replica's heartbeat lapsed; checking that its runs are still its own")
 		s.metrics.lapses.Add(ctx, 1)
-		b.lapsed = time.Now()
+		b.lapsed, b.watched = time.Now(), false
+		s.lease.lapsed.Store(true)
 	}
 	b.set(false, true) // before the heartbeat is back, so that adoption never sees it steady
 	sent = time.Now()

@@ -2,8 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 )
 
 // lease is how long this replica's runs are surely its own: until the heartbeat its keeper
@@ -14,10 +19,15 @@ import (
 // NATS out of reach) publishes nothing more for a run until its keeper has beaten again and
 // stopped the runs other replicas took meanwhile (dropLostRuns). Its checkpoints need no
 // lease, as the store refuses a checkpoint written over another replica's.
+//
+// Once its heartbeat has lapsed, a replica also fences its runs' events (fence): another
+// replica's keeper that listed the replicas while the heartbeat was missing may take a run
+// later than the checks after the lapse look (lapseWatch).
 type lease struct {
 	mu      sync.Mutex
 	until   time.Time     // zero until the first beat
 	renewed chan struct{} // closed and replaced by renew
+	lapsed  atomic.Bool   // the heartbeat lapsed once: the runs' events are fenced
 }
 
 func newLease() *lease { return &lease{renewed: make(chan struct{})} }
@@ -58,4 +68,24 @@ func (r *run) awaitLease(ctx context.Context) bool {
 			return false
 		}
 	}
+}
+
+// fence fences a durable run's events with its owner in the store (events.WithOwner) once
+// the replica's heartbeat has lapsed: an executor that finds another replica's event after
+// its own last one publishes nothing more when the store names another owner. That closes
+// what the lease and the checks after a lapse leave open: a run another replica's keeper took
+// later than lapseWatch. Fencing costs some 2% of a lone turn, so a replica whose heartbeat
+// never lapsed, whose runs no keeper takes, does not fence; what is left open then is a
+// replica that stalls right between a run's check of its lease and the event's publish.
+func (s *Service) fence(runID string) []events.RunOption {
+	if s.store == nil {
+		return nil
+	}
+	return []events.RunOption{events.WithOwner(func(ctx context.Context) (bool, error) {
+		owner, _, err := s.store.Owner(ctx, runID)
+		if errors.Is(err, runstore.ErrNotFound) {
+			return false, nil // retired, or never this replica's
+		}
+		return owner == s.replica, err
+	}, s.lease.lapsed.Load)}
 }

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -174,6 +175,11 @@ func (r *run) emit(ctx context.Context, ev *eventv1.RunEvent) {
 		return
 	}
 	stamped, err := r.stream.Emit(r.publishContext(ctx), ev)
+	if errors.Is(err, events.ErrFenced) {
+		r.svc.log.WarnContext(ctx, "run event not published: another replica runs the run; it stops here", "run_id", r.id, "kind", events.Kind(ev), "err", err)
+		r.cancel(errLeaseLost)
+		return
+	}
 	if err != nil {
 		r.svc.log.ErrorContext(ctx, "publishing run event failed", "run_id", r.id, "kind", events.Kind(ev), "err", err)
 		return

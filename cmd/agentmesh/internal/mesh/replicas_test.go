@@ -369,6 +369,55 @@ func TestARunTakenJustAfterALapseStopsToo(t *testing.T) {
 	}
 }
 
+// TestARunTakenLateAfterALapseIsFenced: a keeper that listed the replicas while a replica's
+// heartbeat was missing may take one of its runs later than the replica's checks after the
+// lapse look (lapseWatch). Here orchestrator-1's heartbeat lapsed and its checks are over
+// before its run starts; orchestrator-2 then takes the run while it waits for the model, and
+// resumes it. When the model answers both, orchestrator-1's answer is refused by the fence
+// its runs' events have had since the lapse (events.WithOwner), and its run stops there: the
+// run's events hold orchestrator-2's answer only. Without the fence orchestrator-1 published
+// its answer among orchestrator-2's events, until its next checkpoint conflicted.
+func TestARunTakenLateAfterALapseIsFenced(t *testing.T) {
+	hold := make(chan struct{})
+	h := replicaMesh(t, llmtest.Scenario{Name: "fenced", Match: "fenced", Turns: []llmtest.Turn{{Content: "4", Hold: hold}}})
+	h.purgeHeartbeat(t, "orchestrator-1")
+	if !eventually(t, 10*time.Second, h.logged(`"replica":"orchestrator-1"`, "the checks after the heartbeat's lapse are over")) {
+		t.Fatal("orchestrator-1 did not find its heartbeat lapsed, or never ended its checks")
+	}
+
+	const runID = "fenced"
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: "fenced", RunId: runID})
+		done <- err
+	}()
+	if !eventually(t, 10*time.Second, func() bool { return len(h.llm.Requests()) == 1 }) {
+		t.Fatal("the run never asked the model")
+	}
+	owners := h.bucket(t, runstore.ActiveBucket)
+	e, err := owners.Get(t.Context(), runID)
+	if err != nil || string(e.Value()) != "orchestrator-1" {
+		t.Fatalf("the run's owner = %v, %v; want orchestrator-1", e, err)
+	}
+	if _, err := owners.Update(t.Context(), runID, []byte("orchestrator-2"), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitResumed(t, runID, 10*time.Second)
+	if !eventually(t, 10*time.Second, func() bool { return len(h.llm.Requests()) == 2 }) {
+		t.Fatal("orchestrator-2 never asked the model again")
+	}
+	close(hold)
+
+	if !eventually(t, 10*time.Second, h.logged(`"replica":"orchestrator-1"`, "another replica runs the run; it stops here", runID)) {
+		t.Fatal("orchestrator-1 did not stop the run another replica took")
+	}
+	final, kinds := finishOn(t, h.replicas[1], runID)
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || count(kinds, "llm_response") != 1 || count(kinds, "run_finished") != 1 {
+		t.Fatalf("outcome %s, events %v; want one llm_response, orchestrator-2's", final.GetOutcome(), kinds)
+	}
+	<-done // orchestrator-1's caller is told the run moved
+}
+
 // TestADrainingReplicasRunsMoveAtOnce: a keeper does not read again the owner of a run it
 // knows a live replica owns, but a replica that drains marks itself so, and the other replica
 // then reads its runs' owners again: a run handed off moves at the other replica's next pass,

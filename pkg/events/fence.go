@@ -1,0 +1,199 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+)
+
+// ErrFenced is Emit's error when another writer published an event of the run after the last
+// one this RunStream stored, and the run is no longer this process's (its Owner says so): an
+// executor that went on after another replica took its run over. The event is not stored.
+var ErrFenced = errors.New("another writer publishes this run's events")
+
+// Owner reports whether the process that publishes a run's events still runs the run; a
+// RunStream asks it only when it finds another writer's event after its own last one.
+type Owner func(ctx context.Context) (bool, error)
+
+// RunOption configures a RunStream.
+type RunOption func(*RunStream)
+
+// WithOwner fences the run's events with owns while fencing reports true (always, when it is
+// nil): each event is stored only after the last one this RunStream knows of (JetStream's
+// expected last sequence of the run's subjects), and an Emit that finds another writer's
+// event after it stores its own after that one only while owns reports the run this
+// process's, and fails with ErrFenced otherwise. Fencing costs the server a lookup of the
+// run's last event for each event (some 2% of a lone turn of the mesh), hence fencing: a
+// process can fence only while it has cause to think another may run its runs. Without
+// WithOwner a RunStream never fences.
+func WithOwner(owns Owner, fencing func() bool) RunOption {
+	return func(rs *RunStream) { rs.owns, rs.fencing = owns, fencing }
+}
+
+// Position is where a run's events stand: the seq of its last stored event and that event's
+// sequence in the stream, both 0 when it has none.
+type Position struct {
+	Seq       uint64
+	StreamSeq uint64
+}
+
+// LastPosition returns the position of a run's last stored event, the zero Position when the
+// stream holds none (also when the stream itself is missing). A resumed run continues with
+// NewRunStreamAt(p, runID, LastPosition(…)).
+func LastPosition(ctx context.Context, js jetstream.JetStream, runID string) (Position, error) {
+	if err := ValidRunID(runID); err != nil {
+		return Position{}, err
+	}
+	msg, err := lastMessage(ctx, js, runID)
+	if err != nil || msg == nil {
+		return Position{}, err
+	}
+	ev := &eventv1.RunEvent{}
+	if err := proto.Unmarshal(msg.Data, ev); err != nil {
+		return Position{}, fmt.Errorf("last event of run %s: decode %s: %w", runID, msg.Subject, err)
+	}
+	return Position{Seq: ev.GetSeq(), StreamSeq: msg.Sequence}, nil
+}
+
+// lastMessage returns the last stored message of a run's events, nil when there is none.
+func lastMessage(ctx context.Context, js jetstream.JetStream, runID string) (*jetstream.RawStreamMsg, error) {
+	s, err := js.Stream(ctx, StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last event of run %s: %w", runID, err)
+	}
+	// The message-get API takes a wildcard "last_by_subj": nats-server loads the last message
+	// of every subject matching it (file and memory stores alike). The stream does not allow
+	// direct gets, so the client uses that API.
+	msg, err := s.GetLastMsgForSubject(ctx, runFilter(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last event of run %s: %w", runID, err)
+	}
+	return msg, nil
+}
+
+// fence makes msg, an event of the run, storable only after the run's last stored event is
+// the one at stream sequence last: JetStream refuses it when another writer's event came
+// after (JSErrCodeStreamWrongLastSequence). It does nothing unless the RunStream fences now
+// (WithOwner), nor when the server does not take a subject filter for the check
+// (nats-server before 2.11).
+func (rs *RunStream) fence(msg *nats.Msg) {
+	if rs.owns == nil || rs.fencing != nil && !rs.fencing() || !rs.p.fencing() {
+		return
+	}
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rs.last, 10))
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, runFilter(rs.runID))
+}
+
+// isWrongLast reports whether err is JetStream's refusal of a fenced message.
+func isWrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// settlement is what a RunStream found after JetStream refused its fenced message.
+type settlement int
+
+const (
+	// alreadyStored: the message is the run's last one, an earlier attempt whose ack was lost.
+	alreadyStored settlement = iota
+	// publishAgain: the RunStream's position is corrected; the event is published again.
+	publishAgain
+)
+
+// settle finds out why JetStream refused msg, the event out of the run, and corrects the
+// RunStream's position: the run's last message is msg itself (an attempt stored, its ack
+// lost); or the stream lost the run's later events (its limits, or NATS lost its store), and
+// the run goes on from what is left; or another writer stored events after the last one this
+// RunStream knew of, and the run goes on after them while Owner says it is this process's
+// (the other writer was an executor that lost the run, or this RunStream's own earlier event
+// whose ack was lost), else ErrFenced. rs.mu is held.
+func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.RunEvent) (settlement, error) {
+	last, err := lastMessage(ctx, rs.p.js, rs.runID)
+	if err != nil {
+		return publishAgain, err
+	}
+	switch {
+	case last != nil && last.Subject == msg.Subject && bytes.Equal(last.Data, msg.Data):
+		rs.last = last.Sequence
+		return alreadyStored, nil
+	case last == nil || last.Sequence < rs.last:
+		rs.last = 0
+		if last != nil {
+			rs.last = last.Sequence
+		}
+		return publishAgain, nil
+	}
+	if rs.owns != nil { // always set: only a fenced message is refused
+		ours, err := rs.owns(ctx)
+		if err != nil {
+			return publishAgain, fmt.Errorf("run %s: reading its owner: %w", rs.runID, err)
+		}
+		if !ours {
+			return publishAgain, fmt.Errorf("%w: run %s, after its event at stream sequence %d", ErrFenced, rs.runID, rs.last)
+		}
+	}
+	ev := &eventv1.RunEvent{}
+	if err := proto.Unmarshal(last.Data, ev); err != nil {
+		return publishAgain, fmt.Errorf("last event of run %s: decode %s: %w", rs.runID, last.Subject, err)
+	}
+	rs.last = last.Sequence
+	if seq := ev.GetSeq(); seq >= out.GetSeq() {
+		rs.seq.Store(seq) // the next attempt takes the seq after the other writer's
+	}
+	return publishAgain, nil
+}
+
+// fencing reports whether the server takes a subject filter for the expected last sequence
+// of a subject (nats-server 2.11 and later), read from the server the connection first
+// reports.
+func (p *Publisher) fencing() bool {
+	switch p.fences.Load() {
+	case fencesYes:
+		return true
+	case fencesNo:
+		return false
+	}
+	v := p.js.Conn().ConnectedServerVersion()
+	if v == "" {
+		return false // not connected: the attempt fails anyway, and the next one looks again
+	}
+	if serverFences(v) {
+		p.fences.Store(fencesYes)
+		return true
+	}
+	p.fences.Store(fencesNo)
+	return false
+}
+
+// What a Publisher knows of its server's fencing (Publisher.fences).
+const (
+	fencesUnknown int32 = iota
+	fencesNo
+	fencesYes
+)
+
+// serverFences reports whether a nats-server of version v ("2.11.0", "2.15.2-beta") checks
+// Nats-Expected-Last-Subject-Sequence-Subject.
+func serverFences(v string) bool {
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(minor)
+	return err1 == nil && err2 == nil && (ma > 2 || ma == 2 && mi >= 11)
+}
