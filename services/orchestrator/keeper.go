@@ -300,8 +300,12 @@ func (s *Service) adopt(ctx context.Context, id, reason string) {
 	}
 }
 
-// resume continues a run from its checkpoint on this replica, which owns it.
+// resume continues a run from its checkpoint on this replica, which owns it; a run this
+// replica refused at its start is discarded instead (discardRefused).
 func (s *Service) resume(ctx context.Context, runID string, reason string) error {
+	if s.discardRefused(ctx, runID) {
+		return nil
+	}
 	cp, head, err := s.store.Load(ctx, runID)
 	if err != nil {
 		if errors.Is(err, runstore.ErrNotFound) {

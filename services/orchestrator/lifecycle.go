@@ -146,7 +146,7 @@ func (s *Service) unreserve(ctx context.Context, r *run) {
 	delete(s.starting, r.id)
 	s.mu.Unlock()
 	if key := r.req.GetIdempotencyKey(); key != "" {
-		_ = s.store.Unclaim(ctx, r.userID, key, r.id)
+		_ = s.store.Unclaim(context.WithoutCancel(ctx), r.userID, key, r.id) // even when the caller has gone
 	}
 }
 
@@ -389,18 +389,52 @@ func phaseName(p checkpointv1.Phase) string {
 // checkRetired refuses (runstore.ErrExists) a run just created with the id of a retired run
 // whose tombstone still keeps it taken (runstore.Finish), and discards what Create stored of
 // it. It looks after Create: a retiring run's tombstone is stored before its checkpoint goes,
-// so a Create that succeeds because the checkpoint is gone finds the tombstone.
+// so a Create that succeeds because the checkpoint is gone finds the tombstone. A run whose
+// tombstone cannot be read is refused too (its caller is told the store failed), and
+// discarded even when its caller has gone; one whose discarding fails is discarded by this
+// replica's keeper (see refuse), not resumed.
 func (s *Service) checkRetired(ctx context.Context, runID string) error {
 	taken, err := s.store.Taken(ctx, runID)
 	if err == nil && !taken {
 		return nil
 	}
-	if derr := s.store.Discard(ctx, runID); derr != nil {
-		// A keeper adopts it: it discards a run whose id a tombstone holds, and resumes any other.
-		s.log.WarnContext(ctx, "discarding a run refused at its start failed", "run_id", runID, "err", derr)
+	if derr := s.store.Discard(context.WithoutCancel(ctx), runID); derr != nil {
+		s.log.WarnContext(ctx, "discarding a run refused at its start failed; the keeper discards it later", "run_id", runID, "err", derr)
+		s.refuse(runID)
 	}
 	if err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: run %s was retired", runstore.ErrExists, runID)
+}
+
+// refuse records a run refused at its start whose records could not be discarded: the keeper
+// finds it among this replica's runs, as it finds those of a replica that restarted, and
+// discards it instead of resuming it (discardRefused). Only this replica knows: were it to die
+// first, the replica that adopts the run resumes it unless a tombstone holds its id.
+func (s *Service) refuse(runID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused[runID] = true
+}
+
+// discardRefused discards runID's records when this replica refused the run at its start
+// (refuse), and reports whether it did or tried: a run that could not be discarded now stays
+// refused, for the keeper's next pass.
+func (s *Service) discardRefused(ctx context.Context, runID string) bool {
+	s.mu.Lock()
+	refused := s.refused[runID]
+	s.mu.Unlock()
+	if !refused {
+		return false
+	}
+	if err := s.store.Discard(ctx, runID); err != nil {
+		s.log.WarnContext(ctx, "discarding a run refused at its start failed; trying again at the next pass", "run_id", runID, "err", err)
+		return true
+	}
+	s.mu.Lock()
+	delete(s.refused, runID)
+	s.mu.Unlock()
+	s.log.InfoContext(ctx, "discarded a run refused at its start", "run_id", runID)
+	return true
 }

@@ -153,6 +153,7 @@ type Service struct {
 	mu          sync.Mutex
 	live        map[string]*run           // runs executing on this replica
 	starting    map[string]bool           // runs this replica is starting, not yet live
+	refused     map[string]bool           // runs refused at their start, not discarded yet (refuse)
 	idempotency map[idempotencyKey]string // run id by user and idempotency key (without a store)
 }
 
@@ -190,6 +191,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		now:          opts.Now,
 		live:         map[string]*run{},
 		starting:     map[string]bool{},
+		refused:      map[string]bool{},
 		idempotency:  map[idempotencyKey]string{},
 		alternatives: opts.Alternatives,
 		planning:     opts.Planning,
