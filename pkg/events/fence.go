@@ -163,11 +163,8 @@ func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.Run
 // of a subject (nats-server 2.11 and later), read from the server the connection first
 // reports.
 func (p *Publisher) fencing() bool {
-	switch p.fences.Load() {
-	case fencesYes:
-		return true
-	case fencesNo:
-		return false
+	if known := p.fences.Load(); known != fencesUnknown {
+		return known == fencesYes
 	}
 	v := p.js.Conn().ConnectedServerVersion()
 	if v == "" {

@@ -97,6 +97,8 @@ func TestAFencedRunGoesOnWhenTheStreamLostItsEvents(t *testing.T) {
 	}
 }
 
+// TestServerFences: fencing needs nats-server 2.11 or later, which checks the expected last
+// sequence of a subject filter.
 func TestServerFences(t *testing.T) {
 	for v, want := range map[string]bool{
 		"2.15.2": true, "2.11.0": true, "2.11.0-beta.1": true, "3.0.0": true,

@@ -46,25 +46,19 @@ func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEve
 		if lasting(err) || isWrongLast(err) {
 			return nil, false, err
 		}
-		if ctx.Err() == nil {
-			slog.WarnContext(ctx, "publishing run event failed; retrying",
-				"run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "attempt", attempt, "retry_in", wait, "err", err)
-			p.pause(ctx, wait)
-		}
-		if ctx.Err() != nil {
+		if !p.retryAfter(ctx, &wait, "publishing run event failed; retrying", ev, err, "attempt", attempt) {
 			return nil, false, fmt.Errorf("%w; gave up after %d attempts: %w", err, attempt, ctx.Err())
 		}
-		wait = p.retry.next(wait)
 	}
 }
 
-// retryAfter logs why an attempt for ev failed and waits for *wait (see pause), which it moves
-// on to the next backoff; it reports whether ctx still lives.
-func (p *Publisher) retryAfter(ctx context.Context, wait *time.Duration, why string, ev *eventv1.RunEvent, err error) bool {
+// retryAfter logs why an attempt for ev failed (with the log attributes attrs) and waits for
+// *wait (see pause), which it moves on to the next backoff; it reports whether ctx still lives.
+func (p *Publisher) retryAfter(ctx context.Context, wait *time.Duration, why string, ev *eventv1.RunEvent, err error, attrs ...any) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	slog.WarnContext(ctx, why, "run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "retry_in", *wait, "err", err)
+	slog.WarnContext(ctx, why, append([]any{"run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "retry_in", *wait, "err", err}, attrs...)...)
 	p.pause(ctx, *wait)
 	*wait = p.retry.next(*wait)
 	return ctx.Err() == nil
