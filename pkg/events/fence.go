@@ -20,9 +20,11 @@ import (
 // executor that went on after another replica took its run over. The event is not stored.
 var ErrFenced = errors.New("another writer publishes this run's events")
 
-// Owner reports whether the process that publishes a run's events still runs the run; a
-// RunStream asks it only when it finds another writer's event after its own last one.
-type Owner func(ctx context.Context) (bool, error)
+// Owner reports whether the process that publishes the events of the run runID still runs
+// it; a RunStream asks it only when it finds another writer's event after its own last one.
+// One Owner serves every run (a RunOption made once), so that fencing costs an idle run no
+// closure of its own.
+type Owner func(ctx context.Context, runID string) (bool, error)
 
 // RunOption configures a RunStream.
 type RunOption func(*RunStream)
@@ -140,7 +142,7 @@ func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.Run
 		return publishAgain, nil
 	}
 	if rs.owns != nil { // always set: only a fenced message is refused
-		ours, err := rs.owns(ctx)
+		ours, err := rs.owns(ctx, rs.runID)
 		if err != nil {
 			return publishAgain, fmt.Errorf("run %s: reading its owner: %w", rs.runID, err)
 		}

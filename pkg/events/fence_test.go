@@ -12,7 +12,7 @@ import (
 
 // ownedBy is an Owner that says the run is name's while owner holds name.
 func ownedBy(owner *atomic.Value, name string) RunOption {
-	return WithOwner(func(context.Context) (bool, error) { return owner.Load() == name, nil }, nil)
+	return WithOwner(func(context.Context, string) (bool, error) { return owner.Load() == name, nil }, nil)
 }
 
 // TestAStaleWriterIsFenced: replica a publishes a run's events, b takes the run over (the
@@ -57,7 +57,7 @@ func TestAnOwnerThatCannotBeReadIsAskedAgain(t *testing.T) {
 	env := newTestEnv(t)
 	const runID = "run-owner-down"
 	var asked atomic.Int64
-	owns := WithOwner(func(context.Context) (bool, error) {
+	owns := WithOwner(func(context.Context, string) (bool, error) {
 		if asked.Add(1) < 3 {
 			return false, errors.New("the store is down")
 		}
@@ -80,7 +80,7 @@ func TestAnOwnerThatCannotBeReadIsAskedAgain(t *testing.T) {
 func TestAFencedRunGoesOnWhenTheStreamLostItsEvents(t *testing.T) {
 	env := newTestEnv(t)
 	const runID = "run-purged"
-	rs := env.pub.Run(runID, WithOwner(func(context.Context) (bool, error) { return false, nil }, nil))
+	rs := env.pub.Run(runID, WithOwner(func(context.Context, string) (bool, error) { return false, nil }, nil))
 	emitAll(t, rs, runStarted("go"), turnStarted(1))
 	s, err := env.js.Stream(t.Context(), StreamName)
 	if err != nil {
@@ -117,7 +117,7 @@ func TestAFencedAttemptWhoseAckWasLostIsFoundStored(t *testing.T) {
 	env := newTestEnv(t)
 	flaky := &flakyJetStream{lostAcks: true, failures: 1}
 	var asked atomic.Int64
-	rs := flakyPublisher(env, flaky).Run("run-lost-ack", WithOwner(func(context.Context) (bool, error) {
+	rs := flakyPublisher(env, flaky).Run("run-lost-ack", WithOwner(func(context.Context, string) (bool, error) {
 		asked.Add(1)
 		return true, nil
 	}, nil))
@@ -145,7 +145,7 @@ func TestAStreamFencesOnlyWhileItsFencingSaysSo(t *testing.T) {
 	env := newTestEnv(t)
 	const runID = "run-fencing"
 	var fencing atomic.Bool
-	stale := env.pub.Run(runID, WithOwner(func(context.Context) (bool, error) { return false, nil }, fencing.Load))
+	stale := env.pub.Run(runID, WithOwner(func(context.Context, string) (bool, error) { return false, nil }, fencing.Load))
 	emitAll(t, stale, runStarted("go"))
 	emitAll(t, NewRunStreamAt(env.pub, runID, Position{Seq: 1, StreamSeq: 1}), turnStarted(1)) // the new owner
 	if ev, err := stale.Emit(t.Context(), llmDelta("unfenced")); err != nil || ev.GetSeq() != 3 {

@@ -76,16 +76,14 @@ func (r *run) awaitLease(ctx context.Context) bool {
 // what the lease and the checks after a lapse leave open: a run another replica's keeper took
 // later than lapseWatch. Fencing costs some 2% of a lone turn, so a replica whose heartbeat
 // never lapsed, whose runs no keeper takes, does not fence; what is left open then is a
-// replica that stalls right between a run's check of its lease and the event's publish.
-func (s *Service) fence(runID string) []events.RunOption {
-	if s.store == nil {
-		return nil
-	}
-	return []events.RunOption{events.WithOwner(func(ctx context.Context) (bool, error) {
+// replica that stalls right between a run's check of its lease and the event's publish. The
+// option is made once, for every run of the replica.
+func (s *Service) fence() events.RunOption {
+	return events.WithOwner(func(ctx context.Context, runID string) (bool, error) {
 		owner, _, err := s.store.Owner(ctx, runID)
 		if errors.Is(err, runstore.ErrNotFound) {
 			return false, nil // retired, or never this replica's
 		}
 		return owner == s.replica, err
-	}, s.lease.lapsed.Load)}
+	}, s.lease.lapsed.Load)
 }

@@ -69,7 +69,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	defer release()
 	r = &run{
 		svc: s, id: runID, userID: userID, req: req, done: make(chan struct{}), contract: contract,
-		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID, s.fence(runID)...),
+		chain: transcript.NewChain(contract.GetAdapterVersion(), modelProfile(contract)), stream: s.publisher.Run(runID, s.runOptions...),
 		usage: &typev1.TokenUsage{}, sink: sink, outputSchema: outputSchema, changed: make(chan struct{}), moved: make(chan struct{}),
 		counter: tokens.ForModel(firstModel(contract)), startedAt: s.now(), inputs: newInbox(),
 	}
@@ -368,7 +368,7 @@ func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint
 		return nil, nil, err
 	}
 	at.Seq = max(at.Seq, cp.GetEventSeq())
-	r.stream = events.NewRunStreamAt(s.publisher, r.id, at, s.fence(r.id)...)
+	r.stream = events.NewRunStreamAt(s.publisher, r.id, at, s.runOptions...)
 	parent := telemetry.Propagator().Extract(context.Background(), propagation.MapCarrier{"traceparent": r.traceparent, "tracestate": r.tracestate})
 	name := "agentmesh.run.resumed"
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED {

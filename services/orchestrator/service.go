@@ -145,10 +145,11 @@ type Service struct {
 	stopKeeper   context.CancelFunc // ends the keeper (heartbeat and adoption)
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
 	abandonNow   context.CancelFunc
-	kept         chan struct{}  // closed when the keeper has returned
-	lease        *lease         // how long this replica's runs are surely its own
-	starts       chan struct{}  // a place for each run starting (admit)
-	retiring     sync.WaitGroup // finished runs whose store records are being retired (retireStored)
+	kept         chan struct{}      // closed when the keeper has returned
+	lease        *lease             // how long this replica's runs are surely its own
+	runOptions   []events.RunOption // of every run's event stream: its fence (durable runs)
+	starts       chan struct{}      // a place for each run starting (admit)
+	retiring     sync.WaitGroup     // finished runs whose store records are being retired (retireStored)
 
 	mu          sync.Mutex
 	live        map[string]*run           // runs executing on this replica
@@ -232,6 +233,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		close(s.kept)
 		return s, nil
 	}
+	s.runOptions = []events.RunOption{s.fence()}
 	keepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopKeeper = stop
 	go s.keep(keepCtx)
