@@ -108,57 +108,46 @@ func isWrongLast(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// settlement is what a RunStream found after JetStream refused its fenced message.
-type settlement int
-
-const (
-	// alreadyStored: the message is the run's last one, an earlier attempt whose ack was lost.
-	alreadyStored settlement = iota
-	// publishAgain: the RunStream's position is corrected; the event is published again.
-	publishAgain
-)
-
-// settle finds out why JetStream refused msg, the event out of the run, and corrects the
-// RunStream's position: the run's last message is msg itself (an attempt stored, its ack
-// lost); or the stream lost the run's later events (its limits, or NATS lost its store), and
-// the run goes on from what is left; or another writer stored events after the last one this
-// RunStream knew of, and the run goes on after them while Owner says it is this process's
-// (the other writer was an executor that lost the run, or this RunStream's own earlier event
-// whose ack was lost), else ErrFenced. rs.mu is held.
-func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.RunEvent) (settlement, error) {
+// settle finds out why JetStream refused msg, the event out of the run, corrects the
+// RunStream's position, and reports whether msg is stored after all: the run's last message
+// is msg itself (an attempt stored, its ack lost); or the stream lost the run's later events
+// (its limits, or NATS lost its store), and the run goes on from what is left; or another
+// writer stored events after the last one this RunStream knew of, and the run goes on after
+// them while Owner says it is this process's (the other writer was an executor that lost the
+// run, or this RunStream's own earlier event whose ack was lost), else ErrFenced. Only a
+// fenced message is refused, so rs.owns is set. rs.mu is held.
+func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.RunEvent) (landed bool, err error) {
 	last, err := lastMessage(ctx, rs.p.js, rs.runID)
 	if err != nil {
-		return publishAgain, err
+		return false, err
 	}
 	switch {
 	case last != nil && last.Subject == msg.Subject && bytes.Equal(last.Data, msg.Data):
 		rs.last = last.Sequence
-		return alreadyStored, nil
+		return true, nil
 	case last == nil || last.Sequence < rs.last:
 		rs.last = 0
 		if last != nil {
 			rs.last = last.Sequence
 		}
-		return publishAgain, nil
+		return false, nil
 	}
-	if rs.owns != nil { // always set: only a fenced message is refused
-		ours, err := rs.owns(ctx, rs.runID)
-		if err != nil {
-			return publishAgain, fmt.Errorf("run %s: reading its owner: %w", rs.runID, err)
-		}
-		if !ours {
-			return publishAgain, fmt.Errorf("%w: run %s, after its event at stream sequence %d", ErrFenced, rs.runID, rs.last)
-		}
+	ours, err := rs.owns(ctx, rs.runID)
+	if err != nil {
+		return false, fmt.Errorf("run %s: reading its owner: %w", rs.runID, err)
+	}
+	if !ours {
+		return false, fmt.Errorf("%w: run %s, after its event at stream sequence %d", ErrFenced, rs.runID, rs.last)
 	}
 	ev := &eventv1.RunEvent{}
 	if err := proto.Unmarshal(last.Data, ev); err != nil {
-		return publishAgain, fmt.Errorf("last event of run %s: decode %s: %w", rs.runID, last.Subject, err)
+		return false, fmt.Errorf("last event of run %s: decode %s: %w", rs.runID, last.Subject, err)
 	}
 	rs.last = last.Sequence
 	if seq := ev.GetSeq(); seq >= out.GetSeq() {
 		rs.seq.Store(seq) // the next attempt takes the seq after the other writer's
 	}
-	return publishAgain, nil
+	return false, nil
 }
 
 // fencing reports whether the server takes a subject filter for the expected last sequence

@@ -100,9 +100,9 @@ func (rs *RunStream) Emit(ctx context.Context, ev *eventv1.RunEvent) (*eventv1.R
 		endPublish(span, len(msg.Data), err)
 		if isWrongLast(err) {
 			refused++
-			settled, serr := rs.settle(ctx, msg, out)
+			landed, serr := rs.settle(ctx, msg, out)
 			switch {
-			case serr == nil && settled == alreadyStored:
+			case serr == nil && landed:
 				rs.seq.Store(out.Seq)
 				return stored, nil
 			case errors.Is(serr, ErrFenced):
