@@ -394,14 +394,7 @@ func TestARunTakenLateAfterALapseIsFenced(t *testing.T) {
 	if !eventually(t, 10*time.Second, func() bool { return len(h.llm.Requests()) == 1 }) {
 		t.Fatal("the run never asked the model")
 	}
-	owners := h.bucket(t, runstore.ActiveBucket)
-	e, err := owners.Get(t.Context(), runID)
-	if err != nil || string(e.Value()) != "orchestrator-1" {
-		t.Fatalf("the run's owner = %v, %v; want orchestrator-1", e, err)
-	}
-	if _, err := owners.Update(t.Context(), runID, []byte("orchestrator-2"), e.Revision()); err != nil {
-		t.Fatal(err)
-	}
+	h.takeOver(t, runID, "orchestrator-2")
 	h.awaitResumed(t, runID, 10*time.Second)
 	if !eventually(t, 10*time.Second, func() bool { return len(h.llm.Requests()) == 2 }) {
 		t.Fatal("orchestrator-2 never asked the model again")
@@ -559,6 +552,15 @@ func TestARunHandedOffByALiveReplicaMoves(t *testing.T) {
 // the index of active runs and the run's entry's revision.
 func (h *harness) lapse(t *testing.T, runID, owner string) (jetstream.KeyValue, uint64) {
 	t.Helper()
+	owners, rev := h.takeOver(t, runID, owner)
+	h.purgeHeartbeat(t, "orchestrator-1")
+	return owners, rev
+}
+
+// takeOver makes the run runID, which orchestrator-1 owns, owner's, as a keeper that takes it
+// over does. It returns the index of active runs and the run's entry's revision.
+func (h *harness) takeOver(t *testing.T, runID, owner string) (jetstream.KeyValue, uint64) {
+	t.Helper()
 	ctx := t.Context()
 	owners := h.bucket(t, runstore.ActiveBucket)
 	e, err := owners.Get(ctx, runID)
@@ -569,7 +571,6 @@ func (h *harness) lapse(t *testing.T, runID, owner string) (jetstream.KeyValue, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.purgeHeartbeat(t, "orchestrator-1")
 	return owners, rev
 }
 
