@@ -75,7 +75,8 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	benchstat -filter '.name:Turn /stages:""' -col /tracing bench.txt
 	benchstat -filter '.name:Turn /tracing:true /stages:""' -col /model bench.txt
 	benchstat -filter '.name:Turn /tracing:true /model:""' -col /stages bench.txt
-	benchstat -filter '.name:Turn /turns:10 /tracing:true /model:"" /stages:""' -col /tools bench.txt
+	benchstat -filter '.name:Turn /turns:10 /tracing:true /model:"" /stages:"" /answers:""' -col /tools bench.txt
+	benchstat -filter '.name:Turn /turns:10 /tracing:true /model:"" /stages:"" /tools:""' -col /answers bench.txt
 	benchstat -filter '.name:Checkpoints' -col /checkpoints bench.txt
 	benchstat -filter '.name:IdleRun' -col /provider bench.txt
 	benchstat -filter '.name:Concurrent' bench.txt

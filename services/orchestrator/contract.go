@@ -41,13 +41,15 @@ func DefaultContract() *typev1.ExecutionContract {
 	}
 }
 
-// buildContract applies a request's overrides to the defaults. Out-of-range overrides are
-// INVALID_INPUT errors that name the field.
-func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest) (*typev1.ExecutionContract, error) {
+// buildContract applies a request's overrides to the defaults. streamed is whether the run
+// streams its answers unless the request says otherwise: the API that starts it streams its
+// events (StreamRun). Out-of-range overrides are INVALID_INPUT errors that name the field.
+func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest, streamed bool) (*typev1.ExecutionContract, error) {
 	c := proto.CloneOf(defaults)
 	c.ContractId = runID
 	c.ContractHash = ""
 	c.OutputFormat = req.GetOutputFormat()
+	c.StreamAnswers = streamed
 	if c.AdapterVersion == "" {
 		c.AdapterVersion = AdapterVersion
 	}
@@ -81,6 +83,9 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	}
 	if o.RejectEndsRun != nil {
 		c.RejectEndsRun = o.GetRejectEndsRun()
+	}
+	if o.StreamAnswers != nil {
+		c.StreamAnswers = o.GetStreamAnswers()
 	}
 	if o.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_UNSPECIFIED {
 		c.ToolPolicy = o.GetToolPolicy()

@@ -15,6 +15,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -339,10 +340,11 @@ func (r *run) timeLeft() time.Duration {
 	return max(total-r.svc.now().Sub(r.startedAt), time.Millisecond)
 }
 
-// generate makes one LLM attempt: streamed, with deltas as llm_delta events, or, when the
-// contract asks for the response cache, not streamed (the generation stage caches
-// non-streamed answers, seed 002 §8, so a cached answer emits no llm_delta). The attempt is
-// accounted and announced as llm_response whether it succeeds or fails.
+// generate makes one LLM attempt: streamed, with deltas as llm_delta events, when the
+// contract streams answers (a run started with StreamRun), else in one request. A run that
+// asks for the response cache is never streamed: the generation stage caches non-streamed
+// answers (seed 002 §8), so a cached answer emits no llm_delta. The attempt is accounted and
+// announced as llm_response whether it succeeds or fails.
 func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, messages []*typev1.Message, tools []*typev1.Tool) (*generationv1.GenerateResponse, error) {
 	start := time.Now()
 	req := &generationv1.GenerateRequest{
@@ -362,10 +364,10 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		resp *generationv1.GenerateResponse
 		err  error
 	)
-	if req.GetUseCache() {
-		resp, err = r.svc.peers.Generation.Generate(ctx, req)
-	} else {
+	if r.contract.GetStreamAnswers() && !req.GetUseCache() {
 		resp, err = r.streamGenerate(ctx, req)
+	} else {
+		resp, err = r.svc.peers.Generation.Generate(ctx, req, keepNoCopy)
 	}
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),
@@ -393,6 +395,16 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmResponse{LlmResponse: ev}})
 	return resp, err
 }
+
+// keepNoCopy is the call option of a Generate call: gRPC keeps no copy of the request to
+// send it again. gRPC keeps a call's encoded request until the call commits, to retry it
+// transparently on another connection should the stage refuse it unread; a unary call commits
+// only when its answer is in, so the copy (the whole conversation) would live as long as the
+// model takes, for every run waiting on one. Without it a call refused unread fails
+// UNAVAILABLE, as any failure of the stage does, and the run recovers from it: a stage that
+// stops gracefully tells its callers before it refuses calls, so that is rare. (A streamed
+// attempt drops the copy once the stage has sent its headers, streamGenerate.)
+var keepNoCopy = grpc.MaxRetryRPCBufferSize(0)
 
 // streamGenerate makes a streamed attempt. Its deltas go out as llm_delta events, at most one
 // per deltaInterval (see deltas). In the XML modes the content deltas pass through the

@@ -50,7 +50,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if runID == "" {
 		runID = uuid.NewString()
 	}
-	contract, err := buildContract(prof.contract, runID, req)
+	contract, err := buildContract(prof.contract, runID, req, sink != nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 // The benchmarks' model process: this test binary re-executed (TestMain sees modelProcessEnv)
@@ -275,6 +276,7 @@ func startHoldWave(addr string, n, history int, streaming bool) (*holdWave, erro
 	client := agentv1.NewAgentServiceClient(conn)
 	name := holdRunNamed(history, streaming)
 	req := toolRequest(name, 2, earlier(name, history))
+	req.Overrides.StreamAnswers = proto.Bool(streaming)
 	for range n {
 		w.wg.Go(func() {
 			res, err := client.Run(context.Background(), req)

@@ -10,6 +10,13 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 )
 
+// streamAnswers sets the overrides of a run started with Run to stream its answers, as
+// StreamRun's do: llm_delta events carry their text.
+func streamAnswers(o *agentv1.RunOverrides) {
+	streamed := true
+	o.StreamAnswers = &streamed
+}
+
 // llmEvents returns a run's llm_response events and the number of its llm_delta events.
 func (h *harness) llmEvents(t *testing.T, runID string) ([]*eventv1.LlmResponse, int) {
 	t.Helper()
@@ -29,14 +36,16 @@ func (h *harness) llmEvents(t *testing.T, runID string) ([]*eventv1.LlmResponse,
 
 // TestResponseCache: with defaults.cache_responses, an identical second run is answered from
 // the generation stage's response cache (seed 002 §8): marked cached, no llm_delta, no HTTP
-// request to the provider. A run that turns the cache off streams again.
+// request to the provider. The runs ask for their answers streamed, which the cache overrides
+// (a cached answer is never streamed); a run that turns the cache off streams again.
 func TestResponseCache(t *testing.T) {
 	cfg := config.Default()
 	cfg.Defaults.CacheResponses = true
 	h := start(t, cfg, llmtest.Scenario{Name: "cache", Match: "What is the capital of France?", Turns: []llmtest.Turn{
 		text("The capital of France is Paris."),
 	}})
-	req := &agentv1.RunRequest{Message: "What is the capital of France?", UserId: "carol"}
+	streamed := true
+	req := &agentv1.RunRequest{Message: "What is the capital of France?", UserId: "carol", Overrides: &agentv1.RunOverrides{StreamAnswers: &streamed}}
 
 	first := h.run(t, req)
 	second := h.run(t, req)
@@ -66,7 +75,7 @@ func TestResponseCache(t *testing.T) {
 
 	// The override turns the cache off: the run streams and asks the provider again.
 	off := false
-	third := h.run(t, &agentv1.RunRequest{Message: req.GetMessage(), UserId: "carol", Overrides: &agentv1.RunOverrides{CacheResponses: &off}})
+	third := h.run(t, &agentv1.RunRequest{Message: req.GetMessage(), UserId: "carol", Overrides: &agentv1.RunOverrides{CacheResponses: &off, StreamAnswers: &streamed}})
 	if third.GetContract().GetCacheResponses() || third.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
 		t.Fatalf("third run: %s, contract cache_responses %v", third.GetOutcome(), third.GetContract().GetCacheResponses())
 	}

@@ -307,10 +307,13 @@ func TestChatOnlyRun(t *testing.T) {
 		t.Errorf("transcript states %v, want %v", got, want)
 	}
 	kinds := checkEvents(t, h, res)
-	for _, k := range []string{"intent_parsed", "plan_created", "turn_started", "llm_delta", "llm_response"} {
+	for _, k := range []string{"intent_parsed", "plan_created", "turn_started", "llm_response"} {
 		if !slices.Contains(kinds, k) {
 			t.Errorf("no %s event in %v", k, kinds)
 		}
+	}
+	if slices.Contains(kinds, "llm_delta") {
+		t.Errorf("llm_delta in %v: a run started with Run does not stream its answers", kinds)
 	}
 	// GetRun returns the stored result.
 	stored, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
@@ -327,7 +330,9 @@ func TestToolRunSpansEveryService(t *testing.T) {
 			ToolCalls: []llmtest.ToolCall{{ID: "call_calc", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
 		{Content: "6 times 7 is 42."},
 	}})
-	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?", UserId: "bob"})
+	o := &agentv1.RunOverrides{}
+	streamAnswers(o) // by the generation stage's GenerateStream, whose end the trace shows below
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?", UserId: "bob", Overrides: o})
 
 	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || res.GetExitReason() != "COMPLETED" {
 		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())

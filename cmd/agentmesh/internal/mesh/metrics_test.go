@@ -72,11 +72,11 @@ func TestRunMetrics(t *testing.T) {
 	// The run's goroutine ends, and an RPC is measured when it ends on the server, which may
 	// be after the caller has the answer.
 	run := metricstest.Labels{"rpc_method": "agentmesh.agent.v1.AgentService/Run"}
-	stream := metricstest.Labels{"rpc_method": "agentmesh.generation.v1.GenerationService/GenerateStream"}
+	generate := metricstest.Labels{"rpc_method": "agentmesh.generation.v1.GenerationService/Generate"}
 	if !eventually(t, 10*time.Second, func() bool {
 		m = h.metrics(t)
 		return m.Value("agentmesh_run_active", nil) == 0 && m.Value("agentmesh_generation_active_requests", nil) == 0 &&
-			m.Count("rpc_server_call_duration_seconds", run) == 1 && m.Count("rpc_server_call_duration_seconds", stream) == 3
+			m.Count("rpc_server_call_duration_seconds", run) == 1 && m.Count("rpc_server_call_duration_seconds", generate) == 3
 	}) {
 		t.Errorf("runs in flight %v, provider calls in flight %v, Run RPCs measured %d after the run, want 0, 0 and 1",
 			m.Value("agentmesh_run_active", nil), m.Value("agentmesh_generation_active_requests", nil), m.Count("rpc_server_call_duration_seconds", run))
@@ -139,18 +139,18 @@ func TestRunMetrics(t *testing.T) {
 		t.Errorf("default queue depth %v (%d series), want 0", m.Value("agentmesh_action_queue_depth", queue), len(m.Series("agentmesh_action_queue_depth", queue)))
 	}
 	for method, want := range map[string]uint64{
-		"agentmesh.agent.v1.AgentService/Run":                      1,
-		"agentmesh.action.v1.ActionService/Execute":                1,
-		"agentmesh.intent.v1.IntentService/Parse":                  1,
-		"agentmesh.recovery.v1.RecoveryService/Decide":             1,
-		"agentmesh.generation.v1.GenerationService/GenerateStream": 2,
+		"agentmesh.agent.v1.AgentService/Run":                1,
+		"agentmesh.action.v1.ActionService/Execute":          1,
+		"agentmesh.intent.v1.IntentService/Parse":            1,
+		"agentmesh.recovery.v1.RecoveryService/Decide":       1,
+		"agentmesh.generation.v1.GenerationService/Generate": 2,
 	} {
 		if n := m.Count("rpc_server_call_duration_seconds", metricstest.Labels{"rpc_method": method, "rpc_response_status_code": "OK"}); n != want {
 			t.Errorf("%d OK %s RPCs, want %d (methods %v)", n, method, want, m.LabelValues("rpc_server_call_duration_seconds", "rpc_method", nil))
 		}
 	}
-	if codes := m.LabelValues("rpc_server_call_duration_seconds", "rpc_response_status_code", stream); m.Count("rpc_server_call_duration_seconds", stream) != 3 || len(codes) != 2 {
-		t.Errorf("GenerateStream RPCs by status code %v, want the rate-limited one apart from the 2 OK", codes)
+	if codes := m.LabelValues("rpc_server_call_duration_seconds", "rpc_response_status_code", generate); m.Count("rpc_server_call_duration_seconds", generate) != 3 || len(codes) != 2 {
+		t.Errorf("Generate RPCs by status code %v, want the rate-limited one apart from the 2 OK", codes)
 	}
 	for _, family := range []string{"gen_ai_client_token_usage", "agentmesh_run_finished_total", "agentmesh_action_tool_duration_seconds", "rpc_server_call_duration_seconds"} {
 		for _, label := range []string{"agentmesh_run_id", "run_id", "user_id", "agentmesh_user_id"} {

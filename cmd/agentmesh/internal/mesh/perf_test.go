@@ -264,8 +264,10 @@ func earlier(first string, n int) []*typev1.Message {
 // tracing on for a model that selects a BPE tokenizer (model=gpt-4o), where every token count
 // is exact rather than estimated; and both with tracing on with every stage served in process
 // (stages=inprocess, mesh.Options.InProcess), the floor of the design: the same loop without
-// the gRPC transport between the services; and the 10-turn run offering 30 more tools
-// (tools=30), which every request of a turn carries: what the tools offered cost a turn.
+// the gRPC transport between the services; the 10-turn run offering 30 more tools
+// (tools=30), which every request of a turn carries: what the tools offered cost a turn; and
+// the 10-turn run streaming its answers (answers=streamed), as a run started with StreamRun
+// does, where the others' runs, started with Run, ask for each answer in one request.
 func BenchmarkTurn(b *testing.B) {
 	type turnConfig struct {
 		turns, history int
@@ -273,6 +275,7 @@ func BenchmarkTurn(b *testing.B) {
 		model          string
 		inProcess      bool
 		tools          int
+		streamed       bool
 	}
 	url := modelProcess(b).url
 	var configs []turnConfig
@@ -283,7 +286,7 @@ func BenchmarkTurn(b *testing.B) {
 			turnConfig{turns: size.turns, history: size.history, tracing: true, model: tiktokenModel},
 			turnConfig{turns: size.turns, history: size.history, tracing: true, inProcess: true})
 	}
-	configs = append(configs, turnConfig{turns: benchTurns, tracing: true, tools: offeredTools})
+	configs = append(configs, turnConfig{turns: benchTurns, tracing: true, tools: offeredTools}, turnConfig{turns: benchTurns, tracing: true, streamed: true})
 	for _, tc := range configs {
 		name := fmt.Sprintf("turns=%d/tracing=%v", tc.turns, tc.tracing)
 		if tc.model != "" {
@@ -295,10 +298,14 @@ func BenchmarkTurn(b *testing.B) {
 		if tc.tools > 0 {
 			name += fmt.Sprintf("/tools=%d", tc.tools)
 		}
+		if tc.streamed {
+			name += "/answers=streamed"
+		}
 		b.Run(name, func(b *testing.B) {
 			name := turnRunName(tc.turns)
 			m := startBenchAt(b, url, benchOptions{tracing: tc.tracing, checkpoints: true, model: tc.model, inProcess: tc.inProcess, tools: tc.tools})
 			req := toolRequest(name, tc.turns, earlier(name, tc.history))
+			req.Overrides.StreamAnswers = proto.Bool(tc.streamed)
 			m.warmUp(b, req, warmUpRuns)
 			m.perTurn(b, func() int { return m.run(b.Context(), b, req) })
 		})
@@ -350,8 +357,9 @@ func BenchmarkConcurrent(b *testing.B) {
 // the model answers. provider=http2/tracing=false is the hosted
 // provider's case in a deployment that exports no spans, and so records none. In these the
 // model holds the requests before it answers (the response's headers not yet sent); in
-// provider=http2/answer=streaming it holds them once its answer's first event is out: the
-// run's answer is streaming, as for most of a long answer.
+// provider=http2/answer=streaming the runs stream their answers (as StreamRun's do, where the
+// others, started with Run, ask for each answer in one request) and it holds them once the
+// answer's first event is out: the run's answer is streaming, as for most of a long answer.
 func BenchmarkIdleRun(b *testing.B) {
 	const runs = 1000
 	model := modelProcess(b)

@@ -136,7 +136,9 @@ func TestAProviderOfGoCodeAnsweringNotUTF8(t *testing.T) {
 			}, llmtest.Scenario{Match: "hi", Turns: []llmtest.Turn{text("hello")}})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			res, err := h.client.Run(ctx, &agentv1.RunRequest{Message: "hi"})
+			o := &agentv1.RunOverrides{}
+			streamAnswers(o) // the answer's fragments are checked below
+			res, err := h.client.Run(ctx, &agentv1.RunRequest{Message: "hi", Overrides: o})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}

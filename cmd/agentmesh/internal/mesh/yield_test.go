@@ -72,7 +72,10 @@ func TestAPausedRunGoesOnAsAStreamedOne(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.mesh(t)
-			res := h.run(t, &agentv1.RunRequest{Message: tc.message})
+			// The unary run streams its answers as StreamRun's does, so both make the same events.
+			o := &agentv1.RunOverrides{}
+			streamAnswers(o)
+			res := h.run(t, &agentv1.RunRequest{Message: tc.message, Overrides: o})
 			if o := res.GetOutcome(); o != typev1.Outcome_OUTCOME_AWAITING_APPROVAL && o != typev1.Outcome_OUTCOME_AWAITING_INPUT {
 				t.Fatalf("Run answered %s %s, want a pause", o, res.GetExitReason())
 			}

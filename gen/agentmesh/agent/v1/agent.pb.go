@@ -130,8 +130,11 @@ type RunOverrides struct {
 	RejectEndsRun *bool `protobuf:"varint,23,opt,name=reject_ends_run,json=rejectEndsRun,proto3,oneof" json:"reject_ends_run,omitempty"`
 	// Overrides ExecutionContract.answer_timeout_ms.
 	AnswerTimeoutMs *int64 `protobuf:"varint,24,opt,name=answer_timeout_ms,json=answerTimeoutMs,proto3,oneof" json:"answer_timeout_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Overrides ExecutionContract.stream_answers, which StreamRun sets and Run does not: true
+	// for a run started with Run whose answers someone follows token by token with WatchRun.
+	StreamAnswers *bool `protobuf:"varint,25,opt,name=stream_answers,json=streamAnswers,proto3,oneof" json:"stream_answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunOverrides) Reset() {
@@ -332,11 +335,18 @@ func (x *RunOverrides) GetAnswerTimeoutMs() int64 {
 	return 0
 }
 
+func (x *RunOverrides) GetStreamAnswers() bool {
+	if x != nil && x.StreamAnswers != nil {
+		return *x.StreamAnswers
+	}
+	return false
+}
+
 var File_agentmesh_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/agent/v1/agent.proto\x12\x12agentmesh.agent.v1\x1a agentmesh/type/v1/contract.proto\"\x87\r\n" +
+	"\x1eagentmesh/agent/v1/agent.proto\x12\x12agentmesh.agent.v1\x1a agentmesh/type/v1/contract.proto\"\xc6\r\n" +
 	"\fRunOverrides\x12 \n" +
 	"\tmax_turns\x18\x01 \x01(\x05H\x00R\bmaxTurns\x88\x01\x01\x129\n" +
 	"\x17max_tool_calls_per_turn\x18\x02 \x01(\x05H\x01R\x13maxToolCallsPerTurn\x88\x01\x01\x124\n" +
@@ -366,7 +376,8 @@ const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\x13approval_timeout_ms\x18\x15 \x01(\x03H\x0fR\x11approvalTimeoutMs\x88\x01\x01\x12,\n" +
 	"\x0fcache_responses\x18\x16 \x01(\bH\x10R\x0ecacheResponses\x88\x01\x01\x12+\n" +
 	"\x0freject_ends_run\x18\x17 \x01(\bH\x11R\rrejectEndsRun\x88\x01\x01\x12/\n" +
-	"\x11answer_timeout_ms\x18\x18 \x01(\x03H\x12R\x0fanswerTimeoutMs\x88\x01\x01B\f\n" +
+	"\x11answer_timeout_ms\x18\x18 \x01(\x03H\x12R\x0fanswerTimeoutMs\x88\x01\x01\x12*\n" +
+	"\x0estream_answers\x18\x19 \x01(\bH\x13R\rstreamAnswers\x88\x01\x01B\f\n" +
 	"\n" +
 	"_max_turnsB\x1a\n" +
 	"\x18_max_tool_calls_per_turnB\x17\n" +
@@ -386,7 +397,8 @@ const file_agentmesh_agent_v1_agent_proto_rawDesc = "" +
 	"\x14_approval_timeout_msB\x12\n" +
 	"\x10_cache_responsesB\x12\n" +
 	"\x10_reject_ends_runB\x14\n" +
-	"\x12_answer_timeout_ms*\x90\x01\n" +
+	"\x12_answer_timeout_msB\x11\n" +
+	"\x0f_stream_answers*\x90\x01\n" +
 	"\x10ApprovalDecision\x12!\n" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_DECISION_APPROVE\x10\x01\x12\x1c\n" +

@@ -433,8 +433,14 @@ type ExecutionContract struct {
 	// How long a run that asks its user a question (OUTCOME_AWAITING_INPUT) waits for the
 	// answer before it ends ANSWER_TIMEOUT.
 	AnswerTimeoutMs int64 `protobuf:"varint,31,opt,name=answer_timeout_ms,json=answerTimeoutMs,proto3" json:"answer_timeout_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Stream the model's answers: the generation stage's GenerateStream, and their text as
+	// llm_delta events. Set for a run started with StreamRun, unset for one started with Run
+	// (seed 002 §10: invoke does not stream, astream_events does); RunOverrides.stream_answers
+	// chooses either way. An answer not streamed is asked for in one request (Generate), and
+	// its text is in llm_response only. A cached answer is never streamed.
+	StreamAnswers bool `protobuf:"varint,32,opt,name=stream_answers,json=streamAnswers,proto3" json:"stream_answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutionContract) Reset() {
@@ -684,6 +690,13 @@ func (x *ExecutionContract) GetAnswerTimeoutMs() int64 {
 	return 0
 }
 
+func (x *ExecutionContract) GetStreamAnswers() bool {
+	if x != nil {
+		return x.StreamAnswers
+	}
+	return false
+}
+
 var File_agentmesh_type_v1_contract_proto protoreflect.FileDescriptor
 
 const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
@@ -694,7 +707,7 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"@\n" +
 	"\bToolPair\x12\x1b\n" +
 	"\tfrom_tool\x18\x01 \x01(\tR\bfromTool\x12\x17\n" +
-	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\xda\v\n" +
+	"\ato_tool\x18\x02 \x01(\tR\x06toTool\"\x81\f\n" +
 	"\x11ExecutionContract\x12\x1f\n" +
 	"\vcontract_id\x18\x01 \x01(\tR\n" +
 	"contractId\x12#\n" +
@@ -731,7 +744,8 @@ const file_agentmesh_type_v1_contract_proto_rawDesc = "" +
 	"\x0fcache_responses\x18\x1c \x01(\bR\x0ecacheResponses\x12&\n" +
 	"\x0freject_ends_run\x18\x1d \x01(\bR\rrejectEndsRun\x12B\n" +
 	"\x0ffallback_target\x18\x1e \x01(\v2\x19.agentmesh.type.v1.TargetR\x0efallbackTarget\x12*\n" +
-	"\x11answer_timeout_ms\x18\x1f \x01(\x03R\x0fanswerTimeoutMs*x\n" +
+	"\x11answer_timeout_ms\x18\x1f \x01(\x03R\x0fanswerTimeoutMs\x12%\n" +
+	"\x0estream_answers\x18  \x01(\bR\rstreamAnswers*x\n" +
 	"\n" +
 	"ToolPolicy\x12\x1b\n" +
 	"\x17TOOL_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
