@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -30,6 +31,7 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 	addr := fs.String("addr", "", "the stage's address HOST:PORT (default: the configured services.<stage>, e.g. 127.0.0.1:7002 for planning)")
 	configPath := fs.String("config", os.Getenv("AGENTMESH_CONFIG"), "the configuration whose services.* addresses are the defaults (default $AGENTMESH_CONFIG, else the standard layers)")
 	list := fs.Bool("list", false, "print the stage's cases and what each requires, without running them")
+	providerAddr := fs.String("provider-addr", "", "HOST:PORT where the kit serves a scripted OpenAI-compatible provider (plain HTTP) to check how the generation stage classifies its failures; the stage's provider "+strconv.Quote(stagetest.ProviderName)+" must have the base URL http://HOST:PORT/v1")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,8 +48,9 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 	} else if *addr != "" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("conformance: --stage all checks every stage at its configured address (services.* of the configuration); --addr names one stage's"))
 	}
+	opts := stagetest.Options{ProviderAddr: *providerAddr}
 	if *list {
-		return listCases(names, stdout)
+		return listCases(names, opts, stdout)
 	}
 	var cfg *config.Config
 	if *addr == "" {
@@ -66,7 +69,7 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 		if cfg != nil {
 			target = stageAddr(cfg, name)
 		}
-		report, err := checkStage(ctx, name, target)
+		report, err := checkStage(ctx, name, target, opts)
 		switch {
 		case errors.Is(err, stagetest.ErrUnreachable):
 			fmt.Fprintf(stdout, "%s at %s: unreachable\n", name, target)
@@ -89,18 +92,22 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 	return nil
 }
 
-// checkStage runs the kit of stage name (as Stages names it) against addr.
-func checkStage(ctx context.Context, name, addr string) (stagetest.Report, error) {
-	opts, err := kitCredentials(name)
+// checkStage runs the kit of stage name (as Stages names it) against addr, with opts.
+func checkStage(ctx context.Context, name, addr string, opts stagetest.Options) (stagetest.Report, error) {
+	dialOpts, err := kitCredentials(name)
 	if err != nil {
 		return stagetest.Report{}, err
 	}
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, dialOpts...)
 	if err != nil {
 		return stagetest.Report{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
 	}
 	defer func() { _ = conn.Close() }()
-	return stagetest.Run(ctx, name, conn)
+	report, err := stagetest.RunWith(ctx, name, conn, opts)
+	if err != nil && !errors.Is(err, stagetest.ErrUnreachable) {
+		err = exitcode.Wrap(exitcode.Invalid, err) // the kit's provider could not listen at --provider-addr
+	}
+	return report, err
 }
 
 // kitCredentials are the dial options of the kit of stage name: the orchestrator is called as
@@ -134,10 +141,10 @@ func printReport(r stagetest.Report, addr string, w io.Writer) {
 	fmt.Fprintf(w, "%d cases: %d passed, %d failed\n", len(r.Results), len(r.Results)-r.Failed(), r.Failed())
 }
 
-// listCases prints the cases of the stages and what each requires.
-func listCases(names []string, w io.Writer) error {
+// listCases prints the cases of the stages and what each requires, with opts.
+func listCases(names []string, opts stagetest.Options, w io.Writer) error {
 	for i, name := range names {
-		cases, err := stagetest.Cases(name)
+		cases, err := stagetest.CasesWith(name, opts)
 		if err != nil {
 			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("conformance: %w", err))
 		}

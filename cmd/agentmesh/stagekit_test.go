@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/server"
@@ -51,15 +54,49 @@ func TestConformanceStages(t *testing.T) {
 	}
 }
 
-// passesConformance runs `agentmesh conformance --stage stage --addr addr` and fails t unless
-// it exits 0 with a PASS row for every case of the stage's table.
-func passesConformance(t *testing.T, stage, addr string) {
+// TestConformanceProviderFailures: with --provider-addr the kit serves a scripted provider
+// there, and the project's generation stage, whose provider "stagekit" sends its requests to
+// it, classifies each of the provider's failures as the contract says: every provider case
+// passes, through the CLI.
+func TestConformanceProviderFailures(t *testing.T) {
+	isolate(t)
+	addr := grpctest.FreeAddr(t)
+	cfg := config.Default()
+	cfg.Providers[stagetest.ProviderName] = config.Provider{Type: "openai", BaseURL: "http://" + addr + "/v1", APIKey: "stagekit-key"}
+	m := startMesh(t, cfg)
+	passesConformance(t, mesh.Generation, m.Addr(mesh.Generation), "--provider-addr", addr)
+}
+
+// TestConformanceProviderAddrInUse: a --provider-addr where the kit cannot listen is an
+// invalid argument (exit 4) that names the address, not a table of failures.
+func TestConformanceProviderAddrInUse(t *testing.T) {
+	isolate(t)
+	m := startMesh(t, nil)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	out, errOut, code := conformance(t, "--stage", "generation", "--addr", m.Addr(mesh.Generation), "--provider-addr", taken.Addr().String())
+	if code != exitcode.Invalid || !strings.Contains(errOut, "cannot listen on "+taken.Addr().String()) {
+		t.Errorf("exit %d, stderr %q, want %d naming the address\n%s", code, errOut, exitcode.Invalid, out)
+	}
+}
+
+// passesConformance runs `agentmesh conformance --stage stage --addr addr` (with extra, e.g.
+// --provider-addr HOST:PORT) and fails t unless it exits 0 with a PASS row for every case of
+// the stage's table.
+func passesConformance(t *testing.T, stage, addr string, extra ...string) {
 	t.Helper()
-	out, errOut, code := conformance(t, "--stage", stage, "--addr", addr)
+	out, errOut, code := conformance(t, append([]string{"--stage", stage, "--addr", addr}, extra...)...)
 	if code != exitcode.OK {
 		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
 	}
-	cases, err := stagetest.Cases(stage)
+	var opts stagetest.Options
+	if i := slices.Index(extra, "--provider-addr"); i >= 0 {
+		opts.ProviderAddr = extra[i+1]
+	}
+	cases, err := stagetest.CasesWith(stage, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -35,10 +35,20 @@ type turnKey struct {
 	turn     int
 }
 
+// T is what New needs of a test; a *testing.T or *testing.B has it. The package does not
+// import testing, so a command that serves scripted providers (the conformance kit, pkg/stagetest)
+// does not link it in.
+type T interface {
+	Helper()
+	Cleanup(func())
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // New starts a server answering with the scenarios. When the test ends it closes the server
 // and reports every recorded error (unmatched requests, unmet expectations) with t.Errorf.
 // A scenario with an unknown failure kind fails the test at once.
-func New(t testing.TB, scenarios ...Scenario) *Server {
+func New(t T, scenarios ...Scenario) *Server {
 	t.Helper()
 	s, err := Start(scenarios...)
 	if err != nil {
@@ -57,13 +67,20 @@ func New(t testing.TB, scenarios ...Scenario) *Server {
 // its own that a benchmark talks to); the caller closes it and reads its Errors. A scenario
 // with an unknown failure kind is an error. It serves plain HTTP/1.1, as local model servers
 // (Ollama, vLLM, llama.cpp) do.
-func Start(scenarios ...Scenario) (*Server, error) { return start(false, scenarios) }
+func Start(scenarios ...Scenario) (*Server, error) { return start(nil, false, scenarios) }
+
+// StartOn is Start on a listener of the caller's, e.g. at an address a stage under test was
+// configured with before the server started. Close closes l.
+func StartOn(l net.Listener, scenarios ...Scenario) (*Server, error) {
+	return start(l, false, scenarios)
+}
 
 // StartTLS is Start for a server that speaks HTTP/2 over TLS, as hosted providers do; its
 // clients trust Certificate.
-func StartTLS(scenarios ...Scenario) (*Server, error) { return start(true, scenarios) }
+func StartTLS(scenarios ...Scenario) (*Server, error) { return start(nil, true, scenarios) }
 
-func start(secure bool, scenarios []Scenario) (*Server, error) {
+// start serves the scenarios on l, or on a loopback port of its own when l is nil.
+func start(l net.Listener, secure bool, scenarios []Scenario) (*Server, error) {
 	for _, sc := range scenarios {
 		for i, turn := range sc.Turns {
 			if turn.Failure != "" && !knownFailures[turn.Failure] {
@@ -82,6 +99,10 @@ func start(secure bool, scenarios []Scenario) (*Server, error) {
 	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("/", s.handleUnknown)
 	s.srv = httptest.NewUnstartedServer(mux)
+	if l != nil {
+		_ = s.srv.Listener.Close()
+		s.srv.Listener = l
+	}
 	if secure {
 		s.srv.EnableHTTP2 = true
 		s.srv.StartTLS()

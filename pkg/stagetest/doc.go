@@ -20,7 +20,9 @@
 //
 //   - generation: the built-in deterministic provider "rules" (any model name), which answers
 //     without network; its arithmetic question with the calculator offered is answered with a
-//     calculator call, and Embed returns one vector per input.
+//     calculator call, and Embed returns one vector per input. With Options.ProviderAddr
+//     (RunWith), a provider named ProviderName that sends to the kit's scripted provider, whose
+//     failures the stage must classify.
 //   - action: the built-in tools calculator (argument expression, a string) and current_time,
 //     which run without network; a division by zero is a tool that ran and failed.
 //   - memory: a store the kit may write to: it stores, searches, lists and deletes memories of

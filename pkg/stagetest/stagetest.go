@@ -124,13 +124,16 @@ func Name(name string) (string, error) {
 }
 
 // Cases returns the names of a stage's cases with what each requires, in table order.
-func Cases(name string) ([]Result, error) {
-	_, s, err := lookup(name)
+func Cases(name string) ([]Result, error) { return CasesWith(name, Options{}) }
+
+// CasesWith is Cases for a run of the kit with opts (RunWith).
+func CasesWith(name string, opts Options) ([]Result, error) {
+	name, s, err := lookup(name)
 	if err != nil {
 		return nil, err
 	}
 	out := []Result{{Case: "health", Reason: healthRequires(s.service)}}
-	for _, c := range s.cases {
+	for _, c := range tableOf(name, s, opts) {
 		out = append(out, Result{Case: c.name, Reason: c.requires})
 	}
 	return out, nil
@@ -141,6 +144,13 @@ func Cases(name string) ([]Result, error) {
 // returns ErrUnreachable instead of a report. An unknown stage name is an error too. The
 // report names the stage by its name in Stages, also when name is an alias.
 func Run(ctx context.Context, name string, conn *grpc.ClientConn) (Report, error) {
+	return RunWith(ctx, name, conn, Options{})
+}
+
+// RunWith is Run with the cases opts adds: with Options.ProviderAddr, the generation table's
+// cases of its provider's failures, for which it serves a scripted provider there while it
+// runs.
+func RunWith(ctx context.Context, name string, conn *grpc.ClientConn, opts Options) (Report, error) {
 	name, s, err := lookup(name)
 	if err != nil {
 		return Report{}, err
@@ -154,8 +164,16 @@ func Run(ctx context.Context, name string, conn *grpc.ClientConn) (Report, error
 		health.Pass, health.Reason = false, err.Error()
 	}
 	report.Results = append(report.Results, health)
+	cases := tableOf(name, s, opts)
+	if len(cases) > len(s.cases) {
+		stop, err := serveProvider(opts.ProviderAddr)
+		if err != nil {
+			return Report{}, err
+		}
+		defer stop()
+	}
 	k := &kit{conn: conn, token: uuid.NewString()[:8]}
-	for _, c := range s.cases {
+	for _, c := range cases {
 		res := Result{Case: c.name, Pass: true, Reason: c.requires}
 		cctx, cancel := context.WithTimeout(ctx, CaseTimeout)
 		err := c.check(cctx, k)

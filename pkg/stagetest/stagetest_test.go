@@ -1,11 +1,16 @@
 package stagetest_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
@@ -77,4 +82,70 @@ func TestName(t *testing.T) {
 	if err != nil || len(cases) < 2 || cases[0].Case != "health" || !strings.Contains(cases[0].Reason, "agentmesh.agent.v1.AgentService") {
 		t.Errorf("Cases(agent) = %v, %v; want the public API's table", cases, err)
 	}
+}
+
+// TestProviderCasesFailAMisclassifyingStage: with a provider address the generation table has
+// its provider cases, which a stage that reports its provider's failures as UNAVAILABLE without
+// their class (and a rate limit without its delay) fails, each saying what is wrong: the gRPC
+// code, the class, the delay. Without one they are not in the table.
+func TestProviderCasesFailAMisclassifyingStage(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { generationv1.RegisterGenerationServiceServer(s, classless{}) })
+	opts := stagetest.Options{ProviderAddr: grpctest.FreeAddr(t)}
+	report, err := stagetest.RunWith(t.Context(), "generation", conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := stagetest.CasesWith("generation", opts)
+	if err != nil || len(report.Results) != len(cases) {
+		t.Fatalf("%d results, want %d (%v)", len(report.Results), len(cases), err)
+	}
+	verdicts := map[string]stagetest.Result{}
+	for _, res := range report.Results {
+		verdicts[res.Case] = res
+	}
+	if res := verdicts["provider-answer"]; !res.Pass {
+		t.Errorf("provider-answer failed: %s", res.Reason)
+	}
+	for name, want := range map[string]string{
+		"provider-auth":                "gRPC code Unavailable, want PermissionDenied",
+		"provider-server-error":        "error_class UNSPECIFIED, want SERVER",
+		"provider-server-error-stream": "error_class UNSPECIFIED, want SERVER",
+		"provider-rate-limited":        "retry_after_ms 0, want 2000",
+		"provider-bad-request":         "gRPC code Unavailable, want InvalidArgument",
+	} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+	plain, err := stagetest.Cases("generation")
+	if err != nil || slices.ContainsFunc(plain, func(r stagetest.Result) bool { return strings.HasPrefix(r.Case, "provider-") }) {
+		t.Errorf("Cases(generation) = %v, %v; want no provider case without a provider address", plain, err)
+	}
+}
+
+// classless is a generation stage that answers the kit's provider-answer case and reports
+// every other request of the kit's provider target as a generation failure without a class:
+// a rate limit RESOURCE_EXHAUSTED without its delay, anything else UNAVAILABLE.
+type classless struct {
+	generationv1.UnimplementedGenerationServiceServer
+}
+
+func (classless) Generate(_ context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
+	if len(req.GetMessages()) == 0 {
+		return nil, stageerr.Invalid("messages must not be empty")
+	}
+	msg := req.GetMessages()[len(req.GetMessages())-1].GetContent()
+	if strings.HasSuffix(msg, "provider-answer") {
+		return &generationv1.GenerateResponse{Type: generationv1.ResponseType_RESPONSE_TYPE_MESSAGE, Content: "Hello from the conformance kit."}, nil
+	}
+	class := typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED
+	if strings.HasSuffix(msg, "rate-limited") {
+		class = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED
+	}
+	return nil, stageerr.Generation(class, 0, "the provider failed")
+}
+
+func (g classless) GenerateStream(in *generationv1.GenerateStreamRequest, _ grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]) error {
+	_, err := g.Generate(context.Background(), in.GetRequest())
+	return err
 }
