@@ -30,15 +30,15 @@ const toolQuestion = "What is 6 times 7?"
 var rulesTargets = []*typev1.Target{{Provider: "rules", Model: "rules-v1"}}
 
 var orchestratorCases = []testCase{
-	{"run-completes", `Run "What is 6 times 7?" on the rules model completes with tools: success, the requested run_id, a final report holding 42 and a transcript that verifies`,
+	{"run-completes", `Run "What is 6 times 7?" on the rules model completes with tools: success, the requested run_id, a final report holding 42, a transcript that verifies, and a contract whose stream_answers is false (Run does not stream a run's answers)`,
 		func(ctx context.Context, k *kit) error {
 			res, err := agent(k).Run(ctx, toolRun(k.id("run")))
 			if err != nil {
 				return wantOK(err)
 			}
-			return checkToolRun(res, k.id("run"))
+			return checkToolRun(res, k.id("run"), false)
 		}},
-	{"stream-run", "StreamRun of the same question streams one run's events, seq 1, 2, 3 …, run_started first and run_finished last with that result",
+	{"stream-run", "StreamRun of the same question streams one run's events, seq 1, 2, 3 …, run_started first and run_finished last with that result, whose contract's stream_answers is true",
 		func(ctx context.Context, k *kit) error {
 			stream, err := agent(k).StreamRun(ctx, toolRun(k.id("stream")))
 			if err != nil {
@@ -51,7 +51,7 @@ var orchestratorCases = []testCase{
 			if err := checkEvents(evs, k.id("stream")); err != nil {
 				return err
 			}
-			return checkToolRun(evs[len(evs)-1].GetRunFinished().GetResult(), k.id("stream"))
+			return checkToolRun(evs[len(evs)-1].GetRunFinished().GetResult(), k.id("stream"), true)
 		}},
 	{"get-run", "GetRun after Run returns the run's outcome, exit reason, final report and transcript",
 		func(ctx context.Context, k *kit) error {
@@ -258,9 +258,13 @@ func invalidRun(req *agentv1.RunRequest, field string) func(context.Context, *ki
 	}
 }
 
-// checkToolRun returns how res differs from the result of toolRun(runID).
-func checkToolRun(res *typev1.RunResult, runID string) error {
+// checkToolRun returns how res differs from the result of toolRun(runID), started with StreamRun
+// (streamed) or Run.
+func checkToolRun(res *typev1.RunResult, runID string, streamed bool) error {
 	var p problems
+	if got := res.GetContract().GetStreamAnswers(); got != streamed {
+		p.addf("contract stream_answers %v, want %v: StreamRun streams a run's answers, Run does not", got, streamed)
+	}
 	if res.GetRunId() != runID {
 		p.addf("run_id %q, want the requested %q", res.GetRunId(), runID)
 	}
