@@ -70,7 +70,8 @@ func New(t T, scenarios ...Scenario) *Server {
 func Start(scenarios ...Scenario) (*Server, error) { return start(nil, false, scenarios) }
 
 // StartOn is Start on a listener of the caller's, e.g. at an address a stage under test was
-// configured with before the server started. Close closes l.
+// configured with before the server started. Close closes l; when StartOn fails, l is still
+// the caller's to close.
 func StartOn(l net.Listener, scenarios ...Scenario) (*Server, error) {
 	return start(l, false, scenarios)
 }

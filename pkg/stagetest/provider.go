@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"unicode"
 
@@ -68,15 +67,16 @@ var serverError = providerFailure{"provider-server-error", "500 server_error", l
 // providerAnswer is what the scripted provider answers the provider-answer case.
 const providerAnswer = "Hello from the conformance kit."
 
-// message is the user message whose request the scripted provider answers as case name asks.
-func message(name string) string { return "stagekit " + name }
+// providerMessage is the user message whose request the scripted provider answers as case name
+// asks.
+func providerMessage(name string) string { return "stagekit " + name }
 
 // providerScenarios are the scripted provider's answers: an answer for provider-answer, and
 // for each failure case the failure on every attempt (a stage may retry its provider).
 func providerScenarios() []llmtest.Scenario {
-	out := []llmtest.Scenario{{Name: "provider-answer", Match: message("provider-answer"), Turns: []llmtest.Turn{{Content: providerAnswer}}}}
+	out := []llmtest.Scenario{{Name: "provider-answer", Match: providerMessage("provider-answer"), Turns: []llmtest.Turn{{Content: providerAnswer}}}}
 	for _, f := range providerFailures {
-		out = append(out, llmtest.Scenario{Name: f.name, Match: message(f.name),
+		out = append(out, llmtest.Scenario{Name: f.name, Match: providerMessage(f.name),
 			Turns: []llmtest.Turn{{Failure: f.kind, RetryAfterMS: f.retryAfterMS}}})
 	}
 	return out
@@ -195,7 +195,7 @@ func (k *kit) streamProvider(ctx context.Context, name string) error {
 // providerRequest is the request of the provider case name.
 func providerRequest(k *kit, name string) *generationv1.GenerateRequest {
 	return &generationv1.GenerateRequest{RunId: k.id("run"), Target: providerTarget,
-		Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: message(name)}}}
+		Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: providerMessage(name)}}}
 }
 
 // serveProvider serves the scripted provider at addr until the returned stop is called.
@@ -210,13 +210,4 @@ func serveProvider(addr string) (stop func(), err error) {
 		return nil, err
 	}
 	return p.Close, nil
-}
-
-// tableOf is stage s's cases as opts has them: the generation table's provider cases only with
-// a provider address.
-func tableOf(name string, s stage, opts Options) []testCase {
-	if name != "generation" || opts.ProviderAddr == "" {
-		return s.cases
-	}
-	return slices.Concat(s.cases, providerCases())
 }

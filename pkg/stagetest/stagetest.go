@@ -93,6 +93,15 @@ var stages = map[string]stage{
 	"orchestrator": {"agentmesh.agent.v1.AgentService", orchestratorCases},
 }
 
+// tableOf is the cases of stage s (named name) as opts has them: the generation table's
+// provider cases only with a provider address.
+func tableOf(name string, s stage, opts Options) []testCase {
+	if name != "generation" || opts.ProviderAddr == "" {
+		return s.cases
+	}
+	return slices.Concat(s.cases, providerCases())
+}
+
 // aliases are other names of stages: "agent", after the public API's package, is the
 // orchestrator.
 var aliases = map[string]string{"agent": "orchestrator"}
