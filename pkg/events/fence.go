@@ -59,11 +59,20 @@ func LastPosition(ctx context.Context, js jetstream.JetStream, runID string) (Po
 	if err != nil || msg == nil {
 		return Position{}, err
 	}
+	seq, err := seqOf(msg, runID)
+	if err != nil {
+		return Position{}, err
+	}
+	return Position{Seq: seq, StreamSeq: msg.Sequence}, nil
+}
+
+// seqOf returns the seq of msg, a stored event of the run runID.
+func seqOf(msg *jetstream.RawStreamMsg, runID string) (uint64, error) {
 	ev := &eventv1.RunEvent{}
 	if err := proto.Unmarshal(msg.Data, ev); err != nil {
-		return Position{}, fmt.Errorf("last event of run %s: decode %s: %w", runID, msg.Subject, err)
+		return 0, fmt.Errorf("last event of run %s: decode %s: %w", runID, msg.Subject, err)
 	}
-	return Position{Seq: ev.GetSeq(), StreamSeq: msg.Sequence}, nil
+	return ev.GetSeq(), nil
 }
 
 // lastMessage returns the last stored message of a run's events, nil when there is none.
@@ -139,12 +148,12 @@ func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.Run
 	if !ours {
 		return false, fmt.Errorf("%w: run %s, after its event at stream sequence %d", ErrFenced, rs.runID, rs.last)
 	}
-	ev := &eventv1.RunEvent{}
-	if err := proto.Unmarshal(last.Data, ev); err != nil {
-		return false, fmt.Errorf("last event of run %s: decode %s: %w", rs.runID, last.Subject, err)
+	seq, err := seqOf(last, rs.runID)
+	if err != nil {
+		return false, err
 	}
 	rs.last = last.Sequence
-	if seq := ev.GetSeq(); seq >= out.GetSeq() {
+	if seq >= out.GetSeq() {
 		rs.seq.Store(seq) // the next attempt takes the seq after the other writer's
 	}
 	return false, nil
