@@ -18,12 +18,12 @@ import (
 
 // TestWhatARunRequests pins what a durable run asks of NATS and of the stages from its start
 // to its retirement: every message JetStream stores and acknowledges, every API request it
-// answers, and every gRPC call, each a round trip the run pays for. Those counts, more than
-// what each request costs, bound the mesh's throughput (issue 15; docs/performance.md counts
-// them session by session), so a change that adds a request to every run or every turn fails
-// here, naming it, and a change that means to updates the counts. A run's requests to NATS all
-// go out on the mesh's one connection, in order, and its retirement's purge of its owner entry
-// is the last of them.
+// answers, and every gRPC call, each a round trip the run pays for, and the spans its trace
+// gets for them. Those counts, more than what each request costs, bound the mesh's throughput
+// (issue 15; docs/performance.md counts them session by session), so a change that adds a
+// request or a span to every run or every turn fails here, naming it, and a change that means
+// to updates the counts. A run's requests to NATS all go out on the mesh's one connection, in
+// order, and its retirement's purge of its owner entry is the last of them.
 func TestWhatARunRequests(t *testing.T) {
 	h := start(t, nil,
 		llmtest.Scenario{Name: "answer", Match: "census answer", Turns: []llmtest.Turn{text("an answer")}},
@@ -32,24 +32,35 @@ func TestWhatARunRequests(t *testing.T) {
 	// What every run asks: its events from run_started to run_finished, its checkpoint when it
 	// starts, after PLAN and at TERMINATE (with its result), its entry among the active runs,
 	// the stages from intent to memory; and once the memory stage has its result, its tombstone
-	// and the purges of its checkpoint, its inputs and its entry.
+	// and the purges of its checkpoint, its inputs and its entry. Its trace has its own span
+	// and those of the states before and after its turns.
 	once := map[string]int{
 		"event run_started": 1, "event intent_parsed": 1, "event plan_created": 1, "event run_finished": 1,
 		"put AGENTMESH_CHECKPOINTS": 3, "put AGENTMESH_RUN_OWNERS": 1, "put AGENTMESH_FINISHED_RUNS": 1,
 		"purge KV_AGENTMESH_CHECKPOINTS": 1, "purge KV_AGENTMESH_RUN_INPUTS": 1, "purge KV_AGENTMESH_RUN_OWNERS": 1,
 	}
+	stepsOnce := map[string]int{
+		"internal agentmesh.run": 1, "internal agentmesh.precheck": 1, "internal agentmesh.intent": 1,
+		"internal agentmesh.plan": 1, "internal agentmesh.terminate": 1,
+	}
 	calledOnce := map[string]int{
 		"agentmesh.intent.v1.IntentService/Parse": 1, "agentmesh.planning.v1.PlanningService/Plan": 1,
 		"agentmesh.memory.v1.MemoryService/Search": 1, "agentmesh.memory.v1.MemoryService/SaveRun": 1,
 	}
-	// What every turn asks: three events, the context stage's assembly and the model.
+	// What every turn asks: three events, the context stage's assembly and the model, in four
+	// states, with a span of the model's call.
 	turn := map[string]int{"event turn_started": 1, "event context_guard": 1, "event llm_response": 1}
+	stepsATurn := map[string]int{
+		"internal agentmesh.assemble": 1, "internal agentmesh.infer": 1, "client chat gpt-test": 1,
+		"internal agentmesh.validate_calls": 1, "internal agentmesh.commit": 1,
+	}
 	calledATurn := map[string]int{"agentmesh.context.v1.ContextService/Assemble": 1, "agentmesh.generation.v1.GenerationService/Generate": 1}
 	// What a turn with a tool call asks besides: two events, the checkpoint of its validated
 	// call and the one at COMMIT, the call's record (one, done: the calculator is idempotent),
-	// the action and observation stages.
+	// the action and observation stages, in two states.
 	toolTurn := map[string]int{"event tool_started": 1, "event tool_finished": 1, "put AGENTMESH_CHECKPOINTS": 2, "put AGENTMESH_TOOL_CALLS": 1}
 	calledAToolTurn := map[string]int{"agentmesh.action.v1.ActionService/Execute": 1, "agentmesh.observation.v1.ObservationService/Observe": 1}
+	stepsAToolTurn := map[string]int{"internal agentmesh.execute": 1, "internal execute_tool calculator": 1, "internal agentmesh.observe": 1}
 	// What the tool run asks besides: the calls left the rules planner's plan, which the run
 	// revises once; its request, contract and offered tools outgrow a checkpoint's tail and go
 	// to its checkpoint log as a segment, which its retirement reads (for objects it names) and
@@ -58,23 +69,33 @@ func TestWhatARunRequests(t *testing.T) {
 		"event plan_revised": 1, "segment": 1, "read AGENTMESH_CHECKPOINT_LOG": 1, "purge AGENTMESH_CHECKPOINT_LOG": 1,
 	}
 	calledToRevise := map[string]int{"agentmesh.planning.v1.PlanningService/Plan": 1}
+	stepsToRevise := map[string]int{"internal agentmesh.plan": 1}
 
 	for _, tc := range []struct {
-		message string
-		want    map[string]int
-		calls   map[string]int
+		message  string
+		requests map[string]int
+		calls    map[string]int
+		steps    map[string]int
 	}{
-		{"census answer", sum(once, turn), sum(calledOnce, calledATurn)},
-		{"census tools", sum(once, turn, turn, turn, toolTurn, toolTurn, revised), sum(calledOnce, calledATurn, calledATurn, calledATurn, calledAToolTurn, calledAToolTurn, calledToRevise)},
+		{"census answer", sum(once, turn), sum(calledOnce, calledATurn), sum(stepsOnce, stepsATurn)},
+		{
+			"census tools", sum(once, turn, turn, turn, toolTurn, toolTurn, revised),
+			sum(calledOnce, calledATurn, calledATurn, calledATurn, calledAToolTurn, calledAToolTurn, calledToRevise),
+			sum(stepsOnce, stepsATurn, stepsATurn, stepsATurn, stepsAToolTurn, stepsAToolTurn, stepsToRevise),
+		},
 	} {
 		t.Run(tc.message, func(t *testing.T) {
 			msgs := h.subscribe(t, ">")
 			res := h.run(t, &agentv1.RunRequest{Message: tc.message})
-			if got := requestsOf(t, msgs, res.GetRunId()); !maps.Equal(got, tc.want) {
-				t.Errorf("run %s asked NATS for\n%swant\n%s", res.GetRunId(), census(got), census(tc.want))
+			if got := requestsOf(t, msgs, res.GetRunId()); !maps.Equal(got, tc.requests) {
+				t.Errorf("run %s asked NATS for\n%swant\n%s", res.GetRunId(), census(got), census(tc.requests))
 			}
-			if got := callsOf(t, h, res.GetTraceId()); !maps.Equal(got, tc.calls) {
-				t.Errorf("run %s called\n%swant\n%s", res.GetRunId(), census(got), census(tc.calls))
+			// A stage's server span ends once its answer is sent, which may be after the run has
+			// its result: the spans are read until they are all there.
+			want := spansOf(tc.requests, tc.calls, tc.steps)
+			var got map[string]int
+			if !eventually(t, 10*time.Second, func() bool { got = traceOf(t, h, res.GetTraceId()); return maps.Equal(got, want) }) {
+				t.Errorf("run %s has the spans\n%swant\n%s", res.GetRunId(), census(got), census(want))
 			}
 		})
 	}
@@ -145,26 +166,41 @@ func requestOf(msg *nats.Msg, runID string) string {
 	return "other " + subject
 }
 
-// callsOf counts the gRPC calls of the run whose trace is traceID, by method, from their
-// client spans, which end before the caller goes on: by the time the run has its result,
-// every call it made has ended. ListTools and ListProviders are left out: a replica keeps
-// their answers for a second, so whether a run makes them depends on when it starts.
-func callsOf(t *testing.T, h *harness, traceID string) map[string]int {
+// traceOf counts the spans of the trace traceID by kind and name. The calls of ListTools and
+// ListProviders are left out: a replica keeps their answers for a second, so whether a run
+// makes them depends on when it starts.
+func traceOf(t *testing.T, h *harness, traceID string) map[string]int {
 	t.Helper()
 	id, err := oteltrace.TraceIDFromHex(traceID)
 	if err != nil {
 		t.Fatalf("trace id %q: %v", traceID, err)
 	}
-	calls := map[string]int{}
+	spans := map[string]int{}
 	for _, s := range h.recorder.Trace(id) {
-		name := s.Name()
-		if s.SpanKind() != oteltrace.SpanKindClient || !strings.Contains(name, "/") ||
-			strings.HasSuffix(name, "/ListTools") || strings.HasSuffix(name, "/ListProviders") {
-			continue
+		if name := s.Name(); !strings.HasSuffix(name, "/ListTools") && !strings.HasSuffix(name, "/ListProviders") {
+			spans[s.SpanKind().String()+" "+name]++
 		}
-		calls[name]++
 	}
-	return calls
+	return spans
+}
+
+// spansOf is the spans of a run that asks NATS for requests and calls the stages' methods
+// calls, in the states and model calls steps: a producer span an event, a client and a server
+// span a call, and the server span of the Run call that started it (its client, the test, is
+// not traced).
+func spansOf(requests, calls, steps map[string]int) map[string]int {
+	spans := maps.Clone(steps)
+	for what, n := range requests {
+		if kind, ok := strings.CutPrefix(what, "event "); ok {
+			spans["producer publish agentmesh.run.{run_id}."+kind] += n
+		}
+	}
+	for method, n := range calls {
+		spans["client "+method] += n
+		spans["server "+method] += n
+	}
+	spans["server agentmesh.agent.v1.AgentService/Run"]++
+	return spans
 }
 
 // census prints counts one a line, sorted.
