@@ -32,15 +32,11 @@ func TestAnswersStreamWhenTheRunStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			ev, err := stream.Recv()
-			if err != nil {
-				t.Fatalf("StreamRun: %v before run_finished", err)
-			}
-			if f := ev.GetRunFinished(); f != nil {
-				return f.GetResult()
-			}
+		evs := received(t, stream)
+		if len(evs) == 0 || evs[len(evs)-1].GetRunFinished() == nil {
+			t.Fatalf("StreamRun ended without run_finished after %d events", len(evs))
 		}
+		return evs[len(evs)-1].GetRunFinished().GetResult()
 	}
 	yes, no := true, false
 	for _, tc := range []struct {

@@ -93,14 +93,8 @@ func TestRunsOneAfterAnotherKeepOneProcessor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for {
-				ev, err := stream.Recv()
-				if err != nil {
-					t.Fatalf("the stream ended before run_finished: %v", err)
-				}
-				if ev.GetRunFinished() != nil {
-					break
-				}
+			if evs := received(t, stream); len(evs) == 0 || evs[len(evs)-1].GetRunFinished() == nil {
+				t.Fatalf("the stream ended without run_finished after %d events", len(evs))
 			}
 		}
 		if got := runtime.GOMAXPROCS(0); got != 1 {
