@@ -123,25 +123,31 @@ func (c *Config) validateDefaults(p *problems) {
 		"max_tool_calls_per_turn":      int64(d.MaxToolCallsPerTurn),
 		"max_tool_calls_total":         int64(d.MaxToolCallsTotal),
 		"max_tokens_consumed":          d.MaxTokensConsumed,
-		"tool_timeout_ms":              d.ToolTimeoutMS,
-		"step_timeout_ms":              d.StepTimeoutMS,
-		"total_timeout_ms":             d.TotalTimeoutMS,
 		"tool_response_max_bytes":      d.ToolResponseMaxBytes,
 		"context_window":               d.ContextWindow,
 		"context_window_buffer_tokens": d.ContextWindowBufferTokens,
 		"max_output_tokens":            d.MaxOutputTokens,
 		"max_format_retries":           int64(d.MaxFormatRetries),
-		"approval_timeout_ms":          d.ApprovalTimeoutMS,
-		"answer_timeout_ms":            d.AnswerTimeoutMS,
 		"max_replans":                  int64(d.MaxReplans),
 	})
+	// A run's contract takes no timeout of 0 (the orchestrator refuses it): a step that may
+	// take no time, or a pause no one can decide in time, would fail every run.
+	for _, t := range []struct {
+		name string
+		ms   int64
+	}{{"tool_timeout_ms", d.ToolTimeoutMS}, {"step_timeout_ms", d.StepTimeoutMS}, {"total_timeout_ms", d.TotalTimeoutMS},
+		{"approval_timeout_ms", d.ApprovalTimeoutMS}, {"answer_timeout_ms", d.AnswerTimeoutMS}} {
+		if t.ms < 1 {
+			p.addf("defaults.%s: must be positive, got %d", t.name, t.ms)
+		}
+	}
 	if d.MaxPlanSteps < 1 {
 		p.addf("defaults.max_plan_steps: must be at least 1, got %d", d.MaxPlanSteps)
 	}
 	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
 		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)
 	}
-	if d.ForceSynthesisAtRatio < 0 || d.ForceSynthesisAtRatio >= 1 {
+	if !(d.ForceSynthesisAtRatio >= 0 && d.ForceSynthesisAtRatio < 1) { // NaN too
 		p.addf("defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got %g", d.ForceSynthesisAtRatio)
 	}
 	if !slices.Contains(toolTransports, d.ToolTransport) {

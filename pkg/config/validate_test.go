@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,7 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			"grpc.max_message_bytes: must be between 1048576 (1 MiB) and 2147483647 (2 GiB, protobuf's limit), got 32"},
 		{"observation input over the gRPC limit", func(c *Config) { c.Observation.MaxInputBytes = 64 << 20 },
 			"observation.max_input_bytes: must be between 0 (the default) and grpc.max_message_bytes (33554432), got 67108864"},
-		{"negative answer timeout", func(c *Config) { c.Defaults.AnswerTimeoutMS = -1 }, "defaults.answer_timeout_ms: must not be negative, got -1"},
+		{"negative answer timeout", func(c *Config) { c.Defaults.AnswerTimeoutMS = -1 }, "defaults.answer_timeout_ms: must be positive, got -1"},
 		{"nats replicas out of range", func(c *Config) { c.NATS.Replicas = 0 }, "nats.replicas: must be between 1 and 5, got 0"},
 		{"unknown nats storage", func(c *Config) { c.NATS.Storage = "disk" }, `nats.storage: must be file or memory, got "disk"`},
 		{"negative stream size", func(c *Config) { c.NATS.StreamMaxBytes = -1 }, "nats.stream_max_bytes: must not be negative, got -1"},
@@ -75,7 +76,11 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"REST tool with unknown method", func(c *Config) { c.RestTools = map[string]RestTool{"t": {URL: "https://x", Method: "FETCH"}} },
 			`rest_tools.t.method: unknown HTTP method "FETCH"`},
 		{"queue without slots", func(c *Config) { c.Queues["slow"] = Queue{Concurrent: 0} }, "queues.slow.concurrent: must be at least 1, got 0"},
-		{"negative timeout", func(c *Config) { c.Defaults.ToolTimeoutMS = -1 }, "defaults.tool_timeout_ms: must not be negative, got -1"},
+		{"negative timeout", func(c *Config) { c.Defaults.ToolTimeoutMS = -1 }, "defaults.tool_timeout_ms: must be positive, got -1"},
+		{"zero timeout", func(c *Config) { c.Defaults.StepTimeoutMS = 0 }, "defaults.step_timeout_ms: must be positive, got 0"},
+		{"zero approval timeout", func(c *Config) { c.Defaults.ApprovalTimeoutMS = 0 }, "defaults.approval_timeout_ms: must be positive, got 0"},
+		{"synthesis ratio not a number", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = math.NaN() },
+			"defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got NaN"},
 		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
 		{"negative tool calls", func(c *Config) { c.Defaults.MaxToolCallsTotal = -1 }, "defaults.max_tool_calls_total: must not be negative"},
 		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},

@@ -29,6 +29,10 @@ const BytesPerToken = 4
 // MessageOverhead is the fixed cost of one message (role and framing tokens).
 const MessageOverhead = 4
 
+// MaxCount bounds every token count a stage takes in a request (a context window, a budget),
+// far above any real one, so that sums of counts cannot overflow.
+const MaxCount = 1 << 48
+
 // Estimate returns the estimated token count of text: ceil(len(text)/4) bytes, at least 1 for
 // non-empty text and 0 for the empty string.
 func Estimate(text string) int64 {

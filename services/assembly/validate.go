@@ -6,11 +6,8 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
-
-// maxTokenCount bounds every token field of a request, far above any real context window, so
-// that sums of counters cannot overflow.
-const maxTokenCount = 1 << 48
 
 // validate returns an INVALID_INPUT error naming the first field that is wrong.
 func validate(req *contextv1.AssembleRequest) error {
@@ -42,8 +39,8 @@ func validate(req *contextv1.AssembleRequest) error {
 		if f.value < 0 {
 			return stageerr.Invalid("%s must not be negative, got %d", f.name, f.value)
 		}
-		if f.value > maxTokenCount {
-			return stageerr.Invalid("%s is %d, over the largest supported token count %d", f.name, f.value, int64(maxTokenCount))
+		if f.value > tokens.MaxCount {
+			return stageerr.Invalid("%s is %d, over the largest supported token count %d", f.name, f.value, int64(tokens.MaxCount))
 		}
 	}
 	if r := req.GetForceSynthesisAtRatio(); math.IsNaN(r) || r < 0 || r > 1 {

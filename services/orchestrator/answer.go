@@ -20,9 +20,10 @@ import (
 // resumes the run) applies it. The first answer wins; an answer to a question the run does not
 // ask (any more) is NOT_FOUND.
 func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return nil, err
+	}
 	switch {
-	case req.GetRunId() == "":
-		return nil, stageerr.Invalid("run_id must not be empty")
 	case strings.TrimSpace(req.GetAnswer()) == "":
 		return nil, stageerr.Invalid("answer must not be empty")
 	case len(req.GetAnswer()) > MaxMessageBytes:

@@ -130,28 +130,35 @@ func modelProfile(c *typev1.ExecutionContract) string {
 }
 
 func validateRunRequest(req *agentv1.RunRequest) error {
-	if err := validateInput(req.GetUserId(), req.GetMessage(), "history", req.GetHistory()); err != nil {
+	if err := validateInput(req.GetUserId(), req.GetMessage(), "history", req.GetHistory(), req.GetSurface()); err != nil {
 		return err
 	}
 	if n := len(req.GetIdempotencyKey()); n > MaxIdempotencyKeyBytes {
 		return stageerr.Invalid("idempotency_key: at most %d bytes, got %d", MaxIdempotencyKeyBytes, n)
 	}
 	if id := req.GetRunId(); id != "" {
-		if err := events.ValidRunID(id); err != nil {
-			return stageerr.Invalid("run_id: %v", err)
+		if err := checkRunID(id); err != nil {
+			return err
 		}
 	}
-	for i, m := range req.GetHistory() {
-		if m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
-			return stageerr.Invalid("history[%d].role is unspecified", i)
-		}
+	if req.GetOutputSchema() != nil && req.GetOutputFormat() != typev1.OutputFormat_OUTPUT_FORMAT_JSON {
+		return stageerr.Invalid("output_schema needs output_format OUTPUT_FORMAT_JSON (only a JSON answer is checked against a schema), got %s", req.GetOutputFormat())
+	}
+	return nil
+}
+
+// checkRunID is the INVALID_ARGUMENT error of a request whose run_id cannot name a run (empty,
+// too long, or with characters a run id never has), nil for one that can.
+func checkRunID(id string) error {
+	if err := events.ValidRunID(id); err != nil {
+		return stageerr.Invalid("run_id: %v", err)
 	}
 	return nil
 }
 
 // validateInput checks what Run and Decide take alike against the limits: the user, the
-// message and the earlier messages (named historyField).
-func validateInput(userID, message, historyField string, history []*typev1.Message) error {
+// message, the earlier messages (named historyField), each with a role, and the surface.
+func validateInput(userID, message, historyField string, history []*typev1.Message, surface typev1.Surface) error {
 	if n := len(userID); n > MaxUserIDBytes {
 		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
 	}
@@ -168,6 +175,14 @@ func validateInput(userID, message, historyField string, history []*typev1.Messa
 	if size > MaxHistoryBytes {
 		return stageerr.Invalid("%s: at most %d bytes in all, got %d", historyField, MaxHistoryBytes, size)
 	}
+	for i, m := range history {
+		if _, known := typev1.Role_name[int32(m.GetRole())]; !known || m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
+			return stageerr.Invalid("%s[%d].role must be system, user, assistant or tool, got %d", historyField, i, m.GetRole())
+		}
+	}
+	if _, known := typev1.Surface_name[int32(surface)]; !known {
+		return stageerr.Invalid("surface %d is not one of its values", surface)
+	}
 	return nil
 }
 
@@ -175,8 +190,8 @@ func validateInput(userID, message, historyField string, history []*typev1.Messa
 // A run still executing is FAILED_PRECONDITION (follow it with WatchRun). Any replica
 // answers for any run.
 func (s *Service) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*typev1.RunResult, error) {
-	if req.GetRunId() == "" {
-		return nil, stageerr.Invalid("run_id must not be empty")
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return nil, err
 	}
 	loc, err := s.locate(ctx, req.GetRunId())
 	if err := s.authorize(ctx, auth.ActionRead, req.GetRunId(), loc, err); err != nil {
@@ -237,8 +252,8 @@ func storeErr(runID string, err error) error {
 // CancelRun ends a live run with OUTCOME_INTERRUPTED and waits until it has terminated; on
 // any replica, whichever replica runs it (or none, for a run waiting to be resumed).
 func (s *Service) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) (*agentv1.CancelRunResponse, error) {
-	if req.GetRunId() == "" {
-		return nil, stageerr.Invalid("run_id must not be empty")
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return nil, err
 	}
 	if err := s.authorizeRun(ctx, auth.ActionCancel, req.GetRunId()); err != nil {
 		return nil, err
@@ -320,9 +335,10 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 // when every paused call of its turn is decided. Any replica takes the decision for
 // any run: it is stored, and the run's owner (or whichever replica resumes the run) applies it.
 func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return nil, err
+	}
 	switch {
-	case req.GetRunId() == "":
-		return nil, stageerr.Invalid("run_id must not be empty")
 	case req.GetCallId() == "":
 		return nil, stageerr.Invalid("call_id must not be empty")
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED,
@@ -330,6 +346,8 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 		return nil, stageerr.Invalid("decision must be approve, reject or modify, got %d", req.GetDecision())
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
 		return nil, stageerr.Invalid("decision modify needs modified_arguments")
+	case req.GetModifiedArguments() != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY:
+		return nil, stageerr.Invalid("modified_arguments is only for decision modify, got %s", req.GetDecision())
 	case req.EndRun != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT:
 		return nil, stageerr.Invalid("end_run is only for decision reject, got %s", req.GetDecision())
 	}
@@ -407,8 +425,8 @@ func alreadyDecided(runID, callID string) error {
 // replica serves any run.
 func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
 	ctx := stream.Context()
-	if err := events.ValidRunID(req.GetRunId()); err != nil {
-		return stageerr.Invalid("run_id: %v", err)
+	if err := checkRunID(req.GetRunId()); err != nil {
+		return err
 	}
 	if err := s.runExists(ctx, req.GetRunId()); err != nil {
 		return err

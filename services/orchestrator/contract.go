@@ -10,6 +10,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -145,14 +146,23 @@ func checkContract(c *typev1.ExecutionContract) error {
 		return stageerr.Invalid("overrides.tool_response_max_bytes must not be negative, got %d", c.GetToolResponseMaxBytes())
 	case c.GetContextWindow() < 0, c.GetContextWindowBufferTokens() < 0, c.GetMaxOutputTokens() < 0:
 		return stageerr.Invalid("overrides: context_window, context_window_buffer_tokens and max_output_tokens must not be negative")
-	case c.GetForceSynthesisAtRatio() < 0 || c.GetForceSynthesisAtRatio() > 1:
+	case !(c.GetForceSynthesisAtRatio() >= 0 && c.GetForceSynthesisAtRatio() <= 1): // NaN too
 		return stageerr.Invalid("overrides.force_synthesis_at_ratio must be between 0 and 1, got %g", c.GetForceSynthesisAtRatio())
 	case c.GetMaxFormatRetries() < 0:
 		return stageerr.Invalid("overrides.max_format_retries must not be negative, got %d", c.GetMaxFormatRetries())
-	case c.GetApprovalTimeoutMs() < 0:
-		return stageerr.Invalid("overrides.approval_timeout_ms must not be negative, got %d", c.GetApprovalTimeoutMs())
-	case c.GetAnswerTimeoutMs() < 0:
-		return stageerr.Invalid("overrides.answer_timeout_ms must not be negative, got %d", c.GetAnswerTimeoutMs())
+	case c.GetApprovalTimeoutMs() < 1:
+		return stageerr.Invalid("overrides.approval_timeout_ms must be positive (a pause of 0 ms could never be decided), got %d", c.GetApprovalTimeoutMs())
+	case c.GetAnswerTimeoutMs() < 1:
+		return stageerr.Invalid("overrides.answer_timeout_ms must be positive (a question that waits 0 ms could never be answered), got %d", c.GetAnswerTimeoutMs())
+	}
+	for _, n := range []struct {
+		name  string
+		count int64
+	}{{"max_tokens_consumed", c.GetMaxTokensConsumed()}, {"context_window", c.GetContextWindow()},
+		{"context_window_buffer_tokens", c.GetContextWindowBufferTokens()}, {"max_output_tokens", c.GetMaxOutputTokens()}} {
+		if n.count > tokens.MaxCount {
+			return stageerr.Invalid("overrides.%s must be at most %d tokens, got %d", n.name, int64(tokens.MaxCount), n.count)
+		}
 	}
 	for _, d := range []struct {
 		name string

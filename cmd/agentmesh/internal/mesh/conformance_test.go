@@ -33,9 +33,10 @@ type conformanceCase struct {
 	check      func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request)
 }
 
-func i32(v int32) *int32 { return &v }
-func i64(v int64) *int64 { return &v }
-func yes() *bool         { v := true; return &v }
+func i32(v int32) *int32     { return &v }
+func i64(v int64) *int64     { return &v }
+func f64(v float64) *float64 { return &v }
+func yes() *bool             { v := true; return &v }
 
 func call(name, args string) llmtest.Turn {
 	return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: name, Arguments: args}}}

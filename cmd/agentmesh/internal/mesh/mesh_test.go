@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"context"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -606,6 +607,62 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c", Decision: 99})
 			return err
 		}, "decision must be approve, reject or modify, got 99"},
+		// Found by a review of the public API (issue 15's sixteenth session): each of these
+		// started a run that failed later with another outcome, or was answered UNAVAILABLE
+		// (retryable) or silently ignored.
+		{"synthesis ratio not a number", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ForceSynthesisAtRatio: f64(math.NaN())}})
+			return err
+		}, "force_synthesis_at_ratio must be between 0 and 1, got NaN"},
+		{"unknown history role", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "x"}, {Role: 999, Content: "y"}}})
+			return err
+		}, "history[1].role must be system, user, assistant or tool, got 999"},
+		{"unknown history role of a decision", func() error {
+			_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", MessageHistory: []*typev1.Message{{Role: 999, Content: "y"}}})
+			return err
+		}, "message_history[0].role must be system, user, assistant or tool"},
+		{"unknown surface", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Surface: 999})
+			return err
+		}, "surface 999 is not one of its values"},
+		{"context window over the largest token count", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ContextWindow: i64(1 << 50)}})
+			return err
+		}, "overrides.context_window must be at most"},
+		{"approval timeout of zero", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ApprovalTimeoutMs: i64(0)}})
+			return err
+		}, "overrides.approval_timeout_ms must be positive"},
+		{"answer timeout of zero", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{AnswerTimeoutMs: i64(0)}})
+			return err
+		}, "overrides.answer_timeout_ms must be positive"},
+		{"output_schema of a text answer", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", OutputSchema: mustStruct(t, map[string]any{"type": "object"})})
+			return err
+		}, "output_schema needs output_format OUTPUT_FORMAT_JSON"},
+		{"get a run id that cannot be one", func() error {
+			_, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "a*"})
+			return err
+		}, "run_id: run id \"a*\" contains '*'"},
+		{"cancel a run id that cannot be one", func() error {
+			_, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "a b"})
+			return err
+		}, "run_id: run id \"a b\" contains ' '"},
+		{"answer a run id that cannot be one", func() error {
+			_, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: ">", Answer: "yes"})
+			return err
+		}, "run_id: run id \">\" contains '>'"},
+		{"decide on a run id that cannot be one", func() error {
+			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "a.b", CallId: "c", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+			return err
+		}, "run_id: run id \"a.b\" contains '.'"},
+		{"approval with arguments", func() error {
+			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: "r", CallId: "c",
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE, ModifiedArguments: mustStruct(t, map[string]any{"expression": "1+1"})})
+			return err
+		}, "modified_arguments is only for decision modify, got APPROVAL_DECISION_APPROVE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
