@@ -159,6 +159,25 @@ func TestKustomizationsMatchTheBinaries(t *testing.T) {
 	}
 }
 
+// TestDevImagesAreTheLoadedOnes: the dev overlay runs the images built as the README says
+// (docker build -t agentmesh/<service>, untagged) and loaded into the cluster (kind,
+// minikube), so the kubelet must take them from the node: an untagged image's pull policy
+// defaults to Always, which asks a registry for agentmesh/<service> and fails.
+func TestDevImagesAreTheLoadedOnes(t *testing.T) {
+	r := render(t, "k8s/overlays/dev")
+	for _, name := range meshServices {
+		d := r.deployments[name]
+		if d == nil {
+			t.Errorf("no Deployment %s", name)
+			continue
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		if c.ImagePullPolicy != corev1.PullIfNotPresent && c.ImagePullPolicy != corev1.PullNever {
+			t.Errorf("%s: image %s with imagePullPolicy %q, want IfNotPresent (the image is loaded, not pulled)", name, c.Image, c.ImagePullPolicy)
+		}
+	}
+}
+
 // checkDeployment checks a service's Deployment: its environment against its binary, its ports
 // and probes against LISTEN_ADDR and METRICS_ADDR, the addresses it dials against the
 // Services, its configuration layers by loading them, and its termination grace; when starts,
