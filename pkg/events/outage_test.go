@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -252,4 +253,49 @@ func TestWatchFollowsTheStreamCreatedAgainWhenNATSLosesItsStore(t *testing.T) {
 	// The events stored before NATS lost its store were delivered before; the watch goes on
 	// with the new stream's.
 	assertEvents(t, <-watched, slices.Concat(before, after))
+}
+
+// attempts counts the log records of failed attempts to publish a run event.
+type attempts struct{ n atomic.Int64 }
+
+func (a *attempts) Enabled(context.Context, slog.Level) bool { return true }
+func (a *attempts) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "publishing run event failed; retrying" {
+		a.n.Add(1)
+	}
+	return nil
+}
+func (a *attempts) WithAttrs([]slog.Attr) slog.Handler { return a }
+func (a *attempts) WithGroup(string) slog.Handler      { return a }
+
+// TestEmitWaitsOutItsBackoffWhenJetStreamRefuses: an event that JetStream refuses at once (a
+// sealed stream here; a full disk or an account over its quota in production) while the
+// stream still answers is retried after its backoff. The stream's probe made events look
+// storable again right after each refusal, which woke the retry at once: hundreds of attempts
+// a second for every run emitting, each logged, against a NATS already in trouble.
+func TestEmitWaitsOutItsBackoffWhenJetStreamRefuses(t *testing.T) {
+	env := newTestEnv(t)
+	s, err := env.js.Stream(t.Context(), StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := env.js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	env.pub.retry = backoff{initial: 200 * time.Millisecond, ceiling: time.Minute}
+	logged := &attempts{}
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(logged))
+
+	// Within a second the backoff allows attempts at 0, 0.2 and 0.6 s.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := env.pub.Run("sealed").Emit(ctx, runStarted("refused")); err == nil {
+		t.Fatal("Emit to a sealed stream succeeded")
+	}
+	if n := logged.n.Load(); n > 6 {
+		t.Errorf("Emit made %d attempts in a second; its backoff allows 3", n)
+	}
 }

@@ -54,21 +54,26 @@ func (p *Publisher) store(ctx context.Context, msg *nats.Msg, ev *eventv1.RunEve
 
 // retryAfter logs why an attempt for ev failed (with the log attributes attrs) and waits for
 // *wait (see pause), which it moves on to the next backoff; it reports whether ctx still lives.
+// After JetStream refused the attempt (refused), it waits the whole backoff.
 func (p *Publisher) retryAfter(ctx context.Context, wait *time.Duration, why string, ev *eventv1.RunEvent, err error, attrs ...any) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	slog.WarnContext(ctx, why, append([]any{"run_id", ev.GetRunId(), "seq", ev.GetSeq(), "kind", Kind(ev), "retry_in", *wait, "err", err}, attrs...)...)
-	p.pause(ctx, *wait)
+	p.pause(ctx, *wait, !refused(err))
 	*wait = p.retry.next(*wait)
 	return ctx.Err() == nil
 }
 
-// pause waits for d, or less when events become storable again meanwhile or ctx ends.
-func (p *Publisher) pause(ctx context.Context, d time.Duration) {
+// pause waits for d, or until ctx ends; with early, less when events become storable again
+// meanwhile (NATS is back).
+func (p *Publisher) pause(ctx context.Context, d time.Duration, early bool) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	_, changed := p.Ready()
+	var changed <-chan struct{}
+	if early {
+		_, changed = p.Ready()
+	}
 	for {
 		select {
 		case <-timer.C:
@@ -82,6 +87,16 @@ func (p *Publisher) pause(ctx context.Context, d time.Duration) {
 			}
 		}
 	}
+}
+
+// refused reports whether err is JetStream's answer refusing a message (an API error: the
+// stream sealed or over its limits, the server's storage full, the account over its quota).
+// The server answered, so the stream answers its probe (follow) at once and events look
+// storable again: a retry woken by that would be refused again at once, in a tight loop of
+// every run's events. A refused attempt waits its backoff out instead.
+func refused(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr)
 }
 
 // lasting reports whether a publish error stays whatever the retries: the connection is

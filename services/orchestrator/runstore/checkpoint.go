@@ -27,10 +27,10 @@ func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*He
 	var rev uint64
 	err = s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
-		if rev, err = b.checkpoints.Create(ctx, cp.GetRunId(), w.data); err != nil {
+		if err := createOnce(ctx, b.checkpoints, cp.GetRunId(), w.data, &rev); err != nil {
 			return err
 		}
-		_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
+		_, err := b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
 		return err
 	})
 	if err != nil {
@@ -40,6 +40,25 @@ func (s *Store) Create(ctx context.Context, cp *checkpointv1.RunCheckpoint) (*He
 		return nil, mapErr(err)
 	}
 	return w.head(rev), nil
+}
+
+// createOnce creates key with data in kv, and sets *rev to its revision, unless an earlier
+// attempt of the same write did and the key is still at *rev: retry runs a write again after
+// creating the buckets again, and a write of two keys (the checkpoint, then the run's entry
+// among the active runs) whose second key's bucket was missing must not then fail on its own
+// first key, nor take it for another run's.
+func createOnce(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev *uint64) error {
+	if *rev != 0 {
+		if e, err := kv.Get(ctx, key); err == nil && e.Revision() == *rev {
+			return nil
+		}
+	}
+	r, err := kv.Create(ctx, key, data)
+	if err != nil {
+		return err
+	}
+	*rev = r
+	return nil
 }
 
 // Save replaces a run's checkpoint written at h and advances h; ErrConflict when h is no
@@ -81,9 +100,10 @@ func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Hea
 		if w, err = s.prepare(ctx, cp, &Head{}); err != nil {
 			return err
 		}
+		next = 0
 		err = s.retry(ctx, func(ctx context.Context) error {
 			b := s.buckets()
-			next, err = b.checkpoints.Create(ctx, cp.GetRunId(), w.data)
+			err := createOnce(ctx, b.checkpoints, cp.GetRunId(), w.data, &next)
 			if err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
 				_, err = b.active.Put(ctx, cp.GetRunId(), []byte(cp.GetReplica()))
 			}

@@ -47,15 +47,44 @@ func (s *Store) Taken(ctx context.Context, runID string) (bool, error) {
 }
 
 // Discard removes what Create stored of a run that will not go on (its id turned out taken):
-// its checkpoint and its entry among the active runs.
+// its checkpoint log (the first checkpoint's segment, when its request, contract and tools
+// outgrew the entry, and the objects it names), the object holding its checkpoint if any, its
+// checkpoint and its entry among the active runs. The log's stream has no limits: what
+// Discard left there would stay for good.
 func (s *Store) Discard(ctx context.Context, runID string) error {
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
+		if err := purgeLog(ctx, b, runID); err != nil {
+			return err
+		}
+		if err := deleteBody(ctx, b, runID); err != nil {
+			return err
+		}
 		if err := b.checkLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(CheckpointBucket, runID))); err != nil {
 			return err
 		}
 		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(ActiveBucket, runID)))
 	}))
+}
+
+// deleteBody deletes the object that holds a run's checkpoint, when its entry names one
+// (encode): a checkpoint too large for an entry.
+func deleteBody(ctx context.Context, b buckets, runID string) error {
+	e, err := b.checkpoints.Get(ctx, runID)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	stub := &checkpointv1.RunCheckpoint{}
+	if proto.Unmarshal(e.Value(), stub) != nil || stub.GetBodyObject() == "" {
+		return nil // not a checkpoint of this build's format: nothing it names is known
+	}
+	if err := b.bodies.Delete(ctx, stub.GetBodyObject()); err != nil && !isNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // tombstone reads the tombstone of a retired run (Finish) as its checkpoint, for load: its head

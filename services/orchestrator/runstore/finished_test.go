@@ -3,6 +3,7 @@ package runstore_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,32 @@ func TestDiscardRemovesACreatedRun(t *testing.T) {
 	}
 	if ids, err := s.Active(ctx); err != nil || len(ids) != 0 {
 		t.Errorf("Active after Discard = %v, %v; want none", ids, err)
+	}
+}
+
+// TestDiscardRemovesTheRunsLog: a first checkpoint whose request, contract and tools outgrow
+// the entry writes a segment of the run's log; Discard removes it with the checkpoint. The
+// log's stream has no limits, so a segment left there stayed for good.
+func TestDiscardRemovesTheRunsLog(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	g := newGrowing("taken")
+	g.cp.Available = []*typev1.Tool{{Name: "t", Description: strings.Repeat("d", 12<<10)}} // a tail over 8 KiB
+	if _, err := s.Create(ctx, g.cp); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, runstore.LogStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs == 0 {
+		t.Fatalf("the log holds %v segments (%v) after Create; the test wants one", info.State.Msgs, err)
+	}
+	if err := s.Discard(ctx, "taken"); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("after Discard the log holds %d messages (%v); want none", info.State.Msgs, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,18 +44,26 @@ var ErrNameTaken = errors.New("another process beats this replica's heartbeat: r
 // rev is gone: it lapsed (the replica or NATS stalled for a TTL), and other replicas may
 // have adopted this one's runs meanwhile; ErrNameTaken when another process beat it since.
 // Beat again with rev 0.
+//
+// Each heartbeat holds a value of this process's own, so that a beat stored after rev whose
+// answer was lost (the request timed out, the beat landed) is told from another process's:
+// this beat then goes after it, not a name taken. It is written, not taken for this one: the
+// lease the caller counts from this beat's sending must not outlast the heartbeat.
 func (s *Store) Beat(ctx context.Context, replica string, rev uint64) (uint64, error) {
 	var next uint64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
 		var err error
 		if rev == 0 {
-			next, err = b.replicas.Put(ctx, replica, nil)
+			next, err = b.replicas.Put(ctx, replica, s.beat)
 			return err
 		}
-		next, err = b.replicas.Update(ctx, replica, nil, rev)
+		next, err = b.replicas.Update(ctx, replica, s.beat, rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, getErr := b.replicas.Get(ctx, replica); getErr == nil {
+			switch e, getErr := b.replicas.Get(ctx, replica); {
+			case getErr == nil && bytes.Equal(e.Value(), s.beat): // this process's own, its answer lost
+				next, err = b.replicas.Update(ctx, replica, s.beat, e.Revision())
+			case getErr == nil:
 				return ErrNameTaken
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -60,6 +61,8 @@ type Store struct {
 	mu  sync.Mutex
 	b   buckets
 	hub *inputHub // the runs' shared watch of their inputs
+
+	beat []byte // what this process's heartbeats hold: its own, unlike any other's (Beat)
 }
 
 // buckets are the handles of the store's buckets.
@@ -93,7 +96,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runstore: %w", err)
 	}
-	s := &Store{js: js, nc: nc, cfg: cfg}
+	s := &Store{js: js, nc: nc, cfg: cfg, beat: []byte(uuid.NewString())}
 	s.hub = newInputHub(func() jetstream.KeyValue { return s.buckets().inputs })
 	if err := s.ensure(ctx); err != nil {
 		return nil, err

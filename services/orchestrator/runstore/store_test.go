@@ -243,7 +243,7 @@ func TestOwners(t *testing.T) {
 // until it leaves; a heartbeat not beaten for the TTL lapses, and the next beat after it says so; a beat after
 // another process beat the same name says that.
 func TestHeartbeats(t *testing.T) {
-	s, _ := open(t, time.Second)
+	s, js := open(t, time.Second)
 	ctx := t.Context()
 	alive := func() map[string]bool {
 		t.Helper()
@@ -275,12 +275,27 @@ func TestHeartbeats(t *testing.T) {
 	if got, draining, err := s.Alive(ctx); err != nil || len(got) != 1 || !got["a"] || len(draining) != 0 {
 		t.Fatalf("Alive after b left = %v, draining %v, %v; want a alone", got, draining, err)
 	}
-	next, err := s.Beat(ctx, "a", first)
+	lost, err := s.Beat(ctx, "a", first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Beat(ctx, "a", first); !errors.Is(err, runstore.ErrNameTaken) {
-		t.Fatalf("Beat at a revision another beat of the name replaced = %v, want ErrNameTaken", err)
+	// A beat whose answer was lost, though it was stored: the next beat, at the revision
+	// before it, finds this process's own heartbeat and beats after it.
+	next, err := s.Beat(ctx, "a", first)
+	if err != nil || next <= lost {
+		t.Fatalf("Beat after its own beat whose answer was lost = %d, %v; want a beat after %d", next, err, lost)
+	}
+	// Another process beating the same name (another orchestrator with the same replica name).
+	other, err := runstore.Open(ctx, js.Conn(), runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Second, IdempotencyTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	if _, err := other.Beat(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Beat(ctx, "a", next); !errors.Is(err, runstore.ErrNameTaken) {
+		t.Fatalf("Beat at a revision another process's beat of the name replaced = %v, want ErrNameTaken", err)
 	}
 	eventually(t, "the unbeaten heartbeats lapse", func() bool { return len(alive()) == 0 })
 	if _, err := s.Beat(ctx, "a", next); !errors.Is(err, runstore.ErrConflict) {
@@ -533,6 +548,29 @@ func TestBucketsComeBack(t *testing.T) {
 	}
 	if ids, err := s.Active(ctx); err != nil || len(ids) != 2 {
 		t.Fatalf("Active = %v, %v; want both runs indexed again", ids, err)
+	}
+}
+
+// TestCreateWhenOnlyTheOwnersBucketIsGone: Create writes the checkpoint, then the run's entry
+// among the active runs; when only that second bucket is missing (its stream without a leader
+// for a moment, or another replica's store creating it again), the write goes again once the
+// buckets are back and must not then fail on its own checkpoint. It answered ErrExists for a
+// new run id, and the run's caller was told the id was taken while its checkpoint stayed,
+// indexed nowhere and never retired.
+func TestCreateWhenOnlyTheOwnersBucketIsGone(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	if err := js.DeleteKeyValue(ctx, runstore.ActiveBucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, checkpoint("fresh", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatalf("Create of a new run id while the owners' bucket was gone = %v", err)
+	}
+	if _, _, err := s.Load(ctx, "fresh"); err != nil {
+		t.Errorf("Load = %v", err)
+	}
+	if ids, err := s.Active(ctx); err != nil || !slices.Equal(ids, []string{"fresh"}) {
+		t.Errorf("Active = %v, %v; want the run indexed", ids, err)
 	}
 }
 
