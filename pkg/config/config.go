@@ -214,6 +214,11 @@ type Durability struct {
 	LeaseTTLMS int64 `yaml:"lease_ttl_ms"`
 	// IdempotencyTTLMS is how long an idempotency key keeps naming its run. Default 24 h.
 	IdempotencyTTLMS int64 `yaml:"idempotency_ttl_ms"`
+	// ClaimTimeoutMS is how long an idempotency key may name a run that stored nothing (its
+	// replica failed between claiming the key and storing the run) before a request with the
+	// key frees it and starts its own run. It must exceed what a live replica takes between
+	// the two writes and how far the replicas' clocks and NATS's drift apart. Default 60 s.
+	ClaimTimeoutMS int64 `yaml:"claim_timeout_ms"`
 	// CallRecordTTLMS is how long the action stage remembers that a (run_id, call_id) ran,
 	// and its result. Default 7 days.
 	CallRecordTTLMS int64 `yaml:"call_record_ttl_ms"`

@@ -55,6 +55,7 @@ func Default() *Config {
 			Checkpoints:      true,
 			LeaseTTLMS:       10_000,
 			IdempotencyTTLMS: 24 * 3600 * 1000,
+			ClaimTimeoutMS:   60_000,
 			CallRecordTTLMS:  7 * 24 * 3600 * 1000,
 		},
 	}

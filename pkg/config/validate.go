@@ -385,7 +385,8 @@ func (c *Config) validateDurability(p *problems) {
 	for _, f := range []struct {
 		name  string
 		value int64
-	}{{"lease_ttl_ms", d.LeaseTTLMS}, {"idempotency_ttl_ms", d.IdempotencyTTLMS}, {"call_record_ttl_ms", d.CallRecordTTLMS}} {
+	}{{"lease_ttl_ms", d.LeaseTTLMS}, {"idempotency_ttl_ms", d.IdempotencyTTLMS}, {"call_record_ttl_ms", d.CallRecordTTLMS},
+		{"claim_timeout_ms", d.ClaimTimeoutMS}} {
 		if f.value < 1000 {
 			p.addf("durability.%s: must be at least 1000 (1 s), got %d", f.name, f.value)
 		}

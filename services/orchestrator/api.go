@@ -48,16 +48,40 @@ const (
 // goes away, the run goes on and can be watched or read back.
 // A repeated idempotency key, on any replica, returns the run it first started.
 func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
-	r, runCtx, err := s.start(ctx, req, nil)
-	var existing existingRun
-	if errors.As(err, &existing) {
-		return s.attach(ctx, existing.id)
-	}
-	if err != nil {
+	r, runCtx, existing, err := s.startOrFind(ctx, req, nil)
+	switch {
+	case err != nil:
 		return nil, err
+	case existing != "":
+		return s.attach(ctx, existing)
 	}
 	s.runHere(runCtx, r)
 	return r.waitResult(ctx)
+}
+
+// startOrFind starts req's run as start does, or returns the id of the stored run its
+// idempotency key names (existing), starting again when the key named a run that never
+// stored anything and is freed (awaitStored).
+func (s *Service) startOrFind(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (r *run, runCtx context.Context, existing string, err error) {
+	for range maxClaims {
+		r, runCtx, err = s.start(ctx, req, sink)
+		var found existingRun
+		if !errors.As(err, &found) {
+			if errors.Is(err, errKeyFreed) {
+				continue
+			}
+			return r, runCtx, "", err
+		}
+		switch err := s.awaitStored(ctx, found); {
+		case errors.Is(err, errKeyFreed):
+			continue
+		case err != nil:
+			return nil, nil, "", err
+		}
+		return nil, nil, found.id, nil
+	}
+	return nil, nil, "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
+		"idempotency key %q named %d runs in turn that never stored anything; try again", req.GetIdempotencyKey(), maxClaims)
 }
 
 // StreamRun runs an agent and streams its events; the last one is run_finished, or
@@ -65,13 +89,12 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 // idempotency key replays the first run's events instead of running again.
 func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
 	q := newEventQueue()
-	r, runCtx, err := s.start(stream.Context(), req, q.push)
-	var existing existingRun
-	if errors.As(err, &existing) {
-		return s.WatchRun(&agentv1.WatchRunRequest{RunId: existing.id}, stream)
-	}
-	if err != nil {
+	r, runCtx, existing, err := s.startOrFind(stream.Context(), req, q.push)
+	switch {
+	case err != nil:
 		return err
+	case existing != "":
+		return s.WatchRun(&agentv1.WatchRunRequest{RunId: existing}, stream)
 	}
 	go s.work(runCtx, r)
 	defer r.setSink(nil)

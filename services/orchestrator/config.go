@@ -91,6 +91,7 @@ func openStore(ctx context.Context, nc *nats.Conn, cfg *config.Config) (*runstor
 		Storage:        events.Storage(cfg.NATS),
 		LeaseTTL:       time.Duration(cfg.Durability.LeaseTTLMS) * time.Millisecond,
 		IdempotencyTTL: time.Duration(cfg.Durability.IdempotencyTTLMS) * time.Millisecond,
+		ClaimTimeout:   time.Duration(cfg.Durability.ClaimTimeoutMS) * time.Millisecond,
 		FinishedTTL:    finishedTTL(cfg),
 	})
 }

@@ -27,8 +27,8 @@ import (
 )
 
 // existingRun is start's answer to an idempotency key that already names a run: the caller
-// attaches to that run instead of starting one.
-type existingRun struct{ id string }
+// attaches to that run instead of starting one (once it is stored: awaitStored).
+type existingRun struct{ id, userID, key string }
 
 func (e existingRun) Error() string { return "idempotency key already names run " + e.id }
 
@@ -96,11 +96,17 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		if err == nil && req.GetRunId() != "" { // a generated id is new; a caller's may be a retired run's
 			err = s.checkRetired(ctx, runID)
 		}
+		if err == nil && req.GetIdempotencyKey() != "" {
+			err = s.checkClaim(ctx, r)
+		}
 		if err != nil {
 			r.span.End()
 			r.timer.Stop()
 			r.cancel(err)
 			s.unreserve(ctx, r)
+			if errors.As(err, new(existingRun)) || errors.Is(err, errKeyFreed) {
+				return nil, nil, err
+			}
 			if errors.Is(err, runstore.ErrExists) {
 				return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
 			}
@@ -123,7 +129,7 @@ func (s *Service) reserve(ctx context.Context, r *run) error {
 		existing, err := s.store.Claim(ctx, r.userID, key, r.id)
 		switch {
 		case errors.Is(err, runstore.ErrExists):
-			return existingRun{id: existing}
+			return existingRun{id: existing, userID: r.userID, key: key}
 		case err != nil:
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "claiming idempotency key: %w", err)
 		}
@@ -164,7 +170,7 @@ func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 	defer s.mu.Unlock()
 	if key := r.req.GetIdempotencyKey(); key != "" {
 		if id, ok := s.idempotency[idempotencyKey{r.userID, key}]; ok {
-			return existingRun{id: id}
+			return existingRun{id: id, userID: r.userID, key: key}
 		}
 		s.idempotency[idempotencyKey{r.userID, key}] = r.id
 	}

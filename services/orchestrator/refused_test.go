@@ -81,3 +81,56 @@ func TestARunRefusedAtItsStartIsNeverResumed(t *testing.T) {
 		t.Fatalf("the keeper did not discard the refused run: gone %v, refused %v; logs:\n%s", gone("run-store-down"), s.refused, logs.String())
 	}
 }
+
+// TestARunWhoseKeyWasFreedIsDiscarded: a replica that stalled between claiming a run's
+// idempotency key and storing the run finds, once it has stored it, that a retry freed the
+// key (it had named a run that stored nothing for the claim timeout) and claimed it for a run
+// of its own: it discards its run and answers with the one the key names, so one key never
+// has two runs.
+func TestARunWhoseKeyWasFreedIsDiscarded(t *testing.T) {
+	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	store, err := runstore.Open(t.Context(), nc, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Minute, IdempotencyTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	s := &Service{store: store, replica: "r1", log: slog.New(slog.DiscardHandler), refused: map[string]bool{}}
+	req := &agentv1.RunRequest{RunId: "slow", IdempotencyKey: "k"}
+	r := &run{id: "slow", userID: "u", req: req}
+	if _, err := store.Claim(t.Context(), "u", "k", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile a retry freed the key and claimed it for its own run.
+	if err := store.Unclaim(t.Context(), "u", "k", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(t.Context(), "u", "k", "retried"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(t.Context(), &checkpointv1.RunCheckpoint{RunId: "slow", Phase: checkpointv1.Phase_PHASE_STARTED, Replica: s.replica, Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	var found existingRun
+	if err := s.checkClaim(t.Context(), r); !errors.As(err, &found) || found.id != "retried" {
+		t.Fatalf("checkClaim of a run whose key names another = %v, want the run the key names", err)
+	}
+	if _, _, err := store.Load(t.Context(), "slow"); !errors.Is(err, runstore.ErrNotFound) {
+		t.Errorf("the run whose key was freed is still stored: Load = %v", err)
+	}
+	// A run whose key still names it goes on.
+	if _, err := store.Create(t.Context(), &checkpointv1.RunCheckpoint{RunId: "retried", Phase: checkpointv1.Phase_PHASE_STARTED, Replica: s.replica, Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkClaim(t.Context(), &run{id: "retried", userID: "u", req: req}); err != nil {
+		t.Errorf("checkClaim of a run its key names = %v", err)
+	}
+}

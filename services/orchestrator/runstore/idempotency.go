@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,6 +29,24 @@ func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, e
 		return err
 	})
 	return existing, mapErr(err)
+}
+
+// Claimed returns the run an idempotency key of a user names and when it was bound to it (by
+// Claim); ErrNotFound when it names none.
+func (s *Store) Claimed(ctx context.Context, userID, key string) (string, time.Time, error) {
+	var (
+		runID string
+		at    time.Time
+	)
+	err := s.retry(ctx, func(ctx context.Context) error {
+		e, err := s.buckets().idempotency.Get(ctx, idempotencyKey(userID, key))
+		if err != nil {
+			return err
+		}
+		runID, at = string(e.Value()), e.Created()
+		return nil
+	})
+	return runID, at, mapErr(err)
 }
 
 // idempotencyKey is the bucket key of a user's idempotency key: a hash, since keys are free

@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// IdempotencyTTL is how long an idempotency key names its run.
 	IdempotencyTTL time.Duration
+	// ClaimTimeout is how long an idempotency key may name a run that stored nothing before
+	// it is freed (ClaimTimeout); 0 is a minute.
+	ClaimTimeout time.Duration
 	// FinishedTTL is how long a retired run's tombstone keeps its id taken (Finish); 0 keeps
 	// it for good.
 	FinishedTTL time.Duration
@@ -108,6 +112,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 // the last run that watched by a minute, and returns once its goroutines have ended. After
 // Close, WatchInputs delivers only the inputs recorded before. The NATS connection stays open.
 func (s *Store) Close() { s.hub.close() }
+
+// ClaimTimeout returns how long an idempotency key may name a run that stored nothing before
+// a request with the key frees it (Config.ClaimTimeout).
+func (s *Store) ClaimTimeout() time.Duration { return cmp.Or(s.cfg.ClaimTimeout, time.Minute) }
 
 // LeaseTTL returns how long a replica's heartbeat lives without another beat.
 func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }

@@ -14,6 +14,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -241,6 +243,57 @@ func TestIdempotencyKeyRunsOnce(t *testing.T) {
 	}
 	if len(kinds) == 0 || kinds[len(kinds)-1] != "run_finished" {
 		t.Errorf("replayed %v", kinds)
+	}
+}
+
+// TestAKeyNamingARunThatNeverStartedIsFreed: a replica that claimed an idempotency key and
+// failed before storing its run (it crashed between the two writes, or the claim's answer
+// was lost and its caller told the store failed) leaves the key naming a run that does not
+// exist. A retry with the key waited on that run until its deadline, for the key's whole
+// day; once the claim is durability.claim_timeout_ms old, the retry frees the key and runs,
+// and the key names its run from then on. Before the timeout, the retry waits for the run
+// to be stored, as for a replica that is still starting it.
+func TestAKeyNamingARunThatNeverStartedIsFreed(t *testing.T) {
+	cfg := config.Default()
+	cfg.Durability.ClaimTimeoutMS = 1000
+	h := start(t, cfg, llmtest.Scenario{Name: "retried", Match: "Say hi after a crash", Turns: []llmtest.Turn{{Content: "hi"}}})
+	store, err := runstore.Open(t.Context(), h.mesh.NATS(), runstore.Config{Replicas: 1, Storage: jetstream.FileStorage,
+		LeaseTTL: 10 * time.Second, IdempotencyTTL: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	for _, key := range []string{"run after a crash", "stream after a crash"} {
+		if _, err := store.Claim(t.Context(), "u1", key, "never-stored"); err != nil { // the failed replica's claim
+			t.Fatal(err)
+		}
+	}
+
+	req := &agentv1.RunRequest{Message: "Say hi after a crash", UserId: "u1", IdempotencyKey: "run after a crash"}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // it waited on the run that never started
+	defer cancel()
+	first, err := h.client.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("Run with a key naming a run that never started = %v", err)
+	}
+	if first.GetRunId() == "never-stored" || first.GetFinalReport().GetContent() != "hi" {
+		t.Fatalf("Run with the key = run %s %q, want a new run answering hi", first.GetRunId(), first.GetFinalReport().GetContent())
+	}
+	if again := h.run(t, req); again.GetRunId() != first.GetRunId() {
+		t.Errorf("a second Run with the key = run %s, want %s", again.GetRunId(), first.GetRunId())
+	}
+
+	stream, err := h.client.StreamRun(ctx, &agentv1.RunRequest{Message: "Say hi after a crash", UserId: "u1", IdempotencyKey: "stream after a crash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := received(t, stream)
+	last := got[len(got)-1]
+	if last.GetRunFinished() == nil || last.GetRunId() == "never-stored" || last.GetRunId() == first.GetRunId() {
+		t.Errorf("StreamRun with the key ended with %s of run %s, want run_finished of a run of its own", events.Kind(last), last.GetRunId())
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2: one a key", n)
 	}
 }
 
