@@ -353,7 +353,8 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 }
 
 // ResolveApproval records a person's decision on a paused tool call: approve, reject (the
-// model sees a tool failure) or modify (the new arguments are validated again); or on a plan
+// model sees a tool failure) or modify (arguments the tool's input schema refuses are
+// INVALID_ARGUMENT, and the call waits on; the action stage validates them again); or on a plan
 // waiting for approval (call_id "plan", approvePlan): approve or reject. The run resumes
 // when every paused call of its turn is decided. Any replica takes the decision for
 // any run: it is stored, and the run's owner (or whichever replica resumes the run) applies it.
@@ -421,6 +422,9 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 		return nil, alreadyDecided(runID, callID)
 	}
 	if err := planDecisionError(cp.GetPending(), req); err != nil {
+		return nil, err
+	}
+	if err := modifiedArgumentsError(cp.GetPending(), cp.GetAvailable(), req); err != nil {
 		return nil, err
 	}
 	if stop := st.stopper(cp.GetContract()); stop != nil {

@@ -364,6 +364,10 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 		r.mu.Unlock()
 		return nil, err
 	}
+	if err := modifiedArgumentsError(st.pending, r.offered, req); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
 	if stop := st.stopper(r.contract); stop != nil {
 		r.mu.Unlock()
 		return nil, endingAlready(r.id, stop.GetCallId())

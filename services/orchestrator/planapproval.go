@@ -3,12 +3,14 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -135,6 +137,35 @@ func isPlanPause(pending *typev1.PendingAction) bool {
 func planDecisionError(pending *typev1.PendingAction, req *agentv1.ResolveApprovalRequest) error {
 	if isPlanPause(pending) && req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY {
 		return stageerr.Invalid("decision: the plan (call_id %q) is approved or rejected, not modified", PlanCallID)
+	}
+	return nil
+}
+
+// modifiedArgumentsError is the INVALID_ARGUMENT error of a decision to modify a paused call
+// with arguments its tool's input schema refuses, nil otherwise; tools are the run's offered
+// tools. The approver is told at once, and decides again: accepted, the arguments failed only
+// when the call ran, as a tool failure the model saw. A tool without a schema the orchestrator
+// can compile is left to the action stage, which checks the arguments again anyway.
+func modifiedArgumentsError(pending *typev1.PendingAction, tools []*typev1.Tool, req *agentv1.ResolveApprovalRequest) error {
+	if req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY {
+		return nil
+	}
+	calls := pending.GetToolCalls()
+	i := slices.IndexFunc(calls, func(c *typev1.ToolCall) bool { return c.GetId() == req.GetCallId() })
+	if i < 0 {
+		return nil // not paused: the caller says so
+	}
+	name := calls[i].GetName()
+	j := slices.IndexFunc(tools, func(t *typev1.Tool) bool { return t.GetName() == name })
+	if j < 0 || tools[j].GetInputSchema() == nil {
+		return nil
+	}
+	sch, err := schema.Compile("tool:///"+name+".arguments.json", tools[j].GetInputSchema().AsMap())
+	if err != nil {
+		return nil
+	}
+	if err := sch.Validate(req.GetModifiedArguments().AsMap()); err != nil {
+		return stageerr.Invalid("modified_arguments do not match the input schema of tool %s: %s", name, schema.Message(err))
 	}
 	return nil
 }
