@@ -216,8 +216,13 @@ func isCalcChar(c rune) bool {
 }
 
 // formatNumber renders v without trailing zeros or float noise: 42, 0.5, 0.3 (for 0.1+0.2).
+// A finite v so close to the largest float64 that 15 significant digits round it past it is
+// rendered as it is, not as the +Inf the rounding would make.
 func formatNumber(v float64) string {
-	rounded, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 15, 64), 64) // v is finite
+	rounded, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 15, 64), 64) // v is finite
+	if err != nil {
+		rounded = v
+	}
 	if rounded == 0 {
 		rounded = 0 // -0 prints as 0
 	}

@@ -1,10 +1,12 @@
 package action_test
 
 import (
-	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"math"
+	"strconv"
 	"testing"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"google.golang.org/grpc/codes"
 )
@@ -57,6 +59,8 @@ func TestCalculator(t *testing.T) {
 		{expression: "1.2.3", wantErr: `invalid number "1.2.3" at position 1`},
 		{expression: "10 ^ 400", wantErr: "the result is not a finite number"},
 		{expression: "(-8) ^ 0.5", wantErr: "the result is not a finite number"},
+		// Finite, though 15 significant digits round it past the largest float64: it printed +Inf.
+		{expression: "2^1023 * 1.9999999999999998", want: strconv.FormatFloat(math.MaxFloat64, 'f', -1, 64)},
 		{expression: "   ", wantErr: "empty expression"},
 	}
 	for _, tc := range table {

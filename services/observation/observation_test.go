@@ -1,6 +1,7 @@
 package observation_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -108,7 +109,7 @@ func TestFailures(t *testing.T) {
 				tool = "agent__final_report"
 			}
 			resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{
-				RawResult: tc.raw, ToolName: tool, Status: tc.status, Error: tc.errMsg, MaxBytes: 3,
+				RawResult: tc.raw, ToolName: tool, Status: tc.status, Error: tc.errMsg, MaxBytes: 200,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -124,6 +125,21 @@ func TestFailures(t *testing.T) {
 				t.Errorf("original_bytes = %d, want %d", resp.GetOriginalBytes(), len(tc.raw))
 			}
 		})
+	}
+}
+
+// TestALongFailureIsTruncated: a failure's text is the tool's too (an MCP result marked
+// isError is passed through whole), and over max_bytes it is truncated as a result is; it
+// reached the model whole, megabytes of a stack trace past the run's budget.
+func TestALongFailureIsTruncated(t *testing.T) {
+	c := client(t, observation.Options{})
+	reason := strings.Repeat("at frame\n", 100_000)
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{ToolName: "mcp__build", Status: failure, Error: reason, MaxBytes: 12 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetObservation(); len(got) > 12<<10+200 || !strings.HasPrefix(got, fmt.Sprintf("(tool failed: [TRUNCATED] Original size %d bytes", len(reason))) || !resp.GetTruncated() {
+		t.Errorf("observation of a %d-byte failure: %d bytes, truncated %v, starting %.80q", len(reason), len(got), resp.GetTruncated(), got)
 	}
 }
 

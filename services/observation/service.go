@@ -95,7 +95,10 @@ func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest
 	}
 	switch req.GetStatus() {
 	case typev1.ToolStatus_TOOL_STATUS_ERROR:
-		resp.Observation = failed(req.GetError())
+		// A failure's text is the tool's too (an MCP result marked isError is passed through
+		// whole): over max_bytes it is truncated as a result is, not summarised.
+		reason, cut := truncate(req.GetError(), req.GetMaxBytes())
+		resp.Observation, resp.Truncated = failed(reason), cut
 		return resp, nil
 	case typev1.ToolStatus_TOOL_STATUS_TIMEOUT:
 		resp.Observation = failed("timeout")

@@ -233,3 +233,29 @@ func TestParametersAndDefaultSchema(t *testing.T) {
 		t.Errorf("DefaultSchema(nil) = %s", got)
 	}
 }
+
+// TestAPathValueCannotLeaveTheToolsPath: a value that is, or holds between slashes, a
+// relative segment ("..", ".") is refused in the URL's path, where clients, proxies and
+// servers resolve it against the tool's path, percent-encoded or not (Go's ServeMux decodes
+// the path, %2E and %2F too, before it resolves it): a model's arguments reached
+// /api/admin through /api/files/${parameters.dir}/${parameters.name}. In the query, where
+// nothing resolves it, such a value is any other.
+func TestAPathValueCannotLeaveTheToolsPath(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/files/{dir}/{name}", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "file") })
+	mux.HandleFunc("/api/admin", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ADMIN") })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tool := newTool(t, rest.Spec{URL: srv.URL + "/api/files/${parameters.dir}/${parameters.name}?q=${parameters.q}"}, srv.Client())
+	for _, dir := range []string{"..", ".", "a/../..", `..\..`} {
+		out, err := tool.Call(t.Context(), map[string]any{"dir": dir, "name": "admin", "q": "x"})
+		if err == nil || !strings.Contains(err.Error(), `parameter "dir"`) {
+			t.Errorf("dir %q: Call = %q, %v; want the value refused", dir, out, err)
+		}
+	}
+	for _, ok := range []map[string]any{{"dir": "...", "name": "a.b", "q": ".."}, {"dir": "a/b", "name": ".x", "q": "../.."}} {
+		if out, err := tool.Call(t.Context(), ok); err != nil || out != "file" {
+			t.Errorf("%v: Call = %q, %v; want the file", ok, out, err)
+		}
+	}
+}

@@ -19,6 +19,8 @@ type segment struct {
 	param string
 	// inString is true for a placeholder inside a JSON string literal of the template.
 	inString bool
+	// inQuery is true for a placeholder of a URL after its path: in its query or fragment.
+	inQuery bool
 }
 
 // template is a parsed text with ${parameters.NAME} placeholders.
@@ -94,6 +96,19 @@ func (t template) params(names map[string]bool) {
 		if s.param != "" {
 			names[s.param] = true
 		}
+	}
+}
+
+// markQuery sets inQuery on the placeholders of a URL template that follow the first '?' or
+// '#' of its literal text.
+func (t template) markQuery() {
+	query := false
+	for i, s := range t {
+		if s.param == "" {
+			query = query || strings.ContainsAny(s.text, "?#")
+			continue
+		}
+		t[i].inQuery = query
 	}
 }
 

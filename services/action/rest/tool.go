@@ -84,6 +84,7 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 	if err := checkURL(t.url); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
+	t.url.markQuery()
 	for name, value := range spec.Headers {
 		if !validHeaderName(name) {
 			return nil, fmt.Errorf("header %q: not a valid header name", name)
@@ -224,6 +225,9 @@ func (t *Tool) Call(ctx context.Context, args map[string]any) (string, error) {
 func (t *Tool) request(ctx context.Context, args map[string]any) (*http.Request, error) {
 	rawURL, err := t.url.render(func(s segment) (string, error) {
 		v, err := text(args[s.param])
+		if err == nil && !s.inQuery && dotSegment(v) {
+			err = fmt.Errorf("parameter %q is %q, which in the URL's path would name another path than the tool's (a relative segment)", s.param, v)
+		}
 		return escapeURL(v), err
 	})
 	if err != nil {

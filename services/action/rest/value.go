@@ -44,6 +44,19 @@ func escapeURL(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
+// dotSegment reports whether v, or a part of it between slashes, is "." or "..": a relative
+// path segment, which clients, proxies and servers resolve against the path before it, so that
+// a value in a URL's path would leave the tool's path ("../admin"). Percent-encoding does not
+// prevent it: servers such as Go's ServeMux decode the path (%2E, %2F) before they resolve it.
+func dotSegment(v string) bool {
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if part == "." || part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
 // escapeJSONString returns s escaped for the inside of a JSON string literal.
 func escapeJSONString(s string) (string, error) {
 	b, err := marshal(s)
