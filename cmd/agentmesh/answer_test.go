@@ -42,10 +42,15 @@ func TestAnswerFromTheCLI(t *testing.T) {
 	if code, _, errOut := cli("answer", "--addr", addr, runID); code != 4 || !strings.Contains(errOut, "a run id and the answer") {
 		t.Errorf("answer without text: exit %d %s", code, errOut)
 	}
-	if code, out, errOut := cli("answer", "--addr", addr, runID, "just", "tell", "me"); code != 0 || !strings.Contains(out, "resumed") {
+	// Flags may follow the arguments, as the README writes them (agentmesh answer RUN_ID TEXT
+	// [--question ID]): they were taken for words of the answer, and the question unchecked.
+	if code, _, errOut := cli("answer", runID, "just", "tell", "me", "--question", "not-the-question", "--addr", addr); code == 0 || !strings.Contains(errOut, "not-the-question") {
+		t.Errorf("answer naming another question after the text: exit %d %s", code, errOut)
+	}
+	if code, out, errOut := cli("answer", runID, "just", "tell", "me", "--addr", addr); code != 0 || !strings.Contains(out, "resumed") {
 		t.Fatalf("answer: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut := cli("watch", "--addr", addr, runID); code != 0 || !strings.Contains(errOut, "! answered: just tell me") ||
+	if code, _, errOut := cli("watch", runID, "--addr", addr); code != 0 || !strings.Contains(errOut, "! answered: just tell me") ||
 		!strings.Contains(errOut, "COMPLETED_WITH_TOOLS") {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
 	}

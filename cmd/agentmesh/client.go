@@ -56,19 +56,34 @@ func rpcError(addr string, err error) error {
 	return exitcode.Wrap(exitcode.Failed, errors.New(status.Convert(err).Message()))
 }
 
+// parseFlags parses a command's flags wherever they stand among its arguments, as the README
+// writes them (agentmesh answer RUN_ID TEXT --question ID): the flag package stops at the
+// first argument that is not a flag, and took every flag after it for an argument. fs.Args()
+// is then the arguments without the flags; after "--" everything is an argument (an answer
+// that starts with '-').
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			var b strings.Builder
-			fmt.Fprintf(&b, "usage of agentmesh %s:\n", fs.Name())
-			fs.SetOutput(&b)
-			fs.PrintDefaults()
-			return helpRequested{text: b.String()}
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				var b strings.Builder
+				fmt.Fprintf(&b, "usage of agentmesh %s:\n", fs.Name())
+				fs.SetOutput(&b)
+				fs.PrintDefaults()
+				return helpRequested{text: b.String()}
+			}
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s: %w", fs.Name(), err))
 		}
-		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s: %w", fs.Name(), err))
+		rest := fs.Args()
+		terminated := len(args) > len(rest) && args[len(args)-len(rest)-1] == "--"
+		if len(rest) == 0 || terminated {
+			positional = append(positional, rest...)
+			break
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
 	}
-	return nil
+	return fs.Parse(append([]string{"--"}, positional...)) // fs.Args() is positional
 }
 
 // helpRequested is a command's -h or --help: its flags are printed on stdout, exit 0.

@@ -29,6 +29,9 @@ func keysCommand(_ context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("keys new takes no arguments besides its flags (got %q); repeat --role for several roles", fs.Args()))
+	}
 	key, hash := auth.NewKey()
 	entry := map[string]any{"hash": hash, "user": *user}
 	if *tenant != "" {

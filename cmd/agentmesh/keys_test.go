@@ -39,7 +39,10 @@ func TestKeysNew(t *testing.T) {
 	if entry.Hash != auth.HashKey(key) || entry.User != "alice" || entry.Tenant != "acme" || len(entry.Roles) != 1 || strings.Count(out, key) != 1 {
 		t.Errorf("entry %+v for key %s, want its hash, acme/alice, approver, and the key shown once", entry, key)
 	}
-	for _, args := range [][]string{{"keys"}, {"keys", "new"}, {"keys", "new", "--user", "a/b"}, {"keys", "new", "--user", "x", "--role", "boss"}} {
+	// The last: a second role given without its --role printed a key of admin alone, the
+	// tenant after it dropped.
+	for _, args := range [][]string{{"keys"}, {"keys", "new"}, {"keys", "new", "--user", "a/b"}, {"keys", "new", "--user", "x", "--role", "boss"},
+		{"keys", "new", "--user", "bob", "--role", "admin", "approver", "--tenant", "acme"}} {
 		if code := run(t.Context(), args, &stdout, &stderr); code != exitcode.Invalid {
 			t.Errorf("%v: exit %d, want %d", args, code, exitcode.Invalid)
 		}
