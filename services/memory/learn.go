@@ -115,6 +115,11 @@ func (s *Service) learnFrom(ctx context.Context, job LearnJob) error {
 	learned, err := s.learn(ctx, job)
 	if err == nil {
 		err = s.store.FinishLearning(ctx, job.RunID, learned)
+		if errors.Is(err, ErrNotFound) {
+			// Forgotten while learned from (the in-memory store's retention): there is nothing
+			// to record it on, and the runs queued behind it still wait.
+			return nil
+		}
 	}
 	if err != nil {
 		return errors.Join(fmt.Errorf("run %s: %w", job.RunID, err), s.store.ReleaseLearning(context.WithoutCancel(ctx), job.RunID))

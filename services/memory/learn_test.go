@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +253,53 @@ func (g *stuckGeneration) Generate(ctx context.Context, _ *generationv1.Generate
 	close(g.asked)
 	<-ctx.Done()
 	return nil, ctx.Err()
+}
+
+// blockingEmbedder embeds as the test embedder does, but holds its first call until release
+// is closed.
+type blockingEmbedder struct {
+	first            sync.Once
+	entered, release chan struct{}
+}
+
+func (e *blockingEmbedder) Embed(_ context.Context, texts []string) ([][]float32, *typev1.AccountingEntry, error) {
+	e.first.Do(func() {
+		close(e.entered)
+		<-e.release
+	})
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		v := make([]float32, 64)
+		for _, r := range text {
+			v[int(r)%len(v)]++
+		}
+		out[i] = v
+	}
+	return out, nil, nil
+}
+
+// TestARunForgottenWhileLearnedFromLeavesTheQueueGoing: the in-memory store forgets a run
+// (its retention) while the learner learns from it; the learner goes on with the runs queued
+// behind it. It stopped, taking the run's absence for a storage failure, and the runs behind
+// it waited for the next save, which could forget them unlearned.
+func TestARunForgottenWhileLearnedFromLeavesTheQueueGoing(t *testing.T) {
+	emb := &blockingEmbedder{entered: make(chan struct{}), release: make(chan struct{})}
+	c := serve(t, memory.Options{Store: memory.NewMemoryStoreKeeping(memory.Retention{MaxRuns: 2}), Embedder: emb})
+	saveRun(t, c, "alice", conversation("run-x", "My name is Sam."))
+	<-emb.entered // learning from run-x has begun
+	saveRun(t, c, "alice", conversation("run-w", "I live in Paris."))
+	saveRun(t, c, "alice", conversation("run-y", "I work at Acme.")) // forgets run-x (MaxRuns 2)
+	close(emb.release)
+	waitFor(t, "learning from the runs queued behind the forgotten one", func() bool {
+		for _, id := range []string{"run-w", "run-y"} {
+			resp, err := c.GetRun(t.Context(), &memoryv1.GetRunRequest{RunId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetResult().GetLearning() == nil {
+				return false
+			}
+		}
+		return true
+	})
 }

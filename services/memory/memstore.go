@@ -227,6 +227,7 @@ func (s *MemoryStore) AppendTranscript(_ context.Context, runID string, entries 
 type storedRun struct {
 	result []byte
 	userID string
+	at     time.Time // when it was first saved, which its retention's age counts from
 }
 
 // SaveRun stores the run's result without its learning, and queues the run for learning the
@@ -238,10 +239,13 @@ func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.R
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[result.GetRunId()]; !ok {
-		s.saved = append(s.saved, savedRun{id: result.GetRunId(), at: s.now()})
+	at := s.now()
+	if earlier, ok := s.runs[result.GetRunId()]; ok {
+		at = earlier.at
+	} else {
+		s.saved = append(s.saved, savedRun{id: result.GetRunId(), at: at})
 	}
-	s.runs[result.GetRunId()] = storedRun{result: stored, userID: userID}
+	s.runs[result.GetRunId()] = storedRun{result: stored, userID: userID, at: at}
 	defer s.forget()
 	if _, ok := s.learning[result.GetRunId()]; !ok {
 		l := &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}}
@@ -256,8 +260,8 @@ func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	stored, ok := s.runs[runID]
-	if !ok {
-		return nil, "", ErrNotFound
+	if !ok || s.keep.MaxAge > 0 && s.now().Sub(stored.at) > s.keep.MaxAge {
+		return nil, "", ErrNotFound // forgotten, or due to be at the next save (forget)
 	}
 	result := &typev1.RunResult{}
 	if err := proto.Unmarshal(stored.result, result); err != nil {

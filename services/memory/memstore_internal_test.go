@@ -18,15 +18,15 @@ func TestMemoryStoreRetention(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	s := NewMemoryStoreKeeping(Retention{MaxRuns: 3, MaxAge: time.Hour})
 	s.now = func() time.Time { return now }
-	save := func(id string) {
+	save := func(id string) { // a minute after the last
 		t.Helper()
+		now = now.Add(time.Minute)
 		if _, err := s.AppendTranscript(t.Context(), id, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.SaveRun(t.Context(), "alice", &typev1.RunResult{RunId: id}); err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(time.Minute)
 	}
 	kept := func(want ...string) {
 		t.Helper()
@@ -67,5 +67,24 @@ func TestMemoryStoreRetention(t *testing.T) {
 	}
 	if len(s.queue) != 0 {
 		t.Errorf("the learning queue holds %d runs once all are learned from, want none", len(s.queue))
+	}
+}
+
+// TestARunOlderThanMaxAgeIsForgottenUnread: a run over MaxAge is NOT_FOUND whether or not a
+// run was saved since; it was forgotten only at the next save, so on a store that saved
+// nothing more it was read back for good.
+func TestARunOlderThanMaxAgeIsForgottenUnread(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := NewMemoryStoreKeeping(Retention{MaxAge: time.Hour})
+	s.now = func() time.Time { return now }
+	if err := s.SaveRun(t.Context(), "alice", &typev1.RunResult{RunId: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GetRun(t.Context(), "r1"); err != nil {
+		t.Fatalf("GetRun of a run an hour may keep = %v", err)
+	}
+	now = now.Add(2 * time.Hour)
+	if _, _, err := s.GetRun(t.Context(), "r1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetRun of a run saved two hours ago, MaxAge an hour, nothing saved since = %v; want ErrNotFound", err)
 	}
 }
