@@ -230,11 +230,21 @@ func (a answer) writeMessageStream(w http.ResponseWriter, req Request) {
 	send(anthropicEvent{Type: "message_stop"})
 }
 
+// forcesToolUse reports whether an Anthropic tool_choice forces a tool (any, or a named tool),
+// which extended thinking does not allow.
+func forcesToolUse(choice json.RawMessage) bool {
+	var c struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(choice, &c) == nil && (c.Type == "any" || c.Type == "tool")
+}
+
 // checkAnthropic returns the error the real Anthropic API would answer a request with, or
 // "": a missing anthropic-version header or max_tokens, a system message in messages, an
 // empty text block, a thinking budget under 1024 or not below max_tokens, a thinking block
-// whose signature this server did not issue, and, with thinking enabled, a last assistant
-// message with tool_use blocks that does not start with its thinking block.
+// whose signature this server did not issue, and, with thinking enabled, a temperature other
+// than 1, a top_p under 0.95, forced tool use, or a last assistant message with tool_use
+// blocks that does not start with its thinking block.
 func checkAnthropic(req Request) string {
 	switch {
 	case req.Header.Get("anthropic-version") == "":
@@ -249,6 +259,12 @@ func checkAnthropic(req Request) string {
 			return fmt.Sprintf("thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
 		case req.Thinking.BudgetTokens >= *req.MaxTokens:
 			return "`max_tokens` must be greater than `thinking.budget_tokens`"
+		case req.Temperature != nil && *req.Temperature != 1:
+			return "`temperature` may only be set to 1 when thinking is enabled"
+		case req.TopP != nil && *req.TopP < 0.95:
+			return "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled"
+		case forcesToolUse(req.ToolChoice):
+			return "Thinking may not be enabled when tool_choice forces tool use."
 		}
 	}
 	lastAssistant := -1

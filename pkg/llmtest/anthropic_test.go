@@ -349,15 +349,16 @@ func TestAnthropicRejectsWhatTheAPIRejects(t *testing.T) {
 }
 
 func TestAnthropicExpectations(t *testing.T) {
-	budget, maxTokens, temp := 2048, 4096, 0.0
+	// With thinking, the API takes only temperature 1 and tool_choice auto or none.
+	budget, maxTokens, temp := 2048, 4096, 1.0
 	expect := &llmtest.Expect{
-		Tools: []string{"calc"}, ToolChoice: "required", Temperature: &temp, MaxTokens: &maxTokens,
+		Tools: []string{"calc"}, ToolChoice: "auto", Temperature: &temp, MaxTokens: &maxTokens,
 		ThinkingBudget: &budget, Stop: []string{"END"},
 	}
 	body := map[string]any{
-		"model": "m", "max_tokens": 4096, "temperature": 0, "system": "Be brief.", "stop_sequences": []string{"END"},
+		"model": "m", "max_tokens": 4096, "temperature": 1, "system": "Be brief.", "stop_sequences": []string{"END"},
 		"tools":       []any{map[string]any{"name": "calc", "description": "d", "input_schema": map[string]any{"type": "object"}}},
-		"tool_choice": map[string]any{"type": "any"},
+		"tool_choice": map[string]any{"type": "auto"},
 		"thinking":    map[string]any{"type": "enabled", "budget_tokens": 2048},
 		"messages":    []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "x"}}}},
 	}
@@ -370,7 +371,7 @@ func TestAnthropicExpectations(t *testing.T) {
 			t.Errorf("status %d %s errors %q", resp.StatusCode, raw, errs)
 		}
 		got := srv.Requests()[0]
-		if got.Path != "/v1/messages" || got.System != "Be brief." || got.ToolNames()[0] != "calc" || got.ToolChoiceName() != "required" {
+		if got.Path != "/v1/messages" || got.System != "Be brief." || got.ToolNames()[0] != "calc" || got.ToolChoiceName() != "auto" {
 			t.Errorf("decoded request = %+v", got)
 		}
 	})
@@ -384,7 +385,7 @@ func TestAnthropicExpectations(t *testing.T) {
 		postMessages(t, newClient(t), srv.URL(), unmet, nil)
 		errs := strings.Join(ft.finish(), "\n")
 		for _, want := range []string{
-			`tool_choice = "calc", want "required"`, "temperature absent, want 0", "max_tokens = 8000, want 4096",
+			`tool_choice = "calc", want "auto"`, "temperature absent, want 1", "max_tokens = 8000, want 4096",
 			"thinking is not enabled, want a budget of 2048 tokens", `stop sequences = [], want ["END"]`,
 		} {
 			if !strings.Contains(errs, want) {

@@ -343,3 +343,44 @@ func TestAnthropicToolResultsComeFirst(t *testing.T) {
 		t.Errorf("messages = %+v", msgs)
 	}
 }
+
+// TestAnthropicThinkingDropsWhatItRefuses: with extended thinking on, the Messages API
+// refuses a changed temperature, a top_p under 0.95 and forced tool use (HTTP 400, never
+// retried), as the scripted server now does. A provider-wide temperature with a request's
+// reasoning_effort, or a run whose tool policy forces a tool, failed every such request; they
+// are left out (forced tool use becomes auto), and a top_p from 0.95 stays.
+func TestAnthropicThinkingDropsWhatItRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sampling *generationv1.Sampling
+		choice   string
+		want     map[string]string // what the request sends, "" for absent
+	}{
+		{"temperature and top_p", &generationv1.Sampling{Temperature: ptr(0.2), TopP: ptr(0.5), MaxOutputTokens: 8000, ReasoningEffort: "medium"}, "",
+			map[string]string{"temperature": "", "top_p": ""}},
+		{"a top_p it takes", &generationv1.Sampling{TopP: ptr(0.96), MaxOutputTokens: 8000, ReasoningEffort: "low"}, "",
+			map[string]string{"top_p": "0.96"}},
+		{"forced tool use", &generationv1.Sampling{MaxOutputTokens: 8000, ReasoningEffort: "low"}, "required",
+			map[string]string{"tool_choice": `{"type":"auto"}`}},
+		{"a forced tool", &generationv1.Sampling{MaxOutputTokens: 8000, ReasoningEffort: "low"}, "search",
+			map[string]string{"tool_choice": `{"type":"auto"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok"}}})
+			req := request("anthropic", "claude-test", user("x"))
+			req.Tools, req.ToolChoice, req.Sampling = tools("search"), tc.choice, tc.sampling
+			if _, err := anthropicClient(t, srv, nil).Generate(t.Context(), req); err != nil {
+				t.Fatalf("Generate = %v", err)
+			}
+			got := srv.Requests()[0]
+			if !got.Has("thinking") {
+				t.Errorf("thinking dropped: %s", got.Raw["thinking"])
+			}
+			for field, want := range tc.want {
+				if sent := string(got.Raw[field]); sent != want {
+					t.Errorf("%s sent as %q, want %q", field, sent, want)
+				}
+			}
+		})
+	}
+}

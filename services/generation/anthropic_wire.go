@@ -153,7 +153,27 @@ func buildMessagesRequest(req *Request, replay *thinkingMemory, stream bool) (*m
 		}
 		out.Thinking = thinking
 	}
+	if out.Thinking != nil {
+		withThinking(out)
+	}
 	return out, nil
+}
+
+// withThinking drops from a request with extended thinking what the Messages API refuses with
+// it (HTTP 400, INVALID_REQUEST, never retried): a temperature other than 1, a top_p under
+// 0.95, and forced tool use (tool_choice any or a tool), which becomes auto. The model then
+// may answer without the tool; the orchestrator's tool policy and final turn deal with that
+// as with any model that does, where the request failed outright.
+func withThinking(r *messagesRequest) {
+	if r.Temperature != nil && *r.Temperature != 1 {
+		r.Temperature = nil
+	}
+	if r.TopP != nil && *r.TopP < 0.95 {
+		r.TopP = nil
+	}
+	if t := r.ToolChoice["type"]; t == "any" || t == "tool" {
+		r.ToolChoice = map[string]string{"type": "auto"}
+	}
 }
 
 // addTurn appends a message, merging it into the previous one when the role repeats (tool

@@ -113,7 +113,10 @@ func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 }
 
 // addFragment merges a tool-call fragment into the call with its index; a fragment without
-// an index starts a new call when it has an id and continues the last call otherwise. It
+// an index starts a new call when it has an id and continues the last call otherwise. A
+// fragment whose id differs from the id of the call its index holds starts a new call at that
+// index: Ollama's OpenAI-compatible API streams every parallel call with index 0, and their
+// arguments merged into one call's ran one call with two JSON objects as its arguments. It
 // returns what the fragment added (the id and name when it set them, its argument text), or
 // nil when it added nothing.
 func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDelta {
@@ -121,7 +124,7 @@ func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDel
 	switch {
 	case frag.Index != nil:
 		call = a.byIndex[*frag.Index]
-		if call == nil {
+		if call == nil || frag.ID != "" && call.ID != "" && frag.ID != call.ID {
 			call = a.newCall()
 			a.byIndex[*frag.Index] = call
 		}

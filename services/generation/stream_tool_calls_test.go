@@ -1,6 +1,10 @@
 package generation_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,5 +266,43 @@ func TestAnthropicStreamRejectsBrokenToolBlocks(t *testing.T) {
 				t.Errorf("error %q, want %q", se.Msg, tc.want)
 			}
 		})
+	}
+}
+
+// TestParallelCallsStreamedAtOneIndex: Ollama's OpenAI-compatible API streams each of a
+// turn's parallel calls with index 0 and an id of its own (ollama/ollama#15457). They were
+// merged into the first call, whose arguments became two JSON objects, "repaired" to the
+// first: the second call never ran and nothing said so.
+func TestParallelCallsStreamedAtOneIndex(t *testing.T) {
+	const sse = `data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"write_file","arguments":"{\"path\":"}}]}}]}
+
+data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.txt\"}"}}]}}]}
+
+data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"b.txt\"}"}}]}}]}
+
+data: {"choices":[{"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sse)
+	}))
+	t.Cleanup(srv.Close)
+	p := generation.NewOpenAI(generation.OpenAIOptions{BaseURL: srv.URL + "/v1", HTTPClient: srv.Client()})
+	res, err := p.Stream(t.Context(), &generation.Request{Model: "llama3", Messages: []*typev1.Message{user("write both")}},
+		func(*generationv1.Delta) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range res.ToolCalls {
+		got = append(got, c.ID+" "+c.Name+" "+c.Arguments)
+	}
+	want := []string{`call_a write_file {"path":"a.txt"}`, `call_b write_file {"path":"b.txt"}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
 	}
 }
