@@ -157,13 +157,26 @@ func (s *Service) unreserve(ctx context.Context, r *run) {
 }
 
 // reserveLocal is reserve without a store: the key and the run id are checked on this replica
-// only, and a run id is checked against the finished runs in memory.
+// only, and a caller's run id against the runs whose events the stream keeps and the finished
+// runs the memory stage keeps. The events outlive the memory stage's copy (its in-memory store
+// forgets runs, nats.stream_max_age_ms keeps events a week): a run that took the id of one
+// whose events are kept would add its events to theirs, and its caller, its owner, could watch
+// the other run's, another user's.
 func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 	if r.req.GetRunId() != "" {
+		switch err := s.runExists(ctx, r.id); {
+		case err == nil:
+			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
+		case stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:
+			return err
+		}
 		// A run of another user is there too, though the memory stage does not show it.
 		_, err := whenReady(auth.OutgoingUser(ctx, r.userID), "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: r.id})
-		if err == nil || stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED {
+		switch code := stageerr.FromError(err).Code; {
+		case err == nil || code == typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED:
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
+		case code != typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:
+			return stageerr.Errorf(code, "cannot tell whether run %q exists: %v", r.id, stageerr.FromError(err).Msg)
 		}
 	}
 	s.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -310,4 +311,36 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 	expectCode(t, "a certificate of an unknown CA", err, codes.Unauthenticated)
 	_, err = client(nil).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
 	expectCode(t, "TLS without a client certificate", err, codes.Unauthenticated)
+}
+
+// TestARunIDWhoseEventsAreKeptStaysTaken: without checkpoints, a caller's run_id was checked
+// against the live runs and the memory stage's finished ones only; once the memory stage had
+// forgotten a run (its in-memory store keeps the last keep_runs.max_runs), another user could
+// start a run with its id, whose events the stream still kept, and watch them: the first
+// user's message and answer. The id stays taken as long as its events are kept.
+func TestARunIDWhoseEventsAreKeptStaysTaken(t *testing.T) {
+	aliceKey, aliceHash := auth.NewKey()
+	bobKey, bobHash := auth.NewKey()
+	cfg := config.Default()
+	cfg.Durability.Checkpoints = false
+	cfg.Memory.KeepRuns = config.KeepRuns{MaxRuns: 1}
+	cfg.Auth.APIKeys = []config.APIKey{{Hash: aliceHash, Tenant: "acme", User: "alice"}, {Hash: bobHash, Tenant: "globex", User: "bob"}}
+	h := start(t, cfg)
+	addr := h.mesh.Addr(mesh.Orchestrator)
+	alice, bob := keyClient(t, addr, aliceKey), keyClient(t, addr, bobKey)
+	first, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: "My secret project is Bluebird. What is 6 times 7?"})
+	if err != nil || !first.GetSuccess() {
+		t.Fatalf("alice's run: %v %v", first.GetOutcome(), err)
+	}
+	if _, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: "What is 2 plus 2?"}); err != nil { // the memory stage forgets the first
+		t.Fatal(err)
+	}
+	if _, err := bob.Run(t.Context(), &agentv1.RunRequest{Message: "hello", RunId: first.GetRunId()}); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("another user's run with the id of a run whose events are kept = %v, want ALREADY_EXISTS", err)
+	}
+	if st, err := bob.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: first.GetRunId()}); err == nil {
+		if ev, err := st.Recv(); err == nil {
+			t.Errorf("bob watched alice's run: %s", ev.GetRunStarted().GetMessage())
+		}
+	}
 }
