@@ -279,6 +279,7 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			if t.cutOff = resp.GetStopReason() == stopLength; t.cutOff {
 				detail += "; cut off at the output token limit"
 			}
+			r.uniqueCallIDs(resp.GetToolCalls())
 			t.answer = &typev1.Message{
 				Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(),
 				ToolCalls: resp.GetToolCalls(), ReasoningState: resp.GetReasoningState(),
@@ -295,6 +296,31 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 		return nil, nil, end.reason
 	})
 	return end
+}
+
+// uniqueCallIDs gives each of calls, an answer's, whose id an earlier call of the run or of
+// the answer has, an id of its own: the id with _2, _3 ... A call's id names its execution
+// (the action stage keeps its result under the run and the id, to answer a call retried after
+// a crash without running it again), so a model that used an id twice (call_1 in each turn)
+// got the first call's result for the second, which never ran. The conversation holds the
+// new id, in the call and in its result, so the model sees one call a result.
+func (r *run) uniqueCallIDs(calls []*typev1.ToolCall) {
+	if len(calls) == 0 {
+		return
+	}
+	used := map[string]bool{}
+	for _, m := range r.conversation {
+		for _, c := range m.GetToolCalls() {
+			used[c.GetId()] = true
+		}
+	}
+	for _, c := range calls {
+		id := c.GetId()
+		for n := 2; used[c.GetId()]; n++ {
+			c.Id = fmt.Sprintf("%s_%d", id, n)
+		}
+		used[c.GetId()] = true
+	}
 }
 
 // stopLength is the normalised stop reason of an answer cut off at the output token limit.

@@ -246,6 +246,7 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 			r.lastTool = call.GetName()
 		}
 		st = typev1.RunState_RUN_STATE_OBSERVE
+		toolEntry := len(r.accounting) - 1 // the call's, before observing appends a summary's
 		r.step(ctx, st, r.stepID(st)+"/"+call.GetId(), func(ctx context.Context) (proto.Message, proto.Message, string) {
 			obs := r.observe(ctx, call, res, t)
 			content := p.note + altNote + obs.GetObservation()
@@ -253,10 +254,12 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 				// Seed 000 §2: the result is dropped, the model sees the stub, no new tool
 				// starts, and the next turn is the final one.
 				r.emitGuard(ctx, g)
-				entry := r.accounting[len(r.accounting)-1]
-				entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
-				entry.Error = fmt.Sprintf("context window budget exceeded: a result of %d tokens was replaced (projected %d, limit %d)",
-					g.GetCounters().GetNew(), g.GetProjected(), g.GetLimit())
+				if toolEntry >= 0 {
+					entry := r.accounting[toolEntry]
+					entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
+					entry.Error = fmt.Sprintf("context window budget exceeded: a result of %d tokens was replaced (projected %d, limit %d)",
+						g.GetCounters().GetNew(), g.GetProjected(), g.GetLimit())
+				}
 				content = contextBudgetStub
 				r.toolsClosed, r.forcedFinal = true, true
 			}

@@ -522,3 +522,30 @@ func checkInvariants(t *testing.T, res *typev1.RunResult) {
 		t.Errorf("%d TERMINATE entries; the last entry is %s", terminates, res.GetTranscript()[n-1].GetState())
 	}
 }
+
+// TestACallIDUsedTwiceRunsTwice: a model that gives two calls the same id (call_1 in each
+// turn) has each executed: the second got the first's result, kept under the run and the
+// id, though it never ran, and was accounted as run. The second call gets an id of its own.
+func TestACallIDUsedTwiceRunsTwice(t *testing.T) {
+	calc := func(expr string) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"` + expr + `"}`}}}
+	}
+	h := start(t, nil, llmtest.Scenario{Name: "reuse", Match: "an id used twice", Turns: []llmtest.Turn{calc("1+1"), calc("2+3"), text("2, then 5")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "an id used twice"})
+	if first, second := toolMessage(t, res, 0), toolMessage(t, res, 1); first != "2" || second != "5" {
+		t.Errorf("the calls' results %q and %q, want 2 and 5", first, second)
+	}
+	var ids []string
+	for _, m := range res.GetConversation() {
+		for _, c := range m.GetToolCalls() {
+			ids = append(ids, c.GetId())
+		}
+		if m.GetRole() == typev1.Role_ROLE_TOOL {
+			ids = append(ids, "result of "+m.GetToolCallId())
+		}
+	}
+	if want := []string{"call_1", "result of call_1", "call_1_2", "result of call_1_2"}; !slices.Equal(ids, want) {
+		t.Errorf("the conversation's calls and results %q, want %q", ids, want)
+	}
+	checkInvariants(t, res)
+}

@@ -222,3 +222,32 @@ func TestLargeToolResultIsTruncated(t *testing.T) {
 		t.Errorf("tool message starts %q", got[:min(len(got), 80)])
 	}
 }
+
+// TestASummarisedResultThatOverflowsMarksTheToolsEntry: a tool's result summarised by the
+// observation model and still over the context window is dropped (seed 000 §2), and the
+// tool's accounting entry says so. The entry marked was the last one, the summary's request,
+// which had succeeded, while the tool's stayed OK.
+func TestASummarisedResultThatOverflowsMarksTheToolsEntry(t *testing.T) {
+	body := strings.Repeat("data ", 2000) // 10,000 bytes, over tool_response_max_bytes: summarised
+	tools := staticTools(t, map[string]string{"report": body})
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"fetch_report": {Description: "Fetches the report.", URL: tools.URL + "/report"}}
+	h := startWith(t, cfg, func(cfg *config.Config, _ string) {
+		cfg.Models.Observation = &config.Target{Provider: "scripted", Model: "summarizer"}
+	},
+		llmtest.Scenario{Name: "overflow", Match: "fetch the report", Turns: []llmtest.Turn{call("fetch_report", `{}`), text("too large")}},
+		llmtest.Scenario{Name: "summarise", Match: body, Turns: []llmtest.Turn{text(strings.Repeat("summary ", 1000))}}, // still too large
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: "fetch the report", Overrides: &agentv1.RunOverrides{
+		ContextWindow: i64(2000), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(200), ToolResponseMaxBytes: i64(9000),
+	}})
+	if got := toolMessage(t, res, 0); got != "(tool failed: context window budget exceeded)" {
+		t.Fatalf("tool message %q, want the result dropped", got)
+	}
+	for _, e := range res.GetAccounting() {
+		dropped := strings.Contains(e.GetError(), "context window budget exceeded")
+		if tool := e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_TOOL; tool != dropped {
+			t.Errorf("accounting entry %s %s %q (error %q): only the tool's records the dropped result", e.GetType(), e.GetStatus(), e.GetCommand(), e.GetError())
+		}
+	}
+}
