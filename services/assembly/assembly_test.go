@@ -161,6 +161,39 @@ func TestToolPairsNeverSplit(t *testing.T) {
 		}
 		checkInvariants(t, resp, 10000)
 	})
+	// A history from the API's caller may hold a call whose result is missing, or comes after
+	// another message: providers refuse such a call (HTTP 400), and it was kept.
+	t.Run("a call without its result is left out", func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			history []*typev1.Message
+			want    []string
+			calls   int // the calls left in the kept assistant message, if any
+		}{
+			{"one of two answered", []*typev1.Message{sys("S", 6), usr("U1", 8), call("C1", "c1", "c2"), result("c1", 4), usr("U2", 8)},
+				[]string{"S", "U1", "C1", "result-c1", "U2"}, 1},
+			{"the result after another message", []*typev1.Message{sys("S", 6), usr("U1", 8), call("", "c1"), usr("U2", 8), result("c1", 4), usr("U3", 8)},
+				[]string{"S", "U1", "U2", "U3"}, 0},
+			{"a call with text and no result", []*typev1.Message{sys("S", 6), usr("U1", 8), call("C1", "c1"), usr("U2", 8)},
+				[]string{"S", "U1", "C1", "U2"}, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: tc.history, MaxTokens: 10000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := labels(resp.GetMessages()); !slices.Equal(got, tc.want) {
+					t.Errorf("messages = %v, want %v", got, tc.want)
+				}
+				for _, m := range resp.GetMessages() {
+					if m.GetRole() == typev1.Role_ROLE_ASSISTANT && len(m.GetToolCalls()) != tc.calls {
+						t.Errorf("the assistant message keeps %d calls, want %d", len(m.GetToolCalls()), tc.calls)
+					}
+				}
+				checkInvariants(t, resp, 10000)
+			})
+		}
+	})
 }
 
 func TestContextOverflow(t *testing.T) {

@@ -1,8 +1,11 @@
 package assembly
 
 import (
+	"slices"
+
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"google.golang.org/protobuf/proto"
 )
 
 // unit is a run of history messages kept or dropped together: one message, or an assistant
@@ -26,7 +29,9 @@ type history struct {
 // splitHistory separates the leading system messages and groups the rest into units. A tool
 // message joins the unit of the assistant message right before it (only other tool results
 // may sit in between) when that message requested its tool_call_id; otherwise it is an
-// orphan and never kept.
+// orphan and never kept. A call that no result answers there is left out of its message (a
+// copy), and a message left with nothing to say goes: providers refuse a call without its
+// result (HTTP 400), and a history from the API's caller may hold one.
 func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	h := &history{}
 	i := 0
@@ -37,27 +42,51 @@ func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	rest := msgs[i:]
 	h.size = len(rest)
 
-	var open *unit // the unit of the last assistant message with tool calls, while results follow
-	var calls map[string]bool
+	var open *unit            // the unit of the last assistant message with tool calls, while results follow
+	var calls map[string]bool // its calls' ids, true once a result answers the call
 	for _, m := range rest {
 		if m.GetRole() == typev1.Role_ROLE_TOOL {
-			if open != nil && calls[m.GetToolCallId()] {
+			if answered, asked := calls[m.GetToolCallId()]; open != nil && asked && !answered {
+				calls[m.GetToolCallId()] = true
 				open.messages = append(open.messages, m)
 				open.tokens += counter.Message(m)
 			}
 			continue
 		}
+		h.closeCalls(open, calls, counter)
 		u := &unit{messages: []*typev1.Message{m}, tokens: counter.Message(m)}
 		h.units = append(h.units, u)
 		open, calls = nil, nil
 		if m.GetRole() == typev1.Role_ROLE_ASSISTANT && len(m.GetToolCalls()) > 0 {
 			open, calls = u, make(map[string]bool, len(m.GetToolCalls()))
 			for _, c := range m.GetToolCalls() {
-				calls[c.GetId()] = true
+				calls[c.GetId()] = false
 			}
 		}
 	}
+	h.closeCalls(open, calls, counter)
 	return h
+}
+
+// closeCalls ends the unit u of an assistant message whose calls are answered as calls says:
+// its message loses the calls without a result, and u goes when nothing is left of it.
+func (h *history) closeCalls(u *unit, calls map[string]bool, counter tokens.Counter) {
+	if u == nil {
+		return
+	}
+	m := u.messages[0]
+	kept := slices.DeleteFunc(slices.Clone(m.GetToolCalls()), func(c *typev1.ToolCall) bool { return !calls[c.GetId()] })
+	if len(kept) == len(m.GetToolCalls()) {
+		return
+	}
+	if len(kept) == 0 && m.GetContent() == "" && m.GetReasoning() == "" {
+		h.units = slices.DeleteFunc(h.units, func(v *unit) bool { return v == u })
+		return
+	}
+	cut := proto.CloneOf(m)
+	cut.ToolCalls = kept
+	u.tokens += counter.Message(cut) - counter.Message(m)
+	u.messages[0] = cut
 }
 
 // newest returns the newest unit, or nil when there is none.
