@@ -117,11 +117,14 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 		// The last turn under max_turns: the loop ends with seed 000's synthetic failure report.
 		return nil
 	}
-	// 5. Normal success; the answer of the turn after the tool call budget ran out still ends
-	// the run MAX_TOOL_CALLS_REACHED.
+	// 5. Normal success; the answer of the turn after the tool call budget ran out, or of the
+	// turn that dropped a call over it, still ends the run MAX_TOOL_CALLS_REACHED.
 	if final != nil {
-		if budgetTurn {
+		switch {
+		case budgetTurn:
 			return r.toolBudgetEnding(t.answer, final, "the model answered in the final turn that followed")
+		case t.budgetExhausted:
+			return r.toolBudgetEnding(t.answer, final, "the model answered in the turn that dropped a call over it")
 		}
 		outcome := typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY
 		if r.toolCalls > 0 {

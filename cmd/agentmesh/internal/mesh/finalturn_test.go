@@ -122,6 +122,26 @@ func TestMaxTurnsOneWithRequiredToolsIsRefused(t *testing.T) {
 	}
 }
 
+// TestAFinalReportInTheTurnThatDropsACall: a turn that drops a call over max_tool_calls_total
+// and gives the final report ends the run MAX_TOOL_CALLS_REACHED with the model's answer, as
+// the turn after it would have ("either way", README): it ended COMPLETED_WITH_TOOLS.
+func TestAFinalReportInTheTurnThatDropsACall(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "budget", Match: "add and report", Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+		{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`},
+		{Name: "final_report", Arguments: `{"report_format":"json","content_json":{"answer":2}}`}}}, text("never asked")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "add and report", OutputFormat: typev1.OutputFormat_OUTPUT_FORMAT_JSON,
+		OutputSchema: mustStruct(t, map[string]any{"type": "object", "required": []any{"answer"}}), Overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_TOOL_CALLS_REACHED" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s success=%v, want FAILED_BUDGET_EXHAUSTED MAX_TOOL_CALLS_REACHED", res.GetOutcome(), res.GetExitReason(), res.GetSuccess())
+	}
+	if r := res.GetFinalReport(); r.GetContentJson().GetFields()["answer"].GetNumberValue() != 2 || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS {
+		t.Errorf("final report %v: the model's answer, status success (the model gave it)", r)
+	}
+	if n := len(h.llm.Requests()); n != 1 {
+		t.Errorf("%d provider requests, want 1: the report ended the run", n)
+	}
+}
+
 // TestToolBudgetLeavesOneFinalAnswer (issue 11.3, seed 002 §7): when max_tool_calls_total is
 // used up, the dropped call is answered with a tool message for the model, one final turn
 // offers only final_report, and the model's answer reaches the user; the run still ends
