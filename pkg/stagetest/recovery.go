@@ -27,6 +27,14 @@ var recoveryCases = []testCase{
 	{"rate-limit-retried", "a rate limit on the first attempt is retried or falls back, waiting at most 60 s",
 		decide(generationFailure(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED), "generation", 0, &recoveryv1.RecoveryState{Target: targetA, Targets: []*typev1.Target{targetA, targetB}},
 			recoveryv1.Strategy_STRATEGY_RETRY, recoveryv1.Strategy_STRATEGY_FALLBACK)},
+	{"rate-limit-next-target", "a rate limit while another target is not limited goes to that target at once (seed 000 §3: cycle to the next target)",
+		nextTargetAtOnce(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)},
+	{"network-next-target", "a network failure of the model goes to the next target at once, without backoff (seed 000 §3)",
+		nextTargetAtOnce(typev1.ErrorClass_ERROR_CLASS_NETWORK)},
+	{"timeout-next-target", "a timed-out model request goes to the next target at once, without backoff (seed 000 §3)",
+		nextTargetAtOnce(typev1.ErrorClass_ERROR_CLASS_TIMEOUT)},
+	{"server-next-target", "a provider's server error goes to the next target at once, without backoff (seed 000 §3)",
+		nextTargetAtOnce(typev1.ErrorClass_ERROR_CLASS_SERVER)},
 	{"timeout-longer", "a timed-out idempotent tool is retried with a longer timeout",
 		func(ctx context.Context, k *kit) error {
 			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action",
@@ -104,6 +112,31 @@ func decide(e *typev1.StageError, stage string, retries int32, state *recoveryv1
 			return fmt.Errorf("strategy %s, want %v", d.GetStrategy(), strategies)
 		}
 		return nil
+	}
+}
+
+// nextTargetAtOnce checks the decision on a model request of target A that failed with class,
+// the run's targets A and B: try again, on B, without waiting (seed 000 §3: "Retry with next
+// provider/model target immediately ... No backoff delay"; rate limits cycle to the next
+// target and wait only once every target is limited).
+func nextTargetAtOnce(class typev1.ErrorClass) func(context.Context, *kit) error {
+	return func(ctx context.Context, k *kit) error {
+		d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: generationFailure(class), Stage: "generation",
+			State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetA, Targets: []*typev1.Target{targetA, targetB}}})
+		if err != nil {
+			return err
+		}
+		var p problems
+		if s := d.GetStrategy(); s != recoveryv1.Strategy_STRATEGY_RETRY && s != recoveryv1.Strategy_STRATEGY_FALLBACK {
+			p.addf("strategy %s, want STRATEGY_RETRY or STRATEGY_FALLBACK", s)
+		}
+		if t := d.GetModifiedAction().GetTarget(); t.GetProvider() != targetB.GetProvider() || t.GetModel() != targetB.GetModel() {
+			p.addf("target %s/%s, want the next one, %s/%s", t.GetProvider(), t.GetModel(), targetB.GetProvider(), targetB.GetModel())
+		}
+		if b := d.GetBackoffMs(); b != 0 {
+			p.addf("backoff_ms %d, want 0", b)
+		}
+		return p.err()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -148,4 +149,44 @@ func (classless) Generate(_ context.Context, req *generationv1.GenerateRequest) 
 func (g classless) GenerateStream(in *generationv1.GenerateStreamRequest, _ grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]) error {
 	_, err := g.Generate(context.Background(), in.GetRequest())
 	return err
+}
+
+// TestRecoveryCasesFailAStageThatGivesUpOnTheModel: a recovery stage that aborts a run on a
+// model's network, timeout or server failure, and waits a minute on the same target after a
+// first rate limit, fails the kit's cases for them (seed 000 §3: the next target at once),
+// which it passed: every strategy and a wait up to a minute were allowed.
+func TestRecoveryCasesFailAStageThatGivesUpOnTheModel(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { recoveryv1.RegisterRecoveryServiceServer(s, givesUp{}) })
+	report, err := stagetest.Run(t.Context(), "recovery", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]stagetest.Result{}
+	for _, res := range report.Results {
+		verdicts[res.Case] = res
+	}
+	for name, want := range map[string]string{
+		"network-next-target":    "strategy STRATEGY_ABORT",
+		"timeout-next-target":    "strategy STRATEGY_ABORT",
+		"server-next-target":     "strategy STRATEGY_ABORT",
+		"rate-limit-next-target": "backoff_ms 60000, want 0",
+	} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+}
+
+// givesUp is a recovery stage that aborts on every failure of the model but a rate limit,
+// after which it waits a minute on the same target.
+type givesUp struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (givesUp) Decide(_ context.Context, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	if req.GetError().GetErrorClass() == typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED {
+		return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, BackoffMs: 60_000, UserMessage: "Waiting.",
+			ModifiedAction: &recoveryv1.ModifiedAction{Target: req.GetState().GetTarget()}}, nil
+	}
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
 }
