@@ -67,6 +67,67 @@ var contextCases = []testCase{
 			}
 			return checkAssembled(resp, history, 2000)
 		}},
+	{"tool-pairs", "an assistant message's calls and their results are kept or dropped together, and a call without its result is never kept (providers refuse it)",
+		func(ctx context.Context, k *kit) error {
+			call := func(text string, ids ...string) *typev1.Message {
+				m := &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: text}
+				for _, id := range ids {
+					m.ToolCalls = append(m.ToolCalls, &typev1.ToolCall{Id: id, Name: "search", RawArguments: `{"q":"x"}`})
+				}
+				return m
+			}
+			result := func(id string) *typev1.Message {
+				return &typev1.Message{Role: typev1.Role_ROLE_TOOL, ToolCallId: id, Name: "search", Content: "result " + id + ": " + filler(60)}
+			}
+			history := []*typev1.Message{
+				{Role: typev1.Role_ROLE_SYSTEM, Content: "You are a helpful assistant."},
+				{Role: typev1.Role_ROLE_USER, Content: "first question: " + filler(60)},
+				call("Searching twice.", "c1", "c2"), result("c1"), result("c2"),
+				call("Searching again.", "c3", "c4"), result("c3"), // c4 has no result
+				{Role: typev1.Role_ROLE_USER, Content: "last question"},
+			}
+			for _, budget := range []int64{10_000, 400, 250} {
+				resp, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
+					History: history, MaxTokens: budget, RunId: k.id("run")})
+				if err != nil {
+					return wantOK(err)
+				}
+				if err := checkAssembled(resp, history, budget); err != nil {
+					return fmt.Errorf("max_tokens %d: %w", budget, err)
+				}
+			}
+			return nil
+		}},
+	{"guard", "with a context window the guard is reported: limit context_window - buffer - max_output, projected ctx + pending + new + schema, FORCE_FINAL over the limit and OK up to it (seed 000 §2)",
+		func(ctx context.Context, k *kit) error {
+			history := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}
+			for _, tc := range []struct {
+				newTokens int64
+				verdict   typev1.GuardVerdict
+			}{{100, typev1.GuardVerdict_GUARD_VERDICT_OK}, {1100, typev1.GuardVerdict_GUARD_VERDICT_OK}, {1101, typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL}} {
+				counters := &typev1.GuardCounters{Ctx: 300, Pending: 50, New: tc.newTokens, Schema: 50}
+				resp, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
+					History: history, MaxTokens: 1000, RunId: k.id("run"), Counters: counters,
+					ContextWindow: 2000, ContextWindowBufferTokens: 200, MaxOutputTokens: 300})
+				if err != nil {
+					return wantOK(err)
+				}
+				g, want := resp.GetGuard(), 300+50+tc.newTokens+50
+				switch {
+				case g == nil:
+					return fmt.Errorf("no guard, though context_window was set")
+				case g.GetLimit() != 2000-200-300 || g.GetProjected() != want:
+					return fmt.Errorf("guard limit %d, projected %d; want %d (context_window - buffer - max_output) and %d (ctx + pending + new + schema)",
+						g.GetLimit(), g.GetProjected(), 2000-200-300, want)
+				case g.GetVerdict() != tc.verdict:
+					return fmt.Errorf("guard verdict %s for projected %d and limit %d, want %s", g.GetVerdict(), want, g.GetLimit(), tc.verdict)
+				}
+				if err := checkAssembled(resp, history, 1000); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 	{"zero-max-tokens", "max_tokens 0 is INVALID_ARGUMENT naming max_tokens",
 		func(ctx context.Context, k *kit) error {
 			_, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
@@ -87,10 +148,11 @@ var contextCases = []testCase{
 }
 
 // checkAssembled returns how an assembly of history breaks the context contract: the context
-// fits maxTokens, keeps every system message of the history and its newest message, and keeps
-// the history's order.
+// fits maxTokens, keeps every system message of the history and its newest message, keeps
+// the history's order, and holds no call without its result nor a result without its call.
 func checkAssembled(resp *contextv1.AssembleResponse, history []*typev1.Message, maxTokens int64) error {
 	var p problems
+	checkToolPairs(resp.GetMessages(), &p)
 	if n := resp.GetTokenCount(); n > maxTokens || n <= 0 {
 		p.addf("token_count %d, want between 1 and max_tokens %d", n, maxTokens)
 	}
@@ -107,6 +169,34 @@ func checkAssembled(resp *contextv1.AssembleResponse, history []*typev1.Message,
 		p.addf("history messages out of order: kept history indices %v", kept)
 	}
 	return p.err()
+}
+
+// checkToolPairs records each call of msgs that the tool messages right after its assistant
+// message do not answer, and each tool message that answers no call of the assistant message
+// before its run of tool messages: a request providers refuse (HTTP 400).
+func checkToolPairs(msgs []*typev1.Message, p *problems) {
+	for i, m := range msgs {
+		switch {
+		case m.GetRole() == typev1.Role_ROLE_TOOL:
+			j := i - 1
+			for j >= 0 && msgs[j].GetRole() == typev1.Role_ROLE_TOOL {
+				j--
+			}
+			if j < 0 || !slices.ContainsFunc(msgs[j].GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == m.GetToolCallId() }) {
+				p.addf("messages[%d] is the result of %q without its call", i, m.GetToolCallId())
+			}
+		case len(m.GetToolCalls()) > 0:
+			answered := map[string]bool{}
+			for j := i + 1; j < len(msgs) && msgs[j].GetRole() == typev1.Role_ROLE_TOOL; j++ {
+				answered[msgs[j].GetToolCallId()] = true
+			}
+			for _, c := range m.GetToolCalls() {
+				if !answered[c.GetId()] {
+					p.addf("messages[%d] calls %q without its result", i, c.GetId())
+				}
+			}
+		}
+	}
 }
 
 // keptHistory returns, in the order assembled, the indices of the history messages the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -189,4 +190,49 @@ func (givesUp) Decide(_ context.Context, req *recoveryv1.DecideRequest) (*recove
 			ModifiedAction: &recoveryv1.ModifiedAction{Target: req.GetState().GetTarget()}}, nil
 	}
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
+}
+
+// TestContextCasesFailAStageThatSplitsCallsFromResults: a context stage that keeps calls and
+// drops their results, and reports no guard, fails the kit's tool-pairs and guard cases,
+// saying why; it passed the table, which had no call in a history and no context window.
+func TestContextCasesFailAStageThatSplitsCallsFromResults(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { contextv1.RegisterContextServiceServer(s, splitsPairs{}) })
+	report, err := stagetest.Run(t.Context(), "context", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]stagetest.Result{}
+	for _, res := range report.Results {
+		verdicts[res.Case] = res
+	}
+	for name, want := range map[string]string{"tool-pairs": `calls "c1" without its result`, "guard": "no guard"} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+}
+
+// splitsPairs is a context stage that returns the history without its tool results, and no
+// guard.
+type splitsPairs struct {
+	contextv1.UnimplementedContextServiceServer
+}
+
+func (splitsPairs) Assemble(_ context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	if req.GetMaxTokens() <= 0 {
+		return nil, stageerr.Invalid("max_tokens must be positive")
+	}
+	if len(req.GetHistory()) == 0 {
+		return nil, stageerr.Invalid("history must not be empty")
+	}
+	var kept []*typev1.Message
+	for _, m := range req.GetHistory() {
+		if m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
+			return nil, stageerr.Invalid("history[0].role must be set")
+		}
+		if m.GetRole() != typev1.Role_ROLE_TOOL {
+			kept = append(kept, m)
+		}
+	}
+	return &contextv1.AssembleResponse{Messages: kept, TokenCount: 1}, nil
 }
