@@ -57,13 +57,15 @@ func (p approvalPolicy) requires(name string, flagged bool) bool {
 }
 
 // annotationsRequireApproval reports whether an MCP tool's annotations make it need approval:
-// a tool that is not read-only and says it is destructive, or whose name says it changes
-// something. Tools without annotations are judged by their name alone.
+// a tool that is not read-only and does not say it is not destructive (the MCP specification's
+// destructiveHint defaults to true: a client assumes a tool that may write may destroy), or
+// whose name says it changes something. Tools without annotations are judged by their name
+// alone.
 func annotationsRequireApproval(name string, a *mcp.Annotations) bool {
 	if a == nil || a.ReadOnly {
 		return false
 	}
-	return (a.Destructive != nil && *a.Destructive) || hasWord(name, mutatingWords)
+	return a.Destructive == nil || *a.Destructive || hasWord(name, mutatingWords)
 }
 
 // hasWord reports whether a word of name is in words. Words are split on _ - . and at
