@@ -66,7 +66,6 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 			return nil, nil, withNotes("no tool calls", notes)
 		}
 		c := r.contract
-		prev := r.lastTool
 		var refused []string
 		n := 0 // tool calls counted against the per-turn limit
 		for _, a := range asked {
@@ -98,13 +97,9 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 			case call.GetArguments() == nil:
 				t.malformed++
 				why = fmt.Sprintf("the arguments are not valid JSON: %q", call.GetRawArguments())
-			case cycleForbidden(c, prev, call.GetName()):
-				t.cycle = prev + " -> " + call.GetName()
-				why = "the tool sequence " + t.cycle + " is forbidden by the contract"
-			default:
+			default: // cycle_forbid is checked as the calls run (execute): only executed calls make a sequence
 				valid = append(valid, call)
 				plan = append(plan, plannedCall{call: call, xml: a.xml, needsApproval: r.requiresApproval(call.GetName())})
-				prev = call.GetName()
 				continue
 			}
 			refused = append(refused, call.GetName()+": "+why)
@@ -218,6 +213,17 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 		}
 		if t.badResult != nil {
 			answer(p, "(tool failed: not run: the run ends because a tool result was malformed)", false, 0)
+			continue
+		}
+		// cycle_forbid (seed 001): a transition is from the last call that ran to this one; a
+		// call the action stage refused never ran and makes none.
+		if t.cycle != "" {
+			answer(p, "(tool failed: not run: the run ends because the tool sequence "+t.cycle+" is forbidden by the contract)", false, 0)
+			continue
+		}
+		if cycleForbidden(r.contract, r.lastTool, call.GetName()) {
+			t.cycle = r.lastTool + " -> " + call.GetName()
+			answer(p, "(tool failed: the tool sequence "+t.cycle+" is forbidden by the contract)", false, 0)
 			continue
 		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: r.turns, Call: call}}})

@@ -549,3 +549,34 @@ func TestACallIDUsedTwiceRunsTwice(t *testing.T) {
 	}
 	checkInvariants(t, res)
 }
+
+// TestCycleForbidCountsTheCallsThatRan: cycle_forbid forbids a transition between calls that
+// ran (seed 001: "If runtime observes a transition matching any forbidden pair"). A call the
+// action stage refused (invalid arguments) never ran: the same two calls end the run
+// COMPLETED in one turn as across two, where in one turn they ended it CYCLE_FORBIDDEN. Two
+// calls that both run, in one turn, still end it CYCLE_FORBIDDEN, the second refused.
+func TestCycleForbidCountsTheCallsThatRan(t *testing.T) {
+	bad, good := `{"expr":"1+1"}`, `{"expression":"2+2"}`
+	h := start(t, nil,
+		llmtest.Scenario{Name: "one turn", Match: "refused then run in one turn", Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+			{Name: "calculator", Arguments: bad}, {Name: "calculator", Arguments: good}}}, text("4")}},
+		llmtest.Scenario{Name: "two turns", Match: "refused then run in two turns", Turns: []llmtest.Turn{call("calculator", bad), call("calculator", good), text("4")}},
+		llmtest.Scenario{Name: "both run", Match: "both run in one turn", Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+			{Name: "calculator", Arguments: good}, {Name: "calculator", Arguments: `{"expression":"3+3"}`}}}, text("never")}},
+	)
+	forbid := &agentv1.RunOverrides{CycleForbid: []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}}}
+	for _, message := range []string{"refused then run in one turn", "refused then run in two turns"} {
+		res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: forbid})
+		if res.GetExitReason() != "COMPLETED" || res.GetToolCalls() != 1 {
+			t.Errorf("%s: %s %s, %d tool calls; want COMPLETED with the one that ran", message, res.GetOutcome(), res.GetExitReason(), res.GetToolCalls())
+		}
+	}
+	res := h.run(t, &agentv1.RunRequest{Message: "both run in one turn", Overrides: forbid})
+	if res.GetExitReason() != "CYCLE_FORBIDDEN" || res.GetToolCalls() != 1 {
+		t.Errorf("both run: %s %s, %d tool calls; want CYCLE_FORBIDDEN after the first", res.GetOutcome(), res.GetExitReason(), res.GetToolCalls())
+	}
+	if got := toolMessage(t, res, 1); got != "(tool failed: the tool sequence calculator -> calculator is forbidden by the contract)" {
+		t.Errorf("the second call's message %q", got)
+	}
+	checkInvariants(t, res)
+}
