@@ -64,8 +64,8 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 		}
 		messages = resp.GetMessages()
 		shareHistory(messages, r.conversation)
-		if instruction := finalInstructions[r.finalReason()]; instruction != "" {
-			messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: instruction})
+		if notice := r.finalNotice(); notice != nil {
+			messages = append(messages, notice)
 		}
 		detail := fmt.Sprintf("%d messages, %d tokens, %d dropped, guard %s (ctx %d, pending %d, schema %d; projected %d, limit %d)",
 			len(messages), resp.GetTokenCount(), resp.GetDroppedMessages(), guard.GetVerdict(), guard.GetCounters().GetCtx(),
@@ -86,20 +86,36 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 // limit and advise starting over).
 const messageContextFull = "This conversation no longer fits the model's context window. Please start a new conversation."
 
+// finalNotice is the system message that tells the model why its turn is final, appended to
+// the assembled context of a final turn; nil for another turn.
+func (r *run) finalNotice() *typev1.Message {
+	if instruction := finalInstructions[r.finalReason()]; instruction != "" {
+		return &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: instruction}
+	}
+	return nil
+}
+
 // assembleWith makes one Assemble call for the coming request with the given tools and
-// accounts the requests the context stage made for it.
+// accounts the requests the context stage made for it. A final turn's notice, appended after
+// the assembly, is counted with what the turn adds (seed 000 §2: nudges count toward the
+// pending tokens) and left out of the budget the assembly fits, so that the request sent fits
+// the window as the guard projected.
 func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv1.AssembleRequest, *contextv1.AssembleResponse, error) {
 	c := r.contract
 	limit := r.limit()
 	if limit == 0 {
 		limit = 1 << 40
 	}
+	var notice int64
+	if m := r.finalNotice(); m != nil {
+		notice = r.counter.Message(m)
+	}
 	req := &contextv1.AssembleRequest{
 		RunId:                     r.id,
 		UserId:                    r.userID,
 		History:                   r.conversation,
-		MaxTokens:                 max(limit-r.counter.Tools(tools), 1),
-		Counters:                  &typev1.GuardCounters{Ctx: r.ctxTokens, Pending: r.counter.Messages(r.conversation[r.sentUpTo:])},
+		MaxTokens:                 max(limit-r.counter.Tools(tools)-notice, 1),
+		Counters:                  &typev1.GuardCounters{Ctx: r.ctxTokens, Pending: r.counter.Messages(r.conversation[r.sentUpTo:]) + notice},
 		Tools:                     tools,
 		ContextWindow:             c.GetContextWindow(),
 		ContextWindowBufferTokens: c.GetContextWindowBufferTokens(),

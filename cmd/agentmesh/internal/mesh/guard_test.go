@@ -12,6 +12,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
 
 // guards returns the context guard evaluations a run published.
@@ -249,5 +250,41 @@ func TestASummarisedResultThatOverflowsMarksTheToolsEntry(t *testing.T) {
 		if tool := e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_TOOL; tool != dropped {
 			t.Errorf("accounting entry %s %s %q (error %q): only the tool's records the dropped result", e.GetType(), e.GetStatus(), e.GetCommand(), e.GetError())
 		}
+	}
+}
+
+// TestAFinalTurnsNoticeIsBudgeted: a final turn's request ends with a notice telling the model
+// why (here the last turn under max_turns), appended after the context stage has fitted the
+// conversation. It was counted nowhere: a request the guard passed (projected within the
+// limit) went over context_window - buffer - max_output by the notice. The notice counts with
+// the turn's pending tokens (seed 000 §2: nudges count toward them) and leaves the assembly
+// less room, so the request sent fits the limit the guard checked.
+func TestAFinalTurnsNoticeIsBudgeted(t *testing.T) {
+	msg := "please tell me a fact about otters"
+	h := start(t, nil,
+		llmtest.Scenario{Name: "calibrate", Match: "calibrate " + msg, Turns: []llmtest.Turn{text("ok")}},
+		llmtest.Scenario{Name: "tight", Match: msg, Turns: []llmtest.Turn{text("otters hold hands")}})
+	one := i32(1) // the only turn is the last: a final turn with its notice
+	// What the guard counts for this message in a final turn, without a window's pressure.
+	cal := h.run(t, &agentv1.RunRequest{Message: "calibrate " + msg, Overrides: &agentv1.RunOverrides{MaxTurns: one}})
+	counted := h.guards(t, cal.GetRunId())[0].GetReport().GetProjected()
+	const maxOut = 100
+	window := counted + maxOut + 3 // as tight as the guard allows
+	res := h.run(t, &agentv1.RunRequest{Message: msg, Overrides: &agentv1.RunOverrides{
+		MaxTurns: one, ContextWindow: i64(window), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(maxOut)}})
+	g := h.guards(t, res.GetRunId())[0].GetReport()
+	if g.GetVerdict() != typev1.GuardVerdict_GUARD_VERDICT_OK {
+		t.Fatalf("guard %s (projected %d, limit %d), want OK: the window is the calibrated projection's", g.GetVerdict(), g.GetProjected(), g.GetLimit())
+	}
+	reqs := h.llm.Requests()
+	last := reqs[len(reqs)-1]
+	counter := tokens.ForModel(last.Model)
+	var sent int64
+	for _, m := range last.Messages {
+		sent += counter.Message(&typev1.Message{Content: string(m.Content)})
+	}
+	if total := sent + g.GetCounters().GetSchema(); total > g.GetLimit() {
+		t.Errorf("guard OK (projected %d, limit %d) but the request sent costs %d tokens (messages %d, schema %d): %d over the limit",
+			g.GetProjected(), g.GetLimit(), total, sent, g.GetCounters().GetSchema(), total-g.GetLimit())
 	}
 }
