@@ -152,7 +152,9 @@ var contextCases = []testCase{
 // the history's order, and holds no call without its result nor a result without its call.
 func checkAssembled(resp *contextv1.AssembleResponse, history []*typev1.Message, maxTokens int64) error {
 	var p problems
-	checkToolPairs(resp.GetMessages(), &p)
+	if err := CheckToolPairs(resp.GetMessages()); err != nil {
+		p.addf("%v", err)
+	}
 	if n := resp.GetTokenCount(); n > maxTokens || n <= 0 {
 		p.addf("token_count %d, want between 1 and max_tokens %d", n, maxTokens)
 	}
@@ -171,10 +173,12 @@ func checkAssembled(resp *contextv1.AssembleResponse, history []*typev1.Message,
 	return p.err()
 }
 
-// checkToolPairs records each call of msgs that the tool messages right after its assistant
-// message do not answer, and each tool message that answers no call of the assistant message
-// before its run of tool messages: a request providers refuse (HTTP 400).
-func checkToolPairs(msgs []*typev1.Message, p *problems) {
+// CheckToolPairs returns what in msgs, a model request's messages, providers refuse (HTTP
+// 400): each call that the tool messages right after its assistant message do not answer,
+// and each tool message that answers no call of the assistant message before its run of tool
+// messages; nil when there is none.
+func CheckToolPairs(msgs []*typev1.Message) error {
+	var p problems
 	for i, m := range msgs {
 		switch {
 		case m.GetRole() == typev1.Role_ROLE_TOOL:
@@ -197,6 +201,7 @@ func checkToolPairs(msgs []*typev1.Message, p *problems) {
 			}
 		}
 	}
+	return p.err()
 }
 
 // keptHistory returns, in the order assembled, the indices of the history messages the

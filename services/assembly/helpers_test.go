@@ -7,6 +7,7 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/assembly"
 	"go.uber.org/goleak"
@@ -69,35 +70,7 @@ func checkInvariants(t *testing.T, resp *contextv1.AssembleResponse, maxTokens i
 	if resp.GetTokenCount() > maxTokens {
 		t.Errorf("token_count %d exceeds max_tokens %d", resp.GetTokenCount(), maxTokens)
 	}
-	for i, m := range msgs {
-		switch {
-		case m.GetRole() == typev1.Role_ROLE_TOOL:
-			j := i - 1
-			for j >= 0 && msgs[j].GetRole() == typev1.Role_ROLE_TOOL {
-				j--
-			}
-			if j < 0 || !requested(msgs[j], m.GetToolCallId()) {
-				t.Errorf("messages[%d] is a tool result for %q without its call", i, m.GetToolCallId())
-			}
-		case len(m.GetToolCalls()) > 0:
-			answered := map[string]bool{}
-			for j := i + 1; j < len(msgs) && msgs[j].GetRole() == typev1.Role_ROLE_TOOL; j++ {
-				answered[msgs[j].GetToolCallId()] = true
-			}
-			for _, c := range m.GetToolCalls() {
-				if !answered[c.GetId()] {
-					t.Errorf("messages[%d] calls %q but its result is missing", i, c.GetId())
-				}
-			}
-		}
+	if err := stagetest.CheckToolPairs(msgs); err != nil {
+		t.Error(err)
 	}
-}
-
-func requested(m *typev1.Message, id string) bool {
-	for _, c := range m.GetToolCalls() {
-		if c.GetId() == id {
-			return true
-		}
-	}
-	return false
 }
