@@ -57,15 +57,15 @@ func TestRunExitCodeOfASchemaFailure(t *testing.T) {
 }
 
 // TestRunExitCodeOfAnUnusableContract: a configuration whose model leaves no room for the
-// conversation passes loading but no run can use its contract (INVALID_CONTRACT): a
-// configuration error, exit 4.
+// conversation is a configuration error, exit 4, refused when it is loaded and naming the
+// model; it loaded, and every run failed its preflight (INVALID_CONTRACT).
 func TestRunExitCodeOfAnUnusableContract(t *testing.T) {
 	isolate(t)
 	tiny := filepath.Join(t.TempDir(), "tiny.yaml")
 	if err := os.WriteFile(tiny, []byte("providers:\n  rules:\n    models:\n      rules-v1: {context_window: 1000}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut := runCLI(t, 4, "dev", "--config", tiny, "--run", "What is 6 times 7?"); !strings.Contains(errOut, "INVALID_CONTRACT") {
-		t.Errorf("progress does not show the exit reason:\n%s", errOut)
+	if _, errOut := runCLI(t, 4, "dev", "--config", tiny, "--run", "What is 6 times 7?"); !strings.Contains(errOut, "providers.rules.models.rules-v1: a context_window of 1000 leaves no room") {
+		t.Errorf("the error does not name the model's window:\n%s", errOut)
 	}
 }

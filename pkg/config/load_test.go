@@ -98,7 +98,7 @@ providers:
     base_url: http://localhost:8080/v1
     api_key: system-key
     models:
-      m1: {context_window: 1000}
+      m1: {context_window: 100000}
 mcp_servers:
   fs: {command: npx, args: [a, b], env: {A: "1"}}
 `},
@@ -107,7 +107,7 @@ providers:
   local:
     temperature: 0.2
     models:
-      m2: {context_window: 2000}
+      m2: {context_window: 200000}
 queues:
 `},
 		"project": {yaml: `
@@ -128,7 +128,7 @@ targets:
 	local := cfg.Providers["local"]
 	want := Provider{
 		Type: "openai", BaseURL: "http://localhost:8080/v1", APIKey: "project-key", Temperature: ptr(0.2),
-		Models: map[string]Model{"m1": {ContextWindow: 1000}, "m2": {ContextWindow: 2000}},
+		Models: map[string]Model{"m1": {ContextWindow: 100000}, "m2": {ContextWindow: 200000}},
 	}
 	if !reflect.DeepEqual(local, want) {
 		t.Errorf("providers.local = %+v, want %+v", local, want)

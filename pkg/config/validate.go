@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -65,6 +66,7 @@ func (c *Config) Validate() error {
 	c.validateDefaults(&p)
 	c.validateProviders(&p)
 	c.validateTargets(&p)
+	c.validateModelWindows(&p)
 	c.validateProfiles(&p)
 	c.validateMemory(&p)
 	c.validateQueues(&p)
@@ -99,6 +101,31 @@ const minMaxMessageBytes = 1 << 20
 // maxMessageBytesLimit is the largest grpc.max_message_bytes: protobuf's limit, 2 GiB.
 const maxMessageBytesLimit = 1<<31 - 1
 
+// validateModelWindows checks, for each model a target names, that the window its runs get
+// (the model's context_window, context_window_buffer_tokens and max_output_tokens, each
+// defaulting to defaults') leaves room for the conversation: the orchestrator takes the
+// tightest target's, and every run's preflight failed on a window that leaves none.
+func (c *Config) validateModelWindows(p *problems) {
+	d := c.Defaults
+	targets := slices.Clone(c.Targets)
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
+		targets = append(targets, c.Profiles[name].Targets...)
+	}
+	seen := map[Target]bool{}
+	for _, t := range targets {
+		m, ok := c.Providers[t.Provider].Models[t.Model]
+		if !ok || seen[t] || m.ContextWindow == 0 && m.ContextWindowBufferTokens == 0 && m.MaxOutputTokens == 0 {
+			continue // the defaults', checked with them
+		}
+		seen[t] = true
+		w := cmp.Or(m.ContextWindow, d.ContextWindow)
+		if reserved := cmp.Or(m.ContextWindowBufferTokens, d.ContextWindowBufferTokens) + cmp.Or(m.MaxOutputTokens, d.MaxOutputTokens); w > 0 && reserved >= w {
+			p.addf("providers.%s.models.%s: a context_window of %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d, defaults' where the model sets none)",
+				t.Provider, t.Model, w, reserved)
+		}
+	}
+}
+
 func (c *Config) validateGRPC(p *problems) {
 	if n := c.GRPC.MaxMessageBytes; n < minMaxMessageBytes || n > maxMessageBytesLimit {
 		p.addf("grpc.max_message_bytes: must be between %d (1 MiB) and %d (2 GiB, protobuf's limit), got %d", minMaxMessageBytes, maxMessageBytesLimit, n)
@@ -111,6 +138,10 @@ func (c *Config) validateObservation(p *problems) {
 	}
 }
 
+// maxTimeoutMS is the longest timeout a run's contract takes (the orchestrator refuses more,
+// which would overflow time arithmetic): 30 days.
+const maxTimeoutMS = 30 * 24 * 3600 * 1000
+
 func (c *Config) validateDefaults(p *problems) {
 	d := c.Defaults
 	if d.MaxTurns < 1 {
@@ -119,8 +150,10 @@ func (c *Config) validateDefaults(p *problems) {
 	if d.MaxRetries < 1 {
 		p.addf("defaults.max_retries: must be at least 1 (it counts every LLM attempt of a turn), got %d", d.MaxRetries)
 	}
+	if d.MaxToolCallsPerTurn < 1 {
+		p.addf("defaults.max_tool_calls_per_turn: must be at least 1, got %d", d.MaxToolCallsPerTurn)
+	}
 	p.nonNegative("defaults", map[string]int64{
-		"max_tool_calls_per_turn":      int64(d.MaxToolCallsPerTurn),
 		"max_tool_calls_total":         int64(d.MaxToolCallsTotal),
 		"max_tokens_consumed":          d.MaxTokensConsumed,
 		"tool_response_max_bytes":      d.ToolResponseMaxBytes,
@@ -137,8 +170,11 @@ func (c *Config) validateDefaults(p *problems) {
 		ms   int64
 	}{{"tool_timeout_ms", d.ToolTimeoutMS}, {"step_timeout_ms", d.StepTimeoutMS}, {"total_timeout_ms", d.TotalTimeoutMS},
 		{"approval_timeout_ms", d.ApprovalTimeoutMS}, {"answer_timeout_ms", d.AnswerTimeoutMS}} {
-		if t.ms < 1 {
+		switch {
+		case t.ms < 1:
 			p.addf("defaults.%s: must be positive, got %d", t.name, t.ms)
+		case t.ms > maxTimeoutMS:
+			p.addf("defaults.%s: must be at most %d (30 days), got %d", t.name, maxTimeoutMS, t.ms)
 		}
 	}
 	if d.MaxPlanSteps < 1 {

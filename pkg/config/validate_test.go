@@ -79,6 +79,13 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative timeout", func(c *Config) { c.Defaults.ToolTimeoutMS = -1 }, "defaults.tool_timeout_ms: must be positive, got -1"},
 		{"zero timeout", func(c *Config) { c.Defaults.StepTimeoutMS = 0 }, "defaults.step_timeout_ms: must be positive, got 0"},
 		{"zero approval timeout", func(c *Config) { c.Defaults.ApprovalTimeoutMS = 0 }, "defaults.approval_timeout_ms: must be positive, got 0"},
+		{"timeout over 30 days", func(c *Config) { c.Defaults.ApprovalTimeoutMS = 3_456_000_000 },
+			"defaults.approval_timeout_ms: must be at most 2592000000 (30 days), got 3456000000"},
+		{"no tool call a turn", func(c *Config) { c.Defaults.MaxToolCallsPerTurn = 0 }, "defaults.max_tool_calls_per_turn: must be at least 1, got 0"},
+		{"a model window the defaults' reserve fills", func(c *Config) {
+			c.Providers["local"] = Provider{Type: "openai", BaseURL: "http://127.0.0.1:11434/v1", Models: map[string]Model{"llama3:8b": {ContextWindow: 4096}}}
+			c.Targets = []Target{{Provider: "local", Model: "llama3:8b"}}
+		}, "providers.local.models.llama3:8b: a context_window of 4096 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144"},
 		{"synthesis ratio not a number", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = math.NaN() },
 			"defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got NaN"},
 		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
