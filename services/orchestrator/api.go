@@ -94,7 +94,7 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 	case err != nil:
 		return err
 	case existing != "":
-		return s.WatchRun(&agentv1.WatchRunRequest{RunId: existing}, stream)
+		return s.watchRun(&agentv1.WatchRunRequest{RunId: existing}, stream, true)
 	}
 	go s.work(runCtx, r)
 	defer r.setSink(nil)
@@ -451,6 +451,18 @@ func alreadyDecided(runID, callID string) error {
 // WatchRun streams a run's events from JetStream, after from_seq, until run_finished; any
 // replica serves any run.
 func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	return s.watchRun(req, stream, false)
+}
+
+// errPausedHere ends a watch at the pause the run waits in now (watchRun's toPause).
+var errPausedHere = errors.New("the run waits at this pause")
+
+// watchRun is WatchRun; with toPause it also ends at an approval_requested or input_requested
+// that is the run's last event so far, the pause it waits in now, as StreamRun ends at a
+// pause: a StreamRun repeated with the idempotency key of a run that paused replays its events
+// up to the pause and ends there, where it streamed on until the pause was decided (a client
+// reading to the end, as the first call let it, waited up to approval_timeout_ms).
+func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent], toPause bool) error {
 	ctx := stream.Context()
 	if err := checkRunID(req.GetRunId()); err != nil {
 		return err
@@ -461,9 +473,21 @@ func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 	if err := s.authorizeRun(ctx, auth.ActionRead, req.GetRunId()); err != nil {
 		return err
 	}
-	return events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(ctx context.Context, ev *eventv1.RunEvent) error {
-		return stream.Send(s.wholeResult(ctx, ev))
+	err := events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(ctx context.Context, ev *eventv1.RunEvent) error {
+		if err := stream.Send(s.wholeResult(ctx, ev)); err != nil {
+			return err
+		}
+		if toPause && (ev.GetApprovalRequested() != nil || ev.GetInputRequested() != nil) {
+			if last, err := events.LastPosition(ctx, s.js, req.GetRunId()); err == nil && last.Seq == ev.GetSeq() {
+				return errPausedHere
+			}
+		}
+		return nil
 	})
+	if errors.Is(err, errPausedHere) {
+		return nil
+	}
+	return err
 }
 
 // wholeResult is ev with the whole result in a run_finished whose result did not fit in one

@@ -1,12 +1,14 @@
 package mesh_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -338,5 +340,39 @@ func TestEndRunDecidesPerCall(t *testing.T) {
 	}
 	if !final.GetContract().GetRejectEndsRun() {
 		t.Error("the contract does not carry tools.reject_ends_run")
+	}
+}
+
+// TestStreamRunAgainEndsAtThePause: StreamRun ends at the pause of a run that waits for
+// approval; repeated with the run's idempotency key (a client reconnecting), it replays the
+// run's events and ends at the same pause, where it streamed on until someone decided (up to
+// approval_timeout_ms). Once the run goes on, the same call replays it to run_finished.
+func TestStreamRunAgainEndsAtThePause(t *testing.T) {
+	h := approvalMesh(t, llmtest.Scenario{Name: "pause", Match: "pause and reconnect", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
+	req := &agentv1.RunRequest{Message: "pause and reconnect", IdempotencyKey: "reconnect"}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // it waited for the decision
+	defer cancel()
+	kinds := func() ([]string, string) {
+		t.Helper()
+		stream, err := h.client.StreamRun(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := received(t, stream)
+		var ks []string
+		for _, ev := range got {
+			ks = append(ks, events.Kind(ev))
+		}
+		return ks, got[len(got)-1].GetRunId()
+	}
+	first, runID := kinds()
+	again, againID := kinds()
+	if first[len(first)-1] != "approval_requested" || !slices.Equal(again, first) || againID != runID {
+		t.Fatalf("StreamRun again %v (run %s), want the first's events %v (run %s), ending at the pause", again, againID, first, runID)
+	}
+	h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: runID, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+	h.finish(t, runID)
+	if done, _ := kinds(); done[len(done)-1] != "run_finished" || count(done, "approval_requested") != 1 {
+		t.Errorf("StreamRun after the decision %v, want the run to run_finished", done)
 	}
 }
