@@ -289,15 +289,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 	})
 	res.Transcript = r.chain.Entries()
 
-	r.span.SetAttributes(
-		attribute.String("agentmesh.outcome", e.outcome.String()),
-		attribute.String("agentmesh.exit_reason", e.exit),
-		attribute.Int("agentmesh.turns", int(r.turns)),
-		attribute.String("agentmesh.contract_hash", r.contract.GetContractHash()),
-	)
-	if !e.success() {
-		r.span.SetStatus(codes.Error, e.exit)
-	}
+	r.endingAttributes(e.outcome, e.exit, r.turns, r.contract.GetContractHash(), e.success())
 	if r.svc.store != nil {
 		cp := r.snapshot(checkpointv1.Phase_PHASE_FINISHED, nil, nil)
 		cp.Result = res
@@ -355,6 +347,7 @@ func (r *run) retireRecords(ctx context.Context, saved bool) {
 // finishStored completes a run found finished in its checkpoint: its result is saved, and
 // run_finished published, unless that happened before the previous owner stopped.
 func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
+	r.endingAttributes(res.GetOutcome(), res.GetExitReason(), res.GetTurns(), res.GetContract().GetContractHash(), res.GetSuccess())
 	st, err := r.svc.js.Stream(ctx, events.StreamName)
 	published := false
 	if err == nil {
@@ -362,6 +355,21 @@ func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
 		published = err == nil
 	}
 	r.finish(context.WithoutCancel(ctx), res, published)
+}
+
+// endingAttributes sets on the run's span how the run ended (README "Tracing"): the span
+// that terminated it, and the agentmesh.run.finish span of a replica that finishes a run
+// stored as ended (its result not yet with the memory stage).
+func (r *run) endingAttributes(outcome typev1.Outcome, exit string, turns int32, contractHash string, success bool) {
+	r.span.SetAttributes(
+		attribute.String("agentmesh.outcome", outcome.String()),
+		attribute.String("agentmesh.exit_reason", exit),
+		attribute.Int("agentmesh.turns", int(turns)),
+		attribute.String("agentmesh.contract_hash", contractHash),
+	)
+	if !success {
+		r.span.SetStatus(codes.Error, exit)
+	}
 }
 
 // pausedFromCheckpoint is the snapshot of a run paused for approval or for an answer, as its
