@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -10,8 +11,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// checkKeys returns an error for every mapping key below n that the type t does not have.
-// path is n's key path. Type mismatches are left to the decoder.
+// checkKeys returns an error for every mapping key below n that the type t does not have, and
+// for every fraction where a whole number goes (the decoder truncates it: max_turns: 2.9
+// would be 2). path is n's key path. Other type mismatches are left to the decoder.
 func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -45,6 +47,13 @@ func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
 		}
 		for i, c := range n.Content {
 			errs = append(errs, checkKeys(c, t.Elem(), append(path, "["+strconv.Itoa(i)+"]"))...)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+			if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+				errs = append(errs, fmt.Errorf("line %d: %s is %s, which is not a whole number", n.Line, keyPath(path), n.Value))
+			}
 		}
 	}
 	return errs

@@ -208,6 +208,10 @@ func TestLayerErrors(t *testing.T) {
 			[]string{`unknown key "modle" in targets[0]`}},
 		{"malformed yaml", "services:\n  intent: [a\n", "", []string{"line "}},
 		{"wrong type", "defaults:\n  max_turns: lots\n", "", []string{"line 2", "lots"}},
+		// yaml.v3 truncates a fraction into an integer: these loaded as 2, 1 and 3.
+		{"fraction for a whole number", "defaults:\n  max_turns: 2.9\n", "", []string{"line 2: defaults.max_turns is 2.9, which is not a whole number"}},
+		{"fraction in a list item", "queues:\n  default: {concurrent: 3.7}\n", "", []string{"queues.default.concurrent is 3.7, which is not a whole number"}},
+		{"infinity for a whole number", "nats:\n  replicas: .inf\n", "", []string{"nats.replicas is .inf, which is not a whole number"}},
 		{"not a mapping", "- a\n- b\n", "", []string{"must be a mapping"}},
 		{"bad variable name", "nats:\n  url: ${1X}\n", "", []string{`nats.url: invalid variable reference "${1X}"`}},
 		{"unterminated variable", "nats:\n  url: ${X\n", "", []string{"nats.url: unterminated ${"}},
