@@ -35,14 +35,14 @@ func newPlanTracker(steps []*typev1.Step) *planTracker {
 	return p
 }
 
-// take replaces the plan with steps: a step keeps its state when it is done and the new plan
-// has the same work (id, description and tool); every other step is pending.
+// take replaces the plan with steps: a step keeps its state, note and output when it is done
+// and the new plan has the same work (id, description and tool); every other step is pending.
 func (p *planTracker) take(steps []*typev1.Step) {
 	out := make([]*typev1.StepProgress, len(steps))
 	for i, st := range steps {
 		out[i] = &typev1.StepProgress{Step: st, State: typev1.StepState_STEP_STATE_PENDING}
 		if old := p.find(st.GetId()); old != nil && old.GetState() == typev1.StepState_STEP_STATE_DONE && sameWork(old.GetStep(), st) {
-			out[i].State, out[i].Note = old.GetState(), old.GetNote()
+			out[i].State, out[i].Note, out[i].Output = old.GetState(), old.GetNote(), old.GetOutput()
 		}
 	}
 	p.steps = out

@@ -643,3 +643,44 @@ func TestStepsKeepTheirResults(t *testing.T) {
 		}
 	})
 }
+
+// TestARevisionKeepsADoneStepsOutput: a plan revised after a step was done keeps the step done
+// with its output (README: a done step carries its output, which the model sees in the plan's
+// progress each turn; steps done stay done). The revision kept the state and dropped the
+// output: gone from plan_revised, from RunResult.plan and from what the model saw.
+func TestARevisionKeepsADoneStepsOutput(t *testing.T) {
+	const message = "How warm is it, doubled?"
+	tools := staticTools(t, map[string]string{"weather": `{"temperature": 21.5, "sky": "clear"}`})
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"weather": {Description: "The weather as JSON.", URL: tools.URL + "/weather"}}
+	h := startWith(t, cfg, withPlanner,
+		planner(message, submitPlan(`{"viable": true, "steps": [
+			{"id": "step-1", "description": "Read the weather", "tool": "weather"},
+			{"id": "step-2", "description": "Double the temperature", "tool": "calculator", "depends_on": ["step-1"]}]}`)),
+		llmtest.Scenario{Name: "run", Match: message, Turns: []llmtest.Turn{
+			toolTurn("w1", "weather", `{}`),
+			toolTurn("t1", "current_time", `{"timezone": "UTC"}`), // outside the plan: a revision
+			calcTurn("c1", "21.5*2"),
+			text("43 degrees, doubled."),
+		}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	_, revised := h.planEvents(t, res.GetRunId())
+	if len(revised) != 1 {
+		t.Fatalf("plan_revised %v, want one", revised)
+	}
+	for _, steps := range [][]*typev1.StepProgress{revised[0].GetSteps(), res.GetPlan()} {
+		for _, s := range steps {
+			if s.GetStep().GetId() == "step-1" && (s.GetState() != typev1.StepState_STEP_STATE_DONE || s.GetOutput() == nil) {
+				t.Errorf("step-1 after the revision %v: want done, with its output", s)
+			}
+		}
+	}
+	const line = `- step-1 [done]: Read the weather (tool: weather) → {"sky":"clear","temperature":21.5}`
+	if got := systemText(h.requestsOf(message, false)[2]); !strings.Contains(got, line) {
+		t.Errorf("turn 3 does not show step-1's output %q:\n%s", line, got)
+	}
+}
