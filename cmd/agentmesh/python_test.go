@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,12 +12,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/certs"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc/codes"
@@ -70,6 +74,27 @@ func TestPythonPlanningStage(t *testing.T) {
 			t.Errorf("GetRun without a run_id: %+v, want INVALID_ARGUMENT with a StageError INVALID_INPUT naming run_id", got.Invalid)
 		}
 	})
+}
+
+// TestPythonClientWithAnAPIKey: the Python client example sends AGENTMESH_API_KEY, as its
+// README says, to a mesh that requires keys, and its runs are the key's principal's. It sent
+// user_id "python-client" with the key, which the orchestrator refuses for any principal but
+// an admin (PERMISSION_DENIED).
+func TestPythonClientWithAnAPIKey(t *testing.T) {
+	ex := setUpPython(t)
+	key, hash := auth.NewKey()
+	cfg := config.Default()
+	cfg.Auth.APIKeys = []config.APIKey{{Hash: hash, Tenant: "acme", User: "alice"}}
+	m, err := mesh.Start(t.Context(), mesh.Options{Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	t.Setenv("AGENTMESH_API_KEY", key)
+	got := runPythonClient(t, ex.python, ex.gen, filepath.Join(ex.examples, "python-client", "client.py"), m.Addr(mesh.Orchestrator), "What is 6 times 7?")
+	if got.Outcome != "OUTCOME_COMPLETED_WITH_TOOLS" || !strings.Contains(got.Answer, "42") {
+		t.Errorf("Run with an API key: %s %s %q", got.Outcome, got.ExitReason, got.Answer)
+	}
 }
 
 // TestPythonPlanningStageMutualTLS: the Python planning stage serves mutual TLS with the mesh CA

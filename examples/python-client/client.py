@@ -53,7 +53,9 @@ def main(addr, message):
     metadata = (("authorization", f"Bearer {key}"),) if key else ()
     with channel(addr) as ch:
         agent = agent_service_pb2_grpc.AgentServiceStub(ch)
-        request = agent_service_pb2.RunRequest(user_id="python-client", message=message)
+        # With an API key the run is the key's principal's: a user_id naming anyone else is
+        # refused (PERMISSION_DENIED) unless the key is an admin's.
+        request = agent_service_pb2.RunRequest(user_id="" if key else "python-client", message=message)
         try:
             result = agent.Run(request, timeout=TIMEOUT_SECONDS, metadata=metadata)
             events = []
