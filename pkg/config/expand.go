@@ -47,8 +47,13 @@ func expandTree(n *yaml.Node, path []string, lookup lookupFunc) []error {
 		if v != n.Value {
 			n.Value = v
 			// Let YAML resolve the expanded text again (a plain "${PORT}" may be a number);
-			// quoted scalars stay strings.
+			// quoted scalars stay strings. An empty value stays the empty string: resolved, it
+			// would be null, which a layer's merge takes for no value and skips, so a variable
+			// set empty could not override a lower layer.
 			n.Tag = ""
+			if v == "" {
+				n.Tag = "!!str"
+			}
 		}
 	}
 	return errs

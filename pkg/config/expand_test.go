@@ -42,6 +42,21 @@ func TestVariableExpansion(t *testing.T) {
 			},
 		},
 		{
+			// An unquoted ${X} set empty resolved to null, which the merge skips: the lower
+			// layer's value stayed.
+			name: "a variable set empty overrides a lower layer",
+			files: map[string]layerFiles{
+				"system":  {yaml: "nats:\n  url: nats://10.0.0.1:4222\n"},
+				"project": {yaml: "nats:\n  url: ${AM_TEST_EMPTY}\n"},
+			},
+			env: map[string]string{"AM_TEST_EMPTY": ""},
+			check: func(t *testing.T, cfg *Config) {
+				if got := cfg.NATS.URL; got != "" {
+					t.Errorf("nats.url = %q, want the project layer's empty value", got)
+				}
+			},
+		},
+		{
 			name: ".env syntax: export, quotes, comments",
 			files: map[string]layerFiles{"project": {
 				yaml: "nats: {url: '${A}|${B}|${C}|${D}'}\n",
