@@ -31,12 +31,7 @@ func wantFailure(err error, c codes.Code, sc typev1.StageErrorCode, names ...str
 	if !ok {
 		return fmt.Errorf("answered %v, want %s", err, want)
 	}
-	var detail *typev1.StageError
-	for _, d := range st.Details() {
-		if se, ok := d.(*typev1.StageError); ok {
-			detail = se
-		}
-	}
+	detail := stageErrorOf(err)
 	var problems []string
 	if st.Code() != c {
 		problems = append(problems, fmt.Sprintf("gRPC code %s, want %s", st.Code(), c))
@@ -76,4 +71,14 @@ func (p problems) err() error {
 		return nil
 	}
 	return errors.New(strings.Join(p, "; "))
+}
+
+// stageErrorOf returns the StageError detail of a gRPC error, or nil.
+func stageErrorOf(err error) *typev1.StageError {
+	for _, d := range status.Convert(err).Details() {
+		if se, ok := d.(*typev1.StageError); ok {
+			return se
+		}
+	}
+	return nil
 }

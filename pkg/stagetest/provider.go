@@ -161,16 +161,6 @@ func grpcName(c codes.Code) string {
 	return b.String()
 }
 
-// stageErrorOf returns the StageError detail of a gRPC error, or nil.
-func stageErrorOf(err error) *typev1.StageError {
-	for _, d := range status.Convert(err).Details() {
-		if se, ok := d.(*typev1.StageError); ok {
-			return se
-		}
-	}
-	return nil
-}
-
 // askProvider asks the stage, with Generate, for the answer of the provider case name.
 func (k *kit) askProvider(ctx context.Context, name string) (*generationv1.GenerateResponse, error) {
 	return generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, providerRequest(k, name))
