@@ -29,7 +29,7 @@ type MemoryStore struct {
 	memories    map[string]map[string]memoryRecord // user → memory id → memory
 	transcripts map[string]*storedChain
 	runs        map[string]storedRun
-	saved       []savedRun             // the runs, in the order they were first saved
+	saved       []string               // the runs' ids, in the order they were first saved
 	learning    map[string]*learnState // run id → its learning
 	queue       []*learnState          // the runs queued for learning, in the order queued
 	keep        Retention
@@ -42,12 +42,6 @@ type MemoryStore struct {
 type Retention struct {
 	MaxRuns int
 	MaxAge  time.Duration
-}
-
-// savedRun is when a run was first saved.
-type savedRun struct {
-	id string
-	at time.Time
 }
 
 // learnState is the learning of one saved run.
@@ -85,12 +79,11 @@ func NewMemoryStoreKeeping(keep Retention) *MemoryStore {
 func (s *MemoryStore) forget() {
 	drop := 0
 	for drop < len(s.saved) {
+		id := s.saved[drop]
 		over := s.keep.MaxRuns > 0 && len(s.saved)-drop > s.keep.MaxRuns
-		old := s.keep.MaxAge > 0 && s.now().Sub(s.saved[drop].at) > s.keep.MaxAge
-		if !over && !old {
+		if !over && !s.expired(s.runs[id].at) {
 			break
 		}
-		id := s.saved[drop].id
 		delete(s.runs, id)
 		delete(s.transcripts, id)
 		delete(s.learning, id)
@@ -222,6 +215,11 @@ func (s *MemoryStore) AppendTranscript(_ context.Context, runID string, entries 
 	return chain.length, nil
 }
 
+// expired reports whether a run first saved at is older than the retention keeps. s.mu is held.
+func (s *MemoryStore) expired(at time.Time) bool {
+	return s.keep.MaxAge > 0 && s.now().Sub(at) > s.keep.MaxAge
+}
+
 // storedRun is a saved run result, encoded without its learning (encodeResult), and the user
 // it acted for.
 type storedRun struct {
@@ -243,7 +241,7 @@ func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.R
 	if earlier, ok := s.runs[result.GetRunId()]; ok {
 		at = earlier.at
 	} else {
-		s.saved = append(s.saved, savedRun{id: result.GetRunId(), at: at})
+		s.saved = append(s.saved, result.GetRunId())
 	}
 	s.runs[result.GetRunId()] = storedRun{result: stored, userID: userID, at: at}
 	defer s.forget()
@@ -260,7 +258,7 @@ func (s *MemoryStore) GetRun(_ context.Context, runID string) (*typev1.RunResult
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	stored, ok := s.runs[runID]
-	if !ok || s.keep.MaxAge > 0 && s.now().Sub(stored.at) > s.keep.MaxAge {
+	if !ok || s.expired(stored.at) {
 		return nil, "", ErrNotFound // forgotten, or due to be at the next save (forget)
 	}
 	result := &typev1.RunResult{}
