@@ -1,6 +1,10 @@
 package config
 
-import "github.com/agentmesh/agentmesh/pkg/auth"
+import (
+	"cmp"
+
+	"github.com/agentmesh/agentmesh/pkg/auth"
+)
 
 // Config is the whole agentmesh configuration.
 type Config struct {
@@ -346,6 +350,15 @@ type Target struct {
 	Provider string `yaml:"provider"`
 	// Model is the model name passed to the provider.
 	Model string `yaml:"model"`
+}
+
+// Window returns the context limits of the runs that target t serves: its model's
+// context_window, context_window_buffer_tokens and max_output_tokens (providers.*.models.*),
+// each the defaults' where the model sets none.
+func (c *Config) Window(t Target) (window, buffer, maxOutput int64) {
+	m, d := c.Providers[t.Provider].Models[t.Model], c.Defaults
+	return cmp.Or(m.ContextWindow, d.ContextWindow), cmp.Or(m.ContextWindowBufferTokens, d.ContextWindowBufferTokens),
+		cmp.Or(m.MaxOutputTokens, d.MaxOutputTokens)
 }
 
 // Memory configures the memory service's store and search.

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -106,7 +105,6 @@ const maxMessageBytesLimit = 1<<31 - 1
 // defaulting to defaults') leaves room for the conversation: the orchestrator takes the
 // tightest target's, and every run's preflight failed on a window that leaves none.
 func (c *Config) validateModelWindows(p *problems) {
-	d := c.Defaults
 	targets := slices.Clone(c.Targets)
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		targets = append(targets, c.Profiles[name].Targets...)
@@ -118,10 +116,9 @@ func (c *Config) validateModelWindows(p *problems) {
 			continue // the defaults', checked with them
 		}
 		seen[t] = true
-		w := cmp.Or(m.ContextWindow, d.ContextWindow)
-		if reserved := cmp.Or(m.ContextWindowBufferTokens, d.ContextWindowBufferTokens) + cmp.Or(m.MaxOutputTokens, d.MaxOutputTokens); w > 0 && reserved >= w {
+		if w, b, o := c.Window(t); w > 0 && b+o >= w {
 			p.addf("providers.%s.models.%s: a context_window of %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d, defaults' where the model sets none)",
-				t.Provider, t.Model, w, reserved)
+				t.Provider, t.Model, w, b+o)
 		}
 	}
 }
@@ -138,9 +135,9 @@ func (c *Config) validateObservation(p *problems) {
 	}
 }
 
-// maxTimeoutMS is the longest timeout a run's contract takes (the orchestrator refuses more,
-// which would overflow time arithmetic): 30 days.
-const maxTimeoutMS = 30 * 24 * 3600 * 1000
+// MaxTimeoutMS is the longest timeout a run's contract takes, the configuration's defaults as
+// a request's overrides: 30 days (larger values would overflow time arithmetic).
+const MaxTimeoutMS = 30 * 24 * 3600 * 1000
 
 func (c *Config) validateDefaults(p *problems) {
 	d := c.Defaults
@@ -173,8 +170,8 @@ func (c *Config) validateDefaults(p *problems) {
 		switch {
 		case t.ms < 1:
 			p.addf("defaults.%s: must be positive, got %d", t.name, t.ms)
-		case t.ms > maxTimeoutMS:
-			p.addf("defaults.%s: must be at most %d (30 days), got %d", t.name, maxTimeoutMS, t.ms)
+		case t.ms > MaxTimeoutMS:
+			p.addf("defaults.%s: must be at most %d (30 days), got %d", t.name, MaxTimeoutMS, t.ms)
 		}
 	}
 	if d.MaxPlanSteps < 1 {

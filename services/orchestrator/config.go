@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -68,11 +67,9 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 // sets the contract's limits, so no request to any target of the round-robin can exceed its
 // window. Models without configured limits use the defaults.
 func applyModelLimits(c *typev1.ExecutionContract, cfg *config.Config) {
-	window, buffer, output := c.GetContextWindow(), c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens()
 	best := int64(-1)
 	for _, t := range cfg.Targets {
-		m := cfg.Providers[t.Provider].Models[t.Model]
-		w, b, o := cmp.Or(m.ContextWindow, window), cmp.Or(m.ContextWindowBufferTokens, buffer), cmp.Or(m.MaxOutputTokens, output)
+		w, b, o := cfg.Window(t)
 		if limit := w - b - o; best < 0 || limit < best {
 			best = limit
 			c.ContextWindow, c.ContextWindowBufferTokens, c.MaxOutputTokens = w, b, o

@@ -9,6 +9,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
@@ -125,8 +126,8 @@ func setInt64(dst *int64, v *int64) {
 
 // checkContract rejects values no run can use; each message names the field.
 // MaxTimeoutMs is the longest timeout a contract accepts: 30 days (larger values would
-// overflow time.Duration arithmetic).
-const MaxTimeoutMs = 30 * 24 * 3600 * 1000
+// overflow time.Duration arithmetic), the bound the configuration's defaults have too.
+const MaxTimeoutMs = config.MaxTimeoutMS
 
 func checkContract(c *typev1.ExecutionContract) error {
 	switch {
