@@ -289,7 +289,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 	})
 	res.Transcript = r.chain.Entries()
 
-	r.endingAttributes(e.outcome, e.exit, r.turns, r.contract.GetContractHash(), e.success())
+	r.endingAttributes(res)
 	if r.svc.store != nil {
 		cp := r.snapshot(checkpointv1.Phase_PHASE_FINISHED, nil, nil)
 		cp.Result = res
@@ -347,7 +347,7 @@ func (r *run) retireRecords(ctx context.Context, saved bool) {
 // finishStored completes a run found finished in its checkpoint: its result is saved, and
 // run_finished published, unless that happened before the previous owner stopped.
 func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
-	r.endingAttributes(res.GetOutcome(), res.GetExitReason(), res.GetTurns(), res.GetContract().GetContractHash(), res.GetSuccess())
+	r.endingAttributes(res)
 	st, err := r.svc.js.Stream(ctx, events.StreamName)
 	published := false
 	if err == nil {
@@ -357,18 +357,18 @@ func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
 	r.finish(context.WithoutCancel(ctx), res, published)
 }
 
-// endingAttributes sets on the run's span how the run ended (README "Tracing"): the span
-// that terminated it, and the agentmesh.run.finish span of a replica that finishes a run
-// stored as ended (its result not yet with the memory stage).
-func (r *run) endingAttributes(outcome typev1.Outcome, exit string, turns int32, contractHash string, success bool) {
+// endingAttributes sets on the run's span how the run ended, as its result res says (README
+// "Tracing"): the span that terminated it, and the agentmesh.run.finish span of a replica
+// that finishes a run stored as ended (its result not yet with the memory stage).
+func (r *run) endingAttributes(res *typev1.RunResult) {
 	r.span.SetAttributes(
-		attribute.String("agentmesh.outcome", outcome.String()),
-		attribute.String("agentmesh.exit_reason", exit),
-		attribute.Int("agentmesh.turns", int(turns)),
-		attribute.String("agentmesh.contract_hash", contractHash),
+		attribute.String("agentmesh.outcome", res.GetOutcome().String()),
+		attribute.String("agentmesh.exit_reason", res.GetExitReason()),
+		attribute.Int("agentmesh.turns", int(res.GetTurns())),
+		attribute.String("agentmesh.contract_hash", res.GetContract().GetContractHash()),
 	)
-	if !success {
-		r.span.SetStatus(codes.Error, exit)
+	if !res.GetSuccess() {
+		r.span.SetStatus(codes.Error, res.GetExitReason())
 	}
 }
 
