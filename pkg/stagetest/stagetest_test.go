@@ -101,10 +101,7 @@ func TestProviderCasesFailAMisclassifyingStage(t *testing.T) {
 	if err != nil || len(report.Results) != len(cases) {
 		t.Fatalf("%d results, want %d (%v)", len(report.Results), len(cases), err)
 	}
-	verdicts := map[string]stagetest.Result{}
-	for _, res := range report.Results {
-		verdicts[res.Case] = res
-	}
+	verdicts := byCase(report)
 	if res := verdicts["provider-answer"]; !res.Pass {
 		t.Errorf("provider-answer failed: %s", res.Reason)
 	}
@@ -162,10 +159,7 @@ func TestRecoveryCasesFailAStageThatGivesUpOnTheModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verdicts := map[string]stagetest.Result{}
-	for _, res := range report.Results {
-		verdicts[res.Case] = res
-	}
+	verdicts := byCase(report)
 	for name, want := range map[string]string{
 		"network-next-target":    "strategy STRATEGY_ABORT",
 		"timeout-next-target":    "strategy STRATEGY_ABORT",
@@ -201,10 +195,7 @@ func TestContextCasesFailAStageThatSplitsCallsFromResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verdicts := map[string]stagetest.Result{}
-	for _, res := range report.Results {
-		verdicts[res.Case] = res
-	}
+	verdicts := byCase(report)
 	for name, want := range map[string]string{"tool-pairs": `calls "c1" without its result`, "guard": "no guard"} {
 		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
 			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
@@ -235,4 +226,13 @@ func (splitsPairs) Assemble(_ context.Context, req *contextv1.AssembleRequest) (
 		}
 	}
 	return &contextv1.AssembleResponse{Messages: kept, TokenCount: 1}, nil
+}
+
+// byCase is a report's results by case name.
+func byCase(report stagetest.Report) map[string]stagetest.Result {
+	out := make(map[string]stagetest.Result, len(report.Results))
+	for _, res := range report.Results {
+		out[res.Case] = res
+	}
+	return out
 }
