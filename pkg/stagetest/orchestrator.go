@@ -94,7 +94,7 @@ var orchestratorCases = []testCase{
 			_, err := emptyRun(ctx, k, k.id("taken"))
 			return wantFailure(err, codes.AlreadyExists, typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS)
 		}},
-	{"idempotency-key", "Run again with the same idempotency_key returns the first run, not a new one",
+	{"idempotency-key", "Run again with the same idempotency_key returns the first run, not a new one; another request with the key is INVALID_ARGUMENT naming it",
 		func(ctx context.Context, k *kit) error {
 			req := &agentv1.RunRequest{Message: " ", IdempotencyKey: k.id("key")}
 			first, err := agent(k).Run(ctx, req)
@@ -110,6 +110,10 @@ var orchestratorCases = []testCase{
 			}
 			if again.GetRunId() != first.GetRunId() {
 				return fmt.Errorf("the repeated request ran %q, want the first run %q", again.GetRunId(), first.GetRunId())
+			}
+			_, err = agent(k).Run(ctx, &agentv1.RunRequest{Message: "\t", IdempotencyKey: req.GetIdempotencyKey()})
+			if err := wantInvalid(err, "idempotency_key"); err != nil {
+				return fmt.Errorf("another request with the key: %w", err)
 			}
 			return nil
 		}},

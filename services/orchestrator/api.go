@@ -61,7 +61,9 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 
 // startOrFind starts req's run as start does, or returns the id of the stored run its
 // idempotency key names (existing), starting again when the key named a run that never
-// stored anything and is freed (awaitStored).
+// stored anything and is freed (awaitStored). A key that names a stored run started by
+// another request is INVALID_ARGUMENT, as Stripe's idempotency_error: answering it with the
+// first run's result would tell its caller that its own request ran.
 func (s *Service) startOrFind(ctx context.Context, req *agentv1.RunRequest, sink func(*eventv1.RunEvent)) (r *run, runCtx context.Context, existing string, err error) {
 	for range maxClaims {
 		r, runCtx, err = s.start(ctx, req, sink)
@@ -77,6 +79,9 @@ func (s *Service) startOrFind(ctx context.Context, req *agentv1.RunRequest, sink
 			continue
 		case err != nil:
 			return nil, nil, "", err
+		case found.otherRequest:
+			return nil, nil, "", stageerr.Invalid("idempotency_key %q started run %s with a different request: "+
+				"a retry must repeat its request, and another request needs a key of its own", req.GetIdempotencyKey(), found.id)
 		}
 		return nil, nil, found.id, nil
 	}

@@ -46,20 +46,20 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 		case !errors.Is(err, runstore.ErrNotFound):
 			return storeErr(existing.id, err)
 		}
-		runID, at, err := s.store.Claimed(ctx, existing.userID, existing.key)
+		c, err := s.store.Claimed(ctx, existing.userID, existing.key)
 		switch {
-		case errors.Is(err, runstore.ErrNotFound) || err == nil && runID != existing.id:
+		case errors.Is(err, runstore.ErrNotFound) || err == nil && c.RunID != existing.id:
 			return errKeyFreed
 		case err != nil:
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "reading idempotency key: %w", err)
 		}
-		wait := time.Until(at.Add(s.store.ClaimTimeout()))
+		wait := time.Until(c.At.Add(s.store.ClaimTimeout()))
 		if wait <= 0 {
 			if err := s.store.Unclaim(ctx, existing.userID, existing.key, existing.id); err != nil {
 				return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "freeing idempotency key: %w", err)
 			}
 			s.log.WarnContext(ctx, "an idempotency key named a run that never stored anything; freed it for this request's run",
-				"run_id", existing.id, "claimed_at", at)
+				"run_id", existing.id, "claimed_at", c.At)
 			return errKeyFreed
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
@@ -82,8 +82,8 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 // run a second run for one key.
 func (s *Service) checkClaim(ctx context.Context, r *run) error {
 	key := r.req.GetIdempotencyKey()
-	runID, _, err := s.store.Claimed(ctx, r.userID, key)
-	if err == nil && runID == r.id {
+	c, err := s.store.Claimed(ctx, r.userID, key)
+	if err == nil && c.RunID == r.id {
 		return nil
 	}
 	if err != nil && !errors.Is(err, runstore.ErrNotFound) {
@@ -96,5 +96,5 @@ func (s *Service) checkClaim(ctx context.Context, r *run) error {
 	if err != nil {
 		return fmt.Errorf("%w: run %s", errKeyFreed, r.id)
 	}
-	return existingRun{id: runID, userID: r.userID, key: key}
+	return foundRun(r, c)
 }

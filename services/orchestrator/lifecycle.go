@@ -27,8 +27,18 @@ import (
 )
 
 // existingRun is start's answer to an idempotency key that already names a run: the caller
-// attaches to that run instead of starting one (once it is stored: awaitStored).
-type existingRun struct{ id, userID, key string }
+// attaches to that run instead of starting one (once it is stored: awaitStored), unless the
+// key was claimed for another request (otherRequest).
+type existingRun struct {
+	id, userID, key string
+	otherRequest    bool // the key's claim holds another request's fingerprint
+}
+
+// foundRun is the existingRun that c, the claim r's idempotency key holds, names.
+func foundRun(r *run, c runstore.KeyClaim) existingRun {
+	return existingRun{id: c.RunID, userID: r.userID, key: r.req.GetIdempotencyKey(),
+		otherRequest: c.Request != "" && c.Request != requestFingerprint(r.req)}
+}
 
 func (e existingRun) Error() string { return "idempotency key already names run " + e.id }
 
@@ -126,10 +136,10 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 // replica its owner.
 func (s *Service) reserve(ctx context.Context, r *run) error {
 	if key := r.req.GetIdempotencyKey(); key != "" {
-		existing, err := s.store.Claim(ctx, r.userID, key, r.id)
+		existing, err := s.store.Claim(ctx, r.userID, key, runstore.KeyClaim{RunID: r.id, Request: requestFingerprint(r.req)})
 		switch {
 		case errors.Is(err, runstore.ErrExists):
-			return existingRun{id: existing, userID: r.userID, key: key}
+			return foundRun(r, existing)
 		case err != nil:
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "claiming idempotency key: %w", err)
 		}
@@ -182,10 +192,10 @@ func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if key := r.req.GetIdempotencyKey(); key != "" {
-		if id, ok := s.idempotency[idempotencyKey{r.userID, key}]; ok {
-			return existingRun{id: id, userID: r.userID, key: key}
+		if c, ok := s.idempotency[idempotencyKey{r.userID, key}]; ok {
+			return foundRun(r, c)
 		}
-		s.idempotency[idempotencyKey{r.userID, key}] = r.id
+		s.idempotency[idempotencyKey{r.userID, key}] = runstore.KeyClaim{RunID: r.id, Request: requestFingerprint(r.req)}
 	}
 	if _, dup := s.live[r.id]; dup {
 		delete(s.idempotency, idempotencyKey{r.userID, r.req.GetIdempotencyKey()})

@@ -97,14 +97,14 @@ func TestARunWhoseKeyWasFreedIsDiscarded(t *testing.T) {
 	s := &Service{store: store, replica: "r1", log: slog.New(slog.DiscardHandler), refused: map[string]bool{}}
 	req := &agentv1.RunRequest{RunId: "slow", IdempotencyKey: "k"}
 	r := &run{id: "slow", userID: "u", req: req}
-	if _, err := store.Claim(t.Context(), "u", "k", "slow"); err != nil {
+	if _, err := store.Claim(t.Context(), "u", "k", runstore.KeyClaim{RunID: "slow"}); err != nil {
 		t.Fatal(err)
 	}
 	// Meanwhile a retry freed the key and claimed it for its own run.
 	if err := store.Unclaim(t.Context(), "u", "k", "slow"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Claim(t.Context(), "u", "k", "retried"); err != nil {
+	if _, err := store.Claim(t.Context(), "u", "k", runstore.KeyClaim{RunID: "retried"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Create(t.Context(), &checkpointv1.RunCheckpoint{RunId: "slow", Phase: checkpointv1.Phase_PHASE_STARTED, Replica: s.replica, Request: req}); err != nil {

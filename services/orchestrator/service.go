@@ -152,10 +152,10 @@ type Service struct {
 	retiring     sync.WaitGroup     // finished runs whose store records are being retired (retireStored)
 
 	mu          sync.Mutex
-	live        map[string]*run           // runs executing on this replica
-	starting    map[string]bool           // runs this replica is starting, not yet live
-	refused     map[string]bool           // runs refused at their start, not discarded yet (refuse)
-	idempotency map[idempotencyKey]string // run id by user and idempotency key (without a store)
+	live        map[string]*run                      // runs executing on this replica
+	starting    map[string]bool                      // runs this replica is starting, not yet live
+	refused     map[string]bool                      // runs refused at their start, not discarded yet (refuse)
+	idempotency map[idempotencyKey]runstore.KeyClaim // the run and request by user and idempotency key (without a store)
 }
 
 // New returns an orchestrator that publishes events on opts.NATS (creating the
@@ -193,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		live:         map[string]*run{},
 		starting:     map[string]bool{},
 		refused:      map[string]bool{},
-		idempotency:  map[idempotencyKey]string{},
+		idempotency:  map[idempotencyKey]runstore.KeyClaim{},
 		alternatives: opts.Alternatives,
 		planning:     opts.Planning,
 		store:        opts.Store,

@@ -5,19 +5,49 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Claim binds an idempotency key of a user to runID for the store's IdempotencyTTL. When the
-// key is already bound it returns the run it names and ErrExists.
-func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, error) {
+// A KeyClaim is what an idempotency key of a user names: the run it started, and the
+// fingerprint of the request that started it, so that the key reused for another request is
+// told apart from a retry.
+type KeyClaim struct {
+	// RunID is the run the key names.
+	RunID string
+	// Request is the fingerprint of the request that claimed the key; empty in claims stored
+	// by releases before fingerprints, which name their run for any request.
+	Request string
+	// At is when the key was claimed (set by Claimed, not read by Claim).
+	At time.Time
+}
+
+// encode is the claim as the bucket holds it: the run id, then the fingerprint after a space
+// (a run id has no spaces: events.ValidRunID). A value without a space is an earlier
+// release's, the run id alone.
+func (c KeyClaim) encode() []byte {
+	if c.Request == "" {
+		return []byte(c.RunID)
+	}
+	return []byte(c.RunID + " " + c.Request)
+}
+
+// decodeClaim reads a claim from its bucket entry.
+func decodeClaim(e jetstream.KeyValueEntry) KeyClaim {
+	runID, request, _ := strings.Cut(string(e.Value()), " ")
+	return KeyClaim{RunID: runID, Request: request, At: e.Created()}
+}
+
+// Claim binds an idempotency key of a user to c for the store's IdempotencyTTL. When the key
+// is already bound it returns the claim it holds and ErrExists.
+func (s *Store) Claim(ctx context.Context, userID, key string, c KeyClaim) (KeyClaim, error) {
 	k := idempotencyKey(userID, key)
-	var existing string
+	var existing KeyClaim
 	err := s.retry(ctx, func(ctx context.Context) error {
 		idempotency := s.buckets().idempotency
-		_, err := idempotency.Create(ctx, k, []byte(runID))
+		_, err := idempotency.Create(ctx, k, c.encode())
 		if err == nil || !errors.Is(mapErr(err), ErrExists) {
 			return err
 		}
@@ -25,28 +55,25 @@ func (s *Store) Claim(ctx context.Context, userID, key, runID string) (string, e
 		if getErr != nil {
 			return getErr
 		}
-		existing = string(e.Value())
+		existing = decodeClaim(e)
 		return err
 	})
 	return existing, mapErr(err)
 }
 
-// Claimed returns the run an idempotency key of a user names and when it was bound to it (by
-// Claim); ErrNotFound when it names none.
-func (s *Store) Claimed(ctx context.Context, userID, key string) (string, time.Time, error) {
-	var (
-		runID string
-		at    time.Time
-	)
+// Claimed returns the claim an idempotency key of a user holds; ErrNotFound when it names no
+// run.
+func (s *Store) Claimed(ctx context.Context, userID, key string) (KeyClaim, error) {
+	var c KeyClaim
 	err := s.retry(ctx, func(ctx context.Context) error {
 		e, err := s.buckets().idempotency.Get(ctx, idempotencyKey(userID, key))
 		if err != nil {
 			return err
 		}
-		runID, at = string(e.Value()), e.Created()
+		c = decodeClaim(e)
 		return nil
 	})
-	return runID, at, mapErr(err)
+	return c, mapErr(err)
 }
 
 // idempotencyKey is the bucket key of a user's idempotency key: a hash, since keys are free
@@ -63,7 +90,7 @@ func (s *Store) Unclaim(ctx context.Context, userID, key, runID string) error {
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		idempotency := s.buckets().idempotency
 		e, err := idempotency.Get(ctx, k)
-		if err != nil || string(e.Value()) != runID {
+		if err != nil || decodeClaim(e).RunID != runID {
 			return nil
 		}
 		return idempotency.Delete(ctx, k, jetstream.LastRevision(e.Revision()))

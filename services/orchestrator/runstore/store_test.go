@@ -381,25 +381,31 @@ func TestAdoptLegacy(t *testing.T) {
 func TestIdempotencyKeys(t *testing.T) {
 	s, _ := open(t, time.Minute)
 	ctx := t.Context()
-	if _, err := s.Claim(ctx, "u", "k", "r1"); err != nil {
+	if _, err := s.Claim(ctx, "u", "k", runstore.KeyClaim{RunID: "r1", Request: "print1"}); err != nil {
 		t.Fatal(err)
 	}
-	if existing, err := s.Claim(ctx, "u", "k", "r2"); !errors.Is(err, runstore.ErrExists) || existing != "r1" {
-		t.Fatalf("second Claim = %q, %v; want r1, ErrExists", existing, err)
+	if existing, err := s.Claim(ctx, "u", "k", runstore.KeyClaim{RunID: "r2", Request: "print2"}); !errors.Is(err, runstore.ErrExists) || existing.RunID != "r1" || existing.Request != "print1" {
+		t.Fatalf("second Claim = %+v, %v; want r1's claim, ErrExists", existing, err)
 	}
-	if _, err := s.Claim(ctx, "other user", "k", "r3"); err != nil {
+	if c, err := s.Claimed(ctx, "u", "k"); err != nil || c.RunID != "r1" || c.Request != "print1" || c.At.IsZero() {
+		t.Fatalf("Claimed = %+v, %v; want r1's claim", c, err)
+	}
+	if _, err := s.Claim(ctx, "other user", "k", runstore.KeyClaim{RunID: "r3"}); err != nil {
 		t.Fatalf("the same key of another user: %v", err)
+	}
+	if c, err := s.Claimed(ctx, "other user", "k"); err != nil || c.RunID != "r3" || c.Request != "" {
+		t.Fatalf("Claimed of a claim without a fingerprint = %+v, %v; want r3 alone", c, err)
 	}
 	if err := s.Unclaim(ctx, "u", "k", "r2"); err != nil {
 		t.Fatal(err)
 	}
-	if id, err := s.Claim(ctx, "u", "k", "r4"); !errors.Is(err, runstore.ErrExists) || id != "r1" {
-		t.Fatalf("Unclaim of another run's key removed it: Claim = %q, %v", id, err)
+	if c, err := s.Claim(ctx, "u", "k", runstore.KeyClaim{RunID: "r4"}); !errors.Is(err, runstore.ErrExists) || c.RunID != "r1" {
+		t.Fatalf("Unclaim of another run's key removed it: Claim = %+v, %v", c, err)
 	}
 	if err := s.Unclaim(ctx, "u", "k", "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, "u", "k", "r5"); err != nil {
+	if _, err := s.Claim(ctx, "u", "k", runstore.KeyClaim{RunID: "r5"}); err != nil {
 		t.Fatalf("Claim after Unclaim = %v, want the key free", err)
 	}
 }

@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -246,6 +247,46 @@ func TestIdempotencyKeyRunsOnce(t *testing.T) {
 	}
 }
 
+// TestAKeyReusedForAnotherRequest: an idempotency key that started a run answers a retry of
+// its request with that run, and another request with it INVALID_ARGUMENT naming the key
+// (Stripe's idempotency_error): answering it with the first run's result would tell its
+// caller that its own request ran. With checkpoints (the key in the store) and without (the
+// key on the replica).
+func TestAKeyReusedForAnotherRequest(t *testing.T) {
+	for _, checkpoints := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpoints=%t", checkpoints), func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Durability.Checkpoints = checkpoints
+			h := start(t, cfg, llmtest.Scenario{Name: "hi", Match: "Say hi", Turns: []llmtest.Turn{{Content: "hi"}}},
+				llmtest.Scenario{Name: "bye", Match: "Say bye", Turns: []llmtest.Turn{{Content: "bye"}}})
+			first := h.run(t, &agentv1.RunRequest{Message: "Say hi", IdempotencyKey: "k"})
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "Say bye", IdempotencyKey: "k"})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "idempotency_key") ||
+				!strings.Contains(status.Convert(err).Message(), first.GetRunId()) {
+				t.Errorf("Run of another request with the key = %v, want INVALID_ARGUMENT naming idempotency_key and run %s", err, first.GetRunId())
+			}
+			stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "Say hi", IdempotencyKey: "k", Surface: typev1.Surface_SURFACE_CODE})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != codes.InvalidArgument {
+				t.Errorf("StreamRun of the request on another surface with the key = %v, want INVALID_ARGUMENT", err)
+			}
+			// A retry, naming the user the first request left to the default, is the same request.
+			if again := h.run(t, &agentv1.RunRequest{Message: "Say hi", IdempotencyKey: "k", UserId: "anonymous"}); again.GetRunId() != first.GetRunId() {
+				t.Errorf("a retry with the key = run %s, want %s", again.GetRunId(), first.GetRunId())
+			}
+			// Another user's key is its own.
+			if other := h.run(t, &agentv1.RunRequest{Message: "Say bye", IdempotencyKey: "k", UserId: "u2"}); other.GetRunId() == first.GetRunId() || other.GetFinalReport().GetContent() != "bye" {
+				t.Errorf("another user's request with the key = run %s %q, want a run of its own", other.GetRunId(), other.GetFinalReport().GetContent())
+			}
+			if n := len(h.llm.Requests()); n != 2 {
+				t.Errorf("%d model requests, want 2: one for each user's run", n)
+			}
+		})
+	}
+}
+
 // TestAKeyNamingARunThatNeverStartedIsFreed: a replica that claimed an idempotency key and
 // failed before storing its run (it crashed between the two writes, or the claim's answer
 // was lost and its caller told the store failed) leaves the key naming a run that does not
@@ -264,7 +305,7 @@ func TestAKeyNamingARunThatNeverStartedIsFreed(t *testing.T) {
 	}
 	t.Cleanup(store.Close)
 	for _, key := range []string{"run after a crash", "stream after a crash"} {
-		if _, err := store.Claim(t.Context(), "u1", key, "never-stored"); err != nil { // the failed replica's claim
+		if _, err := store.Claim(t.Context(), "u1", key, runstore.KeyClaim{RunID: "never-stored"}); err != nil { // the failed replica's claim
 			t.Fatal(err)
 		}
 	}

@@ -44,7 +44,9 @@ type RunRequest struct {
 	OutputFormat v1.OutputFormat `protobuf:"varint,6,opt,name=output_format,json=outputFormat,proto3,enum=agentmesh.type.v1.OutputFormat" json:"output_format,omitempty"`
 	// JSON schema the final answer must satisfy (json format).
 	OutputSchema *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
-	// A retried request with the same key returns the first run's result; at most 256 bytes.
+	// A retried request with the same key returns the first run's result; another request (one
+	// that differs in a field but user_id) with a key in use is INVALID_ARGUMENT. At most 256
+	// bytes.
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Where the request comes from; feeds the tool_policy resolver.
 	Surface v1.Surface `protobuf:"varint,9,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
