@@ -172,6 +172,12 @@ func validateRunRequest(req *agentv1.RunRequest) error {
 	if req.GetOutputSchema() != nil && req.GetOutputFormat() != typev1.OutputFormat_OUTPUT_FORMAT_JSON {
 		return stageerr.Invalid("output_schema needs output_format OUTPUT_FORMAT_JSON (only a JSON answer is checked against a schema), got %s", req.GetOutputFormat())
 	}
+	if req.GetPendingConfirmation() != nil {
+		// A run that ignored it would start anew with the user's "yes" as its message, and
+		// the action the user confirmed would not run.
+		return stageerr.Invalid("pending_confirmation: a run does not take it; answer a paused run's calls with ResolveApproval " +
+			"(pending_action.run_id and each call's id), and a decision's pending action with Decide's pending_confirmation")
+	}
 	return nil
 }
 

@@ -642,6 +642,14 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", OutputSchema: mustStruct(t, map[string]any{"type": "object"})})
 			return err
 		}, "output_schema needs output_format OUTPUT_FORMAT_JSON"},
+		{"a run answering a confirmation", func() error {
+			stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "yes", PendingConfirmation: &typev1.PendingAction{
+				RunId: "paused", ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "calculator"}}}})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return err
+		}, "pending_confirmation: a run does not take it; answer a paused run's calls with ResolveApproval"},
 		{"get a run id that cannot be one", func() error {
 			_, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "a*"})
 			return err

@@ -50,7 +50,10 @@ type RunRequest struct {
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Where the request comes from; feeds the tool_policy resolver.
 	Surface v1.Surface `protobuf:"varint,9,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
-	// The action the user is confirming, when this message answers a confirmation request.
+	// Not taken by Run and StreamRun: set, it is INVALID_ARGUMENT. A run asks for confirmation
+	// by pausing (OUTCOME_AWAITING_APPROVAL, RunResult.pending_action), and ResolveApproval
+	// answers each of its calls; Decide takes a decision's pending action
+	// (DecideRequest.pending_confirmation).
 	PendingConfirmation *v1.PendingAction `protobuf:"bytes,10,opt,name=pending_confirmation,json=pendingConfirmation,proto3" json:"pending_confirmation,omitempty"`
 	// Optional caller-chosen run id (otherwise one is generated).
 	RunId string `protobuf:"bytes,11,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
