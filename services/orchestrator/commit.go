@@ -98,6 +98,11 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure, reportErr.Error())
 		case budgetTurn:
 			return r.toolBudgetEnding(nil, nil, "the final report of the final turn that followed was refused: "+reportErr.Error())
+		case r.turns >= c.GetMaxTurns():
+			// No turn remains to collapse into: the report's refusal, not the turn limit, ends
+			// the run.
+			return fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitFinalReportInvalid, MessageProviderFailure,
+				"the final report of the last turn under max_turns was refused: "+reportErr.Error())
 		}
 		r.collapsed = true // seed 000: the remaining turns collapse into one final turn
 		return nil

@@ -270,6 +270,18 @@ func TestConformance(t *testing.T) {
 					t.Errorf("%d LLM requests after the collapse, want 2", n)
 				}
 			}},
+		// The last turn under max_turns has no turn after it to fix a refused final report in.
+		{name: "000 final_report refused in the last turn", request: jsonRun, overrides: &agentv1.RunOverrides{MaxTurns: i32(1)},
+			turns:   []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":"forty-two"}}`), text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_VALIDATION, exit: "FINAL_REPORT_INVALID", roles: "SUAT", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if n := len(reqs); n != 1 {
+					t.Errorf("%d LLM requests, want 1", n)
+				}
+				if !strings.Contains(res.GetError().GetMessage(), "does not match the output schema") {
+					t.Errorf("error %q, want the refusal's reason", res.GetError().GetMessage())
+				}
+			}},
 		{name: "000 text answer accepted as json", request: jsonRun, turns: []llmtest.Turn{text(`{"answer": 5}`)},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 
