@@ -41,7 +41,9 @@
 // details.
 //
 // A request with a revision revises a run's plan: the model gets the plan so far with each
-// step's state and the reason. By the rules, the steps keep their ids, order and
+// step's state and the reason, and its revision must keep every step that is done as it was
+// (same id, description and tool); one that rewrites or drops a done step is unusable, and the
+// rules revise the plan instead. By the rules, the steps keep their ids, order and
 // dependencies, and a step that is not done and uses a tool that failed is matched again
 // against the other usable tools (a reasoning step when none overlaps it).
 //

@@ -78,8 +78,8 @@ type modelStep struct {
 // The model saying the goal is not viable is NO_VIABLE_PLAN, and a plan over the step limit
 // PLAN_TOO_COMPLEX: both are the model's judgement of the goal, and carry its request's
 // accounting. A failed request (no answer within the model's time too) or an unusable answer
-// (outside the schema, no steps, an unknown tool, a cycle, a broken dependency) returns
-// errModel: the caller falls back to the rules.
+// (outside the schema, no steps, an unknown tool, a cycle, a broken dependency, a revision that
+// does not keep a done step as it was) returns errModel: the caller falls back to the rules.
 func (s *Service) fromModel(ctx context.Context, in *input) (*made, error) {
 	timeout := s.timeout
 	if deadline, ok := ctx.Deadline(); ok {
@@ -120,6 +120,11 @@ func (s *Service) fromModel(ctx context.Context, in *input) (*made, error) {
 			return nil, se
 		}
 		return nil, modelFailure(accounting, "the planning model's plan was refused: %v", err)
+	}
+	if rev := in.req.GetRevision(); rev != nil {
+		if err := keepsDone(steps, rev); err != nil {
+			return nil, modelFailure(accounting, "the planning model's revision was refused: %v", err)
+		}
 	}
 	return &made{steps: steps, estimated: answer.EstimatedSteps, approval: answer.RequiresHumanApproval, source: SourceModel, accounting: accounting}, nil
 }

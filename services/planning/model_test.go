@@ -256,3 +256,44 @@ func TestRevisionInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestModelRevisionKeepsDoneSteps: a revision keeps the steps that are done as they were
+// (PlanRevision); a model's revision that rewrites or drops one is unusable, and the rules
+// revise the plan instead, saying why.
+func TestModelRevisionKeepsDoneSteps(t *testing.T) {
+	revision := &planningv1.PlanRevision{Reason: "step step-2 (calculator) failed: division by zero", Steps: []*typev1.StepProgress{
+		{Step: &typev1.Step{Id: "step-1", Description: "read the clock", ToolName: "current_time"}, State: typev1.StepState_STEP_STATE_DONE},
+		{Step: &typev1.Step{Id: "step-2", Description: "calculate 15% of 80", ToolName: "calculator", DependsOn: []string{"step-1"}},
+			State: typev1.StepState_STEP_STATE_FAILED, Note: "division by zero"},
+	}}
+	rulesRevision := []step{{"step-1", "read the clock", "current_time", nil}, {"step-2", "calculate 15% of 80", "", []string{"step-1"}}}
+	for _, tc := range []struct {
+		name, plan, reason string
+	}{
+		{"rewritten", `{"viable": true, "steps": [
+			{"id": "step-1", "description": "read the clock in Tokyo", "tool": "current_time"},
+			{"id": "step-2b", "description": "work it out by hand", "depends_on": ["step-1"]}]}`,
+			`done step "step-1" is not kept as it was`},
+		{"another tool", `{"viable": true, "steps": [
+			{"id": "step-1", "description": "read the clock", "tool": "knowledge_search"},
+			{"id": "step-2b", "description": "work it out by hand", "depends_on": ["step-1"]}]}`,
+			`done step "step-1" is not kept as it was`},
+		{"dropped", `{"viable": true, "steps": [{"id": "step-2b", "description": "work it out by hand"}]}`,
+			`done step "step-1" is missing`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := modelClient(t, planned("g", tc.plan))
+			resp, err := c.Plan(t.Context(), &planningv1.PlanRequest{Goal: "g", AvailableTools: catalogue, Revision: revision})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetSource() != planning.SourceRules || !strings.Contains(resp.GetFallbackReason(), tc.reason) {
+				t.Fatalf("source %q, fallback %q; want the rules because %q", resp.GetSource(), resp.GetFallbackReason(), tc.reason)
+			}
+			assertSteps(t, resp.GetSteps(), rulesRevision)
+			if len(resp.GetAccounting()) != 1 {
+				t.Errorf("accounting %v, want the planner's request", resp.GetAccounting())
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package planning
 
 import (
+	"fmt"
 	"slices"
 
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
@@ -36,6 +37,25 @@ func revise(rev *planningv1.PlanRevision, in *input) ([]*typev1.Step, error) {
 		steps[i] = st
 	}
 	return normalise(steps, in.tools, in.limit)
+}
+
+// keepsDone returns why a revised plan does not keep every step that is done in the revision
+// as it was (the same id, description and tool: PlanRevision), or nil when it does.
+func keepsDone(steps []*typev1.Step, rev *planningv1.PlanRevision) error {
+	for _, p := range rev.GetSteps() {
+		if p.GetState() != typev1.StepState_STEP_STATE_DONE {
+			continue
+		}
+		done := p.GetStep()
+		i := slices.IndexFunc(steps, func(st *typev1.Step) bool { return st.GetId() == done.GetId() })
+		switch {
+		case i < 0:
+			return fmt.Errorf("done step %q is missing: a revision keeps the steps that are done", done.GetId())
+		case !sameStep(steps[i], done):
+			return fmt.Errorf("done step %q is not kept as it was (%q, tool %q): a revision keeps the steps that are done", done.GetId(), done.GetDescription(), done.GetToolName())
+		}
+	}
+	return nil
 }
 
 // remaining counts the steps of a revision that are not done; a new plan has none done.
