@@ -59,10 +59,10 @@ func workspaceIntent(goal string) (string, bool) {
 	if m := fileMention.FindString(frameworkNames.ReplaceAllString(goal, "")); m != "" {
 		return fmt.Sprintf("mentions the file %q", strings.TrimLeft(m, " \"'(`")), true
 	}
-	if ws := words(goal); len(ws) > 0 && slices.Contains(commandVerbs, ws[0]) {
-		return fmt.Sprintf("asks to %s a command", ws[0]), true
+	if w := leadWord(goal); slices.Contains(commandVerbs, w) {
+		return fmt.Sprintf("asks to %s a command", w), true
 	}
-	if fileEdit.MatchString(goal) {
+	if asked(fileEdit, goal) {
 		return "asks to change a file or directory", true
 	}
 	return "", false

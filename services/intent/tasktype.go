@@ -28,6 +28,38 @@ var (
 	writesFile = regexp.MustCompile(`\b(?:write|save)\b[^.?!]*\b(?:files?|disk)\b`)
 )
 
+// explaining words open a sentence that asks for an explanation, not for work: "how do I
+// write a file in Go?", "why would you delete a directory?", "explain how to create a file".
+var explaining = []string{"what", "what's", "whats", "which", "who", "whom", "whose", "when", "where", "why",
+	"how", "how's", "explain"}
+
+// compoundLead matches a goal that opens with a hyphenated compound ("test-driven",
+// "run-time"), whose first part is not a verb of its own.
+var compoundLead = regexp.MustCompile(`^[^\pL\pN]*[\pL\pN']+-[\pL\pN]`)
+
+// leadWord returns the goal's first word in lower case, or "" when it has none or it is the
+// first part of a hyphenated compound.
+func leadWord(goal string) string {
+	ws := words(goal)
+	if len(ws) == 0 || compoundLead.MatchString(goal) {
+		return ""
+	}
+	return ws[0]
+}
+
+// asked reports whether re matches the goal in a sentence that asks for something rather
+// than for an explanation: a sentence opening with one of explaining asks how or why, as
+// in "how do I write a file in Go?".
+func asked(re *regexp.Regexp, goal string) bool {
+	for _, loc := range re.FindAllStringIndex(goal, -1) {
+		start := strings.LastIndexAny(goal[:loc[0]], ".?!\n") + 1
+		if ws := words(goal[start:loc[1]]); len(ws) > 0 && !slices.Contains(explaining, ws[0]) {
+			return true
+		}
+	}
+	return false
+}
+
 // words returns the lower-case words of s (letters, digits and apostrophes).
 func words(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
@@ -42,16 +74,13 @@ func classify(goal string) intentv1.TaskType {
 	hasAny := func(cues []string) bool {
 		return slices.ContainsFunc(ws, func(w string) bool { return slices.Contains(cues, w) })
 	}
-	first := ""
-	if len(ws) > 0 {
-		first = ws[0]
-	}
+	first := leadWord(goal)
 	switch {
 	case hasAny(analysisWords) || slices.ContainsFunc(analysisPhrases, func(p string) bool { return strings.Contains(joined, " "+p+" ") }):
 		return intentv1.TaskType_TASK_TYPE_ANALYSIS
 	case hasAny(creativeWords):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
-	case slices.Contains(imperativeVerbs, first) || writesFile.MatchString(strings.ToLower(goal)):
+	case slices.Contains(imperativeVerbs, first) || asked(writesFile, strings.ToLower(goal)):
 		return intentv1.TaskType_TASK_TYPE_ACTION
 	case slices.Contains(writingVerbs, first):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
