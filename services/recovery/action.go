@@ -25,7 +25,7 @@ func (s *Service) modify(c change, req *recoveryv1.DecideRequest) (*recoveryv1.M
 		if base == 0 {
 			base = DefaultToolTimeout.Milliseconds()
 		}
-		longer := min(2*base, s.maxToolTimeout.Milliseconds())
+		longer := max(base, min(2*base, s.maxToolTimeout.Milliseconds())) // the cap never shortens it
 		return &recoveryv1.ModifiedAction{TimeoutMs: longer}, []string{fmt.Sprintf("timeout %d ms → %d ms", base, longer)}
 	case alternativeTool:
 		alts := state.GetAlternativeTools()

@@ -13,7 +13,8 @@ const (
 	sameAction change = iota
 	// nextTarget moves the LLM call to the next target, round-robin.
 	nextTarget
-	// longerTimeout doubles the tool timeout, up to Options.MaxToolTimeout.
+	// longerTimeout doubles the tool timeout, up to Options.MaxToolTimeout; a timeout already
+	// past that cap is kept, never shortened.
 	longerTimeout
 	// alternativeTool calls one of the failed tool's alternatives with the same arguments.
 	alternativeTool

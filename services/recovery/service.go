@@ -30,7 +30,8 @@ type Options struct {
 	// MaxRetries is the retry budget of an action whose state has no max_retries; 0 means
 	// DefaultMaxRetries.
 	MaxRetries int
-	// MaxToolTimeout caps the timeout of a retried tool call; 0 means DefaultMaxToolTimeout.
+	// MaxToolTimeout caps the doubled timeout of a retried tool call (one that timed out with a
+	// longer timeout keeps it); 0 means DefaultMaxToolTimeout.
 	MaxToolTimeout time.Duration
 	// Rand returns a number in [0, 1) for backoff jitter; nil means math/rand/v2.Float64. It
 	// must be safe for concurrent use.

@@ -446,6 +446,7 @@ func TestToolTimeoutRetry(t *testing.T) {
 		{"default base of 30 s", recovery.Options{}, 0, 60_000},
 		{"capped at 5 min", recovery.Options{}, 200_000, 300_000},
 		{"already at the cap", recovery.Options{}, 300_000, 300_000},
+		{"over the cap is never shortened", recovery.Options{}, 600_000, 600_000},
 		{"configured cap", recovery.Options{MaxToolTimeout: 45_000_000_000}, 30_000, 45_000},
 	}
 	for _, tc := range table {
