@@ -47,7 +47,8 @@
 // dependencies, and a step that is not done and uses a tool that failed is matched again
 // against the other usable tools (a reasoning step when none overlaps it).
 //
-// Either way requires_human_approval is set when any step's tool requires approval (or the
-// planning model says so), and estimated_steps is the model's estimate, or the number of steps
-// still to do plus one for the final answer turn.
+// Either way requires_human_approval is set when the tool of a step still to do requires
+// approval (a revision's done steps ran already) or the planning model says so, and
+// estimated_steps is the model's estimate, or the number of steps still to do plus one for the
+// final answer turn.
 package planning

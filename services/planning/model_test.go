@@ -297,3 +297,34 @@ func TestModelRevisionKeepsDoneSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestRevisionApproval: a revised plan requires a person's approval for the steps still to
+// do; a done step whose tool required approval was approved and ran already.
+func TestRevisionApproval(t *testing.T) {
+	sent := &typev1.StepProgress{Step: &typev1.Step{Id: "step-1", Description: "email the summary to Ann", ToolName: "send-email"},
+		State: typev1.StepState_STEP_STATE_DONE}
+	failed := &typev1.StepProgress{Step: &typev1.Step{Id: "step-2", Description: "calculate 15% of 80", ToolName: "calculator", DependsOn: []string{"step-1"}},
+		State: typev1.StepState_STEP_STATE_FAILED, Note: "division by zero"}
+	toWrite := &typev1.StepProgress{Step: &typev1.Step{Id: "step-3", Description: "write it to a file", ToolName: "fs__write_file", DependsOn: []string{"step-2"}},
+		State: typev1.StepState_STEP_STATE_PENDING}
+	c := client(t, planning.Options{})
+	for _, tc := range []struct {
+		name  string
+		steps []*typev1.StepProgress
+		want  bool
+	}{
+		{"only a done step needs approval", []*typev1.StepProgress{sent, failed}, false},
+		{"a step to do needs approval", []*typev1.StepProgress{sent, failed, toWrite}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := c.Plan(t.Context(), &planningv1.PlanRequest{Goal: "g", AvailableTools: catalogue,
+				Revision: &planningv1.PlanRevision{Reason: "step step-2 (calculator) failed: division by zero", Steps: tc.steps}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetRequiresHumanApproval() != tc.want {
+				t.Errorf("requires_human_approval = %v, want %v (steps %v)", resp.GetRequiresHumanApproval(), tc.want, resp.GetSteps())
+			}
+		})
+	}
+}

@@ -60,16 +60,21 @@ func keepsDone(steps []*typev1.Step, rev *planningv1.PlanRevision) error {
 
 // remaining counts the steps of a revision that are not done; a new plan has none done.
 func remaining(steps []*typev1.Step, rev *planningv1.PlanRevision) int {
-	n := len(steps)
-	for _, p := range rev.GetSteps() {
-		if p.GetState() != typev1.StepState_STEP_STATE_DONE {
-			continue
-		}
-		if slices.ContainsFunc(steps, func(st *typev1.Step) bool { return sameStep(st, p.GetStep()) }) {
-			n--
+	n := 0
+	for _, st := range steps {
+		if !done(st, rev) {
+			n++
 		}
 	}
 	return n
+}
+
+// done reports whether a step is the same work as a step the revision has done; no step of a
+// new plan is.
+func done(st *typev1.Step, rev *planningv1.PlanRevision) bool {
+	return slices.ContainsFunc(rev.GetSteps(), func(p *typev1.StepProgress) bool {
+		return p.GetState() == typev1.StepState_STEP_STATE_DONE && sameStep(st, p.GetStep())
+	})
 }
 
 // sameStep reports whether two steps are the same work: the same id, description and tool.

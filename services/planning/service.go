@@ -120,7 +120,7 @@ func (s *Service) Plan(ctx context.Context, req *planningv1.PlanRequest) (*plann
 		Steps:          m.steps,
 		EstimatedSteps: int32(estimated),
 		RequiresHumanApproval: m.approval || slices.ContainsFunc(m.steps, func(st *typev1.Step) bool {
-			return in.tools[st.GetToolName()].GetRequiresApproval()
+			return in.tools[st.GetToolName()].GetRequiresApproval() && !done(st, req.GetRevision())
 		}),
 		Source:         m.source,
 		FallbackReason: m.fallback,

@@ -194,8 +194,8 @@ type PlanResponse struct {
 	Steps []*v1.Step `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Expected number of loop iterations.
 	EstimatedSteps int32 `protobuf:"varint,2,opt,name=estimated_steps,json=estimatedSteps,proto3" json:"estimated_steps,omitempty"`
-	// True when a step uses a tool that needs approval, or the planning model says a step
-	// needs a person's approval.
+	// True when a step still to do uses a tool that needs approval (a revision's done steps ran
+	// already), or the planning model says a step needs a person's approval.
 	RequiresHumanApproval bool `protobuf:"varint,3,opt,name=requires_human_approval,json=requiresHumanApproval,proto3" json:"requires_human_approval,omitempty"`
 	// Who made the plan: "model" (the planning model) or "rules" (the deterministic planner,
 	// also for proposed_steps).
