@@ -38,8 +38,8 @@
 //     rename, move, copy, save, download, upload, open, list, set, schedule, book, convert,
 //     check, find, get, show, make; the word itself, not the first part of a compound such as
 //     "run-time"), or asks to write to a file (a sentence that opens with what, which, who,
-//     when, where, why, how or explain asks for an explanation: "how do I write a file in
-//     Go?" is a question);
+//     when, where, why, how or explain, or says "how" before the cue, asks for an
+//     explanation: "how do I write a file in Go?" is a question);
 //     creative — the goal starts with "write" or "draft" (new text that is not a file);
 //     question — everything else (question marks, wh-words and plain statements alike).
 //  6. Constraints, in order of appearance, each the phrase as written: "in N words",
@@ -54,10 +54,11 @@
 //     surface CODE with explicit workspace intent → REQUIRED: the message mentions a file path
 //     ("src/main.go", "./build") or a file name with a known extension ("main.go",
 //     "Makefile"), starts with a command verb (run, execute, install, build, compile, test,
-//     lint; not "test-driven"), contains a `backticked` command, or asks to edit, create,
-//     delete, modify, rename, move, update, write or fix a file, directory or folder (in a
-//     sentence that does not ask for an explanation, as task types read it: "how do I write a
-//     file in Go?" is conceptual, Monolith's code page conceptual/explanatory prompt);
+//     lint; not "test-driven"), or, in a sentence that does not ask for an explanation (as
+//     task types read it), contains a `backticked` command or asks to edit, create, delete,
+//     modify, rename, move, update, write or fix a file, directory or folder ("how do I write
+//     a file in Go?" and "what does `defer` do?" are Monolith's code page
+//     conceptual/explanatory prompts);
 //     any surface but CHAT where the message explicitly asks for one of available_tools by name
 //     → REQUIRED: a clause opens with a verb of use aimed at it ("use the calculator to add 2
 //     and 3", "call current_time", "you should use web search"), or a request names it as its

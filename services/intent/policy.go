@@ -50,7 +50,7 @@ func toolPolicy(surface typev1.Surface, goal string, tools []string) (typev1.Too
 // workspaceIntent reports whether a goal explicitly concerns files, commands or the
 // workspace, and why.
 func workspaceIntent(goal string) (string, bool) {
-	if m := backticked.FindString(goal); m != "" {
+	if m := asked(backticked, goal); m != "" {
 		return "contains the command " + m, true
 	}
 	if m := pathMention.FindString(goal); m != "" {
@@ -62,7 +62,7 @@ func workspaceIntent(goal string) (string, bool) {
 	if w := leadWord(goal); slices.Contains(commandVerbs, w) {
 		return fmt.Sprintf("asks to %s a command", w), true
 	}
-	if asked(fileEdit, goal) {
+	if asked(fileEdit, goal) != "" {
 		return "asks to change a file or directory", true
 	}
 	return "", false

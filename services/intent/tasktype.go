@@ -47,17 +47,19 @@ func leadWord(goal string) string {
 	return ws[0]
 }
 
-// asked reports whether re matches the goal in a sentence that asks for something rather
-// than for an explanation: a sentence opening with one of explaining asks how or why, as
-// in "how do I write a file in Go?".
-func asked(re *regexp.Regexp, goal string) bool {
+// asked returns the first match of re in the goal in a sentence that asks for something
+// rather than for an explanation, or "": a sentence that opens with one of explaining, or
+// says "how" before the match, asks how or why ("how do I write a file in Go?", "what does
+// `defer` do?", "tell me how to rename a file").
+func asked(re *regexp.Regexp, goal string) string {
 	for _, loc := range re.FindAllStringIndex(goal, -1) {
 		start := strings.LastIndexAny(goal[:loc[0]], ".?!\n") + 1
-		if ws := words(goal[start:loc[1]]); len(ws) > 0 && !slices.Contains(explaining, ws[0]) {
-			return true
+		before := words(goal[start:loc[0]])
+		if ws := words(goal[start:loc[1]]); len(ws) > 0 && !slices.Contains(explaining, ws[0]) && !slices.Contains(before, "how") {
+			return goal[loc[0]:loc[1]]
 		}
 	}
-	return false
+	return ""
 }
 
 // words returns the lower-case words of s (letters, digits and apostrophes).
@@ -80,7 +82,7 @@ func classify(goal string) intentv1.TaskType {
 		return intentv1.TaskType_TASK_TYPE_ANALYSIS
 	case hasAny(creativeWords):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
-	case slices.Contains(imperativeVerbs, first) || asked(writesFile, strings.ToLower(goal)):
+	case slices.Contains(imperativeVerbs, first) || asked(writesFile, strings.ToLower(goal)) != "":
 		return intentv1.TaskType_TASK_TYPE_ACTION
 	case slices.Contains(writingVerbs, first):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
