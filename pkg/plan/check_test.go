@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -66,5 +67,30 @@ func TestOrderedAndSort(t *testing.T) {
 	}
 	if err := plan.Ordered(sorted); err != nil {
 		t.Errorf("Ordered(sorted) = %v", err)
+	}
+}
+
+func TestKeepsDone(t *testing.T) {
+	done := func(st *typev1.Step) *typev1.StepProgress {
+		return &typev1.StepProgress{Step: st, State: typev1.StepState_STEP_STATE_DONE}
+	}
+	progress := []*typev1.StepProgress{
+		done(&typev1.Step{Id: "a", Description: "send the mail", ToolName: "mail"}),
+		{Step: &typev1.Step{Id: "b", Description: "file it", ToolName: "files"}, State: typev1.StepState_STEP_STATE_FAILED},
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []*typev1.Step
+		want  string
+	}{
+		{"kept, the failed step changed", []*typev1.Step{{Id: "a", Description: "send the mail", ToolName: "mail"}, {Id: "c", Description: "think"}}, ""},
+		{"dropped", []*typev1.Step{{Id: "b", Description: "file it"}}, `done step "a" is missing`},
+		{"rewritten", []*typev1.Step{{Id: "a", Description: "send the mail again", ToolName: "mail"}}, `done step "a" is not kept as it was`},
+		{"another tool", []*typev1.Step{{Id: "a", Description: "send the mail", ToolName: "sms"}}, `done step "a" is not kept as it was`},
+	} {
+		err := plan.KeepsDone(tc.steps, progress)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: KeepsDone = %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

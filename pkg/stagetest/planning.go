@@ -92,6 +92,23 @@ var planningCases = []testCase{
 			}
 			return nil
 		}},
+	{"revision-keeps-done", "a revision keeps every step that is done as it was (id, description, tool), in a plan that keeps the contract",
+		func(ctx context.Context, k *kit) error {
+			rev := &planningv1.PlanRevision{Reason: "the calculator failed", Steps: []*typev1.StepProgress{
+				{Step: &typev1.Step{Id: "a", Description: "read the clock", ToolName: "current_time"}, State: typev1.StepState_STEP_STATE_DONE},
+				{Step: &typev1.Step{Id: "b", Description: "multiply 6 by 7", ToolName: "calculator", DependsOn: []string{"a"}}, State: typev1.StepState_STEP_STATE_FAILED},
+			}}
+			resp, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "Read the clock, then calculate 6 times 7", TaskType: "action", AvailableTools: offeredTools,
+				MaxSteps: 5, RunId: k.id("run"), Revision: rev})
+			if err != nil {
+				return wantOK(err)
+			}
+			if err := checkPlan(resp, offeredTools, 5); err != nil {
+				return err
+			}
+			return plan.KeepsDone(resp.GetSteps(), rev.GetSteps())
+		}},
 	{"empty-goal", "an empty goal is INVALID_ARGUMENT naming goal",
 		func(ctx context.Context, k *kit) error {
 			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: " ", AvailableTools: offeredTools})

@@ -41,16 +41,11 @@ func (p *planTracker) take(steps []*typev1.Step) {
 	out := make([]*typev1.StepProgress, len(steps))
 	for i, st := range steps {
 		out[i] = &typev1.StepProgress{Step: st, State: typev1.StepState_STEP_STATE_PENDING}
-		if old := p.find(st.GetId()); old != nil && old.GetState() == typev1.StepState_STEP_STATE_DONE && sameWork(old.GetStep(), st) {
+		if old := p.find(st.GetId()); old != nil && old.GetState() == typev1.StepState_STEP_STATE_DONE && plan.SameWork(old.GetStep(), st) {
 			out[i].State, out[i].Note, out[i].Output = old.GetState(), old.GetNote(), old.GetOutput()
 		}
 	}
 	p.steps = out
-}
-
-// sameWork reports whether two steps are the same work: the same id, description and tool.
-func sameWork(a, b *typev1.Step) bool {
-	return a.GetId() == b.GetId() && a.GetDescription() == b.GetDescription() && a.GetToolName() == b.GetToolName()
 }
 
 // find is the step of id, or nil.

@@ -34,7 +34,8 @@ func (v *contractViolation) ending() *ending {
 
 // checkPlan returns how a planning stage's answer to req breaks the planning contract (the
 // rules of pkg/plan, which the planning stage applies to the plans it makes, with the tools the
-// request offered and its max_steps, and the executable order of the steps), or nil.
+// request offered and its max_steps, the executable order of the steps, and a revision's
+// keeping the steps that are done), or nil.
 func checkPlan(req *planningv1.PlanRequest, resp *planningv1.PlanResponse) *contractViolation {
 	limit := int(req.GetMaxSteps())
 	if limit == 0 {
@@ -43,6 +44,9 @@ func checkPlan(req *planningv1.PlanRequest, resp *planningv1.PlanResponse) *cont
 	err := plan.Check(resp.GetSteps(), plan.Tools(req.GetAvailableTools()), limit)
 	if err == nil {
 		err = plan.Ordered(resp.GetSteps())
+	}
+	if err == nil && req.GetRevision() != nil {
+		err = plan.KeepsDone(resp.GetSteps(), req.GetRevision().GetSteps())
 	}
 	if err != nil {
 		return &contractViolation{stage: stagePlanning, why: err.Error()}

@@ -122,7 +122,7 @@ func (s *Service) fromModel(ctx context.Context, in *input) (*made, error) {
 		return nil, modelFailure(accounting, "the planning model's plan was refused: %v", err)
 	}
 	if rev := in.req.GetRevision(); rev != nil {
-		if err := keepsDone(steps, rev); err != nil {
+		if err := plan.KeepsDone(steps, rev.GetSteps()); err != nil {
 			return nil, modelFailure(accounting, "the planning model's revision was refused: %v", err)
 		}
 	}

@@ -1,11 +1,11 @@
 package planning
 
 import (
-	"fmt"
 	"slices"
 
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/plan"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,25 +39,6 @@ func revise(rev *planningv1.PlanRevision, in *input) ([]*typev1.Step, error) {
 	return normalise(steps, in.tools, in.limit)
 }
 
-// keepsDone returns why a revised plan does not keep every step that is done in the revision
-// as it was (the same id, description and tool: PlanRevision), or nil when it does.
-func keepsDone(steps []*typev1.Step, rev *planningv1.PlanRevision) error {
-	for _, p := range rev.GetSteps() {
-		if p.GetState() != typev1.StepState_STEP_STATE_DONE {
-			continue
-		}
-		done := p.GetStep()
-		i := slices.IndexFunc(steps, func(st *typev1.Step) bool { return st.GetId() == done.GetId() })
-		switch {
-		case i < 0:
-			return fmt.Errorf("done step %q is missing: a revision keeps the steps that are done", done.GetId())
-		case !sameStep(steps[i], done):
-			return fmt.Errorf("done step %q is not kept as it was (%q, tool %q): a revision keeps the steps that are done", done.GetId(), done.GetDescription(), done.GetToolName())
-		}
-	}
-	return nil
-}
-
 // remaining counts the steps of a revision that are not done; a new plan has none done.
 func remaining(steps []*typev1.Step, rev *planningv1.PlanRevision) int {
 	n := 0
@@ -73,11 +54,6 @@ func remaining(steps []*typev1.Step, rev *planningv1.PlanRevision) int {
 // new plan is.
 func done(st *typev1.Step, rev *planningv1.PlanRevision) bool {
 	return slices.ContainsFunc(rev.GetSteps(), func(p *typev1.StepProgress) bool {
-		return p.GetState() == typev1.StepState_STEP_STATE_DONE && sameStep(st, p.GetStep())
+		return p.GetState() == typev1.StepState_STEP_STATE_DONE && plan.SameWork(st, p.GetStep())
 	})
-}
-
-// sameStep reports whether two steps are the same work: the same id, description and tool.
-func sameStep(a, b *typev1.Step) bool {
-	return a.GetId() == b.GetId() && a.GetDescription() == b.GetDescription() && a.GetToolName() == b.GetToolName()
 }

@@ -89,31 +89,44 @@ func TestOutOfContractStage(t *testing.T) {
 
 // TestOutOfContractRevision: a revised plan outside the planning contract is not taken: the
 // run goes on with the plan it has and completes, and the revision's PLAN entry says the
-// planning stage broke its contract. (The model calls the calculator, which no step of the
-// replacement's plan uses, so a revision is due after the first turn.)
+// planning stage broke its contract: a cycle, or a revision that drops a step that is done
+// (the run would do its work again). (The model calls the calculator, which no step of the
+// replacement's plan uses, so the call is a done step of its own and a revision is due after
+// the first turn.)
 func TestOutOfContractRevision(t *testing.T) {
-	planner := &replacementPlanner{}
-	reasoning := []*typev1.Step{{Id: "a", Description: "think"}}
-	cyclic := []*typev1.Step{{Id: "x", DependsOn: []string{"x"}}}
-	planner.steps.Store(&reasoning)
-	planner.revision.Store(&cyclic)
-	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
-		o.StageAddrs = map[string]string{
-			mesh.Planning: serveStage(t, mesh.Planning, func(g *grpc.Server) { planningv1.RegisterPlanningServiceServer(g, planner) }),
-		}
-	})
-	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
-	if !res.GetSuccess() || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
-		t.Fatalf("%s %s (%s): %q, want a completed run answering 42", res.GetOutcome(), res.GetExitReason(),
-			res.GetError().GetMessage(), res.GetFinalReport().GetContent())
-	}
-	want := "the planning stage failed: the planning stage answered outside its contract: circular dependency: x → x"
-	if d := planEntries(res)["turn-1/PLAN"]; !strings.Contains(d, "not revised: ") || !strings.Contains(d, want) {
-		t.Errorf("revision entry %q, want it to say %q", d, want)
-	}
-	created, revised := h.planEvents(t, res.GetRunId())
-	if got := stepIDs(created.GetSteps()); len(revised) != 0 || len(got) != 1 || got[0] != "a" {
-		t.Errorf("plan %v with %d revisions, want the replacement's first plan [a] and none", got, len(revised))
+	for _, tc := range []struct {
+		name     string
+		revision []*typev1.Step
+		want     string
+	}{
+		{"cycle", []*typev1.Step{{Id: "x", DependsOn: []string{"x"}}}, "circular dependency: x → x"},
+		{"done step dropped", []*typev1.Step{{Id: "b", Description: "answer"}},
+			`done step "a" is missing: a revision keeps the steps that are done`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			planner := &replacementPlanner{}
+			reasoning := []*typev1.Step{{Id: "a", Description: "think"}}
+			planner.steps.Store(&reasoning)
+			planner.revision.Store(&tc.revision)
+			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+				o.StageAddrs = map[string]string{
+					mesh.Planning: serveStage(t, mesh.Planning, func(g *grpc.Server) { planningv1.RegisterPlanningServiceServer(g, planner) }),
+				}
+			})
+			res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+			if !res.GetSuccess() || !strings.Contains(res.GetFinalReport().GetContent(), "42") {
+				t.Fatalf("%s %s (%s): %q, want a completed run answering 42", res.GetOutcome(), res.GetExitReason(),
+					res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+			}
+			want := "the planning stage failed: the planning stage answered outside its contract: " + tc.want
+			if d := planEntries(res)["turn-1/PLAN"]; !strings.Contains(d, "not revised: ") || !strings.Contains(d, want) {
+				t.Errorf("revision entry %q, want it to say %q", d, want)
+			}
+			created, revised := h.planEvents(t, res.GetRunId())
+			if got := stepIDs(created.GetSteps()); len(revised) != 0 || len(got) != 1 || got[0] != "a" {
+				t.Errorf("plan %v with %d revisions, want the replacement's first plan [a] and none", got, len(revised))
+			}
+		})
 	}
 }
 
