@@ -11,7 +11,12 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -38,6 +43,19 @@ const (
 	// before the run is given up.
 	MaxLearnAttempts = 3
 )
+
+// TraceContextOf returns the W3C trace context (traceparent and tracestate) of the span in
+// ctx, both empty when it has none: what a Store keeps of a SaveRun's context in the run's
+// LearnJob.
+func TraceContextOf(ctx context.Context) (traceparent, tracestate string) {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier.Get("traceparent"), carrier.Get("tracestate")
+}
+
+// attrLearnAttempt is the attribute of an agentmesh.memory.learn span that counts the claims
+// of its run (LearnJob.Attempts).
+const attrLearnAttempt = attribute.Key("agentmesh.memory.learn.attempt")
 
 // learner drains the queue of saved runs to learn from, in one goroutine at a time.
 type learner struct {
@@ -106,12 +124,22 @@ func (s *Service) stopLearning() {
 	l.wg.Wait()
 }
 
-// learnFrom learns from one claimed run and records what it did. When that fails (storage, or
-// the service closing) the claim is released and the run stays queued; facts stored by then
-// are recognised as duplicates the next time.
-func (s *Service) learnFrom(ctx context.Context, job LearnJob) error {
+// learnFrom learns from one claimed run and records what it did, in an agentmesh.memory.learn
+// span of the run's trace (the job's trace context). When that fails (storage, or the service
+// closing) the claim is released and the run stays queued; facts stored by then are
+// recognised as duplicates the next time.
+func (s *Service) learnFrom(ctx context.Context, job LearnJob) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, LearnTimeout)
 	defer cancel()
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": job.Traceparent, "tracestate": job.Tracestate})
+	ctx, span := s.tracer.Start(ctx, "agentmesh.memory.learn", trace.WithAttributes(
+		telemetry.RunIDKey.String(job.RunID), attrLearnAttempt.Int(job.Attempts)))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	learned, err := s.learn(ctx, job)
 	if err == nil {
 		err = s.store.FinishLearning(ctx, job.RunID, learned)

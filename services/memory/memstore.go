@@ -229,8 +229,8 @@ type storedRun struct {
 }
 
 // SaveRun stores the run's result without its learning, and queues the run for learning the
-// first time.
-func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.RunResult) error {
+// first time, with ctx's trace context.
+func (s *MemoryStore) SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error {
 	stored, err := encodeResult(result)
 	if err != nil {
 		return err
@@ -247,6 +247,7 @@ func (s *MemoryStore) SaveRun(_ context.Context, userID string, result *typev1.R
 	defer s.forget()
 	if _, ok := s.learning[result.GetRunId()]; !ok {
 		l := &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}}
+		l.job.Traceparent, l.job.Tracestate = TraceContextOf(ctx)
 		s.learning[result.GetRunId()] = l
 		s.queue = append(s.queue, l)
 	}

@@ -51,6 +51,9 @@
 // learning. A run stays queued until that record is written: learning cut off by a crash or
 // by Close is done again (the model asked again) by the next learner, after LearnLease (at
 // once after Close), and the facts stored the first time are recognised as duplicates.
+// Learning from a run is traced in the run's trace, which its SaveRun brought: an
+// agentmesh.memory.learn span (Options.TracerProvider) holds the model's request and the
+// facts' embedding.
 //
 // # Knowledge
 //
@@ -69,8 +72,13 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
+
+// tracerName is the instrumentation scope of the service's spans.
+const tracerName = "github.com/agentmesh/agentmesh/services/memory"
 
 // Defaults and limits of the service.
 const (
@@ -117,6 +125,9 @@ type Options struct {
 	// only (loopback). With it, only mesh services are served, and only the orchestrator may
 	// write runs.
 	MeshIdentity func(ctx context.Context) (service string, ok bool)
+	// TracerProvider makes the spans of learning from finished runs; nil means the global
+	// provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Service implements memoryv1.MemoryServiceServer.
@@ -128,6 +139,7 @@ type Service struct {
 	embedder Embedder
 	facts    *ask.Model
 	learner  learner
+	tracer   trace.Tracer
 	log      *slog.Logger
 
 	requireUser  bool
@@ -161,6 +173,11 @@ func New(opts Options) *Service {
 		requireUser:  opts.RequireUser,
 		meshIdentity: opts.MeshIdentity,
 	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer(tracerName)
 	s.learner.ctx, s.learner.cancel = context.WithCancel(context.Background())
 	s.learnSoon() // the runs a previous process saved but did not learn from
 	return s

@@ -25,10 +25,12 @@ type dialect struct {
 	// transaction; its only argument is the run id. Without it the transaction itself must
 	// serialise writers (SQLite's BEGIN IMMEDIATE).
 	runLock string
+	// columns lists the names of the columns of a table, its only argument.
+	columns string
 }
 
 var (
-	sqliteDialect   = dialect{name: "sqlite", key: "TEXT", blob: "BLOB"}
+	sqliteDialect   = dialect{name: "sqlite", key: "TEXT", blob: "BLOB", columns: "SELECT name FROM pragma_table_info(?)"}
 	postgresDialect = dialect{
 		name:       "postgres",
 		key:        `TEXT COLLATE "C"`,
@@ -36,8 +38,22 @@ var (
 		numbered:   true,
 		schemaLock: "SELECT pg_advisory_xact_lock(7007)",
 		runLock:    "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
+		columns:    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?",
 	}
 )
+
+// addedColumn is a column added to a table of the schema after the table was first made:
+// openSQL adds it to a database made before.
+type addedColumn struct {
+	table, name, definition string
+}
+
+// addedColumns are the columns added to the schema's tables since they were first made.
+var addedColumns = []addedColumn{
+	// The W3C trace context of a run's first save (LearnJob.Traceparent and Tracestate).
+	{"learning", "traceparent", "TEXT NOT NULL DEFAULT ''"},
+	{"learning", "tracestate", "TEXT NOT NULL DEFAULT ''"},
+}
 
 // rebind returns query with the dialect's placeholders.
 func (d dialect) rebind(query string) string {
@@ -96,7 +112,8 @@ func (d dialect) schema() []string {
 	result %[2]s NOT NULL
 )`, d.key, d.blob),
 		// One row per saved run: queued for learning while learned_at is 0, then what learning
-		// did (learned, NULL when nothing worth showing). Times are Unix nanoseconds.
+		// did (learned, NULL when nothing worth showing). Times are Unix nanoseconds. Its
+		// trace context columns are addedColumns.
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS learning (
 	run_id %[1]s PRIMARY KEY,
 	user_id %[1]s NOT NULL,

@@ -57,8 +57,8 @@ ORDER BY queued_at, run_id LIMIT ?`), now.UnixNano(), claimCandidates)
 	for _, id := range ids {
 		job := LearnJob{RunID: id}
 		err := s.db.QueryRowContext(ctx, s.d.rebind(`UPDATE learning SET claimed_until = ?, attempts = attempts + 1
-WHERE run_id = ? AND learned_at = 0 AND claimed_until <= ? RETURNING user_id, attempts`),
-			now.Add(lease).UnixNano(), id, now.UnixNano()).Scan(&job.UserID, &job.Attempts)
+WHERE run_id = ? AND learned_at = 0 AND claimed_until <= ? RETURNING user_id, attempts, traceparent, tracestate`),
+			now.Add(lease).UnixNano(), id, now.UnixNano()).Scan(&job.UserID, &job.Attempts, &job.Traceparent, &job.Tracestate)
 		switch {
 		case err == nil:
 			return job, true, nil

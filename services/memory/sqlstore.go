@@ -45,12 +45,52 @@ func openSQL(ctx context.Context, db *sql.DB, d dialect) (*SQLStore, error) {
 				return err
 			}
 		}
-		return nil
+		return s.addColumns(ctx, tx)
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create the %s memory schema: %w", d.name, err), db.Close())
 	}
 	return s, nil
+}
+
+// addColumns adds the addedColumns a table lacks, made by an earlier release.
+func (s *SQLStore) addColumns(ctx context.Context, tx *sql.Tx) error {
+	have := make(map[string]map[string]bool)
+	for _, c := range addedColumns {
+		if have[c.table] == nil {
+			names, err := s.columns(ctx, tx, c.table)
+			if err != nil {
+				return err
+			}
+			have[c.table] = names
+		}
+		if have[c.table][c.name] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", c.table, c.name, c.definition)); err != nil {
+			return fmt.Errorf("add column %s.%s: %w", c.table, c.name, err)
+		}
+		have[c.table][c.name] = true
+	}
+	return nil
+}
+
+// columns returns the names of the columns of table.
+func (s *SQLStore) columns(ctx context.Context, tx *sql.Tx, table string) (map[string]bool, error) {
+	rows, err := tx.QueryContext(ctx, s.d.rebind(s.d.columns), table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	names := make(map[string]bool)
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		names[name] = true
+	}
+	return names, rows.Err()
 }
 
 // Close closes the database.
@@ -344,19 +384,20 @@ func (s *SQLStore) AppendTranscript(ctx context.Context, runID string, entries [
 }
 
 // SaveRun stores the run's result without its learning, replacing an earlier save, and
-// queues the run for learning the first time, in one transaction.
+// queues the run for learning the first time, with ctx's trace context, in one transaction.
 func (s *SQLStore) SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error {
 	raw, err := encodeResult(result)
 	if err != nil {
 		return err
 	}
+	traceparent, tracestate := TraceContextOf(ctx)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO runs (run_id, user_id, result) VALUES (?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET user_id = excluded.user_id, result = excluded.result`), result.GetRunId(), userID, raw); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO learning (run_id, user_id, queued_at, claimed_until, attempts, learned_at)
-VALUES (?, ?, ?, 0, 0, 0) ON CONFLICT (run_id) DO NOTHING`), result.GetRunId(), userID, time.Now().UnixNano())
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO learning (run_id, user_id, queued_at, claimed_until, attempts, learned_at, traceparent, tracestate)
+VALUES (?, ?, ?, 0, 0, 0, ?, ?) ON CONFLICT (run_id) DO NOTHING`), result.GetRunId(), userID, time.Now().UnixNano(), traceparent, tracestate)
 		return err
 	})
 }

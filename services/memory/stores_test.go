@@ -1,13 +1,17 @@
 package memory_test
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/memory/storetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestMemoryStore(t *testing.T) {
@@ -75,4 +79,61 @@ func TestPostgresStore(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// learningBefore is the learning table as stores made it before the trace context columns
+// were added, with one run queued: $KEY and $BLOB are the dialect's column types.
+const learningBefore = `CREATE TABLE learning (
+	run_id $KEY PRIMARY KEY,
+	user_id $KEY NOT NULL,
+	queued_at BIGINT NOT NULL,
+	claimed_until BIGINT NOT NULL,
+	attempts INTEGER NOT NULL,
+	learned_at BIGINT NOT NULL,
+	learned $BLOB
+);
+INSERT INTO learning VALUES ('run-old', 'alice', 1, 0, 0, 0, NULL)`
+
+// A database made before the learning queue kept each run's trace context gets the columns
+// when a store opens it, and its queued runs are still learned from.
+func TestSQLStoresAddColumns(t *testing.T) {
+	for _, tc := range []struct {
+		name, driver, key, blob string
+		source                  func(t *testing.T) string
+		open                    func(t *testing.T, source string) *memory.SQLStore
+	}{
+		{"sqlite", "sqlite", "TEXT", "BLOB", func(t *testing.T) string { return filepath.Join(t.TempDir(), "memory.db") }, openSQLite},
+		{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", storetest.PostgresDSN, openPostgres},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			source := tc.source(t)
+			db, err := sql.Open(tc.driver, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for stmt := range strings.SplitSeq(strings.NewReplacer("$KEY", tc.key, "$BLOB", tc.blob).Replace(learningBefore), ";") {
+				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s := tc.open(t, source)
+			now := time.Now()
+			if job, ok, err := s.ClaimLearning(t.Context(), now, time.Minute); err != nil || job != (memory.LearnJob{RunID: "run-old", UserID: "alice", Attempts: 1}) {
+				t.Fatalf("claim the run queued before = %+v, %v, %v", job, ok, err)
+			}
+			ctx := trace.ContextWithRemoteSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID{15: 1}, SpanID: trace.SpanID{7: 2}, TraceFlags: trace.FlagsSampled}))
+			if err := s.SaveRun(ctx, "alice", &typev1.RunResult{RunId: "run-new"}); err != nil {
+				t.Fatal(err)
+			}
+			tc.open(t, source) // opened again: the columns are there
+			job, ok, err := s.ClaimLearning(t.Context(), now, time.Minute)
+			if err != nil || job.RunID != "run-new" || job.Traceparent != "00-00000000000000000000000000000001-0000000000000002-01" {
+				t.Errorf("claim the run saved after = %+v, %v, %v; want run-new with its trace context", job, ok, err)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/services/memory"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -102,6 +104,35 @@ func testLearningQueue(t *testing.T, s memory.Store) {
 	}
 	if res, _, err := s.GetRun(ctx, "run-3"); err != nil || res.GetLearning() != nil {
 		t.Errorf("GetRun(run-3).learning = %v, %v; want none", res.GetLearning(), err)
+	}
+}
+
+// A queued run keeps the W3C trace context of its first save, the run's trace, in which
+// learning from it is traced; a save without one queues a run without one.
+func testLearningTrace(t *testing.T, s memory.Store) {
+	traced := func(traceID, spanID byte, state string) context.Context {
+		t.Helper()
+		ts, err := trace.ParseTraceState(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return trace.ContextWithRemoteSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{15: traceID}, SpanID: trace.SpanID{7: spanID}, TraceFlags: trace.FlagsSampled, TraceState: ts,
+		}))
+	}
+	for _, ctx := range []context.Context{traced(1, 2, "vendor=one"), traced(3, 4, "vendor=two")} { // saved twice: the first save's
+		if err := s.SaveRun(ctx, "alice", &typev1.RunResult{RunId: "run-1", ExitReason: "COMPLETED"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(t, s, "bob", "run-2")
+	want := memory.LearnJob{RunID: "run-1", UserID: "alice", Attempts: 1,
+		Traceparent: "00-00000000000000000000000000000001-0000000000000002-01", Tracestate: "vendor=one"}
+	if job := claim(t, s, at(1)); job != want {
+		t.Errorf("claim = %+v, want %+v", job, want)
+	}
+	if job := claim(t, s, at(1)); job != (memory.LearnJob{RunID: "run-2", UserID: "bob", Attempts: 1}) {
+		t.Errorf("claim = %+v, want run-2 of bob without a trace context", job)
 	}
 }
 

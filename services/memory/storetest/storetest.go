@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"Duplicate", testDuplicate},
 		{"LearningQueue", testLearningQueue},
 		{"LearningConcurrent", testLearningConcurrent},
+		{"LearningTrace", testLearningTrace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })

@@ -32,8 +32,9 @@ func TestWhatARunRequests(t *testing.T) {
 	// What every run asks: its events from run_started to run_finished, its checkpoint when it
 	// starts, after PLAN and at TERMINATE (with its result), its entry among the active runs,
 	// the stages from intent to memory; and once the memory stage has its result, its tombstone
-	// and the purges of its checkpoint, its inputs and its entry. Its trace has its own span
-	// and those of the states before and after its turns.
+	// and the purges of its checkpoint, its inputs and its entry. Its trace has its own span,
+	// those of the states before and after its turns, and the memory stage's learning from it
+	// (after SaveRun has answered).
 	once := map[string]int{
 		"event run_started": 1, "event intent_parsed": 1, "event plan_created": 1, "event run_finished": 1,
 		"put AGENTMESH_CHECKPOINTS": 3, "put AGENTMESH_RUN_OWNERS": 1, "put AGENTMESH_FINISHED_RUNS": 1,
@@ -41,7 +42,7 @@ func TestWhatARunRequests(t *testing.T) {
 	}
 	stepsOnce := map[string]int{
 		"internal agentmesh.run": 1, "internal agentmesh.precheck": 1, "internal agentmesh.intent": 1,
-		"internal agentmesh.plan": 1, "internal agentmesh.terminate": 1,
+		"internal agentmesh.plan": 1, "internal agentmesh.terminate": 1, "internal agentmesh.memory.learn": 1,
 	}
 	calledOnce := map[string]int{
 		"agentmesh.intent.v1.IntentService/Parse": 1, "agentmesh.planning.v1.PlanningService/Plan": 1,

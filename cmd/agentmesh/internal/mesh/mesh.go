@@ -256,7 +256,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	memOpts.Embedder, memOpts.Facts = embedder, facts
+	memOpts.Embedder, memOpts.Facts, memOpts.TracerProvider = embedder, facts, tp(Memory)
 	mem := memory.New(memOpts) // owns the store from here on
 	m.closers = append(m.closers, mem.Close)
 	if err := serve(Memory, mem.Register); err != nil {

@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/memory"
 )
 
 // TestTheFinishSpanSaysHowTheRunEnded: a run whose result the memory stage cannot take yet is
@@ -55,4 +56,67 @@ func TestTheFinishSpanSaysHowTheRunEnded(t *testing.T) {
 			t.Errorf("agentmesh.run.finish: %s = %q, want %q", k, got[k], v)
 		}
 	}
+}
+
+// TestLearningIsInTheRunsTrace (DESIGN §8, one run = one trace): what the memory stage does to
+// learn from a finished run — its agentmesh.memory.learn span, and within it the facts model's
+// request (chat memory-model in the generation stage) — is part of the run's trace. Learning
+// runs after SaveRun has answered, on a goroutine of the memory stage, and started a trace of
+// its own for every run.
+func TestLearningIsInTheRunsTrace(t *testing.T) {
+	const tell = "Remember that my locker is number 12."
+	h := startWith(t, config.Default(), func(cfg *config.Config, _ string) {
+		cfg.Models.Memory = &config.Target{Provider: "scripted", Model: "memory-model"}
+	},
+		llmtest.Scenario{Name: "tell", Match: tell, Turns: []llmtest.Turn{text("Noted.")}},
+		llmtest.Scenario{Name: "facts", Match: "User: " + tell + "*", Turns: []llmtest.Turn{
+			call(memory.FactsTool, `{"facts": [{"text": "The user's locker is number 12.", "importance": 0.7}]}`)}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: tell})
+	learnedBy(t, h.client, res.GetRunId())
+	id, err := oteltrace.TraceIDFromHex(res.GetTraceId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(name string) sdktrace.ReadOnlySpan {
+		for _, s := range h.recorder.Trace(id) {
+			if s.Name() == name {
+				return s
+			}
+		}
+		return nil
+	}
+	if !eventually(t, 10*time.Second, func() bool { return find("agentmesh.memory.learn") != nil && find("chat memory-model") != nil }) {
+		var names []string
+		for _, s := range h.recorder.Trace(id) {
+			names = append(names, s.Name())
+		}
+		t.Fatalf("the run's trace has no agentmesh.memory.learn span with the facts model's chat memory-model in it: %v", names)
+	}
+	learn := find("agentmesh.memory.learn")
+	got := map[string]string{}
+	for _, kv := range learn.Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	if got["agentmesh.run.id"] != res.GetRunId() {
+		t.Errorf("agentmesh.memory.learn: agentmesh.run.id = %q, want %q", got["agentmesh.run.id"], res.GetRunId())
+	}
+	chat := find("chat memory-model")
+	if !withinSpan(h.recorder.Trace(id), chat, learn) {
+		t.Errorf("chat memory-model is not within agentmesh.memory.learn")
+	}
+}
+
+// withinSpan reports whether span descends from ancestor among spans.
+func withinSpan(spans []sdktrace.ReadOnlySpan, span, ancestor sdktrace.ReadOnlySpan) bool {
+	byID := map[oteltrace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	for s := span; s != nil; s = byID[s.Parent().SpanID()] {
+		if s.Parent().SpanID() == ancestor.SpanContext().SpanID() {
+			return true
+		}
+	}
+	return false
 }
