@@ -64,8 +64,9 @@ type learner struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	running bool // a goroutine drains the queue
-	again   bool // a run was queued while it drained: it looks once more before it stops
+	running bool        // a goroutine drains the queue
+	again   bool        // a run was queued while it drained: it looks once more before it stops
+	wake    *time.Timer // drains the queue again when a claim of another learner runs out
 }
 
 // learnSoon makes sure a goroutine learns from the queued runs (see SaveRun), unless the
@@ -85,9 +86,11 @@ func (s *Service) learnSoon() {
 	}
 }
 
-// drain learns from the queued runs one at a time until none waits. It stops at a storage
-// failure, leaving the queue as it is: the next save or the next start of the service drains
-// it again.
+// drain learns from the queued runs one at a time until none waits. When the runs left are
+// claimed by other learners (one that crashed, or another replica), it drains the queue again
+// once the first of those claims runs out (Store.NextClaimEnd), so a run whose learner crashed
+// is learned from then, whether or not another run is saved. It stops at a storage failure,
+// leaving the queue as it is: the next save or the next start of the service drains it again.
 func (s *Service) drain() {
 	l := &s.learner
 	defer l.wg.Done()
@@ -95,6 +98,13 @@ func (s *Service) drain() {
 		job, ok, err := s.store.ClaimLearning(l.ctx, s.now(), LearnLease)
 		if err == nil && ok {
 			err = s.learnFrom(l.ctx, job)
+		}
+		var claimEnd time.Time // when a run another learner holds may be claimed
+		if err == nil && !ok {
+			var claimed bool
+			if claimEnd, claimed, err = s.store.NextClaimEnd(l.ctx, s.now()); !claimed {
+				claimEnd = time.Time{}
+			}
 		}
 		if err != nil {
 			if l.ctx.Err() == nil {
@@ -106,6 +116,9 @@ func (s *Service) drain() {
 			l.mu.Lock()
 			if err != nil || !l.again {
 				l.running = false
+				if err == nil && !claimEnd.IsZero() {
+					s.wakeAt(claimEnd)
+				}
 				l.mu.Unlock()
 				return
 			}
@@ -115,11 +128,27 @@ func (s *Service) drain() {
 	}
 }
 
+// wakeAt drains the queue again at t, by the service's clock, unless the service is closed.
+// s.learner.mu is held.
+func (s *Service) wakeAt(t time.Time) {
+	l := &s.learner
+	if l.ctx.Err() != nil {
+		return
+	}
+	if l.wake != nil {
+		l.wake.Stop()
+	}
+	l.wake = time.AfterFunc(max(t.Sub(s.now()), 0), s.learnSoon)
+}
+
 // stopLearning ends learning and waits for it: a run being learned from stays queued.
 func (s *Service) stopLearning() {
 	l := &s.learner
 	l.mu.Lock()
 	l.cancel()
+	if l.wake != nil {
+		l.wake.Stop()
+	}
 	l.mu.Unlock()
 	l.wg.Wait()
 }

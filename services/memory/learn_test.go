@@ -212,6 +212,40 @@ func TestLearningSurvivesACrash(t *testing.T) {
 	}
 }
 
+// A run claimed by a learner that crashed moments before the service started is learned from
+// once that claim runs out (LearnLease after it was made), with no other run saved to wake the
+// learner: it waited for the next save, so the user's next conversation did not recall what the
+// run had learned.
+func TestLearningResumesWhenACrashedClaimRunsOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	store, err := memory.OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := store.SaveRun(t.Context(), "alice", conversation("run-1", "Remember that my locker is number 12.")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := store.ClaimLearning(t.Context(), crashed, memory.LearnLease); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reopened, err := memory.OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The service starts 300 ms before the crashed learner's claim runs out; its clock runs.
+	started := time.Now()
+	now := func() time.Time { return crashed.Add(memory.LearnLease - 300*time.Millisecond + time.Since(started)) }
+	c := serve(t, memory.Options{Store: reopened, Now: now})
+	if l := learned(t, c, "run-1"); len(l.GetMemoryIds()) != 1 {
+		t.Errorf("learning after the claim ran out = %v", l)
+	}
+}
+
 // Closing the service while it waits for the model leaves the run queued, unclaimed: the next
 // service over the same database learns from it at once.
 func TestLearningCutOffByClose(t *testing.T) {

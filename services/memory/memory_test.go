@@ -540,6 +540,9 @@ func (failingStore) DuplicateMemory(context.Context, memory.SearchQuery, float64
 func (failingStore) ClaimLearning(context.Context, time.Time, time.Duration) (memory.LearnJob, bool, error) {
 	return memory.LearnJob{}, false, errDisk
 }
+func (failingStore) NextClaimEnd(context.Context, time.Time) (time.Time, bool, error) {
+	return time.Time{}, false, errDisk
+}
 func (failingStore) FinishLearning(context.Context, string, *typev1.RunLearning) error {
 	return errDisk
 }

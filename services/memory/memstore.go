@@ -316,6 +316,19 @@ func (s *MemoryStore) ClaimLearning(_ context.Context, now time.Time, lease time
 	return LearnJob{}, false, nil
 }
 
+// NextClaimEnd returns the earliest end, after now, of a claim on a queued run.
+func (s *MemoryStore) NextClaimEnd(_ context.Context, now time.Time) (time.Time, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var end time.Time
+	for _, l := range s.queue {
+		if !s.settled(l) && l.claimedUntil.After(now) && (end.IsZero() || l.claimedUntil.Before(end)) {
+			end = l.claimedUntil
+		}
+	}
+	return end, !end.IsZero(), nil
+}
+
 // settled reports whether the queued run l needs no learning any more: learned from, or
 // forgotten. s.mu is held.
 func (s *MemoryStore) settled(l *learnState) bool {

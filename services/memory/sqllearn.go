@@ -69,6 +69,17 @@ WHERE run_id = ? AND learned_at = 0 AND claimed_until <= ? RETURNING user_id, at
 	return LearnJob{}, false, nil
 }
 
+// NextClaimEnd returns the earliest end, after now, of a claim on a queued run.
+func (s *SQLStore) NextClaimEnd(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	var end sql.NullInt64
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT MIN(claimed_until) FROM learning WHERE learned_at = 0 AND claimed_until > ?`),
+		now.UnixNano()).Scan(&end)
+	if err != nil || !end.Valid {
+		return time.Time{}, false, err
+	}
+	return time.Unix(0, end.Int64), true, nil
+}
+
 // FinishLearning records the run's learning and takes it off the queue.
 func (s *SQLStore) FinishLearning(ctx context.Context, runID string, learned *typev1.RunLearning) error {
 	var raw any // NULL for nil

@@ -55,6 +55,10 @@ type Store interface {
 	// earliest queued first: no other ClaimLearning returns it before now+lease. The claim
 	// counts in the job's Attempts. ok is false when no run waits.
 	ClaimLearning(ctx context.Context, now time.Time, lease time.Duration) (job LearnJob, ok bool, err error)
+	// NextClaimEnd returns the earliest end, after now, of a claim on a run still queued for
+	// learning: when ClaimLearning may next return a run although it returns none at now (one
+	// whose learner crashed). ok is false when no queued run is claimed past now.
+	NextClaimEnd(ctx context.Context, now time.Time) (end time.Time, ok bool, err error)
 	// FinishLearning records what learning from a claimed run did (nil: nothing worth
 	// showing) and takes the run off the queue for good.
 	FinishLearning(ctx context.Context, runID string, learned *typev1.RunLearning) error

@@ -107,6 +107,47 @@ func testLearningQueue(t *testing.T, s memory.Store) {
 	}
 }
 
+// NextClaimEnd says when the earliest live claim on a queued run ends: a released claim, one
+// run out, and a finished run's no longer count.
+func testLearningClaimEnd(t *testing.T, s memory.Store) {
+	ctx := t.Context()
+	claimEnd := func(now time.Time) (time.Time, bool) {
+		t.Helper()
+		end, ok, err := s.NextClaimEnd(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return end, ok
+	}
+	if end, ok := claimEnd(at(0)); ok {
+		t.Errorf("claim end of an empty queue = %v", end)
+	}
+	save(t, s, "alice", "run-1")
+	save(t, s, "alice", "run-2")
+	save(t, s, "alice", "run-3")
+	if end, ok := claimEnd(at(0)); ok {
+		t.Errorf("claim end of a queue none claimed = %v", end)
+	}
+	claim(t, s, at(5)) // run-1 until at(5)+lease
+	claim(t, s, at(3)) // run-2 until at(3)+lease
+	claim(t, s, at(4)) // run-3 until at(4)+lease
+	if end, ok := claimEnd(at(6)); !ok || !end.Equal(at(3).Add(lease)) {
+		t.Errorf("claim end = %v, %v; want run-2's, %v", end, ok, at(3).Add(lease))
+	}
+	if err := s.ReleaseLearning(ctx, "run-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishLearning(ctx, "run-3", nil); err != nil {
+		t.Fatal(err)
+	}
+	if end, ok := claimEnd(at(6)); !ok || !end.Equal(at(5).Add(lease)) {
+		t.Errorf("claim end once run-2 is released and run-3 learned from = %v, %v; want run-1's, %v", end, ok, at(5).Add(lease))
+	}
+	if end, ok := claimEnd(at(5).Add(lease)); ok {
+		t.Errorf("claim end once run-1's claim ran out = %v", end)
+	}
+}
+
 // A queued run keeps the W3C trace context of its first save, the run's trace, in which
 // learning from it is traced; a save without one queues a run without one.
 func testLearningTrace(t *testing.T, s memory.Store) {

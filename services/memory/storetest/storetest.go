@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"LearningQueue", testLearningQueue},
 		{"LearningConcurrent", testLearningConcurrent},
 		{"LearningTrace", testLearningTrace},
+		{"LearningClaimEnd", testLearningClaimEnd},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
