@@ -192,11 +192,23 @@ WHERE user_id = ? AND collection = ?`), q.UserID, q.Collection).Scan(&c.docs, &c
 	return s.hits(ctx, q.UserID, ranked)
 }
 
-// lexicalCandidates adds to docs the memories holding one of qterms, with their frequencies.
+// queryTermBatch is the number of query terms one statement of lexicalCandidates looks up,
+// well within the parameters a statement takes (SQLite 32,766, PostgreSQL 65,535).
+const queryTermBatch = 1000
+
+// lexicalCandidates adds to docs the memories holding one of qterms, with their frequencies,
+// looking the terms up queryTermBatch at a time.
 func (s *SQLStore) lexicalCandidates(ctx context.Context, q SearchQuery, qterms []string, docs map[string]*rankDoc) error {
-	if len(qterms) == 0 {
-		return nil
+	for batch := range slices.Chunk(qterms, queryTermBatch) {
+		if err := s.lexicalBatch(ctx, q, batch, docs); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// lexicalBatch adds to docs the memories holding one of qterms, with their frequencies.
+func (s *SQLStore) lexicalBatch(ctx context.Context, q SearchQuery, qterms []string, docs map[string]*rankDoc) error {
 	args := []any{q.UserID, q.Collection}
 	for _, t := range qterms {
 		args = append(args, t)

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/services/memory"
@@ -130,4 +132,24 @@ func testSearchSemantic(t *testing.T, s memory.Store) {
 			t.Errorf("hits = %v, want [same close]", got)
 		}
 	})
+}
+
+// A query of more distinct terms than a SQL statement takes parameters (SQLite 32,766,
+// PostgreSQL 65,535) is ranked, and checked for a duplicate, like any other.
+func testSearchManyTerms(t *testing.T, s memory.Store) {
+	put(t, s, newMemory(t, "u", "", "go", at(1), "note about golang"), nil)
+	put(t, s, newMemory(t, "u", "", "tea", at(2), "the user prefers tea"), nil)
+	var query strings.Builder
+	for i := range 70_000 {
+		fmt.Fprintf(&query, "w%d ", i)
+	}
+	query.WriteString("golang")
+	hits, err := s.SearchMemories(t.Context(), memory.SearchQuery{UserID: "u", Query: query.String(), Limit: 10})
+	if got := hitIDs(hits); err != nil || !slices.Equal(got, []string{"go"}) {
+		t.Errorf("hits = %v, %v; want [go]", got, err)
+	}
+	dup, err := s.DuplicateMemory(t.Context(), memory.SearchQuery{UserID: "u", Query: query.String()}, 0.95)
+	if err != nil || dup != "" {
+		t.Errorf("DuplicateMemory = %q, %v; want none", dup, err)
+	}
 }

@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"SearchLexical", testSearchLexical},
 		{"SearchTies", testSearchTies},
 		{"SearchSemantic", testSearchSemantic},
+		{"SearchManyTerms", testSearchManyTerms},
 		{"Transcript", testTranscript},
 		{"TranscriptConcurrent", testTranscriptConcurrent},
 		{"Runs", testRuns},
