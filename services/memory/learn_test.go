@@ -143,6 +143,26 @@ func TestLearningFromRuns(t *testing.T) {
 	})
 }
 
+// The rules never keep a sentence naming a password, a key, a token or payment details
+// (README, "Memory that learns"), in the plural too: only the rest of the run is learned.
+// "My AWS access key is …", "My passwords are …" and "My bank account number is …" were
+// stored as facts about the user, to be recalled into later prompts.
+func TestLearningKeepsNoSecrets(t *testing.T) {
+	c := serve(t, memory.Options{})
+	saveRun(t, c, "alice", conversation("run-1",
+		"My AWS access key is AKIAIOSFODNN7EXAMPLE.",
+		"Remember that my SSH private key is in ~/.ssh/id_ed25519.",
+		"My passwords are hunter2 and hunter3.",
+		"My tokens are abc and def.",
+		"My bank account number is 12345678.",
+		"Remember that my debit card expires in May.",
+		"I live in Lisbon."))
+	learned(t, c, "run-1")
+	if got := contents(memories(t, c, "alice")); !slices.Equal(got, []string{"The user lives in Lisbon."}) {
+		t.Errorf("alice's memories = %q, want only where she lives", got)
+	}
+}
+
 // With an embedder, a fact whose embedding is as good as a stored memory's is a duplicate
 // even in other words, and the embedding request of the facts is accounted in the learning.
 func TestLearningDuplicatesByMeaning(t *testing.T) {
