@@ -31,6 +31,15 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	if n := len(content); n > MaxContentBytes {
 		return nil, stageerr.Invalid("content.content: at most %d bytes, got %d", MaxContentBytes, n)
 	}
+	if n := len(req.GetCollection()); n > MaxNameBytes {
+		return nil, stageerr.Invalid("collection: at most %d bytes, got %d", MaxNameBytes, n)
+	}
+	if n := len(req.GetConversationId()); n > MaxNameBytes {
+		return nil, stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxNameBytes, n)
+	}
+	if n := proto.Size(req.GetMetadata()); n > MaxMetadataBytes {
+		return nil, stageerr.Invalid("metadata: at most %d bytes encoded, got %d", MaxMetadataBytes, n)
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("new memory id: %w", err)

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -717,4 +719,30 @@ func TestSizeLimits(t *testing.T) {
 	}
 	_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: "u", Content: user(strings.Repeat("a", memory.MaxContentBytes+1))})
 	grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "content.content: at most 32768 bytes, got 32769")
+
+	// A collection is kept with every term of a memory, its metadata with the memory.
+	name := func(n int) string { return strings.Repeat("n", n) }
+	metadata := func(n int) *structpb.Struct { // encodes to n bytes
+		return &structpb.Struct{Fields: map[string]*structpb.Value{"k": structpb.NewStringValue(name(n - 12))}}
+	}
+	if got := proto.Size(metadata(memory.MaxMetadataBytes)); got != memory.MaxMetadataBytes {
+		t.Fatalf("metadata(%d) encodes to %d bytes", memory.MaxMetadataBytes, got)
+	}
+	for _, tc := range []struct {
+		field    string
+		at, over *memoryv1.StoreRequest
+	}{
+		{"collection", &memoryv1.StoreRequest{Collection: name(memory.MaxNameBytes)}, &memoryv1.StoreRequest{Collection: name(memory.MaxNameBytes + 1)}},
+		{"conversation_id", &memoryv1.StoreRequest{ConversationId: name(memory.MaxNameBytes)}, &memoryv1.StoreRequest{ConversationId: name(memory.MaxNameBytes + 1)}},
+		{"metadata", &memoryv1.StoreRequest{Metadata: metadata(memory.MaxMetadataBytes)}, &memoryv1.StoreRequest{Metadata: metadata(memory.MaxMetadataBytes + 1)}},
+	} {
+		for _, req := range []*memoryv1.StoreRequest{tc.at, tc.over} {
+			req.UserId, req.Content = "u", user("x")
+		}
+		if _, err := c.Store(ctx, tc.at); err != nil {
+			t.Errorf("Store with %s at the limit: %v", tc.field, err)
+		}
+		_, err := c.Store(ctx, tc.over)
+		grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.field+": at most ")
+	}
 }

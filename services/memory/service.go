@@ -94,6 +94,12 @@ const (
 	MaxPageSize = 500
 	// MaxUserIDBytes is the longest user_id, as the public API's.
 	MaxUserIDBytes = 256
+	// MaxNameBytes is the longest collection and conversation_id of a stored memory, as the
+	// public API's conversation_id: the collection is kept with every term of the memory.
+	MaxNameBytes = 256
+	// MaxMetadataBytes bounds the encoded metadata of a stored memory, kept with it for as
+	// long as the memory: a source and a position, not a document (that is content).
+	MaxMetadataBytes = 16 << 10
 	// MaxContentBytes is the largest content of one memory: about 8,000 tokens, what OpenAI's
 	// embedding models take in one input. Store ingested documents in chunks (IngestDir).
 	MaxContentBytes = 32 << 10

@@ -30,6 +30,9 @@ const (
 	MaxMessageBytes = 64 << 10
 	// MaxUserIDBytes is the longest user_id: room for any principal name or a hash of one.
 	MaxUserIDBytes = 256
+	// MaxConversationIDBytes is the longest conversation_id, which every checkpoint, the
+	// stored result and the memories learned from the run carry: room for any UUID or hash.
+	MaxConversationIDBytes = 256
 	// MaxIdempotencyKeyBytes is the longest idempotency_key: room for any UUID or hash, as
 	// Stripe's 255-character keys.
 	MaxIdempotencyKeyBytes = 256
@@ -158,7 +161,7 @@ func modelProfile(c *typev1.ExecutionContract) string {
 }
 
 func validateRunRequest(req *agentv1.RunRequest) error {
-	if err := validateInput(req.GetUserId(), req.GetMessage(), "history", req.GetHistory(), req.GetSurface()); err != nil {
+	if err := validateInput(req.GetUserId(), req.GetConversationId(), req.GetMessage(), "history", req.GetHistory(), req.GetSurface()); err != nil {
 		return err
 	}
 	if n := len(req.GetIdempotencyKey()); n > MaxIdempotencyKeyBytes {
@@ -191,10 +194,14 @@ func checkRunID(id string) error {
 }
 
 // validateInput checks what Run and Decide take alike against the limits: the user, the
-// message, the earlier messages (named historyField), each with a role, and the surface.
-func validateInput(userID, message, historyField string, history []*typev1.Message, surface typev1.Surface) error {
+// conversation, the message, the earlier messages (named historyField), each with a role, and
+// the surface.
+func validateInput(userID, conversationID, message, historyField string, history []*typev1.Message, surface typev1.Surface) error {
 	if n := len(userID); n > MaxUserIDBytes {
 		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	}
+	if n := len(conversationID); n > MaxConversationIDBytes {
+		return stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxConversationIDBytes, n)
 	}
 	if n := len(message); n > MaxMessageBytes {
 		return stageerr.Invalid("message: at most %d bytes, got %d", MaxMessageBytes, n)

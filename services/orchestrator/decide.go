@@ -32,7 +32,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
 	}
-	if err := validateInput(req.GetUserId(), req.GetMessage(), "message_history", req.GetMessageHistory(), req.GetSurface()); err != nil {
+	if err := validateInput(req.GetUserId(), req.GetConversationId(), req.GetMessage(), "message_history", req.GetMessageHistory(), req.GetSurface()); err != nil {
 		return nil, err
 	}
 	if p := req.GetPendingConfirmation(); p != nil && len(p.GetToolCalls()) > 0 {

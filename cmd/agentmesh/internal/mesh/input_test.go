@@ -176,6 +176,10 @@ func TestRequestSizeLimits(t *testing.T) {
 			&agentv1.RunRequest{Message: "hi", UserId: strings.Repeat("u", orchestrator.MaxUserIDBytes)},
 			&agentv1.RunRequest{Message: "hi", UserId: strings.Repeat("u", orchestrator.MaxUserIDBytes+1)},
 			"user_id: at most 256 bytes, got 257"},
+		{"conversation_id",
+			&agentv1.RunRequest{Message: "hi", ConversationId: strings.Repeat("c", orchestrator.MaxConversationIDBytes)},
+			&agentv1.RunRequest{Message: "hi", ConversationId: strings.Repeat("c", orchestrator.MaxConversationIDBytes+1)},
+			"conversation_id: at most 256 bytes, got 257"},
 		{"idempotency_key",
 			&agentv1.RunRequest{Message: "hi", IdempotencyKey: strings.Repeat("k", orchestrator.MaxIdempotencyKeyBytes)},
 			&agentv1.RunRequest{Message: "hi", IdempotencyKey: strings.Repeat("k", orchestrator.MaxIdempotencyKeyBytes+1)},
@@ -208,6 +212,10 @@ func TestRequestSizeLimits(t *testing.T) {
 		_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: strings.Repeat("u", orchestrator.MaxUserIDBytes+1)})
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "user_id: at most 256 bytes") {
 			t.Errorf("Decide with a user_id over the limit: %v, want INVALID_ARGUMENT", err)
+		}
+		_, err = h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", ConversationId: strings.Repeat("c", orchestrator.MaxConversationIDBytes+1)})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "conversation_id: at most 256 bytes") {
+			t.Errorf("Decide with a conversation_id over the limit: %v, want INVALID_ARGUMENT", err)
 		}
 		over := history(t, orchestrator.MaxHistoryMessages+1, 10*(orchestrator.MaxHistoryMessages+1))
 		_, err = h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", MessageHistory: over})

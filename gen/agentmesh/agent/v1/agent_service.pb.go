@@ -31,7 +31,7 @@ type RunRequest struct {
 	// The user the run acts for; taken from the authenticated principal when auth is on. At most
 	// 256 bytes.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// The conversation the run belongs to.
+	// The conversation the run belongs to; at most 256 bytes.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
@@ -538,7 +538,7 @@ type DecideRequest struct {
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// The conversation.
+	// The conversation; at most 256 bytes.
 	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Earlier messages, oldest first; at most 1,000 messages and 2 MiB encoded in all.
 	MessageHistory []*v1.Message `protobuf:"bytes,4,rep,name=message_history,json=messageHistory,proto3" json:"message_history,omitempty"`

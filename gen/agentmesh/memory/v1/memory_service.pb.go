@@ -28,13 +28,13 @@ type StoreRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Owner; at most 256 bytes (as in every request of the service).
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Conversation.
+	// Conversation; at most 256 bytes.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// The message to remember; its content at most 32 KiB.
 	Content *v1.Message `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	// Collection ("" for personal memory).
+	// Collection ("" for personal memory); at most 256 bytes.
 	Collection string `protobuf:"bytes,4,opt,name=collection,proto3" json:"collection,omitempty"`
-	// Free-form metadata.
+	// Free-form metadata; at most 16 KiB encoded.
 	Metadata      *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
