@@ -5,7 +5,8 @@
 // supervised: when a server's session ends (a stdio child exits, a remote server goes away)
 // it is restarted with exponential backoff, doubling from Options.RestartBackoff up to
 // MaxRestartBackoff, and calls made meanwhile fail at once with an error wrapping
-// ErrUnavailable that says why.
+// ErrUnavailable that says why. A remote server's URL often carries a credential (a key in its
+// path or query), so errors and logs name only its scheme and host.
 //
 // A stdio server's child process gets only the environment its Server gives (plus PATH, taken
 // from this process, when that environment has none); the command is looked up in that PATH;

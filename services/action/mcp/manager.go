@@ -126,9 +126,9 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 		return "", ctx.Err()
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.lost(sess)
-		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, err)
+		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, s.redact(err))
 	default:
-		return "", fmt.Errorf("MCP server %q: %w", serverName, err)
+		return "", fmt.Errorf("MCP server %q: %w", serverName, s.redact(err))
 	}
 	text := resultText(res)
 	if res.IsError {

@@ -2,6 +2,9 @@ package mcp
 
 import (
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 )
 
 // headerTransport adds fixed headers to every request.
@@ -27,4 +30,49 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func newHTTPClient(headers map[string]string) (*http.Client, *http.Transport) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	return &http.Client{Transport: &headerTransport{base: base, headers: headers}}, base
+}
+
+// urlRedactor returns the function that replaces a remote server's endpoint, in every form an
+// error quotes it (as configured, as parsed, with its password masked), by its scheme and host:
+// a hosted server's URL often carries a credential in its path or query, and the errors of
+// calls reach the model, the run's events and the logs.
+func urlRedactor(endpoint string) func(string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return func(s string) string { return strings.ReplaceAll(s, endpoint, "<the server's URL>") }
+	}
+	shown := u.Scheme + "://" + u.Host
+	if strings.TrimSuffix(endpoint, "/") != shown {
+		shown += "/…"
+	}
+	forms := []string{endpoint, u.String(), u.Redacted()}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) }) // the longest match wins
+	pairs := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		pairs = append(pairs, f, shown)
+	}
+	return strings.NewReplacer(pairs...).Replace
+}
+
+// redactedError is an error whose message has a remote server's URL redacted; it wraps the
+// original, so errors.Is and errors.As still see it.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact returns err with the server's URL redacted from its message (err itself for a stdio
+// server, or when the message does not quote it).
+func (s *server) redact(err error) error {
+	if err == nil || s.redactURL == nil {
+		return err
+	}
+	msg := err.Error()
+	if redacted := s.redactURL(msg); redacted != msg {
+		return &redactedError{msg: redacted, err: err}
+	}
+	return err
 }

@@ -26,6 +26,8 @@ type server struct {
 	// remote and pool are a remote server's transport and connection pool.
 	remote *sdk.StreamableClientTransport
 	pool   *http.Transport
+	// redactURL takes a remote server's URL out of a message (urlRedactor); nil for stdio.
+	redactURL func(string) string
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
@@ -62,6 +64,7 @@ func newServer(spec Server, opts Options) *server {
 		var client *http.Client
 		client, s.pool = newHTTPClient(spec.Headers)
 		s.remote = &sdk.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client}
+		s.redactURL = urlRedactor(spec.URL)
 	}
 	return s
 }
@@ -77,7 +80,7 @@ func (s *server) start(ctx context.Context) ([]Tool, error) {
 	var tools []Tool
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, err), sess.Close())
+			return nil, errors.Join(fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, s.redact(err)), s.redact(sess.Close()))
 		}
 		tools = append(tools, toolOf(s.spec.Name, t))
 	}
@@ -94,7 +97,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *tailWriter, 
 	if s.remote != nil {
 		sess, err := s.client.Connect(ctx, s.remote, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("MCP server %q: connecting to %s: %w", s.spec.Name, s.spec.URL, err)
+			return nil, nil, fmt.Errorf("MCP server %q: connecting to %s: %w", s.spec.Name, s.redactURL(s.spec.URL), s.redact(err))
 		}
 		return sess, nil, nil
 	}
@@ -157,9 +160,9 @@ func (s *server) supervise(ctx context.Context, sess *sdk.ClientSession) {
 		stderr := s.stderr
 		s.mu.Unlock()
 		reason := "its session ended"
-		if err := sess.Close(); err != nil { // reaps a stdio child: its exit status
+		if err := s.redact(sess.Close()); err != nil { // reaps a stdio child: its exit status
 			reason = "it stopped (" + err.Error() + ")"
-		} else if waitErr != nil {
+		} else if waitErr = s.redact(waitErr); waitErr != nil {
 			reason = "its session ended (" + waitErr.Error() + ")"
 		}
 		if time.Since(started) >= MaxRestartBackoff {
@@ -231,7 +234,7 @@ func (s *server) close() error {
 			err = nil
 		case err != nil && s.remote != nil:
 			// Ending a remote session is a courtesy (an HTTP DELETE) to a server that may be gone.
-			s.log.Debug("MCP server session not ended cleanly", "err", err)
+			s.log.Debug("MCP server session not ended cleanly", "err", s.redact(err))
 			err = nil
 		}
 	}

@@ -127,7 +127,7 @@ func TestStartFailures(t *testing.T) {
 		{"missing working directory", mcp.Server{Name: "nowhere", Command: "node", Dir: filepath.Join(t.TempDir(), "gone")},
 			[]string{`MCP server "nowhere"`, "no such file or directory"}},
 		{"remote server not listening", mcp.Server{Name: "remote", URL: "http://127.0.0.1:1/mcp"},
-			[]string{`MCP server "remote"`, "connecting to http://127.0.0.1:1/mcp"}},
+			[]string{`MCP server "remote"`, "connecting to http://127.0.0.1:1/…"}}, // its path may hold a key
 		{"neither command nor url", mcp.Server{Name: "empty"}, []string{`MCP server "empty": needs a command (stdio) or a url (remote)`}},
 	}
 	for _, tc := range table {

@@ -1,0 +1,126 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentmesh/agentmesh/services/action/mcp"
+)
+
+// secretURLPath and secretURLQuery stand for the credentials a hosted MCP server's URL often
+// carries (a key in its path or in its query).
+const (
+	secretURLPath  = "sk-path-c0ffee"
+	secretURLQuery = "sk-query-decaf"
+)
+
+// TestARemoteServerURLStaysOutOfErrorsAndLogs: a remote server's URL may carry a credential,
+// so the errors a call returns (which the model and the run's events see), the errors of Start
+// and the logs name the server and its host but never the URL's path or query. They quoted the
+// whole URL, as the HTTP client's errors do.
+func TestARemoteServerURLStaysOutOfErrorsAndLogs(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
+	type args struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echoes."}, func(_ context.Context, _ *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil, nil
+	})
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var broken atomic.Bool
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if broken.Load() { // the server goes away mid-session: the connection is cut
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		for ss := range srv.Sessions() { // the client could not end its session
+			_ = ss.Close()
+		}
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	endpoint := hs.URL + "/mcp/" + secretURLPath + "?key=" + secretURLQuery
+
+	var logs syncBuffer
+	opts := quiet()
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.RestartBackoff = time.Hour // the call sees the lost connection, not a restart
+	m := start(t, opts, mcp.Server{Name: "notes", URL: endpoint})
+	if got, err := call(t, m, "notes", "echo", map[string]any{"text": "hi"}); err != nil || got != "hi" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+
+	broken.Store(true)
+	_, err := call(t, m, "notes", "echo", map[string]any{"text": "hi"})
+	if err == nil {
+		t.Fatal("a call to a server that cut the connection succeeded")
+	}
+	noSecret(t, "the error of a call", err.Error())
+	if !strings.Contains(err.Error(), `"notes"`) {
+		t.Errorf("the error of a call does not name the server: %v", err)
+	}
+
+	// A server that cannot be reached at all fails Start.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + l.Addr().String() + "/mcp/" + secretURLPath + "?key=" + secretURLQuery
+	_ = l.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if m, err := mcp.Start(ctx, []mcp.Server{{Name: "gone", URL: gone}}, opts); err == nil {
+		closeManager(t, m)
+		t.Fatal("Start reached a server that is not listening")
+	} else {
+		noSecret(t, "the error of Start", err.Error())
+		if !strings.Contains(err.Error(), l.Addr().String()) {
+			t.Errorf("the error of Start does not name the server's host: %v", err)
+		}
+	}
+	noSecret(t, "the logs", logs.String())
+}
+
+// noSecret fails the test when text holds a secret of the URL.
+func noSecret(t *testing.T, what, text string) {
+	t.Helper()
+	for _, s := range []string{secretURLPath, secretURLQuery} {
+		if strings.Contains(text, s) {
+			t.Errorf("%s quotes the server URL's secret %q:\n%s", what, s, text)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
