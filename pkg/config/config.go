@@ -471,7 +471,9 @@ type RestTool struct {
 
 // Tools holds approval policies by tool name.
 type Tools struct {
-	// RequireApproval lists tools that always need approval.
+	// RequireApproval lists tools that always need approval, by their full names
+	// ("<server>__<tool>" for an MCP tool); the action stage refuses to start when one names
+	// no tool it has, so that a misspelt name cannot leave a tool unguarded.
 	RequireApproval []string `yaml:"require_approval,omitempty"`
 	// NoApproval lists tools that never need approval, even when they would by default.
 	NoApproval []string `yaml:"no_approval,omitempty"`

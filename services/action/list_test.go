@@ -191,6 +191,9 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		{"schema that does not compile", action.Options{Tools: []action.Tool{badSchema}}, `tool "bad_schema": schema`},
 		{"schema with an external $ref (never loaded)", action.Options{Tools: []action.Tool{external}}, `tool "external_ref": schema`},
 		{"approval both ways", action.Options{RequireApproval: []string{"x"}, NoApproval: []string{"x"}}, `tool "x" is listed both`},
+		// A misspelt name would leave the tool it meant to guard running without approval.
+		{"approval required of a tool that does not exist", action.Options{Tools: []action.Tool{newFakeTool("weather", returns(""))}, RequireApproval: []string{"wether"}},
+			`approval is required for "wether", but no tool has that name (tools: calculator, current_time, weather)`},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {

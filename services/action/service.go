@@ -2,7 +2,9 @@ package action
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
@@ -29,7 +31,8 @@ type Options struct {
 	Memory memoryv1.MemoryServiceClient
 	// Tools are executable tools beyond the built-ins.
 	Tools []Tool
-	// RequireApproval names tools that are never executed without a recorded approval.
+	// RequireApproval names tools that are never executed without a recorded approval; each
+	// must be the name of a tool.
 	RequireApproval []string
 	// NoApproval names tools exempt from approval, whatever their name or flag says.
 	NoApproval []string
@@ -86,8 +89,9 @@ type Service struct {
 }
 
 // New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
-// both requiring and exempt from approval, bad queue limits, tools bound to queues that do not
-// exist and schemas that do not compile are errors.
+// both requiring and exempt from approval, a name requiring approval that no tool has (a
+// misspelt name would leave the tool it meant unguarded), bad queue limits, tools bound to
+// queues that do not exist and schemas that do not compile are errors.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,
@@ -136,6 +140,11 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, opts.Idempotent, s.queues); err != nil {
 		return nil, err
+	}
+	for _, name := range opts.RequireApproval {
+		if _, ok := s.tools.lookup(name); !ok {
+			return nil, fmt.Errorf("approval is required for %q, but no tool has that name (tools: %s)", name, strings.Join(s.tools.names, ", "))
+		}
 	}
 	if opts.Ledger == nil {
 		s.log.Warn("the call ledger is in memory only: without NATS, a restarted or second replica of the action stage may run a tool call again")
