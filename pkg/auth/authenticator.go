@@ -116,6 +116,7 @@ func clientCert(ctx context.Context) *x509.Certificate {
 
 // certPrincipal is the principal a client certificate names: the common name is the user, the
 // first organization the tenant, and the organizational units that name roles are its roles.
+// Neither user nor tenant may hold a '/', which separates them in the principal's ID.
 func certPrincipal(cert *x509.Certificate) (Principal, error) {
 	s := cert.Subject
 	if s.CommonName == "" || strings.Contains(s.CommonName, "/") {
@@ -125,6 +126,11 @@ func certPrincipal(cert *x509.Certificate) (Principal, error) {
 	p := Principal{User: s.CommonName, Method: MethodMTLS, Key: s.String()}
 	if len(s.Organization) > 0 {
 		p.Tenant = s.Organization[0]
+	}
+	if strings.Contains(p.Tenant, "/") {
+		// The user id would read as a user of another tenant (TenantOf).
+		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
+			"the client certificate's first organization must name the tenant (without '/')")
 	}
 	for _, ou := range s.OrganizationalUnit {
 		if slices.Contains(Roles, ou) {

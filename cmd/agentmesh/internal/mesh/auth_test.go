@@ -311,6 +311,15 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 	expectCode(t, "a certificate of an unknown CA", err, codes.Unauthenticated)
 	_, err = client(nil).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
 	expectCode(t, "TLS without a client certificate", err, codes.Unauthenticated)
+
+	// A tenant with a '/' would make the user id "acme/research/dave", which reads as a user
+	// of tenant acme: acme's tenant admins could read, cancel and answer dave's runs. Such a
+	// certificate authenticates no one, as an API key of such a tenant is refused.
+	_, err = client(issue(ca, "dave", "acme/research")).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	expectCode(t, "a certificate whose organization holds a '/'", err, codes.Unauthenticated)
+	if err != nil && !strings.Contains(status.Convert(err).Message(), "organization") {
+		t.Errorf("the refusal does not say what is wrong: %v", err)
+	}
 }
 
 // TestARunIDWhoseEventsAreKeptStaysTaken: without checkpoints, a caller's run_id was checked
