@@ -8,8 +8,9 @@
 //     value: every byte except the RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~) is
 //     encoded, a space as %20; in the path, a value that is or holds between slashes a
 //     relative segment ("..", ".") is refused, since servers resolve it, decoded, against the
-//     path before it; the scheme, host and port are fixed, so a placeholder there is refused
-//     when the tool is built;
+//     path before it, and so is an empty value that leaves its segment empty ("/users//posts",
+//     "/users/"), which servers and proxies merge into, or read as, another path; the scheme,
+//     host and port are fixed, so a placeholder there is refused when the tool is built;
 //   - in a header value, the value is inserted as is; a value containing a line break is an
 //     error, so arguments cannot add headers;
 //   - in a JSON body (a Content-Type naming json, or, without a Content-Type, a body template

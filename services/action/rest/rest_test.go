@@ -259,3 +259,48 @@ func TestAPathValueCannotLeaveTheToolsPath(t *testing.T) {
 		}
 	}
 }
+
+// TestAnEmptyPathValueCannotChangeTheToolsPath: an empty value for a placeholder that is a
+// whole segment of the path left the segment empty: /api/users/${parameters.id}/posts with id
+// "" asked /api/users//posts, which servers and proxies (Go's ServeMux, nginx's merge_slashes)
+// merge into /api/users/posts, another resource than the tool's, and
+// /api/users/${parameters.id} asked /api/users/, the collection. Such a value is refused; an
+// empty value that leaves its segment other text, or one in the query, is not.
+func TestAnEmptyPathValueCannotChangeTheToolsPath(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/users/{id}/posts", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "posts of "+r.PathValue("id")) })
+	mux.HandleFunc("/api/users/posts", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "EVERY USER'S POSTS") })
+	mux.HandleFunc("/api/users/", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "EVERY USER") })
+	mux.HandleFunc("/api/files/{name}", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "file "+r.PathValue("name")) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		url   string
+		param string
+	}{
+		{"/api/users/${parameters.id}/posts", "id"},
+		{"/api/users/${parameters.id}", "id"},
+		{"/api/users/${parameters.id}?q=${parameters.q}", "id"},
+		{"/api/users/${parameters.prefix}${parameters.id}/posts", "prefix"},
+	} {
+		tool := newTool(t, rest.Spec{URL: srv.URL + tc.url}, srv.Client())
+		out, err := tool.Call(t.Context(), map[string]any{"id": "", "prefix": "", "q": "x"})
+		if err == nil || !strings.Contains(err.Error(), `parameter "`+tc.param+`"`) {
+			t.Errorf("%s with an empty id: Call = %q, %v; want the value refused", tc.url, out, err)
+		}
+	}
+	for _, tc := range []struct {
+		url  string
+		args map[string]any
+		want string
+	}{
+		{"/api/users/${parameters.prefix}${parameters.id}/posts", map[string]any{"prefix": "", "id": "7"}, "posts of 7"},
+		{"/api/files/${parameters.name}.txt", map[string]any{"name": ""}, "file .txt"},
+		{"/api/users/7/posts?q=${parameters.q}", map[string]any{"q": ""}, "posts of 7"},
+	} {
+		tool := newTool(t, rest.Spec{URL: srv.URL + tc.url}, srv.Client())
+		if out, err := tool.Call(t.Context(), tc.args); err != nil || out != tc.want {
+			t.Errorf("%s with %v: Call = %q, %v; want %q", tc.url, tc.args, out, err, tc.want)
+		}
+	}
+}

@@ -112,6 +112,45 @@ func (t template) markQuery() {
 	}
 }
 
+// emptySegment returns the first placeholder of a URL template's path whose segment (the text
+// between two slashes, or after the last one) the values of the path's placeholders leave
+// empty, "" when there is none: "/users/${parameters.id}/posts" with an empty id is
+// "/users//posts", which servers and proxies merge into "/users/posts", and
+// "/users/${parameters.id}" is "/users/", the collection, both other paths than the tool's.
+func (t template) emptySegment(values map[string]string) string {
+	var first string                        // the first placeholder of the current segment
+	filled := false                         // the current segment has text
+	closeSegment := func() (param string) { // the segment's first placeholder if it is empty
+		if !filled {
+			param = first
+		}
+		first, filled = "", false
+		return param
+	}
+	for _, s := range t {
+		if s.param != "" { // in the path: the literal '?' or '#' before a query's ends the loop
+			if first == "" {
+				first = s.param
+			}
+			filled = filled || values[s.param] != ""
+			continue
+		}
+		for _, c := range s.text {
+			switch c {
+			case '?', '#':
+				return closeSegment()
+			case '/':
+				if p := closeSegment(); p != "" {
+					return p
+				}
+			default:
+				filled = true
+			}
+		}
+	}
+	return closeSegment()
+}
+
 // render fills the template, turning each placeholder into text with fill.
 func (t template) render(fill func(s segment) (string, error)) (string, error) {
 	var b strings.Builder

@@ -223,15 +223,22 @@ func (t *Tool) Call(ctx context.Context, args map[string]any) (string, error) {
 
 // request builds the HTTP request of one call.
 func (t *Tool) request(ctx context.Context, args map[string]any) (*http.Request, error) {
+	pathValues := map[string]string{}
 	rawURL, err := t.url.render(func(s segment) (string, error) {
 		v, err := text(args[s.param])
 		if err == nil && !s.inQuery && dotSegment(v) {
 			err = fmt.Errorf("parameter %q is %q, which in the URL's path would name another path than the tool's (a relative segment)", s.param, v)
 		}
+		if !s.inQuery {
+			pathValues[s.param] = v
+		}
 		return escapeURL(v), err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if param := t.url.emptySegment(pathValues); param != "" {
+		return nil, fmt.Errorf("parameter %q is empty, which in the URL's path would leave an empty segment and name another path than the tool's", param)
 	}
 	var body io.Reader
 	if len(t.body) > 0 {
