@@ -9,7 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -297,6 +301,51 @@ func TestMCPToolsAfterClose(t *testing.T) {
 	if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || resp.GetAttempts() != 0 ||
 		!strings.Contains(resp.GetError(), `MCP server "everything" is unavailable: closed`) {
 		t.Fatalf("call to a stopped server: %v, want an execution error with no attempt that reached it", resp)
+	}
+}
+
+// TestACallToARemoteMCPServerThatIsDownReachedNothing: a call to a remote MCP server that
+// refuses connections is retried, as a server being restarted is, and reported with no attempt
+// that reached it; it was reported after one attempt, as a failure of the tool.
+func TestACallToARemoteMCPServerThatIsDownReachedNothing(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "records", Version: "1.0.0"}, nil)
+	type args struct {
+		ID string `json:"id"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "show_record", Description: "Shows a record.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *sdk.CallToolRequest, args) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a record"}}}, nil, nil
+		})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	stop := sync.OnceFunc(func() {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	t.Cleanup(stop)
+
+	cfg := config.Default()
+	cfg.MCPServers = map[string]config.MCPServer{"records": {URL: hs.URL}}
+	client := serveConfig(t, cfg)
+	resp, err := client.Execute(t.Context(), request(t, "records__show_record", map[string]any{"id": "1"}))
+	if err != nil || resp.GetResult() != "a record" {
+		t.Fatalf("show_record: %v, %v", resp, err)
+	}
+
+	stop()
+	// A call may still find a connection the server closed, which counts as an attempt; the
+	// next ones find the port closed.
+	mcptest.Poll(t, 10*time.Second, "a call refused by the closed port, with no attempt that reached it", func() bool {
+		resp, err = client.Execute(t.Context(), request(t, "records__show_record", map[string]any{"id": "1"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(resp.GetError(), "connection refused") && resp.GetAttempts() == 0
+	})
+	if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR {
+		t.Errorf("a call to a server that refuses connections: status %v (%s), want an error", resp.GetStatus(), resp.GetError())
 	}
 }
 

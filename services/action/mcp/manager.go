@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,7 +107,8 @@ func (m *Manager) Tools() []Tool {
 
 // Call calls a tool of a server with arguments and returns the text of its result. A result
 // the server marks as an error is a *ToolError; a server that is being restarted fails the
-// call at once with an error wrapping ErrUnavailable.
+// call at once with an error wrapping ErrUnavailable, as does a remote server that cannot be
+// reached or no longer knows the session.
 func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any) (string, error) {
 	s, ok := m.servers[serverName]
 	if !ok {
@@ -127,6 +129,8 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.lost(sess)
 		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, s.redact(err))
+	case notSent(err):
+		return "", fmt.Errorf("MCP server %q: %w", serverName, unsentError{s.redact(err)})
 	default:
 		return "", fmt.Errorf("MCP server %q: %w", serverName, s.redact(err))
 	}
@@ -136,6 +140,21 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	}
 	return text, nil
 }
+
+// notSent reports whether a call failed before its server could run anything: a remote server
+// whose connection could not be made (it is down, or being redeployed), or one that no longer
+// knows the session (it restarted, and answered 404).
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, sdk.ErrSessionMissing) || (errors.As(err, &op) && op.Op == "dial")
+}
+
+// unsentError is the failure of a call its server did not run, which wraps ErrUnavailable:
+// trying again is safe.
+type unsentError struct{ error }
+
+// Unwrap returns ErrUnavailable and the failure.
+func (e unsentError) Unwrap() []error { return []error{ErrUnavailable, e.error} }
 
 // Close stops supervising, closes every session in parallel (stopping stdio children) and
 // waits for the supervisors to end. A child that had to be signalled to stop is not an error;

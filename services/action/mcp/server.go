@@ -21,7 +21,8 @@ const (
 )
 
 // ErrUnavailable marks a call refused because its server is not running (it is being
-// restarted); the call was not sent, so trying again later is safe.
+// restarted), or, for a remote server, cannot be reached or no longer knows the session; the
+// server ran nothing, so trying again later is safe.
 var ErrUnavailable = errors.New("MCP server unavailable")
 
 // Server describes one MCP server: a stdio server (Command) or a remote one (URL).
