@@ -6,7 +6,8 @@
 // it is restarted with exponential backoff, doubling from Options.RestartBackoff up to
 // MaxRestartBackoff, and calls made meanwhile fail at once with an error wrapping
 // ErrUnavailable that says why. A remote server's URL often carries a credential (a key in its
-// path or query), so errors and logs name only its scheme and host.
+// path or query), so errors and logs name only its scheme and host; a stdio server's arguments
+// may too (a database URL with its password), so they name only its command.
 //
 // A stdio server's child process gets only the environment its Server gives (plus PATH, taken
 // from this process, when that environment has none); the command is looked up in that PATH;

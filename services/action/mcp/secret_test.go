@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 )
 
@@ -123,4 +125,44 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestAStdioServersArgumentsStayOutOfCallErrors: a stdio server's arguments may hold a
+// credential (the reference PostgreSQL server takes its connection URL, password included, as
+// its argument), so when the server cannot be restarted the errors its calls return, which the
+// model and the run's events see, and the logs name its command but not its arguments. They
+// quoted the whole command line.
+func TestAStdioServersArgumentsStayOutOfCallErrors(t *testing.T) {
+	const secretArg = "postgresql://agent:pw-f00d@db/app"
+	dir := t.TempDir()
+	srv := everything(t)
+	srv.Args = append(srv.Args, secretArg) // server-everything ignores what follows "stdio"
+	srv.Dir = dir
+	var logs syncBuffer
+	opts := quiet()
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := start(t, opts, srv)
+	if _, err := call(t, m, "everything", "echo", map[string]any{"message": "before"}); err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+
+	// Restarts fail while the working directory is gone.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	mcptest.Kill(t, mcptest.ChildPID(t, markerVar, t.Name()))
+	var outage error
+	mcptest.Poll(t, 10*time.Second, "calls to fail after a failed restart", func() bool {
+		_, outage = call(t, m, "everything", "echo", map[string]any{"message": "during"})
+		return outage != nil && strings.Contains(outage.Error(), "restarting failed")
+	})
+	if strings.Contains(outage.Error(), "pw-f00d") {
+		t.Errorf("the error of a call quotes the server's arguments: %v", outage)
+	}
+	if !strings.Contains(outage.Error(), "starting node") {
+		t.Errorf("the error of a call does not name the server's command: %v", outage)
+	}
+	if strings.Contains(logs.String(), "pw-f00d") {
+		t.Errorf("the logs quote the server's arguments:\n%s", logs.String())
+	}
 }

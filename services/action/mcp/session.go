@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -109,14 +108,11 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *tailWriter, 
 	t := &commandTransport{cmd: cmd, limits: s.spec.Limits, grace: s.opts.TerminateGrace}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
-		return nil, stderr, fmt.Errorf("MCP server %q: starting %s: %w", s.spec.Name, commandLine(s.spec), err)
+		// The command, not its arguments, which may hold a credential (a database URL with its
+		// password): calls may show this error to the model.
+		return nil, stderr, fmt.Errorf("MCP server %q: starting %s: %w", s.spec.Name, s.spec.Command, err)
 	}
 	return sess, stderr, nil
-}
-
-// commandLine renders a stdio server's command for messages.
-func commandLine(s Server) string {
-	return strings.Join(append([]string{s.Command}, s.Args...), " ")
 }
 
 // setSession makes sess the live session.
