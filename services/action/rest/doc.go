@@ -24,6 +24,10 @@
 // The text of a value is the string itself, a number in its shortest decimal form, true or
 // false, the compact JSON of an object or array, and the empty string for an absent value.
 //
+// Redirects are followed (at most 10); one to another origin (scheme, host and port) than the
+// URL's is sent without the headers the tool configures, but Content-Type, since they may hold
+// the credentials of the tool's server.
+//
 // A response with a 2xx status is the tool's result, its body as text; any other status is a
 // *StatusError carrying the status and an excerpt of the body. Failures worth retrying (a
 // connection that could not be made, 429, 502, 503, 504) wrap ErrTransient; a connection that

@@ -304,3 +304,49 @@ func TestAnEmptyPathValueCannotChangeTheToolsPath(t *testing.T) {
 		}
 	}
 }
+
+// TestConfiguredHeadersStayWithTheToolsServer: the headers a tool's configuration sets (an API
+// key in X-Api-Key) are sent to its server and through its redirects within the server, but
+// not through a redirect to another one, where a path or query the model fills (an open
+// redirect of the API) could send the request; Go's client drops only Authorization and
+// cookies there. Content-Type, which describes the body, still goes.
+func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
+	elsewhere, got := server(t, http.StatusOK, "elsewhere")
+	// The same server under another host name is another origin.
+	other := strings.Replace(elsewhere.URL, "127.0.0.1", "localhost", 1)
+	var keys []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("/go", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/here", func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("X-Api-Key"))
+		_, _ = io.WriteString(w, "here")
+	})
+	api := httptest.NewServer(mux)
+	t.Cleanup(api.Close)
+	headers := map[string]string{"X-Api-Key": "key-5ec2e7", "Content-Type": "application/json"}
+
+	tool := newTool(t, rest.Spec{Method: "POST", URL: api.URL + "/go?to=${parameters.to}", Headers: headers, Body: `{"q": "x"}`}, api.Client())
+	if out, err := tool.Call(t.Context(), map[string]any{"to": other + "/collect"}); err != nil || out != "elsewhere" {
+		t.Fatalf("Call = %q, %v", out, err)
+	}
+	r := <-got
+	if k := r.header.Get("X-Api-Key"); k != "" {
+		t.Errorf("a redirect to another server carried the tool's X-Api-Key %q", k)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" || r.body != `{"q": "x"}` {
+		t.Errorf("the redirected request: Content-Type %q, body %q; want the body and its type", ct, r.body)
+	}
+
+	tool = newTool(t, rest.Spec{Method: "POST", URL: api.URL + "/moved", Headers: headers, Body: `{}`}, api.Client())
+	if out, err := tool.Call(t.Context(), nil); err != nil || out != "here" {
+		t.Fatalf("Call = %q, %v", out, err)
+	}
+	if !slices.Equal(keys, []string{"key-5ec2e7"}) {
+		t.Errorf("a redirect within the server carried X-Api-Key %q, want the tool's", keys)
+	}
+}

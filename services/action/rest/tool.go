@@ -70,7 +70,8 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 	if client == nil {
 		return nil, errors.New("rest tool needs an HTTP client")
 	}
-	t := &Tool{method: strings.ToUpper(spec.Method), headers: make(map[string]template, len(spec.Headers)), client: client}
+	t := &Tool{method: strings.ToUpper(spec.Method), headers: make(map[string]template, len(spec.Headers))}
+	t.client = confined(client, slices.Collect(maps.Keys(spec.Headers)))
 	if t.method == "" {
 		t.method = http.MethodGet
 	}
@@ -108,6 +109,39 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 	t.body.params(names)
 	t.params = slices.Sorted(maps.Keys(names))
 	return t, nil
+}
+
+// maxRedirects is how many redirects a call follows, as Go's client does by default.
+const maxRedirects = 10
+
+// confined returns a copy of client that, following a redirect to another origin (scheme, host
+// and port; the host upgraded from http to https is not another) than the request's, leaves
+// out the headers the tool's configuration sets but Content-Type: they may hold the
+// credentials of the tool's server (an API key), and a path or query the model fills may reach
+// a redirect to anywhere (an open redirect of the API). Go's client leaves out only
+// Authorization and cookies.
+func confined(client *http.Client, headers []string) *http.Client {
+	c := *client
+	next := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		upgraded := first.Scheme == "http" && req.URL.Scheme == "https"
+		if !strings.EqualFold(req.URL.Host, first.Host) || (req.URL.Scheme != first.Scheme && !upgraded) {
+			for _, name := range headers {
+				if !strings.EqualFold(name, "Content-Type") {
+					req.Header.Del(name)
+				}
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+	return &c
 }
 
 // validMethod reports whether m is an HTTP method token.
