@@ -7,15 +7,20 @@ import (
 	"strings"
 )
 
-// headerTransport adds fixed headers to every request.
+// headerTransport adds fixed headers to every request to one origin.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	// origin is the scheme and host (with port) of the server's URL: the headers, which may
+	// hold its credentials, go with requests there only (sameOrigin), not with one a redirect
+	// sends elsewhere.
+	origin url.URL
 }
 
-// RoundTrip sends a copy of req with the headers set.
+// RoundTrip sends a copy of req with the headers set, or req as it is when it goes to another
+// origin.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
+	if len(t.headers) == 0 || !sameOrigin(req.URL, &t.origin) {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
@@ -25,11 +30,23 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req)
 }
 
-// newHTTPClient returns the client of one remote server, on its own connection pool so that
-// closing the server closes its connections.
-func newHTTPClient(headers map[string]string) (*http.Client, *http.Transport) {
+// sameOrigin reports whether u is on the scheme and host (with port) of origin, or on its
+// host upgraded from http to https.
+func sameOrigin(u, origin *url.URL) bool {
+	upgraded := origin.Scheme == "http" && u.Scheme == "https"
+	return strings.EqualFold(u.Host, origin.Host) && (u.Scheme == origin.Scheme || upgraded)
+}
+
+// newHTTPClient returns the client of the remote server at endpoint, on its own connection
+// pool so that closing the server closes its connections, which sends headers to the
+// endpoint's origin.
+func newHTTPClient(endpoint string, headers map[string]string) (*http.Client, *http.Transport) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
-	return &http.Client{Transport: &headerTransport{base: base, headers: headers}}, base
+	t := &headerTransport{base: base, headers: headers}
+	if u, err := url.Parse(endpoint); err == nil {
+		t.origin = url.URL{Scheme: u.Scheme, Host: u.Host}
+	}
+	return &http.Client{Transport: t}, base
 }
 
 // urlRedactor returns the function that replaces a remote server's endpoint, in every form an

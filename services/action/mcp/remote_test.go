@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
@@ -57,5 +60,59 @@ func TestRemoteEverythingOverStreamableHTTP(t *testing.T) {
 		if tok != "${LITERAL}" {
 			t.Fatalf("a request carried X-Api-Token %q, want the configured value as written", tok)
 		}
+	}
+}
+
+// TestARemoteServersHeadersStayWithItsOrigin: the headers configured for a remote server (its
+// credentials) go with every request to its URL's origin, but not with a request a redirect
+// sends to another origin; they were set on every request the client made, even where Go's
+// client had dropped Authorization for leaving the host.
+func TestARemoteServersHeadersStayWithItsOrigin(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
+	type args struct {
+		Text string `json:"text"`
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echoes."}, func(_ context.Context, _ *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil, nil
+	})
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var mu sync.Mutex
+	var leaked []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		for _, h := range []string{"Authorization", "X-Api-Token"} {
+			if v := r.Header.Get(h); v != "" {
+				leaked = append(leaked, h+": "+v)
+			}
+		}
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		elsewhere.CloseClientConnections()
+		elsewhere.Close()
+	})
+	// The server moved to another origin (the same server under another host name).
+	moved := strings.Replace(elsewhere.URL, "127.0.0.1", "localhost", 1)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, moved+r.URL.RequestURI(), http.StatusPermanentRedirect)
+	}))
+	t.Cleanup(front.Close)
+
+	m := start(t, quiet(), mcp.Server{
+		Name:    "notes",
+		URL:     front.URL + "/mcp",
+		Headers: map[string]string{"Authorization": "Bearer sk-auth", "X-Api-Token": "sk-token"},
+	})
+	if got, err := call(t, m, "notes", "echo", map[string]any{"text": "hi"}); err != nil || got != "hi" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leaked) > 0 {
+		t.Errorf("requests redirected to another origin carried the server's headers: %v", leaked)
 	}
 }

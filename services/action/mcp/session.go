@@ -61,7 +61,7 @@ func newServer(spec Server, opts Options) *server {
 	}
 	if spec.URL != "" {
 		var client *http.Client
-		client, s.pool = newHTTPClient(spec.Headers)
+		client, s.pool = newHTTPClient(spec.URL, spec.Headers)
 		s.remote = &sdk.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client}
 		s.redactURL = urlRedactor(spec.URL)
 	}
