@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -20,19 +19,19 @@ const anonymous = "anonymous"
 // name each other's runs.
 type idempotencyKey struct{ user, key string }
 
-// callerID is the user id a run request acts for. With authentication on it is the
-// principal's (auth.Principal.ID): a request's user_id must then be empty or name the
-// principal (its user or its id), unless the principal is an admin, who may act for any user.
-// With authentication off it is the request's user_id, or "anonymous".
-func (s *Service) callerID(ctx context.Context, req *agentv1.RunRequest) (string, error) {
+// callerID is the user id a request (a run's, or Decide's) acts for, requested being its
+// user_id. With authentication on it is the principal's (auth.Principal.ID): requested must
+// then be empty or name the principal (its user or its id), unless the principal is an admin,
+// who may act for any user. With authentication off it is requested, or "anonymous".
+func (s *Service) callerID(ctx context.Context, requested string) (string, error) {
 	p, ok := auth.FromContext(ctx)
 	if !ok {
-		if id := req.GetUserId(); id != "" {
-			return id, nil
+		if requested != "" {
+			return requested, nil
 		}
 		return anonymous, nil
 	}
-	switch id := req.GetUserId(); {
+	switch id := requested; {
 	case id == "" || id == p.User || id == p.ID():
 		return p.ID(), nil
 	case p.Has(auth.RoleAdmin):

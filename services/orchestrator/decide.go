@@ -13,6 +13,7 @@ import (
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
@@ -35,6 +36,11 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if err := validateInput(req.GetUserId(), req.GetConversationId(), req.GetMessage(), "message_history", req.GetMessageHistory(), req.GetSurface()); err != nil {
 		return nil, err
 	}
+	userID, err := s.callerID(ctx, req.GetUserId())
+	if err != nil {
+		return nil, err
+	}
+	ctx = auth.OutgoingUser(ctx, userID) // the stages' calls act for the user, as a run's do
 	if p := req.GetPendingConfirmation(); p != nil && len(p.GetToolCalls()) > 0 {
 		switch {
 		case confirmWords.MatchString(req.GetMessage()):
@@ -50,7 +56,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	var spent decideAccount
 	intent, err := whenReady(ctx, "intent", s.peers.Intent.Parse, &intentv1.ParseRequest{
 		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
-		UserId: req.GetUserId(), AvailableTools: toolNames(tools),
+		UserId: userID, AvailableTools: toolNames(tools),
 	})
 	spent.add(stageIntent, intent.GetAccounting()...)
 	switch se := stageerr.FromError(err); {

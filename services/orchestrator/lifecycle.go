@@ -68,7 +68,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if err != nil {
 		return nil, nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)
 	}
-	userID, err := s.callerID(ctx, req)
+	userID, err := s.callerID(ctx, req.GetUserId())
 	if err != nil {
 		return nil, nil, err
 	}

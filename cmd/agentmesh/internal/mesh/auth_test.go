@@ -131,6 +131,17 @@ func TestPublicAPIAuthentication(t *testing.T) {
 	}
 	callID := alice.GetPendingAction().GetToolCalls()[0].GetId()
 
+	t.Run("Decide's user_id comes from the principal", func(t *testing.T) {
+		_, err := as["alice"].Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: "acme/bob"})
+		expectCode(t, "alice deciding for bob", err, codes.PermissionDenied)
+		for _, id := range []string{"", "alice", "acme/alice"} {
+			_, err = as["alice"].Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: id})
+			expectCode(t, "alice deciding for user_id "+id, err, codes.OK)
+		}
+		_, err = as["root"].Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: "acme/bob"})
+		expectCode(t, "an admin deciding for bob", err, codes.OK)
+	})
+
 	t.Run("user_id comes from the principal", func(t *testing.T) {
 		_, err := as["alice"].Run(t.Context(), &agentv1.RunRequest{Message: "hi", UserId: "acme/bob"})
 		expectCode(t, "alice acting for bob", err, codes.PermissionDenied)

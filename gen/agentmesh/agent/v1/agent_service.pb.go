@@ -534,7 +534,8 @@ func (x *AnswerResponse) GetResumed() bool {
 // DecideRequest is seed 004's DecisionContext.
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The user the decision is for; at most 256 bytes.
+	// The user the decision is for; taken from the authenticated principal when auth is on, as a
+	// run's. At most 256 bytes.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
