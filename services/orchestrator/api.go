@@ -509,13 +509,14 @@ func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 }
 
 // wholeResult is ev with the whole result in a run_finished whose result did not fit in one
-// NATS message (read back from the checkpoint store or the memory stage).
+// NATS message (from the run while it is live on this replica, else read back from the
+// checkpoint store or the memory stage).
 func (s *Service) wholeResult(ctx context.Context, ev *eventv1.RunEvent) *eventv1.RunEvent {
 	fin := ev.GetRunFinished()
 	if fin == nil || !fin.GetResultOmitted() {
 		return ev
 	}
-	res, err := s.GetRun(ctx, &agentv1.GetRunRequest{RunId: ev.GetRunId()})
+	res, err := s.omittedResult(ctx, ev.GetRunId())
 	if err != nil {
 		s.log.WarnContext(ctx, "reading an omitted result failed; sending the summary", "run_id", ev.GetRunId(), "err", err)
 		return ev
@@ -523,6 +524,18 @@ func (s *Service) wholeResult(ctx context.Context, ev *eventv1.RunEvent) *eventv
 	out := proto.CloneOf(ev)
 	out.GetRunFinished().Result, out.GetRunFinished().ResultOmitted = res, false
 	return out
+}
+
+// omittedResult is the whole result of a finished run whose run_finished event left it out.
+// A run live on this replica hands its result to its callers only once its run_finished is
+// stored, so GetRun, which finds it still executing until then, is not asked: its result is
+// waited for (a watcher that read run_finished at once got FAILED_PRECONDITION there, and the
+// event without its result). The caller may read the run already.
+func (s *Service) omittedResult(ctx context.Context, runID string) (*typev1.RunResult, error) {
+	if r := s.liveRun(runID); r != nil {
+		return r.waitFinished(ctx)
+	}
+	return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
 }
 
 // runExists reports NOT_FOUND for a run that neither the store nor the event stream knows.

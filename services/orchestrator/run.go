@@ -123,11 +123,24 @@ func (r *run) publish(res *typev1.RunResult) {
 // waitResult returns the final result, or a snapshot if the run pauses for a person first;
 // UNAVAILABLE when the run moves to another replica before either.
 func (r *run) waitResult(ctx context.Context) (*typev1.RunResult, error) {
+	return r.waitFor(ctx, func(*typev1.RunResult) bool { return true })
+}
+
+// waitFinished returns the final result, once the run has it (not a snapshot of a pause it
+// left); UNAVAILABLE when the run moves to another replica before.
+func (r *run) waitFinished(ctx context.Context) (*typev1.RunResult, error) {
+	return r.waitFor(ctx, func(res *typev1.RunResult) bool {
+		return res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL && res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_INPUT
+	})
+}
+
+// waitFor returns the run's result (final, or the snapshot of a pause) once ok accepts it.
+func (r *run) waitFor(ctx context.Context, ok func(*typev1.RunResult) bool) (*typev1.RunResult, error) {
 	for {
 		r.mu.Lock()
 		res, changed := r.result, r.changed
 		r.mu.Unlock()
-		if res != nil {
+		if res != nil && ok(res) {
 			return res, nil
 		}
 		select {
