@@ -17,7 +17,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -538,25 +537,25 @@ func (s *Service) omittedResult(ctx context.Context, runID string) (*typev1.RunR
 	return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
 }
 
-// runExists reports NOT_FOUND for a run that neither the store nor the event stream knows.
+// runExists reports NOT_FOUND for a run to watch that is neither unfinished in the store nor
+// has events in the stream. A finished run must have events: its tombstone outlives them when
+// durability.idempotency_ttl_ms is longer than nats.stream_max_age_ms (or nats.stream_max_bytes
+// dropped them), and a watch of it waited for good for a run_finished no longer kept.
 func (s *Service) runExists(ctx context.Context, runID string) error {
 	if s.liveRun(runID) != nil {
 		return nil
 	}
 	if s.store != nil {
-		if _, err := s.store.State(ctx, runID); err == nil {
+		if cp, err := s.store.State(ctx, runID); err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED {
 			return nil
 		}
 	}
-	st, err := s.js.Stream(ctx, events.StreamName)
+	at, err := events.LastPosition(ctx, s.js, runID)
 	if err != nil {
-		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "event stream unavailable: %w", err)
-	}
-	if _, err := st.GetLastMsgForSubject(ctx, events.Subject(runID, "run_started")); err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no events", runID)
-		}
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "looking up run %q: %w", runID, err)
+	}
+	if at.Seq == 0 {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no events", runID)
 	}
 	return nil
 }

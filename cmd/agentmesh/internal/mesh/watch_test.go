@@ -2,13 +2,18 @@ package mesh_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -65,3 +70,34 @@ func TestWatchRunOnTheOwnerGetsALargeResultWhole(t *testing.T) {
 	}
 }
 
+// TestWatchRunOfARunWhoseEventsAreGone watches a retired run whose events the stream no longer
+// keeps (nats.stream_max_age_ms shorter than durability.idempotency_ttl_ms, which its tombstone
+// lives, or nats.stream_max_bytes): WatchRun is NOT_FOUND at once, as for a run whose tombstone
+// is gone too, while GetRun still returns the result. Before, the tombstone let the watch begin,
+// and it waited for good for a run_finished that would never come.
+func TestWatchRunOfARunWhoseEventsAreGone(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "hello", Match: "hello", Turns: []llmtest.Turn{text("Hello.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "hello", RunId: "forgotten-run"})
+	if !eventually(t, 10*time.Second, func() bool { return len(h.keys(t, runstore.CheckpointBucket)) == 0 }) {
+		t.Fatal("the run was not retired")
+	}
+	stream, err := h.jetStream(t).Stream(t.Context(), events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the stream's limits do to a run's events once they are old enough.
+	if err := stream.Purge(t.Context(), jetstream.WithPurgeSubject(events.Subject(res.GetRunId(), ">"))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || got.GetOutcome() != res.GetOutcome() {
+		t.Fatalf("GetRun = %v, %v; want %v", got.GetOutcome(), err, res.GetOutcome())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	watch, err := h.client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: res.GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := watch.Recv()
+	wantCode(t, err, codes.NotFound, fmt.Sprintf("WatchRun of a retired run without events (got event %v)", ev))
+}
