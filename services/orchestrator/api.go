@@ -474,11 +474,11 @@ func (s *Service) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 // errPausedHere ends a watch at the pause the run waits in now (watchRun's toPause).
 var errPausedHere = errors.New("the run waits at this pause")
 
-// watchRun is WatchRun; with toPause it also ends at an approval_requested or input_requested
-// that is the run's last event so far, the pause it waits in now, as StreamRun ends at a
-// pause: a StreamRun repeated with the idempotency key of a run that paused replays its events
-// up to the pause and ends there, where it streamed on until the pause was decided (a client
-// reading to the end, as the first call let it, waited up to approval_timeout_ms).
+// watchRun is WatchRun; with toPause it also ends at an event that leaves the run at a pause
+// (atPause) and is the run's last event so far, the pause it waits in now, as StreamRun ends at
+// a pause: a StreamRun repeated with the idempotency key of a run that paused replays its
+// events up to the pause and ends there, where it streamed on until the pause was decided (a
+// client reading to the end, as the first call let it, waited up to approval_timeout_ms).
 func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent], toPause bool) error {
 	ctx := stream.Context()
 	if err := checkRunID(req.GetRunId()); err != nil {
@@ -494,7 +494,7 @@ func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 		if err := stream.Send(s.wholeResult(ctx, ev)); err != nil {
 			return err
 		}
-		if toPause && (ev.GetApprovalRequested() != nil || ev.GetInputRequested() != nil) {
+		if toPause && atPause(ev) {
 			if last, err := events.LastPosition(ctx, s.js, req.GetRunId()); err == nil && last.Seq == ev.GetSeq() {
 				return errPausedHere
 			}
@@ -505,6 +505,20 @@ func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 		return nil
 	}
 	return err
+}
+
+// atPause reports whether ev leaves its run waiting for a person while no event follows it:
+// the pause's approval_requested or input_requested, or the run_resumed of a replica that took
+// the paused run over (a drain handed it off, or its owner died), which asks nothing again.
+func atPause(ev *eventv1.RunEvent) bool {
+	if ev.GetApprovalRequested() != nil || ev.GetInputRequested() != nil {
+		return true
+	}
+	switch ev.GetRunResumed().GetPhase() {
+	case phaseName(checkpointv1.Phase_PHASE_AWAITING_APPROVAL), phaseName(checkpointv1.Phase_PHASE_AWAITING_INPUT):
+		return true
+	}
+	return false
 }
 
 // wholeResult is ev with the whole result in a run_finished whose result did not fit in one

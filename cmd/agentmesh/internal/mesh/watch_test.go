@@ -2,7 +2,9 @@ package mesh_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -100,4 +102,55 @@ func TestWatchRunOfARunWhoseEventsAreGone(t *testing.T) {
 	}
 	ev, err := watch.Recv()
 	wantCode(t, err, codes.NotFound, fmt.Sprintf("WatchRun of a retired run without events (got event %v)", ev))
+}
+
+// TestStreamRunAgainEndsAtAPauseTakenOver: StreamRun repeated with the idempotency key of a
+// paused run ends at the pause the run waits in also once another replica took the run over
+// (its owner was deployed): the run's last event is then run_resumed, at the pause, not
+// approval_requested. Before, the call streamed on until someone decided, up to
+// approval_timeout_ms, as it did on the run's own replica before the pause was made to end it.
+func TestStreamRunAgainEndsAtAPauseTakenOver(t *testing.T) {
+	h := replicaMesh(t, llmtest.Scenario{Name: "pause", Match: "pause, move and reconnect", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
+	a, b := h.replicas[0], h.replicas[1]
+	req := &agentv1.RunRequest{Message: "pause, move and reconnect", IdempotencyKey: "reconnect-elsewhere"}
+	kinds := func(c agentv1.AgentServiceClient) ([]string, string, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		defer cancel()
+		stream, err := c.StreamRun(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		var runID string
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return ks, runID, nil
+			}
+			if err != nil {
+				return ks, runID, err
+			}
+			ks, runID = append(ks, events.Kind(ev)), ev.GetRunId()
+		}
+	}
+	first, runID, err := kinds(a)
+	if err != nil || first[len(first)-1] != "approval_requested" {
+		t.Fatalf("StreamRun = %v, %v; want it to end at approval_requested", first, err)
+	}
+	h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0)
+	if resumed := h.awaitResumed(t, runID, 30*time.Second); resumed.GetPhase() != "awaiting_approval" {
+		t.Fatalf("resumed at %q, want awaiting_approval", resumed.GetPhase())
+	}
+	again, againID, err := kinds(b)
+	if err != nil || againID != runID || again[len(again)-1] != "run_resumed" || count(again, "approval_requested") != 1 {
+		t.Fatalf("StreamRun again on the replica that took the run over = %v (run %s), %v; want the run's events to its run_resumed at the pause",
+			again, againID, err)
+	}
+	if _, err := b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: runID, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		t.Fatal(err)
+	}
+	if done, _, err := kinds(b); err != nil || done[len(done)-1] != "run_finished" {
+		t.Errorf("StreamRun after the decision = %v, %v; want the run to run_finished", done, err)
+	}
 }
