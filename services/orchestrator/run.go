@@ -359,12 +359,18 @@ func (r *run) retireRecords(ctx context.Context, saved bool) {
 
 // finishStored completes a run found finished in its checkpoint: its result is saved, and
 // run_finished published, unless that happened before the previous owner stopped.
+//
+// The lookup of run_finished does not end with the run's context: that of a run past its
+// total_timeout_ms ends as soon as the run is taken over, and a lookup in it failed, so that
+// every replica that took the run to save its result (for as long as the memory stage was
+// down) published run_finished again.
 func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
 	r.endingAttributes(res)
-	st, err := r.svc.js.Stream(ctx, events.StreamName)
+	lctx := r.publishContext(ctx)
+	st, err := r.svc.js.Stream(lctx, events.StreamName)
 	published := false
 	if err == nil {
-		_, err = st.GetLastMsgForSubject(ctx, events.Subject(r.id, "run_finished"))
+		_, err = st.GetLastMsgForSubject(lctx, events.Subject(r.id, "run_finished"))
 		published = err == nil
 	}
 	r.finish(context.WithoutCancel(ctx), res, published)

@@ -7,14 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestARetiredRunLeavesNoCheckpoint: once the memory stage has a finished run's result, its
@@ -133,5 +136,46 @@ func TestTheKeeperFinishesWhatARetirementLeft(t *testing.T) {
 		if msg, err := stream.GetLastMsgForSubject(ctx, events.Subject(id, ">")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 			t.Errorf("run %s resumed: an event on %v (%v); want none", id, msg.Subject, err)
 		}
+	}
+}
+
+// TestAResultSavedLateIsFinishedOnce: a run finishes while the memory stage is down, so its
+// result stays in its checkpoint and replicas take the run, again and again, to save it. Each
+// looks whether run_finished is stored already before it publishes it. Once the run's
+// total_timeout_ms has passed, the context that look was made in ended at once (the timer of a
+// run taken over fires at once), the look failed, and every replica that took the run
+// published run_finished again: one more for every pass of the keepers, for as long as the
+// memory stage stayed down. The run's events keep one run_finished, the last.
+func TestAResultSavedLateIsFinishedOnce(t *testing.T) {
+	const total = 1500 * time.Millisecond
+	h := replicaMesh(t, llmtest.Scenario{Name: "late", Match: "save me late", Turns: []llmtest.Turn{text("saved late")}})
+	if err := h.mesh.Stop(t.Context(), mesh.Memory); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	res, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: "save me late", Overrides: &agentv1.RunOverrides{TotalTimeoutMs: proto.Int64(total.Milliseconds())}})
+	if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+		t.Fatalf("Run = %v, %v", res.GetOutcome(), err)
+	}
+	const failedSave = "saving run result failed; it stays in the checkpoint store"
+	saves := func() int { return strings.Count(h.logs.String(), failedSave) }
+	// Wait for the replicas to try saving the result three more times after total_timeout_ms.
+	var after int
+	if !eventually(t, 30*time.Second, func() bool {
+		if time.Since(started) < total {
+			after = saves()
+			return false
+		}
+		return saves() >= after+3
+	}) {
+		t.Fatalf("the replicas tried to save the result %d times in all", saves())
+	}
+	_, msgs := h.storedEvents(t, res.GetRunId())
+	var kinds []string
+	for _, msg := range msgs {
+		kinds = append(kinds, msg.Subject()[strings.LastIndex(msg.Subject(), ".")+1:])
+	}
+	if n := count(kinds, "run_finished"); n != 1 || kinds[len(kinds)-1] != "run_finished" {
+		t.Errorf("the run's events hold %d run_finished: %v; want one, the last", n, kinds)
 	}
 }
