@@ -111,7 +111,7 @@ func (s *Service) locate(ctx context.Context, runID string) (located, error) {
 		case err == nil:
 			return located{cp: cp}, nil
 		case !errors.Is(err, runstore.ErrNotFound):
-			return located{}, storeErr(runID, err)
+			return located{}, storeErr(ctx, runID, err)
 		}
 	}
 	resp, err := whenReady(actingForCaller(ctx), "memory", s.peers.Memory.GetRun, &memoryv1.GetRunRequest{RunId: runID})

@@ -50,7 +50,7 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	case errors.Is(err, runstore.ErrNotFound):
 		return nil, notAsking(runID, req.GetQuestionId())
 	case err != nil:
-		return nil, storeErr(runID, err)
+		return nil, storeErr(ctx, runID, err)
 	}
 	q := cp.GetQuestion()
 	if cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_INPUT || (req.GetQuestionId() != "" && req.GetQuestionId() != q.GetId()) {
@@ -62,7 +62,7 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 		if errors.Is(err, runstore.ErrExists) {
 			return nil, alreadyAnswered(runID, q.GetId())
 		}
-		return nil, storeErr(runID, err)
+		return nil, storeErr(ctx, runID, err)
 	}
 	return &agentv1.AnswerResponse{RunId: runID, QuestionId: q.GetId(), Resumed: true}, nil
 }

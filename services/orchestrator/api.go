@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -138,7 +139,7 @@ func (s *Service) attach(ctx context.Context, runID string) (*typev1.RunResult, 
 		return false
 	})
 	if err != nil {
-		return nil, storeErr(runID, err)
+		return nil, storeErr(ctx, runID, err)
 	}
 	return s.resultOf(ctx, cp)
 }
@@ -278,12 +279,16 @@ func stillRunning(runID string) error {
 		"run %q is still running; follow it with WatchRun", runID)
 }
 
-// storeErr reports a store failure about a run with the right code.
-func storeErr(runID string, err error) error {
+// storeErr reports a store failure about a run, in a call whose context is ctx, with the
+// right code: ctx's own error when the call's context ended (the caller cancelled, or its
+// deadline passed), STORAGE_ERROR (UNAVAILABLE) when the store failed. A store request that
+// NATS left unanswered for its own time limit also ends with context.DeadlineExceeded, which
+// reached the caller as DEADLINE_EXCEEDED, long before its deadline, while NATS was down.
+func storeErr(ctx context.Context, runID string, err error) error {
 	if errors.Is(err, runstore.ErrNotFound) {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q does not exist", runID)
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
 	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "run %q: %w", runID, err)
@@ -335,17 +340,17 @@ func (s *Service) cancelStored(ctx context.Context, req *agentv1.CancelRunReques
 		return res, false, err
 	}
 	if err != nil {
-		return nil, false, storeErr(req.GetRunId(), err)
+		return nil, false, storeErr(ctx, req.GetRunId(), err)
 	}
 	asked = cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED
 	if asked {
 		if err := s.store.RequestCancel(ctx, req); err != nil {
-			return nil, false, storeErr(req.GetRunId(), err)
+			return nil, false, storeErr(ctx, req.GetRunId(), err)
 		}
 		if cp, err = s.store.Await(ctx, req.GetRunId(), func(cp *checkpointv1.RunCheckpoint) bool {
 			return cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED
 		}); err != nil {
-			return nil, false, storeErr(req.GetRunId(), err)
+			return nil, false, storeErr(ctx, req.GetRunId(), err)
 		}
 	}
 	res, err = s.resultOf(ctx, cp)
@@ -416,14 +421,14 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	runID, callID := req.GetRunId(), req.GetCallId()
 	stored, err := s.store.Decisions(ctx, runID)
 	if err != nil {
-		return nil, storeErr(runID, err)
+		return nil, storeErr(ctx, runID, err)
 	}
 	cp, _, err := s.store.Load(ctx, runID)
 	if errors.Is(err, runstore.ErrNotFound) || (err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_APPROVAL) {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
 	}
 	if err != nil {
-		return nil, storeErr(runID, err)
+		return nil, storeErr(ctx, runID, err)
 	}
 	st := restoreApproval(cp) // the decisions the owner took, and those handed to it
 	for id, d := range stored {
@@ -451,7 +456,7 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 		if errors.Is(err, runstore.ErrExists) {
 			return nil, alreadyDecided(runID, callID)
 		}
-		return nil, storeErr(runID, err)
+		return nil, storeErr(ctx, runID, err)
 	}
 	st.decisions[callID] = req
 	remaining := st.undecided()
@@ -551,6 +556,10 @@ func (s *Service) omittedResult(ctx context.Context, runID string) (*typev1.RunR
 	return s.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
 }
 
+// eventLookupTimeout bounds runExists's look for a run's events: one NATS leaves unanswered
+// (it is down) fails after it, UNAVAILABLE, instead of waiting for the caller's deadline.
+const eventLookupTimeout = 5 * time.Second
+
 // runExists reports NOT_FOUND for a run to watch that is neither unfinished in the store nor
 // has events in the stream. A finished run must have events: its tombstone outlives them when
 // durability.idempotency_ttl_ms is longer than nats.stream_max_age_ms (or nats.stream_max_bytes
@@ -564,8 +573,13 @@ func (s *Service) runExists(ctx context.Context, runID string) error {
 			return nil
 		}
 	}
-	at, err := events.LastPosition(ctx, s.js, runID)
+	lctx, cancel := context.WithTimeout(ctx, eventLookupTimeout)
+	defer cancel()
+	at, err := events.LastPosition(lctx, s.js, runID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "looking up run %q: %w", runID, err)
 	}
 	if at.Seq == 0 {

@@ -44,7 +44,7 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 		case err == nil:
 			return nil // its checkpoint, or its tombstone once retired
 		case !errors.Is(err, runstore.ErrNotFound):
-			return storeErr(existing.id, err)
+			return storeErr(ctx, existing.id, err)
 		}
 		c, err := s.store.Claimed(ctx, existing.userID, existing.key)
 		switch {
