@@ -465,7 +465,9 @@ type RestTool struct {
 	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
 	// Queue names the queue the tool runs on; empty means "default".
 	Queue string `yaml:"queue,omitempty"`
-	// RequiresApproval makes every call wait for approval.
+	// RequiresApproval makes every call wait for approval. A method other than GET, HEAD and
+	// OPTIONS makes it so by default (it may write, delete or spend); tools.no_approval
+	// exempts the tool.
 	RequiresApproval bool `yaml:"requires_approval,omitempty"`
 }
 

@@ -90,7 +90,9 @@ func TestConfiguredBackends(t *testing.T) {
 		"add_note": {Method: "POST", URL: api.URL + "/notes", Body: `{"text": "${parameters.text}", "pinned": ${parameters.pinned}}`,
 			InputSchema: map[string]any{"type": "object", "required": []any{"text"},
 				"properties": map[string]any{"text": map[string]any{"type": "string"}, "pinned": map[string]any{"type": "boolean"}}}},
+		"find_notes": {Method: "POST", URL: api.URL + "/notes/search", Body: `{"q": "${parameters.q}"}`},
 	}
+	cfg.Tools.NoApproval = []string{"find_notes"} // a POST that only reads, as configured
 	client := serveConfig(t, cfg)
 
 	t.Run("tools are listed with schemas, servers, queues and approval", func(t *testing.T) {
@@ -118,7 +120,8 @@ func TestConfiguredBackends(t *testing.T) {
 			{"fs__create_directory", "fs", "default", true, "path"}, // not read-only, and "create"
 			{"fs__move_file", "fs", "default", true, "source"},      // destructiveHint
 			{"weather", action.RESTServer, "default", false, "city"},
-			{"add_note", action.RESTServer, "default", false, "pinned"},
+			{"add_note", action.RESTServer, "default", true, "pinned"}, // POST: it may write
+			{"find_notes", action.RESTServer, "default", false, "q"},   // POST, exempt by tools.no_approval
 		}
 		for _, tc := range table {
 			tool, ok := tools[tc.name]
@@ -155,7 +158,7 @@ func TestConfiguredBackends(t *testing.T) {
 		{"streamable HTTP echo", "remote__echo", map[string]any{"message": "far"}, false, "Echo: far", "remote"},
 		{"file inside the root", "fs__read_text_file", map[string]any{"path": filepath.Join(root, "inside.txt")}, false, "allowed content", "fs"},
 		{"rest placeholder in the path", "weather", map[string]any{"city": "São Paulo"}, false, "sunny in São Paulo", action.RESTServer},
-		{"rest json body", "add_note", map[string]any{"text": `say "hi"`, "pinned": true}, false, `{"id":"n1"}`, action.RESTServer},
+		{"rest json body", "add_note", map[string]any{"text": `say "hi"`, "pinned": true}, true, `{"id":"n1"}`, action.RESTServer},
 	}
 	for _, tc := range success {
 		t.Run(tc.name, func(t *testing.T) {

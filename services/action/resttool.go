@@ -32,7 +32,10 @@ type RESTTool struct {
 	OutputSchema map[string]any
 	// Queue is the queue the tool runs on; "" means the default queue.
 	Queue string
-	// RequiresApproval makes every call wait for approval.
+	// RequiresApproval makes every call wait for approval. A tool whose method is not safe
+	// (any but GET, HEAD and OPTIONS: it may write, delete or spend) waits for it without
+	// this, unless the service's Options.NoApproval names it (DESIGN §10: such tools require
+	// approval unless the configuration says otherwise).
 	RequiresApproval bool
 }
 
@@ -60,7 +63,7 @@ func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 		Name:             spec.Name,
 		Description:      spec.Description,
 		InputSchema:      s,
-		RequiresApproval: spec.RequiresApproval,
+		RequiresApproval: spec.RequiresApproval || req.Writes(),
 		Server:           RESTServer,
 		Queue:            spec.Queue,
 	}

@@ -144,6 +144,16 @@ func confined(client *http.Client, headers []string) *http.Client {
 	return &c
 }
 
+// Writes reports whether the tool's method may change what its server holds: any but GET,
+// HEAD and OPTIONS, the methods HTTP defines as safe (RFC 9110 §9.2.1).
+func (t *Tool) Writes() bool {
+	switch t.method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
 // validMethod reports whether m is an HTTP method token.
 func validMethod(m string) bool {
 	return m != "" && !strings.ContainsFunc(m, func(r rune) bool { return r < 'A' || r > 'Z' })

@@ -1,8 +1,10 @@
 package meshproc
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,13 +34,27 @@ type Config struct {
 	LLM string
 	// RestTools are REST tools by name (rest_tools), e.g. ToolServer.Tool.
 	RestTools map[string]config.RestTool
-	// RequireApproval lists tools that always wait for approval (tools.require_approval).
+	// RequireApproval lists tools that always wait for approval (tools.require_approval);
+	// the other RestTools never do (tools.no_approval), whatever their method.
 	RequireApproval []string
 	// Idempotent lists tools that run again when a crash interrupted them (tools.idempotent).
 	Idempotent []string
 	// StageModels names, by stage (intent, planning, observation, memory, fallback), the
 	// model of the "scripted" provider that stage asks (models.<stage>); it needs LLM.
 	StageModels map[string]string
+}
+
+// noApproval lists the REST tools that RequireApproval does not: a ToolServer's tools are
+// POSTs, which wait for approval unless the configuration exempts them, and a test asks for
+// approval by naming the tool.
+func (c Config) noApproval() []string {
+	var names []string
+	for _, name := range slices.Sorted(maps.Keys(c.RestTools)) {
+		if !slices.Contains(c.RequireApproval, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // write writes the configuration file into dir, with a new key pair of approval grants beside
@@ -52,7 +68,7 @@ func (c Config) write(t testing.TB, dir, tlsCA string) string {
 	}
 	doc := map[string]any{
 		"durability": map[string]any{"lease_ttl_ms": LeaseTTL.Milliseconds()},
-		"tools":      config.Tools{RequireApproval: c.RequireApproval, Idempotent: c.Idempotent},
+		"tools":      config.Tools{RequireApproval: c.RequireApproval, NoApproval: c.noApproval(), Idempotent: c.Idempotent},
 		"approvals":  approvals,
 	}
 	if c.LLM != "" {
