@@ -11,6 +11,7 @@ import (
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
@@ -23,14 +24,14 @@ type inProcess struct {
 	p      *server.InProcess
 	stub   *intentStub
 	intent intentv1.IntentServiceClient
-	logs   *logBuffer
+	logs   *logtest.Buffer
 }
 
 // startInProcess serves the intent stub in process with opts and calls it over a channel with
 // dialOpts; the stub's slow calls are released when the test ends.
 func startInProcess(t *testing.T, opts server.Options, dialOpts ...dial.Option) *inProcess {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	opts.Name, opts.Logger = "intent", slog.New(slog.NewJSONHandler(logs, nil))
 	p, err := server.NewInProcess(opts)
 	if err != nil {

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/dial"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
@@ -67,30 +67,12 @@ func (s *intentStub) Parse(ctx context.Context, req *intentv1.ParseRequest) (*in
 	return &intentv1.ParseResponse{Goal: req.GetMessage()}, nil
 }
 
-// logBuffer collects log output written from server goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // fixture is a started server with the intent stub and a client connection to it.
 type fixture struct {
 	srv  *server.Server
 	stub *intentStub
 	conn *grpc.ClientConn
-	logs *logBuffer
+	logs *logtest.Buffer
 }
 
 func (f *fixture) intent() intentv1.IntentServiceClient {
@@ -103,7 +85,7 @@ func (f *fixture) health() healthpb.HealthClient { return healthpb.NewHealthClie
 // dials it with dialOpts. Everything stops when the test ends.
 func start(t *testing.T, opts server.Options, dialOpts ...dial.Option) *fixture {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	if opts.Name == "" {
 		opts.Name = "intent"
 	}

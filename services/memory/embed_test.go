@@ -1,7 +1,6 @@
 package memory_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"hash/fnv"
@@ -16,6 +15,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"google.golang.org/grpc"
@@ -86,31 +86,13 @@ func (e *conceptEmbedder) Embed(_ context.Context, texts []string) ([][]float32,
 
 // captureLogs sends the default logger to a buffer until the test ends; call it before
 // building the service, which takes its logger from the default.
-func captureLogs(t *testing.T) *syncBuffer {
+func captureLogs(t *testing.T) *logtest.Buffer {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &logtest.Buffer{}
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(buf, nil)))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	return buf
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func searchIDs(t *testing.T, c memoryv1.MemoryServiceClient, userID, query string) []*memoryv1.MemoryHit {

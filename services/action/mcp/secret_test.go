@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -9,13 +8,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 )
@@ -59,7 +58,7 @@ func TestARemoteServerURLStaysOutOfErrorsAndLogs(t *testing.T) {
 	})
 	endpoint := hs.URL + "/mcp/" + secretURLPath + "?key=" + secretURLQuery
 
-	var logs syncBuffer
+	var logs logtest.Buffer
 	opts := quiet()
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.RestartBackoff = time.Hour // the call sees the lost connection, not a restart
@@ -109,24 +108,6 @@ func noSecret(t *testing.T, what, text string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestAStdioServersArgumentsStayOutOfCallErrors: a stdio server's arguments may hold a
 // credential (the reference PostgreSQL server takes its connection URL, password included, as
 // its argument), so when the server cannot be restarted the errors its calls return, which the
@@ -138,7 +119,7 @@ func TestAStdioServersArgumentsStayOutOfCallErrors(t *testing.T) {
 	srv := everything(t)
 	srv.Args = append(srv.Args, secretArg) // server-everything ignores what follows "stdio"
 	srv.Dir = dir
-	var logs syncBuffer
+	var logs logtest.Buffer
 	opts := quiet()
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := start(t, opts, srv)

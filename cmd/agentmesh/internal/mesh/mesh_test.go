@@ -21,6 +21,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/nats-io/nats.go"
@@ -51,26 +52,7 @@ type harness struct {
 	replicas []agentv1.AgentServiceClient // of every orchestrator replica
 	llm      *llmtest.Server
 	recorder *telemetry.Recorder
-	logs     *logBuffer // every service's log lines, at debug level
-}
-
-// logBuffer collects log output from every service of a mesh.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was logged so far.
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs     *logtest.Buffer // every service's log lines, at debug level
 }
 
 func start(t *testing.T, cfg *config.Config, scenarios ...llmtest.Scenario) *harness {
@@ -94,7 +76,7 @@ func startReplicas(t *testing.T, cfg *config.Config, n int, tweak func(cfg *conf
 // startOptions is startReplicas with a last change to the mesh's options.
 func startOptions(t *testing.T, cfg *config.Config, n int, tweak func(cfg *config.Config, llmURL string), edit func(*mesh.Options), scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
-	h := &harness{recorder: telemetry.NewRecorder(), logs: &logBuffer{}}
+	h := &harness{recorder: telemetry.NewRecorder(), logs: &logtest.Buffer{}}
 	if cfg == nil {
 		cfg = config.Default()
 	}

@@ -16,6 +16,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -33,7 +34,7 @@ const (
 // its spans or its stored result; and each secret was really used, so the test cannot pass by
 // never touching them.
 func TestSecretsStaySecret(t *testing.T) {
-	logs := &logBuffer{} // the stages that log to slog.Default
+	logs := &logtest.Buffer{} // the stages that log to slog.Default
 	restore := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(restore) })

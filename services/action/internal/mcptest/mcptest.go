@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"net"
 	"os"
 	"os/exec"
@@ -15,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -92,31 +92,13 @@ func Poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // ServeEverythingHTTP starts server-everything in its streamable HTTP mode on a free loopback
 // port, waits until it accepts connections and returns its MCP endpoint. The server is killed
 // when the test ends.
 func ServeEverythingHTTP(t testing.TB) string {
 	t.Helper()
 	port := freePort(t)
-	var output syncBuffer
+	var output logtest.Buffer
 	cmd := exec.Command(Node(t), Bin(t, Everything), "streamableHttp")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + strconv.Itoa(port)}
 	cmd.Stdout, cmd.Stderr = &output, &output
