@@ -199,30 +199,36 @@ func TestLearningIntoAFullMemory(t *testing.T) {
 	}
 }
 
-// A run being learned from when its learner crashed stays queued: the next service over the
-// same database learns from it once the crashed learner's claim has run out.
-func TestLearningSurvivesACrash(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
+// crashedLearner leaves, in the SQLite database at path, run-1 of alice ("Remember that my
+// locker is number 12.") claimed at at by a learner that crashed before it finished, and
+// returns the store reopened over the database, as the next service finds it.
+func crashedLearner(t *testing.T, path string, at time.Time) memory.Store {
+	t.Helper()
 	store, err := memory.OpenSQLite(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if err := store.SaveRun(t.Context(), "alice", conversation("run-1", "Remember that my locker is number 12.")); err != nil {
 		t.Fatal(err)
 	}
-	// The crashed learner claimed the run and never finished it.
-	if _, ok, err := store.ClaimLearning(t.Context(), start, memory.LearnLease); err != nil || !ok {
+	if _, ok, err := store.ClaimLearning(t.Context(), at, memory.LearnLease); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
-
 	reopened, err := memory.OpenSQLite(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reopened
+}
+
+// A run being learned from when its learner crashed stays queued: the next service over the
+// same database learns from it once the crashed learner's claim has run out.
+func TestLearningSurvivesACrash(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	reopened := crashedLearner(t, filepath.Join(t.TempDir(), "memory.db"), start)
 	c := serve(t, memory.Options{Store: reopened, Now: func() time.Time { return start.Add(memory.LearnLease) }})
 	if l := learned(t, c, "run-1"); len(l.GetMemoryIds()) != 1 {
 		t.Errorf("learning after the crash = %v", l)
@@ -237,26 +243,8 @@ func TestLearningSurvivesACrash(t *testing.T) {
 // learner: it waited for the next save, so the user's next conversation did not recall what the
 // run had learned.
 func TestLearningResumesWhenACrashedClaimRunsOut(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
-	store, err := memory.OpenSQLite(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	crashed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := store.SaveRun(t.Context(), "alice", conversation("run-1", "Remember that my locker is number 12.")); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := store.ClaimLearning(t.Context(), crashed, memory.LearnLease); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	reopened, err := memory.OpenSQLite(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reopened := crashedLearner(t, filepath.Join(t.TempDir(), "memory.db"), crashed)
 	// The service starts 300 ms before the crashed learner's claim runs out; its clock runs.
 	started := time.Now()
 	now := func() time.Time { return crashed.Add(memory.LearnLease - 300*time.Millisecond + time.Since(started)) }
