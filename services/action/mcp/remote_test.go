@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
@@ -68,14 +65,7 @@ func TestRemoteEverythingOverStreamableHTTP(t *testing.T) {
 // sends to another origin; they were set on every request the client made, even where Go's
 // client had dropped Authorization for leaving the host.
 func TestARemoteServersHeadersStayWithItsOrigin(t *testing.T) {
-	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
-	type args struct {
-		Text string `json:"text"`
-	}
-	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echoes."}, func(_ context.Context, _ *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil, nil
-	})
-	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	handler, srv := echoHandler("")
 	var mu sync.Mutex
 	var leaked []string
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
@@ -31,14 +29,7 @@ const (
 // and the logs name the server and its host but never the URL's path or query. They quoted the
 // whole URL, as the HTTP client's errors do.
 func TestARemoteServerURLStaysOutOfErrorsAndLogs(t *testing.T) {
-	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
-	type args struct {
-		Text string `json:"text"`
-	}
-	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echoes."}, func(_ context.Context, _ *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil, nil
-	})
-	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	handler, srv := echoHandler("")
 	var broken atomic.Bool
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if broken.Load() { // the server goes away mid-session: the connection is cut

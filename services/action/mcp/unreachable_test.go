@@ -16,19 +16,26 @@ import (
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 )
 
-// echoServer serves on l an MCP server over streamable HTTP with one tool, echo, answering its
-// text after prefix, until the test ends or stop ends its sessions and stops it, so that its
-// port refuses connections.
-func echoServer(t *testing.T, l net.Listener, prefix string) (stop func()) {
-	t.Helper()
-	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
+// echoHandler serves, over streamable HTTP, an MCP server "notes" (srv, whose sessions a test
+// closes) with one tool, echo, that answers its text after prefix.
+func echoHandler(prefix string) (handler http.Handler, srv *sdk.Server) {
+	srv = sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1.0.0"}, nil)
 	type args struct {
 		Text string `json:"text"`
 	}
 	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echoes."}, func(_ context.Context, _ *sdk.CallToolRequest, a args) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: prefix + a.Text}}}, nil, nil
 	})
-	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)}}
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil), srv
+}
+
+// echoServer serves on l an MCP server over streamable HTTP with one tool, echo, answering its
+// text after prefix, until the test ends or stop ends its sessions and stops it, so that its
+// port refuses connections.
+func echoServer(t *testing.T, l net.Listener, prefix string) (stop func()) {
+	t.Helper()
+	handler, srv := echoHandler(prefix)
+	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: handler}}
 	hs.Start()
 	stop = sync.OnceFunc(func() {
 		for ss := range srv.Sessions() {
