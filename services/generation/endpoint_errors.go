@@ -36,32 +36,15 @@ func (pm providerMessage) quota() bool {
 		pm.code == "enforced_spend_limit_reached" || strings.Contains(strings.ToLower(pm.message), "credit balance is too low")
 }
 
-// statusError classifies a non-2xx answer: 401/403 AUTH; 402 or a quota body QUOTA (even
-// under 400 or 429); other 429 RATE_LIMITED with the advertised retry delay; 400, 413 and 422
-// INVALID_REQUEST (the provider refuses the request itself, so sending it again cannot help);
-// 5xx (including Anthropic's 529 overloaded) SERVER; any other status (e.g. 404 for an
-// unknown model) a non-classified generation failure.
+// statusError classifies a non-2xx answer (classify), with the advertised retry delay of a
+// rate limit or a server error.
 func (e *endpoint) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	pm := parseErrorBody(body)
 	status := resp.StatusCode
-	class, what := typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, "request rejected"
+	class, what := classify(status, pm)
 	var wait time.Duration
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		class, what = typev1.ErrorClass_ERROR_CLASS_AUTH, "authentication failed"
-	case status == http.StatusPaymentRequired || pm.quota():
-		class, what = typev1.ErrorClass_ERROR_CLASS_QUOTA, "quota exceeded"
-	case status == http.StatusTooManyRequests:
-		class, what = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, "rate limited"
-		wait, _ = retryAfter(resp.Header, time.Now())
-	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
-		class, what = typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "request refused"
-	case status == statusOverloaded:
-		class, what = typev1.ErrorClass_ERROR_CLASS_SERVER, "overloaded"
-		wait, _ = retryAfter(resp.Header, time.Now())
-	case status >= 500:
-		class, what = typev1.ErrorClass_ERROR_CLASS_SERVER, "server error"
+	if class == typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED || class == typev1.ErrorClass_ERROR_CLASS_SERVER {
 		wait, _ = retryAfter(resp.Header, time.Now())
 	}
 	detail := pm.message
@@ -75,6 +58,29 @@ func (e *endpoint) statusError(resp *http.Response) error {
 	return stageerr.Generation(class, wait, "%s", e.redact(msg))
 }
 
+// classify is the class of a failure answered with an HTTP status, and what it is in words:
+// 401/403 AUTH; 402 or a quota body QUOTA (even under 400 or 429); other 429 RATE_LIMITED;
+// 400, 413 and 422 INVALID_REQUEST (the provider refuses the request itself, so sending it
+// again cannot help); 5xx (including Anthropic's 529 overloaded) SERVER; any other status
+// (e.g. 404 for an unknown model) a non-classified generation failure.
+func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return typev1.ErrorClass_ERROR_CLASS_AUTH, "authentication failed"
+	case status == http.StatusPaymentRequired || pm.quota():
+		return typev1.ErrorClass_ERROR_CLASS_QUOTA, "quota exceeded"
+	case status == http.StatusTooManyRequests:
+		return typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, "rate limited"
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
+		return typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "request refused"
+	case status == statusOverloaded:
+		return typev1.ErrorClass_ERROR_CLASS_SERVER, "overloaded"
+	case status >= 500:
+		return typev1.ErrorClass_ERROR_CLASS_SERVER, "server error"
+	}
+	return typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, "request rejected"
+}
+
 // statusOverloaded is Anthropic's "overloaded" status.
 const statusOverloaded = 529
 
@@ -86,18 +92,25 @@ func statusText(status int) string {
 	return http.StatusText(status)
 }
 
-// streamError classifies an error sent inside a stream by its type or code: quota QUOTA,
-// rate limits RATE_LIMITED, authentication and permission errors AUTH, anything else
+// streamError classifies an error sent inside a stream. A code that is an HTTP error status
+// (OpenRouter's and vLLM's errors carry one) classifies it as that status would (classify);
+// else its type or code does: quota QUOTA, rate limits RATE_LIMITED, authentication and
+// permission errors AUTH, a request the provider refuses (invalid_request_error, such as
+// OpenAI's context_length_exceeded, or request_too_large) INVALID_REQUEST, anything else
 // (server errors, overloaded) SERVER.
 func (e *endpoint) streamError(pm providerMessage, raw []byte) error {
 	class := typev1.ErrorClass_ERROR_CLASS_SERVER
-	switch {
+	switch status, err := strconv.Atoi(pm.code); {
+	case err == nil && status >= 400 && status <= 599:
+		class, _ = classify(status, pm)
 	case pm.quota():
 		class = typev1.ErrorClass_ERROR_CLASS_QUOTA
 	case strings.Contains(pm.code, "rate_limit") || strings.Contains(pm.typ, "rate_limit"):
 		class = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED
 	case pm.typ == "authentication_error" || pm.typ == "permission_error":
 		class = typev1.ErrorClass_ERROR_CLASS_AUTH
+	case pm.typ == "invalid_request_error" || pm.typ == "request_too_large" || pm.code == "context_length_exceeded":
+		class = typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST
 	}
 	msg := cmp.Or(pm.message, string(raw))
 	return stageerr.Generation(class, 0, "%s", e.redact(fmt.Sprintf("%s: error in the stream: %s", e.name, truncate(msg, 500))))
