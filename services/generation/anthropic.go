@@ -118,7 +118,7 @@ func (a *anthropic) parseMessage(body []byte) (*Response, error) {
 		return nil, a.badResponse("the message is not valid JSON (%v): %s", err, snippet(body))
 	}
 	if m.Type == "error" && m.Error != nil {
-		return nil, a.streamError(parseErrorBody(body), *m.Error)
+		return nil, a.answerError("in the answer", parseErrorBody(body), *m.Error)
 	}
 	if m.Type != "message" {
 		return nil, a.badResponse("the answer is not a message (type %q): %s", m.Type, snippet(body))

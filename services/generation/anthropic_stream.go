@@ -86,7 +86,7 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 			if e.Error != nil {
 				raw = *e.Error
 			}
-			return false, a.streamError(parseErrorBody([]byte(ev.data)), raw)
+			return false, a.answerError("in the stream", parseErrorBody([]byte(ev.data)), raw)
 		}
 		return false, nil
 	})

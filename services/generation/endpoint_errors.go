@@ -92,13 +92,14 @@ func statusText(status int) string {
 	return http.StatusText(status)
 }
 
-// streamError classifies an error sent inside a stream. A code that is an HTTP error status
-// (OpenRouter's and vLLM's errors carry one) classifies it as that status would (classify);
-// else its type or code does: quota QUOTA, rate limits RATE_LIMITED, authentication and
-// permission errors AUTH, a request the provider refuses (invalid_request_error, such as
-// OpenAI's context_length_exceeded, or request_too_large) INVALID_REQUEST, anything else
-// (server errors, overloaded) SERVER.
-func (e *endpoint) streamError(pm providerMessage, raw []byte) error {
+// answerError classifies an error a provider sends inside a 2xx answer, where says where ("in
+// the stream", "in the answer"). A code that is an HTTP error status (OpenRouter's and vLLM's
+// errors carry one) classifies it as that status would (classify); else its type or code
+// does: quota QUOTA, rate limits RATE_LIMITED, authentication and permission errors AUTH, a
+// request the provider refuses (invalid_request_error, such as OpenAI's
+// context_length_exceeded, or request_too_large) INVALID_REQUEST, anything else (server
+// errors, overloaded) SERVER.
+func (e *endpoint) answerError(where string, pm providerMessage, raw []byte) error {
 	class := typev1.ErrorClass_ERROR_CLASS_SERVER
 	switch status, err := strconv.Atoi(pm.code); {
 	case err == nil && status >= 400 && status <= 599:
@@ -113,7 +114,7 @@ func (e *endpoint) streamError(pm providerMessage, raw []byte) error {
 		class = typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST
 	}
 	msg := cmp.Or(pm.message, string(raw))
-	return stageerr.Generation(class, 0, "%s", e.redact(fmt.Sprintf("%s: error in the stream: %s", e.name, truncate(msg, 500))))
+	return stageerr.Generation(class, 0, "%s", e.redact(fmt.Sprintf("%s: error %s: %s", e.name, where, truncate(msg, 500))))
 }
 
 // parseErrorBody reads {"error": {"message", "type", "code", "details": {"error_code"}}}

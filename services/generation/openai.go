@@ -141,6 +141,9 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, o.badResponse("the chat completion is not valid JSON (%v): %s", err, snippet(body))
 	}
+	if cr.Error != nil && (len(cr.Choices) == 0 || cr.Choices[0].FinishReason == "error") {
+		return nil, o.errorIn("in the answer", *cr.Error)
+	}
 	if len(cr.Choices) == 0 {
 		return nil, o.badResponse("the chat completion has no choices: %s", snippet(body))
 	}
@@ -156,6 +159,13 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 	}
 	out.FinishReason = normaliseFinish(ch.FinishReason, len(out.ToolCalls) > 0)
 	return out, nil
+}
+
+// errorIn classifies the error object an answer carries (its "error" field), where says
+// where: OpenRouter answers 200 and sends the error in the body, or as a stream event, once the
+// model has started.
+func (o *openAI) errorIn(where string, raw json.RawMessage) error {
+	return o.answerError(where, parseErrorBody(append(append([]byte(`{"error":`), raw...), '}')), raw)
 }
 
 // Embed calls POST {base}/embeddings.

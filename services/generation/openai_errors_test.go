@@ -180,6 +180,24 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"no choices"},
 		},
 		{
+			name:    "an error body with status 200 (OpenRouter's once the model started) keeps its class",
+			baseURL: replying(200, nil, `{"error":{"code":429,"message":"Rate limit exceeded upstream"}}`),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, retryable: true,
+			contains: []string{"openai: error in the answer: Rate limit exceeded upstream"},
+		},
+		{
+			name:    "an error body with status 200 and finish_reason error keeps its class",
+			baseURL: replying(200, nil, `{"error":{"code":402,"message":"Insufficient credits"},"choices":[{"message":{"content":"Hi"},"finish_reason":"error"}]}`),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA,
+			contains: []string{"openai: error in the answer: Insufficient credits"},
+		},
+		{
+			name: "an error body with status 200 to a streamed request keeps its class", stream: true,
+			baseURL: replying(200, nil, `{"error":{"code":402,"message":"Insufficient credits"}}`),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA,
+			contains: []string{"openai: error in the answer: Insufficient credits"},
+		},
+		{
 			name: "dropped connection is NETWORK after one request (no retry behind the orchestrator)", baseURL: scripted(llmtest.FailNetworkError, 0),
 			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true, requests: 1,
 			contains: []string{"cannot reach"},

@@ -53,8 +53,7 @@ func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta fun
 		return o.badResponse("a stream chunk is not valid JSON (%v): %s", err, snippet([]byte(payload)))
 	}
 	if ch.Error != nil {
-		raw := []byte(*ch.Error)
-		return o.streamError(parseErrorBody(append(append([]byte(`{"error":`), raw...), '}')), raw)
+		return o.errorIn("in the stream", *ch.Error)
 	}
 	for _, d := range acc.add(&ch) {
 		if err := onDelta(d); err != nil {

@@ -67,7 +67,8 @@ type chatResponse struct {
 		Message      wireAnswer `json:"message"`
 		FinishReason string     `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *wireUsage `json:"usage"`
+	Usage *wireUsage       `json:"usage"`
+	Error *json.RawMessage `json:"error"`
 }
 
 // wireAnswer is an assistant message or a streamed delta.
