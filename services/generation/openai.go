@@ -9,6 +9,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // DefaultOpenAIBaseURL is the OpenAI API root.
@@ -148,6 +151,9 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 		return nil, o.badResponse("the chat completion has no choices: %s", snippet(body))
 	}
 	ch := cr.Choices[0]
+	if err := o.finishError(ch.FinishReason); err != nil {
+		return nil, err
+	}
 	out := &Response{
 		Model:     cr.Model,
 		Content:   string(ch.Message.Content),
@@ -159,6 +165,17 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 	}
 	out.FinishReason = normaliseFinish(ch.FinishReason, len(out.ToolCalls) > 0)
 	return out, nil
+}
+
+// finishError is the failure of an answer whose finish_reason is "error", which OpenRouter and
+// vLLM report when the model failed part way through the answer; nil for any other reason.
+// What came before it is not the whole answer, so it is a SERVER failure, not an answer.
+func (o *openAI) finishError(reason string) error {
+	if reason != "error" {
+		return nil
+	}
+	return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_SERVER, 0,
+		"%s: the answer ended with finish_reason %q: the provider failed while generating it", o.name, reason)
 }
 
 // errorIn classifies the error object an answer carries (its "error" field), where says

@@ -249,6 +249,26 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"stop must be a list"},
 		},
 		{
+			name: "finish_reason error ends the stream as SERVER, not as an answer", stream: true,
+			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"},
+				"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"error\"}]}\n\ndata: [DONE]\n\n"),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true,
+			contains: []string{`openai: the answer ended with finish_reason "error"`},
+		},
+		{
+			name:    "finish_reason error in a completion is SERVER, not an answer",
+			baseURL: replying(200, nil, `{"choices":[{"message":{"content":"Hi"},"finish_reason":"error"}]}`),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true,
+			contains: []string{`openai: the answer ended with finish_reason "error"`},
+		},
+		{
+			name: "an error event without the error envelope ({\"object\":\"error\"}) ends the stream", stream: true,
+			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"},
+				"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"object\":\"error\",\"message\":\"engine dead\",\"type\":\"InternalServerError\",\"code\":500}\n\ndata: [DONE]\n\n"),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true,
+			contains: []string{"openai: error in the stream: engine dead"},
+		},
+		{
 			name: "stream cut short is BAD_RESPONSE", stream: true,
 			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"}, "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"),
 			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,

@@ -52,8 +52,18 @@ func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta fun
 	if err := json.Unmarshal([]byte(payload), &ch); err != nil {
 		return o.badResponse("a stream chunk is not valid JSON (%v): %s", err, snippet([]byte(payload)))
 	}
-	if ch.Error != nil {
+	switch {
+	case ch.Error != nil:
 		return o.errorIn("in the stream", *ch.Error)
+	case ch.Object == "error":
+		return o.errorIn("in the stream", json.RawMessage(payload))
+	}
+	for _, c := range ch.Choices {
+		if c.FinishReason != nil {
+			if err := o.finishError(*c.FinishReason); err != nil {
+				return err
+			}
+		}
 	}
 	for _, d := range acc.add(&ch) {
 		if err := onDelta(d); err != nil {

@@ -107,8 +107,10 @@ func (u *wireUsage) usage() Usage {
 	return out
 }
 
-// chatChunk is one streamed chunk.
+// chatChunk is one streamed chunk; an error event is one whose error is set or, from servers
+// that send the error object itself, whose object is "error".
 type chatChunk struct {
+	Object  string `json:"object"`
 	Model   string `json:"model"`
 	Choices []struct {
 		Delta        wireAnswer `json:"delta"`
