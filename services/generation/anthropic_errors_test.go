@@ -127,6 +127,12 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"slow down"},
 		},
 		{
+			name: "an HTML page with status 200 to a streamed request is BAD_RESPONSE that quotes it", stream: true,
+			baseURL: replying(200, map[string]string{"Content-Type": "text/html"}, "<html><body>Bad gateway</body></html>"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"anthropic: the answer is text/html, not an event stream: <html><body>Bad gateway</body></html>"},
+		},
+		{
 			name: "stream cut short is BAD_RESPONSE", stream: true, baseURL: replyingSSE(streamStart),
 			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
 			contains: []string{"the stream ended without message_stop"},

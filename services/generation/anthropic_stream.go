@@ -33,7 +33,8 @@ type streamDelta struct {
 // forwarded as they arrive, and so are the tool calls (id and name when their tool_use block
 // starts, then the input_json_delta fragments, or the block's whole input when it streamed
 // none); message_delta brings the stop reason and the final usage. A server that answers with
-// a plain JSON message is read as one answer and forwarded as one delta per text and call.
+// a plain JSON message is read as one answer and forwarded as one delta per text and call;
+// an HTML page is BAD_RESPONSE (notAStream).
 func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	body, err := buildMessagesRequest(req, a.thinking, true)
 	if err != nil {
@@ -46,8 +47,11 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 		return nil, err
 	}
 	defer closeStream(resp.Body, cancel)
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
+	case "application/json":
 		return a.streamedJSON(ctx, resp, a.parseMessage, onDelta)
+	case "text/html":
+		return nil, a.notAStream(resp, mt)
 	}
 	acc := newMessageAccumulator()
 	started := false

@@ -269,6 +269,12 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"openai: error in the stream: engine dead"},
 		},
 		{
+			name: "an HTML page with status 200 to a streamed request is BAD_RESPONSE that quotes it", stream: true,
+			baseURL: replying(200, map[string]string{"Content-Type": "text/html; charset=utf-8"}, "<html><body>Sign in to the proxy</body></html>"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
+			contains: []string{"openai: the answer is text/html, not an event stream: <html><body>Sign in to the proxy</body></html>"},
+		},
+		{
 			name: "stream cut short is BAD_RESPONSE", stream: true,
 			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"}, "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"),
 			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,

@@ -13,7 +13,8 @@ import (
 
 // Stream makes one streamed chat completion, forwarding content, reasoning and tool-call
 // fragments as they arrive. A server that answers with plain JSON despite "stream": true is
-// read as one answer and forwarded as one delta for the text and one per tool call.
+// read as one answer and forwarded as one delta for the text and one per tool call; an HTML
+// page is BAD_RESPONSE (notAStream).
 func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -22,8 +23,11 @@ func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generat
 		return nil, err
 	}
 	defer closeStream(resp.Body, cancel)
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
+	case "application/json":
 		return o.streamedJSON(ctx, resp, o.parseCompletion, onDelta)
+	case "text/html":
+		return nil, o.notAStream(resp, mt)
 	}
 	return o.readEvents(ctx, resp.Body, onDelta)
 }

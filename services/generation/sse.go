@@ -113,6 +113,14 @@ func (e *endpoint) streamedJSON(ctx context.Context, resp *http.Response, parse 
 	return out, nil
 }
 
+// notAStream is the BAD_RESPONSE failure of a streamed request answered with a page of
+// mediaType (text/html: a proxy's sign-in or error page served with status 200), quoting
+// its start; read as events, such a page ended the stream without any.
+func (e *endpoint) notAStream(resp *http.Response, mediaType string) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	return e.badResponse("the answer is %s, not an event stream: %s", mediaType, snippet(body))
+}
+
 // forwardCalls forwards each of an answer's complete tool calls as one fragment.
 func forwardCalls(calls []ToolCall, onDelta func(*generationv1.Delta) error) error {
 	for i, c := range calls {
