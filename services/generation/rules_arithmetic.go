@@ -16,6 +16,8 @@ var (
 		"×", "*",
 		"÷", "/",
 	)
+	// groupedRe is a number written with thousands separators ("1,000,000").
+	groupedRe = regexp.MustCompile(`\b\d{1,3}(,\d{3})+\b`)
 	// letterXRe is an "x" used as multiplication between two numbers ("3 x 4").
 	letterXRe = regexp.MustCompile(`(\d)\s*x\s*(\d)`)
 	// expressionRe is a run of characters an arithmetic expression is made of.
@@ -25,10 +27,11 @@ var (
 )
 
 // arithmetic finds an arithmetic expression in text ("what is 6 times 7", "calculate
-// (2+3)*4") and returns it with spoken operators turned into symbols and spaces removed
-// ("6*7", "(2+3)*4").
+// (2+3)*4", "1,000 plus 2,500") and returns it with spoken operators turned into symbols,
+// thousands separators and spaces removed ("6*7", "(2+3)*4", "1000+2500").
 func arithmetic(text string) (string, bool) {
 	s := operatorWords.Replace(strings.ToLower(text))
+	s = groupedRe.ReplaceAllStringFunc(s, func(n string) string { return strings.ReplaceAll(n, ",", "") })
 	s = letterXRe.ReplaceAllString(s, "$1*$2")
 	best := ""
 	for _, candidate := range expressionRe.FindAllString(s, -1) {

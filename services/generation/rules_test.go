@@ -42,6 +42,14 @@ func TestRulesAnswers(t *testing.T) {
 			call: &call{"calculator", map[string]any{"expression": "10/4+3*2.5"}},
 		},
 		{
+			name: "thousands separators", msgs: []*typev1.Message{user("What is 1,000 plus 2,500?")}, tools: []string{"calculator"},
+			call: &call{"calculator", map[string]any{"expression": "1000+2500"}},
+		},
+		{
+			name: "millions", msgs: []*typev1.Message{user("what is 1,000,000 divided by 4")}, tools: []string{"calculator"},
+			call: &call{"calculator", map[string]any{"expression": "1000000/4"}},
+		},
+		{
 			name: "arithmetic without calculator falls back", msgs: []*typev1.Message{user("What is 6 times 7?")}, tools: []string{"current_time"},
 			contains: []string{"can't answer that without an LLM provider"},
 		},
