@@ -16,6 +16,8 @@ func TestInvalidInput(t *testing.T) {
 	client := serveProviders(t, map[string]generation.Provider{"rules": generation.NewRules(), "openai": generation.NewRules()})
 	withTools := request("rules", "m", user("x"))
 	withTools.Tools = []*typev1.Tool{{Name: "ok"}, {Description: "nameless"}}
+	badChoice := request("rules", "m", user("x"))
+	badChoice.Tools, badChoice.ToolChoice = []*typev1.Tool{{Name: "search"}}, "requried"
 	for _, tc := range []struct {
 		name string
 		req  *generationv1.GenerateRequest
@@ -27,6 +29,7 @@ func TestInvalidInput(t *testing.T) {
 		{"no model", request("rules", "", user("x")), "target.model must not be empty"},
 		{"message without role", request("rules", "m", user("x"), &typev1.Message{Content: "?"}), "messages[1] has no role"},
 		{"tool without name", withTools, "tools[1] has no name"},
+		{"tool choice neither a mode nor an offered tool", badChoice, `tool_choice "requried" must be auto, required, none or the name of an offered tool (search)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.Generate(t.Context(), tc.req)

@@ -9,7 +9,10 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// validate checks a generate request and returns the provider its target names.
+// validate checks a generate request and returns the provider its target names. A
+// tool_choice that is neither a mode nor the name of an offered tool is refused here (without
+// tools it is not sent, so it is not checked): sent on, it became a named function choice
+// every provider refused, target after target.
 func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) {
 	if len(req.GetMessages()) == 0 {
 		return nil, invalid("messages must not be empty")
@@ -23,9 +26,18 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 			return nil, invalid("messages[%d] has no role (ROLE_UNSPECIFIED)", i)
 		}
 	}
+	names := make([]string, 0, len(req.GetTools()))
 	for i, t := range req.GetTools() {
 		if t.GetName() == "" {
 			return nil, invalid("tools[%d] has no name", i)
+		}
+		names = append(names, t.GetName())
+	}
+	switch choice := req.GetToolChoice(); choice {
+	case "", "auto", "required", "none":
+	default:
+		if len(names) > 0 && !slices.Contains(names, choice) {
+			return nil, invalid("tool_choice %q must be auto, required, none or the name of an offered tool (%s)", choice, strings.Join(names, ", "))
 		}
 	}
 	return p, nil

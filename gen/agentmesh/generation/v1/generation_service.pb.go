@@ -122,7 +122,8 @@ type GenerateRequest struct {
 	StrictMode bool `protobuf:"varint,6,opt,name=strict_mode,json=strictMode,proto3" json:"strict_mode,omitempty"`
 	// Use the response cache (non-streaming answers keyed by model and messages).
 	UseCache bool `protobuf:"varint,7,opt,name=use_cache,json=useCache,proto3" json:"use_cache,omitempty"`
-	// "auto", "required" or "none".
+	// "auto", "required", "none" or the name of an offered tool; empty for the provider's
+	// default. Anything else is INVALID_INPUT. Without tools it is not sent.
 	ToolChoice string `protobuf:"bytes,8,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
 	// The output format the final answer must have.
 	OutputFormat  v1.OutputFormat `protobuf:"varint,9,opt,name=output_format,json=outputFormat,proto3,enum=agentmesh.type.v1.OutputFormat" json:"output_format,omitempty"`
