@@ -133,6 +133,11 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"anthropic: the answer is text/html, not an event stream: <html><body>Bad gateway</body></html>"},
 		},
 		{
+			name: "connection lost while the answer streams is NETWORK, and says so", stream: true, baseURL: cutOff(streamStart),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true,
+			contains: []string{"anthropic: the connection to http://", "was lost while the answer streamed: unexpected EOF"},
+		},
+		{
 			name: "stream cut short is BAD_RESPONSE", stream: true, baseURL: replyingSSE(streamStart),
 			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
 			contains: []string{"the stream ended without message_stop"},

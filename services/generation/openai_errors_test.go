@@ -275,6 +275,12 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"openai: the answer is text/html, not an event stream: <html><body>Sign in to the proxy</body></html>"},
 		},
 		{
+			name: "connection lost while the answer streams is NETWORK, and says so", stream: true,
+			baseURL: cutOff("data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"),
+			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_NETWORK, retryable: true,
+			contains: []string{"openai: the connection to http://", "was lost while the answer streamed: unexpected EOF"},
+		},
+		{
 			name: "stream cut short is BAD_RESPONSE", stream: true,
 			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"}, "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"),
 			code:    codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, retryable: true,
@@ -327,6 +333,28 @@ func TestStreamAnsweredWithPlainJSON(t *testing.T) {
 	}
 	if len(deltas) != 1 || deltas[0].GetContent() != "whole answer" || final.GetContent() != "whole answer" || final.GetUsage().GetTotal() != 5 {
 		t.Errorf("deltas %v final %v", deltas, final)
+	}
+}
+
+// cutOff streams events, then drops the connection without ending the chunked body: a
+// connection lost while the answer streams.
+func cutOff(events string) func(t *testing.T) (string, func() int) {
+	return func(t *testing.T) (string, func() int) {
+		var n atomic.Int32
+		url := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, events)
+			w.(http.Flusher).Flush()
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = buf.Flush()
+			_ = conn.Close()
+		})
+		return url, func() int { return int(n.Load()) }
 	}
 }
 

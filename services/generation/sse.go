@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // maxEventBytes bounds one server-sent event.
@@ -79,7 +81,8 @@ func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool
 }
 
 // streamReadError classifies a failure to read a stream: an oversized event is BAD_RESPONSE,
-// anything else a transport failure.
+// anything else a transport failure (transportError), whose NETWORK failure says that the
+// connection was lost while the answer streamed: the provider was reached and answering.
 func (e *endpoint) streamReadError(ctx context.Context, err error) error {
 	var rerr *sseReadError
 	switch {
@@ -88,7 +91,12 @@ func (e *endpoint) streamReadError(ctx context.Context, err error) error {
 	case errors.Is(err, bufio.ErrTooLong):
 		return e.badResponse("a stream event is larger than %d bytes", maxEventBytes)
 	}
-	return e.transportError(ctx, rerr.err)
+	terr := e.transportError(ctx, rerr.err)
+	if se := stageerr.As(terr); se != nil && se.Class == typev1.ErrorClass_ERROR_CLASS_NETWORK {
+		return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_NETWORK, 0,
+			"%s: the connection to %s was lost while the answer streamed: %s", e.name, e.baseURL, e.redact(rerr.err.Error()))
+	}
+	return terr
 }
 
 // streamedJSON reads a non-streamed answer to a streamed request and forwards its text as
