@@ -16,6 +16,9 @@ var (
 		"×", "*",
 		"÷", "/",
 	)
+	// dateRe is a date written with digits ("2024-01-05", "12/05/2024"), not a subtraction or
+	// a division.
+	dateRe = regexp.MustCompile(`\b(\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{4})\b`)
 	// groupedRe is a number written with thousands separators ("1,000,000").
 	groupedRe = regexp.MustCompile(`\b\d{1,3}(,\d{3})+\b`)
 	// letterXRe is an "x" used as multiplication between two numbers ("3 x 4").
@@ -28,9 +31,10 @@ var (
 
 // arithmetic finds an arithmetic expression in text ("what is 6 times 7", "calculate
 // (2+3)*4", "1,000 plus 2,500") and returns it with spoken operators turned into symbols,
-// thousands separators and spaces removed ("6*7", "(2+3)*4", "1000+2500").
+// thousands separators and spaces removed ("6*7", "(2+3)*4", "1000+2500"). Dates are not
+// arithmetic.
 func arithmetic(text string) (string, bool) {
-	s := operatorWords.Replace(strings.ToLower(text))
+	s := dateRe.ReplaceAllString(operatorWords.Replace(strings.ToLower(text)), " ")
 	s = groupedRe.ReplaceAllStringFunc(s, func(n string) string { return strings.ReplaceAll(n, ",", "") })
 	s = letterXRe.ReplaceAllString(s, "$1*$2")
 	best := ""

@@ -50,6 +50,14 @@ func TestRulesAnswers(t *testing.T) {
 			call: &call{"calculator", map[string]any{"expression": "1000000/4"}},
 		},
 		{
+			name: "a date is not arithmetic", msgs: []*typev1.Message{user("What happened on 2024-01-05?")}, tools: []string{"calculator"},
+			contains: []string{"can't answer that without an LLM provider"},
+		},
+		{
+			name: "a date with slashes is not a division", msgs: []*typev1.Message{user("Who won the match on 12/05/2024?")}, tools: []string{"calculator"},
+			contains: []string{"can't answer that without an LLM provider"},
+		},
+		{
 			name: "arithmetic without calculator falls back", msgs: []*typev1.Message{user("What is 6 times 7?")}, tools: []string{"current_time"},
 			contains: []string{"can't answer that without an LLM provider"},
 		},
