@@ -261,7 +261,10 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			limited = nil
 			r.sentUpTo = len(r.conversation)
 			u := resp.GetUsage()
-			r.ctxTokens = u.GetInput() + u.GetOutput() + u.GetCached()
+			// Seed 000 §2: input + output + cache reads, its input counting the uncached prompt
+			// tokens only (Anthropic's input_tokens); a TokenUsage's input counts them all
+			// (OpenAI's prompt_tokens: cached included), so cached is in it already.
+			r.ctxTokens = u.GetInput() + u.GetOutput()
 			if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
 				// Seed 000: not added to the conversation; one ephemeral notice; counts as an attempt.
 				notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: EmptyResponseNotice}
