@@ -28,6 +28,26 @@ func (h *harness) guards(t *testing.T, runID string) []*eventv1.ContextGuardEval
 	return out
 }
 
+// TestGuardCountsWithoutUsage: a provider that reports no usage (a local server may stream
+// none) leaves the guard to count the conversation itself; ctx stayed 0, and a run's context
+// could fill without the guard ever forcing a final turn.
+func TestGuardCountsWithoutUsage(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "no usage", Match: "count without usage", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"1+1"}`}}, Usage: &llmtest.Usage{}},
+		text("2"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "count without usage"})
+	gs := h.guards(t, res.GetRunId())
+	if len(gs) != 2 {
+		t.Fatalf("%d guard evaluations, want one per turn", len(gs))
+	}
+	// Turn 2's ctx is what turn 1 sent (its pending messages) and the answer that came back.
+	sent := gs[0].GetReport().GetCounters().GetPending()
+	if c := gs[1].GetReport().GetCounters().GetCtx(); c <= sent || c > sent+50 {
+		t.Errorf("turn 2 ctx %d, want a little more than the %d tokens turn 1 sent", c, sent)
+	}
+}
+
 func TestGuardCountsFromZero(t *testing.T) {
 	h := start(t, nil, llmtest.Scenario{Name: "two turns", Match: "count my tokens", Turns: []llmtest.Turn{
 		{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"1+1"}`}}, Usage: &llmtest.Usage{PromptTokens: 300, CompletionTokens: 20, CachedTokens: 5}},
