@@ -43,9 +43,9 @@ func (s *Service) callerID(ctx context.Context, requested string) (string, error
 	}
 }
 
-// authorizeRun returns nil when the call's principal may do a with the run, and
-// PERMISSION_DENIED (logged with the principal) when it may not. With authentication off
-// everyone may, and the run is not looked up.
+// authorizeRun returns nil when the call's principal may do a with the run, and the error
+// authorize returns when it may not. With authentication off everyone may, and the run is
+// not looked up.
 func (s *Service) authorizeRun(ctx context.Context, a auth.Action, runID string) error {
 	if _, ok := auth.FromContext(ctx); !ok {
 		return nil
@@ -55,23 +55,42 @@ func (s *Service) authorizeRun(ctx context.Context, a auth.Action, runID string)
 }
 
 // authorize decides whether the call's principal may do a with the run found at loc, or not
-// found for err: nil when it may, PERMISSION_DENIED (logged with the principal) when it may
-// not, and err, the reason the run could not be found, otherwise. With authentication off it
-// returns err.
+// found for err: nil when it may. A run the principal may not read is answered as one that
+// does not exist, NOT_FOUND with the same message (noSuchRun), so that no caller can tell
+// which run ids exist; one it may read, but not do a with, is PERMISSION_DENIED. Either refusal
+// is logged with the principal. err, the reason the run could not be found, is returned
+// otherwise. With authentication off it returns err.
 func (s *Service) authorize(ctx context.Context, a auth.Action, runID string, loc located, err error) error {
 	p, ok := auth.FromContext(ctx)
 	if !ok {
 		return err
 	}
-	if err == nil && p.May(a, loc.owner()) {
-		return nil
+	if err == nil {
+		switch owner := loc.owner(); {
+		case p.May(a, owner):
+			return nil
+		case p.May(auth.ActionRead, owner):
+			s.denied(ctx, p, string(a), runID)
+			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "%q may not %s run %q", p.ID(), a, runID)
+		}
+		s.denied(ctx, p, string(a), runID)
+		return noSuchRun(runID)
 	}
-	// The memory stage does not show a finished run to a principal that may not read it.
-	if err != nil && stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED {
-		return err
+	switch stageerr.FromError(err).Code {
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED:
+		// The memory stage does not show a finished run to a principal that may not read it.
+		s.denied(ctx, p, string(a), runID)
+		return noSuchRun(runID)
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND:
+		return noSuchRun(runID)
 	}
-	s.denied(ctx, p, string(a), runID)
-	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "%q may not %s run %q", p.ID(), a, runID)
+	return err
+}
+
+// noSuchRun is the NOT_FOUND of an authenticated call about a run that does not exist, or
+// that the caller may not read: one error for both, which tells them apart by nothing.
+func noSuchRun(runID string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q not found", runID)
 }
 
 // denied logs a refused call with who made it and how they authenticated, never the secret.

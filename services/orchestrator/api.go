@@ -489,10 +489,12 @@ func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 	if err := checkRunID(req.GetRunId()); err != nil {
 		return err
 	}
-	if err := s.runExists(ctx, req.GetRunId()); err != nil {
+	// Authorised first: a run the caller may not read is NOT_FOUND as one that does not
+	// exist, whether or not its events are kept.
+	if err := s.authorizeRun(ctx, auth.ActionRead, req.GetRunId()); err != nil {
 		return err
 	}
-	if err := s.authorizeRun(ctx, auth.ActionRead, req.GetRunId()); err != nil {
+	if err := s.runExists(ctx, req.GetRunId()); err != nil {
 		return err
 	}
 	err := events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(ctx context.Context, ev *eventv1.RunEvent) error {

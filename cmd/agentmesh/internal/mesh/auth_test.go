@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -16,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -175,8 +178,8 @@ func TestPublicAPIAuthentication(t *testing.T) {
 			rest codes.Code // WatchRun
 		}{
 			{"alice", codes.OK, codes.OK},
-			{"bob", codes.PermissionDenied, codes.PermissionDenied},
-			{"eve", codes.PermissionDenied, codes.PermissionDenied},
+			{"bob", codes.NotFound, codes.NotFound}, // as a run that does not exist
+			{"eve", codes.NotFound, codes.NotFound},
 			{"ann", codes.OK, codes.OK},
 			{"tom", codes.OK, codes.OK},
 			{"root", codes.OK, codes.OK},
@@ -184,18 +187,20 @@ func TestPublicAPIAuthentication(t *testing.T) {
 			expectCode(t, tc.who+" GetRun", get(tc.who), tc.get)
 			expectCode(t, tc.who+" WatchRun", watch(tc.who), tc.rest)
 		}
-		for _, who := range []string{"bob", "eve", "ann"} {
+		// Ann, who may read the run, may not cancel it; to bob and eve it is no run.
+		for who, want := range map[string]codes.Code{"bob": codes.NotFound, "eve": codes.NotFound, "ann": codes.PermissionDenied} {
 			_, err := as[who].CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: alice.GetRunId()})
-			expectCode(t, who+" CancelRun", err, codes.PermissionDenied)
+			expectCode(t, who+" CancelRun", err, want)
 		}
 		for _, who := range []string{"bob", "eve"} {
 			_, err := as[who].ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: alice.GetRunId(), CallId: callID,
 				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
-			expectCode(t, who+" ResolveApproval", err, codes.PermissionDenied)
+			expectCode(t, who+" ResolveApproval", err, codes.NotFound)
 		}
-		for _, who := range []string{"bob", "eve", "ann"} { // the run's question is its user's
+		// The run's question is its user's.
+		for who, want := range map[string]codes.Code{"bob": codes.NotFound, "eve": codes.NotFound, "ann": codes.PermissionDenied} {
 			_, err := as[who].Answer(t.Context(), &agentv1.AnswerRequest{RunId: alice.GetRunId(), Answer: "go on"})
-			expectCode(t, who+" Answer", err, codes.PermissionDenied)
+			expectCode(t, who+" Answer", err, want)
 		}
 		_, err := as["alice"].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "no-such-run"})
 		expectCode(t, "GetRun of a run that does not exist", err, codes.NotFound)
@@ -211,7 +216,7 @@ func TestPublicAPIAuthentication(t *testing.T) {
 			t.Fatalf("alice's run after approval: %v %v", res.GetOutcome(), res.GetExitReason())
 		}
 		_, err := as["bob"].GetRun(t.Context(), &agentv1.GetRunRequest{RunId: alice.GetRunId()})
-		expectCode(t, "bob reads alice's finished run", err, codes.PermissionDenied)
+		expectCode(t, "bob reads alice's finished run", err, codes.NotFound)
 	})
 
 	t.Run("denied calls are logged with the principal, never the key", func(t *testing.T) {
@@ -362,5 +367,125 @@ func TestARunIDWhoseEventsAreKeptStaysTaken(t *testing.T) {
 		if ev, err := st.Recv(); err == nil {
 			t.Errorf("bob watched alice's run: %s", ev.GetRunStarted().GetMessage())
 		}
+	}
+}
+
+// TestAnotherUsersRunIsNotFound: a run its caller may not read is answered as a run that does
+// not exist, on every RPC that names a run, wherever the run is (live on this replica or
+// another, checkpointed, retired, kept by the memory stage alone): NOT_FOUND with the same
+// message. PERMISSION_DENIED for another user's run, and NOT_FOUND for an unknown id, told
+// anyone which run ids exist. A principal that may read a run is told PERMISSION_DENIED for
+// what its roles do not allow with it; and an idempotency key names only its user's runs.
+func TestAnotherUsersRunIsNotFound(t *testing.T) {
+	for _, checkpoints := range []bool{true, false} {
+		t.Run(map[bool]string{true: "checkpoints", false: "no checkpoints"}[checkpoints], func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Tools.RequireApproval = []string{"calculator"}
+			cfg.Durability.Checkpoints = checkpoints
+			keys := withKeys(cfg)
+			replicas := 2
+			if !checkpoints {
+				replicas = 1
+			}
+			h := startReplicas(t, cfg, replicas, nil)
+			as := func(who string, replica int) agentv1.AgentServiceClient {
+				return keyClient(t, h.mesh.OrchestratorAddrs()[replica], keys[who])
+			}
+			alice := as("alice", 0)
+			paused, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?", IdempotencyKey: "k1"})
+			if err != nil || paused.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+				t.Fatalf("alice's run: %v %v, want it paused for approval", paused.GetOutcome(), err)
+			}
+			callID := paused.GetPendingAction().GetToolCalls()[0].GetId()
+			done, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+			if err != nil || !done.GetSuccess() {
+				t.Fatalf("alice's finished run: %v %v", done.GetOutcome(), err)
+			}
+			if checkpoints { // retired: its tombstone names its owner, the memory stage keeps its result
+				deadline := time.Now().Add(time.Minute)
+				for !slices.Contains(h.keys(t, runstore.FinishedBucket), done.GetRunId()) {
+					if time.Now().After(deadline) {
+						t.Fatal("alice's finished run never retired")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+
+			// answer is what a call about run id answers: its code and message, the id left out.
+			type answer struct {
+				code codes.Code
+				msg  string
+			}
+			answers := func(c agentv1.AgentServiceClient, id string) map[string]answer {
+				ctx := t.Context()
+				out := map[string]answer{}
+				add := func(rpc string, err error) {
+					out[rpc] = answer{status.Code(err), strings.ReplaceAll(status.Convert(err).Message(), id, "ID")}
+				}
+				_, err := c.GetRun(ctx, &agentv1.GetRunRequest{RunId: id})
+				add("GetRun", err)
+				stream, err := c.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: id})
+				if err == nil {
+					_, err = stream.Recv()
+				}
+				add("WatchRun", err)
+				_, err = c.CancelRun(ctx, &agentv1.CancelRunRequest{RunId: id})
+				add("CancelRun", err)
+				_, err = c.ResolveApproval(ctx, &agentv1.ResolveApprovalRequest{RunId: id, CallId: callID,
+					Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+				add("ResolveApproval", err)
+				_, err = c.Answer(ctx, &agentv1.AnswerRequest{RunId: id, Answer: "go on"})
+				add("Answer", err)
+				return out
+			}
+			for _, who := range []string{"bob", "eve"} {
+				for replica := range replicas {
+					c := as(who, replica)
+					unknown := answers(c, "no-such-run")
+					for rpc, a := range unknown {
+						if a.code != codes.NotFound {
+							t.Errorf("%s %s of a run that does not exist: %v %q, want NOT_FOUND", who, rpc, a.code, a.msg)
+						}
+					}
+					for name, id := range map[string]string{"paused": paused.GetRunId(), "finished": done.GetRunId()} {
+						for rpc, a := range answers(c, id) {
+							if a != unknown[rpc] {
+								t.Errorf("%s on replica %d: %s of alice's %s run = %v %q, of no run %v %q: they tell the run exists",
+									who, replica, rpc, name, a.code, a.msg, unknown[rpc].code, unknown[rpc].msg)
+							}
+						}
+					}
+				}
+			}
+
+			// Eve's run is no run to acme's approver and tenant admin.
+			eve, err := as("eve", 0).Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?"})
+			if err != nil || eve.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+				t.Fatalf("eve's run: %v %v", eve.GetOutcome(), err)
+			}
+			for _, who := range []string{"ann", "tom"} {
+				for rpc, a := range answers(as(who, replicas-1), eve.GetRunId()) {
+					if a.code != codes.NotFound {
+						t.Errorf("%s %s of another tenant's run: %v %q, want NOT_FOUND", who, rpc, a.code, a.msg)
+					}
+				}
+			}
+			// Acme's approver sees alice's run: what her role does not allow is PERMISSION_DENIED.
+			ann := as("ann", replicas-1)
+			_, err = ann.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: paused.GetRunId()})
+			expectCode(t, "ann cancels alice's run", err, codes.PermissionDenied)
+			_, err = ann.Answer(t.Context(), &agentv1.AnswerRequest{RunId: paused.GetRunId(), Answer: "go on"})
+			expectCode(t, "ann answers alice's run", err, codes.PermissionDenied)
+
+			// Bob's key k1 is his own: it starts his run, never names alice's.
+			res, err := as("bob", replicas-1).Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?", IdempotencyKey: "k1"})
+			if err != nil || res.GetRunId() == paused.GetRunId() || runOwner(t, as("root", 0), res.GetRunId()) != "acme/bob" {
+				t.Errorf("bob's run with alice's idempotency key: %v %v, want a run of his own", res.GetRunId(), err)
+			}
+			if got, err := alice.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: paused.GetRunId()}); err != nil ||
+				got.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+				t.Errorf("alice's run after the others' calls: %v %v, want it still paused", got.GetOutcome(), err)
+			}
+		})
 	}
 }
