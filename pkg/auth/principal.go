@@ -11,7 +11,7 @@ const (
 	// RoleAdmin reads, watches, cancels and approves every run, and may start runs for any user
 	// (impersonation, with a user_id in the request).
 	RoleAdmin = "admin"
-	// RoleTenantAdmin reads, watches, cancels and approves every run of its tenant.
+	// RoleTenantAdmin reads, watches, cancels, approves and answers every run of its tenant.
 	RoleTenantAdmin = "tenant_admin"
 	// RoleApprover reads, watches and approves (or rejects) the calls of every run of its tenant.
 	RoleApprover = "approver"
