@@ -84,15 +84,26 @@ func idempotencyKey(userID, key string) string {
 }
 
 // Unclaim removes an idempotency key of a user while it still names runID (a run that could
-// not start).
+// not start). A key that names no run, or another run, is left as it is, and nil returned; a
+// key that could not be read is an error: it may still name runID.
 func (s *Store) Unclaim(ctx context.Context, userID, key, runID string) error {
 	k := idempotencyKey(userID, key)
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		idempotency := s.buckets().idempotency
 		e, err := idempotency.Get(ctx, k)
-		if err != nil || decodeClaim(e).RunID != runID {
+		if isNotFound(err) {
 			return nil
 		}
-		return idempotency.Delete(ctx, k, jetstream.LastRevision(e.Revision()))
+		if err != nil {
+			return err
+		}
+		if decodeClaim(e).RunID != runID {
+			return nil
+		}
+		err = idempotency.Delete(ctx, k, jetstream.LastRevision(e.Revision()))
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil // freed, or claimed anew, since it was read: it no longer names runID
+		}
+		return err
 	}))
 }

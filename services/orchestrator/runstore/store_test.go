@@ -410,6 +410,24 @@ func TestIdempotencyKeys(t *testing.T) {
 	}
 }
 
+// TestUnclaimReportsAKeyItCouldNotRead: an Unclaim whose read of the key fails (NATS is away)
+// reports the failure; it returned nil, and its caller logged the key freed when it was not.
+func TestUnclaimReportsAKeyItCouldNotRead(t *testing.T) {
+	nc := natstest.Connect(t)
+	s, err := runstore.Open(t.Context(), nc, runstore.Config{Replicas: 1, Storage: jetstream.FileStorage, LeaseTTL: time.Minute, IdempotencyTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Claim(t.Context(), "u", "k", runstore.KeyClaim{RunID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if err := s.Unclaim(t.Context(), "u", "k", "r1"); err == nil {
+		t.Fatal("Unclaim over a closed connection = nil; want its failure")
+	}
+}
+
 func TestInputs(t *testing.T) {
 	s, _ := open(t, time.Minute)
 	ctx, cancel := context.WithCancel(t.Context())
