@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
@@ -63,7 +62,7 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 			return errKeyFreed
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, err = s.store.Await(wctx, existing.id, func(*checkpointv1.RunCheckpoint) bool { return true })
+		err = s.store.AwaitStored(wctx, existing.id)
 		cancel()
 		if ctx.Err() != nil {
 			return context.Cause(ctx)

@@ -9,11 +9,28 @@ import (
 )
 
 // Await returns a run's checkpoint, whole, once done accepts it, watching the checkpoint
-// change (whichever replica writes it) until ctx ends; ErrNotFound when the run has no
-// checkpoint. done is given the checkpoint without what its log holds (request, contract,
-// available, conversation, transcript and accounting are empty), so a wait reads the log
-// once, not at every change.
+// change (whichever replica writes it) until ctx ends; ErrNotFound when a read finds no
+// checkpoint (nor tombstone): at once for a run the store does not hold, and when the
+// checkpoint it waits on is purged (Discard purges it through the bucket, then drops the
+// marker from the bucket's stream: a watch that had not delivered the marker by then waits
+// on). It used to wait for a run without a checkpoint to store one, and a CancelRun of a run
+// discarded after its first read waited out its caller's deadline. done is given the
+// checkpoint without what its log holds (request, contract, available, conversation,
+// transcript and accounting are empty), so a wait reads the log once, not at every change.
 func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, error) {
+	return s.await(ctx, runID, done, false)
+}
+
+// AwaitStored waits until a run has a checkpoint (or a tombstone), watching for it until ctx
+// ends: a run whose idempotency key is claimed, whose replica has not yet stored it.
+func (s *Store) AwaitStored(ctx context.Context, runID string) error {
+	_, err := s.await(ctx, runID, func(*checkpointv1.RunCheckpoint) bool { return true }, true)
+	return err
+}
+
+// await is Await; with absent, a run without a checkpoint is waited for rather than
+// ErrNotFound.
+func (s *Store) await(ctx context.Context, runID string, done func(*checkpointv1.RunCheckpoint) bool, absent bool) (*checkpointv1.RunCheckpoint, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var w jetstream.KeyWatcher
@@ -29,7 +46,7 @@ func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1
 	defer func() { _ = w.Stop() }()
 	for {
 		cp, h, err := s.load(ctx, runID, done)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && (!absent || !errors.Is(err, ErrNotFound)) {
 			return nil, err
 		}
 		if h != nil {

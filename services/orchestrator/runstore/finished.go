@@ -50,7 +50,9 @@ func (s *Store) Taken(ctx context.Context, runID string) (bool, error) {
 // its checkpoint log (the first checkpoint's segment, when its request, contract and tools
 // outgrew the entry, and the objects it names), the object holding its checkpoint if any, its
 // checkpoint and its entry among the active runs. The log's stream has no limits: what
-// Discard left there would stay for good.
+// Discard left there would stay for good. The checkpoint is purged through the bucket first,
+// so that an Await of the run sees it go and ends ErrNotFound, then from the bucket's stream,
+// which drops the purge marker too.
 func (s *Store) Discard(ctx context.Context, runID string) error {
 	return mapErr(s.retry(ctx, func(ctx context.Context) error {
 		b := s.buckets()
@@ -58,6 +60,9 @@ func (s *Store) Discard(ctx context.Context, runID string) error {
 			return err
 		}
 		if err := deleteBody(ctx, b, runID); err != nil {
+			return err
+		}
+		if err := b.checkpoints.Purge(ctx, runID); err != nil {
 			return err
 		}
 		if err := b.checkLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(CheckpointBucket, runID))); err != nil {

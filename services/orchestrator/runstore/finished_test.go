@@ -1,9 +1,11 @@
 package runstore_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,5 +151,54 @@ func TestASaveAfterTheRunRetiredConflicts(t *testing.T) {
 	}
 	if cp, _, err := s.Load(ctx, "twice"); err != nil || !cp.GetResultSaved() {
 		t.Errorf("Load = %v, %v; want the tombstone, not a checkpoint written again", cp, err)
+	}
+}
+
+// TestAwaitOfARunThatIsNotThere: Await ends ErrNotFound, at once, for a run that has no
+// checkpoint, and as soon as the run it waits on is discarded; it waited out its caller's
+// deadline (a CancelRun of a run discarded after its first read). AwaitStored, for a run
+// whose idempotency key is claimed, waits for its first checkpoint.
+func TestAwaitOfARunThatIsNotThere(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, runstore.CheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := func(cp *checkpointv1.RunCheckpoint) bool { return cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED }
+	if _, err := s.Await(ctx, "none", finished); !errors.Is(err, runstore.ErrNotFound) {
+		t.Fatalf("Await of a run without a checkpoint = %v; want ErrNotFound", err)
+	}
+
+	if _, err := s.Create(ctx, checkpoint("discarded", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatal(err)
+	}
+	read, awaited := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		_, err := s.Await(ctx, "discarded", func(cp *checkpointv1.RunCheckpoint) bool {
+			once.Do(func() { close(read) }) // read once: waiting
+			return finished(cp)
+		})
+		awaited <- err
+	}()
+	<-read
+	// As Discard does first; it then drops the marker from the bucket's stream, which a watch
+	// may not have delivered by then.
+	if err := kv.Purge(ctx, "discarded"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-awaited; !errors.Is(err, runstore.ErrNotFound) {
+		t.Fatalf("Await of a run purged while waited = %v; want ErrNotFound", err)
+	}
+
+	stored := make(chan error, 1)
+	go func() { stored <- s.AwaitStored(ctx, "later") }()
+	if _, err := s.Create(ctx, checkpoint("later", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stored; err != nil {
+		t.Fatalf("AwaitStored of a run created meanwhile = %v; want nil", err)
 	}
 }
