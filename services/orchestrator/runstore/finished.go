@@ -49,8 +49,9 @@ func (s *Store) Taken(ctx context.Context, runID string) (bool, error) {
 // Discard removes what Create stored of a run that will not go on (its id turned out taken):
 // its checkpoint log (the first checkpoint's segment, when its request, contract and tools
 // outgrew the entry, and the objects it names), the object holding its checkpoint if any, its
-// checkpoint and its entry among the active runs. The log's stream has no limits: what
-// Discard left there would stay for good. The checkpoint is purged through the bucket first,
+// checkpoint, the inputs handed to it (a cancellation of the run by its id, between its Create
+// and its Discard), and its entry among the active runs. The log's stream and the inputs'
+// bucket have no limits: what Discard left there would stay for good. The checkpoint is purged through the bucket first,
 // so that an Await of the run sees it go and ends ErrNotFound, then from the bucket's stream,
 // which drops the purge marker too.
 func (s *Store) Discard(ctx context.Context, runID string) error {
@@ -66,6 +67,9 @@ func (s *Store) Discard(ctx context.Context, runID string) error {
 			return err
 		}
 		if err := b.checkLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(CheckpointBucket, runID))); err != nil {
+			return err
+		}
+		if err := s.purgeInputs(ctx, b, runID); err != nil {
 			return err
 		}
 		return b.activeLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(ActiveBucket, runID)))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
@@ -200,5 +201,29 @@ func TestAwaitOfARunThatIsNotThere(t *testing.T) {
 	}
 	if err := <-stored; err != nil {
 		t.Fatalf("AwaitStored of a run created meanwhile = %v; want nil", err)
+	}
+}
+
+// TestDiscardRemovesTheRunsInputs: a cancellation (or a decision) recorded for a run that is
+// then discarded goes with it. The inputs' bucket has no TTL: what Discard left there stayed for
+// good, and every replica's input watch replayed it at every start.
+func TestDiscardRemovesTheRunsInputs(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	if _, err := s.Create(ctx, checkpoint("taken", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "taken", Reason: "stop"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(ctx, "taken"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("after Discard the inputs' bucket holds %d messages (%v); want none", info.State.Msgs, err)
 	}
 }
