@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -363,17 +365,42 @@ func (r *run) retireRecords(ctx context.Context, saved bool) {
 // The lookup of run_finished does not end with the run's context: that of a run past its
 // total_timeout_ms ends as soon as the run is taken over, and a lookup in it failed, so that
 // every replica that took the run to save its result (for as long as the memory stage was
-// down) published run_finished again.
+// down) published run_finished again. It is asked again until the stream answers (any other
+// failure counted as "not published" too); when the replica gives up its runs first, the run
+// is left as it is stored, for the replica that adopts it next.
 func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
 	r.endingAttributes(res)
-	lctx := r.publishContext(ctx)
-	st, err := r.svc.js.Stream(lctx, events.StreamName)
-	published := false
-	if err == nil {
-		_, err = st.GetLastMsgForSubject(lctx, events.Subject(r.id, "run_finished"))
-		published = err == nil
+	published, err := runFinishedStored(r.publishContext(ctx), r.svc.js, r.id)
+	if err != nil {
+		r.svc.log.WarnContext(ctx, "looking up whether run_finished is published failed; the run is left to be finished later", "run_id", r.id, "err", err)
+		return
 	}
 	r.finish(context.WithoutCancel(ctx), res, published)
+}
+
+// runFinishedStored reports whether the events stream holds run_finished of run runID, asking
+// again, a little later each time, until the stream answers: a run_finished found, or none (nor
+// a stream); it fails only when ctx ends first. Each attempt is bounded by eventLookupTimeout.
+func runFinishedStored(ctx context.Context, js jetstream.JetStream, runID string) (bool, error) {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		actx, cancel := context.WithTimeout(ctx, eventLookupTimeout)
+		st, err := js.Stream(actx, events.StreamName)
+		if err == nil {
+			_, err = st.GetLastMsgForSubject(actx, events.Subject(runID, "run_finished"))
+		}
+		cancel()
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("looking up run_finished of run %s: %w (last: %w)", runID, context.Cause(ctx), err)
+		case <-time.After(wait):
+		}
+	}
 }
 
 // endingAttributes sets on the run's span how the run ended, as its result res says (README
