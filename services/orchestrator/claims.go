@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 )
 
@@ -50,12 +48,12 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 		case errors.Is(err, runstore.ErrNotFound) || err == nil && c.RunID != existing.id:
 			return errKeyFreed
 		case err != nil:
-			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "reading idempotency key: %w", err)
+			return storeErr(ctx, existing.id, fmt.Errorf("reading idempotency key: %w", err))
 		}
 		wait := time.Until(c.At.Add(s.store.ClaimTimeout()))
 		if wait <= 0 {
 			if err := s.store.Unclaim(ctx, existing.userID, existing.key, existing.id); err != nil {
-				return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "freeing idempotency key: %w", err)
+				return storeErr(ctx, existing.id, fmt.Errorf("freeing idempotency key: %w", err))
 			}
 			s.log.WarnContext(ctx, "an idempotency key named a run that never stored anything; freed it for this request's run",
 				"run_id", existing.id, "claimed_at", c.At)
