@@ -58,10 +58,12 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = q.GetId()
-	if err := s.store.Answer(ctx, answer); err != nil {
-		if errors.Is(err, runstore.ErrExists) {
-			return nil, alreadyAnswered(runID, q.GetId())
-		}
+	switch err := s.store.Answer(ctx, answer); {
+	case errors.Is(err, runstore.ErrExists):
+		return nil, alreadyAnswered(runID, q.GetId())
+	case errors.Is(err, runstore.ErrNotFound):
+		return nil, notAsking(runID, q.GetId()) // the run ended, and retired, since it was read
+	case err != nil:
 		return nil, storeErr(ctx, runID, err)
 	}
 	return &agentv1.AnswerResponse{RunId: runID, QuestionId: q.GetId(), Resumed: true}, nil

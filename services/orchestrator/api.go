@@ -344,7 +344,11 @@ func (s *Service) cancelStored(ctx context.Context, req *agentv1.CancelRunReques
 	}
 	asked = cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED
 	if asked {
-		if err := s.store.RequestCancel(ctx, req); err != nil {
+		switch err := s.store.RequestCancel(ctx, req); {
+		case errors.Is(err, runstore.ErrNotFound): // the run ended, and retired, since it was read
+			res, err := s.savedResult(ctx, req.GetRunId())
+			return res, false, err
+		case err != nil:
 			return nil, false, storeErr(ctx, req.GetRunId(), err)
 		}
 		if cp, err = s.store.Await(ctx, req.GetRunId(), func(cp *checkpointv1.RunCheckpoint) bool {
@@ -452,10 +456,12 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	if stop := st.stopper(cp.GetContract()); stop != nil {
 		return nil, endingAlready(runID, stop.GetCallId())
 	}
-	if err := s.store.Decide(ctx, req); err != nil {
-		if errors.Is(err, runstore.ErrExists) {
-			return nil, alreadyDecided(runID, callID)
-		}
+	switch err := s.store.Decide(ctx, req); {
+	case errors.Is(err, runstore.ErrExists):
+		return nil, alreadyDecided(runID, callID)
+	case errors.Is(err, runstore.ErrNotFound): // the run ended, and retired, since it was read
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
+	case err != nil:
 		return nil, storeErr(ctx, runID, err)
 	}
 	st.decisions[callID] = req

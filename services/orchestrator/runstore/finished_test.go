@@ -227,3 +227,60 @@ func TestDiscardRemovesTheRunsInputs(t *testing.T) {
 		t.Errorf("after Discard the inputs' bucket holds %d messages (%v); want none", info.State.Msgs, err)
 	}
 }
+
+// TestAnInputForARetiredRunIsNotKept: a decision, an answer or a cancellation recorded once its
+// run has retired (the API read the run waiting, then the run ended and retired before the
+// input was written) is ErrNotFound, and removed: it stayed for good in the inputs' bucket,
+// which has no TTL, replayed to every replica's input watch, and its caller was told it was
+// accepted. An input of a run not yet retired is kept.
+func TestAnInputForARetiredRunIsNotKept(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	for _, id := range []string{"retired", "paused"} {
+		if _, err := s.Create(ctx, checkpoint(id, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tomb := checkpoint("retired", checkpointv1.Phase_PHASE_FINISHED, 1)
+	tomb.ResultSaved = true
+	if err := s.Finish(ctx, tomb, nil); err != nil {
+		t.Fatal(err)
+	}
+	inputs := map[string]func(run string) error{
+		"a decision": func(run string) error {
+			return s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+		},
+		"an answer": func(run string) error {
+			return s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"})
+		},
+		"a cancellation": func(run string) error {
+			return s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"})
+		},
+	}
+	st, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := func(run string) int {
+		t.Helper()
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV."+runstore.InputBucket+"."+run+".>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(info.State.Subjects)
+	}
+	for name, record := range inputs {
+		if err := record("retired"); !errors.Is(err, runstore.ErrNotFound) {
+			t.Errorf("%s for a retired run = %v; want ErrNotFound", name, err)
+		}
+		if err := record("paused"); err != nil {
+			t.Errorf("%s for a paused run = %v", name, err)
+		}
+	}
+	if n := kept("retired"); n != 0 {
+		t.Errorf("the retired run has %d inputs kept; want none", n)
+	}
+	if n := kept("paused"); n != len(inputs) {
+		t.Errorf("the paused run has %d inputs kept; want %d", n, len(inputs))
+	}
+}

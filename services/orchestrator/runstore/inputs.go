@@ -24,44 +24,76 @@ type Input struct {
 }
 
 // Decide records a decision on a paused call of a run; ErrExists when the call is decided
-// already (the first decision wins, on whichever replica it arrived).
+// already (the first decision wins, on whichever replica it arrived); ErrNotFound when the run
+// has retired (see record).
 func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) error {
 	data, err := proto.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("runstore: encode decision: %w", err)
 	}
-	return mapErr(s.retry(ctx, func(ctx context.Context) error {
-		inputs := s.buckets().inputs
-		_, err := inputs.Create(ctx, decisionKey(d.GetRunId(), d.GetCallId()), data)
-		return err
-	}))
+	return s.record(ctx, d.GetRunId(), decisionKey(d.GetRunId(), d.GetCallId()), data, false)
 }
 
 // Answer records the answer to a question of a run (a.question_id names it); ErrExists when
-// the question is answered already (the first answer wins, on whichever replica it arrived).
+// the question is answered already (the first answer wins, on whichever replica it arrived);
+// ErrNotFound when the run has retired (see record).
 func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest) error {
 	data, err := proto.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("runstore: encode answer: %w", err)
 	}
-	return mapErr(s.retry(ctx, func(ctx context.Context) error {
-		inputs := s.buckets().inputs
-		_, err := inputs.Create(ctx, answerKey(a.GetRunId(), a.GetQuestionId()), data)
-		return err
-	}))
+	return s.record(ctx, a.GetRunId(), answerKey(a.GetRunId(), a.GetQuestionId()), data, false)
 }
 
-// RequestCancel asks a run's owner to cancel it.
+// RequestCancel asks a run's owner to cancel it; ErrNotFound when the run has retired (see
+// record).
 func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) error {
 	data, err := proto.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("runstore: encode cancellation: %w", err)
 	}
-	return mapErr(s.retry(ctx, func(ctx context.Context) error {
-		inputs := s.buckets().inputs
-		_, err := inputs.Put(ctx, c.GetRunId()+".cancel", data)
+	return s.record(ctx, c.GetRunId(), c.GetRunId()+".cancel", data, true)
+}
+
+// record stores an input of a run under key (created, or with replace put over the one there),
+// then reads whether the run's checkpoint is still there. Callers write an input once they
+// read the run waiting for it, but the run may end and retire in between: its retirement
+// purges its checkpoint, then its inputs, so an input written after that stayed for good in
+// the bucket, which has no TTL, replayed to every replica's input watch, and its caller was
+// told it was taken. An input that finds the checkpoint gone is purged again, and ErrNotFound
+// returned: its run has ended. (A run that took the input, ended and retired between the write
+// and the read, a retireDelay at least, would be reported so too.) When that read fails, the
+// input is kept and nil returned: it is stored, and its run's retirement purges it.
+func (s *Store) record(ctx context.Context, runID, key string, data []byte, replace bool) error {
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var err error
+		if replace {
+			_, err = s.buckets().inputs.Put(ctx, key, data)
+		} else {
+			_, err = s.buckets().inputs.Create(ctx, key, data)
+		}
 		return err
-	}))
+	})
+	if err != nil {
+		return mapErr(err)
+	}
+	err = s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.buckets().checkpoints.Get(ctx, runID)
+		return err
+	})
+	if !isNotFound(err) {
+		return nil
+	}
+	// Through the bucket, so that the replicas' input watches drop it, then from its stream,
+	// which drops the purge marker too.
+	_ = s.retry(ctx, func(ctx context.Context) error {
+		b := s.buckets()
+		if err := b.inputs.Purge(ctx, key); err != nil {
+			return err
+		}
+		return b.inputLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(InputBucket, key)))
+	})
+	return fmt.Errorf("%w: run %s has ended", ErrNotFound, runID)
 }
 
 // WatchInputs hands deliver each input of a run, those recorded so far first, each once, until

@@ -48,6 +48,17 @@ func checkpoint(id string, phase checkpointv1.Phase, turns int32) *checkpointv1.
 	return &checkpointv1.RunCheckpoint{RunId: id, Phase: phase, Turns: turns, UserId: "u"}
 }
 
+// running stores a first checkpoint of each run: inputs go to runs the store holds (an input
+// of a run without a checkpoint is ErrNotFound).
+func running(t *testing.T, s *runstore.Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := s.Create(t.Context(), checkpoint(id, checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -432,6 +443,7 @@ func TestInputs(t *testing.T) {
 	s, _ := open(t, time.Minute)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	running(t, s, "r1")
 	approve := &agentv1.ResolveApprovalRequest{RunId: "r1", CallId: "call/1 ü", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
 	if err := s.Decide(ctx, approve); err != nil {
 		t.Fatal(err)
@@ -499,6 +511,7 @@ func watchInputs(ctx context.Context, s *runstore.Store, runID string) <-chan ru
 func TestRetireDropsEveryInput(t *testing.T) {
 	s, js := open(t, time.Minute)
 	ctx := t.Context()
+	running(t, s, "r1", "r2")
 	for _, run := range []string{"r1", "r2"} {
 		if err := s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
 			t.Fatal(err)
@@ -605,6 +618,9 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 	s, js := open(t, time.Minute)
 	ctx := t.Context()
 	const runs = 20
+	for i := range runs {
+		running(t, s, fmt.Sprintf("run-%d", i))
+	}
 	if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: "run-0", QuestionId: "q", Answer: "early"}); err != nil {
 		t.Fatal(err)
 	}
@@ -655,6 +671,7 @@ func TestTheInputWatchOutlivesItsLastRun(t *testing.T) {
 		}
 		return names
 	}
+	running(t, s, "r1", "r2", "r3")
 	watchOne := func(runID string) context.CancelFunc {
 		rctx, stop := context.WithCancel(ctx)
 		in := watchInputs(rctx, s, runID)
