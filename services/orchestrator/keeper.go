@@ -214,9 +214,10 @@ func (s *Service) markDraining(ctx context.Context) {
 // its checkpoint: its owner's heartbeat is gone, or its owner handed it off. A run this replica
 // owned before it restarted (same replica name) is taken back at once. Runs an earlier release
 // started move over once their lease is gone (runstore's AdoptLegacy). known is updated with
-// the owners read in pass. It reports false, adopting nothing, when the store does not list
-// this replica's own heartbeat, which it beat: the store lost it (NATS came back without its
-// store) or it lapsed, and the other replicas' may be missing for the same reason.
+// the owners read in pass; every sweepPasses passes it also sweeps the inputs of retired runs.
+// It reports false, adopting nothing, when the store does not list this replica's own
+// heartbeat, which it beat: the store lost it (NATS came back without its store) or it lapsed,
+// and the other replicas' may be missing for the same reason.
 func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) bool {
 	if s.isDraining() {
 		return true
@@ -234,6 +235,9 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) bool
 	if err != nil {
 		s.log.WarnContext(ctx, "listing active runs failed", "err", err)
 		return true
+	}
+	if pass%sweepPasses == 0 {
+		s.sweepInputs(ctx)
 	}
 	listed := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -278,6 +282,23 @@ func (s *Service) adoptOrphans(ctx context.Context, known owners, pass int) bool
 		s.adopt(ctx, id, reason)
 	}
 	return true
+}
+
+// sweepPasses is every how many passes the keeper sweeps the inputs of retired runs
+// (sweepInputs): a few seconds with the default heartbeat TTL.
+const sweepPasses = rereadPasses
+
+// sweepInputs purges the inputs left for runs that have retired: an input whose writer stopped
+// after writing it and before finding its run gone (runstore's SweepInputs). The inputs'
+// bucket has no TTL, and every replica's watch replays what it holds.
+func (s *Service) sweepInputs(ctx context.Context) {
+	purged, err := s.store.SweepInputs(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "sweeping the inputs of retired runs failed", "err", err)
+	}
+	for _, id := range purged {
+		s.log.InfoContext(ctx, "purged inputs left for a retired run", "run_id", id)
+	}
 }
 
 // adoptLegacy moves the runs an earlier release left without an owner to this replica, and

@@ -284,3 +284,59 @@ func TestAnInputForARetiredRunIsNotKept(t *testing.T) {
 		t.Errorf("the paused run has %d inputs kept; want %d", n, len(inputs))
 	}
 }
+
+// TestSweepInputsPurgesThoseOfRunsWithoutACheckpoint: inputs left behind for a run that has
+// retired (their writer stopped before it found the run gone) are purged by SweepInputs; those
+// of an active run, and of a run with a checkpoint but no entry in the index (an earlier
+// release's), stay.
+func TestSweepInputsPurgesThoseOfRunsWithoutACheckpoint(t *testing.T) {
+	s, js := open(t, time.Minute)
+	ctx := t.Context()
+	for _, id := range []string{"retired", "active", "earlier-release"} {
+		if _, err := s.Create(ctx, checkpoint(id, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tomb := checkpoint("retired", checkpointv1.Phase_PHASE_FINISHED, 1)
+	tomb.ResultSaved = true
+	if err := s.Finish(ctx, tomb, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A cancellation whose writer stopped before it found the run retired.
+	inputs, err := js.KeyValue(ctx, runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inputs.Put(ctx, "retired.cancel", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Retire(ctx, "earlier-release", nil); err != nil { // out of the index (and its inputs)
+		t.Fatal(err)
+	}
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "earlier-release"}); err != nil {
+		t.Fatal(err)
+	}
+	purged, err := s.SweepInputs(ctx)
+	if err != nil || !slices.Equal(purged, []string{"retired"}) {
+		t.Fatalf("SweepInputs = %v, %v; want the retired run's inputs purged", purged, err)
+	}
+	st, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV."+runstore.InputBucket+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for subject := range info.State.Subjects {
+		left = append(left, strings.TrimPrefix(subject, "$KV."+runstore.InputBucket+"."))
+	}
+	slices.Sort(left)
+	if want := []string{"active.cancel", "earlier-release.cancel"}; !slices.Equal(left, want) {
+		t.Errorf("inputs left %v; want %v", left, want)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -183,4 +185,53 @@ func (s *Store) purgeInputs(ctx context.Context, b buckets, runID string) error 
 		}
 	}
 	return b.inputLog.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(InputBucket, runID+".>")))
+}
+
+// SweepInputs purges the inputs of runs that have no checkpoint: those of a run whose writer
+// stopped between writing the input and finding the run retired (record), or whose retirement
+// failed to purge them after its checkpoint had gone. The bucket has no TTL: nothing else
+// would ever remove them. It lists the runs with inputs, then the active runs, in a request
+// each; a run with inputs that is not active is purged only once its checkpoint is read gone
+// (a run an earlier release runs is not in this release's index, and a run being created is
+// indexed just after its checkpoint is stored). It returns the runs whose inputs it purged.
+func (s *Store) SweepInputs(ctx context.Context) ([]string, error) {
+	withInputs := map[string]bool{}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		keys, err := subjects(ctx, s.buckets().inputLog, InputBucket)
+		for _, k := range keys {
+			if run, _, ok := strings.Cut(k, "."); ok {
+				withInputs[run] = true
+			}
+		}
+		return err
+	})
+	if err != nil || len(withInputs) == 0 {
+		return nil, mapErr(err)
+	}
+	active, err := s.Active(ctx) // after the inputs: a run indexed since they were listed is kept
+	if err != nil {
+		return nil, err
+	}
+	for _, runID := range active {
+		delete(withInputs, runID)
+	}
+	var purged []string
+	for _, runID := range slices.Sorted(maps.Keys(withInputs)) {
+		gone := false
+		err := s.retry(ctx, func(ctx context.Context) error {
+			b := s.buckets()
+			_, err := b.checkpoints.Get(ctx, runID)
+			if gone = isNotFound(err); !gone {
+				return err
+			}
+			return s.purgeInputs(ctx, b, runID)
+		})
+		if err != nil {
+			return purged, mapErr(err)
+		}
+		if gone {
+			purged = append(purged, runID)
+		}
+	}
+	return purged, nil
 }

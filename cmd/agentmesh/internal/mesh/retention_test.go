@@ -179,3 +179,27 @@ func TestAResultSavedLateIsFinishedOnce(t *testing.T) {
 		t.Errorf("the run's events hold %d run_finished: %v; want one, the last", n, kinds)
 	}
 }
+
+// TestTheKeeperSweepsInputsOfRetiredRuns: an input left for a run that has retired (its
+// writer, a replica answering CancelRun, stopped after writing it and before finding the run
+// gone) is purged by a keeper. AGENTMESH_RUN_INPUTS has no TTL: it stayed there for good, and
+// every replica's watch of the bucket replayed it at every start.
+func TestTheKeeperSweepsInputsOfRetiredRuns(t *testing.T) {
+	cfg := config.Default()
+	cfg.Durability.LeaseTTLMS = 1000 // the keeper looks every third of a second
+	h := start(t, cfg, llmtest.Scenario{Name: "hello", Match: "hello", Turns: []llmtest.Turn{text("Hello.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "hello"})
+	if !eventually(t, 10*time.Second, func() bool { return len(h.keys(t, runstore.CheckpointBucket)) == 0 }) {
+		t.Fatal("the run did not retire")
+	}
+	cancel, err := proto.Marshal(&agentv1.CancelRunRequest{RunId: res.GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.bucket(t, runstore.InputBucket).Put(t.Context(), res.GetRunId()+".cancel", cancel); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 15*time.Second, func() bool { return len(h.keys(t, runstore.InputBucket)) == 0 }) {
+		t.Fatalf("%s still holds %v 15s after the run retired", runstore.InputBucket, h.keys(t, runstore.InputBucket))
+	}
+}
