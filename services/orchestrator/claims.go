@@ -74,24 +74,26 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 
 // checkClaim makes sure the idempotency key of r, a run just created, still names it, and
 // returns an error otherwise, having discarded r: existingRun for the run the key now names,
-// or errKeyFreed. A replica that stalled for the ClaimTimeout between claiming the key and
-// storing the run finds the key freed, or another request's run in its place, and must not
-// run a second run for one key.
+// errKeyFreed, or the failure of the key's read. A replica that stalled for the ClaimTimeout
+// between claiming the key and storing the run finds the key freed, or another request's run
+// in its place, and must not run a second run for one key. A run whose key could not be read
+// goes too: its caller is told the store failed, and a run kept stored would be resumed by
+// this replica's keeper as its own.
 func (s *Service) checkClaim(ctx context.Context, r *run) error {
 	key := r.req.GetIdempotencyKey()
 	c, err := s.store.Claimed(ctx, r.userID, key)
 	if err == nil && c.RunID == r.id {
 		return nil
 	}
-	if err != nil && !errors.Is(err, runstore.ErrNotFound) {
-		return err
-	}
 	if derr := s.store.Discard(context.WithoutCancel(ctx), r.id); derr != nil {
-		s.log.WarnContext(ctx, "discarding a run whose idempotency key was freed failed; the keeper discards it later", "run_id", r.id, "err", derr)
+		s.log.WarnContext(ctx, "discarding a run whose idempotency key was freed, or could not be read, failed; the keeper discards it later", "run_id", r.id, "err", derr)
 		s.refuse(r.id)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, runstore.ErrNotFound):
 		return fmt.Errorf("%w: run %s", errKeyFreed, r.id)
+	case err != nil:
+		return err
 	}
 	return foundRun(r, c)
 }
