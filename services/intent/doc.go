@@ -33,13 +33,22 @@
 //     summarize/summarise/summary, evaluate, assess, critique, "explain why", "pros and cons";
 //     creative — a cue word anywhere: poem, story, song, lyrics, haiku, limerick, imagine,
 //     compose, fiction;
-//     action — the goal starts with an imperative verb (create, add, delete, remove, run,
-//     execute, send, calculate, compute, search, fetch, install, build, deploy, update, edit,
-//     rename, move, copy, save, download, upload, open, list, set, schedule, book, convert,
-//     check, find, get, show, make; the word itself, not the first part of a compound such as
-//     "run-time"), or asks to write to a file (a sentence that opens with what, which, who,
-//     when, where, why, how or explain, or says "how" before the cue, asks for an
-//     explanation: "how do I write a file in Go?" is a question);
+//     action — a request to act outside the conversation, which needs a tool (planning finds
+//     no viable plan for it without one): the goal starts with a verb that acts on the world
+//     (delete, remove, run, execute, send, search, fetch, install, deploy, rename, move, copy,
+//     save, download, upload, open, set, schedule, book), or with a verb whose request text
+//     can answer (create, add, calculate, compute, build, update, edit, list, convert, check,
+//     find, get, show, make) and names something outside the conversation to work on: a path,
+//     a file, a directory or folder, a repository, a database, a branch, a web address, or,
+//     unless the message gives its material after a colon, the user's own data (their inbox,
+//     mail, messages, calendar, meetings, events, contacts, tasks, reminders, notes,
+//     documents, photos, orders, bookings, accounts, servers or files: "list my meetings";
+//     "check my notes: …" is not); the verb is the word itself, not the first part of a
+//     compound such as "run-time". A goal that asks to write to a file is an action too (a
+//     sentence that opens with what, which, who, when, where, why, how or explain, or says
+//     "how" before the cue, asks for an explanation: "how do I write a file in Go?" is a
+//     question). "List three benefits of exercise", "show me how closures work" and
+//     "calculate 17 * 23" are questions, which need no tool;
 //     creative — the goal starts with "write" or "draft" (new text that is not a file);
 //     question — everything else (question marks, wh-words and plain statements alike).
 //  6. Constraints, in order of appearance, each the phrase as written: "in N words",

@@ -17,11 +17,24 @@ var (
 	// creativeWords mark a request for new content.
 	creativeWords = []string{"poem", "poems", "story", "stories", "song", "songs", "lyrics", "haiku",
 		"limerick", "imagine", "compose", "fiction"}
-	// imperativeVerbs start a request to do something.
-	imperativeVerbs = []string{"create", "add", "delete", "remove", "run", "execute", "send", "calculate",
-		"compute", "search", "fetch", "install", "build", "deploy", "update", "edit", "rename", "move",
-		"copy", "save", "download", "upload", "open", "list", "set", "schedule", "book", "convert",
-		"check", "find", "get", "show", "make"}
+	// worldVerbs start a request to act outside the conversation: on files, programs,
+	// messages, bookings or the web.
+	worldVerbs = []string{"delete", "remove", "run", "execute", "send", "search", "fetch", "install",
+		"deploy", "rename", "move", "copy", "save", "download", "upload", "open", "set", "schedule", "book"}
+	// textVerbs start a request that text can answer ("list three benefits of exercise",
+	// "calculate 17 * 23", "check my grammar: …") unless it names something outside the
+	// conversation to work on (worksOutside).
+	textVerbs = []string{"create", "add", "calculate", "compute", "build", "update", "edit", "list",
+		"convert", "check", "find", "get", "show", "make"}
+	// outsideThing names a thing outside the conversation: a file, directory, repository,
+	// database, branch or web address.
+	outsideThing = regexp.MustCompile(`(?i)\b(?:files?|director(?:y|ies)|folders?|repos?|repositor(?:y|ies)|databases?|branch(?:es)?)\b|https?://|\bwww\.`)
+	// ownThing names the user's own data, kept outside the conversation ("my meetings", "our
+	// orders"); "my options" or "my essay" need not be.
+	ownThing = regexp.MustCompile(`(?i)\b(?:my|our)\s+(?:[\pL-]+\s+)?(?:inbox|e-?mails?|mail|messages?|calendars?|meetings?|appointments?|schedule|events?|contacts?|tasks?|to-?dos?|reminders?|notes|documents?|photos?|orders?|bookings?|reservations?|accounts?|balance|servers?|files?)\b`)
+	// givenMaterial is a goal that gives what it is about after a colon ("check my grammar:
+	// me go store").
+	givenMaterial = regexp.MustCompile(`:\s+\S`)
 	// writingVerbs start a request for new text.
 	writingVerbs = []string{"write", "draft"}
 	// writesFile matches a request to write to a file.
@@ -82,11 +95,20 @@ func classify(goal string) intentv1.TaskType {
 		return intentv1.TaskType_TASK_TYPE_ANALYSIS
 	case hasAny(creativeWords):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
-	case slices.Contains(imperativeVerbs, first) || asked(writesFile, strings.ToLower(goal)) != "":
+	case slices.Contains(worldVerbs, first) || slices.Contains(textVerbs, first) && worksOutside(goal) ||
+		asked(writesFile, strings.ToLower(goal)) != "":
 		return intentv1.TaskType_TASK_TYPE_ACTION
 	case slices.Contains(writingVerbs, first):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
 	default:
 		return intentv1.TaskType_TASK_TYPE_QUESTION
 	}
+}
+
+// worksOutside reports whether a goal names something outside the conversation to work on: a
+// path, a file, a directory, a repository, a database, a branch or a web address, or, unless
+// the message gives its material itself, the user's own things ("list my meetings").
+func worksOutside(goal string) bool {
+	return pathMention.MatchString(goal) || fileMention.MatchString(frameworkNames.ReplaceAllString(goal, "")) ||
+		outsideThing.MatchString(goal) || ownThing.MatchString(goal) && !givenMaterial.MatchString(goal)
 }

@@ -26,8 +26,10 @@
 //     makes a reasoning step with an empty tool_name, so a plain question is one reasoning step.
 //   - A tool named in a negative constraint ("without web_search", "don't use the calculator")
 //     is never chosen.
-//   - An "action" task with no available tools at all, or whose negative constraints rule out
-//     every available tool, is NO_VIABLE_PLAN.
+//   - An "action" task (the intent stage's request to act outside the conversation, which
+//     takes a tool) with no available tools at all, or whose negative constraints rule out
+//     every available tool, is NO_VIABLE_PLAN. Any other task needs no tool: without one it is
+//     planned as reasoning steps.
 //
 // With Options.Model (config models.planning), a plan is asked of the planning model instead,
 // through the generation service (pkg/ask): a forced call of submit_plan whose arguments, a

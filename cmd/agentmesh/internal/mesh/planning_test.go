@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -15,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/agentmesh/agentmesh/services/planning"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
@@ -247,7 +250,7 @@ func TestPlanningModelFallback(t *testing.T) {
 // by the rules and by the planning model.
 func TestPlanFailuresEndTheRun(t *testing.T) {
 	const (
-		noTool    = "Calculate 17 * 23 without the calculator"
+		noTool    = "Send 17 * 23 to bob@example.com without the calculator"
 		tooLong   = "Open the notes, then count the words, then multiply by 2, then report the total"
 		moon      = "Book me a flight to the moon"
 		manySteps = "Plan the launch party"
@@ -296,6 +299,69 @@ func TestPlanFailuresEndTheRun(t *testing.T) {
 			checkInvariants(t, res)
 		})
 	}
+}
+
+// TestTextRequestsNeedNoTool: a request that text answers is answered even where the run has
+// no tool to use, though it opens with an imperative ("list", "show", "calculate", "check"),
+// while a request to act outside the conversation still ends the run NO_VIABLE_PLAN before any
+// turn (here with an action stage that offers no tool at all; TestPlanFailuresEndTheRun has one
+// whose constraint rules out the only tool the run may use). Doing arithmetic without the
+// calculator, when the calculator is the only tool, is such a text request.
+func TestTextRequestsNeedNoTool(t *testing.T) {
+	answered := []string{"List three benefits of exercise", "Show me how closures work", "Calculate 17 * 23",
+		"Check my grammar: me go store", "Make a list of five fruits"}
+	const withoutCalc = "Calculate 17 * 23 without the calculator"
+	var scenarios []llmtest.Scenario
+	for _, m := range append(slices.Clone(answered), withoutCalc) {
+		scenarios = append(scenarios, llmtest.Scenario{Name: m, Match: m, Turns: []llmtest.Turn{text("Here you are.")}})
+	}
+	noTools := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Action: serveStage(t, mesh.Action, func(g *grpc.Server) {
+			actionv1.RegisterActionServiceServer(g, toollessAction{})
+		})}
+	}, scenarios...)
+	calculatorOnly := start(t, nil, scenarios...)
+	type runCase struct {
+		h       *harness
+		message string
+		allowed []string
+		reason  string // "" for a run that completes
+	}
+	table := []runCase{
+		{noTools, "Delete the file report.txt", nil, `the goal "Delete the file report.txt" is an action that needs a tool but none is available`},
+		{noTools, "List the files in ./src", nil, "is an action that needs a tool but none is available"},
+		{calculatorOnly, withoutCalc, []string{"calculator"}, ""},
+	}
+	for _, m := range answered {
+		table = append(table, runCase{noTools, m, nil, ""})
+	}
+	for _, tc := range table {
+		t.Run(tc.message, func(t *testing.T) {
+			res := tc.h.run(t, &agentv1.RunRequest{Message: tc.message, Overrides: &agentv1.RunOverrides{AllowedTools: tc.allowed}})
+			checkInvariants(t, res)
+			if tc.reason == "" {
+				if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetFinalReport().GetContent() != "Here you are." {
+					t.Fatalf("%s %s (%s): %q, want the model's answer", res.GetOutcome(), res.GetExitReason(),
+						res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+				}
+				return
+			}
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitNoViablePlan ||
+				!strings.Contains(res.GetError().GetMessage(), tc.reason) || res.GetTurns() != 0 {
+				t.Fatalf("%s %s (%s) after %d turns, want FAILED_PREFLIGHT %s because %q before any turn", res.GetOutcome(),
+					res.GetExitReason(), res.GetError().GetMessage(), res.GetTurns(), orchestrator.ExitNoViablePlan, tc.reason)
+			}
+		})
+	}
+}
+
+// toollessAction is an action stage in place of the mesh's that offers no tool.
+type toollessAction struct {
+	actionv1.UnimplementedActionServiceServer
+}
+
+func (toollessAction) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
+	return &actionv1.ListToolsResponse{}, nil
 }
 
 // TestReplanAfterFailedStep: a step whose tool fails beyond recovery makes the run revise its

@@ -29,7 +29,9 @@ const (
 	TaskType_TASK_TYPE_UNSPECIFIED TaskType = 0
 	// TASK_TYPE_QUESTION asks for information.
 	TaskType_TASK_TYPE_QUESTION TaskType = 1
-	// TASK_TYPE_ACTION asks the agent to do something.
+	// TASK_TYPE_ACTION asks the agent to act outside the conversation (on files, commands,
+	// messages, the web), which takes a tool; a request the answer itself fulfils ("list three
+	// benefits of exercise") is a question.
 	TaskType_TASK_TYPE_ACTION TaskType = 2
 	// TASK_TYPE_CREATIVE asks for new content.
 	TaskType_TASK_TYPE_CREATIVE TaskType = 3
