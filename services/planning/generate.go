@@ -18,6 +18,9 @@ var (
 	sequenceWord = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|first|next|finally|after that|afterwards)\b,?\s*`)
 	// negativeConstraint starts a constraint that rules something out.
 	negativeConstraint = regexp.MustCompile(`(?i)^\s*(?:without|don[’']t|do not|never|no)\b`)
+	// noTools is a constraint that rules out tools in general ("without tools", "don't use
+	// any tools", "never call a tool"), not one tool ("without the calculator tool").
+	noTools = regexp.MustCompile(`(?i)^\s*(?:without|don[’']t|do not|never|no)\s+(?:(?:use|using|call|calling)\s+)?(?:any\s+|a\s+)?(?:external\s+)?tools?\b`)
 )
 
 // generate makes a sequential plan from the goal, one step per clause.
@@ -74,7 +77,7 @@ func splitClauses(goal string) []string {
 }
 
 // usableTools drops the tools a negative constraint rules out ("without web_search", "don't
-// use the calculator").
+// use the calculator"), or all of them ("without using any tools").
 func usableTools(tools []*typev1.Tool, constraints []string) []*typev1.Tool {
 	var out []*typev1.Tool
 	for _, t := range tools {
@@ -86,13 +89,16 @@ func usableTools(tools []*typev1.Tool, constraints []string) []*typev1.Tool {
 }
 
 // ruledOut reports whether a negative constraint names the tool, as written or with "_" and
-// "-" read as spaces.
+// "-" read as spaces, or rules out tools in general.
 func ruledOut(name string, constraints []string) bool {
 	lower := strings.ToLower(name)
 	spaced := strings.Join(nameWords(lower), " ")
 	for _, c := range constraints {
 		if !negativeConstraint.MatchString(c) {
 			continue
+		}
+		if noTools.MatchString(c) {
+			return true
 		}
 		c = strings.ToLower(c)
 		if strings.Contains(c, lower) || (spaced != "" && strings.Contains(c, spaced)) {

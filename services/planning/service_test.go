@@ -101,6 +101,12 @@ func TestGeneratedPlans(t *testing.T) {
 			tools: catalogue, steps: []step{{"step-1", "What time is it in Tokyo?", "", nil}}},
 		{name: "spaced negative constraint", goal: "email Ann the notes", constraints: []string{"don't use send email"},
 			tools: catalogue, steps: []step{{"step-1", "email Ann the notes", "", nil}}},
+		{name: "no tools at all", goal: "calculate 2+2", constraints: []string{"without using any tools"},
+			tools: catalogue, steps: []step{{"step-1", "calculate 2+2", "", nil}}},
+		{name: "don't use tools", goal: "What is 6*7?", constraints: []string{"Don't use tools"},
+			tools: catalogue, steps: []step{{"step-1", "What is 6*7?", "", nil}}},
+		{name: "naming one tool as a tool rules out only it", goal: "What time is it? Then calculate 6*7", constraints: []string{"don't use the current time tool"},
+			tools: catalogue, steps: []step{{"step-1", "What time is it?", "", nil}, {"step-2", "calculate 6*7", "calculator", []string{"step-1"}}}},
 		{name: "positive constraint keeps the tool", goal: "email Ann the notes", constraints: []string{"using send-email"},
 			tools: catalogue, approval: true, steps: []step{{"step-1", "email Ann the notes", "send-email", nil}}},
 		{name: "no tools at all for a question", goal: "why is the sky blue", taskType: "question",
@@ -253,6 +259,9 @@ func TestPlanFailures(t *testing.T) {
 		{"action whose constraints rule out every tool", &planningv1.PlanRequest{Goal: "calculate 2+2 without the calculator", TaskType: "action",
 			Constraints: []string{"without the calculator"}, AvailableTools: []*typev1.Tool{{Name: "calculator"}}},
 			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN, "the constraints rule out every available tool (calculator)"},
+		{"action whose constraints rule out tools in general", &planningv1.PlanRequest{Goal: "delete the old logs", TaskType: "action",
+			Constraints: []string{"without any tools"}, AvailableTools: []*typev1.Tool{{Name: "calculator"}, {Name: "delete_file"}}},
+			codes.FailedPrecondition, typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN, "the constraints rule out every available tool (calculator, delete_file)"},
 	}
 	c := client(t, planning.Options{})
 	for _, tc := range table {

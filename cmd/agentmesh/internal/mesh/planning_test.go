@@ -355,6 +355,43 @@ func TestTextRequestsNeedNoTool(t *testing.T) {
 	}
 }
 
+// TestNoToolsConstraint: a user who asks for no tools at all ("without using any tools",
+// "don't use tools") gets a plan without a tool, not a step with the calculator: the run's
+// plan is one reasoning step, which the model's answer does, and an action that needs a tool
+// ends the run NO_VIABLE_PLAN before any turn.
+func TestNoToolsConstraint(t *testing.T) {
+	answered := []string{"Calculate 2+2 without using any tools", "What is 6*7? Don't use tools."}
+	var scenarios []llmtest.Scenario
+	for _, m := range answered {
+		scenarios = append(scenarios, llmtest.Scenario{Name: m, Match: m, Turns: []llmtest.Turn{text("Here you are.")}})
+	}
+	h := start(t, nil, scenarios...)
+	for _, m := range answered {
+		t.Run(m, func(t *testing.T) {
+			res := h.run(t, &agentv1.RunRequest{Message: m})
+			checkInvariants(t, res)
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetFinalReport().GetContent() != "Here you are." {
+				t.Fatalf("%s %s (%s): %q, want the model's answer", res.GetOutcome(), res.GetExitReason(),
+					res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+			}
+			plan := res.GetPlan()
+			if len(plan) != 1 || plan[0].GetStep().GetToolName() != "" || plan[0].GetState() != typev1.StepState_STEP_STATE_DONE {
+				t.Errorf("plan %v, want one reasoning step, done", plan)
+			}
+		})
+	}
+	const send = "Send the sum of 2 and 2 to bob@example.com without any tools"
+	t.Run(send, func(t *testing.T) {
+		res := h.run(t, &agentv1.RunRequest{Message: send})
+		checkInvariants(t, res)
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitNoViablePlan ||
+			!strings.Contains(res.GetError().GetMessage(), "the constraints rule out every available tool") || res.GetTurns() != 0 {
+			t.Fatalf("%s %s (%s) after %d turns, want FAILED_PREFLIGHT %s before any turn", res.GetOutcome(), res.GetExitReason(),
+				res.GetError().GetMessage(), res.GetTurns(), orchestrator.ExitNoViablePlan)
+		}
+	})
+}
+
 // toollessAction is an action stage in place of the mesh's that offers no tool.
 type toollessAction struct {
 	actionv1.UnimplementedActionServiceServer
