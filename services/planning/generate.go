@@ -16,6 +16,10 @@ var (
 	clauseSeparator = regexp.MustCompile(`(?i)\s*;\s*|,?\s+and then\s+|,?\s+then\s+`)
 	// sequenceWord is a leading word that only orders a clause.
 	sequenceWord = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|first|next|finally|after that|afterwards)\b,?\s*`)
+	// codeLike matches a clause that reads as code rather than as a request: it has a brace, a
+	// bracket, an equals sign, an angle bracket, && or ||, or a word directly followed by "("
+	// ("total += price[0]", "i < n", "int main() {", "printf(x)").
+	codeLike = regexp.MustCompile(`[{}\[\]=<>]|&&|\|\||\w\(`)
 	// negativeConstraint starts a constraint that rules something out.
 	negativeConstraint = regexp.MustCompile(`(?i)^\s*(?:without|don[’']t|do not|never|no)\b`)
 	// noTools is a constraint that rules out tools in general ("without tools", "don't use
@@ -51,12 +55,21 @@ func generate(goal, taskType string, constraints []string, tools []*typev1.Tool,
 }
 
 // splitClauses splits a goal into its sequential clauses; a goal without separators is one
-// clause.
+// clause. A clause that reads as code stays with the clause before it, joined by the
+// separator that was between them: pasted code is the material of a step, not a step per
+// statement.
 func splitClauses(goal string) []string {
-	var clauses []string
+	var parts [][]string // each clause's pieces: its text, then each separator and clause of code it took in
 	for line := range strings.Lines(goal) {
 		line = listMarker.ReplaceAllString(line, "")
-		for _, c := range clauseSeparator.Split(line, -1) {
+		seps := clauseSeparator.FindAllString(line, -1)
+		join := " " // a clause of code continues the last clause of the line before
+		for i, c := range clauseSeparator.Split(line, -1) {
+			if i > 0 {
+				if join = strings.TrimSpace(seps[i-1]) + " "; join != "; " {
+					join = " " + join
+				}
+			}
 			c = strings.TrimSpace(c)
 			for {
 				next := sequenceWord.ReplaceAllString(c, "")
@@ -65,13 +78,22 @@ func splitClauses(goal string) []string {
 				}
 				c = next
 			}
-			if c = strings.TrimRight(c, " .,;"); c != "" {
-				clauses = append(clauses, c)
+			c = strings.TrimRight(c, " .,;")
+			switch {
+			case c == "":
+			case len(parts) > 0 && codeLike.MatchString(c):
+				parts[len(parts)-1] = append(parts[len(parts)-1], join, c)
+			default:
+				parts = append(parts, []string{c})
 			}
 		}
 	}
-	if len(clauses) == 0 {
+	if len(parts) == 0 {
 		return []string{goal}
+	}
+	clauses := make([]string, len(parts))
+	for i, p := range parts {
+		clauses[i] = strings.Join(p, "")
 	}
 	return clauses
 }

@@ -92,6 +92,15 @@ func TestGeneratedPlans(t *testing.T) {
 				{"step-2", "work out 3 * 7", "calculator", []string{"step-1"}},
 				{"step-3", "tell me the date", "current_time", []string{"step-2"}},
 			}},
+		{name: "pasted code is one step", goal: "Find the bug: int a = 1; int b = a / 0; printf(b);", tools: catalogue,
+			steps: []step{{"step-1", "Find the bug: int a = 1; int b = a / 0; printf(b)", "", nil}}},
+		{name: "lines of code join the line before", goal: "Explain this loop:\nfor (i = 0; i < n; i++) {\n  sum += a[i];\n}\nthen tell me the date",
+			tools: catalogue, steps: []step{
+				{"step-1", "Explain this loop: for (i = 0; i < n; i++) { sum += a[i] }", "", nil},
+				{"step-2", "tell me the date", "current_time", []string{"step-1"}},
+			}},
+		{name: "code only in the first clause", goal: "Set x = 3; then work out 3 * 7", tools: catalogue,
+			steps: []step{{"step-1", "Set x = 3", "", nil}, {"step-2", "work out 3 * 7", "calculator", []string{"step-1"}}}},
 		{name: "name beats description", goal: "weather in Paris", tools: []*typev1.Tool{
 			{Name: "forecast", Description: "Weather forecast for a city"}, {Name: "weather", Description: "Current conditions"}},
 			steps: []step{{"step-1", "weather in Paris", "weather", nil}}},

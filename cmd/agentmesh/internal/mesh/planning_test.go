@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -390,6 +391,36 @@ func TestNoToolsConstraint(t *testing.T) {
 				res.GetError().GetMessage(), res.GetTurns(), orchestrator.ExitNoViablePlan)
 		}
 	})
+}
+
+// TestPastedCodeIsOneStep: code pasted into a request is the material of its step, not a
+// plan step per statement: a question about 22 lines of C, whose statements end in ";", is
+// answered as one reasoning step instead of ending PLAN_TOO_COMPLEX ("the goal has 22
+// steps"), while prose clauses still make the steps of a plan.
+func TestPastedCodeIsOneStep(t *testing.T) {
+	var code strings.Builder
+	for i := range 22 {
+		fmt.Fprintf(&code, "    total += price[%d] * qty[%d];\n", i, i)
+	}
+	messages := []string{"Find the bug in this C code:\n" + code.String(), "Why does this not compile?\nint main() {\n" + code.String() + "}\n"}
+	var scenarios []llmtest.Scenario
+	for i, m := range messages {
+		scenarios = append(scenarios, llmtest.Scenario{Name: fmt.Sprint("code ", i), Match: m, Turns: []llmtest.Turn{text("Here you are.")}})
+	}
+	h := start(t, nil, scenarios...)
+	for i, m := range messages {
+		t.Run(fmt.Sprint("code ", i), func(t *testing.T) {
+			res := h.run(t, &agentv1.RunRequest{Message: m})
+			checkInvariants(t, res)
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetFinalReport().GetContent() != "Here you are." {
+				t.Fatalf("%s %s (%s): %q, want the model's answer", res.GetOutcome(), res.GetExitReason(),
+					res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+			}
+			if plan := res.GetPlan(); len(plan) != 1 || !strings.Contains(plan[0].GetStep().GetDescription(), "total += price[21] * qty[21]") {
+				t.Errorf("plan %v, want one step with the whole code", plan)
+			}
+		})
+	}
 }
 
 // toollessAction is an action stage in place of the mesh's that offers no tool.
