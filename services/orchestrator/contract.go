@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -210,7 +211,17 @@ func preflight(c *typev1.ExecutionContract, available []*typev1.Tool) string {
 		return fmt.Sprintf("reserved context (buffer %d + max output %d tokens) does not fit the %d-token window",
 			c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens(), w)
 	}
-	return requiredNeedsTurns(c, "")
+	return cmp.Or(requiredNeedsTurns(c, ""), requiredWithoutTools(c, available, ""))
+}
+
+// requiredWithoutTools says why the contract's tool_policy required can never be met, or "":
+// no tool the run may use (of available, within allowed_tools) is there to call. source says
+// where the policy came from, for the reason.
+func requiredWithoutTools(c *typev1.ExecutionContract, available []*typev1.Tool, source string) string {
+	if c.GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_REQUIRED || len(offeredTools(c, available)) > 0 {
+		return ""
+	}
+	return fmt.Sprintf("tool_policy required%s needs a tool the run may use, and none is available", source)
 }
 
 // requiredNeedsTurns says why the contract's tool_policy required can never be met, or "": the

@@ -206,7 +206,7 @@ func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 		}}})
 		// A policy the request set was checked in PRECHECK; one the intent resolved is
 		// checked here, still before any LLM call.
-		if why := requiredNeedsTurns(r.contract, " (from the intent)"); why != "" {
+		if why := cmp.Or(requiredNeedsTurns(r.contract, " (from the intent)"), requiredWithoutTools(r.contract, r.available, " (from the intent)")); why != "" {
 			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitInvalidContract, MessageProviderFailure, why)
 			return req, resp, why
 		}

@@ -423,6 +423,44 @@ func TestPastedCodeIsOneStep(t *testing.T) {
 	}
 }
 
+// TestRequiredToolsWithNoToolIsRefused: tool_policy required where the run has no tool to
+// use (an action stage that offers none) can never be met, so the run ends FAILED_PREFLIGHT
+// INVALID_CONTRACT before any LLM call, whether the policy came from the request or from the
+// intent (a code request that names a file), instead of asking the model and ending
+// TOOL_REQUIRED.
+func TestRequiredToolsWithNoToolIsRefused(t *testing.T) {
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Action: serveStage(t, mesh.Action, func(g *grpc.Server) {
+			actionv1.RegisterActionServiceServer(g, toollessAction{})
+		})}
+	}, llmtest.Scenario{Name: "never", Match: "*", Turns: []llmtest.Turn{text("never asked")}})
+	for _, tc := range []struct {
+		name   string
+		req    *agentv1.RunRequest
+		reason string
+	}{
+		{"required by the request", &agentv1.RunRequest{Message: "What is 6*7?", Overrides: &agentv1.RunOverrides{
+			ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED}}, "tool_policy required needs a tool the run may use, and none is available"},
+		{"required by the intent", &agentv1.RunRequest{Message: "Fix the nil check in handler.go", Surface: typev1.Surface_SURFACE_CODE},
+			"tool_policy required (from the intent) needs a tool the run may use, and none is available"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := h.run(t, tc.req)
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitInvalidContract ||
+				!strings.Contains(res.GetError().GetMessage(), tc.reason) {
+				t.Fatalf("outcome %s %s (%v), want FAILED_PREFLIGHT INVALID_CONTRACT saying %q", res.GetOutcome(), res.GetExitReason(), res.GetError(), tc.reason)
+			}
+			if llmAttempts(res) != 0 {
+				t.Errorf("accounting %s, want no LLM attempt", accountingSummary(res.GetAccounting()))
+			}
+			checkInvariants(t, res)
+		})
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Errorf("%d provider requests, want none", n)
+	}
+}
+
 // toollessAction is an action stage in place of the mesh's that offers no tool.
 type toollessAction struct {
 	actionv1.UnimplementedActionServiceServer
