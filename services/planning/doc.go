@@ -17,10 +17,14 @@
 //
 //   - The goal is split into clauses at line breaks (numbered "1." / "1)" and bulleted "-", "*",
 //     "•" items alike), at ";" and at " then " / " and then ". Leading "first", "next",
-//     "then", "finally" and "after that" are dropped. A clause that reads as code (it has a
-//     brace, a bracket, "=", "<", ">", "&&", "||" or a word directly followed by "(") is
-//     no step of its own: it stays with the clause before it, so code pasted into a request
-//     ("find the bug: total += a[0]; total += a[1]; …") is the material of one step.
+//     "then", "finally" and "after that" are dropped. The text a request gives after a
+//     colon ("summarize this article: …", "proofread: …") is the material of the clause
+//     before the colon, whatever separators it holds, unless that clause announces steps
+//     ("do the following: …", "follow these steps: …", "tasks: …"). A clause that reads as
+//     code (it has a brace, a bracket, "=", "<", ">", "&&", "||" or a word directly followed
+//     by "(") is no step of its own either: it stays with the clause before it, so code
+//     pasted into a request ("why does this not compile? int x = 1; f(x); …") is the
+//     material of one step.
 //   - More clauses than max_steps is PLAN_TOO_COMPLEX.
 //   - Each clause becomes a step "step-N" that depends on the previous one. Its tool is the
 //     available tool whose keywords overlap the clause most: words of the tool name (split on

@@ -20,6 +20,12 @@ var (
 	// bracket, an equals sign, an angle bracket, && or ||, or a word directly followed by "("
 	// ("total += price[0]", "i < n", "int main() {", "printf(x)").
 	codeLike = regexp.MustCompile(`[{}\[\]=<>]|&&|\|\||\w\(`)
+	// givenText matches the colon that introduces the text a request gives: a colon followed
+	// by white space and more text ("proofread: the river rose; …").
+	givenText = regexp.MustCompile(`:\s+\S`)
+	// announcesSteps matches a clause whose colon introduces steps to do rather than text to
+	// work on ("do the following", "follow these steps", "tasks").
+	announcesSteps = regexp.MustCompile(`(?i)^(?:(?:please\s+)?(?:do|perform|complete|carry out|follow|execute)\b|(?:steps|tasks|to-?dos?|instructions)$)`)
 	// negativeConstraint starts a constraint that rules something out.
 	negativeConstraint = regexp.MustCompile(`(?i)^\s*(?:without|don[’']t|do not|never|no)\b`)
 	// noTools is a constraint that rules out tools in general ("without tools", "don't use
@@ -55,12 +61,30 @@ func generate(goal, taskType string, constraints []string, tools []*typev1.Tool,
 }
 
 // splitClauses splits a goal into its sequential clauses; a goal without separators is one
-// clause. A clause that reads as code stays with the clause before it, joined by the
+// clause. The text a request gives after a colon ("summarize this article: …") is the
+// material of the clause before the colon, unless that clause announces steps ("do the
+// following: …"). A clause that reads as code stays with the clause before it, joined by the
 // separator that was between them: pasted code is the material of a step, not a step per
 // statement.
 func splitClauses(goal string) []string {
+	if loc := givenText.FindStringIndex(goal); loc != nil {
+		clauses := separate(goal[:loc[0]])
+		if n := len(clauses); n > 0 && !announcesSteps.MatchString(clauses[n-1]) {
+			clauses[n-1] += ": " + strings.TrimRight(strings.TrimSpace(goal[loc[0]+1:]), " .,;")
+			return clauses
+		}
+	}
+	if clauses := separate(goal); len(clauses) > 0 {
+		return clauses
+	}
+	return []string{goal}
+}
+
+// separate splits text into its sequential clauses (see splitClauses), none when it has no
+// clause.
+func separate(text string) []string {
 	var parts [][]string // each clause's pieces: its text, then each separator and clause of code it took in
-	for line := range strings.Lines(goal) {
+	for line := range strings.Lines(text) {
 		line = listMarker.ReplaceAllString(line, "")
 		seps := clauseSeparator.FindAllString(line, -1)
 		join := " " // a clause of code continues the last clause of the line before
@@ -87,9 +111,6 @@ func splitClauses(goal string) []string {
 				parts = append(parts, []string{c})
 			}
 		}
-	}
-	if len(parts) == 0 {
-		return []string{goal}
 	}
 	clauses := make([]string, len(parts))
 	for i, p := range parts {

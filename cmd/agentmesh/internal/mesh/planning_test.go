@@ -423,6 +423,38 @@ func TestPastedCodeIsOneStep(t *testing.T) {
 	}
 }
 
+// TestGivenTextIsOneStep: the text a request gives after a colon ("Summarize this article:
+// …") is the material of its step, whatever semicolons and "then"s it holds: a short article
+// of 22 clauses is summarized, translated or proofread as one step instead of ending
+// PLAN_TOO_COMPLEX, and a step before the material is still a step of its own.
+func TestGivenTextIsOneStep(t *testing.T) {
+	article := strings.Repeat("The river rose in the night; the village slept, and then the bells rang. ", 11)
+	messages := []string{"Summarize this article: " + article, "Translate this into French:\n" + article, "Proofread: " + article,
+		"What time is it? Then proofread: " + article}
+	var scenarios []llmtest.Scenario
+	for i, m := range messages {
+		scenarios = append(scenarios, llmtest.Scenario{Name: fmt.Sprint("text ", i), Match: m, Turns: []llmtest.Turn{text("Here you are.")}})
+	}
+	h := start(t, nil, scenarios...)
+	for i, m := range messages {
+		t.Run(fmt.Sprint("text ", i), func(t *testing.T) {
+			res := h.run(t, &agentv1.RunRequest{Message: m})
+			checkInvariants(t, res)
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetFinalReport().GetContent() != "Here you are." {
+				t.Fatalf("%s %s (%s): %q, want the model's answer", res.GetOutcome(), res.GetExitReason(),
+					res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+			}
+			plan, want := res.GetPlan(), 1
+			if i == 3 {
+				want = 2 // the time, then the proofreading
+			}
+			if len(plan) != want || !strings.HasSuffix(plan[len(plan)-1].GetStep().GetDescription(), "then the bells rang") {
+				t.Errorf("plan %v, want %d steps, the last with the whole text", plan, want)
+			}
+		})
+	}
+}
+
 // TestRequiredToolsWithNoToolIsRefused: tool_policy required where the run has no tool to
 // use (an action stage that offers none) can never be met, so the run ends FAILED_PREFLIGHT
 // INVALID_CONTRACT before any LLM call, whether the policy came from the request or from the
