@@ -33,7 +33,8 @@
 //     makes a reasoning step with an empty tool_name, so a plain question is one reasoning step.
 //   - A tool named in a negative constraint ("without web_search", "don't use the calculator")
 //     is never chosen, and no tool is after one that rules out tools in general ("without
-//     tools", "don't use any tools", "never call a tool").
+//     tools", "don't use any tools", "never call a tool"), but those it names as an
+//     exception ("don't use tools other than the calculator").
 //   - An "action" task (the intent stage's request to act outside the conversation, which
 //     takes a tool) with no available tools at all, or whose negative constraints rule out
 //     every available tool, is NO_VIABLE_PLAN. Any other task needs no tool: without one it is

@@ -26,6 +26,9 @@ var (
 	// announcesSteps matches a clause whose colon introduces steps to do rather than text to
 	// work on ("do the following", "follow these steps", "tasks").
 	announcesSteps = regexp.MustCompile(`(?i)^(?:(?:please\s+)?(?:do|perform|complete|carry out|follow|execute)\b|(?:steps|tasks|to-?dos?|instructions)$)`)
+	// exceptTools marks the tools a constraint that rules out tools in general keeps ("don't
+	// use tools other than the calculator").
+	exceptTools = regexp.MustCompile(`\b(?:other than|except(?: for)?|besides|but|apart from)\b`)
 	// negativeConstraint starts a constraint that rules something out.
 	negativeConstraint = regexp.MustCompile(`(?i)^\s*(?:without|don[’']t|do not|never|no)\b`)
 	// noTools is a constraint that rules out tools in general ("without tools", "don't use
@@ -140,11 +143,17 @@ func ruledOut(name string, constraints []string) bool {
 		if !negativeConstraint.MatchString(c) {
 			continue
 		}
-		if noTools.MatchString(c) {
-			return true
-		}
 		c = strings.ToLower(c)
-		if strings.Contains(c, lower) || (spaced != "" && strings.Contains(c, spaced)) {
+		names := func(s string) bool {
+			return strings.Contains(s, lower) || (spaced != "" && strings.Contains(s, spaced))
+		}
+		if loc := exceptTools.FindStringIndex(c); loc != nil && noTools.MatchString(c) {
+			if !names(c[loc[1]:]) { // "don't use tools other than the calculator": all but those named after the exception
+				return true
+			}
+			continue
+		}
+		if noTools.MatchString(c) || names(c) {
 			return true
 		}
 	}

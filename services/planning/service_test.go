@@ -122,6 +122,8 @@ func TestGeneratedPlans(t *testing.T) {
 			tools: catalogue, steps: []step{{"step-1", "calculate 2+2", "", nil}}},
 		{name: "don't use tools", goal: "What is 6*7?", constraints: []string{"Don't use tools"},
 			tools: catalogue, steps: []step{{"step-1", "What is 6*7?", "", nil}}},
+		{name: "no tools but one", goal: "What is 6*7? Then tell me the time", constraints: []string{"don't use tools other than the calculator"},
+			tools: catalogue, steps: []step{{"step-1", "What is 6*7?", "calculator", nil}, {"step-2", "tell me the time", "", []string{"step-1"}}}},
 		{name: "naming one tool as a tool rules out only it", goal: "What time is it? Then calculate 6*7", constraints: []string{"don't use the current time tool"},
 			tools: catalogue, steps: []step{{"step-1", "What time is it?", "", nil}, {"step-2", "calculate 6*7", "calculator", []string{"step-1"}}}},
 		{name: "positive constraint keeps the tool", goal: "email Ann the notes", constraints: []string{"using send-email"},

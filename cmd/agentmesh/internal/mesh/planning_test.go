@@ -359,11 +359,12 @@ func TestTextRequestsNeedNoTool(t *testing.T) {
 // TestNoToolsConstraint: a user who asks for no tools at all ("without using any tools",
 // "don't use tools") gets a plan without a tool, not a step with the calculator: the run's
 // plan is one reasoning step, which the model's answer does, and an action that needs a tool
-// ends the run NO_VIABLE_PLAN before any turn.
+// ends the run NO_VIABLE_PLAN before any turn. A tool the constraint excepts ("other than the
+// calculator") stays usable.
 func TestNoToolsConstraint(t *testing.T) {
 	answered := []string{"Calculate 2+2 without using any tools", "What is 6*7? Don't use tools."}
 	var scenarios []llmtest.Scenario
-	for _, m := range answered {
+	for _, m := range append(slices.Clone(answered), "What is 6*7? Don't use tools other than the calculator.") {
 		scenarios = append(scenarios, llmtest.Scenario{Name: m, Match: m, Turns: []llmtest.Turn{text("Here you are.")}})
 	}
 	h := start(t, nil, scenarios...)
@@ -381,6 +382,14 @@ func TestNoToolsConstraint(t *testing.T) {
 			}
 		})
 	}
+	const excepted = "What is 6*7? Don't use tools other than the calculator."
+	t.Run(excepted, func(t *testing.T) {
+		res := h.run(t, &agentv1.RunRequest{Message: excepted})
+		checkInvariants(t, res)
+		if plan := res.GetPlan(); len(plan) != 1 || plan[0].GetStep().GetToolName() != "calculator" {
+			t.Errorf("plan %v, want one step with the calculator, the tool the constraint excepts", plan)
+		}
+	})
 	const send = "Send the sum of 2 and 2 to bob@example.com without any tools"
 	t.Run(send, func(t *testing.T) {
 		res := h.run(t, &agentv1.RunRequest{Message: send})
