@@ -167,7 +167,7 @@ func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 			ConversationId: r.req.GetConversationId(),
 			Surface:        r.req.GetSurface(),
 			UserId:         r.userID,
-			AvailableTools: toolNames(r.available),
+			AvailableTools: toolNames(offeredTools(r.contract, r.available)), // the tools the run may use
 			RunId:          r.id,
 		}
 		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)

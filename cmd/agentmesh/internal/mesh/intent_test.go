@@ -283,6 +283,27 @@ func TestMentioningAToolDoesNotRequireIt(t *testing.T) {
 	}
 }
 
+// TestAToolTheRunMayNotUseIsNotRequired: the intent stage reads explicit tool intent against
+// the tools the run may use (the request's allowed_tools), so asking for the calculator in a
+// run allowed only current_time leaves tools optional and the model's answer completes the
+// run, instead of requiring a tool the run cannot call (TOOL_REQUIRED after the answer).
+func TestAToolTheRunMayNotUseIsNotRequired(t *testing.T) {
+	const request = "Use the calculator to add 2 and 3"
+	h := start(t, nil, llmtest.Scenario{Name: "request", Match: request, Turns: []llmtest.Turn{text("It is 5.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: request, Overrides: &agentv1.RunOverrides{AllowedTools: []string{"current_time"}}})
+	checkInvariants(t, res)
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || res.GetContract().GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_OPTIONAL {
+		t.Fatalf("outcome %s %s (%s) under tool_policy %s, want a chat-only success under optional", res.GetOutcome(),
+			res.GetExitReason(), res.GetError().GetMessage(), res.GetContract().GetToolPolicy())
+	}
+	// With the calculator allowed, the same request still requires it.
+	res = h.run(t, &agentv1.RunRequest{Message: request, Overrides: &agentv1.RunOverrides{AllowedTools: []string{"calculator"}}})
+	if res.GetExitReason() != orchestrator.ExitToolRequired || res.GetContract().GetToolPolicy() != typev1.ToolPolicy_TOOL_POLICY_REQUIRED {
+		t.Errorf("allowed: outcome %s %s under tool_policy %s, want TOOL_REQUIRED under required",
+			res.GetOutcome(), res.GetExitReason(), res.GetContract().GetToolPolicy())
+	}
+}
+
 // TestDecideIsAccounted (issue 11.1, 13.1): Decide accounts every LLM request it makes, as a
 // run does: the intent model's (stage intent) and each generation attempt, failed ones
 // included, with their tokens summed in the decision's usage.

@@ -35,7 +35,8 @@ type ParseRequest struct {
 	Surface v1.Surface `protobuf:"varint,4,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
 	// The user.
 	UserId string `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Tools the mesh can execute, so that explicit tool intent can be recognised.
+	// Tools the run may use (the mesh's, within the request's allowed_tools), so that explicit
+	// tool intent can be recognised: asking for another tool makes no tool required.
 	AvailableTools []string `protobuf:"bytes,6,rep,name=available_tools,json=availableTools,proto3" json:"available_tools,omitempty"`
 	// The run the message starts, for the tracing and accounting of the model's request.
 	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
