@@ -47,7 +47,7 @@ func TestTheFinishSpanSaysHowTheRunEnded(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, kv := range finish.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	want := map[string]string{"agentmesh.outcome": res.GetOutcome().String(), "agentmesh.exit_reason": res.GetExitReason(),
 		"agentmesh.turns": "1", "agentmesh.contract_hash": res.GetContract().GetContractHash()}
@@ -96,7 +96,7 @@ func TestLearningIsInTheRunsTrace(t *testing.T) {
 	learn := find("agentmesh.memory.learn")
 	got := map[string]string{}
 	for _, kv := range learn.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	if got["agentmesh.run.id"] != res.GetRunId() {
 		t.Errorf("agentmesh.memory.learn: agentmesh.run.id = %q, want %q", got["agentmesh.run.id"], res.GetRunId())
