@@ -61,9 +61,10 @@ func TestTranscriptVerifyFile(t *testing.T) {
 
 // TestTranscriptVerifyCatchesEditedResults (issue 11.8): a run with a tool goes through a mesh
 // of two orchestrator replicas; its result is then edited in the memory stage's store (the
-// tool result 42 → 43, the final answer, the accounting). `agentmesh transcript verify`,
-// asked of the other replica, passes the untouched result and fails each edit, naming the
-// entry that recorded what was changed.
+// tool result 42 → 43, the final answer, the accounting; TERMINATE and the final report cut
+// off, which left a finished result that verified). `agentmesh transcript verify`, asked of
+// the other replica, passes the untouched result and fails each edit, naming the entry that
+// recorded what was changed.
 func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
 	isolate(t)
 	m, err := mesh.Start(t.Context(), mesh.Options{Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Orchestrators: 2})
@@ -133,6 +134,9 @@ func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
 		}, "(RUN_STATE_TERMINATE, TERMINATE): final_report does not match"},
 		{"accounting", func(r *typev1.RunResult) { r.Accounting = r.GetAccounting()[1:] },
 			"(RUN_STATE_TERMINATE, TERMINATE): the outcome, exit reason, error, usage, counts, decision or accounting"},
+		{"ending", func(r *typev1.RunResult) {
+			r.Transcript, r.FinalReport = r.GetTranscript()[:len(r.GetTranscript())-1], nil
+		}, "the result's outcome is OUTCOME_COMPLETED_WITH_TOOLS, but its transcript does not end in TERMINATE (entries were removed)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

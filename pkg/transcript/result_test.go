@@ -119,6 +119,16 @@ func TestVerifyResultDetectsEdits(t *testing.T) {
 		}, "entry 7 (RUN_STATE_TERMINATE, TERMINATE): conversation[5] (ROLE_USER) is not sealed by any entry"},
 		{"TERMINATE removed", func(r *typev1.RunResult) { r.Transcript = r.Transcript[:6] },
 			"entry 6 (RUN_STATE_COMMIT, turn-2/COMMIT): the result has a final report, but its transcript does not end in TERMINATE"},
+		{"TERMINATE and the final report removed", func(r *typev1.RunResult) {
+			r.Transcript, r.FinalReport = r.Transcript[:6], nil
+		}, "entry 6 (RUN_STATE_COMMIT, turn-2/COMMIT): the result's outcome is OUTCOME_COMPLETED_WITH_TOOLS, but its transcript does not end in TERMINATE"},
+		{"TERMINATE removed from a failed run", func(r *typev1.RunResult) {
+			r.Transcript, r.FinalReport = r.Transcript[:6], nil
+			r.Outcome, r.Success = typev1.Outcome_OUTCOME_FAILED_TIMEOUT, false
+		}, "the result's outcome is OUTCOME_FAILED_TIMEOUT, but its transcript does not end in TERMINATE"},
+		{"TERMINATE removed and no outcome", func(r *typev1.RunResult) {
+			r.Transcript, r.FinalReport, r.Outcome = r.Transcript[:6], nil, typev1.Outcome_OUTCOME_UNSPECIFIED
+		}, "the result's outcome is OUTCOME_UNSPECIFIED, but its transcript does not end in TERMINATE"},
 		{"the first of two edits is named", func(r *typev1.RunResult) {
 			r.FinalReport.Content = "forged"
 			r.Conversation[3].Content = "forged"
