@@ -50,9 +50,9 @@ func ContractHash(c *typev1.ExecutionContract) string {
 //   - a finished run's transcript ends in TERMINATE, whose result hash is the final report's
 //     and whose action hash is Ending's (outcome, exit reason, error, usage, counts,
 //     decision and accounting);
-//   - a paused run's pending action is the one its last pause recorded, and a result whose
-//     transcript does not end in TERMINATE is a paused one (OUTCOME_AWAITING_APPROVAL or
-//     OUTCOME_AWAITING_INPUT).
+//   - a paused run's pending action (pending question) is the one its last AWAIT_APPROVAL
+//     (AWAIT_INPUT) entry recorded, and a result whose transcript does not end in TERMINATE
+//     is a paused one (OUTCOME_AWAITING_APPROVAL or OUTCOME_AWAITING_INPUT).
 //
 // When several things do not match, the error names the first entry they break. Entries of
 // hash version 0 carry no message seals and no ending: a transcript of only such entries
@@ -145,7 +145,14 @@ func checkEnding(res *typev1.RunResult, entries []*typev1.TranscriptEntry) []pro
 			// ending cut off, and with it all that vouched for its outcome and accounting.
 			return []problem{broken(last, "the result's outcome is %s, but its transcript does not end in TERMINATE (entries were removed)", o)}
 		}
-		return checkPending(res.GetPendingAction(), entries)
+		var problems []problem
+		if a := res.GetPendingAction(); a != nil {
+			problems = append(problems, checkPending(a, "pending action", typev1.RunState_RUN_STATE_AWAIT_APPROVAL, entries)...)
+		}
+		if q := res.GetPendingQuestion(); q != nil {
+			problems = append(problems, checkPending(q, "pending question", typev1.RunState_RUN_STATE_AWAIT_INPUT, entries)...)
+		}
+		return problems
 	}
 	var problems []problem
 	if MessageHash(res.GetFinalReport()) != last.GetResultHash() {
@@ -158,18 +165,16 @@ func checkEnding(res *typev1.RunResult, entries []*typev1.TranscriptEntry) []pro
 	return problems
 }
 
-// checkPending compares a paused result's pending action with the last pause's action.
-func checkPending(pending *typev1.PendingAction, entries []*typev1.TranscriptEntry) []problem {
-	if pending == nil {
-		return nil
-	}
+// checkPending compares a paused result's pending action or question (what) with the action
+// of the last entry of the pause state that recorded one.
+func checkPending(pending proto.Message, what string, pause typev1.RunState, entries []*typev1.TranscriptEntry) []problem {
 	for _, e := range slices.Backward(entries) {
-		if e.GetState() == typev1.RunState_RUN_STATE_AWAIT_APPROVAL && e.GetActionHash() != "" {
+		if e.GetState() == pause && e.GetActionHash() != "" {
 			if MessageHash(pending) != e.GetActionHash() {
-				return []problem{broken(e, "the pending action does not match action_hash (it was altered)")}
+				return []problem{broken(e, "the %s does not match action_hash (it was altered)", what)}
 			}
 			return nil
 		}
 	}
-	return []problem{broken(entries[len(entries)-1], "the result has a pending action, but no entry records a pause")}
+	return []problem{broken(entries[len(entries)-1], "the result has a %s, but no entry records a pause", what)}
 }

@@ -176,6 +176,36 @@ func TestVerifyResultOfAPausedRun(t *testing.T) {
 	}
 }
 
+// asking is a run that asks its user a question: entry 2 is the pause, which records it.
+func asking() *typev1.RunResult {
+	r := newRecorder()
+	r.step(typev1.RunState_RUN_STATE_PRECHECK, "PRECHECK", nil, nil)
+	q := &typev1.PendingQuestion{RunId: "run-1", Id: "turn-1", Question: "Which page should I export?", Reason: "the export is too large"}
+	r.conv = append(r.conv, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: q.GetQuestion()})
+	r.step(typev1.RunState_RUN_STATE_AWAIT_INPUT, "turn-1/AWAIT_INPUT", q, nil)
+	return &typev1.RunResult{
+		RunId: "run-1", Outcome: typev1.Outcome_OUTCOME_AWAITING_INPUT, ExitReason: "INPUT_REQUIRED",
+		Contract: r.contract, Conversation: r.conv, PendingQuestion: q, Transcript: r.chain.Entries(),
+	}
+}
+
+func TestVerifyResultOfARunAskingItsUser(t *testing.T) {
+	if err := transcript.VerifyResult(asking()); err != nil {
+		t.Fatalf("VerifyResult(asking) = %v", err)
+	}
+	res := asking()
+	res.PendingQuestion.Question = "Shall I delete every record?"
+	if err := transcript.VerifyResult(res); err == nil || !strings.Contains(err.Error(), "entry 2 (RUN_STATE_AWAIT_INPUT, turn-1/AWAIT_INPUT): the pending question does not match action_hash") {
+		t.Fatalf("VerifyResult(altered pending question) = %v", err)
+	}
+	res = asking()
+	res.Transcript = res.Transcript[:1]
+	res.Conversation = res.Conversation[:2]
+	if err := transcript.VerifyResult(res); err == nil || !strings.Contains(err.Error(), "entry 1 (RUN_STATE_PRECHECK, PRECHECK): the result has a pending question, but no entry records a pause") {
+		t.Fatalf("VerifyResult(pause removed) = %v", err)
+	}
+}
+
 func TestVerifyResultNeedsATranscript(t *testing.T) {
 	if err := transcript.VerifyResult(&typev1.RunResult{RunId: "r"}); err == nil {
 		t.Fatal("a result without transcript verified")

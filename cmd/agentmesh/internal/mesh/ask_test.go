@@ -10,6 +10,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -99,10 +100,19 @@ func TestAskUserPausesForTheAnswer(t *testing.T) {
 				exportScenario(message, "Here is the first page."))
 			res := h.run(t, &agentv1.RunRequest{Message: message})
 			id := asking(t, res)
-			if got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || got.GetPendingQuestion().GetId() != id {
+			got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
+			if err != nil || got.GetPendingQuestion().GetId() != id {
 				t.Fatalf("GetRun of the paused run = %v, %v", got.GetPendingQuestion(), err)
 			}
-			_, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "  "})
+			// The paused result verifies, and its question is the one the pause recorded.
+			if err := transcript.VerifyResult(got); err != nil {
+				t.Errorf("the paused result does not verify: %v", err)
+			}
+			got.PendingQuestion.Question = "Shall I delete every record?"
+			if err := transcript.VerifyResult(got); err == nil || !strings.Contains(err.Error(), "AWAIT_INPUT): the pending question does not match action_hash") {
+				t.Errorf("VerifyResult(an altered pending question) = %v", err)
+			}
+			_, err = h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "  "})
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "answer") {
 				t.Errorf("an empty answer: %v, want INVALID_ARGUMENT naming answer", err)
 			}
