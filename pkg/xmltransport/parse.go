@@ -198,8 +198,18 @@ func (p *parser) final(t tag, tool, payload string, closed bool) {
 }
 
 // unclosedFinal applies the stop-reason rule to a final-report tag without its closing tag:
-// the content runs to the end of the text, less a partly written closing tag.
+// the content runs to the end of the text, less a partly written closing tag. The rule is for
+// a valid final-report opening tag only (seed 000 §11): one without tool="agent__final_report"
+// is ignored as a closed one is, neither retried as cut off nor accepted with a warning.
 func (p *parser) unclosedFinal(t tag) {
+	switch tool, ok := t.attrs["tool"]; {
+	case !ok || tool == "":
+		p.ignore(t.raw, "the tag has no tool attribute")
+		return
+	case tool != FinalReportTool:
+		p.ignore(t.raw, fmt.Sprintf("the final slot is for %s, not %q", FinalReportTool, tool))
+		return
+	}
 	payload := strings.TrimSpace(trimPartialClose(p.text[t.end:], closeTag(t.nonce+"-"+t.slot)))
 	if payload == "" {
 		p.ignore(t.raw, "the final report has no closing tag and no content")

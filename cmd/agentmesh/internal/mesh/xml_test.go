@@ -274,6 +274,25 @@ func TestXMLTransport(t *testing.T) {
 					}
 				}
 			}},
+		{name: "an unclosed final slot of another tool is ignored, not retried as cut off",
+			turns: []llmtest.Turn{
+				xmlTurnStop("length", func(n string) string { return `<ai-agent-` + n + `-FINAL tool="final_report">The full ans` }),
+				xmlTurn(func(n string) string { return xmlFinal(n, "text", "The full answer.") }),
+			},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUAA", accounting: "LLM:OK LLM:OK TOOL:OK",
+			check: func(t *testing.T, _ *harness, res *typev1.RunResult, reqs []llmtest.Request) {
+				for i, req := range reqs {
+					if containsMessage(req, "was cut off") {
+						t.Errorf("request %d tells the model its final report was cut off: the tag was no final report", i+1)
+					}
+				}
+				if len(reqs) != 2 || !strings.Contains(lastContent(reqs[1]), `the final slot is for agent__final_report, not "final_report"`) {
+					t.Fatalf("%d LLM requests, the last ending %q; want 2, the second telling why the tag was ignored", len(reqs), lastContent(reqs[len(reqs)-1]))
+				}
+				if got := res.GetFinalReport().GetContent(); got != "The full answer." {
+					t.Errorf("final report %q", got)
+				}
+			}},
 		{name: "a final report cut off in every attempt is kept, flagged partial",
 			overrides: func(o *agentv1.RunOverrides) { o.MaxRetries = i32(2) },
 			turns:     []llmtest.Turn{xmlTurnStop("length", func(n string) string { return xmlOpenFinal(n, "text") + "The full ans" })},
