@@ -134,6 +134,8 @@ func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
 		}, "(RUN_STATE_TERMINATE, TERMINATE): final_report does not match"},
 		{"accounting", func(r *typev1.RunResult) { r.Accounting = r.GetAccounting()[1:] },
 			"(RUN_STATE_TERMINATE, TERMINATE): the outcome, exit reason, error, usage, counts, decision or accounting"},
+		{"contract", func(r *typev1.RunResult) { r.Contract = nil },
+			"(RUN_STATE_TERMINATE, TERMINATE): the result has no contract, but its entries carry a contract_hash (the contract was removed)"},
 		{"ending", func(r *typev1.RunResult) {
 			r.Transcript, r.FinalReport = r.GetTranscript()[:len(r.GetTranscript())-1], nil
 		}, "the result's outcome is OUTCOME_COMPLETED_WITH_TOOLS, but its transcript does not end in TERMINATE (entries were removed)"},

@@ -44,7 +44,8 @@ func ContractHash(c *typev1.ExecutionContract) string {
 // VerifyResult checks a stored run result: its transcript chain (Verify), and that the result
 // shows what the chain recorded, so editing anything an auditor reads fails:
 //
-//   - the contract hashes to its contract_hash, the one of the last entry;
+//   - the contract hashes to its contract_hash, the one of the last entry (and is there when
+//     the entries carry one);
 //   - every message of the conversation (tool results included) matches the seal of the
 //     entry that added or last changed it, and no sealed message is missing;
 //   - a finished run's transcript ends in TERMINATE, whose result hash is the final report's
@@ -89,7 +90,10 @@ func broken(e *typev1.TranscriptEntry, format string, args ...any) problem {
 func checkContract(res *typev1.RunResult, entries []*typev1.TranscriptEntry) []problem {
 	c := res.GetContract()
 	last := entries[len(entries)-1]
-	if c == nil || (ContractHash(c) == c.GetContractHash() && c.GetContractHash() == last.GetContractHash()) {
+	switch {
+	case c == nil && last.GetContractHash() != "":
+		return []problem{broken(last, "the result has no contract, but its entries carry a contract_hash (the contract was removed)")}
+	case c == nil || (ContractHash(c) == c.GetContractHash() && c.GetContractHash() == last.GetContractHash()):
 		return nil
 	}
 	return []problem{broken(last, "the result's contract does not match contract_hash (the contract was altered)")}

@@ -112,6 +112,8 @@ func TestVerifyResultDetectsEdits(t *testing.T) {
 			r.Contract.MaxTurns = 30
 			r.Contract.ContractHash = transcript.ContractHash(r.Contract)
 		}, "the result's contract does not match contract_hash"},
+		{"contract removed", func(r *typev1.RunResult) { r.Contract = nil },
+			"entry 7 (RUN_STATE_TERMINATE, TERMINATE): the result has no contract, but its entries carry a contract_hash (the contract was removed)"},
 		{"message removed", func(r *typev1.RunResult) { r.Conversation = r.Conversation[:4] },
 			"entry 5 (RUN_STATE_INFER, turn-2/INFER): conversation[4], sealed by this entry, is missing"},
 		{"message added", func(r *typev1.RunResult) {
