@@ -152,6 +152,44 @@ func TestVerifyResultDetectsEdits(t *testing.T) {
 	}
 }
 
+// TestVerifyResultRefusesMergedSeals: an entry's hash covers its seals as "index:hash" each
+// followed by a NUL byte, so two seals {i, h1}, {k, h2} and one seal {i, h1 NUL "k:" h2} hash
+// alike. An edit that merges them hides the entry's seal of message k from the check (the
+// seal of i is superseded by a later entry), so message k could be put back as an earlier
+// entry sealed it: here the XML-PAST message without its second tool response. A seal whose
+// hash is not a SHA-256 hex digest is refused.
+func TestVerifyResultRefusesMergedSeals(t *testing.T) {
+	r := newRecorder()
+	r.step(typev1.RunState_RUN_STATE_PRECHECK, "PRECHECK", nil, nil)
+	r.conv = append(r.conv,
+		&typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "<slots 1 and 2>"},
+		&typev1.Message{Role: typev1.Role_ROLE_USER, Content: "response 1"})
+	r.step(typev1.RunState_RUN_STATE_OBSERVE, "turn-1/OBSERVE/1", nil, nil) // seals 2 and 3
+	r.conv[2] = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "<slots 1 and 2>, noted"}
+	r.conv[3].Content = "response 1\nresponse 2"
+	r.step(typev1.RunState_RUN_STATE_OBSERVE, "turn-1/OBSERVE/2", nil, nil) // seals 2 and 3 again
+	r.conv[2] = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "<slots 1 and 2>, done"}
+	r.step(typev1.RunState_RUN_STATE_COMMIT, "turn-1/COMMIT", nil, nil) // seals 2 again
+	res := &typev1.RunResult{
+		RunId: "run-1", Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, Contract: r.contract,
+		Conversation: r.conv, Transcript: r.chain.Entries(),
+	}
+	if err := transcript.VerifyResult(res); err != nil {
+		t.Fatalf("VerifyResult(untouched) = %v", err)
+	}
+	e := res.Transcript[2]
+	if len(e.GetMessages()) != 2 || e.GetMessages()[0].GetIndex() != 2 || e.GetMessages()[1].GetIndex() != 3 {
+		t.Fatalf("entry 3 seals %v, want messages 2 and 3", e.GetMessages())
+	}
+	merged := &typev1.MessageSeal{Index: 2, Hash: e.GetMessages()[0].GetHash() + "\x00" + "3:" + e.GetMessages()[1].GetHash()}
+	e.Messages = []*typev1.MessageSeal{merged}
+	res.Conversation[3] = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: "response 1"}
+	err := transcript.VerifyResult(res)
+	if err == nil || !strings.Contains(err.Error(), "entry 3 (RUN_STATE_OBSERVE): messages[0].hash is not a SHA-256 hex digest (the entry was altered)") {
+		t.Fatalf("VerifyResult(merged seals, tool response removed) = %v", err)
+	}
+}
+
 // paused is a run waiting for approval of one call: entry 3 is the pause.
 func paused() *typev1.RunResult {
 	r := newRecorder()

@@ -3,11 +3,12 @@
 // Each entry's hash is SHA-256 over prev_hash, contract_hash, the state name, action_hash,
 // result_hash, adapter_version and model_profile_id and, from hash version 1 on, the step id,
 // the detail, the time and the entry's message seals, each followed by a NUL byte so that no
-// two different field lists hash alike. A message seal binds one message of the run's
-// conversation (by position) to the entry of the step that added or last changed it, so the
-// chain covers every message the model saw, tool results included. Verify recomputes the
-// chain and reports the first entry that was altered, removed or reordered; VerifyResult
-// also checks that a stored result shows what the chain recorded (see result.go).
+// two different field lists hash alike (Verify refuses a seal whose hash is not a digest,
+// which could hold a NUL byte and another seal after it). A message seal binds one message of
+// the run's conversation (by position) to the entry of the step that added or last changed
+// it, so the chain covers every message the model saw, tool results included. Verify
+// recomputes the chain and reports the first entry that was altered, removed or reordered;
+// VerifyResult also checks that a stored result shows what the chain recorded (see result.go).
 package transcript
 
 import (
@@ -252,8 +253,8 @@ func putEncoding(buf *[]byte) {
 }
 
 // Verify checks a whole transcript: seqs run 1, 2, 3 … without gaps, each prev_hash is the
-// previous entry's hash, and each hash matches the entry's fields. It returns an error naming
-// the first entry that breaks the chain.
+// previous entry's hash, each hash matches the entry's fields, and each message seal's hash is
+// a digest. It returns an error naming the first entry that breaks the chain.
 func Verify(entries []*typev1.TranscriptEntry) error {
 	prev := ""
 	for i, e := range entries {
@@ -270,7 +271,28 @@ func Verify(entries []*typev1.TranscriptEntry) error {
 		if got := EntryHash(e); got != e.GetHash() {
 			return fmt.Errorf("entry %d (%s): hash does not match its contents (the entry was altered)", want, e.GetState())
 		}
+		for j, s := range e.GetMessages() {
+			// The hash covers each seal as "index:hash" and a NUL byte: only a digest (no NUL)
+			// makes that one seal, so two seals merged into one cannot hash alike.
+			if !isDigest(s.GetHash()) {
+				return fmt.Errorf("entry %d (%s): messages[%d].hash is not a SHA-256 hex digest (the entry was altered)", want, e.GetState(), j)
+			}
+		}
 		prev = e.GetHash()
 	}
 	return nil
+}
+
+// isDigest reports whether s is a hex SHA-256 digest as MessageHash writes it: 64 lowercase
+// hex digits.
+func isDigest(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
