@@ -254,7 +254,8 @@ func putEncoding(buf *[]byte) {
 
 // Verify checks a whole transcript: seqs run 1, 2, 3 … without gaps, each prev_hash is the
 // previous entry's hash, each hash matches the entry's fields, and each message seal's hash is
-// a digest. It returns an error naming the first entry that breaks the chain.
+// a digest, in an entry whose hash covers it (version 1). It returns an error naming the first
+// entry that breaks the chain.
 func Verify(entries []*typev1.TranscriptEntry) error {
 	prev := ""
 	for i, e := range entries {
@@ -270,6 +271,9 @@ func Verify(entries []*typev1.TranscriptEntry) error {
 		}
 		if got := EntryHash(e); got != e.GetHash() {
 			return fmt.Errorf("entry %d (%s): hash does not match its contents (the entry was altered)", want, e.GetState())
+		}
+		if n := len(e.GetMessages()); n > 0 && e.GetHashVersion() == 0 {
+			return fmt.Errorf("entry %d (%s): hash_version 0 covers no message seals, but the entry has %d (the entry was altered)", want, e.GetState(), n)
 		}
 		for j, s := range e.GetMessages() {
 			// The hash covers each seal as "index:hash" and a NUL byte: only a digest (no NUL)
