@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // DefaultMaxInputBytes is the largest raw result accepted when Options.MaxInputBytes is 0.
@@ -25,7 +26,8 @@ const DefaultMaxInputBytes = 16 << 20
 // Options configures the service.
 type Options struct {
 	// MaxInputBytes is the largest raw_result accepted; a larger one cannot be summarised
-	// adequately and fails with OBSERVATION_TOO_LARGE. 0 means DefaultMaxInputBytes (16 MiB).
+	// adequately and fails with OBSERVATION_TOO_LARGE. A response that would be larger leaves
+	// out its structured result. 0 means DefaultMaxInputBytes (16 MiB).
 	MaxInputBytes int64
 	// Generation is the generation service the observation model is asked through; with
 	// Model it turns summaries on.
@@ -82,8 +84,9 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 // (summary_error says which), it is truncated to max_bytes at a rune boundary with the notice
 // "[TRUNCATED] Original size X bytes; truncated to Y bytes." on its own first line, and a
 // warning is logged with the tool name, actual and limit bytes. Its structure is parsed from
-// the whole result (see structure). should_continue is false only after a successful final
-// report tool.
+// the whole result (see structure), and left out when the response would then be over the
+// stage's input limit (Options.MaxInputBytes). should_continue is false only after a successful
+// final report tool.
 func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
 	if err := s.validate(req); err != nil {
 		return nil, err
@@ -118,6 +121,14 @@ func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest
 		resp.Observation = raw
 	default:
 		s.overBudget(ctx, req, resp)
+	}
+	if resp.Structured != nil && int64(proto.Size(resp)) > s.maxInput {
+		// A Struct takes several times the bytes of its JSON (11 for each number of an
+		// array): a response that carried it could be over the gRPC message limit, which the
+		// input limit keeps within, and the tool would fail instead of being observed.
+		resp.Structured = nil
+		s.log.WarnContext(ctx, "structured result left out: the response would be over the input limit",
+			"run_id", req.GetRunId(), "tool", req.GetToolName(), "actual_bytes", len(raw), "limit_bytes", s.maxInput)
 	}
 	return resp, nil
 }

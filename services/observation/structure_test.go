@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/observation"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -86,5 +87,26 @@ func TestKnowledgeReferences(t *testing.T) {
 	resp, err = c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "something else", ToolName: observation.KnowledgeSearchTool, Status: success})
 	if err != nil || resp.GetStructured() != nil {
 		t.Errorf("unknown form: %v %v", resp.GetStructured(), err)
+	}
+}
+
+// TestStructureOverTheInputLimit: a result's structure that would take the response over the
+// stage's input limit is left out, and the result is observed as text; it was sent whole, a
+// Struct several times the size of its JSON, and a response over the gRPC message limit made
+// the tool fail instead.
+func TestStructureOverTheInputLimit(t *testing.T) {
+	c := client(t, observation.Options{MaxInputBytes: 1000})
+	raw := "[" + strings.Repeat("0,", 400) + "0]" // 803 bytes of JSON, 401 numbers of 11 bytes each as a Struct
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "series", MaxBytes: 100, Status: success})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetStructured() != nil || !resp.GetTruncated() || !resp.GetSuccess() || !strings.HasPrefix(resp.GetObservation(), "[TRUNCATED] Original size 803 bytes; truncated to 100 bytes.\n[0,0,") {
+		t.Errorf("structured %d bytes, truncated %v, success %v, observation %.80q", proto.Size(resp.GetStructured()), resp.GetTruncated(), resp.GetSuccess(), resp.GetObservation())
+	}
+	small := "[" + strings.Repeat("0,", 40) + "0]"
+	resp, err = c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: small, ToolName: "series", MaxBytes: 100, Status: success})
+	if err != nil || len(resp.GetStructured().AsMap()["items"].([]any)) != 41 {
+		t.Errorf("a structure within the limit: %v %v", resp.GetStructured(), err)
 	}
 }

@@ -1,6 +1,7 @@
 package mesh_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -308,5 +309,30 @@ func TestAFinalTurnsNoticeIsBudgeted(t *testing.T) {
 	if total := sent + g.GetCounters().GetSchema(); total > g.GetLimit() {
 		t.Errorf("guard OK (projected %d, limit %d) but the request sent costs %d tokens (messages %d, schema %d): %d over the limit",
 			g.GetProjected(), g.GetLimit(), total, sent, g.GetCounters().GetSchema(), total-g.GetLimit())
+	}
+}
+
+// TestLargeJSONToolResultIsTruncated: a JSON result within observation.max_input_bytes is
+// truncated like any other, however much larger its parsed structure is. The observation
+// stage answered with the whole result parsed (an array of numbers grows about five times as
+// a protobuf Struct), over grpc.max_message_bytes, and the model saw the tool fail instead.
+func TestLargeJSONToolResultIsTruncated(t *testing.T) {
+	body := "[" + strings.Repeat("0,", 3<<20) + "0]" // 6 MiB of JSON
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(huge.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"series": {Description: "Returns the series.", URL: huge.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "series", Match: "fetch the series", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "s", Name: "series", Arguments: `{}`}}}, text("that was a lot"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "fetch the series"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v): %.300s", res.GetOutcome(), res.GetExitReason(), res.GetError(), toolMessage(t, res, 0))
+	}
+	if got, want := toolMessage(t, res, 0), fmt.Sprintf("[TRUNCATED] Original size %d bytes; truncated to 12288 bytes.\n[0,0,", len(body)); !strings.HasPrefix(got, want) {
+		t.Errorf("tool message starts %q, want %q", got[:min(len(got), 120)], want)
 	}
 }

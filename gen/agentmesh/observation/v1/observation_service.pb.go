@@ -142,7 +142,9 @@ type ObserveResponse struct {
 	Observation string `protobuf:"bytes,1,opt,name=observation,proto3" json:"observation,omitempty"`
 	// The result's structure: the result parsed as JSON when it is a JSON object, a JSON array
 	// as {"items": [...]}, and knowledge_search's references as {"references": [{"n", "title",
-	// "score", "text"}], "empty": bool}.
+	// "score", "text"}], "empty": bool}. Left out when the response would be over the stage's
+	// input limit (observation.max_input_bytes): a Struct takes several times the bytes of its
+	// JSON, and the response must fit a gRPC message.
 	Structured *structpb.Struct `protobuf:"bytes,2,opt,name=structured,proto3" json:"structured,omitempty"`
 	// Whether the loop should go on after this observation: false after a successful final
 	// report tool, when the run should answer now (the orchestrator makes its next turn a final
