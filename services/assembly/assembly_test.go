@@ -293,6 +293,10 @@ func TestPlanProgress(t *testing.T) {
 			"- step-3 [current]: Explain the result\n" +
 			"- step-4 [pending, after step-3]: Write the summary", "step-3"},
 		{"every step done", nil, plan[:1], "Every step of the plan is done.\nPlan progress: 1 of 1 steps done.\n- step-1 [done]: Read the clock (tool: current_time)", "plan"},
+		// A failed step is not done: the model was told every step was, over the failure.
+		{"no step current after a failure", nil, plan[:2], "No step of the plan is current, and not every step is done.\nPlan progress: 1 of 2 steps done.\n" +
+			"- step-1 [done]: Read the clock (tool: current_time)\n" +
+			"- step-2 [failed: division by zero]: Divide the numbers (tool: calculator)", "plan"},
 		{"one pending step is only the current step", plan[2].GetStep(), []*typev1.StepProgress{progress("step-3", "Explain the result", "", typev1.StepState_STEP_STATE_PENDING, "")},
 			"Current step step-3: Explain the result", "step-3"},
 	} {

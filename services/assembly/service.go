@@ -18,7 +18,7 @@
 // Output keeps chronological order: system messages, step, memories, then history.
 //
 // sources lists one Source per included memory hit (kind "memory") and for the included plan
-// step (kind "plan", id the step's, or "plan" when every step is done); kept history messages
+// step (kind "plan", id the step's, or "plan" when no step is current); kept history messages
 // are not listed.
 package assembly
 

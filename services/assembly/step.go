@@ -10,8 +10,9 @@ import (
 
 // stepMessage returns the system message that shows the model where the plan stands, and its
 // source, or nil when there is neither a current step nor a plan. It opens with "Current step
-// <id>: <description> (tool: <tool>)", or says that every step is done; a plan of more than one
-// step, or whose step is no longer pending, follows with its progress, a line a step:
+// <id>: <description> (tool: <tool>)"; without a current step, it says that every step is done,
+// or, when one failed, that not every step is done. A plan of more than one step, or whose step
+// is no longer pending, follows with its progress, a line a step:
 // "- step-2 [failed: division by zero]: Add the numbers (tool: calculator)", with the
 // structured result of a done step after it as JSON: "... (tool: weather) → {"sky":"clear"}".
 func stepMessage(step *typev1.Step, progress []*typev1.StepProgress) (*typev1.Message, *typev1.Source) {
@@ -20,19 +21,22 @@ func stepMessage(step *typev1.Step, progress []*typev1.StepProgress) (*typev1.Me
 	}
 	var b strings.Builder
 	source := &typev1.Source{Kind: "plan", Id: "plan", Title: "the plan's progress"}
-	if step != nil {
+	done := 0
+	for _, p := range progress {
+		if p.GetState() == typev1.StepState_STEP_STATE_DONE {
+			done++
+		}
+	}
+	switch {
+	case step != nil:
 		b.WriteString("Current step " + step.GetId() + ": " + describe(step))
 		source.Id, source.Title = step.GetId(), step.GetDescription()
-	} else {
+	case done == len(progress):
 		b.WriteString("Every step of the plan is done.")
+	default: // a failed step is not done
+		b.WriteString("No step of the plan is current, and not every step is done.")
 	}
 	if len(progress) > 1 || len(progress) == 1 && progress[0].GetState() != typev1.StepState_STEP_STATE_PENDING {
-		done := 0
-		for _, p := range progress {
-			if p.GetState() == typev1.StepState_STEP_STATE_DONE {
-				done++
-			}
-		}
 		fmt.Fprintf(&b, "\nPlan progress: %d of %d steps done.", done, len(progress))
 		for _, p := range progress {
 			b.WriteString("\n- " + p.GetStep().GetId() + " [" + stateLabel(p, step) + "]: " + describe(p.GetStep()))
