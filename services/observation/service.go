@@ -15,6 +15,7 @@ import (
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -88,7 +89,8 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 // stage's input limit (Options.MaxInputBytes). should_continue is false only after a successful
 // final report tool.
 func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
-	if err := s.validate(req); err != nil {
+	output, err := s.validate(req)
+	if err != nil {
 		return nil, err
 	}
 	raw := req.GetRawResult()
@@ -108,7 +110,7 @@ func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest
 		return resp, nil
 	}
 
-	structured, err := structure(req)
+	structured, err := structure(req, output)
 	if err != nil {
 		return nil, err
 	}
@@ -153,21 +155,31 @@ func (s *Service) overBudget(ctx context.Context, req *observationv1.ObserveRequ
 		"run_id", req.GetRunId(), "tool", req.GetToolName(), "actual_bytes", len(raw), "limit_bytes", req.GetMaxBytes())
 }
 
-func (s *Service) validate(req *observationv1.ObserveRequest) error {
+// validate checks the request and returns its output_schema compiled, nil when it has none. An
+// output_schema that is not a valid JSON schema is the request's fault whatever the result.
+func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, error) {
 	if req.GetToolName() == "" {
-		return stageerr.Invalid("tool_name must not be empty")
+		return nil, stageerr.Invalid("tool_name must not be empty")
 	}
 	if req.GetMaxBytes() < 0 {
-		return stageerr.Invalid("max_bytes must not be negative, got %d", req.GetMaxBytes())
+		return nil, stageerr.Invalid("max_bytes must not be negative, got %d", req.GetMaxBytes())
 	}
 	if _, ok := typev1.ToolStatus_name[int32(req.GetStatus())]; !ok {
-		return stageerr.Invalid("status %d is not a known tool status", req.GetStatus())
+		return nil, stageerr.Invalid("status %d is not a known tool status", req.GetStatus())
 	}
 	if n := int64(len(req.GetRawResult())); n > s.maxInput {
-		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE,
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE,
 			"raw_result is %d bytes, over the limit of %d bytes that can be observed", n, s.maxInput)
 	}
-	return nil
+	out := req.GetOutputSchema()
+	if out == nil {
+		return nil, nil
+	}
+	compiled, err := schema.Compile("observation:///"+req.GetToolName()+".output.json", out.AsMap())
+	if err != nil {
+		return nil, stageerr.Invalid("output_schema of %s is not a valid JSON schema: %v", req.GetToolName(), err)
+	}
+	return compiled, nil
 }
 
 // finalReportTools are the tools whose successful call ends the loop.

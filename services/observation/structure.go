@@ -24,13 +24,14 @@ const emptySearchResult = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
 // structure returns the structure of a successful result: a JSON object as it is, a JSON
 // array as {"items": [...]}, knowledge_search's references as {"references": [...], "empty":
 // bool}, and nil for anything else. A result the request requires to be JSON (expect_json, or
-// output_schema, which it must also match) that is not is a PARSE_ERROR saying why.
-func structure(req *observationv1.ObserveRequest) (*structpb.Struct, error) {
+// output_schema, compiled as output, which it must also match) that is not is a PARSE_ERROR
+// saying why.
+func structure(req *observationv1.ObserveRequest, output *schema.Schema) (*structpb.Struct, error) {
 	raw := req.GetRawResult()
 	if req.GetToolName() == KnowledgeSearchTool {
 		return references(raw), nil
 	}
-	mustParse := req.GetExpectJson() || req.GetOutputSchema() != nil
+	mustParse := req.GetExpectJson() || output != nil
 	if !mustParse && !looksLikeJSON(raw) {
 		return nil, nil
 	}
@@ -41,12 +42,8 @@ func structure(req *observationv1.ObserveRequest) (*structpb.Struct, error) {
 		}
 		return nil, parseError(err)
 	}
-	if out := req.GetOutputSchema(); out != nil {
-		compiled, err := schema.Compile("observation:///"+req.GetToolName()+".output.json", out.AsMap())
-		if err != nil {
-			return nil, stageerr.Invalid("output_schema of %s is not a valid JSON schema: %v", req.GetToolName(), err)
-		}
-		if err := compiled.Validate(v); err != nil {
+	if output != nil {
+		if err := output.Validate(v); err != nil {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR,
 				"tool output does not match the output schema of %s: %s", req.GetToolName(), schema.Message(err))
 		}

@@ -51,10 +51,19 @@ func TestOutputSchema(t *testing.T) {
 		}
 	})
 	t.Run("an invalid schema is the request's fault", func(t *testing.T) {
+		// Whatever the result: a result that is not JSON was blamed on the tool (PARSE_ERROR,
+		// the run ends TOOL_RESULT_INVALID), and a failure's request was taken.
 		bad, _ := structpb.NewStruct(map[string]any{"type": 7})
-		_, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "{}", ToolName: "weather", OutputSchema: bad, Status: success})
-		if stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT || !strings.Contains(err.Error(), "output_schema") {
-			t.Errorf("%v, want INVALID_INPUT naming output_schema", err)
+		for _, req := range []*observationv1.ObserveRequest{
+			{RawResult: "{}", ToolName: "weather", OutputSchema: bad, Status: success},
+			{RawResult: "It is sunny.", ToolName: "weather", OutputSchema: bad, Status: success},
+			{ToolName: "weather", OutputSchema: bad, Status: failure, Error: "boom"},
+		} {
+			_, err := c.Observe(t.Context(), req)
+			if status.Code(err) != codes.InvalidArgument || stageerr.FromError(err).Code != typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT ||
+				!strings.Contains(err.Error(), "output_schema") {
+				t.Errorf("result %q (%v): %v, want INVALID_INPUT naming output_schema", req.GetRawResult(), req.GetStatus(), err)
+			}
 		}
 	})
 }
