@@ -43,8 +43,8 @@ func (s *summarizer) summarize(ctx context.Context, req *observationv1.ObserveRe
 	raw, maxBytes := req.GetRawResult(), req.GetMaxBytes()
 	input := raw
 	if len(input) > s.inputBytes {
-		input = raw[:textcut.Boundary(raw, s.inputBytes)] +
-			fmt.Sprintf("\n[the output continues: only its first %d of %d bytes are shown]", s.inputBytes, len(raw))
+		cut := textcut.Boundary(raw, s.inputBytes)
+		input = raw[:cut] + fmt.Sprintf("\n[the output continues: only its first %d of %d bytes are shown]", cut, len(raw))
 	}
 	temperature := 0.0
 	start := time.Now()

@@ -115,7 +115,8 @@ func TestSummaryFallsBackToTruncation(t *testing.T) {
 }
 
 // TestSummaryReadsAtMostItsInput: the observation model reads at most SummaryInputBytes of a
-// result, cut at a rune boundary, and is told how much it was not shown.
+// result, cut at a rune boundary, and is told how much it was shown: the bytes before the cut,
+// not SummaryInputBytes (it was told 2 bytes here, and shown 1).
 func TestSummaryReadsAtMostItsInput(t *testing.T) {
 	raw := "héllo wörld " + strings.Repeat("z", 100)
 	c, llm := summarizing(t, observation.Options{SummaryInputBytes: 2}, llmtest.Scenario{Name: "clipped", Match: "h*", Turns: []llmtest.Turn{{Content: "a greeting"}}})
@@ -124,7 +125,7 @@ func TestSummaryReadsAtMostItsInput(t *testing.T) {
 		t.Fatalf("%v %v", resp, err)
 	}
 	got := string(llm.Requests()[0].Messages[1].Content)
-	if want := "h\n[the output continues: only its first 2 of 114 bytes are shown]"; got != want {
+	if want := "h\n[the output continues: only its first 1 of 114 bytes are shown]"; got != want {
 		t.Errorf("the model read %q, want %q", got, want)
 	}
 }
