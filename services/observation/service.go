@@ -81,8 +81,9 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 // one (an unspecified status counts as success) is passed through when it fits max_bytes.
 // Over max_bytes it is summarised by the observation model, with the notice "[SUMMARIZED]
 // Original size X bytes; summarized to Y bytes by <provider>/<model>." on its own first line;
-// without a model, or when the model fails, answers nothing or answers over max_bytes
-// (summary_error says which), it is truncated to max_bytes at a rune boundary with the notice
+// without a model, or when the model fails, answers nothing, answers over max_bytes or does
+// not answer before a tenth of the caller's time is left (summary_error says which), it is
+// truncated to max_bytes at a rune boundary with the notice
 // "[TRUNCATED] Original size X bytes; truncated to Y bytes." on its own first line, and a
 // warning is logged with the tool name, actual and limit bytes. Its structure is parsed from
 // the whole result (see structure), and left out when the response would then be over the

@@ -29,6 +29,11 @@ const summaryInstructions = "You summarise the output of the tool %s for an AI a
 	"how many). Add nothing that is not in the output and do not comment on it. Answer with the summary " +
 	"only, in at most %d bytes."
 
+// summaryReserve is the share of the caller's time left (1/summaryReserve) that a summary
+// leaves unused: a model that has not answered by then is given up, and the stage still
+// answers in time, with the truncated result.
+const summaryReserve = 10
+
 // summarizer asks the observation model (seed 001's summarizer_model) for the summary of a
 // result larger than the run's budget.
 type summarizer struct {
@@ -38,9 +43,16 @@ type summarizer struct {
 }
 
 // summarize asks for a summary of raw that fits maxBytes. It returns the summary, or why
-// there is none, and the accounting entry of its request.
-func (s *summarizer) summarize(ctx context.Context, req *observationv1.ObserveRequest) (string, *typev1.AccountingEntry, error) {
+// there is none, and the accounting entry of its request. When the caller set a deadline, the
+// model has until summaryReserve of the time left is left.
+func (s *summarizer) summarize(caller context.Context, req *observationv1.ObserveRequest) (string, *typev1.AccountingEntry, error) {
 	raw, maxBytes := req.GetRawResult(), req.GetMaxBytes()
+	ctx := caller
+	if deadline, ok := caller.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(caller, deadline.Add(-time.Until(deadline)/summaryReserve))
+		defer cancel()
+	}
 	input := raw
 	if len(input) > s.inputBytes {
 		cut := textcut.Boundary(raw, s.inputBytes)
@@ -67,6 +79,10 @@ func (s *summarizer) summarize(ctx context.Context, req *observationv1.ObserveRe
 	if err != nil {
 		se := stageerr.FromError(err)
 		entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, se.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && caller.Err() == nil {
+			return "", entry, fmt.Errorf("the observation model did not answer in time (%s), before the deadline of the observation: %w",
+				time.Since(start).Round(time.Millisecond), se)
+		}
 		return "", entry, fmt.Errorf("the observation model failed: %w", se)
 	}
 	entry.Tokens, entry.StopReason, entry.ActualModel, entry.CostUsd = resp.GetUsage(), resp.GetStopReason(), resp.GetModel(), resp.GetCostUsd()

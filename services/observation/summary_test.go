@@ -1,10 +1,12 @@
 package observation_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
@@ -137,4 +139,31 @@ func stateOf(c observationv1.ObservationServiceClient, t *testing.T, raw string)
 		t.Fatalf("%v %v", resp, err)
 	}
 	return resp.GetAccounting()[0].GetStatus()
+}
+
+// TestSlowSummaryFallsBackToTruncation: an observation model that does not answer before the
+// caller's deadline leaves the stage time to answer with the truncated result, saying why. The
+// summary took all the caller's time, and the caller got DEADLINE_EXCEEDED for a result the
+// stage truncates when the model fails (the orchestrator gives the stage 10 s, and a local
+// model may take longer to summarise 256 KiB).
+func TestSlowSummaryFallsBackToTruncation(t *testing.T) {
+	never := make(chan struct{})
+	raw := "slow: " + strings.Repeat("x", 50)
+	c, llm := summarizing(t, observation.Options{}, llmtest.Scenario{Name: "slow", Match: raw, Turns: []llmtest.Turn{{Content: "late", Hold: never}}})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	resp, err := c.Observe(ctx, &observationv1.ObserveRequest{RawResult: raw, ToolName: "t", MaxBytes: 20, Status: success})
+	if err != nil {
+		t.Fatalf("%v, want the result truncated", err)
+	}
+	want := "[TRUNCATED] Original size " + strconv.Itoa(len(raw)) + " bytes; truncated to 20 bytes.\n" + raw[:20]
+	if resp.GetObservation() != want || !resp.GetTruncated() || resp.GetSummarized() || !strings.Contains(resp.GetSummaryError(), "did not answer in time") {
+		t.Errorf("observation %q truncated %v summarized %v summary_error %q", resp.GetObservation(), resp.GetTruncated(), resp.GetSummarized(), resp.GetSummaryError())
+	}
+	if acc := resp.GetAccounting(); len(acc) != 1 || acc[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED {
+		t.Errorf("accounting %v, want the abandoned request as failed", acc)
+	}
+	if len(llm.Requests()) != 1 {
+		t.Errorf("%d requests to the observation model, want 1", len(llm.Requests()))
+	}
 }

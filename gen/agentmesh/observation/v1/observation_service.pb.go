@@ -161,7 +161,8 @@ type ObserveResponse struct {
 	// max_bytes.
 	Summarized bool `protobuf:"varint,7,opt,name=summarized,proto3" json:"summarized,omitempty"`
 	// Why the observation model's summary was not used, so the result was truncated instead
-	// (the model failed, answered nothing or answered over max_bytes); empty otherwise.
+	// (the model failed, answered nothing, answered over max_bytes or did not answer before a
+	// tenth of the caller's time was left); empty otherwise.
 	SummaryError string `protobuf:"bytes,8,opt,name=summary_error,json=summaryError,proto3" json:"summary_error,omitempty"`
 	// The LLM requests the stage made for the run (the summary), for the run's accounting, with
 	// stage "observation".
