@@ -340,7 +340,12 @@ func TestInvalidInput(t *testing.T) {
 		{"negative memory limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryLimit: -1}, "memory_limit"},
 		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
 		{"step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, CurrentStep: &typev1.Step{Description: "x"}}, "current_step.id"},
-		{"plan step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}}, {}}}, "plan[1].step.id"},
+		{"plan step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}, State: typev1.StepState_STEP_STATE_PENDING}, {}}}, "plan[1].step.id"},
+		// A step without a state was shown to the model as pending, or as current.
+		{"plan step without state", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}}}},
+			"plan[0].state must be pending, done or failed, got STEP_STATE_UNSPECIFIED"},
+		{"plan step of an unknown state", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}, State: 9}}},
+			"plan[0].state must be pending, done or failed, got 9"},
 		{"reserved space fills the window", &contextv1.AssembleRequest{History: ok, MaxTokens: 100,
 			ContextWindow: 1000, ContextWindowBufferTokens: 200, MaxOutputTokens: 800}, "context_window 1000 leaves no room"},
 	}

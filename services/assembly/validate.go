@@ -59,6 +59,11 @@ func validate(req *contextv1.AssembleRequest) error {
 		if p.GetStep().GetId() == "" {
 			return stageerr.Invalid("plan[%d].step.id must not be empty", i)
 		}
+		switch p.GetState() {
+		case typev1.StepState_STEP_STATE_PENDING, typev1.StepState_STEP_STATE_DONE, typev1.StepState_STEP_STATE_FAILED:
+		default:
+			return stageerr.Invalid("plan[%d].state must be pending, done or failed, got %s", i, p.GetState())
+		}
 	}
 	if w := req.GetContextWindow(); w > 0 {
 		reserved := req.GetContextWindowBufferTokens() + req.GetMaxOutputTokens()
