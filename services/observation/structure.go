@@ -21,11 +21,17 @@ const KnowledgeSearchTool = "knowledge_search"
 // emptySearchResult is knowledge_search's whole result when nothing matches (seed 002).
 const emptySearchResult = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
 
+// maxStructuredDepth is how deeply a result's arrays and objects may nest for it to be
+// structured: a Struct takes two messages a level of arrays and three a level of objects, and
+// gRPC does not decode a message nested over 10,000 deep (its caller would get INTERNAL
+// instead of the observation).
+const maxStructuredDepth = 1000
+
 // structure returns the structure of a successful result: a JSON object as it is, a JSON
 // array as {"items": [...]}, knowledge_search's references as {"references": [...], "empty":
-// bool}, and nil for anything else. A result the request requires to be JSON (expect_json, or
-// output_schema, compiled as output, which it must also match) that is not is a PARSE_ERROR
-// saying why.
+// bool}, and nil for anything else, a result nested deeper than maxStructuredDepth included.
+// A result the request requires to be JSON (expect_json, or output_schema, compiled as output,
+// which it must also match) that is not is a PARSE_ERROR saying why.
 func structure(req *observationv1.ObserveRequest, output *schema.Schema) (*structpb.Struct, error) {
 	raw := req.GetRawResult()
 	if req.GetToolName() == KnowledgeSearchTool {
@@ -48,6 +54,9 @@ func structure(req *observationv1.ObserveRequest, output *schema.Schema) (*struc
 				"tool output does not match the output schema of %s: %s", req.GetToolName(), schema.Message(err))
 		}
 	}
+	if depth(v) > maxStructuredDepth {
+		return nil, nil
+	}
 	var st *structpb.Struct
 	var err error
 	switch v := v.(type) {
@@ -62,6 +71,24 @@ func structure(req *observationv1.ObserveRequest, output *schema.Schema) (*struc
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR, "tool output cannot be represented as a struct: %v", err)
 	}
 	return st, nil
+}
+
+// depth is how deeply v nests arrays and objects: 0 for a scalar, 1 for a flat array or object.
+func depth(v any) int {
+	d := 0
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			d = max(d, depth(e))
+		}
+	case map[string]any:
+		for _, e := range v {
+			d = max(d, depth(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
 }
 
 // looksLikeJSON reports whether raw starts like a JSON object or array.

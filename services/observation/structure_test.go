@@ -119,3 +119,33 @@ func TestStructureOverTheInputLimit(t *testing.T) {
 		t.Errorf("a structure within the limit: %v %v", resp.GetStructured(), err)
 	}
 }
+
+// TestDeeplyNestedResult: a JSON result nested deeper than a Struct can travel is observed
+// as text, without a structure. 5,000 levels of arrays (10 KB) made 10,000 levels of messages,
+// over what gRPC decodes, and the caller got INTERNAL ("exceeded maximum recursion depth")
+// instead of the observation: any tool that fetches JSON someone else wrote could be made to
+// fail so.
+func TestDeeplyNestedResult(t *testing.T) {
+	c := client(t, observation.Options{})
+	for _, tc := range []struct {
+		name  string
+		open  string
+		close string
+	}{{"arrays", "[", "]"}, {"objects", `{"a":`, "}"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := strings.Repeat(tc.open, 5000) + "1" + strings.Repeat(tc.close, 5000)
+			resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "api", MaxBytes: 100, Status: success})
+			if err != nil {
+				t.Fatalf("%v, want the result observed", err)
+			}
+			if resp.GetStructured() != nil || !resp.GetTruncated() || !resp.GetSuccess() {
+				t.Errorf("structured %v, truncated %v, success %v; want no structure, truncated, success", resp.GetStructured() != nil, resp.GetTruncated(), resp.GetSuccess())
+			}
+		})
+	}
+	raw := strings.Repeat("[", 100) + strings.Repeat("]", 100)
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "api", Status: success})
+	if err != nil || resp.GetStructured() == nil {
+		t.Errorf("100 levels: structured %v, %v; want it structured", resp.GetStructured(), err)
+	}
+}

@@ -144,7 +144,8 @@ type ObserveResponse struct {
 	// as {"items": [...]}, and knowledge_search's references as {"references": [{"n", "title",
 	// "score", "text"}], "empty": bool}. Left out when the response would be over the stage's
 	// input limit (observation.max_input_bytes): a Struct takes several times the bytes of its
-	// JSON, and the response must fit a gRPC message.
+	// JSON, and the response must fit a gRPC message; and for a result whose arrays and objects
+	// nest over 1,000 deep, as gRPC decodes no message nested over 10,000 deep.
 	Structured *structpb.Struct `protobuf:"bytes,2,opt,name=structured,proto3" json:"structured,omitempty"`
 	// Whether the loop should go on after this observation: false after a successful final
 	// report tool, when the run should answer now (the orchestrator makes its next turn a final
