@@ -84,6 +84,28 @@ func TestMemoryHits(t *testing.T) {
 		}
 		checkInvariants(t, resp, 1000)
 	})
+	t.Run("the hits found are returned, and shown again without a search", func(t *testing.T) {
+		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
+			History: history, MaxTokens: 1000, UserId: "alice", MemoryQuery: "editor theme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(resp.GetRecalled()); n != 2 {
+			t.Fatalf("%d hits recalled, want 2", n)
+		}
+		// A later turn: no query, the recalled hits, and a stage without memory.
+		later, err := newClient(t, assembly.Options{}).Assemble(t.Context(), &contextv1.AssembleRequest{
+			History: history, MaxTokens: 1000, UserId: "alice", Recalled: resp.GetRecalled()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := later.GetMessages()[1].GetContent(); got != "Relevant memories:\n"+first+"\n"+second {
+			t.Errorf("memory message of a later turn = %q", got)
+		}
+		if len(later.GetRecalled()) != 0 || len(later.GetAccounting()) != 0 {
+			t.Errorf("a later turn recalled %v, accounted %v: it searched", later.GetRecalled(), later.GetAccounting())
+		}
+	})
 	t.Run("memory_limit caps the hits", func(t *testing.T) {
 		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
 			History: history, MaxTokens: 1000, UserId: "alice", MemoryQuery: "editor theme", MemoryLimit: 1,

@@ -75,7 +75,8 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 }
 
 // Assemble fits the leading system messages, the newest history, the current step, relevant
-// memories and older history within max_tokens, and evaluates the context guard when
+// memories (found by memory_query, returned as recalled, or recalled at an earlier turn) and
+// older history within max_tokens, and evaluates the context guard when
 // context_window is set. An unreachable memory service sets memory_unavailable and the
 // assembly goes on without memory.
 func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
@@ -107,7 +108,12 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 	}
 	found, unavailable := s.recall(ctx, req)
 	resp.MemoryUnavailable, resp.Accounting = unavailable, found.GetAccounting()
-	if recalled, sources := memoryMessage(found.GetHits(), remaining, counter); recalled != nil {
+	hits := req.GetRecalled() // what an earlier turn recalled, shown again
+	if req.GetMemoryQuery() != "" {
+		hits = found.GetHits()
+		resp.Recalled = hits
+	}
+	if recalled, sources := memoryMessage(hits, remaining, counter); recalled != nil {
 		messages = append(messages, recalled)
 		resp.Sources = append(resp.Sources, sources...)
 		remaining -= counter.Message(recalled)

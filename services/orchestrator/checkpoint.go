@@ -27,7 +27,7 @@ func (r *run) snapshot(phase checkpointv1.Phase, t *turnState, plan []plannedCal
 		EventSeq: r.stream.Seq(), Traceparent: r.traceparent, Tracestate: r.tracestate,
 		StartedAt: timestamppb.New(r.startedAt), UpdatedAt: timestamppb.New(r.svc.now()),
 		Resumes: r.resumes, Replica: r.svc.replica, ToolBudgetSpent: r.toolBudgetSpent, ObservedDone: r.observedDone,
-		PlanTracker: r.tracker.checkpoint(), Constraints: r.constraints, TaskType: r.taskType,
+		PlanTracker: r.tracker.checkpoint(), Constraints: r.constraints, TaskType: r.taskType, Recalled: r.recalled,
 	}
 	if r.xml != nil {
 		cp.Xml = &checkpointv1.XmlSession{Mode: r.contract.GetToolTransport(), Nonce: r.xml.Nonce, NextSlot: int32(r.xml.NextSlot)}
@@ -102,7 +102,7 @@ func (r *run) restore(cp *checkpointv1.RunCheckpoint) error {
 	}
 	r.turns, r.toolCalls, r.lastTool, r.ctxTokens = cp.GetTurns(), cp.GetToolCalls(), cp.GetLastTool(), cp.GetCtxTokens()
 	r.forcedFinal, r.toolsClosed, r.collapsed, r.formatFails = cp.GetForcedFinal(), cp.GetToolsClosed(), cp.GetCollapsed(), cp.GetFormatFails()
-	r.toolBudgetSpent, r.observedDone = cp.GetToolBudgetSpent(), cp.GetObservedDone()
+	r.toolBudgetSpent, r.observedDone, r.recalled = cp.GetToolBudgetSpent(), cp.GetObservedDone(), cp.GetRecalled()
 	r.decision, r.goal, r.available = cp.GetDecision(), cp.GetGoal(), cp.GetAvailable()
 	toolwire.Share(r.available...) // the run's own, never changed: each encoded once for its requests
 	r.tracker, r.constraints, r.taskType = restorePlanTracker(cp), cp.GetConstraints(), cp.GetTaskType()

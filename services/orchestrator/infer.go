@@ -127,8 +127,13 @@ func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv
 	}
 	if r.turns == 1 {
 		req.MemoryQuery = r.goal
+	} else {
+		req.Recalled = r.recalled // every turn's model sees what the first recalled
 	}
 	resp, err := whenReady(ctx, "context", r.svc.peers.Context.Assemble, req)
+	if err == nil && r.turns == 1 {
+		r.recalled = resp.GetRecalled()
+	}
 	for _, e := range resp.GetAccounting() { // the memory search's query embedding
 		r.account(e)
 	}

@@ -81,6 +81,7 @@ type run struct {
 	toolCalls    int32 // executed tool calls
 	lastTool     string
 	ctxTokens    int64
+	recalled     []*memoryv1.MemoryHit // the memories the first turn recalled, shown at every turn
 	forcedFinal  bool
 	toolsClosed  bool // a tool result overflowed the window: no new tools start (seed 000 §2)
 	counter      tokens.Counter

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/memory"
@@ -301,4 +303,30 @@ func roundTrip(t *testing.T, v any) any {
 		t.Fatal(err)
 	}
 	return decodeJSON(t, raw)
+}
+
+// TestRecalledMemoriesStayForEveryTurn: the memories a run recalls at its first turn are shown
+// to the model at every turn, not only the first: a run that called a tool first answered
+// without them, its later requests carrying no "Relevant memories".
+func TestRecalledMemoriesStayForEveryTurn(t *testing.T) {
+	const message = "Which locker is mine? And what is 6*7?"
+	h := start(t, nil, llmtest.Scenario{Name: "recall", Match: message, Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("Locker 12; 42.")}})
+	mem := memoryv1.NewMemoryServiceClient(dialStage(t, h.mesh.Addr(mesh.Memory)))
+	if _, err := mem.Store(auth.OutgoingUser(t.Context(), "u1"), &memoryv1.StoreRequest{UserId: "u1",
+		Content: &typev1.Message{Role: typev1.Role_ROLE_USER, Content: "The user's locker is number 12."}}); err != nil {
+		t.Fatal(err)
+	}
+	res := h.run(t, &agentv1.RunRequest{Message: message, UserId: "u1"})
+	if !res.GetSuccess() {
+		t.Fatalf("%s %s: %s", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage())
+	}
+	reqs := h.requestsOf(message, false)
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	for i, req := range reqs {
+		if got := systemText(req); !strings.Contains(got, "Relevant memories:") || !strings.Contains(got, "locker is number 12") {
+			t.Errorf("request %d does not show the recalled memory:\n%s", i+1, got)
+		}
+	}
 }

@@ -7,8 +7,9 @@
 package checkpointv1
 
 import (
-	v12 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	v13 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	v1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	v12 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	v11 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -203,7 +204,9 @@ type RunCheckpoint struct {
 	// Version 2: where request, contract, available, conversation, transcript and accounting
 	// are, which the stored message leaves empty. The store fills them from here when it loads
 	// a checkpoint, and clears this.
-	Log           *LogRef `protobuf:"bytes,44,opt,name=log,proto3" json:"log,omitempty"`
+	Log *LogRef `protobuf:"bytes,44,opt,name=log,proto3" json:"log,omitempty"`
+	// The memories the run recalled at its first turn, shown to the model at every turn.
+	Recalled      []*v12.MemoryHit `protobuf:"bytes,45,rep,name=recalled,proto3" json:"recalled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +545,13 @@ func (x *RunCheckpoint) GetPlanTracker() *PlanTracker {
 func (x *RunCheckpoint) GetLog() *LogRef {
 	if x != nil {
 		return x.Log
+	}
+	return nil
+}
+
+func (x *RunCheckpoint) GetRecalled() []*v12.MemoryHit {
+	if x != nil {
+		return x.Recalled
 	}
 	return nil
 }
@@ -1126,7 +1136,7 @@ type PlannedCall struct {
 	// The call waits for approval.
 	NeedsApproval bool `protobuf:"varint,4,opt,name=needs_approval,json=needsApproval,proto3" json:"needs_approval,omitempty"`
 	// The approval it runs with.
-	Approval *v12.Approval `protobuf:"bytes,5,opt,name=approval,proto3" json:"approval,omitempty"`
+	Approval *v13.Approval `protobuf:"bytes,5,opt,name=approval,proto3" json:"approval,omitempty"`
 	// Prefixed to its observation.
 	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1191,7 +1201,7 @@ func (x *PlannedCall) GetNeedsApproval() bool {
 	return false
 }
 
-func (x *PlannedCall) GetApproval() *v12.Approval {
+func (x *PlannedCall) GetApproval() *v13.Approval {
 	if x != nil {
 		return x.Approval
 	}
@@ -1328,7 +1338,7 @@ var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
-	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x0f\n" +
+	"(agentmesh/checkpoint/v1/checkpoint.proto\x12\x17agentmesh.checkpoint.v1\x1a agentmesh/action/v1/action.proto\x1a&agentmesh/agent/v1/agent_service.proto\x1a agentmesh/memory/v1/memory.proto\x1a agentmesh/type/v1/contract.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x0f\n" +
 	"\rRunCheckpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x124\n" +
@@ -1387,7 +1397,8 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\bquestion\x18) \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\x12#\n" +
 	"\robserved_done\x18* \x01(\bR\fobservedDone\x12G\n" +
 	"\fplan_tracker\x18+ \x01(\v2$.agentmesh.checkpoint.v1.PlanTrackerR\vplanTracker\x121\n" +
-	"\x03log\x18, \x01(\v2\x1f.agentmesh.checkpoint.v1.LogRefR\x03log\"\x80\x02\n" +
+	"\x03log\x18, \x01(\v2\x1f.agentmesh.checkpoint.v1.LogRefR\x03log\x12:\n" +
+	"\brecalled\x18- \x03(\v2\x1e.agentmesh.memory.v1.MemoryHitR\brecalled\"\x80\x02\n" +
 	"\x06LogRef\x12\x1a\n" +
 	"\bsegments\x18\x01 \x03(\x04R\bsegments\x127\n" +
 	"\x04tail\x18\x02 \x01(\v2#.agentmesh.checkpoint.v1.LogSegmentR\x04tail\x12\x1a\n" +
@@ -1508,12 +1519,13 @@ var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(*v11.RunResult)(nil),             // 22: agentmesh.type.v1.RunResult
 	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
 	(*v11.PendingQuestion)(nil),       // 24: agentmesh.type.v1.PendingQuestion
-	(*v11.StepProgress)(nil),          // 25: agentmesh.type.v1.StepProgress
-	(*structpb.Struct)(nil),           // 26: google.protobuf.Struct
-	(*v11.ToolCall)(nil),              // 27: agentmesh.type.v1.ToolCall
-	(*v12.Approval)(nil),              // 28: agentmesh.action.v1.Approval
-	(v11.ToolTransport)(0),            // 29: agentmesh.type.v1.ToolTransport
-	(*v1.ResolveApprovalRequest)(nil), // 30: agentmesh.agent.v1.ResolveApprovalRequest
+	(*v12.MemoryHit)(nil),             // 25: agentmesh.memory.v1.MemoryHit
+	(*v11.StepProgress)(nil),          // 26: agentmesh.type.v1.StepProgress
+	(*structpb.Struct)(nil),           // 27: google.protobuf.Struct
+	(*v11.ToolCall)(nil),              // 28: agentmesh.type.v1.ToolCall
+	(*v13.Approval)(nil),              // 29: agentmesh.action.v1.Approval
+	(v11.ToolTransport)(0),            // 30: agentmesh.type.v1.ToolTransport
+	(*v1.ResolveApprovalRequest)(nil), // 31: agentmesh.agent.v1.ResolveApprovalRequest
 }
 var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.checkpoint.v1.RunCheckpoint.phase:type_name -> agentmesh.checkpoint.v1.Phase
@@ -1536,30 +1548,31 @@ var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	24, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
 	5,  // 18: agentmesh.checkpoint.v1.RunCheckpoint.plan_tracker:type_name -> agentmesh.checkpoint.v1.PlanTracker
 	2,  // 19: agentmesh.checkpoint.v1.RunCheckpoint.log:type_name -> agentmesh.checkpoint.v1.LogRef
-	3,  // 20: agentmesh.checkpoint.v1.LogRef.tail:type_name -> agentmesh.checkpoint.v1.LogSegment
-	14, // 21: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
-	20, // 22: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	15, // 23: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	12, // 24: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
-	13, // 25: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	4,  // 26: agentmesh.checkpoint.v1.LogSegment.available:type_name -> agentmesh.checkpoint.v1.ToolList
-	19, // 27: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
-	25, // 28: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
-	14, // 29: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
-	7,  // 30: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
-	8,  // 31: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
-	11, // 32: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	26, // 33: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
-	26, // 34: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
-	27, // 35: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
-	28, // 36: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
-	29, // 37: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
-	30, // 38: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	25, // 20: agentmesh.checkpoint.v1.RunCheckpoint.recalled:type_name -> agentmesh.memory.v1.MemoryHit
+	3,  // 21: agentmesh.checkpoint.v1.LogRef.tail:type_name -> agentmesh.checkpoint.v1.LogSegment
+	14, // 22: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
+	20, // 23: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	15, // 24: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	12, // 25: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
+	13, // 26: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	4,  // 27: agentmesh.checkpoint.v1.LogSegment.available:type_name -> agentmesh.checkpoint.v1.ToolList
+	19, // 28: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
+	26, // 29: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
+	14, // 30: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
+	7,  // 31: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
+	8,  // 32: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
+	11, // 33: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	27, // 34: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
+	27, // 35: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
+	28, // 36: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
+	29, // 37: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
+	30, // 38: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
+	31, // 39: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_checkpoint_v1_checkpoint_proto_init() }

@@ -7,6 +7,7 @@
 package contextv1
 
 import (
+	v11 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	v1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -39,7 +40,7 @@ type AssembleRequest struct {
 	Tools []*v1.Tool `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The run.
 	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Text to search memory with; empty skips memory.
+	// Text to search memory with; empty skips the search (recalled is shown instead).
 	MemoryQuery string `protobuf:"bytes,8,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
 	// How many memories to include at most.
 	MemoryLimit int32 `protobuf:"varint,9,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
@@ -55,7 +56,11 @@ type AssembleRequest struct {
 	Model string `protobuf:"bytes,14,opt,name=model,proto3" json:"model,omitempty"`
 	// The whole plan with each step's state, shown to the model with the current step; empty
 	// shows only current_step.
-	Plan          []*v1.StepProgress `protobuf:"bytes,15,rep,name=plan,proto3" json:"plan,omitempty"`
+	Plan []*v1.StepProgress `protobuf:"bytes,15,rep,name=plan,proto3" json:"plan,omitempty"`
+	// Memories recalled for the run at an earlier turn (that turn's AssembleResponse.recalled),
+	// shown again, best first, within the budget, without a search: every turn's model sees
+	// what the run recalled. Not used with memory_query.
+	Recalled      []*v11.MemoryHit `protobuf:"bytes,16,rep,name=recalled,proto3" json:"recalled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +200,13 @@ func (x *AssembleRequest) GetPlan() []*v1.StepProgress {
 	return nil
 }
 
+func (x *AssembleRequest) GetRecalled() []*v11.MemoryHit {
+	if x != nil {
+		return x.Recalled
+	}
+	return nil
+}
+
 // AssembleResponse is the context stage's output.
 type AssembleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -214,7 +226,10 @@ type AssembleResponse struct {
 	SchemaTokens int64 `protobuf:"varint,7,opt,name=schema_tokens,json=schemaTokens,proto3" json:"schema_tokens,omitempty"`
 	// Paid requests made while assembling, for the run's accounting: the memory search's query
 	// embedding.
-	Accounting    []*v1.AccountingEntry `protobuf:"bytes,8,rep,name=accounting,proto3" json:"accounting,omitempty"`
+	Accounting []*v1.AccountingEntry `protobuf:"bytes,8,rep,name=accounting,proto3" json:"accounting,omitempty"`
+	// The memories memory_query found, for the run to send back as AssembleRequest.recalled on
+	// its later turns; empty without a search.
+	Recalled      []*v11.MemoryHit `protobuf:"bytes,9,rep,name=recalled,proto3" json:"recalled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -305,11 +320,18 @@ func (x *AssembleResponse) GetAccounting() []*v1.AccountingEntry {
 	return nil
 }
 
+func (x *AssembleResponse) GetRecalled() []*v11.MemoryHit {
+	if x != nil {
+		return x.Recalled
+	}
+	return nil
+}
+
 var File_agentmesh_context_v1_context_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\n" +
-	"*agentmesh/context/v1/context_service.proto\x12\x14agentmesh.context.v1\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\"\x9d\x05\n" +
+	"*agentmesh/context/v1/context_service.proto\x12\x14agentmesh.context.v1\x1a agentmesh/memory/v1/memory.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\"\xd9\x05\n" +
 	"\x0fAssembleRequest\x12:\n" +
 	"\fcurrent_step\x18\x01 \x01(\v2\x17.agentmesh.type.v1.StepR\vcurrentStep\x124\n" +
 	"\ahistory\x18\x02 \x03(\v2\x1a.agentmesh.type.v1.MessageR\ahistory\x12\x17\n" +
@@ -327,7 +349,8 @@ const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\x11max_output_tokens\x18\f \x01(\x03R\x0fmaxOutputTokens\x127\n" +
 	"\x18force_synthesis_at_ratio\x18\r \x01(\x01R\x15forceSynthesisAtRatio\x12\x14\n" +
 	"\x05model\x18\x0e \x01(\tR\x05model\x123\n" +
-	"\x04plan\x18\x0f \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x04plan\"\x99\x03\n" +
+	"\x04plan\x18\x0f \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x04plan\x12:\n" +
+	"\brecalled\x18\x10 \x03(\v2\x1e.agentmesh.memory.v1.MemoryHitR\brecalled\"\xd5\x03\n" +
 	"\x10AssembleResponse\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.agentmesh.type.v1.MessageR\bmessages\x12\x1f\n" +
 	"\vtoken_count\x18\x02 \x01(\x03R\n" +
@@ -339,7 +362,8 @@ const file_agentmesh_context_v1_context_service_proto_rawDesc = "" +
 	"\rschema_tokens\x18\a \x01(\x03R\fschemaTokens\x12B\n" +
 	"\n" +
 	"accounting\x18\b \x03(\v2\".agentmesh.type.v1.AccountingEntryR\n" +
-	"accounting2k\n" +
+	"accounting\x12:\n" +
+	"\brecalled\x18\t \x03(\v2\x1e.agentmesh.memory.v1.MemoryHitR\brecalled2k\n" +
 	"\x0eContextService\x12Y\n" +
 	"\bAssemble\x12%.agentmesh.context.v1.AssembleRequest\x1a&.agentmesh.context.v1.AssembleResponseB\xe4\x01\n" +
 	"\x18com.agentmesh.context.v1B\x13ContextServiceProtoP\x01ZAgithub.com/agentmesh/agentmesh/gen/agentmesh/context/v1;contextv1\xa2\x02\x03ACX\xaa\x02\x14Agentmesh.Context.V1\xca\x02\x14Agentmesh\\Context\\V1\xe2\x02 Agentmesh\\Context\\V1\\GPBMetadata\xea\x02\x16Agentmesh::Context::V1b\x06proto3"
@@ -365,9 +389,10 @@ var file_agentmesh_context_v1_context_service_proto_goTypes = []any{
 	(*v1.GuardCounters)(nil),   // 4: agentmesh.type.v1.GuardCounters
 	(*v1.Tool)(nil),            // 5: agentmesh.type.v1.Tool
 	(*v1.StepProgress)(nil),    // 6: agentmesh.type.v1.StepProgress
-	(*v1.Source)(nil),          // 7: agentmesh.type.v1.Source
-	(*v1.GuardReport)(nil),     // 8: agentmesh.type.v1.GuardReport
-	(*v1.AccountingEntry)(nil), // 9: agentmesh.type.v1.AccountingEntry
+	(*v11.MemoryHit)(nil),      // 7: agentmesh.memory.v1.MemoryHit
+	(*v1.Source)(nil),          // 8: agentmesh.type.v1.Source
+	(*v1.GuardReport)(nil),     // 9: agentmesh.type.v1.GuardReport
+	(*v1.AccountingEntry)(nil), // 10: agentmesh.type.v1.AccountingEntry
 }
 var file_agentmesh_context_v1_context_service_proto_depIdxs = []int32{
 	2,  // 0: agentmesh.context.v1.AssembleRequest.current_step:type_name -> agentmesh.type.v1.Step
@@ -375,17 +400,19 @@ var file_agentmesh_context_v1_context_service_proto_depIdxs = []int32{
 	4,  // 2: agentmesh.context.v1.AssembleRequest.counters:type_name -> agentmesh.type.v1.GuardCounters
 	5,  // 3: agentmesh.context.v1.AssembleRequest.tools:type_name -> agentmesh.type.v1.Tool
 	6,  // 4: agentmesh.context.v1.AssembleRequest.plan:type_name -> agentmesh.type.v1.StepProgress
-	3,  // 5: agentmesh.context.v1.AssembleResponse.messages:type_name -> agentmesh.type.v1.Message
-	7,  // 6: agentmesh.context.v1.AssembleResponse.sources:type_name -> agentmesh.type.v1.Source
-	8,  // 7: agentmesh.context.v1.AssembleResponse.guard:type_name -> agentmesh.type.v1.GuardReport
-	9,  // 8: agentmesh.context.v1.AssembleResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	0,  // 9: agentmesh.context.v1.ContextService.Assemble:input_type -> agentmesh.context.v1.AssembleRequest
-	1,  // 10: agentmesh.context.v1.ContextService.Assemble:output_type -> agentmesh.context.v1.AssembleResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 5: agentmesh.context.v1.AssembleRequest.recalled:type_name -> agentmesh.memory.v1.MemoryHit
+	3,  // 6: agentmesh.context.v1.AssembleResponse.messages:type_name -> agentmesh.type.v1.Message
+	8,  // 7: agentmesh.context.v1.AssembleResponse.sources:type_name -> agentmesh.type.v1.Source
+	9,  // 8: agentmesh.context.v1.AssembleResponse.guard:type_name -> agentmesh.type.v1.GuardReport
+	10, // 9: agentmesh.context.v1.AssembleResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	7,  // 10: agentmesh.context.v1.AssembleResponse.recalled:type_name -> agentmesh.memory.v1.MemoryHit
+	0,  // 11: agentmesh.context.v1.ContextService.Assemble:input_type -> agentmesh.context.v1.AssembleRequest
+	1,  // 12: agentmesh.context.v1.ContextService.Assemble:output_type -> agentmesh.context.v1.AssembleResponse
+	12, // [12:13] is the sub-list for method output_type
+	11, // [11:12] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_context_v1_context_service_proto_init() }
