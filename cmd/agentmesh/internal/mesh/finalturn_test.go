@@ -106,15 +106,7 @@ func TestMaxTurnsOneWithRequiredToolsIsRefused(t *testing.T) {
 			MaxTurns: i32(1)}}, "tool_policy required (from the intent) needs max_turns of at least 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := h.run(t, tc.req)
-			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != "INVALID_CONTRACT" ||
-				!strings.Contains(res.GetError().GetMessage(), tc.reason) {
-				t.Fatalf("outcome %s %s (%v), want FAILED_PREFLIGHT INVALID_CONTRACT saying %q", res.GetOutcome(), res.GetExitReason(), res.GetError(), tc.reason)
-			}
-			if llmAttempts(res) != 0 {
-				t.Errorf("accounting %s, want no LLM attempt", accountingSummary(res.GetAccounting()))
-			}
-			checkInvariants(t, res)
+			wantInvalidContract(t, h.run(t, tc.req), tc.reason)
 		})
 	}
 	if n := len(h.llm.Requests()); n != 0 {
@@ -213,6 +205,20 @@ func TestToolBudgetFinalTurnWithoutAnswer(t *testing.T) {
 	}
 	if got := h.toolEvents(t, res.GetRunId()); !slices.Equal(got, []string{"tool_started", "tool_finished"}) {
 		t.Errorf("tool events %v", got)
+	}
+	checkInvariants(t, res)
+}
+
+// wantInvalidContract fails the test unless res, a run, ended FAILED_PREFLIGHT /
+// INVALID_CONTRACT saying reason, before any LLM call.
+func wantInvalidContract(t *testing.T, res *typev1.RunResult, reason string) {
+	t.Helper()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitInvalidContract ||
+		!strings.Contains(res.GetError().GetMessage(), reason) {
+		t.Fatalf("outcome %s %s (%v), want FAILED_PREFLIGHT INVALID_CONTRACT saying %q", res.GetOutcome(), res.GetExitReason(), res.GetError(), reason)
+	}
+	if llmAttempts(res) != 0 {
+		t.Errorf("accounting %s, want no LLM attempt", accountingSummary(res.GetAccounting()))
 	}
 	checkInvariants(t, res)
 }

@@ -486,15 +486,7 @@ func TestRequiredToolsWithNoToolIsRefused(t *testing.T) {
 			"tool_policy required (from the intent) needs a tool the run may use, and none is available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := h.run(t, tc.req)
-			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitInvalidContract ||
-				!strings.Contains(res.GetError().GetMessage(), tc.reason) {
-				t.Fatalf("outcome %s %s (%v), want FAILED_PREFLIGHT INVALID_CONTRACT saying %q", res.GetOutcome(), res.GetExitReason(), res.GetError(), tc.reason)
-			}
-			if llmAttempts(res) != 0 {
-				t.Errorf("accounting %s, want no LLM attempt", accountingSummary(res.GetAccounting()))
-			}
-			checkInvariants(t, res)
+			wantInvalidContract(t, h.run(t, tc.req), tc.reason)
 		})
 	}
 	if n := len(h.llm.Requests()); n != 0 {
