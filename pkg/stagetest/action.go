@@ -70,6 +70,22 @@ var actionCases = []testCase{
 			}
 			return nil
 		}},
+	{"call-scoped-to-run", "a call id is its run's: the same call_id in another run is a new call, run with its own arguments, not cached",
+		func(ctx context.Context, k *kit) error {
+			if _, err := execute(ctx, k, "c-scope", "calculator", map[string]any{"expression": "2+3"}); err != nil {
+				return fmt.Errorf("the first run's call: %w", wantOK(err))
+			}
+			resp, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+				RunId: k.id("run-other"), CallId: "c-scope", ToolName: "calculator",
+				Arguments: mustStruct(map[string]any{"expression": "6*7"}), UserId: k.id("user")})
+			if err != nil {
+				return wantOK(err)
+			}
+			if resp.GetCached() {
+				return fmt.Errorf("the other run's call answered cached with result %q: a call id names a call of one run (models number their calls call_1, call_2 … in every run)", resp.GetResult())
+			}
+			return checkSuccess(resp, "42")
+		}},
 	{"tool-failure-is-result", "a tool that runs and fails (1/0) answers OK with status error and error_code EXECUTION_ERROR",
 		func(ctx context.Context, k *kit) error {
 			resp, err := execute(ctx, k, "c-fail", "calculator", map[string]any{"expression": "1/0"})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
+	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -235,4 +237,40 @@ func byCase(report stagetest.Report) map[string]stagetest.Result {
 		out[res.Case] = res
 	}
 	return out
+}
+
+// TestActionCasesFailAStageThatKeysCallsByCallID: an action stage that records its calls by
+// call_id alone, so that a call_1 of one run answers with the result of another run's call_1,
+// fails the kit's call-scoped-to-run case, saying why; it passed the table, whose repeated
+// call was of one run.
+func TestActionCasesFailAStageThatKeysCallsByCallID(t *testing.T) {
+	svc, err := action.New(action.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { actionv1.RegisterActionServiceServer(s, callIDOnly{svc}) })
+	report, err := stagetest.Run(t.Context(), "action", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	if res := verdicts["call-scoped-to-run"]; res.Pass || !strings.Contains(res.Reason, "answered cached") {
+		t.Errorf("call-scoped-to-run: pass=%v %q, want a failure saying the other run's call answered cached", res.Pass, res.Reason)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" && res.Case != "call-scoped-to-run" {
+			t.Errorf("%s failed: %s", res.Case, res.Reason)
+		}
+	}
+}
+
+// callIDOnly is the project's action stage behind a front that files every call under one
+// run, as a stage that keys its calls by call_id alone does.
+type callIDOnly struct{ *action.Service }
+
+func (s callIDOnly) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
+	if req.GetRunId() != "" {
+		req.RunId = "every-run"
+	}
+	return s.Service.Execute(ctx, req)
 }
