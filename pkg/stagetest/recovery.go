@@ -47,6 +47,18 @@ var recoveryCases = []testCase{
 			}
 			return nil
 		}},
+	{"timeout-not-idempotent", "a timed-out tool that is not idempotent is not retried (it may have had its effect)",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), ToolName: "send_email", TimeoutMs: 1000}})
+			if err != nil {
+				return err
+			}
+			if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_RETRY {
+				return fmt.Errorf("STRATEGY_RETRY with timeout_ms %d of a tool that is not idempotent: running it again could repeat its effect", d.GetModifiedAction().GetTimeoutMs())
+			}
+			return nil
+		}},
 	{"retry-budget", "after 3 retries (the default budget) a timed-out tool is not retried again",
 		func(ctx context.Context, k *kit) error {
 			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action", RetryCount: 3,

@@ -274,3 +274,42 @@ func (s callIDOnly) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (
 	}
 	return s.Service.Execute(ctx, req)
 }
+
+// TestRecoveryCasesFailAStageThatRetriesEveryTimeout: a recovery stage that retries every
+// timed-out tool with a longer timeout, whether or not the tool may run again, fails the kit's
+// timeout-not-idempotent case; it passed the table, whose only timed-out tool was idempotent.
+func TestRecoveryCasesFailAStageThatRetriesEveryTimeout(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { recoveryv1.RegisterRecoveryServiceServer(s, retriesTimeouts{}) })
+	report, err := stagetest.Run(t.Context(), "recovery", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	for name, want := range map[string]string{
+		"timeout-not-idempotent": "STRATEGY_RETRY with timeout_ms 2000 of a tool that is not idempotent",
+	} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+	for _, name := range []string{"timeout-longer", "retry-budget"} {
+		if res := verdicts[name]; !res.Pass {
+			t.Errorf("%s failed: %s", name, res.Reason)
+		}
+	}
+}
+
+// retriesTimeouts is a recovery stage that retries a timed-out tool with twice its timeout
+// until the default budget of 3 retries is spent, whatever the request says of the tool and
+// its budget, and aborts on any other failure.
+type retriesTimeouts struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (retriesTimeouts) Decide(_ context.Context, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	if req.GetError().GetCode() == typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT && req.GetRetryCount() < 3 {
+		return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, UserMessage: "Trying again.",
+			ModifiedAction: &recoveryv1.ModifiedAction{TimeoutMs: 2 * req.GetState().GetTimeoutMs()}}, nil
+	}
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
+}
