@@ -71,6 +71,18 @@ var recoveryCases = []testCase{
 			}
 			return nil
 		}},
+	{"retry-budget-of-state", "with state.max_retries 1, a timed-out tool retried once is not retried again (the orchestrator retries a timeout once)",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action", RetryCount: 1,
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), ToolName: "calculator", TimeoutMs: 2000, Idempotent: true, MaxRetries: 1}})
+			if err != nil {
+				return err
+			}
+			if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_RETRY {
+				return fmt.Errorf("STRATEGY_RETRY after 1 retry, and state.max_retries is 1")
+			}
+			return nil
+		}},
 	{"alternative-tool", "a tool error with an alternative configured falls back to that alternative",
 		func(ctx context.Context, k *kit) error {
 			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR), Stage: "action",

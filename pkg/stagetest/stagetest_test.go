@@ -278,6 +278,8 @@ func (s callIDOnly) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (
 // TestRecoveryCasesFailAStageThatRetriesEveryTimeout: a recovery stage that retries every
 // timed-out tool with a longer timeout, whether or not the tool may run again, fails the kit's
 // timeout-not-idempotent case; it passed the table, whose only timed-out tool was idempotent.
+// It keeps the default budget of 3 retries whatever state.max_retries says, and fails
+// retry-budget-of-state; it passed the table, which asked only about the default budget.
 func TestRecoveryCasesFailAStageThatRetriesEveryTimeout(t *testing.T) {
 	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { recoveryv1.RegisterRecoveryServiceServer(s, retriesTimeouts{}) })
 	report, err := stagetest.Run(t.Context(), "recovery", conn)
@@ -287,6 +289,7 @@ func TestRecoveryCasesFailAStageThatRetriesEveryTimeout(t *testing.T) {
 	verdicts := byCase(report)
 	for name, want := range map[string]string{
 		"timeout-not-idempotent": "STRATEGY_RETRY with timeout_ms 2000 of a tool that is not idempotent",
+		"retry-budget-of-state":  "STRATEGY_RETRY after 1 retry, and state.max_retries is 1",
 	} {
 		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
 			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
