@@ -57,6 +57,31 @@ var memoryCases = []testCase{
 			}
 			return nil
 		}},
+	{"delete-isolated", "another user's delete of a user's memory answers NOT_FOUND or deleted false, and the memory stays",
+		func(ctx context.Context, k *kit) error {
+			owner, other := k.id("user-keeper"), k.id("user-intruder")
+			id, err := store(ctx, k, owner)
+			if err != nil {
+				return err
+			}
+			c := memoryv1.NewMemoryServiceClient(k.conn)
+			resp, err := c.Delete(auth.OutgoingUser(ctx, other), &memoryv1.DeleteRequest{UserId: other, MemoryId: id})
+			switch {
+			case err != nil && status.Code(err) != codes.NotFound:
+				return fmt.Errorf("user %s deleting memory %s of user %s: %w", other, id, owner,
+					wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND))
+			case err == nil && resp.GetDeleted():
+				return fmt.Errorf("user %s deleted memory %s of user %s (deleted=true)", other, id, owner)
+			}
+			list, err := c.List(auth.OutgoingUser(ctx, owner), &memoryv1.ListRequest{UserId: owner})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !slices.ContainsFunc(list.GetMemories(), func(m *memoryv1.Memory) bool { return m.GetId() == id }) {
+				return fmt.Errorf("memory %s of user %s is gone after user %s asked to delete it", id, owner, other)
+			}
+			return nil
+		}},
 	{"list-and-delete", "a stored memory is listed; deleting it answers deleted, again deleted false or NOT_FOUND; it is no longer found",
 		func(ctx context.Context, k *kit) error {
 			user := k.id("user-delete")

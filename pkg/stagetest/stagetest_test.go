@@ -5,21 +5,26 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -315,4 +320,56 @@ func (retriesTimeouts) Decide(_ context.Context, req *recoveryv1.DecideRequest) 
 			ModifiedAction: &recoveryv1.ModifiedAction{TimeoutMs: 2 * req.GetState().GetTimeoutMs()}}, nil
 	}
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
+}
+
+// TestMemoryCasesFailAStageThatDeletesAnyonesMemory: a memory stage that deletes a memory by
+// its id, for whichever user asks, fails the kit's delete-isolated case, saying why; it passed
+// the table, whose isolation case only searched and listed.
+func TestMemoryCasesFailAStageThatDeletesAnyonesMemory(t *testing.T) {
+	svc := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = svc.Close() })
+	stage := &deletesByID{Service: svc, owners: map[string]string{}}
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { memoryv1.RegisterMemoryServiceServer(s, stage) })
+	report, err := stagetest.Run(t.Context(), "memory", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	if res := verdicts["delete-isolated"]; res.Pass || !strings.Contains(res.Reason, "(deleted=true)") {
+		t.Errorf("delete-isolated: pass=%v %q, want a failure saying the other user deleted it", res.Pass, res.Reason)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" && res.Case != "delete-isolated" {
+			t.Errorf("%s failed: %s", res.Case, res.Reason)
+		}
+	}
+}
+
+// deletesByID is the project's memory stage behind a front that deletes a memory for its
+// owner whoever asks, as a stage that deletes by memory id alone does.
+type deletesByID struct {
+	*memory.Service
+	mu     sync.Mutex
+	owners map[string]string // memory id → the user it was stored for
+}
+
+func (s *deletesByID) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memoryv1.StoreResponse, error) {
+	resp, err := s.Service.Store(ctx, req)
+	if err == nil {
+		s.mu.Lock()
+		s.owners[resp.GetMemoryId()] = req.GetUserId()
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *deletesByID) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*memoryv1.DeleteResponse, error) {
+	s.mu.Lock()
+	owner, ok := s.owners[req.GetMemoryId()]
+	s.mu.Unlock()
+	if ok {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(auth.UserMetadata, owner))
+		req = &memoryv1.DeleteRequest{UserId: owner, MemoryId: req.GetMemoryId()}
+	}
+	return s.Service.Delete(ctx, req)
 }
