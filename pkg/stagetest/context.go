@@ -128,6 +128,36 @@ var contextCases = []testCase{
 			}
 			return nil
 		}},
+	{"guard-counts-tools", "counters without schema: the guard counts the offered tools' schemas itself, for the tools of each request (FORCE_FINAL with a tool whose schema holds 1500 words offered, OK with the calculator alone)",
+		func(ctx context.Context, k *kit) error {
+			history := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}
+			large := &typev1.Tool{Name: "encyclopedia", Description: "Looks a topic up.", InputSchema: mustStruct(map[string]any{
+				"type": "object", "properties": map[string]any{"topic": map[string]any{"type": "string", "description": filler(1500)}}})}
+			for _, tc := range []struct {
+				tools   []*typev1.Tool
+				verdict typev1.GuardVerdict
+			}{{[]*typev1.Tool{calculatorTool, large}, typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL}, {[]*typev1.Tool{calculatorTool}, typev1.GuardVerdict_GUARD_VERDICT_OK}} {
+				resp, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
+					History: history, MaxTokens: 1000, RunId: k.id("run"), Tools: tc.tools,
+					Counters:      &typev1.GuardCounters{Ctx: 300, Pending: 50},
+					ContextWindow: 2000, ContextWindowBufferTokens: 200, MaxOutputTokens: 300})
+				if err != nil {
+					return wantOK(err)
+				}
+				g, names := resp.GetGuard(), toolNames(tc.tools)
+				switch {
+				case g == nil:
+					return fmt.Errorf("no guard, though context_window was set")
+				case g.GetCounters().GetSchema() <= 0 || resp.GetSchemaTokens() <= 0:
+					return fmt.Errorf("tools %v offered: guard schema %d, schema_tokens %d; want the tools' schemas counted",
+						names, g.GetCounters().GetSchema(), resp.GetSchemaTokens())
+				case g.GetVerdict() != tc.verdict:
+					return fmt.Errorf("tools %v offered: guard verdict %s (projected %d, schema %d, limit %d), want %s",
+						names, g.GetVerdict(), g.GetProjected(), g.GetCounters().GetSchema(), g.GetLimit(), tc.verdict)
+				}
+			}
+			return nil
+		}},
 	{"zero-max-tokens", "max_tokens 0 is INVALID_ARGUMENT naming max_tokens",
 		func(ctx context.Context, k *kit) error {
 			_, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
@@ -217,6 +247,15 @@ func keptHistory(resp *contextv1.AssembleResponse, history []*typev1.Message) []
 		}
 	}
 	return kept
+}
+
+// toolNames names tools.
+func toolNames(tools []*typev1.Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.GetName()
+	}
+	return names
 }
 
 // filler is n distinct words.

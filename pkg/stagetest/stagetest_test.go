@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/assembly"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
@@ -372,4 +373,35 @@ func (s *deletesByID) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (
 		req = &memoryv1.DeleteRequest{UserId: owner, MemoryId: req.GetMemoryId()}
 	}
 	return s.Service.Delete(ctx, req)
+}
+
+// TestContextCasesFailAStageBlindToTools: a context stage whose guard counts only the counters
+// the request gives, not the tools it offers (the orchestrator sends no schema counter: the
+// stage counts the tools), fails the kit's guard-counts-tools case, saying why; it passed the
+// table, whose guard case gave the schema counter.
+func TestContextCasesFailAStageBlindToTools(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		contextv1.RegisterContextServiceServer(s, toolBlind{assembly.New(assembly.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "context", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	if res := verdicts["guard-counts-tools"]; res.Pass || !strings.Contains(res.Reason, "guard schema 0, schema_tokens 0") {
+		t.Errorf("guard-counts-tools: pass=%v %q, want a failure saying the schemas were not counted", res.Pass, res.Reason)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" && res.Case != "guard-counts-tools" {
+			t.Errorf("%s failed: %s", res.Case, res.Reason)
+		}
+	}
+}
+
+// toolBlind is the project's context stage behind a front that drops the request's tools.
+type toolBlind struct{ *assembly.Service }
+
+func (s toolBlind) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	req.Tools = nil
+	return s.Service.Assemble(ctx, req)
 }
