@@ -128,6 +128,30 @@ var contextCases = []testCase{
 			}
 			return nil
 		}},
+	{"guard-ratio", "with force_synthesis_at_ratio 0.5 of a window of 2000, a projection of 1100 (within the limit of 1500) is FORCE_FINAL, one of 500 OK",
+		func(ctx context.Context, k *kit) error {
+			history := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}
+			for _, tc := range []struct {
+				newTokens int64
+				verdict   typev1.GuardVerdict
+			}{{100, typev1.GuardVerdict_GUARD_VERDICT_OK}, {700, typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL}} {
+				resp, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
+					History: history, MaxTokens: 1000, RunId: k.id("run"),
+					Counters:      &typev1.GuardCounters{Ctx: 300, Pending: 50, New: tc.newTokens, Schema: 50},
+					ContextWindow: 2000, ContextWindowBufferTokens: 200, MaxOutputTokens: 300, ForceSynthesisAtRatio: 0.5})
+				if err != nil {
+					return wantOK(err)
+				}
+				switch g := resp.GetGuard(); {
+				case g == nil:
+					return fmt.Errorf("no guard, though context_window was set")
+				case g.GetVerdict() != tc.verdict:
+					return fmt.Errorf("guard verdict %s for projected %d (limit %d) with force_synthesis_at_ratio 0.5 of 2000, want %s",
+						g.GetVerdict(), g.GetProjected(), g.GetLimit(), tc.verdict)
+				}
+			}
+			return nil
+		}},
 	{"guard-counts-tools", "counters without schema: the guard counts the offered tools' schemas itself, for the tools of each request (FORCE_FINAL with a tool whose schema holds 1500 words offered, OK with the calculator alone)",
 		func(ctx context.Context, k *kit) error {
 			history := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}

@@ -405,3 +405,34 @@ func (s toolBlind) Assemble(ctx context.Context, req *contextv1.AssembleRequest)
 	req.Tools = nil
 	return s.Service.Assemble(ctx, req)
 }
+
+// TestContextCasesFailAStageWithoutTheRatio: a context stage that ignores
+// force_synthesis_at_ratio, which the orchestrator leaves to it, fails the kit's guard-ratio
+// case, saying why; it passed the table, which never set the ratio.
+func TestContextCasesFailAStageWithoutTheRatio(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		contextv1.RegisterContextServiceServer(s, ratioBlind{assembly.New(assembly.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "context", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	if res := verdicts["guard-ratio"]; res.Pass || !strings.Contains(res.Reason, "guard verdict GUARD_VERDICT_OK for projected 1100") {
+		t.Errorf("guard-ratio: pass=%v %q, want a failure saying the guard let 1100 pass", res.Pass, res.Reason)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" && res.Case != "guard-ratio" {
+			t.Errorf("%s failed: %s", res.Case, res.Reason)
+		}
+	}
+}
+
+// ratioBlind is the project's context stage behind a front that drops the request's
+// force_synthesis_at_ratio.
+type ratioBlind struct{ *assembly.Service }
+
+func (s ratioBlind) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	req.ForceSynthesisAtRatio = 0
+	return s.Service.Assemble(ctx, req)
+}
