@@ -12,6 +12,7 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -435,4 +436,33 @@ type ratioBlind struct{ *assembly.Service }
 func (s ratioBlind) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
 	req.ForceSynthesisAtRatio = 0
 	return s.Service.Assemble(ctx, req)
+}
+
+// TestPlanningCasesFailAStageThatNamesNothing: a planning stage that refuses invalid input
+// as INVALID_INPUT with a message naming nothing ("invalid request") fails the kit's
+// duplicate-step-id case, which must see the repeated id named; it passed, since the id the
+// case looked for, "id", is in the word "invalid".
+func TestPlanningCasesFailAStageThatNamesNothing(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		planningv1.RegisterPlanningServiceServer(s, namesNothing{planning.New(planning.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "planning", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["duplicate-step-id"]; res.Pass || !strings.Contains(res.Reason, `the message does not name "twice"`) {
+		t.Errorf("duplicate-step-id: pass=%v %q, want a failure saying the message does not name the id", res.Pass, res.Reason)
+	}
+}
+
+// namesNothing is the project's planning stage behind a front that words every INVALID_INPUT
+// failure "invalid request".
+type namesNothing struct{ *planning.Service }
+
+func (s namesNothing) Plan(ctx context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+	resp, err := s.Service.Plan(ctx, req)
+	if err != nil && errors.Is(stageerr.FromError(err), stageerr.ErrInvalidInput) {
+		return nil, stageerr.Invalid("invalid request")
+	}
+	return resp, err
 }
