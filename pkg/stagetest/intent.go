@@ -3,6 +3,7 @@ package stagetest
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -10,7 +11,7 @@ import (
 )
 
 var intentCases = []testCase{
-	{"goal-and-task-type", "a plain request gets a non-empty goal, a task type (not unspecified) and a known tool policy",
+	{"goal-and-task-type", "a plain request gets a goal that is not blank, a task type (not unspecified) and a known tool policy",
 		func(ctx context.Context, k *kit) error {
 			resp, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{
 				Message: "What is 6 times 7?", ConversationId: k.id("conversation"), UserId: k.id("user"),
@@ -20,7 +21,7 @@ var intentCases = []testCase{
 			}
 			return checkIntent(resp)
 		}},
-	{"goal-never-empty", "a message of one word still gets a non-empty goal",
+	{"goal-never-empty", "a message of one word still gets a goal that is not blank",
 		func(ctx context.Context, k *kit) error {
 			resp, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{
 				Message: "Hello", ConversationId: k.id("conversation"), RunId: k.id("run")})
@@ -77,11 +78,14 @@ var intentCases = []testCase{
 		}},
 }
 
-// checkIntent returns how a parse breaks the intent contract's guarantees.
+// checkIntent returns how a parse breaks the intent contract's guarantees: a goal that is
+// not blank (the orchestrator ends a run whose intent has a blank goal
+// STAGE_CONTRACT_VIOLATION), a task type, a known tool policy, a clarification question
+// when one is needed.
 func checkIntent(resp *intentv1.ParseResponse) error {
 	var p problems
-	if resp.GetGoal() == "" {
-		p.addf("the goal is empty")
+	if strings.TrimSpace(resp.GetGoal()) == "" {
+		p.addf("the goal %q is empty", resp.GetGoal())
 	}
 	if t := resp.GetTaskType(); t == intentv1.TaskType_TASK_TYPE_UNSPECIFIED || intentv1.TaskType_name[int32(t)] == "" {
 		p.addf("task_type %s, want question, action, creative or analysis", t)

@@ -11,6 +11,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/assembly"
+	"github.com/agentmesh/agentmesh/services/intent"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
@@ -463,6 +465,36 @@ func (s namesNothing) Plan(ctx context.Context, req *planningv1.PlanRequest) (*p
 	resp, err := s.Service.Plan(ctx, req)
 	if err != nil && errors.Is(stageerr.FromError(err), stageerr.ErrInvalidInput) {
 		return nil, stageerr.Invalid("invalid request")
+	}
+	return resp, err
+}
+
+// TestIntentCasesFailAStageWithABlankGoal: an intent stage whose goal is blank (a model that
+// answered a newline) fails the kit's goal cases, as the orchestrator ends such a run
+// STAGE_CONTRACT_VIOLATION; only an empty goal failed them.
+func TestIntentCasesFailAStageWithABlankGoal(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		intentv1.RegisterIntentServiceServer(s, blankGoal{intent.New(intent.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "intent", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	for _, name := range []string{"goal-and-task-type", "goal-never-empty"} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, `the goal "\n" is empty`) {
+			t.Errorf("%s: pass=%v %q, want a failure saying the goal is empty", name, res.Pass, res.Reason)
+		}
+	}
+}
+
+// blankGoal is the project's intent stage behind a front that blanks every goal.
+type blankGoal struct{ *intent.Service }
+
+func (s blankGoal) Parse(ctx context.Context, req *intentv1.ParseRequest) (*intentv1.ParseResponse, error) {
+	resp, err := s.Service.Parse(ctx, req)
+	if err == nil {
+		resp.Goal = "\n"
 	}
 	return resp, err
 }
