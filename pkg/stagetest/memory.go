@@ -8,6 +8,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -120,13 +121,14 @@ var memoryCases = []testCase{
 			}
 			return nil
 		}},
-	{"save-and-get-run", "a saved run result is read back by its run id with its owner",
+	{"save-and-get-run", "a saved run result is read back by its run id with its owner and its transcript",
 		func(ctx context.Context, k *kit) error {
 			user, runID := k.id("user-run"), k.id("run")
 			c, actx := memoryv1.NewMemoryServiceClient(k.conn), auth.OutgoingUser(ctx, user)
+			saved := savedTranscript()
 			_, err := c.SaveRun(actx, &memoryv1.SaveRunRequest{UserId: user, Result: &typev1.RunResult{
 				RunId: runID, Outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, ExitReason: "COMPLETED", Success: true,
-				FinalReport: &typev1.FinalReport{Content: "42"}}})
+				FinalReport: &typev1.FinalReport{Content: "42"}, Transcript: saved}})
 			if err != nil {
 				return wantOK(err)
 			}
@@ -137,6 +139,11 @@ var memoryCases = []testCase{
 			if got.GetResult().GetRunId() != runID || got.GetUserId() != user || got.GetResult().GetFinalReport().GetContent() != "42" {
 				return fmt.Errorf("GetRun answered run %q of user %q with report %q, want %q of %q with 42",
 					got.GetResult().GetRunId(), got.GetUserId(), got.GetResult().GetFinalReport().GetContent(), runID, user)
+			}
+			entries := got.GetResult().GetTranscript()
+			if len(entries) != len(saved) || transcript.Verify(entries) != nil || entries[len(entries)-1].GetHash() != saved[len(saved)-1].GetHash() {
+				return fmt.Errorf("GetRun answered a transcript of %d entries, want the %d saved with the run, as they were (the public API's GetRun reads a finished run's transcript here)",
+					len(entries), len(saved))
 			}
 			return nil
 		}},
@@ -184,6 +191,15 @@ func store(ctx context.Context, k *kit, user string) (string, error) {
 			resp.GetStored(), resp.GetMemoryId(), resp.GetRelevanceScore())
 	}
 	return resp.GetMemoryId(), nil
+}
+
+// savedTranscript is the transcript of the run the kit saves: two entries of a chain.
+func savedTranscript() []*typev1.TranscriptEntry {
+	chain := transcript.NewChain("stagetest", "")
+	conversation := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7?"}}
+	first := chain.Append(typev1.RunState_RUN_STATE_PRECHECK, "PRECHECK", "", nil, nil, "contract feasible", conversation)
+	conversation = append(conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "42"})
+	return []*typev1.TranscriptEntry{first, chain.Append(typev1.RunState_RUN_STATE_TERMINATE, "TERMINATE", "", nil, nil, "42", conversation)}
 }
 
 // search returns the ids of user's memories a search for fact's words finds.

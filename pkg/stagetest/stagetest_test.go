@@ -498,3 +498,28 @@ func (s blankGoal) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inte
 	}
 	return resp, err
 }
+
+// TestMemoryCasesFailAStageThatDropsTranscripts: a memory stage that keeps a saved run's
+// result without its transcript fails the kit's save-and-get-run case, saying why; it passed
+// the case, whose run had no transcript.
+func TestMemoryCasesFailAStageThatDropsTranscripts(t *testing.T) {
+	svc := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = svc.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { memoryv1.RegisterMemoryServiceServer(s, dropsTranscripts{svc}) })
+	report, err := stagetest.Run(t.Context(), "memory", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["save-and-get-run"]; res.Pass || !strings.Contains(res.Reason, "a transcript of 0 entries, want the 2 saved") {
+		t.Errorf("save-and-get-run: pass=%v %q, want a failure saying the transcript is gone", res.Pass, res.Reason)
+	}
+}
+
+// dropsTranscripts is the project's memory stage behind a front that saves a run's result
+// without its transcript.
+type dropsTranscripts struct{ *memory.Service }
+
+func (s dropsTranscripts) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*memoryv1.SaveRunResponse, error) {
+	req.GetResult().Transcript = nil
+	return s.Service.SaveRun(ctx, req)
+}
