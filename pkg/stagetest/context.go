@@ -202,7 +202,8 @@ var contextCases = []testCase{
 }
 
 // checkAssembled returns how an assembly of history breaks the context contract: the context
-// fits maxTokens, keeps every system message of the history and its newest message, keeps
+// fits maxTokens (its token_count says so, and its messages hold no more than two words a
+// token, which any tokenizer's count of them keeps), keeps every system message of the history and its newest message, keeps
 // the history's order, and holds no call without its result nor a result without its call.
 func checkAssembled(resp *contextv1.AssembleResponse, history []*typev1.Message, maxTokens int64) error {
 	var p problems
@@ -211,6 +212,9 @@ func checkAssembled(resp *contextv1.AssembleResponse, history []*typev1.Message,
 	}
 	if n := resp.GetTokenCount(); n > maxTokens || n <= 0 {
 		p.addf("token_count %d, want between 1 and max_tokens %d", n, maxTokens)
+	}
+	if words := wordCount(resp.GetMessages()); words > 2*maxTokens {
+		p.addf("the messages hold %d words, more than twice max_tokens %d: they do not fit it, whatever token_count (%d) says", words, maxTokens, resp.GetTokenCount())
 	}
 	kept := keptHistory(resp, history)
 	for i, m := range history {
@@ -271,6 +275,15 @@ func keptHistory(resp *contextv1.AssembleResponse, history []*typev1.Message) []
 		}
 	}
 	return kept
+}
+
+// wordCount is the number of words of msgs' contents.
+func wordCount(msgs []*typev1.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += int64(len(strings.Fields(m.GetContent())))
+	}
+	return n
 }
 
 // toolNames names tools.

@@ -523,3 +523,33 @@ func (s dropsTranscripts) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequ
 	req.GetResult().Transcript = nil
 	return s.Service.SaveRun(ctx, req)
 }
+
+// TestContextCasesFailAStageThatUndercounts: a context stage that fits the history into four
+// times max_tokens and reports a token_count within max_tokens fails the kit's
+// recency-within-budget case, saying why; it passed, as the kit took token_count on trust.
+func TestContextCasesFailAStageThatUndercounts(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		contextv1.RegisterContextServiceServer(s, undercounts{assembly.New(assembly.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "context", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["recency-within-budget"]; res.Pass || !strings.Contains(res.Reason, "more than twice max_tokens 800") {
+		t.Errorf("recency-within-budget: pass=%v %q, want a failure saying the messages do not fit", res.Pass, res.Reason)
+	}
+}
+
+// undercounts is the project's context stage behind a front that assembles within four times
+// max_tokens and reports at most max_tokens.
+type undercounts struct{ *assembly.Service }
+
+func (s undercounts) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	budget := req.GetMaxTokens()
+	req.MaxTokens *= 4
+	resp, err := s.Service.Assemble(ctx, req)
+	if err == nil {
+		resp.TokenCount = min(resp.GetTokenCount(), budget)
+	}
+	return resp, err
+}
