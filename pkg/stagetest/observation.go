@@ -54,17 +54,21 @@ var observationCases = []testCase{
 			}
 			return p.err()
 		}},
-	{"failure-readable", "a failed execution is observed as a readable failure holding its reason, success false",
+	{"failure-readable", "a failed execution is observed as a readable failure holding its reason, success false, should_continue (only a final report ends the loop)",
 		func(ctx context.Context, k *kit) error {
 			resp, err := observe(ctx, k, &observationv1.ObserveRequest{ToolName: "calculator", Status: typev1.ToolStatus_TOOL_STATUS_ERROR,
 				Error: "division by zero", RunId: k.id("run")})
 			if err != nil {
 				return wantOK(err)
 			}
+			var p problems
 			if resp.GetSuccess() || !strings.Contains(resp.GetObservation(), "division by zero") {
-				return fmt.Errorf("success=%v observation %q, want success false and the reason in the observation", resp.GetSuccess(), resp.GetObservation())
+				p.addf("success=%v observation %q, want success false and the reason in the observation", resp.GetSuccess(), resp.GetObservation())
 			}
-			return nil
+			if !resp.GetShouldContinue() {
+				p.addf("should_continue false after a failed calculator: the orchestrator would make the next turn final, so the model could not try again")
+			}
+			return p.err()
 		}},
 	{"json-structured", "a JSON object result is parsed into structured",
 		func(ctx context.Context, k *kit) error {

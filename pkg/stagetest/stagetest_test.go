@@ -13,6 +13,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentmesh/agentmesh/services/assembly"
 	"github.com/agentmesh/agentmesh/services/intent"
 	"github.com/agentmesh/agentmesh/services/memory"
+	"github.com/agentmesh/agentmesh/services/observation"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -550,6 +552,35 @@ func (s undercounts) Assemble(ctx context.Context, req *contextv1.AssembleReques
 	resp, err := s.Service.Assemble(ctx, req)
 	if err == nil {
 		resp.TokenCount = min(resp.GetTokenCount(), budget)
+	}
+	return resp, err
+}
+
+// TestObservationCasesFailAStageThatStopsOnFailure: an observation stage that answers
+// should_continue false for a failed tool, which makes the orchestrator's next turn final,
+// fails the kit's failure-readable case, saying why; it passed, as the case read only success
+// and the observation.
+func TestObservationCasesFailAStageThatStopsOnFailure(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		observationv1.RegisterObservationServiceServer(s, stopsOnFailure{observation.New(observation.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "observation", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["failure-readable"]; res.Pass || !strings.Contains(res.Reason, "should_continue false after a failed calculator") {
+		t.Errorf("failure-readable: pass=%v %q, want a failure saying should_continue is false", res.Pass, res.Reason)
+	}
+}
+
+// stopsOnFailure is the project's observation stage behind a front that ends the loop after
+// a failed tool.
+type stopsOnFailure struct{ *observation.Service }
+
+func (s stopsOnFailure) Observe(ctx context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	resp, err := s.Service.Observe(ctx, req)
+	if err == nil && !resp.GetSuccess() {
+		resp.ShouldContinue = false
 	}
 	return resp, err
 }
