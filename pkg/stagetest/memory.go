@@ -149,13 +149,16 @@ var memoryCases = []testCase{
 		}},
 	{"unknown-run", "GetRun of an unknown run is NOT_FOUND",
 		func(ctx context.Context, k *kit) error {
-			_, err := memoryv1.NewMemoryServiceClient(k.conn).GetRun(ctx, &memoryv1.GetRunRequest{RunId: k.id("no-such-run")})
+			_, err := memoryv1.NewMemoryServiceClient(k.conn).GetRun(auth.OutgoingUser(ctx, k.id("user-run")), &memoryv1.GetRunRequest{RunId: k.id("no-such-run")})
 			return wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
 		}},
-	{"empty-user", "Store without user_id is INVALID_ARGUMENT naming user_id",
+	{"empty-user", "Store for no user (no user_id, no agentmesh-user) is INVALID_ARGUMENT naming user_id, or UNAUTHENTICATED where memory isolation is enforced",
 		func(ctx context.Context, k *kit) error {
 			_, err := memoryv1.NewMemoryServiceClient(k.conn).Store(ctx, &memoryv1.StoreRequest{
 				Content: &typev1.Message{Role: typev1.Role_ROLE_USER, Content: fact}})
+			if status.Code(err) == codes.Unauthenticated {
+				return wantFailure(err, codes.Unauthenticated, typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED)
+			}
 			return wantInvalid(err, "user_id")
 		}},
 	{"empty-content", "Store without content is INVALID_ARGUMENT naming content",

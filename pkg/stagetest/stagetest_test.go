@@ -584,3 +584,22 @@ func (s stopsOnFailure) Observe(ctx context.Context, req *observationv1.ObserveR
 	}
 	return resp, err
 }
+
+// TestMemoryCasesPassAStageThatEnforcesIsolation: the project's memory stage enforcing memory
+// isolation (memory.Options.RequireUser, set when the public API authenticates its callers)
+// passes every case: it failed unknown-run and empty-user, whose calls named no user
+// (UNAUTHENTICATED), although the kit's calls name their user, as the orchestrator's do.
+func TestMemoryCasesPassAStageThatEnforcesIsolation(t *testing.T) {
+	svc := memory.New(memory.Options{RequireUser: true})
+	t.Cleanup(func() { _ = svc.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { memoryv1.RegisterMemoryServiceServer(s, svc) })
+	report, err := stagetest.Run(t.Context(), "memory", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" {
+			t.Errorf("%s failed: %s", res.Case, res.Reason)
+		}
+	}
+}
