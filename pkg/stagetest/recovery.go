@@ -15,6 +15,7 @@ const maxBackoffMs = 60_000
 var (
 	targetA = &typev1.Target{Provider: "a", Model: "m"}
 	targetB = &typev1.Target{Provider: "b", Model: "m"}
+	targetC = &typev1.Target{Provider: "c", Model: "m"}
 )
 
 var recoveryCases = []testCase{
@@ -35,6 +36,30 @@ var recoveryCases = []testCase{
 		nextTargetAtOnce(typev1.ErrorClass_ERROR_CLASS_TIMEOUT)},
 	{"server-next-target", "a provider's server error goes to the next target at once, without backoff (seed 000 §3)",
 		nextTargetAtOnce(typev1.ErrorClass_ERROR_CLASS_SERVER)},
+	{"rejected-targets-avoided", "a target that refused the turn's request as invalid is never chosen again: a server error of A goes to C when B refused, and a refusal by A when B refused too ends the turn (no retry or fallback on them)",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: generationFailure(typev1.ErrorClass_ERROR_CLASS_SERVER), Stage: "generation",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetA, Targets: []*typev1.Target{targetA, targetB, targetC},
+					RejectedTargets: []*typev1.Target{targetB}}})
+			if err != nil {
+				return err
+			}
+			if t := d.GetModifiedAction().GetTarget(); !isRetry(d) || t.GetProvider() != targetC.GetProvider() {
+				return fmt.Errorf("server error of a/m with b/m refused: strategy %s to %s/%s, want the next target that has not refused, c/m",
+					d.GetStrategy(), t.GetProvider(), t.GetModel())
+			}
+			d, err = ask(ctx, k, &recoveryv1.DecideRequest{Error: generationFailure(typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST), Stage: "generation",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetA, Targets: []*typev1.Target{targetA, targetB},
+					RejectedTargets: []*typev1.Target{targetB}}})
+			if err != nil {
+				return err
+			}
+			if t := d.GetModifiedAction().GetTarget(); isRetry(d) {
+				return fmt.Errorf("a/m refused the request and b/m had: strategy %s to %s/%s, want no retry or fallback (every target refused)",
+					d.GetStrategy(), t.GetProvider(), t.GetModel())
+			}
+			return nil
+		}},
 	{"timeout-longer", "a timed-out idempotent tool is retried with a longer timeout",
 		func(ctx context.Context, k *kit) error {
 			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action",
@@ -115,6 +140,11 @@ var recoveryCases = []testCase{
 				Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR), Stage: "action", RetryCount: -1})
 			return wantInvalid(err, "retry_count")
 		}},
+}
+
+// isRetry says whether d tries the action again, as it was or changed: retry or fallback.
+func isRetry(d *recoveryv1.DecideResponse) bool {
+	return d.GetStrategy() == recoveryv1.Strategy_STRATEGY_RETRY || d.GetStrategy() == recoveryv1.Strategy_STRATEGY_FALLBACK
 }
 
 func failure(code typev1.StageErrorCode) *typev1.StageError {

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -602,4 +603,41 @@ func TestMemoryCasesPassAStageThatEnforcesIsolation(t *testing.T) {
 			t.Errorf("%s failed: %s", res.Case, res.Reason)
 		}
 	}
+}
+
+// TestRecoveryCasesFailAStageThatForgetsRefusals: a recovery stage that sends a failed model
+// request to the next target round-robin, whether or not that target refused the turn's
+// request as invalid, fails the kit's rejected-targets-avoided case, saying why; it passed the
+// table, whose requests named no refused target.
+func TestRecoveryCasesFailAStageThatForgetsRefusals(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { recoveryv1.RegisterRecoveryServiceServer(s, roundRobin{}) })
+	report, err := stagetest.Run(t.Context(), "recovery", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	if res := verdicts["rejected-targets-avoided"]; res.Pass || !strings.Contains(res.Reason, "strategy STRATEGY_FALLBACK to b/m, want the next target that has not refused") {
+		t.Errorf("rejected-targets-avoided: pass=%v %q, want a failure saying b/m refused", res.Pass, res.Reason)
+	}
+	for _, name := range []string{"network-next-target", "server-next-target"} {
+		if res := verdicts[name]; !res.Pass {
+			t.Errorf("%s failed: %s", name, res.Reason)
+		}
+	}
+}
+
+// roundRobin is a recovery stage that falls back to the next of the run's targets on every
+// failure of the model, at once.
+type roundRobin struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (roundRobin) Decide(_ context.Context, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	targets := req.GetState().GetTargets()
+	i := slices.IndexFunc(targets, func(t *typev1.Target) bool { return proto.Equal(t, req.GetState().GetTarget()) })
+	if req.GetStage() != "generation" || len(targets) == 0 {
+		return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
+	}
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_FALLBACK, UserMessage: "Trying another model.",
+		ModifiedAction: &recoveryv1.ModifiedAction{Target: targets[(i+1)%len(targets)]}}, nil
 }
