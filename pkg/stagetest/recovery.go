@@ -16,6 +16,8 @@ var (
 	targetA = &typev1.Target{Provider: "a", Model: "m"}
 	targetB = &typev1.Target{Provider: "b", Model: "m"}
 	targetC = &typev1.Target{Provider: "c", Model: "m"}
+	// fallbackTarget is the run's simpler model (config models.fallback).
+	fallbackTarget = &typev1.Target{Provider: "simple", Model: "small"}
 )
 
 var recoveryCases = []testCase{
@@ -57,6 +59,20 @@ var recoveryCases = []testCase{
 			if t := d.GetModifiedAction().GetTarget(); isRetry(d) {
 				return fmt.Errorf("a/m refused the request and b/m had: strategy %s to %s/%s, want no retry or fallback (every target refused)",
 					d.GetStrategy(), t.GetProvider(), t.GetModel())
+			}
+			return nil
+		}},
+	{"fallback-model", "a model failure on the turn's last attempt goes to state.fallback_target, the run's simpler model, at once (seed 003: LLM error, fallback to a simpler model)",
+		func(ctx context.Context, k *kit) error {
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: generationFailure(typev1.ErrorClass_ERROR_CLASS_SERVER), Stage: "generation", RetryCount: 2,
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetB, Targets: []*typev1.Target{targetA, targetB},
+					LastAttempt: true, FallbackTarget: fallbackTarget}})
+			if err != nil {
+				return err
+			}
+			if t := d.GetModifiedAction().GetTarget(); !isRetry(d) || t.GetProvider() != fallbackTarget.GetProvider() || t.GetModel() != fallbackTarget.GetModel() || d.GetBackoffMs() != 0 {
+				return fmt.Errorf("strategy %s to %s/%s after %d ms, want a fallback to the fallback target %s/%s at once",
+					d.GetStrategy(), t.GetProvider(), t.GetModel(), d.GetBackoffMs(), fallbackTarget.GetProvider(), fallbackTarget.GetModel())
 			}
 			return nil
 		}},

@@ -641,3 +641,41 @@ func (roundRobin) Decide(_ context.Context, req *recoveryv1.DecideRequest) (*rec
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_FALLBACK, UserMessage: "Trying another model.",
 		ModifiedAction: &recoveryv1.ModifiedAction{Target: targets[(i+1)%len(targets)]}}, nil
 }
+
+// TestRecoveryCasesFailAStageWithoutFallback: a recovery stage that gives up after the turn's
+// last attempt without trying the run's fallback model fails the kit's fallback-model case,
+// saying why; it passed the table, which named no fallback model.
+func TestRecoveryCasesFailAStageWithoutFallback(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { recoveryv1.RegisterRecoveryServiceServer(s, patient{}) })
+	report, err := stagetest.Run(t.Context(), "recovery", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	for name, want := range map[string]string{
+		"fallback-model": "strategy STRATEGY_ABORT to / after 0 ms, want a fallback to the fallback target simple/small",
+	} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+}
+
+// patient is a recovery stage that retries a rate-limited model request on the same target
+// after its Retry-After, falls back to the next target at once after any other failure of the
+// model but on the turn's last attempt, and aborts otherwise.
+type patient struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (patient) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	state := req.GetState()
+	if req.GetError().GetErrorClass() == typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED {
+		return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, UserMessage: "Waiting.",
+			BackoffMs: min(req.GetError().GetRetryAfterMs(), 60_000), ModifiedAction: &recoveryv1.ModifiedAction{Target: state.GetTarget()}}, nil
+	}
+	if req.GetStage() == "generation" && !state.GetLastAttempt() {
+		return roundRobin{}.Decide(ctx, req)
+	}
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
+}
