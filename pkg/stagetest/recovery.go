@@ -76,6 +76,20 @@ var recoveryCases = []testCase{
 			}
 			return nil
 		}},
+	{"wait-outlasts-run", "a rate limit whose Retry-After (30 s) is longer than the run has left (1 s) is not waited for",
+		func(ctx context.Context, k *kit) error {
+			e := generationFailure(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
+			e.RetryAfterMs = 30_000
+			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: e, Stage: "generation",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetA, Targets: []*typev1.Target{targetA}, TimeLeftMs: 1000}})
+			if err != nil {
+				return err
+			}
+			if isRetry(d) && d.GetBackoffMs() >= 1000 {
+				return fmt.Errorf("strategy %s after %d ms, and the run has 1000 ms left: the run would time out waiting", d.GetStrategy(), d.GetBackoffMs())
+			}
+			return nil
+		}},
 	{"timeout-longer", "a timed-out idempotent tool is retried with a longer timeout",
 		func(ctx context.Context, k *kit) error {
 			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_TIMEOUT), Stage: "action",

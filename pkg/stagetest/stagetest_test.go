@@ -679,3 +679,18 @@ func (patient) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*reco
 	}
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: "Giving up."}, nil
 }
+
+// TestRecoveryCasesFailAStageThatOutwaitsTheRun: a recovery stage that waits out a rate limit
+// however long the run has left fails the kit's wait-outlasts-run case, saying why; it passed
+// the table, which never said how long the run had left.
+func TestRecoveryCasesFailAStageThatOutwaitsTheRun(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { recoveryv1.RegisterRecoveryServiceServer(s, patient{}) })
+	report, err := stagetest.Run(t.Context(), "recovery", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "strategy STRATEGY_RETRY after 30000 ms, and the run has 1000 ms left"
+	if res := byCase(report)["wait-outlasts-run"]; res.Pass || !strings.Contains(res.Reason, want) {
+		t.Errorf("wait-outlasts-run: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
+	}
+}
