@@ -48,6 +48,27 @@ var contextCases = []testCase{
 			}
 			return nil
 		}},
+	{"current-step-shown", "with room to spare, the current step's description is in the assembled context, with the history kept",
+		func(ctx context.Context, k *kit) error {
+			history := []*typev1.Message{
+				{Role: typev1.Role_ROLE_SYSTEM, Content: "You are a helpful assistant."},
+				{Role: typev1.Role_ROLE_USER, Content: "What is 6 times 7, and what time is it?"},
+			}
+			step := &typev1.Step{Id: "step-1", Description: "Multiply six by seven with the calculator", ToolName: "calculator"}
+			resp, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
+				History: history, MaxTokens: 2000, RunId: k.id("run"), CurrentStep: step,
+				Plan: []*typev1.StepProgress{{Step: step, State: typev1.StepState_STEP_STATE_PENDING}}})
+			if err != nil {
+				return wantOK(err)
+			}
+			if err := checkAssembled(resp, history, 2000); err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(resp.GetMessages(), func(m *typev1.Message) bool { return strings.Contains(m.GetContent(), step.GetDescription()) }) {
+				return fmt.Errorf("no message holds the current step's description %q: the model would not know which step of the plan it works on", step.GetDescription())
+			}
+			return nil
+		}},
 	{"overflow", "a system message far over max_tokens is CONTEXT_OVERFLOW (RESOURCE_EXHAUSTED)",
 		func(ctx context.Context, k *kit) error {
 			_, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{

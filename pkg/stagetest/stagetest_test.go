@@ -694,3 +694,28 @@ func TestRecoveryCasesFailAStageThatOutwaitsTheRun(t *testing.T) {
 		t.Errorf("wait-outlasts-run: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
 	}
 }
+
+// TestContextCasesFailAStageWithoutTheStep: a context stage that leaves the current step out
+// of the context fails the kit's current-step-shown case, saying why; it passed the table,
+// which never named a step.
+func TestContextCasesFailAStageWithoutTheStep(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		contextv1.RegisterContextServiceServer(s, stepBlind{assembly.New(assembly.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "context", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["current-step-shown"]; res.Pass || !strings.Contains(res.Reason, "no message holds the current step's description") {
+		t.Errorf("current-step-shown: pass=%v %q, want a failure saying the step is missing", res.Pass, res.Reason)
+	}
+}
+
+// stepBlind is the project's context stage behind a front that drops the request's step and
+// plan.
+type stepBlind struct{ *assembly.Service }
+
+func (s stepBlind) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	req.CurrentStep, req.Plan = nil, nil
+	return s.Service.Assemble(ctx, req)
+}
