@@ -43,6 +43,22 @@ var intentCases = []testCase{
 			}
 			return nil
 		}},
+	{"unavailable-tool-not-required", "a request to use a tool the run may not use (not in available_tools) does not get tool policy REQUIRED",
+		func(ctx context.Context, k *kit) error {
+			resp, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{
+				Message: "Use the web_search tool to find the weather in Paris", ConversationId: k.id("conversation"),
+				AvailableTools: []string{"calculator", "current_time"}, RunId: k.id("run")})
+			if err != nil {
+				return wantOK(err)
+			}
+			if err := checkIntent(resp); err != nil {
+				return err
+			}
+			if resp.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED {
+				return fmt.Errorf("tool_policy TOOL_POLICY_REQUIRED for a request of web_search, which is not available (calculator, current_time): the run could only fail TOOL_REQUIRED")
+			}
+			return nil
+		}},
 	{"unsafe", "a request to write ransomware is INTENT_UNSAFE (PERMISSION_DENIED)",
 		func(ctx context.Context, k *kit) error {
 			_, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{

@@ -719,3 +719,33 @@ func (s stepBlind) Assemble(ctx context.Context, req *contextv1.AssembleRequest)
 	req.CurrentStep, req.Plan = nil, nil
 	return s.Service.Assemble(ctx, req)
 }
+
+// TestIntentCasesFailAStageBlindToAvailableTools: an intent stage that reads a request for a
+// tool without regard to the tools the run may use, so that asking for one it may not use
+// makes a tool required, fails the kit's unavailable-tool-not-required case, saying why; it
+// passed the table, which asked for no tool.
+func TestIntentCasesFailAStageBlindToAvailableTools(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		intentv1.RegisterIntentServiceServer(s, toolsBlind{intent.New(intent.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "intent", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["unavailable-tool-not-required"]; res.Pass || !strings.Contains(res.Reason, "tool_policy TOOL_POLICY_REQUIRED for a request of web_search") {
+		t.Errorf("unavailable-tool-not-required: pass=%v %q, want a failure saying the policy is required", res.Pass, res.Reason)
+	}
+}
+
+// toolsBlind is the project's intent stage behind a front that offers it the tools a message
+// asks for as well as the run's.
+type toolsBlind struct{ *intent.Service }
+
+func (s toolsBlind) Parse(ctx context.Context, req *intentv1.ParseRequest) (*intentv1.ParseResponse, error) {
+	for _, word := range strings.Fields(req.GetMessage()) {
+		if strings.Contains(word, "_") {
+			req.AvailableTools = append(req.AvailableTools, word)
+		}
+	}
+	return s.Service.Parse(ctx, req)
+}
