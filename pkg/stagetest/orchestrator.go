@@ -12,13 +12,15 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 )
 
 // Limits of the public API's requests (README, "Limits").
 const (
-	maxMessageBytes = 64 << 10
-	maxUserIDBytes  = 256
+	maxMessageBytes     = 64 << 10
+	maxUserIDBytes      = 256
+	maxMemoriesPageSize = 500
 )
 
 // toolQuestion is a question the rules model answers with a calculator call, then with the
@@ -194,6 +196,11 @@ var orchestratorCases = []testCase{
 			}
 			return wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
 		}},
+	{"delete-unknown-memory", "DeleteMemory of a memory the caller does not hold is NOT_FOUND",
+		func(ctx context.Context, k *kit) error {
+			_, err := agent(k).DeleteMemory(ctx, &agentv1.DeleteMemoryRequest{MemoryId: uuid.NewString()})
+			return wantFailure(err, codes.NotFound, typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND)
+		}},
 	{"lists-builtins", "ListTools lists calculator and current_time, every tool with a unique non-empty name and an object input schema",
 		func(ctx context.Context, k *kit) error {
 			resp, err := agent(k).ListTools(ctx, &agentv1.ListToolsRequest{})
@@ -223,6 +230,11 @@ var orchestratorCases = []testCase{
 		invalidRun(&agentv1.RunRequest{Message: "hi", RunId: "stagetest.run"}, "run_id")},
 	{"history-without-role", "a history message without a role is INVALID_ARGUMENT naming history[0].role",
 		invalidRun(&agentv1.RunRequest{Message: "hi", History: []*typev1.Message{{Content: "x"}}}, "history[0].role")},
+	{"memories-page-size-over-limit", "a ListMemories page_size of 501 is INVALID_ARGUMENT naming page_size",
+		func(ctx context.Context, k *kit) error {
+			_, err := agent(k).ListMemories(ctx, &agentv1.ListMemoriesRequest{PageSize: maxMemoriesPageSize + 1})
+			return wantInvalid(err, "page_size")
+		}},
 	{"get-without-run-id", "GetRun without a run_id is INVALID_ARGUMENT naming run_id",
 		func(ctx context.Context, k *kit) error {
 			_, err := agent(k).GetRun(ctx, &agentv1.GetRunRequest{})

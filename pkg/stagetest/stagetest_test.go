@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
@@ -748,4 +749,39 @@ func (s toolsBlind) Parse(ctx context.Context, req *intentv1.ParseRequest) (*int
 		}
 	}
 	return s.Service.Parse(ctx, req)
+}
+
+// TestOrchestratorCasesFailAnAPIThatForwardsMemoryCalls: a public API that answers the memory
+// stage's deleted=false as a successful DeleteMemory and passes any ListMemories page_size on
+// fails the kit's delete-unknown-memory and memories-page-size-over-limit cases, saying why;
+// it passed the table, which had no memory case.
+func TestOrchestratorCasesFailAnAPIThatForwardsMemoryCalls(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { agentv1.RegisterAgentServiceServer(s, forwardsMemory{}) })
+	report, err := stagetest.Run(t.Context(), "orchestrator", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	for name, want := range map[string]string{
+		"delete-unknown-memory":         "answered OK, want NotFound with StageError NOT_FOUND",
+		"memories-page-size-over-limit": "answered OK, want InvalidArgument with StageError INVALID_INPUT",
+	} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+}
+
+// forwardsMemory is a public API whose memory calls answer what a memory stage without the
+// memory would: nothing listed, and a delete that deleted nothing, as a success.
+type forwardsMemory struct {
+	agentv1.UnimplementedAgentServiceServer
+}
+
+func (forwardsMemory) ListMemories(context.Context, *agentv1.ListMemoriesRequest) (*agentv1.ListMemoriesResponse, error) {
+	return &agentv1.ListMemoriesResponse{}, nil
+}
+
+func (forwardsMemory) DeleteMemory(_ context.Context, req *agentv1.DeleteMemoryRequest) (*agentv1.DeleteMemoryResponse, error) {
+	return &agentv1.DeleteMemoryResponse{MemoryId: req.GetMemoryId()}, nil
 }
