@@ -54,6 +54,20 @@ var observationCases = []testCase{
 			}
 			return p.err()
 		}},
+	{"no-limit", "max_bytes 0 means no limit: a result of 20000 bytes is observed whole, not truncated or summarised",
+		func(ctx context.Context, k *kit) error {
+			raw := strings.Repeat("0123456789", 2000)
+			resp, err := observe(ctx, k, &observationv1.ObserveRequest{RawResult: raw, ToolName: "calculator",
+				Status: typev1.ToolStatus_TOOL_STATUS_SUCCESS, RunId: k.id("run")})
+			if err != nil {
+				return wantOK(err)
+			}
+			if !strings.Contains(resp.GetObservation(), raw) || resp.GetTruncated() || resp.GetSummarized() {
+				return fmt.Errorf("observation of %d bytes (truncated=%v, summarized=%v), want the whole result of %d bytes",
+					len(resp.GetObservation()), resp.GetTruncated(), resp.GetSummarized(), len(raw))
+			}
+			return nil
+		}},
 	{"failure-readable", "a failed execution is observed as a readable failure holding its reason, success false, should_continue (only a final report ends the loop)",
 		func(ctx context.Context, k *kit) error {
 			resp, err := observe(ctx, k, &observationv1.ObserveRequest{ToolName: "calculator", Status: typev1.ToolStatus_TOOL_STATUS_ERROR,

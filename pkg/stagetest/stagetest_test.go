@@ -785,3 +785,31 @@ func (forwardsMemory) ListMemories(context.Context, *agentv1.ListMemoriesRequest
 func (forwardsMemory) DeleteMemory(_ context.Context, req *agentv1.DeleteMemoryRequest) (*agentv1.DeleteMemoryResponse, error) {
 	return &agentv1.DeleteMemoryResponse{MemoryId: req.GetMemoryId()}, nil
 }
+
+// TestObservationCasesFailAStageWithALimitOfItsOwn: an observation stage that truncates every
+// result to a limit of its own when the request sets none (max_bytes 0, which a run's
+// overrides.tool_response_max_bytes may ask for) fails the kit's no-limit case, saying why; it
+// passed the table, whose requests all set a limit or sent a small result.
+func TestObservationCasesFailAStageWithALimitOfItsOwn(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		observationv1.RegisterObservationServiceServer(s, limitOfItsOwn{observation.New(observation.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "observation", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["no-limit"]; res.Pass || !strings.Contains(res.Reason, "(truncated=true, summarized=false), want the whole result of 20000 bytes") {
+		t.Errorf("no-limit: pass=%v %q, want a failure saying the result was truncated", res.Pass, res.Reason)
+	}
+}
+
+// limitOfItsOwn is the project's observation stage behind a front that makes a request
+// without max_bytes one of 4096.
+type limitOfItsOwn struct{ *observation.Service }
+
+func (s limitOfItsOwn) Observe(ctx context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	if req.GetMaxBytes() == 0 {
+		req.MaxBytes = 4096
+	}
+	return s.Service.Observe(ctx, req)
+}
