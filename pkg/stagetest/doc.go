@@ -19,8 +19,9 @@
 // Some cases need what a deployment of the stage must provide:
 //
 //   - generation: the built-in deterministic provider "rules" (any model name), which answers
-//     without network; its arithmetic question with the calculator offered is answered with a
-//     calculator call, and Embed returns one vector per input. With Options.ProviderAddr
+//     without network; a greeting ("Hello") is answered with a message, its arithmetic
+//     question with the calculator offered with a calculator call, and Embed returns one
+//     vector per input. With Options.ProviderAddr
 //     (RunWith), a provider named ProviderName that sends to the kit's scripted provider, whose
 //     failures the stage must classify.
 //   - action: the built-in tools calculator (argument expression, a string) and current_time,

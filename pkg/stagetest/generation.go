@@ -39,14 +39,14 @@ var generationCases = []testCase{
 			}
 			return nil
 		}},
-	{"message-answer", "a greeting gets a canonical answer: a known type, content for a message",
+	{"message-answer", "a greeting gets a canonical answer: a message with content",
 		func(ctx context.Context, k *kit) error {
 			resp, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{
 				RunId: k.id("run"), Target: rulesTarget, Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
 			if err != nil {
 				return wantOK(err)
 			}
-			return checkAnswer(resp, nil)
+			return checkMessage(resp)
 		}},
 	{"tool-call", "arithmetic with the calculator offered is a tool call of the calculator with valid JSON arguments",
 		func(ctx context.Context, k *kit) error {
@@ -61,7 +61,7 @@ var generationCases = []testCase{
 			}
 			return checkAnswer(resp, []*typev1.Tool{calculatorTool})
 		}},
-	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last",
+	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last: for a greeting, a message with content",
 		func(ctx context.Context, k *kit) error {
 			_, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
 				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget,
@@ -69,7 +69,7 @@ var generationCases = []testCase{
 			if err != nil {
 				return err
 			}
-			return checkAnswer(final, nil)
+			return checkMessage(final)
 		}},
 	{"stream-omit-tool-call-deltas", "GenerateStream with omit_tool_call_deltas sends no tool-call delta, and the calls complete in the final answer",
 		func(ctx context.Context, k *kit) error {
@@ -185,6 +185,16 @@ func checkAnswer(resp *generationv1.GenerateResponse, offered []*typev1.Tool) er
 		}
 	}
 	return p.err()
+}
+
+// checkMessage returns how the answer to a greeting breaks the generation contract: it is a
+// message with content (an empty answer, RESPONSE_TYPE_DONE, is one the orchestrator can only
+// retry), and a canonical answer.
+func checkMessage(resp *generationv1.GenerateResponse) error {
+	if resp.GetType() != generationv1.ResponseType_RESPONSE_TYPE_MESSAGE {
+		return fmt.Errorf("type %s (content %q), want RESPONSE_TYPE_MESSAGE with content", resp.GetType(), resp.GetContent())
+	}
+	return checkAnswer(resp, nil)
 }
 
 // mustStruct converts a JSON-like value for a request.

@@ -24,6 +24,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/assembly"
+	"github.com/agentmesh/agentmesh/services/generation"
 	"github.com/agentmesh/agentmesh/services/intent"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/observation"
@@ -812,4 +813,45 @@ func (s limitOfItsOwn) Observe(ctx context.Context, req *observationv1.ObserveRe
 		req.MaxBytes = 4096
 	}
 	return s.Service.Observe(ctx, req)
+}
+
+// TestGenerationCasesFailAStageThatLosesTheText: a generation stage that answers a text answer
+// as RESPONSE_TYPE_DONE without its content (an answer the orchestrator can only retry) fails
+// the kit's message-answer and stream-final-last cases, saying why; it passed them, which
+// accepted any known type.
+func TestGenerationCasesFailAStageThatLosesTheText(t *testing.T) {
+	svc := generation.New(generation.Options{Providers: map[string]generation.Provider{"rules": generation.NewRules()}})
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { generationv1.RegisterGenerationServiceServer(s, losesText{svc}) })
+	report, err := stagetest.Run(t.Context(), "generation", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	for _, name := range []string{"message-answer", "stream-final-last"} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, `type RESPONSE_TYPE_DONE (content ""), want RESPONSE_TYPE_MESSAGE`) {
+			t.Errorf("%s: pass=%v %q, want a failure saying the answer is empty", name, res.Pass, res.Reason)
+		}
+	}
+	if res := verdicts["tool-call"]; !res.Pass {
+		t.Errorf("tool-call failed: %s", res.Reason)
+	}
+}
+
+// losesText is the project's generation stage behind a front that empties every text answer.
+type losesText struct{ *generation.Service }
+
+func (s losesText) Generate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
+	resp, err := s.Service.Generate(ctx, req)
+	if err == nil && resp.GetType() == generationv1.ResponseType_RESPONSE_TYPE_MESSAGE {
+		resp.Type, resp.Content = generationv1.ResponseType_RESPONSE_TYPE_DONE, ""
+	}
+	return resp, err
+}
+
+func (s losesText) GenerateStream(req *generationv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]) error {
+	resp, err := s.Generate(stream.Context(), req.GetRequest())
+	if err != nil {
+		return err
+	}
+	return stream.Send(&generationv1.GenerateStreamResponse{Chunk: &generationv1.GenerateStreamResponse_Final{Final: resp}})
 }
