@@ -39,14 +39,20 @@ func (e *Error) Error() string {
 	return strings.ToValidUTF8(e.Msg, "\uFFFD")
 }
 
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Cause }
+// Unwrap returns the cause (none of a nil *Error).
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Cause
+}
 
 // Is reports whether target is an *Error with the same code (and the same class when the
-// target names one), so errors.Is(err, ErrToolNotFound) works on any error of that code.
+// target names one), so errors.Is(err, ErrToolNotFound) works on any error of that code. A nil
+// *Error (FromError of nil) is no error of any code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	if !ok {
+	if !ok || e == nil {
 		return false
 	}
 	return t.Code == e.Code && (t.Class == typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED || t.Class == e.Class)

@@ -167,3 +167,11 @@ func TestAMessageThatIsNotUTF8(t *testing.T) {
 		t.Errorf("through a status: %q of class %s, want %q of class BAD_RESPONSE", got.Error(), got.Class, want)
 	}
 }
+
+// TestFromErrorOfNilIsNoError: FromError(nil) is a nil *Error, which errors.Is compares with
+// a code without panicking (it dereferenced its receiver).
+func TestFromErrorOfNilIsNoError(t *testing.T) {
+	if errors.Is(stageerr.FromError(nil), stageerr.ErrToolNotFound) {
+		t.Error("FromError(nil) is ErrToolNotFound")
+	}
+}
