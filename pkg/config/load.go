@@ -119,6 +119,10 @@ func readLayer(l Layer) (*yaml.Node, error) {
 	if errs := expandTree(root, nil, lookup); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// Again, for the values a ${VAR} gave: a fraction where a whole number goes.
+	if errs := checkKeys(root, reflect.TypeFor[Config](), nil); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	// Report type errors here, with this layer's name and lines.
 	if err := root.Decode(&Config{}); err != nil {
 		return nil, err

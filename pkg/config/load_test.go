@@ -212,6 +212,8 @@ func TestLayerErrors(t *testing.T) {
 		{"fraction for a whole number", "defaults:\n  max_turns: 2.9\n", "", []string{"line 2: defaults.max_turns is 2.9, which is not a whole number"}},
 		{"fraction in a list item", "queues:\n  default: {concurrent: 3.7}\n", "", []string{"queues.default.concurrent is 3.7, which is not a whole number"}},
 		{"infinity for a whole number", "nats:\n  replicas: .inf\n", "", []string{"nats.replicas is .inf, which is not a whole number"}},
+		// A fraction that a ${VAR} brings in was not checked, and loaded as 2.
+		{"fraction from a variable", "defaults:\n  max_turns: ${TURNS}\n", "TURNS=2.9\n", []string{"line 2: defaults.max_turns is 2.9, which is not a whole number"}},
 		{"not a mapping", "- a\n- b\n", "", []string{"must be a mapping"}},
 		{"bad variable name", "nats:\n  url: ${1X}\n", "", []string{`nats.url: invalid variable reference "${1X}"`}},
 		{"unterminated variable", "nats:\n  url: ${X\n", "", []string{"nats.url: unterminated ${"}},
