@@ -150,14 +150,19 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 	}
 	p := &progress{w: stderr}
 	var result *typev1.RunResult
+	runID, seq := "", uint64(0)
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			if ctx.Err() != nil && runID != "" {
+				return cancelInterrupted(client, addr, runID, seq, asJSON, p, stdout)
+			}
 			return rpcError(addr, err)
 		}
+		runID, seq = ev.GetRunId(), ev.GetSeq()
 		p.event(ev)
 		if f := ev.GetRunFinished(); f != nil {
 			result = f.GetResult()
@@ -187,6 +192,40 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 		return exitcode.Wrap(exitcode.Failed, errors.New("the run stream ended without run_finished"))
 	}
 	return printResult(result, asJSON, stdout)
+}
+
+// interruptTimeout bounds how long an interrupted CLI waits for the run it followed to end.
+const interruptTimeout = 30 * time.Second
+
+// cancelInterrupted cancels the run an interrupted CLI (Ctrl-C, SIGTERM) was following: the
+// mesh runs it apart from its caller, and it would otherwise go on unseen, calling the model
+// and running tools. It follows the run's events after seq to its end and shows it as it shows
+// a run that ended by itself (exit 1 for OUTCOME_INTERRUPTED; a run that ended before the
+// cancellation reached it keeps its outcome and exit code).
+func cancelInterrupted(client agentv1.AgentServiceClient, addr, runID string, seq uint64, asJSON bool, p *progress, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), interruptTimeout)
+	defer cancel()
+	p.line("! interrupted: cancelling run %s", runID)
+	if _, err := client.CancelRun(ctx, &agentv1.CancelRunRequest{RunId: runID, Reason: "interrupted in the CLI"}); err != nil {
+		return fmt.Errorf("run %s may still be running (agentmesh cancel %s): %w", runID, runID, rpcError(addr, err))
+	}
+	stream, err := client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: runID, FromSeq: seq})
+	if err != nil {
+		return rpcError(addr, err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return exitcode.Wrap(exitcode.Failed, fmt.Errorf("the events of run %s ended without run_finished", runID))
+		}
+		if err != nil {
+			return rpcError(addr, err)
+		}
+		p.event(ev)
+		if f := ev.GetRunFinished(); f != nil {
+			return printResult(f.GetResult(), asJSON, stdout)
+		}
+	}
 }
 
 // printJSON prints a result as multi-line protojson.

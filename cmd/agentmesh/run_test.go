@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 )
@@ -67,5 +73,59 @@ func TestRunExitCodeOfAnUnusableContract(t *testing.T) {
 	}
 	if _, errOut := runCLI(t, 4, "dev", "--config", tiny, "--run", "What is 6 times 7?"); !strings.Contains(errOut, "providers.rules.models.rules-v1: a context_window of 1000 leaves no room") {
 		t.Errorf("the error does not name the model's window:\n%s", errOut)
+	}
+}
+
+// TestRunInterrupted: Ctrl-C (SIGINT, or SIGTERM: main cancels run's context) while `agentmesh
+// run` follows a run cancels the run, which would otherwise go on in the mesh unseen, calling
+// the model and running tools; the CLI shows how it ended and exits 1 (the run did not
+// succeed). It exited 1 with "context canceled" and left the run running.
+func TestRunInterrupted(t *testing.T) {
+	isolate(t)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Never sent.", Hold: hold}}})
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	m := startMesh(t, cfg)
+	addr := m.Addr("orchestrator")
+
+	ctx, interrupt := context.WithCancel(t.Context())
+	var stdout, stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"run", "--addr", addr, "take your time"}, &stdout, &stderr) }()
+	for deadline := time.Now().Add(30 * time.Second); len(llm.Requests()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run never asked the model")
+		}
+	}
+	interrupt()
+	var got int
+	select {
+	case got = <-code:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after the interrupt")
+	}
+	errOut := stderr.String()
+	if got != 1 || !strings.Contains(errOut, "■ INTERRUPTED") || strings.Contains(errOut, "agentmesh: context canceled") {
+		t.Errorf("interrupted run: exit %d, want 1 and the run's end\nstdout: %s\nstderr: %s", got, stdout.String(), errOut)
+	}
+	runID := regexp.MustCompile(`▶ run (\S+) `).FindStringSubmatch(errOut)
+	if runID == nil {
+		t.Fatalf("no run id in the progress:\n%s", errOut)
+	}
+	if !strings.Contains(stdout.String(), "The run was cancelled.") {
+		t.Errorf("stdout lacks the interrupted run's report: %q", stdout.String())
+	}
+	client := agentv1.NewAgentServiceClient(dialService(t, addr))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		res, err := client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID[1]})
+		if err == nil && res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
+		}
 	}
 }
