@@ -74,6 +74,10 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(ghost, []byte("mcp_servers:\n  ghost:\n    command: agentmesh-no-such-mcp-server\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badPort := filepath.Join(t.TempDir(), "port.yaml")
+	if err := os.WriteFile(badPort, []byte("services:\n  orchestrator: 127.0.0.1:70000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -86,6 +90,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad flag", []string{"run", "--bogus", "x"}, 4, "bogus"},
 		{"orchestrator unreachable", []string{"run", "--addr", "127.0.0.1:1", "hello"}, 3, "cannot reach the orchestrator"},
 		{"invalid configuration", []string{"dev", "--config", bad, "--run", "hi"}, 4, "nope"},
+		{"a port out of range", []string{"dev", "--config", badPort, "--run", "hi"}, 4, "services.orchestrator"},
 		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
 		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},

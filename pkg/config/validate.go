@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -87,8 +88,10 @@ func (c *Config) validateServices(p *problems) {
 	} {
 		if svc.addr == "" {
 			p.addf("services.%s: address must not be empty", svc.name)
-		} else if _, _, err := net.SplitHostPort(svc.addr); err != nil {
+		} else if _, port, err := net.SplitHostPort(svc.addr); err != nil {
 			p.addf("services.%s: address %q is not host:port", svc.name, svc.addr)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			p.addf("services.%s: address %q: the port must be a number from 0 to 65535", svc.name, svc.addr)
 		}
 	}
 }

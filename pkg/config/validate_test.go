@@ -116,6 +116,13 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			"memory.embeddings.model: must name an embedding model"},
 		{"empty service address", func(c *Config) { c.Services.Memory = "" }, "services.memory: address must not be empty"},
 		{"service address without port", func(c *Config) { c.Services.Action = "localhost" }, `services.action: address "localhost" is not host:port`},
+		// These passed, and the service failed to listen (exit 3) or its callers to dial it.
+		{"service port out of range", func(c *Config) { c.Services.Orchestrator = "127.0.0.1:99999" },
+			`services.orchestrator: address "127.0.0.1:99999": the port must be a number from 0 to 65535`},
+		{"service port not a number", func(c *Config) { c.Services.Planning = "planning:grpc" },
+			`services.planning: address "planning:grpc": the port must be a number from 0 to 65535`},
+		{"service address with an empty port", func(c *Config) { c.Services.Memory = "memory:" },
+			`services.memory: address "memory:": the port must be a number from 0 to 65535`},
 		{"tool in both approval lists", func(c *Config) {
 			c.Tools = Tools{RequireApproval: []string{"rm"}, NoApproval: []string{"rm"}}
 		}, `tools: "rm" is listed in both require_approval and no_approval`},
