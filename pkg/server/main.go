@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -54,22 +55,38 @@ type Drainer interface {
 // unless the binary runs insecure (Insecure).
 //
 // Started with the argument HealthCommand, the binary checks the health of the server it
-// would run instead, and exits 0 when it serves (see probe).
+// would run instead, and exits 0 when it serves (see probe). With -h, --help or help it prints
+// its usage and exits 0; with any other argument but --insecure it exits 4.
 func Main(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
-	os.Exit(run(name, defaultAddr, false, build))
+	os.Exit(run(name, defaultAddr, false, os.Args[1:], build))
 }
 
 // MainPublic is Main for the mesh's public API, whose callers authenticate as the auth section
 // of the configuration says, over TLS with tls.cert and tls.key (TLS_CERT and TLS_KEY override
 // them); the orchestrator presents the same certificate to the stages it calls.
 func MainPublic(name, defaultAddr string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) {
-	os.Exit(run(name, defaultAddr, true, build))
+	os.Exit(run(name, defaultAddr, true, os.Args[1:], build))
 }
 
-// run is Main without the exit.
-func run(name, defaultAddr string, public bool, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
-	if len(os.Args) == 2 && os.Args[1] == HealthCommand {
+// usage is a service binary's help, with its name three times and its default address.
+const usage = `usage: %s [--insecure]   serve the %s service until SIGINT or SIGTERM
+       %s health       check the health of the server it would run (exit 0 when it serves)
+LISTEN_ADDR is its address (default %s), AGENTMESH_CONFIG its configuration file; README,
+"Running the services separately", lists every variable it reads.
+`
+
+// run is Main without the exit; args are the command line's arguments.
+func run(name, defaultAddr string, public bool, args []string, build func(ctx context.Context, cfg *config.Config) (Registrar, error)) int {
+	switch {
+	case slices.Equal(args, []string{HealthCommand}):
 		return probe(defaultAddr, public, os.Stderr)
+	case slices.Equal(args, []string{"-h"}), slices.Equal(args, []string{"--help"}), slices.Equal(args, []string{"help"}):
+		fmt.Fprintf(os.Stdout, usage, name, name, name, defaultAddr)
+		return exitcode.OK
+	case len(args) > 0 && !slices.Equal(args, []string{"--insecure"}):
+		// Served anyway, a mistyped `health` in a healthcheck started a second server.
+		fmt.Fprintf(os.Stderr, "%s: unknown arguments %q\n"+usage, name, args, name, name, name, defaultAddr)
+		return exitcode.Invalid
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
 	slog.SetDefault(log)

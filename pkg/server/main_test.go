@@ -89,7 +89,7 @@ func TestRunExitCodes(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			if got := run("intent", "127.0.0.1:0", false, tc.build); got != tc.want {
+			if got := run("intent", "127.0.0.1:0", false, nil, tc.build); got != tc.want {
 				t.Errorf("run = %d, want %d", got, tc.want)
 			}
 		})
@@ -118,7 +118,7 @@ func TestRunServesUntilSignal(t *testing.T) {
 	svc := &closer{}
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", false, func(context.Context, *config.Config) (Registrar, error) { return svc, nil })
+		exited <- run("intent", "127.0.0.1:0", false, nil, func(context.Context, *config.Config) (Registrar, error) { return svc, nil })
 	}()
 
 	conn, err := dial.New(addr)
@@ -165,7 +165,7 @@ func TestRunReportsTheRegistrarsHealth(t *testing.T) {
 	closedToo := false
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("orchestrator", "127.0.0.1:0", false, func(context.Context, *config.Config) (Registrar, error) {
+		exited <- run("orchestrator", "127.0.0.1:0", false, nil, func(context.Context, *config.Config) (Registrar, error) {
 			return WithClose(WithHealth(svc, health), func() error { closedToo = true; return nil }), nil
 		})
 	}()
@@ -232,7 +232,7 @@ func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
 	got := make(chan int, 1)
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", false, func(_ context.Context, cfg *config.Config) (Registrar, error) {
+		exited <- run("intent", "127.0.0.1:0", false, nil, func(_ context.Context, cfg *config.Config) (Registrar, error) {
 			got <- cfg.GRPC.MaxMessageBytes
 			return &closer{}, nil
 		})
@@ -328,7 +328,7 @@ func TestRunServesMutualTLSBetweenServices(t *testing.T) {
 
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", false, func(_ context.Context, cfg *config.Config) (Registrar, error) {
+		exited <- run("intent", "127.0.0.1:0", false, nil, func(_ context.Context, cfg *config.Config) (Registrar, error) {
 			if cfg.TLS.CA != dev.ca || cfg.TLS.Cert != dev.intent.Cert {
 				t.Errorf("the service got tls %+v, want the environment's", cfg.TLS)
 			}
@@ -369,5 +369,35 @@ func TestRunServesMutualTLSBetweenServices(t *testing.T) {
 	}
 	if code := <-exited; code != exitcode.OK {
 		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// TestRunRefusesArgumentsItDoesNotTake: a service binary takes health, --insecure and --help;
+// it served whatever else it was given, so that `planning --help` started the planning service
+// and a healthcheck's mistyped `health` a second server.
+func TestRunRefusesArgumentsItDoesNotTake(t *testing.T) {
+	listenOnFreeAddr(t)
+	t.Setenv("AGENTMESH_INSECURE", "")
+	ok := func(context.Context, *config.Config) (Registrar, error) { return &closer{}, nil }
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--help"}, exitcode.OK},
+		{[]string{"-h"}, exitcode.OK},
+		{[]string{"helth"}, exitcode.Invalid},
+		{[]string{"health", "--verbose"}, exitcode.Invalid},
+		{[]string{"--listen", "127.0.0.1:7002"}, exitcode.Invalid},
+	} {
+		exited := make(chan int, 1)
+		go func() { exited <- run("planning", "127.0.0.1:0", false, tc.args, ok) }()
+		select {
+		case got := <-exited:
+			if got != tc.want {
+				t.Errorf("planning %q: exit %d, want %d", tc.args, got, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("planning %q serves instead of exiting %d", tc.args, tc.want)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func TestRunServesMetrics(t *testing.T) {
 
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run("intent", "127.0.0.1:0", false, func(context.Context, *config.Config) (Registrar, error) { return parser{}, nil })
+		exited <- run("intent", "127.0.0.1:0", false, nil, func(context.Context, *config.Config) (Registrar, error) { return parser{}, nil })
 	}()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
