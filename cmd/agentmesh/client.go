@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -86,6 +87,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(append([]string{"--"}, positional...)) // fs.Args() is positional
 }
 
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // helpRequested is a command's -h or --help: its flags are printed on stdout, exit 0.
 type helpRequested struct{ text string }
 
@@ -97,7 +105,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	addr := fs.String("addr", defaultAddr(), "orchestrator address")
 	asJSON := fs.Bool("json", false, "print the whole RunResult as JSON instead of the answer")
 	user := fs.String("user", "", `user id (default: the authenticated principal's, or "cli" without credentials)`)
-	maxTurns := fs.Int("max-turns", 0, "override max_turns")
+	maxTurns := fs.Int("max-turns", 0, "override max_turns (at least 1)")
 	schema := fs.String("schema", "", "a JSON schema file: the answer must be JSON matching it (output_format json)")
 	profile := fs.String("profile", "", "the agent profile (agentmesh.yaml profiles) whose prompts and targets the run uses")
 	if err := parseFlags(fs, args); err != nil {
@@ -110,7 +118,10 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*user = "cli"
 	}
 	req := &agentv1.RunRequest{Message: fs.Arg(0), UserId: *user, Profile: *profile}
-	if *maxTurns > 0 {
+	if flagSet(fs, "max-turns") {
+		if *maxTurns < 1 || *maxTurns > math.MaxInt32 {
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--max-turns: must be between 1 and %d, got %d", math.MaxInt32, *maxTurns))
+		}
 		n := int32(*maxTurns)
 		req.Overrides = &agentv1.RunOverrides{MaxTurns: &n}
 	}

@@ -88,6 +88,10 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"fly"}, 4, `unknown command "fly"`},
 		{"run without message", []string{"run"}, 4, "run takes one message"},
 		{"bad flag", []string{"run", "--bogus", "x"}, 4, "bogus"},
+		// These were dropped (-1, 0) or wrapped to 1 turn (2^32+1) without a word.
+		{"max turns below 1", []string{"run", "--addr", "127.0.0.1:1", "--max-turns", "-1", "hello"}, 4, "--max-turns: must be between 1 and 2147483647, got -1"},
+		{"max turns of 0", []string{"run", "--addr", "127.0.0.1:1", "--max-turns=0", "hello"}, 4, "--max-turns: must be between 1"},
+		{"max turns over int32", []string{"run", "--addr", "127.0.0.1:1", "--max-turns", "4294967297", "hello"}, 4, "--max-turns: must be between 1"},
 		{"orchestrator unreachable", []string{"run", "--addr", "127.0.0.1:1", "hello"}, 3, "cannot reach the orchestrator"},
 		{"invalid configuration", []string{"dev", "--config", bad, "--run", "hi"}, 4, "nope"},
 		{"a port out of range", []string{"dev", "--config", badPort, "--run", "hi"}, 4, "services.orchestrator"},
