@@ -88,12 +88,24 @@ func (c *Config) validateServices(p *problems) {
 	} {
 		if svc.addr == "" {
 			p.addf("services.%s: address must not be empty", svc.name)
-		} else if _, port, err := net.SplitHostPort(svc.addr); err != nil {
-			p.addf("services.%s: address %q is not host:port", svc.name, svc.addr)
-		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			p.addf("services.%s: address %q: the port must be a number from 0 to 65535", svc.name, svc.addr)
+		} else if err := CheckAddress(svc.addr); err != nil {
+			p.addf("services.%s: %v", svc.name, err)
 		}
 	}
+}
+
+// CheckAddress returns an error unless addr is host:port with a port from 0 to 65535 (an
+// empty host is every interface), the addresses of services.* and of the binaries' LISTEN_ADDR
+// and METRICS_ADDR.
+func CheckAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q is not host:port", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("address %q: the port must be a number from 0 to 65535", addr)
+	}
+	return nil
 }
 
 // minMaxMessageBytes is the smallest grpc.max_message_bytes: a smaller limit would refuse

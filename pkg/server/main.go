@@ -46,7 +46,7 @@ type Drainer interface {
 // configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then
 // drains and flushes the spans. The server accepts messages of up to grpc.max_message_bytes.
 // The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
-// exits 4; a build error exits with its exitcode.Of code (1 unless it carries one); a listen
+// (LISTEN_ADDR and METRICS_ADDR included: host:port, a port from 0 to 65535) exits 4; a build error exits with its exitcode.Of code (1 unless it carries one); a listen
 // failure (gRPC or metrics) exits 3.
 //
 // With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
@@ -104,6 +104,12 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 		return exitcode.Invalid
 	}
 	opts := Options{Name: name, Addr: Env("LISTEN_ADDR", defaultAddr), Logger: log, MaxMessageBytes: cfg.GRPC.MaxMessageBytes}
+	for _, a := range []struct{ env, addr string }{{"LISTEN_ADDR", opts.Addr}, {"METRICS_ADDR", os.Getenv("METRICS_ADDR")}} {
+		if err := config.CheckAddress(a.addr); a.addr != "" && err != nil {
+			log.Error("configuration", "err", fmt.Errorf("%s: %w", a.env, err))
+			return exitcode.Invalid // not unavailable (3), as an address in use is
+		}
+	}
 	if err := secure(&opts, public, cfg, log); err != nil {
 		log.Error("security", "err", err)
 		return exitcode.Of(err)

@@ -53,6 +53,10 @@ func TestRunExitCodes(t *testing.T) {
 			return nil, exitcode.Wrap(exitcode.Invalid, errors.New("MEMORY_ADDR is empty"))
 		}, exitcode.Invalid},
 		{"address in use", map[string]string{"LISTEN_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
+		// These exited 3, as for an address in use: not a configuration error.
+		{"listen address with a port out of range", map[string]string{"LISTEN_ADDR": "127.0.0.1:99999"}, ok, exitcode.Invalid},
+		{"listen address without a port", map[string]string{"LISTEN_ADDR": "localhost"}, ok, exitcode.Invalid},
+		{"metrics address with a port out of range", map[string]string{"METRICS_ADDR": "127.0.0.1:99999"}, ok, exitcode.Invalid},
 		{"metrics address in use", map[string]string{"METRICS_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
 		{"metrics web configuration that does not load", map[string]string{"METRICS_ADDR": "127.0.0.1:0", "METRICS_WEB_CONFIG": "/nonexistent/web.yml"}, ok, exitcode.Invalid},
 		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
