@@ -377,14 +377,20 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return rpcError(*addr, err)
 	}
 	p := &progress{w: stderr}
+	seq := *from
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
+			if ctx.Err() != nil { // Ctrl-C ends the following, not the run
+				p.line("stopped following run %s, which goes on; follow it again with: agentmesh watch %s --from %d", fs.Arg(0), fs.Arg(0), seq)
+				return nil
+			}
 			return rpcError(*addr, err)
 		}
+		seq = ev.GetSeq()
 		if !*asJSON {
 			p.event(ev)
 			continue

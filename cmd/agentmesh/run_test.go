@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestRunExitCodeOfASchemaFailure (issue 11.7): `agentmesh run --schema` asks for a JSON answer
@@ -128,4 +131,74 @@ func TestRunInterrupted(t *testing.T) {
 			t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
 		}
 	}
+}
+
+// TestWatchInterrupted: Ctrl-C ends `agentmesh watch`, which only follows the run: the run goes
+// on, and the CLI says how to follow it again, exit 0. It printed "agentmesh: context
+// canceled" and exited 1, the code of a run that failed.
+func TestWatchInterrupted(t *testing.T) {
+	isolate(t)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	addr := startMesh(t, cfg).Addr("orchestrator")
+	client := agentv1.NewAgentServiceClient(dialService(t, addr))
+	stream, err := client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "take your time", UserId: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := first.GetRunId()
+
+	ctx, interrupt := context.WithCancel(t.Context())
+	var stdout bytes.Buffer
+	stderr := &firstWrite{written: make(chan struct{})}
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"watch", runID, "--addr", addr}, &stdout, stderr) }()
+	select {
+	case <-stderr.written: // watch follows the run
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch shows nothing")
+	}
+	interrupt()
+	var got int
+	select {
+	case got = <-code:
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch did not return after the interrupt")
+	}
+	if errOut := stderr.String(); got != 0 || strings.Contains(errOut, "context canceled") || !strings.Contains(errOut, "agentmesh watch "+runID+" --from ") {
+		t.Errorf("interrupted watch: exit %d, want 0 and how to follow the run again\n%s", got, errOut)
+	}
+	if _, err := client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("the run does not go on after watch was interrupted: %v", err)
+	}
+}
+
+// firstWrite is a writer that keeps what is written and closes written at the first write.
+type firstWrite struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() == 0 {
+		close(w.written)
+	}
+	return w.b.Write(p)
+}
+
+func (w *firstWrite) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
