@@ -11,9 +11,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// checkKeys returns an error for every mapping key below n that the type t does not have, and
-// for every fraction where a whole number goes (the decoder truncates it: max_turns: 2.9
-// would be 2). path is n's key path. Other type mismatches are left to the decoder.
+// checkKeys returns an error for every mapping key below n that the type t does not have, for
+// every fraction where a whole number goes (the decoder truncates it: max_turns: 2.9 would be
+// 2), and for every list of the wrong length where an array goes (a cycle_forbid pair). path is n's key path. Other type mismatches are left to the decoder.
 func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -44,6 +44,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			return nil
+		}
+		if t.Kind() == reflect.Array && len(n.Content) != t.Len() { // the decoder's error names no key
+			return []error{fmt.Errorf("line %d: %s has %d items, want %d", n.Line, keyPath(path), len(n.Content), t.Len())}
 		}
 		for i, c := range n.Content {
 			errs = append(errs, checkKeys(c, t.Elem(), append(path, "["+strconv.Itoa(i)+"]"))...)

@@ -214,6 +214,9 @@ func TestLayerErrors(t *testing.T) {
 		{"infinity for a whole number", "nats:\n  replicas: .inf\n", "", []string{"nats.replicas is .inf, which is not a whole number"}},
 		// A fraction that a ${VAR} brings in was not checked, and loaded as 2.
 		{"fraction from a variable", "defaults:\n  max_turns: ${TURNS}\n", "TURNS=2.9\n", []string{"line 2: defaults.max_turns is 2.9, which is not a whole number"}},
+		// yaml.v3 said only "invalid array: want 2 elements but got 3", naming neither key nor line.
+		{"pair of three", "defaults:\n  cycle_forbid: [[search, fetch, search]]\n", "",
+			[]string{"line 2: defaults.cycle_forbid[0] has 3 items, want 2"}},
 		{"not a mapping", "- a\n- b\n", "", []string{"must be a mapping"}},
 		{"bad variable name", "nats:\n  url: ${1X}\n", "", []string{`nats.url: invalid variable reference "${1X}"`}},
 		{"unterminated variable", "nats:\n  url: ${X\n", "", []string{"nats.url: unterminated ${"}},
