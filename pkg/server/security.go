@@ -42,7 +42,18 @@ func serverTLS(t config.TLS, clientCA string) (*tls.Config, error) {
 	if t.Cert == "" {
 		return nil, nil
 	}
-	return auth.LoadServerTLS(t.Cert, t.Key, clientCA, 0)
+	c, err := auth.LoadServerTLS(t.Cert, t.Key, clientCA, 0)
+	if err == nil {
+		return c, nil
+	}
+	// Name the setting at fault, as config.TLS.Mesh does: a missing file was only "stat PATH".
+	if _, ferr := tls.LoadX509KeyPair(t.Cert, t.Key); ferr != nil {
+		return nil, fmt.Errorf("tls.cert and tls.key: %w", ferr)
+	}
+	if _, ferr := os.ReadFile(clientCA); clientCA != "" && ferr != nil {
+		return nil, fmt.Errorf("auth.client_ca: %w", ferr)
+	}
+	return nil, err
 }
 
 // ErrExposed is the error of a server that would listen beyond loopback without

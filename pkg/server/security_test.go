@@ -2,7 +2,11 @@ package server
 
 import (
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/config"
 )
 
 func TestCheckExposure(t *testing.T) {
@@ -24,6 +28,29 @@ func TestCheckExposure(t *testing.T) {
 		err := CheckExposure(tc.addr, tc.authenticated, tc.insecure)
 		if got := errors.Is(err, ErrExposed); got != tc.exposed {
 			t.Errorf("CheckExposure(%q, authenticated %v, insecure %v) = %v, want exposed %v", tc.addr, tc.authenticated, tc.insecure, err, tc.exposed)
+		}
+	}
+}
+
+// TestPublicSecurityNamesTheSettingAtFault: a certificate, key or client CA file that does not
+// load is refused naming its setting, as tls.ca's is; a missing file was "stat PATH: no such
+// file or directory", which names none.
+func TestPublicSecurityNamesTheSettingAtFault(t *testing.T) {
+	dev := newDevPKI(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, tc := range []struct {
+		name string
+		a    config.Auth
+		tls  config.TLS
+		want string
+	}{
+		{"missing certificate", config.Auth{}, config.TLS{Cert: missing, Key: dev.orchestrator.Key}, "tls.cert and tls.key: "},
+		{"missing key", config.Auth{}, config.TLS{Cert: dev.orchestrator.Cert, Key: missing}, "tls.cert and tls.key: "},
+		{"missing client CA", config.Auth{ClientCA: missing}, config.TLS{Cert: dev.orchestrator.Cert, Key: dev.orchestrator.Key}, "auth.client_ca: "},
+	} {
+		_, _, err := PublicSecurity(tc.a, tc.tls)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), missing) {
+			t.Errorf("%s: %v, want an error naming %q and the file", tc.name, err, strings.TrimSuffix(tc.want, ": "))
 		}
 	}
 }
