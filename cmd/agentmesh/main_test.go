@@ -78,6 +78,10 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(badPort, []byte("services:\n  orchestrator: 127.0.0.1:70000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	noKey := filepath.Join(t.TempDir(), "nokey.yaml")
+	if err := os.WriteFile(noKey, []byte("approvals:\n  signing_key: "+filepath.Join(t.TempDir(), "grant.key")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -95,6 +99,8 @@ func TestExitCodes(t *testing.T) {
 		{"orchestrator unreachable", []string{"run", "--addr", "127.0.0.1:1", "hello"}, 3, "cannot reach the orchestrator"},
 		{"invalid configuration", []string{"dev", "--config", bad, "--run", "hi"}, 4, "nope"},
 		{"a port out of range", []string{"dev", "--config", badPort, "--run", "hi"}, 4, "services.orchestrator"},
+		// It exited 3, as if a service could not be reached.
+		{"a signing key that cannot be read", []string{"dev", "--config", noKey, "--run", "hi"}, 4, "approvals.signing_key"},
 		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
 		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -32,6 +33,9 @@ func main() {
 		opts, closePeers, err := orchestrator.OptionsFromConfig(ctx, cfg, nc, server.Env)
 		if err != nil {
 			nc.Close()
+			if errors.Is(err, config.ErrInvalid) { // approvals.signing_key, tls
+				return nil, exitcode.Wrap(exitcode.Invalid, err)
+			}
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		opts.Replica = replica

@@ -50,6 +50,29 @@ func TestRejectsAReplicaNameNoHeartbeatCanHold(t *testing.T) {
 	}
 }
 
+// TestRejectsASigningKeyItCannotRead: approvals.signing_key names a file that cannot be read:
+// a configuration error (exit 4) naming the setting; it exited 3, as if NATS could not be
+// reached.
+func TestRejectsASigningKeyItCannotRead(t *testing.T) {
+	work := t.TempDir()
+	cfg := filepath.Join(work, "agentmesh.yaml")
+	if err := os.WriteFile(cfg, []byte("approvals:\n  signing_key: "+filepath.Join(work, "grant.key")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startNATS(t, t.TempDir(), grpctest.FreePort(t))
+	cmd := exec.CommandContext(t.Context(), build(t, work))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+work, "AGENTMESH_CONFIG="+cfg, "NATS_URL="+srv.ClientURL(), "LISTEN_ADDR="+grpctest.FreeAddr(t), "OTEL_SDK_DISABLED=true")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitcode.Invalid {
+		t.Fatalf("exit = %v, want code %d\n%s", err, exitcode.Invalid, out)
+	}
+	if !strings.Contains(string(out), "approvals.signing_key") {
+		t.Errorf("output does not name the setting:\n%s", out)
+	}
+}
+
 // TestHealthFollowsTheEventStore runs the orchestrator binary against a NATS server that
 // goes away and comes back, with its store and then without: the orchestrator reports
 // NOT_SERVING while run events cannot be stored and SERVING again once they can.

@@ -107,9 +107,17 @@ func finishedTTL(cfg *config.Config) time.Duration {
 // ConfiguredOptions returns what the configuration sets of an orchestrator on nc: the event
 // publisher with the configured stream settings, the durable run store (nil when
 // durability.checkpoints is off), the default contract, the prompts and profiles, the tool
-// alternatives and the planning options. Peers, Replica and the telemetry options are the
-// caller's.
+// alternatives, the planning options and the approval grant signer. Peers, Replica and the
+// telemetry options are the caller's. A signing key that cannot be loaded is a
+// config.ErrInvalid error, checked before anything is asked of NATS.
 func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (Options, error) {
+	var grants *grant.Signer
+	if path := cfg.Approvals.SigningKey; path != "" {
+		var err error
+		if grants, err = grant.LoadSigner(path); err != nil {
+			return Options{}, fmt.Errorf("%w: approvals.signing_key: %w", config.ErrInvalid, err)
+		}
+	}
 	pub, err := events.NewPublisher(ctx, nc, events.WithStream(events.StreamOptionsFromConfig(cfg.NATS)))
 	if err != nil {
 		return Options{}, err
@@ -120,12 +128,8 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 	}
 	opts := Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives,
 		Prompts: PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg),
-		Planning: PlanningOptions{MaxSteps: cfg.Defaults.MaxPlanSteps, MaxReplans: cfg.Defaults.MaxReplans, ApprovePlans: cfg.Tools.ApprovePlans}}
-	if path := cfg.Approvals.SigningKey; path != "" {
-		if opts.Grants, err = grant.LoadSigner(path); err != nil {
-			return Options{}, fmt.Errorf("approvals.signing_key: %w", err)
-		}
-	}
+		Planning: PlanningOptions{MaxSteps: cfg.Defaults.MaxPlanSteps, MaxReplans: cfg.Defaults.MaxReplans, ApprovePlans: cfg.Tools.ApprovePlans},
+		Grants:   grants}
 	return opts, nil
 }
 

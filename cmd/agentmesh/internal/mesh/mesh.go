@@ -366,6 +366,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	replicas := max(opts.Orchestrators, 1)
 	for i := range replicas {
 		oo, err := orchestrator.ConfiguredOptions(ctx, cfg, m.nc)
+		if errors.Is(err, config.ErrInvalid) {
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		}
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
