@@ -24,10 +24,14 @@ const (
 )
 
 // dialCredentials are the CLI's transport and call credentials, from the environment: TLS
-// when AGENTMESH_CA is set (with a client certificate from AGENTMESH_CERT and AGENTMESH_KEY),
-// and the API key of AGENTMESH_API_KEY.
+// when AGENTMESH_CA is set (with a client certificate from AGENTMESH_CERT and AGENTMESH_KEY,
+// which are refused without it), and the API key of AGENTMESH_API_KEY.
 func dialCredentials() ([]grpc.DialOption, error) {
 	transport := insecure.NewCredentials()
+	if os.Getenv(envCA) == "" && (os.Getenv(envCert) != "" || os.Getenv(envKey) != "") {
+		return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s and %s need %s: a client certificate goes over TLS, which %s turns on (the CA of the orchestrator's certificate)",
+			envCert, envKey, envCA, envCA))
+	}
 	if ca := os.Getenv(envCA); ca != "" {
 		cfg, err := clientTLS(ca, os.Getenv(envCert), os.Getenv(envKey))
 		if err != nil {

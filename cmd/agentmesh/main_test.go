@@ -152,3 +152,24 @@ func TestStageDownExits3(t *testing.T) {
 		t.Fatalf("exit %d, want 3\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestClientCertificateNeedsTheCA: a client certificate goes over TLS, which AGENTMESH_CA turns
+// on; without it AGENTMESH_CERT and AGENTMESH_KEY were ignored, the CLI spoke plaintext without
+// them, and left user_id to a server that did not know who called.
+func TestClientCertificateNeedsTheCA(t *testing.T) {
+	isolate(t)
+	t.Setenv(envAPIKey, "")
+	t.Setenv(envCA, "")
+	for _, env := range []string{envCert, envKey} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(envCert, "")
+			t.Setenv(envKey, "")
+			t.Setenv(env, filepath.Join(t.TempDir(), "cli.pem"))
+			var stdout, stderr bytes.Buffer
+			if code := run(t.Context(), []string{"tools", "--addr", "127.0.0.1:1"}, &stdout, &stderr); code != 4 ||
+				!strings.Contains(stderr.String(), "AGENTMESH_CA") {
+				t.Errorf("%s without %s: exit %d, want 4 naming %s\n%s", env, envCA, code, envCA, stderr.String())
+			}
+		})
+	}
+}
