@@ -122,21 +122,22 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // devDataDir is where `agentmesh dev` keeps its embedded NATS data: dir, or
-// $XDG_STATE_HOME/agentmesh/nats, or ~/.local/state/agentmesh/nats. It is created if needed.
+// $XDG_STATE_HOME/agentmesh/nats, or ~/.local/state/agentmesh/nats. It is created if needed;
+// one that cannot be is an invalid argument (exit 4), as is no home to put it in.
 func devDataDir(dir string) (string, error) {
 	if dir == "" {
 		state := os.Getenv("XDG_STATE_HOME")
 		if state == "" {
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return "", fmt.Errorf("no data directory: %w; pass --data DIR", err)
+				return "", exitcode.Wrap(exitcode.Invalid, fmt.Errorf("no data directory: %w; pass --data DIR", err))
 			}
 			state = filepath.Join(home, ".local", "state")
 		}
 		dir = filepath.Join(state, "agentmesh", "nats")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("data directory: %w", err)
+		return "", exitcode.Wrap(exitcode.Invalid, fmt.Errorf("data directory (--data): %w", err))
 	}
 	return dir, nil
 }

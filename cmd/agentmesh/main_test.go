@@ -82,6 +82,10 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(noKey, []byte("approvals:\n  signing_key: "+filepath.Join(t.TempDir(), "grant.key")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -101,6 +105,8 @@ func TestExitCodes(t *testing.T) {
 		{"a port out of range", []string{"dev", "--config", badPort, "--run", "hi"}, 4, "services.orchestrator"},
 		// It exited 3, as if a service could not be reached.
 		{"a signing key that cannot be read", []string{"dev", "--config", noKey, "--run", "hi"}, 4, "approvals.signing_key"},
+		// It exited 1, as a failed run does.
+		{"a data directory that cannot be made", []string{"dev", "--data", filepath.Join(notADir, "nats")}, 4, "--data"},
 		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
 		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},
