@@ -102,6 +102,7 @@ type run struct {
 	mu       sync.Mutex
 	sink     func(*eventv1.RunEvent)
 	result   *typev1.RunResult // the final result, or a snapshot while paused
+	stored   *typev1.RunResult // the final result once its FINISHED checkpoint is stored, before finish hands it out
 	changed  chan struct{}     // closed (and replaced) whenever result changes
 	approval *approvalState    // non-nil while paused for approval
 	asking   *questionState    // non-nil while paused for the user's answer
@@ -160,6 +161,9 @@ func (r *run) waitFor(ctx context.Context, ok func(*typev1.RunResult) bool) (*ty
 func (r *run) currentResult() *typev1.RunResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.result == nil {
+		return r.stored // ended, as any replica reads it in the store, while finish saves it
+	}
 	return r.result
 }
 
@@ -313,6 +317,9 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 			r.moveAway(ctx, stop) // another replica owns the run now and finishes it
 			return res
 		}
+		r.mu.Lock()
+		r.stored = res
+		r.mu.Unlock()
 	}
 	r.svc.metrics.runFinished(ctx, e.outcome.String(), e.exit, r.turns)
 	r.finish(ctx, res, false)

@@ -11,12 +11,15 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -190,6 +193,56 @@ func TestCancelRun(t *testing.T) {
 	if _, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "never-ran"}); status.Code(err) != codes.NotFound {
 		t.Errorf("cancel(unknown) = %v, want NOT_FOUND", err)
 	}
+}
+
+// TestGetRunRightAfterCancel: CancelRun answers once the run's FINISHED checkpoint is stored,
+// while its replica still hands the result to the memory stage; GetRun on that replica said
+// the run was still running until then (every other replica read the result in the store),
+// so `agentmesh cancel` then `agentmesh get` could fail. The memory stage here holds every
+// SaveRun until the test lets it go.
+func TestGetRunRightAfterCancel(t *testing.T) {
+	saves := &heldSaves{MemoryServiceServer: memory.New(memory.Options{}), release: make(chan struct{})}
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Memory: serveStage(t, mesh.Memory, func(g *grpc.Server) { memoryv1.RegisterMemoryServiceServer(g, saves) }),
+		}
+	}, llmtest.Scenario{Name: "hang", Match: "Think forever", Turns: []llmtest.Turn{{Failure: llmtest.FailTimeout}}})
+	t.Cleanup(func() { close(saves.release) }) // before the mesh stops
+	stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "Think forever", RunId: "cancel-then-get"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the first turn: %v", err)
+		}
+		if ev.GetTurnStarted() != nil {
+			break
+		}
+	}
+	if resp, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "cancel-then-get"}); err != nil || !resp.GetCancelled() {
+		t.Fatalf("CancelRun = %v, %v", resp, err)
+	}
+	res, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "cancel-then-get"})
+	if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED {
+		t.Errorf("GetRun right after CancelRun = %v, %v; want the INTERRUPTED result", res.GetOutcome(), err)
+	}
+}
+
+// heldSaves is the memory stage, whose SaveRun waits until release is closed.
+type heldSaves struct {
+	memoryv1.MemoryServiceServer
+	release chan struct{}
+}
+
+func (s *heldSaves) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*memoryv1.SaveRunResponse, error) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.MemoryServiceServer.SaveRun(ctx, req)
 }
 
 func TestWatchRunReplaysFromSeq(t *testing.T) {
