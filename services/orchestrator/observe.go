@@ -24,7 +24,7 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 		RunId: r.id, RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
 		Status: res.GetStatus(), Error: res.GetError(), OutputSchema: r.tool(call.GetName()).GetOutputSchema(),
 	}
-	obs, err := whenReady(ctx, "observation", r.svc.peers.Observation.Observe, req)
+	obs, err := whenReadyWithin(ctx, "observation", r.modelStageWait(), r.svc.peers.Observation.Observe, req)
 	if err != nil {
 		return r.unobservable(ctx, call, stageerr.FromError(err), t)
 	}

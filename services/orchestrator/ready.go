@@ -37,3 +37,10 @@ func whenReadyWithin[Req, Resp any](ctx context.Context, stage string, wait time
 	}
 	return resp, err
 }
+
+// modelStageWait bounds a call to a stage that may ask a model before it answers (planning,
+// observation's summary): the run's step timeout, and at least StageWait. StageWait alone
+// failed such a call while its model was still answering, or while a large result was parsed.
+func (r *run) modelStageWait() time.Duration {
+	return max(StageWait, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond)
+}

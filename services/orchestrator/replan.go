@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
@@ -36,11 +35,11 @@ func (r *run) planRequest(revision *planningv1.PlanRevision) *planningv1.PlanReq
 }
 
 // askPlanning calls the planning stage and accounts the planning model's request, which a
-// failure carries too. A plan outside the planning contract is a *contractViolation. The call is bounded by the step timeout rather than StageWait: the
-// stage may ask a model first. The model's tokens count toward the run's usage.
+// failure carries too. A plan outside the planning contract is a *contractViolation. The call
+// is bounded by modelStageWait: the stage may ask a model first. The model's tokens count
+// toward the run's usage.
 func (r *run) askPlanning(ctx context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
-	wait := max(StageWait, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond)
-	resp, err := whenReadyWithin(ctx, "planning", wait, r.svc.peers.Planning.Plan, req)
+	resp, err := whenReadyWithin(ctx, "planning", r.modelStageWait(), r.svc.peers.Planning.Plan, req)
 	entries := resp.GetAccounting()
 	if err != nil {
 		entries = stageerr.FromError(err).Accounting
