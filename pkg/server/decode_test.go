@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -58,5 +59,38 @@ func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
 	codec.failed.Range(func(any, any) bool { kept++; return true })
 	if kept != 0 {
 		t.Errorf("the codec still keeps %d decoding errors", kept)
+	}
+}
+
+// TestRefusedRequestsThatDoNotDecodeAreForgotten: a unary call that its admission refuses
+// (UNAUTHENTICATED) with a request that does not decode leaves no decoding error in the codec,
+// so that unauthenticated callers cannot grow the server's memory without bound.
+func TestRefusedRequestsThatDoNotDecodeAreForgotten(t *testing.T) {
+	codec := newRequestCodec()
+	refuse := func(ctx context.Context, method string) (context.Context, error) {
+		return nil, status.Error(codes.Unauthenticated, "no credentials")
+	}
+	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec, admit: []auth.Admission{refuse}}
+	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	garbage := []byte{0xff}
+
+	for range 3 {
+		var reply []byte
+		err := conn.Invoke(t.Context(), "/grpc.health.v1.Health/Check", &garbage, &reply)
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("unary: %v, want UNAUTHENTICATED", err)
+		}
+	}
+	kept := 0
+	codec.failed.Range(func(any, any) bool { kept++; return true })
+	if kept != 0 {
+		t.Errorf("the codec still keeps %d decoding errors of refused calls", kept)
 	}
 }

@@ -36,13 +36,17 @@ func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 			resp, err = nil, g.recovered(ctx, info.FullMethod, p)
 		}
 	}()
+	var undecoded error
+	if g.codec != nil {
+		// Taken before admission, which may refuse the call: the codec keeps the error until
+		// it is taken.
+		undecoded = g.codec.failure(req)
+	}
 	if ctx, err = g.admitted(ctx, info.FullMethod); err != nil {
 		return nil, stageerr.ToStatus(err)
 	}
-	if g.codec != nil {
-		if err := g.codec.failure(req); err != nil {
-			return nil, stageerr.ToStatus(err)
-		}
+	if undecoded != nil {
+		return nil, stageerr.ToStatus(undecoded)
 	}
 	resp, err = handler(ctx, req)
 	return resp, stageerr.ToStatus(err)
