@@ -89,8 +89,11 @@ func (s decodingStream) RecvMsg(m any) error {
 	if got.panicked != nil {
 		panic(got.panicked)
 	}
+	// Taken also when RecvMsg failed after decoding m (a second request of a call that takes
+	// one): the codec keeps the error until it is taken.
+	failed := s.codec.failure(m)
 	if got.err != nil {
 		return got.err
 	}
-	return s.codec.failure(m)
+	return failed
 }

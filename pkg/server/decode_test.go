@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"io"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
@@ -92,5 +94,57 @@ func TestRefusedRequestsThatDoNotDecodeAreForgotten(t *testing.T) {
 	codec.failed.Range(func(any, any) bool { kept++; return true })
 	if kept != 0 {
 		t.Errorf("the codec still keeps %d decoding errors of refused calls", kept)
+	}
+}
+
+// TestSecondRequestOfServerStreamIsForgotten: a server-streaming call whose client sends two
+// requests, which gRPC refuses, leaves no decoding error of theirs in the codec.
+func TestSecondRequestOfServerStreamIsForgotten(t *testing.T) {
+	codec := newRequestCodec()
+	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec}
+	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	garbage := []byte{0xff}
+
+	for range 3 {
+		ctx, cancel := context.WithCancel(t.Context())
+		stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+			"/grpc.health.v1.Health/Watch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := stream.SendMsg(&garbage); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+		}
+		if err := stream.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		var reply []byte
+		err = stream.RecvMsg(&reply)
+		if status.Code(err) == codes.OK {
+			t.Fatalf("a call with two requests was answered")
+		}
+		cancel()
+	}
+	// The client can have its answer a moment before the server's handler has returned.
+	kept := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		kept = 0
+		codec.failed.Range(func(any, any) bool { kept++; return true })
+		if kept == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if kept != 0 {
+		t.Errorf("the codec still keeps %d decoding errors", kept)
 	}
 }
