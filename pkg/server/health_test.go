@@ -1,10 +1,7 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -112,24 +109,5 @@ func TestWrappedRegistrarsKeepTheirHealthAndClose(t *testing.T) {
 	}
 	if err := r.(interface{ Close() error }).Close(); err != nil || closed != 1 {
 		t.Fatalf("Close = %v after %d cleanups, want 1", err, closed)
-	}
-}
-
-// TestShutdownOutlastsTheHealthFollower: Shutdown returns only once the goroutine that
-// follows the HealthSource has returned (Main closes the service then), also when it comes
-// right after Start, before Serve has begun following the source.
-func TestShutdownOutlastsTheHealthFollower(t *testing.T) {
-	changed := make(chan struct{})
-	src := server.HealthFunc(func() (bool, <-chan struct{}) { return true, changed })
-	buf := make([]byte, 1<<20)
-	for range 200 {
-		srv := server.New(server.Options{Addr: "127.0.0.1:0", Health: src, Logger: slog.New(slog.DiscardHandler)})
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		srv.Shutdown(t.Context())
-		if stacks := buf[:runtime.Stack(buf, true)]; bytes.Contains(stacks, []byte("server.(*Server).reportHealth.func")) {
-			t.Fatalf("the follower of the HealthSource still runs after Shutdown returned:\n%s", stacks)
-		}
 	}
 }

@@ -240,16 +240,11 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	<-stopped
 	s.mu.Lock()
-	served := s.served
+	served, healthDone := s.served, s.healthDone
 	s.mu.Unlock()
 	if served != nil {
 		<-served
 	}
-	// Read once Serve has returned: a Serve that began after GracefulStop still starts the
-	// follower of Options.Health before it returns.
-	s.mu.Lock()
-	healthDone := s.healthDone
-	s.mu.Unlock()
 	if healthDone != nil {
 		<-healthDone
 	}
