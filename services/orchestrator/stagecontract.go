@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,15 +76,19 @@ func checkIntent(resp *intentv1.ParseResponse) *contractViolation {
 // 60 s).
 const maxBackoff = 60 * time.Second
 
-// checkDecision returns how a recovery stage's decision breaks the recovery contract (one of
-// the four strategies; a backoff between 0 and 60 s), or nil.
-func checkDecision(d *recoveryv1.DecideResponse) *contractViolation {
+// checkDecision returns how a recovery stage's decision, made in state, breaks the recovery
+// contract (one of the four strategies; a backoff between 0 and 60 s; a tool to use instead
+// that is one of the failed tool's alternatives), or nil.
+func checkDecision(d *recoveryv1.DecideResponse, state *recoveryv1.RecoveryState) *contractViolation {
 	why := ""
-	switch s := d.GetStrategy(); {
+	switch s, alt := d.GetStrategy(), d.GetModifiedAction().GetToolName(); {
 	case s == recoveryv1.Strategy_STRATEGY_UNSPECIFIED || recoveryv1.Strategy_name[int32(s)] == "":
 		why = fmt.Sprintf("strategy %d is not retry, fallback, abort or ask_user", s)
 	case d.GetBackoffMs() < 0 || d.GetBackoffMs() > maxBackoff.Milliseconds():
 		why = fmt.Sprintf("backoff_ms %d is not between 0 and %d", d.GetBackoffMs(), maxBackoff.Milliseconds())
+	case alt != "" && !slices.Contains(state.GetAlternativeTools(), alt):
+		// The run would execute a tool it did not offer, or may not use, with another's arguments.
+		why = fmt.Sprintf("tool %q is not one of the alternatives %v", alt, state.GetAlternativeTools())
 	default:
 		return nil
 	}
