@@ -77,8 +77,9 @@ func checkIntent(resp *intentv1.ParseResponse) *contractViolation {
 const maxBackoff = 60 * time.Second
 
 // checkDecision returns how a recovery stage's decision, made in state, breaks the recovery
-// contract (one of the four strategies; a backoff between 0 and 60 s; a tool to use instead
-// that is one of the failed tool's alternatives), or nil.
+// contract (one of the four strategies; a backoff between 0 and 60 s; a longer timeout only
+// for a tool that is idempotent; a tool to use instead that is one of the failed tool's
+// alternatives), or nil.
 func checkDecision(d *recoveryv1.DecideResponse, state *recoveryv1.RecoveryState) *contractViolation {
 	why := ""
 	switch s, alt := d.GetStrategy(), d.GetModifiedAction().GetToolName(); {
@@ -86,6 +87,9 @@ func checkDecision(d *recoveryv1.DecideResponse, state *recoveryv1.RecoveryState
 		why = fmt.Sprintf("strategy %d is not retry, fallback, abort or ask_user", s)
 	case d.GetBackoffMs() < 0 || d.GetBackoffMs() > maxBackoff.Milliseconds():
 		why = fmt.Sprintf("backoff_ms %d is not between 0 and %d", d.GetBackoffMs(), maxBackoff.Milliseconds())
+	case s == recoveryv1.Strategy_STRATEGY_RETRY && d.GetModifiedAction().GetTimeoutMs() > 0 && state.GetToolName() != "" && !state.GetIdempotent():
+		// A timed-out call may have had its effect: only an idempotent tool runs again.
+		why = fmt.Sprintf("a retry of %s, which is not idempotent", state.GetToolName())
 	case alt != "" && !slices.Contains(state.GetAlternativeTools(), alt):
 		// The run would execute a tool it did not offer, or may not use, with another's arguments.
 		why = fmt.Sprintf("tool %q is not one of the alternatives %v", alt, state.GetAlternativeTools())

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -291,4 +292,42 @@ type wipingRecovery struct {
 func (wipingRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_FALLBACK,
 		ModifiedAction: &recoveryv1.ModifiedAction{ToolName: "wipe_index"}, UserMessage: "Trying something else."}, nil
+}
+
+// TestOutOfContractTimeoutRetry: a recovery decision to run a timed-out tool that is not
+// idempotent again (with a longer timeout) is outside the recovery contract, since the tool
+// may have had its effect: the run does not send the call twice, applies its local rule (the
+// model is told the tool timed out), says why in the log, and completes.
+func TestOutOfContractTimeoutRetry(t *testing.T) {
+	tools := newSlowOnce(t, time.Millisecond)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"send_mail": {Description: "Sends a mail.", Method: http.MethodPost, URL: tools.URL + "/mail"}}
+	cfg.Tools.NoApproval = []string{"send_mail"}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, retryingRecovery{}) }),
+		}
+	}, llmtest.Scenario{Name: "mail", Match: "Mail it.", Turns: []llmtest.Turn{call("send_mail", `{}`), text("The mail timed out.")}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Mail it.", Overrides: &agentv1.RunOverrides{ToolTimeoutMs: i64(100)}},
+		typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "COMPLETED", "SUATA", "LLM:OK TOOL:FAILED LLM:OK")
+	if n := tools.count("/mail"); n != 1 {
+		t.Errorf("the tool that is not idempotent got %d requests, want 1", n)
+	}
+	if got := toolMessage(t, res, 0); got != "(tool failed: timeout)" {
+		t.Errorf("tool message %q", got)
+	}
+	if want := `the recovery stage answered outside its contract: a retry of send_mail, which is not idempotent`; !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %s", want)
+	}
+}
+
+// retryingRecovery is a recovery stage outside its contract: it retries every failure with a
+// doubled timeout, idempotent tool or not.
+type retryingRecovery struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (retryingRecovery) Decide(_ context.Context, req *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY,
+		ModifiedAction: &recoveryv1.ModifiedAction{TimeoutMs: 2 * max(req.GetState().GetTimeoutMs(), 1)}, UserMessage: "Trying again."}, nil
 }
