@@ -27,8 +27,8 @@ var (
 // confirmation request when one of them needs approval) or its text answer. A failed model
 // request is handled as a run's inference handles it: the recovery stage decides whether to
 // try again, on which target and after what wait (a rate limit's Retry-After once every target
-// is limited). Provider failures that remain become RESPOND_ONLY with seed 004's canned
-// messages.
+// is limited). An empty answer (no text, no tool call) is tried again, as a run's is. Provider
+// failures and empty answers that remain become RESPOND_ONLY with seed 004's canned messages.
 func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*typev1.AgentDecision, error) {
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
@@ -132,6 +132,12 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		}
 		entry.Tokens, entry.StopReason, entry.ActualModel, entry.CostUsd = resp.GetUsage(), resp.GetStopReason(), resp.GetModel(), resp.GetCostUsd()
 		spent.add("", entry)
+		if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
+			// Seed 000: an empty answer counts as an attempt and is tried again; it is no
+			// decision, and none of them leaves the canned failure message.
+			lastErr = nil
+			continue
+		}
 		return spent.on(decisionFor(resp, offered)), nil
 	}
 	_, _, message := providerExit(lastErr)

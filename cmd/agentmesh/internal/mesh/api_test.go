@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/memory"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
@@ -439,5 +440,44 @@ func TestMemoryOutage(t *testing.T) {
 	got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
 	if err != nil || got.GetOutcome() != res.GetOutcome() || len(got.GetTranscript()) != len(res.GetTranscript()) {
 		t.Errorf("GetRun with memory down = %v, %v; want the whole result", got.GetOutcome(), err)
+	}
+}
+
+// TestDecideEmptyAnswer: a model answer with no text and no tool call is no decision (seed
+// 000: an empty response counts as an attempt and is tried again): Decide asks again, and when
+// every attempt is empty answers seed 004's canned LLM-failure message, never an empty
+// RESPOND_ONLY.
+func TestDecideEmptyAnswer(t *testing.T) {
+	h := start(t, nil,
+		llmtest.Scenario{Name: "empty once", Match: "Say hello", Turns: []llmtest.Turn{{Respond: func(_ llmtest.Request, attempt int) llmtest.Turn {
+			if attempt == 1 {
+				return llmtest.Turn{}
+			}
+			return llmtest.Turn{Content: "Hello!"}
+		}}}},
+		llmtest.Scenario{Name: "always empty", Match: "Say nothing", Turns: []llmtest.Turn{{Respond: func(llmtest.Request, int) llmtest.Turn {
+			return llmtest.Turn{}
+		}}}},
+	)
+	for msg, want := range map[string]string{
+		"Say hello":   "Hello!",
+		"Say nothing": orchestrator.MessageProviderFailure,
+	} {
+		d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY || d.GetResponseText() != want {
+			t.Errorf("%q: %v %q, want RESPOND_ONLY %q", msg, d.GetDecisionType(), d.GetResponseText(), want)
+		}
+	}
+	var nothing int
+	for _, r := range h.llm.Requests() {
+		if strings.Contains(string(r.Messages[len(r.Messages)-1].Content), "Say nothing") {
+			nothing++
+		}
+	}
+	if nothing != 3 {
+		t.Errorf("%d requests for the empty answers, want max_retries (3)", nothing)
 	}
 }
