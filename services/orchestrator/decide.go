@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"regexp"
@@ -73,7 +74,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	}
 	if intent.GetNeedsClarification() {
 		return spent.on(&typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
-			ClarificationQuestion: intent.GetClarificationQuestion()}), nil
+			ClarificationQuestion: cmp.Or(intent.GetClarificationQuestion(), MessageClarify)}), nil // as a run asks
 	}
 	offered := tools
 	if intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {

@@ -331,3 +331,28 @@ func (retryingRecovery) Decide(_ context.Context, req *recoveryv1.DecideRequest)
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY,
 		ModifiedAction: &recoveryv1.ModifiedAction{TimeoutMs: 2 * max(req.GetState().GetTimeoutMs(), 1)}, UserMessage: "Trying again."}, nil
 }
+
+// TestDecideClarificationWithoutQuestion: an intent that needs clarification but comes
+// without a question (a replacement intent stage's) makes Decide ask the canned question, as
+// a run does, never an ASK_CLARIFICATION with an empty clarification_question.
+func TestDecideClarificationWithoutQuestion(t *testing.T) {
+	intent := &replacementIntent{}
+	intent.answer.Store(&intentv1.ParseResponse{Goal: "help", TaskType: intentv1.TaskType_TASK_TYPE_QUESTION,
+		ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_OPTIONAL, NeedsClarification: true, Source: "rules"})
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Intent: serveStage(t, mesh.Intent, func(g *grpc.Server) { intentv1.RegisterIntentServiceServer(g, intent) }),
+		}
+	})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "help"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION || d.GetClarificationQuestion() != orchestrator.MessageClarify {
+		t.Errorf("%v %q, want ASK_CLARIFICATION %q", d.GetDecisionType(), d.GetClarificationQuestion(), orchestrator.MessageClarify)
+	}
+	res := h.run(t, &agentv1.RunRequest{Message: "help"})
+	if got := res.GetDecision().GetClarificationQuestion(); got != orchestrator.MessageClarify {
+		t.Errorf("the run asks %q, want %q", got, orchestrator.MessageClarify)
+	}
+}
