@@ -18,7 +18,7 @@ import (
 // result.pending_question): the run goes on with the answer as the user's message. Any replica
 // takes the answer for any run: it is stored, and the run's owner (or whichever replica
 // resumes the run) applies it. The first answer wins; an answer to a question the run does not
-// ask (any more) is NOT_FOUND.
+// ask (any more), or one past the question's expires_at, is NOT_FOUND.
 func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
 	if err := checkRunID(req.GetRunId()); err != nil {
 		return nil, err
@@ -55,6 +55,9 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	q := cp.GetQuestion()
 	if cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_INPUT || (req.GetQuestionId() != "" && req.GetQuestionId() != q.GetId()) {
 		return nil, notAsking(runID, req.GetQuestionId())
+	}
+	if err := s.expired(runID, q); err != nil {
+		return nil, err
 	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = q.GetId()

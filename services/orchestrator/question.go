@@ -150,6 +150,9 @@ func (r *run) answerLocal(req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, 
 	if st.answered {
 		return nil, alreadyAnswered(r.id, st.pending.GetId())
 	}
+	if err := r.svc.expired(r.id, st.pending); err != nil {
+		return nil, err
+	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = st.pending.GetId()
 	r.inputs.put(runstore.Input{Answer: answer})
@@ -163,6 +166,17 @@ func notAsking(runID, questionID string) error {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q does not ask question %q", runID, questionID)
 	}
 	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q asks no question", runID)
+}
+
+// expired is the error of an answer to q past its expires_at: the run asks no more, and ends
+// ANSWER_TIMEOUT without it (at once, or when a replica adopts it), so the answer is not
+// taken, nor acknowledged as resuming the run. nil while q is open.
+func (s *Service) expired(runID string, q *typev1.PendingQuestion) error {
+	if exp := q.GetExpiresAt(); exp == nil || s.now().Before(exp.AsTime()) {
+		return nil
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q asks question %q no more: it expired at %s, unanswered",
+		runID, q.GetId(), q.GetExpiresAt().AsTime().Format(time.RFC3339Nano))
 }
 
 // alreadyAnswered is the error of a second answer to a question.

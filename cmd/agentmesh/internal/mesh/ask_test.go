@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -277,4 +278,31 @@ func TestUnclearIntentPausesForTheAnswer(t *testing.T) {
 			t.Errorf("outcome %s, report %q, events %v: want the question as the answer, asked once", final.GetOutcome(), final.GetFinalReport().GetContent(), kinds)
 		}
 	})
+}
+
+// TestLateAnswerIsRefused: an answer that comes after the question's expires_at is refused
+// NOT_FOUND (the run does not ask any more), also while no replica owns the paused run, which
+// then ends ANSWER_TIMEOUT when a replica adopts it: the caller is never told resumed for an
+// answer the run will not take.
+func TestLateAnswerIsRefused(t *testing.T) {
+	const message = "Export the rest."
+	h := askMesh(t, 2, nil, exportScenario(message, "never asked"))
+	a, b := h.replicas[0], h.replicas[1]
+	res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{AnswerTimeoutMs: i64(200)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asking(t, res)
+	h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0) // nobody times the question out now
+	expired := time.NewTimer(time.Until(res.GetPendingQuestion().GetExpiresAt().AsTime()))
+	<-expired.C // the question's own deadline
+	_, err = b.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "too late"})
+	wantCode(t, err, codes.NotFound, "an answer after the question expired")
+	final, _ := finishOn(t, b, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_TIMEOUT || final.GetExitReason() != orchestrator.ExitAnswerTimeout {
+		t.Fatalf("outcome %s %s (%v), want FAILED_TIMEOUT ANSWER_TIMEOUT", final.GetOutcome(), final.GetExitReason(), final.GetError())
+	}
+	if n := len(requestsFor(h.llm, message)); n != 1 {
+		t.Errorf("%d LLM requests, want 1", n)
+	}
 }
