@@ -139,7 +139,9 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			lastErr = nil
 			continue
 		}
-		return spent.on(decisionFor(resp, offered)), nil
+		// Every tool's approval counts, not only the offered ones': a model may call a tool it
+		// was not offered (tools forbidden), and it must not get an unconfirmed INVOKE_TOOL.
+		return spent.on(decisionFor(resp, tools)), nil
 	}
 	_, _, message := providerExit(lastErr)
 	return spent.on(respond(message)), nil

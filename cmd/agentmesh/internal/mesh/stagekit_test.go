@@ -356,3 +356,26 @@ func TestDecideClarificationWithoutQuestion(t *testing.T) {
 		t.Errorf("the run asks %q, want %q", got, orchestrator.MessageClarify)
 	}
 }
+
+// TestDecideConfirmsAToolNotOffered: a model that calls a tool needing approval though it was
+// not offered (the intent forbade tools) gets a REQUEST_CONFIRMATION decision, never an
+// INVOKE_TOOL that would run it unconfirmed.
+func TestDecideConfirmsAToolNotOffered(t *testing.T) {
+	intent := &replacementIntent{}
+	intent.answer.Store(&intentv1.ParseResponse{Goal: "chat", TaskType: intentv1.TaskType_TASK_TYPE_QUESTION,
+		ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN, Source: "rules"})
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"current_time"}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Intent: serveStage(t, mesh.Intent, func(g *grpc.Server) { intentv1.RegisterIntentServiceServer(g, intent) }),
+		}
+	}, llmtest.Scenario{Name: "time", Match: "Just chat.", Turns: []llmtest.Turn{call("current_time", `{}`)}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Just chat."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION || len(d.GetPendingAction().GetToolCalls()) != 1 {
+		t.Errorf("%v %v, want REQUEST_CONFIRMATION of current_time", d.GetDecisionType(), d.GetToolCalls())
+	}
+}
