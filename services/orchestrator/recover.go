@@ -34,7 +34,7 @@ func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stagee
 	d, err := whenReady(ctx, "recovery", s.peers.Recovery.Decide, &recoveryv1.DecideRequest{Error: detail, Stage: stage, RetryCount: int32(retry), State: state})
 	reason := "recovery unavailable"
 	if err == nil {
-		if broken := checkDecision(d, state); broken != nil {
+		if broken := checkDecision(d, retry, state); broken != nil {
 			err, reason = broken, broken.Error()
 		}
 	}

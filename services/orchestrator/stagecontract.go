@@ -78,9 +78,9 @@ const maxBackoff = 60 * time.Second
 
 // checkDecision returns how a recovery stage's decision, made in state, breaks the recovery
 // contract (one of the four strategies; a backoff between 0 and 60 s; a longer timeout only
-// for a tool that is idempotent; a tool to use instead that is one of the failed tool's
-// alternatives), or nil.
-func checkDecision(d *recoveryv1.DecideResponse, state *recoveryv1.RecoveryState) *contractViolation {
+// for a tool that is idempotent, within the max_retries it was told of; a tool to use instead
+// that is one of the failed tool's alternatives), or nil. retry counts the retries made.
+func checkDecision(d *recoveryv1.DecideResponse, retry int, state *recoveryv1.RecoveryState) *contractViolation {
 	why := ""
 	switch s, alt := d.GetStrategy(), d.GetModifiedAction().GetToolName(); {
 	case s == recoveryv1.Strategy_STRATEGY_UNSPECIFIED || recoveryv1.Strategy_name[int32(s)] == "":
@@ -90,6 +90,10 @@ func checkDecision(d *recoveryv1.DecideResponse, state *recoveryv1.RecoveryState
 	case s == recoveryv1.Strategy_STRATEGY_RETRY && d.GetModifiedAction().GetTimeoutMs() > 0 && state.GetToolName() != "" && !state.GetIdempotent():
 		// A timed-out call may have had its effect: only an idempotent tool runs again.
 		why = fmt.Sprintf("a retry of %s, which is not idempotent", state.GetToolName())
+	case s == recoveryv1.Strategy_STRATEGY_RETRY && d.GetModifiedAction().GetTimeoutMs() > 0 && state.GetToolName() != "" &&
+		state.GetMaxRetries() > 0 && retry >= int(state.GetMaxRetries()):
+		// Else a tool that always times out is called again until the run's time is up.
+		why = fmt.Sprintf("retry %d of %s is past max_retries %d", retry, state.GetToolName(), state.GetMaxRetries())
 	case alt != "" && !slices.Contains(state.GetAlternativeTools(), alt):
 		// The run would execute a tool it did not offer, or may not use, with another's arguments.
 		why = fmt.Sprintf("tool %q is not one of the alternatives %v", alt, state.GetAlternativeTools())

@@ -379,3 +379,28 @@ func TestDecideConfirmsAToolNotOffered(t *testing.T) {
 		t.Errorf("%v %v, want REQUEST_CONFIRMATION of current_time", d.GetDecisionType(), d.GetToolCalls())
 	}
 }
+
+// TestOutOfContractTimeoutRetryAgain: a recovery decision to retry a timed-out idempotent tool
+// a second time, past the one retry it was told of (max_retries), is outside the recovery
+// contract: the run sends the call twice in all, not again and again until its time runs out.
+func TestOutOfContractTimeoutRetryAgain(t *testing.T) {
+	tools := newSlowOnce(t, time.Hour) // every request times out
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"lookup": {Description: "A read-only lookup.", URL: tools.URL + "/lookup"}}
+	cfg.Tools.Idempotent = []string{"lookup"}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, retryingRecovery{}) }),
+		}
+	}, llmtest.Scenario{Name: "lookup", Match: "Look it up.", Turns: []llmtest.Turn{call("lookup", `{}`), text("It timed out.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "Look it up.", Overrides: &agentv1.RunOverrides{ToolTimeoutMs: i64(50), TotalTimeoutMs: i64(5000)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Errorf("outcome %s %s (%s), want a completed run", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage())
+	}
+	if n := tools.count("/lookup"); n != 2 {
+		t.Errorf("%d requests, want 2: the call and its one retry", n)
+	}
+	if want := `the recovery stage answered outside its contract: retry 1 of lookup is past max_retries 1`; !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %s", want)
+	}
+}
