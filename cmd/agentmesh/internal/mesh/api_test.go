@@ -158,15 +158,7 @@ func TestCancelRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("stream ended before the first turn: %v", err)
-		}
-		if ev.GetTurnStarted() != nil {
-			break
-		}
-	}
+	untilTurnStarted(t, stream)
 	// The run is live: GetRun says so, CancelRun ends it.
 	if _, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "cancel-me"}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("GetRun(live) = %v, want FAILED_PRECONDITION", err)
@@ -213,21 +205,27 @@ func TestGetRunRightAfterCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("stream ended before the first turn: %v", err)
-		}
-		if ev.GetTurnStarted() != nil {
-			break
-		}
-	}
+	untilTurnStarted(t, stream)
 	if resp, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: "cancel-then-get"}); err != nil || !resp.GetCancelled() {
 		t.Fatalf("CancelRun = %v, %v", resp, err)
 	}
 	res, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: "cancel-then-get"})
 	if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED {
 		t.Errorf("GetRun right after CancelRun = %v, %v; want the INTERRUPTED result", res.GetOutcome(), err)
+	}
+}
+
+// untilTurnStarted reads a run's stream up to its first turn_started.
+func untilTurnStarted(t *testing.T, stream grpc.ServerStreamingClient[eventv1.RunEvent]) {
+	t.Helper()
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the first turn: %v", err)
+		}
+		if ev.GetTurnStarted() != nil {
+			return
+		}
 	}
 }
 
