@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -19,14 +20,43 @@ import (
 type Schema = jsonschema.Schema
 
 // Compile compiles the JSON schema doc (decoded JSON) named url (e.g.
-// "tool:///arguments.json"), which only names it in messages.
+// "tool:///arguments.json"), which only names it in messages. A schema whose $ref resolves to
+// itself before it reads anything of a value ({"$ref": "#"}) is an error: the library finds
+// such a cycle only when it validates, so every value would be refused later as the caller's
+// bad input. A cycle reached only through some property of a value is still found then.
 func Compile(url string, doc map[string]any) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no external $ref is ever loaded
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
 	}
-	return c.Compile(url)
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range []any{nil, map[string]any{}, []any{}, "", 0.0, false} {
+		if cycle := refCycle(sch.Validate(v)); cycle != "" {
+			return nil, fmt.Errorf("%s: %s", url, cycle)
+		}
+	}
+	return sch, nil
+}
+
+// refCycle is the message of a reference cycle among the failures of a validation, or "".
+func refCycle(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return ""
+	}
+	if _, ok := ve.ErrorKind.(*kind.RefCycle); ok {
+		return ve.ErrorKind.LocalizedString(printer)
+	}
+	for _, c := range ve.Causes {
+		if m := refCycle(c); m != "" {
+			return m
+		}
+	}
+	return ""
 }
 
 // printer renders validation messages in English.
