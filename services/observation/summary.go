@@ -48,9 +48,11 @@ type summarizer struct {
 func (s *summarizer) summarize(caller context.Context, req *observationv1.ObserveRequest) (string, *typev1.AccountingEntry, error) {
 	raw, maxBytes := req.GetRawResult(), req.GetMaxBytes()
 	ctx := caller
+	var due time.Time // the summary's own deadline, when the caller set one
 	if deadline, ok := caller.Deadline(); ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(caller, deadline.Add(-time.Until(deadline)/summaryReserve))
+		due = deadline.Add(-time.Until(deadline) / summaryReserve)
+		ctx, cancel = context.WithDeadline(caller, due)
 		defer cancel()
 	}
 	input := raw
@@ -79,7 +81,10 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 	if err != nil {
 		se := stageerr.FromError(err)
 		entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, se.Error()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && caller.Err() == nil {
+		// The generation stage's failure at the deadline (it has it too, rounded up) may
+		// arrive before ctx's timer has fired on a busy machine: the clock says it too.
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || !due.IsZero() && !time.Now().Before(due)
+		if timedOut && caller.Err() == nil {
 			return "", entry, fmt.Errorf("the observation model did not answer in time (%s), before the deadline of the observation: %w",
 				time.Since(start).Round(time.Millisecond), se)
 		}
