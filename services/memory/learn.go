@@ -15,7 +15,6 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -43,15 +42,6 @@ const (
 	// before the run is given up.
 	MaxLearnAttempts = 3
 )
-
-// TraceContextOf returns the W3C trace context (traceparent and tracestate) of the span in
-// ctx, both empty when it has none: what a Store keeps of a SaveRun's context in the run's
-// LearnJob.
-func TraceContextOf(ctx context.Context) (traceparent, tracestate string) {
-	carrier := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, carrier)
-	return carrier.Get("traceparent"), carrier.Get("tracestate")
-}
 
 // attrLearnAttempt is the attribute of an agentmesh.memory.learn span that counts the claims
 // of its run (LearnJob.Attempts).
@@ -160,7 +150,7 @@ func (s *Service) stopLearning() {
 func (s *Service) learnFrom(ctx context.Context, job LearnJob) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, LearnTimeout)
 	defer cancel()
-	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": job.Traceparent, "tracestate": job.Tracestate})
+	ctx = telemetry.WithTraceContext(ctx, job.Traceparent, job.Tracestate)
 	ctx, span := s.tracer.Start(ctx, "agentmesh.memory.learn", trace.WithAttributes(
 		telemetry.RunIDKey.String(job.RunID), attrLearnAttempt.Int(job.Attempts)))
 	defer func() {

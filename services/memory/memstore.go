@@ -11,6 +11,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 )
@@ -247,7 +248,7 @@ func (s *MemoryStore) SaveRun(ctx context.Context, userID string, result *typev1
 	defer s.forget()
 	if _, ok := s.learning[result.GetRunId()]; !ok {
 		l := &learnState{job: LearnJob{RunID: result.GetRunId(), UserID: userID}}
-		l.job.Traceparent, l.job.Tracestate = TraceContextOf(ctx)
+		l.job.Traceparent, l.job.Tracestate = telemetry.TraceContextOf(ctx)
 		s.learning[result.GetRunId()] = l
 		s.queue = append(s.queue, l)
 	}

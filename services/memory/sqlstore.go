@@ -14,6 +14,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -402,7 +403,7 @@ func (s *SQLStore) SaveRun(ctx context.Context, userID string, result *typev1.Ru
 	if err != nil {
 		return err
 	}
-	traceparent, tracestate := TraceContextOf(ctx)
+	traceparent, tracestate := telemetry.TraceContextOf(ctx)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO runs (run_id, user_id, result) VALUES (?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET user_id = excluded.user_id, result = excluded.result`), result.GetRunId(), userID, raw); err != nil {

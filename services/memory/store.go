@@ -40,7 +40,7 @@ type Store interface {
 	// SaveRun stores the result of a run for userID, replacing an earlier save of that run,
 	// without its learning (GetRun sets that). The first save of a run also queues it for
 	// learning (ClaimLearning), atomically with the save, so a saved run is never left
-	// unlearned, with the trace context of ctx (TraceContextOf), which the job carries.
+	// unlearned, with the trace context of ctx (telemetry.TraceContextOf), which the job carries.
 	SaveRun(ctx context.Context, userID string, result *typev1.RunResult) error
 	// GetRun returns the stored result of runID, with its transcript replaced by the stored
 	// chain when entries were appended for the run and its learning set when FinishLearning

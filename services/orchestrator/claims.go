@@ -95,5 +95,5 @@ func (s *Service) checkClaim(ctx context.Context, r *run) error {
 	case err != nil:
 		return err
 	}
-	return foundRun(r, c)
+	return foundRun(r, keyClaim(r), c)
 }

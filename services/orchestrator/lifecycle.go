@@ -21,7 +21,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
@@ -34,10 +33,16 @@ type existingRun struct {
 	otherRequest    bool // the key's claim holds another request's fingerprint
 }
 
-// foundRun is the existingRun that c, the claim r's idempotency key holds, names.
-func foundRun(r *run, c runstore.KeyClaim) existingRun {
+// keyClaim is the claim r makes on its idempotency key: its id and its request's fingerprint.
+func keyClaim(r *run) runstore.KeyClaim {
+	return runstore.KeyClaim{RunID: r.id, Request: requestFingerprint(r.req)}
+}
+
+// foundRun is the existingRun that c, the claim r's idempotency key holds, names; mine is the
+// claim r made or would make (keyClaim).
+func foundRun(r *run, mine, c runstore.KeyClaim) existingRun {
 	return existingRun{id: c.RunID, userID: r.userID, key: r.req.GetIdempotencyKey(),
-		otherRequest: c.Request != "" && c.Request != requestFingerprint(r.req)}
+		otherRequest: c.Request != "" && c.Request != mine.Request}
 }
 
 func (e existingRun) Error() string { return "idempotency key already names run " + e.id }
@@ -98,9 +103,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		return nil, nil, err
 	}
 	runCtx = s.runContext(context.WithoutCancel(ctx), r, "agentmesh.run")
-	carrier := propagation.MapCarrier{}
-	telemetry.Propagator().Inject(runCtx, carrier)
-	r.traceparent, r.tracestate = carrier.Get("traceparent"), carrier.Get("tracestate")
+	r.traceparent, r.tracestate = telemetry.TraceContextOf(runCtx)
 	if s.store != nil {
 		head, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
 		if err == nil && req.GetRunId() != "" { // a generated id is new; a caller's may be a retired run's
@@ -136,10 +139,11 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 // replica its owner.
 func (s *Service) reserve(ctx context.Context, r *run) error {
 	if key := r.req.GetIdempotencyKey(); key != "" {
-		existing, err := s.store.Claim(ctx, r.userID, key, runstore.KeyClaim{RunID: r.id, Request: requestFingerprint(r.req)})
+		mine := keyClaim(r)
+		existing, err := s.store.Claim(ctx, r.userID, key, mine)
 		switch {
 		case errors.Is(err, runstore.ErrExists):
-			return foundRun(r, existing)
+			return foundRun(r, mine, existing)
 		case err != nil:
 			return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "claiming idempotency key: %w", err)
 		}
@@ -189,16 +193,21 @@ func (s *Service) reserveLocal(ctx context.Context, r *run) error {
 			return stageerr.Errorf(code, "cannot tell whether run %q exists: %v", r.id, stageerr.FromError(err).Msg)
 		}
 	}
+	key := r.req.GetIdempotencyKey()
+	var mine runstore.KeyClaim
+	if key != "" {
+		mine = keyClaim(r) // hashed before the lock: a request may be megabytes
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if key := r.req.GetIdempotencyKey(); key != "" {
+	if key != "" {
 		if c, ok := s.idempotency[idempotencyKey{r.userID, key}]; ok {
-			return foundRun(r, c)
+			return foundRun(r, mine, c)
 		}
-		s.idempotency[idempotencyKey{r.userID, key}] = runstore.KeyClaim{RunID: r.id, Request: requestFingerprint(r.req)}
+		s.idempotency[idempotencyKey{r.userID, key}] = mine
 	}
 	if _, dup := s.live[r.id]; dup {
-		delete(s.idempotency, idempotencyKey{r.userID, r.req.GetIdempotencyKey()})
+		delete(s.idempotency, idempotencyKey{r.userID, key})
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", r.id)
 	}
 	return nil
@@ -398,7 +407,7 @@ func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint
 	}
 	at.Seq = max(at.Seq, cp.GetEventSeq())
 	r.stream = events.NewRunStreamAt(s.publisher, r.id, at, s.runOptions...)
-	parent := telemetry.Propagator().Extract(context.Background(), propagation.MapCarrier{"traceparent": r.traceparent, "tracestate": r.tracestate})
+	parent := telemetry.WithTraceContext(context.Background(), r.traceparent, r.tracestate)
 	name := "agentmesh.run.resumed"
 	if cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED {
 		name = "agentmesh.run.finish"
