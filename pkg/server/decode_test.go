@@ -24,15 +24,7 @@ import (
 func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
 	codec := newRequestCodec()
 	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec}
-	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	reflection.Register(g)
-	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(t, gt)
 	garbage := []byte{0xff}
 
 	for range 3 {
@@ -57,10 +49,8 @@ func TestDecodeFailuresAreAnsweredAndForgotten(t *testing.T) {
 		t.Fatalf("stream: %v, want INVALID_ARGUMENT", err)
 	}
 
-	kept := 0
-	codec.failed.Range(func(any, any) bool { kept++; return true })
-	if kept != 0 {
-		t.Errorf("the codec still keeps %d decoding errors", kept)
+	if n := kept(codec); n != 0 {
+		t.Errorf("the codec still keeps %d decoding errors", n)
 	}
 }
 
@@ -73,14 +63,7 @@ func TestRefusedRequestsThatDoNotDecodeAreForgotten(t *testing.T) {
 		return nil, status.Error(codes.Unauthenticated, "no credentials")
 	}
 	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec, admit: []auth.Admission{refuse}}
-	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(t, gt)
 	garbage := []byte{0xff}
 
 	for range 3 {
@@ -90,10 +73,8 @@ func TestRefusedRequestsThatDoNotDecodeAreForgotten(t *testing.T) {
 			t.Fatalf("unary: %v, want UNAUTHENTICATED", err)
 		}
 	}
-	kept := 0
-	codec.failed.Range(func(any, any) bool { kept++; return true })
-	if kept != 0 {
-		t.Errorf("the codec still keeps %d decoding errors of refused calls", kept)
+	if n := kept(codec); n != 0 {
+		t.Errorf("the codec still keeps %d decoding errors of refused calls", n)
 	}
 }
 
@@ -102,14 +83,7 @@ func TestRefusedRequestsThatDoNotDecodeAreForgotten(t *testing.T) {
 func TestSecondRequestOfServerStreamIsForgotten(t *testing.T) {
 	codec := newRequestCodec()
 	gt := &gate{log: slog.New(slog.DiscardHandler), codec: codec}
-	g := grpc.NewServer(grpc.ForceServerCodecV2(codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(t, gt)
 	garbage := []byte{0xff}
 
 	for range 3 {
@@ -135,16 +109,34 @@ func TestSecondRequestOfServerStreamIsForgotten(t *testing.T) {
 		cancel()
 	}
 	// The client can have its answer a moment before the server's handler has returned.
-	kept := 0
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
-		kept = 0
-		codec.failed.Range(func(any, any) bool { kept++; return true })
-		if kept == 0 {
-			break
-		}
+	left := kept(codec)
+	for deadline := time.Now().Add(2 * time.Second); left != 0 && time.Now().Before(deadline); left = kept(codec) {
 		runtime.Gosched()
 	}
-	if kept != 0 {
-		t.Errorf("the codec still keeps %d decoding errors", kept)
+	if left != 0 {
+		t.Errorf("the codec still keeps %d decoding errors", left)
 	}
+}
+
+// rawConn serves the health and reflection services through gt, whose codec decodes their
+// requests, and returns a client that sends raw bytes as requests.
+func rawConn(t *testing.T, gt *gate) *grpc.ClientConn {
+	t.Helper()
+	g := grpc.NewServer(grpc.ForceServerCodecV2(gt.codec), grpc.UnaryInterceptor(gt.unary), grpc.StreamInterceptor(gt.stream))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	reflection.Register(g)
+	conn, err := grpc.NewClient(serve(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// kept counts the decoding errors codec keeps.
+func kept(codec *requestCodec) int {
+	n := 0
+	codec.failed.Range(func(any, any) bool { n++; return true })
+	return n
 }
