@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/services/action/internal/origin"
 )
 
 // headerTransport adds fixed headers to every request to one origin.
@@ -12,7 +14,7 @@ type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
 	// origin is the scheme and host (with port) of the server's URL: the headers, which may
-	// hold its credentials, go with requests there only (sameOrigin), not with one a redirect
+	// hold its credentials, go with requests there only (origin.Same), not with one a redirect
 	// sends elsewhere.
 	origin url.URL
 }
@@ -20,7 +22,7 @@ type headerTransport struct {
 // RoundTrip sends a copy of req with the headers set, or req as it is when it goes to another
 // origin.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 || !sameOrigin(req.URL, &t.origin) {
+	if len(t.headers) == 0 || !origin.Same(req.URL, &t.origin) {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
@@ -28,13 +30,6 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
-}
-
-// sameOrigin reports whether u is on the scheme and host (with port) of origin, or on its
-// host upgraded from http to https.
-func sameOrigin(u, origin *url.URL) bool {
-	upgraded := origin.Scheme == "http" && u.Scheme == "https"
-	return strings.EqualFold(u.Host, origin.Host) && (u.Scheme == origin.Scheme || upgraded)
 }
 
 // newHTTPClient returns the client of the remote server at endpoint, on its own connection

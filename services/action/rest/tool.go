@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/textcut"
+	"github.com/agentmesh/agentmesh/services/action/internal/origin"
 )
 
 // Limits of a call.
@@ -124,9 +125,7 @@ func confined(client *http.Client, headers []string) *http.Client {
 	c := *client
 	next := client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		first := via[0].URL
-		upgraded := first.Scheme == "http" && req.URL.Scheme == "https"
-		if !strings.EqualFold(req.URL.Host, first.Host) || (req.URL.Scheme != first.Scheme && !upgraded) {
+		if !origin.Same(req.URL, via[0].URL) {
 			for _, name := range headers {
 				if !strings.EqualFold(name, "Content-Type") {
 					req.Header.Del(name)
