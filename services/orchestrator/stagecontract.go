@@ -82,16 +82,17 @@ const maxBackoff = 60 * time.Second
 // that is one of the failed tool's alternatives), or nil. retry counts the retries made.
 func checkDecision(d *recoveryv1.DecideResponse, retry int, state *recoveryv1.RecoveryState) *contractViolation {
 	why := ""
+	// A tool call retried with a longer timeout: it timed out.
+	longer := d.GetStrategy() == recoveryv1.Strategy_STRATEGY_RETRY && d.GetModifiedAction().GetTimeoutMs() > 0 && state.GetToolName() != ""
 	switch s, alt := d.GetStrategy(), d.GetModifiedAction().GetToolName(); {
 	case s == recoveryv1.Strategy_STRATEGY_UNSPECIFIED || recoveryv1.Strategy_name[int32(s)] == "":
 		why = fmt.Sprintf("strategy %d is not retry, fallback, abort or ask_user", s)
 	case d.GetBackoffMs() < 0 || d.GetBackoffMs() > maxBackoff.Milliseconds():
 		why = fmt.Sprintf("backoff_ms %d is not between 0 and %d", d.GetBackoffMs(), maxBackoff.Milliseconds())
-	case s == recoveryv1.Strategy_STRATEGY_RETRY && d.GetModifiedAction().GetTimeoutMs() > 0 && state.GetToolName() != "" && !state.GetIdempotent():
+	case longer && !state.GetIdempotent():
 		// A timed-out call may have had its effect: only an idempotent tool runs again.
 		why = fmt.Sprintf("a retry of %s, which is not idempotent", state.GetToolName())
-	case s == recoveryv1.Strategy_STRATEGY_RETRY && d.GetModifiedAction().GetTimeoutMs() > 0 && state.GetToolName() != "" &&
-		state.GetMaxRetries() > 0 && retry >= int(state.GetMaxRetries()):
+	case longer && state.GetMaxRetries() > 0 && retry >= int(state.GetMaxRetries()):
 		// Else a tool that always times out is called again until the run's time is up.
 		why = fmt.Sprintf("retry %d of %s is past max_retries %d", retry, state.GetToolName(), state.GetMaxRetries())
 	case alt != "" && !slices.Contains(state.GetAlternativeTools(), alt):
