@@ -43,6 +43,16 @@ func (s *Service) callerID(ctx context.Context, requested string) (string, error
 	}
 }
 
+// principalID is the id of the call's authenticated principal (auth.Principal.ID), recorded
+// with what it hands a run (a decision, an answer, a cancellation); empty with authentication
+// off.
+func principalID(ctx context.Context) string {
+	if p, ok := auth.FromContext(ctx); ok {
+		return p.ID()
+	}
+	return ""
+}
+
 // authorizeRun returns nil when the call's principal may do a with the run, and the error
 // authorize returns when it may not. With authentication off everyone may, and the run is
 // not looked up.

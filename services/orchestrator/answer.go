@@ -39,7 +39,7 @@ func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agen
 	if r == nil {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q is not live on this orchestrator", req.GetRunId())
 	}
-	return r.answerLocal(req)
+	return r.answerLocal(req, principalID(ctx))
 }
 
 // answerStored records an answer in the store, for the run's owner to apply.
@@ -61,7 +61,7 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = q.GetId()
-	switch err := s.store.Answer(ctx, answer); {
+	switch err := s.store.Answer(ctx, answer, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
 		return nil, alreadyAnswered(runID, q.GetId())
 	case errors.Is(err, runstore.ErrNotFound):

@@ -322,7 +322,7 @@ func (s *Service) cancelLocal(ctx context.Context, req *agentv1.CancelRunRequest
 		res, err := s.GetRun(ctx, &agentv1.GetRunRequest{RunId: req.GetRunId()})
 		return res, false, err
 	}
-	r.cancel(cancelCause(req.GetReason()))
+	r.cancel(cancelCause(req.GetReason(), principalID(ctx)))
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -344,7 +344,7 @@ func (s *Service) cancelStored(ctx context.Context, req *agentv1.CancelRunReques
 	}
 	asked = cp.GetPhase() != checkpointv1.Phase_PHASE_FINISHED
 	if asked {
-		switch err := s.store.RequestCancel(ctx, req); {
+		switch err := s.store.RequestCancel(ctx, req, principalID(ctx)); {
 		case errors.Is(err, runstore.ErrNotFound): // the run ended, and retired, since it was read
 			res, err := s.savedResult(ctx, req.GetRunId())
 			return res, false, err
@@ -361,12 +361,17 @@ func (s *Service) cancelStored(ctx context.Context, req *agentv1.CancelRunReques
 	return res, asked, err
 }
 
-// cancelCause is the cancellation cause of a CancelRun with reason.
-func cancelCause(reason string) error {
-	if reason == "" {
-		return errCancelled
+// cancelCause is the cancellation cause of a CancelRun with reason, called by the principal
+// by (empty when unknown).
+func cancelCause(reason, by string) error {
+	cause := errCancelled
+	if by != "" {
+		cause = fmt.Errorf("%w %s", errCancelled, by)
 	}
-	return fmt.Errorf("%w: %s", errCancelled, reason)
+	if reason == "" {
+		return cause
+	}
+	return fmt.Errorf("%w: %s", cause, reason)
 }
 
 // ListTools lists the tools the mesh can execute.
@@ -456,7 +461,7 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	if stop := st.stopper(cp.GetContract()); stop != nil {
 		return nil, endingAlready(runID, stop.GetCallId())
 	}
-	switch err := s.store.Decide(ctx, req); {
+	switch err := s.store.Decide(ctx, req, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
 		return nil, alreadyDecided(runID, callID)
 	case errors.Is(err, runstore.ErrNotFound): // the run ended, and retired, since it was read

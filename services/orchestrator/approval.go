@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -129,7 +128,7 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 				if !ok {
 					break
 				}
-				if r.takeDecision(ctx, st, in.Decision) {
+				if r.takeDecision(ctx, st, in.Decision, in.By) {
 					if e := save(); e != nil {
 						return e, true
 					}
@@ -150,7 +149,7 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 			}
 			r.mu.Unlock()
 			for _, id := range undecided {
-				r.recordDecision(ctx, id, "timeout", nil, "", false)
+				r.recordDecision(ctx, &eventv1.ApprovalResolved{CallId: id, Decision: "timeout"})
 			}
 			return fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
 				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", "))), false
@@ -240,9 +239,10 @@ func (r *run) undecided(st *approvalState) []string {
 	return st.undecided()
 }
 
-// takeDecision applies a decision handed over by the store: recorded in the transcript and
-// announced, unless it is not for a waiting call (a late or repeated one), which is ignored.
-func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.ResolveApprovalRequest) bool {
+// takeDecision applies a decision handed over by the store, by whom it names: recorded in the
+// transcript and announced, unless it is not for a waiting call (a late or repeated one),
+// which is ignored.
+func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.ResolveApprovalRequest, by string) bool {
 	if d == nil {
 		return false
 	}
@@ -255,7 +255,7 @@ func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.Re
 	}
 	st.decisions[d.GetCallId()] = d
 	r.mu.Unlock()
-	r.recordDecision(ctx, d.GetCallId(), decisionName(d), d.GetModifiedArguments(), d.GetFeedback(), endsRun(r.contract, d))
+	r.recordDecision(ctx, decisionRecord(d, endsRun(r.contract, d), by))
 	return true
 }
 
@@ -329,17 +329,34 @@ func callNames(calls []*typev1.ToolCall) []string {
 	return names
 }
 
+// decisionRecord is the record of a person's decision d, by the principal by (empty when unknown);
+// ends says it ends the run.
+func decisionRecord(d *agentv1.ResolveApprovalRequest, ends bool, by string) *eventv1.ApprovalResolved {
+	return &eventv1.ApprovalResolved{
+		CallId: d.GetCallId(), Decision: decisionName(d), Feedback: d.GetFeedback(), Arguments: d.GetModifiedArguments(),
+		EndsRun: ends, DecidedBy: by,
+	}
+}
+
+// bySuffix is who did something, for a transcript entry's detail: " by " and a principal's
+// id, or nothing when unknown.
+func bySuffix(by string) string {
+	if by == "" {
+		return ""
+	}
+	return " by " + by
+}
+
 // recordDecision writes a decision to the transcript and announces it.
-func (r *run) recordDecision(ctx context.Context, callID, decision string, args *structpb.Struct, feedback string, endsRun bool) {
-	ev := &eventv1.ApprovalResolved{CallId: callID, Decision: decision, Feedback: feedback, Arguments: args, EndsRun: endsRun}
+func (r *run) recordDecision(ctx context.Context, ev *eventv1.ApprovalResolved) {
 	st := typev1.RunState_RUN_STATE_AWAIT_APPROVAL
-	detail := decision + " " + callID + feedbackSuffix(feedback)
-	if endsRun {
+	detail := ev.GetDecision() + " " + ev.GetCallId() + bySuffix(ev.GetDecidedBy()) + feedbackSuffix(ev.GetFeedback())
+	if ev.GetEndsRun() {
 		detail += "; the rejection ends the run"
 	}
 	// A decision arrives on its RPC's goroutine, while the run's may be changing the
 	// conversation: the entry seals no messages (a decision adds none), so it never reads it.
-	r.stepApart(ctx, st, r.stepID(st)+"/"+callID, ev, detail)
+	r.stepApart(ctx, st, r.stepID(st)+"/"+ev.GetCallId(), ev, detail)
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ApprovalResolved{ApprovalResolved: ev}})
 }
 
@@ -380,7 +397,7 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 	}
 	r.mu.Unlock()
 	// Record before resuming, so the decision precedes the executions in transcript and events.
-	r.recordDecision(trace.ContextWithSpan(context.WithoutCancel(ctx), r.span), req.GetCallId(), decisionName(req), req.GetModifiedArguments(), req.GetFeedback(), ends)
+	r.recordDecision(trace.ContextWithSpan(context.WithoutCancel(ctx), r.span), decisionRecord(req, ends, principalID(ctx)))
 	if len(remaining) == 0 {
 		close(st.resolved)
 	}

@@ -350,7 +350,7 @@ func (r *run) main(ctx context.Context) {
 func (r *run) watchInputs(ctx context.Context) {
 	r.svc.store.WatchInputs(ctx, r.id, func(in runstore.Input) {
 		if c := in.Cancel; c != nil {
-			r.cancel(cancelCause(c.GetReason()))
+			r.cancel(cancelCause(c.GetReason(), in.By))
 			return
 		}
 		r.inputs.put(in)

@@ -59,6 +59,7 @@ func (r *run) awaitAnswer(ctx context.Context, t *turnState) *ending {
 	var (
 		end    *ending
 		answer *agentv1.AnswerRequest
+		by     string // who answered
 	)
 wait:
 	for {
@@ -70,7 +71,7 @@ wait:
 					break
 				}
 				if a := in.Answer; a != nil && a.GetQuestionId() == st.pending.GetId() {
-					answer = a
+					answer, by = a, in.By
 					break wait
 				}
 			}
@@ -93,7 +94,7 @@ wait:
 	r.mu.Unlock()
 	r.publish(nil)
 	if answer != nil {
-		r.takeAnswer(ctx, st.pending, answer.GetAnswer())
+		r.takeAnswer(ctx, st.pending, answer.GetAnswer(), by)
 	}
 	return end
 }
@@ -118,14 +119,15 @@ func (r *run) ask(ctx context.Context, q *askUser) *questionState {
 	return st
 }
 
-// takeAnswer adds the user's answer to the conversation, records it and announces it.
-func (r *run) takeAnswer(ctx context.Context, q *typev1.PendingQuestion, answer string) {
+// takeAnswer adds the user's answer to the conversation, records it and announces it, with
+// who answered (a principal's id; empty when unknown).
+func (r *run) takeAnswer(ctx context.Context, q *typev1.PendingQuestion, answer, by string) {
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: answer})
 	r.decision = nil // answered: the run decides anew
-	ev := &eventv1.InputAnswered{QuestionId: q.GetId(), Answer: answer}
+	ev := &eventv1.InputAnswered{QuestionId: q.GetId(), Answer: answer, AnsweredBy: by}
 	st := typev1.RunState_RUN_STATE_AWAIT_INPUT
 	r.step(ctx, st, r.stepID(st)+"/answer", func(context.Context) (proto.Message, proto.Message, string) {
-		return nil, ev, "answered " + q.GetId()
+		return nil, ev, "answered " + q.GetId() + bySuffix(by)
 	})
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_InputAnswered{InputAnswered: ev}})
 }
@@ -140,7 +142,7 @@ func (r *run) questionResult(q *typev1.PendingQuestion) *typev1.RunResult {
 }
 
 // answerLocal hands an answer to a run live on this replica that waits for one (no store).
-func (r *run) answerLocal(req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
+func (r *run) answerLocal(req *agentv1.AnswerRequest, by string) (*agentv1.AnswerResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.asking
@@ -155,7 +157,7 @@ func (r *run) answerLocal(req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, 
 	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = st.pending.GetId()
-	r.inputs.put(runstore.Input{Answer: answer})
+	r.inputs.put(runstore.Input{Answer: answer, By: by})
 	st.answered = true
 	return &agentv1.AnswerResponse{RunId: r.id, QuestionId: st.pending.GetId(), Resumed: true}, nil
 }

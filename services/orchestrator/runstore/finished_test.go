@@ -213,7 +213,7 @@ func TestDiscardRemovesTheRunsInputs(t *testing.T) {
 	if _, err := s.Create(ctx, checkpoint("taken", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "taken", Reason: "stop"}); err != nil {
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "taken", Reason: "stop"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Discard(ctx, "taken"); err != nil {
@@ -248,13 +248,13 @@ func TestAnInputForARetiredRunIsNotKept(t *testing.T) {
 	}
 	inputs := map[string]func(run string) error{
 		"a decision": func(run string) error {
-			return s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+			return s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}, "")
 		},
 		"an answer": func(run string) error {
-			return s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"})
+			return s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"}, "")
 		},
 		"a cancellation": func(run string) error {
-			return s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"})
+			return s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"}, "")
 		},
 	}
 	st, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
@@ -296,7 +296,7 @@ func TestSweepInputsPurgesThoseOfRunsWithoutACheckpoint(t *testing.T) {
 		if _, err := s.Create(ctx, checkpoint(id, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, 1)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: id}); err != nil {
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: id}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,7 +316,7 @@ func TestSweepInputsPurgesThoseOfRunsWithoutACheckpoint(t *testing.T) {
 	if err := s.Retire(ctx, "earlier-release", nil); err != nil { // out of the index (and its inputs)
 		t.Fatal(err)
 	}
-	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "earlier-release"}); err != nil {
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "earlier-release"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	purged, err := s.SweepInputs(ctx)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,13 +24,16 @@ type Input struct {
 	Answer *agentv1.AnswerRequest
 	// Cancel is a cancellation, or nil.
 	Cancel *agentv1.CancelRunRequest
+	// By is who handed it over: the authenticated principal's id (tenant/user); empty with
+	// authentication off, or for an input an earlier release recorded.
+	By string
 }
 
 // Decide records a decision on a paused call of a run; ErrExists when the call is decided
 // already (the first decision wins, on whichever replica it arrived); ErrNotFound when the run
-// has retired (see record).
-func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) error {
-	data, err := proto.Marshal(d)
+// has retired (see record). by is who decided (Input.By).
+func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest, by string) error {
+	data, err := encodeInput(d, by)
 	if err != nil {
 		return fmt.Errorf("runstore: encode decision: %w", err)
 	}
@@ -38,9 +42,9 @@ func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest) e
 
 // Answer records the answer to a question of a run (a.question_id names it); ErrExists when
 // the question is answered already (the first answer wins, on whichever replica it arrived);
-// ErrNotFound when the run has retired (see record).
-func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest) error {
-	data, err := proto.Marshal(a)
+// ErrNotFound when the run has retired (see record). by is who answered (Input.By).
+func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest, by string) error {
+	data, err := encodeInput(a, by)
 	if err != nil {
 		return fmt.Errorf("runstore: encode answer: %w", err)
 	}
@@ -48,9 +52,9 @@ func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest) error {
 }
 
 // RequestCancel asks a run's owner to cancel it; ErrNotFound when the run has retired (see
-// record).
-func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest) error {
-	data, err := proto.Marshal(c)
+// record). by is who cancels it (Input.By).
+func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest, by string) error {
+	data, err := encodeInput(c, by)
 	if err != nil {
 		return fmt.Errorf("runstore: encode cancellation: %w", err)
 	}
@@ -105,17 +109,39 @@ func (s *Store) WatchInputs(ctx context.Context, runID string, deliver func(Inpu
 	s.hub.subscribe(ctx, runID, deliver)
 }
 
+// encodeInput is an input's stored value: its encoding, then its origin's
+// (checkpointv1.InputOrigin), which decodes as a field the input reserves.
+func encodeInput(in proto.Message, by string) ([]byte, error) {
+	data, err := proto.Marshal(in)
+	if err != nil || by == "" {
+		return data, err
+	}
+	return proto.MarshalOptions{}.MarshalAppend(data, &checkpointv1.InputOrigin{Principal: by})
+}
+
+// inputDecoding decodes a stored input without its origin's field, which the input does not
+// know, and the origin without the input's fields.
+var inputDecoding = proto.UnmarshalOptions{DiscardUnknown: true}
+
 func decodeInput(key string, value []byte) (Input, error) {
-	if strings.HasSuffix(key, ".cancel") {
-		c := &agentv1.CancelRunRequest{}
-		return Input{Cancel: c}, proto.Unmarshal(value, c)
+	origin := &checkpointv1.InputOrigin{}
+	if err := inputDecoding.Unmarshal(value, origin); err != nil {
+		return Input{}, err
 	}
-	if strings.Contains(key, ".answer.") {
-		a := &agentv1.AnswerRequest{}
-		return Input{Answer: a}, proto.Unmarshal(value, a)
+	in := Input{By: origin.GetPrincipal()}
+	var m proto.Message
+	switch {
+	case strings.HasSuffix(key, ".cancel"):
+		in.Cancel = &agentv1.CancelRunRequest{}
+		m = in.Cancel
+	case strings.Contains(key, ".answer."):
+		in.Answer = &agentv1.AnswerRequest{}
+		m = in.Answer
+	default:
+		in.Decision = &agentv1.ResolveApprovalRequest{}
+		m = in.Decision
 	}
-	d := &agentv1.ResolveApprovalRequest{}
-	return Input{Decision: d}, proto.Unmarshal(value, d)
+	return in, inputDecoding.Unmarshal(value, m)
 }
 
 // decisionKey is the key of a call's decision; call ids are free text, so they are hex-encoded.

@@ -2,6 +2,7 @@ package runstore_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -440,37 +441,58 @@ func TestUnclaimReportsAKeyItCouldNotRead(t *testing.T) {
 }
 
 func TestInputs(t *testing.T) {
-	s, _ := open(t, time.Minute)
+	s, js := open(t, time.Minute)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	running(t, s, "r1")
 	approve := &agentv1.ResolveApprovalRequest{RunId: "r1", CallId: "call/1 ü", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
-	if err := s.Decide(ctx, approve); err != nil {
+	if err := s.Decide(ctx, approve, "acme/ann"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Decide(ctx, approve); !errors.Is(err, runstore.ErrExists) {
+	if err := s.Decide(ctx, approve, "acme/bob"); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("a second decision = %v, want ErrExists", err)
 	}
 	in := watchInputs(ctx, s, "r1")
 	next := func() runstore.Input { t.Helper(); return nextInput(t, in) }
-	if got := next(); got.Decision.GetCallId() != "call/1 ü" {
-		t.Fatalf("first input %v, want the recorded decision", got)
+	if got := next(); !proto.Equal(got.Decision, approve) || got.By != "acme/ann" {
+		t.Fatalf("first input %v by %q, want the recorded decision by acme/ann", got.Decision, got.By)
 	}
-	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r1", Reason: "stop"}); err != nil {
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r1", Reason: "stop"}, "acme/boss"); err != nil {
 		t.Fatal(err)
 	}
-	if got := next(); got.Cancel.GetReason() != "stop" {
-		t.Fatalf("second input %v, want the cancellation", got)
+	if got := next(); got.Cancel.GetReason() != "stop" || got.By != "acme/boss" {
+		t.Fatalf("second input %v by %q, want the cancellation by acme/boss", got.Cancel, got.By)
 	}
 	answer := &agentv1.AnswerRequest{RunId: "r1", QuestionId: "turn-2", Answer: "use the cache"}
-	if err := s.Answer(ctx, answer); err != nil {
+	if err := s.Answer(ctx, answer, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Answer(ctx, answer); !errors.Is(err, runstore.ErrExists) {
+	if err := s.Answer(ctx, answer, ""); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("a second answer = %v, want ErrExists", err)
 	}
-	if got := next(); !proto.Equal(got.Answer, answer) || got.Decision != nil {
-		t.Fatalf("third input %v, want the answer", got)
+	if got := next(); !proto.Equal(got.Answer, answer) || got.Decision != nil || got.By != "" {
+		t.Fatalf("third input %v by %q, want the answer of no known origin", got, got.By)
+	}
+	// A release before origins were stored reads a decision as the request it wrote: the
+	// origin is a field the request reserves.
+	kv, err := js.KeyValue(ctx, runstore.InputBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "r1.approval."+hex.EncodeToString([]byte("call/1 ü")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := &agentv1.ResolveApprovalRequest{}
+	if err := proto.Unmarshal(e.Value(), earlier); err != nil {
+		t.Fatalf("the stored decision, read as a request: %v", err)
+	}
+	if len(earlier.ProtoReflect().GetUnknown()) == 0 {
+		t.Fatal("the stored decision holds no origin")
+	}
+	earlier.ProtoReflect().SetUnknown(nil)
+	if !proto.Equal(earlier, approve) {
+		t.Fatalf("the stored decision, read as a request: %v, want %v", earlier, approve)
 	}
 	if decided, err := s.Decisions(ctx, "r1"); err != nil || !proto.Equal(decided["call/1 ü"], approve) || len(decided) != 1 {
 		t.Fatalf("Decisions = %v, %v", decided, err)
@@ -513,13 +535,13 @@ func TestRetireDropsEveryInput(t *testing.T) {
 	ctx := t.Context()
 	running(t, s, "r1", "r2")
 	for _, run := range []string{"r1", "r2"} {
-		if err := s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		if err := s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}, ""); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"}); err != nil {
+		if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"}, ""); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"}); err != nil {
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -621,7 +643,7 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 	for i := range runs {
 		running(t, s, fmt.Sprintf("run-%d", i))
 	}
-	if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: "run-0", QuestionId: "q", Answer: "early"}); err != nil {
+	if err := s.Answer(ctx, &agentv1.AnswerRequest{RunId: "run-0", QuestionId: "q", Answer: "early"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	subs := make([]<-chan runstore.Input, runs)
@@ -632,7 +654,7 @@ func TestRunsShareOneInputWatch(t *testing.T) {
 		t.Fatalf("run-0's first input %v, want the answer recorded before it watched", got)
 	}
 	for i := range runs {
-		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: fmt.Sprintf("run-%d", i), Reason: fmt.Sprint(i)}); err != nil {
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: fmt.Sprintf("run-%d", i), Reason: fmt.Sprint(i)}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -675,7 +697,7 @@ func TestTheInputWatchOutlivesItsLastRun(t *testing.T) {
 	watchOne := func(runID string) context.CancelFunc {
 		rctx, stop := context.WithCancel(ctx)
 		in := watchInputs(rctx, s, runID)
-		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: runID, Reason: "stop"}); err != nil {
+		if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: runID, Reason: "stop"}, ""); err != nil {
 			t.Fatal(err)
 		}
 		if got := nextInput(t, in); got.Cancel.GetRunId() != runID {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,11 +14,13 @@ import (
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -487,5 +490,105 @@ func TestAnotherUsersRunIsNotFound(t *testing.T) {
 				t.Errorf("alice's run after the others' calls: %v %v, want it still paused", got.GetOutcome(), err)
 			}
 		})
+	}
+}
+
+// TestWhoHandsARunItsInputIsRecorded (seed 003: an approval creates an audit log): with
+// authentication on, who approved a paused call, answered the run's question or cancelled it
+// (here an approver and a tenant admin of the owner's tenant) is in the events
+// (approval_resolved.decided_by, input_answered.answered_by), in the transcript entry that
+// records the input, and in a cancelled run's error; with durable runs, where the input
+// travels through the store, and without.
+func TestWhoHandsARunItsInputIsRecorded(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpoints %v", durable), func(t *testing.T) {
+			const message = "Export everything."
+			var keys map[string]string
+			h := askMesh(t, 1, func(cfg *config.Config) {
+				cfg.Durability.Checkpoints = durable
+				cfg.Tools.RequireApproval = []string{"export"}
+				keys = withKeys(cfg)
+			}, exportScenario(message, "Here is the first page."))
+			addr := h.mesh.Addr("orchestrator")
+			alice, ann, tom := keyClient(t, addr, keys["alice"]), keyClient(t, addr, keys["ann"]), keyClient(t, addr, keys["tom"])
+
+			res, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: message})
+			if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+				t.Fatalf("run: %v %v, want it paused for approval", res.GetOutcome(), err)
+			}
+			callID := res.GetPendingAction().GetToolCalls()[0].GetId()
+			if _, err := ann.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: callID,
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+				t.Fatalf("ann approves: %v", err)
+			}
+			if !eventually(t, 30*time.Second, func() bool {
+				got, err := alice.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
+				return err == nil && got.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_INPUT
+			}) {
+				t.Fatal("the approved run did not pause for its question")
+			}
+			if _, err := tom.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "Export only the first page."}); err != nil {
+				t.Fatalf("tom answers: %v", err)
+			}
+			final := h.followAs(t, alice, res.GetRunId())
+			if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+				t.Fatalf("outcome %s %s (%v)", final.GetOutcome(), final.GetExitReason(), final.GetError())
+			}
+			var decidedBy, answeredBy string
+			for _, ev := range eventsAs(t, alice, res.GetRunId()) {
+				if d := ev.GetApprovalResolved(); d != nil {
+					decidedBy = d.GetDecidedBy()
+				}
+				if a := ev.GetInputAnswered(); a != nil {
+					answeredBy = a.GetAnsweredBy()
+				}
+			}
+			if decidedBy != "acme/ann" || answeredBy != "acme/tom" {
+				t.Errorf("decided by %q, answered by %q; want acme/ann and acme/tom", decidedBy, answeredBy)
+			}
+			var details []string
+			for _, e := range final.GetTranscript() {
+				details = append(details, e.GetDetail())
+			}
+			all := strings.Join(details, "\n")
+			if !strings.Contains(all, "approve "+callID+" by acme/ann") || !strings.Contains(all, " by acme/tom") {
+				t.Errorf("the transcript does not say who decided and who answered:\n%s", all)
+			}
+			if err := transcript.VerifyResult(final); err != nil {
+				t.Errorf("the result does not verify: %v", err)
+			}
+
+			paused, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: message})
+			if err != nil || paused.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+				t.Fatalf("second run: %v %v, want it paused for approval", paused.GetOutcome(), err)
+			}
+			if _, err := tom.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: paused.GetRunId(), Reason: "not today"}); err != nil {
+				t.Fatalf("tom cancels: %v", err)
+			}
+			cancelled := h.followAs(t, alice, paused.GetRunId())
+			if got := cancelled.GetError().GetMessage(); cancelled.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED || !strings.Contains(got, "cancelled by its caller acme/tom: not today") {
+				t.Errorf("cancelled run: %s, error %q; want INTERRUPTED naming acme/tom and the reason", cancelled.GetOutcome(), got)
+			}
+		})
+	}
+}
+
+// eventsAs is every event of a finished run, read by client c.
+func eventsAs(t *testing.T, c agentv1.AgentServiceClient, runID string) []*eventv1.RunEvent {
+	t.Helper()
+	stream, err := c.WatchRun(t.Context(), &agentv1.WatchRunRequest{RunId: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*eventv1.RunEvent
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watching %s: %v", runID, err)
+		}
+		events = append(events, ev)
+		if ev.GetRunFinished() != nil {
+			return events
+		}
 	}
 }

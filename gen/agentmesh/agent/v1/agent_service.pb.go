@@ -1116,7 +1116,7 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\aprofile\x18\f \x01(\tR\aprofile\"C\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n" +
-	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"\x98\x02\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"\xa0\x02\n" +
 	"\x16ResolveApprovalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12@\n" +
@@ -1125,17 +1125,17 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\bfeedback\x18\x05 \x01(\tR\bfeedback\x12\x1c\n" +
 	"\aend_run\x18\x06 \x01(\bH\x00R\x06endRun\x88\x01\x01B\n" +
 	"\n" +
-	"\b_end_run\"\x8d\x01\n" +
+	"\b_end_runJ\x06\b\xe8\a\x10\xe9\a\"\x8d\x01\n" +
 	"\x17ResolveApprovalResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12(\n" +
 	"\x10pending_call_ids\x18\x03 \x03(\tR\x0ependingCallIds\x12\x18\n" +
-	"\aresumed\x18\x04 \x01(\bR\aresumed\"_\n" +
+	"\aresumed\x18\x04 \x01(\bR\aresumed\"g\n" +
 	"\rAnswerRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12\x1f\n" +
 	"\vquestion_id\x18\x03 \x01(\tR\n" +
-	"questionId\"b\n" +
+	"questionIdJ\x06\b\xe8\a\x10\xe9\a\"b\n" +
 	"\x0eAnswerResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
 	"\vquestion_id\x18\x02 \x01(\tR\n" +
@@ -1149,10 +1149,10 @@ const file_agentmesh_agent_v1_agent_service_proto_rawDesc = "" +
 	"\x14pending_confirmation\x18\x05 \x01(\v2 .agentmesh.type.v1.PendingActionR\x13pendingConfirmation\x124\n" +
 	"\asurface\x18\x06 \x01(\x0e2\x1a.agentmesh.type.v1.SurfaceR\asurface\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"A\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"I\n" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"~\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reasonJ\x06\b\xe8\a\x10\xe9\a\"~\n" +
 	"\x11CancelRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1c\n" +
 	"\tcancelled\x18\x02 \x01(\bR\tcancelled\x124\n" +

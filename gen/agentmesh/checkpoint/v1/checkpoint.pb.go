@@ -1334,6 +1334,56 @@ func (x *XmlIgnored) GetReason() string {
 	return ""
 }
 
+// InputOrigin is who handed a run an input (a ResolveApprovalRequest, an AnswerRequest or a
+// CancelRunRequest), as the run store keeps it: its encoding follows the input's own in the
+// stored value. Protobuf decodes a concatenation of encodings as their merge, so the value
+// decodes as the input it was (the public API reserves this field's number in each), and as
+// an InputOrigin too; a value written without one is an input of no known origin.
+type InputOrigin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The authenticated principal's id (tenant/user); empty with authentication off.
+	Principal     string `protobuf:"bytes,1000,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputOrigin) Reset() {
+	*x = InputOrigin{}
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputOrigin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputOrigin) ProtoMessage() {}
+
+func (x *InputOrigin) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputOrigin.ProtoReflect.Descriptor instead.
+func (*InputOrigin) Descriptor() ([]byte, []int) {
+	return file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InputOrigin) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 var File_agentmesh_checkpoint_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
@@ -1468,7 +1518,9 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\n" +
 	"XmlIgnored\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\xa2\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\",\n" +
+	"\vInputOrigin\x12\x1d\n" +
+	"\tprincipal\x18\xe8\a \x01(\tR\tprincipal*\xa2\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPHASE_STARTED\x10\x01\x12\x0f\n" +
@@ -1492,7 +1544,7 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_checkpoint_v1_checkpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(Phase)(0),                        // 0: agentmesh.checkpoint.v1.Phase
 	(*RunCheckpoint)(nil),             // 1: agentmesh.checkpoint.v1.RunCheckpoint
@@ -1505,69 +1557,70 @@ var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(*PlannedCall)(nil),               // 8: agentmesh.checkpoint.v1.PlannedCall
 	(*XmlSession)(nil),                // 9: agentmesh.checkpoint.v1.XmlSession
 	(*XmlIgnored)(nil),                // 10: agentmesh.checkpoint.v1.XmlIgnored
-	nil,                               // 11: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	(*v1.RunRequest)(nil),             // 12: agentmesh.agent.v1.RunRequest
-	(*v11.ExecutionContract)(nil),     // 13: agentmesh.type.v1.ExecutionContract
-	(*v11.Message)(nil),               // 14: agentmesh.type.v1.Message
-	(*v11.AccountingEntry)(nil),       // 15: agentmesh.type.v1.AccountingEntry
-	(*v11.TokenUsage)(nil),            // 16: agentmesh.type.v1.TokenUsage
-	(*v11.AgentDecision)(nil),         // 17: agentmesh.type.v1.AgentDecision
-	(*v11.Step)(nil),                  // 18: agentmesh.type.v1.Step
-	(*v11.Tool)(nil),                  // 19: agentmesh.type.v1.Tool
-	(*v11.TranscriptEntry)(nil),       // 20: agentmesh.type.v1.TranscriptEntry
-	(*v11.PendingAction)(nil),         // 21: agentmesh.type.v1.PendingAction
-	(*v11.RunResult)(nil),             // 22: agentmesh.type.v1.RunResult
-	(*timestamppb.Timestamp)(nil),     // 23: google.protobuf.Timestamp
-	(*v11.PendingQuestion)(nil),       // 24: agentmesh.type.v1.PendingQuestion
-	(*v12.MemoryHit)(nil),             // 25: agentmesh.memory.v1.MemoryHit
-	(*v11.StepProgress)(nil),          // 26: agentmesh.type.v1.StepProgress
-	(*structpb.Struct)(nil),           // 27: google.protobuf.Struct
-	(*v11.ToolCall)(nil),              // 28: agentmesh.type.v1.ToolCall
-	(*v13.Approval)(nil),              // 29: agentmesh.action.v1.Approval
-	(v11.ToolTransport)(0),            // 30: agentmesh.type.v1.ToolTransport
-	(*v1.ResolveApprovalRequest)(nil), // 31: agentmesh.agent.v1.ResolveApprovalRequest
+	(*InputOrigin)(nil),               // 11: agentmesh.checkpoint.v1.InputOrigin
+	nil,                               // 12: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	(*v1.RunRequest)(nil),             // 13: agentmesh.agent.v1.RunRequest
+	(*v11.ExecutionContract)(nil),     // 14: agentmesh.type.v1.ExecutionContract
+	(*v11.Message)(nil),               // 15: agentmesh.type.v1.Message
+	(*v11.AccountingEntry)(nil),       // 16: agentmesh.type.v1.AccountingEntry
+	(*v11.TokenUsage)(nil),            // 17: agentmesh.type.v1.TokenUsage
+	(*v11.AgentDecision)(nil),         // 18: agentmesh.type.v1.AgentDecision
+	(*v11.Step)(nil),                  // 19: agentmesh.type.v1.Step
+	(*v11.Tool)(nil),                  // 20: agentmesh.type.v1.Tool
+	(*v11.TranscriptEntry)(nil),       // 21: agentmesh.type.v1.TranscriptEntry
+	(*v11.PendingAction)(nil),         // 22: agentmesh.type.v1.PendingAction
+	(*v11.RunResult)(nil),             // 23: agentmesh.type.v1.RunResult
+	(*timestamppb.Timestamp)(nil),     // 24: google.protobuf.Timestamp
+	(*v11.PendingQuestion)(nil),       // 25: agentmesh.type.v1.PendingQuestion
+	(*v12.MemoryHit)(nil),             // 26: agentmesh.memory.v1.MemoryHit
+	(*v11.StepProgress)(nil),          // 27: agentmesh.type.v1.StepProgress
+	(*structpb.Struct)(nil),           // 28: google.protobuf.Struct
+	(*v11.ToolCall)(nil),              // 29: agentmesh.type.v1.ToolCall
+	(*v13.Approval)(nil),              // 30: agentmesh.action.v1.Approval
+	(v11.ToolTransport)(0),            // 31: agentmesh.type.v1.ToolTransport
+	(*v1.ResolveApprovalRequest)(nil), // 32: agentmesh.agent.v1.ResolveApprovalRequest
 }
 var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.checkpoint.v1.RunCheckpoint.phase:type_name -> agentmesh.checkpoint.v1.Phase
-	12, // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
-	13, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	14, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
-	15, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	16, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
-	17, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
-	18, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
-	19, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
+	13, // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
+	14, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	15, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
+	16, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	17, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
+	18, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
+	19, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
+	20, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
 	9,  // 9: agentmesh.checkpoint.v1.RunCheckpoint.xml:type_name -> agentmesh.checkpoint.v1.XmlSession
-	20, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	21, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
 	6,  // 11: agentmesh.checkpoint.v1.RunCheckpoint.turn:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint
-	21, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
-	22, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
-	23, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
-	23, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
+	23, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
+	24, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
+	24, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
-	24, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
+	25, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
 	5,  // 18: agentmesh.checkpoint.v1.RunCheckpoint.plan_tracker:type_name -> agentmesh.checkpoint.v1.PlanTracker
 	2,  // 19: agentmesh.checkpoint.v1.RunCheckpoint.log:type_name -> agentmesh.checkpoint.v1.LogRef
-	25, // 20: agentmesh.checkpoint.v1.RunCheckpoint.recalled:type_name -> agentmesh.memory.v1.MemoryHit
+	26, // 20: agentmesh.checkpoint.v1.RunCheckpoint.recalled:type_name -> agentmesh.memory.v1.MemoryHit
 	3,  // 21: agentmesh.checkpoint.v1.LogRef.tail:type_name -> agentmesh.checkpoint.v1.LogSegment
-	14, // 22: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
-	20, // 23: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	15, // 24: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	12, // 25: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
-	13, // 26: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	15, // 22: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
+	21, // 23: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	16, // 24: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	13, // 25: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
+	14, // 26: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
 	4,  // 27: agentmesh.checkpoint.v1.LogSegment.available:type_name -> agentmesh.checkpoint.v1.ToolList
-	19, // 28: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
-	26, // 29: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
-	14, // 30: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
+	20, // 28: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
+	27, // 29: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
+	15, // 30: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
 	7,  // 31: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
 	8,  // 32: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
-	11, // 33: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	27, // 34: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
-	27, // 35: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
-	28, // 36: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
-	29, // 37: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
-	30, // 38: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
-	31, // 39: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
+	12, // 33: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
+	28, // 34: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
+	28, // 35: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
+	29, // 36: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
+	30, // 37: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
+	31, // 38: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
+	32, // 39: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
 	40, // [40:40] is the sub-list for method output_type
 	40, // [40:40] is the sub-list for method input_type
 	40, // [40:40] is the sub-list for extension type_name
@@ -1586,7 +1639,7 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc), len(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1280,7 +1280,10 @@ type InputAnswered struct {
 	// The question answered.
 	QuestionId string `protobuf:"bytes,1,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
 	// The answer.
-	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	Answer string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	// Who answered: the authenticated principal (tenant/user), the run's user or one of its
+	// tenant's admins; empty with authentication off.
+	AnsweredBy    string `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1329,6 +1332,13 @@ func (x *InputAnswered) GetAnswer() string {
 	return ""
 }
 
+func (x *InputAnswered) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
 // ApprovalResolved records one decision.
 type ApprovalResolved struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1341,7 +1351,10 @@ type ApprovalResolved struct {
 	// The arguments used (modify).
 	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The rejection ends the run (USER_REJECTED).
-	EndsRun       bool `protobuf:"varint,5,opt,name=ends_run,json=endsRun,proto3" json:"ends_run,omitempty"`
+	EndsRun bool `protobuf:"varint,5,opt,name=ends_run,json=endsRun,proto3" json:"ends_run,omitempty"`
+	// Who decided: the authenticated principal (tenant/user), the run's user or an approver of
+	// its tenant; empty with authentication off, and for a timeout.
+	DecidedBy     string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1409,6 +1422,13 @@ func (x *ApprovalResolved) GetEndsRun() bool {
 		return x.EndsRun
 	}
 	return false
+}
+
+func (x *ApprovalResolved) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
 }
 
 // RecoveryDecided records a recovery decision.
@@ -1800,17 +1820,21 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\x11ApprovalRequested\x12G\n" +
 	"\x0epending_action\x18\x01 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"P\n" +
 	"\x0eInputRequested\x12>\n" +
-	"\bquestion\x18\x01 \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\"H\n" +
+	"\bquestion\x18\x01 \x01(\v2\".agentmesh.type.v1.PendingQuestionR\bquestion\"i\n" +
 	"\rInputAnswered\x12\x1f\n" +
 	"\vquestion_id\x18\x01 \x01(\tR\n" +
 	"questionId\x12\x16\n" +
-	"\x06answer\x18\x02 \x01(\tR\x06answer\"\xb5\x01\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\"\xd4\x01\n" +
 	"\x10ApprovalResolved\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bdecision\x18\x02 \x01(\tR\bdecision\x12\x1a\n" +
 	"\bfeedback\x18\x03 \x01(\tR\bfeedback\x125\n" +
 	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x19\n" +
-	"\bends_run\x18\x05 \x01(\bR\aendsRun\"\xba\x01\n" +
+	"\bends_run\x18\x05 \x01(\bR\aendsRun\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\"\xba\x01\n" +
 	"\x0fRecoveryDecided\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1d.agentmesh.type.v1.StageErrorR\x05error\x12\x1a\n" +
