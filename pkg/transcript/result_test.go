@@ -152,12 +152,13 @@ func TestVerifyResultDetectsEdits(t *testing.T) {
 	}
 }
 
-// TestVerifyResultRefusesMergedSeals: an entry's hash covers its seals as "index:hash" each
-// followed by a NUL byte, so two seals {i, h1}, {k, h2} and one seal {i, h1 NUL "k:" h2} hash
-// alike. An edit that merges them hides the entry's seal of message k from the check (the
+// TestVerifyResultRefusesMergedSeals: hash version 1 covers an entry's seals as "index:hash"
+// each followed by a NUL byte, so two seals {i, h1}, {k, h2} and one seal {i, h1 NUL "k:" h2}
+// hash alike. An edit that merges them hides the entry's seal of message k from the check (the
 // seal of i is superseded by a later entry), so message k could be put back as an earlier
 // entry sealed it: here the XML-PAST message without its second tool response. A seal whose
-// hash is not a SHA-256 hex digest is refused.
+// hash is not a SHA-256 hex digest is refused. (From version 2 on the merged seal changes the
+// entry's hash.)
 func TestVerifyResultRefusesMergedSeals(t *testing.T) {
 	r := newRecorder()
 	r.step(typev1.RunState_RUN_STATE_PRECHECK, "PRECHECK", nil, nil)
@@ -173,6 +174,12 @@ func TestVerifyResultRefusesMergedSeals(t *testing.T) {
 	res := &typev1.RunResult{
 		RunId: "run-1", Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, Contract: r.contract,
 		Conversation: r.conv, Transcript: r.chain.Entries(),
+	}
+	prev := ""
+	for _, e := range res.Transcript { // as a release writing hash version 1 recorded them
+		e.HashVersion, e.PrevHash = 1, prev
+		e.Hash = transcript.EntryHash(e)
+		prev = e.GetHash()
 	}
 	if err := transcript.VerifyResult(res); err != nil {
 		t.Fatalf("VerifyResult(untouched) = %v", err)

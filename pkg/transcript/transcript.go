@@ -2,17 +2,20 @@
 //
 // Each entry's hash is SHA-256 over prev_hash, contract_hash, the state name, action_hash,
 // result_hash, adapter_version and model_profile_id and, from hash version 1 on, the step id,
-// the detail, the time and the entry's message seals, each followed by a NUL byte so that no
-// two different field lists hash alike (Verify refuses a seal whose hash is not a digest,
-// which could hold a NUL byte and another seal after it). A message seal binds one message of
-// the run's conversation (by position) to the entry of the step that added or last changed
-// it, so the chain covers every message the model saw, tool results included. Verify
+// the detail, the time and the entry's message seals. From hash version 2 on each field is
+// preceded by its length, so that no two different field lists hash alike; versions 0 and 1
+// followed each by a NUL byte, which a field holding a NUL byte (a person's feedback in a
+// detail may) could move between two fields unnoticed. Verify refuses a seal whose hash is not
+// a digest, which could hold a NUL byte and another seal after it. A message seal binds one
+// message of the run's conversation (by position) to the entry of the step that added or last
+// changed it, so the chain covers every message the model saw, tool results included. Verify
 // recomputes the chain and reports the first entry that was altered, removed or reordered;
 // VerifyResult also checks that a stored result shows what the chain recorded (see result.go).
 package transcript
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -27,9 +30,10 @@ import (
 )
 
 // HashVersion is the hash version of the entries Append writes: the hash covers the step id,
-// detail, time and message seals too. Entries of version 0 (written before) verify by DESIGN
-// §6's fields alone.
-const HashVersion = 1
+// detail, time and message seals too (from version 1), each field preceded by its length
+// (version 2). Entries of version 0 (written before) verify by DESIGN §6's fields alone, and
+// those of version 1 with each field followed by a NUL byte.
+const HashVersion = 2
 
 // Chain appends entries to one run's transcript. It is safe for concurrent use.
 type Chain struct {
@@ -174,30 +178,41 @@ func (c *Chain) Len() int {
 }
 
 // EntryHash computes an entry's hash from its fields (its own hash field is ignored), as its
-// hash_version says. The fields are written into one pooled buffer, each followed by a NUL
-// byte, and hashed at once: a chain appends several entries a turn.
+// hash_version says (see the package's doc). The fields are written into one pooled buffer and
+// hashed at once: a chain appends several entries a turn.
 func EntryHash(e *typev1.TranscriptEntry) string {
 	buf := encodings.Get().(*[]byte)
 	defer putEncoding(buf)
 	b := (*buf)[:0]
+	v := e.GetHashVersion()
 	for _, part := range [...]string{
 		e.GetPrevHash(), e.GetContractHash(), e.GetState().String(), e.GetActionHash(),
 		e.GetResultHash(), e.GetAdapterVersion(), e.GetModelProfileId(),
 	} {
-		b = append(append(b, part...), 0)
+		b = appendField(b, v, part)
 	}
-	if v := e.GetHashVersion(); v >= 1 {
-		b = append(strconv.AppendInt(append(b, 'v'), int64(v), 10), 0)
-		b = append(append(b, e.GetStepId()...), 0)
-		b = append(append(b, e.GetDetail()...), 0)
-		b = append(appendTime(b, e.GetTime()), 0)
+	if v >= 1 {
+		var scratch [32]byte
+		b = appendField(b, v, strconv.AppendInt(append(scratch[:0], 'v'), int64(v), 10))
+		b = appendField(b, v, e.GetStepId())
+		b = appendField(b, v, e.GetDetail())
+		b = appendField(b, v, appendTime(scratch[:0], e.GetTime()))
 		for _, s := range e.GetMessages() {
-			b = append(append(append(strconv.AppendInt(b, int64(s.GetIndex()), 10), ':'), s.GetHash()...), 0)
+			b = appendField(b, v, append(append(strconv.AppendInt(scratch[:0], int64(s.GetIndex()), 10), ':'), s.GetHash()...))
 		}
 	}
 	*buf = b
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// appendField appends one field of an entry as hash version v covers it: from version 2 on,
+// its length (a uvarint) and its bytes; before, its bytes and a NUL byte.
+func appendField[F ~string | ~[]byte](b []byte, v uint32, field F) []byte {
+	if v >= 2 {
+		return append(binary.AppendUvarint(b, uint64(len(field))), field...)
+	}
+	return append(append(b, field...), 0)
 }
 
 // appendTime appends an entry's time as its hash covers it: seconds and nanoseconds since the
@@ -276,8 +291,8 @@ func Verify(entries []*typev1.TranscriptEntry) error {
 			return fmt.Errorf("entry %d (%s): hash_version 0 covers no message seals, but the entry has %d (the entry was altered)", want, e.GetState(), n)
 		}
 		for j, s := range e.GetMessages() {
-			// The hash covers each seal as "index:hash" and a NUL byte: only a digest (no NUL)
-			// makes that one seal, so two seals merged into one cannot hash alike.
+			// Hash version 1 covers each seal as "index:hash" and a NUL byte: only a digest (no
+			// NUL) makes that one seal, so two seals merged into one cannot hash alike.
 			if !isDigest(s.GetHash()) {
 				return fmt.Errorf("entry %d (%s): messages[%d].hash is not a SHA-256 hex digest (the entry was altered)", want, e.GetState(), j)
 			}

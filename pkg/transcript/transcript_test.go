@@ -1,6 +1,7 @@
 package transcript_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		{"unknown hash version", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
 			e[2].HashVersion = transcript.HashVersion + 1
 			return e
-		}, "entry 3 (RUN_STATE_INFER): hash_version 2 is newer"},
+		}, fmt.Sprintf("entry 3 (RUN_STATE_INFER): hash_version %d is newer", transcript.HashVersion+1)},
 		{"rehashed but unlinked", func(e []*typev1.TranscriptEntry) []*typev1.TranscriptEntry {
 			e[1].ActionHash = "x"
 			e[1].Hash = transcript.EntryHash(e[1])

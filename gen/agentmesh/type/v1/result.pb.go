@@ -625,7 +625,9 @@ type TranscriptEntry struct {
 	// Hash of the previous entry; empty for the first.
 	PrevHash string `protobuf:"bytes,7,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
 	// SHA-256(prev_hash ‖ contract_hash ‖ state ‖ action_hash ‖ result_hash ‖ adapter_version ‖
-	// model_profile_id), and from hash_version 1 on also ‖ step_id ‖ detail ‖ time ‖ messages.
+	// model_profile_id), and from hash_version 1 on also ‖ step_id ‖ detail ‖ time ‖ messages;
+	// each field followed by a NUL byte (versions 0 and 1) or preceded by its length as a
+	// uvarint (from version 2).
 	Hash string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
 	// Adapter version in force.
 	AdapterVersion string `protobuf:"bytes,9,opt,name=adapter_version,json=adapterVersion,proto3" json:"adapter_version,omitempty"`
@@ -636,10 +638,11 @@ type TranscriptEntry struct {
 	// When the entry was appended.
 	Time *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=time,proto3" json:"time,omitempty"`
 	// What hash covers: 0 for DESIGN §6's fields only (entries written before version 1), 1
-	// when it also covers step_id, detail, time and messages.
+	// when it also covers step_id, detail, time and messages, 2 when each field is
+	// length-prefixed (a NUL byte within a field cannot move text between two fields).
 	HashVersion uint32 `protobuf:"varint,13,opt,name=hash_version,json=hashVersion,proto3" json:"hash_version,omitempty"`
 	// The messages of the run's conversation that this step added or changed, each with the
-	// hash of its content as the step left it (hash_version 1).
+	// hash of its content as the step left it (from hash_version 1).
 	Messages      []*MessageSeal `protobuf:"bytes,14,rep,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
