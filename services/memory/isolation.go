@@ -15,14 +15,20 @@ const OrchestratorIdentity = "orchestrator"
 // actor returns the user the call in ctx acts for, from its auth.UserMetadata: ok is false when
 // it names none, which is UNAUTHENTICATED when isolation is enforced (Options.RequireUser). Every
 // caller is believed when the transport does not identify callers (Options.MeshIdentity is nil);
-// otherwise only the services of the mesh are served at all.
+// otherwise only the services of the mesh are served at all, and the roles are believed from
+// the orchestrator only: they are a public API caller's, whose credentials only it sees, so
+// another service (a team's own stage) that claims them acts for the user alone.
 func (s *Service) actor(ctx context.Context) (p auth.Principal, ok bool, err error) {
-	if _, err := s.meshCaller(ctx); err != nil {
+	caller, err := s.meshCaller(ctx)
+	if err != nil {
 		return auth.Principal{}, false, err
 	}
 	p, ok, err = auth.IncomingUser(ctx)
 	if err != nil {
 		return auth.Principal{}, false, stageerr.Invalid("%v", err)
+	}
+	if s.meshIdentity != nil && caller != OrchestratorIdentity {
+		p.Roles = nil
 	}
 	if !ok && s.requireUser {
 		return auth.Principal{}, false, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED,

@@ -207,6 +207,16 @@ func TestMeshIdentity(t *testing.T) {
 	if _, err := c.GetRun(from(memory.OrchestratorIdentity), &memoryv1.GetRunRequest{RunId: "run-1"}); err != nil {
 		t.Errorf("the orchestrator reads alice's run for her: %v", err)
 	}
+	// Roles are a public API caller's: believed from the orchestrator, not from another stage.
+	asAdmin := func(service string) context.Context {
+		return metadata.AppendToOutgoingContext(as(t.Context(), "root", auth.RoleAdmin), identityKey, service)
+	}
+	if _, err := c.GetRun(asAdmin(memory.OrchestratorIdentity), &memoryv1.GetRunRequest{RunId: "run-1"}); err != nil {
+		t.Errorf("the orchestrator reads alice's run for an admin: %v", err)
+	}
+	_, err = c.GetRun(asAdmin("action"), &memoryv1.GetRunRequest{RunId: "run-1"})
+	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		`a call acting for "root" may not read run "run-1"`)
 	for name, call := range memoryRPCs {
 		t.Run(name+" from no mesh service", func(t *testing.T) {
 			err := call(as(t.Context(), "acme/alice"), c, "acme/alice")
