@@ -24,9 +24,11 @@
 //     fork bomb) and to steal credentials. Asking about these topics ("how does ransomware
 //     work?", "make a bath bomb", "rm -rf ./build") passes.
 //  3. Unclear. A message without a single letter or digit ("???", "...") is INTENT_UNCLEAR.
-//  4. Goal. The message trimmed, with runs of whitespace collapsed and polite openers removed
-//     ("please", "kindly", "can you", "could you", "would you", "will you", "I want/need/would
-//     like you to", and a trailing ", please"). If cleaning leaves nothing, the goal echoes the
+//  4. Goal. The message trimmed, with runs of whitespace collapsed within each line, blank
+//     lines dropped (a request's lines are its list items or steps, which the planning stage
+//     splits a goal at), and polite openers removed ("please", "kindly", "can you", "could
+//     you", "would you", "will you", "I want/need/would like you to", with the comma or colon
+//     after them, and a trailing ", please"). If cleaning leaves nothing, the goal echoes the
 //     trimmed message, so it is never empty.
 //  5. Task type, first rule that fires:
 //     analysis — a cue word anywhere: analyze/analyse/analysis, compare/comparison,

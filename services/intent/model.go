@@ -128,7 +128,7 @@ func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp
 		e.Accounting = resp.Accounting
 		return "", e
 	}
-	resp.Goal = collapse(a.Goal)
+	resp.Goal = collapseLines(a.Goal)
 	resp.Constraints = nil
 	for _, c := range a.Constraints {
 		if c = collapse(c); c != "" {

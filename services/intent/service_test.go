@@ -54,6 +54,8 @@ func TestParse(t *testing.T) {
 			taskType: question, policy: optional, reason: "api surface"},
 		{name: "polite question cleaned", message: "  Could you   tell me\tthe time in Tokyo?  ", goal: "tell me the time in Tokyo?",
 			taskType: question, policy: optional},
+		{name: "numbered lines stay apart", message: "Please:\n 1.  look up   the holiday policy\n\n2) work out 3 * 7  \n", goal: "1. look up the holiday policy\n2) work out 3 * 7",
+			taskType: question, policy: optional},
 		{name: "stacked openers and closer", message: "Please, can you send the weekly report to Bob, please.", goal: "send the weekly report to Bob.",
 			taskType: action, policy: optional},
 		{name: "opener only echoes input", message: "  please  ", goal: "please", taskType: question, policy: optional, clarify: true},

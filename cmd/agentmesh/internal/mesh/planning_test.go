@@ -432,6 +432,26 @@ func TestPastedCodeIsOneStep(t *testing.T) {
 	}
 }
 
+// TestNumberedLinesAreSteps: a request's numbered lines are the steps of its plan; the intent
+// stage collapsed the goal's whitespace, line breaks too, so the planning stage saw one line
+// and planned one step.
+func TestNumberedLinesAreSteps(t *testing.T) {
+	const message = "Please:\n1. Explain closures in Go\n2. Explain goroutines\n3. Compare the two"
+	h := start(t, nil, llmtest.Scenario{Name: "numbered", Match: message, Turns: []llmtest.Turn{text("Here you are.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	checkInvariants(t, res)
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+		t.Fatalf("%s %s (%s), want the model's answer", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage())
+	}
+	var steps []string
+	for _, p := range res.GetPlan() {
+		steps = append(steps, p.GetStep().GetDescription())
+	}
+	if want := []string{"Explain closures in Go", "Explain goroutines", "Compare the two"}; !slices.Equal(steps, want) {
+		t.Errorf("plan %q, want %q", steps, want)
+	}
+}
+
 // TestGivenTextIsOneStep: the text a request gives after a colon ("Summarize this article:
 // …") is the material of its step, whatever semicolons and "then"s it holds: a short article
 // of 22 clauses is summarized, translated or proofread as one step instead of ending
