@@ -31,15 +31,16 @@
 //     after them, and a trailing ", please"). If cleaning leaves nothing, the goal echoes the
 //     trimmed message, so it is never empty.
 //  5. Task type, first rule that fires:
+//     action — a request to act outside the conversation, which needs a tool (planning finds
+//     no viable plan for it without one): the goal starts with a verb that acts on the world
+//     (delete, remove, run, execute, send, search, fetch, install, deploy, rename, move, copy,
+//     save, download, upload, open, set, schedule, book), whatever it acts with ("send the
+//     summary to Bob", "save a poem to poem.txt");
 //     analysis — a cue word anywhere: analyze/analyse/analysis, compare/comparison,
 //     summarize/summarise/summary, evaluate, assess, critique, "explain why", "pros and cons";
 //     creative — a cue word anywhere: poem, story, song, lyrics, haiku, limerick, imagine,
 //     compose, fiction;
-//     action — a request to act outside the conversation, which needs a tool (planning finds
-//     no viable plan for it without one): the goal starts with a verb that acts on the world
-//     (delete, remove, run, execute, send, search, fetch, install, deploy, rename, move, copy,
-//     save, download, upload, open, set, schedule, book), or with a verb whose request text
-//     can answer (create, add, calculate, compute, build, update, edit, list, convert, check,
+//     action — also a goal that starts with a verb whose request text can answer (create, add, calculate, compute, build, update, edit, list, convert, check,
 //     find, get, show, make) and names something outside the conversation to work on: a path,
 //     a file, a directory or folder, a repository, a database, a branch, a web address, or,
 //     unless the message gives its material after a colon, the user's own data (their inbox,

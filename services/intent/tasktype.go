@@ -91,11 +91,13 @@ func classify(goal string) intentv1.TaskType {
 	}
 	first := leadWord(goal)
 	switch {
+	case slices.Contains(worldVerbs, first): // "send the summary to Bob" acts, whatever it sends
+		return intentv1.TaskType_TASK_TYPE_ACTION
 	case hasAny(analysisWords) || slices.ContainsFunc(analysisPhrases, func(p string) bool { return strings.Contains(joined, " "+p+" ") }):
 		return intentv1.TaskType_TASK_TYPE_ANALYSIS
 	case hasAny(creativeWords):
 		return intentv1.TaskType_TASK_TYPE_CREATIVE
-	case slices.Contains(worldVerbs, first) || slices.Contains(textVerbs, first) && worksOutside(goal) ||
+	case slices.Contains(textVerbs, first) && worksOutside(goal) ||
 		asked(writesFile, strings.ToLower(goal)) != "":
 		return intentv1.TaskType_TASK_TYPE_ACTION
 	case slices.Contains(writingVerbs, first):
