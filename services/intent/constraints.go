@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// phrase is the rest of a clause: up to punctuation followed by a space or the end. Dots and
-// commas inside a token ("main.go", "1,000") do not end it.
-const phrase = `(?:[^,.;:!?\s]|[.,][^\s,.;:!?]|\s)+`
+// phrase is the rest of a clause: up to punctuation followed by a space, a line break or the
+// end. Dots and commas inside a token ("main.go", "1,000") do not end it.
+const phrase = `(?:[^,.;:!?\s]|[.,][^\s,.;:!?]|[^\S\n])+`
 
 // constraintRule finds one kind of constraint phrase.
 type constraintRule struct {

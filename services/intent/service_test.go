@@ -56,6 +56,8 @@ func TestParse(t *testing.T) {
 			taskType: question, policy: optional},
 		{name: "numbered lines stay apart", message: "Please:\n 1.  look up   the holiday policy\n\n2) work out 3 * 7  \n", goal: "1. look up the holiday policy\n2) work out 3 * 7",
 			taskType: question, policy: optional},
+		{name: "a constraint ends with its line", message: "1. Explain closures without jargon\n2. Explain goroutines", goal: "1. Explain closures without jargon\n2. Explain goroutines",
+			taskType: question, constraints: []string{"without jargon"}, policy: optional},
 		{name: "a world verb beats an analysis cue", message: "Send the summary to Bob", goal: "Send the summary to Bob", taskType: action, policy: optional},
 		{name: "a world verb beats a creative cue", message: "Save a poem about autumn to poem.txt", goal: "Save a poem about autumn to poem.txt", taskType: action, policy: optional},
 		{name: "stacked openers and closer", message: "Please, can you send the weekly report to Bob, please.", goal: "send the weekly report to Bob.",
