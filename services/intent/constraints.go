@@ -39,11 +39,25 @@ var (
 // span is one constraint phrase found in a goal.
 type span struct{ start, end int }
 
+// noTools rules out tools in general: "no tools", "no external tools", "no tool use".
+var noTools = regexp.MustCompile(`(?i)\bno\s+(?:(?:external|other)\s+)?tools?(?:\s+use)?\b`)
+
 // extractConstraints returns the constraint phrases of a goal in order of appearance; a phrase
-// inside an earlier one is not repeated.
-func extractConstraints(goal string) []string {
+// inside an earlier one is not repeated. Besides constraintRules, "no" and one of tools (a
+// tool's name in any of its forms, toolForms) or tools in general is one ("no calculator",
+// "no web search", "no tools"): "no" before anything else is too common to be one.
+func extractConstraints(goal string, tools []string) []string {
+	rules := constraintRules
+	if lower := strings.ToLower(goal); strings.Contains(lower, "no ") {
+		rules = append(slices.Clip(rules), constraintRule{pattern: noTools})
+		for _, tool := range tools {
+			if forms := toolForms(tool); strings.TrimSpace(tool) != "" && mentions([]string{lower}, forms) {
+				rules = append(rules, constraintRule{pattern: regexp.MustCompile(`(?i)\bno\s+(?:the\s+)?` + namesPattern(forms) + `(?:\s+tools?)?\b`)})
+			}
+		}
+	}
 	var found []span
-	for _, r := range constraintRules {
+	for _, r := range rules {
 		for _, loc := range r.pattern.FindAllStringIndex(goal, -1) {
 			start, end := loc[0], loc[1]
 			if cut := clauseEnd.FindStringIndex(goal[start:end]); cut != nil {

@@ -58,8 +58,10 @@
 //     "in N sentences" (also paragraphs, lines, bullet points, characters, optionally "under",
 //     "at most", "fewer than", "less than", "no more than"); "without …", "using …",
 //     "only …" (not "the only …"), "must …", "don't/do not/never …" (up to the next punctuation
-//     or "then"/"but"); "as JSON", "as markdown", "as a table", "as a list", "as CSV", "as
-//     YAML", "in JSON/markdown/CSV/YAML format". A phrase inside an earlier one is not repeated.
+//     or "then"/"but"); "no" and an available tool's name or "tools" ("no calculator", "no
+//     web search", "no tools"; "no" before anything else is too common to be one); "as
+//     JSON", "as markdown", "as a table", "as a list", "as CSV", "as YAML", "in
+//     JSON/markdown/CSV/YAML format". A phrase inside an earlier one is not repeated.
 //  7. Tool policy (Monolith §Phase 2b ContractFactory defaults), with policy_reason naming the
 //     rule that fired:
 //     surface CHAT → FORBIDDEN;

@@ -87,7 +87,7 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 		}
 	}
 	if resp.GetSource() != SourceModel {
-		applyRules(resp, goal)
+		applyRules(resp, goal, req.GetAvailableTools())
 	}
 	s.log.DebugContext(ctx, "intent parsed",
 		slog.String("conversation_id", req.GetConversationId()),
@@ -99,11 +99,12 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	return resp, nil
 }
 
-// applyRules fills resp's goal, constraints, task type and clarification by the rules.
-func applyRules(resp *intentv1.ParseResponse, goal string) {
+// applyRules fills resp's goal, constraints, task type and clarification by the rules; tools
+// are the names of the tools the run may use.
+func applyRules(resp *intentv1.ParseResponse, goal string, tools []string) {
 	resp.Source = SourceRules
 	resp.Goal = goal
-	resp.Constraints = extractConstraints(goal)
+	resp.Constraints = extractConstraints(goal, tools)
 	resp.TaskType = classify(goal)
 	if q, vague := clarification(goal); vague {
 		resp.NeedsClarification = true

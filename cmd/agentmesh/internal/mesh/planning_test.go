@@ -357,12 +357,12 @@ func TestTextRequestsNeedNoTool(t *testing.T) {
 }
 
 // TestNoToolsConstraint: a user who asks for no tools at all ("without using any tools",
-// "don't use tools") gets a plan without a tool, not a step with the calculator: the run's
+// "don't use tools", "no tools"), or not for the one that would serve ("no calculator"), gets a plan without a tool, not a step with the calculator: the run's
 // plan is one reasoning step, which the model's answer does, and an action that needs a tool
 // ends the run NO_VIABLE_PLAN before any turn. A tool the constraint excepts ("other than the
 // calculator") stays usable.
 func TestNoToolsConstraint(t *testing.T) {
-	answered := []string{"Calculate 2+2 without using any tools", "What is 6*7? Don't use tools."}
+	answered := []string{"Calculate 2+2 without using any tools", "What is 6*7? Don't use tools.", "Calculate 17*23, no calculator", "What is 6*7? No tools."}
 	var scenarios []llmtest.Scenario
 	for _, m := range append(slices.Clone(answered), "What is 6*7? Don't use tools other than the calculator.") {
 		scenarios = append(scenarios, llmtest.Scenario{Name: m, Match: m, Turns: []llmtest.Turn{text("Here you are.")}})
