@@ -26,7 +26,9 @@ var errStreamReplaced = errors.New("the event stream was replaced")
 // each event whose seq is greater than fromSeq, in order. The ctx given to fn carries the remote
 // span context of the event's traceparent header, so spans started from it continue the run's
 // trace. Watch returns nil right after the run_finished event (also when its seq is not greater
-// than fromSeq), ctx.Err() when ctx ends, and fn's error when fn fails.
+// than fromSeq), ctx.Err() when ctx ends, and fn's error when fn fails. A message on the run's
+// subjects that is not one of its events (it does not decode as a RunEvent, or is another
+// run's) is skipped and logged with its subject and stream sequence.
 //
 // Watch rides out NATS outages. When NATS comes back without its store and the stream is
 // created anew, Watch follows the new stream from its start, after the last event it delivered.
@@ -113,9 +115,17 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 		if err != nil {
 			return watchErr(ctx, runID, err)
 		}
-		ev := &eventv1.RunEvent{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
-			return fmt.Errorf("watch run %s: decode %s: %w", runID, msg.Subject(), err)
+		ev, err := runEvent(msg, runID)
+		if err != nil {
+			// One stray message must not end every watch of the run, on every replay, for as
+			// long as the stream keeps it: it is no event of the run, so it is left out.
+			var streamSeq uint64
+			if md, merr := msg.Metadata(); merr == nil {
+				streamSeq = md.Sequence.Stream
+			}
+			slog.WarnContext(ctx, "skipping a message on the run's subjects that is not one of its events",
+				"run_id", runID, "subject", msg.Subject(), "stream_seq", streamSeq, "err", err)
+			continue
 		}
 		if ev.GetSeq() > *fromSeq {
 			fctx := otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(msg.Headers()))
@@ -128,6 +138,19 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 			return nil
 		}
 	}
+}
+
+// runEvent decodes msg, a message on the subjects of the run runID, as one of the run's
+// events; it fails when msg does not decode as a RunEvent or is the event of another run.
+func runEvent(msg jetstream.Msg, runID string) (*eventv1.RunEvent, error) {
+	ev := &eventv1.RunEvent{}
+	if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if ev.GetRunId() != runID {
+		return nil, fmt.Errorf("the event is of run %q", ev.GetRunId())
+	}
+	return ev, nil
 }
 
 // watchReplacement calls replaced when, after a reconnection to NATS, the stream turns out to

@@ -3,13 +3,18 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/logtest"
 )
 
 // emitAll emits evs on rs and returns the stamped events.
@@ -173,6 +178,53 @@ func TestWatchContinuesThePublisherTrace(t *testing.T) {
 		if s.SpanContext().TraceID() != want.TraceID() || !publishes[s.Parent().SpanID()] {
 			t.Errorf("subscriber span trace %v parent %v, want trace %v and a publish span as parent",
 				s.SpanContext().TraceID(), s.Parent().SpanID(), want.TraceID())
+		}
+	}
+}
+
+// TestWatchSkipsMessagesThatAreNotTheRunsEvents: a message on a run's subjects that is not
+// one of its events (bytes that do not decode as a RunEvent, or another run's event published
+// by hand on this run's subjects) is skipped and logged with its subject and stream sequence.
+// Watch failed on the first one, so a single corrupt or foreign message stored in the stream
+// ended every WatchRun and StreamRun of the run, on every replay, for as long as it was kept.
+func TestWatchSkipsMessagesThatAreNotTheRunsEvents(t *testing.T) {
+	env := newTestEnv(t)
+	rs := env.pub.Run("run-bad")
+	want := emitAll(t, rs, runStarted("go"))
+	corrupt, err := env.js.Publish(t.Context(), Subject("run-bad", "llm_delta"), []byte("not a run event"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := proto.Marshal(&eventv1.RunEvent{RunId: "run-other", Seq: 99, Kind: runFinished().Kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := env.js.Publish(t.Context(), Subject("run-bad", "run_finished"), foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, emitAll(t, rs, llmDelta("a"), runFinished())...)
+
+	logs := &logtest.Buffer{}
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+
+	var got []*eventv1.RunEvent
+	err = Watch(t.Context(), env.js, "run-bad", 0, func(_ context.Context, ev *eventv1.RunEvent) error {
+		got = append(got, ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Watch = %v, want nil after run_finished", err)
+	}
+	assertEvents(t, got, want)
+	for _, skipped := range []struct {
+		subject string
+		seq     uint64
+	}{{Subject("run-bad", "llm_delta"), corrupt.Sequence}, {Subject("run-bad", "run_finished"), stray.Sequence}} {
+		line := fmt.Sprintf("subject=%s stream_seq=%d", skipped.subject, skipped.seq)
+		if n := strings.Count(logs.String(), line); n != 1 {
+			t.Errorf("logs name %q %d times, want once:\n%s", line, n, logs)
 		}
 	}
 }
