@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
@@ -36,6 +37,50 @@ type Model struct {
 	Target *typev1.Target
 	// MaxOutputTokens bounds the answer; 0 leaves the provider's default.
 	MaxOutputTokens int64
+}
+
+// maxCachedSchemas bounds the schemas kept compiled; a stage asks with one or two.
+const maxCachedSchemas = 64
+
+// schemas keeps the schemas of the questions asked compiled, for every Model.
+var schemas schemaCache
+
+// schemaCache keeps the schemas of questions compiled: a stage asks each question of a kind
+// with the same schema, often built anew (the intent stage's depends on its configuration),
+// and compiling it is most of the work Object does itself. A schema is known by its tool and
+// its JSON encoding, in which a map's keys are sorted; a compiled schema is never changed, so
+// one serves every Model and goroutine.
+type schemaCache struct {
+	mu    sync.Mutex
+	byKey map[string]*schema.Schema
+}
+
+// compile returns doc, the schema of the tool's arguments, compiled. A schema that does not
+// compile is not kept: it fails each time, as the first.
+func (c *schemaCache) compile(tool string, doc map[string]any) (*schema.Schema, error) {
+	url := "ask:///" + tool + ".json"
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return schema.Compile(url, doc) // no key: compiled as it is, to fail as it would have
+	}
+	key := url + "\x00" + string(raw)
+	c.mu.Lock()
+	sch := c.byKey[key]
+	c.mu.Unlock()
+	if sch != nil {
+		return sch, nil
+	}
+	sch, err = schema.Compile(url, doc)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil || len(c.byKey) >= maxCachedSchemas {
+		c.byKey = map[string]*schema.Schema{}
+	}
+	c.byKey[key] = sch
+	return sch, nil
 }
 
 // Question is one request for a decision.
@@ -70,7 +115,7 @@ type Answer struct {
 // schema wraps ErrUnusable. The Answer's Usage and Model are filled in whenever the model
 // answered, its Entry whenever a request was made.
 func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error) {
-	compiled, err := schema.Compile("ask:///"+q.Tool+".json", q.Schema)
+	compiled, err := schemas.compile(q.Tool, q.Schema)
 	if err != nil {
 		return Answer{}, fmt.Errorf("the schema of %s: %w", q.Tool, err)
 	}

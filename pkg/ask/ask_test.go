@@ -89,6 +89,19 @@ func TestObject(t *testing.T) {
 			t.Errorf("%s: %v, want ErrUnusable saying %q", input, err, want)
 		}
 	}
+	// A schema that does not compile fails before any request, each time it is asked.
+	asked := len(llm.Requests())
+	bad := question("good")
+	bad.Schema = map[string]any{"type": "object", "properties": map[string]any{"goal": map[string]any{"type": 5}}}
+	for range 2 {
+		ans, err := m.Object(t.Context(), bad, &v)
+		if err == nil || errors.Is(err, ask.ErrUnusable) || !strings.Contains(err.Error(), "the schema of submit_verdict") || ans.Entry != nil {
+			t.Errorf("a bad schema: %v (entry %v), want an error about the schema of submit_verdict and no request", err, ans.Entry)
+		}
+	}
+	if n := len(llm.Requests()); n != asked {
+		t.Errorf("a bad schema made %d requests, want none", n-asked)
+	}
 	ans, err = m.Object(t.Context(), question("down"), &v)
 	if err == nil || errors.Is(err, ask.ErrUnusable) {
 		t.Errorf("a failed provider: %v, want its stage error", err)
