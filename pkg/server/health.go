@@ -64,18 +64,27 @@ func healthOf(r Registrar) HealthSource {
 }
 
 // reportHealth reports every service SERVING, or what Options.Health says, on the health
-// service; with a HealthSource it goes on reporting its changes until Shutdown.
+// service; with a HealthSource it goes on reporting its changes until Shutdown. Once Shutdown
+// has begun (a Serve that began late, as Start's can when Shutdown comes right after Start) it
+// leaves the HealthSource alone: Shutdown may no longer wait for a follower started now, and
+// Main closes the service once Shutdown returns.
 func (s *Server) reportHealth() {
 	if s.opts.Health == nil {
 		s.setServing(true)
 		return
 	}
-	serving, changed := s.opts.Health.Serving()
-	s.setServing(serving)
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.healthDone = done
+	select {
+	case <-s.stopHealth:
+		s.mu.Unlock()
+		return
+	default:
+	}
+	s.healthDone = done // under mu with the look at stopHealth: Shutdown finds it, or it is not started
 	s.mu.Unlock()
+	serving, changed := s.opts.Health.Serving()
+	s.setServing(serving)
 	go func() {
 		defer close(done)
 		for {

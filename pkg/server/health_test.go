@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"sync"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/server"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -109,5 +112,84 @@ func TestWrappedRegistrarsKeepTheirHealthAndClose(t *testing.T) {
 	}
 	if err := r.(interface{ Close() error }).Close(); err != nil || closed != 1 {
 		t.Fatalf("Close = %v after %d cleanups, want 1", err, closed)
+	}
+}
+
+// closable is a HealthSource whose owner closes it once the server has shut down, as Main
+// closes the service; it counts the calls that come after. Its changed channel is closed, so
+// a follower asks it again and again until it stops.
+type closable struct {
+	mu     sync.Mutex
+	closed bool
+	late   int
+}
+
+func (c *closable) Serving() (bool, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		c.late++
+	}
+	changed := make(chan struct{})
+	close(changed)
+	return true, changed
+}
+
+func (c *closable) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+}
+
+func (c *closable) callsAfterClose() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.late
+}
+
+// TestServeAfterShutdownLeavesTheHealthSourceAlone: a Serve that begins once Shutdown has
+// begun (Start's goroutine when Shutdown comes right after Start) neither asks the
+// HealthSource nor starts following it. Such a Serve started the follower that Shutdown had
+// already looked for, so Shutdown did not wait for it, and it asked the source after Main had
+// closed the service.
+func TestServeAfterShutdownLeavesTheHealthSourceAlone(t *testing.T) {
+	src := &closable{}
+	srv := server.New(server.Options{Health: src, Logger: slog.New(slog.DiscardHandler)})
+	srv.Shutdown(t.Context())
+	src.close()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(lis); err != nil {
+		t.Fatalf("Serve after Shutdown = %v, want nil", err)
+	}
+	if n := src.callsAfterClose(); n != 0 {
+		t.Errorf("the HealthSource was asked %d times after it was closed", n)
+	}
+}
+
+// TestShutdownRightAfterStartOutlastsTheHealthFollower: Shutdown right after Start returns
+// only when the follower of the HealthSource has returned, wherever Start's Serve was when
+// Shutdown began, so the source is never asked once it is closed. The stray followers of a
+// defect are waited for (goleak), and their calls then counted.
+func TestShutdownRightAfterStartOutlastsTheHealthFollower(t *testing.T) {
+	sources := make([]*closable, 100)
+	for i := range sources {
+		sources[i] = &closable{}
+		srv := server.New(server.Options{Addr: "127.0.0.1:0", Health: sources[i], Logger: slog.New(slog.DiscardHandler)})
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		srv.Shutdown(t.Context())
+		sources[i].close()
+	}
+	goleak.VerifyNone(t)
+	late := 0
+	for _, src := range sources {
+		late += src.callsAfterClose()
+	}
+	if late != 0 {
+		t.Errorf("HealthSources were asked %d times after they were closed", late)
 	}
 }

@@ -239,6 +239,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.grpc.Stop()
 	}
 	<-stopped
+	// Read once stopHealth is closed: a Serve that has not started its follower yet never will.
 	s.mu.Lock()
 	served, healthDone := s.served, s.healthDone
 	s.mu.Unlock()
