@@ -8,6 +8,8 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -20,10 +22,11 @@ import (
 type Schema = jsonschema.Schema
 
 // Compile compiles the JSON schema doc (decoded JSON) named url (e.g.
-// "tool:///arguments.json"), which only names it in messages. A schema whose $ref resolves to
-// itself before it reads anything of a value ({"$ref": "#"}) is an error: the library finds
-// such a cycle only when it validates, so every value would be refused later as the caller's
-// bad input. A cycle reached only through some property of a value is still found then.
+// "tool:///arguments.json"), which only names it in messages. A schema whose references make
+// some part of it apply itself again to the same value ({"$ref": "#"}, or a property's schema
+// whose $ref or allOf leads back to it) is an error: the library finds such a cycle only when
+// it validates a value that reaches it, so every such value would be refused later as the
+// caller's bad input. Recursion that descends into the value (a tree) is no cycle.
 func Compile(url string, doc map[string]any) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no external $ref is ever loaded
@@ -34,12 +37,110 @@ func Compile(url string, doc map[string]any) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cycle := inPlaceCycle(sch); cycle != "" {
+		return nil, fmt.Errorf("%s: %s", url, cycle)
+	}
+	// $recursiveRef and $dynamicRef resolve as a value is validated: a few trivial values
+	// find a cycle through them that loops before anything of a value is read.
 	for _, v := range []any{nil, map[string]any{}, []any{}, "", 0.0, false} {
 		if cycle := refCycle(sch.Validate(v)); cycle != "" {
 			return nil, fmt.Errorf("%s: %s", url, cycle)
 		}
 	}
 	return sch, nil
+}
+
+// inPlaceCycle is the message of a reference cycle among the schemas of sch that apply to the
+// value their parent applies to ($ref, allOf, anyOf, oneOf, not, if, then, else,
+// dependentSchemas, dependencies), or "" when there is none. It looks at every schema of sch,
+// also those that only some part of a value reaches.
+func inPlaceCycle(sch *Schema) string {
+	all, seen := []*Schema{sch}, map[*Schema]bool{sch: true}
+	for i := 0; i < len(all); i++ {
+		for _, next := range slices.Concat(sameValue(all[i]), partsOfValue(all[i])) {
+			if !seen[next] {
+				seen[next] = true
+				all = append(all, next)
+			}
+		}
+	}
+	const (
+		visiting = 1 + iota
+		done
+	)
+	state := map[*Schema]int{}
+	var path []*Schema
+	var visit func(s *Schema) string
+	visit = func(s *Schema) string {
+		switch state[s] {
+		case visiting:
+			var locs []string
+			for _, p := range path[slices.Index(path, s):] {
+				locs = append(locs, p.Location)
+			}
+			return fmt.Sprintf("reference cycle: %s (each applies the next to the same value)",
+				strings.Join(append(locs, s.Location), " → "))
+		case done:
+			return ""
+		}
+		state[s] = visiting
+		path = append(path, s)
+		for _, next := range sameValue(s) {
+			if m := visit(next); m != "" {
+				return m
+			}
+		}
+		path = path[:len(path)-1]
+		state[s] = done
+		return ""
+	}
+	for _, s := range all {
+		if m := visit(s); m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+// sameValue returns the schemas s applies to the value s itself applies to, but for those of
+// $recursiveRef and $dynamicRef, which depend on the path of a validation.
+func sameValue(s *Schema) []*Schema {
+	out := slices.Concat(s.AllOf, s.AnyOf, s.OneOf, []*Schema{s.Ref, s.Not, s.If, s.Then, s.Else})
+	for _, name := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
+		out = append(out, s.DependentSchemas[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Dependencies)) {
+		if d, ok := s.Dependencies[name].(*Schema); ok {
+			out = append(out, d)
+		}
+	}
+	return slices.DeleteFunc(out, func(s *Schema) bool { return s == nil })
+}
+
+// partsOfValue returns the other schemas s holds: those it applies to a part of the value (a
+// property, an item, a property's name, decoded content), and the targets of $recursiveRef and
+// $dynamicRef.
+func partsOfValue(s *Schema) []*Schema {
+	out := slices.Concat(s.PrefixItems, []*Schema{s.PropertyNames, s.UnevaluatedProperties, s.Contains,
+		s.Items2020, s.UnevaluatedItems, s.ContentSchema, s.RecursiveRef})
+	if s.DynamicRef != nil {
+		out = append(out, s.DynamicRef.Ref)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
+		out = append(out, s.Properties[name])
+	}
+	for _, p := range s.PatternProperties { // Regexp keys do not sort; any order finds a cycle
+		out = append(out, p)
+	}
+	for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
+		switch v := v.(type) {
+		case *Schema:
+			out = append(out, v)
+		case []*Schema:
+			out = append(out, v...)
+		}
+	}
+	return slices.DeleteFunc(out, func(s *Schema) bool { return s == nil })
 }
 
 // refCycle is the message of a reference cycle among the failures of a validation, or "".
