@@ -137,11 +137,10 @@ func proposedFailure(steps []*typev1.Step, maxSteps int32, c codes.Code, sc type
 }
 
 // checkPlan returns how a plan breaks the planning contract for the offered tools and limit.
+// A plan without steps keeps it: Plan promises at most max_steps steps, none at least, and the
+// orchestrator runs such a plan (the model works without one).
 func checkPlan(resp *planningv1.PlanResponse, offered []*typev1.Tool, limit int) error {
 	steps := resp.GetSteps()
-	if len(steps) == 0 {
-		return fmt.Errorf("the plan has no steps")
-	}
 	if err := plan.Check(steps, plan.Tools(offered), limit); err != nil {
 		return fmt.Errorf("the plan breaks the contract: %v", err)
 	}

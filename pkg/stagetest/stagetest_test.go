@@ -855,3 +855,36 @@ func (s losesText) GenerateStream(req *generationv1.GenerateStreamRequest, strea
 	}
 	return stream.Send(&generationv1.GenerateStreamResponse{Chunk: &generationv1.GenerateStreamResponse_Final{Final: resp}})
 }
+
+// TestPlanningCasesPassAStageThatPlansNothingForAQuestion: a planning stage that answers a
+// question with no tool offered with no steps (the model answers it; there is nothing to
+// plan) keeps the planning contract, as the orchestrator's check of a replacement's plan
+// says: Plan promises a plan that is acyclic, uses only offered tools and has at most
+// max_steps steps, none at least. The kit's question-without-tools case failed it ("the plan
+// has no steps").
+func TestPlanningCasesPassAStageThatPlansNothingForAQuestion(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		planningv1.RegisterPlanningServiceServer(s, plansNothing{planning.New(planning.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "planning", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" {
+			t.Errorf("%s: %s", res.Case, res.Reason)
+		}
+	}
+}
+
+// plansNothing is the project's planning stage behind a front that answers a question with no
+// tool offered, and nothing proposed or revised, with an empty plan.
+type plansNothing struct{ *planning.Service }
+
+func (s plansNothing) Plan(ctx context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+	if req.GetTaskType() == "question" && len(req.GetAvailableTools()) == 0 && len(req.GetProposedSteps()) == 0 &&
+		req.GetRevision() == nil && strings.TrimSpace(req.GetGoal()) != "" {
+		return &planningv1.PlanResponse{Source: "rules"}, nil
+	}
+	return s.Service.Plan(ctx, req)
+}
