@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -41,8 +42,9 @@ func WithOwner(owns Owner, fencing func() bool) RunOption {
 	return func(rs *RunStream) { rs.owns, rs.fencing = owns, fencing }
 }
 
-// Position is where a run's events stand: the seq of its last stored event and that event's
-// sequence in the stream, both 0 when it has none.
+// Position is where a run's events stand: the seq of its last stored event and the sequence in
+// the stream of the last message on the run's subjects (that event's, unless a message that is
+// no event of the run came after it), both 0 when it has none.
 type Position struct {
 	Seq       uint64
 	StreamSeq uint64
@@ -50,7 +52,11 @@ type Position struct {
 
 // LastPosition returns the position of a run's last stored event, the zero Position when the
 // stream holds none (also when the stream itself is missing). A resumed run continues with
-// NewRunStreamAt(p, runID, LastPosition(…)).
+// NewRunStreamAt(p, runID, LastPosition(…)). When the last message on the run's subjects is no
+// event of the run (see Watch), the seq is the greatest of the events that are the last
+// message of their subject: an event hidden by such a message on its own subject is missed,
+// and the resumed run's next event, whose seq is then taken already, takes the next one (see
+// Emit).
 func LastPosition(ctx context.Context, js jetstream.JetStream, runID string) (Position, error) {
 	if err := ValidRunID(runID); err != nil {
 		return Position{}, err
@@ -61,9 +67,40 @@ func LastPosition(ctx context.Context, js jetstream.JetStream, runID string) (Po
 	}
 	seq, err := seqOf(msg, runID)
 	if err != nil {
-		return Position{}, err
+		slog.WarnContext(ctx, "the run's last message is not one of its events; looking for its last event",
+			"run_id", runID, "subject", msg.Subject, "stream_seq", msg.Sequence, "err", err)
+		if seq, err = lastEventSeq(ctx, js, runID); err != nil {
+			return Position{}, err
+		}
 	}
 	return Position{Seq: seq, StreamSeq: msg.Sequence}, nil
+}
+
+// lastEventSeq returns the greatest seq of the run's events that are the last message of their
+// subject, 0 when there is none.
+func lastEventSeq(ctx context.Context, js jetstream.JetStream, runID string) (uint64, error) {
+	s, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return 0, fmt.Errorf("last event of run %s: %w", runID, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(runFilter(runID)))
+	if err != nil {
+		return 0, fmt.Errorf("last event of run %s: %w", runID, err)
+	}
+	var last uint64
+	for subject := range info.State.Subjects {
+		msg, err := s.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed since
+		}
+		if err != nil {
+			return 0, fmt.Errorf("last event of run %s: %w", runID, err)
+		}
+		if seq, err := seqOf(msg, runID); err == nil {
+			last = max(last, seq)
+		}
+	}
+	return last, nil
 }
 
 // seqOf returns the seq of msg, a stored event of the run runID.
@@ -71,6 +108,9 @@ func seqOf(msg *jetstream.RawStreamMsg, runID string) (uint64, error) {
 	ev := &eventv1.RunEvent{}
 	if err := proto.Unmarshal(msg.Data, ev); err != nil {
 		return 0, fmt.Errorf("last event of run %s: decode %s: %w", runID, msg.Subject, err)
+	}
+	if ev.GetRunId() != runID {
+		return 0, fmt.Errorf("last event of run %s: %s holds an event of run %q", runID, msg.Subject, ev.GetRunId())
 	}
 	return ev.GetSeq(), nil
 }

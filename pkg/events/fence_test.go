@@ -157,3 +157,29 @@ func TestAStreamFencesOnlyWhileItsFencingSaysSo(t *testing.T) {
 		t.Fatalf("Emit once fencing = %v, want ErrFenced", err)
 	}
 }
+
+// TestLastPositionLooksPastAMessageThatIsNoEvent: when the last message on a run's subjects is
+// no event of the run (bytes that do not decode, published by hand), LastPosition gives the
+// seq of the run's last event and the stream sequence of that message, so a resumed
+// RunStream numbers its next event after the run's and its fence lets it through. It failed
+// on the message's decoding, so the run could not be resumed, and WatchRun of the finished
+// run failed (STORAGE_ERROR) before it watched.
+func TestLastPositionLooksPastAMessageThatIsNoEvent(t *testing.T) {
+	env := newTestEnv(t)
+	const runID = "run-junk-last"
+	emitAll(t, env.pub.Run(runID), runStarted("go"), turnStarted(1), llmDelta("a"))
+	junk, err := env.js.Publish(t.Context(), Subject(runID, "junk"), []byte("not a run event"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := LastPosition(t.Context(), env.js, runID)
+	if err != nil || at != (Position{Seq: 3, StreamSeq: junk.Sequence}) {
+		t.Fatalf("LastPosition = %+v, %v; want seq 3 at stream sequence %d", at, err, junk.Sequence)
+	}
+	var owner atomic.Value
+	owner.Store("b")
+	b := NewRunStreamAt(env.pub, runID, at, ownedBy(&owner, "b"))
+	if ev, err := b.Emit(t.Context(), runFinished()); err != nil || ev.GetSeq() != 4 {
+		t.Fatalf("the resumed run's Emit = seq %d, %v; want seq 4", ev.GetSeq(), err)
+	}
+}
