@@ -163,8 +163,9 @@ func isWrongLast(err error) bool {
 // (its limits, or NATS lost its store), and the run goes on from what is left; or another
 // writer stored events after the last one this RunStream knew of, and the run goes on after
 // them while Owner says it is this process's (the other writer was an executor that lost the
-// run, or this RunStream's own earlier event whose ack was lost), else ErrFenced. Only a
-// fenced message is refused, so rs.owns is set. rs.mu is held.
+// run, or this RunStream's own earlier event whose ack was lost), else ErrFenced; a message
+// there that is no event of the run is gone on after the same way, without taking its seq.
+// Only a fenced message is refused, so rs.owns is set. rs.mu is held.
 func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.RunEvent) (landed bool, err error) {
 	last, err := lastMessage(ctx, rs.p.js, rs.runID)
 	if err != nil {
@@ -188,11 +189,14 @@ func (rs *RunStream) settle(ctx context.Context, msg *nats.Msg, out *eventv1.Run
 	if !ours {
 		return false, fmt.Errorf("%w: run %s, after its event at stream sequence %d", ErrFenced, rs.runID, rs.last)
 	}
+	rs.last = last.Sequence
 	seq, err := seqOf(last, rs.runID)
 	if err != nil {
-		return false, err
+		// No event of the run (see Watch): the run goes on after it, with its own seqs.
+		slog.WarnContext(ctx, "a message that is not one of the run's events follows its last event; going on after it",
+			"run_id", rs.runID, "subject", last.Subject, "stream_seq", last.Sequence, "err", err)
+		return false, nil
 	}
-	rs.last = last.Sequence
 	if seq >= out.GetSeq() {
 		rs.seq.Store(seq) // the next attempt takes the seq after the other writer's
 	}

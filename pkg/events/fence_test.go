@@ -6,8 +6,12 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 )
 
 // ownedBy is an Owner that says the run is name's while owner holds name.
@@ -181,5 +185,37 @@ func TestLastPositionLooksPastAMessageThatIsNoEvent(t *testing.T) {
 	b := NewRunStreamAt(env.pub, runID, at, ownedBy(&owner, "b"))
 	if ev, err := b.Emit(t.Context(), runFinished()); err != nil || ev.GetSeq() != 4 {
 		t.Fatalf("the resumed run's Emit = seq %d, %v; want seq 4", ev.GetSeq(), err)
+	}
+}
+
+// TestAFencedRunGoesOnPastAMessageThatIsNoEvent: a message that is no event of a run,
+// published on its subjects while it runs (by hand, or another run's event), makes JetStream
+// refuse the run's next fenced event, as an event of another writer would; the run goes on
+// after it with its own next seq. Settling the refusal read the message's seq and failed on
+// its decoding, and Emit retried that until its ctx ended: the run stored no event again.
+func TestAFencedRunGoesOnPastAMessageThatIsNoEvent(t *testing.T) {
+	env := newTestEnv(t)
+	const runID = "run-junk-mid"
+	var owner atomic.Value
+	owner.Store("a")
+	rs := env.pub.Run(runID, ownedBy(&owner, "a"))
+	emitAll(t, rs, runStarted("go"), turnStarted(1))
+	foreign, err := proto.Marshal(&eventv1.RunEvent{RunId: "run-other", Seq: 99, Kind: llmDelta("x").Kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range [][]byte{[]byte("not a run event"), foreign} {
+		if _, err := env.js.Publish(t.Context(), Subject(runID, "junk"), data); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		ev, err := rs.Emit(ctx, llmDelta("next"))
+		cancel()
+		if want := uint64(3 + i); err != nil || ev.GetSeq() != want {
+			t.Fatalf("Emit after stray message %d = seq %d, %v; want seq %d", i+1, ev.GetSeq(), err, want)
+		}
+	}
+	if got := storedSeqs(t, env.js, runID); !slices.Equal(got, []uint64{1, 2, 3, 4}) {
+		t.Errorf("stored seqs %v, want 1 to 4", got)
 	}
 }
