@@ -257,6 +257,9 @@ func TestOptionsFromConfigFailures(t *testing.T) {
 		{"REST template that does not parse", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"broken": {URL: "https://api.example.com/${parameters.city"}}
 		}, exitcode.Invalid, []string{"rest_tools.broken", "unterminated placeholder"}},
+		{"REST header naming the user", func(cfg *config.Config) {
+			cfg.RestTools = map[string]config.RestTool{"notes": {URL: "https://api.example.com/notes", Headers: map[string]string{"X-Agentmesh-User": "${parameters.user}"}}}
+		}, exitcode.Invalid, []string{"rest_tools.notes", `header "X-Agentmesh-User": the action stage sets it`}},
 		{"REST output schema that does not compile", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"weather": {URL: "https://api.example.com/", OutputSchema: map[string]any{"type": 7}}}
 		}, exitcode.Invalid, []string{"rest_tools.weather", "output schema"}},

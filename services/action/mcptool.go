@@ -77,10 +77,11 @@ func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
 // Definition describes the tool.
 func (t *mcpTool) Definition() *typev1.Tool { return t.def }
 
-// Call calls the tool through tools/call. A server being restarted fails the call before
-// anything is sent, as a transient failure, so the call is retried.
+// Call calls the tool through tools/call, naming the call's user, when it has one, in the
+// request's _meta (mcp.UserMetaKey). A server being restarted fails the call before anything
+// is sent, as a transient failure, so the call is retried.
 func (t *mcpTool) Call(ctx context.Context, call Call) (string, error) {
-	out, err := t.manager.Call(ctx, t.tool.Server, t.tool.Name, call.Arguments)
+	out, err := t.manager.Call(ctx, t.tool.Server, t.tool.Name, call.Arguments, call.UserID)
 	if errors.Is(err, mcp.ErrUnavailable) {
 		return "", transientError{err: err, unsent: true}
 	}

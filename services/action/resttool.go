@@ -81,10 +81,11 @@ func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 // Definition describes the tool.
 func (t *restTool) Definition() *typev1.Tool { return t.def }
 
-// Call sends the request; failures worth retrying are transient, and a connection that
-// could not be made sent nothing.
+// Call sends the request, naming the call's user, when it has one, in the rest.UserHeader
+// header; failures worth retrying are transient, and a connection that could not be made sent
+// nothing.
 func (t *restTool) Call(ctx context.Context, call Call) (string, error) {
-	out, err := t.request.Call(ctx, call.Arguments)
+	out, err := t.request.Call(ctx, call.Arguments, call.UserID)
 	if errors.Is(err, rest.ErrTransient) {
 		return "", transientError{err: err, unsent: errors.Is(err, rest.ErrNotSent)}
 	}

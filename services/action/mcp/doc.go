@@ -1,6 +1,10 @@
 // Package mcp connects the action service to MCP servers through the official MCP Go SDK:
 // stdio servers run as child processes, remote servers are reached over streamable HTTP.
 //
+// A call that acts for a known user names it in its tools/call request's _meta, under
+// UserMetaKey ("agentmesh.dev/user_id"), so that a server serving many users need not trust a
+// user the model put in the arguments.
+//
 // Start connects to every server, lists its tools (tools/list) and keeps each session
 // supervised: when a server's session ends (a stdio child exits, a remote server goes away)
 // it is restarted with exponential backoff, doubling from Options.RestartBackoff up to

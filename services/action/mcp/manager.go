@@ -45,6 +45,12 @@ func toolOf(server string, t *sdk.Tool) Tool {
 	return tool
 }
 
+// UserMetaKey is the key of a tools/call request's _meta that names the user the call acts
+// for, when one is known: a server that serves many users reads it there rather than trusting
+// a user the model put in the arguments. The prefix is a domain agentmesh owns, as the MCP
+// specification asks of _meta keys that are not its own.
+const UserMetaKey = "agentmesh.dev/user_id"
+
 // Manager holds the sessions of a fixed set of MCP servers. It is safe for concurrent use.
 type Manager struct {
 	servers map[string]*server
@@ -105,11 +111,12 @@ func (m *Manager) Tools() []Tool {
 	return append([]Tool(nil), m.tools...)
 }
 
-// Call calls a tool of a server with arguments and returns the text of its result. A result
-// the server marks as an error is a *ToolError; a server that is being restarted fails the
-// call at once with an error wrapping ErrUnavailable, as does a remote server that cannot be
-// reached or no longer knows the session.
-func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any) (string, error) {
+// Call calls a tool of a server with arguments and returns the text of its result. A user
+// other than "" is the user the call acts for, sent in the request's _meta under UserMetaKey.
+// A result the server marks as an error is a *ToolError; a server that is being restarted
+// fails the call at once with an error wrapping ErrUnavailable, as does a remote server that
+// cannot be reached or no longer knows the session.
+func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any, user string) (string, error) {
 	s, ok := m.servers[serverName]
 	if !ok {
 		return "", fmt.Errorf("unknown MCP server %q", serverName)
@@ -121,7 +128,11 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	if args == nil {
 		args = map[string]any{} // tools/call wants an object, never null
 	}
-	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	params := &sdk.CallToolParams{Name: tool, Arguments: args}
+	if user != "" {
+		params.Meta = sdk.Meta{UserMetaKey: user}
+	}
+	res, err := sess.CallTool(ctx, params)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:

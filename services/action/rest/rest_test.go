@@ -114,7 +114,7 @@ func TestPlaceholdersAreFilledAndEscapedAtCallTime(t *testing.T) {
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := newTool(t, tc.spec, srv.Client()).Call(t.Context(), args)
+			out, err := newTool(t, tc.spec, srv.Client()).Call(t.Context(), args, "")
 			if err != nil || out != `{"ok":true}` {
 				t.Fatalf("Call = %q, %v", out, err)
 			}
@@ -149,7 +149,7 @@ func TestFailures(t *testing.T) {
 	for _, tc := range table {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			srv, _ := server(t, tc.status, tc.body)
-			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil)
+			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil, "")
 			var se *rest.StatusError
 			if !errors.As(err, &se) || se.Code != tc.status || err.Error() != tc.want {
 				t.Fatalf("error = %v, want StatusError %q", err, tc.want)
@@ -166,7 +166,7 @@ func TestFailures(t *testing.T) {
 	t.Run("connection refused is transient, sent nothing and hides the URL", func(t *testing.T) {
 		addr := grpctest.FreeAddr(t) // nothing listens on it
 		client := &http.Client{Transport: &http.Transport{}}
-		_, err := newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil)
+		_, err := newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil, "")
 		if !errors.Is(err, rest.ErrTransient) || !errors.Is(err, rest.ErrNotSent) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "GET request failed") {
 			t.Fatalf("error = %v, want a transient failure that sent nothing, without the URL", err)
 		}
@@ -175,7 +175,7 @@ func TestFailures(t *testing.T) {
 	t.Run("a line break cannot reach a header", func(t *testing.T) {
 		srv, got := server(t, http.StatusOK, "")
 		tool := newTool(t, rest.Spec{URL: srv.URL, Headers: map[string]string{"X-Q": "${parameters.q}"}}, srv.Client())
-		_, err := tool.Call(t.Context(), map[string]any{"q": "a\r\nX-Admin: 1"})
+		_, err := tool.Call(t.Context(), map[string]any{"q": "a\r\nX-Admin: 1"}, "")
 		if err == nil || !strings.Contains(err.Error(), `parameter "q" contains a line break`) {
 			t.Fatalf("error = %v", err)
 		}
@@ -198,6 +198,9 @@ func TestNewRejectsBadTemplates(t *testing.T) {
 		{"not http", rest.Spec{URL: "ftp://example.com/x"}, "is not an absolute http(s) URL"},
 		{"host from a parameter", rest.Spec{URL: "https://${parameters.host}/x"}, "the scheme and host must be fixed"},
 		{"port from a parameter", rest.Spec{URL: "https://api.example.com:${parameters.port}/x"}, "the scheme and host must be fixed"},
+		// The user a call acts for is the action stage's to say, not the model's or the configuration's.
+		{"the user header", rest.Spec{URL: "https://api.example.com/", Headers: map[string]string{"x-agentmesh-user": "${parameters.user}"}},
+			`header "x-agentmesh-user": the action stage sets it to the user the call acts for; a tool may not set it`},
 		{"bad method", rest.Spec{Method: "GE T", URL: "https://api.example.com/"}, `method "GE T" is not an HTTP method token`},
 		{"bad header name", rest.Spec{URL: "https://api.example.com/", Headers: map[string]string{"X Y": "1"}}, `header "X Y": not a valid header name`},
 	}
@@ -248,13 +251,13 @@ func TestAPathValueCannotLeaveTheToolsPath(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tool := newTool(t, rest.Spec{URL: srv.URL + "/api/files/${parameters.dir}/${parameters.name}?q=${parameters.q}"}, srv.Client())
 	for _, dir := range []string{"..", ".", "a/../..", `..\..`} {
-		out, err := tool.Call(t.Context(), map[string]any{"dir": dir, "name": "admin", "q": "x"})
+		out, err := tool.Call(t.Context(), map[string]any{"dir": dir, "name": "admin", "q": "x"}, "")
 		if err == nil || !strings.Contains(err.Error(), `parameter "dir"`) {
 			t.Errorf("dir %q: Call = %q, %v; want the value refused", dir, out, err)
 		}
 	}
 	for _, ok := range []map[string]any{{"dir": "...", "name": "a.b", "q": ".."}, {"dir": "a/b", "name": ".x", "q": "../.."}} {
-		if out, err := tool.Call(t.Context(), ok); err != nil || out != "file" {
+		if out, err := tool.Call(t.Context(), ok, ""); err != nil || out != "file" {
 			t.Errorf("%v: Call = %q, %v; want the file", ok, out, err)
 		}
 	}
@@ -284,7 +287,7 @@ func TestAnEmptyPathValueCannotChangeTheToolsPath(t *testing.T) {
 		{"/api/users/${parameters.prefix}${parameters.id}/posts", "prefix"},
 	} {
 		tool := newTool(t, rest.Spec{URL: srv.URL + tc.url}, srv.Client())
-		out, err := tool.Call(t.Context(), map[string]any{"id": "", "prefix": "", "q": "x"})
+		out, err := tool.Call(t.Context(), map[string]any{"id": "", "prefix": "", "q": "x"}, "")
 		if err == nil || !strings.Contains(err.Error(), `parameter "`+tc.param+`"`) {
 			t.Errorf("%s with an empty id: Call = %q, %v; want the value refused", tc.url, out, err)
 		}
@@ -299,17 +302,17 @@ func TestAnEmptyPathValueCannotChangeTheToolsPath(t *testing.T) {
 		{"/api/users/7/posts?q=${parameters.q}", map[string]any{"q": ""}, "posts of 7"},
 	} {
 		tool := newTool(t, rest.Spec{URL: srv.URL + tc.url}, srv.Client())
-		if out, err := tool.Call(t.Context(), tc.args); err != nil || out != tc.want {
+		if out, err := tool.Call(t.Context(), tc.args, ""); err != nil || out != tc.want {
 			t.Errorf("%s with %v: Call = %q, %v; want %q", tc.url, tc.args, out, err, tc.want)
 		}
 	}
 }
 
 // TestConfiguredHeadersStayWithTheToolsServer: the headers a tool's configuration sets (an API
-// key in X-Api-Key) are sent to its server and through its redirects within the server, but
-// not through a redirect to another one, where a path or query the model fills (an open
-// redirect of the API) could send the request; Go's client drops only Authorization and
-// cookies there. Content-Type, which describes the body, still goes.
+// key in X-Api-Key), and the user header, are sent to its server and through its redirects
+// within the server, but not through a redirect to another one, where a path or query the
+// model fills (an open redirect of the API) could send the request; Go's client drops only
+// Authorization and cookies there. Content-Type, which describes the body, still goes.
 func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
 	elsewhere, got := server(t, http.StatusOK, "elsewhere")
 	// The same server under another host name is another origin.
@@ -323,7 +326,7 @@ func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
 		http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
 	})
 	mux.HandleFunc("/here", func(w http.ResponseWriter, r *http.Request) {
-		keys = append(keys, r.Header.Get("X-Api-Key"))
+		keys = append(keys, r.Header.Get("X-Api-Key"), r.Header.Get(rest.UserHeader))
 		_, _ = io.WriteString(w, "here")
 	})
 	api := httptest.NewServer(mux)
@@ -331,22 +334,24 @@ func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
 	headers := map[string]string{"X-Api-Key": "key-5ec2e7", "Content-Type": "application/json"}
 
 	tool := newTool(t, rest.Spec{Method: "POST", URL: api.URL + "/go?to=${parameters.to}", Headers: headers, Body: `{"q": "x"}`}, api.Client())
-	if out, err := tool.Call(t.Context(), map[string]any{"to": other + "/collect"}); err != nil || out != "elsewhere" {
+	if out, err := tool.Call(t.Context(), map[string]any{"to": other + "/collect"}, "acme/alice"); err != nil || out != "elsewhere" {
 		t.Fatalf("Call = %q, %v", out, err)
 	}
 	r := <-got
-	if k := r.header.Get("X-Api-Key"); k != "" {
-		t.Errorf("a redirect to another server carried the tool's X-Api-Key %q", k)
+	for _, h := range []string{"X-Api-Key", rest.UserHeader} {
+		if v := r.header.Get(h); v != "" {
+			t.Errorf("a redirect to another server carried the tool's %s %q", h, v)
+		}
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json" || r.body != `{"q": "x"}` {
 		t.Errorf("the redirected request: Content-Type %q, body %q; want the body and its type", ct, r.body)
 	}
 
 	tool = newTool(t, rest.Spec{Method: "POST", URL: api.URL + "/moved", Headers: headers, Body: `{}`}, api.Client())
-	if out, err := tool.Call(t.Context(), nil); err != nil || out != "here" {
+	if out, err := tool.Call(t.Context(), nil, "acme/alice"); err != nil || out != "here" {
 		t.Fatalf("Call = %q, %v", out, err)
 	}
-	if !slices.Equal(keys, []string{"key-5ec2e7"}) {
-		t.Errorf("a redirect within the server carried X-Api-Key %q, want the tool's", keys)
+	if !slices.Equal(keys, []string{"key-5ec2e7", "acme/alice"}) {
+		t.Errorf("a redirect within the server carried X-Api-Key and the user %q, want the tool's and the call's", keys)
 	}
 }

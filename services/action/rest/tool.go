@@ -33,6 +33,11 @@ var ErrTransient = errors.New("transient HTTP failure")
 // connection that could not be made.
 var ErrNotSent = errors.New("HTTP request not sent")
 
+// UserHeader is the request header that names the user a call acts for, when one is known: an
+// API that serves many users reads it there rather than trusting a user the model put in the
+// arguments. A tool's configuration may not set it.
+const UserHeader = "X-Agentmesh-User"
+
 // Spec describes a REST tool's request.
 type Spec struct {
 	// Method is the HTTP method; empty means GET.
@@ -72,7 +77,7 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 		return nil, errors.New("rest tool needs an HTTP client")
 	}
 	t := &Tool{method: strings.ToUpper(spec.Method), headers: make(map[string]template, len(spec.Headers))}
-	t.client = confined(client, slices.Collect(maps.Keys(spec.Headers)))
+	t.client = confined(client, append(slices.Collect(maps.Keys(spec.Headers)), UserHeader))
 	if t.method == "" {
 		t.method = http.MethodGet
 	}
@@ -90,6 +95,9 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 	for name, value := range spec.Headers {
 		if !validHeaderName(name) {
 			return nil, fmt.Errorf("header %q: not a valid header name", name)
+		}
+		if strings.EqualFold(name, UserHeader) {
+			return nil, fmt.Errorf("header %q: the action stage sets it to the user the call acts for; a tool may not set it", name)
 		}
 		if t.headers[name], err = parseTemplate(value); err != nil {
 			return nil, fmt.Errorf("header %s: %w", name, err)
@@ -117,10 +125,10 @@ const maxRedirects = 10
 
 // confined returns a copy of client that, following a redirect to another origin (scheme, host
 // and port; the host upgraded from http to https is not another) than the request's, leaves
-// out the headers the tool's configuration sets but Content-Type: they may hold the
-// credentials of the tool's server (an API key), and a path or query the model fills may reach
-// a redirect to anywhere (an open redirect of the API). Go's client leaves out only
-// Authorization and cookies.
+// out the headers the tool's configuration sets but Content-Type, and UserHeader: they may hold
+// the credentials of the tool's server (an API key) and who its user is, and a path or query
+// the model fills may reach a redirect to anywhere (an open redirect of the API). Go's client
+// leaves out only Authorization and cookies.
 func confined(client *http.Client, headers []string) *http.Client {
 	c := *client
 	next := client.CheckRedirect
@@ -234,8 +242,9 @@ func DefaultSchema(params []string) map[string]any {
 }
 
 // Call sends the request with the placeholders filled from args and returns the response body.
-func (t *Tool) Call(ctx context.Context, args map[string]any) (string, error) {
-	req, err := t.request(ctx, args)
+// A user other than "" is the user the call acts for, sent in the UserHeader header.
+func (t *Tool) Call(ctx context.Context, args map[string]any, user string) (string, error) {
+	req, err := t.request(ctx, args, user)
 	if err != nil {
 		return "", err
 	}
@@ -264,8 +273,8 @@ func (t *Tool) Call(ctx context.Context, args map[string]any) (string, error) {
 	return string(body), nil
 }
 
-// request builds the HTTP request of one call.
-func (t *Tool) request(ctx context.Context, args map[string]any) (*http.Request, error) {
+// request builds the HTTP request of one call, for user.
+func (t *Tool) request(ctx context.Context, args map[string]any, user string) (*http.Request, error) {
 	pathValues := map[string]string{}
 	rawURL, err := t.url.render(func(s segment) (string, error) {
 		v, err := text(args[s.param])
@@ -301,6 +310,9 @@ func (t *Tool) request(ctx context.Context, args map[string]any) (*http.Request,
 			return nil, err
 		}
 		req.Header.Set(name, v)
+	}
+	if user != "" {
+		req.Header.Set(UserHeader, user)
 	}
 	if t.bodyKind == bodyJSON && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
