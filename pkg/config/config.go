@@ -478,7 +478,8 @@ type Tools struct {
 	// ("<server>__<tool>" for an MCP tool); the action stage refuses to start when one names
 	// no tool it has, so that a misspelt name cannot leave a tool unguarded.
 	RequireApproval []string `yaml:"require_approval,omitempty"`
-	// NoApproval lists tools that never need approval, even when they would by default.
+	// NoApproval lists tools that never need approval, even when they would by default, by
+	// their full names; the action stage refuses to start when one names no tool it has.
 	NoApproval []string `yaml:"no_approval,omitempty"`
 	// RejectEndsRun makes a person's rejection of a call end the run (REJECTED /
 	// USER_REJECTED, no further LLM call) instead of being told to the model as a tool
@@ -487,7 +488,8 @@ type Tools struct {
 	RejectEndsRun bool `yaml:"reject_ends_run,omitempty"`
 	// Alternatives maps a tool to tools that can do its job: when it fails, the recovery
 	// stage may run an alternative with the same arguments (seed 003: tool error → try
-	// alternative tool), e.g. {search_web: [search_news]}.
+	// alternative tool), e.g. {search_web: [search_news]}. The action stage refuses to start
+	// when a name, of a tool or of an alternative, is no tool it has.
 	Alternatives map[string][]string `yaml:"alternatives,omitempty"`
 	// ApprovePlans makes a run whose plan requires human approval (a step uses a tool that
 	// requires approval, or the planning model says so) wait for a person to approve the plan
@@ -497,6 +499,7 @@ type Tools struct {
 	// Idempotent lists tools that may run again when a crash interrupted their execution
 	// (the built-ins that only read are idempotent already). Any other tool interrupted
 	// mid-execution is reported to the model as "(tool failed: interrupted by a restart; it
-	// may or may not have run)" instead of being run a second time.
+	// may or may not have run)" instead of being run a second time. The action stage refuses
+	// to start when a name is no tool it has.
 	Idempotent []string `yaml:"idempotent,omitempty"`
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // OptionsFromConfig builds the service's options from the configuration: the tool timeout,
-// the approval and idempotency lists, the queues, the REST tools, the tools of the MCP
+// the approval, idempotency and alternatives lists, the queues, the REST tools, the tools of the MCP
 // servers, which it starts (stdio, with mcp.DefaultLimits and the configured overrides) or
 // connects to (remote), and, when nats.url is set, the KVLedger on a connection to that server (made
 // with events.Connect, so it reconnects forever). The caller adds what the configuration
@@ -34,6 +34,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 		RequireApproval: cfg.Tools.RequireApproval,
 		NoApproval:      cfg.Tools.NoApproval,
 		Idempotent:      cfg.Tools.Idempotent,
+		Alternatives:    cfg.Tools.Alternatives,
 		DefaultTimeout:  time.Duration(cfg.Defaults.ToolTimeoutMS) * time.Millisecond,
 		Queues:          make(map[string]int, len(cfg.Queues)),
 	}

@@ -1,6 +1,7 @@
 package action_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,7 +117,7 @@ func TestIdempotentTools(t *testing.T) {
 	client := serve(t, action.Options{
 		Memory:     memoryv1.NewMemoryServiceClient(memConn),
 		Tools:      tools,
-		Idempotent: []string{"set_flag", "not_a_tool"},
+		Idempotent: []string{"set_flag"},
 	})
 	want := map[string]bool{
 		"calculator": true, "current_time": true, "knowledge_search": true, // built-ins only read
@@ -194,12 +195,56 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		// A misspelt name would leave the tool it meant to guard running without approval.
 		{"approval required of a tool that does not exist", action.Options{Tools: []action.Tool{newFakeTool("weather", returns(""))}, RequireApproval: []string{"wether"}},
 			`approval is required for "wether", but no tool has that name (tools: calculator, current_time, weather)`},
+		// A misspelt name would leave the tool it meant to exempt waiting for approvals, to run
+		// again after a crash not running again, and to fall back on no alternative.
+		{"exemption from approval of a tool that does not exist", action.Options{Tools: []action.Tool{newFakeTool("find_notes", returns(""))}, NoApproval: []string{"find_note"}},
+			`"find_note" is exempt from approval, but no tool has that name (tools: calculator, current_time, find_notes)`},
+		{"idempotent tool that does not exist", action.Options{Tools: []action.Tool{newFakeTool("weather", returns(""))}, Idempotent: []string{"wether"}},
+			`"wether" is declared idempotent, but no tool has that name (tools: calculator, current_time, weather)`},
+		{"alternatives of a tool that does not exist", action.Options{Tools: []action.Tool{newFakeTool("search", returns(""))}, Alternatives: map[string][]string{"serach": {"calculator"}}},
+			`alternatives are configured for "serach", but no tool has that name (tools: calculator, current_time, search)`},
+		{"alternative that does not exist", action.Options{Tools: []action.Tool{newFakeTool("search", returns(""))}, Alternatives: map[string][]string{"search": {"current_time", "serach_news"}}},
+			`"serach_news" is configured as an alternative of "search", but no tool has that name (tools: calculator, current_time, search)`},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := action.New(tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfiguredNamesOfToolsThatDoNotExist: tools.no_approval, tools.idempotent and
+// tools.alternatives naming no tool stop the action stage (New fails; the binaries exit 4), as
+// tools.require_approval does; they were ignored, so a misspelt name silently left its tool
+// waiting for approvals, never run again after a crash, or without its fallback.
+func TestConfiguredNamesOfToolsThatDoNotExist(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tools config.Tools
+		want  string
+	}{
+		{"no_approval", config.Tools{NoApproval: []string{"add_nots"}}, `"add_nots" is exempt from approval`},
+		{"idempotent", config.Tools{Idempotent: []string{"wether"}}, `"wether" is declared idempotent`},
+		{"alternatives", config.Tools{Alternatives: map[string][]string{"weather": {"forecast"}}}, `"forecast" is configured as an alternative of "weather"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.RestTools = map[string]config.RestTool{
+				"weather":   {URL: "http://127.0.0.1:1/weather/${parameters.city}"},
+				"add_notes": {Method: "POST", URL: "http://127.0.0.1:1/notes"},
+			}
+			cfg.Tools = tc.tools
+			opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatalf("OptionsFromConfig: %v", err)
+			}
+			t.Cleanup(func() { _ = stop() })
+			opts.Logger = slog.New(slog.DiscardHandler)
+			if _, err := action.New(opts); err == nil || !strings.Contains(err.Error(), tc.want+", but no tool has that name (tools: add_notes, calculator, current_time, weather)") {
+				t.Fatalf("New error = %v, want one saying %s names no tool", err, tc.want)
 			}
 		})
 	}

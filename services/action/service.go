@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +41,10 @@ type Options struct {
 	// Idempotent names tools that may run again when a crash interrupted their execution,
 	// beyond those whose definition says so (the built-ins, which only read).
 	Idempotent []string
+	// Alternatives maps a tool to tools that can do its job when it fails
+	// (tools.alternatives). The orchestrator runs them; the service only checks that they
+	// and the tools they stand in for are tools.
+	Alternatives map[string][]string
 	// DefaultTimeout applies to calls without timeout_ms; 0 means DefaultTimeout.
 	DefaultTimeout time.Duration
 	// RetryBase is the first backoff delay between retries of transient failures; it doubles
@@ -89,9 +95,9 @@ type Service struct {
 }
 
 // New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
-// both requiring and exempt from approval, a name requiring approval that no tool has (a
-// misspelt name would leave the tool it meant unguarded), bad queue limits, tools bound to
-// queues that do not exist and schemas that do not compile are errors.
+// both requiring and exempt from approval, a name in RequireApproval, NoApproval, Idempotent
+// or Alternatives that no tool has (checkNamed), bad queue limits, tools bound to queues that
+// do not exist and schemas that do not compile are errors.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,
@@ -141,15 +147,48 @@ func New(opts Options) (*Service, error) {
 	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, opts.Idempotent, s.queues); err != nil {
 		return nil, err
 	}
-	for _, name := range opts.RequireApproval {
-		if _, ok := s.tools.lookup(name); !ok {
-			return nil, fmt.Errorf("approval is required for %q, but no tool has that name (tools: %s)", name, strings.Join(s.tools.names, ", "))
-		}
+	if err := s.checkNamed(opts); err != nil {
+		return nil, err
 	}
 	if opts.Ledger == nil {
 		s.log.Warn("the call ledger is in memory only: without NATS, a restarted or second replica of the action stage may run a tool call again")
 	}
 	return s, nil
+}
+
+// checkNamed refuses a name in RequireApproval, NoApproval, Idempotent or Alternatives that no
+// tool has, naming it and the tools there are: a misspelt or stale name would silently leave
+// the tool it meant unguarded, still waiting for approvals, never run again after a crash, or
+// without its fallback.
+func (s *Service) checkNamed(opts Options) error {
+	unknown := func(what string) error {
+		return fmt.Errorf("%s, but no tool has that name (tools: %s)", what, strings.Join(s.tools.names, ", "))
+	}
+	for _, list := range []struct {
+		names []string
+		what  string
+	}{
+		{opts.RequireApproval, "approval is required for %q"},
+		{opts.NoApproval, "%q is exempt from approval"},
+		{opts.Idempotent, "%q is declared idempotent"},
+	} {
+		for _, name := range list.names {
+			if _, ok := s.tools.lookup(name); !ok {
+				return unknown(fmt.Sprintf(list.what, name))
+			}
+		}
+	}
+	for _, tool := range slices.Sorted(maps.Keys(opts.Alternatives)) {
+		if _, ok := s.tools.lookup(tool); !ok {
+			return unknown(fmt.Sprintf("alternatives are configured for %q", tool))
+		}
+		for _, alt := range opts.Alternatives[tool] {
+			if _, ok := s.tools.lookup(alt); !ok {
+				return unknown(fmt.Sprintf("%q is configured as an alternative of %q", alt, tool))
+			}
+		}
+	}
+	return nil
 }
 
 // Register registers the service on g (a gRPC server or an in-process channel).
