@@ -420,7 +420,8 @@ type MCPServer struct {
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// Queue names the queue the server's tools run on; empty means "default".
 	Queue string `yaml:"queue,omitempty"`
-	// RequiresApproval lists the server's tools that need approval before running.
+	// RequiresApproval lists the server's tools that need approval before running, by the
+	// server's names for them or their full names; tools.no_approval may not name them.
 	RequiresApproval []string `yaml:"requires_approval,omitempty"`
 	// Limits override the resource limits of a stdio server's process.
 	Limits MCPLimits `yaml:"limits,omitempty"`
@@ -466,9 +467,9 @@ type RestTool struct {
 	OutputSchema map[string]any `yaml:"output_schema,omitempty"`
 	// Queue names the queue the tool runs on; empty means "default".
 	Queue string `yaml:"queue,omitempty"`
-	// RequiresApproval makes every call wait for approval. A method other than GET, HEAD and
-	// OPTIONS makes it so by default (it may write, delete or spend); tools.no_approval
-	// exempts the tool.
+	// RequiresApproval makes every call wait for approval; tools.no_approval may not name the
+	// tool then. A method other than GET, HEAD and OPTIONS makes it so by default (it may
+	// write, delete or spend); tools.no_approval exempts such a tool.
 	RequiresApproval bool `yaml:"requires_approval,omitempty"`
 }
 

@@ -37,6 +37,14 @@ const (
 // toolTransports are the accepted values of defaults.tool_transport ("" means native).
 var toolTransports = []string{"", "native", "xml-final", "xml"}
 
+// mcpSeparator joins an MCP server's name and its tool's name into the tool's full name,
+// "<server>__<tool>", as the action stage names it.
+const mcpSeparator = "__"
+
+// eitherApproval ends the message of a tool configured both to require approval and to be
+// exempt from it: the exemption would silently win, and the tool run unguarded.
+const eitherApproval = "a tool requires approval or is exempt from it, not both"
+
 // restMethods are the accepted REST tool methods ("" means GET).
 var restMethods = []string{"", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 
@@ -392,6 +400,19 @@ func (c *Config) validateTools(p *problems) {
 		}
 		s.Limits.validate(p, key+".limits")
 		c.checkQueue(p, key, s.Queue)
+		for i, tool := range s.RequiresApproval {
+			full := tool // by the server's name for it, or by its full name, "<server>__<tool>"
+			if !strings.HasPrefix(tool, name+mcpSeparator) {
+				full = name + mcpSeparator + tool
+			}
+			switch {
+			case !slices.Contains(c.Tools.NoApproval, full):
+			case full == tool:
+				p.addf("%s.requires_approval[%d]: %q is also listed in tools.no_approval; %s", key, i, tool, eitherApproval)
+			default:
+				p.addf("%s.requires_approval[%d]: %q is also listed in tools.no_approval (as %q); %s", key, i, tool, full, eitherApproval)
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.RestTools)) {
 		t := c.RestTools[name]
@@ -405,6 +426,9 @@ func (c *Config) validateTools(p *problems) {
 			p.addf("%s.method: unknown HTTP method %q (want GET, POST, PUT, PATCH, DELETE or HEAD)", key, t.Method)
 		}
 		c.checkQueue(p, key, t.Queue)
+		if t.RequiresApproval && slices.Contains(c.Tools.NoApproval, name) {
+			p.addf("%s.requires_approval: the tool is also listed in tools.no_approval; %s", key, eitherApproval)
+		}
 	}
 	for _, tool := range c.Tools.RequireApproval {
 		if slices.Contains(c.Tools.NoApproval, tool) {

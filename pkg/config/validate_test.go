@@ -126,6 +126,19 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"tool in both approval lists", func(c *Config) {
 			c.Tools = Tools{RequireApproval: []string{"rm"}, NoApproval: []string{"rm"}}
 		}, `tools: "rm" is listed in both require_approval and no_approval`},
+		// These passed, and the exemption silently won: the tool ran without approval.
+		{"REST tool requiring approval and exempt from it", func(c *Config) {
+			c.RestTools = map[string]RestTool{"deploy": {URL: "https://ci.example.com/deploy", RequiresApproval: true}}
+			c.Tools.NoApproval = []string{"deploy"}
+		}, `rest_tools.deploy.requires_approval: the tool is also listed in tools.no_approval; a tool requires approval or is exempt from it, not both`},
+		{"MCP tool requiring approval and exempt from it", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", RequiresApproval: []string{"read_file", "write_file"}}}
+			c.Tools.NoApproval = []string{"fs__write_file"}
+		}, `mcp_servers.fs.requires_approval[1]: "write_file" is also listed in tools.no_approval (as "fs__write_file"); a tool requires approval or is exempt from it, not both`},
+		{"MCP tool requiring approval by its full name and exempt from it", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", RequiresApproval: []string{"fs__write_file"}}}
+			c.Tools.NoApproval = []string{"fs__write_file"}
+		}, `mcp_servers.fs.requires_approval[0]: "fs__write_file" is also listed in tools.no_approval`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
