@@ -459,7 +459,8 @@ type RestTool struct {
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// Body is the request body template.
 	Body string `yaml:"body,omitempty"`
-	// InputSchema is the JSON schema of the tool's arguments.
+	// InputSchema is the JSON schema of the tool's arguments; each ${parameters.name} of the
+	// templates must be one of its properties. Unset: every placeholder is a required string.
 	InputSchema map[string]any `yaml:"input_schema,omitempty"`
 	// OutputSchema is the JSON schema of the tool's response body, when the tool promises
 	// one: a response that is not JSON matching it is a malformed tool result, which ends the

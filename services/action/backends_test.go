@@ -260,6 +260,16 @@ func TestOptionsFromConfigFailures(t *testing.T) {
 		{"REST header naming the user", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"notes": {URL: "https://api.example.com/notes", Headers: map[string]string{"X-Agentmesh-User": "${parameters.user}"}}}
 		}, exitcode.Invalid, []string{"rest_tools.notes", `header "X-Agentmesh-User": the action stage sets it`}},
+		// A placeholder the schema does not offer the model is never filled: every request would
+		// go without its value (an empty query value, a JSON null), and nothing would say so.
+		{"REST placeholder that is no property of the input schema", func(cfg *config.Config) {
+			cfg.RestTools = map[string]config.RestTool{"weather": {URL: "https://api.example.com/weather?q=${parameters.cty}&units=${parameters.units}",
+				InputSchema: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}, "units": map[string]any{"type": "string"}}}}}
+		}, exitcode.Invalid, []string{"rest_tools.weather", "placeholder ${parameters.cty} names no property of the input schema (properties: city, units)"}},
+		{"REST placeholder with an input schema without properties", func(cfg *config.Config) {
+			cfg.RestTools = map[string]config.RestTool{"notes": {Method: "POST", URL: "https://api.example.com/notes", Body: `{"text": "${parameters.text}"}`,
+				InputSchema: map[string]any{"type": "object"}}}
+		}, exitcode.Invalid, []string{"rest_tools.notes", "placeholder ${parameters.text} names no property of the input schema (properties: none)"}},
 		{"REST output schema that does not compile", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"weather": {URL: "https://api.example.com/", OutputSchema: map[string]any{"type": 7}}}
 		}, exitcode.Invalid, []string{"rest_tools.weather", "output schema"}},

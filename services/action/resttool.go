@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/schema"
@@ -24,8 +27,9 @@ type RESTTool struct {
 	Description string
 	// Request is the templated request.
 	Request rest.Spec
-	// InputSchema is the JSON schema of the arguments; nil means an object whose properties
-	// are the placeholder names, each a required string.
+	// InputSchema is the JSON schema of the arguments, whose properties must include every
+	// placeholder name; nil means an object whose properties are the placeholder names, each
+	// a required string.
 	InputSchema map[string]any
 	// OutputSchema is the JSON schema of the response body, when the tool promises one; nil
 	// means any text.
@@ -54,6 +58,8 @@ func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 	input := spec.InputSchema
 	if input == nil {
 		input = rest.DefaultSchema(req.Parameters())
+	} else if err := checkPlaceholders(req.Parameters(), input); err != nil {
+		return nil, fmt.Errorf("REST tool %q: %w", spec.Name, err)
 	}
 	s, err := structpb.NewStruct(input)
 	if err != nil {
@@ -76,6 +82,24 @@ func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 		}
 	}
 	return &restTool{request: req, def: def}, nil
+}
+
+// checkPlaceholders refuses a placeholder that is no property of the tool's input schema: the
+// model, which fills the arguments by the schema, is never asked for it, so every request
+// would go without its value (an empty path or query value, a JSON null), and a misspelt
+// placeholder would go unnoticed.
+func checkPlaceholders(params []string, input map[string]any) error {
+	props, _ := input["properties"].(map[string]any)
+	for _, p := range params {
+		if _, ok := props[p]; !ok {
+			names := "none"
+			if len(props) > 0 {
+				names = strings.Join(slices.Sorted(maps.Keys(props)), ", ")
+			}
+			return fmt.Errorf("placeholder ${parameters.%s} names no property of the input schema (properties: %s)", p, names)
+		}
+	}
+	return nil
 }
 
 // Definition describes the tool.
