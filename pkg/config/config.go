@@ -24,9 +24,11 @@ type Config struct {
 	Memory Memory `yaml:"memory"`
 	// Queues limit concurrent tool executions, by queue name; "default" always exists.
 	Queues map[string]Queue `yaml:"queues,omitempty"`
-	// MCPServers are the MCP servers whose tools runs may use, by name.
+	// MCPServers are the MCP servers whose tools runs may use, by name: 1 to 61 letters,
+	// digits, _ and -, since it begins the names of the server's tools ("<server>__<tool>").
 	MCPServers map[string]MCPServer `yaml:"mcp_servers,omitempty"`
-	// RestTools are tools implemented by one HTTP request each, by tool name.
+	// RestTools are tools implemented by one HTTP request each, by tool name: 1 to 64
+	// letters, digits, _ and -, the function names model providers take.
 	RestTools map[string]RestTool `yaml:"rest_tools,omitempty"`
 	// Tools holds policies that apply to every tool.
 	Tools Tools `yaml:"tools"`

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,18 @@ var toolTransports = []string{"", "native", "xml-final", "xml"}
 // mcpSeparator joins an MCP server's name and its tool's name into the tool's full name,
 // "<server>__<tool>", as the action stage names it.
 const mcpSeparator = "__"
+
+// maxToolName is the longest tool name model providers take: OpenAI and Anthropic accept
+// function names of 1 to 64 letters, digits, _ and - only, and refuse a request offering any
+// other.
+const maxToolName = 64
+
+// toolName is the form of a REST tool's name; serverName that of an MCP server's, which begins
+// the names of its tools, "<server>__<tool>".
+var (
+	toolName   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,61}$`)
+)
 
 // eitherApproval ends the message of a tool configured both to require approval and to be
 // exempt from it: the exemption would silently win, and the tool run unguarded.
@@ -385,6 +398,10 @@ func (c *Config) validateTools(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 		s := c.MCPServers[name]
 		key := "mcp_servers." + name
+		if !serverName.MatchString(name) {
+			p.addf("%s: a server's name is 1 to %d letters, digits, _ and -: it begins its tools' names, \"<server>%s<tool>\", and model providers refuse function names of other characters or over %d",
+				key, maxToolName-len(mcpSeparator)-1, mcpSeparator, maxToolName)
+		}
 		switch {
 		case s.Command == "" && s.URL == "":
 			p.addf("%s: needs a command (stdio server) or a url (remote server)", key)
@@ -417,6 +434,9 @@ func (c *Config) validateTools(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.RestTools)) {
 		t := c.RestTools[name]
 		key := "rest_tools." + name
+		if !toolName.MatchString(name) {
+			p.addf("%s: a tool's name is 1 to %d letters, digits, _ and - (model providers refuse other function names)", key, maxToolName)
+		}
 		if t.URL == "" {
 			p.addf("%s.url: must be set", key)
 		} else if !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {

@@ -126,6 +126,17 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"tool in both approval lists", func(c *Config) {
 			c.Tools = Tools{RequireApproval: []string{"rm"}, NoApproval: []string{"rm"}}
 		}, `tools: "rm" is listed in both require_approval and no_approval`},
+		// These passed, and every run that offered the tool failed at OpenAI or Anthropic, which
+		// take function names of 1 to 64 letters, digits, _ and - only.
+		{"REST tool name a provider refuses", func(c *Config) {
+			c.RestTools = map[string]RestTool{"weather.now": {URL: "https://api.example.com/weather"}}
+		}, `rest_tools.weather.now: a tool's name is 1 to 64 letters, digits, _ and - (model providers refuse other function names)`},
+		{"REST tool name too long for a provider", func(c *Config) {
+			c.RestTools = map[string]RestTool{strings.Repeat("x", 65): {URL: "https://api.example.com/weather"}}
+		}, `: a tool's name is 1 to 64 letters, digits, _ and -`},
+		{"MCP server name a provider refuses in its tools' names", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"github.com": {URL: "https://api.example.com/mcp"}}
+		}, `mcp_servers.github.com: a server's name is 1 to 61 letters, digits, _ and -: it begins its tools' names, "<server>__<tool>"`},
 		// These passed, and the exemption silently won: the tool ran without approval.
 		{"REST tool requiring approval and exempt from it", func(c *Config) {
 			c.RestTools = map[string]RestTool{"deploy": {URL: "https://ci.example.com/deploy", RequiresApproval: true}}
