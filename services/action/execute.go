@@ -47,7 +47,8 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 	return out.resp, nil
 }
 
-// validateRequest checks the request's own fields.
+// validateRequest checks the request's own fields: the ids are set and, as the user is, at
+// most maxIDLength bytes.
 func validateRequest(req *actionv1.ExecuteRequest) error {
 	for _, f := range []struct{ name, value string }{
 		{"run_id", req.GetRunId()},
@@ -60,6 +61,9 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 		if len(f.value) > maxIDLength {
 			return stageerr.Invalid("%s must be at most %d bytes, got %d", f.name, maxIDLength, len(f.value))
 		}
+	}
+	if n := len(req.GetUserId()); n > maxIDLength { // may be empty: a call for no user
+		return stageerr.Invalid("user_id must be at most %d bytes, got %d", maxIDLength, n)
 	}
 	if ms := req.GetTimeoutMs(); ms < 0 || ms > maxTimeout.Milliseconds() {
 		return stageerr.Invalid("timeout_ms must be between 0 (the default) and %d, got %d", maxTimeout.Milliseconds(), ms)

@@ -55,6 +55,9 @@ func TestValidationOrder(t *testing.T) {
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"timeout_ms", "got -1"}},
 		{"oversized id", &actionv1.ExecuteRequest{RunId: string(make([]byte, 513)), CallId: "c", ToolName: "calculator"},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"run_id must be at most 512 bytes"}},
+		// The user is recorded with the call and sent to MCP and REST tools: it was taken at any size.
+		{"oversized user_id", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "calculator", UserId: string(make([]byte, 513))},
+			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"user_id must be at most 512 bytes, got 513"}},
 		{"unknown mode", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "calculator", Mode: 9},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"unknown execution mode 9"}},
 		{"cached call reused for another tool", &actionv1.ExecuteRequest{RunId: "r", CallId: "done", ToolName: "nope", Mode: http, Arguments: bad},
