@@ -407,6 +407,8 @@ type Queue struct {
 }
 
 // MCPServer is an MCP server: a child process over stdio (Command) or a remote server (URL).
+// Args, Env, Dir and Limits are a stdio server's, Headers a remote server's; setting one for
+// the other kind is an error, since it would be ignored.
 type MCPServer struct {
 	// Command starts a stdio server.
 	Command string `yaml:"command,omitempty"`

@@ -414,6 +414,20 @@ func (c *Config) validateTools(p *problems) {
 			if s.Limits != (MCPLimits{}) {
 				p.addf("%s.limits: resource limits apply to stdio servers (command), not to a remote server", key)
 			}
+			for _, f := range []struct {
+				name, hint string
+				set        bool
+			}{
+				{"env", ": send credentials in headers", len(s.Env) > 0},
+				{"args", "", len(s.Args) > 0},
+				{"dir", "", s.Dir != ""},
+			} {
+				if f.set {
+					p.addf("%s.%s: applies to a stdio server (command), not to a remote server (url)%s", key, f.name, f.hint)
+				}
+			}
+		case len(s.Headers) > 0:
+			p.addf("%s.headers: applies to a remote server (url), not to a stdio server (command): pass credentials in env", key)
 		}
 		s.Limits.validate(p, key+".limits")
 		c.checkQueue(p, key, s.Queue)

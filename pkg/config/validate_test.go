@@ -137,6 +137,17 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"MCP server name a provider refuses in its tools' names", func(c *Config) {
 			c.MCPServers = map[string]MCPServer{"github.com": {URL: "https://api.example.com/mcp"}}
 		}, `mcp_servers.github.com: a server's name is 1 to 61 letters, digits, _ and -: it begins its tools' names, "<server>__<tool>"`},
+		// These passed, and the setting was ignored: a remote server got no env (an API key
+		// meant for it), and a stdio server no headers.
+		{"env of a remote MCP server", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"search": {URL: "https://api.example.com/mcp", Env: map[string]string{"API_KEY": "k"}}}
+		}, `mcp_servers.search.env: applies to a stdio server (command), not to a remote server (url): send credentials in headers`},
+		{"args and dir of a remote MCP server", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"search": {URL: "https://api.example.com/mcp", Args: []string{"--verbose"}, Dir: "/srv"}}
+		}, `mcp_servers.search.args: applies to a stdio server (command), not to a remote server (url)`},
+		{"headers of a stdio MCP server", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"fs": {Command: "npx", Headers: map[string]string{"Authorization": "Bearer k"}}}
+		}, `mcp_servers.fs.headers: applies to a remote server (url), not to a stdio server (command): pass credentials in env`},
 		// These passed, and the exemption silently won: the tool ran without approval.
 		{"REST tool requiring approval and exempt from it", func(c *Config) {
 			c.RestTools = map[string]RestTool{"deploy": {URL: "https://ci.example.com/deploy", RequiresApproval: true}}
