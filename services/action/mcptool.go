@@ -2,6 +2,8 @@ package action
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,8 +15,33 @@ import (
 )
 
 // MCPSeparator joins an MCP server's name and its tool's name into the tool's name in the
-// mesh: "<server>__<tool>".
+// mesh: "<server>__<tool>" (see mcpName).
 const MCPSeparator = "__"
+
+// maxToolName is the longest tool name model providers take: OpenAI and Anthropic refuse a
+// request offering a function whose name is not 1 to 64 letters, digits, _ and -.
+const maxToolName = 64
+
+// mcpName returns the name in the mesh of a server's tool: "<server>__<tool>", with every
+// character model providers refuse in a function name ('.', which the MCP specification allows
+// in tool names, '/', any other) replaced by '_', and, when longer than maxToolName, cut to
+// it, ending in '_' and 8 hex digits of the SHA-256 of the whole name, so that it stays
+// distinct.
+func mcpName(server, tool string) string {
+	full := server + MCPSeparator + tool
+	name := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, full)
+	if len(name) > maxToolName {
+		sum := sha256.Sum256([]byte(full))
+		suffix := "_" + hex.EncodeToString(sum[:4])
+		name = name[:maxToolName-len(suffix)] + suffix
+	}
+	return name
+}
 
 // MCPBinding is how the tools of one MCP server run.
 type MCPBinding struct {
@@ -32,20 +59,32 @@ type mcpTool struct {
 	def     *typev1.Tool
 }
 
-// MCPTools returns the tools of every server of the manager, named "<server>__<tool>", with
-// their input schemas and descriptions, bound to the queues and approval lists of bindings
-// (by server name). A tool needs approval when its binding lists it or when its MCP
-// annotations say it is destructive, or not read-only with a name that says it changes
-// something; the service's name rules and exemptions apply on top. A binding listing a tool
-// its server does not offer is an error, so that a misspelt name cannot leave a tool
-// unguarded.
+// MCPTools returns the tools of every server of the manager, named "<server>__<tool>" in
+// names model providers take (mcpName), with their input schemas and descriptions, bound to
+// the queues and approval lists of bindings (by server name). A tool needs approval when its
+// binding lists it (by its name on its server, "<server>__<tool>" or its name in the mesh) or
+// when its MCP annotations say it is destructive, or not read-only with a name that says it
+// changes something; the service's name rules and exemptions apply on top. A binding listing
+// a tool its server does not offer is an error, so that a misspelt name cannot leave a tool
+// unguarded, and so are two tools of a server that would have one name in the mesh.
 func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
-	listed := map[string]bool{}
+	listed := map[string]bool{}    // server and a name a binding may use
+	named := map[string]mcp.Tool{} // by name in the mesh
 	var tools []Tool
 	for _, t := range m.Tools() {
-		name := t.Server + MCPSeparator + t.Name
+		name := mcpName(t.Server, t.Name)
+		switch other, ok := named[name]; {
+		case ok && other.Server == t.Server:
+			return nil, fmt.Errorf("MCP server %q: tools %q and %q would both be named %q", t.Server, other.Name, t.Name, name)
+		case ok:
+			return nil, fmt.Errorf("MCP tools %q of server %q and %q of server %q would both be named %q", other.Name, other.Server, t.Name, t.Server, name)
+		}
+		named[name] = t
 		b := bindings[t.Server]
-		listed[t.Server+"\x00"+t.Name] = true
+		aliases := []string{t.Name, t.Server + MCPSeparator + t.Name, name}
+		for _, alias := range aliases {
+			listed[t.Server+"\x00"+alias] = true
+		}
 		var schema *structpb.Struct
 		if t.InputSchema != nil {
 			var err error
@@ -57,7 +96,7 @@ func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
 			Name:        name,
 			Description: t.Description,
 			InputSchema: schema,
-			RequiresApproval: slices.Contains(b.RequiresApproval, t.Name) || slices.Contains(b.RequiresApproval, name) ||
+			RequiresApproval: slices.ContainsFunc(aliases, func(a string) bool { return slices.Contains(b.RequiresApproval, a) }) ||
 				annotationsRequireApproval(t.Name, t.Annotations),
 			Server: t.Server,
 			Queue:  b.Queue,
@@ -65,8 +104,7 @@ func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
 	}
 	for server, b := range bindings {
 		for _, name := range b.RequiresApproval {
-			bare := strings.TrimPrefix(name, server+MCPSeparator)
-			if !listed[server+"\x00"+bare] {
+			if !listed[server+"\x00"+name] {
 				return nil, fmt.Errorf("MCP server %q has no tool %q to require approval for", server, name)
 			}
 		}
