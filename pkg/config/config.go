@@ -494,8 +494,9 @@ type Tools struct {
 	RejectEndsRun bool `yaml:"reject_ends_run,omitempty"`
 	// Alternatives maps a tool to tools that can do its job: when it fails, the recovery
 	// stage may run an alternative with the same arguments (seed 003: tool error → try
-	// alternative tool), e.g. {search_web: [search_news]}. The action stage refuses to start
-	// when a name, of a tool or of an alternative, is no tool it has.
+	// alternative tool), e.g. {search_web: [search_news]}. Only alternatives that run without
+	// approval are tried: the action stage refuses to start when an alternative requires
+	// approval, or when a name, of a tool or of an alternative, is no tool it has.
 	Alternatives map[string][]string `yaml:"alternatives,omitempty"`
 	// ApprovePlans makes a run whose plan requires human approval (a step uses a tool that
 	// requires approval, or the planning model says so) wait for a person to approve the plan

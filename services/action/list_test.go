@@ -203,6 +203,10 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 			`"wether" is declared idempotent, but no tool has that name (tools: calculator, current_time, weather)`},
 		{"alternatives of a tool that does not exist", action.Options{Tools: []action.Tool{newFakeTool("search", returns(""))}, Alternatives: map[string][]string{"serach": {"calculator"}}},
 			`alternatives are configured for "serach", but no tool has that name (tools: calculator, current_time, search)`},
+		// The orchestrator tries only alternatives that run without approval: this one never ran.
+		{"alternative that requires approval", action.Options{Tools: []action.Tool{newFakeTool("search", returns("")), newFakeTool("search_archive", returns(""))},
+			Alternatives: map[string][]string{"search": {"search_archive"}}, RequireApproval: []string{"search_archive"}},
+			`"search_archive" is configured as an alternative of "search", but it requires approval, and alternatives are tried only when they run without one`},
 		{"alternative that does not exist", action.Options{Tools: []action.Tool{newFakeTool("search", returns(""))}, Alternatives: map[string][]string{"search": {"current_time", "serach_news"}}},
 			`"serach_news" is configured as an alternative of "search", but no tool has that name (tools: calculator, current_time, search)`},
 	}

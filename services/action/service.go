@@ -43,7 +43,8 @@ type Options struct {
 	Idempotent []string
 	// Alternatives maps a tool to tools that can do its job when it fails
 	// (tools.alternatives). The orchestrator runs them; the service only checks that they
-	// and the tools they stand in for are tools.
+	// and the tools they stand in for are tools, and that the alternatives run without
+	// approval, as the orchestrator tries only those.
 	Alternatives map[string][]string
 	// DefaultTimeout applies to calls without timeout_ms; 0 means DefaultTimeout.
 	DefaultTimeout time.Duration
@@ -96,8 +97,9 @@ type Service struct {
 
 // New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
 // both requiring and exempt from approval, a name in RequireApproval, NoApproval, Idempotent
-// or Alternatives that no tool has (checkNamed), bad queue limits, tools bound to queues that
-// do not exist and schemas that do not compile are errors.
+// or Alternatives that no tool has and an alternative that requires approval (checkNamed), bad
+// queue limits, tools bound to queues that do not exist and schemas that do not compile are
+// errors.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,
@@ -159,7 +161,8 @@ func New(opts Options) (*Service, error) {
 // checkNamed refuses a name in RequireApproval, NoApproval, Idempotent or Alternatives that no
 // tool has, naming it and the tools there are: a misspelt or stale name would silently leave
 // the tool it meant unguarded, still waiting for approvals, never run again after a crash, or
-// without its fallback.
+// without its fallback. It also refuses an alternative that requires approval, which the
+// orchestrator never tries.
 func (s *Service) checkNamed(opts Options) error {
 	unknown := func(what string) error {
 		return fmt.Errorf("%s, but no tool has that name (tools: %s)", what, strings.Join(s.tools.names, ", "))
@@ -183,8 +186,12 @@ func (s *Service) checkNamed(opts Options) error {
 			return unknown(fmt.Sprintf("alternatives are configured for %q", tool))
 		}
 		for _, alt := range opts.Alternatives[tool] {
-			if _, ok := s.tools.lookup(alt); !ok {
+			reg, ok := s.tools.lookup(alt)
+			if !ok {
 				return unknown(fmt.Sprintf("%q is configured as an alternative of %q", alt, tool))
+			}
+			if reg.def.GetRequiresApproval() {
+				return fmt.Errorf("%q is configured as an alternative of %q, but it requires approval, and alternatives are tried only when they run without one (tools.no_approval exempts a tool)", alt, tool)
 			}
 		}
 	}
