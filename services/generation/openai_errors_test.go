@@ -336,6 +336,31 @@ func TestStreamAnsweredWithPlainJSON(t *testing.T) {
 	}
 }
 
+// TestStreamCutAfterItsFinishIsAnswered: once a streamed answer has its finish_reason, the
+// answer is complete, whether the stream then ends cleanly without [DONE] or its connection is
+// lost before the usage chunk and [DONE]: both are the answer, from one request. A lost
+// connection was a NETWORK failure, and the answer, paid for, was asked for again.
+func TestStreamCutAfterItsFinishIsAnswered(t *testing.T) {
+	const events = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n" +
+		"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	for name, serve := range map[string]func(t *testing.T) (string, func() int){
+		"the stream ends":        replying(200, map[string]string{"Content-Type": "text/event-stream"}, events),
+		"the connection is lost": cutOff(events),
+	} {
+		t.Run(name, func(t *testing.T) {
+			url, requests := serve(t)
+			client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+			_, final, err := streamAll(t, client, request("openai", "gpt-test", user("hi")))
+			if err != nil {
+				t.Fatalf("the answer was refused: %v", err)
+			}
+			if final.GetContent() != "Hi" || final.GetStopReason() != "stop" || requests() != 1 {
+				t.Errorf("answer %q (stop reason %q) after %d requests, want Hi (stop) after 1", final.GetContent(), final.GetStopReason(), requests())
+			}
+		})
+	}
+}
+
 // cutOff streams events, then drops the connection without ending the chunked body: a
 // connection lost while the answer streams.
 func cutOff(events string) func(t *testing.T) (string, func() int) {

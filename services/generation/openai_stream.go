@@ -3,6 +3,7 @@ package generation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"slices"
@@ -32,7 +33,10 @@ func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generat
 	return o.readEvents(ctx, resp.Body, onDelta)
 }
 
-// readEvents reads "data:" events until [DONE], accumulating the answer.
+// readEvents reads "data:" events until [DONE], accumulating the answer. The answer is
+// complete once a chunk has brought its finish_reason: a stream that ends after it, cleanly
+// or with its connection lost (before the usage chunk or [DONE]), is the answer, not a
+// failure to retry, which would pay for the answer twice.
 func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	acc := newStreamAccumulator()
 	done, err := readSSE(body, func(ev sseEvent) (bool, error) {
@@ -41,7 +45,10 @@ func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*g
 		}
 		return false, o.handleChunk(ev.data, acc, onDelta)
 	})
+	var rerr *sseReadError
 	switch {
+	case err != nil && acc.finished && errors.As(err, &rerr):
+		// The answer was complete before the stream broke off.
 	case err != nil:
 		return nil, o.streamReadError(ctx, err)
 	case !done && !acc.finished:
