@@ -48,18 +48,22 @@ func (a answer) writeCompletion(w http.ResponseWriter, req Request) {
 		content := a.t.Content
 		msg.Content = &content
 	}
-	writeJSON(w, http.StatusOK, completion{
+	c := completion{
 		ID:      a.id,
 		Object:  "chat.completion",
 		Created: a.created,
 		Model:   a.model,
 		Choices: []choice{{Index: 0, Message: msg, FinishReason: a.t.finishReason()}},
-		Usage:   usageFor(req, a.t),
-	})
+	}
+	if !a.t.NoUsage {
+		c.Usage = usageFor(req, a.t)
+	}
+	writeJSON(w, http.StatusOK, c)
 }
 
 // writeStream writes the answer as server-sent events: a role chunk, reasoning and content deltas,
-// tool calls in fragments, the finish chunk, the usage chunk when asked for, then [DONE].
+// tool calls in fragments, the finish chunk, the usage chunk when asked for (unless the turn
+// has NoUsage), then [DONE].
 func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -95,7 +99,7 @@ func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	}
 	reason := a.t.finishReason()
 	send(chunk{Choices: []chunkChoice{{Delta: delta{}, FinishReason: &reason}}})
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage && !a.t.NoUsage {
 		send(chunk{Choices: []chunkChoice{}, Usage: usageFor(req, a.t)})
 	}
 	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")

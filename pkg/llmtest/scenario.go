@@ -63,6 +63,10 @@ type Turn struct {
 	Model string `yaml:"model,omitempty" json:"model,omitempty"`
 	// Usage is reported as given; nil estimates it at one token per four bytes.
 	Usage *Usage `yaml:"usage,omitempty" json:"usage,omitempty"`
+	// NoUsage leaves the usage out of an OpenAI answer, as some OpenAI-compatible servers
+	// do: a completion without "usage", a stream without its usage chunk even when
+	// stream_options.include_usage asks for it. Anthropic answers always report usage.
+	NoUsage bool `yaml:"no_usage,omitempty" json:"no_usage,omitempty"`
 	// FailuresBeforeSuccess is how many attempts of this turn get Failure before it answers.
 	// When Failure is set and FailuresBeforeSuccess is 0, every attempt fails.
 	FailuresBeforeSuccess int `yaml:"failures_before_success,omitempty" json:"failures_before_success,omitempty"`

@@ -142,3 +142,28 @@ func TestStreamWithoutUsage(t *testing.T) {
 		t.Errorf("finish frame = %s", frames[2])
 	}
 }
+
+// TestNoUsage: a turn with NoUsage answers without usage, as some OpenAI-compatible servers
+// do: no "usage" in a completion, and no usage chunk in a stream that asks for one.
+func TestNoUsage(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "Hi.", NoUsage: true}, {Content: "Hi again.", NoUsage: true}}})
+	client := newClient(t)
+
+	_, raw := post(t, client, srv.URL()+"/chat/completions", chatBody("user", "hello"))
+	if strings.Contains(string(raw), `"usage"`) || !strings.Contains(string(raw), "Hi.") {
+		t.Errorf("completion %s, want the answer without usage", raw)
+	}
+	body := chatBody("user", "hello")
+	body["stream"] = true
+	body["stream_options"] = map[string]any{"include_usage": true}
+	_, raw = post(t, client, srv.URL()+"/chat/completions", body)
+	frames := sseFrames(t, raw)
+	if frames[len(frames)-1] != "[DONE]" {
+		t.Fatalf("last frame = %q, want [DONE]", frames[len(frames)-1])
+	}
+	for _, f := range frames {
+		if strings.Contains(f, `"usage"`) {
+			t.Errorf("frame %s reports usage", f)
+		}
+	}
+}

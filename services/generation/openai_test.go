@@ -9,6 +9,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"google.golang.org/protobuf/proto"
 )
@@ -317,5 +318,53 @@ func TestOpenAIReasoningModelsGetNoTemperature(t *testing.T) {
 				t.Errorf("temperature sent %v, top_p sent %v; want %v (%v)", got.Has("temperature"), got.Has("top_p"), tc.sent, got.Raw)
 			}
 		})
+	}
+}
+
+// TestUsageEstimatedWhenNotReported: an OpenAI-compatible server may report no usage (a local
+// server, or a stream without its usage chunk). The answer then counts the estimate of what
+// was sent (the messages and the offered tools) and of what came back, marked estimated,
+// where it counted 0 tokens: a run against such a server had no token budget. A count the
+// provider reports is never estimated.
+func TestUsageEstimatedWhenNotReported(t *testing.T) {
+	srv := llmtest.New(t,
+		llmtest.Scenario{Match: "text", Turns: []llmtest.Turn{{Content: "The answer is forty two.", NoUsage: true}}},
+		llmtest.Scenario{Match: "call", Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"6*7"}`}}, NoUsage: true}}},
+		llmtest.Scenario{Match: "reported", Turns: []llmtest.Turn{{Content: "Reported.", Usage: &llmtest.Usage{PromptTokens: 30, CompletionTokens: 3}}}},
+	)
+	client := openAIClient(t, srv, nil)
+	offered := tools("calculator")
+	sent := func(question string) int64 {
+		return tokens.Messages([]*typev1.Message{system("Be brief."), user(question)}) + tokens.Tools(offered)
+	}
+	answers := []struct {
+		question      string
+		stream        bool
+		input, output int64
+		estimated     bool
+	}{
+		{question: "text", input: sent("text"), output: tokens.Estimate("The answer is forty two."), estimated: true},
+		{question: "call", stream: true, input: sent("call"), output: tokens.Estimate("calculator") + tokens.Estimate(`{"expression":"6*7"}`), estimated: true},
+		{question: "reported", stream: true, input: 30, output: 3},
+	}
+	for _, want := range answers {
+		req := request("openai", "gpt-test", system("Be brief."), user(want.question))
+		req.Tools = offered
+		var (
+			resp *generationv1.GenerateResponse
+			err  error
+		)
+		if want.stream {
+			_, resp, err = streamAll(t, client, req)
+		} else {
+			resp, err = client.Generate(t.Context(), req)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := resp.GetUsage()
+		if u.GetInput() != want.input || u.GetOutput() != want.output || u.GetTotal() != want.input+want.output || u.GetEstimated() != want.estimated {
+			t.Errorf("%s: usage %v, want input %d, output %d, estimated %v", want.question, u, want.input, want.output, want.estimated)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
 
 // Provider is one configured LLM backend. Implementations return failures as
@@ -81,6 +82,9 @@ type Usage struct {
 	Output int64
 	// Cached is prompt tokens served from the provider's cache.
 	Cached int64
+	// Estimated says that Input or Output is the stage's estimate: the provider reported
+	// none (estimate).
+	Estimated bool
 }
 
 // Embeddings is the answer to an embedding call.
@@ -95,5 +99,24 @@ type Embeddings struct {
 
 // proto converts the usage to its wire form.
 func (u Usage) proto() *typev1.TokenUsage {
-	return &typev1.TokenUsage{Input: u.Input, Output: u.Output, Cached: u.Cached, Total: u.Input + u.Output}
+	return &typev1.TokenUsage{Input: u.Input, Output: u.Output, Cached: u.Cached, Total: u.Input + u.Output, Estimated: u.Estimated}
+}
+
+// estimate fills in the counts the provider left at 0 (an OpenAI-compatible server may
+// report no usage, or a stream may end before its usage chunk) with the estimate of pkg/tokens
+// (one token per four bytes): input, of the prompt, is prompt (the estimate of the messages
+// sent) plus the estimate of the offered tools, and output is that of the answer's text,
+// reasoning and tool calls. An answer that counted 0 tokens left its run without a token
+// budget. Estimated marks a count filled in.
+func (u *Usage) estimate(prompt int64, tools []*typev1.Tool, answer *Response) {
+	if u.Input == 0 {
+		u.Input, u.Estimated = prompt+tokens.Tools(tools), true
+	}
+	if u.Output == 0 {
+		n := tokens.Estimate(answer.Content) + tokens.Estimate(answer.Reasoning)
+		for _, c := range answer.ToolCalls {
+			n += tokens.Estimate(c.Name) + tokens.Estimate(c.Arguments)
+		}
+		u.Output, u.Estimated = n, u.Estimated || n > 0
+	}
 }

@@ -10,6 +10,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -170,6 +171,7 @@ type chat struct {
 	measured *measurement
 	offered  toolSet // the offered tools, whose schemas repair the answer's calls
 	start    time.Time
+	prompt   int64 // the estimated tokens of the messages sent, for an answer without usage
 }
 
 // beginChat prepares the provider's request of req, and starts its span and measurement.
@@ -189,6 +191,8 @@ func (s *Service) beginChat(ctx context.Context, p Provider, req *generationv1.G
 		ToolChoice:  req.GetToolChoice(),
 		Sampling:    c.sampling,
 	}
+	// Counted now, while the stage holds the messages: an answer may report no usage.
+	c.prompt = tokens.Messages(req.GetMessages())
 	// The conversation is the provider's to encode, and nothing reads it after that: once the
 	// provider has encoded preq, the decoded copy is garbage while the model answers, and the
 	// conversation is held once (encoded, for a retry of the HTTP request) instead of twice.
@@ -198,8 +202,9 @@ func (s *Service) beginChat(ctx context.Context, p Provider, req *generationv1.G
 	return ctx, c, preq
 }
 
-// finishChat adapts the provider's answer raw (or its failure err) to the canonical answer, and
-// ends the chat's span and measurement.
+// finishChat adapts the provider's answer raw (or its failure err) to the canonical answer, its
+// usage estimated where the provider reported none (Usage.estimate), and ends the chat's span
+// and measurement.
 func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, c *chat, raw *Response, err error) (*generationv1.GenerateResponse, error) {
 	latency := time.Since(c.start)
 	if err == nil && raw == nil {
@@ -212,6 +217,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 		return nil, err
 	}
 	validAnswer(raw)
+	raw.Usage.estimate(c.prompt, req.GetTools(), raw)
 	model := req.GetTarget().GetModel()
 	log := slog.Default().With("run_id", req.GetRunId(), "provider", req.GetTarget().GetProvider())
 	resp := adapt(raw, c.offered, req.GetStrictMode(), log)

@@ -309,9 +309,10 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 				ToolCalls: resp.GetToolCalls(), ReasoningState: resp.GetReasoningState(),
 			}
 			r.conversation = append(r.conversation, t.answer)
-			if u.GetInput() == 0 {
-				// No usage reported (a local server may stream none): the guard counts the
-				// conversation itself, where it counted nothing and never forced a final turn.
+			if u.GetInput() == 0 || u.GetEstimated() {
+				// No usage reported (a local server may stream none; the generation stage then
+				// estimates it): the guard counts the conversation itself, with the model's
+				// counter, where it counted nothing and never forced a final turn.
 				r.ctxTokens = r.counter.Messages(r.conversation)
 			}
 			return nil, resp, detail

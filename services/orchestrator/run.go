@@ -471,7 +471,7 @@ func reasonText(e ending) string {
 // addUsage adds one LLM attempt's usage to the run's totals.
 func (r *run) addUsage(u *typev1.TokenUsage) { addTokens(r.usage, u) }
 
-// addTokens adds u to total.
+// addTokens adds u to total; the total is estimated once any usage added to it is.
 func addTokens(total, u *typev1.TokenUsage) {
 	if u == nil {
 		return
@@ -480,6 +480,7 @@ func addTokens(total, u *typev1.TokenUsage) {
 	total.Output += u.GetOutput()
 	total.Cached += u.GetCached()
 	total.Total += u.GetTotal()
+	total.Estimated = total.GetEstimated() || u.GetEstimated()
 }
 
 // account appends e to the run's accounting, stamped with the time now unless the stage that

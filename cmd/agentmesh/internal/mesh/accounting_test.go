@@ -141,3 +141,51 @@ func TestEmbeddingsAreAccounted(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreportedUsageCountsAnEstimate: a provider that reports no usage (an OpenAI-compatible
+// server may send none) counted 0 tokens for each answer, so the run's usage stayed 0 and
+// max_tokens_consumed never ended it. Each answer now counts the generation stage's estimate,
+// marked estimated in its accounting entry, its llm_response event and the run's usage, and
+// the budget ends the run as with reported usage.
+func TestUnreportedUsageCountsAnEstimate(t *testing.T) {
+	h := start(t, nil,
+		llmtest.Scenario{Name: "no usage", Match: "count what you cannot see", Turns: []llmtest.Turn{
+			{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"1+1"}`}}, NoUsage: true},
+			{Content: "It is 2.", NoUsage: true},
+		}},
+		llmtest.Scenario{Name: "no usage, on a budget", Match: "count on a budget", Turns: []llmtest.Turn{
+			{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"1+1"}`}}, NoUsage: true},
+			{Content: "It is 2.", NoUsage: true},
+		}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: "count what you cannot see"})
+	if !res.GetSuccess() {
+		t.Fatalf("outcome %s %s", res.GetOutcome(), res.GetExitReason())
+	}
+	var sum int64
+	for _, a := range res.GetAccounting() {
+		if a.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+			continue
+		}
+		if u := a.GetTokens(); u.GetInput() == 0 || u.GetOutput() == 0 || !u.GetEstimated() {
+			t.Errorf("LLM entry tokens %v, want an estimate of input and output, marked so", u)
+		}
+		sum += a.GetTokens().GetTotal()
+	}
+	if u := res.GetUsage(); u.GetTotal() != sum || sum == 0 || !u.GetEstimated() {
+		t.Errorf("run usage %v, want the entries' %d tokens, marked estimated", u, sum)
+	}
+	evs, _ := h.storedEvents(t, res.GetRunId())
+	for _, ev := range evs {
+		if r := ev.GetLlmResponse(); r != nil && (r.GetUsage().GetTotal() == 0 || !r.GetUsage().GetEstimated()) {
+			t.Errorf("llm_response usage %v, want the estimate", r.GetUsage())
+		}
+	}
+
+	// The first answer's estimate alone is over this budget: the run ends after its turn.
+	budget := max(res.GetAccounting()[0].GetTokens().GetTotal()-1, 1)
+	res = h.run(t, &agentv1.RunRequest{Message: "count on a budget", Overrides: &agentv1.RunOverrides{MaxTokensConsumed: &budget}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_TOKENS_REACHED" {
+		t.Errorf("outcome %s %s with a budget of %d tokens, want FAILED_BUDGET_EXHAUSTED MAX_TOKENS_REACHED", res.GetOutcome(), res.GetExitReason(), budget)
+	}
+}

@@ -439,7 +439,11 @@ type TokenUsage struct {
 	// Prompt tokens served from a provider cache.
 	Cached int64 `protobuf:"varint,3,opt,name=cached,proto3" json:"cached,omitempty"`
 	// input + output.
-	Total         int64 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	Total int64 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// Whether a count is the mesh's estimate (one token per four bytes of what was sent or
+	// answered) because the provider reported none, as OpenAI-compatible servers may not; for
+	// the usage of a run, whether any call's was.
+	Estimated     bool `protobuf:"varint,5,opt,name=estimated,proto3" json:"estimated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,6 +504,13 @@ func (x *TokenUsage) GetTotal() int64 {
 		return x.Total
 	}
 	return 0
+}
+
+func (x *TokenUsage) GetEstimated() bool {
+	if x != nil {
+		return x.Estimated
+	}
+	return false
 }
 
 // Step is one step of a plan.
@@ -678,13 +689,14 @@ const file_agentmesh_type_v1_message_proto_rawDesc = "" +
 	"\n" +
 	"idempotent\x18\a \x01(\bR\n" +
 	"idempotent\x12<\n" +
-	"\routput_schema\x18\b \x01(\v2\x17.google.protobuf.StructR\foutputSchema\"h\n" +
+	"\routput_schema\x18\b \x01(\v2\x17.google.protobuf.StructR\foutputSchema\"\x86\x01\n" +
 	"\n" +
 	"TokenUsage\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\x03R\x05input\x12\x16\n" +
 	"\x06output\x18\x02 \x01(\x03R\x06output\x12\x16\n" +
 	"\x06cached\x18\x03 \x01(\x03R\x06cached\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\x03R\x05total\"t\n" +
+	"\x05total\x18\x04 \x01(\x03R\x05total\x12\x1c\n" +
+	"\testimated\x18\x05 \x01(\bR\testimated\"t\n" +
 	"\x04Step\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1b\n" +
