@@ -208,6 +208,8 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			next     *typev1.Target
 			limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current cycle
 			rejected []*typev1.Target                // refused the request as invalid
+			empty    int                             // answers without anything in them
+			filtered int                             // of those, answers the content filter withheld
 		)
 		xmlNext := r.xmlNext(tools)
 		// The fallback model (recovery's choice once the targets cannot answer) gets one
@@ -273,6 +275,11 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
 				// Seed 000: not added to the conversation; one ephemeral notice; counts as an attempt.
 				notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: EmptyResponseNotice}
+				if empty++; resp.GetStopReason() == stopContentFilter {
+					// Withheld, not left empty, by the model: the notice says so.
+					notice.Content = ContentFilteredNotice
+					filtered++
+				}
 				lastErr = nil
 				continue
 			}
@@ -321,7 +328,14 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			end = providerEnding(lastErr)
 			return nil, nil, "attempts exhausted: " + lastErr.Error()
 		}
-		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, "the model returned only empty responses")
+		reason := "the model returned only empty responses"
+		switch {
+		case filtered > 0 && filtered == empty:
+			reason = "the provider's content filter withheld every answer of the model (stop reason content_filter)"
+		case filtered > 0:
+			reason += fmt.Sprintf(", %d of %d withheld by the provider's content filter (stop reason content_filter)", filtered, empty)
+		}
+		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, reason)
 		end.retryable = true
 		return nil, nil, end.reason
 	})
@@ -355,6 +369,10 @@ func (r *run) uniqueCallIDs(calls []*typev1.ToolCall) {
 
 // stopLength is the normalised stop reason of an answer cut off at the output token limit.
 const stopLength = "length"
+
+// stopContentFilter is the normalised stop reason of an answer the provider's content filter
+// stopped (OpenAI's content_filter, Anthropic's refusal).
+const stopContentFilter = "content_filter"
 
 // cutOffNotice is the ephemeral notice that asks again for a final answer cut off at the
 // output token limit (seed 000: truncation is incomplete, retry), or nil when the answer is

@@ -146,3 +146,32 @@ func TestMaxTokensExceededIsItsOwnExitReason(t *testing.T) {
 		t.Errorf("%d provider requests, want 1", n)
 	}
 }
+
+// TestContentFilteredAnswerIsRetriedSayingSo: an answer the provider's content filter withheld
+// (finish_reason content_filter, nothing delivered) is retried, as an empty answer is (seed
+// 000), but its notice tells the model what happened: it was told that plain text answers are
+// ignored and to use final_report, which has nothing to do with it. A run whose every answer
+// is withheld says so in its error, where it said the model returned only empty responses.
+func TestContentFilteredAnswerIsRetriedSayingSo(t *testing.T) {
+	h := start(t, nil,
+		llmtest.Scenario{Name: "filtered once", Match: "Tell me about the filtered topic.", Turns: []llmtest.Turn{{Respond: func(req llmtest.Request, attempt int) llmtest.Turn {
+			if attempt == 1 {
+				return llmtest.Turn{FinishReason: "content_filter"}
+			}
+			return llmtest.Turn{Content: "notice: " + string(req.Messages[len(req.Messages)-1].Content)}
+		}}}},
+		llmtest.Scenario{Name: "always filtered", Match: "Tell me about the forbidden topic.", Turns: []llmtest.Turn{{FinishReason: "content_filter"}}},
+	)
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Tell me about the filtered topic.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(2)}},
+		typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUA", "LLM:OK LLM:OK")
+	notice, _ := strings.CutPrefix(res.GetFinalReport().GetContent(), "notice: ")
+	if notice == orchestrator.EmptyResponseNotice || !strings.Contains(notice, "content filter") {
+		t.Errorf("the retry's notice was %q, want one that says the content filter withheld the answer", notice)
+	}
+
+	res = h.runCase(t, &agentv1.RunRequest{Message: "Tell me about the forbidden topic.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(2)}},
+		typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, "LLM_GENERATION_FAILURE", "SU", "LLM:OK LLM:OK")
+	if msg := res.GetError().GetMessage(); !strings.Contains(msg, "content filter") {
+		t.Errorf("error %q, want it to say the content filter withheld the answers", msg)
+	}
+}
