@@ -229,6 +229,13 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
 		e := maxTokensExceeded(resp, c.sampling.GetMaxOutputTokens())
+		// The provider answered, and charged for the tokens it spent on it: the failure
+		// carries them, for the caller's accounting of the attempt.
+		e.Accounting = []*typev1.AccountingEntry{{
+			Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: resp.GetProvider(), Model: model,
+			Status: typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, LatencyMs: resp.GetLatencyMs(), Tokens: resp.GetUsage(),
+			Error: e.Error(), StopReason: resp.GetStopReason(), CostUsd: resp.GetCostUsd(), ActualModel: resp.GetModel(), Attempts: 1,
+		}}
 		c.measured.end(ctx, &raw.Usage, resp.GetCostUsd(), e)
 		endChat(c.span, resp, e)
 		return nil, e
@@ -238,7 +245,8 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	return resp, nil
 }
 
-// maxTokensExceeded is the failure of an answer cut off before it had any content.
+// maxTokensExceeded is the failure of an answer cut off before it had any content; the
+// caller sets its Accounting to the answer's.
 func maxTokensExceeded(resp *generationv1.GenerateResponse, limit int64) *stageerr.Error {
 	setting := ""
 	if limit > 0 {

@@ -450,9 +450,19 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	}
 	ev := &eventv1.LlmResponse{Turn: r.turns, Attempt: int32(attempt), Provider: target.GetProvider(), Model: target.GetModel()}
 	if err != nil {
+		se := stageerr.FromError(err)
 		entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
-		entry.Error = stageerr.FromError(err).Error()
+		entry.Error = se.Error()
 		ev.Error = entry.Error
+		// A failure of an answer the provider gave (MAX_TOKENS_EXCEEDED: cut off before it had
+		// any content) carries the answer's accounting: its tokens were spent and paid for.
+		if spent := se.Accounting; len(spent) == 1 {
+			entry.Tokens, entry.StopReason = spent[0].GetTokens(), spent[0].GetStopReason()
+			entry.ActualModel, entry.CostUsd = spent[0].GetActualModel(), spent[0].GetCostUsd()
+			ev.Usage, ev.StopReason = entry.Tokens, entry.StopReason
+			ev.ActualModel, ev.CostUsd = entry.ActualModel, entry.CostUsd
+			r.addUsage(entry.Tokens)
+		}
 	} else {
 		entry.Tokens = resp.GetUsage()
 		entry.StopReason = resp.GetStopReason()

@@ -175,3 +175,31 @@ func TestContentFilteredAnswerIsRetriedSayingSo(t *testing.T) {
 		t.Errorf("error %q, want it to say the content filter withheld the answers", msg)
 	}
 }
+
+// TestMaxTokensExceededIsAccounted: an answer cut off before it had any content was paid for
+// (the provider spent the output token limit on reasoning, and reports it), but its attempt
+// was accounted as a failure without tokens: the run's usage and max_tokens_consumed missed
+// them. The failed attempt's entry and llm_response now carry the answer's usage, and the
+// run's usage counts it.
+func TestMaxTokensExceededIsAccounted(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "thinks too long", Match: "Prove Fermat's last theorem.", Turns: []llmtest.Turn{
+		{Reasoning: "Let us consider elliptic curves and", FinishReason: "length", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16}},
+	}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Prove Fermat's last theorem."},
+		typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, "MAX_TOKENS_EXCEEDED", "SU", "LLM:FAILED")
+	if u := res.GetAccounting()[0].GetTokens(); u.GetInput() != 40 || u.GetOutput() != 16 || u.GetTotal() != 56 {
+		t.Errorf("the attempt's tokens %v, want the 40 + 16 the provider reported", u)
+	}
+	if got := res.GetAccounting()[0].GetStopReason(); got != "length" {
+		t.Errorf("the attempt's stop reason %q, want length", got)
+	}
+	if u := res.GetUsage(); u.GetTotal() != 56 {
+		t.Errorf("run usage %v, want the attempt's 56 tokens", u)
+	}
+	evs, _ := h.storedEvents(t, res.GetRunId())
+	for _, ev := range evs {
+		if r := ev.GetLlmResponse(); r != nil && r.GetUsage().GetTotal() != 56 {
+			t.Errorf("llm_response usage %v, want 56 tokens", r.GetUsage())
+		}
+	}
+}
