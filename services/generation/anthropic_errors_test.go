@@ -35,6 +35,33 @@ const streamStart = "event: message_start\ndata: {\"type\":\"message_start\",\"m
 	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
 	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
 
+// TestAnthropicStreamCutAfterItsStopReasonIsAnswered: once message_delta has brought the stop
+// reason (and the final usage), every content block has ended and the answer is complete: a
+// stream that breaks off before message_stop, cleanly or with its connection lost, is that
+// answer, from one request. Both were failures, and the answer, paid for, was asked for again.
+func TestAnthropicStreamCutAfterItsStopReasonIsAnswered(t *testing.T) {
+	const events = streamStart +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n"
+	for name, serve := range map[string]func(t *testing.T) (string, func() int){
+		"the stream ends":        replyingSSE(events),
+		"the connection is lost": cutOff(events),
+	} {
+		t.Run(name, func(t *testing.T) {
+			url, requests := serve(t)
+			client := serveProviders(t, map[string]generation.Provider{"anthropic": anthropicAt(t, url, nil)})
+			_, final, err := streamAll(t, client, request("anthropic", "claude-test", user("hi")))
+			if err != nil {
+				t.Fatalf("the answer was refused: %v", err)
+			}
+			if final.GetContent() != "Hi" || final.GetStopReason() != "stop" || final.GetUsage().GetOutput() != 3 || requests() != 1 {
+				t.Errorf("answer %q (stop reason %q, usage %v) after %d requests, want Hi (stop, 3 output tokens) after 1",
+					final.GetContent(), final.GetStopReason(), final.GetUsage(), requests())
+			}
+		})
+	}
+}
+
 func TestAnthropicErrorClasses(t *testing.T) {
 	cases := []errorCase[generation.AnthropicOptions]{
 		{

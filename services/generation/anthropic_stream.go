@@ -3,6 +3,7 @@ package generation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"mime"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
@@ -32,9 +33,10 @@ type streamDelta struct {
 // Stream makes one streamed messages call: text_delta and thinking_delta fragments are
 // forwarded as they arrive, and so are the tool calls (id and name when their tool_use block
 // starts, then the input_json_delta fragments, or the block's whole input when it streamed
-// none); message_delta brings the stop reason and the final usage. A server that answers with
-// a plain JSON message is read as one answer and forwarded as one delta per text and call;
-// an HTML page is BAD_RESPONSE (notAStream).
+// none); message_delta brings the stop reason and the final usage, and completes the answer
+// (a stream that breaks off after it, before message_stop, is still the answer). A server that
+// answers with a plain JSON message is read as one answer and forwarded as one delta per text
+// and call; an HTML page is BAD_RESPONSE (notAStream).
 func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	body, err := buildMessagesRequest(req, a.thinking, true)
 	if err != nil {
@@ -54,7 +56,9 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 		return nil, a.notAStream(resp, mt)
 	}
 	acc := newMessageAccumulator()
-	started := false
+	// started: message_start came; stopped: message_delta brought the stop reason, after every
+	// content block ended, so the answer is complete without message_stop.
+	started, stopped := false, false
 	done, err := readSSE(resp.Body, func(ev sseEvent) (bool, error) {
 		var e streamEvent
 		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
@@ -80,7 +84,7 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 			}
 		case "message_delta":
 			if e.Delta != nil && e.Delta.StopReason != "" {
-				acc.stop = e.Delta.StopReason
+				acc.stop, stopped = e.Delta.StopReason, true
 			}
 			acc.usage.merge(e.Usage)
 		case "message_stop":
@@ -94,10 +98,13 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 		}
 		return false, nil
 	})
+	var rerr *sseReadError
 	switch {
+	case err != nil && stopped && errors.As(err, &rerr):
+		// The answer was complete before the stream broke off: asking again would pay twice.
 	case err != nil:
 		return nil, a.streamReadError(ctx, err)
-	case !done:
+	case !done && !stopped:
 		return nil, a.badResponse("the stream ended without message_stop")
 	}
 	for _, i := range acc.order {
