@@ -144,6 +144,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	if err != nil {
 		se := stageerr.FromError(err)
 		entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, se.Error()
+		se.AccountAnswer(entry) // an answer cut off before any content was paid for
 		return Answer{Entry: entry}, se
 	}
 	entry.Tokens, entry.StopReason = resp.GetUsage(), resp.GetStopReason()

@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"go.uber.org/goleak"
 )
@@ -51,6 +52,7 @@ func TestObject(t *testing.T) {
 		turn("other tool", call("something_else", `{}`)),
 		turn("outside the schema", call("submit_verdict", `{"goal": "", "safe": "yes"}`)),
 		turn("down", llmtest.Turn{Failure: llmtest.FailModelError}),
+		turn("thinks too long", llmtest.Turn{Reasoning: "Let me see", FinishReason: "length", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16}}),
 	)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -108,5 +110,14 @@ func TestObject(t *testing.T) {
 	}
 	if e := ans.Entry; e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || e.GetError() == "" || e.GetAttempts() != 1 {
 		t.Errorf("a failed provider: accounting entry %v, want a failed request", e)
+	}
+	// An answer cut off before any content fails, but the provider answered and charged for
+	// it: the failed request's entry carries its tokens.
+	ans, err = m.Object(t.Context(), question("thinks too long"), &v)
+	if se := stageerr.As(err); se == nil || se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED {
+		t.Errorf("an answer cut off before any content: %v, want MAX_TOKENS_EXCEEDED", err)
+	}
+	if e := ans.Entry; e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || e.GetTokens().GetTotal() != 56 || e.GetStopReason() != "length" {
+		t.Errorf("an answer cut off before any content: accounting entry %v, want a failed request of the 56 tokens reported", e)
 	}
 }

@@ -58,6 +58,22 @@ func (e *Error) Is(target error) bool {
 	return t.Code == e.Code && (t.Class == typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED || t.Class == e.Class)
 }
 
+// AccountAnswer fills entry, a caller's accounting of its failed Generate call, with what the
+// answer cost when the failure carries the answer's accounting: the generation stage's
+// MAX_TOKENS_EXCEEDED (an answer cut off before any content) comes after the provider answered
+// and charged for it. It sets the tokens, stop reason, actual model and cost, and returns the
+// tokens, nil when the failure carries none (nothing was answered, or a stage other than the
+// project's failed) or e is nil.
+func (e *Error) AccountAnswer(entry *typev1.AccountingEntry) *typev1.TokenUsage {
+	if e == nil || len(e.Accounting) != 1 {
+		return nil
+	}
+	spent := e.Accounting[0]
+	entry.Tokens, entry.StopReason = spent.GetTokens(), spent.GetStopReason()
+	entry.ActualModel, entry.CostUsd = spent.GetActualModel(), spent.GetCostUsd()
+	return entry.Tokens
+}
+
 // Retryable reports whether the same request may succeed when retried.
 func (e *Error) Retryable() bool {
 	if e.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED {

@@ -81,6 +81,7 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 	if err != nil {
 		se := stageerr.FromError(err)
 		entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, se.Error()
+		se.AccountAnswer(entry) // an answer cut off before any content was paid for
 		// The generation stage's failure at the deadline (it has it too, rounded up) may
 		// arrive before ctx's timer has fired on a busy machine: the clock says it too.
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || !due.IsZero() && !time.Now().Before(due)

@@ -116,6 +116,28 @@ func TestSummaryFallsBackToTruncation(t *testing.T) {
 	}
 }
 
+// TestSummaryCutOffBeforeAnyContentIsAccounted: a summary model that spends its output token
+// limit before it writes anything (reasoning) fails MAX_TOKENS_EXCEEDED, and the result is
+// truncated; but the provider answered and charged for it, so the failed request's entry
+// carries the tokens it reported, where it had none.
+func TestSummaryCutOffBeforeAnyContentIsAccounted(t *testing.T) {
+	r := "thinks: " + strings.Repeat("x", 50)
+	c, _ := summarizing(t, observation.Options{}, llmtest.Scenario{Name: "thinks", Match: r, Turns: []llmtest.Turn{
+		{Reasoning: "Let me see", FinishReason: "length", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16}},
+	}})
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: r, ToolName: "t", MaxBytes: 20, Status: success})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.GetTruncated() || !strings.Contains(resp.GetSummaryError(), "output token limit") {
+		t.Errorf("truncated %v, summary_error %q, want a truncation for want of a summary", resp.GetTruncated(), resp.GetSummaryError())
+	}
+	acc := resp.GetAccounting()
+	if len(acc) != 1 || acc[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || acc[0].GetTokens().GetTotal() != 56 || acc[0].GetStopReason() != "length" {
+		t.Errorf("accounting %v, want the failed request of the 56 tokens reported", acc)
+	}
+}
+
 // TestSummaryReadsAtMostItsInput: the observation model reads at most SummaryInputBytes of a
 // result, cut at a rune boundary, and is told how much it was shown: the bytes before the cut,
 // not SummaryInputBytes (it was told 2 bytes here, and shown 1).

@@ -108,6 +108,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		if err != nil {
 			lastErr = stageerr.FromError(err)
 			entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, lastErr.Error()
+			lastErr.AccountAnswer(entry) // an answer cut off before any content was paid for
 			spent.add("", entry)
 			if ctx.Err() != nil {
 				break

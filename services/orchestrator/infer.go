@@ -456,12 +456,10 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		ev.Error = entry.Error
 		// A failure of an answer the provider gave (MAX_TOKENS_EXCEEDED: cut off before it had
 		// any content) carries the answer's accounting: its tokens were spent and paid for.
-		if spent := se.Accounting; len(spent) == 1 {
-			entry.Tokens, entry.StopReason = spent[0].GetTokens(), spent[0].GetStopReason()
-			entry.ActualModel, entry.CostUsd = spent[0].GetActualModel(), spent[0].GetCostUsd()
-			ev.Usage, ev.StopReason = entry.Tokens, entry.StopReason
+		if spent := se.AccountAnswer(entry); spent != nil {
+			ev.Usage, ev.StopReason = spent, entry.StopReason
 			ev.ActualModel, ev.CostUsd = entry.ActualModel, entry.CostUsd
-			r.addUsage(entry.Tokens)
+			r.addUsage(spent)
 		}
 	} else {
 		entry.Tokens = resp.GetUsage()

@@ -150,6 +150,31 @@ func TestDecideWaitsOutARateLimit(t *testing.T) {
 	}
 }
 
+// TestDecideAccountsAnAnswerCutOffBeforeAnyContent: a Decide whose model spends its output
+// token limit before it writes anything (MAX_TOKENS_EXCEEDED) answers the canned message, and
+// accounts the tokens the provider reported for that answer, where its failed request had none.
+func TestDecideAccountsAnAnswerCutOffBeforeAnyContent(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "thinks too long", Match: "Prove it", Turns: []llmtest.Turn{
+		{Reasoning: "Let me see", FinishReason: "length", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16}},
+	}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Prove it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own []*typev1.AccountingEntry
+	for _, e := range d.GetAccounting() {
+		if e.GetStage() == "" {
+			own = append(own, e)
+		}
+	}
+	if len(own) == 0 || own[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || own[0].GetTokens().GetTotal() != 56 {
+		t.Errorf("accounting of the decision's requests %v, want a failed request of the 56 tokens reported first", own)
+	}
+	if got := d.GetUsage().GetTotal(); got != 56*int64(len(own)) {
+		t.Errorf("usage %d tokens, want 56 for each of the %d requests", got, len(own))
+	}
+}
+
 func TestCancelRun(t *testing.T) {
 	h := start(t, nil, llmtest.Scenario{Name: "hang", Match: "Think forever", Turns: []llmtest.Turn{{Failure: llmtest.FailTimeout}}})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
