@@ -78,8 +78,9 @@ const maxBackoff = 60 * time.Second
 
 // checkDecision returns how a recovery stage's decision, made in state, breaks the recovery
 // contract (one of the four strategies; a backoff between 0 and 60 s; a longer timeout only
-// for a tool that is idempotent, within the max_retries it was told of; a tool to use instead
-// that is one of the failed tool's alternatives), or nil. retry counts the retries made.
+// for a tool that is idempotent; a tool call retried only within the max_retries it was told
+// of; a tool to use instead that is one of the failed tool's alternatives), or nil. retry
+// counts the retries made.
 func checkDecision(d *recoveryv1.DecideResponse, retry int, state *recoveryv1.RecoveryState) *contractViolation {
 	why := ""
 	// A tool call retried with a longer timeout: it timed out.
@@ -92,8 +93,9 @@ func checkDecision(d *recoveryv1.DecideResponse, retry int, state *recoveryv1.Re
 	case longer && !state.GetIdempotent():
 		// A timed-out call may have had its effect: only an idempotent tool runs again.
 		why = fmt.Sprintf("a retry of %s, which is not idempotent", state.GetToolName())
-	case longer && state.GetMaxRetries() > 0 && retry >= int(state.GetMaxRetries()):
-		// Else a tool that always times out is called again until the run's time is up.
+	case s == recoveryv1.Strategy_STRATEGY_RETRY && state.GetToolName() != "" && state.GetMaxRetries() > 0 && retry >= int(state.GetMaxRetries()):
+		// Else a tool that always times out, or an action stage that cannot take the call, is
+		// called again until the run's time is up.
 		why = fmt.Sprintf("retry %d of %s is past max_retries %d", retry, state.GetToolName(), state.GetMaxRetries())
 	case alt != "" && !slices.Contains(state.GetAlternativeTools(), alt):
 		// The run would execute a tool it did not offer, or may not use, with another's arguments.

@@ -300,7 +300,8 @@ func executed(res *actionv1.ExecuteResponse) bool {
 // (native or xml) and the action stage's attempts (its retries of transient failures), after
 // the embeddings the call made. A refusal (unknown tool, invalid arguments, missing approval) or an
 // unreachable action stage becomes an ERROR result the model sees; the recovery stage decides
-// whether an unreachable stage is retried. The tool may run for timeoutMs.
+// whether an unreachable stage is retried, within the run's max_retries. The tool may run for
+// timeoutMs.
 func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *actionv1.Approval, source string, timeoutMs int64) *actionv1.ExecuteResponse {
 	start := time.Now()
 	timeout := time.Duration(timeoutMs) * time.Millisecond
@@ -326,7 +327,12 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 		if !se.Retryable() || ctx.Err() != nil {
 			break
 		}
-		d := r.recover(ctx, "action", se, retry, &recoveryv1.RecoveryState{RunId: r.id, ToolName: call.GetName(), TimeoutMs: timeoutMs, Arguments: call.GetArguments()})
+		// The run's retry budget bounds the retries (checkDecision): else a recovery stage that
+		// always retries sends the call again until the run's time is up.
+		d := r.recover(ctx, "action", se, retry, &recoveryv1.RecoveryState{
+			RunId: r.id, ToolName: call.GetName(), TimeoutMs: timeoutMs, Arguments: call.GetArguments(),
+			MaxRetries: r.contract.GetMaxRetries(), TimeLeftMs: r.timeLeft().Milliseconds(),
+		})
 		if d.GetStrategy() != recoveryv1.Strategy_STRATEGY_RETRY || !sleep(ctx, time.Duration(d.GetBackoffMs())*time.Millisecond) {
 			break
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -24,6 +25,8 @@ import (
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // TestOutOfContractStage: the orchestrator does not take a replacement stage's answer that
@@ -403,4 +406,63 @@ func TestOutOfContractTimeoutRetryAgain(t *testing.T) {
 	if want := `the recovery stage answered outside its contract: retry 1 of lookup is past max_retries 1`; !strings.Contains(h.logs.String(), want) {
 		t.Errorf("the log does not say %s", want)
 	}
+}
+
+// TestOutOfContractActionRetry: a recovery decision to retry a call the action stage could
+// not take (UNAVAILABLE), past the run's retry budget (max_retries) it was told of, is outside
+// the recovery contract: the run tries the call 1 + max_retries times, not again and again
+// until its time runs out, tells the model the tool failed, says why in the log, and completes.
+func TestOutOfContractActionRetry(t *testing.T) {
+	action := &downAction{}
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Action:   serveStage(t, mesh.Action, func(g *grpc.Server) { actionv1.RegisterActionServiceServer(g, action) }),
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, eagerRecovery{}) }),
+		}
+	}, llmtest.Scenario{Name: "lookup", Match: "Look it up.", Turns: []llmtest.Turn{call("lookup", `{}`), text("The lookup is down.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "Look it up.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(2), TotalTimeoutMs: i64(10_000)}})
+	if !res.GetSuccess() || res.GetFinalReport().GetContent() != "The lookup is down." {
+		t.Errorf("%s %s (%s): %q, want a completed run", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+	}
+	// The call and its max_retries 2 retries, the last decision the local rule's; each try is
+	// up to 3 requests, the connection's own retries of UNAVAILABLE (pkg/dial).
+	if got := h.recoveryStrategies(t, res.GetRunId()); !slices.Equal(got, []string{"action:retry", "action:retry", "action:abort"}) {
+		t.Errorf("recovery decisions %v, want retry, retry, abort", got)
+	}
+	if n := action.calls.Load(); n < 3 || n > 3*3 {
+		t.Errorf("%d Execute requests, want 3 tries of at most 3 requests each", n)
+	}
+	if got := toolMessage(t, res, 0); !strings.HasPrefix(got, "(tool failed: ") {
+		t.Errorf("tool message %q, want the failure", got)
+	}
+	if want := `the recovery stage answered outside its contract: retry 2 of lookup is past max_retries 2`; !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %s", want)
+	}
+}
+
+// downAction is an action stage in place of the mesh's that offers a lookup tool and answers
+// every Execute UNAVAILABLE, counting them.
+type downAction struct {
+	actionv1.UnimplementedActionServiceServer
+	calls atomic.Int32
+}
+
+func (*downAction) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
+	return &actionv1.ListToolsResponse{Tools: []*typev1.Tool{{Name: "lookup", Description: "A read-only lookup.",
+		InputSchema: &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object")}}}}}, nil
+}
+
+func (a *downAction) Execute(context.Context, *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
+	a.calls.Add(1)
+	return nil, status.Error(codes.Unavailable, "the action stage is restarting")
+}
+
+// eagerRecovery is a recovery stage outside its contract: it retries every failure, however
+// often it failed before, after 10 ms.
+type eagerRecovery struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (eagerRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, BackoffMs: 10, UserMessage: "Trying again."}, nil
 }
