@@ -30,6 +30,10 @@ var (
 // try again, on which target and after what wait (a rate limit's Retry-After once every target
 // is limited). An empty answer (no text, no tool call) is tried again, as a run's is. Provider
 // failures and empty answers that remain become RESPOND_ONLY with seed 004's canned messages.
+// The intent is taken only within the intent contract (checkIntent; else INTERNAL), and a
+// decision only calls tools the model was offered: a tool call under a forbidden tool policy
+// answers the run's policy violation message, and a call to a tool not offered or with
+// arguments that are not JSON is refused to the model, which is asked again, as a run does.
 func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*typev1.AgentDecision, error) {
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
@@ -71,6 +75,10 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			ClarificationQuestion: MessageClarify}), nil
 	default:
 		return nil, se
+	}
+	if broken := checkIntent(intent); broken != nil {
+		// As a run ends STAGE_CONTRACT_VIOLATION before any turn: the answer is not used.
+		return nil, &stageerr.Error{Stage: stageIntent, Msg: broken.Error(), Accounting: spent.entries}
 	}
 	if intent.GetNeedsClarification() {
 		return spent.on(&typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
@@ -140,12 +148,54 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			lastErr = nil
 			continue
 		}
-		// Every tool's approval counts, not only the offered ones': a model may call a tool it
-		// was not offered (tools forbidden), and it must not get an unconfirmed INVOKE_TOOL.
-		return spent.on(decisionFor(resp, tools)), nil
+		if len(resp.GetToolCalls()) > 0 && intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
+			// Seed 001: under tool_policy forbidden any tool call is a contract violation, which
+			// ends a run with this message; no decision calls a tool, confirmed or not.
+			return spent.on(respond(MessageToolPolicyViolation)), nil
+		}
+		if refused := refuseCalls(resp, offered); refused != nil {
+			// As a run refuses them, the model is told why and asked again: the caller never
+			// gets a call it cannot make.
+			messages = append(messages, refused...)
+			lastErr = nil
+			continue
+		}
+		return spent.on(decisionFor(resp, offered)), nil
 	}
 	_, _, message := providerExit(lastErr)
 	return spent.on(respond(message)), nil
+}
+
+// refuseCalls returns, when the model called a tool it was not offered or with arguments that
+// are not JSON, its answer and a tool message for each call, the refused ones saying why as a
+// run's refusal does (validateCalls); nil when every call may be decided on.
+func refuseCalls(resp *generationv1.GenerateResponse, offered []*typev1.Tool) []*typev1.Message {
+	calls := resp.GetToolCalls()
+	whys := make([]string, len(calls))
+	refused := false
+	for i, call := range calls {
+		switch {
+		case !slices.ContainsFunc(offered, func(t *typev1.Tool) bool { return t.GetName() == call.GetName() }):
+			whys[i] = unknownTool(call.GetName(), offered)
+		case call.GetArguments() == nil:
+			whys[i] = invalidJSON(call.GetRawArguments())
+		default:
+			continue
+		}
+		refused = true
+	}
+	if !refused {
+		return nil
+	}
+	out := []*typev1.Message{{
+		Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), ToolCalls: calls,
+		Reasoning: resp.GetReasoning(), ReasoningState: resp.GetReasoningState(),
+	}}
+	for i, call := range calls {
+		content := "(tool failed: " + cmp.Or(whys[i], "not run: another call of the answer was refused") + ")"
+		out = append(out, &typev1.Message{Role: typev1.Role_ROLE_TOOL, Content: content, ToolCallId: call.GetId(), Name: call.GetName()})
+	}
+	return out
 }
 
 // decideAccount is the accounting of a Decide: every LLM request it made (the intent model's

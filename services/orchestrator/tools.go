@@ -90,13 +90,13 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 				t.budgetExhausted = true
 				why = fmt.Sprintf("dropped: the run's budget of %d tool calls is used up", c.GetMaxToolCallsTotal())
 			case !slices.ContainsFunc(r.offered, func(tool *typev1.Tool) bool { return tool.GetName() == call.GetName() }):
-				why = fmt.Sprintf("unknown tool %q; available tools: %s", call.GetName(), strings.Join(toolNames(r.offered), ", "))
+				why = unknownTool(call.GetName(), r.offered)
 			case call.GetArguments() == nil && t.cutOff && !a.xml && call == t.answer.GetToolCalls()[len(t.answer.GetToolCalls())-1]:
 				t.malformed++
 				why = "the arguments were cut off at the output token limit; call it again with shorter arguments"
 			case call.GetArguments() == nil:
 				t.malformed++
-				why = fmt.Sprintf("the arguments are not valid JSON: %q", call.GetRawArguments())
+				why = invalidJSON(call.GetRawArguments())
 			default: // cycle_forbid is checked as the calls run (execute): only executed calls make a sequence
 				valid = append(valid, call)
 				plan = append(plan, plannedCall{call: call, xml: a.xml, needsApproval: r.requiresApproval(call.GetName())})
@@ -115,6 +115,16 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 		return &typev1.Message{ToolCalls: calls}, &typev1.Message{ToolCalls: valid}, withNotes(detail, notes)
 	})
 	return plan
+}
+
+// unknownTool is why a call to a tool that was not offered is refused.
+func unknownTool(name string, offered []*typev1.Tool) string {
+	return fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(toolNames(offered), ", "))
+}
+
+// invalidJSON is why a call whose arguments are not JSON is refused.
+func invalidJSON(raw string) string {
+	return fmt.Sprintf("the arguments are not valid JSON: %q", raw)
 }
 
 // askedCalls are the tool calls of the turn's answer, native ones first, then those of the

@@ -360,26 +360,91 @@ func TestDecideClarificationWithoutQuestion(t *testing.T) {
 	}
 }
 
-// TestDecideConfirmsAToolNotOffered: a model that calls a tool needing approval though it was
-// not offered (the intent forbade tools) gets a REQUEST_CONFIRMATION decision, never an
-// INVOKE_TOOL that would run it unconfirmed.
-func TestDecideConfirmsAToolNotOffered(t *testing.T) {
+// TestDecideKeepsToContracts: Decide takes the intent stage's answer only within the intent
+// contract, as a run does: one without a goal or with an unknown tool policy is INTERNAL,
+// saying which rule the stage broke, and no model is asked. It never answers INVOKE_TOOL (nor
+// REQUEST_CONFIRMATION) for a call the request did not offer: under a forbidden tool policy a
+// tool call is the run's policy violation, answered with its message, even for a tool needing
+// approval; a call to a tool there is not, or with arguments that are not JSON, is refused to
+// the model, as a run's is, which is asked again.
+func TestDecideKeepsToContracts(t *testing.T) {
 	intent := &replacementIntent{}
-	intent.answer.Store(&intentv1.ParseResponse{Goal: "chat", TaskType: intentv1.TaskType_TASK_TYPE_QUESTION,
-		ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN, Source: "rules"})
 	cfg := config.Default()
 	cfg.Tools.RequireApproval = []string{"current_time"}
 	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
 		o.StageAddrs = map[string]string{
 			mesh.Intent: serveStage(t, mesh.Intent, func(g *grpc.Server) { intentv1.RegisterIntentServiceServer(g, intent) }),
 		}
-	}, llmtest.Scenario{Name: "time", Match: "Just chat.", Turns: []llmtest.Turn{call("current_time", `{}`)}})
-	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Just chat."})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION || len(d.GetPendingAction().GetToolCalls()) != 1 {
-		t.Errorf("%v %v, want REQUEST_CONFIRMATION of current_time", d.GetDecisionType(), d.GetToolCalls())
+	},
+		llmtest.Scenario{Name: "chat", Match: "Just chat.", Turns: []llmtest.Turn{call("calculator", `{"expression": "1+1"}`)}},
+		llmtest.Scenario{Name: "time", Match: "What time is it?", Turns: []llmtest.Turn{call("current_time", `{}`)}},
+		llmtest.Scenario{Name: "wipe", Match: "Wipe it.", Turns: []llmtest.Turn{call("rm_everything", `{}`), text("I can't wipe anything.")}},
+		llmtest.Scenario{Name: "garbled", Match: "Add 1 and 1.", Turns: []llmtest.Turn{
+			{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "calculator", Arguments: `[1, 2]`}}},
+			call("calculator", `{"expression": "1+1"}`),
+		}},
+	)
+	forbidden := &intentv1.ParseResponse{Goal: "chat", TaskType: intentv1.TaskType_TASK_TYPE_QUESTION,
+		ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN, Source: "rules"}
+	for _, tc := range []struct {
+		name, message string
+		intent        *intentv1.ParseResponse // nil: a goal, action, tools optional
+		broken        string                  // the rule the intent stage broke, for INTERNAL
+		decision      typev1.DecisionType
+		text          string // the response text, or the called tool
+		refused       string // the refusal the model is told of, if any
+	}{
+		{name: "intent without goal", message: "Just chat.", intent: &intentv1.ParseResponse{TaskType: intentv1.TaskType_TASK_TYPE_ACTION},
+			broken: "the intent stage answered outside its contract: the goal is empty"},
+		{name: "unknown tool policy", message: "Just chat.", intent: &intentv1.ParseResponse{Goal: "g", TaskType: intentv1.TaskType_TASK_TYPE_ACTION, ToolPolicy: typev1.ToolPolicy(9)},
+			broken: "the intent stage answered outside its contract: tool_policy 9 is not a ToolPolicy"},
+		{name: "tool under forbidden policy", message: "Just chat.", intent: forbidden,
+			decision: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, text: orchestrator.MessageToolPolicyViolation},
+		{name: "tool needing approval under forbidden policy", message: "What time is it?", intent: forbidden,
+			decision: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, text: orchestrator.MessageToolPolicyViolation},
+		{name: "tool needing approval", message: "What time is it?",
+			decision: typev1.DecisionType_DECISION_TYPE_REQUEST_CONFIRMATION, text: "current_time"},
+		{name: "unknown tool", message: "Wipe it.", decision: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, text: "I can't wipe anything.",
+			refused: `(tool failed: unknown tool "rm_everything"; available tools: `},
+		{name: "arguments not JSON", message: "Add 1 and 1.", decision: typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, text: "calculator",
+			refused: `(tool failed: the arguments are not valid JSON: "[1, 2]")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			intent.answer.Store(tc.intent)
+			before := len(h.llm.Requests())
+			d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: tc.message})
+			requests := h.llm.Requests()[before:]
+			if tc.broken != "" {
+				expectCode(t, "Decide", err, codes.Internal)
+				if !strings.Contains(status.Convert(err).Message(), tc.broken) {
+					t.Errorf("error %q, want it to say %q", status.Convert(err).Message(), tc.broken)
+				}
+				if len(requests) != 0 {
+					t.Errorf("%d model requests, want none", len(requests))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := d.GetResponseText()
+			if len(d.GetToolCalls()) > 0 {
+				got = d.GetToolCalls()[0].GetName()
+			}
+			if d.GetDecisionType() != tc.decision || got != tc.text {
+				t.Errorf("%v %q, want %v %q", d.GetDecisionType(), got, tc.decision, tc.text)
+			}
+			if tc.refused == "" {
+				return
+			}
+			if len(requests) != 2 {
+				t.Fatalf("%d model requests, want 2: the refused answer and the one after it", len(requests))
+			}
+			msgs := requests[1].Messages
+			if last := msgs[len(msgs)-1]; last.Role != "tool" || !strings.HasPrefix(string(last.Content), tc.refused) {
+				t.Errorf("the model is told %s %s, want the tool message %s", last.Role, last.Content, tc.refused)
+			}
+		})
 	}
 }
 
