@@ -63,6 +63,9 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	answer.QuestionId = q.GetId()
 	switch err := s.store.Answer(ctx, answer, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
+		if err := s.expired(runID, q); err != nil {
+			return nil, err // the run closed the question at its deadline, meanwhile
+		}
 		return nil, alreadyAnswered(runID, q.GetId())
 	case errors.Is(err, runstore.ErrNotFound):
 		return nil, notAsking(runID, q.GetId()) // the run ended, and retired, since it was read

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -71,7 +72,11 @@ wait:
 					break
 				}
 				if a := in.Answer; a != nil && a.GetQuestionId() == st.pending.GetId() {
-					answer, by = a, in.By
+					if a.GetAnswer() == "" { // the question was closed unanswered (closeQuestion)
+						end = r.answerTimeout(st)
+					} else {
+						answer, by = a, in.By
+					}
 					break wait
 				}
 			}
@@ -83,9 +88,9 @@ wait:
 			}
 			break wait // COMMIT ends the run: cancelled or timed out
 		case <-timer.C:
-			end = fail(typev1.Outcome_OUTCOME_FAILED_TIMEOUT, ExitAnswerTimeout, messageAnswerTimeout,
-				fmt.Sprintf("no answer within answer_timeout_ms (%d ms) to %q", r.contract.GetAnswerTimeoutMs(), st.pending.GetQuestion()))
-			end.retryable = true
+			if answer, by = r.closeQuestion(ctx, st); answer == nil {
+				end = r.answerTimeout(st)
+			}
 			break wait
 		}
 	}
@@ -97,6 +102,65 @@ wait:
 		r.takeAnswer(ctx, st.pending, answer.GetAnswer(), by)
 	}
 	return end
+}
+
+// answerTimeout ends a run whose question st was not answered in time.
+func (r *run) answerTimeout(st *questionState) *ending {
+	end := fail(typev1.Outcome_OUTCOME_FAILED_TIMEOUT, ExitAnswerTimeout, messageAnswerTimeout,
+		fmt.Sprintf("no answer within answer_timeout_ms (%d ms) to %q", r.contract.GetAnswerTimeoutMs(), st.pending.GetQuestion()))
+	end.retryable = true
+	return end
+}
+
+// closeQuestion closes the question st once its deadline has passed, unless an answer was
+// taken before: Answer told its caller the run goes on with it, though the run may not have
+// it yet (the store's watch hands it over a moment later; or it was recorded while no replica
+// owned the paused run, which a replica adopted after the deadline). It returns that answer,
+// and who gave it, or nil when the question is closed unanswered. With the store, the first of the answer and
+// the run's closing record (an empty answer, which Answer never records) wins, whichever
+// replica wrote it; a run that resumes from the pause finds the closing record and ends too.
+func (r *run) closeQuestion(ctx context.Context, st *questionState) (*agentv1.AnswerRequest, string) {
+	id := st.pending.GetId()
+	if r.svc.store == nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !st.answered {
+			r.asking = nil // Answer finds no question from now on
+			return nil, ""
+		}
+		return r.queuedAnswer(id) // answerLocal queued it with r.mu held
+	}
+	err := r.svc.store.Answer(ctx, &agentv1.AnswerRequest{RunId: r.id, QuestionId: id}, "")
+	if !errors.Is(err, runstore.ErrExists) {
+		if err != nil {
+			r.svc.log.WarnContext(ctx, "closing an expired question in the store failed", "run_id", r.id, "question_id", id, "err", err)
+		}
+		return nil, ""
+	}
+	for { // an answer was recorded first: the watch hands it over
+		if a, by := r.queuedAnswer(id); a != nil {
+			return a, by
+		}
+		select {
+		case <-r.inputs.ready:
+		case <-ctx.Done():
+			return nil, ""
+		}
+	}
+}
+
+// queuedAnswer takes the answer to question id, and who gave it, from the run's inputs; nil
+// when none is there.
+func (r *run) queuedAnswer(id string) (*agentv1.AnswerRequest, string) {
+	for {
+		in, ok := r.inputs.next()
+		if !ok {
+			return nil, ""
+		}
+		if a := in.Answer; a != nil && a.GetQuestionId() == id && a.GetAnswer() != "" {
+			return a, in.By
+		}
+	}
 }
 
 // ask starts a pause for the user's answer to q: the question in the conversation, the

@@ -306,3 +306,42 @@ func TestLateAnswerIsRefused(t *testing.T) {
 		t.Errorf("%d LLM requests, want 1", n)
 	}
 }
+
+// TestAnswerInTimeIsTaken: an answer accepted before the question's expires_at (Answer said
+// resumed) is the run's answer, though the run gets it only after the deadline passed: here it
+// was recorded while no replica owned the paused run, which a replica adopts only after the
+// question expired (a lease of 12 s: the replicas look for runs to adopt every 4 s). The run
+// goes on with the answer and completes, never ANSWER_TIMEOUT; the deadline and the answer
+// are not left to race.
+func TestAnswerInTimeIsTaken(t *testing.T) {
+	const runs = 4
+	var scenarios []llmtest.Scenario
+	for i := range runs {
+		scenarios = append(scenarios, exportScenario(fmt.Sprintf("Export batch %d.", i), fmt.Sprintf("Batch %d skipped.", i)))
+	}
+	h := askMesh(t, 2, func(cfg *config.Config) { cfg.Durability.LeaseTTLMS = 12_000 }, scenarios...)
+	a, b := h.replicas[0], h.replicas[1]
+	var ids [runs]string
+	for i := range runs {
+		message := fmt.Sprintf("Export batch %d.", i)
+		res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{AnswerTimeoutMs: i64(1500)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asking(t, res)
+		ids[i] = res.GetRunId()
+	}
+	h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0) // hands the paused runs off
+	for _, id := range ids {
+		if resp, err := b.Answer(t.Context(), &agentv1.AnswerRequest{RunId: id, Answer: "Skip it."}); err != nil || !resp.GetResumed() {
+			t.Fatalf("Answer before the question expired = %v, %v", resp, err)
+		}
+	}
+	for i, id := range ids {
+		final, kinds := finishOn(t, b, id)
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS || count(kinds, "input_answered") != 1 {
+			t.Errorf("run %d: %s %s (%v), events %v; want it completed with the answer it was told was taken",
+				i, final.GetOutcome(), final.GetExitReason(), final.GetError().GetMessage(), kinds)
+		}
+	}
+}
