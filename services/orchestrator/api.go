@@ -389,6 +389,7 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 // waiting for approval (call_id "plan", approvePlan): approve or reject. The run resumes
 // when every paused call of its turn is decided. Any replica takes the decision for
 // any run: it is stored, and the run's owner (or whichever replica resumes the run) applies it.
+// A decision past the pause's expires_at is NOT_FOUND: the run takes none after it.
 func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
 	if err := checkRunID(req.GetRunId()); err != nil {
 		return nil, err
@@ -449,6 +450,9 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND,
 			"run %q has no tool call %q waiting for approval; waiting: %s", runID, callID, strings.Join(st.undecided(), ", "))
 	}
+	if err := s.approvalExpired(runID, callID, cp.GetPending()); err != nil {
+		return nil, err
+	}
 	if _, decided := st.decisions[callID]; decided {
 		return nil, alreadyDecided(runID, callID)
 	}
@@ -463,6 +467,9 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	}
 	switch err := s.store.Decide(ctx, req, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
+		if err := s.approvalExpired(runID, callID, cp.GetPending()); err != nil {
+			return nil, err // the run closed the pause at its deadline, meanwhile
+		}
 		return nil, alreadyDecided(runID, callID)
 	case errors.Is(err, runstore.ErrNotFound): // the run ended, and retired, since it was read
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -142,18 +144,19 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 			}
 			return nil, false
 		case <-timer.C:
-			undecided := r.undecided(st)
-			r.mu.Lock()
-			for _, id := range undecided {
-				st.decisions[id] = nil // nil: timed out
+			timedOut, took := r.closeDecisions(ctx, st)
+			if len(timedOut) > 0 {
+				return r.approvalTimeout(timedOut), false
 			}
-			r.mu.Unlock()
-			for _, id := range undecided {
-				r.recordDecision(ctx, &eventv1.ApprovalResolved{CallId: id, Decision: "timeout"})
+			if took { // decided in time, handed over after the deadline
+				if e := save(); e != nil {
+					return e, true
+				}
 			}
-			return fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
-				fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(undecided, ", "))), false
 		}
+	}
+	if timedOut := r.timedOut(st); len(timedOut) > 0 {
+		return r.approvalTimeout(timedOut), false // closed by the replica that owned the run before
 	}
 	if r.svc.store == nil {
 		// Decided on this replica before the wait began (a decision may come as soon as the
@@ -165,6 +168,95 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		}
 	}
 	return nil, false
+}
+
+// approvalTimeout ends a run whose paused calls timedOut were not decided in time.
+func (r *run) approvalTimeout(timedOut []string) *ending {
+	return fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
+		fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(timedOut, ", ")))
+}
+
+// closeDecisions closes the pause st once its deadline has passed: each call still undecided
+// times out, unless a decision on it was taken before (ResolveApproval told its caller so),
+// though the run may not have it yet (the store's watch hands it over a moment later; or it
+// was recorded while no replica owned the paused run, which a replica adopted after the
+// deadline). With the store, the first of the decision and the run's closing record (a
+// decision without one, which ResolveApproval never records) wins, whichever replica wrote
+// it. It returns the calls that timed out, recorded as such, and whether it took a decision.
+func (r *run) closeDecisions(ctx context.Context, st *approvalState) (timedOut []string, took bool) {
+	r.mu.Lock()
+	undecided := st.undecided()
+	if r.svc.store == nil {
+		for _, id := range undecided {
+			st.decisions[id] = nil // under the lock resolve takes: a decision comes before, or finds the call decided
+		}
+	}
+	r.mu.Unlock()
+	if r.svc.store == nil {
+		for _, id := range undecided {
+			r.recordDecision(ctx, &eventv1.ApprovalResolved{CallId: id, Decision: "timeout"})
+		}
+		return undecided, false
+	}
+	var late []string
+	for _, id := range undecided {
+		err := r.svc.store.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: r.id, CallId: id}, "")
+		if errors.Is(err, runstore.ErrExists) {
+			late = append(late, id) // decided first: the watch hands the decision over
+			continue
+		}
+		if err != nil {
+			r.svc.log.WarnContext(ctx, "closing an expired approval in the store failed", "run_id", r.id, "call_id", id, "err", err)
+		}
+		r.mu.Lock()
+		st.decisions[id] = nil
+		r.mu.Unlock()
+		r.recordDecision(ctx, &eventv1.ApprovalResolved{CallId: id, Decision: "timeout"})
+	}
+	for len(late) > 0 && ctx.Err() == nil {
+		for {
+			in, ok := r.inputs.next()
+			if !ok {
+				break
+			}
+			took = r.takeDecision(ctx, st, in.Decision, in.By) || took
+		}
+		r.mu.Lock()
+		late = slices.DeleteFunc(late, func(id string) bool { _, decided := st.decisions[id]; return decided })
+		r.mu.Unlock()
+		if len(late) > 0 {
+			select {
+			case <-r.inputs.ready:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return r.timedOut(st), took
+}
+
+// timedOut are the paused calls that timed out.
+func (r *run) timedOut(st *approvalState) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, c := range st.pending.GetToolCalls() {
+		if d, decided := st.decisions[c.GetId()]; decided && d == nil {
+			ids = append(ids, c.GetId())
+		}
+	}
+	return ids
+}
+
+// approvalExpired is the error of a decision on call callID of pending past its expires_at:
+// the calls still undecided time out, and the run ends APPROVAL_TIMEOUT (at once, or when a
+// replica adopts it), so the decision is not taken, nor acknowledged as resuming the run. nil
+// while the pause is open.
+func (s *Service) approvalExpired(runID, callID string, pending *typev1.PendingAction) error {
+	if exp := pending.GetExpiresAt(); exp == nil || s.now().Before(exp.AsTime()) {
+		return nil
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "tool call %q of run %q waits for approval no more: the pause expired at %s",
+		callID, runID, pending.GetExpiresAt().AsTime().Format(time.RFC3339Nano))
 }
 
 // waiting reports whether the pause goes on: a call is undecided, and no rejection ends the run.
@@ -232,13 +324,6 @@ func restoreApproval(cp *checkpointv1.RunCheckpoint) *approvalState {
 	return st
 }
 
-// undecided are the paused calls without a decision.
-func (r *run) undecided(st *approvalState) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return st.undecided()
-}
-
 // takeDecision applies a decision handed over by the store, by whom it names: recorded in the
 // transcript and announced, unless it is not for a waiting call (a late or repeated one),
 // which is ignored.
@@ -252,6 +337,13 @@ func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.Re
 	if decided || !waiting {
 		r.mu.Unlock()
 		return false
+	}
+	if d.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
+		// The pause's closing record (closeDecisions): the call timed out.
+		st.decisions[d.GetCallId()] = nil
+		r.mu.Unlock()
+		r.recordDecision(ctx, &eventv1.ApprovalResolved{CallId: d.GetCallId(), Decision: "timeout"})
+		return true
 	}
 	st.decisions[d.GetCallId()] = d
 	r.mu.Unlock()
@@ -329,8 +421,8 @@ func callNames(calls []*typev1.ToolCall) []string {
 	return names
 }
 
-// decisionRecord is the record of a person's decision d, by the principal by (empty when unknown);
-// ends says it ends the run.
+// decisionRecord is the record of a person's decision d, by the principal by (empty when
+// unknown); ends says it ends the run.
 func decisionRecord(d *agentv1.ResolveApprovalRequest, ends bool, by string) *eventv1.ApprovalResolved {
 	return &eventv1.ApprovalResolved{
 		CallId: d.GetCallId(), Decision: decisionName(d), Feedback: d.GetFeedback(), Arguments: d.GetModifiedArguments(),
@@ -372,6 +464,10 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 		r.mu.Unlock()
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND,
 			"run %q has no tool call %q waiting for approval; waiting: %s", r.id, req.GetCallId(), strings.Join(st.undecided(), ", "))
+	}
+	if err := r.svc.approvalExpired(r.id, req.GetCallId(), st.pending); err != nil {
+		r.mu.Unlock()
+		return nil, err
 	}
 	if _, done := st.decisions[req.GetCallId()]; done {
 		r.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/metricstest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
@@ -683,5 +684,58 @@ func TestLostHeartbeatsAdoptNothing(t *testing.T) {
 	}
 	if _, err := stream.GetLastMsgForSubject(ctx, events.Subject(runID, "run_resumed")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("run_resumed: %v; want none", err)
+	}
+}
+
+// TestDecisionInTimeIsTaken: an approval taken before the pause's expires_at (ResolveApproval
+// said resumed) is the run's, though the run gets it only after the deadline passed: here it
+// was recorded while no replica owned the paused run, which a replica adopts only after the
+// pause expired (a lease of 12 s: the replicas look for runs to adopt every 4 s). The run
+// executes the approved call and completes, never APPROVAL_TIMEOUT. A decision that comes
+// after expires_at is refused NOT_FOUND, and that run ends APPROVAL_TIMEOUT: the caller is
+// never told resumed for a decision the run will not take.
+func TestDecisionInTimeIsTaken(t *testing.T) {
+	const runs = 4 // approved in time; one more is decided late
+	var scenarios []llmtest.Scenario
+	for i := range runs + 1 {
+		scenarios = append(scenarios, llmtest.Scenario{Name: fmt.Sprint(i), Match: fmt.Sprintf("Multiply batch %d.", i),
+			Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
+	}
+	h := replicaMeshTTL(t, 12*time.Second, scenarios...)
+	a, b := h.replicas[0], h.replicas[1]
+	var paused []*typev1.RunResult
+	for i := range runs + 1 {
+		res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: fmt.Sprintf("Multiply batch %d.", i),
+			Overrides: &agentv1.RunOverrides{ApprovalTimeoutMs: i64(1500)}})
+		if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+			t.Fatalf("run %d: %v, %v; want a pause", i, res.GetOutcome(), err)
+		}
+		paused = append(paused, res)
+	}
+	h.mesh.StopOrchestrator(context.WithoutCancel(t.Context()), 0) // hands the paused runs off
+	approve := func(res *typev1.RunResult) (*agentv1.ResolveApprovalResponse, error) {
+		return b.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+	}
+	for _, res := range paused[:runs] {
+		if resp, err := approve(res); err != nil || !resp.GetResumed() {
+			t.Fatalf("ResolveApproval before the pause expired = %v, %v", resp, err)
+		}
+	}
+	late := paused[runs]
+	<-time.NewTimer(time.Until(late.GetPendingAction().GetExpiresAt().AsTime())).C // the pause's own deadline
+	_, err := approve(late)
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("ResolveApproval after the pause expired: %v, want NOT_FOUND", err)
+	}
+	for i, res := range paused {
+		final, kinds := finishOn(t, b, res.GetRunId())
+		want, exit := typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "COMPLETED"
+		if i == runs {
+			want, exit = typev1.Outcome_OUTCOME_REJECTED, orchestrator.ExitApprovalTimeout
+		}
+		if final.GetOutcome() != want || final.GetExitReason() != exit {
+			t.Errorf("run %d: %s %s (%v), events %v; want %s %s", i, final.GetOutcome(), final.GetExitReason(), final.GetError().GetMessage(), kinds, want, exit)
+		}
 	}
 }
