@@ -59,6 +59,19 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	if err := s.expired(runID, q); err != nil {
 		return nil, err
 	}
+	if q.GetId() == IntentQuestionID {
+		// State leaves the request out; the answer is parsed with its message.
+		full, _, err := s.store.Load(ctx, runID)
+		switch {
+		case errors.Is(err, runstore.ErrNotFound):
+			return nil, notAsking(runID, q.GetId())
+		case err != nil:
+			return nil, storeErr(ctx, runID, err)
+		}
+		if err := clarificationTooLong(q.GetId(), full.GetRequest().GetMessage(), req.GetAnswer()); err != nil {
+			return nil, err
+		}
+	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = q.GetId()
 	switch err := s.store.Answer(ctx, answer, principalID(ctx)); {

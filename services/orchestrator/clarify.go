@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // IntentQuestionID is the id of the question a run asks before it plans, when the intent
@@ -35,13 +37,30 @@ func (r *run) clarifyIntent(ctx context.Context) *ending {
 	return r.parseIntent(ctx, "INTENT/answered")
 }
 
+// clarificationSeparator joins the run's message and the answer to its intent question.
+const clarificationSeparator = "\n\n"
+
 // intentMessage is the text the intent stage parses: the run's message, and the user's answer
 // to the run's question about it.
 func (r *run) intentMessage() string {
 	if r.clarification == "" {
 		return r.req.GetMessage()
 	}
-	return r.req.GetMessage() + "\n\n" + r.clarification
+	return r.req.GetMessage() + clarificationSeparator + r.clarification
+}
+
+// clarificationTooLong is the error of an answer to question questionID of a run whose message
+// is message that the intent stage could not take: the answer to the intent question is parsed
+// with the message (intentMessage), and the two together may be MaxMessageBytes long, the
+// limit of a message. Refused at once, the answer does not end the run later; nil when it fits
+// or answers another question.
+func clarificationTooLong(questionID, message, answer string) error {
+	room := MaxMessageBytes - len(message) - len(clarificationSeparator)
+	if questionID != IntentQuestionID || len(answer) <= room {
+		return nil
+	}
+	return stageerr.Invalid("answer: at most %d bytes, got %d: the answer to question %q is parsed with the run's message of %d bytes, together at most %d bytes",
+		max(room, 0), len(answer), IntentQuestionID, len(message), MaxMessageBytes)
 }
 
 // questionID is the id of a question asked now: "intent" before the first turn, else

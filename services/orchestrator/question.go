@@ -219,6 +219,9 @@ func (r *run) answerLocal(req *agentv1.AnswerRequest, by string) (*agentv1.Answe
 	if err := r.svc.expired(r.id, st.pending); err != nil {
 		return nil, err
 	}
+	if err := clarificationTooLong(st.pending.GetId(), r.req.GetMessage(), req.GetAnswer()); err != nil {
+		return nil, err
+	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = st.pending.GetId()
 	r.inputs.put(runstore.Input{Answer: answer, By: by})

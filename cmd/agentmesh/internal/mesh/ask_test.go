@@ -345,3 +345,38 @@ func TestAnswerInTimeIsTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestClarificationAnswerFitsTheIntentLimit: the answer to the intent question is parsed with
+// the run's message, and the intent stage takes 64 KiB: an answer that would make the two
+// longer is refused at once, INVALID_ARGUMENT naming the field, the room left and the limit,
+// and the run still waits for an answer; one that fits is taken and the run completes, never
+// failing late in the intent stage. It holds with durable runs and without.
+func TestClarificationAnswerFitsTheIntentLimit(t *testing.T) {
+	message := strings.Repeat("?", 60<<10) // no letters or digits: the intent is unclear
+	room := orchestrator.MaxMessageBytes - len(message) - len("\n\n")
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpoints %v", durable), func(t *testing.T) {
+			h := askMesh(t, 1, func(cfg *config.Config) { cfg.Durability.Checkpoints = durable },
+				llmtest.Scenario{Name: "long", Match: message, Turns: []llmtest.Turn{text("never asked"), text("Hello.")}})
+			res := h.run(t, &agentv1.RunRequest{Message: message})
+			if res.GetPendingQuestion().GetId() != orchestrator.IntentQuestionID {
+				t.Fatalf("outcome %s %s, want a pause asking about the intent", res.GetOutcome(), res.GetExitReason())
+			}
+			fits := "Say hello." + strings.Repeat(" and hello", (room-10)/10)
+			fits += strings.Repeat(".", room-len(fits))
+			_, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: fits + "!"})
+			want := fmt.Sprintf("answer: at most %d bytes, got %d: the answer to question %q is parsed with the run's message of %d bytes, together at most %d bytes",
+				room, room+1, orchestrator.IntentQuestionID, len(message), orchestrator.MaxMessageBytes)
+			if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+				t.Fatalf("an answer 1 byte too long: %v, want INVALID_ARGUMENT %q", err, want)
+			}
+			if resp, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: fits}); err != nil || !resp.GetResumed() {
+				t.Fatalf("an answer that fits: %v, %v", resp, err)
+			}
+			final, _ := h.finish(t, res.GetRunId())
+			if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || final.GetFinalReport().GetContent() != "Hello." {
+				t.Errorf("outcome %s %s (%v), report %q", final.GetOutcome(), final.GetExitReason(), final.GetError().GetMessage(), final.GetFinalReport().GetContent())
+			}
+		})
+	}
+}
