@@ -49,6 +49,17 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if p := req.GetPendingConfirmation(); p != nil && len(p.GetToolCalls()) > 0 {
 		switch {
 		case confirmWords.MatchString(req.GetMessage()):
+			// The calls are the caller's: confirmed, they are made as they are, so each must
+			// name a tool there is.
+			tools, err := s.listTools(ctx)
+			if err != nil {
+				return nil, stageerr.FromError(err)
+			}
+			for i, c := range p.GetToolCalls() {
+				if !slices.ContainsFunc(tools, func(t *typev1.Tool) bool { return t.GetName() == c.GetName() }) {
+					return nil, stageerr.Invalid("pending_confirmation.tool_calls[%d]: %s", i, unknownTool(c.GetName(), tools))
+				}
+			}
 			return &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, ToolCalls: p.GetToolCalls()}, nil
 		case declineWords.MatchString(req.GetMessage()):
 			return respond("Okay, I won't do that."), nil

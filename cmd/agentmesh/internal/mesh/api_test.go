@@ -504,3 +504,16 @@ func TestDecideEmptyAnswer(t *testing.T) {
 		t.Errorf("%d requests for the empty answers, want max_retries (3)", nothing)
 	}
 }
+
+// TestDecideConfirmsOnlyKnownTools: a "yes" to a pending confirmation whose calls name a tool
+// the mesh does not have is INVALID_ARGUMENT naming the call and the tools there are, never an
+// INVOKE_TOOL decision for a call nobody can make.
+func TestDecideConfirmsOnlyKnownTools(t *testing.T) {
+	h := start(t, nil)
+	_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "yes", PendingConfirmation: &typev1.PendingAction{
+		ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "calculator"}, {Id: "c2", Name: "rm_everything"}}}})
+	want := `pending_confirmation.tool_calls[1]: unknown tool "rm_everything"; available tools: calculator, current_time, knowledge_search`
+	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+		t.Errorf("confirming an unknown tool: %v, want INVALID_ARGUMENT %q", err, want)
+	}
+}
