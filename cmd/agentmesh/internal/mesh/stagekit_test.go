@@ -311,10 +311,12 @@ func TestOutOfContractTimeoutRetry(t *testing.T) {
 			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, retryingRecovery{}) }),
 		}
 	}, llmtest.Scenario{Name: "mail", Match: "Mail it.", Turns: []llmtest.Turn{call("send_mail", `{}`), text("The mail timed out.")}})
-	res := h.runCase(t, &agentv1.RunRequest{Message: "Mail it.", Overrides: &agentv1.RunOverrides{ToolTimeoutMs: i64(100)}},
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Mail it.", Overrides: &agentv1.RunOverrides{ToolTimeoutMs: i64(500)}},
 		typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "COMPLETED", "SUATA", "LLM:OK TOOL:FAILED LLM:OK")
-	if n := tools.count("/mail"); n != 1 {
-		t.Errorf("the tool that is not idempotent got %d requests, want 1", n)
+	// Under load the timeout may pass before the request reaches the tool: at most one, never
+	// a retry.
+	if n := tools.count("/mail"); n > 1 {
+		t.Errorf("the tool that is not idempotent got %d requests, want at most 1", n)
 	}
 	if got := toolMessage(t, res, 0); got != "(tool failed: timeout)" {
 		t.Errorf("tool message %q", got)
