@@ -37,6 +37,11 @@ var kustomizations = []struct {
 // cannot speak: the binary's health command (server.HealthCommand).
 var healthExec = []string{"/usr/local/bin/service", server.HealthCommand}
 
+// healthFollows names, per service whose gRPC health follows something it waits out rather than
+// dies of, what that is: its readiness follows it, its startup and liveness (a tcpSocket probe
+// of its grpc port) must not (TestOrchestratorLivesThroughANATSOutage).
+var healthFollows = map[string]string{"orchestrator": "NATS"}
+
 // spanFlush is how long server.Main flushes spans after draining (its flushTimeout).
 const spanFlush = 5 * time.Second
 
@@ -211,6 +216,13 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 		switch {
 		case p == nil:
 			t.Errorf("%s has no %s probe", name, kind)
+		case probeHandlers(p) != 1:
+			t.Errorf("%s: the %s probe has %d handlers, which the API server refuses: want one of grpc, tcpSocket, exec", name, kind, probeHandlers(p))
+		case kind != "readiness" && healthFollows[name] != "" && (p.TCPSocket == nil || p.TCPSocket.Port.String() != "grpc"):
+			t.Errorf("%s: the %s probe is not a tcpSocket probe of the grpc port: its health follows %s, which the kubelet would restart it for", name, kind, healthFollows[name])
+		case p.TCPSocket != nil && (kind == "readiness" || p.TCPSocket.Port.String() != "grpc"):
+			t.Errorf("%s: the %s probe is a tcpSocket probe of %s, want the grpc port, and only for startup and liveness", name, kind, p.TCPSocket.Port.String())
+		case p.TCPSocket != nil:
 		case p.GRPC != nil && p.GRPC.Port != port:
 			t.Errorf("%s: the %s probe asks port %d, LISTEN_ADDR listens on %d", name, kind, p.GRPC.Port, port)
 		case p.GRPC == nil && (p.Exec == nil || !slices.Equal(p.Exec.Command, healthExec)):
@@ -465,6 +477,18 @@ func addrPort(t *testing.T, name, k, addr string) int32 {
 		t.Errorf("%s: %s=%q is not a listen address", name, k, addr)
 	}
 	return int32(n)
+}
+
+// probeHandlers is the number of handlers (exec, httpGet, tcpSocket, grpc) p has: a valid probe
+// has one, and a patch that adds one must null the base's.
+func probeHandlers(p *corev1.Probe) int {
+	n := 0
+	for _, set := range []bool{p.Exec != nil, p.HTTPGet != nil, p.TCPSocket != nil, p.GRPC != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 // containerPort is the number of the container's port called name, 0 when it has none.
