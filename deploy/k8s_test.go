@@ -59,6 +59,7 @@ type rendered struct {
 	configMaps   map[string]*corev1.ConfigMap
 	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
 	claims       map[string]*corev1.PersistentVolumeClaim
+	policies     map[string]*networkingv1.NetworkPolicy
 }
 
 // render builds the kustomization in dir with kustomize and strictly decodes every object into
@@ -74,6 +75,7 @@ func render(t *testing.T, dir string) *rendered {
 		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, claims: map[string]*corev1.PersistentVolumeClaim{},
+		policies: map[string]*networkingv1.NetworkPolicy{},
 	}
 	for _, res := range m.Resources() {
 		data, err := res.AsYAML()
@@ -117,6 +119,7 @@ func render(t *testing.T, dir string) *rendered {
 		case "NetworkPolicy":
 			o := &networkingv1.NetworkPolicy{}
 			into, tm, want = o, &o.TypeMeta, "networking.k8s.io/v1"
+			r.policies[name] = o
 		default:
 			t.Errorf("%s: %s %s is of a kind this test does not know: add its type", dir, kind, name)
 			continue
