@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/metricstest"
@@ -95,6 +97,62 @@ func TestRunServesMetrics(t *testing.T) {
 	if c, err := net.Dial("tcp", metricsAddr); err == nil {
 		c.Close()
 		t.Error("the metrics listener still accepts connections after the exit")
+	}
+}
+
+// TestRunMetricsNameNoPeer: a service binary's calls to another service are measured
+// (rpc.client.call.duration, per method and status code), but no series names the peer's
+// address: the stats handler labelled them with the address and port the call connected to,
+// in a cluster a pod's, so every pod a caller ever reached (each rollout and scaling of a
+// stage) made series of its own that lived as long as the process.
+func TestRunMetricsNameNoPeer(t *testing.T) {
+	peer := New(Options{Name: "intent", Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	parser{}.Register(peer.GRPC())
+	if err := peer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Shutdown(t.Context())
+	listenOnFreeAddr(t)
+	metricsAddr := freeAddr(t)
+	t.Setenv("METRICS_ADDR", metricsAddr)
+
+	called := make(chan error, 1)
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run("planning", "127.0.0.1:0", false, nil, func(ctx context.Context, _ *config.Config) (Registrar, error) {
+			conn, err := dial.New(peer.Addr())
+			if err != nil {
+				return nil, err
+			}
+			defer conn.Close()
+			_, err = intentv1.NewIntentServiceClient(conn).Parse(ctx, &intentv1.ParseRequest{Message: "hello"})
+			called <- err
+			return parser{}, nil
+		})
+	}()
+	if err := <-called; err != nil {
+		t.Fatalf("the call to the peer: %v", err)
+	}
+	m := metricstest.Scrape(t, metricsAddr)
+	parse := metricstest.Labels{"rpc_method": "agentmesh.intent.v1.IntentService/Parse", "rpc_response_status_code": "OK"}
+	if n := m.Count("rpc_client_call_duration_seconds", parse); n != 1 {
+		t.Errorf("rpc_client_call_duration_seconds counts %d Parse calls, want 1 (families %s)", n, m)
+	}
+	for name, f := range m {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "server_address" || l.GetName() == "server_port" {
+					t.Errorf("%s has a series labelled %s=%q, the peer's", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-exited; code != exitcode.OK {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
 	}
 }
 

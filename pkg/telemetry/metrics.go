@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -26,7 +27,7 @@ const MetricsPath = "/metrics"
 // Metrics is a meter provider whose metrics are served as Prometheus text: the OpenTelemetry
 // Prometheus exporter over a registry of its own (with the Go runtime and process
 // collectors), on MetricsPath of an HTTP listener (see MetricsListener). The metrics carry no
-// secrets, no run and no user ids.
+// secrets, no run and no user ids, and no peer addresses.
 type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	lis      net.Listener
@@ -81,7 +82,7 @@ func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
 	mux := http.NewServeMux()
 	mux.Handle(MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m := &Metrics{
-		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
+		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res), sdkmetric.WithView(noPeer)),
 		lis:      lis,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		served:   make(chan struct{}),
@@ -94,6 +95,12 @@ func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
 	}()
 	return m, nil
 }
+
+// noPeer drops the peer's address from every metric: the gRPC client instrumentation labels
+// rpc.client.call.duration with the address and port each call connected to (in a cluster a
+// pod's), a label whose values grow with every pod a caller ever reaches.
+var noPeer = sdkmetric.NewView(sdkmetric.Instrument{Name: "*"},
+	sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)})
 
 // Provider returns the meter provider whose instruments are served.
 func (m *Metrics) Provider() *sdkmetric.MeterProvider { return m.provider }
