@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -332,18 +331,10 @@ func TestACallToARemoteMCPServerThatIsDownReachedNothing(t *testing.T) {
 		func(context.Context, *sdk.CallToolRequest, args) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a record"}}}, nil, nil
 		})
-	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
-	stop := sync.OnceFunc(func() {
-		for ss := range srv.Sessions() {
-			_ = ss.Close()
-		}
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	t.Cleanup(stop)
+	url, stop := mcptest.ServeHTTP(t, srv)
 
 	cfg := config.Default()
-	cfg.MCPServers = map[string]config.MCPServer{"records": {URL: hs.URL}}
+	cfg.MCPServers = map[string]config.MCPServer{"records": {URL: url}}
 	client := serveConfig(t, cfg)
 	resp, err := client.Execute(t.Context(), request(t, "records__show_record", map[string]any{"id": "1"}))
 	if err != nil || resp.GetResult() != "a record" {

@@ -3,20 +3,18 @@ package action_test
 import (
 	"context"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // providerName is the form of the function names OpenAI and Anthropic take; a request offering
@@ -34,15 +32,8 @@ func namedToolsServer(t *testing.T, names ...string) string {
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name}}}, nil, nil
 			})
 	}
-	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
-	t.Cleanup(func() {
-		for ss := range srv.Sessions() {
-			_ = ss.Close()
-		}
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return hs.URL
+	mcpURL, _ := mcptest.ServeHTTP(t, srv)
+	return mcpURL
 }
 
 // TestMCPToolNamesAreNamesProvidersTake: an MCP tool whose name in the mesh, "<server>__<tool>",

@@ -7,12 +7,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestToolsAreToldTheUserACallActsFor: an MCP tool gets the user a call acts for in its
@@ -31,14 +31,7 @@ func TestToolsAreToldTheUserACallActsFor(t *testing.T) {
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: user}}}, nil, nil
 		})
-	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
-	t.Cleanup(func() {
-		for ss := range srv.Sessions() {
-			_ = ss.Close()
-		}
-		hs.CloseClientConnections()
-		hs.Close()
-	})
+	mcpURL, _ := mcptest.ServeHTTP(t, srv)
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		users := r.Header.Values(rest.UserHeader)
 		switch len(users) {
@@ -53,7 +46,7 @@ func TestToolsAreToldTheUserACallActsFor(t *testing.T) {
 	t.Cleanup(api.Close)
 
 	cfg := config.Default()
-	cfg.MCPServers = map[string]config.MCPServer{"people": {URL: hs.URL}}
+	cfg.MCPServers = map[string]config.MCPServer{"people": {URL: mcpURL}}
 	cfg.RestTools = map[string]config.RestTool{"whoami": {URL: api.URL + "/whoami"}}
 	client := serveConfig(t, cfg)
 

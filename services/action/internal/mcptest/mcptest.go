@@ -1,23 +1,29 @@
 // Package mcptest runs the MCP reference servers that services/action/testdata installs from
 // npm (@modelcontextprotocol/server-everything and server-filesystem), for the action
-// service's tests. The servers are real Node programs; a test fails, never skips, when Node or
-// the packages are missing.
+// service's tests, and serves MCP servers a test writes with the Go SDK (ServeHTTP). The
+// reference servers are real Node programs; a test fails, never skips, when Node or the
+// packages are missing.
 package mcptest
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/logtest"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Package names of the reference servers.
@@ -223,4 +229,21 @@ func Limit(t testing.TB, pid int, name string) (soft, hard string) {
 	}
 	t.Fatalf("process %d has no limit %q:\n%s", pid, name, limits)
 	return "", ""
+}
+
+// ServeHTTP serves srv, an MCP server of the Go SDK, over streamable HTTP on a test server and
+// returns its URL and a stop that closes the server's sessions, then the test server with its
+// connections (so that a client sees the server go away at once); stop runs at the test's end
+// too, and more than once does nothing more.
+func ServeHTTP(t testing.TB, srv *sdk.Server) (url string, stop func()) {
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	stop = sync.OnceFunc(func() {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	t.Cleanup(stop)
+	return hs.URL, stop
 }
