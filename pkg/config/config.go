@@ -503,8 +503,9 @@ type Tools struct {
 	// before it goes on: ResolveApproval with call_id "plan". Each such tool call still needs
 	// its own approval.
 	ApprovePlans bool `yaml:"approve_plans,omitempty"`
-	// Idempotent lists tools that may run again when a crash interrupted their execution
-	// (the built-ins that only read are idempotent already). Any other tool interrupted
+	// Idempotent lists tools that may run again when a crash interrupted their execution, or
+	// after a gateway's 502 or 504 to a REST request whose method is not safe (the built-ins
+	// that only read are idempotent already). Any other tool interrupted
 	// mid-execution is reported to the model as "(tool failed: interrupted by a restart; it
 	// may or may not have run)" instead of being run a second time. The action stage refuses
 	// to start when a name is no tool it has.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,5 +409,79 @@ func TestMCPLimitsConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to contain %q", err, want)
 		}
+	}
+}
+
+// TestAGatewayFailureRetriesOnlyACallThatMayRunTwice: a gateway's 502 or 504 may come after
+// the gateway passed the request on, so the backend may have run it; the call is retried
+// only when running it twice does no harm (a safe method, or a tool declared idempotent). A
+// 429 or 503 says the server did not process it, and is retried whatever the method. A POST
+// that answered 502 was sent again, so a non-idempotent tool ran twice.
+func TestAGatewayFailureRetriesOnlyACallThatMayRunTwice(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		hits = map[string]int{}
+	)
+	failures := map[string]int{"/read": http.StatusBadGateway, "/pay": http.StatusBadGateway, "/order": http.StatusGatewayTimeout,
+		"/put": http.StatusBadGateway, "/busy": http.StatusServiceUnavailable, "/slow": http.StatusTooManyRequests}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		first := hits[r.URL.Path] == 1
+		mu.Unlock()
+		if first {
+			http.Error(w, "upstream trouble", failures[r.URL.Path])
+			return
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	t.Cleanup(api.Close)
+
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{
+		"read":  {URL: api.URL + "/read"},
+		"pay":   {Method: "POST", URL: api.URL + "/pay"},
+		"order": {Method: "POST", URL: api.URL + "/order"},
+		"put":   {Method: "PUT", URL: api.URL + "/put"},
+		"busy":  {Method: "POST", URL: api.URL + "/busy"},
+		"slow":  {Method: "POST", URL: api.URL + "/slow"},
+	}
+	cfg.Tools.NoApproval = []string{"pay", "order", "put", "busy", "slow"}
+	cfg.Tools.Idempotent = []string{"put"}
+	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	opts.RetryBase = time.Millisecond
+	client := serve(t, opts)
+
+	table := []struct {
+		tool     string
+		status   typev1.ToolStatus
+		attempts int32
+		errText  string
+	}{
+		{"read", typev1.ToolStatus_TOOL_STATUS_SUCCESS, 2, ""},                                          // GET: safe
+		{"pay", typev1.ToolStatus_TOOL_STATUS_ERROR, 1, "HTTP 502 Bad Gateway: upstream trouble"},       // may have paid
+		{"order", typev1.ToolStatus_TOOL_STATUS_ERROR, 1, "HTTP 504 Gateway Timeout: upstream trouble"}, // may have ordered
+		{"put", typev1.ToolStatus_TOOL_STATUS_SUCCESS, 2, ""},                                           // declared idempotent
+		{"busy", typev1.ToolStatus_TOOL_STATUS_SUCCESS, 2, ""},                                          // 503: not processed
+		{"slow", typev1.ToolStatus_TOOL_STATUS_SUCCESS, 2, ""},                                          // 429: not processed
+	}
+	for _, tc := range table {
+		t.Run(tc.tool, func(t *testing.T) {
+			resp, err := client.Execute(t.Context(), request(t, tc.tool, map[string]any{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			n := hits["/"+tc.tool]
+			mu.Unlock()
+			if resp.GetStatus() != tc.status || resp.GetAttempts() != tc.attempts || resp.GetError() != tc.errText || n != int(tc.attempts) {
+				t.Errorf("status %v attempts %d error %q, backend hit %d times; want %v, %d attempts, error %q",
+					resp.GetStatus(), resp.GetAttempts(), resp.GetError(), n, tc.status, tc.attempts, tc.errText)
+			}
+		})
 	}
 }

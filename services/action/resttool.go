@@ -106,12 +106,13 @@ func checkPlaceholders(params []string, input map[string]any) error {
 func (t *restTool) Definition() *typev1.Tool { return t.def }
 
 // Call sends the request, naming the call's user, when it has one, in the rest.UserHeader
-// header; failures worth retrying are transient, and a connection that could not be made sent
-// nothing.
+// header; failures worth retrying are transient, a connection that could not be made sent
+// nothing, and a gateway's 502 or 504 to a request whose method is not safe may have run it.
 func (t *restTool) Call(ctx context.Context, call Call) (string, error) {
 	out, err := t.request.Call(ctx, call.Arguments, call.UserID)
 	if errors.Is(err, rest.ErrTransient) {
-		return "", transientError{err: err, unsent: errors.Is(err, rest.ErrNotSent)}
+		return "", transientError{err: err, unsent: errors.Is(err, rest.ErrNotSent),
+			mayHaveRun: errors.Is(err, rest.ErrMayHaveRun) && t.request.Writes()}
 	}
 	return out, err
 }

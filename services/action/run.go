@@ -105,7 +105,8 @@ func (s *Service) response(reg *registered, start time.Time, res attemptResult, 
 
 // callWithRetries calls the tool, retrying failures that wrap ErrTransient up to maxRetries
 // times with exponential backoff and jitter, as long as the next attempt fits in ctx's
-// deadline. Retries are attempts of the same call, counted in attempts as soon as they start
+// deadline; a failure that wraps ErrMayHaveRun too is retried only when the tool is
+// idempotent, so that a tool is never run twice when it may have run. Retries are attempts of the same call, counted in attempts as soon as they start
 // (one still running when the timeout fires counts), unless they fail with ErrNotSent.
 func (s *Service) callWithRetries(ctx context.Context, reg *registered, call Call, attempts *atomic.Int32) (string, error) {
 	for retry := 0; ; retry++ {
@@ -114,7 +115,8 @@ func (s *Service) callWithRetries(ctx context.Context, reg *registered, call Cal
 		if errors.Is(err, ErrNotSent) {
 			attempts.Add(-1) // the backend received nothing
 		}
-		if err == nil || !errors.Is(err, ErrTransient) || retry == maxRetries {
+		if err == nil || !errors.Is(err, ErrTransient) || retry == maxRetries ||
+			errors.Is(err, ErrMayHaveRun) && !reg.def.GetIdempotent() {
 			return text, err
 		}
 		delay := backoff(s.retryBase, retry)

@@ -38,8 +38,9 @@ type Options struct {
 	RequireApproval []string
 	// NoApproval names tools exempt from approval, whatever their name or flag says.
 	NoApproval []string
-	// Idempotent names tools that may run again when a crash interrupted their execution,
-	// beyond those whose definition says so (the built-ins, which only read).
+	// Idempotent names tools that may run again when a crash interrupted their execution or
+	// after a failure that wraps ErrMayHaveRun, beyond those whose definition says so (the
+	// built-ins, which only read).
 	Idempotent []string
 	// Alternatives maps a tool to tools that can do its job when it fails
 	// (tools.alternatives). The orchestrator runs them; the service only checks that they

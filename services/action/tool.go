@@ -21,6 +21,11 @@ var ErrTransient = errors.New("transient tool failure")
 // received.
 var ErrNotSent = errors.New("nothing was sent to the tool's backend")
 
+// ErrMayHaveRun marks a transient failure after which the tool's backend may have run the call
+// (a gateway answered 502 or 504 to a REST request that is not safe): the call is retried only
+// when its tool is idempotent (its definition says so, or Options.Idempotent names it).
+var ErrMayHaveRun = errors.New("the tool's backend may have run the call")
+
 // Tool is one executable tool.
 type Tool interface {
 	// Definition describes the tool: a unique name, a description for the model, the JSON

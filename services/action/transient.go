@@ -1,19 +1,25 @@
 package action
 
-// transientError marks a backend's failure as worth retrying (it wraps ErrTransient, and
-// ErrNotSent when unsent) while keeping the backend's message as the one the model sees.
+// transientError marks a backend's failure as worth retrying (it wraps ErrTransient, ErrNotSent
+// when unsent and ErrMayHaveRun when mayHaveRun) while keeping the backend's message as the
+// one the model sees.
 type transientError struct {
-	err    error
-	unsent bool // nothing reached the backend
+	err        error
+	unsent     bool // nothing reached the backend
+	mayHaveRun bool // the backend may have run the call
 }
 
 // Error returns the backend's message.
 func (e transientError) Error() string { return e.err.Error() }
 
-// Unwrap returns ErrTransient, ErrNotSent when unsent, and the backend's error.
+// Unwrap returns ErrTransient, ErrNotSent when unsent, ErrMayHaveRun when mayHaveRun, and the
+// backend's error.
 func (e transientError) Unwrap() []error {
-	if e.unsent {
+	switch {
+	case e.unsent:
 		return []error{ErrTransient, ErrNotSent, e.err}
+	case e.mayHaveRun:
+		return []error{ErrTransient, ErrMayHaveRun, e.err}
 	}
 	return []error{ErrTransient, e.err}
 }

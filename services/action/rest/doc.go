@@ -36,5 +36,6 @@
 // A response with a 2xx status is the tool's result, its body as text; any other status is a
 // *StatusError carrying the status and an excerpt of the body. Failures worth retrying (a
 // connection that could not be made, 429, 502, 503, 504) wrap ErrTransient; a connection that
-// could not be made, where nothing reached the server, wraps ErrNotSent too.
+// could not be made, where nothing reached the server, wraps ErrNotSent too, and a gateway's
+// 502 or 504, after which the server may have processed the request, wraps ErrMayHaveRun.
 package rest

@@ -135,16 +135,19 @@ func mustJSON(t *testing.T, v any) string {
 func TestFailures(t *testing.T) {
 	long := strings.Repeat("x", 600)
 	table := []struct {
-		status    int
-		body      string
-		want      string
-		transient bool
+		status     int
+		body       string
+		want       string
+		transient  bool
+		mayHaveRun bool // a gateway may have passed the request on
 	}{
-		{http.StatusNotFound, "no such city\n", "HTTP 404 Not Found: no such city", false},
-		{http.StatusBadRequest, long, "HTTP 400 Bad Request: " + strings.Repeat("x", 512) + "…", false},
-		{http.StatusInternalServerError, "", "HTTP 500 Internal Server Error", false},
-		{http.StatusTooManyRequests, "slow down", "HTTP 429 Too Many Requests: slow down", true},
-		{http.StatusServiceUnavailable, "maintenance", "HTTP 503 Service Unavailable: maintenance", true},
+		{http.StatusNotFound, "no such city\n", "HTTP 404 Not Found: no such city", false, false},
+		{http.StatusBadRequest, long, "HTTP 400 Bad Request: " + strings.Repeat("x", 512) + "…", false, false},
+		{http.StatusInternalServerError, "", "HTTP 500 Internal Server Error", false, false},
+		{http.StatusTooManyRequests, "slow down", "HTTP 429 Too Many Requests: slow down", true, false},
+		{http.StatusServiceUnavailable, "maintenance", "HTTP 503 Service Unavailable: maintenance", true, false},
+		{http.StatusBadGateway, "", "HTTP 502 Bad Gateway", true, true},
+		{http.StatusGatewayTimeout, "", "HTTP 504 Gateway Timeout", true, true},
 	}
 	for _, tc := range table {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
@@ -156,6 +159,9 @@ func TestFailures(t *testing.T) {
 			}
 			if errors.Is(err, rest.ErrTransient) != tc.transient {
 				t.Errorf("transient = %v, want %v", !tc.transient, tc.transient)
+			}
+			if errors.Is(err, rest.ErrMayHaveRun) != tc.mayHaveRun {
+				t.Errorf("may have run = %v, want %v", !tc.mayHaveRun, tc.mayHaveRun)
 			}
 			if errors.Is(err, rest.ErrNotSent) {
 				t.Error("a request the server answered counts as not sent")

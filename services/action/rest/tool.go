@@ -26,8 +26,15 @@ const (
 )
 
 // ErrTransient marks failures worth retrying: a connection that could not be made, and the
-// statuses 429, 502, 503 and 504.
+// statuses 429, 502, 503 and 504. Those of 502 and 504 also wrap ErrMayHaveRun.
 var ErrTransient = errors.New("transient HTTP failure")
+
+// ErrMayHaveRun marks transient failures after which the server may have processed the
+// request: a gateway's 502 or 504, which it may answer after passing the request on. Such a
+// request may be sent again only when running it twice does no harm: its method is safe
+// (Tool.Writes is false) or the tool is idempotent. A 429 or 503 says the server did not
+// process the request, and does not wrap it.
+var ErrMayHaveRun = errors.New("the HTTP request may have been processed")
 
 // ErrNotSent marks failures that happened before the request reached the server: a
 // connection that could not be made.
@@ -367,11 +374,14 @@ func (e *StatusError) Error() string {
 	return "HTTP " + e.Status + ": " + e.Body
 }
 
-// Unwrap returns ErrTransient for 429, 502, 503 and 504.
-func (e *StatusError) Unwrap() error {
+// Unwrap returns ErrTransient for 429 and 503, and ErrTransient and ErrMayHaveRun for 502
+// and 504.
+func (e *StatusError) Unwrap() []error {
 	switch e.Code {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return ErrTransient
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return []error{ErrTransient}
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return []error{ErrTransient, ErrMayHaveRun}
 	}
 	return nil
 }
