@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 // Provider types.
@@ -450,6 +451,9 @@ func (c *Config) validateTools(p *problems) {
 		key := "rest_tools." + name
 		if !toolName.MatchString(name) {
 			p.addf("%s: a tool's name is 1 to %d letters, digits, _ and - (model providers refuse other function names)", key, maxToolName)
+		}
+		if toolname.Reserved(name) {
+			p.addf("%s: the name is reserved for one of the orchestrator's own tools (%s)", key, toolname.ReservedNames())
 		}
 		if t.URL == "" {
 			p.addf("%s.url: must be set", key)

@@ -161,6 +161,9 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", RequiresApproval: []string{"fs__write_file"}}}
 			c.Tools.NoApproval = []string{"fs__write_file"}
 		}, `mcp_servers.fs.requires_approval[0]: "fs__write_file" is also listed in tools.no_approval`},
+		{"REST tool of a name the orchestrator reserves", func(c *Config) {
+			c.RestTools = map[string]RestTool{"final_report": {URL: "https://reports.example.com/file"}}
+		}, `rest_tools.final_report: the name is reserved for one of the orchestrator's own tools (final_report, agent__final_report, agent__progress_report)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

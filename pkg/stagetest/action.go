@@ -7,11 +7,12 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"google.golang.org/grpc/codes"
 )
 
 var actionCases = []testCase{
-	{"lists-builtins", "ListTools lists calculator and current_time, every tool with a unique non-empty name",
+	{"lists-builtins", "ListTools lists calculator and current_time, every tool with a unique non-empty name the orchestrator does not reserve (final_report, agent__final_report, agent__progress_report)",
 		func(ctx context.Context, k *kit) error {
 			resp, err := actionv1.NewActionServiceClient(k.conn).ListTools(ctx, &actionv1.ListToolsRequest{})
 			if err != nil {
@@ -141,7 +142,8 @@ var actionCases = []testCase{
 }
 
 // checkTools returns how a tool list breaks the contract of ListTools: every tool has a
-// unique non-empty name, and the built-in calculator and current_time are listed.
+// unique non-empty name that is not reserved for one of the orchestrator's own tools, and the
+// built-in calculator and current_time are listed.
 func checkTools(tools []*typev1.Tool) problems {
 	var p problems
 	seen := map[string]bool{}
@@ -151,6 +153,8 @@ func checkTools(tools []*typev1.Tool) problems {
 			p.addf("tools[%d] has no name", i)
 		case seen[name]:
 			p.addf("tool %q is listed twice", name)
+		case toolname.Reserved(name):
+			p.addf("tool %q has a name reserved for one of the orchestrator's own tools (%s)", name, toolname.ReservedNames())
 		}
 		seen[t.GetName()] = true
 	}

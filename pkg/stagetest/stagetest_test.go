@@ -278,6 +278,37 @@ func TestActionCasesFailAStageThatKeysCallsByCallID(t *testing.T) {
 	}
 }
 
+// TestActionCasesFailAStageThatListsAReservedName: an action stage that lists a tool named
+// final_report, the orchestrator's own tool, fails the kit's lists-builtins case, saying which
+// tool: the orchestrator refuses such a list (STAGE_CONTRACT_VIOLATION).
+func TestActionCasesFailAStageThatListsAReservedName(t *testing.T) {
+	svc, err := action.New(action.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { actionv1.RegisterActionServiceServer(s, withFinalReport{svc}) })
+	report, err := stagetest.Run(t.Context(), "action", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `tool "final_report" has a name reserved for one of the orchestrator's own tools`
+	if res := byCase(report)["lists-builtins"]; res.Pass || !strings.Contains(res.Reason, want) {
+		t.Errorf("lists-builtins: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
+	}
+}
+
+// withFinalReport is the project's action stage behind a front that lists a tool named
+// final_report too.
+type withFinalReport struct{ *action.Service }
+
+func (s withFinalReport) ListTools(ctx context.Context, req *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
+	resp, err := s.Service.ListTools(ctx, req)
+	if err == nil {
+		resp.Tools = append(resp.Tools, &typev1.Tool{Name: "final_report"})
+	}
+	return resp, err
+}
+
 // callIDOnly is the project's action stage behind a front that files every call under one
 // run, as a stage that keys its calls by call_id alone does.
 type callIDOnly struct{ *action.Service }

@@ -4,14 +4,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 // Reserved tool names of the special slots.
 const (
 	// FinalReportTool is the tool attribute of the final-report slot.
-	FinalReportTool = "agent__final_report"
+	FinalReportTool = toolname.XMLFinalReport
 	// ProgressTool is the tool attribute of the progress slot.
-	ProgressTool = "agent__progress_report"
+	ProgressTool = toolname.XMLProgressReport
 )
 
 // Special slot names, after "NONCE-".

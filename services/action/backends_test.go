@@ -3,6 +3,7 @@ package action_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -481,6 +482,64 @@ func TestAGatewayFailureRetriesOnlyACallThatMayRunTwice(t *testing.T) {
 			if resp.GetStatus() != tc.status || resp.GetAttempts() != tc.attempts || resp.GetError() != tc.errText || n != int(tc.attempts) {
 				t.Errorf("status %v attempts %d error %q, backend hit %d times; want %v, %d attempts, error %q",
 					resp.GetStatus(), resp.GetAttempts(), resp.GetError(), n, tc.status, tc.attempts, tc.errText)
+			}
+		})
+	}
+}
+
+// TestAToolOfAReservedNameIsRefused: the orchestrator offers the model tools of its own
+// (final_report, and the XML transport's agent__final_report and agent__progress_report) and
+// takes a call of those names as its own, so a tool of the action stage of such a name would
+// be offered twice (a provider refuses the request) or never run. The stage refuses to start
+// with one, whatever its kind: a REST tool, an MCP tool whose name in the mesh is reserved
+// (server agent, tool final_report; progress.report, whose '.' becomes '_'), a Go tool.
+func TestAToolOfAReservedNameIsRefused(t *testing.T) {
+	mcpServer := func(tool string) string {
+		srv := sdk.NewServer(&sdk.Implementation{Name: "agent", Version: "1.0.0"}, nil)
+		sdk.AddTool(srv, &sdk.Tool{Name: tool, Description: "Files a report."},
+			func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "filed"}}}, nil, nil
+			})
+		hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	table := []struct {
+		name  string
+		setup func(cfg *config.Config) []action.Tool
+		want  string
+	}{
+		{"REST tool", func(cfg *config.Config) []action.Tool {
+			cfg.RestTools = map[string]config.RestTool{"final_report": {URL: "http://127.0.0.1:1/report"}}
+			return nil
+		}, "final_report"},
+		{"MCP tool", func(cfg *config.Config) []action.Tool {
+			cfg.MCPServers = map[string]config.MCPServer{"agent": {URL: mcpServer("final_report")}}
+			return nil
+		}, "agent__final_report"},
+		{"MCP tool renamed in the mesh", func(cfg *config.Config) []action.Tool {
+			cfg.MCPServers = map[string]config.MCPServer{"agent": {URL: mcpServer("progress.report")}}
+			return nil
+		}, "agent__progress_report"},
+		{"Go tool", func(*config.Config) []action.Tool {
+			return []action.Tool{newFakeTool("final_report", func(context.Context, action.Call) (string, error) { return "", nil })}
+		}, "final_report"},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			tools := tc.setup(cfg)
+			opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatalf("OptionsFromConfig: %v", err)
+			}
+			t.Cleanup(func() { _ = stop() })
+			opts.Tools = append(opts.Tools, tools...)
+			opts.Grants, opts.Logger = testVerifier, slog.New(slog.DiscardHandler)
+			_, err = action.New(opts)
+			want := `tool "` + tc.want + `": the name is reserved for one of the orchestrator's own tools (final_report, agent__final_report, agent__progress_report)`
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("New: %v, want an error saying %q", err, want)
 			}
 		})
 	}

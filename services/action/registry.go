@@ -10,6 +10,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/schema"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/services/action/queue"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -32,8 +33,9 @@ type registry struct {
 }
 
 // newRegistry resolves every tool's definition and compiles its schema once; the tools named
-// in idempotent are marked so. Nil tools, nameless or duplicate names, queues that do not
-// exist and schemas that do not compile are errors.
+// in idempotent are marked so. Nil tools, nameless or duplicate names, names reserved for the
+// orchestrator's own tools (toolname.Reserved), queues that do not exist and schemas that do
+// not compile are errors.
 func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queues *queue.Set) (*registry, error) {
 	r := &registry{byName: make(map[string]*registered, len(tools))}
 	for i, t := range tools {
@@ -47,6 +49,9 @@ func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queue
 		}
 		if _, dup := r.byName[name]; dup {
 			return nil, fmt.Errorf("duplicate tool name %q", name)
+		}
+		if toolname.Reserved(name) {
+			return nil, fmt.Errorf("tool %q: the name is reserved for one of the orchestrator's own tools (%s)", name, toolname.ReservedNames())
 		}
 		if def.GetServer() == "" {
 			def.Server = BuiltinServer

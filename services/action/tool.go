@@ -28,9 +28,10 @@ var ErrMayHaveRun = errors.New("the tool's backend may have run the call")
 
 // Tool is one executable tool.
 type Tool interface {
-	// Definition describes the tool: a unique name, a description for the model, the JSON
-	// schema of its arguments (nil accepts any object), whether it always needs approval, and
-	// its server ("" means BuiltinServer). The service reads it once, at construction.
+	// Definition describes the tool: a unique name (none of the orchestrator's own tools',
+	// toolname.Reserved), a description for the model, the JSON schema of its arguments (nil
+	// accepts any object), whether it always needs approval, and its server ("" means
+	// BuiltinServer). The service reads it once, at construction.
 	Definition() *typev1.Tool
 	// Call runs the tool. The arguments have been validated against the schema. The context
 	// is cancelled when the call's timeout fires. An error is reported to the model as the

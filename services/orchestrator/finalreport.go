@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/structjson"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -18,7 +19,7 @@ import (
 // FinalReportTool is the tool the model finishes a json run with (seed 000 §5). The
 // orchestrator handles it itself: it is never sent to the action stage and never counts as an
 // executed tool.
-const FinalReportTool = "final_report"
+const FinalReportTool = toolname.FinalReport
 
 // plainReportTools are the FinalReportTool of the runs without an output schema, by output
 // format: built once and shared, so an in-flight run does not hold a schema of its own

@@ -142,6 +142,10 @@ func (r *run) precheck(ctx context.Context) *ending {
 			end.retryable = true
 			return r.req, r.contract, end.reason
 		}
+		if broken := checkTools(tools); broken != nil {
+			end = broken.ending()
+			return r.req, r.contract, end.reason
+		}
 		r.available = tools
 		why := preflight(r.contract, r.available)
 		if why == "" {

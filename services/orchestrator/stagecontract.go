@@ -11,6 +11,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/plan"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 // contractViolation is a stage's answer that breaks the stage's contract. Any stage can be
@@ -51,6 +52,25 @@ func checkPlan(req *planningv1.PlanRequest, resp *planningv1.PlanResponse) *cont
 	}
 	if err != nil {
 		return &contractViolation{stage: stagePlanning, why: err.Error()}
+	}
+	return nil
+}
+
+// checkTools returns how an action stage's list of tools breaks the action contract (each
+// tool's name is unique, and none is reserved for one of the orchestrator's own tools: the
+// model would be offered two tools of one name, which providers refuse, or a call of the name
+// would go to the orchestrator's tool instead of the stage's), or nil.
+func checkTools(tools []*typev1.Tool) *contractViolation {
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		name := t.GetName()
+		switch {
+		case toolname.Reserved(name):
+			return &contractViolation{stage: "action", why: fmt.Sprintf("tool %q has a name reserved for one of the orchestrator's own tools (%s)", name, toolname.ReservedNames())}
+		case seen[name]:
+			return &contractViolation{stage: "action", why: fmt.Sprintf("two tools are named %q", name)}
+		}
+		seen[name] = true
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package mesh_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -8,13 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/observation"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"google.golang.org/grpc"
 )
 
 // staticTools serves REST tools that answer with fixed bodies, by path.
@@ -141,15 +145,19 @@ func TestMalformedToolResultEndsTheRun(t *testing.T) {
 	}
 }
 
-// TestObservationThatEndsTheLoop (issue 13.3): an observation with should_continue false (a
-// tool of the final report's name ran) makes the next turn a final turn: only final_report is
-// offered, with the notice that says why.
+// TestObservationThatEndsTheLoop (issue 13.3): an observation with should_continue false (here
+// a replacement observation stage's, after file_report ran) makes the next turn a final turn:
+// only final_report is offered, with the notice that says why.
 func TestObservationThatEndsTheLoop(t *testing.T) {
 	tools := staticTools(t, map[string]string{"file": "report filed as #12"})
 	cfg := config.Default()
-	cfg.RestTools = map[string]config.RestTool{"agent__final_report": {Description: "File the final report.", URL: tools.URL + "/file"}}
-	h := start(t, cfg, llmtest.Scenario{Name: "file", Match: "File the report.", Turns: []llmtest.Turn{
-		call("agent__final_report", `{}`), text("Filed as #12."),
+	cfg.RestTools = map[string]config.RestTool{"file_report": {Description: "File the final report.", URL: tools.URL + "/file"}}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Observation: serveStage(t, mesh.Observation, func(g *grpc.Server) {
+			observationv1.RegisterObservationServiceServer(g, doneAfter{tool: "file_report"})
+		})}
+	}, llmtest.Scenario{Name: "file", Match: "File the report.", Turns: []llmtest.Turn{
+		call("file_report", `{}`), text("Filed as #12."),
 	}})
 	res := h.runCase(t, &agentv1.RunRequest{Message: "File the report."},
 		typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "COMPLETED", "SUATA", "LLM:OK TOOL:OK LLM:OK")
@@ -163,4 +171,17 @@ func TestObservationThatEndsTheLoop(t *testing.T) {
 	if last := string(reqs[1].Messages[len(reqs[1].Messages)-1].Content); !strings.Contains(last, "a tool's result says the task is done") {
 		t.Errorf("the final turn's last message %q", last)
 	}
+}
+
+// doneAfter is an observation stage in place of the mesh's: it passes every result on as it is,
+// and says the run should answer now after a successful call of its tool.
+type doneAfter struct {
+	observationv1.UnimplementedObservationServiceServer
+	tool string
+}
+
+func (s doneAfter) Observe(_ context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	ok := req.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS
+	return &observationv1.ObserveResponse{Observation: req.GetRawResult(), Success: ok, ShouldContinue: !ok || req.GetToolName() != s.tool,
+		OriginalBytes: int64(len(req.GetRawResult()))}, nil
 }

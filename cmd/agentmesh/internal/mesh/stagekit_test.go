@@ -533,3 +533,56 @@ type eagerRecovery struct {
 func (eagerRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_RETRY, BackoffMs: 10, UserMessage: "Trying again."}, nil
 }
+
+// TestOutOfContractToolList: a replacement action stage that lists a tool of a name the
+// orchestrator reserves for its own (final_report, agent__final_report, agent__progress_report)
+// or two tools of one name is outside the action contract: the model would be offered two tools
+// of one name, which providers refuse, or a call would go to the wrong one. The run ends before
+// any turn as FAILED_PREFLIGHT STAGE_CONTRACT_VIOLATION, saying which tool.
+func TestOutOfContractToolList(t *testing.T) {
+	calc := &typev1.Tool{Name: "calculator", Description: "Calculates."}
+	table := []struct {
+		name   string
+		tools  []*typev1.Tool
+		reason string
+	}{
+		{"final_report", []*typev1.Tool{calc, {Name: "final_report", Description: "Files a report."}},
+			`the action stage answered outside its contract: tool "final_report" has a name reserved for one of the orchestrator's own tools (final_report, agent__final_report, agent__progress_report)`},
+		{"agent__progress_report", []*typev1.Tool{{Name: "agent__progress_report"}, calc},
+			`the action stage answered outside its contract: tool "agent__progress_report" has a name reserved for one of the orchestrator's own tools`},
+		{"two tools of one name", []*typev1.Tool{calc, calc},
+			`the action stage answered outside its contract: two tools are named "calculator"`},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			actions := &replacementAction{tools: tc.tools}
+			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+				o.StageAddrs = map[string]string{
+					mesh.Action: serveStage(t, mesh.Action, func(g *grpc.Server) { actionv1.RegisterActionServiceServer(g, actions) }),
+				}
+			})
+			res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitStageContractViolation {
+				t.Fatalf("%s %s (%s), want FAILED_PREFLIGHT %s", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage(), orchestrator.ExitStageContractViolation)
+			}
+			if !strings.Contains(res.GetError().GetMessage(), tc.reason) || res.GetError().GetRetryable() {
+				t.Errorf("error %q retryable=%v, want it to say %q, not retryable", res.GetError().GetMessage(), res.GetError().GetRetryable(), tc.reason)
+			}
+			if res.GetTurns() != 0 || res.GetFinalReport().GetContent() != orchestrator.MessageProviderFailure {
+				t.Errorf("%d turns, report %q; want none and %q", res.GetTurns(), res.GetFinalReport().GetContent(), orchestrator.MessageProviderFailure)
+			}
+			checkInvariants(t, res)
+		})
+	}
+}
+
+// replacementAction is an action stage in place of the mesh's that lists its tools and runs
+// none.
+type replacementAction struct {
+	actionv1.UnimplementedActionServiceServer
+	tools []*typev1.Tool
+}
+
+func (s *replacementAction) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
+	return &actionv1.ListToolsResponse{Tools: s.tools}, nil
+}
