@@ -425,7 +425,8 @@ type MCPServer struct {
 	// Queue names the queue the server's tools run on; empty means "default".
 	Queue string `yaml:"queue,omitempty"`
 	// RequiresApproval lists the server's tools that need approval before running, by the
-	// server's names for them or their full names; tools.no_approval may not name them.
+	// server's names for them, their full names or their names in the mesh (where characters
+	// model providers refuse are renamed '_'); tools.no_approval may not name them.
 	RequiresApproval []string `yaml:"requires_approval,omitempty"`
 	// Limits override the resource limits of a stdio server's process.
 	Limits MCPLimits `yaml:"limits,omitempty"`

@@ -41,12 +41,12 @@ var toolTransports = []string{"", "native", "xml-final", "xml"}
 
 // mcpSeparator joins an MCP server's name and its tool's name into the tool's full name,
 // "<server>__<tool>", as the action stage names it.
-const mcpSeparator = "__"
+const mcpSeparator = toolname.MCPSeparator
 
 // maxToolName is the longest tool name model providers take: OpenAI and Anthropic accept
 // function names of 1 to 64 letters, digits, _ and - only, and refuse a request offering any
 // other.
-const maxToolName = 64
+const maxToolName = toolname.MaxLen
 
 // toolName is the form of a REST tool's name; serverName that of an MCP server's, which begins
 // the names of its tools, "<server>__<tool>".
@@ -433,9 +433,15 @@ func (c *Config) validateTools(p *problems) {
 		s.Limits.validate(p, key+".limits")
 		c.checkQueue(p, key, s.Queue)
 		for i, tool := range s.RequiresApproval {
-			full := tool // by the server's name for it, or by its full name, "<server>__<tool>"
-			if !strings.HasPrefix(tool, name+mcpSeparator) {
-				full = name + mcpSeparator + tool
+			// Listed by the server's name for it, by its full name, "<server>__<tool>", or by
+			// its name in the mesh; tools.no_approval names it in the mesh, where characters
+			// providers refuse are renamed (toolname.MCP).
+			full := toolname.MCP(name, tool)
+			if own, ok := strings.CutPrefix(tool, name+mcpSeparator); ok {
+				full = tool
+				if !slices.Contains(c.Tools.NoApproval, tool) {
+					full = toolname.MCP(name, own)
+				}
 			}
 			switch {
 			case !slices.Contains(c.Tools.NoApproval, full):

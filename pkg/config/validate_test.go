@@ -161,6 +161,14 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", RequiresApproval: []string{"fs__write_file"}}}
 			c.Tools.NoApproval = []string{"fs__write_file"}
 		}, `mcp_servers.fs.requires_approval[0]: "fs__write_file" is also listed in tools.no_approval`},
+		{"MCP tool requiring approval and exempt from it by its name in the mesh", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", RequiresApproval: []string{"write.file"}}}
+			c.Tools.NoApproval = []string{"fs__write_file"} // '.' is renamed '_' in the mesh
+		}, `mcp_servers.fs.requires_approval[0]: "write.file" is also listed in tools.no_approval (as "fs__write_file"); a tool requires approval or is exempt from it, not both`},
+		{"MCP tool requiring approval by its full name and exempt from it by its name in the mesh", func(c *Config) {
+			c.MCPServers = map[string]MCPServer{"fs": {Command: "x", RequiresApproval: []string{"fs__write/file"}}}
+			c.Tools.NoApproval = []string{"fs__write_file"}
+		}, `mcp_servers.fs.requires_approval[0]: "fs__write/file" is also listed in tools.no_approval (as "fs__write_file")`},
 		{"REST tool of a name the orchestrator reserves", func(c *Config) {
 			c.RestTools = map[string]RestTool{"final_report": {URL: "https://reports.example.com/file"}}
 		}, `rest_tools.final_report: the name is reserved for one of the orchestrator's own tools (final_report, agent__final_report, agent__progress_report)`},

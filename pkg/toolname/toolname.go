@@ -1,12 +1,42 @@
 // Package toolname holds the rules of tool names that more than one part of the mesh applies:
 // the names the orchestrator reserves for its own tools, which no tool of the action stage
-// may have.
+// may have, and the name in the mesh of an MCP server's tool.
 package toolname
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 )
+
+// MCPSeparator joins an MCP server's name and its tool's name into the tool's name in the
+// mesh: "<server>__<tool>" (see MCP).
+const MCPSeparator = "__"
+
+// MaxLen is the longest tool name model providers take: OpenAI and Anthropic refuse a request
+// offering a function whose name is not 1 to 64 letters, digits, _ and -.
+const MaxLen = 64
+
+// MCP returns the name in the mesh of a server's tool: "<server>__<tool>", with every
+// character model providers refuse in a function name ('.', which the MCP specification allows
+// in tool names, '/', any other) replaced by '_', and, when longer than MaxLen, cut to it,
+// ending in '_' and 8 hex digits of the SHA-256 of the whole name, so that it stays distinct.
+func MCP(server, tool string) string {
+	full := server + MCPSeparator + tool
+	name := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, full)
+	if len(name) > MaxLen {
+		sum := sha256.Sum256([]byte(full))
+		suffix := "_" + hex.EncodeToString(sum[:4])
+		name = name[:MaxLen-len(suffix)] + suffix
+	}
+	return name
+}
 
 // The orchestrator's own tools, which it offers the model and handles itself: they are never
 // sent to the action stage.

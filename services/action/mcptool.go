@@ -2,46 +2,19 @@ package action
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // MCPSeparator joins an MCP server's name and its tool's name into the tool's name in the
-// mesh: "<server>__<tool>" (see mcpName).
-const MCPSeparator = "__"
-
-// maxToolName is the longest tool name model providers take: OpenAI and Anthropic refuse a
-// request offering a function whose name is not 1 to 64 letters, digits, _ and -.
-const maxToolName = 64
-
-// mcpName returns the name in the mesh of a server's tool: "<server>__<tool>", with every
-// character model providers refuse in a function name ('.', which the MCP specification allows
-// in tool names, '/', any other) replaced by '_', and, when longer than maxToolName, cut to
-// it, ending in '_' and 8 hex digits of the SHA-256 of the whole name, so that it stays
-// distinct.
-func mcpName(server, tool string) string {
-	full := server + MCPSeparator + tool
-	name := strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
-			return r
-		}
-		return '_'
-	}, full)
-	if len(name) > maxToolName {
-		sum := sha256.Sum256([]byte(full))
-		suffix := "_" + hex.EncodeToString(sum[:4])
-		name = name[:maxToolName-len(suffix)] + suffix
-	}
-	return name
-}
+// mesh: "<server>__<tool>" (see toolname.MCP).
+const MCPSeparator = toolname.MCPSeparator
 
 // MCPBinding is how the tools of one MCP server run.
 type MCPBinding struct {
@@ -60,7 +33,7 @@ type mcpTool struct {
 }
 
 // MCPTools returns the tools of every server of the manager, named "<server>__<tool>" in
-// names model providers take (mcpName), with their input schemas and descriptions, bound to
+// names model providers take (toolname.MCP), with their input schemas and descriptions, bound to
 // the queues and approval lists of bindings (by server name). A tool needs approval when its
 // binding lists it (by its name on its server, "<server>__<tool>" or its name in the mesh) or
 // when its MCP annotations say it is destructive, or not read-only with a name that says it
@@ -72,7 +45,7 @@ func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
 	named := map[string]mcp.Tool{} // by name in the mesh
 	var tools []Tool
 	for _, t := range m.Tools() {
-		name := mcpName(t.Server, t.Name)
+		name := toolname.MCP(t.Server, t.Name)
 		switch other, ok := named[name]; {
 		case ok && other.Server == t.Server:
 			return nil, fmt.Errorf("MCP server %q: tools %q and %q would both be named %q", t.Server, other.Name, t.Name, name)
