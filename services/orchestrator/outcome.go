@@ -55,8 +55,8 @@ const (
 	// does not use: a plan that is cyclic, uses a tool that was not offered, has more than
 	// max_steps steps, repeats a step id, depends on an unknown step or is out of order; an
 	// intent without a goal or with an unknown task type or tool policy; an action stage's list
-	// of tools with two tools of one name or one named like the orchestrator's own
-	// (toolname.Reserved). A replacement stage
+	// of tools with a nameless tool, two tools of one name or one named like the orchestrator's
+	// own (toolname.Reserved). A replacement stage
 	// that answers so fails `agentmesh conformance`; retrying the run cannot help.
 	ExitStageContractViolation = "STAGE_CONTRACT_VIOLATION"
 )

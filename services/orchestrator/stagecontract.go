@@ -57,14 +57,16 @@ func checkPlan(req *planningv1.PlanRequest, resp *planningv1.PlanResponse) *cont
 }
 
 // checkTools returns how an action stage's list of tools breaks the action contract (each
-// tool's name is unique, and none is reserved for one of the orchestrator's own tools: the
-// model would be offered two tools of one name, which providers refuse, or a call of the name
-// would go to the orchestrator's tool instead of the stage's), or nil.
+// tool has a name of its own, and none is reserved for one of the orchestrator's own tools:
+// the model would be offered a nameless tool or two tools of one name, which providers refuse,
+// or a call of the name would go to the orchestrator's tool instead of the stage's), or nil.
 func checkTools(tools []*typev1.Tool) *contractViolation {
 	seen := make(map[string]bool, len(tools))
-	for _, t := range tools {
+	for i, t := range tools {
 		name := t.GetName()
 		switch {
+		case name == "":
+			return &contractViolation{stage: "action", why: fmt.Sprintf("tools[%d] has no name", i)}
 		case toolname.Reserved(name):
 			return &contractViolation{stage: "action", why: fmt.Sprintf("tool %q has a name reserved for one of the orchestrator's own tools (%s)", name, toolname.ReservedNames())}
 		case seen[name]:

@@ -535,9 +535,10 @@ func (eagerRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recove
 }
 
 // TestOutOfContractToolList: a replacement action stage that lists a tool of a name the
-// orchestrator reserves for its own (final_report, agent__final_report, agent__progress_report)
-// or two tools of one name is outside the action contract: the model would be offered two tools
-// of one name, which providers refuse, or a call would go to the wrong one. The run ends before
+// orchestrator reserves for its own (final_report, agent__final_report, agent__progress_report),
+// two tools of one name or a tool without a name is outside the action contract: the model
+// would be offered two tools of one name or a nameless one, which providers refuse, or a call
+// would go to the wrong one. The run ends before
 // any turn as FAILED_PREFLIGHT STAGE_CONTRACT_VIOLATION, saying which tool.
 func TestOutOfContractToolList(t *testing.T) {
 	calc := &typev1.Tool{Name: "calculator", Description: "Calculates."}
@@ -552,6 +553,8 @@ func TestOutOfContractToolList(t *testing.T) {
 			`the action stage answered outside its contract: tool "agent__progress_report" has a name reserved for one of the orchestrator's own tools`},
 		{"two tools of one name", []*typev1.Tool{calc, calc},
 			`the action stage answered outside its contract: two tools are named "calculator"`},
+		{"a tool without a name", []*typev1.Tool{calc, {Description: "Does something."}},
+			`the action stage answered outside its contract: tools[1] has no name`},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {

@@ -371,9 +371,10 @@ func (x *ListToolsRequest) GetKnownVersion() string {
 // ListToolsResponse lists the tools.
 type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tools; empty when unchanged. Each has a name of its own, and none is named like one of
-	// the orchestrator's own tools (final_report, agent__final_report, agent__progress_report):
-	// the orchestrator ends a run given such a list STAGE_CONTRACT_VIOLATION.
+	// The tools; empty when unchanged. Each has a non-empty name of its own, and none is named
+	// like one of the orchestrator's own tools (final_report, agent__final_report,
+	// agent__progress_report): the orchestrator ends a run given such a list
+	// STAGE_CONTRACT_VIOLATION.
 	Tools []*v1.Tool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The list's version: two lists of one version are equal. Empty from a stage that does not
 	// version its list, whose callers then take the whole list every time.
