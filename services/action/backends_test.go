@@ -544,3 +544,72 @@ func TestAToolOfAReservedNameIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestARateLimitedCallWaitsAsTheServerAsks: a REST 429 or 503 with Retry-After is retried no
+// sooner than the server asked; one that asks for longer than the call has left is not retried
+// at all. The retries came after the stage's own backoff (here 1 ms), so a call answered
+// "Retry-After: 120" hit the server four times in a moment and failed anyway.
+func TestARateLimitedCallWaitsAsTheServerAsks(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		hits = map[string][]time.Time{}
+	)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path] = append(hits[r.URL.Path], time.Now())
+		first := len(hits[r.URL.Path]) == 1
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/later":
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, "come back in two minutes", http.StatusTooManyRequests)
+		case first:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "down for a second", http.StatusServiceUnavailable)
+		default:
+			_, _ = io.WriteString(w, "done")
+		}
+	}))
+	t.Cleanup(api.Close)
+
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"later": {URL: api.URL + "/later"}, "soon": {URL: api.URL + "/soon"}}
+	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	opts.RetryBase = time.Millisecond
+	client := serve(t, opts)
+
+	t.Run("asked to wait longer than the call has", func(t *testing.T) {
+		req := request(t, "later", map[string]any{})
+		req.TimeoutMs = 5000
+		resp, err := client.Execute(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		n := len(hits["/later"])
+		mu.Unlock()
+		if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || resp.GetAttempts() != 1 || n != 1 ||
+			resp.GetError() != "HTTP 429 Too Many Requests: come back in two minutes" {
+			t.Errorf("status %v attempts %d error %q, server hit %d times; want the 429 after one attempt", resp.GetStatus(), resp.GetAttempts(), resp.GetError(), n)
+		}
+	})
+	t.Run("asked to wait a second", func(t *testing.T) {
+		resp, err := client.Execute(t.Context(), request(t, "soon", map[string]any{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		at := hits["/soon"]
+		mu.Unlock()
+		if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS || resp.GetAttempts() != 2 || len(at) != 2 {
+			t.Fatalf("status %v attempts %d error %q, server hit %d times; want success after 2 attempts", resp.GetStatus(), resp.GetAttempts(), resp.GetError(), len(at))
+		}
+		if gap := at[1].Sub(at[0]); gap < time.Second {
+			t.Errorf("retried %v after the 503, want at least the 1 s Retry-After asked for", gap)
+		}
+	})
+}

@@ -34,7 +34,8 @@
 // server being restarted, a remote one that cannot be reached or lost the session) is retried up to 3 times with backoff within the call's timeout,
 // unless it also wraps ErrMayHaveRun (a REST 502 or 504 of a method that is not safe: the
 // gateway may have passed the request on) and the tool is not idempotent, so that a tool is
-// never run twice when it may have run. The
+// never run twice when it may have run. A REST response's Retry-After is waited for before
+// the next attempt, which is not made when that wait does not fit the call's timeout. The
 // response's attempts count the requests that may have reached the tool's backend: attempts
 // that wrap ErrNotSent (nothing was sent) are not counted. The response also carries the
 // accounting entries of paid requests the tool made for the run (Call.Accounting:

@@ -107,12 +107,18 @@ func (t *restTool) Definition() *typev1.Tool { return t.def }
 
 // Call sends the request, naming the call's user, when it has one, in the rest.UserHeader
 // header; failures worth retrying are transient, a connection that could not be made sent
-// nothing, and a gateway's 502 or 504 to a request whose method is not safe may have run it.
+// nothing, a gateway's 502 or 504 to a request whose method is not safe may have run it, and a
+// response's Retry-After is the least wait before the next attempt.
 func (t *restTool) Call(ctx context.Context, call Call) (string, error) {
 	out, err := t.request.Call(ctx, call.Arguments, call.UserID)
 	if errors.Is(err, rest.ErrTransient) {
-		return "", transientError{err: err, unsent: errors.Is(err, rest.ErrNotSent),
+		te := transientError{err: err, unsent: errors.Is(err, rest.ErrNotSent),
 			mayHaveRun: errors.Is(err, rest.ErrMayHaveRun) && t.request.Writes()}
+		var se *rest.StatusError
+		if errors.As(err, &se) {
+			te.after = se.RetryAfter
+		}
+		return "", te
 	}
 	return out, err
 }

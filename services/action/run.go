@@ -106,8 +106,11 @@ func (s *Service) response(reg *registered, start time.Time, res attemptResult, 
 // callWithRetries calls the tool, retrying failures that wrap ErrTransient up to maxRetries
 // times with exponential backoff and jitter, as long as the next attempt fits in ctx's
 // deadline; a failure that wraps ErrMayHaveRun too is retried only when the tool is
-// idempotent, so that a tool is never run twice when it may have run. Retries are attempts of the same call, counted in attempts as soon as they start
-// (one still running when the timeout fires counts), unless they fail with ErrNotSent.
+// idempotent, so that a tool is never run twice when it may have run. A backend that asked to
+// be tried again no sooner than some time (a REST Retry-After) is waited for that long at
+// least, and not retried when that does not fit the deadline. Retries are attempts of the
+// same call, counted in attempts as soon as they start (one still running when the timeout
+// fires counts), unless they fail with ErrNotSent.
 func (s *Service) callWithRetries(ctx context.Context, reg *registered, call Call, attempts *atomic.Int32) (string, error) {
 	for retry := 0; ; retry++ {
 		attempts.Add(1)
@@ -119,7 +122,7 @@ func (s *Service) callWithRetries(ctx context.Context, reg *registered, call Cal
 			errors.Is(err, ErrMayHaveRun) && !reg.def.GetIdempotent() {
 			return text, err
 		}
-		delay := backoff(s.retryBase, retry)
+		delay := max(backoff(s.retryBase, retry), retryAfter(err))
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
 			return text, err
 		}

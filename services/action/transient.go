@@ -1,12 +1,18 @@
 package action
 
+import (
+	"errors"
+	"time"
+)
+
 // transientError marks a backend's failure as worth retrying (it wraps ErrTransient, ErrNotSent
 // when unsent and ErrMayHaveRun when mayHaveRun) while keeping the backend's message as the
 // one the model sees.
 type transientError struct {
 	err        error
-	unsent     bool // nothing reached the backend
-	mayHaveRun bool // the backend may have run the call
+	unsent     bool          // nothing reached the backend
+	mayHaveRun bool          // the backend may have run the call
+	after      time.Duration // the backend asked to be tried again no sooner (Retry-After)
 }
 
 // Error returns the backend's message.
@@ -22,4 +28,14 @@ func (e transientError) Unwrap() []error {
 		return []error{ErrTransient, ErrMayHaveRun, e.err}
 	}
 	return []error{ErrTransient, e.err}
+}
+
+// retryAfter is how long err's backend asked to wait before the call is tried again; 0 when it
+// did not say.
+func retryAfter(err error) time.Duration {
+	var te transientError
+	if errors.As(err, &te) {
+		return te.after
+	}
+	return 0
 }

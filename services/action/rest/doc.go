@@ -37,5 +37,6 @@
 // *StatusError carrying the status and an excerpt of the body. Failures worth retrying (a
 // connection that could not be made, 429, 502, 503, 504) wrap ErrTransient; a connection that
 // could not be made, where nothing reached the server, wraps ErrNotSent too, and a gateway's
-// 502 or 504, after which the server may have processed the request, wraps ErrMayHaveRun.
+// 502 or 504, after which the server may have processed the request, wraps ErrMayHaveRun. A
+// StatusError's RetryAfter is the wait its response's Retry-After header asks for.
 package rest

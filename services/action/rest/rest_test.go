@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action/rest"
@@ -168,6 +169,26 @@ func TestFailures(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("Retry-After in seconds or as a date", func(t *testing.T) {
+		for header, want := range map[string][2]time.Duration{
+			"7": {7 * time.Second, 7 * time.Second},
+			time.Now().Add(time.Minute).UTC().Format(http.TimeFormat):  {58 * time.Second, time.Minute},
+			time.Now().Add(-time.Minute).UTC().Format(http.TimeFormat): {0, 0}, // past
+			"soon": {0, 0},
+		} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Retry-After", header)
+				w.WriteHeader(http.StatusTooManyRequests)
+			}))
+			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil, "")
+			srv.Close()
+			var se *rest.StatusError
+			if !errors.As(err, &se) || se.RetryAfter < want[0] || se.RetryAfter > want[1] {
+				t.Errorf("Retry-After %q: %v, want a StatusError asking to wait %v to %v", header, err, want[0], want[1])
+			}
+		}
+	})
 
 	t.Run("connection refused is transient, sent nothing and hides the URL", func(t *testing.T) {
 		addr := grpctest.FreeAddr(t) // nothing listens on it

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/agentmesh/agentmesh/services/action/internal/origin"
@@ -272,7 +274,7 @@ func (t *Tool) Call(ctx context.Context, args map[string]any, user string) (stri
 		return "", fmt.Errorf("reading the response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return "", &StatusError{Code: resp.StatusCode, Status: resp.Status, Body: excerpt(body)}
+		return "", &StatusError{Code: resp.StatusCode, Status: resp.Status, Body: excerpt(body), RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	}
 	if len(body) > MaxResponseBytes {
 		return "", fmt.Errorf("response body is larger than %d bytes", MaxResponseBytes)
@@ -364,6 +366,24 @@ type StatusError struct {
 	Status string
 	// Body is the start of the response body.
 	Body string
+	// RetryAfter is how long the server asked to wait before the request is sent again (its
+	// Retry-After header, in seconds or as a date); 0 when it did not say.
+	RetryAfter time.Duration
+}
+
+// retryAfter reads a Retry-After header (RFC 9110 §10.2.3), delay-seconds or an HTTP date,
+// at now; 0 when it is missing, malformed or past.
+func retryAfter(header string, now time.Time) time.Duration {
+	if header == "" {
+		return 0
+	}
+	if s, err := strconv.ParseUint(header, 10, 32); err == nil {
+		return time.Duration(s) * time.Second
+	}
+	if at, err := http.ParseTime(header); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 // Error says the status and quotes the body's start.
