@@ -8,6 +8,7 @@ import (
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"google.golang.org/grpc/codes"
 )
 
@@ -189,7 +190,7 @@ var contextCases = []testCase{
 				if err != nil {
 					return wantOK(err)
 				}
-				g, names := resp.GetGuard(), toolNames(tc.tools)
+				g, names := resp.GetGuard(), toolname.Of(tc.tools)
 				switch {
 				case g == nil:
 					return fmt.Errorf("no guard, though context_window was set")
@@ -305,15 +306,6 @@ func wordCount(msgs []*typev1.Message) int64 {
 		n += int64(len(strings.Fields(m.GetContent())))
 	}
 	return n
-}
-
-// toolNames names tools.
-func toolNames(tools []*typev1.Tool) []string {
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.GetName()
-	}
-	return names
 }
 
 // filler is n distinct words.

@@ -1,6 +1,6 @@
 // Package toolname holds the rules of tool names that more than one part of the mesh applies:
 // the names the orchestrator reserves for its own tools, which no tool of the action stage
-// may have, and the name in the mesh of an MCP server's tool.
+// may have, the name in the mesh of an MCP server's tool, and the names of a list of tools.
 package toolname
 
 import (
@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
+
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 )
 
 // MCPSeparator joins an MCP server's name and its tool's name into the tool's name in the
@@ -61,3 +63,12 @@ func Reserved(name string) bool { return slices.Contains(reserved, name) }
 // ReservedNames lists the reserved names, for an error message: "final_report,
 // agent__final_report, agent__progress_report".
 func ReservedNames() string { return strings.Join(reserved, ", ") }
+
+// Of returns the names of tools, in order.
+func Of(tools []*typev1.Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.GetName()
+	}
+	return names
+}

@@ -16,6 +16,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 var (
@@ -72,7 +73,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	var spent decideAccount
 	intent, err := whenReady(ctx, "intent", s.peers.Intent.Parse, &intentv1.ParseRequest{
 		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
-		UserId: userID, AvailableTools: toolNames(tools),
+		UserId: userID, AvailableTools: toolname.Of(tools),
 	})
 	spent.add(stageIntent, intent.GetAccounting()...)
 	switch se := stageerr.FromError(err); {

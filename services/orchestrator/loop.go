@@ -16,6 +16,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/proto"
 )
@@ -171,7 +172,7 @@ func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 			ConversationId: r.req.GetConversationId(),
 			Surface:        r.req.GetSurface(),
 			UserId:         r.userID,
-			AvailableTools: toolNames(offeredTools(r.contract, r.available)), // the tools the run may use
+			AvailableTools: toolname.Of(offeredTools(r.contract, r.available)), // the tools the run may use
 			RunId:          r.id,
 		}
 		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)
@@ -448,14 +449,6 @@ func (r *run) turnTools() []*typev1.Tool {
 		tools = append(tools, r.reportTool)
 	}
 	return tools
-}
-
-func toolNames(tools []*typev1.Tool) []string {
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.GetName()
-	}
-	return names
 }
 
 // offeredTools are the tools a run may use under its contract.

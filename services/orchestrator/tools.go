@@ -12,6 +12,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -119,7 +120,7 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 
 // unknownTool is why a call to a tool that was not offered is refused.
 func unknownTool(name string, offered []*typev1.Tool) string {
-	return fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(toolNames(offered), ", "))
+	return fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(toolname.Of(offered), ", "))
 }
 
 // invalidJSON is why a call whose arguments are not JSON is refused.

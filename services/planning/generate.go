@@ -7,6 +7,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 var (
@@ -45,7 +46,7 @@ func generate(goal, taskType string, constraints []string, tools []*typev1.Tool,
 			"the goal %q is an action that needs a tool but none is available", goal)
 	case taskType == "action" && len(usable) == 0:
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN,
-			"the goal %q is an action that needs a tool but the constraints rule out every available tool (%s)", goal, strings.Join(toolNames(tools), ", "))
+			"the goal %q is an action that needs a tool but the constraints rule out every available tool (%s)", goal, strings.Join(toolname.Of(tools), ", "))
 	}
 	clauses := splitClauses(goal)
 	if len(clauses) > limit {
@@ -158,13 +159,4 @@ func ruledOut(name string, constraints []string) bool {
 		}
 	}
 	return false
-}
-
-// toolNames are the names of tools, in order.
-func toolNames(tools []*typev1.Tool) []string {
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.GetName()
-	}
-	return names
 }
