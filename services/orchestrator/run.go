@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -413,7 +414,9 @@ func runFinishedStored(ctx context.Context, js jetstream.JetStream, runID string
 
 // endingAttributes sets on the run's span how the run ended, as its result res says (README
 // "Tracing"): the span that terminated it, and the agentmesh.run.finish span of a replica
-// that finishes a run stored as ended (its result not yet with the memory stage).
+// that finishes a run stored as ended (its result not yet with the memory stage). A failed run
+// ends it with status Error and error.type, its exit reason, as the OpenTelemetry conventions
+// record a failed operation.
 func (r *run) endingAttributes(res *typev1.RunResult) {
 	r.span.SetAttributes(
 		attribute.String("agentmesh.outcome", res.GetOutcome().String()),
@@ -422,6 +425,7 @@ func (r *run) endingAttributes(res *typev1.RunResult) {
 		attribute.String("agentmesh.contract_hash", res.GetContract().GetContractHash()),
 	)
 	if !res.GetSuccess() {
+		r.span.SetAttributes(semconv.ErrorTypeKey.String(res.GetExitReason()))
 		r.span.SetStatus(codes.Error, res.GetExitReason())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
@@ -119,4 +120,46 @@ func withinSpan(spans []sdktrace.ReadOnlySpan, span, ancestor sdktrace.ReadOnlyS
 		}
 	}
 	return false
+}
+
+// TestAFailedRunsSpanSaysWhy: a run that fails ends its agentmesh.run span with status Error
+// and error.type, its exit reason, as the OpenTelemetry conventions for recording errors ask
+// (README "Tracing"); the span had the status alone, so a failed run could not be told apart
+// by error.type from the failed calls of its trace, nor searched by it.
+func TestAFailedRunsSpanSaysWhy(t *testing.T) {
+	loop := llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "current_time", Arguments: `{}`}}}
+	h := start(t, nil, llmtest.Scenario{Name: "loop", Match: "Keep checking the time", Turns: []llmtest.Turn{loop, loop, loop}})
+	two := int32(2)
+	res := h.run(t, &agentv1.RunRequest{Message: "Keep checking the time", Overrides: &agentv1.RunOverrides{MaxTurns: &two}})
+	if res.GetSuccess() || res.GetExitReason() != "MAX_TURNS_REACHED" {
+		t.Fatalf("outcome %s %s, want a failure MAX_TURNS_REACHED", res.GetOutcome(), res.GetExitReason())
+	}
+	id, err := oteltrace.TraceIDFromHex(res.GetTraceId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root sdktrace.ReadOnlySpan
+	if !eventually(t, 10*time.Second, func() bool {
+		for _, s := range h.recorder.Trace(id) {
+			if s.Name() == "agentmesh.run" {
+				root = s
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no agentmesh.run span in the run's trace")
+	}
+	if root.Status().Code != codes.Error {
+		t.Errorf("agentmesh.run: status %v, want Error", root.Status())
+	}
+	got := ""
+	for _, kv := range root.Attributes() {
+		if kv.Key == "error.type" {
+			got = kv.Value.String()
+		}
+	}
+	if got != "MAX_TURNS_REACHED" {
+		t.Errorf("agentmesh.run: error.type = %q, want the exit reason MAX_TURNS_REACHED", got)
+	}
 }
