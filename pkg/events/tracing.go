@@ -2,13 +2,18 @@ package events
 
 import (
 	"context"
+	"errors"
+	"strconv"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 )
 
@@ -41,7 +46,7 @@ func startPublish(ctx context.Context, ev *eventv1.RunEvent) (context.Context, t
 }
 
 // endPublish records the size of the message published (size < 0: none was) and err, if any,
-// and ends span.
+// with its error.type (publishErrorType), and ends span.
 func endPublish(span trace.Span, size int, err error) {
 	if size >= 0 {
 		span.SetAttributes(semconv.MessagingMessageBodySize(size))
@@ -49,6 +54,33 @@ func endPublish(span trace.Span, size int, err error) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(semconv.ErrorTypeKey.String(publishErrorType(err)))
 	}
 	span.End()
+}
+
+// publishErrorType names the class of a failed publish for error.type, as the messaging
+// conventions ask: the JetStream error code of a refusal (e.g. "10071", the fence's wrong last
+// sequence), the stage failure code of an event that cannot be published (e.g.
+// INVALID_INPUT), "connection_closed", "connection_draining", "max_payload", "timeout",
+// "canceled", else "_OTHER".
+func publishErrorType(err error) string {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode != 0:
+		return strconv.Itoa(int(apiErr.ErrorCode))
+	case stageerr.As(err) != nil:
+		return stageerr.CodeName(stageerr.As(err).Code)
+	case errors.Is(err, nats.ErrConnectionClosed):
+		return "connection_closed"
+	case errors.Is(err, nats.ErrConnectionDraining):
+		return "connection_draining"
+	case errors.Is(err, nats.ErrMaxPayload):
+		return "max_payload"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
 }

@@ -98,7 +98,9 @@ func TestPublishSpans(t *testing.T) {
 	}
 }
 
-// TestPublishSpanRecordsFailure proves that a publish that fails ends its span with an error.
+// TestPublishSpanRecordsFailure proves that a publish that fails ends its span with an error:
+// status Error and error.type, the class of the failure, as the OpenTelemetry messaging
+// conventions require of a failed operation (the span had the status alone).
 func TestPublishSpanRecordsFailure(t *testing.T) {
 	env := newTestEnv(t)
 	rec := telemetry.NewRecorder()
@@ -112,6 +114,10 @@ func TestPublishSpanRecordsFailure(t *testing.T) {
 		if s.SpanKind() == trace.SpanKindProducer {
 			if s.Status().Code != codes.Error {
 				t.Errorf("%s: status %v, want an error", s.Name(), s.Status())
+			}
+			attrs := attribute.NewSet(s.Attributes()...)
+			if got, _ := attrs.Value("error.type"); got.AsString() != "connection_closed" {
+				t.Errorf("%s: error.type = %q, want connection_closed", s.Name(), got.AsString())
 			}
 			return
 		}
