@@ -24,7 +24,16 @@ const (
 // without running anything; a call it has started elsewhere is awaited, or, when that
 // execution died, run again if its tool is idempotent and answered as interrupted if not; a
 // new call is admitted, run and recorded.
+//
+// The request is checked before its span starts: the span of a request refused for its own
+// fields names none of them (see refusedSpan).
 func (s *Service) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
+	if err := validateRequest(req); err != nil {
+		span := s.refusedSpan(ctx)
+		defer span.End()
+		endSpan(span, nil, err)
+		return nil, err
+	}
 	ctx, span := s.startSpan(ctx, req)
 	defer span.End()
 	resp, err := s.execute(ctx, req)
@@ -32,10 +41,8 @@ func (s *Service) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 	return resp, err
 }
 
+// execute runs a request validateRequest accepted.
 func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
-	if err := validateRequest(req); err != nil {
-		return nil, err
-	}
 	key := callKey{runID: req.GetRunId(), callID: req.GetCallId()}
 	out, own, err := s.settleOnce(ctx, key, req)
 	if err != nil {

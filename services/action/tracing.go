@@ -39,6 +39,16 @@ func (s *Service) startSpan(ctx context.Context, req *actionv1.ExecuteRequest) (
 		))
 }
 
+// refusedSpan starts the span of a request validateRequest refused: "execute_tool", with no
+// attribute from the request, whose fields may be of any size (a span of megabytes is more
+// than the exporter's batch may carry, and lost the spans exported with it).
+func (s *Service) refusedSpan(ctx context.Context) trace.Span {
+	_, span := s.tracer.Start(ctx, "execute_tool",
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(semconv.GenAIOperationNameExecuteTool))
+	return span
+}
+
 // endSpan records how the call ended: the tool's status, or the refusal's code.
 func endSpan(span trace.Span, resp *actionv1.ExecuteResponse, err error) {
 	if err != nil {

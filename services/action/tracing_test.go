@@ -2,6 +2,7 @@ package action_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
@@ -11,6 +12,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestSpans(t *testing.T) {
@@ -85,6 +88,51 @@ func TestSpans(t *testing.T) {
 		}
 		if tc.errorType == "" && got["error.type"].Type() != attribute.EMPTY {
 			t.Errorf("span %d has error.type %v on success", i, got["error.type"].String())
+		}
+	}
+}
+
+// TestARefusedRequestsSpanCarriesNoneOfIt: a request refused for its own fields (a tool name,
+// call id or run id past their 512-byte limit) makes an execute_tool span that says it was
+// refused (error.type INVALID_INPUT) and carries none of those fields. The span was named and
+// attributed from the request before it was checked: a caller's megabytes of tool name went
+// into the span's name and gen_ai.tool.name, a span too large for the exporter's batch (an
+// OTLP collector takes 4 MiB a request), which lost the spans exported with it.
+func TestARefusedRequestsSpanCarriesNoneOfIt(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	client := serve(t, action.Options{TracerProvider: tp})
+
+	long := strings.Repeat("x", 64<<10)
+	for _, req := range []*actionv1.ExecuteRequest{
+		{RunId: "run-1", CallId: "call-1", ToolName: long},
+		{RunId: "run-1", CallId: long, ToolName: "calculator"},
+		{RunId: long, CallId: "call-1", ToolName: "calculator"},
+	} {
+		if _, err := client.Execute(t.Context(), req); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("Execute: %v, want INVALID_ARGUMENT", err)
+		}
+	}
+	spans := recorder.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 3", len(spans))
+	}
+	for i, span := range spans {
+		if len(span.Name()) > 512 {
+			t.Errorf("span %d is named with %d bytes of the request", i, len(span.Name()))
+		}
+		var errorType string
+		for _, kv := range span.Attributes() {
+			if n := len(kv.Value.String()); n > 512 {
+				t.Errorf("span %d: %s holds %d bytes of the request", i, kv.Key, n)
+			}
+			if kv.Key == "error.type" {
+				errorType = kv.Value.AsString()
+			}
+		}
+		if errorType != "INVALID_INPUT" || span.Status().Code != otelcodes.Error {
+			t.Errorf("span %d: error.type %q, status %v, want INVALID_INPUT and Error", i, errorType, span.Status())
 		}
 	}
 }
