@@ -316,6 +316,42 @@ func TestClientAndServerSpansShareTheTrace(t *testing.T) {
 	}
 }
 
+// TestHealthChecksAreNotTraced: the calls of the gRPC health service (a Kubernetes probe's
+// Check every few seconds, the Watch a client's health checking holds for as long as its
+// connection lives) make no span, where every other call makes its client and server spans.
+// Each made a trace of its own, sampled by every stage's parent-based sampler whatever the
+// orchestrator sampled (README "Tracing"), so Jaeger held a probe's trace every few seconds
+// per replica and a Watch span as long as a connection.
+func TestHealthChecksAreNotTraced(t *testing.T) {
+	rec := telemetry.NewRecorder()
+	f := start(t,
+		server.Options{TracerProvider: rec.Provider("agentmesh-intent")},
+		dial.WithTracerProvider(rec.Provider("agentmesh-orchestrator")),
+	)
+	if _, err := f.health().Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.intent().Parse(t.Context(), &intentv1.ParseRequest{Message: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	// Closed, the connection ends its health Watch; shut down, the server has ended every
+	// server span.
+	_ = f.conn.Close()
+	f.srv.Shutdown(context.WithoutCancel(t.Context()))
+	var names []string
+	for _, s := range rec.Spans() {
+		names = append(names, s.SpanKind().String()+" "+s.Name())
+	}
+	for _, name := range names {
+		if strings.Contains(name, "grpc.health.v1.Health/") {
+			t.Errorf("span %q", name)
+		}
+	}
+	if !slices.Contains(names, "server agentmesh.intent.v1.IntentService/Parse") {
+		t.Errorf("spans %v: no server span of Parse", names)
+	}
+}
+
 // parseSpans returns the span contexts of the ended client and server spans of Parse.
 func parseSpans(rec *telemetry.Recorder) (client, server trace.SpanContext) {
 	for _, s := range rec.Spans() {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // SamplerFromEnv returns the sampler the standard OTEL_TRACES_SAMPLER and
@@ -54,4 +55,31 @@ func samplerRatio() (float64, error) {
 		return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q is not a sampling ratio: use a number from 0 to 1", arg)
 	}
 	return ratio, nil
+}
+
+// healthCheckSpans starts the names of the spans of the gRPC health service's calls (otelgrpc
+// names a call's span by its method).
+const healthCheckSpans = "grpc.health.v1.Health/"
+
+// withoutHealthChecks returns a sampler that samples no span of a gRPC health service call
+// and leaves every other span to s. A Kubernetes probe checks every replica every few
+// seconds, and a client's health checking holds a Watch for as long as its connection lives:
+// sampled, each was a trace of its own, whatever the runs' sampling (a stage's parent-based
+// sampler samples every root), and a Watch span as long as the connection.
+func withoutHealthChecks(s sdktrace.Sampler) sdktrace.Sampler { return healthChecksDropped{s} }
+
+// healthChecksDropped is withoutHealthChecks's sampler.
+type healthChecksDropped struct{ sdktrace.Sampler }
+
+// ShouldSample drops a health check's span and asks the wrapped sampler about the others.
+func (h healthChecksDropped) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if strings.HasPrefix(p.Name, healthCheckSpans) {
+		return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+	}
+	return h.Sampler.ShouldSample(p)
+}
+
+// Description names the sampler and the one it wraps.
+func (h healthChecksDropped) Description() string {
+	return "WithoutHealthChecks{" + h.Sampler.Description() + "}"
 }

@@ -11,8 +11,9 @@ import (
 
 // TestSetupHonoursSampler proves that Setup samples as OTEL_TRACES_SAMPLER and
 // OTEL_TRACES_SAMPLER_ARG say, with an exporter (the SDK's provider) and without one (the
-// forwarder, whose sampled flag is what the services after it see), and that a root span still
-// gets a real trace id when it is not sampled.
+// forwarder, whose sampled flag is what the services after it see), but never the span of a
+// gRPC health check it exports, and that a root span still gets a real trace id when it is
+// not sampled.
 func TestSetupHonoursSampler(t *testing.T) {
 	sampledParent := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, Remote: true,
@@ -63,6 +64,12 @@ func TestSetupHonoursSampler(t *testing.T) {
 				child.End()
 				if got := child.SpanContext().IsSampled(); got != tc.wantChild {
 					t.Errorf("child of a sampled parent sampled = %v, want %v", got, tc.wantChild)
+				}
+				// A health check is sampled by no sampler of a service that exports its spans.
+				_, health := tracer.Start(t.Context(), "grpc.health.v1.Health/Check")
+				health.End()
+				if exporter && health.SpanContext().IsSampled() {
+					t.Error("the span of a health check is sampled")
 				}
 				if recording := root.IsRecording() || child.IsRecording(); recording && !exporter {
 					t.Error("a span records with no exporter to take it")
