@@ -11,10 +11,12 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -155,7 +157,9 @@ func (s *Service) learnFrom(ctx context.Context, job LearnJob) (err error) {
 		telemetry.RunIDKey.String(job.RunID), attrLearnAttempt.Int(job.Attempts)))
 	defer func() {
 		if err != nil {
+			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
+			span.SetAttributes(semconv.ErrorTypeKey.String(learnErrorType(err)))
 		}
 		span.End()
 	}()
@@ -177,6 +181,21 @@ func (s *Service) learnFrom(ctx context.Context, job LearnJob) (err error) {
 			"fallback_reason", learned.GetFallbackReason(), "error", learned.GetError())
 	}
 	return nil
+}
+
+// learnErrorType names why learning from a run failed, for its span's error.type: "canceled"
+// (the service closing), "timeout" (LearnTimeout), a stage failure's code, else "_OTHER" (a
+// storage failure).
+func learnErrorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case stageerr.As(err) != nil:
+		return stageerr.CodeName(stageerr.As(err).Code)
+	}
+	return semconv.ErrorTypeOther.Value.AsString()
 }
 
 // learn picks the facts of a run and stores the new ones in its user's memory. It returns what

@@ -14,7 +14,10 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/services/memory"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 )
 
@@ -282,6 +285,46 @@ func TestLearningCutOffByClose(t *testing.T) {
 	c := serve(t, memory.Options{Store: open()})
 	if l := learned(t, c, "run-1"); l.GetMethod() != typev1.LearningMethod_LEARNING_METHOD_RULES || len(l.GetMemoryIds()) != 1 {
 		t.Errorf("learning after the restart = %v", l)
+	}
+}
+
+// TestACutOffLearningSaysWhyInItsSpan: learning from a run cut off by the service closing
+// ends its agentmesh.memory.learn span with status Error and error.type "canceled", as the
+// OpenTelemetry conventions record a failed operation (README "Tracing"); the span had the
+// status alone, and no error.type to tell a cut-off from a storage failure by.
+func TestACutOffLearningSaysWhyInItsSpan(t *testing.T) {
+	rec := telemetry.NewRecorder()
+	gen := &stuckGeneration{asked: make(chan struct{})}
+	svc := memory.New(memory.Options{Store: memory.NewMemoryStore(), TracerProvider: rec.Provider("agentmesh-memory"),
+		Facts: &ask.Model{Client: gen, Target: &typev1.Target{Provider: "p", Model: "m"}}})
+	if _, err := svc.SaveRun(t.Context(), &memoryv1.SaveRunRequest{UserId: "alice", Result: conversation("run-1", "My name is Sam.")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gen.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model was never asked")
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var learn sdktrace.ReadOnlySpan
+	for _, s := range rec.Spans() {
+		if s.Name() == "agentmesh.memory.learn" {
+			learn = s
+		}
+	}
+	if learn == nil {
+		t.Fatal("no agentmesh.memory.learn span")
+	}
+	got := ""
+	for _, kv := range learn.Attributes() {
+		if kv.Key == "error.type" {
+			got = kv.Value.AsString()
+		}
+	}
+	if learn.Status().Code != codes.Error || got != "canceled" {
+		t.Errorf("agentmesh.memory.learn: status %v, error.type %q; want Error and canceled", learn.Status(), got)
 	}
 }
 
