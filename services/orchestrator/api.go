@@ -36,6 +36,10 @@ const (
 	// MaxIdempotencyKeyBytes is the longest idempotency_key: room for any UUID or hash, as
 	// Stripe's 255-character keys.
 	MaxIdempotencyKeyBytes = 256
+	// MaxTargetNameBytes is the longest provider or model name of overrides.targets: room for
+	// any model's name (a Bedrock inference profile's ARN is some 100 bytes). The model names
+	// the generation stage's chat spans and labels its metrics.
+	MaxTargetNameBytes = 256
 	// MaxHistoryMessages is the most messages a history holds: OpenAI's chat API takes at
 	// most 2048 messages a request, and a run adds its own turns.
 	MaxHistoryMessages = 1000

@@ -97,6 +97,13 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 		c.AllowedTools = slices.Clone(o.GetAllowedTools())
 	}
 	c.CycleForbid = append(c.CycleForbid, o.GetCycleForbid()...)
+	for i, t := range o.GetTargets() {
+		for _, f := range []struct{ name, value string }{{"provider", t.GetProvider()}, {"model", t.GetModel()}} {
+			if n := len(f.value); n > MaxTargetNameBytes {
+				return nil, stageerr.Invalid("overrides.targets[%d].%s: at most %d bytes, got %d", i, f.name, MaxTargetNameBytes, n)
+			}
+		}
+	}
 	if len(o.GetTargets()) > 0 {
 		c.Targets = o.GetTargets()
 	}

@@ -2,14 +2,18 @@ package mesh_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	oteltrace "go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/memory"
@@ -161,5 +165,27 @@ func TestAFailedRunsSpanSaysWhy(t *testing.T) {
 	}
 	if got != "MAX_TURNS_REACHED" {
 		t.Errorf("agentmesh.run: error.type = %q, want the exit reason MAX_TURNS_REACHED", got)
+	}
+}
+
+// TestAnOverriddenModelNameIsBounded: a run's overrides.targets name a model of at most 256
+// bytes, as the API's other names; a longer one is INVALID_ARGUMENT naming the field and the
+// limit, before the run starts. The model's name names the generation stage's chat span
+// ("chat {model}") and fills its gen_ai.request.model: a caller's megabytes of model name made
+// a span larger than an OTLP export request takes (a collector's 4 MiB), which lost the other
+// runs' spans exported with it.
+func TestAnOverriddenModelNameIsBounded(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "hi", Match: "*", Turns: []llmtest.Turn{text("hello")}})
+	long := strings.Repeat("m", 64<<10)
+	_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi there", Overrides: &agentv1.RunOverrides{
+		Targets: []*typev1.Target{{Provider: "scripted", Model: long}},
+	}})
+	if status.Code(err) != grpccodes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "overrides.targets[0].model: at most 256 bytes, got 65536") {
+		t.Errorf("Run with a 64 KiB model name: %v, want INVALID_ARGUMENT naming overrides.targets[0].model and its limit", err)
+	}
+	for _, s := range h.recorder.Spans() {
+		if len(s.Name()) > 1024 {
+			t.Errorf("a %s span is named with %d bytes", s.SpanKind(), len(s.Name()))
+		}
 	}
 }

@@ -118,7 +118,8 @@ type RunOverrides struct {
 	MaxFormatRetries *int32 `protobuf:"varint,17,opt,name=max_format_retries,json=maxFormatRetries,proto3,oneof" json:"max_format_retries,omitempty"`
 	// Adds forbidden consecutive tool pairs.
 	CycleForbid []*v1.ToolPair `protobuf:"bytes,18,rep,name=cycle_forbid,json=cycleForbid,proto3" json:"cycle_forbid,omitempty"`
-	// Replaces the configured provider/model targets.
+	// Replaces the configured provider/model targets; each provider and model name at most 256
+	// bytes.
 	Targets []*v1.Target `protobuf:"bytes,19,rep,name=targets,proto3" json:"targets,omitempty"`
 	// Overrides ExecutionContract.tool_transport.
 	ToolTransport v1.ToolTransport `protobuf:"varint,20,opt,name=tool_transport,json=toolTransport,proto3,enum=agentmesh.type.v1.ToolTransport" json:"tool_transport,omitempty"`
