@@ -26,7 +26,9 @@ import (
 // INVALID_ARGUMENT naming the field and the limit.
 const (
 	// MaxMessageBytes is the largest user message: what the intent and planning stages take
-	// (their default limits), so that a message the API accepts is not refused by a stage.
+	// (their default limits), so that a message the API accepts is not refused by a stage. An
+	// answer and a decision's feedback, which the model reads as it reads a message, have the
+	// same limit.
 	MaxMessageBytes = 64 << 10
 	// MaxUserIDBytes is the longest user_id: room for any principal name or a hash of one.
 	MaxUserIDBytes = 256
@@ -410,6 +412,8 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 		return nil, stageerr.Invalid("modified_arguments is only for decision modify, got %s", req.GetDecision())
 	case req.EndRun != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT:
 		return nil, stageerr.Invalid("end_run is only for decision reject, got %s", req.GetDecision())
+	case len(req.GetFeedback()) > MaxMessageBytes:
+		return nil, stageerr.Invalid("feedback: at most %d bytes, got %d", MaxMessageBytes, len(req.GetFeedback()))
 	}
 	if err := s.authorizeRun(ctx, auth.ActionApprove, req.GetRunId()); err != nil {
 		return nil, err

@@ -245,7 +245,7 @@ type ResolveApprovalRequest struct {
 	// The arguments to use instead (MODIFY).
 	ModifiedArguments *structpb.Struct `protobuf:"bytes,4,opt,name=modified_arguments,json=modifiedArguments,proto3" json:"modified_arguments,omitempty"`
 	// The person's reason, shown to the model on rejection (and in the final report when the
-	// rejection ends the run).
+	// rejection ends the run); at most 64 KiB.
 	Feedback string `protobuf:"bytes,5,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	// Whether this rejection ends the run (REJECTED / USER_REJECTED, no further LLM call, no
 	// call of the turn executed); unset follows the run contract's reject_ends_run. Only for
