@@ -19,6 +19,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -60,6 +61,7 @@ type rendered struct {
 	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
 	claims       map[string]*corev1.PersistentVolumeClaim
 	policies     map[string]*networkingv1.NetworkPolicy
+	budgets      map[string]*policyv1.PodDisruptionBudget
 }
 
 // render builds the kustomization in dir with kustomize and strictly decodes every object into
@@ -75,7 +77,7 @@ func render(t *testing.T, dir string) *rendered {
 		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, claims: map[string]*corev1.PersistentVolumeClaim{},
-		policies: map[string]*networkingv1.NetworkPolicy{},
+		policies: map[string]*networkingv1.NetworkPolicy{}, budgets: map[string]*policyv1.PodDisruptionBudget{},
 	}
 	for _, res := range m.Resources() {
 		data, err := res.AsYAML()
@@ -120,6 +122,10 @@ func render(t *testing.T, dir string) *rendered {
 			o := &networkingv1.NetworkPolicy{}
 			into, tm, want = o, &o.TypeMeta, "networking.k8s.io/v1"
 			r.policies[name] = o
+		case "PodDisruptionBudget":
+			o := &policyv1.PodDisruptionBudget{}
+			into, tm, want = o, &o.TypeMeta, "policy/v1"
+			r.budgets[name] = o
 		default:
 			t.Errorf("%s: %s %s is of a kind this test does not know: add its type", dir, kind, name)
 			continue
