@@ -40,8 +40,8 @@ var healthExec = []string{"/usr/local/bin/service", server.HealthCommand}
 
 // healthFollows names, per service whose gRPC health follows something it waits out rather than
 // dies of, what that is: its readiness follows it, its startup and liveness (a tcpSocket probe
-// of its grpc port) must not (TestOrchestratorLivesThroughANATSOutage).
-var healthFollows = map[string]string{"orchestrator": "NATS"}
+// of its grpc port) must not (TestLivesThroughANATSOutage).
+var healthFollows = map[string]string{"orchestrator": "NATS", "action": "NATS"}
 
 // spanFlush is how long server.Main flushes spans after draining (its flushTimeout).
 const spanFlush = 5 * time.Second

@@ -19,26 +19,40 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// TestOrchestratorLivesThroughANATSOutage runs the orchestrator binary with the dev overlay's
-// environment and configuration and asks it its Deployment's probes as the kubelet would,
-// while NATS is up and while it is down. The orchestrator is built to wait NATS out (NOT_SERVING,
-// so that no call reaches it, and SERVING again once NATS is back): its readiness follows
-// NATS, but its startup and liveness probes must not, or the kubelet restarts every replica
-// once NATS has been gone for the liveness probe's failure threshold, and keeps them in
-// CrashLoopBackOff, for up to five minutes, after NATS is back.
-func TestOrchestratorLivesThroughANATSOutage(t *testing.T) {
+// TestLivesThroughANATSOutage runs each binary whose health follows NATS (healthFollows: the
+// orchestrator, which cannot store run events without it, and action, which cannot read or
+// write its call ledger and so runs no call) with the dev overlay's environment and
+// configuration, and asks it its Deployment's probes as the kubelet would, while NATS is up and
+// while it is down. Each is built to wait NATS out (NOT_SERVING, so that no call reaches it, and
+// SERVING again once NATS is back): its readiness follows NATS, but its startup and liveness
+// probes must not, or the kubelet restarts every replica once NATS has been gone for the
+// liveness probe's failure threshold, and keeps them in CrashLoopBackOff, for up to five
+// minutes, after NATS is back.
+func TestLivesThroughANATSOutage(t *testing.T) {
 	r := render(t, "k8s/overlays/dev")
-	d := r.deployments["orchestrator"]
+	for name, follows := range healthFollows {
+		if follows != "NATS" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) { checkLivesThroughANATSOutage(t, r, name) })
+	}
+}
+
+// checkLivesThroughANATSOutage runs the binary of the Deployment name of r against an embedded
+// NATS server, stops the server and starts it again, and checks its health and probes
+// throughout (TestLivesThroughANATSOutage).
+func checkLivesThroughANATSOutage(t *testing.T, r *rendered, name string) {
+	d := r.deployments[name]
 	if d == nil {
-		t.Fatal("no Deployment orchestrator")
+		t.Fatalf("no Deployment %s", name)
 	}
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	root, _ := mountConfig(t, r, d.Name, pod, c)
 
 	work := t.TempDir()
-	bin := filepath.Join(work, "orchestrator")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/orchestrator")
+	bin := filepath.Join(work, name)
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/"+name)
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -79,7 +93,7 @@ func TestOrchestratorLivesThroughANATSOutage(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("orchestrator logs:\n%s", logs.String())
+			t.Logf("%s logs:\n%s", name, logs.String())
 		}
 	})
 
@@ -96,11 +110,11 @@ func TestOrchestratorLivesThroughANATSOutage(t *testing.T) {
 	nats.Shutdown()
 	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
 	if err := ask("readiness"); err == nil {
-		t.Error("NATS down: the readiness probe passes, so calls reach a replica that cannot store their runs")
+		t.Errorf("NATS down: the readiness probe passes, so calls reach a %s replica that cannot serve them", name)
 	}
 	for _, kind := range []string{"startup", "liveness"} {
 		if err := ask(kind); err != nil {
-			t.Errorf("NATS down: the %s probe fails, and the kubelet restarts the orchestrator: %v", kind, err)
+			t.Errorf("NATS down: the %s probe fails, and the kubelet restarts %s: %v", kind, name, err)
 		}
 	}
 

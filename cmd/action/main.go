@@ -1,5 +1,6 @@
 // Command action serves agentmesh's ActionService (agentmesh.action.v1) on LISTEN_ADDR (default
 // :7005), with MEMORY_ADDR for knowledge_search, NATS_URL for the call ledger, AGENTMESH_CONFIG.
+// Health is NOT_SERVING while the call ledger's NATS server is unreachable: no call runs then.
 package main
 
 import (

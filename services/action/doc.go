@@ -18,7 +18,8 @@
 // any other is answered as interrupted (status error, error_code EXECUTION_ERROR, error
 // "interrupted by a restart; it may or may not have run"), never run a second time. When the
 // ledger cannot be read or written, Execute runs nothing and fails with the stage code UNAVAILABLE
-// (gRPC UNAVAILABLE), which the caller retries.
+// (gRPC UNAVAILABLE), which the caller retries; while a KVLedger's NATS connection is down, the
+// service's health is NOT_SERVING (Service.Serving).
 //
 // Execute refuses a new call before running it when the request is malformed
 // (INVALID_INPUT), the tool is unknown (TOOL_NOT_FOUND), the tool needs an approval the

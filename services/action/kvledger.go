@@ -58,6 +58,7 @@ type KVLedger struct {
 	timeout   time.Duration
 	log       *slog.Logger
 	beat      *heartbeat
+	health    connHealth // whether nc is up
 }
 
 // NewKVLedger returns a ledger on the NATS connection nc; it does not touch the server until
@@ -96,9 +97,14 @@ func NewKVLedger(nc *nats.Conn, opts KVLedgerOptions) (*KVLedger, error) {
 	if l.timeout <= 0 {
 		l.timeout = DefaultLedgerTimeout
 	}
+	l.health.nc = nc
 	l.beat = newHeartbeat(l)
 	return l, nil
 }
+
+// Serving reports whether the ledger can be reached, which is while its NATS connection is up,
+// and returns a channel that is closed when that may have changed (Service.Serving).
+func (l *KVLedger) Serving() (bool, <-chan struct{}) { return l.health.serving() }
 
 // Instance names this process in started records; the first call makes it known as alive,
 // and it stays so until Close.

@@ -199,6 +199,26 @@ func (s *Service) checkNamed(opts Options) error {
 	return nil
 }
 
+// Serving reports whether the service can execute calls, and returns a channel that is closed
+// when that may have changed; it implements server.HealthSource. Every call reads and writes
+// the ledger before its tool runs, so with a ledger that can be out of reach (a KVLedger, while
+// its NATS connection is down) the service serves only while the ledger can be reached, and
+// its health is NOT_SERVING meanwhile: callers and readiness probes move to the replicas that
+// can run calls, and it serves again once the connection is back. The in-memory ledger is
+// always there.
+func (s *Service) Serving() (bool, <-chan struct{}) {
+	if h, ok := s.ledger.(reachable); ok {
+		return h.Serving()
+	}
+	return true, nil
+}
+
+// reachable is a Ledger that tells whether it can be reached (KVLedger.Serving).
+type reachable interface {
+	Ledger
+	Serving() (bool, <-chan struct{})
+}
+
 // Register registers the service on g (a gRPC server or an in-process channel).
 func (s *Service) Register(g grpc.ServiceRegistrar) {
 	actionv1.RegisterActionServiceServer(g, s)
