@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,10 +153,42 @@ func TestRunMetrics(t *testing.T) {
 	if codes := m.LabelValues("rpc_server_call_duration_seconds", "rpc_response_status_code", generate); m.Count("rpc_server_call_duration_seconds", generate) != 3 || len(codes) != 2 {
 		t.Errorf("Generate RPCs by status code %v, want the rate-limited one apart from the 2 OK", codes)
 	}
+	checkScopeLabels(t, m)
 	for _, family := range []string{"gen_ai_client_token_usage", "agentmesh_run_finished_total", "agentmesh_action_tool_duration_seconds", "rpc_server_call_duration_seconds"} {
 		for _, label := range []string{"agentmesh_run_id", "run_id", "user_id", "agentmesh_user_id"} {
 			if v := m.LabelValues(family, label, nil); len(v) > 0 {
 				t.Errorf("%s has a %s label: %v", family, label, v)
+			}
+		}
+	}
+}
+
+// checkScopeLabels checks the instrumentation scope labels of the series of the README's table
+// of metrics (the rpc_*, gen_ai_* and agentmesh_* families), as "Metrics" describes them:
+// each carries otel_scope_name, otel_scope_version and otel_scope_schema_url, the latter two
+// empty (which Prometheus stores as absent) for agentmesh's own packages, and naming otelgrpc's
+// version and the OpenTelemetry semantic conventions' schema for its rpc_* metrics.
+func checkScopeLabels(t *testing.T, m metricstest.Families) {
+	t.Helper()
+	for name, f := range m {
+		if !strings.HasPrefix(name, "rpc_") && !strings.HasPrefix(name, "gen_ai_") && !strings.HasPrefix(name, "agentmesh_") {
+			continue
+		}
+		for _, series := range f.GetMetric() {
+			scope := map[string]string{}
+			for _, l := range series.GetLabel() {
+				if strings.HasPrefix(l.GetName(), "otel_scope_") {
+					scope[strings.TrimPrefix(l.GetName(), "otel_scope_")] = l.GetValue()
+				}
+			}
+			own := strings.HasPrefix(scope["name"], "github.com/agentmesh/agentmesh/")
+			switch {
+			case len(scope) != 3 || scope["name"] == "":
+				t.Errorf("%s: scope labels %v, want otel_scope_name, otel_scope_version and otel_scope_schema_url", name, scope)
+			case own && (scope["version"] != "" || scope["schema_url"] != ""):
+				t.Errorf("%s: scope %v, want no version and no schema URL for agentmesh's own package", name, scope)
+			case !own && (!strings.HasSuffix(scope["name"], "/otelgrpc") || scope["version"] == "" || !strings.HasPrefix(scope["schema_url"], "https://opentelemetry.io/schemas/")):
+				t.Errorf("%s: scope %v, want otelgrpc's, with its version and schema URL", name, scope)
 			}
 		}
 	}
