@@ -1,0 +1,93 @@
+package deploy
+
+import (
+	"path"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/grant"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestProductionApprovesTools: a tool that requires approval runs only with a grant the
+// orchestrator signed (approvals.signing_key) and the action stage verifies (approvals
+// .verify_key); without the pair, no such tool can ever run, however a person answers. The
+// production overlay configures both, each a file of the pod's own Secret
+// agentmesh-tls-<service> (the orchestrator's the private key, action's the public one, as
+// agentmesh certs writes them, grant.key and grant.pub); a pair written there signs a grant the
+// action stage verifies.
+func TestProductionApprovesTools(t *testing.T) {
+	r := render(t, "k8s/overlays/production")
+	keys := map[string]string{} // the key file each pod reads, under root
+	for name, field := range map[string]string{"orchestrator": "signing_key", "action": "verify_key"} {
+		d := r.deployments[name]
+		if d == nil {
+			t.Fatalf("no Deployment %s", name)
+		}
+		pod := d.Spec.Template.Spec
+		c := pod.Containers[0]
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		root, _ := mountConfig(t, r, name, pod, c)
+		cfg := checkConfigLoads(t, name, root, env)
+		if cfg == nil {
+			continue
+		}
+		file := cfg.Approvals.SigningKey
+		if name == "action" {
+			file = cfg.Approvals.VerifyKey
+		}
+		if file == "" {
+			t.Errorf("%s: no approvals.%s: no tool that requires approval can run", name, field)
+			continue
+		}
+		if secret := mountedSecret(pod, c, file); secret != "agentmesh-tls-"+name {
+			t.Errorf("%s: approvals.%s is %s, which is not in its Secret agentmesh-tls-%s (mounted from %q)", name, field, file, name, secret)
+			continue
+		}
+		keys[name] = path.Join(root, file)
+	}
+	if t.Failed() {
+		return
+	}
+	pub, priv := grant.GenerateKey()
+	writeFile(t, keys["orchestrator"], "")
+	writeFile(t, keys["action"], "")
+	if err := grant.WriteKeys(keys["orchestrator"], keys["action"], pub, priv); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := grant.LoadSigner(keys["orchestrator"])
+	if err != nil {
+		t.Fatalf("the orchestrator's approvals.signing_key: %v", err)
+	}
+	verifier, err := grant.LoadVerifier(keys["action"])
+	if err != nil {
+		t.Fatalf("action's approvals.verify_key: %v", err)
+	}
+	now := time.Now()
+	g, err := signer.Sign("run", "call", "delete_file", nil, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifier.Verify(g, "run", "call", "delete_file", nil, now); err != nil {
+		t.Errorf("a grant the orchestrator signed does not verify on action: %v", err)
+	}
+}
+
+// mountedSecret returns the name of the Secret whose volume container c mounts at the
+// directory holding file, "" when none does.
+func mountedSecret(pod corev1.PodSpec, c corev1.Container, file string) string {
+	for _, m := range c.VolumeMounts {
+		if path.Dir(file) != path.Clean(m.MountPath) || m.SubPath != "" {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return v.Secret.SecretName
+			}
+		}
+	}
+	return ""
+}
