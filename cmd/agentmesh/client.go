@@ -99,6 +99,13 @@ type helpRequested struct{ text string }
 
 func (h helpRequested) Error() string { return "help requested" }
 
+// isHelpFlag reports whether arg asks for help as flag.Parse understands it (-h, --h, -help,
+// --help): a command made of one subcommand (keys new, transcript verify) answers it with the
+// subcommand's flags.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "--h" || arg == "-help" || arg == "--help"
+}
+
 // runCommand streams one run and prints its answer; the exit code follows the outcome.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -407,6 +414,9 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // the chain, and that the result's conversation, final report, ending and accounting are what
 // the chain recorded (transcript.VerifyResult).
 func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		args = []string{"verify", args[0]}
+	}
 	if len(args) == 0 || args[0] != "verify" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh transcript verify [--addr ADDR | --file RESULT.json] [RUN_ID]"))
 	}

@@ -18,6 +18,9 @@ import (
 // new key, which is shown once and never stored, and the auth.api_keys entry that holds its
 // hash.
 func keysCommand(_ context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		args = []string{"new", args[0]}
+	}
 	if len(args) == 0 || args[0] != "new" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh keys new --user USER [--tenant TENANT] [--role ROLE], repeating --role for several"))
 	}

@@ -126,11 +126,13 @@ func TestExitCodes(t *testing.T) {
 }
 
 // TestHelpAndVersion (issue 11.8): every command's --help prints its flags on stdout and exits
-// 0; --version prints the build's version.
+// 0, a command of subcommands (keys, transcript) too; --version prints the build's version.
 func TestHelpAndVersion(t *testing.T) {
-	for _, cmd := range []string{"dev", "run", "tools", "get", "watch", "approve", "cancel", "ingest", "memories"} {
+	for _, cmd := range []string{"dev", "run", "tools", "get", "watch", "approve", "answer", "cancel", "ingest", "memories",
+		"certs", "conformance", "keys", "keys new", "transcript", "transcript verify"} {
 		var stdout, stderr bytes.Buffer
-		if code := run(t.Context(), []string{cmd, "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "usage of agentmesh "+cmd) {
+		args := append(strings.Fields(cmd), "--help")
+		if code := run(t.Context(), args, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "usage of agentmesh "+cmd) {
 			t.Errorf("%s --help: exit %d\nstdout: %s\nstderr: %s", cmd, code, stdout.String(), stderr.String())
 		}
 	}
