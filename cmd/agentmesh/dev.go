@@ -29,7 +29,7 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	insecure := fs.Bool("insecure", false, "let the mesh listen on addresses other hosts can reach without authentication")
 	metricsAddr := fs.String("metrics-addr", os.Getenv("METRICS_ADDR"), "serve every service's Prometheus metrics on this address, path /metrics (default $METRICS_ADDR; none when empty)")
 	metricsWebConfig := fs.String("metrics-web-config", os.Getenv("METRICS_WEB_CONFIG"), "Prometheus web configuration of the metrics listener: TLS, basic authentication (default $METRICS_WEB_CONFIG; plain HTTP when empty)")
-	dataDir := fs.String("data", "", "where the embedded NATS keeps runs, so a restarted dev resumes them (default $XDG_STATE_HOME/agentmesh, else ~/.local/state/agentmesh; --run uses a temporary one)")
+	dataDir := fs.String("data", "", "where the embedded NATS keeps runs, so a restarted dev resumes them (default $XDG_STATE_HOME/agentmesh/nats, else ~/.local/state/agentmesh/nats; --run uses a temporary one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -183,3 +183,25 @@ func TestDevRejectsBadSampler(t *testing.T) {
 		t.Errorf("stderr does not name the variable:\n%s", stderr.String())
 	}
 }
+
+// TestDevHelpNamesTheDataDirectory: `dev --help` names the directory the embedded NATS keeps
+// its data in without --data, as the README does; it named its parent, where a user looking
+// for the runs (or clearing them) found the agentmesh directory and not the nats one in it.
+func TestDevHelpNamesTheDataDirectory(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	dir, err := devDataDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("dev --help: exit %d\n%s", code, stderr.String())
+	}
+	rel := strings.TrimPrefix(dir, state)
+	for _, want := range []string{"$XDG_STATE_HOME" + rel + ",", "~/.local/state" + rel + ";"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("dev --help does not name the data directory %q:\n%s", want, stdout.String())
+		}
+	}
+}
