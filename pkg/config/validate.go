@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
@@ -75,6 +76,20 @@ func (p *problems) nonNegative(prefix string, values map[string]int64) {
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		if values[name] < 0 {
 			p.addf("%s.%s: must not be negative, got %d", prefix, name, values[name])
+		}
+	}
+}
+
+// tokenCounts records a problem for each named token count below zero or over
+// tokens.MaxCount, the most a run's contract takes (README, "Limits"): a configuration over it
+// started the mesh, and then every run was refused as if its request's overrides were wrong.
+func (p *problems) tokenCounts(prefix string, values map[string]int64) {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		switch v := values[name]; {
+		case v < 0:
+			p.addf("%s.%s: must not be negative, got %d", prefix, name, v)
+		case v > tokens.MaxCount:
+			p.addf("%s.%s: must be at most %d tokens, got %d", prefix, name, int64(tokens.MaxCount), v)
 		}
 	}
 }
@@ -188,14 +203,16 @@ func (c *Config) validateDefaults(p *problems) {
 		p.addf("defaults.max_tool_calls_per_turn: must be at least 1, got %d", d.MaxToolCallsPerTurn)
 	}
 	p.nonNegative("defaults", map[string]int64{
-		"max_tool_calls_total":         int64(d.MaxToolCallsTotal),
+		"max_tool_calls_total":    int64(d.MaxToolCallsTotal),
+		"tool_response_max_bytes": d.ToolResponseMaxBytes,
+		"max_format_retries":      int64(d.MaxFormatRetries),
+		"max_replans":             int64(d.MaxReplans),
+	})
+	p.tokenCounts("defaults", map[string]int64{
 		"max_tokens_consumed":          d.MaxTokensConsumed,
-		"tool_response_max_bytes":      d.ToolResponseMaxBytes,
 		"context_window":               d.ContextWindow,
 		"context_window_buffer_tokens": d.ContextWindowBufferTokens,
 		"max_output_tokens":            d.MaxOutputTokens,
-		"max_format_retries":           int64(d.MaxFormatRetries),
-		"max_replans":                  int64(d.MaxReplans),
 	})
 	// A run's contract takes no timeout of 0 (the orchestrator refuses it): a step that may
 	// take no time, or a pause no one can decide in time, would fail every run.
@@ -261,7 +278,7 @@ func (c *Config) validateProviders(p *problems) {
 		for _, model := range slices.Sorted(maps.Keys(pr.Models)) {
 			m := pr.Models[model]
 			mkey := key + ".models." + model
-			p.nonNegative(mkey, map[string]int64{
+			p.tokenCounts(mkey, map[string]int64{
 				"context_window":               m.ContextWindow,
 				"context_window_buffer_tokens": m.ContextWindowBufferTokens,
 				"max_output_tokens":            m.MaxOutputTokens,

@@ -42,6 +42,13 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative model window", func(c *Config) {
 			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {ContextWindow: -5}}}
 		}, "providers.oa.models.m.context_window: must not be negative, got -5"},
+		{"model window over the most a run takes", func(c *Config) {
+			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {ContextWindow: 1<<48 + 1}}}
+		}, "providers.oa.models.m.context_window: must be at most 281474976710656 tokens, got 281474976710657"},
+		{"token budget over the most a run takes", func(c *Config) { c.Defaults.MaxTokensConsumed = 1<<48 + 1 },
+			"defaults.max_tokens_consumed: must be at most 281474976710656 tokens, got 281474976710657"},
+		{"output limit over the most a run takes", func(c *Config) { c.Defaults.MaxOutputTokens = math.MaxInt64 },
+			"defaults.max_output_tokens: must be at most 281474976710656 tokens, got 9223372036854775807"},
 		{"unknown token limit field", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", TokenLimitField: "max_output_tokens"} },
 			`providers.oa.token_limit_field: unknown field "max_output_tokens" (want max_tokens or max_completion_tokens; empty chooses by model)`},
 		{"token limit field of an anthropic provider", func(c *Config) {
