@@ -291,6 +291,9 @@ func toolsCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("tools takes no arguments (got %q); it lists every tool the mesh can execute", fs.Args()))
+	}
 	client, closeConn, err := connect(*addr)
 	if err != nil {
 		return err

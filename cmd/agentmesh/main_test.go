@@ -111,6 +111,8 @@ func TestExitCodes(t *testing.T) {
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
 		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},
 		{"transcript verify needs a source", []string{"transcript", "verify"}, 4, "run id or --file"},
+		// It listed every tool, as if the name asked for one had been read.
+		{"tools takes no arguments", []string{"tools", "--addr", "127.0.0.1:1", "calculator"}, 4, `tools takes no arguments (got ["calculator"])`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
