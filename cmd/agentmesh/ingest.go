@@ -40,6 +40,11 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if strings.TrimSpace(*user) == "" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("ingest: --user must not be empty"))
 	}
+	if strings.TrimSpace(*collection) == "" {
+		// The empty collection is the user's personal memory, which every conversation recalls.
+		return exitcode.Wrap(exitcode.Invalid, errors.New("ingest: --collection must name a knowledge collection (default "+action.KnowledgeCollection+
+			"): the empty one is the user's personal memory, where documents would be recalled in every conversation"))
+	}
 	dir := fs.Arg(0)
 	if info, err := os.Stat(dir); err != nil {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("ingest: %w", err))

@@ -202,6 +202,9 @@ func TestIngestExitCodes(t *testing.T) {
 		{"two directories", "", []string{"ingest", dir, dir}, 4, []string{"ingest takes one directory"}},
 		{"bad flag", "", []string{"ingest", "--bogus", dir}, 4, []string{"bogus"}},
 		{"empty user", "", []string{"ingest", "--user", " ", dir}, 4, []string{"--user must not be empty"}},
+		// The empty collection is the user's personal memory: the chunks were stored there, shown by
+		// `agentmesh memories` and recalled in every conversation, and knowledge_search found none.
+		{"empty collection", "", []string{"ingest", "--addr", fullAddr, "--collection", "", dir}, 4, []string{"--collection must name a knowledge collection"}},
 		{"missing directory", "", []string{"ingest", "--addr", fullAddr, missing}, 4, []string{missing, "no such file or directory"}},
 		{"a file, not a directory", "", []string{"ingest", "--addr", fullAddr, file}, 4, []string{file + " is not a directory"}},
 		{"invalid configuration", "targets: [{provider: nope, model: x}]\n", []string{"ingest", dir}, 4, []string{`provider "nope" is not configured`}},
