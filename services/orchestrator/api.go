@@ -42,6 +42,11 @@ const (
 	// any model's name (a Bedrock inference profile's ARN is some 100 bytes). The model names
 	// the generation stage's chat spans and labels its metrics.
 	MaxTargetNameBytes = 256
+	// MaxFeedbackBytes is the longest feedback of a ResolveApproval and reason of a CancelRun:
+	// a person's text, which the model (or the run's error) shows, as long as a message may
+	// be. Each is stored as one NATS message for the replica that applies it, where a much
+	// longer one failed as a retryable STORAGE_ERROR.
+	MaxFeedbackBytes = MaxMessageBytes
 	// MaxHistoryMessages is the most messages a history holds: OpenAI's chat API takes at
 	// most 2048 messages a request, and a run adds its own turns.
 	MaxHistoryMessages = 1000
@@ -306,6 +311,9 @@ func (s *Service) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) 
 	if err := checkRunID(req.GetRunId()); err != nil {
 		return nil, err
 	}
+	if n := len(req.GetReason()); n > MaxFeedbackBytes {
+		return nil, stageerr.Invalid("reason: at most %d bytes, got %d", MaxFeedbackBytes, n)
+	}
 	if err := s.authorizeRun(ctx, auth.ActionCancel, req.GetRunId()); err != nil {
 		return nil, err
 	}
@@ -412,8 +420,8 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 		return nil, stageerr.Invalid("modified_arguments is only for decision modify, got %s", req.GetDecision())
 	case req.EndRun != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT:
 		return nil, stageerr.Invalid("end_run is only for decision reject, got %s", req.GetDecision())
-	case len(req.GetFeedback()) > MaxMessageBytes:
-		return nil, stageerr.Invalid("feedback: at most %d bytes, got %d", MaxMessageBytes, len(req.GetFeedback()))
+	case len(req.GetFeedback()) > MaxFeedbackBytes:
+		return nil, stageerr.Invalid("feedback: at most %d bytes, got %d", MaxFeedbackBytes, len(req.GetFeedback()))
 	}
 	if err := s.authorizeRun(ctx, auth.ActionApprove, req.GetRunId()); err != nil {
 		return nil, err

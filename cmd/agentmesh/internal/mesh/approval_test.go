@@ -376,3 +376,46 @@ func TestStreamRunAgainEndsAtThePause(t *testing.T) {
 		t.Errorf("StreamRun after the decision %v, want the run to run_finished", done)
 	}
 }
+
+// TestInputsOverTheirLimits: a decision's feedback and a cancellation's reason are bounded
+// (README, "Limits"), and one over its limit is INVALID_ARGUMENT naming the field, the call
+// still waiting for a decision. They were taken as they came, and one too large for a NATS
+// message failed when the input was stored: UNAVAILABLE, a STORAGE_ERROR marked retryable,
+// which a retry met again.
+func TestInputsOverTheirLimits(t *testing.T) {
+	h := approvalMesh(t, llmtest.Scenario{Name: "big", Match: "big inputs", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
+	res, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "big inputs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	id := res.GetRunId()
+	big := strings.Repeat("x", 2<<20)
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"feedback", func() error {
+			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: id, CallId: "c1",
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: big})
+			return err
+		}, "feedback: at most 65536 bytes, got 2097152"},
+		{"cancellation reason", func() error {
+			_, err := h.client.CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: id, Reason: big})
+			return err
+		}, "reason: at most 65536 bytes, got 2097152"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.want) {
+				t.Fatalf("err = %v, want INVALID_ARGUMENT mentioning %q", err, tc.want)
+			}
+		})
+	}
+	// The call still waits, and a decision within the limits resumes the run.
+	h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: id, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE,
+		Feedback: strings.Repeat("x", 64<<10)})
+	if final, _ := h.finish(t, id); final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Errorf("outcome %s %s, want the approved call run", final.GetOutcome(), final.GetExitReason())
+	}
+}

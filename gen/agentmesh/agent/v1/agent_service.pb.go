@@ -674,7 +674,7 @@ type CancelRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Why it is cancelled.
+	// Why it is cancelled; at most 64 KiB.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
