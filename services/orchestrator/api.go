@@ -47,6 +47,10 @@ const (
 	// be. Each is stored as one NATS message for the replica that applies it, where a much
 	// longer one failed as a retryable STORAGE_ERROR.
 	MaxFeedbackBytes = MaxMessageBytes
+	// MaxModifiedArgumentsBytes bounds the encoded modified_arguments of a ResolveApproval:
+	// arguments a person wrote for one tool call, stored with the decision in one NATS message
+	// (1 MiB by default) beside a feedback of up to MaxFeedbackBytes.
+	MaxModifiedArgumentsBytes = 256 << 10
 	// MaxHistoryMessages is the most messages a history holds: OpenAI's chat API takes at
 	// most 2048 messages a request, and a run adds its own turns.
 	MaxHistoryMessages = 1000
@@ -422,6 +426,9 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 		return nil, stageerr.Invalid("end_run is only for decision reject, got %s", req.GetDecision())
 	case len(req.GetFeedback()) > MaxFeedbackBytes:
 		return nil, stageerr.Invalid("feedback: at most %d bytes, got %d", MaxFeedbackBytes, len(req.GetFeedback()))
+	}
+	if n := proto.Size(req.GetModifiedArguments()); n > MaxModifiedArgumentsBytes {
+		return nil, stageerr.Invalid("modified_arguments: at most %d bytes encoded, got %d", MaxModifiedArgumentsBytes, n)
 	}
 	if err := s.authorizeRun(ctx, auth.ActionApprove, req.GetRunId()); err != nil {
 		return nil, err

@@ -419,3 +419,36 @@ func TestInputsOverTheirLimits(t *testing.T) {
 		t.Errorf("outcome %s %s, want the approved call run", final.GetOutcome(), final.GetExitReason())
 	}
 }
+
+// TestModifiedArgumentsOverTheLimit: a decision's modified_arguments are at most 256 KiB
+// encoded, and more is INVALID_ARGUMENT naming the field, the call still waiting. A tool
+// whose input schema bounds no string (a REST or MCP tool) took arguments of any size, and
+// arguments too large for a NATS message failed when the decision was stored: UNAVAILABLE, a
+// STORAGE_ERROR marked retryable, which a retry met again.
+func TestModifiedArgumentsOverTheLimit(t *testing.T) {
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"save_note": {
+		Description: "Saves a note.", Method: "POST", URL: "http://127.0.0.1:9/notes", // a POST needs approval
+		InputSchema: map[string]any{"type": "object", "required": []any{"text"}, "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+	}}
+	h := start(t, cfg, llmtest.Scenario{Name: "note", Match: "save a note", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "save_note", Arguments: `{"text":"hi"}`}}}, text("saved")}})
+	res, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "save a note"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, "c1")
+	modify := func(text string) error {
+		_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY, ModifiedArguments: mustStruct(t, map[string]any{"text": text})})
+		return err
+	}
+	const want = "modified_arguments: at most 262144 bytes encoded, got 2097"
+	if err := modify(strings.Repeat("x", 2<<20)); status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), want) {
+		t.Fatalf("err = %v, want INVALID_ARGUMENT mentioning %q", err, want)
+	}
+	// The call still waits, and arguments within the limit are taken.
+	if err := modify(strings.Repeat("x", 200<<10)); err != nil {
+		t.Fatalf("arguments within the limit: %v", err)
+	}
+}

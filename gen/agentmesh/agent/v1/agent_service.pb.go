@@ -242,7 +242,7 @@ type ResolveApprovalRequest struct {
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// Approve, reject or modify.
 	Decision ApprovalDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=agentmesh.agent.v1.ApprovalDecision" json:"decision,omitempty"`
-	// The arguments to use instead (MODIFY).
+	// The arguments to use instead (MODIFY); at most 256 KiB encoded.
 	ModifiedArguments *structpb.Struct `protobuf:"bytes,4,opt,name=modified_arguments,json=modifiedArguments,proto3" json:"modified_arguments,omitempty"`
 	// The person's reason, shown to the model on rejection (and in the final report when the
 	// rejection ends the run); at most 64 KiB.
