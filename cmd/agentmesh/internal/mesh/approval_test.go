@@ -381,7 +381,8 @@ func TestStreamRunAgainEndsAtThePause(t *testing.T) {
 // (README, "Limits"), and one over its limit is INVALID_ARGUMENT naming the field, the call
 // still waiting for a decision. They were taken as they came, and one too large for a NATS
 // message failed when the input was stored: UNAVAILABLE, a STORAGE_ERROR marked retryable,
-// which a retry met again.
+// which a retry met again; and feedback of any size went into the agentmesh.await_approval
+// span's agentmesh.detail, a span larger than an OTLP export request takes, losing its batch.
 func TestInputsOverTheirLimits(t *testing.T) {
 	h := approvalMesh(t, llmtest.Scenario{Name: "big", Match: "big inputs", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
 	res, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "big inputs"})

@@ -189,28 +189,3 @@ func TestAnOverriddenModelNameIsBounded(t *testing.T) {
 		}
 	}
 }
-
-// TestApprovalFeedbackIsBounded: a decision's feedback is at most 64 KiB, as a message or an
-// answer is; a longer one is INVALID_ARGUMENT naming the field and the limit, and the run
-// still waits for a decision. The feedback goes to the model, the transcript, the run's
-// events and the agentmesh.await_approval span's agentmesh.detail: one of any size (up to the
-// gRPC message limit) made a span larger than an OTLP export request takes, and the batch it
-// was in was lost.
-func TestApprovalFeedbackIsBounded(t *testing.T) {
-	h := approvalMesh(t, llmtest.Scenario{Name: "reject", Match: "reject it", Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("ok, I won't")}})
-	res := h.run(t, &agentv1.RunRequest{Message: "reject it"})
-	paused(t, res, "c1")
-	_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
-		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: strings.Repeat("f", 100<<10)})
-	if status.Code(err) != grpccodes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "feedback: at most 65536 bytes, got 102400") {
-		t.Fatalf("ResolveApproval with 100 KiB of feedback: %v, want INVALID_ARGUMENT naming feedback and its limit", err)
-	}
-	if got, err := h.client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil || got.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
-		t.Errorf("GetRun after the refused decision = %v, %v; want the run still waiting", got.GetOutcome(), err)
-	}
-	h.resolve(t, &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
-		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT, Feedback: strings.Repeat("f", 64<<10)})
-	if final, _ := h.finish(t, res.GetRunId()); !final.GetSuccess() {
-		t.Errorf("outcome %s %s after a rejection with 64 KiB of feedback", final.GetOutcome(), final.GetExitReason())
-	}
-}
