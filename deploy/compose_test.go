@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"gopkg.in/yaml.v3"
@@ -34,6 +36,9 @@ type composeService struct {
 	Environment map[string]string           `yaml:"environment"`
 	Healthcheck *composeHealthcheck         `yaml:"healthcheck"`
 	DependsOn   map[string]composeCondition `yaml:"depends_on"`
+	// StopGracePeriod is how long Compose waits after SIGTERM before it kills the container;
+	// empty means 10s.
+	StopGracePeriod string `yaml:"stop_grace_period"`
 }
 
 type composeBuild struct {
@@ -158,7 +163,15 @@ func checkComposeService(t *testing.T, f composeFile, dev *rendered, name string
 		names = append(names, k)
 	}
 	checkEnvRead(t, "docker-compose.yml's "+name, name, names, refs)
-	checkConfigLoads(t, name, root, s.Environment)
+	cfg := checkConfigLoads(t, name, root, s.Environment)
+	// The action stage's calls in flight may take as long as a tool does: Compose's default
+	// 10s would cut them off on every `docker compose stop`, `up` of a new image or `down`.
+	if name == "action" {
+		grace, err := time.ParseDuration(cmp.Or(s.StopGracePeriod, "10s"))
+		if want := drainTimeout(t, name, cfg, s.Environment) + spanFlush; err != nil || grace <= want {
+			t.Errorf("%s: stop_grace_period %q, want more than the %v the binary may take to stop", name, s.StopGracePeriod, want)
+		}
+	}
 
 	d := dev.deployments[name]
 	if d == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/action"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -282,9 +283,10 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 		}
 	}
 
-	grace := server.DefaultDrainTimeout + spanFlush
+	drain := drainTimeout(t, name, cfg, env)
+	grace := drain + spanFlush
 	if name == "orchestrator" {
-		grace += server.DefaultDrainTimeout // it hands its runs off first
+		grace += drain // it hands its runs off first
 	}
 	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= grace {
 		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than the %v the binary may take to stop", name, g, grace)
@@ -298,6 +300,28 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("%s: no cpu request or memory limit", name)
 	}
+}
+
+// drainTimeout is how long the binary name, with the configuration cfg (nil when it did not
+// load) and the environment env, lets its calls in flight finish after SIGTERM, as server.Main
+// decides: DRAIN_TIMEOUT_MS, else the action stage's own (action.DrainTimeout), else
+// server.DefaultDrainTimeout.
+func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]string) time.Duration {
+	t.Helper()
+	if v, ok := env["DRAIN_TIMEOUT_MS"]; ok {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 1 {
+			t.Errorf("%s: DRAIN_TIMEOUT_MS=%q is not a positive number of milliseconds", name, v)
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	if name == "action" {
+		if cfg == nil {
+			cfg = config.Default()
+		}
+		return action.DrainTimeout(cfg)
+	}
+	return server.DefaultDrainTimeout
 }
 
 // checkTarget checks that the address hostport that the Deployment from dials in variable k is

@@ -1,6 +1,8 @@
 // Command action serves agentmesh's ActionService (agentmesh.action.v1) on LISTEN_ADDR (default
 // :7005), with MEMORY_ADDR for knowledge_search, NATS_URL for the call ledger, AGENTMESH_CONFIG.
 // Health is NOT_SERVING while the call ledger's NATS server is unreachable: no call runs then.
+// Stopping, it takes no new call and lets those in flight finish for up to action.DrainTimeout
+// (the default tool timeout and 5 s; DRAIN_TIMEOUT_MS sets another).
 package main
 
 import (
@@ -35,6 +37,6 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, errors.Join(err, stop()))
 		}
-		return server.WithClose(svc, stop), nil
+		return server.WithClose(server.WithDrainTimeout(svc, action.DrainTimeout(cfg)), stop), nil
 	})
 }

@@ -29,6 +29,27 @@ type Registrar interface {
 	Register(g grpc.ServiceRegistrar)
 }
 
+// WithDrainTimeout returns r with a drain timeout of its own: stopping, Main lets its calls in
+// flight finish for up to d (and a Drainer's Drain run for up to d), where other services get
+// DefaultDrainTimeout. DRAIN_TIMEOUT_MS, when set, takes the place of either.
+func WithDrainTimeout(r Registrar, d time.Duration) Registrar {
+	return draining{Registrar: r, timeout: d}
+}
+
+// drainTimer is a Registrar with a drain timeout of its own (WithDrainTimeout).
+type drainTimer interface {
+	DrainTimeout() time.Duration
+}
+
+type draining struct {
+	Registrar
+	timeout time.Duration
+}
+
+func (d draining) DrainTimeout() time.Duration { return d.timeout }
+
+func (d draining) Unwrap() Registrar { return d.Registrar }
+
 // Drainer is a service with work of its own to wind down when the process is told to stop,
 // before the server drains its RPCs: e.g. the orchestrator hands its runs off to other
 // replicas, which ends the RPCs waiting on them. Drain gets a context that ends with the
@@ -44,9 +65,12 @@ type Drainer interface {
 // tls.key), sets up tracing for "agentmesh-"+name, serves the process's metrics as Prometheus
 // text on METRICS_ADDR (path /metrics; none when it is unset), builds the service with the
 // configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then
-// drains and flushes the spans. The server accepts messages of up to grpc.max_message_bytes.
+// drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else the service's own drain
+// timeout, WithDrainTimeout, else DefaultDrainTimeout) and flushes the spans. The server
+// accepts messages of up to grpc.max_message_bytes.
 // The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
-// (LISTEN_ADDR and METRICS_ADDR included: host:port, a port from 0 to 65535) exits 4; a build error exits with its exitcode.Of code (1 unless it carries one); a listen
+// (LISTEN_ADDR and METRICS_ADDR included: host:port, a port from 0 to 65535; DRAIN_TIMEOUT_MS
+// too) exits 4; a build error exits with its exitcode.Of code (1 unless it carries one); a listen
 // failure (gRPC or metrics) exits 3.
 //
 // With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
@@ -110,6 +134,11 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 			return exitcode.Invalid // not unavailable (3), as an address in use is
 		}
 	}
+	drain, err := drainTimeout()
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return exitcode.Invalid
+	}
 	if err := secure(&opts, public, cfg, log); err != nil {
 		log.Error("security", "err", err)
 		return exitcode.Of(err)
@@ -147,7 +176,13 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 		}()
 	}
 
-	opts.TracerProvider, opts.MeterProvider, opts.Health = tp, mp, healthOf(svc)
+	if drain == 0 {
+		drain = DefaultDrainTimeout
+		if d, ok := as[drainTimer](svc); ok {
+			drain = d.DrainTimeout()
+		}
+	}
+	opts.TracerProvider, opts.MeterProvider, opts.Health, opts.DrainTimeout = tp, mp, healthOf(svc), drain
 	srv := New(opts)
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {
@@ -162,7 +197,7 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 	stop() // a second signal now ends the process at once
 	if d, ok := as[Drainer](svc); ok {
 		srv.health.Shutdown() // load balancers move away while the service winds down
-		dctx, cancel := context.WithTimeout(context.Background(), DefaultDrainTimeout)
+		dctx, cancel := context.WithTimeout(context.Background(), drain)
 		d.Drain(dctx)
 		cancel()
 	}
@@ -198,6 +233,24 @@ func loadConfig() (*config.Config, error) {
 	}
 	return cfg, nil
 }
+
+// drainTimeout returns the drain timeout DRAIN_TIMEOUT_MS sets, in milliseconds: 0 when it is
+// unset, and an error wrapping config.ErrInvalid unless it is a positive number of
+// milliseconds of at most a day.
+func drainTimeout() (time.Duration, error) {
+	v := os.Getenv("DRAIN_TIMEOUT_MS")
+	if v == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 1 || ms > maxDrainTimeout.Milliseconds() {
+		return 0, fmt.Errorf("%w: DRAIN_TIMEOUT_MS: %q is not a number of milliseconds from 1 to %d", config.ErrInvalid, v, maxDrainTimeout.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// maxDrainTimeout bounds DRAIN_TIMEOUT_MS: no process waits longer than a day to stop.
+const maxDrainTimeout = 24 * time.Hour
 
 // Env returns the value of the environment variable key, or def when it is unset or empty.
 func Env(key, def string) string {

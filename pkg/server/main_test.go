@@ -65,6 +65,9 @@ func TestRunExitCodes(t *testing.T) {
 		{"missing configuration file", map[string]string{"AGENTMESH_CONFIG": "/nonexistent/agentmesh.yaml"}, ok, exitcode.Invalid},
 		{"message limit not a number", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32MiB"}, ok, exitcode.Invalid},
 		{"message limit too small", map[string]string{"GRPC_MAX_MESSAGE_BYTES": "32"}, ok, exitcode.Invalid},
+		{"drain timeout not a number", map[string]string{"DRAIN_TIMEOUT_MS": "45s"}, ok, exitcode.Invalid},
+		{"no drain timeout", map[string]string{"DRAIN_TIMEOUT_MS": "0"}, ok, exitcode.Invalid},
+		{"drain timeout over a day", map[string]string{"DRAIN_TIMEOUT_MS": "86400001"}, ok, exitcode.Invalid},
 		{"reachable from other hosts without authentication", map[string]string{"LISTEN_ADDR": "0.0.0.0:0"}, ok, exitcode.Invalid},
 		{"every interface without authentication", map[string]string{"LISTEN_ADDR": ":0"}, ok, exitcode.Invalid},
 		{"mesh CA without a certificate", map[string]string{"TLS_CA": dev.ca}, ok, exitcode.Invalid},
@@ -85,6 +88,7 @@ func TestRunExitCodes(t *testing.T) {
 			t.Setenv("METRICS_WEB_CONFIG", "")
 			t.Setenv("AGENTMESH_CONFIG", "")
 			t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
+			t.Setenv("DRAIN_TIMEOUT_MS", "")
 			t.Setenv("AGENTMESH_INSECURE", "")
 			t.Setenv("TLS_CA", "")
 			t.Setenv("TLS_CERT", "")
@@ -108,6 +112,7 @@ func listenOnFreeAddr(t *testing.T) string {
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	t.Setenv("LISTEN_ADDR", addr)
 	t.Setenv("METRICS_ADDR", "")
+	t.Setenv("DRAIN_TIMEOUT_MS", "")
 	t.Setenv("AGENTMESH_CONFIG", "")
 	t.Setenv("GRPC_MAX_MESSAGE_BYTES", "")
 	t.Setenv("TLS_CA", "")
@@ -403,5 +408,77 @@ func TestRunRefusesArgumentsItDoesNotTake(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("planning %q serves instead of exiting %d", tc.args, tc.want)
 		}
+	}
+}
+
+// holder is a Registrar whose one method, /test.Holder/Hold, holds every call until the
+// server cancels it.
+type holder struct{ started chan struct{} }
+
+func (h holder) Register(g grpc.ServiceRegistrar) {
+	g.RegisterService(&grpc.ServiceDesc{ServiceName: "test.Holder", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{
+		MethodName: "Hold",
+		Handler: func(_ any, ctx context.Context, _ func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			close(h.started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	}}}, h)
+}
+
+// TestRunDrainsForTheTimeoutItIsGiven: stopping, run cuts a call that never ends off at the
+// end of the drain DRAIN_TIMEOUT_MS sets, over the service's own (WithDrainTimeout), and at
+// the end of the service's own without it, not after DefaultDrainTimeout.
+func TestRunDrainsForTheTimeoutItIsGiven(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		own       time.Duration
+	}{
+		{"DRAIN_TIMEOUT_MS over the service's own", "100", time.Hour},
+		{"the service's own", "", 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := listenOnFreeAddr(t)
+			t.Setenv("DRAIN_TIMEOUT_MS", tc.env)
+			h := holder{started: make(chan struct{})}
+			exited := make(chan int, 1)
+			go func() {
+				exited <- run("action", "127.0.0.1:0", false, nil, func(context.Context, *config.Config) (Registrar, error) {
+					return WithDrainTimeout(h, tc.own), nil
+				})
+			}()
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpctest.RawCodec{})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			held := make(chan error, 1)
+			go func() {
+				var req, reply []byte
+				held <- conn.Invoke(t.Context(), "/test.Holder/Hold", &req, &reply, grpc.WaitForReady(true))
+			}()
+			select {
+			case <-h.started:
+			case err := <-held:
+				t.Fatalf("the held call ended before it was held: %v", err)
+			}
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			timer := time.NewTimer(DefaultDrainTimeout)
+			defer timer.Stop()
+			select {
+			case code := <-exited:
+				if code != exitcode.OK {
+					t.Errorf("exit code = %d, want 0", code)
+				}
+			case <-timer.C:
+				t.Fatalf("run still drains a call that never ends %s after SIGTERM", DefaultDrainTimeout)
+			}
+			if err := <-held; status.Code(err) != codes.Unavailable {
+				t.Errorf("the call cut off by the drain's end: %v, want UNAVAILABLE", err)
+			}
+		})
 	}
 }

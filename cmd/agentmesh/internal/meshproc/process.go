@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// exitTimeout bounds how long Kill and Stop wait for a process to exit; it is longer than a
-// server's drain (pkg/server.DefaultDrainTimeout).
-const exitTimeout = 30 * time.Second
+// exitTimeout bounds how long Kill, Stop and Wait wait for a process to exit; it is longer
+// than any service's drain (pkg/server.DefaultDrainTimeout; the action stage's,
+// action.DrainTimeout, is the default tool timeout and 5 s).
+const exitTimeout = time.Minute
 
 // Process is one process of a mesh — the NATS server, a stage or an orchestrator replica — that
 // a test kills with real signals and starts again with the same command line and environment.
@@ -117,6 +118,13 @@ func (p *Process) Kill(t testing.TB) {
 func (p *Process) Stop(t testing.TB) error {
 	t.Helper()
 	p.Signal(t, syscall.SIGTERM)
+	return p.wait(t)
+}
+
+// Wait waits until the process last started has exited, as after a signal the test sent with
+// Signal, and returns its exit error: nil when it exited with status 0.
+func (p *Process) Wait(t testing.TB) error {
+	t.Helper()
 	return p.wait(t)
 }
 
