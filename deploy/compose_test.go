@@ -164,13 +164,16 @@ func checkComposeService(t *testing.T, f composeFile, dev *rendered, name string
 	}
 	checkEnvRead(t, "docker-compose.yml's "+name, name, names, refs)
 	cfg := checkConfigLoads(t, name, root, s.Environment)
-	// The action stage's calls in flight may take as long as a tool does: Compose's default
-	// 10s would cut them off on every `docker compose stop`, `up` of a new image or `down`.
-	if name == "action" {
-		grace, err := time.ParseDuration(cmp.Or(s.StopGracePeriod, "10s"))
-		if want := drainTimeout(t, name, cfg, s.Environment) + spanFlush; err != nil || grace <= want {
-			t.Errorf("%s: stop_grace_period %q, want more than the %v the binary may take to stop", name, s.StopGracePeriod, want)
-		}
+	// Compose kills a container 10s after SIGTERM unless stop_grace_period says otherwise: on
+	// every `docker compose stop`, `down` or `up` of a new image, a binary must have the time
+	// to drain (the orchestrator to hand its runs off first) and flush its spans.
+	drain := drainTimeout(t, name, cfg, s.Environment)
+	want := drain + spanFlush
+	if name == "orchestrator" {
+		want += drain
+	}
+	if grace, err := time.ParseDuration(cmp.Or(s.StopGracePeriod, "10s")); err != nil || grace <= want {
+		t.Errorf("%s: stop_grace_period %q, want more than the %v the binary may take to stop", name, s.StopGracePeriod, want)
 	}
 
 	d := dev.deployments[name]
