@@ -2,7 +2,7 @@ package events
 
 import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 )
 
 // StreamName is the JetStream stream that keeps every run's events.
@@ -12,7 +12,7 @@ const StreamName = "AGENTMESH_RUNS"
 const subjectPrefix = "agentmesh.run."
 
 // MaxRunIDLength is the longest run id accepted, in bytes.
-const MaxRunIDLength = 128
+const MaxRunIDLength = runid.MaxBytes
 
 // kindOneof describes the kind oneof of RunEvent.
 var kindOneof = (&eventv1.RunEvent{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
@@ -42,28 +42,8 @@ func Kind(ev *eventv1.RunEvent) string {
 }
 
 // ValidRunID returns an INVALID_INPUT error saying what is wrong with id, or nil when id is a
-// non-empty run id of at most MaxRunIDLength letters, digits, '_' and '-'. Other characters
-// ('.', '*', '>', spaces) would break the run's subjects.
+// non-empty run id of at most MaxRunIDLength letters, digits, '_' and '-' (runid.Check).
+// Other characters ('.', '*', '>', spaces) would break the run's subjects.
 func ValidRunID(id string) error {
-	if id == "" {
-		return stageerr.Invalid("run id must not be empty")
-	}
-	if len(id) > MaxRunIDLength {
-		return stageerr.Invalid("run id is %d bytes long; at most %d are allowed", len(id), MaxRunIDLength)
-	}
-	for i, r := range id {
-		if !runIDRune(r) {
-			return stageerr.Invalid("run id %q contains %q at byte %d; only letters, digits, '_' and '-' are allowed", id, r, i)
-		}
-	}
-	return nil
-}
-
-// runIDRune reports whether r may appear in a run id.
-func runIDRune(r rune) bool {
-	switch {
-	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-		return true
-	}
-	return false
+	return runid.Check(id)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -114,6 +115,19 @@ var generationCases = []testCase{
 				Target:   &typev1.Target{Provider: "no-such-provider", Model: "m"},
 				Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
 			return wantInvalid(err, "provider")
+		}},
+	{"model-name-over-limit", "a target model name of 257 bytes is INVALID_ARGUMENT naming target.model",
+		func(ctx context.Context, k *kit) error {
+			_, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{RunId: k.id("run"),
+				Target:   &typev1.Target{Provider: rulesTarget.GetProvider(), Model: strings.Repeat("m", 257)},
+				Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
+			return wantInvalid(err, "target.model")
+		}},
+	{"run-id-over-limit", "a run_id of 129 bytes is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{RunId: strings.Repeat("r", 129),
+				Target: rulesTarget, Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
+			return wantInvalid(err, "run_id")
 		}},
 	{"empty-embed-inputs", "Embed without inputs is INVALID_ARGUMENT naming inputs",
 		func(ctx context.Context, k *kit) error {

@@ -30,6 +30,10 @@ func TestInvalidInput(t *testing.T) {
 		{"message without role", request("rules", "m", user("x"), &typev1.Message{Content: "?"}), "messages[1] has no role"},
 		{"tool without name", withTools, "tools[1] has no name"},
 		{"tool choice neither a mode nor an offered tool", badChoice, `tool_choice "requried" must be auto, required, none or the name of an offered tool (search)`},
+		{"provider name over 256 bytes", request(strings.Repeat("p", 257), "m", user("x")), "target.provider: at most 256 bytes, got 257"},
+		{"model name over 256 bytes", request("rules", strings.Repeat("m", 257), user("x")), "target.model: at most 256 bytes, got 257"},
+		{"run id over 128 bytes", withRunID(strings.Repeat("r", 129)), "run_id: run id is 129 bytes long; at most 128 are allowed"},
+		{"run id with a dot", withRunID("run.1"), `run_id: run id "run.1" contains '.' at byte 3`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.Generate(t.Context(), tc.req)
@@ -59,6 +63,8 @@ func TestInvalidInput(t *testing.T) {
 		{"embed without inputs", &generationv1.EmbedRequest{Target: &typev1.Target{Provider: "rules", Model: "m"}}, "inputs must not be empty"},
 		{"embed with unknown provider", &generationv1.EmbedRequest{Target: &typev1.Target{Provider: "x", Model: "m"}, Inputs: []string{"a"}}, `unknown provider "x"`},
 		{"embed without model", &generationv1.EmbedRequest{Target: &typev1.Target{Provider: "rules"}, Inputs: []string{"a"}}, "target.model must not be empty"},
+		{"embed with a provider name over 256 bytes", &generationv1.EmbedRequest{Target: &typev1.Target{Provider: strings.Repeat("p", 257), Model: "m"}, Inputs: []string{"a"}}, "target.provider: at most 256 bytes, got 257"},
+		{"embed with a model name over 256 bytes", &generationv1.EmbedRequest{Target: &typev1.Target{Provider: "rules", Model: strings.Repeat("m", 257)}, Inputs: []string{"a"}}, "target.model: at most 256 bytes, got 257"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := client.Embed(t.Context(), tc.req)
@@ -66,6 +72,28 @@ func TestInvalidInput(t *testing.T) {
 				t.Errorf("message = %q, want %q", se.Msg, tc.want)
 			}
 		})
+	}
+}
+
+// withRunID is a valid request to the rules provider for run id.
+func withRunID(id string) *generationv1.GenerateRequest {
+	req := request("rules", "m", user("x"))
+	req.RunId = id
+	return req
+}
+
+// TestLimitsAccepted: names at the limits are taken (the model's name is the rules provider's
+// to ignore), and so is a request for no run.
+func TestLimitsAccepted(t *testing.T) {
+	client := serveProviders(t, map[string]generation.Provider{strings.Repeat("p", 256): generation.NewRules()})
+	for _, req := range []*generationv1.GenerateRequest{
+		request(strings.Repeat("p", 256), strings.Repeat("m", 256), user("hello")),
+		{RunId: strings.Repeat("r", 128), Target: &typev1.Target{Provider: strings.Repeat("p", 256), Model: "m"}, Messages: []*typev1.Message{user("hello")}},
+		{Target: &typev1.Target{Provider: strings.Repeat("p", 256), Model: "m"}, Messages: []*typev1.Message{user("hello")}},
+	} {
+		if _, err := client.Generate(t.Context(), req); err != nil {
+			t.Errorf("run id of %d bytes, model of %d: %v", len(req.GetRunId()), len(req.GetTarget().GetModel()), err)
+		}
 	}
 }
 

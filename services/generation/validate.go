@@ -6,8 +6,14 @@ import (
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
+
+// maxTargetNameBytes is the longest provider or model name a target may give, as the public
+// API's overrides.targets: the model names the chat span ("chat <model>") and labels the
+// metrics, which a name of megabytes would make larger than an OTLP export request takes.
+const maxTargetNameBytes = 256
 
 // validate checks a generate request and returns the provider its target names. A
 // tool_choice that is neither a mode nor the name of an offered tool is refused here (without
@@ -16,6 +22,10 @@ import (
 func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) {
 	if len(req.GetMessages()) == 0 {
 		return nil, invalid("messages must not be empty")
+	}
+	// A request for no run (run_id empty) is taken: the run only scopes tracing and caching.
+	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
+		return nil, invalid("%v", err)
 	}
 	p, err := s.provider(req.GetTarget())
 	if err != nil {
@@ -43,9 +53,15 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 	return p, nil
 }
 
-// provider returns the provider a target names.
+// provider returns the provider a target names. Names over maxTargetNameBytes are refused
+// before any is quoted in an error.
 func (s *Service) provider(target *typev1.Target) (Provider, error) {
 	name := target.GetProvider()
+	for _, f := range []struct{ field, value string }{{"target.provider", name}, {"target.model", target.GetModel()}} {
+		if n := len(f.value); n > maxTargetNameBytes {
+			return nil, invalid("%s: at most %d bytes, got %d", f.field, maxTargetNameBytes, n)
+		}
+	}
 	p, ok := s.providers[name]
 	switch {
 	case name == "":

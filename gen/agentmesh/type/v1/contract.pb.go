@@ -252,9 +252,10 @@ func (Surface) EnumDescriptor() ([]byte, []int) {
 // Target is one provider/model pair that LLM attempts cycle through.
 type Target struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Provider name from configuration (e.g. "rules", "local", "openai").
+	// Provider name from configuration (e.g. "rules", "local", "openai"); at most 256 bytes.
 	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Model name passed to the provider.
+	// Model name passed to the provider; at most 256 bytes (it names the generation stage's
+	// chat span and labels its metrics).
 	Model         string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
