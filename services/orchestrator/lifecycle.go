@@ -21,6 +21,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
@@ -113,17 +115,17 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 			err = s.checkClaim(ctx, r)
 		}
 		if err != nil {
+			refused := refusal(err, runID)
+			if e := stageerr.As(refused); e != nil {
+				// Refused, not answered with another run: the span says why, as a failed run's.
+				r.span.SetAttributes(semconv.ErrorTypeKey.String(stageerr.CodeName(e.Code)))
+				r.span.SetStatus(codes.Error, e.Error())
+			}
 			r.span.End()
 			r.timer.Stop()
 			r.cancel(err)
 			s.unreserve(ctx, r)
-			if errors.As(err, new(existingRun)) || errors.Is(err, errKeyFreed) {
-				return nil, nil, err
-			}
-			if errors.Is(err, runstore.ErrExists) {
-				return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
-			}
-			return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
+			return nil, nil, refused
 		}
 		r.head = head
 	}
@@ -132,6 +134,19 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		return nil, nil, errMoved(r.id)
 	}
 	return r, runCtx, nil
+}
+
+// refusal is start's answer to err, the failure to store a new run runID: existingRun and
+// errKeyFreed as they are (the caller answers with the run the key names, or starts again), a
+// run id in use ALREADY_EXISTS, anything else STORAGE_ERROR.
+func refusal(err error, runID string) error {
+	switch {
+	case errors.As(err, new(existingRun)) || errors.Is(err, errKeyFreed):
+		return err
+	case errors.Is(err, runstore.ErrExists):
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS, "run %q already exists", runID)
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR, "storing run %q: %w", runID, err)
 }
 
 // reserve claims the run's idempotency key in the store; a key that names another run is

@@ -189,3 +189,47 @@ func TestAnOverriddenModelNameIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedRunsSpanSaysWhy: a Run refused after its agentmesh.run span started (its id
+// names a run the store keeps: ALREADY_EXISTS) ends the span with status Error and error.type,
+// the refusal's code, as a failed run's does; it ended with no status, so the refused start
+// looked like a run that went well.
+func TestARefusedRunsSpanSaysWhy(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "hi", Match: "*", Turns: []llmtest.Turn{text("hello"), text("hello")}})
+	first := h.run(t, &agentv1.RunRequest{Message: "hello", RunId: "refused-span-run"})
+	if !first.GetSuccess() {
+		t.Fatalf("first run: %s %s", first.GetOutcome(), first.GetExitReason())
+	}
+	_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hello", RunId: "refused-span-run"})
+	if status.Code(err) != grpccodes.AlreadyExists {
+		t.Fatalf("Run with the id of a finished run: %v, want ALREADY_EXISTS", err)
+	}
+	var refused sdktrace.ReadOnlySpan
+	if !eventually(t, 10*time.Second, func() bool {
+		for _, s := range h.recorder.Spans() {
+			if s.Name() == "agentmesh.run" && s.SpanContext().TraceID().String() != first.GetTraceId() && spanAttr(s, "agentmesh.run.id") == "refused-span-run" {
+				refused = s
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no agentmesh.run span of the refused start")
+	}
+	if refused.Status().Code != codes.Error {
+		t.Errorf("agentmesh.run of the refused start: status %v, want Error", refused.Status())
+	}
+	if got := spanAttr(refused, "error.type"); got != "ALREADY_EXISTS" {
+		t.Errorf("agentmesh.run of the refused start: error.type = %q, want ALREADY_EXISTS", got)
+	}
+}
+
+// spanAttr is the string value of the span's attribute key, "" when it has none.
+func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
