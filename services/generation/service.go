@@ -148,6 +148,7 @@ func final(resp *generationv1.GenerateResponse) *generationv1.GenerateStreamResp
 func (s *Service) generate(ctx context.Context, p Provider, req *generationv1.GenerateRequest, onDelta func(*generationv1.Delta) error) (*generationv1.GenerateResponse, error) {
 	ctx, c, preq := s.beginChat(ctx, p, req, onDelta != nil)
 	defer c.measured.done(ctx)
+	defer endOnPanic(c.span, p)
 	var (
 		raw *Response
 		err error
@@ -271,6 +272,7 @@ func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*g
 	ctx, span := s.startEmbed(ctx, p, model)
 	ctx, measured := s.metrics.begin(ctx, genaiconv.OperationNameEmbeddings, p.Name(), model)
 	defer measured.done(ctx)
+	defer endOnPanic(span, p)
 	out, err := p.Embed(ctx, model, req.GetInputs())
 	if err == nil && out == nil {
 		out = &Embeddings{}

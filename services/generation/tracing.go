@@ -3,6 +3,7 @@ package generation
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -68,6 +69,16 @@ func (s *Service) startEmbed(ctx context.Context, p Provider, model string) (con
 		semconv.GenAIProviderNameKey.String(p.Name()),
 		semconv.GenAIRequestModel(model),
 	))
+}
+
+// endOnPanic, deferred by a call to provider p, ends the call's span with an error when p
+// panics, and panics on: the server recovers the panic (the call fails with INTERNAL), and the
+// span would otherwise never end. Ending an ended span again does nothing.
+func endOnPanic(span trace.Span, p Provider) {
+	if r := recover(); r != nil {
+		endWithError(span, fmt.Errorf("provider %s panicked: %v", p.Name(), r))
+		panic(r)
+	}
 }
 
 // endWithError records err, if any, with an error.type attribute, and ends the span.

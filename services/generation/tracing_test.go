@@ -1,17 +1,22 @@
 package generation_test
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // attrs indexes a span's attributes by key.
@@ -127,5 +132,53 @@ func TestMaxTokensSpanError(t *testing.T) {
 	s := rec.Ended()[0]
 	if attrs(s)["error.type"].AsString() != "MAX_TOKENS_EXCEEDED" || attrs(s)["gen_ai.response.finish_reasons"].AsStringSlice()[0] != "length" {
 		t.Errorf("span attributes %v", s.Attributes())
+	}
+}
+
+// panicking is a provider of Go code that panics on every call.
+type panicking struct{}
+
+func (panicking) Name() string { return "panicking" }
+func (panicking) Complete(context.Context, *generation.Request) (*generation.Response, error) {
+	panic("provider bug")
+}
+func (panicking) Stream(context.Context, *generation.Request, func(*generationv1.Delta) error) (*generation.Response, error) {
+	panic("provider bug")
+}
+func (panicking) Embed(context.Context, string, []string) (*generation.Embeddings, error) {
+	panic("provider bug")
+}
+
+// TestAProviderPanicEndsItsSpan: a provider that panics fails the call with INTERNAL (the
+// server recovers the panic), and its chat or embeddings span ends with status Error and
+// error.type; the span never ended, so the call was missing from its trace.
+func TestAProviderPanicEndsItsSpan(t *testing.T) {
+	tp, rec := recorder(t)
+	p, err := server.NewInProcess(server.Options{Name: "generation", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	generation.New(generation.Options{Providers: map[string]generation.Provider{"bad": panicking{}}, TracerProvider: tp}).Register(p)
+	t.Cleanup(func() { p.Shutdown(context.WithoutCancel(t.Context())) })
+	client := generationv1.NewGenerationServiceClient(dial.InProcess(p.Channel()))
+
+	req := request("bad", "m", user("x"))
+	if _, err := client.Generate(t.Context(), req); status.Code(err) != grpccodes.Internal {
+		t.Fatalf("Generate: %v, want INTERNAL", err)
+	}
+	if _, _, err := streamAll(t, client, request("bad", "m", user("x"))); status.Code(err) != grpccodes.Internal {
+		t.Fatalf("GenerateStream: %v, want INTERNAL", err)
+	}
+	if _, err := client.Embed(t.Context(), &generationv1.EmbedRequest{Target: req.GetTarget(), Inputs: []string{"x"}}); status.Code(err) != grpccodes.Internal {
+		t.Fatalf("Embed: %v, want INTERNAL", err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans ended, want 3 (chat, chat, embeddings)", len(spans))
+	}
+	for _, s := range spans {
+		if s.Status().Code != codes.Error || attrs(s)["error.type"].AsString() == "" {
+			t.Errorf("span %q: status %v, error.type %q; want Error with an error.type", s.Name(), s.Status(), attrs(s)["error.type"].AsString())
+		}
 	}
 }
