@@ -746,3 +746,56 @@ func TestSizeLimits(t *testing.T) {
 		grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.field+": at most ")
 	}
 }
+
+// TestRunLimits: every call that names a run takes a run id as the README allows (letters,
+// digits, '_' and '-', at most 128 bytes) and refuses any other with INVALID_ARGUMENT naming the
+// field and the rule, and SaveRun, as every call of the stage, a user_id over 256 bytes; they
+// were stored, keyed and traced whatever their size.
+func TestRunLimits(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	ctx := t.Context()
+	atLimit := strings.Repeat("r", 128)
+	if _, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: atLimit, Entries: chain(1, "", 1)}); err != nil {
+		t.Fatalf("AppendTranscript with a run id at the limit: %v", err)
+	}
+	if _, err := c.SaveRun(ctx, &memoryv1.SaveRunRequest{UserId: strings.Repeat("u", memory.MaxUserIDBytes), Result: &typev1.RunResult{RunId: atLimit}}); err != nil {
+		t.Fatalf("SaveRun with a run id and a user_id at the limits: %v", err)
+	}
+	if _, err := c.GetRun(ctx, &memoryv1.GetRunRequest{RunId: atLimit}); err != nil {
+		t.Fatalf("GetRun with a run id at the limit: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"AppendTranscript with a run id over 128 bytes", func() error {
+			_, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: atLimit + "r", Entries: chain(1, "", 1)})
+			return err
+		}, "run_id: run id is 129 bytes long; at most 128 are allowed"},
+		{"AppendTranscript with a dotted run id", func() error {
+			_, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "a.b", Entries: chain(1, "", 1)})
+			return err
+		}, `run_id: run id "a.b" contains '.' at byte 1`},
+		{"SaveRun with a run id over 128 bytes", func() error {
+			_, err := c.SaveRun(ctx, &memoryv1.SaveRunRequest{Result: &typev1.RunResult{RunId: atLimit + "r"}})
+			return err
+		}, "result.run_id: run id is 129 bytes long"},
+		{"SaveRun with a user_id over 256 bytes", func() error {
+			_, err := c.SaveRun(ctx, &memoryv1.SaveRunRequest{UserId: strings.Repeat("u", memory.MaxUserIDBytes+1), Result: &typev1.RunResult{RunId: "r"}})
+			return err
+		}, "user_id: at most 256 bytes, got 257"},
+		{"GetRun with a run id over 128 bytes", func() error {
+			_, err := c.GetRun(ctx, &memoryv1.GetRunRequest{RunId: atLimit + "r"})
+			return err
+		}, "run_id: run id is 129 bytes long"},
+		{"GetRun with a run id with a space", func() error {
+			_, err := c.GetRun(ctx, &memoryv1.GetRunRequest{RunId: "a b"})
+			return err
+		}, `run_id: run id "a b" contains ' '`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			grpctest.WantStageError(t, tc.call(), codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.want)
+		})
+	}
+}

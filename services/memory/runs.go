@@ -6,6 +6,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
@@ -16,8 +17,8 @@ func (s *Service) AppendTranscript(ctx context.Context, req *memoryv1.AppendTran
 	if err := s.orchestratorOnly(ctx, "AppendTranscript"); err != nil {
 		return nil, err
 	}
-	if req.GetRunId() == "" {
-		return nil, stageerr.Invalid("run_id must not be empty")
+	if err := checkRun("run_id", req.GetRunId()); err != nil {
+		return nil, err
 	}
 	if len(req.GetEntries()) == 0 {
 		return nil, stageerr.Invalid("entries must not be empty")
@@ -43,13 +44,17 @@ func (s *Service) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*m
 	if err := s.orchestratorOnly(ctx, "SaveRun"); err != nil {
 		return nil, err
 	}
+	// A run may be saved for no user (empty user_id), never for one of any size.
+	if n := len(req.GetUserId()); n > MaxUserIDBytes {
+		return nil, stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	}
 	user, err := s.actingUser(ctx, req.GetUserId())
 	if err != nil {
 		return nil, err
 	}
 	runID := req.GetResult().GetRunId()
-	if runID == "" {
-		return nil, stageerr.Invalid("result.run_id must not be empty")
+	if err := checkRun("result.run_id", runID); err != nil {
+		return nil, err
 	}
 	if err := s.store.SaveRun(ctx, user, req.GetResult()); err != nil {
 		return nil, s.storeError(ctx, "save run", err)
@@ -66,8 +71,8 @@ func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*mem
 	if err != nil {
 		return nil, err
 	}
-	if req.GetRunId() == "" {
-		return nil, stageerr.Invalid("run_id must not be empty")
+	if err := checkRun("run_id", req.GetRunId()); err != nil {
+		return nil, err
 	}
 	result, userID, err := s.store.GetRun(ctx, req.GetRunId())
 	if err != nil {
@@ -80,4 +85,13 @@ func (s *Service) GetRun(ctx context.Context, req *memoryv1.GetRunRequest) (*mem
 		return nil, err
 	}
 	return &memoryv1.GetRunResponse{Result: result, UserId: userID}, nil
+}
+
+// checkRun refuses a request whose field, a run id, is empty or no run id (runid.Check): an id
+// of any size or characters would be stored and keyed, and traced as the run learned from.
+func checkRun(field, id string) error {
+	if id == "" {
+		return stageerr.Invalid("%s must not be empty", field)
+	}
+	return runid.CheckField(field, id)
 }
