@@ -86,6 +86,12 @@ var intentCases = []testCase{
 			_, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{Message: " \n ", ConversationId: k.id("conversation")})
 			return wantInvalid(err, "message")
 		}},
+	{"run-id-over-limit", "a run_id of 129 bytes is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{
+				Message: "What is 6 times 7?", ConversationId: k.id("conversation"), RunId: strings.Repeat("r", 129)})
+			return wantInvalid(err, "run_id")
+		}},
 	{"unknown-surface", "an unknown surface value is INVALID_ARGUMENT naming surface",
 		func(ctx context.Context, k *kit) error {
 			_, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{

@@ -114,6 +114,11 @@ var observationCases = []testCase{
 			_, err := observe(ctx, k, &observationv1.ObserveRequest{RawResult: "42"})
 			return wantInvalid(err, "tool_name")
 		}},
+	{"run-id-over-limit", "a run_id of 129 bytes is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := observe(ctx, k, &observationv1.ObserveRequest{RawResult: "42", ToolName: "calculator", RunId: strings.Repeat("r", 129)})
+			return wantInvalid(err, "run_id")
+		}},
 	{"negative-max-bytes", "a negative max_bytes is INVALID_ARGUMENT naming max_bytes",
 		func(ctx context.Context, k *kit) error {
 			_, err := observe(ctx, k, &observationv1.ObserveRequest{RawResult: "42", ToolName: "calculator", MaxBytes: -1})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -113,6 +114,11 @@ var planningCases = []testCase{
 		func(ctx context.Context, k *kit) error {
 			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: " ", AvailableTools: offeredTools})
 			return wantInvalid(err, "goal")
+		}},
+	{"run-id-over-limit", "a run_id of 129 bytes is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g", RunId: strings.Repeat("r", 129)})
+			return wantInvalid(err, "run_id")
 		}},
 	{"negative-max-steps", "a negative max_steps is INVALID_ARGUMENT naming max_steps",
 		func(ctx context.Context, k *kit) error {

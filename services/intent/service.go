@@ -9,6 +9,7 @@ import (
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -64,6 +65,11 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	}
 	if _, ok := typev1.Surface_name[int32(req.GetSurface())]; !ok {
 		return nil, stageerr.Invalid("unknown surface %d", req.GetSurface())
+	}
+	// The run (none when empty) scopes the model's request: an id the generation stage
+	// refuses would fall back to the rules without saying why.
+	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
+		return nil, err
 	}
 	goal := cleanGoal(msg)
 	if rule, ok := unsafeRule(goal); ok {

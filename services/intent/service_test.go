@@ -254,6 +254,8 @@ func TestParseFailures(t *testing.T) {
 		{"whitespace", &intentv1.ParseRequest{Message: " \n\t "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "message must not be empty"},
 		{"too long", &intentv1.ParseRequest{Message: strings.Repeat("a", 33)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "message is 33 bytes, the limit is 32 bytes"},
 		{"unknown surface", &intentv1.ParseRequest{Message: "hi", Surface: 42}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "unknown surface 42"},
+		{"run id over 128 bytes", &intentv1.ParseRequest{Message: "hi", RunId: strings.Repeat("r", 129)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "run_id: run id is 129 bytes long; at most 128 are allowed"},
+		{"run id with a space", &intentv1.ParseRequest{Message: "hi", RunId: "run 1"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `run_id: run id "run 1" contains ' ' at byte 3`},
 		{"question marks", &intentv1.ParseRequest{Message: "???"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"dots", &intentv1.ParseRequest{Message: " ... "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"symbols", &intentv1.ParseRequest{Message: "!!! -- :) ?!"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},

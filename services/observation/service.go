@@ -15,6 +15,7 @@ import (
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
@@ -167,6 +168,11 @@ func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, e
 	}
 	if _, ok := typev1.ToolStatus_name[int32(req.GetStatus())]; !ok {
 		return nil, stageerr.Invalid("status %d is not a known tool status", req.GetStatus())
+	}
+	// The run (none when empty) scopes the summary's request: an id the generation stage
+	// refuses would truncate the result instead, without saying why.
+	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
+		return nil, err
 	}
 	if n := int64(len(req.GetRawResult())); n > s.maxInput {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE,

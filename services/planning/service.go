@@ -12,6 +12,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/plan"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -196,6 +197,11 @@ func (s *Service) validate(req *planningv1.PlanRequest) (*input, error) {
 	}
 	if req.GetMaxSteps() < 0 {
 		return nil, stageerr.Invalid("max_steps must not be negative, got %d", req.GetMaxSteps())
+	}
+	// The run (none when empty) scopes the model's request: an id the generation stage
+	// refuses would fall back to the rules without saying why.
+	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
+		return nil, err
 	}
 	limit := int(req.GetMaxSteps())
 	if limit == 0 {

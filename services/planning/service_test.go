@@ -254,6 +254,8 @@ func TestPlanFailures(t *testing.T) {
 		contains string
 	}{
 		{"empty goal", &planningv1.PlanRequest{Goal: "  "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "goal must not be empty"},
+		{"run id over 128 bytes", &planningv1.PlanRequest{Goal: "g", RunId: strings.Repeat("r", 129)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "run_id: run id is 129 bytes long; at most 128 are allowed"},
+		{"run id with a dot", &planningv1.PlanRequest{Goal: "g", RunId: "run.1"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `run_id: run id "run.1" contains '.' at byte 3`},
 		{"negative max_steps", &planningv1.PlanRequest{Goal: "g", MaxSteps: -1}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "max_steps must not be negative, got -1"},
 		{"unknown task type", &planningv1.PlanRequest{Goal: "g", TaskType: "chores"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `unknown task_type "chores"`},
 		{"tool without a name", &planningv1.PlanRequest{Goal: "g", AvailableTools: []*typev1.Tool{{Description: "x"}}}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "available_tools[0] has an empty name"},

@@ -38,7 +38,8 @@ type ParseRequest struct {
 	// Tools the run may use (the mesh's, within the request's allowed_tools), so that explicit
 	// tool intent can be recognised: asking for another tool makes no tool required.
 	AvailableTools []string `protobuf:"bytes,6,rep,name=available_tools,json=availableTools,proto3" json:"available_tools,omitempty"`
-	// The run the message starts, for the tracing and accounting of the model's request.
+	// The run the message starts, for the tracing and accounting of the model's request: empty
+	// (no run), or letters, digits, '_' and '-', at most 128 bytes.
 	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -38,7 +38,8 @@ type ObserveRequest struct {
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// Require raw_result to be JSON (PARSE_ERROR when it is not).
 	ExpectJson bool `protobuf:"varint,6,opt,name=expect_json,json=expectJson,proto3" json:"expect_json,omitempty"`
-	// The run the result belongs to: the summary request is made for it.
+	// The run the result belongs to: the summary request is made for it. Empty (no run), or
+	// letters, digits, '_' and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The JSON schema the tool declares for its result (agentmesh.type.v1.Tool.output_schema):
 	// a successful raw_result must be JSON that matches it (PARSE_ERROR when it is not). Implies

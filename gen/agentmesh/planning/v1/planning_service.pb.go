@@ -38,7 +38,7 @@ type PlanRequest struct {
 	// The task type from the intent stage ("question", "action", ...).
 	TaskType string `protobuf:"bytes,6,opt,name=task_type,json=taskType,proto3" json:"task_type,omitempty"`
 	// The run the plan is for: it scopes the planning model's request, for tracing and
-	// accounting.
+	// accounting. Empty (no run), or letters, digits, '_' and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Set when a run's plan is revised: the plan so far with each step's state, and why.
 	Revision      *PlanRevision `protobuf:"bytes,8,opt,name=revision,proto3" json:"revision,omitempty"`
