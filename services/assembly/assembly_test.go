@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"slices"
+	"strings"
 	"testing"
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
@@ -339,6 +340,10 @@ func TestInvalidInput(t *testing.T) {
 		{"negative ratio", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ForceSynthesisAtRatio: -0.1}, "force_synthesis_at_ratio"},
 		{"negative memory limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryLimit: -1}, "memory_limit"},
 		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
+		// The memory stage refuses such a user, which was reported as memory_unavailable.
+		{"user over 256 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x", UserId: strings.Repeat("u", 257)}, "user_id: at most 256 bytes, got 257"},
+		{"run id over 128 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, RunId: strings.Repeat("r", 129)}, "run_id: run id is 129 bytes long; at most 128 are allowed"},
+		{"run id with a dot", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, RunId: "run.1"}, `run_id: run id "run.1" contains '.' at byte 3`},
 		{"step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, CurrentStep: &typev1.Step{Description: "x"}}, "current_step.id"},
 		{"plan step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}, State: typev1.StepState_STEP_STATE_PENDING}, {}}}, "plan[1].step.id"},
 		// A step without a state was shown to the model as pending, or as current.

@@ -5,9 +5,13 @@ import (
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
+
+// maxUserIDBytes is the longest user_id, as the public API's and the memory stage's.
+const maxUserIDBytes = 256
 
 // validate returns an INVALID_INPUT error naming the first field that is wrong.
 func validate(req *contextv1.AssembleRequest) error {
@@ -51,6 +55,13 @@ func validate(req *contextv1.AssembleRequest) error {
 	}
 	if req.GetMemoryQuery() != "" && req.GetUserId() == "" {
 		return stageerr.Invalid("user_id must not be empty when memory_query is set")
+	}
+	// The memory stage refuses a longer user, which would be reported as memory_unavailable.
+	if n := len(req.GetUserId()); n > maxUserIDBytes {
+		return stageerr.Invalid("user_id: at most %d bytes, got %d", maxUserIDBytes, n)
+	}
+	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
+		return err
 	}
 	if s := req.GetCurrentStep(); s != nil && s.GetId() == "" {
 		return stageerr.Invalid("current_step.id must not be empty")

@@ -30,7 +30,7 @@ type AssembleRequest struct {
 	CurrentStep *v1.Step `protobuf:"bytes,1,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
 	// The conversation so far, oldest first. System messages are always kept.
 	History []*v1.Message `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
-	// The user, for memory search.
+	// The user, for memory search; at most 256 bytes.
 	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Token budget of the assembled messages.
 	MaxTokens int64 `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
@@ -38,7 +38,7 @@ type AssembleRequest struct {
 	Counters *v1.GuardCounters `protobuf:"bytes,5,opt,name=counters,proto3" json:"counters,omitempty"`
 	// Tools offered on the upcoming request (their schemas count as schema tokens).
 	Tools []*v1.Tool `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
-	// The run.
+	// The run: empty (none), or letters, digits, '_' and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Text to search memory with; empty skips the search (recalled is shown instead).
 	MemoryQuery string `protobuf:"bytes,8,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
