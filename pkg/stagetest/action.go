@@ -126,6 +126,12 @@ var actionCases = []testCase{
 				CallId: "c", ToolName: "calculator", Arguments: mustStruct(map[string]any{"expression": "1+1"})})
 			return wantInvalid(err, "run_id")
 		}},
+	{"run-id-over-limit", "a run_id of 129 bytes is INVALID_ARGUMENT naming run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+				RunId: strings.Repeat("r", 129), CallId: "c", ToolName: "calculator", Arguments: mustStruct(map[string]any{"expression": "1+1"})})
+			return wantInvalid(err, "run_id")
+		}},
 	{"empty-call-id", "an empty call_id is INVALID_ARGUMENT naming call_id",
 		func(ctx context.Context, k *kit) error {
 			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{

@@ -20,6 +20,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -314,7 +315,7 @@ func (s withFinalReport) ListTools(ctx context.Context, req *actionv1.ListToolsR
 type callIDOnly struct{ *action.Service }
 
 func (s callIDOnly) Execute(ctx context.Context, req *actionv1.ExecuteRequest) (*actionv1.ExecuteResponse, error) {
-	if req.GetRunId() != "" {
+	if runid.Check(req.GetRunId()) == nil { // an id the stage refuses stays refused
 		req.RunId = "every-run"
 	}
 	return s.Service.Execute(ctx, req)

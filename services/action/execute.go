@@ -8,6 +8,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
@@ -54,11 +55,17 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 	return out.resp, nil
 }
 
-// validateRequest checks the request's own fields: the ids are set and, as the user is, at
-// most maxIDLength bytes.
+// validateRequest checks the request's own fields: the run id is one (runid.Check, as for
+// every call that names a run), the other ids are set and, as the user is, at most maxIDLength
+// bytes.
 func validateRequest(req *actionv1.ExecuteRequest) error {
+	if req.GetRunId() == "" {
+		return stageerr.Invalid("run_id must not be empty")
+	}
+	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
+		return err
+	}
 	for _, f := range []struct{ name, value string }{
-		{"run_id", req.GetRunId()},
 		{"call_id", req.GetCallId()},
 		{"tool_name", req.GetToolName()},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,8 +54,13 @@ func TestValidationOrder(t *testing.T) {
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"tool_name must not be empty"}},
 		{"then timeout_ms", &actionv1.ExecuteRequest{RunId: "r", CallId: "done", ToolName: "nope", TimeoutMs: -1},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"timeout_ms", "got -1"}},
-		{"oversized id", &actionv1.ExecuteRequest{RunId: string(make([]byte, 513)), CallId: "c", ToolName: "calculator"},
-			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"run_id must be at most 512 bytes"}},
+		{"oversized id", &actionv1.ExecuteRequest{RunId: "r", CallId: string(make([]byte, 513)), ToolName: "calculator"},
+			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"call_id must be at most 512 bytes"}},
+		// The README's rule for the run_id of every call that names a run.
+		{"run id over 128 bytes", &actionv1.ExecuteRequest{RunId: strings.Repeat("r", 129), CallId: "c", ToolName: "calculator"},
+			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"run_id: run id is 129 bytes long; at most 128 are allowed"}},
+		{"run id with a dot", &actionv1.ExecuteRequest{RunId: "run.1", CallId: "c", ToolName: "calculator"},
+			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{`run_id: run id "run.1" contains '.' at byte 3`}},
 		// The user is recorded with the call and sent to MCP and REST tools: it was taken at any size.
 		{"oversized user_id", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "calculator", UserId: string(make([]byte, 513))},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"user_id must be at most 512 bytes, got 513"}},

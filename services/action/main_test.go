@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,6 +88,17 @@ func args(t *testing.T, m map[string]any) *structpb.Struct {
 	return s
 }
 
+// testRunID is the run id of the test's calls: its name, made a run id (a subtest's name has
+// a '/', which a run id may not).
+func testRunID(t *testing.T) string {
+	return "run-" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, t.Name())
+}
+
 // callSeq makes distinct call ids.
 var callSeq atomic.Int64
 
@@ -94,7 +106,7 @@ var callSeq atomic.Int64
 func request(t *testing.T, tool string, arguments map[string]any) *actionv1.ExecuteRequest {
 	t.Helper()
 	return &actionv1.ExecuteRequest{
-		RunId:     "run-" + t.Name(),
+		RunId:     testRunID(t),
 		CallId:    fmt.Sprintf("call-%d", callSeq.Add(1)),
 		ToolName:  tool,
 		Arguments: args(t, arguments),

@@ -66,7 +66,7 @@ func TestSpans(t *testing.T) {
 			"gen_ai.operation.name": attribute.StringValue("execute_tool"),
 			"gen_ai.tool.name":      attribute.StringValue(tc.name[len("execute_tool "):]),
 			"gen_ai.tool.call.id":   attribute.StringValue(tc.callID),
-			"agentmesh.run.id":      attribute.StringValue("run-" + t.Name()),
+			"agentmesh.run.id":      attribute.StringValue(testRunID(t)),
 		}
 		for k, v := range tc.attrs {
 			want[k] = v
@@ -92,8 +92,8 @@ func TestSpans(t *testing.T) {
 	}
 }
 
-// TestARefusedRequestsSpanCarriesNoneOfIt: a request refused for its own fields (a tool name,
-// call id or run id past their 512-byte limit) makes an execute_tool span that says it was
+// TestARefusedRequestsSpanCarriesNoneOfIt: a request refused for its own fields (a tool name or
+// call id past their 512-byte limit, a run id past its 128 bytes) makes an execute_tool span that says it was
 // refused (error.type INVALID_INPUT) and carries none of those fields. The span was named and
 // attributed from the request before it was checked: a caller's megabytes of tool name went
 // into the span's name and gen_ai.tool.name, a span too large for the exporter's batch (an

@@ -80,7 +80,7 @@ func (CallState) EnumDescriptor() ([]byte, []int) {
 // ExecuteRequest is one tool call.
 type ExecuteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The run.
+	// The run: letters, digits, '_' and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The call's id, unique within the run.
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
