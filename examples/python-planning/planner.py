@@ -20,6 +20,10 @@ from stage_status import Code, StageError
 
 DEFAULT_MAX_STEPS = 20
 MAX_GOAL_BYTES = 64 << 10
+# A run id is letters, digits, '_' and '-', at most 128 bytes (the README's "Limits"): it is
+# part of the mesh's NATS subjects and keys.
+MAX_RUN_ID_BYTES = 128
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 # SOURCE says who made the plan (PlanResponse.source): this stage has no model.
 SOURCE = "rules"
@@ -58,6 +62,10 @@ def plan(req):
         raise invalid("goal must not be empty")
     if len(goal.encode()) > MAX_GOAL_BYTES:
         raise invalid(f"goal is {len(goal.encode())} bytes, the limit is {MAX_GOAL_BYTES} bytes")
+    if req.run_id and len(req.run_id.encode()) > MAX_RUN_ID_BYTES:
+        raise invalid(f"run_id: run id is {len(req.run_id.encode())} bytes long; at most {MAX_RUN_ID_BYTES} are allowed")
+    if req.run_id and not _RUN_ID.fullmatch(req.run_id):
+        raise invalid(f"run_id: run id {req.run_id!r} may hold only letters, digits, '_' and '-'")
     if req.max_steps < 0:
         raise invalid(f"max_steps must not be negative, got {req.max_steps}")
     limit = req.max_steps or DEFAULT_MAX_STEPS
