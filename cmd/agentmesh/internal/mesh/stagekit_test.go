@@ -80,16 +80,7 @@ func TestOutOfContractStage(t *testing.T) {
 				}
 				return
 			}
-			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitStageContractViolation {
-				t.Fatalf("%s %s (%s), want FAILED_PREFLIGHT %s", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage(), orchestrator.ExitStageContractViolation)
-			}
-			if !strings.Contains(res.GetError().GetMessage(), tc.reason) || res.GetError().GetRetryable() {
-				t.Errorf("error %q retryable=%v, want it to say %q, not retryable", res.GetError().GetMessage(), res.GetError().GetRetryable(), tc.reason)
-			}
-			if res.GetTurns() != 0 || res.GetFinalReport().GetContent() != orchestrator.MessageProviderFailure {
-				t.Errorf("%d turns, report %q; want none and %q", res.GetTurns(), res.GetFinalReport().GetContent(), orchestrator.MessageProviderFailure)
-			}
-			checkInvariants(t, res)
+			preflightViolation(t, res, tc.reason)
 		})
 	}
 }
@@ -565,16 +556,7 @@ func TestOutOfContractToolList(t *testing.T) {
 				}
 			})
 			res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
-			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitStageContractViolation {
-				t.Fatalf("%s %s (%s), want FAILED_PREFLIGHT %s", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage(), orchestrator.ExitStageContractViolation)
-			}
-			if !strings.Contains(res.GetError().GetMessage(), tc.reason) || res.GetError().GetRetryable() {
-				t.Errorf("error %q retryable=%v, want it to say %q, not retryable", res.GetError().GetMessage(), res.GetError().GetRetryable(), tc.reason)
-			}
-			if res.GetTurns() != 0 || res.GetFinalReport().GetContent() != orchestrator.MessageProviderFailure {
-				t.Errorf("%d turns, report %q; want none and %q", res.GetTurns(), res.GetFinalReport().GetContent(), orchestrator.MessageProviderFailure)
-			}
-			checkInvariants(t, res)
+			preflightViolation(t, res, tc.reason)
 		})
 	}
 }
@@ -588,4 +570,20 @@ type replacementAction struct {
 
 func (s *replacementAction) ListTools(context.Context, *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
 	return &actionv1.ListToolsResponse{Tools: s.tools}, nil
+}
+
+// preflightViolation checks a run that a stage's answer outside its contract ended before any
+// turn: FAILED_PREFLIGHT STAGE_CONTRACT_VIOLATION, not retryable, its error saying reason.
+func preflightViolation(t *testing.T, res *typev1.RunResult, reason string) {
+	t.Helper()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != orchestrator.ExitStageContractViolation {
+		t.Fatalf("%s %s (%s), want FAILED_PREFLIGHT %s", res.GetOutcome(), res.GetExitReason(), res.GetError().GetMessage(), orchestrator.ExitStageContractViolation)
+	}
+	if !strings.Contains(res.GetError().GetMessage(), reason) || res.GetError().GetRetryable() {
+		t.Errorf("error %q retryable=%v, want it to say %q, not retryable", res.GetError().GetMessage(), res.GetError().GetRetryable(), reason)
+	}
+	if res.GetTurns() != 0 || res.GetFinalReport().GetContent() != orchestrator.MessageProviderFailure {
+		t.Errorf("%d turns, report %q; want none and %q", res.GetTurns(), res.GetFinalReport().GetContent(), orchestrator.MessageProviderFailure)
+	}
+	checkInvariants(t, res)
 }
