@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -163,6 +164,19 @@ var recoveryCases = []testCase{
 			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{
 				Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR)})
 			return wantInvalid(err, "stage")
+		}},
+	{"stage-over-limit", "a stage of 65 bytes is INVALID_ARGUMENT naming stage",
+		func(ctx context.Context, k *kit) error {
+			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{
+				Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR), Stage: strings.Repeat("s", 65)})
+			return wantInvalid(err, "stage")
+		}},
+	{"run-id-over-limit", "a state.run_id of 129 bytes is INVALID_ARGUMENT naming state.run_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{
+				Error: failure(typev1.StageErrorCode_STAGE_ERROR_CODE_EXECUTION_ERROR), Stage: "action",
+				State: &recoveryv1.RecoveryState{RunId: strings.Repeat("r", 129)}})
+			return wantInvalid(err, "state.run_id")
 		}},
 	{"negative-retry-count", "a negative retry_count is INVALID_ARGUMENT naming retry_count",
 		func(ctx context.Context, k *kit) error {

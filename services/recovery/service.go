@@ -11,6 +11,7 @@ import (
 
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -24,6 +25,11 @@ const (
 	// DefaultToolTimeout is the timeout assumed when the failed action reports none.
 	DefaultToolTimeout = 30 * time.Second
 )
+
+// MaxStageBytes is the longest stage name a request may give: the stage is quoted in the
+// decision's reason and logged with it, and a stage's name ("generation", "observation") is
+// a word.
+const MaxStageBytes = 64
 
 // Options configures the recovery service.
 type Options struct {
@@ -124,13 +130,16 @@ func (s *Service) Decide(ctx context.Context, req *recoveryv1.DecideRequest) (*r
 	return resp, nil
 }
 
-// validate refuses malformed requests.
+// validate refuses malformed requests: among them a stage over MaxStageBytes and a run id
+// the README does not allow (runid.CheckField; empty is a decision for no run).
 func validate(req *recoveryv1.DecideRequest) error {
 	switch {
 	case req.GetError() == nil:
 		return stageerr.Invalid("error is required")
 	case strings.TrimSpace(req.GetStage()) == "":
 		return stageerr.Invalid("stage must not be empty")
+	case len(req.GetStage()) > MaxStageBytes:
+		return stageerr.Invalid("stage: at most %d bytes, got %d", MaxStageBytes, len(req.GetStage()))
 	case req.GetRetryCount() < 0:
 		return stageerr.Invalid("retry_count must not be negative, got %d", req.GetRetryCount())
 	case req.GetState().GetMaxRetries() < 0:
@@ -139,6 +148,9 @@ func validate(req *recoveryv1.DecideRequest) error {
 		return stageerr.Invalid("state.timeout_ms must not be negative, got %d", req.GetState().GetTimeoutMs())
 	case req.GetState().GetTimeLeftMs() < 0:
 		return stageerr.Invalid("state.time_left_ms must not be negative, got %d", req.GetState().GetTimeLeftMs())
+	}
+	if err := runid.CheckField("state.run_id", req.GetState().GetRunId()); err != nil {
+		return err
 	}
 	for i, r := range req.GetState().GetRateLimited() {
 		if r.GetRetryAfterMs() < 0 {

@@ -555,6 +555,12 @@ func TestDecideInvalidInput(t *testing.T) {
 		{"negative Retry-After", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
 			RateLimited: []*recoveryv1.RateLimitedTarget{{RetryAfterMs: 5}, {RetryAfterMs: -5}},
 		}}, "state.rate_limited[1].retry_after_ms must not be negative, got -5"},
+		// The stage is quoted in the decision's reason; the run id is logged with it.
+		{"stage over 64 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: strings.Repeat("s", 65)}, "stage: at most 64 bytes, got 65"},
+		{"run id over 128 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{RunId: strings.Repeat("r", 129)}},
+			"state.run_id: run id is 129 bytes long; at most 128 are allowed"},
+		{"run id with a dot", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{RunId: "run.1"}},
+			`state.run_id: run id "run.1" contains '.' at byte 3`},
 	}
 	c := client(t, recovery.Options{})
 	for _, tc := range table {

@@ -89,7 +89,7 @@ type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The failure.
 	Error *v1.StageError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	// The stage that failed ("generation", "action", ...).
+	// The stage that failed ("generation", "action", ...); at most 64 bytes.
 	Stage string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
 	// Retries already made for this action.
 	RetryCount int32 `protobuf:"varint,3,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
@@ -160,7 +160,7 @@ func (x *DecideRequest) GetState() *RecoveryState {
 // RecoveryState is what recovery needs to know about the run.
 type RecoveryState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The run.
+	// The run: empty (none), or letters, digits, '_' and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The failed tool, for action failures.
 	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
