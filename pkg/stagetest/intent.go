@@ -92,6 +92,12 @@ var intentCases = []testCase{
 				Message: "What is 6 times 7?", ConversationId: k.id("conversation"), RunId: strings.Repeat("r", 129)})
 			return wantInvalid(err, "run_id")
 		}},
+	{"conversation-id-over-limit", "a conversation_id of 257 bytes is INVALID_ARGUMENT naming conversation_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{
+				Message: "What is 6 times 7?", ConversationId: strings.Repeat("c", 257)})
+			return wantInvalid(err, "conversation_id")
+		}},
 	{"unknown-surface", "an unknown surface value is INVALID_ARGUMENT naming surface",
 		func(ctx context.Context, k *kit) error {
 			_, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{

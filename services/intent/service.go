@@ -17,6 +17,10 @@ import (
 // DefaultMaxMessageBytes is the message size limit used when Options.MaxMessageBytes is 0.
 const DefaultMaxMessageBytes = 64 << 10
 
+// MaxConversationIDBytes is the longest conversation_id, as the public API's (Run, Decide):
+// any UUID or hash.
+const MaxConversationIDBytes = 256
+
 // Options configures the intent service.
 type Options struct {
 	// MaxMessageBytes is the largest accepted message; 0 means DefaultMaxMessageBytes.
@@ -70,6 +74,9 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	// refuses would fall back to the rules without saying why.
 	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
 		return nil, err
+	}
+	if n := len(req.GetConversationId()); n > MaxConversationIDBytes {
+		return nil, stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxConversationIDBytes, n)
 	}
 	goal := cleanGoal(msg)
 	if rule, ok := unsafeRule(goal); ok {

@@ -256,6 +256,8 @@ func TestParseFailures(t *testing.T) {
 		{"unknown surface", &intentv1.ParseRequest{Message: "hi", Surface: 42}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "unknown surface 42"},
 		{"run id over 128 bytes", &intentv1.ParseRequest{Message: "hi", RunId: strings.Repeat("r", 129)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "run_id: run id is 129 bytes long; at most 128 are allowed"},
 		{"run id with a space", &intentv1.ParseRequest{Message: "hi", RunId: "run 1"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `run_id: run id "run 1" contains ' ' at byte 3`},
+		// The public API's limit for a conversation (Run, Decide): the intent stage logs it.
+		{"conversation id over 256 bytes", &intentv1.ParseRequest{Message: "hi", ConversationId: strings.Repeat("c", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "conversation_id: at most 256 bytes, got 257"},
 		{"question marks", &intentv1.ParseRequest{Message: "???"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"dots", &intentv1.ParseRequest{Message: " ... "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"symbols", &intentv1.ParseRequest{Message: "!!! -- :) ?!"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
@@ -275,6 +277,16 @@ func TestParseFailures(t *testing.T) {
 				t.Errorf("message = %q, want it to contain %q", se.Msg, tc.message)
 			}
 		})
+	}
+}
+
+// TestConversationIDAtTheLimit: a conversation id of MaxConversationIDBytes, the public API's
+// limit, is taken (TestParseFailures refuses one byte more).
+func TestConversationIDAtTheLimit(t *testing.T) {
+	c := client(t, intent.Options{})
+	id := strings.Repeat("c", intent.MaxConversationIDBytes)
+	if _, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: "What is 6 times 7?", ConversationId: id}); err != nil {
+		t.Fatalf("a conversation_id of %d bytes was refused: %v", len(id), err)
 	}
 }
 

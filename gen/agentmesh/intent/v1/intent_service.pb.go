@@ -27,7 +27,7 @@ type ParseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user's message.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// The conversation.
+	// The conversation; at most 256 bytes.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Files attached to the message.
 	Attachments []*Attachment `protobuf:"bytes,3,rep,name=attachments,proto3" json:"attachments,omitempty"`
