@@ -221,6 +221,12 @@ var contextCases = []testCase{
 				History: []*typev1.Message{{Content: "hi"}}, MaxTokens: 1000})
 			return wantInvalid(err, "history")
 		}},
+	{"model-over-limit", "a model of 257 bytes is INVALID_ARGUMENT naming model",
+		func(ctx context.Context, k *kit) error {
+			_, err := contextv1.NewContextServiceClient(k.conn).Assemble(ctx, &contextv1.AssembleRequest{
+				History: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "hi"}}, MaxTokens: 1000, Model: strings.Repeat("m", 257)})
+			return wantInvalid(err, "model")
+		}},
 }
 
 // checkAssembled returns how an assembly of history breaks the context contract: the context

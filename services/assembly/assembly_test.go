@@ -342,6 +342,8 @@ func TestInvalidInput(t *testing.T) {
 		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
 		// The memory stage refuses such a user, which was reported as memory_unavailable.
 		{"user over 256 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x", UserId: strings.Repeat("u", 257)}, "user_id: at most 256 bytes, got 257"},
+		// The generation stage refuses a longer model name (a request's target).
+		{"model over 256 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Model: strings.Repeat("m", 257)}, "model: at most 256 bytes, got 257"},
 		{"run id over 128 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, RunId: strings.Repeat("r", 129)}, "run_id: run id is 129 bytes long; at most 128 are allowed"},
 		{"run id with a dot", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, RunId: "run.1"}, `run_id: run id "run.1" contains '.' at byte 3`},
 		{"step without id", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, CurrentStep: &typev1.Step{Description: "x"}}, "current_step.id"},
@@ -359,5 +361,15 @@ func TestInvalidInput(t *testing.T) {
 			_, err := c.Assemble(t.Context(), tc.req)
 			grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
 		})
+	}
+}
+
+// TestModelAtTheLimit: a model name of 256 bytes, the generation stage's limit, is taken
+// (TestInvalidInput refuses one byte more).
+func TestModelAtTheLimit(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	req := &contextv1.AssembleRequest{History: []*typev1.Message{usr("U", 4)}, MaxTokens: 100, Model: strings.Repeat("m", 256)}
+	if _, err := c.Assemble(t.Context(), req); err != nil {
+		t.Fatalf("a model of 256 bytes was refused: %v", err)
 	}
 }

@@ -13,6 +13,10 @@ import (
 // maxUserIDBytes is the longest user_id, as the public API's and the memory stage's.
 const maxUserIDBytes = 256
 
+// maxModelBytes is the longest model name, as the generation stage's for a request's target
+// and the public API's overrides.targets.
+const maxModelBytes = 256
+
 // validate returns an INVALID_INPUT error naming the first field that is wrong.
 func validate(req *contextv1.AssembleRequest) error {
 	if req.GetMaxTokens() <= 0 {
@@ -62,6 +66,9 @@ func validate(req *contextv1.AssembleRequest) error {
 	}
 	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
 		return err
+	}
+	if n := len(req.GetModel()); n > maxModelBytes {
+		return stageerr.Invalid("model: at most %d bytes, got %d", maxModelBytes, n)
 	}
 	if s := req.GetCurrentStep(); s != nil && s.GetId() == "" {
 		return stageerr.Invalid("current_step.id must not be empty")

@@ -52,7 +52,7 @@ type AssembleRequest struct {
 	MaxOutputTokens int64 `protobuf:"varint,12,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
 	// Force the final turn at this fraction of the window; 0 is off.
 	ForceSynthesisAtRatio float64 `protobuf:"fixed64,13,opt,name=force_synthesis_at_ratio,json=forceSynthesisAtRatio,proto3" json:"force_synthesis_at_ratio,omitempty"`
-	// The model the tokens are counted for.
+	// The model the tokens are counted for; at most 256 bytes.
 	Model string `protobuf:"bytes,14,opt,name=model,proto3" json:"model,omitempty"`
 	// The whole plan with each step's state, shown to the model with the current step; empty
 	// shows only current_step.
