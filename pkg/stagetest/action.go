@@ -138,6 +138,13 @@ var actionCases = []testCase{
 				RunId: k.id("run"), ToolName: "calculator", Arguments: mustStruct(map[string]any{"expression": "1+1"})})
 			return wantInvalid(err, "call_id")
 		}},
+	{"user-id-over-limit", "a user_id of 257 bytes is INVALID_ARGUMENT naming user_id",
+		func(ctx context.Context, k *kit) error {
+			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{
+				RunId: k.id("run"), CallId: "c-user", ToolName: "calculator", UserId: strings.Repeat("u", 257),
+				Arguments: mustStruct(map[string]any{"expression": "1+1"})})
+			return wantInvalid(err, "user_id")
+		}},
 	{"negative-timeout", "a negative timeout_ms is INVALID_ARGUMENT naming timeout_ms",
 		func(ctx context.Context, k *kit) error {
 			_, err := actionv1.NewActionServiceClient(k.conn).Execute(ctx, &actionv1.ExecuteRequest{

@@ -21,6 +21,21 @@ import (
 
 // TestValidationOrder sends requests that break several rules at once and asserts that the
 // first rule in contract order decides the answer.
+// TestUserIDAtTheLimit: a user_id of 256 bytes, the longest the public API takes, is acted
+// for (TestValidationOrder refuses one byte more).
+func TestUserIDAtTheLimit(t *testing.T) {
+	client := serve(t, action.Options{})
+	req := request(t, "calculator", map[string]any{"expression": "6*7"})
+	req.UserId = strings.Repeat("u", 256)
+	resp, err := client.Execute(t.Context(), req)
+	if err != nil {
+		t.Fatalf("a user_id of 256 bytes was refused: %v", err)
+	}
+	if resp.GetResult() != "42" {
+		t.Errorf("result = %q, want 42", resp.GetResult())
+	}
+}
+
 func TestValidationOrder(t *testing.T) {
 	deleteNote := newFakeTool("delete_note", returns("deleted"))
 	deleteNote.def.InputSchema = args(t, map[string]any{
@@ -61,9 +76,10 @@ func TestValidationOrder(t *testing.T) {
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"run_id: run id is 129 bytes long; at most 128 are allowed"}},
 		{"run id with a dot", &actionv1.ExecuteRequest{RunId: "run.1", CallId: "c", ToolName: "calculator"},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{`run_id: run id "run.1" contains '.' at byte 3`}},
-		// The user is recorded with the call and sent to MCP and REST tools: it was taken at any size.
-		{"oversized user_id", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "calculator", UserId: string(make([]byte, 513))},
-			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"user_id must be at most 512 bytes, got 513"}},
+		// The user is recorded with the call and sent to MCP and REST tools: it was taken at any
+		// size, then at 512 bytes, twice the public API's and every other stage's 256.
+		{"oversized user_id", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "calculator", UserId: strings.Repeat("u", 257)},
+			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"user_id must be at most 256 bytes, got 257"}},
 		{"unknown mode", &actionv1.ExecuteRequest{RunId: "r", CallId: "c", ToolName: "calculator", Mode: 9},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"unknown execution mode 9"}},
 		{"cached call reused for another tool", &actionv1.ExecuteRequest{RunId: "r", CallId: "done", ToolName: "nope", Mode: http, Arguments: bad},

@@ -94,7 +94,7 @@ type ExecuteRequest struct {
 	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// The recorded approval, required for tools that need one.
 	Approval *Approval `protobuf:"bytes,7,opt,name=approval,proto3" json:"approval,omitempty"`
-	// The user the call acts for.
+	// The user the call acts for; at most 256 bytes.
 	UserId        string `protobuf:"bytes,8,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
