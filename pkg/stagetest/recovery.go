@@ -178,6 +178,13 @@ var recoveryCases = []testCase{
 				State: &recoveryv1.RecoveryState{RunId: strings.Repeat("r", 129)}})
 			return wantInvalid(err, "state.run_id")
 		}},
+	{"target-name-over-limit", "a target's model of 257 bytes is INVALID_ARGUMENT naming state.targets",
+		func(ctx context.Context, k *kit) error {
+			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{
+				Error: generationFailure(typev1.ErrorClass_ERROR_CLASS_SERVER), Stage: "generation",
+				State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetA, Targets: []*typev1.Target{targetA, {Provider: "b", Model: strings.Repeat("m", 257)}}}})
+			return wantInvalid(err, "state.targets")
+		}},
 	{"negative-retry-count", "a negative retry_count is INVALID_ARGUMENT naming retry_count",
 		func(ctx context.Context, k *kit) error {
 			_, err := recoveryv1.NewRecoveryServiceClient(k.conn).Decide(ctx, &recoveryv1.DecideRequest{

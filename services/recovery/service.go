@@ -31,6 +31,14 @@ const (
 // a word.
 const MaxStageBytes = 64
 
+// Limits of the names a decision's reason quotes: MaxTargetNameBytes for a target's provider
+// and model (the generation stage's limit), MaxToolNameBytes for an alternative tool (the
+// action stage's).
+const (
+	MaxTargetNameBytes = 256
+	MaxToolNameBytes   = 512
+)
+
 // Options configures the recovery service.
 type Options struct {
 	// MaxRetries is the retry budget of an action whose state has no max_retries; 0 means
@@ -155,6 +163,47 @@ func validate(req *recoveryv1.DecideRequest) error {
 	for i, r := range req.GetState().GetRateLimited() {
 		if r.GetRetryAfterMs() < 0 {
 			return stageerr.Invalid("state.rate_limited[%d].retry_after_ms must not be negative, got %d", i, r.GetRetryAfterMs())
+		}
+	}
+	return validateNames(req.GetState())
+}
+
+// validateNames refuses a target's provider or model over MaxTargetNameBytes and an
+// alternative tool over MaxToolNameBytes: a decision's reason quotes them.
+func validateNames(state *recoveryv1.RecoveryState) error {
+	checkTarget := func(field string, t *typev1.Target) error {
+		if n := len(t.GetProvider()); n > MaxTargetNameBytes {
+			return stageerr.Invalid("%s.provider: at most %d bytes, got %d", field, MaxTargetNameBytes, n)
+		}
+		if n := len(t.GetModel()); n > MaxTargetNameBytes {
+			return stageerr.Invalid("%s.model: at most %d bytes, got %d", field, MaxTargetNameBytes, n)
+		}
+		return nil
+	}
+	if err := checkTarget("state.target", state.GetTarget()); err != nil {
+		return err
+	}
+	if err := checkTarget("state.fallback_target", state.GetFallbackTarget()); err != nil {
+		return err
+	}
+	for i, t := range state.GetTargets() {
+		if err := checkTarget(fmt.Sprintf("state.targets[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	for i, t := range state.GetRejectedTargets() {
+		if err := checkTarget(fmt.Sprintf("state.rejected_targets[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	for i, r := range state.GetRateLimited() {
+		if err := checkTarget(fmt.Sprintf("state.rate_limited[%d].target", i), r.GetTarget()); err != nil {
+			return err
+		}
+	}
+	for i, tool := range state.GetAlternativeTools() {
+		if n := len(tool); n > MaxToolNameBytes {
+			return stageerr.Invalid("state.alternative_tools[%d]: at most %d bytes, got %d", i, MaxToolNameBytes, n)
 		}
 	}
 	return nil

@@ -561,6 +561,16 @@ func TestDecideInvalidInput(t *testing.T) {
 			"state.run_id: run id is 129 bytes long; at most 128 are allowed"},
 		{"run id with a dot", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{RunId: "run.1"}},
 			`state.run_id: run id "run.1" contains '.' at byte 3`},
+		// Target and tool names are quoted in the decision's reason ("next target p/m",
+		// "alternative tool %q"): the generation stage's and the action stage's limits.
+		{"target's model over 256 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
+			Target: &typev1.Target{Provider: "a", Model: strings.Repeat("m", 257)}}}, "state.target.model: at most 256 bytes, got 257"},
+		{"a target's provider over 256 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
+			Targets: []*typev1.Target{target("a"), {Provider: strings.Repeat("p", 257), Model: "m"}}}}, "state.targets[1].provider: at most 256 bytes, got 257"},
+		{"fallback model over 256 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
+			FallbackTarget: &typev1.Target{Provider: "a", Model: strings.Repeat("m", 257)}}}, "state.fallback_target.model: at most 256 bytes, got 257"},
+		{"alternative tool over 512 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{
+			AlternativeTools: []string{"python", strings.Repeat("t", 513)}}}, "state.alternative_tools[1]: at most 512 bytes, got 513"},
 	}
 	c := client(t, recovery.Options{})
 	for _, tc := range table {

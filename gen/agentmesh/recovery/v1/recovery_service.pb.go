@@ -166,11 +166,12 @@ type RecoveryState struct {
 	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// The timeout the failed action used.
 	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// The target that failed, for generation failures.
+	// The target that failed, for generation failures. The provider and model of every target
+	// of the state are at most 256 bytes (the generation stage's limit).
 	Target *v1.Target `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
 	// All targets of the run, in round-robin order.
 	Targets []*v1.Target `protobuf:"bytes,5,rep,name=targets,proto3" json:"targets,omitempty"`
-	// Alternative tools configured for the failed tool.
+	// Alternative tools configured for the failed tool; each at most 512 bytes.
 	AlternativeTools []string `protobuf:"bytes,6,rep,name=alternative_tools,json=alternativeTools,proto3" json:"alternative_tools,omitempty"`
 	// The failed call's arguments.
 	Arguments *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
