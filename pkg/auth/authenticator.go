@@ -25,15 +25,15 @@ type Key struct {
 // Authenticator turns a call's credentials into a Principal: an API key in the
 // "authorization: Bearer <key>" (or "x-api-key") metadata, or a client certificate verified by
 // the server's TLS configuration, whose subject names the principal (common name: user,
-// organization: tenant, organizational units: roles).
+// organization: tenant, organizational units: roles). A principal's ID is at most MaxIDBytes.
 type Authenticator struct {
 	keys map[[sha256.Size]byte]Principal
 	mtls bool
 }
 
 // New returns an Authenticator of the keys; with mtls, verified client certificates
-// authenticate too. A malformed hash, a key without a user, a key configured twice or an unknown
-// role is an error naming the key by its index.
+// authenticate too. A malformed hash, a key without a user, a tenant/user over MaxIDBytes, a
+// key configured twice or an unknown role is an error naming the key by its index.
 func New(keys []Key, mtls bool) (*Authenticator, error) {
 	a := &Authenticator{keys: make(map[[sha256.Size]byte]Principal, len(keys)), mtls: mtls}
 	for i, k := range keys {
@@ -46,6 +46,9 @@ func New(keys []Key, mtls bool) (*Authenticator, error) {
 		}
 		if strings.Contains(k.Principal.User, "/") || strings.Contains(k.Principal.Tenant, "/") {
 			return nil, fmt.Errorf("api_keys[%d]: user and tenant must not contain '/'", i)
+		}
+		if id := k.Principal.ID(); len(id) > MaxIDBytes {
+			return nil, fmt.Errorf("api_keys[%d]: tenant/user is %d bytes; at most %d", i, len(id), MaxIDBytes)
 		}
 		for _, r := range k.Principal.Roles {
 			if !slices.Contains(Roles, r) {
@@ -131,6 +134,10 @@ func certPrincipal(cert *x509.Certificate) (Principal, error) {
 		// The user id would read as a user of another tenant (TenantOf).
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
 			"the client certificate's first organization must name the tenant (without '/')")
+	}
+	if id := p.ID(); len(id) > MaxIDBytes {
+		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
+			"the client certificate names the user %d bytes long (organization/common name); at most %d", len(id), MaxIDBytes)
 	}
 	for _, ou := range s.OrganizationalUnit {
 		if slices.Contains(Roles, ou) {

@@ -44,6 +44,10 @@ type Principal struct {
 	Key string
 }
 
+// MaxIDBytes is the longest principal ID: the user id every request and stage takes is at most
+// this long (the README's "Limits"), and a run's user is its principal's ID.
+const MaxIDBytes = 256
+
 // ID is the user id the mesh knows the principal by, "tenant/user" (or "user" without a
 // tenant): runs belong to it and memories are kept under it.
 func (p Principal) ID() string {

@@ -339,6 +339,15 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 	if err != nil && !strings.Contains(status.Convert(err).Message(), "organization") {
 		t.Errorf("the refusal does not say what is wrong: %v", err)
 	}
+
+	// A user id over 256 bytes is refused by every stage a run calls (the context stage's
+	// Assemble, the memory stage): the certificate authenticates no one, rather than starting
+	// runs that fail halfway.
+	_, err = client(issue(ca, strings.Repeat("d", 300), "acme")).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	expectCode(t, "a certificate naming a user id over 256 bytes", err, codes.Unauthenticated)
+	if err != nil && !strings.Contains(status.Convert(err).Message(), "at most 256") {
+		t.Errorf("the refusal does not say what is wrong: %v", err)
+	}
 }
 
 // TestARunIDWhoseEventsAreKeptStaysTaken: without checkpoints, a caller's run_id was checked
