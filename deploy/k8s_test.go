@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/generation"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -304,8 +305,8 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 
 // drainTimeout is how long the binary name, with the configuration cfg (nil when it did not
 // load) and the environment env, lets its calls in flight finish after SIGTERM, as server.Main
-// decides: DRAIN_TIMEOUT_MS, else the action stage's own (action.DrainTimeout), else
-// server.DefaultDrainTimeout.
+// decides: DRAIN_TIMEOUT_MS, else the action or generation stage's own (action.DrainTimeout,
+// generation.DrainTimeout), else server.DefaultDrainTimeout.
 func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]string) time.Duration {
 	t.Helper()
 	if v, ok := env["DRAIN_TIMEOUT_MS"]; ok {
@@ -315,11 +316,14 @@ func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]
 		}
 		return time.Duration(ms) * time.Millisecond
 	}
-	if name == "action" {
-		if cfg == nil {
-			cfg = config.Default()
-		}
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	switch name {
+	case "action":
 		return action.DrainTimeout(cfg)
+	case "generation":
+		return generation.DrainTimeout(cfg)
 	}
 	return server.DefaultDrainTimeout
 }

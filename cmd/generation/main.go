@@ -1,6 +1,8 @@
 // Command generation serves agentmesh's GenerationService (agentmesh.generation.v1) with health
 // and reflection: the only service that talks to LLM providers. LISTEN_ADDR sets its address
 // (default 127.0.0.1:7004); AGENTMESH_CONFIG names the configuration file with the providers.
+// Stopping, it takes no new call and lets those in flight finish for up to
+// generation.DrainTimeout (the default step timeout and 5 s; DRAIN_TIMEOUT_MS sets another).
 package main
 
 import (
@@ -17,6 +19,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		return generation.New(generation.Options{Providers: providers, Prices: generation.PricesFromConfig(cfg)}), nil
+		svc := generation.New(generation.Options{Providers: providers, Prices: generation.PricesFromConfig(cfg)})
+		return server.WithDrainTimeout(svc, generation.DrainTimeout(cfg)), nil
 	})
 }

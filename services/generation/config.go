@@ -9,6 +9,20 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 )
 
+// DrainTimeout is how long a stopping generation stage lets its calls in flight finish by
+// default (pkg/server.WithDrainTimeout): a model's answer, streamed or not, asked at the start
+// of a turn, which may take the default step timeout (defaults.step_timeout_ms), and
+// drainMargin to send it. Cut off sooner, the answer is lost and asked (and paid for) again by
+// the retry; a run given a longer step_timeout_ms may still have its answer cut off at the
+// drain's end.
+func DrainTimeout(cfg *config.Config) time.Duration {
+	return time.Duration(cfg.Defaults.StepTimeoutMS)*time.Millisecond + drainMargin
+}
+
+// drainMargin is what DrainTimeout allows beyond the step timeout, as the action stage allows
+// beyond the tool timeout.
+const drainMargin = 5 * time.Second
+
 // ProvidersFromConfig builds the providers the configuration names: openai (any
 // OpenAI-compatible server, with its token_limit_field), anthropic and rules. A provider's
 // temperature, top_p and reasoning_effort, and its models' temperature, top_p,

@@ -12,8 +12,9 @@ import (
 
 // exitTimeout bounds how long Kill, Stop and Wait wait for a process to exit; it is longer
 // than any service's drain (pkg/server.DefaultDrainTimeout; the action stage's,
-// action.DrainTimeout, is the default tool timeout and 5 s).
-const exitTimeout = time.Minute
+// action.DrainTimeout, is the default tool timeout and 5 s; the generation stage's,
+// generation.DrainTimeout, the default step timeout and 5 s).
+const exitTimeout = 3 * time.Minute
 
 // Process is one process of a mesh — the NATS server, a stage or an orchestrator replica — that
 // a test kills with real signals and starts again with the same command line and environment.
