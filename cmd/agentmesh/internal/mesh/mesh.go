@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
@@ -182,9 +183,13 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		mp = m.metrics.Provider()
 	}
 
+	// Stopped (Stop, Close), a stage drains as its binary does: the action and generation
+	// stages for as long as their calls may last, the others for server.DefaultDrainTimeout.
+	drains := map[string]time.Duration{Action: action.DrainTimeout(cfg), Generation: generation.DrainTimeout(cfg)}
 	serve := func(name string, register func(grpc.ServiceRegistrar)) error {
 		if opts.InProcess {
-			stage, err := server.NewInProcess(server.Options{Name: name, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name)})
+			stage, err := server.NewInProcess(server.Options{Name: name, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name),
+				DrainTimeout: drains[name]})
 			if err != nil {
 				return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
 			}
@@ -201,7 +206,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
 		}
 		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name),
-			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS})
+			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS, DrainTimeout: drains[name]})
 		register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s service: %w", name, err))
@@ -488,8 +493,9 @@ func serviceAddr(cfg *config.Config, name string) string {
 }
 
 // Stop shuts one service down, e.g. to see how the mesh copes with a stage outage (a stage
-// served in process refuses calls with UNAVAILABLE from then on). The other services keep
-// running; Close still stops everything.
+// served in process refuses calls with UNAVAILABLE from then on), draining it as its binary
+// drains on SIGTERM (the action and generation stages for action.DrainTimeout and
+// generation.DrainTimeout). The other services keep running; Close still stops everything.
 func (m *Mesh) Stop(ctx context.Context, service string) error {
 	if stage := m.stages[service]; stage != nil {
 		stage.Shutdown(ctx)
@@ -530,7 +536,8 @@ func (m *Mesh) NATSURL() string {
 // NATS returns the mesh's NATS connection.
 func (m *Mesh) NATS() *nats.Conn { return m.nc }
 
-// Close stops live runs, drains every server (the orchestrator first), and stops NATS.
+// Close stops live runs, drains every server (the orchestrator first) as Stop does, and stops
+// NATS.
 func (m *Mesh) Close() {
 	for _, o := range m.orchestrators {
 		_ = o.Close()
