@@ -17,6 +17,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/observation"
+	"github.com/agentmesh/agentmesh/services/planning"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -305,8 +307,9 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 
 // drainTimeout is how long the binary name, with the configuration cfg (nil when it did not
 // load) and the environment env, lets its calls in flight finish after SIGTERM, as server.Main
-// decides: DRAIN_TIMEOUT_MS, else the action or generation stage's own (action.DrainTimeout,
-// generation.DrainTimeout), else server.DefaultDrainTimeout.
+// decides: DRAIN_TIMEOUT_MS, else the stage's own (action.DrainTimeout,
+// generation.DrainTimeout; planning.DrainTimeout and observation.DrainTimeout with a model),
+// else server.DefaultDrainTimeout.
 func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]string) time.Duration {
 	t.Helper()
 	if v, ok := env["DRAIN_TIMEOUT_MS"]; ok {
@@ -324,6 +327,14 @@ func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]
 		return action.DrainTimeout(cfg)
 	case "generation":
 		return generation.DrainTimeout(cfg)
+	case "planning":
+		if d, ok := planning.DrainTimeout(cfg); ok {
+			return d
+		}
+	case "observation":
+		if d, ok := observation.DrainTimeout(cfg); ok {
+			return d
+		}
 	}
 	return server.DefaultDrainTimeout
 }

@@ -2,7 +2,8 @@
 // reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7006), AGENTMESH_CONFIG the
 // configuration file, GENERATION_ADDR the generation service that summarises large results when
 // models.observation is set (default services.generation; dialled lazily, so either may start
-// first: until it answers, results are truncated).
+// first: until it answers, results are truncated). Stopping, it takes no new call and lets
+// those in flight finish: with a model, for up to observation.DrainTimeout.
 package main
 
 import (
@@ -22,6 +23,9 @@ func main() {
 				return nil, err
 			}
 			opts.Generation = client
+		}
+		if d, ok := observation.DrainTimeout(cfg); ok {
+			return server.WithDrainTimeout(observation.New(opts), d), nil
 		}
 		return observation.New(opts), nil
 	})

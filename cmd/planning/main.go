@@ -2,7 +2,8 @@
 // reflection. LISTEN_ADDR sets its address (default 127.0.0.1:7002), AGENTMESH_CONFIG the
 // configuration file, GENERATION_ADDR the generation service that asks the planning model when
 // models.planning is set (default services.generation; dialled lazily, so either may start
-// first: until it answers, plans are made by the rules).
+// first: until it answers, plans are made by the rules). Stopping, it takes no new call and
+// lets those in flight finish: with a model, for up to planning.DrainTimeout.
 package main
 
 import (
@@ -24,6 +25,9 @@ func main() {
 				return nil, err
 			}
 			opts.Model = &ask.Model{Client: client, Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}
+		}
+		if d, ok := planning.DrainTimeout(cfg); ok {
+			return server.WithDrainTimeout(planning.New(opts), d), nil
 		}
 		return planning.New(opts), nil
 	})

@@ -10,6 +10,7 @@ package observation
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
@@ -193,6 +194,16 @@ func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, e
 var finalReportTools = map[string]bool{
 	"final_report":        true,
 	"agent__final_report": true,
+}
+
+// DrainTimeout is how long a stopping observation stage with a model of its own
+// (models.observation) lets its calls in flight finish (pkg/server.WithDrainTimeout): a
+// summary, which may take the default step timeout (defaults.step_timeout_ms; the orchestrator
+// waits that long for an observation), and 5 s to answer, as the generation stage allows.
+// Cut off sooner, the summary is asked of the model (and paid for) again by the retry. ok is
+// false without a model: the stage's calls are then quick, and the default drain is enough.
+func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
+	return time.Duration(cfg.Defaults.StepTimeoutMS)*time.Millisecond + 5*time.Second, cfg.Models.Observation != nil
 }
 
 // OptionsFromConfig returns the options the configuration sets: the input limit

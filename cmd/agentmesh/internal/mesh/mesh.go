@@ -184,8 +184,15 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}
 
 	// Stopped (Stop, Close), a stage drains as its binary does: the action and generation
-	// stages for as long as their calls may last, the others for server.DefaultDrainTimeout.
+	// stages, and planning and observation with a model, for as long as their calls may last,
+	// the others for server.DefaultDrainTimeout.
 	drains := map[string]time.Duration{Action: action.DrainTimeout(cfg), Generation: generation.DrainTimeout(cfg)}
+	if d, ok := planning.DrainTimeout(cfg); ok {
+		drains[Planning] = d
+	}
+	if d, ok := observation.DrainTimeout(cfg); ok {
+		drains[Observation] = d
+	}
 	serve := func(name string, register func(grpc.ServiceRegistrar)) error {
 		if opts.InProcess {
 			stage, err := server.NewInProcess(server.Options{Name: name, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name),
