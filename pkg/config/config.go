@@ -259,7 +259,8 @@ type Defaults struct {
 	ContextWindowBufferTokens int64 `yaml:"context_window_buffer_tokens"`
 	// MaxOutputTokens is the number of tokens reserved for the model's reply.
 	MaxOutputTokens int64 `yaml:"max_output_tokens"`
-	// ForceSynthesisAtRatio forces the final turn at this fraction of the window; 0 is off.
+	// ForceSynthesisAtRatio forces the final turn at this fraction of the window, between
+	// 0 and 1; 0 is off.
 	ForceSynthesisAtRatio float64 `yaml:"force_synthesis_at_ratio"`
 	// StrictMode accepts only native or rejected adapter results.
 	StrictMode bool `yaml:"strict_mode"`

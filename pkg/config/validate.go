@@ -234,8 +234,10 @@ func (c *Config) validateDefaults(p *problems) {
 	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
 		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)
 	}
-	if !(d.ForceSynthesisAtRatio >= 0 && d.ForceSynthesisAtRatio < 1) { // NaN too
-		p.addf("defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got %g", d.ForceSynthesisAtRatio)
+	// The rule of a request's overrides and of the context stage: 1 (the whole window) is
+	// allowed, and 0 turns the ratio off.
+	if !(d.ForceSynthesisAtRatio >= 0 && d.ForceSynthesisAtRatio <= 1) { // NaN too
+		p.addf("defaults.force_synthesis_at_ratio: must be between 0 and 1, got %g", d.ForceSynthesisAtRatio)
 	}
 	if !slices.Contains(toolTransports, d.ToolTransport) {
 		p.addf("defaults.tool_transport: unknown transport %q (want native, xml-final or xml)", d.ToolTransport)

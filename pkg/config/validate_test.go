@@ -94,7 +94,7 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			c.Targets = []Target{{Provider: "local", Model: "llama3:8b"}}
 		}, "providers.local.models.llama3:8b: a context_window of 4096 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144"},
 		{"synthesis ratio not a number", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = math.NaN() },
-			"defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got NaN"},
+			"defaults.force_synthesis_at_ratio: must be between 0 and 1, got NaN"},
 		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
 		{"negative tool calls", func(c *Config) { c.Defaults.MaxToolCallsTotal = -1 }, "defaults.max_tool_calls_total: must not be negative"},
 		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},
@@ -104,7 +104,7 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"window too small", func(c *Config) { c.Defaults.ContextWindow = 4000 },
 			"defaults.context_window: 4000 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144)"},
 		{"synthesis ratio out of range", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = 1.2 },
-			"defaults.force_synthesis_at_ratio: must be 0 (off) or a fraction below 1, got 1.2"},
+			"defaults.force_synthesis_at_ratio: must be between 0 and 1, got 1.2"},
 		{"unknown tool transport", func(c *Config) { c.Defaults.ToolTransport = "json" }, `defaults.tool_transport: unknown transport "json"`},
 		{"half a cycle pair", func(c *Config) { c.Defaults.CycleForbid = [][2]string{{"a", ""}} }, "defaults.cycle_forbid[0]: both tool names must be set"},
 		{"unknown memory store", func(c *Config) { c.Memory.Store = "redis" }, `memory.store: unknown store "redis" (want memory, sqlite or postgres)`},
@@ -212,6 +212,9 @@ func TestValidateAcceptsValidSettings(t *testing.T) {
 	c.RestTools = map[string]RestTool{"t": {URL: "https://x/${parameters.id}", Method: "POST"}}
 	c.Memory = Memory{Store: "sqlite", Path: "mem.db", Embeddings: &Target{Provider: "oa", Model: "text-embedding-3-small"}}
 	c.Defaults.CycleForbid = [][2]string{{"a", "b"}}
+	// A request's overrides.force_synthesis_at_ratio may be 1 (the whole window), and the
+	// context stage accepts it: the defaults were refused with it.
+	c.Defaults.ForceSynthesisAtRatio = 1
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate() = %v, want nil", err)
 	}

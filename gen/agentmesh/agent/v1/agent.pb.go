@@ -106,7 +106,8 @@ type RunOverrides struct {
 	ContextWindowBufferTokens *int64 `protobuf:"varint,11,opt,name=context_window_buffer_tokens,json=contextWindowBufferTokens,proto3,oneof" json:"context_window_buffer_tokens,omitempty"`
 	// Overrides ExecutionContract.max_output_tokens.
 	MaxOutputTokens *int64 `protobuf:"varint,12,opt,name=max_output_tokens,json=maxOutputTokens,proto3,oneof" json:"max_output_tokens,omitempty"`
-	// Overrides ExecutionContract.force_synthesis_at_ratio.
+	// Overrides ExecutionContract.force_synthesis_at_ratio: between 0 and 1, 0 turns it off;
+	// another value (NaN too) is INVALID_ARGUMENT.
 	ForceSynthesisAtRatio *float64 `protobuf:"fixed64,13,opt,name=force_synthesis_at_ratio,json=forceSynthesisAtRatio,proto3,oneof" json:"force_synthesis_at_ratio,omitempty"`
 	// Overrides the tool policy the intent stage resolves.
 	ToolPolicy v1.ToolPolicy `protobuf:"varint,14,opt,name=tool_policy,json=toolPolicy,proto3,enum=agentmesh.type.v1.ToolPolicy" json:"tool_policy,omitempty"`

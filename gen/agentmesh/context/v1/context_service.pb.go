@@ -50,7 +50,8 @@ type AssembleRequest struct {
 	ContextWindowBufferTokens int64 `protobuf:"varint,11,opt,name=context_window_buffer_tokens,json=contextWindowBufferTokens,proto3" json:"context_window_buffer_tokens,omitempty"`
 	// Tokens reserved for the reply.
 	MaxOutputTokens int64 `protobuf:"varint,12,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
-	// Force the final turn at this fraction of the window; 0 is off.
+	// Force the final turn at this fraction of the window, between 0 and 1 (1 is the whole
+	// window); 0 turns it off.
 	ForceSynthesisAtRatio float64 `protobuf:"fixed64,13,opt,name=force_synthesis_at_ratio,json=forceSynthesisAtRatio,proto3" json:"force_synthesis_at_ratio,omitempty"`
 	// The model the tokens are counted for; at most 256 bytes.
 	Model string `protobuf:"bytes,14,opt,name=model,proto3" json:"model,omitempty"`

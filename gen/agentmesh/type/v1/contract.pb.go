@@ -400,7 +400,8 @@ type ExecutionContract struct {
 	ContextWindowBufferTokens int64 `protobuf:"varint,16,opt,name=context_window_buffer_tokens,json=contextWindowBufferTokens,proto3" json:"context_window_buffer_tokens,omitempty"`
 	// Tokens reserved for the model's reply.
 	MaxOutputTokens int64 `protobuf:"varint,17,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
-	// Force the final turn at this fraction of the window; 0 turns it off.
+	// Force the final turn at this fraction of the window, between 0 and 1 (1 is the whole
+	// window); 0 turns it off.
 	ForceSynthesisAtRatio float64 `protobuf:"fixed64,18,opt,name=force_synthesis_at_ratio,json=forceSynthesisAtRatio,proto3" json:"force_synthesis_at_ratio,omitempty"`
 	// Whether tools are required, optional or forbidden.
 	ToolPolicy ToolPolicy `protobuf:"varint,19,opt,name=tool_policy,json=toolPolicy,proto3,enum=agentmesh.type.v1.ToolPolicy" json:"tool_policy,omitempty"`
