@@ -57,6 +57,13 @@ func rpcError(addr string, err error) error {
 	return exitcode.Wrap(exitcode.Failed, errors.New(status.Convert(err).Message()))
 }
 
+// configFlag defines the --config flag of a command that takes service addresses from the
+// configuration: the file named, else $AGENTMESH_CONFIG (what every service reads), over the
+// standard layers (config.Load).
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", os.Getenv("AGENTMESH_CONFIG"), "the configuration whose services.* addresses are the defaults (default $AGENTMESH_CONFIG, else the standard layers)")
+}
+
 // parseFlags parses a command's flags wherever they stand among its arguments, as the README
 // writes them (agentmesh answer RUN_ID TEXT --question ID): the flag package stops at the
 // first argument that is not a flag, and took every flag after it for an argument. fs.Args()

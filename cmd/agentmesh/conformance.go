@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -29,7 +28,7 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	stage := fs.String("stage", "", "the stage to check: "+strings.Join(stagetest.Stages(), ", ")+" (also called agent), or all (each at its configured address)")
 	addr := fs.String("addr", "", "the stage's address HOST:PORT (default: the configured services.<stage>, e.g. 127.0.0.1:7002 for planning)")
-	configPath := fs.String("config", os.Getenv("AGENTMESH_CONFIG"), "the configuration whose services.* addresses are the defaults (default $AGENTMESH_CONFIG, else the standard layers)")
+	configPath := configFlag(fs)
 	list := fs.Bool("list", false, "print the stage's cases and what each requires, without running them")
 	providerAddr := fs.String("provider-addr", "", "HOST:PORT where the kit serves a scripted OpenAI-compatible provider (plain HTTP) to check how the generation stage classifies its failures; the stage's provider "+strconv.Quote(stagetest.ProviderName)+" must have the base URL http://HOST:PORT/v1")
 	if err := parseFlags(fs, args); err != nil {

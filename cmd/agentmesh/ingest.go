@@ -31,6 +31,7 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	addr := fs.String("addr", "", "memory service address (default $AGENTMESH_MEMORY_ADDR, else the configured services.memory)")
 	user := fs.String("user", "cli", "user id whose collection receives the files (with auth on, the principal's tenant/user)")
 	collection := fs.String("collection", action.KnowledgeCollection, "memory collection (knowledge_search reads "+action.KnowledgeCollection+")")
+	configPath := configFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	} else if !info.IsDir() {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("ingest: %s is not a directory", dir))
 	}
-	target, err := memoryAddr(*addr)
+	target, err := memoryAddr(*addr, *configPath)
 	if err != nil {
 		return err
 	}
@@ -80,15 +81,16 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // memoryAddr is the memory service's address: the --addr flag, else $AGENTMESH_MEMORY_ADDR,
-// else services.memory of the configuration (127.0.0.1:7007 by default).
-func memoryAddr(flagAddr string) (string, error) {
+// else services.memory of the configuration (configFlag's configPath; 127.0.0.1:7007 by
+// default).
+func memoryAddr(flagAddr, configPath string) (string, error) {
 	if flagAddr != "" {
 		return flagAddr, nil
 	}
 	if a := os.Getenv("AGENTMESH_MEMORY_ADDR"); a != "" {
 		return a, nil
 	}
-	cfg, err := config.Load("")
+	cfg, err := config.Load(configPath)
 	if err != nil {
 		return "", exitcode.Wrap(exitcode.Invalid, err)
 	}

@@ -147,6 +147,29 @@ func TestIngest(t *testing.T) {
 			t.Errorf("ingest printed %q", stdout)
 		}
 	})
+	// The configuration is found as `agentmesh conformance` finds it: --config, else
+	// $AGENTMESH_CONFIG, over the standard layers. Ingest ignored both and dialled the
+	// default 127.0.0.1:7007.
+	path := filepath.Join(t.TempDir(), "deployed.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "services:\n  memory: %q\n", memAddr), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("address from $AGENTMESH_CONFIG", func(t *testing.T) {
+		t.Setenv("AGENTMESH_MEMORY_ADDR", "")
+		t.Setenv("AGENTMESH_CONFIG", path)
+		stdout, _ := runCLI(t, exitcode.OK, "ingest", "--user", "carol", dir)
+		if !strings.HasSuffix(strings.SplitN(stdout, "\n", 2)[0], `of user "carol": 2 file(s), 2 chunk(s) stored, 0 earlier chunk(s) replaced`) {
+			t.Errorf("ingest printed %q", stdout)
+		}
+	})
+	t.Run("address from --config", func(t *testing.T) {
+		t.Setenv("AGENTMESH_MEMORY_ADDR", "")
+		t.Setenv("AGENTMESH_CONFIG", "")
+		stdout, _ := runCLI(t, exitcode.OK, "ingest", "--config", path, "--user", "dave", dir)
+		if !strings.HasSuffix(strings.SplitN(stdout, "\n", 2)[0], `of user "dave": 2 file(s), 2 chunk(s) stored, 0 earlier chunk(s) replaced`) {
+			t.Errorf("ingest printed %q", stdout)
+		}
+	})
 }
 
 // TestIngestWithAuth (issue 12.4): with API keys configured the memory stage enforces

@@ -54,11 +54,11 @@ usage:
                                                    scripted provider there, to check how generation
                                                    classifies its provider's failures
   agentmesh version                                print the build's version
-  agentmesh ingest [--addr MEMORY_ADDR] [--user USER] [--collection knowledge] DIR
+  agentmesh ingest [--addr MEMORY_ADDR] [--config PATH] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search
 
 ADDR defaults to $AGENTMESH_ADDR, else 127.0.0.1:7000; MEMORY_ADDR to $AGENTMESH_MEMORY_ADDR,
-else the configured services.memory (127.0.0.1:7007).
+else services.memory of --config, else of $AGENTMESH_CONFIG (127.0.0.1:7007).
 `
 
 func main() {

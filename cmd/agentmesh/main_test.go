@@ -19,6 +19,7 @@ func TestMain(m *testing.M) { meshproc.Main(m) }
 func isolate(t *testing.T) {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
+	t.Setenv("AGENTMESH_CONFIG", "")
 	t.Chdir(t.TempDir())
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
