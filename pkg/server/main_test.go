@@ -60,6 +60,8 @@ func TestRunExitCodes(t *testing.T) {
 		{"metrics address in use", map[string]string{"METRICS_ADDR": busy.Addr().String()}, ok, exitcode.Unavailable},
 		{"metrics web configuration that does not load", map[string]string{"METRICS_ADDR": "127.0.0.1:0", "METRICS_WEB_CONFIG": "/nonexistent/web.yml"}, ok, exitcode.Invalid},
 		{"bad tracing config", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_TRACES_EXPORTER": "zipkin"}, ok, exitcode.Invalid},
+		// Accepted, and the spans went out as protobuf: the Go exporter has no JSON encoding.
+		{"OTLP over HTTP with JSON", map[string]string{"OTEL_SDK_DISABLED": "", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, ok, exitcode.Invalid},
 		{"bad sampler", map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}, ok, exitcode.Invalid},
 		{"bad sampling ratio", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, ok, exitcode.Invalid},
 		{"missing configuration file", map[string]string{"AGENTMESH_CONFIG": "/nonexistent/agentmesh.yaml"}, ok, exitcode.Invalid},

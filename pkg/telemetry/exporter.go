@@ -18,8 +18,10 @@ import (
 // neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (unless
 // OTEL_TRACES_EXPORTER=otlp asks for the default endpoint). Otherwise the exporter is OTLP over
 // the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL: "grpc"
-// (the default), "http/protobuf" or "http/json". The exporters read the remaining variables
-// (headers, certificates, timeout, compression) themselves.
+// (the default) or "http/protobuf". "http/json" is an error, as is any other value: the Go
+// exporter has no JSON encoding, and sending protobuf to a collector asked for JSON would
+// fail where the setting cannot be seen. The exporters read the remaining variables (headers,
+// certificates, timeout, compression) themselves.
 func ExporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
@@ -35,15 +37,19 @@ func ExporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, error) {
 	default:
 		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q is not supported: use otlp or none", kind)
 	}
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	variable := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	protocol := os.Getenv(variable)
 	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		variable = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		protocol = os.Getenv(variable)
 	}
 	switch protocol {
 	case "", "grpc":
 		return otlptracegrpc.New(ctx)
-	case "http/protobuf", "http/json":
+	case "http/protobuf":
 		return otlptracehttp.New(ctx)
+	case "http/json":
+		return nil, fmt.Errorf("%s=%q is not supported (the OpenTelemetry Go exporter has no JSON encoding): use grpc or http/protobuf", variable, protocol)
 	}
-	return nil, fmt.Errorf("OTLP protocol %q is not supported: use grpc, http/protobuf or http/json", protocol)
+	return nil, fmt.Errorf("%s=%q is not supported: use grpc or http/protobuf", variable, protocol)
 }

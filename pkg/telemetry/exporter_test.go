@@ -23,7 +23,13 @@ func TestExporterFromEnvDisabled(t *testing.T) {
 		{name: "nothing set", env: nil},
 		{name: "exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_EXPORTER": "none"}},
 		{name: "sdk disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SDK_DISABLED": "TRUE"}},
-		{name: "unknown protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"}, wantErr: `OTLP protocol "carrier-pigeon" is not supported`},
+		{name: "unknown protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
+			wantErr: `OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon" is not supported: use grpc or http/protobuf`},
+		// Accepted before, and the spans went out as protobuf all the same.
+		{name: "JSON", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+			wantErr: `OTEL_EXPORTER_OTLP_PROTOCOL="http/json" is not supported (the OpenTelemetry Go exporter has no JSON encoding): use grpc or http/protobuf`},
+		{name: "JSON for traces", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
+			wantErr: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json" is not supported`},
 		{name: "unknown exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: `OTEL_TRACES_EXPORTER="zipkin" is not supported`},
 	}
 	for _, tc := range table {
