@@ -21,10 +21,11 @@ import (
 const usage = `agentmesh — an LLM agent runtime as a gRPC mesh
 
 usage:
-  agentmesh dev [--config PATH] [--run MESSAGE] [--orchestrators N] [--data DIR]
+  agentmesh dev [--config PATH] [--run MESSAGE] [--orchestrators N] [--data DIR] [--insecure]
+                [--metrics-addr ADDR] [--metrics-web-config FILE] [-v]
                                                    run the whole mesh (embedded NATS) in one process;
                                                    with --run, make one run end to end and exit
-  agentmesh run [--addr ADDR] [--json] [--schema FILE] MESSAGE
+  agentmesh run [--addr ADDR] [--json] [--schema FILE] [--profile NAME] [--user USER] [--max-turns N] MESSAGE
                                                    run an agent and stream its progress
   agentmesh tools [--addr ADDR]                   list the tools the mesh can execute
   agentmesh get [--addr ADDR] RUN_ID              print a finished run's result as JSON
@@ -46,7 +47,7 @@ usage:
                                                    make a development mesh's CA and certificates
                                                    (mTLS between services, the CLI's client
                                                    certificate) and approval grant keys
-  agentmesh conformance --stage STAGE [--addr HOST:PORT] [--provider-addr HOST:PORT] [--list]
+  agentmesh conformance --stage STAGE [--addr HOST:PORT | --config PATH] [--provider-addr HOST:PORT] [--list]
                                                    check that a stage or the orchestrator (e.g. a
                                                    replacement) keeps its contract: a PASS/FAIL table
                                                    of the conformance kit's cases; --stage all checks
