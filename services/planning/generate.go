@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -69,7 +70,7 @@ func generate(goal, taskType string, constraints []string, tools []*typev1.Tool,
 // material of the clause before the colon, unless that clause announces steps ("do the
 // following: …"). A clause that reads as code stays with the clause before it, joined by the
 // separator that was between them: pasted code is the material of a step, not a step per
-// statement.
+// statement. A clause without a letter or digit ("?!?") is no step.
 func splitClauses(goal string) []string {
 	if loc := givenText.FindStringIndex(goal); loc != nil {
 		clauses := separate(goal[:loc[0]])
@@ -111,6 +112,9 @@ func separate(text string) []string {
 			case c == "":
 			case len(parts) > 0 && codeLike.MatchString(c):
 				parts[len(parts)-1] = append(parts[len(parts)-1], join, c)
+			case !strings.ContainsFunc(c, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }):
+				// "???": nothing to do (a message the intent stage asked about, joined to the
+				// answer at a line break); a goal of nothing else stays one clause.
 			default:
 				parts = append(parts, []string{c})
 			}

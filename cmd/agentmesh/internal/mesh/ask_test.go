@@ -241,6 +241,11 @@ func TestUnclearIntentPausesForTheAnswer(t *testing.T) {
 			if d := planEntries(final)["PLAN"]; !strings.Contains(d, "steps") {
 				t.Errorf("PLAN entry %q, want the answer planned", d)
 			}
+			// The message without letters or digits, joined to the answer at a line break, was
+			// a step of its own ("???", then the answer).
+			if d := planEntries(final)["PLAN"]; !strings.HasPrefix(d, "1 steps ") {
+				t.Errorf("PLAN entry %q (entries %v), want one step: the answer's", d, planEntries(final))
+			}
 			checkInvariants(t, final)
 		})
 	}
