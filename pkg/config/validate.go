@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/target"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
@@ -344,7 +345,8 @@ func (c *Config) validateTargets(p *problems) {
 	}
 }
 
-// checkTarget records a problem when t names no configured provider or no model.
+// checkTarget records a problem when t names no configured provider or no model, or a name
+// over target.MaxNameBytes (the generation stage refuses such a target).
 func (c *Config) checkTarget(p *problems, key string, t Target) {
 	switch _, ok := c.Providers[t.Provider]; {
 	case t.Provider == "":
@@ -354,6 +356,11 @@ func (c *Config) checkTarget(p *problems, key string, t Target) {
 	}
 	if t.Model == "" {
 		p.addf("%s.model: must name a model", key)
+	}
+	for _, f := range [...]struct{ name, value string }{{"provider", t.Provider}, {"model", t.Model}} {
+		if n := len(f.value); n > target.MaxNameBytes {
+			p.addf("%s.%s: at most %d bytes, got %d", key, f.name, target.MaxNameBytes, n)
+		}
 	}
 }
 

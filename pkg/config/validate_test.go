@@ -16,6 +16,9 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"target names an unknown provider", func(c *Config) { c.Targets = []Target{{Provider: "nope", Model: "m"}} },
 			`targets[0].provider: provider "nope" is not configured (configured: rules)`},
 		{"target without model", func(c *Config) { c.Targets[0].Model = "" }, "targets[0].model: must name a model"},
+		{"target model name too long", func(c *Config) { c.Targets[0].Model = strings.Repeat("m", 257) }, "targets[0].model: at most 256 bytes, got 257"},
+		{"fallback model name too long", func(c *Config) { c.Models.Fallback = &Target{Provider: "rules", Model: strings.Repeat("m", 300)} },
+			"models.fallback.model: at most 256 bytes, got 300"},
 		{"no targets", func(c *Config) { c.Targets = nil }, "targets: at least one provider/model target is required"},
 		{"profile target names an unknown provider", func(c *Config) {
 			c.Profiles = map[string]Profile{"docs": {Targets: []Target{{Provider: "nope", Model: "m"}}}}

@@ -8,12 +8,8 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/target"
 )
-
-// maxTargetNameBytes is the longest provider or model name a target may give, as the public
-// API's overrides.targets: the model names the chat span ("chat <model>") and labels the
-// metrics, which a name of megabytes would make larger than an OTLP export request takes.
-const maxTargetNameBytes = 256
 
 // validate checks a generate request and returns the provider its target names. A
 // tool_choice that is neither a mode nor the name of an offered tool is refused here (without
@@ -53,22 +49,22 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 	return p, nil
 }
 
-// provider returns the provider a target names. Names over maxTargetNameBytes are refused
+// provider returns the provider a target names. Names over target.MaxNameBytes are refused
 // before any is quoted in an error.
-func (s *Service) provider(target *typev1.Target) (Provider, error) {
-	name := target.GetProvider()
-	for _, f := range []struct{ field, value string }{{"target.provider", name}, {"target.model", target.GetModel()}} {
-		if n := len(f.value); n > maxTargetNameBytes {
-			return nil, invalid("%s: at most %d bytes, got %d", f.field, maxTargetNameBytes, n)
-		}
+func (s *Service) provider(t *typev1.Target) (Provider, error) {
+	if err := target.CheckNames("target", t); err != nil {
+		e := stageerr.FromError(err)
+		e.Stage = stageName
+		return nil, e
 	}
+	name := t.GetProvider()
 	p, ok := s.providers[name]
 	switch {
 	case name == "":
 		return nil, invalid("target.provider must be set; configured providers: %s", s.providerList())
 	case !ok:
 		return nil, invalid("unknown provider %q in target.provider; configured providers: %s", name, s.providerList())
-	case target.GetModel() == "":
+	case t.GetModel() == "":
 		return nil, invalid("target.model must not be empty")
 	}
 	return p, nil

@@ -38,10 +38,6 @@ const (
 	// MaxIdempotencyKeyBytes is the longest idempotency_key: room for any UUID or hash, as
 	// Stripe's 255-character keys.
 	MaxIdempotencyKeyBytes = 256
-	// MaxTargetNameBytes is the longest provider or model name of overrides.targets: room for
-	// any model's name (a Bedrock inference profile's ARN is some 100 bytes). The model names
-	// the generation stage's chat spans and labels its metrics.
-	MaxTargetNameBytes = 256
 	// MaxFeedbackBytes is the longest feedback of a ResolveApproval and reason of a CancelRun:
 	// a person's text, which the model (or the run's error) shows, as long as a message may
 	// be. Each is stored as one NATS message for the replica that applies it, where a much

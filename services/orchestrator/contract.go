@@ -12,6 +12,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/target"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/proto"
@@ -98,10 +99,8 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	}
 	c.CycleForbid = append(c.CycleForbid, o.GetCycleForbid()...)
 	for i, t := range o.GetTargets() {
-		for _, f := range []struct{ name, value string }{{"provider", t.GetProvider()}, {"model", t.GetModel()}} {
-			if n := len(f.value); n > MaxTargetNameBytes {
-				return nil, stageerr.Invalid("overrides.targets[%d].%s: at most %d bytes, got %d", i, f.name, MaxTargetNameBytes, n)
-			}
+		if err := target.CheckNames(fmt.Sprintf("overrides.targets[%d]", i), t); err != nil {
+			return nil, err
 		}
 	}
 	if len(o.GetTargets()) > 0 {

@@ -13,6 +13,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/target"
 	"google.golang.org/grpc"
 )
 
@@ -31,13 +32,9 @@ const (
 // a word.
 const MaxStageBytes = 64
 
-// Limits of the names a decision's reason quotes: MaxTargetNameBytes for a target's provider
-// and model (the generation stage's limit), MaxToolNameBytes for an alternative tool (the
-// action stage's).
-const (
-	MaxTargetNameBytes = 256
-	MaxToolNameBytes   = 512
-)
+// MaxToolNameBytes is the longest alternative tool a decision's reason quotes (the action
+// stage's limit of a tool name); a target's names are bounded by target.MaxNameBytes.
+const MaxToolNameBytes = 512
 
 // Options configures the recovery service.
 type Options struct {
@@ -168,18 +165,10 @@ func validate(req *recoveryv1.DecideRequest) error {
 	return validateNames(req.GetState())
 }
 
-// validateNames refuses a target's provider or model over MaxTargetNameBytes and an
+// validateNames refuses a target's provider or model over target.MaxNameBytes and an
 // alternative tool over MaxToolNameBytes: a decision's reason quotes them.
 func validateNames(state *recoveryv1.RecoveryState) error {
-	checkTarget := func(field string, t *typev1.Target) error {
-		if n := len(t.GetProvider()); n > MaxTargetNameBytes {
-			return stageerr.Invalid("%s.provider: at most %d bytes, got %d", field, MaxTargetNameBytes, n)
-		}
-		if n := len(t.GetModel()); n > MaxTargetNameBytes {
-			return stageerr.Invalid("%s.model: at most %d bytes, got %d", field, MaxTargetNameBytes, n)
-		}
-		return nil
-	}
+	checkTarget := target.CheckNames
 	if err := checkTarget("state.target", state.GetTarget()); err != nil {
 		return err
 	}
