@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
@@ -12,7 +10,6 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/pkg/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -51,15 +48,7 @@ func TestStoppingActionStageFinishesItsCalls(t *testing.T) {
 	})
 	await(t, hold.Arrived(), runTimeout, "the tool's execution")
 
-	// Stopping, the stage closes its listener and sends its clients GOAWAY: once the harness's
-	// connection has it, a health check, like a readiness probe, finds nothing to connect to.
-	action.Signal(t, syscall.SIGTERM)
-	if !poll(t, runTimeout, func() bool {
-		_, err := action.Health(t.Context())
-		return status.Code(err) == codes.Unavailable
-	}) {
-		t.Fatal("the action stage still answers health checks after SIGTERM")
-	}
+	stopStage(t, action, "action")
 	args, _ := structpb.NewStruct(map[string]any{"key": "sent-after-sigterm"})
 	_, err := actionv1.NewActionServiceClient(action.Conn()).Execute(ctx, &actionv1.ExecuteRequest{
 		RunId: "late-run", CallId: "late-call", ToolName: toolBump, Arguments: args,
@@ -69,16 +58,7 @@ func TestStoppingActionStageFinishesItsCalls(t *testing.T) {
 	}
 
 	// The call in flight outlives the drain every other service gets.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-action.Exited(t):
-		t.Fatalf("the action stage exited within %s of SIGTERM, with a tool call in flight", outlives)
-	case <-pending.done:
-		t.Fatalf("the run ended while its tool call was held: %v, %v", pending.res, pending.err)
-	case <-past.C:
-	}
+	outlivesDrain(t, action, "action", "a tool call", pending)
 	hold.Release()
 	await(t, pending.done, runTimeout, "the run")
 	checkSucceeded(t, "the run whose tool call ran while the action stage stopped", pending.res, pending.err)
@@ -89,7 +69,5 @@ func TestStoppingActionStageFinishesItsCalls(t *testing.T) {
 	if n := tools.Count("sent-after-sigterm"); n != 0 {
 		t.Errorf("the tool of the Execute sent after SIGTERM ran %d times, want never", n)
 	}
-	if err := action.Wait(t); err != nil {
-		t.Errorf("the action stage exited with %v after its drain, want status 0", err)
-	}
+	exitedAfterDrain(t, action, "action")
 }

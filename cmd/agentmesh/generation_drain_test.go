@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/pkg/server"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // TestStoppingGenerationStageFinishesItsAnswers: a generation stage told to stop (SIGTERM, as
@@ -28,15 +23,7 @@ func TestStoppingGenerationStageFinishesItsAnswers(t *testing.T) {
 		runID, message = "generation-drain", "drain: answer slowly"
 		answer         = "Answered while the generation stage stopped."
 	)
-	hold := make(chan struct{})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	hold, release := heldTurn(t)
 	llm := llmtest.New(t, llmtest.Scenario{Name: "drain", Match: message, Turns: []llmtest.Turn{
 		{Content: answer, Hold: hold},
 	}})
@@ -51,25 +38,10 @@ func TestStoppingGenerationStageFinishesItsAnswers(t *testing.T) {
 		t.Fatal("the model was never asked")
 	}
 
-	generation.Signal(t, syscall.SIGTERM)
-	if !poll(t, runTimeout, func() bool {
-		_, err := generation.Health(t.Context())
-		return status.Code(err) == codes.Unavailable
-	}) {
-		t.Fatal("the generation stage still answers health checks after SIGTERM")
-	}
+	stopStage(t, generation, "generation")
 
 	// The answer in flight outlives the drain every other service gets.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-generation.Exited(t):
-		t.Fatalf("the generation stage exited within %s of SIGTERM, with a model's answer in flight", outlives)
-	case <-pending.done:
-		t.Fatalf("the run ended while its model's answer was held: %v, %v", pending.res, pending.err)
-	case <-past.C:
-	}
+	outlivesDrain(t, generation, "generation", "a model's answer", pending)
 	release()
 	await(t, pending.done, runTimeout, "the run")
 	checkSucceeded(t, "the run whose model answered while the generation stage stopped", pending.res, pending.err)
@@ -79,7 +51,5 @@ func TestStoppingGenerationStageFinishesItsAnswers(t *testing.T) {
 	if n := len(llm.Requests()); n != 1 {
 		t.Errorf("the model was asked %d times, want once", n)
 	}
-	if err := generation.Wait(t); err != nil {
-		t.Errorf("the generation stage exited with %v after its drain, want status 0", err)
-	}
+	exitedAfterDrain(t, generation, "generation")
 }

@@ -5,18 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/pkg/server"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -36,15 +31,7 @@ func TestStoppingObservationStageFinishesItsSummaries(t *testing.T) {
 	stock := "inventory\n" + strings.Repeat("sku-1 apples 1 crate, warehouse north\n", 40)
 	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(stock)) }))
 	t.Cleanup(tools.Close)
-	hold := make(chan struct{})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	hold, release := heldTurn(t)
 	llm := llmtest.New(t,
 		llmtest.Scenario{Name: "run", Match: message, Turns: []llmtest.Turn{
 			{ToolCalls: []llmtest.ToolCall{{Name: "stock_report", Arguments: `{}`}}}, {Content: "40 crates of apples."}}},
@@ -61,38 +48,15 @@ func TestStoppingObservationStageFinishesItsSummaries(t *testing.T) {
 	pending := goRun(func() (*typev1.RunResult, error) {
 		return a.Agent().Run(ctx, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{ToolResponseMaxBytes: proto.Int64(200)}})
 	})
-	summarised := func() int {
-		n := 0
-		for _, r := range llm.Requests() {
-			if r.Model == "summarizer" {
-				n++
-			}
-		}
-		return n
-	}
+	summarised := func() int { return askedModel(llm, "summarizer") }
 	if !poll(t, runTimeout, func() bool { return summarised() > 0 }) {
 		t.Fatal("the observation model was never asked")
 	}
 
-	stage.Signal(t, syscall.SIGTERM)
-	if !poll(t, runTimeout, func() bool {
-		_, err := stage.Health(t.Context())
-		return status.Code(err) == codes.Unavailable
-	}) {
-		t.Fatal("the observation stage still answers health checks after SIGTERM")
-	}
+	stopStage(t, stage, "observation")
 
 	// The summary in flight outlives the drain of a stage without a model.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-stage.Exited(t):
-		t.Fatalf("the observation stage exited within %s of SIGTERM, with its model's summary in flight", outlives)
-	case <-pending.done:
-		t.Fatalf("the run ended while its summary was held: %v, %v", pending.res, pending.err)
-	case <-past.C:
-	}
+	outlivesDrain(t, stage, "observation", "its model's summary", pending)
 	release()
 	await(t, pending.done, runTimeout, "the run")
 	checkSucceeded(t, "the run whose result was summarised while the observation stage stopped", pending.res, pending.err)
@@ -108,7 +72,5 @@ func TestStoppingObservationStageFinishesItsSummaries(t *testing.T) {
 	if n := summarised(); n != 1 {
 		t.Errorf("the observation model was asked %d times, want once", n)
 	}
-	if err := stage.Wait(t); err != nil {
-		t.Errorf("the observation stage exited with %v after its drain, want status 0", err)
-	}
+	exitedAfterDrain(t, stage, "observation")
 }

@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/planning"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // TestStoppingPlanningStageFinishesItsPlans: a planning stage with a model of its own
@@ -30,15 +25,7 @@ func TestStoppingPlanningStageFinishesItsPlans(t *testing.T) {
 		runID, callID, key = "planning-drain", "call-1", "planned-during-drain"
 		message            = "drain: plan slowly"
 	)
-	hold := make(chan struct{})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	hold, release := heldTurn(t)
 	llm := llmtest.New(t,
 		llmtest.Scenario{Name: "plan", Match: "Goal: " + message + "\n*", Turns: []llmtest.Turn{{Hold: hold, ToolCalls: []llmtest.ToolCall{{
 			Name: planning.PlanTool, Arguments: `{"viable": true, "steps": [{"id": "count", "description": "Count once", "tool": "` + toolBump + `"}]}`}}}}},
@@ -59,38 +46,15 @@ func TestStoppingPlanningStageFinishesItsPlans(t *testing.T) {
 	pending := goRun(func() (*typev1.RunResult, error) {
 		return a.Agent().Run(ctx, &agentv1.RunRequest{RunId: runID, Message: message})
 	})
-	planned := func() int {
-		n := 0
-		for _, r := range llm.Requests() {
-			if r.Model == "planner" {
-				n++
-			}
-		}
-		return n
-	}
+	planned := func() int { return askedModel(llm, "planner") }
 	if !poll(t, runTimeout, func() bool { return planned() > 0 }) {
 		t.Fatal("the planning model was never asked")
 	}
 
-	stage.Signal(t, syscall.SIGTERM)
-	if !poll(t, runTimeout, func() bool {
-		_, err := stage.Health(t.Context())
-		return status.Code(err) == codes.Unavailable
-	}) {
-		t.Fatal("the planning stage still answers health checks after SIGTERM")
-	}
+	stopStage(t, stage, "planning")
 
 	// The plan in flight outlives the drain of a stage without a model.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-stage.Exited(t):
-		t.Fatalf("the planning stage exited within %s of SIGTERM, with its model's plan in flight", outlives)
-	case <-pending.done:
-		t.Fatalf("the run ended while its plan was held: %v, %v", pending.res, pending.err)
-	case <-past.C:
-	}
+	outlivesDrain(t, stage, "planning", "its model's plan", pending)
 	release()
 	await(t, pending.done, runTimeout, "the run")
 	checkSucceeded(t, "the run planned while the planning stage stopped", pending.res, pending.err)
@@ -100,7 +64,5 @@ func TestStoppingPlanningStageFinishesItsPlans(t *testing.T) {
 	if n := planned(); n != 1 {
 		t.Errorf("the planning model was asked %d times, want once", n)
 	}
-	if err := stage.Wait(t); err != nil {
-		t.Errorf("the planning stage exited with %v after its drain, want status 0", err)
-	}
+	exitedAfterDrain(t, stage, "planning")
 }
