@@ -270,17 +270,7 @@ func TestLearningCutOffByClose(t *testing.T) {
 	}
 	gen := &stuckGeneration{asked: make(chan struct{})}
 	svc := memory.New(memory.Options{Store: open(), Facts: &ask.Model{Client: gen, Target: &typev1.Target{Provider: "p", Model: "m"}}})
-	if _, err := svc.SaveRun(t.Context(), &memoryv1.SaveRunRequest{UserId: "alice", Result: conversation("run-1", "My name is Sam.")}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-gen.asked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the model was never asked")
-	}
-	if err := svc.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeWhileLearning(t, svc, gen)
 
 	c := serve(t, memory.Options{Store: open()})
 	if l := learned(t, c, "run-1"); l.GetMethod() != typev1.LearningMethod_LEARNING_METHOD_RULES || len(l.GetMemoryIds()) != 1 {
@@ -297,17 +287,7 @@ func TestACutOffLearningSaysWhyInItsSpan(t *testing.T) {
 	gen := &stuckGeneration{asked: make(chan struct{})}
 	svc := memory.New(memory.Options{Store: memory.NewMemoryStore(), TracerProvider: rec.Provider("agentmesh-memory"),
 		Facts: &ask.Model{Client: gen, Target: &typev1.Target{Provider: "p", Model: "m"}}})
-	if _, err := svc.SaveRun(t.Context(), &memoryv1.SaveRunRequest{UserId: "alice", Result: conversation("run-1", "My name is Sam.")}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-gen.asked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the model was never asked")
-	}
-	if err := svc.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeWhileLearning(t, svc, gen)
 	var learn sdktrace.ReadOnlySpan
 	for _, s := range rec.Spans() {
 		if s.Name() == "agentmesh.memory.learn" {
@@ -325,6 +305,23 @@ func TestACutOffLearningSaysWhyInItsSpan(t *testing.T) {
 	}
 	if learn.Status().Code != codes.Error || got != "canceled" {
 		t.Errorf("agentmesh.memory.learn: status %v, error.type %q; want Error and canceled", learn.Status(), got)
+	}
+}
+
+// closeWhileLearning saves run-1 for alice, whose message has a fact to learn, and closes svc
+// once its fact model (gen) is asked, so that the learning is cut off.
+func closeWhileLearning(t *testing.T, svc *memory.Service, gen *stuckGeneration) {
+	t.Helper()
+	if _, err := svc.SaveRun(t.Context(), &memoryv1.SaveRunRequest{UserId: "alice", Result: conversation("run-1", "My name is Sam.")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gen.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model was never asked")
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
