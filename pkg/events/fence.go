@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
-
-	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 )
 
 // ErrFenced is Emit's error when another writer published an event of the run after the last
@@ -58,7 +58,7 @@ type Position struct {
 // and the resumed run's next event, whose seq is then taken already, takes the next one (see
 // Emit).
 func LastPosition(ctx context.Context, js jetstream.JetStream, runID string) (Position, error) {
-	if err := ValidRunID(runID); err != nil {
+	if err := runid.Check(runID); err != nil {
 		return Position{}, err
 	}
 	msg, err := lastMessage(ctx, js, runID)

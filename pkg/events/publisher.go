@@ -9,13 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/protobuf/proto"
-
-	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // publishTimeout bounds one attempt to publish an event (or to probe the stream), the
@@ -149,7 +149,7 @@ func checkEvent(ev *eventv1.RunEvent) error {
 	if Kind(ev) == "" {
 		return stageerr.Invalid("event of run %q has no kind", ev.GetRunId())
 	}
-	return ValidRunID(ev.GetRunId())
+	return runid.Check(ev.GetRunId())
 }
 
 // msgID returns the Nats-Msg-Id of ev: "<run_id>-<seq>".

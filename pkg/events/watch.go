@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"time"
 
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	"github.com/agentmesh/agentmesh/pkg/runid"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/protobuf/proto"
-
-	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
-	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // consumerCleanupTimeout bounds the deletion of Watch's consumer once it is done.
@@ -35,7 +35,7 @@ var errStreamReplaced = errors.New("the event stream was replaced")
 func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq uint64,
 	fn func(ctx context.Context, ev *eventv1.RunEvent) error,
 ) error {
-	if err := ValidRunID(runID); err != nil {
+	if err := runid.Check(runID); err != nil {
 		return err
 	}
 	if fn == nil {

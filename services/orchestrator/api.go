@@ -16,6 +16,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"google.golang.org/grpc"
@@ -198,7 +199,7 @@ func validateRunRequest(req *agentv1.RunRequest) error {
 // checkRunID is the INVALID_ARGUMENT error of a request whose run_id cannot name a run (empty,
 // too long, or with characters a run id never has), nil for one that can.
 func checkRunID(id string) error {
-	if err := events.ValidRunID(id); err != nil {
+	if err := runid.Check(id); err != nil {
 		return stageerr.Invalid("run_id: %v", err)
 	}
 	return nil

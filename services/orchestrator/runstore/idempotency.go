@@ -25,7 +25,7 @@ type KeyClaim struct {
 }
 
 // encode is the claim as the bucket holds it: the run id, then the fingerprint after a space
-// (a run id has no spaces: events.ValidRunID). A value without a space is an earlier
+// (a run id has no spaces: runid.Check). A value without a space is an earlier
 // release's, the run id alone.
 func (c KeyClaim) encode() []byte {
 	if c.Request == "" {
