@@ -52,11 +52,17 @@ func restBackend(t *testing.T) (*httptest.Server, chan string) {
 // stops its backends when the test ends.
 func serveConfig(t *testing.T, cfg *config.Config, tools ...action.Tool) actionv1.ActionServiceClient {
 	t.Helper()
+	return serveEdited(t, cfg, func(o *action.Options) { o.Tools = append(o.Tools, tools...) })
+}
+
+// serveEdited is serveConfig with edit applied to the options OptionsFromConfig made.
+func serveEdited(t *testing.T, cfg *config.Config, edit func(*action.Options)) actionv1.ActionServiceClient {
+	t.Helper()
 	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("OptionsFromConfig: %v", err)
 	}
-	opts.Tools = append(opts.Tools, tools...)
+	edit(&opts)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Errorf("stopping the backends: %v", err)
@@ -449,13 +455,7 @@ func TestAGatewayFailureRetriesOnlyACallThatMayRunTwice(t *testing.T) {
 	}
 	cfg.Tools.NoApproval = []string{"pay", "order", "put", "busy", "slow"}
 	cfg.Tools.Idempotent = []string{"put"}
-	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stop() })
-	opts.RetryBase = time.Millisecond
-	client := serve(t, opts)
+	client := serveEdited(t, cfg, func(o *action.Options) { o.RetryBase = time.Millisecond })
 
 	table := []struct {
 		tool     string
@@ -574,13 +574,7 @@ func TestARateLimitedCallWaitsAsTheServerAsks(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.RestTools = map[string]config.RestTool{"later": {URL: api.URL + "/later"}, "soon": {URL: api.URL + "/soon"}}
-	opts, stop, err := action.OptionsFromConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stop() })
-	opts.RetryBase = time.Millisecond
-	client := serve(t, opts)
+	client := serveEdited(t, cfg, func(o *action.Options) { o.RetryBase = time.Millisecond })
 
 	t.Run("asked to wait longer than the call has", func(t *testing.T) {
 		req := request(t, "later", map[string]any{})
