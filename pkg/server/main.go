@@ -36,6 +36,15 @@ func WithDrainTimeout(r Registrar, d time.Duration) Registrar {
 	return draining{Registrar: r, timeout: d}
 }
 
+// DrainMargin is what a service's drain allows beyond the longest its calls may last
+// (DrainFor): the time to record a call's outcome and answer it, as the orchestrator waits as
+// much for an answer beyond a call's timeout.
+const DrainMargin = 5 * time.Second
+
+// DrainFor is the drain timeout (WithDrainTimeout) of a service whose calls may last up to d:
+// d and DrainMargin.
+func DrainFor(d time.Duration) time.Duration { return d + DrainMargin }
+
 // drainTimer is a Registrar with a drain timeout of its own (WithDrainTimeout).
 type drainTimer interface {
 	DrainTimeout() time.Duration

@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/grant"
+	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
 )
@@ -131,15 +132,11 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 // DrainTimeout is how long a stopping action stage lets its calls in flight finish by default
 // (pkg/server.WithDrainTimeout): a call with the default tool timeout, defaults.tool_timeout_ms
 // (its wait for a queue's slot included), received just before the stage was told to stop, and
-// drainMargin to record its outcome and answer. A call given a longer timeout_ms is cut off at
+// server.DrainMargin to record its outcome and answer. A call given a longer timeout_ms is cut off at
 // the drain's end (and, unless its tool is idempotent, answered as interrupted when retried).
 func DrainTimeout(cfg *config.Config) time.Duration {
-	return time.Duration(cfg.Defaults.ToolTimeoutMS)*time.Millisecond + drainMargin
+	return server.DrainFor(time.Duration(cfg.Defaults.ToolTimeoutMS) * time.Millisecond)
 }
-
-// drainMargin is what DrainTimeout allows beyond the tool timeout; the orchestrator waits as
-// much for a call's answer beyond its timeout.
-const drainMargin = 5 * time.Second
 
 // KVLedgerOptionsFromConfig returns the settings of the call ledger's bucket: nats.replicas,
 // nats.storage and durability.call_record_ttl_ms.

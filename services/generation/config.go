@@ -7,21 +7,18 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
 // DrainTimeout is how long a stopping generation stage lets its calls in flight finish by
 // default (pkg/server.WithDrainTimeout): a model's answer, streamed or not, asked at the start
 // of a turn, which may take the default step timeout (defaults.step_timeout_ms), and
-// drainMargin to send it. Cut off sooner, the answer is lost and asked (and paid for) again by
+// server.DrainMargin to send it. Cut off sooner, the answer is lost and asked (and paid for) again by
 // the retry; a run given a longer step_timeout_ms may still have its answer cut off at the
 // drain's end.
 func DrainTimeout(cfg *config.Config) time.Duration {
-	return time.Duration(cfg.Defaults.StepTimeoutMS)*time.Millisecond + drainMargin
+	return server.DrainFor(time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond)
 }
-
-// drainMargin is what DrainTimeout allows beyond the step timeout, as the action stage allows
-// beyond the tool timeout.
-const drainMargin = 5 * time.Second
 
 // ProvidersFromConfig builds the providers the configuration names: openai (any
 // OpenAI-compatible server, with its token_limit_field), anthropic and rules. A provider's

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/schema"
+	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -199,11 +200,11 @@ var finalReportTools = map[string]bool{
 // DrainTimeout is how long a stopping observation stage with a model of its own
 // (models.observation) lets its calls in flight finish (pkg/server.WithDrainTimeout): a
 // summary, which may take the default step timeout (defaults.step_timeout_ms; the orchestrator
-// waits that long for an observation), and 5 s to answer, as the generation stage allows.
+// waits that long for an observation), and server.DrainMargin to answer.
 // Cut off sooner, the summary is asked of the model (and paid for) again by the retry. ok is
 // false without a model: the stage's calls are then quick, and the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
-	return time.Duration(cfg.Defaults.StepTimeoutMS)*time.Millisecond + 5*time.Second, cfg.Models.Observation != nil
+	return server.DrainFor(time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond), cfg.Models.Observation != nil
 }
 
 // OptionsFromConfig returns the options the configuration sets: the input limit

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/plan"
 	"github.com/agentmesh/agentmesh/pkg/runid"
+	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
 )
@@ -30,12 +31,11 @@ const DefaultModelTimeout = time.Minute
 
 // DrainTimeout is how long a stopping planning stage with a model of its own (models.planning)
 // lets its calls in flight finish (pkg/server.WithDrainTimeout): a plan the model makes, which
-// may take DefaultModelTimeout (the rules then plan at once), and 5 s to answer, as the action
-// and generation stages allow beyond their calls' timeouts. Cut off sooner, the plan is asked
-// of the model (and paid for) again by the retry. ok is false without a model: the stage's
-// calls are then quick, and the default drain is enough.
+// may take DefaultModelTimeout (the rules then plan at once), and server.DrainMargin to
+// answer. Cut off sooner, the plan is asked of the model (and paid for) again by the retry. ok
+// is false without a model: the stage's calls are then quick, and the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
-	return DefaultModelTimeout + 5*time.Second, cfg.Models.Planning != nil
+	return server.DrainFor(DefaultModelTimeout), cfg.Models.Planning != nil
 }
 
 // Sources of a plan (PlanResponse.source).
