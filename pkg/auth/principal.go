@@ -44,8 +44,9 @@ type Principal struct {
 	Key string
 }
 
-// MaxIDBytes is the longest principal ID: the user id every request and stage takes is at most
-// this long (the README's "Limits"), and a run's user is its principal's ID.
+// MaxIDBytes is the longest user id the mesh takes: a principal's ID (a run's user is its
+// principal's), and the user_id of every request and stage that names one (the README's
+// "Limits").
 const MaxIDBytes = 256
 
 // ID is the user id the mesh knows the principal by, "tenant/user" (or "user" without a

@@ -17,9 +17,7 @@ import (
 // Request limits.
 const (
 	maxIDLength = 512
-	// maxUserIDLength is the longest user_id, as the public API's and every other stage's.
-	maxUserIDLength = 256
-	maxTimeout      = 24 * time.Hour
+	maxTimeout  = 24 * time.Hour
 )
 
 // Execute runs one tool call at most once per (run_id, call_id) across every replica that
@@ -59,7 +57,7 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 
 // validateRequest checks the request's own fields: the run id is one (runid.Check, as for
 // every call that names a run), the other ids are set and at most maxIDLength bytes, and the
-// user is at most maxUserIDLength.
+// user is at most auth.MaxIDBytes.
 func validateRequest(req *actionv1.ExecuteRequest) error {
 	if req.GetRunId() == "" {
 		return stageerr.Invalid("run_id must not be empty")
@@ -78,8 +76,8 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 			return stageerr.Invalid("%s must be at most %d bytes, got %d", f.name, maxIDLength, len(f.value))
 		}
 	}
-	if n := len(req.GetUserId()); n > maxUserIDLength { // may be empty: a call for no user
-		return stageerr.Invalid("user_id must be at most %d bytes, got %d", maxUserIDLength, n)
+	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // may be empty: a call for no user
+		return stageerr.Invalid("user_id must be at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
 	if ms := req.GetTimeoutMs(); ms < 0 || ms > maxTimeout.Milliseconds() {
 		return stageerr.Invalid("timeout_ms must be between 0 (the default) and %d, got %d", maxTimeout.Milliseconds(), ms)

@@ -5,13 +5,11 @@ import (
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
-
-// maxUserIDBytes is the longest user_id, as the public API's and the memory stage's.
-const maxUserIDBytes = 256
 
 // maxModelBytes is the longest model name, as the generation stage's for a request's target
 // and the public API's overrides.targets.
@@ -61,8 +59,8 @@ func validate(req *contextv1.AssembleRequest) error {
 		return stageerr.Invalid("user_id must not be empty when memory_query is set")
 	}
 	// The memory stage refuses a longer user, which would be reported as memory_unavailable.
-	if n := len(req.GetUserId()); n > maxUserIDBytes {
-		return stageerr.Invalid("user_id: at most %d bytes, got %d", maxUserIDBytes, n)
+	if n := len(req.GetUserId()); n > auth.MaxIDBytes {
+		return stageerr.Invalid("user_id: at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
 	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {
 		return err
