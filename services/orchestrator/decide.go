@@ -34,7 +34,8 @@ var (
 // The intent is taken only within the intent contract (checkIntent; else INTERNAL), and a
 // decision only calls tools the model was offered: a tool call under a forbidden tool policy
 // answers the run's policy violation message, and a call to a tool not offered or with
-// arguments that are not JSON is refused to the model, which is asked again, as a run does.
+// arguments that are not JSON (in strict mode, arguments that need repair) is refused to the
+// model, which is asked again, as a run does.
 func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*typev1.AgentDecision, error) {
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
@@ -118,7 +119,8 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		}
 		resp, err := s.peers.Generation.Generate(ctx, &generationv1.GenerateRequest{
 			Target: target, Messages: messages, Tools: offered,
-			Sampling: &generationv1.Sampling{MaxOutputTokens: s.contract.GetMaxOutputTokens()},
+			Sampling:   &generationv1.Sampling{MaxOutputTokens: s.contract.GetMaxOutputTokens()},
+			StrictMode: s.contract.GetStrictMode(), // as a run's requests: no repair of malformed calls
 		})
 		entry := &typev1.AccountingEntry{
 			Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),

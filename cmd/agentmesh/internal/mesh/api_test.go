@@ -517,3 +517,28 @@ func TestDecideConfirmsOnlyKnownTools(t *testing.T) {
 		t.Errorf("confirming an unknown tool: %v, want INVALID_ARGUMENT %q", err, want)
 	}
 }
+
+// TestDecideKeepsToStrictMode: under a contract with strict_mode, a tool call whose arguments
+// are not valid JSON is not repaired, as in a run: Decide refuses it to the model and asks
+// again, and decides on the valid call of the next answer. It used to ask the generation stage
+// without strict mode, which repaired the call into an INVOKE_TOOL decision.
+func TestDecideKeepsToStrictMode(t *testing.T) {
+	cfg := config.Default()
+	cfg.Defaults.StrictMode = true
+	h := start(t, cfg, llmtest.Scenario{Name: "malformed", Match: "What is 6 times 7?", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression": "6*7",}`}}},
+		{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression": "6*8"}`}}},
+	}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "What is 6 times 7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL || len(d.GetToolCalls()) != 1 ||
+		d.GetToolCalls()[0].GetArguments().GetFields()["expression"].GetStringValue() != "6*8" {
+		t.Fatalf("decision %v %v, want INVOKE_TOOL of the second answer's valid call: the malformed one refused in strict mode",
+			d.GetDecisionType(), d.GetToolCalls())
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2", n)
+	}
+}
