@@ -9,6 +9,7 @@ import (
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc"
@@ -77,6 +78,9 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	}
 	if n := len(req.GetConversationId()); n > MaxConversationIDBytes {
 		return nil, stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxConversationIDBytes, n)
+	}
+	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // unread, but bounded as every stage's
+		return nil, stageerr.Invalid("user_id: at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
 	goal := cleanGoal(msg)
 	if rule, ok := unsafeRule(goal); ok {

@@ -7,6 +7,7 @@ import (
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/intent"
@@ -258,6 +259,8 @@ func TestParseFailures(t *testing.T) {
 		{"run id with a space", &intentv1.ParseRequest{Message: "hi", RunId: "run 1"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `run_id: run id "run 1" contains ' ' at byte 3`},
 		// The public API's limit for a conversation (Run, Decide): the intent stage logs it.
 		{"conversation id over 256 bytes", &intentv1.ParseRequest{Message: "hi", ConversationId: strings.Repeat("c", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "conversation_id: at most 256 bytes, got 257"},
+		// The public API's limit for a user (auth.MaxIDBytes), as every other stage's.
+		{"user id over 256 bytes", &intentv1.ParseRequest{Message: "hi", UserId: strings.Repeat("u", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "user_id: at most 256 bytes, got 257"},
 		{"question marks", &intentv1.ParseRequest{Message: "???"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"dots", &intentv1.ParseRequest{Message: " ... "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"symbols", &intentv1.ParseRequest{Message: "!!! -- :) ?!"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
@@ -287,6 +290,16 @@ func TestConversationIDAtTheLimit(t *testing.T) {
 	id := strings.Repeat("c", intent.MaxConversationIDBytes)
 	if _, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: "What is 6 times 7?", ConversationId: id}); err != nil {
 		t.Fatalf("a conversation_id of %d bytes was refused: %v", len(id), err)
+	}
+}
+
+// TestUserIDAtTheLimit: a user id of auth.MaxIDBytes, the public API's limit, is taken
+// (TestParseFailures refuses one byte more).
+func TestUserIDAtTheLimit(t *testing.T) {
+	c := client(t, intent.Options{})
+	id := strings.Repeat("u", auth.MaxIDBytes)
+	if _, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: "What is 6 times 7?", UserId: id}); err != nil {
+		t.Fatalf("a user_id of %d bytes was refused: %v", len(id), err)
 	}
 }
 

@@ -33,7 +33,7 @@ type ParseRequest struct {
 	Attachments []*Attachment `protobuf:"bytes,3,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	// Where the request comes from (feeds the ContractFactory rule).
 	Surface v1.Surface `protobuf:"varint,4,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
-	// The user.
+	// The user; at most 256 bytes.
 	UserId string `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Tools the run may use (the mesh's, within the request's allowed_tools), so that explicit
 	// tool intent can be recognised: asking for another tool makes no tool required.
