@@ -90,8 +90,9 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 // "[TRUNCATED] Original size X bytes; truncated to Y bytes." on its own first line, and a
 // warning is logged with the tool name, actual and limit bytes. Its structure is parsed from
 // the whole result (see structure), and left out when the response would then be over the
-// stage's input limit (Options.MaxInputBytes). should_continue is false only after a successful
-// final report tool.
+// stage's input limit (Options.MaxInputBytes). should_continue is always true: this stage
+// never tells the orchestrator to answer now (the final report is the orchestrator's own tool,
+// which no action tool may be named after, so it is never observed here).
 func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
 	output, err := s.validate(req)
 	if err != nil {
@@ -119,7 +120,6 @@ func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest
 		return nil, err
 	}
 	resp.Success, resp.Structured = true, structured
-	resp.ShouldContinue = !finalReportTools[req.GetToolName()]
 	switch limit := req.GetMaxBytes(); {
 	case raw == "":
 		resp.Observation = NoOutput
@@ -189,12 +189,6 @@ func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, e
 		return nil, stageerr.Invalid("output_schema of %s is not a valid JSON schema: %v", req.GetToolName(), err)
 	}
 	return compiled, nil
-}
-
-// finalReportTools are the tools whose successful call ends the loop.
-var finalReportTools = map[string]bool{
-	"final_report":        true,
-	"agent__final_report": true,
 }
 
 // DrainTimeout is how long a stopping observation stage with a model of its own

@@ -18,8 +18,8 @@ const (
 	// disabled"); without an answer the run ends MAX_TURNS_REACHED with the synthetic report.
 	finalMaxTurns = "max_turns"
 	// finalObserved: an observation said the run should answer now (should_continue false,
-	// e.g. after a final report tool); without an answer the turns go on, final, up to
-	// max_turns.
+	// from an observation stage of one's own); without an answer the turns go on, final, up
+	// to max_turns.
 	finalObserved = "observation"
 )
 

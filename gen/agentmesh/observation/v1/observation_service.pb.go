@@ -148,9 +148,9 @@ type ObserveResponse struct {
 	// JSON, and the response must fit a gRPC message; and for a result whose arrays and objects
 	// nest over 1,000 deep, as gRPC decodes no message nested over 10,000 deep.
 	Structured *structpb.Struct `protobuf:"bytes,2,opt,name=structured,proto3" json:"structured,omitempty"`
-	// Whether the loop should go on after this observation: false after a successful final
-	// report tool, when the run should answer now (the orchestrator makes its next turn a final
-	// turn).
+	// Whether the loop should go on after this observation: false when the run should answer
+	// now (the orchestrator makes its next turn a final turn). The built-in observation stage
+	// always answers true; a stage of one's own may answer false.
 	ShouldContinue bool `protobuf:"varint,3,opt,name=should_continue,json=shouldContinue,proto3" json:"should_continue,omitempty"`
 	// True when the result was truncated.
 	Truncated bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
