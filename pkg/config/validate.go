@@ -50,12 +50,9 @@ const mcpSeparator = toolname.MCPSeparator
 // other.
 const maxToolName = toolname.MaxLen
 
-// toolName is the form of a REST tool's name; serverName that of an MCP server's, which begins
-// the names of its tools, "<server>__<tool>".
-var (
-	toolName   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,61}$`)
-)
+// serverName is the form of an MCP server's name, which begins the names of its tools,
+// "<server>__<tool>" (a REST tool's name is toolname.Valid).
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,61}$`)
 
 // eitherApproval ends the message of a tool configured both to require approval and to be
 // exempt from it: the exemption would silently win, and the tool run unguarded.
@@ -481,7 +478,7 @@ func (c *Config) validateTools(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.RestTools)) {
 		t := c.RestTools[name]
 		key := "rest_tools." + name
-		if !toolName.MatchString(name) {
+		if !toolname.Valid(name) {
 			p.addf("%s: a tool's name is 1 to %d letters, digits, _ and - (model providers refuse other function names)", key, maxToolName)
 		}
 		if toolname.Reserved(name) {

@@ -1,5 +1,5 @@
 // Package toolname holds the rules of tool names that more than one part of the mesh applies:
-// the names the orchestrator reserves for its own tools, which no tool of the action stage
+// the names model providers take (Valid), the names the orchestrator reserves for its own tools, which no tool of the action stage
 // may have, the name in the mesh of an MCP server's tool, and the names of a list of tools.
 package toolname
 
@@ -20,6 +20,17 @@ const MCPSeparator = "__"
 // offering a function whose name is not 1 to 64 letters, digits, _ and -.
 const MaxLen = 64
 
+// Valid reports whether name is a name model providers take for a function: 1 to MaxLen
+// letters, digits, _ and -.
+func Valid(name string) bool {
+	return name != "" && len(name) <= MaxLen && !strings.ContainsFunc(name, func(r rune) bool { return !allowed(r) })
+}
+
+// allowed reports whether model providers take r in a function's name.
+func allowed(r rune) bool {
+	return r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
+}
+
 // MCP returns the name in the mesh of a server's tool: "<server>__<tool>", with every
 // character model providers refuse in a function name ('.', which the MCP specification allows
 // in tool names, '/', any other) replaced by '_', and, when longer than MaxLen, cut to it,
@@ -27,7 +38,7 @@ const MaxLen = 64
 func MCP(server, tool string) string {
 	full := server + MCPSeparator + tool
 	name := strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+		if allowed(r) {
 			return r
 		}
 		return '_'

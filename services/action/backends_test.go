@@ -2,6 +2,7 @@ package action_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -542,6 +543,24 @@ func TestAToolOfAReservedNameIsRefused(t *testing.T) {
 				t.Fatalf("New: %v, want an error saying %q", err, want)
 			}
 		})
+	}
+}
+
+// TestAGoToolOfANameProvidersRefuseIsRefused: a tool given in code (Options.Tools) must have a
+// name model providers take, 1 to 64 letters, digits, _ and -, as the configuration's REST
+// tools must: the stage started with one, listed it, and every run offered it failed at the
+// provider, which refuses the whole request. A name of 64 is taken.
+func TestAGoToolOfANameProvidersRefuseIsRefused(t *testing.T) {
+	noop := func(context.Context, action.Call) (string, error) { return "", nil }
+	for _, name := range []string{"send email", "fs.read", "résumé", strings.Repeat("t", 65)} {
+		_, err := action.New(action.Options{Tools: []action.Tool{newFakeTool(name, noop)}, Grants: testVerifier, Logger: slog.New(slog.DiscardHandler)})
+		want := fmt.Sprintf("tool %q: a tool's name is 1 to 64 letters, digits, _ and - (model providers refuse other function names)", name)
+		if err == nil || err.Error() != want {
+			t.Errorf("New with a tool named %q: %v, want %q", name, err, want)
+		}
+	}
+	if _, err := action.New(action.Options{Tools: []action.Tool{newFakeTool(strings.Repeat("t", 64), noop)}, Grants: testVerifier, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Errorf("New with a tool name of 64 bytes: %v", err)
 	}
 }
 

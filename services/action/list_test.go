@@ -26,7 +26,7 @@ func TestListTools(t *testing.T) {
 		newFakeTool("notes_lookup", returns("")),
 		newFakeTool("delete_note", returns("")),
 		newFakeTool("send-email", returns("")),
-		newFakeTool("files.write", returns("")),
+		newFakeTool("files_write", returns("")),
 		newFakeTool("Run_Query", returns("")),
 		newFakeTool("runner_status", returns("")),
 		newFakeTool("archive", returns("")),
@@ -49,7 +49,7 @@ func TestListTools(t *testing.T) {
 	}
 	wantApproval := map[string]bool{
 		"Run_Query": true, "archive": true, "calculator": false, "current_time": false,
-		"delete_note": true, "drop_table": false, "files.write": true, "knowledge_search": false,
+		"delete_note": true, "drop_table": false, "files_write": true, "knowledge_search": false,
 		"lookup_secret": true, "notes_lookup": false, "runner_status": false, "send-email": true,
 		"transfer_funds": true, "writeFile": true,
 		"createUser": false, // "create" needs MCP annotations saying the tool is not read-only

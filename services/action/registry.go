@@ -33,8 +33,8 @@ type registry struct {
 }
 
 // newRegistry resolves every tool's definition and compiles its schema once; the tools named
-// in idempotent are marked so. Nil tools, nameless or duplicate names, names reserved for the
-// orchestrator's own tools (toolname.Reserved), queues that do not exist and schemas that do
+// in idempotent are marked so. Nil tools, nameless or duplicate names, names model providers
+// refuse (toolname.Valid), names reserved for the orchestrator's own tools (toolname.Reserved), queues that do not exist and schemas that do
 // not compile are errors.
 func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queues *queue.Set) (*registry, error) {
 	r := &registry{byName: make(map[string]*registered, len(tools))}
@@ -46,6 +46,9 @@ func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queue
 		name := def.GetName()
 		if name == "" {
 			return nil, fmt.Errorf("tool %d has no name", i)
+		}
+		if !toolname.Valid(name) { // else every request that offers it fails at the provider
+			return nil, fmt.Errorf("tool %q: a tool's name is 1 to %d letters, digits, _ and - (model providers refuse other function names)", name, toolname.MaxLen)
 		}
 		if _, dup := r.byName[name]; dup {
 			return nil, fmt.Errorf("duplicate tool name %q", name)

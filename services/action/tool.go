@@ -28,8 +28,9 @@ var ErrMayHaveRun = errors.New("the tool's backend may have run the call")
 
 // Tool is one executable tool.
 type Tool interface {
-	// Definition describes the tool: a unique name (none of the orchestrator's own tools',
-	// toolname.Reserved), a description for the model, the JSON schema of its arguments (nil
+	// Definition describes the tool: a unique name that model providers take (1 to 64
+	// letters, digits, _ and -: toolname.Valid) and none of the orchestrator's own tools'
+	// (toolname.Reserved), a description for the model, the JSON schema of its arguments (nil
 	// accepts any object), whether it always needs approval, and its server ("" means
 	// BuiltinServer). The service reads it once, at construction.
 	Definition() *typev1.Tool
