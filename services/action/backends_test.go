@@ -24,6 +24,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
+	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"google.golang.org/grpc/codes"
 )
 
@@ -561,6 +562,37 @@ func TestAGoToolOfANameProvidersRefuseIsRefused(t *testing.T) {
 	}
 	if _, err := action.New(action.Options{Tools: []action.Tool{newFakeTool(strings.Repeat("t", 64), noop)}, Grants: testVerifier, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Errorf("New with a tool name of 64 bytes: %v", err)
+	}
+}
+
+// TestAnMCPToolBothRequiringApprovalAndExemptIsRefused: an MCP server's binding that requires
+// approval for a tool (MCPBinding.RequiresApproval), by any of its names, and NoApproval naming
+// that tool contradict each other, as the configuration's mcp_servers.<name>.requires_approval
+// and tools.no_approval do, which the config validator refuses. Built in code, the stage
+// started with the tool exempt, running it without approval though its binding asked for one.
+func TestAnMCPToolBothRequiringApprovalAndExemptIsRefused(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "fs", Version: "1.0.0"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "write_file", Description: "Writes a file."},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "written"}}}, nil, nil
+		})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	m, err := mcp.Start(t.Context(), []mcp.Server{{Name: "fs", URL: hs.URL}}, mcp.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	for _, listed := range []string{"write_file", "fs__write_file"} {
+		tools, err := action.MCPTools(m, map[string]action.MCPBinding{"fs": {RequiresApproval: []string{listed}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = action.New(action.Options{Tools: tools, NoApproval: []string{"fs__write_file"}, Grants: testVerifier, Logger: slog.New(slog.DiscardHandler)})
+		want := `tool "fs__write_file" is listed both as requiring approval (by its MCP server's binding) and as exempt from it`
+		if err == nil || err.Error() != want {
+			t.Errorf("New with %q required by the binding and exempt: %v, want %q", listed, err, want)
+		}
 	}
 }
 

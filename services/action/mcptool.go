@@ -30,6 +30,9 @@ type mcpTool struct {
 	manager *mcp.Manager
 	tool    mcp.Tool
 	def     *typev1.Tool
+	// listed: its server's binding requires approval for it (MCPBinding.RequiresApproval),
+	// which Options.NoApproval may not contradict (checkNamed).
+	listed bool
 }
 
 // MCPTools returns the tools of every server of the manager, named "<server>__<tool>" in
@@ -37,7 +40,8 @@ type mcpTool struct {
 // the queues and approval lists of bindings (by server name). A tool needs approval when its
 // binding lists it (by its name on its server, "<server>__<tool>" or its name in the mesh) or
 // when its MCP annotations say it is destructive, or not read-only with a name that says it
-// changes something; the service's name rules and exemptions apply on top. A binding listing
+// changes something; the service's name rules and exemptions apply on top, except that
+// Options.NoApproval may not name a tool its binding lists (New refuses it). A binding listing
 // a tool its server does not offer is an error, so that a misspelt name cannot leave a tool
 // unguarded, and so are two tools of a server that would have one name in the mesh.
 func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
@@ -65,14 +69,14 @@ func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
 				return nil, fmt.Errorf("MCP tool %s: input schema: %w", name, err)
 			}
 		}
-		tools = append(tools, &mcpTool{manager: m, tool: t, def: &typev1.Tool{
-			Name:        name,
-			Description: t.Description,
-			InputSchema: schema,
-			RequiresApproval: slices.ContainsFunc(aliases, func(a string) bool { return slices.Contains(b.RequiresApproval, a) }) ||
-				annotationsRequireApproval(t.Name, t.Annotations),
-			Server: t.Server,
-			Queue:  b.Queue,
+		listedHere := slices.ContainsFunc(aliases, func(a string) bool { return slices.Contains(b.RequiresApproval, a) })
+		tools = append(tools, &mcpTool{manager: m, tool: t, listed: listedHere, def: &typev1.Tool{
+			Name:             name,
+			Description:      t.Description,
+			InputSchema:      schema,
+			RequiresApproval: listedHere || annotationsRequireApproval(t.Name, t.Annotations),
+			Server:           t.Server,
+			Queue:            b.Queue,
 		}})
 	}
 	for server, b := range bindings {

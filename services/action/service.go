@@ -36,7 +36,8 @@ type Options struct {
 	// RequireApproval names tools that are never executed without a recorded approval; each
 	// must be the name of a tool.
 	RequireApproval []string
-	// NoApproval names tools exempt from approval, whatever their name or flag says.
+	// NoApproval names tools exempt from approval, whatever their name or flag says; it may
+	// not name an MCP tool its server's binding requires approval for (MCPBinding).
 	NoApproval []string
 	// Idempotent names tools that may run again when a crash interrupted their execution or
 	// after a failure that wraps ErrMayHaveRun, beyond those whose definition says so (the
@@ -98,9 +99,9 @@ type Service struct {
 
 // New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
 // both requiring and exempt from approval, a name in RequireApproval, NoApproval, Idempotent
-// or Alternatives that no tool has and an alternative that requires approval (checkNamed), bad
-// queue limits, tools bound to queues that do not exist and schemas that do not compile are
-// errors.
+// or Alternatives that no tool has, an alternative that requires approval and an MCP tool both
+// required by its binding and exempt from approval (checkNamed), bad queue limits, tools bound
+// to queues that do not exist and schemas that do not compile are errors.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,
@@ -163,7 +164,8 @@ func New(opts Options) (*Service, error) {
 // tool has, naming it and the tools there are: a misspelt or stale name would silently leave
 // the tool it meant unguarded, still waiting for approvals, never run again after a crash, or
 // without its fallback. It also refuses an alternative that requires approval, which the
-// orchestrator never tries.
+// orchestrator never tries, and a name in NoApproval of an MCP tool its server's binding
+// requires approval for (MCPBinding.RequiresApproval).
 func (s *Service) checkNamed(opts Options) error {
 	unknown := func(what string) error {
 		return fmt.Errorf("%s, but no tool has that name (tools: %s)", what, strings.Join(s.tools.names, ", "))
@@ -179,6 +181,13 @@ func (s *Service) checkNamed(opts Options) error {
 		for _, name := range list.names {
 			if _, ok := s.tools.lookup(name); !ok {
 				return unknown(fmt.Sprintf(list.what, name))
+			}
+		}
+	}
+	for _, name := range opts.NoApproval {
+		if reg, _ := s.tools.lookup(name); reg != nil {
+			if m, ok := reg.tool.(*mcpTool); ok && m.listed {
+				return fmt.Errorf("tool %q is listed both as requiring approval (by its MCP server's binding) and as exempt from it", name)
 			}
 		}
 	}
