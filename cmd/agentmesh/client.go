@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -168,26 +169,34 @@ func readSchema(path string) (*structpb.Struct, error) {
 }
 
 // streamRun runs req through StreamRun, rendering progress on stderr and the answer on stdout.
+// The CLI names the run (RunRequest.run_id) unless req does, so that it can cancel the run
+// when it is interrupted before any of the run's events reached it.
 func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr string, req *agentv1.RunRequest, asJSON bool, stdout, stderr io.Writer) error {
-	stream, err := client.StreamRun(ctx, req)
-	if err != nil {
-		return rpcError(addr, err)
+	if req.GetRunId() == "" {
+		req.RunId = uuid.NewString()
 	}
 	p := &progress{w: stderr}
+	stream, err := client.StreamRun(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return cancelInterrupted(client, addr, req.GetRunId(), 0, asJSON, p, stdout)
+		}
+		return rpcError(addr, err)
+	}
 	var result *typev1.RunResult
-	runID, seq := "", uint64(0)
+	seq := uint64(0)
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			if ctx.Err() != nil && runID != "" {
-				return cancelInterrupted(client, addr, runID, seq, asJSON, p, stdout)
+			if ctx.Err() != nil {
+				return cancelInterrupted(client, addr, req.GetRunId(), seq, asJSON, p, stdout)
 			}
 			return rpcError(addr, err)
 		}
-		runID, seq = ev.GetRunId(), ev.GetSeq()
+		seq = ev.GetSeq()
 		p.event(ev)
 		if f := ev.GetRunFinished(); f != nil {
 			result = f.GetResult()
@@ -222,16 +231,31 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 // interruptTimeout bounds how long an interrupted CLI waits for the run it followed to end.
 const interruptTimeout = 30 * time.Second
 
-// cancelInterrupted cancels the run an interrupted CLI (Ctrl-C, SIGTERM) was following: the
-// mesh runs it apart from its caller, and it would otherwise go on unseen, calling the model
-// and running tools. It follows the run's events after seq to its end and shows it as it shows
-// a run that ended by itself (exit 1 for OUTCOME_INTERRUPTED; a run that ended before the
-// cancellation reached it keeps its outcome and exit code).
+// unstartedWait is how long an interrupted CLI that received none of its run's events looks
+// for the run before it takes it as never started: the orchestrator may have been starting
+// it as the request was cut off.
+const unstartedWait = 2 * time.Second
+
+// cancelInterrupted cancels the run an interrupted CLI (Ctrl-C, SIGTERM) was following, or
+// had asked for (seq 0: none of its events arrived): the mesh runs it apart from its caller,
+// and it would otherwise go on unseen, calling the model and running tools. It follows the
+// run's events after seq to its end and shows it as it shows a run that ended by itself (exit
+// 1 for OUTCOME_INTERRUPTED; a run that ended before the cancellation reached it keeps its
+// outcome and exit code). A run that cannot be found, when no event arrived, never started:
+// exit 1.
 func cancelInterrupted(client agentv1.AgentServiceClient, addr, runID string, seq uint64, asJSON bool, p *progress, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), interruptTimeout)
 	defer cancel()
 	p.line("! interrupted: cancelling run %s", runID)
-	if _, err := client.CancelRun(ctx, &agentv1.CancelRunRequest{RunId: runID, Reason: "interrupted in the CLI"}); err != nil {
+	req := &agentv1.CancelRunRequest{RunId: runID, Reason: "interrupted in the CLI"}
+	_, err := client.CancelRun(ctx, req)
+	for giveUp := time.Now().Add(unstartedWait); seq == 0 && status.Code(err) == codes.NotFound; _, err = client.CancelRun(ctx, req) {
+		if time.Now().After(giveUp) {
+			return exitcode.Wrap(exitcode.Failed, fmt.Errorf("interrupted before run %s started", runID))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
 		return fmt.Errorf("run %s may still be running (agentmesh cancel %s): %w", runID, runID, rpcError(addr, err))
 	}
 	stream, err := client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: runID, FromSeq: seq})

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/grpc"
+)
+
+// TestRunInterruptedBeforeItsFirstEvent: Ctrl-C while `agentmesh run` has sent its run but
+// not yet received any of its events (the mesh started the run; its first event is still on
+// the way, e.g. while NATS is slow to take it) cancels the run too. The CLI knew no run id to
+// cancel, so it exited "context canceled" and the run went on unseen. It now chooses the run's
+// id itself (RunRequest.run_id) and cancels that. A relay in front of the orchestrator holds
+// the run's events back from the CLI.
+func TestRunInterruptedBeforeItsFirstEvent(t *testing.T) {
+	isolate(t)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Never sent.", Hold: hold}}})
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	upstream := agentv1.NewAgentServiceClient(dialService(t, startMesh(t, cfg).Addr("orchestrator")))
+	relay := &holdingRelay{up: upstream, started: make(chan string, 1)}
+	addr := serveRelay(t, relay)
+
+	ctx, interrupt := context.WithCancel(t.Context())
+	var stdout, stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"run", "--addr", addr, "take your time"}, &stdout, &stderr) }()
+	var runID string
+	select {
+	case runID = <-relay.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run never started")
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(llm.Requests()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run never asked the model")
+		}
+	}
+	interrupt()
+	var got int
+	select {
+	case got = <-code:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after the interrupt")
+	}
+	if errOut := stderr.String(); got != 1 || !strings.Contains(errOut, "cancelling run "+runID) || !strings.Contains(errOut, "■ INTERRUPTED") {
+		t.Errorf("interrupted before the first event: exit %d, want 1, the run %s cancelled and its end\nstdout: %s\nstderr: %s", got, runID, stdout.String(), errOut)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		res, err := upstream.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+		if err == nil && res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
+		}
+	}
+}
+
+// holdingRelay is an AgentService in front of an orchestrator that starts StreamRun's runs
+// there but sends the caller none of their events (it tells started the run's id); every other
+// call it relays.
+type holdingRelay struct {
+	agentv1.UnimplementedAgentServiceServer
+	up      agentv1.AgentServiceClient
+	started chan string
+	once    sync.Once
+}
+
+func (h *holdingRelay) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	up, err := h.up.StreamRun(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	first, err := up.Recv()
+	if err != nil {
+		return err
+	}
+	h.once.Do(func() { h.started <- first.GetRunId() })
+	<-stream.Context().Done()
+	return stream.Context().Err()
+}
+
+func (h *holdingRelay) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) (*agentv1.CancelRunResponse, error) {
+	return h.up.CancelRun(ctx, req)
+}
+
+func (h *holdingRelay) GetRun(ctx context.Context, req *agentv1.GetRunRequest) (*typev1.RunResult, error) {
+	return h.up.GetRun(ctx, req)
+}
+
+func (h *holdingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	up, err := h.up.WatchRun(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := up.Recv()
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// serveRelay serves relay on a local port until the test ends and returns its address.
+func serveRelay(t *testing.T, relay agentv1.AgentServiceServer) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	agentv1.RegisterAgentServiceServer(srv, relay)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// TestRunInterruptedBeforeItStarted: an `agentmesh run` interrupted before its request reached
+// the mesh finds no run to cancel, says so and exits 1, not "context canceled".
+func TestRunInterruptedBeforeItStarted(t *testing.T) {
+	isolate(t)
+	addr := startMesh(t, config.Default()).Addr("orchestrator")
+	ctx, interrupt := context.WithCancel(t.Context())
+	interrupt()
+	var stdout, stderr bytes.Buffer
+	got := run(ctx, []string{"run", "--addr", addr, "What is 6 times 7?"}, &stdout, &stderr)
+	if errOut := stderr.String(); got != 1 || !strings.Contains(errOut, "interrupted before run ") || strings.Contains(errOut, "context canceled") {
+		t.Errorf("interrupted before the run started: exit %d, want 1 and a run that never started\nstdout: %s\nstderr: %s", got, stdout.String(), errOut)
+	}
+}
