@@ -31,11 +31,12 @@ var (
 // try again, on which target and after what wait (a rate limit's Retry-After once every target
 // is limited). An empty answer (no text, no tool call) is tried again, as a run's is. Provider
 // failures and empty answers that remain become RESPOND_ONLY with seed 004's canned messages.
-// The intent is taken only within the intent contract (checkIntent; else INTERNAL), and a
-// decision only calls tools the model was offered: a tool call under a forbidden tool policy
-// answers the run's policy violation message, and a call to a tool not offered or with
-// arguments that are not JSON (in strict mode, arguments that need repair) is refused to the
-// model, which is asked again, as a run does.
+// The intent is taken only within the intent contract (checkIntent; else INTERNAL). The model
+// is offered the tools a run under the default contract may use (its tool_policy, else the
+// intent's; its allowed_tools), and a decision only calls those: a tool call under a forbidden
+// tool policy answers the run's policy violation message, and a call to a tool not offered or
+// with arguments that are not JSON (in strict mode, arguments that need repair) is refused to
+// the model, which is asked again, as a run does.
 func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*typev1.AgentDecision, error) {
 	if strings.TrimSpace(req.GetMessage()) == "" {
 		return nil, stageerr.Invalid("message must not be empty")
@@ -52,11 +53,12 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		switch {
 		case confirmWords.MatchString(req.GetMessage()):
 			// The calls are the caller's: confirmed, they are made as they are, so each must
-			// name a tool there is.
-			tools, err := s.listTools(ctx)
+			// name a tool there is, and one the default contract lets a run use.
+			all, err := s.listTools(ctx)
 			if err != nil {
 				return nil, stageerr.FromError(err)
 			}
+			tools := offeredTools(&typev1.ExecutionContract{ToolPolicy: s.contract.GetToolPolicy(), AllowedTools: s.contract.GetAllowedTools()}, all)
 			for i, c := range p.GetToolCalls() {
 				if !slices.ContainsFunc(tools, func(t *typev1.Tool) bool { return t.GetName() == c.GetName() }) {
 					return nil, stageerr.Invalid("pending_confirmation.tool_calls[%d]: %s", i, unknownTool(c.GetName(), tools))
@@ -97,10 +99,9 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		return spent.on(&typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION,
 			ClarificationQuestion: cmp.Or(intent.GetClarificationQuestion(), MessageClarify)}), nil // as a run asks
 	}
-	offered := tools
-	if intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
-		offered = nil
-	}
+	// As a run's: the contract's tool policy, else the intent's, and its allowed tools.
+	policy := cmp.Or(s.contract.GetToolPolicy(), intent.GetToolPolicy())
+	offered := offeredTools(&typev1.ExecutionContract{ToolPolicy: policy, AllowedTools: s.contract.GetAllowedTools()}, tools)
 	prompt := withIntent(s.profiles[""].prompt, taskTypeName(intent.GetTaskType()), intent.GetConstraints())
 	messages := []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: prompt}}
 	messages = append(messages, req.GetMessageHistory()...)
@@ -162,7 +163,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			lastErr = nil
 			continue
 		}
-		if len(resp.GetToolCalls()) > 0 && intent.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
+		if len(resp.GetToolCalls()) > 0 && policy == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
 			// Seed 001: under tool_policy forbidden any tool call is a contract violation, which
 			// ends a run with this message; no decision calls a tool, confirmed or not.
 			return spent.on(respond(MessageToolPolicyViolation)), nil

@@ -542,3 +542,50 @@ func TestDecideKeepsToStrictMode(t *testing.T) {
 		t.Errorf("%d model requests, want 2", n)
 	}
 }
+
+// TestDecideKeepsToTheContractsToolPolicy: Decide offers the model only the tools a run under
+// the orchestrator's default contract may use: none under its tool_policy forbidden (the
+// intent stage's policy decides only when the contract sets none), only those of its
+// allowed_tools; nor does a confirmed call of another tool become INVOKE_TOOL. It offered
+// every tool, so a decision could call a tool no run may.
+func TestDecideKeepsToTheContractsToolPolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(c *typev1.ExecutionContract)
+		offers []string
+	}{
+		{"forbidden", func(c *typev1.ExecutionContract) { c.ToolPolicy = typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN }, nil},
+		{"allowed tools", func(c *typev1.ExecutionContract) { c.AllowedTools = []string{"current_time"} }, []string{"current_time"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+				o.Orchestrator = func(oo *orchestrator.Options) { tc.edit(oo.Contract) }
+			}, llmtest.Scenario{Name: "calc", Match: "What is 6 times 7?", Turns: []llmtest.Turn{
+				{ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression": "6*7"}`}}},
+				{Content: "42"}, {Content: "42"}, {Content: "42"},
+			}})
+			d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "What is 6 times 7?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range d.GetToolCalls() {
+				t.Errorf("decision %v calls %s, which the contract does not let a run use", d.GetDecisionType(), c.GetName())
+			}
+			var offered []string
+			for _, tool := range h.llm.Requests()[0].Tools {
+				offered = append(offered, tool.Function.Name)
+			}
+			if !slices.Equal(offered, tc.offers) {
+				t.Errorf("tools offered %v, want %v", offered, tc.offers)
+			}
+			// Nor is a confirmed call of such a tool made.
+			_, err = h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "yes", PendingConfirmation: &typev1.PendingAction{
+				ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "calculator"}}}})
+			want := `pending_confirmation.tool_calls[0]: unknown tool "calculator"; available tools: ` + strings.Join(tc.offers, ", ")
+			if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+				t.Errorf("confirming a call of a tool the contract does not allow: %v, want INVALID_ARGUMENT %q", err, want)
+			}
+		})
+	}
+}

@@ -103,6 +103,10 @@ type Options struct {
 	// Mutual TLS between services (tls.ca) and StageAddrs need stages on the network: with
 	// InProcess they are refused (exitcode.Invalid).
 	InProcess bool
+	// Orchestrator, when set, changes each orchestrator replica's options, made from the
+	// configuration, before the replica starts: what a library user sets in code (a default
+	// contract the configuration cannot express, say).
+	Orchestrator func(*orchestrator.Options)
 }
 
 // Mesh is a running in-process mesh.
@@ -394,6 +398,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		}
 		oo.TracerProvider, oo.MeterProvider, oo.Logger = tp(Orchestrator), mp, log.With("service", Orchestrator, "replica", replica)
 		oo.CountRuns = procs.Add
+		if opts.Orchestrator != nil {
+			opts.Orchestrator(&oo)
+		}
 		svc, err := orchestrator.New(ctx, oo)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
