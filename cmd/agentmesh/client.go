@@ -251,7 +251,7 @@ func cancelInterrupted(client agentv1.AgentServiceClient, addr, runID string, se
 	_, err := client.CancelRun(ctx, req)
 	for giveUp := time.Now().Add(unstartedWait); seq == 0 && status.Code(err) == codes.NotFound; _, err = client.CancelRun(ctx, req) {
 		if time.Now().After(giveUp) {
-			return exitcode.Wrap(exitcode.Failed, fmt.Errorf("interrupted before run %s started", runID))
+			return exitcode.Wrap(exitcode.Failed, fmt.Errorf("interrupted before run %s started (should it start after all: agentmesh cancel %s)", runID, runID))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,6 +1,7 @@
 // Package toolname holds the rules of tool names that more than one part of the mesh applies:
-// the names model providers take (Valid), the names the orchestrator reserves for its own tools, which no tool of the action stage
-// may have, the name in the mesh of an MCP server's tool, and the names of a list of tools.
+// the names model providers take (Valid), the names the orchestrator reserves for its own
+// tools, which no tool of the action stage may have, the name in the mesh of an MCP server's
+// tool, and the names of a list of tools.
 package toolname
 
 import (

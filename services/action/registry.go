@@ -34,8 +34,8 @@ type registry struct {
 
 // newRegistry resolves every tool's definition and compiles its schema once; the tools named
 // in idempotent are marked so. Nil tools, nameless or duplicate names, names model providers
-// refuse (toolname.Valid), names reserved for the orchestrator's own tools (toolname.Reserved), queues that do not exist and schemas that do
-// not compile are errors.
+// refuse (toolname.Valid), names reserved for the orchestrator's own tools
+// (toolname.Reserved), queues that do not exist and schemas that do not compile are errors.
 func newRegistry(tools []Tool, policy approvalPolicy, idempotent []string, queues *queue.Set) (*registry, error) {
 	r := &registry{byName: make(map[string]*registered, len(tools))}
 	for i, t := range tools {
