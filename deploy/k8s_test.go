@@ -62,6 +62,7 @@ type rendered struct {
 	statefulSets map[string]*appsv1.StatefulSet
 	services     map[string]*corev1.Service
 	configMaps   map[string]*corev1.ConfigMap
+	secrets      map[string]*corev1.Secret // those the kustomization generates
 	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
 	claims       map[string]*corev1.PersistentVolumeClaim
 	policies     map[string]*networkingv1.NetworkPolicy
@@ -79,7 +80,7 @@ func render(t *testing.T, dir string) *rendered {
 	}
 	r := &rendered{
 		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
-		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
+		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, claims: map[string]*corev1.PersistentVolumeClaim{},
 		policies: map[string]*networkingv1.NetworkPolicy{}, budgets: map[string]*policyv1.PodDisruptionBudget{},
 	}
@@ -111,6 +112,10 @@ func render(t *testing.T, dir string) *rendered {
 			o := &corev1.ConfigMap{}
 			into, tm, want = o, &o.TypeMeta, "v1"
 			r.configMaps[name] = o
+		case "Secret":
+			o := &corev1.Secret{}
+			into, tm, want = o, &o.TypeMeta, "v1"
+			r.secrets[name] = o
 		case "PersistentVolumeClaim":
 			o := &corev1.PersistentVolumeClaim{}
 			into, tm, want = o, &o.TypeMeta, "v1"
@@ -421,9 +426,9 @@ func checkHPA(t *testing.T, r *rendered, name string, h *autoscalingv2.Horizonta
 	}
 }
 
-// mountConfig writes the ConfigMaps (and, for each Secret projected as a .env file beside a
-// configuration layer, a .env defining the variables the layer refers to) that the container
-// mounts under a temporary root, as the pod sees them. It returns the root and the variables
+// mountConfig writes the ConfigMaps and the Secrets the kustomization generates (and, for each
+// other Secret projected as a .env file beside a configuration layer, a .env defining the
+// variables the layer refers to) that the container mounts under a temporary root, as the pod sees them. It returns the root and the variables
 // the layers refer to.
 func mountConfig(t *testing.T, r *rendered, name string, pod corev1.PodSpec, c corev1.Container) (string, map[string]bool) {
 	t.Helper()
@@ -443,6 +448,15 @@ func mountConfig(t *testing.T, r *rendered, name string, pod corev1.PodSpec, c c
 		switch {
 		case v.ConfigMap != nil:
 			maps = append(maps, v.ConfigMap.Name)
+		case v.Secret != nil:
+			if s := r.secrets[v.Secret.SecretName]; s != nil {
+				for file, data := range s.Data {
+					writeFile(t, filepath.Join(root, m.MountPath, file), string(data))
+					for ref := range configRefs(string(data)) {
+						refs[ref] = true
+					}
+				}
+			}
 		case v.Projected != nil:
 			for _, s := range v.Projected.Sources {
 				if s.ConfigMap != nil {
