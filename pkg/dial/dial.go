@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/toolwire"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -105,6 +106,9 @@ func (c *config) handlerOptions() []otelgrpc.Option {
 	if c.tracerProvider != nil {
 		handlerOpts = append(handlerOpts, otelgrpc.WithTracerProvider(c.tracerProvider))
 	}
+	if c.meterProvider != nil {
+		handlerOpts = append(handlerOpts, otelgrpc.WithMeterProvider(c.meterProvider))
+	}
 	return handlerOpts
 }
 
@@ -137,6 +141,7 @@ func defaultDeadline(timeout time.Duration) grpc.UnaryClientInterceptor {
 // config is what the options set.
 type config struct {
 	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 	timeout        time.Duration
 	dialOptions    []grpc.DialOption
 	retry          bool

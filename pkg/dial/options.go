@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -15,6 +16,13 @@ type Option func(*config)
 // WithTracerProvider makes the connection's client spans with tp instead of the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
+}
+
+// WithMeterProvider records the connection's client call metrics (rpc.client.call.duration)
+// with mp instead of the global provider: a process serving several services on one
+// provider, as agentmesh dev does, has no global one. A nil mp keeps the global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.meterProvider = mp }
 }
 
 // WithTimeout sets the deadline of unary calls whose context has none (default

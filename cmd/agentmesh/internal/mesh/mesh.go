@@ -228,9 +228,10 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}
 	conn := func(from, to string, opts ...dial.Option) (grpc.ClientConnInterface, error) {
 		if stage := m.stages[to]; stage != nil {
-			return dial.InProcess(stage.Channel(), dial.WithTracerProvider(tp(from))), nil
+			return dial.InProcess(stage.Channel(), dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp)), nil
 		}
-		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
+		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS),
+			dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
 		}
@@ -365,7 +366,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 
 	var peers orchestrator.Peers
 	if opts.InProcess {
-		peers = m.inProcessPeers(tp(Orchestrator))
+		peers = m.inProcessPeers(tp(Orchestrator), mp)
 	} else {
 		peer := func(name string) string { return cmp.Or(opts.StageAddrs[name], m.addrs[name]) }
 		var closePeers func() error
@@ -373,7 +374,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
 			Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
 			Memory: peer(Memory), Recovery: peer(Recovery),
-		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
@@ -432,10 +433,10 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 }
 
 // inProcessPeers are the orchestrator's clients of the stages served in process, whose client
-// spans tp makes.
-func (m *Mesh) inProcessPeers(tp trace.TracerProvider) orchestrator.Peers {
+// spans tp makes and whose client call metrics mp records (nil: the global provider).
+func (m *Mesh) inProcessPeers(tp trace.TracerProvider, mp metric.MeterProvider) orchestrator.Peers {
 	conn := func(stage string) grpc.ClientConnInterface {
-		return dial.InProcess(m.stages[stage].Channel(), dial.WithTracerProvider(tp))
+		return dial.InProcess(m.stages[stage].Channel(), dial.WithTracerProvider(tp), dial.WithMeterProvider(mp))
 	}
 	return orchestrator.Peers{
 		Intent:      intentv1.NewIntentServiceClient(conn(Intent)),

@@ -150,11 +150,25 @@ func TestRunMetrics(t *testing.T) {
 			t.Errorf("%d OK %s RPCs, want %d (methods %v)", n, method, want, m.LabelValues("rpc_server_call_duration_seconds", "rpc_method", nil))
 		}
 	}
+	// The callers' side of the same RPCs: the orchestrator's calls to the stages.
+	for method, want := range map[string]uint64{
+		"agentmesh.action.v1.ActionService/Execute":    1,
+		"agentmesh.intent.v1.IntentService/Parse":      1,
+		"agentmesh.recovery.v1.RecoveryService/Decide": 1,
+		"agentmesh.context.v1.ContextService/Assemble": 2,
+	} {
+		if n := m.Count("rpc_client_call_duration_seconds", metricstest.Labels{"rpc_method": method, "rpc_response_status_code": "OK"}); n != want {
+			t.Errorf("%d OK %s client calls, want %d (methods %v)", n, method, want, m.LabelValues("rpc_client_call_duration_seconds", "rpc_method", nil))
+		}
+	}
+	if v := m.LabelValues("rpc_client_call_duration_seconds", "server_address", nil); len(v) > 0 {
+		t.Errorf("rpc_client_call_duration_seconds names the peers' addresses: %v", v)
+	}
 	if codes := m.LabelValues("rpc_server_call_duration_seconds", "rpc_response_status_code", generate); m.Count("rpc_server_call_duration_seconds", generate) != 3 || len(codes) != 2 {
 		t.Errorf("Generate RPCs by status code %v, want the rate-limited one apart from the 2 OK", codes)
 	}
 	checkScopeLabels(t, m)
-	for _, family := range []string{"gen_ai_client_token_usage", "agentmesh_run_finished_total", "agentmesh_action_tool_duration_seconds", "rpc_server_call_duration_seconds"} {
+	for _, family := range []string{"gen_ai_client_token_usage", "agentmesh_run_finished_total", "agentmesh_action_tool_duration_seconds", "rpc_server_call_duration_seconds", "rpc_client_call_duration_seconds"} {
 		for _, label := range []string{"agentmesh_run_id", "run_id", "user_id", "agentmesh_user_id"} {
 			if v := m.LabelValues(family, label, nil); len(v) > 0 {
 				t.Errorf("%s has a %s label: %v", family, label, v)
