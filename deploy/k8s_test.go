@@ -47,8 +47,8 @@ var healthExec = []string{"/usr/local/bin/service", server.HealthCommand}
 // of its grpc port) must not (TestLivesThroughANATSOutage).
 var healthFollows = map[string]string{"orchestrator": "NATS", "action": "NATS"}
 
-// spanFlush is how long server.Main flushes spans after draining (its flushTimeout).
-const spanFlush = 5 * time.Second
+// spanFlush is how long server.Main flushes spans after draining.
+const spanFlush = server.FlushTimeout
 
 // scalingMetrics are the Pods custom metrics each stage's autoscaler may scale on.
 var scalingMetrics = map[string][]string{

@@ -58,7 +58,11 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return exitcode.Wrap(exitcode.Invalid, err)
 	}
-	defer flush(context.WithoutCancel(ctx))
+	defer func() { // as long as the service binaries flush theirs, whatever the collector does
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.FlushTimeout)
+		defer cancel()
+		flush(fctx)
+	}()
 	storeDir := ""
 	if *message == "" && cfg.NATS.URL == "" && cfg.NATS.StoreDir == "" {
 		if storeDir, err = devDataDir(*dataDir); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/metricstest"
+	"github.com/agentmesh/agentmesh/pkg/server"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -203,5 +204,45 @@ func TestDevHelpNamesTheDataDirectory(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("dev --help does not name the data directory %q:\n%s", want, stdout.String())
 		}
+	}
+}
+
+// TestDevFlushesSpansInTime: stopping, `agentmesh dev` flushes its spans for up to
+// server.FlushTimeout, as every service binary does, however the collector behaves. Before,
+// it waited for each service's export as long as the exporter's own timeouts let it: with a
+// collector that accepts connections and never answers, `dev --run` took more than twice that
+// to exit after the run had answered.
+func TestDevFlushesSpansInTime(t *testing.T) {
+	isolate(t)
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() { // accept, and never answer, until the test ends
+		var held []net.Conn
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, c := range held {
+					_ = c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+silent.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(t.Context(), []string{"dev", "--run", "What is 6 times 7?"}, &stdout, &stderr)
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr.String())
+	}
+	// The run itself takes well under a second; the rest is the flush.
+	if limit := server.FlushTimeout + 5*time.Second; took > limit {
+		t.Errorf("dev --run took %s to exit with an unresponsive collector, want at most %s (the span flush is bounded by %s)", took, limit, server.FlushTimeout)
 	}
 }

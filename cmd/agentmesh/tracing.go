@@ -14,7 +14,7 @@ import (
 // shows agentmesh-intent, agentmesh-generation, ...), all sampling as OTEL_TRACES_SAMPLER says
 // and exporting through the one exporter the standard OTEL_* variables configure. Without one,
 // every service has the forwarder of telemetry.NewForwarder, which records no spans. shutdown
-// flushes them.
+// flushes them, for as long as its context lets it, and stops the providers.
 func devTracing(ctx context.Context) (providers func(service string) trace.TracerProvider, shutdown func(context.Context), err error) {
 	sampler, err := telemetry.SamplerFromEnv()
 	if err != nil {
@@ -50,6 +50,12 @@ func devTracing(ctx context.Context) (providers func(service string) trace.Trace
 			_ = p.ForceFlush(ctx)
 		}
 		_ = exp.Shutdown(ctx)
+		// Each provider's own shutdown would shut the shared exporter down before the others
+		// flushed; with it shut down, theirs only stops their batch processors, at once (and
+		// must, even once ctx is done, or they would export on).
+		for _, p := range byName {
+			_ = p.Shutdown(context.WithoutCancel(ctx))
+		}
 	}
 	return providers, shutdown, nil
 }

@@ -18,8 +18,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-// flushTimeout bounds the final export of spans when the process exits.
-const flushTimeout = 5 * time.Second
+// FlushTimeout bounds the final export of spans when a process exits (Main, agentmesh dev):
+// a collector that is down or does not answer delays the exit no longer.
+const FlushTimeout = 5 * time.Second
 
 // Registrar is a service that registers itself on a gRPC server or an in-process channel. A
 // Registrar that also implements io.Closer is closed by Main after the server has drained; one
@@ -158,7 +159,7 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 		return exitcode.Invalid
 	}
 	defer func() {
-		fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		fctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
 		defer cancel()
 		if err := flush(fctx); err != nil {
 			log.Warn("flushing spans", "err", err)

@@ -28,7 +28,7 @@ func serveMetrics(name string, log *slog.Logger) (metric.MeterProvider, func(), 
 	otel.SetMeterProvider(m.Provider())
 	log.Info("serving metrics", "addr", m.Addr(), "path", telemetry.MetricsPath)
 	return m.Provider(), func() {
-		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
 		defer cancel()
 		if err := m.Shutdown(ctx); err != nil {
 			log.Warn("stopping metrics", "err", err)
