@@ -166,10 +166,11 @@ func checkComposeService(t *testing.T, f composeFile, dev *rendered, name string
 	cfg := checkConfigLoads(t, name, root, s.Environment)
 	// Compose kills a container 10s after SIGTERM unless stop_grace_period says otherwise: on
 	// every `docker compose stop`, `down` or `up` of a new image, a binary must have the time
-	// to drain (the orchestrator to hand its runs off first) and flush its spans.
+	// to drain (the orchestrator to hand its runs off first, the memory stage to finish its
+	// learning) and flush its spans.
 	drain := drainTimeout(t, name, cfg, s.Environment)
 	want := drain + spanFlush
-	if name == "orchestrator" {
+	if drainsFirst[name] {
 		want += drain
 	}
 	if grace, err := time.ParseDuration(cmp.Or(s.StopGracePeriod, "10s")); err != nil || grace <= want {

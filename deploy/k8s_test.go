@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/observation"
 	"github.com/agentmesh/agentmesh/services/planning"
 	appsv1 "k8s.io/api/apps/v1"
@@ -46,6 +47,11 @@ var healthExec = []string{"/usr/local/bin/service", server.HealthCommand}
 // dies of, what that is: its readiness follows it, its startup and liveness (a tcpSocket probe
 // of its grpc port) must not (TestLivesThroughANATSOutage).
 var healthFollows = map[string]string{"orchestrator": "NATS", "action": "NATS"}
+
+// drainsFirst names the services that wind work of their own down (server.Drainer) for up to
+// their drain timeout before server.Main drains their calls for as long again: the
+// orchestrator hands its runs off, the memory stage finishes its learning.
+var drainsFirst = map[string]bool{"orchestrator": true, "memory": true}
 
 // spanFlush is how long server.Main flushes spans after draining.
 const spanFlush = server.FlushTimeout
@@ -293,8 +299,8 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 
 	drain := drainTimeout(t, name, cfg, env)
 	grace := drain + spanFlush
-	if name == "orchestrator" {
-		grace += drain // it hands its runs off first
+	if drainsFirst[name] {
+		grace += drain // it hands its runs off, or finishes its learning, first
 	}
 	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= grace {
 		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than the %v the binary may take to stop", name, g, grace)
@@ -313,7 +319,8 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 // drainTimeout is how long the binary name, with the configuration cfg (nil when it did not
 // load) and the environment env, lets its calls in flight finish after SIGTERM, as server.Main
 // decides: DRAIN_TIMEOUT_MS, else the stage's own (action.DrainTimeout,
-// generation.DrainTimeout; planning.DrainTimeout and observation.DrainTimeout with a model),
+// generation.DrainTimeout; planning.DrainTimeout, observation.DrainTimeout and
+// memory.DrainTimeout with a model),
 // else server.DefaultDrainTimeout.
 func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]string) time.Duration {
 	t.Helper()
@@ -338,6 +345,10 @@ func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]
 		}
 	case "observation":
 		if d, ok := observation.DrainTimeout(cfg); ok {
+			return d
+		}
+	case "memory":
+		if d, ok := memory.DrainTimeout(cfg); ok {
 			return d
 		}
 	}

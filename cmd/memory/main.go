@@ -2,7 +2,9 @@
 // address (default 127.0.0.1:7007), AGENTMESH_CONFIG the configuration file, GENERATION_ADDR the
 // generation service that embeds when memory.embeddings is set and picks the facts of finished
 // runs when models.memory is (default services.generation; dialled lazily, so either may start
-// first: until it answers, searches rank with BM25 and the rules pick the facts).
+// first: until it answers, searches rank with BM25 and the rules pick the facts). Stopping, it
+// learns from no more finished runs and lets the learning in flight finish (with models.memory,
+// for up to memory.DrainTimeout), then its calls.
 package main
 
 import (
@@ -37,6 +39,9 @@ func main() {
 			return nil, err
 		}
 		opts.Embedder, opts.Facts = embedder, facts
+		if d, ok := memory.DrainTimeout(cfg); ok {
+			return server.WithDrainTimeout(memory.New(opts), d), nil
+		}
 		return memory.New(opts), nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
 // OptionsFromConfig builds the service's options from the configuration's memory section,
@@ -70,4 +71,14 @@ func FactsTarget(cfg *config.Config) *typev1.Target {
 		return nil
 	}
 	return &typev1.Target{Provider: m.Provider, Model: m.Model}
+}
+
+// DrainTimeout is how long a stopping memory stage whose model picks the facts of finished
+// runs (models.memory, FactsTarget) lets the learning in flight finish (Drain, then its calls,
+// each for up to this long: pkg/server.WithDrainTimeout): the model's answer may take
+// LearnTimeout, and server.DrainMargin to record it. Cut off sooner, the learning is done
+// again, and the model asked (and paid) again, by the next learner. ok is false without such
+// a model: the rules learn at once, and the default drain is enough.
+func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
+	return server.DrainFor(LearnTimeout), FactsTarget(cfg) != nil
 }

@@ -55,10 +55,11 @@ type learner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	running bool        // a goroutine drains the queue
-	again   bool        // a run was queued while it drained: it looks once more before it stops
-	wake    *time.Timer // drains the queue again when a claim of another learner runs out
+	mu       sync.Mutex
+	running  bool        // a goroutine drains the queue
+	draining bool        // Drain: no more learning starts
+	again    bool        // a run was queued while it drained: it looks once more before it stops
+	wake     *time.Timer // drains the queue again when a claim of another learner runs out
 }
 
 // learnSoon makes sure a goroutine learns from the queued runs (see SaveRun), unless the
@@ -68,7 +69,7 @@ func (s *Service) learnSoon() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.ctx.Err() != nil:
+	case l.ctx.Err() != nil, l.draining: // the run stays queued for the next learner
 	case l.running:
 		l.again = true
 	default:
@@ -87,6 +88,13 @@ func (s *Service) drain() {
 	l := &s.learner
 	defer l.wg.Done()
 	for {
+		l.mu.Lock()
+		if l.draining { // the runs left stay queued for the next learner
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
 		job, ok, err := s.store.ClaimLearning(l.ctx, s.now(), LearnLease)
 		if err == nil && ok {
 			err = s.learnFrom(l.ctx, job)
@@ -131,6 +139,29 @@ func (s *Service) wakeAt(t time.Time) {
 		l.wake.Stop()
 	}
 	l.wake = time.AfterFunc(max(t.Sub(s.now()), 0), s.learnSoon)
+}
+
+// Drain lets the learning in flight finish, for as long as ctx lets it, and starts no more:
+// the runs still queued wait for the next learner (this service started again, or another
+// replica on the same store). Close then cuts off what is left. It implements server.Drainer:
+// a stopping memory stage reports NOT_SERVING and serves its calls meanwhile.
+func (s *Service) Drain(ctx context.Context) {
+	l := &s.learner
+	l.mu.Lock()
+	l.draining = true
+	if l.wake != nil {
+		l.wake.Stop()
+	}
+	l.mu.Unlock()
+	learned := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(learned)
+	}()
+	select {
+	case <-learned:
+	case <-ctx.Done():
+	}
 }
 
 // stopLearning ends learning and waits for it: a run being learned from stays queued.

@@ -50,7 +50,8 @@
 // accounting is final by then — is recorded with the run; GetRun returns it as the result's
 // learning. A run stays queued until that record is written: learning cut off by a crash or
 // by Close is done again (the model asked again) by the next learner, after LearnLease (at
-// once after Close), and the facts stored the first time are recognised as duplicates.
+// once after Close), and the facts stored the first time are recognised as duplicates; Drain,
+// before Close, lets the learning in flight finish and starts no more.
 // Learning from a run is traced in the run's trace, which its SaveRun brought: an
 // agentmesh.memory.learn span (Options.TracerProvider) holds the model's request and the
 // facts' embedding.

@@ -126,6 +126,8 @@ type Mesh struct {
 	closePeers          func() error
 	metrics             *telemetry.Metrics // nil without Options.MetricsAddr
 	closers             []func() error     // run after the servers stopped
+	memory              *memory.Service    // drained (Drain) before the servers stop
+	memoryDrain         time.Duration      // how long for
 	tempDir             string
 	unfit               func() // gives the runtime its processors back (procs.Fit)
 }
@@ -189,13 +191,17 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 
 	// Stopped (Stop, Close), a stage drains as its binary does: the action and generation
 	// stages, and planning and observation with a model, for as long as their calls may last,
-	// the others for server.DefaultDrainTimeout.
+	// memory with a model for as long as its learning may (Close), the others for
+	// server.DefaultDrainTimeout.
 	drains := map[string]time.Duration{Action: action.DrainTimeout(cfg), Generation: generation.DrainTimeout(cfg)}
 	if d, ok := planning.DrainTimeout(cfg); ok {
 		drains[Planning] = d
 	}
 	if d, ok := observation.DrainTimeout(cfg); ok {
 		drains[Observation] = d
+	}
+	if d, ok := memory.DrainTimeout(cfg); ok {
+		drains[Memory] = d
 	}
 	serve := func(name string, register func(grpc.ServiceRegistrar)) error {
 		if opts.InProcess {
@@ -276,6 +282,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	memOpts.Embedder, memOpts.Facts, memOpts.TracerProvider = embedder, facts, tp(Memory)
 	mem := memory.New(memOpts) // owns the store from here on
 	m.closers = append(m.closers, mem.Close)
+	m.memory, m.memoryDrain = mem, cmp.Or(drains[Memory], server.DefaultDrainTimeout)
 	if err := serve(Memory, mem.Register); err != nil {
 		return nil, err
 	}
@@ -551,11 +558,16 @@ func (m *Mesh) NATSURL() string {
 // NATS returns the mesh's NATS connection.
 func (m *Mesh) NATS() *nats.Conn { return m.nc }
 
-// Close stops live runs, drains every server (the orchestrator first) as Stop does, and stops
-// NATS.
+// Close stops live runs, lets the memory stage's learning in flight finish as its binary does,
+// drains every server (the orchestrator first) as Stop does, and stops NATS.
 func (m *Mesh) Close() {
 	for _, o := range m.orchestrators {
 		_ = o.Close()
+	}
+	if m.memory != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.memoryDrain)
+		m.memory.Drain(ctx)
+		cancel()
 	}
 	for _, srv := range m.orchestratorServers[min(1, len(m.orchestratorServers)):] {
 		srv.Shutdown(context.Background())
