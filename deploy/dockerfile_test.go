@@ -82,3 +82,28 @@ func TestImagesTrustThePublicCAs(t *testing.T) {
 		}
 	}
 }
+
+// TestActionImageReapsOrphans: the action stage starts stdio MCP servers, often through npx,
+// whose children are orphaned when a server is stopped or restarted and handed by the kernel
+// to the container's PID 1. A Go binary as PID 1 never waits for processes it did not start,
+// so each would stay a zombie, holding a PID, for the pod's life: the action image runs its
+// binary under tini, installed with the image, which reaps them and passes signals on.
+func TestActionImageReapsOrphans(t *testing.T) {
+	s := readDockerfile(t)["action"]
+	if s == nil {
+		t.Fatal("deploy/Dockerfile has no stage action")
+	}
+	installed, entrypoint := false, ""
+	for _, ins := range s.instructions {
+		installed = installed || strings.HasPrefix(ins, "RUN ") && strings.Contains(ins, "install") && strings.Contains(ins, " tini")
+		if e, ok := strings.CutPrefix(ins, "ENTRYPOINT "); ok {
+			entrypoint = e
+		}
+	}
+	if !installed {
+		t.Errorf("stage action (FROM %s) does not install tini", s.base)
+	}
+	if want := `["/usr/bin/tini", "--", "/usr/local/bin/service"]`; entrypoint != want {
+		t.Errorf("stage action's ENTRYPOINT is %s, want %s: the binary as PID 1 leaves orphaned MCP server processes zombies", entrypoint, want)
+	}
+}
