@@ -157,9 +157,10 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		}
 		entry.Tokens, entry.StopReason, entry.ActualModel, entry.CostUsd = resp.GetUsage(), resp.GetStopReason(), resp.GetModel(), resp.GetCostUsd()
 		spent.add("", entry)
-		if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
+		if resp.GetStopReason() == stopContentFilter || resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
 			// Seed 000: an empty answer counts as an attempt and is tried again; it is no
-			// decision, and none of them leaves the canned failure message.
+			// decision, and none of them leaves the canned failure message. Neither is an
+			// answer the content filter stopped, whatever part of it was delivered (infer).
 			lastErr = nil
 			continue
 		}

@@ -208,8 +208,8 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			next     *typev1.Target
 			limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current cycle
 			rejected []*typev1.Target                // refused the request as invalid
-			empty    int                             // answers without anything in them
-			filtered int                             // of those, answers the content filter withheld
+			empty    int                             // answers without anything in them, or filtered
+			filtered int                             // of those, answers the content filter stopped
 		)
 		xmlNext := r.xmlNext(tools)
 		// The fallback model (recovery's choice once the targets cannot answer) gets one
@@ -272,8 +272,10 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			// tokens only (Anthropic's input_tokens); a TokenUsage's input counts them all
 			// (OpenAI's prompt_tokens: cached included), so cached is in it already.
 			r.ctxTokens = u.GetInput() + u.GetOutput()
-			if resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
+			if resp.GetStopReason() == stopContentFilter || resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 && resp.GetReasoning() == "" {
 				// Seed 000: not added to the conversation; one ephemeral notice; counts as an attempt.
+				// An answer the content filter stopped is not the model's answer, whatever part of
+				// it was delivered before the filter stopped it: it is retried as a withheld one.
 				notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: EmptyResponseNotice}
 				if empty++; resp.GetStopReason() == stopContentFilter {
 					// Withheld, not left empty, by the model: the notice says so.
@@ -331,9 +333,9 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 		reason := "the model returned only empty responses"
 		switch {
 		case filtered > 0 && filtered == empty:
-			reason = "the provider's content filter withheld every answer of the model (stop reason content_filter)"
+			reason = "the provider's content filter withheld or stopped every answer of the model (stop reason content_filter)"
 		case filtered > 0:
-			reason += fmt.Sprintf(", %d of %d withheld by the provider's content filter (stop reason content_filter)", filtered, empty)
+			reason += fmt.Sprintf(", %d of %d withheld or stopped by the provider's content filter (stop reason content_filter)", filtered, empty)
 		}
 		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, reason)
 		end.retryable = true

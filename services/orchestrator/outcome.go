@@ -105,8 +105,9 @@ const CutOffNotice = "System notice: your last answer was cut off because it rea
 const EmptyResponseNotice = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer."
 
 // ContentFilteredNotice is the ephemeral retry message after an answer the provider's content
-// filter withheld (stop reason content_filter, nothing delivered): it is retried as an empty
-// answer is (seed 000), with a notice that says what happened instead of EmptyResponseNotice.
+// filter withheld or stopped (stop reason content_filter, with nothing or part of it
+// delivered): it is retried as an empty answer is (seed 000), with a notice that says what
+// happened instead of EmptyResponseNotice.
 const ContentFilteredNotice = "System notice: your last answer was withheld by the provider's content filter, so nobody saw it. " +
 	"Answer again within the provider's content policy, or say briefly that you cannot help with this request."
 

@@ -505,6 +505,35 @@ func TestDecideEmptyAnswer(t *testing.T) {
 	}
 }
 
+// TestDecideFilteredAnswer: an answer the provider's content filter stopped after part of it
+// was delivered (finish_reason content_filter with text) is no decision, as a run does not take
+// it for the model's answer: Decide asks again, and when every answer is stopped answers seed
+// 004's canned LLM-failure message. The partial text was a RESPOND_ONLY decision.
+func TestDecideFilteredAnswer(t *testing.T) {
+	const partial = "Here is how to make the dangerous thing: first you"
+	h := start(t, nil,
+		llmtest.Scenario{Name: "filtered once", Match: "Explain the dangerous thing", Turns: []llmtest.Turn{{Respond: func(_ llmtest.Request, attempt int) llmtest.Turn {
+			if attempt == 1 {
+				return llmtest.Turn{Content: partial, FinishReason: "content_filter"}
+			}
+			return llmtest.Turn{Content: "I cannot help with that."}
+		}}}},
+		llmtest.Scenario{Name: "always filtered", Match: "Explain the forbidden thing", Turns: []llmtest.Turn{{Content: partial, FinishReason: "content_filter"}}},
+	)
+	for msg, want := range map[string]string{
+		"Explain the dangerous thing": "I cannot help with that.",
+		"Explain the forbidden thing": orchestrator.MessageProviderFailure,
+	} {
+		d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY || d.GetResponseText() != want {
+			t.Errorf("%q: %v %q, want RESPOND_ONLY %q", msg, d.GetDecisionType(), d.GetResponseText(), want)
+		}
+	}
+}
+
 // TestDecideConfirmsOnlyKnownTools: a "yes" to a pending confirmation whose calls name a tool
 // the mesh does not have is INVALID_ARGUMENT naming the call and the tools there are, never an
 // INVOKE_TOOL decision for a call nobody can make.

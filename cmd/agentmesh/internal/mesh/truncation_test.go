@@ -203,3 +203,37 @@ func TestMaxTokensExceededIsAccounted(t *testing.T) {
 		}
 	}
 }
+
+// TestPartlyFilteredAnswerIsNotTheAnswer: an answer the provider's content filter stopped
+// after part of it was delivered (finish_reason content_filter with text) is no more the
+// model's answer than one it withheld whole: it is retried with the content filter's notice,
+// never stored, and a turn whose every answer the filter stopped ends the run as one whose
+// every answer it withheld does. It was taken for a complete answer and reported as the
+// model's, status success.
+func TestPartlyFilteredAnswerIsNotTheAnswer(t *testing.T) {
+	const partial = "Here is how to make the dangerous thing: first you"
+	h := start(t, nil,
+		llmtest.Scenario{Name: "filtered once", Match: "Tell me about the dangerous thing.", Turns: []llmtest.Turn{{Respond: func(req llmtest.Request, attempt int) llmtest.Turn {
+			if attempt == 1 {
+				return llmtest.Turn{Content: partial, FinishReason: "content_filter"}
+			}
+			return llmtest.Turn{Content: "notice: " + string(req.Messages[len(req.Messages)-1].Content)}
+		}}}},
+		llmtest.Scenario{Name: "always filtered", Match: "Tell me about the forbidden thing.", Turns: []llmtest.Turn{{Content: partial, FinishReason: "content_filter"}}},
+	)
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Tell me about the dangerous thing.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(2)}},
+		typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUA", "LLM:OK LLM:OK")
+	if got := res.GetFinalReport().GetContent(); got != "notice: "+orchestrator.ContentFilteredNotice {
+		t.Errorf("final report %q, want the retry's answer to the content filter's notice", got)
+	}
+	notStored(t, res, partial)
+
+	res = h.runCase(t, &agentv1.RunRequest{Message: "Tell me about the forbidden thing.", Overrides: &agentv1.RunOverrides{MaxRetries: i32(2)}},
+		typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, "LLM_GENERATION_FAILURE", "SU", "LLM:OK LLM:OK")
+	if msg := res.GetError().GetMessage(); !strings.Contains(msg, "content filter") {
+		t.Errorf("error %q, want it to say the content filter stopped the answers", msg)
+	}
+	if got := res.GetFinalReport().GetContent(); got == partial || res.GetFinalReport().GetStatus() != typev1.ReportStatus_REPORT_STATUS_FAILURE {
+		t.Errorf("final report %q status %s, want the canned failure", got, res.GetFinalReport().GetStatus())
+	}
+}
