@@ -465,15 +465,18 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		}
 	} else {
 		entry.Tokens = resp.GetUsage()
+		if resp.GetCached() {
+			// Answered from the generation stage's cache: no request was sent, so none of the
+			// answer's tokens were consumed (its usage, which the context guard still counts, is
+			// the request that filled the cache), as none of its cost was.
+			entry.Attempts, entry.Tokens = 0, &typev1.TokenUsage{}
+		}
 		entry.StopReason = resp.GetStopReason()
 		entry.ActualModel, entry.CostUsd = resp.GetModel(), resp.GetCostUsd()
 		ev.Message = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: resp.GetContent(), Reasoning: resp.GetReasoning(), ToolCalls: resp.GetToolCalls()}
-		ev.Usage, ev.Cached, ev.StopReason = resp.GetUsage(), resp.GetCached(), resp.GetStopReason()
+		ev.Usage, ev.Cached, ev.StopReason = entry.GetTokens(), resp.GetCached(), resp.GetStopReason()
 		ev.ActualModel, ev.CostUsd = resp.GetModel(), resp.GetCostUsd()
-		if resp.GetCached() {
-			entry.Attempts = 0 // answered from the generation stage's cache: no request was sent
-		}
-		r.addUsage(resp.GetUsage())
+		r.addUsage(entry.GetTokens())
 	}
 	r.account(entry)
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmResponse{LlmResponse: ev}})

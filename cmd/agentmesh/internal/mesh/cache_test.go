@@ -87,3 +87,44 @@ func TestResponseCache(t *testing.T) {
 		t.Errorf("third run: llm_response %v, %d llm_delta; want a streamed, uncached answer", responses, deltas)
 	}
 }
+
+// TestCachedAnswerConsumesNoTokens: an answer from the generation stage's response cache is no
+// provider request (seed 002 §8: the cache reduces API costs), so it consumes no tokens: its
+// accounting entry (attempts 0, cost 0) and llm_response carry none, the run's usage does not
+// count it, and max_tokens_consumed does not end a run that consumed nothing. The cached
+// answer's tokens were counted in usage and against the budget as if it had been asked for
+// again, while the same entry said no request was made and cost nothing.
+func TestCachedAnswerConsumesNoTokens(t *testing.T) {
+	cfg := config.Default()
+	cfg.Defaults.CacheResponses = true
+	h := start(t, cfg, llmtest.Scenario{Name: "cache", Match: "What is the capital of Italy?", Turns: []llmtest.Turn{
+		text("The capital of Italy is Rome."),
+	}})
+	first := h.run(t, &agentv1.RunRequest{Message: "What is the capital of Italy?", UserId: "carol"})
+	spent := first.GetUsage().GetTotal()
+	if first.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || spent == 0 {
+		t.Fatalf("first run: %s, usage %v", first.GetOutcome(), first.GetUsage())
+	}
+	budget := spent / 2
+	second := h.run(t, &agentv1.RunRequest{Message: "What is the capital of Italy?", UserId: "carol",
+		Overrides: &agentv1.RunOverrides{MaxTokensConsumed: &budget}})
+	if second.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY || second.GetFinalReport().GetContent() != "The capital of Italy is Rome." {
+		t.Fatalf("second run (max_tokens_consumed %d): %s %s %q (%v), want the cached answer", budget,
+			second.GetOutcome(), second.GetExitReason(), second.GetFinalReport().GetContent(), second.GetError())
+	}
+	checkInvariants(t, second)
+	if n := len(h.llm.Requests()); n != 1 {
+		t.Errorf("%d HTTP requests to the provider, want 1", n)
+	}
+	if u := second.GetUsage(); u.GetTotal() != 0 || u.GetInput() != 0 || u.GetOutput() != 0 {
+		t.Errorf("second run's usage %v, want none: its answer came from the cache", u)
+	}
+	acc := second.GetAccounting()
+	if len(acc) != 1 || acc[0].GetAttempts() != 0 || acc[0].GetCostUsd() != 0 || acc[0].GetTokens().GetTotal() != 0 || acc[0].GetTokens().GetInput() != 0 {
+		t.Errorf("second run's accounting %v, want one entry with no attempt, no cost and no tokens", acc)
+	}
+	responses, _ := h.llmEvents(t, second.GetRunId())
+	if len(responses) != 1 || !responses[0].GetCached() || responses[0].GetUsage().GetTotal() != 0 {
+		t.Errorf("second run's llm_response %v, want one cached response without tokens", responses)
+	}
+}

@@ -886,7 +886,7 @@ type LlmResponse struct {
 	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	// The canonical assistant message (empty when the attempt failed).
 	Message *v1.Message `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// Token usage.
+	// Token usage; none for an answer from the response cache, which consumed no tokens.
 	Usage *v1.TokenUsage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Whether the answer came from the response cache.
 	Cached bool `protobuf:"varint,7,opt,name=cached,proto3" json:"cached,omitempty"`

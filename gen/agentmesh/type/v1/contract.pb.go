@@ -384,7 +384,8 @@ type ExecutionContract struct {
 	MaxToolCallsTotal int32 `protobuf:"varint,8,opt,name=max_tool_calls_total,json=maxToolCallsTotal,proto3" json:"max_tool_calls_total,omitempty"`
 	// Maximum LLM attempts per turn, cycling over targets.
 	MaxRetries int32 `protobuf:"varint,9,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
-	// Maximum tokens consumed by the run; 0 means unlimited.
+	// Maximum tokens consumed by the run (its usage total; an answer from the response cache
+	// consumes none); 0 means unlimited.
 	MaxTokensConsumed int64 `protobuf:"varint,10,opt,name=max_tokens_consumed,json=maxTokensConsumed,proto3" json:"max_tokens_consumed,omitempty"`
 	// Timeout of one tool execution.
 	ToolTimeoutMs int64 `protobuf:"varint,11,opt,name=tool_timeout_ms,json=toolTimeoutMs,proto3" json:"tool_timeout_ms,omitempty"`
@@ -422,7 +423,7 @@ type ExecutionContract struct {
 	// How long a tool call waits for approval before it counts as rejected.
 	ApprovalTimeoutMs int64 `protobuf:"varint,27,opt,name=approval_timeout_ms,json=approvalTimeoutMs,proto3" json:"approval_timeout_ms,omitempty"`
 	// Ask the generation stage for its response cache (seed 002 §8); a cached answer emits no
-	// llm_delta.
+	// llm_delta, and consumes no tokens and costs nothing (no provider request was made).
 	CacheResponses bool `protobuf:"varint,28,opt,name=cache_responses,json=cacheResponses,proto3" json:"cache_responses,omitempty"`
 	// A person's rejection of a paused tool call ends the run REJECTED / USER_REJECTED, with no
 	// further LLM call, instead of being told to the model as a tool failure. A decision's

@@ -416,7 +416,8 @@ type AccountingEntry struct {
 	Status AccountingStatus `protobuf:"varint,6,opt,name=status,proto3,enum=agentmesh.type.v1.AccountingStatus" json:"status,omitempty"`
 	// Duration in milliseconds.
 	LatencyMs int64 `protobuf:"varint,7,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	// Token usage (LLM entries).
+	// Token usage (LLM entries); none for an LLM answer from the generation stage's cache,
+	// which consumed no tokens.
 	Tokens *TokenUsage `protobuf:"bytes,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
 	// Size of the tool's input in characters.
 	CharactersIn int64 `protobuf:"varint,9,opt,name=characters_in,json=charactersIn,proto3" json:"characters_in,omitempty"`
@@ -1109,7 +1110,8 @@ type RunResult struct {
 	PendingAction *PendingAction `protobuf:"bytes,12,opt,name=pending_action,json=pendingAction,proto3" json:"pending_action,omitempty"`
 	// The last decision of the run.
 	Decision *AgentDecision `protobuf:"bytes,13,opt,name=decision,proto3" json:"decision,omitempty"`
-	// Token totals.
+	// Token totals: the tokens of the run's LLM entries (answers from the generation stage's
+	// cache consume none).
 	Usage *TokenUsage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
 	// LLM turns taken.
 	Turns int32 `protobuf:"varint,15,opt,name=turns,proto3" json:"turns,omitempty"`
