@@ -11,7 +11,8 @@ import (
 // EmbeddingDims is the length of the vectors the server returns.
 const EmbeddingDims = 32
 
-// handleEmbeddings answers POST /v1/embeddings with deterministic vectors.
+// handleEmbeddings answers POST /v1/embeddings with deterministic vectors and their usage
+// (none when OmitEmbeddingUsage says so).
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	req, ok := s.decode(w, r, openAIAPI)
 	if !ok {
@@ -28,7 +29,12 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		out.Data = append(out.Data, embeddingItem{Object: "embedding", Index: i, Embedding: Embed(text)})
 		tokens += ceilDiv(len(text), 4)
 	}
-	out.Usage = usagePayload{PromptTokens: tokens, TotalTokens: tokens}
+	s.mu.Lock()
+	omit := s.noUsage
+	s.mu.Unlock()
+	if !omit {
+		out.Usage = &usagePayload{PromptTokens: tokens, TotalTokens: tokens}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

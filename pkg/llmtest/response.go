@@ -63,7 +63,7 @@ type embeddingList struct {
 	Object string          `json:"object"`
 	Data   []embeddingItem `json:"data"`
 	Model  string          `json:"model"`
-	Usage  usagePayload    `json:"usage"`
+	Usage  *usagePayload   `json:"usage,omitempty"`
 }
 
 type embeddingItem struct {

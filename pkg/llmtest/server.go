@@ -23,6 +23,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	forget   bool // requests are not kept (KeepRequests)
+	noUsage  bool // embeddings answers carry no usage (OmitEmbeddingUsage)
 	requests []Request
 	errs     []string
 	attempts map[turnKey]int
@@ -142,6 +143,14 @@ func (s *Server) KeepRequests(keep bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.forget = !keep
+}
+
+// OmitEmbeddingUsage sets whether the server's embeddings answers leave out their usage, as
+// some OpenAI-compatible servers do; by default they carry it.
+func (s *Server) OmitEmbeddingUsage(omit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noUsage = omit
 }
 
 // Errors returns the errors recorded so far: requests no scenario answers and unmet

@@ -251,6 +251,40 @@ func TestOpenAIEmbed(t *testing.T) {
 	}
 }
 
+// TestOpenAIEmbedWithoutUsageIsEstimated: an embeddings answer without usage (an
+// OpenAI-compatible server may send none) is counted by the stage's estimate, one token per
+// four bytes of the inputs, marked estimated, as a chat answer without usage is: it counted 0
+// tokens, so the run's EMBEDDING entries said the requests cost nothing.
+func TestOpenAIEmbedWithoutUsageIsEstimated(t *testing.T) {
+	srv := llmtest.New(t)
+	srv.OmitEmbeddingUsage(true)
+	client := openAIClient(t, srv, nil)
+	inputs := []string{"first text to embed", "the second text to embed"}
+	resp, err := client.Embed(t.Context(), &generationv1.EmbedRequest{
+		Target: &typev1.Target{Provider: "openai", Model: "text-embedding-test"},
+		Inputs: inputs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tokens.Estimate(inputs[0]) + tokens.Estimate(inputs[1])
+	if u := resp.GetUsage(); u.GetInput() != want || u.GetTotal() != want || u.GetOutput() != 0 || !u.GetEstimated() {
+		t.Errorf("usage %v, want the estimate of the inputs, %d input tokens, estimated", u, want)
+	}
+
+	srv.OmitEmbeddingUsage(false)
+	resp, err = client.Embed(t.Context(), &generationv1.EmbedRequest{
+		Target: &typev1.Target{Provider: "openai", Model: "text-embedding-test"},
+		Inputs: inputs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := resp.GetUsage(); u.GetInput() == 0 || u.GetEstimated() {
+		t.Errorf("usage %v, want the reported usage, not estimated", u)
+	}
+}
+
 // TestOpenAITokenLimitField (issue 11.8): the output token limit goes in max_completion_tokens
 // for the OpenAI reasoning models, which refuse max_tokens with HTTP 400, and in max_tokens
 // for the others, which every OpenAI-compatible server knows; TokenLimitField forces one field

@@ -120,3 +120,16 @@ func (u *Usage) estimate(prompt int64, tools []*typev1.Tool, answer *Response) {
 		u.Output, u.Estimated = n, u.Estimated || n > 0
 	}
 }
+
+// estimateInputs fills in the input count of an embeddings answer whose provider reported
+// none with the estimate of pkg/tokens of the inputs embedded, as estimate does for a chat
+// answer: an embedding request that counted 0 tokens looked free in its accounting entry.
+func (u *Usage) estimateInputs(inputs []string) {
+	if u.Input != 0 {
+		return
+	}
+	for _, in := range inputs {
+		u.Input += tokens.Estimate(in)
+	}
+	u.Estimated = u.Input > 0
+}

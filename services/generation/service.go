@@ -259,7 +259,8 @@ func maxTokensExceeded(resp *generationv1.GenerateResponse, limit int64) *stagee
 	return e
 }
 
-// Embed returns one embedding vector per input.
+// Embed returns one embedding vector per input, with the tokens the provider reported, or the
+// estimate of the inputs' when it reported none (Usage.estimateInputs).
 func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*generationv1.EmbedResponse, error) {
 	p, err := s.provider(req.GetTarget())
 	if err != nil {
@@ -287,6 +288,7 @@ func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*g
 		endWithError(span, err)
 		return nil, err
 	}
+	out.Usage.estimateInputs(req.GetInputs())
 	measured.end(ctx, &out.Usage, 0, nil)
 	span.SetAttributes(semconv.GenAIUsageInputTokens(int(out.Usage.Input)))
 	endWithError(span, nil)

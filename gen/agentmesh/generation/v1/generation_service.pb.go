@@ -600,7 +600,7 @@ type EmbedResponse struct {
 	Embeddings []*Embedding `protobuf:"bytes,1,rep,name=embeddings,proto3" json:"embeddings,omitempty"`
 	// Model that answered.
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	// Token usage.
+	// Token usage; the estimate of the inputs (estimated) when the provider reported none.
 	Usage         *v1.TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
