@@ -345,6 +345,10 @@ type Pricing struct {
 	// CachedInput is the price of a prompt token read from the provider's prompt cache;
 	// unset, such tokens cost Input.
 	CachedInput *float64 `yaml:"cached_input,omitempty"`
+	// CacheWrite is the price of a prompt token written to the provider's prompt cache
+	// (Anthropic's cache_creation_input_tokens; OpenAI reports and bills no writes); unset,
+	// such tokens cost 1.25 times Input, Anthropic's price of a write to its 5-minute cache.
+	CacheWrite *float64 `yaml:"cache_write,omitempty"`
 }
 
 // Target is one provider/model pair.

@@ -289,6 +289,9 @@ func (c *Config) validateProviders(p *problems) {
 				if price.CachedInput != nil {
 					prices["cached_input"] = *price.CachedInput
 				}
+				if price.CacheWrite != nil {
+					prices["cache_write"] = *price.CacheWrite
+				}
 				for _, name := range slices.Sorted(maps.Keys(prices)) {
 					if v := prices[name]; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 						p.addf("%s.pricing.%s: must be a price of 0 or more (US dollars per million tokens), got %g", mkey, name, v)

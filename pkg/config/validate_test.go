@@ -63,6 +63,9 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative cached price", func(c *Config) {
 			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {Pricing: &Pricing{CachedInput: ptr(-0.1)}}}}
 		}, "providers.oa.models.m.pricing.cached_input: must be a price of 0 or more"},
+		{"cache write price that is no number", func(c *Config) {
+			c.Providers["claude"] = Provider{Type: "anthropic", Models: map[string]Model{"m": {Pricing: &Pricing{CacheWrite: ptr(math.NaN())}}}}
+		}, "providers.claude.models.m.pricing.cache_write: must be a price of 0 or more"},
 		{"MCP server on a missing queue", func(c *Config) { c.MCPServers = map[string]MCPServer{"fs": {Command: "x", Queue: "slow"}} },
 			`mcp_servers.fs.queue: queue "slow" does not exist`},
 		{"gRPC message limit in megabytes", func(c *Config) { c.GRPC.MaxMessageBytes = 32 },

@@ -119,14 +119,19 @@ func (a answer) anthropicCallID(i int, c ToolCall) string {
 	return fmt.Sprintf("toolu_%d_%d", a.turn, i+1)
 }
 
-// anthropicUsageFor is usageFor in Anthropic's terms: input_tokens excludes the cached part.
+// anthropicUsageFor is usageFor in Anthropic's terms: input_tokens excludes the parts read
+// from and written to the cache.
 func anthropicUsageFor(req Request, t Turn) anthropicUsage {
 	u := usageFor(req, t)
-	cached := 0
+	cached, written := 0, 0
 	if u.PromptTokensDetails != nil {
 		cached = u.PromptTokensDetails.CachedTokens
 	}
-	return anthropicUsage{InputTokens: u.PromptTokens - cached, CacheReadInputTokens: cached, OutputTokens: u.CompletionTokens}
+	if t.Usage != nil {
+		written = t.Usage.CacheWriteTokens
+	}
+	return anthropicUsage{InputTokens: u.PromptTokens - cached - written, CacheReadInputTokens: cached, CacheCreationInputTokens: written,
+		OutputTokens: u.CompletionTokens}
 }
 
 // toolInput is the input of a scripted call in a JSON answer: the arguments when they are a

@@ -126,6 +126,9 @@ type Usage struct {
 	// CachedTokens is usage.prompt_tokens_details.cached_tokens, or Anthropic's
 	// cache_read_input_tokens.
 	CachedTokens int `yaml:"cached_tokens,omitempty" json:"cached_tokens,omitempty"`
+	// CacheWriteTokens, of PromptTokens, are Anthropic's cache_creation_input_tokens (sent less
+	// from input_tokens); OpenAI answers report no cache writes.
+	CacheWriteTokens int `yaml:"cache_write_tokens,omitempty" json:"cache_write_tokens,omitempty"`
 }
 
 // Expect is what a turn's request must carry. Nil fields are not checked.

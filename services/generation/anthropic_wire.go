@@ -93,9 +93,10 @@ func (u *anthropicUsage) usage() Usage {
 		return Usage{}
 	}
 	return Usage{
-		Input:  u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
-		Output: u.OutputTokens,
-		Cached: u.CacheReadInputTokens,
+		Input:      u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		Output:     u.OutputTokens,
+		Cached:     u.CacheReadInputTokens,
+		CacheWrite: u.CacheCreationInputTokens,
 	}
 }
 

@@ -67,3 +67,46 @@ func TestCostFromConfiguredPrices(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheWritesCostTheirOwnPrice: prompt tokens an Anthropic answer wrote to the prompt cache
+// (cache_creation_input_tokens) cost the model's cache_write price, by default 1.25 times its
+// input price (Anthropic bills a write to its 5-minute cache so), streamed or not. They cost
+// the input price, so every answer that filled the cache was costed below its bill.
+func TestCacheWritesCostTheirOwnPrice(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers["anthropic"] = config.Provider{Type: "anthropic", Models: map[string]config.Model{
+		"claude-default": {Pricing: &config.Pricing{Input: 3, Output: 15, CachedInput: ptr(0.3)}},
+		"claude-hour":    {Pricing: &config.Pricing{Input: 3, Output: 15, CachedInput: ptr(0.3), CacheWrite: ptr(6.0)}},
+	}}
+	// Of 1000 prompt tokens, 400 read from the cache and 200 written to it; 500 answered.
+	usage := &llmtest.Usage{PromptTokens: 1000, CompletionTokens: 500, CachedTokens: 400, CacheWriteTokens: 200}
+	for model, want := range map[string]float64{
+		"claude-default": (400*3 + 400*0.3 + 200*3.75 + 500*15) / 1e6,
+		"claude-hour":    (400*3 + 400*0.3 + 200*6 + 500*15) / 1e6,
+	} {
+		t.Run(model, func(t *testing.T) {
+			srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok", Usage: usage}}})
+			client := serve(t, generation.Options{
+				Providers: map[string]generation.Provider{"anthropic": anthropicAt(t, srv.URL(), nil)},
+				Prices:    generation.PricesFromConfig(cfg),
+			})
+			resp, err := client.Generate(t.Context(), request("anthropic", model, user("x")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := resp.GetUsage(); u.GetInput() != 1000 || u.GetCached() != 400 {
+				t.Errorf("usage %v, want 1000 input tokens, 400 of them cached", u)
+			}
+			if math.Abs(resp.GetCostUsd()-want) > 1e-12 {
+				t.Errorf("cost_usd = %g, want %g", resp.GetCostUsd(), want)
+			}
+			_, streamed, err := streamAll(t, client, request("anthropic", model, user("x")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(streamed.GetCostUsd()-want) > 1e-12 {
+				t.Errorf("streamed cost_usd = %g, want %g", streamed.GetCostUsd(), want)
+			}
+		})
+	}
+}

@@ -82,6 +82,10 @@ type Usage struct {
 	Output int64
 	// Cached is prompt tokens served from the provider's cache.
 	Cached int64
+	// CacheWrite is prompt tokens written to the provider's cache (Anthropic's
+	// cache_creation_input_tokens), which it bills at a price of their own; counted in Input
+	// too, and not in the canonical usage.
+	CacheWrite int64
 	// Estimated says that Input or Output is the stage's estimate: the provider reported
 	// none (estimate).
 	Estimated bool

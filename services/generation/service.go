@@ -226,7 +226,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	if resp.Model == "" {
 		resp.Model = model
 	}
-	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, model, resp.Usage)
+	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, model, resp.Usage, raw.Usage.CacheWrite)
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
 		e := maxTokensExceeded(resp, c.sampling.GetMaxOutputTokens())

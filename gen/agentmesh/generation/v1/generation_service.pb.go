@@ -257,8 +257,9 @@ type GenerateResponse struct {
 	// keep in the assistant message's reasoning_state and send back on the next turn; empty
 	// when the provider has none.
 	ReasoningState []byte `protobuf:"bytes,13,opt,name=reasoning_state,json=reasoningState,proto3" json:"reasoning_state,omitempty"`
-	// Cost in US dollars from the configured price of the model (input, cached input and
-	// output tokens); 0 when no price is configured, and for an answer from the response cache.
+	// Cost in US dollars from the configured price of the model (input, cached input, cache
+	// write and output tokens); 0 when no price is configured, and for an answer from the
+	// response cache.
 	CostUsd       float64 `protobuf:"fixed64,14,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
