@@ -29,8 +29,10 @@ var (
 // confirmation request when one of them needs approval) or its text answer. A failed model
 // request is handled as a run's inference handles it: the recovery stage decides whether to
 // try again, on which target and after what wait (a rate limit's Retry-After once every target
-// is limited). An empty answer (no text, no tool call) is tried again, as a run's is. Provider
-// failures and empty answers that remain become RESPOND_ONLY with seed 004's canned messages.
+// is limited), and a target that refused the request as invalid is not sent it again. An empty
+// answer (no text, no tool call), or one the content filter stopped, is tried again, as a
+// run's is. Provider failures and empty answers that remain become RESPOND_ONLY with seed
+// 004's canned messages.
 // The intent is taken only within the intent contract (checkIntent; else INTERNAL). The model
 // is offered the tools a run under the default contract may use (its tool_policy, else the
 // intent's; its allowed_tools), and a decision only calls those: a tool call under a forbidden
@@ -108,13 +110,14 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
 
 	var (
-		lastErr *stageerr.Error
-		next    *typev1.Target                  // the target recovery chose for the next attempt
-		limited []*recoveryv1.RateLimitedTarget // rate-limited in the current round-robin cycle
+		lastErr  *stageerr.Error
+		next     *typev1.Target                  // the target recovery chose for the next attempt
+		limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current round-robin cycle
+		rejected []*typev1.Target                // refused the request as invalid: never sent it again
 	)
 	targets, maxRetries := s.contract.GetTargets(), int(s.contract.GetMaxRetries())
 	for attempt := range maxRetries {
-		target, start := targets[attempt%len(targets)], time.Now()
+		target, start := roundRobin(targets, attempt+1, rejected), time.Now()
 		if next != nil {
 			target, next = next, nil
 		}
@@ -140,9 +143,12 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			// the rate limits once every target of the cycle is limited.
 			d, _ := s.recoveryDecision(ctx, "generation", lastErr, attempt, &recoveryv1.RecoveryState{
 				Target: target, Targets: targets, MaxRetries: int32(maxRetries), RateLimited: limited,
-				FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == maxRetries-1,
+				RejectedTargets: rejected, FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == maxRetries-1,
 			})
 			limited = nextCycle(limited, target, lastErr)
+			if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST {
+				rejected = append(rejected, target)
+			}
 			if st := d.GetStrategy(); st == recoveryv1.Strategy_STRATEGY_ABORT || st == recoveryv1.Strategy_STRATEGY_ASK_USER {
 				break
 			}

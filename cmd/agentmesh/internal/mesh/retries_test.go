@@ -9,6 +9,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 )
 
 // TestOneAttemptOneProviderRequest (issue 11.1): with max_retries 3 and a provider that
@@ -159,4 +160,39 @@ func TestBadRequestIsNeverRetried(t *testing.T) {
 			t.Errorf("requests %d and %d, want one per target", a, b)
 		}
 	})
+}
+
+// TestDecideSendsNoTargetARequestItRefused: Decide cycles over the targets as a run's turn
+// does (seed 000 §3), and as a run, it never sends a request again to a target that refused it
+// as invalid (HTTP 400): with two targets that both refuse, each gets the request once and the
+// decision is the canned LLM-failure message. Decide told the recovery stage of no refused
+// target, so the third of max_retries attempts went back to the first target, which refused
+// the same request again.
+func TestDecideSendsNoTargetARequestItRefused(t *testing.T) {
+	refused := llmtest.Turn{Content: "never", Failure: llmtest.FailBadRequest}
+	other := llmtest.New(t, llmtest.Scenario{Name: "refused too", Match: "refused?", Turns: []llmtest.Turn{refused}})
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		cfg.Providers["scripted2"] = config.Provider{Type: "openai", BaseURL: other.URL(), APIKey: "test-key"}
+		cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}, {Provider: "scripted2", Model: "gpt-other"}}
+		cfg.Defaults.MaxRetries = 3
+	}, llmtest.Scenario{Name: "refused", Match: "refused?", Turns: []llmtest.Turn{refused}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "refused?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY || d.GetResponseText() != orchestrator.MessageProviderFailure {
+		t.Errorf("decision %v %q, want RESPOND_ONLY %q", d.GetDecisionType(), d.GetResponseText(), orchestrator.MessageProviderFailure)
+	}
+	if a, b := len(h.llm.Requests()), len(other.Requests()); a != 1 || b != 1 {
+		t.Errorf("requests %d and %d, want one per target", a, b)
+	}
+	var providers []string
+	for _, e := range d.GetAccounting() {
+		if e.GetStage() == "" {
+			providers = append(providers, e.GetProvider())
+		}
+	}
+	if !slices.Equal(providers, []string{"scripted", "scripted2"}) {
+		t.Errorf("attempts accounted on %v, want scripted then scripted2", providers)
+	}
 }
