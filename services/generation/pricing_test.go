@@ -9,6 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
+	"google.golang.org/grpc/codes"
 )
 
 // TestCostFromConfiguredPrices (issue 11.7): an answer costs its uncached input, cached input
@@ -108,5 +109,31 @@ func TestCacheWritesCostTheirOwnPrice(t *testing.T) {
 				t.Errorf("streamed cost_usd = %g, want %g", streamed.GetCostUsd(), want)
 			}
 		})
+	}
+}
+
+// TestAnswerCutOffBeforeAnyContentCostsWhatWasBilled: an answer cut off at the output token
+// limit before any content fails (MAX_TOKENS_EXCEEDED), but the provider answered and billed
+// it: the failure's accounting entry carries its tokens, the model that answered and its cost,
+// as the proto and the README say of a failed attempt with an answer.
+func TestAnswerCutOffBeforeAnyContentCostsWhatWasBilled(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers["openai"] = config.Provider{Type: "openai", Models: map[string]config.Model{
+		"gpt-test": {Pricing: &config.Pricing{Input: 2, Output: 8}},
+	}}
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Reasoning: "Let me see", FinishReason: "length",
+		Model: "gpt-test-2025-01-01", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16}}}})
+	client := serve(t, generation.Options{
+		Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		Prices:    generation.PricesFromConfig(cfg),
+	})
+	_, err := client.Generate(t.Context(), request("openai", "gpt-test", user("x")))
+	se := stageError(t, err, codes.ResourceExhausted)
+	if len(se.Accounting) != 1 {
+		t.Fatalf("accounting %v, want the answer's entry", se.Accounting)
+	}
+	e, want := se.Accounting[0], (40*2+16*8)/1e6
+	if e.GetTokens().GetTotal() != 56 || e.GetActualModel() != "gpt-test-2025-01-01" || math.Abs(e.GetCostUsd()-want) > 1e-12 {
+		t.Errorf("entry %v, want 56 tokens of gpt-test-2025-01-01 costing %g", e, want)
 	}
 }

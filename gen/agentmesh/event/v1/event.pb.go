@@ -894,7 +894,8 @@ type LlmResponse struct {
 	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	// Normalised stop reason.
 	StopReason string `protobuf:"bytes,9,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
-	// Model the provider reports it answered with; empty when the attempt failed.
+	// Model the provider reports it answered with; empty when the attempt failed without an
+	// answer.
 	ActualModel string `protobuf:"bytes,10,opt,name=actual_model,json=actualModel,proto3" json:"actual_model,omitempty"`
 	// Cost in US dollars from the configured price of the model.
 	CostUsd       float64 `protobuf:"fixed64,11,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`

@@ -432,10 +432,12 @@ type AccountingEntry struct {
 	// How the tool call travelled: "native" or "xml".
 	Source string `protobuf:"bytes,14,opt,name=source,proto3" json:"source,omitempty"`
 	// Cost in US dollars from the configured price of the model (LLM entries); 0 when no
-	// price is configured, the attempt failed or the answer came from the response cache.
+	// price is configured, the attempt failed without an answer or the answer came from the
+	// response cache. A failed attempt whose answer was cut off before any content
+	// (MAX_TOKENS_EXCEEDED) costs what the provider billed for it.
 	CostUsd float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	// Model the provider reports it answered with (LLM entries), e.g. a dated snapshot of the
-	// requested alias; empty when the attempt failed.
+	// requested alias; empty when the attempt failed without an answer.
 	ActualModel string `protobuf:"bytes,16,opt,name=actual_model,json=actualModel,proto3" json:"actual_model,omitempty"`
 	// How many requests the entry stands for: those that reached, or may have reached, the
 	// remote. 1 for an LLM attempt or an embedding (each is one request; 0 for an LLM answer
