@@ -78,8 +78,10 @@ func cacheKey(req *generationv1.GenerateRequest) string {
 }
 
 // cacheable reports whether an answer may be served again: empty and rejected answers are
-// not, so that a retry gets a fresh attempt.
+// not, nor one the provider's content filter stopped (not the model's answer, whatever part
+// of it was delivered), so that a retry gets a fresh attempt.
 func cacheable(resp *generationv1.GenerateResponse) bool {
 	return resp.GetType() != generationv1.ResponseType_RESPONSE_TYPE_DONE &&
-		resp.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_REJECTED
+		resp.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_REJECTED &&
+		resp.GetStopReason() != "content_filter"
 }

@@ -114,3 +114,21 @@ func TestCacheSkipsEmptyAnswers(t *testing.T) {
 		t.Errorf("provider saw %d requests, want 2: empty answers are not cached", n)
 	}
 }
+
+// TestCacheSkipsFilteredAnswers: an answer the provider's content filter stopped
+// (finish_reason content_filter), with part of it delivered or none, is no more served again
+// than an empty one: it is not the model's answer, which the caller asks for again, and the
+// same request later gets a fresh attempt instead of the filtered answer from the cache.
+func TestCacheSkipsFilteredAnswers(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "Here is how to", FinishReason: "content_filter"}}})
+	client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)})
+	for range 2 {
+		resp, err := client.Generate(t.Context(), cacheable("x"))
+		if err != nil || resp.GetCached() || resp.GetStopReason() != "content_filter" {
+			t.Fatalf("resp %v err %v", resp, err)
+		}
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("provider saw %d requests, want 2: filtered answers are not cached", n)
+	}
+}
