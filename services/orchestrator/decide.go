@@ -129,7 +129,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		entry := &typev1.AccountingEntry{
 			Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: target.GetProvider(), Model: target.GetModel(),
 			Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: msSince(start), Source: sourceNative, Attempts: 1,
-			TimestampMs: start.UnixMilli(),
+			TimestampMs: s.now().UnixMilli(), // when the request finished, as a run stamps it (run.account)
 		}
 		if err != nil {
 			lastErr = stageerr.FromError(err)

@@ -534,6 +534,31 @@ func TestDecideFilteredAnswer(t *testing.T) {
 	}
 }
 
+// TestDecideStampsEntriesWhenTheRequestFinished: a Decide's accounting entries carry the time
+// their request finished, as a run's do (AccountingEntry.timestamp_ms; seed 000 §4 sequences
+// events by it): its model's request, which takes 100 ms, is stamped at least its latency after
+// the Decide began. It was stamped with the time the request started.
+func TestDecideStampsEntriesWhenTheRequestFinished(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "slow", Match: "Say hello slowly", Turns: []llmtest.Turn{{Content: "Hello!", DelayMS: 100}}})
+	began := time.Now().UnixMilli()
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Say hello slowly"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own []*typev1.AccountingEntry
+	for _, e := range d.GetAccounting() {
+		if e.GetStage() == "" {
+			own = append(own, e)
+		}
+	}
+	if len(own) != 1 || own[0].GetLatencyMs() < 100 {
+		t.Fatalf("accounting of the decision's requests %v, want one of at least 100 ms", own)
+	}
+	if e := own[0]; e.GetTimestampMs() < began+e.GetLatencyMs() {
+		t.Errorf("the request of %d ms is stamped %d ms after the Decide began, want when it finished", e.GetLatencyMs(), e.GetTimestampMs()-began)
+	}
+}
+
 // TestDecideConfirmsOnlyKnownTools: a "yes" to a pending confirmation whose calls name a tool
 // the mesh does not have is INVALID_ARGUMENT naming the call and the tools there are, never an
 // INVOKE_TOOL decision for a call nobody can make.
