@@ -421,7 +421,7 @@ type turnState struct {
 	forbiddenCall   bool // a tool was asked for under a forbidden policy
 	cycle           string
 	budgetExhausted bool // the run's tool call budget ran out
-	malformed       int  // calls whose arguments were not valid JSON
+	malformed       int  // calls the protocol adapter rejected (arguments not valid JSON, no name): the retry ladder counts them
 	finalTurn       bool // the request offered only final_report (or the XML final slot)
 	cutOff          bool // the answer was cut off at the output token limit (stop reason length)
 	truncated       bool // its final answer was cut off in every attempt and is taken as it is

@@ -91,6 +91,9 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 				t.budgetExhausted = true
 				why = fmt.Sprintf("dropped: the run's budget of %d tool calls is used up", c.GetMaxToolCallsTotal())
 			case !slices.ContainsFunc(r.offered, func(tool *typev1.Tool) bool { return tool.GetName() == call.GetName() }):
+				if call.GetArguments() == nil { // the adapter rejected it too (no name, broken arguments): malformed output
+					t.malformed++
+				}
 				why = unknownTool(call.GetName(), r.offered)
 			case call.GetArguments() == nil && t.cutOff && !a.xml && call == t.answer.GetToolCalls()[len(t.answer.GetToolCalls())-1]:
 				t.malformed++

@@ -95,6 +95,21 @@ func TestConformance(t *testing.T) {
 					t.Errorf("tool message %q", got)
 				}
 			}},
+		// The adapter's rejection is the retry ladder's trigger (Phase 2b), whatever else is
+		// wrong with the call: a call without a name, or with broken arguments to a tool the
+		// run does not offer, is malformed output too.
+		{name: "001/2b required tool, a call without a name", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED, StrictMode: yes(), MaxFormatRetries: i32(0)},
+			turns:   []llmtest.Turn{call("", `{}`), text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, exit: "INVALID_TOOL_CALL", roles: "SUAT", accounting: "LLM:OK", check: oneLLMCall},
+		{name: "001/2c required tool, malformed call to an unknown tool", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED, StrictMode: yes(), MaxFormatRetries: i32(0)},
+			turns:   []llmtest.Turn{call("teleport", `{"to": `), text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, exit: "INVALID_TOOL_CALL", roles: "SUAT", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if got := toolMessage(t, res, 0); !strings.HasPrefix(got, `(tool failed: unknown tool "teleport"`) {
+					t.Errorf("tool message %q", got)
+				}
+				oneLLMCall(t, res, reqs)
+			}},
 		{name: "001/1b required tool, only a refused call", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
 			turns:   []llmtest.Turn{call("calculator", `{"expr":"6*7"}`), text("I could not compute it.")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUATA", accounting: "LLM:OK TOOL:FAILED LLM:OK",
@@ -414,6 +429,12 @@ func cannedReport(want string) func(*testing.T, *typev1.RunResult, []llmtest.Req
 func noLLMCall(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
 	if n := len(reqs); n != 0 {
 		t.Errorf("%d LLM requests, want none", n)
+	}
+}
+
+func oneLLMCall(t *testing.T, _ *typev1.RunResult, reqs []llmtest.Request) {
+	if n := len(reqs); n != 1 {
+		t.Errorf("%d LLM requests, want 1", n)
 	}
 }
 
