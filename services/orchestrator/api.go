@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,13 +164,19 @@ func firstModel(c *typev1.ExecutionContract) string {
 	return c.GetTargets()[0].GetModel()
 }
 
-// modelProfile names the contract's first target ("none" without targets; PRECHECK then
-// fails the run).
+// modelProfile is the model profile the transcript entries record: the contract's
+// model_profile_id, its first target ("none" without targets; PRECHECK then fails the run).
 func modelProfile(c *typev1.ExecutionContract) string {
-	if len(c.GetTargets()) == 0 {
-		return "none"
+	return cmp.Or(c.GetModelProfileId(), targetProfile(c.GetTargets()), "none")
+}
+
+// targetProfile names the model profile of a contract's targets, "provider/model" of the
+// first one, or "" without targets.
+func targetProfile(targets []*typev1.Target) string {
+	if len(targets) == 0 {
+		return ""
 	}
-	return c.GetTargets()[0].GetProvider() + "/" + c.GetTargets()[0].GetModel()
+	return targets[0].GetProvider() + "/" + targets[0].GetModel()
 }
 
 func validateRunRequest(req *agentv1.RunRequest) error {

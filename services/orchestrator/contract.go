@@ -47,7 +47,9 @@ func DefaultContract() *typev1.ExecutionContract {
 
 // buildContract applies a request's overrides to the defaults. streamed is whether the run
 // streams its answers unless the request says otherwise: the API that starts it streams its
-// events (StreamRun). Out-of-range overrides are INVALID_INPUT errors that name the field.
+// events (StreamRun). The contract names its model profile (model_profile_id, its first
+// target), as its transcript entries record it. Out-of-range overrides are INVALID_INPUT
+// errors that name the field.
 func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest, streamed bool) (*typev1.ExecutionContract, error) {
 	c := proto.CloneOf(defaults)
 	c.ContractId = runID
@@ -59,6 +61,7 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	}
 	o := req.GetOverrides()
 	if o == nil {
+		c.ModelProfileId = targetProfile(c.GetTargets())
 		return hashed(c), checkContract(c)
 	}
 	setInt32(&c.MaxTurns, o.MaxTurns)
@@ -109,6 +112,7 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	if o.GetToolTransport() != typev1.ToolTransport_TOOL_TRANSPORT_UNSPECIFIED {
 		c.ToolTransport = o.GetToolTransport()
 	}
+	c.ModelProfileId = targetProfile(c.GetTargets())
 	return hashed(c), checkContract(c)
 }
 

@@ -613,3 +613,31 @@ func TestCycleForbidCountsTheCallsThatRan(t *testing.T) {
 	}
 	checkInvariants(t, res)
 }
+
+// TestContractNamesItsModelProfile: the contract carries its provenance (seed 001 Phase 2b:
+// contract_id, contract_hash and model_profile_id), and its model profile is the one every
+// transcript entry records: the first target, the request's when it names targets.
+func TestContractNamesItsModelProfile(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "profile", Match: "which model profile*", Turns: []llmtest.Turn{text("this one")}})
+	for _, tc := range []struct {
+		overrides *agentv1.RunOverrides
+		want      string
+	}{
+		{nil, "scripted/gpt-test"},
+		{&agentv1.RunOverrides{Targets: []*typev1.Target{{Provider: "scripted2", Model: "gpt-b"}, {Provider: "scripted", Model: "gpt-a"}}}, "scripted2/gpt-b"},
+	} {
+		res := h.run(t, &agentv1.RunRequest{Message: "which model profile, " + tc.want, Overrides: tc.overrides})
+		c := res.GetContract()
+		if c.GetModelProfileId() != tc.want || c.GetContractId() != res.GetRunId() || c.GetContractHash() == "" {
+			t.Errorf("contract id %q, hash %q, model_profile_id %q; want the run's id, a hash and %q",
+				c.GetContractId(), c.GetContractHash(), c.GetModelProfileId(), tc.want)
+		}
+		for _, e := range res.GetTranscript() {
+			if e.GetModelProfileId() != c.GetModelProfileId() {
+				t.Errorf("entry %d (%s) records model profile %q, the contract %q", e.GetSeq(), e.GetState(), e.GetModelProfileId(), c.GetModelProfileId())
+				break
+			}
+		}
+		checkInvariants(t, res)
+	}
+}

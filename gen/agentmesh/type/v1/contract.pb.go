@@ -370,7 +370,8 @@ type ExecutionContract struct {
 	ContractHash string `protobuf:"bytes,2,opt,name=contract_hash,json=contractHash,proto3" json:"contract_hash,omitempty"`
 	// Hash of the contract this one was derived from, if any.
 	ParentContractHash string `protobuf:"bytes,3,opt,name=parent_contract_hash,json=parentContractHash,proto3" json:"parent_contract_hash,omitempty"`
-	// Identifier of the model profile the contract was made for.
+	// Identifier of the model profile the contract was made for: "provider/model" of its first
+	// target, as every transcript entry records it.
 	ModelProfileId string `protobuf:"bytes,4,opt,name=model_profile_id,json=modelProfileId,proto3" json:"model_profile_id,omitempty"`
 	// Version of the protocol adapter that turns provider answers into canonical messages.
 	AdapterVersion string `protobuf:"bytes,5,opt,name=adapter_version,json=adapterVersion,proto3" json:"adapter_version,omitempty"`
