@@ -106,7 +106,7 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 	} else if err := json.Unmarshal([]byte(content), &value); err != nil {
 		return nil, fmt.Errorf("content_json is missing and report_content is not JSON: %v", err)
 	}
-	obj, err := validateJSON(schema, value)
+	obj, err := validateJSON(c, schema, value)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func reportFromText(c *typev1.ExecutionContract, schema *outputSchema, text stri
 	if err := json.Unmarshal([]byte(stripFence(text)), &value); err != nil {
 		return nil, fmt.Errorf("the answer must be a JSON object (call %s with content_json): %v", FinalReportTool, err)
 	}
-	obj, err := validateJSON(schema, value)
+	obj, err := validateJSON(c, schema, value)
 	if err != nil {
 		return nil, err
 	}
@@ -156,14 +156,18 @@ func compileOutputSchema(s *structpb.Struct) (*outputSchema, error) {
 
 // validateJSON checks value against the output schema; on failure it expands fields that hold
 // stringified JSON where the schema wants an object or array (seed 000 §1's repair loop for
-// content_json) and checks again.
-func validateJSON(out *outputSchema, value any) (*structpb.Struct, error) {
+// content_json) and checks again, unless the contract is strict (seed 001: strict_mode
+// disables recovery, as it does for tool arguments).
+func validateJSON(c *typev1.ExecutionContract, out *outputSchema, value any) (*structpb.Struct, error) {
 	obj, ok := value.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("content_json must be a JSON object, got %T", value)
 	}
 	if out != nil {
 		if err := out.compiled.Validate(obj); err != nil {
+			if c.GetStrictMode() {
+				return nil, fmt.Errorf("content_json does not match the output schema (strict mode allows no repair): %v", err)
+			}
 			expanded, steps := jsonrepair.ExpandNested(obj, out.raw)
 			repaired, isObject := expanded.(map[string]any)
 			if len(steps) == 0 || !isObject || out.compiled.Validate(repaired) != nil {

@@ -223,7 +223,7 @@ func reportFromXML(c *typev1.ExecutionContract, schema *outputSchema, payload st
 	if err := json.Unmarshal([]byte(text), &value); err != nil {
 		return nil, fmt.Errorf("the final report must be a JSON object: %v", err)
 	}
-	obj, err := validateJSON(schema, value)
+	obj, err := validateJSON(c, schema, value)
 	if err != nil {
 		return nil, err
 	}

@@ -268,6 +268,19 @@ func TestConformance(t *testing.T) {
 					t.Errorf("content_json %v", res.GetFinalReport().GetContentJson())
 				}
 			}},
+		// Seed 001: strict_mode disables recovery; the model is told, and sends the object.
+		{name: "001 strict mode: final_report stringified nested JSON refused", request: jsonRun, overrides: &agentv1.RunOverrides{StrictMode: yes()},
+			turns: []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":7,"detail":"{\"why\":\"because\"}"}}`),
+				report(`{"report_format":"json","content_json":{"answer":7,"detail":{"why":"because"}}}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := toolMessage(t, res, 0); !strings.Contains(got, "does not match the output schema") {
+					t.Errorf("refusal %q", got)
+				}
+				if got := res.GetFinalReport().GetContentJson().GetFields()["detail"].GetStructValue().GetFields()["why"].GetStringValue(); got != "because" {
+					t.Errorf("content_json %v", res.GetFinalReport().GetContentJson())
+				}
+			}},
 		{name: "000 final_report refused then fixed", request: jsonRun,
 			turns: []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":"forty-two"}}`),
 				report(`{"report_format":"json","content_json":{"answer":42}}`)},
