@@ -86,8 +86,11 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 				fmt.Sprintf("malformed tool calls in %d turns; max_format_retries is %d", r.formatFails, c.GetMaxFormatRetries()))
 		}
 	}
+	// A final answer, accepted or refused, is a terminal response: without an executed tool it
+	// ends a required run here, before a refused one collapses the turns into a final turn
+	// that offers no tool (seed 001: the policy check precedes every success path).
 	final, reportErr := r.finalAnswer(t)
-	if final != nil && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
+	if (final != nil || reportErr != nil) && c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_REQUIRED && r.toolCalls == 0 {
 		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, MessageToolRequired,
 			"the run requires a tool, but the model answered without executing one")
 	}

@@ -127,6 +127,19 @@ func TestConformance(t *testing.T) {
 			turns:   []llmtest.Turn{text("I would use the calculator and get 42.")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK",
 			check: cannedReport(orchestrator.MessageToolRequired)}, // issue 11.3: never an empty report
+		// A refused final answer is still a terminal answer without a tool: under required the
+		// run ends at once (COMMIT's policy check comes before seed 000's collapse into a final
+		// turn, which offers no tool and so could never meet the policy).
+		{name: "001/3b required tool, json answer refused", request: jsonRun, overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
+			turns:   []llmtest.Turn{text("The answer is 42."), text("Still 42.")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUA", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				oneLLMCall(t, res, reqs)
+				cannedReport(orchestrator.MessageToolRequired)(t, res, reqs)
+			}},
+		{name: "001/3c required tool, final_report refused", request: jsonRun, overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED},
+			turns:   []llmtest.Turn{report(`{"report_format":"json","content_json":{"answer":"forty-two"}}`), report(`{"report_format":"json","content_json":{"answer":42}}`)},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, exit: "TOOL_REQUIRED", roles: "SUAT", accounting: "LLM:OK", check: oneLLMCall},
 		{name: "001/4 forbidden tool attempted", overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`)},
 			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "TOOL_POLICY_VIOLATION", roles: "SUAT", accounting: "LLM:OK",
