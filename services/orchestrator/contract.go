@@ -150,14 +150,8 @@ func checkContract(c *typev1.ExecutionContract) error {
 		return stageerr.Invalid("overrides.max_tool_calls_total must not be negative, got %d", c.GetMaxToolCallsTotal())
 	case c.GetMaxRetries() < 1:
 		return stageerr.Invalid("overrides.max_retries must be at least 1, got %d", c.GetMaxRetries())
-	case c.GetMaxTokensConsumed() < 0:
-		return stageerr.Invalid("overrides.max_tokens_consumed must not be negative, got %d", c.GetMaxTokensConsumed())
-	case c.GetToolTimeoutMs() < 1, c.GetStepTimeoutMs() < 1, c.GetTotalTimeoutMs() < 1:
-		return stageerr.Invalid("overrides: tool_timeout_ms, step_timeout_ms and total_timeout_ms must be positive")
 	case c.GetToolResponseMaxBytes() < 0:
 		return stageerr.Invalid("overrides.tool_response_max_bytes must not be negative, got %d", c.GetToolResponseMaxBytes())
-	case c.GetContextWindow() < 0, c.GetContextWindowBufferTokens() < 0, c.GetMaxOutputTokens() < 0:
-		return stageerr.Invalid("overrides: context_window, context_window_buffer_tokens and max_output_tokens must not be negative")
 	case !(c.GetForceSynthesisAtRatio() >= 0 && c.GetForceSynthesisAtRatio() <= 1): // NaN too
 		return stageerr.Invalid("overrides.force_synthesis_at_ratio must be between 0 and 1, got %g", c.GetForceSynthesisAtRatio())
 	case c.GetMaxFormatRetries() < 0:
@@ -172,6 +166,9 @@ func checkContract(c *typev1.ExecutionContract) error {
 		count int64
 	}{{"max_tokens_consumed", c.GetMaxTokensConsumed()}, {"context_window", c.GetContextWindow()},
 		{"context_window_buffer_tokens", c.GetContextWindowBufferTokens()}, {"max_output_tokens", c.GetMaxOutputTokens()}} {
+		if n.count < 0 {
+			return stageerr.Invalid("overrides.%s must not be negative, got %d", n.name, n.count)
+		}
 		if n.count > tokens.MaxCount {
 			return stageerr.Invalid("overrides.%s must be at most %d tokens, got %d", n.name, int64(tokens.MaxCount), n.count)
 		}
@@ -182,6 +179,9 @@ func checkContract(c *typev1.ExecutionContract) error {
 	}{{"tool_timeout_ms", c.GetToolTimeoutMs()}, {"step_timeout_ms", c.GetStepTimeoutMs()},
 		{"total_timeout_ms", c.GetTotalTimeoutMs()}, {"approval_timeout_ms", c.GetApprovalTimeoutMs()},
 		{"answer_timeout_ms", c.GetAnswerTimeoutMs()}} {
+		if d.ms < 1 {
+			return stageerr.Invalid("overrides.%s must be positive, got %d", d.name, d.ms)
+		}
 		if d.ms > MaxTimeoutMs {
 			return stageerr.Invalid("overrides.%s must be at most %d (30 days), got %d", d.name, MaxTimeoutMs, d.ms)
 		}
@@ -189,7 +189,7 @@ func checkContract(c *typev1.ExecutionContract) error {
 	for _, e := range []struct {
 		name  string
 		value protoreflect.Enum
-	}{{"tool_policy", c.GetToolPolicy()}, {"tool_transport", c.GetToolTransport()}, {"output_format", c.GetOutputFormat()}} {
+	}{{"overrides.tool_policy", c.GetToolPolicy()}, {"overrides.tool_transport", c.GetToolTransport()}, {"output_format", c.GetOutputFormat()}} {
 		if e.value.Descriptor().Values().ByNumber(e.value.Number()) == nil {
 			return stageerr.Invalid("%s %d is not one of its values", e.name, e.value.Number())
 		}

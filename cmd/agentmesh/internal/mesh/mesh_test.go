@@ -620,6 +620,19 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{AnswerTimeoutMs: i64(0)}})
 			return err
 		}, "overrides.answer_timeout_ms must be positive"},
+		// Each message names the one field that is wrong, and its value.
+		{"step timeout of zero", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{StepTimeoutMs: i64(0)}})
+			return err
+		}, "overrides.step_timeout_ms must be positive, got 0"},
+		{"negative max_output_tokens", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{MaxOutputTokens: i64(-1)}})
+			return err
+		}, "overrides.max_output_tokens must not be negative, got -1"},
+		{"unknown tool_policy names the override", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ToolPolicy: 99}})
+			return err
+		}, "overrides.tool_policy 99 is not one of its values"},
 		{"output_schema of a text answer", func() error {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", OutputSchema: mustStruct(t, map[string]any{"type": "object"})})
 			return err
