@@ -224,6 +224,24 @@ func preflight(c *typev1.ExecutionContract, available []*typev1.Tool) string {
 	return cmp.Or(requiredNeedsTurns(c, ""), requiredWithoutTools(c, available, ""))
 }
 
+// systemOverflows says why the run's system message leaves no room for a turn in the context
+// window, or "": it is in every request, and the guard's limit (the window less its buffer and
+// the output reserved) must hold it and the user's message (seed 001's context feasibility,
+// reserved_system + reserved_synthesis + margin <= context_window). Such a run could only end
+// MAX_CONTEXT_REACHED, a fault of its setup rather than of the conversation.
+func (r *run) systemOverflows() string {
+	limit := r.limit()
+	if limit <= 0 || len(r.conversation) == 0 || r.conversation[0].GetRole() != typev1.Role_ROLE_SYSTEM {
+		return ""
+	}
+	c := r.contract
+	if n := r.counter.Message(r.conversation[0]); n >= limit {
+		return fmt.Sprintf("the system message (%d tokens) leaves no room for the user's message in the %d-token window (buffer %d + max output %d tokens reserved)",
+			n, c.GetContextWindow(), c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens())
+	}
+	return ""
+}
+
 // requiredWithoutTools says why the contract's tool_policy required can never be met, or "":
 // no tool the run may use (of available, within allowed_tools) is there to call. source says
 // where the policy came from, for the reason.

@@ -148,7 +148,7 @@ func (r *run) precheck(ctx context.Context) *ending {
 			return r.req, r.contract, end.reason
 		}
 		r.available = tools
-		why := preflight(r.contract, r.available)
+		why := cmp.Or(preflight(r.contract, r.available), r.systemOverflows())
 		if why == "" {
 			why = r.unknownProvider(ctx)
 		}

@@ -386,6 +386,17 @@ func TestConformance(t *testing.T) {
 		{name: "001 preflight: reserved context exceeds the window", overrides: &agentv1.RunOverrides{ContextWindow: i64(1000), MaxOutputTokens: i64(1000)},
 			turns:   []llmtest.Turn{text("never asked")},
 			outcome: typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit: "INVALID_CONTRACT", roles: "SU", accounting: "", check: noLLMCall},
+		// Seed 001's context feasibility counts what is reserved for the system: a system
+		// message that leaves no room in the window is a setup fault, not the user's.
+		{name: "001 preflight: the system message does not fit the window", overrides: &agentv1.RunOverrides{ContextWindow: i64(100), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(80)},
+			turns:   []llmtest.Turn{text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit: "INVALID_CONTRACT", roles: "SU", accounting: "",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if msg := res.GetError().GetMessage(); !strings.Contains(msg, "the system message") || !strings.Contains(msg, "100-token window") {
+					t.Errorf("error %q, want the system message and the window named", msg)
+				}
+				noLLMCall(t, res, reqs)
+			}},
 		{name: "002 max context reached", overrides: &agentv1.RunOverrides{ContextWindow: i64(400), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(100)},
 			request: func(r *agentv1.RunRequest) { r.Message += strings.Repeat(" tell me more", 200) },
 			turns:   []llmtest.Turn{text("never asked")},
