@@ -249,6 +249,12 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 					end = providerEnding(lastErr)
 					return nil, nil, "aborted: " + lastErr.Error()
 				case recoveryv1.Strategy_STRATEGY_ASK_USER:
+					if r.turns >= r.contract.GetMaxTurns() {
+						// The last turn: no turn follows to use an answer, so none is asked
+						// for, and the failure ends the run as an abort does.
+						end = providerEnding(lastErr)
+						return nil, nil, "aborted: no turn remains under max_turns to use an answer: " + lastErr.Error()
+					}
 					t.ask = &askUser{question: d.GetUserMessage(), reason: "generation: " + lastErr.Error()}
 					return nil, nil, "the user is asked how to proceed: " + lastErr.Error()
 				case recoveryv1.Strategy_STRATEGY_RETRY:

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
+	"github.com/agentmesh/agentmesh/services/generation"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -384,4 +389,97 @@ func TestClarificationAnswerFitsTheIntentLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unknownFailureProvider is a provider of Go code whose first chat call fails in a way
+// recovery's table does not know (FAILED_PRECONDITION), so recovery decides to ask the user
+// how to proceed; its later calls go to the provider it wraps.
+type unknownFailureProvider struct {
+	generation.Provider
+	failed *atomic.Bool
+}
+
+func (p unknownFailureProvider) fail() error {
+	if p.failed.Swap(true) {
+		return nil
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "the model is being reloaded")
+}
+
+func (p unknownFailureProvider) Complete(ctx context.Context, req *generation.Request) (*generation.Response, error) {
+	if err := p.fail(); err != nil {
+		return nil, err
+	}
+	return p.Provider.Complete(ctx, req)
+}
+
+func (p unknownFailureProvider) Stream(ctx context.Context, req *generation.Request, onDelta func(*generationv1.Delta) error) (*generation.Response, error) {
+	if err := p.fail(); err != nil {
+		return nil, err
+	}
+	return p.Provider.Stream(ctx, req, onDelta)
+}
+
+// TestNoQuestionInTheLastTurn: recovery asks the user how to proceed after a generation
+// failure it does not know, and the answer reaches the model in the next turn. In the last
+// turn max_turns allows no turn follows to use an answer: the run does not ask a question it
+// cannot use (it paused, then ended MAX_TURNS_REACHED without the model seeing the answer),
+// but ends with the failure, as an abort does.
+func TestNoQuestionInTheLastTurn(t *testing.T) {
+	const message, answer = "Summarise the report.", "Try again, please."
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		providers, err := generation.ProvidersFromConfig(o.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Providers = map[string]generation.Provider{"scripted": unknownFailureProvider{providers["scripted"], new(atomic.Bool)}}
+	}, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{
+		text("never asked: the question is the conversation's first assistant message"), text("The report is short."),
+	}})
+	const unknown = "Something unexpected went wrong. How would you like me to proceed?"
+
+	// Two turns: the first asks, the second answers with the user's guidance.
+	res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{MaxTurns: i32(2)}})
+	q := res.GetPendingQuestion()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_INPUT || q.GetQuestion() != unknown || q.GetId() != "turn-1" {
+		t.Fatalf("outcome %s %s, question %v; want a pause for the answer", res.GetOutcome(), res.GetExitReason(), q)
+	}
+	if _, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: answer, QuestionId: q.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	final, _ := h.finish(t, res.GetRunId())
+	if !final.GetSuccess() || final.GetFinalReport().GetContent() != "The report is short." {
+		t.Fatalf("outcome %s %s, report %q", final.GetOutcome(), final.GetExitReason(), final.GetFinalReport().GetContent())
+	}
+	reqs := requestsFor(h.llm, message)
+	msgs := reqs[len(reqs)-1].Messages // then the final turn's notice
+	if question, reply := msgs[len(msgs)-3], msgs[len(msgs)-2]; string(question.Content) != unknown || reply.Role != "user" || string(reply.Content) != answer {
+		t.Errorf("the model's last request ends with %q, %s %q; want the question and the answer", question.Content, reply.Role, reply.Content)
+	}
+
+	// One turn: nothing would use an answer, so no question is asked.
+	h2 := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		providers, err := generation.ProvidersFromConfig(o.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Providers = map[string]generation.Provider{"scripted": unknownFailureProvider{providers["scripted"], new(atomic.Bool)}}
+	}, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{text("never asked")}})
+	res = h2.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{MaxTurns: i32(1)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER || res.GetExitReason() != orchestrator.ExitLLMError ||
+		res.GetPendingQuestion() != nil {
+		t.Fatalf("outcome %s %s, question %v; want FAILED_PROVIDER LLM_ERROR without a question",
+			res.GetOutcome(), res.GetExitReason(), res.GetPendingQuestion())
+	}
+	if got := res.GetFinalReport().GetContent(); got != orchestrator.MessageProviderFailure {
+		t.Errorf("final report %q", got)
+	}
+	if !strings.Contains(res.GetError().GetMessage(), "the model is being reloaded") {
+		t.Errorf("error %v does not carry the failure", res.GetError())
+	}
+	kinds := checkEvents(t, h2, res)
+	if count(kinds, "input_requested") != 0 {
+		t.Errorf("events %v: a question was asked", kinds)
+	}
+	checkInvariants(t, res)
 }
