@@ -34,8 +34,9 @@ func TestAnswerFromTheCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, errOut)
 	}
-	m1 := regexp.MustCompile(`run (\S+) asks: A tool returned more data than I can read\. How would you like me to proceed\?\nanswer with: agentmesh answer (\S+) YOUR ANSWER`).FindStringSubmatch(out)
-	if m1 == nil || m1[1] != m1[2] || !strings.Contains(errOut, "? the run asks:") {
+	// The hint names the question, so that an answer given late never answers a later one.
+	m1 := regexp.MustCompile(`run (\S+) asks: A tool returned more data than I can read\. How would you like me to proceed\?\nanswer with: agentmesh answer --question (\S+) (\S+) YOUR ANSWER`).FindStringSubmatch(out)
+	if m1 == nil || m1[2] != "turn-1" || m1[1] != m1[3] || !strings.Contains(errOut, "? the run asks:") {
 		t.Fatalf("run output does not say how to answer:\n%s\n%s", out, errOut)
 	}
 	runID := m1[1]
@@ -47,7 +48,7 @@ func TestAnswerFromTheCLI(t *testing.T) {
 	if code, _, errOut := cli("answer", runID, "just", "tell", "me", "--question", "not-the-question", "--addr", addr); code == 0 || !strings.Contains(errOut, "not-the-question") {
 		t.Errorf("answer naming another question after the text: exit %d %s", code, errOut)
 	}
-	if code, out, errOut := cli("answer", runID, "just", "tell", "me", "--addr", addr); code != 0 || !strings.Contains(out, "resumed") {
+	if code, out, errOut := cli("answer", "--question", m1[2], runID, "just", "tell", "me", "--addr", addr); code != 0 || !strings.Contains(out, "resumed") {
 		t.Fatalf("answer: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, _, errOut := cli("watch", runID, "--addr", addr); code != 0 || !strings.Contains(errOut, "! answered: just tell me") ||

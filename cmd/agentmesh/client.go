@@ -216,9 +216,9 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 			fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
 				ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
 		}
-		if q != nil {
-			fmt.Fprintf(stdout, "run %s asks: %s\nanswer with: agentmesh answer %s YOUR ANSWER\n",
-				ev.GetRunId(), q.GetQuestion().GetQuestion(), ev.GetRunId())
+		if q != nil { // the question named, so that a late answer never answers a later one
+			fmt.Fprintf(stdout, "run %s asks: %s\nanswer with: agentmesh answer --question %s %s YOUR ANSWER\n",
+				ev.GetRunId(), q.GetQuestion().GetQuestion(), q.GetQuestion().GetId(), ev.GetRunId())
 		}
 		return nil
 	}
