@@ -84,6 +84,9 @@ const (
 	// MessageClarify is the question asked when a request needs clarification and no
 	// question came with it.
 	MessageClarify = "Could you tell me more about what you would like me to do?"
+	// MessageHowToProceed is the question asked when the recovery stage decides to ask the
+	// user how to proceed after a failure in a turn, and no question came with its decision.
+	MessageHowToProceed = "Something went wrong. How would you like me to proceed?"
 )
 
 // messageAnswerTimeout is the final report of a run whose user did not answer its question in

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,19 +165,22 @@ func (r *run) queuedAnswer(id string) (*agentv1.AnswerRequest, string) {
 }
 
 // ask starts a pause for the user's answer to q: the question in the conversation, the
-// AWAIT_INPUT transcript entry and the ASK_CLARIFICATION decision.
+// AWAIT_INPUT transcript entry and the ASK_CLARIFICATION decision. The recovery stage is
+// swappable: a decision that came without its question (user_message) asks
+// MessageHowToProceed, never an empty question.
 func (r *run) ask(ctx context.Context, q *askUser) *questionState {
 	now := r.svc.now()
+	question := cmp.Or(q.question, MessageHowToProceed)
 	st := &questionState{pending: &typev1.PendingQuestion{
-		RunId: r.id, Id: r.questionID(), Question: q.question, Reason: q.reason,
+		RunId: r.id, Id: r.questionID(), Question: question, Reason: q.reason,
 		RequestedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(time.Duration(r.contract.GetAnswerTimeoutMs()) * time.Millisecond)),
 	}}
-	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: q.question})
+	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: question})
 	st0 := typev1.RunState_RUN_STATE_AWAIT_INPUT
 	r.step(ctx, st0, r.stepID(st0), func(context.Context) (proto.Message, proto.Message, string) {
 		return st.pending, nil, "asking the user how to proceed after " + q.reason
 	})
-	r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: q.question}
+	r.decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION, ClarificationQuestion: question}
 	r.mu.Lock()
 	r.asking = st
 	r.mu.Unlock()

@@ -587,3 +587,50 @@ func preflightViolation(t *testing.T, res *typev1.RunResult, reason string) {
 	}
 	checkInvariants(t, res)
 }
+
+// TestOutOfContractQuestion: a recovery stage that decides to ask the user without saying
+// what (ask_user with no user_message, which its contract says is always set) does not leave
+// the user an empty question: the run asks how to proceed in words of its own, and the
+// answer reaches the model.
+func TestOutOfContractQuestion(t *testing.T) {
+	const message, answer = "Export everything now.", "Only the first page."
+	tools := staticTools(t, map[string]string{"export": strings.Repeat("row\n", 75)})
+	cfg := config.Default()
+	cfg.Observation.MaxInputBytes = 100
+	cfg.RestTools = map[string]config.RestTool{"export": {Description: "Exports every record.", URL: tools.URL + "/export"}}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, muteRecovery{}) }),
+		}
+	}, exportScenario(message, "Here is the first page."))
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	q := res.GetPendingQuestion()
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_INPUT || q.GetQuestion() != orchestrator.MessageHowToProceed {
+		t.Fatalf("outcome %s %s, question %q; want a pause asking %q", res.GetOutcome(), res.GetExitReason(), q.GetQuestion(), orchestrator.MessageHowToProceed)
+	}
+	if d := res.GetDecision(); d.GetClarificationQuestion() != orchestrator.MessageHowToProceed {
+		t.Errorf("decision %v", d)
+	}
+	if _, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: answer, QuestionId: q.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	final, _ := h.finish(t, res.GetRunId())
+	if !final.GetSuccess() {
+		t.Fatalf("outcome %s %s (%v)", final.GetOutcome(), final.GetExitReason(), final.GetError())
+	}
+	reqs := requestsFor(h.llm, message)
+	msgs := reqs[len(reqs)-1].Messages
+	if question, reply := msgs[len(msgs)-2], msgs[len(msgs)-1]; string(question.Content) != orchestrator.MessageHowToProceed || string(reply.Content) != answer {
+		t.Errorf("the model's last request ends with %q, %q; want the question and the answer", question.Content, reply.Content)
+	}
+}
+
+// muteRecovery is a recovery stage outside its contract: it asks the user about every
+// failure, without a user_message.
+type muteRecovery struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (muteRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ASK_USER}, nil
+}
