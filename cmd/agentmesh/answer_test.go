@@ -36,7 +36,7 @@ func TestAnswerFromTheCLI(t *testing.T) {
 	}
 	// The hint names the question, so that an answer given late never answers a later one.
 	m1 := regexp.MustCompile(`run (\S+) asks: A tool returned more data than I can read\. How would you like me to proceed\?\nanswer with: agentmesh answer --question (\S+) (\S+) YOUR ANSWER`).FindStringSubmatch(out)
-	if m1 == nil || m1[2] != "turn-1" || m1[1] != m1[3] || !strings.Contains(errOut, "? the run asks:") {
+	if m1 == nil || m1[2] != "turn-1" || m1[1] != m1[3] || !strings.Contains(errOut, "? the run asks (question turn-1):") {
 		t.Fatalf("run output does not say how to answer:\n%s\n%s", out, errOut)
 	}
 	runID := m1[1]
@@ -51,8 +51,9 @@ func TestAnswerFromTheCLI(t *testing.T) {
 	if code, out, errOut := cli("answer", "--question", m1[2], runID, "just", "tell", "me", "--addr", addr); code != 0 || !strings.Contains(out, "resumed") {
 		t.Fatalf("answer: exit %d\n%s%s", code, out, errOut)
 	}
+	// Watching a paused run, its follower learns which question to answer.
 	if code, _, errOut := cli("watch", runID, "--addr", addr); code != 0 || !strings.Contains(errOut, "! answered: just tell me") ||
-		!strings.Contains(errOut, "COMPLETED_WITH_TOOLS") {
+		!strings.Contains(errOut, "? the run asks (question turn-1): A tool returned") || !strings.Contains(errOut, "COMPLETED_WITH_TOOLS") {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
 	}
 	if code, _, errOut := cli("answer", "--addr", addr, runID, "again"); code != 1 || !strings.Contains(errOut, "asks no question") {

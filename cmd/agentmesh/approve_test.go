@@ -58,6 +58,9 @@ func TestApproveFromTheCLI(t *testing.T) {
 	}
 	if code, _, errOut := cli("watch", "--addr", addr, runID); code != 0 || !strings.Contains(errOut, "← calculator: [arguments modified by the user") {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
+	} else if want := "? approval requested for call " + callID + " (calculator)"; !strings.Contains(errOut, want) {
+		// Watching a paused run, its follower learns which call to decide.
+		t.Errorf("watch does not say %q:\n%s", want, errOut)
 	}
 	// watch --json prints one JSON event per line, the last one run_finished (issue 11.8).
 	code, out, errOut = cli("watch", "--addr", addr, "--json", runID)

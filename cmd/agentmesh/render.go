@@ -71,10 +71,22 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 			p.line("  ! context guard %s: %s, %s (projected %d, limit %d)", g.GetTrigger(),
 				strings.TrimPrefix(g.GetVerdict().String(), "GUARD_VERDICT_"), g.GetReason(), g.GetProjected(), g.GetLimit())
 		}
+	// A pause names what to decide (agentmesh approve RUN_ID CALL_ID) or answer (agentmesh
+	// answer --question ID): whoever follows the run with watch learns it here.
 	case *eventv1.RunEvent_ApprovalRequested:
-		p.line("  ? approval requested for %d call(s)", len(k.ApprovalRequested.GetPendingAction().GetToolCalls()))
+		calls := k.ApprovalRequested.GetPendingAction().GetToolCalls()
+		names := make([]string, len(calls))
+		for i, c := range calls {
+			names[i] = c.GetId() + " (" + c.GetName() + ")"
+		}
+		label := "call"
+		if len(calls) != 1 {
+			label = "calls"
+		}
+		p.line("  ? approval requested for %s %s", label, strings.Join(names, ", "))
 	case *eventv1.RunEvent_InputRequested:
-		p.line("  ? the run asks: %s", k.InputRequested.GetQuestion().GetQuestion())
+		q := k.InputRequested.GetQuestion()
+		p.line("  ? the run asks (question %s): %s", q.GetId(), q.GetQuestion())
 	case *eventv1.RunEvent_InputAnswered:
 		p.line("  ! answered: %s", oneLine(k.InputAnswered.GetAnswer(), 120))
 	case *eventv1.RunEvent_RunResumed:
