@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
+	"google.golang.org/protobuf/proto"
 )
 
 var (
@@ -29,7 +30,8 @@ var (
 // confirmation request when one of them needs approval) or its text answer. A failed model
 // request is handled as a run's inference handles it: the recovery stage decides whether to
 // try again, on which target and after what wait (a rate limit's Retry-After once every target
-// is limited), and a target that refused the request as invalid is not sent it again. An empty
+// is limited), a target that refused the request as invalid is not sent it again, and the
+// fallback model gets one more attempt, the last, once the targets cannot answer. An empty
 // answer (no text, no tool call), or one the content filter stopped, is tried again, as a
 // run's is. Provider failures and empty answers that remain become RESPOND_ONLY with seed
 // 004's canned messages.
@@ -116,7 +118,10 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		rejected []*typev1.Target                // refused the request as invalid: never sent it again
 	)
 	targets, maxRetries := s.contract.GetTargets(), int(s.contract.GetMaxRetries())
-	for attempt := range maxRetries {
+	// The fallback model (recovery's choice once the targets cannot answer) gets one attempt,
+	// the decision's last, as in a run's turn.
+	last := maxRetries
+	for attempt := 0; attempt < last; attempt++ {
 		target, start := roundRobin(targets, attempt+1, rejected), time.Now()
 		if next != nil {
 			target, next = next, nil
@@ -143,7 +148,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			// the rate limits once every target of the cycle is limited.
 			d, _ := s.recoveryDecision(ctx, "generation", lastErr, attempt, &recoveryv1.RecoveryState{
 				Target: target, Targets: targets, MaxRetries: int32(maxRetries), RateLimited: limited,
-				RejectedTargets: rejected, FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == maxRetries-1,
+				RejectedTargets: rejected, FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == last-1,
 			})
 			limited = nextCycle(limited, target, lastErr)
 			if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST {
@@ -159,6 +164,9 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 				limited = nil // the wait ends the cycle
 			}
 			next = d.GetModifiedAction().GetTarget()
+			if fb := s.contract.GetFallbackTarget(); fb != nil && proto.Equal(next, fb) {
+				last = attempt + 2 // the next attempt, the fallback's, is the last
+			}
 			continue
 		}
 		entry.Tokens, entry.StopReason, entry.ActualModel, entry.CostUsd = resp.GetUsage(), resp.GetStopReason(), resp.GetModel(), resp.GetCostUsd()

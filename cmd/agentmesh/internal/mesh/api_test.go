@@ -121,6 +121,34 @@ func TestDecideCannedMessages(t *testing.T) {
 	}
 }
 
+// TestDecideFallsBackToTheSimplerModel: a Decide whose attempts on the targets all fail gives
+// the configured models.fallback one more attempt, its last, as a run's turn does (seed 003:
+// LLM error → fallback to a simpler model), and decides on its answer; it answered the canned
+// failure message without asking the fallback model.
+func TestDecideFallsBackToTheSimplerModel(t *testing.T) {
+	small := llmtest.New(t, llmtest.Scenario{Name: "rescue", Match: "Are you there?", Turns: []llmtest.Turn{text("The small model answers.")}})
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		cfg.Providers["small"] = config.Provider{Type: "openai", BaseURL: small.URL(), APIKey: "test-key"}
+		cfg.Models.Fallback = &config.Target{Provider: "small", Model: "small-model"}
+	}, llmtest.Scenario{Name: "down", Match: "Are you there?", Turns: []llmtest.Turn{{Failure: llmtest.FailModelError}}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Are you there?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY || d.GetResponseText() != "The small model answers." {
+		t.Fatalf("decision %v %q, want the fallback model's answer", d.GetDecisionType(), d.GetResponseText())
+	}
+	var used []string
+	for _, e := range d.GetAccounting() {
+		if e.GetStage() == "" {
+			used = append(used, e.GetProvider()+"/"+strings.TrimPrefix(e.GetStatus().String(), "ACCOUNTING_STATUS_"))
+		}
+	}
+	if want := []string{"scripted/FAILED", "scripted/FAILED", "scripted/FAILED", "small/OK"}; !slices.Equal(used, want) {
+		t.Errorf("accounting %v, want %v", used, want)
+	}
+}
+
 // TestDecideWaitsOutARateLimit: a rate-limited model request of Decide is tried again after
 // the Retry-After the provider asked for, as a run's inference does, not at once.
 func TestDecideWaitsOutARateLimit(t *testing.T) {
