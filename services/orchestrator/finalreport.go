@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/structjson"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/pkg/toolwire"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -49,7 +50,7 @@ func newFinalReportTool(format typev1.OutputFormat, content map[string]any) *typ
 			"report_format":  map[string]any{"type": "string", "const": formatName(format)},
 			"report_content": map[string]any{"type": "string", "description": "The answer as text (or JSON text)."},
 			"content_json":   content,
-			"encoding":       map[string]any{"type": "string", "enum": []any{"raw", "base64"}},
+			"encoding":       map[string]any{"type": "string", "enum": []any{encodingRaw, encodingBase64}},
 			"metadata":       map[string]any{"type": "object"},
 		},
 		"required": []any{"report_format"},
@@ -86,7 +87,11 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 		return nil, fmt.Errorf("the arguments are not valid JSON: %q", call.GetRawArguments())
 	}
 	content := args["report_content"].GetStringValue()
-	if args["encoding"].GetStringValue() == "base64" {
+	enc, err := reportEncoding(args["encoding"])
+	if err != nil {
+		return nil, err
+	}
+	if enc == encodingBase64 {
 		decoded, err := base64.StdEncoding.DecodeString(content)
 		if err != nil {
 			return nil, fmt.Errorf("report_content is not valid base64: %v", err)
@@ -116,6 +121,32 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 		rep.content = string(b)
 	}
 	return rep, nil
+}
+
+// Encodings of a final report's report_content (seed 000 §1).
+const (
+	encodingRaw    = "raw"
+	encodingBase64 = "base64"
+)
+
+// reportEncoding is the encoding argument of a final_report call: raw when it is absent, null
+// or empty, raw or base64 as given, else an error that says what it is. An unknown encoding
+// is refused: taken as raw, the report would be the encoded text.
+func reportEncoding(v *structpb.Value) (string, error) {
+	switch k := v.GetKind().(type) {
+	case nil, *structpb.Value_NullValue:
+		return encodingRaw, nil
+	case *structpb.Value_StringValue:
+		switch k.StringValue {
+		case "", encodingRaw:
+			return encodingRaw, nil
+		case encodingBase64:
+			return encodingBase64, nil
+		}
+		return "", fmt.Errorf("encoding must be raw or base64, got %q", k.StringValue)
+	}
+	b, _ := protojson.Marshal(v)
+	return "", fmt.Errorf("encoding must be raw or base64, got %s", b)
 }
 
 // reportFromText accepts a plain text answer as the final report; for the json format the

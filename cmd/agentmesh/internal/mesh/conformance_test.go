@@ -323,6 +323,20 @@ func TestConformance(t *testing.T) {
 					t.Errorf("error %q, want the refusal's reason", res.GetError().GetMessage())
 				}
 			}},
+		// Seed 000 §1: encoding is raw or base64, and base64 is decoded before use; a report
+		// that cannot be decoded to text is refused, not stored as it came.
+		{name: "000 final_report base64 decoded", turns: []llmtest.Turn{report(`{"report_format":"text","report_content":"aGVsbG8=","encoding":"base64"}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK",
+			check: cannedReport("hello")},
+		{name: "000 final_report unknown encoding refused",
+			turns:   []llmtest.Turn{report(`{"report_format":"text","report_content":"aGVsbG8=","encoding":"b64"}`), text("hello")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got, want := toolMessage(t, res, 0), `(tool failed: final_report: encoding must be raw or base64, got "b64")`; got != want {
+					t.Errorf("refusal %q, want %q", got, want)
+				}
+				cannedReport("hello")(t, res, nil)
+			}},
 		{name: "000 text answer accepted as json", request: jsonRun, turns: []llmtest.Turn{text(`{"answer": 5}`)},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 
