@@ -3,9 +3,11 @@ package orchestrator
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
@@ -95,6 +97,10 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 		decoded, err := base64.StdEncoding.DecodeString(content)
 		if err != nil {
 			return nil, fmt.Errorf("report_content is not valid base64: %v", err)
+		}
+		// Bytes that are no text cannot be the report: a protobuf string holds UTF-8 only.
+		if !utf8.Valid(decoded) {
+			return nil, errors.New("report_content decoded from base64 is not UTF-8 text")
 		}
 		content = string(decoded)
 	}

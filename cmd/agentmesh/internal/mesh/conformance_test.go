@@ -337,6 +337,17 @@ func TestConformance(t *testing.T) {
 				}
 				cannedReport("hello")(t, res, nil)
 			}},
+		// "//79" decodes to the bytes ff fe fd, which are no text: kept, the report reached the
+		// user as U+FFFD.
+		{name: "000 final_report base64 of bytes that are not text refused",
+			turns:   []llmtest.Turn{report(`{"report_format":"text","report_content":"//79","encoding":"base64"}`), text("hello")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got, want := toolMessage(t, res, 0), "(tool failed: final_report: report_content decoded from base64 is not UTF-8 text)"; got != want {
+					t.Errorf("refusal %q, want %q", got, want)
+				}
+				cannedReport("hello")(t, res, nil)
+			}},
 		{name: "000 text answer accepted as json", request: jsonRun, turns: []llmtest.Turn{text(`{"answer": 5}`)},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 
