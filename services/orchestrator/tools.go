@@ -167,11 +167,15 @@ func acceptance(accepted bool) string {
 const contextBudgetStub = "(tool failed: context window budget exceeded)"
 
 // takeReport accepts or refuses a final_report call; a refusal is the tool message that tells
-// the model why, so it can fix the report in the (single) turn that remains.
+// the model why, so it can fix the report in the (single) turn that remains. Of several calls
+// in one answer the last valid one is the report (seed 000 §11: the last valid result is used
+// when a single one is expected): a refused call does not undo one accepted before it.
 func (r *run) takeReport(call *typev1.ToolCall, t *turnState) (refusal string) {
 	rep, err := reportFromCall(r.contract, r.outputSchema, call)
 	if err != nil {
-		t.report, t.reportErr = nil, err
+		if t.report == nil {
+			t.reportErr = err
+		}
 		return "(tool failed: " + FinalReportTool + ": " + err.Error() + ")"
 	}
 	t.report, t.reportErr = rep, nil

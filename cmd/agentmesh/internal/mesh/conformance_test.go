@@ -348,6 +348,19 @@ func TestConformance(t *testing.T) {
 				}
 				cannedReport("hello")(t, res, nil)
 			}},
+		// Seed 000 §11: when one result is expected, the last valid final report is used; a
+		// refused one beside it does not throw it away.
+		{name: "000 final_report valid, then refused, in one answer", request: jsonRun,
+			turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+				{Name: "final_report", Arguments: `{"report_format":"json","content_json":{"answer":42}}`},
+				{Name: "final_report", Arguments: `{"report_format":"json","content_json":{"answer":"forty-two"}}`}}},
+				text("never asked")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUAT", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := res.GetFinalReport().GetContentJson().GetFields()["answer"].GetNumberValue(); got != 42 {
+					t.Errorf("content_json %v, want the valid report's", res.GetFinalReport().GetContentJson())
+				}
+			}},
 		{name: "000 text answer accepted as json", request: jsonRun, turns: []llmtest.Turn{text(`{"answer": 5}`)},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 
