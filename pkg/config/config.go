@@ -259,6 +259,15 @@ type Defaults struct {
 	ContextWindowBufferTokens int64 `yaml:"context_window_buffer_tokens"`
 	// MaxOutputTokens is the number of tokens reserved for the model's reply.
 	MaxOutputTokens int64 `yaml:"max_output_tokens"`
+	// Temperature is the sampling temperature of every LLM request, when set: seed 000's
+	// session-level default, which a provider's temperature overrides, and a model's that.
+	Temperature *float64 `yaml:"temperature,omitempty"`
+	// TopP is the nucleus sampling mass of every LLM request, when set; a provider's or a
+	// model's top_p overrides it.
+	TopP *float64 `yaml:"top_p,omitempty"`
+	// ReasoningEffort is passed to every model that supports it (e.g. low, medium, high), when
+	// set; a provider's or a model's reasoning_effort overrides it.
+	ReasoningEffort string `yaml:"reasoning_effort,omitempty"`
 	// ForceSynthesisAtRatio forces the final turn at this fraction of the window, between
 	// 0 and 1; 0 is off.
 	ForceSynthesisAtRatio float64 `yaml:"force_synthesis_at_ratio"`

@@ -232,6 +232,7 @@ func (c *Config) validateDefaults(p *problems) {
 	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
 		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)
 	}
+	checkSampling(p, "defaults", d.Temperature, d.TopP)
 	// The rule of a request's overrides and of the context stage: 1 (the whole window) is
 	// allowed, and 0 turns the ratio off.
 	if !(d.ForceSynthesisAtRatio >= 0 && d.ForceSynthesisAtRatio <= 1) { // NaN too

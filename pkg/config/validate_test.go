@@ -39,6 +39,10 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			"providers.oa.timeout_ms: must not be negative, got -1"},
 		{"temperature out of range", func(c *Config) { c.Providers["oa"] = Provider{Type: "openai", Temperature: ptr(-0.5)} },
 			"providers.oa.temperature: must be between 0 and 2, got -0.5"},
+		{"session temperature out of range", func(c *Config) { c.Defaults.Temperature = ptr(2.5) },
+			"defaults.temperature: must be between 0 and 2, got 2.5"},
+		{"session top_p out of range", func(c *Config) { c.Defaults.TopP = ptr(1.5) },
+			"defaults.top_p: must be between 0 and 1, got 1.5"},
 		{"model top_p out of range", func(c *Config) {
 			c.Providers["oa"] = Provider{Type: "openai", Models: map[string]Model{"m": {TopP: ptr(1.5)}}}
 		}, "providers.oa.models.m.top_p: must be between 0 and 1, got 1.5"},

@@ -24,7 +24,8 @@ func DrainTimeout(cfg *config.Config) time.Duration {
 // OpenAI-compatible server, with its token_limit_field), anthropic and rules. A provider's
 // temperature, top_p and reasoning_effort, and its models' temperature, top_p,
 // reasoning_effort and max_output_tokens, become its SamplingDefaults (WithSampling): per
-// field, the request's value wins, then the model's, then the provider's. An unknown provider
+// field, the request's value wins, then the model's, then the provider's, then the session's
+// (defaults.temperature, top_p and reasoning_effort, seed 000 §1). An unknown provider
 // type is a configuration error (exit code 4) naming the provider. The models' pricing is
 // read by PricesFromConfig.
 func ProvidersFromConfig(cfg *config.Config) (map[string]Provider, error) {
@@ -44,7 +45,7 @@ func ProvidersFromConfig(cfg *config.Config) (map[string]Provider, error) {
 			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("provider %q: type %q is not supported (use %s, %s or %s)",
 				name, p.Type, config.ProviderOpenAI, config.ProviderAnthropic, config.ProviderRules))
 		}
-		if d, ok := samplingDefaults(p); ok {
+		if d, ok := samplingDefaults(p, cfg.Defaults); ok {
 			provider = WithSampling(provider, d)
 		}
 		out[name] = provider
@@ -52,10 +53,13 @@ func ProvidersFromConfig(cfg *config.Config) (map[string]Provider, error) {
 	return out, nil
 }
 
-// samplingDefaults reads a provider's configured sampling; false when nothing is set.
-func samplingDefaults(p config.Provider) (SamplingDefaults, bool) {
+// samplingDefaults reads a provider's configured sampling, over the session's (the
+// configuration's defaults, seed 000 §1) field by field; false when nothing is set.
+func samplingDefaults(p config.Provider, session config.Defaults) (SamplingDefaults, bool) {
 	d := SamplingDefaults{Provider: mergeSampling(&generationv1.Sampling{
 		Temperature: p.Temperature, TopP: p.TopP, ReasoningEffort: p.ReasoningEffort,
+	}, &generationv1.Sampling{
+		Temperature: session.Temperature, TopP: session.TopP, ReasoningEffort: session.ReasoningEffort,
 	})}
 	for model, m := range p.Models {
 		s := mergeSampling(&generationv1.Sampling{

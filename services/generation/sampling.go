@@ -11,7 +11,8 @@ import (
 // present (0 included), max_output_tokens is above 0, reasoning_effort is not empty, or stop
 // has entries.
 type SamplingDefaults struct {
-	// Provider applies to every model of the provider.
+	// Provider applies to every model of the provider: its own settings over the session's
+	// (the configuration's defaults).
 	Provider *generationv1.Sampling
 	// Models override Provider for one model, by model name.
 	Models map[string]*generationv1.Sampling

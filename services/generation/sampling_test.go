@@ -1,6 +1,8 @@
 package generation_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -102,6 +104,51 @@ func TestSamplingFromConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionSamplingDefaults loads the configuration with the real loader: defaults'
+// temperature, top_p and reasoning_effort are the session-level sampling of seed 000 §1, sent
+// with every request to a provider and model that set none, and overridden per provider or
+// per model, field by field.
+func TestSessionSamplingDefaults(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "ok"}}})
+	path := filepath.Join(t.TempDir(), config.FileName)
+	yaml := "defaults: {temperature: 0.4, top_p: 0.9, reasoning_effort: low}\n" +
+		"providers:\n" +
+		"  plain: {type: openai, base_url: '" + srv.URL() + "'}\n" +
+		"  tuned:\n" +
+		"    type: openai\n" +
+		"    base_url: '" + srv.URL() + "'\n" +
+		"    temperature: 0.2\n" +
+		"    models: {m2: {top_p: 0.5}}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadLayers([]config.Layer{{Name: "explicit", Path: path, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := configured(t, cfg, generation.Options{})
+	cases := []struct {
+		provider, model string
+		temperature     float64
+		topP            float64
+	}{
+		{"plain", "m", 0.4, 0.9},  // the session's
+		{"tuned", "m", 0.2, 0.9},  // the provider's temperature
+		{"tuned", "m2", 0.2, 0.5}, // and the model's top_p
+	}
+	for i, c := range cases {
+		if _, err := client.Generate(t.Context(), request(c.provider, c.model, user("x"))); err != nil {
+			t.Fatal(err)
+		}
+		got := srv.Requests()[i]
+		if got.Temperature == nil || *got.Temperature != c.temperature || got.TopP == nil || *got.TopP != c.topP ||
+			got.ReasoningEffort != "low" {
+			t.Errorf("%s/%s sent temperature %s, top_p %s, reasoning_effort %s; want %g, %g, low",
+				c.provider, c.model, got.Raw["temperature"], got.Raw["top_p"], got.Raw["reasoning_effort"], c.temperature, c.topP)
+		}
 	}
 }
 
