@@ -67,13 +67,14 @@ func ContractFromConfig(cfg *config.Config) *typev1.ExecutionContract {
 // sets the contract's limits, so no request to any target of the round-robin can exceed its
 // window. Models without configured limits use the defaults.
 func applyModelLimits(c *typev1.ExecutionContract, cfg *config.Config) {
-	best := int64(-1)
-	for _, t := range cfg.Targets {
-		w, b, o := cfg.Window(t)
-		if limit := w - b - o; best < 0 || limit < best {
-			best = limit
-			c.ContextWindow, c.ContextWindowBufferTokens, c.MaxOutputTokens = w, b, o
-		}
+	takeLimits(c, modelLimits(cfg))
+}
+
+// modelLimits returns the context limits of a target's model as the configuration sets them
+// (config.Window: the model's, each the defaults' where it sets none).
+func modelLimits(cfg *config.Config) func(*typev1.Target) (window, buffer, maxOutput int64) {
+	return func(t *typev1.Target) (window, buffer, maxOutput int64) {
+		return cfg.Window(config.Target{Provider: t.GetProvider(), Model: t.GetModel()})
 	}
 }
 
@@ -126,8 +127,9 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 	if err != nil {
 		return Options{}, err
 	}
-	opts := Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), Alternatives: cfg.Tools.Alternatives,
-		Prompts: PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg),
+	opts := Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), ModelLimits: modelLimits(cfg),
+		Alternatives: cfg.Tools.Alternatives,
+		Prompts:      PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg),
 		Planning: PlanningOptions{MaxSteps: cfg.Defaults.MaxPlanSteps, MaxReplans: cfg.Defaults.MaxReplans, ApprovePlans: cfg.Tools.ApprovePlans},
 		Grants:   grants}
 	return opts, nil

@@ -48,9 +48,12 @@ func DefaultContract() *typev1.ExecutionContract {
 // buildContract applies a request's overrides to the defaults. streamed is whether the run
 // streams its answers unless the request says otherwise: the API that starts it streams its
 // events (StreamRun). The contract names its model profile (model_profile_id, its first
-// target), as its transcript entries record it. Out-of-range overrides are INVALID_INPUT
-// errors that name the field.
-func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest, streamed bool) (*typev1.ExecutionContract, error) {
+// target), as its transcript entries record it. Targets the overrides name bring the context
+// limits limits gives for their models (when limits is not nil), which the request's own
+// limits override in turn. Out-of-range overrides are INVALID_INPUT errors that name the
+// field.
+func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest, streamed bool,
+	limits func(*typev1.Target) (window, buffer, maxOutput int64)) (*typev1.ExecutionContract, error) {
 	c := proto.CloneOf(defaults)
 	c.ContractId = runID
 	c.ContractHash = ""
@@ -63,6 +66,17 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	if o == nil {
 		c.ModelProfileId = targetProfile(c.GetTargets())
 		return hashed(c), checkContract(c)
+	}
+	for i, t := range o.GetTargets() {
+		if err := target.CheckNames(fmt.Sprintf("overrides.targets[%d]", i), t); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.GetTargets()) > 0 {
+		c.Targets = o.GetTargets()
+		if limits != nil {
+			takeLimits(c, limits)
+		}
 	}
 	setInt32(&c.MaxTurns, o.MaxTurns)
 	setInt32(&c.MaxToolCallsPerTurn, o.MaxToolCallsPerTurn)
@@ -101,19 +115,25 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 		c.AllowedTools = slices.Clone(o.GetAllowedTools())
 	}
 	c.CycleForbid = append(c.CycleForbid, o.GetCycleForbid()...)
-	for i, t := range o.GetTargets() {
-		if err := target.CheckNames(fmt.Sprintf("overrides.targets[%d]", i), t); err != nil {
-			return nil, err
-		}
-	}
-	if len(o.GetTargets()) > 0 {
-		c.Targets = o.GetTargets()
-	}
 	if o.GetToolTransport() != typev1.ToolTransport_TOOL_TRANSPORT_UNSPECIFIED {
 		c.ToolTransport = o.GetToolTransport()
 	}
 	c.ModelProfileId = targetProfile(c.GetTargets())
 	return hashed(c), checkContract(c)
+}
+
+// takeLimits sets the contract's context limits to those of its target with the smallest
+// usable window (window − buffer − max output), so that no request to any target of the
+// round-robin exceeds its model's window.
+func takeLimits(c *typev1.ExecutionContract, limits func(*typev1.Target) (window, buffer, maxOutput int64)) {
+	best := int64(-1)
+	for _, t := range c.GetTargets() {
+		w, b, o := limits(t)
+		if usable := w - b - o; best < 0 || usable < best {
+			best = usable
+			c.ContextWindow, c.ContextWindowBufferTokens, c.MaxOutputTokens = w, b, o
+		}
+	}
 }
 
 // hashed sets the contract's own hash: PRECHECK's transcript entries, and a run that ends

@@ -67,7 +67,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if runID == "" {
 		runID = uuid.NewString()
 	}
-	contract, err := buildContract(prof.contract, runID, req, sink != nil)
+	contract, err := buildContract(prof.contract, runID, req, sink != nil, s.limits)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -69,6 +69,11 @@ type Options struct {
 	// Contract holds the default budgets, policies and targets every run starts from
 	// (DefaultContract when nil).
 	Contract *typev1.ExecutionContract
+	// ModelLimits returns the context limits configured for a target's model (its
+	// context_window, context_window_buffer_tokens and max_output_tokens, config.Window): a
+	// run whose overrides name other targets takes the tightest of theirs, as Contract took
+	// the configured targets'. Nil leaves such a run the limits of Contract.
+	ModelLimits func(*typev1.Target) (window, buffer, maxOutput int64)
 	// Prompts make the system message of every run that names no profile (DefaultSystemPrompt
 	// alone when empty).
 	Prompts Prompts
@@ -125,7 +130,8 @@ type Service struct {
 	publisher *events.Publisher
 	js        jetstream.JetStream
 	contract  *typev1.ExecutionContract
-	profiles  map[string]profile // by name; "" is the default profile
+	limits    func(*typev1.Target) (window, buffer, maxOutput int64) // nil: none configured
+	profiles  map[string]profile                                     // by name; "" is the default profile
 	tracer    trace.Tracer
 	metrics   *instruments
 	// alternatives maps a tool to the tools recovery may run when it fails.
@@ -188,6 +194,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		publisher:    pub,
 		js:           js,
 		contract:     opts.Contract,
+		limits:       opts.ModelLimits,
 		log:          opts.Logger,
 		now:          opts.Now,
 		live:         map[string]*run{},

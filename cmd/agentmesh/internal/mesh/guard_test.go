@@ -164,6 +164,47 @@ func TestGuardUsesTheSmallestTargetWindow(t *testing.T) {
 	}
 }
 
+// TestOverriddenTargetsTakeTheirModelsWindow: a run whose overrides name other targets gets
+// the context limits configured for their models, as the configured targets do (the tightest
+// of them); a limit the request overrides as well is the request's.
+func TestOverriddenTargetsTakeTheirModelsWindow(t *testing.T) {
+	h := startWith(t, nil, func(cfg *config.Config, url string) {
+		cfg.Providers["scripted2"] = config.Provider{Type: "openai", BaseURL: url, Models: map[string]config.Model{
+			"small": {ContextWindow: 8192, ContextWindowBufferTokens: 256, MaxOutputTokens: 1024},
+			"tiny":  {ContextWindow: 6000, MaxOutputTokens: 512},
+		}}
+	}, llmtest.Scenario{Name: "targets", Match: "hi*", Turns: []llmtest.Turn{text("hello")}})
+	small := &typev1.Target{Provider: "scripted2", Model: "small"}
+	tiny := &typev1.Target{Provider: "scripted2", Model: "tiny"}
+	d := config.Default().Defaults
+	cases := []struct {
+		name                     string
+		overrides                *agentv1.RunOverrides
+		window, buffer, maxOuput int64
+	}{
+		{"one target", &agentv1.RunOverrides{Targets: []*typev1.Target{small}}, 8192, 256, 1024},
+		{"the tightest target", &agentv1.RunOverrides{Targets: []*typev1.Target{small, tiny}},
+			6000, d.ContextWindowBufferTokens, 512},
+		{"a model without limits takes the defaults", &agentv1.RunOverrides{Targets: []*typev1.Target{{Provider: "scripted", Model: "other"}}},
+			d.ContextWindow, d.ContextWindowBufferTokens, d.MaxOutputTokens},
+		{"the request's own limit wins", &agentv1.RunOverrides{Targets: []*typev1.Target{small}, MaxOutputTokens: i64(512)},
+			8192, 256, 512},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := h.run(t, &agentv1.RunRequest{Message: "hi " + tc.name, Overrides: tc.overrides})
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+				t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+			}
+			c := res.GetContract()
+			if c.GetContextWindow() != tc.window || c.GetContextWindowBufferTokens() != tc.buffer || c.GetMaxOutputTokens() != tc.maxOuput {
+				t.Errorf("contract limits %d/%d/%d, want %d/%d/%d", c.GetContextWindow(), c.GetContextWindowBufferTokens(),
+					c.GetMaxOutputTokens(), tc.window, tc.buffer, tc.maxOuput)
+			}
+		})
+	}
+}
+
 // TestAlternativeToolAfterAFailure: a tool that fails is replaced by its configured
 // alternative, as the recovery stage decides (seed 003: tool error → try alternative tool).
 func TestAlternativeToolAfterAFailure(t *testing.T) {

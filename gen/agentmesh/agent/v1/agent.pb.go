@@ -120,7 +120,8 @@ type RunOverrides struct {
 	// Adds forbidden consecutive tool pairs.
 	CycleForbid []*v1.ToolPair `protobuf:"bytes,18,rep,name=cycle_forbid,json=cycleForbid,proto3" json:"cycle_forbid,omitempty"`
 	// Replaces the configured provider/model targets; each provider and model name at most 256
-	// bytes.
+	// bytes. The context limits configured for their models (the tightest target's) replace the
+	// default ones, unless this request overrides them too.
 	Targets []*v1.Target `protobuf:"bytes,19,rep,name=targets,proto3" json:"targets,omitempty"`
 	// Overrides ExecutionContract.tool_transport.
 	ToolTransport v1.ToolTransport `protobuf:"varint,20,opt,name=tool_transport,json=toolTransport,proto3,enum=agentmesh.type.v1.ToolTransport" json:"tool_transport,omitempty"`
