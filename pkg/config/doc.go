@@ -8,9 +8,9 @@
 //
 // Every string value of a layer may use ${VAR}, resolved from the .env file next to that
 // layer's file first and the process environment second; an unresolved variable is an error
-// naming the variable and the layer. ${parameters.x} placeholders (REST tool templates) and
-// every value under mcp_servers.*.env and mcp_servers.*.headers are kept verbatim; $${X} is a
-// literal ${X}.
+// naming the variable and the layer. ${parameters.x} placeholders (REST tool templates: an
+// error anywhere else, since nothing else fills them in) and every value under
+// mcp_servers.*.env and mcp_servers.*.headers are kept verbatim; $${X} is a literal ${X}.
 //
 // Every error of Load, LoadLayers and Validate wraps ErrInvalid.
 package config

@@ -9,8 +9,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// parametersPrefix starts placeholders filled at run time by REST tools; never expanded.
+// parametersPrefix starts placeholders filled at run time by REST tools: never expanded, and
+// kept only under restToolsKey, since nothing else fills them in.
 const parametersPrefix = "parameters."
+
+// restToolsKey is the section of the REST tools, whose values keep ${parameters.x}.
+const restToolsKey = "rest_tools"
 
 // lookupFunc returns the value of a variable and whether it is set.
 type lookupFunc func(name string) (string, bool)
@@ -35,7 +39,7 @@ func expandTree(n *yaml.Node, path []string, lookup lookupFunc) []error {
 		if !strings.Contains(n.Value, "$") {
 			return nil
 		}
-		v, err := expandString(n.Value, lookup)
+		v, err := expandString(n.Value, lookup, len(path) > 0 && path[0] == restToolsKey)
 		if err != nil {
 			var missing *MissingVariableError
 			if errors.As(err, &missing) {
@@ -77,9 +81,10 @@ func keyPath(path []string) string {
 	return b.String()
 }
 
-// expandString replaces every ${VAR} in s by its value. ${parameters.*} stays as written and
-// $${X} becomes a literal ${X}. An unset variable is a *MissingVariableError (without Key).
-func expandString(s string, lookup lookupFunc) (string, error) {
+// expandString replaces every ${VAR} in s by its value. ${parameters.*} stays as written when
+// keepParameters (a REST tool's value) and is an error elsewhere, and $${X} becomes a literal
+// ${X}. An unset variable is a *MissingVariableError (without Key).
+func expandString(s string, lookup lookupFunc, keepParameters bool) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		switch {
@@ -94,6 +99,10 @@ func expandString(s string, lookup lookupFunc) (string, error) {
 			ref, name := s[i:i+end+1], s[i+2:i+end]
 			i += end + 1
 			if strings.HasPrefix(name, parametersPrefix) {
+				if !keepParameters {
+					return "", fmt.Errorf("%s is a REST tool's placeholder, filled in only under %s (write $%s for the text itself)",
+						ref, restToolsKey, ref)
+				}
 				b.WriteString(ref)
 				continue
 			}

@@ -187,6 +187,40 @@ func TestMissingVariableNamesLayerAndVariable(t *testing.T) {
 	}
 }
 
+// TestParametersPlaceholderOutsideRestTools: ${parameters.x} is a REST tool's placeholder,
+// filled in from a call's arguments (seed 000 §7: not expanded in REST tool payloads).
+// Anywhere else nothing ever fills it in: kept, an API key or a server's argument would be the
+// placeholder's text, so it is refused like a variable that is not set, naming the layer.
+func TestParametersPlaceholderOutsideRestTools(t *testing.T) {
+	tests := []struct{ name, yaml, key string }{
+		{"a provider's api_key", "providers:\n  local: {type: openai, api_key: '${parameters.key}'}\n", "providers.local.api_key"},
+		{"an MCP server's argument", "mcp_servers:\n  fs: {command: npx, args: ['--root=${parameters.dir}']}\n", "mcp_servers.fs.args[0]"},
+		{"a prompt", "prompts:\n  system: 'Answer in ${parameters.lang}.'\n", "prompts.system"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			layers := writeLayers(t, map[string]layerFiles{"project": {yaml: tt.yaml}})
+			_, err := LoadLayers(layers)
+			l := layers[1]
+			ref := tt.yaml[strings.Index(tt.yaml, "${"):]
+			ref = ref[:strings.IndexByte(ref, '}')+1]
+			want := `config layer "project" (` + l.Path + `): ` + tt.key + `: ` + ref +
+				` is a REST tool's placeholder, filled in only under rest_tools (write $` + ref + ` for the text itself)`
+			if err == nil || err.Error() != want {
+				t.Fatalf("LoadLayers error = %v\nwant %s", err, want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Error("error does not wrap ErrInvalid")
+			}
+		})
+	}
+	// Escaped, it is the text itself.
+	cfg := mustLoad(t, writeLayers(t, map[string]layerFiles{"project": {yaml: "prompts:\n  system: 'Say $${parameters.x}.'\n"}}))
+	if got := cfg.Prompts.System; got != "Say ${parameters.x}." {
+		t.Errorf("prompts.system = %q", got)
+	}
+}
+
 func TestExpandString(t *testing.T) {
 	vars := map[string]string{"A": "1", "B_2": "two"}
 	lookup := func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
@@ -206,7 +240,7 @@ func TestExpandString(t *testing.T) {
 		{"${A", "", "unterminated"},
 	}
 	for _, tt := range tests {
-		got, err := expandString(tt.in, lookup)
+		got, err := expandString(tt.in, lookup, true)
 		switch {
 		case tt.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
