@@ -82,7 +82,8 @@ type report struct {
 }
 
 // reportFromCall decodes and validates a final_report call. Its error says what is wrong, so
-// the model can be told.
+// the model can be told. For the json format without content_json, report_content is the JSON,
+// in a Markdown code fence or not, as a text answer's (reportFromText).
 func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typev1.ToolCall) (*report, error) {
 	args := call.GetArguments().GetFields()
 	if call.GetArguments() == nil {
@@ -114,7 +115,7 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 	value := any(nil)
 	if v, ok := args["content_json"]; ok {
 		value = v.AsInterface()
-	} else if err := json.Unmarshal([]byte(content), &value); err != nil {
+	} else if err := json.Unmarshal([]byte(stripFence(content)), &value); err != nil {
 		return nil, fmt.Errorf("content_json is missing and report_content is not JSON: %v", err)
 	}
 	obj, err := validateJSON(c, schema, value)

@@ -361,6 +361,17 @@ func TestConformance(t *testing.T) {
 					t.Errorf("content_json %v, want the valid report's", res.GetFinalReport().GetContentJson())
 				}
 			}},
+		// JSON in a Markdown code fence is taken as a text answer and an XML final report take it.
+		{name: "000 final_report with fenced JSON in report_content", request: jsonRun,
+			turns:   []llmtest.Turn{report(`{"report_format":"json","report_content":"` + "```json\\n{\\\"answer\\\": 3}\\n```" + `"}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got := res.GetFinalReport().GetContentJson().GetFields()["answer"].GetNumberValue(); got != 3 {
+					t.Errorf("content_json %v", res.GetFinalReport().GetContentJson())
+				}
+			}},
+		{name: "000 text answer in a code fence accepted as json", request: jsonRun, turns: []llmtest.Turn{text("```json\n{\"answer\": 4}\n```")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 		{name: "000 text answer accepted as json", request: jsonRun, turns: []llmtest.Turn{text(`{"answer": 5}`)},
 			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUA", accounting: "LLM:OK"},
 
