@@ -130,10 +130,12 @@ type Service struct {
 	publisher *events.Publisher
 	js        jetstream.JetStream
 	contract  *typev1.ExecutionContract
-	limits    func(*typev1.Target) (window, buffer, maxOutput int64) // nil: none configured
-	profiles  map[string]profile                                     // by name; "" is the default profile
-	tracer    trace.Tracer
-	metrics   *instruments
+	profiles  map[string]profile // by name; "" is the default profile
+	// limits are the configured context limits of a target's model (Options.ModelLimits);
+	// nil when none are configured.
+	limits  func(*typev1.Target) (window, buffer, maxOutput int64)
+	tracer  trace.Tracer
+	metrics *instruments
 	// alternatives maps a tool to the tools recovery may run when it fails.
 	alternatives map[string][]string
 	planning     PlanningOptions
