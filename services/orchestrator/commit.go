@@ -94,7 +94,10 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 		return fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_NO_TOOLS, ExitToolRequired, MessageToolRequired,
 			"the run requires a tool, but the model answered without executing one")
 	}
-	budgetTurn := t.finalTurn && finalReason == finalToolBudget // the one turn after the budget ran out
+	// The one turn after the budget ran out, whatever else made it final as well (a refused
+	// report collapsing the turns, the context guard): its answer still ends the run
+	// MAX_TOOL_CALLS_REACHED. A final turn drops no call, so the budget ran out before it.
+	budgetTurn := t.finalTurn && r.toolBudgetSpent
 	if reportErr != nil {
 		switch {
 		case r.collapsed:

@@ -134,6 +134,28 @@ func TestAFinalReportInTheTurnThatDropsACall(t *testing.T) {
 	}
 }
 
+// TestARefusedFinalReportInTheTurnThatDropsACall: a turn that drops a call over
+// max_tool_calls_total and whose final report is refused makes the next turn final twice over
+// (the refused report collapses the turns, the spent budget leaves one); the model's answer
+// in it still ends the run MAX_TOOL_CALLS_REACHED ("either way", README), as it does after the
+// budget alone. It ended COMPLETED_WITH_TOOLS, as if no call had been dropped.
+func TestARefusedFinalReportInTheTurnThatDropsACall(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "budget", Match: "add and report badly", Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+		{Name: "calculator", Arguments: `{"expression":"1+1"}`}, {Name: "calculator", Arguments: `{"expression":"2+2"}`},
+		{Name: "final_report", Arguments: `{"report_format":"text","report_content":""}`}}}, text("1+1 is 2.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: "add and report badly", Overrides: &agentv1.RunOverrides{MaxToolCallsTotal: i32(1)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_TOOL_CALLS_REACHED" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s success=%v, want FAILED_BUDGET_EXHAUSTED MAX_TOOL_CALLS_REACHED", res.GetOutcome(), res.GetExitReason(), res.GetSuccess())
+	}
+	if r := res.GetFinalReport(); r.GetContent() != "1+1 is 2." || r.GetStatus() != typev1.ReportStatus_REPORT_STATUS_SUCCESS {
+		t.Errorf("final report %v: the model's answer, status success (the model gave it)", r)
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d provider requests, want 2", n)
+	}
+	checkInvariants(t, res)
+}
+
 // TestToolBudgetLeavesOneFinalAnswer (issue 11.3, seed 002 §7): when max_tool_calls_total is
 // used up, the dropped call is answered with a tool message for the model, one final turn
 // offers only final_report, and the model's answer reaches the user; the run still ends
