@@ -126,9 +126,10 @@ func unknownTool(name string, offered []*typev1.Tool) string {
 	return fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(toolname.Of(offered), ", "))
 }
 
-// invalidJSON is why a call whose arguments are not JSON is refused.
+// invalidJSON is why a call whose arguments are not JSON is refused; it tells the model to
+// retry (seed 000 §1).
 func invalidJSON(raw string) string {
-	return fmt.Sprintf("the arguments are not valid JSON: %q", raw)
+	return fmt.Sprintf("the arguments are not valid JSON: %q; call the tool again with its arguments as one JSON object", raw)
 }
 
 // askedCalls are the tool calls of the turn's answer, native ones first, then those of the

@@ -236,6 +236,21 @@ func TestConformance(t *testing.T) {
 				}
 			}},
 
+		// Seed 000 §1: a call whose arguments cannot be parsed is dropped and the model told to
+		// retry; a valid call of the same answer still runs.
+		{name: "000 unparseable tool call dropped, the model told to call again",
+			turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{
+				{Name: "calculator", Arguments: `no JSON here`}, {Name: "calculator", Arguments: `{"expression":"1+1"}`}}}, text("2")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, exit: "COMPLETED", roles: "SUATTA", accounting: "LLM:OK TOOL:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				want := `(tool failed: the arguments are not valid JSON: "no JSON here"; call the tool again with its arguments as one JSON object)`
+				if got := toolMessage(t, res, 0); got != want {
+					t.Errorf("tool message %q, want %q", got, want)
+				}
+				if got := toolMessage(t, res, 1); got != "2" {
+					t.Errorf("the valid call answered %q", got)
+				}
+			}},
 		{name: "000 empty response is retried with the ephemeral notice", overrides: &agentv1.RunOverrides{MaxRetries: i32(2)},
 			turns: []llmtest.Turn{{Respond: func(req llmtest.Request, attempt int) llmtest.Turn {
 				if attempt == 1 {
