@@ -89,6 +89,13 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 	if call.GetArguments() == nil {
 		return nil, fmt.Errorf("the arguments are not valid JSON: %q", call.GetRawArguments())
 	}
+	if kind := nonString(args["report_content"]); kind != "" {
+		why := "report_content must be a string, got " + kind
+		if kind == "an object" && c.GetOutputFormat() == typev1.OutputFormat_OUTPUT_FORMAT_JSON {
+			why += "; give the JSON object as content_json"
+		}
+		return nil, errors.New(why)
+	}
 	content := args["report_content"].GetStringValue()
 	enc, err := reportEncoding(args["encoding"])
 	if err != nil {
@@ -128,6 +135,22 @@ func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typ
 		rep.content = string(b)
 	}
 	return rep, nil
+}
+
+// nonString names the kind of a value that is neither a string nor null nor absent ("an
+// object", "an array", "a number", "a boolean"), or is "".
+func nonString(v *structpb.Value) string {
+	switch v.GetKind().(type) {
+	case *structpb.Value_StructValue:
+		return "an object"
+	case *structpb.Value_ListValue:
+		return "an array"
+	case *structpb.Value_NumberValue:
+		return "a number"
+	case *structpb.Value_BoolValue:
+		return "a boolean"
+	}
+	return ""
 }
 
 // Encodings of a final report's report_content (seed 000 §1).

@@ -352,6 +352,26 @@ func TestConformance(t *testing.T) {
 				}
 				cannedReport("hello")(t, res, nil)
 			}},
+		// A report_content that is not text was refused as empty, a reason the model could not
+		// act on.
+		{name: "000 final_report whose report_content is not text refused",
+			turns:   []llmtest.Turn{report(`{"report_format":"text","report_content":{"text":"hello"}}`), text("hello")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				if got, want := toolMessage(t, res, 0), "(tool failed: final_report: report_content must be a string, got an object)"; got != want {
+					t.Errorf("refusal %q, want %q", got, want)
+				}
+			}},
+		{name: "000 json final_report with an object in report_content refused", request: jsonRun,
+			turns: []llmtest.Turn{report(`{"report_format":"json","report_content":{"answer":1}}`),
+				report(`{"report_format":"json","content_json":{"answer":1}}`)},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				want := "(tool failed: final_report: report_content must be a string, got an object; give the JSON object as content_json)"
+				if got := toolMessage(t, res, 0); got != want {
+					t.Errorf("refusal %q, want %q", got, want)
+				}
+			}},
 		// "//79" decodes to the bytes ff fe fd, which are no text: kept, the report reached the
 		// user as U+FFFD.
 		{name: "000 final_report base64 of bytes that are not text refused",
