@@ -87,7 +87,7 @@ type report struct {
 func reportFromCall(c *typev1.ExecutionContract, schema *outputSchema, call *typev1.ToolCall) (*report, error) {
 	args := call.GetArguments().GetFields()
 	if call.GetArguments() == nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %q", call.GetRawArguments())
+		return nil, errors.New(unusableArguments(call.GetRawArguments()))
 	}
 	if kind := nonString(args["report_content"]); kind != "" {
 		why := "report_content must be a string, got " + kind

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
@@ -126,10 +128,23 @@ func unknownTool(name string, offered []*typev1.Tool) string {
 	return fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(toolname.Of(offered), ", "))
 }
 
-// invalidJSON is why a call whose arguments are not JSON is refused; it tells the model to
-// retry (seed 000 §1).
+// invalidJSON is why a call whose arguments are not a JSON object is refused; it tells the
+// model to retry (seed 000 §1).
 func invalidJSON(raw string) string {
-	return fmt.Sprintf("the arguments are not valid JSON: %q; call the tool again with its arguments as one JSON object", raw)
+	return unusableArguments(raw) + "; call the tool again with its arguments as one JSON object"
+}
+
+// unusableArguments says what raw arguments the generation stage could not use are: JSON that
+// is no object (an array, a string), or not valid JSON.
+func unusableArguments(raw string) string {
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err == nil {
+		if _, isObject := v.(map[string]any); !isObject {
+			return fmt.Sprintf("the arguments are a JSON %s, not an object: %q", jsonrepair.Kind(v), raw)
+		}
+		return fmt.Sprintf("the arguments could not be used: %q", raw)
+	}
+	return fmt.Sprintf("the arguments are not valid JSON: %q", raw)
 }
 
 // askedCalls are the tool calls of the turn's answer, native ones first, then those of the

@@ -251,6 +251,16 @@ func TestConformance(t *testing.T) {
 					t.Errorf("the valid call answered %q", got)
 				}
 			}},
+		// Valid JSON that is no object is not "not valid JSON": the model is told what it is.
+		{name: "000 tool call with an array for arguments dropped, the model told why",
+			turns:   []llmtest.Turn{call("calculator", `[1, 2]`), text("I could not compute it.")},
+			outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, exit: "COMPLETED", roles: "SUATA", accounting: "LLM:OK LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				want := `(tool failed: the arguments are a JSON array, not an object: "[1, 2]"; call the tool again with its arguments as one JSON object)`
+				if got := toolMessage(t, res, 0); got != want {
+					t.Errorf("tool message %q, want %q", got, want)
+				}
+			}},
 		{name: "000 empty response is retried with the ephemeral notice", overrides: &agentv1.RunOverrides{MaxRetries: i32(2)},
 			turns: []llmtest.Turn{{Respond: func(req llmtest.Request, attempt int) llmtest.Turn {
 				if attempt == 1 {

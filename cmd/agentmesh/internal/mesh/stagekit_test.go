@@ -400,7 +400,7 @@ func TestDecideKeepsToContracts(t *testing.T) {
 		{name: "unknown tool", message: "Wipe it.", decision: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, text: "I can't wipe anything.",
 			refused: `(tool failed: unknown tool "rm_everything"; available tools: `},
 		{name: "arguments not JSON", message: "Add 1 and 1.", decision: typev1.DecisionType_DECISION_TYPE_INVOKE_TOOL, text: "calculator",
-			refused: `(tool failed: the arguments are not valid JSON: "[1, 2]"; call the tool again with its arguments as one JSON object)`},
+			refused: `(tool failed: the arguments are a JSON array, not an object: "[1, 2]"; call the tool again with its arguments as one JSON object)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			intent.answer.Store(tc.intent)
