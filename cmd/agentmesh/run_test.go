@@ -79,6 +79,20 @@ func TestRunExitCodeOfAnUnusableContract(t *testing.T) {
 	}
 }
 
+// TestRunExitCodeOfACycleForbidPairOfNoTool: defaults.cycle_forbid naming a tool the mesh does
+// not have (an MCP tool by its name on its server) is a configuration error, exit 4: the run
+// ends INVALID_CONTRACT before any LLM call. It ran, exit 0, under a rule that could never
+// match a call.
+func TestRunExitCodeOfACycleForbidPairOfNoTool(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Defaults.CycleForbid = [][2]string{{"notes.search", "calculator"}}
+	m := startMesh(t, cfg)
+	if _, errOut := runCLI(t, 4, "run", "--addr", m.Addr("orchestrator"), "What is 6 times 7?"); !strings.Contains(errOut, "INVALID_CONTRACT") {
+		t.Errorf("the progress does not say INVALID_CONTRACT:\n%s", errOut)
+	}
+}
+
 // TestRunInterrupted: Ctrl-C (SIGINT, or SIGTERM: main cancels run's context) while `agentmesh
 // run` follows a run cancels the run, which would otherwise go on in the mesh unseen, calling
 // the model and running tools; the CLI shows how it ended and exits 1 (the run did not

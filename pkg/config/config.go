@@ -285,7 +285,9 @@ type Defaults struct {
 	// CacheResponses asks the generation stage for its response cache (seed 002 §8): an
 	// identical request is answered from the cache, without streaming.
 	CacheResponses bool `yaml:"cache_responses"`
-	// CycleForbid lists forbidden consecutive tool pairs [from, to].
+	// CycleForbid lists forbidden consecutive tool pairs [from, to], by the tools' names in
+	// the mesh (an MCP tool's <server>__<tool>); a pair naming a tool the action stage does not
+	// have ends every run FAILED_PREFLIGHT / INVALID_CONTRACT.
 	CycleForbid [][2]string `yaml:"cycle_forbid"`
 	// MaxPlanSteps is the step limit of a run's plan (seed 003: "Max 20 steps
 	// (configurable)"); a longer plan ends the run PLAN_TOO_COMPLEX. Default 20.

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/target"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -232,9 +233,22 @@ func preflight(c *typev1.ExecutionContract, available []*typev1.Tool) string {
 	if len(c.GetTargets()) == 0 {
 		return "the contract has no provider/model targets"
 	}
+	has := func(name string) bool {
+		return slices.ContainsFunc(available, func(t *typev1.Tool) bool { return t.GetName() == name })
+	}
 	for _, name := range c.GetAllowedTools() {
-		if !slices.ContainsFunc(available, func(t *typev1.Tool) bool { return t.GetName() == name }) {
+		if !has(name) {
 			return fmt.Sprintf("allowed tool %q is not available", name)
+		}
+	}
+	// A pair naming a tool the mesh does not have (an MCP tool by its name on its server,
+	// notes.search, not notes__search) never matches a call: its rule would go unenforced.
+	for i, p := range c.GetCycleForbid() {
+		for _, name := range []string{p.GetFromTool(), p.GetToTool()} {
+			if !has(name) {
+				return fmt.Sprintf("cycle_forbid[%d] [%q, %q] names tool %q, which is not available (available: %s)",
+					i, p.GetFromTool(), p.GetToTool(), name, strings.Join(toolname.Of(available), ", "))
+			}
 		}
 	}
 	if w := c.GetContextWindow(); w > 0 && c.GetContextWindowBufferTokens()+c.GetMaxOutputTokens() >= w {

@@ -745,6 +745,33 @@ func TestCycleForbidCountsTheCallsThatRan(t *testing.T) {
 	checkInvariants(t, res)
 }
 
+// TestCycleForbidNamesToolsOfTheMesh: a cycle_forbid pair naming a tool the mesh does not have
+// (an MCP tool by its name on its server, notes.search, rather than its name in the mesh) could
+// never match a call, so the rule it states was never enforced and the run went on as if it
+// had none. Like an allowed_tools entry the action stage does not have, it makes a contract no
+// run can use: FAILED_PREFLIGHT / INVALID_CONTRACT before any LLM call, naming the pair.
+func TestCycleForbidNamesToolsOfTheMesh(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "never", Match: "*", Turns: []llmtest.Turn{text("never asked")}})
+	for _, tc := range []struct {
+		pair   *typev1.ToolPair
+		reason string
+	}{
+		{&typev1.ToolPair{FromTool: "notes.search", ToTool: "calculator"},
+			`cycle_forbid[1] ["notes.search", "calculator"] names tool "notes.search", which is not available (available: calculator, `},
+		{&typev1.ToolPair{FromTool: "calculator", ToTool: "teleport"},
+			`cycle_forbid[1] ["calculator", "teleport"] names tool "teleport", which is not available`},
+	} {
+		t.Run(tc.pair.GetFromTool()+" -> "+tc.pair.GetToTool(), func(t *testing.T) {
+			forbid := []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}, tc.pair}
+			res := h.run(t, &agentv1.RunRequest{Message: "what is 2+2?", Overrides: &agentv1.RunOverrides{CycleForbid: forbid}})
+			wantInvalidContract(t, res, tc.reason)
+		})
+	}
+	if n := len(h.llm.Requests()); n != 0 {
+		t.Errorf("%d provider requests, want none", n)
+	}
+}
+
 // TestContractNamesItsModelProfile: the contract carries its provenance (seed 001 Phase 2b:
 // contract_id, contract_hash and model_profile_id), and its model profile is the one every
 // transcript entry records: the first target, the request's when it names targets.

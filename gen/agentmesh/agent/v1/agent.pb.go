@@ -117,7 +117,9 @@ type RunOverrides struct {
 	StrictMode *bool `protobuf:"varint,16,opt,name=strict_mode,json=strictMode,proto3,oneof" json:"strict_mode,omitempty"`
 	// Overrides ExecutionContract.max_format_retries.
 	MaxFormatRetries *int32 `protobuf:"varint,17,opt,name=max_format_retries,json=maxFormatRetries,proto3,oneof" json:"max_format_retries,omitempty"`
-	// Adds forbidden consecutive tool pairs.
+	// Adds forbidden consecutive tool pairs, by the tools' names in the mesh (an MCP tool's
+	// <server>__<tool>); a pair naming a tool the action stage does not have ends the run
+	// FAILED_PREFLIGHT / INVALID_CONTRACT before any LLM call.
 	CycleForbid []*v1.ToolPair `protobuf:"bytes,18,rep,name=cycle_forbid,json=cycleForbid,proto3" json:"cycle_forbid,omitempty"`
 	// Replaces the configured provider/model targets; each provider and model name at most 256
 	// bytes. The context limits configured for their models (the tightest target's) replace the
