@@ -96,6 +96,9 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		res := k.RunFinished.GetResult()
 		p.line("■ %s %s after %d turn(s), %d tool call(s), %d tokens — trace %s",
 			outcomeName(res.GetOutcome()), res.GetExitReason(), res.GetTurns(), res.GetToolCalls(), res.GetUsage().GetTotal(), res.GetTraceId())
+		if msg := res.GetError().GetMessage(); msg != "" { // why it failed, beyond its exit reason
+			p.line("  error: %s", msg)
+		}
 	}
 }
 

@@ -93,6 +93,29 @@ func TestRunExitCodeOfACycleForbidPairOfNoTool(t *testing.T) {
 	}
 }
 
+// TestRunAndWatchSayWhyARunFailed: the progress of a failed run says why it failed (its
+// result's error, seed 000: "Check result.error … for detailed failure reasons"), in `run` as
+// in `watch`. They showed only the outcome and the exit reason, INVALID_CONTRACT, and the
+// canned answer; which part of the contract no run can use was only in `get`'s JSON.
+func TestRunAndWatchSayWhyARunFailed(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Defaults.CycleForbid = [][2]string{{"notes.search", "calculator"}}
+	addr := startMesh(t, cfg).Addr("orchestrator")
+	why := `error: cycle_forbid[0] ["notes.search", "calculator"] names tool "notes.search", which is not available`
+	_, errOut := runCLI(t, 4, "run", "--addr", addr, "What is 6 times 7?")
+	if !strings.Contains(errOut, why) {
+		t.Errorf("run's progress does not say why the run failed (%s):\n%s", why, errOut)
+	}
+	m := regexp.MustCompile(`▶ run (\S+) `).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no run id in the progress:\n%s", errOut)
+	}
+	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, why) {
+		t.Errorf("watch does not say why the run failed (%s):\n%s", why, errOut)
+	}
+}
+
 // TestRunInterrupted: Ctrl-C (SIGINT, or SIGTERM: main cancels run's context) while `agentmesh
 // run` follows a run cancels the run, which would otherwise go on in the mesh unseen, calling
 // the model and running tools; the CLI shows how it ended and exits 1 (the run did not
