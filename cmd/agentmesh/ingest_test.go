@@ -204,6 +204,22 @@ func TestIngestWithAuth(t *testing.T) {
 	}
 }
 
+// TestIngestASymlinkedDirectory: a directory named by a symbolic link (a synced or shared
+// folder linked into place) is ingested as the directory it names. The CLI took it for a
+// directory, the walk did not follow the link, and the command printed "0 file(s)" and exited 0
+// having stored nothing.
+func TestIngestASymlinkedDirectory(t *testing.T) {
+	isolate(t)
+	link := filepath.Join(t.TempDir(), "docs")
+	if err := os.Symlink(writeFiles(t, docs), link); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _ := runCLI(t, exitcode.OK, "ingest", "--addr", startMesh(t, config.Default()).Addr(mesh.Memory), link)
+	if !strings.Contains(stdout, ": 2 file(s), 2 chunk(s) stored, 0 earlier chunk(s) replaced\nskipped (no text): empty.txt\n") {
+		t.Errorf("ingest printed %q, want the 2 files of the directory the link names stored", stdout)
+	}
+}
+
 func TestIngestExitCodes(t *testing.T) {
 	isolate(t)
 	dir := writeFiles(t, docs)

@@ -47,7 +47,8 @@ type IngestReport struct {
 }
 
 // IngestDir stores every .md, .markdown and .txt file under dir (recursively; names starting
-// with "." are left out) in the user's collection, split by chunkText into chunks of at most
+// with "." and symbolic links under dir are left out; dir itself may be a link to the
+// directory) in the user's collection, split by chunkText into chunks of at most
 // MaxChunkBytes at paragraph boundaries. Each chunk is one memory with metadata MetaTitle,
 // MetaSource, MetaChunk and MetaChunks. Ingesting a file again replaces the chunks stored from
 // the same source path, so re-running after edits does not duplicate them. Invalid UTF-8 is
@@ -86,14 +87,18 @@ func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID,
 }
 
 // ingestFiles returns the relative paths (with / separators) of the files to ingest, in
-// lexical order.
+// lexical order. dir may be a symbolic link to the directory, which WalkDir does not follow.
 func ingestFiles(dir string) ([]string, error) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
 	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if path != dir && strings.HasPrefix(d.Name(), ".") {
+		if path != root && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -102,7 +107,7 @@ func ingestFiles(dir string) ([]string, error) {
 		if !d.Type().IsRegular() || !ingestExts[strings.ToLower(filepath.Ext(path))] {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, path)
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
