@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,10 @@ func certsCommand(_ context.Context, args []string, stdout io.Writer) error {
 	if *user == "" || strings.Contains(*user, "/") || strings.Contains(*tenant, "/") {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("certs: --user must be set, and neither --user nor --tenant may contain '/'"))
 	}
+	extra, err := splitHosts(*hosts)
+	if err != nil {
+		return exitcode.Wrap(exitcode.Invalid, err)
+	}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
 		return exitcode.Wrap(exitcode.Invalid, err)
@@ -68,7 +73,7 @@ func certsCommand(_ context.Context, args []string, stdout io.Writer) error {
 	if err := refuseExisting(abs); err != nil {
 		return exitcode.Wrap(exitcode.Invalid, err)
 	}
-	set, err := writeDevCerts(abs, splitHosts(*hosts), auth.Principal{Tenant: *tenant, User: *user, Roles: roles})
+	set, err := writeDevCerts(abs, extra, auth.Principal{Tenant: *tenant, User: *user, Roles: roles})
 	if err != nil {
 		return fmt.Errorf("certs: %w", err)
 	}
@@ -182,13 +187,40 @@ func refuseExisting(dir string) error {
 	return nil
 }
 
-// splitHosts splits a comma-separated list, dropping empty names.
-func splitHosts(list string) []string {
+// splitHosts splits the comma-separated list of --hosts, dropping empty names. An entry that is
+// neither an IP address nor a host name (a URL, a host with its port) is refused: a
+// certificate naming it matches no address.
+func splitHosts(list string) ([]string, error) {
 	var hosts []string
 	for h := range strings.SplitSeq(list, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, h)
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if net.ParseIP(h) == nil && !hostName(h) {
+			return nil, fmt.Errorf("certs: --hosts: %q is not a host name or an IP address (name each without a scheme or a port, e.g. mesh.example.com,10.0.0.7)", h)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
+}
+
+// hostName reports whether h is a DNS name a certificate can hold for TLS to match: dot-separated
+// labels of 1 to 63 letters, digits, '-' (not first or last) and '_' (which crypto/x509 accepts
+// outside the Web PKI), at most 253 bytes, the first label possibly the wildcard '*'.
+func hostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for i, label := range strings.Split(h, ".") {
+		if i == 0 && label == "*" && h != "*" {
+			continue
+		}
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' ||
+			strings.ContainsFunc(label, func(r rune) bool {
+				return r != '-' && r != '_' && !('0' <= r && r <= '9') && !('a' <= r && r <= 'z') && !('A' <= r && r <= 'Z')
+			}) {
+			return false
 		}
 	}
-	return hosts
+	return true
 }

@@ -68,3 +68,26 @@ func TestCertsMakeAMeshThatServes(t *testing.T) {
 		t.Errorf("dev --run with the printed configuration: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestCertsRefuseAHostThatNoCertificateMatches: a --hosts entry that is neither a host name nor
+// an IP address (a URL, a host with its port) is refused, exit 4, naming it, and no file is
+// written. It was put in every service's certificate as a DNS name no address ever matches, so
+// TLS failed later with "certificate is valid for …" far from the mistake.
+func TestCertsRefuseAHostThatNoCertificateMatches(t *testing.T) {
+	isolate(t)
+	for _, host := range []string{"https://mesh.example.com", "mesh.example.com:7000", "mesh example", "-mesh.example.com", "mesh..example.com"} {
+		t.Run(host, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "certs")
+			_, errOut := runCLI(t, 4, "certs", "--dir", dir, "--hosts", "ok.example.com,"+host)
+			if want := `certs: --hosts: "` + host + `" is not a host name or an IP address`; !strings.Contains(errOut, want) {
+				t.Errorf("the error does not name the host (%s):\n%s", want, errOut)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("certs wrote %d file(s) before refusing the host", len(entries))
+			}
+		})
+	}
+	for _, hosts := range []string{"mesh.example.com,10.0.0.7,::1", "*.mesh.example.com,orchestrator_1"} {
+		runCLI(t, 0, "certs", "--dir", filepath.Join(t.TempDir(), "certs"), "--hosts", hosts)
+	}
+}
