@@ -56,7 +56,10 @@ func TestApproveFromTheCLI(t *testing.T) {
 	if code, out, errOut := cli("approve", "--addr", addr, "--modify", `{"expression":"2*21"}`, runID, callID); code != 0 || !strings.Contains(out, "resumed") {
 		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut := cli("watch", "--addr", addr, runID); code != 0 || !strings.Contains(errOut, "← calculator: [arguments modified by the user") {
+	// watch shows the decision, as it shows an answer to a question: it showed none.
+	code, _, errOut = cli("watch", "--addr", addr, runID)
+	if code != 0 || !strings.Contains(errOut, "← calculator: [arguments modified by the user") ||
+		!regexp.MustCompile(`\n  ! call `+callID+` approved with arguments \{"expression":\s*"2\*21"\}\n`).MatchString(errOut) {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
 	} else if want := "? approval requested for call " + callID + " (calculator)"; !strings.Contains(errOut, want) {
 		// Watching a paused run, its follower learns which call to decide.
@@ -100,8 +103,9 @@ func TestRejectFromTheCLIEndsTheRun(t *testing.T) {
 		t.Errorf("approve --end-run: %s", errOut)
 	}
 	runCLI(t, 0, "approve", "--addr", addr, "--reject", "--end-run", "--feedback", "not today", runID, callID)
-	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, runID); !strings.Contains(errOut, "REJECTED USER_REJECTED") {
-		t.Errorf("watch does not show the run ending USER_REJECTED:\n%s", errOut)
+	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, runID); !strings.Contains(errOut, "REJECTED USER_REJECTED") ||
+		!strings.Contains(errOut, "  ! call "+callID+" rejected, ending the run: not today\n") {
+		t.Errorf("watch does not show the rejection and the run ending USER_REJECTED:\n%s", errOut)
 	}
 	out, _ = runCLI(t, 0, "get", "--addr", addr, runID)
 	var got struct {

@@ -7,6 +7,7 @@ import (
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -84,6 +85,8 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 			label = "calls"
 		}
 		p.line("  ? approval requested for %s %s", label, strings.Join(names, ", "))
+	case *eventv1.RunEvent_ApprovalResolved:
+		p.line("  ! %s", decision(k.ApprovalResolved))
 	case *eventv1.RunEvent_InputRequested:
 		q := k.InputRequested.GetQuestion()
 		p.line("  ? the run asks (question %s): %s", q.GetId(), q.GetQuestion())
@@ -108,6 +111,37 @@ func (p *progress) line(format string, args ...any) {
 		p.streaming = false
 	}
 	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+// decision says how a call (or the plan) waiting for approval was decided, by whom and why.
+func decision(r *eventv1.ApprovalResolved) string {
+	what := "call " + r.GetCallId()
+	if r.GetCallId() == orchestrator.PlanCallID {
+		what = "plan"
+	}
+	switch r.GetDecision() {
+	case "approve":
+		what += " approved"
+	case "reject":
+		what += " rejected"
+	case "modify":
+		args, _ := protojson.Marshal(r.GetArguments())
+		what += " approved with arguments " + string(args)
+	case "timeout":
+		what += " not decided in time"
+	default:
+		what += " decided: " + r.GetDecision()
+	}
+	if by := r.GetDecidedBy(); by != "" {
+		what += " by " + by
+	}
+	if r.GetEndsRun() {
+		what += ", ending the run"
+	}
+	if fb := r.GetFeedback(); fb != "" {
+		what += ": " + oneLine(fb, 120)
+	}
+	return what
 }
 
 // toolSuffix is " (tool)" for a step that uses a tool.
