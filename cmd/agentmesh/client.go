@@ -316,6 +316,8 @@ func runExitCode(exit string) int {
 	return exitcode.Failed
 }
 
+// toolsCommand lists the tools the mesh can execute, one a line: name, description, and
+// whether a call waits for approval.
 func toolsCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
 	addr := fs.String("addr", defaultAddr(), "orchestrator address")
@@ -339,7 +341,9 @@ func toolsCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		if t.GetRequiresApproval() {
 			approval = " [requires approval]"
 		}
-		fmt.Fprintf(stdout, "%-20s %s%s\n", t.GetName(), t.GetDescription(), approval)
+		// One line a tool: a description's line breaks and indentation become single spaces.
+		desc := strings.Join(strings.Fields(t.GetDescription()), " ")
+		fmt.Fprintf(stdout, "%-20s %s%s\n", t.GetName(), desc, approval)
 	}
 	return nil
 }
