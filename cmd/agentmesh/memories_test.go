@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 )
 
 // TestMemoriesFromTheCLI (issue 13.5): what `agentmesh run` was asked to remember shows in
@@ -51,5 +54,22 @@ func TestMemoriesFromTheCLI(t *testing.T) {
 	}
 	if _, errOut := runCLI(t, 4, "memories", "--addr", addr, "forget", id); !strings.Contains(errOut, "list, or delete and a memory id") {
 		t.Errorf("memories forget: %q", errOut)
+	}
+}
+
+// TestMemoriesListsOneMemoryALine: `agentmesh memories` prints one line a memory, whatever its
+// text holds. A memory of several lines (a personal memory stored through the memory stage)
+// was printed as is: its lines read as memories of their own, without an id to delete them by.
+func TestMemoriesListsOneMemoryALine(t *testing.T) {
+	isolate(t)
+	m := startMesh(t, config.Default())
+	mem := memoryv1.NewMemoryServiceClient(dialService(t, m.Addr(mesh.Memory)))
+	if _, err := mem.Store(t.Context(), &memoryv1.StoreRequest{UserId: "cli", Content: &typev1.Message{
+		Role: typev1.Role_ROLE_USER, Content: "My addresses:\n  home: 1 Main Street\n  work: 2 High Street\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runCLI(t, 0, "memories", "--addr", m.Addr(mesh.Orchestrator))
+	if !regexp.MustCompile(`^\S+  \d\.\d\d  .+  My addresses: home: 1 Main Street work: 2 High Street\n$`).MatchString(out) {
+		t.Errorf("memories printed %q, want the memory on one line", out)
 	}
 }
