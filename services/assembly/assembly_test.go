@@ -157,8 +157,10 @@ func TestToolPairsNeverSplit(t *testing.T) {
 		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "U1", "C1", "result-c1", "U2"}) {
 			t.Errorf("messages = %v", got)
 		}
-		if resp.GetDroppedMessages() != 2 {
-			t.Errorf("dropped = %d, want 2 (the orphans)", resp.GetDroppedMessages())
+		// Orphans are never sent, whatever the budget: dropped_messages counts what the
+		// budget left out, which a caller must not take for the whole conversation.
+		if resp.GetDroppedMessages() != 0 {
+			t.Errorf("dropped = %d, want 0: the budget left nothing out", resp.GetDroppedMessages())
 		}
 		checkInvariants(t, resp, 10000)
 	})
@@ -185,6 +187,9 @@ func TestToolPairsNeverSplit(t *testing.T) {
 				}
 				if got := labels(resp.GetMessages()); !slices.Equal(got, tc.want) {
 					t.Errorf("messages = %v, want %v", got, tc.want)
+				}
+				if resp.GetDroppedMessages() != 0 {
+					t.Errorf("dropped = %d, want 0: the budget left nothing out", resp.GetDroppedMessages())
 				}
 				for _, m := range resp.GetMessages() {
 					if m.GetRole() == typev1.Role_ROLE_ASSISTANT && len(m.GetToolCalls()) != tc.calls {

@@ -21,9 +21,6 @@ type history struct {
 	system []*typev1.Message
 	// units are the remaining messages, oldest first, without orphan tool results.
 	units []*unit
-	// size is the number of history messages after the leading system messages, orphans
-	// included: everything that is either kept or dropped.
-	size int
 }
 
 // splitHistory separates the leading system messages and groups the rest into units. A tool
@@ -40,7 +37,6 @@ func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	}
 	h.system = msgs[:i]
 	rest := msgs[i:]
-	h.size = len(rest)
 
 	var open *unit            // the unit of the last assistant message with tool calls, while results follow
 	var calls map[string]bool // its calls' ids, true once a result answers the call
@@ -100,19 +96,22 @@ func (h *history) newest() *unit {
 // fit returns the messages of the newest unit and of as many units before it, newest first,
 // as fit within budget tokens on top of the newest unit (already accounted for by the
 // caller); it stops at the first unit that does not fit, so the kept history is an unbroken
-// tail of the conversation. Messages are returned oldest first.
-func (h *history) fit(budget int64) []*typev1.Message {
+// tail of the conversation. Messages are returned oldest first, with the number of messages
+// of the units left out for the budget (orphan tool results, never kept, are not among them).
+func (h *history) fit(budget int64) (kept []*typev1.Message, trimmed int) {
 	if len(h.units) == 0 {
-		return nil
+		return nil, 0
 	}
 	first := len(h.units) - 1
 	for first > 0 && h.units[first-1].tokens <= budget {
 		first--
 		budget -= h.units[first].tokens
 	}
-	var out []*typev1.Message
-	for _, u := range h.units[first:] {
-		out = append(out, u.messages...)
+	for _, u := range h.units[:first] {
+		trimmed += len(u.messages)
 	}
-	return out
+	for _, u := range h.units[first:] {
+		kept = append(kept, u.messages...)
+	}
+	return kept, trimmed
 }

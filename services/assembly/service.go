@@ -15,6 +15,8 @@
 // An assistant message that calls tools and the tool results answering it are kept or dropped
 // together, so the assembled context never holds a tool result without its call or a call
 // without its results. A tool result that answers no preceding call is always dropped.
+// dropped_messages counts the history messages left out to fit max_tokens, which the caller
+// must not take for the whole conversation; the malformed ones above are not among them.
 // Output keeps chronological order: system messages, step, memories, then history.
 //
 // sources lists one Source per included memory hit (kind "memory") and for the included plan
@@ -119,10 +121,10 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 		remaining -= counter.Message(recalled)
 	}
 
-	kept := h.fit(remaining)
+	kept, trimmed := h.fit(remaining)
 	messages = append(messages, kept...)
 	resp.Messages = messages
 	resp.TokenCount = counter.Messages(messages)
-	resp.DroppedMessages = int32(h.size - len(kept))
+	resp.DroppedMessages = int32(trimmed)
 	return resp, nil
 }

@@ -23,7 +23,8 @@ import (
 // context guard (seed 000 §2, "turn_preflight"). When the guard forces the final turn, the
 // tools shrink to final_report and the guard is evaluated again with the smaller schema; if
 // even that does not fit, the run ends MAX_CONTEXT_REACHED, so no request ever exceeds the
-// limit.
+// limit. So does a context that left messages of the conversation out to fit the limit
+// (seed 002 §6: no answer from a truncated history), whatever the guard projected.
 func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, *ending) {
 	var (
 		messages []*typev1.Message
@@ -58,9 +59,15 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 			}
 			r.emitGuard(ctx, guard)
 		}
-		if guard.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW || (r.forcedFinal && guard.GetLimit() > 0 && guard.GetProjected() > guard.GetLimit()) {
+		switch {
+		case guard.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW || (r.forcedFinal && guard.GetLimit() > 0 && guard.GetProjected() > guard.GetLimit()):
 			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
 				fmt.Sprintf("context guard: projected %d tokens, limit %d, even for the final turn", guard.GetProjected(), guard.GetLimit()))
+		case resp.GetDroppedMessages() > 0:
+			// Seed 002 §6: the model never answers from a truncated conversation.
+			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,
+				fmt.Sprintf("the context stage left out %d message(s) of the conversation to fit its budget of %d tokens",
+					resp.GetDroppedMessages(), req.GetMaxTokens()))
 		}
 		messages = resp.GetMessages()
 		shareHistory(messages, r.conversation)

@@ -377,3 +377,52 @@ func TestLargeJSONToolResultIsTruncated(t *testing.T) {
 		t.Errorf("tool message starts %q, want %q", got[:min(len(got), 120)], want)
 	}
 }
+
+// TestATrimmedConversationEndsMaxContextReached: a request whose context would leave out part
+// of the conversation is never sent (seed 002 §6: the model must not answer from a truncated
+// history); the run ends MAX_CONTEXT_REACHED. Here the guard projects the conversation within
+// the limit, but the plan's step, which the context stage keeps before older history, leaves
+// no room for the oldest message: the model was asked without it, and the run ended COMPLETED
+// with an answer that never saw the user's earlier turn.
+func TestATrimmedConversationEndsMaxContextReached(t *testing.T) {
+	fact := "Remember this: the code word is aubergine."
+	h := start(t, nil, llmtest.Scenario{Name: "recall", Match: "*", Turns: []llmtest.Turn{
+		text("Noted."), text("It is aubergine."), // turn 0 is the history's
+	}})
+	history := []*typev1.Message{
+		{Role: typev1.Role_ROLE_USER, Content: fact},
+		{Role: typev1.Role_ROLE_ASSISTANT, Content: "Noted: the code word is aubergine."},
+	}
+	msg := "What is the code word?"
+	// What the guard projects for this conversation, in a window with room to spare: the whole
+	// conversation is sent.
+	cal := h.run(t, &agentv1.RunRequest{Message: msg, History: history, UserId: "calibrate"})
+	if cal.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+		t.Fatalf("calibration run: %s %s (%v)", cal.GetOutcome(), cal.GetExitReason(), cal.GetError())
+	}
+	if sent := h.llm.Requests()[0].Messages; !slices.ContainsFunc(sent, func(m llmtest.Message) bool { return string(m.Content) == fact }) {
+		t.Fatalf("the calibration run's request left out the conversation's first message")
+	}
+	projected := h.guards(t, cal.GetRunId())[0].GetReport().GetProjected()
+
+	const maxOut = 100
+	res := h.run(t, &agentv1.RunRequest{Message: msg, History: history, UserId: "alice", Overrides: &agentv1.RunOverrides{
+		ContextWindow: i64(projected + maxOut + 1), ContextWindowBufferTokens: i64(0), MaxOutputTokens: i64(maxOut)}})
+	if g := h.guards(t, res.GetRunId())[0].GetReport(); g.GetVerdict() != typev1.GuardVerdict_GUARD_VERDICT_OK {
+		t.Fatalf("guard %s (projected %d, limit %d), want OK: the conversation itself fits", g.GetVerdict(), g.GetProjected(), g.GetLimit())
+	}
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED || res.GetExitReason() != "MAX_CONTEXT_REACHED" || res.GetSuccess() {
+		t.Fatalf("outcome %s %s (final report %q), want FAILED_BUDGET_EXHAUSTED MAX_CONTEXT_REACHED",
+			res.GetOutcome(), res.GetExitReason(), res.GetFinalReport().GetContent())
+	}
+	if n := len(h.llm.Requests()); n != 1 {
+		t.Errorf("%d LLM requests, want only the calibration run's: a truncated conversation is never sent", n)
+	}
+	if got := res.GetFinalReport().GetContent(); got != "This conversation no longer fits the model's context window. Please start a new conversation." {
+		t.Errorf("final report %q", got)
+	}
+	if res.GetError().GetRetryable() || !strings.Contains(res.GetError().GetMessage(), "of the conversation") {
+		t.Errorf("error %v, want one that is not retryable and says what the context left out", res.GetError())
+	}
+	checkEvents(t, h, res)
+}
