@@ -110,7 +110,7 @@ func TestIngest(t *testing.T) {
 	table := []struct {
 		message, want string
 	}{
-		{"search the docs for jitter", "[1] Retry policy (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter."},
+		{"search the docs for jitter", "[1] Retry policy — retries.md (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter."},
 		{"search the docs for kubernetes", action.EmptySearchResult},
 	}
 	for _, tc := range table {
@@ -190,7 +190,7 @@ func TestIngestWithAuth(t *testing.T) {
 	}
 	client := agentv1.NewAgentServiceClient(dialService(t, m.Addr(mesh.Orchestrator)))
 	for _, tc := range []struct{ who, key, want string }{
-		{"alice", aliceKey, "[1] Retry policy (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter."},
+		{"alice", aliceKey, "[1] Retry policy — retries.md (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter."},
 		{"bob", bobKey, action.EmptySearchResult},
 	} {
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tc.key)

@@ -1,9 +1,11 @@
 package action
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -62,7 +64,7 @@ func newKnowledgeTool(memory memoryv1.MemoryServiceClient) (*knowledgeTool, erro
 	}
 	return &knowledgeTool{memory: memory, def: &typev1.Tool{
 		Name:        "knowledge_search",
-		Description: "Searches the user's knowledge base and returns numbered references with their text. Cite them as [n].",
+		Description: "Searches the user's knowledge base and returns numbered references, each headed by its title and source file, with its text. Cite them as [n] with the file name.",
 		InputSchema: schema,
 		Server:      BuiltinServer,
 		Idempotent:  true,
@@ -109,10 +111,23 @@ func (t *knowledgeTool) Call(ctx context.Context, call Call) (string, error) {
 	return strings.Join(refs, "\n\n"), nil
 }
 
-// hitLabel is a reference's title from its metadata, or its id.
+// hitLabel names a reference: its title and the file it comes from ("Retry policy —
+// ops/retry.md"), from its metadata (those agentmesh ingest stores), so that the model can
+// cite the file (RAG contract §4); the file alone when it has no other title (an ingested file
+// without a heading is titled by its name); else its title, or its id.
 func hitLabel(m *memoryv1.Memory) string {
-	if title := strings.TrimSpace(m.GetMetadata().GetFields()["title"].GetStringValue()); title != "" {
-		return title
+	fields := m.GetMetadata().GetFields()
+	title := oneLine(fields["title"].GetStringValue())
+	source := oneLine(fields["source"].GetStringValue())
+	switch {
+	case source == "":
+		return cmp.Or(title, m.GetId())
+	case title == "" || title == source || title == path.Base(source):
+		return source
 	}
-	return m.GetId()
+	return title + " — " + source
 }
+
+// oneLine is s with its runs of white space, line breaks included, made one space: a label
+// is the first line of its reference.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -177,6 +177,37 @@ func TestKnowledgeSearch(t *testing.T) {
 	}
 }
 
+// TestKnowledgeSearchNamesFiles: a reference names the file it comes from (its "source", as
+// agentmesh ingest stores it) after its title, so the model can cite the file (RAG contract
+// §4); a file titled by its own name is named once, and a label is one line.
+func TestKnowledgeSearchNamesFiles(t *testing.T) {
+	withSource := func(id, content, title, source string) *memoryv1.Memory {
+		m := memory(id, "dave", "knowledge", content, "")
+		m.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			"title": structpb.NewStringValue(title), "source": structpb.NewStringValue(source),
+		}}
+		return m
+	}
+	mem := &memoryServer{memories: []*memoryv1.Memory{
+		withSource("m1", "jitter one", "Retry policy", "ops/retry.md"),
+		withSource("m2", "jitter two", "notes.txt", "sub/notes.txt"),
+		withSource("m3", "jitter three", "Two\nlines", ""),
+	}}
+	client := serveWithMemory(t, mem)
+	req := request(t, "knowledge_search", map[string]any{"query": "jitter"})
+	req.UserId = "dave"
+	resp, err := client.Execute(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[1] Retry policy — ops/retry.md (score 1.00)\njitter one\n\n" +
+		"[2] sub/notes.txt (score 1.00)\njitter two\n\n" +
+		"[3] Two lines (score 1.00)\njitter three"
+	if got := resp.GetResult(); got != want {
+		t.Errorf("result:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestKnowledgeSearchFailures(t *testing.T) {
 	t.Run("needs a user", func(t *testing.T) {
 		mem := &memoryServer{}
@@ -294,7 +325,7 @@ func TestKnowledgeSearchWithEmbeddings(t *testing.T) {
 	}
 	t.Run("related", func(t *testing.T) {
 		got := search(t, "backoff jitter")
-		if !strings.HasPrefix(got, "[1] Retry policy (score ") || !strings.Contains(got, "exponential backoff and jitter") || strings.Contains(got, "Deployment") {
+		if !strings.HasPrefix(got, "[1] Retry policy — retries.md (score ") || !strings.Contains(got, "exponential backoff and jitter") || strings.Contains(got, "Deployment") {
 			t.Errorf("knowledge_search = %q, want only the retry policy as reference [1]", got)
 		}
 	})

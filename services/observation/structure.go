@@ -106,12 +106,18 @@ func parseError(err error) error {
 	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR, "tool output is not valid JSON: %v", err)
 }
 
-// referenceHead is the first line of one knowledge_search reference: "[n] title (score s)".
+// referenceHead is the first line of one knowledge_search reference: "[n] label (score s)".
 var referenceHead = regexp.MustCompile(`(?m)^\[(\d+)\] (.*) \(score (\d+(?:\.\d+)?)\)$`)
 
-// references parses knowledge_search's result, references "[n] title (score s)\ntext" joined
-// by blank lines, into {"references": [{"n", "title", "score", "text"}], "empty": bool}; the
-// empty sentinel has no references. Output in another form has no structure (nil).
+// sourceSeparator parts a reference's title from the file it comes from in its label ("Retry
+// policy — ops/retry.md").
+const sourceSeparator = " — "
+
+// references parses knowledge_search's result, references "[n] label (score s)\ntext" joined
+// by blank lines, into {"references": [{"n", "title", "score", "text"}], "empty": bool}, with
+// a reference's "source" when its label names a title and the file: "title — file" (the title
+// is the label's part before the last separator; a label that is a file alone is the title).
+// The empty sentinel has no references. Output in another form has no structure (nil).
 func references(raw string) *structpb.Struct {
 	if strings.TrimSpace(raw) == emptySearchResult {
 		st, _ := structpb.NewStruct(map[string]any{"references": []any{}, "empty": true})
@@ -129,14 +135,26 @@ func references(raw string) *structpb.Struct {
 		}
 		n, _ := strconv.Atoi(raw[h[2]:h[3]])
 		score, _ := strconv.ParseFloat(raw[h[6]:h[7]], 64)
-		refs[i] = map[string]any{
+		ref := map[string]any{
 			"n": float64(n), "title": raw[h[4]:h[5]], "score": score,
 			"text": strings.TrimSpace(strings.TrimPrefix(raw[h[1]:end], "\n")),
 		}
+		if title, source, ok := cutLast(raw[h[4]:h[5]], sourceSeparator); ok {
+			ref["title"], ref["source"] = title, source
+		}
+		refs[i] = ref
 	}
 	st, err := structpb.NewStruct(map[string]any{"references": refs, "empty": false})
 	if err != nil {
 		return nil
 	}
 	return st
+}
+
+// cutLast slices s around the last instance of sep, as strings.Cut does around the first.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }

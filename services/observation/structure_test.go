@@ -72,7 +72,7 @@ func TestOutputSchema(t *testing.T) {
 // its empty sentinel is an empty list.
 func TestKnowledgeReferences(t *testing.T) {
 	c := client(t, observation.Options{})
-	raw := "[1] Install guide (score 0.91)\nRun make.\n\nThen run make test.\n\n[2] mem-7 (score 0.40)\nNotes."
+	raw := "[1] Install guide — docs/install.md (score 0.91)\nRun make.\n\nThen run make test.\n\n[2] mem-7 (score 0.40)\nNotes."
 	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: observation.KnowledgeSearchTool, Status: success})
 	if err != nil || resp.GetObservation() != raw {
 		t.Fatalf("%v %v", resp, err)
@@ -83,10 +83,11 @@ func TestKnowledgeReferences(t *testing.T) {
 		t.Fatalf("structured %v", m)
 	}
 	first, second := refs[0].(map[string]any), refs[1].(map[string]any)
-	if first["n"] != 1.0 || first["title"] != "Install guide" || first["score"] != 0.91 || first["text"] != "Run make.\n\nThen run make test." {
+	if first["n"] != 1.0 || first["title"] != "Install guide" || first["source"] != "docs/install.md" || first["score"] != 0.91 ||
+		first["text"] != "Run make.\n\nThen run make test." {
 		t.Errorf("first reference %v", first)
 	}
-	if second["title"] != "mem-7" || second["text"] != "Notes." {
+	if _, named := second["source"]; second["title"] != "mem-7" || named || second["text"] != "Notes." {
 		t.Errorf("second reference %v", second)
 	}
 	resp, err = c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "DOCUMENTATION_SEARCH_RESULT: EMPTY", ToolName: observation.KnowledgeSearchTool, Status: success})
