@@ -22,7 +22,8 @@ const finalReportTool = "final_report"
 type rules struct{}
 
 // NewRules returns "rules", a deterministic built-in model with no network, used by
-// `agentmesh dev` and by tests. It answers a tool result by quoting it, a greeting with a
+// `agentmesh dev` and by tests. It answers a tool result by quoting it (a knowledge search that
+// found nothing with seed 002's "I don't have enough information …" refusal), a greeting with a
 // greeting, and, when the matching tool is offered, a time or date question with current_time,
 // arithmetic with calculator, a search or documentation request with knowledge_search, and
 // "call <tool> {json}" with that call. Anything else gets an honest answer that it needs an LLM

@@ -16,7 +16,14 @@ const (
 	rulesFallback = "I'm agentmesh's built-in rules model, so I can't answer that without an LLM provider. " +
 		"To get real answers, configure one in agentmesh.yaml under `providers:` (any OpenAI-compatible " +
 		"endpoint: OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter) and point `targets:` at it."
+	// rulesNoDocumentation answers a knowledge search that found nothing (emptySearchResult)
+	// with the RAG contract's exact refusal (seed 002 §3): the sentinel is for the model, not
+	// the user.
+	rulesNoDocumentation = "I don't have enough information in the current documentation to answer that."
 )
+
+// emptySearchResult is knowledge_search's whole result when nothing matches (seed 002 §3).
+const emptySearchResult = "DOCUMENTATION_SEARCH_RESULT: EMPTY"
 
 // Limits on how much of a tool result the rules model quotes.
 const (
@@ -82,7 +89,8 @@ func (c conversation) explicitCall(text string) (decision, bool) {
 	return decision{}, false
 }
 
-// toolResultsAnswer quotes the tool results that end the conversation.
+// toolResultsAnswer quotes the tool results that end the conversation; a knowledge search that
+// found nothing is answered with the refusal instead.
 func (c conversation) toolResultsAnswer() string {
 	msgs := c.req.Messages
 	start := len(msgs)
@@ -91,6 +99,10 @@ func (c conversation) toolResultsAnswer() string {
 	}
 	var lines []string
 	for _, m := range msgs[start:] {
+		if strings.TrimSpace(m.GetContent()) == emptySearchResult {
+			lines = append(lines, rulesNoDocumentation)
+			continue
+		}
 		lines = append(lines, resultSentence(c.toolName(m), m.GetContent()))
 	}
 	return strings.Join(lines, "\n")

@@ -103,6 +103,14 @@ func TestRulesAnswers(t *testing.T) {
 			tools: []string{"calculator"}, contains: []string{"calculator returned 42."},
 		},
 		{
+			name: "a knowledge search that found nothing is refused",
+			msgs: []*typev1.Message{
+				user("search the docs for staking"), assistantCall("call_1", "knowledge_search", `{"query":"staking"}`),
+				toolResult("call_1", "knowledge_search", "DOCUMENTATION_SEARCH_RESULT: EMPTY"),
+			},
+			tools: []string{"knowledge_search"}, contains: []string{"I don't have enough information in the current documentation to answer that."},
+		},
+		{
 			name: "several tool results",
 			msgs: []*typev1.Message{
 				user("x"),

@@ -53,3 +53,23 @@ func TestKnowledgeSearchNamesTheFile(t *testing.T) {
 		t.Errorf("knowledge_search returned %q, want each reference to name its file", got)
 	}
 }
+
+// TestRulesModelRefusesWithoutDocumentation: the built-in rules model, asked to search the
+// documentation, answers a search that finds nothing with seed 002's exact refusal (§3: "I
+// don't have enough information in the current documentation to answer that."), not with the
+// search's sentinel: it answered "knowledge_search returned DOCUMENTATION_SEARCH_RESULT:
+// EMPTY.", a string for the model, as the user's answer.
+func TestRulesModelRefusesWithoutDocumentation(t *testing.T) {
+	h := start(t, nil) // the built-in rules model
+	res := h.run(t, &agentv1.RunRequest{Message: "Search the docs for the validator staking rules", UserId: "dora"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	if got := toolMessage(t, res, 0); got != action.EmptySearchResult {
+		t.Fatalf("knowledge_search returned %q, want the empty sentinel: dora has no documentation", got)
+	}
+	const refusal = "I don't have enough information in the current documentation to answer that."
+	if got := res.GetFinalReport().GetContent(); got != refusal {
+		t.Errorf("answer %q, want %q", got, refusal)
+	}
+}
