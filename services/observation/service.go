@@ -82,7 +82,8 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 //
 // A failed execution (status ERROR or TIMEOUT) becomes "(tool failed: <reason>)". A successful
 // one (an unspecified status counts as success) is passed through when it fits max_bytes.
-// Over max_bytes it is summarised by the observation model, with the notice "[SUMMARIZED]
+// Over max_bytes it is summarised by the observation model (not knowledge_search's references,
+// which the model must see as retrieved), with the notice "[SUMMARIZED]
 // Original size X bytes; summarized to Y bytes by <provider>/<model>." on its own first line;
 // without a model, or when the model fails, answers nothing, answers over max_bytes or does
 // not answer before a tenth of the caller's time is left (summary_error says which), it is
@@ -140,10 +141,12 @@ func (s *Service) Observe(ctx context.Context, req *observationv1.ObserveRequest
 }
 
 // overBudget sets the observation of a result over max_bytes: the observation model's
-// summary, or the truncated result.
+// summary, or the truncated result. knowledge_search's references are always truncated: an
+// answer is grounded only in the text the retriever gave, cited by its numbered references and
+// files (seed 002 §4), which a summary would rewrite.
 func (s *Service) overBudget(ctx context.Context, req *observationv1.ObserveRequest, resp *observationv1.ObserveResponse) {
 	raw := req.GetRawResult()
-	if s.summarizer != nil {
+	if s.summarizer != nil && req.GetToolName() != KnowledgeSearchTool {
 		summary, entry, err := s.summarizer.summarize(ctx, req)
 		resp.Accounting = append(resp.Accounting, entry)
 		if err == nil {

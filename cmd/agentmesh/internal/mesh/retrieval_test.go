@@ -11,6 +11,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/memory"
@@ -71,5 +72,44 @@ func TestRulesModelRefusesWithoutDocumentation(t *testing.T) {
 	const refusal = "I don't have enough information in the current documentation to answer that."
 	if got := res.GetFinalReport().GetContent(); got != refusal {
 		t.Errorf("answer %q, want %q", got, refusal)
+	}
+}
+
+// TestRetrievedDocumentationIsNeverSummarised: a knowledge_search result over the run's
+// tool_response_max_bytes reaches the model truncated, its references verbatim, and is not
+// summarised by the observation model (seed 002 §4: an answer is grounded only in text the
+// retriever provided, cited by its numbered references and files, which a summary rewrites).
+func TestRetrievedDocumentationIsNeverSummarised(t *testing.T) {
+	const question = "What does the runbook say about restarts?"
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		cfg.Models.Observation = &config.Target{Provider: "scripted", Model: "summarizer"}
+	},
+		llmtest.Scenario{Name: "docs", Match: question, Turns: []llmtest.Turn{
+			call("knowledge_search", `{"query": "restart"}`), text("Restart one stage at a time [1]."),
+		}},
+		llmtest.Scenario{Name: "summariser", Match: "[1] *", Turns: []llmtest.Turn{text("Restarts are documented.")}},
+	)
+	docs := t.TempDir()
+	runbook := "# Runbook\n\n" + strings.Repeat("Restart one stage at a time and wait for its health check. ", 8) + "\n"
+	if err := os.WriteFile(filepath.Join(docs, "runbook.md"), []byte(runbook), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mem := memoryv1.NewMemoryServiceClient(dialStage(t, h.mesh.Addr(mesh.Memory)))
+	if _, err := memory.IngestDir(auth.OutgoingUser(t.Context(), "erin"), mem, "erin", action.KnowledgeCollection, docs); err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+
+	res := h.run(t, &agentv1.RunRequest{Message: question, UserId: "erin", Overrides: &agentv1.RunOverrides{ToolResponseMaxBytes: i64(200)}})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	got := toolMessage(t, res, 0)
+	if !strings.HasPrefix(got, "[TRUNCATED] Original size ") || !strings.Contains(got, "\n[1] Runbook — runbook.md (score ") {
+		t.Errorf("tool message %q, want the references truncated with seed 000's notice", got)
+	}
+	for _, r := range h.llm.Requests() {
+		if r.Model == "summarizer" {
+			t.Errorf("the observation model was asked to summarise the retrieved documentation")
+		}
 	}
 }
