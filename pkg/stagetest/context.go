@@ -24,9 +24,12 @@ var contextCases = []testCase{
 			if err != nil {
 				return wantOK(err)
 			}
+			if n := resp.GetDroppedMessages(); n != 0 {
+				return fmt.Errorf("dropped_messages %d for a conversation that fits: the run would end MAX_CONTEXT_REACHED", n)
+			}
 			return checkAssembled(resp, history, 1000)
 		}},
-	{"recency-within-budget", "a long conversation over max_tokens keeps the system and newest messages, drops older ones, keeps order and fits max_tokens",
+	{"recency-within-budget", "a long conversation over max_tokens keeps the system and newest messages, drops older ones (counted in dropped_messages), keeps order and fits max_tokens",
 		func(ctx context.Context, k *kit) error {
 			history := []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: "You are a helpful assistant."}}
 			for i := range 30 {
@@ -44,8 +47,15 @@ var contextCases = []testCase{
 			if err := checkAssembled(resp, history, 800); err != nil {
 				return err
 			}
-			if kept := keptHistory(resp, history); len(kept) == len(history) {
+			kept := keptHistory(resp, history)
+			if len(kept) == len(history) {
 				return fmt.Errorf("every message was kept although the history is far over max_tokens")
+			}
+			// The orchestrator ends a run whose context leaves messages of the conversation
+			// out (seed 002 §6: no answer from a truncated history): it must be told.
+			if left := len(history) - len(kept); int(resp.GetDroppedMessages()) != left {
+				return fmt.Errorf("dropped_messages %d, but %d messages of the history were left out: "+
+					"a run would go on without them", resp.GetDroppedMessages(), left)
 			}
 			return nil
 		}},

@@ -591,6 +591,34 @@ func (s undercounts) Assemble(ctx context.Context, req *contextv1.AssembleReques
 	return resp, err
 }
 
+// TestContextCasesFailAStageThatHidesWhatItLeftOut: a context stage that leaves older history
+// out to fit max_tokens and reports dropped_messages 0 fails the kit's recency-within-budget
+// case, saying why: the orchestrator ends a run whose context leaves messages of the
+// conversation out (seed 002 §6), and learns of it only from dropped_messages.
+func TestContextCasesFailAStageThatHidesWhatItLeftOut(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		contextv1.RegisterContextServiceServer(s, hidesDropped{assembly.New(assembly.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "context", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["recency-within-budget"]; res.Pass || !strings.Contains(res.Reason, "dropped_messages 0") {
+		t.Errorf("recency-within-budget: pass=%v %q, want a failure saying dropped_messages hides what was left out", res.Pass, res.Reason)
+	}
+}
+
+// hidesDropped is the project's context stage behind a front that reports no message left out.
+type hidesDropped struct{ *assembly.Service }
+
+func (s hidesDropped) Assemble(ctx context.Context, req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	resp, err := s.Service.Assemble(ctx, req)
+	if err == nil {
+		resp.DroppedMessages = 0
+	}
+	return resp, err
+}
+
 // TestObservationCasesFailAStageThatStopsOnFailure: an observation stage that answers
 // should_continue false for a failed tool, which makes the orchestrator's next turn final,
 // fails the kit's failure-readable case, saying why; it passed, as the case read only success
