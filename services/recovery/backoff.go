@@ -11,7 +11,8 @@ import (
 
 // Backoff parameters.
 const (
-	// rateLimitBase is the first rate-limit backoff (ai-agent §3: "1s → 60s max").
+	// rateLimitBase is the first rate-limit backoff without a Retry-After (ai-agent §3: "1s →
+	// 60s max"), jittered.
 	rateLimitBase = time.Second
 	// toolRetryBase is the first backoff of a timed-out tool call.
 	toolRetryBase = 500 * time.Millisecond
@@ -37,15 +38,22 @@ func (s *Service) backoff(w wait, req *recoveryv1.DecideRequest) (time.Duration,
 			}
 			return d, []string{detail}
 		}
-		d := exponential(rateLimitBase, n)
-		return d, []string{fmt.Sprintf("every target is rate-limited in this cycle: wait %d ms (exponential backoff)", d.Milliseconds())}
+		// Jittered (RAG contract §8), so that runs rate-limited together do not all ask again
+		// at the same moment.
+		d := s.jittered(rateLimitBase, n)
+		return d, []string{fmt.Sprintf("every target is rate-limited in this cycle: wait %d ms (exponential backoff with jitter)", d.Milliseconds())}
 	case jitteredWait:
-		r := min(max(s.rand(), 0), 1)
-		d := min(time.Duration(math.Round(float64(exponential(toolRetryBase, n))*(1-jitter+2*jitter*r))), maxBackoff)
+		d := s.jittered(toolRetryBase, n)
 		return d, []string{fmt.Sprintf("wait %d ms (exponential backoff with jitter)", d.Milliseconds())}
 	default:
 		return 0, nil
 	}
+}
+
+// jittered returns base · 2^n spread by ±jitter, at most maxBackoff.
+func (s *Service) jittered(base time.Duration, n int) time.Duration {
+	r := min(max(s.rand(), 0), 1)
+	return min(time.Duration(math.Round(float64(exponential(base, n))*(1-jitter+2*jitter*r))), maxBackoff)
 }
 
 // exponential returns base · 2^n, at most maxBackoff.

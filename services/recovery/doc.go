@@ -7,7 +7,8 @@
 // unknown → ask user") reconciled with the error-handling contract of the ai-agent seed (auth and
 // quota are fatal; a rate limit cycles to the next target at once, and only when every target
 // was rate-limited in the same round-robin cycle (state.rate_limited) waits, for the largest
-// Retry-After of the cycle, else 1 s → 60 s, never more than 60 s; network, timeout and model
+// Retry-After of the cycle, else 1 s → 60 s with ±20 % jitter (seed 002 §8), never more than
+// 60 s; network, timeout and model
 // errors move to the next target immediately; a target that refused the request as invalid is
 // never chosen again in the turn, state.rejected_targets, and when every target has refused
 // the turn aborts). The table is written out in rules.go; on top of it, any retry or fallback

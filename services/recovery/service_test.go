@@ -255,7 +255,8 @@ func onlyTarget() *recoveryv1.RecoveryState {
 }
 
 func TestRateLimitBackoff(t *testing.T) {
-	c := client(t, recovery.Options{MaxRetries: 1 << 30})
+	// Rand 0.5 is the middle of the jitter: the backoff itself.
+	c := client(t, recovery.Options{MaxRetries: 1 << 30, Rand: func() float64 { return 0.5 }})
 	rateLimited := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
 	want := []int64{1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000}
 	var got []int64
@@ -290,12 +291,45 @@ func TestRateLimitBackoff(t *testing.T) {
 	})
 }
 
+// TestRateLimitBackoffIsJittered (seed 002 §8: retries of LLM calls back off exponentially
+// with jitter): without a Retry-After, the wait of a rate limit spreads ±20 % around 1 s · 2^n,
+// still never over 60 s, so that runs rate-limited together do not all ask again at once. It
+// was exactly 1 s, 2 s, 4 s … for every run.
+func TestRateLimitBackoffIsJittered(t *testing.T) {
+	rateLimited := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
+	for _, tc := range []struct {
+		rand    float64
+		retries int32
+		want    int64
+	}{
+		{rand: 0, retries: 0, want: 800},
+		{rand: 0.99, retries: 0, want: 1196},
+		{rand: 0, retries: 2, want: 3200},
+		{rand: 0.99, retries: 10, want: 60_000},
+	} {
+		c := client(t, recovery.Options{MaxRetries: 100, Rand: func() float64 { return tc.rand }})
+		resp := decide(t, c, rateLimited, tc.retries, onlyTarget())
+		if resp.GetBackoffMs() != tc.want || !strings.Contains(resp.GetReason(), "exponential backoff with jitter") {
+			t.Errorf("rand %v, retry %d: backoff %d ms (%s), want %d ms of exponential backoff with jitter",
+				tc.rand, tc.retries, resp.GetBackoffMs(), resp.GetReason(), tc.want)
+		}
+	}
+	// A Retry-After is waited for as the provider said.
+	withAfter := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
+	withAfter.RetryAfterMs = 1500
+	c := client(t, recovery.Options{MaxRetries: 100, Rand: func() float64 { return 0 }})
+	if d := decide(t, c, withAfter, 0, onlyTarget()).GetBackoffMs(); d != 1500 {
+		t.Errorf("Retry-After 1500 ms: backoff %d ms", d)
+	}
+}
+
 // TestRateLimitCycle (ai-agent §3): a rate limit moves on to the next target at once while
 // some target was not rate-limited in the current cycle; once every target was, the wait is
 // the largest Retry-After of the cycle (capped at 60 s), or the exponential backoff when none
 // was advertised, and a wait the run has no time left for aborts.
 func TestRateLimitCycle(t *testing.T) {
-	c := client(t, recovery.Options{MaxRetries: 10})
+	// Rand 0.5 is the middle of the jitter: the backoff itself.
+	c := client(t, recovery.Options{MaxRetries: 10, Rand: func() float64 { return 0.5 }})
 	limited := func(name string, afterMS int64) *recoveryv1.RateLimitedTarget {
 		return &recoveryv1.RateLimitedTarget{Target: target(name), RetryAfterMs: afterMS}
 	}
@@ -324,7 +358,7 @@ func TestRateLimitCycle(t *testing.T) {
 			cycle: []*recoveryv1.RateLimitedTarget{limited("a", 3000), limited("b", 0)}, strategy: retry, wait: 7000, next: "a"},
 		{name: "no Retry-After: exponential backoff", failed: "c", retries: 2,
 			cycle: []*recoveryv1.RateLimitedTarget{limited("a", 0), limited("b", 0)}, strategy: retry, wait: 4000, next: "a",
-			reason: "every target is rate-limited in this cycle: wait 4000 ms (exponential backoff)"},
+			reason: "every target is rate-limited in this cycle: wait 4000 ms (exponential backoff with jitter)"},
 		{name: "capped at 60 s", failed: "c", afterMS: 90_000, cycle: []*recoveryv1.RateLimitedTarget{limited("a", 0), limited("b", 0)},
 			strategy: retry, wait: 60_000, next: "a", reason: "wait 60000 ms, the largest Retry-After (90000 ms) capped"},
 		{name: "a refused target needs no rate limit", failed: "b", afterMS: 1500, cycle: []*recoveryv1.RateLimitedTarget{limited("a", 1000)},
