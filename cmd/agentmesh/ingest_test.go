@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -107,11 +108,13 @@ func TestIngest(t *testing.T) {
 	}
 
 	client := agentv1.NewAgentServiceClient(dialService(t, m.Addr(mesh.Orchestrator)))
+	// The rules model quotes what it found, and says seed 002's sentence when it found nothing.
+	const refusal = "I don't have enough information in the current documentation to answer that."
 	table := []struct {
-		message, want string
+		message, want, answer string
 	}{
-		{"search the docs for jitter", "[1] Retry policy — retries.md (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter."},
-		{"search the docs for kubernetes", action.EmptySearchResult},
+		{"search the docs for jitter", "[1] Retry policy — retries.md (score 1.00)\n# Retry policy\n\nFailed calls are retried with exponential backoff and jitter.", ""},
+		{"search the docs for kubernetes", action.EmptySearchResult, refusal},
 	}
 	for _, tc := range table {
 		t.Run(tc.message, func(t *testing.T) {
@@ -123,8 +126,8 @@ func TestIngest(t *testing.T) {
 			if got := toolResults(result); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("tool results %q, want [%q] (outcome %v)", got, tc.want, result.GetOutcome())
 			}
-			if !strings.Contains(result.GetFinalReport().GetContent(), tc.want) {
-				t.Errorf("answer %q does not quote %q", result.GetFinalReport().GetContent(), tc.want)
+			if answer := cmp.Or(tc.answer, tc.want); !strings.Contains(result.GetFinalReport().GetContent(), answer) {
+				t.Errorf("answer %q does not say %q", result.GetFinalReport().GetContent(), answer)
 			}
 		})
 	}
