@@ -146,7 +146,7 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		case <-timer.C:
 			timedOut, took := r.closeDecisions(ctx, st)
 			if len(timedOut) > 0 {
-				return r.approvalTimeout(timedOut), false
+				return r.approvalTimeout(st, timedOut), false
 			}
 			if took { // decided in time, handed over after the deadline
 				if e := save(); e != nil {
@@ -156,7 +156,7 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		}
 	}
 	if timedOut := r.timedOut(st); len(timedOut) > 0 {
-		return r.approvalTimeout(timedOut), false // closed by the replica that owned the run before
+		return r.approvalTimeout(st, timedOut), false // closed by the replica that owned the run before
 	}
 	if r.svc.store == nil {
 		// Decided on this replica before the wait began (a decision may come as soon as the
@@ -170,8 +170,13 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 	return nil, false
 }
 
-// approvalTimeout ends a run whose paused calls timedOut were not decided in time.
-func (r *run) approvalTimeout(timedOut []string) *ending {
+// approvalTimeout ends a run whose paused calls timedOut of the pause st were not decided in
+// time: APPROVAL_TIMEOUT, or TIMEOUT when the pause expired at the run's deadline
+// (pauseExpiry).
+func (r *run) approvalTimeout(st *approvalState, timedOut []string) *ending {
+	if r.endsAtDeadline(st.pending.GetExpiresAt()) {
+		return r.totalTimeout()
+	}
 	return fail(typev1.Outcome_OUTCOME_REJECTED, ExitApprovalTimeout, "Nobody approved the requested action in time, so it was not carried out.",
 		fmt.Sprintf("no decision within approval_timeout_ms (%d ms) for %s", r.contract.GetApprovalTimeoutMs(), strings.Join(timedOut, ", ")))
 }
@@ -295,7 +300,7 @@ func (r *run) pause(ctx context.Context, plan []plannedCall) *approvalState {
 	timeout := time.Duration(r.contract.GetApprovalTimeoutMs()) * time.Millisecond
 	st := &approvalState{
 		pending: &typev1.PendingAction{
-			RunId: r.id, ToolCalls: calls, RequestedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(timeout)),
+			RunId: r.id, ToolCalls: calls, RequestedAt: timestamppb.New(now), ExpiresAt: r.pauseExpiry(now, timeout),
 			Reason: "these tool calls write, delete, run commands or spend money, and need your approval",
 		},
 		decisions: map[string]*agentv1.ResolveApprovalRequest{},

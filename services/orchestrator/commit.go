@@ -9,6 +9,7 @@ import (
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Cancellation causes of the run's timers.
@@ -181,7 +182,34 @@ func (r *run) interruption(runCtx context.Context) *ending {
 	if cause := context.Cause(runCtx); !errors.Is(cause, errTotalTimeout) {
 		return fail(typev1.Outcome_OUTCOME_INTERRUPTED, ExitCancelled, "The run was cancelled.", cause.Error())
 	}
+	return r.totalTimeout()
+}
+
+// totalTimeout is the ending of a run past its total_timeout_ms.
+func (r *run) totalTimeout() *ending {
 	return timedOut(fmt.Sprintf("total_timeout_ms (%d ms) exceeded", r.contract.GetTotalTimeoutMs()))
+}
+
+// deadline is when the run's total_timeout_ms, counted from its first start, runs out.
+func (r *run) deadline() time.Time {
+	return r.startedAt.Add(time.Duration(r.contract.GetTotalTimeoutMs()) * time.Millisecond)
+}
+
+// pauseExpiry is the expires_at of a pause that begins at now and waits timeout: the run's
+// deadline when that comes first, since total_timeout_ms counts through a pause and a pause
+// promises no deadline the run does not keep.
+func (r *run) pauseExpiry(now time.Time, timeout time.Duration) *timestamppb.Timestamp {
+	exp := now.Add(timeout)
+	if d := r.deadline(); d.Before(exp) {
+		exp = d
+	}
+	return timestamppb.New(exp)
+}
+
+// endsAtDeadline reports whether a pause expiring at exp ends at the run's deadline (see
+// pauseExpiry): unanswered, it ends the run TIMEOUT, as the run's deadline does anywhere else.
+func (r *run) endsAtDeadline(exp *timestamppb.Timestamp) bool {
+	return !exp.AsTime().Before(r.deadline())
 }
 
 func timedOut(reason string) *ending {

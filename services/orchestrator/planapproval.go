@@ -96,7 +96,7 @@ func (r *run) pausePlan(ctx context.Context) *approvalState {
 	st := &approvalState{
 		pending: &typev1.PendingAction{
 			RunId: r.id, ToolCalls: []*typev1.ToolCall{call}, RequestedAt: timestamppb.New(now),
-			ExpiresAt: timestamppb.New(now.Add(time.Duration(r.contract.GetApprovalTimeoutMs()) * time.Millisecond)),
+			ExpiresAt: r.pauseExpiry(now, time.Duration(r.contract.GetApprovalTimeoutMs())*time.Millisecond),
 			Reason:    "the plan has steps that write, delete, run commands, send or spend money: approve or reject the plan (call_id \"" + PlanCallID + "\")",
 		},
 		decisions: map[string]*agentv1.ResolveApprovalRequest{},

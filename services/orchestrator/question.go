@@ -32,8 +32,8 @@ type questionState struct {
 }
 
 // awaitAnswer pauses the run until its user answers the turn's question (AgentService.Answer,
-// on any replica), the answer timeout passes (the run ends FAILED_TIMEOUT / ANSWER_TIMEOUT) or
-// the run is cancelled. The question is added to the conversation as the assistant's message
+// on any replica), the answer timeout passes (the run ends FAILED_TIMEOUT / ANSWER_TIMEOUT, or
+// TIMEOUT when the run's deadline came first: pauseExpiry) or the run is cancelled. The question is added to the conversation as the assistant's message
 // and the answer as the user's, so the model of the next turn sees both. Like an approval
 // pause, it is checkpointed before it is announced: the run can be stopped here (a deploy) and
 // resumed by any replica, which waits until the same deadline; an answer recorded meanwhile
@@ -89,8 +89,8 @@ wait:
 			}
 			break wait // COMMIT ends the run: cancelled or timed out
 		case <-timer.C:
-			if answer, by = r.closeQuestion(ctx, st); answer == nil {
-				end = r.answerTimeout(st)
+			if answer, by = r.closeQuestion(ctx, st); answer == nil || r.endsAtDeadline(st.pending.GetExpiresAt()) {
+				end = r.answerTimeout(st) // an answer taken at the run's deadline is recorded, unused
 			}
 			break wait
 		}
@@ -105,8 +105,12 @@ wait:
 	return end
 }
 
-// answerTimeout ends a run whose question st was not answered in time.
+// answerTimeout ends a run whose question st was not answered in time: ANSWER_TIMEOUT, or
+// TIMEOUT when the question expired at the run's deadline (pauseExpiry).
 func (r *run) answerTimeout(st *questionState) *ending {
+	if r.endsAtDeadline(st.pending.GetExpiresAt()) {
+		return r.totalTimeout()
+	}
 	end := fail(typev1.Outcome_OUTCOME_FAILED_TIMEOUT, ExitAnswerTimeout, messageAnswerTimeout,
 		fmt.Sprintf("no answer within answer_timeout_ms (%d ms) to %q", r.contract.GetAnswerTimeoutMs(), st.pending.GetQuestion()))
 	end.retryable = true
@@ -173,7 +177,7 @@ func (r *run) ask(ctx context.Context, q *askUser) *questionState {
 	question := cmp.Or(q.question, MessageHowToProceed)
 	st := &questionState{pending: &typev1.PendingQuestion{
 		RunId: r.id, Id: r.questionID(), Question: question, Reason: q.reason,
-		RequestedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(time.Duration(r.contract.GetAnswerTimeoutMs()) * time.Millisecond)),
+		RequestedAt: timestamppb.New(now), ExpiresAt: r.pauseExpiry(now, time.Duration(r.contract.GetAnswerTimeoutMs())*time.Millisecond),
 	}}
 	r.conversation = append(r.conversation, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: question})
 	st0 := typev1.RunState_RUN_STATE_AWAIT_INPUT

@@ -483,3 +483,65 @@ func TestNoQuestionInTheLastTurn(t *testing.T) {
 	}
 	checkInvariants(t, res)
 }
+
+// TestPauseEndsByTheRunsDeadline: total_timeout_ms counts through a pause, so a pause never
+// promises a deadline the run does not keep. A question asked with answer_timeout_ms longer
+// than the run has left expires at the run's deadline (expires_at), and so does a tool call's
+// approval; nobody answering, the run ends there FAILED_TIMEOUT / TIMEOUT, as at any other
+// point of its time, and an answer after expires_at is refused NOT_FOUND. It holds with
+// durable runs and without.
+func TestPauseEndsByTheRunsDeadline(t *testing.T) {
+	const total = 3 * time.Second
+	ended := func(t *testing.T, final *typev1.RunResult) {
+		t.Helper()
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_TIMEOUT || final.GetExitReason() != orchestrator.ExitTimeout ||
+			!strings.Contains(final.GetError().GetMessage(), "total_timeout_ms") {
+			t.Errorf("outcome %s %s (%v), want FAILED_TIMEOUT TIMEOUT: total_timeout_ms", final.GetOutcome(), final.GetExitReason(), final.GetError())
+		}
+	}
+	within := func(t *testing.T, expires time.Time, before, after time.Time) {
+		t.Helper()
+		if expires.Before(before.Add(total)) || expires.After(after.Add(total)) {
+			t.Fatalf("expires_at %s, want the run's deadline, between %s and %s",
+				expires.Format(time.RFC3339Nano), before.Add(total).Format(time.RFC3339Nano), after.Add(total).Format(time.RFC3339Nano))
+		}
+	}
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("question, checkpoints %v", durable), func(t *testing.T) {
+			const message = "Export the whole archive."
+			h := askMesh(t, 1, func(cfg *config.Config) { cfg.Durability.Checkpoints = durable }, exportScenario(message, "never asked"))
+			before := time.Now()
+			res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(total.Milliseconds())}})
+			asking(t, res)
+			within(t, res.GetPendingQuestion().GetExpiresAt().AsTime(), before, time.Now())
+			final, kinds := h.finish(t, res.GetRunId())
+			ended(t, final)
+			if count(kinds, "input_answered") != 0 || len(requestsFor(h.llm, message)) != 1 {
+				t.Errorf("events %v, %d LLM requests; want no answer and 1 request", kinds, len(requestsFor(h.llm, message)))
+			}
+			_, err := h.client.Answer(t.Context(), &agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "too late"})
+			wantCode(t, err, codes.NotFound, "an answer after the run's deadline")
+			checkInvariants(t, final)
+		})
+		t.Run(fmt.Sprintf("approval, checkpoints %v", durable), func(t *testing.T) {
+			const message = "Add it up, with approval."
+			cfg := config.Default()
+			cfg.Tools.RequireApproval = []string{"calculator"}
+			cfg.Durability.Checkpoints = durable
+			h := start(t, cfg, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{calcTurn("c1", "1+1"), text("never asked")}})
+			before := time.Now()
+			res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(total.Milliseconds())}})
+			paused(t, res, "c1")
+			within(t, res.GetPendingAction().GetExpiresAt().AsTime(), before, time.Now())
+			final, _ := h.finish(t, res.GetRunId())
+			ended(t, final)
+			_, err := h.client.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{
+				RunId: res.GetRunId(), CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE})
+			wantCode(t, err, codes.NotFound, "a decision after the run's deadline")
+			if n := len(requestsFor(h.llm, message)); n != 1 || final.GetToolCalls() != 0 {
+				t.Errorf("%d LLM requests, %d tool calls; want 1 and none", n, final.GetToolCalls())
+			}
+			checkInvariants(t, final)
+		})
+	}
+}

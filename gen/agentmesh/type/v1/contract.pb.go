@@ -392,7 +392,8 @@ type ExecutionContract struct {
 	ToolTimeoutMs int64 `protobuf:"varint,11,opt,name=tool_timeout_ms,json=toolTimeoutMs,proto3" json:"tool_timeout_ms,omitempty"`
 	// Timeout of one step (one turn).
 	StepTimeoutMs int64 `protobuf:"varint,12,opt,name=step_timeout_ms,json=stepTimeoutMs,proto3" json:"step_timeout_ms,omitempty"`
-	// Timeout of the whole run.
+	// Timeout of the whole run, counted from its first start, through its pauses: a pause ends
+	// by the run's deadline at the latest.
 	TotalTimeoutMs int64 `protobuf:"varint,13,opt,name=total_timeout_ms,json=totalTimeoutMs,proto3" json:"total_timeout_ms,omitempty"`
 	// Tool responses larger than this are truncated with the ai-agent notice.
 	ToolResponseMaxBytes int64 `protobuf:"varint,14,opt,name=tool_response_max_bytes,json=toolResponseMaxBytes,proto3" json:"tool_response_max_bytes,omitempty"`

@@ -910,7 +910,8 @@ type PendingAction struct {
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When the pause began.
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	// When an unresolved call counts as rejected.
+	// When an unresolved call counts as rejected: approval_timeout_ms after requested_at, or the
+	// run's deadline (total_timeout_ms) when that comes first, and the run then ends TIMEOUT.
 	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1403,7 +1404,9 @@ type PendingQuestion struct {
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When the run began to wait.
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	// When the run stops waiting and ends ANSWER_TIMEOUT.
+	// When the run stops waiting and ends ANSWER_TIMEOUT: answer_timeout_ms after requested_at,
+	// or the run's deadline (total_timeout_ms) when that comes first, and the run then ends
+	// TIMEOUT.
 	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
