@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -52,8 +53,9 @@ func (r *run) unobservable(ctx context.Context, call *typev1.ToolCall, se *stage
 	d := r.recover(ctx, "observation", se, 0, &recoveryv1.RecoveryState{RunId: r.id, ToolName: call.GetName(), Arguments: call.GetArguments()})
 	switch {
 	case d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ABORT && se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:
-		// Seed 001: a malformed tool result envelope ends the run FAILED_VALIDATION.
-		t.badResult = fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitToolResultInvalid, d.GetUserMessage(),
+		// Seed 001: a malformed tool result envelope ends the run FAILED_VALIDATION. A
+		// replacement recovery stage may abort without a user_message: the run says it.
+		t.badResult = fail(typev1.Outcome_OUTCOME_FAILED_VALIDATION, ExitToolResultInvalid, cmp.Or(d.GetUserMessage(), MessageProviderFailure),
 			fmt.Sprintf("the result of %s (%s) is malformed: %s", call.GetName(), call.GetId(), se.Error()))
 	case d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ASK_USER && t.ask == nil:
 		t.ask = &askUser{question: d.GetUserMessage(), reason: fmt.Sprintf("%s (%s): %s", call.GetName(), call.GetId(), se.Error())}

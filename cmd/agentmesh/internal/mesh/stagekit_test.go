@@ -634,3 +634,37 @@ type muteRecovery struct {
 func (muteRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ASK_USER}, nil
 }
+
+// TestOutOfContractSilentAbort: a recovery stage that aborts a malformed tool result
+// (PARSE_ERROR) without saying so to the user (abort with no user_message, which its contract
+// says is always set) does not leave the user an empty final report: the run ends
+// FAILED_VALIDATION / TOOL_RESULT_INVALID in words of its own.
+func TestOutOfContractSilentAbort(t *testing.T) {
+	const message = "How warm is it outside?"
+	tools := staticTools(t, map[string]string{"weather": "Sunny, 21 degrees."})
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"weather": {Description: "Weather as JSON.", URL: tools.URL + "/weather",
+		OutputSchema: map[string]any{"type": "object", "required": []any{"temperature"}}}}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) { recoveryv1.RegisterRecoveryServiceServer(g, silentRecovery{}) }),
+		}
+	}, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{call("weather", `{}`), text("never asked")}})
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_VALIDATION || res.GetExitReason() != orchestrator.ExitToolResultInvalid {
+		t.Fatalf("outcome %s %s (%v), want FAILED_VALIDATION TOOL_RESULT_INVALID", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	if got := res.GetFinalReport().GetContent(); got != orchestrator.MessageProviderFailure || res.GetError().GetMessage() == "" {
+		t.Errorf("final report %q, error %v; want %q and the failure", got, res.GetError(), orchestrator.MessageProviderFailure)
+	}
+}
+
+// silentRecovery is a recovery stage outside its contract: it aborts on every failure,
+// without a user_message.
+type silentRecovery struct {
+	recoveryv1.UnimplementedRecoveryServiceServer
+}
+
+func (silentRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
+	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT}, nil
+}
