@@ -217,6 +217,8 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			rejected []*typev1.Target                // refused the request as invalid
 			empty    int                             // answers without anything in them, or filtered
 			filtered int                             // of those, answers the content filter stopped
+			failed   int                             // attempts that failed
+			failure  *stageerr.Error                 // the last of those failures
 		)
 		xmlNext := r.xmlNext(tools)
 		// The fallback model (recovery's choice once the targets cannot answer) gets one
@@ -242,6 +244,7 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 					return nil, nil, "interrupted: " + context.Cause(ctx).Error()
 				}
 				lastErr = stageerr.FromError(err)
+				failed, failure = failed+1, lastErr
 				d := r.recover(ctx, "generation", lastErr, attempt-1, &recoveryv1.RecoveryState{
 					RunId: r.id, Target: target, Targets: targets, MaxRetries: r.contract.GetMaxRetries(),
 					RateLimited: limited, RejectedTargets: rejected, TimeLeftMs: r.timeLeft().Milliseconds(),
@@ -349,6 +352,14 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			reason = "the provider's content filter withheld or stopped every answer of the model (stop reason content_filter)"
 		case filtered > 0:
 			reason += fmt.Sprintf(", %d of %d withheld or stopped by the provider's content filter (stop reason content_filter)", filtered, empty)
+		}
+		if failed > 0 {
+			// The empty answers came after failures, which the reason does not hide.
+			reason = fmt.Sprintf("no attempt answered: %d attempt%s failed (the last: %s) and %d came back empty",
+				failed, plural(failed), failure.Error(), empty)
+			if filtered > 0 {
+				reason += fmt.Sprintf(", %d of them withheld or stopped by the provider's content filter (stop reason content_filter)", filtered)
+			}
 		}
 		end = fail(typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, ExitGenerationFailure, MessageProviderFailure, reason)
 		end.retryable = true
@@ -583,4 +594,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// plural is the suffix "s" of a count n other than one.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -237,3 +237,18 @@ func TestPartlyFilteredAnswerIsNotTheAnswer(t *testing.T) {
 		t.Errorf("final report %q status %s, want the canned failure", got, res.GetFinalReport().GetStatus())
 	}
 }
+
+// TestEmptyAnswerAfterAFailureSaysBoth: a turn whose first attempt failed (the provider's
+// connection dropped) and whose retry came back empty ends the run LLM_GENERATION_FAILURE
+// with an error that says both, where it said the model returned only empty responses,
+// hiding the failure.
+func TestEmptyAnswerAfterAFailureSaysBoth(t *testing.T) {
+	const message = "Answer after a dropped connection."
+	h := start(t, nil, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{{Failure: llmtest.FailNetworkError, FailuresBeforeSuccess: 1}}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{MaxRetries: i32(2)}},
+		typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, "LLM_GENERATION_FAILURE", "SU", "LLM:FAILED LLM:OK")
+	msg := res.GetError().GetMessage()
+	if !strings.Contains(msg, "1 attempt failed") || !strings.Contains(msg, "cannot reach") || !strings.Contains(msg, "1 came back empty") {
+		t.Errorf("error %q, want it to say 1 attempt failed (and how) and 1 came back empty", msg)
+	}
+}
