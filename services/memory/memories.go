@@ -31,8 +31,8 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	if n := len(content); n > MaxContentBytes {
 		return nil, stageerr.Invalid("content.content: at most %d bytes, got %d", MaxContentBytes, n)
 	}
-	if n := len(req.GetCollection()); n > MaxNameBytes {
-		return nil, stageerr.Invalid("collection: at most %d bytes, got %d", MaxNameBytes, n)
+	if err := checkCollection(req.GetCollection()); err != nil {
+		return nil, err
 	}
 	if n := len(req.GetConversationId()); n > MaxNameBytes {
 		return nil, stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxNameBytes, n)
@@ -85,6 +85,9 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	if strings.TrimSpace(req.GetQuery()) == "" {
 		return nil, stageerr.Invalid("query must not be empty")
 	}
+	if err := checkCollection(req.GetCollection()); err != nil {
+		return nil, err
+	}
 	if req.GetLimit() < 0 {
 		return nil, stageerr.Invalid("limit must not be negative, got %d", req.GetLimit())
 	}
@@ -127,6 +130,9 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 func (s *Service) List(ctx context.Context, req *memoryv1.ListRequest) (*memoryv1.ListResponse, error) {
 	user, err := s.owner(ctx, req.GetUserId())
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCollection(req.GetCollection()); err != nil {
 		return nil, err
 	}
 	if req.GetPageSize() < 0 {
@@ -185,6 +191,15 @@ func checkUser(userID string) error {
 		return stageerr.Invalid("user_id must not be empty")
 	case n > MaxUserIDBytes:
 		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	}
+	return nil
+}
+
+// checkCollection refuses a collection over MaxNameBytes: no memory is stored in one, so a
+// search or a listing of it is refused as a memory stored in it is, not answered as empty.
+func checkCollection(collection string) error {
+	if n := len(collection); n > MaxNameBytes {
+		return stageerr.Invalid("collection: at most %d bytes, got %d", MaxNameBytes, n)
 	}
 	return nil
 }

@@ -745,6 +745,25 @@ func TestSizeLimits(t *testing.T) {
 		_, err := c.Store(ctx, tc.over)
 		grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.field+": at most ")
 	}
+	// A collection no memory can be stored in is refused by Search and List as by Store, not
+	// answered as an empty collection.
+	collections := map[string]func(collection string) error{
+		"Search": func(collection string) error {
+			_, err := c.Search(ctx, &memoryv1.SearchRequest{UserId: "u", Query: "x", Collection: collection})
+			return err
+		},
+		"List": func(collection string) error {
+			_, err := c.List(ctx, &memoryv1.ListRequest{UserId: "u", Collection: collection})
+			return err
+		},
+	}
+	for rpc, call := range collections {
+		if err := call(name(memory.MaxNameBytes)); err != nil {
+			t.Errorf("%s with a collection at the limit: %v", rpc, err)
+		}
+		grpctest.WantStageError(t, call(name(memory.MaxNameBytes+1)), codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT,
+			"collection: at most 256 bytes, got 257")
+	}
 }
 
 // TestRunLimits: every call that names a run takes a run id as the README allows (letters,

@@ -178,7 +178,7 @@ type SearchRequest struct {
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// Maximum hits; 0 means 5.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Collection ("" searches personal memory).
+	// Collection ("" searches personal memory); at most 256 bytes.
 	Collection string `protobuf:"bytes,4,opt,name=collection,proto3" json:"collection,omitempty"`
 	// Minimum relevance of a hit.
 	MinScore      float64 `protobuf:"fixed64,5,opt,name=min_score,json=minScore,proto3" json:"min_score,omitempty"`
@@ -312,7 +312,7 @@ type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Owner.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Collection ("" for personal memory).
+	// Collection ("" for personal memory); at most 256 bytes.
 	Collection string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
 	// Page size; 0 means 50.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
