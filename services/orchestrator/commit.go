@@ -61,7 +61,7 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	// 2. Budgets. A call dropped over the tool call budget does not end the run at once: one
 	// final turn follows, so the model can answer with what it has (seed 002 §7).
-	if c.GetMaxTokensConsumed() > 0 && r.usage.GetTotal() > c.GetMaxTokensConsumed() {
+	if r.overTokenBudget() {
 		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokens, MessageTooComplex,
 			fmt.Sprintf("%d tokens consumed, budget %d", r.usage.GetTotal(), c.GetMaxTokensConsumed()))
 	}
@@ -146,6 +146,21 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	// 6. Continue.
 	return nil
+}
+
+// overTokenBudget reports whether the run consumed more than max_tokens_consumed.
+func (r *run) overTokenBudget() bool {
+	c := r.contract
+	return c.GetMaxTokensConsumed() > 0 && r.usage.GetTotal() > c.GetMaxTokensConsumed()
+}
+
+// endsWhateverTheAnswer reports whether COMMIT ends the run after turn t whatever its user
+// would answer a question: the predicates that do not depend on the answer (the token
+// budget, the contract's tool policy, cycle_forbid and max_format_retries) end it. Such a
+// turn asks nothing: the run would wait for an answer it then throws away.
+func (r *run) endsWhateverTheAnswer(t *turnState) bool {
+	return r.overTokenBudget() || t.forbiddenCall || t.cycle != "" ||
+		t.malformed > 0 && r.formatFails+1 > r.contract.GetMaxFormatRetries() // as predicates counts it
 }
 
 // toolBudgetEnding ends a run after the final turn that followed its tool call budget running

@@ -343,7 +343,8 @@ func (r *run) stepTimer(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // finishTurn waits for approvals, executes the validated calls, waits for the user's answer
-// when recovery asked for one, and commits the turn. A pause for a person stops the step
+// when recovery asked for one (unless COMMIT ends the run whatever the answer), and commits
+// the turn. A pause for a person stops the step
 // timer (cancel is replaced): a person's time is not the step's.
 func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFunc, end *ending, t *turnState, plan []plannedCall) *ending {
 	if end == nil && stepCtx.Err() == nil && slices.ContainsFunc(plan, awaitsApproval) {
@@ -361,7 +362,7 @@ func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFun
 	}
 	r.executeCalls(stepCtx, plan, t)
 	end = cmp.Or(end, t.badResult)
-	if end == nil && t.ask != nil && stepCtx.Err() == nil {
+	if end == nil && t.ask != nil && stepCtx.Err() == nil && !r.endsWhateverTheAnswer(t) {
 		(*cancel)()
 		return r.answerThenCommit(ctx, t)
 	}

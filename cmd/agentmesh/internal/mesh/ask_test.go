@@ -545,3 +545,36 @@ func TestPauseEndsByTheRunsDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestNoQuestionWhoseAnswerCannotHelp: recovery asks the user how to proceed with a result too
+// large to read, but the turn ends the run at COMMIT whatever the answer (its tokens went
+// over max_tokens_consumed; a malformed call used up max_format_retries): the run does not
+// pause for an answer it would then throw away, but ends at once, as COMMIT says.
+func TestNoQuestionWhoseAnswerCannotHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name, message string
+		turn          llmtest.Turn
+		overrides     *agentv1.RunOverrides
+		outcome       typev1.Outcome
+		exit          string
+	}{
+		{"over max_tokens_consumed", "Export it, on a budget.", call("export", `{}`),
+			&agentv1.RunOverrides{MaxTokensConsumed: i64(10)}, typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, orchestrator.ExitMaxTokens},
+		{"max_format_retries used up", "Export it, and something broken.",
+			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "export", Arguments: `{}`}, {Name: "export", Arguments: `{"broken`}}},
+			&agentv1.RunOverrides{MaxFormatRetries: i32(0), StrictMode: yes()}, typev1.Outcome_OUTCOME_FAILED_PROTOCOL_MALFORMED, orchestrator.ExitInvalidToolCall},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := askMesh(t, 1, nil, llmtest.Scenario{Match: tc.message, Turns: []llmtest.Turn{tc.turn, text("never asked")}})
+			res := h.run(t, &agentv1.RunRequest{Message: tc.message, Overrides: tc.overrides})
+			if res.GetOutcome() != tc.outcome || res.GetExitReason() != tc.exit || res.GetPendingQuestion() != nil {
+				t.Fatalf("outcome %s %s (%v), question %v; want %s %s at once", res.GetOutcome(), res.GetExitReason(), res.GetError(),
+					res.GetPendingQuestion(), tc.outcome, tc.exit)
+			}
+			if n := len(requestsFor(h.llm, tc.message)); n != 1 {
+				t.Errorf("%d LLM requests, want 1", n)
+			}
+			checkInvariants(t, res)
+		})
+	}
+}
