@@ -156,7 +156,8 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		}
 	}
 	if timedOut := r.timedOut(st); len(timedOut) > 0 {
-		return r.approvalTimeout(st, timedOut), false // closed by the replica that owned the run before
+		// Closed by the replica that owned the run before.
+		return r.approvalTimeout(st, timedOut), false
 	}
 	if r.svc.store == nil {
 		// Decided on this replica before the wait began (a decision may come as soon as the

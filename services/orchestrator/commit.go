@@ -157,10 +157,11 @@ func (r *run) overTokenBudget() bool {
 // endsWhateverTheAnswer reports whether COMMIT ends the run after turn t whatever its user
 // would answer a question: the predicates that do not depend on the answer (the token
 // budget, the contract's tool policy, cycle_forbid and max_format_retries) end it. Such a
-// turn asks nothing: the run would wait for an answer it then throws away.
+// turn asks nothing: the run would wait for an answer it then throws away. Its format fails
+// are counted as predicates counts them, with this turn's.
 func (r *run) endsWhateverTheAnswer(t *turnState) bool {
 	return r.overTokenBudget() || t.forbiddenCall || t.cycle != "" ||
-		t.malformed > 0 && r.formatFails+1 > r.contract.GetMaxFormatRetries() // as predicates counts it
+		t.malformed > 0 && r.formatFails+1 > r.contract.GetMaxFormatRetries()
 }
 
 // toolBudgetEnding ends a run after the final turn that followed its tool call budget running

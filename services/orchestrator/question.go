@@ -33,12 +33,12 @@ type questionState struct {
 
 // awaitAnswer pauses the run until its user answers the turn's question (AgentService.Answer,
 // on any replica), the answer timeout passes (the run ends FAILED_TIMEOUT / ANSWER_TIMEOUT, or
-// TIMEOUT when the run's deadline came first: pauseExpiry) or the run is cancelled. The question is added to the conversation as the assistant's message
-// and the answer as the user's, so the model of the next turn sees both. Like an approval
-// pause, it is checkpointed before it is announced: the run can be stopped here (a deploy) and
-// resumed by any replica, which waits until the same deadline; an answer recorded meanwhile
-// reaches it through the run-inputs bucket. A run restored from such a checkpoint continues
-// its pause.
+// TIMEOUT when the run's deadline came first: pauseExpiry) or the run is cancelled. The
+// question is added to the conversation as the assistant's message and the answer as the
+// user's, so the model of the next turn sees both. Like an approval pause, it is checkpointed
+// before it is announced: the run can be stopped here (a deploy) and resumed by any replica,
+// which waits until the same deadline; an answer recorded meanwhile reaches it through the
+// run-inputs bucket. A run restored from such a checkpoint continues its pause.
 func (r *run) awaitAnswer(ctx context.Context, t *turnState) *ending {
 	r.mu.Lock()
 	st := r.asking
@@ -89,8 +89,9 @@ wait:
 			}
 			break wait // COMMIT ends the run: cancelled or timed out
 		case <-timer.C:
+			// An answer taken by the run's deadline is recorded, and the run ends anyway.
 			if answer, by = r.closeQuestion(ctx, st); answer == nil || r.endsAtDeadline(st.pending.GetExpiresAt()) {
-				end = r.answerTimeout(st) // an answer taken at the run's deadline is recorded, unused
+				end = r.answerTimeout(st)
 			}
 			break wait
 		}
