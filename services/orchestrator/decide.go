@@ -128,7 +128,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		}
 		resp, err := s.peers.Generation.Generate(ctx, &generationv1.GenerateRequest{
 			Target: target, Messages: messages, Tools: offered,
-			Sampling:   &generationv1.Sampling{MaxOutputTokens: s.contract.GetMaxOutputTokens()},
+			Sampling:   &generationv1.Sampling{MaxOutputTokens: s.maxOutput(s.contract, target)},
 			StrictMode: s.contract.GetStrictMode(), // as a run's requests: no repair of malformed calls
 		})
 		entry := &typev1.AccountingEntry{
@@ -165,6 +165,9 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			}
 			next = d.GetModifiedAction().GetTarget()
 			if fb := s.contract.GetFallbackTarget(); fb != nil && proto.Equal(next, fb) {
+				if s.fallbackMisfit(s.contract, messages, offered) != "" {
+					break // as in a run's turn: the failure stands, not the fallback's refusal
+				}
 				last = attempt + 2 // the next attempt, the fallback's, is the last
 			}
 			continue

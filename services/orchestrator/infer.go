@@ -14,6 +14,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/xmltransport"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -216,6 +217,7 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 			limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current cycle
 			rejected []*typev1.Target                // refused the request as invalid
 			empty    int                             // answers without anything in them, or filtered
+			skipped  string                          // why the fallback was not asked (fallbackMisfit)
 			filtered int                             // of those, answers the content filter stopped
 			failed   int                             // attempts that failed
 			failure  *stageerr.Error                 // the last of those failures
@@ -277,6 +279,9 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 				}
 				next = d.GetModifiedAction().GetTarget()
 				if fb := r.contract.GetFallbackTarget(); fb != nil && proto.Equal(next, fb) {
+					if skipped = r.svc.fallbackMisfit(r.contract, send, r.providerTools(tools)); skipped != "" {
+						break // the failure ends the turn, as it would without a fallback
+					}
 					last = attempt + 1
 				}
 				continue
@@ -344,7 +349,10 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 		}
 		if lastErr != nil {
 			end = providerEnding(lastErr)
-			return nil, nil, "attempts exhausted: " + lastErr.Error()
+			if skipped != "" {
+				skipped = "; " + skipped
+			}
+			return nil, nil, "attempts exhausted: " + lastErr.Error() + skipped
 		}
 		reason := "the model returned only empty responses"
 		switch {
@@ -434,6 +442,43 @@ func roundRobin(targets []*typev1.Target, attempt int, rejected []*typev1.Target
 	return targets[(attempt-1)%len(targets)]
 }
 
+// maxOutput is the output token limit a request to target asks for: the contract's, which
+// its targets' limits set, or, for its fallback target, whose limits the contract does not
+// take, the fallback model's configured max_output_tokens where that is lower.
+func (s *Service) maxOutput(c *typev1.ExecutionContract, target *typev1.Target) int64 {
+	out := c.GetMaxOutputTokens()
+	if fb := c.GetFallbackTarget(); s.limits != nil && fb != nil && proto.Equal(target, fb) {
+		if _, _, o := s.limits(fb); o > 0 && (out == 0 || o < out) {
+			out = o
+		}
+	}
+	return out
+}
+
+// fallbackMisfit says why a request of messages and tools is not sent to the contract's
+// fallback target: with the output it asks for and the model's buffer it exceeds the context
+// window configured for the model (providers.*.models.*, else the defaults'); "" when it fits
+// or no limits are configured. Sent anyway, the provider refuses it (HTTP 400), and that
+// refusal, not the failure the fallback was to rescue, would end the run.
+func (s *Service) fallbackMisfit(c *typev1.ExecutionContract, messages []*typev1.Message, tools []*typev1.Tool) string {
+	fb := c.GetFallbackTarget()
+	if s.limits == nil || fb == nil {
+		return ""
+	}
+	window, buffer, _ := s.limits(fb)
+	if window <= 0 {
+		return ""
+	}
+	counter := tokens.ForModel(fb.GetModel())
+	out := s.maxOutput(c, fb)
+	need := counter.Messages(messages) + counter.Tools(tools)
+	if need+buffer+out <= window {
+		return ""
+	}
+	return fmt.Sprintf("the fallback model %s/%s was not asked: the request's %d tokens, with %d of output and "+
+		"a buffer of %d, do not fit its context window of %d tokens", fb.GetProvider(), fb.GetModel(), need, out, buffer, window)
+}
+
 // timeLeft is how long the run may still go on under total_timeout_ms; at least 1 ms.
 func (r *run) timeLeft() time.Duration {
 	total := time.Duration(r.contract.GetTotalTimeoutMs()) * time.Millisecond
@@ -452,7 +497,7 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		Target:       target,
 		Messages:     messages,
 		Tools:        tools,
-		Sampling:     &generationv1.Sampling{MaxOutputTokens: r.contract.GetMaxOutputTokens()},
+		Sampling:     &generationv1.Sampling{MaxOutputTokens: r.svc.maxOutput(r.contract, target)},
 		StrictMode:   r.contract.GetStrictMode(),
 		OutputFormat: r.contract.GetOutputFormat(),
 		UseCache:     r.contract.GetCacheResponses(),

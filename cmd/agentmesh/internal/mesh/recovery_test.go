@@ -198,3 +198,60 @@ func TestFallbackModel(t *testing.T) {
 		t.Errorf("the fallback model got %d requests in all, want 2 (one per run)", n)
 	}
 }
+
+// TestFallbackModelLimits: the fallback model gets a request that fits its own configured
+// limits (providers.*.models.*), not the targets'. Its max_tokens is its max_output_tokens
+// where that is below the contract's; a conversation too long for its context window is not
+// sent it (its provider would refuse it, HTTP 400, and that refusal replaced the failure it
+// was asked to rescue in the run's end): the run ends with the targets' failure, and the
+// INFER detail says why the fallback was not asked, naming the model and its window. Decide's
+// fallback attempt is held to the same limits.
+func TestFallbackModelLimits(t *testing.T) {
+	small := llmtest.New(t,
+		llmtest.Scenario{Name: "rescue", Match: "Are you there?", Turns: []llmtest.Turn{text("The small model answers.")}},
+		llmtest.Scenario{Name: "too long", Match: "Anyone?*", Turns: []llmtest.Turn{{Failure: llmtest.FailBadRequest}}},
+	)
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		cfg.Providers["small"] = config.Provider{Type: "openai", BaseURL: small.URL(), APIKey: "test-key",
+			Models: map[string]config.Model{"small-model": {ContextWindow: 2000, ContextWindowBufferTokens: 100, MaxOutputTokens: 300}}}
+		cfg.Models.Fallback = &config.Target{Provider: "small", Model: "small-model"}
+	},
+		llmtest.Scenario{Name: "locked out", Match: "Are you there?", Turns: []llmtest.Turn{{Failure: llmtest.FailAuthError}}},
+		llmtest.Scenario{Name: "locked out too", Match: "Anyone?*", Turns: []llmtest.Turn{{Failure: llmtest.FailAuthError}}},
+	)
+
+	res := h.runCase(t, &agentv1.RunRequest{Message: "Are you there?"},
+		typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY, "COMPLETED", "SUA", "LLM:FAILED LLM:OK")
+	reqs := small.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the fallback model got %d requests, want 1", len(reqs))
+	}
+	if got := reqs[0].MaxTokens; got == nil || *got != 300 {
+		t.Errorf("the fallback's max_tokens %s, want 300 (its max_output_tokens)", reqs[0].Raw["max_tokens"])
+	}
+	if res.GetContract().GetMaxOutputTokens() == 300 {
+		t.Errorf("the contract took the fallback's max_output_tokens; the targets' limits are its")
+	}
+
+	long := "Anyone? " + strings.Repeat("Please tell me whether anybody is there at all. ", 300)
+	res = h.runCase(t, &agentv1.RunRequest{Message: long},
+		typev1.Outcome_OUTCOME_FAILED_PROVIDER, "AUTH_ERROR", "SU", "LLM:FAILED")
+	// Decide's fallback attempt likewise (its decision is then the canned failure message).
+	if _, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: long}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(small.Requests()); n != 1 {
+		t.Errorf("the fallback model got %d requests in all, want 1: the long conversations do not fit its window", n)
+	}
+	var detail string
+	for _, e := range res.GetTranscript() {
+		if strings.HasSuffix(e.GetStepId(), "INFER") {
+			detail = e.GetDetail()
+		}
+	}
+	for _, want := range []string{"small/small-model", "context window of 2000 tokens", "auth"} {
+		if !strings.Contains(strings.ToLower(detail), strings.ToLower(want)) {
+			t.Errorf("INFER detail %q does not say %q", detail, want)
+		}
+	}
+}
