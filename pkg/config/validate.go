@@ -406,6 +406,11 @@ func (c *Config) validateMemory(p *problems) {
 
 func (c *Config) validateQueues(p *problems) {
 	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		if name == "" {
+			// The action stage refuses it at start, without the key: "" names no queue.
+			p.addf("queues: a queue's name must not be empty (a tool that names no queue runs on %q)", DefaultQueue)
+			continue
+		}
 		if q := c.Queues[name]; q.Concurrent < 1 {
 			p.addf("queues.%s.concurrent: must be at least 1, got %d", name, q.Concurrent)
 		}

@@ -93,6 +93,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"REST tool with unknown method", func(c *Config) { c.RestTools = map[string]RestTool{"t": {URL: "https://x", Method: "FETCH"}} },
 			`rest_tools.t.method: unknown HTTP method "FETCH"`},
 		{"queue without slots", func(c *Config) { c.Queues["slow"] = Queue{Concurrent: 0} }, "queues.slow.concurrent: must be at least 1, got 0"},
+		{"queue without a name", func(c *Config) { c.Queues[""] = Queue{Concurrent: 2} },
+			`queues: a queue's name must not be empty (a tool that names no queue runs on "default")`},
 		{"negative timeout", func(c *Config) { c.Defaults.ToolTimeoutMS = -1 }, "defaults.tool_timeout_ms: must be positive, got -1"},
 		{"zero timeout", func(c *Config) { c.Defaults.StepTimeoutMS = 0 }, "defaults.step_timeout_ms: must be positive, got 0"},
 		{"zero approval timeout", func(c *Config) { c.Defaults.ApprovalTimeoutMS = 0 }, "defaults.approval_timeout_ms: must be positive, got 0"},
