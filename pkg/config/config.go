@@ -251,7 +251,8 @@ type Defaults struct {
 	StepTimeoutMS int64 `yaml:"step_timeout_ms"`
 	// TotalTimeoutMS is the timeout of a whole run.
 	TotalTimeoutMS int64 `yaml:"total_timeout_ms"`
-	// ToolResponseMaxBytes is the size above which tool responses are truncated.
+	// ToolResponseMaxBytes is the size above which tool responses are summarised (with
+	// models.observation) or truncated; 0 means no limit.
 	ToolResponseMaxBytes int64 `yaml:"tool_response_max_bytes"`
 	// ContextWindow is the model's context window in tokens, unless the model sets its own.
 	ContextWindow int64 `yaml:"context_window"`

@@ -395,7 +395,8 @@ type ExecutionContract struct {
 	// Timeout of the whole run, counted from its first start, through its pauses: a pause ends
 	// by the run's deadline at the latest.
 	TotalTimeoutMs int64 `protobuf:"varint,13,opt,name=total_timeout_ms,json=totalTimeoutMs,proto3" json:"total_timeout_ms,omitempty"`
-	// Tool responses larger than this are truncated with the ai-agent notice.
+	// Tool responses larger than this are truncated with the ai-agent notice (or summarised
+	// by the observation model, when one is configured); 0 means no limit.
 	ToolResponseMaxBytes int64 `protobuf:"varint,14,opt,name=tool_response_max_bytes,json=toolResponseMaxBytes,proto3" json:"tool_response_max_bytes,omitempty"`
 	// The model's context window in tokens.
 	ContextWindow int64 `protobuf:"varint,15,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
