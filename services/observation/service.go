@@ -42,6 +42,10 @@ type Options struct {
 	// SummaryInputBytes is how much of a result the observation model reads; 0 means
 	// DefaultSummaryInputBytes.
 	SummaryInputBytes int
+	// ContextWindow, ContextWindowBufferTokens and MaxOutputTokens are the observation
+	// model's limits (config.Window): what it reads of a result is cut to fit the window, and
+	// its summary asks for at most MaxOutputTokens. A ContextWindow of 0 is unknown.
+	ContextWindow, ContextWindowBufferTokens, MaxOutputTokens int64
 	// Logger receives the warnings of truncated results and unusable summaries; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -68,7 +72,8 @@ func New(opts Options) *Service {
 	}
 	s := &Service{maxInput: opts.MaxInputBytes, log: opts.Logger.With("service", "observation")}
 	if opts.Generation != nil && opts.Model != nil {
-		s.summarizer = &summarizer{client: opts.Generation, target: opts.Model, inputBytes: opts.SummaryInputBytes}
+		s.summarizer = &summarizer{client: opts.Generation, target: opts.Model, inputBytes: opts.SummaryInputBytes,
+			window: opts.ContextWindow, buffer: opts.ContextWindowBufferTokens, maxOutput: opts.MaxOutputTokens}
 	}
 	return s
 }
@@ -148,7 +153,9 @@ func (s *Service) overBudget(ctx context.Context, req *observationv1.ObserveRequ
 	raw := req.GetRawResult()
 	if s.summarizer != nil && req.GetToolName() != KnowledgeSearchTool {
 		summary, entry, err := s.summarizer.summarize(ctx, req)
-		resp.Accounting = append(resp.Accounting, entry)
+		if entry != nil { // nil: no request was made
+			resp.Accounting = append(resp.Accounting, entry)
+		}
 		if err == nil {
 			resp.Observation, resp.Summarized = summarized(summary, len(raw), s.summarizer.target), true
 			return
@@ -214,6 +221,7 @@ func OptionsFromConfig(cfg *config.Config) Options {
 	}
 	if m := cfg.Models.Observation; m != nil {
 		opts.Model = &typev1.Target{Provider: m.Provider, Model: m.Model}
+		opts.ContextWindow, opts.ContextWindowBufferTokens, opts.MaxOutputTokens = cfg.Window(*m)
 	}
 	return opts
 }

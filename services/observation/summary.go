@@ -12,6 +12,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/textcut"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
 
 // DefaultSummaryInputBytes is how much of a result the observation model reads when
@@ -40,6 +41,9 @@ type summarizer struct {
 	client     generationv1.GenerationServiceClient
 	target     *typev1.Target
 	inputBytes int
+	// window, buffer and maxOutput are the model's configured limits (Options); a window of
+	// 0 is unknown, and the model reads up to inputBytes.
+	window, buffer, maxOutput int64
 }
 
 // summarize asks for a summary of raw that fits maxBytes. It returns the summary, or why
@@ -55,10 +59,16 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 		ctx, cancel = context.WithDeadline(caller, due)
 		defer cancel()
 	}
-	input := raw
-	if len(input) > s.inputBytes {
-		cut := textcut.Boundary(raw, s.inputBytes)
-		input = raw[:cut] + fmt.Sprintf("\n[the output continues: only its first %d of %d bytes are shown]", cut, len(raw))
+	// About four bytes a token: room for a summary of the whole budget, and little more, within
+	// the model's own output limit.
+	out := max(maxBytes/3, 64)
+	if s.maxOutput > 0 {
+		out = min(out, s.maxOutput)
+	}
+	system := fmt.Sprintf(summaryInstructions, req.GetToolName(), maxBytes)
+	input, err := s.fit(system, raw, out)
+	if err != nil {
+		return "", nil, err
 	}
 	temperature := 0.0
 	start := time.Now()
@@ -66,11 +76,10 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 		RunId:  req.GetRunId(),
 		Target: s.target,
 		Messages: []*typev1.Message{
-			{Role: typev1.Role_ROLE_SYSTEM, Content: fmt.Sprintf(summaryInstructions, req.GetToolName(), maxBytes)},
+			{Role: typev1.Role_ROLE_SYSTEM, Content: system},
 			{Role: typev1.Role_ROLE_USER, Content: input},
 		},
-		// About four bytes a token: room for a summary of the whole budget, and little more.
-		Sampling: &generationv1.Sampling{Temperature: &temperature, MaxOutputTokens: max(maxBytes/3, 64)},
+		Sampling: &generationv1.Sampling{Temperature: &temperature, MaxOutputTokens: out},
 	})
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: s.target.GetProvider(), Model: s.target.GetModel(),
@@ -106,6 +115,40 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 		return "", entry, fmt.Errorf("the observation model's summary of %d bytes is over the budget of %d bytes", len(summary), maxBytes)
 	}
 	return summary, entry, nil
+}
+
+// fit returns what the model reads of raw: at most inputBytes of it and, when the model's
+// window is known, no more than the window leaves after the instructions, the buffer and out
+// tokens of output, cut at a rune boundary and followed by a line that says how much of it is
+// shown. A request over the window is one its provider refuses (HTTP 400), and the result was
+// never summarised. A window that leaves no room for any of the result is an error naming it.
+func (s *summarizer) fit(system, raw string, out int64) (string, error) {
+	shown := func(cut int) string {
+		if cut >= len(raw) {
+			return raw
+		}
+		return raw[:cut] + fmt.Sprintf("\n[the output continues: only its first %d of %d bytes are shown]", cut, len(raw))
+	}
+	cut := textcut.Boundary(raw, s.inputBytes)
+	if s.window <= 0 {
+		return shown(cut), nil
+	}
+	counter := tokens.ForModel(s.target.GetModel())
+	room := s.window - s.buffer - out
+	for cut > 0 {
+		n := counter.Messages([]*typev1.Message{
+			{Role: typev1.Role_ROLE_SYSTEM, Content: system}, {Role: typev1.Role_ROLE_USER, Content: shown(cut)},
+		})
+		if n <= room {
+			return shown(cut), nil
+		}
+		// Shorter in proportion to the excess, a little more, and always shorter.
+		next := int(float64(cut) * float64(max(room, 0)) / float64(n) * 0.95)
+		cut = textcut.Boundary(raw, min(next, cut-1))
+	}
+	return "", fmt.Errorf("the observation model %s/%s was not asked: its context window of %d tokens leaves no room "+
+		"for the result after its instructions, a buffer of %d and %d of output", s.target.GetProvider(), s.target.GetModel(),
+		s.window, s.buffer, out)
 }
 
 // summarized is the observation of a summary: the notice "[SUMMARIZED] Original size X bytes;

@@ -11,8 +11,10 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"github.com/agentmesh/agentmesh/services/observation"
 )
@@ -188,4 +190,49 @@ func TestSlowSummaryFallsBackToTruncation(t *testing.T) {
 	if len(llm.Requests()) != 1 {
 		t.Errorf("%d requests to the observation model, want 1", len(llm.Requests()))
 	}
+}
+
+// TestSummaryFitsTheModelsWindow: the observation model's request fits its configured limits
+// (providers.*.models.*: context_window, context_window_buffer_tokens, max_output_tokens).
+// It was sent SummaryInputBytes (256 KiB) of any result and max_tokens of a third of the
+// budget, over a small model's window, whose provider refused it: no summary was ever made.
+// Now the result is cut to the tokens the window leaves, and max_tokens is the model's.
+func TestSummaryFitsTheModelsWindow(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers = map[string]config.Provider{"scripted": {Type: "openai", BaseURL: "http://unused", APIKey: "k",
+		Models: map[string]config.Model{"summarizer": {ContextWindow: 2000, ContextWindowBufferTokens: 100, MaxOutputTokens: 300}}}}
+	cfg.Models.Observation = &config.Target{Provider: "scripted", Model: "summarizer"}
+	opts := observation.OptionsFromConfig(cfg)
+	raw := "row 1: alice 42\n" + strings.Repeat("row n: filler 0\n", 4000)
+	c, llm := summarizing(t, opts, llmtest.Scenario{Name: "summary", Match: "row 1*", Turns: []llmtest.Turn{{Content: "4001 rows; alice has 42."}}})
+	resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "db__query", MaxBytes: 12 << 10, Status: success})
+	if err != nil || !resp.GetSummarized() {
+		t.Fatalf("%v %v", resp, err)
+	}
+	req := llm.Requests()[0]
+	if req.MaxTokens == nil || *req.MaxTokens != 300 {
+		t.Errorf("max_tokens %s, want the model's max_output_tokens, 300", req.Raw["max_tokens"])
+	}
+	msgs := []*typev1.Message{
+		{Role: typev1.Role_ROLE_SYSTEM, Content: string(req.Messages[0].Content)},
+		{Role: typev1.Role_ROLE_USER, Content: string(req.Messages[1].Content)},
+	}
+	if n := tokens.ForModel("summarizer").Messages(msgs); n+100+300 > 2000 {
+		t.Errorf("the request's %d tokens with 100 of buffer and 300 of output exceed the window of 2000", n)
+	}
+	if !strings.Contains(string(req.Messages[1].Content), "[the output continues: only its first ") {
+		t.Errorf("the model was not told the output continues")
+	}
+
+	t.Run("a window that leaves no room for the result", func(t *testing.T) {
+		cfg.Providers["scripted"].Models["summarizer"] = config.Model{ContextWindow: 500, ContextWindowBufferTokens: 100, MaxOutputTokens: 300}
+		c, llm := summarizing(t, observation.OptionsFromConfig(cfg))
+		resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: raw, ToolName: "t", MaxBytes: 1 << 10, Status: success})
+		if err != nil || !resp.GetTruncated() || len(llm.Requests()) != 0 {
+			t.Fatalf("%v %v; %d requests, want none", resp, err, len(llm.Requests()))
+		}
+		if e := resp.GetSummaryError(); !strings.Contains(e, "context window of 500 tokens") || !strings.Contains(e, "scripted/summarizer") {
+			t.Errorf("summary_error %q does not name the model and its window", e)
+		}
+	})
 }
