@@ -22,7 +22,7 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
-			opts.Model = &ask.Model{Client: client, Target: target}
+			opts.Model = (&ask.Model{Client: client, Target: target}).WithLimits(cfg)
 		}
 		return intent.New(opts), nil
 	})

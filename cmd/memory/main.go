@@ -31,7 +31,7 @@ func main() {
 				embedder = &memory.GenerationEmbedder{Client: client, Target: embedding}
 			}
 			if picking != nil {
-				facts = &ask.Model{Client: client, Target: picking}
+				facts = (&ask.Model{Client: client, Target: picking}).WithLimits(cfg)
 			}
 		}
 		opts, err := memory.OptionsFromConfig(ctx, cfg)

@@ -24,7 +24,7 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
-			opts.Model = &ask.Model{Client: client, Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}
+			opts.Model = (&ask.Model{Client: client, Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}).WithLimits(cfg)
 		}
 		if d, ok := planning.DrainTimeout(cfg); ok {
 			return server.WithDrainTimeout(planning.New(opts), d), nil

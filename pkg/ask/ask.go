@@ -20,14 +20,21 @@ import (
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // ErrUnusable is the error of an answer that is not a call of the offered tool with arguments
 // that match its schema; the wrapped message says what was wrong.
 var ErrUnusable = errors.New("the model's answer is unusable")
+
+// ErrTooLong is the error of a question not asked: its request does not fit the model's
+// context window (Model.ContextWindow), and its provider would refuse it. The wrapped message
+// names the model and its window.
+var ErrTooLong = errors.New("the question does not fit the model's context window")
 
 // Model asks one provider/model target through the generation service.
 type Model struct {
@@ -37,6 +44,18 @@ type Model struct {
 	Target *typev1.Target
 	// MaxOutputTokens bounds the answer; 0 leaves the provider's default.
 	MaxOutputTokens int64
+	// ContextWindow and ContextWindowBufferTokens are the model's configured context window
+	// and its safety margin (WithLimits); a question whose request, with them and
+	// MaxOutputTokens of answer, does not fit is not asked (ErrTooLong). 0 is no known window.
+	ContextWindow, ContextWindowBufferTokens int64
+}
+
+// WithLimits sets m's ContextWindow and ContextWindowBufferTokens to those cfg configures for
+// its target's model (providers.*.models.*, else the defaults': config.Window) and returns m.
+func (m *Model) WithLimits(cfg *config.Config) *Model {
+	m.ContextWindow, m.ContextWindowBufferTokens, _ = cfg.Window(config.Target{
+		Provider: m.Target.GetProvider(), Model: m.Target.GetModel()})
+	return m
 }
 
 // maxCachedSchemas bounds the schemas kept compiled; a stage asks with one or two.
@@ -123,16 +142,21 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	if err != nil {
 		return Answer{}, fmt.Errorf("the schema of %s: %w", q.Tool, err)
 	}
+	messages := []*typev1.Message{
+		{Role: typev1.Role_ROLE_SYSTEM, Content: q.Instructions},
+		{Role: typev1.Role_ROLE_USER, Content: q.Input},
+	}
+	tools := []*typev1.Tool{{Name: q.Tool, Description: q.Description, InputSchema: params}}
+	if err := m.fits(messages, tools); err != nil {
+		return Answer{}, err
+	}
 	temperature := 0.0
 	start := time.Now()
 	resp, err := m.Client.Generate(ctx, &generationv1.GenerateRequest{
-		RunId:  q.RunID,
-		Target: m.Target,
-		Messages: []*typev1.Message{
-			{Role: typev1.Role_ROLE_SYSTEM, Content: q.Instructions},
-			{Role: typev1.Role_ROLE_USER, Content: q.Input},
-		},
-		Tools:      []*typev1.Tool{{Name: q.Tool, Description: q.Description, InputSchema: params}},
+		RunId:      q.RunID,
+		Target:     m.Target,
+		Messages:   messages,
+		Tools:      tools,
 		ToolChoice: "required",
 		Sampling:   &generationv1.Sampling{Temperature: &temperature, MaxOutputTokens: m.MaxOutputTokens},
 	})
@@ -175,6 +199,23 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 		return ans, fmt.Errorf("%w: the arguments of %s: %v", ErrUnusable, q.Tool, err)
 	}
 	return ans, nil
+}
+
+// fits returns ErrTooLong when a request of messages and tools, with the buffer and
+// MaxOutputTokens of answer, exceeds the model's context window; nil when it fits or the
+// window is unknown.
+func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
+	if m.ContextWindow <= 0 {
+		return nil
+	}
+	counter := tokens.ForModel(m.Target.GetModel())
+	need := counter.Messages(messages) + counter.Tools(tools)
+	if need+m.ContextWindowBufferTokens+m.MaxOutputTokens <= m.ContextWindow {
+		return nil
+	}
+	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the context window "+
+		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, m.MaxOutputTokens, m.ContextWindow,
+		m.Target.GetProvider(), m.Target.GetModel())
 }
 
 // clip shortens a model's text for an error message.

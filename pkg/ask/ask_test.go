@@ -121,3 +121,43 @@ func TestObject(t *testing.T) {
 		t.Errorf("an answer cut off before any content: accounting entry %v, want a failed request of the 56 tokens reported", e)
 	}
 }
+
+// TestObjectFitsTheWindow: a question whose request (instructions, input, the tool) with the
+// model's buffer and MaxOutputTokens of answer exceeds the model's ContextWindow is not asked:
+// its provider would refuse it (HTTP 400), and the stage would fall back on an error that does
+// not say why. It is ErrTooLong, naming the model and its window, and no request is made.
+func TestObjectFitsTheWindow(t *testing.T) {
+	llm := llmtest.New(t, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "submit_verdict", Arguments: `{"goal": "g", "safe": true}`}}},
+	}})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	svc := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(), APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	m := &ask.Model{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, svc.Register)),
+		Target: &typev1.Target{Provider: "scripted", Model: "judge"}, MaxOutputTokens: 200,
+		ContextWindow: 1000, ContextWindowBufferTokens: 100,
+	}
+	q := ask.Question{RunID: "r1", Instructions: "Judge the request.", Tool: "submit_verdict",
+		Description: "Your verdict.", Schema: verdictSchema}
+	var v verdict
+	q.Input = "Book a flight."
+	if _, err := m.Object(t.Context(), q, &v); err != nil || v.Goal != "g" {
+		t.Fatalf("a short question: %+v %v", v, err)
+	}
+	q.Input = strings.Repeat("Book a flight to somewhere warm. ", 300)
+	ans, err := m.Object(t.Context(), q, &v)
+	if !errors.Is(err, ask.ErrTooLong) || ans.Entry != nil {
+		t.Fatalf("a long question: %v (entry %v), want ErrTooLong and no request", err, ans.Entry)
+	}
+	for _, want := range []string{"scripted/judge", "context window of 1000 tokens"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if n := len(llm.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1 (the short question's)", n)
+	}
+}

@@ -150,5 +150,8 @@ func modelFailure(err error) string {
 	if errors.Is(err, ask.ErrUnusable) {
 		return "the intent model's answer was not used: " + err.Error()
 	}
+	if errors.Is(err, ask.ErrTooLong) {
+		return "the intent model was not asked: " + err.Error()
+	}
 	return "the intent model failed: " + stageerr.FromError(err).Error()
 }

@@ -341,3 +341,37 @@ func TestDecideIsAccounted(t *testing.T) {
 		t.Errorf("%d provider requests, want 3: one entry each", n)
 	}
 }
+
+// TestIntentModelWindow: a message whose request does not fit the intent model's configured
+// context window (providers.*.models.*) is not sent it; its provider would refuse it, and the
+// reason the rules read the message was a provider's HTTP 400. The rules read it, and
+// intent_parsed's fallback_reason names the model and its window.
+func TestIntentModelWindow(t *testing.T) {
+	message := "Tell me about the weather. " + strings.Repeat("I would like to know whether it rains tomorrow. ", 150)
+	h := startWith(t, nil, func(cfg *config.Config, url string) {
+		intentModel(cfg, url)
+		p := cfg.Providers["scripted"]
+		p.Models = map[string]config.Model{"intent-model": {ContextWindow: 1500, ContextWindowBufferTokens: 100, MaxOutputTokens: 200}}
+		cfg.Providers["scripted"] = p
+	},
+		intentScenario(message, submitIntent(`{"goal": "Weather", "constraints": [], "task_type": "question",
+			"needs_clarification": false, "unsafe": false}`)),
+		llmtest.Scenario{Name: "turn", Match: message, Turns: []llmtest.Turn{text("Sunny.")}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if !res.GetSuccess() {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	p := intentParsed(t, h, res.GetRunId())
+	if p.GetSource() != intent.SourceRules {
+		t.Fatalf("intent_parsed source %q, want rules", p.GetSource())
+	}
+	for _, want := range []string{"the intent model was not asked", "scripted/intent-model", "context window of 1500 tokens"} {
+		if !strings.Contains(p.GetFallbackReason(), want) {
+			t.Errorf("fallback_reason %q does not say %q", p.GetFallbackReason(), want)
+		}
+	}
+	if n := len(requestsAbout(h, intent.ModelInputPrefix+message)); n != 0 {
+		t.Errorf("the intent model got %d requests, want none", n)
+	}
+}

@@ -272,7 +272,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			embedder = &memory.GenerationEmbedder{Client: client, Target: embedding}
 		}
 		if picking != nil {
-			facts = &ask.Model{Client: client, Target: picking}
+			facts = (&ask.Model{Client: client, Target: picking}).WithLimits(cfg)
 		}
 	}
 	memOpts, err := memory.OptionsFromConfig(ctx, cfg)
@@ -293,7 +293,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if err != nil {
 			return nil, err
 		}
-		intentOpts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(intentGeneration), Target: target}
+		intentOpts.Model = (&ask.Model{Client: generationv1.NewGenerationServiceClient(intentGeneration), Target: target}).WithLimits(cfg)
 	}
 	obsOpts := observation.OptionsFromConfig(cfg)
 	if obsOpts.Model != nil {
@@ -324,7 +324,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if err != nil {
 			return nil, err
 		}
-		planOpts.Model = &ask.Model{Client: generationv1.NewGenerationServiceClient(planningGeneration), Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}
+		planOpts.Model = (&ask.Model{Client: generationv1.NewGenerationServiceClient(planningGeneration),
+			Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}).WithLimits(cfg)
 	}
 	if err := serve(Planning, planning.New(planOpts).Register); err != nil {
 		return nil, err
