@@ -16,6 +16,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"google.golang.org/protobuf/proto"
 )
@@ -107,9 +108,11 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	policy := cmp.Or(s.contract.GetToolPolicy(), intent.GetToolPolicy())
 	offered := offeredTools(&typev1.ExecutionContract{ToolPolicy: policy, AllowedTools: s.contract.GetAllowedTools()}, tools)
 	prompt := withIntent(s.profiles[""].prompt, taskTypeName(intent.GetTaskType()), intent.GetConstraints())
-	messages := []*typev1.Message{{Role: typev1.Role_ROLE_SYSTEM, Content: prompt}}
-	messages = append(messages, req.GetMessageHistory()...)
-	messages = append(messages, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()})
+	messages, err := fitWindow(s.contract, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: prompt},
+		req.GetMessageHistory(), &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()}, offered)
+	if err != nil {
+		return nil, err
+	}
 
 	var (
 		lastErr  *stageerr.Error
@@ -197,6 +200,40 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	}
 	_, _, message := providerExit(lastErr)
 	return spent.on(respond(message)), nil
+}
+
+// fitWindow returns a decision's request: the system message, as much of history as fits,
+// newest first, and the message, so that with the offered tools it fits the contract's context
+// window after its buffer and max output, as a run's context assembly does (a provider refuses
+// a request over the window, and every target refused the whole history). A tool result whose
+// call was left out is left out too. A message that does not fit even without history is
+// INVALID_ARGUMENT naming message and the window. Without a window, all of history is kept.
+func fitWindow(c *typev1.ExecutionContract, system *typev1.Message, history []*typev1.Message, message *typev1.Message,
+	tools []*typev1.Tool) ([]*typev1.Message, error) {
+	start := 0
+	if window := c.GetContextWindow(); window > 0 {
+		limit := window - c.GetContextWindowBufferTokens() - c.GetMaxOutputTokens()
+		counter := tokens.ForModel(firstModel(c))
+		room := limit - counter.Message(system) - counter.Message(message) - counter.Tools(tools)
+		if room < 0 {
+			return nil, stageerr.Invalid("message: %d tokens, with the system prompt and the offered tools, do not fit the "+
+				"%d-token context window (buffer %d + max output %d tokens reserved), %d tokens too many",
+				counter.Message(message), window, c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens(), -room)
+		}
+		for start = len(history); start > 0; start-- {
+			n := counter.Message(history[start-1])
+			if n > room {
+				break
+			}
+			room -= n
+		}
+		for start < len(history) && history[start].GetRole() == typev1.Role_ROLE_TOOL {
+			start++
+		}
+	}
+	messages := make([]*typev1.Message, 0, len(history)-start+2)
+	messages = append(append(append(messages, system), history[start:]...), message)
+	return messages, nil
 }
 
 // refuseCalls returns, when the model called a tool it was not offered or with arguments that

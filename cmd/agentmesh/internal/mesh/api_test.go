@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
@@ -669,5 +670,48 @@ func TestDecideKeepsToTheContractsToolPolicy(t *testing.T) {
 				t.Errorf("confirming a call of a tool the contract does not allow: %v, want INVALID_ARGUMENT %q", err, want)
 			}
 		})
+	}
+}
+
+// TestDecideFitsTheWindow: Decide's request fits its targets' context window as a run's does
+// (a run's context assembly leaves out the oldest history). It sent the whole message_history
+// (up to 2 MiB), which a provider refuses (HTTP 400): every target refused it, and the caller
+// got the canned provider failure message. The oldest history is left out to fit; a message
+// that does not fit even alone is INVALID_ARGUMENT naming message and the window.
+func TestDecideFitsTheWindow(t *testing.T) {
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		p := cfg.Providers["scripted"]
+		p.Models = map[string]config.Model{"gpt-test": {ContextWindow: 4000, ContextWindowBufferTokens: 100, MaxOutputTokens: 500}}
+		cfg.Providers["scripted"] = p
+	}, llmtest.Scenario{Name: "any", Match: "*", Turns: slices.Repeat([]llmtest.Turn{text("Noted.")}, 41)}) // whatever is kept
+	var history []*typev1.Message
+	for i := range 40 {
+		history = append(history,
+			&typev1.Message{Role: typev1.Role_ROLE_USER, Content: fmt.Sprintf("Question %d: %s", i, strings.Repeat("what about the weather? ", 30))},
+			&typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: fmt.Sprintf("Answer %d: %s", i, strings.Repeat("it is sunny. ", 30))})
+	}
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "And tomorrow?", MessageHistory: history})
+	if err != nil || d.GetResponseText() != "Noted." {
+		t.Fatalf("decision %v, %v; want the model's answer", d, err)
+	}
+	reqs := h.llm.Requests()
+	sent := reqs[len(reqs)-1]
+	var msgs []*typev1.Message
+	for _, m := range sent.Messages {
+		msgs = append(msgs, &typev1.Message{Content: string(m.Content)})
+	}
+	if n := tokens.ForModel("gpt-test").Messages(msgs); n > 4000-100-500 {
+		t.Errorf("the request's messages hold %d tokens, over the %d the window leaves", n, 4000-100-500)
+	}
+	if last := string(sent.Messages[len(sent.Messages)-1].Content); last != "And tomorrow?" {
+		t.Errorf("the request ends with %q, want the message", last)
+	}
+	if !strings.Contains(string(sent.Messages[len(sent.Messages)-2].Content), "Answer 39:") {
+		t.Errorf("the newest history was left out")
+	}
+
+	_, err = h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: strings.Repeat("Tell me everything about the weather. ", 600)})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "message") || !strings.Contains(err.Error(), "4000") {
+		t.Errorf("a message over the window: %v, want INVALID_ARGUMENT naming message and the window", err)
 	}
 }
