@@ -150,14 +150,21 @@ const minMaxMessageBytes = 1 << 20
 // maxMessageBytesLimit is the largest grpc.max_message_bytes: protobuf's limit, 2 GiB.
 const maxMessageBytesLimit = 1<<31 - 1
 
-// validateModelWindows checks, for each model a target names, that the window its runs get
-// (the model's context_window, context_window_buffer_tokens and max_output_tokens, each
-// defaulting to defaults') leaves room for the conversation: the orchestrator takes the
-// tightest target's, and every run's preflight failed on a window that leaves none.
+// validateModelWindows checks, for each model a target or models.* names, that the window its
+// requests get (the model's context_window, context_window_buffer_tokens and
+// max_output_tokens, each defaulting to defaults') leaves room for the conversation: the
+// orchestrator takes the tightest target's, and every run's preflight failed on a window that
+// leaves none; the fallback model, and a stage's, would never be asked.
 func (c *Config) validateModelWindows(p *problems) {
 	targets := slices.Clone(c.Targets)
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		targets = append(targets, c.Profiles[name].Targets...)
+	}
+	sm := c.Models
+	for _, t := range []*Target{sm.Fallback, sm.Intent, sm.Planning, sm.Observation, sm.Memory} {
+		if t != nil {
+			targets = append(targets, *t)
+		}
 	}
 	seen := map[Target]bool{}
 	for _, t := range targets {

@@ -105,6 +105,11 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			c.Providers["local"] = Provider{Type: "openai", BaseURL: "http://127.0.0.1:11434/v1", Models: map[string]Model{"llama3:8b": {ContextWindow: 4096}}}
 			c.Targets = []Target{{Provider: "local", Model: "llama3:8b"}}
 		}, "providers.local.models.llama3:8b: a context_window of 4096 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144"},
+		{"a fallback model's window its reserve fills", func(c *Config) {
+			c.Providers["local"] = Provider{Type: "openai", BaseURL: "http://127.0.0.1:11434/v1",
+				Models: map[string]Model{"qwen2.5:3b": {ContextWindow: 2000, ContextWindowBufferTokens: 100, MaxOutputTokens: 2000}}}
+			c.Models.Fallback = &Target{Provider: "local", Model: "qwen2.5:3b"}
+		}, "providers.local.models.qwen2.5:3b: a context_window of 2000 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (2100"},
 		{"synthesis ratio not a number", func(c *Config) { c.Defaults.ForceSynthesisAtRatio = math.NaN() },
 			"defaults.force_synthesis_at_ratio: must be between 0 and 1, got NaN"},
 		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
