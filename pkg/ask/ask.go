@@ -48,14 +48,26 @@ type Model struct {
 	// and its safety margin (WithLimits); a question whose request, with them and
 	// MaxOutputTokens of answer, does not fit is not asked (ErrTooLong). 0 is no known window.
 	ContextWindow, ContextWindowBufferTokens int64
+	// OutputLimit is the model's configured max_output_tokens (WithLimits): a MaxOutputTokens
+	// above it is lowered to it, as a provider refuses more. 0 is no known limit.
+	OutputLimit int64
 }
 
-// WithLimits sets m's ContextWindow and ContextWindowBufferTokens to those cfg configures for
-// its target's model (providers.*.models.*, else the defaults': config.Window) and returns m.
+// WithLimits sets m's ContextWindow, ContextWindowBufferTokens and OutputLimit to those cfg
+// configures for its target's model (providers.*.models.*, else the defaults': config.Window)
+// and returns m.
 func (m *Model) WithLimits(cfg *config.Config) *Model {
-	m.ContextWindow, m.ContextWindowBufferTokens, _ = cfg.Window(config.Target{
+	m.ContextWindow, m.ContextWindowBufferTokens, m.OutputLimit = cfg.Window(config.Target{
 		Provider: m.Target.GetProvider(), Model: m.Target.GetModel()})
 	return m
+}
+
+// maxOutput is the answer's bound a request asks for: MaxOutputTokens, at most OutputLimit.
+func (m *Model) maxOutput() int64 {
+	if m.OutputLimit > 0 && m.MaxOutputTokens > m.OutputLimit {
+		return m.OutputLimit
+	}
+	return m.MaxOutputTokens
 }
 
 // maxCachedSchemas bounds the schemas kept compiled; a stage asks with one or two.
@@ -158,7 +170,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 		Messages:   messages,
 		Tools:      tools,
 		ToolChoice: "required",
-		Sampling:   &generationv1.Sampling{Temperature: &temperature, MaxOutputTokens: m.MaxOutputTokens},
+		Sampling:   &generationv1.Sampling{Temperature: &temperature, MaxOutputTokens: m.maxOutput()},
 	})
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: m.Target.GetProvider(), Model: m.Target.GetModel(),
@@ -202,7 +214,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 }
 
 // fits returns ErrTooLong when a request of messages and tools, with the buffer and
-// MaxOutputTokens of answer, exceeds the model's context window; nil when it fits or the
+// maxOutput of answer, exceeds the model's context window; nil when it fits or the
 // window is unknown.
 func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
 	if m.ContextWindow <= 0 {
@@ -210,11 +222,11 @@ func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
 	}
 	counter := tokens.ForModel(m.Target.GetModel())
 	need := counter.Messages(messages) + counter.Tools(tools)
-	if need+m.ContextWindowBufferTokens+m.MaxOutputTokens <= m.ContextWindow {
+	if need+m.ContextWindowBufferTokens+m.maxOutput() <= m.ContextWindow {
 		return nil
 	}
 	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the context window "+
-		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, m.MaxOutputTokens, m.ContextWindow,
+		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, m.maxOutput(), m.ContextWindow,
 		m.Target.GetProvider(), m.Target.GetModel())
 }
 

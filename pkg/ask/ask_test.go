@@ -9,6 +9,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -159,5 +160,34 @@ func TestObjectFitsTheWindow(t *testing.T) {
 	}
 	if n := len(llm.Requests()); n != 1 {
 		t.Errorf("%d requests, want 1 (the short question's)", n)
+	}
+}
+
+// TestObjectAsksWithinTheModelsOutputLimit: a Model made WithLimits asks for at most the
+// max_output_tokens configured for its model, whatever bound its stage sets (the memory
+// stage's 2,048): a provider refuses max_tokens over the model's own limit (HTTP 400).
+func TestObjectAsksWithinTheModelsOutputLimit(t *testing.T) {
+	llm := llmtest.New(t, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "submit_verdict", Arguments: `{"goal": "g", "safe": true}`}}},
+	}})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	svc := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(), APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	cfg := config.Default()
+	cfg.Providers = map[string]config.Provider{"scripted": {Type: "openai", BaseURL: llm.URL(), APIKey: "k",
+		Models: map[string]config.Model{"judge": {MaxOutputTokens: 300}}}}
+	m := (&ask.Model{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, svc.Register)),
+		Target: &typev1.Target{Provider: "scripted", Model: "judge"}, MaxOutputTokens: 2048,
+	}).WithLimits(cfg)
+	var v verdict
+	if _, err := m.Object(t.Context(), ask.Question{RunID: "r1", Instructions: "Judge the request.", Input: "Book a flight.",
+		Tool: "submit_verdict", Description: "Your verdict.", Schema: verdictSchema}, &v); err != nil {
+		t.Fatal(err)
+	}
+	if got := llm.Requests()[0].MaxTokens; got == nil || *got != 300 {
+		t.Errorf("max_tokens %s, want the model's max_output_tokens, 300", llm.Requests()[0].Raw["max_tokens"])
 	}
 }
