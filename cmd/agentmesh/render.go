@@ -14,7 +14,9 @@ import (
 // progress writes a readable line per run event to w (the answer itself goes to stdout).
 type progress struct {
 	w         io.Writer
-	streaming bool // an llm_delta line is open
+	streaming bool  // an llm_delta line is open
+	turn      int32 // the turn and attempt whose deltas the open line shows
+	attempt   int32
 }
 
 func (p *progress) event(ev *eventv1.RunEvent) {
@@ -48,11 +50,21 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		}
 		p.line("· turn %d%s", k.TurnStarted.GetTurn(), suffix)
 	case *eventv1.RunEvent_LlmDelta:
-		if !p.streaming {
-			fmt.Fprint(p.w, "  model: ")
-			p.streaming = true
+		// A retry's deltas go on a line of their own, named for their attempt: the answer is the
+		// last attempt's, not the attempts' texts run together.
+		d := k.LlmDelta
+		if d.GetTurn() != p.turn || d.GetAttempt() != p.attempt {
+			p.endLine()
 		}
-		fmt.Fprint(p.w, k.LlmDelta.GetContent())
+		if !p.streaming {
+			label := "model"
+			if d.GetAttempt() > 1 {
+				label = fmt.Sprintf("model (attempt %d)", d.GetAttempt())
+			}
+			fmt.Fprintf(p.w, "  %s: ", label)
+			p.streaming, p.turn, p.attempt = true, d.GetTurn(), d.GetAttempt()
+		}
+		fmt.Fprint(p.w, d.GetContent())
 	case *eventv1.RunEvent_LlmResponse:
 		r := k.LlmResponse
 		if r.GetError() != "" {
@@ -106,11 +118,16 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 }
 
 func (p *progress) line(format string, args ...any) {
+	p.endLine()
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+// endLine ends the open llm_delta line, if any.
+func (p *progress) endLine() {
 	if p.streaming {
 		fmt.Fprintln(p.w)
 		p.streaming = false
 	}
-	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
 // decision says how a call (or the plan) waiting for approval was decided, by whom and why.

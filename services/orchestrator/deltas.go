@@ -27,10 +27,13 @@ type deltas struct {
 	last      time.Time // when the last event was emitted; zero before the first
 }
 
-// newDeltas coalesces the deltas of the run's turn in progress into its llm_delta events.
-func newDeltas(ctx context.Context, r *run) *deltas {
+// newDeltas coalesces the deltas of attempt, of the run's turn in progress, into its llm_delta
+// events; each names its attempt, so that a client tells a retry's answer from the one before.
+func newDeltas(ctx context.Context, r *run, attempt int) *deltas {
 	return &deltas{now: time.Now, emit: func(content, reasoning string) {
-		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: r.turns, Content: content, Reasoning: reasoning}}})
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{
+			Turn: r.turns, Attempt: int32(attempt), Content: content, Reasoning: reasoning,
+		}}})
 	}}
 }
 

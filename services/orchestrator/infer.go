@@ -510,7 +510,7 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		err  error
 	)
 	if r.contract.GetStreamAnswers() && !req.GetUseCache() {
-		resp, err = r.streamGenerate(ctx, req)
+		resp, err = r.streamGenerate(ctx, attempt, req)
 	} else {
 		resp, err = r.svc.peers.Generation.Generate(ctx, req, keepNoCopy)
 	}
@@ -562,11 +562,11 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 // attempt drops the copy once the stage has sent its headers, streamGenerate.)
 var keepNoCopy = grpc.MaxRetryRPCBufferSize(0)
 
-// streamGenerate makes a streamed attempt. Its deltas go out as llm_delta events, at most one
-// per deltaInterval (see deltas). In the XML modes the content deltas pass through the
-// transport's stream buffer: text is passed on at once, a transport tag only once it is
-// complete (seed 000 §11, Streaming).
-func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
+// streamGenerate makes a streamed attempt, the turn's attempt-th. Its deltas go out as
+// llm_delta events of that attempt, at most one per deltaInterval (see deltas). In the XML
+// modes the content deltas pass through the transport's stream buffer: text is passed on at
+// once, a transport tag only once it is complete (seed 000 §11, Streaming).
+func (r *run) streamGenerate(ctx context.Context, attempt int, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
 	// The calls come complete in the final answer, and llm_delta carries text only: a message
 	// for each fragment of their arguments would be read and dropped.
 	stream, err := r.svc.peers.Generation.GenerateStream(ctx, &generationv1.GenerateStreamRequest{Request: req, OmitToolCallDeltas: true})
@@ -583,7 +583,7 @@ func (r *run) streamGenerate(ctx context.Context, req *generationv1.GenerateRequ
 	if r.xml != nil {
 		tags = xmltransport.NewStream(r.xml.Nonce)
 	}
-	pending := newDeltas(ctx, r)
+	pending := newDeltas(ctx, r, attempt)
 	defer pending.flush() // before the caller's llm_response, or the attempt's failure
 	delta := pending.add
 	content := func(pieces []xmltransport.Piece) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
@@ -250,5 +251,49 @@ func TestEmptyAnswerAfterAFailureSaysBoth(t *testing.T) {
 	msg := res.GetError().GetMessage()
 	if !strings.Contains(msg, "1 attempt failed") || !strings.Contains(msg, "cannot reach") || !strings.Contains(msg, "1 came back empty") {
 		t.Errorf("error %q, want it to say 1 attempt failed (and how) and 1 came back empty", msg)
+	}
+}
+
+// TestStreamedDeltasSayTheirAttempt: a turn whose first answer is cut off at the output token
+// limit is retried, and a run that streams its answers streams both: the deltas of the cut-off
+// attempt, then the retry's. Every llm_delta names its attempt, the one of the llm_response
+// that follows it, so that a client joins the deltas of one attempt and shows the retry's
+// answer, not the two run together; the last attempt's deltas join up to the answer. The
+// deltas carried no attempt, and a client joining a turn's deltas got the cut-off text with
+// the answer after it.
+func TestStreamedDeltasSayTheirAttempt(t *testing.T) {
+	const cut, answer = "Paris has many sights: the Louvre, the Eiffel Tower, the", "The Louvre and the Eiffel Tower."
+	h := start(t, nil, llmtest.Scenario{Name: "cut", Match: "What should I see in Paris?", Turns: []llmtest.Turn{
+		cutOffUntilNoticed(llmtest.Turn{Content: cut}, llmtest.Turn{Content: answer}),
+	}})
+	stream, err := h.client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "What should I see in Paris?", Overrides: &agentv1.RunOverrides{MaxRetries: i32(3)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := received(t, stream)
+	if len(evs) == 0 || evs[len(evs)-1].GetRunFinished().GetResult().GetFinalReport().GetContent() != answer {
+		t.Fatalf("StreamRun did not end with a run_finished reporting %q", answer)
+	}
+	joined := map[int32]string{} // each attempt's deltas joined
+	var pending []*eventv1.LlmDelta
+	for _, ev := range evs {
+		if d := ev.GetLlmDelta(); d != nil {
+			pending = append(pending, d)
+		}
+		r := ev.GetLlmResponse()
+		if r == nil {
+			continue
+		}
+		for _, d := range pending {
+			if d.GetAttempt() != r.GetAttempt() || d.GetTurn() != r.GetTurn() {
+				t.Errorf("llm_delta %q of turn %d attempt %d comes before the llm_response of turn %d attempt %d",
+					d.GetContent(), d.GetTurn(), d.GetAttempt(), r.GetTurn(), r.GetAttempt())
+			}
+			joined[d.GetAttempt()] += d.GetContent()
+		}
+		pending = nil
+	}
+	if joined[1] != cut || joined[2] != answer {
+		t.Errorf("attempt 1's deltas join up to %q and attempt 2's to %q, want %q and %q", joined[1], joined[2], cut, answer)
 	}
 }

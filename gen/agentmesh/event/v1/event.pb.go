@@ -809,7 +809,13 @@ func (x *TurnStarted) GetReason() string {
 	return ""
 }
 
-// LlmDelta is a fragment of a streamed model answer.
+// LlmDelta is a fragment of a streamed model answer. The deltas of one attempt (turn and
+// attempt) join up, content and reasoning each, to the answer of that attempt's llm_response,
+// which follows them. A turn may make several attempts: one that failed, was cut off at the
+// output token limit, was stopped by the content filter or was empty is followed by the next
+// attempt's deltas, so a client that shows the answer as it grows starts over when attempt
+// changes, and the turn's answer is its last attempt's. It starts over at run_resumed too: the
+// replica that resumed the run makes the turn's attempts again from its checkpoint.
 type LlmDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1-based turn number.
@@ -817,7 +823,9 @@ type LlmDelta struct {
 	// Answer text fragment.
 	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// Reasoning text fragment.
-	Reasoning     string `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	Reasoning string `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// 1-based attempt within the turn, as in the attempt's llm_response.
+	Attempt       int32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +879,13 @@ func (x *LlmDelta) GetReasoning() string {
 		return x.Reasoning
 	}
 	return ""
+}
+
+func (x *LlmDelta) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 // LlmResponse is the result of one LLM attempt.
@@ -1784,11 +1799,12 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\vTurnStarted\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12!\n" +
 	"\fforced_final\x18\x02 \x01(\bR\vforcedFinal\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"V\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"p\n" +
 	"\bLlmDelta\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
-	"\treasoning\x18\x03 \x01(\tR\treasoning\"\xe5\x02\n" +
+	"\treasoning\x18\x03 \x01(\tR\treasoning\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\xe5\x02\n" +
 	"\vLlmResponse\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x1a\n" +
