@@ -59,9 +59,19 @@ func approveCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return rpcError(*addr, err)
 	}
-	if resp.GetResumed() {
-		fmt.Fprintf(stdout, "run %s resumed; follow it with: agentmesh watch %s\n", resp.GetRunId(), resp.GetRunId())
-	} else {
+	// A rejection may end the run (USER_REJECTED), which --end-run tells and, without it, the
+	// configured tools.reject_ends_run, which the CLI cannot see: never call an ending run
+	// resumed.
+	id := resp.GetRunId()
+	switch {
+	case resp.GetResumed() && *reject && req.GetEndRun():
+		fmt.Fprintf(stdout, "run %s ends USER_REJECTED; see its end with: agentmesh watch %s\n", id, id)
+	case resp.GetResumed() && *reject && !endRunSet:
+		fmt.Fprintf(stdout, "run %s goes on without the call, or ends USER_REJECTED if tools.reject_ends_run is set; "+
+			"follow it with: agentmesh watch %s\n", id, id)
+	case resp.GetResumed():
+		fmt.Fprintf(stdout, "run %s resumed; follow it with: agentmesh watch %s\n", id, id)
+	default:
 		fmt.Fprintf(stdout, "recorded; still waiting for: %v\n", resp.GetPendingCallIds())
 	}
 	return nil

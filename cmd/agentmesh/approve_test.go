@@ -118,3 +118,36 @@ func TestRejectFromTheCLIEndsTheRun(t *testing.T) {
 	}
 	runCLI(t, 0, "transcript", "verify", "--addr", addr, runID)
 }
+
+// TestRejectFromTheCLINeverSaysAnEndingRunResumed: approve --reject said "run X resumed" of a
+// run the rejection ends USER_REJECTED, whether --end-run asked for it or the configured
+// tools.reject_ends_run did. With --end-run it says the run ends; without, it says the run
+// goes on or ends as tools.reject_ends_run says, which the CLI cannot know.
+func TestRejectFromTheCLINeverSaysAnEndingRunResumed(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	cfg.Tools.RejectEndsRun = true
+	addr := startMesh(t, cfg).Addr(mesh.Orchestrator)
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--reject", "--end-run"}, "ends USER_REJECTED"},
+		{[]string{"--reject"}, "tools.reject_ends_run"},
+	} {
+		out, _ := runCLI(t, 0, "run", "--addr", addr, "What is 6 times 7?")
+		m := regexp.MustCompile(`run (\S+) is waiting for approval of call (\S+) `).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("run output does not say it waits for approval:\n%s", out)
+		}
+		args := append(append([]string{"approve", "--addr", addr}, tc.flags...), m[1], m[2])
+		out, _ = runCLI(t, 0, args...)
+		if strings.Contains(out, "resumed") || !strings.Contains(out, tc.want) || !strings.Contains(out, "agentmesh watch "+m[1]) {
+			t.Errorf("approve %s says %q; want no %q of a run that ends, and %q", strings.Join(tc.flags, " "), out, "resumed", tc.want)
+		}
+		if _, errOut := runCLI(t, 0, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "REJECTED USER_REJECTED") {
+			t.Errorf("the run did not end USER_REJECTED:\n%s", errOut)
+		}
+	}
+}
