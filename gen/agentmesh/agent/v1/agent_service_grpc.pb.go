@@ -45,13 +45,19 @@ type AgentServiceClient interface {
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (*v1.RunResult, error)
-	// StreamRun runs an agent and streams its events; the last message is always run_finished,
-	// or approval_requested for a paused run.
+	// StreamRun runs an agent and streams its events; the last message is run_finished, or, for a
+	// run that pauses, approval_requested or input_requested (follow the run on with WatchRun).
+	// Repeated with the run's idempotency_key, it replays the run's events and ends at
+	// run_finished or at the pause the run waits in (its run_resumed when another replica took
+	// the paused run over).
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	StreamRun(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v11.RunEvent], error)
-	// WatchRun attaches to a run's events from any replica, resuming after from_seq.
+	// WatchRun attaches to a run's events from any replica, resuming after from_seq. It follows
+	// the run through its pauses and ends after run_finished, at once and with nothing sent when
+	// from_seq is at or past it. An unknown run, or one whose events are no longer kept, is
+	// NOT_FOUND.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v11.RunEvent], error)
@@ -225,13 +231,19 @@ type AgentServiceServer interface {
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Run(context.Context, *RunRequest) (*v1.RunResult, error)
-	// StreamRun runs an agent and streams its events; the last message is always run_finished,
-	// or approval_requested for a paused run.
+	// StreamRun runs an agent and streams its events; the last message is run_finished, or, for a
+	// run that pauses, approval_requested or input_requested (follow the run on with WatchRun).
+	// Repeated with the run's idempotency_key, it replays the run's events and ends at
+	// run_finished or at the pause the run waits in (its run_resumed when another replica took
+	// the paused run over).
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	StreamRun(*RunRequest, grpc.ServerStreamingServer[v11.RunEvent]) error
-	// WatchRun attaches to a run's events from any replica, resuming after from_seq.
+	// WatchRun attaches to a run's events from any replica, resuming after from_seq. It follows
+	// the run through its pauses and ends after run_finished, at once and with nothing sent when
+	// from_seq is at or past it. An unknown run, or one whose events are no longer kept, is
+	// NOT_FOUND.
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[v11.RunEvent]) error
