@@ -194,7 +194,8 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 			if ctx.Err() != nil {
 				return cancelInterrupted(client, addr, req.GetRunId(), seq, asJSON, p, stdout)
 			}
-			return rpcError(addr, err)
+			p.endLine()
+			return followOn(req.GetRunId(), seq, rpcError(addr, err))
 		}
 		seq = ev.GetSeq()
 		p.event(ev)
@@ -226,6 +227,16 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 		return exitcode.Wrap(exitcode.Failed, errors.New("the run stream ended without run_finished"))
 	}
 	return printResult(result, asJSON, stdout)
+}
+
+// followOn is err, the failure of a stream that followed run runID, with how to follow the
+// run on from seq, the last event shown: the mesh runs the run apart from whoever follows it,
+// so a broken connection loses the stream, not the run. With seq 0 (no event shown), err.
+func followOn(runID string, seq uint64, err error) error {
+	if seq == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\nrun %s is not lost: follow it with: agentmesh watch %s --from %d", err, runID, runID, seq)
 }
 
 // interruptTimeout bounds how long an interrupted CLI waits for the run it followed to end.
@@ -422,7 +433,7 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return rpcError(*addr, err)
 	}
 	p := &progress{w: stderr}
-	seq := *from
+	seq, shown := *from, false
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -433,8 +444,13 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				p.line("stopped following run %s, which goes on; follow it again with: agentmesh watch %s --from %d", fs.Arg(0), fs.Arg(0), seq)
 				return nil
 			}
-			return rpcError(*addr, err)
+			p.endLine()
+			if !shown { // the watch never began (an unknown run): nothing to follow on
+				return rpcError(*addr, err)
+			}
+			return followOn(fs.Arg(0), seq, rpcError(*addr, err))
 		}
+		shown = true
 		seq = ev.GetSeq()
 		if !*asJSON {
 			p.event(ev)

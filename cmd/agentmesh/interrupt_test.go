@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestRunInterruptedBeforeItsFirstEvent: Ctrl-C while `agentmesh run` has sent its run but
@@ -145,4 +148,70 @@ func TestRunInterruptedBeforeItStarted(t *testing.T) {
 	if errOut := stderr.String(); got != 1 || !strings.Contains(errOut, "interrupted before run ") || strings.Contains(errOut, "context canceled") {
 		t.Errorf("interrupted before the run started: exit %d, want 1 and a run that never started\nstdout: %s\nstderr: %s", got, stdout.String(), errOut)
 	}
+}
+
+// TestRunAndWatchSayHowToFollowARunAfterADisconnect: when the connection to the orchestrator
+// breaks while `agentmesh run` or `agentmesh watch` follows a run, the run goes on in the mesh,
+// and the CLI says so and names the watch that follows it on from the last event it showed.
+// It said only that it could not reach the orchestrator, and a user took the run for lost. A
+// relay in front of the orchestrator breaks each stream after its first event.
+func TestRunAndWatchSayHowToFollowARunAfterADisconnect(t *testing.T) {
+	isolate(t)
+	hold, release := heldTurn(t)
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	meshAddr := startMesh(t, cfg).Addr("orchestrator")
+	addr := serveRelay(t, &breakingRelay{up: agentv1.NewAgentServiceClient(dialService(t, meshAddr))})
+
+	stdout, stderr := runCLI(t, 3, "run", "--addr", addr, "take your time")
+	m := regexp.MustCompile(`\nrun (\S+) is not lost: follow it with: agentmesh watch (\S+) --from 1\n`).FindStringSubmatch(stderr)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("run cut off after its first event does not say how to follow the run\nstdout: %s\nstderr: %s", stdout, stderr)
+	}
+	runID := m[1]
+	stdout, stderr = runCLI(t, 3, "watch", "--addr", addr, runID)
+	if want := "\nrun " + runID + " is not lost: follow it with: agentmesh watch " + runID + " --from 1\n"; !strings.Contains(stderr, want) {
+		t.Errorf("watch cut off after its first event does not say %q\nstdout: %s\nstderr: %s", want, stdout, stderr)
+	}
+	release()
+	if _, stderr := runCLI(t, 0, "watch", "--addr", meshAddr, "--from", "1", runID); strings.Contains(stderr, "▶ run") || !strings.Contains(stderr, "■ COMPLETED") {
+		t.Errorf("the watch the CLI named does not follow the run on to its end:\n%s", stderr)
+	}
+}
+
+// breakingRelay is an AgentService in front of an orchestrator that relays the first event of
+// each StreamRun and WatchRun and then fails the stream UNAVAILABLE, as a broken connection does.
+type breakingRelay struct {
+	agentv1.UnimplementedAgentServiceServer
+	up agentv1.AgentServiceClient
+}
+
+func (b *breakingRelay) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	up, err := b.up.StreamRun(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	return relayFirst(up, stream)
+}
+
+func (b *breakingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	up, err := b.up.WatchRun(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	return relayFirst(up, stream)
+}
+
+// relayFirst sends the first event of up on stream, then fails UNAVAILABLE.
+func relayFirst(up grpc.ServerStreamingClient[eventv1.RunEvent], stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	ev, err := up.Recv()
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(ev); err != nil {
+		return err
+	}
+	return status.Error(codes.Unavailable, "connection reset by peer")
 }
