@@ -67,11 +67,15 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		fmt.Fprint(p.w, d.GetContent())
 	case *eventv1.RunEvent_LlmResponse:
 		r := k.LlmResponse
-		if r.GetError() != "" {
-			p.line("  ✗ %s/%s attempt %d: %s", r.GetProvider(), r.GetModel(), r.GetAttempt(), r.GetError())
+		if why := unanswered(r); why != "" {
+			p.line("  ✗ %s/%s attempt %d: %s", r.GetProvider(), r.GetModel(), r.GetAttempt(), why)
 			return
 		}
-		p.line("  ✓ %s/%s answered (%d tokens)", r.GetProvider(), r.GetModel(), r.GetUsage().GetTotal())
+		cut := ""
+		if r.GetStopReason() == "length" {
+			cut = ", cut off at the output token limit"
+		}
+		p.line("  ✓ %s/%s answered (%d tokens)%s", r.GetProvider(), r.GetModel(), r.GetUsage().GetTotal(), cut)
 	case *eventv1.RunEvent_ToolStarted:
 		args, _ := protojson.Marshal(k.ToolStarted.GetCall().GetArguments())
 		p.line("  → %s %s", k.ToolStarted.GetCall().GetName(), args)
@@ -128,6 +132,22 @@ func (p *progress) endLine() {
 		fmt.Fprintln(p.w)
 		p.streaming = false
 	}
+}
+
+// unanswered is why an LLM attempt gave the run no answer, or "" when it did: it failed, the
+// provider's content filter stopped the answer (whatever part of it was streamed), or the answer
+// was empty. The run retries such an attempt, or fails when it was the last.
+func unanswered(r *eventv1.LlmResponse) string {
+	m := r.GetMessage()
+	switch {
+	case r.GetError() != "":
+		return r.GetError()
+	case r.GetStopReason() == "content_filter":
+		return "the answer was withheld or stopped by the provider's content filter"
+	case m.GetContent() == "" && m.GetReasoning() == "" && len(m.GetToolCalls()) == 0:
+		return "the answer was empty"
+	}
+	return ""
 }
 
 // decision says how a call (or the plan) waiting for approval was decided, by whom and why.

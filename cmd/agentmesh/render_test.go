@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 )
 
 // TestProgressShowsEachAttemptsDeltasApart: the deltas of a retried attempt and those of the
@@ -24,5 +25,33 @@ func TestProgressShowsEachAttemptsDeltasApart(t *testing.T) {
 	want := "  model: Paris has many sights: the\n  model (attempt 2): The Louvre.\n  model: Done.\n"
 	if got := b.String(); got != want {
 		t.Errorf("progress\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestProgressTellsAnAttemptThatGaveNoAnswer: an LLM attempt that the content filter stopped,
+// or that answered nothing, is no answer (the run retries it), and an answer cut off at the
+// output token limit is incomplete: the progress showed each as "✓ ... answered".
+func TestProgressTellsAnAttemptThatGaveNoAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		resp *eventv1.LlmResponse
+		want string
+	}{
+		{"filtered", &eventv1.LlmResponse{Attempt: 1, StopReason: "content_filter", Message: &typev1.Message{Content: "Here is how"}},
+			"  ✗ scripted/gpt-test attempt 1: the answer was withheld or stopped by the provider's content filter\n"},
+		{"empty", &eventv1.LlmResponse{Attempt: 2, StopReason: "stop", Message: &typev1.Message{}},
+			"  ✗ scripted/gpt-test attempt 2: the answer was empty\n"},
+		{"cut off", &eventv1.LlmResponse{Attempt: 1, StopReason: "length", Message: &typev1.Message{Content: "Paris has"}, Usage: &typev1.TokenUsage{Total: 12}},
+			"  ✓ scripted/gpt-test answered (12 tokens), cut off at the output token limit\n"},
+		{"failed", &eventv1.LlmResponse{Attempt: 3, Error: "rate limited"}, "  ✗ scripted/gpt-test attempt 3: rate limited\n"},
+		{"answered", &eventv1.LlmResponse{Attempt: 1, StopReason: "stop", Message: &typev1.Message{Content: "42"}, Usage: &typev1.TokenUsage{Total: 9}},
+			"  ✓ scripted/gpt-test answered (9 tokens)\n"},
+	} {
+		var b strings.Builder
+		tc.resp.Provider, tc.resp.Model = "scripted", "gpt-test"
+		(&progress{w: &b}).event(&eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmResponse{LlmResponse: tc.resp}})
+		if got := b.String(); got != tc.want {
+			t.Errorf("%s: progress %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
