@@ -53,6 +53,9 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		// A retry's deltas go on a line of their own, named for their attempt: the answer is the
 		// last attempt's, not the attempts' texts run together.
 		d := k.LlmDelta
+		if d.GetContent() == "" { // reasoning only: the line shows the answer's text
+			return
+		}
 		if d.GetTurn() != p.turn || d.GetAttempt() != p.attempt {
 			p.endLine()
 		}

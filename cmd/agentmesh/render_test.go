@@ -55,3 +55,16 @@ func TestProgressTellsAnAttemptThatGaveNoAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressShowsNoEmptyModelLine: a delta with reasoning and no answer text (a reasoning
+// model thinking, or an answer that is a tool call) shows nothing: the progress opened a
+// "model:" line for it, and an answer without text left it empty.
+func TestProgressShowsNoEmptyModelLine(t *testing.T) {
+	var b strings.Builder
+	p := &progress{w: &b}
+	p.event(&eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmDelta{LlmDelta: &eventv1.LlmDelta{Turn: 1, Attempt: 1, Reasoning: "I should call the calculator."}}})
+	p.event(&eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: 1, Call: &typev1.ToolCall{Name: "calculator"}}}})
+	if got, want := b.String(), "  → calculator {}\n"; got != want {
+		t.Errorf("progress %q, want %q", got, want)
+	}
+}
