@@ -151,3 +151,23 @@ func TestRejectFromTheCLINeverSaysAnEndingRunResumed(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanApprovalFromTheCLI: a run that waits for its plan's approval is shown waiting for
+// its plan, with the command that decides it, by run and by watch alike: both called it
+// "call plan (plan)", a tool call of that name.
+func TestPlanApprovalFromTheCLI(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Tools.ApprovePlans = true
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	addr := startMesh(t, cfg).Addr(mesh.Orchestrator)
+	out, _ := runCLI(t, 0, "run", "--addr", addr, "What is 6 times 7?")
+	m := regexp.MustCompile(`^run (\S+) is waiting for approval of its plan: agentmesh approve (\S+) plan\n$`).FindStringSubmatch(out)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("run does not say it waits for its plan's approval:\n%s", out)
+	}
+	runCLI(t, 0, "approve", "--addr", addr, "--reject", "--end-run", m[1], "plan")
+	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "  ? approval requested for the plan\n") {
+		t.Errorf("watch does not show the plan waiting for approval:\n%s", errOut)
+	}
+}

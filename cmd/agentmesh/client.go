@@ -214,6 +214,11 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 			return printJSON(paused, stdout) // a pause is not a failure (exit 0)
 		}
 		for _, c := range a.GetPendingAction().GetToolCalls() {
+			if c.GetId() == orchestrator.PlanCallID { // the pseudo call that stands for the plan
+				fmt.Fprintf(stdout, "run %s is waiting for approval of its plan: agentmesh approve %s %s\n",
+					ev.GetRunId(), ev.GetRunId(), c.GetId())
+				continue
+			}
 			fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
 				ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
 		}

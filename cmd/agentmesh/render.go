@@ -95,6 +95,10 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 	// answer --question ID): whoever follows the run with watch learns it here.
 	case *eventv1.RunEvent_ApprovalRequested:
 		calls := k.ApprovalRequested.GetPendingAction().GetToolCalls()
+		if len(calls) == 1 && calls[0].GetId() == orchestrator.PlanCallID {
+			p.line("  ? approval requested for the plan")
+			return
+		}
 		names := make([]string, len(calls))
 		for i, c := range calls {
 			names[i] = c.GetId() + " (" + c.GetName() + ")"
