@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -15,7 +16,9 @@ import (
 // keeps every user's memories apart by them. They are never taken from a caller of the public
 // API.
 const (
-	// UserMetadata is the id (Principal.ID) of the user a call acts for.
+	// UserMetadata is the id (Principal.ID) of the user a call acts for, percent-encoded as
+	// grpc-message is (EncodeUser): gRPC sends metadata values of printable ASCII only, and a
+	// user id is any text.
 	UserMetadata = "agentmesh-user"
 	// RolesMetadata lists the roles of that user, comma-separated, when it is an authenticated
 	// principal with roles.
@@ -57,13 +60,13 @@ func outgoing(ctx context.Context, id string, roles []string) context.Context {
 	if !ok {
 		// Nothing to replace: appended pairs are a slice, not a map of their own, which a
 		// run's context would hold for as long as the run (issue 15).
-		kv := []string{UserMetadata, id}
+		kv := []string{UserMetadata, EncodeUser(id)}
 		if len(roles) > 0 {
 			kv = append(kv, RolesMetadata, strings.Join(roles, ","))
 		}
 		return metadata.AppendToOutgoingContext(ctx, kv...)
 	}
-	md.Set(UserMetadata, id)
+	md.Set(UserMetadata, EncodeUser(id))
 	delete(md, RolesMetadata)
 	if len(roles) > 0 {
 		md.Set(RolesMetadata, strings.Join(roles, ","))
@@ -87,8 +90,12 @@ func IncomingUser(ctx context.Context) (p Principal, ok bool, err error) {
 	case ids[0] == "":
 		return Principal{}, false, fmt.Errorf("the %s metadata is empty", UserMetadata)
 	}
-	p.User = ids[0]
-	if tenant, user, found := strings.Cut(ids[0], "/"); found && tenant != "" {
+	id, err := url.PathUnescape(ids[0])
+	if err != nil {
+		return Principal{}, false, fmt.Errorf("the %s metadata is not percent-encoded: %v", UserMetadata, err)
+	}
+	p.User = id
+	if tenant, user, found := strings.Cut(id, "/"); found && tenant != "" {
 		p.Tenant, p.User = tenant, user
 	}
 	for _, v := range md.Get(RolesMetadata) {
@@ -100,4 +107,29 @@ func IncomingUser(ctx context.Context) (p Principal, ok bool, err error) {
 		}
 	}
 	return p, true, nil
+}
+
+// EncodeUser is a user id as the UserMetadata carries it: each byte that is not printable
+// ASCII, and '%', as %XX (the percent-encoding of grpc-message), so that a user id of any text
+// ("Société/José") can be sent, where gRPC refused the call. A printable ASCII id without '%'
+// is itself. IncomingUser decodes it.
+func EncodeUser(id string) string {
+	plain := func(c byte) bool { return c >= 0x20 && c <= 0x7E && c != '%' }
+	i := 0
+	for i < len(id) && plain(id[i]) {
+		i++
+	}
+	if i == len(id) {
+		return id
+	}
+	const hex = "0123456789ABCDEF"
+	b := []byte(id[:i])
+	for ; i < len(id); i++ {
+		if c := id[i]; plain(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&0xF])
+		}
+	}
+	return string(b)
 }

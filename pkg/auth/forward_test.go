@@ -64,9 +64,33 @@ func TestIncomingUserMalformed(t *testing.T) {
 		"two users":    metadata.Pairs(auth.UserMetadata, "a", auth.UserMetadata, "b"),
 		"empty user":   metadata.Pairs(auth.UserMetadata, ""),
 		"unknown role": metadata.Pairs(auth.UserMetadata, "a", auth.RolesMetadata, "approver,root"),
+		"bad escape":   metadata.Pairs(auth.UserMetadata, "acme/50%zz"),
 	} {
 		if p, ok, err := auth.IncomingUser(metadata.NewIncomingContext(t.Context(), md)); err == nil || ok {
 			t.Errorf("%s: IncomingUser = %+v, %v, %v; want an error", name, p, ok, err)
 		}
+	}
+}
+
+// TestUserOfAnyText: a user id of any text travels as metadata gRPC sends (printable ASCII) and
+// arrives as it left, '%' and "%41" included; a printable ASCII id without '%' is itself.
+func TestUserOfAnyText(t *testing.T) {
+	for _, id := range []string{"acme/bob", "Société/José", "山田/太郎", "acme/50%", "acme/%41", "a\nb\x00c\x7f"} {
+		md, _ := metadata.FromOutgoingContext(auth.OutgoingUser(t.Context(), id))
+		for _, v := range md.Get(auth.UserMetadata) {
+			for i := range len(v) {
+				if v[i] < 0x20 || v[i] > 0x7E {
+					t.Errorf("%q is sent as %q, not printable ASCII", id, v)
+					break
+				}
+			}
+		}
+		p, ok, err := auth.IncomingUser(metadata.NewIncomingContext(t.Context(), md))
+		if err != nil || !ok || p.ID() != id {
+			t.Errorf("%q arrives as %q (%v, %v)", id, p.ID(), ok, err)
+		}
+	}
+	if got := auth.EncodeUser("acme/bob"); got != "acme/bob" {
+		t.Errorf("EncodeUser(acme/bob) = %q, want it unchanged", got)
 	}
 }

@@ -601,3 +601,44 @@ func eventsAs(t *testing.T, c agentv1.AgentServiceClient, runID string) []*event
 		}
 	}
 }
+
+// TestPrincipalOfAnyName: a principal's name is any text (README, "Limits": user_id is any
+// principal name), "José" of tenant "Société" too. The run's user rides between the services
+// as gRPC metadata, whose values gRPC sends as printable ASCII only: the stage calls of a run
+// of such a user failed INTERNAL before they left the orchestrator, and so did every run of a
+// user_id outside printable ASCII with authentication off. Its runs and memories work, and
+// they stay its own.
+func TestPrincipalOfAnyName(t *testing.T) {
+	joseKey, joseHash := auth.NewKey()
+	bobKey, bobHash := auth.NewKey()
+	cfg := config.Default()
+	cfg.Auth.APIKeys = []config.APIKey{
+		{Hash: joseHash, Tenant: "Société", User: "José"},
+		{Hash: bobHash, Tenant: "Société", User: "bob"},
+	}
+	h := start(t, cfg)
+	addr := h.mesh.Addr(mesh.Orchestrator)
+	jose, bob := keyClient(t, addr, joseKey), keyClient(t, addr, bobKey)
+	res, err := jose.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if err != nil || !res.GetSuccess() {
+		t.Fatalf("José's run: %v %s (%v) %v, want a success", res.GetOutcome(), res.GetExitReason(), res.GetError(), err)
+	}
+	if got := runOwner(t, jose, res.GetRunId()); got != "Société/José" {
+		t.Errorf("José's run acts for %q, want Société/José", got)
+	}
+	if _, err := jose.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()}); err != nil {
+		t.Errorf("José reads his run: %v", err)
+	}
+	_, err = bob.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
+	expectCode(t, "bob reads José's run", err, codes.NotFound)
+	if _, err := jose.ListMemories(t.Context(), &agentv1.ListMemoriesRequest{}); err != nil {
+		t.Errorf("José lists his memories: %v", err)
+	}
+
+	// Without authentication the run's user is its user_id.
+	open := start(t, config.Default())
+	res, err = open.client.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?", UserId: "José"})
+	if err != nil || !res.GetSuccess() {
+		t.Fatalf("a run of user_id José without auth: %v %s (%v) %v, want a success", res.GetOutcome(), res.GetExitReason(), res.GetError(), err)
+	}
+}
