@@ -34,12 +34,12 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 		return nil // the key and the run are this replica's, created together
 	}
 	for {
-		if s.liveRun(existing.id) != nil {
-			return nil
+		if r := s.liveRun(existing.id); r != nil {
+			return s.keysOwn(ctx, existing, r.userID)
 		}
-		switch _, err := s.store.State(ctx, existing.id); {
+		switch cp, err := s.store.State(ctx, existing.id); {
 		case err == nil:
-			return nil // its checkpoint, or its tombstone once retired
+			return s.keysOwn(ctx, existing, cp.GetUserId()) // its checkpoint, or its tombstone once retired
 		case !errors.Is(err, runstore.ErrNotFound):
 			return storeErr(ctx, existing.id, err)
 		}
@@ -70,6 +70,24 @@ func (s *Service) awaitStored(ctx context.Context, existing existingRun) error {
 		}
 		// The wait ended with nothing stored, or the watch failed: look again.
 	}
+}
+
+// keysOwn returns nil when the run an idempotency key names (existing) acts for owner, the
+// key's user, and otherwise frees the key and returns errKeyFreed: a key names only its own
+// user's runs. A request whose run_id is another user's run claims its key before it finds
+// the id taken, and frees it then; a replica that failed between the two left the key naming
+// that run, whose result every retry with the key was answered with. An owner that is not
+// known (empty) is taken as the key's.
+func (s *Service) keysOwn(ctx context.Context, existing existingRun, owner string) error {
+	if owner == "" || owner == existing.userID {
+		return nil
+	}
+	if err := s.store.Unclaim(ctx, existing.userID, existing.key, existing.id); err != nil {
+		return storeErr(ctx, existing.id, fmt.Errorf("freeing idempotency key: %w", err))
+	}
+	s.log.WarnContext(ctx, "an idempotency key named a run of another user; freed it for this request's run",
+		"run_id", existing.id, "user_id", existing.userID)
+	return errKeyFreed
 }
 
 // checkClaim makes sure the idempotency key of r, a run just created, still names it, and

@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -640,5 +641,44 @@ func TestPrincipalOfAnyName(t *testing.T) {
 	res, err = open.client.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?", UserId: "José"})
 	if err != nil || !res.GetSuccess() {
 		t.Fatalf("a run of user_id José without auth: %v %s (%v) %v, want a success", res.GetOutcome(), res.GetExitReason(), res.GetError(), err)
+	}
+}
+
+// TestAKeyNamingAnotherUsersRunIsNotTheirs: a request claims its idempotency key, naming its
+// run id, before it stores the run. A request whose run_id another user's run has (a
+// caller-chosen id, which anyone may try) claims the key, finds the id taken, and frees the
+// key; a replica that fails between the two leaves the key naming the other user's run. Alice's
+// retry with her key was answered with that run, bob's message and answer, without any check
+// of whose it is. A key names only its own user's runs: one naming another user's is freed,
+// and the request is answered as its own (here ALREADY_EXISTS, the id being taken).
+func TestAKeyNamingAnotherUsersRunIsNotTheirs(t *testing.T) {
+	cfg := config.Default()
+	keys := withKeys(cfg)
+	h := start(t, cfg)
+	addr := h.mesh.Addr(mesh.Orchestrator)
+	alice, bob := keyClient(t, addr, keys["alice"]), keyClient(t, addr, keys["bob"])
+	const secret = "My secret project is Bluebird. What is 6 times 7?"
+	if res, err := bob.Run(t.Context(), &agentv1.RunRequest{Message: secret, RunId: "invoice-42"}); err != nil || !res.GetSuccess() {
+		t.Fatalf("bob's run: %v %v", res.GetOutcome(), err)
+	}
+	store, err := runstore.Open(t.Context(), h.mesh.NATS(), runstore.Config{Replicas: 1, Storage: jetstream.FileStorage,
+		LeaseTTL: 10 * time.Second, IdempotencyTTL: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	// The claim of alice's request whose replica failed before it found the id taken.
+	if _, err := store.Claim(t.Context(), "acme/alice", "k1", runstore.KeyClaim{RunID: "invoice-42"}); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: "What is 2 plus 2?", RunId: "invoice-42", IdempotencyKey: "k1"})
+	if err == nil {
+		t.Fatalf("alice's retry with her key was answered with bob's run %s: %q", res.GetRunId(), res.GetConversation())
+	}
+	expectCode(t, "alice's retry naming bob's run id", err, codes.AlreadyExists)
+	res, err = alice.Run(t.Context(), &agentv1.RunRequest{Message: "What is 2 plus 2?", IdempotencyKey: "k1"})
+	if err != nil || res.GetRunId() == "invoice-42" || runOwner(t, alice, res.GetRunId()) != "acme/alice" {
+		t.Errorf("alice's run with the key freed: %v %v, want a run of her own", res.GetRunId(), err)
 	}
 }
