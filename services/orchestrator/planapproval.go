@@ -63,6 +63,13 @@ func (r *run) approvePlan(ctx context.Context, requires bool) *ending {
 	r.approval = nil
 	d, decided := st.decisions[PlanCallID]
 	r.mu.Unlock()
+	if decided && r.svc.store != nil {
+		// A revised plan pauses for "plan" again, and waits for a decision of its own.
+		if err := r.svc.store.ForgetDecision(ctx, r.id, PlanCallID); err != nil {
+			r.svc.log.WarnContext(ctx, "forgetting the plan's decision failed; a revised plan cannot be decided",
+				"run_id", r.id, "err", err)
+		}
+	}
 	r.publish(nil)
 	r.decision = nil // the plan's confirmation is not the run's decision
 	switch {

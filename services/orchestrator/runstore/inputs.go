@@ -144,6 +144,20 @@ func decodeInput(key string, value []byte) (Input, error) {
 	return in, inputDecoding.Unmarshal(value, m)
 }
 
+// ForgetDecision removes the recorded decision on a call of a run once the run has taken it,
+// so that a later pause for a call of the same id (the plan's "plan", after a revision) waits
+// for a decision of its own: the first one answered it, as already decided, where no person
+// had seen the revised plan. A decision that is not there is no error.
+func (s *Store) ForgetDecision(ctx context.Context, runID, callID string) error {
+	return mapErr(s.retry(ctx, func(ctx context.Context) error {
+		err := s.buckets().inputs.Purge(ctx, decisionKey(runID, callID))
+		if isNotFound(err) {
+			return nil
+		}
+		return err
+	}))
+}
+
 // decisionKey is the key of a call's decision; call ids are free text, so they are hex-encoded.
 func decisionKey(runID, callID string) string {
 	return runID + ".approval." + hex.EncodeToString([]byte(callID))

@@ -909,3 +909,52 @@ func TestARevisionKeepsADoneStepsOutput(t *testing.T) {
 		t.Errorf("turn 3 does not show step-1's output %q:\n%s", line, got)
 	}
 }
+
+// TestARevisedPlanWaitsForItsOwnApproval: a revised plan that requires approval pauses the
+// run for the pseudo call "plan" again. The decision on the first plan stayed recorded under
+// the run and "plan", so the tenant's approver deciding the revised one was told it was
+// already decided (FAILED_PRECONDITION), and the run could only wait for its approval timeout
+// and end rejected. Each plan pause takes a decision of its own.
+func TestARevisedPlanWaitsForItsOwnApproval(t *testing.T) {
+	const message = "What is 6 times 7?"
+	cfg := config.Default()
+	cfg.Tools.ApprovePlans = true
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	keys := withKeys(cfg)
+	h := start(t, cfg, llmtest.Scenario{Name: "run", Match: message, Turns: []llmtest.Turn{
+		toolTurn("t1", "current_time", `{"timezone": "UTC"}`), // leaves the plan: a revision
+		calcTurn("c1", "6*7"), text("42"),
+	}})
+	addr := h.mesh.Addr(mesh.Orchestrator)
+	alice, ann := keyClient(t, addr, keys["alice"]), keyClient(t, addr, keys["ann"])
+	res, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: message})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, orchestrator.PlanCallID)
+	approve := func(callID string) {
+		t.Helper()
+		if _, err := ann.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: callID,
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+			t.Fatalf("ann approves %s: %v", callID, err)
+		}
+	}
+	approve(orchestrator.PlanCallID)
+	var revised *typev1.RunResult
+	if !eventually(t, 30*time.Second, func() bool {
+		r, err := alice.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: res.GetRunId()})
+		revised = r
+		return err == nil && r.GetTurns() == 1 && r.GetOutcome() == typev1.Outcome_OUTCOME_AWAITING_APPROVAL
+	}) {
+		t.Fatalf("the revised plan did not pause the run: %v", revised.GetOutcome())
+	}
+	paused(t, revised, orchestrator.PlanCallID)
+	approve(orchestrator.PlanCallID) // the revised plan
+	pausedOn(t, alice, res.GetRunId(), "c1")
+	approve("c1")
+	final := h.followAs(t, alice, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s", final.GetOutcome(), final.GetExitReason())
+	}
+	checkInvariants(t, final)
+}
