@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 
@@ -115,7 +116,8 @@ func (m *Manager) Tools() []Tool {
 // other than "" is the user the call acts for, sent in the request's _meta under UserMetaKey.
 // A result the server marks as an error is a *ToolError; a server that is being restarted
 // fails the call at once with an error wrapping ErrUnavailable, as does a remote server that
-// cannot be reached or no longer knows the session.
+// cannot be reached or no longer knows the session. A call whose connection ends while it runs
+// (a stdio child that exits) fails saying the connection was lost: the server may have run it.
 func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any, user string) (string, error) {
 	s, ok := m.servers[serverName]
 	if !ok {
@@ -139,6 +141,10 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 		return "", ctx.Err()
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.lost(sess)
+		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, s.redact(err))
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// A stdio child that exits during the call ends its stdout; its supervisor sees the
+		// session end and restarts it.
 		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, s.redact(err))
 	case notSent(err):
 		return "", fmt.Errorf("MCP server %q: %w", serverName, unsentError{s.redact(err)})
