@@ -658,3 +658,28 @@ func TestARateLimitedCallWaitsAsTheServerAsks(t *testing.T) {
 		}
 	})
 }
+
+// TestAnMCPResultOverTheLimitFailsTheCall: an MCP tool's result had no limit, unlike a REST
+// tool's body (rest.MaxResponseBytes), so a result over the mesh's gRPC message limit failed
+// the Execute RPC itself with RESOURCE_EXHAUSTED after the tool ran, and so did every retry,
+// answered from the ledger. A result over mcp.MaxResultBytes fails the call, saying so.
+func TestAnMCPResultOverTheLimitFailsTheCall(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "dump", Version: "1.0.0"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "dump", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			text := strings.Repeat("x", mcp.MaxResultBytes+1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil, nil
+		})
+	url, _ := mcptest.ServeHTTP(t, srv)
+	cfg := config.Default()
+	cfg.MCPServers = map[string]config.MCPServer{"dump": {URL: url}}
+	client := serveConfig(t, cfg)
+	resp, err := client.Execute(t.Context(), request(t, "dump__dump", nil))
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	want := fmt.Sprintf("result is larger than %d bytes", mcp.MaxResultBytes)
+	if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || !strings.Contains(resp.GetError(), want) {
+		t.Errorf("a result over the limit: status %v, error %q, want an error saying %q", resp.GetStatus(), resp.GetError(), want)
+	}
+}

@@ -114,7 +114,8 @@ func (m *Manager) Tools() []Tool {
 
 // Call calls a tool of a server with arguments and returns the text of its result. A user
 // other than "" is the user the call acts for, sent in the request's _meta under UserMetaKey.
-// A result the server marks as an error is a *ToolError; a server that is being restarted
+// A result the server marks as an error is a *ToolError; a result whose text is over
+// MaxResultBytes is an error, whether or not it is marked; a server that is being restarted
 // fails the call at once with an error wrapping ErrUnavailable, as does a remote server that
 // cannot be reached or no longer knows the session. A call whose connection ends while it runs
 // (a stdio child that exits) fails saying the connection was lost: the server may have run it.
@@ -152,6 +153,9 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 		return "", fmt.Errorf("MCP server %q: %w", serverName, s.redact(err))
 	}
 	text := resultText(res)
+	if len(text) > MaxResultBytes {
+		return "", fmt.Errorf("MCP server %q: tool %s: the result is larger than %d bytes (%d)", serverName, tool, MaxResultBytes, len(text))
+	}
 	if res.IsError {
 		return "", &ToolError{Text: text}
 	}

@@ -18,6 +18,9 @@ const (
 	// DefaultTerminateGrace is how long closing a stdio server waits for it to exit after
 	// closing its stdin, before SIGTERM and then SIGKILL.
 	DefaultTerminateGrace = 2 * time.Second
+	// MaxResultBytes is the largest text of a tool result Call returns, as for a REST tool's
+	// body: a larger one is an error, since it would not fit in the mesh's messages.
+	MaxResultBytes = 8 << 20
 )
 
 // ErrUnavailable marks a call refused because its server is not running (it is being
