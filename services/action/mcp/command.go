@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,8 +19,8 @@ import (
 
 // command returns the child process of a stdio server: the command resolved in the child's
 // own PATH, the configured environment only, the working directory and the process
-// attributes of this system.
-func command(s Server, stderr *tailWriter) (*exec.Cmd, error) {
+// attributes of this system. Its stderr is set when it starts (commandTransport).
+func command(s Server) (*exec.Cmd, error) {
 	env := childEnv(s.Env)
 	path, err := lookPath(s.Command, s.Dir, pathOf(env))
 	if err != nil {
@@ -29,7 +31,6 @@ func command(s Server, stderr *tailWriter) (*exec.Cmd, error) {
 		Args:        append([]string{s.Command}, s.Args...),
 		Env:         env,
 		Dir:         s.Dir,
-		Stderr:      stderr,
 		SysProcAttr: sysProcAttr(),
 	}, nil
 }
@@ -96,23 +97,70 @@ func executable(path string) error {
 	return nil
 }
 
-// commandTransport starts a stdio server and applies its resource limits before the MCP
-// handshake.
+// commandTransport starts a stdio server, applies its resource limits before the MCP
+// handshake and, closing, stops what is left of the server's process group.
 type commandTransport struct {
 	cmd    *exec.Cmd
+	stderr io.Writer
 	limits Limits
 	grace  time.Duration
 }
 
-// Connect starts the child and connects to it over its stdin and stdout.
+// Connect starts the child and connects to it over its stdin and stdout. The child's stderr
+// is a pipe this process reads, not a writer exec copies to: the server's own children inherit
+// it, and exec.Cmd.Wait, which closing the connection calls, would wait for them to close it.
 func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	t.cmd.Stderr = w
 	inner := &sdk.CommandTransport{Command: t.cmd, TerminateDuration: t.grace}
 	conn, err := inner.Connect(ctx)
+	_ = w.Close() // the child has its own copy
 	if err != nil {
+		_ = r.Close()
 		return nil, err
 	}
-	if err := applyLimits(t.cmd.Process.Pid, t.limits); err != nil {
-		return nil, errors.Join(fmt.Errorf("setting resource limits: %w", err), conn.Close())
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(t.stderr, r)
+	}()
+	c := &groupConn{Connection: conn, pid: t.cmd.Process.Pid, stderr: r, copied: copied, grace: t.grace}
+	if err := applyLimits(c.pid, t.limits); err != nil {
+		return nil, errors.Join(fmt.Errorf("setting resource limits: %w", err), c.Close())
 	}
-	return conn, nil
+	return c, nil
+}
+
+// groupConn is the connection to a stdio server, which closing also stops the processes the
+// server started and left behind (a browser it drove, a helper in the background): they would
+// outlive it, holding its stderr open.
+type groupConn struct {
+	sdk.Connection
+	pid    int      // the server's, which leads its process group
+	stderr *os.File // the read end of its stderr
+	copied chan struct{}
+	grace  time.Duration
+	once   sync.Once
+	err    error
+}
+
+// Close closes the connection (stdin, then SIGTERM and SIGKILL, reaping the server), kills
+// what is left of its process group and waits, up to the grace, for its stderr to end.
+func (c *groupConn) Close() error {
+	c.once.Do(func() {
+		c.err = c.Connection.Close()
+		killGroup(c.pid)
+		timer := time.NewTimer(c.grace)
+		defer timer.Stop()
+		select {
+		case <-c.copied:
+		case <-timer.C: // a process that left the group holds it open
+		}
+		_ = c.stderr.Close()
+		<-c.copied
+	})
+	return c.err
 }

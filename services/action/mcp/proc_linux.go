@@ -18,6 +18,12 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// killGroup kills what is left of the process group pgid: the processes a stopped server
+// started. A group that is gone already is no error.
+func killGroup(pgid int) {
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+}
+
 // applyLimits sets the resource limits of process pid with prlimit(2), soft and hard alike,
 // and disables its core dumps.
 func applyLimits(pid int, l Limits) error {

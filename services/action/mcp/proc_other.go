@@ -10,6 +10,9 @@ import (
 // sysProcAttr has no attributes to set outside Linux.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
+// killGroup does nothing: outside Linux a server does not get a process group of its own.
+func killGroup(int) {}
+
 // applyLimits refuses limits, which are only enforced on Linux.
 func applyLimits(_ int, l Limits) error {
 	if l != (Limits{}) {

@@ -101,11 +101,11 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *tailWriter, 
 		return sess, nil, nil
 	}
 	stderr := &tailWriter{log: s.log}
-	cmd, err := command(s.spec, stderr)
+	cmd, err := command(s.spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("MCP server %q: %w", s.spec.Name, err)
 	}
-	t := &commandTransport{cmd: cmd, limits: s.spec.Limits, grace: s.opts.TerminateGrace}
+	t := &commandTransport{cmd: cmd, stderr: stderr, limits: s.spec.Limits, grace: s.opts.TerminateGrace}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
 		// The command, not its arguments, which may hold a credential (a database URL with its

@@ -212,3 +212,26 @@ func TestCloseStopsTheChild(t *testing.T) {
 		t.Errorf("call after Close = %v, want ErrUnavailable", err)
 	}
 }
+
+// TestCloseStopsWhatTheServerStarted: a stdio server's own children (a browser it drives, a
+// helper it runs in the background) share its stderr; closing the server reaped the server
+// and then waited for that stderr to end, which they kept open, so Close failed with "os:
+// process already finished", leaked goroutines, and left them running. Close stops the
+// server's whole process group.
+func TestCloseStopsWhatTheServerStarted(t *testing.T) {
+	mcptest.Node(t)
+	srv := everything(t)
+	srv.Command = "sh"
+	srv.Args = []string{"-c", "sleep 300 & exec node " + mcptest.Bin(t, mcptest.Everything) + " stdio"}
+	m, err := mcp.Start(t.Context(), []mcp.Server{srv}, quiet())
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if got, err := call(t, m, "everything", "echo", map[string]any{"message": "hi"}); err != nil || got != "Echo: hi" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	closeManager(t, m)
+	mcptest.Poll(t, 10*time.Second, "the server's own child to be stopped", func() bool {
+		return !childExists(markerVar, t.Name())
+	})
+}
