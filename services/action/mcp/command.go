@@ -127,7 +127,8 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 		defer close(copied)
 		_, _ = io.Copy(t.stderr, r)
 	}()
-	c := &groupConn{Connection: conn, pid: t.cmd.Process.Pid, stderr: r, copied: copied, grace: t.grace}
+	pid := t.cmd.Process.Pid
+	c := &groupConn{Connection: conn, pid: pid, watched: watchLeader(pid), stderr: r, copied: copied, grace: t.grace}
 	if err := applyLimits(c.pid, t.limits); err != nil {
 		return nil, errors.Join(fmt.Errorf("setting resource limits: %w", err), c.Close())
 	}
@@ -136,15 +137,17 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 
 // groupConn is the connection to a stdio server, which closing also stops the processes the
 // server started and left behind (a browser it drove, a helper in the background): they would
-// outlive it, holding its stderr open.
+// outlive it, holding its stderr open. Where the server exits on its own, watchLeader stops
+// them at once.
 type groupConn struct {
 	sdk.Connection
-	pid    int      // the server's, which leads its process group
-	stderr *os.File // the read end of its stderr
-	copied chan struct{}
-	grace  time.Duration
-	once   sync.Once
-	err    error
+	pid     int             // the server's, which leads its process group
+	watched <-chan struct{} // closed when watchLeader is done
+	stderr  *os.File        // the read end of its stderr
+	copied  chan struct{}
+	grace   time.Duration
+	once    sync.Once
+	err     error
 }
 
 // Close closes the connection (stdin, then SIGTERM and SIGKILL, reaping the server), kills
@@ -152,6 +155,7 @@ type groupConn struct {
 func (c *groupConn) Close() error {
 	c.once.Do(func() {
 		c.err = c.Connection.Close()
+		<-c.watched // the server has exited
 		killGroup(c.pid)
 		timer := time.NewTimer(c.grace)
 		defer timer.Stop()

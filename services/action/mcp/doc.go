@@ -15,12 +15,12 @@
 //
 // A stdio server's child process gets only the environment its Server gives (plus PATH, taken
 // from this process, when that environment has none); the command is looked up in that PATH;
-// it runs in Server.Dir. On Linux it runs in its own process group, which closing the server
-// kills once the server has exited (the processes it started and left behind), is killed if
-// this process dies (PR_SET_PDEATHSIG) and gets the resource limits of Server.Limits with core
-// dumps disabled: they are set with prlimit(2) on the child right after it starts, before the
-// MCP handshake, so the child's first instructions run under this process's limits. On other
-// systems only the environment and working directory are enforced, and asking for limits is an
-// error. The child's stderr is logged at debug level, and its last lines are quoted when the
-// server fails to start or exits.
+// it runs in Server.Dir. On Linux it runs in its own process group, which is killed once the
+// server has exited, on its own or closed (the processes it started and left behind, which
+// would otherwise keep its session open), is killed if this process dies (PR_SET_PDEATHSIG)
+// and gets the resource limits of Server.Limits with core dumps disabled: they are set with
+// prlimit(2) on the child right after it starts, before the MCP handshake, so the child's
+// first instructions run under this process's limits. On other systems only the environment
+// and working directory are enforced, and asking for limits is an error. The child's stderr is
+// logged at debug level, and its last lines are quoted when the server fails to start or exits.
 package mcp

@@ -24,6 +24,35 @@ func killGroup(pgid int) {
 	_ = unix.Kill(-pgid, unix.SIGKILL)
 }
 
+// watchLeader kills the process group pgid as soon as its leader, a stdio server, exits, so
+// that processes it left behind, holding its stdin and stdout open, cannot keep its session
+// from ending (and the server from being restarted). The returned channel is closed when it is
+// done; at once when the kernel has no pidfd (before Linux 5.3), where nothing is watched.
+func watchLeader(pgid int) <-chan struct{} {
+	done := make(chan struct{})
+	fd, err := unix.PidfdOpen(pgid, 0)
+	if err != nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1) // readable when the leader exits
+			if err == unix.EINTR {
+				continue
+			}
+			if err == nil {
+				killGroup(pgid)
+			}
+			return
+		}
+	}()
+	return done
+}
+
 // applyLimits sets the resource limits of process pid with prlimit(2), soft and hard alike,
 // and disables its core dumps.
 func applyLimits(pid int, l Limits) error {

@@ -235,3 +235,24 @@ func TestCloseStopsWhatTheServerStarted(t *testing.T) {
 		return !childExists(markerVar, t.Name())
 	})
 }
+
+// TestAServerThatDiesLeavingItsChildrenIsRestarted: a stdio server that died while a process
+// it started lived on, holding its stdin and stdout open, left a session that did not end: the
+// server was not restarted, and calls went to no one until they timed out. Its process group
+// is killed as soon as it exits, so its session ends and it is restarted at once.
+func TestAServerThatDiesLeavingItsChildrenIsRestarted(t *testing.T) {
+	mcptest.Node(t)
+	srv := everything(t)
+	srv.Command = "sh"
+	srv.Args = []string{"-c", "sleep 300 <&0 & exec node " + mcptest.Bin(t, mcptest.Everything) + " stdio"}
+	m := start(t, quiet(), srv)
+	pid := mcptest.ChildPID(t, markerVar, t.Name())
+	mcptest.Kill(t, pid)
+	mcptest.Poll(t, 20*time.Second, "the server to be restarted", func() bool {
+		return mcptest.ChildPID(t, markerVar, t.Name()) != pid
+	})
+	mcptest.Poll(t, 20*time.Second, "the restarted server to answer", func() bool {
+		got, err := call(t, m, "everything", "echo", map[string]any{"message": "after"})
+		return err == nil && got == "Echo: after"
+	})
+}
