@@ -74,12 +74,13 @@ func (s *server) start(ctx context.Context) ([]Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, stderr.suffix())
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	listCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
 	var tools []Tool
-	for t, err := range sess.Tools(ctx, nil) {
+	for t, err := range sess.Tools(listCtx, nil) {
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, s.redact(err)), s.redact(sess.Close()))
+			err = s.timedOut(listCtx, ctx, "answer tools/list", s.redact(err))
+			return nil, errors.Join(fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, err), s.redact(sess.Close()))
 		}
 		tools = append(tools, toolOf(s.spec.Name, t))
 	}
@@ -90,13 +91,14 @@ func (s *server) start(ctx context.Context) ([]Tool, error) {
 // connect starts (stdio) or reaches (remote) the server and completes the MCP handshake
 // within the start timeout. It returns a stdio child's stderr, also on failure, for the
 // operator: the error does not quote it, since calls may show errors to the model.
-func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *tailWriter, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+func (s *server) connect(parent context.Context) (*sdk.ClientSession, *tailWriter, error) {
+	ctx, cancel := context.WithTimeout(parent, s.opts.StartTimeout)
 	defer cancel()
 	if s.remote != nil {
 		sess, err := s.client.Connect(ctx, s.remote, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("MCP server %q: connecting to %s: %w", s.spec.Name, s.redactURL(s.spec.URL), s.redact(err))
+			err = s.timedOut(ctx, parent, "answer the MCP handshake", s.redact(err))
+			return nil, nil, fmt.Errorf("MCP server %q: connecting to %s: %w", s.spec.Name, s.redactURL(s.spec.URL), err)
 		}
 		return sess, nil, nil
 	}
@@ -110,9 +112,19 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *tailWriter, 
 	if err != nil {
 		// The command, not its arguments, which may hold a credential (a database URL with its
 		// password): calls may show this error to the model.
+		err = s.timedOut(ctx, parent, "answer the MCP handshake", err)
 		return nil, stderr, fmt.Errorf("MCP server %q: starting %s: %w", s.spec.Name, s.spec.Command, err)
 	}
 	return sess, stderr, nil
+}
+
+// timedOut says that the server did not do what within the start timeout when that timeout,
+// ctx's and not parent's, cut err's operation short; else it returns err.
+func (s *server) timedOut(ctx, parent context.Context, what string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+		return fmt.Errorf("did not %s within %s (the start timeout): %w", what, s.opts.StartTimeout, err)
+	}
+	return err
 }
 
 // setSession makes sess the live session.

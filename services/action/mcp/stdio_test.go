@@ -256,3 +256,28 @@ func TestAServerThatDiesLeavingItsChildrenIsRestarted(t *testing.T) {
 		return err == nil && got == "Echo: after"
 	})
 }
+
+// TestAServerThatNeverAnswersFailsToStartSayingSo: a stdio server that starts but never
+// answers the MCP handshake failed Start with a bare "context deadline exceeded", naming
+// neither the handshake nor the timeout. The error says what it waited for and how long, and
+// the child is stopped.
+func TestAServerThatNeverAnswersFailsToStartSayingSo(t *testing.T) {
+	mcptest.Node(t)
+	opts := quiet()
+	opts.StartTimeout = 300 * time.Millisecond
+	srv := mcp.Server{Name: "mute", Command: "node", Env: map[string]string{markerVar: t.Name()},
+		Args: []string{"-e", "process.stderr.write('waiting for the database\\n'); setInterval(() => {}, 1000)"}}
+	m, err := mcp.Start(t.Context(), []mcp.Server{srv}, opts)
+	if err == nil {
+		closeManager(t, m)
+		t.Fatal("Start succeeded, want an error")
+	}
+	for _, want := range []string{`MCP server "mute"`, "did not answer the MCP handshake within 300ms", "waiting for the database"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if childExists(markerVar, t.Name()) {
+		t.Error("the server still runs after Start failed")
+	}
+}
