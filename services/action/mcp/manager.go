@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -140,6 +141,11 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	case err == nil:
 	case ctx.Err() != nil:
 		return "", ctx.Err()
+	case errors.Is(err, sdk.ErrConnectionClosed) && strings.Contains(err.Error(), clientClosing):
+		// The session was ending (its server stopped) before the call could be sent; its
+		// supervisor marks it down once the session has closed, which may take a while.
+		s.lost(sess)
+		return "", &unavailableError{server: serverName, reason: "its session ended; restarting"}
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.lost(sess)
 		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, s.redact(err))
@@ -161,6 +167,12 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	}
 	return text, nil
 }
+
+// clientClosing is the message of the SDK's JSON-RPC error for a call made on a connection that
+// is shutting down, which it refuses before sending anything. The SDK quotes it in the
+// ErrConnectionClosed it returns without wrapping it, so only its text tells such a call from
+// one that was in flight when the connection ended.
+const clientClosing = "client is closing"
 
 // notSent reports whether a call failed before its server could run anything: a remote server
 // whose connection could not be made (it is down, or being redeployed), or one that no longer

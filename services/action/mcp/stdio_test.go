@@ -281,3 +281,32 @@ func TestAServerThatNeverAnswersFailsToStartSayingSo(t *testing.T) {
 		t.Error("the server still runs after Start failed")
 	}
 }
+
+// TestACallToAServerThatStoppedIsUnavailable: once a stdio server's session is ending, a call
+// sends nothing; but the server is marked down only when its session has closed (the child
+// reaped, its stderr drained), and calls made meanwhile failed as if the connection had been
+// lost while they ran, which the action stage does not retry. They are unavailable. Here a
+// process of the server's that left its group holds its stderr, so that closing takes the grace.
+func TestACallToAServerThatStoppedIsUnavailable(t *testing.T) {
+	mcptest.Node(t)
+	opts := quiet()
+	opts.TerminateGrace = 2 * time.Second
+	srv := everything(t)
+	srv.Command = "sh"
+	srv.Args = []string{"-c", "setsid sleep 300 </dev/null >/dev/null & exec node " + mcptest.Bin(t, mcptest.Everything) + " stdio"}
+	t.Cleanup(func() { killMarked(markerVar, t.Name()) })
+	m := start(t, opts, srv)
+	if got, err := call(t, m, "everything", "echo", map[string]any{"message": "hi"}); err != nil || got != "Echo: hi" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	mcptest.Kill(t, mcptest.ChildPID(t, markerVar, t.Name()))
+	var err error
+	mcptest.Poll(t, 10*time.Second, "a call to find the server gone", func() bool {
+		_, err = call(t, m, "everything", "echo", map[string]any{"message": "after"})
+		// A call the server may have read before it died is lost during the call.
+		return err != nil && !strings.Contains(err.Error(), `"tools/call": EOF`)
+	})
+	if !errors.Is(err, mcp.ErrUnavailable) {
+		t.Errorf("a call after the server stopped: %v, want an error wrapping ErrUnavailable", err)
+	}
+}
