@@ -84,6 +84,9 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		p.line("  → %s %s", k.ToolStarted.GetCall().GetName(), args)
 	case *eventv1.RunEvent_ToolFinished:
 		p.line("  ← %s: %s", k.ToolFinished.GetToolName(), oneLine(k.ToolFinished.GetObservation(), 120))
+	case *eventv1.RunEvent_ToolRefused:
+		r := k.ToolRefused
+		p.line("  ✗ call %s (%s) refused: %s", r.GetCallId(), r.GetToolName(), oneLine(r.GetReason(), 120))
 	case *eventv1.RunEvent_RecoveryDecided:
 		p.line("  ↻ recovery (%s): %s", k.RecoveryDecided.GetStage(), k.RecoveryDecided.GetStrategy())
 	case *eventv1.RunEvent_ContextGuard:

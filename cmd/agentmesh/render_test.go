@@ -68,3 +68,17 @@ func TestProgressShowsNoEmptyModelLine(t *testing.T) {
 		t.Errorf("progress %q, want %q", got, want)
 	}
 }
+
+// TestProgressTellsARefusedCall: a call the run refused without running it (tool_refused) is
+// shown with its id, tool and reason, on one line: the progress showed nothing, so its user
+// never learned why the call did not run.
+func TestProgressTellsARefusedCall(t *testing.T) {
+	var b strings.Builder
+	(&progress{w: &b}).event(&eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolRefused{ToolRefused: &eventv1.ToolRefused{
+		Turn: 1, CallId: "call_7", ToolName: "calculator", Reason: "dropped: the run's budget of 1 tool calls\nis used up",
+	}}})
+	want := "  ✗ call call_7 (calculator) refused: dropped: the run's budget of 1 tool calls is used up\n"
+	if got := b.String(); got != want {
+		t.Errorf("progress %q, want %q", got, want)
+	}
+}

@@ -179,6 +179,12 @@ func acceptance(accepted bool) string {
 	return "refused"
 }
 
+// refusalReason is the reason within a refused call's tool message "(tool failed: reason)",
+// as its tool_refused event gives it.
+func refusalReason(refusal string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(refusal, "(tool failed: "), ")")
+}
+
 // contextBudgetStub replaces a tool result that would overflow the context window (seed 000).
 const contextBudgetStub = "(tool failed: context window budget exceeded)"
 
@@ -208,7 +214,8 @@ func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
 }
 
 // executeCalls answers the planned calls in order (Monolith: sequential, deterministic): a
-// refused call with its refusal, a valid one as an EXECUTE state followed by an OBSERVE state.
+// refused call with its refusal and a tool_refused event, a valid one as an EXECUTE state
+// followed by an OBSERVE state.
 // Native calls are answered with tool messages; calls written in XML slots with one user
 // message, the turn's XML-PAST, that grows with each response (so the context guard counts
 // it). Once a result is malformed (t.badResult), no further call runs: the run ends.
@@ -231,33 +238,40 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 		}
 		pastMsg.Content = xmltransport.RenderPast(past)
 	}
+	// refuse answers a call that never runs, and closes it for the run's clients.
+	refuse := func(p plannedCall, refusal string) {
+		answer(p, refusal, false, 0)
+		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolRefused{ToolRefused: &eventv1.ToolRefused{
+			Turn: r.turns, CallId: p.call.GetId(), ToolName: p.call.GetName(), Reason: refusalReason(refusal),
+		}}})
+	}
 	for _, p := range plan {
 		call := p.call
 		if p.refusal != "" {
-			answer(p, p.refusal, false, 0)
+			refuse(p, p.refusal)
 			continue
 		}
 		if r.toolsClosed {
-			answer(p, "(tool failed: not run: the context window budget is exhausted)", false, 0)
+			refuse(p, "(tool failed: not run: the context window budget is exhausted)")
 			continue
 		}
 		if ctx.Err() != nil {
-			answer(p, "(tool failed: interrupted)", false, 0)
+			refuse(p, "(tool failed: interrupted)")
 			continue
 		}
 		if t.badResult != nil {
-			answer(p, "(tool failed: not run: the run ends because a tool result was malformed)", false, 0)
+			refuse(p, "(tool failed: not run: the run ends because a tool result was malformed)")
 			continue
 		}
 		// cycle_forbid (seed 001): a transition is from the last call that ran to this one; a
 		// call the action stage refused never ran and makes none.
 		if t.cycle != "" {
-			answer(p, "(tool failed: not run: the run ends because the tool sequence "+t.cycle+" is forbidden by the contract)", false, 0)
+			refuse(p, "(tool failed: not run: the run ends because the tool sequence "+t.cycle+" is forbidden by the contract)")
 			continue
 		}
 		if cycleForbidden(r.contract, r.lastTool, call.GetName()) {
 			t.cycle = r.lastTool + " -> " + call.GetName()
-			answer(p, "(tool failed: the tool sequence "+t.cycle+" is forbidden by the contract)", false, 0)
+			refuse(p, "(tool failed: the tool sequence "+t.cycle+" is forbidden by the contract)")
 			continue
 		}
 		r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolStarted{ToolStarted: &eventv1.ToolStarted{Turn: r.turns, Call: call}}})

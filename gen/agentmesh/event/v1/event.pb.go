@@ -54,6 +54,7 @@ type RunEvent struct {
 	//	*RunEvent_InputRequested
 	//	*RunEvent_InputAnswered
 	//	*RunEvent_PlanRevised
+	//	*RunEvent_ToolRefused
 	Kind          isRunEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -270,6 +271,15 @@ func (x *RunEvent) GetPlanRevised() *PlanRevised {
 	return nil
 }
 
+func (x *RunEvent) GetToolRefused() *ToolRefused {
+	if x != nil {
+		if x, ok := x.Kind.(*RunEvent_ToolRefused); ok {
+			return x.ToolRefused
+		}
+	}
+	return nil
+}
+
 type isRunEvent_Kind interface {
 	isRunEvent_Kind()
 }
@@ -359,6 +369,11 @@ type RunEvent_PlanRevised struct {
 	PlanRevised *PlanRevised `protobuf:"bytes,26,opt,name=plan_revised,json=planRevised,proto3,oneof"`
 }
 
+type RunEvent_ToolRefused struct {
+	// A tool call the model asked for was refused and never runs.
+	ToolRefused *ToolRefused `protobuf:"bytes,27,opt,name=tool_refused,json=toolRefused,proto3,oneof"`
+}
+
 func (*RunEvent_RunStarted) isRunEvent_Kind() {}
 
 func (*RunEvent_IntentParsed) isRunEvent_Kind() {}
@@ -392,6 +407,8 @@ func (*RunEvent_InputRequested) isRunEvent_Kind() {}
 func (*RunEvent_InputAnswered) isRunEvent_Kind() {}
 
 func (*RunEvent_PlanRevised) isRunEvent_Kind() {}
+
+func (*RunEvent_ToolRefused) isRunEvent_Kind() {}
 
 // RunStarted opens a run.
 type RunStarted struct {
@@ -1198,6 +1215,86 @@ func (x *ToolFinished) GetSummaryError() string {
 	return ""
 }
 
+// ToolRefused closes a tool call of the turn's llm_response that the run refuses without running
+// it, in the call's place among the turn's tool events: an unknown tool, arguments that are no JSON
+// object, a call over a tool call budget, a tool not offered in a final turn, a forbidden tool
+// policy or cycle, tools closed after a context overflow, a rejected or undecided approval, a
+// refused final report, a run interrupted or ending before the call ran. It is sent once per
+// refused call, without a tool_started or tool_finished: every call of the answer that is not the
+// accepted final report is closed by either a tool_finished or a tool_refused. The model is told
+// the reason in the call's tool message.
+type ToolRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-based turn number.
+	Turn int32 `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The call's id.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The tool name.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Why the call was refused, as the model is told.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolRefused) Reset() {
+	*x = ToolRefused{}
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolRefused) ProtoMessage() {}
+
+func (x *ToolRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolRefused.ProtoReflect.Descriptor instead.
+func (*ToolRefused) Descriptor() ([]byte, []int) {
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ToolRefused) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *ToolRefused) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolRefused) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ToolRefused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ApprovalRequested pauses a run.
 type ApprovalRequested struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1209,7 +1306,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1318,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[10]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1331,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApprovalRequested) GetPendingAction() *v1.PendingAction {
@@ -1255,7 +1352,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1364,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[11]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1377,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InputRequested) GetQuestion() *v1.PendingQuestion {
@@ -1306,7 +1403,7 @@ type InputAnswered struct {
 
 func (x *InputAnswered) Reset() {
 	*x = InputAnswered{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1415,7 @@ func (x *InputAnswered) String() string {
 func (*InputAnswered) ProtoMessage() {}
 
 func (x *InputAnswered) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[12]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1428,7 @@ func (x *InputAnswered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
 func (*InputAnswered) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InputAnswered) GetQuestionId() string {
@@ -1377,7 +1474,7 @@ type ApprovalResolved struct {
 
 func (x *ApprovalResolved) Reset() {
 	*x = ApprovalResolved{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1486,7 @@ func (x *ApprovalResolved) String() string {
 func (*ApprovalResolved) ProtoMessage() {}
 
 func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[13]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1499,7 @@ func (x *ApprovalResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalResolved.ProtoReflect.Descriptor instead.
 func (*ApprovalResolved) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApprovalResolved) GetCallId() string {
@@ -1466,7 +1563,7 @@ type RecoveryDecided struct {
 
 func (x *RecoveryDecided) Reset() {
 	*x = RecoveryDecided{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1575,7 @@ func (x *RecoveryDecided) String() string {
 func (*RecoveryDecided) ProtoMessage() {}
 
 func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[14]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1588,7 @@ func (x *RecoveryDecided) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryDecided.ProtoReflect.Descriptor instead.
 func (*RecoveryDecided) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{14}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RecoveryDecided) GetStage() string {
@@ -1545,7 +1642,7 @@ type ContextGuardEvaluated struct {
 
 func (x *ContextGuardEvaluated) Reset() {
 	*x = ContextGuardEvaluated{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1654,7 @@ func (x *ContextGuardEvaluated) String() string {
 func (*ContextGuardEvaluated) ProtoMessage() {}
 
 func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[15]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1667,7 @@ func (x *ContextGuardEvaluated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextGuardEvaluated.ProtoReflect.Descriptor instead.
 func (*ContextGuardEvaluated) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{15}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContextGuardEvaluated) GetTurn() int32 {
@@ -1605,7 +1702,7 @@ type RunFinished struct {
 
 func (x *RunFinished) Reset() {
 	*x = RunFinished{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1714,7 @@ func (x *RunFinished) String() string {
 func (*RunFinished) ProtoMessage() {}
 
 func (x *RunFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[16]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1727,7 @@ func (x *RunFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunFinished.ProtoReflect.Descriptor instead.
 func (*RunFinished) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{16}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunFinished) GetResult() *v1.RunResult {
@@ -1674,7 +1771,7 @@ type RunResumed struct {
 
 func (x *RunResumed) Reset() {
 	*x = RunResumed{}
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[17]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1783,7 @@ func (x *RunResumed) String() string {
 func (*RunResumed) ProtoMessage() {}
 
 func (x *RunResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_event_v1_event_proto_msgTypes[17]
+	mi := &file_agentmesh_event_v1_event_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1796,7 @@ func (x *RunResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResumed.ProtoReflect.Descriptor instead.
 func (*RunResumed) Descriptor() ([]byte, []int) {
-	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{17}
+	return file_agentmesh_event_v1_event_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunResumed) GetReplica() string {
@@ -1741,8 +1838,7 @@ var File_agentmesh_event_v1_event_proto protoreflect.FileDescriptor
 
 const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\n" +
-	"\n" +
+	"\x1eagentmesh/event/v1/event.proto\x12\x12agentmesh.event.v1\x1a agentmesh/type/v1/contract.proto\x1a\x1dagentmesh/type/v1/guard.proto\x1a\x1fagentmesh/type/v1/message.proto\x1a\x1fagentmesh/type/v1/outcome.proto\x1a\x1cagentmesh/type/v1/plan.proto\x1a\x1eagentmesh/type/v1/result.proto\x1a#agentmesh/type/v1/stage_error.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\v\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12.\n" +
@@ -1766,7 +1862,8 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"runResumed\x12M\n" +
 	"\x0finput_requested\x18\x18 \x01(\v2\".agentmesh.event.v1.InputRequestedH\x00R\x0einputRequested\x12J\n" +
 	"\x0einput_answered\x18\x19 \x01(\v2!.agentmesh.event.v1.InputAnsweredH\x00R\rinputAnswered\x12D\n" +
-	"\fplan_revised\x18\x1a \x01(\v2\x1f.agentmesh.event.v1.PlanRevisedH\x00R\vplanRevisedB\x06\n" +
+	"\fplan_revised\x18\x1a \x01(\v2\x1f.agentmesh.event.v1.PlanRevisedH\x00R\vplanRevised\x12D\n" +
+	"\ftool_refused\x18\x1b \x01(\v2\x1f.agentmesh.event.v1.ToolRefusedH\x00R\vtoolRefusedB\x06\n" +
 	"\x04kind\"\xaa\x01\n" +
 	"\n" +
 	"RunStarted\x12\x17\n" +
@@ -1833,7 +1930,12 @@ const file_agentmesh_event_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"summarized\x18\b \x01(\bR\n" +
 	"summarized\x12#\n" +
-	"\rsummary_error\x18\t \x01(\tR\fsummaryError\"\\\n" +
+	"\rsummary_error\x18\t \x01(\tR\fsummaryError\"o\n" +
+	"\vToolRefused\x12\x12\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\\\n" +
 	"\x11ApprovalRequested\x12G\n" +
 	"\x0epending_action\x18\x01 \x01(\v2 .agentmesh.type.v1.PendingActionR\rpendingAction\"P\n" +
 	"\x0eInputRequested\x12>\n" +
@@ -1888,7 +1990,7 @@ func file_agentmesh_event_v1_event_proto_rawDescGZIP() []byte {
 	return file_agentmesh_event_v1_event_proto_rawDescData
 }
 
-var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agentmesh_event_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*RunEvent)(nil),              // 0: agentmesh.event.v1.RunEvent
 	(*RunStarted)(nil),            // 1: agentmesh.event.v1.RunStarted
@@ -1900,33 +2002,34 @@ var file_agentmesh_event_v1_event_proto_goTypes = []any{
 	(*LlmResponse)(nil),           // 7: agentmesh.event.v1.LlmResponse
 	(*ToolStarted)(nil),           // 8: agentmesh.event.v1.ToolStarted
 	(*ToolFinished)(nil),          // 9: agentmesh.event.v1.ToolFinished
-	(*ApprovalRequested)(nil),     // 10: agentmesh.event.v1.ApprovalRequested
-	(*InputRequested)(nil),        // 11: agentmesh.event.v1.InputRequested
-	(*InputAnswered)(nil),         // 12: agentmesh.event.v1.InputAnswered
-	(*ApprovalResolved)(nil),      // 13: agentmesh.event.v1.ApprovalResolved
-	(*RecoveryDecided)(nil),       // 14: agentmesh.event.v1.RecoveryDecided
-	(*ContextGuardEvaluated)(nil), // 15: agentmesh.event.v1.ContextGuardEvaluated
-	(*RunFinished)(nil),           // 16: agentmesh.event.v1.RunFinished
-	(*RunResumed)(nil),            // 17: agentmesh.event.v1.RunResumed
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*v1.ExecutionContract)(nil),  // 19: agentmesh.type.v1.ExecutionContract
-	(v1.ToolPolicy)(0),            // 20: agentmesh.type.v1.ToolPolicy
-	(*v1.Step)(nil),               // 21: agentmesh.type.v1.Step
-	(*v1.StepProgress)(nil),       // 22: agentmesh.type.v1.StepProgress
-	(*v1.Message)(nil),            // 23: agentmesh.type.v1.Message
-	(*v1.TokenUsage)(nil),         // 24: agentmesh.type.v1.TokenUsage
-	(*v1.ToolCall)(nil),           // 25: agentmesh.type.v1.ToolCall
-	(v1.ToolStatus)(0),            // 26: agentmesh.type.v1.ToolStatus
-	(*v1.PendingAction)(nil),      // 27: agentmesh.type.v1.PendingAction
-	(*v1.PendingQuestion)(nil),    // 28: agentmesh.type.v1.PendingQuestion
-	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
-	(*v1.StageError)(nil),         // 30: agentmesh.type.v1.StageError
-	(*v1.GuardReport)(nil),        // 31: agentmesh.type.v1.GuardReport
-	(*v1.RunResult)(nil),          // 32: agentmesh.type.v1.RunResult
-	(v1.Outcome)(0),               // 33: agentmesh.type.v1.Outcome
+	(*ToolRefused)(nil),           // 10: agentmesh.event.v1.ToolRefused
+	(*ApprovalRequested)(nil),     // 11: agentmesh.event.v1.ApprovalRequested
+	(*InputRequested)(nil),        // 12: agentmesh.event.v1.InputRequested
+	(*InputAnswered)(nil),         // 13: agentmesh.event.v1.InputAnswered
+	(*ApprovalResolved)(nil),      // 14: agentmesh.event.v1.ApprovalResolved
+	(*RecoveryDecided)(nil),       // 15: agentmesh.event.v1.RecoveryDecided
+	(*ContextGuardEvaluated)(nil), // 16: agentmesh.event.v1.ContextGuardEvaluated
+	(*RunFinished)(nil),           // 17: agentmesh.event.v1.RunFinished
+	(*RunResumed)(nil),            // 18: agentmesh.event.v1.RunResumed
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*v1.ExecutionContract)(nil),  // 20: agentmesh.type.v1.ExecutionContract
+	(v1.ToolPolicy)(0),            // 21: agentmesh.type.v1.ToolPolicy
+	(*v1.Step)(nil),               // 22: agentmesh.type.v1.Step
+	(*v1.StepProgress)(nil),       // 23: agentmesh.type.v1.StepProgress
+	(*v1.Message)(nil),            // 24: agentmesh.type.v1.Message
+	(*v1.TokenUsage)(nil),         // 25: agentmesh.type.v1.TokenUsage
+	(*v1.ToolCall)(nil),           // 26: agentmesh.type.v1.ToolCall
+	(v1.ToolStatus)(0),            // 27: agentmesh.type.v1.ToolStatus
+	(*v1.PendingAction)(nil),      // 28: agentmesh.type.v1.PendingAction
+	(*v1.PendingQuestion)(nil),    // 29: agentmesh.type.v1.PendingQuestion
+	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
+	(*v1.StageError)(nil),         // 31: agentmesh.type.v1.StageError
+	(*v1.GuardReport)(nil),        // 32: agentmesh.type.v1.GuardReport
+	(*v1.RunResult)(nil),          // 33: agentmesh.type.v1.RunResult
+	(v1.Outcome)(0),               // 34: agentmesh.type.v1.Outcome
 }
 var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
-	18, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	19, // 0: agentmesh.event.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: agentmesh.event.v1.RunEvent.run_started:type_name -> agentmesh.event.v1.RunStarted
 	2,  // 2: agentmesh.event.v1.RunEvent.intent_parsed:type_name -> agentmesh.event.v1.IntentParsed
 	3,  // 3: agentmesh.event.v1.RunEvent.plan_created:type_name -> agentmesh.event.v1.PlanCreated
@@ -1935,35 +2038,36 @@ var file_agentmesh_event_v1_event_proto_depIdxs = []int32{
 	7,  // 6: agentmesh.event.v1.RunEvent.llm_response:type_name -> agentmesh.event.v1.LlmResponse
 	8,  // 7: agentmesh.event.v1.RunEvent.tool_started:type_name -> agentmesh.event.v1.ToolStarted
 	9,  // 8: agentmesh.event.v1.RunEvent.tool_finished:type_name -> agentmesh.event.v1.ToolFinished
-	10, // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
-	13, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
-	14, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
-	15, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
-	16, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
-	17, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
-	11, // 15: agentmesh.event.v1.RunEvent.input_requested:type_name -> agentmesh.event.v1.InputRequested
-	12, // 16: agentmesh.event.v1.RunEvent.input_answered:type_name -> agentmesh.event.v1.InputAnswered
+	11, // 9: agentmesh.event.v1.RunEvent.approval_requested:type_name -> agentmesh.event.v1.ApprovalRequested
+	14, // 10: agentmesh.event.v1.RunEvent.approval_resolved:type_name -> agentmesh.event.v1.ApprovalResolved
+	15, // 11: agentmesh.event.v1.RunEvent.recovery_decided:type_name -> agentmesh.event.v1.RecoveryDecided
+	16, // 12: agentmesh.event.v1.RunEvent.context_guard:type_name -> agentmesh.event.v1.ContextGuardEvaluated
+	17, // 13: agentmesh.event.v1.RunEvent.run_finished:type_name -> agentmesh.event.v1.RunFinished
+	18, // 14: agentmesh.event.v1.RunEvent.run_resumed:type_name -> agentmesh.event.v1.RunResumed
+	12, // 15: agentmesh.event.v1.RunEvent.input_requested:type_name -> agentmesh.event.v1.InputRequested
+	13, // 16: agentmesh.event.v1.RunEvent.input_answered:type_name -> agentmesh.event.v1.InputAnswered
 	4,  // 17: agentmesh.event.v1.RunEvent.plan_revised:type_name -> agentmesh.event.v1.PlanRevised
-	19, // 18: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	20, // 19: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
-	21, // 20: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
-	22, // 21: agentmesh.event.v1.PlanRevised.steps:type_name -> agentmesh.type.v1.StepProgress
-	23, // 22: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
-	24, // 23: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
-	25, // 24: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
-	26, // 25: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
-	27, // 26: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
-	28, // 27: agentmesh.event.v1.InputRequested.question:type_name -> agentmesh.type.v1.PendingQuestion
-	29, // 28: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
-	30, // 29: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
-	31, // 30: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
-	32, // 31: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
-	33, // 32: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	10, // 18: agentmesh.event.v1.RunEvent.tool_refused:type_name -> agentmesh.event.v1.ToolRefused
+	20, // 19: agentmesh.event.v1.RunStarted.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	21, // 20: agentmesh.event.v1.IntentParsed.tool_policy:type_name -> agentmesh.type.v1.ToolPolicy
+	22, // 21: agentmesh.event.v1.PlanCreated.steps:type_name -> agentmesh.type.v1.Step
+	23, // 22: agentmesh.event.v1.PlanRevised.steps:type_name -> agentmesh.type.v1.StepProgress
+	24, // 23: agentmesh.event.v1.LlmResponse.message:type_name -> agentmesh.type.v1.Message
+	25, // 24: agentmesh.event.v1.LlmResponse.usage:type_name -> agentmesh.type.v1.TokenUsage
+	26, // 25: agentmesh.event.v1.ToolStarted.call:type_name -> agentmesh.type.v1.ToolCall
+	27, // 26: agentmesh.event.v1.ToolFinished.status:type_name -> agentmesh.type.v1.ToolStatus
+	28, // 27: agentmesh.event.v1.ApprovalRequested.pending_action:type_name -> agentmesh.type.v1.PendingAction
+	29, // 28: agentmesh.event.v1.InputRequested.question:type_name -> agentmesh.type.v1.PendingQuestion
+	30, // 29: agentmesh.event.v1.ApprovalResolved.arguments:type_name -> google.protobuf.Struct
+	31, // 30: agentmesh.event.v1.RecoveryDecided.error:type_name -> agentmesh.type.v1.StageError
+	32, // 31: agentmesh.event.v1.ContextGuardEvaluated.report:type_name -> agentmesh.type.v1.GuardReport
+	33, // 32: agentmesh.event.v1.RunFinished.result:type_name -> agentmesh.type.v1.RunResult
+	34, // 33: agentmesh.event.v1.RunFinished.outcome:type_name -> agentmesh.type.v1.Outcome
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_event_v1_event_proto_init() }
@@ -1989,6 +2093,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 		(*RunEvent_InputRequested)(nil),
 		(*RunEvent_InputAnswered)(nil),
 		(*RunEvent_PlanRevised)(nil),
+		(*RunEvent_ToolRefused)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1996,7 +2101,7 @@ func file_agentmesh_event_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_event_v1_event_proto_rawDesc), len(file_agentmesh_event_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
