@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -8,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestRemoteEverythingOverStreamableHTTP(t *testing.T) {
@@ -104,5 +107,37 @@ func TestARemoteServersHeadersStayWithItsOrigin(t *testing.T) {
 	defer mu.Unlock()
 	if len(leaked) > 0 {
 		t.Errorf("requests redirected to another origin carried the server's headers: %v", leaked)
+	}
+}
+
+// TestTheStartTimeoutBoundsTheHandshakeAndToolsListTogether: a server that answers its
+// handshake and then tools/list each within the start timeout, but not both, fails to start.
+// Each had a start timeout of its own, so a start took up to twice the configured one.
+func TestTheStartTimeoutBoundsTheHandshakeAndToolsListTogether(t *testing.T) {
+	const timeout, delay = 400 * time.Millisecond, 250 * time.Millisecond
+	_, srv := echoHandler("")
+	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "initialize" || method == "tools/list" {
+				select { // a slow server: each answer takes most of the start timeout
+				case <-time.After(delay):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	url, _ := mcptest.ServeHTTP(t, srv)
+	opts := quiet()
+	opts.StartTimeout = timeout
+	began := time.Now()
+	m, err := mcp.Start(t.Context(), []mcp.Server{{Name: "slow", URL: url}}, opts)
+	if err == nil {
+		closeManager(t, m)
+		t.Fatalf("Start succeeded after %s, want it to fail within the start timeout of %s", time.Since(began), timeout)
+	}
+	if want := "did not answer tools/list within 400ms"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
 	}
 }

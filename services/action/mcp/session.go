@@ -68,14 +68,14 @@ func newServer(spec Server, opts Options) *server {
 	return s
 }
 
-// start connects to the server and lists its tools.
+// start connects to the server and lists its tools, both within one start timeout.
 func (s *server) start(ctx context.Context) ([]Tool, error) {
-	sess, stderr, err := s.connect(ctx)
+	listCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	defer cancel()
+	sess, stderr, err := s.connect(listCtx, ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, stderr.suffix())
 	}
-	listCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
-	defer cancel()
 	var tools []Tool
 	for t, err := range sess.Tools(listCtx, nil) {
 		if err != nil {
@@ -89,11 +89,10 @@ func (s *server) start(ctx context.Context) ([]Tool, error) {
 }
 
 // connect starts (stdio) or reaches (remote) the server and completes the MCP handshake
-// within the start timeout. It returns a stdio child's stderr, also on failure, for the
-// operator: the error does not quote it, since calls may show errors to the model.
-func (s *server) connect(parent context.Context) (*sdk.ClientSession, *tailWriter, error) {
-	ctx, cancel := context.WithTimeout(parent, s.opts.StartTimeout)
-	defer cancel()
+// before ctx's deadline, the start timeout within parent (start lists the tools before the
+// same deadline). It returns a stdio child's stderr, also on failure, for the operator: the
+// error does not quote it, since calls may show errors to the model.
+func (s *server) connect(ctx, parent context.Context) (*sdk.ClientSession, *tailWriter, error) {
 	if s.remote != nil {
 		sess, err := s.client.Connect(ctx, s.remote, nil)
 		if err != nil {
@@ -196,7 +195,9 @@ func (s *server) restart(ctx context.Context, reason string, delay *time.Duratio
 		case <-timer.C:
 		}
 		*delay = min(*delay*2, MaxRestartBackoff)
-		sess, stderr, err := s.connect(ctx)
+		connectCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+		sess, stderr, err := s.connect(connectCtx, ctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
