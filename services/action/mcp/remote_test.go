@@ -141,3 +141,32 @@ func TestTheStartTimeoutBoundsTheHandshakeAndToolsListTogether(t *testing.T) {
 		t.Errorf("error %q does not contain %q", err, want)
 	}
 }
+
+// TestResourcesInAResultAreDescribedAsImagesAre: a binary resource embedded in a tool's result
+// is described to the model with its MIME type and size, as an image is, and a resource link
+// with its name and description; both were their URI alone.
+func TestResourcesInAResultAreDescribedAsImagesAre(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "files", Version: "1.0.0"}, nil)
+	size := int64(2048)
+	sdk.AddTool(srv, &sdk.Tool{Name: "fetch", Description: "Fetches the report."},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///data.gz", MIMEType: "application/gzip", Blob: make([]byte, 1234)}},
+				&sdk.ResourceLink{URI: "file:///report.pdf", Name: "report.pdf", Description: "The quarterly report",
+					MIMEType: "application/pdf", Size: &size},
+				&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 10)},
+			}}, nil, nil
+		})
+	url, _ := mcptest.ServeHTTP(t, srv)
+	m := start(t, quiet(), mcp.Server{Name: "files", URL: url})
+	got, err := call(t, m, "files", "fetch", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[resource file:///data.gz, application/gzip, 1234 bytes]\n" +
+		"[resource link file:///report.pdf, report.pdf, application/pdf, 2048 bytes: The quarterly report]\n" +
+		"[image image/png, 10 bytes]"
+	if got != want {
+		t.Errorf("result\n%s\nwant\n%s", got, want)
+	}
+}
