@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"strings"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -22,7 +23,8 @@ type idempotencyKey struct{ user, key string }
 // callerID is the user id a request (a run's, or Decide's) acts for, requested being its
 // user_id. With authentication on it is the principal's (auth.Principal.ID): requested must
 // then be empty or name the principal (its user or its id), unless the principal is an admin,
-// who may act for any user. With authentication off it is requested, or "anonymous".
+// who may act for any user a principal can be (principalShaped). With authentication off it
+// is requested, or "anonymous".
 func (s *Service) callerID(ctx context.Context, requested string) (string, error) {
 	p, ok := auth.FromContext(ctx)
 	if !ok {
@@ -35,12 +37,27 @@ func (s *Service) callerID(ctx context.Context, requested string) (string, error
 	case id == "" || id == p.User || id == p.ID():
 		return p.ID(), nil
 	case p.Has(auth.RoleAdmin):
+		if !principalShaped(id) {
+			// Such an id would read as a run of its first part's tenant, for that tenant's admins.
+			return "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT,
+				`user_id: must be "user" or "tenant/user", neither part empty nor holding '/', as a principal's id is; got %q`, id)
+		}
 		return id, nil
 	default:
 		s.denied(ctx, p, "act for user "+id, "")
 		return "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
 			"user_id %q is not the authenticated principal %q; only an admin may act for another user", id, p.ID())
 	}
+}
+
+// principalShaped reports whether id is one a principal can have (auth.Principal.ID): "user"
+// or "tenant/user", with neither part empty nor holding a '/'.
+func principalShaped(id string) bool {
+	tenant, user, found := strings.Cut(id, "/")
+	if !found {
+		return id != ""
+	}
+	return tenant != "" && user != "" && !strings.Contains(user, "/")
 }
 
 // principalID is the id of the call's authenticated principal (auth.Principal.ID), recorded

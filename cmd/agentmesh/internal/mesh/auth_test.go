@@ -162,6 +162,16 @@ func TestPublicAPIAuthentication(t *testing.T) {
 		if err != nil || runOwner(t, as["root"], res.GetRunId()) != "acme/bob" {
 			t.Errorf("an admin acting for bob: %v, want a run of acme/bob", err)
 		}
+		// Ids no principal can have: their runs read as acme's, for acme's tenant admins.
+		for _, id := range []string{"acme/research/dave", "acme/", "/dave", "/"} {
+			_, err = as["root"].Run(t.Context(), &agentv1.RunRequest{Message: "hi", UserId: id})
+			expectCode(t, "an admin running for user_id "+id, err, codes.InvalidArgument)
+			if err != nil && !strings.Contains(err.Error(), `user_id: must be "user" or "tenant/user"`) {
+				t.Errorf("an admin running for user_id %s: %v, want the field and the rule named", id, err)
+			}
+			_, err = as["root"].Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: id})
+			expectCode(t, "an admin deciding for user_id "+id, err, codes.InvalidArgument)
+		}
 	})
 
 	t.Run("run RPCs are for the owner, the tenant's approvers and admins", func(t *testing.T) {
