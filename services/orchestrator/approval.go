@@ -25,6 +25,7 @@ import (
 type approvalState struct {
 	pending   *typev1.PendingAction
 	decisions map[string]*agentv1.ResolveApprovalRequest // call id → decision
+	by        map[string]string                          // call id → who decided, when known
 	resolved  chan struct{}                              // closed when every call is decided
 }
 
@@ -100,14 +101,14 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 	}
 	r.mu.Lock()
 	r.approval = nil
-	decisions := st.decisions
+	decisions, by := st.decisions, st.by
 	stop := st.stopper(r.contract)
 	r.mu.Unlock()
 	r.publish(nil)
 	if end == nil && stop != nil {
 		end = r.rejected(st, stop)
 	}
-	r.applyDecisions(plan, decisions, end != nil, stop)
+	r.applyDecisions(plan, decisions, by, end != nil, stop)
 	return end
 }
 
@@ -327,6 +328,9 @@ func restoreApproval(cp *checkpointv1.RunCheckpoint) *approvalState {
 	for _, id := range cp.GetTurn().GetTimedOut() {
 		st.decisions[id] = nil
 	}
+	for id, by := range cp.GetTurn().GetDecidedBy() {
+		st.setBy(id, by)
+	}
 	return st
 }
 
@@ -352,9 +356,21 @@ func (r *run) takeDecision(ctx context.Context, st *approvalState, d *agentv1.Re
 		return true
 	}
 	st.decisions[d.GetCallId()] = d
+	st.setBy(d.GetCallId(), by)
 	r.mu.Unlock()
 	r.recordDecision(ctx, decisionRecord(d, endsRun(r.contract, d), by))
 	return true
+}
+
+// setBy records that the principal by (empty when unknown) decided call callID.
+func (a *approvalState) setBy(callID, by string) {
+	if by == "" {
+		return
+	}
+	if a.by == nil {
+		a.by = map[string]string{}
+	}
+	a.by[callID] = by
 }
 
 // stored splits the decisions for a checkpoint: the people's, and the calls that timed out.
@@ -376,10 +392,12 @@ func decisionName(d *agentv1.ResolveApprovalRequest) string {
 	return strings.ToLower(strings.TrimPrefix(d.GetDecision().String(), "APPROVAL_DECISION_"))
 }
 
-// applyDecisions turns recorded decisions into what EXECUTE does with each call. ended says
-// the run ends at this pause; stop is the rejection that ends it, if one does: then no call of
-// the turn runs.
-func (r *run) applyDecisions(plan []plannedCall, decisions map[string]*agentv1.ResolveApprovalRequest, ended bool, stop *agentv1.ResolveApprovalRequest) {
+// applyDecisions turns recorded decisions into what EXECUTE does with each call: an approved
+// call runs approved by who decided it (by, call id → principal), or by the run's user when
+// that is unknown (authentication off). ended says the run ends at this pause; stop is the
+// rejection that ends it, if one does: then no call of the turn runs.
+func (r *run) applyDecisions(plan []plannedCall, decisions map[string]*agentv1.ResolveApprovalRequest, by map[string]string,
+	ended bool, stop *agentv1.ResolveApprovalRequest) {
 	for i := range plan {
 		p := &plan[i]
 		if p.refusal != "" {
@@ -405,11 +423,20 @@ func (r *run) applyDecisions(plan []plannedCall, decisions map[string]*agentv1.R
 			modified.RawArguments = string(b)
 			p.call = modified
 			p.note = "[arguments modified by the user: " + string(b) + "]\n"
-			p.approval = &actionv1.Approval{Approved: true, Approver: r.userID, Feedback: d.GetFeedback()}
+			p.approval = &actionv1.Approval{Approved: true, Approver: r.approver(by, p.call.GetId()), Feedback: d.GetFeedback()}
 		default:
-			p.approval = &actionv1.Approval{Approved: true, Approver: r.userID, Feedback: d.GetFeedback()}
+			p.approval = &actionv1.Approval{Approved: true, Approver: r.approver(by, p.call.GetId()), Feedback: d.GetFeedback()}
 		}
 	}
+}
+
+// approver is who approved call callID, as its Approval names them: who decided it (by), or
+// the run's user when that is unknown.
+func (r *run) approver(by map[string]string, callID string) string {
+	if id := by[callID]; id != "" {
+		return id
+	}
+	return r.userID
 }
 
 func feedbackSuffix(feedback string) string {
@@ -492,6 +519,7 @@ func (r *run) resolve(ctx context.Context, req *agentv1.ResolveApprovalRequest) 
 		return nil, endingAlready(r.id, stop.GetCallId())
 	}
 	st.decisions[req.GetCallId()] = req
+	st.setBy(req.GetCallId(), principalID(ctx))
 	remaining := st.undecided()
 	ends := endsRun(r.contract, req)
 	if ends {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
@@ -36,6 +37,7 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 		r.mu.Lock()
 		cp.Pending = r.approval.pending
 		cp.Turn.Decisions, cp.Turn.TimedOut = r.approval.stored()
+		cp.Turn.DecidedBy = maps.Clone(r.approval.by)
 		r.mu.Unlock()
 	case checkpointv1.Phase_PHASE_AWAITING_INPUT:
 		r.mu.Lock()

@@ -81,7 +81,8 @@ type Approval struct {
 	// True when a person approved the call. The action stage never trusts it alone: a tool that
 	// requires approval runs only with a grant that verifies.
 	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
-	// Who approved it.
+	// Who approved it: the id of the principal that decided (tenant/user), or the run's user when
+	// that is unknown (authentication off).
 	Approver string `protobuf:"bytes,2,opt,name=approver,proto3" json:"approver,omitempty"`
 	// The person's note.
 	Feedback string `protobuf:"bytes,3,opt,name=feedback,proto3" json:"feedback,omitempty"`

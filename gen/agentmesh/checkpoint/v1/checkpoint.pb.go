@@ -927,7 +927,11 @@ type TurnCheckpoint struct {
 	// Call ids whose approval timed out.
 	TimedOut []string `protobuf:"bytes,13,rep,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	// The answer was cut off at the output token limit in every attempt and accepted as it was.
-	Truncated     bool `protobuf:"varint,14,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,14,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Who made each decision of decisions, by call id: the principal's id (InputOrigin), the
+	// approver the call runs with. A call not here was decided with authentication off, or is of
+	// a checkpoint of a release before this one: it runs approved by the run's user, as it did.
+	DecidedBy     map[string]string `protobuf:"bytes,15,rep,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1058,6 +1062,13 @@ func (x *TurnCheckpoint) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *TurnCheckpoint) GetDecidedBy() map[string]string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return nil
 }
 
 // Report is an accepted final report.
@@ -1478,7 +1489,7 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\x05steps\x18\x01 \x03(\v2\x1f.agentmesh.type.v1.StepProgressR\x05steps\x12\x1c\n" +
 	"\trevisions\x18\x02 \x01(\x05R\trevisions\x12\x16\n" +
 	"\x06revise\x18\x03 \x03(\tR\x06revise\x12\x1c\n" +
-	"\tunplanned\x18\x04 \x01(\x05R\tunplanned\"\xc1\x05\n" +
+	"\tunplanned\x18\x04 \x01(\x05R\tunplanned\"\xd6\x06\n" +
 	"\x0eTurnCheckpoint\x122\n" +
 	"\x06answer\x18\x01 \x01(\v2\x1a.agentmesh.type.v1.MessageR\x06answer\x12\x1c\n" +
 	"\tattempted\x18\x02 \x01(\x05R\tattempted\x12%\n" +
@@ -1495,10 +1506,15 @@ const file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc = "" +
 	"\x05calls\x18\v \x03(\v2$.agentmesh.checkpoint.v1.PlannedCallR\x05calls\x12T\n" +
 	"\tdecisions\x18\f \x03(\v26.agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntryR\tdecisions\x12\x1b\n" +
 	"\ttimed_out\x18\r \x03(\tR\btimedOut\x12\x1c\n" +
-	"\ttruncated\x18\x0e \x01(\bR\ttruncated\x1ah\n" +
+	"\ttruncated\x18\x0e \x01(\bR\ttruncated\x12U\n" +
+	"\n" +
+	"decided_by\x18\x0f \x03(\v26.agentmesh.checkpoint.v1.TurnCheckpoint.DecidedByEntryR\tdecidedBy\x1ah\n" +
 	"\x0eDecisionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12@\n" +
-	"\x05value\x18\x02 \x01(\v2*.agentmesh.agent.v1.ResolveApprovalRequestR\x05value:\x028\x01\"\x93\x01\n" +
+	"\x05value\x18\x02 \x01(\v2*.agentmesh.agent.v1.ResolveApprovalRequestR\x05value:\x028\x01\x1a<\n" +
+	"\x0eDecidedByEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
 	"\x06Report\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12:\n" +
 	"\fcontent_json\x18\x02 \x01(\v2\x17.google.protobuf.StructR\vcontentJson\x123\n" +
@@ -1544,7 +1560,7 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_checkpoint_v1_checkpoint_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_agentmesh_checkpoint_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(Phase)(0),                        // 0: agentmesh.checkpoint.v1.Phase
 	(*RunCheckpoint)(nil),             // 1: agentmesh.checkpoint.v1.RunCheckpoint
@@ -1559,73 +1575,75 @@ var file_agentmesh_checkpoint_v1_checkpoint_proto_goTypes = []any{
 	(*XmlIgnored)(nil),                // 10: agentmesh.checkpoint.v1.XmlIgnored
 	(*InputOrigin)(nil),               // 11: agentmesh.checkpoint.v1.InputOrigin
 	nil,                               // 12: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	(*v1.RunRequest)(nil),             // 13: agentmesh.agent.v1.RunRequest
-	(*v11.ExecutionContract)(nil),     // 14: agentmesh.type.v1.ExecutionContract
-	(*v11.Message)(nil),               // 15: agentmesh.type.v1.Message
-	(*v11.AccountingEntry)(nil),       // 16: agentmesh.type.v1.AccountingEntry
-	(*v11.TokenUsage)(nil),            // 17: agentmesh.type.v1.TokenUsage
-	(*v11.AgentDecision)(nil),         // 18: agentmesh.type.v1.AgentDecision
-	(*v11.Step)(nil),                  // 19: agentmesh.type.v1.Step
-	(*v11.Tool)(nil),                  // 20: agentmesh.type.v1.Tool
-	(*v11.TranscriptEntry)(nil),       // 21: agentmesh.type.v1.TranscriptEntry
-	(*v11.PendingAction)(nil),         // 22: agentmesh.type.v1.PendingAction
-	(*v11.RunResult)(nil),             // 23: agentmesh.type.v1.RunResult
-	(*timestamppb.Timestamp)(nil),     // 24: google.protobuf.Timestamp
-	(*v11.PendingQuestion)(nil),       // 25: agentmesh.type.v1.PendingQuestion
-	(*v12.MemoryHit)(nil),             // 26: agentmesh.memory.v1.MemoryHit
-	(*v11.StepProgress)(nil),          // 27: agentmesh.type.v1.StepProgress
-	(*structpb.Struct)(nil),           // 28: google.protobuf.Struct
-	(*v11.ToolCall)(nil),              // 29: agentmesh.type.v1.ToolCall
-	(*v13.Approval)(nil),              // 30: agentmesh.action.v1.Approval
-	(v11.ToolTransport)(0),            // 31: agentmesh.type.v1.ToolTransport
-	(*v1.ResolveApprovalRequest)(nil), // 32: agentmesh.agent.v1.ResolveApprovalRequest
+	nil,                               // 13: agentmesh.checkpoint.v1.TurnCheckpoint.DecidedByEntry
+	(*v1.RunRequest)(nil),             // 14: agentmesh.agent.v1.RunRequest
+	(*v11.ExecutionContract)(nil),     // 15: agentmesh.type.v1.ExecutionContract
+	(*v11.Message)(nil),               // 16: agentmesh.type.v1.Message
+	(*v11.AccountingEntry)(nil),       // 17: agentmesh.type.v1.AccountingEntry
+	(*v11.TokenUsage)(nil),            // 18: agentmesh.type.v1.TokenUsage
+	(*v11.AgentDecision)(nil),         // 19: agentmesh.type.v1.AgentDecision
+	(*v11.Step)(nil),                  // 20: agentmesh.type.v1.Step
+	(*v11.Tool)(nil),                  // 21: agentmesh.type.v1.Tool
+	(*v11.TranscriptEntry)(nil),       // 22: agentmesh.type.v1.TranscriptEntry
+	(*v11.PendingAction)(nil),         // 23: agentmesh.type.v1.PendingAction
+	(*v11.RunResult)(nil),             // 24: agentmesh.type.v1.RunResult
+	(*timestamppb.Timestamp)(nil),     // 25: google.protobuf.Timestamp
+	(*v11.PendingQuestion)(nil),       // 26: agentmesh.type.v1.PendingQuestion
+	(*v12.MemoryHit)(nil),             // 27: agentmesh.memory.v1.MemoryHit
+	(*v11.StepProgress)(nil),          // 28: agentmesh.type.v1.StepProgress
+	(*structpb.Struct)(nil),           // 29: google.protobuf.Struct
+	(*v11.ToolCall)(nil),              // 30: agentmesh.type.v1.ToolCall
+	(*v13.Approval)(nil),              // 31: agentmesh.action.v1.Approval
+	(v11.ToolTransport)(0),            // 32: agentmesh.type.v1.ToolTransport
+	(*v1.ResolveApprovalRequest)(nil), // 33: agentmesh.agent.v1.ResolveApprovalRequest
 }
 var file_agentmesh_checkpoint_v1_checkpoint_proto_depIdxs = []int32{
 	0,  // 0: agentmesh.checkpoint.v1.RunCheckpoint.phase:type_name -> agentmesh.checkpoint.v1.Phase
-	13, // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
-	14, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
-	15, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
-	16, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	17, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
-	18, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
-	19, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
-	20, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
+	14, // 1: agentmesh.checkpoint.v1.RunCheckpoint.request:type_name -> agentmesh.agent.v1.RunRequest
+	15, // 2: agentmesh.checkpoint.v1.RunCheckpoint.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	16, // 3: agentmesh.checkpoint.v1.RunCheckpoint.conversation:type_name -> agentmesh.type.v1.Message
+	17, // 4: agentmesh.checkpoint.v1.RunCheckpoint.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	18, // 5: agentmesh.checkpoint.v1.RunCheckpoint.usage:type_name -> agentmesh.type.v1.TokenUsage
+	19, // 6: agentmesh.checkpoint.v1.RunCheckpoint.decision:type_name -> agentmesh.type.v1.AgentDecision
+	20, // 7: agentmesh.checkpoint.v1.RunCheckpoint.plan:type_name -> agentmesh.type.v1.Step
+	21, // 8: agentmesh.checkpoint.v1.RunCheckpoint.available:type_name -> agentmesh.type.v1.Tool
 	9,  // 9: agentmesh.checkpoint.v1.RunCheckpoint.xml:type_name -> agentmesh.checkpoint.v1.XmlSession
-	21, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	22, // 10: agentmesh.checkpoint.v1.RunCheckpoint.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
 	6,  // 11: agentmesh.checkpoint.v1.RunCheckpoint.turn:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint
-	22, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
-	23, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
-	24, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
-	24, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 12: agentmesh.checkpoint.v1.RunCheckpoint.pending:type_name -> agentmesh.type.v1.PendingAction
+	24, // 13: agentmesh.checkpoint.v1.RunCheckpoint.result:type_name -> agentmesh.type.v1.RunResult
+	25, // 14: agentmesh.checkpoint.v1.RunCheckpoint.started_at:type_name -> google.protobuf.Timestamp
+	25, // 15: agentmesh.checkpoint.v1.RunCheckpoint.updated_at:type_name -> google.protobuf.Timestamp
 	10, // 16: agentmesh.checkpoint.v1.RunCheckpoint.xml_ignored:type_name -> agentmesh.checkpoint.v1.XmlIgnored
-	25, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
+	26, // 17: agentmesh.checkpoint.v1.RunCheckpoint.question:type_name -> agentmesh.type.v1.PendingQuestion
 	5,  // 18: agentmesh.checkpoint.v1.RunCheckpoint.plan_tracker:type_name -> agentmesh.checkpoint.v1.PlanTracker
 	2,  // 19: agentmesh.checkpoint.v1.RunCheckpoint.log:type_name -> agentmesh.checkpoint.v1.LogRef
-	26, // 20: agentmesh.checkpoint.v1.RunCheckpoint.recalled:type_name -> agentmesh.memory.v1.MemoryHit
+	27, // 20: agentmesh.checkpoint.v1.RunCheckpoint.recalled:type_name -> agentmesh.memory.v1.MemoryHit
 	3,  // 21: agentmesh.checkpoint.v1.LogRef.tail:type_name -> agentmesh.checkpoint.v1.LogSegment
-	15, // 22: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
-	21, // 23: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
-	16, // 24: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	13, // 25: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
-	14, // 26: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
+	16, // 22: agentmesh.checkpoint.v1.LogSegment.messages:type_name -> agentmesh.type.v1.Message
+	22, // 23: agentmesh.checkpoint.v1.LogSegment.transcript:type_name -> agentmesh.type.v1.TranscriptEntry
+	17, // 24: agentmesh.checkpoint.v1.LogSegment.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	14, // 25: agentmesh.checkpoint.v1.LogSegment.request:type_name -> agentmesh.agent.v1.RunRequest
+	15, // 26: agentmesh.checkpoint.v1.LogSegment.contract:type_name -> agentmesh.type.v1.ExecutionContract
 	4,  // 27: agentmesh.checkpoint.v1.LogSegment.available:type_name -> agentmesh.checkpoint.v1.ToolList
-	20, // 28: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
-	27, // 29: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
-	15, // 30: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
+	21, // 28: agentmesh.checkpoint.v1.ToolList.tools:type_name -> agentmesh.type.v1.Tool
+	28, // 29: agentmesh.checkpoint.v1.PlanTracker.steps:type_name -> agentmesh.type.v1.StepProgress
+	16, // 30: agentmesh.checkpoint.v1.TurnCheckpoint.answer:type_name -> agentmesh.type.v1.Message
 	7,  // 31: agentmesh.checkpoint.v1.TurnCheckpoint.report:type_name -> agentmesh.checkpoint.v1.Report
 	8,  // 32: agentmesh.checkpoint.v1.TurnCheckpoint.calls:type_name -> agentmesh.checkpoint.v1.PlannedCall
 	12, // 33: agentmesh.checkpoint.v1.TurnCheckpoint.decisions:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry
-	28, // 34: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
-	28, // 35: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
-	29, // 36: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
-	30, // 37: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
-	31, // 38: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
-	32, // 39: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	13, // 34: agentmesh.checkpoint.v1.TurnCheckpoint.decided_by:type_name -> agentmesh.checkpoint.v1.TurnCheckpoint.DecidedByEntry
+	29, // 35: agentmesh.checkpoint.v1.Report.content_json:type_name -> google.protobuf.Struct
+	29, // 36: agentmesh.checkpoint.v1.Report.metadata:type_name -> google.protobuf.Struct
+	30, // 37: agentmesh.checkpoint.v1.PlannedCall.call:type_name -> agentmesh.type.v1.ToolCall
+	31, // 38: agentmesh.checkpoint.v1.PlannedCall.approval:type_name -> agentmesh.action.v1.Approval
+	32, // 39: agentmesh.checkpoint.v1.XmlSession.mode:type_name -> agentmesh.type.v1.ToolTransport
+	33, // 40: agentmesh.checkpoint.v1.TurnCheckpoint.DecisionsEntry.value:type_name -> agentmesh.agent.v1.ResolveApprovalRequest
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_checkpoint_v1_checkpoint_proto_init() }
@@ -1639,7 +1657,7 @@ func file_agentmesh_checkpoint_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc), len(file_agentmesh_checkpoint_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
