@@ -12,6 +12,7 @@ import (
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
@@ -170,7 +171,8 @@ func readSchema(path string) (*structpb.Struct, error) {
 
 // streamRun runs req through StreamRun, rendering progress on stderr and the answer on stdout.
 // The CLI names the run (RunRequest.run_id) unless req does, so that it can cancel the run
-// when it is interrupted before any of the run's events reached it.
+// when it is interrupted before any of the run's events reached it. A run that moves to another
+// orchestrator replica is followed on there (runEvents).
 func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr string, req *agentv1.RunRequest, asJSON bool, stdout, stderr io.Writer) error {
 	if req.GetRunId() == "" {
 		req.RunId = uuid.NewString()
@@ -184,20 +186,19 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 		return rpcError(addr, err)
 	}
 	var result *typev1.RunResult
-	seq := uint64(0)
+	events := &runEvents{client: client, runID: req.GetRunId(), stream: stream}
 	for {
-		ev, err := stream.Recv()
+		ev, err := events.next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return cancelInterrupted(client, addr, req.GetRunId(), seq, asJSON, p, stdout)
+				return cancelInterrupted(client, addr, req.GetRunId(), events.seq, asJSON, p, stdout)
 			}
 			p.endLine()
-			return followOn(req.GetRunId(), seq, rpcError(addr, err))
+			return followOn(req.GetRunId(), events.seq, rpcError(addr, err))
 		}
-		seq = ev.GetSeq()
 		p.event(ev)
 		if f := ev.GetRunFinished(); f != nil {
 			result = f.GetResult()
@@ -242,6 +243,74 @@ func followOn(runID string, seq uint64, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w\nrun %s is not lost: follow it with: agentmesh watch %s --from %d", err, runID, runID, seq)
+}
+
+// Re-attaching to a run that moved: the first retry waits reattachBackoff, each next one twice
+// as long up to reattachMaxBackoff.
+const (
+	reattachBackoff    = 100 * time.Millisecond
+	reattachMaxBackoff = 2 * time.Second
+)
+
+// reattachLimit is how long after its stream failed the CLI tries to follow a run on (a
+// variable for the tests of a connection that stays broken).
+var reattachLimit = 30 * time.Second
+
+// runEvents are the events of one run, from a StreamRun or WatchRun stream, followed on when
+// the run moves: an orchestrator replica that drains (SIGTERM during a deploy) hands its runs
+// to another one and fails their streams UNAVAILABLE, and a connection to it that breaks is
+// UNAVAILABLE too. Once an event arrived (the run exists), such a failure re-attaches with
+// WatchRun after seq through the same client, whose address a load balancer routes to a live
+// replica: the run request is never sent again, and no event is given twice or skipped.
+type runEvents struct {
+	client   agentv1.AgentServiceClient
+	runID    string
+	stream   grpc.ServerStreamingClient[eventv1.RunEvent]
+	seq      uint64 // the last event given (WatchRun's from_seq)
+	received bool   // an event arrived
+}
+
+// next returns the run's next event; io.EOF after its stream's last one. A stream that fails
+// UNAVAILABLE after an event arrived is re-attached, retried with a doubling backoff for up to
+// reattachLimit; the failure is then the last stream's. Once ctx ends it returns ctx's error.
+func (e *runEvents) next(ctx context.Context) (*eventv1.RunEvent, error) {
+	var giveUp time.Time
+	backoff := reattachBackoff
+	for {
+		ev, err := e.stream.Recv()
+		switch {
+		case err == nil && ev.GetSeq() <= e.seq: // given already (seq is 1, 2, 3 ... per run)
+			continue
+		case err == nil:
+			e.seq, e.received = ev.GetSeq(), true
+			return ev, nil
+		case status.Code(err) != codes.Unavailable || !e.received || ctx.Err() != nil:
+			return nil, err
+		case giveUp.IsZero():
+			giveUp = time.Now().Add(reattachLimit)
+		case time.Now().After(giveUp):
+			return nil, err
+		}
+		if err := sleep(ctx, backoff); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, reattachMaxBackoff)
+		if e.stream, err = e.client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: e.runID, FromSeq: e.seq}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // interruptTimeout bounds how long an interrupted CLI waits for the run it followed to end.
@@ -438,25 +507,23 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return rpcError(*addr, err)
 	}
 	p := &progress{w: stderr}
-	seq, shown := *from, false
+	events := &runEvents{client: client, runID: fs.Arg(0), stream: stream, seq: *from}
 	for {
-		ev, err := stream.Recv()
+		ev, err := events.next(ctx)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			if ctx.Err() != nil { // Ctrl-C ends the following, not the run
-				p.line("stopped following run %s, which goes on; follow it again with: agentmesh watch %s --from %d", fs.Arg(0), fs.Arg(0), seq)
+				p.line("stopped following run %s, which goes on; follow it again with: agentmesh watch %s --from %d", fs.Arg(0), fs.Arg(0), events.seq)
 				return nil
 			}
 			p.endLine()
-			if !shown { // the watch never began (an unknown run): nothing to follow on
+			if !events.received { // the watch never began (an unknown run): nothing to follow on
 				return rpcError(*addr, err)
 			}
-			return followOn(fs.Arg(0), seq, rpcError(*addr, err))
+			return followOn(fs.Arg(0), events.seq, rpcError(*addr, err))
 		}
-		shown = true
-		seq = ev.GetSeq()
 		if !*asJSON {
 			p.event(ev)
 			continue

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,9 +155,13 @@ func TestRunInterruptedBeforeItStarted(t *testing.T) {
 // breaks while `agentmesh run` or `agentmesh watch` follows a run, the run goes on in the mesh,
 // and the CLI says so and names the watch that follows it on from the last event it showed.
 // It said only that it could not reach the orchestrator, and a user took the run for lost. A
-// relay in front of the orchestrator breaks each stream after its first event.
+// relay in front of the orchestrator breaks each stream after its first event, and refuses the
+// CLI's re-attachments (reattachLimit, shortened).
 func TestRunAndWatchSayHowToFollowARunAfterADisconnect(t *testing.T) {
 	isolate(t)
+	limit := reattachLimit
+	reattachLimit = time.Second
+	t.Cleanup(func() { reattachLimit = limit })
 	hold, release := heldTurn(t)
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
 	cfg := config.Default()
@@ -182,7 +187,9 @@ func TestRunAndWatchSayHowToFollowARunAfterADisconnect(t *testing.T) {
 }
 
 // breakingRelay is an AgentService in front of an orchestrator that relays the first event of
-// each StreamRun and WatchRun and then fails the stream UNAVAILABLE, as a broken connection does.
+// each StreamRun and WatchRun and then fails the stream UNAVAILABLE, as a broken connection does;
+// a WatchRun after an event (a re-attachment) fails UNAVAILABLE at once: the connection stays
+// broken.
 type breakingRelay struct {
 	agentv1.UnimplementedAgentServiceServer
 	up agentv1.AgentServiceClient
@@ -197,6 +204,9 @@ func (b *breakingRelay) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStr
 }
 
 func (b *breakingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	if req.GetFromSeq() > 0 {
+		return status.Error(codes.Unavailable, "connection refused")
+	}
 	up, err := b.up.WatchRun(stream.Context(), req)
 	if err != nil {
 		return err
@@ -214,4 +224,58 @@ func relayFirst(up grpc.ServerStreamingClient[eventv1.RunEvent], stream grpc.Ser
 		return err
 	}
 	return status.Error(codes.Unavailable, "connection reset by peer")
+}
+
+// TestRunInterruptedWhileItReattaches: Ctrl-C while `agentmesh run` tries to follow its run on
+// after its stream broke still cancels the run, and shows how it ended. A relay in front of the
+// orchestrator breaks the run's stream after its first event and refuses every WatchRun until
+// the run is cancelled.
+func TestRunInterruptedWhileItReattaches(t *testing.T) {
+	isolate(t)
+	hold, _ := heldTurn(t)
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Never sent.", Hold: hold}}})
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	relay := &refusingRelay{breakingRelay: breakingRelay{up: agentv1.NewAgentServiceClient(dialService(t, startMesh(t, cfg).Addr("orchestrator")))}}
+	addr := serveRelay(t, relay)
+
+	ctx, interrupt := context.WithCancel(t.Context())
+	var stdout, stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"run", "--addr", addr, "take your time"}, &stdout, &stderr) }()
+	if !poll(t, runTimeout, func() bool { return relay.refused.Load() > 1 }) {
+		t.Fatal("the CLI never tried to follow its run on")
+	}
+	interrupt()
+	var got int
+	select {
+	case got = <-code:
+	case <-t.Context().Done():
+		t.Fatal("run did not return after the interrupt")
+	}
+	if errOut := stderr.String(); got != 1 || !strings.Contains(errOut, "cancelling run ") || !strings.Contains(errOut, "■ INTERRUPTED") {
+		t.Errorf("interrupted while re-attaching: exit %d, want 1 and the run cancelled\nstdout: %s\nstderr: %s", got, stdout.String(), errOut)
+	}
+}
+
+// refusingRelay is a breakingRelay that refuses every WatchRun UNAVAILABLE (counted in refused)
+// until CancelRun went through it; it then relays them.
+type refusingRelay struct {
+	breakingRelay
+	cancelled atomic.Bool
+	refused   atomic.Int32
+}
+
+func (r *refusingRelay) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest) (*agentv1.CancelRunResponse, error) {
+	r.cancelled.Store(true)
+	return r.up.CancelRun(ctx, req)
+}
+
+func (r *refusingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
+	if !r.cancelled.Load() {
+		r.refused.Add(1)
+		return status.Error(codes.Unavailable, "connection refused")
+	}
+	return (&holdingRelay{up: r.up}).WatchRun(req, stream)
 }
