@@ -291,12 +291,21 @@ func (e *runEvents) next(ctx context.Context) (*eventv1.RunEvent, error) {
 		case time.Now().After(giveUp):
 			return nil, err
 		}
-		if err := sleep(ctx, backoff); err != nil {
-			return nil, err
-		}
-		backoff = min(2*backoff, reattachMaxBackoff)
-		if e.stream, err = e.client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: e.runID, FromSeq: e.seq}); err != nil {
-			return nil, err
+		for {
+			if err := sleep(ctx, backoff); err != nil {
+				return nil, err
+			}
+			backoff = min(2*backoff, reattachMaxBackoff)
+			stream, err := e.client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: e.runID, FromSeq: e.seq})
+			if err == nil {
+				e.stream = stream
+				break
+			}
+			// No replica took the call yet (the address answers nothing while the
+			// deploy goes on): try again until the limit.
+			if status.Code(err) != codes.Unavailable || time.Now().After(giveUp) {
+				return nil, err
+			}
 		}
 	}
 }
