@@ -72,6 +72,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -93,8 +94,9 @@ const (
 	DefaultPageSize = 50
 	// MaxPageSize caps the page size of a List.
 	MaxPageSize = 500
-	// MaxUserIDBytes is the longest user_id, as the public API's.
-	MaxUserIDBytes = 256
+	// MaxUserIDBytes is the longest user_id, as the public API's and every stage's
+	// (auth.MaxIDBytes).
+	MaxUserIDBytes = auth.MaxIDBytes
 	// MaxNameBytes is the longest collection and conversation_id of a stored memory, as the
 	// public API's conversation_id: the collection is kept with every term of the memory.
 	MaxNameBytes = 256

@@ -32,8 +32,9 @@ const (
 	// answer and a decision's feedback, which the model reads as it reads a message, have the
 	// same limit.
 	MaxMessageBytes = 64 << 10
-	// MaxUserIDBytes is the longest user_id: room for any principal name or a hash of one.
-	MaxUserIDBytes = 256
+	// MaxUserIDBytes is the longest user_id: room for any principal name or a hash of one,
+	// the bound every stage keeps (auth.MaxIDBytes).
+	MaxUserIDBytes = auth.MaxIDBytes
 	// MaxConversationIDBytes is the longest conversation_id, which every checkpoint, the
 	// stored result and the memories learned from the run carry: room for any UUID or hash.
 	MaxConversationIDBytes = 256
