@@ -419,7 +419,9 @@ type KeepRuns struct {
 
 // Queue limits how many tools bound to it run at once.
 type Queue struct {
-	// Concurrent is the maximum number of concurrent executions; at least 1.
+	// Concurrent is the maximum number of concurrent executions of one action stage
+	// replica, at least 1: each replica keeps its own queues, so N replicas run up to N times
+	// as many (scale on agentmesh_action_queue_depth, README "Deploying").
 	Concurrent int `yaml:"concurrent"`
 }
 
