@@ -39,40 +39,20 @@ func TestRunInterruptedBeforeItsFirstEvent(t *testing.T) {
 	relay := &holdingRelay{up: upstream, started: make(chan string, 1)}
 	addr := serveRelay(t, relay)
 
-	ctx, interrupt := context.WithCancel(t.Context())
-	var stdout, stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"run", "--addr", addr, "take your time"}, &stdout, &stderr) }()
 	var runID string
-	select {
-	case runID = <-relay.started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the run never started")
-	}
-	for deadline := time.Now().Add(30 * time.Second); len(llm.Requests()) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run never asked the model")
+	got, stdout, errOut := interruptRun(t, []string{"run", "--addr", addr, "take your time"}, "the run never asked the model", func() bool {
+		if runID == "" {
+			select {
+			case runID = <-relay.started:
+			default:
+			}
 		}
+		return runID != "" && len(llm.Requests()) > 0
+	})
+	if got != 1 || !strings.Contains(errOut, "cancelling run "+runID) || !strings.Contains(errOut, "■ INTERRUPTED") {
+		t.Errorf("interrupted before the first event: exit %d, want 1, the run %s cancelled and its end\nstdout: %s\nstderr: %s", got, runID, stdout, errOut)
 	}
-	interrupt()
-	var got int
-	select {
-	case got = <-code:
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return after the interrupt")
-	}
-	if errOut := stderr.String(); got != 1 || !strings.Contains(errOut, "cancelling run "+runID) || !strings.Contains(errOut, "■ INTERRUPTED") {
-		t.Errorf("interrupted before the first event: exit %d, want 1, the run %s cancelled and its end\nstdout: %s\nstderr: %s", got, runID, stdout.String(), errOut)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		res, err := upstream.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
-		if err == nil && res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
-		}
-	}
+	awaitInterrupted(t, upstream, runID)
 }
 
 // holdingRelay is an AgentService in front of an orchestrator that starts StreamRun's runs
@@ -240,22 +220,10 @@ func TestRunInterruptedWhileItReattaches(t *testing.T) {
 	relay := &refusingRelay{breakingRelay: breakingRelay{up: agentv1.NewAgentServiceClient(dialService(t, startMesh(t, cfg).Addr("orchestrator")))}}
 	addr := serveRelay(t, relay)
 
-	ctx, interrupt := context.WithCancel(t.Context())
-	var stdout, stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"run", "--addr", addr, "take your time"}, &stdout, &stderr) }()
-	if !poll(t, runTimeout, func() bool { return relay.refused.Load() > 1 }) {
-		t.Fatal("the CLI never tried to follow its run on")
-	}
-	interrupt()
-	var got int
-	select {
-	case got = <-code:
-	case <-t.Context().Done():
-		t.Fatal("run did not return after the interrupt")
-	}
-	if errOut := stderr.String(); got != 1 || !strings.Contains(errOut, "cancelling run ") || !strings.Contains(errOut, "■ INTERRUPTED") {
-		t.Errorf("interrupted while re-attaching: exit %d, want 1 and the run cancelled\nstdout: %s\nstderr: %s", got, stdout.String(), errOut)
+	got, stdout, errOut := interruptRun(t, []string{"run", "--addr", addr, "take your time"}, "the CLI never tried to follow its run on",
+		func() bool { return relay.refused.Load() > 1 })
+	if got != 1 || !strings.Contains(errOut, "cancelling run ") || !strings.Contains(errOut, "■ INTERRUPTED") {
+		t.Errorf("interrupted while re-attaching: exit %d, want 1 and the run cancelled\nstdout: %s\nstderr: %s", got, stdout, errOut)
 	}
 }
 
@@ -278,4 +246,42 @@ func (r *refusingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.Serve
 		return status.Error(codes.Unavailable, "connection refused")
 	}
 	return (&holdingRelay{up: r.up}).WatchRun(req, stream)
+}
+
+// interruptRun runs the CLI with args until ready holds (polled; what says why the test fails
+// when it never does), then interrupts it as Ctrl-C does (main cancels its context), and
+// returns its exit code and output.
+func interruptRun(t *testing.T, args []string, what string, ready func() bool) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, &out, &errOut) }()
+	if !poll(t, runTimeout, ready) {
+		t.Fatal(what)
+	}
+	interrupt()
+	select {
+	case code = <-done:
+	case <-time.After(runTimeout):
+		t.Fatalf("%s did not return after the interrupt", args[0])
+	}
+	return code, out.String(), errOut.String()
+}
+
+// awaitInterrupted waits until the run runID ended INTERRUPTED, as the CLI's interrupt must end
+// it, and fails the test if it goes on.
+func awaitInterrupted(t *testing.T, client agentv1.AgentServiceClient, runID string) {
+	t.Helper()
+	var (
+		res *typev1.RunResult
+		err error
+	)
+	if !poll(t, runTimeout, func() bool {
+		res, err = client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID})
+		return err == nil && res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED
+	}) {
+		t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
+	}
 }

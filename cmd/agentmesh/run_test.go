@@ -12,7 +12,6 @@ import (
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
-	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"google.golang.org/grpc/codes"
@@ -131,43 +130,19 @@ func TestRunInterrupted(t *testing.T) {
 	m := startMesh(t, cfg)
 	addr := m.Addr("orchestrator")
 
-	ctx, interrupt := context.WithCancel(t.Context())
-	var stdout, stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"run", "--addr", addr, "take your time"}, &stdout, &stderr) }()
-	for deadline := time.Now().Add(30 * time.Second); len(llm.Requests()) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run never asked the model")
-		}
-	}
-	interrupt()
-	var got int
-	select {
-	case got = <-code:
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return after the interrupt")
-	}
-	errOut := stderr.String()
+	got, stdout, errOut := interruptRun(t, []string{"run", "--addr", addr, "take your time"}, "the run never asked the model",
+		func() bool { return len(llm.Requests()) > 0 })
 	if got != 1 || !strings.Contains(errOut, "■ INTERRUPTED") || strings.Contains(errOut, "agentmesh: context canceled") {
-		t.Errorf("interrupted run: exit %d, want 1 and the run's end\nstdout: %s\nstderr: %s", got, stdout.String(), errOut)
+		t.Errorf("interrupted run: exit %d, want 1 and the run's end\nstdout: %s\nstderr: %s", got, stdout, errOut)
 	}
 	runID := regexp.MustCompile(`▶ run (\S+) `).FindStringSubmatch(errOut)
 	if runID == nil {
 		t.Fatalf("no run id in the progress:\n%s", errOut)
 	}
-	if !strings.Contains(stdout.String(), "The run was cancelled.") {
-		t.Errorf("stdout lacks the interrupted run's report: %q", stdout.String())
+	if !strings.Contains(stdout, "The run was cancelled.") {
+		t.Errorf("stdout lacks the interrupted run's report: %q", stdout)
 	}
-	client := agentv1.NewAgentServiceClient(dialService(t, addr))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		res, err := client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID[1]})
-		if err == nil && res.GetOutcome() == typev1.Outcome_OUTCOME_INTERRUPTED {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
-		}
-	}
+	awaitInterrupted(t, agentv1.NewAgentServiceClient(dialService(t, addr)), runID[1])
 }
 
 // TestWatchInterrupted: Ctrl-C ends `agentmesh watch`, which only follows the run: the run goes
