@@ -186,7 +186,7 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 		return rpcError(addr, err)
 	}
 	var result *typev1.RunResult
-	events := &runEvents{client: client, runID: req.GetRunId(), stream: stream}
+	events := &runEvents{client: client, runID: req.GetRunId(), stream: stream, p: p}
 	for {
 		ev, err := events.next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -261,13 +261,15 @@ var reattachLimit = 30 * time.Second
 // to another one and fails their streams UNAVAILABLE, and a connection to it that breaks is
 // UNAVAILABLE too. Once an event arrived (the run exists), such a failure re-attaches with
 // WatchRun after seq through the same client, whose address a load balancer routes to a live
-// replica: the run request is never sent again, and no event is given twice or skipped.
+// replica: the run request is never sent again, and no event is given twice or skipped. The
+// progress says so when it begins.
 type runEvents struct {
 	client   agentv1.AgentServiceClient
 	runID    string
 	stream   grpc.ServerStreamingClient[eventv1.RunEvent]
-	seq      uint64 // the last event given (WatchRun's from_seq)
-	received bool   // an event arrived
+	seq      uint64    // the last event given (WatchRun's from_seq)
+	received bool      // an event arrived
+	p        *progress // says that the run is followed on, so that a pause is not a hang
 }
 
 // next returns the run's next event; io.EOF after its stream's last one. A stream that fails
@@ -288,6 +290,7 @@ func (e *runEvents) next(ctx context.Context) (*eventv1.RunEvent, error) {
 			return nil, err
 		case giveUp.IsZero():
 			giveUp = time.Now().Add(reattachLimit)
+			e.p.line("  ! the stream broke (%s); following run %s on from event %d", status.Convert(err).Message(), e.runID, e.seq)
 		case time.Now().After(giveUp):
 			return nil, err
 		}
@@ -516,7 +519,7 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return rpcError(*addr, err)
 	}
 	p := &progress{w: stderr}
-	events := &runEvents{client: client, runID: fs.Arg(0), stream: stream, seq: *from}
+	events := &runEvents{client: client, runID: fs.Arg(0), stream: stream, seq: *from, p: p}
 	for {
 		ev, err := events.next(ctx)
 		if errors.Is(err, io.EOF) {

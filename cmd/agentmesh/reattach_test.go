@@ -57,6 +57,9 @@ func TestRunFollowsItsRunAcrossADeploy(t *testing.T) {
 	if got != 0 || !strings.Contains(out, "Followed across the deploy.") {
 		t.Fatalf("run across a deploy: exit %d, want 0 and the answer\nstdout: %s\nstderr: %s", got, out, errOut)
 	}
+	if !strings.Contains(errOut, "  ! the stream broke (") || !strings.Contains(errOut, "; following run ") {
+		t.Errorf("the progress does not say the run is followed on\nstderr: %s", errOut)
+	}
 	for _, line := range []string{"▶ run ", "· turn 1\n"} {
 		if n := strings.Count(errOut, line); n != 1 {
 			t.Errorf("%q shown %d times, want once\nstderr: %s", line, n, errOut)
