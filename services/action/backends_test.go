@@ -371,11 +371,10 @@ func TestACallToARemoteMCPServerThatIsDownReachedNothing(t *testing.T) {
 // limit. The process limit is the user's running tasks plus the configured headroom.
 func TestConfiguredMCPLimits(t *testing.T) {
 	mcptest.Node(t)
-	const marker = "AGENTMESH_TEST_MARKER"
 	cfg := config.Default()
 	cfg.MCPServers = map[string]config.MCPServer{
-		"plain": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, Env: map[string]string{marker: t.Name() + "/plain"}},
-		"tight": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, Env: map[string]string{marker: t.Name() + "/tight"},
+		"plain": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, Env: map[string]string{childMarker: t.Name() + "/plain"}},
+		"tight": {Command: "node", Args: []string{mcptest.Bin(t, mcptest.Everything)}, Env: map[string]string{childMarker: t.Name() + "/tight"},
 			Limits: config.MCPLimits{CPUSeconds: 120, AddressSpaceBytes: -1, Processes: 64, FileSizeBytes: 1 << 20}},
 	}
 	serveConfig(t, cfg)
@@ -389,7 +388,7 @@ func TestConfiguredMCPLimits(t *testing.T) {
 		{"tight", map[string]string{"Max cpu time": "120", "Max address space": "unlimited", "Max open files": "1024",
 			"Max file size": "1048576", "Max core file size": "0"}},
 	} {
-		pid := mcptest.ChildPID(t, marker, t.Name()+"/"+tc.server)
+		pid := mcptest.ChildPID(t, childMarker, t.Name()+"/"+tc.server)
 		for name, want := range tc.want {
 			if soft, hard := mcptest.Limit(t, pid, name); soft != want || hard != want {
 				t.Errorf("%s: %s soft %s hard %s, want %s", tc.server, name, soft, hard, want)
@@ -397,7 +396,7 @@ func TestConfiguredMCPLimits(t *testing.T) {
 		}
 	}
 	for server, headroom := range map[string]int{"plain": 256, "tight": 64} {
-		soft, _ := mcptest.Limit(t, mcptest.ChildPID(t, marker, t.Name()+"/"+server), "Max processes")
+		soft, _ := mcptest.Limit(t, mcptest.ChildPID(t, childMarker, t.Name()+"/"+server), "Max processes")
 		if n, err := strconv.Atoi(soft); err != nil || n <= headroom {
 			t.Errorf("%s: process limit %s, want the user's running tasks plus %d", server, soft, headroom)
 		}

@@ -17,27 +17,7 @@ import (
 )
 
 func TestKilledMCPServerIsRestarted(t *testing.T) {
-	mcptest.Node(t)
-	const marker = "AGENTMESH_TEST_MARKER"
-	m, err := mcp.Start(t.Context(), []mcp.Server{{
-		Name:    "everything",
-		Command: "node",
-		Args:    []string{mcptest.Bin(t, mcptest.Everything)},
-		Env:     map[string]string{marker: t.Name()},
-	}}, mcp.Options{Logger: slog.New(slog.DiscardHandler), RestartBackoff: 10 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	tools, err := action.MCPTools(m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := serve(t, action.Options{Tools: tools})
+	client := serveEverything(t)
 	echo := func() bool {
 		resp, err := client.Execute(t.Context(), request(t, "everything__echo", map[string]any{"message": "ping"}))
 		return err == nil && resp.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS && resp.GetResult() == "Echo: ping"
@@ -45,10 +25,10 @@ func TestKilledMCPServerIsRestarted(t *testing.T) {
 	if !echo() {
 		t.Fatal("echo failed before the kill")
 	}
-	pid := mcptest.ChildPID(t, marker, t.Name())
+	pid := mcptest.ChildPID(t, childMarker, t.Name())
 	mcptest.Kill(t, pid)
 	mcptest.Poll(t, 20*time.Second, "echo to succeed on the restarted server", func() bool {
-		return mcptest.ChildPID(t, marker, t.Name()) != pid && echo()
+		return mcptest.ChildPID(t, childMarker, t.Name()) != pid && echo()
 	})
 }
 
@@ -57,28 +37,8 @@ func TestKilledMCPServerIsRestarted(t *testing.T) {
 // tells neither the model nor the operator that the server went away. It fails as one whose
 // connection was lost, once (the server may have run it), and the restarted server answers.
 func TestAStdioServerThatDiesDuringACallSaysSo(t *testing.T) {
-	mcptest.Node(t)
-	const marker = "AGENTMESH_TEST_MARKER"
-	m, err := mcp.Start(t.Context(), []mcp.Server{{
-		Name:    "everything",
-		Command: "node",
-		Args:    []string{mcptest.Bin(t, mcptest.Everything)},
-		Env:     map[string]string{marker: t.Name()},
-	}}, mcp.Options{Logger: slog.New(slog.DiscardHandler), RestartBackoff: 10 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	tools, err := action.MCPTools(m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := serve(t, action.Options{Tools: tools})
-	pid := mcptest.ChildPID(t, marker, t.Name())
+	client := serveEverything(t)
+	pid := mcptest.ChildPID(t, childMarker, t.Name())
 	read := readBytes(t, pid)
 
 	type result struct {
@@ -107,6 +67,36 @@ func TestAStdioServerThatDiesDuringACallSaysSo(t *testing.T) {
 		resp, err := client.Execute(t.Context(), request(t, "everything__echo", map[string]any{"message": "ping"}))
 		return err == nil && resp.GetResult() == "Echo: ping"
 	})
+}
+
+// childMarker is the environment variable that marks a stdio server a test starts with the
+// test's name, so that the test finds its process (mcptest.ChildPID).
+const childMarker = "AGENTMESH_TEST_MARKER"
+
+// serveEverything serves an action stage whose tools are those of a stdio server-everything,
+// started with childMarker set to the test's name and restarted soon after it dies.
+func serveEverything(t *testing.T) actionv1.ActionServiceClient {
+	t.Helper()
+	mcptest.Node(t)
+	m, err := mcp.Start(t.Context(), []mcp.Server{{
+		Name:    "everything",
+		Command: "node",
+		Args:    []string{mcptest.Bin(t, mcptest.Everything)},
+		Env:     map[string]string{childMarker: t.Name()},
+	}}, mcp.Options{Logger: slog.New(slog.DiscardHandler), RestartBackoff: 10 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	tools, err := action.MCPTools(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, action.Options{Tools: tools})
 }
 
 // readBytes returns how many bytes process pid has read (rchar of /proc/<pid>/io).
