@@ -51,16 +51,21 @@ func stopStage(t *testing.T, stage *meshproc.Service, name string) {
 }
 
 // outlivesDrain fails the test if the stopped stage exits, or pending's run ends, within
-// server.DefaultDrainTimeout and 2 s while the run's call on the stage (inFlight) is held.
+// server.DefaultDrainTimeout and 2 s while the stage's work (inFlight: the run's call, or
+// with a nil pending work of the stage's own) is held.
 func outlivesDrain(t *testing.T, stage *meshproc.Service, name, inFlight string, pending *pendingRun) {
 	t.Helper()
 	outlives := server.DefaultDrainTimeout + 2*time.Second
 	past := time.NewTimer(outlives)
 	defer past.Stop()
+	var ended <-chan struct{} // nil, never ready, without a run
+	if pending != nil {
+		ended = pending.done
+	}
 	select {
 	case <-stage.Exited(t):
-		t.Fatalf("the %s stage exited within %s of SIGTERM, with %s in flight", name, outlives, inFlight)
-	case <-pending.done:
+		t.Fatalf("the %s stage exited within %s of SIGTERM, with %s in flight:\n%s", name, outlives, inFlight, stage.Logs())
+	case <-ended:
 		t.Fatalf("the run ended while %s was held: %v, %v", inFlight, pending.res, pending.err)
 	case <-past.C:
 	}

@@ -5,12 +5,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
-	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/memory"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -57,14 +55,7 @@ func TestStoppingMemoryStageFinishesItsLearning(t *testing.T) {
 		t.Fatal("the memory stage does not report NOT_SERVING after SIGTERM while it learns")
 	}
 	// The learning in flight outlives the drain of a stage without a model.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-stage.Exited(t):
-		t.Fatalf("the memory stage exited within %s of SIGTERM, with its model's facts in flight:\n%s", outlives, stage.Logs())
-	case <-past.C:
-	}
+	outlivesDrain(t, stage, "memory", "its model's facts", nil)
 	release()
 	exitedAfterDrain(t, stage, "memory")
 	if logs := stage.Logs(); !strings.Contains(logs, "learned from a finished run") || !strings.Contains(logs, "LEARNING_METHOD_MODEL") {
