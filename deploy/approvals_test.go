@@ -20,17 +20,7 @@ func TestProductionApprovesTools(t *testing.T) {
 	r := render(t, "k8s/overlays/production")
 	keys := map[string]string{} // the key file each pod reads, under root
 	for name, field := range map[string]string{"orchestrator": "signing_key", "action": "verify_key"} {
-		d := r.deployments[name]
-		if d == nil {
-			t.Fatalf("no Deployment %s", name)
-		}
-		pod := d.Spec.Template.Spec
-		c := pod.Containers[0]
-		env := map[string]string{}
-		for _, e := range c.Env {
-			env[e.Name] = e.Value
-		}
-		root, _ := mountConfig(t, r, name, pod, c)
+		pod, c, env, root := mountDeployment(t, r, name)
 		cfg := checkConfigLoads(t, name, root, env)
 		if cfg == nil {
 			continue
@@ -74,6 +64,25 @@ func TestProductionApprovesTools(t *testing.T) {
 	if err := verifier.Verify(g, "run", "call", "delete_file", nil, now); err != nil {
 		t.Errorf("a grant the orchestrator signed does not verify on action: %v", err)
 	}
+}
+
+// mountDeployment is the Deployment name of r as its pod sees it: the pod, its first
+// container, that container's variables and the root under which mountConfig wrote what the
+// container mounts.
+func mountDeployment(t *testing.T, r *rendered, name string) (pod corev1.PodSpec, c corev1.Container, env map[string]string, root string) {
+	t.Helper()
+	d := r.deployments[name]
+	if d == nil {
+		t.Fatalf("no Deployment %s", name)
+	}
+	pod = d.Spec.Template.Spec
+	c = pod.Containers[0]
+	env = map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	root, _ = mountConfig(t, r, name, pod, c)
+	return pod, c, env, root
 }
 
 // mountedSecret returns the name of the Secret whose volume container c mounts at the

@@ -24,17 +24,7 @@ func TestDevApprovesTools(t *testing.T) {
 		mount func(t *testing.T, service string) (root string, env map[string]string)
 	}{
 		{"k8s/overlays/dev", func(t *testing.T, service string) (string, map[string]string) {
-			d := dev.deployments[service]
-			if d == nil {
-				t.Fatalf("no Deployment %s", service)
-			}
-			pod := d.Spec.Template.Spec
-			c := pod.Containers[0]
-			env := map[string]string{}
-			for _, e := range c.Env {
-				env[e.Name] = e.Value
-			}
-			root, _ := mountConfig(t, dev, service, pod, c)
+			_, _, env, root := mountDeployment(t, dev, service)
 			return root, env
 		}},
 		{"docker-compose.yml", func(t *testing.T, service string) (string, map[string]string) {

@@ -439,8 +439,8 @@ func checkHPA(t *testing.T, r *rendered, name string, h *autoscalingv2.Horizonta
 
 // mountConfig writes the ConfigMaps and the Secrets the kustomization generates (and, for each
 // other Secret projected as a .env file beside a configuration layer, a .env defining the
-// variables the layer refers to) that the container mounts under a temporary root, as the pod sees them. It returns the root and the variables
-// the layers refer to.
+// variables the layer refers to) that the container mounts under a temporary root, as the pod
+// sees them. It returns the root and the variables the layers refer to.
 func mountConfig(t *testing.T, r *rendered, name string, pod corev1.PodSpec, c corev1.Container) (string, map[string]bool) {
 	t.Helper()
 	root, refs := t.TempDir(), map[string]bool{}
