@@ -83,5 +83,5 @@ func cacheKey(req *generationv1.GenerateRequest) string {
 func cacheable(resp *generationv1.GenerateResponse) bool {
 	return resp.GetType() != generationv1.ResponseType_RESPONSE_TYPE_DONE &&
 		resp.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_REJECTED &&
-		resp.GetStopReason() != "content_filter"
+		resp.GetStopReason() != stopContentFilter
 }

@@ -266,6 +266,10 @@ func snippet(body []byte) string {
 	return truncate(s, limit)
 }
 
+// stopContentFilter is the stop reason of an answer the provider's content filter withheld or
+// stopped (normaliseFinish), which the response cache does not keep (cacheable).
+const stopContentFilter = "content_filter"
+
 // normaliseFinish maps provider stop reasons to stop, length, tool_calls or content_filter:
 // OpenAI's length, tool_calls and content_filter, Anthropic's max_tokens, tool_use and
 // refusal; end_turn, stop_sequence, pause_turn and anything else are stop (tool_calls when
@@ -274,8 +278,8 @@ func normaliseFinish(reason string, hasToolCalls bool) string {
 	switch strings.ToLower(reason) {
 	case "length", "max_tokens", "max_output_tokens", "model_context_window_exceeded":
 		return "length"
-	case "content_filter", "safety", "refusal":
-		return "content_filter"
+	case stopContentFilter, "safety", "refusal":
+		return stopContentFilter
 	case "tool_calls", "function_call", "tool_use":
 		return "tool_calls"
 	}
