@@ -32,9 +32,7 @@ func TestRunInterruptedBeforeItsFirstEvent(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Never sent.", Hold: hold}}})
-	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	cfg := scriptedConfig(llm)
 	upstream := agentv1.NewAgentServiceClient(dialService(t, startMesh(t, cfg).Addr("orchestrator")))
 	relay := &holdingRelay{up: upstream, started: make(chan string, 1)}
 	addr := serveRelay(t, relay)
@@ -144,9 +142,7 @@ func TestRunAndWatchSayHowToFollowARunAfterADisconnect(t *testing.T) {
 	t.Cleanup(func() { reattachLimit = limit })
 	hold, release := heldTurn(t)
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
-	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	cfg := scriptedConfig(llm)
 	meshAddr := startMesh(t, cfg).Addr("orchestrator")
 	addr := serveRelay(t, &breakingRelay{up: agentv1.NewAgentServiceClient(dialService(t, meshAddr))})
 
@@ -214,9 +210,7 @@ func TestRunInterruptedWhileItReattaches(t *testing.T) {
 	isolate(t)
 	hold, _ := heldTurn(t)
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Never sent.", Hold: hold}}})
-	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	cfg := scriptedConfig(llm)
 	relay := &refusingRelay{breakingRelay: breakingRelay{up: agentv1.NewAgentServiceClient(dialService(t, startMesh(t, cfg).Addr("orchestrator")))}}
 	addr := serveRelay(t, relay)
 

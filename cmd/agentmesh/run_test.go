@@ -36,9 +36,7 @@ func TestRunExitCodeOfASchemaFailure(t *testing.T) {
 			report(`{"report_format":"json","content_json":{"answer":42}}`),
 		}},
 	)
-	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	cfg := scriptedConfig(llm)
 	addr := startMesh(t, cfg).Addr("orchestrator")
 	dir := writeFiles(t, map[string]string{
 		"schema.json":  `{"type":"object","properties":{"answer":{"type":"number"}},"required":["answer"]}`,
@@ -124,9 +122,7 @@ func TestRunInterrupted(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Never sent.", Hold: hold}}})
-	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	cfg := scriptedConfig(llm)
 	m := startMesh(t, cfg)
 	addr := m.Addr("orchestrator")
 
@@ -153,9 +149,7 @@ func TestWatchInterrupted(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
-	cfg := config.Default()
-	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
-	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	cfg := scriptedConfig(llm)
 	addr := startMesh(t, cfg).Addr("orchestrator")
 	client := agentv1.NewAgentServiceClient(dialService(t, addr))
 	stream, err := client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "take your time", UserId: "cli"})
@@ -213,4 +207,13 @@ func (w *firstWrite) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// scriptedConfig is the default configuration with one target: model gpt-test of llm, as the
+// OpenAI-compatible provider "scripted".
+func scriptedConfig(llm *llmtest.Server) *config.Config {
+	cfg := config.Default()
+	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
+	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
+	return cfg
 }
