@@ -196,6 +196,11 @@ func (c *Config) validateObservation(p *problems) {
 // a request's overrides: 30 days (larger values would overflow time arithmetic).
 const MaxTimeoutMS = 30 * 24 * 3600 * 1000
 
+// MaxStrictFormatRetries is the most max_format_retries a contract under strict_mode takes, the
+// configuration's defaults as a request's overrides: seed 001's V2.1 overlay makes the strict
+// retry path "deterministic and bounded (<=1)".
+const MaxStrictFormatRetries = 1
+
 func (c *Config) validateDefaults(p *problems) {
 	d := c.Defaults
 	if d.MaxTurns < 1 {
@@ -213,6 +218,10 @@ func (c *Config) validateDefaults(p *problems) {
 		"max_format_retries":      int64(d.MaxFormatRetries),
 		"max_replans":             int64(d.MaxReplans),
 	})
+	if d.StrictMode && d.MaxFormatRetries > MaxStrictFormatRetries {
+		p.addf("defaults.max_format_retries: must be at most %d under strict_mode, got %d",
+			MaxStrictFormatRetries, d.MaxFormatRetries)
+	}
 	p.tokenCounts("defaults", map[string]int64{
 		"max_tokens_consumed":          d.MaxTokensConsumed,
 		"context_window":               d.ContextWindow,

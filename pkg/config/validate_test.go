@@ -115,6 +115,9 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
 		{"negative tool calls", func(c *Config) { c.Defaults.MaxToolCallsTotal = -1 }, "defaults.max_tool_calls_total: must not be negative"},
 		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},
+		{"format retries over strict mode's bound", func(c *Config) {
+			c.Defaults.StrictMode, c.Defaults.MaxFormatRetries = true, 2
+		}, "defaults.max_format_retries: must be at most 1 under strict_mode, got 2"},
 		{"zero retries", func(c *Config) { c.Defaults.MaxRetries = 0 }, "defaults.max_retries: must be at least 1"},
 		{"zero plan steps", func(c *Config) { c.Defaults.MaxPlanSteps = 0 }, "defaults.max_plan_steps: must be at least 1, got 0"},
 		{"negative replans", func(c *Config) { c.Defaults.MaxReplans = -1 }, "defaults.max_replans: must not be negative, got -1"},

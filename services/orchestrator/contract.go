@@ -161,6 +161,10 @@ func setInt64(dst *int64, v *int64) {
 // overflow time.Duration arithmetic), the bound the configuration's defaults have too.
 const MaxTimeoutMs = config.MaxTimeoutMS
 
+// MaxStrictFormatRetries is the most max_format_retries a contract under strict_mode takes
+// (config.MaxStrictFormatRetries).
+const MaxStrictFormatRetries = config.MaxStrictFormatRetries
+
 func checkContract(c *typev1.ExecutionContract) error {
 	switch {
 	case c.GetMaxTurns() < 1:
@@ -177,6 +181,9 @@ func checkContract(c *typev1.ExecutionContract) error {
 		return stageerr.Invalid("overrides.force_synthesis_at_ratio must be between 0 and 1, got %g", c.GetForceSynthesisAtRatio())
 	case c.GetMaxFormatRetries() < 0:
 		return stageerr.Invalid("overrides.max_format_retries must not be negative, got %d", c.GetMaxFormatRetries())
+	case c.GetStrictMode() && c.GetMaxFormatRetries() > MaxStrictFormatRetries:
+		return stageerr.Invalid("overrides.max_format_retries must be at most %d under strict_mode, got %d",
+			MaxStrictFormatRetries, c.GetMaxFormatRetries())
 	case c.GetApprovalTimeoutMs() < 1:
 		return stageerr.Invalid("overrides.approval_timeout_ms must be positive (a pause of 0 ms could never be decided), got %d", c.GetApprovalTimeoutMs())
 	case c.GetAnswerTimeoutMs() < 1:

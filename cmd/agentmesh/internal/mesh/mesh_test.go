@@ -633,6 +633,12 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{ToolPolicy: 99}})
 			return err
 		}, "overrides.tool_policy 99 is not one of its values"},
+		// Seed 001's V2.1 overlay: under strict_mode the retry path is bounded (<=1).
+		{"format retries over strict mode's bound", func() error {
+			strict := true
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Overrides: &agentv1.RunOverrides{StrictMode: &strict, MaxFormatRetries: i32(2)}})
+			return err
+		}, "overrides.max_format_retries must be at most 1 under strict_mode, got 2"},
 		{"output_schema of a text answer", func() error {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", OutputSchema: mustStruct(t, map[string]any{"type": "object"})})
 			return err
