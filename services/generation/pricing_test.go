@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
@@ -135,5 +136,37 @@ func TestAnswerCutOffBeforeAnyContentCostsWhatWasBilled(t *testing.T) {
 	e, want := se.Accounting[0], (40*2+16*8)/1e6
 	if e.GetTokens().GetTotal() != 56 || e.GetActualModel() != "gpt-test-2025-01-01" || math.Abs(e.GetCostUsd()-want) > 1e-12 {
 		t.Errorf("entry %v, want 56 tokens of gpt-test-2025-01-01 costing %g", e, want)
+	}
+}
+
+// TestEmbeddingsCostTheirInputPrice: an embeddings request costs its input tokens at the
+// configured input price of the model that answered, else of the model requested; a model
+// without a price costs 0. Every embeddings answer cost 0, so the EMBEDDING entries of a run's
+// accounting (a memory search's query, knowledge_search, learning's facts) said they were free.
+func TestEmbeddingsCostTheirInputPrice(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers["openai"] = config.Provider{Type: "openai", Models: map[string]config.Model{
+		"embed-priced": {Pricing: &config.Pricing{Input: 0.5, Output: 100}},
+	}}
+	srv := llmtest.New(t)
+	client := serve(t, generation.Options{
+		Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		Prices:    generation.PricesFromConfig(cfg),
+	})
+	inputs := []string{"first text to embed", "the second text to embed"}
+	for model, priced := range map[string]bool{"embed-priced": true, "embed-free": false} {
+		resp, err := client.Embed(t.Context(), &generationv1.EmbedRequest{
+			Target: &typev1.Target{Provider: "openai", Model: model}, Inputs: inputs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0.0
+		if priced {
+			want = float64(resp.GetUsage().GetInput()) * 0.5 / 1e6
+		}
+		if resp.GetUsage().GetInput() == 0 || math.Abs(resp.GetCostUsd()-want) > 1e-15 {
+			t.Errorf("%s: usage %v cost_usd %g, want %g", model, resp.GetUsage(), resp.GetCostUsd(), want)
+		}
 	}
 }

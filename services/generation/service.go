@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -289,13 +290,11 @@ func (s *Service) Embed(ctx context.Context, req *generationv1.EmbedRequest) (*g
 		return nil, err
 	}
 	out.Usage.estimateInputs(req.GetInputs())
-	measured.end(ctx, &out.Usage, 0, nil)
+	resp := &generationv1.EmbedResponse{Model: cmp.Or(out.Model, model), Usage: out.Usage.proto()}
+	resp.CostUsd = s.prices.cost(req.GetTarget().GetProvider(), resp.Model, model, resp.Usage, 0)
+	measured.end(ctx, &out.Usage, resp.CostUsd, nil)
 	span.SetAttributes(semconv.GenAIUsageInputTokens(int(out.Usage.Input)))
 	endWithError(span, nil)
-	resp := &generationv1.EmbedResponse{Model: out.Model, Usage: out.Usage.proto()}
-	if resp.Model == "" {
-		resp.Model = model
-	}
 	for _, v := range out.Vectors {
 		resp.Embeddings = append(resp.Embeddings, &generationv1.Embedding{Values: v})
 	}

@@ -40,7 +40,7 @@ func (e *GenerationEmbedder) Embed(ctx context.Context, texts []string) ([][]flo
 	entry := &typev1.AccountingEntry{
 		Type: typev1.AccountingType_ACCOUNTING_TYPE_EMBEDDING, Provider: e.Target.GetProvider(), Model: e.Target.GetModel(),
 		Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK, LatencyMs: time.Since(start).Milliseconds(),
-		TimestampMs: time.Now().UnixMilli(), Attempts: 1, Tokens: resp.GetUsage(),
+		TimestampMs: time.Now().UnixMilli(), Attempts: 1, Tokens: resp.GetUsage(), CostUsd: resp.GetCostUsd(),
 	}
 	for _, t := range texts {
 		entry.CharactersIn += int64(utf8.RuneCountInString(t))

@@ -93,7 +93,8 @@ func embeddingServer(t *testing.T, status int) (url string, requests *atomic.Int
 // memory search in context assembly and that of knowledge_search's query are in the run's
 // accounting, one EMBEDDING entry per request the embedding provider received — also when the
 // provider fails (search falls back to BM25), where gRPC's retry of UNAVAILABLE between the
-// memory and generation stages sent three requests per search, none accounted.
+// memory and generation stages sent three requests per search, none accounted. An answered
+// request costs its tokens at the model's configured input price (it cost 0 whatever the price).
 func TestEmbeddingsAreAccounted(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -106,7 +107,8 @@ func TestEmbeddingsAreAccounted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			url, requests := embeddingServer(t, tc.status)
 			cfg := config.Default()
-			cfg.Providers["embedder"] = config.Provider{Type: "openai", BaseURL: url, APIKey: "test-key"}
+			cfg.Providers["embedder"] = config.Provider{Type: "openai", BaseURL: url, APIKey: "test-key",
+				Models: map[string]config.Model{"embed-test": {Pricing: &config.Pricing{Input: 100}}}}
 			cfg.Memory.Embeddings = &config.Target{Provider: "embedder", Model: "embed-test"}
 			h := start(t, cfg, llmtest.Scenario{Name: "search", Match: "what do the docs say about deploys?", Turns: []llmtest.Turn{
 				call("knowledge_search", `{"query": "deploys"}`), text("The docs say nothing about deploys."),
@@ -128,6 +130,10 @@ func TestEmbeddingsAreAccounted(t *testing.T) {
 				if a.GetStatus() != tc.want || a.GetProvider() != "embedder" || a.GetModel() != "embed-test" ||
 					(tc.want == typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED) != (a.GetError() != "") {
 					t.Errorf("embedding entry %v, want %s of embedder/embed-test", a, tc.want)
+				}
+				// 3 prompt tokens at the configured $100 per million; a failed request, 0.
+				if want := map[bool]float64{true: 3 * 100 / 1e6}[tc.want == typev1.AccountingStatus_ACCOUNTING_STATUS_OK]; a.GetCostUsd() != want {
+					t.Errorf("embedding entry costs %g, want %g", a.GetCostUsd(), want)
 				}
 			}
 			// The memory search of the first turn's context, the turn's LLM attempt, the

@@ -603,7 +603,10 @@ type EmbedResponse struct {
 	// Model that answered.
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// Token usage; the estimate of the inputs (estimated) when the provider reported none.
-	Usage         *v1.TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *v1.TokenUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Cost in US dollars of the input tokens at the configured input price of the model (the
+	// model that answered, else the model requested); 0 when no price is configured.
+	CostUsd       float64 `protobuf:"fixed64,4,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +660,13 @@ func (x *EmbedResponse) GetUsage() *v1.TokenUsage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *EmbedResponse) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
 }
 
 // Embedding is one vector.
@@ -753,13 +763,14 @@ const file_agentmesh_generation_v1_generation_service_proto_rawDesc = "" +
 	"\x05chunk\"Y\n" +
 	"\fEmbedRequest\x121\n" +
 	"\x06target\x18\x01 \x01(\v2\x19.agentmesh.type.v1.TargetR\x06target\x12\x16\n" +
-	"\x06inputs\x18\x02 \x03(\tR\x06inputs\"\x9e\x01\n" +
+	"\x06inputs\x18\x02 \x03(\tR\x06inputs\"\xb9\x01\n" +
 	"\rEmbedResponse\x12B\n" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2\".agentmesh.generation.v1.EmbeddingR\n" +
 	"embeddings\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x123\n" +
-	"\x05usage\x18\x03 \x01(\v2\x1d.agentmesh.type.v1.TokenUsageR\x05usage\"#\n" +
+	"\x05usage\x18\x03 \x01(\v2\x1d.agentmesh.type.v1.TokenUsageR\x05usage\x12\x19\n" +
+	"\bcost_usd\x18\x04 \x01(\x01R\acostUsd\"#\n" +
 	"\tEmbedding\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\x02R\x06values2\xb1\x03\n" +
 	"\x11GenerationService\x12_\n" +

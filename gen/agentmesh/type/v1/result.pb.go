@@ -431,9 +431,9 @@ type AccountingEntry struct {
 	StopReason string `protobuf:"bytes,13,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
 	// How the tool call travelled: "native" or "xml".
 	Source string `protobuf:"bytes,14,opt,name=source,proto3" json:"source,omitempty"`
-	// Cost in US dollars from the configured price of the model (LLM entries); 0 when no
-	// price is configured, the attempt failed without an answer or the answer came from the
-	// response cache. A failed attempt whose answer was cut off before any content
+	// Cost in US dollars from the configured price of the model (LLM and embedding entries); 0
+	// when no price is configured, the attempt failed without an answer or the answer came from
+	// the response cache. A failed attempt whose answer was cut off before any content
 	// (MAX_TOKENS_EXCEEDED) costs what the provider billed for it.
 	CostUsd float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	// Model the provider reports it answered with (LLM entries), e.g. a dated snapshot of the
