@@ -407,6 +407,21 @@ type Memory struct {
 	// Memories stored before embeddings were turned on have no vector and are found by their
 	// words only.
 	Embeddings *Target `yaml:"embeddings,omitempty"`
+	// SearchCache is each memory replica's cache of searches (seed 002 §8's retrieval cache).
+	SearchCache SearchCache `yaml:"search_cache"`
+}
+
+// SearchCache sizes the memory stage's cache of searches: a search asked again (the same user,
+// collection, query, limit and min_score) answers from it, without embedding its query or
+// reading the store, until a write to the user's memories through the same replica, or for
+// TTLMS. A search without hits, or whose query could not be embedded, is not kept.
+type SearchCache struct {
+	// Entries is how many searches a replica keeps, the least recently used evicted first; 0
+	// turns the cache off.
+	Entries int `yaml:"entries"`
+	// TTLMS is how long a cached search answers, in milliseconds: the longest a memory written
+	// through another replica of a shared store (postgres) goes unseen by this one's searches.
+	TTLMS int64 `yaml:"ttl_ms"`
 }
 
 // KeepRuns bounds the finished runs an in-process store keeps.

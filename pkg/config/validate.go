@@ -196,6 +196,10 @@ func (c *Config) validateObservation(p *problems) {
 // a request's overrides: 30 days (larger values would overflow time arithmetic).
 const MaxTimeoutMS = 30 * 24 * 3600 * 1000
 
+// MaxSearchCacheEntries bounds memory.search_cache.entries: a million searches of up to
+// 100 hits each is already more than a replica's memory should hold.
+const MaxSearchCacheEntries = 1 << 20
+
 // MaxStrictFormatRetries is the most max_format_retries a contract under strict_mode takes, the
 // configuration's defaults as a request's overrides: seed 001's V2.1 overlay makes the strict
 // retry path "deterministic and bounded (<=1)".
@@ -404,6 +408,12 @@ func (c *Config) validateMemory(p *problems) {
 	}
 	if m.KeepRuns.MaxAgeMS < 0 {
 		p.addf("memory.keep_runs.max_age_ms: must not be negative, got %d", m.KeepRuns.MaxAgeMS)
+	}
+	if n := m.SearchCache.Entries; n < 0 || n > MaxSearchCacheEntries {
+		p.addf("memory.search_cache.entries: must be between 0 (off) and %d, got %d", MaxSearchCacheEntries, n)
+	}
+	if ttl := m.SearchCache.TTLMS; m.SearchCache.Entries > 0 && (ttl < 1 || ttl > MaxTimeoutMS) {
+		p.addf("memory.search_cache.ttl_ms: must be between 1 and %d (30 days), got %d", MaxTimeoutMS, ttl)
 	}
 	if e := m.Embeddings; e != nil {
 		switch pr, ok := c.Providers[e.Provider]; {

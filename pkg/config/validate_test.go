@@ -115,6 +115,10 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"negative token budget", func(c *Config) { c.Defaults.MaxTokensConsumed = -10 }, "defaults.max_tokens_consumed: must not be negative"},
 		{"negative tool calls", func(c *Config) { c.Defaults.MaxToolCallsTotal = -1 }, "defaults.max_tool_calls_total: must not be negative"},
 		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},
+		{"negative search cache", func(c *Config) { c.Memory.SearchCache.Entries = -1 },
+			"memory.search_cache.entries: must be between 0 (off) and 1048576, got -1"},
+		{"search cache without a ttl", func(c *Config) { c.Memory.SearchCache.TTLMS = 0 },
+			"memory.search_cache.ttl_ms: must be between 1 and 2592000000 (30 days), got 0"},
 		{"format retries over strict mode's bound", func(c *Config) {
 			c.Defaults.StrictMode, c.Defaults.MaxFormatRetries = true, 2
 		}, "defaults.max_format_retries: must be at most 1 under strict_mode, got 2"},

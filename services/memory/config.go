@@ -15,7 +15,7 @@ import (
 
 // OptionsFromConfig builds the service's options from the configuration's memory section,
 // opening the store it names: memory (in process), sqlite (the file memory.path) or postgres
-// (memory.dsn). A quota_per_user of 0 means no quota. Memory isolation is enforced
+// (memory.dsn). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache. Memory isolation is enforced
 // (Options.RequireUser) when the configuration authenticates the public API (auth.*), and
 // callers are identified by their mesh certificates (Options.MeshIdentity) when the services
 // talk mutual TLS (tls.ca). The store belongs to the Service built from the options:
@@ -26,7 +26,12 @@ import (
 // Options.Embedder to a GenerationEmbedder for it, and when FactsTarget returns one, set
 // Options.Facts to an ask.Model for it.
 func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error) {
-	opts := Options{QuotaPerUser: cfg.Memory.QuotaPerUser, RequireUser: cfg.Auth.Enabled()}
+	opts := Options{QuotaPerUser: cfg.Memory.QuotaPerUser, RequireUser: cfg.Auth.Enabled(),
+		SearchCacheSize: cfg.Memory.SearchCache.Entries,
+		SearchCacheTTL:  time.Duration(cfg.Memory.SearchCache.TTLMS) * time.Millisecond}
+	if opts.SearchCacheSize == 0 {
+		opts.SearchCacheSize = -1 // memory.search_cache.entries 0: off
+	}
 	if cfg.TLS.CA != "" {
 		opts.MeshIdentity = auth.MeshIdentity
 	}

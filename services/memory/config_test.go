@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
@@ -82,6 +83,20 @@ func TestOptionsFromConfig(t *testing.T) {
 		}
 		if _, ok := opts.Store.(*memory.MemoryStore); !ok || opts.QuotaPerUser != math.MaxInt {
 			t.Errorf("store %T, quota %d", opts.Store, opts.QuotaPerUser)
+		}
+	})
+	t.Run("search cache", func(t *testing.T) {
+		cfg := config.Default()
+		opts, err := memory.OptionsFromConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.SearchCacheSize != 1024 || opts.SearchCacheTTL != time.Minute {
+			t.Errorf("search cache of %d searches for %v, want the defaults' 1024 for a minute", opts.SearchCacheSize, opts.SearchCacheTTL)
+		}
+		cfg.Memory.SearchCache.Entries = 0
+		if opts, err = memory.OptionsFromConfig(t.Context(), cfg); err != nil || opts.SearchCacheSize >= 0 {
+			t.Errorf("entries 0: search cache size %d (%v), want it off (negative)", opts.SearchCacheSize, err)
 		}
 	})
 	table := []struct {

@@ -303,7 +303,9 @@ func (s *Service) remember(ctx context.Context, job LearnJob, facts []fact, lear
 		if err != nil {
 			return err
 		}
-		if err := s.store.PutMemory(ctx, m, vector, s.quota); err != nil {
+		err = s.store.PutMemory(ctx, m, vector, s.quota)
+		s.wrote(job.UserID)
+		if err != nil {
 			if errors.Is(err, ErrQuotaExceeded) {
 				learned.Error = fmt.Sprintf("MEMORY_FULL: user %q holds %d memories, its quota", job.UserID, s.quota)
 				return nil

@@ -61,7 +61,9 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 				"user_id", m.GetUserId(), "memory_id", m.GetId(), "error", err)
 		}
 	}
-	if err := s.store.PutMemory(ctx, m, vector, s.quota); err != nil {
+	err = s.store.PutMemory(ctx, m, vector, s.quota)
+	s.wrote(user)
+	if err != nil {
 		if errors.Is(err, ErrQuotaExceeded) {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL,
 				"user %q has %d of %d memories", user, s.quota, s.quota)
@@ -105,12 +107,22 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 		Limit:      min(limit, MaxSearchLimit),
 		MinScore:   req.GetMinScore(),
 	}
+	key := searchKey{user: user, collection: q.Collection, query: q.Query, limit: q.Limit, minScore: q.MinScore}
+	var writes uint64
+	if s.searches != nil {
+		if hits, ok := s.searches.get(key, s.now()); ok {
+			return &memoryv1.SearchResponse{Hits: hits}, nil // no embedding request: none accounted
+		}
+		writes = s.searches.begin()
+	}
 	resp := &memoryv1.SearchResponse{}
+	degraded := false // the query's embedding failed: BM25 alone ranked the hits
 	if s.embedder != nil {
 		vector, entry, err := s.embedOne(ctx, req.GetQuery())
 		if err != nil {
 			s.log.WarnContext(ctx, "embedding the query failed, falling back to BM25 search",
 				"user_id", user, "error", err)
+			degraded = true
 		}
 		if entry != nil {
 			resp.Accounting = append(resp.Accounting, entry)
@@ -121,8 +133,18 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	if err != nil {
 		return nil, s.storeError(ctx, "search memories", err)
 	}
+	if s.searches != nil && !degraded {
+		s.searches.put(key, hits, s.now(), writes)
+	}
 	resp.Hits = hits
 	return resp, nil
+}
+
+// wrote tells the search cache that the memories of user changed (or may have: a failed write).
+func (s *Service) wrote(user string) {
+	if s.searches != nil {
+		s.searches.wrote(user)
+	}
 }
 
 // List pages through the user's memories in the collection, newest first (page_size default
@@ -175,7 +197,9 @@ func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*mem
 	if req.GetMemoryId() == "" {
 		return nil, stageerr.Invalid("memory_id must not be empty")
 	}
-	if err := s.store.DeleteMemory(ctx, user, req.GetMemoryId()); err != nil {
+	err = s.store.DeleteMemory(ctx, user, req.GetMemoryId())
+	s.wrote(user)
+	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "memory %q not found", req.GetMemoryId())
 		}

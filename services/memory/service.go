@@ -63,6 +63,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -137,6 +138,13 @@ type Options struct {
 	// TracerProvider makes the spans of learning from finished runs; nil means the global
 	// provider.
 	TracerProvider trace.TracerProvider
+	// SearchCacheSize is how many searches the retrieval cache holds (seed 002 §8): a search
+	// asked again answers from it, without embedding its query or reading the store, until a
+	// write to the user's memories through this Service or SearchCacheTTL. 0 means
+	// DefaultSearchCacheSize; a negative size turns the cache off.
+	SearchCacheSize int
+	// SearchCacheTTL is how long a cached search answers; 0 means DefaultSearchCacheTTL.
+	SearchCacheTTL time.Duration
 }
 
 // Service implements memoryv1.MemoryServiceServer.
@@ -146,6 +154,7 @@ type Service struct {
 	quota    int
 	now      func() time.Time
 	embedder Embedder
+	searches *searchCache // nil when off
 	facts    *ask.Model
 	learner  learner
 	tracer   trace.Tracer
@@ -181,6 +190,10 @@ func New(opts Options) *Service {
 
 		requireUser:  opts.RequireUser,
 		meshIdentity: opts.MeshIdentity,
+	}
+	if opts.SearchCacheSize >= 0 {
+		s.searches = newSearchCache(cmp.Or(opts.SearchCacheSize, DefaultSearchCacheSize),
+			cmp.Or(opts.SearchCacheTTL, DefaultSearchCacheTTL))
 	}
 	tp := opts.TracerProvider
 	if tp == nil {
