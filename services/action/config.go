@@ -121,11 +121,10 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	stop = func() error {
 		return errors.Join(manager.Close(), closeRest())
 	}
-	tools, err := MCPTools(manager, bindings)
-	if err != nil {
+	if _, err := MCPTools(manager, bindings); err != nil { // New lists them again, as they change
 		return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Invalid, err), stop())
 	}
-	opts.Tools = append(opts.Tools, tools...)
+	opts.MCP, opts.MCPBindings = manager, bindings
 	return opts, stop, nil
 }
 

@@ -122,10 +122,11 @@ func checkTool(key callKey, ran, requested string) error {
 // the arguments.
 func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]any, error) {
 	name := req.GetToolName()
-	reg, ok := s.tools.lookup(name)
+	tools := s.registry()
+	reg, ok := tools.lookup(name)
 	if !ok {
 		return nil, nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_TOOL_NOT_FOUND,
-			"unknown tool %q; available tools: %s", name, strings.Join(s.tools.names, ", "))
+			"unknown tool %q; available tools: %s", name, strings.Join(tools.names, ", "))
 	}
 	if req.GetMode() == actionv1.ExecutionMode_EXECUTION_MODE_HTTP && reg.def.GetServer() == BuiltinServer {
 		return nil, nil, stageerr.Invalid("tool %s runs only in direct mode", name)
@@ -146,7 +147,7 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 // cached result of such a tool is returned. The approved flag of a request is never trusted on
 // its own.
 func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
-	reg, ok := s.tools.lookup(req.GetToolName())
+	reg, ok := s.registry().lookup(req.GetToolName())
 	if !ok || !reg.def.GetRequiresApproval() {
 		return nil
 	}

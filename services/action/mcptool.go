@@ -45,6 +45,12 @@ type mcpTool struct {
 // a tool its server does not offer is an error, so that a misspelt name cannot leave a tool
 // unguarded, and so are two tools of a server that would have one name in the mesh.
 func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
+	return mcpTools(m, bindings, true)
+}
+
+// mcpTools is MCPTools; unless strict, a binding may list a tool its server does not offer (a
+// server that removed it while the service runs).
+func mcpTools(m *mcp.Manager, bindings map[string]MCPBinding, strict bool) ([]Tool, error) {
 	listed := map[string]bool{}    // server and a name a binding may use
 	named := map[string]mcp.Tool{} // by name in the mesh
 	var tools []Tool
@@ -81,7 +87,7 @@ func MCPTools(m *mcp.Manager, bindings map[string]MCPBinding) ([]Tool, error) {
 	}
 	for server, b := range bindings {
 		for _, name := range b.RequiresApproval {
-			if !listed[server+"\x00"+name] {
+			if strict && !listed[server+"\x00"+name] {
 				return nil, fmt.Errorf("MCP server %q has no tool %q to require approval for", server, name)
 			}
 		}
@@ -94,11 +100,15 @@ func (t *mcpTool) Definition() *typev1.Tool { return t.def }
 
 // Call calls the tool through tools/call, naming the call's user, when it has one, in the
 // request's _meta (mcp.UserMetaKey). A server being restarted fails the call before anything
-// is sent, as a transient failure, so the call is retried.
+// is sent, as a transient failure, so the call is retried; a tool the server no longer offers
+// fails it before anything is sent too, for good.
 func (t *mcpTool) Call(ctx context.Context, call Call) (string, error) {
 	out, err := t.manager.Call(ctx, t.tool.Server, t.tool.Name, call.Arguments, call.UserID)
-	if errors.Is(err, mcp.ErrUnavailable) {
+	switch {
+	case errors.Is(err, mcp.ErrUnavailable):
 		return "", transientError{err: err, unsent: true}
+	case errors.Is(err, mcp.ErrNoTool): // it removed the tool: trying again cannot help
+		return "", notSentError{err}
 	}
 	return out, err
 }

@@ -30,6 +30,14 @@ type registry struct {
 	byName  map[string]*registered
 	names   []string // sorted
 	version string   // of the list of definitions (listVersion)
+	mcpGen  uint64   // the Generation of Options.MCP the registry has the tools of
+}
+
+// withGen returns a copy of r marked as having the tools of generation gen.
+func (r *registry) withGen(gen uint64) *registry {
+	c := *r
+	c.mcpGen = gen
+	return &c
 }
 
 // newRegistry resolves every tool's definition and compiles its schema once; the tools named

@@ -7,11 +7,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"github.com/agentmesh/agentmesh/pkg/grant"
+	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/queue"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -33,6 +36,12 @@ type Options struct {
 	Memory memoryv1.MemoryServiceClient
 	// Tools are executable tools beyond the built-ins.
 	Tools []Tool
+	// MCP, when set, holds MCP servers whose tools the service offers beyond Tools, named and
+	// bound by MCPBindings as MCPTools does. Their list follows the servers': when a server's
+	// tools change (it says so, or it was restarted), ListTools and Execute see the new list.
+	MCP *mcp.Manager
+	// MCPBindings are the queues and approval lists of MCP's servers, by server name.
+	MCPBindings map[string]MCPBinding
 	// RequireApproval names tools that are never executed without a recorded approval; each
 	// must be the name of a tool.
 	RequireApproval []string
@@ -84,7 +93,11 @@ type Options struct {
 type Service struct {
 	actionv1.UnimplementedActionServiceServer
 
-	tools          *registry
+	tools          atomic.Pointer[registry]
+	rebuild        func(mcp []Tool) (*registry, error) // the registry with these MCP tools
+	mcp            *mcp.Manager
+	mcpBindings    map[string]MCPBinding
+	relisting      sync.Mutex
 	queues         *queue.Set
 	ledger         Ledger
 	flight         singleflight.Group
@@ -97,11 +110,12 @@ type Service struct {
 	retryBase      time.Duration
 }
 
-// New returns the service with the built-in tools and opts.Tools. Duplicate tool names, a name
-// both requiring and exempt from approval, a name in RequireApproval, NoApproval, Idempotent
-// or Alternatives that no tool has, an alternative that requires approval and an MCP tool both
-// required by its binding and exempt from approval (checkNamed), bad queue limits, tools bound
-// to queues that do not exist and schemas that do not compile are errors.
+// New returns the service with the built-in tools, opts.Tools and the tools of opts.MCP.
+// Duplicate tool names, a name both requiring and exempt from approval, a name in
+// RequireApproval, NoApproval, Idempotent or Alternatives that no tool has, an alternative that
+// requires approval (checkNamed), an MCP tool both required by its binding and exempt from
+// approval (checkExempt), bad queue limits, tools bound to queues that do not exist and schemas
+// that do not compile are errors.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,
@@ -148,9 +162,28 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.tools, err = newRegistry(append(builtins, opts.Tools...), policy, opts.Idempotent, s.queues); err != nil {
+	static := append(builtins, opts.Tools...)
+	s.rebuild = func(mcpTools []Tool) (*registry, error) {
+		r, err := newRegistry(append(slices.Clip(static), mcpTools...), policy, opts.Idempotent, s.queues)
+		if err != nil {
+			return nil, err
+		}
+		return r, checkExempt(r, opts.NoApproval)
+	}
+	var mcpTools []Tool
+	var gen uint64
+	if s.mcp, s.mcpBindings = opts.MCP, opts.MCPBindings; s.mcp != nil {
+		gen = s.mcp.Generation()
+		if mcpTools, err = MCPTools(s.mcp, s.mcpBindings); err != nil {
+			return nil, err
+		}
+	}
+	reg, err := s.rebuild(mcpTools)
+	if err != nil {
 		return nil, err
 	}
+	reg.mcpGen = gen
+	s.tools.Store(reg)
 	if err := s.checkNamed(opts); err != nil {
 		return nil, err
 	}
@@ -164,11 +197,12 @@ func New(opts Options) (*Service, error) {
 // tool has, naming it and the tools there are: a misspelt or stale name would silently leave
 // the tool it meant unguarded, still waiting for approvals, never run again after a crash, or
 // without its fallback. It also refuses an alternative that requires approval, which the
-// orchestrator never tries, and a name in NoApproval of an MCP tool its server's binding
-// requires approval for (MCPBinding.RequiresApproval).
+// orchestrator never tries.
 func (s *Service) checkNamed(opts Options) error {
+	tools := s.tools.Load()
 	unknown := func(what string) error {
-		return fmt.Errorf("%s, but no tool has that name (tools: %s)", what, strings.Join(s.tools.names, ", "))
+		return fmt.Errorf("%s, but no tool has that name (tools: %s)",
+			what, strings.Join(tools.names, ", "))
 	}
 	for _, list := range []struct {
 		names []string
@@ -179,24 +213,17 @@ func (s *Service) checkNamed(opts Options) error {
 		{opts.Idempotent, "%q is declared idempotent"},
 	} {
 		for _, name := range list.names {
-			if _, ok := s.tools.lookup(name); !ok {
+			if _, ok := tools.lookup(name); !ok {
 				return unknown(fmt.Sprintf(list.what, name))
 			}
 		}
 	}
-	for _, name := range opts.NoApproval {
-		if reg, _ := s.tools.lookup(name); reg != nil {
-			if m, ok := reg.tool.(*mcpTool); ok && m.listed {
-				return fmt.Errorf("tool %q is listed both as requiring approval (by its MCP server's binding) and as exempt from it", name)
-			}
-		}
-	}
 	for _, tool := range slices.Sorted(maps.Keys(opts.Alternatives)) {
-		if _, ok := s.tools.lookup(tool); !ok {
+		if _, ok := tools.lookup(tool); !ok {
 			return unknown(fmt.Sprintf("alternatives are configured for %q", tool))
 		}
 		for _, alt := range opts.Alternatives[tool] {
-			reg, ok := s.tools.lookup(alt)
+			reg, ok := tools.lookup(alt)
 			if !ok {
 				return unknown(fmt.Sprintf("%q is configured as an alternative of %q", alt, tool))
 			}
@@ -206,6 +233,49 @@ func (s *Service) checkNamed(opts Options) error {
 		}
 	}
 	return nil
+}
+
+// checkExempt refuses a name in noApproval of an MCP tool of r its server's binding requires
+// approval for (MCPBinding.RequiresApproval).
+func checkExempt(r *registry, noApproval []string) error {
+	for _, name := range noApproval {
+		if reg, _ := r.lookup(name); reg != nil {
+			if m, ok := reg.tool.(*mcpTool); ok && m.listed {
+				return fmt.Errorf("tool %q is listed both as requiring approval "+
+					"(by its MCP server's binding) and as exempt from it", name)
+			}
+		}
+	}
+	return nil
+}
+
+// registry returns the tools: with Options.MCP, rebuilt first when a server's tools changed
+// since the registry was built. A list the service cannot take (two tools of one name, a
+// schema that does not compile) is logged, and the last registry stays.
+func (s *Service) registry() *registry {
+	r := s.tools.Load()
+	if s.mcp == nil || r.mcpGen == s.mcp.Generation() {
+		return r
+	}
+	s.relisting.Lock()
+	defer s.relisting.Unlock()
+	if r = s.tools.Load(); r.mcpGen == s.mcp.Generation() {
+		return r // rebuilt meanwhile
+	}
+	gen := s.mcp.Generation() // before the list: a change while it is read is seen next time
+	tools, err := mcpTools(s.mcp, s.mcpBindings, false)
+	var next *registry
+	if err == nil {
+		next, err = s.rebuild(tools)
+	}
+	if err != nil {
+		s.log.Error("an MCP server's tools changed, and the new list is refused; "+
+			"the last one stays", "err", err)
+		next = r.withGen(gen)
+	}
+	next.mcpGen = gen
+	s.tools.Store(next)
+	return next
 }
 
 // Serving reports whether the service can execute calls, and returns a channel that is closed
@@ -237,8 +307,9 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 // idempotency flags, and the list's version; to a caller that holds the list of that version
 // already (known_version), only that it is unchanged.
 func (s *Service) ListTools(_ context.Context, req *actionv1.ListToolsRequest) (*actionv1.ListToolsResponse, error) {
-	if v := req.GetKnownVersion(); v != "" && v == s.tools.version {
+	tools := s.registry()
+	if v := req.GetKnownVersion(); v != "" && v == tools.version {
 		return &actionv1.ListToolsResponse{Version: v, Unchanged: true}, nil
 	}
-	return &actionv1.ListToolsResponse{Tools: s.tools.definitions(), Version: s.tools.version}, nil
+	return &actionv1.ListToolsResponse{Tools: tools.definitions(), Version: tools.version}, nil
 }

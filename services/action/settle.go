@@ -154,7 +154,7 @@ func (s *Service) awaitChange(ctx context.Context, key callKey, rev uint64, wait
 // its deadline or its instance. An idempotent tool runs again, admitted like a new call; any other
 // tool does not, and the call is recorded as interrupted.
 func (s *Service) resume(ctx context.Context, req *actionv1.ExecuteRequest, timeout time.Duration, started *actionv1.CallRecord, rev uint64) (outcome, error) {
-	reg, ok := s.tools.lookup(req.GetToolName())
+	reg, ok := s.registry().lookup(req.GetToolName())
 	if ok && reg.def.GetIdempotent() {
 		return s.start(ctx, req, timeout, rev)
 	}

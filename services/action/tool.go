@@ -32,7 +32,8 @@ type Tool interface {
 	// letters, digits, _ and -: toolname.Valid) and none of the orchestrator's own tools'
 	// (toolname.Reserved), a description for the model, the JSON schema of its arguments (nil
 	// accepts any object), whether it always needs approval, and its server ("" means
-	// BuiltinServer). The service reads it once, at construction.
+	// BuiltinServer). The service reads it at construction, and again when the tools of its
+	// MCP servers change (Options.MCP).
 	Definition() *typev1.Tool
 	// Call runs the tool. The arguments have been validated against the schema. The context
 	// is cancelled when the call's timeout fires. An error is reported to the model as the

@@ -30,6 +30,13 @@ func (e transientError) Unwrap() []error {
 	return []error{ErrTransient, e.err}
 }
 
+// notSentError is a failure before anything reached the tool's backend that trying again
+// cannot mend: it wraps ErrNotSent, not ErrTransient, keeping the failure's message.
+type notSentError struct{ error }
+
+// Unwrap returns ErrNotSent and the failure.
+func (e notSentError) Unwrap() []error { return []error{ErrNotSent, e.error} }
+
 // retryAfter is how long err's backend asked to wait before the call is tried again; 0 when it
 // did not say.
 func retryAfter(err error) time.Duration {

@@ -9,7 +9,9 @@
 // supervised: when a server's session ends (a stdio child exits, a remote server goes away)
 // it is restarted with exponential backoff, doubling from Options.RestartBackoff up to
 // MaxRestartBackoff, and calls made meanwhile fail at once with an error wrapping
-// ErrUnavailable that says why. A remote server's URL often carries a credential (a key in its
+// ErrUnavailable that says why. A server's tools are listed again when it says they changed
+// (notifications/tools/list_changed) and when it is restarted; Manager.Generation counts
+// those changes. A remote server's URL often carries a credential (a key in its
 // path or query), so errors and logs name only its scheme and host; a stdio server's arguments
 // may too (a database URL with its password), so they name only its command.
 //

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -11,7 +12,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if file := os.Getenv(toolsFileVar); file != "" {
+		os.Exit(serveToolsOf(file)) // started by a test as a stdio MCP server
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // markerVar is set in each stdio server's environment so a test can find its process.
 const markerVar = "AGENTMESH_TEST_MARKER"

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -56,14 +57,16 @@ const UserMetaKey = "agentmesh.dev/user_id"
 // Manager holds the sessions of a fixed set of MCP servers. It is safe for concurrent use.
 type Manager struct {
 	servers map[string]*server
-	tools   []Tool
+	order   []*server // as given to Start
+	gen     atomic.Uint64
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
 // Start connects to every server concurrently and lists their tools. When a server cannot be
 // started or reached, Start stops the others and returns an error naming each server that
-// failed and why. The manager supervises the servers until Close.
+// failed and why. The manager supervises the servers until Close, and lists a server's tools
+// again when it says they changed (notifications/tools/list_changed) and when it is restarted.
 func Start(ctx context.Context, servers []Server, opts Options) (*Manager, error) {
 	opts = opts.withDefaults()
 	m := &Manager{servers: make(map[string]*server, len(servers))}
@@ -74,46 +77,50 @@ func Start(ctx context.Context, servers []Server, opts Options) (*Manager, error
 		if _, dup := m.servers[spec.Name]; dup {
 			return nil, fmt.Errorf("MCP server %q is listed twice", spec.Name)
 		}
-		m.servers[spec.Name] = newServer(spec, opts)
+		s := newServer(spec, opts, func() { m.gen.Add(1) })
+		m.servers[spec.Name] = s
+		m.order = append(m.order, s)
 	}
 	superviseCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 
-	type started struct {
-		tools []Tool
-		err   error
-	}
-	results := make([]started, len(servers))
+	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
-	for i, spec := range servers {
-		wg.Go(func() {
-			tools, err := m.servers[spec.Name].start(ctx)
-			results[i] = started{tools: tools, err: err}
-		})
+	for i, s := range m.order {
+		wg.Go(func() { errs[i] = s.start(ctx) })
 	}
 	wg.Wait()
-	var errs []error
-	for i, r := range results {
-		errs = append(errs, r.err)
-		m.tools = append(m.tools, results[i].tools...)
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(err, m.Close())
 	}
 	for _, s := range m.servers {
 		sess, _ := s.current()
 		m.wg.Go(func() { s.supervise(superviseCtx, sess) })
+		m.wg.Go(func() { s.watchTools(superviseCtx) })
 	}
 	return m, nil
 }
 
 // Tools returns the tools of every server, in the order the servers were given and each
-// server listed them.
+// server last listed them: a server being restarted counts with the tools it had.
 func (m *Manager) Tools() []Tool {
-	return append([]Tool(nil), m.tools...)
+	var tools []Tool
+	for _, s := range m.order {
+		tools = append(tools, s.toolList()...)
+	}
+	return tools
 }
 
-// Call calls a tool of a server with arguments and returns the text of its result. A user
+// Generation counts the changes of Tools: it grows each time a server's list of tools changed
+// (it said so, or it was restarted with other tools), so that a caller holding what Tools
+// returned knows when to ask again.
+func (m *Manager) Generation() uint64 {
+	return m.gen.Load()
+}
+
+// Call calls a tool of a server with arguments and returns the text of its result; a tool the
+// server's last list lacks (it removed it) is an error wrapping ErrNoTool that names the tool
+// and the server, and nothing is sent. A user
 // other than "" is the user the call acts for, sent in the request's _meta under UserMetaKey.
 // A result the server marks as an error is a *ToolError; a result whose text is over
 // MaxResultBytes is an error, whether or not it is marked; a server that is being restarted
@@ -128,6 +135,10 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	sess, err := s.current()
 	if err != nil {
 		return "", err
+	}
+	if !s.offers(tool) {
+		return "", noToolError(fmt.Sprintf("MCP server %q has no tool %q (its tools: %s)",
+			serverName, tool, s.toolNames()))
 	}
 	if args == nil {
 		args = map[string]any{} // tools/call wants an object, never null
@@ -167,6 +178,15 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	}
 	return text, nil
 }
+
+// noToolError is the failure of a call of a tool its server does not offer; it wraps
+// ErrNoTool.
+type noToolError string
+
+func (e noToolError) Error() string { return string(e) }
+
+// Unwrap returns ErrNoTool.
+func (e noToolError) Unwrap() error { return ErrNoTool }
 
 // clientClosing is the message of the SDK's JSON-RPC error for a call made on a connection that
 // is shutting down, which it refuses before sending anything. The SDK quotes it in the

@@ -28,6 +28,10 @@ const (
 // server ran nothing, so trying again later is safe.
 var ErrUnavailable = errors.New("MCP server unavailable")
 
+// ErrNoTool marks a call of a tool its server does not offer (it removed it from its list):
+// nothing was sent to the server.
+var ErrNoTool = errors.New("the MCP server does not offer the tool")
+
 // Server describes one MCP server: a stdio server (Command) or a remote one (URL).
 type Server struct {
 	// Name identifies the server; its tools are namespaced by it.

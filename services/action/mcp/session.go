@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,10 +31,18 @@ type server struct {
 	// redactURL takes a remote server's URL out of a message (urlRedactor); nil for stdio.
 	redactURL func(string) string
 
+	// relist is signalled when the server says its tools changed
+	// (notifications/tools/list_changed); watchTools lists them again.
+	relist chan struct{}
+	// changed is called after the server's list of tools changed (Manager.Generation); a
+	// listing equal to the last one is no change.
+	changed func()
+
 	mu      sync.Mutex
 	session *sdk.ClientSession
 	stderr  *tailWriter // the stdio session's stderr
 	down    error       // why there is no session; an *unavailableError
+	tools   []Tool      // as the server last listed them, kept while it restarts
 }
 
 // unavailableError says why a server cannot take calls.
@@ -47,18 +58,28 @@ func (e *unavailableError) Error() string {
 // Unwrap returns ErrUnavailable.
 func (e *unavailableError) Unwrap() error { return ErrUnavailable }
 
-// newServer returns the supervisor of spec, not yet connected.
-func newServer(spec Server, opts Options) *server {
+// newServer returns the supervisor of spec, not yet connected; changed is called after its
+// list of tools changed.
+func newServer(spec Server, opts Options, changed func()) *server {
 	log := opts.Logger.With("mcp_server", spec.Name)
 	s := &server{
-		spec: spec,
-		opts: opts,
-		log:  log,
-		// No capabilities: the action service offers servers no roots, sampling or elicitation.
-		client: sdk.NewClient(&sdk.Implementation{Name: "agentmesh", Version: clientVersion},
-			&sdk.ClientOptions{Logger: log, Capabilities: &sdk.ClientCapabilities{}}),
-		down: &unavailableError{server: spec.Name, reason: "not started"},
+		spec:    spec,
+		opts:    opts,
+		log:     log,
+		relist:  make(chan struct{}, 1),
+		changed: changed,
+		down:    &unavailableError{server: spec.Name, reason: "not started"},
 	}
+	// No capabilities: the action service offers servers no roots, sampling or elicitation.
+	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentmesh", Version: clientVersion},
+		&sdk.ClientOptions{Logger: log, Capabilities: &sdk.ClientCapabilities{},
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+				// Not listed here: the notification's handler runs on the session's connection.
+				select {
+				case s.relist <- struct{}{}:
+				default: // a listing is due already
+				}
+			}})
 	if spec.URL != "" {
 		var client *http.Client
 		client, s.pool = newHTTPClient(spec.URL, spec.Headers)
@@ -69,23 +90,100 @@ func newServer(spec Server, opts Options) *server {
 }
 
 // start connects to the server and lists its tools, both within one start timeout.
-func (s *server) start(ctx context.Context) ([]Tool, error) {
+func (s *server) start(ctx context.Context) error {
 	listCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
 	sess, stderr, err := s.connect(listCtx, ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, stderr.suffix())
+		return fmt.Errorf("%w%s", err, stderr.suffix())
 	}
+	tools, err := s.listTools(listCtx, ctx, sess)
+	if err != nil {
+		return errors.Join(err, s.redact(sess.Close()))
+	}
+	s.setSession(sess, stderr, tools)
+	return nil
+}
+
+// listTools lists the tools of sess (tools/list) before ctx's deadline, the start timeout
+// within parent.
+func (s *server) listTools(ctx, parent context.Context, sess *sdk.ClientSession) ([]Tool, error) {
 	var tools []Tool
-	for t, err := range sess.Tools(listCtx, nil) {
+	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
-			err = s.timedOut(listCtx, ctx, "answer tools/list", s.redact(err))
-			return nil, errors.Join(fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, err), s.redact(sess.Close()))
+			err = s.timedOut(ctx, parent, "answer tools/list", s.redact(err))
+			return nil, fmt.Errorf("MCP server %q: listing tools: %w", s.spec.Name, err)
 		}
 		tools = append(tools, toolOf(s.spec.Name, t))
 	}
-	s.setSession(sess, stderr)
 	return tools, nil
+}
+
+// watchTools lists the server's tools again each time it says they changed, until ctx is
+// done. A listing that fails keeps the last list, logged; one that ends with the session is
+// left to the restart, which lists them too.
+func (s *server) watchTools(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.relist:
+		}
+		sess, err := s.current()
+		if err != nil {
+			continue // down: the restart lists the tools
+		}
+		listCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+		tools, err := s.listTools(listCtx, ctx, sess)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("MCP server said its tools changed, and listing them failed; "+
+				"keeping the last list", "err", err)
+			continue
+		}
+		s.mu.Lock()
+		// Not restarted meanwhile, with a list of its own.
+		changed := s.session == sess && !reflect.DeepEqual(s.tools, tools)
+		if changed {
+			s.tools = tools
+		}
+		s.mu.Unlock()
+		if changed {
+			s.log.Info("MCP server's tools changed", "tools", len(tools))
+			s.changed()
+		}
+	}
+}
+
+// toolNames returns the names of the server's last list, comma-separated, or "none".
+func (s *server) toolNames() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tools) == 0 {
+		return "none"
+	}
+	names := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// toolList returns the tools the server last listed.
+func (s *server) toolList() []Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools
+}
+
+// offers reports whether the server's last list has the tool.
+func (s *server) offers(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.tools, func(t Tool) bool { return t.Name == tool })
 }
 
 // connect starts (stdio) or reaches (remote) the server and completes the MCP handshake
@@ -126,11 +224,11 @@ func (s *server) timedOut(ctx, parent context.Context, what string, err error) e
 	return err
 }
 
-// setSession makes sess the live session.
-func (s *server) setSession(sess *sdk.ClientSession, stderr *tailWriter) {
+// setSession makes sess, which listed tools, the live session.
+func (s *server) setSession(sess *sdk.ClientSession, stderr *tailWriter, tools []Tool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.session, s.stderr, s.down = sess, stderr, nil
+	s.session, s.stderr, s.down, s.tools = sess, stderr, nil, tools
 }
 
 // setDown records that there is no session, and why.
@@ -183,7 +281,10 @@ func (s *server) supervise(ctx context.Context, sess *sdk.ClientSession) {
 }
 
 // restart reconnects with backoff until it succeeds, returning the new live session, or ctx
-// is done, returning nil. delay is the next wait, doubled after each attempt.
+// is done, returning nil. delay is the next wait, doubled after each attempt. The restarted
+// server's tools are listed again, within the start timeout, before it takes calls: it may
+// offer other tools than before (a new version of it), and failing to list them fails the
+// attempt.
 func (s *server) restart(ctx context.Context, reason string, delay *time.Duration) *sdk.ClientSession {
 	for attempt := 1; ; attempt++ {
 		s.setDown(fmt.Sprintf("%s; restart %d in %s", reason, attempt, *delay))
@@ -197,6 +298,12 @@ func (s *server) restart(ctx context.Context, reason string, delay *time.Duratio
 		*delay = min(*delay*2, MaxRestartBackoff)
 		connectCtx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 		sess, stderr, err := s.connect(connectCtx, ctx)
+		var tools []Tool
+		if err == nil {
+			if tools, err = s.listTools(connectCtx, ctx, sess); err != nil {
+				err = errors.Join(err, s.redact(sess.Close()))
+			}
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -212,9 +319,13 @@ func (s *server) restart(ctx context.Context, reason string, delay *time.Duratio
 			_ = sess.Close()
 			return nil
 		}
-		s.session, s.stderr, s.down = sess, stderr, nil
+		changed := !reflect.DeepEqual(s.tools, tools)
+		s.session, s.stderr, s.down, s.tools = sess, stderr, nil, tools
 		s.mu.Unlock()
-		s.log.Info("MCP server restarted", "attempt", attempt)
+		if changed {
+			s.changed()
+		}
+		s.log.Info("MCP server restarted", "attempt", attempt, "tools", len(tools))
 		return sess
 	}
 }

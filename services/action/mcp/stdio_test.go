@@ -38,7 +38,7 @@ func TestStdioEverything(t *testing.T) {
 		{"echo", "echo", map[string]any{"message": "hello"}, "Echo: hello", ""},
 		{"sum", "get-sum", map[string]any{"a": 2, "b": 3}, "5", ""},
 		{"tool error", "gzip-file-as-resource", map[string]any{"data": "ftp://example.com/x"}, "", "Unsupported URL protocol"},
-		{"unknown tool", "no-such-tool", nil, "", "Tool no-such-tool not found"},
+		{"unknown tool", "no-such-tool", nil, "", `MCP server "everything" has no tool "no-such-tool" (its tools: echo, `},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
