@@ -72,18 +72,7 @@ func TestTheApproverIsWhoDecided(t *testing.T) {
 		}},
 		text("42 and 6"),
 	}}
-	h := startOptions(t, cfg, 2, nil, func(o *mesh.Options) {
-		o.StageAddrs = map[string]string{mesh.Action: serveStage(t, mesh.Action, func(g *grpc.Server) {
-			actionv1.RegisterActionServiceServer(g, rec)
-		})}
-	}, scenario)
-	conn, err := grpc.NewClient(h.mesh.Addr(mesh.Action), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	next := actionv1.NewActionServiceClient(conn)
-	rec.next.Store(&next)
+	h := startRecorded(t, cfg, 2, rec, scenario)
 
 	addrs := h.mesh.OrchestratorAddrs()
 	alice, ann := keyClient(t, addrs[0], keys["alice"]), keyClient(t, addrs[0], keys["ann"])
@@ -128,4 +117,61 @@ func TestTheApproverIsWhoDecided(t *testing.T) {
 		t.Errorf("the action stage ran c1 approved by %q and c2 by %q; want acme/ann and root (the run is acme/alice's)",
 			rec.approvers["c1"], rec.approvers["c2"])
 	}
+}
+
+// TestTheApproverIsWhoDecidedWithoutCheckpoints: with durability.checkpoints off a decision
+// reaches the run in the replica's memory, not through the run store; the call an approver
+// of the user's tenant approved runs approved by that approver there too, not by the run's
+// user.
+func TestTheApproverIsWhoDecidedWithoutCheckpoints(t *testing.T) {
+	const message = "Multiply once."
+	rec := &approvalRecorder{approvers: map[string]string{}}
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	cfg.Durability.Checkpoints = false
+	keys := withKeys(cfg)
+	scenario := llmtest.Scenario{Name: message, Match: message, Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		text("42"),
+	}}
+	h := startRecorded(t, cfg, 1, rec, scenario)
+	addr := h.mesh.OrchestratorAddrs()[0]
+	alice, ann := keyClient(t, addr, keys["alice"]), keyClient(t, addr, keys["ann"])
+
+	res, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: message})
+	if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+		t.Fatalf("run: %v %v, want it paused for approval", res.GetOutcome(), err)
+	}
+	if _, err := ann.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		t.Fatalf("ann approves c1: %v", err)
+	}
+	final := h.followAs(t, alice, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", final.GetOutcome(), final.GetExitReason(), final.GetError())
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.approvers["c1"]; got != "acme/ann" {
+		t.Errorf("the action stage ran c1 approved by %q; want acme/ann (the run is acme/alice's)", got)
+	}
+}
+
+// startRecorded starts n orchestrator replicas whose action stage is rec, in front of the
+// mesh's own.
+func startRecorded(t *testing.T, cfg *config.Config, n int, rec *approvalRecorder, scenarios ...llmtest.Scenario) *harness {
+	t.Helper()
+	h := startOptions(t, cfg, n, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Action: serveStage(t, mesh.Action, func(g *grpc.Server) {
+			actionv1.RegisterActionServiceServer(g, rec)
+		})}
+	}, scenarios...)
+	conn, err := grpc.NewClient(h.mesh.Addr(mesh.Action), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	next := actionv1.NewActionServiceClient(conn)
+	rec.next.Store(&next)
+	return h
 }
