@@ -63,6 +63,9 @@ func TestCacheHit(t *testing.T) {
 	}
 }
 
+// TestCacheStreaming: a streamed miss streams its deltas as any stream does and stores its
+// answer, which a later call, streamed or not, gets from the cache; a streamed hit sends only
+// the final answer.
 func TestCacheStreaming(t *testing.T) {
 	client, srv := cachedClient(t, 0)
 	deltas, final, err := streamAll(t, client, cacheable("streamed"))
@@ -73,8 +76,8 @@ func TestCacheStreaming(t *testing.T) {
 		t.Fatalf("a streamed miss must stream: %d deltas, cached %v", len(deltas), final.GetCached())
 	}
 	resp, err := client.Generate(t.Context(), cacheable("streamed"))
-	if err != nil || resp.GetCached() {
-		t.Fatalf("streamed answers must not be stored: %v %v", resp, err)
+	if err != nil || !resp.GetCached() || resp.GetContent() != "cached answer" {
+		t.Fatalf("a streamed answer must be stored: %v %v", resp, err)
 	}
 	deltas, final, err = streamAll(t, client, cacheable("streamed"))
 	if err != nil {
@@ -83,8 +86,24 @@ func TestCacheStreaming(t *testing.T) {
 	if len(deltas) != 0 || !final.GetCached() || final.GetContent() != "cached answer" {
 		t.Errorf("a cache hit must send only the final answer: %d deltas, final %v", len(deltas), final)
 	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("provider saw %d requests, want 1", n)
+	}
+}
+
+// TestCacheSkipsFilteredStreamedAnswers: a streamed answer the content filter stopped is not
+// stored, as a non-streamed one is not: the same request later gets a fresh attempt.
+func TestCacheSkipsFilteredStreamedAnswers(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{Content: "Here is how to", FinishReason: "content_filter"}}})
+	client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)})
+	for range 2 {
+		_, final, err := streamAll(t, client, cacheable("x"))
+		if err != nil || final.GetCached() || final.GetStopReason() != "content_filter" {
+			t.Fatalf("final %v err %v", final, err)
+		}
+	}
 	if n := len(srv.Requests()); n != 2 {
-		t.Errorf("provider saw %d requests, want 2", n)
+		t.Errorf("provider saw %d requests, want 2: filtered answers are not cached", n)
 	}
 }
 

@@ -100,8 +100,8 @@ func (s *Service) Generate(ctx context.Context, req *generationv1.GenerateReques
 }
 
 // GenerateStream makes one streamed LLM attempt: text and reasoning deltas as they arrive,
-// then the final canonical answer. A cache hit sends only the final answer; streamed answers
-// are not stored in the cache.
+// then the final canonical answer. With use_cache, a cache hit sends only the final answer,
+// and a miss streams as any attempt does and stores its final answer as Generate does.
 func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]) error {
 	req := in.GetRequest()
 	if req == nil {
@@ -111,8 +111,10 @@ func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream 
 	if err != nil {
 		return err
 	}
+	var key string
 	if req.GetUseCache() {
-		if hit, ok := s.cache.get(cacheKey(req)); ok {
+		key = cacheKey(req) // now: generate drops the request's messages
+		if hit, ok := s.cache.get(key); ok {
 			return stream.Send(final(hit))
 		}
 	}
@@ -131,6 +133,9 @@ func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream 
 	})
 	if err != nil {
 		return err
+	}
+	if req.GetUseCache() && cacheable(resp) {
+		s.cache.put(key, resp)
 	}
 	return stream.Send(final(resp))
 }

@@ -486,10 +486,10 @@ func (r *run) timeLeft() time.Duration {
 }
 
 // generate makes one LLM attempt: streamed, with deltas as llm_delta events, when the
-// contract streams answers (a run started with StreamRun), else in one request. A run that
-// asks for the response cache is never streamed: the generation stage caches non-streamed
-// answers (seed 002 §8), so a cached answer emits no llm_delta. The attempt is accounted and
-// announced as llm_response whether it succeeds or fails.
+// contract streams answers (a run started with StreamRun), else in one request. With the
+// response cache, a miss streams as any attempt does, and a hit, answered from the generation
+// stage's cache, emits no llm_delta (seed 002 §8). The attempt is accounted and announced as
+// llm_response whether it succeeds or fails.
 func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, messages []*typev1.Message, tools []*typev1.Tool) (*generationv1.GenerateResponse, error) {
 	start := time.Now()
 	req := &generationv1.GenerateRequest{
@@ -509,7 +509,7 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		resp *generationv1.GenerateResponse
 		err  error
 	)
-	if r.contract.GetStreamAnswers() && !req.GetUseCache() {
+	if r.contract.GetStreamAnswers() {
 		resp, err = r.streamGenerate(ctx, attempt, req)
 	} else {
 		resp, err = r.svc.peers.Generation.Generate(ctx, req, keepNoCopy)

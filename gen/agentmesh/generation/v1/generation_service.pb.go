@@ -121,8 +121,9 @@ type GenerateRequest struct {
 	Sampling *Sampling `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	// Strict protocol mode: no repair of malformed tool calls.
 	StrictMode bool `protobuf:"varint,6,opt,name=strict_mode,json=strictMode,proto3" json:"strict_mode,omitempty"`
-	// Use the response cache (non-streaming answers keyed by model and messages; an empty or
-	// rejected answer, or one the content filter stopped, is not stored).
+	// Use the response cache (answers, streamed or not, keyed by everything but the run and
+	// this flag; an empty or rejected answer, or one the content filter stopped, is not stored).
+	// A hit streams no deltas: GenerateStream sends only its final answer.
 	UseCache bool `protobuf:"varint,7,opt,name=use_cache,json=useCache,proto3" json:"use_cache,omitempty"`
 	// "auto", "required", "none" or the name of an offered tool; empty for the provider's
 	// default. Anything else is INVALID_INPUT. Without tools it is not sent.
