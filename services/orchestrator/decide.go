@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -108,13 +109,15 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	policy := cmp.Or(s.contract.GetToolPolicy(), intent.GetToolPolicy())
 	offered := offeredTools(&typev1.ExecutionContract{ToolPolicy: policy, AllowedTools: s.contract.GetAllowedTools()}, tools)
 	prompt := withIntent(s.profiles[""].prompt, taskTypeName(intent.GetTaskType()), intent.GetConstraints())
-	messages, err := fitWindow(s.contract, &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: prompt},
-		req.GetMessageHistory(), &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()}, offered)
+	system := &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: prompt}
+	user := &typev1.Message{Role: typev1.Role_ROLE_USER, Content: req.GetMessage()}
+	messages, err := fitWindow(s.contract, system, req.GetMessageHistory(), user, nil, offered)
 	if err != nil {
 		return nil, err
 	}
 
 	var (
+		refusals []*typev1.Message // the refused answers and their refusals, oldest first
 		lastErr  *stageerr.Error
 		next     *typev1.Target                  // the target recovery chose for the next attempt
 		limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current round-robin cycle
@@ -191,9 +194,12 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		}
 		if refused := refuseCalls(resp, offered); refused != nil {
 			// As a run refuses them, the model is told why and asked again: the caller never
-			// gets a call it cannot make.
-			messages = append(messages, refused...)
+			// gets a call it cannot make. The larger request is fitted to the window again.
+			refusals = append(refusals, refused...)
 			lastErr = nil
+			if messages, err = fitWindow(s.contract, system, req.GetMessageHistory(), user, refusals, offered); err != nil {
+				break // not even the latest refusal fits: the model cannot be asked again
+			}
 			continue
 		}
 		return spent.on(decisionFor(resp, offered)), nil
@@ -203,13 +209,16 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 }
 
 // fitWindow returns a decision's request: the system message, as much of history as fits,
-// newest first, and the message, so that with the offered tools it fits the contract's context
-// window after its buffer and max output, as a run's context assembly does (a provider refuses
-// a request over the window, and every target refused the whole history). A tool result whose
-// call was left out is left out too. A message that does not fit even without history is
-// INVALID_ARGUMENT naming message and the window. Without a window, all of history is kept.
+// newest first, the message and after (the refused answers of earlier attempts, each followed
+// by its refusals), so that with the offered tools it fits the contract's context window after
+// its buffer and max output, as a run's context assembly does (a provider refuses a request
+// over the window, and every target refused the whole history). A tool result whose call was
+// left out is left out too. When after does not fit even without history, its oldest answers
+// are left out, the latest kept, and a latest one that does not fit is an error. A message that
+// does not fit even without history is INVALID_ARGUMENT naming message and the window. Without
+// a window, all of history is kept.
 func fitWindow(c *typev1.ExecutionContract, system *typev1.Message, history []*typev1.Message, message *typev1.Message,
-	tools []*typev1.Tool) ([]*typev1.Message, error) {
+	after []*typev1.Message, tools []*typev1.Tool) ([]*typev1.Message, error) {
 	start := 0
 	if window := c.GetContextWindow(); window > 0 {
 		limit := window - c.GetContextWindowBufferTokens() - c.GetMaxOutputTokens()
@@ -219,6 +228,19 @@ func fitWindow(c *typev1.ExecutionContract, system *typev1.Message, history []*t
 			return nil, stageerr.Invalid("message: %d tokens, with the system prompt and the offered tools, do not fit the "+
 				"%d-token context window (buffer %d + max output %d tokens reserved), %d tokens too many",
 				counter.Message(message), window, c.GetContextWindowBufferTokens(), c.GetMaxOutputTokens(), -room)
+		}
+		room -= counter.Messages(after)
+		for room < 0 {
+			n := 1 // the oldest refused answer and its refusals
+			for n < len(after) && after[n].GetRole() == typev1.Role_ROLE_TOOL {
+				n++
+			}
+			if n == len(after) {
+				return nil, fmt.Errorf("the refused answer does not fit the %d-token context window with the message, "+
+					"%d tokens too many", window, -room)
+			}
+			room += counter.Messages(after[:n])
+			after = after[n:]
 		}
 		for start = len(history); start > 0; start-- {
 			n := counter.Message(history[start-1])
@@ -231,8 +253,8 @@ func fitWindow(c *typev1.ExecutionContract, system *typev1.Message, history []*t
 			start++
 		}
 	}
-	messages := make([]*typev1.Message, 0, len(history)-start+2)
-	messages = append(append(append(messages, system), history[start:]...), message)
+	messages := make([]*typev1.Message, 0, len(history)-start+2+len(after))
+	messages = append(append(append(append(messages, system), history[start:]...), message), after...)
 	return messages, nil
 }
 

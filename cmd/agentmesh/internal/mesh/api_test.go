@@ -715,3 +715,55 @@ func TestDecideFitsTheWindow(t *testing.T) {
 		t.Errorf("a message over the window: %v, want INVALID_ARGUMENT naming message and the window", err)
 	}
 }
+
+// TestDecideRetriesFitTheWindow: a call Decide refuses to the model (here of a tool it was not
+// offered) goes into the next attempt's request with the refusal, and that request fits the
+// window as the first did: the oldest history is left out for it. Only the first request was
+// fitted, so the retries, each larger by the refused answer, went over the window, which a
+// provider refuses (HTTP 400).
+func TestDecideRetriesFitTheWindow(t *testing.T) {
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		p := cfg.Providers["scripted"]
+		p.Models = map[string]config.Model{"gpt-test": {ContextWindow: 4000, ContextWindowBufferTokens: 100, MaxOutputTokens: 500}}
+		cfg.Providers["scripted"] = p
+	}, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
+		call("launch_rockets", `{"why": "`+strings.Repeat("because ", 400)+`"}`),
+		call("launch_rockets", `{"why": "`+strings.Repeat("really ", 400)+`"}`),
+		text("Noted."),
+	}})
+	// Without assistant messages in history, the scripted model answers by the attempt.
+	var history []*typev1.Message
+	for i := range 80 {
+		history = append(history, &typev1.Message{Role: typev1.Role_ROLE_USER,
+			Content: fmt.Sprintf("Note %d: %s", i, strings.Repeat("the weather was fine. ", 30))})
+	}
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "And tomorrow?", MessageHistory: history})
+	if err != nil || d.GetResponseText() != "Noted." {
+		t.Fatalf("decision %v, %v; want the model's answer after two refused calls", d, err)
+	}
+	reqs := h.llm.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3", len(reqs))
+	}
+	counter := tokens.ForModel("gpt-test")
+	for i, sent := range reqs {
+		var msgs []*typev1.Message
+		for _, m := range sent.Messages {
+			msg := &typev1.Message{Content: string(m.Content)}
+			for _, c := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, &typev1.ToolCall{Name: c.Function.Name, RawArguments: c.Function.Arguments})
+			}
+			msgs = append(msgs, msg)
+		}
+		if n := counter.Messages(msgs); n > 4000-100-500 {
+			t.Errorf("request %d: its messages hold %d tokens, over the %d the window leaves", i+1, n, 4000-100-500)
+		}
+	}
+	last := reqs[2].Messages
+	if tool := last[len(last)-1]; tool.Role != "tool" || !strings.Contains(string(tool.Content), "launch_rockets") {
+		t.Errorf("the last request ends with %s %q, want the refusal of the latest call", tool.Role, tool.Content)
+	}
+	if !slices.ContainsFunc(last, func(m llmtest.Message) bool { return string(m.Content) == "And tomorrow?" }) {
+		t.Errorf("the last request lost the message")
+	}
+}
