@@ -217,12 +217,9 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 // maxOutput of answer, exceeds the model's context window; nil when it fits or the
 // window is unknown.
 func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
-	if m.ContextWindow <= 0 {
-		return nil
-	}
-	counter := tokens.ForModel(m.Target.GetModel())
-	need := counter.Messages(messages) + counter.Tools(tools)
-	if need+m.ContextWindowBufferTokens+m.maxOutput() <= m.ContextWindow {
+	need, fits := tokens.FitsWindow(m.Target.GetModel(), messages, tools,
+		m.ContextWindow, m.ContextWindowBufferTokens, m.maxOutput())
+	if fits {
 		return nil
 	}
 	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the context window "+

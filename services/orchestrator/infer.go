@@ -466,13 +466,9 @@ func (s *Service) fallbackMisfit(c *typev1.ExecutionContract, messages []*typev1
 		return ""
 	}
 	window, buffer, _ := s.limits(fb)
-	if window <= 0 {
-		return ""
-	}
-	counter := tokens.ForModel(fb.GetModel())
 	out := s.maxOutput(c, fb)
-	need := counter.Messages(messages) + counter.Tools(tools)
-	if need+buffer+out <= window {
+	need, fits := tokens.FitsWindow(fb.GetModel(), messages, tools, window, buffer, out)
+	if fits {
 		return ""
 	}
 	return fmt.Sprintf("the fallback model %s/%s was not asked: the request's %d tokens, with %d of output and "+
