@@ -15,14 +15,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -32,8 +35,8 @@ import (
 var ErrUnusable = errors.New("the model's answer is unusable")
 
 // ErrTooLong is the error of a question not asked: its request does not fit the model's
-// context window (Model.ContextWindow), and its provider would refuse it. The wrapped message
-// names the model and its window.
+// context window (Model.ContextWindow) even with its input cut to nothing (Question.Input), and
+// its provider would refuse it. The wrapped message names the model and its window.
 var ErrTooLong = errors.New("the question does not fit the model's context window")
 
 // Model asks one provider/model target through the generation service.
@@ -46,7 +49,9 @@ type Model struct {
 	MaxOutputTokens int64
 	// ContextWindow and ContextWindowBufferTokens are the model's configured context window
 	// and its safety margin (WithLimits); a question whose request, with them and
-	// MaxOutputTokens of answer, does not fit is not asked (ErrTooLong). 0 is no known window.
+	// MaxOutputTokens of answer, does not fit is asked with its input cut to fit
+	// (Question.Input), or not at all when even that does not fit (ErrTooLong). 0 is no known
+	// window.
 	ContextWindow, ContextWindowBufferTokens int64
 	// OutputLimit is the model's configured max_output_tokens (WithLimits): a MaxOutputTokens
 	// above it is lowered to it, as a provider refuses more. 0 is no known limit.
@@ -120,8 +125,15 @@ type Question struct {
 	RunID string
 	// Instructions are the system message: what to decide and how.
 	Instructions string
-	// Input is the user message: what to decide about.
+	// Input is the user message: what to decide about. When the request does not fit the
+	// model's context window, Input is cut to fit, where no UTF-8 sequence is split: its
+	// start is kept (its end with KeepEnd), and a note after it (before it with KeepEnd) tells
+	// the model how much was left out.
 	Input string
+	// KeepEnd cuts Input's start rather than its end, for an input whose newest part is last.
+	KeepEnd bool
+	// After follows Input in the user message and is never cut (e.g. the tools a plan may use).
+	After string
 	// Tool names the tool whose arguments are the answer, e.g. "submit_plan".
 	Tool string
 	// Description tells the model what the tool's arguments mean.
@@ -156,11 +168,15 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	}
 	messages := []*typev1.Message{
 		{Role: typev1.Role_ROLE_SYSTEM, Content: q.Instructions},
-		{Role: typev1.Role_ROLE_USER, Content: q.Input},
+		{Role: typev1.Role_ROLE_USER, Content: q.Input + q.After},
 	}
 	tools := []*typev1.Tool{{Name: q.Tool, Description: q.Description, InputSchema: params}}
 	if err := m.fits(messages, tools); err != nil {
-		return Answer{}, err
+		cut, ok := m.cut(q, messages, tools)
+		if !ok {
+			return Answer{}, err
+		}
+		messages[1].Content = cut
 	}
 	temperature := 0.0
 	start := time.Now()
@@ -226,6 +242,42 @@ func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
 		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, m.maxOutput(), m.ContextWindow,
 		m.Target.GetProvider(), m.Target.GetModel())
 }
+
+// cut returns the user message of q with as much of q.Input as lets the request of messages
+// (whose user message it replaces) and tools fit the model's window, with the note that says
+// it was cut; false when not a character of the input fits.
+func (m *Model) cut(q Question, messages []*typev1.Message, tools []*typev1.Tool) (string, bool) {
+	// with is the user message keeping at most n bytes of the input, and how many it keeps.
+	with := func(n int) (string, int) {
+		if q.KeepEnd {
+			start := len(q.Input) - n
+			for start < len(q.Input) && !utf8.RuneStart(q.Input[start]) {
+				start++
+			}
+			kept := q.Input[start:]
+			return fmt.Sprintf(cutEndNote, len(kept), len(q.Input)) + kept + q.After, len(kept)
+		}
+		kept := q.Input[:textcut.Boundary(q.Input, n)]
+		return kept + fmt.Sprintf(cutStartNote, len(kept), len(q.Input)) + q.After, len(kept)
+	}
+	request := []*typev1.Message{messages[0], {Role: messages[1].GetRole()}}
+	fits := func(n int) bool {
+		request[1].Content, _ = with(n)
+		return m.fits(request, tools) == nil
+	}
+	// The most bytes that fit: the input's tokens grow with its bytes.
+	n := sort.Search(len(q.Input), func(n int) bool { return !fits(n + 1) })
+	content, kept := with(n)
+	return content, kept > 0 && fits(n)
+}
+
+// The notes that tell a model its input was cut (Question.Input).
+const (
+	cutStartNote = "\n\n[The input above was cut to fit the model's context window: " +
+		"its first %d of %d bytes are shown.]"
+	cutEndNote = "[The input below was cut to fit the model's context window: " +
+		"its last %d of %d bytes are shown.]\n\n"
+)
 
 // clip shortens a model's text for an error message.
 func clip(s string) string {

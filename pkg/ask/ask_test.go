@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"go.uber.org/goleak"
 )
@@ -124,9 +126,11 @@ func TestObject(t *testing.T) {
 }
 
 // TestObjectFitsTheWindow: a question whose request (instructions, input, the tool) with the
-// model's buffer and MaxOutputTokens of answer exceeds the model's ContextWindow is not asked:
-// its provider would refuse it (HTTP 400), and the stage would fall back on an error that does
-// not say why. It is ErrTooLong, naming the model and its window, and no request is made.
+// model's buffer and MaxOutputTokens of answer exceeds the model's ContextWindow, which its
+// provider would refuse (HTTP 400), is asked with its input cut to fit, where no character is
+// split, its start kept (its end with KeepEnd) and a note saying so; After is never cut. Only
+// one that does not fit even with no input is not asked: ErrTooLong, naming the model and its
+// window, and no request is made.
 func TestObjectFitsTheWindow(t *testing.T) {
 	llm := llmtest.New(t, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
 		{ToolCalls: []llmtest.ToolCall{{Name: "submit_verdict", Arguments: `{"goal": "g", "safe": true}`}}},
@@ -142,24 +146,58 @@ func TestObjectFitsTheWindow(t *testing.T) {
 		ContextWindow: 1000, ContextWindowBufferTokens: 100,
 	}
 	q := ask.Question{RunID: "r1", Instructions: "Judge the request.", Tool: "submit_verdict",
-		Description: "Your verdict.", Schema: verdictSchema}
+		Description: "Your verdict.", Schema: verdictSchema, After: "\nTools: none."}
 	var v verdict
 	q.Input = "Book a flight."
 	if _, err := m.Object(t.Context(), q, &v); err != nil || v.Goal != "g" {
 		t.Fatalf("a short question: %+v %v", v, err)
 	}
-	q.Input = strings.Repeat("Book a flight to somewhere warm. ", 300)
+	if got := string(llm.Requests()[0].Messages[1].Content); got != "Book a flight.\nTools: none." {
+		t.Errorf("a short question's input %q, want it whole with After", got)
+	}
+	// A long input is cut to fit, its start kept (its end with KeepEnd), After whole.
+	long := "Bücher. " + strings.Repeat("Book a flight to somewhere warm, für mich. ", 300)
+	for _, keepEnd := range []bool{false, true} {
+		q.Input, q.KeepEnd = long, keepEnd
+		if _, err := m.Object(t.Context(), q, &v); err != nil {
+			t.Fatalf("a long question (keep end %v): %v", keepEnd, err)
+		}
+		reqs := llm.Requests()
+		got := string(reqs[len(reqs)-1].Messages[1].Content)
+		note := "[The input above was cut to fit the model's context window: its first "
+		if keepEnd {
+			note = "[The input below was cut to fit the model's context window: its last "
+		}
+		before, after, ok := strings.Cut(got, note)
+		if !ok || !strings.HasSuffix(got, "\nTools: none.") || !utf8.ValidString(got) {
+			t.Fatalf("keep end %v: the input %q does not say it was cut, keep After or is not UTF-8", keepEnd, got)
+		}
+		kept := strings.TrimSpace(before)
+		if keepEnd {
+			_, kept, _ = strings.Cut(after, "]\n\n")
+			kept = strings.TrimSuffix(kept, "\nTools: none.")
+		}
+		if kept == "" || len(kept) >= len(long) || !keepEnd && !strings.HasPrefix(long, kept) || keepEnd && !strings.HasSuffix(long, kept) {
+			t.Errorf("keep end %v: kept %d of %d bytes, not the input's %s", keepEnd, len(kept), len(long), map[bool]string{false: "start", true: "end"}[keepEnd])
+		}
+		msgs := []*typev1.Message{{Content: "Judge the request."}, {Content: got}}
+		if n := tokens.Messages(msgs); n > 1000-100-200 {
+			t.Errorf("keep end %v: the messages hold %d tokens, over the %d the window leaves", keepEnd, n, 1000-100-200)
+		}
+	}
+	// Instructions that do not fit with no input at all are not asked.
+	q.Input, q.Instructions = "Book a flight.", strings.Repeat("Judge the request. ", 300)
 	ans, err := m.Object(t.Context(), q, &v)
 	if !errors.Is(err, ask.ErrTooLong) || ans.Entry != nil {
-		t.Fatalf("a long question: %v (entry %v), want ErrTooLong and no request", err, ans.Entry)
+		t.Fatalf("long instructions: %v (entry %v), want ErrTooLong and no request", err, ans.Entry)
 	}
 	for _, want := range []string{"scripted/judge", "context window of 1000 tokens"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not say %q", err, want)
 		}
 	}
-	if n := len(llm.Requests()); n != 1 {
-		t.Errorf("%d requests, want 1 (the short question's)", n)
+	if n := len(llm.Requests()); n != 3 {
+		t.Errorf("%d requests, want 3 (none for the long instructions)", n)
 	}
 }
 

@@ -74,7 +74,7 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 	}
 	var answer factsAnswer
 	ans, err := s.facts.Object(ctx, ask.Question{
-		RunID: runID, Instructions: FactsInstructions, Input: conversation,
+		RunID: runID, Instructions: FactsInstructions, Input: conversation, KeepEnd: true, // the newest
 		Tool: FactsTool, Description: factsDescription, Schema: FactsSchema,
 	}, &answer)
 	entry := ans.Entry // the request's accounting, made by pkg/ask

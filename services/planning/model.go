@@ -88,10 +88,12 @@ func (s *Service) fromModel(ctx context.Context, in *input) (*made, error) {
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var answer modelPlan
+	goal, rest := in.describe()
 	a, err := s.model.Object(mctx, ask.Question{
 		RunID:        in.req.GetRunId(),
 		Instructions: fmt.Sprintf(planInstructions, in.limit),
-		Input:        in.describe(),
+		Input:        goal,
+		After:        rest,
 		Tool:         PlanTool,
 		Description:  "Submit the plan.",
 		Schema:       planSchema,
@@ -160,11 +162,12 @@ func (p modelPlan) proposed() []*typev1.Step {
 	return steps
 }
 
-// describe is the planning model's user message: the goal first (a scripted model matches on
-// it), then what the plan may use, then the plan so far when it is revised.
-func (in *input) describe() string {
+// describe is the planning model's user message, in two parts: the goal first (a scripted
+// model matches on it), the part cut when the message does not fit the model's window, then
+// what the plan may use and the plan so far when it is revised, never cut.
+func (in *input) describe() (goal, rest string) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Goal: %s\n", in.goal)
+	b.WriteString("\n")
 	if in.taskType != "" && in.taskType != "unspecified" {
 		fmt.Fprintf(&b, "Task type: %s\n", in.taskType)
 	}
@@ -194,7 +197,7 @@ func (in *input) describe() string {
 		}
 		fmt.Fprintf(&b, "Revise it because: %s\n", rev.GetReason())
 	}
-	return b.String()
+	return "Goal: " + in.goal, b.String()
 }
 
 // progressLine renders a step with its state: "step-2 [failed: timeout]: add the numbers

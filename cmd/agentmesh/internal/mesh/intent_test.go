@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
@@ -12,6 +13,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/intent"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
@@ -343,35 +345,48 @@ func TestDecideIsAccounted(t *testing.T) {
 }
 
 // TestIntentModelWindow: a message whose request does not fit the intent model's configured
-// context window (providers.*.models.*) is not sent it; its provider would refuse it, and the
-// reason the rules read the message was a provider's HTTP 400. The rules read it, and
-// intent_parsed's fallback_reason names the model and its window.
+// context window (providers.*.models.*) is sent it cut to fit: its start, cut where no UTF-8
+// sequence is split, and a note that says the rest was left out. A provider would refuse the
+// whole message (HTTP 400); the stage did not ask the model at all, and its rules read the
+// message instead.
 func TestIntentModelWindow(t *testing.T) {
-	message := "Tell me about the weather. " + strings.Repeat("I would like to know whether it rains tomorrow. ", 150)
+	message := "Wie wird das Wetter? " + strings.Repeat("Ich möchte wissen, ob es morgen regnet. ", 150)
 	h := startWith(t, nil, func(cfg *config.Config, url string) {
 		intentModel(cfg, url)
 		p := cfg.Providers["scripted"]
 		p.Models = map[string]config.Model{"intent-model": {ContextWindow: 1500, ContextWindowBufferTokens: 100, MaxOutputTokens: 200}}
 		cfg.Providers["scripted"] = p
 	},
-		intentScenario(message, submitIntent(`{"goal": "Weather", "constraints": [], "task_type": "question",
-			"needs_clarification": false, "unsafe": false}`)),
+		intentScenario("Wie wird das Wetter? *", submitIntent(`{"goal": "Weather", "constraints": [],
+			"task_type": "question", "needs_clarification": false, "unsafe": false}`)),
 		llmtest.Scenario{Name: "turn", Match: message, Turns: []llmtest.Turn{text("Sunny.")}},
 	)
 	res := h.run(t, &agentv1.RunRequest{Message: message})
 	if !res.GetSuccess() {
 		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
 	}
-	p := intentParsed(t, h, res.GetRunId())
-	if p.GetSource() != intent.SourceRules {
-		t.Fatalf("intent_parsed source %q, want rules", p.GetSource())
+	if p := intentParsed(t, h, res.GetRunId()); p.GetSource() != intent.SourceModel || p.GetGoal() != "Weather" {
+		t.Fatalf("intent_parsed source %q goal %q (fallback %q), want the model's", p.GetSource(), p.GetGoal(), p.GetFallbackReason())
 	}
-	for _, want := range []string{"the intent model was not asked", "scripted/intent-model", "context window of 1500 tokens"} {
-		if !strings.Contains(p.GetFallbackReason(), want) {
-			t.Errorf("fallback_reason %q does not say %q", p.GetFallbackReason(), want)
+	var asked []llmtest.Request
+	for _, r := range h.llm.Requests() {
+		if len(r.Messages) > 1 && strings.HasPrefix(string(r.Messages[1].Content), intent.ModelInputPrefix) {
+			asked = append(asked, r)
 		}
 	}
-	if n := len(requestsAbout(h, intent.ModelInputPrefix+message)); n != 0 {
-		t.Errorf("the intent model got %d requests, want none", n)
+	if len(asked) != 1 {
+		t.Fatalf("the intent model got %d requests, want 1", len(asked))
+	}
+	input := string(asked[0].Messages[1].Content)
+	body, note, ok := strings.Cut(input, "\n\n[")
+	if !ok || !strings.Contains(note, "cut to fit the model's context window") {
+		t.Fatalf("the input does not say it was cut: ...%q", input[max(len(input)-200, 0):])
+	}
+	if !utf8.ValidString(body) || !strings.HasPrefix(intent.ModelInputPrefix+message, body) || len(body) >= len(intent.ModelInputPrefix+message) {
+		t.Errorf("the input is not a start of the message, cut where no character is split: ...%q", body[max(len(body)-40, 0):])
+	}
+	msgs := []*typev1.Message{{Content: string(asked[0].Messages[0].Content)}, {Content: input}}
+	if n := tokens.ForModel("intent-model").Messages(msgs); n > 1500-100-200 {
+		t.Errorf("the request's messages hold %d tokens, over the %d the window leaves", n, 1500-100-200)
 	}
 }
