@@ -11,6 +11,7 @@
 package ask
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,9 +50,9 @@ type Model struct {
 	MaxOutputTokens int64
 	// ContextWindow and ContextWindowBufferTokens are the model's configured context window
 	// and its safety margin (WithLimits); a question whose request, with them and
-	// MaxOutputTokens of answer, does not fit is asked with its input cut to fit
-	// (Question.Input), or not at all when even that does not fit (ErrTooLong). 0 is no known
-	// window.
+	// MaxOutputTokens (else OutputLimit) of answer, does not fit is asked with its input cut
+	// to fit (Question.Input), or not at all when even that does not fit (ErrTooLong). 0 is
+	// no known window.
 	ContextWindow, ContextWindowBufferTokens int64
 	// OutputLimit is the model's configured max_output_tokens (WithLimits): a MaxOutputTokens
 	// above it is lowered to it, as a provider refuses more. 0 is no known limit.
@@ -230,16 +231,17 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 }
 
 // fits returns ErrTooLong when a request of messages and tools, with the buffer and
-// maxOutput of answer, exceeds the model's context window; nil when it fits or the
-// window is unknown.
+// maxOutput of answer (OutputLimit when the request sets no bound: the model may answer up to
+// it), exceeds the model's context window; nil when it fits or the window is unknown.
 func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
+	answer := cmp.Or(m.maxOutput(), m.OutputLimit)
 	need, fits := tokens.FitsWindow(m.Target.GetModel(), messages, tools,
-		m.ContextWindow, m.ContextWindowBufferTokens, m.maxOutput())
+		m.ContextWindow, m.ContextWindowBufferTokens, answer)
 	if fits {
 		return nil
 	}
 	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the context window "+
-		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, m.maxOutput(), m.ContextWindow,
+		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, answer, m.ContextWindow,
 		m.Target.GetProvider(), m.Target.GetModel())
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/generation"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -227,5 +228,44 @@ func TestObjectAsksWithinTheModelsOutputLimit(t *testing.T) {
 	}
 	if got := llm.Requests()[0].MaxTokens; got == nil || *got != 300 {
 		t.Errorf("max_tokens %s, want the model's max_output_tokens, 300", llm.Requests()[0].Raw["max_tokens"])
+	}
+}
+
+// TestObjectLeavesRoomForTheAnswer: a question of a stage that sets no output bound (the
+// intent and planning stages' MaxOutputTokens is 0: the provider's default) fits the window
+// with room for the model's configured max_output_tokens (OutputLimit) of answer. It reserved
+// none, so an input cut to fit filled the window but for its buffer, and the model had no room
+// left to answer in (or its provider refused a max_tokens past the window).
+func TestObjectLeavesRoomForTheAnswer(t *testing.T) {
+	llm := llmtest.New(t, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "submit_verdict", Arguments: `{"goal": "g", "safe": true}`}}},
+	}})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	svc := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(), APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	m := &ask.Model{
+		Client:        generationv1.NewGenerationServiceClient(grpctest.Serve(t, svc.Register)),
+		Target:        &typev1.Target{Provider: "scripted", Model: "judge"},
+		ContextWindow: 1000, ContextWindowBufferTokens: 100, OutputLimit: 300,
+	}
+	var v verdict
+	q := ask.Question{RunID: "r1", Instructions: "Judge the request.", Tool: "submit_verdict",
+		Description: "Your verdict.", Schema: verdictSchema,
+		Input: strings.Repeat("Book a flight to somewhere warm. ", 300)}
+	if _, err := m.Object(t.Context(), q, &v); err != nil {
+		t.Fatal(err)
+	}
+	params, err := structpb.NewStruct(verdictSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := llm.Requests()[0]
+	msgs := []*typev1.Message{{Content: string(sent.Messages[0].Content)}, {Content: string(sent.Messages[1].Content)}}
+	tool := &typev1.Tool{Name: "submit_verdict", Description: "Your verdict.", InputSchema: params}
+	if need := tokens.Messages(msgs) + tokens.Tools([]*typev1.Tool{tool}); need > 1000-100-300 {
+		t.Errorf("the request holds %d tokens: with the buffer of 100 it leaves %d of the window of 1000 "+
+			"for the answer, under the model's max_output_tokens of 300", need, 1000-100-need)
 	}
 }
