@@ -34,7 +34,8 @@ var (
 // try again, on which target and after what wait (a rate limit's Retry-After once every target
 // is limited), a target that refused the request as invalid is not sent it again, and the
 // fallback model gets one more attempt, the last, once the targets cannot answer. An empty
-// answer (no text, no tool call), or one the content filter stopped, is tried again, as a
+// answer (no text, no tool call), one the content filter stopped, or a text answer cut off at
+// the output token limit (with CutOffNotice; the last attempt's is kept) is tried again, as a
 // run's is. Provider failures and empty answers that remain become RESPOND_ONLY with seed
 // 004's canned messages.
 // The intent is taken only within the intent contract (checkIntent; else INTERNAL). The model
@@ -118,6 +119,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 
 	var (
 		refusals []*typev1.Message // the refused answers and their refusals, oldest first
+		notice   *typev1.Message   // the next attempt's ephemeral cut-off notice
 		lastErr  *stageerr.Error
 		next     *typev1.Target                  // the target recovery chose for the next attempt
 		limited  []*recoveryv1.RateLimitedTarget // rate-limited in the current round-robin cycle
@@ -132,8 +134,17 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		if next != nil {
 			target, next = next, nil
 		}
+		send := messages
+		if notice != nil {
+			// Appended for this attempt only, fitted to the window with the rest.
+			if fitted, err := fitWindow(s.contract, system, req.GetMessageHistory(), user,
+				append(slices.Clone(refusals), notice), offered); err == nil {
+				send = fitted
+			}
+			notice = nil
+		}
 		resp, err := s.peers.Generation.Generate(ctx, &generationv1.GenerateRequest{
-			Target: target, Messages: messages, Tools: offered,
+			Target: target, Messages: send, Tools: offered,
 			Sampling:   &generationv1.Sampling{MaxOutputTokens: s.maxOutput(s.contract, target)},
 			StrictMode: s.contract.GetStrictMode(), // as a run's requests: no repair of malformed calls
 		})
@@ -185,6 +196,13 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			// decision, and none of them leaves the canned failure message. Neither is an
 			// answer the content filter stopped, whatever part of it was delivered (infer).
 			lastErr = nil
+			continue
+		}
+		if resp.GetStopReason() == stopLength && len(resp.GetToolCalls()) == 0 && attempt < last-1 {
+			// Seed 000: a text answer cut off at the output token limit is incomplete, and is
+			// asked for again with the ephemeral CutOffNotice, as a run's is (cutOffNotice);
+			// the last attempt's is kept as it is.
+			notice, lastErr = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: CutOffNotice}, nil
 			continue
 		}
 		if len(resp.GetToolCalls()) > 0 && policy == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {

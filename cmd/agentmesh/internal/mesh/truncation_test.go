@@ -297,3 +297,36 @@ func TestStreamedDeltasSayTheirAttempt(t *testing.T) {
 		t.Errorf("attempt 1's deltas join up to %q and attempt 2's to %q, want %q and %q", joined[1], joined[2], cut, answer)
 	}
 }
+
+// TestDecideRetriesACutOffAnswer: Decide takes a text answer cut off at the output token limit
+// for no more complete than a run does (seed 000: truncation is incomplete, retry): the model
+// is asked again with the ephemeral cut-off notice, and the complete answer is the decision.
+// Decide answered RESPOND_ONLY with the cut-off text, as if it were the whole answer.
+func TestDecideRetriesACutOffAnswer(t *testing.T) {
+	const cut = "Paris has many sights: the Louvre, the Eiffel Tower, the"
+	h := start(t, nil, llmtest.Scenario{Name: "cut", Match: "What should I see in Paris?", Turns: []llmtest.Turn{
+		cutOffUntilNoticed(llmtest.Turn{Content: cut}, llmtest.Turn{Content: "The Louvre and the Eiffel Tower."}),
+	}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "What should I see in Paris?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY || d.GetResponseText() != "The Louvre and the Eiffel Tower." {
+		t.Errorf("decision %s %q, want RESPOND_ONLY with the complete answer", d.GetDecisionType(), d.GetResponseText())
+	}
+	reqs := h.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d provider requests, want 2", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; string(last.Content) != orchestrator.CutOffNotice {
+		t.Errorf("the retry's last message is %q, want the cut-off notice", last.Content)
+	}
+	for _, m := range reqs[1].Messages {
+		if string(m.Content) == cut {
+			t.Errorf("the retry holds the cut-off answer")
+		}
+	}
+	if acc := d.GetAccounting(); len(acc) < 2 || acc[len(acc)-2].GetStopReason() != "length" {
+		t.Errorf("accounting %v, want the cut-off attempt's entry with stop reason length", acc)
+	}
+}
