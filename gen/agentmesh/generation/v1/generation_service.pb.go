@@ -108,8 +108,9 @@ func (x *ListProvidersResponse) GetProviders() []string {
 // GenerateRequest is one LLM attempt.
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The run, for tracing and caching scope: empty (no run), or letters, digits, '_' and '-',
-	// at most 128 bytes.
+	// The run, for tracing (not part of the response cache's key: identical requests of
+	// different runs share an answer): empty (no run), or letters, digits, '_' and '-', at most
+	// 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The provider/model to call.
 	Target *v1.Target `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
