@@ -767,3 +767,47 @@ func TestDecideRetriesFitTheWindow(t *testing.T) {
 		t.Errorf("the last request lost the message")
 	}
 }
+
+// TestDecideRetriesLeaveOutOlderRefusals: when the refused answers themselves no longer fit
+// the window with the message, the oldest of them is left out with its refusal, and the latest
+// is kept, so that the model still sees why its last answer was refused.
+func TestDecideRetriesLeaveOutOlderRefusals(t *testing.T) {
+	first, second := strings.Repeat("because ", 750), strings.Repeat("really ", 850)
+	h := startWith(t, nil, func(cfg *config.Config, _ string) {
+		p := cfg.Providers["scripted"]
+		p.Models = map[string]config.Model{"gpt-test": {ContextWindow: 4000, ContextWindowBufferTokens: 100, MaxOutputTokens: 500}}
+		cfg.Providers["scripted"] = p
+	}, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
+		call("launch_rockets", `{"why": "`+first+`"}`),
+		{Respond: func(req llmtest.Request, _ int) llmtest.Turn {
+			for _, m := range req.Messages {
+				for _, c := range m.ToolCalls {
+					if strings.Contains(c.Function.Arguments, "really") {
+						return text("Noted.")
+					}
+				}
+			}
+			return call("launch_rockets", `{"why": "`+second+`"}`)
+		}},
+	}})
+	d, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "Launch them."})
+	if err != nil || d.GetResponseText() != "Noted." {
+		t.Fatalf("decision %v, %v; want the model's answer after two refused calls", d, err)
+	}
+	reqs := h.llm.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3", len(reqs))
+	}
+	var assistants []string
+	for _, m := range reqs[2].Messages {
+		for _, c := range m.ToolCalls {
+			assistants = append(assistants, c.Function.Arguments[:20])
+		}
+	}
+	if len(assistants) != 1 || !strings.Contains(assistants[0], "really") {
+		t.Errorf("the last request holds the refused calls %q, want only the latest", assistants)
+	}
+	if tool := reqs[2].Messages[len(reqs[2].Messages)-1]; tool.Role != "tool" {
+		t.Errorf("the last request ends with %s %q, want the latest refusal", tool.Role, tool.Content)
+	}
+}
