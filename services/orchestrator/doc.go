@@ -29,8 +29,9 @@
 // for the run, slots continuing across turns); each attempt ends with the ephemeral XML-NEXT
 // message, the answer's valid tags become tool calls that share the native validation,
 // approval, execution, observation and budgets, and their results return as the XML-PAST user
-// message. With cache_responses the attempts are not streamed and may be answered from the
-// generation stage's response cache (seed 002 §8); a cached answer emits no llm_delta.
+// message. With cache_responses the attempts may be answered from the generation stage's
+// response cache (seed 002 §8): a miss streams as any attempt does, a cached answer emits no
+// llm_delta.
 //
 // A run's conversation opens with the system message of the profile it names (prompts.go:
 // system prompt, constitution, retrieval rules); INTENT adds the task type and constraints
