@@ -133,8 +133,9 @@ type Question struct {
 	Input string
 	// KeepEnd cuts Input's start rather than its end, for an input whose newest part is last.
 	KeepEnd bool
-	// After follows Input in the user message and is never cut (e.g. the tools a plan may use).
-	After string
+	// Before and After go before and after Input in the user message and are never cut (e.g.
+	// what introduces the input, the tools a plan may use).
+	Before, After string
 	// Tool names the tool whose arguments are the answer, e.g. "submit_plan".
 	Tool string
 	// Description tells the model what the tool's arguments mean.
@@ -169,7 +170,7 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	}
 	messages := []*typev1.Message{
 		{Role: typev1.Role_ROLE_SYSTEM, Content: q.Instructions},
-		{Role: typev1.Role_ROLE_USER, Content: q.Input + q.After},
+		{Role: typev1.Role_ROLE_USER, Content: q.Before + q.Input + q.After},
 	}
 	tools := []*typev1.Tool{{Name: q.Tool, Description: q.Description, InputSchema: params}}
 	if err := m.fits(messages, tools); err != nil {
@@ -240,9 +241,9 @@ func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
 	if fits {
 		return nil
 	}
-	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the context window "+
-		"of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, answer, m.ContextWindow,
-		m.Target.GetProvider(), m.Target.GetModel())
+	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the "+
+		"context window of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, answer,
+		m.ContextWindow, m.Target.GetProvider(), m.Target.GetModel())
 }
 
 // cut returns the user message of q with as much of q.Input as lets the request of messages
@@ -257,10 +258,12 @@ func (m *Model) cut(q Question, messages []*typev1.Message, tools []*typev1.Tool
 				start++
 			}
 			kept := q.Input[start:]
-			return fmt.Sprintf(cutEndNote, len(kept), len(q.Input)) + kept + q.After, len(kept)
+			note := fmt.Sprintf(cutEndNote, len(kept), len(q.Input))
+			return q.Before + note + kept + q.After, len(kept)
 		}
 		kept := q.Input[:textcut.Boundary(q.Input, n)]
-		return kept + fmt.Sprintf(cutStartNote, len(kept), len(q.Input)) + q.After, len(kept)
+		note := fmt.Sprintf(cutStartNote, len(kept), len(q.Input))
+		return q.Before + kept + note + q.After, len(kept)
 	}
 	request := []*typev1.Message{messages[0], {Role: messages[1].GetRole()}}
 	fits := func(n int) bool {

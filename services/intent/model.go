@@ -106,7 +106,8 @@ func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp
 	ans, err := s.model.Object(ctx, ask.Question{
 		RunID:        req.GetRunId(),
 		Instructions: modelInstructions,
-		Input:        ModelInputPrefix + req.GetMessage(),
+		Before:       ModelInputPrefix,
+		Input:        req.GetMessage(),
 		Tool:         ModelTool,
 		Description:  "Submit what the user's message asks for.",
 		Schema:       ModelSchema(s.maxBytes),

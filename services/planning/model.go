@@ -92,6 +92,7 @@ func (s *Service) fromModel(ctx context.Context, in *input) (*made, error) {
 	a, err := s.model.Object(mctx, ask.Question{
 		RunID:        in.req.GetRunId(),
 		Instructions: fmt.Sprintf(planInstructions, in.limit),
+		Before:       "Goal: ",
 		Input:        goal,
 		After:        rest,
 		Tool:         PlanTool,
@@ -162,9 +163,9 @@ func (p modelPlan) proposed() []*typev1.Step {
 	return steps
 }
 
-// describe is the planning model's user message, in two parts: the goal first (a scripted
-// model matches on it), the part cut when the message does not fit the model's window, then
-// what the plan may use and the plan so far when it is revised, never cut.
+// describe is the planning model's user message after "Goal: ", in two parts: the goal first
+// (a scripted model matches on it), the part cut when the message does not fit the model's
+// window, then what the plan may use and the plan so far when it is revised, never cut.
 func (in *input) describe() (goal, rest string) {
 	var b strings.Builder
 	b.WriteString("\n")
@@ -197,7 +198,7 @@ func (in *input) describe() (goal, rest string) {
 		}
 		fmt.Fprintf(&b, "Revise it because: %s\n", rev.GetReason())
 	}
-	return "Goal: " + in.goal, b.String()
+	return in.goal, b.String()
 }
 
 // progressLine renders a step with its state: "step-2 [failed: timeout]: add the numbers

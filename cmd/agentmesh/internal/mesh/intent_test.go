@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -381,6 +382,11 @@ func TestIntentModelWindow(t *testing.T) {
 	body, note, ok := strings.Cut(input, "\n\n[")
 	if !ok || !strings.Contains(note, "cut to fit the model's context window") {
 		t.Fatalf("the input does not say it was cut: ...%q", input[max(len(input)-200, 0):])
+	}
+	// The note counts the bytes of the user's message, not of the stage's prefix.
+	shown := len(body) - len(intent.ModelInputPrefix)
+	if want := fmt.Sprintf("its first %d of %d bytes are shown", shown, len(message)); !strings.Contains(note, want) {
+		t.Errorf("the note %q does not say %q", note, want)
 	}
 	if !utf8.ValidString(body) || !strings.HasPrefix(intent.ModelInputPrefix+message, body) || len(body) >= len(intent.ModelInputPrefix+message) {
 		t.Errorf("the input is not a start of the message, cut where no character is split: ...%q", body[max(len(body)-40, 0):])
