@@ -241,9 +241,10 @@ func (m *Model) fits(messages []*typev1.Message, tools []*typev1.Tool) error {
 	if fits {
 		return nil
 	}
-	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, exceed the "+
-		"context window of %d tokens of %s/%s", ErrTooLong, need, m.ContextWindowBufferTokens, answer,
-		m.ContextWindow, m.Target.GetProvider(), m.Target.GetModel())
+	return fmt.Errorf("%w: the request's %d tokens, with a buffer of %d and %d of answer, "+
+		"exceed the context window of %d tokens of %s/%s", ErrTooLong, need,
+		m.ContextWindowBufferTokens, answer, m.ContextWindow,
+		m.Target.GetProvider(), m.Target.GetModel())
 }
 
 // cut returns the user message of q with as much of q.Input as lets the request of messages

@@ -74,8 +74,8 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 	}
 	var answer factsAnswer
 	ans, err := s.facts.Object(ctx, ask.Question{
-		RunID: runID, Instructions: FactsInstructions, Input: conversation, KeepEnd: true, // the newest
-		Tool: FactsTool, Description: factsDescription, Schema: FactsSchema,
+		RunID: runID, Instructions: FactsInstructions, Tool: FactsTool, Description: factsDescription,
+		Schema: FactsSchema, Input: conversation, KeepEnd: true, // cut to fit, the newest is kept
 	}, &answer)
 	entry := ans.Entry // the request's accounting, made by pkg/ask
 	if entry != nil {

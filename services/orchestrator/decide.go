@@ -202,7 +202,8 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			// Seed 000: a text answer cut off at the output token limit is incomplete, and is
 			// asked for again with the ephemeral CutOffNotice, as a run's is (cutOffNotice);
 			// the last attempt's is kept as it is.
-			notice, lastErr = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: CutOffNotice}, nil
+			notice = &typev1.Message{Role: typev1.Role_ROLE_USER, Content: CutOffNotice}
+			lastErr = nil
 			continue
 		}
 		if len(resp.GetToolCalls()) > 0 && policy == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN {
@@ -215,7 +216,9 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			// gets a call it cannot make. The larger request is fitted to the window again.
 			refusals = append(refusals, refused...)
 			lastErr = nil
-			if messages, err = fitWindow(s.contract, system, req.GetMessageHistory(), user, refusals, offered); err != nil {
+			history := req.GetMessageHistory()
+			messages, err = fitWindow(s.contract, system, history, user, refusals, offered)
+			if err != nil {
 				break // not even the latest refusal fits: the model cannot be asked again
 			}
 			continue
@@ -254,8 +257,8 @@ func fitWindow(c *typev1.ExecutionContract, system *typev1.Message, history []*t
 				n++
 			}
 			if n == len(after) {
-				return nil, fmt.Errorf("the refused answer does not fit the %d-token context window with the message, "+
-					"%d tokens too many", window, -room)
+				return nil, fmt.Errorf("the refused answer does not fit the %d-token context "+
+					"window with the message, %d tokens too many", window, -room)
 			}
 			room += counter.Messages(after[:n])
 			after = after[n:]
@@ -272,7 +275,8 @@ func fitWindow(c *typev1.ExecutionContract, system *typev1.Message, history []*t
 		}
 	}
 	messages := make([]*typev1.Message, 0, len(history)-start+2+len(after))
-	messages = append(append(append(append(messages, system), history[start:]...), message), after...)
+	messages = append(append(append(messages, system), history[start:]...), message)
+	messages = append(messages, after...)
 	return messages, nil
 }
 
