@@ -56,7 +56,7 @@ func TestAnswerFromTheCLI(t *testing.T) {
 		!strings.Contains(errOut, "? the run asks (question turn-1): A tool returned") || !strings.Contains(errOut, "COMPLETED_WITH_TOOLS") {
 		t.Fatalf("watch: exit %d\n%s", code, errOut)
 	}
-	if code, _, errOut := cli("answer", "--addr", addr, runID, "again"); code != 1 || !strings.Contains(errOut, "asks no question") {
+	if code, _, errOut := cli("answer", "--addr", addr, runID, "again"); code != 4 || !strings.Contains(errOut, "asks no question") {
 		t.Errorf("answering a finished run: exit %d %s", code, errOut)
 	}
 }

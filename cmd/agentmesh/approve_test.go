@@ -81,7 +81,7 @@ func TestApproveFromTheCLI(t *testing.T) {
 	if code, _, _ := cli("transcript", "verify", "--addr", addr, runID); code != 0 {
 		t.Errorf("transcript verify: exit %d", code)
 	}
-	if code, _, errOut := cli("approve", "--addr", addr, runID, callID); code != 1 || !strings.Contains(errOut, "has no tool call waiting for approval") {
+	if code, _, errOut := cli("approve", "--addr", addr, runID, callID); code != 4 || !strings.Contains(errOut, "has no tool call waiting for approval") {
 		t.Errorf("approving a finished run: exit %d %s", code, errOut)
 	}
 }

@@ -46,12 +46,14 @@ func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
 	return agentv1.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
 }
 
-// rpcError maps an RPC failure to the CLI's exit codes.
+// rpcError maps an RPC failure to the CLI's exit codes. A run, call, question or memory the
+// command names and the mesh does not know (NOT_FOUND) is an invalid argument, exit 4 (seed
+// 000), not a run that failed.
 func rpcError(addr string, err error) error {
 	switch status.Code(err) {
 	case codes.Unavailable:
 		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("cannot reach the orchestrator at %s (is `agentmesh dev` running?): %v", addr, status.Convert(err).Message()))
-	case codes.InvalidArgument:
+	case codes.InvalidArgument, codes.NotFound:
 		return exitcode.Wrap(exitcode.Invalid, errors.New(status.Convert(err).Message()))
 	case codes.Unauthenticated:
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s (set %s, or %s and %s)", status.Convert(err).Message(), envAPIKey, envCert, envKey))

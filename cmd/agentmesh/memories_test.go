@@ -49,7 +49,7 @@ func TestMemoriesFromTheCLI(t *testing.T) {
 	if out, _ := runCLI(t, 0, "memories", "--addr", addr); strings.TrimSpace(out) != "no memories" {
 		t.Errorf("memories after the deletion: %q", out)
 	}
-	if _, errOut := runCLI(t, 1, "memories", "--addr", addr, "delete", id); !strings.Contains(errOut, "not found") {
+	if _, errOut := runCLI(t, 4, "memories", "--addr", addr, "delete", id); !strings.Contains(errOut, "not found") {
 		t.Errorf("deleting it again: %q", errOut)
 	}
 	if _, errOut := runCLI(t, 4, "memories", "--addr", addr, "forget", id); !strings.Contains(errOut, "list, or delete and a memory id") {

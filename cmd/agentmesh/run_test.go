@@ -217,3 +217,26 @@ func scriptedConfig(llm *llmtest.Server) *config.Config {
 	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
 	return cfg
 }
+
+// TestCommandsOfAnUnknownRunExit4: a run id (or memory id) the mesh does not know is an invalid
+// argument (seed 000: exit 4), the same for every command that takes one, and the error names
+// it. They exited 1, the code of a run that failed, as if the run had run and failed.
+func TestCommandsOfAnUnknownRunExit4(t *testing.T) {
+	isolate(t)
+	addr := startMesh(t, config.Default()).Addr("orchestrator")
+	const ghost = "no-such-run"
+	for _, args := range [][]string{
+		{"get", ghost},
+		{"watch", ghost},
+		{"cancel", ghost},
+		{"answer", ghost, "yes"},
+		{"approve", ghost, "call-1"},
+		{"transcript", "verify", ghost},
+		{"memories", "delete", "no-such-memory"},
+	} {
+		_, errOut := runCLI(t, 4, append(args, "--addr", addr)...)
+		if !strings.Contains(errOut, "no-such-") {
+			t.Errorf("agentmesh %s: the error does not name the id:\n%s", strings.Join(args, " "), errOut)
+		}
+	}
+}
