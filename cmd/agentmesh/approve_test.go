@@ -103,11 +103,11 @@ func TestRejectFromTheCLIEndsTheRun(t *testing.T) {
 		t.Errorf("approve --end-run: %s", errOut)
 	}
 	runCLI(t, 0, "approve", "--addr", addr, "--reject", "--end-run", "--feedback", "not today", runID, callID)
-	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, runID); !strings.Contains(errOut, "REJECTED USER_REJECTED") ||
+	if _, errOut := runCLI(t, 1, "watch", "--addr", addr, runID); !strings.Contains(errOut, "REJECTED USER_REJECTED") ||
 		!strings.Contains(errOut, "  ! call "+callID+" rejected, ending the run: not today\n") {
 		t.Errorf("watch does not show the rejection and the run ending USER_REJECTED:\n%s", errOut)
 	}
-	out, _ = runCLI(t, 0, "get", "--addr", addr, runID)
+	out, _ = runCLI(t, 1, "get", "--addr", addr, runID) // a run that did not succeed, as run exits
 	var got struct {
 		ExitReason  string                   `json:"exitReason"`
 		FinalReport struct{ Content string } `json:"finalReport"`
@@ -146,7 +146,7 @@ func TestRejectFromTheCLINeverSaysAnEndingRunResumed(t *testing.T) {
 		if strings.Contains(out, "resumed") || !strings.Contains(out, tc.want) || !strings.Contains(out, "agentmesh watch "+m[1]) {
 			t.Errorf("approve %s says %q; want no %q of a run that ends, and %q", strings.Join(tc.flags, " "), out, "resumed", tc.want)
 		}
-		if _, errOut := runCLI(t, 0, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "REJECTED USER_REJECTED") {
+		if _, errOut := runCLI(t, 1, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "REJECTED USER_REJECTED") {
 			t.Errorf("the run did not end USER_REJECTED:\n%s", errOut)
 		}
 	}
@@ -167,7 +167,7 @@ func TestPlanApprovalFromTheCLI(t *testing.T) {
 		t.Fatalf("run does not say it waits for its plan's approval:\n%s", out)
 	}
 	runCLI(t, 0, "approve", "--addr", addr, "--reject", "--end-run", m[1], "plan")
-	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "  ? approval requested for the plan\n") {
+	if _, errOut := runCLI(t, 1, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "  ? approval requested for the plan\n") {
 		t.Errorf("watch does not show the plan waiting for approval:\n%s", errOut)
 	}
 }

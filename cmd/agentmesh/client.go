@@ -394,6 +394,19 @@ func printResult(result *typev1.RunResult, asJSON bool, stdout io.Writer) error 
 	} else if c := result.GetFinalReport().GetContent(); c != "" {
 		fmt.Fprintln(stdout, c)
 	}
+	return endedExit(result)
+}
+
+// endedExit is how a command that showed result exits: nil for a run that succeeded, is
+// paused or has not ended, else errReported with the exit code of the run's failure
+// (runExitCode), the same for run, get and watch (seed 000: a CLI that exits 0 for a run that
+// failed breaks the contract).
+func endedExit(result *typev1.RunResult) error {
+	switch result.GetOutcome() {
+	case typev1.Outcome_OUTCOME_UNSPECIFIED, typev1.Outcome_OUTCOME_AWAITING_APPROVAL,
+		typev1.Outcome_OUTCOME_AWAITING_INPUT:
+		return nil
+	}
 	if result.GetSuccess() {
 		return nil
 	}
@@ -479,7 +492,7 @@ func getCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, string(b))
-	return nil
+	return endedExit(res)
 }
 
 func cancelCommand(ctx context.Context, args []string, stdout io.Writer) error {
@@ -522,10 +535,11 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	p := &progress{w: stderr}
 	events := &runEvents{client: client, runID: fs.Arg(0), stream: stream, seq: *from, p: p}
+	var result *typev1.RunResult // the run's end, when the events reach it
 	for {
 		ev, err := events.next(ctx)
 		if errors.Is(err, io.EOF) {
-			return nil
+			return endedExit(result)
 		}
 		if err != nil {
 			if ctx.Err() != nil { // Ctrl-C ends the following, not the run
@@ -537,6 +551,9 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				return rpcError(*addr, err)
 			}
 			return followOn(fs.Arg(0), events.seq, rpcError(*addr, err))
+		}
+		if f := ev.GetRunFinished(); f != nil {
+			result = f.GetResult()
 		}
 		if !*asJSON {
 			p.event(ev)

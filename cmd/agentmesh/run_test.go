@@ -92,8 +92,9 @@ func TestRunExitCodeOfACycleForbidPairOfNoTool(t *testing.T) {
 
 // TestRunAndWatchSayWhyARunFailed: the progress of a failed run says why it failed (its
 // result's error, seed 000: "Check result.error … for detailed failure reasons"), in `run` as
-// in `watch`. They showed only the outcome and the exit reason, INVALID_CONTRACT, and the
-// canned answer; which part of the contract no run can use was only in `get`'s JSON.
+// in `watch`, and `watch` and `get` of it exit with its exit code. They showed only the
+// outcome and the exit reason, INVALID_CONTRACT, and the canned answer; which part of the
+// contract no run can use was only in `get`'s JSON.
 func TestRunAndWatchSayWhyARunFailed(t *testing.T) {
 	isolate(t)
 	cfg := config.Default()
@@ -108,8 +109,16 @@ func TestRunAndWatchSayWhyARunFailed(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no run id in the progress:\n%s", errOut)
 	}
-	if _, errOut := runCLI(t, 0, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, why) {
+	// watch and get exit as run does (seed 000: a CLI that exits 0 for a run that failed
+	// breaks the contract); they exited 0.
+	if _, errOut := runCLI(t, 4, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, why) {
 		t.Errorf("watch does not say why the run failed (%s):\n%s", why, errOut)
+	}
+	if out, _ := runCLI(t, 4, "watch", "--json", "--addr", addr, m[1]); !strings.Contains(out, "runFinished") {
+		t.Errorf("watch --json does not print the run's end:\n%s", out)
+	}
+	if out, errOut := runCLI(t, 4, "get", "--addr", addr, m[1]); !strings.Contains(out, "INVALID_CONTRACT") || errOut != "" {
+		t.Errorf("get does not print the result alone:\nstdout: %s\nstderr: %s", out, errOut)
 	}
 }
 
