@@ -13,8 +13,9 @@ import (
 
 // readDotEnv reads a .env file: KEY=VALUE lines, optionally prefixed by "export ", with
 // blank lines and # comments ignored. A value may be double-quoted (Go escapes apply),
-// single-quoted (taken literally) or bare (a " #" starts a comment). A missing file holds
-// no variables.
+// single-quoted (taken literally) or bare; as docker compose reads them, a '#' after a space
+// or tab ends a bare value (a '#' inside it is kept), and after a closing quote only
+// whitespace and a # comment may follow. A missing file holds no variables.
 func readDotEnv(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -53,24 +54,53 @@ func parseDotEnvLine(text string) (key, value string, err error) {
 	if !validVarName(key) {
 		return "", "", fmt.Errorf("invalid variable name %q: use letters, digits and '_'", key)
 	}
+	raw := value
 	value = strings.TrimSpace(value)
+	var rest string // what follows a quoted value's closing quote
 	switch {
 	case strings.HasPrefix(value, `"`):
-		unquoted, err := strconv.Unquote(value)
+		end := closingDoubleQuote(value)
+		if end < 0 {
+			return "", "", fmt.Errorf("variable %s: unterminated double-quoted value", key)
+		}
+		unquoted, err := strconv.Unquote(value[:end+1])
 		if err != nil {
 			return "", "", fmt.Errorf("variable %s: malformed double-quoted value", key)
 		}
-		return key, unquoted, nil
+		value, rest = unquoted, value[end+1:]
 	case strings.HasPrefix(value, "'"):
-		if len(value) < 2 || !strings.HasSuffix(value, "'") {
+		end := strings.IndexByte(value[1:], '\'')
+		if end < 0 {
 			return "", "", fmt.Errorf("variable %s: unterminated single-quoted value", key)
 		}
-		return key, value[1 : len(value)-1], nil
+		value, rest = value[1:end+1], value[end+2:]
+	default: // KEY=#x keeps #x; KEY= # comment is empty
+		for i := 1; i < len(raw); i++ {
+			if raw[i] == '#' && (raw[i-1] == ' ' || raw[i-1] == '\t') {
+				return key, strings.TrimSpace(raw[:i]), nil
+			}
+		}
+		return key, value, nil
 	}
-	if i := strings.Index(value, " #"); i >= 0 {
-		value = strings.TrimSpace(value[:i])
+	if rest = strings.TrimSpace(rest); rest != "" && !strings.HasPrefix(rest, "#") {
+		const msg = "variable %s: after the closing quote only a # comment may follow, got %q"
+		return "", "", fmt.Errorf(msg, key, rest)
 	}
 	return key, value, nil
+}
+
+// closingDoubleQuote is the index of the quote that closes the double-quoted value that
+// value begins with (a backslash escapes the character after it), or -1.
+func closingDoubleQuote(value string) int {
+	for i := 1; i < len(value); i++ {
+		switch value[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
 }
 
 // validVarName reports whether name is a variable name: a letter or '_', then letters,

@@ -73,6 +73,28 @@ func TestVariableExpansion(t *testing.T) {
 			},
 		},
 		{
+			// An inline comment after a quoted value was refused ("malformed double-quoted
+			// value", "unterminated single-quoted value"), one after a tab was kept in the
+			// value: common .env files have them, and docker compose reads them so.
+			name: ".env syntax: inline comments after quoted and bare values",
+			files: map[string]layerFiles{"project": {
+				yaml: "nats: {url: '${A}|${B}|${C}|${D}|${E}|${F}|${G}'}\n",
+				dotEnv: "A=\"quoted # kept\" # comment\n" +
+					"B='single # kept'\t# comment\n" +
+					"C=\"esc\\\" # kept\"   \n" +
+					"D=bare\t# comment\n" +
+					"E=no#comment\n" +
+					"F= # only a comment\n" +
+					"G=#kept\n",
+			}},
+			check: func(t *testing.T, cfg *Config) {
+				want := `quoted # kept|single # kept|esc" # kept|bare|no#comment||#kept`
+				if got := cfg.NATS.URL; got != want {
+					t.Errorf("nats.url = %q, want %q", got, want)
+				}
+			},
+		},
+		{
 			name: "a plain expanded scalar can be a number",
 			files: map[string]layerFiles{"project": {
 				yaml:   "defaults:\n  max_turns: ${TURNS}\nmemory:\n  quota_per_user: ${QUOTA}\n",

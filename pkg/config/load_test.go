@@ -221,6 +221,18 @@ func TestLayerErrors(t *testing.T) {
 		{"bad variable name", "nats:\n  url: ${1X}\n", "", []string{`nats.url: invalid variable reference "${1X}"`}},
 		{"unterminated variable", "nats:\n  url: ${X\n", "", []string{"nats.url: unterminated ${"}},
 		{"bad .env line", "nats:\n  url: x\n", "JUST_A_WORD\n", []string{".env line 1: expected KEY=VALUE"}},
+		{"text after a double-quoted .env value", "nats:\n  url: x\n", "A=1\nB=\"v\" trailing\n",
+			[]string{`.env line 2: variable B: after the closing quote only a # comment may follow, ` +
+				`got "trailing"`}},
+		{"text after a single-quoted .env value", "nats:\n  url: x\n", "B='v'x # c\n",
+			[]string{`.env line 1: variable B: after the closing quote only a # comment may follow, ` +
+				`got "x # c"`}},
+		{"unterminated double-quoted .env value", "nats:\n  url: x\n", "B=\"v # c\n",
+			[]string{".env line 1: variable B: unterminated double-quoted value"}},
+		{"unterminated single-quoted .env value", "nats:\n  url: x\n", "B='v # c\n",
+			[]string{".env line 1: variable B: unterminated single-quoted value"}},
+		{"bad escape in a .env value", "nats:\n  url: x\n", "B=\"\\q\"\n",
+			[]string{".env line 1: variable B: malformed double-quoted value"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
