@@ -87,6 +87,9 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	if strings.TrimSpace(req.GetQuery()) == "" {
 		return nil, stageerr.Invalid("query must not be empty")
 	}
+	if n := len(req.GetQuery()); n > MaxQueryBytes {
+		return nil, stageerr.Invalid("query: at most %d bytes, got %d", MaxQueryBytes, n)
+	}
 	if err := checkCollection(req.GetCollection()); err != nil {
 		return nil, err
 	}

@@ -764,6 +764,19 @@ func TestSizeLimits(t *testing.T) {
 		grpctest.WantStageError(t, call(name(memory.MaxNameBytes+1)), codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT,
 			"collection: at most 256 bytes, got 257")
 	}
+
+	// A query as long as a run's message, whose goal the context stage searches with, is
+	// searched; a longer one was tokenised, ranked against every memory and embedded too,
+	// whatever its size.
+	query := func(n int) *memoryv1.SearchRequest {
+		return &memoryv1.SearchRequest{UserId: "u", Query: strings.Repeat("q", n)}
+	}
+	if _, err := c.Search(ctx, query(memory.MaxQueryBytes)); err != nil {
+		t.Errorf("Search with a query at the limit: %v", err)
+	}
+	_, err = c.Search(ctx, query(memory.MaxQueryBytes+1))
+	invalid := typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT
+	grpctest.WantStageError(t, err, codes.InvalidArgument, invalid, "query: at most 65536 bytes, got 65537")
 }
 
 // TestRunLimits: every call that names a run takes a run id as the README allows (letters,

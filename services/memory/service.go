@@ -107,6 +107,9 @@ const (
 	// MaxContentBytes is the largest content of one memory: about 8,000 tokens, what OpenAI's
 	// embedding models take in one input. Store ingested documents in chunks (IngestDir).
 	MaxContentBytes = 32 << 10
+	// MaxQueryBytes is the longest query of a Search: a run's message (64 KiB), whose goal the
+	// context stage searches with, and any knowledge_search query.
+	MaxQueryBytes = 64 << 10
 )
 
 // Options configures the service.

@@ -174,7 +174,7 @@ type SearchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Owner.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Query text.
+	// Query text; at most 64 KiB.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
 	// Maximum hits; 0 means 5.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
