@@ -2,11 +2,12 @@ package memory
 
 import (
 	"context"
-	"slices"
 	"strings"
+	"unicode/utf8"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 )
 
 // What the memory stage asks models.memory about a finished run.
@@ -27,8 +28,8 @@ const (
 	factsDescription = "Store the facts about the user worth remembering, each with its importance."
 	// FactsMaxOutputTokens bounds the answer, unless Options.Facts sets its own bound.
 	FactsMaxOutputTokens = 2048
-	// maxConversationBytes bounds the conversation sent: its newest messages, each at most
-	// maxMessageBytes.
+	// maxConversationBytes bounds the conversation sent: the user's messages first, then the
+	// assistant's, each at most maxMessageBytes (conversationText).
 	maxConversationBytes = 32 << 10
 	maxMessageBytes      = 4 << 10
 )
@@ -100,13 +101,17 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 }
 
 // conversationText is what the model reads of a conversation: the user's and the assistant's
-// messages with text, oldest first, as "User: …" and "Assistant: …" paragraphs, each cut to
-// maxMessageBytes, the oldest left out beyond maxConversationBytes.
+// messages with text, oldest first, as "User: …" and "Assistant: …" paragraphs, within
+// maxConversationBytes. The facts are about the user, so the user's messages take the room
+// first, newest first, and the assistant's fill what is left, newest first; a message over
+// maxMessageBytes keeps its beginning and its end (where a request to remember often is).
 func conversationText(conversation []*typev1.Message) string {
-	var paras []string
-	size := 0
-	for i := len(conversation) - 1; i >= 0; i-- {
-		m := conversation[i]
+	type para struct {
+		text string
+		user bool
+	}
+	var paras []para
+	for _, m := range conversation {
 		var who string
 		switch m.GetRole() {
 		case typev1.Role_ROLE_USER:
@@ -116,17 +121,43 @@ func conversationText(conversation []*typev1.Message) string {
 		default:
 			continue
 		}
-		text := strings.TrimSpace(m.GetContent())
-		if text == "" {
-			continue
+		if text := strings.TrimSpace(m.GetContent()); text != "" {
+			paras = append(paras, para{who + clipMiddle(text, maxMessageBytes), who == "User: "})
 		}
-		para := who + clip(text, maxMessageBytes)
-		if size+len(para) > maxConversationBytes {
-			break
-		}
-		size += len(para) + 2
-		paras = append(paras, para)
 	}
-	slices.Reverse(paras)
-	return strings.Join(paras, "\n\n")
+	keep := make([]bool, len(paras))
+	size := 0 // of the paragraphs kept, each with the blank line that joins it
+	for _, user := range []bool{true, false} {
+		for i := len(paras) - 1; i >= 0; i-- {
+			if paras[i].user != user {
+				continue
+			}
+			if size+len(paras[i].text) > maxConversationBytes {
+				break // older messages of the role are left out
+			}
+			keep[i], size = true, size+len(paras[i].text)+2
+		}
+	}
+	var kept []string
+	for i, p := range paras {
+		if keep[i] {
+			kept = append(kept, p.text)
+		}
+	}
+	return strings.Join(kept, "\n\n")
+}
+
+// clipMiddle cuts text to at most n bytes by leaving out its middle, marked " … ", at whole
+// characters: a message's beginning and its end say most of what it is about.
+func clipMiddle(text string, n int) string {
+	const mark = " … "
+	if len(text) <= n {
+		return text
+	}
+	half := (n - len(mark)) / 2
+	tail := len(text) - half
+	for tail < len(text) && !utf8.RuneStart(text[tail]) {
+		tail++
+	}
+	return text[:textcut.Boundary(text, half)] + mark + text[tail:]
 }

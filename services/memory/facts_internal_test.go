@@ -66,8 +66,9 @@ func TestConversationText(t *testing.T) {
 		long = append(long, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("y ", maxMessageBytes)})
 	}
 	got := conversationText(long)
-	if strings.Contains(got, "the oldest") || !strings.HasSuffix(got, "…") || len(got) > maxConversationBytes {
-		t.Errorf("a long conversation is sent as %d bytes starting %q: want the newest messages, each cut, within %d bytes",
-			len(got), got[:40], maxConversationBytes)
+	if strings.Contains(got, "the oldest") || !strings.HasSuffix(got, "y y") ||
+		!strings.Contains(got, "y … y") || len(got) > maxConversationBytes {
+		t.Errorf("a long conversation is sent as %d bytes starting %q: want the newest messages, "+
+			"each cut in its middle, within %d bytes", len(got), got[:40], maxConversationBytes)
 	}
 }

@@ -2,11 +2,13 @@ package mesh_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -328,5 +330,62 @@ func TestRecalledMemoriesStayForEveryTurn(t *testing.T) {
 		if got := systemText(req); !strings.Contains(got, "Relevant memories:") || !strings.Contains(got, "locker is number 12") {
 			t.Errorf("request %d does not show the recalled memory:\n%s", i+1, got)
 		}
+	}
+}
+
+// TestTheMemoryModelReadsWhatTheUserSaid: the memory model reads 32 KiB of a long
+// conversation, cut at messages in valid UTF-8, and the user's messages come first: what the
+// user said is what it learns from (facts about the user, what the assistant said only when
+// the user confirmed it). Long answers of the assistant crowded the user's first message out
+// of the newest 32 KiB, and a long message of the user lost its end, where it asked for
+// something to be remembered.
+func TestTheMemoryModelReadsWhatTheUserSaid(t *testing.T) {
+	const (
+		allergy = "Remember that I am allergic to peanuts."
+		sister  = "Please remember that my sister is called Ana."
+		ask     = "Which of these do you recommend?"
+	)
+	notes := "Here are my notes: " + strings.Repeat("ünïcödé notes ", 600) + sister // 8 KiB
+	history := []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: allergy}}
+	for i := range 10 { // 60 KiB of answers
+		answer := fmt.Sprintf("Answer %d: %s", i, strings.Repeat("é long answer ", 450))
+		history = append(history, &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: answer})
+		if i == 5 {
+			history = append(history, &typev1.Message{Role: typev1.Role_ROLE_USER, Content: notes})
+		}
+	}
+	h := startWith(t, config.Default(), func(cfg *config.Config, _ string) {
+		cfg.Models.Memory = &config.Target{Provider: "scripted", Model: "memory-model"}
+	},
+		// The request holds the history's 10 answers: the answer is turn 10.
+		llmtest.Scenario{Name: "run", Match: allergy,
+			Turns: slices.Repeat([]llmtest.Turn{text("Try the salad.")}, 11)},
+		llmtest.Scenario{Name: "facts", Match: "User: *", Turns: []llmtest.Turn{
+			call(memory.FactsTool, `{"facts": []}`)}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: ask, History: history})
+	learnedBy(t, h.client, res.GetRunId())
+	var input string
+	for _, req := range h.llm.Requests() {
+		if req.Model == "memory-model" && len(req.Messages) == 2 {
+			input = string(req.Messages[1].Content)
+		}
+	}
+	if input == "" {
+		t.Fatal("the memory model was never asked")
+	}
+	if n := len(input); n > 32<<10 || !utf8.ValidString(input) {
+		t.Errorf("the memory model read %d bytes (valid UTF-8: %v), want at most 32 KiB of valid UTF-8",
+			n, utf8.ValidString(input))
+	}
+	for _, want := range []string{"User: " + allergy, sister, "User: " + ask, "Assistant: Try the"} {
+		if !strings.Contains(input, want) {
+			t.Errorf("the memory model did not read %q", want)
+		}
+	}
+	paras := strings.Split(input, "\n\n")
+	if paras[0] != "User: "+allergy || paras[len(paras)-1] != "Assistant: Try the salad." {
+		t.Errorf("the memory model read the conversation out of order: first %.60q, last %.60q",
+			paras[0], paras[len(paras)-1])
 	}
 }
