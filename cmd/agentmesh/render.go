@@ -86,7 +86,8 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		p.line("  ← %s: %s", k.ToolFinished.GetToolName(), oneLine(k.ToolFinished.GetObservation(), 120))
 	case *eventv1.RunEvent_ToolRefused:
 		r := k.ToolRefused
-		p.line("  ✗ call %s (%s) refused: %s", r.GetCallId(), r.GetToolName(), oneLine(r.GetReason(), 120))
+		p.line("  ✗ call %s (%s) refused: %s", r.GetCallId(), r.GetToolName(),
+			oneLineEnds(r.GetReason(), 300))
 	case *eventv1.RunEvent_RecoveryDecided:
 		p.line("  ↻ recovery (%s): %s", k.RecoveryDecided.GetStage(), k.RecoveryDecided.GetStrategy())
 	case *eventv1.RunEvent_ContextGuard:
@@ -219,4 +220,16 @@ func oneLine(s string, limit int) string {
 		return string(r[:limit]) + "…"
 	}
 	return string(r)
+}
+
+// oneLineEnds is s on one line, at most about limit characters: a longer s keeps its
+// beginning and its end, around " … ", as a reason says what failed first and why last (a
+// final report's schema error names the property and what it wants at its end).
+func oneLineEnds(s string, limit int) string {
+	r := []rune(strings.Join(strings.Fields(s), " "))
+	if len(r) <= limit {
+		return string(r)
+	}
+	head := limit / 3
+	return string(r[:head]) + " … " + string(r[len(r)-(limit-head):])
 }

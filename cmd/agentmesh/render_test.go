@@ -81,4 +81,14 @@ func TestProgressTellsARefusedCall(t *testing.T) {
 	if got := b.String(); got != want {
 		t.Errorf("progress %q, want %q", got, want)
 	}
+	// A long reason keeps its beginning and its end.
+	b.Reset()
+	reason := "the arguments are not valid JSON: " + strings.Repeat("x", 1000) + "; call it again"
+	refused := &eventv1.ToolRefused{Turn: 1, CallId: "call_8", ToolName: "calculator", Reason: reason}
+	(&progress{w: &b}).event(&eventv1.RunEvent{Kind: &eventv1.RunEvent_ToolRefused{ToolRefused: refused}})
+	if got := b.String(); len(got) > 400 ||
+		!strings.Contains(got, "refused: the arguments are not valid JSON: x") ||
+		!strings.HasSuffix(got, "x; call it again\n") || !strings.Contains(got, "x … x") {
+		t.Errorf("progress of a long reason %q, want its beginning and its end", got)
+	}
 }

@@ -249,3 +249,30 @@ func TestCommandsOfAnUnknownRunExit4(t *testing.T) {
 		}
 	}
 }
+
+// TestRunShowsWhyACallWasRefused: the progress line of a refused call keeps the end of a long
+// reason, where a final report's schema error says what is wrong (seed 000: "LLM receives error
+// message describing validation failure"; its user should see it too). The line was cut at
+// 120 characters, inside the schema's name, before the property and the type it wanted.
+func TestRunShowsWhyACallWasRefused(t *testing.T) {
+	isolate(t)
+	report := func(args string) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: "final_report", Arguments: args}}}
+	}
+	llm := llmtest.New(t, llmtest.Scenario{Name: "invalid", Match: "answer badly",
+		Turns: []llmtest.Turn{
+			report(`{"report_format":"json","content_json":{"answer":"forty-two"}}`),
+			report(`{"report_format":"json","content_json":{"answer":42}}`),
+		}})
+	addr := startMesh(t, scriptedConfig(llm)).Addr("orchestrator")
+	dir := writeFiles(t, map[string]string{
+		"schema.json": `{"type":"object","properties":{"answer":{"type":"number"}}}`,
+	})
+	schema := filepath.Join(dir, "schema.json")
+	_, errOut := runCLI(t, 0, "run", "--addr", addr, "--schema", schema, "answer badly")
+	line := regexp.MustCompile(`(?m)^  ✗ call \S+ \(final_report\) refused: .*$`).FindString(errOut)
+	if !strings.Contains(line, "content_json does not match the output schema") ||
+		!strings.Contains(line, "/answer") || !strings.Contains(line, "want number") {
+		t.Errorf("the refused call's line does not say why:\n%s", errOut)
+	}
+}
