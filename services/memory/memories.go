@@ -197,8 +197,11 @@ func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*mem
 	if err != nil {
 		return nil, err
 	}
-	if req.GetMemoryId() == "" {
+	switch n := len(req.GetMemoryId()); {
+	case n == 0:
 		return nil, stageerr.Invalid("memory_id must not be empty")
+	case n > MaxNameBytes: // ids are UUIDs: a longer one names no memory
+		return nil, stageerr.Invalid("memory_id: at most %d bytes, got %d", MaxNameBytes, n)
 	}
 	err = s.store.DeleteMemory(ctx, user, req.GetMemoryId())
 	s.wrote(user)

@@ -777,6 +777,16 @@ func TestSizeLimits(t *testing.T) {
 	_, err = c.Search(ctx, query(memory.MaxQueryBytes+1))
 	invalid := typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT
 	grpctest.WantStageError(t, err, codes.InvalidArgument, invalid, "query: at most 65536 bytes, got 65537")
+
+	// A memory id is a UUID: a longer one names no memory, and was echoed whole in NOT_FOUND.
+	del := func(n int) error {
+		_, err := c.Delete(ctx, &memoryv1.DeleteRequest{UserId: "u", MemoryId: name(n)})
+		return err
+	}
+	notFound := typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND
+	grpctest.WantStageError(t, del(memory.MaxNameBytes), codes.NotFound, notFound, "not found")
+	grpctest.WantStageError(t, del(1<<20), codes.InvalidArgument, invalid,
+		"memory_id: at most 256 bytes, got 1048576")
 }
 
 // TestRunLimits: every call that names a run takes a run id as the README allows (letters,

@@ -99,7 +99,8 @@ const (
 	// (auth.MaxIDBytes).
 	MaxUserIDBytes = auth.MaxIDBytes
 	// MaxNameBytes is the longest collection and conversation_id of a stored memory, as the
-	// public API's conversation_id: the collection is kept with every term of the memory.
+	// public API's conversation_id: the collection is kept with every term of the memory. It
+	// bounds the memory_id of a Delete too.
 	MaxNameBytes = 256
 	// MaxMetadataBytes bounds the encoded metadata of a stored memory, kept with it for as
 	// long as the memory: a source and a position, not a document (that is content).

@@ -998,7 +998,7 @@ type DeleteMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whose memory, as in ListMemoriesRequest.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// The memory.
+	// The memory; at most 256 bytes.
 	MemoryId      string `protobuf:"bytes,2,opt,name=memory_id,json=memoryId,proto3" json:"memory_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -440,7 +440,7 @@ type DeleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Owner.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// The memory.
+	// The memory; at most 256 bytes.
 	MemoryId      string `protobuf:"bytes,2,opt,name=memory_id,json=memoryId,proto3" json:"memory_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
