@@ -127,7 +127,8 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		p.line("■ %s %s after %d turn(s), %d tool call(s), %d tokens — trace %s",
 			outcomeName(res.GetOutcome()), res.GetExitReason(), res.GetTurns(), res.GetToolCalls(), res.GetUsage().GetTotal(), res.GetTraceId())
 		if msg := res.GetError().GetMessage(); msg != "" { // why it failed, beyond its exit reason
-			p.line("  error: %s", msg)
+			// A message of several lines (a schema's errors) stays under its "error:" line.
+			p.line("  error: %s", strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    "))
 		}
 	}
 }

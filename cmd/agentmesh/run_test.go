@@ -49,6 +49,12 @@ func TestRunExitCodeOfASchemaFailure(t *testing.T) {
 	if !strings.Contains(errOut, "FINAL_REPORT_INVALID") {
 		t.Errorf("progress does not show the exit reason:\n%s", errOut)
 	}
+	// The error's lines stay under its "error:" line: the schema's line ("- at '': missing
+	// property 'answer'") stood at the start of a line, apart from the run's end.
+	if !strings.Contains(errOut, "  error: content_json does not match the output schema: ") ||
+		!strings.Contains(errOut, "\n    - at '': missing property 'answer'\n") {
+		t.Errorf("progress does not indent the error's lines under it:\n%s", errOut)
+	}
 	if out, _ := runCLI(t, 0, "run", "--addr", addr, "--schema", schema, "answer well"); !strings.Contains(out, `"answer":42`) {
 		t.Errorf("answer %q", out)
 	}
