@@ -47,13 +47,14 @@ func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
 }
 
 // rpcError maps an RPC failure to the CLI's exit codes. A run, call, question or memory the
-// command names and the mesh does not know (NOT_FOUND) is an invalid argument, exit 4 (seed
+// command names and the mesh does not know (NOT_FOUND), or one the caller's credentials do not
+// permit (PERMISSION_DENIED: another user's memories), is an invalid argument, exit 4 (seed
 // 000), not a run that failed.
 func rpcError(addr string, err error) error {
 	switch status.Code(err) {
 	case codes.Unavailable:
 		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("cannot reach the orchestrator at %s (is `agentmesh dev` running?): %v", addr, status.Convert(err).Message()))
-	case codes.InvalidArgument, codes.NotFound:
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied:
 		return exitcode.Wrap(exitcode.Invalid, errors.New(status.Convert(err).Message()))
 	case codes.Unauthenticated:
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s (set %s, or %s and %s)", status.Convert(err).Message(), envAPIKey, envCert, envKey))

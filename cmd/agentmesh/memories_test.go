@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 )
 
@@ -71,5 +72,26 @@ func TestMemoriesListsOneMemoryALine(t *testing.T) {
 	out, _ := runCLI(t, 0, "memories", "--addr", m.Addr(mesh.Orchestrator))
 	if !regexp.MustCompile(`^\S+  \d\.\d\d  .+  My addresses: home: 1 Main Street work: 2 High Street\n$`).MatchString(out) {
 		t.Errorf("memories printed %q, want the memory on one line", out)
+	}
+}
+
+// TestAnotherUsersMemoriesExit4: with authentication on, `agentmesh memories --user` naming
+// another user than the caller's key is an invalid argument (seed 000: exit 4), as a key the
+// mesh does not know is; the mesh's PERMISSION_DENIED exited 1, the code of a run that failed.
+func TestAnotherUsersMemoriesExit4(t *testing.T) {
+	isolate(t)
+	aliceKey, aliceHash := auth.NewKey()
+	cfg := config.Default()
+	cfg.Auth.APIKeys = []config.APIKey{{Hash: aliceHash, Tenant: "acme", User: "alice"}}
+	addr := startMesh(t, cfg).Addr(mesh.Orchestrator)
+	t.Setenv("AGENTMESH_API_KEY", aliceKey)
+	runCLI(t, 0, "memories", "--addr", addr)
+	for _, args := range [][]string{
+		{"memories", "--addr", addr, "--user", "acme/bob"},
+		{"memories", "--addr", addr, "--user", "acme/bob", "delete", "m-1"},
+	} {
+		if _, errOut := runCLI(t, 4, args...); !strings.Contains(errOut, "acme/bob") {
+			t.Errorf("agentmesh %s: the error does not name the user:\n%s", strings.Join(args, " "), errOut)
+		}
 	}
 }
