@@ -11,8 +11,13 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
+
+// maxMemoryQueryBytes is the memory stage's bound on a search's query (SearchRequest.query):
+// a longer memory_query (an intent model's goal may be) is searched with its start.
+const maxMemoryQueryBytes = 64 << 10
 
 // recall searches the user's memories for the request's memory_query and returns the search's
 // answer: its hits and the accounting of its query's embedding. The search acts for the user
@@ -29,9 +34,10 @@ func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (f
 	}
 	ctx, cancel := context.WithTimeout(auth.ForwardUser(ctx), s.memoryTimeout)
 	defer cancel()
+	query := req.GetMemoryQuery()
 	resp, err := s.memory.Search(ctx, &memoryv1.SearchRequest{
 		UserId: req.GetUserId(),
-		Query:  req.GetMemoryQuery(),
+		Query:  query[:textcut.Boundary(query, maxMemoryQueryBytes)],
 		Limit:  limit,
 	})
 	if err != nil {

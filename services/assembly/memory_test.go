@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,5 +236,25 @@ func TestMemoryNotConfigured(t *testing.T) {
 	}
 	if resp.GetMemoryUnavailable() || len(resp.GetMessages()) != 1 {
 		t.Errorf("memory_unavailable %v, messages %q", resp.GetMemoryUnavailable(), labels(resp.GetMessages()))
+	}
+}
+
+// TestALongMemoryQueryIsCut: a memory_query over the memory stage's bound on a search's query
+// (64 KiB; an intent model's goal may be longer in bytes) is searched with its start, cut at a
+// character, instead of being refused by the memory stage, which left the run without memory
+// (memory_unavailable).
+func TestALongMemoryQueryIsCut(t *testing.T) {
+	mem := memoryClient(t, memory.Options{})
+	helix := remember(t, mem, "alice", "My editor is Helix with the gruvbox theme", "")
+	c := newClient(t, assembly.Options{Memory: mem})
+	query := "editor theme " + strings.Repeat("é", memory.MaxQueryBytes/2) // over the bound in bytes
+	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
+		History: []*typev1.Message{usr("U1", 16)}, MaxTokens: 100000, UserId: "alice", MemoryQuery: query,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetMemoryUnavailable() || len(resp.GetRecalled()) != 1 || resp.GetRecalled()[0].GetMemory().GetId() != helix {
+		t.Errorf("memory_unavailable %v, recalled %v; want the memory found", resp.GetMemoryUnavailable(), resp.GetRecalled())
 	}
 }
