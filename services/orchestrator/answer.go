@@ -76,8 +76,14 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 	answer.QuestionId = q.GetId()
 	switch err := s.store.Answer(ctx, answer, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
+		// The run closed the question at its deadline, meanwhile, by its owner's clock, which
+		// may be ahead of this replica's; or another answer came first.
+		in, err := s.store.Answered(ctx, runID, q.GetId())
+		if err == nil && in.Answer.GetAnswer() == "" {
+			return nil, questionExpired(runID, q)
+		}
 		if err := s.expired(runID, q); err != nil {
-			return nil, err // the run closed the question at its deadline, meanwhile
+			return nil, err
 		}
 		return nil, alreadyAnswered(runID, q.GetId())
 	case errors.Is(err, runstore.ErrNotFound):

@@ -481,7 +481,12 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	if err := s.approvalExpired(runID, callID, cp.GetPending()); err != nil {
 		return nil, err
 	}
-	if _, decided := st.decisions[callID]; decided {
+	if d, decided := st.decisions[callID]; decided {
+		if d.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
+			// Timed out: the run closed the pause at its expires_at, by its owner's clock,
+			// which may be ahead of this replica's.
+			return nil, pauseExpired(runID, callID, cp.GetPending())
+		}
 		return nil, alreadyDecided(runID, callID)
 	}
 	if err := planDecisionError(cp.GetPending(), req); err != nil {
@@ -495,8 +500,14 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	}
 	switch err := s.store.Decide(ctx, req, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
+		// The run closed the pause at its deadline, meanwhile (see above); or another decision
+		// came first.
+		if in, err := s.store.Decided(ctx, runID, callID); err == nil &&
+			in.Decision.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
+			return nil, pauseExpired(runID, callID, cp.GetPending())
+		}
 		if err := s.approvalExpired(runID, callID, cp.GetPending()); err != nil {
-			return nil, err // the run closed the pause at its deadline, meanwhile
+			return nil, err
 		}
 		return nil, alreadyDecided(runID, callID)
 	case errors.Is(err, runstore.ErrNotFound): // the run ended, and retired, since it was read

@@ -262,6 +262,12 @@ func (s *Service) approvalExpired(runID, callID string, pending *typev1.PendingA
 	if exp := pending.GetExpiresAt(); exp == nil || s.now().Before(exp.AsTime()) {
 		return nil
 	}
+	return pauseExpired(runID, callID, pending)
+}
+
+// pauseExpired is the error of a decision on call callID of pending once the pause expired:
+// by this replica's clock (approvalExpired), or closed by the run at its expires_at.
+func pauseExpired(runID, callID string, pending *typev1.PendingAction) error {
 	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "tool call %q of run %q waits for approval no more: the pause expired at %s",
 		callID, runID, pending.GetExpiresAt().AsTime().Format(time.RFC3339Nano))
 }

@@ -253,6 +253,12 @@ func (s *Service) expired(runID string, q *typev1.PendingQuestion) error {
 	if exp := q.GetExpiresAt(); exp == nil || s.now().Before(exp.AsTime()) {
 		return nil
 	}
+	return questionExpired(runID, q)
+}
+
+// questionExpired is the error of an answer to q once it expired: by this replica's clock
+// (expired), or closed by the run at its expires_at.
+func questionExpired(runID string, q *typev1.PendingQuestion) error {
 	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q asks question %q no more: it expired at %s, unanswered",
 		runID, q.GetId(), q.GetExpiresAt().AsTime().Format(time.RFC3339Nano))
 }

@@ -169,6 +169,34 @@ func answerKey(runID, questionID string) string {
 	return runID + ".answer." + hex.EncodeToString([]byte(questionID))
 }
 
+// Answered returns the answer recorded to question questionID of a run, and who gave it
+// (Input.Answer set; an empty answer is the question's closing record, which the run's owner
+// wrote when the question expired by its clock); ErrNotFound when none is recorded.
+func (s *Store) Answered(ctx context.Context, runID, questionID string) (Input, error) {
+	return s.input(ctx, answerKey(runID, questionID))
+}
+
+// Decided returns the decision recorded on call callID of a run, and who decided
+// (Input.Decision set; APPROVAL_DECISION_UNSPECIFIED is the pause's closing record, which the
+// run's owner wrote when the pause expired by its clock); ErrNotFound when none is recorded.
+func (s *Store) Decided(ctx context.Context, runID, callID string) (Input, error) {
+	return s.input(ctx, decisionKey(runID, callID))
+}
+
+// input reads the input recorded under key.
+func (s *Store) input(ctx context.Context, key string) (Input, error) {
+	var in Input
+	err := s.retry(ctx, func(ctx context.Context) error {
+		e, err := s.buckets().inputs.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		in, err = decodeInput(key, e.Value())
+		return err
+	})
+	return in, mapErr(err)
+}
+
 // Decisions returns a run's recorded decisions by call id.
 func (s *Store) Decisions(ctx context.Context, runID string) (map[string]*agentv1.ResolveApprovalRequest, error) {
 	var decisions map[string]*agentv1.ResolveApprovalRequest
