@@ -117,7 +117,8 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 // call is its timeout, and ends the run REJECTED / APPROVAL_TIMEOUT (the returned ending). A
 // stop (the replica drains, the run is handed off, a checkpoint fails) returns its ending
 // with stopped set: the pause stays as it is, checkpointed, for the replica that resumes it.
-// A cancelled run stops waiting with neither.
+// A cancelled run stops waiting with neither. The run's deadline closes the pause, as the
+// pause's own timer does (it expires then at the latest), and ends the run TIMEOUT.
 func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() *ending) (end *ending, stopped bool) {
 	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
 	defer timer.Stop()
@@ -143,17 +144,20 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 			if e := stopCause(ctx); e != nil {
 				return e, true
 			}
-			return nil, false
+			if !errors.Is(context.Cause(ctx), errTotalTimeout) {
+				return nil, false // cancelled
+			}
+			// The run's deadline, which the pause's expires_at never passes (pauseExpiry), came
+			// before the pause's timer: the pause has expired too.
+			if e, stopped := r.expireDecisions(ctx, st, save); stopped {
+				return e, true
+			}
+			return r.totalTimeout(), false
 		case <-timer.C:
-			timedOut, took := r.closeDecisions(ctx, st)
-			if len(timedOut) > 0 {
-				return r.approvalTimeout(st, timedOut), false
+			if e, stopped := r.expireDecisions(ctx, st, save); e != nil || stopped {
+				return e, stopped
 			}
-			if took { // decided in time, handed over after the deadline
-				if e := save(); e != nil {
-					return e, true
-				}
-			}
+			// Decided in time, handed over after the deadline: the run goes on.
 		}
 	}
 	if timedOut := r.timedOut(st); len(timedOut) > 0 {
@@ -172,6 +176,28 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 	return nil, false
 }
 
+// expireDecisions ends the wait for decisions on the pause st, whose expires_at has passed:
+// closed (closeDecisions), it ends the run when a call timed out (approvalTimeout). The
+// decisions taken before are recorded, and checkpointed by save, since ResolveApproval told
+// their callers so; when the pause expired at the run's deadline, the run ends TIMEOUT all
+// the same. Otherwise it returns neither an ending nor a stop.
+func (r *run) expireDecisions(ctx context.Context, st *approvalState, save func() *ending) (
+	end *ending, stopped bool) {
+	timedOut, took := r.closeDecisions(ctx, st)
+	if len(timedOut) > 0 {
+		return r.approvalTimeout(st, timedOut), false
+	}
+	if took {
+		if e := save(); e != nil {
+			return e, true
+		}
+	}
+	if r.endsAtDeadline(st.pending.GetExpiresAt()) {
+		return r.totalTimeout(), false
+	}
+	return nil, false
+}
+
 // approvalTimeout ends a run whose paused calls timedOut of the pause st were not decided in
 // time: APPROVAL_TIMEOUT, or TIMEOUT when the pause expired at the run's deadline
 // (pauseExpiry).
@@ -185,11 +211,13 @@ func (r *run) approvalTimeout(st *approvalState, timedOut []string) *ending {
 
 // closeDecisions closes the pause st once its deadline has passed: each call still undecided
 // times out, unless a decision on it was taken before (ResolveApproval told its caller so),
-// though the run may not have it yet (the store's watch hands it over a moment later; or it
-// was recorded while no replica owned the paused run, which a replica adopted after the
-// deadline). With the store, the first of the decision and the run's closing record (a
-// decision without one, which ResolveApproval never records) wins, whichever replica wrote
-// it. It returns the calls that timed out, recorded as such, and whether it took a decision.
+// though the run may not have it yet (the store's watch has not handed it over; or it was
+// recorded while no replica owned the paused run, which a replica adopted after the
+// deadline): it is read from the store. With the store, the first of the decision and the
+// run's closing record (a decision without one, which ResolveApproval never records) wins,
+// whichever replica wrote it. The store is written in a context of its own (closingContext),
+// since the run's may have ended at the deadline. It returns the calls that timed out,
+// recorded as such, and whether it took a decision.
 func (r *run) closeDecisions(ctx context.Context, st *approvalState) (timedOut []string, took bool) {
 	r.mu.Lock()
 	undecided := st.undecided()
@@ -205,38 +233,26 @@ func (r *run) closeDecisions(ctx context.Context, st *approvalState) (timedOut [
 		}
 		return undecided, false
 	}
-	var late []string
+	ctx, cancel := r.closingContext(ctx)
+	defer cancel()
 	for _, id := range undecided {
 		err := r.svc.store.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: r.id, CallId: id}, "")
 		if errors.Is(err, runstore.ErrExists) {
-			late = append(late, id) // decided first: the watch hands the decision over
-			continue
-		}
-		if err != nil {
+			// Decided first, which the watch may not have handed over yet.
+			in, err := r.svc.store.Decided(ctx, r.id, id)
+			if err == nil {
+				took = r.takeDecision(ctx, st, in.Decision, in.By) || took
+				continue
+			}
+			r.svc.log.WarnContext(ctx, "reading the decision on an expired approval failed",
+				"run_id", r.id, "call_id", id, "err", err)
+		} else if err != nil {
 			r.svc.log.WarnContext(ctx, "closing an expired approval in the store failed", "run_id", r.id, "call_id", id, "err", err)
 		}
 		r.mu.Lock()
 		st.decisions[id] = nil
 		r.mu.Unlock()
 		r.recordDecision(ctx, &eventv1.ApprovalResolved{CallId: id, Decision: "timeout"})
-	}
-	for len(late) > 0 && ctx.Err() == nil {
-		for {
-			in, ok := r.inputs.next()
-			if !ok {
-				break
-			}
-			took = r.takeDecision(ctx, st, in.Decision, in.By) || took
-		}
-		r.mu.Lock()
-		late = slices.DeleteFunc(late, func(id string) bool { _, decided := st.decisions[id]; return decided })
-		r.mu.Unlock()
-		if len(late) > 0 {
-			select {
-			case <-r.inputs.ready:
-			case <-ctx.Done():
-			}
-		}
 	}
 	return r.timedOut(st), took
 }

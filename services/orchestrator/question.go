@@ -87,12 +87,15 @@ wait:
 			if e := stopCause(ctx); e != nil {
 				return e
 			}
-			break wait // COMMIT ends the run: cancelled or timed out
-		case <-timer.C:
-			// An answer taken by the run's deadline is recorded, and the run ends anyway.
-			if answer, by = r.closeQuestion(ctx, st); answer == nil || r.endsAtDeadline(st.pending.GetExpiresAt()) {
-				end = r.answerTimeout(st)
+			if !errors.Is(context.Cause(ctx), errTotalTimeout) {
+				break wait // cancelled: COMMIT ends the run
 			}
+			// The run's deadline, which the question's expires_at never passes (pauseExpiry),
+			// came before the question's timer: the question has expired too.
+			answer, by, end = r.expireQuestion(ctx, st)
+			break wait
+		case <-timer.C:
+			answer, by, end = r.expireQuestion(ctx, st)
 			break wait
 		}
 	}
@@ -118,13 +121,39 @@ func (r *run) answerTimeout(st *questionState) *ending {
 	return end
 }
 
+// expireQuestion ends the wait for an answer to the question st, whose expires_at has passed:
+// closed (closeQuestion), it ends the run (answerTimeout). An answer taken before is recorded,
+// since Answer told its caller the run has it (resumed); when the question expired at the
+// run's deadline, the run ends TIMEOUT all the same, with the answer in its conversation.
+func (r *run) expireQuestion(ctx context.Context, st *questionState) (
+	*agentv1.AnswerRequest, string, *ending) {
+	answer, by := r.closeQuestion(ctx, st)
+	if answer == nil || r.endsAtDeadline(st.pending.GetExpiresAt()) {
+		return answer, by, r.answerTimeout(st)
+	}
+	return answer, by, nil
+}
+
+// pauseCloseTimeout bounds the closing of an expired pause in the store (closeQuestion,
+// closeDecisions), which is not done under the run's context: the run's deadline may have
+// ended that.
+const pauseCloseTimeout = 10 * time.Second
+
+// closingContext is the context an expired pause is closed in: ctx's values, not its
+// cancellation, within pauseCloseTimeout and the replica's drain (publishContext).
+func (r *run) closingContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.publishContext(ctx), pauseCloseTimeout)
+}
+
 // closeQuestion closes the question st once its deadline has passed, unless an answer was
 // taken before: Answer told its caller the run goes on with it, though the run may not have
-// it yet (the store's watch hands it over a moment later; or it was recorded while no replica
-// owned the paused run, which a replica adopted after the deadline). It returns that answer,
-// and who gave it, or nil when the question is closed unanswered. With the store, the first of the answer and
-// the run's closing record (an empty answer, which Answer never records) wins, whichever
-// replica wrote it; a run that resumes from the pause finds the closing record and ends too.
+// it yet (the store's watch has not handed it over; or it was recorded while no replica owned
+// the paused run, which a replica adopted after the deadline): it is read from the store. It
+// returns that answer, and who gave it, or nil when the question is closed unanswered. With
+// the store, the first of the answer and the run's closing record (an empty answer, which
+// Answer never records) wins, whichever replica wrote it; a run that resumes from the pause
+// finds the closing record and ends too. The store is written in a context of its own
+// (closingContext), since the run's may have ended at the deadline.
 func (r *run) closeQuestion(ctx context.Context, st *questionState) (*agentv1.AnswerRequest, string) {
 	id := st.pending.GetId()
 	if r.svc.store == nil {
@@ -136,6 +165,8 @@ func (r *run) closeQuestion(ctx context.Context, st *questionState) (*agentv1.An
 		}
 		return r.queuedAnswer(id) // answerLocal queued it with r.mu held
 	}
+	ctx, cancel := r.closingContext(ctx)
+	defer cancel()
 	err := r.svc.store.Answer(ctx, &agentv1.AnswerRequest{RunId: r.id, QuestionId: id}, "")
 	if !errors.Is(err, runstore.ErrExists) {
 		if err != nil {
@@ -143,16 +174,17 @@ func (r *run) closeQuestion(ctx context.Context, st *questionState) (*agentv1.An
 		}
 		return nil, ""
 	}
-	for { // an answer was recorded first: the watch hands it over
-		if a, by := r.queuedAnswer(id); a != nil {
-			return a, by
-		}
-		select {
-		case <-r.inputs.ready:
-		case <-ctx.Done():
-			return nil, ""
-		}
+	// An answer was recorded first, which the watch may not have handed over yet.
+	in, err := r.svc.store.Answered(ctx, r.id, id)
+	if err != nil {
+		r.svc.log.WarnContext(ctx, "reading the answer to an expired question failed",
+			"run_id", r.id, "question_id", id, "err", err)
+		return r.queuedAnswer(id)
 	}
+	if in.Answer.GetAnswer() == "" {
+		return nil, "" // closed by the replica that owned the run before
+	}
+	return in.Answer, in.By
 }
 
 // queuedAnswer takes the answer to question id, and who gave it, from the run's inputs; nil

@@ -159,3 +159,97 @@ func TestAPauseItsOwnerClosedIsExpiredOnEveryReplica(t *testing.T) {
 		}
 	})
 }
+
+// frozenClock is a clock that stands still at the instant set by freeze, and reads the
+// time until then.
+type frozenClock struct{ at atomic.Pointer[time.Time] }
+
+func (c *frozenClock) now() time.Time {
+	if at := c.at.Load(); at != nil {
+		return *at
+	}
+	return time.Now()
+}
+
+// freeze stops the clock now, and returns the instant it stands at.
+func (c *frozenClock) freeze() time.Time {
+	at := time.Now()
+	c.at.Store(&at)
+	return at
+}
+
+// TestAPauseEndedByTheRunsDeadlineIsClosed: a pause that expires at the run's deadline
+// (pauseExpiry) has two timers that fire at once, the pause's and the run's, and either may
+// end the wait. When the run's came first, the pause was left open in the store, and an
+// answer or a decision given before the run stored its ending was told resumed: true, though
+// the run ended TIMEOUT without it. The run's timer now closes the pause as the pause's does.
+// Here the run's timer comes first, surely: the owner's clock stands still from the run's
+// start, so the pause's timer, started later, counts the whole of total_timeout_ms too; and
+// the owner's run is held before it stores its ending while another replica, whose clock is
+// behind, is asked.
+func TestAPauseEndedByTheRunsDeadlineIsClosed(t *testing.T) {
+	const total = 3 * time.Second
+	slow := func(turn llmtest.Turn) llmtest.Turn {
+		turn.DelayMS = 500 // the pause's timer starts half a second after the run's, at least
+		return turn
+	}
+	overrides := &agentv1.RunOverrides{
+		TotalTimeoutMs: i64(total.Milliseconds()), AnswerTimeoutMs: i64(time.Hour.Milliseconds()),
+		ApprovalTimeoutMs: i64(time.Hour.Milliseconds()),
+	}
+	t.Run("question", func(t *testing.T) {
+		const message = "Export the whole archive."
+		clock := &frozenClock{}
+		owner := newHeldClock(clock.now)
+		h := clockMesh(t, owner, behind, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{
+			slow(call("export", `{}`)), text("never asked"),
+		}})
+		owner.holdFrom(clock.freeze().Add(total))
+		req := &agentv1.RunRequest{Message: message, Overrides: overrides}
+		res, err := h.replicas[0].Run(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asking(t, res)
+		owner.waitHeld(t)
+		_, err = h.replicas[1].Answer(t.Context(),
+			&agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "Skip it."})
+		wantExpired(t, err, "an answer")
+		owner.release()
+		final, kinds := finishOn(t, h.replicas[1], res.GetRunId())
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_TIMEOUT ||
+			final.GetExitReason() != orchestrator.ExitTimeout ||
+			count(kinds, "input_answered") != 0 {
+			t.Errorf("outcome %s %s, events %v; want TIMEOUT without an answer",
+				final.GetOutcome(), final.GetExitReason(), kinds)
+		}
+	})
+	t.Run("approval", func(t *testing.T) {
+		const message = "Add it up, with approval."
+		clock := &frozenClock{}
+		owner := newHeldClock(clock.now)
+		h := clockMesh(t, owner, behind, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{
+			slow(calcTurn("c1", "1+1")), text("never asked"),
+		}})
+		owner.holdFrom(clock.freeze().Add(total))
+		req := &agentv1.RunRequest{Message: message, Overrides: overrides}
+		res, err := h.replicas[0].Run(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused(t, res, "c1")
+		owner.waitHeld(t)
+		_, err = h.replicas[1].ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{
+			RunId: res.GetRunId(), CallId: "c1",
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE,
+		})
+		wantExpired(t, err, "a decision")
+		owner.release()
+		final, kinds := finishOn(t, h.replicas[1], res.GetRunId())
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_TIMEOUT ||
+			final.GetExitReason() != orchestrator.ExitTimeout || final.GetToolCalls() != 0 {
+			t.Errorf("outcome %s %s, %d tool calls, events %v; want TIMEOUT, none run",
+				final.GetOutcome(), final.GetExitReason(), final.GetToolCalls(), kinds)
+		}
+	})
+}
