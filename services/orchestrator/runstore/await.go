@@ -3,6 +3,7 @@ package runstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,10 +12,12 @@ import (
 // Await returns a run's checkpoint, whole, once done accepts it, watching the checkpoint
 // change (whichever replica writes it) until ctx ends; ErrNotFound when a read finds no
 // checkpoint (nor tombstone): at once for a run the store does not hold, and when the
-// checkpoint it waits on is purged (Discard purges it through the bucket, then drops the
-// marker from the bucket's stream: a watch that had not delivered the marker by then waits
-// on). It used to wait for a run without a checkpoint to store one, and a CancelRun of a run
-// discarded after its first read waited out its caller's deadline. done is given the
+// checkpoint it waits on is purged. It used to wait for a run without a checkpoint to store
+// one, and a CancelRun of a run discarded after its first read waited out its caller's
+// deadline. Discard purges the checkpoint through the bucket, then drops the marker from the
+// bucket's stream: a watch whose consumer had not delivered the marker by then never does,
+// and the wait went on for good; so the checkpoint is read again every awaitRecheck, whatever
+// the watch delivered. done is given the
 // checkpoint without what its log holds (request, contract, available, conversation,
 // transcript and accounting are empty), so a wait reads the log once, not at every change.
 func (s *Store) Await(ctx context.Context, runID string, done func(*checkpointv1.RunCheckpoint) bool) (*checkpointv1.RunCheckpoint, error) {
@@ -44,6 +47,8 @@ func (s *Store) await(ctx context.Context, runID string, done func(*checkpointv1
 		return nil, mapErr(err)
 	}
 	defer func() { _ = w.Stop() }()
+	recheck := time.NewTicker(s.awaitRecheck)
+	defer recheck.Stop()
 	for {
 		cp, h, err := s.load(ctx, runID, done)
 		if err != nil && (!absent || !errors.Is(err, ErrNotFound)) {
@@ -59,6 +64,12 @@ func (s *Store) await(ctx context.Context, runID string, done func(*checkpointv1
 			if !ok {
 				return nil, errors.New("runstore: the checkpoint watch ended")
 			}
+		case <-recheck.C:
 		}
 	}
 }
+
+// awaitRecheck is how often an Await reads the checkpoint it waits on again, whatever its
+// watch delivered: it sees a checkpoint that Discard purged within this time, though its watch
+// missed the purge (see Await). A read of the checkpoint's entry alone, a few a minute.
+const awaitRecheck = 2 * time.Second

@@ -9,3 +9,7 @@ func SetWatchLinger(s *Store, d time.Duration) {
 	defer s.hub.mu.Unlock()
 	s.hub.linger = d
 }
+
+// SetAwaitRecheck sets how often an Await reads the checkpoint it waits on again, whatever its
+// watch delivered.
+func SetAwaitRecheck(s *Store, d time.Duration) { s.awaitRecheck = d }

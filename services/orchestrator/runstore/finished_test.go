@@ -340,3 +340,51 @@ func TestSweepInputsPurgesThoseOfRunsWithoutACheckpoint(t *testing.T) {
 		t.Errorf("inputs left %v; want %v", left, want)
 	}
 }
+
+// TestAwaitEndsWhenItsWatchMissesTheDiscard: Discard purges a run's checkpoint through the
+// bucket, which leaves a marker that an Await's watch delivers, then drops the marker from
+// the bucket's stream. A watch whose consumer had not delivered the marker by then never
+// does: the Await read the run once, before the purge, and waited out its caller's deadline
+// (for good, without one), though the run was gone. Here the watch's consumer is paused over
+// the Discard, so that it surely misses the marker; the Await still ends ErrNotFound.
+func TestAwaitEndsWhenItsWatchMissesTheDiscard(t *testing.T) {
+	s, js := open(t, time.Minute)
+	runstore.SetAwaitRecheck(s, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	running(t, s, "discarded")
+	read, awaited := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		_, err := s.Await(ctx, "discarded", func(cp *checkpointv1.RunCheckpoint) bool {
+			once.Do(func() { close(read) }) // read once: waiting
+			return cp.GetPhase() == checkpointv1.Phase_PHASE_FINISHED
+		})
+		awaited <- err
+	}()
+	<-read
+	stream, err := js.Stream(ctx, "KV_"+runstore.CheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watches []string
+	for name := range stream.ConsumerNames(ctx).Name() {
+		watches = append(watches, name)
+	}
+	if len(watches) != 1 {
+		t.Fatalf("consumers of the checkpoints %v; want the Await's watch alone", watches)
+	}
+	name := stream.CachedInfo().Config.Name
+	if _, err := js.PauseConsumer(ctx, name, watches[0], time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(ctx, "discarded"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.ResumeConsumer(ctx, name, watches[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-awaited; !errors.Is(err, runstore.ErrNotFound) {
+		t.Fatalf("Await of a run discarded while its watch was paused = %v; want ErrNotFound", err)
+	}
+}

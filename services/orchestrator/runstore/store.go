@@ -67,6 +67,8 @@ type Store struct {
 	hub *inputHub // the runs' shared watch of their inputs
 
 	beat []byte // what this process's heartbeats hold: its own, unlike any other's (Beat)
+
+	awaitRecheck time.Duration // how often Await reads the checkpoint again (awaitRecheck)
 }
 
 // buckets are the handles of the store's buckets.
@@ -101,6 +103,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("runstore: %w", err)
 	}
 	s := &Store{js: js, nc: nc, cfg: cfg, beat: []byte(uuid.NewString())}
+	s.awaitRecheck = awaitRecheck
 	s.hub = newInputHub(func() jetstream.KeyValue { return s.buckets().inputs })
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
