@@ -63,8 +63,10 @@ func (r *run) approvePlan(ctx context.Context, requires bool) *ending {
 	r.approval = nil
 	d, decided := st.decisions[PlanCallID]
 	r.mu.Unlock()
-	if decided && r.svc.store != nil {
-		// A revised plan pauses for "plan" again, and waits for a decision of its own.
+	if d != nil && r.svc.store != nil {
+		// A revised plan pauses for "plan" again, and waits for a decision of its own. A
+		// pause closed undecided (d nil) ends the run: its closing record stays, so that a
+		// decision after it is refused until the run has stored its ending.
 		if err := r.svc.store.ForgetDecision(ctx, r.id, PlanCallID); err != nil {
 			r.svc.log.WarnContext(ctx, "forgetting the plan's decision failed; a revised plan cannot be decided",
 				"run_id", r.id, "err", err)

@@ -65,8 +65,9 @@ func (c *heldClock) waitHeld(t *testing.T) {
 func behind() time.Time { return time.Now().Add(-time.Hour) }
 
 // clockMesh is askMesh with two replicas, calculator calls that require approval, and the
-// clocks owner (the first replica's, which the tests run on) and other (the second's).
-func clockMesh(t *testing.T, owner *heldClock, other func() time.Time,
+// clocks owner (the first replica's, which the tests run on) and other (the second's); change,
+// when set, changes the configuration last.
+func clockMesh(t *testing.T, owner *heldClock, other func() time.Time, change func(*config.Config),
 	scenarios ...llmtest.Scenario) *harness {
 	t.Helper()
 	tools := staticTools(t, map[string]string{"export": strings.Repeat("row\n", 75)})
@@ -76,6 +77,9 @@ func clockMesh(t *testing.T, owner *heldClock, other func() time.Time,
 		"export": {Description: "Exports every record.", URL: tools.URL + "/export"},
 	}
 	cfg.Tools.RequireApproval = []string{"calculator"}
+	if change != nil {
+		change(cfg)
+	}
 	h := startOptions(t, cfg, 2, nil, func(o *mesh.Options) {
 		o.Orchestrator = func(oo *orchestrator.Options) {
 			oo.Now = other
@@ -108,7 +112,7 @@ func TestAPauseItsOwnerClosedIsExpiredOnEveryReplica(t *testing.T) {
 	t.Run("question", func(t *testing.T) {
 		const message = "Export the whole archive."
 		owner := newHeldClock(time.Now)
-		h := clockMesh(t, owner, behind, exportScenario(message, "never asked"))
+		h := clockMesh(t, owner, behind, nil, exportScenario(message, "never asked"))
 		overrides := &agentv1.RunOverrides{AnswerTimeoutMs: i64(pause.Milliseconds())}
 		req := &agentv1.RunRequest{Message: message, Overrides: overrides}
 		res, err := h.replicas[0].Run(t.Context(), req)
@@ -133,7 +137,7 @@ func TestAPauseItsOwnerClosedIsExpiredOnEveryReplica(t *testing.T) {
 	t.Run("approval", func(t *testing.T) {
 		const message = "Add it up, with approval."
 		owner := newHeldClock(time.Now)
-		h := clockMesh(t, owner, behind, llmtest.Scenario{
+		h := clockMesh(t, owner, behind, nil, llmtest.Scenario{
 			Match: message, Turns: []llmtest.Turn{calcTurn("c1", "1+1"), text("never asked")},
 		})
 		overrides := &agentv1.RunOverrides{ApprovalTimeoutMs: i64(pause.Milliseconds())}
@@ -201,9 +205,8 @@ func TestAPauseEndedByTheRunsDeadlineIsClosed(t *testing.T) {
 		const message = "Export the whole archive."
 		clock := &frozenClock{}
 		owner := newHeldClock(clock.now)
-		h := clockMesh(t, owner, behind, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{
-			slow(call("export", `{}`)), text("never asked"),
-		}})
+		turns := []llmtest.Turn{slow(call("export", `{}`)), text("never asked")}
+		h := clockMesh(t, owner, behind, nil, llmtest.Scenario{Match: message, Turns: turns})
 		owner.holdFrom(clock.freeze().Add(total))
 		req := &agentv1.RunRequest{Message: message, Overrides: overrides}
 		res, err := h.replicas[0].Run(t.Context(), req)
@@ -228,9 +231,8 @@ func TestAPauseEndedByTheRunsDeadlineIsClosed(t *testing.T) {
 		const message = "Add it up, with approval."
 		clock := &frozenClock{}
 		owner := newHeldClock(clock.now)
-		h := clockMesh(t, owner, behind, llmtest.Scenario{Match: message, Turns: []llmtest.Turn{
-			slow(calcTurn("c1", "1+1")), text("never asked"),
-		}})
+		turns := []llmtest.Turn{slow(calcTurn("c1", "1+1")), text("never asked")}
+		h := clockMesh(t, owner, behind, nil, llmtest.Scenario{Match: message, Turns: turns})
 		owner.holdFrom(clock.freeze().Add(total))
 		req := &agentv1.RunRequest{Message: message, Overrides: overrides}
 		res, err := h.replicas[0].Run(t.Context(), req)
@@ -252,4 +254,38 @@ func TestAPauseEndedByTheRunsDeadlineIsClosed(t *testing.T) {
 				final.GetOutcome(), final.GetExitReason(), final.GetToolCalls(), kinds)
 		}
 	})
+}
+
+// TestAPlanPauseClosedUndecidedStaysClosed: a pause for the plan's approval that expires is
+// closed in the store, as any pause. The run then forgot the plan's decision, so that a revised
+// plan waits for one of its own, and took the closing record for one: it purged it, and a
+// decision that another replica, whose clock is behind, took in the moment before the run
+// stored its ending was told resumed: true, though the run ended APPROVAL_TIMEOUT without
+// it. Only a person's decision is forgotten now; the refused decision is NOT_FOUND.
+func TestAPlanPauseClosedUndecidedStaysClosed(t *testing.T) {
+	const message, pause = "What is 6 times 7?", 2 * time.Second
+	owner := newHeldClock(time.Now)
+	h := clockMesh(t, owner, behind, func(cfg *config.Config) { cfg.Tools.ApprovePlans = true },
+		llmtest.Scenario{Match: message, Turns: []llmtest.Turn{calcTurn("c1", "6*7"), text("42")}})
+	overrides := &agentv1.RunOverrides{ApprovalTimeoutMs: i64(pause.Milliseconds())}
+	req := &agentv1.RunRequest{Message: message, Overrides: overrides}
+	res, err := h.replicas[0].Run(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused(t, res, orchestrator.PlanCallID)
+	owner.holdFrom(res.GetPendingAction().GetExpiresAt().AsTime())
+	owner.waitHeld(t)
+	_, err = h.replicas[1].ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{
+		RunId: res.GetRunId(), CallId: orchestrator.PlanCallID,
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE,
+	})
+	wantExpired(t, err, "a decision on the plan")
+	owner.release()
+	final, _ := finishOn(t, h.replicas[1], res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_REJECTED ||
+		final.GetExitReason() != orchestrator.ExitApprovalTimeout || final.GetTurns() != 0 {
+		t.Errorf("outcome %s %s after %d turns; want APPROVAL_TIMEOUT before the first",
+			final.GetOutcome(), final.GetExitReason(), final.GetTurns())
+	}
 }
