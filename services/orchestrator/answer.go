@@ -72,6 +72,9 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 			return nil, err
 		}
 	}
+	if err := s.cancelling(ctx, runID, "no answer is taken"); err != nil {
+		return nil, err
+	}
 	answer := proto.CloneOf(req)
 	answer.QuestionId = q.GetId()
 	switch err := s.store.Answer(ctx, answer, principalID(ctx)); {
@@ -92,4 +95,20 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 		return nil, storeErr(ctx, runID, err)
 	}
 	return &agentv1.AnswerResponse{RunId: runID, QuestionId: q.GetId(), Resumed: true}, nil
+}
+
+// cancelling is the FAILED_PRECONDITION error of an input (what says what is not taken) to
+// a run whose cancellation is recorded: the run ends INTERRUPTED without it, once its owner (or
+// the replica that adopts it) has applied the cancellation, so it is not acknowledged as
+// resuming the run. nil while the run is not being cancelled.
+func (s *Service) cancelling(ctx context.Context, runID, what string) error {
+	cancelled, err := s.store.Cancelling(ctx, runID)
+	if err != nil {
+		return storeErr(ctx, runID, err)
+	}
+	if cancelled {
+		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
+			"run %q is ending: it was cancelled, so %s", runID, what)
+	}
+	return nil
 }

@@ -498,6 +498,9 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	if stop := st.stopper(cp.GetContract()); stop != nil {
 		return nil, endingAlready(runID, stop.GetCallId())
 	}
+	if err := s.cancelling(ctx, runID, "no call is decided"); err != nil {
+		return nil, err
+	}
 	switch err := s.store.Decide(ctx, req, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
 		// The run closed the pause at its deadline, meanwhile (see above); or another decision

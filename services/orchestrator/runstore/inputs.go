@@ -61,6 +61,12 @@ func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest, 
 	return s.record(ctx, c.GetRunId(), c.GetRunId()+".cancel", data, true)
 }
 
+// Cancelling reports whether a cancellation of a run is recorded (RequestCancel): its owner
+// cancels it, or the replica that adopts it does.
+func (s *Store) Cancelling(ctx context.Context, runID string) (bool, error) {
+	return s.has(ctx, func(b buckets) jetstream.KeyValue { return b.inputs }, runID+".cancel")
+}
+
 // record stores an input of a run under key (created, or with replace put over the one there),
 // then reads whether the run's checkpoint is still there. Callers write an input once they
 // read the run waiting for it, but the run may end and retire in between: its retirement

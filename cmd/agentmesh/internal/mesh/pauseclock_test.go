@@ -289,3 +289,74 @@ func TestAPlanPauseClosedUndecidedStaysClosed(t *testing.T) {
 			final.GetOutcome(), final.GetExitReason(), final.GetTurns())
 	}
 }
+
+// TestAnInputAfterACancellationIsRefused: CancelRun records the cancellation for the run's
+// owner, which cancels the run: it stops waiting in its pause and ends INTERRUPTED. An answer
+// or a decision given once the cancellation was recorded, in the moment before the run stored
+// its ending (or, for a run no replica owns, until one adopts it), was recorded and told
+// resumed: true, though the run ended without it. It is refused FAILED_PRECONDITION now, the
+// run being cancelled. The owner's run is held, through its clock, once it was cancelled.
+func TestAnInputAfterACancellationIsRefused(t *testing.T) {
+	cancelled := func(t *testing.T, h *harness, owner *heldClock, runID string, give func() error) {
+		t.Helper()
+		// The run reads the clock once more when its wait begins, right after it paused.
+		at := time.Now().Add(300 * time.Millisecond)
+		owner.holdFrom(at)
+		<-time.NewTimer(time.Until(at)).C
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.replicas[1].CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: runID})
+			done <- err
+		}()
+		owner.waitHeld(t)
+		err := give()
+		if status.Code(err) != codes.FailedPrecondition ||
+			!strings.Contains(status.Convert(err).Message(), "cancelled") {
+			t.Errorf("an input after the run was cancelled: %v; want FAILED_PRECONDITION, cancelled",
+				err)
+		}
+		owner.release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		final, kinds := finishOn(t, h.replicas[1], runID)
+		if final.GetOutcome() != typev1.Outcome_OUTCOME_INTERRUPTED ||
+			count(kinds, "input_answered")+count(kinds, "approval_resolved") != 0 {
+			t.Errorf("outcome %s %s, events %v; want INTERRUPTED without the input",
+				final.GetOutcome(), final.GetExitReason(), kinds)
+		}
+	}
+	t.Run("question", func(t *testing.T) {
+		const message = "Export the whole archive."
+		owner := newHeldClock(time.Now)
+		h := clockMesh(t, owner, behind, nil, exportScenario(message, "never asked"))
+		res, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: message})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asking(t, res)
+		cancelled(t, h, owner, res.GetRunId(), func() error {
+			_, err := h.replicas[1].Answer(t.Context(),
+				&agentv1.AnswerRequest{RunId: res.GetRunId(), Answer: "Skip it."})
+			return err
+		})
+	})
+	t.Run("approval", func(t *testing.T) {
+		const message = "Add it up, with approval."
+		owner := newHeldClock(time.Now)
+		turns := []llmtest.Turn{calcTurn("c1", "1+1"), text("never asked")}
+		h := clockMesh(t, owner, behind, nil, llmtest.Scenario{Match: message, Turns: turns})
+		res, err := h.replicas[0].Run(t.Context(), &agentv1.RunRequest{Message: message})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused(t, res, "c1")
+		cancelled(t, h, owner, res.GetRunId(), func() error {
+			_, err := h.replicas[1].ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{
+				RunId: res.GetRunId(), CallId: "c1",
+				Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE,
+			})
+			return err
+		})
+	})
+}
