@@ -299,10 +299,8 @@ func TestAPlanPauseClosedUndecidedStaysClosed(t *testing.T) {
 func TestAnInputAfterACancellationIsRefused(t *testing.T) {
 	cancelled := func(t *testing.T, h *harness, owner *heldClock, runID string, give func() error) {
 		t.Helper()
-		// The run reads the clock once more when its wait begins, right after it paused.
-		at := time.Now().Add(300 * time.Millisecond)
-		owner.holdFrom(at)
-		<-time.NewTimer(time.Until(at)).C
+		// Held wherever the owner reads its clock next: as its wait begins, or as it ends.
+		owner.holdFrom(time.Now())
 		done := make(chan error, 1)
 		go func() {
 			_, err := h.replicas[1].CancelRun(t.Context(), &agentv1.CancelRunRequest{RunId: runID})
