@@ -1,5 +1,6 @@
 // Package natstest starts an embedded NATS server with JetStream for tests, as the mesh in
-// one process embeds one (events.StartEmbedded), and connects to it in process.
+// one process embeds one (events.StartEmbedded), and connects to it in process; its Cutter
+// loses the answer to a chosen request, as a connection that drops at the wrong moment does.
 package natstest
 
 import (

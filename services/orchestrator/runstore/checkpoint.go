@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,8 +68,13 @@ func createOnce(ctx context.Context, kv jetstream.KeyValue, key string, data []b
 // changed, and the checkpoint's own small state. A checkpoint that the store lost (NATS
 // restarted with an empty store) is written again whole from cp. A checkpoint holding text
 // that is not UTF-8 is refused with ErrUnencodable. When Save fails, h is as it was, but for
-// knowing that the run's log may now hold a segment.
+// knowing that the run's log may now hold a segment, and, when the write went unanswered (a
+// request NATS may have stored, its answer lost with the connection), the write itself: the
+// next Save through h first reads whether it was stored (settle), and goes on after it.
 func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Head) error {
+	if err := s.settle(ctx, cp.GetRunId(), h); err != nil {
+		return err
+	}
 	w, err := s.prepare(ctx, cp, h)
 	if err != nil {
 		return err
@@ -113,13 +119,51 @@ func (s *Store) Save(ctx context.Context, cp *checkpointv1.RunCheckpoint, h *Hea
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 			s.drop(ctx, w)
+		} else {
+			h.remember(w)
 		}
 		return mapErr(err)
 	}
-	if h.body != "" && h.body != w.body {
+	s.advance(ctx, h, w.head(next))
+	return nil
+}
+
+// advance moves h to next, a checkpoint of the run stored after it, and deletes the body of
+// h's checkpoint when next has another.
+func (s *Store) advance(ctx context.Context, h, next *Head) {
+	if h.body != "" && h.body != next.body {
 		_ = s.buckets().bodies.Delete(ctx, h.body) // a body left behind only costs space
 	}
-	*h = *w.head(next)
+	*h = *next
+}
+
+// settle finds out whether the write through h whose answer was lost (Head.unsure) was
+// stored: the run's checkpoint then holds it, and h advances to it. Without that, the next
+// Save through h found the checkpoint past h and took its own write for another replica's:
+// ErrConflict, which stops the run on its own replica as one another replica took over.
+func (s *Store) settle(ctx context.Context, runID string, h *Head) error {
+	u := h.unsure
+	if u == nil {
+		return nil
+	}
+	var e jetstream.KeyValueEntry
+	err := s.retry(ctx, func(ctx context.Context) (err error) {
+		e, err = s.buckets().checkpoints.Get(ctx, runID)
+		return err
+	})
+	switch {
+	case isNotFound(err):
+		h.unsure = nil // not stored, or lost with NATS's store: Save finds out which
+		return nil
+	case err != nil:
+		return mapErr(err)
+	}
+	h.unsure = nil
+	if e.Revision() != h.rev && bytes.Equal(e.Value(), u.data) {
+		next := *u.head
+		next.rev = e.Revision()
+		s.advance(ctx, h, &next)
+	}
 	return nil
 }
 

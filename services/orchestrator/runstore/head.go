@@ -24,6 +24,9 @@ type Head struct {
 	// and no write through it or a head before it appended a segment (not even one that was
 	// refused), so Retire has no log to purge. False when unknown (a head Load read).
 	emptyLog bool
+	// unsure is the last write through this head that went unanswered, which NATS may have
+	// stored (Store.settle); nil when none.
+	unsure *unsureWrite
 
 	// What the segments and the tail hold, to tell what a run changed since.
 	messages       []transcript.Seen // the conversation, one per message
@@ -38,6 +41,24 @@ type Head struct {
 
 // Revision returns the revision of the checkpoint h stands at.
 func (h *Head) Revision() uint64 { return h.rev }
+
+// unsureWrite is a checkpoint write through a head that went unanswered: its entry, and the
+// head the run stands at if it was stored (at a revision the store tells).
+type unsureWrite struct {
+	data []byte
+	head *Head
+}
+
+// remember records w, a write through h that went unanswered, in h: the next Save through h
+// reads whether it was stored. The head it leads to is made now, while the run's state is
+// still the one w wrote, from a copy of the head w was made from (h, or an empty one for a
+// checkpoint the store lost) whose messages it cannot overwrite.
+func (h *Head) remember(w *write) {
+	from := *w.from
+	from.messages, from.unsure = slices.Clip(from.messages), nil
+	w.from = &from
+	h.unsure = &unsureWrite{data: w.data, head: w.head(0)}
+}
 
 // change is what cp changed since a head: the segment that records it and what the head
 // becomes once it is stored.
