@@ -9,6 +9,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -197,9 +198,10 @@ func (s *Service) call(ctx context.Context, req *actionv1.ExecuteRequest, args m
 // A call cancelled while queued runs nothing and records nothing; one that timed out in the
 // queue is recorded as done with its timeout. When the started record finds the record
 // changed, another replica started the call first: the tool does not run and runRecorded
-// returns ErrRecordChanged. A tool that ran is answered even when its done record cannot be
-// written, which is logged: the record stays started, so later requests find the call
-// interrupted, or it is another replica's, which took the call over after its timeout.
+// returns ErrRecordChanged; when it goes unanswered, it is read back (readBack). A tool that
+// ran is answered even when its done record cannot be written, which is logged: the record
+// stays started, so later requests find the call interrupted, or it is another replica's,
+// which took the call over after its timeout.
 //
 // An idempotent tool's call is recorded once, done (recordDone): running it again is harmless
 // (a call whose execution died runs again, see resume), so the ledger need not hold it
@@ -221,6 +223,9 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		now := s.now()
 		started.Instance, started.StartedAt, started.Deadline = instance, timestamppb.New(now), timestamppb.New(now.Add(timeout+startedGrace))
 		next, err := s.record(ctx, started, rev)
+		if err != nil && !errors.Is(err, ErrRecordChanged) {
+			next, err = s.readBack(ctx, started, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -279,6 +284,21 @@ func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev
 			rev = next
 		}
 	}
+}
+
+// readBack reads the record of rec's call after rec's write failed with err (the ledger
+// unavailable): NATS may have stored a write whose answer it lost with the connection. When
+// the ledger holds rec, it returns the record's revision: the write happened. Otherwise it
+// returns err. A started record so stored and taken for failed was left to later requests for
+// the call as a live instance's: they waited for it until its deadline, then reported the call
+// interrupted, though its tool never ran.
+func (s *Service) readBack(ctx context.Context, rec *actionv1.CallRecord, err error) (uint64, error) {
+	ctx = context.WithoutCancel(ctx)
+	got, rev, getErr := s.ledger.Get(ctx, rec.GetRunId(), rec.GetCallId())
+	if getErr != nil || !proto.Equal(got, rec) {
+		return 0, err
+	}
+	return rev, nil
 }
 
 // logUnrecorded logs a call whose tool ran but whose done record the ledger did not take.
