@@ -108,6 +108,9 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	r.traceparent, r.tracestate = telemetry.TraceContextOf(runCtx)
 	if s.store != nil {
 		head, err := s.store.Create(ctx, r.snapshot(checkpointv1.Phase_PHASE_STARTED, nil, nil))
+		if err != nil && !errors.Is(err, runstore.ErrExists) {
+			s.discardUnstored(ctx, r)
+		}
 		if err == nil && req.GetRunId() != "" { // a generated id is new; a caller's may be a retired run's
 			err = s.checkRetired(ctx, runID)
 		}
@@ -134,6 +137,32 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 		return nil, nil, errMoved(r.id)
 	}
 	return r, runCtx, nil
+}
+
+// discardUnstored discards what a Create of r that failed may have stored all the same (a
+// write NATS stored whose answer was lost; the first checkpoint, stored before the run's entry
+// among the active runs failed). Its caller is told the store failed, and retries; a run kept
+// stored was adopted by this replica's keeper as its own from before a restart, and ran
+// besides the run the retry started. A checkpoint of another run (a caller's run id that
+// another request took) is left alone; one that cannot be read or discarded now is discarded
+// by the keeper (see refuse), not resumed.
+func (s *Service) discardUnstored(ctx context.Context, r *run) {
+	ctx = context.WithoutCancel(ctx)
+	cp, err := s.store.State(ctx, r.id)
+	mine := cp.GetReplica() == s.replica && cp.GetStartedAt().AsTime().Equal(r.startedAt)
+	switch {
+	case errors.Is(err, runstore.ErrNotFound):
+		return // nothing stored
+	case err == nil && !mine:
+		return // another run's
+	case err == nil:
+		err = s.store.Discard(ctx, r.id)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "discarding a run whose storing failed failed; the keeper discards it later",
+			"run_id", r.id, "err", err)
+		s.refuse(r.id)
+	}
 }
 
 // refusal is start's answer to err, the failure to store a new run runID: existingRun and
