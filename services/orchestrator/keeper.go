@@ -166,15 +166,27 @@ const lapseWatch = 2
 const ownerCheckers = 32
 
 // dropLostRuns stops every run live here that another replica took (adopted while this
-// replica's heartbeat had lapsed). Such a run also stops at its next checkpoint, which
-// conflicts with the new owner's; this stops a run that waits (on a model, an approval) too.
+// replica's heartbeat had lapsed), or took, finished and retired: that run has no owner, and a
+// tombstone. Such a run also stops at its next checkpoint, which conflicts with the new
+// owner's; this stops a run that waits (on a model, an approval) too. A run without an owner
+// nor a tombstone goes on: NATS lost its store, and the run's next checkpoint stores it again.
+// (A run of this replica's own that is retiring has a tombstone too, and has finished.)
 func (s *Service) dropLostRuns(ctx context.Context) {
 	var g errgroup.Group
 	g.SetLimit(ownerCheckers)
 	for _, r := range s.liveRuns() {
 		g.Go(func() error {
-			if owner, _, err := s.store.Owner(ctx, r.id); err == nil && owner != s.replica {
-				s.log.WarnContext(ctx, "run taken over by another replica; it stops here", "run_id", r.id, "owner", owner)
+			owner, _, err := s.store.Owner(ctx, r.id)
+			switch {
+			case errors.Is(err, runstore.ErrNotFound):
+				if retired, err := s.store.Taken(ctx, r.id); err == nil && retired {
+					s.log.WarnContext(ctx, "run retired by another replica; it stops here",
+						"run_id", r.id)
+					r.cancel(errLeaseLost)
+				}
+			case err == nil && owner != s.replica:
+				s.log.WarnContext(ctx, "run taken over by another replica; it stops here",
+					"run_id", r.id, "owner", owner)
 				r.cancel(errLeaseLost)
 			}
 			return nil
