@@ -6,6 +6,7 @@
 package kvbody
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/nats-io/nats.go"
@@ -21,12 +22,19 @@ func Fits(nc *nats.Conn, n int) bool {
 	return int64(n) <= nc.MaxPayload()-Margin
 }
 
+// MaxChunk is the largest chunk Put stores a body in: the object store's default.
+const MaxChunk = 128 << 10
+
 // Put stores data in objects under a fresh name that starts with key and a dot, and returns
 // the name. Names are unique per write, so a writer that lost a race for the entry never
-// overwrites the body the entry names.
-func Put(ctx context.Context, objects jetstream.ObjectStore, key string, data []byte) (string, error) {
+// overwrites the body the entry names. The body is stored in chunks of MaxChunk, or what fits
+// in one message of nc's server when its max payload is smaller (the object store's default
+// chunk would exceed it, and every body be refused).
+func Put(ctx context.Context, nc *nats.Conn, objects jetstream.ObjectStore, key string, data []byte) (string, error) {
 	name := key + "." + nuid.Next()
-	if _, err := objects.PutBytes(ctx, name, data); err != nil {
+	chunk := min(MaxChunk, nc.MaxPayload()-Margin)
+	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(max(chunk, 1))}}
+	if _, err := objects.Put(ctx, meta, bytes.NewReader(data)); err != nil {
 		return "", err
 	}
 	return name, nil

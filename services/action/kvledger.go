@@ -196,7 +196,7 @@ func (l *KVLedger) encode(ctx context.Context, key string, rec *actionv1.CallRec
 		return value, "", nil
 	}
 	err = l.bodies.do(ctx, l.timeout, func(ctx context.Context, bodies jetstream.ObjectStore) (err error) {
-		body, err = kvbody.Put(ctx, bodies, key, value)
+		body, err = kvbody.Put(ctx, l.nc, bodies, key, value)
 		return err
 	})
 	if err != nil {

@@ -415,7 +415,7 @@ func (s *Store) encode(ctx context.Context, cp *checkpointv1.RunCheckpoint, ref 
 	}
 	var name string
 	err = s.retry(ctx, func(ctx context.Context) (err error) {
-		name, err = kvbody.Put(ctx, s.buckets().bodies, cp.GetRunId(), data)
+		name, err = kvbody.Put(ctx, s.nc, s.buckets().bodies, cp.GetRunId(), data)
 		return err
 	})
 	if err != nil {

@@ -42,7 +42,7 @@ func (s *Store) appendSegment(ctx context.Context, seg *checkpointv1.LogSegment)
 	if !kvbody.Fits(s.nc, len(data)) {
 		var name string
 		err = s.retry(ctx, func(ctx context.Context) (err error) {
-			name, err = kvbody.Put(ctx, s.buckets().bodies, runID, data)
+			name, err = kvbody.Put(ctx, s.nc, s.buckets().bodies, runID, data)
 			return err
 		})
 		if err != nil {
