@@ -387,3 +387,21 @@ func cutOff(events string) func(t *testing.T) (string, func() int) {
 func closedPort(t *testing.T) (string, func() int) {
 	return fmt.Sprintf("http://%s/v1", grpctest.FreeAddr(t)), func() int { return 0 }
 }
+
+// TestHugeRetryAfterIsCapped: a Retry-After too long for a time.Duration is the longest wait
+// the stage advertises (a day), not a negative wait that reads as none.
+func TestHugeRetryAfterIsCapped(t *testing.T) {
+	for _, header := range []map[string]string{
+		{"Retry-After": "1e12"},
+		{"retry-after-ms": "1e300"},
+		{"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"},
+	} {
+		url, _ := replying(429, header, `{"message":"much later"}`)(t)
+		client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+		_, err := client.Generate(t.Context(), request("openai", "gpt-test", user("hi")))
+		se := stageError(t, err, codes.ResourceExhausted)
+		if se.RetryAfter != 24*time.Hour || !strings.Contains(se.Msg, "retry after 24h0m0s") {
+			t.Errorf("%v: retry after = %v (%q), want 24h", header, se.RetryAfter, se.Msg)
+		}
+	}
+}
