@@ -86,6 +86,7 @@ func (s *Service) Generate(ctx context.Context, req *generationv1.GenerateReques
 	if req.GetUseCache() {
 		key = cacheKey(req)
 		if hit, ok := s.cache.get(key); ok {
+			s.cachedChat(ctx, p, req, hit, false)
 			return hit, nil
 		}
 	}
@@ -115,6 +116,7 @@ func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream 
 	if req.GetUseCache() {
 		key = cacheKey(req) // now: generate drops the request's messages
 		if hit, ok := s.cache.get(key); ok {
+			s.cachedChat(stream.Context(), p, req, hit, true)
 			return stream.Send(final(hit))
 		}
 	}
@@ -185,7 +187,7 @@ type chat struct {
 func (s *Service) beginChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, stream bool) (context.Context, *chat, *Request) {
 	model := req.GetTarget().GetModel()
 	c := &chat{sampling: effectiveSampling(p, model, req.GetSampling())}
-	ctx, c.span = s.startChat(ctx, p, req, c.sampling, stream)
+	ctx, c.span = s.startChat(ctx, p, req, c.sampling, stream, trace.SpanKindClient)
 	// From here the request holds the shared copies of its tools: its own decoded ones are
 	// garbage while the provider answers.
 	tools, toolSchemas, offered := s.tools.share(req.GetTools())

@@ -18,9 +18,15 @@ import (
 // tracerName is the instrumentation scope of the service's spans.
 const tracerName = "github.com/agentmesh/agentmesh/services/generation"
 
-// startChat starts the "chat {model}" client span of one provider call, with the GenAI
-// request attributes of the sampling actually sent.
-func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest, sampling *generationv1.Sampling, stream bool) (context.Context, trace.Span) {
+// attrCached marks the chat span of an answer from the response cache.
+var attrCached = attribute.Key("agentmesh.generation.cached")
+
+// startChat starts the "chat {model}" span of one answer, with the GenAI request attributes
+// of the sampling actually sent: of kind client for a provider call, internal for an answer
+// from the response cache.
+func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest,
+	sampling *generationv1.Sampling, stream bool, kind trace.SpanKind,
+) (context.Context, trace.Span) {
 	model := req.GetTarget().GetModel()
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameChat,
@@ -42,7 +48,20 @@ func (s *Service) startChat(ctx context.Context, p Provider, req *generationv1.G
 	if id := req.GetRunId(); id != "" {
 		attrs = append(attrs, telemetry.RunIDKey.String(id))
 	}
-	return s.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return s.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(kind),
+		trace.WithAttributes(attrs...))
+}
+
+// cachedChat records the chat span of resp, an answer from the response cache: the request's
+// attributes, the answer's model and finish reason and agentmesh.generation.cached, but no
+// usage, since no provider was called (nor are the gen_ai metrics recorded).
+func (s *Service) cachedChat(ctx context.Context, p Provider, req *generationv1.GenerateRequest,
+	resp *generationv1.GenerateResponse, stream bool) {
+	sampling := effectiveSampling(p, req.GetTarget().GetModel(), req.GetSampling())
+	_, span := s.startChat(ctx, p, req, sampling, stream, trace.SpanKindInternal)
+	span.SetAttributes(attrCached.Bool(true), semconv.GenAIResponseModel(resp.GetModel()),
+		semconv.GenAIResponseFinishReasons(resp.GetStopReason()))
+	span.End()
 }
 
 // endChat records the answer (or the failure) on the span and ends it.

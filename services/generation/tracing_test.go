@@ -182,3 +182,64 @@ func TestAProviderPanicEndsItsSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedAnswerSpan: an answer from the response cache (use_cache) has a chat span too, of
+// internal kind (no provider is called) with agentmesh.generation.cached, the request's and
+// the answer's model and finish reason and no usage; a cache hit made no span, so a run's
+// trace showed no model answering its turn.
+func TestCachedAnswerSpan(t *testing.T) {
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{
+		{Content: "ok", Usage: &llmtest.Usage{PromptTokens: 12, CompletionTokens: 3}},
+	}})
+	tp, rec := recorder(t)
+	client := serve(t, generation.Options{
+		Providers:      map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		TracerProvider: tp,
+	})
+	req := request("openai", "gpt-test", user("hi"))
+	req.UseCache = true
+	for range 2 {
+		if _, err := client.Generate(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, final, err := streamAll(t, client, req); err != nil || !final.GetCached() {
+		t.Fatalf("stream: cached %v, %v; want the cached answer", final.GetCached(), err)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Fatalf("provider requests = %d, want 1", n)
+	}
+	spans := rec.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("spans = %d, want 3", len(spans))
+	}
+	first := spans[0]
+	cached := attrs(first)["agentmesh.generation.cached"].AsBool()
+	if first.SpanKind() != trace.SpanKindClient || cached {
+		t.Errorf("the provider's answer: span kind %v, %v", first.SpanKind(), first.Attributes())
+	}
+	for i, stream := range map[int]bool{1: false, 2: true} {
+		s, a := spans[i], attrs(spans[i])
+		if s.Name() != "chat gpt-test" || s.SpanKind() != trace.SpanKindInternal ||
+			s.Status().Code == codes.Error {
+			t.Errorf("cached answer %d: span %q kind %v status %v",
+				i, s.Name(), s.SpanKind(), s.Status())
+		}
+		for key, want := range map[attribute.Key]attribute.Value{
+			"agentmesh.generation.cached":    attribute.BoolValue(true),
+			"gen_ai.operation.name":          attribute.StringValue("chat"),
+			"gen_ai.provider.name":           attribute.StringValue("openai"),
+			"gen_ai.request.model":           attribute.StringValue("gpt-test"),
+			"gen_ai.request.stream":          attribute.BoolValue(stream),
+			"gen_ai.response.model":          attribute.StringValue("gpt-test"),
+			"gen_ai.response.finish_reasons": attribute.StringSliceValue([]string{"stop"}),
+		} {
+			if a[key] != want {
+				t.Errorf("cached answer %d: %s = %v, want %v", i, key, a[key].Emit(), want.Emit())
+			}
+		}
+		if _, ok := a["gen_ai.usage.input_tokens"]; ok {
+			t.Errorf("cached answer %d: usage %v, want none (no provider call)", i, s.Attributes())
+		}
+	}
+}
