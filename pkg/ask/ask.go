@@ -128,8 +128,9 @@ type Question struct {
 	Instructions string
 	// Input is the user message: what to decide about. When the request does not fit the
 	// model's context window, Input is cut to fit, where no UTF-8 sequence is split: its
-	// start is kept (its end with KeepEnd), and a note after it (before it with KeepEnd) tells
-	// the model how much was left out.
+	// start and its end are kept, half each, with a note between them that tells the model
+	// how much was left out (with KeepEnd, its end alone, the note before it), so that an
+	// instruction after a pasted text still reaches the model.
 	Input string
 	// KeepEnd cuts Input's start rather than its end, for an input whose newest part is last.
 	KeepEnd bool
@@ -262,9 +263,16 @@ func (m *Model) cut(q Question, messages []*typev1.Message, tools []*typev1.Tool
 			note := fmt.Sprintf(cutEndNote, len(kept), len(q.Input))
 			return q.Before + note + kept + q.After, len(kept)
 		}
-		kept := q.Input[:textcut.Boundary(q.Input, n)]
-		note := fmt.Sprintf(cutStartNote, len(kept), len(q.Input))
-		return q.Before + kept + note + q.After, len(kept)
+		// The start and the end, half of n each: what the input is about comes first, and
+		// what to do with it (after a pasted document) often last.
+		head := q.Input[:textcut.Boundary(q.Input, n-n/2)]
+		start := len(q.Input) - n/2
+		for start < len(q.Input) && !utf8.RuneStart(q.Input[start]) {
+			start++
+		}
+		tail := q.Input[start:]
+		note := fmt.Sprintf(cutMiddleNote, len(head), len(tail), len(q.Input))
+		return q.Before + head + note + tail + q.After, len(head) + len(tail)
 	}
 	request := []*typev1.Message{messages[0], {Role: messages[1].GetRole()}}
 	fits := func(n int) bool {
@@ -279,8 +287,8 @@ func (m *Model) cut(q Question, messages []*typev1.Message, tools []*typev1.Tool
 
 // The notes that tell a model its input was cut (Question.Input).
 const (
-	cutStartNote = "\n\n[The input above was cut to fit the model's context window: " +
-		"its first %d of %d bytes are shown.]"
+	cutMiddleNote = "\n\n[The middle of the input was cut to fit the model's context window: " +
+		"its first %d and last %d of %d bytes are shown.]\n\n"
 	cutEndNote = "[The input below was cut to fit the model's context window: " +
 		"its last %d of %d bytes are shown.]\n\n"
 )

@@ -129,9 +129,9 @@ func TestObject(t *testing.T) {
 // TestObjectFitsTheWindow: a question whose request (instructions, input, the tool) with the
 // model's buffer and MaxOutputTokens of answer exceeds the model's ContextWindow, which its
 // provider would refuse (HTTP 400), is asked with its input cut to fit, where no character is
-// split, its start kept (its end with KeepEnd) and a note saying so; After is never cut. Only
-// one that does not fit even with no input is not asked: ErrTooLong, naming the model and its
-// window, and no request is made.
+// split, its start and end kept (its end alone with KeepEnd) and a note saying so; After is
+// never cut. Only one that does not fit even with no input is not asked: ErrTooLong, naming
+// the model and its window, and no request is made.
 func TestObjectFitsTheWindow(t *testing.T) {
 	llm := llmtest.New(t, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
 		{ToolCalls: []llmtest.ToolCall{{Name: "submit_verdict", Arguments: `{"goal": "g", "safe": true}`}}},
@@ -156,7 +156,7 @@ func TestObjectFitsTheWindow(t *testing.T) {
 	if got := string(llm.Requests()[0].Messages[1].Content); got != "Book a flight.\nTools: none." {
 		t.Errorf("a short question's input %q, want it whole with After", got)
 	}
-	// A long input is cut to fit, its start kept (its end with KeepEnd), After whole.
+	// A long input is cut to fit, its start and end kept (its end with KeepEnd), After whole.
 	long := "Bücher. " + strings.Repeat("Book a flight to somewhere warm, für mich. ", 300)
 	for _, keepEnd := range []bool{false, true} {
 		q.Input, q.KeepEnd = long, keepEnd
@@ -165,7 +165,7 @@ func TestObjectFitsTheWindow(t *testing.T) {
 		}
 		reqs := llm.Requests()
 		got := string(reqs[len(reqs)-1].Messages[1].Content)
-		note := "[The input above was cut to fit the model's context window: its first "
+		note := "[The middle of the input was cut to fit the model's context window: its first "
 		if keepEnd {
 			note = "[The input below was cut to fit the model's context window: its last "
 		}
@@ -173,13 +173,18 @@ func TestObjectFitsTheWindow(t *testing.T) {
 		if !ok || !strings.HasSuffix(got, "\nTools: none.") || !utf8.ValidString(got) {
 			t.Fatalf("keep end %v: the input %q does not say it was cut, keep After or is not UTF-8", keepEnd, got)
 		}
-		kept := strings.TrimSpace(before)
-		if keepEnd {
-			_, kept, _ = strings.Cut(after, "]\n\n")
-			kept = strings.TrimSuffix(kept, "\nTools: none.")
+		_, kept, _ := strings.Cut(after, "]\n\n")
+		kept = strings.TrimSuffix(kept, "\nTools: none.")
+		if !keepEnd {
+			// The start, then the end (TestObjectKeepsTheInputsLastWords).
+			head := strings.TrimSuffix(before, "\n\n")
+			if !strings.HasPrefix(long, head) || head == "" {
+				t.Errorf("kept %q, not the input's start", head)
+			}
+			kept = head + kept
 		}
-		if kept == "" || len(kept) >= len(long) || !keepEnd && !strings.HasPrefix(long, kept) || keepEnd && !strings.HasSuffix(long, kept) {
-			t.Errorf("keep end %v: kept %d of %d bytes, not the input's %s", keepEnd, len(kept), len(long), map[bool]string{false: "start", true: "end"}[keepEnd])
+		if kept == "" || len(kept) >= len(long) || keepEnd && !strings.HasSuffix(long, kept) {
+			t.Errorf("keep end %v: kept %d of %d bytes", keepEnd, len(kept), len(long))
 		}
 		msgs := []*typev1.Message{{Content: "Judge the request."}, {Content: got}}
 		if n := tokens.Messages(msgs); n > 1000-100-200 {
@@ -267,5 +272,51 @@ func TestObjectLeavesRoomForTheAnswer(t *testing.T) {
 	if need := tokens.Messages(msgs) + tokens.Tools([]*typev1.Tool{tool}); need > 1000-100-300 {
 		t.Errorf("the request holds %d tokens: with the buffer of 100 it leaves %d of the window of 1000 "+
 			"for the answer, under the model's max_output_tokens of 300", need, 1000-100-need)
+	}
+}
+
+// TestObjectKeepsTheInputsLastWords: an input cut to fit keeps its end as well as its start,
+// with the note between them, so that an instruction after pasted text ("<document> ...
+// summarise this") reaches the model; the input's start alone was kept.
+func TestObjectKeepsTheInputsLastWords(t *testing.T) {
+	llm := llmtest.New(t, llmtest.Scenario{Name: "any", Match: "*", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "submit_verdict",
+			Arguments: `{"goal": "g", "safe": true}`}}},
+	}})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	svc := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{
+			Name: "scripted", BaseURL: llm.URL(), APIKey: "k",
+			HTTPClient: &http.Client{Transport: tr},
+		}),
+	}})
+	m := &ask.Model{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, svc.Register)),
+		Target: &typev1.Target{Provider: "scripted", Model: "judge"}, MaxOutputTokens: 200,
+		ContextWindow: 1000, ContextWindowBufferTokens: 100,
+	}
+	const opening = "<document>\nThe report, für alle. "
+	const instruction = "</document>\nSummarise this in one sentence."
+	input := opening + strings.Repeat("Quarterly revenue grew in every region. ", 300) + instruction
+	q := ask.Question{RunID: "r1", Instructions: "Judge the request.", Tool: "submit_verdict",
+		Description: "Your verdict.", Schema: verdictSchema, Input: input, After: "\nTools: none."}
+	var v verdict
+	if _, err := m.Object(t.Context(), q, &v); err != nil {
+		t.Fatal(err)
+	}
+	got := string(llm.Requests()[0].Messages[1].Content)
+	const note = "[The middle of the input was cut to fit the model's context window: its first "
+	head, tail, ok := strings.Cut(got, note)
+	if !ok || !utf8.ValidString(got) {
+		t.Fatalf("the input %q does not say its middle was cut, or is not UTF-8", got)
+	}
+	_, tail, _ = strings.Cut(tail, "]\n\n")
+	tail = strings.TrimSuffix(tail, "\nTools: none.")
+	head = strings.TrimSuffix(head, "\n\n")
+	if !strings.HasPrefix(head, opening) || !strings.HasPrefix(input, head) ||
+		!strings.HasSuffix(tail, instruction) ||
+		!strings.HasSuffix(input, tail) || len(head)+len(tail) >= len(input) {
+		t.Errorf("kept %q ... %q, want the input's start and end, its middle left out", head, tail)
 	}
 }

@@ -346,10 +346,10 @@ func TestDecideIsAccounted(t *testing.T) {
 }
 
 // TestIntentModelWindow: a message whose request does not fit the intent model's configured
-// context window (providers.*.models.*) is sent it cut to fit: its start, cut where no UTF-8
-// sequence is split, and a note that says the rest was left out. A provider would refuse the
-// whole message (HTTP 400); the stage did not ask the model at all, and its rules read the
-// message instead.
+// context window (providers.*.models.*) is sent it cut to fit: its start and its end, cut where
+// no UTF-8 sequence is split, and a note between them that says the middle was left out. A
+// provider would refuse the whole message (HTTP 400); the stage did not ask the model at all,
+// and its rules read the message instead.
 func TestIntentModelWindow(t *testing.T) {
 	message := "Wie wird das Wetter? " + strings.Repeat("Ich möchte wissen, ob es morgen regnet. ", 150)
 	h := startWith(t, nil, func(cfg *config.Config, url string) {
@@ -384,12 +384,19 @@ func TestIntentModelWindow(t *testing.T) {
 		t.Fatalf("the input does not say it was cut: ...%q", input[max(len(input)-200, 0):])
 	}
 	// The note counts the bytes of the user's message, not of the stage's prefix.
+	note, end, _ := strings.Cut(note, "]\n\n")
 	shown := len(body) - len(intent.ModelInputPrefix)
-	if want := fmt.Sprintf("its first %d of %d bytes are shown", shown, len(message)); !strings.Contains(note, want) {
+	want := fmt.Sprintf("its first %d and last %d of %d bytes are shown",
+		shown, len(end), len(message))
+	if !strings.Contains(note, want) {
 		t.Errorf("the note %q does not say %q", note, want)
 	}
-	if !utf8.ValidString(body) || !strings.HasPrefix(intent.ModelInputPrefix+message, body) || len(body) >= len(intent.ModelInputPrefix+message) {
+	if !utf8.ValidString(body) || !strings.HasPrefix(intent.ModelInputPrefix+message, body) ||
+		shown+len(end) >= len(message) {
 		t.Errorf("the input is not a start of the message, cut where no character is split: ...%q", body[max(len(body)-40, 0):])
+	}
+	if !utf8.ValidString(end) || end == "" || !strings.HasSuffix(message, end) {
+		t.Errorf("the input does not end with the message's end: %q", end[:min(len(end), 40)])
 	}
 	msgs := []*typev1.Message{{Content: string(asked[0].Messages[0].Content)}, {Content: input}}
 	if n := tokens.ForModel("intent-model").Messages(msgs); n > 1500-100-200 {
