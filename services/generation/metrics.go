@@ -109,7 +109,8 @@ func (c *measurement) done(ctx context.Context) {
 }
 
 // end records the call's duration, with error.type when it failed, and, when the provider
-// answered, the tokens it used (input only for embeddings) and what the answer cost.
+// answered, the tokens it used (input only for embeddings) and what the answer (or the
+// embeddings) cost.
 func (c *measurement) end(ctx context.Context, usage *Usage, costUSD float64, err error) {
 	ctx = context.WithoutCancel(ctx) // a cancelled caller's call is still measured
 	if err != nil {
@@ -124,6 +125,7 @@ func (c *measurement) end(ctx context.Context, usage *Usage, costUSD float64, er
 	c.in.tokens.Record(ctx, usage.Input, c.operation, c.provider, genaiconv.TokenTypeInput, c.model)
 	if c.operation != genaiconv.OperationNameEmbeddings {
 		c.in.tokens.Record(ctx, usage.Output, c.operation, c.provider, genaiconv.TokenTypeOutput, c.model)
-		c.in.cost.Add(ctx, costUSD, metric.WithAttributes(semconv.GenAIProviderNameKey.String(string(c.provider)), c.model))
 	}
+	provider := semconv.GenAIProviderNameKey.String(string(c.provider))
+	c.in.cost.Add(ctx, costUSD, metric.WithAttributes(provider, c.model))
 }

@@ -48,6 +48,10 @@ func points(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]
 				for _, dp := range d.DataPoints {
 					byAttrs[key(dp.Attributes)] = []float64{float64(dp.Value)}
 				}
+			case metricdata.Sum[float64]:
+				for _, dp := range d.DataPoints {
+					byAttrs[key(dp.Attributes)] = []float64{dp.Value}
+				}
 			case metricdata.Gauge[int64]:
 				for _, dp := range d.DataPoints {
 					byAttrs[key(dp.Attributes)] = []float64{float64(dp.Value)}

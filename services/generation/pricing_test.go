@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc/codes"
 )
 
@@ -141,19 +142,23 @@ func TestAnswerCutOffBeforeAnyContentCostsWhatWasBilled(t *testing.T) {
 
 // TestEmbeddingsCostTheirInputPrice: an embeddings request costs its input tokens at the
 // configured input price of the model that answered, else of the model requested; a model
-// without a price costs 0. Every embeddings answer cost 0, so the EMBEDDING entries of a run's
-// accounting (a memory search's query, knowledge_search, learning's facts) said they were free.
+// without a price costs 0, and agentmesh.generation.cost_usd counts the cost. Every embeddings
+// answer cost 0, so the EMBEDDING entries of a run's accounting (a memory search's query,
+// knowledge_search, learning's facts) said they were free; the counter then left it out.
 func TestEmbeddingsCostTheirInputPrice(t *testing.T) {
 	cfg := config.Default()
 	cfg.Providers["openai"] = config.Provider{Type: "openai", Models: map[string]config.Model{
 		"embed-priced": {Pricing: &config.Pricing{Input: 0.5, Output: 100}},
 	}}
 	srv := llmtest.New(t)
+	reader := sdkmetric.NewManualReader()
 	client := serve(t, generation.Options{
-		Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
-		Prices:    generation.PricesFromConfig(cfg),
+		Providers:     map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		Prices:        generation.PricesFromConfig(cfg),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 	})
 	inputs := []string{"first text to embed", "the second text to embed"}
+	var cost float64
 	for model, priced := range map[string]bool{"embed-priced": true, "embed-free": false} {
 		resp, err := client.Embed(t.Context(), &generationv1.EmbedRequest{
 			Target: &typev1.Target{Provider: "openai", Model: model}, Inputs: inputs,
@@ -168,5 +173,15 @@ func TestEmbeddingsCostTheirInputPrice(t *testing.T) {
 		if resp.GetUsage().GetInput() == 0 || math.Abs(resp.GetCostUsd()-want) > 1e-15 {
 			t.Errorf("%s: usage %v cost_usd %g, want %g", model, resp.GetUsage(), resp.GetCostUsd(), want)
 		}
+		if priced {
+			cost = want
+		}
+	}
+	// agentmesh_generation_cost_usd_total counts what the embeddings cost, as the README's
+	// table says; it counted chat answers only.
+	costs := points(t, reader)[generation.MetricCost]
+	priced := costs["gen_ai.provider.name=openai,gen_ai.request.model=embed-priced,"]
+	if len(priced) != 1 || math.Abs(priced[0]-cost) > 1e-15 {
+		t.Errorf("%s %v, want %g for embed-priced", generation.MetricCost, costs, cost)
 	}
 }
