@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -98,9 +99,32 @@ func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
 
 // noPeer drops the peer's address from every metric: the gRPC client instrumentation labels
 // rpc.client.call.duration with the address and port each call connected to (in a cluster a
-// pod's), a label whose values grow with every pod a caller ever reaches.
-var noPeer = sdkmetric.NewView(sdkmetric.Instrument{Name: "*"},
-	sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)})
+// pod's), a label whose values grow with every pod a caller ever reaches. Its exemplars
+// leave them out too: an exemplar keeps the attributes a view drops, and a scrape in the
+// protobuf format, which carries exemplars, served the peer's address in their labels.
+var noPeer = sdkmetric.NewView(sdkmetric.Instrument{Name: "*"}, sdkmetric.Stream{
+	AttributeFilter:                   peerDropped,
+	ExemplarReservoirProviderSelector: withoutDropped,
+})
+
+// peerDropped is noPeer's filter: every attribute but the peer's address and port.
+var peerDropped = attribute.NewDenyKeysFilter(semconv.ServerAddressKey, semconv.ServerPortKey)
+
+// withoutDropped selects the default exemplar reservoir of agg, wrapped in noDropped.
+func withoutDropped(agg sdkmetric.Aggregation) exemplar.ReservoirProvider {
+	provider := sdkmetric.DefaultExemplarReservoirProviderSelector(agg)
+	return func(kept attribute.Set) exemplar.Reservoir { return noDropped{provider(kept)} }
+}
+
+// noDropped is an exemplar reservoir that keeps none of the attributes a view dropped from a
+// measurement: its exemplars carry the trace and span ids only.
+type noDropped struct{ exemplar.Reservoir }
+
+// Offer offers the measurement to the reservoir without its dropped attributes.
+func (r noDropped) Offer(ctx context.Context, t time.Time, v exemplar.Value,
+	_ []attribute.KeyValue) {
+	r.Reservoir.Offer(ctx, t, v, nil)
+}
 
 // Provider returns the meter provider whose instruments are served.
 func (m *Metrics) Provider() *sdkmetric.MeterProvider { return m.provider }
