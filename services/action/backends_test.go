@@ -613,6 +613,10 @@ func TestARateLimitedCallWaitsAsTheServerAsks(t *testing.T) {
 		case r.URL.Path == "/later":
 			w.Header().Set("Retry-After", "120")
 			http.Error(w, "come back in two minutes", http.StatusTooManyRequests)
+		case r.URL.Path == "/never":
+			// Over 3,000 years: past 32 bits of seconds.
+			w.Header().Set("Retry-After", "99999999999")
+			http.Error(w, "come back much later", http.StatusTooManyRequests)
 		case first:
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "down for a second", http.StatusServiceUnavailable)
@@ -623,7 +627,10 @@ func TestARateLimitedCallWaitsAsTheServerAsks(t *testing.T) {
 	t.Cleanup(api.Close)
 
 	cfg := config.Default()
-	cfg.RestTools = map[string]config.RestTool{"later": {URL: api.URL + "/later"}, "soon": {URL: api.URL + "/soon"}}
+	cfg.RestTools = map[string]config.RestTool{
+		"later": {URL: api.URL + "/later"}, "soon": {URL: api.URL + "/soon"},
+		"never": {URL: api.URL + "/never"},
+	}
 	client := serveEdited(t, cfg, func(o *action.Options) { o.RetryBase = time.Millisecond })
 
 	t.Run("asked to wait longer than the call has", func(t *testing.T) {
@@ -639,6 +646,22 @@ func TestARateLimitedCallWaitsAsTheServerAsks(t *testing.T) {
 		if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_ERROR || resp.GetAttempts() != 1 || n != 1 ||
 			resp.GetError() != "HTTP 429 Too Many Requests: come back in two minutes" {
 			t.Errorf("status %v attempts %d error %q, server hit %d times; want the 429 after one attempt", resp.GetStatus(), resp.GetAttempts(), resp.GetError(), n)
+		}
+	})
+	// A wait too long to count in seconds is one the call cannot make either; it read as no
+	// wait, and the call was retried at once.
+	t.Run("asked to wait longer than seconds count", func(t *testing.T) {
+		resp, err := client.Execute(t.Context(), request(t, "never", map[string]any{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		n := len(hits["/never"])
+		mu.Unlock()
+		failed := resp.GetStatus() == typev1.ToolStatus_TOOL_STATUS_ERROR
+		if !failed || resp.GetAttempts() != 1 || n != 1 {
+			t.Errorf("status %v attempts %d, server hit %d times; want the 429 after one attempt",
+				resp.GetStatus(), resp.GetAttempts(), n)
 		}
 	})
 	t.Run("asked to wait a second", func(t *testing.T) {

@@ -367,21 +367,27 @@ type StatusError struct {
 	// Body is the start of the response body.
 	Body string
 	// RetryAfter is how long the server asked to wait before the request is sent again (its
-	// Retry-After header, in seconds or as a date); 0 when it did not say.
+	// Retry-After header, in seconds or as a date), at most MaxRetryAfter; 0 when it did not
+	// say.
 	RetryAfter time.Duration
 }
 
+// MaxRetryAfter is the longest wait a StatusError's RetryAfter says: a Retry-After asking for
+// longer (however many digits its seconds have) is taken as this.
+const MaxRetryAfter = 24 * time.Hour
+
 // retryAfter reads a Retry-After header (RFC 9110 §10.2.3), delay-seconds or an HTTP date,
-// at now; 0 when it is missing, malformed or past.
+// at now, at most MaxRetryAfter; 0 when it is missing, malformed or past.
 func retryAfter(header string, now time.Time) time.Duration {
 	if header == "" {
 		return 0
 	}
-	if s, err := strconv.ParseUint(header, 10, 32); err == nil {
-		return time.Duration(s) * time.Second
+	// Seconds past 64 bits are out of range, not malformed: ParseUint then gives its maximum.
+	if s, err := strconv.ParseUint(header, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return time.Duration(min(s, uint64(MaxRetryAfter/time.Second))) * time.Second
 	}
 	if at, err := http.ParseTime(header); err == nil && at.After(now) {
-		return at.Sub(now)
+		return min(at.Sub(now), MaxRetryAfter)
 	}
 	return 0
 }
