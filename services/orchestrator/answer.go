@@ -42,8 +42,44 @@ func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agen
 	return r.answerLocal(req, principalID(ctx))
 }
 
-// answerStored records an answer in the store, for the run's owner to apply.
+// answerStored records an answer in the store, for the run's owner to apply. An answer the
+// store holds already, the same by the same caller, is taken again: a retry of a call whose
+// answer was lost (its caller saw UNAVAILABLE) gets what the first got, resumed, where it was
+// refused as another answer, or as one to a question the run went on from with it.
 func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
+	resp, err := s.recordAnswer(ctx, req)
+	if e := stageerr.As(err); e == nil ||
+		(e.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND &&
+			e.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION) {
+		return resp, err
+	}
+	if questionID := s.answeredBefore(ctx, req); questionID != "" {
+		resp := &agentv1.AnswerResponse{RunId: req.GetRunId(), QuestionId: questionID, Resumed: true}
+		return resp, nil
+	}
+	return nil, err
+}
+
+// answeredBefore returns the id of the question that answer req, by the caller, is recorded to
+// already; "" when none is. Without a question_id, req answers the question the run asks.
+func (s *Service) answeredBefore(ctx context.Context, req *agentv1.AnswerRequest) string {
+	answer := proto.CloneOf(req)
+	if answer.GetQuestionId() == "" {
+		cp, err := s.store.State(ctx, req.GetRunId())
+		if err != nil || cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_INPUT {
+			return ""
+		}
+		answer.QuestionId = cp.GetQuestion().GetId()
+	}
+	in, err := s.store.Answered(ctx, req.GetRunId(), answer.GetQuestionId())
+	if err != nil || !proto.Equal(in.Answer, answer) || in.By != principalID(ctx) {
+		return ""
+	}
+	return answer.GetQuestionId()
+}
+
+// recordAnswer is answerStored for an answer not recorded yet.
+func (s *Service) recordAnswer(ctx context.Context, req *agentv1.AnswerRequest) (*agentv1.AnswerResponse, error) {
 	runID := req.GetRunId()
 	cp, err := s.store.State(ctx, runID)
 	switch {

@@ -462,18 +462,19 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 		return nil, storeErr(ctx, runID, err)
 	}
 	cp, _, err := s.store.Load(ctx, runID)
-	if errors.Is(err, runstore.ErrNotFound) || (err == nil && cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_APPROVAL) {
+	switch {
+	case errors.Is(err, runstore.ErrNotFound):
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, storeErr(ctx, runID, err)
 	}
-	st := restoreApproval(cp) // the decisions the owner took, and those handed to it
-	for id, d := range stored {
-		if _, ok := st.decisions[id]; !ok {
-			st.decisions[id] = d
-		}
+	if d := stored[callID]; d != nil && proto.Equal(d, req) && s.decidedBy(ctx, req) {
+		return decisionTaken(cp, stored, req), nil
 	}
+	if cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_APPROVAL {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
+	}
+	st := pauseDecisions(cp, stored)
 	if !slices.ContainsFunc(cp.GetPending().GetToolCalls(), func(c *typev1.ToolCall) bool { return c.GetId() == callID }) {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND,
 			"run %q has no tool call %q waiting for approval; waiting: %s", runID, callID, strings.Join(st.undecided(), ", "))
@@ -504,10 +505,15 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	switch err := s.store.Decide(ctx, req, principalID(ctx)); {
 	case errors.Is(err, runstore.ErrExists):
 		// The run closed the pause at its deadline, meanwhile (see above); or another decision
-		// came first.
-		if in, err := s.store.Decided(ctx, runID, callID); err == nil &&
+		// came first, or this one, sent again while the first was being stored.
+		in, err := s.store.Decided(ctx, runID, callID)
+		if err == nil &&
 			in.Decision.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
 			return nil, pauseExpired(runID, callID, cp.GetPending())
+		}
+		if err == nil && proto.Equal(in.Decision, req) && in.By == principalID(ctx) {
+			stored[callID] = req
+			return decisionTaken(cp, stored, req), nil
 		}
 		if err := s.approvalExpired(runID, callID, cp.GetPending()); err != nil {
 			return nil, err
@@ -518,12 +524,46 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	case err != nil:
 		return nil, storeErr(ctx, runID, err)
 	}
-	st.decisions[callID] = req
-	remaining := st.undecided()
-	if endsRun(cp.GetContract(), req) {
-		remaining = nil // nothing waits any more: the run ends
+	stored[callID] = req
+	return decisionTaken(cp, stored, req), nil
+}
+
+// pauseDecisions is the approval state of the pause checkpoint cp waits in, with the decisions
+// the run's owner took and those recorded for it (stored).
+func pauseDecisions(
+	cp *checkpointv1.RunCheckpoint, stored map[string]*agentv1.ResolveApprovalRequest,
+) *approvalState {
+	st := restoreApproval(cp) // the decisions the owner took, and those handed to it
+	for id, d := range stored {
+		if _, ok := st.decisions[id]; !ok {
+			st.decisions[id] = d
+		}
 	}
-	return &agentv1.ResolveApprovalResponse{RunId: runID, CallId: callID, PendingCallIds: remaining, Resumed: len(remaining) == 0}, nil
+	return st
+}
+
+// decisionTaken answers decision req, recorded, on the run whose checkpoint is cp and whose
+// recorded decisions are stored: the calls the pause still waits for, none when it waits no
+// more (a run that went on, or ends, with the decision).
+func decisionTaken(
+	cp *checkpointv1.RunCheckpoint, stored map[string]*agentv1.ResolveApprovalRequest,
+	req *agentv1.ResolveApprovalRequest,
+) *agentv1.ResolveApprovalResponse {
+	var remaining []string
+	waiting := cp.GetPhase() == checkpointv1.Phase_PHASE_AWAITING_APPROVAL
+	if waiting && !endsRun(cp.GetContract(), req) {
+		remaining = pauseDecisions(cp, stored).undecided()
+	}
+	return &agentv1.ResolveApprovalResponse{RunId: req.GetRunId(), CallId: req.GetCallId(),
+		PendingCallIds: remaining, Resumed: len(remaining) == 0}
+}
+
+// decidedBy reports whether decision req is the one recorded on its call, by the caller: a
+// retry of a call whose answer was lost (its caller saw UNAVAILABLE), which gets what the
+// first got instead of "already decided".
+func (s *Service) decidedBy(ctx context.Context, req *agentv1.ResolveApprovalRequest) bool {
+	in, err := s.store.Decided(ctx, req.GetRunId(), req.GetCallId())
+	return err == nil && proto.Equal(in.Decision, req) && in.By == principalID(ctx)
 }
 
 func alreadyDecided(runID, callID string) error {
