@@ -198,10 +198,10 @@ func (s *Service) call(ctx context.Context, req *actionv1.ExecuteRequest, args m
 // A call cancelled while queued runs nothing and records nothing; one that timed out in the
 // queue is recorded as done with its timeout. When the started record finds the record
 // changed, another replica started the call first: the tool does not run and runRecorded
-// returns ErrRecordChanged; when it goes unanswered, it is read back (readBack). A tool that
-// ran is answered even when its done record cannot be written, which is logged: the record
-// stays started, so later requests find the call interrupted, or it is another replica's,
-// which took the call over after its timeout.
+// returns ErrRecordChanged; when it, or the done record, goes unanswered, it is read back
+// (readBack). A tool that ran is answered even when its done record cannot be written, which
+// is logged: the record stays started, so later requests find the call interrupted, or it is
+// another replica's, which took the call over after its timeout.
 //
 // An idempotent tool's call is recorded once, done (recordDone): running it again is harmless
 // (a call whose execution died runs again, see resume), so the ledger need not hold it
@@ -243,7 +243,11 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 	if idempotent {
 		return s.recordDone(ctx, done, rev)
 	}
-	if _, err := s.record(ctx, done, rev); err != nil {
+	_, err = s.record(ctx, done, rev)
+	if err != nil && !errors.Is(err, ErrRecordChanged) {
+		_, err = s.readBack(ctx, done, err)
+	}
+	if err != nil {
 		if !ran {
 			return outcome{}, err
 		}
@@ -256,8 +260,9 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 // answers it. When another request recorded the call first, a started record (of an execution
 // that may still finish) is overwritten: whichever response is recorded first answers the
 // call. A done record, or one of another tool, returns ErrRecordChanged: the call is settled
-// from it (settleRecord), as every request for it is. A tool that ran is answered even when
-// the ledger cannot record it, which is logged.
+// from it (settleRecord), as every request for it is. A write that goes unanswered is read
+// back (readBack). A tool that ran is answered even when the ledger cannot record it, which is
+// logged.
 func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev uint64) (outcome, error) {
 	fresh := outcome{tool: done.GetToolName(), user: done.GetUserId(), resp: done.GetResponse(), fresh: true}
 	unrecorded := func(err error) (outcome, error) {
@@ -270,7 +275,10 @@ func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev
 		case err == nil:
 			return fresh, nil
 		case !errors.Is(err, ErrRecordChanged):
-			return unrecorded(err)
+			if _, err := s.readBack(ctx, done, err); err != nil {
+				return unrecorded(err)
+			}
+			return fresh, nil
 		}
 		rec, next, err := s.ledger.Get(ctx, done.GetRunId(), done.GetCallId())
 		switch {
