@@ -948,3 +948,36 @@ func (s plansNothing) Plan(ctx context.Context, req *planningv1.PlanRequest) (*p
 	}
 	return s.Service.Plan(ctx, req)
 }
+
+// TestOrchestratorCasesFailAnAPIThatAnswersEmpty: a public API that answers every Run and
+// CancelRun with an empty message (no run id, no outcome) fails the kit's cancel-finished-run
+// case, saying why: its cancelled=false and outcome UNSPECIFIED matched the empty result, so
+// the case passed a stub that keeps no runs.
+func TestOrchestratorCasesFailAnAPIThatAnswersEmpty(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		agentv1.RegisterAgentServiceServer(s, answersEmpty{})
+	})
+	report, err := stagetest.Run(t.Context(), "orchestrator", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ended OUTCOME_UNSPECIFIED, want run"
+	if res := byCase(report)["cancel-finished-run"]; res.Pass || !strings.Contains(res.Reason, want) {
+		t.Errorf("cancel-finished-run: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
+	}
+}
+
+// answersEmpty is a public API that keeps no runs: Run and CancelRun answer empty messages.
+type answersEmpty struct {
+	agentv1.UnimplementedAgentServiceServer
+}
+
+func (answersEmpty) Run(context.Context, *agentv1.RunRequest) (*typev1.RunResult, error) {
+	return &typev1.RunResult{}, nil
+}
+
+func (answersEmpty) CancelRun(
+	context.Context, *agentv1.CancelRunRequest,
+) (*agentv1.CancelRunResponse, error) {
+	return &agentv1.CancelRunResponse{}, nil
+}
