@@ -60,6 +60,10 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 			}
 			r.emitGuard(ctx, guard)
 		}
+		if v := checkAssembly(resp); v != nil {
+			end = v.turnEnding()
+			return req, resp, end.reason
+		}
 		switch {
 		case guard.GetVerdict() == typev1.GuardVerdict_GUARD_VERDICT_OVERFLOW || (r.forcedFinal && guard.GetLimit() > 0 && guard.GetProjected() > guard.GetLimit()):
 			end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull,

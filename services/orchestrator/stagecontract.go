@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
@@ -17,10 +18,10 @@ import (
 // contractViolation is a stage's answer that breaks the stage's contract. Any stage can be
 // replaced (DESIGN §8), so the run checks what it relies on instead of trusting it, and does not
 // use such an answer: a plan or an intent outside its contract before the first turn ends the
-// run STAGE_CONTRACT_VIOLATION, a decision outside the recovery contract gives way to the local
-// rule.
+// run STAGE_CONTRACT_VIOLATION, as does a context without messages in a turn; a decision
+// outside the recovery contract gives way to the local rule.
 type contractViolation struct {
-	stage string // "planning", "intent"
+	stage string // "planning", "intent", "context", "action", "recovery"
 	why   string // the rule broken
 }
 
@@ -32,6 +33,24 @@ func (v *contractViolation) Error() string {
 // ending ends a run on the violation, before any turn; retrying cannot help.
 func (v *contractViolation) ending() *ending {
 	return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitStageContractViolation, MessageProviderFailure, v.Error())
+}
+
+// turnEnding ends a run on the violation in a turn, as a stage's failure there does
+// (FAILED_PROVIDER); retrying cannot help.
+func (v *contractViolation) turnEnding() *ending {
+	return fail(typev1.Outcome_OUTCOME_FAILED_PROVIDER, ExitStageContractViolation,
+		MessageProviderFailure, v.Error())
+}
+
+// checkAssembly returns how a context stage's answer breaks the context contract (messages to
+// send, always: the newest message of the conversation is kept whatever the budget, else the
+// stage fails CONTEXT_OVERFLOW), or nil. Without it the model would be asked nothing, and the
+// generation stage's refusal of that would look like the model's failure.
+func checkAssembly(resp *contextv1.AssembleResponse) *contractViolation {
+	if len(resp.GetMessages()) == 0 {
+		return &contractViolation{stage: "context", why: "no messages"}
+	}
+	return nil
 }
 
 // checkPlan returns how a planning stage's answer to req breaks the planning contract (the

@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
@@ -586,6 +587,49 @@ func preflightViolation(t *testing.T, res *typev1.RunResult, reason string) {
 		t.Errorf("%d turns, report %q; want none and %q", res.GetTurns(), res.GetFinalReport().GetContent(), orchestrator.MessageProviderFailure)
 	}
 	checkInvariants(t, res)
+}
+
+// TestOutOfContractContext: a replacement context stage that assembles no messages for a turn
+// is outside the context contract (the newest message is always kept): the run ends at that
+// turn as FAILED_PROVIDER STAGE_CONTRACT_VIOLATION, its error naming the context stage, and
+// asks no model; it was an LLM_ERROR the generation stage seemed to have made ("messages must
+// not be empty"), after asking recovery what to do about the model.
+func TestOutOfContractContext(t *testing.T) {
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Context: serveStage(t, mesh.Context, func(g *grpc.Server) {
+				contextv1.RegisterContextServiceServer(g, emptyContext{})
+			}),
+		}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER ||
+		res.GetExitReason() != orchestrator.ExitStageContractViolation {
+		t.Fatalf("%s %s (%s), want FAILED_PROVIDER %s", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), orchestrator.ExitStageContractViolation)
+	}
+	const want = "the context stage answered outside its contract: no messages"
+	if e := res.GetError(); !strings.Contains(e.GetMessage(), want) || e.GetRetryable() {
+		t.Errorf("error %q retryable=%v, want it to say %q, not retryable", e.GetMessage(),
+			e.GetRetryable(), want)
+	}
+	for _, e := range res.GetAccounting() {
+		if e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+			t.Errorf("an LLM request was made for a turn without messages: %v", e)
+		}
+	}
+	checkInvariants(t, res)
+}
+
+// emptyContext is a context stage in place of the mesh's that assembles no messages.
+type emptyContext struct {
+	contextv1.UnimplementedContextServiceServer
+}
+
+func (emptyContext) Assemble(
+	context.Context, *contextv1.AssembleRequest,
+) (*contextv1.AssembleResponse, error) {
+	return &contextv1.AssembleResponse{}, nil
 }
 
 // TestOutOfContractQuestion: a recovery stage that decides to ask the user without saying
