@@ -174,6 +174,50 @@ func TestConformanceBrokenPlanning(t *testing.T) {
 	}
 }
 
+// TestConformanceREADMEExample: the README's example of a report ("Swapping a stage", of a
+// planning stage that answers every request with brokenPlanner's plan) is what the command
+// prints for such a stage: its first rows, its summary, its error, and the count of cases the
+// project's own stage passes.
+func TestConformanceREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exampleAddr = "10.0.3.7:7002"
+	_, example, ok := strings.Cut(string(readme), "```\nplanning at "+exampleAddr+"\n")
+	if !ok {
+		t.Fatal("README.md has no example report of planning at " + exampleAddr)
+	}
+	example, after, _ := strings.Cut(example, "```")
+	rows, tail, ok := strings.Cut(example, "...\n")
+	if !ok {
+		t.Fatalf("the README's example report has no ... line:\n%s", example)
+	}
+
+	srv := server.New(server.Options{Name: "planning", Addr: "127.0.0.1:0"})
+	planningv1.RegisterPlanningServiceServer(srv.GRPC(), brokenPlanner{})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	out, errOut, _ := conformance(t, "--stage", "planning", "--addr", srv.Addr())
+	out = strings.ReplaceAll(out+errOut, srv.Addr(), exampleAddr)
+	if !strings.HasPrefix(out, "planning at "+exampleAddr+"\n"+rows) {
+		t.Errorf("the README's rows:\n%s\nare not the first rows printed:\n%s", rows, out)
+	}
+	if !strings.HasSuffix(out, tail) {
+		t.Errorf("the README's summary and error:\n%s\nare not the last lines printed:\n%s", tail, out)
+	}
+	cases, err := stagetest.Cases("planning")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("own planning stage passes all %d,", len(cases)); !strings.Contains(
+		strings.Join(strings.Fields(after), " "), want) {
+		t.Errorf("the README's note after the example does not say %q", want)
+	}
+}
+
 // TestConformanceBrokenOrchestrator: a public API that answers GetRun of a run that never
 // existed with a result, and a blank message with a successful run, fails the orchestrator's
 // kit (named by its alias, agent): exit 1, FAIL rows saying how; the RPCs it does not implement
