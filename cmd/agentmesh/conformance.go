@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,7 +24,8 @@ import (
 // else $AGENTMESH_CONFIG, over the standard layers). Every case passing is
 // exit 0, a failing case 1, an address where nothing answers 3, bad arguments 4. Stages behind
 // mutual TLS are called as the service whose certificate TLS_CERT and TLS_KEY name (TLS_CA); the
-// orchestrator as any client of the public API (kitCredentials).
+// orchestrator as any client of the public API (kitCredentials). --provider-addr, which adds
+// the generation table's provider cases, is a bad argument for a stage other than generation.
 func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	stage := fs.String("stage", "", "the stage to check: "+strings.Join(stagetest.Stages(), ", ")+" (also called agent), or all (each at its configured address)")
@@ -46,6 +48,11 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 		names = []string{name}
 	} else if *addr != "" {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("conformance: --stage all checks every stage at its configured address (services.* of the configuration); --addr names one stage's"))
+	}
+	if *providerAddr != "" && !slices.Contains(names, "generation") {
+		// The provider cases are the generation table's: another stage's run would ignore it.
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("conformance: --provider-addr checks a "+
+			"generation stage's provider failures; --stage %s has none (use --stage generation)", *stage))
 	}
 	opts := stagetest.Options{ProviderAddr: *providerAddr}
 	if *list {

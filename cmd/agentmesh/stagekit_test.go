@@ -252,8 +252,9 @@ func TestConformanceBrokenOrchestrator(t *testing.T) {
 	}
 }
 
-// TestConformanceUsage: unknown stages and missing flags are exit 4, an address where nothing
-// listens exit 3; --list prints the cases without calling anything, --help the flags.
+// TestConformanceUsage: unknown stages and missing flags are exit 4, as is --provider-addr for
+// a stage other than generation (it would add no case); an address where nothing listens is
+// exit 3; --list prints the cases without calling anything, --help the flags.
 func TestConformanceUsage(t *testing.T) {
 	isolate(t)
 	for _, tc := range []struct {
@@ -266,6 +267,10 @@ func TestConformanceUsage(t *testing.T) {
 		{[]string{"--stage", "all", "--addr", "127.0.0.1:1"}, exitcode.Invalid, "--stage all checks every stage"},
 		{[]string{"--stage", "planning", "--addr", grpctest.FreeAddr(t)}, exitcode.Unavailable, "nothing answers for planning at"},
 		{[]string{"--stage", "planning", "--list"}, exitcode.OK, "cyclic-proposed-plan"},
+		{[]string{"--stage", "planning", "--addr", "127.0.0.1:1", "--provider-addr", "127.0.0.1:2"},
+			exitcode.Invalid, "--provider-addr checks a generation stage"},
+		{[]string{"--stage", "agent", "--list", "--provider-addr", "127.0.0.1:2"},
+			exitcode.Invalid, "--provider-addr checks a generation stage"},
 		{[]string{"--help"}, exitcode.OK, "usage of agentmesh conformance"},
 	} {
 		out, errOut, code := conformance(t, tc.args...)
