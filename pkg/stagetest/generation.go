@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -62,15 +63,23 @@ var generationCases = []testCase{
 			}
 			return checkAnswer(resp, []*typev1.Tool{calculatorTool})
 		}},
-	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last: for a greeting, a message with content",
+	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last: " +
+		"for a greeting, a message with content, which the deltas' texts join up to (content and " +
+		"reasoning each)",
 		func(ctx context.Context, k *kit) error {
-			_, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
+			deltas, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
 				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget,
 					Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}}})
 			if err != nil {
 				return err
 			}
-			return checkMessage(final)
+			if err := checkMessage(final); err != nil {
+				return err
+			}
+			if len(deltas) == 0 {
+				return fmt.Errorf("no delta came before the final answer %q", final.GetContent())
+			}
+			return checkJoin(deltas, final)
 		}},
 	{"stream-omit-tool-call-deltas", "GenerateStream with omit_tool_call_deltas sends no tool-call delta, and the calls complete in the final answer",
 		func(ctx context.Context, k *kit) error {
@@ -167,6 +176,46 @@ func readStream(ctx context.Context, k *kit, req *generationv1.GenerateStreamReq
 		return nil, nil, fmt.Errorf("the stream ended without a final answer")
 	}
 	return deltas, final, nil
+}
+
+// checkJoin returns how a stream's deltas differ from its final answer: the deltas' content,
+// and their reasoning, each join up to the final answer's. The orchestrator's llm_delta events
+// carry them as they come, and the public API promises that the deltas of an attempt join up
+// to the answer of its llm_response.
+func checkJoin(deltas []*generationv1.Delta, final *generationv1.GenerateResponse) error {
+	var content, reasoning strings.Builder
+	for _, d := range deltas {
+		content.WriteString(d.GetContent())
+		reasoning.WriteString(d.GetReasoning())
+	}
+	var p problems
+	for _, text := range []struct{ name, deltas, final string }{
+		{"content", content.String(), final.GetContent()},
+		{"reasoning", reasoning.String(), final.GetReasoning()},
+	} {
+		if text.deltas == text.final {
+			continue
+		}
+		at := 0
+		for at < min(len(text.deltas), len(text.final)) && text.deltas[at] == text.final[at] {
+			at++
+		}
+		for at > 0 && at < len(text.final) && !utf8.RuneStart(text.final[at]) {
+			at-- // to the start of the character they differ in
+		}
+		p.addf("the deltas' %s (%d bytes) does not join up to the final answer's %s (%d bytes): "+
+			"they differ from byte %d, %q against %q", text.name, len(text.deltas), text.name,
+			len(text.final), at, clip(text.deltas[at:]), clip(text.final[at:]))
+	}
+	return p.err()
+}
+
+// clip is the start of a text, to show where two texts differ.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 20 {
+		return string(r[:20]) + "…"
+	}
+	return s
 }
 
 // checkAnswer returns how an answer breaks the generation contract: a known type; a message

@@ -981,3 +981,50 @@ func (answersEmpty) CancelRun(
 ) (*agentv1.CancelRunResponse, error) {
 	return &agentv1.CancelRunResponse{}, nil
 }
+
+// TestGenerationCasesFailAStageWhoseDeltasDoNotJoinUp: a generation stage that loses every
+// second delta of a stream, so that its deltas do not join up to its final answer, fails the
+// kit's stream-final-last case, saying so: the orchestrator's llm_delta events are the stage's
+// deltas, which the public API promises join up to the attempt's llm_response. It passed the
+// case, which checked only the final answer.
+func TestGenerationCasesFailAStageWhoseDeltasDoNotJoinUp(t *testing.T) {
+	rules := map[string]generation.Provider{"rules": generation.NewRules()}
+	svc := generation.New(generation.Options{Providers: rules})
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		generationv1.RegisterGenerationServiceServer(s, dropsDeltas{svc})
+	})
+	report, err := stagetest.Run(t.Context(), "generation", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "does not join up to the final answer's content"
+	if res := byCase(report)["stream-final-last"]; res.Pass || !strings.Contains(res.Reason, want) {
+		t.Errorf("stream-final-last: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
+	}
+}
+
+// dropsDeltas is the project's generation stage behind a front that sends every second delta
+// of a stream only.
+type dropsDeltas struct{ *generation.Service }
+
+func (s dropsDeltas) GenerateStream(req *generationv1.GenerateStreamRequest,
+	stream grpc.ServerStreamingServer[generationv1.GenerateStreamResponse],
+) error {
+	return s.Service.GenerateStream(req, &everyOtherDelta{ServerStreamingServer: stream})
+}
+
+// everyOtherDelta is a stream that drops the second, fourth, ... delta sent on it.
+type everyOtherDelta struct {
+	grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]
+	deltas int
+}
+
+func (s *everyOtherDelta) Send(m *generationv1.GenerateStreamResponse) error {
+	if m.GetDelta() != nil {
+		s.deltas++
+		if s.deltas%2 == 0 {
+			return nil
+		}
+	}
+	return s.ServerStreamingServer.Send(m)
+}
