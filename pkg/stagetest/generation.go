@@ -41,7 +41,7 @@ var generationCases = []testCase{
 			}
 			return nil
 		}},
-	{"message-answer", "a greeting gets a canonical answer: a message with content",
+	{"message-answer", "a greeting gets a canonical answer: a message with content and token usage",
 		func(ctx context.Context, k *kit) error {
 			resp, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{
 				RunId: k.id("run"), Target: rulesTarget, Messages: []*typev1.Message{{Role: typev1.Role_ROLE_USER, Content: "Hello"}}})
@@ -50,7 +50,8 @@ var generationCases = []testCase{
 			}
 			return checkMessage(resp)
 		}},
-	{"tool-call", "arithmetic with the calculator offered is a tool call of the calculator with valid JSON arguments",
+	{"tool-call", "arithmetic with the calculator offered is a tool call of the calculator with " +
+		"valid JSON arguments, and token usage",
 		func(ctx context.Context, k *kit) error {
 			resp, err := generationv1.NewGenerationServiceClient(k.conn).Generate(ctx, &generationv1.GenerateRequest{
 				RunId: k.id("run"), Target: rulesTarget, Tools: []*typev1.Tool{calculatorTool}, ToolChoice: "auto",
@@ -64,8 +65,8 @@ var generationCases = []testCase{
 			return checkAnswer(resp, []*typev1.Tool{calculatorTool})
 		}},
 	{"stream-final-last", "GenerateStream sends deltas, then exactly one final answer, last: " +
-		"for a greeting, a message with content, which the deltas' texts join up to (content and " +
-		"reasoning each)",
+		"for a greeting, a message with content and token usage, which the deltas' texts join up " +
+		"to (content and reasoning each)",
 		func(ctx context.Context, k *kit) error {
 			deltas, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
 				Request: &generationv1.GenerateRequest{RunId: k.id("run"), Target: rulesTarget,
@@ -81,7 +82,8 @@ var generationCases = []testCase{
 			}
 			return checkJoin(deltas, final)
 		}},
-	{"stream-omit-tool-call-deltas", "GenerateStream with omit_tool_call_deltas sends no tool-call delta, and the calls complete in the final answer",
+	{"stream-omit-tool-call-deltas", "GenerateStream with omit_tool_call_deltas sends no " +
+		"tool-call delta, and the calls complete in the final answer, with token usage",
 		func(ctx context.Context, k *kit) error {
 			deltas, final, err := readStream(ctx, k, &generationv1.GenerateStreamRequest{
 				OmitToolCallDeltas: true,
@@ -220,9 +222,17 @@ func clip(s string) string {
 
 // checkAnswer returns how an answer breaks the generation contract: a known type; a message
 // has content; a tool call has calls, each with an id, an offered tool's name and parsed
-// (JSON object) arguments.
+// (JSON object) arguments; and the answer has its token usage, input and output, as the
+// provider reported it or as the stage estimated it when the provider reported none. The
+// orchestrator holds a run to max_tokens_consumed and projects its context guard's ctx tokens
+// with it, so a stage that answers without it lets a run past both.
 func checkAnswer(resp *generationv1.GenerateResponse, offered []*typev1.Tool) error {
 	var p problems
+	if u := resp.GetUsage(); u.GetInput() <= 0 || u.GetOutput() <= 0 {
+		p.addf("usage: input %d and output %d tokens, want more than 0 each, reported or "+
+			"estimated (the orchestrator counts max_tokens_consumed and the context guard with it)",
+			u.GetInput(), u.GetOutput())
+	}
 	switch resp.GetType() {
 	case generationv1.ResponseType_RESPONSE_TYPE_MESSAGE:
 		if resp.GetContent() == "" {

@@ -1028,3 +1028,64 @@ func (s *everyOtherDelta) Send(m *generationv1.GenerateStreamResponse) error {
 	}
 	return s.ServerStreamingServer.Send(m)
 }
+
+// TestGenerationCasesFailAStageWithoutUsage: a generation stage that answers without token
+// usage (a provider's missing usage passed on as none, where the stage must estimate it) fails
+// the kit's answer cases, saying so: the orchestrator counts a run's max_tokens_consumed and
+// its context guard's ctx tokens from it, so a run it served would not be held to either. It
+// passed them, which checked what an answer says only.
+func TestGenerationCasesFailAStageWithoutUsage(t *testing.T) {
+	rules := map[string]generation.Provider{"rules": generation.NewRules()}
+	svc := generation.New(generation.Options{Providers: rules})
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		generationv1.RegisterGenerationServiceServer(s, noUsage{svc})
+	})
+	report, err := stagetest.Run(t.Context(), "generation", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	const want = "usage: input 0 and output 0 tokens"
+	for _, name := range []string{
+		"message-answer", "tool-call", "stream-final-last", "stream-omit-tool-call-deltas",
+	} {
+		if res := verdicts[name]; res.Pass || !strings.Contains(res.Reason, want) {
+			t.Errorf("%s: pass=%v %q, want a failure saying %q", name, res.Pass, res.Reason, want)
+		}
+	}
+	if res := verdicts["embed"]; !res.Pass {
+		t.Errorf("embed failed: %s", res.Reason)
+	}
+}
+
+// noUsage is the project's generation stage behind a front that leaves the token usage out
+// of every answer.
+type noUsage struct{ *generation.Service }
+
+func (s noUsage) Generate(
+	ctx context.Context, req *generationv1.GenerateRequest,
+) (*generationv1.GenerateResponse, error) {
+	resp, err := s.Service.Generate(ctx, req)
+	if err == nil {
+		resp.Usage = nil
+	}
+	return resp, err
+}
+
+func (s noUsage) GenerateStream(req *generationv1.GenerateStreamRequest,
+	stream grpc.ServerStreamingServer[generationv1.GenerateStreamResponse],
+) error {
+	return s.Service.GenerateStream(req, usageless{stream})
+}
+
+// usageless is a stream whose final answer is sent without its usage.
+type usageless struct {
+	grpc.ServerStreamingServer[generationv1.GenerateStreamResponse]
+}
+
+func (s usageless) Send(m *generationv1.GenerateStreamResponse) error {
+	if f := m.GetFinal(); f != nil {
+		f.Usage = nil
+	}
+	return s.ServerStreamingServer.Send(m)
+}
