@@ -361,7 +361,7 @@ func (r *run) finishTurn(ctx, stepCtx context.Context, cancel *context.CancelFun
 		}
 	}
 	r.executeCalls(stepCtx, plan, t)
-	end = cmp.Or(end, t.badResult)
+	end = cmp.Or(end, t.badResult, t.badStage)
 	if end == nil && t.ask != nil && stepCtx.Err() == nil && !r.endsWhateverTheAnswer(t) {
 		(*cancel)()
 		return r.answerThenCommit(ctx, t)
@@ -431,6 +431,7 @@ type turnState struct {
 	reportErr       error                // why a final report was refused
 	xml             *xmltransport.Result // the answer's transport tags (XML modes)
 	badResult       *ending              // a tool result was malformed: the run ends FAILED_VALIDATION
+	badStage        *ending              // a stage answered outside its contract: the run ends
 	ask             *askUser             // recovery asks the user how to proceed: the turn pauses for the answer
 }
 

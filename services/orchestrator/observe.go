@@ -19,7 +19,8 @@ import (
 // (should_continue false) makes the next turn a final turn. A result the stage cannot observe
 // goes to the recovery stage: a malformed result (PARSE_ERROR) ends the run (t.badResult), one
 // too large to summarise adequately (OBSERVATION_TOO_LARGE) asks the user how to proceed
-// (t.ask); either way the model is told the tool failed.
+// (t.ask); either way the model is told the tool failed. A result observed as nothing, outside
+// the observation contract, ends the run at the end of the turn (t.badStage).
 func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse, t *turnState) *observationv1.ObserveResponse {
 	req := &observationv1.ObserveRequest{
 		RunId: r.id, RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
@@ -36,6 +37,9 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 	if e := obs.GetSummaryError(); e != "" {
 		r.svc.log.WarnContext(ctx, "the observation model's summary was not used; the result was truncated", "run_id", r.id,
 			"tool", call.GetName(), "why", e)
+	}
+	if v := checkObservation(req, obs); v != nil && t.badStage == nil {
+		t.badStage = v.turnEnding()
 	}
 	if !obs.GetShouldContinue() {
 		r.observedDone = true

@@ -8,6 +8,7 @@ import (
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -18,10 +19,10 @@ import (
 // contractViolation is a stage's answer that breaks the stage's contract. Any stage can be
 // replaced (DESIGN §8), so the run checks what it relies on instead of trusting it, and does not
 // use such an answer: a plan or an intent outside its contract before the first turn ends the
-// run STAGE_CONTRACT_VIOLATION, as does a context without messages in a turn; a decision
-// outside the recovery contract gives way to the local rule.
+// run STAGE_CONTRACT_VIOLATION, as do a context without messages and a tool result observed
+// as nothing in a turn; a decision outside the recovery contract gives way to the local rule.
 type contractViolation struct {
-	stage string // "planning", "intent", "context", "action", "recovery"
+	stage string // "planning", "intent", "context", "observation", "action", "recovery"
 	why   string // the rule broken
 }
 
@@ -51,6 +52,24 @@ func checkAssembly(resp *contextv1.AssembleResponse) *contractViolation {
 		return &contractViolation{stage: "context", why: "no messages"}
 	}
 	return nil
+}
+
+// checkObservation returns how an observation stage's answer to req breaks the observation
+// contract (text for the model: the result, its summary or its truncation, or "(tool failed:
+// <reason>)"; only an empty result that succeeded may be observed as nothing), or nil. The model
+// would be told an empty result and answer without the one the tool gave.
+func checkObservation(
+	req *observationv1.ObserveRequest, obs *observationv1.ObserveResponse,
+) *contractViolation {
+	status := req.GetStatus()
+	failed := status == typev1.ToolStatus_TOOL_STATUS_ERROR ||
+		status == typev1.ToolStatus_TOOL_STATUS_TIMEOUT
+	if strings.TrimSpace(obs.GetObservation()) != "" || req.GetRawResult() == "" && !failed {
+		return nil
+	}
+	return &contractViolation{stage: "observation", why: fmt.Sprintf(
+		"no observation of the result of %s (%d bytes, %s)",
+		req.GetToolName(), len(req.GetRawResult()), status)}
 }
 
 // checkPlan returns how a planning stage's answer to req breaks the planning contract (the

@@ -218,7 +218,8 @@ func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
 // followed by an OBSERVE state.
 // Native calls are answered with tool messages; calls written in XML slots with one user
 // message, the turn's XML-PAST, that grows with each response (so the context guard counts
-// it). Once a result is malformed (t.badResult), no further call runs: the run ends.
+// it). Once a result is malformed (t.badResult), or a stage answered outside its contract
+// (t.badStage), no further call runs: the run ends.
 func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState) {
 	var (
 		past    []xmltransport.ToolResponse
@@ -261,6 +262,10 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 		}
 		if t.badResult != nil {
 			refuse(p, "(tool failed: not run: the run ends because a tool result was malformed)")
+			continue
+		}
+		if t.badStage != nil {
+			refuse(p, "(tool failed: not run: the run ends because a stage answered outside its contract)")
 			continue
 		}
 		// cycle_forbid (seed 001): a transition is from the last call that ran to this one; a

@@ -16,6 +16,7 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -630,6 +631,57 @@ func (emptyContext) Assemble(
 	context.Context, *contextv1.AssembleRequest,
 ) (*contextv1.AssembleResponse, error) {
 	return &contextv1.AssembleResponse{}, nil
+}
+
+// TestOutOfContractObservation: a replacement observation stage that observes a tool's result
+// as nothing (an empty observation, where the contract gives the result, its summary or
+// truncation, or "(tool failed: <reason>)") is outside the observation contract: the run ends
+// at that turn as FAILED_PROVIDER STAGE_CONTRACT_VIOLATION, its error naming the observation
+// stage and the tool, and the model is not asked again; it went on with an empty tool result
+// and completed, its answer not holding the result it never saw.
+func TestOutOfContractObservation(t *testing.T) {
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Observation: serveStage(t, mesh.Observation, func(g *grpc.Server) {
+				observationv1.RegisterObservationServiceServer(g, blindObservation{})
+			}),
+		}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER ||
+		res.GetExitReason() != orchestrator.ExitStageContractViolation {
+		t.Fatalf("%s %s (%s): %q, want FAILED_PROVIDER %s", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), res.GetFinalReport().GetContent(),
+			orchestrator.ExitStageContractViolation)
+	}
+	const want = "the observation stage answered outside its contract: " +
+		"no observation of the result of calculator"
+	if e := res.GetError(); !strings.Contains(e.GetMessage(), want) || e.GetRetryable() {
+		t.Errorf("error %q retryable=%v, want it to say %q, not retryable", e.GetMessage(),
+			e.GetRetryable(), want)
+	}
+	llm := 0
+	for _, e := range res.GetAccounting() {
+		if e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+			llm++
+		}
+	}
+	if llm != 1 || res.GetToolCalls() != 1 {
+		t.Errorf("%d LLM requests, %d tool calls; want the one that called the calculator, and it",
+			llm, res.GetToolCalls())
+	}
+	checkInvariants(t, res)
+}
+
+// blindObservation is an observation stage in place of the mesh's that observes nothing.
+type blindObservation struct {
+	observationv1.UnimplementedObservationServiceServer
+}
+
+func (blindObservation) Observe(
+	context.Context, *observationv1.ObserveRequest,
+) (*observationv1.ObserveResponse, error) {
+	return &observationv1.ObserveResponse{ShouldContinue: true}, nil
 }
 
 // TestOutOfContractQuestion: a recovery stage that decides to ask the user without saying
