@@ -147,6 +147,36 @@ var memoryCases = []testCase{
 			}
 			return nil
 		}},
+	{"save-run-again", "a second save of a run replaces the first: both answer OK, and the run " +
+		"is read back as the second saved it (a replica that adopts a finished run saves it " +
+		"again when it cannot tell the first save succeeded)",
+		func(ctx context.Context, k *kit) error {
+			user, runID := k.id("user-run"), k.id("run-again")
+			c, actx := memoryv1.NewMemoryServiceClient(k.conn), auth.OutgoingUser(ctx, user)
+			for i, report := range []string{"first", "second"} {
+				_, err := c.SaveRun(actx, &memoryv1.SaveRunRequest{UserId: user, Result: &typev1.RunResult{
+					RunId: runID, Outcome: typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY,
+					ExitReason: "COMPLETED", Success: true, FinalReport: &typev1.FinalReport{Content: report},
+					Transcript: savedTranscript()}})
+				if err != nil && i == 0 {
+					return wantOK(err)
+				}
+				if err != nil {
+					st := status.Convert(err)
+					return fmt.Errorf("the second save of the run answered %s (%q), want success: "+
+						"SaveRun replaces an earlier save of the same run", st.Code(), st.Message())
+				}
+			}
+			got, err := c.GetRun(actx, &memoryv1.GetRunRequest{RunId: runID})
+			if err != nil {
+				return wantOK(err)
+			}
+			if r := got.GetResult().GetFinalReport().GetContent(); r != "second" {
+				return fmt.Errorf("GetRun answered the report %q, want %q: the second save replaces the first",
+					r, "second")
+			}
+			return nil
+		}},
 	{"unknown-run", "GetRun of an unknown run is NOT_FOUND",
 		func(ctx context.Context, k *kit) error {
 			_, err := memoryv1.NewMemoryServiceClient(k.conn).GetRun(auth.OutgoingUser(ctx, k.id("user-run")), &memoryv1.GetRunRequest{RunId: k.id("no-such-run")})

@@ -1089,3 +1089,44 @@ func (s usageless) Send(m *generationv1.GenerateStreamResponse) error {
 	}
 	return s.ServerStreamingServer.Send(m)
 }
+
+// TestMemoryCasesFailAStageThatSavesARunOnce: a memory stage that stores a run's result once
+// and refuses a second save of the run (ALREADY_EXISTS, as an insert-only store would) fails
+// the kit's save-run-again case, saying why: SaveRun replaces an earlier save of the same run,
+// and a replica that adopts a finished run whose save it cannot tell succeeded saves it again,
+// until the stage takes it. It passed the table, which saved each run once.
+func TestMemoryCasesFailAStageThatSavesARunOnce(t *testing.T) {
+	svc := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = svc.Close() })
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		memoryv1.RegisterMemoryServiceServer(s, &savesOnce{Service: svc})
+	})
+	report, err := stagetest.Run(t.Context(), "memory", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := byCase(report)
+	const want = "the second save of the run answered AlreadyExists"
+	if res := verdicts["save-run-again"]; res.Pass || !strings.Contains(res.Reason, want) {
+		t.Errorf("save-run-again: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
+	}
+	if res := verdicts["save-and-get-run"]; !res.Pass {
+		t.Errorf("save-and-get-run failed: %s", res.Reason)
+	}
+}
+
+// savesOnce is the project's memory stage behind a front that saves each run once.
+type savesOnce struct {
+	*memory.Service
+	saved sync.Map // run id → true
+}
+
+func (s *savesOnce) SaveRun(
+	ctx context.Context, req *memoryv1.SaveRunRequest,
+) (*memoryv1.SaveRunResponse, error) {
+	if _, again := s.saved.LoadOrStore(req.GetResult().GetRunId(), true); again {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS,
+			"run %q is saved already", req.GetResult().GetRunId())
+	}
+	return s.Service.SaveRun(ctx, req)
+}
