@@ -11,7 +11,8 @@ import (
 )
 
 var intentCases = []testCase{
-	{"goal-and-task-type", "a plain request gets a goal that is not blank, a task type (not unspecified) and a known tool policy",
+	{"goal-and-task-type", "a plain request gets a goal that is not blank, a task type (not " +
+		"unspecified) and a known tool policy, and needs no clarification",
 		func(ctx context.Context, k *kit) error {
 			resp, err := intentv1.NewIntentServiceClient(k.conn).Parse(ctx, &intentv1.ParseRequest{
 				Message: "What is 6 times 7?", ConversationId: k.id("conversation"), UserId: k.id("user"),
@@ -19,7 +20,17 @@ var intentCases = []testCase{
 			if err != nil {
 				return wantOK(err)
 			}
-			return checkIntent(resp)
+			if err := checkIntent(resp); err != nil {
+				return err
+			}
+			if resp.GetNeedsClarification() {
+				// The orchestrator answers such a run with the question (seed 004's
+				// ASK_CLARIFICATION): a stage that always asks leaves every run unanswered.
+				return fmt.Errorf("needs_clarification of a clear request (%q), asking %q: "+
+					"the run would answer the question instead of the request",
+					"What is 6 times 7?", resp.GetClarificationQuestion())
+			}
+			return nil
 		}},
 	{"goal-never-empty", "a message of one word still gets a goal that is not blank",
 		func(ctx context.Context, k *kit) error {

@@ -1130,3 +1130,36 @@ func (s *savesOnce) SaveRun(
 	}
 	return s.Service.SaveRun(ctx, req)
 }
+
+// TestIntentCasesFailAStageThatAlwaysAsks: an intent stage that asks for clarification of
+// every request, a clear one too, fails the kit's goal-and-task-type case, saying why: the
+// orchestrator answers a run whose intent needs clarification with its question, so no run
+// it served would ever be answered. It passed the case, whose clear request could be answered
+// with a question as long as the goal, task type and tool policy were set.
+func TestIntentCasesFailAStageThatAlwaysAsks(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		intentv1.RegisterIntentServiceServer(s, alwaysAsks{intent.New(intent.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "intent", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `needs_clarification of a clear request ("What is 6 times 7?")`
+	if res := byCase(report)["goal-and-task-type"]; res.Pass || !strings.Contains(res.Reason, want) {
+		t.Errorf("goal-and-task-type: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, want)
+	}
+}
+
+// alwaysAsks is the project's intent stage behind a front that asks what the user means of
+// every request it can parse.
+type alwaysAsks struct{ *intent.Service }
+
+func (s alwaysAsks) Parse(
+	ctx context.Context, req *intentv1.ParseRequest,
+) (*intentv1.ParseResponse, error) {
+	resp, err := s.Service.Parse(ctx, req)
+	if err == nil {
+		resp.NeedsClarification, resp.ClarificationQuestion = true, "What do you mean?"
+	}
+	return resp, err
+}
