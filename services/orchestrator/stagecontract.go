@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
@@ -70,6 +71,18 @@ func checkObservation(
 	return &contractViolation{stage: "observation", why: fmt.Sprintf(
 		"no observation of the result of %s (%d bytes, %s)",
 		req.GetToolName(), len(req.GetRawResult()), status)}
+}
+
+// checkExecution returns how an action stage's answer to a call breaks the action contract
+// (its execution_time_ms and attempts, which the run's accounting takes, are not negative), or
+// nil.
+func checkExecution(res *actionv1.ExecuteResponse) *contractViolation {
+	if res.GetExecutionTimeMs() >= 0 && res.GetAttempts() >= 0 {
+		return nil
+	}
+	return &contractViolation{stage: "action", why: fmt.Sprintf(
+		"execution_time_ms %d and attempts %d, which must not be negative",
+		res.GetExecutionTimeMs(), res.GetAttempts())}
 }
 
 // checkPlan returns how a planning stage's answer to req breaks the planning contract (the

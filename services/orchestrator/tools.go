@@ -390,6 +390,12 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 			break
 		}
 	}
+	if broken := checkExecution(res); broken != nil {
+		// The accounting is audited: the run keeps its own measure instead.
+		r.svc.log.WarnContext(ctx, "tool numbers not used", "run_id", r.id, "tool", call.GetName(),
+			"err", broken)
+		res.ExecutionTimeMs, res.Attempts = max(res.GetExecutionTimeMs(), 0), max(res.GetAttempts(), 0)
+	}
 	if res.GetExecutionTimeMs() == 0 {
 		res.ExecutionTimeMs = msSince(start)
 	}

@@ -684,6 +684,55 @@ func (blindObservation) Observe(
 	return &observationv1.ObserveResponse{ShouldContinue: true}, nil
 }
 
+// TestOutOfContractToolNumbers: a replacement action stage that answers a call with a negative
+// execution_time_ms and attempts does not put them in the run's audited accounting: the entry
+// has the time the orchestrator measured and no attempts, and the log says the action stage
+// answered outside its contract. They were copied as they came (latency_ms -5, attempts -3).
+func TestOutOfContractToolNumbers(t *testing.T) {
+	schema, err := structpb.NewStruct(map[string]any{"type": "object",
+		"properties": map[string]any{"expression": map[string]any{"type": "string"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := &negativeAction{replacementAction{tools: []*typev1.Tool{
+		{Name: "calculator", Description: "Evaluates an arithmetic expression.", InputSchema: schema},
+	}}}
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{
+			mesh.Action: serveStage(t, mesh.Action, func(g *grpc.Server) {
+				actionv1.RegisterActionServiceServer(g, actions)
+			}),
+		}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if !res.GetSuccess() || res.GetToolCalls() != 1 {
+		t.Fatalf("%s %s (%s) with %d tool calls, want a completed run with one", res.GetOutcome(),
+			res.GetExitReason(), res.GetError().GetMessage(), res.GetToolCalls())
+	}
+	for _, e := range res.GetAccounting() {
+		if e.GetType() == typev1.AccountingType_ACCOUNTING_TYPE_TOOL &&
+			(e.GetLatencyMs() < 0 || e.GetAttempts() < 0) {
+			t.Errorf("tool entry latency_ms %d, attempts %d; want neither negative",
+				e.GetLatencyMs(), e.GetAttempts())
+		}
+	}
+	const want = "the action stage answered outside its contract: execution_time_ms -5 and attempts -3"
+	if !strings.Contains(h.logs.String(), want) {
+		t.Errorf("the log does not say %q", want)
+	}
+}
+
+// negativeAction is an action stage in place of the mesh's that answers every call with its
+// result, 42, and negative numbers of its execution.
+type negativeAction struct{ replacementAction }
+
+func (*negativeAction) Execute(
+	context.Context, *actionv1.ExecuteRequest,
+) (*actionv1.ExecuteResponse, error) {
+	return &actionv1.ExecuteResponse{Status: typev1.ToolStatus_TOOL_STATUS_SUCCESS, Result: "42",
+		ExecutionTimeMs: -5, Attempts: -3}, nil
+}
+
 // TestOutOfContractQuestion: a recovery stage that decides to ask the user without saying
 // what (ask_user with no user_message, which its contract says is always set) does not leave
 // the user an empty question: the run asks how to proceed in words of its own, and the
