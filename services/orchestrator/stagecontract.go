@@ -57,7 +57,7 @@ func checkAssembly(resp *contextv1.AssembleResponse) *contractViolation {
 
 // checkObservation returns how an observation stage's answer to req breaks the observation
 // contract (text for the model: the result, its summary or its truncation, or "(tool failed:
-// <reason>)"; only an empty result that succeeded may be observed as nothing), or nil. The model
+// <reason>)"; only a blank result that succeeded may be observed as nothing), or nil. The model
 // would be told an empty result and answer without the one the tool gave.
 func checkObservation(
 	req *observationv1.ObserveRequest, obs *observationv1.ObserveResponse,
@@ -65,8 +65,8 @@ func checkObservation(
 	status := req.GetStatus()
 	failed := status == typev1.ToolStatus_TOOL_STATUS_ERROR ||
 		status == typev1.ToolStatus_TOOL_STATUS_TIMEOUT
-	if strings.TrimSpace(obs.GetObservation()) != "" || req.GetRawResult() == "" && !failed {
-		return nil
+	if obs.GetObservation() != "" || strings.TrimSpace(req.GetRawResult()) == "" && !failed {
+		return nil // a blank result may be observed as it is, or as nothing
 	}
 	return &contractViolation{stage: "observation", why: fmt.Sprintf(
 		"no observation of the result of %s (%d bytes, %s)",

@@ -813,3 +813,25 @@ type silentRecovery struct {
 func (silentRecovery) Decide(context.Context, *recoveryv1.DecideRequest) (*recoveryv1.DecideResponse, error) {
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT}, nil
 }
+
+// TestAWhitespaceResultIsObserved: a tool whose result is white space alone (a line break) is
+// observed as it is by the mesh's observation stage, and the run goes on; the check of the
+// observation contract took that observation, blank once trimmed, for none, and ended the run
+// STAGE_CONTRACT_VIOLATION blaming the observation stage.
+func TestAWhitespaceResultIsObserved(t *testing.T) {
+	blank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("\n\n"))
+	}))
+	t.Cleanup(blank.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"lookup": {Description: "Looks the answer up.", URL: blank.URL}}
+	h := start(t, cfg, llmtest.Scenario{Name: "blank tool", Match: "look it up", Turns: []llmtest.Turn{
+		call("lookup", `{}`), text("The lookup returned nothing."),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "look it up"})
+	if !res.GetSuccess() {
+		t.Fatalf("outcome %s %s (%s), want a success", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage())
+	}
+	checkInvariants(t, res)
+}
