@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -100,10 +101,18 @@ func (a *modelAnswer) check() error {
 // askModel asks the intent model about a message. It fills resp (goal, constraints, task type,
 // clarification) from the answer and reports whether it did; when the model fails or answers
 // outside the schema it leaves resp alone and returns the reason, for the rules to take
-// over. An unsafe verdict is INTENT_UNSAFE. Every request made is in resp's accounting.
+// over. An unsafe verdict is INTENT_UNSAFE. Every request made is in resp's accounting. The
+// model's answer ends a fifth of the caller's time before the caller's deadline, so that the
+// rules' parse still reaches the caller when the model is slow.
 func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp *intentv1.ParseResponse) (fallback string, err error) {
+	mctx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithTimeout(ctx, time.Until(deadline)*4/5)
+		defer cancel()
+	}
 	var a modelAnswer
-	ans, err := s.model.Object(ctx, ask.Question{
+	ans, err := s.model.Object(mctx, ask.Question{
 		RunID:        req.GetRunId(),
 		Instructions: modelInstructions,
 		Before:       ModelInputPrefix,

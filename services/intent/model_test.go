@@ -1,0 +1,61 @@
+package intent_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/intent"
+)
+
+// modelClient is an intent service whose model is a scripted OpenAI-compatible server behind
+// the real generation service.
+func modelClient(t *testing.T, scenarios ...llmtest.Scenario) intentv1.IntentServiceClient {
+	t.Helper()
+	llm := llmtest.New(t, scenarios...)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	gen := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(),
+			APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	return client(t, intent.Options{Model: &ask.Model{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, gen.Register)),
+		Target: &typev1.Target{Provider: "scripted", Model: "intent-model"},
+	}})
+}
+
+// TestModelTimeoutFallsBackToRules: an intent model that does not answer within the caller's
+// time leaves the rules time to parse the message, as the planning model does; the response
+// says why and accounts the model's request.
+func TestModelTimeoutFallsBackToRules(t *testing.T) {
+	const message = "Write a poem about autumn in 4 lines"
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	c := modelClient(t, llmtest.Scenario{Name: "slow", Match: intent.ModelInputPrefix + message,
+		Turns: []llmtest.Turn{{Hold: hold}}})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	resp, err := c.Parse(ctx, &intentv1.ParseRequest{Message: message})
+	if err != nil {
+		t.Fatalf("Parse: %v; want the rules' parse", err)
+	}
+	if resp.GetSource() != intent.SourceRules || !strings.Contains(resp.GetFallbackReason(), "the intent model failed") {
+		t.Errorf("source %q, fallback %q; want the rules, as the model failed", resp.GetSource(), resp.GetFallbackReason())
+	}
+	if resp.GetTaskType() != intentv1.TaskType_TASK_TYPE_CREATIVE || resp.GetGoal() != message {
+		t.Errorf("task type %s, goal %q; want the rules' creative %q", resp.GetTaskType(), resp.GetGoal(), message)
+	}
+	if a := resp.GetAccounting(); len(a) != 1 || a[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED {
+		t.Errorf("accounting %v, want the model's failed request", a)
+	}
+}
