@@ -145,6 +145,8 @@ func validate(req *recoveryv1.DecideRequest) error {
 		return stageerr.Invalid("stage must not be empty")
 	case len(req.GetStage()) > MaxStageBytes:
 		return stageerr.Invalid("stage: at most %d bytes, got %d", MaxStageBytes, len(req.GetStage()))
+	case req.GetError().GetRetryAfterMs() < 0:
+		return stageerr.Invalid("error.retry_after_ms must not be negative, got %d", req.GetError().GetRetryAfterMs())
 	case req.GetRetryCount() < 0:
 		return stageerr.Invalid("retry_count must not be negative, got %d", req.GetRetryCount())
 	case req.GetState().GetMaxRetries() < 0:

@@ -589,6 +589,11 @@ func TestDecideInvalidInput(t *testing.T) {
 		{"negative Retry-After", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
 			RateLimited: []*recoveryv1.RateLimitedTarget{{RetryAfterMs: 5}, {RetryAfterMs: -5}},
 		}}, "state.rate_limited[1].retry_after_ms must not be negative, got -5"},
+		// The failure's own Retry-After joins the cycle's: a negative one was taken as none.
+		{"negative Retry-After of the failure", &recoveryv1.DecideRequest{Stage: "generation", Error: &typev1.StageError{
+			Code: typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED, ErrorClass: typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED,
+			RetryAfterMs: -5,
+		}}, "error.retry_after_ms must not be negative, got -5"},
 		// The stage is quoted in the decision's reason; the run id is logged with it.
 		{"stage over 64 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: strings.Repeat("s", 65)}, "stage: at most 64 bytes, got 65"},
 		{"run id over 128 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{RunId: strings.Repeat("r", 129)}},
