@@ -248,6 +248,40 @@ func TestAlternativeToolAfterAFailure(t *testing.T) {
 	}
 }
 
+// TestARefusedAlternativeLeavesTheFailedCall: a tool that ran and failed stays the call the run
+// made when its alternative is refused by the action stage (here its arguments do not fit
+// the alternative): the run counts the executed call, a required tool policy is met by it, and
+// the model sees its own call's failure, with a note on the alternative. The refused
+// alternative's result stood in for the call, which then counted as never run.
+func TestARefusedAlternativeLeavesTheFailedCall(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/primary" {
+			http.Error(w, "the primary index is down", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("backup answer"))
+	}))
+	t.Cleanup(srv.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{
+		"primary_lookup": {Description: "Looks things up.", URL: srv.URL + "/primary"},
+		"backup_lookup":  {Description: "Looks a query up elsewhere.", URL: srv.URL + "/backup?q=${parameters.q}"},
+	}
+	cfg.Tools.Alternatives = map[string][]string{"primary_lookup": {"backup_lookup"}}
+	h := start(t, cfg, llmtest.Scenario{Name: "alt", Match: "look it up", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "primary_lookup", Arguments: `{}`}}}, text("it is down"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: "look it up",
+		Overrides: &agentv1.RunOverrides{ToolPolicy: typev1.ToolPolicy_TOOL_POLICY_REQUIRED}})
+	if res.GetToolCalls() != 1 || res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Errorf("tool_calls %d, outcome %s %s; want the primary's call counted", res.GetToolCalls(), res.GetOutcome(), res.GetExitReason())
+	}
+	got := toolMessage(t, res, 0)
+	if !strings.Contains(got, "the primary index is down") || !strings.Contains(got, "backup_lookup") {
+		t.Errorf("tool message %q; want the primary's failure and a note on backup_lookup", got)
+	}
+}
+
 // TestAForcedFinalTurnRunsNoOtherTool (issue 11.3): in a turn that offered only final_report,
 // the model's call to another tool is refused, not validated against every tool and run.
 func TestAForcedFinalTurnRunsNoOtherTool(t *testing.T) {
