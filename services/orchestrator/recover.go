@@ -48,9 +48,19 @@ func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stagee
 	return d, detail
 }
 
-// stageEnding ends a run whose stage failed in a way the loop cannot route around.
+// stageEnding ends a run whose stage failed in a way the loop cannot route around. The user
+// gets the recovery decision's message only when the decision is to abort, which is what the
+// run does: the message of a retry, a fallback or a question ("trying again in a moment", "I'll
+// continue without it", "How would you like me to proceed?") would promise what the ended run
+// never does.
 func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error) *ending {
 	d := r.recover(ctx, stage, se, 0, nil)
+	message := MessageProviderFailure
+	if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ABORT {
+		// The recovery stage is swappable: a decision without a user message still leaves the
+		// user a report that says something.
+		message = cmp.Or(d.GetUserMessage(), MessageProviderFailure)
+	}
 	outcome := typev1.Outcome_OUTCOME_FAILED_PROVIDER
 	if r.turns == 0 {
 		outcome = typev1.Outcome_OUTCOME_FAILED_PREFLIGHT
@@ -59,9 +69,7 @@ func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error)
 	if se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED && se.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE {
 		exit = stageerr.CodeName(se.Code)
 	}
-	// The recovery stage is swappable: a decision without a user message still leaves the user
-	// a report that says something.
-	e := fail(outcome, exit, cmp.Or(d.GetUserMessage(), MessageProviderFailure), stage+": "+se.Error())
+	e := fail(outcome, exit, message, stage+": "+se.Error())
 	e.retryable = se.Retryable() || exit == ExitStageUnavailable
 	return e
 }

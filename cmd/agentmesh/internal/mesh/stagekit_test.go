@@ -23,6 +23,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/stagetest"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
@@ -203,6 +204,51 @@ func (s *replacementPlanner) Plan(_ context.Context, req *planningv1.PlanRequest
 		steps = *rev
 	}
 	return &planningv1.PlanResponse{Steps: steps, EstimatedSteps: int32(len(steps)) + 1, Source: "rules"}, nil
+}
+
+// failingPlanner is a planning stage in place of the mesh's that fails every Plan with err.
+type failingPlanner struct {
+	planningv1.UnimplementedPlanningServiceServer
+	err error
+}
+
+func (s failingPlanner) Plan(context.Context, *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
+	return nil, s.err
+}
+
+// TestAFailedStageEndsTheRunWithoutPromises: a stage failure that ends the run (here the
+// planning stage's, before any turn) tells the user the run failed. The recovery stage's
+// decision for it may be to retry after a backoff (UNAVAILABLE: "I'm trying again in a
+// moment") or to ask the user (an unknown failure: "How would you like me to proceed?"),
+// neither of which the ended run does: its report said so all the same.
+func TestAFailedStageEndsTheRunWithoutPromises(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		exit string
+	}{
+		{"unavailable", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE, "the plan store is down"),
+			orchestrator.ExitStageUnavailable},
+		{"unknown failure", status.Error(codes.Internal, "the planner broke"), orchestrator.ExitStageUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+				o.StageAddrs = map[string]string{mesh.Planning: serveStage(t, mesh.Planning, func(g *grpc.Server) {
+					planningv1.RegisterPlanningServiceServer(g, failingPlanner{err: tc.err})
+				})}
+			})
+			res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PREFLIGHT || res.GetExitReason() != tc.exit ||
+				res.GetPendingQuestion() != nil {
+				t.Fatalf("outcome %s %s, question %v; want FAILED_PREFLIGHT %s", res.GetOutcome(), res.GetExitReason(),
+					res.GetPendingQuestion(), tc.exit)
+			}
+			if got := res.GetFinalReport().GetContent(); got != orchestrator.MessageProviderFailure {
+				t.Errorf("final report %q, want %q: the run neither retries nor waits for an answer", got,
+					orchestrator.MessageProviderFailure)
+			}
+		})
+	}
 }
 
 // forgetfulMemory is a memory stage in place of the mesh's that holds no memory, and answers
