@@ -87,9 +87,12 @@ type modelAnswer struct {
 	UnsafeReason          string   `json:"unsafe_reason"`
 }
 
-// check rejects what the schema cannot say: a flag without its text.
+// check rejects what the schema cannot say: a goal of white space only (the schema's \S is
+// ASCII's: a no-break space passes it), a flag without its text.
 func (a *modelAnswer) check() error {
 	switch {
+	case collapseLines(a.Goal) == "":
+		return fmt.Errorf("%w: the goal is white space only", ask.ErrUnusable)
 	case a.NeedsClarification && strings.TrimSpace(a.ClarificationQuestion) == "":
 		return fmt.Errorf("%w: needs_clarification is true without a clarification_question", ask.ErrUnusable)
 	case a.Unsafe && strings.TrimSpace(a.UnsafeReason) == "":

@@ -59,3 +59,26 @@ func TestModelTimeoutFallsBackToRules(t *testing.T) {
 		t.Errorf("accounting %v, want the model's failed request", a)
 	}
 }
+
+// TestModelGoalOfWhiteSpaceFallsBackToRules: a goal of white space only that the schema's
+// pattern lets through (a no-break space is no \s) is no goal: the rules parse the message, as
+// for any answer outside the schema, instead of a response without the goal it always has.
+func TestModelGoalOfWhiteSpaceFallsBackToRules(t *testing.T) {
+	const message = "Write a poem about autumn in 4 lines"
+	c := modelClient(t, llmtest.Scenario{Name: "blank goal", Match: intent.ModelInputPrefix + message,
+		Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{{Name: intent.ModelTool,
+			Arguments: `{"goal": "\u00a0\u3000", "constraints": [], "task_type": "creative",
+				"needs_clarification": false, "unsafe": false}`}}}}})
+	resp, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: message})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetGoal() != message || resp.GetSource() != intent.SourceRules ||
+		!strings.Contains(resp.GetFallbackReason(), "the goal is white space only") {
+		t.Errorf("goal %q, source %q, fallback %q; want the rules' goal, saying the model's goal is blank",
+			resp.GetGoal(), resp.GetSource(), resp.GetFallbackReason())
+	}
+	if len(resp.GetAccounting()) != 1 {
+		t.Errorf("accounting %v, want the model's request", resp.GetAccounting())
+	}
+}
