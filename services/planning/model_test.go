@@ -257,6 +257,40 @@ func TestRevisionInvalid(t *testing.T) {
 	}
 }
 
+// TestRevisionInvalidBeforeTheModel: a revision whose plan is broken (a step without an id,
+// an id twice, a dependency on no step) is INVALID_ARGUMENT naming the revision's step, before
+// the planning model is asked: the model was asked (and paid for) first, and the rules then
+// refused the plan as "proposed step 2", a field the request does not have.
+func TestRevisionInvalidBeforeTheModel(t *testing.T) {
+	c, llm := modelClient(t, planned("g", `{"viable": true, "steps": [{"id": "a", "description": "think"}]}`))
+	progress := func(steps ...*typev1.Step) *planningv1.PlanRevision {
+		rev := &planningv1.PlanRevision{Reason: "a step failed"}
+		for _, st := range steps {
+			rev.Steps = append(rev.Steps, &typev1.StepProgress{Step: st, State: typev1.StepState_STEP_STATE_PENDING})
+		}
+		return rev
+	}
+	a := &typev1.Step{Id: "a", Description: "think"}
+	for _, tc := range []struct {
+		name string
+		rev  *planningv1.PlanRevision
+		part string
+	}{
+		{"empty id", progress(a, &typev1.Step{Id: " ", Description: "answer"}), "revision.steps[1].step.id must not be empty"},
+		{"id twice", progress(a, a), `revision.steps[1].step.id "a" repeats revision.steps[0]'s`},
+		{"unknown dependency", progress(a, &typev1.Step{Id: "b", DependsOn: []string{"zz"}}),
+			`revision.steps[1].step.depends_on: "zz" is no step of the revision`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Plan(t.Context(), &planningv1.PlanRequest{Goal: "g", AvailableTools: catalogue, Revision: tc.rev})
+			grpctest.WantStageError(t, err, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.part)
+		})
+	}
+	if n := len(llm.Requests()); n != 0 {
+		t.Errorf("the planning model was asked %d times about invalid revisions", n)
+	}
+}
+
 // TestModelRevisionKeepsDoneSteps: a revision keeps the steps that are done as they were
 // (PlanRevision); a model's revision that rewrites or drops one is unusable, and the rules
 // revise the plan instead, saying why.

@@ -232,7 +232,8 @@ func (s *Service) validate(req *planningv1.PlanRequest) (*input, error) {
 	return &input{req: req, goal: goal, taskType: taskType, limit: limit, tools: tools}, nil
 }
 
-// validateRevision checks the revision of a request, if it has one.
+// validateRevision checks the revision of a request, if it has one: each step set, with a
+// state, an id no other step has, and dependencies on the revision's steps.
 func validateRevision(req *planningv1.PlanRequest) error {
 	rev := req.GetRevision()
 	if rev == nil {
@@ -244,6 +245,7 @@ func validateRevision(req *planningv1.PlanRequest) error {
 	if len(rev.GetSteps()) == 0 {
 		return stageerr.Invalid("revision.steps must not be empty: it is the plan to revise")
 	}
+	ids := make(map[string]int, len(rev.GetSteps())) // a step's index by its id
 	for i, p := range rev.GetSteps() {
 		if p.GetStep() == nil {
 			return stageerr.Invalid("revision.steps[%d].step must be set", i)
@@ -252,6 +254,23 @@ func validateRevision(req *planningv1.PlanRequest) error {
 		case typev1.StepState_STEP_STATE_PENDING, typev1.StepState_STEP_STATE_DONE, typev1.StepState_STEP_STATE_FAILED:
 		default:
 			return stageerr.Invalid("revision.steps[%d].state must be pending, done or failed, got %s", i, p.GetState())
+		}
+		id := strings.TrimSpace(p.GetStep().GetId())
+		if id == "" {
+			return stageerr.Invalid("revision.steps[%d].step.id must not be empty", i)
+		}
+		if j, dup := ids[id]; dup {
+			return stageerr.Invalid("revision.steps[%d].step.id %q repeats revision.steps[%d]'s", i, id, j)
+		}
+		ids[id] = i
+	}
+	// Checked before the planning model is asked about the plan: its revision of a broken
+	// plan would be taken.
+	for i, p := range rev.GetSteps() {
+		for _, dep := range p.GetStep().GetDependsOn() {
+			if _, ok := ids[strings.TrimSpace(dep)]; !ok {
+				return stageerr.Invalid("revision.steps[%d].step.depends_on: %q is no step of the revision", i, dep)
+			}
 		}
 	}
 	return nil
