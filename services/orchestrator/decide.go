@@ -81,7 +81,8 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 		return nil, stageerr.FromError(err)
 	}
 	var spent decideAccount
-	intent, err := whenReady(ctx, "intent", s.peers.Intent.Parse, &intentv1.ParseRequest{
+	wait := modelStageWait(s.contract) // the intent stage may ask its model first
+	intent, err := whenReadyWithin(ctx, "intent", wait, s.peers.Intent.Parse, &intentv1.ParseRequest{
 		Message: req.GetMessage(), ConversationId: req.GetConversationId(), Surface: req.GetSurface(),
 		UserId: userID, AvailableTools: toolname.Of(tools),
 	})

@@ -175,7 +175,7 @@ func (r *run) parseIntent(ctx context.Context, stepID string) *ending {
 			AvailableTools: toolname.Of(offeredTools(r.contract, r.available)), // the tools the run may use
 			RunId:          r.id,
 		}
-		resp, err := whenReady(ctx, "intent", r.svc.peers.Intent.Parse, req)
+		resp, err := whenReadyWithin(ctx, "intent", r.modelStageWait(), r.svc.peers.Intent.Parse, req)
 		if err != nil {
 			r.accountStage(stageIntent, stageerr.FromError(err).Accounting) // the intent model's request, when it refused
 			end = r.intentFailure(ctx, err)

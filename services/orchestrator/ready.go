@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,7 +27,7 @@ func whenReady[Req, Resp any](ctx context.Context, stage string, call func(conte
 }
 
 // whenReadyWithin is whenReady bounded by wait instead of StageWait, for a stage that may ask
-// a model before it answers (planning).
+// a model before it answers (intent, planning, observation).
 func whenReadyWithin[Req, Resp any](ctx context.Context, stage string, wait time.Duration, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -38,9 +39,16 @@ func whenReadyWithin[Req, Resp any](ctx context.Context, stage string, wait time
 	return resp, err
 }
 
-// modelStageWait bounds a call to a stage that may ask a model before it answers (planning,
-// observation's summary): the run's step timeout, and at least StageWait. StageWait alone
-// failed such a call while its model was still answering, or while a large result was parsed.
+// modelStageWait bounds a call to a stage that may ask a model before it answers (intent,
+// planning, observation's summary): the run's step timeout, and at least StageWait. StageWait
+// alone failed such a call while its model was still answering, or while a large result was
+// parsed.
 func (r *run) modelStageWait() time.Duration {
-	return max(StageWait, time.Duration(r.contract.GetStepTimeoutMs())*time.Millisecond)
+	return modelStageWait(r.contract)
+}
+
+// modelStageWait is the wait for a stage that may ask a model under contract c (see
+// run.modelStageWait).
+func modelStageWait(c *typev1.ExecutionContract) time.Duration {
+	return max(StageWait, time.Duration(c.GetStepTimeoutMs())*time.Millisecond)
 }

@@ -226,6 +226,28 @@ func TestIntentModelFallsBackToRules(t *testing.T) {
 	}
 }
 
+// TestASlowIntentModelIsWaitedFor: the intent stage asks a model before it answers, as the
+// planning stage may, so the run waits for it as for planning, up to the step timeout
+// (modelStageWait), not StageWait, which is how long a stage that is down is waited for. An
+// intent model that took longer than that was cut off, and the rules parsed every message.
+func TestASlowIntentModelIsWaitedFor(t *testing.T) {
+	const message = "Tell me about the Go scheduler"
+	const goal = "Explain how the Go scheduler works"
+	slow := submitIntent(`{"goal": "` + goal + `", "constraints": [], "task_type": "analysis",
+		"needs_clarification": false, "unsafe": false}`)
+	slow.DelayMS = int(orchestrator.StageWait.Milliseconds()) + 1000
+	h := startWith(t, nil, intentModel, intentScenario(message, slow),
+		llmtest.Scenario{Name: "answer", Match: message, Turns: []llmtest.Turn{text("Goroutines share threads.")}})
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if !res.GetSuccess() {
+		t.Fatalf("outcome %s %s (%v)", res.GetOutcome(), res.GetExitReason(), res.GetError())
+	}
+	if p := intentParsed(t, h, res.GetRunId()); p.GetSource() != intent.SourceModel || p.GetGoal() != goal {
+		t.Errorf("intent_parsed source %q, goal %q, fallback %q; want the slow model's",
+			p.GetSource(), p.GetGoal(), p.GetFallbackReason())
+	}
+}
+
 // TestIntentModelUnsafe (issue 13.1): the intent model's unsafe verdict ends the run
 // INTENT_UNSAFE before any answer is asked for, and its request is still accounted.
 func TestIntentModelUnsafe(t *testing.T) {
