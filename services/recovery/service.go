@@ -167,10 +167,17 @@ func validate(req *recoveryv1.DecideRequest) error {
 	return validateNames(req.GetState())
 }
 
-// validateNames refuses a target's provider or model over target.MaxNameBytes and an
-// alternative tool over MaxToolNameBytes: a decision's reason quotes them.
+// validateNames refuses a target without a provider or a model (a decision may propose it as
+// the next target or the fallback model), a target's provider or model over
+// target.MaxNameBytes and an alternative tool over MaxToolNameBytes: a decision's reason quotes
+// them.
 func validateNames(state *recoveryv1.RecoveryState) error {
-	checkTarget := target.CheckNames
+	checkTarget := func(field string, t *typev1.Target) error {
+		if t != nil && (t.GetProvider() == "" || t.GetModel() == "") {
+			return stageerr.Invalid("%s needs both provider and model", field)
+		}
+		return target.CheckNames(field, t)
+	}
 	if err := checkTarget("state.target", state.GetTarget()); err != nil {
 		return err
 	}

@@ -608,6 +608,12 @@ func TestDecideInvalidInput(t *testing.T) {
 			Targets: []*typev1.Target{target("a"), {Provider: strings.Repeat("p", 257), Model: "m"}}}}, "state.targets[1].provider: at most 256 bytes, got 257"},
 		{"fallback model over 256 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
 			FallbackTarget: &typev1.Target{Provider: "a", Model: strings.Repeat("m", 257)}}}, "state.fallback_target.model: at most 256 bytes, got 257"},
+		// A target names a provider and a model (the generation stage's rule): one without
+		// either was proposed as the next target or the fallback model, "next target /".
+		{"a target without a model", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
+			Targets: []*typev1.Target{target("a"), {Provider: "b"}}}}, "state.targets[1] needs both provider and model"},
+		{"an empty fallback target", &recoveryv1.DecideRequest{Error: someErr, Stage: "generation", State: &recoveryv1.RecoveryState{
+			FallbackTarget: &typev1.Target{}}}, "state.fallback_target needs both provider and model"},
 		{"alternative tool over 512 bytes", &recoveryv1.DecideRequest{Error: someErr, Stage: "action", State: &recoveryv1.RecoveryState{
 			AlternativeTools: []string{"python", strings.Repeat("t", 513)}}}, "state.alternative_tools[1]: at most 512 bytes, got 513"},
 	}

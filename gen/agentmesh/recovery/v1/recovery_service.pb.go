@@ -166,8 +166,8 @@ type RecoveryState struct {
 	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// The timeout the failed action used.
 	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// The target that failed, for generation failures. The provider and model of every target
-	// of the state are at most 256 bytes (the generation stage's limit).
+	// The target that failed, for generation failures. Every target of the state names both a
+	// provider and a model, each at most 256 bytes (the generation stage's limit).
 	Target *v1.Target `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
 	// All targets of the run, in round-robin order.
 	Targets []*v1.Target `protobuf:"bytes,5,rep,name=targets,proto3" json:"targets,omitempty"`
