@@ -27,7 +27,8 @@ func (r *run) recover(ctx context.Context, stage string, se *stageerr.Error, ret
 // recoveryDecision asks the recovery stage how to handle a failure; it returns the decision
 // and the failure's detail as the stage was told it. When the recovery stage itself cannot
 // answer, or answers outside its contract (checkDecision), a conservative local rule applies:
-// retryable failures fall back, others abort.
+// retryable failures fall back within the retry budget (state.max_retries, else the recovery
+// stage's default of 3), others abort.
 func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stageerr.Error, retry int, state *recoveryv1.RecoveryState) (*recoveryv1.DecideResponse, *typev1.StageError) {
 	detail := stageerr.Detail(se)
 	detail.Stage = stage
@@ -41,7 +42,7 @@ func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stagee
 	if err != nil {
 		s.log.WarnContext(ctx, "no usable recovery decision; using the local rule", "run_id", state.GetRunId(), "err", err)
 		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: reason}
-		if se.Retryable() && retry+1 < 3 {
+		if se.Retryable() && retry+1 < cmp.Or(int(state.GetMaxRetries()), 3) {
 			d.Strategy = recoveryv1.Strategy_STRATEGY_FALLBACK
 		}
 	}

@@ -154,6 +154,26 @@ func TestOutOfContractRecovery(t *testing.T) {
 	}
 }
 
+// TestLocalRecoveryKeepsMaxRetries: the local rule that stands in for a recovery decision
+// outside the contract gives a turn the attempts of its contract's max_retries, as the
+// recovery stage does: a run allowing 5 attempts whose provider fails 3 times completes. The
+// local rule gave up after 3 attempts, whatever max_retries said.
+func TestLocalRecoveryKeepsMaxRetries(t *testing.T) {
+	const message = "is the provider up yet?"
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Recovery: serveStage(t, mesh.Recovery, func(g *grpc.Server) {
+			recoveryv1.RegisterRecoveryServiceServer(g, hourlyRecovery{})
+		})}
+	}, llmtest.Scenario{Name: "flaky", Match: message, Turns: []llmtest.Turn{
+		{Content: "up", Failure: llmtest.FailModelError, FailuresBeforeSuccess: 3},
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: message, Overrides: &agentv1.RunOverrides{MaxRetries: i32(5)}})
+	if !res.GetSuccess() || res.GetFinalReport().GetContent() != "up" {
+		t.Fatalf("%s %s (%s): %q, want the fourth attempt's answer", res.GetOutcome(), res.GetExitReason(),
+			res.GetError().GetMessage(), res.GetFinalReport().GetContent())
+	}
+}
+
 // hourlyRecovery is a recovery stage outside its contract: it retries everything after an hour.
 type hourlyRecovery struct {
 	recoveryv1.UnimplementedRecoveryServiceServer
