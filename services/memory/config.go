@@ -15,11 +15,11 @@ import (
 
 // OptionsFromConfig builds the service's options from the configuration's memory section,
 // opening the store it names: memory (in process), sqlite (the file memory.path) or postgres
-// (memory.dsn). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache. Memory isolation is enforced
-// (Options.RequireUser) when the configuration authenticates the public API (auth.*), and
-// callers are identified by their mesh certificates (Options.MeshIdentity) when the services
-// talk mutual TLS (tls.ca). The store belongs to the Service built from the options:
-// Service.Close closes it. An unknown store is an exitcode.Invalid error; a
+// (memory.dsn). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache.
+// Memory isolation is enforced (Options.RequireUser) when the configuration authenticates the
+// public API (auth.*), and callers are identified by their mesh certificates
+// (Options.MeshIdentity) when the services talk mutual TLS (tls.ca). The store belongs to the
+// Service built from the options: Service.Close closes it. An unknown store is an exitcode.Invalid error; a
 // store that cannot be opened is exitcode.Unavailable.
 //
 // The options have no Embedder and no Facts model: when EmbeddingTarget returns a target, set
