@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/services/action"
 	"github.com/agentmesh/agentmesh/services/generation"
+	"github.com/agentmesh/agentmesh/services/intent"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/observation"
 	"github.com/agentmesh/agentmesh/services/planning"
@@ -319,8 +320,8 @@ func checkDeployment(t *testing.T, r *rendered, d *appsv1.Deployment, starts boo
 // drainTimeout is how long the binary name, with the configuration cfg (nil when it did not
 // load) and the environment env, lets its calls in flight finish after SIGTERM, as server.Main
 // decides: DRAIN_TIMEOUT_MS, else the stage's own (action.DrainTimeout,
-// generation.DrainTimeout; planning.DrainTimeout, observation.DrainTimeout and
-// memory.DrainTimeout with a model),
+// generation.DrainTimeout; intent.DrainTimeout, planning.DrainTimeout, observation.DrainTimeout
+// and memory.DrainTimeout with a model),
 // else server.DefaultDrainTimeout.
 func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]string) time.Duration {
 	t.Helper()
@@ -339,6 +340,10 @@ func drainTimeout(t *testing.T, name string, cfg *config.Config, env map[string]
 		return action.DrainTimeout(cfg)
 	case "generation":
 		return generation.DrainTimeout(cfg)
+	case "intent":
+		if d, ok := intent.DrainTimeout(cfg); ok {
+			return d
+		}
 	case "planning":
 		if d, ok := planning.DrainTimeout(cfg); ok {
 			return d

@@ -1,8 +1,11 @@
 package intent
 
 import (
+	"time"
+
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
 // ModelTarget is the model the configuration names for the intent stage (models.intent), or
@@ -13,4 +16,15 @@ func ModelTarget(cfg *config.Config) *typev1.Target {
 		return nil
 	}
 	return &typev1.Target{Provider: t.Provider, Model: t.Model}
+}
+
+// DrainTimeout is how long a stopping intent stage with a model of its own (models.intent)
+// lets its calls in flight finish (pkg/server.WithDrainTimeout): the model's reading of a
+// message, which may take most of the default step timeout (defaults.step_timeout_ms; the
+// orchestrator waits that long for a parse), and server.DrainMargin to answer. Cut off sooner,
+// the message is asked of the model (and paid for) again by the retry. ok is false without a
+// model: the stage's calls are then quick, and the default drain is enough.
+func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
+	step := time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond
+	return server.DrainFor(step), cfg.Models.Intent != nil
 }

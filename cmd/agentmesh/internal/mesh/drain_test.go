@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/server"
+	"github.com/agentmesh/agentmesh/services/intent"
 )
 
 // TestStoppedActionStageFinishesItsCalls: the mesh's action stage, stopped (Stop; Close, as
@@ -100,5 +101,88 @@ func TestStoppedActionStageFinishesItsCalls(t *testing.T) {
 	case <-stopped:
 	case <-ctx.Done():
 		t.Fatal("the action stage did not stop once its call was done")
+	}
+}
+
+// TestStoppedIntentStageFinishesItsParses: the mesh's intent stage with a model of its own
+// (models.intent), stopped (Stop) while the model reads the run's message, lets the answer
+// finish as the intent binary does (intent.DrainTimeout), here past the drain of a stage
+// without a model (server.DefaultDrainTimeout): the run is accounted the intent model's
+// request, and the model was asked once.
+func TestStoppedIntentStageFinishesItsParses(t *testing.T) {
+	const message = "read the message slowly"
+	hold := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(releaseOnce)
+	parse := submitIntent(`{"goal": "` + message + `", "constraints": [], ` +
+		`"task_type": "question", "needs_clarification": false, "unsafe": false}`)
+	parse.Hold = hold
+	const answer = "Read while the intent stage stopped."
+	h := startWith(t, nil, intentModel, intentScenario(message, parse),
+		llmtest.Scenario{Name: "run", Match: message, Turns: []llmtest.Turn{text(answer)}})
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	type result struct {
+		res *typev1.RunResult
+		err error
+	}
+	ran := make(chan result, 1)
+	go func() {
+		res, err := h.client.Run(ctx, &agentv1.RunRequest{RunId: "intent-drain-in-the-mesh",
+			Message: message})
+		ran <- result{res, err}
+	}()
+	asked := func() int { return len(requestsAbout(h, intent.ModelInputPrefix+message)) }
+	if !eventually(t, 30*time.Second, func() bool { return asked() > 0 }) {
+		t.Fatal("the intent model was never asked")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := h.mesh.Stop(t.Context(), mesh.Intent); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// The answer in flight outlives the drain of a stage without a model.
+	outlives := server.DefaultDrainTimeout + 2*time.Second
+	past := time.NewTimer(outlives)
+	defer past.Stop()
+	select {
+	case <-stopped:
+		t.Fatalf("the intent stage stopped within %s, with its model's answer in flight", outlives)
+	case r := <-ran:
+		t.Fatalf("the run ended while its intent was held: %v, %v", r.res, r.err)
+	case <-past.C:
+	}
+	releaseOnce()
+	var r result
+	select {
+	case r = <-ran:
+	case <-ctx.Done():
+		t.Fatal("the run did not end once the intent model answered")
+	}
+	if r.err != nil {
+		t.Fatalf("Run: %v", r.err)
+	}
+	if !r.res.GetSuccess() || r.res.GetFinalReport().GetContent() != answer {
+		t.Errorf("the run ended %s %q: %v, want a success answering %q", r.res.GetOutcome(),
+			r.res.GetFinalReport().GetContent(), r.res.GetError(), answer)
+	}
+	var accounted bool
+	for _, e := range r.res.GetAccounting() {
+		accounted = accounted || e.GetStage() == "intent" && e.GetModel() == "intent-model"
+	}
+	if !accounted {
+		t.Errorf("accounting %v, want the intent model's request", r.res.GetAccounting())
+	}
+	if n := asked(); n != 1 {
+		t.Errorf("the intent model was asked %d times, want once", n)
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the intent stage did not stop once its call was done")
 	}
 }

@@ -190,10 +190,13 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}
 
 	// Stopped (Stop, Close), a stage drains as its binary does: the action and generation
-	// stages, and planning and observation with a model, for as long as their calls may last,
-	// memory with a model for as long as its learning may (Close), the others for
+	// stages, and intent, planning and observation with a model, for as long as their calls may
+	// last, memory with a model for as long as its learning may (Close), the others for
 	// server.DefaultDrainTimeout.
 	drains := map[string]time.Duration{Action: action.DrainTimeout(cfg), Generation: generation.DrainTimeout(cfg)}
+	if d, ok := intent.DrainTimeout(cfg); ok {
+		drains[Intent] = d
+	}
 	if d, ok := planning.DrainTimeout(cfg); ok {
 		drains[Planning] = d
 	}
