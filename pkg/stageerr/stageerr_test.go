@@ -175,3 +175,36 @@ func TestFromErrorOfNilIsNoError(t *testing.T) {
 		t.Error("FromError(nil) is ErrToolNotFound")
 	}
 }
+
+// TestFromStage: a status without a StageError detail of a gRPC code no contract code stands
+// for is the called stage's failure of its own code, naming the stage and the gRPC code; a
+// detailed status, one FromError classifies and nil keep FromError's reading.
+func TestFromStage(t *testing.T) {
+	gen := typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED
+	bad := typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE
+	of := func(err error) *stageerr.Error { return stageerr.FromStage(err, "generation", gen, bad) }
+	for _, c := range []codes.Code{
+		codes.ResourceExhausted, codes.Internal, codes.Unimplemented, codes.Unknown,
+	} {
+		got := of(status.Error(c, "grpc said so"))
+		want := fmt.Sprintf("the generation stage failed outside its contract (gRPC %s): "+
+			"grpc said so", c)
+		if got.Code != gen || got.Class != bad || got.Stage != "generation" || got.Error() != want {
+			t.Errorf("%s: %s (%s) of stage %q: %q", c, got.Code, got.Class, got.Stage, got.Error())
+		}
+	}
+	if got := of(status.Error(codes.DeadlineExceeded, "slow")); got.Class != typev1.ErrorClass_ERROR_CLASS_TIMEOUT {
+		t.Errorf("DEADLINE_EXCEEDED: class %s, want TIMEOUT", got.Class)
+	}
+	unspecified := typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED
+	detailed := stageerr.ToStatus(stageerr.Errorf(unspecified, "said so"))
+	if got := of(detailed); got.Code != unspecified || got.Error() != "said so" {
+		t.Errorf("detailed: %s %q", got.Code, got.Error())
+	}
+	if got := of(status.Error(codes.Unavailable, "down")); got.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE {
+		t.Errorf("UNAVAILABLE: %s", got.Code)
+	}
+	if of(nil) != nil {
+		t.Error("nil must stay nil")
+	}
+}

@@ -1,8 +1,10 @@
 package stageerr
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -151,6 +153,33 @@ func FromError(err error) *Error {
 			e.Accounting = append(e.Accounting, d)
 		}
 	}
+	return e
+}
+
+// FromStage is FromError for the failure of a call to stage, whose contract names its own
+// failures code (of class, for GENERATION_FAILED): a status without a StageError detail whose
+// gRPC code no contract code stands for — one gRPC itself gives, such as RESOURCE_EXHAUSTED for
+// an answer over the message size limit, INTERNAL from a codec, UNIMPLEMENTED from a
+// replacement stage lacking the method — is that stage's failure of code (of class, unless the
+// gRPC code gives one), its message naming the stage and the gRPC code. FromError leaves it
+// unclassified, a failure the recovery stage does not know, which it answers by asking the
+// user; no answer of the user's mends a stage that cannot deliver its answer. nil stays nil.
+func FromStage(err error, stage string, code typev1.StageErrorCode,
+	class typev1.ErrorClass) *Error {
+	e := FromError(err)
+	st, ok := status.FromError(err)
+	if e == nil || As(err) != nil || !ok ||
+		e.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
+		return e
+	}
+	for _, d := range st.Details() {
+		if _, detailed := d.(*typev1.StageError); detailed {
+			return e
+		}
+	}
+	e.Code, e.Class, e.Stage = code, cmp.Or(e.Class, class), stage
+	e.Msg = fmt.Sprintf("the %s stage failed outside its contract (gRPC %s): %s",
+		stage, st.Code(), st.Message())
 	return e
 }
 

@@ -155,7 +155,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 			TimestampMs: s.now().UnixMilli(), // when the request finished, as a run stamps it (run.account)
 		}
 		if err != nil {
-			lastErr = stageerr.FromError(err)
+			lastErr = generationFailure(err)
 			entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, lastErr.Error()
 			lastErr.AccountAnswer(entry) // an answer cut off before any content was paid for
 			spent.add("", entry)

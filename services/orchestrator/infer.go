@@ -521,7 +521,8 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	}
 	ev := &eventv1.LlmResponse{Turn: r.turns, Attempt: int32(attempt), Provider: target.GetProvider(), Model: target.GetModel()}
 	if err != nil {
-		se := stageerr.FromError(err)
+		se := generationFailure(err)
+		err = se
 		entry.Status = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
 		entry.Error = se.Error()
 		ev.Error = entry.Error
@@ -550,6 +551,16 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 	r.account(entry)
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_LlmResponse{LlmResponse: ev}})
 	return resp, err
+}
+
+// generationFailure is the failure of a Generate or GenerateStream call: one gRPC gives
+// without a stage contract's detail (an answer over grpc.max_message_bytes, a replacement stage
+// lacking the method) is the generation stage's GENERATION_FAILED of class BAD_RESPONSE, an
+// answer that did not arrive as the contract's, which the run recovers from by its rules.
+func generationFailure(err error) *stageerr.Error {
+	return stageerr.FromStage(err, "generation",
+		typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED,
+		typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE)
 }
 
 // keepNoCopy is the call option of a Generate call: gRPC keeps no copy of the request to
