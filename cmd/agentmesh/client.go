@@ -14,6 +14,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
@@ -39,11 +40,26 @@ func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient(addr, creds...)
+	conn, err := newClient(addr, creds...)
 	if err != nil {
-		return nil, nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
+		return nil, nil, err
 	}
 	return agentv1.NewAgentServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+// newClient makes the client of every command that calls a service at addr. An addr that is not
+// host:port with a port from 0 to 65535 (config.CheckAddress, as services.* must be) is an
+// invalid argument, exit 4, before anything is dialled: gRPC took it for a name to resolve, and
+// the command exited 3, as if nothing answered at a good address.
+func newClient(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if err := config.CheckAddress(addr); err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
+	}
+	return conn, nil
 }
 
 // rpcError maps an RPC failure to the CLI's exit codes. A run, call, question or memory the

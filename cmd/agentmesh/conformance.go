@@ -104,9 +104,9 @@ func checkStage(ctx context.Context, name, addr string, opts stagetest.Options) 
 	if err != nil {
 		return stagetest.Report{}, err
 	}
-	conn, err := grpc.NewClient(addr, dialOpts...)
+	conn, err := newClient(addr, dialOpts...)
 	if err != nil {
-		return stagetest.Report{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", addr, err))
+		return stagetest.Report{}, err
 	}
 	defer func() { _ = conn.Close() }()
 	report, err := stagetest.RunWith(ctx, name, conn, opts)

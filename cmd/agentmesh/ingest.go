@@ -60,9 +60,9 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(transport))
+	conn, err := newClient(target, grpc.WithTransportCredentials(transport))
 	if err != nil {
-		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("address %q: %w", target, err))
+		return err
 	}
 	defer func() { _ = conn.Close() }()
 

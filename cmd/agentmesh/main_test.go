@@ -184,3 +184,33 @@ func TestClientCertificateNeedsTheCA(t *testing.T) {
 		})
 	}
 }
+
+// TestAMalformedAddressExits4: an --addr that is not host:port with a port from 0 to 65535 is
+// an invalid argument (seed 000: exit 4), the same for every command that takes one, and the
+// error names it. The CLI dialled it anyway and exited 3, as if a service could not be reached.
+func TestAMalformedAddressExits4(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	for _, addr := range []string{"bad addr::", "127.0.0.1", "127.0.0.1:70000"} {
+		for _, args := range [][]string{
+			{"run", "hello"},
+			{"tools"},
+			{"get", "run-1"},
+			{"watch", "run-1"},
+			{"cancel", "run-1"},
+			{"answer", "run-1", "yes"},
+			{"approve", "run-1", "call-1"},
+			{"transcript", "verify", "run-1"},
+			{"memories", "list"},
+			{"ingest", dir},
+			{"conformance", "--stage", "planning"},
+		} {
+			var stdout, stderr bytes.Buffer
+			args = append(args, "--addr", addr)
+			if got := run(t.Context(), args, &stdout, &stderr); got != 4 || !strings.Contains(stderr.String(), `"`+addr+`"`) {
+				t.Errorf("agentmesh %s: exit %d, want 4 naming the address\nstdout: %s\nstderr: %s",
+					strings.Join(args, " "), got, stdout.String(), stderr.String())
+			}
+		}
+	}
+}
