@@ -555,6 +555,9 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var result *typev1.RunResult // the run's end, when the events reach it
 	for {
 		ev, err := events.next(ctx)
+		if errors.Is(err, io.EOF) && result == nil {
+			return watchedPastEnd(ctx, client, *addr, fs.Arg(0), events.seq, *asJSON, p)
+		}
 		if errors.Is(err, io.EOF) {
 			return endedExit(result)
 		}
@@ -582,6 +585,26 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		fmt.Fprintln(stdout, string(b))
 	}
+}
+
+// watchedPastEnd is how watch ends when the run's events ended before its run_finished: the
+// watch began (--from) at or past it, and WatchRun ends at once, with nothing sent. The
+// progress says that the run has ended, and how (GetRun), and the command exits as one that
+// saw the run_finished does, with the run's exit code: it showed nothing and exited 0, also
+// for a run that failed. With --json, whose stdout holds events only, it exits so too.
+func watchedPastEnd(ctx context.Context, client agentv1.AgentServiceClient, addr, runID string,
+	seq uint64, asJSON bool, p *progress) error {
+	res, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
+	if err != nil {
+		return rpcError(addr, err)
+	}
+	if asJSON {
+		return endedExit(res)
+	}
+	p.line("run %s has ended: it has no events after %d", runID, seq)
+	p.event(&eventv1.RunEvent{RunId: runID, Kind: &eventv1.RunEvent_RunFinished{
+		RunFinished: &eventv1.RunFinished{Result: res, Outcome: res.GetOutcome()}}})
+	return endedExit(res)
 }
 
 // transcriptCommand verifies a run's transcript, read from the mesh or from a saved result:

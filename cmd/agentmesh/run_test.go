@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -280,5 +281,76 @@ func TestRunShowsWhyACallWasRefused(t *testing.T) {
 	if !strings.Contains(line, "content_json does not match the output schema") ||
 		!strings.Contains(line, "/answer") || !strings.Contains(line, "want number") {
 		t.Errorf("the refused call's line does not say why:\n%s", errOut)
+	}
+}
+
+// TestWatchFromPastTheEndOfARun: `agentmesh watch --from SEQ` at or past a finished run's last
+// event gets no event (WatchRun ends at once), and says that the run has ended and how, exiting
+// with the run's exit code as a watch of the whole run does. It showed nothing and exited 0,
+// also for a run that failed. On a live run it waits for the run's end.
+func TestWatchFromPastTheEndOfARun(t *testing.T) {
+	isolate(t)
+	hold := make(chan struct{})
+	llm := llmtest.New(t,
+		llmtest.Scenario{Name: "quick", Match: "answer at once",
+			Turns: []llmtest.Turn{{Content: "Done."}}},
+		llmtest.Scenario{Name: "slow", Match: "take your time",
+			Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
+	cfg := scriptedConfig(llm)
+	addr := startMesh(t, cfg).Addr("orchestrator")
+	for _, tc := range []struct {
+		message string
+		code    int
+		says    string
+	}{
+		{"answer at once", 0, "■ COMPLETED"},
+		{"   ", 1, "EMPTY_INPUT"},
+	} {
+		_, errOut := runCLI(t, tc.code, "run", "--addr", addr, tc.message)
+		runID := regexp.MustCompile(`▶ run (\S+) `).FindStringSubmatch(errOut)
+		if runID == nil {
+			t.Fatalf("no run id in the progress:\n%s", errOut)
+		}
+		all, _ := runCLI(t, tc.code, "watch", "--json", runID[1], "--addr", addr)
+		last := strings.Count(all, "\n")
+		for _, from := range []int{last, last + 100} {
+			_, errOut := runCLI(t, tc.code, "watch", runID[1], "--from", strconv.Itoa(from), "--addr", addr)
+			if !strings.Contains(errOut, "has ended") || !strings.Contains(errOut, tc.says) {
+				t.Errorf("watch --from %d of a run of %d events: the progress does not say the run ended:\n%s",
+					from, last, errOut)
+			}
+			out, _ := runCLI(t, tc.code, "watch", "--json", runID[1], "--from", strconv.Itoa(from),
+				"--addr", addr)
+			if out != "" {
+				t.Errorf("watch --json --from %d printed %q, want no event", from, out)
+			}
+		}
+	}
+
+	client := agentv1.NewAgentServiceClient(dialService(t, addr))
+	stream, err := client.StreamRun(t.Context(),
+		&agentv1.RunRequest{Message: "take your time", UserId: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := make(chan int, 1)
+	var stdout, stderr bytes.Buffer
+	go func() {
+		args := []string{"watch", first.GetRunId(), "--from", "1000", "--addr", addr}
+		code <- run(t.Context(), args, &stdout, &stderr)
+	}()
+	close(hold)
+	select {
+	case got := <-code:
+		if got != 0 || !strings.Contains(stderr.String(), "■ COMPLETED") {
+			t.Errorf("watch --from past a live run's events: exit %d, want 0 and its end\n%s",
+				got, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch --from past a live run's events did not end with the run")
 	}
 }
