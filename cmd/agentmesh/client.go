@@ -358,7 +358,8 @@ const unstartedWait = 2 * time.Second
 // run's events after seq to its end and shows it as it shows a run that ended by itself (exit
 // 1 for OUTCOME_INTERRUPTED; a run that ended before the cancellation reached it keeps its
 // outcome and exit code). A run that cannot be found, when no event arrived, never started:
-// exit 1.
+// exit 1; after its events began, it ended by itself (and its result is no longer kept where
+// CancelRun looks): its events show how, and it exits with its own exit code.
 func cancelInterrupted(client agentv1.AgentServiceClient, addr, runID string, seq uint64, asJSON bool, p *progress, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), interruptTimeout)
 	defer cancel()
@@ -371,7 +372,10 @@ func cancelInterrupted(client agentv1.AgentServiceClient, addr, runID string, se
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err != nil {
+	switch {
+	case status.Code(err) == codes.NotFound: // seq > 0: the run ended by itself meanwhile
+		p.line("! run %s has ended already; showing its end", runID)
+	case err != nil:
 		return fmt.Errorf("run %s may still be running (agentmesh cancel %s): %w", runID, runID, rpcError(addr, err))
 	}
 	stream, err := client.WatchRun(ctx, &agentv1.WatchRunRequest{RunId: runID, FromSeq: seq})

@@ -279,3 +279,69 @@ func awaitInterrupted(t *testing.T, client agentv1.AgentServiceClient, runID str
 		t.Fatalf("the run goes on after the CLI was interrupted: %v %v", res.GetOutcome(), err)
 	}
 }
+
+// TestRunInterruptedAsItEnded: an `agentmesh run` interrupted after its run's events began,
+// whose cancellation finds the run no more (NOT_FOUND: the run ended by itself meanwhile, and
+// its result is no longer kept where CancelRun looks), follows the run's events to its end and
+// exits with the run's own exit code, as for a run that ended before the cancellation reached
+// it. It exited 4, an invalid argument, and said the run might still be running. A relay in
+// front of the orchestrator lets the run end when CancelRun reaches it, then answers NOT_FOUND.
+func TestRunInterruptedAsItEnded(t *testing.T) {
+	isolate(t)
+	hold, release := heldTurn(t)
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time",
+		Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
+	cfg := scriptedConfig(llm)
+	meshAddr := startMesh(t, cfg).Addr("orchestrator")
+	upstream := agentv1.NewAgentServiceClient(dialService(t, meshAddr))
+	addr := serveRelay(t, &endingRelay{holdingRelay: holdingRelay{up: upstream}, release: release})
+
+	got, stdout, errOut := interruptRun(t, []string{"run", "--addr", addr, "take your time"},
+		"the run never asked the model", func() bool { return len(llm.Requests()) > 0 })
+	if got != 0 || !strings.Contains(errOut, "■ COMPLETED") ||
+		!strings.Contains(stdout, "Done at last.") {
+		t.Errorf("interrupted as the run ended: exit %d, want 0 and the run's end\n"+
+			"stdout: %s\nstderr: %s", got, stdout, errOut)
+	}
+}
+
+// endingRelay relays an orchestrator's StreamRun whole; CancelRun lets the run end (release),
+// waits for its end, and answers NOT_FOUND. Its other calls are holdingRelay's.
+type endingRelay struct {
+	holdingRelay
+	release func()
+}
+
+func (e *endingRelay) StreamRun(req *agentv1.RunRequest,
+	stream grpc.ServerStreamingServer[eventv1.RunEvent],
+) error {
+	up, err := e.up.StreamRun(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := up.Recv()
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *endingRelay) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest,
+) (*agentv1.CancelRunResponse, error) {
+	e.release()
+	for {
+		res, err := e.up.GetRun(ctx, &agentv1.GetRunRequest{RunId: req.GetRunId()})
+		if err == nil && res.GetOutcome() != typev1.Outcome_OUTCOME_UNSPECIFIED {
+			return nil, status.Errorf(codes.NotFound, "run %q not found", req.GetRunId())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
