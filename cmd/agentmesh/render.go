@@ -28,14 +28,14 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 		p.line("  intent: %s [%s, tools %s]", k.IntentParsed.GetGoal(), k.IntentParsed.GetTaskType(), policyName(k.IntentParsed.GetToolPolicy()))
 	case *eventv1.RunEvent_PlanCreated:
 		if fb := k.PlanCreated.GetFallbackReason(); fb != "" {
-			p.line("  plan by the rules: %s", oneLine(fb, 120))
+			p.line("  plan by the rules: %s", oneLineEnds(fb, 300))
 		}
 		for _, s := range k.PlanCreated.GetSteps() {
 			p.line("  plan %s: %s%s", s.GetId(), s.GetDescription(), toolSuffix(s))
 		}
 	case *eventv1.RunEvent_PlanRevised:
 		r := k.PlanRevised
-		p.line("  ↻ plan revised (%d): %s", r.GetRevision(), oneLine(r.GetReason(), 120))
+		p.line("  ↻ plan revised (%d): %s", r.GetRevision(), oneLineEnds(r.GetReason(), 300))
 		for _, s := range r.GetSteps() {
 			p.line("  plan %s [%s]: %s%s", s.GetStep().GetId(), strings.ToLower(strings.TrimPrefix(s.GetState().String(), "STEP_STATE_")),
 				s.GetStep().GetDescription(), toolSuffix(s.GetStep()))
@@ -188,7 +188,7 @@ func decision(r *eventv1.ApprovalResolved) string {
 		what += ", ending the run"
 	}
 	if fb := r.GetFeedback(); fb != "" {
-		what += ": " + oneLine(fb, 120)
+		what += ": " + oneLineEnds(fb, 300)
 	}
 	return what
 }
@@ -225,7 +225,9 @@ func oneLine(s string, limit int) string {
 
 // oneLineEnds is s on one line, at most about limit characters: a longer s keeps its
 // beginning and its end, around " … ", as a reason says what failed first and why last (a
-// final report's schema error names the property and what it wants at its end).
+// final report's schema error names the property and what it wants at its end). It shows
+// every reason and feedback: a refused call's, the rules' plan's, a revised plan's, and the
+// feedback of an approval decision.
 func oneLineEnds(s string, limit int) string {
 	r := []rune(strings.Join(strings.Fields(s), " "))
 	if len(r) <= limit {

@@ -92,3 +92,30 @@ func TestProgressTellsARefusedCall(t *testing.T) {
 		t.Errorf("progress of a long reason %q, want its beginning and its end", got)
 	}
 }
+
+// TestProgressKeepsTheEndOfAReason: the reason the rules made the plan, the reason the plan
+// was revised, and the feedback of an approval decision keep the end of a long text, where the
+// why stands, as a refused call's reason does: the progress cut each to its first 120
+// characters.
+func TestProgressKeepsTheEndOfAReason(t *testing.T) {
+	long := "the planning model's plan was not valid: " + strings.Repeat("x", 1000) +
+		"; step-3 uses tool nope, which is not registered"
+	for _, ev := range []*eventv1.RunEvent{
+		{Kind: &eventv1.RunEvent_PlanCreated{
+			PlanCreated: &eventv1.PlanCreated{FallbackReason: long}}},
+		{Kind: &eventv1.RunEvent_PlanRevised{
+			PlanRevised: &eventv1.PlanRevised{Revision: 1, Reason: long}}},
+		{Kind: &eventv1.RunEvent_ApprovalResolved{ApprovalResolved: &eventv1.ApprovalResolved{
+			CallId: "call_1", Decision: "reject", Feedback: long}}},
+	} {
+		var b strings.Builder
+		(&progress{w: &b}).event(ev)
+		got := b.String()
+		if len(got) > 400 ||
+			!strings.Contains(got, ": the planning model's plan was not valid: x") ||
+			!strings.HasSuffix(got, "x; step-3 uses tool nope, which is not registered\n") {
+			t.Errorf("progress of %T with a long reason %q, want its beginning and its end",
+				ev.GetKind(), got)
+		}
+	}
+}
