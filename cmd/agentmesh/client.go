@@ -494,7 +494,10 @@ func runIDCommand(name string, args []string) (addr, runID string, err error) {
 	return *a, fs.Arg(0), nil
 }
 
-func getCommand(ctx context.Context, args []string, stdout io.Writer) error {
+// getCommand prints a run's result as JSON and exits as the run ended (endedExit). A run that
+// has not ended (GetRun's FAILED_PRECONDITION) has no result yet: it says how to follow the
+// run, on stderr, and exits 0, as for a paused run.
+func getCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr, runID, err := runIDCommand("get", args)
 	if err != nil {
 		return err
@@ -505,6 +508,10 @@ func getCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer closeConn()
 	res, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: runID})
+	if status.Code(err) == codes.FailedPrecondition {
+		fmt.Fprintf(stderr, "run %s is still running; follow it with: agentmesh watch %s\n", runID, runID)
+		return nil
+	}
 	if err != nil {
 		return rpcError(addr, err)
 	}

@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "tools":
 		err = toolsCommand(ctx, args[1:], stdout)
 	case "get":
-		err = getCommand(ctx, args[1:], stdout)
+		err = getCommand(ctx, args[1:], stdout, stderr)
 	case "watch":
 		err = watchCommand(ctx, args[1:], stdout, stderr)
 	case "approve":

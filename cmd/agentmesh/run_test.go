@@ -354,3 +354,30 @@ func TestWatchFromPastTheEndOfARun(t *testing.T) {
 		t.Fatal("watch --from past a live run's events did not end with the run")
 	}
 }
+
+// TestGetOfALiveRun: `agentmesh get` of a run that has not ended exits 0, as the README says
+// (a paused or live run exits 0), and says how to follow the run. GetRun answers such a run
+// FAILED_PRECONDITION, which the CLI took for a failure: exit 1, the code of a run that failed.
+func TestGetOfALiveRun(t *testing.T) {
+	isolate(t)
+	hold, _ := heldTurn(t)
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time",
+		Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
+	addr := startMesh(t, scriptedConfig(llm)).Addr("orchestrator")
+	client := agentv1.NewAgentServiceClient(dialService(t, addr))
+	stream, err := client.StreamRun(t.Context(),
+		&agentv1.RunRequest{Message: "take your time", UserId: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := first.GetRunId()
+	out, errOut := runCLI(t, 0, "get", "--addr", addr, runID)
+	if out != "" || !strings.Contains(errOut, "run "+runID+" is still running") ||
+		!strings.Contains(errOut, "agentmesh watch "+runID) {
+		t.Errorf("get of a live run: stdout %q, stderr %q; want how to follow the run", out, errOut)
+	}
+}
