@@ -39,6 +39,10 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *replicas < 1 || *replicas > 9 {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--orchestrators must be between 1 and 9, got %d", *replicas))
 	}
+	if *message != "" && flagSet(fs, "data") { // the directory named was ignored
+		return exitcode.Wrap(exitcode.Invalid,
+			errors.New("--data does not go with --run, whose run uses a temporary store"))
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
@@ -63,6 +67,10 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer cancel()
 		flush(fctx)
 	}()
+	if flagSet(fs, "data") && (cfg.NATS.URL != "" || cfg.NATS.StoreDir != "") {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("--data does not go with nats.url or "+
+			"nats.store_dir in the configuration, which say where the runs are kept"))
+	}
 	storeDir := ""
 	if *message == "" && cfg.NATS.URL == "" && cfg.NATS.StoreDir == "" {
 		if storeDir, err = devDataDir(*dataDir); err != nil {

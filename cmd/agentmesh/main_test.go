@@ -83,6 +83,10 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(noKey, []byte("approvals:\n  signing_key: "+filepath.Join(t.TempDir(), "grant.key")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	storeDir := filepath.Join(t.TempDir(), "store.yaml")
+	if err := os.WriteFile(storeDir, []byte("nats:\n  store_dir: "+t.TempDir()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -108,6 +112,13 @@ func TestExitCodes(t *testing.T) {
 		{"a signing key that cannot be read", []string{"dev", "--config", noKey, "--run", "hi"}, 4, "approvals.signing_key"},
 		// It exited 1, as a failed run does.
 		{"a data directory that cannot be made", []string{"dev", "--data", filepath.Join(notADir, "nats")}, 4, "--data"},
+		// --run keeps its runs in a temporary store: the directory named was ignored.
+		{"a data directory with --run", []string{"dev", "--run", "hi", "--data", t.TempDir()}, 4,
+			"--data does not go with --run"},
+		// The configured NATS keeps the runs: the directory named was ignored.
+		{"a data directory with nats.store_dir",
+			[]string{"dev", "--config", storeDir, "--data", t.TempDir()}, 4,
+			"--data does not go with nats.url or nats.store_dir"},
 		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
 		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},
