@@ -33,7 +33,7 @@ func answerCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	defer closeConn()
 	resp, err := client.Answer(ctx, req)
 	if err != nil {
-		return rpcError(*addr, err)
+		return inputError(*addr, err)
 	}
 	fmt.Fprintf(stdout, "run %s resumed with your answer to %s; follow it with: agentmesh watch %s\n", resp.GetRunId(), resp.GetQuestionId(), resp.GetRunId())
 	return nil

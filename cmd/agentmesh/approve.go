@@ -57,7 +57,7 @@ func approveCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	defer closeConn()
 	resp, err := client.ResolveApproval(ctx, req)
 	if err != nil {
-		return rpcError(*addr, err)
+		return inputError(*addr, err)
 	}
 	// A rejection may end the run (USER_REJECTED), which --end-run tells and, without it, the
 	// configured tools.reject_ends_run, which the CLI cannot see: never call an ending run

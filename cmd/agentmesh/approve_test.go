@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
 )
 
 // TestApproveFromTheCLI: run pauses for approval, approve resumes it, watch follows it to the end.
@@ -169,5 +170,39 @@ func TestPlanApprovalFromTheCLI(t *testing.T) {
 	runCLI(t, 0, "approve", "--addr", addr, "--reject", "--end-run", m[1], "plan")
 	if _, errOut := runCLI(t, 1, "watch", "--addr", addr, m[1]); !strings.Contains(errOut, "  ? approval requested for the plan\n") {
 		t.Errorf("watch does not show the plan waiting for approval:\n%s", errOut)
+	}
+}
+
+// TestDecidingADecidedCallExits4: deciding again a call already decided otherwise (the run
+// waits for another call's decision) is an invalid argument, exit 4 (the README's exit codes:
+// a run that waits for no approval of it), not 1, the code of a run that failed, which
+// FAILED_PRECONDITION got; the error says so.
+func TestDecidingADecidedCallExits4(t *testing.T) {
+	isolate(t)
+	calc := func(id string) llmtest.ToolCall {
+		return llmtest.ToolCall{ID: id, Name: "calculator", Arguments: `{"expression":"6*7"}`}
+	}
+	llm := llmtest.New(t, llmtest.Scenario{Name: "two", Match: "compute twice",
+		Turns: []llmtest.Turn{
+			{ToolCalls: []llmtest.ToolCall{calc("call_a"), calc("call_b")}},
+			{Content: "42 twice."},
+		}})
+	cfg := scriptedConfig(llm)
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	addr := startMesh(t, cfg).Addr(mesh.Orchestrator)
+	out, _ := runCLI(t, 0, "run", "--addr", addr, "compute twice")
+	m := regexp.MustCompile(`run (\S+) is waiting for approval of call call_a `).
+		FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("run output does not say it waits for approval of call_a:\n%s", out)
+	}
+	out, _ = runCLI(t, 0, "approve", "--addr", addr, m[1], "call_a")
+	if !strings.Contains(out, "still waiting for") {
+		t.Fatalf("approve call_a: %s", out)
+	}
+	_, errOut := runCLI(t, 4, "approve", "--addr", addr, "--reject", m[1], "call_a")
+	if !strings.Contains(errOut, `tool call "call_a"`) ||
+		!strings.Contains(errOut, "already decided") {
+		t.Errorf("deciding call_a again: %s", errOut)
 	}
 }

@@ -78,6 +78,17 @@ func rpcError(addr string, err error) error {
 	return exitcode.Wrap(exitcode.Failed, errors.New(status.Convert(err).Message()))
 }
 
+// inputError is rpcError for a decision (approve) or an answer (answer): FAILED_PRECONDITION
+// (the call was decided already, the question answered already, the run is ending) says that
+// the run waits for no such input, an invalid argument, exit 4 (seed 000), not a run that
+// failed.
+func inputError(addr string, err error) error {
+	if status.Code(err) == codes.FailedPrecondition {
+		return exitcode.Wrap(exitcode.Invalid, errors.New(status.Convert(err).Message()))
+	}
+	return rpcError(addr, err)
+}
+
 // configFlag defines the --config flag of a command that takes service addresses from the
 // configuration: the file named, else $AGENTMESH_CONFIG (what every service reads), over the
 // standard layers (config.Load).
