@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // keep runs the replica's keeper until ctx ends: one goroutine beats its heartbeat, which
@@ -325,7 +329,9 @@ func (s *Service) adoptLegacy(ctx context.Context) {
 	}
 }
 
-// adopt resumes a run this replica just took over, or hands it off again when it cannot.
+// adopt resumes a run this replica just took over, or hands it off again when it cannot (the
+// store failed, or the checkpoint is of a newer version than this replica reads); a run whose
+// checkpoint cannot be read or restored ends instead (endUnreadable).
 func (s *Service) adopt(ctx context.Context, id, reason string) {
 	if err := s.resume(ctx, id, reason); err != nil {
 		s.log.ErrorContext(ctx, "resuming a run failed", "run_id", id, "err", err)
@@ -341,6 +347,9 @@ func (s *Service) resume(ctx context.Context, runID string, reason string) error
 	}
 	cp, head, err := s.store.Load(ctx, runID)
 	if err != nil {
+		if errors.Is(err, runstore.ErrUnreadable) {
+			return s.endUnreadable(ctx, runID, reason, err)
+		}
 		if errors.Is(err, runstore.ErrNotFound) {
 			_ = s.store.Retire(ctx, runID, nil) // an index entry without a checkpoint
 			return nil
@@ -361,6 +370,9 @@ func (s *Service) resume(ctx context.Context, runID string, reason string) error
 		}
 	}
 	r, runCtx, err := s.restoreRun(ctx, cp, head, reason)
+	if errors.Is(err, runstore.ErrUnreadable) {
+		return s.endUnreadable(ctx, runID, reason, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -368,4 +380,57 @@ func (s *Service) resume(ctx context.Context, runID string, reason string) error
 	s.metrics.runAdopted(ctx, reason)
 	s.launch(runCtx, r)
 	return nil
+}
+
+// endUnreadable ends a run whose checkpoint cannot be read back or restored (cause wraps
+// runstore.ErrUnreadable): resuming it again, here or on another replica, cannot help, and
+// handing it off would have the keepers take it over for ever while its callers wait. It ends
+// OUTCOME_FAILED_VALIDATION / CHECKPOINT_UNREADABLE with what can be read of it (the
+// checkpoint's small state; its id alone when even that does not decode), and is finished as
+// a run found finished in its checkpoint is: its result saved to the memory stage,
+// run_finished published after the run's last event, its records retired.
+func (s *Service) endUnreadable(ctx context.Context, runID, reason string, cause error) error {
+	st, err := s.store.State(ctx, runID)
+	switch {
+	case errors.Is(err, runstore.ErrUnreadable):
+		st = &checkpointv1.RunCheckpoint{RunId: runID}
+	case err != nil:
+		return err
+	}
+	cp := &checkpointv1.RunCheckpoint{
+		RunId: runID, UserId: st.GetUserId(), Phase: checkpointv1.Phase_PHASE_FINISHED,
+		Traceparent: st.GetTraceparent(), Tracestate: st.GetTracestate(),
+		StartedAt: st.GetStartedAt(), Resumes: st.GetResumes(), EventSeq: st.GetEventSeq(),
+		Result: unreadableResult(st, cause, s.now()),
+	}
+	r, runCtx, err := s.restoreRun(ctx, cp, nil, reason)
+	if err != nil {
+		return err
+	}
+	s.log.ErrorContext(ctx, "a run's checkpoint cannot be read; the run ends",
+		"run_id", runID, "err", cause)
+	outcome := cp.GetResult().GetOutcome().String()
+	s.metrics.runFinished(ctx, outcome, ExitCheckpointUnreadable, st.GetTurns())
+	s.launch(runCtx, r)
+	return nil
+}
+
+// unreadableResult is the result of a run whose checkpoint cannot be read (endUnreadable): what
+// its small state st holds, and an error naming err, the cause; its report is dated at.
+func unreadableResult(st *checkpointv1.RunCheckpoint, err error, at time.Time) *typev1.RunResult {
+	reason := strings.ToLower(ExitCheckpointUnreadable)
+	meta, _ := structpb.NewStruct(map[string]any{"reason": reason})
+	return &typev1.RunResult{
+		RunId: st.GetRunId(), Outcome: typev1.Outcome_OUTCOME_FAILED_VALIDATION,
+		ExitReason: ExitCheckpointUnreadable, TraceId: traceIDOf(st.GetTraceparent()),
+		Usage: st.GetUsage(), Turns: st.GetTurns(), ToolCalls: st.GetToolCalls(),
+		Decision: st.GetDecision(),
+		Error: &typev1.RunError{Code: ExitCheckpointUnreadable, Message: "the run's stored " +
+			"checkpoint cannot be read, so the run cannot go on: " + err.Error()},
+		FinalReport: &typev1.FinalReport{
+			Format:  typev1.OutputFormat_OUTPUT_FORMAT_TEXT,
+			Status:  typev1.ReportStatus_REPORT_STATUS_FAILURE,
+			Content: MessageProviderFailure, Metadata: meta, Ts: timestamppb.New(at),
+		},
+	}
 }

@@ -442,7 +442,8 @@ func (s *Service) restoreRun(ctx context.Context, cp *checkpointv1.RunCheckpoint
 		resumeFrom: cp, resumeReason: reason, inputs: newInbox(),
 	}
 	if err := r.restore(cp); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("restoring the checkpoint of run %s: %w: %w",
+			r.id, runstore.ErrUnreadable, err)
 	}
 	r.resumes++
 	at, err := events.LastPosition(ctx, s.js, r.id)

@@ -59,6 +59,11 @@ const (
 	// own (toolname.Reserved). A replacement stage
 	// that answers so fails `agentmesh conformance`; retrying the run cannot help.
 	ExitStageContractViolation = "STAGE_CONTRACT_VIOLATION"
+	// ExitCheckpointUnreadable is a run whose stored checkpoint cannot be read back or
+	// restored (it, its body or its log does not decode, or the log does not hold what it
+	// counts): the replica that adopts it ends it OUTCOME_FAILED_VALIDATION, as nothing can
+	// resume it.
+	ExitCheckpointUnreadable = "CHECKPOINT_UNREADABLE"
 )
 
 // Canned user-facing messages of seed 004, shown verbatim.

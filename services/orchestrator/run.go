@@ -332,9 +332,15 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 // memory stage, its watchers and its waiters, in that order (so run_finished is stored when a
 // caller of Run on this replica gets the result), then retires the run. A result
 // the memory stage cannot take now stays in the checkpoint store, where GetRun finds it and
-// any replica saves it later. published says run_finished is in the stream already.
+// any replica saves it later. published says run_finished is in the stream already. A run
+// whose user is unknown (its checkpoint did not decode: endUnreadable) has nobody for the
+// memory stage to keep its result for, which refuses it: its result is in run_finished only.
 func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool) {
-	_, err := r.svc.peers.Memory.SaveRun(ctx, &memoryv1.SaveRunRequest{Result: res, UserId: r.userID})
+	var err error
+	if r.userID != "" {
+		req := &memoryv1.SaveRunRequest{Result: res, UserId: r.userID}
+		_, err = r.svc.peers.Memory.SaveRun(ctx, req)
+	}
 	if err != nil {
 		r.svc.log.ErrorContext(ctx, "saving run result failed; it stays in the checkpoint store", "run_id", r.id, "err", err)
 	}

@@ -348,7 +348,8 @@ func (s *Store) moved(ctx context.Context, b buckets, e jetstream.KeyValueEntry)
 func (s *Store) decode(ctx context.Context, b buckets, runID string, e jetstream.KeyValueEntry) (*checkpointv1.RunCheckpoint, error) {
 	cp := &checkpointv1.RunCheckpoint{}
 	if err := proto.Unmarshal(e.Value(), cp); err != nil {
-		return nil, fmt.Errorf("runstore: checkpoint of run %s is corrupt: %w", runID, err)
+		return nil, fmt.Errorf("runstore: checkpoint of run %s is corrupt: %w: %w",
+			runID, ErrUnreadable, err)
 	}
 	if name := cp.GetBodyObject(); name != "" {
 		body, err := s.object(ctx, b, e, name)
@@ -357,7 +358,8 @@ func (s *Store) decode(ctx context.Context, b buckets, runID string, e jetstream
 		}
 		cp = &checkpointv1.RunCheckpoint{}
 		if err := proto.Unmarshal(body, cp); err != nil {
-			return nil, fmt.Errorf("runstore: checkpoint body of run %s is corrupt: %w", runID, err)
+			return nil, fmt.Errorf("runstore: checkpoint body of run %s is corrupt: %w: %w",
+				runID, ErrUnreadable, err)
 		}
 		cp.BodyObject = name
 	}

@@ -105,7 +105,8 @@ func (s *Store) tombstone(ctx context.Context, b buckets, runID string, want fun
 	}
 	cp := &checkpointv1.RunCheckpoint{}
 	if err := proto.Unmarshal(e.Value(), cp); err != nil {
-		return nil, nil, fmt.Errorf("runstore: tombstone of run %s is corrupt: %w", runID, err)
+		return nil, nil, fmt.Errorf("runstore: tombstone of run %s is corrupt: %w: %w",
+			runID, ErrUnreadable, err)
 	}
 	if want != nil && !want(cp) {
 		return cp, nil, nil

@@ -74,11 +74,13 @@ func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64
 		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s: %w", seq, runID, err)
 	}
 	if msg.Subject != SegmentSubject(runID) && msg.Subject != BodySubject(runID) {
-		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s is on %s", seq, runID, msg.Subject)
+		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s is on %s: %w",
+			seq, runID, msg.Subject, ErrUnreadable)
 	}
 	seg := &checkpointv1.LogSegment{}
 	if err := proto.Unmarshal(msg.Data, seg); err != nil {
-		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s is corrupt: %w", seq, runID, err)
+		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s is corrupt: %w: %w",
+			seq, runID, ErrUnreadable, err)
 	}
 	if name := seg.GetBodyObject(); name != "" {
 		body, err := s.object(ctx, b, e, name)
@@ -87,11 +89,14 @@ func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64
 		}
 		seg = &checkpointv1.LogSegment{}
 		if err := proto.Unmarshal(body, seg); err != nil {
-			return nil, fmt.Errorf("runstore: checkpoint log body %s of run %s is corrupt: %w", name, runID, err)
+			return nil, fmt.Errorf("runstore: checkpoint log body %s of run %s is corrupt: %w: %w",
+				name, runID, ErrUnreadable, err)
 		}
 	}
 	if seg.GetRunId() != runID {
-		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s belongs to run %q", seq, runID, seg.GetRunId())
+		return nil, fmt.Errorf(
+			"runstore: checkpoint log segment %d of run %s belongs to run %q: %w",
+			seq, runID, seg.GetRunId(), ErrUnreadable)
 	}
 	return seg, nil
 }
@@ -108,14 +113,17 @@ func (s *Store) readLog(ctx context.Context, b buckets, cp *checkpointv1.RunChec
 			return nil, err
 		}
 		if err := apply(cp, seg); err != nil {
-			return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s: %w", seq, cp.GetRunId(), err)
+			return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s: %w: %w",
+				seq, cp.GetRunId(), ErrUnreadable, err)
 		}
 	}
 	if err := apply(cp, ref.GetTail()); err != nil {
-		return nil, fmt.Errorf("runstore: checkpoint tail of run %s: %w", cp.GetRunId(), err)
+		return nil, fmt.Errorf("runstore: checkpoint tail of run %s: %w: %w",
+			cp.GetRunId(), ErrUnreadable, err)
 	}
 	if err := checkLog(cp, ref); err != nil {
-		return nil, fmt.Errorf("runstore: checkpoint log of run %s: %w", cp.GetRunId(), err)
+		return nil, fmt.Errorf("runstore: checkpoint log of run %s: %w: %w",
+			cp.GetRunId(), ErrUnreadable, err)
 	}
 	cp.Log = nil
 	h.fill(cp)

@@ -36,6 +36,11 @@ var (
 	// ErrUnencodable is a checkpoint protobuf cannot encode: it holds text that is not UTF-8.
 	// Storing it again cannot help.
 	ErrUnencodable = errors.New("checkpoint cannot be encoded")
+	// ErrUnreadable is a run's stored checkpoint that cannot be read back: its entry, its body
+	// or a segment of its log does not decode, or its log does not hold what it counts.
+	// Reading it again cannot help. (A checkpoint of a newer version than this build reads is
+	// not unreadable: a replica of a newer release reads it.)
+	ErrUnreadable = errors.New("checkpoint cannot be read")
 )
 
 // Config sets the buckets' replication, storage and lifetimes.
