@@ -344,6 +344,16 @@ func (s *Store) moved(ctx context.Context, b buckets, e jetstream.KeyValueEntry)
 	return isNotFound(err) || (err == nil && now.Revision() != e.Revision())
 }
 
+// gone is err, the failure of a read of what a checkpoint names (an object, a log segment),
+// marked ErrUnreadable when what it names is gone while the checkpoint is still the run's
+// (load reads a checkpoint that was replaced meanwhile again).
+func gone(err error) error {
+	if isNotFound(err) || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	return err
+}
+
 // decode reads a checkpoint entry e of a run, and the body it names.
 func (s *Store) decode(ctx context.Context, b buckets, runID string, e jetstream.KeyValueEntry) (*checkpointv1.RunCheckpoint, error) {
 	cp := &checkpointv1.RunCheckpoint{}
@@ -354,7 +364,7 @@ func (s *Store) decode(ctx context.Context, b buckets, runID string, e jetstream
 	if name := cp.GetBodyObject(); name != "" {
 		body, err := s.object(ctx, b, e, name)
 		if err != nil {
-			return nil, fmt.Errorf("runstore: body %s of run %s: %w", name, runID, err)
+			return nil, fmt.Errorf("runstore: body %s of run %s: %w", name, runID, gone(err))
 		}
 		cp = &checkpointv1.RunCheckpoint{}
 		if err := proto.Unmarshal(body, cp); err != nil {

@@ -71,7 +71,8 @@ func (s *Store) appendSegment(ctx context.Context, seg *checkpointv1.LogSegment)
 func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64, e jetstream.KeyValueEntry) (*checkpointv1.LogSegment, error) {
 	msg, err := b.log.GetMsg(ctx, seq)
 	if err != nil {
-		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s: %w", seq, runID, err)
+		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s: %w",
+			seq, runID, gone(err))
 	}
 	if msg.Subject != SegmentSubject(runID) && msg.Subject != BodySubject(runID) {
 		return nil, fmt.Errorf("runstore: checkpoint log segment %d of run %s is on %s: %w",
@@ -85,7 +86,8 @@ func (s *Store) segment(ctx context.Context, b buckets, runID string, seq uint64
 	if name := seg.GetBodyObject(); name != "" {
 		body, err := s.object(ctx, b, e, name)
 		if err != nil {
-			return nil, fmt.Errorf("runstore: checkpoint log body %s of run %s: %w", name, runID, err)
+			return nil, fmt.Errorf("runstore: checkpoint log body %s of run %s: %w",
+				name, runID, gone(err))
 		}
 		seg = &checkpointv1.LogSegment{}
 		if err := proto.Unmarshal(body, seg); err != nil {

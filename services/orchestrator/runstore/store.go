@@ -271,6 +271,8 @@ func mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrUnreadable):
+		return err // a checkpoint naming an object that is gone is not a run the store lacks
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted), errors.Is(err, jetstream.ErrObjectNotFound):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
