@@ -45,49 +45,14 @@ func TestStoppedActionStageFinishesItsCalls(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	type result struct {
-		res *typev1.RunResult
-		err error
-	}
-	ran := make(chan result, 1)
-	go func() {
-		res, err := h.client.Run(ctx, &agentv1.RunRequest{RunId: "action-drain-in-the-mesh", Message: "post the note slowly"})
-		ran <- result{res, err}
-	}()
+	ran := runInBackground(ctx, h, &agentv1.RunRequest{RunId: "action-drain-in-the-mesh", Message: "post the note slowly"})
 	select {
 	case <-arrived:
 	case r := <-ran:
 		t.Fatalf("the run ended before its tool ran: %v, %v", r.res, r.err)
 	}
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		if err := h.mesh.Stop(t.Context(), mesh.Action); err != nil {
-			t.Error(err)
-		}
-	}()
-
 	// The call in flight outlives the drain every other service gets.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-stopped:
-		t.Fatalf("the action stage stopped within %s, with a tool call in flight", outlives)
-	case r := <-ran:
-		t.Fatalf("the run ended while its tool call was held: %v, %v", r.res, r.err)
-	case <-past.C:
-	}
-	releaseOnce()
-	var r result
-	select {
-	case r = <-ran:
-	case <-ctx.Done():
-		t.Fatal("the run did not end once its tool answered")
-	}
-	if r.err != nil {
-		t.Fatalf("Run: %v", r.err)
-	}
+	r, stopped := stopOutlivingDrain(ctx, t, h, mesh.Action, "a tool call", ran, releaseOnce)
 	if !r.res.GetSuccess() || r.res.GetFinalReport().GetContent() != answer {
 		t.Errorf("the run ended %s %q: %v, want a success answering %q", r.res.GetOutcome(), r.res.GetFinalReport().GetContent(), r.res.GetError(), answer)
 	}
@@ -123,49 +88,13 @@ func TestStoppedIntentStageFinishesItsParses(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	type result struct {
-		res *typev1.RunResult
-		err error
-	}
-	ran := make(chan result, 1)
-	go func() {
-		res, err := h.client.Run(ctx, &agentv1.RunRequest{RunId: "intent-drain-in-the-mesh",
-			Message: message})
-		ran <- result{res, err}
-	}()
+	ran := runInBackground(ctx, h, &agentv1.RunRequest{RunId: "intent-drain-in-the-mesh", Message: message})
 	asked := func() int { return len(requestsAbout(h, intent.ModelInputPrefix+message)) }
 	if !eventually(t, 30*time.Second, func() bool { return asked() > 0 }) {
 		t.Fatal("the intent model was never asked")
 	}
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		if err := h.mesh.Stop(t.Context(), mesh.Intent); err != nil {
-			t.Error(err)
-		}
-	}()
-
 	// The answer in flight outlives the drain of a stage without a model.
-	outlives := server.DefaultDrainTimeout + 2*time.Second
-	past := time.NewTimer(outlives)
-	defer past.Stop()
-	select {
-	case <-stopped:
-		t.Fatalf("the intent stage stopped within %s, with its model's answer in flight", outlives)
-	case r := <-ran:
-		t.Fatalf("the run ended while its intent was held: %v, %v", r.res, r.err)
-	case <-past.C:
-	}
-	releaseOnce()
-	var r result
-	select {
-	case r = <-ran:
-	case <-ctx.Done():
-		t.Fatal("the run did not end once the intent model answered")
-	}
-	if r.err != nil {
-		t.Fatalf("Run: %v", r.err)
-	}
+	r, stopped := stopOutlivingDrain(ctx, t, h, mesh.Intent, "its model's answer", ran, releaseOnce)
 	if !r.res.GetSuccess() || r.res.GetFinalReport().GetContent() != answer {
 		t.Errorf("the run ended %s %q: %v, want a success answering %q", r.res.GetOutcome(),
 			r.res.GetFinalReport().GetContent(), r.res.GetError(), answer)
@@ -185,4 +114,57 @@ func TestStoppedIntentStageFinishesItsParses(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the intent stage did not stop once its call was done")
 	}
+}
+
+// runResult is what a run started in the background (runInBackground) returned.
+type runResult struct {
+	res *typev1.RunResult
+	err error
+}
+
+// runInBackground starts req on h's public API and returns where its result arrives.
+func runInBackground(ctx context.Context, h *harness, req *agentv1.RunRequest) <-chan runResult {
+	ran := make(chan runResult, 1)
+	go func() {
+		res, err := h.client.Run(ctx, req)
+		ran <- runResult{res, err}
+	}()
+	return ran
+}
+
+// stopOutlivingDrain stops stage (Stop) while the run in ran waits on what the stage holds in
+// flight, fails the test if the stage stops or the run ends within the drain of a stage
+// without a model or a tool (server.DefaultDrainTimeout and 2 s), then releases what is held
+// and returns the run's result, and a channel closed once the stage has stopped.
+func stopOutlivingDrain(ctx context.Context, t *testing.T, h *harness, stage, inFlight string,
+	ran <-chan runResult, release func()) (runResult, <-chan struct{}) {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := h.mesh.Stop(t.Context(), stage); err != nil {
+			t.Error(err)
+		}
+	}()
+	outlives := server.DefaultDrainTimeout + 2*time.Second
+	past := time.NewTimer(outlives)
+	defer past.Stop()
+	select {
+	case <-stopped:
+		t.Fatalf("the %s stage stopped within %s, with %s in flight", stage, outlives, inFlight)
+	case r := <-ran:
+		t.Fatalf("the run ended while %s was held: %v, %v", inFlight, r.res, r.err)
+	case <-past.C:
+	}
+	release()
+	var r runResult
+	select {
+	case r = <-ran:
+	case <-ctx.Done():
+		t.Fatalf("the run did not end once %s was released", inFlight)
+	}
+	if r.err != nil {
+		t.Fatalf("Run: %v", r.err)
+	}
+	return r, stopped
 }
