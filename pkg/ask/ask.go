@@ -19,7 +19,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -255,22 +254,14 @@ func (m *Model) cut(q Question, messages []*typev1.Message, tools []*typev1.Tool
 	// with is the user message keeping at most n bytes of the input, and how many it keeps.
 	with := func(n int) (string, int) {
 		if q.KeepEnd {
-			start := len(q.Input) - n
-			for start < len(q.Input) && !utf8.RuneStart(q.Input[start]) {
-				start++
-			}
-			kept := q.Input[start:]
+			kept := textcut.Tail(q.Input, n)
 			note := fmt.Sprintf(cutEndNote, len(kept), len(q.Input))
 			return q.Before + note + kept + q.After, len(kept)
 		}
 		// The start and the end, half of n each: what the input is about comes first, and
 		// what to do with it (after a pasted document) often last.
 		head := q.Input[:textcut.Boundary(q.Input, n-n/2)]
-		start := len(q.Input) - n/2
-		for start < len(q.Input) && !utf8.RuneStart(q.Input[start]) {
-			start++
-		}
-		tail := q.Input[start:]
+		tail := textcut.Tail(q.Input, n/2)
 		note := fmt.Sprintf(cutMiddleNote, len(head), len(tail), len(q.Input))
 		return q.Before + head + note + tail + q.After, len(head) + len(tail)
 	}

@@ -7,10 +7,10 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -202,9 +202,7 @@ func checkJoin(deltas []*generationv1.Delta, final *generationv1.GenerateRespons
 		for at < min(len(text.deltas), len(text.final)) && text.deltas[at] == text.final[at] {
 			at++
 		}
-		for at > 0 && at < len(text.final) && !utf8.RuneStart(text.final[at]) {
-			at-- // to the start of the character they differ in
-		}
+		at = textcut.Boundary(text.final, at) // the start of the character they differ in
 		p.addf("the deltas' %s (%d bytes) does not join up to the final answer's %s (%d bytes): "+
 			"they differ from byte %d, %q against %q", text.name, len(text.deltas), text.name,
 			len(text.final), at, clip(text.deltas[at:]), clip(text.final[at:]))

@@ -18,3 +18,17 @@ func Boundary(s string, n int) int {
 	}
 	return max(n, 0)
 }
+
+// Tail returns the longest end of s of at most n bytes that splits no UTF-8 sequence: the cut
+// steps forward over continuation bytes, so it may keep up to three bytes fewer than n. It
+// returns s when n is past its length, "" when n is 0 or less.
+func Tail(s string, n int) string {
+	start := len(s) - max(n, 0)
+	if start <= 0 {
+		return s
+	}
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[start:]
+}

@@ -36,3 +36,27 @@ func TestBoundary(t *testing.T) {
 		})
 	}
 }
+
+func TestTail(t *testing.T) {
+	const mixed = "aé😀b" // 1, 2, 4 and 1 bytes: a=0, é=1..2, 😀=3..6, b=7
+	for _, tc := range []struct {
+		name string
+		n    int
+		want string
+	}{
+		{"one byte", 1, "b"},
+		{"ends inside a four-byte character", 3, "b"},
+		{"a whole four-byte character", 5, "😀b"},
+		{"ends inside a two-byte character", 6, "😀b"},
+		{"all of it", len(mixed), mixed},
+		{"past the start", 100, mixed},
+		{"none", 0, ""},
+		{"negative", -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := textcut.Tail(mixed, tc.n); got != tc.want {
+				t.Errorf("Tail(%q, %d) = %q, want %q", mixed, tc.n, got, tc.want)
+			}
+		})
+	}
+}

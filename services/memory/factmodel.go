@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"strings"
-	"unicode/utf8"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
@@ -155,9 +154,5 @@ func clipMiddle(text string, n int) string {
 		return text
 	}
 	half := (n - len(mark)) / 2
-	tail := len(text) - half
-	for tail < len(text) && !utf8.RuneStart(text[tail]) {
-		tail++
-	}
-	return text[:textcut.Boundary(text, half)] + mark + text[tail:]
+	return text[:textcut.Boundary(text, half)] + mark + textcut.Tail(text, half)
 }
