@@ -511,7 +511,7 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 			in.Decision.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
 			return nil, pauseExpired(runID, callID, cp.GetPending())
 		}
-		if err == nil && proto.Equal(in.Decision, req) && in.By == principalID(ctx) {
+		if err == nil && retryOf(ctx, in.Decision, req, in.By) {
 			stored[callID] = req
 			return decisionTaken(cp, stored, req), nil
 		}
@@ -563,7 +563,14 @@ func decisionTaken(
 // first got instead of "already decided".
 func (s *Service) decidedBy(ctx context.Context, req *agentv1.ResolveApprovalRequest) bool {
 	in, err := s.store.Decided(ctx, req.GetRunId(), req.GetCallId())
-	return err == nil && proto.Equal(in.Decision, req) && in.By == principalID(ctx)
+	return err == nil && retryOf(ctx, in.Decision, req, in.By)
+}
+
+// retryOf reports whether req is recorded (the input the store holds, given by by) sent again
+// by the caller of ctx who gave it: a decision or an answer whose call's answer was lost, which
+// gets what the first call got.
+func retryOf(ctx context.Context, recorded, req proto.Message, by string) bool {
+	return proto.Equal(recorded, req) && by == principalID(ctx)
 }
 
 func alreadyDecided(runID, callID string) error {
