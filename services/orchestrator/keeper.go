@@ -12,8 +12,6 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // keep runs the replica's keeper until ctx ends: one goroutine beats its heartbeat, which
@@ -418,8 +416,6 @@ func (s *Service) endUnreadable(ctx context.Context, runID, reason string, cause
 // unreadableResult is the result of a run whose checkpoint cannot be read (endUnreadable): what
 // its small state st holds, and an error naming err, the cause; its report is dated at.
 func unreadableResult(st *checkpointv1.RunCheckpoint, err error, at time.Time) *typev1.RunResult {
-	reason := strings.ToLower(ExitCheckpointUnreadable)
-	meta, _ := structpb.NewStruct(map[string]any{"reason": reason})
 	return &typev1.RunResult{
 		RunId: st.GetRunId(), Outcome: typev1.Outcome_OUTCOME_FAILED_VALIDATION,
 		ExitReason: ExitCheckpointUnreadable, TraceId: traceIDOf(st.GetTraceparent()),
@@ -427,10 +423,7 @@ func unreadableResult(st *checkpointv1.RunCheckpoint, err error, at time.Time) *
 		Decision: st.GetDecision(),
 		Error: &typev1.RunError{Code: ExitCheckpointUnreadable, Message: "the run's stored " +
 			"checkpoint cannot be read, so the run cannot go on: " + err.Error()},
-		FinalReport: &typev1.FinalReport{
-			Format:  typev1.OutputFormat_OUTPUT_FORMAT_TEXT,
-			Status:  typev1.ReportStatus_REPORT_STATUS_FAILURE,
-			Content: MessageProviderFailure, Metadata: meta, Ts: timestamppb.New(at),
-		},
+		FinalReport: failedReport(typev1.OutputFormat_OUTPUT_FORMAT_TEXT, MessageProviderFailure,
+			strings.ToLower(ExitCheckpointUnreadable), at),
 	}
 }

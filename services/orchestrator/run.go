@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -252,6 +253,14 @@ func (r *run) stepID(st typev1.RunState) string {
 	return "turn-" + strconv.Itoa(int(r.turns)) + "/" + stateName(st)
 }
 
+// failedReport is the final report the system writes in format, at, for a run that ended
+// without the model's answer: message, and why in its metadata's reason (seed 000 §5).
+func failedReport(format typev1.OutputFormat, message, reason string, at time.Time) *typev1.FinalReport {
+	meta, _ := structpb.NewStruct(map[string]any{"reason": reason})
+	return &typev1.FinalReport{Format: format, Status: typev1.ReportStatus_REPORT_STATUS_FAILURE,
+		Content: message, Metadata: meta, Ts: timestamppb.New(at)}
+}
+
 // terminate ends the run exactly once: TERMINATE transcript entry, final report, result saved
 // to memory, run_finished published last, root span closed.
 func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
@@ -289,13 +298,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 			res.Decision = &typev1.AgentDecision{DecisionType: typev1.DecisionType_DECISION_TYPE_RESPOND_ONLY, ResponseText: report.Content}
 		}
 	} else {
-		report.Status = typev1.ReportStatus_REPORT_STATUS_FAILURE
-		report.Content = e.message
-		reason := e.reason
-		if reason == "" {
-			reason = strings.ToLower(e.exit)
-		}
-		report.Metadata, _ = structpb.NewStruct(map[string]any{"reason": reason})
+		report = failedReport(report.GetFormat(), e.message, cmp.Or(e.reason, strings.ToLower(e.exit)), now)
 	}
 	if !e.success() {
 		res.Error = &typev1.RunError{Code: e.exit, Message: reasonText(e), Retryable: e.retryable}
