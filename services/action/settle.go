@@ -222,10 +222,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 		}
 		now := s.now()
 		started.Instance, started.StartedAt, started.Deadline = instance, timestamppb.New(now), timestamppb.New(now.Add(timeout+startedGrace))
-		next, err := s.record(ctx, started, rev)
-		if err != nil && !errors.Is(err, ErrRecordChanged) {
-			next, err = s.readBack(ctx, started, err)
-		}
+		next, err := s.recordSure(ctx, started, rev)
 		if err != nil {
 			return err
 		}
@@ -243,11 +240,7 @@ func (s *Service) runRecorded(ctx context.Context, reg *registered, call Call, t
 	if idempotent {
 		return s.recordDone(ctx, done, rev)
 	}
-	_, err = s.record(ctx, done, rev)
-	if err != nil && !errors.Is(err, ErrRecordChanged) {
-		_, err = s.readBack(ctx, done, err)
-	}
-	if err != nil {
+	if _, err = s.recordSure(ctx, done, rev); err != nil {
 		if !ran {
 			return outcome{}, err
 		}
@@ -270,15 +263,12 @@ func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev
 		return fresh, nil
 	}
 	for {
-		_, err := s.record(ctx, done, rev)
+		_, err := s.recordSure(ctx, done, rev)
 		switch {
 		case err == nil:
 			return fresh, nil
 		case !errors.Is(err, ErrRecordChanged):
-			if _, err := s.readBack(ctx, done, err); err != nil {
-				return unrecorded(err)
-			}
-			return fresh, nil
+			return unrecorded(err)
 		}
 		rec, next, err := s.ledger.Get(ctx, done.GetRunId(), done.GetCallId())
 		switch {
@@ -292,6 +282,16 @@ func (s *Service) recordDone(ctx context.Context, done *actionv1.CallRecord, rev
 			rev = next
 		}
 	}
+}
+
+// recordSure is record, reading the call's record back when the write fails other than with
+// ErrRecordChanged (readBack): a write that NATS stored, though its answer was lost, was made.
+func (s *Service) recordSure(ctx context.Context, rec *actionv1.CallRecord, rev uint64) (uint64, error) {
+	next, err := s.record(ctx, rec, rev)
+	if err != nil && !errors.Is(err, ErrRecordChanged) {
+		return s.readBack(ctx, rec, err)
+	}
+	return next, err
 }
 
 // readBack reads the record of rec's call after rec's write failed with err (the ledger
