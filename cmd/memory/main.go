@@ -3,8 +3,8 @@
 // generation service that embeds when memory.embeddings is set and picks the facts of finished
 // runs when models.memory is (default services.generation; dialled lazily, so either may start
 // first: until it answers, searches rank with BM25 and the rules pick the facts). Stopping, it
-// learns from no more finished runs and lets the learning in flight finish (with models.memory,
-// for up to memory.DrainTimeout), then its calls.
+// learns from no more finished runs and lets the learning in flight finish (with models.memory
+// or memory.embeddings, for up to memory.DrainTimeout), then its calls.
 package main
 
 import (

@@ -23,6 +23,9 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, newErrorBody("invalid_request_error", "", "llmtest: %s", msg))
 		return
 	}
+	if hold := s.embedHoldFor(req.Input); hold != nil && !await(s, w, r, hold) {
+		return
+	}
 	out := embeddingList{Object: "list", Model: req.Model}
 	tokens := 0
 	for i, text := range req.Input {
@@ -36,6 +39,36 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		out.Usage = &usagePayload{PromptTokens: tokens, TotalTokens: tokens}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// embedHold holds the embeddings requests with an input containing text (HoldEmbeddings).
+type embedHold struct {
+	text string
+	hold <-chan struct{}
+}
+
+// HoldEmbeddings holds every embeddings request with an input containing text until hold is
+// closed (or the client gives up, or the server closes), as Turn.Hold holds a chat turn: a
+// test sees what a stage does while its embeddings are slow.
+func (s *Server) HoldEmbeddings(text string, hold <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.embedHolds = append(s.embedHolds, embedHold{text: text, hold: hold})
+}
+
+// embedHoldFor returns the hold of the first HoldEmbeddings whose text one of the inputs
+// contains, nil when none does.
+func (s *Server) embedHoldFor(inputs []string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.embedHolds {
+		for _, in := range inputs {
+			if strings.Contains(in, h.text) {
+				return h.hold
+			}
+		}
+	}
+	return nil
 }
 
 // Embed returns the vector the server gives text: each lower-cased word hashed into one of

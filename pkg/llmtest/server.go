@@ -21,13 +21,14 @@ type Server struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	forget   bool // requests are not kept (KeepRequests)
-	noUsage  bool // embeddings answers carry no usage (OmitEmbeddingUsage)
-	requests []Request
-	errs     []string
-	attempts map[turnKey]int
-	answered int
+	mu         sync.Mutex
+	forget     bool        // requests are not kept (KeepRequests)
+	noUsage    bool        // embeddings answers carry no usage (OmitEmbeddingUsage)
+	embedHolds []embedHold // embeddings requests held (HoldEmbeddings)
+	requests   []Request
+	errs       []string
+	attempts   map[turnKey]int
+	answered   int
 }
 
 // turnKey identifies one turn of one scenario.

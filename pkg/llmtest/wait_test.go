@@ -141,3 +141,39 @@ func TestStreamingPausesAfterTheFirstEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldEmbeddingsHoldsWhatItNames: HoldEmbeddings holds the embeddings requests with an
+// input containing its text until released, and answers the others at once.
+func TestHoldEmbeddingsHoldsWhatItNames(t *testing.T) {
+	srv := llmtest.New(t)
+	hold := make(chan struct{})
+	srv.HoldEmbeddings("slow", hold)
+	client := newClient(t)
+	resp, _ := post(t, client, srv.URL()+"/embeddings",
+		map[string]any{"model": "embed-1", "input": []string{"quick"}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("an embedding nothing holds: status %d", resp.StatusCode)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		resp, _ := post(t, client, srv.URL()+"/embeddings",
+			map[string]any{"model": "embed-1", "input": []string{"quick", "a slow text"}})
+		answered <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(srv.Requests()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 requests arrived", len(srv.Requests()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case status := <-answered:
+		t.Fatalf("a held embedding was answered with status %d", status)
+	default:
+	}
+	close(hold)
+	if status := <-answered; status != http.StatusOK {
+		t.Errorf("the released embedding: status %d, want 200", status)
+	}
+}

@@ -78,12 +78,15 @@ func FactsTarget(cfg *config.Config) *typev1.Target {
 	return &typev1.Target{Provider: m.Provider, Model: m.Model}
 }
 
-// DrainTimeout is how long a stopping memory stage whose model picks the facts of finished
-// runs (models.memory, FactsTarget) lets the learning in flight finish (Drain, then its calls,
-// each for up to this long: pkg/server.WithDrainTimeout): the model's answer may take
-// LearnTimeout, and server.DrainMargin to record it. Cut off sooner, the learning is done
-// again, and the model asked (and paid) again, by the next learner. ok is false without such
-// a model: the rules learn at once, and the default drain is enough.
+// DrainTimeout is how long a stopping memory stage that asks the generation stage while it
+// learns from finished runs, for a model that picks their facts (models.memory, FactsTarget) or
+// for the facts' embeddings (memory.embeddings, EmbeddingTarget), lets the learning in flight
+// finish (Drain, then its calls, each for up to this long: pkg/server.WithDrainTimeout): the
+// answers may take LearnTimeout, and server.DrainMargin to record them. Cut off sooner, a
+// model's facts are picked again, and the model asked (and paid) again, by the next learner;
+// facts whose embedding is cut off are stored without their vectors, for ever found by their
+// words only. ok is false with neither: the rules learn at once, and the default drain is
+// enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
-	return server.DrainFor(LearnTimeout), FactsTarget(cfg) != nil
+	return server.DrainFor(LearnTimeout), FactsTarget(cfg) != nil || EmbeddingTarget(cfg) != nil
 }

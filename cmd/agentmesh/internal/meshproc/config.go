@@ -42,6 +42,9 @@ type Config struct {
 	// StageModels names, by stage (intent, planning, observation, memory, fallback), the
 	// model of the "scripted" provider that stage asks (models.<stage>); it needs LLM.
 	StageModels map[string]string
+	// Embeddings names the model of the "scripted" provider the memory stage embeds with
+	// (memory.embeddings); it needs LLM. Empty leaves semantic search off.
+	Embeddings string
 }
 
 // noApproval lists the REST tools that RequireApproval does not: a ToolServer's tools are
@@ -81,6 +84,10 @@ func (c Config) write(t testing.TB, dir, tlsCA string) string {
 			models[stage] = config.Target{Provider: scriptedProvider, Model: model}
 		}
 		doc["models"] = models
+	}
+	if c.Embeddings != "" {
+		doc["memory"] = map[string]any{
+			"embeddings": config.Target{Provider: scriptedProvider, Model: c.Embeddings}}
 	}
 	if len(c.RestTools) > 0 {
 		doc["rest_tools"] = c.RestTools
