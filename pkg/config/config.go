@@ -16,6 +16,8 @@ type Config struct {
 	GRPC GRPC `yaml:"grpc"`
 	// Defaults are the ExecutionContract defaults of every run.
 	Defaults Defaults `yaml:"defaults"`
+	// RunLimits are the most any run may use, whatever its request's overrides ask.
+	RunLimits RunLimits `yaml:"run_limits,omitempty"`
 	// Providers are the LLM providers by name.
 	Providers map[string]Provider `yaml:"providers,omitempty"`
 	// Targets are the provider/model pairs LLM attempts cycle through, in order.

@@ -62,8 +62,8 @@ func Default() *Config {
 	}
 }
 
-// fillDefaults sets the values that depend on other values: the providers' base URLs and the
-// default queue.
+// fillDefaults sets the values that depend on other values: the providers' base URLs, the
+// default queue and the defaults' budgets a ceiling bounds (fillRunLimits).
 func (c *Config) fillDefaults() {
 	for name, p := range c.Providers {
 		switch {
@@ -81,4 +81,5 @@ func (c *Config) fillDefaults() {
 		}
 		c.Queues[DefaultQueue] = Default().Queues[DefaultQueue]
 	}
+	c.fillRunLimits()
 }

@@ -99,6 +99,7 @@ func (c *Config) Validate() error {
 	c.validateGRPC(&p)
 	c.validateObservation(&p)
 	c.validateDefaults(&p)
+	c.validateRunLimits(&p)
 	c.validateProviders(&p)
 	c.validateTargets(&p)
 	c.validateModelWindows(&p)

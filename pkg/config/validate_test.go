@@ -122,6 +122,14 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"format retries over strict mode's bound", func(c *Config) {
 			c.Defaults.StrictMode, c.Defaults.MaxFormatRetries = true, 2
 		}, "defaults.max_format_retries: must be at most 1 under strict_mode, got 2"},
+		{"negative run limit", func(c *Config) { c.RunLimits.MaxTurns = -1 },
+			"run_limits.max_turns: must not be negative (0 sets no ceiling), got -1"},
+		{"token ceiling over the largest count", func(c *Config) { c.RunLimits.MaxTokensConsumed = 1 << 50 },
+			"run_limits.max_tokens_consumed: must be at most"},
+		{"defaults over their ceiling", func(c *Config) { c.RunLimits.MaxTurns = 5 },
+			"defaults.max_turns: must be at most 5 (run_limits.max_turns), got 10"},
+		{"an unlimited default under a ceiling", func(c *Config) { c.RunLimits.MaxTokensConsumed = 1000 },
+			"defaults.max_tokens_consumed: must not be 0 (no limit) under run_limits.max_tokens_consumed: at most 1000"},
 		{"zero retries", func(c *Config) { c.Defaults.MaxRetries = 0 }, "defaults.max_retries: must be at least 1"},
 		{"zero plan steps", func(c *Config) { c.Defaults.MaxPlanSteps = 0 }, "defaults.max_plan_steps: must be at least 1, got 0"},
 		{"negative replans", func(c *Config) { c.Defaults.MaxReplans = -1 }, "defaults.max_replans: must not be negative, got -1"},
@@ -291,5 +299,22 @@ func TestLoadMemoryEmbeddings(t *testing.T) {
 	_, err = LoadLayers(writeLayers(t, map[string]layerFiles{"project": {yaml: "memory:\n  embeddings: {provider: rules, modle: x}\n"}}))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `unknown key "modle" in memory.embeddings`) {
 		t.Errorf("LoadLayers = %v, want the misspelt key rejected", err)
+	}
+}
+
+// run_limits caps the defaults: a budget they leave unlimited takes its ceiling, and one over
+// its ceiling is refused naming both.
+func TestLoadRunLimits(t *testing.T) {
+	cfg := mustLoad(t, writeLayers(t, map[string]layerFiles{"project": {yaml: "run_limits:\n" +
+		"  max_tokens_consumed: 50000\n  max_tool_calls_total: 40\n  tool_response_max_bytes: 65536\n" +
+		"  max_turns: 20\n"}}))
+	if d := cfg.Defaults; d.MaxTokensConsumed != 50000 || d.MaxToolCallsTotal != 40 ||
+		d.ToolResponseMaxBytes != 12288 || d.MaxTurns != 10 {
+		t.Errorf("defaults = %+v, want the unlimited budgets at their ceilings and the others kept", d)
+	}
+	_, err := LoadLayers(writeLayers(t, map[string]layerFiles{"project": {yaml: "run_limits: {total_timeout_ms: 60000}\n"}}))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(),
+		"defaults.total_timeout_ms: must be at most 60000 (run_limits.total_timeout_ms), got 600000") {
+		t.Errorf("LoadLayers = %v, want the default over its ceiling refused", err)
 	}
 }

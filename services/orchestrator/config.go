@@ -128,6 +128,7 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 		return Options{}, err
 	}
 	opts := Options{NATS: nc, Publisher: pub, Store: store, Contract: ContractFromConfig(cfg), ModelLimits: modelLimits(cfg),
+		RunLimits:    cfg.RunLimits,
 		Alternatives: cfg.Tools.Alternatives,
 		Prompts:      PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg),
 		Planning: PlanningOptions{MaxSteps: cfg.Defaults.MaxPlanSteps, MaxReplans: cfg.Defaults.MaxReplans, ApprovePlans: cfg.Tools.ApprovePlans},

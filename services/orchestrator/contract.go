@@ -51,10 +51,11 @@ func DefaultContract() *typev1.ExecutionContract {
 // events (StreamRun). The contract names its model profile (model_profile_id, its first
 // target), as its transcript entries record it. Targets the overrides name bring the context
 // limits limits gives for their models (when limits is not nil), which the request's own
-// limits override in turn. Out-of-range overrides are INVALID_INPUT errors that name the
-// field.
+// limits override in turn. Out-of-range overrides, and those beyond the operator's ceilings,
+// are INVALID_INPUT errors that name the field.
 func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest, streamed bool,
-	limits func(*typev1.Target) (window, buffer, maxOutput int64)) (*typev1.ExecutionContract, error) {
+	limits func(*typev1.Target) (window, buffer, maxOutput int64), ceilings config.RunLimits,
+) (*typev1.ExecutionContract, error) {
 	c := proto.CloneOf(defaults)
 	c.ContractId = runID
 	c.ContractHash = ""
@@ -66,7 +67,7 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 	o := req.GetOverrides()
 	if o == nil {
 		c.ModelProfileId = targetProfile(c.GetTargets())
-		return hashed(c), checkContract(c)
+		return hashed(c), checkContract(c, ceilings)
 	}
 	for i, t := range o.GetTargets() {
 		if err := target.CheckNames(fmt.Sprintf("overrides.targets[%d]", i), t); err != nil {
@@ -120,7 +121,7 @@ func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv
 		c.ToolTransport = o.GetToolTransport()
 	}
 	c.ModelProfileId = targetProfile(c.GetTargets())
-	return hashed(c), checkContract(c)
+	return hashed(c), checkContract(c, ceilings)
 }
 
 // takeLimits sets the contract's context limits to those of its target with the smallest
@@ -156,7 +157,6 @@ func setInt64(dst *int64, v *int64) {
 	}
 }
 
-// checkContract rejects values no run can use; each message names the field.
 // MaxTimeoutMs is the longest timeout a contract accepts: 30 days (larger values would
 // overflow time.Duration arithmetic), the bound the configuration's defaults have too.
 const MaxTimeoutMs = config.MaxTimeoutMS
@@ -165,7 +165,9 @@ const MaxTimeoutMs = config.MaxTimeoutMS
 // (config.MaxStrictFormatRetries).
 const MaxStrictFormatRetries = config.MaxStrictFormatRetries
 
-func checkContract(c *typev1.ExecutionContract) error {
+// checkContract rejects values no run can use, and those beyond the operator's ceilings
+// (checkRunLimits); each message names the field.
+func checkContract(c *typev1.ExecutionContract, ceilings config.RunLimits) error {
 	switch {
 	case c.GetMaxTurns() < 1:
 		return stageerr.Invalid("overrides.max_turns must be at least 1, got %d", c.GetMaxTurns())
@@ -232,7 +234,7 @@ func checkContract(c *typev1.ExecutionContract) error {
 			return stageerr.Invalid("overrides.cycle_forbid[%d] needs both from_tool and to_tool", i)
 		}
 	}
-	return nil
+	return checkRunLimits(c, ceilings)
 }
 
 // preflight reports why a contract cannot run (FAILED_PREFLIGHT), or "" when it can.

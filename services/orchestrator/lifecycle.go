@@ -67,7 +67,7 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if runID == "" {
 		runID = uuid.NewString()
 	}
-	contract, err := buildContract(prof.contract, runID, req, sink != nil, s.limits)
+	contract, err := buildContract(prof.contract, runID, req, sink != nil, s.limits, s.ceilings)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
@@ -74,6 +75,10 @@ type Options struct {
 	// run whose overrides name other targets takes the tightest of theirs, as Contract took
 	// the configured targets'. Nil leaves such a run the limits of Contract.
 	ModelLimits func(*typev1.Target) (window, buffer, maxOutput int64)
+	// RunLimits are the operator's ceilings on a run's contract (run_limits): a request whose
+	// overrides go beyond one is INVALID_ARGUMENT. Contract must keep within them, as the
+	// configuration's defaults do (config.Validate). The zero value sets none.
+	RunLimits config.RunLimits
 	// Prompts make the system message of every run that names no profile (DefaultSystemPrompt
 	// alone when empty).
 	Prompts Prompts
@@ -133,9 +138,11 @@ type Service struct {
 	profiles  map[string]profile // by name; "" is the default profile
 	// limits are the configured context limits of a target's model (Options.ModelLimits);
 	// nil when none are configured.
-	limits  func(*typev1.Target) (window, buffer, maxOutput int64)
-	tracer  trace.Tracer
-	metrics *instruments
+	limits func(*typev1.Target) (window, buffer, maxOutput int64)
+	// ceilings are the operator's ceilings on a run's contract (Options.RunLimits).
+	ceilings config.RunLimits
+	tracer   trace.Tracer
+	metrics  *instruments
 	// alternatives maps a tool to the tools recovery may run when it fails.
 	alternatives map[string][]string
 	planning     PlanningOptions
@@ -197,6 +204,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		js:           js,
 		contract:     opts.Contract,
 		limits:       opts.ModelLimits,
+		ceilings:     opts.RunLimits,
 		log:          opts.Logger,
 		now:          opts.Now,
 		live:         map[string]*run{},
