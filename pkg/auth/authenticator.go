@@ -119,8 +119,17 @@ func clientCert(ctx context.Context) *x509.Certificate {
 
 // certPrincipal is the principal a client certificate names: the common name is the user, the
 // first organization the tenant, and the organizational units that name roles are its roles.
-// Neither user nor tenant may hold a '/', which separates them in the principal's ID.
+// Neither user nor tenant may hold a '/', which separates them in the principal's ID. A
+// certificate with a URI name of the mesh's trust domain is a service's (MeshID), never a
+// user's, even where one CA signs the mesh's certificates and the public API's clients'.
 func certPrincipal(cert *x509.Certificate) (Principal, error) {
+	for _, u := range cert.URIs {
+		if strings.HasPrefix(u.String(), meshIDPrefix) {
+			return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
+				"the client certificate names the mesh identity %s: a service's certificate "+
+					"authenticates no user", u)
+		}
+	}
 	s := cert.Subject
 	if s.CommonName == "" || strings.Contains(s.CommonName, "/") {
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,

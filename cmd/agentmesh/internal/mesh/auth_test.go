@@ -274,7 +274,7 @@ func (h *harness) followAs(t *testing.T, c agentv1.AgentServiceClient, runID str
 
 // TestPublicAPIClientCertificates (issue 12.1): with auth.client_ca, a client certificate the
 // CA signed authenticates its subject (common name: user, organization: tenant); a client with
-// a certificate of another CA, or none, is UNAUTHENTICATED.
+// a certificate of another CA, or none, or a service's of the CA, is UNAUTHENTICATED.
 func TestPublicAPIClientCertificates(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := certs.NewCA("agentmesh test CA")
@@ -357,6 +357,23 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 	_, err = client(issue(ca, strings.Repeat("d", 300), "acme")).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
 	expectCode(t, "a certificate naming a user id over 256 bytes", err, codes.Unauthenticated)
 	if err != nil && !strings.Contains(status.Convert(err).Message(), "at most 256") {
+		t.Errorf("the refusal does not say what is wrong: %v", err)
+	}
+
+	// With one CA for the mesh and the public API's clients, a service's certificate (its
+	// mesh identity, common name its service) reached the API as a user named after the
+	// service: it is a service's, never a user's.
+	svcPEM, svcKeyPEM, err := ca.Issue(certs.Service("action"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := tls.X509KeyPair(svcPEM, svcKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client(&svc).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	expectCode(t, "a service's certificate", err, codes.Unauthenticated)
+	if err != nil && !strings.Contains(status.Convert(err).Message(), "mesh identity") {
 		t.Errorf("the refusal does not say what is wrong: %v", err)
 	}
 }
