@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/target"
@@ -74,6 +75,20 @@ func (p *problems) nonNegative(prefix string, values map[string]int64) {
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		if values[name] < 0 {
 			p.addf("%s.%s: must not be negative, got %d", prefix, name, values[name])
+		}
+	}
+}
+
+// MaxDurationMS is the longest duration a setting in milliseconds takes: the longest
+// time.Duration, about 292 years. A longer one wrapped around, to a negative duration or a
+// short one, when the services turned it into a time.Duration.
+const MaxDurationMS = int64(math.MaxInt64 / time.Millisecond)
+
+// durationsMS records a problem for each named duration in milliseconds over MaxDurationMS.
+func (p *problems) durationsMS(prefix string, values map[string]int64) {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if v := values[name]; v > MaxDurationMS {
+			p.addf("%s.%s: must be at most %d (292 years), got %d", prefix, name, MaxDurationMS, v)
 		}
 	}
 }
@@ -288,6 +303,7 @@ func (c *Config) validateProviders(p *problems) {
 		if pr.TimeoutMS < 0 {
 			p.addf("%s.timeout_ms: must not be negative, got %d", key, pr.TimeoutMS)
 		}
+		p.durationsMS(key, map[string]int64{"timeout_ms": int64(pr.TimeoutMS)})
 		checkSampling(p, key, pr.Temperature, pr.TopP)
 		switch pr.TokenLimitField {
 		case "", "max_tokens", "max_completion_tokens":
@@ -410,6 +426,7 @@ func (c *Config) validateMemory(p *problems) {
 	if m.KeepRuns.MaxAgeMS < 0 {
 		p.addf("memory.keep_runs.max_age_ms: must not be negative, got %d", m.KeepRuns.MaxAgeMS)
 	}
+	p.durationsMS("memory.keep_runs", map[string]int64{"max_age_ms": m.KeepRuns.MaxAgeMS})
 	if n := m.SearchCache.Entries; n < 0 || n > MaxSearchCacheEntries {
 		p.addf("memory.search_cache.entries: must be between 0 (off) and %d, got %d", MaxSearchCacheEntries, n)
 	}
@@ -556,7 +573,11 @@ func (c *Config) validateDurability(p *problems) {
 		p.addf("nats.storage: must be %s or %s, got %q", StorageFile, StorageMemory, n.Storage)
 	}
 	p.nonNegative("nats", map[string]int64{"stream_max_age_ms": n.StreamMaxAgeMS, "stream_max_bytes": n.StreamMaxBytes})
+	p.durationsMS("nats", map[string]int64{"stream_max_age_ms": n.StreamMaxAgeMS})
 	d := c.Durability
+	p.durationsMS("durability", map[string]int64{"lease_ttl_ms": d.LeaseTTLMS,
+		"idempotency_ttl_ms": d.IdempotencyTTLMS, "call_record_ttl_ms": d.CallRecordTTLMS,
+		"claim_timeout_ms": d.ClaimTimeoutMS})
 	for _, f := range []struct {
 		name  string
 		value int64

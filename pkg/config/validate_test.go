@@ -318,3 +318,32 @@ func TestLoadRunLimits(t *testing.T) {
 		t.Errorf("LoadLayers = %v, want the default over its ceiling refused", err)
 	}
 }
+
+// TestDurationsThatOverflowAreRefused: a duration in milliseconds past what time.Duration holds
+// (about 292 years) loaded, and wrapped around: a lease_ttl_ms or idempotency_ttl_ms written
+// as "forever" stopped the orchestrator with an error naming no setting, a stream_max_age_ms
+// kept events 7 days (the default) instead, a call_record_ttl_ms became a negative TTL.
+func TestDurationsThatOverflowAreRefused(t *testing.T) {
+	const over = "9223372036855" // one millisecond past time.Duration's limit
+	for _, tt := range []struct{ yaml, key string }{
+		{"durability: {lease_ttl_ms: " + over + "}", "durability.lease_ttl_ms"},
+		{"durability: {idempotency_ttl_ms: " + over + "}", "durability.idempotency_ttl_ms"},
+		{"durability: {claim_timeout_ms: " + over + "}", "durability.claim_timeout_ms"},
+		{"durability: {call_record_ttl_ms: " + over + "}", "durability.call_record_ttl_ms"},
+		{"nats: {stream_max_age_ms: " + over + "}", "nats.stream_max_age_ms"},
+		{"memory: {keep_runs: {max_age_ms: " + over + "}}", "memory.keep_runs.max_age_ms"},
+		{"providers: {oa: {type: openai, timeout_ms: " + over + "}}", "providers.oa.timeout_ms"},
+	} {
+		_, err := LoadLayers(writeLayers(t, map[string]layerFiles{"explicit": {yaml: tt.yaml}}))
+		want := tt.key + ": must be at most 9223372036854 (292 years), got " + over
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: LoadLayers() = %v, want %q", tt.yaml, err, want)
+		}
+	}
+	// The limit itself is a duration.
+	longest := layerFiles{yaml: "nats: {stream_max_age_ms: 9223372036854}"}
+	cfg, err := LoadLayers(writeLayers(t, map[string]layerFiles{"explicit": longest}))
+	if err != nil || cfg.NATS.StreamMaxAgeMS != 9223372036854 {
+		t.Errorf("the longest duration: %v", err)
+	}
+}
