@@ -91,3 +91,25 @@ func TestCertsRefuseAHostThatNoCertificateMatches(t *testing.T) {
 		runCLI(t, 0, "certs", "--dir", filepath.Join(t.TempDir(), "certs"), "--hosts", hosts)
 	}
 }
+
+// TestCLIWithAnotherCAExits4: a CLI whose AGENTMESH_CA did not sign the orchestrator's
+// certificate fails its TLS handshake, which gRPC reports UNAVAILABLE: the CLI exited 3 and
+// asked whether `agentmesh dev` was running, while it was, and the fault was AGENTMESH_CA.
+func TestCLIWithAnotherCAExits4(t *testing.T) {
+	isolate(t)
+	mesh, other := filepath.Join(t.TempDir(), "mesh"), filepath.Join(t.TempDir(), "other")
+	out, _ := runCLI(t, 0, "certs", "--dir", mesh)
+	runCLI(t, 0, "certs", "--dir", other)
+	_, rest, _ := strings.Cut(out, "\napprovals:")
+	snippet, _, _ := strings.Cut("approvals:"+rest, "\n\n")
+	if err := os.WriteFile("agentmesh.yaml", []byte(snippet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envCA, filepath.Join(other, "ca.pem"))
+	t.Setenv(envCert, filepath.Join(mesh, "cli.pem"))
+	t.Setenv(envKey, filepath.Join(mesh, "cli-key.pem"))
+	_, errOut := runCLI(t, 4, "dev", "--run", "What is 6 times 7?")
+	if !strings.Contains(errOut, envCA) || strings.Contains(errOut, "is `agentmesh dev` running") {
+		t.Errorf("the error does not name %s:\n%s", envCA, errOut)
+	}
+}
