@@ -13,10 +13,17 @@ import (
 
 // checkKeys returns an error for every mapping key below n that the type t does not have, for
 // every fraction where a whole number goes (the decoder truncates it: max_turns: 2.9 would be
-// 2), and for every list of the wrong length where an array goes (a cycle_forbid pair). path is n's key path. Other type mismatches are left to the decoder.
-func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
+// 2), and for every list of the wrong length where an array goes (a cycle_forbid pair). path is
+// n's key path. With values, every value the decoder cannot take is an error too (checkType):
+// values are checked once their ${VAR}s are expanded.
+func checkKeys(n *yaml.Node, t reflect.Type, path []string, values bool) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if values {
+		if err := checkType(n, t, path); err != nil {
+			return []error{err}
+		}
 	}
 	var errs []error
 	switch t.Kind() {
@@ -32,14 +39,15 @@ func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
 				errs = append(errs, unknownKey(k, path, fields))
 				continue
 			}
-			errs = append(errs, checkKeys(v, ft, append(path, k.Value))...)
+			errs = append(errs, checkKeys(v, ft, append(path, k.Value), values)...)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, checkKeys(n.Content[i+1], t.Elem(), append(path, n.Content[i].Value))...)
+			at := append(path, n.Content[i].Value)
+			errs = append(errs, checkKeys(n.Content[i+1], t.Elem(), at, values)...)
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
@@ -49,7 +57,8 @@ func checkKeys(n *yaml.Node, t reflect.Type, path []string) []error {
 			return []error{fmt.Errorf("line %d: %s has %d items, want %d", n.Line, keyPath(path), len(n.Content), t.Len())}
 		}
 		for i, c := range n.Content {
-			errs = append(errs, checkKeys(c, t.Elem(), append(path, "["+strconv.Itoa(i)+"]"))...)
+			at := append(path, "["+strconv.Itoa(i)+"]")
+			errs = append(errs, checkKeys(c, t.Elem(), at, values)...)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:

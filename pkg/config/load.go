@@ -102,7 +102,7 @@ func readLayer(l Layer) (*yaml.Node, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("line %d: the document must be a mapping of sections (services, providers, ...)", root.Line)
 	}
-	if errs := checkKeys(root, reflect.TypeFor[Config](), nil); len(errs) > 0 {
+	if errs := checkKeys(root, reflect.TypeFor[Config](), nil, false); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	dotEnv := filepath.Join(filepath.Dir(l.Path), dotEnvName)
@@ -119,8 +119,8 @@ func readLayer(l Layer) (*yaml.Node, error) {
 	if errs := expandTree(root, nil, lookup); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	// Again, for the values a ${VAR} gave: a fraction where a whole number goes.
-	if errs := checkKeys(root, reflect.TypeFor[Config](), nil); len(errs) > 0 {
+	// Again, for the values a ${VAR} gave, and every value's type, now that each is known.
+	if errs := checkKeys(root, reflect.TypeFor[Config](), nil, true); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	// Report type errors here, with this layer's name and lines.

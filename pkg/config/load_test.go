@@ -208,6 +208,26 @@ func TestLayerErrors(t *testing.T) {
 			[]string{`unknown key "modle" in targets[0]`}},
 		{"malformed yaml", "services:\n  intent: [a\n", "", []string{"line "}},
 		{"wrong type", "defaults:\n  max_turns: lots\n", "", []string{"line 2", "lots"}},
+		// yaml.v3 named the Go type and the line, not the key: "cannot unmarshal !!str
+		// `maybe` into bool", of a flow mapping's one line.
+		{"text for a boolean", "durability: {checkpoints: maybe, lease_ttl_ms: 5000}\n", "",
+			[]string{"line 1: durability.checkpoints is maybe, which is not true or false"}},
+		{"text for a whole number", "defaults: {max_turns: ten, max_retries: 2}\n", "",
+			[]string{"line 1: defaults.max_turns is ten, which is not a whole number from " +
+				"-2147483648 to 2147483647"}},
+		{"whole number out of range", "defaults: {max_turns: 3000000000}\n", "",
+			[]string{"line 1: defaults.max_turns is 3000000000, which is not a whole number from " +
+				"-2147483648 to 2147483647"}},
+		{"text for a number", "defaults: {force_synthesis_at_ratio: half}\n", "",
+			[]string{"line 1: defaults.force_synthesis_at_ratio is half, which is not a number"}},
+		{"text from a variable", "defaults:\n  max_turns: ${TURNS}\n", "TURNS=ten\n",
+			[]string{"line 2: defaults.max_turns is ten, which is not a whole number"}},
+		{"mapping for a list", "targets: {provider: rules, model: rules-v1}\n", "",
+			[]string{"line 1: targets must be a list"}},
+		{"list for a mapping", "auth:\n  api_keys:\n    - [sha256:x, alice]\n", "",
+			[]string{"line 3: auth.api_keys[0] must be a mapping"}},
+		{"mapping for a text", "nats: {url: {host: x}}\n", "",
+			[]string{"line 1: nats.url must be a text"}},
 		// yaml.v3 truncates a fraction into an integer: these loaded as 2, 1 and 3.
 		{"fraction for a whole number", "defaults:\n  max_turns: 2.9\n", "", []string{"line 2: defaults.max_turns is 2.9, which is not a whole number"}},
 		{"fraction in a list item", "queues:\n  default: {concurrent: 3.7}\n", "", []string{"queues.default.concurrent is 3.7, which is not a whole number"}},
