@@ -2,11 +2,15 @@ package generation
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"sync"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -65,16 +69,39 @@ func (c *responseCache) put(key string, resp *generationv1.GenerateResponse) {
 	}
 }
 
-// cacheKey is the hex SHA-256 of everything that shapes the answer: provider, model,
-// messages, tools, sampling, tool choice, strict mode and output format. The run id and the
-// use_cache flag are left out so identical calls of different runs share an entry.
-func cacheKey(req *generationv1.GenerateRequest) string {
+// cacheKey is the hex SHA-256 of the user the call acts for (requestCacheKey) and of everything that
+// shapes the answer: provider, model, messages, tools, sampling, tool choice, strict mode and
+// output format (seed 002 §8 keys by model and messages). The run id and the use_cache flag
+// are left out so identical calls of different runs share an entry; the user is in, so that
+// they share it only when the runs are the same user's: another user's hit would both show
+// that the request was sent before and serve one user's answer to another.
+func cacheKey(user string, req *generationv1.GenerateRequest) string {
 	keyed := proto.CloneOf(req)
 	keyed.RunId = ""
 	keyed.UseCache = false
 	data, _ := proto.MarshalOptions{Deterministic: true}.Marshal(keyed)
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	_, _ = h.Write(n[:binary.PutUvarint(n[:], uint64(len(user)))]) // no user id is a prefix of another
+	_, _ = h.Write([]byte(user))
+	_, _ = h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// requestCacheKey is the cache key of req (cacheKey) for the user the call of ctx acts for, as
+// its auth.UserMetadata names it (the orchestrator sets it on a run's calls), or for no user
+// ("") when it names none. Metadata that is not a user id is INVALID_ARGUMENT: it does not say
+// whose entries the call may read.
+func requestCacheKey(ctx context.Context, req *generationv1.GenerateRequest) (string, error) {
+	p, ok, err := auth.IncomingUser(ctx)
+	if err != nil {
+		return "", stageerr.Invalid("use_cache: the response cache is kept per user, and %v", err)
+	}
+	user := ""
+	if ok {
+		user = p.ID()
+	}
+	return cacheKey(user, req), nil
 }
 
 // cacheable reports whether an answer may be served again: empty and rejected answers are

@@ -1,11 +1,16 @@
 package generation_test
 
 import (
+	"strings"
 	"testing"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/generation"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // cachedClient serves the service with an OpenAI provider on a server answering "cached
@@ -149,5 +154,38 @@ func TestCacheSkipsFilteredAnswers(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 2 {
 		t.Errorf("provider saw %d requests, want 2: filtered answers are not cached", n)
+	}
+}
+
+// TestCacheKeepsUsersApart: the cache is keyed by the user the call acts for (its
+// agentmesh-user metadata) too. Another user's identical request is a miss, which neither
+// shows that the request was sent before nor serves one user's answer to another, while the
+// user who sent it first gets its own entry back.
+func TestCacheKeepsUsersApart(t *testing.T) {
+	client, srv := cachedClient(t, 0)
+	alice := auth.OutgoingUser(t.Context(), "acme/alice")
+	bob := auth.OutgoingUser(t.Context(), "globex/bob")
+	if resp, err := client.Generate(alice, cacheable("same question")); err != nil || resp.GetCached() {
+		t.Fatalf("alice's first call: %v %v, want a miss", resp, err)
+	}
+	if resp, err := client.Generate(bob, cacheable("same question")); err != nil || resp.GetCached() {
+		t.Errorf("bob's identical call: %v %v, want a miss: alice's entry is hers", resp, err)
+	}
+	if _, final, err := streamWith(t, bob, client, &generationv1.GenerateStreamRequest{Request: cacheable("same question")}); err != nil || !final.GetCached() {
+		t.Errorf("bob's second call (streamed): %v %v, want a hit of his own entry", final, err)
+	}
+	if resp, err := client.Generate(alice, cacheable("same question")); err != nil || !resp.GetCached() {
+		t.Errorf("alice's second call: %v %v, want a hit of her own entry", resp, err)
+	}
+	if resp, err := client.Generate(t.Context(), cacheable("same question")); err != nil || resp.GetCached() {
+		t.Errorf("a call for no user: %v %v, want a miss", resp, err)
+	}
+	if n := len(srv.Requests()); n != 3 {
+		t.Errorf("provider saw %d requests, want 3 (alice, bob, nobody)", n)
+	}
+	twice := metadata.AppendToOutgoingContext(alice, auth.UserMetadata, "globex/bob")
+	_, err := client.Generate(twice, cacheable("same question"))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "use_cache") {
+		t.Errorf("a call naming two users: %v, want INVALID_ARGUMENT naming use_cache", err)
 	}
 }

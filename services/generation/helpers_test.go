@@ -175,7 +175,14 @@ func streamAll(t *testing.T, client generationv1.GenerationServiceClient, req *g
 // streamOf is streamAll for a whole stream request.
 func streamOf(t *testing.T, client generationv1.GenerationServiceClient, in *generationv1.GenerateStreamRequest) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
 	t.Helper()
-	stream, err := client.GenerateStream(t.Context(), in)
+	return streamWith(t, t.Context(), client, in)
+}
+
+// streamWith is streamOf with the call's context ctx (e.g. acting for a user).
+func streamWith(t *testing.T, ctx context.Context, client generationv1.GenerationServiceClient,
+	in *generationv1.GenerateStreamRequest) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
+	t.Helper()
+	stream, err := client.GenerateStream(ctx, in)
 	if err != nil {
 		return nil, nil, err
 	}

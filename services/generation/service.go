@@ -76,7 +76,7 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 }
 
 // Generate makes one LLM attempt and returns the canonical answer, from the response cache
-// when use_cache is set and an identical call was answered before.
+// when use_cache is set and an identical call for the same user was answered before.
 func (s *Service) Generate(ctx context.Context, req *generationv1.GenerateRequest) (*generationv1.GenerateResponse, error) {
 	p, err := s.validate(req)
 	if err != nil {
@@ -84,7 +84,9 @@ func (s *Service) Generate(ctx context.Context, req *generationv1.GenerateReques
 	}
 	var key string
 	if req.GetUseCache() {
-		key = cacheKey(req)
+		if key, err = requestCacheKey(ctx, req); err != nil {
+			return nil, err
+		}
 		if hit, ok := s.cache.get(key); ok {
 			s.cachedChat(ctx, p, req, hit, false)
 			return hit, nil
@@ -114,7 +116,10 @@ func (s *Service) GenerateStream(in *generationv1.GenerateStreamRequest, stream 
 	}
 	var key string
 	if req.GetUseCache() {
-		key = cacheKey(req) // now: generate drops the request's messages
+		// now: generate drops the request's messages
+		if key, err = requestCacheKey(stream.Context(), req); err != nil {
+			return err
+		}
 		if hit, ok := s.cache.get(key); ok {
 			s.cachedChat(stream.Context(), p, req, hit, true)
 			return stream.Send(final(hit))

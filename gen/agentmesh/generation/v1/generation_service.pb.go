@@ -109,7 +109,7 @@ func (x *ListProvidersResponse) GetProviders() []string {
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run, for tracing (not part of the response cache's key: identical requests of
-	// different runs share an answer): empty (no run), or letters, digits, '_' and '-', at most
+	// different runs of the same user share an answer): empty (no run), or letters, digits, '_' and '-', at most
 	// 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The provider/model to call.
@@ -122,9 +122,10 @@ type GenerateRequest struct {
 	Sampling *Sampling `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	// Strict protocol mode: no repair of malformed tool calls.
 	StrictMode bool `protobuf:"varint,6,opt,name=strict_mode,json=strictMode,proto3" json:"strict_mode,omitempty"`
-	// Use the response cache (answers, streamed or not, keyed by everything but the run and
-	// this flag; an empty or rejected answer, or one the content filter stopped, is not stored).
-	// A hit streams no deltas: GenerateStream sends only its final answer.
+	// Use the response cache (answers, streamed or not, keyed by the user the call acts for, as
+	// its agentmesh-user metadata names it, and everything but the run and this flag; an empty
+	// or rejected answer, or one the content filter stopped, is not stored). One user never gets
+	// another's entry. A hit streams no deltas: GenerateStream sends only its final answer.
 	UseCache bool `protobuf:"varint,7,opt,name=use_cache,json=useCache,proto3" json:"use_cache,omitempty"`
 	// "auto", "required", "none" or the name of an offered tool; empty for the provider's
 	// default. Anything else is INVALID_INPUT. Without tools it is not sent.
