@@ -86,8 +86,18 @@ func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	for _, piece := range words(a.t.Reasoning) {
 		sendDelta(delta{ReasoningContent: piece})
 	}
-	for _, piece := range words(a.t.Content) {
+	pieces := words(a.t.Content)
+	for i, piece := range pieces {
 		sendDelta(delta{Content: piece})
+		if a.cutAfter(i, len(pieces)) {
+			if a.t.StreamCut == CutDrop {
+				dropStream()
+			}
+			data, _ := json.Marshal(newErrorBody("server_error", "", "The server had an error while processing your request."))
+			_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
+			_ = rc.Flush()
+			return
+		}
 	}
 	for i, call := range a.toolCalls() {
 		sendDelta(delta{ToolCalls: []WireToolCall{{
@@ -104,6 +114,18 @@ func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	}
 	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 	_ = rc.Flush()
+}
+
+// cutAfter reports whether a streamed answer breaks off (StreamCut) after the i-th of the n
+// words of its content: the last of their first half.
+func (a answer) cutAfter(i, n int) bool {
+	return a.t.StreamCut != "" && i == (n-1)/2
+}
+
+// dropStream ends a streamed answer by closing its connection midway (CutDrop): the handler
+// aborts, and the server closes the connection without ending the response.
+func dropStream() {
+	panic(http.ErrAbortHandler)
 }
 
 // words splits text after each run of spaces, so the pieces join back to text.

@@ -198,14 +198,25 @@ func (a answer) writeMessageStream(w http.ResponseWriter, req Request) {
 	send(anthropicEvent{Type: "ping"})
 
 	index := 0
-	block := func(start anthropicBlock, deltas []blockDelta) {
+	// block sends a content block, and reports false when the stream broke off in it.
+	block := func(start anthropicBlock, deltas []blockDelta) bool {
 		i := index
 		index++
 		send(anthropicEvent{Type: "content_block_start", Index: &i, ContentBlock: &start})
-		for _, d := range deltas {
+		for j, d := range deltas {
 			send(anthropicEvent{Type: "content_block_delta", Index: &i, Delta: d})
+			if start.Type == "text" && a.cutAfter(j, len(deltas)) {
+				if a.t.StreamCut == CutDrop {
+					dropStream()
+				}
+				data, _ := json.Marshal(newAnthropicError("overloaded_error", "Overloaded"))
+				_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+				_ = rc.Flush()
+				return false
+			}
 		}
 		send(anthropicEvent{Type: "content_block_stop", Index: &i})
+		return true
 	}
 	empty := ""
 	if a.t.Reasoning != "" {
@@ -222,7 +233,9 @@ func (a answer) writeMessageStream(w http.ResponseWriter, req Request) {
 		for _, piece := range words(a.t.Content) {
 			deltas = append(deltas, blockDelta{Type: "text_delta", Text: &piece})
 		}
-		block(anthropicBlock{Type: "text", Text: &empty}, deltas)
+		if !block(anthropicBlock{Type: "text", Text: &empty}, deltas) {
+			return
+		}
 	}
 	for i, c := range a.t.ToolCalls {
 		deltas := []blockDelta{{Type: "input_json_delta", PartialJSON: &empty}}

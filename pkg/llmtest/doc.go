@@ -8,7 +8,8 @@
 // auth_error, quota_exceeded, overloaded, bad_request), each in the error format of the API
 // asked, and check what the request carried (tools offered, temperature, top_p, tool_choice,
 // max_tokens, max_completion_tokens, reasoning_effort, thinking budget, stop sequences). Its
-// answer can be cut off (FinishReason "length") and report another model than the one asked
+// answer can be cut off (FinishReason "length"), break off midway when streamed (StreamCut:
+// the connection dropped, or an error event) and report another model than the one asked
 // for (Model), as providers report a dated snapshot of an alias. A turn can also be slowed
 // down: each of its requests waits DelayMS, then until the test closes its Hold channel, so a
 // test can kill the process that asked while the inference is in flight; a request whose

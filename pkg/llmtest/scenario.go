@@ -33,6 +33,16 @@ const (
 	FailBadRequest = "bad_request"
 )
 
+// How a Turn's StreamCut breaks a streamed answer off midway.
+const (
+	// CutDrop closes the connection, as a connection lost while the answer streams.
+	CutDrop = "drop"
+	// CutError sends an error event and ends the stream, as a provider that fails while
+	// generating: OpenAI's {"error": ...} chunk of a server_error, Anthropic's error event of an
+	// overloaded_error.
+	CutError = "error"
+)
+
 // Scenario is a scripted conversation: the request whose first user message matches Match is
 // answered by Turns[n], where n is the number of assistant messages the request already holds.
 type Scenario struct {
@@ -91,6 +101,10 @@ type Turn struct {
 	// as a provider behind a compressing proxy sends it; streamed events still arrive one by
 	// one.
 	Gzip bool `yaml:"gzip,omitempty" json:"gzip,omitempty"`
+	// StreamCut, CutDrop or CutError, breaks a streamed answer off after the first half (at
+	// least one) of its content's word deltas; nothing of the answer follows, nor the usage
+	// the stream ends with. A non-streamed answer ignores it.
+	StreamCut string `yaml:"stream_cut,omitempty" json:"stream_cut,omitempty"`
 	// RateLimit, when set, is the headroom every response of this turn (answer or injected
 	// failure) announces in its rate-limit headers.
 	RateLimit *RateLimit `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`

@@ -36,7 +36,9 @@ type streamDelta struct {
 // none); message_delta brings the stop reason and the final usage, and completes the answer
 // (a stream that breaks off after it, before message_stop, is still the answer). A server that
 // answers with a plain JSON message is read as one answer and forwarded as one delta per text
-// and call; an HTML page is BAD_RESPONSE (notAStream).
+// and call; an HTML page is BAD_RESPONSE (notAStream). A stream that fails before the answer
+// is complete returns the part of it received with its failure (Provider.Stream), whose
+// thinking is not remembered for replay.
 func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	body, err := buildMessagesRequest(req, a.thinking, true)
 	if err != nil {
@@ -103,13 +105,13 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 	case err != nil && stopped && errors.As(err, &rerr):
 		// The answer was complete before the stream broke off: asking again would pay twice.
 	case err != nil:
-		return nil, a.streamReadError(ctx, err)
+		return acc.response(nil), a.streamReadError(ctx, err)
 	case !done && !stopped:
-		return nil, a.badResponse("the stream ended without message_stop")
+		return acc.response(nil), a.badResponse("the stream ended without message_stop")
 	}
 	for _, i := range acc.order {
 		if err := acc.blocks[i].flushArguments(onDelta); err != nil {
-			return nil, err
+			return acc.response(nil), err
 		}
 	}
 	return acc.response(a.thinking), nil

@@ -156,9 +156,10 @@ func (m *thinkingMemory) get(callID string) []thinkingBlock {
 	return m.items[callID]
 }
 
-// remember stores the answer's thinking blocks when it has tool calls.
+// remember stores the answer's thinking blocks when it has tool calls; a nil memory (a
+// broken-off answer's) remembers nothing.
 func (m *thinkingMemory) remember(blocks []thinkingBlock, calls []ToolCall) {
-	if len(blocks) == 0 || len(calls) == 0 {
+	if m == nil || len(blocks) == 0 || len(calls) == 0 {
 		return
 	}
 	m.put(calls[0].ID, blocks)

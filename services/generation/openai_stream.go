@@ -36,7 +36,8 @@ func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generat
 // readEvents reads "data:" events until [DONE], accumulating the answer. The answer is
 // complete once a chunk has brought its finish_reason: a stream that ends after it, cleanly
 // or with its connection lost (before the usage chunk or [DONE]), is the answer, not a
-// failure to retry, which would pay for the answer twice.
+// failure to retry, which would pay for the answer twice. A stream that fails before that
+// returns the part of the answer received with its failure (Provider.Stream).
 func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*generationv1.Delta) error) (*Response, error) {
 	acc := newStreamAccumulator()
 	done, err := readSSE(body, func(ev sseEvent) (bool, error) {
@@ -50,9 +51,9 @@ func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*g
 	case err != nil && acc.finished && errors.As(err, &rerr):
 		// The answer was complete before the stream broke off.
 	case err != nil:
-		return nil, o.streamReadError(ctx, err)
+		return acc.response(), o.streamReadError(ctx, err)
 	case !done && !acc.finished:
-		return nil, o.badResponse("the stream ended without a finish_reason or [DONE]")
+		return acc.response(), o.badResponse("the stream ended without a finish_reason or [DONE]")
 	}
 	return acc.response(), nil
 }

@@ -21,7 +21,9 @@ type Provider interface {
 	// onDelta as they arrive, and returns the complete answer. Tool-call fragments carry the
 	// call's position among the answer's tool calls, its id and name on the first fragment,
 	// and argument text that concatenates to the call's raw arguments. An error from onDelta
-	// aborts the call.
+	// aborts the call. A call that fails after part of the answer arrived may return that
+	// part, with the usage the provider reported by then, beside its error: the provider
+	// billed it, and the failure is accounted with its tokens.
 	Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error)
 	// Embed returns one vector per input, in input order.
 	Embed(ctx context.Context, model string, inputs []string) (*Embeddings, error)
@@ -123,6 +125,16 @@ func (u *Usage) estimate(prompt int64, tools []*typev1.Tool, answer *Response) {
 		}
 		u.Output, u.Estimated = n, u.Estimated || n > 0
 	}
+}
+
+// estimateBroken is estimate for an answer that broke off, of which answer is the part
+// received: the output count the provider reported by then (Anthropic's message_start says 1)
+// came before that part, so the larger of it and the estimate of the part is taken.
+func (u *Usage) estimateBroken(prompt int64, tools []*typev1.Tool, answer *Response) {
+	reported := u.Output
+	u.Output = 0
+	u.estimate(prompt, tools, answer)
+	u.Output = max(u.Output, reported)
 }
 
 // estimateInputs fills in the input count of an embeddings answer whose provider reported

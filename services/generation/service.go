@@ -226,8 +226,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	}
 	if err != nil {
 		err = providerError(ctx, p, err)
-		c.measured.end(ctx, nil, 0, err)
-		endWithError(c.span, err)
+		s.failChat(ctx, req, c, raw, latency, err)
 		return nil, err
 	}
 	validAnswer(raw)
@@ -245,11 +244,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 		e := maxTokensExceeded(resp, c.sampling.GetMaxOutputTokens())
 		// The provider answered, and charged for the tokens it spent on it: the failure
 		// carries them, for the caller's accounting of the attempt.
-		e.Accounting = []*typev1.AccountingEntry{{
-			Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Provider: resp.GetProvider(), Model: model,
-			Status: typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, LatencyMs: resp.GetLatencyMs(), Tokens: resp.GetUsage(),
-			Error: e.Error(), StopReason: resp.GetStopReason(), CostUsd: resp.GetCostUsd(), ActualModel: resp.GetModel(), Attempts: 1,
-		}}
+		e.Accounting = []*typev1.AccountingEntry{failedAttempt(req, resp, e)}
 		c.measured.end(ctx, &raw.Usage, resp.GetCostUsd(), e)
 		endChat(c.span, resp, e)
 		return nil, e

@@ -72,8 +72,10 @@ func endChat(span trace.Span, resp *generationv1.GenerateResponse, err error) {
 			semconv.GenAIResponseModel(resp.GetModel()),
 			semconv.GenAIUsageInputTokens(int(u.GetInput())),
 			semconv.GenAIUsageOutputTokens(int(u.GetOutput())),
-			semconv.GenAIResponseFinishReasons(resp.GetStopReason()),
 		)
+		if resp.GetStopReason() != "" { // a broken-off answer (failChat) has none
+			span.SetAttributes(semconv.GenAIResponseFinishReasons(resp.GetStopReason()))
+		}
 		if u.GetCached() > 0 {
 			span.SetAttributes(semconv.GenAIUsageCacheReadInputTokens(int(u.GetCached())))
 		}
