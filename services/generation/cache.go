@@ -1,7 +1,6 @@
 package generation
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,6 +9,7 @@ import (
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/lru"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
 )
@@ -20,19 +20,12 @@ const DefaultCacheSize = 1024
 
 // responseCache is a bounded LRU of canonical answers keyed by request hash.
 type responseCache struct {
-	mu    sync.Mutex
-	size  int
-	order *list.List // front = most recently used; values are *cacheEntry
-	items map[string]*list.Element
-}
-
-type cacheEntry struct {
-	key  string
-	resp *generationv1.GenerateResponse
+	mu      sync.Mutex
+	answers *lru.Cache[string, *generationv1.GenerateResponse]
 }
 
 func newResponseCache(size int) *responseCache {
-	return &responseCache{size: size, order: list.New(), items: map[string]*list.Element{}}
+	return &responseCache{answers: lru.New[string, *generationv1.GenerateResponse](size, nil)}
 }
 
 // get returns a copy of the cached answer marked cached, or false. A cached answer costs
@@ -40,12 +33,11 @@ func newResponseCache(size int) *responseCache {
 func (c *responseCache) get(key string) (*generationv1.GenerateResponse, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[key]
+	cached, ok := c.answers.Get(key)
 	if !ok {
 		return nil, false
 	}
-	c.order.MoveToFront(el)
-	resp := proto.CloneOf(el.Value.(*cacheEntry).resp)
+	resp := proto.CloneOf(cached)
 	resp.Cached = true
 	resp.LatencyMs = 0
 	resp.CostUsd = 0
@@ -56,17 +48,7 @@ func (c *responseCache) get(key string) (*generationv1.GenerateResponse, bool) {
 func (c *responseCache) put(key string, resp *generationv1.GenerateResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.items[key]; ok {
-		el.Value.(*cacheEntry).resp = proto.CloneOf(resp)
-		c.order.MoveToFront(el)
-		return
-	}
-	c.items[key] = c.order.PushFront(&cacheEntry{key: key, resp: proto.CloneOf(resp)})
-	for c.order.Len() > c.size {
-		oldest := c.order.Back()
-		c.order.Remove(oldest)
-		delete(c.items, oldest.Value.(*cacheEntry).key)
-	}
+	c.answers.Put(key, proto.CloneOf(resp))
 }
 
 // cacheKey is the hex SHA-256 of the user the call acts for (requestCacheKey) and of everything that

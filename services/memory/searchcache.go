@@ -1,11 +1,11 @@
 package memory
 
 import (
-	"container/list"
 	"sync"
 	"time"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/lru"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -32,45 +32,41 @@ type searchKey struct {
 // searches, each for at most ttl. A write to a user's memories through this service drops the
 // user's entries, and a search that a write of any user overlapped is not kept, so a search
 // never answers from before a write this replica made; writes through other replicas of a
-// shared store are seen at most ttl later. Written by hand, as the generation stage's response
-// cache is, rather than on golang-lru (which the mesh uses elsewhere): a write drops the user's
-// entries through an index by user that eviction must keep in step, and golang-lru calls its
-// eviction callback under its own lock, which put and wrote would take in the other order.
+// shared store are seen at most ttl later. Its entries are in a pkg/lru cache, under the
+// cache's own lock with the index by user that a write drops them through and that eviction
+// keeps in step (golang-lru, which the mesh uses elsewhere, calls its eviction callback under
+// a lock of its own, which put and wrote would take in the other order).
 type searchCache struct {
-	mu     sync.Mutex
-	size   int
-	ttl    time.Duration
-	order  *list.List // front = most recently used; values are *searchEntry
-	items  map[searchKey]*list.Element
-	byUser map[string]map[*list.Element]struct{}
-	writes uint64 // writes so far, of any user (searchCache.wrote)
+	mu       sync.Mutex
+	ttl      time.Duration
+	searches *lru.Cache[searchKey, *searchEntry]
+	byUser   map[string]map[searchKey]struct{}
+	writes   uint64 // writes so far, of any user (searchCache.wrote)
 }
 
 type searchEntry struct {
-	key  searchKey
 	hits []*memoryv1.MemoryHit
 	at   time.Time
 }
 
 func newSearchCache(size int, ttl time.Duration) *searchCache {
-	return &searchCache{size: size, ttl: ttl, order: list.New(), items: map[searchKey]*list.Element{},
-		byUser: map[string]map[*list.Element]struct{}{}}
+	c := &searchCache{ttl: ttl, byUser: map[string]map[searchKey]struct{}{}}
+	c.searches = lru.New(size, func(k searchKey, _ *searchEntry) { c.unindex(k) })
+	return c
 }
 
 // get returns a copy of the hits cached for k at or after now-ttl, or false.
 func (c *searchCache) get(k searchKey, now time.Time) ([]*memoryv1.MemoryHit, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[k]
+	e, ok := c.searches.Get(k)
 	if !ok {
 		return nil, false
 	}
-	e := el.Value.(*searchEntry)
 	if now.Sub(e.at) > c.ttl {
-		c.remove(el)
+		c.remove(k)
 		return nil, false
 	}
-	c.order.MoveToFront(el)
 	return cloneHits(e.hits), true
 }
 
@@ -95,18 +91,11 @@ func (c *searchCache) put(k searchKey, hits []*memoryv1.MemoryHit, now time.Time
 	if c.writes != writes {
 		return
 	}
-	if el, ok := c.items[k]; ok {
-		c.remove(el)
-	}
-	el := c.order.PushFront(&searchEntry{key: k, hits: hits, at: now})
-	c.items[k] = el
 	if c.byUser[k.user] == nil {
-		c.byUser[k.user] = map[*list.Element]struct{}{}
+		c.byUser[k.user] = map[searchKey]struct{}{}
 	}
-	c.byUser[k.user][el] = struct{}{}
-	for c.order.Len() > c.size {
-		c.remove(c.order.Back())
-	}
+	c.byUser[k.user][k] = struct{}{}
+	c.searches.Put(k, &searchEntry{hits: hits, at: now})
 }
 
 // wrote drops the searches of user, whose memories changed, and keeps the searches in flight
@@ -115,17 +104,20 @@ func (c *searchCache) wrote(user string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writes++
-	for el := range c.byUser[user] {
-		c.remove(el)
+	for k := range c.byUser[user] {
+		c.remove(k)
 	}
 }
 
-// remove drops el from the cache; c.mu is held.
-func (c *searchCache) remove(el *list.Element) {
-	k := el.Value.(*searchEntry).key
-	c.order.Remove(el)
-	delete(c.items, k)
-	delete(c.byUser[k.user], el)
+// remove drops the search of k from the cache; c.mu is held.
+func (c *searchCache) remove(k searchKey) {
+	c.searches.Remove(k)
+	c.unindex(k)
+}
+
+// unindex drops k from the index by user, once its search left the cache; c.mu is held.
+func (c *searchCache) unindex(k searchKey) {
+	delete(c.byUser[k.user], k)
 	if len(c.byUser[k.user]) == 0 {
 		delete(c.byUser, k.user)
 	}

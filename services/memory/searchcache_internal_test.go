@@ -41,7 +41,7 @@ func TestSearchCacheKeepsNoSearchAWriteOverlapped(t *testing.T) {
 	if _, ok := c.get(key("carol", "q"), now); !ok {
 		t.Error("alice's write dropped carol's search")
 	}
-	if _, ok := c.byUser["alice"]; ok || len(c.items) != 1 || c.order.Len() != 1 {
-		t.Errorf("the cache holds %d searches (%d listed), users %v; want carol's only", len(c.items), c.order.Len(), c.byUser)
+	if _, ok := c.byUser["carol"]; !ok || len(c.byUser) != 1 || c.searches.Len() != 1 {
+		t.Errorf("the cache holds %d searches, users %v; want carol's only", c.searches.Len(), c.byUser)
 	}
 }
