@@ -18,8 +18,9 @@
 // configured price of that model (Prices, PricesFromConfig). Failures are stage errors with
 // an error class (AUTH, QUOTA, RATE_LIMITED with the Retry-After, TIMEOUT, NETWORK, SERVER,
 // BAD_RESPONSE, INVALID_REQUEST for a request the provider refuses); an answer cut off before
-// any content is MAX_TOKENS_EXCEEDED. Such a failure, and that of a streamed answer that broke
-// off after part of it arrived, carries the billed tokens and cost as its accounting. Nothing is retried here: the orchestrator's accounted
+// any content is MAX_TOKENS_EXCEEDED. Such a failure, and that of an answer that broke off
+// after part of it arrived (a stream lost or ended by an error, finish_reason "error"), carries
+// the billed tokens and cost as its accounting. Nothing is retried here: the orchestrator's accounted
 // attempts are the retries. Non-streamed answers can be served from a bounded LRU cache, and
 // every provider call is a "chat {model}" client span with the OpenTelemetry GenAI
 // attributes.

@@ -138,22 +138,21 @@ func (o *openAI) chatRequest(req *Request, stream bool) *chatRequest {
 	return buildChatRequest(req, stream, cmp.Or(o.limitField, limitFieldFor(req.Model)))
 }
 
-// parseCompletion decodes a non-streamed chat completion.
+// parseCompletion decodes a non-streamed chat completion. An answer that failed while the
+// model generated it (finish_reason "error") is returned, with its usage, beside its failure:
+// the provider billed it (Provider.Complete).
 func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 	var cr chatResponse
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, o.badResponse("the chat completion is not valid JSON (%v): %s", err, snippet(body))
 	}
-	if cr.Error != nil && (len(cr.Choices) == 0 || cr.Choices[0].FinishReason == "error") {
+	if cr.Error != nil && len(cr.Choices) == 0 {
 		return nil, o.errorIn("in the answer", *cr.Error)
 	}
 	if len(cr.Choices) == 0 {
 		return nil, o.badResponse("the chat completion has no choices: %s", snippet(body))
 	}
 	ch := cr.Choices[0]
-	if err := o.finishError(ch.FinishReason); err != nil {
-		return nil, err
-	}
 	out := &Response{
 		Model:     cr.Model,
 		Content:   string(ch.Message.Content),
@@ -164,6 +163,12 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	out.FinishReason = normaliseFinish(ch.FinishReason, len(out.ToolCalls) > 0)
+	if ch.FinishReason == "error" && cr.Error != nil {
+		return out, o.errorIn("in the answer", *cr.Error)
+	}
+	if err := o.finishError(ch.FinishReason); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 

@@ -15,7 +15,8 @@ import (
 type Provider interface {
 	// Name is the provider's name, reported as gen_ai.provider.name.
 	Name() string
-	// Complete makes one non-streamed chat call.
+	// Complete makes one non-streamed chat call. A call whose answer failed part way may
+	// return that part, with its usage, beside its error, as Stream does.
 	Complete(ctx context.Context, req *Request) (*Response, error)
 	// Stream makes one streamed chat call, passing text, reasoning and tool-call fragments to
 	// onDelta as they arrive, and returns the complete answer. Tool-call fragments carry the
@@ -119,22 +120,28 @@ func (u *Usage) estimate(prompt int64, tools []*typev1.Tool, answer *Response) {
 		u.Input, u.Estimated = prompt+tokens.Tools(tools), true
 	}
 	if u.Output == 0 {
-		n := tokens.Estimate(answer.Content) + tokens.Estimate(answer.Reasoning)
-		for _, c := range answer.ToolCalls {
-			n += tokens.Estimate(c.Name) + tokens.Estimate(c.Arguments)
-		}
+		n := outputEstimate(answer)
 		u.Output, u.Estimated = n, u.Estimated || n > 0
 	}
+}
+
+// outputEstimate is the estimate of the tokens of an answer's text, reasoning and tool calls.
+func outputEstimate(answer *Response) int64 {
+	n := tokens.Estimate(answer.Content) + tokens.Estimate(answer.Reasoning)
+	for _, c := range answer.ToolCalls {
+		n += tokens.Estimate(c.Name) + tokens.Estimate(c.Arguments)
+	}
+	return n
 }
 
 // estimateBroken is estimate for an answer that broke off, of which answer is the part
 // received: the output count the provider reported by then (Anthropic's message_start says 1)
 // came before that part, so the larger of it and the estimate of the part is taken.
 func (u *Usage) estimateBroken(prompt int64, tools []*typev1.Tool, answer *Response) {
-	reported := u.Output
-	u.Output = 0
+	if outputEstimate(answer) > u.Output {
+		u.Output = 0 // the estimate's, below
+	}
 	u.estimate(prompt, tools, answer)
-	u.Output = max(u.Output, reported)
 }
 
 // estimateInputs fills in the input count of an embeddings answer whose provider reported

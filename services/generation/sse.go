@@ -108,7 +108,7 @@ func (e *endpoint) streamedJSON(ctx context.Context, resp *http.Response, parse 
 	}
 	out, err := parse(body)
 	if err != nil {
-		return nil, err
+		return out, err // the part of a failed answer, if any (Provider.Stream)
 	}
 	if out.Content != "" || out.Reasoning != "" {
 		if err := onDelta(&generationv1.Delta{Content: out.Content, Reasoning: out.Reasoning}); err != nil {

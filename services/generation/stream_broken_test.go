@@ -104,3 +104,33 @@ func TestStreamBrokenAfterOutputAccountsItsTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerFailedMidwayAccountsItsUsage: a non-streamed answer that reports it failed while
+// the model generated it (finish_reason "error", as OpenRouter and vLLM send) fails SERVER, but
+// its body reports the usage the provider billed: the failure's accounting carries it and its
+// cost, as a streamed answer that broke off does. It counted no tokens.
+func TestAnswerFailedMidwayAccountsItsUsage(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers["openai"] = config.Provider{Type: "openai", Models: map[string]config.Model{
+		"m": {Pricing: &config.Pricing{Input: 2, Output: 8}},
+	}}
+	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
+		Content: "The capital of France is", FinishReason: "error", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16},
+	}}})
+	client := serve(t, generation.Options{
+		Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
+		Prices:    generation.PricesFromConfig(cfg),
+	})
+	_, err := client.Generate(t.Context(), request("openai", "m", user("What is the capital of France?")))
+	se := stageerr.FromError(err)
+	if se == nil || se.Class != typev1.ErrorClass_ERROR_CLASS_SERVER {
+		t.Fatalf("error %v, want SERVER", err)
+	}
+	if len(se.Accounting) != 1 {
+		t.Fatalf("accounting %v, want the attempt's entry", se.Accounting)
+	}
+	e, want := se.Accounting[0], (40*2+16*8)/1e6
+	if u := e.GetTokens(); u.GetInput() != 40 || u.GetOutput() != 16 || u.GetEstimated() || math.Abs(e.GetCostUsd()-want) > 1e-12 {
+		t.Errorf("entry %v, want the reported 40 + 16 tokens costing %g", e, want)
+	}
+}

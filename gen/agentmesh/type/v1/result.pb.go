@@ -434,8 +434,8 @@ type AccountingEntry struct {
 	// Cost in US dollars from the configured price of the model (LLM and embedding entries); 0
 	// when no price is configured, the attempt failed without an answer or the answer came from
 	// the response cache. A failed attempt whose answer was cut off before any content
-	// (MAX_TOKENS_EXCEEDED), or whose streamed answer broke off after part of it arrived, costs
-	// what the provider billed for it.
+	// (MAX_TOKENS_EXCEEDED), or that broke off after part of it arrived (a stream lost or ended
+	// by an error, finish_reason "error"), costs what the provider billed for it.
 	CostUsd float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	// Model the provider reports it answered with (LLM entries), e.g. a dated snapshot of the
 	// requested alias; empty when the attempt failed without an answer.
