@@ -89,6 +89,42 @@ func TestResponseCache(t *testing.T) {
 	}
 }
 
+// TestResponseCacheKeepsUsersApart: the response cache is kept per user. Another user's run
+// with the identical request asks the provider (its llm_response is not cached: a hit would
+// tell dave that carol had asked, and serve him her answer), while carol's second run is
+// answered from her own entry.
+func TestResponseCacheKeepsUsersApart(t *testing.T) {
+	cfg := config.Default()
+	cfg.Defaults.CacheResponses = true
+	h := start(t, cfg, llmtest.Scenario{Name: "cache", Match: "What is the capital of Spain?", Turns: []llmtest.Turn{
+		text("The capital of Spain is Madrid."),
+	}})
+	cached := func(user string) bool {
+		t.Helper()
+		res := h.run(t, &agentv1.RunRequest{Message: "What is the capital of Spain?", UserId: user})
+		if res.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_CHAT_ONLY {
+			t.Fatalf("%s's run: %s (%v)", user, res.GetOutcome(), res.GetError())
+		}
+		responses, _ := h.llmEvents(t, res.GetRunId())
+		if len(responses) != 1 {
+			t.Fatalf("%s's run: llm_response %v, want one", user, responses)
+		}
+		return responses[0].GetCached()
+	}
+	if cached("carol") {
+		t.Error("carol's first run was answered from the cache")
+	}
+	if cached("dave") {
+		t.Error("dave's run was answered from carol's entry")
+	}
+	if !cached("carol") {
+		t.Error("carol's second run missed her own entry")
+	}
+	if n := len(h.llm.Requests()); n != 2 {
+		t.Errorf("%d HTTP requests to the provider, want 2 (carol's and dave's)", n)
+	}
+}
+
 // TestCachedAnswerConsumesNoTokens: an answer from the generation stage's response cache is no
 // provider request (seed 002 §8: the cache reduces API costs), so it consumes no tokens: its
 // accounting entry (attempts 0, cost 0) and llm_response carry none, the run's usage does not
