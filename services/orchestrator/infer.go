@@ -527,7 +527,8 @@ func (r *run) generate(ctx context.Context, attempt int, target *typev1.Target, 
 		entry.Error = se.Error()
 		ev.Error = entry.Error
 		// A failure of an answer the provider gave (MAX_TOKENS_EXCEEDED: cut off before it had
-		// any content) carries the answer's accounting: its tokens were spent and paid for.
+		// any content; or one that broke off after part of it arrived) carries the answer's
+		// accounting: its tokens were spent and paid for.
 		if spent := se.AccountAnswer(entry); spent != nil {
 			ev.Usage, ev.StopReason = spent, entry.StopReason
 			ev.ActualModel, ev.CostUsd = entry.ActualModel, entry.CostUsd

@@ -195,3 +195,36 @@ func TestUnreportedUsageCountsAnEstimate(t *testing.T) {
 		t.Errorf("outcome %s %s with a budget of %d tokens, want FAILED_BUDGET_EXHAUSTED MAX_TOKENS_REACHED", res.GetOutcome(), res.GetExitReason(), budget)
 	}
 }
+
+// TestBrokenStreamsCountTheirTokens: a run whose streamed answers break off midway (the
+// provider's connection lost after some deltas) fails, but the provider billed every attempt:
+// each failed LLM entry carries its tokens, and the run's usage counts them, so that
+// max_tokens_consumed sees them. Such attempts counted nothing.
+func TestBrokenStreamsCountTheirTokens(t *testing.T) {
+	h := start(t, nil, llmtest.Scenario{Name: "broken", Match: "tell me about Paris", Turns: []llmtest.Turn{{
+		Content: "Paris is the capital of France, on the Seine, with many museums.", StreamCut: llmtest.CutDrop,
+	}}})
+	streamed := true
+	res := h.run(t, &agentv1.RunRequest{Message: "tell me about Paris", Overrides: &agentv1.RunOverrides{StreamAnswers: &streamed}})
+	if res.GetSuccess() {
+		t.Fatalf("outcome %s, want a failure: every attempt broke off", res.GetOutcome())
+	}
+	var sum int64
+	entries := 0
+	for _, a := range res.GetAccounting() {
+		if a.GetType() != typev1.AccountingType_ACCOUNTING_TYPE_LLM {
+			continue
+		}
+		entries++
+		if a.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || a.GetTokens().GetOutput() <= 0 {
+			t.Errorf("entry %v, want a failed attempt with the tokens it was billed", a)
+		}
+		sum += a.GetTokens().GetTotal()
+	}
+	if entries == 0 || entries != len(h.llm.Requests()) {
+		t.Errorf("%d LLM entries for %d provider requests", entries, len(h.llm.Requests()))
+	}
+	if u := res.GetUsage().GetTotal(); u == 0 || u != sum {
+		t.Errorf("run usage %d, want the entries' %d tokens", u, sum)
+	}
+}
