@@ -93,7 +93,8 @@ func (a answer) writeStream(w http.ResponseWriter, req Request) {
 			if a.t.StreamCut == CutDrop {
 				dropStream()
 			}
-			data, _ := json.Marshal(newErrorBody("server_error", "", "The server had an error while processing your request."))
+			data, _ := json.Marshal(newErrorBody("server_error", "",
+				"The server had an error while processing your request."))
 			_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
 			_ = rc.Flush()
 			return

@@ -90,7 +90,8 @@ func start(l net.Listener, secure bool, scenarios []Scenario) (*Server, error) {
 				return nil, fmt.Errorf("llmtest: scenario %q turn %d: unknown failure %q", sc.Name, i, turn.Failure)
 			}
 			if turn.StreamCut != "" && turn.StreamCut != CutDrop && turn.StreamCut != CutError {
-				return nil, fmt.Errorf("llmtest: scenario %q turn %d: unknown stream_cut %q", sc.Name, i, turn.StreamCut)
+				return nil, fmt.Errorf("llmtest: scenario %q turn %d: unknown stream_cut %q",
+					sc.Name, i, turn.StreamCut)
 			}
 		}
 	}

@@ -20,7 +20,9 @@ type entry[K comparable, V any] struct {
 // New returns an empty cache of at most size entries. evicted, when not nil, is called with
 // each entry Put evicts to make room (not with those Remove drops or Put replaces).
 func New[K comparable, V any](size int, evicted func(K, V)) *Cache[K, V] {
-	return &Cache[K, V]{size: size, order: list.New(), items: map[K]*list.Element{}, evicted: evicted}
+	return &Cache[K, V]{
+		size: size, order: list.New(), items: map[K]*list.Element{}, evicted: evicted,
+	}
 }
 
 // Get returns the value of k, now the most recently used entry, or false.

@@ -61,7 +61,8 @@ func (e *Error) Is(target error) bool {
 // AccountAnswer fills entry, a caller's accounting of its failed Generate call, with what the
 // answer cost when the failure carries the answer's accounting: the generation stage's
 // MAX_TOKENS_EXCEEDED (an answer cut off before any content), and its failure of an answer that
-// broke off after part of it arrived, come after the provider answered and charged for it. It sets the tokens, stop reason, actual model and cost, and returns the
+// broke off after part of it arrived, come after the provider answered and charged for it. It
+// sets the tokens, stop reason, actual model and cost, and returns the
 // tokens, nil when the failure carries none (nothing was answered, or a stage other than the
 // project's failed) or e is nil.
 func (e *Error) AccountAnswer(entry *typev1.AccountingEntry) *typev1.TokenUsage {

@@ -51,8 +51,8 @@ func (c *responseCache) put(key string, resp *generationv1.GenerateResponse) {
 	c.answers.Put(key, proto.CloneOf(resp))
 }
 
-// cacheKey is the hex SHA-256 of the user the call acts for (requestCacheKey) and of everything that
-// shapes the answer: provider, model, messages, tools, sampling, tool choice, strict mode and
+// cacheKey is the hex SHA-256 of the user the call acts for (requestCacheKey) and of everything
+// that shapes the answer: provider, model, messages, tools, sampling, tool choice, strict mode and
 // output format (seed 002 §8 keys by model and messages). The run id and the use_cache flag
 // are left out so identical calls of different runs share an entry; the user is in, so that
 // they share it only when the runs are the same user's: another user's hit would both show
@@ -64,7 +64,8 @@ func cacheKey(user string, req *generationv1.GenerateRequest) string {
 	data, _ := proto.MarshalOptions{Deterministic: true}.Marshal(keyed)
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
-	_, _ = h.Write(n[:binary.PutUvarint(n[:], uint64(len(user)))]) // no user id is a prefix of another
+	// Length-prefixed: no user id and request run into another's.
+	_, _ = h.Write(n[:binary.PutUvarint(n[:], uint64(len(user)))])
 	_, _ = h.Write([]byte(user))
 	_, _ = h.Write(data)
 	return hex.EncodeToString(h.Sum(nil))

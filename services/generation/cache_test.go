@@ -1,6 +1,7 @@
 package generation_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -165,27 +166,32 @@ func TestCacheKeepsUsersApart(t *testing.T) {
 	client, srv := cachedClient(t, 0)
 	alice := auth.OutgoingUser(t.Context(), "acme/alice")
 	bob := auth.OutgoingUser(t.Context(), "globex/bob")
-	if resp, err := client.Generate(alice, cacheable("same question")); err != nil || resp.GetCached() {
+	ask := func(ctx context.Context) (*generationv1.GenerateResponse, error) {
+		return client.Generate(ctx, cacheable("same question"))
+	}
+	if resp, err := ask(alice); err != nil || resp.GetCached() {
 		t.Fatalf("alice's first call: %v %v, want a miss", resp, err)
 	}
-	if resp, err := client.Generate(bob, cacheable("same question")); err != nil || resp.GetCached() {
+	if resp, err := ask(bob); err != nil || resp.GetCached() {
 		t.Errorf("bob's identical call: %v %v, want a miss: alice's entry is hers", resp, err)
 	}
-	if _, final, err := streamWith(t, bob, client, &generationv1.GenerateStreamRequest{Request: cacheable("same question")}); err != nil || !final.GetCached() {
+	streamed := &generationv1.GenerateStreamRequest{Request: cacheable("same question")}
+	if _, final, err := streamWith(t, bob, client, streamed); err != nil || !final.GetCached() {
 		t.Errorf("bob's second call (streamed): %v %v, want a hit of his own entry", final, err)
 	}
-	if resp, err := client.Generate(alice, cacheable("same question")); err != nil || !resp.GetCached() {
+	if resp, err := ask(alice); err != nil || !resp.GetCached() {
 		t.Errorf("alice's second call: %v %v, want a hit of her own entry", resp, err)
 	}
-	if resp, err := client.Generate(t.Context(), cacheable("same question")); err != nil || resp.GetCached() {
+	if resp, err := ask(t.Context()); err != nil || resp.GetCached() {
 		t.Errorf("a call for no user: %v %v, want a miss", resp, err)
 	}
 	if n := len(srv.Requests()); n != 3 {
 		t.Errorf("provider saw %d requests, want 3 (alice, bob, nobody)", n)
 	}
 	twice := metadata.AppendToOutgoingContext(alice, auth.UserMetadata, "globex/bob")
-	_, err := client.Generate(twice, cacheable("same question"))
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "use_cache") {
+	_, err := ask(twice)
+	if status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(status.Convert(err).Message(), "use_cache") {
 		t.Errorf("a call naming two users: %v, want INVALID_ARGUMENT naming use_cache", err)
 	}
 }

@@ -20,8 +20,8 @@
 // BAD_RESPONSE, INVALID_REQUEST for a request the provider refuses); an answer cut off before
 // any content is MAX_TOKENS_EXCEEDED. Such a failure, and that of an answer that broke off
 // after part of it arrived (a stream lost or ended by an error, finish_reason "error"), carries
-// the billed tokens and cost as its accounting. Nothing is retried here: the orchestrator's accounted
-// attempts are the retries. Non-streamed answers can be served from a bounded LRU cache, and
-// every provider call is a "chat {model}" client span with the OpenTelemetry GenAI
-// attributes.
+// the billed tokens and cost as its accounting. Nothing is retried here: the orchestrator's
+// accounted attempts are the retries. Answers can be served from a bounded LRU cache, kept
+// per user, and every provider call is a "chat {model}" client span with the OpenTelemetry
+// GenAI attributes.
 package generation

@@ -180,7 +180,8 @@ func streamOf(t *testing.T, client generationv1.GenerationServiceClient, in *gen
 
 // streamWith is streamOf with the call's context ctx (e.g. acting for a user).
 func streamWith(t *testing.T, ctx context.Context, client generationv1.GenerationServiceClient,
-	in *generationv1.GenerateStreamRequest) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
+	in *generationv1.GenerateStreamRequest,
+) ([]*generationv1.Delta, *generationv1.GenerateResponse, error) {
 	t.Helper()
 	stream, err := client.GenerateStream(ctx, in)
 	if err != nil {

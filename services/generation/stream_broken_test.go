@@ -53,7 +53,8 @@ func TestStreamBrokenAfterOutputAccountsItsTokens(t *testing.T) {
 				Prices:        generation.PricesFromConfig(cfg),
 				MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 			})
-			deltas, final, err := streamAll(t, client, request(tc.provider, "m", user("What is the capital of France?")))
+			req := request(tc.provider, "m", user("What is the capital of France?"))
+			deltas, final, err := streamAll(t, client, req)
 			if err == nil || final != nil {
 				t.Fatalf("final %v err %v, want the stream to fail", final, err)
 			}
@@ -61,7 +62,8 @@ func TestStreamBrokenAfterOutputAccountsItsTokens(t *testing.T) {
 			for _, d := range deltas {
 				received += d.GetContent()
 			}
-			if received == "" || !strings.HasPrefix(brokenAnswer, received) || received == brokenAnswer {
+			if partial := strings.HasPrefix(brokenAnswer, received); !partial ||
+				received == "" || received == brokenAnswer {
 				t.Fatalf("received %q, want a part of the answer", received)
 			}
 			se := stageerr.FromError(err)
@@ -77,8 +79,9 @@ func TestStreamBrokenAfterOutputAccountsItsTokens(t *testing.T) {
 				t.Errorf("output tokens %v, want the estimate of %q", u, received)
 			}
 			want := float64(u.GetInput()*2+u.GetOutput()*8) / 1e6
-			if e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || e.GetAttempts() != 1 ||
-				math.Abs(e.GetCostUsd()-want) > 1e-12 || e.GetError() == "" {
+			if e.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED ||
+				e.GetAttempts() != 1 || math.Abs(e.GetCostUsd()-want) > 1e-12 ||
+				e.GetError() == "" {
 				t.Errorf("entry %v, want a failed attempt costing %g", e, want)
 			}
 			p := points(t, reader)
@@ -115,13 +118,14 @@ func TestAnswerFailedMidwayAccountsItsUsage(t *testing.T) {
 		"m": {Pricing: &config.Pricing{Input: 2, Output: 8}},
 	}}
 	srv := llmtest.New(t, llmtest.Scenario{Match: "*", Turns: []llmtest.Turn{{
-		Content: "The capital of France is", FinishReason: "error", Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16},
+		Content: "The capital of France is", FinishReason: "error",
+		Usage: &llmtest.Usage{PromptTokens: 40, CompletionTokens: 16},
 	}}})
 	client := serve(t, generation.Options{
 		Providers: map[string]generation.Provider{"openai": openAIAt(t, srv.URL(), nil)},
 		Prices:    generation.PricesFromConfig(cfg),
 	})
-	_, err := client.Generate(t.Context(), request("openai", "m", user("What is the capital of France?")))
+	_, err := client.Generate(t.Context(), request("openai", "m", user("The capital of France?")))
 	se := stageerr.FromError(err)
 	if se == nil || se.Class != typev1.ErrorClass_ERROR_CLASS_SERVER {
 		t.Fatalf("error %v, want SERVER", err)
@@ -130,7 +134,9 @@ func TestAnswerFailedMidwayAccountsItsUsage(t *testing.T) {
 		t.Fatalf("accounting %v, want the attempt's entry", se.Accounting)
 	}
 	e, want := se.Accounting[0], (40*2+16*8)/1e6
-	if u := e.GetTokens(); u.GetInput() != 40 || u.GetOutput() != 16 || u.GetEstimated() || math.Abs(e.GetCostUsd()-want) > 1e-12 {
+	u := e.GetTokens()
+	if u.GetInput() != 40 || u.GetOutput() != 16 || u.GetEstimated() ||
+		math.Abs(e.GetCostUsd()-want) > 1e-12 {
 		t.Errorf("entry %v, want the reported 40 + 16 tokens costing %g", e, want)
 	}
 }

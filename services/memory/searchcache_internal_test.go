@@ -42,6 +42,7 @@ func TestSearchCacheKeepsNoSearchAWriteOverlapped(t *testing.T) {
 		t.Error("alice's write dropped carol's search")
 	}
 	if _, ok := c.byUser["carol"]; !ok || len(c.byUser) != 1 || c.searches.Len() != 1 {
-		t.Errorf("the cache holds %d searches, users %v; want carol's only", c.searches.Len(), c.byUser)
+		t.Errorf("the cache holds %d searches, users %v; want carol's only",
+			c.searches.Len(), c.byUser)
 	}
 }

@@ -201,11 +201,15 @@ func TestUnreportedUsageCountsAnEstimate(t *testing.T) {
 // each failed LLM entry carries its tokens, and the run's usage counts them, so that
 // max_tokens_consumed sees them. Such attempts counted nothing.
 func TestBrokenStreamsCountTheirTokens(t *testing.T) {
-	h := start(t, nil, llmtest.Scenario{Name: "broken", Match: "tell me about Paris", Turns: []llmtest.Turn{{
-		Content: "Paris is the capital of France, on the Seine, with many museums.", StreamCut: llmtest.CutDrop,
-	}}})
-	streamed := true
-	res := h.run(t, &agentv1.RunRequest{Message: "tell me about Paris", Overrides: &agentv1.RunOverrides{StreamAnswers: &streamed}})
+	broken := llmtest.Turn{
+		Content:   "Paris is the capital of France, on the Seine, with many museums.",
+		StreamCut: llmtest.CutDrop,
+	}
+	h := start(t, nil, llmtest.Scenario{Name: "broken", Match: "tell me about Paris",
+		Turns: []llmtest.Turn{broken}})
+	overrides := &agentv1.RunOverrides{}
+	streamAnswers(overrides)
+	res := h.run(t, &agentv1.RunRequest{Message: "tell me about Paris", Overrides: overrides})
 	if res.GetSuccess() {
 		t.Fatalf("outcome %s, want a failure: every attempt broke off", res.GetOutcome())
 	}
@@ -216,7 +220,8 @@ func TestBrokenStreamsCountTheirTokens(t *testing.T) {
 			continue
 		}
 		entries++
-		if a.GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED || a.GetTokens().GetOutput() <= 0 {
+		failed := a.GetStatus() == typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED
+		if !failed || a.GetTokens().GetOutput() <= 0 {
 			t.Errorf("entry %v, want a failed attempt with the tokens it was billed", a)
 		}
 		sum += a.GetTokens().GetTotal()

@@ -96,9 +96,8 @@ func TestResponseCache(t *testing.T) {
 func TestResponseCacheKeepsUsersApart(t *testing.T) {
 	cfg := config.Default()
 	cfg.Defaults.CacheResponses = true
-	h := start(t, cfg, llmtest.Scenario{Name: "cache", Match: "What is the capital of Spain?", Turns: []llmtest.Turn{
-		text("The capital of Spain is Madrid."),
-	}})
+	h := start(t, cfg, llmtest.Scenario{Name: "cache", Match: "What is the capital of Spain?",
+		Turns: []llmtest.Turn{text("The capital of Spain is Madrid.")}})
 	cached := func(user string) bool {
 		t.Helper()
 		res := h.run(t, &agentv1.RunRequest{Message: "What is the capital of Spain?", UserId: user})
