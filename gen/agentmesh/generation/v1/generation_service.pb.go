@@ -109,8 +109,8 @@ func (x *ListProvidersResponse) GetProviders() []string {
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run, for tracing (not part of the response cache's key: identical requests of
-	// different runs of the same user share an answer): empty (no run), or letters, digits, '_' and '-', at most
-	// 128 bytes.
+	// different runs of the same user share an answer): empty (no run), or letters, digits, '_'
+	// and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The provider/model to call.
 	Target *v1.Target `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
