@@ -88,11 +88,11 @@ func TestDevApprovesTools(t *testing.T) {
 				}
 			}
 			now := time.Now()
-			g, err := signer.Sign("run", "call", "delete_file", nil, now.Add(time.Minute))
+			g, err := signer.Sign(grant.Call{RunID: "run", CallID: "call", Tool: "delete_file"}, now.Add(time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := verifier.Verify(g, "run", "call", "delete_file", nil, now); err != nil {
+			if err := verifier.Verify(g, grant.Call{RunID: "run", CallID: "call", Tool: "delete_file"}, now); err != nil {
 				t.Errorf("a grant the orchestrator signed does not verify on action: %v", err)
 			}
 		})

@@ -495,8 +495,8 @@ type RestTool struct {
 	Method string `yaml:"method,omitempty"`
 	// URL is the request URL (http or https).
 	URL string `yaml:"url"`
-	// Headers are the request headers; X-Agentmesh-User is not among them: the action stage
-	// sets it to the user the call acts for.
+	// Headers are the request headers; X-Agentmesh-User and X-Agentmesh-Approver are not among
+	// them: the action stage sets them to the user the call acts for and who approved it.
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// Body is the request body template.
 	Body string `yaml:"body,omitempty"`

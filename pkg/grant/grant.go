@@ -1,6 +1,6 @@
 // Package grant signs and verifies approval grants: the orchestrator's Ed25519-signed proof,
-// which the action stage checks, that a person approved one tool call with exactly these
-// arguments. The action stage never trusts an "approved" flag in a request; only the
+// which the action stage checks, that a person, whom it names, approved one tool call with
+// exactly these arguments. The action stage never trusts an "approved" flag in a request; only the
 // orchestrator holds the private key, so only it can make a grant.
 package grant
 
@@ -29,15 +29,30 @@ func NewSigner(key ed25519.PrivateKey) *Signer {
 	return &Signer{key: key, id: KeyID(key.Public().(ed25519.PublicKey))}
 }
 
-// Sign returns the grant of a call approved until expires.
-func (s *Signer) Sign(runID, callID, tool string, args *structpb.Struct, expires time.Time) (*actionv1.ApprovalGrant, error) {
-	sum, err := argumentsSum(args)
+// Call is what a grant is for: one call of a run, of one tool with these arguments, and who
+// approved it.
+type Call struct {
+	// RunID is the run.
+	RunID string
+	// CallID is the call within the run.
+	CallID string
+	// Tool is the tool's name.
+	Tool string
+	// Arguments are the call's arguments.
+	Arguments *structpb.Struct
+	// Approver is the principal who approved the call (actionv1.Approval's approver).
+	Approver string
+}
+
+// Sign returns the grant of call c, approved until expires.
+func (s *Signer) Sign(c Call, expires time.Time) (*actionv1.ApprovalGrant, error) {
+	sum, err := argumentsSum(c.Arguments)
 	if err != nil {
 		return nil, err
 	}
 	g := &actionv1.ApprovalGrant{
-		RunId: runID, CallId: callID, ToolName: tool, ArgumentsSha256: sum,
-		ExpiresAt: timestamppb.New(expires), KeyId: s.id,
+		RunId: c.RunID, CallId: c.CallID, ToolName: c.Tool, ArgumentsSha256: sum,
+		ExpiresAt: timestamppb.New(expires), KeyId: s.id, Approver: c.Approver,
 	}
 	msg, err := signedBytes(g)
 	if err != nil {
@@ -61,10 +76,10 @@ func NewVerifier(key ed25519.PublicKey) *Verifier {
 // ErrInvalid is the error of every grant that does not verify; the wrapped message says why.
 var ErrInvalid = errors.New("invalid approval grant")
 
-// Verify returns nil when g is a grant this verifier's key signed for exactly this call
-// (run, call id, tool and arguments) and now is before its expiry, and an error wrapping
+// Verify returns nil when g is a grant this verifier's key signed for exactly call c (run, call
+// id, tool, arguments and approver) and now is before its expiry, and an error wrapping
 // ErrInvalid that says why not otherwise.
-func (v *Verifier) Verify(g *actionv1.ApprovalGrant, runID, callID, tool string, args *structpb.Struct, now time.Time) error {
+func (v *Verifier) Verify(g *actionv1.ApprovalGrant, c Call, now time.Time) error {
 	invalid := func(why string, a ...any) error { return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(why, a...)) }
 	switch {
 	case g == nil:
@@ -79,17 +94,20 @@ func (v *Verifier) Verify(g *actionv1.ApprovalGrant, runID, callID, tool string,
 	if !ed25519.Verify(v.key, msg, g.GetSignature()) {
 		return invalid("the signature does not verify")
 	}
-	sum, err := argumentsSum(args)
+	sum, err := argumentsSum(c.Arguments)
 	if err != nil {
 		return invalid("%v", err)
 	}
 	switch {
-	case g.GetRunId() != runID || g.GetCallId() != callID:
-		return invalid("granted for call %q of run %q, not call %q of run %q", g.GetCallId(), g.GetRunId(), callID, runID)
-	case g.GetToolName() != tool:
-		return invalid("granted for tool %q, not %q", g.GetToolName(), tool)
+	case g.GetRunId() != c.RunID || g.GetCallId() != c.CallID:
+		return invalid("granted for call %q of run %q, not call %q of run %q",
+			g.GetCallId(), g.GetRunId(), c.CallID, c.RunID)
+	case g.GetToolName() != c.Tool:
+		return invalid("granted for tool %q, not %q", g.GetToolName(), c.Tool)
 	case string(g.GetArgumentsSha256()) != string(sum):
 		return invalid("granted for other arguments")
+	case g.GetApprover() != c.Approver:
+		return invalid("approved by %q, not %q", g.GetApprover(), c.Approver)
 	case !now.Before(g.GetExpiresAt().AsTime()):
 		return invalid("expired at %s", g.GetExpiresAt().AsTime().Format(time.RFC3339))
 	}

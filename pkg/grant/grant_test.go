@@ -29,37 +29,47 @@ func TestVerify(t *testing.T) {
 	_, otherPriv := grant.GenerateKey()
 	now := time.Now()
 	args := mustStruct(t, map[string]any{"amount": 100, "to": "bob"})
-	good, err := signer.Sign("run-1", "call-1", "pay", args, now.Add(time.Minute))
+	call := grant.Call{RunID: "run-1", CallID: "call-1", Tool: "pay", Arguments: args, Approver: "acme/ann"}
+	good, err := signer.Sign(call, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := grant.NewSigner(otherPriv).Sign("run-1", "call-1", "pay", args, now.Add(time.Minute))
+	foreign, err := grant.NewSigner(otherPriv).Sign(call, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tampered := proto.CloneOf(good)
 	tampered.ToolName = "delete_everything"
+	otherApprover := proto.CloneOf(good)
+	otherApprover.Approver = "acme/root"
+	with := func(edit func(*grant.Call)) grant.Call {
+		c := call
+		edit(&c)
+		return c
+	}
 
 	for _, tc := range []struct {
 		name        string
 		g           *actionv1.ApprovalGrant
-		run, call   string
-		tool        string
-		args        *structpb.Struct
+		call        grant.Call
 		at          time.Time
 		wantInvalid bool
 	}{
-		{"valid", good, "run-1", "call-1", "pay", args, now, false},
-		{"none", nil, "run-1", "call-1", "pay", args, now, true},
-		{"forged with another key", foreign, "run-1", "call-1", "pay", args, now, true},
-		{"edited after signing", tampered, "run-1", "call-1", "delete_everything", args, now, true},
-		{"replayed for another call", good, "run-1", "call-2", "pay", args, now, true},
-		{"replayed in another run", good, "run-2", "call-1", "pay", args, now, true},
-		{"for another tool", good, "run-1", "call-1", "refund", args, now, true},
-		{"for other arguments", good, "run-1", "call-1", "pay", mustStruct(t, map[string]any{"amount": 1e6, "to": "bob"}), now, true},
-		{"expired", good, "run-1", "call-1", "pay", args, now.Add(time.Minute), true},
+		{"valid", good, call, now, false},
+		{"none", nil, call, now, true},
+		{"forged with another key", foreign, call, now, true},
+		{"edited after signing", tampered, with(func(c *grant.Call) { c.Tool = "delete_everything" }), now, true},
+		{"its approver edited after signing", otherApprover, with(func(c *grant.Call) { c.Approver = "acme/root" }), now, true},
+		{"replayed for another call", good, with(func(c *grant.Call) { c.CallID = "call-2" }), now, true},
+		{"replayed in another run", good, with(func(c *grant.Call) { c.RunID = "run-2" }), now, true},
+		{"for another tool", good, with(func(c *grant.Call) { c.Tool = "refund" }), now, true},
+		{"for other arguments", good, with(func(c *grant.Call) {
+			c.Arguments = mustStruct(t, map[string]any{"amount": 1e6, "to": "bob"})
+		}), now, true},
+		{"approved by another", good, with(func(c *grant.Call) { c.Approver = "acme/root" }), now, true},
+		{"expired", good, call, now.Add(time.Minute), true},
 	} {
-		err := verifier.Verify(tc.g, tc.run, tc.call, tc.tool, tc.args, tc.at)
+		err := verifier.Verify(tc.g, tc.call, tc.at)
 		if got := errors.Is(err, grant.ErrInvalid); got != tc.wantInvalid || (err != nil && !got) {
 			t.Errorf("%s: Verify = %v, want invalid %v", tc.name, err, tc.wantInvalid)
 		}

@@ -269,6 +269,9 @@ func TestOptionsFromConfigFailures(t *testing.T) {
 		{"REST header naming the user", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"notes": {URL: "https://api.example.com/notes", Headers: map[string]string{"X-Agentmesh-User": "${parameters.user}"}}}
 		}, exitcode.Invalid, []string{"rest_tools.notes", `header "X-Agentmesh-User": the action stage sets it`}},
+		{"REST header naming the approver", func(cfg *config.Config) {
+			cfg.RestTools = map[string]config.RestTool{"notes": {URL: "https://api.example.com/notes", Headers: map[string]string{"x-agentmesh-approver": "ops"}}}
+		}, exitcode.Invalid, []string{"rest_tools.notes", `header "x-agentmesh-approver": the action stage sets it to who approved the call`}},
 		// A placeholder the schema does not offer the model is never filled: every request would
 		// go without its value (an empty query value, a JSON null), and nothing would say so.
 		{"REST placeholder that is no property of the input schema", func(cfg *config.Config) {

@@ -8,6 +8,7 @@ import (
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
@@ -143,9 +144,9 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 }
 
 // checkGrant refuses a call of a tool that requires approval unless it carries an approval
-// grant, signed by the orchestrator, for exactly this call: before the tool runs, and before a
-// cached result of such a tool is returned. The approved flag of a request is never trusted on
-// its own.
+// grant, signed by the orchestrator, for exactly this call and the approver its approval names:
+// before the tool runs, and before a cached result of such a tool is returned. The approved flag
+// of a request is never trusted on its own.
 func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
 	reg, ok := s.registry().lookup(req.GetToolName())
 	if !ok || !reg.def.GetRequiresApproval() {
@@ -155,7 +156,10 @@ func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
 			"tool %s requires approval, and this action stage has no key to verify approval grants (approvals.verify_key)", req.GetToolName())
 	}
-	err := s.grants.Verify(req.GetApproval().GetGrant(), req.GetRunId(), req.GetCallId(), req.GetToolName(), req.GetArguments(), s.now())
+	err := s.grants.Verify(req.GetApproval().GetGrant(), grant.Call{
+		RunID: req.GetRunId(), CallID: req.GetCallId(), Tool: req.GetToolName(),
+		Arguments: req.GetArguments(), Approver: req.GetApproval().GetApprover(),
+	}, s.now())
 	if err != nil {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "tool %s requires approval: %v", req.GetToolName(), err)
 	}

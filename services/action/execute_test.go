@@ -155,16 +155,9 @@ func TestApproval(t *testing.T) {
 		_, foreignKey := grant.GenerateKey()
 		fresh := func() *actionv1.ExecuteRequest { return request(t, "delete_note", map[string]any{"id": "n9"}) }
 		forged, replayed, expired := fresh(), fresh(), fresh()
-		g, err := grant.NewSigner(foreignKey).Sign(forged.GetRunId(), forged.GetCallId(), forged.GetToolName(), forged.GetArguments(), time.Now().Add(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		forged.Approval = &actionv1.Approval{Approved: true, Grant: g}
+		forged.Approval = &actionv1.Approval{Approved: true, Grant: signed(t, grant.NewSigner(foreignKey), forged, "", time.Hour)}
 		replayed.Approval = approved(t, req) // the grant of another call
-		if g, err = testSigner.Sign(expired.GetRunId(), expired.GetCallId(), expired.GetToolName(), expired.GetArguments(), time.Now().Add(-time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		expired.Approval = &actionv1.Approval{Approved: true, Grant: g}
+		expired.Approval = &actionv1.Approval{Approved: true, Grant: signed(t, testSigner, expired, "", -time.Second)}
 		for name, tc := range map[string]struct {
 			req  *actionv1.ExecuteRequest
 			want string

@@ -52,14 +52,23 @@ var testSigner, testVerifier = func() (*grant.Signer, *grant.Verifier) {
 	return grant.NewSigner(priv), grant.NewVerifier(pub)
 }()
 
-// approved returns the approval of req, with a grant for exactly this call.
+// approved returns the approval of req by ops, with a grant for exactly this call.
 func approved(t *testing.T, req *actionv1.ExecuteRequest) *actionv1.Approval {
 	t.Helper()
-	g, err := testSigner.Sign(req.GetRunId(), req.GetCallId(), req.GetToolName(), req.GetArguments(), time.Now().Add(time.Hour))
+	g := signed(t, testSigner, req, "ops", time.Hour)
+	return &actionv1.Approval{Approved: true, Approver: "ops", Grant: g}
+}
+
+// signed is signer's grant of req approved by approver, valid for the next ttl.
+func signed(t *testing.T, signer *grant.Signer, req *actionv1.ExecuteRequest, approver string,
+	ttl time.Duration) *actionv1.ApprovalGrant {
+	t.Helper()
+	g, err := signer.Sign(grant.Call{RunID: req.GetRunId(), CallID: req.GetCallId(), Tool: req.GetToolName(),
+		Arguments: req.GetArguments(), Approver: approver}, time.Now().Add(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &actionv1.Approval{Approved: true, Approver: "ops", Grant: g}
+	return g
 }
 
 // serve starts the service with opts over gRPC; logs are discarded unless opts has a logger.

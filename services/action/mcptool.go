@@ -98,12 +98,14 @@ func mcpTools(m *mcp.Manager, bindings map[string]MCPBinding, strict bool) ([]To
 // Definition describes the tool.
 func (t *mcpTool) Definition() *typev1.Tool { return t.def }
 
-// Call calls the tool through tools/call, naming the call's user, when it has one, in the
-// request's _meta (mcp.UserMetaKey). A server being restarted fails the call before anything
+// Call calls the tool through tools/call, naming the call's user, when it has one, and who
+// approved it, when it was approved, in the request's _meta (mcp.UserMetaKey,
+// mcp.ApproverMetaKey). A server being restarted fails the call before anything
 // is sent, as a transient failure, so the call is retried; a tool the server no longer offers
 // fails it before anything is sent too, for good.
 func (t *mcpTool) Call(ctx context.Context, call Call) (string, error) {
-	out, err := t.manager.Call(ctx, t.tool.Server, t.tool.Name, call.Arguments, call.UserID)
+	out, err := t.manager.Call(ctx, t.tool.Server, t.tool.Name, call.Arguments,
+		mcp.Principals{User: call.UserID, Approver: call.ApprovedBy})
 	switch {
 	case errors.Is(err, mcp.ErrUnavailable):
 		return "", transientError{err: err, unsent: true}

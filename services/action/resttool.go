@@ -106,11 +106,13 @@ func checkPlaceholders(params []string, input map[string]any) error {
 func (t *restTool) Definition() *typev1.Tool { return t.def }
 
 // Call sends the request, naming the call's user, when it has one, in the rest.UserHeader
-// header; failures worth retrying are transient, a connection that could not be made sent
-// nothing, a gateway's 502 or 504 to a request whose method is not safe may have run it, and a
-// response's Retry-After is the least wait before the next attempt.
+// header, and who approved it, when it was approved, in rest.ApproverHeader; failures worth
+// retrying are transient, a connection that could not be made sent nothing, a gateway's 502 or
+// 504 to a request whose method is not safe may have run it, and a response's Retry-After is
+// the least wait before the next attempt.
 func (t *restTool) Call(ctx context.Context, call Call) (string, error) {
-	out, err := t.request.Call(ctx, call.Arguments, call.UserID)
+	who := rest.Principals{User: call.UserID, Approver: call.ApprovedBy}
+	out, err := t.request.Call(ctx, call.Arguments, who)
 	if errors.Is(err, rest.ErrTransient) {
 		te := transientError{err: err, unsent: errors.Is(err, rest.ErrNotSent),
 			mayHaveRun: errors.Is(err, rest.ErrMayHaveRun) && t.request.Writes()}

@@ -72,7 +72,7 @@ func (s *Service) settle(ctx context.Context, key callKey, req *actionv1.Execute
 		timeout = s.defaultTimeout
 	}
 	if reg, args, err := s.admit(req); err == nil {
-		out, err := s.runRecorded(ctx, reg, s.call(ctx, req, args), timeout, 0)
+		out, err := s.runRecorded(ctx, reg, s.call(ctx, reg, req, args), timeout, 0)
 		if !errors.Is(err, ErrRecordChanged) {
 			return out, err
 		}
@@ -185,12 +185,19 @@ func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeo
 	if err != nil {
 		return outcome{}, err
 	}
-	return s.runRecorded(ctx, reg, s.call(ctx, req, args), timeout, rev)
+	return s.runRecorded(ctx, reg, s.call(ctx, reg, req, args), timeout, rev)
 }
 
-// call is the Call an admitted request makes.
-func (s *Service) call(ctx context.Context, req *actionv1.ExecuteRequest, args map[string]any) Call {
-	return Call{UserID: actingUser(ctx, req), RunID: req.GetRunId(), CallID: req.GetCallId(), Arguments: args}
+// call is the Call an admitted request of tool reg makes: approved by its approval's approver
+// when the tool requires approval, which admit then verified against the grant.
+func (s *Service) call(ctx context.Context, reg *registered, req *actionv1.ExecuteRequest,
+	args map[string]any) Call {
+	c := Call{UserID: actingUser(ctx, req), RunID: req.GetRunId(), CallID: req.GetCallId(),
+		Arguments: args}
+	if reg.def.GetRequiresApproval() {
+		c.ApprovedBy = req.GetApproval().GetApprover()
+	}
+	return c
 }
 
 // runRecorded runs an admitted call and records it over revision rev: as started once the

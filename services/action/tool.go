@@ -45,6 +45,9 @@ type Tool interface {
 type Call struct {
 	// UserID is the user the call acts for.
 	UserID string
+	// ApprovedBy is who approved the call (a principal, tenant/user), as the orchestrator's
+	// approval grant, verified, signs it: set for a tool that requires approval, "" for others.
+	ApprovedBy string
 	// RunID is the run the call belongs to.
 	RunID string
 	// CallID identifies the call within the run.

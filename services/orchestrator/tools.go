@@ -12,6 +12,7 @@ import (
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/jsonrepair"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
@@ -443,7 +444,10 @@ func (r *run) grant(req *actionv1.ExecuteRequest, timeout time.Duration) error {
 	if !req.GetApproval().GetApproved() || r.svc.grants == nil {
 		return nil
 	}
-	g, err := r.svc.grants.Sign(req.GetRunId(), req.GetCallId(), req.GetToolName(), req.GetArguments(), r.svc.now().Add(timeout+grantLifetime))
+	g, err := r.svc.grants.Sign(grant.Call{
+		RunID: req.GetRunId(), CallID: req.GetCallId(), Tool: req.GetToolName(),
+		Arguments: req.GetArguments(), Approver: req.GetApproval().GetApprover(),
+	}, r.svc.now().Add(timeout+grantLifetime))
 	if err != nil {
 		return err
 	}

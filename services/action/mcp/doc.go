@@ -3,7 +3,8 @@
 //
 // A call that acts for a known user names it in its tools/call request's _meta, under
 // UserMetaKey ("agentmesh.dev/user_id"), so that a server serving many users need not trust a
-// user the model put in the arguments.
+// user the model put in the arguments; a call of a tool that requires approval names who
+// approved it there too, under ApproverMetaKey ("agentmesh.dev/approved_by").
 //
 // Start connects to every server, lists its tools (tools/list) and keeps each session
 // supervised: when a server's session ends (a stdio child exits, a remote server goes away)

@@ -66,7 +66,7 @@ func call(t *testing.T, m *mcp.Manager, server, tool string, args map[string]any
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	return m.Call(ctx, server, tool, args, "")
+	return m.Call(ctx, server, tool, args, mcp.Principals{})
 }
 
 // toolNamed returns the listed tool of server named name.

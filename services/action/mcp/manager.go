@@ -54,6 +54,34 @@ func toolOf(server string, t *sdk.Tool) Tool {
 // specification asks of _meta keys that are not its own.
 const UserMetaKey = "agentmesh.dev/user_id"
 
+// ApproverMetaKey is the key of a tools/call request's _meta that names who approved a call of
+// a tool that requires approval, as the orchestrator's approval grant signs it, so that the
+// server (and its audit) knows who let the call through.
+const ApproverMetaKey = "agentmesh.dev/approved_by"
+
+// Principals are who a call acts for and who approved it; "" is none.
+type Principals struct {
+	// User is the user the call acts for, sent under UserMetaKey.
+	User string
+	// Approver is who approved the call, sent under ApproverMetaKey.
+	Approver string
+}
+
+// meta is the _meta of a tools/call request made for who: nil when it names no one.
+func (who Principals) meta() sdk.Meta {
+	var meta sdk.Meta
+	if who.User != "" {
+		meta = sdk.Meta{UserMetaKey: who.User}
+	}
+	if who.Approver != "" {
+		if meta == nil {
+			meta = sdk.Meta{}
+		}
+		meta[ApproverMetaKey] = who.Approver
+	}
+	return meta
+}
+
 // Manager holds the sessions of a fixed set of MCP servers. It is safe for concurrent use.
 type Manager struct {
 	servers map[string]*server
@@ -120,14 +148,15 @@ func (m *Manager) Generation() uint64 {
 
 // Call calls a tool of a server with arguments and returns the text of its result; a tool the
 // server's last list lacks (it removed it) is an error wrapping ErrNoTool that names the tool
-// and the server, and nothing is sent. A user
-// other than "" is the user the call acts for, sent in the request's _meta under UserMetaKey.
+// and the server, and nothing is sent. Who the call acts for and who approved it are sent in
+// the request's _meta, under UserMetaKey and ApproverMetaKey, each only when known.
 // A result the server marks as an error is a *ToolError; a result whose text is over
 // MaxResultBytes is an error, whether or not it is marked; a server that is being restarted
 // fails the call at once with an error wrapping ErrUnavailable, as does a remote server that
 // cannot be reached or no longer knows the session. A call whose connection ends while it runs
 // (a stdio child that exits) fails saying the connection was lost: the server may have run it.
-func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any, user string) (string, error) {
+func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any,
+	who Principals) (string, error) {
 	s, ok := m.servers[serverName]
 	if !ok {
 		return "", fmt.Errorf("unknown MCP server %q", serverName)
@@ -143,10 +172,7 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 	if args == nil {
 		args = map[string]any{} // tools/call wants an object, never null
 	}
-	params := &sdk.CallToolParams{Name: tool, Arguments: args}
-	if user != "" {
-		params.Meta = sdk.Meta{UserMetaKey: user}
-	}
+	params := &sdk.CallToolParams{Name: tool, Arguments: args, Meta: who.meta()}
 	res, err := sess.CallTool(ctx, params)
 	switch {
 	case err == nil:

@@ -208,7 +208,7 @@ func TestCloseStopsTheChild(t *testing.T) {
 	if childExists(markerVar, t.Name()) {
 		t.Error("the child still runs after Close")
 	}
-	if _, err := m.Call(t.Context(), "everything", "echo", map[string]any{"message": "x"}, ""); !errors.Is(err, mcp.ErrUnavailable) {
+	if _, err := m.Call(t.Context(), "everything", "echo", map[string]any{"message": "x"}, mcp.Principals{}); !errors.Is(err, mcp.ErrUnavailable) {
 		t.Errorf("call after Close = %v, want ErrUnavailable", err)
 	}
 }

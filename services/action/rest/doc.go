@@ -24,14 +24,15 @@
 // The text of a value is the string itself, a number in its shortest decimal form, true or
 // false, the compact JSON of an object or array, and the empty string for an absent value.
 //
-// A call that acts for a known user names it in the X-Agentmesh-User header (UserHeader), which
-// a tool's configuration may not set, so that an API serving many users need not trust a user
-// the model put in the arguments.
+// A call that acts for a known user names it in the X-Agentmesh-User header (UserHeader), so
+// that an API serving many users need not trust a user the model put in the arguments; a call
+// of a tool that requires approval names who approved it, as the orchestrator's grant signs
+// it, in X-Agentmesh-Approver (ApproverHeader). A tool's configuration may set neither.
 //
 // Redirects are followed (at most 10); one to another origin (scheme, host and port) than the
 // URL's is sent without the headers the tool configures, but Content-Type, and without
-// X-Agentmesh-User, since they may hold the credentials of the tool's server and who its user
-// is.
+// X-Agentmesh-User and X-Agentmesh-Approver, since they may hold the credentials of the tool's
+// server and who its user is.
 //
 // A response with a 2xx status is the tool's result, its body as text; any other status is a
 // *StatusError carrying the status and an excerpt of the body. Failures worth retrying (a

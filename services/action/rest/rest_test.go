@@ -115,7 +115,7 @@ func TestPlaceholdersAreFilledAndEscapedAtCallTime(t *testing.T) {
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := newTool(t, tc.spec, srv.Client()).Call(t.Context(), args, "")
+			out, err := newTool(t, tc.spec, srv.Client()).Call(t.Context(), args, rest.Principals{})
 			if err != nil || out != `{"ok":true}` {
 				t.Fatalf("Call = %q, %v", out, err)
 			}
@@ -153,7 +153,7 @@ func TestFailures(t *testing.T) {
 	for _, tc := range table {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			srv, _ := server(t, tc.status, tc.body)
-			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil, "")
+			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil, rest.Principals{})
 			var se *rest.StatusError
 			if !errors.As(err, &se) || se.Code != tc.status || err.Error() != tc.want {
 				t.Fatalf("error = %v, want StatusError %q", err, tc.want)
@@ -181,7 +181,7 @@ func TestFailures(t *testing.T) {
 				w.Header().Set("Retry-After", header)
 				w.WriteHeader(http.StatusTooManyRequests)
 			}))
-			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil, "")
+			_, err := newTool(t, rest.Spec{URL: srv.URL}, srv.Client()).Call(t.Context(), nil, rest.Principals{})
 			srv.Close()
 			var se *rest.StatusError
 			if !errors.As(err, &se) || se.RetryAfter < want[0] || se.RetryAfter > want[1] {
@@ -193,7 +193,7 @@ func TestFailures(t *testing.T) {
 	t.Run("connection refused is transient, sent nothing and hides the URL", func(t *testing.T) {
 		addr := grpctest.FreeAddr(t) // nothing listens on it
 		client := &http.Client{Transport: &http.Transport{}}
-		_, err := newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil, "")
+		_, err := newTool(t, rest.Spec{URL: "http://" + addr + "/x?key=secret"}, client).Call(t.Context(), nil, rest.Principals{})
 		if !errors.Is(err, rest.ErrTransient) || !errors.Is(err, rest.ErrNotSent) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "GET request failed") {
 			t.Fatalf("error = %v, want a transient failure that sent nothing, without the URL", err)
 		}
@@ -202,7 +202,7 @@ func TestFailures(t *testing.T) {
 	t.Run("a line break cannot reach a header", func(t *testing.T) {
 		srv, got := server(t, http.StatusOK, "")
 		tool := newTool(t, rest.Spec{URL: srv.URL, Headers: map[string]string{"X-Q": "${parameters.q}"}}, srv.Client())
-		_, err := tool.Call(t.Context(), map[string]any{"q": "a\r\nX-Admin: 1"}, "")
+		_, err := tool.Call(t.Context(), map[string]any{"q": "a\r\nX-Admin: 1"}, rest.Principals{})
 		if err == nil || !strings.Contains(err.Error(), `parameter "q" contains a line break`) {
 			t.Fatalf("error = %v", err)
 		}
@@ -278,13 +278,13 @@ func TestAPathValueCannotLeaveTheToolsPath(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tool := newTool(t, rest.Spec{URL: srv.URL + "/api/files/${parameters.dir}/${parameters.name}?q=${parameters.q}"}, srv.Client())
 	for _, dir := range []string{"..", ".", "a/../..", `..\..`} {
-		out, err := tool.Call(t.Context(), map[string]any{"dir": dir, "name": "admin", "q": "x"}, "")
+		out, err := tool.Call(t.Context(), map[string]any{"dir": dir, "name": "admin", "q": "x"}, rest.Principals{})
 		if err == nil || !strings.Contains(err.Error(), `parameter "dir"`) {
 			t.Errorf("dir %q: Call = %q, %v; want the value refused", dir, out, err)
 		}
 	}
 	for _, ok := range []map[string]any{{"dir": "...", "name": "a.b", "q": ".."}, {"dir": "a/b", "name": ".x", "q": "../.."}} {
-		if out, err := tool.Call(t.Context(), ok, ""); err != nil || out != "file" {
+		if out, err := tool.Call(t.Context(), ok, rest.Principals{}); err != nil || out != "file" {
 			t.Errorf("%v: Call = %q, %v; want the file", ok, out, err)
 		}
 	}
@@ -314,7 +314,7 @@ func TestAnEmptyPathValueCannotChangeTheToolsPath(t *testing.T) {
 		{"/api/users/${parameters.prefix}${parameters.id}/posts", "prefix"},
 	} {
 		tool := newTool(t, rest.Spec{URL: srv.URL + tc.url}, srv.Client())
-		out, err := tool.Call(t.Context(), map[string]any{"id": "", "prefix": "", "q": "x"}, "")
+		out, err := tool.Call(t.Context(), map[string]any{"id": "", "prefix": "", "q": "x"}, rest.Principals{})
 		if err == nil || !strings.Contains(err.Error(), `parameter "`+tc.param+`"`) {
 			t.Errorf("%s with an empty id: Call = %q, %v; want the value refused", tc.url, out, err)
 		}
@@ -329,15 +329,15 @@ func TestAnEmptyPathValueCannotChangeTheToolsPath(t *testing.T) {
 		{"/api/users/7/posts?q=${parameters.q}", map[string]any{"q": ""}, "posts of 7"},
 	} {
 		tool := newTool(t, rest.Spec{URL: srv.URL + tc.url}, srv.Client())
-		if out, err := tool.Call(t.Context(), tc.args, ""); err != nil || out != tc.want {
+		if out, err := tool.Call(t.Context(), tc.args, rest.Principals{}); err != nil || out != tc.want {
 			t.Errorf("%s with %v: Call = %q, %v; want %q", tc.url, tc.args, out, err, tc.want)
 		}
 	}
 }
 
 // TestConfiguredHeadersStayWithTheToolsServer: the headers a tool's configuration sets (an API
-// key in X-Api-Key), and the user header, are sent to its server and through its redirects
-// within the server, but not through a redirect to another one, where a path or query the
+// key in X-Api-Key), and the user and approver headers, are sent to its server and through its
+// redirects within the server, but not through a redirect to another one, where a path or query the
 // model fills (an open redirect of the API) could send the request; Go's client drops only
 // Authorization and cookies there. Content-Type, which describes the body, still goes.
 func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
@@ -353,7 +353,7 @@ func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
 		http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
 	})
 	mux.HandleFunc("/here", func(w http.ResponseWriter, r *http.Request) {
-		keys = append(keys, r.Header.Get("X-Api-Key"), r.Header.Get(rest.UserHeader))
+		keys = append(keys, r.Header.Get("X-Api-Key"), r.Header.Get(rest.UserHeader), r.Header.Get(rest.ApproverHeader))
 		_, _ = io.WriteString(w, "here")
 	})
 	api := httptest.NewServer(mux)
@@ -361,11 +361,12 @@ func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
 	headers := map[string]string{"X-Api-Key": "key-5ec2e7", "Content-Type": "application/json"}
 
 	tool := newTool(t, rest.Spec{Method: "POST", URL: api.URL + "/go?to=${parameters.to}", Headers: headers, Body: `{"q": "x"}`}, api.Client())
-	if out, err := tool.Call(t.Context(), map[string]any{"to": other + "/collect"}, "acme/alice"); err != nil || out != "elsewhere" {
+	who := rest.Principals{User: "acme/alice", Approver: "acme/ann"}
+	if out, err := tool.Call(t.Context(), map[string]any{"to": other + "/collect"}, who); err != nil || out != "elsewhere" {
 		t.Fatalf("Call = %q, %v", out, err)
 	}
 	r := <-got
-	for _, h := range []string{"X-Api-Key", rest.UserHeader} {
+	for _, h := range []string{"X-Api-Key", rest.UserHeader, rest.ApproverHeader} {
 		if v := r.header.Get(h); v != "" {
 			t.Errorf("a redirect to another server carried the tool's %s %q", h, v)
 		}
@@ -375,10 +376,10 @@ func TestConfiguredHeadersStayWithTheToolsServer(t *testing.T) {
 	}
 
 	tool = newTool(t, rest.Spec{Method: "POST", URL: api.URL + "/moved", Headers: headers, Body: `{}`}, api.Client())
-	if out, err := tool.Call(t.Context(), nil, "acme/alice"); err != nil || out != "here" {
+	if out, err := tool.Call(t.Context(), nil, who); err != nil || out != "here" {
 		t.Fatalf("Call = %q, %v", out, err)
 	}
-	if !slices.Equal(keys, []string{"key-5ec2e7", "acme/alice"}) {
-		t.Errorf("a redirect within the server carried X-Api-Key and the user %q, want the tool's and the call's", keys)
+	if !slices.Equal(keys, []string{"key-5ec2e7", "acme/alice", "acme/ann"}) {
+		t.Errorf("a redirect within the server carried X-Api-Key, the user and the approver %q, want the tool's and the call's", keys)
 	}
 }

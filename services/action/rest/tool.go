@@ -47,6 +47,22 @@ var ErrNotSent = errors.New("HTTP request not sent")
 // arguments. A tool's configuration may not set it.
 const UserHeader = "X-Agentmesh-User"
 
+// ApproverHeader is the request header that names who approved a call of a tool that requires
+// approval, as the orchestrator's approval grant signs it, so that the API (and its audit)
+// knows who let the call through. A tool's configuration may not set it.
+const ApproverHeader = "X-Agentmesh-Approver"
+
+// identityHeaders are the headers the action stage sets and a tool's configuration may not.
+var identityHeaders = []string{UserHeader, ApproverHeader}
+
+// Principals are who a call acts for and who approved it; "" is none.
+type Principals struct {
+	// User is the user the call acts for, sent in UserHeader.
+	User string
+	// Approver is who approved the call, sent in ApproverHeader.
+	Approver string
+}
+
 // Spec describes a REST tool's request.
 type Spec struct {
 	// Method is the HTTP method; empty means GET.
@@ -86,7 +102,7 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 		return nil, errors.New("rest tool needs an HTTP client")
 	}
 	t := &Tool{method: strings.ToUpper(spec.Method), headers: make(map[string]template, len(spec.Headers))}
-	t.client = confined(client, append(slices.Collect(maps.Keys(spec.Headers)), UserHeader))
+	t.client = confined(client, append(slices.Collect(maps.Keys(spec.Headers)), identityHeaders...))
 	if t.method == "" {
 		t.method = http.MethodGet
 	}
@@ -107,6 +123,10 @@ func New(spec Spec, client *http.Client) (*Tool, error) {
 		}
 		if strings.EqualFold(name, UserHeader) {
 			return nil, fmt.Errorf("header %q: the action stage sets it to the user the call acts for; a tool may not set it", name)
+		}
+		if strings.EqualFold(name, ApproverHeader) {
+			return nil, fmt.Errorf("header %q: the action stage sets it to who approved the call; "+
+				"a tool may not set it", name)
 		}
 		if t.headers[name], err = parseTemplate(value); err != nil {
 			return nil, fmt.Errorf("header %s: %w", name, err)
@@ -134,10 +154,10 @@ const maxRedirects = 10
 
 // confined returns a copy of client that, following a redirect to another origin (scheme, host
 // and port; the host upgraded from http to https is not another) than the request's, leaves
-// out the headers the tool's configuration sets but Content-Type, and UserHeader: they may hold
-// the credentials of the tool's server (an API key) and who its user is, and a path or query
-// the model fills may reach a redirect to anywhere (an open redirect of the API). Go's client
-// leaves out only Authorization and cookies.
+// out the headers the tool's configuration sets but Content-Type, UserHeader and ApproverHeader:
+// they may hold the credentials of the tool's server (an API key), who its user is and who
+// approved the call, and a path or query the model fills may reach a redirect to anywhere (an
+// open redirect of the API). Go's client leaves out only Authorization and cookies.
 func confined(client *http.Client, headers []string) *http.Client {
 	c := *client
 	next := client.CheckRedirect
@@ -251,9 +271,10 @@ func DefaultSchema(params []string) map[string]any {
 }
 
 // Call sends the request with the placeholders filled from args and returns the response body.
-// A user other than "" is the user the call acts for, sent in the UserHeader header.
-func (t *Tool) Call(ctx context.Context, args map[string]any, user string) (string, error) {
-	req, err := t.request(ctx, args, user)
+// Who the call acts for and who approved it are sent in UserHeader and ApproverHeader, each
+// only when known.
+func (t *Tool) Call(ctx context.Context, args map[string]any, who Principals) (string, error) {
+	req, err := t.request(ctx, args, who)
 	if err != nil {
 		return "", err
 	}
@@ -282,8 +303,8 @@ func (t *Tool) Call(ctx context.Context, args map[string]any, user string) (stri
 	return string(body), nil
 }
 
-// request builds the HTTP request of one call, for user.
-func (t *Tool) request(ctx context.Context, args map[string]any, user string) (*http.Request, error) {
+// request builds the HTTP request of one call, for who.
+func (t *Tool) request(ctx context.Context, args map[string]any, who Principals) (*http.Request, error) {
 	pathValues := map[string]string{}
 	rawURL, err := t.url.render(func(s segment) (string, error) {
 		v, err := text(args[s.param])
@@ -320,8 +341,11 @@ func (t *Tool) request(ctx context.Context, args map[string]any, user string) (*
 		}
 		req.Header.Set(name, v)
 	}
-	if user != "" {
-		req.Header.Set(UserHeader, user)
+	if who.User != "" {
+		req.Header.Set(UserHeader, who.User)
+	}
+	if who.Approver != "" {
+		req.Header.Set(ApproverHeader, who.Approver)
 	}
 	if t.bodyKind == bodyJSON && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")

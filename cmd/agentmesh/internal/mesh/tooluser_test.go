@@ -33,3 +33,40 @@ func TestAToolIsToldTheRunsUser(t *testing.T) {
 		t.Errorf("the tool answered %q, want it told the run's user, alice", got)
 	}
 }
+
+// TestAToolIsToldWhoApprovedACall: a call of a REST tool that waits for approval runs, once an
+// approver of the user's tenant approves it through ResolveApproval, with the approver in
+// X-Agentmesh-Approver beside the run's user in X-Agentmesh-User, so that the API (and its
+// audit) knows who let the call through; the API was told only the run's user.
+func TestAToolIsToldWhoApprovedACall(t *testing.T) {
+	const message = "Close my account."
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "for "+r.Header.Get("X-Agentmesh-User")+
+			", approved by "+r.Header.Get("X-Agentmesh-Approver"))
+	}))
+	t.Cleanup(api.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"close_account": {Description: "Closes the account.",
+		Method: http.MethodPost, URL: api.URL + "/close"}}
+	keys := withKeys(cfg)
+	h := start(t, cfg, llmtest.Scenario{Name: message, Match: message, Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "close_account", Arguments: `{}`}}}, text("closed"),
+	}})
+	addr := h.mesh.OrchestratorAddrs()[0]
+	alice, ann := keyClient(t, addr, keys["alice"]), keyClient(t, addr, keys["ann"])
+	res, err := alice.Run(t.Context(), &agentv1.RunRequest{Message: message})
+	if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+		t.Fatalf("run: %v %v, want it paused for approval", res.GetOutcome(), err)
+	}
+	if _, err := ann.ResolveApproval(t.Context(), &agentv1.ResolveApprovalRequest{RunId: res.GetRunId(), CallId: "c1",
+		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}); err != nil {
+		t.Fatalf("ann approves c1: %v", err)
+	}
+	final := h.followAs(t, alice, res.GetRunId())
+	if final.GetOutcome() != typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS {
+		t.Fatalf("outcome %s %s (%v)", final.GetOutcome(), final.GetExitReason(), final.GetError())
+	}
+	if got, want := toolMessage(t, final, 0), "for acme/alice, approved by acme/ann"; got != want {
+		t.Errorf("the tool answered %q, want %q", got, want)
+	}
+}

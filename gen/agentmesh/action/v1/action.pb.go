@@ -82,7 +82,8 @@ type Approval struct {
 	// requires approval runs only with a grant that verifies.
 	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
 	// Who approved it: the id of the principal that decided (tenant/user), or the run's user when
-	// that is unknown (authentication off).
+	// that is unknown (authentication off). The grant signs it: a request whose approver is not
+	// its grant's is refused.
 	Approver string `protobuf:"bytes,2,opt,name=approver,proto3" json:"approver,omitempty"`
 	// The person's note.
 	Feedback string `protobuf:"bytes,3,opt,name=feedback,proto3" json:"feedback,omitempty"`
@@ -151,9 +152,9 @@ func (x *Approval) GetGrant() *ApprovalGrant {
 }
 
 // ApprovalGrant is the orchestrator's Ed25519-signed statement that one tool call, with exactly
-// these arguments, was approved, valid until expires_at. The action stage verifies it with the
-// orchestrator's public key before it runs a tool that requires approval, or returns the cached
-// result of one.
+// these arguments, was approved by approver, valid until expires_at. The action stage verifies
+// it with the orchestrator's public key before it runs a tool that requires approval, or returns
+// the cached result of one.
 type ApprovalGrant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run.
@@ -170,7 +171,10 @@ type ApprovalGrant struct {
 	KeyId string `protobuf:"bytes,6,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	// Ed25519 signature over the deterministic protobuf encoding of this message with the
 	// signature left empty.
-	Signature     []byte `protobuf:"bytes,7,opt,name=signature,proto3" json:"signature,omitempty"`
+	Signature []byte `protobuf:"bytes,7,opt,name=signature,proto3" json:"signature,omitempty"`
+	// Who approved the call: the Approval's approver, which must equal it. The action stage
+	// tells the tool who approved the call from here, where it cannot be altered.
+	Approver      string `protobuf:"bytes,8,opt,name=approver,proto3" json:"approver,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -254,6 +258,13 @@ func (x *ApprovalGrant) GetSignature() []byte {
 	return nil
 }
 
+func (x *ApprovalGrant) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
 var File_agentmesh_action_v1_action_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_proto_rawDesc = "" +
@@ -263,7 +274,7 @@ const file_agentmesh_action_v1_action_proto_rawDesc = "" +
 	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x1a\n" +
 	"\bapprover\x18\x02 \x01(\tR\bapprover\x12\x1a\n" +
 	"\bfeedback\x18\x03 \x01(\tR\bfeedback\x128\n" +
-	"\x05grant\x18\x04 \x01(\v2\".agentmesh.action.v1.ApprovalGrantR\x05grant\"\xf7\x01\n" +
+	"\x05grant\x18\x04 \x01(\v2\".agentmesh.action.v1.ApprovalGrantR\x05grant\"\x93\x02\n" +
 	"\rApprovalGrant\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -272,7 +283,8 @@ const file_agentmesh_action_v1_action_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x15\n" +
 	"\x06key_id\x18\x06 \x01(\tR\x05keyId\x12\x1c\n" +
-	"\tsignature\x18\a \x01(\fR\tsignature*c\n" +
+	"\tsignature\x18\a \x01(\fR\tsignature\x12\x1a\n" +
+	"\bapprover\x18\b \x01(\tR\bapprover*c\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EXECUTION_MODE_DIRECT\x10\x01\x12\x17\n" +

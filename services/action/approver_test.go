@@ -1,0 +1,118 @@
+package action_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/services/action"
+	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
+	"github.com/agentmesh/agentmesh/services/action/mcp"
+	"github.com/agentmesh/agentmesh/services/action/rest"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestToolsAreToldWhoApprovedACall: a call of a tool that requires approval tells the tool who
+// approved it, as its grant signs it, beside the user it acts for: a Go tool in Call.ApprovedBy,
+// an MCP tool in its tools/call request's _meta (mcp.ApproverMetaKey), a REST tool in the
+// X-Agentmesh-Approver header; a tool that needs no approval is told no approver. The approver
+// never reached the tool, which saw only the run's user.
+func TestToolsAreToldWhoApprovedACall(t *testing.T) {
+	const absent = "(no approver)"
+	srv := sdk.NewServer(&sdk.Implementation{Name: "bank", Version: "1.0.0"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "approver", Description: "Says who approved the call.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest, _ map[string]any) (*sdk.CallToolResult, any, error) {
+			who, ok := req.Params.GetMeta()[mcp.ApproverMetaKey].(string)
+			if !ok {
+				who = absent
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: who}}}, nil, nil
+		})
+	mcpURL, _ := mcptest.ServeHTTP(t, srv)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch who := r.Header.Values(rest.ApproverHeader); len(who) {
+		case 0:
+			_, _ = io.WriteString(w, absent)
+		case 1:
+			_, _ = io.WriteString(w, who[0])
+		default:
+			http.Error(w, "more than one approver header", http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(api.Close)
+	goTool := func(name string) *fakeTool {
+		return newFakeTool(name, func(_ context.Context, call action.Call) (string, error) {
+			if call.ApprovedBy == "" {
+				return absent, nil
+			}
+			return call.ApprovedBy, nil
+		})
+	}
+
+	cfg := config.Default()
+	cfg.MCPServers = map[string]config.MCPServer{"bank": {URL: mcpURL}}
+	cfg.RestTools = map[string]config.RestTool{"approver": {URL: api.URL + "/approver"},
+		"approver_free": {URL: api.URL + "/approver"}}
+	cfg.Tools.RequireApproval = []string{"bank__approver", "approver", "go_approver"}
+	client := serveConfig(t, cfg, goTool("go_approver"), goTool("go_approver_free"))
+
+	for _, tc := range []struct{ tool, want string }{
+		{"bank__approver", "ops"}, {"approver", "ops"}, {"go_approver", "ops"},
+		{"approver_free", absent}, {"go_approver_free", absent},
+	} {
+		req := request(t, tc.tool, nil)
+		req.Approval = approved(t, req) // by ops
+		resp, err := client.Execute(t.Context(), req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tool, err)
+		}
+		if resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS || resp.GetResult() != tc.want {
+			t.Errorf("%s: the tool was told it was approved by %q (%v), want %q",
+				tc.tool, resp.GetResult(), resp, tc.want)
+		}
+	}
+}
+
+// TestAnAlteredApproverIsRefused: the approver a request names must be the one its grant signs,
+// and the grant's own cannot be changed after signing: either altered is PERMISSION_DENIED,
+// and the tool does not run. An approval naming anyone was taken, and the tool told so.
+func TestAnAlteredApproverIsRefused(t *testing.T) {
+	tool := newFakeTool("delete_note", returns("deleted"))
+	client := serve(t, action.Options{Tools: []action.Tool{tool}})
+
+	named := request(t, "delete_note", map[string]any{"id": "n1"})
+	named.Approval = approved(t, named)
+	named.Approval.Approver = "root"
+
+	signed := request(t, "delete_note", map[string]any{"id": "n1"})
+	signed.Approval = approved(t, signed)
+	signed.Approval.Grant = proto.CloneOf(signed.Approval.Grant)
+	signed.Approval.Grant.Approver = "root"
+	signed.Approval.Approver = "root"
+
+	for name, tc := range map[string]struct {
+		req  *actionv1.ExecuteRequest
+		want string
+	}{
+		"the request's approver": {named, `approved by "ops", not "root"`},
+		"the grant's approver":   {signed, "the signature does not verify"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := client.Execute(t.Context(), tc.req)
+			grpctest.WantStageError(t, err, codes.PermissionDenied,
+				typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, tc.want)
+		})
+	}
+	if n := tool.calls.Load(); n != 0 {
+		t.Errorf("a call with an altered approver ran the tool %d times", n)
+	}
+}
