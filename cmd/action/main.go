@@ -35,7 +35,7 @@ func main() {
 		opts.Memory = memoryv1.NewMemoryServiceClient(conn)
 		svc, err := action.New(opts)
 		if err != nil {
-			return nil, exitcode.Wrap(exitcode.Invalid, errors.Join(err, stop()))
+			return nil, exitcode.Default(exitcode.Invalid, errors.Join(err, stop()))
 		}
 		return server.WithClose(server.WithDrainTimeout(svc, action.DrainTimeout(cfg)), stop), nil
 	})

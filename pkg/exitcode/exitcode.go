@@ -48,6 +48,17 @@ func Wrap(code int, err error) error {
 	return &Error{Code: code, Err: err}
 }
 
+// Default returns err annotated with code unless its chain carries an exit code already (a
+// cause that knows better, such as a tool schema that does not compile inside a configuration
+// error), or nil when err is nil.
+func Default(code int, err error) error {
+	var e *Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	return &Error{Code: code, Err: err}
+}
+
 // Of returns the exit code for err: OK for nil, the code of the outermost *Error in its
 // chain, else Failed.
 func Of(err error) int {

@@ -53,3 +53,18 @@ func TestWrap(t *testing.T) {
 		t.Errorf("message without an error = %q", got)
 	}
 }
+
+func TestDefault(t *testing.T) {
+	if exitcode.Default(exitcode.Invalid, nil) != nil {
+		t.Fatal("Default(code, nil) must be nil")
+	}
+	boom := errors.New("boom")
+	if got := exitcode.Of(exitcode.Default(exitcode.Invalid, boom)); got != exitcode.Invalid {
+		t.Errorf("an error without a code got %d, want %d", got, exitcode.Invalid)
+	}
+	inner := fmt.Errorf("tool x: %w", exitcode.Wrap(exitcode.Schema, boom))
+	err := exitcode.Default(exitcode.Invalid, inner)
+	if got := exitcode.Of(err); got != exitcode.Schema || !errors.Is(err, boom) {
+		t.Errorf("an error with a code got %d (%v), want its own %d", got, err, exitcode.Schema)
+	}
+}

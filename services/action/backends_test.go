@@ -284,7 +284,7 @@ func TestOptionsFromConfigFailures(t *testing.T) {
 		}, exitcode.Invalid, []string{"rest_tools.notes", "placeholder ${parameters.text} names no property of the input schema (properties: none)"}},
 		{"REST output schema that does not compile", func(cfg *config.Config) {
 			cfg.RestTools = map[string]config.RestTool{"weather": {URL: "https://api.example.com/", OutputSchema: map[string]any{"type": 7}}}
-		}, exitcode.Invalid, []string{"rest_tools.weather", "output schema"}},
+		}, exitcode.Schema, []string{"rest_tools.weather", "output schema"}},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,7 +28,8 @@ import (
 // and idle HTTP connections.
 //
 // A REST tool whose templates do not parse, or an approval list naming a tool its MCP server
-// lacks, is an error wrapping exitcode.Invalid; an MCP server that cannot be started or
+// lacks, is an error wrapping exitcode.Invalid, and a REST tool's output schema that does not
+// compile one wrapping exitcode.Schema; an MCP server that cannot be started or
 // reached is an error wrapping exitcode.Unavailable that names the server and what failed.
 func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, stop func() error, err error) {
 	opts = Options{
@@ -67,7 +68,8 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 			RequiresApproval: t.RequiresApproval,
 		}, client)
 		if err != nil {
-			return Options{}, nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("rest_tools.%s: %w", name, err))
+			err = fmt.Errorf("rest_tools.%s: %w", name, err)
+			return Options{}, nil, exitcode.Default(exitcode.Invalid, err) // or its schema's Schema
 		}
 		opts.Tools = append(opts.Tools, tool)
 	}

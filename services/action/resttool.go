@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/services/action/rest"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -49,7 +50,8 @@ type restTool struct {
 	def     *typev1.Tool
 }
 
-// NewRESTTool parses the tool's templates; its requests are sent with client.
+// NewRESTTool parses the tool's templates; its requests are sent with client. An output schema
+// that does not compile is an error wrapping exitcode.Schema.
 func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 	req, err := rest.New(spec.Request, client)
 	if err != nil {
@@ -75,7 +77,8 @@ func NewRESTTool(spec RESTTool, client *http.Client) (Tool, error) {
 	}
 	if spec.OutputSchema != nil {
 		if _, err := schema.Compile("rest:///"+spec.Name+".output.json", spec.OutputSchema); err != nil {
-			return nil, fmt.Errorf("REST tool %q: output schema: %w", spec.Name, err)
+			err = fmt.Errorf("REST tool %q: output schema: %w", spec.Name, err)
+			return nil, exitcode.Wrap(exitcode.Schema, err)
 		}
 		if def.OutputSchema, err = structpb.NewStruct(spec.OutputSchema); err != nil {
 			return nil, fmt.Errorf("REST tool %q: output schema: %w", spec.Name, err)

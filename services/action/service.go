@@ -115,7 +115,7 @@ type Service struct {
 // RequireApproval, NoApproval, Idempotent or Alternatives that no tool has, an alternative that
 // requires approval (checkNamed), an MCP tool both required by its binding and exempt from
 // approval (checkExempt), bad queue limits, tools bound to queues that do not exist and schemas
-// that do not compile are errors.
+// that do not compile are errors; a schema's wraps exitcode.Schema.
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		now:            opts.Now,

@@ -361,8 +361,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		m.closers = append(m.closers, ledger.Close)
 	}
 	act, err := action.New(actOpts)
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	if err != nil { // a tool schema that does not compile is exitcode.Schema
+		return nil, exitcode.Default(exitcode.Invalid, err)
 	}
 	if err := serve(Action, act.Register); err != nil {
 		return nil, err
