@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -115,8 +116,7 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	t.cmd.Stderr = w
-	inner := &sdk.CommandTransport{Command: t.cmd, TerminateDuration: t.grace}
-	conn, err := inner.Connect(ctx)
+	conn, err := t.start(ctx)
 	_ = w.Close() // the child has its own copy
 	if err != nil {
 		_ = r.Close()
@@ -133,6 +133,81 @@ func (t *commandTransport) Connect(ctx context.Context) (sdk.Connection, error) 
 		return nil, errors.Join(fmt.Errorf("setting resource limits: %w", err), c.Close())
 	}
 	return c, nil
+}
+
+// start starts the child and connects to it over its stdin and stdout as sdk.CommandTransport
+// does, but with the child's messages read through a frameReader: the SDK's reader ends the
+// whole connection on a message over its limit, which the frameReader replaces, unread, by an
+// error answer to its call. The SDK's limit stays, above MaxFrameBytes, for what the
+// frameReader does not check (a message it hands on is never over its limit).
+func (t *commandTransport) start(ctx context.Context) (sdk.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.cmd.Start(); err != nil {
+		return nil, err
+	}
+	transport := &sdk.IOTransport{
+		// Closing the connection closes stdin, not stdout: the child ends it when it exits.
+		Reader:        nopCloser{newFrameReader(stdout, MaxFrameBytes)},
+		Writer:        &childInput{WriteCloser: stdin, cmd: t.cmd, grace: t.grace},
+		MaxLineLength: 2 * MaxFrameBytes,
+	}
+	return transport.Connect(ctx)
+}
+
+// nopCloser is a reader whose Close does nothing.
+type nopCloser struct{ io.Reader }
+
+// Close does nothing.
+func (nopCloser) Close() error { return nil }
+
+// childInput is a stdio server's stdin, whose Close stops the server as the MCP specification
+// says a client does (and sdk.CommandTransport did): it closes stdin, waits for the server to
+// exit, and after the grace sends SIGTERM, and after another SIGKILL.
+type childInput struct {
+	io.WriteCloser
+	cmd   *exec.Cmd
+	grace time.Duration
+}
+
+// Close stops the server and returns how it exited.
+func (c *childInput) Close() error {
+	if err := c.WriteCloser.Close(); err != nil {
+		return fmt.Errorf("closing stdin: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.cmd.Wait() }()
+	wait := func() (error, bool) {
+		timer := time.NewTimer(c.grace)
+		defer timer.Stop()
+		select {
+		case err := <-exited:
+			return err, true
+		case <-timer.C:
+			return nil, false
+		}
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	if c.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		if err, ok := wait(); ok {
+			return err
+		}
+	}
+	if err := c.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	return errors.New("the server did not exit after SIGKILL")
 }
 
 // groupConn is the connection to a stdio server, which closing also stops the processes the

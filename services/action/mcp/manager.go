@@ -190,6 +190,9 @@ func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[st
 		// A stdio child that exits during the call ends its stdout; its supervisor sees the
 		// session end and restarts it.
 		return "", fmt.Errorf("MCP server %q: the connection was lost during the call: %w", serverName, s.redact(err))
+	case isFrameTooLarge(err):
+		msg := frameTooLargeMessage(err)
+		return "", fmt.Errorf("MCP server %q: tool %s: %s", serverName, tool, msg)
 	case notSent(err):
 		return "", fmt.Errorf("MCP server %q: %w", serverName, unsentError{s.redact(err)})
 	default:

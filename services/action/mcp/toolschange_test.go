@@ -39,11 +39,22 @@ func serveToolsOf(file string) int {
 	return 0
 }
 
-// addTool adds a tool named name that answers its name.
+// hugeTool is the name of a tool serveToolsOf serves that answers a text of hugeBytes: its
+// message is over the stdio transport's frame limit.
+const (
+	hugeTool  = "huge"
+	hugeBytes = 17 << 20
+)
+
+// addTool adds a tool named name that answers its name (hugeTool: hugeBytes of it).
 func addTool(srv *sdk.Server, name string) {
+	text := name
+	if name == hugeTool {
+		text = strings.Repeat("h", hugeBytes)
+	}
 	srv.AddTool(&sdk.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name}}}, nil
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil
 		})
 }
 

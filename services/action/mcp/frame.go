@@ -1,0 +1,111 @@
+package mcp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxFrameBytes is the largest message, one line of JSON, a stdio server may send: the MCP Go
+// SDK's limit (sdk.DefaultMaxLineLength), which its reader enforces by ending the whole
+// connection. A stdio server's messages pass through a frameReader instead, which replaces
+// one over the limit, unread, by an error answer to its request: only that call fails.
+const MaxFrameBytes = sdk.DefaultMaxLineLength
+
+// frameTooLargeCode is the JSON-RPC error code (one of those the specification leaves to
+// implementations) of the answer a frameReader puts in place of a message over MaxFrameBytes.
+const frameTooLargeCode = -32099
+
+// frameReader reads a stdio server's newline-delimited messages, handing on each one whole
+// once it is complete. A message over limit is read to its end and dropped, never held: a
+// response is replaced by an error response to its request (frameTooLargeCode), a message
+// that answers no request (a notification) is dropped without a word.
+type frameReader struct {
+	r     *bufio.Reader
+	limit int
+	buf   []byte // the message being read
+	out   []byte // what Read hands on next
+	err   error  // the error to return once out is empty
+}
+
+// newFrameReader returns a frameReader of r's messages of at most limit bytes.
+func newFrameReader(r io.Reader, limit int) *frameReader {
+	return &frameReader{r: bufio.NewReader(r), limit: limit}
+}
+
+// Read hands on the messages read, whole, and then the error reading ended with.
+func (f *frameReader) Read(p []byte) (int, error) {
+	for len(f.out) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		f.next()
+	}
+	n := copy(p, f.out)
+	f.out = f.out[n:]
+	return n, nil
+}
+
+// next reads the next message into out, or what the stream ended with into out and err.
+func (f *frameReader) next() {
+	f.buf = f.buf[:0]
+	for {
+		chunk, err := f.r.ReadSlice('\n')
+		if len(f.buf)+len(chunk) > f.limit {
+			f.out, f.err = f.tooLarge(chunk, err)
+			return
+		}
+		f.buf = append(f.buf, chunk...)
+		switch {
+		case err == nil:
+			f.out = f.buf
+			return
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default: // the stream ended: hand on what came, then the error
+			f.out, f.err = f.buf, err
+			return
+		}
+	}
+}
+
+// tooLarge reads the rest of a message over the limit, whose first bytes are buf and chunk
+// (which ReadSlice returned with err), and returns the error response that replaces it, or
+// nothing when it answers no request, and the error the stream ended with, if it did.
+func (f *frameReader) tooLarge(chunk []byte, err error) ([]byte, error) {
+	var id idScanner
+	id.feed(f.buf)
+	id.feed(chunk)
+	size := len(f.buf) + len(chunk)
+	f.buf = f.buf[:0]
+	for errors.Is(err, bufio.ErrBufferFull) {
+		chunk, err = f.r.ReadSlice('\n')
+		id.feed(chunk)
+		size += len(chunk)
+	}
+	if id.value() == nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("the answer is a message of %d bytes or more, over the limit of a "+
+		"stdio MCP message (%d bytes); the call failed, and the session goes on", size, f.limit)
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`+"\n",
+		id.value(), frameTooLargeCode, msg), err
+}
+
+// isFrameTooLarge reports whether err is the error answer a frameReader put in place of a
+// message over its limit.
+func isFrameTooLarge(err error) bool {
+	var wire *jsonrpc.Error
+	return errors.As(err, &wire) && wire.Code == frameTooLargeCode
+}
+
+// frameTooLargeMessage is the message of such an answer.
+func frameTooLargeMessage(err error) string {
+	var wire *jsonrpc.Error
+	errors.As(err, &wire)
+	return wire.Message
+}
