@@ -208,3 +208,37 @@ func TestFromStage(t *testing.T) {
 		t.Error("nil must stay nil")
 	}
 }
+
+// TestBroken: a status without a StageError detail of a gRPC code that says the stage cannot
+// serve the call is the stage's failure outside its contract, not retryable, naming the stage
+// and the gRPC code; a stage down or slow, a detailed status, a code a contract code stands
+// for, an error of this process and nil are not.
+func TestBroken(t *testing.T) {
+	for _, c := range []codes.Code{
+		codes.Unimplemented, codes.ResourceExhausted, codes.Internal, codes.Unknown,
+		codes.DataLoss, codes.OutOfRange,
+	} {
+		got := stageerr.Broken(status.Error(c, "grpc said so"), "intent")
+		want := fmt.Sprintf("the intent stage failed outside its contract (gRPC %s): %s", c,
+			"grpc said so")
+		if got == nil || got.Stage != "intent" || got.Retryable() || got.Error() != want {
+			t.Errorf("%s: %v, want %q, not retryable", c, got, want)
+		}
+	}
+	unspecified := typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED
+	for name, err := range map[string]error{
+		"UNAVAILABLE":       status.Error(codes.Unavailable, "down"),
+		"DEADLINE_EXCEEDED": status.Error(codes.DeadlineExceeded, "slow"),
+		"ABORTED":           status.Error(codes.Aborted, "conflict"),
+		"CANCELED":          status.Error(codes.Canceled, "cancelled"),
+		"INVALID_ARGUMENT":  status.Error(codes.InvalidArgument, "bad"),
+		"detailed":          stageerr.ToStatus(stageerr.Errorf(unspecified, "said so")),
+		"of this process":   stageerr.Errorf(unspecified, "said so"),
+		"not a status":      errors.New("plain"),
+		"nil":               nil,
+	} {
+		if got := stageerr.Broken(err, "intent"); got != nil {
+			t.Errorf("%s: broken %q", name, got)
+		}
+	}
+}

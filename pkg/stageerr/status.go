@@ -167,20 +167,59 @@ func FromError(err error) *Error {
 func FromStage(err error, stage string, code typev1.StageErrorCode,
 	class typev1.ErrorClass) *Error {
 	e := FromError(err)
-	st, ok := status.FromError(err)
-	if e == nil || As(err) != nil || !ok ||
-		e.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
+	st := undetailed(err)
+	if e == nil || st == nil || e.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED {
 		return e
+	}
+	e.Code, e.Class, e.Stage = code, cmp.Or(e.Class, class), stage
+	e.Msg = outsideContract(stage, st)
+	return e
+}
+
+// Broken returns the failure of a call to stage when gRPC itself gave it, without a StageError
+// detail, with a code that says the stage cannot serve the call however often it is asked:
+// UNIMPLEMENTED (a replacement stage lacking the method), RESOURCE_EXHAUSTED (an answer over
+// the message size limit), INTERNAL (a codec's), UNKNOWN, DATA_LOSS or OUT_OF_RANGE. It is of
+// no contract code, its message names the stage and the gRPC code, and it is not retryable. A
+// stage that is down or slow (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED), a call cancelled, a
+// failure of a code a contract code stands for (FromError) and one of the stage's contract are
+// not broken: nil.
+func Broken(err error, stage string) *Error {
+	st := undetailed(err)
+	if st == nil || !brokenCodes[st.Code()] {
+		return nil
+	}
+	return &Error{Stage: stage, Msg: outsideContract(stage, st), Cause: err}
+}
+
+// brokenCodes are the gRPC codes of Broken.
+var brokenCodes = map[codes.Code]bool{
+	codes.Unimplemented: true, codes.ResourceExhausted: true, codes.Internal: true,
+	codes.Unknown: true, codes.DataLoss: true, codes.OutOfRange: true,
+}
+
+// undetailed is err's status when gRPC gave it without a stage contract's StageError detail
+// (and err is no *Error of this process); nil otherwise.
+func undetailed(err error) *status.Status {
+	if err == nil || As(err) != nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
 	}
 	for _, d := range st.Details() {
 		if _, detailed := d.(*typev1.StageError); detailed {
-			return e
+			return nil
 		}
 	}
-	e.Code, e.Class, e.Stage = code, cmp.Or(e.Class, class), stage
-	e.Msg = fmt.Sprintf("the %s stage failed outside its contract (gRPC %s): %s",
+	return st
+}
+
+// outsideContract is the message of stage's failure st outside its contract.
+func outsideContract(stage string, st *status.Status) string {
+	return fmt.Sprintf("the %s stage failed outside its contract (gRPC %s): %s",
 		stage, st.Code(), st.Message())
-	return e
 }
 
 func codeFromGRPC(c codes.Code) typev1.StageErrorCode {

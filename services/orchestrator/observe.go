@@ -20,7 +20,9 @@ import (
 // goes to the recovery stage: a malformed result (PARSE_ERROR) ends the run (t.badResult), one
 // too large to summarise adequately (OBSERVATION_TOO_LARGE) asks the user how to proceed
 // (t.ask); either way the model is told the tool failed. A result observed as nothing, outside
-// the observation contract, ends the run at the end of the turn (t.badStage).
+// the observation contract, ends the run at the end of the turn (t.badStage), as does a
+// failure of the stage outside its contract (stageerr.Broken), which recovery is not asked
+// about: no answer of the user's mends it.
 func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse, t *turnState) *observationv1.ObserveResponse {
 	req := &observationv1.ObserveRequest{
 		RunId: r.id, RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
@@ -28,6 +30,12 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 	}
 	obs, err := whenReadyWithin(ctx, "observation", r.modelStageWait(), r.svc.peers.Observation.Observe, req)
 	if err != nil {
+		if broken := stageerr.Broken(err, "observation"); broken != nil {
+			if t.badStage == nil {
+				t.badStage = r.brokenEnding(broken)
+			}
+			return &observationv1.ObserveResponse{Observation: unobserved + broken.Error() + ")"}
+		}
 		return r.unobservable(ctx, call, stageerr.FromError(err), t)
 	}
 	for _, e := range obs.GetAccounting() {
@@ -47,10 +55,14 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 	return obs
 }
 
+// unobserved begins the observation of a result the observation stage did not observe; the
+// reason and ")" follow.
+const unobserved = "(tool failed: the result could not be observed: "
+
 // unobservable is the observation of a result the observation stage refused, as the recovery
 // stage decides.
 func (r *run) unobservable(ctx context.Context, call *typev1.ToolCall, se *stageerr.Error, t *turnState) *observationv1.ObserveResponse {
-	obs := &observationv1.ObserveResponse{Observation: "(tool failed: the result could not be observed: " + se.Error() + ")"}
+	obs := &observationv1.ObserveResponse{Observation: unobserved + se.Error() + ")"}
 	if ctx.Err() != nil {
 		return obs
 	}

@@ -56,7 +56,8 @@ const (
 	// max_steps steps, repeats a step id, depends on an unknown step or is out of order; an
 	// intent without a goal or with an unknown task type or tool policy; an action stage's list
 	// of tools with a nameless tool, two tools of one name or one named like the orchestrator's
-	// own (toolname.Reserved). A replacement stage
+	// own (toolname.Reserved); a stage call gRPC itself fails, without the stage's error
+	// detail, in a way no retry mends (stageerr.Broken). A replacement stage
 	// that answers so fails `agentmesh conformance`; retrying the run cannot help.
 	ExitStageContractViolation = "STAGE_CONTRACT_VIOLATION"
 	// ExitCheckpointUnreadable is a run whose stored checkpoint cannot be read back or

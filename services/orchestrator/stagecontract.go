@@ -14,6 +14,7 @@ import (
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/plan"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
@@ -42,6 +43,19 @@ func (v *contractViolation) ending() *ending {
 func (v *contractViolation) turnEnding() *ending {
 	return fail(typev1.Outcome_OUTCOME_FAILED_PROVIDER, ExitStageContractViolation,
 		MessageProviderFailure, v.Error())
+}
+
+// brokenEnding ends a run on its stage's failure outside the stage contract (stageerr.Broken:
+// the stage lacks the method, answers over the message size limit, or its answer does not
+// decode), as an answer outside the contract does (STAGE_CONTRACT_VIOLATION): FAILED_PREFLIGHT
+// before any turn, FAILED_PROVIDER in a turn. Retrying cannot help, nor can an answer of the
+// user's, which recovery would ask for a failure it does not know.
+func (r *run) brokenEnding(broken *stageerr.Error) *ending {
+	outcome := typev1.Outcome_OUTCOME_FAILED_PROVIDER
+	if r.turns == 0 {
+		outcome = typev1.Outcome_OUTCOME_FAILED_PREFLIGHT
+	}
+	return fail(outcome, ExitStageContractViolation, MessageProviderFailure, broken.Error())
 }
 
 // checkAssembly returns how a context stage's answer breaks the context contract (messages to

@@ -8,8 +8,11 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 )
 
@@ -74,4 +77,66 @@ func (g hugeGeneration) GenerateStream(in *generationv1.GenerateStreamRequest,
 	resp, _ := g.Generate(stream.Context(), in.GetRequest())
 	final := &generationv1.GenerateStreamResponse_Final{Final: resp}
 	return stream.Send(&generationv1.GenerateStreamResponse{Chunk: final})
+}
+
+// TestTransportFailuresOfObservationEndTheRun: an observation stage's failure that gRPC itself
+// reports, without the StageError detail of a stage contract — an answer over
+// grpc.max_message_bytes (RESOURCE_EXHAUSTED), a replacement stage lacking the method
+// (UNIMPLEMENTED) — is the observation stage's failure outside its contract: the run ends
+// FAILED_PROVIDER / STAGE_CONTRACT_VIOLATION, not retryable, its error naming the stage and
+// the cause, and the model is not asked again. It was an unknown failure, which recovery
+// answers by asking the user: the run paused AWAITING_INPUT with "Something unexpected went
+// wrong", for a failure no answer of the user's can mend.
+func TestTransportFailuresOfObservationEndTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stage observationv1.ObservationServiceServer
+		cause string
+	}{
+		{"answer over the message limit", hugeObservation{}, "larger than max"},
+		{"method unimplemented", observationv1.UnimplementedObservationServiceServer{},
+			"not implemented"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.GRPC.MaxMessageBytes = 1 << 20
+			const message = "What is 6 times 7?"
+			h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+				addr := serveStage(t, mesh.Observation, func(g *grpc.Server) {
+					observationv1.RegisterObservationServiceServer(g, tc.stage)
+				})
+				o.StageAddrs = map[string]string{mesh.Observation: addr}
+			}, llmtest.Scenario{Name: "multiply", Match: message, Turns: []llmtest.Turn{
+				call("calculator", `{"expression":"6*7"}`), text("never asked"),
+			}})
+			res := h.run(t, &agentv1.RunRequest{Message: message})
+			if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER ||
+				res.GetExitReason() != orchestrator.ExitStageContractViolation ||
+				res.GetError().GetRetryable() {
+				t.Fatalf("outcome %s %s (%v), want FAILED_PROVIDER %s, not retryable",
+					res.GetOutcome(), res.GetExitReason(), res.GetError(),
+					orchestrator.ExitStageContractViolation)
+			}
+			msg := res.GetError().GetMessage()
+			if !strings.Contains(msg, "observation stage") || !strings.Contains(msg, tc.cause) {
+				t.Errorf("error %q, want one naming the observation stage and %q", msg, tc.cause)
+			}
+			if n := len(requestsFor(h.llm, message)); n != 1 {
+				t.Errorf("%d LLM requests, want 1: the model is not asked again", n)
+			}
+		})
+	}
+}
+
+// hugeObservation is an observation stage in place of the mesh's that observes every result
+// as 2 MiB of text, over the 1 MiB grpc.max_message_bytes of
+// TestTransportFailuresOfObservationEndTheRun.
+type hugeObservation struct {
+	observationv1.UnimplementedObservationServiceServer
+}
+
+func (hugeObservation) Observe(context.Context,
+	*observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	return &observationv1.ObserveResponse{Observation: strings.Repeat("a", 2<<20),
+		ShouldContinue: true, Success: true}, nil
 }
