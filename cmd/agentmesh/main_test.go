@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
 func TestMain(m *testing.M) { meshproc.Main(m) }
@@ -172,6 +175,32 @@ func TestStageDownExits3(t *testing.T) {
 	if code := run(t.Context(), []string{"run", "--addr", m.Addr(mesh.Orchestrator), "What is 6 times 7?"}, &stdout, &stderr); code != 3 ||
 		!strings.Contains(stderr.String(), "STAGE_UNAVAILABLE") {
 		t.Fatalf("exit %d, want 3\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestBrokenStageExits1: a run that ends because a stage answered but cannot serve the call
+// (a replacement intent stage lacking Parse: UNIMPLEMENTED) exits 1, STAGE_CONTRACT_VIOLATION,
+// not 3: the stage was reached, and running the request again cannot help.
+func TestBrokenStageExits1(t *testing.T) {
+	isolate(t)
+	srv := server.New(server.Options{Name: mesh.Intent, Addr: "127.0.0.1:0"})
+	intentv1.RegisterIntentServiceServer(srv.GRPC(), intentv1.UnimplementedIntentServiceServer{})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	m, err := mesh.Start(t.Context(), mesh.Options{Ephemeral: true, StoreDir: t.TempDir(),
+		Logger:     slog.New(slog.DiscardHandler),
+		StageAddrs: map[string]string{mesh.Intent: srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	var stdout, stderr bytes.Buffer
+	args := []string{"run", "--addr", m.Addr(mesh.Orchestrator), "What is 6 times 7?"}
+	code := run(t.Context(), args, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "STAGE_CONTRACT_VIOLATION") {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
 

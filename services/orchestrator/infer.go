@@ -40,7 +40,7 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 			if errors.Is(se, stageerr.ErrContextOverflow) {
 				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull, se.Error())
 			} else if ctx.Err() == nil {
-				end = r.stageEnding(ctx, "context", se)
+				end = r.stageEnding(ctx, "context", err)
 			}
 			return req, nil, se.Error()
 		}

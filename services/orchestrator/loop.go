@@ -137,6 +137,10 @@ func (r *run) precheck(ctx context.Context) *ending {
 			return r.req, r.contract, "empty input: no LLM call is made"
 		}
 		tools, err := r.svc.listTools(ctx)
+		if broken := stageerr.Broken(err, "action"); broken != nil {
+			end = r.brokenEnding(broken)
+			return r.req, r.contract, end.reason
+		}
 		if err != nil {
 			end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitStageUnavailable, MessageProviderFailure,
 				"the action service did not list its tools: "+stageerr.FromError(err).Error())
@@ -242,7 +246,7 @@ func (r *run) intentFailure(ctx context.Context, err error) *ending {
 		}
 		return r.askClarification(d.GetUserMessage(), se.Error())
 	}
-	return r.stageEnding(ctx, "intent", se)
+	return r.stageEnding(ctx, "intent", err)
 }
 
 // askClarification ends the run asking the user question: a chat-only success, except under
@@ -290,7 +294,7 @@ func (r *run) makePlan(ctx context.Context) *ending {
 			case errors.Is(se, stageerr.ErrPlanTooComplex):
 				end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitPlanTooComplex, MessageTooComplex, se.Error())
 			default:
-				end = r.stageEnding(ctx, "planning", se)
+				end = r.stageEnding(ctx, "planning", err)
 			}
 			return req, nil, end.reason
 		}

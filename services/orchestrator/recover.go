@@ -49,12 +49,19 @@ func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stagee
 	return d, detail
 }
 
-// stageEnding ends a run whose stage failed in a way the loop cannot route around. The user
-// gets the recovery decision's message only when the decision is to abort, which is what the
-// run does: the message of a retry, a fallback or a question ("trying again in a moment", "I'll
-// continue without it", "How would you like me to proceed?") would promise what the ended run
-// never does.
-func (r *run) stageEnding(ctx context.Context, stage string, se *stageerr.Error) *ending {
+// stageEnding ends a run whose stage failed with err in a way the loop cannot route around. The
+// user gets the recovery decision's message only when the decision is to abort, which is what
+// the run does: the message of a retry, a fallback or a question ("trying again in a moment",
+// "I'll continue without it", "How would you like me to proceed?") would promise what the
+// ended run never does. A failure gRPC gave that no retry mends (stageerr.Broken: the stage
+// lacks the method, answers over the message size limit, or its answer does not decode) is
+// the stage's failure outside its contract (brokenEnding), not STAGE_UNAVAILABLE: the stage
+// answered, and retrying the run cannot help.
+func (r *run) stageEnding(ctx context.Context, stage string, err error) *ending {
+	if broken := stageerr.Broken(err, stage); broken != nil {
+		return r.brokenEnding(broken)
+	}
+	se := stageerr.FromError(err)
 	d := r.recover(ctx, stage, se, 0, nil)
 	message := MessageProviderFailure
 	if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ABORT {

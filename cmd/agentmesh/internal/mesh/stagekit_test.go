@@ -249,7 +249,8 @@ func TestAFailedStageEndsTheRunWithoutPromises(t *testing.T) {
 	}{
 		{"unavailable", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE, "the plan store is down"),
 			orchestrator.ExitStageUnavailable},
-		{"unknown failure", status.Error(codes.Internal, "the planner broke"), orchestrator.ExitStageUnavailable},
+		{"unknown failure", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNSPECIFIED,
+			"the planner broke"), orchestrator.ExitStageUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {

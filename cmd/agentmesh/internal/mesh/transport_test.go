@@ -6,14 +6,20 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
+	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestTransportFailuresOfGenerationFailTheRun: a generation stage's failure that gRPC itself
@@ -139,4 +145,56 @@ func (hugeObservation) Observe(context.Context,
 	*observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
 	return &observationv1.ObserveResponse{Observation: strings.Repeat("a", 2<<20),
 		ShouldContinue: true, Success: true}, nil
+}
+
+// TestTransportFailuresOfStagesBeforeTheModelEndTheRun: a failure of the intent, planning,
+// context or action stage (its ListTools) that gRPC itself reports, without the StageError
+// detail of a stage contract — a replacement stage lacking the method (UNIMPLEMENTED), an
+// undetailed INTERNAL — is the stage's failure outside its contract: the run ends
+// STAGE_CONTRACT_VIOLATION, not retryable (the CLI exits 1), naming the stage and the gRPC
+// code. It ended STAGE_UNAVAILABLE, retryable (the CLI exited 3, "a stage could not be
+// reached"), though the stage answered, and no retry mends it.
+func TestTransportFailuresOfStagesBeforeTheModelEndTheRun(t *testing.T) {
+	internal := status.Error(codes.Internal, "the planner broke")
+	for _, tc := range []struct {
+		name, stage string
+		register    func(*grpc.Server)
+		outcome     typev1.Outcome
+		cause       string
+	}{
+		{"intent unimplemented", mesh.Intent, func(g *grpc.Server) {
+			intentv1.RegisterIntentServiceServer(g, intentv1.UnimplementedIntentServiceServer{})
+		}, typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, "gRPC Unimplemented"},
+		{"planning unimplemented", mesh.Planning, func(g *grpc.Server) {
+			planningv1.RegisterPlanningServiceServer(g,
+				planningv1.UnimplementedPlanningServiceServer{})
+		}, typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, "gRPC Unimplemented"},
+		{"planning internal", mesh.Planning, func(g *grpc.Server) {
+			planningv1.RegisterPlanningServiceServer(g, failingPlanner{err: internal})
+		}, typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, "gRPC Internal"},
+		{"context unimplemented", mesh.Context, func(g *grpc.Server) {
+			contextv1.RegisterContextServiceServer(g, contextv1.UnimplementedContextServiceServer{})
+		}, typev1.Outcome_OUTCOME_FAILED_PROVIDER, "gRPC Unimplemented"},
+		{"action unimplemented", mesh.Action, func(g *grpc.Server) {
+			actionv1.RegisterActionServiceServer(g, actionv1.UnimplementedActionServiceServer{})
+		}, typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, "gRPC Unimplemented"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+				o.StageAddrs = map[string]string{tc.stage: serveStage(t, tc.stage, tc.register)}
+			})
+			res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+			if res.GetOutcome() != tc.outcome ||
+				res.GetExitReason() != orchestrator.ExitStageContractViolation ||
+				res.GetError().GetRetryable() {
+				t.Fatalf("outcome %s %s (%v), want %s %s, not retryable", res.GetOutcome(),
+					res.GetExitReason(), res.GetError(), tc.outcome,
+					orchestrator.ExitStageContractViolation)
+			}
+			msg := res.GetError().GetMessage()
+			if !strings.Contains(msg, tc.stage+" stage") || !strings.Contains(msg, tc.cause) {
+				t.Errorf("error %q, want one naming the %s stage and %q", msg, tc.stage, tc.cause)
+			}
+		})
+	}
 }
