@@ -117,8 +117,10 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 // call is its timeout, and ends the run REJECTED / APPROVAL_TIMEOUT (the returned ending). A
 // stop (the replica drains, the run is handed off, a checkpoint fails) returns its ending
 // with stopped set: the pause stays as it is, checkpointed, for the replica that resumes it.
-// A cancelled run stops waiting with neither. The run's deadline closes the pause, as the
-// pause's own timer does (it expires then at the latest), and ends the run TIMEOUT.
+// A cancelled run stops waiting with neither, taking the decisions queued before (their
+// callers were told the run has them) but checkpointing none. The run's deadline closes the
+// pause, as the pause's own timer does (it expires then at the latest), and ends the run
+// TIMEOUT.
 func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() *ending) (end *ending, stopped bool) {
 	timer := time.NewTimer(st.pending.GetExpiresAt().AsTime().Sub(r.svc.now()))
 	defer timer.Stop()
@@ -127,16 +129,8 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		case <-st.resolved: // decided on this replica (no store)
 			return nil, false
 		case <-r.inputs.ready:
-			for r.waiting(st) {
-				in, ok := r.inputs.next()
-				if !ok {
-					break
-				}
-				if r.takeDecision(ctx, st, in.Decision, in.By) {
-					if e := save(); e != nil {
-						return e, true
-					}
-				}
+			if e := r.queuedDecisions(ctx, st, save); e != nil {
+				return e, true
 			}
 		case <-r.svc.draining:
 			return stopHere(errHandOff.Error()), true // the pause is checkpointed: another replica waits on
@@ -145,7 +139,12 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 				return e, true
 			}
 			if !errors.Is(context.Cause(ctx), errTotalTimeout) {
-				return nil, false // cancelled
+				// Cancelled: the decisions queued before the cancellation (the select may
+				// take either) are the run's, as ResolveApproval told their callers: they
+				// are recorded, though no call runs once the run is cancelled. The ended
+				// run is not checkpointed here.
+				r.queuedDecisions(ctx, st, func() *ending { return nil })
+				return nil, false
 			}
 			// The run's deadline, which the pause's expires_at never passes (pauseExpiry), came
 			// before the pause's timer: the pause has expired too.
@@ -174,6 +173,23 @@ func (r *run) waitDecisions(ctx context.Context, st *approvalState, save func() 
 		}
 	}
 	return nil, false
+}
+
+// queuedDecisions takes the decisions queued for the run while the pause st goes on, each
+// checkpointed by save; it returns save's ending when a checkpoint fails.
+func (r *run) queuedDecisions(ctx context.Context, st *approvalState, save func() *ending) *ending {
+	for r.waiting(st) {
+		in, ok := r.inputs.next()
+		if !ok {
+			return nil
+		}
+		if r.takeDecision(ctx, st, in.Decision, in.By) {
+			if e := save(); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // expireDecisions ends the wait for decisions on the pause st, whose expires_at has passed:

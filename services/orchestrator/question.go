@@ -33,7 +33,8 @@ type questionState struct {
 
 // awaitAnswer pauses the run until its user answers the turn's question (AgentService.Answer,
 // on any replica), the answer timeout passes (the run ends FAILED_TIMEOUT / ANSWER_TIMEOUT, or
-// TIMEOUT when the run's deadline came first: pauseExpiry) or the run is cancelled. The
+// TIMEOUT when the run's deadline came first: pauseExpiry) or the run is cancelled (an answer
+// queued before is taken all the same: its caller was told the run has it). The
 // question is added to the conversation as the assistant's message and the answer as the
 // user's, so the model of the next turn sees both. Like an approval pause, it is checkpointed
 // before it is announced: the run can be stopped here (a deploy) and resumed by any replica,
@@ -88,7 +89,11 @@ wait:
 				return e
 			}
 			if !errors.Is(context.Cause(ctx), errTotalTimeout) {
-				break wait // cancelled: COMMIT ends the run
+				// Cancelled: COMMIT ends the run. An answer queued before the cancellation
+				// (the select takes either) is the run's, as Answer told its caller: it is
+				// recorded, though no turn follows to use it.
+				answer, by = r.queuedAnswer(st.pending.GetId())
+				break wait
 			}
 			// The run's deadline, which the question's expires_at never passes (pauseExpiry),
 			// came before the question's timer: the question has expired too.
