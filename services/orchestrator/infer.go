@@ -36,13 +36,8 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 	r.step(ctx, st, r.stepID(st), func(ctx context.Context) (proto.Message, proto.Message, string) {
 		req, resp, err := r.assembleWith(ctx, tools)
 		if err != nil {
-			se := stageerr.FromError(err)
-			if errors.Is(se, stageerr.ErrContextOverflow) {
-				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull, se.Error())
-			} else if ctx.Err() == nil {
-				end = r.stageEnding(ctx, "context", err)
-			}
-			return req, nil, se.Error()
+			end = r.assemblyFailure(ctx, err)
+			return req, nil, stageerr.FromError(err).Error()
 		}
 		guard := resp.GetGuard()
 		r.emitGuard(ctx, guard)
@@ -50,8 +45,8 @@ func (r *run) assemble(ctx context.Context) ([]*typev1.Message, []*typev1.Tool, 
 			r.forcedFinal = true
 			tools = r.turnTools()
 			if req, resp, err = r.assembleWith(ctx, tools); err != nil {
-				end = fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull, stageerr.FromError(err).Error())
-				return req, nil, end.reason
+				end = r.assemblyFailure(ctx, err)
+				return req, nil, stageerr.FromError(err).Error()
 			}
 			guard = resp.GetGuard()
 			guard.Reason = "after restricting the tools to " + FinalReportTool
@@ -105,6 +100,22 @@ func (r *run) finalNotice() *typev1.Message {
 		return &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: instruction}
 	}
 	return nil
+}
+
+// assemblyFailure ends a run whose context stage failed with err, on a turn's request or on
+// the forced final turn's after it: MAX_CONTEXT_REACHED for CONTEXT_OVERFLOW, the stage's
+// failure otherwise (stageEnding); nil when the run's context ended, which ends the run as
+// it says.
+func (r *run) assemblyFailure(ctx context.Context, err error) *ending {
+	se := stageerr.FromError(err)
+	switch {
+	case errors.Is(se, stageerr.ErrContextOverflow):
+		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext,
+			messageContextFull, se.Error())
+	case ctx.Err() != nil:
+		return nil
+	}
+	return r.stageEnding(ctx, "context", err)
 }
 
 // assembleWith makes one Assemble call for the coming request with the given tools and

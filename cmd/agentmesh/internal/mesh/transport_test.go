@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
@@ -16,6 +17,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/orchestrator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -197,4 +199,41 @@ func TestTransportFailuresOfStagesBeforeTheModelEndTheRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestContextFailureOfTheForcedFinalTurn: the context stage's failure when the run asks it
+// again for a forced final turn (the guard's FORCE_FINAL) is the stage's failure, as on the
+// first request: a stage that is down ends the run STAGE_UNAVAILABLE, retryable. Every failure
+// of that second request ended the run FAILED_BUDGET_EXHAUSTED / MAX_CONTEXT_REACHED ("This
+// conversation no longer fits the model's context window"), which only CONTEXT_OVERFLOW says.
+func TestContextFailureOfTheForcedFinalTurn(t *testing.T) {
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Context: serveStage(t, mesh.Context,
+			func(g *grpc.Server) { contextv1.RegisterContextServiceServer(g, &forcingContext{}) })}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?"})
+	if res.GetExitReason() != orchestrator.ExitStageUnavailable || !res.GetError().GetRetryable() {
+		t.Fatalf("outcome %s %s (%v), want STAGE_UNAVAILABLE, retryable", res.GetOutcome(),
+			res.GetExitReason(), res.GetError())
+	}
+	if msg := res.GetError().GetMessage(); !strings.Contains(msg, "the memory store is down") {
+		t.Errorf("error %q, want the context stage's", msg)
+	}
+}
+
+// forcingContext is a context stage in place of the mesh's whose guard forces the final turn,
+// and that is down when asked again for it.
+type forcingContext struct {
+	contextv1.UnimplementedContextServiceServer
+	asked atomic.Int32
+}
+
+func (s *forcingContext) Assemble(_ context.Context,
+	req *contextv1.AssembleRequest) (*contextv1.AssembleResponse, error) {
+	if s.asked.Add(1) > 1 {
+		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE,
+			"the memory store is down")
+	}
+	return &contextv1.AssembleResponse{Messages: req.GetHistory(), Guard: &typev1.GuardReport{
+		Verdict: typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL, Reason: "context"}}, nil
 }
