@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -20,9 +21,10 @@ import (
 // goes to the recovery stage: a malformed result (PARSE_ERROR) ends the run (t.badResult), one
 // too large to summarise adequately (OBSERVATION_TOO_LARGE) asks the user how to proceed
 // (t.ask); either way the model is told the tool failed. A result observed as nothing, outside
-// the observation contract, ends the run at the end of the turn (t.badStage), as does a
-// failure of the stage outside its contract (stageerr.Broken), which recovery is not asked
-// about: no answer of the user's mends it.
+// the observation contract, ends the run at the end of the turn (t.badStage), as does any
+// other failure of the stage (stageEnding): down after the wait, STAGE_UNAVAILABLE; outside
+// its contract (stageerr.Broken), STAGE_CONTRACT_VIOLATION. No answer of the user's mends
+// those, and the tool ran: the model is not asked again.
 func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse, t *turnState) *observationv1.ObserveResponse {
 	req := &observationv1.ObserveRequest{
 		RunId: r.id, RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
@@ -30,13 +32,20 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 	}
 	obs, err := whenReadyWithin(ctx, "observation", r.modelStageWait(), r.svc.peers.Observation.Observe, req)
 	if err != nil {
-		if broken := stageerr.Broken(err, "observation"); broken != nil {
-			if t.badStage == nil {
-				t.badStage = r.brokenEnding(broken)
-			}
-			return &observationv1.ObserveResponse{Observation: unobserved + broken.Error() + ")"}
+		se := stageerr.FromError(err)
+		switch {
+		case errors.Is(se, stageerr.ErrParseError), errors.Is(se, stageerr.ErrObservationTooLarge):
+			return r.unobservable(ctx, call, se, t)
+		case t.badStage == nil && ctx.Err() == nil:
+			// The stage is down (still, after the wait) or broken: the run ends with the
+			// turn, as the stage's outage or failure ends it anywhere else. The tool ran: told
+			// that it failed, the model would call it again.
+			t.badStage = r.stageEnding(ctx, "observation", err)
 		}
-		return r.unobservable(ctx, call, stageerr.FromError(err), t)
+		if broken := stageerr.Broken(err, "observation"); broken != nil {
+			se = broken
+		}
+		return &observationv1.ObserveResponse{Observation: unobserved + se.Error() + ")"}
 	}
 	for _, e := range obs.GetAccounting() {
 		r.account(e)

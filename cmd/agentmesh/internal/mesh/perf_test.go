@@ -660,6 +660,8 @@ func (m *benchMesh) wave(b *testing.B, runs int) wave {
 	var (
 		wg     sync.WaitGroup
 		failed atomic.Int64
+		first  sync.Once
+		why    string // the first failure's
 		took   = make([]time.Duration, runs)
 	)
 	for i := range runs {
@@ -669,6 +671,13 @@ func (m *benchMesh) wave(b *testing.B, runs int) wave {
 			took[i] = time.Since(began)
 			if err != nil || !res.GetSuccess() {
 				failed.Add(1)
+				first.Do(func() {
+					why = fmt.Sprintf("%s %s: %s", res.GetOutcome(), res.GetExitReason(),
+						res.GetError().GetMessage())
+					if err != nil {
+						why = err.Error()
+					}
+				})
 			}
 		})
 	}
@@ -677,7 +686,7 @@ func (m *benchMesh) wave(b *testing.B, runs int) wave {
 	m.awaitRetired(b)
 	cpu := cpuTime() - startCPU
 	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d runs failed", n, runs)
+		b.Fatalf("%d of %d runs failed, the first: %s", n, runs, why)
 	}
 	slices.Sort(took)
 	return wave{elapsed: elapsed, cpu: cpu, p50: took[runs/2], p99: took[runs*99/100]}

@@ -237,3 +237,47 @@ func (s *forcingContext) Assemble(_ context.Context,
 	return &contextv1.AssembleResponse{Messages: req.GetHistory(), Guard: &typev1.GuardReport{
 		Verdict: typev1.GuardVerdict_GUARD_VERDICT_FORCE_FINAL, Reason: "context"}}, nil
 }
+
+// TestObservationStageDownEndsTheRun: an observation stage still unavailable after the wait
+// (README "A stage restarts") ends the run STAGE_UNAVAILABLE, retryable, naming the stage, at
+// the end of the turn. The run went on, and the model was told that the tool, which had run,
+// failed ("tool failed: the result could not be observed"), so it could call the tool again:
+// a second write, a second payment.
+func TestObservationStageDownEndsTheRun(t *testing.T) {
+	const message = "What is 6 times 7?"
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		addr := serveStage(t, mesh.Observation, func(g *grpc.Server) {
+			observationv1.RegisterObservationServiceServer(g, downObservation{})
+		})
+		o.StageAddrs = map[string]string{mesh.Observation: addr}
+	}, llmtest.Scenario{Name: "multiply", Match: message, Turns: []llmtest.Turn{
+		call("calculator", `{"expression":"6*7"}`), call("calculator", `{"expression":"6*7"}`),
+		text("never asked"),
+	}})
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if res.GetOutcome() != typev1.Outcome_OUTCOME_FAILED_PROVIDER ||
+		res.GetExitReason() != orchestrator.ExitStageUnavailable || !res.GetError().GetRetryable() {
+		t.Fatalf("outcome %s %s (%v), want FAILED_PROVIDER %s, retryable", res.GetOutcome(),
+			res.GetExitReason(), res.GetError(), orchestrator.ExitStageUnavailable)
+	}
+	if msg := res.GetError().GetMessage(); !strings.Contains(msg, "observation") {
+		t.Errorf("error %q, want one naming the observation stage", msg)
+	}
+	if n := len(requestsFor(h.llm, message)); n != 1 {
+		t.Errorf("%d LLM requests, want 1: the model is not asked again", n)
+	}
+	if n := res.GetToolCalls(); n != 1 {
+		t.Errorf("%d tool calls, want 1", n)
+	}
+}
+
+// downObservation is an observation stage in place of the mesh's that is unavailable, as a
+// proxy in front of stopped replicas answers.
+type downObservation struct {
+	observationv1.UnimplementedObservationServiceServer
+}
+
+func (downObservation) Observe(context.Context,
+	*observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	return nil, status.Error(codes.Unavailable, "no healthy upstream")
+}
