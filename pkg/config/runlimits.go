@@ -2,6 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 )
@@ -36,6 +39,38 @@ type RunLimits struct {
 	// ToolResponseMaxBytes is the largest tool result a run may take whole (before it is
 	// summarised or truncated).
 	ToolResponseMaxBytes int64 `yaml:"tool_response_max_bytes"`
+	// Targets are the provider/model pairs a run may have its attempts sent to (its request's
+	// overrides.targets, as the configuration's targets and profiles' targets); a model of "*"
+	// is any model of the provider. Empty: any model of any configured provider.
+	Targets []Target `yaml:"targets,omitempty"`
+}
+
+// AnyModel is the model of a RunLimits target that stands for every model of its provider.
+const AnyModel = "*"
+
+// IsZero reports whether l sets no ceiling at all.
+func (l RunLimits) IsZero() bool {
+	return len(l.Targets) == 0 && slices.IndexFunc(l.Ceilings(), func(c Ceiling) bool {
+		return c.Max != 0
+	}) < 0
+}
+
+// Allows reports whether a run may send its attempts to the provider's model.
+func (l RunLimits) Allows(provider, model string) bool {
+	return len(l.Targets) == 0 || slices.ContainsFunc(l.Targets, func(t Target) bool {
+		return t.Provider == provider && (t.Model == AnyModel || t.Model == model)
+	})
+}
+
+// TargetRefusal says why a run may not send its attempts to the provider's model, for a
+// message that names the field first.
+func (l RunLimits) TargetRefusal(provider, model string) string {
+	allowed := make([]string, len(l.Targets))
+	for i, t := range l.Targets {
+		allowed[i] = t.Provider + "/" + t.Model
+	}
+	return fmt.Sprintf("%s/%s is not one of run_limits.targets (%s)", provider, model,
+		strings.Join(allowed, ", "))
 }
 
 // Ceiling is one of RunLimits: a field of a run's contract and the most it may be.
@@ -114,8 +149,25 @@ func (c *Config) fillRunLimits() {
 }
 
 // validateRunLimits checks each ceiling (not negative, within the contract's own bounds) and
-// that the defaults keep within it.
+// that the defaults keep within it, and that the targets it allows are configured and include
+// those of the configuration and its profiles.
 func (c *Config) validateRunLimits(p *problems) {
+	l := c.RunLimits
+	for i, t := range l.Targets {
+		c.checkTarget(p, fmt.Sprintf("run_limits.targets[%d]", i), t)
+	}
+	for i, t := range c.Targets {
+		if !l.Allows(t.Provider, t.Model) {
+			p.addf("targets[%d]: %s", i, l.TargetRefusal(t.Provider, t.Model))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
+		for i, t := range c.Profiles[name].Targets {
+			if !l.Allows(t.Provider, t.Model) {
+				p.addf("profiles.%s.targets[%d]: %s", name, i, l.TargetRefusal(t.Provider, t.Model))
+			}
+		}
+	}
 	values := c.Defaults.limited()
 	for _, ceiling := range c.RunLimits.Ceilings() {
 		switch max := ceiling.Max; {

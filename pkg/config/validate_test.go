@@ -122,6 +122,16 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"format retries over strict mode's bound", func(c *Config) {
 			c.Defaults.StrictMode, c.Defaults.MaxFormatRetries = true, 2
 		}, "defaults.max_format_retries: must be at most 1 under strict_mode, got 2"},
+		{"allowed target of no provider", func(c *Config) {
+			c.RunLimits.Targets = []Target{{Provider: "rules", Model: AnyModel}, {Provider: "oa", Model: "m"}}
+		}, `run_limits.targets[1].provider: provider "oa" is not configured`},
+		{"a target run_limits does not allow", func(c *Config) {
+			c.RunLimits.Targets = []Target{{Provider: "rules", Model: "rules-v2"}}
+		}, "targets[0]: rules/rules-v1 is not one of run_limits.targets (rules/rules-v2)"},
+		{"a profile's target run_limits does not allow", func(c *Config) {
+			c.RunLimits.Targets = []Target{{Provider: "rules", Model: "rules-v1"}}
+			c.Profiles = map[string]Profile{"docs": {Targets: []Target{{Provider: "rules", Model: "big"}}}}
+		}, "profiles.docs.targets[0]: rules/big is not one of run_limits.targets (rules/rules-v1)"},
 		{"negative run limit", func(c *Config) { c.RunLimits.MaxTurns = -1 },
 			"run_limits.max_turns: must not be negative (0 sets no ceiling), got -1"},
 		{"token ceiling over the largest count", func(c *Config) { c.RunLimits.MaxTokensConsumed = 1 << 50 },

@@ -54,7 +54,7 @@ func DefaultContract() *typev1.ExecutionContract {
 // limits override in turn. Out-of-range overrides, and those beyond the operator's ceilings,
 // are INVALID_INPUT errors that name the field.
 func buildContract(defaults *typev1.ExecutionContract, runID string, req *agentv1.RunRequest, streamed bool,
-	limits func(*typev1.Target) (window, buffer, maxOutput int64), ceilings config.RunLimits,
+	limits func(*typev1.Target) (window, buffer, maxOutput int64), ceilings *config.RunLimits,
 ) (*typev1.ExecutionContract, error) {
 	c := proto.CloneOf(defaults)
 	c.ContractId = runID
@@ -167,7 +167,7 @@ const MaxStrictFormatRetries = config.MaxStrictFormatRetries
 
 // checkContract rejects values no run can use, and those beyond the operator's ceilings
 // (checkRunLimits); each message names the field.
-func checkContract(c *typev1.ExecutionContract, ceilings config.RunLimits) error {
+func checkContract(c *typev1.ExecutionContract, ceilings *config.RunLimits) error {
 	switch {
 	case c.GetMaxTurns() < 1:
 		return stageerr.Invalid("overrides.max_turns must be at least 1, got %d", c.GetMaxTurns())

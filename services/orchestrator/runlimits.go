@@ -7,12 +7,19 @@ import (
 )
 
 // checkRunLimits refuses a contract beyond the operator's ceilings (run_limits): an
-// INVALID_ARGUMENT naming the first field over its ceiling, as for any out-of-range override.
-// The configuration's defaults keep within them (config.Validate), so only a request's
-// overrides can go beyond.
-func checkRunLimits(c *typev1.ExecutionContract, ceilings config.RunLimits) error {
-	if ceilings == (config.RunLimits{}) {
+// INVALID_ARGUMENT naming the first field over its ceiling, or the first target it does not
+// allow, as for any out-of-range override. The configuration's defaults and targets keep
+// within them (config.Validate), so only a request's overrides can go beyond. Nil ceilings
+// (none set) allow anything.
+func checkRunLimits(c *typev1.ExecutionContract, ceilings *config.RunLimits) error {
+	if ceilings == nil {
 		return nil
+	}
+	for i, t := range c.GetTargets() {
+		if !ceilings.Allows(t.GetProvider(), t.GetModel()) {
+			return stageerr.Invalid("overrides.targets[%d]: %s", i,
+				ceilings.TargetRefusal(t.GetProvider(), t.GetModel()))
+		}
 	}
 	values := map[string]int64{
 		"max_turns":               int64(c.GetMaxTurns()),

@@ -139,8 +139,9 @@ type Service struct {
 	// limits are the configured context limits of a target's model (Options.ModelLimits);
 	// nil when none are configured.
 	limits func(*typev1.Target) (window, buffer, maxOutput int64)
-	// ceilings are the operator's ceilings on a run's contract (Options.RunLimits).
-	ceilings config.RunLimits
+	// ceilings are the operator's ceilings on a run's contract (Options.RunLimits); nil when
+	// it sets none.
+	ceilings *config.RunLimits
 	tracer   trace.Tracer
 	metrics  *instruments
 	// alternatives maps a tool to the tools recovery may run when it fails.
@@ -204,7 +205,6 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		js:           js,
 		contract:     opts.Contract,
 		limits:       opts.ModelLimits,
-		ceilings:     opts.RunLimits,
 		log:          opts.Logger,
 		now:          opts.Now,
 		live:         map[string]*run{},
@@ -229,6 +229,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	s.abandon, s.abandonNow = context.WithCancel(context.Background())
 	if s.contract == nil {
 		s.contract = DefaultContract()
+	}
+	if !opts.RunLimits.IsZero() {
+		s.ceilings = &opts.RunLimits
 	}
 	s.profiles = resolveProfiles(opts.Prompts, s.contract, opts.Profiles)
 	tp := opts.TracerProvider

@@ -7,17 +7,20 @@ import (
 	"testing"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // TestRunLimitsBoundEveryRun: an operator's run_limits bound what a request's overrides may
-// ask for, naming the field and its ceiling, a budget the defaults leave unlimited takes its
-// ceiling, and a run within them runs.
+// ask for (budgets, timeouts, the models its attempts go to), naming the field and its
+// ceiling, a budget the defaults leave unlimited takes its ceiling, and a run within them
+// runs.
 func TestRunLimitsBoundEveryRun(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agentmesh.yaml")
-	const limits = "run_limits: {max_turns: 5, max_tokens_consumed: 100000, total_timeout_ms: 120000}\n" +
+	const limits = "run_limits: {max_turns: 5, max_tokens_consumed: 100000, total_timeout_ms: 120000,\n" +
+		"  targets: [{provider: rules, model: rules-v1}]}\n" +
 		"defaults: {max_turns: 4, total_timeout_ms: 60000}\n"
 	if err := os.WriteFile(path, []byte(limits), 0o600); err != nil {
 		t.Fatal(err)
@@ -41,6 +44,10 @@ func TestRunLimitsBoundEveryRun(t *testing.T) {
 		{"a longer run", &agentv1.RunOverrides{TotalTimeoutMs: i64(120_001)},
 			"overrides.total_timeout_ms must be at most 120000 (run_limits.total_timeout_ms), " +
 				"got 120001"},
+		{"another model", &agentv1.RunOverrides{Targets: []*typev1.Target{
+			{Provider: "rules", Model: "rules-v1"}, {Provider: "rules", Model: "rules-max"}}},
+			"overrides.targets[1]: rules/rules-max is not one of run_limits.targets " +
+				"(rules/rules-v1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?",
