@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -31,17 +32,7 @@ const cancelRounds = 20
 // which stayed in the inbox, unrecorded.
 func TestInputQueuedBeforeACancelIsTaken(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // the last cleanup: once NATS closes
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	pub, err := events.NewPublisher(t.Context(), nc)
+	pub, err := events.NewPublisher(t.Context(), natstest.Connect(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	checkpointv1 "github.com/agentmesh/agentmesh/gen/agentmesh/checkpoint/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
-	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -23,16 +23,7 @@ import (
 // close now has a context of its own, and reads such an answer back from the store.
 func TestAnExpiredQuestionIsClosedOutsideTheRunsContext(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // the last cleanup: once NATS and the store close
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t)
 	store, err := runstore.Open(t.Context(), nc, runstore.Config{
 		Replicas: 1, Storage: jetstream.FileStorage,
 		LeaseTTL: time.Minute, IdempotencyTTL: time.Hour,
