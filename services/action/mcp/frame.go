@@ -10,10 +10,12 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MaxFrameBytes is the largest message, one line of JSON, a stdio server may send: the MCP Go
-// SDK's limit (sdk.DefaultMaxLineLength), which its reader enforces by ending the whole
-// connection. A stdio server's messages pass through a frameReader instead, which replaces
-// one over the limit, unread, by an error answer to its request: only that call fails.
+// MaxFrameBytes is the largest message a server may send: one line of JSON from a stdio server,
+// one JSON body or SSE event from a remote one. It is the MCP Go SDK's limit of a stdio line
+// (sdk.DefaultMaxLineLength), which its reader enforces by ending the whole connection; the
+// SDK's streamable HTTP client has none. A stdio server's messages pass through a frameReader
+// instead, a remote server's answers through a limitTransport, which replace one over the
+// limit, unread, by an error answer to its request: only that call fails.
 const MaxFrameBytes = sdk.DefaultMaxLineLength
 
 // frameTooLargeCode is the JSON-RPC error code (one of those the specification leaves to
@@ -90,10 +92,17 @@ func (f *frameReader) tooLarge(chunk []byte, err error) ([]byte, error) {
 	if id.value() == nil {
 		return nil, err
 	}
-	msg := fmt.Sprintf("the answer is a message of %d bytes or more, over the limit of a "+
-		"stdio MCP message (%d bytes); the call failed, and the session goes on", size, f.limit)
-	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`+"\n",
-		id.value(), frameTooLargeCode, msg), err
+	return append(tooLargeAnswer(id.value(), size, f.limit, "a stdio MCP message"), '\n'), err
+}
+
+// tooLargeAnswer returns the JSON-RPC error answer to the request whose id is id that replaces
+// its answer, a message of size bytes or more over limit, the limit of what ("a stdio MCP
+// message").
+func tooLargeAnswer(id []byte, size, limit int, what string) []byte {
+	msg := fmt.Sprintf("the answer is a message of %d bytes or more, over the limit of %s "+
+		"(%d bytes); the call failed, and the session goes on", size, what, limit)
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`,
+		id, frameTooLargeCode, msg)
 }
 
 // isFrameTooLarge reports whether err is the error answer a frameReader put in place of a

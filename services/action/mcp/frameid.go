@@ -3,26 +3,33 @@ package mcp
 // maxIDBytes is the longest JSON-RPC id an idScanner captures; the client's ids are numbers.
 const maxIDBytes = 64
 
-// idScanner finds the top-level "id" of a JSON object fed to it in pieces, holding nothing but
-// the id: the message it scans may be of any size.
+// maxKeyBytes is how much of a top-level key an idScanner captures: enough to tell "method"
+// from a longer key.
+const maxKeyBytes = len("method") + 1
+
+// idScanner finds the top-level "id" of a JSON object fed to it in pieces, and whether the
+// object is a request (it has a "method") or an answer (a "result" or an "error"), holding
+// nothing but the id: the message it scans may be of any size.
 type idScanner struct {
-	depth    int
-	inString bool
-	escaped  bool
-	wantKey  bool   // at depth 1, the next string is a key
-	inKey    bool   // the string being read is a key at depth 1
-	key      []byte // the key being read (its first bytes)
-	isID     bool   // the last key read was "id"
-	inID     bool   // reading the id's value
-	id       []byte
-	done     bool // the id was read
-	tooLong  bool // the id was longer than maxIDBytes
+	depth     int
+	inString  bool
+	escaped   bool
+	wantKey   bool   // at depth 1, the next string is a key
+	inKey     bool   // the string being read is a key at depth 1
+	key       []byte // the key being read (its first bytes)
+	isID      bool   // the last key read was "id"
+	inID      bool   // reading the id's value
+	id        []byte
+	done      bool // the id was read
+	tooLong   bool // the id was longer than maxIDBytes
+	request   bool // a top-level "method" was read
+	kindKnown bool // a top-level "method", "result" or "error" was read
 }
 
 // feed scans the next bytes of the message.
 func (s *idScanner) feed(p []byte) {
 	for _, c := range p {
-		if s.done || s.tooLong {
+		if s.done && s.kindKnown || s.tooLong {
 			return // the rest cannot change the answer
 		}
 		if s.inID && !s.done {
@@ -51,11 +58,11 @@ func (s *idScanner) step(c byte) {
 		case c == '"':
 			s.inString = false
 			if s.inKey {
-				s.inKey, s.isID = false, string(s.key) == "id"
+				s.endKey()
 			}
 			return
 		}
-		if s.inKey && len(s.key) < 3 {
+		if s.inKey && len(s.key) < maxKeyBytes {
 			s.key = append(s.key, c)
 		}
 		return
@@ -78,6 +85,26 @@ func (s *idScanner) step(c byte) {
 			s.inID, s.isID = true, false
 		}
 	}
+}
+
+// endKey notes what the top-level key just read says.
+func (s *idScanner) endKey() {
+	s.inKey = false
+	s.isID = string(s.key) == "id"
+	switch string(s.key) {
+	case "method":
+		s.request, s.kindKnown = true, true
+	case "result", "error":
+		s.kindKnown = true
+	}
+}
+
+// answerID returns the id of an answer (a message with no "method"), as value does, or nil.
+func (s *idScanner) answerID() []byte {
+	if s.request {
+		return nil
+	}
+	return s.value()
 }
 
 // value returns the id's JSON, or nil when the message has none (or one too long to be the

@@ -34,14 +34,14 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // newHTTPClient returns the client of the remote server at endpoint, on its own connection
 // pool so that closing the server closes its connections, which sends headers to the
-// endpoint's origin.
+// endpoint's origin and bounds the server's messages at MaxFrameBytes (limitTransport).
 func newHTTPClient(endpoint string, headers map[string]string) (*http.Client, *http.Transport) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t := &headerTransport{base: base, headers: headers}
 	if u, err := url.Parse(endpoint); err == nil {
 		t.origin = url.URL{Scheme: u.Scheme, Host: u.Host}
 	}
-	return &http.Client{Transport: t}, base
+	return &http.Client{Transport: &limitTransport{base: t, limit: MaxFrameBytes}}, base
 }
 
 // urlRedactor returns the function that replaces a remote server's endpoint, in every form an

@@ -83,7 +83,10 @@ func newServer(spec Server, opts Options, changed func()) *server {
 	if spec.URL != "" {
 		var client *http.Client
 		client, s.pool = newHTTPClient(spec.URL, spec.Headers)
-		s.remote = &sdk.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client}
+		// The SDK's own limit of an event stays, above the client's (limitTransport), for what
+		// that does not check (an event it hands on is never over its limit).
+		s.remote = &sdk.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: client,
+			MaxEventSize: 2 * MaxFrameBytes}
 		s.redactURL = urlRedactor(spec.URL)
 	}
 	return s

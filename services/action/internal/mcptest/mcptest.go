@@ -236,7 +236,15 @@ func Limit(t testing.TB, pid int, name string) (soft, hard string) {
 // connections (so that a client sees the server go away at once); stop runs at the test's end
 // too, and more than once does nothing more.
 func ServeHTTP(t testing.TB, srv *sdk.Server) (url string, stop func()) {
-	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	return ServeHTTPWith(t, srv, nil)
+}
+
+// ServeHTTPWith is ServeHTTP with the handler's options (JSONResponse: answers as JSON bodies,
+// not SSE streams).
+func ServeHTTPWith(t testing.TB, srv *sdk.Server, opts *sdk.StreamableHTTPOptions) (url string,
+	stop func()) {
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, opts)
+	hs := httptest.NewServer(handler)
 	stop = sync.OnceFunc(func() {
 		for ss := range srv.Sessions() {
 			_ = ss.Close()
