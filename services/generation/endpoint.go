@@ -13,6 +13,7 @@ import (
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/retryafter"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
@@ -231,7 +232,7 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 // jitter, capped at max.
 func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
 	if resp != nil {
-		if d, ok := retryAfter(resp.Header, time.Now()); ok {
+		if d, ok := retryafter.Parse(resp.Header, time.Now()); ok {
 			return min(d, maxWait)
 		}
 	}

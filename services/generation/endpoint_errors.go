@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/retryafter"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
@@ -45,7 +45,7 @@ func (e *endpoint) statusError(resp *http.Response) error {
 	class, what := classify(status, pm)
 	var wait time.Duration
 	if class == typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED || class == typev1.ErrorClass_ERROR_CLASS_SERVER {
-		wait, _ = retryAfter(resp.Header, time.Now())
+		wait, _ = retryafter.Parse(resp.Header, time.Now())
 	}
 	detail := pm.message
 	if detail == "" {
@@ -147,41 +147,6 @@ func parseErrorBody(body []byte) providerMessage {
 		return providerMessage{message: text}
 	}
 	return providerMessage{message: envelope.Message}
-}
-
-// maxRetryAfter is the longest retry delay the stage takes from a provider: a longer one (or
-// one too long for a time.Duration) is taken as this, so that it never overflows into a
-// negative wait that reads as none.
-const maxRetryAfter = 24 * time.Hour
-
-// retryAfter reads the retry delay a response advertises: retry-after-ms (milliseconds),
-// else Retry-After in seconds or as an HTTP date; at most maxRetryAfter.
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return capRetryAfter(ms * float64(time.Millisecond)), true
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && !math.IsInf(secs, 0) {
-		return capRetryAfter(secs * float64(time.Second)), true
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		return min(max(at.Sub(now), 0), maxRetryAfter), true
-	}
-	return 0, false
-}
-
-// capRetryAfter converts nanoseconds to a duration of at most maxRetryAfter, comparing before
-// converting: a float beyond int64 converts to an undefined (on amd64 negative) value.
-func capRetryAfter(ns float64) time.Duration {
-	if ns >= float64(maxRetryAfter) {
-		return maxRetryAfter
-	}
-	return time.Duration(ns)
 }
 
 // transportError classifies a failure to get an answer: a deadline is TIMEOUT, anything else

@@ -190,6 +190,34 @@ func TestFailures(t *testing.T) {
 		}
 	})
 
+	// The generation stage's providers send these too: they were taken as no wait at all.
+	t.Run("retry-after-ms, and Retry-After in fractional seconds", func(t *testing.T) {
+		for _, tc := range []struct {
+			header map[string]string
+			want   time.Duration
+		}{
+			{map[string]string{"Retry-After": "1.5"}, 1500 * time.Millisecond},
+			{map[string]string{"retry-after-ms": "250"}, 250 * time.Millisecond},
+			{map[string]string{"retry-after-ms": "250", "Retry-After": "7"}, 250 * time.Millisecond},
+			{map[string]string{"retry-after-ms": "1e300"}, rest.MaxRetryAfter},
+			{map[string]string{"Retry-After": "1e12"}, rest.MaxRetryAfter},
+		} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				for k, v := range tc.header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			tool := newTool(t, rest.Spec{URL: srv.URL}, srv.Client())
+			_, err := tool.Call(t.Context(), nil, rest.Principals{})
+			srv.Close()
+			var se *rest.StatusError
+			if !errors.As(err, &se) || se.RetryAfter != tc.want {
+				t.Errorf("%v: %v, want a StatusError asking to wait %v", tc.header, err, tc.want)
+			}
+		}
+	})
+
 	t.Run("connection refused is transient, sent nothing and hides the URL", func(t *testing.T) {
 		addr := grpctest.FreeAddr(t) // nothing listens on it
 		client := &http.Client{Transport: &http.Transport{}}

@@ -11,10 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/retryafter"
 	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/agentmesh/agentmesh/services/action/internal/origin"
 )
@@ -295,7 +295,9 @@ func (t *Tool) Call(ctx context.Context, args map[string]any, who Principals) (s
 		return "", fmt.Errorf("reading the response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return "", &StatusError{Code: resp.StatusCode, Status: resp.Status, Body: excerpt(body), RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+		wait, _ := retryafter.Parse(resp.Header, time.Now())
+		return "", &StatusError{Code: resp.StatusCode, Status: resp.Status, Body: excerpt(body),
+			RetryAfter: wait}
 	}
 	if len(body) > MaxResponseBytes {
 		return "", fmt.Errorf("response body is larger than %d bytes", MaxResponseBytes)
@@ -391,30 +393,15 @@ type StatusError struct {
 	// Body is the start of the response body.
 	Body string
 	// RetryAfter is how long the server asked to wait before the request is sent again (its
-	// Retry-After header, in seconds or as a date), at most MaxRetryAfter; 0 when it did not
-	// say.
+	// retry-after-ms header, else its Retry-After, in seconds, fractions accepted, or as a
+	// date: retryafter.Parse, as the generation stage reads its providers'), at most
+	// MaxRetryAfter; 0 when it did not say.
 	RetryAfter time.Duration
 }
 
-// MaxRetryAfter is the longest wait a StatusError's RetryAfter says: a Retry-After asking for
-// longer (however many digits its seconds have) is taken as this.
-const MaxRetryAfter = 24 * time.Hour
-
-// retryAfter reads a Retry-After header (RFC 9110 §10.2.3), delay-seconds or an HTTP date,
-// at now, at most MaxRetryAfter; 0 when it is missing, malformed or past.
-func retryAfter(header string, now time.Time) time.Duration {
-	if header == "" {
-		return 0
-	}
-	// Seconds past 64 bits are out of range, not malformed: ParseUint then gives its maximum.
-	if s, err := strconv.ParseUint(header, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		return time.Duration(min(s, uint64(MaxRetryAfter/time.Second))) * time.Second
-	}
-	if at, err := http.ParseTime(header); err == nil && at.After(now) {
-		return min(at.Sub(now), MaxRetryAfter)
-	}
-	return 0
-}
+// MaxRetryAfter is the longest wait a StatusError's RetryAfter says: a longer one (however many
+// digits its seconds have) is taken as this.
+const MaxRetryAfter = retryafter.Max
 
 // Error says the status and quotes the body's start.
 func (e *StatusError) Error() string {
