@@ -102,18 +102,26 @@ func stageCredentials() (credentials.TransportCredentials, error) {
 
 // handshakeError is the error of a call that failed UNAVAILABLE in the TLS handshake of its
 // connection to the orchestrator at addr, on what the CLI's credentials hold (the status's
-// message msg says why: a certificate that does not verify, a TLS alert of the server); nil
-// for any other failure. Such a failure is the CLI's configuration, exit 4, where it read as
-// an orchestrator that does not run (exit 3): AGENTMESH_CA that did not sign the
-// orchestrator's certificate, or a client certificate the orchestrator refused.
+// message msg says why: handshakeFailed); nil for any other failure. Such a failure is the
+// CLI's configuration, exit 4, where it read as an orchestrator that does not run (exit 3):
+// AGENTMESH_CA that did not sign the orchestrator's certificate, or a client certificate the
+// orchestrator refused.
 func handshakeError(addr, msg string) error {
-	verifying := strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:")
-	if !strings.Contains(msg, "authentication handshake failed") || !verifying {
-		return nil // a connection cut in the handshake (EOF, a reset) is the network's
+	if !handshakeFailed(msg) {
+		return nil
 	}
 	const check = "check %s, the CA of the orchestrator's certificate, and %s and %s, " +
 		"a client certificate of its auth.client_ca"
 	err := fmt.Errorf("the TLS handshake with the orchestrator at %s failed: %s ("+check+")",
 		addr, msg, envCA, envCert, envKey)
 	return exitcode.Wrap(exitcode.Invalid, err)
+}
+
+// handshakeFailed reports whether msg, the message of a call that failed UNAVAILABLE, says
+// the TLS handshake of its connection failed on the credentials: a certificate that does not
+// verify, a TLS alert of the server. A connection cut in the handshake (EOF, a reset) is the
+// network's.
+func handshakeFailed(msg string) bool {
+	verifying := strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:")
+	return strings.Contains(msg, "authentication handshake failed") && verifying
 }

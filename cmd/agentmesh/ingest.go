@@ -25,7 +25,8 @@ import (
 // ingestCommand stores a folder of Markdown and text files in a user's memory collection
 // (memory.IngestDir over gRPC, acting for the user; over mutual TLS between services with
 // TLS_CA, TLS_CERT and TLS_KEY) and prints what it did. A missing or unreadable directory or
-// file is exit code 4, an unreachable memory service 3, MEMORY_FULL and other failures 1.
+// file is exit code 4, and so is a TLS handshake that fails on TLS_CA, TLS_CERT or TLS_KEY; an
+// unreachable memory service is 3, MEMORY_FULL and other failures 1.
 func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	addr := fs.String("addr", "", "memory service address (default $AGENTMESH_MEMORY_ADDR, else the configured services.memory)")
@@ -106,6 +107,11 @@ func reportSummary(r memory.IngestReport) string {
 func ingestError(addr string, err error) error {
 	msg := describe(err)
 	switch se := stageerr.FromError(err); {
+	case status.Code(err) == codes.Unavailable && handshakeFailed(msg):
+		// The mesh runs, and refused the CLI's credentials (stageCredentials), or they it.
+		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("the TLS handshake with the memory "+
+			"service at %s failed: %s (check TLS_CA, the mesh CA, and TLS_CERT and TLS_KEY, "+
+			"the certificate of one of its services)", addr, msg))
 	case status.Code(err) == codes.Unavailable:
 		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("cannot reach the memory service at %s (is `agentmesh dev` running? set --addr or AGENTMESH_MEMORY_ADDR): %s", addr, msg))
 	case se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL:

@@ -15,8 +15,52 @@ import (
 // without them it cannot reach the stage, and TLS_CA alone is an invalid configuration.
 func TestIngestOverMutualTLS(t *testing.T) {
 	isolate(t)
-	dir := t.TempDir()
-	ca, err := certs.NewCA("mesh CA")
+	cfg := config.Default()
+	cfg.TLS = writeServiceCerts(t, t.TempDir(), "mesh CA")
+	m := startMesh(t, cfg)
+	docsDir := writeFiles(t, docs)
+	ingest := []string{"ingest", "--addr", m.Addr(mesh.Memory), "--user", "alice", docsDir}
+
+	t.Setenv("TLS_CA", "")
+	t.Setenv("TLS_CERT", "")
+	t.Setenv("TLS_KEY", "")
+	runCLI(t, 3, ingest...)
+	t.Setenv("TLS_CA", cfg.TLS.CA)
+	if _, errOut := runCLI(t, 4, ingest...); !strings.Contains(errOut, "TLS_CERT") {
+		t.Errorf("ingest with TLS_CA alone: %s", errOut)
+	}
+	t.Setenv("TLS_CERT", cfg.TLS.Cert)
+	t.Setenv("TLS_KEY", cfg.TLS.Key)
+	if out, _ := runCLI(t, 0, ingest...); !strings.Contains(out, "2 file(s)") {
+		t.Errorf("ingest over mutual TLS: %s", out)
+	}
+}
+
+// TestIngestWithAnotherCAExits4: `agentmesh ingest` whose TLS_CA did not sign the memory
+// stage's certificate fails its TLS handshake, which gRPC reports UNAVAILABLE: it exited 3 and
+// asked whether `agentmesh dev` was running, while it was, and the fault was TLS_CA.
+func TestIngestWithAnotherCAExits4(t *testing.T) {
+	isolate(t)
+	meshDir, otherDir := t.TempDir(), t.TempDir()
+	cfg := config.Default()
+	cfg.TLS = writeServiceCerts(t, meshDir, "mesh CA")
+	m := startMesh(t, cfg)
+	other := writeServiceCerts(t, otherDir, "another CA")
+	t.Setenv("TLS_CA", other.CA)
+	t.Setenv("TLS_CERT", other.Cert)
+	t.Setenv("TLS_KEY", other.Key)
+	_, errOut := runCLI(t, 4, "ingest", "--addr", m.Addr(mesh.Memory), "--user", "alice",
+		writeFiles(t, docs))
+	if !strings.Contains(errOut, "TLS_CA") || strings.Contains(errOut, "is `agentmesh dev` running") {
+		t.Errorf("the error does not name TLS_CA:\n%s", errOut)
+	}
+}
+
+// writeServiceCerts writes into dir a new CA named name and the orchestrator's certificate it
+// signs, and returns them as a service's TLS settings.
+func writeServiceCerts(t *testing.T, dir, name string) config.TLS {
+	t.Helper()
+	ca, err := certs.NewCA(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,23 +72,5 @@ func TestIngestOverMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
-	cfg.TLS = config.TLS{CA: caFile, Cert: own.Cert, Key: own.Key}
-	m := startMesh(t, cfg)
-	docsDir := writeFiles(t, docs)
-	ingest := []string{"ingest", "--addr", m.Addr(mesh.Memory), "--user", "alice", docsDir}
-
-	t.Setenv("TLS_CA", "")
-	t.Setenv("TLS_CERT", "")
-	t.Setenv("TLS_KEY", "")
-	runCLI(t, 3, ingest...)
-	t.Setenv("TLS_CA", caFile)
-	if _, errOut := runCLI(t, 4, ingest...); !strings.Contains(errOut, "TLS_CERT") {
-		t.Errorf("ingest with TLS_CA alone: %s", errOut)
-	}
-	t.Setenv("TLS_CERT", own.Cert)
-	t.Setenv("TLS_KEY", own.Key)
-	if out, _ := runCLI(t, 0, ingest...); !strings.Contains(out, "2 file(s)") {
-		t.Errorf("ingest over mutual TLS: %s", out)
-	}
+	return config.TLS{CA: caFile, Cert: own.Cert, Key: own.Key}
 }
