@@ -167,6 +167,9 @@ type nopCloser struct{ io.Reader }
 // Close does nothing.
 func (nopCloser) Close() error { return nil }
 
+// killWait is how long a stdio server's Close waits for it to exit after SIGKILL.
+const killWait = 5 * time.Second
+
 // childInput is a stdio server's stdin, whose Close stops the server as the MCP specification
 // says a client does (and sdk.CommandTransport did): it closes stdin, waits for the server to
 // exit, and after the grace sends SIGTERM, and after another SIGKILL.
@@ -183,8 +186,8 @@ func (c *childInput) Close() error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- c.cmd.Wait() }()
-	wait := func() (error, bool) {
-		timer := time.NewTimer(c.grace)
+	wait := func(d time.Duration) (error, bool) {
+		timer := time.NewTimer(d)
 		defer timer.Stop()
 		select {
 		case err := <-exited:
@@ -193,18 +196,20 @@ func (c *childInput) Close() error {
 			return nil, false
 		}
 	}
-	if err, ok := wait(); ok {
+	if err, ok := wait(c.grace); ok {
 		return err
 	}
 	if c.cmd.Process.Signal(syscall.SIGTERM) == nil {
-		if err, ok := wait(); ok {
+		if err, ok := wait(c.grace); ok {
 			return err
 		}
 	}
 	if err := c.cmd.Process.Kill(); err != nil {
 		return err
 	}
-	if err, ok := wait(); ok {
+	// SIGKILL cannot be refused, but a busy machine may reap the server later than the grace
+	// (200 ms in tests) allows.
+	if err, ok := wait(killWait); ok {
 		return err
 	}
 	return errors.New("the server did not exit after SIGKILL")

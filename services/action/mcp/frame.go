@@ -89,10 +89,12 @@ func (f *frameReader) tooLarge(chunk []byte, err error) ([]byte, error) {
 		id.feed(chunk)
 		size += len(chunk)
 	}
-	if id.value() == nil {
+	// A request of the server's carries an id of the server's numbering, not a call's.
+	answers := id.answerID()
+	if answers == nil {
 		return nil, err
 	}
-	return append(tooLargeAnswer(id.value(), size, f.limit, "a stdio MCP message"), '\n'), err
+	return append(tooLargeAnswer(answers, size, f.limit, "a stdio MCP message"), '\n'), err
 }
 
 // tooLargeAnswer returns the JSON-RPC error answer to the request whose id is id that replaces
