@@ -83,10 +83,11 @@ func ServeMetrics(service string, l MetricsListener) (*Metrics, error) {
 	mux := http.NewServeMux()
 	mux.Handle(MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m := &Metrics{
-		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res), sdkmetric.WithView(noPeer)),
-		lis:      lis,
-		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		served:   make(chan struct{}),
+		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res),
+			sdkmetric.WithView(views)),
+		lis:    lis,
+		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		served: make(chan struct{}),
 	}
 	noSystemdSocket := false
 	flags := &web.FlagConfig{WebListenAddresses: &[]string{lis.Addr().String()}, WebSystemdSocket: &noSystemdSocket, WebConfigFile: &l.WebConfig}
