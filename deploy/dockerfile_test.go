@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // imageStage is a stage of the Dockerfile: its base image and its instructions.
@@ -105,5 +106,39 @@ func TestActionImageReapsOrphans(t *testing.T) {
 	}
 	if want := `["/usr/bin/tini", "--", "/usr/local/bin/service"]`; entrypoint != want {
 		t.Errorf("stage action's ENTRYPOINT is %s, want %s: the binary as PID 1 leaves orphaned MCP server processes zombies", entrypoint, want)
+	}
+}
+
+// nodeEndOfLife is when each Node.js LTS line stops getting security fixes
+// (https://nodejs.org/en/about/previous-releases).
+var nodeEndOfLife = map[string]time.Time{
+	"18": time.Date(2025, time.April, 30, 0, 0, 0, 0, time.UTC),
+	"20": time.Date(2026, time.April, 30, 0, 0, 0, 0, time.UTC),
+	"22": time.Date(2027, time.April, 30, 0, 0, 0, 0, time.UTC),
+	"24": time.Date(2028, time.April, 30, 0, 0, 0, 0, time.UTC),
+}
+
+// TestActionImageNodeIsSupported: the action image's Node runs the stdio MCP servers, code
+// from npm that the mesh's tool calls reach, so it must be an LTS line that still gets
+// security fixes. The test fails once the line's end of life passes, as it should: move the
+// image to the next LTS line.
+func TestActionImageNodeIsSupported(t *testing.T) {
+	s := readDockerfile(t)["action"]
+	if s == nil {
+		t.Fatal("deploy/Dockerfile has no stage action")
+	}
+	image, tag, _ := strings.Cut(s.base, ":")
+	if image != "node" {
+		t.Fatalf("stage action is FROM %s, want a node image", s.base)
+	}
+	major, _, _ := strings.Cut(tag, "-")
+	eol, ok := nodeEndOfLife[major]
+	switch {
+	case !ok:
+		t.Errorf("stage action is FROM %s: Node %q is no LTS line this test knows; add its end of life",
+			s.base, major)
+	case !time.Now().Before(eol):
+		t.Errorf("stage action is FROM %s: Node %s reached its end of life on %s and gets no "+
+			"security fixes", s.base, major, eol.Format(time.DateOnly))
 	}
 }
