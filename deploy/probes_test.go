@@ -1,14 +1,10 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,21 +38,6 @@ func TestLivesThroughANATSOutage(t *testing.T) {
 // NATS server, stops the server and starts it again, and checks its health and probes
 // throughout (TestLivesThroughANATSOutage).
 func checkLivesThroughANATSOutage(t *testing.T, r *rendered, name string) {
-	d := r.deployments[name]
-	if d == nil {
-		t.Fatalf("no Deployment %s", name)
-	}
-	pod := d.Spec.Template.Spec
-	c := pod.Containers[0]
-	root, _ := mountConfig(t, r, d.Name, pod, c)
-
-	work := t.TempDir()
-	bin := filepath.Join(work, name)
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/"+name)
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	port := grpctest.FreePort(t) // below the ephemeral range: nothing takes it while NATS is down
 	store := t.TempDir()
 	nats, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: store, Port: port})
@@ -64,42 +45,13 @@ func checkLivesThroughANATSOutage(t *testing.T, r *rendered, name string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nats.Shutdown)
-
-	// The container's environment, but with loopback addresses of the test's, the mounted
-	// configuration under root and no span exporter (there is no Jaeger here).
-	addr := grpctest.FreeAddr(t)
-	env := []string{"HOME=" + work, "OTEL_SDK_DISABLED=true"}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom != nil, strings.HasPrefix(e.Name, "OTEL_"), e.Name == "METRICS_ADDR":
-		case e.Name == "LISTEN_ADDR":
-			env = append(env, "LISTEN_ADDR="+addr)
-		case e.Name == "NATS_URL":
-			env = append(env, "NATS_URL="+nats.ClientURL())
-		case e.Name == "AGENTMESH_CONFIG":
-			env = append(env, "AGENTMESH_CONFIG="+filepath.Join(root, e.Value))
-		default:
-			env = append(env, e.Name+"="+e.Value)
-		}
-	}
-	cmd := exec.Command(bin)
-	cmd.Dir, cmd.Env = work, env
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s logs:\n%s", name, logs.String())
-		}
-	})
+	svc := startService(t, r, name, nats.ClientURL(), "")
+	c, addr, health := svc.container, svc.addr, svc.health
 
 	probes := map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe}
-	health := grpctest.HealthClient(t, addr)
-	ask := func(kind string) error { return runProbe(t.Context(), probes[kind], c, addr, health, bin, env) }
+	ask := func(kind string) error {
+		return runProbe(t.Context(), probes[kind], c, addr, health, svc.bin, svc.env)
+	}
 	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 	for kind := range probes {
 		if err := ask(kind); err != nil {

@@ -86,6 +86,11 @@ func New(limits map[string]int, mp metric.MeterProvider) (*Set, error) {
 	if _, ok := s.queues[Default]; !ok {
 		s.queues[Default] = newQueue(Default, DefaultConcurrency)
 	}
+	// Each queue's depth is served from the start, at 0: the action stage's autoscaler
+	// scales on it, and a pod without the series has no value for the custom metrics API.
+	for _, q := range s.queues {
+		depth.Add(context.Background(), 0, q.attrs)
+	}
 	return s, nil
 }
 
