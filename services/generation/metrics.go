@@ -30,10 +30,13 @@ const (
 // meterName is the instrumentation scope of the service's metrics.
 const meterName = tracerName
 
-// Bucket boundaries the semantic conventions advise for the GenAI client histograms.
+// Bucket boundaries of the GenAI client histograms: those the semantic conventions advise,
+// the durations' doubled twice more, past the default step timeout (120 s) an answer may
+// take, where the advice ends at 81.92 s.
 var (
 	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
-	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+		163.84, 327.68}
 )
 
 // instruments are the service's metric instruments. Their attributes are the operation, the
