@@ -255,12 +255,15 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 					ev.GetRunId(), ev.GetRunId(), c.GetId())
 				continue
 			}
-			fmt.Fprintf(stdout, "run %s is waiting for approval of call %s (%s): agentmesh approve %s %s\n",
+			// The call's id and name are the model's: shown, never obeyed by the terminal.
+			hint := fmt.Sprintf("run %s is waiting for approval of call %s (%s): agentmesh approve %s %s",
 				ev.GetRunId(), c.GetId(), c.GetName(), ev.GetRunId(), c.GetId())
+			fmt.Fprintln(stdout, printable(hint))
 		}
 		if q != nil { // the question named, so that a late answer never answers a later one
-			fmt.Fprintf(stdout, "run %s asks: %s\nanswer with: agentmesh answer --question %s %s YOUR ANSWER\n",
+			ask := fmt.Sprintf("run %s asks: %s\nanswer with: agentmesh answer --question %s %s YOUR ANSWER",
 				ev.GetRunId(), q.GetQuestion().GetQuestion(), q.GetQuestion().GetId(), ev.GetRunId())
+			fmt.Fprintln(stdout, printable(ask))
 		}
 		return nil
 	}
@@ -429,7 +432,7 @@ func printResult(result *typev1.RunResult, asJSON bool, stdout io.Writer) error 
 			return err
 		}
 	} else if c := result.GetFinalReport().GetContent(); c != "" {
-		fmt.Fprintln(stdout, c)
+		fmt.Fprintln(stdout, printable(c)) // --json gives the answer as it is
 	}
 	return endedExit(result)
 }

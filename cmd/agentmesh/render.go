@@ -67,7 +67,7 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 			fmt.Fprintf(p.w, "  %s: ", label)
 			p.streaming, p.turn, p.attempt = true, d.GetTurn(), d.GetAttempt()
 		}
-		fmt.Fprint(p.w, d.GetContent())
+		fmt.Fprint(p.w, printable(d.GetContent()))
 	case *eventv1.RunEvent_LlmResponse:
 		r := k.LlmResponse
 		if why := unanswered(r); why != "" {
@@ -133,9 +133,11 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 	}
 }
 
+// line writes one line of progress; what it shows of the run is never written as terminal
+// controls (printable).
 func (p *progress) line(format string, args ...any) {
 	p.endLine()
-	fmt.Fprintf(p.w, format+"\n", args...)
+	fmt.Fprintln(p.w, printable(fmt.Sprintf(format, args...)))
 }
 
 // endLine ends the open llm_delta line, if any.

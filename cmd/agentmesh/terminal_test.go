@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
+)
+
+// TestRunWritesNoControlSequencesToTheTerminal: what a model or a tool says reaches the
+// terminal as text, never as a control sequence. The model's answer (streamed on stderr,
+// printed on stdout) and the name of a tool it called carried ANSI escapes (clearing the screen,
+// setting the window's title, a carriage return that overwrites the line shown) written raw,
+// so any model output or tool result could rewrite what the user saw on their terminal.
+func TestRunWritesNoControlSequencesToTheTerminal(t *testing.T) {
+	isolate(t)
+	const evil = "\x1b]0;pwned\x07\x1b[2J\u009b31m"
+	llm := llmtest.New(t, llmtest.Scenario{Name: "escapes", Match: "say it", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: "nope" + evil, Arguments: `{}`}}},
+		{Content: "All " + evil + "done\rREWRITTEN\nsecond line\ttabbed"},
+	}}, llmtest.Scenario{Name: "paused", Match: "pause it", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{ID: "call" + evil, Name: "calculator", Arguments: `{"expression":"1+1"}`}}},
+	}})
+	cfg := scriptedConfig(llm)
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	addr := startMesh(t, cfg).Addr("orchestrator")
+	out, errOut := runCLI(t, 0, "run", "--addr", addr, "say it")
+	for name, text := range map[string]string{"stdout": out, "stderr": errOut} {
+		if i := strings.IndexFunc(text, isTerminalControl); i >= 0 {
+			t.Errorf("%s writes a control character at byte %d to the terminal:\n%q", name, i, text)
+		}
+	}
+	// What was there is still shown, visibly.
+	if want := "All ^[]0;pwned^G^[[2J\\u009b31mdone^MREWRITTEN\nsecond line\ttabbed\n"; out != want {
+		t.Errorf("answer %q, want %q", out, want)
+	}
+	if !strings.Contains(errOut, "(nope^[]0;pwned") {
+		t.Errorf("progress does not show the refused tool's name visibly:\n%s", errOut)
+	}
+	// The hint of a pause names the model's call id.
+	out, errOut = runCLI(t, 0, "run", "--addr", addr, "pause it")
+	for name, text := range map[string]string{"stdout": out, "stderr": errOut} {
+		if i := strings.IndexFunc(text, isTerminalControl); i >= 0 {
+			t.Errorf("paused: %s writes a control character at byte %d to the terminal:\n%q", name, i, text)
+		}
+	}
+	if !strings.Contains(out, "approval of call call^[]0;pwned") {
+		t.Errorf("the hint does not show the call's id visibly:\n%s", out)
+	}
+}
+
+// isTerminalControl reports whether r would control a terminal rather than show as text: a C0
+// control other than a line feed or a tab, DEL, or a C1 control.
+func isTerminalControl(r rune) bool {
+	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f)
+}
