@@ -672,6 +672,12 @@ func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) err
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		res, err := client.GetRun(ctx, &agentv1.GetRunRequest{RunId: fs.Arg(0)})
+		if status.Code(err) == codes.FailedPrecondition {
+			// No result yet, so nothing to verify: not a broken transcript (exit 1).
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf(
+				"run %s is still running: its transcript can be verified once it ends or pauses; "+
+					"follow it with: agentmesh watch %s", fs.Arg(0), fs.Arg(0)))
+		}
 		if err != nil {
 			return rpcError(*addr, err)
 		}

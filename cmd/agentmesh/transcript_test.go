@@ -13,6 +13,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -151,5 +152,47 @@ func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
 			save(t, original)
 			verify(t, 0)
 		})
+	}
+}
+
+// TestTranscriptVerifyOfARunStillRunning: a run that has not ended has no result to verify
+// yet. `transcript verify` of it exited 1, the exit of a transcript found broken, with the
+// API's "follow it with WatchRun", which names no command: a script auditing its runs took a
+// run still going for a tampered one. It now exits 4, as for a run it cannot verify, says
+// that the run is still running and how to follow it (agentmesh watch), and verifies the run
+// once it ended.
+func TestTranscriptVerifyOfARunStillRunning(t *testing.T) {
+	isolate(t)
+	hold := make(chan struct{})
+	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time",
+		Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
+	addr := startMesh(t, scriptedConfig(llm)).Addr("orchestrator")
+	client := agentv1.NewAgentServiceClient(dialService(t, addr))
+	stream, err := client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "take your time", UserId: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := first.GetRunId()
+
+	_, errOut := runCLI(t, 4, "transcript", "verify", "--addr", addr, runID)
+	if !strings.Contains(errOut, "still running") || !strings.Contains(errOut, "agentmesh watch "+runID) {
+		t.Errorf("verify of a running run does not say it runs and how to follow it:\n%s", errOut)
+	}
+	close(hold)
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the run's stream ended before run_finished: %v", err)
+		}
+		if ev.GetRunFinished() != nil {
+			break
+		}
+	}
+	if out, _ := runCLI(t, 0, "transcript", "verify", "--addr", addr, runID); !strings.Contains(out, "chain intact") {
+		t.Errorf("verify of the ended run: %s", out)
 	}
 }
