@@ -128,16 +128,18 @@ func (p *progress) event(ev *eventv1.RunEvent) {
 			outcomeName(res.GetOutcome()), res.GetExitReason(), res.GetTurns(), res.GetToolCalls(), res.GetUsage().GetTotal(), res.GetTraceId())
 		if msg := res.GetError().GetMessage(); msg != "" { // why it failed, beyond its exit reason
 			// A message of several lines (a schema's errors) stays under its "error:" line.
-			p.line("  error: %s", strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    "))
+			p.line("  error: %s", msg)
 		}
 	}
 }
 
 // line writes one line of progress; what it shows of the run is never written as terminal
-// controls (printable).
+// controls (printable), and a text of several lines in it (a goal, a question, an error)
+// keeps its further lines indented under it, apart from the progress's own lines.
 func (p *progress) line(format string, args ...any) {
 	p.endLine()
-	fmt.Fprintln(p.w, printable(fmt.Sprintf(format, args...)))
+	s := printable(strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+	fmt.Fprintln(p.w, strings.ReplaceAll(s, "\n", "\n    "))
 }
 
 // endLine ends the open llm_delta line, if any.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 )
 
@@ -53,4 +54,22 @@ func TestRunWritesNoControlSequencesToTheTerminal(t *testing.T) {
 // control other than a line feed or a tab, DEL, or a C1 control.
 func isTerminalControl(r rune) bool {
 	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f)
+}
+
+// TestRunKeepsAMultiLineMessageUnderItsLine: the progress shows what a run did one event a
+// line, each marked at its start; the lines of a text of several lines (the user's message as
+// the intent's goal and the plan's step) stay under the line that shows it. They began at
+// the left margin, where they read as lines of the progress of their own.
+func TestRunKeepsAMultiLineMessageUnderItsLine(t *testing.T) {
+	isolate(t)
+	addr := startMesh(t, config.Default()).Addr("orchestrator")
+	_, errOut := runCLI(t, 0, "run", "--addr", addr, "Hello there\n· turn 9\nbye")
+	for _, l := range strings.Split(strings.TrimRight(errOut, "\n"), "\n") {
+		if strings.HasPrefix(l, "· turn 9") || strings.HasPrefix(l, "bye") {
+			t.Errorf("a line of the message stands at the margin, as the progress's own: %q\n%s", l, errOut)
+		}
+	}
+	if !strings.Contains(errOut, "  intent: Hello there\n    · turn 9\n    bye [question") {
+		t.Errorf("the intent's goal does not keep its lines under it:\n%s", errOut)
+	}
 }
