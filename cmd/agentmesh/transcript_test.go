@@ -140,6 +140,16 @@ func TestTranscriptVerifyCatchesEditedResults(t *testing.T) {
 		{"ending", func(r *typev1.RunResult) {
 			r.Transcript, r.FinalReport = r.GetTranscript()[:len(r.GetTranscript())-1], nil
 		}, "the result's outcome is OUTCOME_COMPLETED_WITH_TOOLS, but its transcript does not end in TERMINATE (entries were removed)"},
+		// Passed off as a pause, which has no TERMINATE: a pause names what it waits for, as
+		// its entry recorded it (it verified, with the answer and the ending cut off).
+		{"ending as a pause", func(r *typev1.RunResult) {
+			r.Transcript, r.FinalReport = r.GetTranscript()[:len(r.GetTranscript())-1], nil
+			r.Outcome = typev1.Outcome_OUTCOME_AWAITING_APPROVAL
+		}, "the result's outcome is OUTCOME_AWAITING_APPROVAL, but it has no pending action (entries were removed)"},
+		{"ending as a question", func(r *typev1.RunResult) {
+			r.Transcript, r.FinalReport = r.GetTranscript()[:len(r.GetTranscript())-1], nil
+			r.Outcome = typev1.Outcome_OUTCOME_AWAITING_INPUT
+		}, "the result's outcome is OUTCOME_AWAITING_INPUT, but it has no pending question (entries were removed)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,9 +51,9 @@ func ContractHash(c *typev1.ExecutionContract) string {
 //   - a finished run's transcript ends in TERMINATE, whose result hash is the final report's
 //     and whose action hash is Ending's (outcome, exit reason, error, usage, counts,
 //     decision and accounting);
-//   - a paused run's pending action (pending question) is the one its last AWAIT_APPROVAL
-//     (AWAIT_INPUT) entry recorded, and a result whose transcript does not end in TERMINATE
-//     is a paused one (OUTCOME_AWAITING_APPROVAL or OUTCOME_AWAITING_INPUT).
+//   - a paused run's pending action (pending question) is there and is the one its last
+//     AWAIT_APPROVAL (AWAIT_INPUT) entry recorded, and a result whose transcript does not end
+//     in TERMINATE is a paused one (OUTCOME_AWAITING_APPROVAL or OUTCOME_AWAITING_INPUT).
 //
 // When several things do not match, the error names the first entry they break. Entries of
 // hash version 0 carry no message seals and no ending: a transcript of only such entries
@@ -144,10 +144,21 @@ func checkEnding(res *typev1.RunResult, entries []*typev1.TranscriptEntry) []pro
 		if res.GetFinalReport() != nil {
 			return []problem{broken(last, "the result has a final report, but its transcript does not end in TERMINATE (entries were removed)")}
 		}
-		if o := res.GetOutcome(); o != typev1.Outcome_OUTCOME_AWAITING_APPROVAL && o != typev1.Outcome_OUTCOME_AWAITING_INPUT {
+		o := res.GetOutcome()
+		if o != typev1.Outcome_OUTCOME_AWAITING_APPROVAL && o != typev1.Outcome_OUTCOME_AWAITING_INPUT {
 			// Only a pause is a result without TERMINATE: a finished one that lacks it had its
 			// ending cut off, and with it all that vouched for its outcome and accounting.
 			return []problem{broken(last, "the result's outcome is %s, but its transcript does not end in TERMINATE (entries were removed)", o)}
+		}
+		// A pause waits for a decision or an answer, and names it: without it, a finished
+		// result cut before its TERMINATE entry passed for a pause.
+		switch {
+		case o == typev1.Outcome_OUTCOME_AWAITING_APPROVAL && res.GetPendingAction() == nil:
+			return []problem{broken(last,
+				"the result's outcome is %s, but it has no pending action (entries were removed)", o)}
+		case o == typev1.Outcome_OUTCOME_AWAITING_INPUT && res.GetPendingQuestion() == nil:
+			return []problem{broken(last,
+				"the result's outcome is %s, but it has no pending question (entries were removed)", o)}
 		}
 		var problems []problem
 		if a := res.GetPendingAction(); a != nil {

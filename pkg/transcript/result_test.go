@@ -171,9 +171,11 @@ func TestVerifyResultRefusesMergedSeals(t *testing.T) {
 	r.step(typev1.RunState_RUN_STATE_OBSERVE, "turn-1/OBSERVE/2", nil, nil) // seals 2 and 3 again
 	r.conv[2] = &typev1.Message{Role: typev1.Role_ROLE_ASSISTANT, Content: "<slots 1 and 2>, done"}
 	r.step(typev1.RunState_RUN_STATE_COMMIT, "turn-1/COMMIT", nil, nil) // seals 2 again
+	pending := &typev1.PendingAction{RunId: "run-1"}
+	r.step(typev1.RunState_RUN_STATE_AWAIT_APPROVAL, "turn-2/AWAIT_APPROVAL", pending, nil)
 	res := &typev1.RunResult{
 		RunId: "run-1", Outcome: typev1.Outcome_OUTCOME_AWAITING_APPROVAL, Contract: r.contract,
-		Conversation: r.conv, Transcript: r.chain.Entries(),
+		Conversation: r.conv, Transcript: r.chain.Entries(), PendingAction: pending,
 	}
 	prev := ""
 	for _, e := range res.Transcript { // as a release writing hash version 1 recorded them
