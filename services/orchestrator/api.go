@@ -591,8 +591,26 @@ var errPausedHere = errors.New("the run waits at this pause")
 // a pause: a StreamRun repeated with the idempotency key of a run that paused replays its
 // events up to the pause and ends there, where it streamed on until the pause was decided (a
 // client reading to the end, as the first call let it, waited up to approval_timeout_ms).
+//
+// A replica that begins to drain ends its watches UNAVAILABLE (errWatchMoved), for their
+// clients to watch on through another replica.
 func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent], toPause bool) error {
-	ctx := stream.Context()
+	ctx, stop := s.untilDrain(stream.Context())
+	defer stop()
+	sent := req.GetFromSeq()
+	err := s.watchEvents(ctx, req, stream, toPause, &sent)
+	if errors.Is(err, context.Canceled) && stream.Context().Err() == nil &&
+		errors.Is(context.Cause(ctx), errWatchDrained) {
+		return errWatchMoved(req.GetRunId(), sent)
+	}
+	return err
+}
+
+// watchEvents is watchRun in ctx, which ends when the replica drains; it advances *sent to
+// the seq of each event sent.
+func (s *Service) watchEvents(ctx context.Context, req *agentv1.WatchRunRequest,
+	stream grpc.ServerStreamingServer[eventv1.RunEvent], toPause bool, sent *uint64,
+) error {
 	if err := checkRunID(req.GetRunId()); err != nil {
 		return err
 	}
@@ -604,10 +622,14 @@ func (s *Service) watchRun(req *agentv1.WatchRunRequest, stream grpc.ServerStrea
 	if err := s.runExists(ctx, req.GetRunId()); err != nil {
 		return err
 	}
-	err := events.Watch(ctx, s.js, req.GetRunId(), req.GetFromSeq(), func(ctx context.Context, ev *eventv1.RunEvent) error {
-		if err := stream.Send(s.wholeResult(ctx, ev)); err != nil {
+	err := events.Watch(ctx, s.js, req.GetRunId(), *sent, func(ctx context.Context, ev *eventv1.RunEvent) error {
+		// The whole result of a run_finished is read for as long as the caller waits, also
+		// when the replica begins to drain meanwhile: the event is the watch's last.
+		whole := detached{Context: context.WithoutCancel(ctx), until: stream.Context()}
+		if err := stream.Send(s.wholeResult(whole, ev)); err != nil {
 			return err
 		}
+		*sent = ev.GetSeq()
 		if toPause && atPause(ev) {
 			if last, err := events.LastPosition(ctx, s.js, req.GetRunId()); err == nil && last.Seq == ev.GetSeq() {
 				return errPausedHere
