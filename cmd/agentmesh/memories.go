@@ -54,8 +54,8 @@ func memoriesCommand(ctx context.Context, args []string, stdout io.Writer) error
 }
 
 // listMemories prints every memory of the user, newest first, one a line: id, importance,
-// when it was stored, its text (line breaks and indentation as single spaces), and where a
-// learned fact came from.
+// when it was stored, its text (line breaks and indentation as single spaces, terminal controls
+// shown: printable), and where a learned fact came from.
 func listMemories(ctx context.Context, client agentv1.AgentServiceClient, addr, user string, stdout io.Writer) error {
 	req := &agentv1.ListMemoriesRequest{UserId: user}
 	n := 0
@@ -67,7 +67,7 @@ func listMemories(ctx context.Context, client agentv1.AgentServiceClient, addr, 
 		for _, m := range resp.GetMemories() {
 			n++
 			fmt.Fprintf(stdout, "%s  %.2f  %s  %s", m.GetId(), m.GetImportance(), m.GetCreatedAt().AsTime().Local().Format("2006-01-02 15:04"),
-				strings.Join(strings.Fields(m.GetContent()), " "))
+				printable(strings.Join(strings.Fields(m.GetContent()), " ")))
 			meta := m.GetMetadata().GetFields()
 			if run := meta["run_id"].GetStringValue(); run != "" {
 				fmt.Fprintf(stdout, "  (learned from run %s by the %s)", run, meta["learned_by"].GetStringValue())

@@ -95,3 +95,23 @@ func TestAnotherUsersMemoriesExit4(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoriesWritesNoControlSequences: a memory's text (a fact a model learned, a document
+// ingested) is shown as text: its ANSI escapes were written raw to the terminal, where they
+// could clear the screen or rewrite the lines listed before it.
+func TestMemoriesWritesNoControlSequences(t *testing.T) {
+	isolate(t)
+	m := startMesh(t, config.Default())
+	mem := memoryv1.NewMemoryServiceClient(dialService(t, m.Addr(mesh.Memory)))
+	if _, err := mem.Store(t.Context(), &memoryv1.StoreRequest{UserId: "cli", Content: &typev1.Message{
+		Role: typev1.Role_ROLE_USER, Content: "My colour is \x1b[2J\x1b]0;pwned\x07green\rred"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runCLI(t, 0, "memories", "--addr", m.Addr(mesh.Orchestrator))
+	if i := strings.IndexFunc(out, isTerminalControl); i >= 0 {
+		t.Errorf("memories writes a control character at byte %d to the terminal:\n%q", i, out)
+	}
+	if !strings.Contains(out, "My colour is ^[[2J^[]0;pwned^Ggreen red\n") {
+		t.Errorf("memories printed %q, want the memory's escapes shown visibly", out)
+	}
+}
