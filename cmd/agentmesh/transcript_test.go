@@ -13,6 +13,7 @@ import (
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -204,5 +205,30 @@ func TestTranscriptVerifyOfARunStillRunning(t *testing.T) {
 	}
 	if out, _ := runCLI(t, 0, "transcript", "verify", "--addr", addr, runID); !strings.Contains(out, "chain intact") {
 		t.Errorf("verify of the ended run: %s", out)
+	}
+}
+
+// TestTranscriptVerifyBindsAPausedResultToItsRun: a paused run's result has no TERMINATE entry,
+// whose hash covers a finished result's run_id; its pause entry seals the pending action, which
+// names the run. A paused result saved with `run --json` and given another run's id verified
+// as that run's transcript; it now fails, naming the pause entry.
+func TestTranscriptVerifyBindsAPausedResultToItsRun(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.Tools.RequireApproval = []string{"calculator"}
+	addr := startMesh(t, cfg).Addr("orchestrator")
+	out, _ := runCLI(t, 0, "run", "--addr", addr, "--json", "What is 6 times 7?")
+	paused := &typev1.RunResult{}
+	if err := protojson.Unmarshal([]byte(out), paused); err != nil {
+		t.Fatal(err)
+	}
+	if paused.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
+		t.Fatalf("outcome %s, want a pause", paused.GetOutcome())
+	}
+	runCLI(t, 0, "transcript", "verify", "--file", writeResult(t, paused))
+	paused.RunId = "another-run"
+	_, errOut := runCLI(t, 1, "transcript", "verify", "--file", writeResult(t, paused))
+	if !strings.Contains(errOut, "RUN_STATE_AWAIT_APPROVAL") || !strings.Contains(errOut, "run_id") {
+		t.Errorf("verify of a paused result given another run's id: %s", errOut)
 	}
 }

@@ -162,10 +162,12 @@ func checkEnding(res *typev1.RunResult, entries []*typev1.TranscriptEntry) []pro
 		}
 		var problems []problem
 		if a := res.GetPendingAction(); a != nil {
-			problems = append(problems, checkPending(a, "pending action", typev1.RunState_RUN_STATE_AWAIT_APPROVAL, entries)...)
+			problems = append(problems, checkPending(a, a.GetRunId(), res.GetRunId(), "pending action",
+				typev1.RunState_RUN_STATE_AWAIT_APPROVAL, entries)...)
 		}
 		if q := res.GetPendingQuestion(); q != nil {
-			problems = append(problems, checkPending(q, "pending question", typev1.RunState_RUN_STATE_AWAIT_INPUT, entries)...)
+			problems = append(problems, checkPending(q, q.GetRunId(), res.GetRunId(), "pending question",
+				typev1.RunState_RUN_STATE_AWAIT_INPUT, entries)...)
 		}
 		return problems
 	}
@@ -181,12 +183,20 @@ func checkEnding(res *typev1.RunResult, entries []*typev1.TranscriptEntry) []pro
 }
 
 // checkPending compares a paused result's pending action or question (what) with the action
-// of the last entry of the pause state that recorded one.
-func checkPending(pending proto.Message, what string, pause typev1.RunState, entries []*typev1.TranscriptEntry) []problem {
+// of the last entry of the pause state that recorded one, and the result's run_id (runID)
+// with the run the pending action names (runOf): a paused result has no TERMINATE entry to
+// cover its run_id, and its pause entry seals the run's id in what it waits for.
+func checkPending(pending proto.Message, runOf, runID, what string, pause typev1.RunState,
+	entries []*typev1.TranscriptEntry,
+) []problem {
 	for _, e := range slices.Backward(entries) {
 		if e.GetState() == pause && e.GetActionHash() != "" {
-			if MessageHash(pending) != e.GetActionHash() {
+			switch {
+			case MessageHash(pending) != e.GetActionHash():
 				return []problem{broken(e, "the %s does not match action_hash (it was altered)", what)}
+			case runOf != runID:
+				return []problem{broken(e, "the result's run_id %q is not the run of the %s this entry "+
+					"sealed, %q (the run_id was altered)", runID, what, runOf)}
 			}
 			return nil
 		}
