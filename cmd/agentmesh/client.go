@@ -493,8 +493,9 @@ func toolsCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		if t.GetRequiresApproval() {
 			approval = " [requires approval]"
 		}
-		// One line a tool: a description's line breaks and indentation become single spaces.
-		desc := strings.Join(strings.Fields(t.GetDescription()), " ")
+		// One line a tool: a description's line breaks and indentation become single spaces,
+		// and its terminal controls (an MCP server writes it) are shown as text.
+		desc := printable(strings.Join(strings.Fields(t.GetDescription()), " "))
 		fmt.Fprintf(stdout, "%-20s %s%s\n", t.GetName(), desc, approval)
 	}
 	return nil

@@ -33,3 +33,21 @@ func TestToolsListsOneToolALine(t *testing.T) {
 		t.Errorf("no line %q:\n%s", want, out)
 	}
 }
+
+// TestToolsWritesNoControlSequences: a tool's description, which an MCP server the mesh
+// connects to writes, is shown as text: its ANSI escapes were written raw to the terminal.
+func TestToolsWritesNoControlSequences(t *testing.T) {
+	isolate(t)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"forecast": {
+		Description: "Gets the \x1b]0;pwned\x07weather\x1b[2J forecast.",
+		URL:         "http://127.0.0.1:1/forecast",
+	}}
+	out, _ := runCLI(t, 0, "tools", "--addr", startMesh(t, cfg).Addr("orchestrator"))
+	if i := strings.IndexFunc(out, isTerminalControl); i >= 0 {
+		t.Errorf("tools writes a control character at byte %d to the terminal:\n%q", i, out)
+	}
+	if !strings.Contains(out, "Gets the ^[]0;pwned^Gweather^[[2J forecast.") {
+		t.Errorf("tools printed %q, want the description's escapes shown visibly", out)
+	}
+}
