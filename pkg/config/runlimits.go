@@ -13,8 +13,9 @@ import (
 // defaults or from its request's overrides, goes beyond them (a request that asks for more is
 // INVALID_ARGUMENT naming the field and its ceiling). A value of 0 sets no ceiling: the
 // contract's own bounds (README, "Limits") only. A budget whose 0 means "no limit"
-// (max_tool_calls_total, max_tokens_consumed) may not be 0 under a ceiling, and the defaults'
-// 0 becomes the ceiling itself.
+// (max_tool_calls_total, max_tokens_consumed, tool_response_max_bytes) may not be 0 under a
+// ceiling, and the defaults' 0 becomes the ceiling itself. Targets bound the models a run's
+// attempts go to.
 type RunLimits struct {
 	// MaxTurns is the most turns a run may have.
 	MaxTurns int32 `yaml:"max_turns"`
