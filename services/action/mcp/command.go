@@ -199,12 +199,14 @@ func (c *childInput) Close() error {
 	if err, ok := wait(c.grace); ok {
 		return err
 	}
-	if c.cmd.Process.Signal(syscall.SIGTERM) == nil {
+	// A server that exits just as the grace runs out is done (os.ErrProcessDone) by the time
+	// it is signalled: its exit is waiting in exited.
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err == nil || errors.Is(err, os.ErrProcessDone) {
 		if err, ok := wait(c.grace); ok {
 			return err
 		}
 	}
-	if err := c.cmd.Process.Kill(); err != nil {
+	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	// SIGKILL cannot be refused, but a busy machine may reap the server later than the grace
