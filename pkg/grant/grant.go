@@ -78,7 +78,9 @@ var ErrInvalid = errors.New("invalid approval grant")
 
 // Verify returns nil when g is a grant this verifier's key signed for exactly call c (run, call
 // id, tool, arguments and approver) and now is before its expiry, and an error wrapping
-// ErrInvalid that says why not otherwise.
+// ErrInvalid that says why not otherwise. A grant that signs no approver, made by an
+// orchestrator from before grants signed it (during a rolling upgrade), verifies for any
+// approver c names: its approver is then unknown (the grant's, empty), never c's.
 func (v *Verifier) Verify(g *actionv1.ApprovalGrant, c Call, now time.Time) error {
 	invalid := func(why string, a ...any) error { return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(why, a...)) }
 	switch {
@@ -106,7 +108,7 @@ func (v *Verifier) Verify(g *actionv1.ApprovalGrant, c Call, now time.Time) erro
 		return invalid("granted for tool %q, not %q", g.GetToolName(), c.Tool)
 	case string(g.GetArgumentsSha256()) != string(sum):
 		return invalid("granted for other arguments")
-	case g.GetApprover() != c.Approver:
+	case g.GetApprover() != "" && g.GetApprover() != c.Approver:
 		return invalid("approved by %q, not %q", g.GetApprover(), c.Approver)
 	case !now.Before(g.GetExpiresAt().AsTime()):
 		return invalid("expired at %s", g.GetExpiresAt().AsTime().Format(time.RFC3339))

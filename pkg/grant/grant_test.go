@@ -38,6 +38,12 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unnamed, err := signer.Sign(with0(call), now.Add(time.Minute)) // an older orchestrator's
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := proto.CloneOf(good)
+	stripped.Approver = ""
 	tampered := proto.CloneOf(good)
 	tampered.ToolName = "delete_everything"
 	otherApprover := proto.CloneOf(good)
@@ -67,6 +73,8 @@ func TestVerify(t *testing.T) {
 			c.Arguments = mustStruct(t, map[string]any{"amount": 1e6, "to": "bob"})
 		}), now, true},
 		{"approved by another", good, with(func(c *grant.Call) { c.Approver = "acme/root" }), now, true},
+		{"of an orchestrator that signed no approver", unnamed, call, now, false},
+		{"its approver removed after signing", stripped, call, now, true},
 		{"expired", good, call, now.Add(time.Minute), true},
 	} {
 		err := verifier.Verify(tc.g, tc.call, tc.at)
@@ -74,6 +82,12 @@ func TestVerify(t *testing.T) {
 			t.Errorf("%s: Verify = %v, want invalid %v", tc.name, err, tc.wantInvalid)
 		}
 	}
+}
+
+// with0 is c without its approver, as an orchestrator from before grants signed it signed c.
+func with0(c grant.Call) grant.Call {
+	c.Approver = ""
+	return c
 }
 
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -114,5 +115,27 @@ func TestAnAlteredApproverIsRefused(t *testing.T) {
 	}
 	if n := tool.calls.Load(); n != 0 {
 		t.Errorf("a call with an altered approver ran the tool %d times", n)
+	}
+}
+
+// TestAGrantOfAnOlderOrchestratorIsTaken: during a rolling upgrade an orchestrator from before
+// grants signed the approver still signs grants without one; the action stage takes them (the
+// approval was refused, and every approved call failed, until the last orchestrator moved on),
+// and tells the tool no approver, since none is signed, whatever the request names.
+func TestAGrantOfAnOlderOrchestratorIsTaken(t *testing.T) {
+	tool := newFakeTool("delete_note", func(_ context.Context, call action.Call) (string, error) {
+		return "approved by " + call.ApprovedBy + ".", nil
+	})
+	client := serve(t, action.Options{Tools: []action.Tool{tool}})
+	req := request(t, "delete_note", map[string]any{"id": "n1"})
+	req.Approval = &actionv1.Approval{Approved: true, Approver: "ops",
+		Grant: signed(t, testSigner, req, "", time.Hour)}
+	resp, err := client.Execute(t.Context(), req)
+	if err != nil {
+		t.Fatalf("a grant without an approver: %v", err)
+	}
+	if got := resp.GetResult(); resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS ||
+		got != "approved by ." {
+		t.Errorf("the tool answered %q (%v), want it told no approver", got, resp.GetStatus())
 	}
 }

@@ -188,14 +188,15 @@ func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeo
 	return s.runRecorded(ctx, reg, s.call(ctx, reg, req, args), timeout, rev)
 }
 
-// call is the Call an admitted request of tool reg makes: approved by its approval's approver
-// when the tool requires approval, which admit then verified against the grant.
+// call is the Call an admitted request of tool reg makes: approved by the approver its grant
+// signs when the tool requires approval (admit verified that the request names the same), none
+// for a grant of an orchestrator that signed no approver.
 func (s *Service) call(ctx context.Context, reg *registered, req *actionv1.ExecuteRequest,
 	args map[string]any) Call {
 	c := Call{UserID: actingUser(ctx, req), RunID: req.GetRunId(), CallID: req.GetCallId(),
 		Arguments: args}
 	if reg.def.GetRequiresApproval() {
-		c.ApprovedBy = req.GetApproval().GetApprover()
+		c.ApprovedBy = req.GetApproval().GetGrant().GetApprover()
 	}
 	return c
 }
