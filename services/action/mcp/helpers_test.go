@@ -5,6 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/services/action/mcp"
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -48,5 +52,22 @@ func killMarked(name, value string) {
 				}
 			}
 		}
+	}
+}
+
+// failedOverTheLimit fails the test unless err, of a call of hugeTool on server "bulky" of m,
+// names the server, the tool and MaxFrameBytes, and the server's next call answers.
+func failedOverTheLimit(t *testing.T, m *mcp.Manager, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("a result over the frame limit was taken")
+	}
+	for _, part := range []string{`MCP server "bulky"`, "tool " + hugeTool, itoa(mcp.MaxFrameBytes)} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("the error %q does not name %q", err, part)
+		}
+	}
+	if got, err := call(t, m, "bulky", "small", nil); err != nil || got != "small" {
+		t.Fatalf("the next call: %q, %v; want the session to go on", got, err)
 	}
 }
