@@ -90,15 +90,7 @@ func (h *holdingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.Server
 	if err != nil {
 		return err
 	}
-	for {
-		ev, err := up.Recv()
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
+	return relayAll(up, stream)
 }
 
 // serveRelay serves relay on a local port until the test ends and returns its address.
@@ -188,6 +180,21 @@ func (b *breakingRelay) WatchRun(req *agentv1.WatchRunRequest, stream grpc.Serve
 		return err
 	}
 	return relayFirst(up, stream)
+}
+
+// relayAll sends every event of up on stream, until either fails.
+func relayAll(up grpc.ServerStreamingClient[eventv1.RunEvent],
+	stream grpc.ServerStreamingServer[eventv1.RunEvent],
+) error {
+	for {
+		ev, err := up.Recv()
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
 }
 
 // relayFirst sends the first event of up on stream, then fails UNAVAILABLE.
@@ -319,15 +326,7 @@ func (e *endingRelay) StreamRun(req *agentv1.RunRequest,
 	if err != nil {
 		return err
 	}
-	for {
-		ev, err := up.Recv()
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
+	return relayAll(up, stream)
 }
 
 func (e *endingRelay) CancelRun(ctx context.Context, req *agentv1.CancelRunRequest,

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -167,15 +169,7 @@ func TestWatchInterrupted(t *testing.T) {
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time", Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
 	cfg := scriptedConfig(llm)
 	addr := startMesh(t, cfg).Addr("orchestrator")
-	client := agentv1.NewAgentServiceClient(dialService(t, addr))
-	stream, err := client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "take your time", UserId: "cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, first := startSlowRun(t, addr)
 	runID := first.GetRunId()
 
 	ctx, interrupt := context.WithCancel(t.Context())
@@ -198,6 +192,7 @@ func TestWatchInterrupted(t *testing.T) {
 	if errOut := stderr.String(); got != 0 || strings.Contains(errOut, "context canceled") || !strings.Contains(errOut, "agentmesh watch "+runID+" --from ") {
 		t.Errorf("interrupted watch: exit %d, want 0 and how to follow the run again\n%s", got, errOut)
 	}
+	client := agentv1.NewAgentServiceClient(dialService(t, addr))
 	if _, err := client.GetRun(t.Context(), &agentv1.GetRunRequest{RunId: runID}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("the run does not go on after watch was interrupted: %v", err)
 	}
@@ -327,16 +322,7 @@ func TestWatchFromPastTheEndOfARun(t *testing.T) {
 		}
 	}
 
-	client := agentv1.NewAgentServiceClient(dialService(t, addr))
-	stream, err := client.StreamRun(t.Context(),
-		&agentv1.RunRequest{Message: "take your time", UserId: "cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, first := startSlowRun(t, addr)
 	code := make(chan int, 1)
 	var stdout, stderr bytes.Buffer
 	go func() {
@@ -364,6 +350,20 @@ func TestGetOfALiveRun(t *testing.T) {
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time",
 		Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
 	addr := startMesh(t, scriptedConfig(llm)).Addr("orchestrator")
+	_, first := startSlowRun(t, addr)
+	runID := first.GetRunId()
+	out, errOut := runCLI(t, 0, "get", "--addr", addr, runID)
+	if out != "" || !strings.Contains(errOut, "run "+runID+" is still running") ||
+		!strings.Contains(errOut, "agentmesh watch "+runID) {
+		t.Errorf("get of a live run: stdout %q, stderr %q; want how to follow the run", out, errOut)
+	}
+}
+
+// startSlowRun starts the run "take your time" of user cli with StreamRun at addr, and returns
+// its stream and its first event, which names the run.
+func startSlowRun(t *testing.T, addr string,
+) (grpc.ServerStreamingClient[eventv1.RunEvent], *eventv1.RunEvent) {
+	t.Helper()
 	client := agentv1.NewAgentServiceClient(dialService(t, addr))
 	stream, err := client.StreamRun(t.Context(),
 		&agentv1.RunRequest{Message: "take your time", UserId: "cli"})
@@ -374,10 +374,5 @@ func TestGetOfALiveRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runID := first.GetRunId()
-	out, errOut := runCLI(t, 0, "get", "--addr", addr, runID)
-	if out != "" || !strings.Contains(errOut, "run "+runID+" is still running") ||
-		!strings.Contains(errOut, "agentmesh watch "+runID) {
-		t.Errorf("get of a live run: stdout %q, stderr %q; want how to follow the run", out, errOut)
-	}
+	return stream, first
 }

@@ -178,15 +178,7 @@ func TestTranscriptVerifyOfARunStillRunning(t *testing.T) {
 	llm := llmtest.New(t, llmtest.Scenario{Name: "slow", Match: "take your time",
 		Turns: []llmtest.Turn{{Content: "Done at last.", Hold: hold}}})
 	addr := startMesh(t, scriptedConfig(llm)).Addr("orchestrator")
-	client := agentv1.NewAgentServiceClient(dialService(t, addr))
-	stream, err := client.StreamRun(t.Context(), &agentv1.RunRequest{Message: "take your time", UserId: "cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream, first := startSlowRun(t, addr)
 	runID := first.GetRunId()
 
 	_, errOut := runCLI(t, 4, "transcript", "verify", "--addr", addr, runID)
