@@ -30,8 +30,7 @@ type frameReader struct {
 	r     *bufio.Reader
 	limit int
 	buf   []byte // the message being read
-	out   []byte // what Read hands on next
-	err   error  // the error to return once out is empty
+	handOn
 }
 
 // newFrameReader returns a frameReader of r's messages of at most limit bytes.
@@ -40,15 +39,26 @@ func newFrameReader(r io.Reader, limit int) *frameReader {
 }
 
 // Read hands on the messages read, whole, and then the error reading ended with.
-func (f *frameReader) Read(p []byte) (int, error) {
-	for len(f.out) == 0 {
-		if f.err != nil {
-			return 0, f.err
+func (f *frameReader) Read(p []byte) (int, error) { return f.read(p, f) }
+
+// handOn is what a reader of whole messages (frameReader, eventReader) hands on: out, the
+// message read, then, once it is all read, err, the error reading ended with.
+type handOn struct {
+	out []byte // what Read hands on next
+	err error  // the error to return once out is empty
+}
+
+// read copies into p what is left of out, reading the next message from src (which sets out,
+// or err) while out is empty.
+func (h *handOn) read(p []byte, src interface{ next() }) (int, error) {
+	for len(h.out) == 0 {
+		if h.err != nil {
+			return 0, h.err
 		}
-		f.next()
+		src.next()
 	}
-	n := copy(p, f.out)
-	f.out = f.out[n:]
+	n := copy(p, h.out)
+	h.out = h.out[n:]
 	return n, nil
 }
 

@@ -17,8 +17,7 @@ type eventReader struct {
 	r     *bufio.Reader
 	limit int
 	buf   []byte // the event being read
-	out   []byte // what Read hands on next
-	err   error  // the error to return once out is empty
+	handOn
 }
 
 // newEventReader returns an eventReader of body's events of at most limit bytes.
@@ -27,17 +26,7 @@ func newEventReader(body io.ReadCloser, limit int) *eventReader {
 }
 
 // Read hands on the events read, whole, and then the error reading ended with.
-func (e *eventReader) Read(p []byte) (int, error) {
-	for len(e.out) == 0 {
-		if e.err != nil {
-			return 0, e.err
-		}
-		e.next()
-	}
-	n := copy(p, e.out)
-	e.out = e.out[n:]
-	return n, nil
-}
+func (e *eventReader) Read(p []byte) (int, error) { return e.read(p, e) }
 
 // Close closes the stream.
 func (e *eventReader) Close() error { return e.body.Close() }
