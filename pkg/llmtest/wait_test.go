@@ -39,13 +39,7 @@ func TestHoldAnswersOnceReleased(t *testing.T) {
 	}
 	go send()
 	go send()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(srv.Requests()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 2 requests arrived", len(srv.Requests()))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitRequests(t, srv, 2)
 	select {
 	case status := <-answered:
 		t.Fatalf("a held request was answered with status %d", status)
@@ -160,13 +154,7 @@ func TestHoldEmbeddingsHoldsWhatItNames(t *testing.T) {
 			map[string]any{"model": "embed-1", "input": []string{"quick", "a slow text"}})
 		answered <- resp.StatusCode
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(srv.Requests()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 2 requests arrived", len(srv.Requests()))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitRequests(t, srv, 2)
 	select {
 	case status := <-answered:
 		t.Fatalf("a held embedding was answered with status %d", status)
@@ -175,5 +163,17 @@ func TestHoldEmbeddingsHoldsWhatItNames(t *testing.T) {
 	close(hold)
 	if status := <-answered; status != http.StatusOK {
 		t.Errorf("the released embedding: status %d, want 200", status)
+	}
+}
+
+// awaitRequests waits, up to 10 s, until srv has received n requests.
+func awaitRequests(t *testing.T, srv *llmtest.Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(srv.Requests()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests arrived", len(srv.Requests()), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
