@@ -2,8 +2,8 @@ package natstest
 
 import (
 	"bytes"
-	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,29 +64,26 @@ func (c *Cutter) accept() {
 			continue
 		}
 		closeBoth := func() { _ = client.Close(); _ = server.Close() }
+		var severed atomic.Bool // set before the armed message goes on: no answer comes back
 		c.wg.Go(func() {
 			defer closeBoth()
-			_, _ = io.Copy(client, server)
+			relay(client, server, &severed)
 		})
 		c.wg.Go(func() {
 			defer closeBoth()
-			c.forward(client, server)
+			c.forward(client, server, &severed)
 		})
 	}
 }
 
-// forward copies what client sends to server until either ends or the cutter cuts.
-func (c *Cutter) forward(client, server net.Conn) {
-	buf := make([]byte, 64<<10)
+// relay copies what server sends to client until either ends, dropping all it reads once
+// severed is set.
+func relay(client, server net.Conn, severed *atomic.Bool) {
+	buf := make([]byte, 32<<10)
 	for {
-		n, err := client.Read(buf)
-		if n > 0 {
-			if _, werr := server.Write(buf[:n]); werr != nil {
-				return
-			}
-			m := c.armed.Load()
-			if m != nil && bytes.Contains(buf[:n], *m) && c.armed.CompareAndSwap(m, nil) {
-				close(c.cut)
+		n, err := server.Read(buf)
+		if n > 0 && !severed.Load() {
+			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
@@ -94,4 +91,63 @@ func (c *Cutter) forward(client, server net.Conn) {
 			return
 		}
 	}
+}
+
+// forward copies what client sends to server until either ends or the cutter cuts: once the
+// armed message starts, it sets severed, passes the message on to its last byte (its payload
+// may come in later reads) and nothing after it, and cuts.
+func (c *Cutter) forward(client, server net.Conn, severed *atomic.Bool) {
+	buf := make([]byte, 64<<10)
+	var msg []byte // the armed message so far, from its first byte
+	for {
+		n, err := client.Read(buf)
+		chunk := buf[:n]
+		if msg == nil {
+			if m := c.armed.Load(); m != nil {
+				if i := bytes.Index(chunk, *m); i >= 0 && c.armed.CompareAndSwap(m, nil) {
+					severed.Store(true)
+					if _, werr := server.Write(chunk[:i]); werr != nil {
+						return
+					}
+					msg, chunk = []byte{}, chunk[i:]
+				}
+			}
+		}
+		if msg != nil {
+			// Pass the message on as it comes, and none of what follows it.
+			sent := len(msg)
+			msg = append(msg, chunk...)
+			end := messageEnd(msg)
+			if end > 0 {
+				chunk = msg[sent:end]
+			}
+			if _, werr := server.Write(chunk); werr != nil || end > 0 {
+				close(c.cut)
+				return
+			}
+		} else if _, werr := server.Write(chunk); werr != nil {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// messageEnd returns the length of the PUB or HPUB message msg starts with, whose header's
+// last field is the size of what follows it, or 0 while msg holds less than the whole message.
+func messageEnd(msg []byte) int {
+	line, _, ok := bytes.Cut(msg, []byte("\r\n"))
+	if !ok {
+		return 0
+	}
+	fields := bytes.Fields(line)
+	size, err := strconv.Atoi(string(fields[len(fields)-1]))
+	if err != nil {
+		return len(line) + 2 // not a message this cutter knows: cut after its line
+	}
+	if end := len(line) + 2 + size + 2; len(msg) >= end {
+		return end
+	}
+	return 0
 }
