@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
@@ -160,10 +161,13 @@ func TestHelpAndVersion(t *testing.T) {
 }
 
 // TestStageDownExits3 (issue 11.8): a run that ends because a stage cannot be reached exits 3,
-// like a service that cannot be reached, not 1.
+// like a service that cannot be reached, not 1. (A step of a second makes the run wait for the
+// intent stage orchestrator.StageWait, not the default step's two minutes.)
 func TestStageDownExits3(t *testing.T) {
 	isolate(t)
-	m, err := mesh.Start(t.Context(), mesh.Options{Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	cfg := config.Default()
+	cfg.Defaults.StepTimeoutMS = 1000
+	m, err := mesh.Start(t.Context(), mesh.Options{Config: cfg, Ephemeral: true, StoreDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -521,7 +521,8 @@ func serviceAddr(cfg *config.Config, name string) string {
 // Stop shuts one service down, e.g. to see how the mesh copes with a stage outage (a stage
 // served in process refuses calls with UNAVAILABLE from then on), draining it as its binary
 // drains on SIGTERM (the action and generation stages for action.DrainTimeout and
-// generation.DrainTimeout). The other services keep running; Close still stops everything.
+// generation.DrainTimeout). A stage on the network keeps its address until Close, refusing
+// every connection. The other services keep running; Close still stops everything.
 func (m *Mesh) Stop(ctx context.Context, service string) error {
 	if stage := m.stages[service]; stage != nil {
 		stage.Shutdown(ctx)
@@ -530,6 +531,11 @@ func (m *Mesh) Stop(ctx context.Context, service string) error {
 	for _, srv := range m.servers {
 		if srv.Addr() == m.addrs[service] {
 			srv.Shutdown(ctx)
+			release, err := holdAddr(srv.Addr())
+			if err != nil {
+				return fmt.Errorf("mesh: %s stopped, but its address was taken: %w", service, err)
+			}
+			m.closers = append(m.closers, release)
 			return nil
 		}
 	}
