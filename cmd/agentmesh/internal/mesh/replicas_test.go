@@ -690,7 +690,7 @@ func TestLostHeartbeatsAdoptNothing(t *testing.T) {
 // TestDecisionInTimeIsTaken: an approval taken before the pause's expires_at (ResolveApproval
 // said resumed) is the run's, though the run gets it only after the deadline passed: here it
 // was recorded while no replica owned the paused run, which a replica adopts only after the
-// pause expired (a lease of 12 s: the replicas look for runs to adopt every 4 s). The run
+// pause expired (pauses of 6 s, a lease of 12 s: the replicas look for runs to adopt every 4 s). The run
 // executes the approved call and completes, never APPROVAL_TIMEOUT. A decision that comes
 // after expires_at is refused NOT_FOUND, and that run ends APPROVAL_TIMEOUT: the caller is
 // never told resumed for a decision the run will not take.
@@ -705,8 +705,14 @@ func TestDecisionInTimeIsTaken(t *testing.T) {
 	a, b := h.replicas[0], h.replicas[1]
 	var paused []*typev1.RunResult
 	for i := range runs + 1 {
+		// Pauses of 6 s leave time to approve on a loaded machine and expire before the lease;
+		// the late run's of 1.5 s keeps the test short.
+		timeout := int64(6000)
+		if i == runs {
+			timeout = 1500
+		}
 		res, err := a.Run(t.Context(), &agentv1.RunRequest{Message: fmt.Sprintf("Multiply batch %d.", i),
-			Overrides: &agentv1.RunOverrides{ApprovalTimeoutMs: i64(1500)}})
+			Overrides: &agentv1.RunOverrides{ApprovalTimeoutMs: i64(timeout)}})
 		if err != nil || res.GetOutcome() != typev1.Outcome_OUTCOME_AWAITING_APPROVAL {
 			t.Fatalf("run %d: %v, %v; want a pause", i, res.GetOutcome(), err)
 		}
