@@ -46,8 +46,11 @@ var healthExec = []string{"/usr/local/bin/service", server.HealthCommand}
 
 // healthFollows names, per service whose gRPC health follows something it waits out rather than
 // dies of, what that is: its readiness follows it, its startup and liveness (a tcpSocket probe
-// of its grpc port) must not (TestLivesThroughANATSOutage).
-var healthFollows = map[string]string{"orchestrator": "NATS", "action": "NATS"}
+// of its grpc port) must not (TestLivesThroughANATSOutage). The memory stage's follows its
+// PostgreSQL database, when it has one (memory.SQLStore.Serving).
+var healthFollows = map[string]string{
+	"orchestrator": "NATS", "action": "NATS", "memory": "PostgreSQL",
+}
 
 // drainsFirst names the services that wind work of their own down (server.Drainer) for up to
 // their drain timeout before server.Main drains their calls for as long again: the

@@ -26,8 +26,9 @@ import (
 // word with the query, and their vectors for semantic search. A per-user counter row
 // (memory_users) makes the quota check and the insert one atomic step.
 type SQLStore struct {
-	db *sql.DB
-	d  dialect
+	db     *sql.DB
+	d      dialect
+	health *dbHealth // nil for a database that is a local file
 }
 
 var _ Store = (*SQLStore)(nil)
@@ -95,7 +96,23 @@ func (s *SQLStore) columns(ctx context.Context, tx *sql.Tx, table string) (map[s
 }
 
 // Close closes the database.
-func (s *SQLStore) Close() error { return s.db.Close() }
+func (s *SQLStore) Close() error {
+	if s.health != nil {
+		s.health.close()
+	}
+	return s.db.Close()
+}
+
+// Serving reports whether the store can be used, and returns a channel that is closed when
+// that may have changed (nil when it never changes): a PostgreSQL store while its database
+// answers, asked every PingInterval from the first call until Close; a SQLite store, a local
+// file, always.
+func (s *SQLStore) Serving() (bool, <-chan struct{}) {
+	if s.health == nil {
+		return true, nil
+	}
+	return s.health.serving()
+}
 
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *SQLStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
