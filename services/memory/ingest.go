@@ -25,6 +25,8 @@ const (
 	MetaTitle = "title"
 	// MetaSource is the file's path relative to the ingested folder, with / separators.
 	MetaSource = "source"
+	// MetaFolder is the ingested folder: its absolute path, links resolved.
+	MetaFolder = "folder"
 	// MetaChunk is the chunk's index in its file, from 0.
 	MetaChunk = "chunk"
 	// MetaChunks is the number of chunks of the file.
@@ -50,8 +52,10 @@ type IngestReport struct {
 // with "." and symbolic links under dir are left out; dir itself may be a link to the
 // directory) in the user's collection, split by chunkText into chunks of at most
 // MaxChunkBytes at paragraph boundaries. Each chunk is one memory with metadata MetaTitle,
-// MetaSource, MetaChunk and MetaChunks. Ingesting a file again replaces the chunks stored from
-// the same source path, so re-running after edits does not duplicate them. Invalid UTF-8 is
+// MetaSource, MetaFolder, MetaChunk and MetaChunks. Ingesting a file again replaces the chunks
+// stored from the same source path of the same folder (and those of that path stored without a
+// folder, by an earlier release), so re-running after edits does not duplicate them; a file of
+// the same path in another folder is another document, kept beside it. Invalid UTF-8 is
 // replaced by U+FFFD.
 //
 // Its calls act for the user (auth.OutgoingUser), as the memory stage requires when it
@@ -70,31 +74,43 @@ func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID,
 	if !info.IsDir() {
 		return report, fmt.Errorf("ingest: %s is not a directory", dir)
 	}
-	files, err := ingestFiles(dir)
+	root, err := folderPath(dir)
 	if err != nil {
 		return report, fmt.Errorf("ingest: %w", err)
 	}
-	previous, err := storedSources(ctx, client, userID, collection)
+	files, err := ingestFiles(root)
+	if err != nil {
+		return report, fmt.Errorf("ingest: %w", err)
+	}
+	previous, err := storedSources(ctx, client, userID, collection, root)
 	if err != nil {
 		return report, fmt.Errorf("ingest: list the collection %q: %w", collection, err)
 	}
 	for _, rel := range files {
-		if err := ingestFile(ctx, client, userID, collection, dir, rel, previous[rel], &report); err != nil {
+		err := ingestFile(ctx, client, userID, collection, root, rel, previous[rel], &report)
+		if err != nil {
 			return report, fmt.Errorf("ingest %s: %w", rel, err)
 		}
 	}
 	return report, nil
 }
 
-// ingestFiles returns the relative paths (with / separators) of the files to ingest, in
-// lexical order. dir may be a symbolic link to the directory, which WalkDir does not follow.
-func ingestFiles(dir string) ([]string, error) {
-	root, err := filepath.EvalSymlinks(dir)
+// folderPath is the absolute path of the folder dir, links resolved: the MetaFolder of the
+// chunks of its files, the same whichever link or relative path names the folder. dir may be a
+// symbolic link to the folder, which WalkDir does not follow.
+func folderPath(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// ingestFiles returns the relative paths (with / separators) of the files to ingest under the
+// folder root (folderPath), in lexical order.
+func ingestFiles(root string) ([]string, error) {
 	var files []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -117,8 +133,10 @@ func ingestFiles(dir string) ([]string, error) {
 	return files, err
 }
 
-// storedSources maps the source paths of the collection's memories to their ids.
-func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection string) (map[string][]string, error) {
+// storedSources maps the source paths of the collection's memories ingested from root, or
+// from no known folder, to their ids.
+func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
+	userID, collection, root string) (map[string][]string, error) {
 	sources := make(map[string][]string)
 	token := ""
 	for {
@@ -127,7 +145,9 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient, use
 			return nil, err
 		}
 		for _, m := range resp.GetMemories() {
-			if src := m.GetMetadata().GetFields()[MetaSource].GetStringValue(); src != "" {
+			fields := m.GetMetadata().GetFields()
+			src, folder := fields[MetaSource].GetStringValue(), fields[MetaFolder].GetStringValue()
+			if src != "" && (folder == "" || folder == root) {
 				sources[src] = append(sources[src], m.GetId())
 			}
 		}
@@ -137,7 +157,8 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient, use
 	}
 }
 
-// ingestFile replaces the chunks stored from rel (the memories old) with its current ones.
+// ingestFile replaces the chunks stored from rel of the folder dir (the memories old) with its
+// current ones.
 func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection, dir, rel string, old []string, report *IngestReport) error {
 	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
 	if err != nil {
@@ -160,7 +181,8 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient, userID
 	}
 	title := documentTitle(rel, text)
 	for i, chunk := range chunks {
-		meta, err := structpb.NewStruct(map[string]any{MetaTitle: title, MetaSource: rel, MetaChunk: i, MetaChunks: len(chunks)})
+		meta, err := structpb.NewStruct(map[string]any{MetaTitle: title, MetaSource: rel, MetaFolder: dir,
+			MetaChunk: i, MetaChunks: len(chunks)})
 		if err != nil {
 			return err
 		}

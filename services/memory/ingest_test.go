@@ -203,3 +203,56 @@ func TestIngestDirInvalidUTF8(t *testing.T) {
 		t.Errorf("stored %v", got)
 	}
 }
+
+// TestIngestDirTwoFoldersOneCollection: two folders holding a file of the same relative path
+// (two products' docs, each with its guide.md) ingested into one collection, the one
+// knowledge_search reads, are both kept: re-ingesting replaces the chunks of the folder
+// ingested again only, whether it is named directly or through a link. The second folder's
+// guide.md replaced the first's, silently: the collection lost a document.
+func TestIngestDirTwoFoldersOneCollection(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	ctx := t.Context()
+	a, b := t.TempDir(), t.TempDir()
+	writeFiles(t, a, map[string]string{"guide.md": "# Alpha guide\n\nAlpha deploys with helm."})
+	writeFiles(t, b, map[string]string{"guide.md": "# Beta guide\n\nBeta deploys with terraform."})
+	ingest := func(dir string) memory.IngestReport {
+		t.Helper()
+		report, err := memory.IngestDir(ctx, c, "alice", "knowledge", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return report
+	}
+	contents := func() []string {
+		t.Helper()
+		var out []string
+		for _, m := range listAll(t, c, "alice", "knowledge") {
+			out = append(out, m.GetContent())
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	ingest(a)
+	if r := ingest(b); r.Replaced != 0 || r.Chunks != 1 {
+		t.Errorf("ingesting the second folder: report %+v, want 1 chunk stored and none replaced", r)
+	}
+	const beta = "# Beta guide\n\nBeta deploys with terraform."
+	want := []string{"# Alpha guide\n\nAlpha deploys with helm.", beta}
+	if got := contents(); !slices.Equal(got, want) {
+		t.Fatalf("the collection holds %q, want both guides %q", got, want)
+	}
+
+	writeFiles(t, a, map[string]string{"guide.md": "# Alpha guide\n\nAlpha deploys with kustomize."})
+	link := filepath.Join(t.TempDir(), "alpha")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	if r := ingest(link); r.Replaced != 1 || r.Chunks != 1 {
+		t.Errorf("ingesting the first folder again, through a link: report %+v, want 1 replaced", r)
+	}
+	want = []string{"# Alpha guide\n\nAlpha deploys with kustomize.", beta}
+	if got := contents(); !slices.Equal(got, want) {
+		t.Errorf("after re-ingesting the first folder the collection holds %q, want %q", got, want)
+	}
+}
