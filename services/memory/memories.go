@@ -203,6 +203,9 @@ func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*mem
 	case n > MaxNameBytes: // ids are UUIDs: a longer one names no memory
 		return nil, stageerr.Invalid("memory_id: at most %d bytes, got %d", MaxNameBytes, n)
 	}
+	if err := checkNoNUL("memory_id", req.GetMemoryId()); err != nil {
+		return nil, err
+	}
 	err = s.store.DeleteMemory(ctx, user, req.GetMemoryId())
 	s.wrote(user)
 	if err != nil {
@@ -214,7 +217,8 @@ func (s *Service) Delete(ctx context.Context, req *memoryv1.DeleteRequest) (*mem
 	return &memoryv1.DeleteResponse{Deleted: true}, nil
 }
 
-// checkUser refuses a request without a user_id, or with one over MaxUserIDBytes.
+// checkUser refuses a request without a user_id, or with one over MaxUserIDBytes or holding
+// NUL (checkNoNUL).
 func checkUser(userID string) error {
 	switch n := len(userID); {
 	case n == 0:
@@ -222,14 +226,25 @@ func checkUser(userID string) error {
 	case n > MaxUserIDBytes:
 		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
 	}
-	return nil
+	return checkNoNUL("user_id", userID)
 }
 
-// checkCollection refuses a collection over MaxNameBytes: no memory is stored in one, so a
-// search or a listing of it is refused as a memory stored in it is, not answered as empty.
+// checkCollection refuses a collection over MaxNameBytes or holding NUL (checkNoNUL): no memory
+// is stored in one, so a search or a listing of it is refused as a memory stored in it is, not
+// answered as empty.
 func checkCollection(collection string) error {
 	if n := len(collection); n > MaxNameBytes {
 		return stageerr.Invalid("collection: at most %d bytes, got %d", MaxNameBytes, n)
+	}
+	return checkNoNUL("collection", collection)
+}
+
+// checkNoNUL refuses the value of a field that holds the NUL character. The stores keep
+// identifiers as text, which PostgreSQL's cannot hold NUL in: every store refuses it alike,
+// rather than one failing such a call with STORAGE_ERROR, which callers retry.
+func checkNoNUL(field, value string) error {
+	if strings.IndexByte(value, 0) >= 0 {
+		return stageerr.Invalid("%s must not contain the NUL character", field)
 	}
 	return nil
 }

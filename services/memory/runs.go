@@ -52,6 +52,9 @@ func (s *Service) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*m
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNoNUL("user_id", user); err != nil {
+		return nil, err
+	}
 	runID := req.GetResult().GetRunId()
 	if err := checkRun("result.run_id", runID); err != nil {
 		return nil, err
