@@ -69,7 +69,7 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 
 	report, err := memory.IngestDir(ctx, memoryv1.NewMemoryServiceClient(conn), *user, *collection, dir)
 	if err != nil {
-		if report.Chunks > 0 || report.Replaced > 0 {
+		if report.Chunks > 0 || report.Replaced > 0 || report.Removed > 0 {
 			fmt.Fprintf(stdout, "before failing: %s\n", reportSummary(report))
 		}
 		return ingestError(target, err)
@@ -98,9 +98,15 @@ func memoryAddr(flagAddr, configPath string) (string, error) {
 	return cfg.Services.Memory, nil
 }
 
-// reportSummary counts what an ingestion stored.
+// reportSummary counts what an ingestion stored, and what it removed of files gone from the
+// folder when it removed any.
 func reportSummary(r memory.IngestReport) string {
-	return fmt.Sprintf("%d file(s), %d chunk(s) stored, %d earlier chunk(s) replaced", r.Files, r.Chunks, r.Replaced)
+	s := fmt.Sprintf("%d file(s), %d chunk(s) stored, %d earlier chunk(s) replaced",
+		r.Files, r.Chunks, r.Replaced)
+	if r.Removed > 0 {
+		s += fmt.Sprintf(", %d chunk(s) of files gone from the folder removed", r.Removed)
+	}
+	return s
 }
 
 // ingestError maps a failed ingestion to the CLI's exit codes.

@@ -223,6 +223,23 @@ func TestIngestASymlinkedDirectory(t *testing.T) {
 	}
 }
 
+// TestIngestRemovedFile: ingesting a folder again after a file was deleted from it removes
+// that file's chunks, and says so; knowledge_search no longer answers from it.
+func TestIngestRemovedFile(t *testing.T) {
+	isolate(t)
+	addr := startMesh(t, config.Default()).Addr(mesh.Memory)
+	dir := writeFiles(t, docs)
+	runCLI(t, exitcode.OK, "ingest", "--addr", addr, dir)
+	if err := os.Remove(filepath.Join(dir, "retries.md")); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _ := runCLI(t, exitcode.OK, "ingest", "--addr", addr, dir)
+	if want := ": 1 file(s), 1 chunk(s) stored, 1 earlier chunk(s) replaced, " +
+		"1 chunk(s) of files gone from the folder removed\n"; !strings.Contains(stdout, want) {
+		t.Errorf("ingest printed %q, want it to say %q", stdout, want)
+	}
+}
+
 func TestIngestExitCodes(t *testing.T) {
 	isolate(t)
 	dir := writeFiles(t, docs)

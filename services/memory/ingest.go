@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -44,6 +46,8 @@ type IngestReport struct {
 	Chunks int
 	// Replaced is the number of memories of earlier ingestions of the same files deleted.
 	Replaced int
+	// Removed is the number of memories deleted because their file is gone from the folder.
+	Removed int
 	// Skipped lists the files without text (relative paths).
 	Skipped []string
 }
@@ -55,8 +59,9 @@ type IngestReport struct {
 // MetaSource, MetaFolder, MetaChunk and MetaChunks. Ingesting a file again replaces the chunks
 // stored from the same source path of the same folder (and those of that path stored without a
 // folder, by an earlier release), so re-running after edits does not duplicate them; a file of
-// the same path in another folder is another document, kept beside it. Invalid UTF-8 is
-// replaced by U+FFFD.
+// the same path in another folder is another document, kept beside it. Once every file is
+// stored, the chunks of the folder's files that are gone from it are deleted, so the
+// collection holds what the folder holds. Invalid UTF-8 is replaced by U+FFFD.
 //
 // Its calls act for the user (auth.OutgoingUser), as the memory stage requires when it
 // enforces isolation. It stops at the first failure (e.g. MEMORY_FULL when the quota is
@@ -92,7 +97,36 @@ func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID,
 			return report, fmt.Errorf("ingest %s: %w", rel, err)
 		}
 	}
+	if err := removeGone(ctx, client, userID, files, previous, &report); err != nil {
+		return report, fmt.Errorf("ingest: %w", err)
+	}
 	return report, nil
+}
+
+// removeGone deletes the chunks of the folder's files that are not among files any more
+// (those stored from no known folder stay: they may be another folder's).
+func removeGone(ctx context.Context, client memoryv1.MemoryServiceClient, userID string,
+	files []string, previous map[string][]storedChunk, report *IngestReport) error {
+	present := make(map[string]bool, len(files))
+	for _, rel := range files {
+		present[rel] = true
+	}
+	for _, src := range slices.Sorted(maps.Keys(previous)) {
+		if present[src] {
+			continue
+		}
+		for _, c := range previous[src] {
+			if !c.ofFolder {
+				continue
+			}
+			req := &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}
+			if _, err := client.Delete(ctx, req); err != nil {
+				return fmt.Errorf("delete chunk %s of %s, gone from the folder: %w", c.id, src, err)
+			}
+			report.Removed++
+		}
+	}
+	return nil
 }
 
 // folderPath is the absolute path of the folder dir, links resolved: the MetaFolder of the
@@ -133,11 +167,19 @@ func ingestFiles(root string) ([]string, error) {
 	return files, err
 }
 
+// storedChunk is a memory of an earlier ingestion.
+type storedChunk struct {
+	id string
+	// ofFolder is whether it records the folder being ingested; false for one stored by an
+	// earlier release, from no known folder.
+	ofFolder bool
+}
+
 // storedSources maps the source paths of the collection's memories ingested from root, or
-// from no known folder, to their ids.
+// from no known folder, to those memories.
 func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
-	userID, collection, root string) (map[string][]string, error) {
-	sources := make(map[string][]string)
+	userID, collection, root string) (map[string][]storedChunk, error) {
+	sources := make(map[string][]storedChunk)
 	token := ""
 	for {
 		resp, err := client.List(ctx, &memoryv1.ListRequest{UserId: userID, Collection: collection, PageSize: MaxPageSize, PageToken: token})
@@ -148,7 +190,7 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 			fields := m.GetMetadata().GetFields()
 			src, folder := fields[MetaSource].GetStringValue(), fields[MetaFolder].GetStringValue()
 			if src != "" && (folder == "" || folder == root) {
-				sources[src] = append(sources[src], m.GetId())
+				sources[src] = append(sources[src], storedChunk{id: m.GetId(), ofFolder: folder == root})
 			}
 		}
 		if token = resp.GetNextPageToken(); token == "" {
@@ -159,7 +201,8 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 
 // ingestFile replaces the chunks stored from rel of the folder dir (the memories old) with its
 // current ones.
-func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection, dir, rel string, old []string, report *IngestReport) error {
+func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
+	userID, collection, dir, rel string, old []storedChunk, report *IngestReport) error {
 	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
 	if err != nil {
 		return err
@@ -168,9 +211,10 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient, userID
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	for _, id := range old {
-		if _, err := client.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: id}); err != nil {
-			return fmt.Errorf("delete the earlier chunk %s: %w", id, err)
+	for _, c := range old {
+		req := &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}
+		if _, err := client.Delete(ctx, req); err != nil {
+			return fmt.Errorf("delete the earlier chunk %s: %w", c.id, err)
 		}
 		report.Replaced++
 	}

@@ -256,3 +256,40 @@ func TestIngestDirTwoFoldersOneCollection(t *testing.T) {
 		t.Errorf("after re-ingesting the first folder the collection holds %q, want %q", got, want)
 	}
 }
+
+// TestIngestDirRemovedFile: a file removed from a folder since it was ingested leaves the
+// collection when the folder is ingested again, so knowledge_search no longer answers from a
+// document its owner deleted; the same path from another folder stays. Its chunks stayed, for
+// ever found.
+func TestIngestDirRemovedFile(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	ctx := t.Context()
+	a, b := t.TempDir(), t.TempDir()
+	writeFiles(t, a, map[string]string{"old.md": "The old procedure uses ftp.",
+		"kept.md": "Kept text.", "a/b.md": "Nested text.", "a.md": "Top text."})
+	writeFiles(t, b, map[string]string{"old.md": "Another folder's old.md stays."})
+	for _, dir := range []string{a, b} {
+		if _, err := memory.IngestDir(ctx, c, "alice", "knowledge", dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(a, "old.md")); err != nil {
+		t.Fatal(err)
+	}
+	report, err := memory.IngestDir(ctx, c, "alice", "knowledge", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Removed != 1 || report.Replaced != 3 || report.Files != 3 {
+		t.Errorf("report %+v, want 3 files replaced and old.md's chunk removed", report)
+	}
+	var got []string
+	for _, m := range listAll(t, c, "alice", "knowledge") {
+		got = append(got, m.GetContent())
+	}
+	slices.Sort(got)
+	want := []string{"Another folder's old.md stays.", "Kept text.", "Nested text.", "Top text."}
+	if !slices.Equal(got, want) {
+		t.Errorf("the collection holds %q, want %q", got, want)
+	}
+}
