@@ -22,10 +22,12 @@ const maxMemoryQueryBytes = 64 << 10
 // recall searches the user's memories for the request's memory_query and returns the search's
 // answer: its hits and the accounting of its query's embedding. The search acts for the user
 // the Assemble call acts for (auth.ForwardUser), whose memories alone the memory stage
-// searches. It returns nil when memory is not configured or not asked for, and reports
+// searches. It returns nil when memory is not configured or not asked for (a memory_query of
+// white space alone asks for nothing: the memory stage refuses a blank query), and reports
 // unavailable when the search failed or timed out (or was refused).
 func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (found *memoryv1.SearchResponse, unavailable bool) {
-	if s.memory == nil || req.GetMemoryQuery() == "" {
+	query := strings.TrimSpace(req.GetMemoryQuery())
+	if s.memory == nil || query == "" {
 		return nil, false
 	}
 	limit := req.GetMemoryLimit()
@@ -34,7 +36,6 @@ func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (f
 	}
 	ctx, cancel := context.WithTimeout(auth.ForwardUser(ctx), s.memoryTimeout)
 	defer cancel()
-	query := req.GetMemoryQuery()
 	resp, err := s.memory.Search(ctx, &memoryv1.SearchRequest{
 		UserId: req.GetUserId(),
 		Query:  query[:textcut.Boundary(query, maxMemoryQueryBytes)],

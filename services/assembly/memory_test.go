@@ -258,3 +258,21 @@ func TestALongMemoryQueryIsCut(t *testing.T) {
 		t.Errorf("memory_unavailable %v, recalled %v; want the memory found", resp.GetMemoryUnavailable(), resp.GetRecalled())
 	}
 }
+
+// TestABlankMemoryQuery: a memory_query of white space alone (an intent model's blank goal)
+// searches nothing, and memory is not reported down. It was sent to the memory stage, which
+// refuses a blank query (INVALID_ARGUMENT), and the refusal was reported as memory_unavailable:
+// the run said MEMORY_UNAVAILABLE while the memory stage was up.
+func TestABlankMemoryQuery(t *testing.T) {
+	c := newClient(t, assembly.Options{Memory: memoryClient(t, memory.Options{})})
+	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
+		History: []*typev1.Message{usr("U", 4)}, MaxTokens: 100, UserId: "alice", MemoryQuery: " \n\t",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetMemoryUnavailable() || len(resp.GetMessages()) != 1 {
+		t.Errorf("memory_unavailable %v, messages %q; want no search and memory not reported down",
+			resp.GetMemoryUnavailable(), labels(resp.GetMessages()))
+	}
+}

@@ -40,8 +40,8 @@ type AssembleRequest struct {
 	Tools []*v1.Tool `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
 	// The run: empty (none), or letters, digits, '_' and '-', at most 128 bytes.
 	RunId string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Text to search memory with, its first 64 KiB (the memory stage's bound on a query); empty
-	// skips the search (recalled is shown instead).
+	// Text to search memory with, its first 64 KiB (the memory stage's bound on a query); empty,
+	// or white space alone, skips the search (recalled is shown instead).
 	MemoryQuery string `protobuf:"bytes,8,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
 	// How many memories to include at most.
 	MemoryLimit int32 `protobuf:"varint,9,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
