@@ -23,7 +23,7 @@ import (
 // put out of reach by cutting a proxy in front of it: its connections are dropped and new
 // ones refused.
 func TestPostgresNotServingWhileTheDatabaseIsUnreachable(t *testing.T) {
-	proxy, dsn := newPGProxy(t, storetest.PostgresDSN(t))
+	proxy, dsn := storetest.NewProxy(t, storetest.PostgresDSN(t))
 	store, err := memory.OpenPostgres(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -53,13 +53,13 @@ func TestPostgresNotServingWhileTheDatabaseIsUnreachable(t *testing.T) {
 		t.Fatalf("Store with the database up: %v", err)
 	}
 
-	proxy.setCut(true)
+	proxy.Cut()
 	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_NOT_SERVING)
 	_, err = client.Store(t.Context(), store1)
 	grpctest.WantStageError(t, err, codes.Unavailable,
 		typev1.StageErrorCode_STAGE_ERROR_CODE_STORAGE_ERROR)
 
-	proxy.setCut(false)
+	proxy.Mend()
 	grpctest.WaitHealth(t, health, healthpb.HealthCheckResponse_SERVING)
 	if _, err := client.Store(t.Context(), store1); err != nil {
 		t.Fatalf("Store once the database is back: %v", err)

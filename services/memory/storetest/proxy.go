@@ -1,4 +1,4 @@
-package memory_test
+package storetest
 
 import (
 	"io"
@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// pgProxy forwards TCP connections to a PostgreSQL server until it is cut: then it drops the
+// Proxy forwards TCP connections to a PostgreSQL server until it is cut: then it drops the
 // connections it carries and every new one, so the database is out of reach of whoever
 // connects through it (the shared server itself is left alone), until it is mended.
-type pgProxy struct {
+type Proxy struct {
 	target string
 	ln     net.Listener
 	wg     sync.WaitGroup
@@ -21,9 +21,9 @@ type pgProxy struct {
 	conns map[net.Conn]struct{}
 }
 
-// newPGProxy starts a proxy to the server of dsn and returns it with dsn pointed at it; both
-// stop when t ends.
-func newPGProxy(t *testing.T, dsn string) (*pgProxy, string) {
+// NewProxy starts a proxy to the server of dsn, a postgres:// URL, and returns it with dsn
+// pointed at it; the proxy stops when t ends.
+func NewProxy(t *testing.T, dsn string) (*Proxy, string) {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -33,7 +33,7 @@ func newPGProxy(t *testing.T, dsn string) (*pgProxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pgProxy{target: u.Host, ln: ln, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{target: u.Host, ln: ln, conns: make(map[net.Conn]struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(func() {
@@ -46,7 +46,7 @@ func newPGProxy(t *testing.T, dsn string) (*pgProxy, string) {
 }
 
 // accept forwards each connection until the listener closes.
-func (p *pgProxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
@@ -72,7 +72,7 @@ func (p *pgProxy) accept() {
 }
 
 // pipe copies from src to dst, then drops both.
-func (p *pgProxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	_, _ = io.Copy(dst, src)
 	p.drop(dst)
@@ -80,7 +80,7 @@ func (p *pgProxy) pipe(dst, src net.Conn) {
 }
 
 // track records c unless the proxy is cut.
-func (p *pgProxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
@@ -91,15 +91,21 @@ func (p *pgProxy) track(c net.Conn) bool {
 }
 
 // drop closes c and forgets it.
-func (p *pgProxy) drop(c net.Conn) {
+func (p *Proxy) drop(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
 	_ = c.Close()
 }
 
+// Cut puts the database out of reach: the proxy drops its connections and every new one.
+func (p *Proxy) Cut() { p.setCut(true) }
+
+// Mend lets connections through again.
+func (p *Proxy) Mend() { p.setCut(false) }
+
 // setCut cuts the proxy (dropping every connection) or mends it.
-func (p *pgProxy) setCut(cut bool) {
+func (p *Proxy) setCut(cut bool) {
 	p.mu.Lock()
 	p.cut = cut
 	conns := p.conns
