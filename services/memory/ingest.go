@@ -61,7 +61,8 @@ type IngestReport struct {
 // folder, by an earlier release), so re-running after edits does not duplicate them; a file of
 // the same path in another folder is another document, kept beside it. Once every file is
 // stored, the chunks of the folder's files that are gone from it are deleted, so the
-// collection holds what the folder holds. Invalid UTF-8 is replaced by U+FFFD.
+// collection holds what the folder holds. Invalid UTF-8, in a file's text or in a file's or
+// the folder's name, is replaced by U+FFFD.
 //
 // Its calls act for the user (auth.OutgoingUser), as the memory stage requires when it
 // enforces isolation. It stops at the first failure (e.g. MEMORY_FULL when the quota is
@@ -87,12 +88,12 @@ func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID,
 	if err != nil {
 		return report, fmt.Errorf("ingest: %w", err)
 	}
-	previous, err := storedSources(ctx, client, userID, collection, root)
+	previous, err := storedSources(ctx, client, userID, collection, metaName(root))
 	if err != nil {
 		return report, fmt.Errorf("ingest: list the collection %q: %w", collection, err)
 	}
 	for _, rel := range files {
-		err := ingestFile(ctx, client, userID, collection, root, rel, previous[rel], &report)
+		err := ingestFile(ctx, client, userID, collection, root, rel, previous[metaName(rel)], &report)
 		if err != nil {
 			return report, fmt.Errorf("ingest %s: %w", rel, err)
 		}
@@ -109,7 +110,7 @@ func removeGone(ctx context.Context, client memoryv1.MemoryServiceClient, userID
 	files []string, previous map[string][]storedChunk, report *IngestReport) error {
 	present := make(map[string]bool, len(files))
 	for _, rel := range files {
-		present[rel] = true
+		present[metaName(rel)] = true
 	}
 	for _, src := range slices.Sorted(maps.Keys(previous)) {
 		if present[src] {
@@ -167,6 +168,10 @@ func ingestFiles(root string) ([]string, error) {
 	return files, err
 }
 
+// metaName is a file or folder name as metadata keeps it: a name that is not valid UTF-8 (a
+// Latin-1 name on Linux), which no protobuf string holds, with U+FFFD in place of its bad bytes.
+func metaName(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
+
 // storedChunk is a memory of an earlier ingestion.
 type storedChunk struct {
 	id string
@@ -175,8 +180,8 @@ type storedChunk struct {
 	ofFolder bool
 }
 
-// storedSources maps the source paths of the collection's memories ingested from root, or
-// from no known folder, to those memories.
+// storedSources maps the source paths of the collection's memories ingested from the folder
+// root (its metaName), or from no known folder, to those memories.
 func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 	userID, collection, root string) (map[string][]storedChunk, error) {
 	sources := make(map[string][]storedChunk)
@@ -223,9 +228,10 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 		report.Skipped = append(report.Skipped, rel)
 		return nil
 	}
-	title := documentTitle(rel, text)
+	title := metaName(documentTitle(rel, text))
 	for i, chunk := range chunks {
-		meta, err := structpb.NewStruct(map[string]any{MetaTitle: title, MetaSource: rel, MetaFolder: dir,
+		meta, err := structpb.NewStruct(map[string]any{
+			MetaTitle: title, MetaSource: metaName(rel), MetaFolder: metaName(dir),
 			MetaChunk: i, MetaChunks: len(chunks)})
 		if err != nil {
 			return err

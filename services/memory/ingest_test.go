@@ -293,3 +293,28 @@ func TestIngestDirRemovedFile(t *testing.T) {
 		t.Errorf("the collection holds %q, want %q", got, want)
 	}
 }
+
+// TestIngestDirNamesNotUTF8: a folder or file whose name is not valid UTF-8 (Latin-1 names
+// on Linux) is ingested, its names in the metadata with U+FFFD in place of the bad bytes, and
+// ingested again it replaces its chunks. Metadata strings must be UTF-8: each Store failed,
+// and the ingestion stopped at the first such file, or at once for such a folder.
+func TestIngestDirNamesNotUTF8(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	dir := filepath.Join(t.TempDir(), "caf\xe9")
+	writeFiles(t, dir, map[string]string{"r\xe9sum\xe9.txt": "Latin-1 named file.", "b.md": "Plain."})
+	for range 2 {
+		if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := bySource(listAll(t, c, "alice", "knowledge"))
+	sources := slices.Sorted(maps.Keys(got))
+	if want := []string{"b.md", "r\uFFFDsum\uFFFD.txt"}; !slices.Equal(sources, want) {
+		t.Errorf("sources %q, want %q", sources, want)
+	}
+	for src, chunks := range got {
+		if len(chunks) != 1 {
+			t.Errorf("%s has %d chunks after ingesting twice, want 1", src, len(chunks))
+		}
+	}
+}
