@@ -53,7 +53,10 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 			e.Code != typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION) {
 		return resp, err
 	}
-	if questionID := s.answeredBefore(ctx, req); questionID != "" {
+	switch questionID, lost := s.answeredBefore(ctx, req); {
+	case lost != nil:
+		return nil, lost
+	case questionID != "":
 		resp := &agentv1.AnswerResponse{RunId: req.GetRunId(), QuestionId: questionID, Resumed: true}
 		return resp, nil
 	}
@@ -61,21 +64,29 @@ func (s *Service) answerStored(ctx context.Context, req *agentv1.AnswerRequest) 
 }
 
 // answeredBefore returns the id of the question that answer req, by the caller, is recorded to
-// already; "" when none is. Without a question_id, req answers the question the run asks.
-func (s *Service) answeredBefore(ctx context.Context, req *agentv1.AnswerRequest) string {
+// already; "" when none is. Without a question_id, req answers the question the run asks. lost
+// is the error of such an answer recorded after the run's cancellation, which the run never
+// takes (runstore.ErrCancelled): a retry of an Answer that lost to a CancelRun.
+func (s *Service) answeredBefore(
+	ctx context.Context, req *agentv1.AnswerRequest,
+) (questionID string, lost error) {
 	answer := proto.CloneOf(req)
 	if answer.GetQuestionId() == "" {
 		cp, err := s.store.State(ctx, req.GetRunId())
 		if err != nil || cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_INPUT {
-			return ""
+			return "", nil
 		}
 		answer.QuestionId = cp.GetQuestion().GetId()
 	}
 	in, err := s.store.Answered(ctx, req.GetRunId(), answer.GetQuestionId())
-	if err != nil || !retryOf(ctx, in.Answer, answer, in.By) {
-		return ""
+	switch {
+	case err != nil && !errors.Is(err, runstore.ErrCancelled),
+		!retryOf(ctx, in.Answer, answer, in.By):
+		return "", nil
+	case err != nil:
+		return "", cancelled(req.GetRunId(), "no answer is taken")
 	}
-	return answer.GetQuestionId()
+	return answer.GetQuestionId(), nil
 }
 
 // recordAnswer is answerStored for an answer not recorded yet.
@@ -114,10 +125,15 @@ func (s *Service) recordAnswer(ctx context.Context, req *agentv1.AnswerRequest) 
 	answer := proto.CloneOf(req)
 	answer.QuestionId = q.GetId()
 	switch err := s.store.Answer(ctx, answer, principalID(ctx)); {
+	case errors.Is(err, runstore.ErrCancelled): // a CancelRun came since cancelling read
+		return nil, cancelled(runID, "no answer is taken")
 	case errors.Is(err, runstore.ErrExists):
 		// The run closed the question at its deadline, meanwhile, by its owner's clock, which
 		// may be ahead of this replica's; or another answer came first.
 		in, err := s.store.Answered(ctx, runID, q.GetId())
+		if errors.Is(err, runstore.ErrCancelled) {
+			return nil, cancelled(runID, "no answer is taken")
+		}
 		if err == nil && in.Answer.GetAnswer() == "" {
 			return nil, questionExpired(runID, q)
 		}
@@ -133,18 +149,26 @@ func (s *Service) recordAnswer(ctx context.Context, req *agentv1.AnswerRequest) 
 	return &agentv1.AnswerResponse{RunId: runID, QuestionId: q.GetId(), Resumed: true}, nil
 }
 
-// cancelling is the FAILED_PRECONDITION error of an input (what says what is not taken) to
-// a run whose cancellation is recorded: the run ends INTERRUPTED without it, once its owner (or
-// the replica that adopts it) has applied the cancellation, so it is not acknowledged as
-// resuming the run. nil while the run is not being cancelled.
+// cancelling is the error of an input (what says what is not taken) to a run whose
+// cancellation is recorded (cancelled); nil while the run is not being cancelled. An input
+// recorded after this check may still lose to a cancellation recorded since: the store
+// reports it (runstore.ErrCancelled).
 func (s *Service) cancelling(ctx context.Context, runID, what string) error {
-	cancelled, err := s.store.Cancelling(ctx, runID)
+	is, err := s.store.Cancelling(ctx, runID)
 	if err != nil {
 		return storeErr(ctx, runID, err)
 	}
-	if cancelled {
-		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
-			"run %q is ending: it was cancelled, so %s", runID, what)
+	if is {
+		return cancelled(runID, what)
 	}
 	return nil
+}
+
+// cancelled is the FAILED_PRECONDITION error of an input (what says what is not taken) to a
+// run whose cancellation came first: the run ends INTERRUPTED without it, once its owner (or
+// the replica that adopts it) has applied the cancellation, so it is not acknowledged as
+// resuming the run.
+func cancelled(runID, what string) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
+		"run %q is ending: it was cancelled, so %s", runID, what)
 }

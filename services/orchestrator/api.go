@@ -468,8 +468,13 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 	case err != nil:
 		return nil, storeErr(ctx, runID, err)
 	}
-	if d := stored[callID]; d != nil && proto.Equal(d, req) && s.decidedBy(ctx, req) {
-		return decisionTaken(cp, stored, req), nil
+	if d := stored[callID]; d != nil && proto.Equal(d, req) {
+		switch taken, err := s.decidedBy(ctx, req); {
+		case err != nil:
+			return nil, err
+		case taken:
+			return decisionTaken(cp, stored, req), nil
+		}
 	}
 	if cp.GetPhase() != checkpointv1.Phase_PHASE_AWAITING_APPROVAL {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND, "run %q has no tool call waiting for approval", runID)
@@ -503,10 +508,15 @@ func (s *Service) resolveStored(ctx context.Context, req *agentv1.ResolveApprova
 		return nil, err
 	}
 	switch err := s.store.Decide(ctx, req, principalID(ctx)); {
+	case errors.Is(err, runstore.ErrCancelled): // a CancelRun came since cancelling read
+		return nil, cancelled(runID, "no call is decided")
 	case errors.Is(err, runstore.ErrExists):
 		// The run closed the pause at its deadline, meanwhile (see above); or another decision
 		// came first, or this one, sent again while the first was being stored.
 		in, err := s.store.Decided(ctx, runID, callID)
+		if errors.Is(err, runstore.ErrCancelled) {
+			return nil, cancelled(runID, "no call is decided")
+		}
 		if err == nil &&
 			in.Decision.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
 			return nil, pauseExpired(runID, callID, cp.GetPending())
@@ -560,10 +570,20 @@ func decisionTaken(
 
 // decidedBy reports whether decision req is the one recorded on its call, by the caller: a
 // retry of a call whose answer was lost (its caller saw UNAVAILABLE), which gets what the
-// first got instead of "already decided".
-func (s *Service) decidedBy(ctx context.Context, req *agentv1.ResolveApprovalRequest) bool {
+// first got instead of "already decided". It is the error the first got when the decision was
+// recorded after the run's cancellation, which the run never takes (runstore.ErrCancelled).
+func (s *Service) decidedBy(
+	ctx context.Context, req *agentv1.ResolveApprovalRequest,
+) (bool, error) {
 	in, err := s.store.Decided(ctx, req.GetRunId(), req.GetCallId())
-	return err == nil && retryOf(ctx, in.Decision, req, in.By)
+	switch {
+	case err != nil && !errors.Is(err, runstore.ErrCancelled),
+		!retryOf(ctx, in.Decision, req, in.By):
+		return false, nil
+	case err != nil:
+		return false, cancelled(req.GetRunId(), "no call is decided")
+	}
+	return true, nil
 }
 
 // retryOf reports whether req is recorded (the input the store holds, given by by) sent again

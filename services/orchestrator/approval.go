@@ -260,9 +260,11 @@ func (r *run) closeDecisions(ctx context.Context, st *approvalState) (timedOut [
 				took = r.takeDecision(ctx, st, in.Decision, in.By) || took
 				continue
 			}
-			r.svc.log.WarnContext(ctx, "reading the decision on an expired approval failed",
-				"run_id", r.id, "call_id", id, "err", err)
-		} else if err != nil {
+			if !errors.Is(err, runstore.ErrCancelled) { // else after the cancellation: not the run's
+				r.svc.log.WarnContext(ctx, "reading the decision on an expired approval failed",
+					"run_id", r.id, "call_id", id, "err", err)
+			}
+		} else if err != nil && !errors.Is(err, runstore.ErrCancelled) {
 			r.svc.log.WarnContext(ctx, "closing an expired approval in the store failed", "run_id", r.id, "call_id", id, "err", err)
 		}
 		r.mu.Lock()

@@ -390,14 +390,19 @@ func (r *run) main(ctx context.Context) {
 
 // watchInputs takes what other replicas hand the run (decisions, answers, cancellation) until
 // ctx ends: a cancellation cancels the run at once, the rest waits in r.inputs for the run's
-// waits to take it.
+// waits to take it. Inputs come in the order they were recorded, and none after the
+// cancellation is taken: Answer and ResolveApproval told their callers it lost to the
+// cancellation (runstore.ErrCancelled). The store calls deliver one input at a time.
 func (r *run) watchInputs(ctx context.Context) {
+	cancelled := false
 	r.svc.store.WatchInputs(ctx, r.id, func(in runstore.Input) {
-		if c := in.Cancel; c != nil {
+		switch c := in.Cancel; {
+		case c != nil:
+			cancelled = true
 			r.cancel(cancelCause(c.GetReason(), in.By))
-			return
+		case !cancelled:
+			r.inputs.put(in)
 		}
-		r.inputs.put(in)
 	})
 }
 

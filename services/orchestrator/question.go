@@ -174,13 +174,16 @@ func (r *run) closeQuestion(ctx context.Context, st *questionState) (*agentv1.An
 	defer cancel()
 	err := r.svc.store.Answer(ctx, &agentv1.AnswerRequest{RunId: r.id, QuestionId: id}, "")
 	if !errors.Is(err, runstore.ErrExists) {
-		if err != nil {
+		if err != nil && !errors.Is(err, runstore.ErrCancelled) {
 			r.svc.log.WarnContext(ctx, "closing an expired question in the store failed", "run_id", r.id, "question_id", id, "err", err)
 		}
 		return nil, ""
 	}
 	// An answer was recorded first, which the watch may not have handed over yet.
 	in, err := r.svc.store.Answered(ctx, r.id, id)
+	if errors.Is(err, runstore.ErrCancelled) {
+		return nil, "" // after the run's cancellation: not the run's
+	}
 	if err != nil {
 		r.svc.log.WarnContext(ctx, "reading the answer to an expired question failed",
 			"run_id", r.id, "question_id", id, "err", err)

@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -66,8 +67,14 @@ func (h *inputHub) subscribe(ctx context.Context, runID string, deliver func(Inp
 		old.end() // the run watches again (it moved back to this replica): one subscription
 	}
 	h.subs[runID] = sub
-	for key, rec := range h.recorded[runID] {
-		sub.push(key, rec)
+	// In the order they were recorded, as the watch delivers them: a run takes no input
+	// recorded after its cancellation (ErrCancelled).
+	recorded := h.recorded[runID]
+	keys := slices.SortedFunc(maps.Keys(recorded), func(a, b string) int {
+		return cmp.Compare(recorded[a].rev, recorded[b].rev)
+	})
+	for _, key := range keys {
+		sub.push(key, recorded[key])
 	}
 	if h.idle != nil {
 		h.idle.Stop()

@@ -31,7 +31,8 @@ type Input struct {
 
 // Decide records a decision on a paused call of a run; ErrExists when the call is decided
 // already (the first decision wins, on whichever replica it arrived); ErrNotFound when the run
-// has retired (see record). by is who decided (Input.By).
+// has retired, ErrCancelled when its cancellation came first (see record). by is who decided
+// (Input.By).
 func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest, by string) error {
 	data, err := encodeInput(d, by)
 	if err != nil {
@@ -42,7 +43,8 @@ func (s *Store) Decide(ctx context.Context, d *agentv1.ResolveApprovalRequest, b
 
 // Answer records the answer to a question of a run (a.question_id names it); ErrExists when
 // the question is answered already (the first answer wins, on whichever replica it arrived);
-// ErrNotFound when the run has retired (see record). by is who answered (Input.By).
+// ErrNotFound when the run has retired, ErrCancelled when its cancellation came first (see
+// record). by is who answered (Input.By).
 func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest, by string) error {
 	data, err := encodeInput(a, by)
 	if err != nil {
@@ -52,42 +54,53 @@ func (s *Store) Answer(ctx context.Context, a *agentv1.AnswerRequest, by string)
 }
 
 // RequestCancel asks a run's owner to cancel it; ErrNotFound when the run has retired (see
-// record). by is who cancels it (Input.By).
+// record). by is who cancels it (Input.By). The first cancellation stays: its revision is
+// the one the run's inputs are ordered against (ErrCancelled), and a later one would move it
+// past inputs the run took before it.
 func (s *Store) RequestCancel(ctx context.Context, c *agentv1.CancelRunRequest, by string) error {
 	data, err := encodeInput(c, by)
 	if err != nil {
 		return fmt.Errorf("runstore: encode cancellation: %w", err)
 	}
-	return s.record(ctx, c.GetRunId(), c.GetRunId()+".cancel", data, true)
+	err = s.record(ctx, c.GetRunId(), cancelKey(c.GetRunId()), data, true)
+	if errors.Is(err, ErrExists) {
+		return nil // cancelled already
+	}
+	return err
 }
 
 // Cancelling reports whether a cancellation of a run is recorded (RequestCancel): its owner
 // cancels it, or the replica that adopts it does.
 func (s *Store) Cancelling(ctx context.Context, runID string) (bool, error) {
-	return s.has(ctx, func(b buckets) jetstream.KeyValue { return b.inputs }, runID+".cancel")
+	return s.has(ctx, func(b buckets) jetstream.KeyValue { return b.inputs }, cancelKey(runID))
 }
 
-// record stores an input of a run under key (created, or with replace put over the one there),
-// then reads whether the run's checkpoint is still there. Callers write an input once they
+// record creates an input of a run under key (a cancellation: cancel), then reads whether the
+// run's cancellation came before it (ErrCancelled; the input stays, unused, until the run
+// retires), then whether the run's checkpoint is still there, in that order: a run's
+// retirement purges its checkpoint before its cancellation. Callers write an input once they
 // read the run waiting for it, but the run may end and retire in between: its retirement
 // purges its checkpoint, then its inputs, so an input written after that stayed for good in
 // the bucket, which has no TTL, replayed to every replica's input watch, and its caller was
 // told it was taken. An input that finds the checkpoint gone is purged again, and ErrNotFound
 // returned: its run has ended. (A run that took the input, ended and retired between the write
-// and the read, a retireDelay at least, would be reported so too.) When that read fails, the
-// input is kept and nil returned: it is stored, and its run's retirement purges it.
-func (s *Store) record(ctx context.Context, runID, key string, data []byte, replace bool) error {
+// and the read, a retireDelay at least, would be reported so too.) When the read of the
+// checkpoint fails, the input is kept and nil returned: it is stored, and its run's retirement
+// purges it.
+func (s *Store) record(ctx context.Context, runID, key string, data []byte, cancel bool) error {
+	var rev uint64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		var err error
-		if replace {
-			_, err = s.buckets().inputs.Put(ctx, key, data)
-		} else {
-			_, err = s.buckets().inputs.Create(ctx, key, data)
-		}
+		rev, err = s.buckets().inputs.Create(ctx, key, data)
 		return err
 	})
 	if err != nil {
 		return mapErr(err)
+	}
+	if !cancel {
+		if err := s.cancelledBefore(ctx, runID, rev); err != nil {
+			return err
+		}
 	}
 	err = s.retry(ctx, func(ctx context.Context) error {
 		_, err := s.buckets().checkpoints.Get(ctx, runID)
@@ -177,30 +190,40 @@ func answerKey(runID, questionID string) string {
 
 // Answered returns the answer recorded to question questionID of a run, and who gave it
 // (Input.Answer set; an empty answer is the question's closing record, which the run's owner
-// wrote when the question expired by its clock); ErrNotFound when none is recorded.
+// wrote when the question expired by its clock); ErrNotFound when none is recorded;
+// ErrCancelled, with it, when it came after the run's cancellation.
 func (s *Store) Answered(ctx context.Context, runID, questionID string) (Input, error) {
-	return s.input(ctx, answerKey(runID, questionID))
+	return s.input(ctx, runID, answerKey(runID, questionID))
 }
 
 // Decided returns the decision recorded on call callID of a run, and who decided
 // (Input.Decision set; APPROVAL_DECISION_UNSPECIFIED is the pause's closing record, which the
-// run's owner wrote when the pause expired by its clock); ErrNotFound when none is recorded.
+// run's owner wrote when the pause expired by its clock); ErrNotFound when none is recorded;
+// ErrCancelled, with it, when it came after the run's cancellation.
 func (s *Store) Decided(ctx context.Context, runID, callID string) (Input, error) {
-	return s.input(ctx, decisionKey(runID, callID))
+	return s.input(ctx, runID, decisionKey(runID, callID))
 }
 
-// input reads the input recorded under key.
-func (s *Store) input(ctx context.Context, key string) (Input, error) {
-	var in Input
+// input reads the input of runID recorded under key; ErrCancelled, with the input, when it
+// was recorded after the run's cancellation, which the run took first (record).
+func (s *Store) input(ctx context.Context, runID, key string) (Input, error) {
+	var (
+		in  Input
+		rev uint64
+	)
 	err := s.retry(ctx, func(ctx context.Context) error {
 		e, err := s.buckets().inputs.Get(ctx, key)
 		if err != nil {
 			return err
 		}
+		rev = e.Revision()
 		in, err = decodeInput(key, e.Value())
 		return err
 	})
-	return in, mapErr(err)
+	if err != nil {
+		return in, mapErr(err)
+	}
+	return in, s.cancelledBefore(ctx, runID, rev)
 }
 
 // Decisions returns a run's recorded decisions by call id.

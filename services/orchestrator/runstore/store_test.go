@@ -1,6 +1,7 @@
 package runstore_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -463,9 +464,21 @@ func TestInputs(t *testing.T) {
 	if got := next(); got.Cancel.GetReason() != "stop" || got.By != "acme/boss" {
 		t.Fatalf("second input %v by %q, want the cancellation by acme/boss", got.Cancel, got.By)
 	}
+	// An input recorded after the cancellation is stored, but it is not the run's: the run
+	// takes the cancellation first. Another cancellation does not move the first.
 	answer := &agentv1.AnswerRequest{RunId: "r1", QuestionId: "turn-2", Answer: "use the cache"}
-	if err := s.Answer(ctx, answer, ""); err != nil {
-		t.Fatal(err)
+	if err := s.Answer(ctx, answer, ""); !errors.Is(err, runstore.ErrCancelled) {
+		t.Fatalf("an answer after the cancellation = %v, want ErrCancelled", err)
+	}
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r1"}, "acme/ann"); err != nil {
+		t.Fatalf("a second cancellation = %v", err)
+	}
+	if got, err := s.Answered(ctx, "r1", "turn-2"); !errors.Is(err, runstore.ErrCancelled) ||
+		!proto.Equal(got.Answer, answer) {
+		t.Fatalf("Answered = %v, %v; want the answer, ErrCancelled", got.Answer, err)
+	}
+	if got, err := s.Decided(ctx, "r1", "call/1 ü"); err != nil || got.By != "acme/ann" {
+		t.Fatalf("Decided, before the cancellation = %v by %q, %v", got.Decision, got.By, err)
 	}
 	if err := s.Answer(ctx, answer, ""); !errors.Is(err, runstore.ErrExists) {
 		t.Fatalf("a second answer = %v, want ErrExists", err)
@@ -791,4 +804,43 @@ func TestBeatingReadsOneHeartbeatNow(t *testing.T) {
 		beating, err := s.Beating(ctx, "a")
 		return err == nil && !beating
 	})
+}
+
+// TestInputsComeInTheirOrder: a run that starts watching its inputs (a replica adopts it) gets
+// those recorded before, in the order they were recorded, as the watch hands on later ones: a
+// run takes no input recorded after its cancellation, so one handed over before the
+// cancellation although recorded after it would have been taken.
+func TestInputsComeInTheirOrder(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	running(t, s, "r0", "r1")
+	r0 := watchInputs(ctx, s, "r0") // the replica's watch runs, and records r1's inputs
+	var want []string
+	for i := range 6 {
+		id := fmt.Sprintf("call-%d", i)
+		d := &agentv1.ResolveApprovalRequest{RunId: "r1", CallId: id,
+			Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
+		if err := s.Decide(ctx, d, ""); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r1"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "cancel")
+	if err := s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: "r0"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	nextInput(t, r0) // recorded after r1's: the watch has them
+	in := watchInputs(ctx, s, "r1")
+	var got []string
+	for range want {
+		next := nextInput(t, in)
+		got = append(got, cmp.Or(next.Decision.GetCallId(), "cancel"))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("inputs handed over in the order %v, want %v", got, want)
+	}
 }
