@@ -187,6 +187,11 @@ type GRPC struct {
 	// stage, which truncates it, instead of failing the call. At least 1 MiB. The service
 	// binaries take GRPC_MAX_MESSAGE_BYTES over it.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// StreamBufferBytes bounds the run events (their encoded size) an orchestrator holds for
+	// a StreamRun whose client reads them more slowly than its run emits them: past it, the
+	// stream ends RESOURCE_EXHAUSTED naming the seq of the last event sent, for the client to
+	// follow the run on with WatchRun from there (the run goes on). Default 8 MiB; at least 1.
+	StreamBufferBytes int `yaml:"stream_buffer_bytes"`
 }
 
 // NATS says where run events go.

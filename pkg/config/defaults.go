@@ -50,7 +50,7 @@ func Default() *Config {
 		Memory: Memory{Store: "memory", QuotaPerUser: 10_000, KeepRuns: KeepRuns{MaxRuns: 1_000, MaxAgeMS: 86_400_000},
 			SearchCache: SearchCache{Entries: 1024, TTLMS: 60_000}},
 		Queues: map[string]Queue{DefaultQueue: {Concurrent: 8}},
-		GRPC:   GRPC{MaxMessageBytes: 32 << 20},
+		GRPC:   GRPC{MaxMessageBytes: 32 << 20, StreamBufferBytes: 8 << 20},
 		NATS:   NATS{Replicas: 1, Storage: StorageFile, StreamMaxAgeMS: 7 * 24 * 3600 * 1000},
 		Durability: Durability{
 			Checkpoints:      true,

@@ -203,6 +203,9 @@ func (c *Config) validateGRPC(p *problems) {
 }
 
 func (c *Config) validateObservation(p *problems) {
+	if n := c.GRPC.StreamBufferBytes; n < 1 {
+		p.addf("grpc.stream_buffer_bytes: must be at least 1, got %d", n)
+	}
 	if n := c.Observation.MaxInputBytes; n < 0 || n > int64(c.GRPC.MaxMessageBytes) {
 		p.addf("observation.max_input_bytes: must be between 0 (the default) and grpc.max_message_bytes (%d), got %d", c.GRPC.MaxMessageBytes, n)
 	}

@@ -47,6 +47,7 @@ func TestMapping(t *testing.T) {
 		typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:        {codes.AlreadyExists, false},
 		typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:           {codes.Unavailable, true},
 		typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED:       {codes.Unauthenticated, false},
+		typev1.StageErrorCode_STAGE_ERROR_CODE_RESOURCE_EXHAUSTED:    {codes.ResourceExhausted, false},
 	}
 	if len(table) != len(typev1.StageErrorCode_name) {
 		t.Fatalf("table covers %d codes, the proto has %d: pin every code", len(table), len(typev1.StageErrorCode_name))

@@ -47,6 +47,7 @@ var mapping = map[typev1.StageErrorCode]rule{
 	typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:        {codes.AlreadyExists, false},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:           {codes.Unavailable, true},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED:       {codes.Unauthenticated, false},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_RESOURCE_EXHAUSTED:    {codes.ResourceExhausted, false},
 }
 
 // classCodes refines GENERATION_FAILED by error class.

@@ -108,9 +108,11 @@ func (s *Service) startOrFind(ctx context.Context, req *agentv1.RunRequest, sink
 
 // StreamRun runs an agent and streams its events; the last one is run_finished, or
 // approval_requested or input_requested for a run that pauses (follow it on with WatchRun). A repeated
-// idempotency key replays the first run's events instead of running again.
+// idempotency key replays the first run's events instead of running again. A client that reads
+// more slowly than the run emits has at most streamBuffer bytes of events held for it: past
+// them, the stream ends RESOURCE_EXHAUSTED naming the seq to watch the run on from.
 func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreamingServer[eventv1.RunEvent]) error {
-	q := newEventQueue()
+	q := newEventQueue(s.streamBuffer)
 	r, runCtx, existing, err := s.startOrFind(stream.Context(), req, q.push)
 	switch {
 	case err != nil:
@@ -120,9 +122,13 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 	}
 	go s.work(runCtx, r)
 	defer r.setSink(nil)
+	var sent uint64
 	for {
-		ev, ok := q.pop(stream.Context(), r.moved)
-		if !ok {
+		ev, ok, overflowed := q.pop(stream.Context(), r.moved)
+		switch {
+		case overflowed:
+			return streamBehind(r.id, s.streamBuffer, sent)
+		case !ok:
 			if err := stream.Context().Err(); err != nil {
 				return err
 			}
@@ -131,10 +137,20 @@ func (s *Service) StreamRun(req *agentv1.RunRequest, stream grpc.ServerStreaming
 		if err := stream.Send(s.wholeResult(stream.Context(), ev)); err != nil {
 			return err
 		}
+		sent = ev.GetSeq()
 		if ev.GetRunFinished() != nil || ev.GetApprovalRequested() != nil || ev.GetInputRequested() != nil {
 			return nil
 		}
 	}
+}
+
+// streamBehind is the error that ends a StreamRun whose client read its events too slowly:
+// the orchestrator held limit bytes of them, and sent the client those up to seq sent.
+func streamBehind(runID string, limit int, sent uint64) error {
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_RESOURCE_EXHAUSTED,
+		"run %q emitted events faster than the client read them, past the %d bytes the stream "+
+			"holds (grpc.stream_buffer_bytes): the run goes on; follow it with WatchRun from_seq %d",
+		runID, limit, sent)
 }
 
 // attach waits for a run started earlier (by this or another replica) to pause or finish.

@@ -109,6 +109,9 @@ type Options struct {
 	// DrainTimeout bounds Drain: runs that reach no checkpoint in that time are stopped and
 	// resumed elsewhere from their last one (DefaultDrainTimeout when zero).
 	DrainTimeout time.Duration
+	// StreamBufferBytes bounds the events a StreamRun holds for a client that reads slowly
+	// (grpc.stream_buffer_bytes; DefaultStreamBufferBytes when zero).
+	StreamBufferBytes int
 	// Grants signs an approval grant for every call a person approved, which the action stage
 	// verifies before it runs a tool that requires approval. Nil sends no grant, so no such
 	// tool can run (New logs a warning).
@@ -122,6 +125,10 @@ type Options struct {
 
 // instrumentationName is the instrumentation scope of the orchestrator's spans and metrics.
 const instrumentationName = "github.com/agentmesh/agentmesh/services/orchestrator"
+
+// DefaultStreamBufferBytes is Options.StreamBufferBytes when zero: grpc.stream_buffer_bytes's
+// default.
+const DefaultStreamBufferBytes = 8 << 20
 
 // DefaultDrainTimeout is how long a draining replica lets its runs reach a checkpoint; it
 // stays within pkg/server's drain so the process exits in time.
@@ -157,6 +164,8 @@ type Service struct {
 	store        *runstore.Store // nil: runs are not durable
 	replica      string
 	drainTimeout time.Duration
+	// streamBuffer bounds the encoded events a StreamRun holds (Options.StreamBufferBytes).
+	streamBuffer int
 	draining     chan struct{}      // closed when Drain begins
 	stopKeeper   context.CancelFunc // ends the keeper (heartbeat and adoption)
 	abandon      context.Context    // ended when a drain's time is up: stop retrying, hand off
@@ -218,6 +227,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		grants:       opts.Grants,
 		countRuns:    opts.CountRuns,
 		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
+		streamBuffer: cmp.Or(opts.StreamBufferBytes, DefaultStreamBufferBytes),
 		draining:     make(chan struct{}),
 		kept:         make(chan struct{}),
 		lease:        newLease(),

@@ -92,6 +92,7 @@ var codeRules = map[typev1.StageErrorCode]rule{
 	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:           {retry, sameAction, jitteredWait, msgBusy, "", "a replica is draining or its store is down: retry after a backoff"},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:        {abort, sameAction, noWait, msgInvalidInput, "", "the named object exists already; retrying cannot help"},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED:       {abort, sameAction, noWait, msgPermission, "", "the call's credentials are missing or wrong; retrying cannot help"},
+	typev1.StageErrorCode_STAGE_ERROR_CODE_RESOURCE_EXHAUSTED:    {abort, sameAction, noWait, msgInvalidInput, "", "the call outgrew what the service holds for it; retrying it as it is cannot help"},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_PARSE_ERROR:           {abort, sameAction, noWait, msgToolResultBad, "", "the tool's result is malformed (not the JSON its output schema declares); retrying cannot help"},
 	typev1.StageErrorCode_STAGE_ERROR_CODE_OBSERVATION_TOO_LARGE: {askUser, sameAction, noWait, msgTooMuchOutput, "", "the result is too large to observe, so it cannot be summarised adequately: ask the user for guidance"},
 }

@@ -123,6 +123,7 @@ func TestStrategyTable(t *testing.T) {
 		typev1.StageErrorCode_STAGE_ERROR_CODE_UNAVAILABLE:           {strategy: retry, backoff: 500},
 		typev1.StageErrorCode_STAGE_ERROR_CODE_ALREADY_EXISTS:        own(abort),
 		typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED:       own(abort),
+		typev1.StageErrorCode_STAGE_ERROR_CODE_RESOURCE_EXHAUSTED:    own(abort),
 		999: own(askUser),
 	}
 	classTable := map[typev1.ErrorClass]want{

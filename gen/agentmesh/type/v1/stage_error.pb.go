@@ -81,6 +81,9 @@ const (
 	// STAGE_ERROR_CODE_UNAUTHENTICATED means the call carries no valid credentials (an API key or
 	// a client certificate) where authentication is required.
 	StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED StageErrorCode = 26
+	// STAGE_ERROR_CODE_RESOURCE_EXHAUSTED means the call outgrew a bound of what the service holds
+	// for it (a StreamRun whose client reads more slowly than its run emits events).
+	StageErrorCode_STAGE_ERROR_CODE_RESOURCE_EXHAUSTED StageErrorCode = 27
 )
 
 // Enum value maps for StageErrorCode.
@@ -113,6 +116,7 @@ var (
 		24: "STAGE_ERROR_CODE_ALREADY_EXISTS",
 		25: "STAGE_ERROR_CODE_UNAVAILABLE",
 		26: "STAGE_ERROR_CODE_UNAUTHENTICATED",
+		27: "STAGE_ERROR_CODE_RESOURCE_EXHAUSTED",
 	}
 	StageErrorCode_value = map[string]int32{
 		"STAGE_ERROR_CODE_UNSPECIFIED":           0,
@@ -142,6 +146,7 @@ var (
 		"STAGE_ERROR_CODE_ALREADY_EXISTS":        24,
 		"STAGE_ERROR_CODE_UNAVAILABLE":           25,
 		"STAGE_ERROR_CODE_UNAUTHENTICATED":       26,
+		"STAGE_ERROR_CODE_RESOURCE_EXHAUSTED":    27,
 	}
 )
 
@@ -355,7 +360,7 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\verror_class\x18\x04 \x01(\x0e2\x1d.agentmesh.type.v1.ErrorClassR\n" +
 	"errorClass\x12\x14\n" +
 	"\x05stage\x18\x05 \x01(\tR\x05stage\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage*\x8e\b\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage*\xb7\b\n" +
 	"\x0eStageErrorCode\x12 \n" +
 	"\x1cSTAGE_ERROR_CODE_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eSTAGE_ERROR_CODE_INVALID_INPUT\x10\x01\x12#\n" +
@@ -384,7 +389,8 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"$STAGE_ERROR_CODE_FAILED_PRECONDITION\x10\x17\x12#\n" +
 	"\x1fSTAGE_ERROR_CODE_ALREADY_EXISTS\x10\x18\x12 \n" +
 	"\x1cSTAGE_ERROR_CODE_UNAVAILABLE\x10\x19\x12$\n" +
-	" STAGE_ERROR_CODE_UNAUTHENTICATED\x10\x1a*\xfd\x01\n" +
+	" STAGE_ERROR_CODE_UNAUTHENTICATED\x10\x1a\x12'\n" +
+	"#STAGE_ERROR_CODE_RESOURCE_EXHAUSTED\x10\x1b*\xfd\x01\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x14\n" +
