@@ -300,19 +300,23 @@ var reattachLimit = 30 * time.Second
 // UNAVAILABLE too. Once an event arrived (the run exists), such a failure re-attaches with
 // WatchRun after seq through the same client, whose address a load balancer routes to a live
 // replica: the run request is never sent again, and no event is given twice or skipped. The
-// progress says so when it begins.
+// progress says so when it begins. A StreamRun that fell behind (RESOURCE_EXHAUSTED: the CLI
+// read it too slowly, its terminal stalled) is followed on with WatchRun at once.
 type runEvents struct {
 	client   agentv1.AgentServiceClient
 	runID    string
 	stream   grpc.ServerStreamingClient[eventv1.RunEvent]
 	seq      uint64    // the last event given (WatchRun's from_seq)
 	received bool      // an event arrived
+	behind   uint64    // seq when a stream last fell behind (RESOURCE_EXHAUSTED), plus one
 	p        *progress // says that the run is followed on, so that a pause is not a hang
 }
 
 // next returns the run's next event; io.EOF after its stream's last one. A stream that fails
 // UNAVAILABLE after an event arrived is re-attached, retried with a doubling backoff for up to
-// reattachLimit; the failure is then the last stream's. Once ctx ends it returns ctx's error.
+// reattachLimit; the failure is then the last stream's. One that fails RESOURCE_EXHAUSTED
+// after an event arrived is re-attached at once, once per event. Once ctx ends it returns
+// ctx's error.
 func (e *runEvents) next(ctx context.Context) (*eventv1.RunEvent, error) {
 	var giveUp time.Time
 	backoff := reattachBackoff
@@ -324,6 +328,21 @@ func (e *runEvents) next(ctx context.Context) (*eventv1.RunEvent, error) {
 		case err == nil:
 			e.seq, e.received = ev.GetSeq(), true
 			return ev, nil
+		case status.Code(err) == codes.ResourceExhausted && e.received && ctx.Err() == nil &&
+			e.behind != e.seq+1:
+			// Read too slowly (a terminal that stalled): the stream held what it could, and
+			// the run goes on; follow it on at once, once per event shown (an event over
+			// the message limit fails every stream alike).
+			e.behind = e.seq + 1
+			e.p.line("  ! the stream fell behind; following run %s on from event %d",
+				e.runID, e.seq)
+			stream, werr := e.client.WatchRun(ctx,
+				&agentv1.WatchRunRequest{RunId: e.runID, FromSeq: e.seq})
+			if werr != nil {
+				return nil, werr
+			}
+			e.stream = stream
+			continue
 		case status.Code(err) != codes.Unavailable || !e.received || ctx.Err() != nil:
 			return nil, err
 		case giveUp.IsZero():
