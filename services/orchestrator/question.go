@@ -91,8 +91,9 @@ wait:
 			if !errors.Is(context.Cause(ctx), errTotalTimeout) {
 				// Cancelled: COMMIT ends the run. An answer queued before the cancellation
 				// (the select takes either) is the run's, as Answer told its caller: it is
-				// recorded, though no turn follows to use it.
-				answer, by = r.queuedAnswer(st.pending.GetId())
+				// recorded, though no turn follows to use it. Answer finds no question from
+				// the same moment (stopAsking), so none comes after the queue was read.
+				answer, by = r.stopAsking(st.pending.GetId())
 				break wait
 			}
 			// The run's deadline, which the question's expires_at never passes (pauseExpiry),
@@ -193,6 +194,16 @@ func (r *run) closeQuestion(ctx context.Context, st *questionState) (*agentv1.An
 		return nil, "" // closed by the replica that owned the run before
 	}
 	return in.Answer, in.By
+}
+
+// stopAsking ends the run's question id: under r.mu, Answer finds no question from now on
+// and the answer queued before is taken (queuedAnswer), so that none is queued, and told
+// resumed, after the queue was read.
+func (r *run) stopAsking(id string) (*agentv1.AnswerRequest, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asking = nil
+	return r.queuedAnswer(id)
 }
 
 // queuedAnswer takes the answer to question id, and who gave it, from the run's inputs; nil
