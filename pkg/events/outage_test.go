@@ -2,8 +2,10 @@ package events
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // waitTimeout bounds every wait for something the test expects to happen.
@@ -223,11 +226,19 @@ func TestStreamCreatedAgainWhenNATSRestartsWithAnEmptyStore(t *testing.T) {
 		t.Errorf("run_finished got seq %d, want 3", last[0].GetSeq())
 	}
 	var watched []*eventv1.RunEvent
-	if err := Watch(t.Context(), pub.JetStream(), "run-empty", 0, func(_ context.Context, ev *eventv1.RunEvent) error {
+	collect := func(_ context.Context, ev *eventv1.RunEvent) error {
 		watched = append(watched, ev)
 		return nil
-	}); err != nil {
-		t.Fatalf("Watch: %v", err)
+	}
+	// The run's start went with the store: a watch from it is told so, and where to watch from.
+	err = Watch(t.Context(), pub.JetStream(), "run-empty", 0, collect)
+	if !errors.Is(err, stageerr.ErrFailedPrecondition) ||
+		!strings.Contains(err.Error(), "from_seq 2") || len(watched) != 0 {
+		t.Fatalf("Watch from 0 = %v after %d events; want FAILED_PRECONDITION naming from_seq 2",
+			err, len(watched))
+	}
+	if err := Watch(t.Context(), pub.JetStream(), "run-empty", 2, collect); err != nil {
+		t.Fatalf("Watch from 2: %v", err)
 	}
 	assertEvents(t, watched, last)
 }

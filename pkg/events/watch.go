@@ -8,6 +8,7 @@ import (
 	"time"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/nats-io/nats.go"
@@ -30,6 +31,11 @@ var errStreamReplaced = errors.New("the event stream was replaced")
 // subjects that is not one of its events (it does not decode as a RunEvent, or is another
 // run's) is skipped and logged with its subject and stream sequence.
 //
+// A run whose first event kept is not its run_started lost its oldest events to the stream's
+// limits (MaxAge, MaxBytes): when an event after fromSeq is among those lost, Watch fails
+// FAILED_PRECONDITION naming the first seq kept and the fromSeq to watch from there (see
+// startLost), instead of beginning mid-run as if the run began there.
+//
 // Watch rides out NATS outages. When NATS comes back without its store and the stream is
 // created anew, Watch follows the new stream from its start, after the last event it delivered.
 func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq uint64,
@@ -42,10 +48,13 @@ func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq ui
 		return stageerr.Invalid("watch callback must not be nil")
 	}
 	wait := defaultBackoff.initial
+	first := true // no event of the run read yet
 	for {
-		err := watchStream(ctx, js, runID, &fromSeq, fn)
+		err := watchStream(ctx, js, runID, &fromSeq, &first, fn)
 		switch {
 		case errors.Is(err, errStreamReplaced):
+			// The new stream holds what the run published since: its start is in the old one.
+			first = false
 			slog.WarnContext(ctx, "run event stream replaced (NATS lost its store); watching the new one",
 				"run_id", runID, "after_seq", fromSeq)
 		case errors.Is(err, errSetup) && ctx.Err() == nil:
@@ -75,9 +84,9 @@ const setupTimeout = 5 * time.Second
 
 // watchStream is Watch on the stream as it is now: it returns errStreamReplaced when NATS
 // reconnects to a stream created after this one. It advances *fromSeq past every event
-// delivered.
+// delivered; *first says no event of the run was read yet, and is cleared at the first.
 func watchStream(ctx context.Context, js jetstream.JetStream, runID string, fromSeq *uint64,
-	fn func(ctx context.Context, ev *eventv1.RunEvent) error,
+	first *bool, fn func(ctx context.Context, ev *eventv1.RunEvent) error,
 ) error {
 	sctx, scancel := context.WithTimeout(ctx, setupTimeout)
 	defer scancel()
@@ -127,6 +136,12 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 				"run_id", runID, "subject", msg.Subject(), "stream_seq", streamSeq, "err", err)
 			continue
 		}
+		if *first {
+			*first = false
+			if err := startLost(runID, ev, *fromSeq); err != nil {
+				return err
+			}
+		}
 		if ev.GetSeq() > *fromSeq {
 			fctx := otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(msg.Headers()))
 			if err := fn(fctx, ev); err != nil {
@@ -138,6 +153,22 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 			return nil
 		}
 	}
+}
+
+// startLost returns a FAILED_PRECONDITION error when ev, the first event the stream keeps of
+// the run runID, shows that events after fromSeq are gone: ev is not the run's run_started
+// (which the stream would keep first, had its limits not dropped it) and events come between
+// fromSeq and ev. A run that published no run_started (it was cancelled while NATS was away)
+// is refused too: its start is not in the stream either.
+func startLost(runID string, ev *eventv1.RunEvent, fromSeq uint64) error {
+	if ev.GetRunStarted() != nil || ev.GetSeq() <= fromSeq+1 {
+		return nil
+	}
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
+		"run %q: its events before seq %d are no longer kept (the event stream's limits, "+
+			"nats.stream_max_age_ms and nats.stream_max_bytes, dropped them); "+
+			"watch with from_seq %d to follow the run from its first event kept",
+		runID, ev.GetSeq(), ev.GetSeq()-1)
 }
 
 // runEvent decodes msg, a message on the subjects of the run runID, as one of the run's

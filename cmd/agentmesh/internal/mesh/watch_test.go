@@ -10,12 +10,14 @@ import (
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
+	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -102,6 +104,64 @@ func TestWatchRunOfARunWhoseEventsAreGone(t *testing.T) {
 	}
 	ev, err := watch.Recv()
 	wantCode(t, err, codes.NotFound, fmt.Sprintf("WatchRun of a retired run without events (got event %v)", ev))
+}
+
+// TestWatchRunSaysTheRunsStartIsGone watches a run whose first events the stream no longer
+// keeps (nats.stream_max_age_ms or nats.stream_max_bytes dropped them while the run was paused
+// or still going): a watch from its start is FAILED_PRECONDITION naming the first seq kept and
+// the from_seq to watch from, and a watch from there follows the run. Before, the watch began
+// at the first event kept, mid-run, without a word of what came before.
+func TestWatchRunSaysTheRunsStartIsGone(t *testing.T) {
+	hello := llmtest.Scenario{Name: "hello", Match: "hello", Turns: []llmtest.Turn{text("Hello.")}}
+	h := start(t, nil, hello)
+	res := h.run(t, &agentv1.RunRequest{Message: "hello", RunId: "started-long-ago"})
+	stream, err := h.jetStream(t).Stream(t.Context(), events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the stream's limits do to a run's oldest events once they are old enough.
+	startedOn := events.Subject(res.GetRunId(), "run_started")
+	started, err := stream.GetLastMsgForSubject(t.Context(), startedOn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(t.Context(), started.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(from uint64) ([]*eventv1.RunEvent, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		req := &agentv1.WatchRunRequest{RunId: res.GetRunId(), FromSeq: from}
+		w, err := h.client.WatchRun(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		var got []*eventv1.RunEvent
+		for {
+			ev, err := w.Recv()
+			if errors.Is(err, io.EOF) {
+				return got, nil
+			}
+			if err != nil {
+				return got, err
+			}
+			got = append(got, ev)
+		}
+	}
+	got, err := watch(0)
+	wantCode(t, err, codes.FailedPrecondition, fmt.Sprintf(
+		"WatchRun from the start of a run whose start is gone (after %d events)", len(got)))
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "before seq 2") ||
+		!strings.Contains(msg, "from_seq 1") {
+		t.Errorf("WatchRun's error = %q; want it to name the first seq kept (2) and from_seq 1",
+			msg)
+	}
+	got, err = watch(1)
+	if err != nil || len(got) == 0 || got[0].GetSeq() != 2 ||
+		got[len(got)-1].GetRunFinished() == nil {
+		t.Fatalf("WatchRun from_seq 1 = %d events, %v; want the run from seq 2 to run_finished",
+			len(got), err)
+	}
 }
 
 // TestStreamRunAgainEndsAtAPauseTakenOver: StreamRun repeated with the idempotency key of a
