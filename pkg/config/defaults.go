@@ -51,7 +51,7 @@ func Default() *Config {
 			SearchCache: SearchCache{Entries: 1024, TTLMS: 60_000}},
 		Queues: map[string]Queue{DefaultQueue: {Concurrent: 8}},
 		GRPC:   GRPC{MaxMessageBytes: 32 << 20, StreamBufferBytes: 8 << 20},
-		NATS:   NATS{Replicas: 1, Storage: StorageFile, StreamMaxAgeMS: 7 * 24 * 3600 * 1000},
+		NATS:   NATS{Replicas: 1, Storage: StorageFile, StreamMaxAgeMS: DefaultStreamMaxAgeMS},
 		Durability: Durability{
 			Checkpoints:      true,
 			LeaseTTLMS:       10_000,

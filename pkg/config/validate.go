@@ -123,6 +123,7 @@ func (c *Config) Validate() error {
 	c.validateQueues(&p)
 	c.validateTools(&p)
 	c.validateDurability(&p)
+	c.validateEventAge(&p)
 	c.validateSecurity(&p)
 	if len(p) == 0 {
 		return nil

@@ -329,6 +329,36 @@ func TestLoadRunLimits(t *testing.T) {
 	}
 }
 
+// TestRunsMayNotOutliveTheirEvents: a run lasts up to total_timeout_ms, its pauses included,
+// so the event stream must keep events at least that long (nats.stream_max_age_ms, 7 days when
+// 0): the defaults and the run_limits ceiling longer than that are refused, naming both. Before,
+// a run paused for up to 30 days lost its first events at 7 days, and a watch began mid-run.
+func TestRunsMayNotOutliveTheirEvents(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"nats: {stream_max_age_ms: 3600000}\ndefaults: {total_timeout_ms: 3600001}\n",
+			"nats.stream_max_age_ms: must be at least defaults.total_timeout_ms (3600001), " +
+				"the longest a run lasts, or its first events expire while it runs; got 3600000"},
+		{"nats: {stream_max_age_ms: 3600000}\nrun_limits: {total_timeout_ms: 7200000}\n",
+			"nats.stream_max_age_ms: must be at least run_limits.total_timeout_ms (7200000), " +
+				"the longest a run lasts, or its first events expire while it runs; got 3600000"},
+		{"nats: {stream_max_age_ms: 0}\ndefaults: {total_timeout_ms: 864000000}\n",
+			"nats.stream_max_age_ms: must be at least defaults.total_timeout_ms (864000000), " +
+				"the longest a run lasts, or its first events expire while it runs; " +
+				"got 0 (604800000, 7 days)"},
+	} {
+		_, err := LoadLayers(writeLayers(t, map[string]layerFiles{"explicit": {yaml: tt.yaml}}))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: LoadLayers() = %v, want %q", tt.yaml, err, tt.want)
+		}
+	}
+	within := "nats: {stream_max_age_ms: 3600000}\ndefaults: {total_timeout_ms: 3600000}\n" +
+		"run_limits: {total_timeout_ms: 3600000}\n"
+	layers := writeLayers(t, map[string]layerFiles{"explicit": {yaml: within}})
+	if _, err := LoadLayers(layers); err != nil {
+		t.Errorf("runs that end as their events expire: %v", err)
+	}
+}
+
 // TestDurationsThatOverflowAreRefused: a duration in milliseconds past what time.Duration holds
 // (about 292 years) loaded, and wrapped around: a lease_ttl_ms or idempotency_ttl_ms written
 // as "forever" stopped the orchestrator with an error naming no setting, a stream_max_age_ms

@@ -62,6 +62,10 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, opts ...Option) (*Publishe
 	return p, nil
 }
 
+// MaxAge returns how long the stream the Publisher ensures keeps an event (its MaxAge, or
+// DefaultMaxAge).
+func (p *Publisher) MaxAge() time.Duration { return p.stream.config().MaxAge }
+
 // JetStream returns the JetStream context the Publisher publishes with, e.g. for Watch.
 func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
 

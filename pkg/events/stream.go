@@ -15,7 +15,7 @@ import (
 const DuplicateWindow = 2 * time.Minute
 
 // DefaultMaxAge is how long the stream keeps a run's events unless StreamOptions say otherwise.
-const DefaultMaxAge = 7 * 24 * time.Hour
+const DefaultMaxAge = config.DefaultStreamMaxAgeMS * time.Millisecond
 
 // StreamOptions are the settings of the stream AGENTMESH_RUNS. The zero value is one replica,
 // file storage, events kept for DefaultMaxAge and no size limit.

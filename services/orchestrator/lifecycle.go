@@ -71,6 +71,9 @@ func (s *Service) start(ctx context.Context, req *agentv1.RunRequest, sink func(
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkEventsKept(contract, s.publisher.MaxAge()); err != nil {
+		return nil, nil, err
+	}
 	outputSchema, err := compileOutputSchema(req.GetOutputSchema())
 	if err != nil {
 		return nil, nil, stageerr.Invalid("output_schema is not a valid JSON schema: %v", err)

@@ -72,3 +72,34 @@ func TestRunLimitsBoundEveryRun(t *testing.T) {
 		t.Errorf("a run at the ceilings: success %v, contract %v", res.GetSuccess(), c)
 	}
 }
+
+// TestARunMayNotOutliveItsEvents: a request whose total_timeout_ms is longer than the event
+// stream keeps events (nats.stream_max_age_ms) is INVALID_ARGUMENT naming both, and one that
+// ends in time runs. Before, a run paused up to 30 days lost its first events at 7 days (the
+// default), and a watch of it began mid-run.
+func TestARunMayNotOutliveItsEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentmesh.yaml")
+	const kept = "nats: {stream_max_age_ms: 3600000}\n"
+	if err := os.WriteFile(path, []byte(kept), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadLayers([]config.Layer{{Name: "test", Path: path, Required: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, cfg)
+	_, err = h.client.Run(t.Context(), &agentv1.RunRequest{Message: "What is 6 times 7?",
+		Overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(3_600_001)}})
+	const want = "overrides.total_timeout_ms must be at most 3600000 (nats.stream_max_age_ms: " +
+		"the event stream keeps a run's events no longer), got 3600001"
+	if status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(status.Convert(err).Message(), want) {
+		t.Fatalf("err = %v, want INVALID_ARGUMENT mentioning %q", err, want)
+	}
+	res := h.run(t, &agentv1.RunRequest{Message: "What is 6 times 7?",
+		Overrides: &agentv1.RunOverrides{TotalTimeoutMs: i64(3_600_000)}})
+	if !res.GetSuccess() || res.GetContract().GetTotalTimeoutMs() != 3_600_000 {
+		t.Errorf("a run that ends as its events expire: success %v, contract %v",
+			res.GetSuccess(), res.GetContract())
+	}
+}
