@@ -337,7 +337,7 @@ func (r *run) terminate(ctx context.Context, e ending) *typev1.RunResult {
 // the memory stage cannot take now stays in the checkpoint store, where GetRun finds it and
 // any replica saves it later. published says run_finished is in the stream already. A run
 // whose user is unknown (its checkpoint did not decode: endUnreadable) has nobody for the
-// memory stage to keep its result for, which refuses it: its result is in run_finished only.
+// memory stage to keep its result for, which refuses it: its tombstone keeps the result.
 func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool) {
 	var err error
 	if r.userID != "" {
@@ -356,7 +356,7 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 		return
 	}
 	ctx = r.publishContext(ctx) // the run's context ends as it returns; its records outlive it
-	r.retireStored = func() { r.retireRecords(ctx, err == nil) }
+	r.retireStored = func() { r.retireRecords(ctx, err == nil, res) }
 }
 
 // retireRecords retires a finished run's records in the store (runstore.Finish: a tombstone
@@ -364,10 +364,16 @@ func (r *run) finish(ctx context.Context, res *typev1.RunResult, published bool)
 // memory stage has the result: a run whose result it has not keeps its records, and is
 // handed off, for a replica (this one, or another) to adopt and save it; so is a run whose
 // retirement failed, to be retired again. The result is stored and delivered by then, so the
-// run's callers and watchers need not wait for these requests to NATS.
-func (r *run) retireRecords(ctx context.Context, saved bool) {
+// run's callers and watchers need not wait for these requests to NATS. The tombstone of a run
+// whose user is unknown, whose result res the memory stage was not asked to keep (finish),
+// keeps res (a small one: endUnreadable's), where GetRun finds it as in a checkpoint.
+func (r *run) retireRecords(ctx context.Context, saved bool, res *typev1.RunResult) {
 	if saved {
-		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED, UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
+		tomb := &checkpointv1.RunCheckpoint{RunId: r.id, Phase: checkpointv1.Phase_PHASE_FINISHED,
+			UserId: r.userID, ResultSaved: true, Replica: r.svc.replica}
+		if r.userID == "" {
+			tomb.Result = res
+		}
 		err := r.svc.store.Finish(ctx, tomb, r.head)
 		if err == nil {
 			return
