@@ -208,7 +208,8 @@ type NATS struct {
 	// a NATS restart) or memory.
 	Storage string `yaml:"storage"`
 	// StreamMaxAgeMS is how long the event stream keeps a run's events. Default (and 0) 7 days;
-	// at least the longest a run may last (defaults and run_limits total_timeout_ms).
+	// at least 2 minutes (the stream's window for dropping an event published again) and the
+	// longest a run may last (defaults and run_limits total_timeout_ms).
 	StreamMaxAgeMS int64 `yaml:"stream_max_age_ms"`
 	// StreamMaxBytes bounds the event stream's size; the oldest events go first. 0 is
 	// unlimited.

@@ -9,6 +9,11 @@ import (
 // nats.stream_max_age_ms is 0: 7 days.
 const DefaultStreamMaxAgeMS = 7 * 24 * 3600 * 1000
 
+// EventDuplicateWindowMS is how long the event stream remembers an event's id, to drop the
+// event when it is published again (a publish whose ack was lost): 2 minutes. JetStream takes
+// no stream that keeps its events for less.
+const EventDuplicateWindowMS = 2 * 60 * 1000
+
 // EventsKeptMS returns how long the event stream keeps a run's events, in milliseconds:
 // StreamMaxAgeMS, or DefaultStreamMaxAgeMS when it is 0.
 func (n NATS) EventsKeptMS() int64 {
@@ -26,6 +31,11 @@ func (c *Config) validateEventAge(p *problems) {
 	n := c.NATS
 	if n.StreamMaxAgeMS < 0 {
 		return // validateDurability says so
+	}
+	if n.StreamMaxAgeMS > 0 && n.StreamMaxAgeMS < EventDuplicateWindowMS {
+		p.addf("nats.stream_max_age_ms: must be at least %d (2 minutes, the window in which "+
+			"the stream drops an event published again), got %d",
+			EventDuplicateWindowMS, n.StreamMaxAgeMS)
 	}
 	kept := n.EventsKeptMS()
 	got := strconv.FormatInt(n.StreamMaxAgeMS, 10)

@@ -359,6 +359,25 @@ func TestRunsMayNotOutliveTheirEvents(t *testing.T) {
 	}
 }
 
+// TestStreamMaxAgeCoversTheDuplicateWindow: the event stream drops an event published again
+// within 2 minutes, which JetStream allows only in a stream keeping events at least as long:
+// a shorter nats.stream_max_age_ms is refused naming the key. Before, it loaded, and every
+// orchestrator failed to start with NATS's "duplicates window can not be larger then max age".
+func TestStreamMaxAgeCoversTheDuplicateWindow(t *testing.T) {
+	short := "nats: {stream_max_age_ms: 60000}\ndefaults: {total_timeout_ms: 60000}\n"
+	_, err := LoadLayers(writeLayers(t, map[string]layerFiles{"explicit": {yaml: short}}))
+	const want = "nats.stream_max_age_ms: must be at least 120000 (2 minutes, the window in " +
+		"which the stream drops an event published again), got 60000"
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("LoadLayers() = %v, want %q", err, want)
+	}
+	least := "nats: {stream_max_age_ms: 120000}\ndefaults: {total_timeout_ms: 60000}\n"
+	layers := writeLayers(t, map[string]layerFiles{"explicit": {yaml: least}})
+	if _, err := LoadLayers(layers); err != nil {
+		t.Errorf("a stream keeping events for the window itself: %v", err)
+	}
+}
+
 // TestDurationsThatOverflowAreRefused: a duration in milliseconds past what time.Duration holds
 // (about 292 years) loaded, and wrapped around: a lease_ttl_ms or idempotency_ttl_ms written
 // as "forever" stopped the orchestrator with an error naming no setting, a stream_max_age_ms

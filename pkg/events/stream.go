@@ -12,7 +12,7 @@ import (
 )
 
 // DuplicateWindow is how long JetStream remembers a Nats-Msg-Id to drop a republished event.
-const DuplicateWindow = 2 * time.Minute
+const DuplicateWindow = config.EventDuplicateWindowMS * time.Millisecond
 
 // DefaultMaxAge is how long the stream keeps a run's events unless StreamOptions say otherwise.
 const DefaultMaxAge = config.DefaultStreamMaxAgeMS * time.Millisecond
