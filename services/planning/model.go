@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -53,7 +54,10 @@ var planSchema = map[string]any{
 			},
 		},
 		"requires_human_approval": map[string]any{"type": "boolean", "description": "a step needs a person's approval before it runs"},
-		"estimated_steps":         map[string]any{"type": "integer", "minimum": 1, "description": "model turns expected, the final answer included"},
+		// At most what PlanResponse.estimated_steps, an int32, holds: a larger estimate would
+		// wrap around to a negative one.
+		"estimated_steps": map[string]any{"type": "integer", "minimum": 1, "maximum": math.MaxInt32,
+			"description": "model turns expected, the final answer included"},
 	},
 }
 

@@ -362,3 +362,22 @@ func TestRevisionApproval(t *testing.T) {
 		})
 	}
 }
+
+// TestModelEstimateOutOfRange: an estimate of model turns past what PlanResponse's int32
+// estimated_steps holds is an answer outside the schema, which the rules stand in for; it was
+// taken, and wrapped around to a negative estimate.
+func TestModelEstimateOutOfRange(t *testing.T) {
+	const goal = "What time is it in Tokyo?"
+	c, _ := modelClient(t, planned(goal, `{"viable": true, "estimated_steps": 3000000000,
+		"steps": [{"id": "a", "description": "read the clock", "tool": "current_time"}]}`))
+	resp, err := c.Plan(t.Context(), &planningv1.PlanRequest{Goal: goal, AvailableTools: catalogue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fallback := resp.GetFallbackReason()
+	if resp.GetSource() != planning.SourceRules || !strings.Contains(fallback, "estimated_steps") ||
+		resp.GetEstimatedSteps() != 2 {
+		t.Errorf("source %q, fallback %q, estimated %d; want the rules' plan and estimate "+
+			"because of estimated_steps", resp.GetSource(), fallback, resp.GetEstimatedSteps())
+	}
+}
