@@ -237,7 +237,7 @@ func (r *run) intentFailure(ctx context.Context, err error) *ending {
 	se := stageerr.FromError(err)
 	switch {
 	case errors.Is(se, stageerr.ErrIntentUnsafe):
-		return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitIntentUnsafe, "I can't help with that request.", se.Error())
+		return r.refusal(ctx, "intent", se, ExitIntentUnsafe, MessageUnsafe)
 	case errors.Is(se, stageerr.ErrIntentUnclear):
 		d := r.recover(ctx, "intent", se, 0, nil)
 		if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ASK_USER && r.clarification == "" && ctx.Err() == nil {
@@ -290,9 +290,9 @@ func (r *run) makePlan(ctx context.Context) *ending {
 			se := stageerr.FromError(err)
 			switch {
 			case errors.Is(se, stageerr.ErrNoViablePlan):
-				end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitNoViablePlan, "I can't do that with the tools I have.", se.Error())
+				end = r.refusal(ctx, stagePlanning, se, ExitNoViablePlan, MessageNoViablePlan)
 			case errors.Is(se, stageerr.ErrPlanTooComplex):
-				end = fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, ExitPlanTooComplex, MessageTooComplex, se.Error())
+				end = r.refusal(ctx, stagePlanning, se, ExitPlanTooComplex, MessageTooComplex)
 			default:
 				end = r.stageEnding(ctx, "planning", err)
 			}

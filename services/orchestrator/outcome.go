@@ -93,6 +93,12 @@ const (
 	// MessageHowToProceed is the question asked when the recovery stage decides to ask the
 	// user how to proceed after a failure in a turn, and no question came with its decision.
 	MessageHowToProceed = "Something went wrong. How would you like me to proceed?"
+	// MessageUnsafe ends a run whose request the intent stage refused as unsafe
+	// (INTENT_UNSAFE), when the recovery stage's decision gives no words of its own.
+	MessageUnsafe = "I can't help with that request."
+	// MessageNoViablePlan ends a run whose goal no plan reaches with the tools it may use
+	// (NO_VIABLE_PLAN), when the recovery stage's decision gives no words of its own.
+	MessageNoViablePlan = "I don't have the tools needed to complete that request."
 )
 
 // messageAnswerTimeout is the final report of a run whose user did not answer its question in

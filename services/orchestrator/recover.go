@@ -41,12 +41,28 @@ func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stagee
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "no usable recovery decision; using the local rule", "run_id", state.GetRunId(), "err", err)
-		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT, UserMessage: MessageProviderFailure, Reason: reason}
+		d = &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT,
+			UserMessage: localMessage(se), Reason: reason}
 		if se.Retryable() && retry+1 < cmp.Or(int(state.GetMaxRetries()), 3) {
 			d.Strategy = recoveryv1.Strategy_STRATEGY_FALLBACK
 		}
 	}
 	return d, detail
+}
+
+// localMessage is the user message of the local rule's abort of se: the words for a stage's
+// refusal of the request (the run would tell a user it cannot help, or cannot plan, that it has
+// trouble and to try again), else seed 004's provider failure.
+func localMessage(se *stageerr.Error) string {
+	switch se.Code {
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE:
+		return MessageUnsafe
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN:
+		return MessageNoViablePlan
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX:
+		return MessageTooComplex
+	}
+	return MessageProviderFailure
 }
 
 // stageEnding ends a run whose stage failed with err in a way the loop cannot route around. The
@@ -80,6 +96,23 @@ func (r *run) stageEnding(ctx context.Context, stage string, err error) *ending 
 	e := fail(outcome, exit, message, stage+": "+se.Error())
 	e.retryable = se.Retryable() || exit == ExitStageUnavailable
 	return e
+}
+
+// refusal ends a run before its first turn on a stage's refusal of the request that no
+// strategy mends (INTENT_UNSAFE, NO_VIABLE_PLAN, PLAN_TOO_COMPLEX: asked again, the stage
+// refuses again), FAILED_PREFLIGHT with exit. The recovery stage decides on it as on every
+// failure (seed 003: Intent and Planning fail into Error/Recovery, which always gives the user
+// a message), and the user reads its message when it aborts, which is what the run does;
+// message, the run's own words, when it decides otherwise (a retry, a fallback or a question
+// would promise what the ended run never does) or gives no words.
+func (r *run) refusal(
+	ctx context.Context, stage string, se *stageerr.Error, exit, message string,
+) *ending {
+	d := r.recover(ctx, stage, se, 0, nil)
+	if d.GetStrategy() == recoveryv1.Strategy_STRATEGY_ABORT {
+		message = cmp.Or(d.GetUserMessage(), message)
+	}
+	return fail(typev1.Outcome_OUTCOME_FAILED_PREFLIGHT, exit, message, se.Error())
 }
 
 func strategyName(s recoveryv1.Strategy) string {

@@ -272,9 +272,9 @@ func TestPlanFailuresEndTheRun(t *testing.T) {
 		message, exit, report, reason string
 		allowed                       []string
 	}{
-		{rules, noTool, orchestrator.ExitNoViablePlan, "I can't do that with the tools I have.", "the constraints rule out every available tool (calculator)", []string{"calculator"}},
+		{rules, noTool, orchestrator.ExitNoViablePlan, orchestrator.MessageNoViablePlan, "the constraints rule out every available tool (calculator)", []string{"calculator"}},
 		{rules, tooLong, orchestrator.ExitPlanTooComplex, orchestrator.MessageTooComplex, "the goal has 4 steps, the limit is 3", nil},
-		{model, moon, orchestrator.ExitNoViablePlan, "I can't do that with the tools I have.", "the planning model found no viable plan: no tool books space flights", nil},
+		{model, moon, orchestrator.ExitNoViablePlan, orchestrator.MessageNoViablePlan, "the planning model found no viable plan: no tool books space flights", nil},
 		{model, manySteps, orchestrator.ExitPlanTooComplex, orchestrator.MessageTooComplex, "the planning model's plan has 4 steps, the limit is 3", nil},
 	}
 	for _, tc := range table {
