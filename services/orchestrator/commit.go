@@ -62,8 +62,7 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	// 2. Budgets. A call dropped over the tool call budget does not end the run at once: one
 	// final turn follows, so the model can answer with what it has (seed 002 §7).
 	if r.overTokenBudget() {
-		return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokens, MessageTooComplex,
-			fmt.Sprintf("%d tokens consumed, budget %d", r.usage.GetTotal(), c.GetMaxTokensConsumed()))
+		return r.tokenBudgetSpent()
 	}
 	if t.budgetExhausted {
 		r.toolBudgetSpent = true
@@ -146,6 +145,14 @@ func (r *run) predicates(runCtx, stepCtx context.Context, pending *ending, t *tu
 	}
 	// 6. Continue.
 	return nil
+}
+
+// tokenBudgetSpent ends a run that consumed more than max_tokens_consumed.
+func (r *run) tokenBudgetSpent() *ending {
+	why := fmt.Sprintf("%d tokens consumed, budget %d",
+		r.usage.GetTotal(), r.contract.GetMaxTokensConsumed())
+	return fail(typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokens,
+		MessageTooComplex, why)
 }
 
 // overTokenBudget reports whether the run consumed more than max_tokens_consumed.

@@ -96,8 +96,14 @@ func (r *run) begin(ctx context.Context) *ending {
 	return nil
 }
 
-// nextTurn counts and runs the next turn.
+// nextTurn counts and runs the next turn, unless the tokens the stages' models spent since
+// the last COMMIT (the intent and planning models before the first turn, a plan's revision
+// between turns) took the run over max_tokens_consumed: no turn is asked for over a spent
+// budget.
 func (r *run) nextTurn(ctx context.Context) *ending {
+	if r.overTokenBudget() {
+		return r.tokenBudgetSpent()
+	}
 	r.turns++
 	return r.turn(ctx)
 }
