@@ -71,31 +71,6 @@ func Ordered(steps []*typev1.Step) error {
 	return nil
 }
 
-// Sort returns steps in a stable topological order: each comes after its dependencies, and
-// among the steps that are ready, the one listed first goes first. The steps must have passed
-// Check.
-func Sort(steps []*typev1.Step) []*typev1.Step {
-	index := make(map[string]int, len(steps))
-	for i, st := range steps {
-		index[st.GetId()] = i
-	}
-	placed := make([]bool, len(steps))
-	ready := func(i int) bool {
-		return !slices.ContainsFunc(steps[i].GetDependsOn(), func(dep string) bool { return !placed[index[dep]] })
-	}
-	out := make([]*typev1.Step, 0, len(steps))
-	for len(out) < len(steps) {
-		for i := range steps {
-			if !placed[i] && ready(i) {
-				placed[i] = true
-				out = append(out, steps[i])
-				break
-			}
-		}
-	}
-	return out
-}
-
 // Tools indexes tools by name.
 func Tools(list []*typev1.Tool) map[string]*typev1.Tool {
 	tools := make(map[string]*typev1.Tool, len(list))
