@@ -52,9 +52,13 @@ func (s *Service) recoveryDecision(ctx context.Context, stage string, se *stagee
 
 // localMessage is the user message of the local rule's abort of se: the words for a stage's
 // refusal of the request (the run would tell a user it cannot help, or cannot plan, that it has
-// trouble and to try again), else seed 004's provider failure.
+// trouble and to try again), the question to ask about an unclear intent (which the run asks
+// the user, and "I'm having trouble processing your request" is none), else seed 004's
+// provider failure.
 func localMessage(se *stageerr.Error) string {
 	switch se.Code {
+	case typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR:
+		return MessageClarify
 	case typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNSAFE:
 		return MessageUnsafe
 	case typev1.StageErrorCode_STAGE_ERROR_CODE_NO_VIABLE_PLAN:

@@ -102,3 +102,25 @@ func (sayingRecovery) Decide(
 	return &recoveryv1.DecideResponse{Strategy: recoveryv1.Strategy_STRATEGY_ABORT,
 		UserMessage: sayingRecoveryMessage}, nil
 }
+
+// TestUnclearIntentWithoutRecoveryAsks: when the recovery stage gives no usable decision
+// about an unclear intent (here a retry an hour away, outside its contract), the local rule's
+// question to the user is a question: the run asked "I'm having trouble processing your
+// request. Please try again." as its clarification question.
+func TestUnclearIntentWithoutRecoveryAsks(t *testing.T) {
+	h := startOptions(t, nil, 1, nil, func(o *mesh.Options) {
+		addr := serveStage(t, mesh.Recovery, func(g *grpc.Server) {
+			recoveryv1.RegisterRecoveryServiceServer(g, hourlyRecovery{})
+		})
+		o.StageAddrs = map[string]string{mesh.Recovery: addr}
+	})
+	res := h.run(t, &agentv1.RunRequest{Message: "?!?"})
+	checkInvariants(t, res)
+	d := res.GetDecision()
+	if d.GetDecisionType() != typev1.DecisionType_DECISION_TYPE_ASK_CLARIFICATION ||
+		d.GetClarificationQuestion() != orchestrator.MessageClarify ||
+		res.GetFinalReport().GetContent() != orchestrator.MessageClarify {
+		t.Errorf("%s %s: decision %v, report %q; want the question %q", res.GetOutcome(),
+			res.GetExitReason(), d, res.GetFinalReport().GetContent(), orchestrator.MessageClarify)
+	}
+}
