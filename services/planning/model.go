@@ -119,7 +119,7 @@ func (s *Service) fromModel(ctx context.Context, in *input) (*made, error) {
 	if len(answer.Steps) == 0 {
 		return nil, modelFailure(accounting, "the planning model's plan has no steps")
 	}
-	steps, err := normalise(answer.proposed(), in.tools, in.limit)
+	steps, err := normalise("steps", answer.proposed(), in.tools, in.limit)
 	if err != nil {
 		if se := stageerr.As(err); se != nil && se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_PLAN_TOO_COMPLEX {
 			se.Msg = "the planning model's " + se.Msg

@@ -36,7 +36,7 @@ func revise(rev *planningv1.PlanRevision, in *input) ([]*typev1.Step, error) {
 		}
 		steps[i] = st
 	}
-	return normalise(steps, in.tools, in.limit)
+	return normalise("steps", steps, in.tools, in.limit)
 }
 
 // remaining counts the steps of a revision that are not done; a new plan has none done.

@@ -153,7 +153,7 @@ func (s *Service) Plan(ctx context.Context, req *planningv1.PlanRequest) (*plann
 // carries the accounting of the model's request.
 func (s *Service) make(ctx context.Context, in *input) (*made, error) {
 	if len(in.req.GetProposedSteps()) > 0 {
-		steps, err := normalise(in.req.GetProposedSteps(), in.tools, in.limit)
+		steps, err := normalise("proposed_steps", in.req.GetProposedSteps(), in.tools, in.limit)
 		if err != nil {
 			return nil, err
 		}

@@ -10,13 +10,16 @@ import (
 )
 
 // normalise validates proposed steps (plan.Check) and returns trimmed copies, their
-// dependencies deduplicated, in a stable topological order.
-func normalise(proposed []*typev1.Step, tools map[string]*typev1.Tool, limit int) ([]*typev1.Step, error) {
+// dependencies deduplicated, in a stable topological order. field names the steps in an
+// INVALID_INPUT error: "proposed_steps" of a request, "steps" of the planning model's plan.
+func normalise(
+	field string, proposed []*typev1.Step, tools map[string]*typev1.Tool, limit int,
+) ([]*typev1.Step, error) {
 	steps := make([]*typev1.Step, len(proposed))
 	for i, p := range proposed {
 		id := strings.TrimSpace(p.GetId())
 		if id == "" {
-			return nil, stageerr.Invalid("proposed step %d has an empty id", i+1)
+			return nil, stageerr.Invalid("%s[%d].id must not be empty", field, i)
 		}
 		steps[i] = &typev1.Step{
 			Id:          id,
@@ -30,6 +33,10 @@ func normalise(proposed []*typev1.Step, tools map[string]*typev1.Tool, limit int
 		}
 	}
 	if err := plan.Check(steps, tools, limit); err != nil {
+		if se := stageerr.As(err); se != nil &&
+			se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT {
+			se.Msg = field + ": " + se.Msg
+		}
 		return nil, err
 	}
 	return plan.Sort(steps), nil
