@@ -89,6 +89,17 @@ func (p *planTracker) ready(s *typev1.StepProgress) bool {
 	})
 }
 
+// unplannedID is the id of the next step added for a call outside the plan: "unplanned-N",
+// with an N no step of the plan has in its id (a planning model may name a step so).
+func (p *planTracker) unplannedID() string {
+	for {
+		p.unplanned++
+		if id := fmt.Sprintf("unplanned-%d", p.unplanned); p.find(id) == nil {
+			return id
+		}
+	}
+}
+
 // answered marks the step without a tool that was current in turn done: the model answered
 // that turn.
 func (p *planTracker) answered(step *typev1.StepProgress, turn int32) {
@@ -106,9 +117,8 @@ func (p *planTracker) answered(step *typev1.StepProgress, turn int32) {
 func (p *planTracker) observe(tool, callID string, ok bool, output *structpb.Struct, why string, turn int32) string {
 	step := p.stepFor(tool)
 	if step == nil {
-		p.unplanned++
 		step = &typev1.StepProgress{Step: &typev1.Step{
-			Id: fmt.Sprintf("unplanned-%d", p.unplanned), Description: fmt.Sprintf("call %s (%s), which the plan did not foresee", tool, callID), ToolName: tool,
+			Id: p.unplannedID(), Description: fmt.Sprintf("call %s (%s), which the plan did not foresee", tool, callID), ToolName: tool,
 		}}
 		at := slices.IndexFunc(p.steps, func(s *typev1.StepProgress) bool { return s.GetState() != typev1.StepState_STEP_STATE_DONE })
 		if at < 0 {
