@@ -88,11 +88,17 @@ type modelAnswer struct {
 }
 
 // check rejects what the schema cannot say: a goal of white space only (the schema's \S is
-// ASCII's: a no-break space passes it), a flag without its text.
-func (a *modelAnswer) check() error {
+// ASCII's: a no-break space passes it), a goal over maxBytes bytes (the schema's maxLength
+// counts characters; the planning stage takes a goal of the message's size in bytes), a flag
+// without its text.
+func (a *modelAnswer) check(maxBytes int) error {
+	goal := collapseLines(a.Goal)
 	switch {
-	case collapseLines(a.Goal) == "":
+	case goal == "":
 		return fmt.Errorf("%w: the goal is white space only", ask.ErrUnusable)
+	case len(goal) > maxBytes:
+		return fmt.Errorf("%w: the goal is %d bytes, the limit is %d",
+			ask.ErrUnusable, len(goal), maxBytes)
 	case a.NeedsClarification && strings.TrimSpace(a.ClarificationQuestion) == "":
 		return fmt.Errorf("%w: needs_clarification is true without a clarification_question", ask.ErrUnusable)
 	case a.Unsafe && strings.TrimSpace(a.UnsafeReason) == "":
@@ -128,7 +134,7 @@ func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp
 		resp.Accounting = append(resp.Accounting, ans.Entry)
 	}
 	if err == nil {
-		err = a.check()
+		err = a.check(s.maxBytes)
 	}
 	if err != nil {
 		if !errors.Is(err, ask.ErrUnusable) && ctx.Err() != nil {

@@ -82,3 +82,25 @@ func TestModelGoalOfWhiteSpaceFallsBackToRules(t *testing.T) {
 		t.Errorf("accounting %v, want the model's request", resp.GetAccounting())
 	}
 }
+
+// TestModelGoalOverTheByteLimitFallsBackToRules: the schema bounds the goal in characters,
+// the planning stage in bytes (the message's limit, 64 KiB): a goal of 40 000 "é", within
+// the characters but 80 000 bytes, is an answer the rules stand in for, not a goal the
+// planning stage refuses INVALID_ARGUMENT, which ended the run.
+func TestModelGoalOverTheByteLimitFallsBackToRules(t *testing.T) {
+	const message = "Write a poem about autumn in 4 lines"
+	goal := strings.Repeat("é", 40_000)
+	c := modelClient(t, llmtest.Scenario{Name: "long goal", Match: intent.ModelInputPrefix + message,
+		Turns: []llmtest.Turn{{ToolCalls: []llmtest.ToolCall{{Name: intent.ModelTool,
+			Arguments: `{"goal": "` + goal + `", "constraints": [], "task_type": "creative",
+				"needs_clarification": false, "unsafe": false}`}}}}})
+	resp, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: message})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetGoal() != message || resp.GetSource() != intent.SourceRules ||
+		!strings.Contains(resp.GetFallbackReason(), "the goal is 80000 bytes, the limit is 65536") {
+		t.Errorf("goal of %d bytes, source %q, fallback %q; want the rules' goal, saying the "+
+			"model's is too long", len(resp.GetGoal()), resp.GetSource(), resp.GetFallbackReason())
+	}
+}
