@@ -246,16 +246,20 @@ func TestAnInputForARetiredRunIsNotKept(t *testing.T) {
 	if err := s.Finish(ctx, tomb, nil); err != nil {
 		t.Fatal(err)
 	}
-	inputs := map[string]func(run string) error{
-		"a decision": func(run string) error {
+	// The cancellation comes last: an input recorded after it is ErrCancelled.
+	inputs := []struct {
+		name   string
+		record func(run string) error
+	}{
+		{"a decision", func(run string) error {
 			return s.Decide(ctx, &agentv1.ResolveApprovalRequest{RunId: run, CallId: "c1", Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}, "")
-		},
-		"an answer": func(run string) error {
+		}},
+		{"an answer", func(run string) error {
 			return s.Answer(ctx, &agentv1.AnswerRequest{RunId: run, QuestionId: "q", Answer: "yes"}, "")
-		},
-		"a cancellation": func(run string) error {
+		}},
+		{"a cancellation", func(run string) error {
 			return s.RequestCancel(ctx, &agentv1.CancelRunRequest{RunId: run, Reason: "stop"}, "")
-		},
+		}},
 	}
 	st, err := js.Stream(ctx, "KV_"+runstore.InputBucket)
 	if err != nil {
@@ -269,12 +273,12 @@ func TestAnInputForARetiredRunIsNotKept(t *testing.T) {
 		}
 		return len(info.State.Subjects)
 	}
-	for name, record := range inputs {
-		if err := record("retired"); !errors.Is(err, runstore.ErrNotFound) {
-			t.Errorf("%s for a retired run = %v; want ErrNotFound", name, err)
+	for _, in := range inputs {
+		if err := in.record("retired"); !errors.Is(err, runstore.ErrNotFound) {
+			t.Errorf("%s for a retired run = %v; want ErrNotFound", in.name, err)
 		}
-		if err := record("paused"); err != nil {
-			t.Errorf("%s for a paused run = %v", name, err)
+		if err := in.record("paused"); err != nil {
+			t.Errorf("%s for a paused run = %v", in.name, err)
 		}
 	}
 	if n := kept("retired"); n != 0 {
