@@ -61,6 +61,9 @@ func (s *Store) await(ctx context.Context, runID string, done func(*checkpointv1
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		case _, ok := <-w.Updates():
+			if !ok && ctx.Err() != nil { // the watch ends with ctx: its end is ctx's
+				return nil, context.Cause(ctx)
+			}
 			if !ok {
 				return nil, errors.New("runstore: the checkpoint watch ended")
 			}

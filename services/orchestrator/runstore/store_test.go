@@ -844,3 +844,26 @@ func TestInputsComeInTheirOrder(t *testing.T) {
 		t.Fatalf("inputs handed over in the order %v, want %v", got, want)
 	}
 }
+
+// TestAwaitEndsWithItsContext: a wait whose context ends returns the context's error, though
+// its checkpoint watch, which ends with the context, may have closed by the time it looks:
+// it said "the checkpoint watch ended" (UNAVAILABLE to a caller) about as often as not.
+func TestAwaitEndsWithItsContext(t *testing.T) {
+	s, _ := open(t, time.Minute)
+	if _, err := s.Create(t.Context(), checkpoint("waited", checkpointv1.Phase_PHASE_STARTED, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		ctx, cancel := context.WithCancel(t.Context())
+		_, err := s.Await(ctx, "waited", func(*checkpointv1.RunCheckpoint) bool {
+			cancel()
+			// Leaves the watch time to close before the wait looks, which the failure needs; the
+			// fixed wait returns the context's error whichever it sees first.
+			time.Sleep(time.Millisecond)
+			return false
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Await whose context ended = %v, want context.Canceled", err)
+		}
+	}
+}
