@@ -233,8 +233,8 @@ func checkRunID(id string) error {
 // conversation, the message, the earlier messages (named historyField), each with a role, and
 // the surface.
 func validateInput(userID, conversationID, message, historyField string, history []*typev1.Message, surface typev1.Surface) error {
-	if n := len(userID); n > MaxUserIDBytes {
-		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	if err := checkUserID(userID); err != nil {
+		return err
 	}
 	if n := len(conversationID); n > MaxConversationIDBytes {
 		return stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxConversationIDBytes, n)

@@ -66,8 +66,8 @@ func (s *Service) DeleteMemory(ctx context.Context, req *agentv1.DeleteMemoryReq
 // any other user is PERMISSION_DENIED, for admins too: memories are their owner's alone. With
 // authentication off it is requested, or "anonymous", as for runs.
 func (s *Service) memoryOwner(ctx context.Context, requested, what string) (string, error) {
-	if n := len(requested); n > MaxUserIDBytes {
-		return "", stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
+	if err := checkUserID(requested); err != nil {
+		return "", err
 	}
 	p, ok := auth.FromContext(ctx)
 	switch {

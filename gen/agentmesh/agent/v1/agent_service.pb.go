@@ -29,7 +29,7 @@ const (
 type RunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user the run acts for; taken from the authenticated principal when auth is on. At most
-	// 256 bytes.
+	// 256 bytes, no control character (U+0000 to U+001F, U+007F).
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The conversation the run belongs to; at most 256 bytes.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
@@ -535,7 +535,7 @@ func (x *AnswerResponse) GetResumed() bool {
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user the decision is for; taken from the authenticated principal when auth is on, as a
-	// run's. At most 256 bytes.
+	// run's. At most 256 bytes, no control character (U+0000 to U+001F, U+007F).
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
@@ -876,7 +876,8 @@ type ListMemoriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whose memories: empty for the caller's own. With authentication on it may only name the
 	// authenticated principal (its user or its tenant/user id); with it off it is the user id
-	// runs were made for ("anonymous" when empty). At most 256 bytes.
+	// runs were made for ("anonymous" when empty). At most 256 bytes, no control character
+	// (U+0000 to U+001F, U+007F).
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Page size; 0 means 50, at most 500.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
