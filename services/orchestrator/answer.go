@@ -28,6 +28,9 @@ func (s *Service) Answer(ctx context.Context, req *agentv1.AnswerRequest) (*agen
 		return nil, stageerr.Invalid("answer must not be empty")
 	case len(req.GetAnswer()) > MaxMessageBytes:
 		return nil, stageerr.Invalid("answer: at most %d bytes, got %d", MaxMessageBytes, len(req.GetAnswer()))
+	case len(req.GetQuestionId()) > MaxQuestionIDBytes:
+		return nil, stageerr.Invalid("question_id: at most %d bytes, got %d",
+			MaxQuestionIDBytes, len(req.GetQuestionId()))
 	}
 	if err := s.authorizeRun(ctx, auth.ActionAnswer, req.GetRunId()); err != nil {
 		return nil, err

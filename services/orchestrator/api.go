@@ -50,6 +50,14 @@ const (
 	// arguments a person wrote for one tool call, stored with the decision in one NATS message
 	// (1 MiB by default) beside a feedback of up to MaxFeedbackBytes.
 	MaxModifiedArgumentsBytes = 256 << 10
+	// MaxCallIDBytes is the longest call_id of a ResolveApproval: the action stage's limit of a
+	// call id, so that no call it would run is refused. The id is part of the store key of the
+	// decision and of a NOT_FOUND error's text.
+	MaxCallIDBytes = 512
+	// MaxQuestionIDBytes is the longest question_id of an Answer, as long as a call id: the
+	// orchestrator's own question ids ("intent", "turn-3") are far shorter. The id is part of
+	// the store key of the answer and of a NOT_FOUND error's text.
+	MaxQuestionIDBytes = MaxCallIDBytes
 	// MaxHistoryMessages is the most messages a history holds: OpenAI's chat API takes at
 	// most 2048 messages a request, and a run adds its own turns.
 	MaxHistoryMessages = 1000
@@ -436,6 +444,9 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveAppro
 	switch {
 	case req.GetCallId() == "":
 		return nil, stageerr.Invalid("call_id must not be empty")
+	case len(req.GetCallId()) > MaxCallIDBytes:
+		return nil, stageerr.Invalid("call_id: at most %d bytes, got %d",
+			MaxCallIDBytes, len(req.GetCallId()))
 	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED,
 		agentv1.ApprovalDecision_name[int32(req.GetDecision())] == "":
 		return nil, stageerr.Invalid("decision must be approve, reject or modify, got %d", req.GetDecision())

@@ -238,7 +238,7 @@ type ResolveApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The paused run.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// The tool call being resolved.
+	// The tool call being resolved; at most 512 bytes.
 	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// Approve, reject or modify.
 	Decision ApprovalDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=agentmesh.agent.v1.ApprovalDecision" json:"decision,omitempty"`
@@ -410,7 +410,7 @@ type AnswerRequest struct {
 	Answer string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
 	// The question answered (pending_question.id); empty answers the question the run asks
 	// now. An id the run is not asking (any more) is NOT_FOUND, so a late answer never answers a
-	// later question.
+	// later question. At most 512 bytes.
 	QuestionId    string `protobuf:"bytes,3,opt,name=question_id,json=questionId,proto3" json:"question_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
