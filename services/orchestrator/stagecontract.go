@@ -99,11 +99,15 @@ func checkExecution(res *actionv1.ExecuteResponse) *contractViolation {
 		res.GetExecutionTimeMs(), res.GetAttempts())}
 }
 
-// checkPlan returns how a planning stage's answer to req breaks the planning contract (the
-// rules of pkg/plan, which the planning stage applies to the plans it makes, with the tools the
-// request offered and its max_steps, the executable order of the steps, and a revision's
-// keeping the steps that are done), or nil.
+// checkPlan returns how a planning stage's answer to req breaks the planning contract (an
+// estimate of turns that is not negative, the rules of pkg/plan, which the planning stage
+// applies to the plans it makes, with the tools the request offered and its max_steps, the
+// executable order of the steps, and a revision's keeping the steps that are done), or nil.
 func checkPlan(req *planningv1.PlanRequest, resp *planningv1.PlanResponse) *contractViolation {
+	if n := resp.GetEstimatedSteps(); n < 0 {
+		return &contractViolation{stage: stagePlanning,
+			why: fmt.Sprintf("estimated_steps %d is negative", n)}
+	}
 	limit := int(req.GetMaxSteps())
 	if limit == 0 {
 		limit = plan.DefaultMaxSteps

@@ -211,11 +211,13 @@ func (s *replacementIntent) Parse(_ context.Context, req *intentv1.ParseRequest)
 }
 
 // replacementPlanner is a planning stage in place of the mesh's: it answers its steps to every
-// request, and its revision steps, when set, to a request for a revision.
+// request, and its revision steps, when set, to a request for a revision, estimating one turn
+// more than the steps, or estimated when set.
 type replacementPlanner struct {
 	planningv1.UnimplementedPlanningServiceServer
-	steps    atomic.Pointer[[]*typev1.Step]
-	revision atomic.Pointer[[]*typev1.Step]
+	steps     atomic.Pointer[[]*typev1.Step]
+	revision  atomic.Pointer[[]*typev1.Step]
+	estimated atomic.Pointer[int32]
 }
 
 func (s *replacementPlanner) Plan(_ context.Context, req *planningv1.PlanRequest) (*planningv1.PlanResponse, error) {
@@ -223,7 +225,11 @@ func (s *replacementPlanner) Plan(_ context.Context, req *planningv1.PlanRequest
 	if rev := s.revision.Load(); rev != nil && req.GetRevision() != nil {
 		steps = *rev
 	}
-	return &planningv1.PlanResponse{Steps: steps, EstimatedSteps: int32(len(steps)) + 1, Source: "rules"}, nil
+	estimated := int32(len(steps)) + 1
+	if e := s.estimated.Load(); e != nil {
+		estimated = *e
+	}
+	return &planningv1.PlanResponse{Steps: steps, EstimatedSteps: estimated, Source: "rules"}, nil
 }
 
 // failingPlanner is a planning stage in place of the mesh's that fails every Plan with err.
