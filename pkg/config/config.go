@@ -397,6 +397,10 @@ type Memory struct {
 	Path string `yaml:"path,omitempty"`
 	// DSN is the postgres connection string.
 	DSN string `yaml:"dsn,omitempty"`
+	// PostgresMaxConns is the most connections each memory replica opens to its postgres
+	// database at once (16); calls beyond them wait for one to be free. Keep the replicas'
+	// sum under the server's max_connections, less what its other clients need.
+	PostgresMaxConns int `yaml:"postgres_max_conns"`
 	// QuotaPerUser is the maximum number of memories per user; 0 is unlimited.
 	QuotaPerUser int `yaml:"quota_per_user"`
 	// KeepRuns bounds the finished run results (with their transcripts) the memory store

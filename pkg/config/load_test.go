@@ -37,6 +37,7 @@ func TestDefaultsWithoutFiles(t *testing.T) {
 		{"default queue", cfg.Queues[DefaultQueue].Concurrent, 8},
 		{"memory store", cfg.Memory.Store, "memory"},
 		{"memory quota", cfg.Memory.QuotaPerUser, 10000},
+		{"memory postgres connections", cfg.Memory.PostgresMaxConns, 16},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {

@@ -421,6 +421,9 @@ func (c *Config) validateMemory(p *problems) {
 	default:
 		p.addf("memory.store: unknown store %q (want memory, sqlite or postgres)", m.Store)
 	}
+	if m.PostgresMaxConns < 1 {
+		p.addf("memory.postgres_max_conns: must be at least 1, got %d", m.PostgresMaxConns)
+	}
 	if m.QuotaPerUser < 0 {
 		p.addf("memory.quota_per_user: must not be negative, got %d", m.QuotaPerUser)
 	}

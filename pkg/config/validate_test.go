@@ -152,6 +152,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"unknown memory store", func(c *Config) { c.Memory.Store = "redis" }, `memory.store: unknown store "redis" (want memory, sqlite or postgres)`},
 		{"sqlite without path", func(c *Config) { c.Memory.Store = "sqlite" }, "memory.path: the sqlite store needs a database file path"},
 		{"postgres without dsn", func(c *Config) { c.Memory.Store = "postgres" }, "memory.dsn: the postgres store needs a connection string"},
+		{"no postgres connection", func(c *Config) { c.Memory.PostgresMaxConns = 0 },
+			"memory.postgres_max_conns: must be at least 1, got 0"},
 		{"negative quota", func(c *Config) { c.Memory.QuotaPerUser = -1 }, "memory.quota_per_user: must not be negative, got -1"},
 		{"embeddings without provider", func(c *Config) { c.Memory.Embeddings = &Target{Model: "m"} },
 			"memory.embeddings.provider: must name a provider"},
@@ -252,7 +254,7 @@ func TestValidateAcceptsValidSettings(t *testing.T) {
 		"remote": {URL: "http://127.0.0.1:9000/mcp"},
 	}
 	c.RestTools = map[string]RestTool{"t": {URL: "https://x/${parameters.id}", Method: "POST"}}
-	c.Memory = Memory{Store: "sqlite", Path: "mem.db", Embeddings: &Target{Provider: "oa", Model: "text-embedding-3-small"}}
+	c.Memory.Store, c.Memory.Path, c.Memory.Embeddings = "sqlite", "mem.db", &Target{Provider: "oa", Model: "text-embedding-3-small"}
 	c.Defaults.CycleForbid = [][2]string{{"a", "b"}}
 	// A request's overrides.force_synthesis_at_ratio may be 1 (the whole window), and the
 	// context stage accepts it: the defaults were refused with it.

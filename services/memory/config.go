@@ -15,7 +15,7 @@ import (
 
 // OptionsFromConfig builds the service's options from the configuration's memory section,
 // opening the store it names: memory (in process), sqlite (the file memory.path) or postgres
-// (memory.dsn). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache.
+// (memory.dsn, with at most memory.postgres_max_conns connections). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache.
 // Memory isolation is enforced (Options.RequireUser) when the configuration authenticates the
 // public API (auth.*), and callers are identified by their mesh certificates
 // (Options.MeshIdentity) when the services talk mutual TLS (tls.ca). The store belongs to the
@@ -46,7 +46,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 	case config.StoreSQLite:
 		opts.Store, err = OpenSQLite(ctx, cfg.Memory.Path)
 	case config.StorePostgres:
-		opts.Store, err = OpenPostgres(ctx, cfg.Memory.DSN)
+		opts.Store, err = OpenPostgres(ctx, cfg.Memory.DSN, cfg.Memory.PostgresMaxConns)
 	default:
 		return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("memory.store %q is not supported (use %q, %q or %q)",
 			cfg.Memory.Store, config.StoreMemory, config.StoreSQLite, config.StorePostgres))

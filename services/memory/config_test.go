@@ -114,6 +114,7 @@ func TestOptionsFromConfig(t *testing.T) {
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
+			tc.mem.PostgresMaxConns = cfg.Memory.PostgresMaxConns
 			cfg.Memory = tc.mem
 			_, err := memory.OptionsFromConfig(t.Context(), cfg)
 			if exitcode.Of(err) != tc.code || !strings.Contains(err.Error(), tc.want) {

@@ -24,7 +24,7 @@ import (
 // ones refused.
 func TestPostgresNotServingWhileTheDatabaseIsUnreachable(t *testing.T) {
 	proxy, dsn := storetest.NewProxy(t, storetest.PostgresDSN(t))
-	store, err := memory.OpenPostgres(t.Context(), dsn)
+	store, err := memory.OpenPostgres(t.Context(), dsn, postgresMaxConns)
 	if err != nil {
 		t.Fatal(err)
 	}

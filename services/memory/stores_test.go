@@ -55,11 +55,15 @@ func TestSQLiteStore(t *testing.T) {
 	})
 }
 
+// postgresMaxConns is the most connections each PostgreSQL store of the tests opens, as many
+// as the default memory.postgres_max_conns.
+const postgresMaxConns = 16
+
 // openPostgres opens a PostgreSQL store in its own schema of the test database, closed when
 // t ends.
 func openPostgres(t *testing.T, dsn string) *memory.SQLStore {
 	t.Helper()
-	s, err := memory.OpenPostgres(t.Context(), dsn)
+	s, err := memory.OpenPostgres(t.Context(), dsn, postgresMaxConns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func TestPostgresStore(t *testing.T) {
 		return openPostgres(t, storetest.PostgresDSN(t))
 	})
 	storetest.RunRestart(t, func(t *testing.T) memory.Store {
-		s, err := memory.OpenPostgres(t.Context(), dsn)
+		s, err := memory.OpenPostgres(t.Context(), dsn, postgresMaxConns)
 		if err != nil {
 			t.Fatal(err)
 		}
