@@ -2,9 +2,11 @@
 // address (default 127.0.0.1:7007), AGENTMESH_CONFIG the configuration file, GENERATION_ADDR the
 // generation service that embeds when memory.embeddings is set and picks the facts of finished
 // runs when models.memory is (default services.generation; dialled lazily, so either may start
-// first: until it answers, searches rank with BM25 and the rules pick the facts). Stopping, it
-// learns from no more finished runs and lets the learning in flight finish (with models.memory
-// or memory.embeddings, for up to memory.DrainTimeout), then its calls.
+// first: until it answers, searches rank with BM25 and the rules pick the facts). On PostgreSQL
+// (memory.store postgres) it starts NOT_SERVING while its database does not answer, and creates
+// its schema once it does. Stopping, it learns from no more finished runs and lets the learning
+// in flight finish (with models.memory or memory.embeddings, for up to memory.DrainTimeout),
+// then its calls.
 package main
 
 import (

@@ -20,7 +20,8 @@ import (
 // public API (auth.*), and callers are identified by their mesh certificates
 // (Options.MeshIdentity) when the services talk mutual TLS (tls.ca). The store belongs to the
 // Service built from the options: Service.Close closes it. An unknown store is an exitcode.Invalid error; a
-// store that cannot be opened is exitcode.Unavailable.
+// store that cannot be opened is exitcode.Unavailable, except a postgres database that does not
+// answer: the store waits for it, not Serving meanwhile (OpenPostgres).
 //
 // The options have no Embedder and no Facts model: when EmbeddingTarget returns a target, set
 // Options.Embedder to a GenerationEmbedder for it, and when FactsTarget returns one, set

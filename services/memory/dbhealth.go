@@ -14,16 +14,23 @@ const (
 	PingInterval = time.Second
 	// PingTimeout bounds one question: a database that takes longer does not answer.
 	PingTimeout = 2 * time.Second
+	// schemaTimeout bounds one attempt to create the schema of a store whose database did not
+	// answer when it opened.
+	schemaTimeout = 30 * time.Second
 )
 
 // dbHealth follows whether a database answers, asking it every PingInterval from the first
-// call of serving until close.
+// call of serving (or, when the store has yet to set its database up, from the start) until
+// close.
 type dbHealth struct {
 	db     *sql.DB
 	ctx    context.Context
 	cancel context.CancelFunc
 	start  sync.Once
 	done   chan struct{} // closed when the prober has returned, or will never start
+	// setup, while not nil, runs after each answer of the database, which is up only once it
+	// succeeds; the prober's alone, nil once it succeeded or when there is nothing to set up.
+	setup func(context.Context) error
 
 	mu      sync.Mutex
 	up      bool
@@ -34,6 +41,15 @@ type dbHealth struct {
 func newDBHealth(db *sql.DB) *dbHealth {
 	h := &dbHealth{db: db, done: make(chan struct{}), up: true, changed: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// newDBHealthAfter follows db, which did not answer when the store opened: it is down, and
+// asked from now on, until it answers and setup (creating the store's schema) succeeds.
+func newDBHealthAfter(db *sql.DB, setup func(context.Context) error) *dbHealth {
+	h := newDBHealth(db)
+	h.up, h.setup = false, setup
+	h.start.Do(func() { go h.probe() })
 	return h
 }
 
@@ -60,11 +76,26 @@ func (h *dbHealth) probe() {
 		ctx, cancel := context.WithTimeout(h.ctx, PingTimeout)
 		err := h.db.PingContext(ctx)
 		cancel()
+		if err == nil && h.setup != nil {
+			err = h.setUp()
+		}
 		if h.ctx.Err() != nil {
 			return
 		}
 		h.set(err)
 	}
+}
+
+// setUp runs setup once, forgetting it when it succeeds.
+func (h *dbHealth) setUp() error {
+	ctx, cancel := context.WithTimeout(h.ctx, schemaTimeout)
+	defer cancel()
+	if err := h.setup(ctx); err != nil {
+		return err
+	}
+	h.setup = nil
+	slog.Info("the memory store's database answers: its schema is ready")
+	return nil
 }
 
 // set records the answer of the database (err nil: it answered), signalling the waiters when

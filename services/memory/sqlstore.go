@@ -36,13 +36,21 @@ var _ Store = (*SQLStore)(nil)
 // openSQL wraps db and creates the schema when it does not exist.
 func openSQL(ctx context.Context, db *sql.DB, d dialect) (*SQLStore, error) {
 	s := &SQLStore{db: db, d: d}
+	if err := s.createSchema(ctx); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
+
+// createSchema creates the schema when it does not exist, and the columns it lacks.
+func (s *SQLStore) createSchema(ctx context.Context) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if d.schemaLock != "" {
-			if _, err := tx.ExecContext(ctx, d.schemaLock); err != nil {
+		if s.d.schemaLock != "" {
+			if _, err := tx.ExecContext(ctx, s.d.schemaLock); err != nil {
 				return err
 			}
 		}
-		for _, stmt := range d.schema() {
+		for _, stmt := range s.d.schema() {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return err
 			}
@@ -50,9 +58,9 @@ func openSQL(ctx context.Context, db *sql.DB, d dialect) (*SQLStore, error) {
 		return s.addColumns(ctx, tx)
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("create the %s memory schema: %w", d.name, err), db.Close())
+		return fmt.Errorf("create the %s memory schema: %w", s.d.name, err)
 	}
-	return s, nil
+	return nil
 }
 
 // addColumns adds the addedColumns a table lacks, made by an earlier release.
