@@ -27,7 +27,8 @@ const (
 	MetaTitle = "title"
 	// MetaSource is the file's path relative to the ingested folder, with / separators.
 	MetaSource = "source"
-	// MetaFolder is the ingested folder: its absolute path, links resolved.
+	// MetaFolder is the ingested folder's name (links resolved), which a folder is known by:
+	// the same wherever it is (a fresh checkout, another machine).
 	MetaFolder = "folder"
 	// MetaChunk is the chunk's index in its file, from 0.
 	MetaChunk = "chunk"
@@ -57,9 +58,10 @@ type IngestReport struct {
 // directory) in the user's collection, split by chunkText into chunks of at most
 // MaxChunkBytes at paragraph boundaries. Each chunk is one memory with metadata MetaTitle,
 // MetaSource, MetaFolder, MetaChunk and MetaChunks. Ingesting a file again replaces the chunks
-// stored from the same source path of the same folder (and those of that path stored without a
-// folder, by an earlier release), so re-running after edits does not duplicate them; a file of
-// the same path in another folder is another document, kept beside it. Once every file is
+// stored from the same source path of the same folder, known by its name wherever it is (and
+// those of that path stored without a folder, by an earlier release), so re-running after
+// edits does not duplicate them; a file of the same path in a folder of another name is
+// another document, kept beside it. Once every file is
 // stored, the chunks of the folder's files that are gone from it are deleted, so the
 // collection holds what the folder holds. Invalid UTF-8, in a file's text or in a file's or
 // the folder's name, is replaced by U+FFFD.
@@ -88,7 +90,7 @@ func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID,
 	if err != nil {
 		return report, fmt.Errorf("ingest: %w", err)
 	}
-	previous, err := storedSources(ctx, client, userID, collection, metaName(root))
+	previous, err := storedSources(ctx, client, userID, collection, folderName(root))
 	if err != nil {
 		return report, fmt.Errorf("ingest: list the collection %q: %w", collection, err)
 	}
@@ -130,9 +132,9 @@ func removeGone(ctx context.Context, client memoryv1.MemoryServiceClient, userID
 	return nil
 }
 
-// folderPath is the absolute path of the folder dir, links resolved: the MetaFolder of the
-// chunks of its files, the same whichever link or relative path names the folder. dir may be a
-// symbolic link to the folder, which WalkDir does not follow.
+// folderPath is the absolute path of the folder dir, links resolved: its name (folderName) is
+// the same whichever link or relative path names the folder. dir may be a symbolic link to the
+// folder, which WalkDir does not follow.
 func folderPath(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -140,6 +142,12 @@ func folderPath(dir string) (string, error) {
 	}
 	return filepath.EvalSymlinks(abs)
 }
+
+// folderName is the MetaFolder of the chunks of the files of the folder root (folderPath):
+// its name, not its path, so that the folder ingested again from another place (a fresh
+// checkout in a new temporary directory, another machine) replaces its chunks, and no path
+// of the machine that ingested it is stored.
+func folderName(root string) string { return metaName(filepath.Base(root)) }
 
 // ingestFiles returns the relative paths (with / separators) of the files to ingest under the
 // folder root (folderPath), in lexical order.
@@ -231,7 +239,7 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	title := metaName(documentTitle(rel, text))
 	for i, chunk := range chunks {
 		meta, err := structpb.NewStruct(map[string]any{
-			MetaTitle: title, MetaSource: metaName(rel), MetaFolder: metaName(dir),
+			MetaTitle: title, MetaSource: metaName(rel), MetaFolder: folderName(dir),
 			MetaChunk: i, MetaChunks: len(chunks)})
 		if err != nil {
 			return err

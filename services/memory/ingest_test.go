@@ -257,6 +257,28 @@ func TestIngestDirTwoFoldersOneCollection(t *testing.T) {
 	}
 }
 
+// TestIngestDirFolderMoved: a folder is known by its name, not where it is: ingested again
+// from another place (a fresh checkout in a new temporary directory, another machine), it
+// replaces its chunks. Known by its absolute path, every checkout added the whole folder again.
+func TestIngestDirFolderMoved(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	first, second := filepath.Join(t.TempDir(), "docs"), filepath.Join(t.TempDir(), "docs")
+	writeFiles(t, first, map[string]string{"guide.md": "Deploy with helm."})
+	writeFiles(t, second, map[string]string{"guide.md": "Deploy with kustomize."})
+	for _, dir := range []string{first, second} {
+		if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, m := range listAll(t, c, "alice", "knowledge") {
+		got = append(got, m.GetContent())
+	}
+	if want := []string{"Deploy with kustomize."}; !slices.Equal(got, want) {
+		t.Errorf("the collection holds %q, want %q", got, want)
+	}
+}
+
 // TestIngestDirRemovedFile: a file removed from a folder since it was ingested leaves the
 // collection when the folder is ingested again, so knowledge_search no longer answers from a
 // document its owner deleted; the same path from another folder stays. Its chunks stayed, for
