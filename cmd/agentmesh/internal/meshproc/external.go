@@ -19,6 +19,15 @@ import (
 // ends, and its output is printed if the test fails.
 func External(t testing.TB, name, path string, args, env []string, creds credentials.TransportCredentials) *Service {
 	t.Helper()
+	s := Launch(t, name, path, args, env, creds)
+	s.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// Launch is External returning once the program is started, whatever its health: a service
+// that starts NOT_SERVING (its database out of reach, say).
+func Launch(t testing.TB, name, path string, args, env []string, creds credentials.TransportCredentials) *Service {
+	t.Helper()
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
@@ -26,6 +35,5 @@ func External(t testing.TB, name, path string, args, env []string, creds credent
 	p := newProcess(t, name, path, t.TempDir(), args, slices.Concat(env, []string{"LISTEN_ADDR=" + addr}))
 	s := newService(t, p, addr, creds)
 	p.Start(t)
-	s.WaitHealth(t, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
