@@ -15,6 +15,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -68,7 +69,8 @@ type IngestReport struct {
 //
 // Its calls act for the user (auth.OutgoingUser), as the memory stage requires when it
 // enforces isolation. It stops at the first failure (e.g. MEMORY_FULL when the quota is
-// reached) and returns what it did so far with the error, which names the file.
+// reached) and returns what it did so far with the error, which names the file; the file that
+// failed keeps the chunks an earlier ingestion stored (ingestFile).
 func IngestDir(ctx context.Context, client memoryv1.MemoryServiceClient, userID, collection, dir string) (IngestReport, error) {
 	var report IngestReport
 	if userID == "" {
@@ -213,7 +215,11 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 }
 
 // ingestFile replaces the chunks stored from rel of the folder dir (the memories old) with its
-// current ones.
+// current ones. It stores the new chunks before it deletes the earlier ones, so that a failure
+// partway leaves the file's earlier chunks as they were: it deletes the new ones it stored
+// (best effort: the memory stage may be the failure) and returns the error. When the quota
+// leaves no room for both (MEMORY_FULL), it deletes the earlier chunks first, as the file
+// could not be replaced otherwise.
 func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	userID, collection, dir, rel string, old []storedChunk, report *IngestReport) error {
 	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
@@ -224,36 +230,81 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	for _, c := range old {
-		req := &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}
-		if _, err := client.Delete(ctx, req); err != nil {
-			return fmt.Errorf("delete the earlier chunk %s: %w", c.id, err)
+	doc := document{title: metaName(documentTitle(rel, text)), source: metaName(rel),
+		folder: folderName(dir), chunks: chunkText(text, MaxChunkBytes)}
+	stored, err := doc.store(ctx, client, userID, collection)
+	full := err != nil && stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL
+	if full && len(old) > 0 {
+		if err := deleteChunks(ctx, client, userID, stored); err != nil {
+			return fmt.Errorf("delete the new chunks stored before the quota was reached: %w", err)
 		}
-		report.Replaced++
+		if err := deleteChunks(ctx, client, userID, old); err != nil {
+			return fmt.Errorf("delete the earlier chunks to make room: %w", err)
+		}
+		report.Replaced += len(old)
+		old = nil
+		stored, err = doc.store(ctx, client, userID, collection)
 	}
-	chunks := chunkText(text, MaxChunkBytes)
-	if len(chunks) == 0 {
+	if err != nil {
+		if len(old) > 0 {
+			// The earlier chunks stay: the new ones stored would sit beside them.
+			err = errors.Join(err, deleteChunks(context.WithoutCancel(ctx), client, userID, stored))
+		} else {
+			report.Chunks += len(stored)
+		}
+		return err
+	}
+	if err := deleteChunks(ctx, client, userID, old); err != nil {
+		return fmt.Errorf("delete the earlier chunks: %w", err)
+	}
+	report.Replaced += len(old)
+	report.Chunks += len(stored)
+	if len(doc.chunks) == 0 {
 		report.Skipped = append(report.Skipped, rel)
-		return nil
+	} else {
+		report.Files++
 	}
-	title := metaName(documentTitle(rel, text))
-	for i, chunk := range chunks {
+	return nil
+}
+
+// document is a file to ingest, split into chunks.
+type document struct {
+	title, source, folder string
+	chunks                []string
+}
+
+// store stores the document's chunks, each one memory of the collection, and returns those
+// it stored: all of them, or those before the first that failed with its error.
+func (d document) store(ctx context.Context, client memoryv1.MemoryServiceClient,
+	userID, collection string) ([]storedChunk, error) {
+	stored := make([]storedChunk, 0, len(d.chunks))
+	for i, chunk := range d.chunks {
 		meta, err := structpb.NewStruct(map[string]any{
-			MetaTitle: title, MetaSource: metaName(rel), MetaFolder: folderName(dir),
-			MetaChunk: i, MetaChunks: len(chunks)})
+			MetaTitle: d.title, MetaSource: d.source, MetaFolder: d.folder,
+			MetaChunk: i, MetaChunks: len(d.chunks)})
 		if err != nil {
-			return err
+			return stored, err
 		}
-		if _, err := client.Store(ctx, &memoryv1.StoreRequest{
+		resp, err := client.Store(ctx, &memoryv1.StoreRequest{
 			UserId:     userID,
 			Collection: collection,
 			Content:    &typev1.Message{Role: typev1.Role_ROLE_USER, Content: chunk},
 			Metadata:   meta,
-		}); err != nil {
-			return fmt.Errorf("store chunk %d of %d: %w", i+1, len(chunks), err)
+		})
+		if err != nil {
+			return stored, fmt.Errorf("store chunk %d of %d: %w", i+1, len(d.chunks), err)
 		}
-		report.Chunks++
+		stored = append(stored, storedChunk{id: resp.GetMemoryId(), ofFolder: true})
 	}
-	report.Files++
+	return stored, nil
+}
+
+// deleteChunks deletes the chunks, stopping at the first failure.
+func deleteChunks(ctx context.Context, client memoryv1.MemoryServiceClient, userID string, chunks []storedChunk) error {
+	for _, c := range chunks {
+		if _, err := client.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}); err != nil {
+			return fmt.Errorf("delete chunk %s: %w", c.id, err)
+		}
+	}
 	return nil
 }

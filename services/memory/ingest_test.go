@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // writeFiles creates files (relative path → content) under dir.
@@ -337,6 +341,85 @@ func TestIngestDirNamesNotUTF8(t *testing.T) {
 	for src, chunks := range got {
 		if len(chunks) != 1 {
 			t.Errorf("%s has %d chunks after ingesting twice, want 1", src, len(chunks))
+		}
+	}
+}
+
+// failingStores is a memory client whose Store calls fail, UNAVAILABLE, from the after-th on.
+type failingStores struct {
+	memoryv1.MemoryServiceClient
+	after, calls int
+}
+
+func (f *failingStores) Store(ctx context.Context, req *memoryv1.StoreRequest,
+	opts ...grpc.CallOption) (*memoryv1.StoreResponse, error) {
+	if f.calls++; f.calls >= f.after {
+		return nil, status.Error(codes.Unavailable, "the memory stage went away")
+	}
+	return f.MemoryServiceClient.Store(ctx, req, opts...)
+}
+
+// paragraphs is a document of n chunks, each a paragraph of about MaxChunkBytes naming word.
+func paragraphs(n int, word string) string {
+	p := make([]string, n)
+	for i := range p {
+		p[i] = strings.Repeat(word+" ", memory.MaxChunkBytes/len(word+" ")-1)
+	}
+	return strings.Join(p, "\n\n")
+}
+
+// TestIngestDirFailureKeepsTheEarlierChunks: an ingestion that fails while it stores a
+// changed file's chunks leaves the file's earlier chunks as they were, and none of its new
+// ones. The earlier chunks were deleted first, so the document was missing from the
+// collection (or half there) until the ingestion was run again.
+func TestIngestDirFailureKeepsTheEarlierChunks(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, "before")})
+	if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+		t.Fatal(err)
+	}
+	before := listAll(t, c, "alice", "knowledge")
+	writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, "after")})
+	_, err := memory.IngestDir(t.Context(), &failingStores{MemoryServiceClient: c, after: 2}, "alice", "knowledge", dir)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "a.md") {
+		t.Fatalf("err = %v, want UNAVAILABLE naming a.md", err)
+	}
+	var got, want []string
+	for _, m := range listAll(t, c, "alice", "knowledge") {
+		got = append(got, m.GetId()+" "+m.GetContent())
+	}
+	for _, m := range before {
+		want = append(want, m.GetId()+" "+m.GetContent())
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(want) != 3 || !slices.Equal(got, want) {
+		t.Errorf("after the failure the collection holds %d chunks, want the 3 earlier ones: %.200q", len(got), got)
+	}
+}
+
+// TestIngestDirQuotaLeavesNoRoomForBoth: a changed file whose new chunks do not fit beside its
+// earlier ones under the quota still replaces them, as when the earlier were deleted first.
+func TestIngestDirQuotaLeavesNoRoomForBoth(t *testing.T) {
+	c := newClient(t, memory.Options{QuotaPerUser: 4})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, "before")})
+	if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, "after")})
+	report, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := listAll(t, c, "alice", "knowledge")
+	if len(chunks) != 3 || report.Chunks != 3 || report.Replaced != 3 {
+		t.Fatalf("%d chunks stored, report %+v; want the 3 new ones replacing the 3 earlier", len(chunks), report)
+	}
+	for _, m := range chunks {
+		if !strings.HasPrefix(m.GetContent(), "after ") {
+			t.Errorf("chunk %.40q is not the new text's", m.GetContent())
 		}
 	}
 }
