@@ -40,6 +40,11 @@ const (
 	// run is never learned from twice at once; the runs of a learner that crashed wait that
 	// long for another.
 	LearnLease = 2 * time.Minute
+	// LearnRetry is how long learning waits to start again after a storage failure; it doubles
+	// with each failure in a row, up to LearnRetryMax.
+	LearnRetry = time.Second
+	// LearnRetryMax bounds the wait after storage failures in a row.
+	LearnRetryMax = time.Minute
 	// MaxLearnAttempts is how many times learning from a run may be cut off (by crashes)
 	// before the run is given up.
 	MaxLearnAttempts = 3
@@ -60,6 +65,17 @@ type learner struct {
 	draining bool        // Drain: no more learning starts
 	again    bool        // a run was queued while it drained: it looks once more before it stops
 	wake     *time.Timer // drains the queue again when a claim of another learner runs out
+	failures int         // storage failures in a row, which set the wait before the next drain
+}
+
+// learnRetry is the wait before draining again after failures storage failures in a row:
+// LearnRetry, doubled for each failure after the first, at most LearnRetryMax.
+func learnRetry(failures int) time.Duration {
+	wait := LearnRetry
+	for range min(failures-1, 16) {
+		wait *= 2
+	}
+	return min(wait, LearnRetryMax)
 }
 
 // learnSoon makes sure a goroutine learns from the queued runs (see SaveRun), unless the
@@ -83,7 +99,8 @@ func (s *Service) learnSoon() {
 // claimed by other learners (one that crashed, or another replica), it drains the queue again
 // once the first of those claims runs out (Store.NextClaimEnd), so a run whose learner crashed
 // is learned from then, whether or not another run is saved. It stops at a storage failure,
-// leaving the queue as it is: the next save or the next start of the service drains it again.
+// leaving the queue as it is, and drains it again after learnRetry (or at the next save,
+// whichever comes first), so that learning resumes by itself once the storage is back.
 func (s *Service) drain() {
 	l := &s.learner
 	defer l.wg.Done()
@@ -108,7 +125,8 @@ func (s *Service) drain() {
 		}
 		if err != nil {
 			if l.ctx.Err() == nil {
-				s.log.ErrorContext(l.ctx, "learning from finished runs stopped; it resumes at the next saved run", "error", err)
+				s.log.ErrorContext(l.ctx, "learning from finished runs stopped; it starts again in a while "+
+					"(from 1 s, doubling to 1 min) or at the next saved run", "error", err)
 			}
 			ok = false
 		}
@@ -116,8 +134,15 @@ func (s *Service) drain() {
 			l.mu.Lock()
 			if err != nil || !l.again {
 				l.running = false
-				if err == nil && !claimEnd.IsZero() {
+				switch {
+				case err != nil:
+					l.failures++
+					s.wakeAt(s.now().Add(learnRetry(l.failures)))
+				case !claimEnd.IsZero():
+					l.failures = 0
 					s.wakeAt(claimEnd)
+				default:
+					l.failures = 0
 				}
 				l.mu.Unlock()
 				return

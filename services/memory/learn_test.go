@@ -2,10 +2,12 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,4 +386,36 @@ func TestARunForgottenWhileLearnedFromLeavesTheQueueGoing(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// claimsFailing is a store whose ClaimLearning fails, as a database that went away, while
+// failures are left.
+type claimsFailing struct {
+	memory.Store
+	failures atomic.Int32
+}
+
+func (s *claimsFailing) ClaimLearning(ctx context.Context, now time.Time, lease time.Duration) (memory.LearnJob, bool, error) {
+	if s.failures.Add(-1) >= 0 {
+		return memory.LearnJob{}, false, errors.New("database is down")
+	}
+	return s.Store.ClaimLearning(ctx, now, lease)
+}
+
+// Learning stopped by a storage failure starts again by itself once the storage is back: it
+// waited for the next saved run, so a user's last run before an outage was not learned from
+// until the user had another.
+func TestLearningResumesAfterAStorageFailure(t *testing.T) {
+	sqlite, err := memory.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "memory.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sqlite.Close() })
+	store := &claimsFailing{Store: sqlite}
+	store.failures.Store(2)
+	c := serve(t, memory.Options{Store: store, Now: time.Now})
+	saveRun(t, c, "alice", conversation("run-1", "Remember that my locker is number 12."))
+	if l := learned(t, c, "run-1"); len(l.GetMemoryIds()) != 1 {
+		t.Errorf("learning after the failures = %v", l)
+	}
 }
