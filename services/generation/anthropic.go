@@ -44,7 +44,8 @@ type AnthropicOptions struct {
 	// Retry-After header wins, capped at RetryWaitMax); 0 means the defaults.
 	RetryWaitMin, RetryWaitMax time.Duration
 	// HTTPClient sends the requests; nil means a pooled client without a timeout of its own
-	// that keeps up to 256 idle connections to the provider.
+	// that keeps up to 256 idle connections to the provider. Either follows no redirect (a
+	// copy of the client is used, its CheckRedirect replaced).
 	HTTPClient *http.Client
 }
 

@@ -21,7 +21,8 @@
 // any content is MAX_TOKENS_EXCEEDED. Such a failure, and that of an answer that broke off
 // after part of it arrived (a stream lost or ended by an error, finish_reason "error"), carries
 // the billed tokens and cost as its accounting. Nothing is retried here: the orchestrator's
-// accounted attempts are the retries. Answers can be served from a bounded LRU cache, kept
-// per user, and every provider call is a "chat {model}" client span with the OpenTelemetry
-// GenAI attributes.
+// accounted attempts are the retries, and no redirect is followed: it would carry the
+// request's headers, the API key among them, to the host it names. Answers can be served
+// from a bounded LRU cache, kept per user, and every provider call is a "chat {model}" client
+// span with the OpenTelemetry GenAI attributes.
 package generation

@@ -94,10 +94,12 @@ func newEndpoint(o endpointOptions) *endpoint {
 	case retries < 0:
 		retries = 0
 	}
-	hc := o.httpClient
-	if hc == nil {
-		hc = pooledClient()
+	hc := pooledClient()
+	if o.httpClient != nil {
+		own := *o.httpClient // the caller's client is left as it is
+		hc = &own
 	}
+	hc.CheckRedirect = refuseRedirect
 	e.releaseSent = retries == 0 && strings.HasPrefix(strings.ToLower(e.baseURL), "http://")
 	e.client = &retryablehttp.Client{
 		HTTPClient:   hc,
@@ -135,6 +137,13 @@ func pooledClient() *http.Client {
 	t.ReadBufferSize, t.WriteBufferSize = connBufferSize, connBufferSize
 	return &http.Client{Transport: t}
 }
+
+// refuseRedirect makes a redirect the answer (statusError reports it): an LLM API does not
+// redirect its POSTs, and following one would send the request's headers, with the API key
+// of a provider that takes it in a header of its own (Anthropic's x-api-key, a configured
+// header), to whatever host the redirect names, and turn the request into a GET without its
+// body.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // connBufferSize is the size of the read and of the write buffer of an HTTP/1.1 connection to
 // a provider, an eighth of net/http's 4 KiB. Over HTTP/1.1 (a local model server) every

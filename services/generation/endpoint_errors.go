@@ -37,7 +37,8 @@ func (pm providerMessage) quota() bool {
 }
 
 // statusError classifies a non-2xx answer (classify), with the advertised retry delay of a
-// rate limit or a server error.
+// rate limit or a server error; a redirect, which the endpoint does not follow
+// (refuseRedirect), says where it points.
 func (e *endpoint) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	pm := parseErrorBody(body)
@@ -51,11 +52,24 @@ func (e *endpoint) statusError(resp *http.Response) error {
 	if detail == "" {
 		detail = snippet(body)
 	}
+	if status >= 300 && status <= 399 {
+		what = redirected(resp)
+	}
 	msg := fmt.Sprintf("%s: %s (HTTP %d %s): %s", e.name, what, status, statusText(status), truncate(detail, 500))
 	if wait > 0 {
 		msg += fmt.Sprintf("; retry after %s", wait)
 	}
 	return stageerr.Generation(class, wait, "%s", e.redact(msg))
+}
+
+// redirected is what a redirect is in words: where it points (resolved against the request's
+// URL), and that it is not followed.
+func redirected(resp *http.Response) string {
+	where := resp.Header.Get("Location")
+	if u, err := resp.Location(); err == nil {
+		where = u.String()
+	}
+	return "redirected to " + where + ", which is not followed (set base_url to the API's address)"
 }
 
 // classify is the class of a failure answered with an HTTP status, and what it is in words:
