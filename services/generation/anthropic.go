@@ -27,7 +27,8 @@ const (
 type AnthropicOptions struct {
 	// Name is the provider name reported in spans and errors; "" means "anthropic".
 	Name string
-	// BaseURL is the API root; "" means DefaultAnthropicBaseURL.
+	// BaseURL is the API root; "" means DefaultAnthropicBaseURL. Failures that name it mask its
+	// password, if any.
 	BaseURL string
 	// APIKey is sent as the x-api-key header when set.
 	APIKey string

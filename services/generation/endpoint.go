@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -48,7 +50,10 @@ const maxResponseBytes = 32 << 20
 type endpoint struct {
 	name    string
 	baseURL string
-	apiKey  string
+	// shownURL is baseURL as failures name it, its password (a proxy's basic authentication)
+	// masked (maskedURL).
+	shownURL string
+	apiKey   string
 	// streamHeader and jsonHeader are the headers of every request that streams its answer
 	// and of every other: one map each, shared by all the requests of the endpoint, which
 	// nothing changes (net/http copies a request's headers before it adds to them). A request
@@ -79,6 +84,7 @@ func newEndpoint(o endpointOptions) *endpoint {
 	e := &endpoint{
 		name:         o.name,
 		baseURL:      strings.TrimRight(o.baseURL, "/"),
+		shownURL:     maskedURL(strings.TrimRight(o.baseURL, "/")),
 		apiKey:       o.apiKey,
 		streamHeader: requestHeader("text/event-stream", o.fixed, o.headers),
 		jsonHeader:   requestHeader("application/json", o.fixed, o.headers),
@@ -171,7 +177,10 @@ func (e *endpoint) send(ctx context.Context, path string, data []byte, stream bo
 	defer body.release()
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, e.baseURL+path, retryablehttp.ReaderFunc(body.reader))
 	if err != nil {
-		return nil, stageerr.Invalid("%s: bad base URL %q: %v", e.name, e.baseURL, err)
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
+			err = uerr.Err // its message quotes the URL whole
+		}
+		return nil, stageerr.Invalid("%s: bad base URL %s: %v", e.name, e.shownURL, err)
 	}
 	req.Header = e.jsonHeader
 	if stream {
@@ -256,6 +265,20 @@ func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) t
 // badResponse is a BAD_RESPONSE failure.
 func (e *endpoint) badResponse(format string, args ...any) error {
 	return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, 0, "%s: %s", e.name, e.redact(fmt.Sprintf(format, args...)))
+}
+
+// maskedURL is raw with the password of its user information, if any, masked (url.Redacted:
+// "user:xxxxx@"); all of the user information of a URL that does not parse.
+func maskedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
+		return scheme + "://***" + rest[at:]
+	}
+	return raw
 }
 
 // redact removes the API key from text.

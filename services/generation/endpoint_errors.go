@@ -173,8 +173,9 @@ func (e *endpoint) transportError(ctx context.Context, err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
 		(errors.As(err, &netErr) && netErr.Timeout()):
 		return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_TIMEOUT, 0,
-			"%s: no answer from %s in time (provider timeout %s): %s", e.name, e.baseURL, e.timeout, e.redact(err.Error()))
+			"%s: no answer from %s in time (provider timeout %s): %s", e.name, e.shownURL, e.timeout,
+			e.redact(err.Error()))
 	}
 	return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_NETWORK, 0,
-		"%s: cannot reach %s: %s", e.name, e.baseURL, e.redact(err.Error()))
+		"%s: cannot reach %s: %s", e.name, e.shownURL, e.redact(err.Error()))
 }

@@ -22,6 +22,7 @@ type OpenAIOptions struct {
 	// Name is the provider name reported in spans and errors; "" means "openai".
 	Name string
 	// BaseURL is the API root, e.g. "http://localhost:11434/v1"; "" means DefaultOpenAIBaseURL.
+	// Failures that name it mask its password, if any.
 	BaseURL string
 	// APIKey is sent as "Authorization: Bearer <key>" when set.
 	APIKey string

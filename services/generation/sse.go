@@ -94,7 +94,8 @@ func (e *endpoint) streamReadError(ctx context.Context, err error) error {
 	terr := e.transportError(ctx, rerr.err)
 	if se := stageerr.As(terr); se != nil && se.Class == typev1.ErrorClass_ERROR_CLASS_NETWORK {
 		return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_NETWORK, 0,
-			"%s: the connection to %s was lost while the answer streamed: %s", e.name, e.baseURL, e.redact(rerr.err.Error()))
+			"%s: the connection to %s was lost while the answer streamed: %s", e.name, e.shownURL,
+			e.redact(rerr.err.Error()))
 	}
 	return terr
 }
