@@ -13,7 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// maxEventBytes bounds one server-sent event.
+// maxEventBytes bounds one server-sent event: its longest line, and all of its data lines.
 const maxEventBytes = 16 << 20
 
 // sseBufferBytes is the buffer a stream is read with at first. It grows to the longest line
@@ -40,19 +40,21 @@ func (e *sseReadError) Unwrap() error { return e.err }
 // readSSE calls handle for each event of body, in order, until handle reports done, and
 // returns whether it did. Comments and fields other than event and data are skipped; an event
 // cut off by the end of the body is still handled. Errors of handle are returned unchanged;
-// failures to read the body are *sseReadError.
+// failures to read the body are *sseReadError, bufio.ErrTooLong for a line or an event over
+// maxEventBytes.
 func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, sseBufferBytes), maxEventBytes)
 	var ev sseEvent
 	var data []string
+	size := 0 // of data joined
 	dispatch := func() (bool, error) {
 		if len(data) == 0 {
 			ev = sseEvent{}
 			return false, nil
 		}
 		ev.data = strings.Join(data, "\n")
-		data = data[:0]
+		data, size = data[:0], 0
 		out := ev
 		ev = sseEvent{}
 		return handle(out)
@@ -71,6 +73,9 @@ func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool
 		case "event":
 			ev.name = value
 		case "data":
+			if size += len(value) + 1; size > maxEventBytes {
+				return false, &sseReadError{err: bufio.ErrTooLong}
+			}
 			data = append(data, value)
 		}
 	}
