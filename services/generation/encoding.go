@@ -1,7 +1,9 @@
 package generation
 
 import (
+	"compress/flate"
 	"compress/gzip"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -42,15 +44,50 @@ type gzipBody struct {
 	err  error
 }
 
-// Read implements io.Reader.
+// Read implements io.Reader. A body that is not gzip fails with *encodingError.
 func (g *gzipBody) Read(p []byte) (int, error) {
 	if g.zr == nil && g.err == nil {
 		g.zr, g.err = gzip.NewReader(g.body)
+		g.err = notGzip(g.err)
 	}
 	if g.err != nil {
 		return 0, g.err
 	}
-	return g.zr.Read(p)
+	n, err := g.zr.Read(p)
+	return n, notGzip(err)
+}
+
+// encodingError is the failure to decode a body that is not the gzip its Content-Encoding
+// says: the provider answered, but not with what it said (BAD_RESPONSE, decodeFailure).
+type encodingError struct{ err error }
+
+// Error returns the decoder's message.
+func (e *encodingError) Error() string { return e.err.Error() }
+
+// Unwrap returns the decoder's failure.
+func (e *encodingError) Unwrap() error { return e.err }
+
+// notGzip makes err an *encodingError when it says the data is not gzip (a bad header or
+// checksum, a corrupt deflate stream); failures to read the body itself stay as they are.
+func notGzip(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) {
+		return &encodingError{err: err}
+	}
+	return err
+}
+
+// decodeFailure is the BAD_RESPONSE failure of a body that did not decode, or nil when err
+// is not one (encodingError).
+func (e *endpoint) decodeFailure(err error) error {
+	var eerr *encodingError
+	if !errors.As(err, &eerr) {
+		return nil
+	}
+	return e.badResponse("the answer is not the gzip its Content-Encoding says (%v)", eerr.err)
 }
 
 // Close closes the compressed body.

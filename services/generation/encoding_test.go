@@ -87,3 +87,36 @@ func TestAnAnswerCompressedOtherwiseIsABadResponse(t *testing.T) {
 		t.Errorf("error %v of class %s, want a BAD_RESPONSE naming br", se, se.Class)
 	}
 }
+
+// TestAnAnswerThatIsNotTheGzipItSaysIsABadResponse: an answer whose Content-Encoding says gzip
+// but whose body is not gzip (a proxy that labels what it passes on wrongly) is a BAD_RESPONSE
+// that says so, streamed or not. It was a NETWORK failure that said the provider could not be
+// reached ("cannot reach …: gzip: invalid header"), or that the connection was lost while
+// the answer streamed, though the provider had answered.
+func TestAnAnswerThatIsNotTheGzipItSaysIsABadResponse(t *testing.T) {
+	url := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		if strings.Contains(r.Header.Get("Accept"), "event-stream") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(`data: {"choices":[{"delta":{"content":"Hi"}}]}` + "\n\n"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"Hi"},"finish_reason":"stop"}]}`))
+	})
+	c := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+	for _, stream := range []bool{false, true} {
+		var err error
+		if stream {
+			_, _, err = streamAll(t, c, request("openai", "m", user("hi")))
+		} else {
+			_, err = c.Generate(t.Context(), request("openai", "m", user("hi")))
+		}
+		se := stageError(t, err, codes.Unavailable)
+		if se.Class != typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE ||
+			!strings.Contains(se.Msg, "openai: the answer is not the gzip its Content-Encoding says") {
+			t.Errorf("stream %v: failure %s %q, want a BAD_RESPONSE that says the encoding is wrong",
+				stream, se.Class, se.Msg)
+		}
+	}
+}

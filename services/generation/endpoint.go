@@ -225,9 +225,13 @@ func closeStream(body io.ReadCloser, cancel context.CancelFunc) {
 	_ = body.Close()
 }
 
-// readAll reads a non-streamed response body, up to maxResponseBytes.
+// readAll reads a non-streamed response body, up to maxResponseBytes; a body that is not the
+// gzip it says is BAD_RESPONSE (decodeFailure), another failure to read it a transport one.
 func (e *endpoint) readAll(ctx context.Context, resp *http.Response) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if derr := e.decodeFailure(err); derr != nil {
+		return nil, derr
+	}
 	if err != nil {
 		return nil, e.transportError(ctx, err)
 	}

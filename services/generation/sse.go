@@ -85,9 +85,10 @@ func readSSE(body io.Reader, handle func(sseEvent) (done bool, err error)) (bool
 	return dispatch()
 }
 
-// streamReadError classifies a failure to read a stream: an oversized event is BAD_RESPONSE,
-// anything else a transport failure (transportError), whose NETWORK failure says that the
-// connection was lost while the answer streamed: the provider was reached and answering.
+// streamReadError classifies a failure to read a stream: an oversized event, or a body that
+// is not the gzip it says (decodeFailure), is BAD_RESPONSE, anything else a transport failure
+// (transportError), whose NETWORK failure says that the connection was lost while the answer
+// streamed: the provider was reached and answering.
 func (e *endpoint) streamReadError(ctx context.Context, err error) error {
 	var rerr *sseReadError
 	switch {
@@ -95,6 +96,9 @@ func (e *endpoint) streamReadError(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, bufio.ErrTooLong):
 		return e.badResponse("a stream event is larger than %d bytes", maxEventBytes)
+	}
+	if derr := e.decodeFailure(rerr.err); derr != nil {
+		return derr
 	}
 	terr := e.transportError(ctx, rerr.err)
 	if se := stageerr.As(terr); se != nil && se.Class == typev1.ErrorClass_ERROR_CLASS_NETWORK {
