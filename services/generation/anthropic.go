@@ -213,6 +213,7 @@ func (m *messageAccumulator) response(memory *thinkingMemory) *Response {
 	out.Content = content.String()
 	out.Reasoning = reasoning.String()
 	out.FinishReason = normaliseFinish(m.stop, len(out.ToolCalls) > 0)
+	out.ContextFull = contextFull(m.stop)
 	out.ReasoningState = encodeThinking(thinking)
 	memory.remember(thinking, out.ToolCalls)
 	return out

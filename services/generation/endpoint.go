@@ -307,13 +307,21 @@ func snippet(body []byte) string {
 // stopped (normaliseFinish), which the response cache does not keep (cacheable).
 const stopContentFilter = "content_filter"
 
+// stopContextWindow is the stop reason of an answer stopped because the model's context
+// window filled up (Anthropic's, which OpenAI-compatible proxies pass on): length, with
+// Response.ContextFull.
+const stopContextWindow = "model_context_window_exceeded"
+
+// contextFull reports whether a provider's stop reason says the context window filled up.
+func contextFull(reason string) bool { return strings.EqualFold(reason, stopContextWindow) }
+
 // normaliseFinish maps provider stop reasons to stop, length, tool_calls or content_filter:
 // OpenAI's length, tool_calls and content_filter, Anthropic's max_tokens, tool_use and
 // refusal; end_turn, stop_sequence, pause_turn and anything else are stop (tool_calls when
 // the answer has tool calls).
 func normaliseFinish(reason string, hasToolCalls bool) string {
 	switch strings.ToLower(reason) {
-	case "length", "max_tokens", "max_output_tokens", "model_context_window_exceeded":
+	case "length", "max_tokens", "max_output_tokens", stopContextWindow:
 		return "length"
 	case stopContentFilter, "safety", "refusal":
 		return stopContentFilter

@@ -165,6 +165,7 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	out.FinishReason = normaliseFinish(ch.FinishReason, len(out.ToolCalls) > 0)
+	out.ContextFull = contextFull(ch.FinishReason)
 	if ch.FinishReason == "error" && cr.Error != nil {
 		return out, o.errorIn("in the answer", *cr.Error)
 	}

@@ -186,5 +186,6 @@ func (a *streamAccumulator) response() *Response {
 		out.ToolCalls = append(out.ToolCalls, *c)
 	}
 	out.FinishReason = normaliseFinish(a.finish, len(out.ToolCalls) > 0)
+	out.ContextFull = contextFull(a.finish)
 	return out
 }

@@ -63,6 +63,10 @@ type Response struct {
 	ToolCalls []ToolCall
 	// FinishReason is normalised: stop, length, tool_calls or content_filter.
 	FinishReason string
+	// ContextFull says that the answer stopped because the model's context window filled up
+	// (Anthropic's model_context_window_exceeded), not at the output token limit; its
+	// FinishReason is length.
+	ContextFull bool
 	// Usage is the token usage the provider reported (or estimated).
 	Usage Usage
 }

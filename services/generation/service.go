@@ -241,7 +241,7 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	resp.CostUsd = s.prices.cost(resp.Provider, resp.Model, model, resp.Usage, raw.Usage.CacheWrite)
 	resp.LatencyMs = latency.Milliseconds()
 	if resp.GetStopReason() == "length" && resp.GetContent() == "" && len(resp.GetToolCalls()) == 0 {
-		e := maxTokensExceeded(resp, c.sampling.GetMaxOutputTokens())
+		e := maxTokensExceeded(resp, c.sampling.GetMaxOutputTokens(), raw.ContextFull)
 		// The provider answered, and charged for the tokens it spent on it: the failure
 		// carries them, for the caller's accounting of the attempt.
 		e.Accounting = []*typev1.AccountingEntry{failedAttempt(req, resp, e)}
@@ -254,15 +254,20 @@ func (s *Service) finishChat(ctx context.Context, p Provider, req *generationv1.
 	return resp, nil
 }
 
-// maxTokensExceeded is the failure of an answer cut off before it had any content; the
+// maxTokensExceeded is the failure of an answer cut off before it had any content: at the
+// output token limit, or where the model's context window filled up (contextFull); the
 // caller sets its Accounting to the answer's.
-func maxTokensExceeded(resp *generationv1.GenerateResponse, limit int64) *stageerr.Error {
-	setting := ""
-	if limit > 0 {
-		setting = fmt.Sprintf(" (max_output_tokens %d)", limit)
+func maxTokensExceeded(resp *generationv1.GenerateResponse, limit int64,
+	contextFull bool) *stageerr.Error {
+	where := "the output token limit"
+	switch {
+	case contextFull:
+		where = "its context window (the conversation and the answer filled it)"
+	case limit > 0:
+		where += fmt.Sprintf(" (max_output_tokens %d)", limit)
 	}
 	e := stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED,
-		"%s/%s stopped at the output token limit%s before producing an answer", resp.GetProvider(), resp.GetModel(), setting)
+		"%s/%s stopped at %s before producing an answer", resp.GetProvider(), resp.GetModel(), where)
 	e.Stage = stageName
 	return e
 }
