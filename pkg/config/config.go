@@ -300,7 +300,8 @@ type Defaults struct {
 	// have ends every run FAILED_PREFLIGHT / INVALID_CONTRACT.
 	CycleForbid [][2]string `yaml:"cycle_forbid"`
 	// MaxPlanSteps is the step limit of a run's plan (seed 003: "Max 20 steps
-	// (configurable)"); a longer plan ends the run PLAN_TOO_COMPLEX. Default 20.
+	// (configurable)"); a longer plan ends the run PLAN_TOO_COMPLEX. Default 20, at most
+	// plan.MaxStepsLimit (1000), the planning stage's limit of max_steps.
 	MaxPlanSteps int32 `yaml:"max_plan_steps"`
 	// MaxReplans bounds the revisions of a run's plan: after a step fails beyond recovery, or
 	// the model calls a tool no step uses, the planning stage revises the plan before the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/plan"
 	"github.com/agentmesh/agentmesh/pkg/target"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/pkg/toolname"
@@ -266,8 +267,11 @@ func (c *Config) validateDefaults(p *problems) {
 			p.addf("defaults.%s: must be at most %d (30 days), got %d", t.name, MaxTimeoutMS, t.ms)
 		}
 	}
-	if d.MaxPlanSteps < 1 {
+	switch {
+	case d.MaxPlanSteps < 1:
 		p.addf("defaults.max_plan_steps: must be at least 1, got %d", d.MaxPlanSteps)
+	case d.MaxPlanSteps > plan.MaxStepsLimit: // the planning stage refuses more
+		p.addf("defaults.max_plan_steps: must be at most %d, got %d", plan.MaxStepsLimit, d.MaxPlanSteps)
 	}
 	if reserved := d.ContextWindowBufferTokens + d.MaxOutputTokens; d.ContextWindow > 0 && reserved >= d.ContextWindow {
 		p.addf("defaults.context_window: %d leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (%d)", d.ContextWindow, reserved)

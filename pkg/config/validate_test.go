@@ -142,6 +142,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			"defaults.max_tokens_consumed: must not be 0 (no limit) under run_limits.max_tokens_consumed: at most 1000"},
 		{"zero retries", func(c *Config) { c.Defaults.MaxRetries = 0 }, "defaults.max_retries: must be at least 1"},
 		{"zero plan steps", func(c *Config) { c.Defaults.MaxPlanSteps = 0 }, "defaults.max_plan_steps: must be at least 1, got 0"},
+		{"plan steps over the planning stage's limit", func(c *Config) { c.Defaults.MaxPlanSteps = 1001 },
+			"defaults.max_plan_steps: must be at most 1000, got 1001"},
 		{"negative replans", func(c *Config) { c.Defaults.MaxReplans = -1 }, "defaults.max_replans: must not be negative, got -1"},
 		{"window too small", func(c *Config) { c.Defaults.ContextWindow = 4000 },
 			"defaults.context_window: 4000 leaves no room for the conversation after context_window_buffer_tokens + max_output_tokens (6144)"},

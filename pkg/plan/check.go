@@ -13,6 +13,10 @@ import (
 // (configurable)").
 const DefaultMaxSteps = 20
 
+// MaxStepsLimit is the largest step limit a planning request may set (max_steps), and so the
+// most steps a plan has.
+const MaxStepsLimit = 1000
+
 // Check returns the first rule of the planning contract that steps break, in this order: a
 // step without an id or with the id of an earlier step, or a dependency on a step that is not
 // in the plan, is INVALID_INPUT; more than limit steps is PLAN_TOO_COMPLEX; a step whose tool

@@ -125,6 +125,29 @@ var planningCases = []testCase{
 			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g", MaxSteps: -1})
 			return wantInvalid(err, "max_steps")
 		}},
+	{"max-steps-over-limit", "a max_steps of 1001 is INVALID_ARGUMENT naming max_steps",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx,
+				&planningv1.PlanRequest{Goal: "g", MaxSteps: plan.MaxStepsLimit + 1, RunId: k.id("run")})
+			return wantInvalid(err, "max_steps")
+		}},
+	{"constraints-over-limit", "1001 constraints are INVALID_ARGUMENT naming constraints",
+		func(ctx context.Context, k *kit) error {
+			cs := make([]string, 1001)
+			for i := range cs {
+				cs[i] = fmt.Sprint("in under ", i+1, " words")
+			}
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx,
+				&planningv1.PlanRequest{Goal: "g", Constraints: cs, RunId: k.id("run")})
+			return wantInvalid(err, "constraints")
+		}},
+	{"step-id-over-limit",
+		"a proposed step's id of 257 bytes is INVALID_ARGUMENT naming proposed_steps",
+		func(ctx context.Context, k *kit) error {
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "g", ProposedSteps: []*typev1.Step{{Id: strings.Repeat("s", 257)}}, RunId: k.id("run")})
+			return wantInvalid(err, "proposed_steps")
+		}},
 	{"tool-offered-twice", "a tool listed twice in available_tools is INVALID_ARGUMENT naming available_tools",
 		func(ctx context.Context, k *kit) error {
 			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g",

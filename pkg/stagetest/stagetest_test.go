@@ -1163,3 +1163,48 @@ func (s alwaysAsks) Parse(
 	}
 	return resp, err
 }
+
+// TestPlanningCasesFailAStageWithoutLimits: a planning stage that takes a request over the
+// limits of max_steps, constraints and a step's id (as the project's did) fails the kit's
+// limit cases.
+func TestPlanningCasesFailAStageWithoutLimits(t *testing.T) {
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		planningv1.RegisterPlanningServiceServer(s, noLimits{planning.New(planning.Options{})})
+	})
+	report, err := stagetest.Run(t.Context(), "planning", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := byCase(report)
+	for _, c := range []string{
+		"max-steps-over-limit", "constraints-over-limit", "step-id-over-limit",
+	} {
+		if res, ok := results[c]; !ok || res.Pass || !strings.Contains(res.Reason, "answered OK") {
+			t.Errorf("%s: present=%v pass=%v %q, want a failure: the stage answered OK",
+				c, ok, res.Pass, res.Reason)
+		}
+	}
+}
+
+// noLimits is the project's planning stage behind a front that brings a request within its
+// limits instead of refusing it: max_steps over 1000 is the default, constraints past the
+// thousandth and a step's id past its 256th byte are dropped.
+type noLimits struct{ *planning.Service }
+
+func (s noLimits) Plan(
+	ctx context.Context, req *planningv1.PlanRequest,
+) (*planningv1.PlanResponse, error) {
+	req = proto.Clone(req).(*planningv1.PlanRequest)
+	if req.GetMaxSteps() > 1000 {
+		req.MaxSteps = 0
+	}
+	if len(req.GetConstraints()) > 1000 {
+		req.Constraints = req.GetConstraints()[:1000]
+	}
+	for _, st := range req.GetProposedSteps() {
+		if len(st.GetId()) > 256 {
+			st.Id = st.GetId()[:256]
+		}
+	}
+	return s.Service.Plan(ctx, req)
+}

@@ -31,6 +31,17 @@ If the goal cannot be achieved with the available tools and reasoning, set viabl
 
 Answer by calling ` + PlanTool + `.`
 
+// Bounds of the planning model's answer, in characters (of up to 4 bytes each): a step's
+// within the limits of a request's steps (MaxStepIDBytes, MaxToolNameBytes, the goal's 64 KiB),
+// so that a revision can send the model's plan back; a reason as long as the intent model's,
+// as it becomes the run's NO_VIABLE_PLAN message.
+const (
+	maxReasonChars      = 1000
+	maxStepIDChars      = MaxStepIDBytes / 4
+	maxToolChars        = MaxToolNameBytes / 4
+	maxDescriptionChars = 4000
+)
+
 // planSchema is the JSON schema of the planning model's answer.
 var planSchema = map[string]any{
 	"type":                 "object",
@@ -38,18 +49,25 @@ var planSchema = map[string]any{
 	"additionalProperties": false,
 	"properties": map[string]any{
 		"viable": map[string]any{"type": "boolean", "description": "false when the goal cannot be achieved with the available tools and reasoning"},
-		"reason": map[string]any{"type": "string", "description": "why the goal cannot be achieved, when viable is false"},
+		"reason": map[string]any{"type": "string", "maxLength": maxReasonChars,
+			"description": "why the goal cannot be achieved, when viable is false"},
 		"steps": map[string]any{
-			"type": "array",
+			"type":     "array",
+			"maxItems": plan.MaxStepsLimit,
 			"items": map[string]any{
 				"type":                 "object",
 				"required":             []any{"id", "description"},
 				"additionalProperties": false,
 				"properties": map[string]any{
-					"id":          map[string]any{"type": "string", "minLength": 1, "description": "unique within the plan"},
-					"description": map[string]any{"type": "string", "minLength": 1, "description": "what the step does"},
-					"tool":        map[string]any{"type": "string", "description": "the available tool the step uses; leave out for a reasoning step"},
-					"depends_on":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "ids of the steps that must finish first"},
+					"id": map[string]any{"type": "string", "minLength": 1, "maxLength": maxStepIDChars,
+						"description": "unique within the plan"},
+					"description": map[string]any{"type": "string", "minLength": 1,
+						"maxLength": maxDescriptionChars, "description": "what the step does"},
+					"tool": map[string]any{"type": "string", "maxLength": maxToolChars,
+						"description": "the available tool the step uses; leave out for a reasoning step"},
+					"depends_on": map[string]any{"type": "array", "maxItems": plan.MaxStepsLimit,
+						"items":       map[string]any{"type": "string", "maxLength": maxStepIDChars},
+						"description": "ids of the steps that must finish first"},
 				},
 			},
 		},

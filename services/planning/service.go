@@ -209,6 +209,9 @@ func (s *Service) validate(req *planningv1.PlanRequest) (*input, error) {
 	if req.GetMaxSteps() < 0 {
 		return nil, stageerr.Invalid("max_steps must not be negative, got %d", req.GetMaxSteps())
 	}
+	if err := checkLimits(req, s.maxGoal); err != nil {
+		return nil, err
+	}
 	// The run (none when empty) scopes the model's request: an id the generation stage
 	// refuses would fall back to the rules without saying why.
 	if err := runid.CheckField("run_id", req.GetRunId()); err != nil {

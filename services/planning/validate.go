@@ -1,7 +1,6 @@
 package planning
 
 import (
-	"slices"
 	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -16,6 +15,7 @@ func normalise(
 	field string, proposed []*typev1.Step, tools map[string]*typev1.Tool, limit int,
 ) ([]*typev1.Step, error) {
 	steps := make([]*typev1.Step, len(proposed))
+	seen := map[string]bool{} // a step's dependencies so far: a step may have a thousand
 	for i, p := range proposed {
 		id := strings.TrimSpace(p.GetId())
 		if id == "" {
@@ -26,8 +26,10 @@ func normalise(
 			Description: strings.TrimSpace(p.GetDescription()),
 			ToolName:    strings.TrimSpace(p.GetToolName()),
 		}
+		clear(seen)
 		for _, d := range p.GetDependsOn() {
-			if dep := strings.TrimSpace(d); !slices.Contains(steps[i].DependsOn, dep) {
+			if dep := strings.TrimSpace(d); !seen[dep] {
+				seen[dep] = true
 				steps[i].DependsOn = append(steps[i].DependsOn, dep)
 			}
 		}
