@@ -31,10 +31,11 @@ func (s *Service) backoff(w wait, req *recoveryv1.DecideRequest) (time.Duration,
 			return 0, []string{"a target not yet rate-limited in this cycle is tried at once"}
 		}
 		if after := cycleRetryAfter(req); after > 0 {
-			d := min(after, maxBackoff)
+			// Capped in milliseconds: a Retry-After of centuries overflows a Duration.
+			d := time.Duration(min(after, maxBackoff.Milliseconds())) * time.Millisecond
 			detail := fmt.Sprintf("every target is rate-limited in this cycle: wait %d ms, the largest Retry-After", d.Milliseconds())
-			if d < after {
-				detail += fmt.Sprintf(" (%d ms) capped", after.Milliseconds())
+			if d.Milliseconds() < after {
+				detail += fmt.Sprintf(" (%d ms) capped", after)
 			}
 			return d, []string{detail}
 		}
@@ -84,12 +85,12 @@ func everyTargetRateLimited(req *recoveryv1.DecideRequest) bool {
 	return true
 }
 
-// cycleRetryAfter is the largest Retry-After of the cycle: the failure's own and those of
-// state.rate_limited.
-func cycleRetryAfter(req *recoveryv1.DecideRequest) time.Duration {
+// cycleRetryAfter is the largest Retry-After of the cycle, in milliseconds: the failure's own
+// and those of state.rate_limited.
+func cycleRetryAfter(req *recoveryv1.DecideRequest) int64 {
 	ms := req.GetError().GetRetryAfterMs()
 	for _, r := range req.GetState().GetRateLimited() {
 		ms = max(ms, r.GetRetryAfterMs())
 	}
-	return time.Duration(ms) * time.Millisecond
+	return ms
 }

@@ -2,6 +2,7 @@ package recovery_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -272,7 +273,10 @@ func TestRateLimitBackoff(t *testing.T) {
 	}
 
 	t.Run("Retry-After honoured, up to 60 s", func(t *testing.T) {
-		for after, want := range map[int64]int64{1: 1, 2500: 2500, 120_000: 60_000} {
+		// 18 446 744 073 710 ms is 2^64 ns and a little more: in nanoseconds it wrapped around
+		// to 0.4 ms, and the stage retried at once a provider that asked for centuries.
+		for after, want := range map[int64]int64{1: 1, 2500: 2500, 120_000: 60_000,
+			18_446_744_073_710: 60_000, math.MaxInt64: 60_000} {
 			e := generation(typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED)
 			e.RetryAfterMs = after
 			resp := decide(t, c, e, 4, onlyTarget())
