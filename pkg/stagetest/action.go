@@ -55,18 +55,25 @@ var actionCases = []testCase{
 			}
 			return checkSuccess(resp, "42")
 		}},
-	{"repeated-call-cached", "a repeated (run_id, call_id) answers the recorded result, cached, without running the tool again",
+	{"repeated-call-cached", "a repeated (run_id, call_id) answers the recorded result, cached, " +
+		"without running the tool again, whatever its arguments",
 		func(ctx context.Context, k *kit) error {
 			first, err := execute(ctx, k, "c-repeat", "calculator", map[string]any{"expression": "2+3"})
 			if err != nil {
 				return wantOK(err)
 			}
-			again, err := execute(ctx, k, "c-repeat", "calculator", map[string]any{"expression": "2+3"})
+			if err := checkSuccess(first, "5"); err != nil {
+				return fmt.Errorf("the first call: %w", err)
+			}
+			// Other arguments: a tool run again would answer 6, and the same arguments
+			// answer alike whether it ran again or not.
+			again, err := execute(ctx, k, "c-repeat", "calculator", map[string]any{"expression": "2+4"})
 			if err != nil {
 				return wantOK(err)
 			}
 			if !again.GetCached() || again.GetResult() != first.GetResult() {
-				return fmt.Errorf("the repeated call answered cached=%v result %q, want cached=true and the first result %q",
+				return fmt.Errorf("the repeated call (arguments 2+4) answered cached=%v result %q, "+
+					"want cached=true and the first result %q: the call ran again",
 					again.GetCached(), again.GetResult(), first.GetResult())
 			}
 			return nil

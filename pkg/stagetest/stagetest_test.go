@@ -2,7 +2,9 @@ package stagetest_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -1207,4 +1209,47 @@ func (s noLimits) Plan(
 		}
 	}
 	return s.Service.Plan(ctx, req)
+}
+
+// TestActionCasesFailAStageThatKeysCallsByArguments: an action stage that records its calls
+// by (run_id, call_id, arguments), so that a repeated call whose arguments differ runs the
+// tool again, fails the kit's repeated-call-cached case; it passed, as its repeated call had
+// the first one's arguments, which answer alike whether the tool ran again or not.
+func TestActionCasesFailAStageThatKeysCallsByArguments(t *testing.T) {
+	svc, err := action.New(action.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
+		actionv1.RegisterActionServiceServer(s, argumentsInKey{svc})
+	})
+	report, err := stagetest.Run(t.Context(), "action", conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := byCase(report)["repeated-call-cached"]; res.Pass {
+		t.Errorf("repeated-call-cached passed a stage that runs a repeated call again: %s", res.Reason)
+	}
+	for _, res := range report.Results {
+		if !res.Pass && res.Case != "health" && res.Case != "repeated-call-cached" {
+			t.Errorf("%s failed: %s", res.Case, res.Reason)
+		}
+	}
+}
+
+// argumentsInKey is the project's action stage behind a front that files a call under its
+// call_id and a hash of its arguments.
+type argumentsInKey struct{ *action.Service }
+
+func (s argumentsInKey) Execute(
+	ctx context.Context, req *actionv1.ExecuteRequest,
+) (*actionv1.ExecuteResponse, error) {
+	if req.GetCallId() != "" {
+		args, err := proto.MarshalOptions{Deterministic: true}.Marshal(req.GetArguments())
+		if err != nil {
+			return nil, err
+		}
+		req.CallId = fmt.Sprintf("%s-%x", req.GetCallId(), sha256.Sum256(args))[:len(req.GetCallId())+17]
+	}
+	return s.Service.Execute(ctx, req)
 }
