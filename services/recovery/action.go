@@ -61,9 +61,10 @@ func roundRobin(state *recoveryv1.RecoveryState, open []*typev1.Target, retryCou
 	if i := slices.IndexFunc(targets, same(failed)); failed != nil && i >= 0 {
 		next = (i + 1) % len(targets)
 	}
+	isOpen := keys(open)
 	for k := range len(targets) {
 		t := targets[(next+k)%len(targets)]
-		if slices.ContainsFunc(open, same(t)) {
+		if isOpen[keyOf(t)] {
 			return &typev1.Target{Provider: t.GetProvider(), Model: t.GetModel()}
 		}
 	}
@@ -83,13 +84,30 @@ func openTargets(req *recoveryv1.DecideRequest) []*typev1.Target {
 	if req.GetError().GetErrorClass() == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST && state.GetTarget() != nil {
 		refused = append(slices.Clone(refused), state.GetTarget())
 	}
+	isRefused := keys(refused)
 	var open []*typev1.Target
 	for _, t := range targets {
-		if !slices.ContainsFunc(refused, same(t)) {
+		if !isRefused[keyOf(t)] {
 			open = append(open, t)
 		}
 	}
 	return open
+}
+
+// key is a target's provider and model: targets of the same key are the same target.
+type key struct{ provider, model string }
+
+// keyOf returns the key of t.
+func keyOf(t *typev1.Target) key { return key{t.GetProvider(), t.GetModel()} }
+
+// keys returns the set of the keys of targets: a request may list thousands of targets, and
+// looking each up in another list one by one took time quadratic in them.
+func keys(targets []*typev1.Target) map[key]bool {
+	set := make(map[key]bool, len(targets))
+	for _, t := range targets {
+		set[keyOf(t)] = true
+	}
+	return set
 }
 
 // same returns a predicate matching targets of a's provider and model.

@@ -3,7 +3,6 @@ package recovery
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
@@ -74,11 +73,13 @@ func exponential(base time.Duration, n int) time.Duration {
 // just failed.
 func everyTargetRateLimited(req *recoveryv1.DecideRequest) bool {
 	state := req.GetState()
+	limited := make(map[key]bool, len(state.GetRateLimited())+1)
+	limited[keyOf(state.GetTarget())] = true
+	for _, r := range state.GetRateLimited() {
+		limited[keyOf(r.GetTarget())] = true
+	}
 	for _, t := range openTargets(req) {
-		limited := same(t)(state.GetTarget()) || slices.ContainsFunc(state.GetRateLimited(), func(r *recoveryv1.RateLimitedTarget) bool {
-			return same(t)(r.GetTarget())
-		})
-		if !limited {
+		if !limited[keyOf(t)] {
 			return false
 		}
 	}
