@@ -130,35 +130,63 @@ func separate(text string) []string {
 // usableTools drops the tools a negative constraint rules out ("without web_search", "don't
 // use the calculator"), or all of them ("without using any tools").
 func usableTools(tools []*typev1.Tool, constraints []string) []*typev1.Tool {
+	bans := parseBans(constraints)
 	var out []*typev1.Tool
 	for _, t := range tools {
-		if !ruledOut(t.GetName(), constraints) {
+		if !ruledOut(t.GetName(), bans) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// ruledOut reports whether a negative constraint names the tool, as written or with "_" and
-// "-" read as spaces, or rules out tools in general.
-func ruledOut(name string, constraints []string) bool {
-	lower := strings.ToLower(name)
-	spaced := strings.Join(nameWords(lower), " ")
+// ban is a negative constraint, lowercased, as ruledOut reads it.
+type ban struct {
+	text string
+	// allTools: the constraint rules out tools in general ("without using any tools").
+	allTools bool
+	// kept, when set, is what follows the exception of a constraint that rules out tools in
+	// general but some ("don't use tools other than the calculator"): the tools it names.
+	kept *string
+}
+
+// parseBans returns the negative constraints of a request, read once for all of its tools:
+// a request may offer thousands of tools and give a thousand constraints.
+func parseBans(constraints []string) []ban {
+	var bans []ban
 	for _, c := range constraints {
 		if !negativeConstraint.MatchString(c) {
 			continue
 		}
 		c = strings.ToLower(c)
-		names := func(s string) bool {
-			return strings.Contains(s, lower) || (spaced != "" && strings.Contains(s, spaced))
+		b := ban{text: c, allTools: noTools.MatchString(c)}
+		if loc := exceptTools.FindStringIndex(c); loc != nil && b.allTools {
+			kept := c[loc[1]:]
+			b.kept = &kept
 		}
-		if loc := exceptTools.FindStringIndex(c); loc != nil && noTools.MatchString(c) {
-			if !names(c[loc[1]:]) { // "don't use tools other than the calculator": all but those named after the exception
+		bans = append(bans, b)
+	}
+	return bans
+}
+
+// ruledOut reports whether a negative constraint names the tool, as written or with "_" and
+// "-" read as spaces, or rules out tools in general.
+func ruledOut(name string, bans []ban) bool {
+	lower := strings.ToLower(name)
+	spaced := strings.Join(nameWords(lower), " ")
+	names := func(s string) bool {
+		return strings.Contains(s, lower) || (spaced != "" && strings.Contains(s, spaced))
+	}
+	for _, b := range bans {
+		if b.kept != nil {
+			// "don't use tools other than the calculator": all but those named after the
+			// exception.
+			if !names(*b.kept) {
 				return true
 			}
 			continue
 		}
-		if noTools.MatchString(c) || names(c) {
+		if b.allTools || names(b.text) {
 			return true
 		}
 	}

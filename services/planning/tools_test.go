@@ -1,0 +1,41 @@
+package planning_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
+	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/services/planning"
+)
+
+// TestManyToolsAndConstraintsArePlannedQuickly: the rules read a request's negative
+// constraints once, not once for each tool. Each tool had every constraint matched and
+// lowercased again: 10,000 tools and 1,000 constraints, 300 KB, kept the stage busy for two
+// minutes. The deadline is far more than planning takes.
+func TestManyToolsAndConstraintsArePlannedQuickly(t *testing.T) {
+	tools := make([]*typev1.Tool, 10_000)
+	for i := range tools {
+		tools[i] = &typev1.Tool{Name: fmt.Sprint("tool_", i), Description: fmt.Sprint("does thing ", i)}
+	}
+	constraints := make([]string, planning.MaxConstraints)
+	for i := range constraints {
+		constraints[i] = fmt.Sprint("without ", strings.Repeat("z", 100), i)
+	}
+	constraints[0] = "without tool_7"
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	resp, err := client(t, planning.Options{}).Plan(ctx, &planningv1.PlanRequest{
+		Goal: "run tool 7, then do thing 8", TaskType: "action", Constraints: constraints, AvailableTools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range resp.GetSteps() {
+		if st.GetToolName() == "tool_7" {
+			t.Errorf("step %s uses tool_7, which a constraint rules out", st.GetId())
+		}
+	}
+}
