@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -163,30 +164,61 @@ func refCycle(err error) string {
 // printer renders validation messages in English.
 var printer = message.NewPrinter(language.English)
 
+// Bounds of Message: a value, or a value's property names, may be of any size, and the
+// library quotes them whole, where the message goes into a gRPC status (a status of megabytes
+// is more than a client takes in its trailers, which breaks its connection) and before a model.
+const (
+	// maxProblems is how many failures Message describes; the rest are counted.
+	maxProblems = 20
+	// maxProblemBytes bounds the description of one failure: a longer one keeps its start (the
+	// property) and its end (the rule), cut in the middle.
+	maxProblemBytes = 256
+)
+
 // Message turns a validation failure into one line that names each offending property and
 // what is wrong with it, e.g. `"limit": must be <= 20 but found 50`; any other error is its
-// own message.
+// own message. It names at most maxProblems failures, counting the others, each in at most
+// maxProblemBytes.
 func Message(err error) string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return err.Error()
 	}
 	var problems []string
-	collect(ve, &problems)
-	return strings.Join(problems, "; ")
+	more := 0
+	collect(ve, &problems, &more)
+	msg := strings.Join(problems, "; ")
+	if more > 0 {
+		msg += fmt.Sprintf("; and %d more", more)
+	}
+	return msg
 }
 
-// collect appends a description of every leaf failure under ve.
-func collect(ve *jsonschema.ValidationError, out *[]string) {
+// collect appends a description of every leaf failure under ve, up to maxProblems, and
+// counts the others in more.
+func collect(ve *jsonschema.ValidationError, out *[]string, more *int) {
 	if len(ve.Causes) > 0 {
 		for _, c := range ve.Causes {
-			collect(c, out)
+			collect(c, out, more)
 		}
+		return
+	}
+	if len(*out) == maxProblems {
+		*more++
 		return
 	}
 	msg := ve.ErrorKind.LocalizedString(printer)
 	if len(ve.InstanceLocation) > 0 {
 		msg = fmt.Sprintf("%q: %s", strings.Join(ve.InstanceLocation, "."), msg)
 	}
-	*out = append(*out, msg)
+	*out = append(*out, cutMiddle(msg, maxProblemBytes))
+}
+
+// cutMiddle returns s when it has at most n bytes, else its start and its end, about n bytes
+// in all, joined by "…", cut where no UTF-8 sequence is split.
+func cutMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:textcut.Boundary(s, n/2)] + "…" + textcut.Tail(s, n/2)
 }
