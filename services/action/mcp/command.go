@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -103,6 +104,7 @@ func executable(path string) error {
 type commandTransport struct {
 	cmd    *exec.Cmd
 	stderr io.Writer
+	log    *slog.Logger // logs the lines of its stdout that are no messages (frameReader)
 	limits Limits
 	grace  time.Duration
 }
@@ -154,7 +156,7 @@ func (t *commandTransport) start(ctx context.Context) (sdk.Connection, error) {
 	}
 	transport := &sdk.IOTransport{
 		// Closing the connection closes stdin, not stdout: the child ends it when it exits.
-		Reader:        nopCloser{newFrameReader(stdout, MaxFrameBytes)},
+		Reader:        nopCloser{newFrameReader(stdout, MaxFrameBytes, t.log)},
 		Writer:        &childInput{WriteCloser: stdin, cmd: t.cmd, grace: t.grace},
 		MaxLineLength: 2 * MaxFrameBytes,
 	}

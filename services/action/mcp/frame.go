@@ -2,10 +2,15 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,17 +30,23 @@ const frameTooLargeCode = -32099
 // frameReader reads a stdio server's newline-delimited messages, handing on each one whole
 // once it is complete. A message over limit is read to its end and dropped, never held: a
 // response is replaced by an error response to its request (frameTooLargeCode), a message
-// that answers no request (a notification) is dropped without a word.
+// that answers no request (a notification) is dropped without a word. A line that is no
+// JSON-RPC message (isMessage: a banner, a log line the server printed on its stdout) is
+// skipped and logged, as the MCP reference clients skip it: the SDK's reader ended the whole
+// session on it.
 type frameReader struct {
-	r     *bufio.Reader
-	limit int
-	buf   []byte // the message being read
+	r       *bufio.Reader
+	limit   int
+	buf     []byte // the message being read
+	log     *slog.Logger
+	skipped bool // a line was skipped already: the next ones are logged at debug level
 	handOn
 }
 
-// newFrameReader returns a frameReader of r's messages of at most limit bytes.
-func newFrameReader(r io.Reader, limit int) *frameReader {
-	return &frameReader{r: bufio.NewReader(r), limit: limit}
+// newFrameReader returns a frameReader of r's messages of at most limit bytes, which logs the
+// lines it skips to log.
+func newFrameReader(r io.Reader, limit int, log *slog.Logger) *frameReader {
+	return &frameReader{r: bufio.NewReader(r), limit: limit, log: log}
 }
 
 // Read hands on the messages read, whole, and then the error reading ended with.
@@ -73,16 +84,62 @@ func (f *frameReader) next() {
 		}
 		f.buf = append(f.buf, chunk...)
 		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case !isMessage(f.buf):
+			f.skip()
+			if err == nil {
+				continue // the next line
+			}
+			f.out, f.err = nil, err
+			return
 		case err == nil:
 			f.out = f.buf
 			return
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
 		default: // the stream ended: hand on what came, then the error
 			f.out, f.err = f.buf, err
 			return
 		}
 	}
+}
+
+// maxSkippedBytes is how much of a skipped line is logged.
+const maxSkippedBytes = 256
+
+// skip drops the line in buf, logging it unless it is blank: at warning level the first time
+// (the server breaks the protocol, and its operator should know), at debug level after.
+func (f *frameReader) skip() {
+	line := bytes.TrimSpace(f.buf)
+	f.buf = f.buf[:0]
+	if len(line) == 0 {
+		return
+	}
+	shown := string(line[:textcut.Boundary(string(line), maxSkippedBytes)])
+	level := slog.LevelWarn
+	if f.skipped {
+		level = slog.LevelDebug
+	}
+	f.skipped = true
+	f.log.Log(context.Background(), level, "MCP server printed a line that is no MCP message "+
+		"on its stdout; skipped", "line", shown, "bytes", len(line))
+}
+
+// isMessage reports whether line, a line of a stdio server's stdout, is a JSON-RPC message
+// (an object whose "jsonrpc" is "2.0") or a batch of them (a JSON array), what the SDK reads.
+func isMessage(line []byte) bool {
+	line = bytes.TrimSpace(line)
+	switch {
+	case len(line) == 0:
+		return false
+	case line[0] == '[':
+		return json.Valid(line)
+	case line[0] != '{':
+		return false
+	}
+	var msg struct {
+		JSONRPC string `json:"jsonrpc"`
+	}
+	return json.Unmarshal(line, &msg) == nil && msg.JSONRPC == "2.0"
 }
 
 // tooLarge reads the rest of a message over the limit, whose first bytes are buf and chunk

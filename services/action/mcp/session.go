@@ -207,7 +207,8 @@ func (s *server) connect(ctx, parent context.Context) (*sdk.ClientSession, *tail
 	if err != nil {
 		return nil, nil, fmt.Errorf("MCP server %q: %w", s.spec.Name, err)
 	}
-	t := &commandTransport{cmd: cmd, stderr: stderr, limits: s.spec.Limits, grace: s.opts.TerminateGrace}
+	t := &commandTransport{cmd: cmd, stderr: stderr, log: s.log, limits: s.spec.Limits,
+		grace: s.opts.TerminateGrace}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
 		// The command, not its arguments, which may hold a credential (a database URL with its
