@@ -58,7 +58,7 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 
 // validateRequest checks the request's own fields: the run id is one (runid.Check, as for
 // every call that names a run), the other ids are set and at most maxIDLength bytes, and the
-// user is at most auth.MaxIDBytes.
+// user is at most auth.MaxIDBytes and holds no control character (checkControl).
 func validateRequest(req *actionv1.ExecuteRequest) error {
 	if req.GetRunId() == "" {
 		return stageerr.Invalid("run_id must not be empty")
@@ -80,11 +80,29 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // may be empty: a call for no user
 		return stageerr.Invalid("user_id must be at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
+	if err := checkControl("user_id", req.GetUserId()); err != nil {
+		return err
+	}
 	if ms := req.GetTimeoutMs(); ms < 0 || ms > maxTimeout.Milliseconds() {
 		return stageerr.Invalid("timeout_ms must be between 0 (the default) and %d, got %d", maxTimeout.Milliseconds(), ms)
 	}
 	if _, ok := actionv1.ExecutionMode_name[int32(req.GetMode())]; !ok {
 		return stageerr.Invalid("unknown execution mode %d", req.GetMode())
+	}
+	return nil
+}
+
+// checkControl refuses a control character (U+0000 to U+001F, U+007F) in field, as the
+// orchestrator refuses one in a run's user: the user a call acts for goes to REST tools in a
+// header, which cannot hold one, and to the memory stage, which refuses one. It allocates only
+// for a value it refuses.
+func checkControl(field, value string) error {
+	for i := 0; i < len(value); i++ {
+		// No byte of a multi-byte UTF-8 sequence is below 0x80: a byte check suffices.
+		if c := value[i]; c < 0x20 || c == 0x7f {
+			return stageerr.Invalid("%s: must not contain a control character; got %q at byte %d",
+				field, c, i)
+		}
 	}
 	return nil
 }

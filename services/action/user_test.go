@@ -5,14 +5,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action/internal/mcptest"
 	"github.com/agentmesh/agentmesh/services/action/mcp"
 	"github.com/agentmesh/agentmesh/services/action/rest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
 )
 
 // TestToolsAreToldTheUserACallActsFor: an MCP tool gets the user a call acts for in its
@@ -66,5 +69,34 @@ func TestToolsAreToldTheUserACallActsFor(t *testing.T) {
 				t.Errorf("%s acting for %q: the tool was told %q (%v), want %q", tool, user, resp.GetResult(), resp, want)
 			}
 		}
+	}
+}
+
+// TestAUserIDWithAControlCharacterIsRefused: the user a call acts for goes to a REST tool in a
+// header, which holds no control character, and to the memory stage, which refuses one. The
+// action stage took such a user_id: the call was recorded as run and failed with Go's "invalid
+// header field value", an execution error the call id kept for good. It is INVALID_ARGUMENT
+// naming user_id and the rule, as the orchestrator's own check of a run's user, and nothing
+// runs.
+func TestAUserIDWithAControlCharacterIsRefused(t *testing.T) {
+	var requests atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(api.Close)
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"whoami": {URL: api.URL + "/whoami"}}
+	client := serveConfig(t, cfg)
+	for _, user := range []string{"acme/alice\nX-Admin: yes", "alice\x00", "alice\x7f"} {
+		req := request(t, "whoami", nil)
+		req.UserId = user
+		_, err := client.Execute(t.Context(), req)
+		grpctest.WantStageError(t, err, codes.InvalidArgument,
+			typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT,
+			"user_id: must not contain a control character")
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the tool's API got %d requests", n)
 	}
 }
