@@ -58,7 +58,8 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 
 // validateRequest checks the request's own fields: the run id is one (runid.Check, as for
 // every call that names a run), the other ids are set and at most maxIDLength bytes, and the
-// user is at most auth.MaxIDBytes and holds no control character (checkControl).
+// user is at most auth.MaxIDBytes and holds no control character (checkControl), and the
+// arguments hold no number JSON cannot (checkFinite).
 func validateRequest(req *actionv1.ExecuteRequest) error {
 	if req.GetRunId() == "" {
 		return stageerr.Invalid("run_id must not be empty")
@@ -81,6 +82,9 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 		return stageerr.Invalid("user_id must be at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
 	if err := checkControl("user_id", req.GetUserId()); err != nil {
+		return err
+	}
+	if err := checkFinite(req.GetArguments()); err != nil {
 		return err
 	}
 	if ms := req.GetTimeoutMs(); ms < 0 || ms > maxTimeout.Milliseconds() {
