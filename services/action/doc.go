@@ -32,7 +32,7 @@
 // recorded like a success.
 //
 // A failure that wraps ErrTransient (a REST 429, 502, 503 or 504, a refused connection, an MCP
-// server being restarted, a remote one that cannot be reached or lost the session) is retried up to 3 times with backoff within the call's timeout,
+// server being restarted, a remote one that cannot be reached, lost the session or answered a call 429 or 503) is retried up to 3 times with backoff within the call's timeout,
 // unless it also wraps ErrMayHaveRun (a REST 502 or 504 of a method that is not safe: the
 // gateway may have passed the request on) and the tool is not idempotent, so that a tool is
 // never run twice when it may have run. A REST response's Retry-After is waited for before

@@ -153,8 +153,9 @@ func (m *Manager) Generation() uint64 {
 // A result the server marks as an error is a *ToolError; a result whose text is over
 // MaxResultBytes is an error, whether or not it is marked; a server that is being restarted
 // fails the call at once with an error wrapping ErrUnavailable, as does a remote server that
-// cannot be reached or no longer knows the session. A call whose connection ends while it runs
-// (a stdio child that exits) fails saying the connection was lost: the server may have run it.
+// cannot be reached, no longer knows the session or did not take the call (it answered 429 or
+// 503). A call whose connection ends while it runs (a stdio child that exits) fails saying the
+// connection was lost: the server may have run it.
 func (m *Manager) Call(ctx context.Context, serverName, tool string, args map[string]any,
 	who Principals) (string, error) {
 	s, ok := m.servers[serverName]
@@ -224,11 +225,14 @@ func (e noToolError) Unwrap() error { return ErrNoTool }
 const clientClosing = "client is closing"
 
 // notSent reports whether a call failed before its server could run anything: a remote server
-// whose connection could not be made (it is down, or being redeployed), or one that no longer
-// knows the session (it restarted, and answered 404).
+// whose connection could not be made (it is down, or being redeployed), one that no longer
+// knows the session (it restarted, and answered 404), or one that did not take the call (it
+// answered 429 or 503: busyTransport).
 func notSent(err error) bool {
 	var op *net.OpError
-	return errors.Is(err, sdk.ErrSessionMissing) || (errors.As(err, &op) && op.Op == "dial")
+	var busy *busyError
+	return errors.Is(err, sdk.ErrSessionMissing) || (errors.As(err, &op) && op.Op == "dial") ||
+		errors.As(err, &busy)
 }
 
 // unsentError is the failure of a call its server did not run, which wraps ErrUnavailable:

@@ -34,14 +34,16 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // newHTTPClient returns the client of the remote server at endpoint, on its own connection
 // pool so that closing the server closes its connections, which sends headers to the
-// endpoint's origin and bounds the server's messages at MaxFrameBytes (limitTransport).
+// endpoint's origin, bounds the server's messages at MaxFrameBytes (limitTransport) and fails
+// a call the server did not take as such (busyTransport).
 func newHTTPClient(endpoint string, headers map[string]string) (*http.Client, *http.Transport) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t := &headerTransport{base: base, headers: headers}
 	if u, err := url.Parse(endpoint); err == nil {
 		t.origin = url.URL{Scheme: u.Scheme, Host: u.Host}
 	}
-	return &http.Client{Transport: &limitTransport{base: t, limit: MaxFrameBytes}}, base
+	busy := &busyTransport{base: t}
+	return &http.Client{Transport: &limitTransport{base: busy, limit: MaxFrameBytes}}, base
 }
 
 // urlRedactor returns the function that replaces a remote server's endpoint, in every form an

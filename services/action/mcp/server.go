@@ -24,8 +24,8 @@ const (
 )
 
 // ErrUnavailable marks a call refused because its server is not running (it is being
-// restarted), or, for a remote server, cannot be reached or no longer knows the session; the
-// server ran nothing, so trying again later is safe.
+// restarted), or, for a remote server, cannot be reached, no longer knows the session or did
+// not take the call (it answered 429 or 503); the server ran nothing, so trying again later is safe.
 var ErrUnavailable = errors.New("MCP server unavailable")
 
 // ErrNoTool marks a call of a tool its server does not offer (it removed it from its list):
