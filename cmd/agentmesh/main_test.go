@@ -91,6 +91,10 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(storeDir, []byte("nats:\n  store_dir: "+t.TempDir()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	badDSN := filepath.Join(t.TempDir(), "dsn.yaml")
+	if err := os.WriteFile(badDSN, []byte("memory:\n  store: postgres\n  dsn: 'postgres://%zz'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -114,6 +118,8 @@ func TestExitCodes(t *testing.T) {
 		{"a port out of range", []string{"dev", "--config", badPort, "--run", "hi"}, 4, "services.orchestrator"},
 		// It exited 3, as if a service could not be reached.
 		{"a signing key that cannot be read", []string{"dev", "--config", noKey, "--run", "hi"}, 4, "approvals.signing_key"},
+		// It exited 3, as if the database could not be reached: no wait makes it parse.
+		{"a postgres DSN that cannot be parsed", []string{"dev", "--config", badDSN, "--run", "hi"}, 4, "memory.dsn: "},
 		// It exited 1, as a failed run does.
 		{"a data directory that cannot be made", []string{"dev", "--data", filepath.Join(notADir, "nats")}, 4, "--data"},
 		// --run keeps its runs in a temporary store: the directory named was ignored.

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -19,9 +20,10 @@ import (
 // Memory isolation is enforced (Options.RequireUser) when the configuration authenticates the
 // public API (auth.*), and callers are identified by their mesh certificates
 // (Options.MeshIdentity) when the services talk mutual TLS (tls.ca). The store belongs to the
-// Service built from the options: Service.Close closes it. An unknown store is an exitcode.Invalid error; a
-// store that cannot be opened is exitcode.Unavailable, except a postgres database that does not
-// answer: the store waits for it, not Serving meanwhile (OpenPostgres).
+// Service built from the options: Service.Close closes it. An unknown store, and a memory.dsn
+// that cannot be parsed (a *DSNError), are exitcode.Invalid errors naming the key: no wait
+// mends them; a store that cannot be opened is exitcode.Unavailable, except a postgres database
+// that does not answer: the store waits for it, not Serving meanwhile (OpenPostgres).
 //
 // The options have no Embedder and no Facts model: when EmbeddingTarget returns a target, set
 // Options.Embedder to a GenerationEmbedder for it, and when FactsTarget returns one, set
@@ -51,6 +53,9 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 	default:
 		return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("memory.store %q is not supported (use %q, %q or %q)",
 			cfg.Memory.Store, config.StoreMemory, config.StoreSQLite, config.StorePostgres))
+	}
+	if dsn := (*DSNError)(nil); errors.As(err, &dsn) {
+		return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("memory.dsn: %w", dsn.Err))
 	}
 	if err != nil {
 		return Options{}, exitcode.Wrap(exitcode.Unavailable, err)

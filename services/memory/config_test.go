@@ -108,7 +108,8 @@ func TestOptionsFromConfig(t *testing.T) {
 		{"unknown store", config.Memory{Store: "redis"}, exitcode.Invalid, `memory.store "redis" is not supported`},
 		{"sqlite file in a missing folder", config.Memory{Store: config.StoreSQLite, Path: filepath.Join(t.TempDir(), "missing", "memory.db")}, exitcode.Unavailable, "missing/memory.db"},
 		{"sqlite without a path", config.Memory{Store: config.StoreSQLite}, exitcode.Unavailable, "database path is empty"},
-		{"postgres with a bad DSN", config.Memory{Store: config.StorePostgres, DSN: "postgres://%zz"}, exitcode.Unavailable, "postgres memory store"},
+		{"postgres with a bad DSN", config.Memory{Store: config.StorePostgres, DSN: "postgres://%zz"}, exitcode.Invalid, "memory.dsn: cannot parse"},
+		{"postgres with a port out of range", config.Memory{Store: config.StorePostgres, DSN: "host=db port=99999"}, exitcode.Invalid, "memory.dsn: "},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {

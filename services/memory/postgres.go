@@ -15,6 +15,20 @@ import (
 // a burst's connections are closed again once it has passed.
 const PostgresConnMaxIdleTime = 5 * time.Minute
 
+// DSNError is the error of OpenPostgres for a DSN that is empty or cannot be parsed (a
+// postgres:// URL or key=value string it is not, a value out of range, a file it names that
+// cannot be read): no wait for the database mends it.
+type DSNError struct {
+	// Err says what is wrong with the DSN (pgx redacts its password).
+	Err error
+}
+
+// Error returns the store's message.
+func (e *DSNError) Error() string { return "postgres memory store: " + e.Err.Error() }
+
+// Unwrap returns the failure.
+func (e *DSNError) Unwrap() error { return e.Err }
+
 // OpenPostgres connects to the PostgreSQL database at dsn (a postgres:// URL or key=value
 // string, as libpq takes them) as a Store and creates its schema when missing, in the
 // connection's current schema (set search_path in the DSN to choose another). The store opens
@@ -25,20 +39,20 @@ const PostgresConnMaxIdleTime = 5 * time.Minute
 // (Serving), for the memory stage's health.
 //
 // A database that does not answer, or in which the schema cannot be created, does not fail
-// the open (only a DSN that cannot be parsed and a ctx that ends do): the store is not
+// the open (only a DSN that cannot be parsed, a *DSNError, and a ctx that ends do): the store is not
 // Serving, and its calls fail, until the database answers and the schema is created, tried
 // every PingInterval from now on, so that the memory stage waits out the outage instead of
 // exiting.
 func OpenPostgres(ctx context.Context, dsn string, maxConns int) (*SQLStore, error) {
 	if dsn == "" {
-		return nil, errors.New("postgres memory store: the DSN is empty")
+		return nil, &DSNError{Err: errors.New("the DSN is empty")}
 	}
 	if maxConns < 1 {
 		return nil, fmt.Errorf("postgres memory store: at most %d connections: want at least 1", maxConns)
 	}
 	cfg, err := pgx.ParseConfig(dsn) // a DSN that cannot be parsed never will: no waiting
 	if err != nil {
-		return nil, fmt.Errorf("postgres memory store: %w", err)
+		return nil, &DSNError{Err: err}
 	}
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(maxConns)
