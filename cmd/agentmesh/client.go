@@ -232,6 +232,9 @@ func streamRun(ctx context.Context, client agentv1.AgentServiceClient, addr stri
 				return cancelInterrupted(client, addr, req.GetRunId(), events.seq, asJSON, p, stdout)
 			}
 			p.endLine()
+			if lost := lostStartError(req.GetRunId(), err); lost != nil {
+				return lost // followed on past events no longer kept
+			}
 			return followOn(req.GetRunId(), events.seq, rpcError(addr, err))
 		}
 		p.event(ev)
@@ -617,6 +620,9 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				return nil
 			}
 			p.endLine()
+			if lost := lostStartError(fs.Arg(0), err); lost != nil {
+				return lost
+			}
 			if !events.received { // the watch never began (an unknown run): nothing to follow on
 				return rpcError(*addr, err)
 			}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	eventv1 "github.com/agentmesh/agentmesh/gen/agentmesh/event/v1"
-	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/nats-io/nats.go"
@@ -153,22 +152,6 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 			return nil
 		}
 	}
-}
-
-// startLost returns a FAILED_PRECONDITION error when ev, the first event the stream keeps of
-// the run runID, shows that events after fromSeq are gone: ev is not the run's run_started
-// (which the stream would keep first, had its limits not dropped it) and events come between
-// fromSeq and ev. A run that published no run_started (it was cancelled while NATS was away)
-// is refused too: its start is not in the stream either.
-func startLost(runID string, ev *eventv1.RunEvent, fromSeq uint64) error {
-	if ev.GetRunStarted() != nil || ev.GetSeq() <= fromSeq+1 {
-		return nil
-	}
-	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION,
-		"run %q: its events before seq %d are no longer kept (the event stream's limits, "+
-			"nats.stream_max_age_ms and nats.stream_max_bytes, dropped them); "+
-			"watch with from_seq %d to follow the run from its first event kept",
-		runID, ev.GetSeq(), ev.GetSeq()-1)
 }
 
 // runEvent decodes msg, a message on the subjects of the run runID, as one of the run's
