@@ -438,13 +438,14 @@ func cancelInterrupted(client agentv1.AgentServiceClient, addr, runID string, se
 	}
 }
 
-// printJSON prints a result as multi-line protojson.
+// printJSON prints a result as multi-line protojson, its terminal controls escaped
+// (jsonPrintable).
 func printJSON(result *typev1.RunResult, stdout io.Writer) error {
 	b, err := protojson.MarshalOptions{Multiline: true}.Marshal(result)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, string(b))
+	fmt.Fprintln(stdout, string(jsonPrintable(b)))
 	return nil
 }
 
@@ -557,11 +558,9 @@ func getCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return rpcError(addr, err)
 	}
-	b, err := protojson.MarshalOptions{Multiline: true}.Marshal(res)
-	if err != nil {
+	if err := printJSON(res, stdout); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, string(b))
 	return endedExit(res)
 }
 
@@ -639,7 +638,7 @@ func watchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, string(b))
+		fmt.Fprintln(stdout, string(jsonPrintable(b)))
 	}
 }
 

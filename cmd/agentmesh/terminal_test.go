@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -71,5 +73,40 @@ func TestRunKeepsAMultiLineMessageUnderItsLine(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "  intent: Hello there\n    · turn 9\n    bye [question") {
 		t.Errorf("the intent's goal does not keep its lines under it:\n%s", errOut)
+	}
+}
+
+// TestJSONOutputWritesNoControlCharacters: the JSON the CLI prints (watch --json, run --json,
+// get) holds a run's text with every terminal control escaped, C1 controls (U+0080 to U+009F)
+// and DEL as \u0080 … \u009f and \u007f, and the same text once decoded. encoding/json and
+// protojson escape C0 controls only: a model's answer carrying the C1 CSI (U+009B) reached
+// the terminal raw, to be obeyed by those that take 8-bit controls.
+func TestJSONOutputWritesNoControlCharacters(t *testing.T) {
+	isolate(t)
+	const evil = "\u009b2J\u0085\u007fend"
+	llm := llmtest.New(t, llmtest.Scenario{Name: "c1", Match: "say it", Turns: []llmtest.Turn{
+		{Content: "All " + evil},
+	}})
+	addr := startMesh(t, scriptedConfig(llm)).Addr("orchestrator")
+	out, _ := runCLI(t, 0, "run", "--json", "--addr", addr, "say it")
+	runID := regexp.MustCompile(`"runId":\s*"([^"]+)"`).FindStringSubmatch(out)
+	if runID == nil {
+		t.Fatalf("no run id in the result:\n%s", out)
+	}
+	get, _ := runCLI(t, 0, "get", runID[1], "--addr", addr)
+	watch, _ := runCLI(t, 0, "watch", "--json", runID[1], "--addr", addr)
+	for name, text := range map[string]string{"run --json": out, "get": get, "watch --json": watch} {
+		if i := strings.IndexFunc(text, isTerminalControl); i >= 0 {
+			t.Errorf("%s writes a control character at byte %d: %q", name, i, text[max(0, i-20):i+10])
+		} else if !strings.Contains(text, `All \u009b2J\u0085\u007fend`) {
+			t.Errorf("%s does not hold the answer escaped:\n%s", name, text)
+		}
+	}
+	// Still JSON that decodes to the answer as it was.
+	var ended struct {
+		FinalReport struct{ Content string }
+	}
+	if err := json.Unmarshal([]byte(get), &ended); err != nil || ended.FinalReport.Content != "All "+evil {
+		t.Errorf("get's JSON decodes to %q, %v; want the answer %q", ended.FinalReport.Content, err, "All "+evil)
 	}
 }
