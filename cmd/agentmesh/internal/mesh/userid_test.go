@@ -10,9 +10,11 @@ import (
 )
 
 // TestUserIDWithAControlCharacterIsInvalid: every RPC of the public API taking a user_id
-// refuses one holding a control character (NUL, a newline, DEL) with INVALID_ARGUMENT naming
-// the field and the rule, before a run starts: a run for a user id with NUL ran, and its
-// result could not be saved where memory is on PostgreSQL, which keeps no NUL in text.
+// refuses one holding a control character (NUL, a newline, DEL, a C1 control such as the
+// 8-bit CSI, U+009B) with INVALID_ARGUMENT naming the field and the rule, before a run starts:
+// a run for a user id with NUL ran, and its result could not be saved where memory is on
+// PostgreSQL, which keeps no NUL in text; one with a C1 control ran, to be shown raw wherever
+// the id is (logs, the JSON of its result), to terminals that obey it.
 func TestUserIDWithAControlCharacterIsInvalid(t *testing.T) {
 	h := start(t, nil)
 	const want = "user_id: must not contain a control character"
@@ -51,7 +53,7 @@ func TestUserIDWithAControlCharacterIsInvalid(t *testing.T) {
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
-			for _, id := range []string{"a\x00b", "a\nb", "a\x7f", "\x1b[31mred"} {
+			for _, id := range []string{"a\x00b", "a\nb", "a\x7f", "\x1b[31mred", "\u009b31mred", "a\u0085"} {
 				err := call(id)
 				msg := status.Convert(err).Message()
 				if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, want) {
@@ -61,7 +63,7 @@ func TestUserIDWithAControlCharacterIsInvalid(t *testing.T) {
 		})
 	}
 	t.Run("printable", func(t *testing.T) {
-		if err := calls["ListMemories"]("acme/jürgen \u00e9"); err != nil {
+		if err := calls["ListMemories"]("acme/jürgen \u00e9\u00a0\u00bf"); err != nil {
 			t.Errorf("a user_id of printable characters: %v", err)
 		}
 	})
