@@ -22,7 +22,8 @@ import (
 // interrupted.
 func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	configPath := fs.String("config", "", "configuration file (highest layer)")
+	configPath := fs.String("config", os.Getenv("AGENTMESH_CONFIG"),
+		"configuration file (highest layer; default $AGENTMESH_CONFIG, as the services read it)")
 	message := fs.String("run", "", "make one run with this message, print the answer and exit")
 	verbose := fs.Bool("v", false, "log every service's activity")
 	replicas := fs.Int("orchestrators", 1, "orchestrator replicas sharing the runs (any of them serves, resumes and finishes any run)")

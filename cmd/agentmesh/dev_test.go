@@ -246,3 +246,31 @@ func TestDevFlushesSpansInTime(t *testing.T) {
 		t.Errorf("dev --run took %s to exit with an unresponsive collector, want at most %s (the span flush is bounded by %s)", took, limit, server.FlushTimeout)
 	}
 }
+
+// TestDevReadsAGENTMESH_CONFIG: `agentmesh dev` without --config loads the file
+// $AGENTMESH_CONFIG names, as every service binary does and as the other commands take their
+// addresses from it (ingest, conformance): it ignored the variable, so `agentmesh ingest` with
+// it set called a memory stage other than the one dev served. --config still comes first.
+func TestDevReadsAGENTMESH_CONFIG(t *testing.T) {
+	isolate(t)
+	bad := filepath.Join(t.TempDir(), "env.yaml")
+	if err := os.WriteFile(bad, []byte("defaults:\n  max_turns: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTMESH_CONFIG", bad)
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"dev", "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 4 ||
+		!strings.Contains(stderr.String(), "defaults.max_turns") {
+		t.Errorf("dev with $AGENTMESH_CONFIG of an invalid file: exit %d, want 4 naming its key\n%s",
+			code, stderr.String())
+	}
+	good := filepath.Join(t.TempDir(), "flag.yaml")
+	if err := os.WriteFile(good, []byte("defaults:\n  max_turns: 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(t.Context(), []string{"dev", "--config", good, "--run", "What is 6 times 7?"}, &stdout, &stderr); code != 0 {
+		t.Errorf("dev --config over $AGENTMESH_CONFIG: exit %d, want 0\n%s", code, stderr.String())
+	}
+}

@@ -58,8 +58,9 @@ usage:
   agentmesh ingest [--addr MEMORY_ADDR] [--config PATH] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search
 
-ADDR defaults to $AGENTMESH_ADDR, else 127.0.0.1:7000; MEMORY_ADDR to $AGENTMESH_MEMORY_ADDR,
-else services.memory of --config, else of $AGENTMESH_CONFIG (127.0.0.1:7007).
+PATH defaults to $AGENTMESH_CONFIG; ADDR to $AGENTMESH_ADDR, else 127.0.0.1:7000;
+MEMORY_ADDR to $AGENTMESH_MEMORY_ADDR, else services.memory of --config, else of
+$AGENTMESH_CONFIG (127.0.0.1:7007).
 `
 
 func main() {
