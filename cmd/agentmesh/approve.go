@@ -31,10 +31,11 @@ func approveCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	req := &agentv1.ResolveApprovalRequest{RunId: fs.Arg(0), CallId: fs.Arg(1), Feedback: *feedback,
 		Decision: agentv1.ApprovalDecision_APPROVAL_DECISION_APPROVE}
-	endRunSet := false
-	fs.Visit(func(f *flag.Flag) { endRunSet = endRunSet || f.Name == "end-run" })
+	// --modify given empty (an unset shell variable) is no JSON object: it approved the call
+	// as the model made it.
+	endRunSet, modified := flagSet(fs, "end-run"), flagSet(fs, "modify")
 	switch {
-	case *reject && *modify != "":
+	case *reject && modified:
 		return exitcode.Wrap(exitcode.Invalid, errors.New("approve takes --reject or --modify, not both"))
 	case endRunSet && !*reject:
 		return exitcode.Wrap(exitcode.Invalid, errors.New("--end-run goes with --reject"))
@@ -43,7 +44,7 @@ func approveCommand(ctx context.Context, args []string, stdout io.Writer) error 
 		if endRunSet {
 			req.EndRun = endRun
 		}
-	case *modify != "":
+	case modified:
 		req.Decision = agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY
 		req.ModifiedArguments = &structpb.Struct{}
 		if err := protojson.Unmarshal([]byte(*modify), req.ModifiedArguments); err != nil {

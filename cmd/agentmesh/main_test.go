@@ -132,6 +132,11 @@ func TestExitCodes(t *testing.T) {
 		{"missing configuration", []string{"dev", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 4, "none.yaml"},
 		{"empty input fails the run", []string{"dev", "--run", "   "}, 1, "EMPTY_INPUT"},
 		{"an MCP server that cannot start", []string{"dev", "--config", ghost, "--run", "hi"}, 3, `MCP server "ghost"`},
+		// An empty --modify (an unset shell variable) approved the call as the model made it.
+		{"an empty --modify", []string{"approve", "--addr", "127.0.0.1:1", "--modify", "", "run-1", "call-1"}, 4,
+			"--modify is not a JSON object"},
+		{"an empty --modify with --reject", []string{"approve", "--addr", "127.0.0.1:1", "--reject", "--modify=", "run-1", "call-1"}, 4,
+			"not both"},
 		{"transcript verify needs a source", []string{"transcript", "verify"}, 4, "run id or --file"},
 		// It listed every tool, as if the name asked for one had been read.
 		{"tools takes no arguments", []string{"tools", "--addr", "127.0.0.1:1", "calculator"}, 4, `tools takes no arguments (got ["calculator"])`},
