@@ -56,8 +56,10 @@ func certsCommand(_ context.Context, args []string, stdout io.Writer) error {
 	if *dir == "" || fs.NArg() != 0 {
 		return exitcode.Wrap(exitcode.Invalid, errors.New("usage: agentmesh certs --dir DIR [--hosts H1,H2] [--user USER] [--tenant TENANT] [--role ROLE (repeatable)]"))
 	}
-	if *user == "" || strings.Contains(*user, "/") || strings.Contains(*tenant, "/") {
-		return exitcode.Wrap(exitcode.Invalid, errors.New("certs: --user must be set, and neither --user nor --tenant may contain '/'"))
+	if *user == "" || strings.Contains(*user, "/") || strings.Contains(*tenant, "/") ||
+		auth.HasControl(*user) || auth.HasControl(*tenant) {
+		return exitcode.Wrap(exitcode.Invalid, errors.New("certs: --user must be set, and neither "+
+			"--user nor --tenant may contain '/' or a control character"))
 	}
 	extra, err := splitHosts(*hosts)
 	if err != nil {

@@ -42,7 +42,10 @@ func TestKeysNew(t *testing.T) {
 	// The last: a second role given without its --role printed a key of admin alone, the
 	// tenant after it dropped.
 	for _, args := range [][]string{{"keys"}, {"keys", "new"}, {"keys", "new", "--user", "a/b"}, {"keys", "new", "--user", "x", "--role", "boss"},
-		{"keys", "new", "--user", "bob", "--role", "admin", "approver", "--tenant", "acme"}} {
+		{"keys", "new", "--user", "bob", "--role", "admin", "approver", "--tenant", "acme"},
+		// A user id of a control character: the runs of the key's principal took it as theirs,
+		// where a request's user_id of one is refused.
+		{"keys", "new", "--user", "a\x1b[2Jb"}, {"keys", "new", "--user", "bob", "--tenant", "ac\u009bme"}} {
 		if code := run(t.Context(), args, &stdout, &stderr); code != exitcode.Invalid {
 			t.Errorf("%v: exit %d, want %d", args, code, exitcode.Invalid)
 		}

@@ -95,6 +95,11 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(badDSN, []byte("memory:\n  store: postgres\n  dsn: 'postgres://%zz'\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	controlKey := filepath.Join(t.TempDir(), "key.yaml")
+	keyYAML := "auth:\n  api_keys:\n    - {hash: \"sha256:" + strings.Repeat("ab", 32) + "\", user: \"al\\u009bice\"}\n"
+	if err := os.WriteFile(controlKey, []byte(keyYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -120,6 +125,11 @@ func TestExitCodes(t *testing.T) {
 		{"a signing key that cannot be read", []string{"dev", "--config", noKey, "--run", "hi"}, 4, "approvals.signing_key"},
 		// It exited 3, as if the database could not be reached: no wait makes it parse.
 		{"a postgres DSN that cannot be parsed", []string{"dev", "--config", badDSN, "--run", "hi"}, 4, "memory.dsn: "},
+		// Its principal's runs took a user id no request may name.
+		{"an API key's user of a control character", []string{"dev", "--config", controlKey, "--run", "hi"}, 4,
+			"auth.api_keys[0]: user and tenant must not contain a control character"},
+		{"a client certificate's user of a control character",
+			[]string{"certs", "--dir", t.TempDir(), "--user", "al\u0085ice"}, 4, "control character"},
 		// It exited 1, as a failed run does.
 		{"a data directory that cannot be made", []string{"dev", "--data", filepath.Join(notADir, "nats")}, 4, "--data"},
 		// --run keeps its runs in a temporary store: the directory named was ignored.

@@ -32,8 +32,9 @@ type Authenticator struct {
 }
 
 // New returns an Authenticator of the keys; with mtls, verified client certificates
-// authenticate too. A malformed hash, a key without a user, a tenant/user over MaxIDBytes, a
-// key configured twice or an unknown role is an error naming the key by its index.
+// authenticate too. A malformed hash, a key without a user, a user or tenant with '/' or a
+// control character (HasControl), a tenant/user over MaxIDBytes, a key configured twice or an
+// unknown role is an error naming the key by its index.
 func New(keys []Key, mtls bool) (*Authenticator, error) {
 	a := &Authenticator{keys: make(map[[sha256.Size]byte]Principal, len(keys)), mtls: mtls}
 	for i, k := range keys {
@@ -46,6 +47,9 @@ func New(keys []Key, mtls bool) (*Authenticator, error) {
 		}
 		if strings.Contains(k.Principal.User, "/") || strings.Contains(k.Principal.Tenant, "/") {
 			return nil, fmt.Errorf("api_keys[%d]: user and tenant must not contain '/'", i)
+		}
+		if HasControl(k.Principal.User) || HasControl(k.Principal.Tenant) {
+			return nil, fmt.Errorf("api_keys[%d]: user and tenant must not contain a control character", i)
 		}
 		if id := k.Principal.ID(); len(id) > MaxIDBytes {
 			return nil, fmt.Errorf("api_keys[%d]: tenant/user is %d bytes; at most %d", i, len(id), MaxIDBytes)
@@ -143,6 +147,10 @@ func certPrincipal(cert *x509.Certificate) (Principal, error) {
 		// The user id would read as a user of another tenant (TenantOf).
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
 			"the client certificate's first organization must name the tenant (without '/')")
+	}
+	if HasControl(p.ID()) {
+		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
+			"the client certificate's organization and common name must not contain a control character")
 	}
 	if id := p.ID(); len(id) > MaxIDBytes {
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,

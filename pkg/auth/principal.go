@@ -107,3 +107,11 @@ func (p Principal) May(a Action, owner string) bool {
 	}
 	return p.Has(RoleTenantAdmin) || (p.Has(RoleApprover) && (a == ActionRead || a == ActionApprove))
 }
+
+// HasControl reports whether s, a user or a tenant, holds a control character: C0 (U+0000 to
+// U+001F), DEL (U+007F) or C1 (U+0080 to U+009F), which a request's user_id may not hold
+// either. A principal's ID is its runs' user id, kept as text by the stores (PostgreSQL's hold
+// no NUL) and shown in logs and results, where a terminal would obey it.
+func HasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f })
+}

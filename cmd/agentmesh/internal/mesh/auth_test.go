@@ -351,6 +351,11 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 		t.Errorf("the refusal does not say what is wrong: %v", err)
 	}
 
+	// A control character in the user id (here C1's CSI) is refused in a request's user_id
+	// and an API key's user: the certificate authenticates no one either.
+	_, err = client(issue(ca, "eve\u009b2J", "acme")).Run(t.Context(), &agentv1.RunRequest{Message: "hello"})
+	expectCode(t, "a certificate whose common name holds a control character", err, codes.Unauthenticated)
+
 	// A user id over 256 bytes is refused by every stage a run calls (the context stage's
 	// Assemble, the memory stage): the certificate authenticates no one, rather than starting
 	// runs that fail halfway.
