@@ -683,10 +683,10 @@ func transcriptCommand(ctx context.Context, args []string, stdout io.Writer) err
 	case *file != "" && fs.NArg() == 0:
 		b, err := os.ReadFile(*file)
 		if err != nil {
-			return exitcode.Wrap(exitcode.Invalid, err)
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--file: %w", err))
 		}
 		if err := protojson.Unmarshal(b, result); err != nil {
-			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s is not a RunResult: %w", *file, err))
+			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("--file: %s is not a RunResult: %w", *file, err))
 		}
 	case *file == "" && fs.NArg() == 1:
 		client, closeConn, err := connect(*addr)

@@ -147,6 +147,9 @@ func TestExitCodes(t *testing.T) {
 			"--modify is not a JSON object"},
 		{"an empty --modify with --reject", []string{"approve", "--addr", "127.0.0.1:1", "--reject", "--modify=", "run-1", "call-1"}, 4,
 			"not both"},
+		// It said "open ...: no such file or directory", naming no flag.
+		{"transcript verify of a missing file", []string{"transcript", "verify", "--file", filepath.Join(notADir, "r.json")}, 4,
+			"--file: open "},
 		{"transcript verify needs a source", []string{"transcript", "verify"}, 4, "run id or --file"},
 		// It listed every tool, as if the name asked for one had been read.
 		{"tools takes no arguments", []string{"tools", "--addr", "127.0.0.1:1", "calculator"}, 4, `tools takes no arguments (got ["calculator"])`},
