@@ -108,10 +108,28 @@ func (p Principal) May(a Action, owner string) bool {
 	return p.Has(RoleTenantAdmin) || (p.Has(RoleApprover) && (a == ActionRead || a == ActionApprove))
 }
 
-// HasControl reports whether s, a user or a tenant, holds a control character: C0 (U+0000 to
-// U+001F), DEL (U+007F) or C1 (U+0080 to U+009F), which a request's user_id may not hold
-// either. A principal's ID is its runs' user id, kept as text by the stores (PostgreSQL's hold
-// no NUL) and shown in logs and results, where a terminal would obey it.
+// HasControl reports whether s, a user or a tenant, holds a control character (ControlAt),
+// which a request's user_id may not hold either. A principal's ID is its runs' user id, kept
+// as text by the stores (PostgreSQL's hold no NUL) and shown in logs and results, where a
+// terminal would obey it.
 func HasControl(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f })
+	_, _, ok := ControlAt(s)
+	return ok
+}
+
+// ControlAt returns the first control character of s, C0 (U+0000 to U+001F), DEL (U+007F) or
+// C1 (U+0080 to U+009F: U+009B is CSI, as ESC [), and the byte it starts at; ok is false when
+// s holds none. It reads bytes and allocates nothing, for a check every request makes: no byte
+// of a multi-byte UTF-8 sequence is below 0x80, and a C1 control is the bytes 0xC2 0x80 to
+// 0xC2 0x9F.
+func ControlAt(s string) (r rune, at int, ok bool) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == 0x7f:
+			return rune(c), i, true
+		case c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f:
+			return rune(s[i+1]), i, true
+		}
+	}
+	return 0, 0, false
 }

@@ -40,3 +40,24 @@ func TestMay(t *testing.T) {
 		}
 	}
 }
+
+func TestControlAt(t *testing.T) {
+	for _, tc := range []struct {
+		s      string
+		r      rune
+		at     int
+		wantOK bool
+	}{
+		{"alice", 0, 0, false},
+		{"héllo wörld ¡", 0, 0, false}, // 0xC2 0xA1 is ¡, no control
+		{"a\tb", '\t', 1, true},
+		{"ab\x7f", 0x7f, 2, true},
+		{"é\u0085", 0x85, 2, true},
+		{"x\u009b31m", 0x9b, 1, true},
+	} {
+		r, at, ok := auth.ControlAt(tc.s)
+		if r != tc.r || at != tc.at || ok != tc.wantOK {
+			t.Errorf("ControlAt(%q) = %q, %d, %v; want %q, %d, %v", tc.s, r, at, ok, tc.r, tc.at, tc.wantOK)
+		}
+	}
+}

@@ -96,17 +96,14 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 	return nil
 }
 
-// checkControl refuses a control character (U+0000 to U+001F, U+007F) in field, as the
+// checkControl refuses a control character (auth.ControlAt: C0, DEL or C1) in field, as the
 // orchestrator refuses one in a run's user: the user a call acts for goes to REST tools in a
 // header, which cannot hold one, and to the memory stage, which refuses one. It allocates only
 // for a value it refuses.
 func checkControl(field, value string) error {
-	for i := 0; i < len(value); i++ {
-		// No byte of a multi-byte UTF-8 sequence is below 0x80: a byte check suffices.
-		if c := value[i]; c < 0x20 || c == 0x7f {
-			return stageerr.Invalid("%s: must not contain a control character; got %q at byte %d",
-				field, c, i)
-		}
+	if r, at, ok := auth.ControlAt(value); ok {
+		return stageerr.Invalid("%s: must not contain a control character; got %q at byte %d",
+			field, r, at)
 	}
 	return nil
 }

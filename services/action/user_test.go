@@ -88,7 +88,7 @@ func TestAUserIDWithAControlCharacterIsRefused(t *testing.T) {
 	cfg := config.Default()
 	cfg.RestTools = map[string]config.RestTool{"whoami": {URL: api.URL + "/whoami"}}
 	client := serveConfig(t, cfg)
-	for _, user := range []string{"acme/alice\nX-Admin: yes", "alice\x00", "alice\x7f"} {
+	for _, user := range []string{"acme/alice\nX-Admin: yes", "alice\x00", "alice\x7f", "alice\u009b31m"} {
 		req := request(t, "whoami", nil)
 		req.UserId = user
 		_, err := client.Execute(t.Context(), req)

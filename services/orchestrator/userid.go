@@ -1,6 +1,9 @@
 package orchestrator
 
-import "github.com/agentmesh/agentmesh/pkg/stageerr"
+import (
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
+)
 
 // checkUserID is the INVALID_ARGUMENT error of a request's user_id over MaxUserIDBytes or
 // holding a control character (C0, U+0000 to U+001F; DEL, U+007F; C1, U+0080 to U+009F),
@@ -12,21 +15,8 @@ func checkUserID(id string) error {
 	if n := len(id); n > MaxUserIDBytes {
 		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
 	}
-	for i := 0; i < len(id); i++ {
-		// No byte of a multi-byte UTF-8 sequence is below 0x80, and a C1 control is the
-		// two bytes 0xC2 0x80 to 0xC2 0x9F (protobuf strings are valid UTF-8): a byte check
-		// suffices.
-		switch c := id[i]; {
-		case c < 0x20 || c == 0x7f:
-			return controlInUserID(rune(c), i)
-		case c == 0xc2 && i+1 < len(id) && id[i+1] >= 0x80 && id[i+1] <= 0x9f:
-			return controlInUserID(rune(id[i+1]), i)
-		}
+	if r, at, ok := auth.ControlAt(id); ok {
+		return stageerr.Invalid("user_id: must not contain a control character; got %q at byte %d", r, at)
 	}
 	return nil
-}
-
-// controlInUserID is checkUserID's error for the control character r at byte i.
-func controlInUserID(r rune, i int) error {
-	return stageerr.Invalid("user_id: must not contain a control character; got %q at byte %d", r, i)
 }
