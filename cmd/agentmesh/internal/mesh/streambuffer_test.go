@@ -23,14 +23,21 @@ import (
 // grpc.stream_buffer_bytes, the stream ends RESOURCE_EXHAUSTED naming the seq of the last
 // event sent, and the client follows the run on with WatchRun from that seq: every event,
 // each once. The client's gRPC windows are fixed at 64 KiB, so that gRPC takes no more of the
-// run's events than that before the orchestrator has to hold them.
+// run's events than that before the orchestrator has to hold them, but for one message
+// (gRPC takes a message whole while its stream has any room) and the one its send waits
+// with: the run has two turns of long text, five events of 200 kB (two deltas, two responses
+// and the result), so that at least two of them meet the buffer whatever the timing. With one
+// turn, three such events, the buffer held the last alone when the sender had taken the
+// first two, and the test failed under load.
 func TestAStreamRunClientThatStopsReading(t *testing.T) {
 	cfg := config.Default()
 	cfg.GRPC.StreamBufferBytes = 64 << 10
 	const message = "Write at length."
-	answer := strings.TrimSpace(strings.Repeat(strings.Repeat("x", 999)+" ", 600)) // 600 kB
+	long := strings.TrimSpace(strings.Repeat(strings.Repeat("x", 999)+" ", 200)) // 200 kB
+	first := calcTurn("c1", "6*7")
+	first.Content = long
 	h := start(t, cfg, llmtest.Scenario{Name: "long", Match: message,
-		Turns: []llmtest.Turn{text(answer)}})
+		Turns: []llmtest.Turn{first, text(long)}})
 	conn, err := grpc.NewClient(h.mesh.OrchestratorAddrs()[0],
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
