@@ -14,8 +14,9 @@ type Counter interface {
 	// Text returns the token count of text; 0 for the empty string.
 	Text(text string) int64
 	// Message returns the token count of one message: MessageOverhead plus its content, its
-	// reasoning and, for every tool call, the call's name and raw arguments (the JSON of the
-	// parsed arguments when the raw text is empty). A nil message costs nothing.
+	// reasoning, its name and tool_call_id and, for every tool call, the call's id, name and
+	// raw arguments (the JSON of the parsed arguments when the raw text is empty). A nil
+	// message costs nothing.
 	Message(m *typev1.Message) int64
 	// Messages returns the token count of a conversation: the sum over its messages.
 	Messages(msgs []*typev1.Message) int64
@@ -51,9 +52,10 @@ func (c *counter) Message(m *typev1.Message) int64 {
 	if m == nil {
 		return 0
 	}
-	n := MessageOverhead + c.Text(m.GetContent()) + c.Text(m.GetReasoning())
+	n := MessageOverhead + c.Text(m.GetContent()) + c.Text(m.GetReasoning()) +
+		c.Text(m.GetName()) + c.Text(m.GetToolCallId())
 	for _, call := range m.GetToolCalls() {
-		n += c.Text(call.GetName())
+		n += c.Text(call.GetId()) + c.Text(call.GetName())
 		if raw := call.GetRawArguments(); raw != "" {
 			n += c.Text(raw)
 		} else {

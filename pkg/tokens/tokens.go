@@ -41,8 +41,9 @@ func Estimate(text string) int64 {
 }
 
 // Message returns the estimated token count of one message: MessageOverhead plus its content,
-// its reasoning and, for every tool call, the call's name and raw arguments (the JSON of the
-// parsed arguments when the raw text is empty). A nil message costs nothing.
+// its reasoning, its name and tool_call_id and, for every tool call, the call's id, name and
+// raw arguments (the JSON of the parsed arguments when the raw text is empty): the provider
+// receives the ids and names too. A nil message costs nothing.
 func Message(m *typev1.Message) int64 { return Estimator.Message(m) }
 
 // Messages returns the estimated token count of a conversation: the sum over its messages.

@@ -52,9 +52,15 @@ func TestMessage(t *testing.T) {
 		{"content", &typev1.Message{Role: typev1.Role_ROLE_USER, Content: strings.Repeat("x", 40)}, 4 + 10},
 		{"content and reasoning", &typev1.Message{Content: "abcd", Reasoning: "abcde"}, 4 + 1 + 2},
 		{"tool call with raw arguments", &typev1.Message{
-			Role:      typev1.Role_ROLE_ASSISTANT,
-			ToolCalls: []*typev1.ToolCall{{Id: "ignored-id", Name: "search", RawArguments: `{"q":"go"}`}},
-		}, 4 + 2 + 3},
+			Role: typev1.Role_ROLE_ASSISTANT,
+			ToolCalls: []*typev1.ToolCall{
+				{Id: "call-id", Name: "search", RawArguments: `{"q":"go"}`},
+			},
+		}, 4 + 2 + 2 + 3},
+		// The provider receives the result's call id and tool name too.
+		{"tool result", &typev1.Message{
+			Role: typev1.Role_ROLE_TOOL, ToolCallId: "call-id", Name: "search", Content: "abcd",
+		}, 4 + 2 + 2 + 1},
 		{"tool call with parsed arguments only", &typev1.Message{
 			ToolCalls: []*typev1.ToolCall{{Name: "fs__read", Arguments: mustStruct(t, map[string]any{"path": "/a"})}},
 		}, 4 + 2 + 4}, // {"path":"/a"} is 13 bytes
