@@ -3,8 +3,8 @@ package assembly
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
@@ -49,36 +49,68 @@ func (s *Service) recall(ctx context.Context, req *contextv1.AssembleRequest) (f
 	return resp, false
 }
 
+// memoriesHeader opens the memory message.
+const memoriesHeader = "Relevant memories:"
+
 // memoryMessage returns one system message listing the hits, best first, and a source per
-// hit, dropping the lowest-scored hits until the message fits within budget tokens. It
-// returns nil when no hit fits.
+// hit, within budget tokens. When not every hit fits, each in turn, best first, joins the
+// message if it still fits: a hit too long for the budget is left out alone, not with every
+// hit scored below it. It returns nil when no hit fits.
 func memoryMessage(hits []*memoryv1.MemoryHit, budget int64, counter tokens.Counter) (*typev1.Message, []*typev1.Source) {
+	if len(hits) == 0 {
+		return nil, nil
+	}
 	hits = slices.Clone(hits)
 	slices.SortStableFunc(hits, func(a, b *memoryv1.MemoryHit) int {
 		return cmp.Compare(b.GetRelevanceScore(), a.GetRelevanceScore())
 	})
-	for ; len(hits) > 0; hits = hits[:len(hits)-1] {
-		var text strings.Builder
-		text.WriteString("Relevant memories:")
-		for i, h := range hits {
-			fmt.Fprintf(&text, "\n[%d] %s", i+1, h.GetMemory().GetContent())
-		}
-		msg := &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: text.String()}
-		if counter.Message(msg) > budget {
-			continue
-		}
-		sources := make([]*typev1.Source, len(hits))
-		for i, h := range hits {
-			sources[i] = &typev1.Source{
-				Kind:  "memory",
-				Id:    h.GetMemory().GetId(),
-				Title: title(h.GetMemory()),
-				Score: h.GetRelevanceScore(),
+	text := renderMemories(hits)
+	if counter.Message(systemMessage(text)) > budget {
+		text = ""
+		kept := hits[:0] // filtered in place: kept never passes the hit being read
+		for _, h := range hits {
+			// The content alone costs about what it adds: skip counting what cannot fit.
+			if counter.Text(h.GetMemory().GetContent()) > budget {
+				continue
+			}
+			longer := renderMemories(append(kept, h))
+			if counter.Message(systemMessage(longer)) <= budget {
+				text, kept = longer, append(kept, h)
 			}
 		}
-		return msg, sources
+		hits = kept
 	}
-	return nil, nil
+	if len(hits) == 0 {
+		return nil, nil
+	}
+	sources := make([]*typev1.Source, len(hits))
+	for i, h := range hits {
+		sources[i] = &typev1.Source{
+			Kind:  "memory",
+			Id:    h.GetMemory().GetId(),
+			Title: title(h.GetMemory()),
+			Score: h.GetRelevanceScore(),
+		}
+	}
+	return systemMessage(text), sources
+}
+
+// renderMemories is the text of the memory message showing hits, in their order.
+func renderMemories(hits []*memoryv1.MemoryHit) string {
+	var b strings.Builder
+	b.WriteString(memoriesHeader)
+	for i, h := range hits {
+		b.WriteString("\n[")
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString("] ")
+		b.WriteString(h.GetMemory().GetContent())
+	}
+	return b.String()
+}
+
+// systemMessage is a system message of text.
+func systemMessage(text string) *typev1.Message {
+	return &typev1.Message{Role: typev1.Role_ROLE_SYSTEM, Content: text}
 }
 
 // title is a memory's "title" metadata, else its "source" metadata, else "".

@@ -133,8 +133,20 @@ func TestMemoryHits(t *testing.T) {
 		if len(resp.GetSources()) != 1 || resp.GetSources()[0].GetId() != helix {
 			t.Errorf("sources = %v", resp.GetSources())
 		}
+		// Without room for the best hit, the shorter one after it still fits.
 		resp, err = c.Assemble(t.Context(), &contextv1.AssembleRequest{
 			History: history, MaxTokens: budget - 1, UserId: "alice", MemoryQuery: "editor theme",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		onlySecond := "Relevant memories:\n[1] The office theme song is loud"
+		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", onlySecond, "U2"}) ||
+			len(resp.GetSources()) != 1 || resp.GetSources()[0].GetId() != theme {
+			t.Errorf("the best hit does not fit: messages = %q, sources %v", got, resp.GetSources())
+		}
+		resp, err = c.Assemble(t.Context(), &contextv1.AssembleRequest{
+			History: history, MaxTokens: 30 + 8, UserId: "alice", MemoryQuery: "editor theme",
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -275,4 +287,38 @@ func TestABlankMemoryQuery(t *testing.T) {
 		t.Errorf("memory_unavailable %v, messages %q; want no search and memory not reported down",
 			resp.GetMemoryUnavailable(), labels(resp.GetMessages()))
 	}
+}
+
+// TestALongMemoryLeavesRoomForOthers: a best hit too long for the budget is left out alone,
+// not with every hit after it (they were dropped from the lowest score up, the long one last).
+func TestALongMemoryLeavesRoomForOthers(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	hit := func(id, content string, score float64) *memoryv1.MemoryHit {
+		m := &memoryv1.Memory{Id: id, Content: content}
+		return &memoryv1.MemoryHit{Memory: m, RelevanceScore: score}
+	}
+	recalled := []*memoryv1.MemoryHit{
+		hit("short", "Deploys happen on Tuesdays", 0.5),
+		hit("long", strings.Repeat("a long pasted document ", 400), 0.9),
+		hit("other", "The editor is Helix", 0.7),
+	}
+	history := []*typev1.Message{sys("S", 6), usr("U", 16)}
+	want := "Relevant memories:\n[1] The editor is Helix\n[2] Deploys happen on Tuesdays"
+	budget := 30 + tokens.Message(&typev1.Message{Content: want})
+	resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
+		History: history, MaxTokens: budget, Recalled: recalled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", want, "U"}) {
+		t.Errorf("messages = %q", got)
+	}
+	var ids []string
+	for _, s := range resp.GetSources() {
+		ids = append(ids, s.GetId())
+	}
+	if !slices.Equal(ids, []string{"other", "short"}) {
+		t.Errorf("sources = %v, want [other short]", ids)
+	}
+	checkInvariants(t, resp, budget)
 }

@@ -9,7 +9,8 @@
 //  2. the current plan step, as a system message "Current step <id>: <description>", followed
 //     by the plan's progress (each step with its state) when the request sends a plan of more
 //     than one step, or one that is no longer pending;
-//  3. relevant memories from the MemoryService, as one system message "Relevant memories:";
+//  3. relevant memories from the MemoryService, as one system message "Relevant memories:",
+//     best first (a memory too long for the budget left is left out alone);
 //  4. older history, newest first, until the next message does not fit.
 //
 // An assistant message that calls tools and the tool results answering it are kept or dropped
