@@ -179,6 +179,14 @@ func TestToolPairsNeverSplit(t *testing.T) {
 				[]string{"S", "U1", "U2", "U3"}, 0},
 			{"a call with text and no result", []*typev1.Message{sys("S", 6), usr("U1", 8), call("C1", "c1"), usr("U2", 8)},
 				[]string{"S", "U1", "C1", "U2"}, 0},
+			// A call and a result without an id were kept as a pair: providers refuse both.
+			{"a call and a result without an id", []*typev1.Message{sys("S", 6), usr("U1", 8),
+				call("C1", ""), result("", 4), usr("U2", 8)},
+				[]string{"S", "U1", "C1", "U2"}, 0},
+			// Two calls of one id answered once were both kept: providers refuse the second.
+			{"two calls of one id", []*typev1.Message{sys("S", 6), usr("U1", 8),
+				call("C1", "c1", "c1"), result("c1", 4), usr("U2", 8)},
+				[]string{"S", "U1", "C1", "result-c1", "U2"}, 1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: tc.history, MaxTokens: 10000})

@@ -25,10 +25,11 @@ type history struct {
 
 // splitHistory separates the leading system messages and groups the rest into units. A tool
 // message joins the unit of the assistant message right before it (only other tool results
-// may sit in between) when that message requested its tool_call_id; otherwise it is an
-// orphan and never kept. A call that no result answers there is left out of its message (a
-// copy), and a message left with nothing to say goes: providers refuse a call without its
-// result (HTTP 400), and a history from the API's caller may hold one.
+// may sit in between) when that message requested its tool_call_id, which is not empty;
+// otherwise it is an orphan and never kept. A call that no result answers there is left out of its message (a
+// copy), as are a call without an id and a second call of one id, and a message left with
+// nothing to say goes: providers refuse a call without its result, a call or result without
+// an id and two calls of one id (HTTP 400), and a history from the API's caller may hold one.
 func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	h := &history{}
 	i := 0
@@ -42,8 +43,9 @@ func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	var calls map[string]bool // its calls' ids, true once a result answers the call
 	for _, m := range rest {
 		if m.GetRole() == typev1.Role_ROLE_TOOL {
-			if answered, asked := calls[m.GetToolCallId()]; open != nil && asked && !answered {
-				calls[m.GetToolCallId()] = true
+			id := m.GetToolCallId()
+			if answered, asked := calls[id]; open != nil && id != "" && asked && !answered {
+				calls[id] = true
 				open.messages = append(open.messages, m)
 				open.tokens += counter.Message(m)
 			}
@@ -64,14 +66,19 @@ func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 	return h
 }
 
-// closeCalls ends the unit u of an assistant message whose calls are answered as calls says:
-// its message loses the calls without a result, and u goes when nothing is left of it.
+// closeCalls ends the unit u of an assistant message whose calls are answered as calls says
+// (which it uses up): its message loses the calls without a result, and every call after the
+// first of an id, which the result answers once; u goes when nothing is left of it.
 func (h *history) closeCalls(u *unit, calls map[string]bool, counter tokens.Counter) {
 	if u == nil {
 		return
 	}
 	m := u.messages[0]
-	kept := slices.DeleteFunc(slices.Clone(m.GetToolCalls()), func(c *typev1.ToolCall) bool { return !calls[c.GetId()] })
+	kept := slices.DeleteFunc(slices.Clone(m.GetToolCalls()), func(c *typev1.ToolCall) bool {
+		answered := calls[c.GetId()]
+		calls[c.GetId()] = false // a later call of the id goes
+		return !answered
+	})
 	if len(kept) == len(m.GetToolCalls()) {
 		return
 	}

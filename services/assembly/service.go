@@ -15,7 +15,8 @@
 //
 // An assistant message that calls tools and the tool results answering it are kept or dropped
 // together, so the assembled context never holds a tool result without its call or a call
-// without its results. A tool result that answers no preceding call is always dropped.
+// without its results. A tool result that answers no preceding call is always dropped, as
+// are a call or a result without an id and a second call of one id in a message.
 // dropped_messages counts the history messages left out to fit max_tokens, which the caller
 // must not take for the whole conversation; the malformed ones above are not among them.
 // Output keeps chronological order: system messages, step, memories, then history.
