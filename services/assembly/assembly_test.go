@@ -134,14 +134,15 @@ func TestToolPairsNeverSplit(t *testing.T) {
 			t.Errorf("messages = %v", got)
 		}
 	})
-	t.Run("a newest tool pair is the minimum context", func(t *testing.T) {
+	t.Run("a newest tool pair and its user message are the minimum context", func(t *testing.T) {
 		h := history[:5]
-		need := tokens.Messages([]*typev1.Message{h[0]}) + pair
+		need := tokens.Messages(h[:2]) + pair
 		resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{History: h, MaxTokens: need})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := labels(resp.GetMessages()); !slices.Equal(got, []string{"S", "C1", "result-c1", "result-c2"}) {
+		want := []string{"S", "U1", "C1", "result-c1", "result-c2"}
+		if got := labels(resp.GetMessages()); !slices.Equal(got, want) {
 			t.Errorf("messages = %v", got)
 		}
 		_, err = c.Assemble(t.Context(), &contextv1.AssembleRequest{History: h, MaxTokens: need - 1})
@@ -385,4 +386,46 @@ func TestModelAtTheLimit(t *testing.T) {
 	if _, err := c.Assemble(t.Context(), req); err != nil {
 		t.Fatalf("a model of 256 bytes was refused: %v", err)
 	}
+}
+
+// TestLatestUserMessageKept: the latest user message is kept with the newest history, so a
+// turn deep in tool calls still has the request they serve; it was the first left out, and
+// the model went on calling tools without the question.
+func TestLatestUserMessageKept(t *testing.T) {
+	c := newClient(t, assembly.Options{})
+	history := []*typev1.Message{
+		sys("S", 6), usr("U1", 16), asst("A1", 16), usr("U2", 16),
+		call("C1", "c1"), result("c1", 16), call("C2", "c2"), result("c2", 16),
+	}
+	minimum := tokens.Messages([]*typev1.Message{history[0], history[3], history[6], history[7]})
+	pair := tokens.Messages(history[4:6])
+	for _, tc := range []struct {
+		maxTokens int64
+		want      []string
+		dropped   int32
+	}{
+		{minimum, []string{"S", "U2", "C2", "result-c2"}, 4},
+		{minimum + pair, []string{"S", "U2", "C1", "result-c1", "C2", "result-c2"}, 2},
+		{minimum + pair + 20, []string{"S", "A1", "U2", "C1", "result-c1", "C2", "result-c2"}, 1},
+	} {
+		t.Run(fmt.Sprint(tc.maxTokens), func(t *testing.T) {
+			resp, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
+				History: history, MaxTokens: tc.maxTokens})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := labels(resp.GetMessages()); !slices.Equal(got, tc.want) {
+				t.Errorf("messages = %v, want %v", got, tc.want)
+			}
+			if resp.GetDroppedMessages() != tc.dropped {
+				t.Errorf("dropped = %d, want %d", resp.GetDroppedMessages(), tc.dropped)
+			}
+			checkInvariants(t, resp, tc.maxTokens)
+		})
+	}
+	_, err := c.Assemble(t.Context(), &contextv1.AssembleRequest{
+		History: history, MaxTokens: minimum - 1})
+	grpctest.WantStageError(t, err, codes.ResourceExhausted,
+		typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
+		fmt.Sprintf("cannot fit the minimum context: %d tokens needed", minimum))
 }

@@ -21,6 +21,9 @@ type history struct {
 	system []*typev1.Message
 	// units are the remaining messages, oldest first, without orphan tool results.
 	units []*unit
+	// user is the index in units of the latest user message when an older unit than the
+	// newest, else -1: the request the newest history serves, kept with it.
+	user int
 }
 
 // splitHistory separates the leading system messages and groups the rest into units. A tool
@@ -63,6 +66,15 @@ func splitHistory(msgs []*typev1.Message, counter tokens.Counter) *history {
 		}
 	}
 	h.closeCalls(open, calls, counter)
+	h.user = -1
+	for i := len(h.units) - 1; i >= 0; i-- {
+		if h.units[i].messages[0].GetRole() == typev1.Role_ROLE_USER {
+			if i < len(h.units)-1 {
+				h.user = i
+			}
+			break
+		}
+	}
 	return h
 }
 
@@ -92,30 +104,46 @@ func (h *history) closeCalls(u *unit, calls map[string]bool, counter tokens.Coun
 	u.messages[0] = cut
 }
 
-// newest returns the newest unit, or nil when there is none.
-func (h *history) newest() *unit {
-	if len(h.units) == 0 {
-		return nil
+// minimum returns the tokens of the units always kept: the newest and the latest user
+// message's.
+func (h *history) minimum() int64 {
+	var n int64
+	if len(h.units) > 0 {
+		n += h.units[len(h.units)-1].tokens
 	}
-	return h.units[len(h.units)-1]
+	if h.user >= 0 {
+		n += h.units[h.user].tokens
+	}
+	return n
 }
 
-// fit returns the messages of the newest unit and of as many units before it, newest first,
-// as fit within budget tokens on top of the newest unit (already accounted for by the
-// caller); it stops at the first unit that does not fit, so the kept history is an unbroken
-// tail of the conversation. Messages are returned oldest first, with the number of messages
-// of the units left out for the budget (orphan tool results, never kept, are not among them).
+// fit returns the messages of the units always kept (minimum, already accounted for by the
+// caller) and of as many units before the newest, newest first, as fit within budget tokens;
+// it stops at the first unit that does not fit, so the kept history is an unbroken tail of
+// the conversation, after the latest user message when the tail does not reach it. Messages
+// are returned oldest first, with the number of messages of the units left out for the
+// budget (orphan tool results, never kept, are not among them).
 func (h *history) fit(budget int64) (kept []*typev1.Message, trimmed int) {
 	if len(h.units) == 0 {
 		return nil, 0
 	}
 	first := len(h.units) - 1
-	for first > 0 && h.units[first-1].tokens <= budget {
+	for first > 0 {
+		if prev := h.units[first-1]; first-1 != h.user {
+			if prev.tokens > budget {
+				break
+			}
+			budget -= prev.tokens
+		}
 		first--
-		budget -= h.units[first].tokens
 	}
-	for _, u := range h.units[:first] {
-		trimmed += len(u.messages)
+	for i, u := range h.units[:first] {
+		if i != h.user {
+			trimmed += len(u.messages)
+		}
+	}
+	if h.user >= 0 && h.user < first {
+		kept = append(kept, h.units[h.user].messages...)
 	}
 	for _, u := range h.units[first:] {
 		kept = append(kept, u.messages...)

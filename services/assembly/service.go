@@ -3,15 +3,16 @@
 // context so that it does not shadow the standard library.)
 //
 // Assembly keeps, in this order of priority:
-//  1. every leading system message and the newest history message (with the messages it
-//     belongs to, see below) — when these alone exceed max_tokens the call fails with
-//     CONTEXT_OVERFLOW;
+//  1. every leading system message, the newest history message (with the messages it
+//     belongs to, see below) and the latest user message, the request the newest history
+//     serves — when these alone exceed max_tokens the call fails with CONTEXT_OVERFLOW;
 //  2. the current plan step, as a system message "Current step <id>: <description>", followed
 //     by the plan's progress (each step with its state) when the request sends a plan of more
 //     than one step, or one that is no longer pending;
 //  3. relevant memories from the MemoryService, as one system message "Relevant memories:",
 //     best first (a memory too long for the budget left is left out alone);
-//  4. older history, newest first, until the next message does not fit.
+//  4. older history, newest first, until the next message does not fit (past the latest
+//     user message, which is kept anyway).
 //
 // An assistant message that calls tools and the tool results answering it are kept or dropped
 // together, so the assembled context never holds a tool result without its call or a call
@@ -94,10 +95,7 @@ func (s *Service) Assemble(ctx context.Context, req *contextv1.AssembleRequest) 
 	}
 
 	h := splitHistory(req.GetHistory(), counter)
-	minimum := counter.Messages(h.system)
-	if newest := h.newest(); newest != nil {
-		minimum += newest.tokens
-	}
+	minimum := counter.Messages(h.system) + h.minimum()
 	if minimum > req.GetMaxTokens() {
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_CONTEXT_OVERFLOW,
 			"cannot fit the minimum context: %d tokens needed, max_tokens %d", minimum, req.GetMaxTokens())
