@@ -88,6 +88,33 @@ func TestMemoryLedger(t *testing.T) {
 			}
 		}
 	})
+
+	// A tool's result may be up to 8 MiB: 10,000 of them were 80 GiB, kept by the stage
+	// without NATS until it ran out of memory. The done records are bounded by their size too.
+	t.Run("evicts done records past its bytes", func(t *testing.T) {
+		ctx := t.Context()
+		l := action.NewMemoryLedgerOfBytes(100, 100<<10)
+		result := strings.Repeat("r", 40<<10)
+		put := func(call string, state actionv1.CallState) {
+			t.Helper()
+			rec := &actionv1.CallRecord{RunId: "r", CallId: call, State: state}
+			if state == actionv1.CallState_CALL_STATE_DONE {
+				rec.Response = &actionv1.ExecuteResponse{Result: result}
+			}
+			if _, err := l.Put(ctx, rec, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put("running", actionv1.CallState_CALL_STATE_STARTED)
+		for _, call := range []string{"a", "b", "c", "d"} {
+			put(call, actionv1.CallState_CALL_STATE_DONE)
+		}
+		for call, want := range map[string]bool{"running": true, "a": false, "b": false, "c": true, "d": true} {
+			if _, _, err := l.Get(ctx, "r", call); (err == nil) != want {
+				t.Errorf("%s kept = %v, want %v", call, err == nil, want)
+			}
+		}
+	})
 }
 
 // natsServer starts an embedded NATS server with JetStream, stopped when the test ends.

@@ -15,13 +15,22 @@ type callKey struct {
 	runID, callID string
 }
 
+// DefaultCacheBytes bounds the encoded size of the done records of the in-memory ledger: a
+// tool's result may be up to 8 MiB, and DefaultCacheSize of them would be 80 GiB.
+const DefaultCacheBytes = 256 << 20
+
 // memoryLedger is a Ledger in the process's memory, for a stage without NATS: a bounded LRU
-// of records. When full it evicts the least recently used done record; started records, one
-// per call in progress, are never evicted.
+// of records. When it holds more than size records, or records of more than maxBytes, it
+// evicts the least recently used done records; started records, one per call in progress,
+// are never evicted, nor is the record just written. (container/list rather than pkg/lru:
+// the records a call in progress holds are never evicted, which an LRU of its own cannot
+// tell.)
 type memoryLedger struct {
 	instance string // every started record is this process's
 	mu       sync.Mutex
 	size     int
+	maxBytes int64
+	bytes    int64      // the encoded size of the records held
 	revision uint64     // of the last write
 	order    *list.List // front is most recently used; values are *memoryRecord
 	records  map[callKey]*list.Element
@@ -32,11 +41,13 @@ type memoryRecord struct {
 	key      callKey
 	rec      *actionv1.CallRecord
 	revision uint64
+	bytes    int64 // rec's encoded size
 }
 
-// newMemoryLedger returns an empty ledger of at most size done records.
+// newMemoryLedger returns an empty ledger of at most size records, of DefaultCacheBytes.
 func newMemoryLedger(size int) *memoryLedger {
-	return &memoryLedger{instance: "local-" + nuid.Next(), size: size, order: list.New(), records: make(map[callKey]*list.Element), changed: make(chan struct{})}
+	return &memoryLedger{instance: "local-" + nuid.Next(), size: size, maxBytes: DefaultCacheBytes,
+		order: list.New(), records: make(map[callKey]*list.Element), changed: make(chan struct{})}
 }
 
 // Instance names this process.
@@ -69,14 +80,16 @@ func (l *memoryLedger) Put(_ context.Context, rec *actionv1.CallRecord, revision
 		return 0, ErrRecordChanged
 	}
 	l.revision++
-	r := &memoryRecord{key: key, rec: proto.CloneOf(rec), revision: l.revision}
+	r := &memoryRecord{key: key, rec: proto.CloneOf(rec), revision: l.revision, bytes: int64(proto.Size(rec))}
+	l.bytes += r.bytes
 	if el, ok := l.records[key]; ok {
+		l.bytes -= el.Value.(*memoryRecord).bytes
 		el.Value = r
 		l.order.MoveToFront(el)
 	} else {
 		l.records[key] = l.order.PushFront(r)
-		l.evict()
 	}
+	l.evict()
 	close(l.changed)
 	l.changed = make(chan struct{})
 	return r.revision, nil
@@ -108,14 +121,15 @@ func (l *memoryLedger) revisionOf(key callKey) uint64 {
 	return 0
 }
 
-// evict drops least recently used done records, never the one just written, while the
-// ledger holds more than its size. l.mu is held.
+// evict drops least recently used done records, never the one just written (the front),
+// while the ledger holds more than its size or more than its bytes. l.mu is held.
 func (l *memoryLedger) evict() {
-	for el := l.order.Back(); el != l.order.Front() && l.order.Len() > l.size; {
+	for el := l.order.Back(); el != l.order.Front() && (l.order.Len() > l.size || l.bytes > l.maxBytes); {
 		prev := el.Prev()
 		if r := el.Value.(*memoryRecord); r.rec.GetState() == actionv1.CallState_CALL_STATE_DONE {
 			l.order.Remove(el)
 			delete(l.records, r.key)
+			l.bytes -= r.bytes
 		}
 		el = prev
 	}

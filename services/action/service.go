@@ -69,7 +69,8 @@ type Options struct {
 	// warning). Replicas of the stage share a KVLedger.
 	Ledger Ledger
 	// CacheSize bounds the in-memory ledger used when Ledger is nil: the number of finished
-	// calls it remembers; 0 means DefaultCacheSize.
+	// calls it remembers; 0 means DefaultCacheSize. Their records take at most
+	// DefaultCacheBytes, encoded, whatever their number.
 	CacheSize int
 	// TracerProvider makes the execute_tool spans; nil means the global provider.
 	TracerProvider trace.TracerProvider
