@@ -43,15 +43,17 @@ func adapt(raw *Response, offered toolSet, strict bool, log *slog.Logger) *gener
 		for _, step := range parsed.repairs {
 			resp.Repairs = append(resp.Repairs, label+": "+step)
 		}
+		// The log names the call and its size, never its arguments: they hold whatever the
+		// model put in them (a password it was told, a file's whole content), of any size.
 		switch {
 		case parsed.rejection != "":
 			rejected = true
 			resp.Repairs = append(resp.Repairs, label+": rejected: "+parsed.rejection)
 			log.Error("tool call rejected", "call_id", tc.GetId(), "tool", tc.GetName(),
-				"reason", parsed.rejection, "raw_arguments", call.Arguments)
+				"reason", parsed.rejection, "arguments_bytes", len(call.Arguments))
 		case len(parsed.repairs) > 0:
 			log.Warn("tool call arguments repaired", "call_id", tc.GetId(), "tool", tc.GetName(),
-				"steps", parsed.repairs, "original", call.Arguments, "repaired", parsed.repaired)
+				"steps", parsed.repairs, "arguments_bytes", len(call.Arguments))
 		}
 	}
 	switch {
@@ -81,7 +83,6 @@ func completeJSON(raw string) bool {
 type parsedArguments struct {
 	args      *structpb.Struct
 	repairs   []string
-	repaired  string
 	rejection string
 }
 
@@ -123,13 +124,11 @@ func parseArguments(raw string, schema map[string]any, strict bool) parsedArgume
 		}
 		return parsedArguments{repairs: tried, rejection: "arguments are " + err.Error()}
 	}
-	value, steps, repaired := res.Value, res.Steps, res.Text
+	value, steps := res.Value, res.Steps
 	if schema != nil {
 		expanded, nested := jsonrepair.ExpandNested(value, schema)
 		if len(nested) > 0 {
 			value, steps = expanded, append(steps, nested...)
-			data, _ := json.Marshal(value)
-			repaired = string(data)
 		}
 	}
 	obj, _ := value.(map[string]any) // ParseObject and ExpandNested keep an object an object
@@ -140,7 +139,7 @@ func parseArguments(raw string, schema map[string]any, strict bool) parsedArgume
 	if len(steps) == 0 {
 		return parsedArguments{args: args}
 	}
-	return parsedArguments{args: args, repairs: steps, repaired: repaired}
+	return parsedArguments{args: args, repairs: steps}
 }
 
 // parseStrict accepts a valid JSON object only: strict mode allows no repair.
