@@ -20,13 +20,15 @@ import (
 // the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL: "grpc"
 // (the default) or "http/protobuf". "http/json" is an error, as is any other value: the Go
 // exporter has no JSON encoding, and sending protobuf to a collector asked for JSON would
-// fail where the setting cannot be seen. The exporters read the remaining variables (headers,
-// certificates, timeout, compression) themselves.
+// fail where the setting cannot be seen. Values are read as the OpenTelemetry specification
+// reads an enum's, without case and surrounding white space ("OTLP", "GRPC"). The exporters
+// read the remaining variables (headers, certificates, timeout, compression) themselves.
 func ExporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}
-	switch kind := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")); kind {
+	kind := os.Getenv("OTEL_TRACES_EXPORTER")
+	switch enumValue(kind) {
 	case "none":
 		return nil, nil
 	case "":
@@ -43,7 +45,7 @@ func ExporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, error) {
 		variable = "OTEL_EXPORTER_OTLP_PROTOCOL"
 		protocol = os.Getenv(variable)
 	}
-	switch protocol {
+	switch enumValue(protocol) {
 	case "", "grpc":
 		return otlptracegrpc.New(ctx)
 	case "http/protobuf":
@@ -53,3 +55,7 @@ func ExporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, error) {
 	}
 	return nil, fmt.Errorf("%s=%q is not supported: use grpc or http/protobuf", variable, protocol)
 }
+
+// enumValue is an OTEL_* variable's enum value as the specification compares it: trimmed and
+// in lower case.
+func enumValue(v string) string { return strings.ToLower(strings.TrimSpace(v)) }

@@ -22,6 +22,8 @@ func TestExporterFromEnvDisabled(t *testing.T) {
 	}{
 		{name: "nothing set", env: nil},
 		{name: "exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_EXPORTER": "none"}},
+		// The specification compares an enum's values without case, as SamplerFromEnv does.
+		{name: "exporter None", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_EXPORTER": " None"}},
 		{name: "sdk disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SDK_DISABLED": "TRUE"}},
 		{name: "unknown protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
 			wantErr: `OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon" is not supported: use grpc or http/protobuf`},
@@ -65,6 +67,12 @@ func TestExporterFromEnvHTTP(t *testing.T) {
 				"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
 			}
 		}, "/collect/traces"},
+		{"values in capitals", func(url string) map[string]string {
+			return map[string]string{
+				"OTEL_TRACES_EXPORTER": "OTLP", "OTEL_EXPORTER_OTLP_ENDPOINT": url,
+				"OTEL_EXPORTER_OTLP_PROTOCOL": "HTTP/Protobuf",
+			}
+		}, "/v1/traces"},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
