@@ -39,7 +39,8 @@ func NewExportingProvider(service string, exp sdktrace.SpanExporter, sampler sdk
 	return NewTracerProvider(service, opts...)
 }
 
-// Propagator returns the propagator every hop of the mesh uses: W3C Trace Context and Baggage.
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
+// Propagator returns the propagator every hop of the mesh uses: W3C Trace Context alone. No
+// service reads baggage, and a caller's (an instrumented client's session or user ids, up to
+// 8 KiB) was copied into every call to the stages and stored with every run event; a run's
+// checkpoints keep the trace context alone too.
+func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
