@@ -10,6 +10,7 @@ package observation
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
@@ -194,7 +195,9 @@ func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, e
 	if out == nil {
 		return nil, nil
 	}
-	compiled, err := schema.Compile("observation:///"+req.GetToolName()+".output.json", out.AsMap())
+	// The document's URL names the tool, escaped: a name may be any text, and one that is no
+	// URL path ("100%") made a valid schema fail.
+	compiled, err := schema.Compile("observation:///"+url.PathEscape(req.GetToolName())+".output.json", out.AsMap())
 	if err != nil {
 		return nil, stageerr.Invalid("output_schema of %s is not a valid JSON schema: %v", req.GetToolName(), err)
 	}

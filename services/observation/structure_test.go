@@ -43,6 +43,17 @@ func TestOutputSchema(t *testing.T) {
 			t.Errorf("%s: %v, want PARSE_ERROR saying %q", raw, err, why)
 		}
 	}
+	t.Run("any tool name", func(t *testing.T) {
+		// The name went into the schema's URL as it was, and one that is no URL path
+		// ("100%", "a b?#") had its valid schema refused as invalid.
+		for _, name := range []string{"100%", "a b?#", "../x"} {
+			resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: `{"temperature": 3}`,
+				ToolName: name, OutputSchema: schema, Status: success})
+			if err != nil || !resp.GetSuccess() {
+				t.Errorf("tool %q: %v %v", name, resp, err)
+			}
+		}
+	})
 	t.Run("a failed call is not checked", func(t *testing.T) {
 		resp, err := c.Observe(t.Context(), &observationv1.ObserveRequest{RawResult: "oops", ToolName: "weather", OutputSchema: schema,
 			Status: failure, Error: "boom"})
