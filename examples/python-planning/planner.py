@@ -24,6 +24,12 @@ MAX_GOAL_BYTES = 64 << 10
 # part of the mesh's NATS subjects and keys.
 MAX_RUN_ID_BYTES = 128
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]+")
+# The limits of a request's other fields (the README's "Limits"), as the Go stage keeps them.
+MAX_STEPS_LIMIT = 1000
+MAX_CONSTRAINTS = 1000
+MAX_CONSTRAINTS_BYTES = 128 << 10
+MAX_STEP_ID_BYTES = 256
+MAX_TOOL_NAME_BYTES = 512
 
 # SOURCE says who made the plan (PlanResponse.source): this stage has no model.
 SOURCE = "rules"
@@ -68,6 +74,7 @@ def plan(req):
         raise invalid(f"run_id: run id {req.run_id!r} may hold only letters, digits, '_' and '-'")
     if req.max_steps < 0:
         raise invalid(f"max_steps must not be negative, got {req.max_steps}")
+    _check_limits(req)
     limit = req.max_steps or DEFAULT_MAX_STEPS
     tools = _index_tools(req.available_tools)
     task_type = req.task_type.strip().lower().removeprefix("task_type_")
@@ -89,6 +96,32 @@ def plan(req):
         requires_human_approval=any(s.tool_name and tools[s.tool_name].requires_approval for s in steps),
         source=SOURCE,
     )
+
+
+def _check_limits(req):
+    """Refuses a request over one of the limits of its fields, naming the field and the limit."""
+    if req.max_steps > MAX_STEPS_LIMIT:
+        raise invalid(f"max_steps: at most {MAX_STEPS_LIMIT}, got {req.max_steps}")
+    if len(req.constraints) > MAX_CONSTRAINTS:
+        raise invalid(f"constraints: at most {MAX_CONSTRAINTS}, got {len(req.constraints)}")
+    size = sum(len(c.encode()) for c in req.constraints)
+    if size > MAX_CONSTRAINTS_BYTES:
+        raise invalid(f"constraints: at most {MAX_CONSTRAINTS_BYTES} bytes in all, got {size}")
+    if len(req.revision.steps) > MAX_STEPS_LIMIT:
+        raise invalid(f"revision.steps: at most {MAX_STEPS_LIMIT}, got {len(req.revision.steps)}")
+    steps = [(f"proposed_steps[{i}]", s) for i, s in enumerate(req.proposed_steps)]
+    steps += [(f"revision.steps[{i}].step", p.step) for i, p in enumerate(req.revision.steps)]
+    for field, step in steps:
+        for name, value, limit in (("id", step.id, MAX_STEP_ID_BYTES),
+                                   ("description", step.description, MAX_GOAL_BYTES),
+                                   ("tool_name", step.tool_name, MAX_TOOL_NAME_BYTES)):
+            if len(value.encode()) > limit:
+                raise invalid(f"{field}.{name}: at most {limit} bytes, got {len(value.encode())}")
+        if len(step.depends_on) > MAX_STEPS_LIMIT:
+            raise invalid(f"{field}.depends_on: at most {MAX_STEPS_LIMIT} ids, got {len(step.depends_on)}")
+        for j, dep in enumerate(step.depends_on):
+            if len(dep.encode()) > MAX_STEP_ID_BYTES:
+                raise invalid(f"{field}.depends_on[{j}]: at most {MAX_STEP_ID_BYTES} bytes, got {len(dep.encode())}")
 
 
 def _index_tools(available):
