@@ -37,8 +37,9 @@ type plannedCall struct {
 	note          string             // prefixed to its observation (modified arguments)
 }
 
-// validateCalls checks the model's tool calls, native and XML, against policy and budgets,
-// and takes the final report of the XML final slot. A call that will not run gets a refusal,
+// validateCalls checks the model's tool calls, native and XML, against policy and budgets
+// (none runs once the run's tokens are over max_tokens_consumed), and takes the final report
+// of the XML final slot. A call that will not run gets a refusal,
 // answered with a "(tool failed: …)" tool message (or XML-PAST entry) in call order, so the
 // model sees why and the conversation stays well-formed.
 func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
@@ -72,6 +73,9 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 		c := r.contract
 		var refused []string
 		n := 0 // tool calls counted against the per-turn limit
+		// An answer that took the run over max_tokens_consumed ends it at COMMIT whatever its
+		// calls would return (seed 001: budgets before any success): none of them runs.
+		tokensSpent := r.overTokenBudget()
 		for _, a := range asked {
 			call := a.call
 			if call.GetName() == FinalReportTool && r.reportTool != nil && !a.xml {
@@ -86,6 +90,8 @@ func (r *run) validateCalls(ctx context.Context, t *turnState) []plannedCall {
 			case c.GetToolPolicy() == typev1.ToolPolicy_TOOL_POLICY_FORBIDDEN: // a violation in any turn
 				t.forbiddenCall = true
 				why = "tools are forbidden for this run"
+			case tokensSpent:
+				why = fmt.Sprintf("dropped: the run's budget of %d tokens is used up", c.GetMaxTokensConsumed())
 			case t.finalTurn: // the request offered only the final report (issue 11.3)
 				why = fmt.Sprintf("%s is not offered in this final turn; only %s may be called", call.GetName(), FinalReportTool)
 			case n > int(c.GetMaxToolCallsPerTurn()):

@@ -451,6 +451,26 @@ func TestConformance(t *testing.T) {
 		{name: "001 max tokens consumed", overrides: &agentv1.RunOverrides{MaxTokensConsumed: i64(10)},
 			turns:   []llmtest.Turn{{Content: "a long answer", Usage: &llmtest.Usage{PromptTokens: 30, CompletionTokens: 7}}},
 			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOKENS_REACHED", roles: "SUA", accounting: "LLM:OK"},
+		// The answer that spends the token budget ends the run at COMMIT whatever its calls
+		// return: they are dropped in VALIDATE_CALLS, and never run.
+		{name: "001 tool call over a spent token budget",
+			overrides: &agentv1.RunOverrides{MaxTokensConsumed: i64(10)},
+			turns: []llmtest.Turn{{
+				ToolCalls: []llmtest.ToolCall{{Name: "calculator", Arguments: `{"expression":"1+1"}`}},
+				Usage:     &llmtest.Usage{PromptTokens: 30, CompletionTokens: 7},
+			}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOKENS_REACHED",
+			roles: "SUAT", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, _ []llmtest.Request) {
+				want := "(tool failed: dropped: the run's budget of 10 tokens is used up)"
+				if got := toolMessage(t, res, 0); got != want {
+					t.Errorf("tool message %q, want %q", got, want)
+				}
+				if res.GetToolCalls() != 0 {
+					t.Errorf("tool_calls %d, want 0: the call ran over the spent budget",
+						res.GetToolCalls())
+				}
+			}},
 		{name: "001 cycle_forbid", overrides: &agentv1.RunOverrides{CycleForbid: []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}}},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), call("calculator", `{"expression":"2+2"}`)},
 			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK",
