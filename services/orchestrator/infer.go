@@ -218,7 +218,8 @@ func (r *run) emitGuard(ctx context.Context, g *typev1.GuardReport) {
 // arguments were cut off, or an unclosed XML final report is retried with an ephemeral notice
 // (CutOffNotice, or the XML one naming the closing tag), like an empty answer. The last attempt's cut-off answer is kept rather than
 // thrown away, and t.truncated flags it: its report is PARTIAL. t.cutOff says the answer
-// stopped at the limit, so a tool call cut off in it is refused as such.
+// stopped at the limit, so a tool call cut off in it is refused as such. No attempt follows
+// one that took the run over max_tokens_consumed.
 func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*typev1.Tool, t *turnState) *ending {
 	var end *ending
 	st := typev1.RunState_RUN_STATE_INFER
@@ -242,6 +243,12 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 		// attempt, the turn's last.
 		last := maxRetries
 		for attempt := 1; attempt <= last; attempt++ {
+			if attempt > 1 && r.overTokenBudget() {
+				// The attempts so far took the run over max_tokens_consumed: COMMIT ends it
+				// whatever another attempt would answer (seed 001), so none is made.
+				end = r.tokenBudgetSpent()
+				return nil, nil, fmt.Sprintf("no attempt %d: %s", attempt, end.reason)
+			}
 			target := roundRobin(targets, attempt, rejected)
 			if next != nil {
 				target, next = next, nil

@@ -471,6 +471,21 @@ func TestConformance(t *testing.T) {
 						res.GetToolCalls())
 				}
 			}},
+		// An attempt that spends the token budget is the turn's last: another attempt (after an
+		// empty answer here) would only spend more before COMMIT ends the run.
+		{name: "001 no attempt over a spent token budget",
+			overrides: &agentv1.RunOverrides{MaxTokensConsumed: i64(10), MaxRetries: i32(3)},
+			turns: []llmtest.Turn{{Respond: func(llmtest.Request, int) llmtest.Turn {
+				return llmtest.Turn{Usage: &llmtest.Usage{PromptTokens: 30, CompletionTokens: 7}}
+			}}},
+			outcome: typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, exit: "MAX_TOKENS_REACHED",
+			roles: "SU", accounting: "LLM:OK",
+			check: func(t *testing.T, res *typev1.RunResult, reqs []llmtest.Request) {
+				if len(reqs) != 1 || res.GetUsage().GetTotal() != 37 {
+					t.Errorf("%d requests, %d tokens; want 1 request of 37 tokens", len(reqs),
+						res.GetUsage().GetTotal())
+				}
+			}},
 		{name: "001 cycle_forbid", overrides: &agentv1.RunOverrides{CycleForbid: []*typev1.ToolPair{{FromTool: "calculator", ToTool: "calculator"}}},
 			turns:   []llmtest.Turn{call("calculator", `{"expression":"1+1"}`), call("calculator", `{"expression":"2+2"}`)},
 			outcome: typev1.Outcome_OUTCOME_FAILED_CONTRACT_VIOLATION, exit: "CYCLE_FORBIDDEN", roles: "SUATAT", accounting: "LLM:OK TOOL:OK LLM:OK",
