@@ -225,8 +225,9 @@ func cycleForbidden(c *typev1.ExecutionContract, from, to string) bool {
 // followed by an OBSERVE state.
 // Native calls are answered with tool messages; calls written in XML slots with one user
 // message, the turn's XML-PAST, that grows with each response (so the context guard counts
-// it). Once a result is malformed (t.badResult), or a stage answered outside its contract
-// (t.badStage), no further call runs: the run ends.
+// it). Once a result is malformed (t.badResult), a stage answered outside its contract
+// (t.badStage), or the run's tokens (an observation model's summaries) went over
+// max_tokens_consumed, no further call runs: the run ends.
 func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState) {
 	var (
 		past    []xmltransport.ToolResponse
@@ -273,6 +274,11 @@ func (r *run) executeCalls(ctx context.Context, plan []plannedCall, t *turnState
 		}
 		if t.badStage != nil {
 			refuse(p, "(tool failed: not run: the run ends because a stage answered outside its contract)")
+			continue
+		}
+		if r.overTokenBudget() { // an earlier call's summary spent it: COMMIT ends the run
+			refuse(p, fmt.Sprintf("(tool failed: not run: the run's budget of %d tokens is used up)",
+				r.contract.GetMaxTokensConsumed()))
 			continue
 		}
 		// cycle_forbid (seed 001): a transition is from the last call that ran to this one; a
