@@ -108,7 +108,7 @@ func (t *mcpTool) Call(ctx context.Context, call Call) (string, error) {
 		mcp.Principals{User: call.UserID, Approver: call.ApprovedBy})
 	switch {
 	case errors.Is(err, mcp.ErrUnavailable):
-		return "", transientError{err: err, unsent: true}
+		return "", transientError{err: err, unsent: true, after: mcp.RetryAfter(err)}
 	case errors.Is(err, mcp.ErrNoTool): // it removed the tool: trying again cannot help
 		return "", notSentError{err}
 	}

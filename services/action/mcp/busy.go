@@ -1,8 +1,12 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/retryafter"
 )
 
 // busyTransport turns a remote server's answer to a call that says the server did not take
@@ -23,7 +27,8 @@ func (t *busyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	_ = resp.Body.Close()
-	return nil, &busyError{status: resp.Status}
+	after, _ := retryafter.Parse(resp.Header, time.Now())
+	return nil, &busyError{status: resp.Status, after: after}
 }
 
 // busyStatus reports whether an HTTP status says the server did not take the request and may
@@ -34,10 +39,22 @@ func busyStatus(code int) bool {
 
 // busyError is the failure of a call a remote server did not take (busyTransport).
 type busyError struct {
-	status string // e.g. "503 Service Unavailable"
+	status string        // e.g. "503 Service Unavailable"
+	after  time.Duration // its Retry-After, 0 when it sent none
 }
 
 // Error says the status and that the server did not take the call.
 func (e *busyError) Error() string {
 	return fmt.Sprintf("the server answered %s: it did not take the call", e.status)
+}
+
+// RetryAfter is how long the server that did not take a call (it answered 429 or 503) asked
+// to be left before the call is tried again, its Retry-After; 0 when err is no such failure or
+// the server did not say.
+func RetryAfter(err error) time.Duration {
+	var busy *busyError
+	if errors.As(err, &busy) {
+		return busy.after
+	}
+	return 0
 }
