@@ -221,6 +221,9 @@ func TestErrors(t *testing.T) {
 	}{
 		{"empty tool name", &observationv1.ObserveRequest{RawResult: "x"},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"tool_name"}},
+		// A name of megabytes went into logs, the output schema's URL and its errors.
+		{"tool name over 512 bytes", &observationv1.ObserveRequest{RawResult: "x", ToolName: strings.Repeat("t", 513)},
+			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"tool_name: at most 512 bytes, got 513"}},
 		{"negative max_bytes", &observationv1.ObserveRequest{RawResult: "x", ToolName: "t", MaxBytes: -1},
 			codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, []string{"max_bytes", "-1"}},
 		{"run id over 128 bytes", &observationv1.ObserveRequest{RawResult: "x", ToolName: "t", RunId: strings.Repeat("r", 129)},
