@@ -211,14 +211,5 @@ func collect(ve *jsonschema.ValidationError, out *[]string, more *int) {
 	if len(ve.InstanceLocation) > 0 {
 		msg = fmt.Sprintf("%q: %s", strings.Join(ve.InstanceLocation, "."), msg)
 	}
-	*out = append(*out, cutMiddle(msg, maxProblemBytes))
-}
-
-// cutMiddle returns s when it has at most n bytes, else its start and its end, about n bytes
-// in all, joined by "…", cut where no UTF-8 sequence is split.
-func cutMiddle(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:textcut.Boundary(s, n/2)] + "…" + textcut.Tail(s, n/2)
+	*out = append(*out, textcut.Middle(msg, maxProblemBytes, "…"))
 }

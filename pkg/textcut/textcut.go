@@ -32,3 +32,15 @@ func Tail(s string, n int) string {
 	}
 	return s[start:]
 }
+
+// Middle returns s when it has at most n bytes, else its start and its end joined by mark, at
+// most n bytes in all, cut where no UTF-8 sequence is split: the beginning and the end of a
+// text say most of what it is about (a message), or what it is (a schema failure's property
+// and rule).
+func Middle(s string, n int, mark string) string {
+	if len(s) <= n {
+		return s
+	}
+	half := max(n-len(mark), 0) / 2
+	return s[:Boundary(s, half)] + mark + Tail(s, half)
+}

@@ -60,3 +60,22 @@ func TestTail(t *testing.T) {
 		})
 	}
 }
+
+func TestMiddle(t *testing.T) {
+	for _, tc := range []struct {
+		s, mark string
+		n       int
+		want    string
+	}{
+		{"short", "…", 10, "short"},
+		{"abcdefghij", "…", 10, "abcdefghij"},
+		{"abcdefghijk", "…", 9, "abc…ijk"},
+		{"ééééé", " … ", 9, "é … é"}, // cut between characters, never inside one
+		{"abcdef", "……", 2, "……"},
+	} {
+		got := textcut.Middle(tc.s, tc.n, tc.mark)
+		if got != tc.want || (len(tc.s) > tc.n && len(got) > max(tc.n, len(tc.mark))) {
+			t.Errorf("Middle(%q, %d, %q) = %q, want %q", tc.s, tc.n, tc.mark, got, tc.want)
+		}
+	}
+}

@@ -121,7 +121,7 @@ func conversationText(conversation []*typev1.Message) string {
 			continue
 		}
 		if text := strings.TrimSpace(m.GetContent()); text != "" {
-			paras = append(paras, para{who + clipMiddle(text, maxMessageBytes), who == "User: "})
+			paras = append(paras, para{who + textcut.Middle(text, maxMessageBytes, " … "), who == "User: "})
 		}
 	}
 	keep := make([]bool, len(paras))
@@ -144,15 +144,4 @@ func conversationText(conversation []*typev1.Message) string {
 		}
 	}
 	return strings.Join(kept, "\n\n")
-}
-
-// clipMiddle cuts text to at most n bytes by leaving out its middle, marked " … ", at whole
-// characters: a message's beginning and its end say most of what it is about.
-func clipMiddle(text string, n int) string {
-	const mark = " … "
-	if len(text) <= n {
-		return text
-	}
-	half := (n - len(mark)) / 2
-	return text[:textcut.Boundary(text, half)] + mark + textcut.Tail(text, half)
 }
