@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
 // Roles a principal can hold. A principal without roles uses its own runs and memories only.
@@ -115,6 +117,17 @@ func (p Principal) May(a Action, owner string) bool {
 func HasControl(s string) bool {
 	_, _, ok := ControlAt(s)
 	return ok
+}
+
+// CheckControl is the INVALID_ARGUMENT error of a request's field whose value holds a control
+// character (ControlAt), naming the field, the character and its byte; nil for any other. The
+// user a request acts for is checked with it wherever it comes in: the orchestrator's API and
+// the action stage's Execute (it goes to REST tools in a header, which holds none).
+func CheckControl(field, value string) error {
+	if r, at, ok := ControlAt(value); ok {
+		return stageerr.Invalid("%s: must not contain a control character; got %q at byte %d", field, r, at)
+	}
+	return nil
 }
 
 // ControlAt returns the first control character of s, C0 (U+0000 to U+001F), DEL (U+007F) or

@@ -58,7 +58,7 @@ func (s *Service) execute(ctx context.Context, req *actionv1.ExecuteRequest) (*a
 
 // validateRequest checks the request's own fields: the run id is one (runid.Check, as for
 // every call that names a run), the other ids are set and at most maxIDLength bytes, and the
-// user is at most auth.MaxIDBytes and holds no control character (checkControl), and the
+// user is at most auth.MaxIDBytes and holds no control character (auth.CheckControl), and the
 // arguments hold no number JSON cannot (checkFinite).
 func validateRequest(req *actionv1.ExecuteRequest) error {
 	if req.GetRunId() == "" {
@@ -81,7 +81,7 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // may be empty: a call for no user
 		return stageerr.Invalid("user_id must be at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
-	if err := checkControl("user_id", req.GetUserId()); err != nil {
+	if err := auth.CheckControl("user_id", req.GetUserId()); err != nil {
 		return err
 	}
 	if err := checkFinite(req.GetArguments()); err != nil {
@@ -92,18 +92,6 @@ func validateRequest(req *actionv1.ExecuteRequest) error {
 	}
 	if _, ok := actionv1.ExecutionMode_name[int32(req.GetMode())]; !ok {
 		return stageerr.Invalid("unknown execution mode %d", req.GetMode())
-	}
-	return nil
-}
-
-// checkControl refuses a control character (auth.ControlAt: C0, DEL or C1) in field, as the
-// orchestrator refuses one in a run's user: the user a call acts for goes to REST tools in a
-// header, which cannot hold one, and to the memory stage, which refuses one. It allocates only
-// for a value it refuses.
-func checkControl(field, value string) error {
-	if r, at, ok := auth.ControlAt(value); ok {
-		return stageerr.Invalid("%s: must not contain a control character; got %q at byte %d",
-			field, r, at)
 	}
 	return nil
 }

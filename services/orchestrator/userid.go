@@ -15,8 +15,5 @@ func checkUserID(id string) error {
 	if n := len(id); n > MaxUserIDBytes {
 		return stageerr.Invalid("user_id: at most %d bytes, got %d", MaxUserIDBytes, n)
 	}
-	if r, at, ok := auth.ControlAt(id); ok {
-		return stageerr.Invalid("user_id: must not contain a control character; got %q at byte %d", r, at)
-	}
-	return nil
+	return auth.CheckControl("user_id", id)
 }
