@@ -21,6 +21,12 @@ const MCPSeparator = "__"
 // offering a function whose name is not 1 to 64 letters, digits, _ and -.
 const MaxLen = 64
 
+// MaxRequestBytes is the longest tool name a request to a stage may carry (planning's steps,
+// observation's tool_name, recovery's alternative tools; the action stage bounds a call's tool
+// name and id alike, at the same 512): a name any caller may send, not only one the mesh made
+// (MaxLen), bounded so that the logs, errors and reasons that quote it stay small.
+const MaxRequestBytes = 512
+
 // Valid reports whether name is a name model providers take for a function: 1 to MaxLen
 // letters, digits, _ and -.
 func Valid(name string) bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/schema"
 	"github.com/agentmesh/agentmesh/pkg/server"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -170,18 +171,15 @@ func (s *Service) overBudget(ctx context.Context, req *observationv1.ObserveRequ
 		"run_id", req.GetRunId(), "tool", req.GetToolName(), "actual_bytes", len(raw), "limit_bytes", req.GetMaxBytes())
 }
 
-// MaxToolNameBytes is the longest tool_name a request may give: the action stage's limit of a
-// tool name (a name of megabytes went into logs and into the output schema's URL).
-const MaxToolNameBytes = 512
-
 // validate checks the request and returns its output_schema compiled, nil when it has none. An
 // output_schema that is not a valid JSON schema is the request's fault whatever the result.
 func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, error) {
 	if req.GetToolName() == "" {
 		return nil, stageerr.Invalid("tool_name must not be empty")
 	}
-	if n := len(req.GetToolName()); n > MaxToolNameBytes {
-		return nil, stageerr.Invalid("tool_name: at most %d bytes, got %d", MaxToolNameBytes, n)
+	// A name of megabytes went into logs, errors and the output schema's URL.
+	if n := len(req.GetToolName()); n > toolname.MaxRequestBytes {
+		return nil, stageerr.Invalid("tool_name: at most %d bytes, got %d", toolname.MaxRequestBytes, n)
 	}
 	if req.GetMaxBytes() < 0 {
 		return nil, stageerr.Invalid("max_bytes must not be negative, got %d", req.GetMaxBytes())

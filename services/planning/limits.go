@@ -7,10 +7,12 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/plan"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 // Limits of a request's fields (README "Limits"); max_steps is at most plan.MaxStepsLimit,
-// and a step's description at most as long as the goal may be.
+// a step's tool at most toolname.MaxRequestBytes and its description as long as the goal may
+// be.
 const (
 	// MaxConstraints is the most constraints a request may give: the intent model gives at
 	// most 32, its rules one per phrase of a message.
@@ -22,9 +24,6 @@ const (
 	// MaxStepIDBytes is the longest id of a proposed or revised step, and of each of its
 	// dependencies.
 	MaxStepIDBytes = 256
-	// MaxToolNameBytes is the longest tool of a proposed or revised step: the action stage's
-	// limit of a tool name.
-	MaxToolNameBytes = 512
 )
 
 // checkLimits refuses a request over one of the limits, naming the field and the limit;
@@ -71,9 +70,9 @@ func checkStep(field string, st *typev1.Step, maxGoal int) error {
 	case len(st.GetDescription()) > maxGoal:
 		return stageerr.Invalid("%s.description: at most %d bytes (as the goal), got %d",
 			field, maxGoal, len(st.GetDescription()))
-	case len(st.GetToolName()) > MaxToolNameBytes:
+	case len(st.GetToolName()) > toolname.MaxRequestBytes:
 		return stageerr.Invalid("%s.tool_name: at most %d bytes, got %d",
-			field, MaxToolNameBytes, len(st.GetToolName()))
+			field, toolname.MaxRequestBytes, len(st.GetToolName()))
 	case len(st.GetDependsOn()) > plan.MaxStepsLimit:
 		return stageerr.Invalid("%s.depends_on: at most %d ids, got %d",
 			field, plan.MaxStepsLimit, len(st.GetDependsOn()))

@@ -8,6 +8,7 @@ import (
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/plan"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"google.golang.org/grpc/codes"
 )
@@ -58,7 +59,7 @@ func TestRequestLimits(t *testing.T) {
 			proposed(&typev1.Step{Id: "b", Description: long(planning.DefaultMaxGoalBytes + 1)}),
 			"proposed_steps[1].description: at most 65536 bytes (as the goal), got 65537"},
 		{"a proposed step's tool",
-			proposed(&typev1.Step{Id: "b", ToolName: long(planning.MaxToolNameBytes + 1)}),
+			proposed(&typev1.Step{Id: "b", ToolName: long(toolname.MaxRequestBytes + 1)}),
 			"proposed_steps[1].tool_name: at most 512 bytes, got 513"},
 		{"a proposed step's dependencies",
 			proposed(&typev1.Step{Id: "b", DependsOn: many(plan.MaxStepsLimit+1, "d")}),
@@ -72,7 +73,7 @@ func TestRequestLimits(t *testing.T) {
 			revised(&typev1.Step{Id: "b", Description: long(planning.DefaultMaxGoalBytes + 1)}),
 			"revision.steps[1].step.description: at most 65536 bytes (as the goal), got 65537"},
 		{"a revised step's tool",
-			revised(&typev1.Step{Id: "b", ToolName: long(planning.MaxToolNameBytes + 1)}),
+			revised(&typev1.Step{Id: "b", ToolName: long(toolname.MaxRequestBytes + 1)}),
 			"revision.steps[1].step.tool_name: at most 512 bytes, got 513"},
 		{"a revised step's dependencies",
 			revised(&typev1.Step{Id: "b", DependsOn: many(plan.MaxStepsLimit+1, "d")}),

@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/plan"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
 // PlanTool is the tool the planning model calls with its plan.
@@ -32,13 +33,13 @@ If the goal cannot be achieved with the available tools and reasoning, set viabl
 Answer by calling ` + PlanTool + `.`
 
 // Bounds of the planning model's answer, in characters (of up to 4 bytes each): a step's
-// within the limits of a request's steps (MaxStepIDBytes, MaxToolNameBytes, the goal's 64 KiB),
+// within the limits of a request's steps (MaxStepIDBytes, toolname.MaxRequestBytes, the goal's 64 KiB),
 // so that a revision can send the model's plan back; a reason as long as the intent model's,
 // as it becomes the run's NO_VIABLE_PLAN message.
 const (
 	maxReasonChars      = 1000
 	maxStepIDChars      = MaxStepIDBytes / 4
-	maxToolChars        = MaxToolNameBytes / 4
+	maxToolChars        = toolname.MaxRequestBytes / 4
 	maxDescriptionChars = 4000
 )
 

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/target"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"google.golang.org/grpc"
 )
 
@@ -31,10 +32,6 @@ const (
 // decision's reason and logged with it, and a stage's name ("generation", "observation") is
 // a word.
 const MaxStageBytes = 64
-
-// MaxToolNameBytes is the longest alternative tool a decision's reason quotes (the action
-// stage's limit of a tool name); a target's names are bounded by target.MaxNameBytes.
-const MaxToolNameBytes = 512
 
 // Options configures the recovery service.
 type Options struct {
@@ -169,8 +166,8 @@ func validate(req *recoveryv1.DecideRequest) error {
 
 // validateNames refuses a target without a provider or a model (a decision may propose it as
 // the next target or the fallback model), a target's provider or model over
-// target.MaxNameBytes and an alternative tool over MaxToolNameBytes: a decision's reason quotes
-// them.
+// target.MaxNameBytes and an alternative tool over toolname.MaxRequestBytes: a decision's
+// reason quotes them.
 func validateNames(state *recoveryv1.RecoveryState) error {
 	checkTarget := func(field string, t *typev1.Target) error {
 		if t != nil && (t.GetProvider() == "" || t.GetModel() == "") {
@@ -200,8 +197,8 @@ func validateNames(state *recoveryv1.RecoveryState) error {
 		}
 	}
 	for i, tool := range state.GetAlternativeTools() {
-		if n := len(tool); n > MaxToolNameBytes {
-			return stageerr.Invalid("state.alternative_tools[%d]: at most %d bytes, got %d", i, MaxToolNameBytes, n)
+		if n := len(tool); n > toolname.MaxRequestBytes {
+			return stageerr.Invalid("state.alternative_tools[%d]: at most %d bytes, got %d", i, toolname.MaxRequestBytes, n)
 		}
 	}
 	return nil
