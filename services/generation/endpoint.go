@@ -84,12 +84,12 @@ func newEndpoint(o endpointOptions) *endpoint {
 	e := &endpoint{
 		name:         o.name,
 		baseURL:      strings.TrimRight(o.baseURL, "/"),
-		shownURL:     maskedURL(strings.TrimRight(o.baseURL, "/")),
 		apiKey:       o.apiKey,
 		streamHeader: requestHeader("text/event-stream", o.fixed, o.headers),
 		jsonHeader:   requestHeader("application/json", o.fixed, o.headers),
 		timeout:      o.timeout,
 	}
+	e.shownURL = maskedURL(e.baseURL)
 	if e.timeout <= 0 {
 		e.timeout = DefaultTimeout
 	}
