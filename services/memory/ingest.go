@@ -120,15 +120,10 @@ func removeGone(ctx context.Context, client memoryv1.MemoryServiceClient, userID
 		if present[src] {
 			continue
 		}
-		for _, c := range previous[src] {
-			if !c.ofFolder {
-				continue
-			}
-			req := &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}
-			if _, err := client.Delete(ctx, req); err != nil {
-				return fmt.Errorf("delete chunk %s of %s, gone from the folder: %w", c.id, src, err)
-			}
-			report.Removed++
+		ofFolder := slices.DeleteFunc(slices.Clone(previous[src]),
+			func(c storedChunk) bool { return !c.ofFolder })
+		if err := deleteChunks(ctx, client, userID, ofFolder, &report.Removed); err != nil {
+			return fmt.Errorf("%s, gone from the folder: %w", src, err)
 		}
 	}
 	return nil
@@ -235,29 +230,27 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	stored, err := doc.store(ctx, client, userID, collection)
 	full := err != nil && stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL
 	if full && len(old) > 0 {
-		if err := deleteChunks(ctx, client, userID, stored); err != nil {
+		if err := deleteChunks(ctx, client, userID, stored, nil); err != nil {
 			return fmt.Errorf("delete the new chunks stored before the quota was reached: %w", err)
 		}
-		if err := deleteChunks(ctx, client, userID, old); err != nil {
+		if err := deleteChunks(ctx, client, userID, old, &report.Replaced); err != nil {
 			return fmt.Errorf("delete the earlier chunks to make room: %w", err)
 		}
-		report.Replaced += len(old)
 		old = nil
 		stored, err = doc.store(ctx, client, userID, collection)
 	}
 	if err != nil {
 		if len(old) > 0 {
 			// The earlier chunks stay: the new ones stored would sit beside them.
-			err = errors.Join(err, deleteChunks(context.WithoutCancel(ctx), client, userID, stored))
+			err = errors.Join(err, deleteChunks(context.WithoutCancel(ctx), client, userID, stored, nil))
 		} else {
 			report.Chunks += len(stored)
 		}
 		return err
 	}
-	if err := deleteChunks(ctx, client, userID, old); err != nil {
+	if err := deleteChunks(ctx, client, userID, old, &report.Replaced); err != nil {
 		return fmt.Errorf("delete the earlier chunks: %w", err)
 	}
-	report.Replaced += len(old)
 	report.Chunks += len(stored)
 	if len(doc.chunks) == 0 {
 		report.Skipped = append(report.Skipped, rel)
@@ -299,11 +292,16 @@ func (d document) store(ctx context.Context, client memoryv1.MemoryServiceClient
 	return stored, nil
 }
 
-// deleteChunks deletes the chunks, stopping at the first failure.
-func deleteChunks(ctx context.Context, client memoryv1.MemoryServiceClient, userID string, chunks []storedChunk) error {
+// deleteChunks deletes the chunks, stopping at the first failure, and counts those it deleted
+// in deleted, unless it is nil.
+func deleteChunks(ctx context.Context, client memoryv1.MemoryServiceClient, userID string,
+	chunks []storedChunk, deleted *int) error {
 	for _, c := range chunks {
 		if _, err := client.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}); err != nil {
 			return fmt.Errorf("delete chunk %s: %w", c.id, err)
+		}
+		if deleted != nil {
+			*deleted++
 		}
 	}
 	return nil
