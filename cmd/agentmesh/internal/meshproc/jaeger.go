@@ -3,13 +3,16 @@ package meshproc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -17,6 +20,9 @@ import (
 // JaegerEnv names the variable that gives the tests a Jaeger v2 binary: `make jaeger` builds
 // bin/jaeger from tools/jaeger. A relative path is taken from the module's root.
 const JaegerEnv = "AGENTMESH_JAEGER"
+
+// errNotFound is the query API's 404.
+var errNotFound = errors.New("not found")
 
 // jaegerPoll is the pause between two reads of a trace that is not complete yet.
 const jaegerPoll = 250 * time.Millisecond
@@ -35,7 +41,68 @@ type Jaeger struct {
 // CI must run the tests that need Jaeger, so there the test fails.
 func StartJaeger(t testing.TB) *Jaeger {
 	t.Helper()
-	path := os.Getenv(JaegerEnv)
+	path, root := jaegerBinary(t)
+	j := &Jaeger{otlp: grpctest.FreeAddr(t), query: grpctest.FreeAddr(t)}
+	env := append(os.Environ(),
+		"JAEGER_OTLP_GRPC_ADDR="+j.otlp,
+		"JAEGER_OTLP_HTTP_ADDR="+grpctest.FreeAddr(t),
+		"JAEGER_QUERY_ADDR="+j.query,
+		"JAEGER_QUERY_GRPC_ADDR="+grpctest.FreeAddr(t),
+	)
+	args := []string{"--config", filepath.Join(root, "tools", "jaeger", "config.yaml")}
+	j.start(t, path, args, env)
+	return j
+}
+
+// allInOneEndpoints are the keys of every address the Jaeger binary's embedded all-in-one
+// configuration listens on (cmd/jaeger/internal/all-in-one.yaml), each at a fixed port.
+var allInOneEndpoints = []string{
+	"receivers.otlp.protocols.grpc",
+	"receivers.otlp.protocols.http",
+	"receivers.jaeger.protocols.grpc",
+	"receivers.jaeger.protocols.thrift_http",
+	"receivers.jaeger.protocols.thrift_binary",
+	"receivers.jaeger.protocols.thrift_compact",
+	"receivers.zipkin",
+	"extensions.jaeger_query.http",
+	"extensions.jaeger_query.grpc",
+	"extensions.remote_sampling.http",
+	"extensions.remote_sampling.grpc",
+	"extensions.healthcheckv2.http",
+	"extensions.healthcheckv2.grpc",
+	"extensions.expvar",
+	"extensions.zpages",
+}
+
+// StartJaegerAllInOne starts the Jaeger binary JaegerEnv names as the jaegertracing/jaeger
+// image runs it, on its embedded all-in-one configuration (no --config) with args after, as
+// a deployment gives them. Only the addresses differ: every endpoint is moved to a free
+// loopback port, and its own metrics are off (their port is in a list --set cannot reach).
+// It is skipped or fails without JaegerEnv as StartJaeger is.
+func StartJaegerAllInOne(t testing.TB, args []string) *Jaeger {
+	t.Helper()
+	path, _ := jaegerBinary(t)
+	j := &Jaeger{}
+	all := []string{"--set=service.telemetry.metrics.level=none"}
+	for _, key := range allInOneEndpoints {
+		addr := grpctest.FreeAddr(t)
+		switch key {
+		case "receivers.otlp.protocols.grpc":
+			j.otlp = addr
+		case "extensions.jaeger_query.http":
+			j.query = addr
+		}
+		all = append(all, "--set="+key+".endpoint="+addr)
+	}
+	j.start(t, path, append(all, args...), os.Environ())
+	return j
+}
+
+// jaegerBinary returns the absolute path of the binary JaegerEnv names and the module's root;
+// without JaegerEnv it skips t, or fails it under CI.
+func jaegerBinary(t testing.TB) (path, root string) {
+	t.Helper()
+	path = os.Getenv(JaegerEnv)
 	if path == "" {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s is not set: CI must run this test (make jaeger builds bin/jaeger)", JaegerEnv)
@@ -49,20 +116,19 @@ func StartJaeger(t testing.TB) *Jaeger {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(root, path)
 	}
-	j := &Jaeger{otlp: grpctest.FreeAddr(t), query: grpctest.FreeAddr(t)}
-	env := append(os.Environ(),
-		"JAEGER_OTLP_GRPC_ADDR="+j.otlp,
-		"JAEGER_OTLP_HTTP_ADDR="+grpctest.FreeAddr(t),
-		"JAEGER_QUERY_ADDR="+j.query,
-		"JAEGER_QUERY_GRPC_ADDR="+grpctest.FreeAddr(t),
-	)
-	args := []string{"--config", filepath.Join(root, "tools", "jaeger", "config.yaml")}
+	return path, root
+}
+
+// start runs the binary at path with args and env, and waits until its OTLP receiver takes
+// connections and its query API answers.
+func (j *Jaeger) start(t testing.TB, path string, args, env []string) {
+	t.Helper()
 	j.Process = newProcess(t, "jaeger", path, t.TempDir(), args, env)
 	j.Start(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
-	err = retry(ctx, j.Exited(t), func() error {
+	err := retry(ctx, j.Exited(t), func() error {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", j.otlp)
 		if err != nil {
 			return err
@@ -73,7 +139,6 @@ func StartJaeger(t testing.TB) *Jaeger {
 	if err != nil {
 		t.Fatalf("jaeger is not ready: %v\n%s", err, j.Logs())
 	}
-	return j
 }
 
 // Env is the environment that makes a process export its spans to Jaeger: OTLP over gRPC,
@@ -85,6 +150,37 @@ func (j *Jaeger) Env() []string {
 		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	}
+}
+
+// OTLPAddr is the host:port of Jaeger's OTLP gRPC receiver.
+func (j *Jaeger) OTLPAddr() string { return j.otlp }
+
+// Traces returns the traces of service the query API finds (/api/traces), at most limit (the
+// in-memory store refuses a limit above the number of traces it keeps).
+func (j *Jaeger) Traces(t testing.TB, service string, limit int) []*JaegerTrace {
+	t.Helper()
+	var answer struct {
+		Data []*JaegerTrace `json:"data"`
+	}
+	q := url.Values{"service": {service}, "limit": {strconv.Itoa(limit)}}
+	if err := j.get(t.Context(), "/api/traces?"+q.Encode(), &answer); err != nil {
+		t.Fatalf("traces of %s: %v", service, err)
+	}
+	return answer.Data
+}
+
+// HasTrace reports whether the query API finds the trace traceID (/api/traces/<id> answers
+// 404 when it does not).
+func (j *Jaeger) HasTrace(t testing.TB, traceID string) bool {
+	t.Helper()
+	err := j.get(t.Context(), "/api/traces/"+traceID, nil)
+	if errors.Is(err, errNotFound) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("trace %s: %v", traceID, err)
+	}
+	return true
 }
 
 // WaitTrace reads the trace from the query API (/api/traces/<id>) until complete returns nil
@@ -131,6 +227,9 @@ func (j *Jaeger) get(ctx context.Context, path string, out any) error {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("GET %s: %w: %s", path, errNotFound, body)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
