@@ -26,9 +26,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
+// envAddr names the variable that gives the orchestrator's address when --addr does not.
+const envAddr = "AGENTMESH_ADDR"
+
 // defaultAddr is where the CLI finds the orchestrator.
 func defaultAddr() string {
-	if a := os.Getenv("AGENTMESH_ADDR"); a != "" {
+	if a := os.Getenv(envAddr); a != "" {
 		return a
 	}
 	return "127.0.0.1:7000"
@@ -50,9 +53,13 @@ func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
 // newClient makes the client of every command that calls a service at addr. An addr that is not
 // host:port with a port from 0 to 65535 (config.CheckAddress, as services.* must be) is an
 // invalid argument, exit 4, before anything is dialled: gRPC took it for a name to resolve, and
-// the command exited 3, as if nothing answered at a good address.
+// the command exited 3, as if nothing answered at a good address. The error names
+// $AGENTMESH_ADDR when addr is its value.
 func newClient(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := config.CheckAddress(addr); err != nil {
+		if addr == os.Getenv(envAddr) {
+			err = fmt.Errorf("$%s: %w", envAddr, err)
+		}
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
 	conn, err := grpc.NewClient(addr, opts...)

@@ -282,3 +282,19 @@ func TestAMalformedAddressExits4(t *testing.T) {
 		}
 	}
 }
+
+// TestAMalformedAddrVariableIsNamed: an address that came from $AGENTMESH_ADDR, not from
+// --addr, is named by the variable too: the error quoted a value the command line did not
+// have.
+func TestAMalformedAddrVariableIsNamed(t *testing.T) {
+	isolate(t)
+	t.Setenv("AGENTMESH_ADDR", "127.0.0.1:70000")
+	for _, args := range [][]string{{"run", "hello"}, {"tools"}, {"memories", "list"}} {
+		var stdout, stderr bytes.Buffer
+		got := run(t.Context(), args, &stdout, &stderr)
+		if got != 4 || !strings.Contains(stderr.String(), `$AGENTMESH_ADDR: address "127.0.0.1:70000"`) {
+			t.Errorf("agentmesh %s with a bad $AGENTMESH_ADDR: exit %d, want 4 naming the variable"+
+				"\nstderr: %s", strings.Join(args, " "), got, stderr.String())
+		}
+	}
+}
