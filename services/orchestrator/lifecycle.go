@@ -421,6 +421,7 @@ func (r *run) markResumed(ctx context.Context) {
 	r.emit(ctx, &eventv1.RunEvent{Kind: &eventv1.RunEvent_RunResumed{RunResumed: &eventv1.RunResumed{
 		Replica: r.svc.replica, Turn: cp.GetTurns(), Phase: phase, Resumes: r.resumes, Reason: r.resumeReason,
 	}}})
+	r.announcePause(ctx)
 }
 
 // moveAway ends the run's work on this replica without terminating it: callers waiting here

@@ -403,25 +403,35 @@ func (r *run) finishStored(ctx context.Context, res *typev1.RunResult) {
 }
 
 // runFinishedStored reports whether the events stream holds run_finished of run runID, asking
-// again, a little later each time, until the stream answers: a run_finished found, or none (nor
-// a stream); it fails only when ctx ends first. Each attempt is bounded by eventLookupTimeout.
+// again until the stream answers (lastStored).
 func runFinishedStored(ctx context.Context, js jetstream.JetStream, runID string) (bool, error) {
+	msg, err := lastStored(ctx, js, runID, "run_finished")
+	return msg != nil, err
+}
+
+// lastStored returns the last event of kind the events stream holds of run runID, nil when it
+// holds none (nor a stream), asking again, a little later each time, until the stream answers;
+// it fails only when ctx ends first. Each attempt is bounded by eventLookupTimeout.
+func lastStored(ctx context.Context, js jetstream.JetStream, runID, kind string,
+) (*jetstream.RawStreamMsg, error) {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		actx, cancel := context.WithTimeout(ctx, eventLookupTimeout)
 		st, err := js.Stream(actx, events.StreamName)
+		var msg *jetstream.RawStreamMsg
 		if err == nil {
-			_, err = st.GetLastMsgForSubject(actx, events.Subject(runID, "run_finished"))
+			msg, err = st.GetLastMsgForSubject(actx, events.Subject(runID, kind))
 		}
 		cancel()
 		switch {
 		case err == nil:
-			return true, nil
+			return msg, nil
 		case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-			return false, nil
+			return nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return false, fmt.Errorf("looking up run_finished of run %s: %w (last: %w)", runID, context.Cause(ctx), err)
+			return nil, fmt.Errorf("looking up %s of run %s: %w (last: %w)",
+				kind, runID, context.Cause(ctx), err)
 		case <-time.After(wait):
 		}
 	}
