@@ -35,6 +35,9 @@ var errStreamReplaced = errors.New("the event stream was replaced")
 // FAILED_PRECONDITION naming the first seq kept and the fromSeq to watch from there (see
 // startLost), instead of beginning mid-run as if the run began there.
 //
+// Watch holds at most watchBuffer bytes of events read ahead of fn (two NATS messages' worth),
+// so a slow fn (a gRPC client that reads slowly) costs little memory.
+//
 // Watch rides out NATS outages. When NATS comes back without its store and the stream is
 // created anew, Watch follows the new stream from its start, after the last event it delivered.
 func Watch(ctx context.Context, js jetstream.JetStream, runID string, fromSeq uint64,
@@ -112,7 +115,7 @@ func watchStream(ctx context.Context, js jetstream.JetStream, runID string, from
 		return watchErr(ctx, runID, err)
 	}
 	defer deleteConsumer(ctx, js, cons)
-	msgs, err := cons.Messages()
+	msgs, err := cons.Messages(jetstream.PullMaxBytes(watchBuffer(js.Conn())))
 	if err != nil {
 		return watchErr(ctx, runID, err)
 	}

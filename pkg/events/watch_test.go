@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -225,6 +226,67 @@ func TestWatchSkipsMessagesThatAreNotTheRunsEvents(t *testing.T) {
 		line := fmt.Sprintf("subject=%s stream_seq=%d", skipped.subject, skipped.seq)
 		if n := strings.Count(logs.String(), line); n != 1 {
 			t.Errorf("logs name %q %d times, want once:\n%s", line, n, logs)
+		}
+	}
+}
+
+// TestWatchBoundsTheBytesItHolds: a watch replaying a run holds a bounded number of bytes of
+// its events in the client while its callback is busy (a gRPC client reading slowly), not
+// DefaultMaxMessages (500) events of up to the payload limit each, some 500 MB a watch. Every
+// pull request the watch makes asks for at most watchBufferBytes; and events as large as a
+// NATS message still reach the callback, all of them, in order.
+func TestWatchBoundsTheBytesItHolds(t *testing.T) {
+	env := newTestEnv(t)
+	pulls, err := env.nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + StreamName + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pulls.Unsubscribe() })
+	rs := env.pub.Run("run-large")
+	big := strings.Repeat("x", int(env.nc.MaxPayload())) // cut down to fit one message
+	evs := []*eventv1.RunEvent{runStarted("go")}
+	for range 6 {
+		evs = append(evs, llmDelta(big))
+	}
+	emitted := emitAll(t, rs, append(evs, runFinished())...)
+
+	limit := watchBuffer(env.nc)
+	if limit <= 0 || limit > 4*int(env.nc.MaxPayload()) {
+		t.Fatalf("watchBuffer = %d, want a few NATS messages' worth", limit)
+	}
+	var seqs []uint64
+	collect := func(_ context.Context, ev *eventv1.RunEvent) error {
+		seqs = append(seqs, ev.GetSeq())
+		return nil
+	}
+	if err := Watch(t.Context(), env.js, "run-large", 0, collect); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	if len(seqs) != len(emitted) {
+		t.Fatalf("watched seqs %v, want %d events", seqs, len(emitted))
+	}
+	for i, s := range seqs {
+		if s != emitted[i].GetSeq() {
+			t.Fatalf("watched seqs %v, want them in order", seqs)
+		}
+	}
+	for n := 0; ; n++ {
+		msg, err := pulls.NextMsg(0)
+		if err != nil {
+			if n == 0 {
+				t.Fatal("the watch made no pull request")
+			}
+			break
+		}
+		var req struct {
+			Batch    int `json:"batch"`
+			MaxBytes int `json:"max_bytes"`
+		}
+		if err := json.Unmarshal(msg.Data, &req); err != nil {
+			t.Fatalf("pull request %q: %v", msg.Data, err)
+		}
+		if req.MaxBytes <= 0 || req.MaxBytes > limit {
+			t.Fatalf("pull request %s asks for %d bytes, want at most %d", msg.Data, req.MaxBytes, limit)
 		}
 	}
 }
