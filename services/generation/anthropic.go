@@ -36,8 +36,9 @@ type AnthropicOptions struct {
 	Headers map[string]string
 	// Timeout bounds one whole call, retries and streaming included; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// MaxRetries is how often connection errors and 5xx (including 529 overloaded) answers
-	// are retried; 0 means DefaultMaxRetries (none) and a negative value disables retries.
+	// MaxRetries is how often connection errors and 5xx (including 529 overloaded), 408 and
+	// 409 answers are retried; 0 means DefaultMaxRetries (none) and a negative value
+	// disables retries.
 	MaxRetries int
 	// Version is the anthropic-version header; "" means DefaultAnthropicVersion.
 	Version string

@@ -117,9 +117,9 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
 		},
 		{
-			name: "other 4xx is an unclassified failure", baseURL: replying(404, nil, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, retryable: true, requests: 1,
-			contains: []string{"request rejected (HTTP 404", "model: claude-x"},
+			name: "404 not_found_error (an unknown model) is INVALID_REQUEST", baseURL: replying(404, nil, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"not found (HTTP 404", "model: claude-x"},
 		},
 		{
 			name: "invalid JSON is BAD_RESPONSE", baseURL: scripted(llmtest.FailInvalidResponse, 0),

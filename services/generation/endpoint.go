@@ -78,8 +78,8 @@ type endpointOptions struct {
 	httpClient            *http.Client
 }
 
-// newEndpoint builds an endpoint: connection errors and 5xx answers are retried with
-// jittered exponential backoff honouring Retry-After; 429 and other 4xx answers are not.
+// newEndpoint builds an endpoint: connection errors, 5xx, 408 and 409 answers are retried
+// with jittered exponential backoff honouring Retry-After; 429 and other 4xx answers are not.
 func newEndpoint(o endpointOptions) *endpoint {
 	e := &endpoint{
 		name:         o.name,
@@ -238,8 +238,8 @@ func (e *endpoint) readAll(ctx context.Context, resp *http.Response) ([]byte, er
 	return body, nil
 }
 
-// retryPolicy retries connection errors and 5xx answers (but not 501), never 429 or other
-// 4xx, and stops when the context is done.
+// retryPolicy retries connection errors, 5xx answers (but not 501), 408 and 409 (transient,
+// classify), never 429 or other 4xx, and stops when the context is done.
 func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
@@ -247,7 +247,9 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	if err != nil {
 		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 	}
-	return resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented, nil
+	code := resp.StatusCode
+	return code == http.StatusRequestTimeout || code == http.StatusConflict ||
+		code >= 500 && code != http.StatusNotImplemented, nil
 }
 
 // backoff waits what the server's Retry-After asks (capped at max), else min·2^attempt with

@@ -72,11 +72,15 @@ func redirected(resp *http.Response) string {
 	return "redirected to " + where + ", which is not followed (set base_url to the API's address)"
 }
 
-// classify is the class of a failure answered with an HTTP status, and what it is in words:
-// 401/403 AUTH; 402 or a quota body QUOTA (even under 400 or 429); other 429 RATE_LIMITED;
-// 400, 413 and 422 INVALID_REQUEST (the provider refuses the request itself, so sending it
-// again cannot help); 5xx (including Anthropic's 529 overloaded) SERVER; any other status
-// (e.g. 404 for an unknown model) a non-classified generation failure.
+// classify is the class of a failure answered with an HTTP status, and what it is in words,
+// as the OpenAI and Anthropic SDKs retry (408, 409, 429 and 5xx) or do not (every other
+// 4xx): 401/403 AUTH; 402 or a quota body QUOTA (even under 400 or 429); other 429
+// RATE_LIMITED; 408 (the provider gave up waiting for the request) TIMEOUT and 409 (a
+// conflict with a request in progress, which passes) SERVER, both retryable; 5xx (including
+// Anthropic's 529 overloaded) SERVER; 404 (an unknown model, or a base_url without the API's
+// path) and any other 4xx INVALID_REQUEST: the target refuses the request itself, so sending
+// it to that target again cannot help. Anything else (a redirect, which is not followed) is
+// a non-classified generation failure.
 func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -85,7 +89,13 @@ func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
 		return typev1.ErrorClass_ERROR_CLASS_QUOTA, "quota exceeded"
 	case status == http.StatusTooManyRequests:
 		return typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED, "rate limited"
-	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
+	case status == http.StatusRequestTimeout:
+		return typev1.ErrorClass_ERROR_CLASS_TIMEOUT, "request timeout"
+	case status == http.StatusConflict:
+		return typev1.ErrorClass_ERROR_CLASS_SERVER, "conflict"
+	case status == http.StatusNotFound:
+		return typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "not found"
+	case status >= 400 && status <= 499:
 		return typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "request refused"
 	case status == statusOverloaded:
 		return typev1.ErrorClass_ERROR_CLASS_SERVER, "overloaded"

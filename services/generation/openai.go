@@ -30,8 +30,8 @@ type OpenAIOptions struct {
 	Headers map[string]string
 	// Timeout bounds one whole call, retries and streaming included; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// MaxRetries is how often connection errors and 5xx answers are retried; 0 means
-	// DefaultMaxRetries (none) and a negative value disables retries.
+	// MaxRetries is how often connection errors and 5xx, 408 and 409 answers are retried; 0
+	// means DefaultMaxRetries (none) and a negative value disables retries.
 	MaxRetries int
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between retries (a
 	// Retry-After header wins, capped at RetryWaitMax); 0 means the defaults.
@@ -93,9 +93,9 @@ type openAI struct {
 
 // NewOpenAI returns a provider for an OpenAI-compatible chat completions API. Requests go
 // through go-retryablehttp, which retries nothing unless MaxRetries asks it to (the
-// orchestrator's accounted attempts are the retries): then connection errors and 5xx answers
-// are retried with jittered exponential backoff honouring Retry-After; 429 and other 4xx
-// answers never are.
+// orchestrator's accounted attempts are the retries): then connection errors and 5xx, 408 and
+// 409 answers are retried with jittered exponential backoff honouring Retry-After; 429 and
+// other 4xx answers never are.
 func NewOpenAI(opts OpenAIOptions) Provider {
 	var fixed http.Header
 	if opts.APIKey != "" {

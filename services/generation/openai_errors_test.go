@@ -160,9 +160,38 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"HTTP 422", "field required"},
 		},
 		{
-			name: "other 4xx is an unclassified failure", baseURL: replying(404, nil, `{"error":{"message":"model gpt-x does not exist","code":"model_not_found"}}`),
-			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, retryable: true, requests: 1,
-			contains: []string{"request rejected (HTTP 404", "model gpt-x does not exist"},
+			name: "404 (an unknown model) is INVALID_REQUEST, not retryable", baseURL: replying(404, nil, `{"error":{"message":"model gpt-x does not exist","code":"model_not_found"}}`),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"not found (HTTP 404 Not Found)", "model gpt-x does not exist"},
+		},
+		{
+			name: "other 4xx is INVALID_REQUEST", baseURL: replying(405, nil, `{"error":"method not allowed"}`),
+			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
+			contains: []string{"request refused (HTTP 405", "method not allowed"},
+		},
+		{
+			name: "408 is TIMEOUT, retryable", baseURL: replying(408, nil, `{"error":{"message":"request timed out"}}`),
+			code: codes.DeadlineExceeded, class: typev1.ErrorClass_ERROR_CLASS_TIMEOUT, retryable: true, requests: 1,
+			contains: []string{"request timeout (HTTP 408 Request Timeout)", "request timed out"},
+		},
+		{
+			name: "408 is retried by a provider configured to retry", baseURL: replying(408, nil, `{"error":{"message":"request timed out"}}`),
+			edit: func(o *generation.OpenAIOptions) {
+				o.MaxRetries, o.RetryWaitMin, o.RetryWaitMax = 1, time.Millisecond, time.Millisecond
+			},
+			code: codes.DeadlineExceeded, class: typev1.ErrorClass_ERROR_CLASS_TIMEOUT, retryable: true, requests: 2,
+		},
+		{
+			name: "409 is SERVER, retryable", baseURL: replying(409, nil, `{"error":{"message":"another request is in progress"}}`),
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 1,
+			contains: []string{"conflict (HTTP 409 Conflict)", "another request is in progress"},
+		},
+		{
+			name: "409 is retried by a provider configured to retry", baseURL: replying(409, nil, `{"error":{"message":"another request is in progress"}}`),
+			edit: func(o *generation.OpenAIOptions) {
+				o.MaxRetries, o.RetryWaitMin, o.RetryWaitMax = 1, time.Millisecond, time.Millisecond
+			},
+			code: codes.Unavailable, class: typev1.ErrorClass_ERROR_CLASS_SERVER, retryable: true, requests: 2,
 		},
 		{
 			name: "invalid JSON is BAD_RESPONSE", baseURL: scripted(llmtest.FailInvalidResponse, 0),
