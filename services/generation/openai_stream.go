@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,15 +91,24 @@ type streamAccumulator struct {
 	model     string
 	content   strings.Builder
 	reasoning strings.Builder
-	calls     []*ToolCall
-	byIndex   map[int]*ToolCall
-	finish    string
-	finished  bool
-	usage     Usage
+	// calls are the tool calls in the order they started; last is the latest started.
+	calls    []*streamCall
+	last     *streamCall
+	byIndex  map[int]*streamCall
+	finish   string
+	finished bool
+	usage    Usage
+}
+
+// streamCall is a streamed tool call and its slot: its place among the answer's calls, the
+// index of its fragments' deltas.
+type streamCall struct {
+	ToolCall
+	slot int
 }
 
 func newStreamAccumulator() *streamAccumulator {
-	return &streamAccumulator{byIndex: map[int]*ToolCall{}}
+	return &streamAccumulator{byIndex: map[int]*streamCall{}}
 }
 
 // add applies a chunk and returns what it adds: a text delta when it carries text or
@@ -133,28 +143,29 @@ func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 	return append([]*generationv1.Delta{text}, calls...)
 }
 
-// addFragment merges a tool-call fragment into the call with its index; a fragment without
-// an index starts a new call when it has an id and continues the last call otherwise. A
-// fragment whose id differs from the id of the call its index holds starts a new call at that
-// index: Ollama's OpenAI-compatible API streams every parallel call with index 0, and their
-// arguments merged into one call's ran one call with two JSON objects as its arguments. It
-// returns what the fragment added (the id and name when it set them, its argument text), or
-// nil when it added nothing.
+// addFragment merges a tool-call fragment into the call with its index, whatever the calls
+// of other indices sent between its fragments; a fragment without an index starts a new call
+// when it has an id and continues the last call started otherwise. A fragment whose id
+// differs from the id of the call its index holds starts a new call at that index: Ollama's
+// OpenAI-compatible API streams every parallel call with index 0, and their arguments merged
+// into one call's ran one call with two JSON objects as its arguments. It returns what the
+// fragment added (the id and name when it set them, its argument text), or nil when it added
+// nothing.
 func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDelta {
-	var call *ToolCall
+	var call *streamCall
 	switch {
 	case frag.Index != nil:
 		call = a.byIndex[*frag.Index]
 		if call == nil || frag.ID != "" && call.ID != "" && frag.ID != call.ID {
-			call = a.newCall()
+			call = a.newCall(*frag.Index)
 			a.byIndex[*frag.Index] = call
 		}
-	case frag.ID != "" || len(a.calls) == 0:
-		call = a.newCall()
+	case frag.ID != "" || a.last == nil:
+		call = a.newCall(-1)
 	default:
-		call = a.calls[len(a.calls)-1]
+		call = a.last
 	}
-	d := &generationv1.ToolCallDelta{Index: int32(slices.Index(a.calls, call)), Arguments: frag.Function.Arguments}
+	d := &generationv1.ToolCallDelta{Index: int32(call.slot), Arguments: frag.Function.Arguments}
 	if call.ID == "" {
 		call.ID, d.Id = frag.ID, frag.ID
 	}
@@ -168,13 +179,25 @@ func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDel
 	return d
 }
 
-func (a *streamAccumulator) newCall() *ToolCall {
-	call := &ToolCall{}
+// newCall starts a call. Its slot is index, the provider's, when no call holds that slot yet
+// (a call at index 1 that starts before the one at index 0 still comes second); else, and
+// for a call without an index (-1), the slot after the highest held.
+func (a *streamAccumulator) newCall(index int) *streamCall {
+	next, free := 0, index >= 0
+	for _, c := range a.calls {
+		next = max(next, c.slot+1)
+		free = free && c.slot != index
+	}
+	call := &streamCall{slot: next}
+	if free {
+		call.slot = index
+	}
 	a.calls = append(a.calls, call)
+	a.last = call
 	return call
 }
 
-// response is the assembled answer.
+// response is the assembled answer, its tool calls ordered by slot.
 func (a *streamAccumulator) response() *Response {
 	out := &Response{
 		Model:     a.model,
@@ -182,8 +205,9 @@ func (a *streamAccumulator) response() *Response {
 		Reasoning: a.reasoning.String(),
 		Usage:     a.usage,
 	}
+	slices.SortStableFunc(a.calls, func(x, y *streamCall) int { return cmp.Compare(x.slot, y.slot) })
 	for _, c := range a.calls {
-		out.ToolCalls = append(out.ToolCalls, *c)
+		out.ToolCalls = append(out.ToolCalls, c.ToolCall)
 	}
 	out.FinishReason = normaliseFinish(a.finish, len(out.ToolCalls) > 0)
 	out.ContextFull = contextFull(a.finish)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -304,5 +305,58 @@ data: [DONE]
 	want := []string{`call_a write_file {"path":"a.txt"}`, `call_b write_file {"path":"b.txt"}`}
 	if !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
+	}
+}
+
+// TestInterleavedParallelCallsAssembleByIndex: OpenAI streams the fragments of parallel calls
+// by their index, and nothing makes a server send them in order: a call at index 1 may start
+// before the one at index 0, and the arguments of the two may alternate. The calls must be
+// assembled by index and come out ordered by it, in the final answer and in the deltas'
+// indices; they came out in the order they started.
+func TestInterleavedParallelCallsAssembleByIndex(t *testing.T) {
+	// frag is a fragment of the call at index; the first of a call names its id (call_<id>).
+	frag := func(index int, id, arguments string) string {
+		head, name := "", ""
+		if id != "" {
+			head, name = `"id":"call_`+id+`","type":"function",`, `"name":"write_file",`
+		}
+		return `{"index":` + strconv.Itoa(index) + `,` + head + `"function":{` + name +
+			`"arguments":` + strconv.Quote(arguments) + `}}`
+	}
+	chunk := func(frags ...string) string {
+		return `data: {"choices":[{"delta":{"tool_calls":[` + strings.Join(frags, ",") + `]}}]}` + "\n\n"
+	}
+	body := chunk(frag(1, "b", `{"path":`)) +
+		chunk(frag(0, "a", `{"pa`)) +
+		chunk(frag(1, "", `"b.txt"}`)) +
+		chunk(frag(0, "", `th":`), frag(0, "", `"a.txt"}`)) +
+		"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+	url, _ := replyingSSE(body)(t)
+	client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+	req := request("openai", "gpt-test", user("write both"))
+	req.Tools = []*typev1.Tool{tool("write_file", "path")}
+	deltas, final, err := streamAll(t, client, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range final.GetToolCalls() {
+		got = append(got, c.GetId()+" "+c.GetRawArguments())
+	}
+	want := []string{`call_a {"path":"a.txt"}`, `call_b {"path":"b.txt"}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("final calls %q, want %q", got, want)
+	}
+	streamed := map[int32]string{}
+	for _, d := range deltas {
+		if f := d.GetToolCall(); f != nil {
+			streamed[f.GetIndex()] += f.GetArguments()
+		}
+	}
+	for i, c := range final.GetToolCalls() {
+		if streamed[int32(i)] != c.GetRawArguments() {
+			t.Errorf("fragments with index %d add up to %q, the final call %d is %q",
+				i, streamed[int32(i)], i, c.GetRawArguments())
+		}
 	}
 }
