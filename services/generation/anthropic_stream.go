@@ -34,7 +34,8 @@ type streamDelta struct {
 // forwarded as they arrive, and so are the tool calls (id and name when their tool_use block
 // starts, then the input_json_delta fragments, or the block's whole input when it streamed
 // none); message_delta brings the stop reason and the final usage, and completes the answer
-// (a stream that breaks off after it, before message_stop, is still the answer). A server that
+// (message_stop is not waited for: a stream that breaks off after it, or holds it back, is
+// still the answer). A server that
 // answers with a plain JSON message is read as one answer and forwarded as one delta per text
 // and call; an HTML page is BAD_RESPONSE (notAStream). A stream that fails before the answer
 // is complete returns the part of it received with its failure (Provider.Stream), whose
@@ -89,6 +90,9 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 				acc.stop, stopped = e.Delta.StopReason, true
 			}
 			acc.usage.merge(e.Usage)
+			// Nothing but message_stop follows the stop reason: a server that holds the
+			// stream open without it made the answer wait out the provider timeout.
+			return stopped, nil
 		case "message_stop":
 			return true, nil
 		case "error":

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"slices"
 	"strings"
+	"time"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 )
@@ -31,26 +32,51 @@ func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generat
 	case "text/html":
 		return nil, o.notAStream(resp, mt)
 	}
-	return o.readEvents(ctx, resp.Body, onDelta)
+	return o.readEvents(ctx, cancel, resp.Body, onDelta)
 }
+
+// finishGrace is how long a stream that brought its finish_reason, but no usage with it or
+// after it, is read on for the usage chunk (stream_options.include_usage) before the answer
+// completes without it: a server that never ends the stream made the answer wait out the
+// whole provider timeout. OpenAI writes the usage chunk right after the finish.
+const finishGrace = 2 * time.Second
 
 // readEvents reads "data:" events until [DONE], accumulating the answer. The answer is
 // complete once a chunk has brought its finish_reason: a stream that ends after it, cleanly
 // or with its connection lost (before the usage chunk or [DONE]), is the answer, not a
-// failure to retry, which would pay for the answer twice. A stream that fails before that
+// failure to retry, which would pay for the answer twice. So is one that brought the usage
+// with or after the finish_reason, at once, and one that sends nothing more for finishGrace,
+// whose cancel (of the request's context) ends the wait. A stream that fails before its finish
 // returns the part of the answer received with its failure (Provider.Stream).
-func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*generationv1.Delta) error) (*Response, error) {
+func (o *openAI) readEvents(ctx context.Context, cancel context.CancelFunc, body io.Reader,
+	onDelta func(*generationv1.Delta) error,
+) (*Response, error) {
 	acc := newStreamAccumulator()
+	var grace *time.Timer
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	done, err := readSSE(body, func(ev sseEvent) (bool, error) {
 		if ev.data == "[DONE]" {
 			return true, nil
 		}
-		return false, o.handleChunk(ev.data, acc, onDelta)
+		usage, err := o.handleChunk(ev.data, acc, onDelta)
+		switch {
+		case err != nil || !acc.finished:
+			return false, err
+		case usage:
+			return true, nil
+		case grace == nil:
+			grace = time.AfterFunc(finishGrace, cancel)
+		}
+		return false, nil
 	})
 	var rerr *sseReadError
 	switch {
 	case err != nil && acc.finished && errors.As(err, &rerr):
-		// The answer was complete before the stream broke off.
+		// The answer was complete before the stream broke off, or its grace ended.
 	case err != nil:
 		return acc.response(), o.streamReadError(ctx, err)
 	case !done && !acc.finished:
@@ -59,31 +85,32 @@ func (o *openAI) readEvents(ctx context.Context, body io.Reader, onDelta func(*g
 	return acc.response(), nil
 }
 
-// handleChunk applies one chunk to the answer and forwards its text and tool-call fragments.
-func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta func(*generationv1.Delta) error) error {
+// handleChunk applies one chunk to the answer and forwards its text and tool-call fragments;
+// it reports whether the chunk carried usage.
+func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta func(*generationv1.Delta) error) (bool, error) {
 	var ch chatChunk
 	if err := json.Unmarshal([]byte(payload), &ch); err != nil {
-		return o.badResponse("a stream chunk is not valid JSON (%v): %s", err, snippet([]byte(payload)))
+		return false, o.badResponse("a stream chunk is not valid JSON (%v): %s", err, snippet([]byte(payload)))
 	}
 	switch {
 	case ch.Error != nil:
-		return o.errorIn("in the stream", *ch.Error)
+		return false, o.errorIn("in the stream", *ch.Error)
 	case ch.Object == "error":
-		return o.errorIn("in the stream", json.RawMessage(payload))
+		return false, o.errorIn("in the stream", json.RawMessage(payload))
 	}
 	for _, c := range ch.Choices {
 		if c.FinishReason != nil {
 			if err := o.finishError(*c.FinishReason); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	for _, d := range acc.add(&ch) {
 		if err := onDelta(d); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return ch.Usage != nil, nil
 }
 
 // streamAccumulator assembles a streamed answer.
