@@ -53,7 +53,9 @@ type endpoint struct {
 	// shownURL is baseURL as failures name it, its password (a proxy's basic authentication)
 	// masked (maskedURL).
 	shownURL string
-	apiKey   string
+	// secrets are what failures never quote (redact): the API key and the credentials of the
+	// configured headers (credentials).
+	secrets []string
 	// streamHeader and jsonHeader are the headers of every request that streams its answer
 	// and of every other: one map each, shared by all the requests of the endpoint, which
 	// nothing changes (net/http copies a request's headers before it adds to them). A request
@@ -84,7 +86,7 @@ func newEndpoint(o endpointOptions) *endpoint {
 	e := &endpoint{
 		name:         o.name,
 		baseURL:      strings.TrimRight(o.baseURL, "/"),
-		apiKey:       o.apiKey,
+		secrets:      credentials(o.apiKey, o.headers),
 		streamHeader: requestHeader("text/event-stream", o.fixed, o.headers),
 		jsonHeader:   requestHeader("application/json", o.fixed, o.headers),
 		timeout:      o.timeout,
@@ -285,14 +287,6 @@ func maskedURL(raw string) string {
 		return scheme + "://***" + rest[at:]
 	}
 	return raw
-}
-
-// redact removes the API key from text.
-func (e *endpoint) redact(text string) string {
-	if e.apiKey == "" {
-		return text
-	}
-	return strings.ReplaceAll(text, e.apiKey, "[redacted]")
 }
 
 // snippet is the start of a body for an error message.
