@@ -100,7 +100,7 @@ func (a *anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := a.withTimeout(ctx)
 	defer cancel()
 	resp, err := a.post(ctx, "/messages", body, false)
 	if err != nil {

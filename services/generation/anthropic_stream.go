@@ -45,7 +45,7 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	ctx, cancel := a.withTimeout(ctx)
 	defer cancel()
 	resp, err := a.post(ctx, "/messages", body, true)
 	if err != nil {

@@ -173,8 +173,19 @@ func parseErrorBody(body []byte) providerMessage {
 	return providerMessage{message: envelope.Message}
 }
 
-// transportError classifies a failure to get an answer: a deadline is TIMEOUT, anything else
-// NETWORK; cancellation by the caller passes through unchanged.
+// errProviderTimeout is the cause of the end of a call's context when the provider's timeout
+// ended it (withTimeout), not the caller's deadline.
+var errProviderTimeout = errors.New("provider timeout")
+
+// withTimeout bounds a call's context by the provider's timeout, which, when it ends the
+// call, is the context's cause (errProviderTimeout).
+func (e *endpoint) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, e.timeout, errProviderTimeout)
+}
+
+// transportError classifies a failure to get an answer: a deadline is TIMEOUT, which says
+// whose it was (the provider's timeout or the caller's deadline), anything else NETWORK;
+// cancellation by the caller passes through unchanged.
 func (e *endpoint) transportError(ctx context.Context, err error) error {
 	var netErr net.Error
 	switch {
@@ -182,9 +193,15 @@ func (e *endpoint) transportError(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
 		(errors.As(err, &netErr) && netErr.Timeout()):
+		whose := "the HTTP client's own timeout"
+		switch {
+		case errors.Is(context.Cause(ctx), errProviderTimeout):
+			whose = fmt.Sprintf("provider timeout %s", e.timeout)
+		case ctx.Err() != nil:
+			whose = "the caller's deadline"
+		}
 		return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_TIMEOUT, 0,
-			"%s: no answer from %s in time (provider timeout %s): %s", e.name, e.shownURL, e.timeout,
-			e.redact(err.Error()))
+			"%s: no answer from %s in time (%s): %s", e.name, e.shownURL, whose, e.redact(err.Error()))
 	}
 	return stageerr.Generation(typev1.ErrorClass_ERROR_CLASS_NETWORK, 0,
 		"%s: cannot reach %s: %s", e.name, e.shownURL, e.redact(err.Error()))

@@ -120,7 +120,7 @@ func (o *openAI) Name() string { return o.name }
 
 // Complete makes one non-streamed chat completion.
 func (o *openAI) Complete(ctx context.Context, req *Request) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
 	resp, err := o.post(ctx, "/chat/completions", o.chatRequest(req, false), false)
 	if err != nil {
@@ -195,7 +195,7 @@ func (o *openAI) errorIn(where string, raw json.RawMessage) error {
 
 // Embed calls POST {base}/embeddings.
 func (o *openAI) Embed(ctx context.Context, model string, inputs []string) (*Embeddings, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
 	resp, err := o.post(ctx, "/embeddings", embeddingsRequest{Model: model, Input: inputs}, false)
 	if err != nil {

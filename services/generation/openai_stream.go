@@ -19,7 +19,7 @@ import (
 // read as one answer and forwarded as one delta for the text and one per tool call; an HTML
 // page is BAD_RESPONSE (notAStream).
 func (o *openAI) Stream(ctx context.Context, req *Request, onDelta func(*generationv1.Delta) error) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
 	resp, err := o.post(ctx, "/chat/completions", o.chatRequest(req, true), true)
 	if err != nil {
