@@ -148,6 +148,8 @@ type messageAccumulator struct {
 	blocks map[int]*blockState
 	order  []int
 	calls  int // tool_use blocks started
+	// size is the bytes of the blocks' text, thinking, input and signatures (answerTooLarge).
+	size int
 }
 
 // blockState is one content block being assembled.
@@ -183,6 +185,8 @@ func (m *messageAccumulator) addBlock(index int, b responseBlock) *blockState {
 	}
 	s.text.WriteString(b.Text)
 	s.text.WriteString(b.Thinking)
+	m.size += len(b.Text) + len(b.Thinking) + len(b.Input) + len(b.Signature) + len(b.Data) +
+		len(b.ID) + len(b.Name)
 	if _, ok := m.blocks[index]; !ok {
 		m.order = append(m.order, index)
 	}

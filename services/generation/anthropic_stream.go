@@ -30,6 +30,14 @@ type streamDelta struct {
 	StopReason  string `json:"stop_reason"`
 }
 
+// size is the bytes a delta adds to its block; 0 for none.
+func (d *streamDelta) size() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.Text) + len(d.Thinking) + len(d.Signature) + len(d.PartialJSON)
+}
+
 // Stream makes one streamed messages call: text_delta and thinking_delta fragments are
 // forwarded as they arrive, and so are the tool calls (id and name when their tool_use block
 // starts, then the input_json_delta fragments, or the block's whole input when it streamed
@@ -80,6 +88,9 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 		case "content_block_start":
 			return false, a.startBlock(acc, e, onDelta)
 		case "content_block_delta":
+			if acc.size += e.Delta.size(); acc.size > maxResponseBytes {
+				return false, a.answerTooLarge()
+			}
 			return false, a.applyDelta(acc, e, onDelta)
 		case "content_block_stop":
 			if b := acc.blocks[e.Index]; b != nil {
@@ -130,6 +141,9 @@ func (a *anthropic) startBlock(acc *messageAccumulator, e streamEvent, onDelta f
 		return a.badResponse("the stream started content block %d twice", e.Index)
 	}
 	b := acc.addBlock(e.Index, *e.ContentBlock)
+	if acc.size > maxResponseBytes {
+		return a.answerTooLarge()
+	}
 	if b.typ != "tool_use" {
 		return nil
 	}

@@ -105,7 +105,11 @@ func (o *openAI) handleChunk(payload string, acc *streamAccumulator, onDelta fun
 			}
 		}
 	}
-	for _, d := range acc.add(&ch) {
+	deltas := acc.add(&ch)
+	if acc.size > maxResponseBytes {
+		return false, o.answerTooLarge()
+	}
+	for _, d := range deltas {
 		if err := onDelta(d); err != nil {
 			return false, err
 		}
@@ -125,6 +129,8 @@ type streamAccumulator struct {
 	finish   string
 	finished bool
 	usage    Usage
+	// size is the bytes of text, reasoning and tool calls received (tooLarge).
+	size int
 }
 
 // streamCall is a streamed tool call and its slot: its place among the answer's calls, the
@@ -164,6 +170,7 @@ func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 	}
 	a.content.WriteString(text.Content)
 	a.reasoning.WriteString(text.Reasoning)
+	a.size += len(text.Content) + len(text.Reasoning)
 	if text.Content == "" && text.Reasoning == "" {
 		return calls
 	}
@@ -200,6 +207,7 @@ func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDel
 		call.Name, d.Name = frag.Function.Name, frag.Function.Name
 	}
 	call.Arguments += frag.Function.Arguments
+	a.size += len(d.Id) + len(d.Name) + len(d.Arguments)
 	if d.Id == "" && d.Name == "" && d.Arguments == "" {
 		return nil
 	}

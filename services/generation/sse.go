@@ -139,6 +139,14 @@ func (e *endpoint) notAStream(resp *http.Response, mediaType string) error {
 	return e.badResponse("the answer is %s, not an event stream: %s", mediaType, snippet(body))
 }
 
+// answerTooLarge is the BAD_RESPONSE failure of a streamed answer that outgrew
+// maxResponseBytes, the bound of a non-streamed one: a stream without end (a runaway model, a
+// broken proxy) held an answer that grew until the provider timeout ended it, and one over
+// the gRPC message limit could not be sent on anyway.
+func (e *endpoint) answerTooLarge() error {
+	return e.badResponse("the streamed answer is larger than %d bytes", maxResponseBytes)
+}
+
 // forwardCalls forwards each of an answer's complete tool calls as one fragment.
 func forwardCalls(calls []ToolCall, onDelta func(*generationv1.Delta) error) error {
 	for i, c := range calls {
