@@ -227,15 +227,20 @@ func closeStream(body io.ReadCloser, cancel context.CancelFunc) {
 	_ = body.Close()
 }
 
-// readAll reads a non-streamed response body, up to maxResponseBytes; a body that is not the
-// gzip it says is BAD_RESPONSE (decodeFailure), another failure to read it a transport one.
+// readAll reads a non-streamed response body, up to maxResponseBytes: a longer one is
+// BAD_RESPONSE that says so (cut at the limit, it was refused as JSON that breaks off), as is
+// a body that is not the gzip it says (decodeFailure); another failure to read it is a
+// transport one.
 func (e *endpoint) readAll(ctx context.Context, resp *http.Response) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if derr := e.decodeFailure(err); derr != nil {
 		return nil, derr
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, e.transportError(ctx, err)
+	case len(body) > maxResponseBytes:
+		return nil, e.badResponse("the answer is larger than %d bytes", maxResponseBytes)
 	}
 	return body, nil
 }

@@ -54,3 +54,18 @@ func TestEndlessStreamIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestOversizedAnswerSaysSo: a non-streamed answer over 32 MiB is BAD_RESPONSE saying it is
+// too large; it was cut at the limit and refused as JSON that breaks off, a message that sent
+// its reader looking for a broken server.
+func TestOversizedAnswerSaysSo(t *testing.T) {
+	body := `{"model":"m","choices":[{"message":{"content":"` + strings.Repeat("x", 33<<20) +
+		`"},"finish_reason":"stop"}]}`
+	url, _ := replying(http.StatusOK, nil, body)(t)
+	client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+	_, err := client.Generate(t.Context(), request("openai", "m", user("hi")))
+	se := stageError(t, err, codes.Unavailable)
+	if se.Class != typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE || !strings.Contains(se.Msg, "the answer is larger than 33554432 bytes") {
+		t.Errorf("error %v %q, want BAD_RESPONSE: the answer is larger than 33554432 bytes", se.Class, se.Msg)
+	}
+}
