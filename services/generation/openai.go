@@ -193,7 +193,9 @@ func (o *openAI) errorIn(where string, raw json.RawMessage) error {
 	return o.answerError(where, parseErrorBody(append(append([]byte(`{"error":`), raw...), '}')), raw)
 }
 
-// Embed calls POST {base}/embeddings.
+// Embed calls POST {base}/embeddings. Each vector goes to the input its index names; an
+// answer whose indices do not name each input once is BAD_RESPONSE, and one whose vectors
+// carry none (all 0: servers that omit it) is taken in the order it has.
 func (o *openAI) Embed(ctx context.Context, model string, inputs []string) (*Embeddings, error) {
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
@@ -214,6 +216,14 @@ func (o *openAI) Embed(ctx context.Context, model string, inputs []string) (*Emb
 		return nil, o.badResponse("%d embeddings for %d inputs", len(er.Data), len(inputs))
 	}
 	sort.SliceStable(er.Data, func(i, j int) bool { return er.Data[i].Index < er.Data[j].Index })
+	if n := len(er.Data); n > 0 && er.Data[n-1].Index != 0 {
+		for i, d := range er.Data {
+			if d.Index != i {
+				return nil, o.badResponse("the embeddings' indices do not name each of the %d inputs "+
+					"once (index %d is missing)", len(inputs), i)
+			}
+		}
+	}
 	out := &Embeddings{Model: er.Model, Usage: er.Usage.usage()}
 	for _, d := range er.Data {
 		out.Vectors = append(out.Vectors, d.Embedding)
