@@ -32,6 +32,9 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 			return nil, invalid("messages[%d] has no role (ROLE_UNSPECIFIED)", i)
 		}
 	}
+	if err := checkSampling(req.GetSampling()); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(req.GetTools()))
 	for i, t := range req.GetTools() {
 		if t.GetName() == "" {
@@ -47,6 +50,23 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 		}
 	}
 	return p, nil
+}
+
+// checkSampling holds a request's sampling to the ranges the configuration's is held to:
+// temperature 0 to 2, top_p 0 to 1 (NaN and infinities refused, which could not even be
+// encoded as JSON). Each provider may refuse a narrower range (Anthropic's temperature is 0
+// to 1) with its own message.
+func checkSampling(s *generationv1.Sampling) error {
+	if s == nil {
+		return nil
+	}
+	if s.Temperature != nil && !(s.GetTemperature() >= 0 && s.GetTemperature() <= 2) {
+		return invalid("sampling.temperature must be between 0 and 2, got %g", s.GetTemperature())
+	}
+	if s.TopP != nil && !(s.GetTopP() >= 0 && s.GetTopP() <= 1) {
+		return invalid("sampling.top_p must be between 0 and 1, got %g", s.GetTopP())
+	}
+	return nil
 }
 
 // provider returns the provider a target names. Names over target.MaxNameBytes are refused
