@@ -122,14 +122,15 @@ type streamAccumulator struct {
 	model     string
 	content   strings.Builder
 	reasoning strings.Builder
-	// calls are the tool calls in the order they started; last is the latest started.
+	// calls are the tool calls in the order they started (until response orders them by
+	// slot); last is the latest started.
 	calls    []*streamCall
 	last     *streamCall
 	byIndex  map[int]*streamCall
 	finish   string
 	finished bool
 	usage    Usage
-	// size is the bytes of text, reasoning and tool calls received (tooLarge).
+	// size is the bytes of text, reasoning and tool calls received (answerTooLarge).
 	size int
 }
 
