@@ -350,10 +350,11 @@ func (c *Config) validateProviders(p *problems) {
 
 // checkSampling records problems with a temperature outside [0, 2] or a top_p outside [0, 1].
 func checkSampling(p *problems, key string, temperature, topP *float64) {
-	if temperature != nil && (*temperature < 0 || *temperature > 2) {
+	// Written so that NaN, which no comparison holds for, is refused too.
+	if temperature != nil && !(*temperature >= 0 && *temperature <= 2) {
 		p.addf("%s.temperature: must be between 0 and 2, got %g", key, *temperature)
 	}
-	if topP != nil && (*topP < 0 || *topP > 1) {
+	if topP != nil && !(*topP >= 0 && *topP <= 1) {
 		p.addf("%s.top_p: must be between 0 and 1, got %g", key, *topP)
 	}
 }

@@ -41,6 +41,10 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			"providers.oa.temperature: must be between 0 and 2, got -0.5"},
 		{"session temperature out of range", func(c *Config) { c.Defaults.Temperature = ptr(2.5) },
 			"defaults.temperature: must be between 0 and 2, got 2.5"},
+		{"NaN temperature", func(c *Config) { c.Defaults.Temperature = ptr(math.NaN()) },
+			"defaults.temperature: must be between 0 and 2, got NaN"},
+		{"infinite top_p", func(c *Config) { c.Defaults.TopP = ptr(math.Inf(1)) },
+			"defaults.top_p: must be between 0 and 1, got +Inf"},
 		{"session top_p out of range", func(c *Config) { c.Defaults.TopP = ptr(1.5) },
 			"defaults.top_p: must be between 0 and 1, got 1.5"},
 		{"model top_p out of range", func(c *Config) {
