@@ -17,6 +17,7 @@ var knownFailures = map[string]bool{
 	FailQuotaExceeded:   true,
 	FailOverloaded:      true,
 	FailBadRequest:      true,
+	FailContextLength:   true,
 }
 
 // statusOverloaded is Anthropic's "overloaded" status.
@@ -69,6 +70,9 @@ var apiFailures = map[dialect]map[string]apiFailure{
 		FailOverloaded: {http.StatusServiceUnavailable, "server_error", "", "The engine is currently overloaded, please try again later."},
 		FailBadRequest: {http.StatusBadRequest, "invalid_request_error", "unsupported_parameter",
 			"Unsupported parameter: 'stop' is not supported with this model."},
+		FailContextLength: {http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+			"This model's maximum context length is 128000 tokens. However, your messages resulted " +
+				"in 131072 tokens. Please reduce the length of the messages."},
 	},
 	anthropicAPI: {
 		FailModelError: {http.StatusInternalServerError, "api_error", "", "Internal server error"},
@@ -77,6 +81,8 @@ var apiFailures = map[dialect]map[string]apiFailure{
 			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."},
 		FailOverloaded: {statusOverloaded, "overloaded_error", "", "Overloaded"},
 		FailBadRequest: {http.StatusBadRequest, "invalid_request_error", "", "tools.0.custom.input_schema: JSON schema is invalid"},
+		FailContextLength: {http.StatusBadRequest, "invalid_request_error", "",
+			"prompt is too long: 208917 tokens > 200000 maximum"},
 	},
 }
 

@@ -31,6 +31,10 @@ const (
 	// FailBadRequest answers HTTP 400 with an invalid_request_error, as the APIs do for a
 	// request they refuse (an unsupported parameter, a malformed tool schema).
 	FailBadRequest = "bad_request"
+	// FailContextLength answers HTTP 400 as the APIs refuse a request longer than the model's
+	// context window: OpenAI's invalid_request_error context_length_exceeded, Anthropic's
+	// "prompt is too long".
+	FailContextLength = "context_length"
 )
 
 // How a Turn's StreamCut breaks a streamed answer off midway.

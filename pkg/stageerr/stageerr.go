@@ -83,6 +83,22 @@ func (e *Error) Retryable() bool {
 	return mapping[e.Code].retryable
 }
 
+// TargetRefused reports whether e is a generation failure of a request its target refuses
+// itself (TargetRefuses).
+func (e *Error) TargetRefused() bool {
+	return e != nil && e.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_GENERATION_FAILED &&
+		TargetRefuses(e.Class)
+}
+
+// TargetRefuses reports whether a generation failure of class is a request its target
+// refuses itself, INVALID_REQUEST or CONTEXT_OVERFLOW: the same request to the same target is
+// refused again, so the target is not asked again in the turn, while another target, which
+// builds a request of its own (another model, another window), may take it.
+func TargetRefuses(class typev1.ErrorClass) bool {
+	return class == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST ||
+		class == typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW
+}
+
 // Errorf returns an *Error with the given code and a formatted message. A %w verb wraps its
 // operand as the cause.
 func Errorf(code typev1.StageErrorCode, format string, args ...any) *Error {

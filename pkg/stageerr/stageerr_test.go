@@ -86,6 +86,7 @@ func TestGenerationClasses(t *testing.T) {
 		{typev1.ErrorClass_ERROR_CLASS_SERVER, codes.Unavailable, true},
 		{typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE, codes.Unavailable, true},
 		{typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, codes.InvalidArgument, false},
+		{typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW, codes.ResourceExhausted, false},
 	}
 	if len(table) != len(typev1.ErrorClass_name) {
 		t.Fatalf("table covers %d classes, the proto has %d", len(table), len(typev1.ErrorClass_name))

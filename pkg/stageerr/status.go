@@ -60,6 +60,8 @@ var classCodes = map[typev1.ErrorClass]codes.Code{
 	typev1.ErrorClass_ERROR_CLASS_SERVER:          codes.Unavailable,
 	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:    codes.Unavailable,
 	typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST: codes.InvalidArgument,
+	// As CONTEXT_OVERFLOW, the context stage's failure of a conversation past the window.
+	typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW: codes.ResourceExhausted,
 }
 
 // classRetryable says which generation failures may succeed when retried (ai-agent §3: auth

@@ -55,6 +55,7 @@ var providerFailures = []providerFailure{
 	{"provider-quota", "429 insufficient_quota", llmtest.FailQuotaExceeded, 0, typev1.ErrorClass_ERROR_CLASS_QUOTA},
 	{"provider-auth", "401 invalid_api_key", llmtest.FailAuthError, 0, typev1.ErrorClass_ERROR_CLASS_AUTH},
 	{"provider-bad-request", "400 invalid_request_error", llmtest.FailBadRequest, 0, typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST},
+	{"provider-context-overflow", "400 context_length_exceeded", llmtest.FailContextLength, 0, typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW},
 	serverError,
 	{"provider-overloaded", "503 overloaded", llmtest.FailOverloaded, 0, typev1.ErrorClass_ERROR_CLASS_SERVER},
 	{"provider-bad-response", "200 with a body that is not the API's JSON", llmtest.FailInvalidResponse, 0, typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE},

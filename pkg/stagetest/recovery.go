@@ -63,6 +63,27 @@ var recoveryCases = []testCase{
 			}
 			return nil
 		}},
+	{"context-overflow-next-target", "a request its target refused as longer than its context window (CONTEXT_OVERFLOW) goes to another target, which may have a larger window, and never back to the one that refused it: when every other target refused too, the turn ends",
+		func(ctx context.Context, k *kit) error {
+			for _, rejected := range [][]*typev1.Target{nil, {targetB}} {
+				d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: generationFailure(typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW), Stage: "generation",
+					State: &recoveryv1.RecoveryState{RunId: k.id("run"), Target: targetA, Targets: []*typev1.Target{targetA, targetB},
+						RejectedTargets: rejected}})
+				if err != nil {
+					return err
+				}
+				t := d.GetModifiedAction().GetTarget()
+				switch {
+				case rejected == nil && (!isRetry(d) || t.GetProvider() != targetB.GetProvider()):
+					return fmt.Errorf("a/m refused the request as too long: strategy %s to %s/%s, want the other target, b/m",
+						d.GetStrategy(), t.GetProvider(), t.GetModel())
+				case rejected != nil && isRetry(d):
+					return fmt.Errorf("a/m refused the request as too long and b/m had refused it: strategy %s to %s/%s, want no retry or fallback",
+						d.GetStrategy(), t.GetProvider(), t.GetModel())
+				}
+			}
+			return nil
+		}},
 	{"fallback-model", "a model failure on the turn's last attempt goes to state.fallback_target, the run's simpler model, at once (seed 003: LLM error, fallback to a simpler model)",
 		func(ctx context.Context, k *kit) error {
 			d, err := ask(ctx, k, &recoveryv1.DecideRequest{Error: generationFailure(typev1.ErrorClass_ERROR_CLASS_SERVER), Stage: "generation", RetryCount: 2,

@@ -90,6 +90,13 @@ func TestAnthropicErrorClasses(t *testing.T) {
 			contains: []string{"request refused (HTTP 400 Bad Request)", "input_schema"},
 		},
 		{
+			name:    `400 "prompt is too long" is CONTEXT_OVERFLOW, not retryable`,
+			baseURL: scripted(llmtest.FailContextLength, 0),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW, requests: 1,
+			contains: []string{"longer than the model's context window (HTTP 400 Bad Request)",
+				"prompt is too long: 208917 tokens > 200000 maximum"},
+		},
+		{
 			name:    "429 spend limit is QUOTA, not a rate limit",
 			baseURL: replying(429, nil, `{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your specified API usage limits.","details":{"error_code":"enforced_spend_limit_reached"}}}`),
 			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_QUOTA, requests: 1,

@@ -36,6 +36,29 @@ func (pm providerMessage) quota() bool {
 		pm.code == "enforced_spend_limit_reached" || strings.Contains(strings.ToLower(pm.message), "credit balance is too low")
 }
 
+// contextOverflowWords are what providers' refusals of a request longer than the model's
+// context window say, lower case: OpenAI's and vLLM's "maximum context length", Anthropic's
+// "prompt is too long", OpenAI's Responses API's "exceeds the context window", llama.cpp's
+// "exceeds the available context size".
+var contextOverflowWords = []string{"maximum context length", "prompt is too long",
+	"exceeds the context window", "exceeds the available context size"}
+
+// contextOverflow reports whether the body refuses the request as longer than the model's
+// context window: OpenAI's context_length_exceeded, llama.cpp's exceed_context_size_error, or
+// a message of contextOverflowWords.
+func (pm providerMessage) contextOverflow() bool {
+	if pm.code == "context_length_exceeded" || pm.typ == "exceed_context_size_error" {
+		return true
+	}
+	msg := strings.ToLower(pm.message)
+	for _, w := range contextOverflowWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // statusError classifies a non-2xx answer (classify), with the advertised retry delay of a
 // rate limit or a server error; a redirect, which the endpoint does not follow
 // (refuseRedirect), says where it points.
@@ -77,10 +100,11 @@ func redirected(resp *http.Response) string {
 // 4xx): 401/403 AUTH; 402 or a quota body QUOTA (even under 400 or 429); other 429
 // RATE_LIMITED; 408 (the provider gave up waiting for the request) TIMEOUT and 409 (a
 // conflict with a request in progress, which passes) SERVER, both retryable; 5xx (including
-// Anthropic's 529 overloaded) SERVER; 404 (an unknown model, or a base_url without the API's
-// path) and any other 4xx INVALID_REQUEST: the target refuses the request itself, so sending
-// it to that target again cannot help. Anything else (a redirect, which is not followed) is
-// a non-classified generation failure.
+// Anthropic's 529 overloaded) SERVER; a refusal of a request longer than the model's context
+// window (contextOverflow) CONTEXT_OVERFLOW; 404 (an unknown model, or a base_url without the
+// API's path) and any other 4xx INVALID_REQUEST: the target refuses the request itself, so
+// sending it to that target again cannot help. Anything else (a redirect, which is not
+// followed) is a non-classified generation failure.
 func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -93,6 +117,8 @@ func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
 		return typev1.ErrorClass_ERROR_CLASS_TIMEOUT, "request timeout"
 	case status == http.StatusConflict:
 		return typev1.ErrorClass_ERROR_CLASS_SERVER, "conflict"
+	case status >= 400 && status <= 499 && pm.contextOverflow():
+		return typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW, "longer than the model's context window"
 	case status == http.StatusNotFound:
 		return typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "not found"
 	case status >= 400 && status <= 499:
@@ -120,9 +146,10 @@ func statusText(status int) string {
 // the stream", "in the answer"). A code that is an HTTP error status (OpenRouter's and vLLM's
 // errors carry one) classifies it as that status would (classify); else its type or code
 // does: quota QUOTA, rate limits RATE_LIMITED, authentication and permission errors AUTH, a
-// request the provider refuses (invalid_request_error, such as OpenAI's
-// context_length_exceeded, or request_too_large) INVALID_REQUEST, anything else (server
-// errors, overloaded) SERVER.
+// refusal of a request longer than the model's context window (contextOverflow: OpenAI's
+// context_length_exceeded) CONTEXT_OVERFLOW, another request the provider refuses
+// (invalid_request_error, request_too_large) INVALID_REQUEST, anything else (server errors,
+// overloaded) SERVER.
 func (e *endpoint) answerError(where string, pm providerMessage, raw []byte) error {
 	class := typev1.ErrorClass_ERROR_CLASS_SERVER
 	switch status, err := strconv.Atoi(pm.code); {
@@ -134,7 +161,9 @@ func (e *endpoint) answerError(where string, pm providerMessage, raw []byte) err
 		class = typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED
 	case pm.typ == "authentication_error" || pm.typ == "permission_error":
 		class = typev1.ErrorClass_ERROR_CLASS_AUTH
-	case pm.typ == "invalid_request_error" || pm.typ == "request_too_large" || pm.code == "context_length_exceeded":
+	case pm.contextOverflow():
+		class = typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW
+	case pm.typ == "invalid_request_error" || pm.typ == "request_too_large":
 		class = typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST
 	}
 	msg := cmp.Or(pm.message, string(raw))

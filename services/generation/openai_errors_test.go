@@ -150,6 +150,20 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"request refused (HTTP 400 Bad Request)", "Unsupported parameter"},
 		},
 		{
+			name:    "400 context_length_exceeded is CONTEXT_OVERFLOW, not retryable",
+			baseURL: scripted(llmtest.FailContextLength, 0),
+			code:    codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW, requests: 1,
+			contains: []string{"longer than the model's context window (HTTP 400 Bad Request)",
+				"maximum context length is 128000 tokens"},
+		},
+		{
+			name: "llama.cpp's exceed_context_size_error is CONTEXT_OVERFLOW",
+			baseURL: replying(400, nil, `{"error":{"code":400,"message":"the request exceeds the available `+
+				`context size, try increasing it","type":"exceed_context_size_error"}}`),
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW, requests: 1,
+			contains: []string{"exceeds the available context size"},
+		},
+		{
 			name: "413 is INVALID_REQUEST", baseURL: replying(413, nil, `{"error":{"message":"request too large"}}`),
 			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, requests: 1,
 			contains: []string{"HTTP 413", "request too large"},
@@ -264,10 +278,10 @@ func TestOpenAIErrorClasses(t *testing.T) {
 			contains: []string{"Rate limit exceeded upstream"},
 		},
 		{
-			name: "context length error inside the stream is INVALID_REQUEST, not retryable", stream: true,
+			name: "context length error inside the stream is CONTEXT_OVERFLOW, not retryable", stream: true,
 			baseURL: replying(200, map[string]string{"Content-Type": "text/event-stream"},
 				"data: {\"error\":{\"message\":\"This model's maximum context length is 8192 tokens\",\"type\":\"invalid_request_error\",\"code\":\"context_length_exceeded\"}}\n\n"),
-			code: codes.InvalidArgument, class: typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST,
+			code: codes.ResourceExhausted, class: typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW,
 			contains: []string{"maximum context length is 8192 tokens"},
 		},
 		{

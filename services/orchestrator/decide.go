@@ -169,7 +169,7 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 				RejectedTargets: rejected, FallbackTarget: s.contract.GetFallbackTarget(), LastAttempt: attempt == last-1,
 			})
 			limited = nextCycle(limited, target, lastErr)
-			if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST {
+			if lastErr.TargetRefused() {
 				rejected = append(rejected, target)
 			}
 			if st := d.GetStrategy(); st == recoveryv1.Strategy_STRATEGY_ABORT || st == recoveryv1.Strategy_STRATEGY_ASK_USER {

@@ -275,7 +275,7 @@ func (r *run) infer(ctx context.Context, messages []*typev1.Message, tools []*ty
 					FallbackTarget: r.contract.GetFallbackTarget(), LastAttempt: attempt == last,
 				})
 				limited = nextCycle(limited, target, lastErr)
-				if lastErr.Class == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST {
+				if lastErr.TargetRefused() {
 					rejected = append(rejected, target)
 				}
 				switch d.GetStrategy() {

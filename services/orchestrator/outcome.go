@@ -187,14 +187,19 @@ func providerEnding(se *stageerr.Error) *ending {
 
 // providerExit maps a generation failure to its outcome, exit reason and canned message: an
 // answer cut off before it had any content is MAX_TOKENS_EXCEEDED (the output token limit is
-// a budget, and the same request hits it again); every other failure is FAILED_PROVIDER, by
-// error class. se may be nil (no failure known).
+// a budget, and the same request hits it again); a request the provider refused as longer
+// than its context window is MAX_CONTEXT_REACHED, as a conversation the context stage could
+// not fit; every other failure is FAILED_PROVIDER, by error class. se may be nil (no failure
+// known).
 func providerExit(se *stageerr.Error) (outcome typev1.Outcome, exit, message string) {
 	if se == nil {
 		return typev1.Outcome_OUTCOME_FAILED_PROVIDER, ExitLLMError, MessageProviderFailure
 	}
 	if se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MAX_TOKENS_EXCEEDED {
 		return typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxTokensExceeded, MessageAnswerTooLong
+	}
+	if se.Class == typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW {
+		return typev1.Outcome_OUTCOME_FAILED_BUDGET_EXHAUSTED, ExitMaxContext, messageContextFull
 	}
 	outcome = typev1.Outcome_OUTCOME_FAILED_PROVIDER
 	switch se.Class {

@@ -6,6 +6,7 @@ import (
 
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -81,7 +82,7 @@ func openTargets(req *recoveryv1.DecideRequest) []*typev1.Target {
 		targets = []*typev1.Target{state.GetTarget()}
 	}
 	refused := state.GetRejectedTargets()
-	if req.GetError().GetErrorClass() == typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST && state.GetTarget() != nil {
+	if stageerr.TargetRefuses(req.GetError().GetErrorClass()) && state.GetTarget() != nil {
 		refused = append(slices.Clone(refused), state.GetTarget())
 	}
 	isRefused := keys(refused)

@@ -58,15 +58,16 @@ const (
 // generationRules handle GENERATION_FAILED by error class (ai-agent §3). A class missing here
 // is handled like ERROR_CLASS_UNSPECIFIED.
 var generationRules = map[typev1.ErrorClass]rule{
-	typev1.ErrorClass_ERROR_CLASS_AUTH:            {abort, sameAction, noWait, msgLLMFailure, "", "authentication failures are fatal and never retried"},
-	typev1.ErrorClass_ERROR_CLASS_QUOTA:           {abort, sameAction, noWait, msgLLMFailure, "", "quota failures are fatal and never retried"},
-	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:    {retry, nextTarget, rateLimitWait, msgRateLimited, msgRateLimited, "rate limited: retry on the next target, waiting only once every target is rate-limited"},
-	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:         {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_NETWORK:         {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_SERVER:          {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:    {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:     {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
-	typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST: {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "the target refused the request: fall back to a target that has not, which builds a request of its own"},
+	typev1.ErrorClass_ERROR_CLASS_AUTH:             {abort, sameAction, noWait, msgLLMFailure, "", "authentication failures are fatal and never retried"},
+	typev1.ErrorClass_ERROR_CLASS_QUOTA:            {abort, sameAction, noWait, msgLLMFailure, "", "quota failures are fatal and never retried"},
+	typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:     {retry, nextTarget, rateLimitWait, msgRateLimited, msgRateLimited, "rate limited: retry on the next target, waiting only once every target is rate-limited"},
+	typev1.ErrorClass_ERROR_CLASS_TIMEOUT:          {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_NETWORK:          {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_SERVER:           {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:     {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:      {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "fall back to the next target immediately, without backoff"},
+	typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST:  {fallback, nextTarget, noWait, msgLLMFailure, msgLLMFailure, "the target refused the request: fall back to a target that has not, which builds a request of its own"},
+	typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW: {fallback, nextTarget, noWait, msgContextOverflow, msgContextOverflow, "the request is longer than the target's context window: fall back to a target that has not refused it, whose window may be larger"},
 }
 
 // codeRules handle every other failure code. A code missing here is unknown: ask the user.

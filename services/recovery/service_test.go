@@ -26,6 +26,7 @@ const (
 	cannedLLMFailure  = "I'm having trouble processing your request. Please try again."
 	cannedRateLimited = "I'm receiving too many requests. Please wait a moment."
 	cannedTooComplex  = "That request is too complex. Could you break it into smaller steps?"
+	cannedTooLong     = "This conversation has become too long for me to continue. Please start a new one or shorten your request."
 )
 
 const (
@@ -128,15 +129,16 @@ func TestStrategyTable(t *testing.T) {
 		999: own(askUser),
 	}
 	classTable := map[typev1.ErrorClass]want{
-		typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:     {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_AUTH:            {strategy: abort, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_QUOTA:           {strategy: abort, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:    {strategy: retry, action: next, message: cannedRateLimited}, // b is not rate-limited yet
-		typev1.ErrorClass_ERROR_CLASS_TIMEOUT:         {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_NETWORK:         {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_SERVER:          {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:    {strategy: fallback, action: next, message: cannedLLMFailure},
-		typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST: {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED:      {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_AUTH:             {strategy: abort, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_QUOTA:            {strategy: abort, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_RATE_LIMITED:     {strategy: retry, action: next, message: cannedRateLimited}, // b is not rate-limited yet
+		typev1.ErrorClass_ERROR_CLASS_TIMEOUT:          {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_NETWORK:          {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_SERVER:           {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_BAD_RESPONSE:     {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST:  {strategy: fallback, action: next, message: cannedLLMFailure},
+		typev1.ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW: {strategy: fallback, action: next, message: cannedTooLong},
 		99: {strategy: fallback, action: next, message: cannedLLMFailure},
 	}
 	if len(codeTable) != len(typev1.StageErrorCode_name) { // GENERATION_FAILED is in classTable, 999 is extra

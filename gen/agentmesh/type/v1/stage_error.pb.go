@@ -201,6 +201,12 @@ const (
 	// (HTTP 400, 413, 422): sending it again cannot help, so the target that refused it is never
 	// tried again in the turn.
 	ErrorClass_ERROR_CLASS_INVALID_REQUEST ErrorClass = 8
+	// ERROR_CLASS_CONTEXT_OVERFLOW is a request the provider refused as longer than its model's
+	// context window (OpenAI's context_length_exceeded, Anthropic's "prompt is too long"): as
+	// INVALID_REQUEST, the target that refused it is never tried again in the turn, and another
+	// target (a model of a larger window) may take it; the run it ends reached its context
+	// window (MAX_CONTEXT_REACHED), not a provider failure.
+	ErrorClass_ERROR_CLASS_CONTEXT_OVERFLOW ErrorClass = 9
 )
 
 // Enum value maps for ErrorClass.
@@ -215,17 +221,19 @@ var (
 		6: "ERROR_CLASS_SERVER",
 		7: "ERROR_CLASS_BAD_RESPONSE",
 		8: "ERROR_CLASS_INVALID_REQUEST",
+		9: "ERROR_CLASS_CONTEXT_OVERFLOW",
 	}
 	ErrorClass_value = map[string]int32{
-		"ERROR_CLASS_UNSPECIFIED":     0,
-		"ERROR_CLASS_AUTH":            1,
-		"ERROR_CLASS_QUOTA":           2,
-		"ERROR_CLASS_RATE_LIMITED":    3,
-		"ERROR_CLASS_TIMEOUT":         4,
-		"ERROR_CLASS_NETWORK":         5,
-		"ERROR_CLASS_SERVER":          6,
-		"ERROR_CLASS_BAD_RESPONSE":    7,
-		"ERROR_CLASS_INVALID_REQUEST": 8,
+		"ERROR_CLASS_UNSPECIFIED":      0,
+		"ERROR_CLASS_AUTH":             1,
+		"ERROR_CLASS_QUOTA":            2,
+		"ERROR_CLASS_RATE_LIMITED":     3,
+		"ERROR_CLASS_TIMEOUT":          4,
+		"ERROR_CLASS_NETWORK":          5,
+		"ERROR_CLASS_SERVER":           6,
+		"ERROR_CLASS_BAD_RESPONSE":     7,
+		"ERROR_CLASS_INVALID_REQUEST":  8,
+		"ERROR_CLASS_CONTEXT_OVERFLOW": 9,
 	}
 )
 
@@ -390,7 +398,7 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\x1fSTAGE_ERROR_CODE_ALREADY_EXISTS\x10\x18\x12 \n" +
 	"\x1cSTAGE_ERROR_CODE_UNAVAILABLE\x10\x19\x12$\n" +
 	" STAGE_ERROR_CODE_UNAUTHENTICATED\x10\x1a\x12'\n" +
-	"#STAGE_ERROR_CODE_RESOURCE_EXHAUSTED\x10\x1b*\xfd\x01\n" +
+	"#STAGE_ERROR_CODE_RESOURCE_EXHAUSTED\x10\x1b*\x9f\x02\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -401,7 +409,8 @@ const file_agentmesh_type_v1_stage_error_proto_rawDesc = "" +
 	"\x13ERROR_CLASS_NETWORK\x10\x05\x12\x16\n" +
 	"\x12ERROR_CLASS_SERVER\x10\x06\x12\x1c\n" +
 	"\x18ERROR_CLASS_BAD_RESPONSE\x10\a\x12\x1f\n" +
-	"\x1bERROR_CLASS_INVALID_REQUEST\x10\bB\xcb\x01\n" +
+	"\x1bERROR_CLASS_INVALID_REQUEST\x10\b\x12 \n" +
+	"\x1cERROR_CLASS_CONTEXT_OVERFLOW\x10\tB\xcb\x01\n" +
 	"\x15com.agentmesh.type.v1B\x0fStageErrorProtoP\x01Z;github.com/agentmesh/agentmesh/gen/agentmesh/type/v1;typev1\xa2\x02\x03ATX\xaa\x02\x11Agentmesh.Type.V1\xca\x02\x11Agentmesh\\Type\\V1\xe2\x02\x1dAgentmesh\\Type\\V1\\GPBMetadata\xea\x02\x13Agentmesh::Type::V1b\x06proto3"
 
 var (
