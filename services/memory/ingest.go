@@ -16,15 +16,21 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // MaxChunkBytes is the size limit of one chunk IngestDir stores (about 500 tokens).
 const MaxChunkBytes = 2000
 
+// MaxTitleBytes bounds the MetaTitle of an ingested chunk: a longer first heading is cut, ending
+// in "…". Every chunk of a file carries its title, within MaxMetadataBytes.
+const MaxTitleBytes = 1000
+
 // Metadata keys of ingested chunks.
 const (
-	// MetaTitle is the document's first Markdown heading, else its file name.
+	// MetaTitle is the document's first Markdown heading (cut to MaxTitleBytes), else its file
+	// name.
 	MetaTitle = "title"
 	// MetaSource is the file's path relative to the ingested folder, with / separators.
 	MetaSource = "source"
@@ -177,6 +183,16 @@ func ingestFiles(root string) ([]string, error) {
 // Latin-1 name on Linux), which no protobuf string holds, with U+FFFD in place of its bad bytes.
 func metaName(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
 
+// cutTitle returns title cut to MaxTitleBytes, where no character is split, ending in "…" when
+// it was cut.
+func cutTitle(title string) string {
+	const mark = "…"
+	if len(title) <= MaxTitleBytes {
+		return title
+	}
+	return title[:textcut.Boundary(title, MaxTitleBytes-len(mark))] + mark
+}
+
 // storedChunk is a memory of an earlier ingestion.
 type storedChunk struct {
 	id string
@@ -225,7 +241,7 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	doc := document{title: metaName(documentTitle(rel, text)), source: metaName(rel),
+	doc := document{title: cutTitle(metaName(documentTitle(rel, text))), source: metaName(rel),
 		folder: folderName(dir), chunks: chunkText(text, MaxChunkBytes)}
 	stored, err := doc.store(ctx, client, userID, collection)
 	full := err != nil && stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL

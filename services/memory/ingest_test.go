@@ -423,3 +423,37 @@ func TestIngestDirQuotaLeavesNoRoomForBoth(t *testing.T) {
 		}
 	}
 }
+
+// A Markdown file whose first heading is longer than a title may be is stored with the
+// heading cut to memory.MaxTitleBytes as its title: every chunk carries the title in its
+// metadata, and a heading over MaxMetadataBytes made each chunk INVALID_ARGUMENT, which
+// stopped the ingestion at that file.
+func TestIngestDirLongHeading(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	dir := t.TempDir()
+	heading := strings.Repeat("é", memory.MaxMetadataBytes)
+	writeFiles(t, dir, map[string]string{
+		"long.md": "# " + heading + "\n\nThe body.",
+		"next.md": "after it",
+	})
+	report, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
+	if err != nil {
+		t.Fatalf("IngestDir: %v", err)
+	}
+	if report.Files != 2 {
+		t.Errorf("report = %+v, want both files stored", report)
+	}
+	chunks := bySource(listAll(t, c, "alice", "knowledge"))["long.md"]
+	if len(chunks) == 0 {
+		t.Fatal("no chunk of long.md stored")
+	}
+	for _, m := range chunks {
+		title := m.GetMetadata().GetFields()[memory.MetaTitle].GetStringValue()
+		cut := strings.TrimSuffix(title, "…")
+		if len(title) > memory.MaxTitleBytes || cut == title || cut == "" ||
+			!strings.HasPrefix(heading, cut) {
+			t.Errorf("title of %d bytes (%.20q…), want the heading cut to %d bytes, marked …",
+				len(title), title, memory.MaxTitleBytes)
+		}
+	}
+}
