@@ -48,26 +48,19 @@ var noTools = regexp.MustCompile(`(?i)\bno\s+(?:(?:external|other)\s+)?tools?(?:
 // "no web search", "no tools"): "no" before anything else is too common to be one.
 func extractConstraints(goal string, tools []string) []string {
 	rules := constraintRules
+	var found []span
 	if lower := strings.ToLower(goal); strings.Contains(lower, "no ") {
 		rules = append(slices.Clip(rules), constraintRule{pattern: noTools})
-		for _, tool := range tools {
-			if forms := toolForms(tool); strings.TrimSpace(tool) != "" && mentions([]string{lower}, forms) {
-				rules = append(rules, constraintRule{pattern: regexp.MustCompile(`(?i)\bno\s+(?:the\s+)?` + namesPattern(forms) + `(?:\s+tools?)?\b`)})
-			}
-		}
+		found = noToolSpans(goal, lower, tools)
 	}
-	var found []span
 	for _, r := range rules {
 		for _, loc := range r.pattern.FindAllStringIndex(goal, -1) {
-			start, end := loc[0], loc[1]
-			if cut := clauseEnd.FindStringIndex(goal[start:end]); cut != nil {
-				end = start + cut[0]
-			}
-			end = start + len(strings.TrimRight(goal[start:end], " ,.;:!?"))
-			if r.skip != nil && r.skip(lastWord(goal[:start]), secondWord(goal[start:end])) {
+			sp := trimmed(goal, loc[0], loc[1])
+			prev, next := lastWord(goal[:sp.start]), secondWord(goal[sp.start:sp.end])
+			if r.skip != nil && r.skip(prev, next) {
 				continue
 			}
-			found = append(found, span{start, end})
+			found = append(found, sp)
 		}
 	}
 	slices.SortFunc(found, func(a, b span) int {
@@ -83,6 +76,56 @@ func extractConstraints(goal string, tools []string) []string {
 		covered = s.end
 	}
 	return out
+}
+
+// trimmed returns the span of the phrase of goal found from start to end, ended at a
+// conjunction that starts a new clause (clauseEnd) and without the punctuation it ends with.
+func trimmed(goal string, start, end int) span {
+	if cut := clauseEnd.FindStringIndex(goal[start:end]); cut != nil {
+		end = start + cut[0]
+	}
+	return span{start, start + len(strings.TrimRight(goal[start:end], " ,.;:!?"))}
+}
+
+// noLead matches where "no" and a tool's name may start: the start of every match of a
+// tool's pattern in noToolSpans.
+var noLead = regexp.MustCompile(`(?i)\bno\s`)
+
+// noToolSpans returns the phrases of goal that are "no" and one of the tools (a tool's name in
+// any of its forms, toolForms, after an optional "the", and an optional "tool" or "tools"),
+// each tool's in order of appearance; lower is goal in lower case. A tool's pattern is matched
+// only after a "no" (noLead) that one of its forms follows, found once for all the tools:
+// matching each tool's all through the goal made a long message that names many tools cost
+// seconds.
+func noToolSpans(goal, lower string, tools []string) []span {
+	var leads []nameAt
+	for _, loc := range noLead.FindAllStringIndex(goal, -1) {
+		leads = append(leads, newNameAt(goal, loc[0], loc[0]+len("no")))
+	}
+	var found []span
+	for _, tool := range tools {
+		forms := toolForms(tool)
+		if strings.TrimSpace(tool) == "" || !mentions([]string{lower}, forms) {
+			continue
+		}
+		starts := leadForms(forms)
+		var pattern *regexp.Regexp
+		end := 0 // matches do not overlap, as a search through the goal finds them
+		for _, l := range leads {
+			if l.at < end || !l.names(goal, starts) {
+				continue
+			}
+			if pattern == nil {
+				pattern = regexp.MustCompile(`(?i)^no\s+(?:the\s+)?` + namesPattern(forms) +
+					`(?:\s+tools?)?\b`)
+			}
+			if loc := pattern.FindStringIndex(goal[l.at:]); loc != nil {
+				end = l.at + loc[1]
+				found = append(found, trimmed(goal, l.at, end))
+			}
+		}
+	}
+	return found
 }
 
 // lastWord returns the last lower-case word of s.

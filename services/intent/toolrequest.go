@@ -41,17 +41,25 @@ const toolAfter = `(?:$|[^\w\s]|\s+(?:tool|tools|to|and|then|for|on|in|instead|p
 // calculator allowed?", "what's wrong with the calculator?"), or that asks not to use it
 // ("don't use the calculator", "without web search"), asks for no tool.
 func namedTool(goal string, tools []string) (string, bool) {
-	clauses := requestClauses(goal)
+	var clauses []clause
+	for _, text := range requestClauses(goal) {
+		clauses = append(clauses, newClause(text))
+	}
 	for _, tool := range tools {
 		if strings.TrimSpace(tool) == "" {
 			continue
 		}
 		forms := toolForms(tool)
-		if !mentions(clauses, forms) {
-			continue // compiling its patterns is most of what a goal costs the stage
-		}
-		req := newToolRequest(forms)
+		var req *toolRequest // compiled for the first clause that names the tool
 		for _, c := range clauses {
+			// Only a clause that names the tool can ask for it: compiling its patterns and
+			// matching them is most of what a goal costs the stage.
+			if !mentionedIn(c.text, forms) {
+				continue
+			}
+			if req == nil {
+				req = newToolRequest(forms)
+			}
 			if req.askedIn(c) {
 				return tool, true
 			}
@@ -80,34 +88,69 @@ func requestClauses(goal string) []string {
 	return out
 }
 
+// instrument matches where a tool may be named as the means of a request: the start of every
+// match of a toolRequest's means.
+var instrument = regexp.MustCompile(`\b(?:` + strings.Join(instruments, "|") + `)\s`)
+
+// clause is a clause of a goal (lower case, openers removed) with what every tool's requests
+// look for in it, found once for all the tools.
+type clause struct {
+	text string
+	// first is its first word.
+	first string
+	// instruments are where its instruments (instrument) are, in order.
+	instruments []nameAt
+}
+
+// newClause returns the clause of text.
+func newClause(text string) clause {
+	c := clause{text: text}
+	c.first, _, _ = strings.Cut(text, " ")
+	for _, loc := range instrument.FindAllStringIndex(text, -1) {
+		c.instruments = append(c.instruments, newNameAt(text, loc[0], loc[1]-1))
+	}
+	return c
+}
+
 // toolRequest recognises the requests for one tool.
 type toolRequest struct {
 	// use matches a clause that opens with a verb of use aimed at the tool.
 	use *regexp.Regexp
-	// means matches the tool named as the means of a request.
+	// means matches the tool named as the means of a request, at the start of the text (at one
+	// of a clause's instruments).
 	means *regexp.Regexp
+	// starts are the forms of the tool's name as nameAt.names looks for them (leadForms).
+	starts []string
 }
 
 // newToolRequest returns the requests for the tool of the name forms (toolForms).
-func newToolRequest(forms []string) toolRequest {
+func newToolRequest(forms []string) *toolRequest {
 	names := namesPattern(forms)
-	return toolRequest{
-		use:   regexp.MustCompile(`^(?:` + strings.Join(useVerbs, "|") + `)\s+(?:the\s+)?` + names + toolAfter),
-		means: regexp.MustCompile(`\b(?:` + strings.Join(instruments, "|") + `)\s+(?:the\s+)?` + names + toolAfter),
+	return &toolRequest{
+		use: regexp.MustCompile(`^(?:` + strings.Join(useVerbs, "|") + `)\s+(?:the\s+)?` +
+			names + toolAfter),
+		means: regexp.MustCompile(`^(?:` + strings.Join(instruments, "|") + `)\s+(?:the\s+)?` +
+			names + toolAfter),
+		starts: leadForms(forms),
 	}
 }
 
-// askedIn reports whether a clause (lower case, openers removed) asks for the tool.
-func (q toolRequest) askedIn(clause string) bool {
-	first, _, _ := strings.Cut(clause, " ")
+// askedIn reports whether a clause asks for the tool: it opens with a verb of use aimed at it,
+// or, unless it is a question or a statement, names it as its means at its first instrument
+// that does, with no negation before.
+func (q *toolRequest) askedIn(c clause) bool {
 	switch {
-	case slices.Contains(useVerbs, first):
-		return q.use.MatchString(clause)
-	case slices.Contains(notRequests, first):
+	case slices.Contains(useVerbs, c.first):
+		return q.use.MatchString(c.text)
+	case slices.Contains(notRequests, c.first):
 		return false
 	}
-	loc := q.means.FindStringIndex(clause)
-	return loc != nil && !negation.MatchString(clause[:loc[0]])
+	for _, at := range c.instruments {
+		if at.names(c.text, q.starts) && q.means.MatchString(c.text[at.at:]) {
+			return !negation.MatchString(c.text[:at.at])
+		}
+	}
+	return false
 }
 
 // toolForms returns the forms of a tool's name a message may use, in lower case: the name,
@@ -128,14 +171,12 @@ func toolForms(tool string) []string {
 // mentions reports whether a clause holds one of the forms: a clause that names the tool in
 // none of them cannot ask for it.
 func mentions(clauses, forms []string) bool {
-	for _, c := range clauses {
-		for _, f := range forms {
-			if strings.Contains(c, f) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(clauses, func(c string) bool { return mentionedIn(c, forms) })
+}
+
+// mentionedIn reports whether text holds one of the forms.
+func mentionedIn(text string, forms []string) bool {
+	return slices.ContainsFunc(forms, func(f string) bool { return strings.Contains(text, f) })
 }
 
 // namesPattern returns a pattern matching any of the forms.
