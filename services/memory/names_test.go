@@ -11,10 +11,11 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// TestNULInNames: a user_id or collection holding the NUL character is INVALID_ARGUMENT naming
-// the field, on every store. PostgreSQL keeps no NUL in text: there such a call failed
-// STORAGE_ERROR (UNAVAILABLE, which callers retry, for ever), while the in-memory and SQLite
-// stores took it, so the same request was stored or refused by the store behind the stage.
+// TestNULInNames: a user_id, collection, memory_id or transcript entry's hash holding the NUL
+// character is INVALID_ARGUMENT naming the field, on every store. PostgreSQL keeps no NUL in
+// text: there such a call failed STORAGE_ERROR (UNAVAILABLE, which callers retry, for ever),
+// while the in-memory and SQLite stores took it, so the same request was stored or refused by
+// the store behind the stage.
 func TestNULInNames(t *testing.T) {
 	stores := map[string]func(t *testing.T) memory.Store{
 		"memory":   func(*testing.T) memory.Store { return memory.NewMemoryStore() },
@@ -48,6 +49,11 @@ func TestNULInNames(t *testing.T) {
 				}},
 				{"Delete a memory id with NUL", "memory_id", func() error {
 					_, err := c.Delete(ctx, &memoryv1.DeleteRequest{UserId: "u", MemoryId: "m\x00"})
+					return err
+				}},
+				{"AppendTranscript a hash with NUL", "entries[0].hash", func() error {
+					_, err := c.AppendTranscript(ctx, &memoryv1.AppendTranscriptRequest{RunId: "r",
+						Entries: []*typev1.TranscriptEntry{{Seq: 1, Hash: "h\x00"}}})
 					return err
 				}},
 				{"SaveRun for a user with NUL", "user_id", func() error {

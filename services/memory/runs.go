@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -26,6 +27,10 @@ func (s *Service) AppendTranscript(ctx context.Context, req *memoryv1.AppendTran
 	for i, e := range req.GetEntries() {
 		if e.GetHash() == "" {
 			return nil, stageerr.Invalid("entries[%d].hash must not be empty", i)
+		}
+		// The SQL stores keep it as text, to continue the chain from.
+		if err := checkNoNUL(fmt.Sprintf("entries[%d].hash", i), e.GetHash()); err != nil {
+			return nil, err
 		}
 	}
 	length, err := s.store.AppendTranscript(ctx, req.GetRunId(), req.GetEntries())
