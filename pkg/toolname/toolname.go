@@ -22,9 +22,10 @@ const MCPSeparator = "__"
 const MaxLen = 64
 
 // MaxRequestBytes is the longest tool name a request to a stage may carry (planning's steps,
-// observation's tool_name, recovery's alternative tools; the action stage bounds a call's tool
-// name and id alike, at the same 512): a name any caller may send, not only one the mesh made
-// (MaxLen), bounded so that the logs, errors and reasons that quote it stay small.
+// observation's tool_name, recovery's alternative tools, intent's available_tools; the action
+// stage bounds a call's tool name and id alike, at the same 512): a name any caller may send,
+// not only one the mesh made (MaxLen), bounded so that the logs, errors and reasons that quote
+// it stay small.
 const MaxRequestBytes = 512
 
 // Valid reports whether name is a name model providers take for a function: 1 to MaxLen

@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"google.golang.org/grpc"
 )
 
@@ -81,6 +82,12 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	}
 	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // unread, but bounded as every stage's
 		return nil, stageerr.Invalid("user_id: at most %d bytes, got %d", auth.MaxIDBytes, n)
+	}
+	for i, tool := range req.GetAvailableTools() {
+		if n := len(tool); n > toolname.MaxRequestBytes {
+			return nil, stageerr.Invalid("available_tools[%d]: at most %d bytes, got %d",
+				i, toolname.MaxRequestBytes, n)
+		}
 	}
 	goal := cleanGoal(msg)
 	if rule, ok := unsafeRule(goal); ok {

@@ -261,6 +261,8 @@ func TestParseFailures(t *testing.T) {
 		{"conversation id over 256 bytes", &intentv1.ParseRequest{Message: "hi", ConversationId: strings.Repeat("c", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "conversation_id: at most 256 bytes, got 257"},
 		// The public API's limit for a user (auth.MaxIDBytes), as every other stage's.
 		{"user id over 256 bytes", &intentv1.ParseRequest{Message: "hi", UserId: strings.Repeat("u", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "user_id: at most 256 bytes, got 257"},
+		// The limit of a tool name in a request to a stage (toolname.MaxRequestBytes).
+		{"available tool over 512 bytes", &intentv1.ParseRequest{Message: "hi", AvailableTools: []string{"calculator", strings.Repeat("t", 513)}}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "available_tools[1]: at most 512 bytes, got 513"},
 		{"question marks", &intentv1.ParseRequest{Message: "???"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"dots", &intentv1.ParseRequest{Message: " ... "}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
 		{"symbols", &intentv1.ParseRequest{Message: "!!! -- :) ?!"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INTENT_UNCLEAR, "no letters or digits"},
