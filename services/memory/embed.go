@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -72,5 +73,21 @@ func (s *Service) embedOne(ctx context.Context, text string) (vector []float32, 
 	if len(vectors) != 1 || len(vectors[0]) == 0 {
 		return nil, entry, errors.New("the embedder returned no vector")
 	}
+	if i, ok := notFinite(vectors[0]); ok {
+		return nil, entry, fmt.Errorf("the embedder returned a vector whose value %d is %v",
+			i, vectors[0][i])
+	}
 	return vectors[0], entry, nil
+}
+
+// notFinite returns the index of the first value of v that is NaN or an infinity, which no
+// embedding holds: any similarity with such a vector is NaN, a relevance no search finds (not
+// even by the memory's words), and a query's would make a search find nothing.
+func notFinite(v []float32) (int, bool) {
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return i, true
+		}
+	}
+	return 0, false
 }

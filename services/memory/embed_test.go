@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math"
@@ -280,4 +281,50 @@ func TestGenerationEmbedderErrors(t *testing.T) {
 			t.Errorf("vectors = %v", got)
 		}
 	})
+}
+
+// A vector holding NaN or an infinity (a provider's, or a team's generation stage's, over
+// protobuf, which carries any float) is an embedding failure: the memory is stored without
+// it, and found by its words. Its relevance was NaN, for every query: the memory was never
+// found again, not even by its words; a query's made every search find nothing.
+func TestGenerationEmbedderNotFinite(t *testing.T) {
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		t.Run(fmt.Sprint(bad), func(t *testing.T) {
+			breaking := func(req *generationv1.EmbedRequest) (*generationv1.EmbedResponse, error) {
+				resp := &generationv1.EmbedResponse{}
+				for _, text := range req.GetInputs() {
+					v := hashEmbed(text)
+					if strings.Contains(text, "broken") {
+						v[0] = bad
+					}
+					resp.Embeddings = append(resp.Embeddings, &generationv1.Embedding{Values: v})
+				}
+				return resp, nil
+			}
+			gen := &fakeGeneration{answer: breaking}
+			target := &typev1.Target{Provider: "local", Model: "m"}
+			c := serve(t, memory.Options{Embedder: &memory.GenerationEmbedder{
+				Client: generationClient(t, gen), Target: target}})
+			id := store(t, c, "u", "", "the broken deploy key rotates monthly")
+			other := store(t, c, "u", "", "the deploy script runs nightly")
+			// Without a vector, the memory takes part by its words only (their share, 0.2).
+			hits := searchIDs(t, c, "u", "deploy key")
+			if len(hits) != 2 || hits[1].GetMemory().GetId() != id ||
+				hits[1].GetRelevanceScore() != 1-memory.SemanticWeight {
+				t.Errorf("hits = %v, want the memory with the broken vector too, by its words",
+					hits)
+			}
+			if hits := searchIDs(t, c, "u", "broken script"); len(hits) != 2 {
+				t.Errorf("hits of a query with a broken vector = %v, want both (%s, %s) by BM25",
+					hits, id, other)
+			}
+			// A fact learned from a run is stored without such a vector too.
+			saveRun(t, c, "learner", conversation("run-1", "My broken bike is green."))
+			learnt := learned(t, c, "run-1").GetMemoryIds()
+			if hits := searchIDs(t, c, "learner", "bike"); len(learnt) != 1 || len(hits) != 1 ||
+				hits[0].GetMemory().GetId() != learnt[0] {
+				t.Errorf("hits = %v, want the fact learned (%v), by its words", hits, learnt)
+			}
+		})
+	}
 }

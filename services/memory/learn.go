@@ -365,7 +365,17 @@ func (s *Service) embedFacts(ctx context.Context, job LearnJob, facts []fact, le
 			"run_id", job.RunID, "user_id", job.UserID, "error", err)
 		return vectors
 	}
-	return embedded
+	for i, v := range embedded {
+		if at, bad := notFinite(v); bad {
+			s.log.WarnContext(ctx, "embedding a learned fact failed, storing it without a "+
+				"vector: semantic search will find it by its words only", "run_id", job.RunID,
+				"user_id", job.UserID,
+				"error", fmt.Sprintf("value %d of its vector is %v", at, v[at]))
+			continue
+		}
+		vectors[i] = v
+	}
+	return vectors
 }
 
 // learnedMemory is the memory of a fact learned from a run.

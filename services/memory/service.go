@@ -31,9 +31,10 @@
 // SemanticWeight (0.8) × max(0, cosine similarity) + 0.2 × its normalised BM25 score, so a
 // memory that shares no word with the query is still found by meaning, and exact words break
 // ties. Memories stored without a vector (an embedder failure) take part through BM25 only.
-// When embedding fails, Store keeps the memory without a vector and Search ranks with BM25
-// alone; both log a warning saying so. Search's response accounts the query's embedding
-// request (an EMBEDDING entry, ok or failed) for the run the search is made for.
+// When embedding fails (a vector holding NaN or an infinity is a failure too), Store keeps the
+// memory without a vector and Search ranks with BM25 alone; both log a warning saying so.
+// Search's response accounts the query's embedding request (an EMBEDDING entry, ok or failed)
+// for the run the search is made for.
 //
 // # Learning
 //
