@@ -13,6 +13,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -61,7 +62,10 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conn, err := newClient(target, grpc.WithTransportCredentials(transport))
+	// A page of the collection is as large as the memory stage sends: the mesh's limit, not
+	// gRPC's default 4 MiB.
+	conn, err := newClient(target, grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes)))
 	if err != nil {
 		return err
 	}

@@ -240,6 +240,29 @@ func TestIngestRemovedFile(t *testing.T) {
 	}
 }
 
+// TestIngestALargeCollection: ingesting into a collection whose memories fill a page of the
+// memory stage's List over gRPC's default 4 MiB works. The CLI listed the collection with
+// that default, and such a page failed the ingestion (RESOURCE_EXHAUSTED, "received message
+// larger than max"), although the memory stage sends what the mesh's limit allows.
+func TestIngestALargeCollection(t *testing.T) {
+	isolate(t)
+	addr := startMesh(t, config.Default()).Addr(mesh.Memory)
+	memories := memoryv1.NewMemoryServiceClient(dialService(t, addr))
+	big := strings.Repeat("a large note about the deployment ", memory.MaxContentBytes/40)
+	for i := range 160 { // 160 of 27 KiB: over 4 MiB on the one page ingest lists
+		_, err := memories.Store(t.Context(), &memoryv1.StoreRequest{UserId: "cli",
+			Collection: action.KnowledgeCollection,
+			Content:    &typev1.Message{Role: typev1.Role_ROLE_USER, Content: fmt.Sprint(i, big)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, _ := runCLI(t, exitcode.OK, "ingest", "--addr", addr, writeFiles(t, docs))
+	if !strings.Contains(stdout, ": 2 file(s), 2 chunk(s) stored") {
+		t.Errorf("ingest printed %q, want the 2 files stored", stdout)
+	}
+}
+
 func TestIngestExitCodes(t *testing.T) {
 	isolate(t)
 	dir := writeFiles(t, docs)
