@@ -30,6 +30,8 @@ MAX_CONSTRAINTS = 1000
 MAX_CONSTRAINTS_BYTES = 128 << 10
 MAX_STEP_ID_BYTES = 256
 MAX_TOOL_NAME_BYTES = 512
+MAX_TOOLS = 1000
+MAX_TOOL_DESCRIPTIONS_BYTES = 1 << 20
 
 # SOURCE says who made the plan (PlanResponse.source): this stage has no model.
 SOURCE = "rules"
@@ -107,6 +109,14 @@ def _check_limits(req):
     size = sum(len(c.encode()) for c in req.constraints)
     if size > MAX_CONSTRAINTS_BYTES:
         raise invalid(f"constraints: at most {MAX_CONSTRAINTS_BYTES} bytes in all, got {size}")
+    if len(req.available_tools) > MAX_TOOLS:
+        raise invalid(f"available_tools: at most {MAX_TOOLS}, got {len(req.available_tools)}")
+    for i, tool in enumerate(req.available_tools):
+        if len(tool.name.encode()) > MAX_TOOL_NAME_BYTES:
+            raise invalid(f"available_tools[{i}].name: at most {MAX_TOOL_NAME_BYTES} bytes, got {len(tool.name.encode())}")
+    size = sum(len(t.description.encode()) for t in req.available_tools)
+    if size > MAX_TOOL_DESCRIPTIONS_BYTES:
+        raise invalid(f"available_tools: descriptions at most {MAX_TOOL_DESCRIPTIONS_BYTES} bytes in all, got {size}")
     if len(req.revision.steps) > MAX_STEPS_LIMIT:
         raise invalid(f"revision.steps: at most {MAX_STEPS_LIMIT}, got {len(req.revision.steps)}")
     steps = [(f"proposed_steps[{i}]", s) for i, s in enumerate(req.proposed_steps)]

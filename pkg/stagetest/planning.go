@@ -148,6 +148,16 @@ var planningCases = []testCase{
 				Goal: "g", ProposedSteps: []*typev1.Step{{Id: strings.Repeat("s", 257)}}, RunId: k.id("run")})
 			return wantInvalid(err, "proposed_steps")
 		}},
+	{"tools-over-limit", "1001 available tools are INVALID_ARGUMENT naming available_tools",
+		func(ctx context.Context, k *kit) error {
+			tools := make([]*typev1.Tool, 1001)
+			for i := range tools {
+				tools[i] = &typev1.Tool{Name: fmt.Sprint("tool_", i+1)}
+			}
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx,
+				&planningv1.PlanRequest{Goal: "g", AvailableTools: tools, RunId: k.id("run")})
+			return wantInvalid(err, "available_tools")
+		}},
 	{"tool-offered-twice", "a tool listed twice in available_tools is INVALID_ARGUMENT naming available_tools",
 		func(ctx context.Context, k *kit) error {
 			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g",

@@ -24,6 +24,14 @@ const (
 	// MaxStepIDBytes is the longest id of a proposed or revised step, and of each of its
 	// dependencies.
 	MaxStepIDBytes = 256
+	// MaxTools is the most tools a request may offer (available_tools), each named in at most
+	// toolname.MaxRequestBytes: far more than a model provider takes in one request (OpenAI
+	// 128), and the rules match each clause of the goal against every tool.
+	MaxTools = 1000
+	// MaxToolDescriptionsBytes is the most bytes the descriptions of a request's tools may
+	// have in all: a kilobyte for each of MaxTools tools, which the rules read for every
+	// clause of the goal.
+	MaxToolDescriptionsBytes = 1 << 20
 )
 
 // checkLimits refuses a request over one of the limits, naming the field and the limit;
@@ -44,6 +52,9 @@ func checkLimits(req *planningv1.PlanRequest, maxGoal int) error {
 	if size > MaxConstraintsBytes {
 		return stageerr.Invalid("constraints: at most %d bytes in all, got %d", MaxConstraintsBytes, size)
 	}
+	if err := checkTools(req.GetAvailableTools()); err != nil {
+		return err
+	}
 	for i, st := range req.GetProposedSteps() {
 		if err := checkStep(fmt.Sprintf("proposed_steps[%d]", i), st, maxGoal); err != nil {
 			return err
@@ -57,6 +68,27 @@ func checkLimits(req *planningv1.PlanRequest, maxGoal int) error {
 		if err := checkStep(fmt.Sprintf("revision.steps[%d].step", i), p.GetStep(), maxGoal); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkTools refuses more than MaxTools tools, a tool's name over toolname.MaxRequestBytes
+// and descriptions over MaxToolDescriptionsBytes in all.
+func checkTools(tools []*typev1.Tool) error {
+	if len(tools) > MaxTools {
+		return stageerr.Invalid("available_tools: at most %d, got %d", MaxTools, len(tools))
+	}
+	size := 0
+	for i, t := range tools {
+		if n := len(t.GetName()); n > toolname.MaxRequestBytes {
+			return stageerr.Invalid("available_tools[%d].name: at most %d bytes, got %d",
+				i, toolname.MaxRequestBytes, n)
+		}
+		size += len(t.GetDescription())
+	}
+	if size > MaxToolDescriptionsBytes {
+		return stageerr.Invalid("available_tools: descriptions at most %d bytes in all, got %d",
+			MaxToolDescriptionsBytes, size)
 	}
 	return nil
 }

@@ -14,8 +14,9 @@ import (
 )
 
 // TestRequestLimits: a request over one of the planning stage's limits (max_steps,
-// constraints, a proposed or revised step's fields) is INVALID_ARGUMENT naming the field and
-// the limit, before any plan is made; a request at every limit is planned.
+// constraints, available_tools, a proposed or revised step's fields) is INVALID_ARGUMENT
+// naming the field and the limit, before any plan is made; a request at every limit is
+// planned.
 func TestRequestLimits(t *testing.T) {
 	long := func(n int) string { return strings.Repeat("x", n) }
 	many := func(n int, s string) []string {
@@ -40,6 +41,13 @@ func TestRequestLimits(t *testing.T) {
 		progress[i] = &typev1.StepProgress{Step: &typev1.Step{Id: fmt.Sprint("s", i)},
 			State: typev1.StepState_STEP_STATE_PENDING}
 	}
+	tools := func(n int) []*typev1.Tool {
+		out := make([]*typev1.Tool, n)
+		for i := range out {
+			out[i] = &typev1.Tool{Name: fmt.Sprint("tool_", i)}
+		}
+		return out
+	}
 	table := []struct {
 		name     string
 		req      *planningv1.PlanRequest
@@ -53,6 +61,15 @@ func TestRequestLimits(t *testing.T) {
 		{"constraints' bytes", &planningv1.PlanRequest{Goal: "g",
 			Constraints: []string{long(planning.MaxConstraintsBytes), "x"}},
 			"constraints: at most 131072 bytes in all, got 131073"},
+		{"available_tools", &planningv1.PlanRequest{Goal: "g",
+			AvailableTools: tools(planning.MaxTools + 1)}, "available_tools: at most 1000, got 1001"},
+		{"a tool's name", &planningv1.PlanRequest{Goal: "g", AvailableTools: []*typev1.Tool{
+			{Name: "a"}, {Name: long(toolname.MaxRequestBytes + 1)}}},
+			"available_tools[1].name: at most 512 bytes, got 513"},
+		{"the tools' descriptions", &planningv1.PlanRequest{Goal: "g", AvailableTools: []*typev1.Tool{
+			{Name: "a", Description: long(planning.MaxToolDescriptionsBytes)},
+			{Name: "b", Description: "x"}}},
+			"available_tools: descriptions at most 1048576 bytes in all, got 1048577"},
 		{"a proposed step's id", proposed(&typev1.Step{Id: long(planning.MaxStepIDBytes + 1)}),
 			"proposed_steps[1].id: at most 256 bytes, got 257"},
 		{"a proposed step's description",
@@ -105,14 +122,26 @@ func TestRequestLimits(t *testing.T) {
 	chain[3].ToolName = "calculator"
 	cs := many(planning.MaxConstraints, "c")
 	cs[0] = long(planning.MaxConstraintsBytes - len(strings.Join(cs[1:], "")))
+	offered := append(tools(planning.MaxTools-len(catalogue)), catalogue...)
+	offered[0].Name = long(toolname.MaxRequestBytes)
+	offered[1].Description = long(planning.MaxToolDescriptionsBytes - descriptionBytes(catalogue))
 	resp, err := c.Plan(t.Context(), &planningv1.PlanRequest{Goal: "g", MaxSteps: plan.MaxStepsLimit,
-		Constraints: cs, AvailableTools: catalogue, ProposedSteps: chain})
+		Constraints: cs, AvailableTools: offered, ProposedSteps: chain})
 	if err != nil {
 		t.Fatalf("a request at every limit: %v", err)
 	}
 	if n := len(resp.GetSteps()); n != plan.MaxStepsLimit {
 		t.Errorf("%d steps, want %d", n, plan.MaxStepsLimit)
 	}
+}
+
+// descriptionBytes is the size of the tools' descriptions in all.
+func descriptionBytes(tools []*typev1.Tool) int {
+	n := 0
+	for _, t := range tools {
+		n += len(t.GetDescription())
+	}
+	return n
 }
 
 // TestModelAnswerLimits: a planning model's answer over the schema's bounds (a reason, a
