@@ -99,14 +99,17 @@ func textWords(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
-// stems returns the distinct stems of words that are not stop words.
+// stems returns the distinct stems of words that are not stop words, in the order of their
+// first word: a tool's description may have a megabyte of words.
 func stems(words []string) []string {
 	var out []string
+	seen := make(map[string]bool, len(words))
 	for _, w := range words {
 		if slices.Contains(stopWords, w) {
 			continue
 		}
-		if s := stem(w); !slices.Contains(out, s) {
+		if s := stem(w); !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}

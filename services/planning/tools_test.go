@@ -40,3 +40,29 @@ func TestManyToolsAndConstraintsArePlannedQuickly(t *testing.T) {
 		}
 	}
 }
+
+// TestLongToolDescriptionIsPlannedQuickly: the rules read a tool's description in time linear
+// in its words. Each word was looked up among the distinct stems so far: a description of
+// 1 MiB of distinct words (the limit of all descriptions) kept the stage busy for 25 s. The
+// deadline is far more than planning takes.
+func TestLongToolDescriptionIsPlannedQuickly(t *testing.T) {
+	var b strings.Builder
+	for i := 0; ; i++ {
+		w := fmt.Sprintf("w%dq ", i)
+		if b.Len()+len(w) > planning.MaxToolDescriptionsBytes {
+			break
+		}
+		b.WriteString(w)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := client(t, planning.Options{}).Plan(ctx, &planningv1.PlanRequest{
+		Goal: "look up w7q", TaskType: "action",
+		AvailableTools: []*typev1.Tool{{Name: "lookup", Description: b.String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tool := resp.GetSteps()[0].GetToolName(); tool != "lookup" {
+		t.Errorf("step 1 uses %q, want lookup", tool)
+	}
+}
