@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/assembly"
@@ -333,6 +334,10 @@ func TestPlanProgress(t *testing.T) {
 func TestInvalidInput(t *testing.T) {
 	c := newClient(t, assembly.Options{})
 	ok := []*typev1.Message{usr("U", 4)}
+	recalled := make([]*memoryv1.MemoryHit, assembly.MaxRecalled+1)
+	for i := range recalled {
+		recalled[i] = &memoryv1.MemoryHit{Memory: &memoryv1.Memory{Id: fmt.Sprint("m", i), Content: "x"}}
+	}
 	table := []struct {
 		name string
 		req  *contextv1.AssembleRequest
@@ -367,6 +372,9 @@ func TestInvalidInput(t *testing.T) {
 			"plan[0].state must be pending, done or failed, got STEP_STATE_UNSPECIFIED"},
 		{"plan step of an unknown state", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Plan: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"}, State: 9}}},
 			"plan[0].state must be pending, done or failed, got 9"},
+		// A search finds at most 100 memories: a longer list was chosen from in quadratic time.
+		{"recalled over the limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, Recalled: recalled},
+			"recalled: at most 100 memories, got 101"},
 		{"reserved space fills the window", &contextv1.AssembleRequest{History: ok, MaxTokens: 100,
 			ContextWindow: 1000, ContextWindowBufferTokens: 200, MaxOutputTokens: 800}, "context_window 1000 leaves no room"},
 	}

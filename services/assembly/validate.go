@@ -15,6 +15,10 @@ import (
 // and the public API's overrides.targets.
 const maxModelBytes = 256
 
+// MaxRecalled is the most memories a request's recalled may hold: what one search finds at
+// most (the memory stage's limit of a search), which an earlier turn sent back.
+const MaxRecalled = 100
+
 // validate returns an INVALID_INPUT error naming the first field that is wrong.
 func validate(req *contextv1.AssembleRequest) error {
 	if req.GetMaxTokens() <= 0 {
@@ -54,6 +58,9 @@ func validate(req *contextv1.AssembleRequest) error {
 	}
 	if req.GetMemoryLimit() < 0 {
 		return stageerr.Invalid("memory_limit must not be negative, got %d", req.GetMemoryLimit())
+	}
+	if n := len(req.GetRecalled()); n > MaxRecalled {
+		return stageerr.Invalid("recalled: at most %d memories, got %d", MaxRecalled, n)
 	}
 	if req.GetMemoryQuery() != "" && req.GetUserId() == "" {
 		return stageerr.Invalid("user_id must not be empty when memory_query is set")
