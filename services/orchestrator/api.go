@@ -265,6 +265,9 @@ func validateInput(userID, conversationID, message, historyField string, history
 			return stageerr.Invalid("%s[%d].role must be system, user, assistant or tool, got %d", historyField, i, m.GetRole())
 		}
 	}
+	if err := checkHistoryCalls(historyField, history); err != nil {
+		return err
+	}
 	if _, known := typev1.Surface_name[int32(surface)]; !known {
 		return stageerr.Invalid("surface %d is not one of its values", surface)
 	}

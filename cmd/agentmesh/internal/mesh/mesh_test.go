@@ -604,6 +604,30 @@ func TestInvalidRequests(t *testing.T) {
 			_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", MessageHistory: []*typev1.Message{{Role: 999, Content: "y"}}})
 			return err
 		}, "message_history[0].role must be system, user, assistant or tool"},
+		// A history's tool calls and results pair by id; the context stage dropped a broken
+		// pair without a word.
+		{"history tool result answering no call", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{
+				{Role: typev1.Role_ROLE_USER, Content: "x"},
+				{Role: typev1.Role_ROLE_TOOL, ToolCallId: "c9", Content: "4"}}})
+			return err
+		}, `history[1].tool_call_id "c9" answers no tool call of an earlier assistant message`},
+		{"history tool result without an id", func() error {
+			_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", MessageHistory: []*typev1.Message{
+				{Role: typev1.Role_ROLE_TOOL, Content: "4"}}})
+			return err
+		}, "message_history[0].tool_call_id must not be empty"},
+		{"history tool call without an id", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{
+				{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: []*typev1.ToolCall{{Name: "calculator"}}}}})
+			return err
+		}, "history[0].tool_calls[0].id must not be empty"},
+		{"history tool call id twice in a message", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{
+				{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: []*typev1.ToolCall{
+					{Id: "c1", Name: "calculator"}, {Id: "c1", Name: "calculator"}}}}})
+			return err
+		}, `history[0].tool_calls[1].id "c1" repeats tool_calls[0]'s`},
 		{"unknown surface", func() error {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Surface: 999})
 			return err
