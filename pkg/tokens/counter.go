@@ -25,7 +25,8 @@ type Counter interface {
 	Tools(tools []*typev1.Tool) int64
 }
 
-// EncodingEstimate is the Encoding of the estimate: ceil(bytes/4) tokens per text.
+// EncodingEstimate is the Encoding of the estimate: about ceil(bytes/4) tokens per text
+// (Estimate).
 const EncodingEstimate = "estimate"
 
 // Estimator is the Counter of the estimate (see Estimate); ForModel returns it for models

@@ -7,8 +7,10 @@
 // conversation again as it grows only encodes its new messages.
 //
 // The estimate is deliberately simple and model-independent: one token per four bytes of
-// UTF-8, rounded up (ceil(bytes/4)), so any non-empty text costs at least one token. It
-// over-counts slightly for English prose, which keeps budgets on the safe side. The
+// UTF-8, rounded up (ceil(bytes/4)), so any non-empty text costs at least one token, except
+// that a character of three bytes (CJK, Indic scripts) costs a token and one of four (an
+// emoji) two, as tokenizers split them about so finely. It over-counts slightly for English
+// prose, which keeps budgets on the safe side. The
 // package-level functions (Estimate, Message, Messages, Tools) always use the estimate; they
 // are the Estimator counter's methods.
 //
@@ -32,13 +34,6 @@ const MessageOverhead = 4
 // MaxCount bounds every token count a stage takes in a request (a context window, a budget),
 // far above any real one, so that sums of counts cannot overflow.
 const MaxCount = 1 << 48
-
-// Estimate returns the estimated token count of text: ceil(len(text)/4) bytes, at least 1 for
-// non-empty text and 0 for the empty string.
-func Estimate(text string) int64 {
-	n := int64(len(text))
-	return (n + BytesPerToken - 1) / BytesPerToken
-}
 
 // Message returns the estimated token count of one message: MessageOverhead plus its content,
 // its reasoning, its name and tool_call_id and, for every tool call, the call's id, name and

@@ -24,6 +24,13 @@ func TestEstimate(t *testing.T) {
 		{strings.Repeat("x", 401), 101},
 		{"é", 1},   // 2 bytes
 		{"日本語", 3}, // 9 bytes
+		// A character of three bytes (CJK, Indic scripts) costs a token, one of four (an
+		// emoji) two: at a token per four bytes, Chinese text counted about half of what
+		// cl100k_base counts (o200k_base 14, cl100k_base 25), emoji half of cl100k_base's 14.
+		{"敏捷的棕色狐狸跳过了懒狗。", 13},
+		{"🚀🎉👍🔥😀", 10},
+		{"Deploy 🚀 the 服务 now", 8}, // 16 ASCII bytes, a rocket, two Chinese characters
+		{"Café crème", 3},          // 12 bytes: two of two bytes count as four ASCII bytes
 	}
 	for _, tc := range table {
 		if got := tokens.Estimate(tc.text); got != tc.want {

@@ -115,7 +115,7 @@ func (u Usage) proto() *typev1.TokenUsage {
 
 // estimate fills in the counts the provider left at 0 (an OpenAI-compatible server may
 // report no usage, or a stream may end before its usage chunk) with the estimate of pkg/tokens
-// (one token per four bytes): input, of the prompt, is prompt (the estimate of the messages
+// (about one token per four bytes): input, of the prompt, is prompt (the estimate of the messages
 // sent) plus the estimate of the offered tools, and output is that of the answer's text,
 // reasoning and tool calls. An answer that counted 0 tokens left its run without a token
 // budget. Estimated marks a count filled in.
