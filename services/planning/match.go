@@ -28,27 +28,72 @@ var stopWords = []string{"a", "an", "the", "to", "of", "and", "or", "for", "in",
 // suffixes are stripped, first match only, by stem.
 var suffixes = []string{"ations", "ation", "ators", "ator", "ings", "ing", "ers", "er", "ed", "es", "ly", "s", "e"}
 
-// toolKeys are the stemmed keywords of one tool.
-type toolKeys struct {
-	name      string
-	nameStems []string
-	descStems []string
+// matcher picks the available tool whose keywords overlap a clause most. It indexes the
+// tools by their stems, so that a clause's words look up the tools they match: a request may
+// offer a thousand tools, with a megabyte of descriptions, and a goal of a thousand clauses.
+type matcher struct {
+	names       []string // the tools' names, in order
+	calculating []bool   // whether a tool's stems say it computes
+	name, desc  stemIndex
 }
-
-// matcher picks the available tool whose keywords overlap a clause most.
-type matcher struct{ tools []toolKeys }
 
 // newMatcher indexes the keywords of tools, in order.
 func newMatcher(tools []*typev1.Tool) *matcher {
-	m := &matcher{tools: make([]toolKeys, 0, len(tools))}
-	for _, t := range tools {
-		m.tools = append(m.tools, toolKeys{
-			name:      t.GetName(),
-			nameStems: stems(nameWords(strings.ToLower(t.GetName()))),
-			descStems: stems(textWords(t.GetDescription())),
-		})
+	m := &matcher{
+		names: make([]string, len(tools)), calculating: make([]bool, len(tools)),
+		name: stemIndex{tools: map[string][]int{}}, desc: stemIndex{tools: map[string][]int{}},
 	}
+	for i, t := range tools {
+		m.names[i] = t.GetName()
+		nameStems := stems(nameWords(strings.ToLower(t.GetName())))
+		descStems := stems(textWords(t.GetDescription()))
+		m.name.add(nameStems, i)
+		m.desc.add(descStems, i)
+		m.calculating[i] = slices.ContainsFunc(nameStems, computes) ||
+			slices.ContainsFunc(descStems, computes)
+	}
+	slices.Sort(m.name.sorted)
+	slices.Sort(m.desc.sorted)
 	return m
+}
+
+// computes reports whether a stem is one of a tool that computes.
+func computes(stem string) bool {
+	return slices.ContainsFunc(calculating, func(c string) bool { return strings.HasPrefix(stem, c) })
+}
+
+// stemIndex maps stems to the tools that have them.
+type stemIndex struct {
+	tools  map[string][]int // the indexes of the tools with a stem, ascending
+	sorted []string         // the stems, sorted once all are added
+}
+
+// add indexes the distinct stems of tool i.
+func (x *stemIndex) add(stems []string, i int) {
+	for _, st := range stems {
+		if _, ok := x.tools[st]; !ok {
+			x.sorted = append(x.sorted, st)
+		}
+		x.tools[st] = append(x.tools[st], i)
+	}
+}
+
+// each calls visit with the tools of every stem that matches w (stemMatch): w itself, the
+// longer stems w starts when it has minPrefixStem letters, and the stems of at least
+// minPrefixStem letters that start w.
+func (x *stemIndex) each(w string, visit func(tools []int)) {
+	visit(x.tools[w])
+	if len(w) >= minPrefixStem {
+		i, _ := slices.BinarySearch(x.sorted, w)
+		for ; i < len(x.sorted) && strings.HasPrefix(x.sorted[i], w); i++ {
+			if x.sorted[i] != w {
+				visit(x.tools[x.sorted[i]])
+			}
+		}
+	}
+	for n := minPrefixStem; n < len(w); n++ {
+		visit(x.tools[w[:n]])
+	}
 }
 
 // arithmeticWeight favours a calculating tool for an arithmetic clause ("6 times 7",
@@ -62,28 +107,41 @@ var arithmetic = regexp.MustCompile(`\d\s*(?:[-+*/x×÷^%]|plus|minus|times|mult
 var calculating = []string{"calcul", "arithmet", "math", "comput"}
 
 // best returns the name of the tool with the highest positive score for the clause, the
-// first listed on a tie, or "" when no tool overlaps.
+// first listed on a tie, or "" when no tool overlaps. A word of the clause scores
+// nameWeight for a tool whose name has a stem it matches, else descriptionWeight for one
+// whose description has.
 func (m *matcher) best(clause string) string {
-	words := stems(textWords(clause))
-	isArithmetic := arithmetic.MatchString(strings.ToLower(clause))
-	best, bestScore := "", 0
-	for _, t := range m.tools {
-		score := 0
-		if isArithmetic && slices.ContainsFunc(append(slices.Clone(t.nameStems), t.descStems...), func(k string) bool {
-			return slices.ContainsFunc(calculating, func(c string) bool { return strings.HasPrefix(k, c) })
-		}) {
-			score += arithmeticWeight
-		}
-		for _, w := range words {
-			switch {
-			case slices.ContainsFunc(t.nameStems, func(k string) bool { return stemMatch(w, k) }):
-				score += nameWeight
-			case slices.ContainsFunc(t.descStems, func(k string) bool { return stemMatch(w, k) }):
-				score += descriptionWeight
+	score := make([]int, len(m.names))
+	if arithmetic.MatchString(strings.ToLower(clause)) {
+		for i, c := range m.calculating {
+			if c {
+				score[i] += arithmeticWeight
 			}
 		}
-		if score > bestScore {
-			best, bestScore = t.name, score
+	}
+	named := make([]int, len(m.names)) // the last word (1, 2 ...) that scored a tool by name
+	described := make([]int, len(m.names))
+	for i, w := range stems(textWords(clause)) {
+		word := i + 1
+		m.name.each(w, func(tools []int) {
+			for _, t := range tools {
+				if named[t] != word {
+					named[t], score[t] = word, score[t]+nameWeight
+				}
+			}
+		})
+		m.desc.each(w, func(tools []int) {
+			for _, t := range tools {
+				if named[t] != word && described[t] != word {
+					described[t], score[t] = word, score[t]+descriptionWeight
+				}
+			}
+		})
+	}
+	best, bestScore := "", 0
+	for i, sc := range score {
+		if sc > bestScore {
+			best, bestScore = m.names[i], sc
 		}
 	}
 	return best

@@ -66,3 +66,40 @@ func TestLongToolDescriptionIsPlannedQuickly(t *testing.T) {
 		t.Errorf("step 1 uses %q, want lookup", tool)
 	}
 }
+
+// TestToolsAtTheLimitsArePlannedQuickly: the rules find the tools a clause's words match
+// through an index of the tools' stems. Every clause was matched against every stem of every
+// tool: 1,000 clauses and 1,000 tools, with descriptions of 1 MiB in all, kept the stage busy
+// for 14 s. The deadline is far more than planning takes.
+func TestToolsAtTheLimitsArePlannedQuickly(t *testing.T) {
+	tools := make([]*typev1.Tool, planning.MaxTools)
+	per := planning.MaxToolDescriptionsBytes / planning.MaxTools
+	for i := range tools {
+		var b strings.Builder
+		for j := 0; ; j++ {
+			w := fmt.Sprintf("w%dq%d ", j, i)
+			if b.Len()+len(w) > per {
+				break
+			}
+			b.WriteString(w)
+		}
+		tools[i] = &typev1.Tool{Name: fmt.Sprint("tool_calc_", i), Description: b.String()}
+	}
+	clauses := make([]string, 1000)
+	for i := range clauses {
+		clauses[i] = fmt.Sprint("compute 6 times ", i, " with w3q", i)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := client(t, planning.Options{}).Plan(ctx, &planningv1.PlanRequest{
+		Goal: strings.Join(clauses, "; "), MaxSteps: 1000, TaskType: "action", AvailableTools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range resp.GetSteps() {
+		if want := fmt.Sprint("tool_calc_", i); st.GetToolName() != want {
+			t.Fatalf("step %s uses %q, want %s, whose description has w3q%d", st.GetId(),
+				st.GetToolName(), want, i)
+		}
+	}
+}
