@@ -10,6 +10,7 @@ import (
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/plan"
+	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -134,6 +135,7 @@ func (p *planTracker) observe(tool, callID string, ok bool, output *structpb.Str
 		p.passed(step)
 		return "plan: " + step.GetStep().GetId() + " done"
 	}
+	why = textcut.Middle(why, plan.MaxNoteBytes, cutMark) // a tool's error, of any length
 	step.State, step.Note = typev1.StepState_STEP_STATE_FAILED, why
 	p.due(fmt.Sprintf("step %s (%s) failed: %s", step.GetStep().GetId(), tool, why))
 	return "plan: " + step.GetStep().GetId() + " failed"
@@ -198,8 +200,11 @@ func (p *planTracker) reason() string {
 	if p == nil {
 		return ""
 	}
-	return strings.Join(p.revise, "; ")
+	return textcut.Middle(strings.Join(p.revise, "; "), plan.MaxReasonBytes, cutMark)
 }
+
+// cutMark stands for what the middle of a note or reason cut to its limit held.
+const cutMark = " … "
 
 // progress is a copy of the plan's steps with their states, for a request or an event.
 func (p *planTracker) progress() []*typev1.StepProgress {
@@ -270,13 +275,10 @@ func (r *run) trackCall(call *typev1.ToolCall, res *actionv1.ExecuteResponse, ob
 	return r.tracker.observe(call.GetName(), call.GetId(), obs.GetSuccess(), stepOutput(obs.GetStructured()), why, r.turns)
 }
 
-// maxStepOutput is the largest structured result, in bytes of JSON, a step keeps.
-const maxStepOutput = 1024
-
 // stepOutput is the structured result a step keeps: s when it encodes to at most
-// maxStepOutput bytes of JSON, else nil.
+// plan.MaxOutputBytes bytes of JSON, else nil.
 func stepOutput(s *structpb.Struct) *structpb.Struct {
-	if out := plan.OutputJSON(s); out == "" || len(out) > maxStepOutput { // as the stages show it
+	if out := plan.OutputJSON(s); out == "" || len(out) > plan.MaxOutputBytes { // as the stages show it
 		return nil
 	}
 	return s
