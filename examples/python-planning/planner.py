@@ -12,7 +12,10 @@ overlap the clause most. proposed_steps are validated and put in topological ord
 keeps the plan and gives a step that is not done, and whose tool failed, another tool.
 """
 
+import json
 import re
+
+from google.protobuf import json_format
 
 from agentmesh.planning.v1 import planning_service_pb2
 from agentmesh.type.v1 import message_pb2, plan_pb2
@@ -31,6 +34,9 @@ MAX_CONSTRAINTS_BYTES = 128 << 10
 MAX_STEP_ID_BYTES = 256
 MAX_TOOL_NAME_BYTES = 512
 MAX_TOOLS = 1000
+MAX_REASON_BYTES = 64 << 10
+MAX_NOTE_BYTES = 1 << 10
+MAX_OUTPUT_BYTES = 1 << 10
 MAX_TOOL_DESCRIPTIONS_BYTES = 1 << 20
 
 # SOURCE says who made the plan (PlanResponse.source): this stage has no model.
@@ -117,6 +123,16 @@ def _check_limits(req):
     size = sum(len(t.description.encode()) for t in req.available_tools)
     if size > MAX_TOOL_DESCRIPTIONS_BYTES:
         raise invalid(f"available_tools: descriptions at most {MAX_TOOL_DESCRIPTIONS_BYTES} bytes in all, got {size}")
+    if len(req.revision.reason.encode()) > MAX_REASON_BYTES:
+        raise invalid(f"revision.reason: at most {MAX_REASON_BYTES} bytes, got {len(req.revision.reason.encode())}")
+    for i, p in enumerate(req.revision.steps):
+        if len(p.note.encode()) > MAX_NOTE_BYTES:
+            raise invalid(f"revision.steps[{i}].note: at most {MAX_NOTE_BYTES} bytes, got {len(p.note.encode())}")
+        if p.output.fields:
+            size = len(json.dumps(json_format.MessageToDict(p.output), separators=(",", ":"),
+                                  sort_keys=True, ensure_ascii=False).encode())
+            if size > MAX_OUTPUT_BYTES:
+                raise invalid(f"revision.steps[{i}].output: at most {MAX_OUTPUT_BYTES} bytes of JSON, got {size}")
     if len(req.revision.steps) > MAX_STEPS_LIMIT:
         raise invalid(f"revision.steps: at most {MAX_STEPS_LIMIT}, got {len(req.revision.steps)}")
     steps = [(f"proposed_steps[{i}]", s) for i, s in enumerate(req.proposed_steps)]

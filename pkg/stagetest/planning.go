@@ -158,6 +158,15 @@ var planningCases = []testCase{
 				&planningv1.PlanRequest{Goal: "g", AvailableTools: tools, RunId: k.id("run")})
 			return wantInvalid(err, "available_tools")
 		}},
+	{"revision-reason-over-limit", "a revision whose reason has 65537 bytes is INVALID_ARGUMENT naming revision.reason",
+		func(ctx context.Context, k *kit) error {
+			rev := &planningv1.PlanRevision{Reason: strings.Repeat("r", 64<<10+1), Steps: []*typev1.StepProgress{
+				{Step: &typev1.Step{Id: "a", Description: "read the clock", ToolName: "current_time"},
+					State: typev1.StepState_STEP_STATE_FAILED}}}
+			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{
+				Goal: "g", AvailableTools: offeredTools, Revision: rev, RunId: k.id("run")})
+			return wantInvalid(err, "revision.reason")
+		}},
 	{"tool-offered-twice", "a tool listed twice in available_tools is INVALID_ARGUMENT naming available_tools",
 		func(ctx context.Context, k *kit) error {
 			_, err := planningv1.NewPlanningServiceClient(k.conn).Plan(ctx, &planningv1.PlanRequest{Goal: "g",

@@ -1167,8 +1167,8 @@ func (s alwaysAsks) Parse(
 }
 
 // TestPlanningCasesFailAStageWithoutLimits: a planning stage that takes a request over the
-// limits of max_steps, constraints, a step's id and available_tools (as the project's did)
-// fails the kit's limit cases.
+// limits of max_steps, constraints, a step's id, available_tools and a revision's reason (as
+// the project's did) fails the kit's limit cases.
 func TestPlanningCasesFailAStageWithoutLimits(t *testing.T) {
 	conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) {
 		planningv1.RegisterPlanningServiceServer(s, noLimits{planning.New(planning.Options{})})
@@ -1180,6 +1180,7 @@ func TestPlanningCasesFailAStageWithoutLimits(t *testing.T) {
 	results := byCase(report)
 	for _, c := range []string{
 		"max-steps-over-limit", "constraints-over-limit", "step-id-over-limit", "tools-over-limit",
+		"revision-reason-over-limit",
 	} {
 		if res, ok := results[c]; !ok || res.Pass || !strings.Contains(res.Reason, "answered OK") {
 			t.Errorf("%s: present=%v pass=%v %q, want a failure: the stage answered OK",
@@ -1190,7 +1191,8 @@ func TestPlanningCasesFailAStageWithoutLimits(t *testing.T) {
 
 // noLimits is the project's planning stage behind a front that brings a request within its
 // limits instead of refusing it: max_steps over 1000 is the default, constraints past the
-// thousandth, a step's id past its 256th byte and tools past the thousandth are dropped.
+// thousandth, a step's id past its 256th byte, tools past the thousandth and a revision's
+// reason past its 65,536th byte are dropped.
 type noLimits struct{ *planning.Service }
 
 func (s noLimits) Plan(
@@ -1202,6 +1204,9 @@ func (s noLimits) Plan(
 	}
 	if len(req.GetConstraints()) > 1000 {
 		req.Constraints = req.GetConstraints()[:1000]
+	}
+	if r := req.GetRevision(); len(r.GetReason()) > 64<<10 {
+		r.Reason = r.GetReason()[:64<<10]
 	}
 	if len(req.GetAvailableTools()) > 1000 {
 		req.AvailableTools = req.GetAvailableTools()[:1000]

@@ -10,9 +10,10 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 )
 
-// Limits of a request's fields (README "Limits"); max_steps is at most plan.MaxStepsLimit,
-// a step's tool at most toolname.MaxRequestBytes and its description as long as the goal may
-// be.
+// Limits of a request's fields (README "Limits"); max_steps is at most plan.MaxStepsLimit, a
+// revision's reason, a revised step's note and output at most plan.MaxReasonBytes,
+// plan.MaxNoteBytes and plan.MaxOutputBytes of JSON, a step's tool at most
+// toolname.MaxRequestBytes and its description as long as the goal may be.
 const (
 	// MaxConstraints is the most constraints a request may give: the intent model gives at
 	// most 32, its rules one per phrase of a message.
@@ -60,6 +61,9 @@ func checkLimits(req *planningv1.PlanRequest, maxGoal int) error {
 			return err
 		}
 	}
+	if n := len(req.GetRevision().GetReason()); n > plan.MaxReasonBytes {
+		return stageerr.Invalid("revision.reason: at most %d bytes, got %d", plan.MaxReasonBytes, n)
+	}
 	steps := req.GetRevision().GetSteps()
 	if len(steps) > plan.MaxStepsLimit {
 		return stageerr.Invalid("revision.steps: at most %d, got %d", plan.MaxStepsLimit, len(steps))
@@ -67,6 +71,14 @@ func checkLimits(req *planningv1.PlanRequest, maxGoal int) error {
 	for i, p := range steps {
 		if err := checkStep(fmt.Sprintf("revision.steps[%d].step", i), p.GetStep(), maxGoal); err != nil {
 			return err
+		}
+		if n := len(p.GetNote()); n > plan.MaxNoteBytes {
+			return stageerr.Invalid("revision.steps[%d].note: at most %d bytes, got %d",
+				i, plan.MaxNoteBytes, n)
+		}
+		if n := len(plan.OutputJSON(p.GetOutput())); n > plan.MaxOutputBytes {
+			return stageerr.Invalid("revision.steps[%d].output: at most %d bytes of JSON, got %d",
+				i, plan.MaxOutputBytes, n)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/toolname"
 	"github.com/agentmesh/agentmesh/services/planning"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // TestRequestLimits: a request over one of the planning stage's limits (max_steps,
@@ -35,6 +36,15 @@ func TestRequestLimits(t *testing.T) {
 				{Step: &typev1.Step{Id: "a"}, State: typev1.StepState_STEP_STATE_DONE},
 				{Step: st, State: typev1.StepState_STEP_STATE_PENDING},
 			}}}
+	}
+	noted := func(p *typev1.StepProgress) *planningv1.PlanRequest {
+		return &planningv1.PlanRequest{Goal: "g", Revision: &planningv1.PlanRevision{Reason: "r",
+			Steps: []*typev1.StepProgress{
+				{Step: &typev1.Step{Id: "a"}, State: typev1.StepState_STEP_STATE_DONE}, p}}}
+	}
+	bigOutput, err := structpb.NewStruct(map[string]any{"x": long(plan.MaxOutputBytes)})
+	if err != nil {
+		t.Fatal(err)
 	}
 	progress := make([]*typev1.StepProgress, plan.MaxStepsLimit+1)
 	for i := range progress {
@@ -95,6 +105,17 @@ func TestRequestLimits(t *testing.T) {
 		{"a revised step's dependencies",
 			revised(&typev1.Step{Id: "b", DependsOn: many(plan.MaxStepsLimit+1, "d")}),
 			"revision.steps[1].step.depends_on: at most 1000 ids, got 1001"},
+		{"the revision's reason", &planningv1.PlanRequest{Goal: "g",
+			Revision: &planningv1.PlanRevision{Reason: long(plan.MaxReasonBytes + 1),
+				Steps: []*typev1.StepProgress{{Step: &typev1.Step{Id: "a"},
+					State: typev1.StepState_STEP_STATE_FAILED}}}},
+			"revision.reason: at most 65536 bytes, got 65537"},
+		{"a revised step's note", noted(&typev1.StepProgress{Step: &typev1.Step{Id: "b"},
+			State: typev1.StepState_STEP_STATE_FAILED, Note: long(plan.MaxNoteBytes + 1)}),
+			"revision.steps[1].note: at most 1024 bytes, got 1025"},
+		{"a revised step's output", noted(&typev1.StepProgress{Step: &typev1.Step{Id: "b"},
+			State: typev1.StepState_STEP_STATE_DONE, Output: bigOutput}),
+			"revision.steps[1].output: at most 1024 bytes of JSON, got 1032"},
 		{"the revision's steps", &planningv1.PlanRequest{Goal: "g",
 			Revision: &planningv1.PlanRevision{Reason: "r", Steps: progress}},
 			"revision.steps: at most 1000, got 1001"},
