@@ -54,8 +54,8 @@ const memoriesHeader = "Relevant memories:"
 
 // memoryMessage returns one system message listing the hits, best first, and a source per
 // hit, within budget tokens. When not every hit fits, each in turn, best first, joins the
-// message if it still fits: a hit too long for the budget is left out alone, not with every
-// hit scored below it. It returns nil when no hit fits.
+// message if it still fits (fitMemories): a hit too long for the budget is left out alone,
+// not with every hit scored below it. It returns nil when no hit fits.
 func memoryMessage(hits []*memoryv1.MemoryHit, budget int64, counter tokens.Counter) (*typev1.Message, []*typev1.Source) {
 	if len(hits) == 0 {
 		return nil, nil
@@ -66,19 +66,7 @@ func memoryMessage(hits []*memoryv1.MemoryHit, budget int64, counter tokens.Coun
 	})
 	text := renderMemories(hits)
 	if counter.Message(systemMessage(text)) > budget {
-		text = ""
-		kept := hits[:0] // filtered in place: kept never passes the hit being read
-		for _, h := range hits {
-			// The content alone costs about what it adds: skip counting what cannot fit.
-			if counter.Text(h.GetMemory().GetContent()) > budget {
-				continue
-			}
-			longer := renderMemories(append(kept, h))
-			if counter.Message(systemMessage(longer)) <= budget {
-				text, kept = longer, append(kept, h)
-			}
-		}
-		hits = kept
+		hits, text = fitMemories(hits, budget, counter)
 	}
 	if len(hits) == 0 {
 		return nil, nil
@@ -95,15 +83,49 @@ func memoryMessage(hits []*memoryv1.MemoryHit, budget int64, counter tokens.Coun
 	return systemMessage(text), sources
 }
 
+// fitMemories returns the hits, in order, that join the memory message while it fits in
+// budget tokens, and the message's text. Each hit's line is counted once, as it would join:
+// the message costs at most the sum of its parts, the header's message and each line. The
+// estimate rounds each part up, so that sum may pass the budget by less than a token a part
+// when the whole does not: only then is the message counted whole with the hit (the estimate
+// is quick). A tokenizer may count the whole above its parts at a rare joint: the message is
+// counted whole once at the end, and the last hits leave until it fits.
+func fitMemories(
+	hits []*memoryv1.MemoryHit, budget int64, counter tokens.Counter,
+) ([]*memoryv1.MemoryHit, string) {
+	estimate := counter.Encoding() == tokens.EncodingEstimate
+	kept := hits[:0] // filtered in place: kept never passes the hit being read
+	cost := counter.Message(systemMessage(memoriesHeader))
+	for _, h := range hits {
+		line := counter.Text(memoryLine(len(kept)+1, h))
+		switch n := cost + line; {
+		case n <= budget:
+			kept, cost = append(kept, h), n
+		case estimate && n-int64(len(kept)+2) < budget:
+			if whole := counter.Message(systemMessage(renderMemories(append(kept, h)))); whole <= budget {
+				kept, cost = append(kept, h), whole
+			}
+		}
+	}
+	text := renderMemories(kept)
+	for len(kept) > 0 && counter.Message(systemMessage(text)) > budget {
+		kept = kept[:len(kept)-1]
+		text = renderMemories(kept)
+	}
+	return kept, text
+}
+
+// memoryLine is the line of the memory message that shows hit h as the n-th memory.
+func memoryLine(n int, h *memoryv1.MemoryHit) string {
+	return "\n[" + strconv.Itoa(n) + "] " + h.GetMemory().GetContent()
+}
+
 // renderMemories is the text of the memory message showing hits, in their order.
 func renderMemories(hits []*memoryv1.MemoryHit) string {
 	var b strings.Builder
 	b.WriteString(memoriesHeader)
 	for i, h := range hits {
-		b.WriteString("\n[")
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString("] ")
-		b.WriteString(h.GetMemory().GetContent())
+		b.WriteString(memoryLine(i+1, h))
 	}
 	return b.String()
 }
