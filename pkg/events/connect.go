@@ -14,9 +14,11 @@ const reconnectWait = time.Second
 // Connect connects a service to the NATS server at url under name. The connection never gives
 // up: it retries the first connection and reconnects forever after an outage (nats.go gives up
 // after 60 attempts by default, which left a replica without events for good), buffering what
-// is published meanwhile, and logs each disconnection and reconnection.
+// is published meanwhile, and logs each disconnection and reconnection. The credentials the URL
+// carries (a password or a token) are masked wherever it shows the URL: its logs and errors.
 func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
-	log := slog.With("nats", url, "client", name)
+	creds := credentialsOf(url)
+	log := slog.With("nats", creds.from(url), "client", name)
 	opts = append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -31,7 +33,8 @@ func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 	}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		msg := fmt.Sprintf("connect to NATS at %s: %v", url, err)
+		return nil, &hiddenError{msg: creds.from(msg), err: err}
 	}
 	return nc, nil
 }
