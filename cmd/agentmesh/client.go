@@ -39,7 +39,7 @@ func defaultAddr() string {
 
 // connect dials the orchestrator's public API.
 func connect(addr string) (agentv1.AgentServiceClient, func(), error) {
-	creds, err := dialCredentials()
+	creds, err := dialCredentials(addr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -100,7 +100,7 @@ func conformanceCommand(ctx context.Context, args []string, stdout io.Writer) er
 
 // checkStage runs the kit of stage name (as Stages names it) against addr, with opts.
 func checkStage(ctx context.Context, name, addr string, opts stagetest.Options) (stagetest.Report, error) {
-	dialOpts, err := kitCredentials(name)
+	dialOpts, err := kitCredentials(name, addr)
 	if err != nil {
 		return stagetest.Report{}, err
 	}
@@ -116,12 +116,12 @@ func checkStage(ctx context.Context, name, addr string, opts stagetest.Options) 
 	return report, err
 }
 
-// kitCredentials are the dial options of the kit of stage name: the orchestrator is called as
-// a client of the public API (AGENTMESH_CA, AGENTMESH_CERT and AGENTMESH_KEY,
+// kitCredentials are the dial options of the kit of stage name at addr: the orchestrator is
+// called as a client of the public API (AGENTMESH_CA, AGENTMESH_CERT and AGENTMESH_KEY,
 // AGENTMESH_API_KEY), a stage as a mesh service (TLS_CA, TLS_CERT and TLS_KEY).
-func kitCredentials(name string) ([]grpc.DialOption, error) {
+func kitCredentials(name, addr string) ([]grpc.DialOption, error) {
 	if name == "orchestrator" {
-		return dialCredentials()
+		return dialCredentials(addr)
 	}
 	transport, err := stageCredentials()
 	if err != nil {

@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,11 +26,12 @@ const (
 	envKey    = "AGENTMESH_KEY"     // the client certificate's private key (PEM)
 )
 
-// dialCredentials are the CLI's transport and call credentials, from the environment: TLS
-// when AGENTMESH_CA is set (with a client certificate from AGENTMESH_CERT and AGENTMESH_KEY,
-// which are refused without it), and the API key of AGENTMESH_API_KEY.
-func dialCredentials() ([]grpc.DialOption, error) {
-	transport := insecure.NewCredentials()
+// dialCredentials are the CLI's transport and call credentials for the orchestrator at addr,
+// from the environment: TLS when AGENTMESH_CA is set (with a client certificate from
+// AGENTMESH_CERT and AGENTMESH_KEY, which are refused without it), and the API key of
+// AGENTMESH_API_KEY, which goes in clear text only to this host (keyInClear).
+func dialCredentials(addr string) ([]grpc.DialOption, error) {
+	transport, secure := insecure.NewCredentials(), false
 	if os.Getenv(envCA) == "" && (os.Getenv(envCert) != "" || os.Getenv(envKey) != "") {
 		return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s and %s need %s: a client certificate goes over TLS, which %s turns on (the CA of the orchestrator's certificate)",
 			envCert, envKey, envCA, envCA))
@@ -38,15 +41,38 @@ func dialCredentials() ([]grpc.DialOption, error) {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, err)
 		}
-		transport = credentials.NewTLS(cfg)
+		transport, secure = credentials.NewTLS(cfg), true
 	}
 	// A result carries the whole conversation: accept what the mesh's servers send.
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes))}
 	if key := os.Getenv(envAPIKey); key != "" {
+		if !secure {
+			if err := keyInClear(addr); err != nil {
+				return nil, err
+			}
+		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(key)))
 	}
 	return opts, nil
+}
+
+// keyInClear is the error, exit 4, of AGENTMESH_API_KEY about to be sent in clear text to the
+// orchestrator at addr, an address of another host, where anyone on the path would read it
+// (a server that speaks TLS fails the call only once a machine in the middle has read it); nil
+// for an address of this host (loopback, as `agentmesh dev` listens, or every interface), and
+// when the CLI runs insecure (AGENTMESH_INSECURE=1, as for the service binaries).
+func keyInClear(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || server.Loopback(addr) || server.Insecure() {
+		return nil // an address that is not host:port is refused as such (newClient)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return nil
+	}
+	return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s would cross the network to %s in clear "+
+		"text: set %s to the CA of the orchestrator's certificate, to speak TLS (or "+
+		"AGENTMESH_INSECURE=1 to send it in clear text all the same)", envAPIKey, addr, envCA))
 }
 
 // authenticated reports whether the CLI sends credentials, so the server knows who calls
@@ -75,7 +101,7 @@ func clientTLS(ca, cert, key string) (*tls.Config, error) {
 }
 
 // bearer sends an API key with every call. It is allowed without TLS, for `agentmesh dev` on
-// loopback; anywhere else configure TLS (AGENTMESH_CA).
+// loopback; anywhere else the CLI requires TLS (AGENTMESH_CA) first (keyInClear).
 type bearer string
 
 // GetRequestMetadata returns the authorization metadata.
