@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"os"
 	"path"
 	"testing"
 	"time"
@@ -43,8 +44,11 @@ func TestProductionApprovesTools(t *testing.T) {
 		return
 	}
 	pub, priv := grant.GenerateKey()
-	writeFile(t, keys["orchestrator"], "")
-	writeFile(t, keys["action"], "")
+	for _, file := range keys {
+		if err := os.MkdirAll(path.Dir(file), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := grant.WriteKeys(keys["orchestrator"], keys["action"], pub, priv); err != nil {
 		t.Fatal(err)
 	}

@@ -172,14 +172,15 @@ func describePrincipal(p auth.Principal) string {
 	return p.ID() + " (" + strings.Join(p.Roles, ", ") + ")"
 }
 
-// refuseExisting fails when dir already holds a file `agentmesh certs` would write.
+// refuseExisting fails when dir already holds a file `agentmesh certs` would write, or a
+// symbolic link in its place (dangling or not), which it would write through.
 func refuseExisting(dir string) error {
 	names := []string{meshCAFile, clientsCAFile, cliName + ".pem", cliName + "-key.pem", grantKeyFile, grantPubFile}
 	for _, s := range meshServices {
 		names = append(names, s+".pem", s+"-key.pem")
 	}
 	for _, n := range names {
-		switch _, err := os.Stat(filepath.Join(dir, n)); {
+		switch _, err := os.Lstat(filepath.Join(dir, n)); {
 		case err == nil:
 			return fmt.Errorf("certs: %s already holds %s; remove the old set or pick another --dir", dir, n)
 		case !errors.Is(err, os.ErrNotExist):

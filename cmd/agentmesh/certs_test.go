@@ -113,3 +113,27 @@ func TestCLIWithAnotherCAExits4(t *testing.T) {
 		t.Errorf("the error does not name %s:\n%s", envCA, errOut)
 	}
 }
+
+// TestCertsWriteNoKeyThroughALink: `agentmesh certs` writes no file through a symbolic link
+// that --dir holds in the place of one of its files, dangling or not: it exits 4 naming the
+// file, and the link's target is not created. A directory others can write to (a shared /tmp)
+// could hold a link grant.key to a file of theirs, and the approval grant's private key, the
+// one file written by replacing what was there, went there (`certs` otherwise refuses to
+// replace a file, and creates each new).
+func TestCertsWriteNoKeyThroughALink(t *testing.T) {
+	isolate(t)
+	for _, name := range []string{"grant.key", "grant.pub", "ca.pem", "action-key.pem"} {
+		dir, elsewhere := t.TempDir(), filepath.Join(t.TempDir(), "taken")
+		if err := os.Symlink(elsewhere, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), []string{"certs", "--dir", dir}, &stdout, &stderr)
+		if code != 4 || !strings.Contains(stderr.String(), name) {
+			t.Errorf("certs with a link %s: exit %d, %s; want 4 naming it", name, code, stderr.String())
+		}
+		if _, err := os.Lstat(elsewhere); err == nil {
+			t.Errorf("certs wrote %s through the link, to its target", name)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 )
@@ -18,8 +19,10 @@ func GenerateKey() (ed25519.PublicKey, ed25519.PrivateKey) {
 	return pub, priv
 }
 
-// WriteKeys writes the key pair as PEM files: the private key (PKCS #8, mode 0600) to
-// privPath and the public key (PKIX) to pubPath.
+// WriteKeys writes the key pair as new PEM files: the private key (PKCS #8, mode 0600) to
+// privPath and the public key (PKIX, mode 0644) to pubPath. It replaces no file and writes
+// through no symbolic link: either path naming one is an error, and the private key goes
+// nowhere another user prepared for it.
 func WriteKeys(privPath, pubPath string, pub ed25519.PublicKey, priv ed25519.PrivateKey) error {
 	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
 	if err != nil {
@@ -29,10 +32,22 @@ func WriteKeys(privPath, pubPath string, pub ed25519.PublicKey, priv ed25519.Pri
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
+	privPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER})
+	if err := create(privPath, privPEM, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
+	return create(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
+}
+
+// create writes data to a new file path with mode perm; an existing path, a symbolic link
+// included, is an error.
+func create(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }
 
 // LoadSigner reads a PEM PKCS #8 Ed25519 private key.
