@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver (pure Go)
@@ -14,7 +15,7 @@ import (
 // sqliteBusyTimeoutMS is how long a write waits for another connection's write to finish.
 const sqliteBusyTimeoutMS = 10000
 
-// OpenSQLite opens (creating when missing) the SQLite database file at path as a Store,
+// OpenSQLite opens (creating when missing, mode 0600) the SQLite database file at path as a Store,
 // creates its schema when missing, and turns on write-ahead logging. The file's directory
 // must exist. Writes take the database's write lock when their transaction begins (BEGIN
 // IMMEDIATE), so concurrent writers queue instead of failing; Close the store when done.
@@ -24,6 +25,9 @@ func OpenSQLite(ctx context.Context, path string) (*SQLStore, error) {
 	}
 	if strings.ContainsRune(path, '?') {
 		return nil, fmt.Errorf("sqlite memory store: the database path %q must not contain '?'", path)
+	}
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("sqlite memory store %s: %w", path, err)
 	}
 	params := url.Values{
 		"_pragma": {
@@ -45,4 +49,21 @@ func OpenSQLite(ctx context.Context, path string) (*SQLStore, error) {
 		return nil, fmt.Errorf("sqlite memory store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// createPrivate creates the database file at path, when missing, readable and writable by this
+// process's user alone (0600): it holds every user's memories and saved runs, and SQLite
+// creates the files it keeps beside it (-wal, -shm, a journal) with the database's mode. Left
+// to SQLite, the file got 0644 under the usual umask, for every account of the host to read.
+// A file that exists keeps its mode: its owner chose it. An in-memory database (":memory:") or a
+// "file:" URI is SQLite's to open.
+func createPrivate(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
