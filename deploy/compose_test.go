@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -119,8 +120,25 @@ func TestComposeMatchesTheBinaries(t *testing.T) {
 	if cfg.Memory.Store != config.StoreSQLite || storeVolume == "" || filepath.Dir(cfg.Memory.Path) != storeVolume {
 		t.Errorf("memory keeps its store (%s %q) off the named volume (%q)", cfg.Memory.Store, cfg.Memory.Path, storeVolume)
 	}
-	if p := f.Services["orchestrator"].Ports; !slices.Equal(p, []string{"7000:7000"}) {
-		t.Errorf("orchestrator publishes %v, want its LISTEN_ADDR port 7000", p)
+	if p := f.Services["orchestrator"].Ports; !slices.Equal(p, []string{"127.0.0.1:7000:7000"}) {
+		t.Errorf("orchestrator publishes %v, want its LISTEN_ADDR port 7000 on loopback", p)
+	}
+}
+
+// TestComposePublishesOnLoopbackOnly: every port docker-compose.yml publishes is bound to the
+// host's loopback. Its services run AGENTMESH_INSECURE=1, the public API without
+// authentication and with the development approval key pair, and Jaeger's UI shows every
+// trace; a port published without an address is bound to every interface of the host (past
+// its firewall, in Docker's own rules), so anyone on the network ran agents, approved their
+// calls, and spent the developer's model keys.
+func TestComposePublishesOnLoopbackOnly(t *testing.T) {
+	f := readCompose(t)
+	for _, name := range slices.Sorted(maps.Keys(f.Services)) {
+		for _, p := range f.Services[name].Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %q on every interface of the host, want 127.0.0.1:%s", name, p, p)
+			}
+		}
 	}
 }
 
