@@ -1,12 +1,12 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +17,12 @@ import (
 const ReloadInterval = 10 * time.Second
 
 // followed is a value loaded from files and loaded again when they change: at most once per
-// every, when get is called, it looks at the files' sizes and modification times (as a
-// Kubernetes secret or cert-manager rotates them), and when they changed it loads them again.
-// A load that fails keeps the current value, with a warning, until the files change again.
+// every, when get is called, it reads the files (a few kilobytes of PEM) and when their
+// contents changed (as a Kubernetes secret or cert-manager rotates them) it loads them again.
+// Their contents, not their sizes and modification times: a new key has the size of the old,
+// a certificate of the same CA and names often has, and files copied with the fixed time of a
+// reproducible build have the old files' time too. A load that fails keeps the current value,
+// with a warning, until the files change again.
 type followed[T any] struct {
 	what  string // what the files hold, for the log
 	files []string
@@ -29,7 +32,7 @@ type followed[T any] struct {
 
 	mu      sync.Mutex
 	checked time.Time // when the files were last looked at
-	last    string    // their stamp then
+	last    string    // the digest of their contents then
 }
 
 // follow loads the files with load and returns them followed; every 0 is ReloadInterval.
@@ -74,17 +77,18 @@ func (f *followed[T]) get() *T {
 	return v
 }
 
-// stamp is the files' sizes and modification times.
+// stamp is the SHA-256 of the files' contents, each after its length.
 func (f *followed[T]) stamp() (string, error) {
-	var b strings.Builder
+	h := sha256.New()
 	for _, name := range f.files {
-		fi, err := os.Stat(name)
+		data, err := os.ReadFile(name)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+		fmt.Fprintf(h, "%d:", len(data))
+		h.Write(data)
 	}
-	return b.String(), nil
+	return string(h.Sum(nil)), nil
 }
 
 // LoadServerTLS returns the TLS configuration of a server that presents the certificate and

@@ -4,10 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/certs"
@@ -111,6 +113,78 @@ func TestLoadServerTLSFollowsItsFiles(t *testing.T) {
 	if got, want := presentedAt(t, addr, client).SerialNumber, serialOf(t, second.Cert); got.Cmp(want) != 0 {
 		t.Errorf("after a broken rotation: presented serial %v, want the current one's %v", got, want)
 	}
+}
+
+// TestRotationToFilesOfTheSameSizeAndTimeIsFollowed: a rotation is followed when the new
+// files have the size and the modification time of the old ones, as a P-256 key's always has
+// the size of another and a certificate of the same CA and names often does, and as files of
+// an artefact built with fixed timestamps (SOURCE_DATE_EPOCH, ko, Nix), copied with their
+// times, all have the same time. Files compared by size and time were taken as unchanged, and
+// the old certificate stayed in use until it expired.
+func TestRotationToFilesOfTheSameSizeAndTimeIsFollowed(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA("public CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := certs.Subject{CommonName: "api", Hosts: []string{"localhost"}, Server: true}
+	first, err := ca.Write(dir, "api-1", subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second certs.Pair
+	for i := 0; ; i++ { // a signature's encoding varies by a byte or two: find a twin in size
+		if i == 100 {
+			t.Fatal("no certificate of the first one's size in 100")
+		}
+		if second, err = ca.Write(dir, fmt.Sprintf("api-2-%d", i), subject); err != nil {
+			t.Fatal(err)
+		}
+		if sizeOf(t, second.Cert) == sizeOf(t, first.Cert) &&
+			sizeOf(t, second.Key) == sizeOf(t, first.Key) {
+			break
+		}
+	}
+	served := filepath.Join(dir, "served")
+	rotateTo(t, first, served)
+	stamp := time.Unix(315532800, 0) // the fixed time of a reproducible build
+	for _, f := range []string{served + ".pem", served + "-key.pem"} {
+		if err := os.Chtimes(f, stamp, stamp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := auth.LoadServerTLS(served+".pem", served+"-key.pem", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	addr := serveTLS(t, cfg)
+	client := &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	if got := presentedAt(t, addr, client).SerialNumber; got.Cmp(serialOf(t, first.Cert)) != 0 {
+		t.Fatalf("presented serial %v, want the first certificate's", got)
+	}
+	rotateTo(t, second, served)
+	for _, f := range []string{served + ".pem", served + "-key.pem"} {
+		if err := os.Chtimes(f, stamp, stamp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, want := presentedAt(t, addr, client).SerialNumber, serialOf(t, second.Cert)
+	if got.Cmp(want) != 0 {
+		t.Errorf("after a rotation to files of the same size and time: presented serial %v, "+
+			"want the new certificate's %v", got, want)
+	}
+}
+
+// sizeOf is the size of the file.
+func sizeOf(t *testing.T, file string) int64 {
+	t.Helper()
+	info, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
 }
 
 // rotateTo replaces the files served (served.pem and served-key.pem) with pair's, each by a
