@@ -157,7 +157,7 @@ type Answer struct {
 
 // Object asks q and decodes the validated answer into out (a pointer, as for
 // encoding/json.Unmarshal). A failed generation is its stage error; an answer outside the
-// schema wraps ErrUnusable. The Answer's Usage and Model are filled in whenever the model
+// schema, or one the provider's content filter stopped, wraps ErrUnusable. The Answer's Usage and Model are filled in whenever the model
 // answered, its Entry whenever a request was made.
 func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error) {
 	compiled, err := schemas.compile(q.Tool, q.Schema)
@@ -207,6 +207,12 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 		entry.Attempts = 0 // answered from the generation stage's cache
 	}
 	ans := Answer{Usage: resp.GetUsage(), Model: resp.GetModel(), Entry: entry}
+	if resp.GetStopReason() == stopContentFilter {
+		// What the filter let through is not the model's answer: a call's arguments cut off
+		// midway, repaired, may still match the schema (a plan with its first steps only).
+		return ans, fmt.Errorf("%w: the provider's content filter stopped the answer (stop reason %s)",
+			ErrUnusable, stopContentFilter)
+	}
 	var call *typev1.ToolCall
 	for _, c := range resp.GetToolCalls() {
 		if c.GetName() == q.Tool {
@@ -230,6 +236,10 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	}
 	return ans, nil
 }
+
+// stopContentFilter is the stop reason of an answer the provider's content filter withheld or
+// stopped (OpenAI's content_filter, Anthropic's refusal).
+const stopContentFilter = "content_filter"
 
 // fits returns ErrTooLong when a request of messages and tools, with the buffer and
 // maxOutput of answer (OutputLimit when the request sets no bound: the model may answer up to

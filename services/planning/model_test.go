@@ -138,6 +138,11 @@ func TestModelFallback(t *testing.T) {
 		{"no steps", llmtest.Turn{ToolCalls: []llmtest.ToolCall{{Name: planning.PlanTool, Arguments: `{"viable": true, "steps": []}`}}},
 			"the planning model's plan has no steps", typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
 		{"the provider fails", llmtest.Turn{Failure: llmtest.FailModelError}, "the planning model failed", typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED},
+		// A plan the provider's content filter stopped midway is not the model's plan, though
+		// its arguments, repaired, would pass the schema with the steps written so far.
+		{"stopped by the content filter", llmtest.Turn{FinishReason: "content_filter", ToolCalls: []llmtest.ToolCall{{Name: planning.PlanTool,
+			Arguments: `{"viable": true, "steps": [{"id": "a", "description": "read the clock", "tool": "current_time"}`}}},
+			"the provider's content filter stopped the answer (stop reason content_filter)", typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
