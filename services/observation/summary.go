@@ -111,6 +111,10 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 		return "", entry, errors.New("the observation model answered with no summary")
 	case resp.GetStopReason() == "length":
 		return "", entry, errors.New("the observation model's summary was cut off at its output token limit")
+	case resp.GetStopReason() == "content_filter":
+		// What the filter let through is not the model's summary.
+		return "", entry, errors.New("the provider's content filter stopped the observation model's summary " +
+			"(stop reason content_filter)")
 	case int64(len(summary)) > maxBytes:
 		return "", entry, fmt.Errorf("the observation model's summary of %d bytes is over the budget of %d bytes", len(summary), maxBytes)
 	}

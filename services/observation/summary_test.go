@@ -75,7 +75,7 @@ func TestSummary(t *testing.T) {
 }
 
 // TestSummaryFallsBackToTruncation: when the observation model fails, answers nothing,
-// answers over the budget or is cut off, the result is truncated with the exact notice of
+// answers over the budget, is cut off or stopped by the content filter, the result is truncated with the exact notice of
 // seed 000, summary_error says why, and the failed request is still accounted.
 func TestSummaryFallsBackToTruncation(t *testing.T) {
 	raw := func(name string) string { return name + ": " + strings.Repeat("x", 50) }
@@ -88,6 +88,9 @@ func TestSummaryFallsBackToTruncation(t *testing.T) {
 		{"empty", llmtest.Turn{Content: "   "}, "answered with no summary"},
 		{"too long", llmtest.Turn{Content: strings.Repeat("y", 21)}, "summary of 21 bytes is over the budget of 20 bytes"},
 		{"cut off", llmtest.Turn{Content: "partial", FinishReason: "length"}, "cut off at its output token limit"},
+		// What the provider's content filter let through is not the model's summary.
+		{"filtered", llmtest.Turn{Content: "partial", FinishReason: "content_filter"},
+			"the provider's content filter stopped the observation model's summary"},
 	}
 	var scenarios []llmtest.Scenario
 	for _, tc := range table {
