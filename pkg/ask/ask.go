@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -223,6 +224,13 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 	if call == nil {
 		return ans, fmt.Errorf("%w: it did not call %s (answered %q)", ErrUnusable, q.Tool, clip(resp.GetContent()))
 	}
+	if call.GetArguments() == nil {
+		// The generation stage refused the arguments (cut off at the output limit, not
+		// JSON): the reason is in its repairs, and an empty object would be reported as one
+		// missing every property.
+		return ans, fmt.Errorf("%w: the arguments of %s were refused: %s", ErrUnusable, q.Tool,
+			rejection(resp.GetRepairs(), call.GetId()))
+	}
 	args := call.GetArguments().AsMap()
 	if err := compiled.Validate(args); err != nil {
 		return ans, fmt.Errorf("%w: the arguments of %s do not match its schema: %s", ErrUnusable, q.Tool, schema.Message(err))
@@ -235,6 +243,20 @@ func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error)
 		return ans, fmt.Errorf("%w: the arguments of %s: %v", ErrUnusable, q.Tool, err)
 	}
 	return ans, nil
+}
+
+// rejection is why the generation stage refused the arguments of the call named id, as its
+// repairs say ("tool call <id> (<name>): rejected: <reason>").
+func rejection(repairs []string, id string) string {
+	for _, r := range repairs {
+		if !strings.HasPrefix(r, "tool call "+id+" ") {
+			continue
+		}
+		if _, reason, ok := strings.Cut(r, ": rejected: "); ok {
+			return reason
+		}
+	}
+	return "no reason given"
 }
 
 // stopContentFilter is the stop reason of an answer the provider's content filter withheld or

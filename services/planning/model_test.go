@@ -143,6 +143,11 @@ func TestModelFallback(t *testing.T) {
 		{"stopped by the content filter", llmtest.Turn{FinishReason: "content_filter", ToolCalls: []llmtest.ToolCall{{Name: planning.PlanTool,
 			Arguments: `{"viable": true, "steps": [{"id": "a", "description": "read the clock", "tool": "current_time"}`}}},
 			"the provider's content filter stopped the answer (stop reason content_filter)", typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
+		// Arguments cut off at the output limit are refused by the generation stage; the
+		// reason says so, not that the (absent) arguments lack every property.
+		{"cut off at the output limit", llmtest.Turn{FinishReason: "length", ToolCalls: []llmtest.ToolCall{{Name: planning.PlanTool,
+			Arguments: `{"viable": true, "steps": [{"id": "a", "description": "read the clock", "tool": "current_time"}`}}},
+			"the arguments were cut off at the output token limit", typev1.AccountingStatus_ACCOUNTING_STATUS_OK},
 	}
 	for _, tc := range table {
 		t.Run(tc.name, func(t *testing.T) {
