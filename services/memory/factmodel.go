@@ -2,7 +2,10 @@ package memory
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
@@ -64,8 +67,9 @@ type factsAnswer struct {
 }
 
 // pickFacts picks the facts of a finished run: by the configured model, falling back to the
-// rules when it fails or answers outside FactsSchema (learned says which picked them, why the
-// rules did, and accounts the model's request), or by the rules without a model.
+// rules when it fails, answers outside FactsSchema or has not answered within factsTimeout
+// (learned says which picked them, why the rules did, and accounts the model's request), or
+// by the rules without a model.
 func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.RunResult, learned *typev1.RunLearning) []fact {
 	conversation := conversationText(result.GetConversation())
 	if s.facts == nil || conversation == "" {
@@ -73,7 +77,10 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 		return ruleFacts(result.GetConversation())
 	}
 	var answer factsAnswer
-	ans, err := s.facts.Object(ctx, ask.Question{
+	mctx, cancel := context.WithTimeout(ctx, s.factsTimeout)
+	defer cancel()
+	due, _ := mctx.Deadline()
+	ans, err := s.facts.Object(mctx, ask.Question{
 		RunID: runID, Instructions: FactsInstructions, Tool: FactsTool, Description: factsDescription,
 		Schema: FactsSchema, Input: conversation, KeepEnd: true, // cut to fit, the newest is kept
 	}, &answer)
@@ -85,6 +92,11 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 		return nil // closing, or out of time: the run is learned from again
 	}
 	if err != nil {
+		// The generation stage's failure at the deadline may arrive before mctx's timer has
+		// fired: the clock says it too.
+		if errors.Is(mctx.Err(), context.DeadlineExceeded) || !time.Now().Before(due) {
+			err = fmt.Errorf("the memory model did not answer within %s: %w", s.factsTimeout, err)
+		}
 		s.log.WarnContext(ctx, "the memory model failed; the rules pick the facts", "run_id", runID, "error", err)
 		learned.Method, learned.FallbackReason = typev1.LearningMethod_LEARNING_METHOD_RULES, err.Error()
 		return ruleFacts(result.GetConversation())

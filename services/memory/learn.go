@@ -36,6 +36,10 @@ const (
 	// LearnTimeout bounds learning from one run: the model's answer, the embedding of the facts
 	// and their storing.
 	LearnTimeout = 90 * time.Second
+	// DefaultFactsTimeout bounds the memory model's answer (Options.FactsTimeout): a model
+	// that has not answered by then is given up and the rules pick the facts, with the rest
+	// of LearnTimeout to embed and store them.
+	DefaultFactsTimeout = 60 * time.Second
 	// LearnLease is how long a claim on a queued run lasts, longer than LearnTimeout so that a
 	// run is never learned from twice at once; the runs of a learner that crashed wait that
 	// long for another.

@@ -259,6 +259,30 @@ func TestLearningResumesWhenACrashedClaimRunsOut(t *testing.T) {
 	}
 }
 
+// TestLearningFromASlowModel: a memory model that does not answer within FactsTimeout is
+// given up and the rules pick the facts, saying why. Learning waited for it until
+// LearnTimeout, was cut off, and started again with the same model: a model slower than
+// that (a local model reading a long conversation) lost the run's facts after three tries,
+// each holding up every run queued behind it.
+func TestLearningFromASlowModel(t *testing.T) {
+	gen := &stuckGeneration{asked: make(chan struct{})}
+	c := serve(t, memory.Options{FactsTimeout: 50 * time.Millisecond,
+		Facts: &ask.Model{Client: gen, Target: &typev1.Target{Provider: "p", Model: "m"}}})
+	saveRun(t, c, "alice", conversation("run-1", "My name is Sam."))
+	l := learned(t, c, "run-1")
+	if l.GetMethod() != typev1.LearningMethod_LEARNING_METHOD_RULES || len(l.GetMemoryIds()) != 1 ||
+		!strings.Contains(l.GetFallbackReason(), "did not answer within 50ms") {
+		t.Errorf("learning = %v, want the rules' fact, saying the model did not answer in time", l)
+	}
+	if a := l.GetAccounting(); len(a) != 1 ||
+		a[0].GetStatus() != typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED {
+		t.Errorf("accounting %v, want the model's failed request", a)
+	}
+	if got := contents(memories(t, c, "alice")); !slices.Equal(got, []string{"The user's name is Sam."}) {
+		t.Errorf("alice's memories = %q", got)
+	}
+}
+
 // Closing the service while it waits for the model leaves the run queued, unclaimed: the next
 // service over the same database learns from it at once.
 func TestLearningCutOffByClose(t *testing.T) {

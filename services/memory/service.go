@@ -128,6 +128,10 @@ type Options struct {
 	// (models.memory, see FactsTarget), with at most FactsMaxOutputTokens unless it sets
 	// MaxOutputTokens; nil picks them with the deterministic rules.
 	Facts *ask.Model
+	// FactsTimeout is how long Facts may take to answer before the rules pick the facts in
+	// its place, leaving the rest of LearnTimeout to embed and store them; 0 means
+	// DefaultFactsTimeout.
+	FactsTimeout time.Duration
 	// RequireUser enforces memory isolation: a call that does not name the user it acts for
 	// (auth.UserMetadata) is refused UNAUTHENTICATED. OptionsFromConfig sets it when the
 	// public API authenticates its callers (auth.*). A call that names its user is held to it
@@ -161,9 +165,11 @@ type Service struct {
 	embedder Embedder
 	searches *searchCache // nil when off
 	facts    *ask.Model
-	learner  learner
-	tracer   trace.Tracer
-	log      *slog.Logger
+	// factsTimeout bounds the facts model's answer (Options.FactsTimeout).
+	factsTimeout time.Duration
+	learner      learner
+	tracer       trace.Tracer
+	log          *slog.Logger
 
 	requireUser  bool
 	meshIdentity func(ctx context.Context) (string, bool)
@@ -186,12 +192,13 @@ func New(opts Options) *Service {
 		opts.Facts = &facts
 	}
 	s := &Service{
-		store:    opts.Store,
-		quota:    opts.QuotaPerUser,
-		now:      opts.Now,
-		embedder: opts.Embedder,
-		facts:    opts.Facts,
-		log:      slog.Default().With("service", "memory"),
+		store:        opts.Store,
+		quota:        opts.QuotaPerUser,
+		now:          opts.Now,
+		embedder:     opts.Embedder,
+		facts:        opts.Facts,
+		factsTimeout: cmp.Or(opts.FactsTimeout, DefaultFactsTimeout),
+		log:          slog.Default().With("service", "memory"),
 
 		requireUser:  opts.RequireUser,
 		meshIdentity: opts.MeshIdentity,
