@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 
-	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/server"
@@ -19,12 +18,12 @@ import (
 func main() {
 	server.Main("planning", "127.0.0.1:7002", func(_ context.Context, cfg *config.Config) (server.Registrar, error) {
 		var opts planning.Options
-		if t := cfg.Models.Planning; t != nil {
+		if t := planning.ModelTarget(cfg); t != nil {
 			client, err := server.DialGeneration(cfg)
 			if err != nil {
 				return nil, err
 			}
-			opts.Model = (&ask.Model{Client: client, Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}).WithLimits(cfg)
+			opts.Model = (&ask.Model{Client: client, Target: t}).WithLimits(cfg)
 		}
 		if d, ok := planning.DrainTimeout(cfg); ok {
 			return server.WithDrainTimeout(planning.New(opts), d), nil

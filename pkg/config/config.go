@@ -84,6 +84,16 @@ type StageModels struct {
 	Fallback *Target `yaml:"fallback,omitempty"`
 }
 
+// StageModel is the model t names for a stage (models.*), or nil when t is nil or names a
+// provider of type rules: the built-in rules model answers no stage's question (its text is
+// no plan and no summary), so the stage's own deterministic rules stand in for it.
+func (c *Config) StageModel(t *Target) *Target {
+	if t == nil || c.Providers[t.Provider].Type == ProviderRules {
+		return nil
+	}
+	return t
+}
+
 // Approvals holds the Ed25519 key pair of approval grants (README, "Security"): the
 // orchestrator signs a grant for every call a person approved, and the action stage runs a tool
 // that requires approval only with a grant that verifies. `agentmesh certs` makes a pair.

@@ -9,9 +9,9 @@ import (
 )
 
 // ModelTarget is the model the configuration names for the intent stage (models.intent), or
-// nil when the stage runs on its rules.
+// nil when the stage runs on its rules (config.Config.StageModel).
 func ModelTarget(cfg *config.Config) *typev1.Target {
-	t := cfg.Models.Intent
+	t := cfg.StageModel(cfg.Models.Intent)
 	if t == nil {
 		return nil
 	}
@@ -26,5 +26,5 @@ func ModelTarget(cfg *config.Config) *typev1.Target {
 // model: the stage's calls are then quick, and the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
 	step := time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond
-	return server.DrainFor(step), cfg.Models.Intent != nil
+	return server.DrainFor(step), ModelTarget(cfg) != nil
 }

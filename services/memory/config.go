@@ -77,8 +77,8 @@ func EmbeddingTarget(cfg *config.Config) *typev1.Target {
 // finished runs; nil when it is unset or names a provider of type rules, whose deterministic
 // rules the memory stage applies itself.
 func FactsTarget(cfg *config.Config) *typev1.Target {
-	m := cfg.Models.Memory
-	if m == nil || cfg.Providers[m.Provider].Type == config.ProviderRules {
+	m := cfg.StageModel(cfg.Models.Memory)
+	if m == nil {
 		return nil
 	}
 	return &typev1.Target{Provider: m.Provider, Model: m.Model}

@@ -216,7 +216,7 @@ func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, e
 // Cut off sooner, the summary is asked of the model (and paid for) again by the retry. ok is
 // false without a model: the stage's calls are then quick, and the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
-	return server.DrainFor(time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond), cfg.Models.Observation != nil
+	return server.DrainFor(time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond), cfg.StageModel(cfg.Models.Observation) != nil
 }
 
 // OptionsFromConfig returns the options the configuration sets: the input limit
@@ -227,7 +227,7 @@ func OptionsFromConfig(cfg *config.Config) Options {
 	if opts.MaxInputBytes == 0 {
 		opts.MaxInputBytes = min(DefaultMaxInputBytes, int64(cfg.GRPC.MaxMessageBytes))
 	}
-	if m := cfg.Models.Observation; m != nil {
+	if m := cfg.StageModel(cfg.Models.Observation); m != nil {
 		opts.Model = &typev1.Target{Provider: m.Provider, Model: m.Model}
 		opts.ContextWindow, opts.ContextWindowBufferTokens, opts.MaxOutputTokens = cfg.Window(*m)
 	}

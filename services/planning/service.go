@@ -29,13 +29,23 @@ const DefaultMaxGoalBytes = 64 << 10
 // DefaultModelTimeout bounds the planning model's answer when Options.ModelTimeout is 0.
 const DefaultModelTimeout = time.Minute
 
+// ModelTarget is the model the configuration names for the planning stage (models.planning),
+// or nil when the stage plans by its rules (config.Config.StageModel).
+func ModelTarget(cfg *config.Config) *typev1.Target {
+	t := cfg.StageModel(cfg.Models.Planning)
+	if t == nil {
+		return nil
+	}
+	return &typev1.Target{Provider: t.Provider, Model: t.Model}
+}
+
 // DrainTimeout is how long a stopping planning stage with a model of its own (models.planning)
 // lets its calls in flight finish (pkg/server.WithDrainTimeout): a plan the model makes, which
 // may take DefaultModelTimeout (the rules then plan at once), and server.DrainMargin to
 // answer. Cut off sooner, the plan is asked of the model (and paid for) again by the retry. ok
 // is false without a model: the stage's calls are then quick, and the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
-	return server.DrainFor(DefaultModelTimeout), cfg.Models.Planning != nil
+	return server.DrainFor(DefaultModelTimeout), ModelTarget(cfg) != nil
 }
 
 // Sources of a plan (PlanResponse.source).

@@ -19,7 +19,6 @@ import (
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	planningv1 "github.com/agentmesh/agentmesh/gen/agentmesh/planning/v1"
 	recoveryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/recovery/v1"
-	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
@@ -321,14 +320,14 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		}
 	}
 	planOpts := planning.Options{Logger: log.With("service", Planning)}
-	if t := cfg.Models.Planning; t != nil {
+	if t := planning.ModelTarget(cfg); t != nil {
 		// Each plan asked of the model is a paid provider request, accounted once: no retry.
 		planningGeneration, err := conn(Planning, Generation, dial.WithoutRetry())
 		if err != nil {
 			return nil, err
 		}
 		planOpts.Model = (&ask.Model{Client: generationv1.NewGenerationServiceClient(planningGeneration),
-			Target: &typev1.Target{Provider: t.Provider, Model: t.Model}}).WithLimits(cfg)
+			Target: t}).WithLimits(cfg)
 	}
 	if err := serve(Planning, planning.New(planOpts).Register); err != nil {
 		return nil, err
