@@ -51,8 +51,9 @@ var askedToRemember = regexp.MustCompile(`(?i)^(?:(?:i want you to|i'd like you 
 // fillers open a sentence without changing what it says.
 var fillers = regexp.MustCompile(`(?i)^(?:(?:and|also|oh|ok|okay|so|hi|hello|hey|btw|by the way|fyi|just so you know|for the record|please)\b[,:!]?\s*)+`)
 
-// secret marks a sentence the rules never remember: credentials (a password, a key, a token)
-// and payment details do not belong in memory. Each word is matched in the plural too.
+// secret marks a sentence never remembered, whether the rules or the model picked it:
+// credentials (a password, a key, a token) and payment details do not belong in memory. Each
+// word is matched in the plural too.
 var secret = regexp.MustCompile(`(?i)\b(?:passwords?|passphrases?|passcodes?|pins?|(?:api[ _-]?)?keys?|secrets?|tokens?|` +
 	`(?:credit|debit|bank|payment) cards?|card numbers?|cvv|cvc|iban|bank accounts?|account numbers?|routing numbers?|social security|ssn)\b`)
 

@@ -289,12 +289,13 @@ func (s *Service) learn(ctx context.Context, job LearnJob) (*typev1.RunLearning,
 }
 
 // usable are the facts worth storing: trimmed, at most MaxFactBytes each, with at least one
-// searchable word, importance within [0, 1], at most MaxFactsPerRun.
+// searchable word and no credentials or payment details (secret: the model is told to leave
+// them out, but is not trusted to), importance within [0, 1], at most MaxFactsPerRun.
 func usable(facts []fact) []fact {
 	var out []fact
 	for _, f := range facts {
 		text := clip(strings.TrimSpace(f.text), MaxFactBytes)
-		if len(terms(text)) == 0 || len(out) == MaxFactsPerRun {
+		if len(terms(text)) == 0 || secret.MatchString(text) || len(out) == MaxFactsPerRun {
 			continue
 		}
 		importance := f.importance

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +17,9 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
+	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/services/generation"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -441,5 +444,36 @@ func TestLearningResumesAfterAStorageFailure(t *testing.T) {
 	saveRun(t, c, "alice", conversation("run-1", "Remember that my locker is number 12."))
 	if l := learned(t, c, "run-1"); len(l.GetMemoryIds()) != 1 {
 		t.Errorf("learning after the failures = %v", l)
+	}
+}
+
+// TestTheModelsSecretsAreNotKept: a fact the memory model picks that names a password, a key
+// or payment details is not stored, as the rules never keep one: the model is told to leave
+// them out, but a model that keeps one anyway (a small local model, or one the conversation
+// talked into it) put the user's credentials into the memory recalled into the prompts of
+// every later conversation, sent to whichever provider answers them.
+func TestTheModelsSecretsAreNotKept(t *testing.T) {
+	llm := llmtest.New(t, llmtest.Scenario{Name: "facts", Match: "*", Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{{Name: memory.FactsTool, Arguments: `{"facts": [
+			{"text": "The user's name is Sam.", "importance": 0.6},
+			{"text": "The user's wifi password is hunter2.", "importance": 0.9},
+			{"text": "The user's credit card number is 4111 1111 1111 1111.", "importance": 0.9}]}`}}},
+	}})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	gen := generation.New(generation.Options{Providers: map[string]generation.Provider{
+		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(),
+			APIKey: "test-key", HTTPClient: &http.Client{Transport: tr}}),
+	}})
+	c := serve(t, memory.Options{Facts: &ask.Model{
+		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, gen.Register)),
+		Target: &typev1.Target{Provider: "scripted", Model: "memory-model"}}})
+	saveRun(t, c, "alice", conversation("run-1", "I'm Sam. Remember my wifi password, hunter2, and my card."))
+	l := learned(t, c, "run-1")
+	if l.GetMethod() != typev1.LearningMethod_LEARNING_METHOD_MODEL {
+		t.Fatalf("learning = %v, want the model's facts", l)
+	}
+	if got := contents(memories(t, c, "alice")); !slices.Equal(got, []string{"The user's name is Sam."}) {
+		t.Errorf("alice's memories = %q, want her name only", got)
 	}
 }
