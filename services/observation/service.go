@@ -92,8 +92,9 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 // Over max_bytes it is summarised by the observation model (not knowledge_search's references,
 // which the model must see as retrieved), with the notice "[SUMMARIZED]
 // Original size X bytes; summarized to Y bytes by <provider>/<model>." on its own first line;
-// without a model, or when the model fails, answers nothing, answers over max_bytes or does
-// not answer before a tenth of the caller's time is left (summary_error says which), it is
+// without a model, or when the model fails, answers nothing, answers over max_bytes, is cut
+// off at its output limit or stopped by its provider's content filter, or does not answer
+// before a tenth of the caller's time is left (summary_error says which), it is
 // truncated to max_bytes at a rune boundary with the notice
 // "[TRUNCATED] Original size X bytes; truncated to Y bytes." on its own first line, and a
 // warning is logged with the tool name, actual and limit bytes. Its structure is parsed from
