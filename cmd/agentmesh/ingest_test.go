@@ -132,6 +132,20 @@ func TestIngest(t *testing.T) {
 		})
 	}
 
+	// `agentmesh run` runs as "cli" too, without credentials, so it finds what ingest stored;
+	// --user runs as another user, whose knowledge is empty.
+	t.Run("agentmesh run", func(t *testing.T) {
+		orch := m.Addr(mesh.Orchestrator)
+		out, _ := runCLI(t, exitcode.OK, "run", "--addr", orch, "search the docs for jitter")
+		if !strings.Contains(out, "jitter") {
+			t.Errorf("agentmesh run answered %q, want the retry policy it found", out)
+		}
+		out, _ = runCLI(t, exitcode.OK, "run", "--addr", orch, "--user", "erin",
+			"search the docs for jitter")
+		if !strings.Contains(out, refusal) {
+			t.Errorf("agentmesh run --user erin answered %q, want %q", out, refusal)
+		}
+	})
 	t.Run("address from the environment", func(t *testing.T) {
 		t.Setenv("AGENTMESH_MEMORY_ADDR", memAddr)
 		stdout, _ := runCLI(t, exitcode.OK, "ingest", dir)
