@@ -171,6 +171,55 @@ func TestDevMetricsAddressInUse(t *testing.T) {
 	}
 }
 
+// TestDevServiceAddressInUse: `agentmesh dev` whose configured address of a service another
+// listener holds (macOS's AirPlay receiver holds 7000, the orchestrator's default) stops with
+// exit 3, naming the address and the key that moves the service; it named only the address,
+// and a newcomer had to find services.* in the code. `dev --run` is not held up by it.
+func TestDevServiceAddressInUse(t *testing.T) {
+	for _, service := range []string{"orchestrator", "action"} {
+		t.Run(service, func(t *testing.T) {
+			isolate(t)
+			busy, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer busy.Close()
+			var yaml strings.Builder
+			yaml.WriteString("services:\n")
+			for _, n := range []string{"orchestrator", "intent", "planning", "context",
+				"generation", "action", "observation", "memory", "recovery"} {
+				addr := anyPort
+				if n == service {
+					addr = busy.Addr().String()
+				}
+				fmt.Fprintf(&yaml, "  %s: %q\n", n, addr)
+			}
+			if err := os.WriteFile("agentmesh.yaml", []byte(yaml.String()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), []string{"dev", "--data", t.TempDir()}, &stdout, &stderr)
+			if code != 3 {
+				t.Fatalf("exit %d, want 3\nstderr: %s", code, stderr.String())
+			}
+			want := fmt.Sprintf("%q: listen tcp %[1]s: bind: address already in use; "+
+				"set services.%s in agentmesh.yaml to a free host:port",
+				busy.Addr().String(), service)
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+			}
+			// --run listens on free ports, whatever services.* say, beside a running dev.
+			stdout.Reset()
+			stderr.Reset()
+			code = run(t.Context(), []string{"dev", "--run", "What is 6 times 7?"},
+				&stdout, &stderr)
+			if code != 0 {
+				t.Errorf("dev --run: exit %d, want 0\nstderr: %s", code, stderr.String())
+			}
+		})
+	}
+}
+
 // TestDevRejectsBadSampler: `agentmesh dev` samples as OTEL_TRACES_SAMPLER says, so a value it
 // cannot honour stops it with exit 4 naming the variable, before any service starts.
 func TestDevRejectsBadSampler(t *testing.T) {

@@ -228,6 +228,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS, DrainTimeout: drains[name]})
 		register(srv.GRPC())
 		if err := srv.Start(); err != nil {
+			err = movable(name, err)
 			return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s service: %w", name, err))
 		}
 		m.servers = append(m.servers, srv)
@@ -429,6 +430,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			Auth: authn, TLS: publicTLS})
 		svc.Register(srv.GRPC())
 		if err := srv.Start(); err != nil {
+			if i == 0 {
+				err = movable(Orchestrator, err)
+			}
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("orchestrator replica %d: %w", i+1, err))
 		}
 		m.orchestratorServers = append(m.orchestratorServers, srv)
