@@ -158,8 +158,9 @@ type Answer struct {
 
 // Object asks q and decodes the validated answer into out (a pointer, as for
 // encoding/json.Unmarshal). A failed generation is its stage error; an answer outside the
-// schema, or one the provider's content filter stopped, wraps ErrUnusable. The Answer's Usage and Model are filled in whenever the model
-// answered, its Entry whenever a request was made.
+// schema, or one the provider's content filter stopped, wraps ErrUnusable. The Answer's
+// Usage and Model are filled in whenever the model answered, its Entry whenever a request was
+// made.
 func (m *Model) Object(ctx context.Context, q Question, out any) (Answer, error) {
 	compiled, err := schemas.compile(q.Tool, q.Schema)
 	if err != nil {

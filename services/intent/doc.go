@@ -8,12 +8,13 @@
 // unsafe with unsafe_reason. Its goal, constraints, task type and clarification replace rules
 // 4, 5, 6 and 8; unsafe is INTENT_UNSAFE with its reason. When the model fails or answers
 // outside the schema (no call, arguments the schema refuses, a goal of white space only, a
-// flag without its text, an answer the provider's content filter stopped), rules 4–8 parse the message and fallback_reason says why (source
-// says which parsed it). The tool policy (rule 7, Monolith's ContractFactory) is never the
-// model's: it is decided by the rules on the cleaned message, whatever the model says. The
-// model answers within four fifths of the caller's time, so that the rules' parse of a slow
-// model's message still reaches the caller. The model's request is in the response's
-// accounting (in the INTENT_UNSAFE error's, when it refused).
+// flag without its text, an answer the provider's content filter stopped), rules 4–8 parse
+// the message and fallback_reason says why (source says which parsed it). The tool policy
+// (rule 7, Monolith's ContractFactory) is never the model's: it is decided by the rules on the
+// cleaned message, whatever the model says. The model answers within four fifths of the
+// caller's time, so that the rules' parse of a slow model's message still reaches the caller.
+// The model's request is in the response's accounting (in the INTENT_UNSAFE error's, when it
+// refused).
 //
 // Parse applies these rules, in order:
 //

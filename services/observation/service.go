@@ -217,7 +217,8 @@ func (s *Service) validate(req *observationv1.ObserveRequest) (*schema.Schema, e
 // Cut off sooner, the summary is asked of the model (and paid for) again by the retry. ok is
 // false without a model: the stage's calls are then quick, and the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
-	return server.DrainFor(time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond), cfg.StageModel(cfg.Models.Observation) != nil
+	step := time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond
+	return server.DrainFor(step), cfg.StageModel(cfg.Models.Observation) != nil
 }
 
 // OptionsFromConfig returns the options the configuration sets: the input limit

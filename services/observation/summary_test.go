@@ -75,8 +75,9 @@ func TestSummary(t *testing.T) {
 }
 
 // TestSummaryFallsBackToTruncation: when the observation model fails, answers nothing,
-// answers over the budget, is cut off or stopped by the content filter, the result is truncated with the exact notice of
-// seed 000, summary_error says why, and the failed request is still accounted.
+// answers over the budget, is cut off or stopped by the content filter, the result is
+// truncated with the exact notice of seed 000, summary_error says why, and the failed request
+// is still accounted.
 func TestSummaryFallsBackToTruncation(t *testing.T) {
 	raw := func(name string) string { return name + ": " + strings.Repeat("x", 50) }
 	table := []struct {

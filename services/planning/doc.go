@@ -47,9 +47,9 @@
 // plan is validated like proposed steps. The model saying the goal is not viable is
 // NO_VIABLE_PLAN, and a plan over the step limit PLAN_TOO_COMPLEX; a failed request or an
 // unusable answer (outside the schema, stopped by the provider's content filter, a tool that
-// is not available, a cycle, a broken dependency) falls back to the rules, with the reason in fallback_reason and a warning
-// logged. The model's request is in the response's accounting, or in the failure's status
-// details.
+// is not available, a cycle, a broken dependency) falls back to the rules, with the reason in
+// fallback_reason and a warning logged. The model's request is in the response's accounting,
+// or in the failure's status details.
 //
 // A request with a revision revises a run's plan: the model gets the plan so far with each
 // step's state and the reason, and its revision must keep every step that is done as it was
