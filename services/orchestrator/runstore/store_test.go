@@ -161,8 +161,13 @@ func TestLargeCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp, _, err := s.Load(ctx, "big")
-	if err != nil || cp.GetTurns() != 2 || len(cp.GetConversation()[0].GetContent()) != 3<<20+1 {
-		t.Fatalf("Load = turn %d, %d bytes, %v", cp.GetTurns(), len(cp.GetConversation()[0].GetContent()), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := cp.GetConversation(); cp.GetTurns() != 2 || len(msgs) != 1 ||
+		len(msgs[0].GetContent()) != 3<<20+1 {
+		t.Fatalf("Load = turn %d, %d messages, want turn 2 and one message of %d bytes",
+			cp.GetTurns(), len(msgs), 3<<20+1)
 	}
 	bodies, err := js.ObjectStore(ctx, runstore.BodyBucket)
 	if err != nil {
