@@ -628,6 +628,25 @@ func TestInvalidRequests(t *testing.T) {
 					{Id: "c1", Name: "calculator"}, {Id: "c1", Name: "calculator"}}}}})
 			return err
 		}, `history[0].tool_calls[1].id "c1" repeats tool_calls[0]'s`},
+		// Found by a review of the public API (orch37): a result pairs with its call by id, so
+		// an id two assistant messages give their calls, or a call two results answer, made the
+		// pairing ambiguous; the run started.
+		{"history tool call id of an earlier message", func() error {
+			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", History: []*typev1.Message{
+				{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "calculator"}}},
+				{Role: typev1.Role_ROLE_TOOL, ToolCallId: "c1", Content: "4"},
+				{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: []*typev1.ToolCall{
+					{Id: "c2", Name: "calculator"}, {Id: "c1", Name: "calculator"}}}}})
+			return err
+		}, `history[2].tool_calls[1].id "c1" duplicates history[0].tool_calls[0].id`},
+		{"history tool call answered twice", func() error {
+			_, err := h.client.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", MessageHistory: []*typev1.Message{
+				{Role: typev1.Role_ROLE_ASSISTANT, ToolCalls: []*typev1.ToolCall{{Id: "c1", Name: "calculator"}}},
+				{Role: typev1.Role_ROLE_TOOL, ToolCallId: "c1", Content: "4"},
+				{Role: typev1.Role_ROLE_USER, Content: "again"},
+				{Role: typev1.Role_ROLE_TOOL, ToolCallId: "c1", Content: "5"}}})
+			return err
+		}, `message_history[3].tool_call_id "c1" duplicates message_history[1].tool_call_id`},
 		{"unknown surface", func() error {
 			_, err := h.client.Run(t.Context(), &agentv1.RunRequest{Message: "hi", Surface: 999})
 			return err
