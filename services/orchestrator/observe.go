@@ -14,17 +14,17 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// observe turns a tool result into what the model sees, through the observation stage (the
-// OBSERVE state): the result, its summary by the observation model (whose request is
-// accounted to the run) or its truncation. An observation that says the run should answer now
-// (should_continue false) makes the next turn a final turn. A result the stage cannot observe
-// goes to the recovery stage: a malformed result (PARSE_ERROR) ends the run (t.badResult), one
-// too large to summarise adequately (OBSERVATION_TOO_LARGE) asks the user how to proceed
-// (t.ask); either way the model is told the tool failed. A result observed as nothing, outside
-// the observation contract, ends the run at the end of the turn (t.badStage), as does any
-// other failure of the stage (stageEnding): down after the wait, STAGE_UNAVAILABLE; outside
-// its contract (stageerr.Broken), STAGE_CONTRACT_VIOLATION. No answer of the user's mends
-// those, and the tool ran: the model is not asked again.
+// observe turns a tool result into what the model sees, through the observation stage (the OBSERVE
+// state): the result, its summary by the observation model (whose request is accounted to the run,
+// as the observation stage's) or its truncation. An observation that says the run should answer now
+// (should_continue false) makes the next turn a final turn. A result the stage cannot observe goes
+// to the recovery stage: a malformed result (PARSE_ERROR) ends the run (t.badResult), one too large
+// to summarise adequately (OBSERVATION_TOO_LARGE) asks the user how to proceed (t.ask); either way
+// the model is told the tool failed. A result observed as nothing, outside the observation
+// contract, ends the run at the end of the turn (t.badStage), as does any other failure of the
+// stage (stageEnding): down after the wait, STAGE_UNAVAILABLE; outside its contract
+// (stageerr.Broken), STAGE_CONTRACT_VIOLATION. No answer of the user's mends those, and the tool
+// ran: the model is not asked again.
 func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.ExecuteResponse, t *turnState) *observationv1.ObserveResponse {
 	req := &observationv1.ObserveRequest{
 		RunId: r.id, RawResult: res.GetResult(), ToolName: call.GetName(), MaxBytes: r.contract.GetToolResponseMaxBytes(),
@@ -47,10 +47,8 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 		}
 		return &observationv1.ObserveResponse{Observation: unobserved + se.Error() + ")"}
 	}
-	for _, e := range obs.GetAccounting() {
-		r.account(e)
-		r.addUsage(e.GetTokens())
-	}
+	// The requests are the observation stage's, whatever stage a replacement's entries name.
+	r.accountStage(stageObservation, obs.GetAccounting())
 	if e := obs.GetSummaryError(); e != "" {
 		r.svc.log.WarnContext(ctx, "the observation model's summary was not used; the result was truncated", "run_id", r.id,
 			"tool", call.GetName(), "why", e)
@@ -63,6 +61,10 @@ func (r *run) observe(ctx context.Context, call *typev1.ToolCall, res *actionv1.
 	}
 	return obs
 }
+
+// stageObservation names the observation stage in the accounting entries of the requests it
+// makes for a run.
+const stageObservation = "observation"
 
 // unobserved begins the observation of a result the observation stage did not observe; the
 // reason and ")" follow.

@@ -185,3 +185,43 @@ func (s doneAfter) Observe(_ context.Context, req *observationv1.ObserveRequest)
 	return &observationv1.ObserveResponse{Observation: req.GetRawResult(), Success: ok, ShouldContinue: !ok || req.GetToolName() != s.tool,
 		OriginalBytes: int64(len(req.GetRawResult()))}, nil
 }
+
+// TestObservationAccountingIsTheObservationStages (review orch37): the requests an observation
+// stage accounts to a run are the observation stage's, whatever stage its entries name: a
+// replacement stage that labels its summary request "planning" does not move it to the
+// planning stage's requests.
+func TestObservationAccountingIsTheObservationStages(t *testing.T) {
+	tools := staticTools(t, map[string]string{"stock": "5 crates of apples"})
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"stock_report": {Description: "The stock report.", URL: tools.URL + "/stock"}}
+	h := startOptions(t, cfg, 1, nil, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Observation: serveStage(t, mesh.Observation, func(g *grpc.Server) {
+			observationv1.RegisterObservationServiceServer(g, mislabelled{})
+		})}
+	}, llmtest.Scenario{Name: "stock", Match: "What is in stock?", Turns: []llmtest.Turn{
+		call("stock_report", `{}`), text("Apples."),
+	}})
+	res := h.runCase(t, &agentv1.RunRequest{Message: "What is in stock?"},
+		typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "COMPLETED", "SUATA", "LLM:OK TOOL:OK LLM:OK LLM:OK")
+	i := slices.IndexFunc(res.GetAccounting(), func(e *typev1.AccountingEntry) bool { return e.GetModel() == "summarizer" })
+	if i < 0 {
+		t.Fatalf("the observation stage's request is not in the accounting %v", res.GetAccounting())
+	}
+	if got := res.GetAccounting()[i].GetStage(); got != observation.Stage {
+		t.Errorf("the observation stage's request is accounted to stage %q, want %q", got, observation.Stage)
+	}
+}
+
+// mislabelled is an observation stage in place of the mesh's: it passes every result on as it
+// is, and accounts a summary request it says the planning stage made.
+type mislabelled struct {
+	observationv1.UnimplementedObservationServiceServer
+}
+
+func (mislabelled) Observe(_ context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	return &observationv1.ObserveResponse{Observation: req.GetRawResult(), Success: true, ShouldContinue: true,
+		OriginalBytes: int64(len(req.GetRawResult())), Accounting: []*typev1.AccountingEntry{{
+			Type: typev1.AccountingType_ACCOUNTING_TYPE_LLM, Status: typev1.AccountingStatus_ACCOUNTING_STATUS_OK,
+			Provider: "scripted", Model: "summarizer", ActualModel: "summarizer", Stage: "planning", Attempts: 1, Tokens: &typev1.TokenUsage{Input: 10, Output: 5, Total: 15},
+		}}}, nil
+}
