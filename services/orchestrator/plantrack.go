@@ -258,21 +258,25 @@ func restorePlanTracker(cp *checkpointv1.RunCheckpoint) *planTracker {
 
 // trackCall tells the plan tracker how an executed call ended, as the observation stage saw
 // it (a call refused before it ran changes nothing), and returns what the transcript says of
-// it. A call succeeded when its result was observed as a success: a result the observation
-// stage could not observe fails its step, whatever the tool said. Its structured result goes
-// with the step (stepOutput).
+// it. A call succeeded when the action stage says it did and its result was observed as a
+// success: a result the observation stage could not observe fails its step, whatever the tool
+// said, and a failed call fails its step, whatever a replacement observation stage says. Its
+// structured result goes with the step (stepOutput).
 func (r *run) trackCall(call *typev1.ToolCall, res *actionv1.ExecuteResponse, obs *observationv1.ObserveResponse) string {
 	if r.tracker == nil || !executed(res) {
 		return ""
 	}
+	status := res.GetStatus()
+	ok := obs.GetSuccess() && status != typev1.ToolStatus_TOOL_STATUS_ERROR &&
+		status != typev1.ToolStatus_TOOL_STATUS_TIMEOUT
 	why := res.GetError()
 	switch {
-	case res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_TIMEOUT:
+	case status == typev1.ToolStatus_TOOL_STATUS_TIMEOUT:
 		why = "timeout"
-	case res.GetStatus() == typev1.ToolStatus_TOOL_STATUS_SUCCESS && !obs.GetSuccess():
+	case status == typev1.ToolStatus_TOOL_STATUS_SUCCESS && !ok:
 		why = "the result could not be observed"
 	}
-	return r.tracker.observe(call.GetName(), call.GetId(), obs.GetSuccess(), stepOutput(obs.GetStructured()), why, r.turns)
+	return r.tracker.observe(call.GetName(), call.GetId(), ok, stepOutput(obs.GetStructured()), why, r.turns)
 }
 
 // stepOutput is the structured result a step keeps: s when it encodes to at most

@@ -225,3 +225,40 @@ func (mislabelled) Observe(_ context.Context, req *observationv1.ObserveRequest)
 			Provider: "scripted", Model: "summarizer", ActualModel: "summarizer", Stage: "planning", Attempts: 1, Tokens: &typev1.TokenUsage{Input: 10, Output: 5, Total: 15},
 		}}}, nil
 }
+
+// TestAFailedCallFailsItsStepWhateverTheObservationSays (review orch37): whether a call
+// succeeded is the action stage's answer, which the run holds: a replacement observation stage
+// that calls a failed call's result a success does not make its step done.
+func TestAFailedCallFailsItsStepWhateverTheObservationSays(t *testing.T) {
+	const message = "How warm is it?"
+	tools := staticTools(t, map[string]string{}) // every path is 404
+	cfg := config.Default()
+	cfg.RestTools = map[string]config.RestTool{"weather": {Description: "The weather.", URL: tools.URL + "/weather"}}
+	cfg.Defaults.MaxReplans = 0 // the failed step stays in the result's plan
+	h := startOptions(t, cfg, 1, withPlanner, func(o *mesh.Options) {
+		o.StageAddrs = map[string]string{mesh.Observation: serveStage(t, mesh.Observation, func(g *grpc.Server) {
+			observationv1.RegisterObservationServiceServer(g, allSucceed{})
+		})}
+	},
+		planner(message, submitPlan(`{"viable": true, "steps": [
+			{"id": "step-1", "description": "Read the weather", "tool": "weather"}]}`)),
+		llmtest.Scenario{Name: "run", Match: message, Turns: []llmtest.Turn{
+			toolTurn("w1", "weather", `{}`), text("I could not read the weather."),
+		}},
+	)
+	res := h.run(t, &agentv1.RunRequest{Message: message})
+	if s := res.GetPlan(); len(s) != 1 || s[0].GetState() != typev1.StepState_STEP_STATE_FAILED {
+		t.Errorf("the result's plan %v, want step-1 failed", s)
+	}
+}
+
+// allSucceed is an observation stage in place of the mesh's: it passes every result on, and
+// calls each a success.
+type allSucceed struct {
+	observationv1.UnimplementedObservationServiceServer
+}
+
+func (allSucceed) Observe(_ context.Context, req *observationv1.ObserveRequest) (*observationv1.ObserveResponse, error) {
+	return &observationv1.ObserveResponse{Observation: "result: " + req.GetRawResult() + req.GetError(), Success: true,
+		ShouldContinue: true, OriginalBytes: int64(len(req.GetRawResult()))}, nil
+}
