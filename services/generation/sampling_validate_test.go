@@ -12,7 +12,8 @@ import (
 )
 
 // TestSamplingOutOfRangeIsRefused: a request's sampling is held to the ranges the
-// configuration's is (temperature 0 to 2, top_p 0 to 1), INVALID_ARGUMENT naming the field: a
+// configuration's is (temperature 0 to 2, top_p 0 to 1, max_output_tokens not negative),
+// INVALID_ARGUMENT naming the field: a
 // NaN failed as a request that "cannot be encoded", and values out of range went to the
 // provider, which refused them target after target or, a local server, sampled with them.
 func TestSamplingOutOfRangeIsRefused(t *testing.T) {
@@ -28,6 +29,10 @@ func TestSamplingOutOfRangeIsRefused(t *testing.T) {
 		{"temperature over 2", &generationv1.Sampling{Temperature: proto.Float64(7)}, "sampling.temperature must be between 0 and 2"},
 		{"top_p over 1", &generationv1.Sampling{TopP: proto.Float64(1.5)}, "sampling.top_p must be between 0 and 1"},
 		{"top_p infinite", &generationv1.Sampling{TopP: proto.Float64(math.Inf(1))}, "sampling.top_p must be between 0 and 1"},
+		// A negative limit was taken as unset (a configured limit replaced it) or, with none
+		// configured, sent on as max_tokens -1.
+		{"max_output_tokens negative", &generationv1.Sampling{MaxOutputTokens: -1},
+			"sampling.max_output_tokens must not be negative (0 means the provider's default), got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := request("openai", "gpt-test", user("hi"))

@@ -54,7 +54,8 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 
 // checkSampling holds a request's sampling to the ranges the configuration's is held to:
 // temperature 0 to 2, top_p 0 to 1 (NaN and infinities refused, which could not even be
-// encoded as JSON). Each provider may refuse a narrower range (Anthropic's temperature is 0
+// encoded as JSON), max_output_tokens not negative (0 leaves it unset; a negative one was
+// taken as unset too, or sent on to the provider). Each provider may refuse a narrower range (Anthropic's temperature is 0
 // to 1) with its own message.
 func checkSampling(s *generationv1.Sampling) error {
 	if s == nil {
@@ -65,6 +66,10 @@ func checkSampling(s *generationv1.Sampling) error {
 	}
 	if s.TopP != nil && !(s.GetTopP() >= 0 && s.GetTopP() <= 1) {
 		return invalid("sampling.top_p must be between 0 and 1, got %g", s.GetTopP())
+	}
+	if s.GetMaxOutputTokens() < 0 {
+		return invalid("sampling.max_output_tokens must not be negative (0 means the provider's "+
+			"default), got %d", s.GetMaxOutputTokens())
 	}
 	return nil
 }
