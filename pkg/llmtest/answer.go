@@ -44,9 +44,13 @@ func (a answer) callID(i int, c ToolCall) string {
 // writeCompletion writes the answer as one chat completion body.
 func (a answer) writeCompletion(w http.ResponseWriter, req Request) {
 	msg := answerMessage{Role: "assistant", ReasoningContent: a.t.Reasoning, ToolCalls: a.toolCalls()}
-	if a.t.Content != "" || len(a.t.ToolCalls) == 0 {
+	if a.t.Content != "" || len(a.t.ToolCalls) == 0 && a.t.Refusal == "" {
 		content := a.t.Content
 		msg.Content = &content
+	}
+	if a.t.Refusal != "" {
+		refusal := a.t.Refusal
+		msg.Refusal = &refusal
 	}
 	c := completion{
 		ID:      a.id,
@@ -61,9 +65,9 @@ func (a answer) writeCompletion(w http.ResponseWriter, req Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-// writeStream writes the answer as server-sent events: a role chunk, reasoning and content deltas,
-// tool calls in fragments, the finish chunk, the usage chunk when asked for (unless the turn
-// has NoUsage), then [DONE].
+// writeStream writes the answer as server-sent events: a role chunk, reasoning, refusal and
+// content deltas, tool calls in fragments, the finish chunk, the usage chunk when asked for
+// (unless the turn has NoUsage), then [DONE].
 func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -85,6 +89,9 @@ func (a answer) writeStream(w http.ResponseWriter, req Request) {
 	}
 	for _, piece := range words(a.t.Reasoning) {
 		sendDelta(delta{ReasoningContent: piece})
+	}
+	for _, piece := range words(a.t.Refusal) {
+		sendDelta(delta{Refusal: piece})
 	}
 	pieces := words(a.t.Content)
 	for i, piece := range pieces {

@@ -10,7 +10,9 @@
 // max_tokens, max_completion_tokens, reasoning_effort, thinking budget, stop sequences). Its
 // answer can be cut off (FinishReason "length"), break off midway when streamed (StreamCut:
 // the connection dropped, or an error event) and report another model than the one asked
-// for (Model), as providers report a dated snapshot of an alias. A turn can also be slowed
+// for (Model), as providers report a dated snapshot of an alias; the model can refuse
+// (Refusal: OpenAI's message.refusal and delta.refusal), and a turn can answer with a
+// redirect instead (Redirect, RedirectStatus). A turn can also be slowed
 // down: each of its requests waits DelayMS, then until the test closes its Hold channel, so a
 // test can kill the process that asked while the inference is in flight; a request whose
 // client goes away stops waiting at once. A turn's Respond function can write the answer from

@@ -21,6 +21,7 @@ type choice struct {
 type answerMessage struct {
 	Role             string         `json:"role"`
 	Content          *string        `json:"content"`
+	Refusal          *string        `json:"refusal"`
 	ReasoningContent string         `json:"reasoning_content,omitempty"`
 	ToolCalls        []WireToolCall `json:"tool_calls,omitempty"`
 }
@@ -44,6 +45,7 @@ type chunkChoice struct {
 type delta struct {
 	Role             string         `json:"role,omitempty"`
 	Content          string         `json:"content,omitempty"`
+	Refusal          string         `json:"refusal,omitempty"`
 	ReasoningContent string         `json:"reasoning_content,omitempty"`
 	ToolCalls        []WireToolCall `json:"tool_calls,omitempty"`
 }
@@ -119,7 +121,7 @@ func usageFor(req Request, t Turn) *usagePayload {
 			}
 		}
 	}
-	out := len(t.Content) + len(t.Reasoning)
+	out := len(t.Content) + len(t.Reasoning) + len(t.Refusal)
 	for _, c := range t.ToolCalls {
 		out += len(c.Name) + len(c.Arguments)
 	}

@@ -112,6 +112,17 @@ type Turn struct {
 	// RateLimit, when set, is the headroom every response of this turn (answer or injected
 	// failure) announces in its rate-limit headers.
 	RateLimit *RateLimit `yaml:"rate_limit,omitempty" json:"rate_limit,omitempty"`
+	// Refusal, on the OpenAI API, is the model's refusal: the answer's message.refusal
+	// (streamed in delta.refusal fragments) beside content null, with finish_reason "stop"
+	// unless FinishReason says otherwise, as OpenAI's models answer a request they decline.
+	// Anthropic's refusal is FinishReason "refusal".
+	Refusal string `yaml:"refusal,omitempty" json:"refusal,omitempty"`
+	// Redirect, when set, answers each request of this turn with a redirect to it (its
+	// Location) instead of an answer, as an API that moved, or a base_url naming a site that
+	// redirects, answers; RedirectStatus is its status, 307 Temporary Redirect when 0.
+	Redirect string `yaml:"redirect,omitempty" json:"redirect,omitempty"`
+	// RedirectStatus is the status of a Redirect: 301, 302, 303, 307 or 308.
+	RedirectStatus int `yaml:"redirect_status,omitempty" json:"redirect_status,omitempty"`
 	// Expect checks what the request of this turn carried; mismatches are recorded as errors.
 	Expect *Expect `yaml:"expect,omitempty" json:"expect,omitempty"`
 	// Respond, when set, writes the answer from the request, for answers that depend on what

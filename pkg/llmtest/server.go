@@ -286,6 +286,10 @@ func (s *Server) handleTurn(w http.ResponseWriter, r *http.Request, api dialect)
 		w = zw
 	}
 	turn.RateLimit.setHeaders(w.Header(), api)
+	if turn.Redirect != "" {
+		http.Redirect(w, r, turn.Redirect, cmp.Or(turn.RedirectStatus, http.StatusTemporaryRedirect))
+		return
+	}
 	if turn.failing(attempt) {
 		s.fail(w, r, req, turn, api)
 		return

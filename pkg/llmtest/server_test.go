@@ -479,3 +479,76 @@ func TestReasoningModelsRefuseMaxTokens(t *testing.T) {
 		}
 	})
 }
+
+// TestRedirectAndRefusal: a turn can answer with a redirect (its status and Location), and
+// with OpenAI's refusal: message.refusal beside content null, or delta.refusal fragments.
+func TestRedirectAndRefusal(t *testing.T) {
+	srv := llmtest.New(t,
+		llmtest.Scenario{Match: "moved", Turns: []llmtest.Turn{{
+			Redirect: "https://elsewhere.example/v1/chat/completions", RedirectStatus: http.StatusMovedPermanently,
+		}}},
+		llmtest.Scenario{Match: "moved again", Turns: []llmtest.Turn{{Redirect: "/v2/chat/completions"}}},
+		llmtest.Scenario{Match: "refuse", Turns: []llmtest.Turn{{Refusal: "I can't help with that."}}},
+	)
+	client := newClient(t)
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, tc := range []struct {
+		message, location string
+		status            int
+	}{
+		{"moved", "https://elsewhere.example/v1/chat/completions", http.StatusMovedPermanently},
+		{"moved again", "/v2/chat/completions", http.StatusTemporaryRedirect},
+	} {
+		resp, _ := post(t, client, srv.URL()+"/chat/completions", chatBody("user", tc.message))
+		if resp.StatusCode != tc.status || resp.Header.Get("Location") != tc.location {
+			t.Errorf("%s: status %d Location %q, want %d %q", tc.message, resp.StatusCode,
+				resp.Header.Get("Location"), tc.status, tc.location)
+		}
+	}
+
+	resp, raw := post(t, client, srv.URL()+"/chat/completions", chatBody("user", "refuse"))
+	var c struct {
+		Choices []struct {
+			Message struct {
+				Content *string `json:"content"`
+				Refusal *string `json:"refusal"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil || resp.StatusCode != http.StatusOK || len(c.Choices) != 1 {
+		t.Fatalf("status %d body %s: %v", resp.StatusCode, raw, err)
+	}
+	m := c.Choices[0].Message
+	if m.Content != nil || m.Refusal == nil || *m.Refusal != "I can't help with that." ||
+		c.Choices[0].FinishReason != "stop" {
+		t.Errorf("refusal answered as %s", raw)
+	}
+
+	body := chatBody("user", "refuse")
+	body["stream"] = true
+	_, raw = post(t, client, srv.URL()+"/chat/completions", body)
+	var refusal strings.Builder
+	for _, f := range sseFrames(t, raw) {
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+					Refusal string `json:"refusal"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if f == "[DONE]" || json.Unmarshal([]byte(f), &ch) != nil {
+			continue
+		}
+		for _, c := range ch.Choices {
+			if c.Delta.Content != "" {
+				t.Errorf("a refusal streamed content %q", c.Delta.Content)
+			}
+			refusal.WriteString(c.Delta.Refusal)
+		}
+	}
+	if refusal.String() != "I can't help with that." {
+		t.Errorf("streamed refusal %q", refusal.String())
+	}
+}
