@@ -61,7 +61,7 @@ func (pm providerMessage) contextOverflow() bool {
 
 // statusError classifies a non-2xx answer (classify), with the advertised retry delay of a
 // rate limit or a server error; a redirect, which the endpoint does not follow
-// (refuseRedirect), says where it points.
+// (refuseRedirect), says where it points (redirected).
 func (e *endpoint) statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
 	pm := parseErrorBody(body)
@@ -75,24 +75,41 @@ func (e *endpoint) statusError(resp *http.Response) error {
 	if detail == "" {
 		detail = snippet(body)
 	}
-	if status >= 300 && status <= 399 {
-		what = redirected(resp)
-	}
 	msg := fmt.Sprintf("%s: %s (HTTP %d %s): %s", e.name, what, status, statusText(status), truncate(detail, 500))
+	if isRedirect(status) {
+		msg = e.redirected(resp)
+	}
 	if wait > 0 {
 		msg += fmt.Sprintf("; retry after %s", wait)
 	}
 	return stageerr.Generation(class, wait, "%s", e.redact(msg))
 }
 
-// redirected is what a redirect is in words: where it points (resolved against the request's
-// URL), and that it is not followed.
-func redirected(resp *http.Response) string {
+// isRedirect reports whether status is a redirect (3xx).
+func isRedirect(status int) bool { return status >= 300 && status <= 399 }
+
+// redirected is the message of a redirect: its status, where it points (resolved against the
+// request's URL, its password masked), that it is not followed, and the base_url to configure
+// instead: where it points without the API's path when it ends with that path (a moved API,
+// an http:// base_url answered by its https:// address), else the API's address.
+func (e *endpoint) redirected(resp *http.Response) string {
 	where := resp.Header.Get("Location")
 	if u, err := resp.Location(); err == nil {
 		where = u.String()
 	}
-	return "redirected to " + where + ", which is not followed (set base_url to the API's address)"
+	instead := "the API's address"
+	if resp.Request != nil {
+		path, ok := strings.CutPrefix(resp.Request.URL.String(), e.baseURL)
+		if base, found := strings.CutSuffix(where, path); ok && found && path != "" && base != "" {
+			instead = maskedURL(base)
+		}
+	}
+	if where == "" {
+		where = "no Location"
+	}
+	return e.redact(fmt.Sprintf("%s: %s redirects to %s (HTTP %d %s), which is not followed "+
+		"(it would carry the API key there): set providers.%s.base_url to %s", e.name, e.shownURL,
+		maskedURL(where), resp.StatusCode, statusText(resp.StatusCode), e.name, instead))
 }
 
 // classify is the class of a failure answered with an HTTP status, and what it is in words,
@@ -103,8 +120,9 @@ func redirected(resp *http.Response) string {
 // Anthropic's 529 overloaded) SERVER; a refusal of a request longer than the model's context
 // window (contextOverflow) CONTEXT_OVERFLOW; 404 (an unknown model, or a base_url without the
 // API's path) and any other 4xx INVALID_REQUEST: the target refuses the request itself, so
-// sending it to that target again cannot help. Anything else (a redirect, which is not
-// followed) is a non-classified generation failure.
+// sending it to that target again cannot help; so is a redirect (3xx), which is not followed
+// (refuseRedirect) and is the answer to every request sent to that base_url. Anything else is
+// a non-classified generation failure.
 func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -127,6 +145,8 @@ func classify(status int, pm providerMessage) (typev1.ErrorClass, string) {
 		return typev1.ErrorClass_ERROR_CLASS_SERVER, "overloaded"
 	case status >= 500:
 		return typev1.ErrorClass_ERROR_CLASS_SERVER, "server error"
+	case isRedirect(status):
+		return typev1.ErrorClass_ERROR_CLASS_INVALID_REQUEST, "redirected"
 	}
 	return typev1.ErrorClass_ERROR_CLASS_UNSPECIFIED, "request rejected"
 }

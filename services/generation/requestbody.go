@@ -33,11 +33,15 @@ type requestBody struct {
 var errBodyReleased = errors.New("the request's body was released once sent, and is not sent again")
 
 // reader returns a reader of the whole body (go-retryablehttp's ReaderFunc): one per attempt.
+// Once the body is released, the reader it returns fails its first read (releasedReader), not
+// reader itself: net/http asks for the body of a 307 or 308 redirect's request before it asks
+// CheckRedirect whether to follow it, and failing there made the redirect, which
+// refuseRedirect refuses, a failure to reach the provider.
 func (b *requestBody) reader() (io.Reader, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.data == nil {
-		return nil, errBodyReleased
+		return releasedReader{}, nil
 	}
 	r := &onceReader{data: b.data}
 	if b.releaseSent {
@@ -85,3 +89,10 @@ func (r *onceReader) end() {
 
 // Len is how many bytes are left to read.
 func (r *onceReader) Len() int { return len(r.data) }
+
+// releasedReader is the body of an attempt made after the body was released: reading it fails
+// with errBodyReleased.
+type releasedReader struct{}
+
+// Read implements io.Reader.
+func (releasedReader) Read([]byte) (int, error) { return 0, errBodyReleased }

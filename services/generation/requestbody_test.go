@@ -2,6 +2,7 @@ package generation
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -65,7 +66,7 @@ func TestAStreamingAnswerDoesNotHoldItsRequest(t *testing.T) {
 }
 
 // TestRequestBodyReadsEachAttemptWhole: every attempt reads the whole body, until it is
-// released; then an attempt gets an error rather than an empty body.
+// released; then an attempt gets an error reading it rather than an empty body.
 func TestRequestBodyReadsEachAttemptWhole(t *testing.T) {
 	b := &requestBody{data: []byte("the request")}
 	for range 2 {
@@ -82,8 +83,12 @@ func TestRequestBodyReadsEachAttemptWhole(t *testing.T) {
 		}
 	}
 	b.release()
-	if _, err := b.reader(); err == nil {
-		t.Error("a released body was read again")
+	r, err := b.reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(r); !errors.Is(err, errBodyReleased) {
+		t.Errorf("a released body was read again: %q, %v", got, err)
 	}
 }
 
