@@ -142,7 +142,8 @@ func (o *openAI) chatRequest(req *Request, stream bool) *chatRequest {
 
 // parseCompletion decodes a non-streamed chat completion. An answer that failed while the
 // model generated it (finish_reason "error") is returned, with its usage, beside its failure:
-// the provider billed it (Provider.Complete).
+// the provider billed it (Provider.Complete). A refusal (message.refusal) is the answer's
+// content, with stop reason content_filter, as Anthropic's refusal is.
 func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 	var cr chatResponse
 	if err := json.Unmarshal(body, &cr); err != nil {
@@ -157,7 +158,7 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 	ch := cr.Choices[0]
 	out := &Response{
 		Model:     cr.Model,
-		Content:   string(ch.Message.Content),
+		Content:   string(ch.Message.Content) + ch.Message.Refusal,
 		Reasoning: ch.Message.reasoning(),
 		Usage:     cr.Usage.usage(),
 	}
@@ -165,6 +166,9 @@ func (o *openAI) parseCompletion(body []byte) (*Response, error) {
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	out.FinishReason = normaliseFinish(ch.FinishReason, len(out.ToolCalls) > 0)
+	if ch.Message.Refusal != "" {
+		out.FinishReason = stopContentFilter
+	}
 	out.ContextFull = contextFull(ch.FinishReason)
 	if ch.FinishReason == "error" && cr.Error != nil {
 		return out, o.errorIn("in the answer", *cr.Error)

@@ -129,7 +129,10 @@ type streamAccumulator struct {
 	byIndex  map[int]*streamCall
 	finish   string
 	finished bool
-	usage    Usage
+	// refused is set once a delta brought refusal text (delta.refusal), which is content, and
+	// makes the stop reason content_filter.
+	refused bool
+	usage   Usage
 	// size is the bytes of text, reasoning and tool calls received (answerTooLarge).
 	size int
 }
@@ -145,8 +148,8 @@ func newStreamAccumulator() *streamAccumulator {
 	return &streamAccumulator{byIndex: map[int]*streamCall{}}
 }
 
-// add applies a chunk and returns what it adds: a text delta when it carries text or
-// reasoning, then one delta per tool-call fragment that carries something new.
+// add applies a chunk and returns what it adds: a text delta when it carries text (content or
+// refusal) or reasoning, then one delta per tool-call fragment that carries something new.
 func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 	if ch.Model != "" {
 		a.model = ch.Model
@@ -157,8 +160,9 @@ func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 	text := &generationv1.Delta{}
 	var calls []*generationv1.Delta
 	for _, c := range ch.Choices {
-		text.Content += string(c.Delta.Content)
+		text.Content += string(c.Delta.Content) + c.Delta.Refusal
 		text.Reasoning += c.Delta.reasoning()
+		a.refused = a.refused || c.Delta.Refusal != ""
 		for _, frag := range c.Delta.ToolCalls {
 			if d := a.addFragment(frag); d != nil {
 				calls = append(calls, &generationv1.Delta{ToolCall: d})
@@ -246,6 +250,9 @@ func (a *streamAccumulator) response() *Response {
 		out.ToolCalls = append(out.ToolCalls, c.ToolCall)
 	}
 	out.FinishReason = normaliseFinish(a.finish, len(out.ToolCalls) > 0)
+	if a.refused {
+		out.FinishReason = stopContentFilter
+	}
 	out.ContextFull = contextFull(a.finish)
 	return out
 }

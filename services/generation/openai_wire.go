@@ -71,9 +71,11 @@ type chatResponse struct {
 	Error *json.RawMessage `json:"error"`
 }
 
-// wireAnswer is an assistant message or a streamed delta.
+// wireAnswer is an assistant message or a streamed delta. Refusal is the text of a model that
+// declines to answer, which OpenAI sends instead of content (content null).
 type wireAnswer struct {
 	Content          wireText   `json:"content"`
+	Refusal          string     `json:"refusal"`
 	ReasoningContent string     `json:"reasoning_content"`
 	Reasoning        string     `json:"reasoning"`
 	ToolCalls        []wireCall `json:"tool_calls"`
