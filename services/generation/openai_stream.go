@@ -82,6 +82,11 @@ func (o *openAI) readEvents(ctx context.Context, cancel context.CancelFunc, body
 	case !done && !acc.finished:
 		return acc.response(), o.badResponse("the stream ended without a finish_reason or [DONE]")
 	}
+	for _, d := range acc.flushHeld() {
+		if err := onDelta(d); err != nil {
+			return acc.response(), err
+		}
+	}
 	return acc.response(), nil
 }
 
@@ -124,9 +129,12 @@ type streamAccumulator struct {
 	reasoning strings.Builder
 	// calls are the tool calls in the order they started (until response orders them by
 	// slot); last is the latest started.
-	calls    []*streamCall
-	last     *streamCall
-	byIndex  map[int]*streamCall
+	calls   []*streamCall
+	last    *streamCall
+	byIndex map[int]*streamCall
+	// placed is how many calls are placed (place): those of the slots 0 to placed-1, whose
+	// places in the answer are certain, then those flushHeld placed at the stream's end.
+	placed   int
 	finish   string
 	finished bool
 	// refused is set once a delta brought refusal text (delta.refusal), which is content, and
@@ -137,11 +145,14 @@ type streamAccumulator struct {
 	size int
 }
 
-// streamCall is a streamed tool call and its slot: its place among the answer's calls, the
-// index of its fragments' deltas.
+// streamCall is a streamed tool call and its slot, which orders the answer's calls. Once the
+// slots below its own are all held, the slot is its place among the answer's calls and the
+// index of its fragments' deltas (placed); until then the deltas are held.
 type streamCall struct {
 	ToolCall
-	slot int
+	slot   int
+	placed bool
+	held   []*generationv1.ToolCallDelta
 }
 
 func newStreamAccumulator() *streamAccumulator {
@@ -164,7 +175,8 @@ func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 		text.Reasoning += c.Delta.reasoning()
 		a.refused = a.refused || c.Delta.Refusal != ""
 		for _, frag := range c.Delta.ToolCalls {
-			if d := a.addFragment(frag); d != nil {
+			call, d := a.addFragment(frag)
+			for _, d := range a.place(call, d) {
 				calls = append(calls, &generationv1.Delta{ToolCall: d})
 			}
 		}
@@ -189,8 +201,8 @@ func (a *streamAccumulator) add(ch *chatChunk) []*generationv1.Delta {
 // OpenAI-compatible API streams every parallel call with index 0, and their arguments merged
 // into one call's ran one call with two JSON objects as its arguments. It returns what the
 // fragment added (the id and name when it set them, its argument text), or nil when it added
-// nothing.
-func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDelta {
+// nothing, with the call.
+func (a *streamAccumulator) addFragment(frag wireCall) (*streamCall, *generationv1.ToolCallDelta) {
 	var call *streamCall
 	switch {
 	case frag.Index != nil:
@@ -214,9 +226,73 @@ func (a *streamAccumulator) addFragment(frag wireCall) *generationv1.ToolCallDel
 	call.Arguments += frag.Function.Arguments
 	a.size += len(d.Id) + len(d.Name) + len(d.Arguments)
 	if d.Id == "" && d.Name == "" && d.Arguments == "" {
+		return call, nil
+	}
+	return call, d
+}
+
+// place returns the deltas to forward once call's fragment d (nil when it added nothing) is
+// in. The deltas of a call are forwarded as they come once its place among the answer's calls
+// is certain: the slots below its own are all held, as they are when a server numbers its
+// calls 0, 1, 2… (in any order). A call whose index skips one (0 and then 2, a call the server
+// dropped, or indices of its own numbering) has its deltas held until the call that fills the
+// gap starts, which forwards them, or until the stream ends (flushHeld): forwarded at once
+// with the provider's index, they named a place the answer's calls do not have (index 2 of
+// two calls), and a client that assembles the calls by index put an empty call in the gap.
+func (a *streamAccumulator) place(call *streamCall, d *generationv1.ToolCallDelta) []*generationv1.ToolCallDelta {
+	switch {
+	case call.placed && d == nil:
+		return nil
+	case call.placed:
+		return []*generationv1.ToolCallDelta{d}
+	case d != nil:
+		call.held = append(call.held, d)
+	}
+	if call.slot != a.placed {
 		return nil
 	}
-	return d
+	var out []*generationv1.ToolCallDelta
+	for next := call; next != nil && !next.placed; next = a.slotCall(a.placed) {
+		next.placed = true
+		a.placed++
+		out = append(out, next.held...)
+		next.held = nil
+	}
+	return out
+}
+
+// slotCall is the call that holds slot, or nil.
+func (a *streamAccumulator) slotCall(slot int) *streamCall {
+	for _, c := range a.calls {
+		if c.slot == slot {
+			return c
+		}
+	}
+	return nil
+}
+
+// flushHeld places the calls whose place was not certain when the stream ended, after the
+// placed ones in the order of their slots, and returns their held deltas, their index now
+// that place (the one they have in the answer, whose calls response orders by slot).
+func (a *streamAccumulator) flushHeld() []*generationv1.Delta {
+	var rest []*streamCall
+	for _, c := range a.calls {
+		if !c.placed {
+			rest = append(rest, c)
+		}
+	}
+	slices.SortStableFunc(rest, func(x, y *streamCall) int { return cmp.Compare(x.slot, y.slot) })
+	var out []*generationv1.Delta
+	for _, c := range rest {
+		c.placed = true
+		for _, d := range c.held {
+			d.Index = int32(a.placed)
+			out = append(out, &generationv1.Delta{ToolCall: d})
+		}
+		c.held = nil
+		a.placed++
+	}
+	return out
 }
 
 // newCall starts a call. Its slot is index, the provider's, when no call holds that slot yet

@@ -360,3 +360,90 @@ func TestInterleavedParallelCallsAssembleByIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestToolCallIndicesWithGaps: a server whose calls' indices skip numbers (0 and 2, a call
+// it dropped between them, or indices it numbers in its own way) answers two calls, not
+// three: they come out ordered by index, at positions 0 and 1, and the deltas' indices are
+// those positions (the final answer's, which Delta.tool_call.index promises), whatever order
+// the calls started in. A call that never got a name is rejected, as any malformed call is.
+func TestToolCallIndicesWithGaps(t *testing.T) {
+	frag := func(index int, id, name, arguments string) string {
+		head := ""
+		if id != "" {
+			head = `"id":"call_` + id + `","type":"function",`
+		}
+		if name != "" {
+			name = `"name":"` + name + `",`
+		}
+		return `data: {"choices":[{"delta":{"tool_calls":[{"index":` + strconv.Itoa(index) + `,` + head +
+			`"function":{` + name + `"arguments":` + strconv.Quote(arguments) + `}}]}}]}` + "\n\n"
+	}
+	const end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+	for _, tc := range []struct {
+		name     string
+		body     string
+		want     []string // id name raw arguments, in order
+		rejected string   // the repair that must say a call was rejected, if any
+	}{
+		{name: "in order", body: frag(0, "a", "write_file", `{"path":"a"}`) +
+			frag(2, "c", "write_file", `{"path":`) + frag(2, "", "", `"c"}`) + end,
+			want: []string{`call_a write_file {"path":"a"}`, `call_c write_file {"path":"c"}`}},
+		{name: "the later index first", body: frag(4, "e", "write_file", `{"path":"e"}`) +
+			frag(1, "b", "write_file", `{"path":"b"}`) + frag(4, "", "", ` `) + end,
+			want: []string{`call_b write_file {"path":"b"}`, `call_e write_file {"path":"e"} `}},
+		{name: "a call without a name", body: frag(0, "a", "write_file", `{"path":"a"}`) +
+			frag(2, "c", "", `{"path":"c"}`) + end,
+			want:     []string{`call_a write_file {"path":"a"}`, `call_c  {"path":"c"}`},
+			rejected: "tool call call_c (): rejected: the tool call has no name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := replyingSSE(tc.body)(t)
+			client := serveProviders(t, map[string]generation.Provider{"openai": openAIAt(t, url, nil)})
+			req := request("openai", "gpt-test", user("write them"))
+			req.Tools = []*typev1.Tool{tool("write_file", "path")}
+			deltas, final, err := streamAll(t, client, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range final.GetToolCalls() {
+				got = append(got, c.GetId()+" "+c.GetName()+" "+c.GetRawArguments())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("final calls %q, want %q", got, tc.want)
+			}
+			streamed := map[int32]*streamedCall{}
+			for _, d := range deltas {
+				f := d.GetToolCall()
+				if f == nil {
+					continue
+				}
+				c := streamed[f.GetIndex()]
+				if c == nil {
+					c = &streamedCall{}
+					streamed[f.GetIndex()] = c
+				}
+				c.id += f.GetId()
+				c.name += f.GetName()
+				c.arguments += f.GetArguments()
+			}
+			if len(streamed) != len(tc.want) {
+				t.Errorf("fragments of %d calls, want %d", len(streamed), len(tc.want))
+			}
+			for i, c := range final.GetToolCalls() {
+				s := streamed[int32(i)]
+				if s == nil || s.id != c.GetId() || s.name != c.GetName() || s.arguments != c.GetRawArguments() {
+					t.Errorf("fragments with index %d are %+v, the final call %d is %v", i, s, i, c)
+				}
+			}
+			switch {
+			case tc.rejected == "" && final.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_NATIVE:
+				t.Errorf("adapter status %v (%q), want NATIVE", final.GetAdapterStatus(), final.GetRepairs())
+			case tc.rejected != "" && (final.GetAdapterStatus() != generationv1.AdapterStatus_ADAPTER_STATUS_REJECTED ||
+				!slices.Contains(final.GetRepairs(), tc.rejected)):
+				t.Errorf("adapter status %v repairs %q, want REJECTED with %q",
+					final.GetAdapterStatus(), final.GetRepairs(), tc.rejected)
+			}
+		})
+	}
+}
