@@ -20,11 +20,12 @@ func ModelTarget(cfg *config.Config) *typev1.Target {
 
 // DrainTimeout is how long a stopping intent stage with a model of its own (models.intent)
 // lets its calls in flight finish (pkg/server.WithDrainTimeout): the model's reading of a
-// message, which may take most of the default step timeout (defaults.step_timeout_ms; the
-// orchestrator waits that long for a parse), and server.DrainMargin to answer. Cut off sooner,
-// the message is asked of the model (and paid for) again by the retry. ok is false without a
-// model: the stage's calls are then quick, and the default drain is enough.
+// message, which may take DefaultModelTimeout, or less when the default step timeout is
+// shorter (defaults.step_timeout_ms; the orchestrator waits that long for a parse), and
+// server.DrainMargin to answer. Cut off sooner, the message is asked of the model (and paid
+// for) again by the retry. ok is false without a model: the stage's calls are then quick, and
+// the default drain is enough.
 func DrainTimeout(cfg *config.Config) (d time.Duration, ok bool) {
 	step := time.Duration(cfg.Defaults.StepTimeoutMS) * time.Millisecond
-	return server.DrainFor(step), ModelTarget(cfg) != nil
+	return server.DrainFor(min(step, DefaultModelTimeout)), ModelTarget(cfg) != nil
 }

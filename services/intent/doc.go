@@ -11,8 +11,10 @@
 // flag without its text, an answer the provider's content filter stopped), rules 4–8 parse
 // the message and fallback_reason says why (source says which parsed it). The tool policy
 // (rule 7, Monolith's ContractFactory) is never the model's: it is decided by the rules on the
-// cleaned message, whatever the model says. The model answers within four fifths of the
-// caller's time, so that the rules' parse of a slow model's message still reaches the caller.
+// cleaned message, whatever the model says. The model answers within Options.ModelTimeout
+// (DefaultModelTimeout, a minute, when 0; a caller without a deadline is not held longer) and
+// within four fifths of the caller's time, so that the rules' parse of a slow model's message
+// still reaches the caller.
 // The model's request is in the response's accounting (in the INTENT_UNSAFE error's, when it
 // refused).
 //

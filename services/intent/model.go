@@ -111,15 +111,18 @@ func (a *modelAnswer) check(maxBytes int) error {
 // clarification) from the answer and reports whether it did; when the model fails or answers
 // outside the schema it leaves resp alone and returns the reason, for the rules to take
 // over. An unsafe verdict is INTENT_UNSAFE. Every request made is in resp's accounting. The
-// model's answer ends a fifth of the caller's time before the caller's deadline, so that the
-// rules' parse still reaches the caller when the model is slow.
+// model's answer ends after the model's time (Options.ModelTimeout), and a fifth of the
+// caller's time before the caller's deadline, so that the rules' parse still reaches the
+// caller when the model is slow or never answers.
 func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp *intentv1.ParseResponse) (fallback string, err error) {
-	mctx := ctx
+	timeout, own := s.timeout, true
 	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		mctx, cancel = context.WithTimeout(ctx, time.Until(deadline)*4/5)
-		defer cancel()
+		if d := time.Until(deadline) * 4 / 5; d < timeout {
+			timeout, own = d, false
+		}
 	}
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var a modelAnswer
 	ans, err := s.model.Object(mctx, ask.Question{
 		RunID:        req.GetRunId(),
@@ -139,6 +142,9 @@ func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp
 	if err != nil {
 		if !errors.Is(err, ask.ErrUnusable) && ctx.Err() != nil {
 			return "", err // the caller gave up: no fallback to answer
+		}
+		if own && !errors.Is(err, ask.ErrUnusable) && mctx.Err() != nil {
+			return "the intent model failed: no answer within " + timeout.String(), nil
 		}
 		return modelFailure(err), nil
 	}

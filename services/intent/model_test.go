@@ -21,6 +21,12 @@ import (
 // the real generation service.
 func modelClient(t *testing.T, scenarios ...llmtest.Scenario) intentv1.IntentServiceClient {
 	t.Helper()
+	return modelClientWith(t, intent.Options{}, scenarios...)
+}
+
+// modelClientWith is modelClient with opts (its Model set to the scripted one).
+func modelClientWith(t *testing.T, opts intent.Options, scenarios ...llmtest.Scenario) intentv1.IntentServiceClient {
+	t.Helper()
 	llm := llmtest.New(t, scenarios...)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -28,10 +34,11 @@ func modelClient(t *testing.T, scenarios ...llmtest.Scenario) intentv1.IntentSer
 		"scripted": generation.NewOpenAI(generation.OpenAIOptions{Name: "scripted", BaseURL: llm.URL(),
 			APIKey: "k", HTTPClient: &http.Client{Transport: tr}}),
 	}})
-	return client(t, intent.Options{Model: &ask.Model{
+	opts.Model = &ask.Model{
 		Client: generationv1.NewGenerationServiceClient(grpctest.Serve(t, gen.Register)),
 		Target: &typev1.Target{Provider: "scripted", Model: "intent-model"},
-	}})
+	}
+	return client(t, opts)
 }
 
 // TestModelTimeoutFallsBackToRules: an intent model that does not answer within the caller's
@@ -102,5 +109,30 @@ func TestModelGoalOverTheByteLimitFallsBackToRules(t *testing.T) {
 		!strings.Contains(resp.GetFallbackReason(), "the goal is 80000 bytes, the limit is 65536") {
 		t.Errorf("goal of %d bytes, source %q, fallback %q; want the rules' goal, saying the "+
 			"model's is too long", len(resp.GetGoal()), resp.GetSource(), resp.GetFallbackReason())
+	}
+}
+
+// TestModelTimeoutWithoutCallerDeadline: a caller without a deadline does not let a model that
+// never answers hold the parse: the model has Options.ModelTimeout (intent.DefaultModelTimeout
+// when 0), past which the rules parse the message, and fallback_reason says so.
+func TestModelTimeoutWithoutCallerDeadline(t *testing.T) {
+	const message = "Write a poem about autumn in 4 lines"
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	c := modelClientWith(t, intent.Options{ModelTimeout: 50 * time.Millisecond},
+		llmtest.Scenario{Name: "hung", Match: intent.ModelInputPrefix + message,
+			Turns: []llmtest.Turn{{Hold: hold}}})
+	resp, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: message})
+	if err != nil {
+		t.Fatalf("Parse: %v; want the rules' parse", err)
+	}
+	want := "the intent model failed: no answer within 50ms"
+	if resp.GetSource() != intent.SourceRules || !strings.Contains(resp.GetFallbackReason(), want) {
+		t.Errorf("source %q, fallback %q; want the rules, saying %q",
+			resp.GetSource(), resp.GetFallbackReason(), want)
+	}
+	if resp.GetTaskType() != intentv1.TaskType_TASK_TYPE_CREATIVE || resp.GetGoal() != message {
+		t.Errorf("task type %s, goal %q; want the rules' creative %q",
+			resp.GetTaskType(), resp.GetGoal(), message)
 	}
 }

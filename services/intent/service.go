@@ -1,9 +1,11 @@
 package intent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 	"unicode"
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
@@ -19,6 +21,11 @@ import (
 // DefaultMaxMessageBytes is the message size limit used when Options.MaxMessageBytes is 0.
 const DefaultMaxMessageBytes = 64 << 10
 
+// DefaultModelTimeout bounds the intent model's answer when Options.ModelTimeout is 0, as the
+// planning model's (a caller without a deadline would otherwise let a model that never answers
+// hold the parse): a message's reading is one short answer.
+const DefaultModelTimeout = time.Minute
+
 // MaxConversationIDBytes is the longest conversation_id, as the public API's (Run, Decide):
 // any UUID or hash.
 const MaxConversationIDBytes = 256
@@ -33,6 +40,10 @@ type Options struct {
 	// Model is asked for the goal, constraints, task type, clarification and safety of each
 	// message (config models.intent); nil uses the deterministic rules only.
 	Model *ask.Model
+	// ModelTimeout bounds the model's answer, past which the rules parse the message; 0 means
+	// DefaultModelTimeout. The answer also ends a fifth of the caller's time before the
+	// caller's deadline, so that the rules' parse still reaches it.
+	ModelTimeout time.Duration
 }
 
 // Service implements intentv1.IntentServiceServer as the package documentation says.
@@ -41,11 +52,13 @@ type Service struct {
 	maxBytes int
 	log      *slog.Logger
 	model    *ask.Model // nil: rules only
+	timeout  time.Duration
 }
 
 // New returns a Service configured by opts.
 func New(opts Options) *Service {
-	s := &Service{maxBytes: opts.MaxMessageBytes, log: opts.Logger, model: opts.Model}
+	s := &Service{maxBytes: opts.MaxMessageBytes, log: opts.Logger, model: opts.Model,
+		timeout: cmp.Or(opts.ModelTimeout, DefaultModelTimeout)}
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxMessageBytes
 	}
