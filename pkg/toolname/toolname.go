@@ -28,6 +28,12 @@ const MaxLen = 64
 // it stay small.
 const MaxRequestBytes = 512
 
+// MaxRequestTools is the most tools a request to a stage may offer by name (the planning
+// stage's and the intent stage's available_tools): far more than a model provider takes in one
+// request (OpenAI 128), and the stages' rules match the message or each clause of the goal
+// against every tool.
+const MaxRequestTools = 1000
+
 // Valid reports whether name is a name model providers take for a function: 1 to MaxLen
 // letters, digits, _ and -.
 func Valid(name string) bool {

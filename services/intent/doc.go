@@ -22,7 +22,8 @@
 //
 //  1. Input. A message that is empty or only whitespace is INVALID_INPUT ("message must not be
 //     empty"); one longer than Options.MaxMessageBytes (default 64 KiB) is INVALID_INPUT naming
-//     its size and the limit. An unknown surface value is INVALID_INPUT, and so is an
+//     its size and the limit. An unknown surface value is INVALID_INPUT, and so are more than
+//     1,000 available tools (toolname.MaxRequestTools, the planning stage's limit) and an
 //     available tool's name over 512 bytes (toolname.MaxRequestBytes).
 //  2. Unsafe. A message matching the deny-list (see denyList) is INTENT_UNSAFE. The list is
 //     deliberately small and precise: instructions to build explosives or chemical/biological

@@ -96,6 +96,9 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // unread, but bounded as every stage's
 		return nil, stageerr.Invalid("user_id: at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}
+	if n := len(req.GetAvailableTools()); n > toolname.MaxRequestTools {
+		return nil, stageerr.Invalid("available_tools: at most %d, got %d", toolname.MaxRequestTools, n)
+	}
 	for i, tool := range req.GetAvailableTools() {
 		if n := len(tool); n > toolname.MaxRequestBytes {
 			return nil, stageerr.Invalid("available_tools[%d]: at most %d bytes, got %d",

@@ -1,6 +1,7 @@
 package intent_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -315,4 +316,26 @@ func TestDefaultSizeLimit(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "the limit is 65536 bytes") {
 		t.Fatalf("over-long message: %v", err)
 	}
+}
+
+// TestAvailableToolsCount: a request offers at most 1,000 tools, the planning stage's limit of
+// the same list (toolname.MaxRequestTools): one more is refused naming the field and the limit
+// before the rules match the message against each; the limit itself is taken.
+func TestAvailableToolsCount(t *testing.T) {
+	c := client(t, intent.Options{})
+	tools := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("tool_%d", i)
+		}
+		return out
+	}
+	if _, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: "Use tool_7 to add 2 and 3",
+		AvailableTools: tools(1000)}); err != nil {
+		t.Fatalf("1000 tools were refused: %v", err)
+	}
+	_, err := c.Parse(t.Context(), &intentv1.ParseRequest{Message: "Use tool_7 to add 2 and 3",
+		AvailableTools: tools(1001)})
+	grpctest.WantStageError(t, err, codes.InvalidArgument,
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "available_tools: at most 1000, got 1001")
 }

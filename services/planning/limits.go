@@ -26,9 +26,8 @@ const (
 	// dependencies.
 	MaxStepIDBytes = 256
 	// MaxTools is the most tools a request may offer (available_tools), each named in at most
-	// toolname.MaxRequestBytes: far more than a model provider takes in one request (OpenAI
-	// 128), and the rules match each clause of the goal against every tool.
-	MaxTools = 1000
+	// toolname.MaxRequestBytes: toolname.MaxRequestTools, the intent stage's limit too.
+	MaxTools = toolname.MaxRequestTools
 	// MaxToolDescriptionsBytes is the most bytes the descriptions of a request's tools may
 	// have in all: a kilobyte for each of MaxTools tools, which the rules read for every
 	// clause of the goal.
