@@ -76,7 +76,7 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 // Search ranks the user's memories in the collection against the query: semantically when an
 // embedder is configured and embeds the query, with BM25 otherwise (see the package
 // documentation). Scores are in (0, 1]; only hits scoring at least min_score are returned, at
-// most limit (default 5, at most 100). The response accounts the query's embedding request,
+// most limit (default 5; over 100 is INVALID_INPUT). The response accounts the query's embedding request,
 // for the run the search is made for; a search that then fails in the store loses that
 // entry with its answer.
 func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
@@ -93,8 +93,11 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	if err := checkCollection(req.GetCollection()); err != nil {
 		return nil, err
 	}
-	if req.GetLimit() < 0 {
-		return nil, stageerr.Invalid("limit must not be negative, got %d", req.GetLimit())
+	switch n := req.GetLimit(); {
+	case n < 0:
+		return nil, stageerr.Invalid("limit must not be negative, got %d", n)
+	case n > MaxSearchLimit:
+		return nil, stageerr.Invalid("limit must be at most %d, got %d", MaxSearchLimit, n)
 	}
 	if ms := req.GetMinScore(); math.IsNaN(ms) || ms < 0 || ms > 1 {
 		return nil, stageerr.Invalid("min_score must be between 0 and 1, got %v", ms)
@@ -107,7 +110,7 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 		UserID:     user,
 		Collection: req.GetCollection(),
 		Query:      req.GetQuery(),
-		Limit:      min(limit, MaxSearchLimit),
+		Limit:      limit,
 		MinScore:   req.GetMinScore(),
 	}
 	key := searchKey{user: user, collection: q.Collection, query: q.Query, limit: q.Limit, minScore: q.MinScore}

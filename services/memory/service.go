@@ -90,7 +90,7 @@ const (
 	DefaultQuotaPerUser = 10000
 	// DefaultSearchLimit is the number of hits of a Search whose limit is 0.
 	DefaultSearchLimit = 5
-	// MaxSearchLimit caps the limit of a Search.
+	// MaxSearchLimit is the largest limit of a Search; a larger one is refused.
 	MaxSearchLimit = 100
 	// DefaultPageSize is the page size of a List whose page_size is 0.
 	DefaultPageSize = 50
