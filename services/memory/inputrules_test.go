@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"math"
 	"testing"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -8,6 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // TestSearchLimitOverTheMaximum: a limit over memory.MaxSearchLimit is refused, naming the
@@ -24,4 +26,41 @@ func TestSearchLimitOverTheMaximum(t *testing.T) {
 		Limit: memory.MaxSearchLimit + 1})
 	grpctest.WantStageError(t, err, codes.InvalidArgument,
 		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "limit must be at most 100, got 101")
+}
+
+// TestMetadataNotANumber: metadata numbers that JSON cannot hold (NaN, ±Inf), at any depth,
+// are refused naming their key, instead of a memory that every JSON reader of it then fails
+// on; finite numbers are stored.
+func TestMetadataNotANumber(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	num := structpb.NewNumberValue
+	table := []struct {
+		name string
+		meta map[string]*structpb.Value
+		want string
+	}{
+		{"NaN", map[string]*structpb.Value{"page": num(3), "score": num(math.NaN())},
+			`metadata["score"]: must be a finite number, got NaN`},
+		{"+Inf", map[string]*structpb.Value{"score": num(math.Inf(1))},
+			`metadata["score"]: must be a finite number, got +Inf`},
+		{"nested -Inf", map[string]*structpb.Value{"source": structpb.NewStructValue(&structpb.Struct{
+			Fields: map[string]*structpb.Value{"offset": num(math.Inf(-1))}})},
+			`metadata["source"]["offset"]: must be a finite number, got -Inf`},
+		{"in a list", map[string]*structpb.Value{"pages": structpb.NewListValue(&structpb.ListValue{
+			Values: []*structpb.Value{num(1), num(math.NaN())}})},
+			`metadata["pages"][1]: must be a finite number, got NaN`},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Store(t.Context(), &memoryv1.StoreRequest{UserId: "u", Content: user("a note"),
+				Metadata: &structpb.Struct{Fields: tc.meta}})
+			grpctest.WantStageError(t, err, codes.InvalidArgument,
+				typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.want)
+		})
+	}
+	resp, err := c.Store(t.Context(), &memoryv1.StoreRequest{UserId: "u", Content: user("a note"),
+		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"page": num(3.5)}}})
+	if err != nil || !resp.GetStored() {
+		t.Errorf("finite metadata: %v, %v; want it stored", resp, err)
+	}
 }

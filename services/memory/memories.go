@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -12,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -39,6 +42,9 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	}
 	if n := proto.Size(req.GetMetadata()); n > MaxMetadataBytes {
 		return nil, stageerr.Invalid("metadata: at most %d bytes encoded, got %d", MaxMetadataBytes, n)
+	}
+	if err := checkFinite("metadata", structpb.NewStructValue(req.GetMetadata())); err != nil {
+		return nil, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -248,6 +254,32 @@ func checkCollection(collection string) error {
 func checkNoNUL(field, value string) error {
 	if strings.IndexByte(value, 0) >= 0 {
 		return stageerr.Invalid("%s must not contain the NUL character", field)
+	}
+	return nil
+}
+
+// checkFinite refuses a number of v (field names it) that JSON cannot hold, NaN or ±Inf, at any
+// depth, naming its key: google.protobuf.Value's JSON form (protojson, every JSON reader of
+// the memory) fails on it, although the stores, which keep a memory's protobuf encoding, would
+// take it.
+func checkFinite(field string, v *structpb.Value) error {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return stageerr.Invalid("%s: must be a finite number, got %v", field, k.NumberValue)
+		}
+	case *structpb.Value_StructValue:
+		for _, key := range slices.Sorted(maps.Keys(k.StructValue.GetFields())) {
+			if err := checkFinite(fmt.Sprintf("%s[%q]", field, key), k.StructValue.GetFields()[key]); err != nil {
+				return err
+			}
+		}
+	case *structpb.Value_ListValue:
+		for i, item := range k.ListValue.GetValues() {
+			if err := checkFinite(fmt.Sprintf("%s[%d]", field, i), item); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
