@@ -24,7 +24,11 @@
 //     empty"); one longer than Options.MaxMessageBytes (default 64 KiB) is INVALID_INPUT naming
 //     its size and the limit. An unknown surface value is INVALID_INPUT, and so are more than
 //     1,000 available tools (toolname.MaxRequestTools, the planning stage's limit) and an
-//     available tool's name over 512 bytes (toolname.MaxRequestBytes).
+//     available tool's name over 512 bytes (toolname.MaxRequestBytes). The attachments, which
+//     the stage does not read, are checked as its other inputs (checkAttachments): at most
+//     100, each name and mime_type at most 255 bytes, the mime_type a media type, the uri at
+//     most 8,000 bytes and absolute, content inline or a uri but not both, and inline content
+//     of at most Options.MaxAttachmentBytes (16 MiB) in all.
 //  2. Unsafe. A message matching the deny-list (see denyList) is INTENT_UNSAFE. The list is
 //     deliberately small and precise: instructions to build explosives or chemical/biological
 //     weapons, to write malware, to destroy the host ("rm -rf /", mkfs or dd onto a disk, a

@@ -44,21 +44,26 @@ type Options struct {
 	// DefaultModelTimeout. The answer also ends a fifth of the caller's time before the
 	// caller's deadline, so that the rules' parse still reaches it.
 	ModelTimeout time.Duration
+	// MaxAttachmentBytes is the most inline content a message's attachments may have in all;
+	// 0 means DefaultMaxAttachmentBytes.
+	MaxAttachmentBytes int
 }
 
 // Service implements intentv1.IntentServiceServer as the package documentation says.
 type Service struct {
 	intentv1.UnimplementedIntentServiceServer
-	maxBytes int
-	log      *slog.Logger
-	model    *ask.Model // nil: rules only
-	timeout  time.Duration
+	maxBytes           int
+	log                *slog.Logger
+	model              *ask.Model // nil: rules only
+	timeout            time.Duration
+	maxAttachmentBytes int
 }
 
 // New returns a Service configured by opts.
 func New(opts Options) *Service {
 	s := &Service{maxBytes: opts.MaxMessageBytes, log: opts.Logger, model: opts.Model,
-		timeout: cmp.Or(opts.ModelTimeout, DefaultModelTimeout)}
+		timeout:            cmp.Or(opts.ModelTimeout, DefaultModelTimeout),
+		maxAttachmentBytes: cmp.Or(opts.MaxAttachmentBytes, DefaultMaxAttachmentBytes)}
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxMessageBytes
 	}
@@ -104,6 +109,9 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 			return nil, stageerr.Invalid("available_tools[%d]: at most %d bytes, got %d",
 				i, toolname.MaxRequestBytes, n)
 		}
+	}
+	if err := checkAttachments(req.GetAttachments(), s.maxAttachmentBytes); err != nil {
+		return nil, err
 	}
 	goal := cleanGoal(msg)
 	if rule, ok := unsafeRule(goal); ok {

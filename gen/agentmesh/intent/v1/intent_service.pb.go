@@ -29,14 +29,17 @@ type ParseRequest struct {
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// The conversation; at most 256 bytes.
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	// Files attached to the message.
+	// Files attached to the message, which the stage does not read: at most 100, each name and
+	// mime_type at most 255 bytes (mime_type a media type), each uri at most 8,000 bytes and
+	// absolute, content or uri but not both, and at most 16 MiB of content in all.
 	Attachments []*Attachment `protobuf:"bytes,3,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	// Where the request comes from (feeds the ContractFactory rule).
 	Surface v1.Surface `protobuf:"varint,4,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
 	// The user; at most 256 bytes.
 	UserId string `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Tools the run may use (the mesh's, within the request's allowed_tools), so that explicit
-	// tool intent can be recognised: asking for another tool makes no tool required.
+	// tool intent can be recognised: asking for another tool makes no tool required. At most
+	// 1,000 tools, each name at most 512 bytes.
 	AvailableTools []string `protobuf:"bytes,6,rep,name=available_tools,json=availableTools,proto3" json:"available_tools,omitempty"`
 	// The run the message starts, for the tracing and accounting of the model's request: empty
 	// (no run), or letters, digits, '_' and '-', at most 128 bytes.
