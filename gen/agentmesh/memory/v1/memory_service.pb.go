@@ -34,7 +34,8 @@ type StoreRequest struct {
 	Content *v1.Message `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Collection ("" for personal memory); at most 256 bytes.
 	Collection string `protobuf:"bytes,4,opt,name=collection,proto3" json:"collection,omitempty"`
-	// Free-form metadata; at most 16 KiB encoded.
+	// Free-form metadata; at most 16 KiB encoded, its numbers finite (no NaN or infinity, which
+	// JSON cannot hold).
 	Metadata      *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -176,7 +177,7 @@ type SearchRequest struct {
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Query text; at most 64 KiB.
 	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
-	// Maximum hits; 0 means 5.
+	// Maximum hits; 0 means 5, at most 100.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Collection ("" searches personal memory); at most 256 bytes.
 	Collection string `protobuf:"bytes,4,opt,name=collection,proto3" json:"collection,omitempty"`
