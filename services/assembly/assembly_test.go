@@ -358,6 +358,8 @@ func TestInvalidInput(t *testing.T) {
 		{"ratio above 1", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ForceSynthesisAtRatio: 1.01}, "force_synthesis_at_ratio"},
 		{"negative ratio", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ForceSynthesisAtRatio: -0.1}, "force_synthesis_at_ratio"},
 		{"negative memory limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryLimit: -1}, "memory_limit"},
+		{"memory limit over a search's", &contextv1.AssembleRequest{History: ok, MaxTokens: 100,
+			MemoryLimit: assembly.MaxRecalled + 1}, "memory_limit must be at most 100, got 101"},
 		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
 		// The memory stage refuses such a user, which was reported as memory_unavailable.
 		{"user over 256 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x", UserId: strings.Repeat("u", 257)}, "user_id: at most 256 bytes, got 257"},

@@ -15,8 +15,9 @@ import (
 // and the public API's overrides.targets.
 const maxModelBytes = 256
 
-// MaxRecalled is the most memories a request's recalled may hold: what one search finds at
-// most (the memory stage's limit of a search), which an earlier turn sent back.
+// MaxRecalled is the most memories a request's recalled may hold, and its largest
+// memory_limit: what one search finds at most (the memory stage's limit of a search), which an
+// earlier turn sent back.
 const MaxRecalled = 100
 
 // validate returns an INVALID_INPUT error naming the first field that is wrong.
@@ -56,8 +57,11 @@ func validate(req *contextv1.AssembleRequest) error {
 	if r := req.GetForceSynthesisAtRatio(); math.IsNaN(r) || r < 0 || r > 1 {
 		return stageerr.Invalid("force_synthesis_at_ratio must be between 0 and 1, got %v", r)
 	}
-	if req.GetMemoryLimit() < 0 {
-		return stageerr.Invalid("memory_limit must not be negative, got %d", req.GetMemoryLimit())
+	switch n := req.GetMemoryLimit(); {
+	case n < 0:
+		return stageerr.Invalid("memory_limit must not be negative, got %d", n)
+	case n > MaxRecalled: // the memory stage refuses the search, which would recall nothing
+		return stageerr.Invalid("memory_limit must be at most %d, got %d", MaxRecalled, n)
 	}
 	if n := len(req.GetRecalled()); n > MaxRecalled {
 		return stageerr.Invalid("recalled: at most %d memories, got %d", MaxRecalled, n)

@@ -82,9 +82,9 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 // Search ranks the user's memories in the collection against the query: semantically when an
 // embedder is configured and embeds the query, with BM25 otherwise (see the package
 // documentation). Scores are in (0, 1]; only hits scoring at least min_score are returned, at
-// most limit (default 5; over 100 is INVALID_INPUT). The response accounts the query's embedding request,
-// for the run the search is made for; a search that then fails in the store loses that
-// entry with its answer.
+// most limit (default 5; over 100 is INVALID_INPUT). The response accounts the query's
+// embedding request, for the run the search is made for; a search that then fails in the
+// store loses that entry with its answer.
 func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*memoryv1.SearchResponse, error) {
 	user, err := s.owner(ctx, req.GetUserId())
 	if err != nil {

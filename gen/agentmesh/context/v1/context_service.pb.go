@@ -43,7 +43,7 @@ type AssembleRequest struct {
 	// Text to search memory with, its first 64 KiB (the memory stage's bound on a query); empty,
 	// or white space alone, skips the search (recalled is shown instead).
 	MemoryQuery string `protobuf:"bytes,8,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
-	// How many memories to include at most.
+	// How many memories to include at most: 0 means 3, at most 100 (what one search finds).
 	MemoryLimit int32 `protobuf:"varint,9,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
 	// The model's context window; 0 skips the guard.
 	ContextWindow int64 `protobuf:"varint,10,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
