@@ -29,8 +29,8 @@ func NewSigner(key ed25519.PrivateKey) *Signer {
 	return &Signer{key: key, id: KeyID(key.Public().(ed25519.PublicKey))}
 }
 
-// Call is what a grant is for: one call of a run, of one tool with these arguments, and who
-// approved it.
+// Call is what a grant is for: one call of a run, of one tool with these arguments, acting for
+// one user, and who approved it.
 type Call struct {
 	// RunID is the run.
 	RunID string
@@ -42,6 +42,8 @@ type Call struct {
 	Arguments *structpb.Struct
 	// Approver is the principal who approved the call (actionv1.Approval's approver).
 	Approver string
+	// User is the user the call acts for (the run's user; empty for a call that acts for none).
+	User string
 }
 
 // Sign returns the grant of call c, approved until expires.
@@ -52,7 +54,7 @@ func (s *Signer) Sign(c Call, expires time.Time) (*actionv1.ApprovalGrant, error
 	}
 	g := &actionv1.ApprovalGrant{
 		RunId: c.RunID, CallId: c.CallID, ToolName: c.Tool, ArgumentsSha256: sum,
-		ExpiresAt: timestamppb.New(expires), KeyId: s.id, Approver: c.Approver,
+		ExpiresAt: timestamppb.New(expires), KeyId: s.id, Approver: c.Approver, UserId: c.User,
 	}
 	msg, err := signedBytes(g)
 	if err != nil {
@@ -77,10 +79,11 @@ func NewVerifier(key ed25519.PublicKey) *Verifier {
 var ErrInvalid = errors.New("invalid approval grant")
 
 // Verify returns nil when g is a grant this verifier's key signed for exactly call c (run, call
-// id, tool, arguments and approver) and now is before its expiry, and an error wrapping
+// id, tool, arguments, user and approver) and now is before its expiry, and an error wrapping
 // ErrInvalid that says why not otherwise. A grant that signs no approver, made by an
 // orchestrator from before grants signed it (during a rolling upgrade), verifies for any
-// approver c names: its approver is then unknown (the grant's, empty), never c's.
+// approver and any user c names: its approver is then unknown (the grant's, empty), never c's.
+// Every other grant verifies only for the user it signs, empty for a call that acts for none.
 func (v *Verifier) Verify(g *actionv1.ApprovalGrant, c Call, now time.Time) error {
 	invalid := func(why string, a ...any) error { return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(why, a...)) }
 	switch {
@@ -110,6 +113,8 @@ func (v *Verifier) Verify(g *actionv1.ApprovalGrant, c Call, now time.Time) erro
 		return invalid("granted for other arguments")
 	case g.GetApprover() != "" && g.GetApprover() != c.Approver:
 		return invalid("approved by %q, not %q", g.GetApprover(), c.Approver)
+	case g.GetApprover() != "" && g.GetUserId() != c.User:
+		return invalid("granted for user %q, not %q", g.GetUserId(), c.User)
 	case !now.Before(g.GetExpiresAt().AsTime()):
 		return invalid("expired at %s", g.GetExpiresAt().AsTime().Format(time.RFC3339))
 	}

@@ -29,7 +29,8 @@ func TestVerify(t *testing.T) {
 	_, otherPriv := grant.GenerateKey()
 	now := time.Now()
 	args := mustStruct(t, map[string]any{"amount": 100, "to": "bob"})
-	call := grant.Call{RunID: "run-1", CallID: "call-1", Tool: "pay", Arguments: args, Approver: "acme/ann"}
+	call := grant.Call{RunID: "run-1", CallID: "call-1", Tool: "pay", Arguments: args,
+		Approver: "acme/ann", User: "acme/alice"}
 	good, err := signer.Sign(call, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,8 @@ func TestVerify(t *testing.T) {
 	tampered.ToolName = "delete_everything"
 	otherApprover := proto.CloneOf(good)
 	otherApprover.Approver = "acme/root"
+	otherUser := proto.CloneOf(good)
+	otherUser.UserId = "acme/bob"
 	with := func(edit func(*grant.Call)) grant.Call {
 		c := call
 		edit(&c)
@@ -73,6 +76,12 @@ func TestVerify(t *testing.T) {
 			c.Arguments = mustStruct(t, map[string]any{"amount": 1e6, "to": "bob"})
 		}), now, true},
 		{"approved by another", good, with(func(c *grant.Call) { c.Approver = "acme/root" }), now, true},
+		{"replayed for another user", good, with(func(c *grant.Call) { c.User = "acme/bob" }), now, true},
+		{"replayed for no user", good, with(func(c *grant.Call) { c.User = "" }), now, true},
+		{"its user edited after signing", otherUser,
+			with(func(c *grant.Call) { c.User = "acme/bob" }), now, true},
+		{"of an orchestrator that signed no approver, for another user", unnamed,
+			with(func(c *grant.Call) { c.User = "acme/bob" }), now, false},
 		{"of an orchestrator that signed no approver", unnamed, call, now, false},
 		{"its approver removed after signing", stripped, call, now, true},
 		{"expired", good, call, now.Add(time.Minute), true},
@@ -84,9 +93,10 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// with0 is c without its approver, as an orchestrator from before grants signed it signed c.
+// with0 is c without its approver and user, as an orchestrator from before grants signed the
+// approver signed c.
 func with0(c grant.Call) grant.Call {
-	c.Approver = ""
+	c.Approver, c.User = "", ""
 	return c
 }
 

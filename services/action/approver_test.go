@@ -10,6 +10,7 @@ import (
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -137,5 +138,50 @@ func TestAGrantOfAnOlderOrchestratorIsTaken(t *testing.T) {
 	if got := resp.GetResult(); resp.GetStatus() != typev1.ToolStatus_TOOL_STATUS_SUCCESS ||
 		got != "approved by ." {
 		t.Errorf("the tool answered %q (%v), want it told no approver", got, resp.GetStatus())
+	}
+}
+
+// TestAGrantActsForTheUserItSigns: a grant signs the user the approved call acts for, so that
+// it cannot be replayed for another user's call with the same run and call ids, whether the
+// request names the other user in its user_id or, as the orchestrator does, in its metadata:
+// either is PERMISSION_DENIED naming both users, and the tool does not run. The call of the
+// user the grant signs runs.
+func TestAGrantActsForTheUserItSigns(t *testing.T) {
+	tool := newFakeTool("delete_note", func(_ context.Context, call action.Call) (string, error) {
+		return "deleted for " + call.UserID, nil
+	})
+	client := serve(t, action.Options{Tools: []action.Tool{tool}})
+
+	alice := request(t, "delete_note", map[string]any{"id": "n1"})
+	alice.UserId = "acme/alice"
+	alice.Approval = approved(t, alice)
+
+	inField := proto.CloneOf(alice)
+	inField.UserId = "acme/bob"
+	inMetadata := proto.CloneOf(alice)
+	inMetadata.UserId = ""
+	for name, tc := range map[string]struct {
+		ctx context.Context
+		req *actionv1.ExecuteRequest
+	}{
+		"user_id":  {t.Context(), inField},
+		"metadata": {auth.OutgoingUser(t.Context(), "acme/bob"), inMetadata},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := client.Execute(tc.ctx, tc.req)
+			grpctest.WantStageError(t, err, codes.PermissionDenied,
+				typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+				`granted for user "acme/alice", not "acme/bob"`)
+		})
+	}
+	if n := tool.calls.Load(); n != 0 {
+		t.Fatalf("a grant replayed for another user ran the tool %d times", n)
+	}
+	resp, err := client.Execute(t.Context(), alice)
+	if err != nil {
+		t.Fatalf("the call the grant signs: %v", err)
+	}
+	if got := resp.GetResult(); got != "deleted for acme/alice" {
+		t.Errorf("the tool answered %q, want it run for acme/alice", got)
 	}
 }

@@ -108,7 +108,7 @@ func (s *Service) cachedResponse(ctx context.Context, out outcome, key callKey, 
 		return nil, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
 			"call %q of run %q acted for another user than %q", key.callID, key.runID, user)
 	}
-	if err := s.checkGrant(req); err != nil {
+	if err := s.checkGrant(ctx, req); err != nil {
 		return nil, err
 	}
 	resp := proto.CloneOf(out.resp)
@@ -128,7 +128,8 @@ func checkTool(key callKey, ran, requested string) error {
 // admit checks, in order, that the tool exists, runs in the requested mode, carries an
 // approval grant when it must and gets arguments that match its schema; it returns the tool and
 // the arguments.
-func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]any, error) {
+func (s *Service) admit(ctx context.Context, req *actionv1.ExecuteRequest) (
+	*registered, map[string]any, error) {
 	name := req.GetToolName()
 	tools := s.registry()
 	reg, ok := tools.lookup(name)
@@ -139,7 +140,7 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 	if req.GetMode() == actionv1.ExecutionMode_EXECUTION_MODE_HTTP && reg.def.GetServer() == BuiltinServer {
 		return nil, nil, stageerr.Invalid("tool %s runs only in direct mode", name)
 	}
-	if err := s.checkGrant(req); err != nil {
+	if err := s.checkGrant(ctx, req); err != nil {
 		return nil, nil, err
 	}
 	args := req.GetArguments().AsMap()
@@ -151,10 +152,10 @@ func (s *Service) admit(req *actionv1.ExecuteRequest) (*registered, map[string]a
 }
 
 // checkGrant refuses a call of a tool that requires approval unless it carries an approval
-// grant, signed by the orchestrator, for exactly this call and the approver its approval names:
-// before the tool runs, and before a cached result of such a tool is returned. The approved flag
-// of a request is never trusted on its own.
-func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
+// grant, signed by the orchestrator, for exactly this call, the user it acts for (actingUser)
+// and the approver its approval names: before the tool runs, and before a cached result of such
+// a tool is returned. The approved flag of a request is never trusted on its own.
+func (s *Service) checkGrant(ctx context.Context, req *actionv1.ExecuteRequest) error {
 	reg, ok := s.registry().lookup(req.GetToolName())
 	if !ok || !reg.def.GetRequiresApproval() {
 		return nil
@@ -166,6 +167,7 @@ func (s *Service) checkGrant(req *actionv1.ExecuteRequest) error {
 	err := s.grants.Verify(req.GetApproval().GetGrant(), grant.Call{
 		RunID: req.GetRunId(), CallID: req.GetCallId(), Tool: req.GetToolName(),
 		Arguments: req.GetArguments(), Approver: req.GetApproval().GetApprover(),
+		User: actingUser(ctx, req),
 	}, s.now())
 	if err != nil {
 		return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "tool %s requires approval: %v", req.GetToolName(), err)

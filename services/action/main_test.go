@@ -64,7 +64,7 @@ func signed(t *testing.T, signer *grant.Signer, req *actionv1.ExecuteRequest, ap
 	ttl time.Duration) *actionv1.ApprovalGrant {
 	t.Helper()
 	g, err := signer.Sign(grant.Call{RunID: req.GetRunId(), CallID: req.GetCallId(), Tool: req.GetToolName(),
-		Arguments: req.GetArguments(), Approver: approver}, time.Now().Add(ttl))
+		Arguments: req.GetArguments(), Approver: approver, User: req.GetUserId()}, time.Now().Add(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}

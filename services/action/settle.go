@@ -71,7 +71,7 @@ func (s *Service) settle(ctx context.Context, key callKey, req *actionv1.Execute
 	if timeout == 0 {
 		timeout = s.defaultTimeout
 	}
-	if reg, args, err := s.admit(req); err == nil {
+	if reg, args, err := s.admit(ctx, req); err == nil {
 		out, err := s.runRecorded(ctx, reg, s.call(ctx, reg, req, args), timeout, 0)
 		if !errors.Is(err, ErrRecordChanged) {
 			return out, err
@@ -181,7 +181,7 @@ func (s *Service) resume(ctx context.Context, req *actionv1.ExecuteRequest, time
 
 // start admits the request and runs it as the call whose record is at revision rev.
 func (s *Service) start(ctx context.Context, req *actionv1.ExecuteRequest, timeout time.Duration, rev uint64) (outcome, error) {
-	reg, args, err := s.admit(req)
+	reg, args, err := s.admit(ctx, req)
 	if err != nil {
 		return outcome{}, err
 	}

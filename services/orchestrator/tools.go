@@ -459,6 +459,7 @@ func (r *run) grant(req *actionv1.ExecuteRequest, timeout time.Duration) error {
 	g, err := r.svc.grants.Sign(grant.Call{
 		RunID: req.GetRunId(), CallID: req.GetCallId(), Tool: req.GetToolName(),
 		Arguments: req.GetArguments(), Approver: req.GetApproval().GetApprover(),
+		User: req.GetUserId(),
 	}, r.svc.now().Add(timeout+grantLifetime))
 	if err != nil {
 		return err

@@ -152,9 +152,9 @@ func (x *Approval) GetGrant() *ApprovalGrant {
 }
 
 // ApprovalGrant is the orchestrator's Ed25519-signed statement that one tool call, with exactly
-// these arguments, was approved by approver, valid until expires_at. The action stage verifies
-// it with the orchestrator's public key before it runs a tool that requires approval, or returns
-// the cached result of one.
+// these arguments and acting for user_id, was approved by approver, valid until expires_at. The
+// action stage verifies it with the orchestrator's public key before it runs a tool that
+// requires approval, or returns the cached result of one.
 type ApprovalGrant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run.
@@ -174,7 +174,11 @@ type ApprovalGrant struct {
 	Signature []byte `protobuf:"bytes,7,opt,name=signature,proto3" json:"signature,omitempty"`
 	// Who approved the call: the Approval's approver, which must equal it. The action stage
 	// tells the tool who approved the call from here, where it cannot be altered.
-	Approver      string `protobuf:"bytes,8,opt,name=approver,proto3" json:"approver,omitempty"`
+	Approver string `protobuf:"bytes,8,opt,name=approver,proto3" json:"approver,omitempty"`
+	// The user the call acts for: the ExecuteRequest's user (its agentmesh-user metadata, else
+	// its user_id), which must equal it, so that a grant cannot be replayed for another user's
+	// call with the same ids. Empty for a call that acts for no user.
+	UserId        string `protobuf:"bytes,9,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +269,13 @@ func (x *ApprovalGrant) GetApprover() string {
 	return ""
 }
 
+func (x *ApprovalGrant) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
 var File_agentmesh_action_v1_action_proto protoreflect.FileDescriptor
 
 const file_agentmesh_action_v1_action_proto_rawDesc = "" +
@@ -274,7 +285,7 @@ const file_agentmesh_action_v1_action_proto_rawDesc = "" +
 	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x1a\n" +
 	"\bapprover\x18\x02 \x01(\tR\bapprover\x12\x1a\n" +
 	"\bfeedback\x18\x03 \x01(\tR\bfeedback\x128\n" +
-	"\x05grant\x18\x04 \x01(\v2\".agentmesh.action.v1.ApprovalGrantR\x05grant\"\x93\x02\n" +
+	"\x05grant\x18\x04 \x01(\v2\".agentmesh.action.v1.ApprovalGrantR\x05grant\"\xac\x02\n" +
 	"\rApprovalGrant\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -284,7 +295,8 @@ const file_agentmesh_action_v1_action_proto_rawDesc = "" +
 	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x15\n" +
 	"\x06key_id\x18\x06 \x01(\tR\x05keyId\x12\x1c\n" +
 	"\tsignature\x18\a \x01(\fR\tsignature\x12\x1a\n" +
-	"\bapprover\x18\b \x01(\tR\bapprover*c\n" +
+	"\bapprover\x18\b \x01(\tR\bapprover\x12\x17\n" +
+	"\auser_id\x18\t \x01(\tR\x06userId*c\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EXECUTION_MODE_DIRECT\x10\x01\x12\x17\n" +
