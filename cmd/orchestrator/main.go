@@ -27,7 +27,9 @@ func main() {
 			}
 		}
 		nc, err := events.Connect(server.Env("NATS_URL", cfg.NATS.URL), "agentmesh-orchestrator")
-		if err != nil {
+		if errors.Is(err, config.ErrInvalid) { // a NATS_URL that does not parse
+			return nil, exitcode.Wrap(exitcode.Invalid, err)
+		} else if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		opts, closePeers, err := orchestrator.OptionsFromConfig(ctx, cfg, nc, server.Env)

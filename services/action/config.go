@@ -97,7 +97,11 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (opts Options, s
 	if cfg.NATS.URL != "" {
 		nc, err := events.Connect(cfg.NATS.URL, "agentmesh-action")
 		if err != nil {
-			return Options{}, nil, errors.Join(exitcode.Wrap(exitcode.Unavailable, err), stop())
+			code := exitcode.Unavailable
+			if errors.Is(err, config.ErrInvalid) { // a URL that does not parse
+				code = exitcode.Invalid
+			}
+			return Options{}, nil, errors.Join(exitcode.Wrap(code, err), stop())
 		}
 		closeHTTP := stop
 		stop = func() error {

@@ -484,7 +484,9 @@ func (m *Mesh) StopOrchestrator(ctx context.Context, i int) {
 func (m *Mesh) startNATS(cfg *config.Config, storeDir string) error {
 	if cfg.NATS.URL != "" {
 		nc, err := events.Connect(cfg.NATS.URL, "agentmesh")
-		if err != nil {
+		if errors.Is(err, config.ErrInvalid) { // a URL that does not parse
+			return exitcode.Wrap(exitcode.Invalid, err)
+		} else if err != nil {
 			return exitcode.Wrap(exitcode.Unavailable, err)
 		}
 		m.nc = nc
