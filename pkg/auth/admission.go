@@ -19,15 +19,16 @@ type Admission func(ctx context.Context, method string) (context.Context, error)
 
 // Admission authenticates every call but health and reflection, putting the principal in the
 // handler's context; a call that fails is refused UNAUTHENTICATED and logged without its
-// credentials.
+// credentials, at warning level at most once per RefusalInterval for one peer and reason.
 func (a *Authenticator) Admission(log *slog.Logger) Admission {
+	refusals := newRefusalLog(log)
 	return func(ctx context.Context, method string) (context.Context, error) {
 		if open(method) {
 			return ctx, nil
 		}
 		p, err := a.Authenticate(ctx)
 		if err != nil {
-			log.WarnContext(ctx, "call refused", "method", method, "err", err)
+			refusals.refused(ctx, method, err)
 			return nil, err
 		}
 		return NewContext(ctx, p), nil

@@ -73,13 +73,15 @@ func checkMesh(ctx context.Context) error {
 }
 
 // MeshAdmission refuses every call but health (see MeshIdentity) from a peer that is not a
-// mesh identity, logging the refusal with the certificate's subject: UNAUTHENTICATED without a
-// verified client certificate, PERMISSION_DENIED with one that names no mesh identity.
+// mesh identity, logging the refusal with the certificate's subject (at warning level at most
+// once per RefusalInterval for one peer and reason): UNAUTHENTICATED without a verified client
+// certificate, PERMISSION_DENIED with one that names no mesh identity.
 func MeshAdmission(log *slog.Logger) Admission {
+	refusals := newRefusalLog(log)
 	return func(ctx context.Context, method string) (context.Context, error) {
 		if !meshOpen(method) {
 			if err := checkMesh(ctx); err != nil {
-				log.WarnContext(ctx, "call refused", "method", method, "err", err)
+				refusals.refused(ctx, method, err)
 				return nil, err
 			}
 		}
