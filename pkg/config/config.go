@@ -433,6 +433,11 @@ type Memory struct {
 	Embeddings *Target `yaml:"embeddings,omitempty"`
 	// SearchCache is each memory replica's cache of searches (seed 002 §8's retrieval cache).
 	SearchCache SearchCache `yaml:"search_cache"`
+	// Callers are the mesh identities (the <service> of spiffe://agentmesh/<service>) the
+	// memory stage serves when the services talk mutual TLS (tls.ca); empty means the services
+	// that call it: orchestrator, context and action. Without mutual TLS callers are not
+	// identified, and every caller is served.
+	Callers []string `yaml:"callers,omitempty"`
 }
 
 // SearchCache sizes the memory stage's cache of searches: a search asked again (the same user,

@@ -442,6 +442,12 @@ func (c *Config) validateMemory(p *problems) {
 	if n := m.SearchCache.Entries; n < 0 || n > MaxSearchCacheEntries {
 		p.addf("memory.search_cache.entries: must be between 0 (off) and %d, got %d", MaxSearchCacheEntries, n)
 	}
+	for i, caller := range m.Callers {
+		if caller == "" || strings.ContainsAny(caller, "/:") {
+			p.addf("memory.callers[%d]: must name a mesh service (the <service> of "+
+				"spiffe://agentmesh/<service>), got %q", i, caller)
+		}
+	}
 	if ttl := m.SearchCache.TTLMS; m.SearchCache.Entries > 0 && (ttl < 1 || ttl > MaxTimeoutMS) {
 		p.addf("memory.search_cache.ttl_ms: must be between 1 and %d (30 days), got %d", MaxTimeoutMS, ttl)
 	}

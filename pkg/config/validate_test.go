@@ -121,6 +121,10 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"zero turns", func(c *Config) { c.Defaults.MaxTurns = 0 }, "defaults.max_turns: must be at least 1, got 0"},
 		{"negative search cache", func(c *Config) { c.Memory.SearchCache.Entries = -1 },
 			"memory.search_cache.entries: must be between 0 (off) and 1048576, got -1"},
+		{"a memory caller that names no service", func(c *Config) {
+			c.Memory.Callers = []string{"context", "spiffe://agentmesh/action"}
+		}, `memory.callers[1]: must name a mesh service (the <service> of ` +
+			`spiffe://agentmesh/<service>), got "spiffe://agentmesh/action"`},
 		{"search cache without a ttl", func(c *Config) { c.Memory.SearchCache.TTLMS = 0 },
 			"memory.search_cache.ttl_ms: must be between 1 and 2592000000 (30 days), got 0"},
 		{"format retries over strict mode's bound", func(c *Config) {

@@ -19,7 +19,8 @@ import (
 // (memory.dsn, with at most memory.postgres_max_conns connections). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache.
 // Memory isolation is enforced (Options.RequireUser) when the configuration authenticates the
 // public API (auth.*), and callers are identified by their mesh certificates
-// (Options.MeshIdentity) when the services talk mutual TLS (tls.ca). The store belongs to the
+// (Options.MeshIdentity) when the services talk mutual TLS (tls.ca), which serves the
+// memory.callers only (Options.Callers). The store belongs to the
 // Service built from the options: Service.Close closes it. An unknown store, and a memory.dsn
 // that cannot be parsed (a *DSNError), are exitcode.Invalid errors naming the key: no wait
 // mends them; a store that cannot be opened is exitcode.Unavailable, except a postgres database
@@ -36,7 +37,7 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 		opts.SearchCacheSize = -1 // memory.search_cache.entries 0: off
 	}
 	if cfg.TLS.CA != "" {
-		opts.MeshIdentity = auth.MeshIdentity
+		opts.MeshIdentity, opts.Callers = auth.MeshIdentity, cfg.Memory.Callers
 	}
 	if opts.QuotaPerUser == 0 {
 		opts.QuotaPerUser = math.MaxInt

@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -11,6 +13,11 @@ import (
 // OrchestratorIdentity is the mesh identity (Options.MeshIdentity) of the orchestrator, the only
 // caller that may write runs (SaveRun, AppendTranscript) when callers are identified.
 const OrchestratorIdentity = "orchestrator"
+
+// DefaultCallers are the mesh identities the memory stage serves by default (Options.Callers,
+// memory.callers): the orchestrator, and context assembly and the action stage, which search
+// for the user of a run (memories, and knowledge_search). The other stages never call it.
+var DefaultCallers = []string{OrchestratorIdentity, "context", "action"}
 
 // actor returns the user the call in ctx acts for, from its auth.UserMetadata: ok is false when
 // it names none, which is UNAUTHENTICATED when isolation is enforced (Options.RequireUser). Every
@@ -38,7 +45,8 @@ func (s *Service) actor(ctx context.Context) (p auth.Principal, ok bool, err err
 }
 
 // meshCaller returns the mesh service that made the call in ctx ("" when the transport does
-// not identify callers), and PERMISSION_DENIED for a caller that is no mesh service.
+// not identify callers), and PERMISSION_DENIED for a caller that is no mesh service or not one
+// of the callers (Options.Callers).
 func (s *Service) meshCaller(ctx context.Context) (string, error) {
 	if s.meshIdentity == nil {
 		return "", nil
@@ -47,6 +55,10 @@ func (s *Service) meshCaller(ctx context.Context) (string, error) {
 	if !ok {
 		return "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
 			"the memory stage serves the services of the mesh only: the caller presented no mesh certificate")
+	}
+	if !slices.Contains(s.callers, id) {
+		return "", stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+			"the memory stage serves %s only (memory.callers), not %q", strings.Join(s.callers, ", "), id)
 	}
 	return id, nil
 }

@@ -228,3 +228,49 @@ func TestMeshIdentity(t *testing.T) {
 	grpctest.WantStageError(t, err, codes.PermissionDenied, typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
 		"serves the services of the mesh only")
 }
+
+// TestMeshCallers: when callers are identified, the memory stage serves only the mesh services
+// that call it (the orchestrator; context and action for their searches): a stage that has no
+// business there, the generation stage with its providers' keys say, is PERMISSION_DENIED on
+// every method, whichever user it claims to act for.
+func TestMeshCallers(t *testing.T) {
+	c := newClient(t, memory.Options{RequireUser: true, MeshIdentity: meshIdentity})
+	from := func(ctx context.Context, service string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, identityKey, service)
+	}
+	for _, service := range []string{memory.OrchestratorIdentity, "context", "action"} {
+		if _, err := c.Search(from(as(t.Context(), "acme/alice"), service),
+			&memoryv1.SearchRequest{UserId: "acme/alice", Query: "q", Collection: "knowledge"}); err != nil {
+			t.Errorf("%s searches alice's knowledge for her: %v", service, err)
+		}
+	}
+	for _, service := range []string{"generation", "intent", "planning", "observation", "recovery"} {
+		for name, call := range memoryRPCs {
+			t.Run(name+" from "+service, func(t *testing.T) {
+				err := call(from(as(t.Context(), "acme/alice"), service), c, "acme/alice")
+				grpctest.WantStageError(t, err, codes.PermissionDenied,
+					typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+					`the memory stage serves orchestrator, context, action only `+
+						`(memory.callers), not "`+service+`"`)
+			})
+		}
+	}
+}
+
+// TestMeshCallersConfigured: Options.Callers (memory.callers) replaces the default callers: a
+// stage it names is served, one it leaves out refused.
+func TestMeshCallersConfigured(t *testing.T) {
+	c := newClient(t, memory.Options{RequireUser: true, MeshIdentity: meshIdentity,
+		Callers: []string{memory.OrchestratorIdentity, "research"}})
+	search := func(service string) error {
+		ctx := metadata.AppendToOutgoingContext(as(t.Context(), "acme/alice"), identityKey, service)
+		_, err := c.Search(ctx, &memoryv1.SearchRequest{UserId: "acme/alice", Query: "q"})
+		return err
+	}
+	if err := search("research"); err != nil {
+		t.Errorf("a configured caller: %v", err)
+	}
+	grpctest.WantStageError(t, search("action"), codes.PermissionDenied,
+		typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
+		`the memory stage serves orchestrator, research only (memory.callers), not "action"`)
+}

@@ -144,6 +144,9 @@ type Options struct {
 	// only (loopback). With it, only mesh services are served, and only the orchestrator may
 	// write runs.
 	MeshIdentity func(ctx context.Context) (service string, ok bool)
+	// Callers are the mesh identities served when MeshIdentity identifies callers (another is
+	// PERMISSION_DENIED on every method); empty means DefaultCallers.
+	Callers []string
 	// TracerProvider makes the spans of learning from finished runs; nil means the global
 	// provider.
 	TracerProvider trace.TracerProvider
@@ -173,6 +176,7 @@ type Service struct {
 
 	requireUser  bool
 	meshIdentity func(ctx context.Context) (string, bool)
+	callers      []string // the mesh identities served when meshIdentity identifies callers
 }
 
 // New returns a Service configured by opts.
@@ -202,6 +206,10 @@ func New(opts Options) *Service {
 
 		requireUser:  opts.RequireUser,
 		meshIdentity: opts.MeshIdentity,
+		callers:      opts.Callers,
+	}
+	if len(s.callers) == 0 {
+		s.callers = DefaultCallers
 	}
 	if opts.SearchCacheSize >= 0 {
 		s.searches = newSearchCache(cmp.Or(opts.SearchCacheSize, DefaultSearchCacheSize),
