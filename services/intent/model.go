@@ -123,7 +123,6 @@ func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp
 	}
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	due, _ := mctx.Deadline()
 	var a modelAnswer
 	ans, err := s.model.Object(mctx, ask.Question{
 		RunID:        req.GetRunId(),
@@ -144,10 +143,7 @@ func (s *Service) askModel(ctx context.Context, req *intentv1.ParseRequest, resp
 		if !errors.Is(err, ask.ErrUnusable) && ctx.Err() != nil {
 			return "", err // the caller gave up: no fallback to answer
 		}
-		// The generation stage's failure at the deadline (gRPC's, which the server keeps too)
-		// may arrive before mctx's timer has fired: the clock says it too.
-		late := mctx.Err() != nil || !time.Now().Before(due)
-		if own && !errors.Is(err, ask.ErrUnusable) && late {
+		if own && !errors.Is(err, ask.ErrUnusable) && ask.TimedOut(mctx) {
 			return "the intent model failed: no answer within " + timeout.String(), nil
 		}
 		return modelFailure(err), nil

@@ -2,10 +2,8 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
@@ -79,7 +77,6 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 	var answer factsAnswer
 	mctx, cancel := context.WithTimeout(ctx, s.factsTimeout)
 	defer cancel()
-	due, _ := mctx.Deadline()
 	ans, err := s.facts.Object(mctx, ask.Question{
 		RunID: runID, Instructions: FactsInstructions, Tool: FactsTool, Description: factsDescription,
 		Schema: FactsSchema, Input: conversation, KeepEnd: true, // cut to fit, the newest is kept
@@ -92,9 +89,7 @@ func (s *Service) pickFacts(ctx context.Context, runID string, result *typev1.Ru
 		return nil // closing, or out of time: the run is learned from again
 	}
 	if err != nil {
-		// The generation stage's failure at the deadline may arrive before mctx's timer has
-		// fired: the clock says it too.
-		if errors.Is(mctx.Err(), context.DeadlineExceeded) || !time.Now().Before(due) {
+		if ask.TimedOut(mctx) {
 			err = fmt.Errorf("the memory model did not answer within %s: %w", s.factsTimeout, err)
 		}
 		s.log.WarnContext(ctx, "the memory model failed; the rules pick the facts", "run_id", runID, "error", err)

@@ -10,6 +10,7 @@ import (
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	observationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/observation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/textcut"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
@@ -52,11 +53,9 @@ type summarizer struct {
 func (s *summarizer) summarize(caller context.Context, req *observationv1.ObserveRequest) (string, *typev1.AccountingEntry, error) {
 	raw, maxBytes := req.GetRawResult(), req.GetMaxBytes()
 	ctx := caller
-	var due time.Time // the summary's own deadline, when the caller set one
 	if deadline, ok := caller.Deadline(); ok {
 		var cancel context.CancelFunc
-		due = deadline.Add(-time.Until(deadline) / summaryReserve)
-		ctx, cancel = context.WithDeadline(caller, due)
+		ctx, cancel = context.WithDeadline(caller, deadline.Add(-time.Until(deadline)/summaryReserve))
 		defer cancel()
 	}
 	// About four bytes a token: room for a summary of the whole budget, and little more, within
@@ -91,10 +90,7 @@ func (s *summarizer) summarize(caller context.Context, req *observationv1.Observ
 		se := stageerr.FromError(err)
 		entry.Status, entry.Error = typev1.AccountingStatus_ACCOUNTING_STATUS_FAILED, se.Error()
 		se.AccountAnswer(entry) // an answer cut off before any content was paid for
-		// The generation stage's failure at the deadline (it has it too, rounded up) may
-		// arrive before ctx's timer has fired on a busy machine: the clock says it too.
-		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || !due.IsZero() && !time.Now().Before(due)
-		if timedOut && caller.Err() == nil {
+		if ask.TimedOut(ctx) && caller.Err() == nil {
 			return "", entry, fmt.Errorf("the observation model did not answer in time (%s), before the deadline of the observation: %w",
 				time.Since(start).Round(time.Millisecond), se)
 		}
