@@ -83,7 +83,7 @@ func (r *run) awaitApproval(ctx context.Context, t *turnState, plan []plannedCal
 	if st == nil {
 		// Stored before it is announced: whoever hears of the pause can decide on any replica.
 		st = r.pause(ctx, plan)
-		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan); e != nil {
+		if e := r.persist(ctx, checkpointv1.Phase_PHASE_AWAITING_APPROVAL, t, plan); e != nil {
 			return e
 		}
 		// GetRun answers with the snapshot before anyone hears of the pause.

@@ -24,8 +24,20 @@ const (
 // (another replica advanced it), or this replica is draining and hands the run off at this
 // point, where nothing is lost. Without a store it does nothing.
 func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnState, plan []plannedCall) *ending {
-	store := r.svc.store
-	if store == nil {
+	if e := r.persist(ctx, phase, t, plan); e != nil {
+		return e
+	}
+	if r.svc.store != nil && r.svc.isDraining() && phase != checkpointv1.Phase_PHASE_FINISHED {
+		return stopHere(errHandOff.Error())
+	}
+	return nil
+}
+
+// persist stores the run's state as checkpoint does, without handing the run off when the
+// replica drains: for a pause, which is announced after it is stored and hands the run off
+// while it waits, so that whoever follows the run hears of it from the replica that paused.
+func (r *run) persist(ctx context.Context, phase checkpointv1.Phase, t *turnState, plan []plannedCall) *ending {
+	if r.svc.store == nil {
 		return nil
 	}
 	cp := r.snapshot(phase, t, plan)
@@ -44,13 +56,7 @@ func (r *run) checkpoint(ctx context.Context, phase checkpointv1.Phase, t *turnS
 		cp.Question = r.asking.pending
 		r.mu.Unlock()
 	}
-	if e := r.save(ctx, cp); e != nil {
-		return e
-	}
-	if r.svc.isDraining() && phase != checkpointv1.Phase_PHASE_FINISHED {
-		return stopHere(errHandOff.Error())
-	}
-	return nil
+	return r.save(ctx, cp)
 }
 
 // save writes cp after the run's last checkpoint (its head), retrying a store that is down until it

@@ -46,7 +46,7 @@ func (r *run) awaitAnswer(ctx context.Context, t *turnState) *ending {
 	r.mu.Unlock()
 	if st == nil {
 		st = r.ask(ctx, t.ask)
-		if e := r.checkpoint(ctx, checkpointv1.Phase_PHASE_AWAITING_INPUT, t, nil); e != nil {
+		if e := r.persist(ctx, checkpointv1.Phase_PHASE_AWAITING_INPUT, t, nil); e != nil {
 			return e
 		}
 		r.publish(r.questionResult(st.pending))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,11 +17,12 @@ import (
 )
 
 // TestAPauseReachedWhileDrainingIsAnnounced: a run whose next checkpoint, once its replica
-// began to drain, is the one that pauses it for its user's answer stops there and is handed
-// off before it announces the pause. The replica that takes it over must announce it
-// (input_requested after its run_resumed): it announced nothing, and whoever followed the
-// run's events (agentmesh run and watch follow a run that moved) waited for the question,
-// never shown, until answer_timeout_ms ended the run.
+// began to drain, is the one that pauses it for its user's answer is handed off at its pause.
+// The draining replica announces the pause before it hands the run off (input_requested
+// before run_resumed), and the replica that takes it over does not announce it again. It
+// used to stop at the pause's checkpoint, before announcing: whoever followed the run's events
+// (agentmesh run and watch follow a run that moved) waited for the question, never shown,
+// until answer_timeout_ms ended the run, or until a replica took the run over.
 func TestAPauseReachedWhileDrainingIsAnnounced(t *testing.T) {
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -104,5 +106,10 @@ func TestAPauseReachedWhileDrainingIsAnnounced(t *testing.T) {
 		count(kinds, "run_finished") != 1 {
 		t.Errorf("events %v, want the question announced once, resumed once, finished once",
 			kinds)
+	}
+	asked, resumed := slices.Index(kinds, "input_requested"), slices.Index(kinds, "run_resumed")
+	if asked > resumed {
+		t.Errorf("events %v, want the question announced by the draining replica, "+
+			"before the run resumed", kinds)
 	}
 }
