@@ -97,6 +97,36 @@ func TestPythonClientWithAnAPIKey(t *testing.T) {
 	}
 }
 
+// TestPythonClientKeepsItsKeyOffTheNetwork: the Python client, like the CLI, refuses to send
+// AGENTMESH_API_KEY in clear text to an address of another host, where anyone on the path
+// would read it, and says how to speak TLS (AGENTMESH_CA) or to send it all the same
+// (AGENTMESH_INSECURE=1). It sent the key over a plaintext channel to any address. The
+// address is TEST-NET-1's (RFC 5737), which no machine answers: the client must refuse before
+// it connects.
+func TestPythonClientKeepsItsKeyOffTheNetwork(t *testing.T) {
+	ex := setUpPython(t)
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	client := filepath.Join(ex.examples, "python-client", "client.py")
+	cmd := exec.CommandContext(ctx, ex.python, client, "192.0.2.1:8443", "What is 6 times 7?")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+ex.gen, "PYTHONDONTWRITEBYTECODE=1",
+		"AGENTMESH_API_KEY=am_secret", "AGENTMESH_CA=", "AGENTMESH_INSECURE=")
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("the client with a key and no CA for 192.0.2.1: %v, %s", err, out)
+	}
+	for _, want := range []string{
+		"AGENTMESH_API_KEY", "clear text", "AGENTMESH_CA", "AGENTMESH_INSECURE=1",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the client's refusal %q does not say %q", out, want)
+		}
+	}
+	if strings.Contains(string(out), "am_secret") {
+		t.Errorf("the client's refusal %q shows the key", out)
+	}
+}
+
 // TestPythonPlanningStageMutualTLS: the Python planning stage serves mutual TLS with the mesh CA
 // and its own certificate (TLS_CA, TLS_CERT, TLS_KEY) as the Go stages do. It refuses a caller
 // of the mesh CA whose certificate names no mesh identity (PERMISSION_DENIED with a StageError),

@@ -6,9 +6,13 @@ runs MESSAGE as an agent run twice, with Run (one answer: the RunResult) and wit
 run's events as they happen), then makes a bad request to show how an error's StageError detail
 reads, and prints one JSON object of what it saw. AGENTMESH_API_KEY, when set, is sent as
 "authorization: Bearer <key>"; AGENTMESH_CA, when set, names the PEM file of the CA that signed
-the orchestrator's certificate, and the client speaks TLS. Exit status 1 when a call fails.
+the orchestrator's certificate, and the client speaks TLS. Like the agentmesh CLI, it sends a
+key in clear text only to an address of this host: to another host it needs AGENTMESH_CA, or
+AGENTMESH_INSECURE=1 to send the key in clear text all the same. Exit status 1 when a call fails
+or the key would cross the network in clear text.
 """
 
+import ipaddress
 import json
 import os
 import sys
@@ -48,8 +52,32 @@ def channel(addr):
         return grpc.secure_channel(addr, grpc.ssl_channel_credentials(root_certificates=f.read()))
 
 
+def local(addr):
+    """Whether addr (host:port) is an address of this host: localhost, a loopback address, or
+    every interface (an empty or unspecified host), as the agentmesh CLI counts them."""
+    host = addr.rsplit(":", 1)[0].strip("[]")
+    if host in ("", "localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
+
+
+def check_key_in_clear(addr, key):
+    """Exits when key would go in clear text to addr, an address of another host, where anyone
+    on the path would read it (a server that speaks TLS fails the call only after that)."""
+    if key and not os.environ.get("AGENTMESH_CA") and os.environ.get("AGENTMESH_INSECURE") != "1" \
+            and not local(addr):
+        sys.exit(f"python client: AGENTMESH_API_KEY would cross the network to {addr} in clear "
+                 "text: set AGENTMESH_CA to the CA of the orchestrator's certificate, to speak "
+                 "TLS (or AGENTMESH_INSECURE=1 to send it in clear text all the same)")
+
+
 def main(addr, message):
     key = os.environ.get("AGENTMESH_API_KEY")
+    check_key_in_clear(addr, key)
     metadata = (("authorization", f"Bearer {key}"),) if key else ()
     with channel(addr) as ch:
         agent = agent_service_pb2_grpc.AgentServiceStub(ch)
