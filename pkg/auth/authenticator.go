@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"google.golang.org/grpc/credentials"
@@ -27,16 +28,51 @@ type Key struct {
 // the server's TLS configuration, whose subject names the principal (common name: user,
 // organization: tenant, organizational units: roles). A principal's ID is at most MaxIDBytes.
 type Authenticator struct {
-	keys map[[sha256.Size]byte]Principal
+	keys func() *keySet // the keys in use: fixed (New), or followed in a file (FollowKeys)
 	mtls bool
 }
+
+// keySet is a set of API keys by the SHA-256 of the key, each with its principal.
+type keySet map[[sha256.Size]byte]Principal
 
 // New returns an Authenticator of the keys; with mtls, verified client certificates
 // authenticate too. A malformed hash, a key without a user, a user or tenant with '/' or a
 // control character (HasControl), a tenant/user over MaxIDBytes, a key configured twice or an
 // unknown role is an error naming the key by its index.
 func New(keys []Key, mtls bool) (*Authenticator, error) {
-	a := &Authenticator{keys: make(map[[sha256.Size]byte]Principal, len(keys)), mtls: mtls}
+	set, err := newKeySet(keys)
+	if err != nil {
+		return nil, err
+	}
+	return &Authenticator{keys: func() *keySet { return &set }, mtls: mtls}, nil
+}
+
+// FollowKeys returns an Authenticator of the keys that load reads from file, loaded again
+// when the file's contents change: at most once per every (ReloadInterval when 0), at a call.
+// A key taken out of the file (revoked) is refused from then on, without a restart. A file
+// that changed but does not load keeps the keys in use, with a warning, until it changes
+// again. The keys are checked as New checks them; with mtls, verified client certificates
+// authenticate too.
+func FollowKeys(file string, every time.Duration, load func() ([]Key, error), mtls bool) (
+	*Authenticator, error,
+) {
+	f, err := follow("API keys of "+file, []string{file}, every, func() (*keySet, error) {
+		keys, err := load()
+		if err != nil {
+			return nil, err
+		}
+		set, err := newKeySet(keys)
+		return &set, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Authenticator{keys: f.get, mtls: mtls}, nil
+}
+
+// newKeySet returns the set of keys, checked as New says.
+func newKeySet(keys []Key) (keySet, error) {
+	set := make(keySet, len(keys))
 	for i, k := range keys {
 		sum, err := parseHash(k.Hash)
 		if err != nil {
@@ -59,14 +95,14 @@ func New(keys []Key, mtls bool) (*Authenticator, error) {
 				return nil, fmt.Errorf("api_keys[%d].roles: unknown role %q (want one of %s)", i, r, strings.Join(Roles, ", "))
 			}
 		}
-		if _, dup := a.keys[sum]; dup {
+		if _, dup := set[sum]; dup {
 			return nil, fmt.Errorf("api_keys[%d].hash: the same key is configured twice", i)
 		}
 		p := k.Principal
 		p.Method, p.Key = MethodAPIKey, k.Hash[:len(hashPrefix)+12]
-		a.keys[sum] = p
+		set[sum] = p
 	}
-	return a, nil
+	return set, nil
 }
 
 // Authenticate returns the principal of the call in ctx, or an UNAUTHENTICATED error that says
@@ -77,7 +113,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Principal, error) {
 		return Principal{}, err
 	}
 	if key != "" {
-		if p, ok := a.keys[sha256.Sum256([]byte(key))]; ok {
+		if p, ok := (*a.keys())[sha256.Sum256([]byte(key))]; ok {
 			return p, nil
 		}
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code, "the API key is not valid")

@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// ReloadInterval is how often, at most, TLS material loaded from files looks whether they
-// changed: at the handshakes of new connections, so an idle service reads nothing.
+// ReloadInterval is how often, at most, TLS material and API keys loaded from files look
+// whether they changed: at the handshakes of new connections (TLS) or at calls (API keys), so
+// an idle service reads nothing.
 const ReloadInterval = 10 * time.Second
 
 // followed is a value loaded from files and loaded again when they change: at most once per
@@ -69,11 +70,12 @@ func (f *followed[T]) get() *T {
 	f.last = stamp
 	v, err := f.load()
 	if err != nil {
-		slog.Warn("TLS files changed but do not load; the current ones stay in use", "what", f.what, "err", err)
+		slog.Warn("files changed but do not load; the current ones stay in use",
+			"what", f.what, "err", err)
 		return f.value.Load()
 	}
 	f.value.Store(v)
-	slog.Info("TLS files reloaded", "what", f.what)
+	slog.Info("files reloaded", "what", f.what)
 	return v
 }
 

@@ -116,6 +116,10 @@ type Auth struct {
 	// APIKeys authenticate callers that send "authorization: Bearer <key>"; each is kept as a
 	// hash (`agentmesh keys new` makes a key and its entry).
 	APIKeys []APIKey `yaml:"api_keys,omitempty"`
+	// APIKeysFile is a YAML file whose api_keys, in the form of APIKeys, authenticate callers
+	// instead: the orchestrator reads it again when it changes (within 10 s, at a call), so a
+	// key taken out of it is revoked without a restart, as a Kubernetes secret is updated.
+	APIKeysFile string `yaml:"api_keys_file,omitempty"`
 	// ClientCA is a PEM file of the CAs whose client certificates authenticate callers (mTLS;
 	// needs tls.cert and tls.key). The certificate's common name is the user, its first
 	// organization the tenant, and its organizational units that name roles are the roles.
@@ -123,7 +127,9 @@ type Auth struct {
 }
 
 // Enabled reports whether callers must authenticate.
-func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 || a.ClientCA != "" }
+func (a Auth) Enabled() bool {
+	return len(a.APIKeys) > 0 || a.APIKeysFile != "" || a.ClientCA != ""
+}
 
 // Keys are the API keys as pkg/auth takes them.
 func (a Auth) Keys() []auth.Key {

@@ -626,6 +626,11 @@ func (c *Config) validateSecurity(p *problems) {
 	if _, err := auth.New(c.Auth.Keys(), false); err != nil {
 		p.addf("auth.%v", err)
 	}
+	// The file itself is read where the keys are used, by the orchestrator (Auth.Authenticator):
+	// the other services turn memory isolation on with it, and need not mount it.
+	if c.Auth.APIKeysFile != "" && len(c.Auth.APIKeys) > 0 {
+		p.addf("auth.api_keys and auth.api_keys_file: keep the keys in one of them, not both")
+	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		p.addf("tls: cert and key go together; set both or neither")
 	}

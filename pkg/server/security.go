@@ -16,9 +16,9 @@ import (
 )
 
 // PublicSecurity is the authentication of the public API from the configuration: the
-// authenticator of auth.api_keys and auth.client_ca (nil when neither is set: the API is open)
-// and the TLS configuration of tls.cert and tls.key (nil without them), which verifies client
-// certificates against auth.client_ca when it is set.
+// authenticator of auth.api_keys (or auth.api_keys_file) and auth.client_ca (nil when none is
+// set: the API is open) and the TLS configuration of tls.cert and tls.key (nil without them),
+// which verifies client certificates against auth.client_ca when it is set.
 func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Config, error) {
 	tlsCfg, err := serverTLS(t, a.ClientCA)
 	if err != nil {
@@ -27,7 +27,7 @@ func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Conf
 	if !a.Enabled() {
 		return nil, tlsCfg, nil
 	}
-	authn, err := auth.New(a.Keys(), a.ClientCA != "")
+	authn, err := a.Authenticator()
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth.%w", err)
 	}

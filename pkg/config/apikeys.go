@@ -1,0 +1,48 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agentmesh/agentmesh/pkg/auth"
+	"gopkg.in/yaml.v3"
+)
+
+// apiKeysFile is the document auth.api_keys_file names: its api_keys take the form of
+// auth.api_keys.
+type apiKeysFile struct {
+	APIKeys []APIKey `yaml:"api_keys"`
+}
+
+// FileKeys reads the API keys of auth.api_keys_file, as pkg/auth takes them. A key the file
+// does not know (a misspelt field) is an error, as it is in the configuration.
+func (a Auth) FileKeys() ([]auth.Key, error) {
+	data, err := os.ReadFile(a.APIKeysFile)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f apiKeysFile
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", a.APIKeysFile, err)
+	}
+	return Auth{APIKeys: f.APIKeys}.Keys(), nil
+}
+
+// Authenticator returns the authenticator of the public API: of auth.api_keys, or of the
+// keys of auth.api_keys_file, followed (auth.FollowKeys: a key taken out of the file is
+// refused within auth.ReloadInterval); with client_ca, client certificates authenticate too.
+func (a Auth) Authenticator() (*auth.Authenticator, error) {
+	if a.APIKeysFile == "" {
+		return auth.New(a.Keys(), a.ClientCA != "")
+	}
+	authn, err := auth.FollowKeys(a.APIKeysFile, 0, a.FileKeys, a.ClientCA != "")
+	if err != nil {
+		return nil, fmt.Errorf("api_keys_file: %w", err)
+	}
+	return authn, nil
+}
