@@ -309,11 +309,15 @@ func (d document) store(ctx context.Context, client memoryv1.MemoryServiceClient
 }
 
 // deleteChunks deletes the chunks, stopping at the first failure, and counts those it deleted
-// in deleted, unless it is nil.
+// in deleted, unless it is nil. A chunk already gone (NOT_FOUND) counts as deleted: storing
+// the same chunk again replaced it, or an ingestion of the folder at the same time deleted it.
 func deleteChunks(ctx context.Context, client memoryv1.MemoryServiceClient, userID string,
 	chunks []storedChunk, deleted *int) error {
 	for _, c := range chunks {
-		if _, err := client.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id}); err != nil {
+		_, err := client.Delete(ctx, &memoryv1.DeleteRequest{UserId: userID, MemoryId: c.id})
+		gone := err != nil &&
+			stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_NOT_FOUND
+		if err != nil && !gone {
 			return fmt.Errorf("delete chunk %s: %w", c.id, err)
 		}
 		if deleted != nil {

@@ -57,6 +57,7 @@ type learnState struct {
 type memoryRecord struct {
 	memory *memoryv1.Memory
 	doc    rankDoc
+	key    string // documentKey of memory
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -95,8 +96,10 @@ func (s *MemoryStore) forget() {
 	}
 }
 
-// PutMemory stores a copy of m and its vector unless its user already holds quota memories.
+// PutMemory stores a copy of m and its vector unless its user already holds quota memories;
+// a chunk of a document replaces the user's memory with the same documentKey.
 func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, vector []float32, quota int) error {
+	key := documentKey(m)
 	freq, length := termFrequencies(m.GetContent())
 	doc := rankDoc{
 		id:        m.GetId(),
@@ -108,14 +111,26 @@ func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, vector []
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	user := s.memories[m.GetUserId()]
-	if len(user) >= quota {
+	replaced := ""
+	if key != "" {
+		for id, r := range user {
+			if r.key == key {
+				replaced = id
+				break
+			}
+		}
+	}
+	if quota < 1 || (replaced == "" && len(user) >= quota) {
 		return ErrQuotaExceeded
+	}
+	if replaced != "" {
+		delete(user, replaced)
 	}
 	if user == nil {
 		user = make(map[string]memoryRecord)
 		s.memories[m.GetUserId()] = user
 	}
-	user[m.GetId()] = memoryRecord{memory: proto.CloneOf(m), doc: doc}
+	user[m.GetId()] = memoryRecord{memory: proto.CloneOf(m), doc: doc, key: key}
 	return nil
 }
 

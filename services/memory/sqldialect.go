@@ -25,6 +25,10 @@ type dialect struct {
 	// transaction; its only argument is the run id. Without it the transaction itself must
 	// serialise writers (SQLite's BEGIN IMMEDIATE).
 	runLock string
+	// documentLock, when set, serialises the stores of one document chunk (its only argument
+	// is the chunk's documentKey) inside their transaction, so the second finds the first's
+	// row to replace. Without it the transaction itself must serialise writers.
+	documentLock string
 	// columns lists the names of the columns of a table, its only argument.
 	columns string
 }
@@ -32,13 +36,14 @@ type dialect struct {
 var (
 	sqliteDialect   = dialect{name: "sqlite", key: "TEXT", blob: "BLOB", columns: "SELECT name FROM pragma_table_info(?)"}
 	postgresDialect = dialect{
-		name:       "postgres",
-		key:        `TEXT COLLATE "C"`,
-		blob:       "BYTEA",
-		numbered:   true,
-		schemaLock: "SELECT pg_advisory_xact_lock(7007)",
-		runLock:    "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
-		columns:    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?",
+		name:         "postgres",
+		key:          `TEXT COLLATE "C"`,
+		blob:         "BYTEA",
+		numbered:     true,
+		schemaLock:   "SELECT pg_advisory_xact_lock(7007)",
+		runLock:      "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
+		documentLock: "SELECT pg_advisory_xact_lock(7009, hashtext(?))",
+		columns:      "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?",
 	}
 )
 
@@ -53,6 +58,16 @@ var addedColumns = []addedColumn{
 	// The W3C trace context of a run's first save (LearnJob.Traceparent and Tracestate).
 	{"learning", "traceparent", "TEXT NOT NULL DEFAULT ''"},
 	{"learning", "tracestate", "TEXT NOT NULL DEFAULT ''"},
+	// The documentKey of a document's chunk, NULL for other memories and for those stored
+	// before the column was added (duplicates an earlier release stored among them stay
+	// until their document is ingested again, which deletes its earlier chunks).
+	{"memories", "document_key", "TEXT"},
+}
+
+// addedIndexes are the indexes on addedColumns, made once the columns are there.
+var addedIndexes = []string{
+	// One memory of a user per document chunk (NULLs are distinct: other memories are free).
+	`CREATE UNIQUE INDEX IF NOT EXISTS memories_document ON memories (user_id, document_key)`,
 }
 
 // rebind returns query with the dialect's placeholders.

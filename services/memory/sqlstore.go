@@ -55,7 +55,15 @@ func (s *SQLStore) createSchema(ctx context.Context) error {
 				return err
 			}
 		}
-		return s.addColumns(ctx, tx)
+		if err := s.addColumns(ctx, tx); err != nil {
+			return err
+		}
+		for _, stmt := range addedIndexes {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("create the %s memory schema: %w", s.d.name, err)
@@ -137,7 +145,9 @@ func (s *SQLStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// PutMemory stores m and its vector unless its user already holds quota memories.
+// PutMemory stores m and its vector unless its user already holds quota memories; a chunk
+// of a document replaces the user's memory with the same documentKey, in the same
+// transaction.
 func (s *SQLStore) PutMemory(ctx context.Context, m *memoryv1.Memory, vector []float32, quota int) error {
 	if quota < 1 {
 		return ErrQuotaExceeded
@@ -147,26 +157,65 @@ func (s *SQLStore) PutMemory(ctx context.Context, m *memoryv1.Memory, vector []f
 		return fmt.Errorf("encode memory: %w", err)
 	}
 	freq, length := termFrequencies(m.GetContent())
+	key := documentKey(m)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		// One statement counts the memory and checks the quota: the update's condition fails,
-		// returning no row, when the user is at the quota.
-		var count int64
-		err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_users (user_id, memories) VALUES (?, 1)
-ON CONFLICT (user_id) DO UPDATE SET memories = memory_users.memories + 1 WHERE memory_users.memories < ?
-RETURNING memories`), m.GetUserId(), quota).Scan(&count)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrQuotaExceeded
-		}
+		replaced, err := s.replaceDocument(ctx, tx, m.GetUserId(), key)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memories (id, user_id, collection, created_at, length, vector, body)
-VALUES (?, ?, ?, ?, ?, ?, ?)`),
-			m.GetId(), m.GetUserId(), m.GetCollection(), m.GetCreatedAt().AsTime().UnixNano(), length, encodeVector(vector), body); err != nil {
+		if !replaced {
+			// One statement counts the memory and checks the quota: the update's condition
+			// fails, returning no row, when the user is at the quota.
+			var count int64
+			err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_users (user_id, memories)
+VALUES (?, 1) ON CONFLICT (user_id) DO UPDATE SET memories = memory_users.memories + 1
+WHERE memory_users.memories < ? RETURNING memories`), m.GetUserId(), quota).Scan(&count)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrQuotaExceeded
+			}
+			if err != nil {
+				return err
+			}
+		}
+		var keyValue any // NULL for a memory that is no document's chunk
+		if key != "" {
+			keyValue = key
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memories
+(id, user_id, collection, created_at, length, vector, body, document_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			m.GetId(), m.GetUserId(), m.GetCollection(), m.GetCreatedAt().AsTime().UnixNano(),
+			length, encodeVector(vector), body, keyValue); err != nil {
 			return err
 		}
 		return s.insertTerms(ctx, tx, m, freq)
 	})
+}
+
+// replaceDocument deletes the user's memory with the documentKey key, and its terms, and
+// reports whether there was one (its place in the quota is the new memory's). A key of ""
+// deletes nothing.
+func (s *SQLStore) replaceDocument(ctx context.Context, tx *sql.Tx,
+	userID, key string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	if s.d.documentLock != "" {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.documentLock), key); err != nil {
+			return false, err
+		}
+	}
+	var id string
+	err := tx.QueryRowContext(ctx, s.d.rebind(`DELETE FROM memories
+WHERE user_id = ? AND document_key = ? RETURNING id`), userID, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms WHERE memory_id = ?`), id)
+	return err == nil, err
 }
 
 // termBatch is the number of term rows inserted by one statement.

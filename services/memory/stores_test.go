@@ -2,16 +2,22 @@ package memory_test
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/memory/storetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestMemoryStore(t *testing.T) {
@@ -137,6 +143,94 @@ func TestSQLStoresAddColumns(t *testing.T) {
 			job, ok, err := s.ClaimLearning(t.Context(), now, time.Minute)
 			if err != nil || job.RunID != "run-new" || job.Traceparent != "00-00000000000000000000000000000001-0000000000000002-01" {
 				t.Errorf("claim the run saved after = %+v, %v, %v; want run-new with its trace context", job, ok, err)
+			}
+		})
+	}
+}
+
+// memoriesBefore is the memories table as stores made it before a document's chunk was held
+// once, with an ingested chunk stored twice: $KEY and $BLOB are the dialect's column types,
+// $BODY1 and $BODY2 its encodings.
+const memoriesBefore = `CREATE TABLE memories (
+	id $KEY PRIMARY KEY,
+	user_id $KEY NOT NULL,
+	collection $KEY NOT NULL,
+	created_at BIGINT NOT NULL,
+	length INTEGER NOT NULL,
+	vector $BLOB,
+	body $BLOB NOT NULL
+);
+INSERT INTO memories VALUES ('m1', 'alice', 'knowledge', 1, 2, NULL, $BODY1);
+INSERT INTO memories VALUES ('m2', 'alice', 'knowledge', 2, 2, NULL, $BODY2)`
+
+// A database in which an ingestion stored a chunk twice, before the store held a document's
+// chunk once, still opens with both (the constraint covers the chunks stored from then on),
+// and storing the chunk again leaves one new copy beside them.
+func TestSQLStoresOpenWithDuplicateChunks(t *testing.T) {
+	for _, tc := range []struct {
+		name, driver, key, blob string
+		source                  func(t *testing.T) string
+		open                    func(t *testing.T, source string) *memory.SQLStore
+	}{
+		{"sqlite", "sqlite", "TEXT", "BLOB", func(t *testing.T) string { return filepath.Join(t.TempDir(), "memory.db") }, openSQLite},
+		{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", storetest.PostgresDSN, openPostgres},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta, err := structpb.NewStruct(
+				map[string]any{memory.MetaSource: "a.md", memory.MetaChunk: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk := &memoryv1.Memory{UserId: "alice", Collection: "knowledge",
+				Content: "ingested chunk", Metadata: meta}
+			bodies := make([]string, 2)
+			for i := range bodies {
+				chunk.Id = fmt.Sprintf("m%d", i+1)
+				chunk.CreatedAt = timestamppb.New(time.Unix(0, int64(i+1)))
+				body, err := proto.Marshal(chunk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bodies[i] = fmt.Sprintf("X'%x'", body)
+			}
+			source := tc.source(t)
+			db, err := sql.Open(tc.driver, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts := strings.NewReplacer("$KEY", tc.key, "$BLOB", tc.blob,
+				"$BODY1", bodies[0], "$BODY2", bodies[1]).Replace(memoriesBefore)
+			if tc.driver == "pgx" {
+				stmts = strings.ReplaceAll(stmts, "X'", "'\\x")
+			}
+			for stmt := range strings.SplitSeq(stmts, ";") {
+				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s := tc.open(t, source)
+			again := proto.CloneOf(chunk)
+			again.CreatedAt = timestamppb.New(time.Unix(0, 3))
+			for _, id := range []string{"m3", "m4"} {
+				again.Id = id
+				if err := s.PutMemory(t.Context(), again, nil, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			page, err := s.ListMemories(t.Context(),
+				memory.ListQuery{UserID: "alice", Collection: "knowledge", Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, m := range page {
+				ids = append(ids, m.GetId())
+			}
+			if !slices.Equal(ids, []string{"m4", "m2", "m1"}) {
+				t.Errorf("the collection holds %v, want m4 (which replaced m3), m2 and m1", ids)
 			}
 		})
 	}

@@ -48,6 +48,8 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"TranscriptConcurrent", testTranscriptConcurrent},
 		{"Runs", testRuns},
 		{"Duplicate", testDuplicate},
+		{"DocumentChunks", testDocumentChunks},
+		{"DocumentChunksConcurrent", testDocumentChunksConcurrent},
 		{"LearningQueue", testLearningQueue},
 		{"LearningConcurrent", testLearningConcurrent},
 		{"LearningTrace", testLearningTrace},
