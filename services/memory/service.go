@@ -23,7 +23,11 @@
 //
 // Without an Embedder, Search ranks with Okapi BM25 over lowercase words (stopwords left
 // out), k1 = 1.2, b = 0.75, within the user's collection; scores are divided by the best
-// one, so the best hit scores 1 and a memory sharing no word with the query is no hit.
+// one, so the best hit scores 1 and a memory sharing no word with the query is no hit. The
+// text of a script written without spaces between words (Chinese, Japanese, Thai, Lao,
+// Khmer, Myanmar) counts as its overlapping pairs of characters, as Lucene's CJKAnalyzer
+// does, so "東京" finds "私は東京に住んでいます"; a store opened on a database indexed
+// before indexes its memories of these scripts again, once.
 //
 // With an Embedder (Options.Embedder: the mesh and cmd/memory set a GenerationEmbedder for
 // the configuration's memory.embeddings, see EmbeddingTarget), Store embeds each memory

@@ -139,5 +139,11 @@ func (d dialect) schema() []string {
 	learned %[2]s
 )`, d.key, d.blob),
 		`CREATE INDEX IF NOT EXISTS learning_queue ON learning (queued_at, run_id) WHERE learned_at = 0`,
+		// Versions of what the schema's data was made by (the termsVersion of memory_terms);
+		// a name without a row is at version 1.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memory_schema (
+	name %s PRIMARY KEY,
+	version BIGINT NOT NULL
+)`, d.key),
 	}
 }

@@ -63,7 +63,7 @@ func (s *SQLStore) createSchema(ctx context.Context) error {
 				return err
 			}
 		}
-		return nil
+		return s.reindexTerms(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("create the %s memory schema: %w", s.d.name, err)
@@ -91,6 +91,79 @@ func (s *SQLStore) addColumns(ctx context.Context, tx *sql.Tx) error {
 		have[c.table][c.name] = true
 	}
 	return nil
+}
+
+// termsVersion is the version of terms that indexed memory_terms: 1 split only at characters
+// that are neither letters nor digits; 2 splits the runs of scripts written without spaces
+// into pairs of characters.
+const termsVersion = 2
+
+// reindexTerms indexes again, with terms, the memories that an earlier termsVersion indexed
+// otherwise (those holding a character of a script written without spaces), once: searches
+// for a word of such a memory find it, as they find the memories stored from now on.
+func (s *SQLStore) reindexTerms(ctx context.Context, tx *sql.Tx) error {
+	var version int64
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT version FROM memory_schema WHERE name = ?`),
+		"terms").Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		version = 1
+	case err != nil:
+		return err
+	}
+	if version >= termsVersion {
+		return nil
+	}
+	stale, err := s.unspacedMemories(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, m := range stale {
+		freq, length := termFrequencies(m.GetContent())
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms WHERE memory_id = ?`),
+			m.GetId()); err != nil {
+			return err
+		}
+		if err := s.insertTerms(ctx, tx, m, freq); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE memories SET length = ? WHERE id = ?`),
+			length, m.GetId()); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memory_schema (name, version) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET version = excluded.version`), "terms", termsVersion)
+	if err != nil {
+		return fmt.Errorf("reindex the memories' terms: %w", err)
+	}
+	return nil
+}
+
+// unspacedMemories returns the stored memories holding a character of a script written
+// without spaces (unspaced), leaving out those that do not decode.
+func (s *SQLStore) unspacedMemories(ctx context.Context, tx *sql.Tx) ([]*memoryv1.Memory, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT body FROM memories`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*memoryv1.Memory
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		m := &memoryv1.Memory{}
+		if proto.Unmarshal(body, m) != nil {
+			// Its terms stay: the database opens, and reading the memory fails as before.
+			continue
+		}
+		if strings.ContainsFunc(m.GetContent(), func(r rune) bool { return unspaced(r) != 0 }) {
+			out = append(out, m)
+		}
+	}
+	return out, rows.Err()
 }
 
 // columns returns the names of the columns of table.

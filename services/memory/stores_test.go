@@ -235,3 +235,57 @@ func TestSQLStoresOpenWithDuplicateChunks(t *testing.T) {
 		})
 	}
 }
+
+// A database whose memories were indexed before the runs of scripts written without spaces
+// were split into pairs of characters (one term per run, no schema version) is indexed
+// again when a store opens it, once: a word inside such a run finds its memory.
+func TestSQLStoresReindexUnspaced(t *testing.T) {
+	for _, tc := range []struct {
+		name, driver string
+		source       func(t *testing.T) string
+		open         func(t *testing.T, source string) *memory.SQLStore
+	}{
+		{"sqlite", "sqlite", func(t *testing.T) string {
+			return filepath.Join(t.TempDir(), "memory.db")
+		}, openSQLite},
+		{"postgres", "pgx", storetest.PostgresDSN, openPostgres},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			source := tc.source(t)
+			s := tc.open(t, source)
+			for i, text := range []string{"私は東京に住んでいます", "Tokyo is far"} {
+				m := &memoryv1.Memory{Id: fmt.Sprintf("m%d", i), UserId: "alice", Content: text,
+					CreatedAt: timestamppb.New(time.Unix(0, int64(i+1)))}
+				if err := s.PutMemory(t.Context(), m, nil, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db, err := sql.Open(tc.driver, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			for _, stmt := range []string{
+				`DELETE FROM memory_terms WHERE memory_id = 'm0'`,
+				`INSERT INTO memory_terms VALUES ('alice', '', '私は東京に住んでいます', 'm0', 1)`,
+				`UPDATE memories SET length = 1 WHERE id = 'm0'`,
+				`DELETE FROM memory_schema`,
+			} {
+				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			s = tc.open(t, source)
+			for query, want := range map[string]string{"東京": "m0", "tokyo": "m1"} {
+				hits, err := s.SearchMemories(t.Context(),
+					memory.SearchQuery{UserID: "alice", Query: query, Limit: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(hits) != 1 || hits[0].GetMemory().GetId() != want {
+					t.Errorf("search %q found %d memories, want %s", query, len(hits), want)
+				}
+			}
+		})
+	}
+}

@@ -14,12 +14,77 @@ var stopwords = map[string]bool{
 	"was": true, "were": true, "what": true, "with": true,
 }
 
-// terms splits text into lowercase words (runs of letters and digits) without stopwords.
+// unspacedScripts are the scripts written without spaces between words, each its own kind of
+// run: Chinese and Japanese (Han, Hiragana and Katakana, which mix in one text), Thai, Lao,
+// Khmer and Myanmar.
+var unspacedScripts = [][]*unicode.RangeTable{
+	{unicode.Han, unicode.Hiragana, unicode.Katakana},
+	{unicode.Thai},
+	{unicode.Lao},
+	{unicode.Khmer},
+	{unicode.Myanmar},
+}
+
+// unspaced returns the kind of run (1 and up: the index in unspacedScripts, plus one) of r, a
+// character of a script written without spaces, or 0 for any other character. The prolonged
+// sound marks of Katakana, of no script of their own, are Japanese.
+func unspaced(r rune) int {
+	if r == '\u30FC' || r == '\uFF70' {
+		return 1
+	}
+	for i, tables := range unspacedScripts {
+		if unicode.In(r, tables...) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// terms splits text into lowercase words (runs of letters and digits) without stopwords. A
+// run of a script written without spaces (unspaced), which holds words with nothing between
+// them, is split into its overlapping pairs of characters ("東京に" into "東京" and "京に"),
+// as Lucene's CJKAnalyzer does, so that a word of the query finds the text holding it; a run
+// of one character is its own term.
 func terms(text string) []string {
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	return slices.DeleteFunc(words, func(w string) bool { return stopwords[w] })
+	var out []string
+	var word strings.Builder
+	var run []rune
+	kind := 0 // the kind of run (unspaced) of run
+	endWord := func() {
+		if w := word.String(); w != "" && !stopwords[w] {
+			out = append(out, w)
+		}
+		word.Reset()
+	}
+	endRun := func() {
+		if len(run) == 1 {
+			out = append(out, string(run))
+		}
+		for i := 1; i < len(run); i++ {
+			out = append(out, string(run[i-1:i+1]))
+		}
+		run = run[:0]
+	}
+	for _, r := range strings.ToLower(text) {
+		switch k := unspaced(r); {
+		case k != 0:
+			endWord()
+			if k != kind {
+				endRun()
+				kind = k
+			}
+			run = append(run, r)
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			endRun()
+			word.WriteRune(r)
+		default:
+			endWord()
+			endRun()
+		}
+	}
+	endWord()
+	endRun()
+	return out
 }
 
 // termFrequencies returns how often each term occurs in text and how many terms it has.

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"SearchTies", testSearchTies},
 		{"SearchSemantic", testSearchSemantic},
 		{"SearchManyTerms", testSearchManyTerms},
+		{"SearchUnspaced", testSearchUnspaced},
 		{"Transcript", testTranscript},
 		{"TranscriptConcurrent", testTranscriptConcurrent},
 		{"Runs", testRuns},
