@@ -23,7 +23,7 @@ func main() {
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, err)
 		}
-		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory), dial.WithMesh(mesh), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+		conn, err := dial.New(server.Env("MEMORY_ADDR", cfg.Services.Memory), dial.WithMesh(mesh), dial.WithPeer("memory"), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}

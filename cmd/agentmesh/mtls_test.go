@@ -10,7 +10,9 @@ import (
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/certs"
+	"github.com/agentmesh/agentmesh/pkg/dial"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,7 +27,8 @@ import (
 // (tls.ca) and each its own certificate (TLS_CERT, TLS_KEY) serve a run through the public API
 // over TLS with every hop between services over mutual TLS, while a stage refuses a plaintext client, a client
 // without a certificate, one with a mesh identity of another CA, and one with the mesh CA's
-// certificate of no mesh identity; the orchestrator's mesh identity is served.
+// certificate of no mesh identity; the orchestrator's mesh identity is served. A client that
+// calls the memory stage refuses the planning stage's certificate.
 func TestMutualTLSBetweenBinaries(t *testing.T) {
 	isolate(t)
 	const message = "what do the docs say about deploys?"
@@ -107,6 +110,24 @@ func TestMutualTLSBetweenBinaries(t *testing.T) {
 				t.Errorf("%v, want %s", err, tc.want)
 			}
 		})
+	}
+	// One stage's certificate cannot answer the calls meant for another: the mesh's clients
+	// expect the mesh identity of the stage they call (dial.WithPeer), as the run above did.
+	own := pki.Service(meshproc.Orchestrator)
+	orchestrator, err := auth.LoadMeshTLS(auth.MeshFiles{CA: pki.CAFile(), Cert: own.Cert, Key: own.Key}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stage, want := range map[string]codes.Code{"memory": codes.OK, "planning": codes.Unavailable} {
+		c, err := dial.New(m.Stage(t, stage).Addr(), dial.WithMesh(orchestrator), dial.WithPeer("memory"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{})
+		_ = c.Close()
+		if status.Code(err) != want || want != codes.OK && !strings.Contains(err.Error(), "planning's") {
+			t.Errorf("the %s stage called as the memory stage: %v, want %s", stage, err, want)
+		}
 	}
 	if got, err := memory.Health(ctx); err != nil || got != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("memory's health through a certificate of no mesh identity: %s, %v; want SERVING", got, err)

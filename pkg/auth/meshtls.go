@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // MeshTLS is one service's side of the mutual TLS between the services of the mesh: its
@@ -73,23 +75,29 @@ func (m *MeshTLS) ServerConfig() *tls.Config {
 
 // ClientConfig is the TLS configuration of a connection to another service: it presents the
 // service's certificate and accepts a server whose certificate the mesh CA signed and that names
-// a mesh identity. As in SPIFFE, a server is verified by its identity, not by the host name the
-// client dialled, so a service may be reached at any address (a pod IP, a load balancer, a name
-// its certificate does not list).
-func (m *MeshTLS) ClientConfig() *tls.Config {
+// one of the mesh identities peers (the services the connection is to: the memory stage's to
+// call it), or any mesh identity when peers is empty. As in SPIFFE, a server is verified by its
+// identity, not by the host name the client dialled, so a service may be reached at any address
+// (a pod IP, a load balancer, a name its certificate does not list); and by the identity the
+// client expects, so that one service's certificate cannot pass for another's (a stage's
+// certificate, stolen or its stage compromised, serving the calls meant for the memory stage).
+func (m *MeshTLS) ClientConfig(peers ...string) *tls.Config {
+	peers = slices.Clone(peers)
 	return &tls.Config{
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &m.current().cert, nil },
 		MinVersion:           tls.VersionTLS13,
 		// The standard verification checks the host name, which mesh identities replace:
 		// VerifyConnection verifies the chain and the identity instead.
 		InsecureSkipVerify: true,
-		VerifyConnection:   m.verifyServer,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return m.verifyServer(cs, peers)
+		},
 	}
 }
 
 // verifyServer accepts a server that presents a certificate of the mesh CA naming a mesh
-// identity.
-func (m *MeshTLS) verifyServer(cs tls.ConnectionState) error {
+// identity, one of peers unless it is empty.
+func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the server presented no certificate")
 	}
@@ -101,8 +109,18 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState) error {
 	if err := verifyChain(m.current().roots, leaf, intermediates, x509.ExtKeyUsageServerAuth); err != nil {
 		return fmt.Errorf("the server's certificate: %w", err)
 	}
-	if _, ok := MeshService(leaf); !ok {
+	service, ok := MeshService(leaf)
+	if !ok {
 		return fmt.Errorf("the server's certificate (%q) names no mesh identity", leaf.Subject.String())
+	}
+	if len(peers) > 0 && !slices.Contains(peers, service) {
+		want := make([]string, len(peers))
+		for i, p := range peers {
+			want[i] = MeshID(p)
+		}
+		return fmt.Errorf("the server's certificate is %s's (%s), not the one of the service "+
+			"called (%s): another service of the mesh may not answer its calls",
+			service, MeshID(service), strings.Join(want, " or "))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/auth"
 	_ "github.com/agentmesh/agentmesh/pkg/bufpool" // gRPC's buffers, not cleared on reuse
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/toolwire"
@@ -75,16 +76,20 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 	if target == "" {
 		return nil, errors.New("dial: empty target: give the peer's gRPC address, e.g. 127.0.0.1:7003 or dns:///host:7003")
 	}
-	cfg := config{timeout: DefaultTimeout, retry: true, transport: insecure.NewCredentials()}
+	cfg := config{timeout: DefaultTimeout, retry: true}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	transport := insecure.NewCredentials()
+	if cfg.mesh != nil {
+		transport = credentials.NewTLS(cfg.mesh.ClientConfig(cfg.peers...))
 	}
 	sc := serviceConfig
 	if !cfg.retry {
 		sc = serviceConfigWithoutRetry
 	}
 	dialOpts := []grpc.DialOption{
-		grpc.WithTransportCredentials(cfg.transport),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(cfg.handlerOptions()...)),
 		grpc.WithDefaultServiceConfig(sc),
 		grpc.WithKeepaliveParams(keepaliveParams),
@@ -145,5 +150,6 @@ type config struct {
 	timeout        time.Duration
 	dialOptions    []grpc.DialOption
 	retry          bool
-	transport      credentials.TransportCredentials
+	mesh           *auth.MeshTLS // mutual TLS between services (WithMesh); nil: plaintext
+	peers          []string      // the mesh identities the server may have (WithPeer)
 }

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // Option configures New.
@@ -58,13 +57,17 @@ func WithMaxMessageBytes(n int) Option {
 }
 
 // WithMesh makes the connection mutual TLS between services: it presents the service's
-// certificate and accepts only a server of the mesh CA that names a mesh identity (see
-// auth.MeshTLS.ClientConfig). A nil m keeps the connection plaintext, as without mutual TLS
-// configured.
+// certificate and accepts only a server of the mesh CA that names a mesh identity, one that
+// WithPeer names when it is given (see auth.MeshTLS.ClientConfig). A nil m keeps the
+// connection plaintext, as without mutual TLS configured.
 func WithMesh(m *auth.MeshTLS) Option {
-	return func(c *config) {
-		if m != nil {
-			c.transport = credentials.NewTLS(m.ClientConfig())
-		}
-	}
+	return func(c *config) { c.mesh = m }
+}
+
+// WithPeer names the services whose mesh identities the server of a mutual TLS connection
+// (WithMesh) may have: the service the connection is to (the memory stage's "memory"), and
+// any identity more that serves it (a process serving every stage with one certificate).
+// Each WithPeer adds to the names. Without it any mesh identity is accepted.
+func WithPeer(services ...string) Option {
+	return func(c *config) { c.peers = append(c.peers, services...) }
 }

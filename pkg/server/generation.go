@@ -18,7 +18,7 @@ func DialGeneration(cfg *config.Config) (generationv1.GenerationServiceClient, e
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
 	conn, err := dial.New(Env("GENERATION_ADDR", cfg.Services.Generation), dial.WithoutRetry(), dial.WithMesh(mesh),
-		dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+		dial.WithPeer("generation"), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}

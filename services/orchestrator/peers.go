@@ -34,7 +34,9 @@ func PeerAddrsFromConfig(cfg *config.Config, env func(key, def string) string) P
 	}
 }
 
-// DialPeers connects to every stage service. close releases the connections.
+// DialPeers connects to every stage service. close releases the connections. With mutual TLS
+// (dial.WithMesh), each stage's server must have its stage's mesh identity, or one that opts
+// name (dial.WithPeer).
 func DialPeers(a PeerAddrs, opts ...dial.Option) (p Peers, close func() error, err error) {
 	var conns []*grpc.ClientConn
 	close = func() error {
@@ -55,16 +57,18 @@ func DialPeers(a PeerAddrs, opts ...dial.Option) (p Peers, close func() error, e
 		return c
 	}
 	p = Peers{
-		Intent:   intentv1.NewIntentServiceClient(conn(a.Intent)),
-		Planning: planningv1.NewPlanningServiceClient(conn(a.Planning)),
-		Context:  contextv1.NewContextServiceClient(conn(a.Context)),
+		Intent:   intentv1.NewIntentServiceClient(conn(a.Intent, dial.WithPeer("intent"))),
+		Planning: planningv1.NewPlanningServiceClient(conn(a.Planning, dial.WithPeer("planning"))),
+		Context:  contextv1.NewContextServiceClient(conn(a.Context, dial.WithPeer("context"))),
 		// An LLM call costs money and is not idempotent: the orchestrator's attempts, each
 		// accounted, are its only retries (no transparent retry of UNAVAILABLE).
-		Generation:  generationv1.NewGenerationServiceClient(conn(a.Generation, dial.WithoutRetry())),
-		Action:      actionv1.NewActionServiceClient(conn(a.Action)),
-		Observation: observationv1.NewObservationServiceClient(conn(a.Observation)),
-		Memory:      memoryv1.NewMemoryServiceClient(conn(a.Memory)),
-		Recovery:    recoveryv1.NewRecoveryServiceClient(conn(a.Recovery)),
+		Generation: generationv1.NewGenerationServiceClient(conn(a.Generation,
+			dial.WithoutRetry(), dial.WithPeer("generation"))),
+		Action: actionv1.NewActionServiceClient(conn(a.Action, dial.WithPeer("action"))),
+		Observation: observationv1.NewObservationServiceClient(conn(a.Observation,
+			dial.WithPeer("observation"))),
+		Memory:   memoryv1.NewMemoryServiceClient(conn(a.Memory, dial.WithPeer("memory"))),
+		Recovery: recoveryv1.NewRecoveryServiceClient(conn(a.Recovery, dial.WithPeer("recovery"))),
 	}
 	if err != nil {
 		_ = close()

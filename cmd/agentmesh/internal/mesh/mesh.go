@@ -173,6 +173,12 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
+	// The process serves every stage with the one certificate of tls.cert: the stages it calls
+	// have its own mesh identity, or their own (a stage of StageAddrs).
+	own := dial.WithPeer()
+	if meshTLS != nil {
+		own = dial.WithPeer(meshTLS.Service())
+	}
 	if opts.InProcess && (meshTLS != nil || len(opts.StageAddrs) > 0) {
 		return nil, exitcode.Wrap(exitcode.Invalid, errors.New("mesh: stages served in process have no transport: tls.ca and StageAddrs need them on the network"))
 	}
@@ -240,7 +246,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			return dial.InProcess(stage.Channel(), dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp)), nil
 		}
 		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS),
-			dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
+			own, dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
 		}
@@ -385,7 +391,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
 			Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
 			Memory: peer(Memory), Recovery: peer(Recovery),
-		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS), dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
+		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS), own,
+			dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
 		}
