@@ -3,6 +3,7 @@ package tokens
 import (
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"math"
 
 	"github.com/dlclark/regexp2"
@@ -73,19 +74,26 @@ func (b *bpe) rank(piece string) (uint32, bool) {
 // count returns the number of tokens of text.
 func (b *bpe) count(text string) int64 {
 	var n int64
-	m, _ := b.split.FindStringMatch(text) // without a timeout, matching does not fail
-	for m != nil {
-		// The match's text is its runes made a string again, as tiktoken-go cuts its pieces:
-		// an invalid byte of text reads as U+FFFD in both.
-		piece := m.String()
+	for piece := range b.pieces(text) {
 		if _, ok := b.rank(piece); ok {
 			n++
 		} else {
 			n += int64(b.merge(piece))
 		}
-		m, _ = b.split.FindNextMatch(m)
 	}
 	return n
+}
+
+// pieces returns the pieces the pre-tokenizer cuts text into, in order. A piece's text is
+// its runes made a string again, as tiktoken-go cuts its pieces: an invalid byte of text
+// reads as U+FFFD in both.
+func (b *bpe) pieces(text string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		m, _ := b.split.FindStringMatch(text) // without a timeout, matching does not fail
+		for m != nil && yield(m.String()) {
+			m, _ = b.split.FindNextMatch(m)
+		}
+	}
 }
 
 // merge returns the number of tokens of a piece that is not a token itself: tiktoken's byte
