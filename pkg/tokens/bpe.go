@@ -5,21 +5,6 @@ import (
 	"hash/maphash"
 	"iter"
 	"math"
-
-	"github.com/dlclark/regexp2"
-)
-
-// Pre-tokenizer patterns of the BPE encodings, OpenAI's (as tiktoken and tiktoken-go have
-// them): they cut a text into the pieces whose bytes BPE merges.
-const (
-	patternCL100K = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	patternO200K  = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
-		`|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
-		`|\p{N}{1,3}` +
-		`| ?[^\s\p{L}\p{N}]+[\r\n/]*` +
-		`|\s*[\r\n]+` +
-		`|\s+(?!\S)` +
-		`|\s+`
 )
 
 // bpe counts the tokens of a text as tiktoken's ordinary encoding does (tiktoken-go's
@@ -33,19 +18,18 @@ const (
 // hashes collide are found when it is loaded; a piece of text that is not a token but hashes
 // like one is as likely as a collision among 2^64 values.
 type bpe struct {
-	split *regexp2.Regexp
+	// piece returns the length of the first piece of a non-empty, valid UTF-8 text
+	// (cl100kPiece, o200kPiece).
+	piece func(text string) int
 	seed  maphash.Seed
 	ranks map[uint64]uint32
 }
 
-// newBPE returns the counter of a vocabulary: the pre-tokenizer pattern and each token's rank.
-func newBPE(pattern string, vocabulary map[string]int) (*bpe, error) {
-	split, err := regexp2.Compile(pattern, regexp2.None)
-	if err != nil {
-		return nil, fmt.Errorf("pre-tokenizer pattern: %w", err)
-	}
+// newBPE returns the counter of a vocabulary: its pre-tokenizer and each token's rank.
+func newBPE(piece func(string) int, vocabulary map[string]int) (*bpe, error) {
 	for range 3 { // a new seed when two tokens' hashes collide, which no seed should twice
-		b := &bpe{split: split, seed: maphash.MakeSeed(), ranks: make(map[uint64]uint32, len(vocabulary))}
+		b := &bpe{piece: piece, seed: maphash.MakeSeed()}
+		b.ranks = make(map[uint64]uint32, len(vocabulary))
 		collided := false
 		for token, rank := range vocabulary {
 			if rank < 0 || rank > math.MaxUint32 {
@@ -89,9 +73,13 @@ func (b *bpe) count(text string) int64 {
 // reads as U+FFFD in both.
 func (b *bpe) pieces(text string) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		m, _ := b.split.FindStringMatch(text) // without a timeout, matching does not fail
-		for m != nil && yield(m.String()) {
-			m, _ = b.split.FindNextMatch(m)
+		text = validRunes(text)
+		for text != "" {
+			n := b.piece(text)
+			if !yield(text[:n]) {
+				return
+			}
+			text = text[n:]
 		}
 	}
 }

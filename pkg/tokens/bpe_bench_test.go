@@ -9,14 +9,17 @@ import (
 // Chinese and Japanese text.
 func benchTexts() []struct{ name, text string } {
 	const size = 64 << 10
-	mixed := strings.Repeat("The agent read the file, found 3 failing tests and fixed them; "+
-		"it's done, isn't it? They'll re-run CI at 10:42.\n"+
-		"func (s *Server) Handle(ctx context.Context, req *Request) (*Response, error) {\n"+
-		"\tif err := s.check(ctx, req.ID); err != nil {\n\t\treturn nil, fmt.Errorf(\"check %d: %w\", req.ID, err)\n\t}\n"+
-		"\treturn &Response{OK: true}, nil\n}\n"+
-		`{"tool": "write_file", "arguments": {"path": "src/main.go", "lines": [1, 20, 300], "force": false}}`+"\n\n",
-		size/400+1)[:size]
-	cjk := strings.Repeat("敏捷的棕色狐狸跳过了懒狗。日本語のテキストを数えます、東京は晴れ。", size/90+1)[:size]
+	unit := "The agent read the file, found 3 failing tests and fixed them; " +
+		"it's done, isn't it? They'll re-run CI at 10:42.\n" +
+		"func (s *Server) Handle(ctx context.Context, req *Request) (*Response, error) {\n" +
+		"\tif err := s.check(ctx, req.ID); err != nil {\n" +
+		"\t\treturn nil, fmt.Errorf(\"check %d: %w\", req.ID, err)\n\t}\n" +
+		"\treturn &Response{OK: true}, nil\n}\n" +
+		`{"tool": "write_file", "arguments": {"path": "src/main.go", "lines": [1, 20, 300], ` +
+		`"force": false}}` + "\n\n"
+	mixed := strings.Repeat(unit, size/len(unit)+1)[:size]
+	cjkUnit := "敏捷的棕色狐狸跳过了懒狗。日本語のテキストを数えます、東京は晴れ。"
+	cjk := strings.Repeat(cjkUnit, size/len(cjkUnit)+1)[:size]
 	cjk = strings.ToValidUTF8(cjk, "") // the last character whole or not at all
 	return []struct{ name, text string }{{"mixed-64KiB", mixed}, {"cjk-64KiB", cjk}}
 }
@@ -24,10 +27,8 @@ func benchTexts() []struct{ name, text string } {
 // BenchmarkPreTokenize measures the pre-tokenizer alone: cutting text into the pieces that
 // BPE merges.
 func BenchmarkPreTokenize(b *testing.B) {
-	for _, enc := range []struct{ name, pattern string }{
-		{EncodingCL100K, patternCL100K}, {EncodingO200K, patternO200K},
-	} {
-		bp, err := loadVocabulary(enc.name, enc.pattern)
+	for _, enc := range encodings {
+		bp, err := loadVocabulary(enc.name, enc.piece)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -48,10 +49,8 @@ func BenchmarkPreTokenize(b *testing.B) {
 // BenchmarkBPECount measures counting a text's tokens as a counter does when its cache does
 // not know the text: cut into segments, pre-tokenized and merged.
 func BenchmarkBPECount(b *testing.B) {
-	for _, enc := range []struct{ name, pattern string }{
-		{EncodingCL100K, patternCL100K}, {EncodingO200K, patternO200K},
-	} {
-		bp, err := loadVocabulary(enc.name, enc.pattern)
+	for _, enc := range encodings {
+		bp, err := loadVocabulary(enc.name, enc.piece)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -76,15 +76,15 @@ func ForModel(model string) Counter {
 }
 
 var (
-	cl100k = sync.OnceValue(func() Counter { return loadBPE(EncodingCL100K, patternCL100K) })
-	o200k  = sync.OnceValue(func() Counter { return loadBPE(EncodingO200K, patternO200K) })
+	cl100k = sync.OnceValue(func() Counter { return loadBPE(EncodingCL100K, cl100kPiece) })
+	o200k  = sync.OnceValue(func() Counter { return loadBPE(EncodingO200K, o200kPiece) })
 )
 
 // loadBPE returns the counter of a BPE encoding, which remembers the counts of the texts it
 // has encoded (textCache). The BPE files ship inside the binary (tiktoken-go-loader), so
 // loading only fails when they are corrupt; the estimate then stands in, with an error log.
-func loadBPE(encoding, pattern string) Counter {
-	b, err := loadVocabulary(encoding, pattern)
+func loadBPE(encoding string, piece func(string) int) Counter {
+	b, err := loadVocabulary(encoding, piece)
 	if err != nil {
 		slog.Error("tokenizer unavailable, counting with the estimate", "encoding", encoding, "error", err)
 		return Estimator
@@ -102,13 +102,14 @@ func loadBPE(encoding, pattern string) Counter {
 	return &counter{encoding: encoding, text: func(text string) int64 { return cache.count(text, encode) }}
 }
 
-// loadVocabulary reads an encoding's BPE file from those compiled into the binary.
-func loadVocabulary(encoding, pattern string) (*bpe, error) {
+// loadVocabulary reads an encoding's BPE file from those compiled into the binary and returns
+// its counter, which cuts text with piece (cl100kPiece, o200kPiece).
+func loadVocabulary(encoding string, piece func(string) int) (*bpe, error) {
 	vocabulary, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
 	if err != nil {
 		return nil, err
 	}
-	return newBPE(pattern, vocabulary)
+	return newBPE(piece, vocabulary)
 }
 
 // Segment sizes of BPE counting, in bytes.
