@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
@@ -140,14 +143,19 @@ func (a *anthropic) Embed(context.Context, string, []string) (*Embeddings, error
 		"%s: the Anthropic Messages API has no embeddings endpoint; embed with an openai-compatible provider", a.name)
 }
 
-// messageAccumulator assembles an answer from content blocks, whole or streamed.
+// messageAccumulator assembles an answer from content blocks, whole or streamed. The blocks
+// are placed by their index: the answer's text and tool calls come in the order of their
+// blocks' indices, whatever order a stream started the blocks in.
 type messageAccumulator struct {
 	model  string
 	stop   string
 	usage  anthropicUsage
 	blocks map[int]*blockState
-	order  []int
-	calls  int // tool_use blocks started
+	// next is the lowest index of a streamed block not started: the blocks of the indices
+	// below it are placed (place), their tool calls numbered (calls of them) and their deltas
+	// forwarded as they come.
+	next  int
+	calls int
 	// size is the bytes of the blocks' text, thinking, input and signatures (answerTooLarge).
 	size int
 }
@@ -161,8 +169,13 @@ type blockState struct {
 	input     json.RawMessage // input of a whole tool_use block
 	partial   strings.Builder // streamed input_json_delta fragments
 	flushed   bool            // the whole input was forwarded for want of fragments
+	stopped   bool            // content_block_stop came
 	signature string
 	data      string
+	// placed is set once the block's place among the answer's blocks is certain; until then
+	// its deltas are held.
+	placed bool
+	held   []*generationv1.Delta
 }
 
 func newMessageAccumulator() *messageAccumulator {
@@ -179,19 +192,17 @@ func (m *messageAccumulator) start(msg *messagesResponse) {
 // addBlock starts block index from a whole (or just started) content block.
 func (m *messageAccumulator) addBlock(index int, b responseBlock) *blockState {
 	s := &blockState{typ: b.Type, id: b.ID, name: b.Name, input: b.Input, signature: b.Signature, data: b.Data}
-	if s.typ == "tool_use" {
-		s.call = m.calls
-		m.calls++
-	}
 	s.text.WriteString(b.Text)
 	s.text.WriteString(b.Thinking)
 	m.size += len(b.Text) + len(b.Thinking) + len(b.Input) + len(b.Signature) + len(b.Data) +
 		len(b.ID) + len(b.Name)
-	if _, ok := m.blocks[index]; !ok {
-		m.order = append(m.order, index)
-	}
 	m.blocks[index] = s
 	return s
+}
+
+// indices are the indices of the blocks, in order.
+func (m *messageAccumulator) indices() []int {
+	return slices.Sorted(maps.Keys(m.blocks))
 }
 
 // response is the assembled answer; its thinking blocks become its reasoning state and,
@@ -200,7 +211,7 @@ func (m *messageAccumulator) response(memory *thinkingMemory) *Response {
 	out := &Response{Model: m.model, Usage: m.usage.usage()}
 	var content, reasoning strings.Builder
 	var thinking []thinkingBlock
-	for _, i := range m.order {
+	for _, i := range m.indices() {
 		b := m.blocks[i]
 		switch b.typ {
 		case "text":

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"mime"
+	"strings"
 
 	generationv1 "github.com/agentmesh/agentmesh/gen/agentmesh/generation/v1"
 )
@@ -43,7 +44,11 @@ func (d *streamDelta) size() int {
 // starts, then the input_json_delta fragments, or the block's whole input when it streamed
 // none); message_delta brings the stop reason and the final usage, and completes the answer
 // (message_stop is not waited for: a stream that breaks off after it, or holds it back, is
-// still the answer). A server that
+// still the answer). The content blocks are placed by their index (place): a stream that
+// skips indices or starts a block after one of a higher index answers its text and calls in
+// the order of the indices. One that breaks the protocol of the blocks (a delta or a stop for
+// a block it did not start, a block started or stopped twice, a delta after its block stopped,
+// a negative index) is BAD_RESPONSE, naming the index. A server that
 // answers with a plain JSON message is read as one answer and forwarded as one delta per text
 // and call; an HTML page is BAD_RESPONSE (notAStream). A stream that fails before the answer
 // is complete returns the part of it received with its failure (Provider.Stream), whose
@@ -78,6 +83,10 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 		if e.Type != "error" && e.Type != "ping" && e.Type != "message_start" && !started {
 			return false, a.badResponse("the stream sent %s before message_start", e.Type)
 		}
+		if strings.HasPrefix(e.Type, "content_block_") && e.Index < 0 {
+			return false, a.badResponse("%s for content block %d: a negative index",
+				e.Type, e.Index)
+		}
 		switch e.Type {
 		case "message_start":
 			if e.Message == nil {
@@ -93,9 +102,7 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 			}
 			return false, a.applyDelta(acc, e, onDelta)
 		case "content_block_stop":
-			if b := acc.blocks[e.Index]; b != nil {
-				return false, b.flushArguments(onDelta)
-			}
+			return false, a.stopBlock(acc, e.Index, onDelta)
 		case "message_delta":
 			if e.Delta != nil && e.Delta.StopReason != "" {
 				acc.stop, stopped = e.Delta.StopReason, true
@@ -124,15 +131,19 @@ func (a *anthropic) Stream(ctx context.Context, req *Request, onDelta func(*gene
 	case !done && !stopped:
 		return acc.response(nil), a.badResponse("the stream ended without message_stop")
 	}
-	for _, i := range acc.order {
-		if err := acc.blocks[i].flushArguments(onDelta); err != nil {
+	if err := acc.placeRest(onDelta); err != nil {
+		return acc.response(nil), err
+	}
+	for _, i := range acc.indices() {
+		if err := acc.flushArguments(acc.blocks[i], onDelta); err != nil {
 			return acc.response(nil), err
 		}
 	}
 	return acc.response(a.thinking), nil
 }
 
-// startBlock starts a content block and forwards the id and name of a tool_use block.
+// startBlock starts a content block and forwards the id and name of a tool_use block once
+// the block is placed (place).
 func (a *anthropic) startBlock(acc *messageAccumulator, e streamEvent, onDelta func(*generationv1.Delta) error) error {
 	if e.ContentBlock == nil {
 		return a.badResponse("content_block_start without a content_block")
@@ -144,39 +155,136 @@ func (a *anthropic) startBlock(acc *messageAccumulator, e streamEvent, onDelta f
 	if acc.size > maxResponseBytes {
 		return a.answerTooLarge()
 	}
-	if b.typ != "tool_use" {
+	if b.typ == "tool_use" {
+		call := &generationv1.ToolCallDelta{Id: b.id, Name: b.name}
+		b.held = append(b.held, &generationv1.Delta{ToolCall: call})
+	}
+	return acc.place(onDelta)
+}
+
+// stopBlock ends a content block and forwards the whole input of a tool_use block that
+// streamed none.
+func (a *anthropic) stopBlock(acc *messageAccumulator, index int,
+	onDelta func(*generationv1.Delta) error,
+) error {
+	b := acc.blocks[index]
+	switch {
+	case b == nil:
+		return a.badResponse("content_block_stop for content block %d, which was not started",
+			index)
+	case b.stopped:
+		return a.badResponse("the stream stopped content block %d twice", index)
+	}
+	b.stopped = true
+	return acc.flushArguments(b, onDelta)
+}
+
+// place places the started blocks from acc.next on up to the first index not started, and
+// forwards the deltas they held. A block is placed once the blocks of all the indices below
+// its own have started, as they have when a stream numbers its blocks 0, 1, 2… (Anthropic
+// starts each after the one before it stopped): its place among the answer's blocks, and
+// among its tool calls, is then certain. The deltas of a block whose index skips one (0 and
+// then 3) are held until the blocks that fill the gap start, or until the stream ends
+// (placeRest): forwarded at once, a call started before one of a lower index would have
+// named a place that the final answer, ordered by index, gives the other call.
+func (m *messageAccumulator) place(onDelta func(*generationv1.Delta) error) error {
+	for b := m.blocks[m.next]; b != nil; b = m.blocks[m.next] {
+		m.next++
+		if err := m.placeBlock(b, onDelta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeRest places the blocks that a gap left unplaced when the stream ended, in the order of
+// their indices, and forwards the deltas they held.
+func (m *messageAccumulator) placeRest(onDelta func(*generationv1.Delta) error) error {
+	for _, i := range m.indices() {
+		if b := m.blocks[i]; !b.placed {
+			if err := m.placeBlock(b, onDelta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// placeBlock places b, after the blocks placed so far, and forwards the deltas it held.
+func (m *messageAccumulator) placeBlock(b *blockState,
+	onDelta func(*generationv1.Delta) error,
+) error {
+	b.placed = true
+	if b.typ == "tool_use" {
+		b.call = m.calls
+		m.calls++
+	}
+	held := b.held
+	b.held = nil
+	for _, d := range held {
+		if err := b.forward(d, onDelta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send forwards a delta of block b once b is placed, and holds it until then.
+func (m *messageAccumulator) send(b *blockState, d *generationv1.Delta,
+	onDelta func(*generationv1.Delta) error,
+) error {
+	if !b.placed {
+		b.held = append(b.held, d)
 		return nil
 	}
-	return onDelta(&generationv1.Delta{ToolCall: &generationv1.ToolCallDelta{Index: int32(b.call), Id: b.id, Name: b.name}})
+	return b.forward(d, onDelta)
+}
+
+// forward forwards a delta of the placed block b, a tool-call fragment with the index of b's
+// call.
+func (b *blockState) forward(d *generationv1.Delta, onDelta func(*generationv1.Delta) error) error {
+	if d.ToolCall != nil {
+		d.ToolCall.Index = int32(b.call)
+	}
+	return onDelta(d)
 }
 
 // flushArguments forwards the whole input of a tool_use block that streamed no argument
 // fragments, once, so that the forwarded fragments always add up to the call's arguments.
-func (b *blockState) flushArguments(onDelta func(*generationv1.Delta) error) error {
+func (m *messageAccumulator) flushArguments(b *blockState,
+	onDelta func(*generationv1.Delta) error,
+) error {
 	if b.typ != "tool_use" || b.partial.Len() > 0 || b.flushed {
 		return nil
 	}
 	b.flushed = true
-	return onDelta(&generationv1.Delta{ToolCall: &generationv1.ToolCallDelta{Index: int32(b.call), Arguments: b.arguments()}})
+	call := &generationv1.ToolCallDelta{Arguments: b.arguments()}
+	return m.send(b, &generationv1.Delta{ToolCall: call}, onDelta)
 }
 
 // applyDelta adds a content_block_delta to its block and forwards text, thinking and tool
 // input fragments.
 func (a *anthropic) applyDelta(acc *messageAccumulator, e streamEvent, onDelta func(*generationv1.Delta) error) error {
 	b := acc.blocks[e.Index]
-	if b == nil || e.Delta == nil {
-		return a.badResponse("content_block_delta for block %d, which was not started", e.Index)
+	switch {
+	case b == nil:
+		return a.badResponse("content_block_delta for content block %d, which was not started",
+			e.Index)
+	case e.Delta == nil:
+		return a.badResponse("content_block_delta for content block %d without a delta", e.Index)
+	case b.stopped:
+		return a.badResponse("%s for content block %d after it stopped", e.Delta.Type, e.Index)
 	}
 	switch e.Delta.Type {
 	case "text_delta":
 		b.text.WriteString(e.Delta.Text)
 		if e.Delta.Text != "" {
-			return onDelta(&generationv1.Delta{Content: e.Delta.Text})
+			return acc.send(b, &generationv1.Delta{Content: e.Delta.Text}, onDelta)
 		}
 	case "thinking_delta":
 		b.text.WriteString(e.Delta.Thinking)
 		if e.Delta.Thinking != "" {
-			return onDelta(&generationv1.Delta{Reasoning: e.Delta.Thinking})
+			return acc.send(b, &generationv1.Delta{Reasoning: e.Delta.Thinking}, onDelta)
 		}
 	case "signature_delta":
 		b.signature += e.Delta.Signature
@@ -184,12 +292,10 @@ func (a *anthropic) applyDelta(acc *messageAccumulator, e streamEvent, onDelta f
 		if b.typ != "tool_use" {
 			return nil // input of a block that takes none
 		}
-		if b.flushed {
-			return a.badResponse("input_json_delta for content block %d after it stopped", e.Index)
-		}
 		b.partial.WriteString(e.Delta.PartialJSON)
 		if e.Delta.PartialJSON != "" {
-			return onDelta(&generationv1.Delta{ToolCall: &generationv1.ToolCallDelta{Index: int32(b.call), Arguments: e.Delta.PartialJSON}})
+			call := &generationv1.ToolCallDelta{Arguments: e.Delta.PartialJSON}
+			return acc.send(b, &generationv1.Delta{ToolCall: call}, onDelta)
 		}
 	}
 	return nil
