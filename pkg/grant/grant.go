@@ -1,7 +1,9 @@
 // Package grant signs and verifies approval grants: the orchestrator's Ed25519-signed proof,
 // which the action stage checks, that a person, whom it names, approved one tool call with
 // exactly these arguments. The action stage never trusts an "approved" flag in a request; only the
-// orchestrator holds the private key, so only it can make a grant.
+// orchestrator holds the private key, so only it can make a grant. With the same key the
+// orchestrator signs user assertions (SignUser), which the memory stage checks: its word about
+// the user the calls of a run act for.
 package grant
 
 import (
