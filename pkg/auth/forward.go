@@ -23,28 +23,36 @@ const (
 	// RolesMetadata lists the roles of that user, comma-separated, when it is an authenticated
 	// principal with roles.
 	RolesMetadata = "agentmesh-roles"
+	// UserAssertionMetadata is the orchestrator's signed assertion (grant.Signer.SignUser) that
+	// the call acts for the user UserMetadata names. The orchestrator sets it on the calls of a
+	// run to the stages that call the memory stage, which forward it; the memory stage, with
+	// mTLS between the services, believes a caller other than the orchestrator about the user
+	// only with it.
+	UserAssertionMetadata = "agentmesh-user-assertion"
 )
 
 // OutgoingUser returns ctx whose outgoing gRPC calls act for the user id, without roles,
-// replacing any user an earlier OutgoingUser, OutgoingPrincipal or ForwardUser set.
+// replacing any user an earlier OutgoingUser, OutgoingPrincipal or ForwardUser set, and
+// dropping its assertion (OutgoingUserAssertion).
 func OutgoingUser(ctx context.Context, id string) context.Context {
 	return outgoing(ctx, id, nil)
 }
 
 // OutgoingPrincipal returns ctx whose outgoing gRPC calls act for p (its ID and roles),
-// replacing any user set earlier.
+// replacing any user set earlier and dropping its assertion.
 func OutgoingPrincipal(ctx context.Context, p Principal) context.Context {
 	return outgoing(ctx, p.ID(), p.Roles)
 }
 
 // ForwardUser returns ctx whose outgoing gRPC calls act for the user the incoming call of
-// ctx acts for, as its metadata says (the values are copied unchecked: the memory stage checks
-// them); without one, outgoing calls act for nobody.
+// ctx acts for, as its metadata says, with the orchestrator's assertion of that user (the
+// values are copied unchecked: the memory stage checks them); without one, outgoing calls act
+// for nobody.
 func ForwardUser(ctx context.Context) context.Context {
 	in, _ := metadata.FromIncomingContext(ctx)
 	out, _ := metadata.FromOutgoingContext(ctx)
 	out = out.Copy()
-	for _, k := range []string{UserMetadata, RolesMetadata} {
+	for _, k := range []string{UserMetadata, RolesMetadata, UserAssertionMetadata} {
 		if v := in.Get(k); len(v) > 0 {
 			out.Set(k, v...)
 		} else {
@@ -68,10 +76,38 @@ func outgoing(ctx context.Context, id string, roles []string) context.Context {
 	}
 	md.Set(UserMetadata, EncodeUser(id))
 	delete(md, RolesMetadata)
+	delete(md, UserAssertionMetadata) // it asserts the user replaced
 	if len(roles) > 0 {
 		md.Set(RolesMetadata, strings.Join(roles, ","))
 	}
 	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// OutgoingUserAssertion returns ctx whose outgoing gRPC calls carry token, the orchestrator's
+// assertion of the user they act for (set with OutgoingUser first), replacing any earlier one.
+func OutgoingUserAssertion(ctx context.Context, token string) context.Context {
+	md, ok := metadata.FromOutgoingContext(ctx) // a copy of its own
+	if !ok {
+		return metadata.AppendToOutgoingContext(ctx, UserAssertionMetadata, token)
+	}
+	md.Set(UserAssertionMetadata, token)
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// IncomingUserAssertion returns the assertion of its user (UserAssertionMetadata) the
+// incoming call of ctx carries, unchecked: grant.Verifier.VerifyUser checks it. ok is false
+// when it carries none; several are an error.
+func IncomingUserAssertion(ctx context.Context) (token string, ok bool, err error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	switch v := md.Get(UserAssertionMetadata); len(v) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return v[0], true, nil
+	default:
+		return "", false, fmt.Errorf("the %s metadata holds %d assertions, want one",
+			UserAssertionMetadata, len(v))
+	}
 }
 
 // IncomingUser returns the principal the incoming call of ctx acts for, as its metadata says:

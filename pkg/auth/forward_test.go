@@ -94,3 +94,37 @@ func TestUserOfAnyText(t *testing.T) {
 		t.Errorf("EncodeUser(acme/bob) = %q, want it unchanged", got)
 	}
 }
+
+// TestUserAssertionTravels: the orchestrator's assertion travels beside the user it asserts,
+// a stage forwards both unchanged, and naming another user drops it (it asserts the earlier
+// one); a call with two assertions is an error.
+func TestUserAssertionTravels(t *testing.T) {
+	asserted := auth.OutgoingUserAssertion(auth.OutgoingUser(t.Context(), "acme/ann"), "token-of-ann")
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+		ok   bool
+	}{
+		{"set by the orchestrator", asserted, "token-of-ann", true},
+		{"set again", auth.OutgoingUserAssertion(asserted, "newer"), "newer", true},
+		{"forwarded by a stage", auth.ForwardUser(received(asserted)), "token-of-ann", true},
+		{"forwarding a call without one drops an earlier one",
+			auth.ForwardUser(auth.OutgoingUserAssertion(t.Context(), "stale")), "", false},
+		{"dropped by another user", auth.OutgoingUser(asserted, "acme/bob"), "", false},
+		{"dropped by another principal",
+			auth.OutgoingPrincipal(asserted, auth.Principal{User: "b"}), "", false},
+		{"none", auth.OutgoingUser(t.Context(), "acme/ann"), "", false},
+	} {
+		got, ok, err := auth.IncomingUserAssertion(received(tc.ctx))
+		if err != nil || ok != tc.ok || got != tc.want {
+			t.Errorf("%s: IncomingUserAssertion = %q, %v, %v; want %q, %v",
+				tc.name, got, ok, err, tc.want, tc.ok)
+		}
+	}
+	two := metadata.Pairs(auth.UserAssertionMetadata, "a", auth.UserAssertionMetadata, "b")
+	_, _, err := auth.IncomingUserAssertion(metadata.NewIncomingContext(t.Context(), two))
+	if err == nil {
+		t.Error("IncomingUserAssertion of a call with two assertions: no error")
+	}
+}
