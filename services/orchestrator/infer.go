@@ -153,7 +153,9 @@ func (r *run) assembleWith(ctx context.Context, tools []*typev1.Tool) (*contextv
 	} else {
 		req.Recalled = r.recalled // every turn's model sees what the first recalled
 	}
-	resp, err := whenReady(ctx, "context", r.svc.peers.Context.Assemble, req)
+	// Context assembly searches the user's memories, which the memory stage shows it only with
+	// the run's assertion of its user.
+	resp, err := whenReady(r.asserted(ctx, 0), "context", r.svc.peers.Context.Assemble, req)
 	if err == nil && r.turns == 1 {
 		r.recalled = resp.GetRecalled()
 	}

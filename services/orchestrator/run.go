@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
@@ -40,6 +41,8 @@ type run struct {
 	id     string
 	userID string
 	req    *agentv1.RunRequest
+	// assertion is the last assertion of userID the run signed (asserted).
+	assertion atomic.Pointer[userAssertion]
 
 	cancel context.CancelCauseFunc
 	done   chan struct{}

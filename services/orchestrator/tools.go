@@ -381,7 +381,8 @@ func (r *run) callTool(ctx context.Context, call *typev1.ToolCall, approval *act
 		if err := r.grant(req, timeout); err != nil {
 			r.svc.log.ErrorContext(ctx, "signing an approval grant failed", "run_id", r.id, "call_id", call.GetId(), "err", err)
 		}
-		callCtx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
+		// knowledge_search searches the user's knowledge: with the run's assertion of its user.
+		callCtx, cancel := context.WithTimeout(r.asserted(ctx, timeout), timeout+5*time.Second)
 		resp, err := r.svc.peers.Action.Execute(callCtx, req)
 		cancel()
 		if err == nil {
