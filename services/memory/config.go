@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/server"
 )
 
@@ -20,7 +21,10 @@ import (
 // Memory isolation is enforced (Options.RequireUser) when the configuration authenticates the
 // public API (auth.*), and callers are identified by their mesh certificates
 // (Options.MeshIdentity) when the services talk mutual TLS (tls.ca), which serves the
-// memory.callers only (Options.Callers). The store belongs to the
+// memory.callers only (Options.Callers), and believes a caller other than the orchestrator
+// about the user only with the orchestrator's assertion of it, checked with the public key of
+// approval grants (approvals.verify_key, Options.UserAssertions; a key that cannot be read is
+// exitcode.Invalid). The store belongs to the
 // Service built from the options: Service.Close closes it. An unknown store, and a memory.dsn
 // that cannot be parsed (a *DSNError), are exitcode.Invalid errors naming the key: no wait
 // mends them; a store that cannot be opened is exitcode.Unavailable, except a postgres database
@@ -38,6 +42,12 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 	}
 	if cfg.TLS.CA != "" {
 		opts.MeshIdentity, opts.Callers = auth.MeshIdentity, cfg.Memory.Callers
+		if path := cfg.Approvals.VerifyKey; path != "" {
+			var err error
+			if opts.UserAssertions, err = grant.LoadVerifier(path); err != nil {
+				return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("approvals.verify_key: %w", err))
+			}
+		}
 	}
 	if opts.QuotaPerUser == 0 {
 		opts.QuotaPerUser = math.MaxInt

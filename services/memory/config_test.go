@@ -10,6 +10,7 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"github.com/agentmesh/agentmesh/services/memory/storetest"
@@ -97,6 +98,38 @@ func TestOptionsFromConfig(t *testing.T) {
 		cfg.Memory.SearchCache.Entries = 0
 		if opts, err = memory.OptionsFromConfig(t.Context(), cfg); err != nil || opts.SearchCacheSize >= 0 {
 			t.Errorf("entries 0: search cache size %d (%v), want it off (negative)", opts.SearchCacheSize, err)
+		}
+	})
+	t.Run("user assertions", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := config.Default()
+		cfg.TLS.CA = filepath.Join(dir, "ca.pem") // read by the server, not OptionsFromConfig
+		cfg.Approvals.VerifyKey = filepath.Join(dir, "grant.pub")
+		pub, priv := grant.GenerateKey()
+		err := grant.WriteKeys(filepath.Join(dir, "grant.key"), cfg.Approvals.VerifyKey, pub, priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := memory.OptionsFromConfig(t.Context(), cfg)
+		if err != nil || opts.UserAssertions == nil {
+			t.Fatalf("with tls.ca and approvals.verify_key: UserAssertions %v (%v), want a verifier",
+				opts.UserAssertions, err)
+		}
+		token := grant.NewSigner(priv).SignUser("acme/alice", time.Now().Add(time.Minute))
+		if err := opts.UserAssertions.VerifyUser(token, "acme/alice", time.Now()); err != nil {
+			t.Errorf("an assertion of the key pair: %v", err)
+		}
+		cfg.Approvals.VerifyKey = filepath.Join(dir, "missing.pub")
+		_, err = memory.OptionsFromConfig(t.Context(), cfg)
+		if exitcode.Of(err) != exitcode.Invalid ||
+			!strings.Contains(err.Error(), "approvals.verify_key") {
+			t.Errorf("a verify key that is not there: %v (exit code %d), want exit code %d naming "+
+				"approvals.verify_key", err, exitcode.Of(err), exitcode.Invalid)
+		}
+		cfg.TLS.CA = "" // callers are not identified: the key is not read
+		opts, err = memory.OptionsFromConfig(t.Context(), cfg)
+		if err != nil || opts.UserAssertions != nil {
+			t.Errorf("without tls.ca: UserAssertions %v (%v), want none", opts.UserAssertions, err)
 		}
 	})
 	table := []struct {

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -24,7 +25,9 @@ var DefaultCallers = []string{OrchestratorIdentity, "context", "action"}
 // caller is believed when the transport does not identify callers (Options.MeshIdentity is nil);
 // otherwise only the services of the mesh are served at all, and the roles are believed from
 // the orchestrator only: they are a public API caller's, whose credentials only it sees, so
-// another service (a team's own stage) that claims them acts for the user alone.
+// another service (a team's own stage) that claims them acts for the user alone. For the same
+// reason another service is believed about the user only with the orchestrator's assertion of
+// it (asserted), when Options.UserAssertions can check one.
 func (s *Service) actor(ctx context.Context) (p auth.Principal, ok bool, err error) {
 	caller, err := s.meshCaller(ctx)
 	if err != nil {
@@ -36,12 +39,49 @@ func (s *Service) actor(ctx context.Context) (p auth.Principal, ok bool, err err
 	}
 	if s.meshIdentity != nil && caller != OrchestratorIdentity {
 		p.Roles = nil
+		if err := s.asserted(ctx, caller, p, ok); err != nil {
+			return auth.Principal{}, false, err
+		}
 	}
 	if !ok && s.requireUser {
 		return auth.Principal{}, false, stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_UNAUTHENTICATED,
 			"memory isolation is enforced: the call must name the user it acts for in the %s metadata", auth.UserMetadata)
 	}
 	return p, ok, nil
+}
+
+// asserted returns nil when the call in ctx, of caller (a mesh service other than the
+// orchestrator), carries the orchestrator's valid assertion (auth.UserAssertionMetadata) of p,
+// the user it names (ok false: none), or when no verifier is configured. A call without its
+// user, or without a valid assertion of it, is PERMISSION_DENIED: a stage that names a user it
+// was never given one for (its certificate stolen, say) is refused, and one that names none
+// would act for any request's user_id.
+func (s *Service) asserted(ctx context.Context, caller string, p auth.Principal, ok bool) error {
+	if s.assertions == nil {
+		return nil
+	}
+	token, found, err := auth.IncomingUserAssertion(ctx)
+	switch {
+	case err != nil:
+		return stageerr.Invalid("%v", err)
+	case !ok:
+		err = fmt.Errorf("%q must name the user it acts for in the %s metadata, with the "+
+			"orchestrator's assertion of that user in the %s metadata",
+			caller, auth.UserMetadata, auth.UserAssertionMetadata)
+	case !found:
+		err = fmt.Errorf("%q acts for user %q without the orchestrator's assertion of that user "+
+			"in the %s metadata", caller, p.ID(), auth.UserAssertionMetadata)
+	default:
+		if err = s.assertions.VerifyUser(token, p.ID(), s.now()); err != nil {
+			err = fmt.Errorf("%q acts for user %q, which the %s metadata does not assert: %w",
+				caller, p.ID(), auth.UserAssertionMetadata, err)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	s.log.WarnContext(ctx, "permission denied", "caller", caller, "acting_for", p.ID(), "err", err)
+	return stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED, "%v", err)
 }
 
 // meshCaller returns the mesh service that made the call in ctx ("" when the transport does

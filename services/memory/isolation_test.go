@@ -2,16 +2,20 @@ package memory_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // as returns a context whose calls act for the user id (with roles), as the orchestrator's do.
@@ -273,4 +277,66 @@ func TestMeshCallersConfigured(t *testing.T) {
 	grpctest.WantStageError(t, search("action"), codes.PermissionDenied,
 		typev1.StageErrorCode_STAGE_ERROR_CODE_PERMISSION_DENIED,
 		`the memory stage serves orchestrator, research only (memory.callers), not "action"`)
+}
+
+// TestAssertedUser: with callers identified and Options.UserAssertions set, a caller other
+// than the orchestrator is served only for the user the orchestrator's assertion names, on
+// every RPC about a user's memories, isolation enforced or not: without the assertion, with
+// another user's, an expired one or one of another key, and without naming a user at all
+// (its request's user_id would do), it is PERMISSION_DENIED naming the metadata. The
+// orchestrator needs none. Without a verifier, every caller is believed, as before.
+func TestAssertedUser(t *testing.T) {
+	pub, priv := grant.GenerateKey()
+	signer := grant.NewSigner(priv)
+	_, otherPriv := grant.GenerateKey()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	from := func(ctx context.Context, service string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, identityKey, service)
+	}
+	asserted := func(user, token string) context.Context {
+		return auth.OutgoingUserAssertion(as(t.Context(), user), token)
+	}
+	alices := signer.SignUser("acme/alice", clock.Add(time.Minute))
+	for _, requireUser := range []bool{true, false} {
+		c := newClient(t, memory.Options{RequireUser: requireUser, MeshIdentity: meshIdentity,
+			UserAssertions: grant.NewVerifier(pub), Now: now})
+		for _, rpc := range []string{"Store", "Search", "Search knowledge", "List", "Delete"} {
+			call, name := memoryRPCs[rpc], fmt.Sprintf("%s, isolation enforced %v", rpc, requireUser)
+			served := func(err error) bool { // Delete's memory is not there
+				return err == nil || (rpc == "Delete" && status.Code(err) == codes.NotFound)
+			}
+			for _, service := range []string{"context", "action"} {
+				err := call(from(asserted("acme/alice", alices), service), c, "acme/alice")
+				if !served(err) {
+					t.Errorf("%s: %s with alice's assertion: %v", name, service, err)
+				}
+			}
+			err := call(from(as(t.Context(), "acme/alice"), memory.OrchestratorIdentity), c, "acme/alice")
+			if !served(err) {
+				t.Errorf("%s: the orchestrator without an assertion: %v", name, err)
+			}
+			bobs := signer.SignUser("acme/bob", clock.Add(time.Minute))
+			foreign := grant.NewSigner(otherPriv).SignUser("acme/alice", clock.Add(time.Minute))
+			for probe, ctx := range map[string]context.Context{
+				"without an assertion":  as(t.Context(), "acme/alice"),
+				"with bob's assertion":  asserted("acme/alice", bobs),
+				"with an expired one":   asserted("acme/alice", signer.SignUser("acme/alice", clock)),
+				"with another key's":    asserted("acme/alice", foreign),
+				"naming no user at all": t.Context(),
+			} {
+				err := call(from(ctx, "action"), c, "acme/alice")
+				if status.Code(err) != codes.PermissionDenied ||
+					!strings.Contains(err.Error(), auth.UserAssertionMetadata) {
+					t.Errorf("%s: the action stage %s: %v, want PERMISSION_DENIED naming %s",
+						name, probe, err, auth.UserAssertionMetadata)
+				}
+			}
+		}
+	}
+	c := newClient(t, memory.Options{RequireUser: true, MeshIdentity: meshIdentity})
+	err := memoryRPCs["Search"](from(as(t.Context(), "acme/alice"), "action"), c, "acme/alice")
+	if err != nil {
+		t.Errorf("without a verifier, the action stage is believed about alice: %v", err)
+	}
 }

@@ -79,6 +79,7 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/ask"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -151,6 +152,12 @@ type Options struct {
 	// Callers are the mesh identities served when MeshIdentity identifies callers (another is
 	// PERMISSION_DENIED on every method); empty means DefaultCallers.
 	Callers []string
+	// UserAssertions verifies the orchestrator's assertions of the user a call acts for
+	// (auth.UserAssertionMetadata), with the public key of approval grants. When MeshIdentity
+	// identifies callers, a caller other than the orchestrator is served only for the user a
+	// valid assertion names; nil believes every caller served about its user, and New logs a
+	// warning saying so.
+	UserAssertions *grant.Verifier
 	// TracerProvider makes the spans of learning from finished runs; nil means the global
 	// provider.
 	TracerProvider trace.TracerProvider
@@ -181,6 +188,7 @@ type Service struct {
 	requireUser  bool
 	meshIdentity func(ctx context.Context) (string, bool)
 	callers      []string // the mesh identities served when meshIdentity identifies callers
+	assertions   *grant.Verifier
 }
 
 // New returns a Service configured by opts.
@@ -211,9 +219,15 @@ func New(opts Options) *Service {
 		requireUser:  opts.RequireUser,
 		meshIdentity: opts.MeshIdentity,
 		callers:      opts.Callers,
+		assertions:   opts.UserAssertions,
 	}
 	if len(s.callers) == 0 {
 		s.callers = DefaultCallers
+	}
+	if s.meshIdentity != nil && s.assertions == nil {
+		s.log.Warn("callers are believed about the user they act for: without approvals.verify_key " +
+			"the memory stage cannot check the orchestrator's user assertions, so a stolen certificate " +
+			"of any of memory.callers reads every user's memories")
 	}
 	if opts.SearchCacheSize >= 0 {
 		s.searches = newSearchCache(cmp.Or(opts.SearchCacheSize, DefaultSearchCacheSize),

@@ -284,9 +284,23 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			facts = (&ask.Model{Client: client, Target: picking}).WithLimits(cfg)
 		}
 	}
+	// Without configured approval keys the mesh makes a pair: grants and user assertions are
+	// signed and verified within this process, and signed anew for every call or run, so they
+	// need not outlive it.
+	var (
+		signer   *grant.Signer
+		verifier *grant.Verifier
+	)
+	if cfg.Approvals.SigningKey == "" && cfg.Approvals.VerifyKey == "" {
+		pub, priv := grant.GenerateKey()
+		signer, verifier = grant.NewSigner(priv), grant.NewVerifier(pub)
+	}
 	memOpts, err := memory.OptionsFromConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if memOpts.MeshIdentity != nil && verifier != nil {
+		memOpts.UserAssertions = verifier
 	}
 	memOpts.Embedder, memOpts.Facts, memOpts.TracerProvider = embedder, facts, tp(Memory)
 	mem := memory.New(memOpts) // owns the store from here on
@@ -350,12 +364,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	}
 	m.closers = append(m.closers, stopBackends)
 	actOpts.Memory = memoryv1.NewMemoryServiceClient(actionMemory)
-	// Without configured approval keys the mesh makes a pair: grants are signed and verified
-	// within this process, and signed anew for every call, so they need not outlive it.
-	var signer *grant.Signer
-	if cfg.Approvals.SigningKey == "" && cfg.Approvals.VerifyKey == "" {
-		pub, priv := grant.GenerateKey()
-		signer, actOpts.Grants = grant.NewSigner(priv), grant.NewVerifier(pub)
+	if verifier != nil {
+		actOpts.Grants = verifier
 	}
 	actOpts.TracerProvider, actOpts.MeterProvider = tp(Action), mp
 	if actOpts.Ledger == nil { // NATS is embedded: record tool calls over the mesh's connection
