@@ -13,25 +13,29 @@ import (
 // TestProductionApprovesTools: a tool that requires approval runs only with a grant the
 // orchestrator signed (approvals.signing_key) and the action stage verifies (approvals
 // .verify_key); without the pair, no such tool can ever run, however a person answers. The
-// production overlay configures both, each a file of the pod's own Secret
-// agentmesh-tls-<service> (the orchestrator's the private key, action's the public one, as
-// agentmesh certs writes them, grant.key and grant.pub); a pair written there signs a grant the
-// action stage verifies.
+// memory stage verifies the orchestrator's assertions of the user a stage acts for with the
+// same public key: without it, a stolen certificate of the action stage reads every user's
+// memories. The production overlay configures them, each a file of the pod's own Secret
+// agentmesh-tls-<service> (the orchestrator's the private key, action's and memory's the
+// public one, as agentmesh certs writes them, grant.key and grant.pub); a pair written there
+// signs a grant the action stage verifies and an assertion the memory stage verifies.
 func TestProductionApprovesTools(t *testing.T) {
 	r := render(t, "k8s/overlays/production")
 	keys := map[string]string{} // the key file each pod reads, under root
-	for name, field := range map[string]string{"orchestrator": "signing_key", "action": "verify_key"} {
+	for name, field := range map[string]string{
+		"orchestrator": "signing_key", "action": "verify_key", "memory": "verify_key",
+	} {
 		pod, c, env, root := mountDeployment(t, r, name)
 		cfg := checkConfigLoads(t, name, root, env)
 		if cfg == nil {
 			continue
 		}
 		file := cfg.Approvals.SigningKey
-		if name == "action" {
+		if field == "verify_key" {
 			file = cfg.Approvals.VerifyKey
 		}
 		if file == "" {
-			t.Errorf("%s: no approvals.%s: no tool that requires approval can run", name, field)
+			t.Errorf("%s: no approvals.%s", name, field)
 			continue
 		}
 		if secret := mountedSecret(pod, c, file); secret != "agentmesh-tls-"+name {
@@ -52,6 +56,13 @@ func TestProductionApprovesTools(t *testing.T) {
 	if err := grant.WriteKeys(keys["orchestrator"], keys["action"], pub, priv); err != nil {
 		t.Fatal(err)
 	}
+	pubPEM, err := os.ReadFile(keys["action"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keys["memory"], pubPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	signer, err := grant.LoadSigner(keys["orchestrator"])
 	if err != nil {
 		t.Fatalf("the orchestrator's approvals.signing_key: %v", err)
@@ -67,6 +78,14 @@ func TestProductionApprovesTools(t *testing.T) {
 	}
 	if err := verifier.Verify(g, grant.Call{RunID: "run", CallID: "call", Tool: "delete_file"}, now); err != nil {
 		t.Errorf("a grant the orchestrator signed does not verify on action: %v", err)
+	}
+	memory, err := grant.LoadVerifier(keys["memory"])
+	if err != nil {
+		t.Fatalf("memory's approvals.verify_key: %v", err)
+	}
+	assertion := signer.SignUser("acme/alice", now.Add(time.Minute))
+	if err := memory.VerifyUser(assertion, "acme/alice", now); err != nil {
+		t.Errorf("a user assertion the orchestrator signed does not verify on memory: %v", err)
 	}
 }
 
