@@ -17,7 +17,9 @@
 // Options.RequireUser (set when the public API authenticates its callers) a call that names
 // no user is refused; without it, as for `agentmesh dev`, such a call acts for its request's
 // user_id. The metadata is believed from mesh services only when Options.MeshIdentity
-// identifies callers (mTLS between the services), and from any caller otherwise.
+// identifies callers (mTLS between the services), and from any caller otherwise; with
+// Options.UserAssertions too, from a service other than the orchestrator only beside the
+// orchestrator's assertion of that user (auth.UserAssertionMetadata).
 //
 // # Search
 //
