@@ -54,6 +54,12 @@ func TestMutualTLSBetweenBinaries(t *testing.T) {
 	if logs := m.Stage(t, "context").Logs(); strings.Contains(logs, "memory unavailable") {
 		t.Errorf("the context stage could not search memory:\n%s", logs)
 	}
+	// The memory stage checks the orchestrator's assertions of the user (approvals.verify_key),
+	// and context's and action's calls carried them.
+	if logs := m.Stage(t, "memory").Logs(); strings.Contains(logs, "permission denied") ||
+		strings.Contains(logs, "callers are believed") {
+		t.Errorf("the memory stage refused a call or checks no user assertion:\n%s", logs)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
