@@ -132,7 +132,7 @@ func ConfiguredOptions(ctx context.Context, cfg *config.Config, nc *nats.Conn) (
 		Alternatives: cfg.Tools.Alternatives,
 		Prompts:      PromptsFromConfig(cfg.Prompts), Profiles: ProfilesFromConfig(cfg),
 		Planning: PlanningOptions{MaxSteps: cfg.Defaults.MaxPlanSteps, MaxReplans: cfg.Defaults.MaxReplans, ApprovePlans: cfg.Tools.ApprovePlans},
-		Grants:   grants, StreamBufferBytes: cfg.GRPC.StreamBufferBytes}
+		Grants:   grants, AssertUsers: cfg.TLS.CA != "", StreamBufferBytes: cfg.GRPC.StreamBufferBytes}
 	return opts, nil
 }
 

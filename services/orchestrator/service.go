@@ -116,6 +116,11 @@ type Options struct {
 	// verifies before it runs a tool that requires approval. Nil sends no grant, so no such
 	// tool can run (New logs a warning).
 	Grants *grant.Signer
+	// AssertUsers has a run's calls to the stages that call the memory stage (context
+	// assembly, the action stage) carry its assertion of the run's user, signed with Grants:
+	// with mutual TLS between the services (tls.ca), the memory stage believes them about the
+	// user only with it. Without mutual TLS it believes every caller, and nothing is signed.
+	AssertUsers bool
 	// CountRuns, when set, is told of each run that starts executing on this replica (+1)
 	// and of each whose work here is over (-1; a unary Run's caller has its result after).
 	// The mesh in one process gives it procs.Add, which fits the process's processors to
@@ -157,6 +162,7 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	grants       *grant.Signer
+	assertUsers  bool            // Options.AssertUsers
 	countRuns    func(delta int) // nil: nobody counts
 	tools        toolCache       // the action service's tools, shared by the runs
 	providers    providerCache   // the generation stage's providers, as preflight last found them
@@ -225,6 +231,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		store:        opts.Store,
 		replica:      opts.Replica,
 		grants:       opts.Grants,
+		assertUsers:  opts.AssertUsers,
 		countRuns:    opts.CountRuns,
 		drainTimeout: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		streamBuffer: cmp.Or(opts.StreamBufferBytes, DefaultStreamBufferBytes),

@@ -22,11 +22,11 @@ type userAssertion struct {
 // at least half of grant.UserAssertionLifetime more than that: the run keeps the one it minted
 // and signs another only when less is left, so a run signs about one an hour, however many
 // turns it takes, and a run that went on after waiting days for an approval gets a fresh one.
-// ctx itself when the orchestrator has no signing key (approvals.signing_key): it then signs
-// no approval grant either.
+// ctx itself when the orchestrator has no signing key (approvals.signing_key: it then signs
+// no approval grant either), or asserts no users (Options.AssertUsers: without mutual TLS).
 func (r *run) asserted(ctx context.Context, timeout time.Duration) context.Context {
 	signer := r.svc.grants
-	if signer == nil {
+	if signer == nil || !r.svc.assertUsers {
 		return ctx
 	}
 	now, need := r.svc.now(), timeout+grant.UserAssertionLifetime/2

@@ -13,12 +13,14 @@ import (
 // TestRunAssertsItsUserOncePerLifetime: the calls of a run to the stages carry the run's
 // assertion of its user, signed once and kept while a call has half its lifetime left (the
 // turns of a run sign nothing more), signed anew after (a run that waited for an approval),
-// and for long enough for a tool call's timeout. Without a signing key, calls carry none.
+// and for long enough for a tool call's timeout. Without a signing key, or without mutual TLS
+// (where the memory stage believes every caller), calls carry none.
 func TestRunAssertsItsUserOncePerLifetime(t *testing.T) {
 	pub, priv := grant.GenerateKey()
 	verifier := grant.NewVerifier(pub)
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &Service{grants: grant.NewSigner(priv), now: func() time.Time { return clock }}
+	s := &Service{grants: grant.NewSigner(priv), assertUsers: true,
+		now: func() time.Time { return clock }}
 	r := &run{svc: s, id: "run-1", userID: "acme/alice"}
 	token := func(ctx context.Context) string {
 		t.Helper()
@@ -53,8 +55,13 @@ func TestRunAssertsItsUserOncePerLifetime(t *testing.T) {
 		t.Errorf("the assertion of a call of timeout %v ends before the call may: %v", long, err)
 	}
 
-	s.grants = nil
+	s.assertUsers = false
 	md, _ := metadata.FromOutgoingContext((&run{svc: s, userID: "acme/alice"}).asserted(ctx, 0))
+	if v := md.Get(auth.UserAssertionMetadata); len(v) != 0 {
+		t.Errorf("without mutual TLS, the call carries %q", v)
+	}
+	s.grants, s.assertUsers = nil, true
+	md, _ = metadata.FromOutgoingContext((&run{svc: s, userID: "acme/alice"}).asserted(ctx, 0))
 	if v := md.Get(auth.UserAssertionMetadata); len(v) != 0 {
 		t.Errorf("without a signing key, the call carries %q", v)
 	}
