@@ -71,8 +71,11 @@ func (h *harness) recoveryStrategies(t *testing.T, runID string) []string {
 // sees the result with a note; a tool that is not idempotent is never run again, since it may
 // have had its effect, and the model sees seed 000's "(tool failed: timeout)".
 func TestToolTimeoutIsRetriedOnceWhenIdempotent(t *testing.T) {
-	const timeout = 500 // ms; the retry gets 1000 ms, the tool answers after 750 ms
-	tools := newSlowOnce(t, 750*time.Millisecond)
+	// The timeout in ms; the retry gets 2000 ms, and the tool answers after 1500 ms, half a
+	// second from either timeout, which a loaded machine's scheduling does not bridge (a
+	// quarter of a second did once).
+	const timeout = 1000
+	tools := newSlowOnce(t, 1500*time.Millisecond)
 	cfg := config.Default()
 	cfg.RestTools = map[string]config.RestTool{
 		"lookup":    {Description: "A read-only lookup.", URL: tools.URL + "/lookup"},
@@ -89,7 +92,7 @@ func TestToolTimeoutIsRetriedOnceWhenIdempotent(t *testing.T) {
 	res := h.runCase(t, &agentv1.RunRequest{Message: "Look it up.", Overrides: over},
 		typev1.Outcome_OUTCOME_COMPLETED_WITH_TOOLS, "COMPLETED", "SUATA", "LLM:OK TOOL:FAILED TOOL:OK LLM:OK")
 	checkInvariants(t, res)
-	if got, want := toolMessage(t, res, 0), "[lookup timed out after 500 ms; this is the result of a retry with a timeout of 1000 ms]\nfresh data"; got != want {
+	if got, want := toolMessage(t, res, 0), "[lookup timed out after 1000 ms; this is the result of a retry with a timeout of 2000 ms]\nfresh data"; got != want {
 		t.Errorf("tool message %q, want %q", got, want)
 	}
 	if n := tools.count("/lookup"); n != 2 {
