@@ -12,6 +12,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
@@ -66,23 +68,42 @@ func (s *Signer) Sign(c Call, expires time.Time) (*actionv1.ApprovalGrant, error
 	return g, nil
 }
 
-// Verifier checks grants with the orchestrator's public key.
+// Verifier checks grants with the orchestrator's public keys: the one it signs with, and
+// while a key is rotated, the one it signed with before (see LoadVerifier).
 type Verifier struct {
-	key ed25519.PublicKey
-	id  string
+	keys map[string]ed25519.PublicKey // by KeyID
+	ids  string                       // the keys' ids, quoted and comma-separated, for errors
 }
 
-// NewVerifier returns a Verifier of key.
-func NewVerifier(key ed25519.PublicKey) *Verifier {
-	return &Verifier{key: key, id: KeyID(key)}
+// NewVerifier returns a Verifier of keys.
+func NewVerifier(keys ...ed25519.PublicKey) *Verifier {
+	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys))}
+	ids := make([]string, 0, len(keys))
+	for _, k := range keys {
+		id := KeyID(k)
+		if _, dup := v.keys[id]; !dup {
+			v.keys[id] = k
+			ids = append(ids, strconv.Quote(id))
+		}
+	}
+	v.ids = strings.Join(ids, ", ")
+	return v
+}
+
+// key returns the public key of id, or an error that says the verifier has none.
+func (v *Verifier) key(id string) (ed25519.PublicKey, error) {
+	if k, ok := v.keys[id]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("signed with key %q, not an orchestrator key (%s)", id, v.ids)
 }
 
 // ErrInvalid is the error of every grant that does not verify; the wrapped message says why.
 var ErrInvalid = errors.New("invalid approval grant")
 
-// Verify returns nil when g is a grant this verifier's key signed for exactly call c (run, call
-// id, tool, arguments, user and approver) and now is before its expiry, and an error wrapping
-// ErrInvalid that says why not otherwise. A grant that signs no approver, made by an
+// Verify returns nil when g is a grant one of this verifier's keys signed for exactly call c
+// (run, call id, tool, arguments, user and approver) and now is before its expiry, and an
+// error wrapping ErrInvalid that says why not otherwise. A grant that signs no approver, made by an
 // orchestrator from before grants signed it (during a rolling upgrade), verifies for any
 // approver and any user c names: its approver is then unknown (the grant's, empty), never c's.
 // Every other grant verifies only for the user it signs, empty for a call that acts for none.
@@ -91,14 +112,16 @@ func (v *Verifier) Verify(g *actionv1.ApprovalGrant, c Call, now time.Time) erro
 	switch {
 	case g == nil:
 		return invalid("the call carries no grant")
-	case g.GetKeyId() != v.id:
-		return invalid("signed with key %q, not the orchestrator key %q", g.GetKeyId(), v.id)
+	}
+	key, err := v.key(g.GetKeyId())
+	if err != nil {
+		return invalid("%v", err)
 	}
 	msg, err := signedBytes(g)
 	if err != nil {
 		return invalid("%v", err)
 	}
-	if !ed25519.Verify(v.key, msg, g.GetSignature()) {
+	if !ed25519.Verify(key, msg, g.GetSignature()) {
 		return invalid("the signature does not verify")
 	}
 	sum, err := argumentsSum(c.Arguments)

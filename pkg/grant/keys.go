@@ -67,21 +67,37 @@ func LoadSigner(path string) (*Signer, error) {
 	return NewSigner(priv), nil
 }
 
-// LoadVerifier reads a PEM PKIX Ed25519 public key.
+// LoadVerifier reads the PEM PKIX Ed25519 public keys in path: one, or several while the
+// signing key is rotated (the new key's and the old's, concatenated), each verifying what it
+// signed (a grant names its key by KeyID). A block of another type, or none, is an error.
 func LoadVerifier(path string) (*Verifier, error) {
-	der, err := readPEM(path, "PUBLIC KEY")
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	key, err := x509.ParsePKIXPublicKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	var keys []ed25519.PublicKey
+	for rest := raw; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("%s: a PEM %q block; want only \"PUBLIC KEY\" blocks", path, block.Type)
+		}
+		key, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: key %d: %w", path, len(keys)+1, err)
+		}
+		pub, ok := key.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("%s: key %d: a %T, not an Ed25519 public key", path, len(keys)+1, key)
+		}
+		keys = append(keys, pub)
 	}
-	pub, ok := key.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("%s: a %T, not an Ed25519 public key", path, key)
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: want a PEM \"PUBLIC KEY\" block", path)
 	}
-	return NewVerifier(pub), nil
+	return NewVerifier(keys...), nil
 }
 
 // readPEM returns the DER bytes of the one PEM block of the given type in path.

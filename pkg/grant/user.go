@@ -48,9 +48,9 @@ func (s *Signer) SignUser(user string, expires time.Time) string {
 	return base64.RawURLEncoding.EncodeToString(msg) + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-// VerifyUser returns nil when token is a user assertion this verifier's key signed for exactly
-// user and now is before its expiry, and an error wrapping ErrInvalid that says why not
-// otherwise.
+// VerifyUser returns nil when token is a user assertion one of this verifier's keys signed
+// for exactly user and now is before its expiry, and an error wrapping ErrInvalid that says
+// why not otherwise.
 func (v *Verifier) VerifyUser(token, user string, now time.Time) error {
 	invalid := func(why string, a ...any) error {
 		return fmt.Errorf("%w: user assertion: %s", ErrInvalid, fmt.Sprintf(why, a...))
@@ -71,10 +71,11 @@ func (v *Verifier) VerifyUser(token, user string, now time.Time) error {
 	if len(lines) != 4 || string(lines[0]) != userAssertionHeader {
 		return invalid("not an %q", userAssertionHeader)
 	}
-	if id := string(lines[1]); id != v.id {
-		return invalid("signed with key %q, not the orchestrator key %q", id, v.id)
+	key, err := v.key(string(lines[1]))
+	if err != nil {
+		return invalid("%v", err)
 	}
-	if !ed25519.Verify(v.key, msg, rawSig) {
+	if !ed25519.Verify(key, msg, rawSig) {
 		return invalid("the signature does not verify")
 	}
 	expires, err := strconv.ParseInt(string(lines[2]), 10, 64)

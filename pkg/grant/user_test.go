@@ -45,7 +45,7 @@ func TestVerifyUser(t *testing.T) {
 		{"for another user", good, "acme/bob", now,
 			`asserts user "acme/alice", not "acme/bob"`},
 		{"for a user whose id it begins", newline, "acme/alice", now, "asserts user"},
-		{"forged with another key", foreign, "acme/bob", now, "not the orchestrator key"},
+		{"forged with another key", foreign, "acme/bob", now, "not an orchestrator key"},
 		{"its user edited after signing", otherUser, "acme/bob", now, "signature does not verify"},
 		{"its expiry edited after signing", extended, "acme/alice", now, "signature does not verify"},
 		{"empty", "", "acme/alice", now, "two base64url parts"},

@@ -162,7 +162,7 @@ func TestApproval(t *testing.T) {
 			req  *actionv1.ExecuteRequest
 			want string
 		}{
-			"forged":   {forged, "not the orchestrator key"},
+			"forged":   {forged, "not an orchestrator key"},
 			"replayed": {replayed, "granted for call"},
 			"expired":  {expired, "expired at"},
 		} {
