@@ -5,20 +5,15 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exitcode"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // lostStartError is err, the failure of a watch of run runID refused because the events it
-// asked for are no longer kept (the event stream's limits dropped them: events.LostStart), as
-// an invalid argument, exit 4, naming the CLI's own flag that follows the run from its first
-// event kept, --from, where the server's message names the API's from_seq; nil for any other
-// failure.
+// asked for are no longer kept (the event stream's limits dropped them), read from its status
+// detail (events.LostStart), as an invalid argument, exit 4, naming the CLI's own flag that
+// follows the run from its first event kept, --from, where the server's message names the
+// API's from_seq; nil for any other failure.
 func lostStartError(runID string, err error) error {
-	if status.Code(err) != codes.FailedPrecondition {
-		return nil
-	}
-	cause, from, ok := events.LostStart(status.Convert(err).Message())
+	cause, from, ok := events.LostStart(err)
 	if !ok {
 		return nil
 	}

@@ -26,6 +26,12 @@ type Error struct {
 	// Accounting are the paid requests the stage made before it failed (a stage that asked
 	// its model, then refused), so the run accounts them; they travel as status details.
 	Accounting []*typev1.AccountingEntry
+	// Reason names the failure for a client that acts on it, with Metadata the values it
+	// acts on (e.g. where to resume): they travel as an ErrorInfo status detail of Domain, so
+	// that no client reads them out of the message. Empty for none.
+	Reason string
+	// Metadata are the values of Reason, by name.
+	Metadata map[string]string
 }
 
 // Error returns the message, or the code's name when there is no message. Bytes of the

@@ -9,6 +9,7 @@ import (
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -152,6 +153,35 @@ func TestAccountingTravels(t *testing.T) {
 	}
 	if plain := stageerr.FromError(stageerr.ToStatus(stageerr.Invalid("x"))); plain.Accounting != nil {
 		t.Errorf("an error without accounting came back with %v", plain.Accounting)
+	}
+}
+
+// TestReasonTravels: an error's Reason and Metadata reach the caller as an ErrorInfo detail,
+// which a client reads instead of the message; an error without a Reason carries none.
+func TestReasonTravels(t *testing.T) {
+	e := stageerr.Errorf(typev1.StageErrorCode_STAGE_ERROR_CODE_FAILED_PRECONDITION, "gone")
+	e.Reason, e.Metadata = "SOMETHING_GONE", map[string]string{"from_seq": "7"}
+	err := stageerr.ToStatus(e)
+	var info *errdetails.ErrorInfo
+	for _, d := range status.Convert(err).Details() {
+		if d, ok := d.(*errdetails.ErrorInfo); ok {
+			info = d
+		}
+	}
+	if info.GetReason() != "SOMETHING_GONE" || info.GetDomain() != stageerr.Domain ||
+		info.GetMetadata()["from_seq"] != "7" || status.Convert(err).Message() != "gone" {
+		t.Errorf("status %v with ErrorInfo %v; want message gone, reason SOMETHING_GONE of "+
+			"domain %s and from_seq 7", status.Convert(err), info, stageerr.Domain)
+	}
+	back := stageerr.FromError(err)
+	if back.Reason != "SOMETHING_GONE" || back.Metadata["from_seq"] != "7" {
+		t.Errorf("round trip = reason %q, metadata %v", back.Reason, back.Metadata)
+	}
+	plain := stageerr.ToStatus(stageerr.Invalid("x"))
+	for _, d := range status.Convert(plain).Details() {
+		if _, ok := d.(*errdetails.ErrorInfo); ok {
+			t.Errorf("an error without a reason came with ErrorInfo %v", d)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
@@ -88,10 +89,13 @@ func GRPCCode(code typev1.StageErrorCode, class typev1.ErrorClass) codes.Code {
 	return codes.Internal
 }
 
-// ToStatus converts any error into a gRPC status error carrying a StageError detail, and an
-// AccountingEntry detail for each of an *Error's Accounting. Errors
-// that already are statuses pass through; context cancellation and deadlines map to CANCELED
-// and DEADLINE_EXCEEDED; anything else unclassified is INTERNAL.
+// Domain is the domain of the ErrorInfo details of ToStatus.
+const Domain = "agentmesh"
+
+// ToStatus converts any error into a gRPC status error carrying a StageError detail, an
+// AccountingEntry detail for each of an *Error's Accounting and an ErrorInfo detail of its
+// Reason, if any. Errors that already are statuses pass through; context cancellation and
+// deadlines map to CANCELED and DEADLINE_EXCEEDED; anything else unclassified is INTERNAL.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
@@ -101,6 +105,10 @@ func ToStatus(err error) error {
 		details := []protoadapt.MessageV1{protoadapt.MessageV1Of(Detail(e))}
 		for _, a := range e.Accounting {
 			details = append(details, protoadapt.MessageV1Of(a))
+		}
+		if e.Reason != "" {
+			info := &errdetails.ErrorInfo{Reason: e.Reason, Domain: Domain, Metadata: e.Metadata}
+			details = append(details, protoadapt.MessageV1Of(info))
 		}
 		withDetail, derr := st.WithDetails(details...)
 		if derr != nil {
@@ -133,7 +141,8 @@ func Detail(e *Error) *typev1.StageError {
 }
 
 // FromError recovers a stage error from an error returned by a gRPC call, with the
-// AccountingEntry details as its Accounting. A status without a StageError detail becomes an
+// AccountingEntry details as its Accounting and the ErrorInfo detail of Domain as its Reason
+// and Metadata. A status without a StageError detail becomes an
 // *Error whose code is derived from the gRPC code; nil stays nil.
 func FromError(err error) *Error {
 	if err == nil {
@@ -154,6 +163,10 @@ func FromError(err error) *Error {
 			e.RetryAfter = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
 		case *typev1.AccountingEntry:
 			e.Accounting = append(e.Accounting, d)
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() == Domain {
+				e.Reason, e.Metadata = d.GetReason(), d.GetMetadata()
+			}
 		}
 	}
 	return e

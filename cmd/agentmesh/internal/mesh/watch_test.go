@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/orchestrator/runstore"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -155,6 +156,27 @@ func TestWatchRunSaysTheRunsStartIsGone(t *testing.T) {
 		!strings.Contains(msg, "from_seq 1") {
 		t.Errorf("WatchRun's error = %q; want it to name the first seq kept (2) and from_seq 1",
 			msg)
+	}
+	// A client reads the from_seq from the status's ErrorInfo detail, not from its message,
+	// whatever the message says.
+	var info *errdetails.ErrorInfo
+	for _, d := range status.Convert(err).Details() {
+		if d, ok := d.(*errdetails.ErrorInfo); ok {
+			info = d
+		}
+	}
+	if info.GetReason() != events.ReasonStartLost || info.GetMetadata()["from_seq"] != "1" {
+		t.Errorf("WatchRun's error has ErrorInfo %v; want reason %s with from_seq 1",
+			info, events.ReasonStartLost)
+	}
+	reworded, derr := status.New(codes.FailedPrecondition, "reworded").WithDetails(info)
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	if cause, from, ok := events.LostStart(reworded.Err()); !ok || from != 1 ||
+		!strings.Contains(cause, "before seq 2") {
+		t.Errorf("LostStart of the reworded error = %q, %d, %v; want the cause of seq 2, "+
+			"from_seq 1", cause, from, ok)
 	}
 	got, err = watch(1)
 	if err != nil || len(got) == 0 || got[0].GetSeq() != 2 ||
