@@ -323,3 +323,39 @@ func TestDevReadsAGENTMESH_CONFIG(t *testing.T) {
 		t.Errorf("dev --config over $AGENTMESH_CONFIG: exit %d, want 0\n%s", code, stderr.String())
 	}
 }
+
+// TestDevRefusesAPIKeysInClearTextBeyondLoopback: `agentmesh dev` whose public API takes
+// auth.api_keys without TLS on an address other hosts can reach stops with exit 4 naming
+// auth.api_keys and auth.allow_plaintext_keys, before it serves: it served, and the keys
+// crossed the network in clear text.
+func TestDevRefusesAPIKeysInClearTextBeyondLoopback(t *testing.T) {
+	isolate(t)
+	cfg := filepath.Join(t.TempDir(), "agentmesh.yaml")
+	yaml := `auth:
+  api_keys:
+    - {hash: "sha256:785425b6b91c591fa749c00b770e9b88ff4c4e68f59bb5fd768d14bc683c4b7a", user: a}
+services:
+  orchestrator: "0.0.0.0:0"
+  intent: "127.0.0.1:0"
+  planning: "127.0.0.1:0"
+  context: "127.0.0.1:0"
+  generation: "127.0.0.1:0"
+  action: "127.0.0.1:0"
+  observation: "127.0.0.1:0"
+  memory: "127.0.0.1:0"
+  recovery: "127.0.0.1:0"
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Bounds a mesh that serves (the refusal is missing) so that the test fails, not hangs.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"dev", "--config", cfg, "--data", t.TempDir()}, &stdout, &stderr)
+	if code != 4 || !strings.Contains(stderr.String(), "auth.api_keys") ||
+		!strings.Contains(stderr.String(), "auth.allow_plaintext_keys") {
+		t.Errorf("exit %d, want 4 naming auth.api_keys and auth.allow_plaintext_keys\n%s",
+			code, stderr.String())
+	}
+}

@@ -124,6 +124,10 @@ type Auth struct {
 	// needs tls.cert and tls.key). The certificate's common name is the user, its first
 	// organization the tenant, and its organizational units that name roles are the roles.
 	ClientCA string `yaml:"client_ca,omitempty"`
+	// AllowPlaintextKeys lets the public API take APIKeys without TLS (tls.cert and tls.key)
+	// on an address other hosts can reach, for TLS that a proxy or sidecar in front of it
+	// terminates; without it such a server refuses to start.
+	AllowPlaintextKeys bool `yaml:"allow_plaintext_keys,omitempty"`
 }
 
 // Enabled reports whether callers must authenticate.

@@ -86,7 +86,8 @@ type Drainer interface {
 // With tls.ca, tls.cert and tls.key the server speaks mutual TLS between services and takes
 // calls only from mesh identities (Options.Mesh; README, "mTLS between services"). A server
 // that other hosts can reach without authenticating its callers refuses to start (exit 4)
-// unless the binary runs insecure (Insecure).
+// unless the binary runs insecure (Insecure), and so does a public API they can reach that
+// takes API keys without TLS, unless auth.allow_plaintext_keys (CheckPlaintextKeys).
 //
 // Started with the argument HealthCommand, the binary checks the health of the server it
 // would run instead, and exits 0 when it serves (see probe). With -h, --help or help it prints

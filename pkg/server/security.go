@@ -70,6 +70,24 @@ func CheckExposure(addr string, authenticated, insecure bool) error {
 	return fmt.Errorf("%w: %s; configure auth (README, \"Security\"), listen on 127.0.0.1, or start with --insecure (AGENTMESH_INSECURE=1)", ErrExposed, addr)
 }
 
+// ErrPlaintextKeys is the error of a public API that would take API keys in clear text on an
+// address other hosts can reach.
+var ErrPlaintextKeys = errors.New(
+	"refusing to take API keys in clear text on an address other hosts can reach")
+
+// CheckPlaintextKeys returns ErrPlaintextKeys, with what to do about it, when the public API
+// at addr takes API keys (auth.api_keys) without TLS (tlsCfg is nil: no tls.cert and tls.key)
+// on an address other hosts can reach, where anyone on the path would read them, unless
+// auth.allow_plaintext_keys says a proxy or sidecar in front of it terminates TLS.
+func CheckPlaintextKeys(addr string, a config.Auth, tlsCfg *tls.Config) error {
+	if len(a.APIKeys) == 0 || tlsCfg != nil || a.AllowPlaintextKeys || Loopback(addr) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s; auth.api_keys are set without tls.cert and tls.key: set them, "+
+		"listen on 127.0.0.1, or set auth.allow_plaintext_keys: true when a proxy or sidecar "+
+		"in front of the server terminates TLS", ErrPlaintextKeys, addr)
+}
+
 // Loopback reports whether the listen address addr only accepts connections from this host.
 func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -88,7 +106,8 @@ func Loopback(addr string) bool {
 // override them: each process has its own certificate), taking calls only from mesh identities.
 // The public API authenticates its callers as the auth section configures, over TLS with
 // tls.cert and tls.key. A server that other hosts can reach without authentication refuses to
-// start unless the binary runs insecure (Insecure).
+// start unless the binary runs insecure (Insecure); a public API they can reach that takes API
+// keys without TLS refuses to start unless auth.allow_plaintext_keys (CheckPlaintextKeys).
 func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) error {
 	mesh, err := cfg.TLS.Mesh() // the orchestrator's clients use it too: refuse a bad one here
 	if err != nil {
@@ -98,6 +117,9 @@ func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) er
 	if public {
 		authn, tlsCfg, err := PublicSecurity(cfg.Auth, cfg.TLS)
 		if err != nil {
+			return exitcode.Wrap(exitcode.Invalid, err)
+		}
+		if err := CheckPlaintextKeys(opts.Addr, cfg.Auth, tlsCfg); err != nil {
 			return exitcode.Wrap(exitcode.Invalid, err)
 		}
 		opts.Auth, opts.TLS = authn, tlsCfg
@@ -112,8 +134,9 @@ func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) er
 	switch {
 	case !authenticated && !Loopback(opts.Addr):
 		log.Warn("serving without authentication on an address other hosts can reach, as --insecure asks", "addr", opts.Addr)
-	case authenticated && opts.TLS == nil && opts.Mesh == nil && !Loopback(opts.Addr):
-		log.Warn("API keys cross the network in clear text: set tls.cert and tls.key", "addr", opts.Addr)
+	case public && opts.TLS == nil && len(cfg.Auth.APIKeys) > 0 && !Loopback(opts.Addr):
+		log.Info("API keys arrive in clear text: auth.allow_plaintext_keys says TLS ends "+
+			"in front of the server", "addr", opts.Addr)
 	}
 	if mesh != nil {
 		log.Info("mutual TLS between services", "identity", auth.MeshID(mesh.Service()))

@@ -442,6 +442,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		if err := server.CheckExposure(addr, m.Authenticated, opts.Insecure); err != nil {
 			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("orchestrator: %w", err))
 		}
+		if err := server.CheckPlaintextKeys(addr, cfg.Auth, publicTLS); err != nil {
+			return nil, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("orchestrator: %w", err))
+		}
 		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator), MeterProvider: mp,
 			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc, MaxMessageBytes: cfg.GRPC.MaxMessageBytes,
 			Auth: authn, TLS: publicTLS})
