@@ -10,6 +10,7 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/recall"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/assembly"
 	"google.golang.org/grpc/codes"
@@ -334,7 +335,7 @@ func TestPlanProgress(t *testing.T) {
 func TestInvalidInput(t *testing.T) {
 	c := newClient(t, assembly.Options{})
 	ok := []*typev1.Message{usr("U", 4)}
-	recalled := make([]*memoryv1.MemoryHit, assembly.MaxRecalled+1)
+	recalled := make([]*memoryv1.MemoryHit, recall.MaxHits+1)
 	for i := range recalled {
 		recalled[i] = &memoryv1.MemoryHit{Memory: &memoryv1.Memory{Id: fmt.Sprint("m", i), Content: "x"}}
 	}
@@ -359,7 +360,7 @@ func TestInvalidInput(t *testing.T) {
 		{"negative ratio", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, ForceSynthesisAtRatio: -0.1}, "force_synthesis_at_ratio"},
 		{"negative memory limit", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryLimit: -1}, "memory_limit"},
 		{"memory limit over a search's", &contextv1.AssembleRequest{History: ok, MaxTokens: 100,
-			MemoryLimit: assembly.MaxRecalled + 1}, "memory_limit must be at most 100, got 101"},
+			MemoryLimit: recall.MaxHits + 1}, "memory_limit must be at most 100, got 101"},
 		{"memory query without user", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x"}, "user_id"},
 		// The memory stage refuses such a user, which was reported as memory_unavailable.
 		{"user over 256 bytes", &contextv1.AssembleRequest{History: ok, MaxTokens: 100, MemoryQuery: "x", UserId: strings.Repeat("u", 257)}, "user_id: at most 256 bytes, got 257"},

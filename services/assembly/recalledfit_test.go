@@ -8,6 +8,7 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/recall"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
 	"github.com/agentmesh/agentmesh/services/assembly"
 )
@@ -19,7 +20,7 @@ import (
 // memories of 32 KiB of which 42 fit took 55 s without it). BenchmarkRecalledFit measures how
 // the cost grows.
 func TestRecalledMemoriesFit(t *testing.T) {
-	req := recalledRequest(assembly.MaxRecalled)
+	req := recalledRequest(recall.MaxHits)
 	resp, err := newClient(t, assembly.Options{}).Assemble(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func recalledRequest(n int) *contextv1.AssembleRequest {
 // benchstat's ratio, not a timing assertion.
 func BenchmarkRecalledFit(b *testing.B) {
 	svc := assembly.New(assembly.Options{})
-	for _, n := range []int{assembly.MaxRecalled / 10, assembly.MaxRecalled} {
+	for _, n := range []int{recall.MaxHits / 10, recall.MaxHits} {
 		req := recalledRequest(n)
 		b.Run(fmt.Sprintf("memories=%d", n), func(b *testing.B) {
 			for b.Loop() {

@@ -6,6 +6,7 @@ import (
 	contextv1 "github.com/agentmesh/agentmesh/gen/agentmesh/context/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
+	"github.com/agentmesh/agentmesh/pkg/recall"
 	"github.com/agentmesh/agentmesh/pkg/runid"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/tokens"
@@ -14,11 +15,6 @@ import (
 // maxModelBytes is the longest model name, as the generation stage's for a request's target
 // and the public API's overrides.targets.
 const maxModelBytes = 256
-
-// MaxRecalled is the most memories a request's recalled may hold, and its largest
-// memory_limit: what one search finds at most (the memory stage's limit of a search), which an
-// earlier turn sent back.
-const MaxRecalled = 100
 
 // validate returns an INVALID_INPUT error naming the first field that is wrong.
 func validate(req *contextv1.AssembleRequest) error {
@@ -60,11 +56,11 @@ func validate(req *contextv1.AssembleRequest) error {
 	switch n := req.GetMemoryLimit(); {
 	case n < 0:
 		return stageerr.Invalid("memory_limit must not be negative, got %d", n)
-	case n > MaxRecalled: // the memory stage refuses the search, which would recall nothing
-		return stageerr.Invalid("memory_limit must be at most %d, got %d", MaxRecalled, n)
+	case n > recall.MaxHits: // the memory stage refuses the search, which would recall nothing
+		return stageerr.Invalid("memory_limit must be at most %d, got %d", recall.MaxHits, n)
 	}
-	if n := len(req.GetRecalled()); n > MaxRecalled {
-		return stageerr.Invalid("recalled: at most %d memories, got %d", MaxRecalled, n)
+	if n := len(req.GetRecalled()); n > recall.MaxHits {
+		return stageerr.Invalid("recalled: at most %d memories, got %d", recall.MaxHits, n)
 	}
 	if req.GetMemoryQuery() != "" && req.GetUserId() == "" {
 		return stageerr.Invalid("user_id must not be empty when memory_query is set")

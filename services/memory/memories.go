@@ -11,6 +11,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
+	"github.com/agentmesh/agentmesh/pkg/recall"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -102,8 +103,8 @@ func (s *Service) Search(ctx context.Context, req *memoryv1.SearchRequest) (*mem
 	switch n := req.GetLimit(); {
 	case n < 0:
 		return nil, stageerr.Invalid("limit must not be negative, got %d", n)
-	case n > MaxSearchLimit:
-		return nil, stageerr.Invalid("limit must be at most %d, got %d", MaxSearchLimit, n)
+	case n > recall.MaxHits:
+		return nil, stageerr.Invalid("limit must be at most %d, got %d", recall.MaxHits, n)
 	}
 	if ms := req.GetMinScore(); math.IsNaN(ms) || ms < 0 || ms > 1 {
 		return nil, stageerr.Invalid("min_score must be between 0 and 1, got %v", ms)

@@ -97,8 +97,6 @@ const (
 	DefaultQuotaPerUser = 10000
 	// DefaultSearchLimit is the number of hits of a Search whose limit is 0.
 	DefaultSearchLimit = 5
-	// MaxSearchLimit is the largest limit of a Search; a larger one is refused.
-	MaxSearchLimit = 100
 	// DefaultPageSize is the page size of a List whose page_size is 0.
 	DefaultPageSize = 50
 	// MaxPageSize caps the page size of a List.
