@@ -130,9 +130,12 @@ type Auth struct {
 	AllowPlaintextKeys bool `yaml:"allow_plaintext_keys,omitempty"`
 }
 
+// HasKeys reports whether callers may authenticate with API keys (api_keys or api_keys_file).
+func (a Auth) HasKeys() bool { return len(a.APIKeys) > 0 || a.APIKeysFile != "" }
+
 // Enabled reports whether callers must authenticate.
 func (a Auth) Enabled() bool {
-	return len(a.APIKeys) > 0 || a.APIKeysFile != "" || a.ClientCA != ""
+	return a.HasKeys() || a.ClientCA != ""
 }
 
 // Keys are the API keys as pkg/auth takes them.

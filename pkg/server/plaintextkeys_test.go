@@ -105,3 +105,23 @@ func TestPublicAPIRefusesAPIKeysInClearTextBeyondLoopback(t *testing.T) {
 		t.Errorf("exit code after SIGTERM = %d, want 0", code)
 	}
 }
+
+// TestKeysFileInClearTextBeyondLoopback: API keys kept in auth.api_keys_file are refused in
+// clear text beyond loopback as auth.api_keys are; the check looked at auth.api_keys only.
+func TestKeysFileInClearTextBeyondLoopback(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys.yaml")
+	keys := "api_keys:\n  - {hash: \"sha256:785425b6b91c591fa749c00b770e9b88ff4c4e68" +
+		"f59bb5fd768d14bc683c4b7a\", user: alice}\n"
+	if err := os.WriteFile(file, []byte(keys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := config.Auth{APIKeysFile: file}
+	err := CheckPlaintextKeys("0.0.0.0:7000", a, nil)
+	if err == nil || !strings.Contains(err.Error(), "auth.api_keys_file") {
+		t.Errorf("a keys file in clear text on 0.0.0.0: %v, want it refused naming it", err)
+	}
+	a.AllowPlaintextKeys = true
+	if err := CheckPlaintextKeys("0.0.0.0:7000", a, nil); err != nil {
+		t.Errorf("with auth.allow_plaintext_keys: %v", err)
+	}
+}

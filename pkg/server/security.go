@@ -76,16 +76,20 @@ var ErrPlaintextKeys = errors.New(
 	"refusing to take API keys in clear text on an address other hosts can reach")
 
 // CheckPlaintextKeys returns ErrPlaintextKeys, with what to do about it, when the public API
-// at addr takes API keys (auth.api_keys) without TLS (tlsCfg is nil: no tls.cert and tls.key)
+// at addr takes API keys (auth.api_keys or auth.api_keys_file) without TLS (tlsCfg is nil: no tls.cert and tls.key)
 // on an address other hosts can reach, where anyone on the path would read them, unless
 // auth.allow_plaintext_keys says a proxy or sidecar in front of it terminates TLS.
 func CheckPlaintextKeys(addr string, a config.Auth, tlsCfg *tls.Config) error {
-	if len(a.APIKeys) == 0 || tlsCfg != nil || a.AllowPlaintextKeys || Loopback(addr) {
+	if !a.HasKeys() || tlsCfg != nil || a.AllowPlaintextKeys || Loopback(addr) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s; auth.api_keys are set without tls.cert and tls.key: set them, "+
+	keys := "auth.api_keys are"
+	if a.APIKeysFile != "" {
+		keys = "auth.api_keys_file is"
+	}
+	return fmt.Errorf("%w: %s; %s set without tls.cert and tls.key: set them, "+
 		"listen on 127.0.0.1, or set auth.allow_plaintext_keys: true when a proxy or sidecar "+
-		"in front of the server terminates TLS", ErrPlaintextKeys, addr)
+		"in front of the server terminates TLS", ErrPlaintextKeys, addr, keys)
 }
 
 // Loopback reports whether the listen address addr only accepts connections from this host.
@@ -134,7 +138,7 @@ func secure(opts *Options, public bool, cfg *config.Config, log *slog.Logger) er
 	switch {
 	case !authenticated && !Loopback(opts.Addr):
 		log.Warn("serving without authentication on an address other hosts can reach, as --insecure asks", "addr", opts.Addr)
-	case public && opts.TLS == nil && len(cfg.Auth.APIKeys) > 0 && !Loopback(opts.Addr):
+	case public && opts.TLS == nil && cfg.Auth.HasKeys() && !Loopback(opts.Addr):
 		log.Info("API keys arrive in clear text: auth.allow_plaintext_keys says TLS ends "+
 			"in front of the server", "addr", opts.Addr)
 	}
