@@ -82,7 +82,9 @@ func TestPublicAPIRefusesAPIKeysInClearTextBeyondLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
@@ -91,12 +93,10 @@ func TestPublicAPIRefusesAPIKeysInClearTextBeyondLoopback(t *testing.T) {
 		select {
 		case code := <-exited:
 			t.Fatalf("with auth.allow_plaintext_keys the server exited %d", code)
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			t.Fatalf("with auth.allow_plaintext_keys the server never served: %v", err)
+		case <-tick.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
