@@ -29,6 +29,9 @@ var unspacedScripts = [][]*unicode.RangeTable{
 // character of a script written without spaces, or 0 for any other character. The prolonged
 // sound marks of Katakana, of no script of their own, are Japanese.
 func unspaced(r rune) int {
+	if r < '\u0E00' { // below Thai, the first of them: Latin, Cyrillic, Arabic, Hebrew…
+		return 0
+	}
 	if r == '\u30FC' || r == '\uFF70' {
 		return 1
 	}
