@@ -28,6 +28,7 @@ import (
 type MemoryStore struct {
 	mu          sync.RWMutex
 	memories    map[string]map[string]memoryRecord // user → memory id → memory
+	chunks      map[string]map[string]string       // user → documentKey → memory id
 	transcripts map[string]*storedChain
 	runs        map[string]storedRun
 	saved       []string               // the runs' ids, in the order they were first saved
@@ -69,6 +70,7 @@ func NewMemoryStore() *MemoryStore { return NewMemoryStoreKeeping(Retention{}) }
 func NewMemoryStoreKeeping(keep Retention) *MemoryStore {
 	return &MemoryStore{
 		memories:    make(map[string]map[string]memoryRecord),
+		chunks:      make(map[string]map[string]string),
 		transcripts: make(map[string]*storedChain),
 		runs:        make(map[string]storedRun),
 		learning:    make(map[string]*learnState),
@@ -110,27 +112,29 @@ func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, vector []
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	user := s.memories[m.GetUserId()]
-	replaced := ""
+	userID := m.GetUserId()
+	user := s.memories[userID]
+	replaced, found := "", false
 	if key != "" {
-		for id, r := range user {
-			if r.key == key {
-				replaced = id
-				break
-			}
-		}
+		replaced, found = s.chunks[userID][key]
 	}
-	if quota < 1 || (replaced == "" && len(user) >= quota) {
+	if quota < 1 || (!found && len(user) >= quota) {
 		return ErrQuotaExceeded
 	}
-	if replaced != "" {
+	if found {
 		delete(user, replaced)
 	}
 	if user == nil {
 		user = make(map[string]memoryRecord)
-		s.memories[m.GetUserId()] = user
+		s.memories[userID] = user
 	}
 	user[m.GetId()] = memoryRecord{memory: proto.CloneOf(m), doc: doc, key: key}
+	if key != "" {
+		if s.chunks[userID] == nil {
+			s.chunks[userID] = make(map[string]string)
+		}
+		s.chunks[userID][key] = m.GetId()
+	}
 	return nil
 }
 
@@ -192,10 +196,14 @@ func (s *MemoryStore) DeleteMemory(_ context.Context, userID, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	user := s.memories[userID]
-	if _, ok := user[id]; !ok {
+	r, ok := user[id]
+	if !ok {
 		return ErrNotFound
 	}
 	delete(user, id)
+	if r.key != "" {
+		delete(s.chunks[userID], r.key)
+	}
 	return nil
 }
 
