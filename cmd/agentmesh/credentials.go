@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
@@ -115,7 +116,10 @@ func (bearer) RequireTransportSecurity() bool { return false }
 // stageCredentials are the transport credentials of a command that calls a stage directly, as
 // `agentmesh ingest` calls the memory stage: mutual TLS between services, as the service whose
 // certificate TLS_CERT and TLS_KEY name, when TLS_CA names the mesh CA; plaintext otherwise.
-func stageCredentials() (credentials.TransportCredentials, error) {
+// With mutual TLS the server must have the mesh identity of one of peers (the stage called)
+// or the command's own (`agentmesh dev` serves every stage with one certificate), unless
+// peers is empty: then any mesh identity.
+func stageCredentials(peers ...string) (credentials.TransportCredentials, error) {
 	m, err := config.TLS{CA: os.Getenv("TLS_CA"), Cert: os.Getenv("TLS_CERT"), Key: os.Getenv("TLS_KEY")}.Mesh()
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
@@ -123,7 +127,10 @@ func stageCredentials() (credentials.TransportCredentials, error) {
 	if m == nil {
 		return insecure.NewCredentials(), nil
 	}
-	return credentials.NewTLS(m.ClientConfig()), nil
+	if len(peers) > 0 {
+		peers = append(slices.Clone(peers), m.Service())
+	}
+	return credentials.NewTLS(m.ClientConfig(peers...)), nil
 }
 
 // handshakeError is the error of a call that failed UNAVAILABLE in the TLS handshake of its
@@ -145,9 +152,10 @@ func handshakeError(addr, msg string) error {
 
 // handshakeFailed reports whether msg, the message of a call that failed UNAVAILABLE, says
 // the TLS handshake of its connection failed on the credentials: a certificate that does not
-// verify, a TLS alert of the server. A connection cut in the handshake (EOF, a reset) is the
-// network's.
+// verify, a server of another mesh identity (auth.MeshTLS.ClientConfig), a TLS alert of the
+// server. A connection cut in the handshake (EOF, a reset) is the network's.
 func handshakeFailed(msg string) bool {
-	verifying := strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:")
+	verifying := strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:") ||
+		strings.Contains(msg, "the server's certificate")
 	return strings.Contains(msg, "authentication handshake failed") && verifying
 }

@@ -58,7 +58,8 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	transport, err := stageCredentials()
+	// The documents go to the memory stage only: not to another service of the mesh.
+	transport, err := stageCredentials("memory")
 	if err != nil {
 		return err
 	}

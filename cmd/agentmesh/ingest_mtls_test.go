@@ -56,6 +56,44 @@ func TestIngestWithAnotherCAExits4(t *testing.T) {
 	}
 }
 
+// TestIngestRefusesAnotherServiceAsMemory: `agentmesh ingest` hands its documents only to a
+// server whose mesh certificate is the memory stage's, or its own (`agentmesh dev` serves every
+// stage with one certificate); another service's certificate of the same CA (a stage's, stolen
+// or its stage compromised) cannot take them. It accepted any mesh identity, where the stages
+// that call the memory stage accept only its.
+func TestIngestRefusesAnotherServiceAsMemory(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	ca, err := certs.NewCA("mesh CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := ca.WriteCert(caFile); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(service string) config.TLS {
+		t.Helper()
+		p, err := ca.Write(dir, service, certs.Service(service))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return config.TLS{CA: caFile, Cert: p.Cert, Key: p.Key}
+	}
+	cfg := config.Default()
+	cfg.TLS = issue("planning") // a process serving the memory API as the planning stage
+	m := startMesh(t, cfg)
+	cli := issue("orchestrator")
+	t.Setenv("TLS_CA", cli.CA)
+	t.Setenv("TLS_CERT", cli.Cert)
+	t.Setenv("TLS_KEY", cli.Key)
+	_, errOut := runCLI(t, 4, "ingest", "--addr", m.Addr(mesh.Memory), "--user", "alice",
+		writeFiles(t, docs))
+	if !strings.Contains(errOut, "planning") {
+		t.Errorf("the error does not name the server's identity:\n%s", errOut)
+	}
+}
+
 // writeServiceCerts writes into dir a new CA named name and the orchestrator's certificate it
 // signs, and returns them as a service's TLS settings.
 func writeServiceCerts(t *testing.T, dir, name string) config.TLS {
