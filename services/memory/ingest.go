@@ -199,6 +199,8 @@ type storedChunk struct {
 	// ofFolder is whether it records the folder being ingested; false for one stored by an
 	// earlier release, from no known folder.
 	ofFolder bool
+	// key is its documentKey: a chunk stored with the same key replaced it.
+	key string
 }
 
 // storedSources maps the source paths of the collection's memories ingested from the folder
@@ -216,7 +218,8 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 			fields := m.GetMetadata().GetFields()
 			src, folder := fields[MetaSource].GetStringValue(), fields[MetaFolder].GetStringValue()
 			if src != "" && (folder == "" || folder == root) {
-				sources[src] = append(sources[src], storedChunk{id: m.GetId(), ofFolder: folder == root})
+				sources[src] = append(sources[src], storedChunk{id: m.GetId(), ofFolder: folder == root,
+					key: documentKey(m)})
 			}
 		}
 		if token = resp.GetNextPageToken(); token == "" {
@@ -227,8 +230,9 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 
 // ingestFile replaces the chunks stored from rel of the folder dir (the memories old) with its
 // current ones. It stores the new chunks before it deletes the earlier ones, so that a failure
-// partway leaves the file's earlier chunks as they were: it deletes the new ones it stored
-// (best effort: the memory stage may be the failure) and returns the error. When the quota
+// partway leaves the file's earlier chunks as they were: it deletes the new ones it stored,
+// except those that replaced an unchanged earlier chunk (the same documentKey), best effort
+// (the memory stage may be the failure), and returns the error. When the quota
 // leaves no room for both (MEMORY_FULL), it deletes the earlier chunks first, as the file
 // could not be replaced otherwise.
 func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
@@ -257,8 +261,12 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	}
 	if err != nil {
 		if len(old) > 0 {
-			// The earlier chunks stay: the new ones stored would sit beside them.
-			err = errors.Join(err, deleteChunks(context.WithoutCancel(ctx), client, userID, stored, nil))
+			// The earlier chunks stay: the new ones stored would sit beside them. A new one
+			// that replaced an earlier one (the same chunk, unchanged) stays in its place.
+			added := slices.DeleteFunc(slices.Clone(stored), func(c storedChunk) bool {
+				return slices.ContainsFunc(old, func(o storedChunk) bool { return o.key == c.key })
+			})
+			err = errors.Join(err, deleteChunks(context.WithoutCancel(ctx), client, userID, added, nil))
 		} else {
 			report.Chunks += len(stored)
 		}
@@ -303,7 +311,8 @@ func (d document) store(ctx context.Context, client memoryv1.MemoryServiceClient
 		if err != nil {
 			return stored, fmt.Errorf("store chunk %d of %d: %w", i+1, len(d.chunks), err)
 		}
-		stored = append(stored, storedChunk{id: resp.GetMemoryId(), ofFolder: true})
+		key := documentKey(&memoryv1.Memory{Collection: collection, Content: chunk, Metadata: meta})
+		stored = append(stored, storedChunk{id: resp.GetMemoryId(), ofFolder: true, key: key})
 	}
 	return stored, nil
 }
