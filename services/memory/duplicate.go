@@ -23,7 +23,7 @@ func duplicate(q SearchQuery, minCosine float64, candidates []rankDoc) string {
 	})
 	if length > 0 {
 		for _, d := range candidates {
-			if sameTerms(freq, length, d) {
+			if sameTerms(freq, length, queryTerms(q.Query), d) {
 				return d.id
 			}
 		}
@@ -40,14 +40,16 @@ func duplicate(q SearchQuery, minCosine float64, candidates []rankDoc) string {
 	return best
 }
 
-// sameTerms reports whether d holds exactly the terms of freq, a text of length terms: as
-// many terms as it, and each of its terms as often (d.freq holds at least these).
-func sameTerms(freq map[string]int, length int, d rankDoc) bool {
+// sameTerms reports whether d holds the terms of freq, the index terms of a text of length
+// terms: as many terms as it, and each of its query terms qterms as often (d.freq holds at
+// least these; the characters of its runs of unspaced scripts, indexed too, are counted in
+// the length only, as a search reads the memories sharing a query term).
+func sameTerms(freq map[string]int, length int, qterms []string, d rankDoc) bool {
 	if d.length != length {
 		return false
 	}
-	for t, n := range freq {
-		if d.freq[t] != n {
+	for _, t := range qterms {
+		if n := freq[t]; d.freq[t] != n {
 			return false
 		}
 	}

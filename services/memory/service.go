@@ -28,8 +28,9 @@
 // one, so the best hit scores 1 and a memory sharing no word with the query is no hit. The
 // text of a script written without spaces between words (Chinese, Japanese, Thai, Lao,
 // Khmer, Myanmar) counts as its overlapping pairs of characters, as Lucene's CJKAnalyzer
-// does, so "東京" finds "私は東京に住んでいます"; a store opened on a database indexed
-// before indexes its memories of these scripts again, once.
+// does, so "東京" finds "私は東京に住んでいます", and a memory's as its characters too, so
+// a query of one character ("猫") finds it; a store opened on a database indexed before
+// indexes its memories of these scripts again, once.
 //
 // With an Embedder (Options.Embedder: the mesh and cmd/memory set a GenerationEmbedder for
 // the configuration's memory.embeddings, see EmbeddingTarget), Store embeds each memory

@@ -93,10 +93,10 @@ func (s *SQLStore) addColumns(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// termsVersion is the version of terms that indexed memory_terms: 1 split only at characters
-// that are neither letters nor digits; 2 splits the runs of scripts written without spaces
-// into pairs of characters.
-const termsVersion = 2
+// termsVersion is the version of indexTerms that indexed memory_terms: 1 split only at
+// characters that are neither letters nor digits; 2 splits the runs of scripts written
+// without spaces into pairs of characters; 3 indexes each character of those runs too.
+const termsVersion = 3
 
 // reindexTerms indexes again, with terms, the memories that an earlier termsVersion indexed
 // otherwise (those holding a character of a script written without spaces), once: searches

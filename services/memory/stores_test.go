@@ -276,7 +276,7 @@ func TestSQLStoresReindexUnspaced(t *testing.T) {
 				}
 			}
 			s = tc.open(t, source)
-			for query, want := range map[string]string{"東京": "m0", "tokyo": "m1"} {
+			for query, want := range map[string]string{"東京": "m0", "東": "m0", "tokyo": "m1"} {
 				hits, err := s.SearchMemories(t.Context(),
 					memory.SearchQuery{UserID: "alice", Query: query, Limit: 10})
 				if err != nil {

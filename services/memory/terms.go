@@ -47,8 +47,18 @@ func unspaced(r rune) int {
 // run of a script written without spaces (unspaced), which holds words with nothing between
 // them, is split into its overlapping pairs of characters ("東京に" into "東京" and "京に"),
 // as Lucene's CJKAnalyzer does, so that a word of the query finds the text holding it; a run
-// of one character is its own term.
-func terms(text string) []string {
+// of one character is its own term. These are a query's terms: a memory is indexed by
+// indexTerms.
+func terms(text string) []string { return splitTerms(text, false) }
+
+// indexTerms returns the terms of text as a memory is indexed by them: terms, and each
+// character of a run of a script written without spaces as a term too, so that a query of
+// one character (a word of its own, as 猫) finds the runs holding it.
+func indexTerms(text string) []string { return splitTerms(text, true) }
+
+// splitTerms returns terms of text, with the characters of runs of more than one character
+// of a script written without spaces when unigrams is set.
+func splitTerms(text string, unigrams bool) []string {
 	var out []string
 	var word strings.Builder
 	var run []rune
@@ -60,8 +70,10 @@ func terms(text string) []string {
 		word.Reset()
 	}
 	endRun := func() {
-		if len(run) == 1 {
-			out = append(out, string(run))
+		if len(run) == 1 || unigrams {
+			for _, r := range run {
+				out = append(out, string(r))
+			}
 		}
 		for i := 1; i < len(run); i++ {
 			out = append(out, string(run[i-1:i+1]))
@@ -90,9 +102,10 @@ func terms(text string) []string {
 	return out
 }
 
-// termFrequencies returns how often each term occurs in text and how many terms it has.
+// termFrequencies returns how often each term of a memory's text (indexTerms) occurs in it and
+// how many it has.
 func termFrequencies(text string) (freq map[string]int, length int) {
-	words := terms(text)
+	words := indexTerms(text)
 	freq = make(map[string]int, len(words))
 	for _, w := range words {
 		freq[w]++

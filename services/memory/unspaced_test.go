@@ -45,3 +45,40 @@ func TestSearchUnspacedScripts(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchOneUnspacedCharacter: through the gRPC API on each store, a query of one Chinese
+// or Japanese character (a word of its own: 猫, cat) finds the memories holding it inside a
+// longer run, and a query of two still finds only those holding the pair. A run was indexed
+// as its pairs of characters only, which no query of one character matched.
+func TestSearchOneUnspacedCharacter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) memory.Store
+	}{
+		{"memory", func(*testing.T) memory.Store { return memory.NewMemoryStore() }},
+		{"sqlite", func(t *testing.T) memory.Store {
+			return openSQLite(t, filepath.Join(t.TempDir(), "memory.db"))
+		}},
+		{"postgres", func(t *testing.T) memory.Store {
+			return openPostgres(t, storetest.PostgresDSN(t))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, memory.Options{Store: tc.open(t)})
+			cat := store(t, c, "alice", "", "我的猫很可爱")
+			tokyo := store(t, c, "alice", "", "私は東京に住んでいます")
+			for query, want := range map[string][]string{
+				"猫": {cat}, "東": {tokyo}, "东京": nil, "京都": nil, "狗": nil, "東京": {tokyo},
+			} {
+				resp, err := c.Search(t.Context(),
+					&memoryv1.SearchRequest{UserId: "alice", Query: query})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ids(resp.GetHits()); !slices.Equal(got, want) {
+					t.Errorf("search %q = %v, want %v", query, got, want)
+				}
+			}
+		})
+	}
+}
