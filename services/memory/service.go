@@ -24,7 +24,8 @@
 // # Search
 //
 // Without an Embedder, Search ranks with Okapi BM25 over lowercase words (stopwords left
-// out), k1 = 1.2, b = 0.75, within the user's collection; scores are divided by the best
+// out; full-width letters and digits, "２０２４", read as ASCII), k1 = 1.2, b = 0.75, within
+// the user's collection; scores are divided by the best
 // one, so the best hit scores 1 and a memory sharing no word with the query is no hit. The
 // text of a script written without spaces between words (Chinese, Japanese, Thai, Lao,
 // Khmer, Myanmar) counts as its overlapping pairs of characters, as Lucene's CJKAnalyzer

@@ -95,12 +95,14 @@ func (s *SQLStore) addColumns(ctx context.Context, tx *sql.Tx) error {
 
 // termsVersion is the version of indexTerms that indexed memory_terms: 1 split only at
 // characters that are neither letters nor digits; 2 splits the runs of scripts written
-// without spaces into pairs of characters; 3 indexes each character of those runs too.
-const termsVersion = 3
+// without spaces into pairs of characters; 3 indexes each character of those runs too; 4
+// reads full-width letters, digits and punctuation as their ASCII forms.
+const termsVersion = 4
 
 // reindexTerms indexes again, with terms, the memories that an earlier termsVersion indexed
-// otherwise (those holding a character of a script written without spaces), once: searches
-// for a word of such a memory find it, as they find the memories stored from now on.
+// otherwise (those holding a character of a script written without spaces, or a full-width
+// form of an ASCII character), once: searches for a word of such a memory find it, as they
+// find the memories stored from now on.
 func (s *SQLStore) reindexTerms(ctx context.Context, tx *sql.Tx) error {
 	var version int64
 	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT version FROM memory_schema WHERE name = ?`),
@@ -141,7 +143,8 @@ ON CONFLICT (name) DO UPDATE SET version = excluded.version`), "terms", termsVer
 }
 
 // unspacedMemories returns the stored memories holding a character of a script written
-// without spaces (unspaced), leaving out those that do not decode.
+// without spaces (unspaced) or a full-width form of an ASCII character (fullWidth), leaving
+// out those that do not decode.
 func (s *SQLStore) unspacedMemories(ctx context.Context, tx *sql.Tx) ([]*memoryv1.Memory, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT body FROM memories`)
 	if err != nil {
@@ -159,7 +162,9 @@ func (s *SQLStore) unspacedMemories(ctx context.Context, tx *sql.Tx) ([]*memoryv
 			// Its terms stay: the database opens, and reading the memory fails as before.
 			continue
 		}
-		if strings.ContainsFunc(m.GetContent(), func(r rune) bool { return unspaced(r) != 0 }) {
+		if strings.ContainsFunc(m.GetContent(), func(r rune) bool {
+			return unspaced(r) != 0 || fullWidth(r)
+		}) {
 			out = append(out, m)
 		}
 	}

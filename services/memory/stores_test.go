@@ -253,7 +253,7 @@ func TestSQLStoresReindexUnspaced(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			source := tc.source(t)
 			s := tc.open(t, source)
-			for i, text := range []string{"私は東京に住んでいます", "Tokyo is far"} {
+			for i, text := range []string{"私は東京に住んでいます", "Tokyo is far", "ＡＷＳ notes"} {
 				m := &memoryv1.Memory{Id: fmt.Sprintf("m%d", i), UserId: "alice", Content: text,
 					CreatedAt: timestamppb.New(time.Unix(0, int64(i+1)))}
 				if err := s.PutMemory(t.Context(), m, nil, 100); err != nil {
@@ -269,6 +269,9 @@ func TestSQLStoresReindexUnspaced(t *testing.T) {
 				`DELETE FROM memory_terms WHERE memory_id = 'm0'`,
 				`INSERT INTO memory_terms VALUES ('alice', '', '私は東京に住んでいます', 'm0', 1)`,
 				`UPDATE memories SET length = 1 WHERE id = 'm0'`,
+				`DELETE FROM memory_terms WHERE memory_id = 'm2'`,
+				`INSERT INTO memory_terms VALUES ('alice', '', 'ａｗｓ', 'm2', 1)`,
+				`INSERT INTO memory_terms VALUES ('alice', '', 'notes', 'm2', 1)`,
 				`DELETE FROM memory_schema`,
 			} {
 				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
@@ -276,7 +279,8 @@ func TestSQLStoresReindexUnspaced(t *testing.T) {
 				}
 			}
 			s = tc.open(t, source)
-			for query, want := range map[string]string{"東京": "m0", "東": "m0", "tokyo": "m1"} {
+			for query, want := range map[string]string{"東京": "m0", "東": "m0", "tokyo": "m1",
+				"aws": "m2"} {
 				hits, err := s.SearchMemories(t.Context(),
 					memory.SearchQuery{UserID: "alice", Query: query, Limit: 10})
 				if err != nil {

@@ -43,6 +43,14 @@ func unspaced(r rune) int {
 	return 0
 }
 
+// fullWidthOffset is how far the full-width forms of the ASCII characters (U+FF01 to U+FF5E,
+// as Japanese and Chinese text writes Latin letters and digits) are from them.
+const fullWidthOffset = '\uFF01' - '!'
+
+// fullWidth reports whether r is the full-width form of an ASCII character, which terms reads
+// as that character: "２０２４" is the word "2024".
+func fullWidth(r rune) bool { return r >= '\uFF01' && r <= '\uFF5E' }
+
 // terms splits text into lowercase words (runs of letters and digits) without stopwords. A
 // run of a script written without spaces (unspaced), which holds words with nothing between
 // them, is split into its overlapping pairs of characters ("東京に" into "東京" and "京に"),
@@ -81,6 +89,9 @@ func splitTerms(text string, unigrams bool) []string {
 		run = run[:0]
 	}
 	for _, r := range strings.ToLower(text) {
+		if fullWidth(r) {
+			r -= fullWidthOffset
+		}
 		switch k := unspaced(r); {
 		case k != 0:
 			endWord()

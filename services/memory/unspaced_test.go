@@ -82,3 +82,40 @@ func TestSearchOneUnspacedCharacter(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchFullWidth: through the gRPC API on each store, a query in ASCII letters and digits
+// finds a Japanese memory that writes them full-width (２０２４年, ＡＷＳ), and the other way
+// round. Full-width letters and digits were other words than their ASCII forms.
+func TestSearchFullWidth(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) memory.Store
+	}{
+		{"memory", func(*testing.T) memory.Store { return memory.NewMemoryStore() }},
+		{"sqlite", func(t *testing.T) memory.Store {
+			return openSQLite(t, filepath.Join(t.TempDir(), "memory.db"))
+		}},
+		{"postgres", func(t *testing.T) memory.Store {
+			return openPostgres(t, storetest.PostgresDSN(t))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, memory.Options{Store: tc.open(t)})
+			wide := store(t, c, "alice", "", "２０２４年にＡＷＳへ移行した")
+			ascii := store(t, c, "alice", "", "東京tower 2025年")
+			for query, want := range map[string][]string{
+				"2024": {wide}, "aws": {wide}, "ＡＷＳ": {wide}, "２０２５": {ascii},
+				"ｔｏｗｅｒ": {ascii}, "2026": nil,
+			} {
+				resp, err := c.Search(t.Context(),
+					&memoryv1.SearchRequest{UserId: "alice", Query: query})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ids(resp.GetHits()); !slices.Equal(got, want) {
+					t.Errorf("search %q = %v, want %v", query, got, want)
+				}
+			}
+		})
+	}
+}
