@@ -22,8 +22,9 @@ func duplicate(q SearchQuery, minCosine float64, candidates []rankDoc) string {
 		return cmp.Or(cmp.Compare(a.createdAt, b.createdAt), cmp.Compare(a.id, b.id))
 	})
 	if length > 0 {
+		qterms := queryTerms(q.Query)
 		for _, d := range candidates {
-			if sameTerms(freq, length, queryTerms(q.Query), d) {
+			if sameTerms(freq, length, qterms, d) {
 				return d.id
 			}
 		}
