@@ -82,7 +82,8 @@ func LoadVerifier(path string) (*Verifier, error) {
 			break
 		}
 		if block.Type != "PUBLIC KEY" {
-			return nil, fmt.Errorf("%s: a PEM %q block; want only \"PUBLIC KEY\" blocks", path, block.Type)
+			return nil, fmt.Errorf("%s: a PEM %q block; want only \"PUBLIC KEY\" blocks",
+				path, block.Type)
 		}
 		key, err := x509.ParsePKIXPublicKey(block.Bytes)
 		if err != nil {
@@ -90,7 +91,8 @@ func LoadVerifier(path string) (*Verifier, error) {
 		}
 		pub, ok := key.(ed25519.PublicKey)
 		if !ok {
-			return nil, fmt.Errorf("%s: key %d: a %T, not an Ed25519 public key", path, len(keys)+1, key)
+			return nil, fmt.Errorf("%s: key %d: a %T, not an Ed25519 public key",
+				path, len(keys)+1, key)
 		}
 		keys = append(keys, pub)
 	}

@@ -45,7 +45,8 @@ const UserAssertionLifetime = time.Hour
 func (s *Signer) SignUser(user string, expires time.Time) string {
 	msg := userAssertionText(s.id, expires.Unix(), user)
 	sig := ed25519.Sign(s.key, msg)
-	return base64.RawURLEncoding.EncodeToString(msg) + "." + base64.RawURLEncoding.EncodeToString(sig)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(msg) + "." + enc.EncodeToString(sig)
 }
 
 // VerifyUser returns nil when token is a user assertion one of this verifier's keys signed

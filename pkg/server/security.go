@@ -76,9 +76,10 @@ var ErrPlaintextKeys = errors.New(
 	"refusing to take API keys in clear text on an address other hosts can reach")
 
 // CheckPlaintextKeys returns ErrPlaintextKeys, with what to do about it, when the public API
-// at addr takes API keys (auth.api_keys or auth.api_keys_file) without TLS (tlsCfg is nil: no tls.cert and tls.key)
-// on an address other hosts can reach, where anyone on the path would read them, unless
-// auth.allow_plaintext_keys says a proxy or sidecar in front of it terminates TLS.
+// at addr takes API keys (auth.api_keys or auth.api_keys_file) without TLS (tlsCfg is nil:
+// no tls.cert and tls.key) on an address other hosts can reach, where anyone on the path
+// would read them, unless auth.allow_plaintext_keys says a proxy or sidecar in front of it
+// terminates TLS.
 func CheckPlaintextKeys(addr string, a config.Auth, tlsCfg *tls.Config) error {
 	if !a.HasKeys() || tlsCfg != nil || a.AllowPlaintextKeys || Loopback(addr) {
 		return nil

@@ -45,7 +45,8 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 		if path := cfg.Approvals.VerifyKey; path != "" {
 			var err error
 			if opts.UserAssertions, err = grant.LoadVerifier(path); err != nil {
-				return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("approvals.verify_key: %w", err))
+				return Options{}, exitcode.Wrap(exitcode.Invalid,
+					fmt.Errorf("approvals.verify_key: %w", err))
 			}
 		}
 	}

@@ -25,13 +25,13 @@
 //
 // Without an Embedder, Search ranks with Okapi BM25 over lowercase words (stopwords left
 // out; full-width letters and digits, "２０２４", read as ASCII), k1 = 1.2, b = 0.75, within
-// the user's collection; scores are divided by the best
-// one, so the best hit scores 1 and a memory sharing no word with the query is no hit. The
-// text of a script written without spaces between words (Chinese, Japanese, Thai, Lao,
-// Khmer, Myanmar) counts as its overlapping pairs of characters, as Lucene's CJKAnalyzer
-// does, so "東京" finds "私は東京に住んでいます", and a memory's as its characters too, so
-// a query of one character ("猫") finds it; a store opened on a database indexed before
-// indexes its memories of these scripts again, once.
+// the user's collection; scores are divided by the best one, so the best hit scores 1 and a
+// memory sharing no word with the query is no hit. The text of a script written without
+// spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) counts as its
+// overlapping pairs of characters, as Lucene's CJKAnalyzer does, so "東京" finds
+// "私は東京に住んでいます", and a memory's as its characters too, so a query of one character
+// ("猫") finds it; a store opened on a database indexed before indexes its memories of these
+// scripts again, once.
 //
 // With an Embedder (Options.Embedder: the mesh and cmd/memory set a GenerationEmbedder for
 // the configuration's memory.embeddings, see EmbeddingTarget), Store embeds each memory
@@ -227,9 +227,10 @@ func New(opts Options) *Service {
 		s.callers = DefaultCallers
 	}
 	if s.meshIdentity != nil && s.assertions == nil {
-		s.log.Warn("callers are believed about the user they act for: without approvals.verify_key " +
-			"the memory stage cannot check the orchestrator's user assertions, so a stolen certificate " +
-			"of any of memory.callers reads every user's memories")
+		s.log.Warn("callers are believed about the user they act for: without " +
+			"approvals.verify_key the memory stage cannot check the orchestrator's user " +
+			"assertions, so a stolen certificate of any of memory.callers reads every user's " +
+			"memories")
 	}
 	if opts.SearchCacheSize >= 0 {
 		s.searches = newSearchCache(cmp.Or(opts.SearchCacheSize, DefaultSearchCacheSize),
