@@ -1,14 +1,12 @@
 package memory_test
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/services/memory"
-	"github.com/agentmesh/agentmesh/services/memory/storetest"
 )
 
 // TestIngestDirConcurrent: two ingestions of the same folder for the same user at the same
@@ -16,62 +14,50 @@ import (
 // folder was ingested before and a file has changed since. Each listed the collection and
 // then stored its chunks, so both sets stayed.
 func TestIngestDirConcurrent(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T) memory.Store
-	}{
-		{"sqlite", func(t *testing.T) memory.Store {
-			return openSQLite(t, filepath.Join(t.TempDir(), "memory.db"))
-		}},
-		{"postgres", func(t *testing.T) memory.Store {
-			return openPostgres(t, storetest.PostgresDSN(t))
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, memory.Options{Store: tc.open(t)})
-			dir := t.TempDir()
-			files := map[string]string{
-				"a.md": paragraphs(3, "alpha"), "b/c.txt": "Gamma.", "d.md": paragraphs(2, "delta"),
+	onStores(t, sqlStores, func(t *testing.T, s memory.Store) {
+		c := newClient(t, memory.Options{Store: s})
+		dir := t.TempDir()
+		files := map[string]string{
+			"a.md": paragraphs(3, "alpha"), "b/c.txt": "Gamma.", "d.md": paragraphs(2, "delta"),
+		}
+		want := func() []string {
+			var want []string
+			for _, text := range files {
+				want = append(want, splitChunks(text)...)
 			}
-			want := func() []string {
-				var want []string
-				for _, text := range files {
-					want = append(want, splitChunks(text)...)
-				}
-				slices.Sort(want)
-				return want
+			slices.Sort(want)
+			return want
+		}
+		ingestTwice := func(round string) {
+			writeFiles(t, dir, files)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i := range errs {
+				wg.Go(func() {
+					_, errs[i] = memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
+				})
 			}
-			ingestTwice := func(round string) {
-				writeFiles(t, dir, files)
-				var wg sync.WaitGroup
-				errs := make([]error, 2)
-				for i := range errs {
-					wg.Go(func() {
-						_, errs[i] = memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
-					})
-				}
-				wg.Wait()
-				for _, err := range errs {
-					if err != nil {
-						t.Fatalf("%s: %v", round, err)
-					}
-				}
-				var got []string
-				for _, m := range listAll(t, c, "alice", "knowledge") {
-					got = append(got, m.GetContent())
-				}
-				slices.Sort(got)
-				if w := want(); !slices.Equal(got, w) {
-					t.Fatalf("%s: the collection holds %d chunks, want the %d of the folder",
-						round, len(got), len(w))
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatalf("%s: %v", round, err)
 				}
 			}
-			ingestTwice("first ingestion")
-			files["b/c.txt"] = "Gamma, changed."
-			ingestTwice("after a change")
-			ingestTwice("unchanged")
-		})
-	}
+			var got []string
+			for _, m := range listAll(t, c, "alice", "knowledge") {
+				got = append(got, m.GetContent())
+			}
+			slices.Sort(got)
+			if w := want(); !slices.Equal(got, w) {
+				t.Fatalf("%s: the collection holds %d chunks, want the %d of the folder",
+					round, len(got), len(w))
+			}
+		}
+		ingestTwice("first ingestion")
+		files["b/c.txt"] = "Gamma, changed."
+		ingestTwice("after a change")
+		ingestTwice("unchanged")
+	})
 }
 
 // splitChunks returns the paragraphs of text, each a chunk of paragraphs' output.

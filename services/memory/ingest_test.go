@@ -13,7 +13,6 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/services/memory"
-	"github.com/agentmesh/agentmesh/services/memory/storetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -464,45 +463,32 @@ func TestIngestDirLongHeading(t *testing.T) {
 // API on each store. Storing an unchanged chunk replaces the earlier one (the same document
 // key), and undoing the failed ingestion deleted the new chunk too, so the chunk was lost.
 func TestIngestDirFailureKeepsTheUnchangedChunks(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T) memory.Store
-	}{
-		{"memory", func(*testing.T) memory.Store { return memory.NewMemoryStore() }},
-		{"sqlite", func(t *testing.T) memory.Store {
-			return openSQLite(t, filepath.Join(t.TempDir(), "memory.db"))
-		}},
-		{"postgres", func(t *testing.T) memory.Store {
-			return openPostgres(t, storetest.PostgresDSN(t))
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, memory.Options{Store: tc.open(t)})
-			dir := t.TempDir()
-			same := paragraphs(2, "same")
-			writeFiles(t, dir, map[string]string{"a.md": same + "\n\n" + paragraphs(1, "before")})
-			if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
-				t.Fatal(err)
+	onStores(t, everyStore, func(t *testing.T, s memory.Store) {
+		c := newClient(t, memory.Options{Store: s})
+		dir := t.TempDir()
+		same := paragraphs(2, "same")
+		writeFiles(t, dir, map[string]string{"a.md": same + "\n\n" + paragraphs(1, "before")})
+		if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+			t.Fatal(err)
+		}
+		contents := func() []string {
+			var out []string
+			for _, m := range listAll(t, c, "alice", "knowledge") {
+				out = append(out, m.GetContent())
 			}
-			contents := func() []string {
-				var out []string
-				for _, m := range listAll(t, c, "alice", "knowledge") {
-					out = append(out, m.GetContent())
-				}
-				slices.Sort(out)
-				return out
-			}
-			want := contents()
-			writeFiles(t, dir, map[string]string{"a.md": same + "\n\n" + paragraphs(1, "after")})
-			failing := &failingStores{MemoryServiceClient: c, after: 3}
-			_, err := memory.IngestDir(t.Context(), failing, "alice", "knowledge", dir)
-			if status.Code(err) != codes.Unavailable {
-				t.Fatalf("err = %v, want UNAVAILABLE", err)
-			}
-			if got := contents(); len(want) != 3 || !slices.Equal(got, want) {
-				t.Errorf("after the failure the collection holds %d chunks, want the 3 earlier "+
-					"ones: %.200q", len(got), got)
-			}
-		})
-	}
+			slices.Sort(out)
+			return out
+		}
+		want := contents()
+		writeFiles(t, dir, map[string]string{"a.md": same + "\n\n" + paragraphs(1, "after")})
+		failing := &failingStores{MemoryServiceClient: c, after: 3}
+		_, err := memory.IngestDir(t.Context(), failing, "alice", "knowledge", dir)
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v, want UNAVAILABLE", err)
+		}
+		if got := contents(); len(want) != 3 || !slices.Equal(got, want) {
+			t.Errorf("after the failure the collection holds %d chunks, want the 3 earlier "+
+				"ones: %.200q", len(got), got)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package memory_test
 
 import (
 	"encoding/base64"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,7 +9,6 @@ import (
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/agentmesh/agentmesh/services/memory"
-	"github.com/agentmesh/agentmesh/services/memory/storetest"
 	"google.golang.org/grpc/codes"
 )
 
@@ -20,23 +18,14 @@ import (
 // ListMemories; PostgreSQL keeps no such text, and there the call failed STORAGE_ERROR
 // (UNAVAILABLE, which callers retry) while the in-memory and SQLite stores listed nothing.
 func TestPageTokenNoMemoryID(t *testing.T) {
-	stores := map[string]func(t *testing.T) memory.Store{
-		"memory": func(*testing.T) memory.Store { return memory.NewMemoryStore() },
-		"sqlite": func(t *testing.T) memory.Store {
-			return openSQLite(t, filepath.Join(t.TempDir(), "memory.db"))
-		},
-		"postgres": func(t *testing.T) memory.Store { return openPostgres(t, storetest.PostgresDSN(t)) },
-	}
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			c := newClient(t, memory.Options{Store: open(t)})
-			store(t, c, "u", "", "a memory to page through")
-			for _, id := range []string{"a\x00b", "\xff\xfe", strings.Repeat("m", memory.MaxNameBytes+1)} {
-				token := base64.RawURLEncoding.EncodeToString([]byte("1767225600000000000|" + id))
-				_, err := c.List(t.Context(), &memoryv1.ListRequest{UserId: "u", PageToken: token})
-				grpctest.WantStageError(t, err, codes.InvalidArgument,
-					typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "page_token", "not a token returned by List")
-			}
-		})
-	}
+	onStores(t, everyStore, func(t *testing.T, s memory.Store) {
+		c := newClient(t, memory.Options{Store: s})
+		store(t, c, "u", "", "a memory to page through")
+		for _, id := range []string{"a\x00b", "\xff\xfe", strings.Repeat("m", memory.MaxNameBytes+1)} {
+			token := base64.RawURLEncoding.EncodeToString([]byte("1767225600000000000|" + id))
+			_, err := c.List(t.Context(), &memoryv1.ListRequest{UserId: "u", PageToken: token})
+			grpctest.WantStageError(t, err, codes.InvalidArgument,
+				typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "page_token", "not a token returned by List")
+		}
+	})
 }

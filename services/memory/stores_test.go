@@ -61,6 +61,34 @@ func TestSQLiteStore(t *testing.T) {
 	})
 }
 
+// storeKind is a kind of store the tests run through the gRPC API on: its name (the subtest's)
+// and how to open an empty one, closed when the test ends.
+type storeKind struct {
+	name string
+	open func(t *testing.T) memory.Store
+}
+
+// sqlStores are the SQL stores: SQLite, and PostgreSQL in a schema of its own.
+var sqlStores = []storeKind{
+	{"sqlite", func(t *testing.T) memory.Store {
+		return openSQLite(t, filepath.Join(t.TempDir(), "memory.db"))
+	}},
+	{"postgres", func(t *testing.T) memory.Store { return openPostgres(t, storetest.PostgresDSN(t)) }},
+}
+
+// everyStore is every kind of store: the in-memory store and the SQL stores.
+var everyStore = append([]storeKind{
+	{"memory", func(*testing.T) memory.Store { return memory.NewMemoryStore() }},
+}, sqlStores...)
+
+// onStores runs test as a subtest on an empty store of each of kinds.
+func onStores(t *testing.T, kinds []storeKind, test func(t *testing.T, s memory.Store)) {
+	t.Helper()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { test(t, k.open(t)) })
+	}
+}
+
 // postgresMaxConns is the most connections each PostgreSQL store of the tests opens, as many
 // as the default memory.postgres_max_conns.
 const postgresMaxConns = 16
