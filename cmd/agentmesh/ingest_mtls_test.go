@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 )
@@ -63,22 +64,10 @@ func TestIngestWithAnotherCAExits4(t *testing.T) {
 // that call the memory stage accept only its.
 func TestIngestRefusesAnotherServiceAsMemory(t *testing.T) {
 	isolate(t)
-	dir := t.TempDir()
-	ca, err := certs.NewCA("mesh CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := ca.WriteCert(caFile); err != nil {
-		t.Fatal(err)
-	}
+	pki := meshproc.NewPKI(t, t.TempDir())
 	issue := func(service string) config.TLS {
-		t.Helper()
-		p, err := ca.Write(dir, service, certs.Service(service))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return config.TLS{CA: caFile, Cert: p.Cert, Key: p.Key}
+		p := pki.Issue(t, service, certs.Service(service))
+		return config.TLS{CA: pki.CAFile(), Cert: p.Cert, Key: p.Key}
 	}
 	cfg := config.Default()
 	cfg.TLS = issue("planning") // a process serving the memory API as the planning stage

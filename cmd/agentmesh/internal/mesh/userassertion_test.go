@@ -2,8 +2,6 @@ package mesh_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
@@ -24,7 +23,6 @@ import (
 	"github.com/agentmesh/agentmesh/services/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -47,29 +45,16 @@ func TestMemoryBelievesOnlyAssertedUsers(t *testing.T) {
 
 func testAssertedUsers(t *testing.T, configured bool) {
 	dir := t.TempDir()
-	ca, err := certs.NewCA("mesh CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := ca.WriteCert(caFile); err != nil {
-		t.Fatal(err)
-	}
-	own, err := ca.Write(dir, "orchestrator", certs.Service("orchestrator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stolen, err := ca.Write(dir, "action", certs.Service("action"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pki := meshproc.NewPKI(t, dir)
+	own := pki.Issue(t, "orchestrator", certs.Service("orchestrator"))
+	stolen := pki.Issue(t, "action", certs.Service("action"))
 	const question = "what is the locker code?"
 	llm := llmtest.New(t, llmtest.Scenario{Match: question, Turns: []llmtest.Turn{
 		call("knowledge_search", `{"query": "locker code"}`), text("Here is what I found."),
 	}})
 	aliceKey, aliceHash := auth.NewKey()
 	cfg := config.Default()
-	cfg.TLS = config.TLS{CA: caFile, Cert: own.Cert, Key: own.Key}
+	cfg.TLS = config.TLS{CA: pki.CAFile(), Cert: own.Cert, Key: own.Key}
 	cfg.Auth.APIKeys = []config.APIKey{{Hash: aliceHash, Tenant: "acme", User: "alice"}}
 	cfg.Providers["scripted"] = config.Provider{Type: "openai", BaseURL: llm.URL(), APIKey: "test-key"}
 	cfg.Targets = []config.Target{{Provider: "scripted", Model: "gpt-test"}}
@@ -91,19 +76,8 @@ func testAssertedUsers(t *testing.T, configured bool) {
 	}
 	t.Cleanup(m.Close)
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
-	dial := func(service string, pair *certs.Pair) *grpc.ClientConn {
-		tc := &tls.Config{RootCAs: roots}
-		if pair != nil {
-			cert, err := tls.LoadX509KeyPair(pair.Cert, pair.Key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		conn, err := grpc.NewClient(m.Addr(service),
-			grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	dial := func(service string, pair certs.Pair) *grpc.ClientConn {
+		conn, err := grpc.NewClient(m.Addr(service), grpc.WithTransportCredentials(pki.Client(t, pair)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +89,7 @@ func testAssertedUsers(t *testing.T, configured bool) {
 
 	// The operator, with the orchestrator's certificate, stores and ingests for alice: the
 	// orchestrator needs no assertion.
-	operator := memoryv1.NewMemoryServiceClient(dial(mesh.Memory, &own))
+	operator := memoryv1.NewMemoryServiceClient(dial(mesh.Memory, own))
 	asAlice := auth.OutgoingUser(ctx, "acme/alice")
 	_, err = operator.Store(asAlice, &memoryv1.StoreRequest{UserId: "acme/alice",
 		Content: &typev1.Message{Role: typev1.Role_ROLE_USER, Content: aliceMemory}})
@@ -134,7 +108,7 @@ func testAssertedUsers(t *testing.T, configured bool) {
 
 	// Alice's run: context assembly recalls her memory, knowledge_search finds her document,
 	// both through the memory stage with the orchestrator's assertion forwarded.
-	api := agentv1.NewAgentServiceClient(dial(mesh.Orchestrator, nil))
+	api := agentv1.NewAgentServiceClient(dial(mesh.Orchestrator, certs.Pair{}))
 	res, err := api.Run(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+aliceKey),
 		&agentv1.RunRequest{Message: question})
 	if err != nil || !res.GetSuccess() {
@@ -148,7 +122,7 @@ func testAssertedUsers(t *testing.T, configured bool) {
 	}
 
 	// The action stage's certificate, stolen, names alice.
-	thief := memoryv1.NewMemoryServiceClient(dial(mesh.Memory, &stolen))
+	thief := memoryv1.NewMemoryServiceClient(dial(mesh.Memory, stolen))
 	_, foreignKey := grant.GenerateKey()
 	forged := grant.NewSigner(foreignKey).SignUser("acme/alice", time.Now().Add(time.Hour))
 	probes := map[string]context.Context{
