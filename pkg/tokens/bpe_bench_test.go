@@ -27,28 +27,25 @@ func benchTexts() []struct{ name, text string } {
 // BenchmarkPreTokenize measures the pre-tokenizer alone: cutting text into the pieces that
 // BPE merges.
 func BenchmarkPreTokenize(b *testing.B) {
-	for _, enc := range encodings {
-		bp, err := loadVocabulary(enc.name, enc.piece)
-		if err != nil {
-			b.Fatal(err)
+	benchEncodings(b, func(bp *bpe, text string) {
+		for range bp.pieces(text) { // every piece cut, none used
 		}
-		for _, bt := range benchTexts() {
-			b.Run(enc.name+"/"+bt.name, func(b *testing.B) {
-				b.SetBytes(int64(len(bt.text)))
-				for b.Loop() {
-					n := 0
-					for range bp.pieces(bt.text) {
-						n++
-					}
-				}
-			})
-		}
-	}
+	})
 }
 
 // BenchmarkBPECount measures counting a text's tokens as a counter does when its cache does
 // not know the text: cut into segments, pre-tokenized and merged.
 func BenchmarkBPECount(b *testing.B) {
+	benchEncodings(b, func(bp *bpe, text string) {
+		for segment := range segments(text) {
+			bp.count(segment)
+		}
+	})
+}
+
+// benchEncodings runs work on each of benchTexts with each encoding's vocabulary, a
+// sub-benchmark each, reporting the text's bytes a second.
+func benchEncodings(b *testing.B, work func(bp *bpe, text string)) {
 	for _, enc := range encodings {
 		bp, err := loadVocabulary(enc.name, enc.piece)
 		if err != nil {
@@ -58,9 +55,7 @@ func BenchmarkBPECount(b *testing.B) {
 			b.Run(enc.name+"/"+bt.name, func(b *testing.B) {
 				b.SetBytes(int64(len(bt.text)))
 				for b.Loop() {
-					for segment := range segments(bt.text) {
-						bp.count(segment)
-					}
+					work(bp, bt.text)
 				}
 			})
 		}
