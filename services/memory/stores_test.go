@@ -132,17 +132,27 @@ const learningBefore = `CREATE TABLE learning (
 );
 INSERT INTO learning VALUES ('run-old', 'alice', 1, 0, 0, 0, NULL)`
 
+// sqlDatabase is a SQL database a test fills itself before a store opens it, as an earlier
+// release left it: its driver, the types of its key and blob columns, a new source (a file,
+// a schema of the test database) and how a store opens it.
+type sqlDatabase struct {
+	name, driver, key, blob string
+	source                  func(t *testing.T) string
+	open                    func(t *testing.T, source string) *memory.SQLStore
+}
+
+// sqlDatabases are the SQL databases: SQLite, and PostgreSQL.
+var sqlDatabases = []sqlDatabase{
+	{"sqlite", "sqlite", "TEXT", "BLOB", func(t *testing.T) string {
+		return filepath.Join(t.TempDir(), "memory.db")
+	}, openSQLite},
+	{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", storetest.PostgresDSN, openPostgres},
+}
+
 // A database made before the learning queue kept each run's trace context gets the columns
 // when a store opens it, and its queued runs are still learned from.
 func TestSQLStoresAddColumns(t *testing.T) {
-	for _, tc := range []struct {
-		name, driver, key, blob string
-		source                  func(t *testing.T) string
-		open                    func(t *testing.T, source string) *memory.SQLStore
-	}{
-		{"sqlite", "sqlite", "TEXT", "BLOB", func(t *testing.T) string { return filepath.Join(t.TempDir(), "memory.db") }, openSQLite},
-		{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", storetest.PostgresDSN, openPostgres},
-	} {
+	for _, tc := range sqlDatabases {
 		t.Run(tc.name, func(t *testing.T) {
 			source := tc.source(t)
 			db, err := sql.Open(tc.driver, source)
@@ -195,14 +205,7 @@ INSERT INTO memories VALUES ('m2', 'alice', 'knowledge', 2, 2, NULL, $BODY2)`
 // chunk once, still opens with both (the constraint covers the chunks stored from then on),
 // and storing the chunk again leaves one new copy beside them.
 func TestSQLStoresOpenWithDuplicateChunks(t *testing.T) {
-	for _, tc := range []struct {
-		name, driver, key, blob string
-		source                  func(t *testing.T) string
-		open                    func(t *testing.T, source string) *memory.SQLStore
-	}{
-		{"sqlite", "sqlite", "TEXT", "BLOB", func(t *testing.T) string { return filepath.Join(t.TempDir(), "memory.db") }, openSQLite},
-		{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", storetest.PostgresDSN, openPostgres},
-	} {
+	for _, tc := range sqlDatabases {
 		t.Run(tc.name, func(t *testing.T) {
 			meta, err := structpb.NewStruct(
 				map[string]any{memory.MetaSource: "a.md", memory.MetaChunk: 0})
@@ -268,16 +271,7 @@ func TestSQLStoresOpenWithDuplicateChunks(t *testing.T) {
 // were split into pairs of characters (one term per run, no schema version) is indexed
 // again when a store opens it, once: a word inside such a run finds its memory.
 func TestSQLStoresReindexUnspaced(t *testing.T) {
-	for _, tc := range []struct {
-		name, driver string
-		source       func(t *testing.T) string
-		open         func(t *testing.T, source string) *memory.SQLStore
-	}{
-		{"sqlite", "sqlite", func(t *testing.T) string {
-			return filepath.Join(t.TempDir(), "memory.db")
-		}, openSQLite},
-		{"postgres", "pgx", storetest.PostgresDSN, openPostgres},
-	} {
+	for _, tc := range sqlDatabases {
 		t.Run(tc.name, func(t *testing.T) {
 			source := tc.source(t)
 			s := tc.open(t, source)
