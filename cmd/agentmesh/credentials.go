@@ -115,12 +115,14 @@ func (bearer) RequireTransportSecurity() bool { return false }
 
 // stageCredentials are the transport credentials of a command that calls a stage directly, as
 // `agentmesh ingest` calls the memory stage: mutual TLS between services, as the service whose
-// certificate TLS_CERT and TLS_KEY name, when TLS_CA names the mesh CA; plaintext otherwise.
+// certificate TLS_CERT and TLS_KEY name, when TLS_CA names the mesh CA (refusing a server whose
+// certificate the CRLs of TLS_CRL, when set, revoke); plaintext otherwise.
 // With mutual TLS the server must have the mesh identity of one of peers (the stage called)
 // or the command's own (`agentmesh dev` serves every stage with one certificate), unless
 // peers is empty: then any mesh identity.
 func stageCredentials(peers ...string) (credentials.TransportCredentials, error) {
-	m, err := config.TLS{CA: os.Getenv("TLS_CA"), Cert: os.Getenv("TLS_CERT"), Key: os.Getenv("TLS_KEY")}.Mesh()
+	m, err := config.TLS{CA: os.Getenv("TLS_CA"), Cert: os.Getenv("TLS_CERT"), Key: os.Getenv("TLS_KEY"),
+		CRL: os.Getenv("TLS_CRL")}.Mesh()
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}

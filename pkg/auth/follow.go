@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -93,40 +94,83 @@ func (f *followed[T]) stamp() (string, error) {
 	return string(h.Sum(nil)), nil
 }
 
+// ServerFiles name the PEM files of a server's certificate and key and, for the certificates
+// of its clients, of their CAs and CRLs.
+type ServerFiles struct {
+	Cert, Key string
+	// ClientCA, when set, is the file of the CAs that client certificates are verified
+	// against (auth.client_ca).
+	ClientCA string
+	// ClientCRL, when set, is a file of CRLs (ParseCRLs) of the CAs of ClientCA, each signed by
+	// one of them (auth.client_crl): a client certificate they list, or a CA's of its chain, is
+	// refused at the handshake.
+	ClientCRL string
+}
+
+// serverState is the certificate, client CAs and CRLs a server of LoadServerTLS uses now.
+type serverState struct {
+	cert      tls.Certificate
+	clientCAs *x509.CertPool // nil: no client certificates
+	revoked   *revocations   // nil: no CRLs
+}
+
 // LoadServerTLS returns the TLS configuration of a server that presents the certificate and
-// key of certFile and keyFile and, when clientCAFile is set, verifies the certificates clients
-// present against its CAs (a client without one may still connect, to authenticate another
-// way). It follows the files as LoadMeshTLS does: a rotated set is used from the next
-// connection on.
-func LoadServerTLS(certFile, keyFile, clientCAFile string, every time.Duration) (*tls.Config, error) {
-	files := []string{certFile, keyFile}
-	if clientCAFile != "" {
-		files = append(files, clientCAFile)
+// key of files.Cert and files.Key and, when files.ClientCA is set, verifies the certificates
+// clients present against its CAs (a client without one may still connect, to authenticate
+// another way), refusing one that the CRLs of files.ClientCRL revoke (a resumed session's
+// too), with a warning at most once per RefusalInterval for a peer and certificate. It follows
+// the files as LoadMeshTLS does: a rotated set is used from the next connection on. Its errors
+// name the setting at fault for the client CAs (auth.client_ca) and CRLs (auth.client_crl).
+func LoadServerTLS(files ServerFiles, every time.Duration) (*tls.Config, error) {
+	if files.ClientCRL != "" && files.ClientCA == "" {
+		return nil, errors.New("auth.client_crl: the CRLs of client certificates need their CAs: set auth.client_ca")
 	}
-	f, err := follow("certificate of "+certFile, files, every, func() (*tls.Config, error) {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	followed := []string{files.Cert, files.Key}
+	for _, f := range []string{files.ClientCA, files.ClientCRL} {
+		if f != "" {
+			followed = append(followed, f)
+		}
+	}
+	f, err := follow("certificate of "+files.Cert, followed, every, func() (*serverState, error) {
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
 		if err != nil {
 			return nil, fmt.Errorf("tls: loading the certificate: %w", err)
 		}
-		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if clientCAFile != "" {
-			pem, err := os.ReadFile(clientCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("auth.client_ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("auth.client_ca: %s holds no PEM certificate", clientCAFile)
-			}
-			cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		st := &serverState{cert: cert}
+		if files.ClientCA == "" {
+			return st, nil
 		}
-		return cfg, nil
+		pem, err := os.ReadFile(files.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("auth.client_ca: %w", err)
+		}
+		st.clientCAs = x509.NewCertPool()
+		if !st.clientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("auth.client_ca: %s holds no PEM certificate", files.ClientCA)
+		}
+		if files.ClientCRL != "" {
+			if st.revoked, err = loadRevocations(files.ClientCRL, files.ClientCA, pem); err != nil {
+				return nil, fmt.Errorf("auth.client_crl: %w", err)
+			}
+		}
+		return st, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	refusals := newRefusalLog(slog.Default())
 	return &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return f.get(), nil },
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			st := f.get()
+			cfg := &tls.Config{Certificates: []tls.Certificate{st.cert}, MinVersion: tls.VersionTLS12}
+			if st.clientCAs != nil {
+				cfg.ClientCAs, cfg.ClientAuth = st.clientCAs, tls.VerifyClientCertIfGiven
+			}
+			if st.revoked != nil {
+				cfg.VerifyConnection = refuseRevoked(st.revoked, refusals, hello)
+			}
+			return cfg, nil
+		},
 	}, nil
 }

@@ -3,22 +3,29 @@ package auth
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 )
 
-// MeshFiles name the PEM files of the mesh CA and of a service's certificate and key.
+// MeshFiles name the PEM files of the mesh CA and of a service's certificate and key, and the
+// file of the CRLs of the mesh CA, if any.
 type MeshFiles struct {
 	CA, Cert, Key string
+	// CRL, when set, is a file of CRLs (ParseCRLs), each signed by a CA of CA: a certificate
+	// they list, a service's or a CA's of its chain, is refused at the handshake, a client's by
+	// the servers and a server's by the clients.
+	CRL string
 }
 
 // LoadMeshTLS returns the mutual TLS of the files, which follows them: at a
 // new connection's handshake, at most once per every (ReloadInterval when 0), it looks whether
 // a file changed and then loads them again. A new set that does not load, that the CA did not
-// sign, or whose certificate names another service is refused with a warning, and the current
-// one stays in use until the files change again.
+// sign, whose certificate names another service, or whose CRLs do not parse or were not signed
+// by a CA of the CA file is refused with a warning, and the current one stays in use until the
+// files change again. An error of the CRL file is a *CRLError.
 func LoadMeshTLS(files MeshFiles, every time.Duration) (*MeshTLS, error) {
-	m := &MeshTLS{}
+	m := &MeshTLS{refusals: newRefusalLog(slog.Default())}
 	load := func() (*meshState, error) {
 		caPEM, err := os.ReadFile(files.CA)
 		if err != nil {
@@ -28,7 +35,13 @@ func LoadMeshTLS(files MeshFiles, every time.Duration) (*MeshTLS, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, service, err := newMeshState(caPEM, cert)
+		var revoked *revocations
+		if files.CRL != "" {
+			if revoked, err = loadRevocations(files.CRL, files.CA, caPEM); err != nil {
+				return nil, err
+			}
+		}
+		st, service, err := newMeshState(caPEM, cert, revoked)
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +53,11 @@ func LoadMeshTLS(files MeshFiles, every time.Duration) (*MeshTLS, error) {
 		}
 		return st, nil
 	}
-	f, err := follow("mesh certificate of "+files.Cert, []string{files.CA, files.Cert, files.Key}, every, load)
+	followed := []string{files.CA, files.Cert, files.Key}
+	if files.CRL != "" {
+		followed = append(followed, files.CRL)
+	}
+	f, err := follow("mesh certificate of "+files.Cert, followed, every, load)
 	if err != nil {
 		return nil, err
 	}

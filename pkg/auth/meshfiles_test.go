@@ -91,7 +91,7 @@ func TestLoadServerTLSFollowsItsFiles(t *testing.T) {
 	served := filepath.Join(dir, "served")
 	first := issue("api-1")
 	rotateTo(t, first, served)
-	cfg, err := auth.LoadServerTLS(served+".pem", served+"-key.pem", "", 1)
+	cfg, err := auth.LoadServerTLS(auth.ServerFiles{Cert: served + ".pem", Key: served + "-key.pem"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestRotationToFilesOfTheSameSizeAndTimeIsFollowed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := auth.LoadServerTLS(served+".pem", served+"-key.pem", "", 1)
+	cfg, err := auth.LoadServerTLS(auth.ServerFiles{Cert: served + ".pem", Key: served + "-key.pem"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

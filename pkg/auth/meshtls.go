@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"slices"
 	"strings"
 )
@@ -14,22 +16,26 @@ import (
 // certificates of every service. It follows the files it was loaded from (LoadMeshTLS): a rotated
 // certificate or CA is used from the next connection on, without a restart.
 type MeshTLS struct {
-	service string
-	files   *followed[meshState]
+	service  string
+	files    *followed[meshState]
+	refusals *refusalLog // the clients refused for a revoked certificate
 }
 
-// meshState is the certificate and the CA a MeshTLS uses now.
+// meshState is the certificate, the CA and the CRLs a MeshTLS uses now.
 type meshState struct {
-	cert  tls.Certificate
-	roots *x509.CertPool
+	cert    tls.Certificate
+	roots   *x509.CertPool
+	revoked *revocations // nil without CRLs
 }
 
 // current is the certificate and CA to use now.
 func (m *MeshTLS) current() *meshState { return m.files.get() }
 
-// newMeshState checks cert against the CA of caPEM and returns them with the service the
-// certificate names.
-func newMeshState(caPEM []byte, cert tls.Certificate) (*meshState, string, error) {
+// newMeshState checks cert against the CA of caPEM and returns them, with the CRLs revoked
+// (nil for none), and the service the certificate names. A certificate that the CRLs revoke is
+// only warned about: the other services refuse it, and a CRL that revokes it, published before
+// the certificate is rotated, still applies to the others.
+func newMeshState(caPEM []byte, cert tls.Certificate, revoked *revocations) (*meshState, string, error) {
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caPEM) {
 		return nil, "", errors.New("the mesh CA holds no PEM certificate")
@@ -45,10 +51,15 @@ func newMeshState(caPEM []byte, cert tls.Certificate) (*meshState, string, error
 	if !ok {
 		return nil, "", fmt.Errorf("the certificate of %q names no mesh identity: it needs the one URI name %s<service>", leaf.Subject.String(), meshIDPrefix)
 	}
-	if err := verifyChain(roots, leaf, cert.Certificate[1:], x509.ExtKeyUsageAny); err != nil {
+	chains, err := verifyChain(roots, leaf, cert.Certificate[1:], x509.ExtKeyUsageAny)
+	if err != nil {
 		return nil, "", fmt.Errorf("the certificate of %s: %w", service, err)
 	}
-	return &meshState{cert: cert, roots: roots}, service, nil
+	if err := revoked.check(chains); err != nil {
+		slog.Warn("this service's own certificate is revoked: the services it calls and that call it refuse it",
+			"identity", MeshID(service), "err", err)
+	}
+	return &meshState{cert: cert, roots: roots, revoked: revoked}, service, nil
 }
 
 // Service is the service the certificate names.
@@ -57,19 +68,44 @@ func (m *MeshTLS) Service() string { return m.service }
 // ServerConfig is the TLS configuration of a stage server: it presents the service's
 // certificate and requires every client to present one the mesh CA signed. Which of those
 // callers are mesh identities is the admission's concern (MeshAdmission), so that
-// health stays open to every certificate of the mesh CA.
+// health stays open to every certificate of the mesh CA. With CRLs (MeshFiles.CRL) a client
+// whose chain holds a certificate they revoke is refused in the handshake, a resumed session's
+// too, and the refusal is logged (as MeshAdmission logs its own: a warning at most once per
+// RefusalInterval for a peer and certificate).
 func (m *MeshTLS) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			st := m.current()
-			return &tls.Config{
+			cfg := &tls.Config{
 				Certificates: []tls.Certificate{st.cert},
 				ClientAuth:   tls.RequireAndVerifyClientCert,
 				ClientCAs:    st.roots,
 				MinVersion:   tls.VersionTLS13,
-			}, nil
+			}
+			if st.revoked != nil {
+				cfg.VerifyConnection = refuseRevoked(st.revoked, m.refusals, hello)
+			}
+			return cfg, nil
 		},
+	}
+}
+
+// refuseRevoked is the VerifyConnection of a server with the CRLs revoked, which refuses a
+// client certificate they revoke and logs the refusal to refusals. VerifyConnection, not
+// VerifyPeerCertificate: it is called at a resumed session's handshake too, whose client
+// certificate was verified when the session began, maybe before the CRL listed it.
+func refuseRevoked(revoked *revocations, refusals *refusalLog, hello *tls.ClientHelloInfo) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		err := revoked.check(cs.VerifiedChains)
+		if err != nil {
+			var addr net.Addr
+			if hello != nil && hello.Conn != nil {
+				addr = hello.Conn.RemoteAddr()
+			}
+			refusals.refusedHandshake(addr, err)
+		}
+		return err
 	}
 }
 
@@ -96,7 +132,7 @@ func (m *MeshTLS) ClientConfig(peers ...string) *tls.Config {
 }
 
 // verifyServer accepts a server that presents a certificate of the mesh CA naming a mesh
-// identity, one of peers unless it is empty.
+// identity, one of peers unless it is empty, and that no CRL revokes.
 func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the server presented no certificate")
@@ -106,7 +142,12 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	for _, c := range cs.PeerCertificates[1:] {
 		intermediates = append(intermediates, c.Raw)
 	}
-	if err := verifyChain(m.current().roots, leaf, intermediates, x509.ExtKeyUsageServerAuth); err != nil {
+	st := m.current()
+	chains, err := verifyChain(st.roots, leaf, intermediates, x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return fmt.Errorf("the server's certificate: %w", err)
+	}
+	if err := st.revoked.check(chains); err != nil {
 		return fmt.Errorf("the server's certificate: %w", err)
 	}
 	service, ok := MeshService(leaf)
@@ -125,19 +166,20 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	return nil
 }
 
-// verifyChain checks that leaf, with the DER intermediates, chains to roots for usage.
-func verifyChain(roots *x509.CertPool, leaf *x509.Certificate, intermediates [][]byte, usage x509.ExtKeyUsage) error {
+// verifyChain checks that leaf, with the DER intermediates, chains to roots for usage, and
+// returns its verified chains.
+func verifyChain(roots *x509.CertPool, leaf *x509.Certificate, intermediates [][]byte, usage x509.ExtKeyUsage) ([][]*x509.Certificate, error) {
 	pool := x509.NewCertPool()
 	for _, der := range intermediates {
 		c, err := x509.ParseCertificate(der)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pool.AddCert(c)
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: pool, KeyUsages: []x509.ExtKeyUsage{usage}})
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: pool, KeyUsages: []x509.ExtKeyUsage{usage}})
 	if err != nil {
-		return fmt.Errorf("not signed by the mesh CA for this use: %w", err)
+		return nil, fmt.Errorf("not signed by the mesh CA for this use: %w", err)
 	}
-	return nil
+	return chains, nil
 }

@@ -49,7 +49,26 @@ func newRefusalLog(log *slog.Logger) *refusalLog {
 
 // refused logs the refusal of the call of method in ctx with err, with attrs besides.
 func (r *refusalLog) refused(ctx context.Context, method string, err error, attrs ...any) {
-	key := refusalKey{peer: peerHost(ctx), reason: err.Error()}
+	r.record(ctx, "call refused", peerHost(ctx), err, append([]any{"method", method}, attrs...))
+}
+
+// refusedHandshake logs the refusal, in the TLS handshake, of the peer at addr (nil when
+// unknown) with err: a revoked certificate.
+func (r *refusalLog) refusedHandshake(addr net.Addr, err error) {
+	host := ""
+	if addr != nil {
+		host = addr.String()
+		if h, _, serr := net.SplitHostPort(host); serr == nil {
+			host = h
+		}
+	}
+	r.record(context.Background(), "TLS handshake refused", host, err, nil)
+}
+
+// record logs msg for the refusal of peer with err, with attrs first: a warning, or a debug
+// line when the peer was refused for err less than RefusalInterval ago.
+func (r *refusalLog) record(ctx context.Context, msg, peer string, err error, attrs []any) {
+	key := refusalKey{peer: peer, reason: err.Error()}
 	now := r.now()
 	r.mu.Lock()
 	st, ok := r.seen.Get(key)
@@ -64,15 +83,15 @@ func (r *refusalLog) refused(ctx context.Context, method string, err error, attr
 		r.seen.Put(key, &refusalState{logged: now})
 	}
 	r.mu.Unlock()
-	attrs = append([]any{"method", method, "peer", key.peer, "err", err}, attrs...)
+	attrs = append(attrs, "peer", key.peer, "err", err)
 	if quiet {
-		r.log.DebugContext(ctx, "call refused", attrs...)
+		r.log.DebugContext(ctx, msg, attrs...)
 		return
 	}
 	if unlogged > 0 {
 		attrs = append(attrs, "unlogged", unlogged)
 	}
-	r.log.WarnContext(ctx, "call refused", attrs...)
+	r.log.WarnContext(ctx, msg, attrs...)
 }
 
 // peerHost is the address of the call's peer without its port, or "" when unknown.

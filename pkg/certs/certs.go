@@ -132,3 +132,77 @@ func serial() *big.Int {
 	}
 	return n
 }
+
+// Intermediate makes a CA named name that this one signs: the certificates it issues chain to
+// this CA through its certificate (CertPEM), which a peer presents after its own.
+func (ca *CA) Intermediate(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Minute),
+		NotAfter:              time.Now().Add(Validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// Serial is the serial number of the CA's certificate.
+func (ca *CA) Serial() *big.Int { return new(big.Int).Set(ca.cert.SerialNumber) }
+
+// CRL is what a certificate revocation list of a CA says.
+type CRL struct {
+	// Number is the CRL's number, which a newer CRL of the CA makes larger; 0 is 1.
+	Number int64
+	// ThisUpdate is when the CRL was issued; zero is now.
+	ThisUpdate time.Time
+	// NextUpdate is when the next CRL is due; zero is CRLValidity after ThisUpdate.
+	NextUpdate time.Time
+	// Revoked are the serial numbers of the certificates revoked, each at ThisUpdate.
+	Revoked []*big.Int
+}
+
+// CRLValidity is how long after its issue a CRL that names no NextUpdate says the next one is
+// due.
+const CRLValidity = 7 * 24 * time.Hour
+
+// RevocationList makes the certificate revocation list c, signed by the CA, PEM encoded (an
+// "X509 CRL" block).
+func (ca *CA) RevocationList(c CRL) ([]byte, error) {
+	if c.Number == 0 {
+		c.Number = 1
+	}
+	if c.ThisUpdate.IsZero() {
+		c.ThisUpdate = time.Now()
+	}
+	if c.NextUpdate.IsZero() {
+		c.NextUpdate = c.ThisUpdate.Add(CRLValidity)
+	}
+	tmpl := &x509.RevocationList{
+		Number:     big.NewInt(c.Number),
+		ThisUpdate: c.ThisUpdate,
+		NextUpdate: c.NextUpdate,
+	}
+	for _, s := range c.Revoked {
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries,
+			x509.RevocationListEntry{SerialNumber: s, RevocationTime: c.ThisUpdate})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, tmpl, ca.cert, ca.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}), nil
+}

@@ -1,7 +1,11 @@
 package certs
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 
@@ -51,4 +55,25 @@ func create(path string, data []byte, perm os.FileMode) error {
 	}
 	_, err = f.Write(data)
 	return errors.Join(err, f.Close())
+}
+
+// SerialOf returns the serial number of the first certificate of the PEM file.
+func SerialOf(file string) (*big.Int, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return nil, fmt.Errorf("%s holds no PEM certificate", file)
+		}
+		if block.Type == "CERTIFICATE" {
+			c, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			return c.SerialNumber, nil
+		}
+	}
 }

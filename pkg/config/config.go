@@ -124,6 +124,11 @@ type Auth struct {
 	// needs tls.cert and tls.key). The certificate's common name is the user, its first
 	// organization the tenant, and its organizational units that name roles are the roles.
 	ClientCA string `yaml:"client_ca,omitempty"`
+	// ClientCRL is a file of certificate revocation lists of the CAs of ClientCA (PEM "X509
+	// CRL" blocks, or one DER CRL), each signed by one of them: a client certificate they list
+	// is refused at the handshake. It is followed as the certificate files are: a new CRL
+	// applies within 10 s, without a restart.
+	ClientCRL string `yaml:"client_crl,omitempty"`
 	// AllowPlaintextKeys lets the public API take APIKeys without TLS (tls.cert and tls.key)
 	// on an address other hosts can reach, for TLS that a proxy or sidecar in front of it
 	// terminates; without it such a server refuses to start.
@@ -161,8 +166,8 @@ type APIKey struct {
 }
 
 // TLS is a process's certificate and key (PEM files) for the servers it runs, and the mesh CA
-// (README, "mTLS between services"). The TLS_CA, TLS_CERT and TLS_KEY environment variables
-// override them in the service binaries, since every process has its own certificate.
+// (README, "mTLS between services"). The TLS_CA, TLS_CERT, TLS_KEY and TLS_CRL environment
+// variables override them in the service binaries, since every process has its own certificate.
 //
 // With ca, cert and key the services talk mutual TLS: every stage serves TLS with its certificate
 // and takes calls only from a client certificate of the mesh CA that names a mesh identity (the
@@ -178,6 +183,11 @@ type TLS struct {
 	Cert string `yaml:"cert,omitempty"`
 	// Key is the private key.
 	Key string `yaml:"key,omitempty"`
+	// CRL is a file of certificate revocation lists of the mesh CA (PEM "X509 CRL" blocks, or
+	// one DER CRL), each signed by a CA of CA: a service's certificate they list is refused at
+	// the handshake, as a client by the stages and as a server by the services calling it. It
+	// is followed as the certificate files are: a new CRL applies within 10 s, without a restart.
+	CRL string `yaml:"crl,omitempty"`
 }
 
 // Services are gRPC addresses (host:port) of the mesh's services.

@@ -637,4 +637,10 @@ func (c *Config) validateSecurity(p *problems) {
 	if c.Auth.ClientCA != "" && c.TLS.Cert == "" {
 		p.addf("auth.client_ca: client certificates need TLS; set tls.cert and tls.key")
 	}
+	if c.Auth.ClientCRL != "" && c.Auth.ClientCA == "" {
+		p.addf("auth.client_crl: the CRLs of client certificates need their CAs; set auth.client_ca")
+	}
+	if c.TLS.CRL != "" && c.TLS.CA == "" {
+		p.addf("tls.crl: the CRLs of the mesh CA need it; set tls.ca")
+	}
 }

@@ -233,6 +233,12 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 		{"REST tool of a name the orchestrator reserves", func(c *Config) {
 			c.RestTools = map[string]RestTool{"final_report": {URL: "https://reports.example.com/file"}}
 		}, `rest_tools.final_report: the name is reserved for one of the orchestrator's own tools (final_report, agent__final_report, agent__progress_report)`},
+		{"client CRLs without the client CA", func(c *Config) {
+			c.TLS = TLS{Cert: "api.pem", Key: "api-key.pem"}
+			c.Auth.ClientCRL = "clients.crl"
+		}, "auth.client_crl: the CRLs of client certificates need their CAs; set auth.client_ca"},
+		{"mesh CRLs without the mesh CA", func(c *Config) { c.TLS = TLS{Cert: "a.pem", Key: "a-key.pem", CRL: "mesh.crl"} },
+			"tls.crl: the CRLs of the mesh CA need it; set tls.ca"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,11 +71,11 @@ type Drainer interface {
 // Main runs a service binary and exits the process: it logs JSON to stderr, loads the
 // configuration (the file AGENTMESH_CONFIG names, if any, over the standard layers of
 // config.Load, with GRPC_MAX_MESSAGE_BYTES, when set, taking the place of
-// grpc.max_message_bytes, and TLS_CA, TLS_CERT and TLS_KEY that of tls.ca, tls.cert and
-// tls.key), sets up tracing for "agentmesh-"+name, serves the process's metrics as Prometheus
-// text on METRICS_ADDR (path /metrics; none when it is unset), builds the service with the
-// configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM, then
-// drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else the service's own drain
+// grpc.max_message_bytes, and TLS_CA, TLS_CERT, TLS_KEY and TLS_CRL that of tls.ca, tls.cert,
+// tls.key and tls.crl), sets up tracing for "agentmesh-"+name, serves the process's metrics as
+// Prometheus text on METRICS_ADDR (path /metrics; none when it is unset), builds the service
+// with the configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM,
+// then drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else the service's own drain
 // timeout, WithDrainTimeout, else DefaultDrainTimeout) and flushes the spans. The server
 // accepts messages of up to grpc.max_message_bytes.
 // The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
@@ -226,10 +226,11 @@ func loadConfig() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t := (config.TLS{CA: Env("TLS_CA", cfg.TLS.CA), Cert: Env("TLS_CERT", cfg.TLS.Cert), Key: Env("TLS_KEY", cfg.TLS.Key)}); t != cfg.TLS {
+	if t := (config.TLS{CA: Env("TLS_CA", cfg.TLS.CA), Cert: Env("TLS_CERT", cfg.TLS.Cert), Key: Env("TLS_KEY", cfg.TLS.Key),
+		CRL: Env("TLS_CRL", cfg.TLS.CRL)}); t != cfg.TLS {
 		cfg.TLS = t
 		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("TLS_CA, TLS_CERT, TLS_KEY: %w", err)
+			return nil, fmt.Errorf("TLS_CA, TLS_CERT, TLS_KEY, TLS_CRL: %w", err)
 		}
 	}
 	if v := os.Getenv("GRPC_MAX_MESSAGE_BYTES"); v != "" {

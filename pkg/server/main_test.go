@@ -76,6 +76,10 @@ func TestRunExitCodes(t *testing.T) {
 		{"certificate without key", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.intent.Cert}, ok, exitcode.Invalid},
 		{"certificate naming no mesh identity", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.user.Cert, "TLS_KEY": dev.user.Key}, ok, exitcode.Invalid},
 		{"certificate of another CA", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.other.Cert, "TLS_KEY": dev.other.Key}, ok, exitcode.Invalid},
+		{"mesh CRLs without the mesh CA", map[string]string{"TLS_CRL": dev.crl}, ok, exitcode.Invalid},
+		{"mesh CRLs that do not parse", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.intent.Cert, "TLS_KEY": dev.intent.Key, "TLS_CRL": dev.badCRL}, ok, exitcode.Invalid},
+		{"mesh CRLs of another CA", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.intent.Cert, "TLS_KEY": dev.intent.Key, "TLS_CRL": dev.otherCRL}, ok, exitcode.Invalid},
+		{"missing mesh CRLs", map[string]string{"TLS_CA": dev.ca, "TLS_CERT": dev.intent.Cert, "TLS_KEY": dev.intent.Key, "TLS_CRL": dev.crl + ".missing"}, ok, exitcode.Invalid},
 		{"memory share not a number", map[string]string{MemoryRatioEnv: "90%"}, ok, exitcode.Invalid},
 		{"memory share over the limit", map[string]string{MemoryRatioEnv: "1.5"}, ok, exitcode.Invalid},
 		{"no memory share", map[string]string{MemoryRatioEnv: "0"}, ok, exitcode.Invalid},
@@ -95,6 +99,7 @@ func TestRunExitCodes(t *testing.T) {
 			t.Setenv("TLS_CA", "")
 			t.Setenv("TLS_CERT", "")
 			t.Setenv("TLS_KEY", "")
+			t.Setenv("TLS_CRL", "")
 			t.Setenv(MemoryRatioEnv, "")
 			for k, v := range tc.env {
 				t.Setenv(k, v)
@@ -120,6 +125,7 @@ func listenOnFreeAddr(t *testing.T) string {
 	t.Setenv("TLS_CA", "")
 	t.Setenv("TLS_CERT", "")
 	t.Setenv("TLS_KEY", "")
+	t.Setenv("TLS_CRL", "")
 	return addr
 }
 
@@ -285,10 +291,13 @@ func TestRunTakesTheMessageLimitFromConfiguration(t *testing.T) {
 	}
 }
 
-// devPKI is a mesh CA with the certificates the tests of run use.
+// devPKI is a mesh CA with the certificates the tests of run use, and files of CRLs.
 type devPKI struct {
 	ca                                string // the mesh CA's certificate
 	intent, orchestrator, user, other certs.Pair
+	crl                               string // a CRL of the mesh CA
+	otherCRL                          string // a CRL of the other CA
+	badCRL                            string // a file that holds no CRL
 }
 
 func newDevPKI(t *testing.T) devPKI {
@@ -318,6 +327,18 @@ func newDevPKI(t *testing.T) devPKI {
 		{&p.other, other, "other", certs.Service("intent")},
 	} {
 		if *c.pair, err = c.ca.Write(dir, c.name, c.s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.crl, p.otherCRL, p.badCRL = filepath.Join(dir, "mesh.crl"), filepath.Join(dir, "other.crl"), filepath.Join(dir, "bad.crl")
+	for file, c := range map[string]*certs.CA{p.crl: ca, p.otherCRL: other, p.badCRL: nil} {
+		data := []byte("not a CRL")
+		if c != nil {
+			if data, err = c.RevocationList(certs.CRL{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(file, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

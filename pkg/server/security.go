@@ -18,9 +18,10 @@ import (
 // PublicSecurity is the authentication of the public API from the configuration: the
 // authenticator of auth.api_keys (or auth.api_keys_file) and auth.client_ca (nil when none is
 // set: the API is open) and the TLS configuration of tls.cert and tls.key (nil without them),
-// which verifies client certificates against auth.client_ca when it is set.
+// which verifies client certificates against auth.client_ca when it is set, refusing those
+// that the CRLs of auth.client_crl revoke.
 func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Config, error) {
-	tlsCfg, err := serverTLS(t, a.ClientCA)
+	tlsCfg, err := serverTLS(t, a.ClientCA, a.ClientCRL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -36,13 +37,14 @@ func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Conf
 
 // serverTLS is the TLS configuration of a server with the certificate t, verifying client
 // certificates against the CAs in the PEM file clientCA when it is set (a client without a
-// certificate may still connect, and authenticate with an API key). It follows the files: a
-// rotated certificate is used from the next connection on (auth.LoadServerTLS).
-func serverTLS(t config.TLS, clientCA string) (*tls.Config, error) {
+// certificate may still connect, and authenticate with an API key) and refusing those that
+// the CRLs of clientCRL, when it is set, revoke. It follows the files: a rotated certificate
+// or CRL is used from the next connection on (auth.LoadServerTLS).
+func serverTLS(t config.TLS, clientCA, clientCRL string) (*tls.Config, error) {
 	if t.Cert == "" {
 		return nil, nil
 	}
-	c, err := auth.LoadServerTLS(t.Cert, t.Key, clientCA, 0)
+	c, err := auth.LoadServerTLS(auth.ServerFiles{Cert: t.Cert, Key: t.Key, ClientCA: clientCA, ClientCRL: clientCRL}, 0)
 	if err == nil {
 		return c, nil
 	}
@@ -52,6 +54,9 @@ func serverTLS(t config.TLS, clientCA string) (*tls.Config, error) {
 	}
 	if _, ferr := os.ReadFile(clientCA); clientCA != "" && ferr != nil {
 		return nil, fmt.Errorf("auth.client_ca: %w", ferr)
+	}
+	if _, ferr := os.ReadFile(clientCRL); clientCRL != "" && ferr != nil {
+		return nil, fmt.Errorf("auth.client_crl: %w", ferr)
 	}
 	return nil, err
 }
@@ -108,7 +113,8 @@ func Loopback(addr string) bool {
 
 // secure sets up the authentication of a service binary's server. A stage serves mutual TLS
 // between services when tls.ca, tls.cert and tls.key are set (TLS_CA, TLS_CERT and TLS_KEY
-// override them: each process has its own certificate), taking calls only from mesh identities.
+// override them: each process has its own certificate, and TLS_CRL tls.crl), taking calls only
+// from mesh identities.
 // The public API authenticates its callers as the auth section configures, over TLS with
 // tls.cert and tls.key. A server that other hosts can reach without authentication refuses to
 // start unless the binary runs insecure (Insecure); a public API they can reach that takes API

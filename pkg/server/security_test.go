@@ -54,3 +54,36 @@ func TestPublicSecurityNamesTheSettingAtFault(t *testing.T) {
 		}
 	}
 }
+
+// TestCRLErrorsNameTheSetting: a file of CRLs that is missing, holds no CRL, or holds a CRL
+// that no CA of its CA file signed is refused naming its setting: auth.client_crl for the
+// public API's client certificates, tls.crl for the mesh (an invalid configuration, exit 4).
+// The mesh CA's own CRL loads.
+func TestCRLErrorsNameTheSetting(t *testing.T) {
+	dev := newDevPKI(t)
+	missing := filepath.Join(t.TempDir(), "missing.crl")
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"missing", missing, missing},
+		{"no CRL", dev.badCRL, "neither PEM"},
+		{"another CA's", dev.otherCRL, `the CRL of "CN=other CA" (1 of 1) is not signed by a CA of ` + dev.ca},
+	} {
+		_, _, err := PublicSecurity(config.Auth{ClientCA: dev.ca, ClientCRL: tc.file},
+			config.TLS{Cert: dev.orchestrator.Cert, Key: dev.orchestrator.Key})
+		if err == nil || !strings.HasPrefix(err.Error(), "auth.client_crl: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("auth.client_crl %s: %v, want an error naming auth.client_crl and saying %q", tc.name, err, tc.want)
+		}
+		_, err = config.TLS{CA: dev.ca, Cert: dev.intent.Cert, Key: dev.intent.Key, CRL: tc.file}.Mesh()
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "tls.crl: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("tls.crl %s: %v, want an invalid configuration naming tls.crl and saying %q", tc.name, err, tc.want)
+		}
+	}
+	if _, _, err := PublicSecurity(config.Auth{ClientCA: dev.ca, ClientCRL: dev.crl},
+		config.TLS{Cert: dev.orchestrator.Cert, Key: dev.orchestrator.Key}); err != nil {
+		t.Errorf("auth.client_crl of the client CA: %v", err)
+	}
+	if m, err := (config.TLS{CA: dev.ca, Cert: dev.intent.Cert, Key: dev.intent.Key, CRL: dev.crl}).Mesh(); err != nil || m == nil {
+		t.Errorf("tls.crl of the mesh CA: %v", err)
+	}
+}

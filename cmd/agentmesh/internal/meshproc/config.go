@@ -45,6 +45,11 @@ type Config struct {
 	// Embeddings names the model of the "scripted" provider the memory stage embeds with
 	// (memory.embeddings); it needs LLM. Empty leaves semantic search off.
 	Embeddings string
+	// ClientCA is auth.client_ca: the public API authenticates the client certificates of the
+	// CA of that file (it needs Options.MTLS, whose certificate the replicas serve it with).
+	ClientCA string
+	// ClientCRL is auth.client_crl, the CRLs of ClientCA.
+	ClientCRL string
 }
 
 // noApproval lists the REST tools that RequireApproval does not: a ToolServer's tools are
@@ -61,8 +66,8 @@ func (c Config) noApproval() []string {
 }
 
 // write writes the configuration file into dir, with a new key pair of approval grants beside
-// it and tls.ca set to tlsCA, checks that it loads, and returns its path.
-func (c Config) write(t testing.TB, dir, tlsCA string) string {
+// it and the tls section tls (when it sets ca), checks that it loads, and returns its path.
+func (c Config) write(t testing.TB, dir string, tls config.TLS) string {
 	t.Helper()
 	approvals := config.Approvals{SigningKey: filepath.Join(dir, "grant.key"), VerifyKey: filepath.Join(dir, "grant.pub")}
 	pub, priv := grant.GenerateKey()
@@ -92,8 +97,11 @@ func (c Config) write(t testing.TB, dir, tlsCA string) string {
 	if len(c.RestTools) > 0 {
 		doc["rest_tools"] = c.RestTools
 	}
-	if tlsCA != "" {
-		doc["tls"] = config.TLS{CA: tlsCA}
+	if tls.CA != "" {
+		doc["tls"] = tls
+	}
+	if c.ClientCA != "" || c.ClientCRL != "" {
+		doc["auth"] = config.Auth{ClientCA: c.ClientCA, ClientCRL: c.ClientCRL}
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {

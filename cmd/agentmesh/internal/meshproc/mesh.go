@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/certs"
+	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/grpctest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,6 +33,12 @@ type Options struct {
 	// present its certificate "meshproc", which names no mesh identity: a stage answers them
 	// health only.
 	MTLS bool
+	// CRL, with MTLS, has Start write the mesh CA's CRL (PKI.Revoke), listing the
+	// certificates of the services Revoked names, and set tls.crl to its file (PKI.CRLFile),
+	// which every process follows: PKI.Revoke revokes others while the mesh runs.
+	CRL bool
+	// Revoked names the services whose certificates the CRL lists from the start, with CRL.
+	Revoked []string
 	// PKI is the mesh CA of a mesh with MTLS (NewPKI); nil makes a new one. Start issues into it
 	// the certificates of the services it starts and of the harness: a stage in Replaced brings
 	// its own.
@@ -68,7 +75,7 @@ func Start(t testing.TB, opts Options) *Mesh {
 	cfgDir, home, work := mkdir(t, root, "config"), mkdir(t, root, "home"), mkdir(t, root, "work")
 	m := &Mesh{nats: newNATS(t, bin, work), stages: map[string]*Service{}}
 	creds := insecure.NewCredentials()
-	tlsCA := ""
+	var tlsCfg config.TLS
 	if opts.MTLS {
 		services := []string{Orchestrator}
 		for _, s := range Stages {
@@ -83,10 +90,22 @@ func Start(t testing.TB, opts Options) *Mesh {
 		for _, s := range services {
 			m.pki.Issue(t, s, certs.Service(s))
 		}
-		tlsCA = m.pki.CAFile()
+		tlsCfg.CA = m.pki.CAFile()
 		creds = m.pki.Client(t, m.pki.Issue(t, "meshproc", certs.Subject{CommonName: "meshproc", Client: true}))
+		if opts.CRL {
+			m.pki.Revoke(t, opts.Revoked...)
+			tlsCfg.CRL = m.pki.CRLFile()
+		}
+		if opts.Config.ClientCA != "" {
+			// auth.client_ca needs tls.cert in the file; each process's own overrides it.
+			own := m.pki.Service(Orchestrator)
+			tlsCfg.Cert, tlsCfg.Key = own.Cert, own.Key
+		}
 	}
-	cfgPath := opts.Config.write(t, cfgDir, tlsCA)
+	if (opts.CRL || len(opts.Revoked) > 0) && tlsCfg.CRL == "" {
+		t.Fatal("meshproc: Options.CRL and Options.Revoked need Options.MTLS, and Revoked CRL")
+	}
+	cfgPath := opts.Config.write(t, cfgDir, tlsCfg)
 	m.nats.Restart(t)
 
 	env := append(os.Environ(),

@@ -3,6 +3,7 @@ package meshproc
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,8 +14,9 @@ import (
 // PKI is the mesh CA of a Mesh started with Options.MTLS, and the files of its certificates,
 // made as `agentmesh certs` makes them.
 type PKI struct {
-	ca  *certs.CA
-	dir string
+	ca        *certs.CA
+	dir       string
+	crlNumber int64 // the number of the last CRL Revoke wrote
 }
 
 // NewPKI makes a mesh CA, writing its certificate to dir/ca.pem, where Issue writes the
@@ -49,6 +51,36 @@ func (p *PKI) Issue(t testing.TB, name string, s certs.Subject) certs.Pair {
 		t.Fatal(err)
 	}
 	return pair
+}
+
+// CRLFile is the file of the mesh CA's CRL that Revoke writes (tls.crl with Options.CRL).
+func (p *PKI) CRLFile() string { return filepath.Join(p.dir, "ca.crl") }
+
+// Revoke writes CRLFile anew, by a rename as a secret update does: a CRL of the CA, newer than
+// the last, that lists the certificates Issue wrote under the names (and no other: name every
+// certificate to keep revoked).
+func (p *PKI) Revoke(t testing.TB, names ...string) {
+	t.Helper()
+	p.crlNumber++
+	c := certs.CRL{Number: p.crlNumber}
+	for _, name := range names {
+		serial, err := certs.SerialOf(p.Service(name).Cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Revoked = append(c.Revoked, serial)
+	}
+	data, err := p.ca.RevocationList(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := p.CRLFile() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p.CRLFile()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Client returns TLS credentials that trust the mesh CA's servers by host name and present
