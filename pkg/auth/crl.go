@@ -192,25 +192,22 @@ func (r *revocations) warnStale(now time.Time) {
 		"next_update", r.stale.UTC().Format(time.RFC3339))
 }
 
-// check returns an error wrapping ErrRevoked unless one of the verified chains holds no
-// certificate that the CRL of its issuer (the next certificate of the chain) lists; nil for no
-// chains (no certificate presented) and for r nil (no CRLs).
+// check returns an error wrapping ErrRevoked when a certificate of one of the verified chains
+// is listed by a CRL of its issuer (the next certificate of the chain); nil for no chains (no
+// certificate presented) and for r nil (no CRLs). Every chain counts, not only one: where the
+// CA file holds an intermediate CA beside its root (for the intermediate's own CRLs), a chain
+// ends at each, and the intermediate revoked by the root's CRL is refused still.
 func (r *revocations) check(chains [][]*x509.Certificate) error {
 	if r == nil {
 		return nil
 	}
 	r.warnStale(time.Now())
-	var first error
 	for _, chain := range chains {
-		err := r.checkChain(chain)
-		if err == nil {
-			return nil
-		}
-		if first == nil {
-			first = err
+		if err := r.checkChain(chain); err != nil {
+			return err
 		}
 	}
-	return first
+	return nil
 }
 
 // checkChain returns the error of the first certificate of chain that the CRL of its issuer

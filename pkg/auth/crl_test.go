@@ -293,10 +293,11 @@ func TestMeshTLSRefusesRevokedCertificates(t *testing.T) {
 }
 
 // TestRevokedIntermediateIsRefused: a certificate of an intermediate CA whose own certificate
-// the root's CRL lists is refused, naming that CA certificate in the chain of the service's;
-// a CRL of the intermediate, whose certificate the CA file holds, revokes the certificates it
-// signed.
+// the root's CRL lists is refused, naming that CA certificate in the chain of the service's,
+// even where the CA file holds the intermediate's certificate too; a CRL of the intermediate,
+// whose certificate the CA file holds, revokes the certificates it signed.
 func TestRevokedIntermediateIsRefused(t *testing.T) {
+	captureLogs(t)
 	p := newCRLPKI(t, "mesh root CA")
 	mid, err := p.ca.Intermediate("mesh intermediate CA")
 	if err != nil {
@@ -354,6 +355,16 @@ func TestRevokedIntermediateIsRefused(t *testing.T) {
 	if _, err := connect(addr, load(client, both).ClientConfig()); err == nil ||
 		!strings.Contains(errText(lastErr(refused())), "spiffe://agentmesh/orchestrator, serial "+auth.FormatSerial(serialOf(t, client.Cert))) {
 		t.Errorf("a client the intermediate's CRL revokes: %v (server: %v)", err, lastErr(refused()))
+	}
+
+	// The intermediate in the CA file is a root too, but the root's CRL revoking it still
+	// refuses the certificates it signed: one chain of the two ends at the root.
+	other := chained("orchestrator-2", "orchestrator")
+	writeFile(t, crlFile, rootCRL)
+	addr, refused = serveHandshakes(t, load(direct, both).ServerConfig())
+	if _, err := connect(addr, load(other, both).ClientConfig()); err == nil ||
+		!strings.Contains(errText(lastErr(refused())), `the CA certificate "CN=mesh intermediate CA"`) {
+		t.Errorf("a client of the revoked intermediate, itself in the CA file: %v (server: %v)", err, lastErr(refused()))
 	}
 }
 
@@ -459,6 +470,7 @@ func (a *publicAPI) client(t *testing.T, pair certs.Pair) *tls.Config {
 // certificate, and a client without one (an API key's), are taken; a rewritten CRL applies from
 // the next handshake, in TLS 1.2 as in 1.3.
 func TestPublicAPIRefusesRevokedClientCertificates(t *testing.T) {
+	captureLogs(t)
 	var alice, bob certs.Pair
 	a := newPublicAPI(t, func(ca *certs.CA) []byte { return crl(t, ca, certs.CRL{Number: 1}) })
 	alice = a.clients.issue(t, "alice", certs.Subject{CommonName: "alice", Organization: "acme", Client: true})
@@ -495,6 +507,7 @@ func TestPublicAPIRefusesRevokedClientCertificates(t *testing.T) {
 // connected cannot resume its TLS session (whose ticket holds its certificate, verified before
 // the revocation) to go on: the CRLs are checked at a resumption's handshake too.
 func TestRevokedClientCannotResumeASession(t *testing.T) {
+	captureLogs(t)
 	a := newPublicAPI(t, func(ca *certs.CA) []byte { return crl(t, ca, certs.CRL{Number: 1}) })
 	alice := a.clients.issue(t, "alice", certs.Subject{CommonName: "alice", Client: true})
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
