@@ -307,7 +307,7 @@ func TestIngestExitCodes(t *testing.T) {
 		{"memory unreachable", "", []string{"ingest", "--addr", "127.0.0.1:1", dir}, 3, []string{"cannot reach the memory service at 127.0.0.1:1", "connection refused"}},
 		{"memory unreachable, configured address", "services:\n  memory: 127.0.0.1:1\n", []string{"ingest", dir}, 3, []string{"cannot reach the memory service at 127.0.0.1:1"}},
 		{"memory full", "", []string{"ingest", "--addr", fullAddr, dir}, 1, []string{
-			"before failing: 1 file(s), 1 chunk(s) stored", "MEMORY_FULL", `ingest retries.md: store chunk 1 of 1: user "cli" has 1 of 1 memories`,
+			"before failing: 1 file(s), 1 chunk(s) stored", "MEMORY_FULL", `ingest retries.md: the document's 1 chunk(s) would take user "cli" past its quota of 1 memories`,
 		}},
 	}
 	for _, tc := range tests {

@@ -6,6 +6,7 @@ import (
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // documentKey identifies a chunk of a document: a memory whose metadata has a non-empty
@@ -23,9 +24,35 @@ func documentKey(m *memoryv1.Memory) string {
 	if err != nil {
 		return "" // metadata the service checked always encodes; else no key, as before
 	}
+	return digest([]byte(m.GetCollection()), []byte(m.GetConversationId()),
+		[]byte(m.GetContent()), meta)
+}
+
+// DocumentName names the document a chunk (a memory whose metadata has a non-empty MetaSource
+// string, as IngestDir stores) is of: a digest of its collection, conversation, and the
+// MetaSource and MetaFolder strings of its metadata, so the chunks of one file of a folder
+// share it whatever their text. Store.PutDocument replaces the user's memories of one name as
+// a unit. It is "" for a memory of no document.
+func DocumentName(m *memoryv1.Memory) string {
+	return documentNameOf(m.GetCollection(), m.GetConversationId(), m.GetMetadata())
+}
+
+// documentNameOf is the DocumentName of a memory of collection and conversation with the
+// metadata meta.
+func documentNameOf(collection, conversation string, meta *structpb.Struct) string {
+	source := meta.GetFields()[MetaSource].GetStringValue()
+	if source == "" {
+		return ""
+	}
+	return digest([]byte("document"), []byte(collection), []byte(conversation), []byte(source),
+		[]byte(meta.GetFields()[MetaFolder].GetStringValue()))
+}
+
+// digest is the hex SHA-256 of parts, each preceded by its length, so no two lists of parts
+// have the same digest by where one part ends and the next begins.
+func digest(parts ...[]byte) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(m.GetCollection()), []byte(m.GetConversationId()),
-		[]byte(m.GetContent()), meta} {
+	for _, part := range parts {
 		var n [8]byte
 		for i := range n {
 			n[i] = byte(len(part) >> (8 * i))

@@ -17,6 +17,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 	"github.com/agentmesh/agentmesh/pkg/textcut"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -68,7 +70,9 @@ type IngestReport struct {
 // stored from the same source path of the same folder, known by its name wherever it is (and
 // those of that path stored without a folder, by an earlier release), so re-running after
 // edits does not duplicate them; a file of the same path in a folder of another name is
-// another document, kept beside it. Once every file is
+// another document, kept beside it. A file's chunks replace its earlier ones as a unit
+// (MemoryService.StoreDocument), so that of two ingestions of a file at the same time, the
+// collection keeps the chunks of the one that stored the file last. Once every file is
 // stored, the chunks of the folder's files that are gone from it are deleted, so the
 // collection holds what the folder holds. Invalid UTF-8, in a file's text or in a file's or
 // the folder's name, is replaced by U+FFFD.
@@ -229,12 +233,13 @@ func storedSources(ctx context.Context, client memoryv1.MemoryServiceClient,
 }
 
 // ingestFile replaces the chunks stored from rel of the folder dir (the memories old) with its
-// current ones. It stores the new chunks before it deletes the earlier ones, so that a failure
-// partway leaves the file's earlier chunks as they were: it deletes the new ones it stored,
-// except those that replaced an unchanged earlier chunk (the same documentKey), best effort
-// (the memory stage may be the failure), and returns the error. When the quota
-// leaves no room for both (MEMORY_FULL), it deletes the earlier chunks first, as the file
-// could not be replaced otherwise.
+// current ones, in one StoreDocument: the memory stage replaces the file's chunks as a unit,
+// so an ingestion that fails keeps them as they were, and of two ingestions of the file at the
+// same time the one that finishes last leaves its chunks, never some of each. The memories of
+// old it did not replace (stored from no known folder by an earlier release, or before the
+// memory stage knew their document) are deleted after it; when the quota leaves no room for the
+// new chunks beside them (MEMORY_FULL), before it. A memory stage without StoreDocument (of an
+// earlier release: UNIMPLEMENTED) is sent the chunks one by one (ingestChunks).
 func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	userID, collection, dir, rel string, old []storedChunk, report *IngestReport) error {
 	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
@@ -247,9 +252,61 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	}
 	doc := document{title: cutTitle(metaName(documentTitle(rel, text))), source: metaName(rel),
 		folder: folderName(dir), chunks: chunkText(text, MaxChunkBytes)}
+	stored, replaced, err := doc.replace(ctx, client, userID, collection)
+	if status.Code(err) == codes.Unimplemented {
+		return ingestChunks(ctx, client, userID, collection, rel, doc, old, report)
+	}
+	if memoryFull(err) && len(old) > 0 {
+		if err := deleteChunks(ctx, client, userID, old, &report.Replaced); err != nil {
+			return fmt.Errorf("delete the earlier chunks to make room: %w", err)
+		}
+		old = nil
+		stored, replaced, err = doc.replace(ctx, client, userID, collection)
+	}
+	if err != nil {
+		return err
+	}
+	report.Replaced += len(replaced)
+	gone := make(map[string]bool, len(replaced))
+	for _, id := range replaced {
+		gone[id] = true
+	}
+	rest := slices.DeleteFunc(slices.Clone(old), func(c storedChunk) bool { return gone[c.id] })
+	if err := deleteChunks(ctx, client, userID, rest, &report.Replaced); err != nil {
+		return fmt.Errorf("delete the earlier chunks: %w", err)
+	}
+	report.counted(rel, doc, stored)
+	return nil
+}
+
+// memoryFull reports whether err is MEMORY_FULL.
+func memoryFull(err error) bool {
+	return err != nil &&
+		stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL
+}
+
+// counted counts in the report the chunks stored of the file rel, doc's.
+func (r *IngestReport) counted(rel string, doc document, stored []storedChunk) {
+	r.Chunks += len(stored)
+	if len(doc.chunks) == 0 {
+		r.Skipped = append(r.Skipped, rel)
+	} else {
+		r.Files++
+	}
+}
+
+// ingestChunks replaces the chunks stored from rel (the memories old) with doc's, stored one by
+// one, for a memory stage without StoreDocument. It stores the new chunks before it deletes
+// the earlier ones, so that a failure partway leaves the file's earlier chunks as they were:
+// it deletes the new ones it stored, except those that replaced an unchanged earlier chunk
+// (the same documentKey), best effort (the memory stage may be the failure), and returns the
+// error. When the quota leaves no room for both (MEMORY_FULL), it deletes the earlier chunks
+// first, as the file could not be replaced otherwise. Two such ingestions of a changed file at
+// the same time may leave the chunks of both.
+func ingestChunks(ctx context.Context, client memoryv1.MemoryServiceClient,
+	userID, collection, rel string, doc document, old []storedChunk, report *IngestReport) error {
 	stored, err := doc.store(ctx, client, userID, collection)
-	full := err != nil && stageerr.FromError(err).Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL
-	if full && len(old) > 0 {
+	if memoryFull(err) && len(old) > 0 {
 		if err := deleteChunks(ctx, client, userID, stored, nil); err != nil {
 			return fmt.Errorf("delete the new chunks stored before the quota was reached: %w", err)
 		}
@@ -275,12 +332,7 @@ func ingestFile(ctx context.Context, client memoryv1.MemoryServiceClient,
 	if err := deleteChunks(ctx, client, userID, old, &report.Replaced); err != nil {
 		return fmt.Errorf("delete the earlier chunks: %w", err)
 	}
-	report.Chunks += len(stored)
-	if len(doc.chunks) == 0 {
-		report.Skipped = append(report.Skipped, rel)
-	} else {
-		report.Files++
-	}
+	report.counted(rel, doc, stored)
 	return nil
 }
 
@@ -290,18 +342,59 @@ type document struct {
 	chunks                []string
 }
 
+// metadata returns the metadata of every chunk of the document (its title, source and folder)
+// and that of its chunk i alone (its index and the number of chunks).
+func (d document) metadata(i int) (doc, chunk *structpb.Struct, err error) {
+	if doc, err = structpb.NewStruct(map[string]any{
+		MetaTitle: d.title, MetaSource: d.source, MetaFolder: d.folder}); err != nil {
+		return nil, nil, err
+	}
+	chunk, err = structpb.NewStruct(map[string]any{MetaChunk: i, MetaChunks: len(d.chunks)})
+	return doc, chunk, err
+}
+
+// replace stores the document's chunks in place of those stored before (StoreDocument), and
+// returns those it stored and the ids of the memories they replaced.
+func (d document) replace(ctx context.Context, client memoryv1.MemoryServiceClient,
+	userID, collection string) (stored []storedChunk, replaced []string, err error) {
+	meta, _, err := d.metadata(0)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &memoryv1.StoreDocumentRequest{UserId: userID, Collection: collection, Metadata: meta,
+		Chunks: make([]*memoryv1.DocumentChunk, len(d.chunks))}
+	for i, text := range d.chunks {
+		_, own, err := d.metadata(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Chunks[i] = &memoryv1.DocumentChunk{Content: text, Metadata: own}
+	}
+	resp, err := client.StoreDocument(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if got := len(resp.GetMemoryIds()); got != len(d.chunks) {
+		return nil, nil, fmt.Errorf("the memory stage stored %d chunks of %d", got, len(d.chunks))
+	}
+	for _, id := range resp.GetMemoryIds() {
+		stored = append(stored, storedChunk{id: id, ofFolder: true})
+	}
+	return stored, resp.GetReplacedIds(), nil
+}
+
 // store stores the document's chunks, each one memory of the collection, and returns those
 // it stored: all of them, or those before the first that failed with its error.
 func (d document) store(ctx context.Context, client memoryv1.MemoryServiceClient,
 	userID, collection string) ([]storedChunk, error) {
 	stored := make([]storedChunk, 0, len(d.chunks))
 	for i, chunk := range d.chunks {
-		meta, err := structpb.NewStruct(map[string]any{
-			MetaTitle: d.title, MetaSource: d.source, MetaFolder: d.folder,
-			MetaChunk: i, MetaChunks: len(d.chunks)})
+		doc, own, err := d.metadata(i)
 		if err != nil {
 			return stored, err
 		}
+		meta := doc
+		maps.Copy(meta.Fields, own.GetFields())
 		resp, err := client.Store(ctx, &memoryv1.StoreRequest{
 			UserId:     userID,
 			Collection: collection,

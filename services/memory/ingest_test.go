@@ -345,10 +345,27 @@ func TestIngestDirNamesNotUTF8(t *testing.T) {
 	}
 }
 
-// failingStores is a memory client whose Store calls fail, UNAVAILABLE, from the after-th on.
+// earlierStage is a memory client of a memory stage of an earlier release, without
+// StoreDocument (UNIMPLEMENTED, as gRPC answers a method the server lacks).
+type earlierStage struct{ memoryv1.MemoryServiceClient }
+
+func (earlierStage) StoreDocument(context.Context, *memoryv1.StoreDocumentRequest,
+	...grpc.CallOption) (*memoryv1.StoreDocumentResponse, error) {
+	return nil, status.Error(codes.Unimplemented,
+		"unknown method StoreDocument for service agentmesh.memory.v1.MemoryService")
+}
+
+// failingStores is a memory client of a memory stage of an earlier release (earlierStage),
+// which IngestDir sends the chunks one by one, whose Store calls fail, UNAVAILABLE, from the
+// after-th on.
 type failingStores struct {
 	memoryv1.MemoryServiceClient
 	after, calls int
+}
+
+func (f *failingStores) StoreDocument(ctx context.Context, req *memoryv1.StoreDocumentRequest,
+	opts ...grpc.CallOption) (*memoryv1.StoreDocumentResponse, error) {
+	return earlierStage{}.StoreDocument(ctx, req, opts...)
 }
 
 func (f *failingStores) Store(ctx context.Context, req *memoryv1.StoreRequest,
@@ -491,4 +508,65 @@ func TestIngestDirFailureKeepsTheUnchangedChunks(t *testing.T) {
 				"ones: %.200q", len(got), got)
 		}
 	})
+}
+
+// TestIngestDirEarlierMemoryStage: a memory stage of an earlier release, without StoreDocument,
+// is sent a file's chunks one by one: the folder is ingested, and ingested again after a change
+// its file's chunks are replaced.
+func TestIngestDirEarlierMemoryStage(t *testing.T) {
+	c := earlierStage{newClient(t, memory.Options{})}
+	dir := t.TempDir()
+	for i, word := range []string{"before", "after"} {
+		writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, word), "b.md": "Kept."})
+		report, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Files != 2 || report.Chunks != 4 || report.Replaced != 4*i {
+			t.Errorf("ingestion %d: report %+v, want 2 files of 4 chunks, %d replaced", i+1,
+				report, 4*i)
+		}
+		chunks := bySource(listAll(t, c, "alice", "knowledge"))["a.md"]
+		if len(chunks) != 3 || !strings.HasPrefix(chunks[0].GetContent(), word+" ") {
+			t.Errorf("ingestion %d: a.md has %d chunks, want the 3 of the text %q", i+1,
+				len(chunks), word)
+		}
+	}
+}
+
+// failingDocuments is a memory client whose StoreDocument calls fail, UNAVAILABLE.
+type failingDocuments struct{ memoryv1.MemoryServiceClient }
+
+func (failingDocuments) StoreDocument(context.Context, *memoryv1.StoreDocumentRequest,
+	...grpc.CallOption) (*memoryv1.StoreDocumentResponse, error) {
+	return nil, status.Error(codes.Unavailable, "the memory stage went away")
+}
+
+// TestIngestDirStoreDocumentFails: an ingestion whose StoreDocument of a changed file fails
+// leaves the file's earlier chunks as they were (the memory stage replaces them as a unit, or
+// not at all), and deletes none of them.
+func TestIngestDirStoreDocumentFails(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, "before")})
+	if _, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir); err != nil {
+		t.Fatal(err)
+	}
+	ids := func() []string {
+		var out []string
+		for _, m := range listAll(t, c, "alice", "knowledge") {
+			out = append(out, m.GetId())
+		}
+		return out
+	}
+	before := ids()
+	writeFiles(t, dir, map[string]string{"a.md": paragraphs(3, "after")})
+	_, err := memory.IngestDir(t.Context(), failingDocuments{c}, "alice", "knowledge", dir)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "a.md") {
+		t.Fatalf("err = %v, want UNAVAILABLE naming a.md", err)
+	}
+	if got := ids(); len(before) != 3 || !slices.Equal(got, before) {
+		t.Errorf("after the failure the collection holds %v, want the 3 earlier chunks %v",
+			got, before)
+	}
 }

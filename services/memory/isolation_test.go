@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // as returns a context whose calls act for the user id (with roles), as the orchestrator's do.
@@ -39,6 +40,17 @@ func principal(id string, roles ...string) auth.Principal {
 var memoryRPCs = map[string]func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error{
 	"Store": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {
 		_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: userID, Content: user("a note")})
+		return err
+	},
+	"StoreDocument": func(ctx context.Context, c memoryv1.MemoryServiceClient,
+		userID string) error {
+		meta, err := structpb.NewStruct(map[string]any{memory.MetaSource: "a.md"})
+		if err != nil {
+			return err
+		}
+		_, err = c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: userID,
+			Collection: "knowledge", Metadata: meta,
+			Chunks: []*memoryv1.DocumentChunk{{Content: "a chunk"}}})
 		return err
 	},
 	"Search": func(ctx context.Context, c memoryv1.MemoryServiceClient, userID string) error {

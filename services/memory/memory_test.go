@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -514,6 +515,16 @@ func TestRuns(t *testing.T) {
 	})
 }
 
+// docMeta is the metadata of a document whose source is source.
+func docMeta(t *testing.T, source string) *structpb.Struct {
+	t.Helper()
+	meta, err := structpb.NewStruct(map[string]any{memory.MetaSource: source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
 // failingStore fails every operation with a database error.
 type failingStore struct{ memory.Store }
 
@@ -521,6 +532,9 @@ var errDisk = errors.New("disk I/O error")
 
 func (failingStore) PutMemory(context.Context, *memoryv1.Memory, []float32, int) error {
 	return errDisk
+}
+func (failingStore) PutDocument(context.Context, memory.Document, int) ([]string, error) {
+	return nil, errDisk
 }
 func (failingStore) SearchMemories(context.Context, memory.SearchQuery) ([]*memoryv1.MemoryHit, error) {
 	return nil, errDisk
@@ -556,6 +570,11 @@ func TestStorageError(t *testing.T) {
 	calls := map[string]func() error{
 		"Store": func() error {
 			_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: "u", Content: user("x")})
+			return err
+		},
+		"StoreDocument": func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"), Chunks: []*memoryv1.DocumentChunk{{Content: "x"}}})
 			return err
 		},
 		"Search": func() error {
@@ -614,6 +633,60 @@ func TestInvalidInput(t *testing.T) {
 			_, err := c.Store(ctx, &memoryv1.StoreRequest{UserId: "u", Content: user("  \n")})
 			return err
 		}, "content"},
+		{"StoreDocument without a source", func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Chunks: []*memoryv1.DocumentChunk{{Content: "x"}}})
+			return err
+		}, `metadata["source"]: must be a non-empty string naming the document`},
+		{"StoreDocument with a folder that is no string", func() error {
+			meta := docMeta(t, "a.md")
+			meta.Fields[memory.MetaFolder] = structpb.NewNumberValue(1)
+			_, err := c.StoreDocument(ctx,
+				&memoryv1.StoreDocumentRequest{UserId: "u", Metadata: meta})
+			return err
+		}, `metadata["folder"]: must be a string`},
+		{"StoreDocument with a blank chunk", func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"),
+				Chunks:   []*memoryv1.DocumentChunk{{Content: "x"}, {Content: " \n"}}})
+			return err
+		}, "chunks[1].content must not be empty"},
+		{"StoreDocument with a chunk over the content limit", func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"), Chunks: []*memoryv1.DocumentChunk{
+					{Content: strings.Repeat("a", memory.MaxContentBytes+1)}}})
+			return err
+		}, "chunks[0].content: at most 32768 bytes, got 32769"},
+		{"StoreDocument with a chunk's metadata key the document's has", func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"), Chunks: []*memoryv1.DocumentChunk{
+					{Content: "x", Metadata: docMeta(t, "b.md")}}})
+			return err
+		}, `chunks[0].metadata["source"]: the document's metadata has it`},
+		{"StoreDocument with metadata over the limit", func() error {
+			own, err := structpb.NewStruct(
+				map[string]any{"pad": strings.Repeat("p", memory.MaxMetadataBytes)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"),
+				Chunks:   []*memoryv1.DocumentChunk{{Content: "x", Metadata: own}}})
+			return err
+		}, "chunks[0].metadata: at most 16384 bytes encoded with the document's metadata"},
+		{"StoreDocument with a NaN", func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"), Chunks: []*memoryv1.DocumentChunk{{Content: "x",
+					Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+						"score": structpb.NewNumberValue(math.NaN())}}}}})
+			return err
+		}, `chunks[0].metadata["score"]: must be a finite number, got NaN`},
+		{"StoreDocument with a chunk twice", func() error {
+			_, err := c.StoreDocument(ctx, &memoryv1.StoreDocumentRequest{UserId: "u",
+				Metadata: docMeta(t, "a.md"), Chunks: []*memoryv1.DocumentChunk{
+					{Content: "x"}, {Content: "y"}, {Content: "x"}}})
+			return err
+		}, "chunks[2]: the same content and metadata as chunks[0]"},
 		{"Search without user", func() error {
 			_, err := c.Search(ctx, &memoryv1.SearchRequest{Query: "x"})
 			return err

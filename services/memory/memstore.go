@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -27,8 +28,9 @@ import (
 // smaller (issue 15).
 type MemoryStore struct {
 	mu          sync.RWMutex
-	memories    map[string]map[string]memoryRecord // user → memory id → memory
-	chunks      map[string]map[string]string       // user → documentKey → memory id
+	memories    map[string]map[string]memoryRecord    // user → memory id → memory
+	chunks      map[string]map[string]string          // user → documentKey → memory id
+	documents   map[string]map[string]map[string]bool // user → DocumentName → memory ids
 	transcripts map[string]*storedChain
 	runs        map[string]storedRun
 	saved       []string               // the runs' ids, in the order they were first saved
@@ -59,6 +61,7 @@ type memoryRecord struct {
 	memory *memoryv1.Memory
 	doc    rankDoc
 	key    string // documentKey of memory
+	name   string // DocumentName of memory
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -71,6 +74,7 @@ func NewMemoryStoreKeeping(keep Retention) *MemoryStore {
 	return &MemoryStore{
 		memories:    make(map[string]map[string]memoryRecord),
 		chunks:      make(map[string]map[string]string),
+		documents:   make(map[string]map[string]map[string]bool),
 		transcripts: make(map[string]*storedChain),
 		runs:        make(map[string]storedRun),
 		learning:    make(map[string]*learnState),
@@ -101,41 +105,116 @@ func (s *MemoryStore) forget() {
 // PutMemory stores a copy of m and its vector unless its user already holds quota memories;
 // a chunk of a document replaces the user's memory with the same documentKey.
 func (s *MemoryStore) PutMemory(_ context.Context, m *memoryv1.Memory, vector []float32, quota int) error {
-	key := documentKey(m)
-	freq, length := termFrequencies(m.GetContent())
-	doc := rankDoc{
-		id:        m.GetId(),
-		createdAt: m.GetCreatedAt().AsTime().UnixNano(),
-		length:    length,
-		freq:      freq,
-		vector:    slices.Clone(vector),
-	}
+	r := newMemoryRecord(m, vector)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	userID := m.GetUserId()
-	user := s.memories[userID]
 	replaced, found := "", false
-	if key != "" {
-		replaced, found = s.chunks[userID][key]
+	if r.key != "" {
+		replaced, found = s.chunks[userID][r.key]
 	}
-	if quota < 1 || (!found && len(user) >= quota) {
+	if quota < 1 || (!found && len(s.memories[userID]) >= quota) {
 		return ErrQuotaExceeded
 	}
 	if found {
-		delete(user, replaced)
+		s.remove(userID, replaced)
 	}
-	if user == nil {
-		user = make(map[string]memoryRecord)
-		s.memories[userID] = user
+	s.add(userID, r)
+	return nil
+}
+
+// PutDocument replaces the user's chunks of the document, and those with the documentKey of
+// one of its chunks, with its chunks, in one critical section: a concurrent PutDocument of the
+// same document comes wholly before or after it.
+func (s *MemoryStore) PutDocument(_ context.Context, doc Document, quota int) ([]string, error) {
+	records := make([]memoryRecord, len(doc.Chunks))
+	for i, m := range doc.Chunks {
+		records[i] = newMemoryRecord(m, doc.vector(i))
 	}
-	user[m.GetId()] = memoryRecord{memory: proto.CloneOf(m), doc: doc, key: key}
-	if key != "" {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gone := maps.Clone(s.documents[doc.UserID][doc.Name])
+	if gone == nil {
+		gone = make(map[string]bool)
+	}
+	for _, r := range records {
+		if id, ok := s.chunks[doc.UserID][r.key]; ok {
+			gone[id] = true
+		}
+	}
+	if added := len(records) - len(gone); added > 0 && len(s.memories[doc.UserID])+added > quota {
+		return nil, ErrQuotaExceeded
+	}
+	replaced := slices.Sorted(maps.Keys(gone))
+	for _, id := range replaced {
+		s.remove(doc.UserID, id)
+	}
+	for _, r := range records {
+		s.add(doc.UserID, r)
+	}
+	return replaced, nil
+}
+
+// newMemoryRecord returns the record of a copy of m with its vector.
+func newMemoryRecord(m *memoryv1.Memory, vector []float32) memoryRecord {
+	freq, length := termFrequencies(m.GetContent())
+	return memoryRecord{
+		memory: proto.CloneOf(m),
+		doc: rankDoc{
+			id:        m.GetId(),
+			createdAt: m.GetCreatedAt().AsTime().UnixNano(),
+			length:    length,
+			freq:      freq,
+			vector:    slices.Clone(vector),
+		},
+		key:  documentKey(m),
+		name: DocumentName(m),
+	}
+}
+
+// add keeps r, a memory of userID, and indexes it by its documentKey and DocumentName. s.mu is
+// held.
+func (s *MemoryStore) add(userID string, r memoryRecord) {
+	if s.memories[userID] == nil {
+		s.memories[userID] = make(map[string]memoryRecord)
+	}
+	id := r.memory.GetId()
+	s.memories[userID][id] = r
+	if r.key != "" {
 		if s.chunks[userID] == nil {
 			s.chunks[userID] = make(map[string]string)
 		}
-		s.chunks[userID][key] = m.GetId()
+		s.chunks[userID][r.key] = id
 	}
-	return nil
+	if r.name != "" {
+		if s.documents[userID] == nil {
+			s.documents[userID] = make(map[string]map[string]bool)
+		}
+		if s.documents[userID][r.name] == nil {
+			s.documents[userID][r.name] = make(map[string]bool)
+		}
+		s.documents[userID][r.name][id] = true
+	}
+}
+
+// remove drops the memory id of userID and its index entries, reporting whether there was
+// one. s.mu is held.
+func (s *MemoryStore) remove(userID, id string) bool {
+	r, ok := s.memories[userID][id]
+	if !ok {
+		return false
+	}
+	delete(s.memories[userID], id)
+	if r.key != "" && s.chunks[userID][r.key] == id {
+		delete(s.chunks[userID], r.key)
+	}
+	if r.name != "" {
+		delete(s.documents[userID][r.name], id)
+		if len(s.documents[userID][r.name]) == 0 {
+			delete(s.documents[userID], r.name)
+		}
+	}
+	return true
 }
 
 // SearchMemories ranks the user's memories in the collection.
@@ -195,14 +274,8 @@ func newerFirst(a, b *memoryv1.Memory) int {
 func (s *MemoryStore) DeleteMemory(_ context.Context, userID, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	user := s.memories[userID]
-	r, ok := user[id]
-	if !ok {
+	if !s.remove(userID, id) {
 		return ErrNotFound
-	}
-	delete(user, id)
-	if r.key != "" {
-		delete(s.chunks[userID], r.key)
 	}
 	return nil
 }

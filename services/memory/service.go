@@ -68,7 +68,9 @@
 // # Knowledge
 //
 // IngestDir stores a folder of Markdown and text files as chunks in a collection, which the
-// action stage's knowledge_search reads.
+// action stage's knowledge_search reads. StoreDocument replaces a file's chunks as a unit
+// (Store.PutDocument): of two ingestions of a changed file at the same time, the collection
+// keeps the chunks of the one that stored it last.
 package memory
 
 import (

@@ -29,6 +29,12 @@ type dialect struct {
 	// is the chunk's documentKey) inside their transaction, so the second finds the first's
 	// row to replace. Without it the transaction itself must serialise writers.
 	documentLock string
+	// documentNameLock, when set, serialises the writes of one document's chunks (its only
+	// argument is their DocumentName) inside their transaction, taken before documentLock:
+	// the PutDocuments of one document replace its chunks one after the other, and a PutMemory
+	// of one of its chunks waits for them. Without it the transaction itself must serialise
+	// writers.
+	documentNameLock string
 	// columns lists the names of the columns of a table, its only argument.
 	columns string
 }
@@ -43,7 +49,10 @@ var (
 		schemaLock:   "SELECT pg_advisory_xact_lock(7007)",
 		runLock:      "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
 		documentLock: "SELECT pg_advisory_xact_lock(7009, hashtext(?))",
-		columns:      "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?",
+		// Another class of keys than documentLock's, so that a document's lock is never a
+		// chunk's.
+		documentNameLock: "SELECT pg_advisory_xact_lock(7010, hashtext(?))",
+		columns:          "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?",
 	}
 )
 
@@ -62,12 +71,17 @@ var addedColumns = []addedColumn{
 	// before the column was added (duplicates an earlier release stored among them stay
 	// until their document is ingested again, which deletes its earlier chunks).
 	{"memories", "document_key", "TEXT"},
+	// The DocumentName of a document's chunk, NULL for other memories and for those stored
+	// before the column was added (an ingestion of their file deletes them as it did before).
+	{"memories", "document", "TEXT"},
 }
 
 // addedIndexes are the indexes on addedColumns, made once the columns are there.
 var addedIndexes = []string{
 	// One memory of a user per document chunk (NULLs are distinct: other memories are free).
 	`CREATE UNIQUE INDEX IF NOT EXISTS memories_document ON memories (user_id, document_key)`,
+	// The chunks of a user's document, which PutDocument replaces.
+	`CREATE INDEX IF NOT EXISTS memories_of_document ON memories (user_id, document)`,
 }
 
 // rebind returns query with the dialect's placeholders.

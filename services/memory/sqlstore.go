@@ -230,14 +230,18 @@ func (s *SQLStore) PutMemory(ctx context.Context, m *memoryv1.Memory, vector []f
 	if quota < 1 {
 		return ErrQuotaExceeded
 	}
-	body, err := proto.Marshal(m)
+	row, err := newMemoryRow(m, vector)
 	if err != nil {
-		return fmt.Errorf("encode memory: %w", err)
+		return err
 	}
-	freq, length := termFrequencies(m.GetContent())
-	key := documentKey(m)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		replaced, err := s.replaceDocument(ctx, tx, m.GetUserId(), key)
+		if row.name != "" && s.d.documentNameLock != "" {
+			_, err := tx.ExecContext(ctx, s.d.rebind(s.d.documentNameLock), row.name)
+			if err != nil {
+				return err
+			}
+		}
+		replaced, err := s.replaceDocument(ctx, tx, m.GetUserId(), row.key)
 		if err != nil {
 			return err
 		}
@@ -255,19 +259,129 @@ WHERE memory_users.memories < ? RETURNING memories`), m.GetUserId(), quota).Scan
 				return err
 			}
 		}
-		var keyValue any // NULL for a memory that is no document's chunk
-		if key != "" {
-			keyValue = key
+		return s.insertMemory(ctx, tx, row)
+	})
+}
+
+// memoryRow is a memory as a row of memories holds it, with its terms.
+type memoryRow struct {
+	m         *memoryv1.Memory
+	vector    []float32
+	body      []byte
+	freq      map[string]int
+	length    int
+	key, name string // documentKey and DocumentName of m
+}
+
+// newMemoryRow encodes m and its vector as a row.
+func newMemoryRow(m *memoryv1.Memory, vector []float32) (memoryRow, error) {
+	body, err := proto.Marshal(m)
+	if err != nil {
+		return memoryRow{}, fmt.Errorf("encode memory: %w", err)
+	}
+	freq, length := termFrequencies(m.GetContent())
+	return memoryRow{m: m, vector: vector, body: body, freq: freq, length: length,
+		key: documentKey(m), name: DocumentName(m)}, nil
+}
+
+// insertMemory inserts the row and its terms.
+func (s *SQLStore) insertMemory(ctx context.Context, tx *sql.Tx, r memoryRow) error {
+	m := r.m
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memories
+(id, user_id, collection, created_at, length, vector, body, document_key, document)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		m.GetId(), m.GetUserId(), m.GetCollection(), m.GetCreatedAt().AsTime().UnixNano(),
+		r.length, encodeVector(r.vector), r.body, nullable(r.key), nullable(r.name)); err != nil {
+		return err
+	}
+	return s.insertTerms(ctx, tx, m, r.freq)
+}
+
+// nullable is the column value of s: NULL for "" (a memory of no document).
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// PutDocument replaces the user's chunks of the document, and the memories with the
+// documentKey of one of its chunks (stored before the document column was, or by a replica of
+// an earlier release), with its chunks, in one transaction: on PostgreSQL under the
+// document's advisory lock (documentNameLock), which a PutMemory of one of its chunks takes
+// too, on SQLite under the database's write lock (BEGIN IMMEDIATE), so that the PutDocuments
+// of one document replace its chunks one after the other.
+func (s *SQLStore) PutDocument(ctx context.Context, doc Document, quota int) ([]string, error) {
+	rows := make([]memoryRow, len(doc.Chunks))
+	for i, m := range doc.Chunks {
+		var err error
+		if rows[i], err = newMemoryRow(m, doc.vector(i)); err != nil {
+			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memories
-(id, user_id, collection, created_at, length, vector, body, document_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-			m.GetId(), m.GetUserId(), m.GetCollection(), m.GetCreatedAt().AsTime().UnixNano(),
-			length, encodeVector(vector), body, keyValue); err != nil {
+	}
+	var replaced []string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if s.d.documentNameLock != "" {
+			_, err := tx.ExecContext(ctx, s.d.rebind(s.d.documentNameLock), doc.Name)
+			if err != nil {
+				return err
+			}
+		}
+		var err error
+		replaced, err = s.deleteMemories(ctx, tx, `user_id = ? AND document = ?`,
+			doc.UserID, doc.Name)
+		if err != nil {
 			return err
 		}
-		return s.insertTerms(ctx, tx, m, freq)
+		for _, r := range rows {
+			ids, err := s.deleteMemories(ctx, tx, `user_id = ? AND document_key = ?`,
+				doc.UserID, r.key)
+			if err != nil {
+				return err
+			}
+			replaced = append(replaced, ids...)
+		}
+		if err := s.countMemories(ctx, tx, doc.UserID, len(rows)-len(replaced), quota); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := s.insertMemory(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(replaced)
+	return replaced, nil
+}
+
+// countMemories adds added (negative: takes off) to the user's count of memories, unless that
+// makes more than quota: then it returns ErrQuotaExceeded.
+func (s *SQLStore) countMemories(ctx context.Context, tx *sql.Tx, userID string,
+	added, quota int) error {
+	switch {
+	case added < 0:
+		_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE memory_users SET memories = memories + ?
+WHERE user_id = ?`), added, userID)
+		return err
+	case added == 0:
+		return nil
+	case added > quota: // a user without a row holds no memory
+		return ErrQuotaExceeded
+	}
+	var count int64
+	err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO memory_users (user_id, memories)
+VALUES (?, ?) ON CONFLICT (user_id)
+DO UPDATE SET memories = memory_users.memories + excluded.memories
+WHERE memory_users.memories + excluded.memories <= ? RETURNING memories`),
+		userID, added, quota).Scan(&count)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrQuotaExceeded
+	}
+	return err
 }
 
 // replaceDocument deletes the user's memory with the documentKey key, and its terms, and
@@ -283,17 +397,41 @@ func (s *SQLStore) replaceDocument(ctx context.Context, tx *sql.Tx,
 			return false, err
 		}
 	}
-	var id string
-	err := tx.QueryRowContext(ctx, s.d.rebind(`DELETE FROM memories
-WHERE user_id = ? AND document_key = ? RETURNING id`), userID, key).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	ids, err := s.deleteMemories(ctx, tx, `user_id = ? AND document_key = ?`, userID, key)
+	return len(ids) > 0, err
+}
+
+// deleteMemories deletes the memories where the condition holds, and their terms, and returns
+// their ids.
+func (s *SQLStore) deleteMemories(ctx context.Context, tx *sql.Tx, where string,
+	args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx,
+		s.d.rebind(`DELETE FROM memories WHERE `+where+` RETURNING id`), args...)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	_, err = tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms WHERE memory_id = ?`), id)
-	return err == nil, err
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	for batch := range slices.Chunk(ids, queryTermBatch) {
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms WHERE memory_id IN (`+
+			placeholders(len(batch))+`)`), args...); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
 }
 
 // termBatch is the number of term rows inserted by one statement.

@@ -23,6 +23,13 @@ type Store interface {
 	// (nil when it has none), unless m's user already holds quota memories (over all
 	// collections): then it returns ErrQuotaExceeded.
 	PutMemory(ctx context.Context, m *memoryv1.Memory, vector []float32, quota int) error
+	// PutDocument replaces the memories of doc.UserID that hold a chunk of the document
+	// doc.Name (DocumentName), and those with the documentKey of one of doc.Chunks, with
+	// doc.Chunks, as a unit, and returns the ids of the memories it replaced: concurrent
+	// PutDocuments of one document leave the chunks of one of them, the last, never some of
+	// each. When the user would then hold more than quota memories (and more than before),
+	// it changes nothing and returns ErrQuotaExceeded.
+	PutDocument(ctx context.Context, doc Document, quota int) (replaced []string, err error)
 	// SearchMemories ranks the memories of q.UserID in q.Collection against q.Query (and
 	// q.Vector when set). Hits have scores in (0, 1], at least q.MinScore, most relevant
 	// first (equal scores newest first), at most q.Limit of them.
@@ -64,6 +71,29 @@ type Store interface {
 	FinishLearning(ctx context.Context, runID string, learned *typev1.RunLearning) error
 	// ReleaseLearning ends the claim on a run, which stays queued for the next ClaimLearning.
 	ReleaseLearning(ctx context.Context, runID string) error
+}
+
+// Document is the chunks of one document, which Store.PutDocument stores in place of the
+// chunks stored before.
+type Document struct {
+	// UserID owns the document.
+	UserID string
+	// Name is the DocumentName of the document's chunks, not "".
+	Name string
+	// Chunks are the document's memories, each of UserID with its id and creation time set
+	// and Name as its DocumentName, no two with the same documentKey.
+	Chunks []*memoryv1.Memory
+	// Vectors are the embedding vectors of Chunks, in order, nil for a chunk without one; nil
+	// when no chunk has one.
+	Vectors [][]float32
+}
+
+// vector returns the embedding vector of the document's chunk i, nil when it has none.
+func (d Document) vector(i int) []float32 {
+	if i < len(d.Vectors) {
+		return d.Vectors[i]
+	}
+	return nil
 }
 
 // LearnJob is a finished run queued for learning.

@@ -315,3 +315,63 @@ func TestSQLStoresReindexUnspaced(t *testing.T) {
 		})
 	}
 }
+
+// A collection ingested by the release before the stores knew each chunk's document (its
+// chunks' document column dropped again) is ingested again after a file changed, through the
+// gRPC API: the collection holds the file's new chunks only, the unchanged one replaced in
+// place (its key is unique) and the changed ones deleted by the ingestion.
+func TestSQLStoresIngestAgainAfterUpgrade(t *testing.T) {
+	for _, tc := range sqlDatabases {
+		t.Run(tc.name, func(t *testing.T) {
+			source := tc.source(t)
+			dir := filepath.Join(t.TempDir(), "docs")
+			ingest := func(text string) memory.IngestReport {
+				t.Helper()
+				writeFiles(t, dir, map[string]string{"a.md": text})
+				c := newClient(t, memory.Options{Store: tc.open(t, source)})
+				report, err := memory.IngestDir(t.Context(), c, "alice", "knowledge", dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return report
+			}
+			same := paragraphs(1, "same")
+			ingest(same + "\n\n" + paragraphs(2, "before"))
+			db, err := sql.Open(tc.driver, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			for _, stmt := range []string{`DROP INDEX memories_of_document`,
+				`ALTER TABLE memories DROP COLUMN document`} {
+				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			text := same + "\n\n" + paragraphs(2, "after")
+			report := ingest(text)
+			var got []string
+			for _, m := range listStore(t, tc.open(t, source)) {
+				got = append(got, m.GetContent())
+			}
+			slices.Sort(got)
+			want := splitChunks(text)
+			slices.Sort(want)
+			if !slices.Equal(got, want) || report.Replaced != 3 || report.Chunks != 3 {
+				t.Errorf("the collection holds %d chunks (%d of the new text), report %+v; "+
+					"want the 3 new ones, replacing the 3 earlier", len(got), len(want), report)
+			}
+		})
+	}
+}
+
+// listStore returns alice's knowledge collection in s.
+func listStore(t *testing.T, s memory.Store) []*memoryv1.Memory {
+	t.Helper()
+	page, err := s.ListMemories(t.Context(),
+		memory.ListQuery{UserID: "alice", Collection: "knowledge", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page
+}

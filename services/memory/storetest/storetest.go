@@ -51,6 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) memory.Store) {
 		{"Duplicate", testDuplicate},
 		{"DocumentChunks", testDocumentChunks},
 		{"DocumentChunksConcurrent", testDocumentChunksConcurrent},
+		{"PutDocument", testPutDocument},
+		{"PutDocumentConcurrent", testPutDocumentConcurrent},
 		{"LearningQueue", testLearningQueue},
 		{"LearningConcurrent", testLearningConcurrent},
 		{"LearningTrace", testLearningTrace},

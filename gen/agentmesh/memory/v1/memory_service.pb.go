@@ -170,6 +170,199 @@ func (x *StoreResponse) GetRelevanceScore() float64 {
 	return 0
 }
 
+// StoreDocumentRequest replaces the chunks of one document (a file of a folder, as
+// `agentmesh ingest` reads it) in a user's collection. The document is named by its collection
+// and the "source" and "folder" strings of metadata: every memory of the user stored with the
+// same ones (by StoreDocument, or by Store with such metadata) is deleted, and the chunks are
+// stored in their place, in one step. Of two requests for the same document at the same time,
+// the collection ends with the chunks of the one that finished last, never some of each.
+type StoreDocumentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Owner; at most 256 bytes.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Collection ("" for personal memory); at most 256 bytes.
+	Collection string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	// The metadata of every chunk: a non-empty "source" string (the file's path in its folder)
+	// and, optionally, a "folder" string name the document; the document's title, say, may be
+	// beside them. Merged with a chunk's own metadata, at most 16 KiB encoded, its numbers
+	// finite.
+	Metadata *structpb.Struct `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The chunks, in order; none deletes the document's chunks. Two chunks of the same content
+	// and metadata are refused.
+	Chunks        []*DocumentChunk `protobuf:"bytes,4,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreDocumentRequest) Reset() {
+	*x = StoreDocumentRequest{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreDocumentRequest) ProtoMessage() {}
+
+func (x *StoreDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreDocumentRequest.ProtoReflect.Descriptor instead.
+func (*StoreDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StoreDocumentRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *StoreDocumentRequest) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *StoreDocumentRequest) GetMetadata() *structpb.Struct {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StoreDocumentRequest) GetChunks() []*DocumentChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+// DocumentChunk is one chunk of a document: one memory.
+type DocumentChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunk's text; at most 32 KiB, not blank.
+	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	// The chunk's own metadata (its index), beside the document's: a key the document's
+	// metadata has too is refused.
+	Metadata      *structpb.Struct `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentChunk) Reset() {
+	*x = DocumentChunk{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentChunk) ProtoMessage() {}
+
+func (x *DocumentChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentChunk.ProtoReflect.Descriptor instead.
+func (*DocumentChunk) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DocumentChunk) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *DocumentChunk) GetMetadata() *structpb.Struct {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// StoreDocumentResponse reports the document's chunks.
+type StoreDocumentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ids of the new memories, one per chunk, in order.
+	MemoryIds []string `protobuf:"bytes,1,rep,name=memory_ids,json=memoryIds,proto3" json:"memory_ids,omitempty"`
+	// The ids of the memories the chunks replaced: the document's chunks stored before.
+	ReplacedIds   []string `protobuf:"bytes,2,rep,name=replaced_ids,json=replacedIds,proto3" json:"replaced_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreDocumentResponse) Reset() {
+	*x = StoreDocumentResponse{}
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreDocumentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreDocumentResponse) ProtoMessage() {}
+
+func (x *StoreDocumentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreDocumentResponse.ProtoReflect.Descriptor instead.
+func (*StoreDocumentResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StoreDocumentResponse) GetMemoryIds() []string {
+	if x != nil {
+		return x.MemoryIds
+	}
+	return nil
+}
+
+func (x *StoreDocumentResponse) GetReplacedIds() []string {
+	if x != nil {
+		return x.ReplacedIds
+	}
+	return nil
+}
+
 // SearchRequest searches a user's memories.
 type SearchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -189,7 +382,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[2]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +394,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[2]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +407,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{2}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SearchRequest) GetUserId() string {
@@ -266,7 +459,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[3]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +471,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[3]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +484,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{3}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SearchResponse) GetHits() []*MemoryHit {
@@ -325,7 +518,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[4]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +530,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[4]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +543,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{4}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRequest) GetUserId() string {
@@ -394,7 +587,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[5]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +599,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[5]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +612,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{5}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetMemories() []*Memory {
@@ -449,7 +642,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[6]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +654,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[6]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +667,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{6}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteRequest) GetUserId() string {
@@ -504,7 +697,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[7]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +709,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[7]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +722,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{7}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteResponse) GetDeleted() bool {
@@ -552,7 +745,7 @@ type AppendTranscriptRequest struct {
 
 func (x *AppendTranscriptRequest) Reset() {
 	*x = AppendTranscriptRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[8]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +757,7 @@ func (x *AppendTranscriptRequest) String() string {
 func (*AppendTranscriptRequest) ProtoMessage() {}
 
 func (x *AppendTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[8]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +770,7 @@ func (x *AppendTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*AppendTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{8}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AppendTranscriptRequest) GetRunId() string {
@@ -605,7 +798,7 @@ type AppendTranscriptResponse struct {
 
 func (x *AppendTranscriptResponse) Reset() {
 	*x = AppendTranscriptResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[9]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +810,7 @@ func (x *AppendTranscriptResponse) String() string {
 func (*AppendTranscriptResponse) ProtoMessage() {}
 
 func (x *AppendTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[9]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +823,7 @@ func (x *AppendTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*AppendTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{9}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AppendTranscriptResponse) GetLength() int64 {
@@ -653,7 +846,7 @@ type SaveRunRequest struct {
 
 func (x *SaveRunRequest) Reset() {
 	*x = SaveRunRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[10]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +858,7 @@ func (x *SaveRunRequest) String() string {
 func (*SaveRunRequest) ProtoMessage() {}
 
 func (x *SaveRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[10]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +871,7 @@ func (x *SaveRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveRunRequest.ProtoReflect.Descriptor instead.
 func (*SaveRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{10}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SaveRunRequest) GetResult() *v1.RunResult {
@@ -706,7 +899,7 @@ type SaveRunResponse struct {
 
 func (x *SaveRunResponse) Reset() {
 	*x = SaveRunResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[11]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +911,7 @@ func (x *SaveRunResponse) String() string {
 func (*SaveRunResponse) ProtoMessage() {}
 
 func (x *SaveRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[11]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +924,7 @@ func (x *SaveRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveRunResponse.ProtoReflect.Descriptor instead.
 func (*SaveRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{11}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SaveRunResponse) GetRunId() string {
@@ -752,7 +945,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[12]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +957,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[12]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +970,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{12}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -800,7 +993,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[13]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +1005,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[13]
+	mi := &file_agentmesh_memory_v1_memory_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +1018,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{13}
+	return file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRunResponse) GetResult() *v1.RunResult {
@@ -858,7 +1051,21 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\rStoreResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\bR\x06stored\x12\x1b\n" +
 	"\tmemory_id\x18\x02 \x01(\tR\bmemoryId\x12'\n" +
-	"\x0frelevance_score\x18\x03 \x01(\x01R\x0erelevanceScore\"\x91\x01\n" +
+	"\x0frelevance_score\x18\x03 \x01(\x01R\x0erelevanceScore\"\xc0\x01\n" +
+	"\x14StoreDocumentRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x123\n" +
+	"\bmetadata\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12:\n" +
+	"\x06chunks\x18\x04 \x03(\v2\".agentmesh.memory.v1.DocumentChunkR\x06chunks\"^\n" +
+	"\rDocumentChunk\x12\x18\n" +
+	"\acontent\x18\x01 \x01(\tR\acontent\x123\n" +
+	"\bmetadata\x18\x02 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"Y\n" +
+	"\x15StoreDocumentResponse\x12\x1d\n" +
+	"\n" +
+	"memory_ids\x18\x01 \x03(\tR\tmemoryIds\x12!\n" +
+	"\freplaced_ids\x18\x02 \x03(\tR\vreplacedIds\"\x91\x01\n" +
 	"\rSearchRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x14\n" +
@@ -902,9 +1109,10 @@ const file_agentmesh_memory_v1_memory_service_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"_\n" +
 	"\x0eGetRunResponse\x124\n" +
 	"\x06result\x18\x01 \x01(\v2\x1c.agentmesh.type.v1.RunResultR\x06result\x12\x17\n" +
-	"\auser_id\x18\x02 \x01(\tR\x06userId2\xec\x04\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId2\xd4\x05\n" +
 	"\rMemoryService\x12N\n" +
-	"\x05Store\x12!.agentmesh.memory.v1.StoreRequest\x1a\".agentmesh.memory.v1.StoreResponse\x12Q\n" +
+	"\x05Store\x12!.agentmesh.memory.v1.StoreRequest\x1a\".agentmesh.memory.v1.StoreResponse\x12f\n" +
+	"\rStoreDocument\x12).agentmesh.memory.v1.StoreDocumentRequest\x1a*.agentmesh.memory.v1.StoreDocumentResponse\x12Q\n" +
 	"\x06Search\x12\".agentmesh.memory.v1.SearchRequest\x1a#.agentmesh.memory.v1.SearchResponse\x12K\n" +
 	"\x04List\x12 .agentmesh.memory.v1.ListRequest\x1a!.agentmesh.memory.v1.ListResponse\x12Q\n" +
 	"\x06Delete\x12\".agentmesh.memory.v1.DeleteRequest\x1a#.agentmesh.memory.v1.DeleteResponse\x12o\n" +
@@ -925,58 +1133,66 @@ func file_agentmesh_memory_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_memory_v1_memory_service_proto_rawDescData
 }
 
-var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_agentmesh_memory_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentmesh_memory_v1_memory_service_proto_goTypes = []any{
 	(*StoreRequest)(nil),             // 0: agentmesh.memory.v1.StoreRequest
 	(*StoreResponse)(nil),            // 1: agentmesh.memory.v1.StoreResponse
-	(*SearchRequest)(nil),            // 2: agentmesh.memory.v1.SearchRequest
-	(*SearchResponse)(nil),           // 3: agentmesh.memory.v1.SearchResponse
-	(*ListRequest)(nil),              // 4: agentmesh.memory.v1.ListRequest
-	(*ListResponse)(nil),             // 5: agentmesh.memory.v1.ListResponse
-	(*DeleteRequest)(nil),            // 6: agentmesh.memory.v1.DeleteRequest
-	(*DeleteResponse)(nil),           // 7: agentmesh.memory.v1.DeleteResponse
-	(*AppendTranscriptRequest)(nil),  // 8: agentmesh.memory.v1.AppendTranscriptRequest
-	(*AppendTranscriptResponse)(nil), // 9: agentmesh.memory.v1.AppendTranscriptResponse
-	(*SaveRunRequest)(nil),           // 10: agentmesh.memory.v1.SaveRunRequest
-	(*SaveRunResponse)(nil),          // 11: agentmesh.memory.v1.SaveRunResponse
-	(*GetRunRequest)(nil),            // 12: agentmesh.memory.v1.GetRunRequest
-	(*GetRunResponse)(nil),           // 13: agentmesh.memory.v1.GetRunResponse
-	(*v1.Message)(nil),               // 14: agentmesh.type.v1.Message
-	(*structpb.Struct)(nil),          // 15: google.protobuf.Struct
-	(*MemoryHit)(nil),                // 16: agentmesh.memory.v1.MemoryHit
-	(*v1.AccountingEntry)(nil),       // 17: agentmesh.type.v1.AccountingEntry
-	(*Memory)(nil),                   // 18: agentmesh.memory.v1.Memory
-	(*v1.TranscriptEntry)(nil),       // 19: agentmesh.type.v1.TranscriptEntry
-	(*v1.RunResult)(nil),             // 20: agentmesh.type.v1.RunResult
+	(*StoreDocumentRequest)(nil),     // 2: agentmesh.memory.v1.StoreDocumentRequest
+	(*DocumentChunk)(nil),            // 3: agentmesh.memory.v1.DocumentChunk
+	(*StoreDocumentResponse)(nil),    // 4: agentmesh.memory.v1.StoreDocumentResponse
+	(*SearchRequest)(nil),            // 5: agentmesh.memory.v1.SearchRequest
+	(*SearchResponse)(nil),           // 6: agentmesh.memory.v1.SearchResponse
+	(*ListRequest)(nil),              // 7: agentmesh.memory.v1.ListRequest
+	(*ListResponse)(nil),             // 8: agentmesh.memory.v1.ListResponse
+	(*DeleteRequest)(nil),            // 9: agentmesh.memory.v1.DeleteRequest
+	(*DeleteResponse)(nil),           // 10: agentmesh.memory.v1.DeleteResponse
+	(*AppendTranscriptRequest)(nil),  // 11: agentmesh.memory.v1.AppendTranscriptRequest
+	(*AppendTranscriptResponse)(nil), // 12: agentmesh.memory.v1.AppendTranscriptResponse
+	(*SaveRunRequest)(nil),           // 13: agentmesh.memory.v1.SaveRunRequest
+	(*SaveRunResponse)(nil),          // 14: agentmesh.memory.v1.SaveRunResponse
+	(*GetRunRequest)(nil),            // 15: agentmesh.memory.v1.GetRunRequest
+	(*GetRunResponse)(nil),           // 16: agentmesh.memory.v1.GetRunResponse
+	(*v1.Message)(nil),               // 17: agentmesh.type.v1.Message
+	(*structpb.Struct)(nil),          // 18: google.protobuf.Struct
+	(*MemoryHit)(nil),                // 19: agentmesh.memory.v1.MemoryHit
+	(*v1.AccountingEntry)(nil),       // 20: agentmesh.type.v1.AccountingEntry
+	(*Memory)(nil),                   // 21: agentmesh.memory.v1.Memory
+	(*v1.TranscriptEntry)(nil),       // 22: agentmesh.type.v1.TranscriptEntry
+	(*v1.RunResult)(nil),             // 23: agentmesh.type.v1.RunResult
 }
 var file_agentmesh_memory_v1_memory_service_proto_depIdxs = []int32{
-	14, // 0: agentmesh.memory.v1.StoreRequest.content:type_name -> agentmesh.type.v1.Message
-	15, // 1: agentmesh.memory.v1.StoreRequest.metadata:type_name -> google.protobuf.Struct
-	16, // 2: agentmesh.memory.v1.SearchResponse.hits:type_name -> agentmesh.memory.v1.MemoryHit
-	17, // 3: agentmesh.memory.v1.SearchResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
-	18, // 4: agentmesh.memory.v1.ListResponse.memories:type_name -> agentmesh.memory.v1.Memory
-	19, // 5: agentmesh.memory.v1.AppendTranscriptRequest.entries:type_name -> agentmesh.type.v1.TranscriptEntry
-	20, // 6: agentmesh.memory.v1.SaveRunRequest.result:type_name -> agentmesh.type.v1.RunResult
-	20, // 7: agentmesh.memory.v1.GetRunResponse.result:type_name -> agentmesh.type.v1.RunResult
-	0,  // 8: agentmesh.memory.v1.MemoryService.Store:input_type -> agentmesh.memory.v1.StoreRequest
-	2,  // 9: agentmesh.memory.v1.MemoryService.Search:input_type -> agentmesh.memory.v1.SearchRequest
-	4,  // 10: agentmesh.memory.v1.MemoryService.List:input_type -> agentmesh.memory.v1.ListRequest
-	6,  // 11: agentmesh.memory.v1.MemoryService.Delete:input_type -> agentmesh.memory.v1.DeleteRequest
-	8,  // 12: agentmesh.memory.v1.MemoryService.AppendTranscript:input_type -> agentmesh.memory.v1.AppendTranscriptRequest
-	10, // 13: agentmesh.memory.v1.MemoryService.SaveRun:input_type -> agentmesh.memory.v1.SaveRunRequest
-	12, // 14: agentmesh.memory.v1.MemoryService.GetRun:input_type -> agentmesh.memory.v1.GetRunRequest
-	1,  // 15: agentmesh.memory.v1.MemoryService.Store:output_type -> agentmesh.memory.v1.StoreResponse
-	3,  // 16: agentmesh.memory.v1.MemoryService.Search:output_type -> agentmesh.memory.v1.SearchResponse
-	5,  // 17: agentmesh.memory.v1.MemoryService.List:output_type -> agentmesh.memory.v1.ListResponse
-	7,  // 18: agentmesh.memory.v1.MemoryService.Delete:output_type -> agentmesh.memory.v1.DeleteResponse
-	9,  // 19: agentmesh.memory.v1.MemoryService.AppendTranscript:output_type -> agentmesh.memory.v1.AppendTranscriptResponse
-	11, // 20: agentmesh.memory.v1.MemoryService.SaveRun:output_type -> agentmesh.memory.v1.SaveRunResponse
-	13, // 21: agentmesh.memory.v1.MemoryService.GetRun:output_type -> agentmesh.memory.v1.GetRunResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	17, // 0: agentmesh.memory.v1.StoreRequest.content:type_name -> agentmesh.type.v1.Message
+	18, // 1: agentmesh.memory.v1.StoreRequest.metadata:type_name -> google.protobuf.Struct
+	18, // 2: agentmesh.memory.v1.StoreDocumentRequest.metadata:type_name -> google.protobuf.Struct
+	3,  // 3: agentmesh.memory.v1.StoreDocumentRequest.chunks:type_name -> agentmesh.memory.v1.DocumentChunk
+	18, // 4: agentmesh.memory.v1.DocumentChunk.metadata:type_name -> google.protobuf.Struct
+	19, // 5: agentmesh.memory.v1.SearchResponse.hits:type_name -> agentmesh.memory.v1.MemoryHit
+	20, // 6: agentmesh.memory.v1.SearchResponse.accounting:type_name -> agentmesh.type.v1.AccountingEntry
+	21, // 7: agentmesh.memory.v1.ListResponse.memories:type_name -> agentmesh.memory.v1.Memory
+	22, // 8: agentmesh.memory.v1.AppendTranscriptRequest.entries:type_name -> agentmesh.type.v1.TranscriptEntry
+	23, // 9: agentmesh.memory.v1.SaveRunRequest.result:type_name -> agentmesh.type.v1.RunResult
+	23, // 10: agentmesh.memory.v1.GetRunResponse.result:type_name -> agentmesh.type.v1.RunResult
+	0,  // 11: agentmesh.memory.v1.MemoryService.Store:input_type -> agentmesh.memory.v1.StoreRequest
+	2,  // 12: agentmesh.memory.v1.MemoryService.StoreDocument:input_type -> agentmesh.memory.v1.StoreDocumentRequest
+	5,  // 13: agentmesh.memory.v1.MemoryService.Search:input_type -> agentmesh.memory.v1.SearchRequest
+	7,  // 14: agentmesh.memory.v1.MemoryService.List:input_type -> agentmesh.memory.v1.ListRequest
+	9,  // 15: agentmesh.memory.v1.MemoryService.Delete:input_type -> agentmesh.memory.v1.DeleteRequest
+	11, // 16: agentmesh.memory.v1.MemoryService.AppendTranscript:input_type -> agentmesh.memory.v1.AppendTranscriptRequest
+	13, // 17: agentmesh.memory.v1.MemoryService.SaveRun:input_type -> agentmesh.memory.v1.SaveRunRequest
+	15, // 18: agentmesh.memory.v1.MemoryService.GetRun:input_type -> agentmesh.memory.v1.GetRunRequest
+	1,  // 19: agentmesh.memory.v1.MemoryService.Store:output_type -> agentmesh.memory.v1.StoreResponse
+	4,  // 20: agentmesh.memory.v1.MemoryService.StoreDocument:output_type -> agentmesh.memory.v1.StoreDocumentResponse
+	6,  // 21: agentmesh.memory.v1.MemoryService.Search:output_type -> agentmesh.memory.v1.SearchResponse
+	8,  // 22: agentmesh.memory.v1.MemoryService.List:output_type -> agentmesh.memory.v1.ListResponse
+	10, // 23: agentmesh.memory.v1.MemoryService.Delete:output_type -> agentmesh.memory.v1.DeleteResponse
+	12, // 24: agentmesh.memory.v1.MemoryService.AppendTranscript:output_type -> agentmesh.memory.v1.AppendTranscriptResponse
+	14, // 25: agentmesh.memory.v1.MemoryService.SaveRun:output_type -> agentmesh.memory.v1.SaveRunResponse
+	16, // 26: agentmesh.memory.v1.MemoryService.GetRun:output_type -> agentmesh.memory.v1.GetRunResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_memory_v1_memory_service_proto_init() }
@@ -991,7 +1207,7 @@ func file_agentmesh_memory_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_memory_v1_memory_service_proto_rawDesc), len(file_agentmesh_memory_v1_memory_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	MemoryService_Store_FullMethodName            = "/agentmesh.memory.v1.MemoryService/Store"
+	MemoryService_StoreDocument_FullMethodName    = "/agentmesh.memory.v1.MemoryService/StoreDocument"
 	MemoryService_Search_FullMethodName           = "/agentmesh.memory.v1.MemoryService/Search"
 	MemoryService_List_FullMethodName             = "/agentmesh.memory.v1.MemoryService/List"
 	MemoryService_Delete_FullMethodName           = "/agentmesh.memory.v1.MemoryService/Delete"
@@ -36,6 +37,9 @@ const (
 type MemoryServiceClient interface {
 	// Store saves a memory. Failures: MEMORY_FULL, STORAGE_ERROR, INVALID_INPUT.
 	Store(ctx context.Context, in *StoreRequest, opts ...grpc.CallOption) (*StoreResponse, error)
+	// StoreDocument replaces the user's chunks of a document with new ones, as a unit.
+	// Failures: MEMORY_FULL, STORAGE_ERROR, INVALID_INPUT.
+	StoreDocument(ctx context.Context, in *StoreDocumentRequest, opts ...grpc.CallOption) (*StoreDocumentResponse, error)
 	// Search returns the user's memories ranked by relevance.
 	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error)
 	// List pages through the user's memories, newest first.
@@ -62,6 +66,16 @@ func (c *memoryServiceClient) Store(ctx context.Context, in *StoreRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StoreResponse)
 	err := c.cc.Invoke(ctx, MemoryService_Store_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) StoreDocument(ctx context.Context, in *StoreDocumentRequest, opts ...grpc.CallOption) (*StoreDocumentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StoreDocumentResponse)
+	err := c.cc.Invoke(ctx, MemoryService_StoreDocument_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +150,9 @@ func (c *memoryServiceClient) GetRun(ctx context.Context, in *GetRunRequest, opt
 type MemoryServiceServer interface {
 	// Store saves a memory. Failures: MEMORY_FULL, STORAGE_ERROR, INVALID_INPUT.
 	Store(context.Context, *StoreRequest) (*StoreResponse, error)
+	// StoreDocument replaces the user's chunks of a document with new ones, as a unit.
+	// Failures: MEMORY_FULL, STORAGE_ERROR, INVALID_INPUT.
+	StoreDocument(context.Context, *StoreDocumentRequest) (*StoreDocumentResponse, error)
 	// Search returns the user's memories ranked by relevance.
 	Search(context.Context, *SearchRequest) (*SearchResponse, error)
 	// List pages through the user's memories, newest first.
@@ -160,6 +177,9 @@ type UnimplementedMemoryServiceServer struct{}
 
 func (UnimplementedMemoryServiceServer) Store(context.Context, *StoreRequest) (*StoreResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Store not implemented")
+}
+func (UnimplementedMemoryServiceServer) StoreDocument(context.Context, *StoreDocumentRequest) (*StoreDocumentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StoreDocument not implemented")
 }
 func (UnimplementedMemoryServiceServer) Search(context.Context, *SearchRequest) (*SearchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Search not implemented")
@@ -214,6 +234,24 @@ func _MemoryService_Store_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MemoryServiceServer).Store(ctx, req.(*StoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_StoreDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StoreDocumentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).StoreDocument(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_StoreDocument_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).StoreDocument(ctx, req.(*StoreDocumentRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -336,6 +374,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Store",
 			Handler:    _MemoryService_Store_Handler,
+		},
+		{
+			MethodName: "StoreDocument",
+			Handler:    _MemoryService_StoreDocument_Handler,
 		},
 		{
 			MethodName: "Search",
