@@ -456,6 +456,11 @@ type Memory struct {
 	Embeddings *Target `yaml:"embeddings,omitempty"`
 	// SearchCache is each memory replica's cache of searches (seed 002 §8's retrieval cache).
 	SearchCache SearchCache `yaml:"search_cache"`
+	// ReindexIntervalMS is how often each memory replica of a sqlite or postgres store
+	// indexes again, in batches, the memories an earlier release indexed otherwise (those a
+	// replica not yet upgraded writes during a rolling upgrade), after doing so when it
+	// starts, in milliseconds (5 minutes).
+	ReindexIntervalMS int64 `yaml:"reindex_interval_ms"`
 	// Callers are the mesh identities (the <service> of spiffe://agentmesh/<service>) the
 	// memory stage serves when the services talk mutual TLS (tls.ca); empty means the services
 	// that call it: orchestrator, context and action. Without mutual TLS callers are not

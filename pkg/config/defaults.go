@@ -48,7 +48,7 @@ func Default() *Config {
 		Providers: map[string]Provider{"rules": {Type: "rules"}},
 		Targets:   []Target{{Provider: "rules", Model: "rules-v1"}},
 		Memory: Memory{Store: "memory", QuotaPerUser: 10_000, PostgresMaxConns: 16, KeepRuns: KeepRuns{MaxRuns: 1_000, MaxAgeMS: 86_400_000},
-			SearchCache: SearchCache{Entries: 1024, TTLMS: 60_000}},
+			SearchCache: SearchCache{Entries: 1024, TTLMS: 60_000}, ReindexIntervalMS: 300_000},
 		Queues: map[string]Queue{DefaultQueue: {Concurrent: 8}},
 		GRPC:   GRPC{MaxMessageBytes: 32 << 20, StreamBufferBytes: 8 << 20},
 		NATS:   NATS{Replicas: 1, Storage: StorageFile, StreamMaxAgeMS: DefaultStreamMaxAgeMS},

@@ -448,6 +448,10 @@ func (c *Config) validateMemory(p *problems) {
 				"spiffe://agentmesh/<service>), got %q", i, caller)
 		}
 	}
+	if d := m.ReindexIntervalMS; d < 1 || d > MaxTimeoutMS {
+		p.addf("memory.reindex_interval_ms: must be between 1 and %d (30 days), got %d",
+			MaxTimeoutMS, d)
+	}
 	if ttl := m.SearchCache.TTLMS; m.SearchCache.Entries > 0 && (ttl < 1 || ttl > MaxTimeoutMS) {
 		p.addf("memory.search_cache.ttl_ms: must be between 1 and %d (30 days), got %d", MaxTimeoutMS, ttl)
 	}

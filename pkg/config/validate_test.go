@@ -127,6 +127,8 @@ func TestValidateCatchesEachProblem(t *testing.T) {
 			`spiffe://agentmesh/<service>), got "spiffe://agentmesh/action"`},
 		{"search cache without a ttl", func(c *Config) { c.Memory.SearchCache.TTLMS = 0 },
 			"memory.search_cache.ttl_ms: must be between 1 and 2592000000 (30 days), got 0"},
+		{"no reindex interval", func(c *Config) { c.Memory.ReindexIntervalMS = 0 },
+			"memory.reindex_interval_ms: must be between 1 and 2592000000 (30 days), got 0"},
 		{"format retries over strict mode's bound", func(c *Config) {
 			c.Defaults.StrictMode, c.Defaults.MaxFormatRetries = true, 2
 		}, "defaults.max_format_retries: must be at most 1 under strict_mode, got 2"},

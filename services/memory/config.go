@@ -17,7 +17,9 @@ import (
 
 // OptionsFromConfig builds the service's options from the configuration's memory section,
 // opening the store it names: memory (in process), sqlite (the file memory.path) or postgres
-// (memory.dsn, with at most memory.postgres_max_conns connections). A quota_per_user of 0 means no quota, a search_cache of 0 entries no cache.
+// (memory.dsn, with at most memory.postgres_max_conns connections), either re-indexing the
+// memories an earlier release indexed every memory.reindex_interval_ms (WithReindexInterval). A
+// quota_per_user of 0 means no quota, a search_cache of 0 entries no cache.
 // Memory isolation is enforced (Options.RequireUser) when the configuration authenticates the
 // public API (auth.*), and callers are identified by their mesh certificates
 // (Options.MeshIdentity) when the services talk mutual TLS (tls.ca), which serves the
@@ -54,14 +56,15 @@ func OptionsFromConfig(ctx context.Context, cfg *config.Config) (Options, error)
 		opts.QuotaPerUser = math.MaxInt
 	}
 	var err error
+	reindex := WithReindexInterval(time.Duration(cfg.Memory.ReindexIntervalMS) * time.Millisecond)
 	switch cfg.Memory.Store {
 	case "", config.StoreMemory:
 		keep := cfg.Memory.KeepRuns
 		opts.Store = NewMemoryStoreKeeping(Retention{MaxRuns: keep.MaxRuns, MaxAge: time.Duration(keep.MaxAgeMS) * time.Millisecond})
 	case config.StoreSQLite:
-		opts.Store, err = OpenSQLite(ctx, cfg.Memory.Path)
+		opts.Store, err = OpenSQLite(ctx, cfg.Memory.Path, reindex)
 	case config.StorePostgres:
-		opts.Store, err = OpenPostgres(ctx, cfg.Memory.DSN, cfg.Memory.PostgresMaxConns)
+		opts.Store, err = OpenPostgres(ctx, cfg.Memory.DSN, cfg.Memory.PostgresMaxConns, reindex)
 	default:
 		return Options{}, exitcode.Wrap(exitcode.Invalid, fmt.Errorf("memory.store %q is not supported (use %q, %q or %q)",
 			cfg.Memory.Store, config.StoreMemory, config.StoreSQLite, config.StorePostgres))

@@ -35,15 +35,18 @@ func (e *DSNError) Unwrap() error { return e.Err }
 // at most maxConns connections (at least 1) at once, a call beyond them waiting for a free
 // one, so that a burst of calls does not open more than the server's max_connections; each
 // is kept while used within PostgresConnMaxIdleTime. Concurrent opens of the same database
-// are safe. Close the store when done. The store follows whether the database answers
-// (Serving), for the memory stage's health.
+// are safe. The memories an earlier release indexed are indexed again in the background
+// (SQLStore.ReindexTerms), once the schema is created and then every WithReindexInterval, by
+// every replica (each passes over those no other one holds). Close the store when done. The
+// store follows whether the database answers (Serving), for the memory stage's health.
 //
 // A database that does not answer, or in which the schema cannot be created, does not fail
 // the open (only a DSN that cannot be parsed, a *DSNError, and a ctx that ends do): the store is not
 // Serving, and its calls fail, until the database answers and the schema is created, tried
 // every PingInterval from now on, so that the memory stage waits out the outage instead of
 // exiting.
-func OpenPostgres(ctx context.Context, dsn string, maxConns int) (*SQLStore, error) {
+func OpenPostgres(ctx context.Context, dsn string, maxConns int,
+	opts ...StoreOption) (*SQLStore, error) {
 	if dsn == "" {
 		return nil, &DSNError{Err: errors.New("the DSN is empty")}
 	}
@@ -58,7 +61,7 @@ func OpenPostgres(ctx context.Context, dsn string, maxConns int) (*SQLStore, err
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(PostgresConnMaxIdleTime)
-	s := &SQLStore{db: db, d: postgresDialect}
+	s := &SQLStore{db: db, d: postgresDialect, reindex: newReindexer()}
 	pingCtx, cancel := context.WithTimeout(ctx, PingTimeout)
 	err = db.PingContext(pingCtx)
 	cancel()
@@ -75,5 +78,6 @@ func OpenPostgres(ctx context.Context, dsn string, maxConns int) (*SQLStore, err
 			"and the schema is created", "error", err)
 		s.health = newDBHealthAfter(db, s.createSchema)
 	}
+	s.startReindexing(newStoreOptions(opts).reindexInterval)
 	return s, nil
 }

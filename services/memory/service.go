@@ -30,8 +30,10 @@
 // spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) counts as its
 // overlapping pairs of characters, as Lucene's CJKAnalyzer does, so "東京" finds
 // "私は東京に住んでいます", and a memory's as its characters too, so a query of one character
-// ("猫") finds it; a store opened on a database indexed before indexes its memories of these
-// scripts again, once.
+// ("猫") finds it. A SQL store records with each memory the termsVersion that indexed it, and
+// indexes again, in batches, those an earlier release indexed (SQLStore.ReindexTerms): when it
+// opens and then every WithReindexInterval, so that the memories a replica of an earlier
+// release writes during a rolling upgrade are found too.
 //
 // With an Embedder (Options.Embedder: the mesh and cmd/memory set a GenerationEmbedder for
 // the configuration's memory.embeddings, see EmbeddingTarget), Store embeds each memory

@@ -37,6 +37,10 @@ type dialect struct {
 	documentNameLock string
 	// columns lists the names of the columns of a table, its only argument.
 	columns string
+	// skipLocked, when set, ends the query of a batch of ReindexTerms: it locks the rows it
+	// reads, leaving out those another transaction holds (a replica's batch, a write), which
+	// a later pass takes. Without it the transaction itself must serialise writers.
+	skipLocked string
 }
 
 var (
@@ -53,6 +57,7 @@ var (
 		// chunk's.
 		documentNameLock: "SELECT pg_advisory_xact_lock(7010, hashtext(?))",
 		columns:          "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?",
+		skipLocked:       " FOR UPDATE SKIP LOCKED",
 	}
 )
 
@@ -74,6 +79,11 @@ var addedColumns = []addedColumn{
 	// The DocumentName of a document's chunk, NULL for other memories and for those stored
 	// before the column was added (an ingestion of their file deletes them as it did before).
 	{"memories", "document", "TEXT"},
+	// The termsVersion that indexed the memory's terms. A release before the column does not
+	// set it: the rows it wrote, before the column was added or after (a replica not yet
+	// upgraded, during a rolling upgrade), are at 0, older than every version, and
+	// ReindexTerms indexes them again.
+	{"memories", "terms_version", "INTEGER NOT NULL DEFAULT 0"},
 }
 
 // addedIndexes are the indexes on addedColumns, made once the columns are there.
@@ -82,6 +92,8 @@ var addedIndexes = []string{
 	`CREATE UNIQUE INDEX IF NOT EXISTS memories_document ON memories (user_id, document_key)`,
 	// The chunks of a user's document, which PutDocument replaces.
 	`CREATE INDEX IF NOT EXISTS memories_of_document ON memories (user_id, document)`,
+	// The memories ReindexTerms reads, in its order: none at all, most of the time.
+	`CREATE INDEX IF NOT EXISTS memories_terms_version ON memories (terms_version, id)`,
 }
 
 // rebind returns query with the dialect's placeholders.
@@ -153,8 +165,10 @@ func (d dialect) schema() []string {
 	learned %[2]s
 )`, d.key, d.blob),
 		`CREATE INDEX IF NOT EXISTS learning_queue ON learning (queued_at, run_id) WHERE learned_at = 0`,
-		// Versions of what the schema's data was made by (the termsVersion of memory_terms);
-		// a name without a row is at version 1.
+		// Versions of what the schema's data was made by. The releases before the memories'
+		// terms_version indexed every memory again, once, in one transaction, when the row
+		// "terms" was below their termsVersion (no row: 1); recordTermsVersion keeps it at
+		// the newest version, so that they do not.
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memory_schema (
 	name %s PRIMARY KEY,
 	version BIGINT NOT NULL

@@ -18,8 +18,10 @@ const sqliteBusyTimeoutMS = 10000
 // OpenSQLite opens (creating when missing, mode 0600) the SQLite database file at path as a Store,
 // creates its schema when missing, and turns on write-ahead logging. The file's directory
 // must exist. Writes take the database's write lock when their transaction begins (BEGIN
-// IMMEDIATE), so concurrent writers queue instead of failing; Close the store when done.
-func OpenSQLite(ctx context.Context, path string) (*SQLStore, error) {
+// IMMEDIATE), so concurrent writers queue instead of failing. The memories an earlier release
+// indexed are indexed again in the background (SQLStore.ReindexTerms), at once and then every
+// WithReindexInterval. Close the store when done.
+func OpenSQLite(ctx context.Context, path string, opts ...StoreOption) (*SQLStore, error) {
 	if path == "" {
 		return nil, errors.New("sqlite memory store: the database path is empty")
 	}
@@ -44,7 +46,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLStore, error) {
 	if err := db.PingContext(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite memory store %s: %w", path, err), db.Close())
 	}
-	s, err := openSQL(ctx, db, sqliteDialect)
+	s, err := openSQL(ctx, db, sqliteDialect, newStoreOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite memory store %s: %w", path, err)
 	}

@@ -26,19 +26,22 @@ import (
 // word with the query, and their vectors for semantic search. A per-user counter row
 // (memory_users) makes the quota check and the insert one atomic step.
 type SQLStore struct {
-	db     *sql.DB
-	d      dialect
-	health *dbHealth // nil for a database that is a local file
+	db      *sql.DB
+	d       dialect
+	health  *dbHealth // nil for a database that is a local file
+	reindex reindexer
 }
 
 var _ Store = (*SQLStore)(nil)
 
-// openSQL wraps db and creates the schema when it does not exist.
-func openSQL(ctx context.Context, db *sql.DB, d dialect) (*SQLStore, error) {
-	s := &SQLStore{db: db, d: d}
+// openSQL wraps db, creates the schema when it does not exist, and starts re-indexing the
+// memories an earlier release indexed (ReindexTerms), at once and every o.reindexInterval.
+func openSQL(ctx context.Context, db *sql.DB, d dialect, o storeOptions) (*SQLStore, error) {
+	s := &SQLStore{db: db, d: d, reindex: newReindexer()}
 	if err := s.createSchema(ctx); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
+	s.startReindexing(o.reindexInterval)
 	return s, nil
 }
 
@@ -63,11 +66,12 @@ func (s *SQLStore) createSchema(ctx context.Context) error {
 				return err
 			}
 		}
-		return s.reindexTerms(ctx, tx)
+		return s.recordTermsVersion(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("create the %s memory schema: %w", s.d.name, err)
 	}
+	s.reindexSoon() // the memories an earlier release indexed
 	return nil
 }
 
@@ -93,84 +97,6 @@ func (s *SQLStore) addColumns(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// termsVersion is the version of indexTerms that indexed memory_terms: 1 split only at
-// characters that are neither letters nor digits; 2 splits the runs of scripts written
-// without spaces into pairs of characters; 3 indexes each character of those runs too; 4
-// reads full-width letters, digits and punctuation as their ASCII forms.
-const termsVersion = 4
-
-// reindexTerms indexes again, with terms, the memories that an earlier termsVersion indexed
-// otherwise (those holding a character of a script written without spaces, or a full-width
-// form of an ASCII character), once: searches for a word of such a memory find it, as they
-// find the memories stored from now on.
-func (s *SQLStore) reindexTerms(ctx context.Context, tx *sql.Tx) error {
-	var version int64
-	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT version FROM memory_schema WHERE name = ?`),
-		"terms").Scan(&version)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		version = 1
-	case err != nil:
-		return err
-	}
-	if version >= termsVersion {
-		return nil
-	}
-	stale, err := s.unspacedMemories(ctx, tx)
-	if err != nil {
-		return err
-	}
-	for _, m := range stale {
-		freq, length := termFrequencies(m.GetContent())
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms WHERE memory_id = ?`),
-			m.GetId()); err != nil {
-			return err
-		}
-		if err := s.insertTerms(ctx, tx, m, freq); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE memories SET length = ? WHERE id = ?`),
-			length, m.GetId()); err != nil {
-			return err
-		}
-	}
-	_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memory_schema (name, version) VALUES (?, ?)
-ON CONFLICT (name) DO UPDATE SET version = excluded.version`), "terms", termsVersion)
-	if err != nil {
-		return fmt.Errorf("reindex the memories' terms: %w", err)
-	}
-	return nil
-}
-
-// unspacedMemories returns the stored memories holding a character of a script written
-// without spaces (unspaced) or a full-width form of an ASCII character (fullWidth), leaving
-// out those that do not decode.
-func (s *SQLStore) unspacedMemories(ctx context.Context, tx *sql.Tx) ([]*memoryv1.Memory, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT body FROM memories`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*memoryv1.Memory
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, err
-		}
-		m := &memoryv1.Memory{}
-		if proto.Unmarshal(body, m) != nil {
-			// Its terms stay: the database opens, and reading the memory fails as before.
-			continue
-		}
-		if strings.ContainsFunc(m.GetContent(), func(r rune) bool {
-			return unspaced(r) != 0 || fullWidth(r)
-		}) {
-			out = append(out, m)
-		}
-	}
-	return out, rows.Err()
-}
-
 // columns returns the names of the columns of table.
 func (s *SQLStore) columns(ctx context.Context, tx *sql.Tx, table string) (map[string]bool, error) {
 	rows, err := tx.QueryContext(ctx, s.d.rebind(s.d.columns), table)
@@ -189,8 +115,9 @@ func (s *SQLStore) columns(ctx context.Context, tx *sql.Tx, table string) (map[s
 	return names, rows.Err()
 }
 
-// Close closes the database.
+// Close stops re-indexing and closes the database.
 func (s *SQLStore) Close() error {
+	s.reindex.stop()
 	if s.health != nil {
 		s.health.close()
 	}
@@ -288,10 +215,11 @@ func newMemoryRow(m *memoryv1.Memory, vector []float32) (memoryRow, error) {
 func (s *SQLStore) insertMemory(ctx context.Context, tx *sql.Tx, r memoryRow) error {
 	m := r.m
 	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO memories
-(id, user_id, collection, created_at, length, vector, body, document_key, document)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+(id, user_id, collection, created_at, length, vector, body, document_key, document, terms_version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		m.GetId(), m.GetUserId(), m.GetCollection(), m.GetCreatedAt().AsTime().UnixNano(),
-		r.length, encodeVector(r.vector), r.body, nullable(r.key), nullable(r.name)); err != nil {
+		r.length, encodeVector(r.vector), r.body, nullable(r.key), nullable(r.name),
+		termsVersion); err != nil {
 		return err
 	}
 	return s.insertTerms(ctx, tx, m, r.freq)

@@ -25,9 +25,9 @@ func TestMemoryStore(t *testing.T) {
 }
 
 // openSQLite opens the SQLite store at path, closed when t ends.
-func openSQLite(t *testing.T, path string) *memory.SQLStore {
+func openSQLite(t *testing.T, path string, opts ...memory.StoreOption) *memory.SQLStore {
 	t.Helper()
-	s, err := memory.OpenSQLite(t.Context(), path)
+	s, err := memory.OpenSQLite(t.Context(), path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +95,9 @@ const postgresMaxConns = 16
 
 // openPostgres opens a PostgreSQL store in its own schema of the test database, closed when
 // t ends.
-func openPostgres(t *testing.T, dsn string) *memory.SQLStore {
+func openPostgres(t *testing.T, dsn string, opts ...memory.StoreOption) *memory.SQLStore {
 	t.Helper()
-	s, err := memory.OpenPostgres(t.Context(), dsn, postgresMaxConns)
+	s, err := memory.OpenPostgres(t.Context(), dsn, postgresMaxConns, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,8 @@ INSERT INTO learning VALUES ('run-old', 'alice', 1, 0, 0, 0, NULL)`
 type sqlDatabase struct {
 	name, driver, key, blob string
 	source                  func(t *testing.T) string
-	open                    func(t *testing.T, source string) *memory.SQLStore
+	open                    func(t *testing.T, source string,
+		opts ...memory.StoreOption) *memory.SQLStore
 }
 
 // sqlDatabases are the SQL databases: SQLite, and PostgreSQL.
@@ -267,55 +268,6 @@ func TestSQLStoresOpenWithDuplicateChunks(t *testing.T) {
 	}
 }
 
-// A database whose memories were indexed before the runs of scripts written without spaces
-// were split into pairs of characters (one term per run, no schema version) is indexed
-// again when a store opens it, once: a word inside such a run finds its memory.
-func TestSQLStoresReindexUnspaced(t *testing.T) {
-	for _, tc := range sqlDatabases {
-		t.Run(tc.name, func(t *testing.T) {
-			source := tc.source(t)
-			s := tc.open(t, source)
-			for i, text := range []string{"私は東京に住んでいます", "Tokyo is far", "ＡＷＳ notes"} {
-				m := &memoryv1.Memory{Id: fmt.Sprintf("m%d", i), UserId: "alice", Content: text,
-					CreatedAt: timestamppb.New(time.Unix(0, int64(i+1)))}
-				if err := s.PutMemory(t.Context(), m, nil, 100); err != nil {
-					t.Fatal(err)
-				}
-			}
-			db, err := sql.Open(tc.driver, source)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			for _, stmt := range []string{
-				`DELETE FROM memory_terms WHERE memory_id = 'm0'`,
-				`INSERT INTO memory_terms VALUES ('alice', '', '私は東京に住んでいます', 'm0', 1)`,
-				`UPDATE memories SET length = 1 WHERE id = 'm0'`,
-				`DELETE FROM memory_terms WHERE memory_id = 'm2'`,
-				`INSERT INTO memory_terms VALUES ('alice', '', 'ａｗｓ', 'm2', 1)`,
-				`INSERT INTO memory_terms VALUES ('alice', '', 'notes', 'm2', 1)`,
-				`DELETE FROM memory_schema`,
-			} {
-				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
-					t.Fatalf("%s: %v", stmt, err)
-				}
-			}
-			s = tc.open(t, source)
-			for query, want := range map[string]string{"東京": "m0", "東": "m0", "tokyo": "m1",
-				"aws": "m2"} {
-				hits, err := s.SearchMemories(t.Context(),
-					memory.SearchQuery{UserID: "alice", Query: query, Limit: 10})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(hits) != 1 || hits[0].GetMemory().GetId() != want {
-					t.Errorf("search %q found %d memories, want %s", query, len(hits), want)
-				}
-			}
-		})
-	}
-}
-
 // A collection ingested by the release before the stores knew each chunk's document (its
 // chunks' document column dropped again) is ingested again after a file changed, through the
 // gRPC API: the collection holds the file's new chunks only, the unchanged one replaced in
@@ -337,11 +289,7 @@ func TestSQLStoresIngestAgainAfterUpgrade(t *testing.T) {
 			}
 			same := paragraphs(1, "same")
 			ingest(same + "\n\n" + paragraphs(2, "before"))
-			db, err := sql.Open(tc.driver, source)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
+			db := openDB(t, tc, source)
 			for _, stmt := range []string{`DROP INDEX memories_of_document`,
 				`ALTER TABLE memories DROP COLUMN document`} {
 				if _, err := db.ExecContext(t.Context(), stmt); err != nil {

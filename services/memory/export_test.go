@@ -1,0 +1,8 @@
+package memory
+
+// StopReindexing stops the store's background re-indexing (ReindexTerms at start and every
+// interval), so that a test counts what its own call of ReindexTerms does.
+func (s *SQLStore) StopReindexing() { s.reindex.stop() }
+
+// ReindexBatchRows is the number of memories one transaction of ReindexTerms indexes again.
+const ReindexBatchRows = reindexBatchRows
