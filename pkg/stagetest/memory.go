@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/transcript"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // fact is what the memory cases store.
@@ -177,6 +178,38 @@ var memoryCases = []testCase{
 			}
 			return nil
 		}},
+	{"store-document-replaces", "a second StoreDocument of a document replaces its chunks: it " +
+		"answers the first's memory ids as replaced, and the collection holds the second's " +
+		"chunks only (agentmesh ingest replaces a changed file this way)",
+		func(ctx context.Context, k *kit) error {
+			user, collection := k.id("user-document"), k.id("docs")
+			first, err := storeDocument(ctx, k, user, collection, "Teal is my favourite colour", "Otters hold hands")
+			if err != nil {
+				return err
+			}
+			second, err := storeDocument(ctx, k, user, collection, "Blue is my favourite colour now")
+			if err != nil {
+				return err
+			}
+			if got, want := sorted(second.GetReplacedIds()), sorted(first.GetMemoryIds()); !slices.Equal(got, want) {
+				return fmt.Errorf("the second StoreDocument answered replaced_ids %v, want the first's memory_ids %v",
+					got, want)
+			}
+			list, err := memoryv1.NewMemoryServiceClient(k.conn).List(auth.OutgoingUser(ctx, user),
+				&memoryv1.ListRequest{UserId: user, Collection: collection})
+			if err != nil {
+				return wantOK(err)
+			}
+			var held []string
+			for _, m := range list.GetMemories() {
+				held = append(held, m.GetId())
+			}
+			if got, want := sorted(held), sorted(second.GetMemoryIds()); !slices.Equal(got, want) {
+				return fmt.Errorf("the collection holds the memories %v after the second StoreDocument, want "+
+					"only its chunks %v", got, want)
+			}
+			return nil
+		}},
 	{"unknown-run", "GetRun of an unknown run is NOT_FOUND",
 		func(ctx context.Context, k *kit) error {
 			_, err := memoryv1.NewMemoryServiceClient(k.conn).GetRun(auth.OutgoingUser(ctx, k.id("user-run")), &memoryv1.GetRunRequest{RunId: k.id("no-such-run")})
@@ -225,6 +258,34 @@ func store(ctx context.Context, k *kit, user string) (string, error) {
 	}
 	return resp.GetMemoryId(), nil
 }
+
+// storeDocument stores the chunks as the document "notes.md" of user's collection and returns
+// the answer, or how it breaks the contract. A stage without StoreDocument breaks it too:
+// agentmesh ingest then stores a file chunk by chunk, and two ingestions of a file that changes
+// between them can leave both versions.
+func storeDocument(ctx context.Context, k *kit, user, collection string, chunks ...string) (*memoryv1.StoreDocumentResponse, error) {
+	req := &memoryv1.StoreDocumentRequest{UserId: user, Collection: collection,
+		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"source": structpb.NewStringValue("notes.md")}}}
+	for _, c := range chunks {
+		req.Chunks = append(req.Chunks, &memoryv1.DocumentChunk{Content: c})
+	}
+	resp, err := memoryv1.NewMemoryServiceClient(k.conn).StoreDocument(auth.OutgoingUser(ctx, user), req)
+	if status.Code(err) == codes.Unimplemented {
+		return nil, fmt.Errorf("StoreDocument %w: agentmesh ingest then stores a file chunk by chunk, and "+
+			"two ingestions of a file that changes between them can leave both versions", wantOK(err))
+	}
+	if err != nil {
+		return nil, wantOK(err)
+	}
+	if len(resp.GetMemoryIds()) != len(chunks) || slices.Contains(resp.GetMemoryIds(), "") {
+		return nil, fmt.Errorf("StoreDocument of %d chunks answered the memory ids %q, want one for each",
+			len(chunks), resp.GetMemoryIds())
+	}
+	return resp, nil
+}
+
+// sorted is a sorted copy of ids.
+func sorted(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
 
 // savedTranscript is the transcript of the run the kit saves: two entries of a chain.
 func savedTranscript() []*typev1.TranscriptEntry {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	actionv1 "github.com/agentmesh/agentmesh/gen/agentmesh/action/v1"
@@ -34,9 +35,12 @@ import (
 	"github.com/agentmesh/agentmesh/services/planning"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -561,6 +565,54 @@ type dropsTranscripts struct{ *memory.Service }
 func (s dropsTranscripts) SaveRun(ctx context.Context, req *memoryv1.SaveRunRequest) (*memoryv1.SaveRunResponse, error) {
 	req.GetResult().Transcript = nil
 	return s.Service.SaveRun(ctx, req)
+}
+
+// TestMemoryCasesFailAStageWithoutDocuments: a memory stage without StoreDocument (one built
+// before it) fails the kit's store-document-replaces case, saying what ingestion then risks;
+// so does one whose StoreDocument adds the chunks beside the document's earlier ones.
+func TestMemoryCasesFailAStageWithoutDocuments(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stage  func(*memory.Service) memoryv1.MemoryServiceServer
+		reason string
+	}{
+		{"unimplemented", func(s *memory.Service) memoryv1.MemoryServiceServer { return noDocuments{s} },
+			"can leave both versions"},
+		{"appends", func(s *memory.Service) memoryv1.MemoryServiceServer { return &appendsDocuments{Service: s} },
+			"want the first's memory_ids"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := memory.New(memory.Options{})
+			t.Cleanup(func() { _ = svc.Close() })
+			conn := grpctest.Serve(t, func(s grpc.ServiceRegistrar) { memoryv1.RegisterMemoryServiceServer(s, tc.stage(svc)) })
+			report, err := stagetest.Run(t.Context(), "memory", conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := byCase(report)["store-document-replaces"]; res.Pass || !strings.Contains(res.Reason, tc.reason) {
+				t.Errorf("store-document-replaces: pass=%v %q, want a failure saying %q", res.Pass, res.Reason, tc.reason)
+			}
+		})
+	}
+}
+
+// noDocuments is the project's memory stage without StoreDocument, as a stage built before it.
+type noDocuments struct{ *memory.Service }
+
+func (noDocuments) StoreDocument(context.Context, *memoryv1.StoreDocumentRequest) (*memoryv1.StoreDocumentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StoreDocument not implemented")
+}
+
+// appendsDocuments is the project's memory stage behind a front that stores each
+// StoreDocument's chunks as a document of its own, beside the earlier ones.
+type appendsDocuments struct {
+	*memory.Service
+	calls atomic.Int64
+}
+
+func (s *appendsDocuments) StoreDocument(ctx context.Context, req *memoryv1.StoreDocumentRequest) (*memoryv1.StoreDocumentResponse, error) {
+	req.GetMetadata().GetFields()["folder"] = structpb.NewStringValue(fmt.Sprint(s.calls.Add(1)))
+	return s.Service.StoreDocument(ctx, req)
 }
 
 // TestContextCasesFailAStageThatUndercounts: a context stage that fits the history into four
