@@ -1,8 +1,13 @@
 package tokens
 
 import (
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 )
 
 // benchTexts are 64 KiB of what a run counts: English prose, Go code and JSON mixed, and
@@ -44,7 +49,9 @@ func BenchmarkBPECount(b *testing.B) {
 }
 
 // benchEncodings runs work on each of benchTexts with each encoding's vocabulary, a
-// sub-benchmark each, reporting the text's bytes a second.
+// sub-benchmark each, reporting the text's bytes a second and the CPU time of an operation
+// (cpu-ns/op: user and system time of the whole process), which varies less than its time on a
+// machine that other work shares.
 func benchEncodings(b *testing.B, work func(bp *bpe, text string)) {
 	for _, enc := range encodings {
 		bp, err := loadVocabulary(enc.name, enc.piece)
@@ -54,10 +61,70 @@ func benchEncodings(b *testing.B, work func(bp *bpe, text string)) {
 		for _, bt := range benchTexts() {
 			b.Run(enc.name+"/"+bt.name, func(b *testing.B) {
 				b.SetBytes(int64(len(bt.text)))
+				cpu := cpuTime()
 				for b.Loop() {
 					work(bp, bt.text)
 				}
+				b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 			})
 		}
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkBPEMerge measures the two ways merge finds the lowest pair, a scan of the parts
+// and a heap, on a piece of Chinese text of each length in bytes, which sets mergeScanMax.
+// Pieces of CJK text run to 256 bytes (the segments' hard cut); a segment cut at a word
+// boundary may hold longer ones.
+func BenchmarkBPEMerge(b *testing.B) {
+	bp, err := loadVocabulary(EncodingO200K, o200kPiece)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat("敏捷的棕色狐狸跳过了懒狗日本語のテキストを数えます東京は晴れ", 40)
+	for _, n := range []int{6, 12, 18, 24, 30, 45, 60, 90, 120, 180, 360, 1500} {
+		piece := text[:n]
+		b.Run(fmt.Sprintf("scan/bytes=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			parts := make([]part, n)
+			for b.Loop() {
+				bp.mergeScan(bp.byteParts(piece, parts))
+			}
+		})
+		b.Run(fmt.Sprintf("heap/bytes=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			var s mergeScratch
+			for b.Loop() {
+				bp.mergeHeap(piece, &s)
+			}
+		})
+	}
+}
+
+// BenchmarkNewBPE measures making a counter's tables from a vocabulary read from its BPE file,
+// which a process does once for each encoding it counts with.
+func BenchmarkNewBPE(b *testing.B) {
+	for _, enc := range encodings {
+		vocabulary, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe(enc.name + ".tiktoken")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(enc.name, func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, err := newBPE(enc.piece, vocabulary); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
