@@ -16,7 +16,7 @@ import (
 // life of the process, and the garbage collector marked them all on every cycle: a process
 // counting for an OpenAI model spent about twice the CPU collecting (issue 15). bpe keeps
 // tables without pointers, which the collector does not scan: the ranks of the tokens by a
-// 64-bit hash of their bytes, which tells whether a whole piece of text is a token, and the
+// 64-bit hash of their bytes (hashTable), which tells whether a whole piece is a token, and the
 // ranks of the tokens by the pair of tokens BPE merges into each (pairTable), which the byte
 // pair merge looks up. Two tokens of a vocabulary whose hashes collide are found when it is
 // loaded; a piece of text that is not a token but hashes like one is as likely as a collision
@@ -26,7 +26,7 @@ type bpe struct {
 	// (cl100kPiece, o200kPiece).
 	piece func(text string) int
 	seed  maphash.Seed
-	ranks map[uint64]uint32
+	ranks hashTable
 	// byteRanks is the rank of each byte as a token of its own.
 	byteRanks [256]uint32
 	// pairs is the rank of the token each pair of tokens merges into.
@@ -78,15 +78,13 @@ type rankedToken struct {
 func (b *bpe) hashRanks(tokens []rankedToken) error {
 	for range 3 {
 		b.seed = maphash.MakeSeed()
-		b.ranks = make(map[uint64]uint32, len(tokens))
+		b.ranks = newHashTable(len(tokens))
 		collided := false
 		for _, t := range tokens {
-			h := maphash.String(b.seed, t.bytes)
-			if _, dup := b.ranks[h]; dup {
+			if !b.ranks.put(maphash.String(b.seed, t.bytes), t.rank) {
 				collided = true
 				break
 			}
-			b.ranks[h] = t.rank
 		}
 		if !collided {
 			return nil
@@ -150,8 +148,7 @@ func shortestFirst(tokens []rankedToken) []rankedToken {
 
 // rank returns the rank of the token whose bytes are piece.
 func (b *bpe) rank(piece string) (uint32, bool) {
-	r, ok := b.ranks[maphash.String(b.seed, piece)]
-	return r, ok
+	return b.ranks.get(maphash.String(b.seed, piece))
 }
 
 // isToken reports whether piece is a token.
@@ -426,4 +423,57 @@ func (t *pairTable) put(x, y, merged uint32) {
 		i = (i + 1) & mask
 	}
 	t.slots[i] = key | uint64(merged)
+}
+
+// hashTable maps the 64-bit hash of each token's bytes to its rank: an open addressing table
+// that finds a hash at the slot its top bits name, or in the slots after it. The hashes are
+// uniform already, which a map would hash again: it looks up a piece some 20% faster than the
+// map did, in as much memory (BenchmarkBPECount on mixed text; twice the slots, less full,
+// were only a little faster).
+type hashTable struct {
+	slots []hashSlot
+	shift uint // 64 less the log2 of len(slots)
+}
+
+// hashSlot is a token's hash and rank, or empty: rank noRank.
+type hashSlot struct {
+	hash uint64
+	rank uint32
+}
+
+// newHashTable returns a table for n tokens.
+func newHashTable(n int) hashTable {
+	size := 1 << bits.Len(uint(n)) // over n, at most 2n: a slot is always empty; o200k_base's is 76% full
+	t := hashTable{slots: make([]hashSlot, size), shift: uint(64 - bits.Len(uint(size-1)))}
+	for i := range t.slots {
+		t.slots[i].rank = noRank
+	}
+	return t
+}
+
+// get returns the rank of the token whose bytes hash to h.
+func (t *hashTable) get(h uint64) (uint32, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for i := h >> t.shift; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.rank == noRank {
+			return 0, false
+		}
+		if s.hash == h {
+			return s.rank, true
+		}
+	}
+}
+
+// put adds a token's hash and rank, and reports false when another token has its hash.
+func (t *hashTable) put(h uint64, rank uint32) bool {
+	mask := uint64(len(t.slots) - 1)
+	i := h >> t.shift
+	for ; t.slots[i].rank != noRank; i = (i + 1) & mask {
+		if t.slots[i].hash == h {
+			return false
+		}
+	}
+	t.slots[i] = hashSlot{h, rank}
+	return true
 }

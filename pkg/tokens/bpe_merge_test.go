@@ -271,3 +271,52 @@ func TestNewBPERejectsABadVocabulary(t *testing.T) {
 		}
 	}
 }
+
+// TestRankTables: the hash and pair tables find what was put in them and nothing else, when
+// full to the size they were made for (some runs of slots wrap past the end).
+func TestRankTables(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 2, 3, 100, 5000} {
+		hashes, h := map[uint64]uint32{}, newHashTable(n)
+		pairs, p := map[[2]uint32]uint32{}, newPairTable(n)
+		for i := range uint32(n) {
+			key := r.Uint64() | 1<<63 // the top bits: the last slot's run wraps
+			if i%2 == 0 {
+				key = r.Uint64() >> 1
+			}
+			hashes[key] = i
+			if !h.put(key, i) {
+				t.Fatalf("hash %#x put twice", key)
+			}
+			x, y := r.Uint32N(maxRank+1), r.Uint32N(maxRank+1)
+			if _, dup := pairs[[2]uint32{x, y}]; !dup {
+				pairs[[2]uint32{x, y}] = i
+				p.put(x, y, i)
+			}
+		}
+		for key, rank := range hashes {
+			if got, ok := h.get(key); !ok || got != rank {
+				t.Errorf("n=%d: hash %#x = %d, %t; want %d", n, key, got, ok, rank)
+			}
+			if h.put(key, rank) {
+				t.Errorf("n=%d: hash %#x put again", n, key)
+			}
+		}
+		for pair, rank := range pairs {
+			if got := p.get(pair[0], pair[1]); got != rank {
+				t.Errorf("n=%d: pair %v = %d, want %d", n, pair, got, rank)
+			}
+		}
+		for range 1000 {
+			if key := r.Uint64(); hashes[key] == 0 {
+				if _, ok := h.get(key); ok {
+					t.Errorf("n=%d: hash %#x found, never put", n, key)
+				}
+			}
+			x, y := r.Uint32N(maxRank+1), r.Uint32N(maxRank+1)
+			if _, ok := pairs[[2]uint32{x, y}]; !ok && p.get(x, y) != noRank {
+				t.Errorf("n=%d: pair %d, %d found, never put", n, x, y)
+			}
+		}
+	}
+}
