@@ -128,8 +128,12 @@ const (
 // encoding it whole.
 func segments(text string) iter.Seq[string] {
 	return func(yield func(string) bool) {
+		// known is where the last window's search for a boundary ended in the text that is
+		// left: none is before it. A text without spaces (CJK) is cut every hardCutBytes, and
+		// each window after the first has only those bytes to search.
+		known := 0
 		for len(text) > segmentBytes {
-			cut := wordBoundary(text[:segmentBytes+1])
+			cut := wordBoundary(text[:segmentBytes+1], known)
 			if cut <= 0 {
 				// Not UTF-8 up to there (no boundary): cut anyway, counting goes on.
 				if cut = textcut.Boundary(text, hardCutBytes); cut == 0 {
@@ -139,7 +143,7 @@ func segments(text string) iter.Seq[string] {
 			if !yield(text[:cut]) {
 				return
 			}
-			text = text[cut:]
+			text, known = text[cut:], segmentBytes-cut
 		}
 		if text != "" {
 			yield(text)
@@ -148,9 +152,10 @@ func segments(text string) iter.Seq[string] {
 }
 
 // wordBoundary returns the last index i of window at which a single space starts a word
-// (window[i] is ' ', window[i-1] and window[i+1] are not white space), or -1.
-func wordBoundary(window string) int {
-	for i := len(window) - 2; i > 0; i-- {
+// (window[i] is ' ', window[i-1] and window[i+1] are not white space), or -1; from is where
+// the search may stop, known to have none before it.
+func wordBoundary(window string, from int) int {
+	for i := len(window) - 2; i > max(from-1, 0); i-- {
 		if window[i] == ' ' && !isSpace(window[i-1]) && !isSpace(window[i+1]) {
 			return i
 		}
