@@ -109,7 +109,8 @@ func (b *bpe) hashRanks(tokens []rankedToken) error {
 // Tokens are taken shortest first: merging T's bytes, every union but the last is shorter
 // than T, so its pair is known by then, and the merge by pairs ends with T's last pair as its
 // two parts. A token whose bytes do not merge into it (tiktoken's encodings have none) ends
-// with more parts and has no pair: counting finds it whole by its hash (count).
+// with more parts and has no pair: no merge makes it (by the above), and counting finds it
+// whole by its hash (count).
 func (b *bpe) pairRanks(tokens []rankedToken) {
 	b.pairs = newPairTable(len(tokens))
 	var buf []part
