@@ -1,8 +1,10 @@
 package tokens
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -207,10 +209,8 @@ func TestBPEMergesAnyVocabulary(t *testing.T) {
 			vocabulary[string(w)] = 0
 		}
 		ranks := r.Perm(len(vocabulary))
-		i := 0
-		for token := range vocabulary {
+		for i, token := range slices.Sorted(maps.Keys(vocabulary)) {
 			vocabulary[token] = ranks[i]
-			i++
 		}
 		b, err := newBPE(cl100kPiece, vocabulary)
 		if err != nil {
@@ -221,10 +221,10 @@ func TestBPEMergesAnyVocabulary(t *testing.T) {
 			for i := range w {
 				w[i] = "abc"[r.IntN(3)]
 			}
-			if got, want := b.count(string(w)), referenceCount(b, string(w)); got != want {
-				t.Fatalf("vocabulary %d %v: %q counts %d tokens, the merge by bytes %d", v, vocabulary, w, got, want)
-			}
 			checkMerges(t, b, string(w))
+		}
+		if t.Failed() {
+			t.Fatalf("vocabulary %d: %v", v, vocabulary)
 		}
 	}
 }
