@@ -30,6 +30,7 @@ type Key struct {
 type Authenticator struct {
 	keys func() *keySet // the keys in use: fixed (New), or followed in a file (FollowKeys)
 	mtls bool
+	held *holds // the calls Hold holds, of followed keys; nil for fixed keys
 }
 
 // keySet is a set of API keys by the SHA-256 of the key, each with its principal.
@@ -49,7 +50,8 @@ func New(keys []Key, mtls bool) (*Authenticator, error) {
 
 // FollowKeys returns an Authenticator of the keys that load reads from file, loaded again
 // when the file's contents change: at most once per every (ReloadInterval when 0), at a call.
-// A key taken out of the file (revoked) is refused from then on, without a restart. A file
+// A key taken out of the file (revoked) is refused from then on, without a restart, and the
+// calls made with it that Hold holds (streams) end UNAUTHENTICATED within every. A file
 // that changed but does not load keeps the keys in use, with a warning, until it changes
 // again. The keys are checked as New checks them; with mtls, verified client certificates
 // authenticate too.
@@ -67,7 +69,7 @@ func FollowKeys(file string, every time.Duration, load func() ([]Key, error), mt
 	if err != nil {
 		return nil, err
 	}
-	return &Authenticator{keys: f.get, mtls: mtls}, nil
+	return &Authenticator{keys: f.get, mtls: mtls, held: newHolds(f)}, nil
 }
 
 // newKeySet returns the set of keys, checked as New says.

@@ -14,8 +14,9 @@ import (
 )
 
 // ReloadInterval is how often, at most, TLS material and API keys loaded from files look
-// whether they changed: at the handshakes of new connections (TLS) or at calls (API keys), so
-// an idle service reads nothing.
+// whether they changed: at the handshakes of new connections (TLS) or at calls (API keys), and
+// while streams authenticated by API keys are open (Authenticator.Hold), so an idle service
+// reads nothing.
 const ReloadInterval = 10 * time.Second
 
 // followed is a value loaded from files and loaded again when they change: at most once per
@@ -31,6 +32,9 @@ type followed[T any] struct {
 	every time.Duration
 	load  func() (*T, error)
 	value atomic.Pointer[T]
+	// loaded, when set (before the value is shared), is called with each value loaded again,
+	// once it is the current one, by the caller of get that loaded it.
+	loaded func(*T)
 
 	mu      sync.Mutex
 	checked time.Time // when the files were last looked at
@@ -77,7 +81,17 @@ func (f *followed[T]) get() *T {
 	}
 	f.value.Store(v)
 	slog.Info("files reloaded", "what", f.what)
+	if f.loaded != nil {
+		f.loaded(v)
+	}
 	return v
+}
+
+// untilCheck is how long until get looks at the files again, at least 0.
+func (f *followed[T]) untilCheck() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.every-time.Since(f.checked), 0)
 }
 
 // stamp is the SHA-256 of the files' contents, each after its length.

@@ -35,7 +35,8 @@ func (a Auth) FileKeys() ([]auth.Key, error) {
 
 // Authenticator returns the authenticator of the public API: of auth.api_keys, or of the
 // keys of auth.api_keys_file, followed (auth.FollowKeys: a key taken out of the file is
-// refused within auth.ReloadInterval); with client_ca, client certificates authenticate too.
+// refused within auth.ReloadInterval, and the streams open with it end); with client_ca,
+// client certificates authenticate too.
 func (a Auth) Authenticator() (*auth.Authenticator, error) {
 	if a.APIKeysFile == "" {
 		return auth.New(a.Keys(), a.ClientCA != "")

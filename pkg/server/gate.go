@@ -26,6 +26,9 @@ import (
 type gate struct {
 	log   *slog.Logger
 	admit []auth.Admission
+	// hold, when set, gives the context a stream is served in once admitted, and what to call
+	// when it ends: auth.Authenticator.Hold, which ends a stream whose API key is revoked.
+	hold  func(context.Context) (context.Context, func())
 	codec *requestCodec // nil: requests are not checked for decoding failures (in process)
 }
 
@@ -53,7 +56,8 @@ func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 }
 
 // stream is the gate of a streaming call: a streamed message that did not decode is RecvMsg's
-// error (decodingStream).
+// error (decodingStream). A stream whose API key is revoked while it is open (hold) ends
+// UNAUTHENTICATED, whatever its handler returned once its context ended.
 func (g *gate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -64,13 +68,22 @@ func (g *gate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 	if err != nil {
 		return stageerr.ToStatus(err)
 	}
+	if g.hold != nil {
+		var release func()
+		ctx, release = g.hold(ctx)
+		defer release()
+	}
 	if ctx != ss.Context() {
 		ss = contextStream{ServerStream: ss, ctx: ctx}
 	}
 	if g.codec != nil {
 		ss = decodingStream{ServerStream: ss, codec: g.codec}
 	}
-	return stageerr.ToStatus(handler(srv, ss))
+	err = handler(srv, ss)
+	if revoked := auth.RevokedError(ctx); revoked != nil {
+		err = revoked
+	}
+	return stageerr.ToStatus(err)
 }
 
 // admitted is the context the call of method is served in, once every admission took it.

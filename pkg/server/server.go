@@ -52,7 +52,8 @@ type Options struct {
 	// (SERVING or NOT_SERVING) from Serve until Shutdown. Without it every service is SERVING.
 	Health HealthSource
 	// Auth, when set, authenticates every call but health and reflection; the handler finds
-	// the principal with auth.FromContext.
+	// the principal with auth.FromContext. A stream whose API key is revoked while it is open
+	// ends UNAUTHENTICATED (auth.Authenticator.Hold).
 	Auth *auth.Authenticator
 	// TLS, when set, serves TLS with this configuration (its ClientCAs verify client
 	// certificates for mTLS).
@@ -125,6 +126,7 @@ func New(opts Options) *Server {
 	}
 	if opts.Auth != nil {
 		gt.admit = append(gt.admit, opts.Auth.Admission(log))
+		gt.hold = opts.Auth.Hold
 	}
 	serverOpts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOptions(opts)...)),

@@ -50,6 +50,9 @@ type Config struct {
 	ClientCA string
 	// ClientCRL is auth.client_crl, the CRLs of ClientCA.
 	ClientCRL string
+	// APIKeysFile is auth.api_keys_file: the public API takes the API keys of that file, and
+	// follows it. Empty leaves the public API open.
+	APIKeysFile string
 }
 
 // noApproval lists the REST tools that RequireApproval does not: a ToolServer's tools are
@@ -100,8 +103,8 @@ func (c Config) write(t testing.TB, dir string, tls config.TLS) string {
 	if tls.CA != "" {
 		doc["tls"] = tls
 	}
-	if c.ClientCA != "" || c.ClientCRL != "" {
-		doc["auth"] = config.Auth{ClientCA: c.ClientCA, ClientCRL: c.ClientCRL}
+	if c.ClientCA != "" || c.ClientCRL != "" || c.APIKeysFile != "" {
+		doc["auth"] = config.Auth{ClientCA: c.ClientCA, ClientCRL: c.ClientCRL, APIKeysFile: c.APIKeysFile}
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {
