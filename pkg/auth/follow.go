@@ -26,6 +26,10 @@ const ReloadInterval = 10 * time.Second
 // a certificate of the same CA and names often has, and files copied with the fixed time of a
 // reproducible build have the old files' time too. A load that fails keeps the current value,
 // with a warning, until the files change again.
+//
+// get is called by every authenticated call and every handshake: within the interval it
+// reads two atomics and takes no lock, and once the interval has passed one caller looks at
+// the files while the others go on with the current value.
 type followed[T any] struct {
 	what  string // what the files hold, for the log
 	files []string
@@ -36,14 +40,16 @@ type followed[T any] struct {
 	// once it is the current one, by the caller of get that loaded it.
 	loaded func(*T)
 
-	mu      sync.Mutex
-	checked time.Time // when the files were last looked at
-	last    string    // the digest of their contents then
+	start   time.Time    // the origin of checked, on the monotonic clock
+	checked atomic.Int64 // when the files were last looked at, in nanoseconds since start
+
+	mu   sync.Mutex // held by the one caller that looks at the files
+	last string     // the digest of their contents then
 }
 
 // follow loads the files with load and returns them followed; every 0 is ReloadInterval.
 func follow[T any](what string, files []string, every time.Duration, load func() (*T, error)) (*followed[T], error) {
-	f := &followed[T]{what: what, files: files, every: every, load: load}
+	f := &followed[T]{what: what, files: files, every: every, load: load, start: time.Now()}
 	if f.every <= 0 {
 		f.every = ReloadInterval
 	}
@@ -56,18 +62,24 @@ func follow[T any](what string, files []string, every time.Duration, load func()
 		return nil, err
 	}
 	f.value.Store(v)
-	f.last, f.checked = stamp, time.Now()
+	f.last = stamp
+	f.checked.Store(f.now())
 	return f, nil
 }
 
 // get returns the current value, loaded again when the files changed.
 func (f *followed[T]) get() *T {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if time.Since(f.checked) < f.every {
+	if f.untilCheck() > 0 {
 		return f.value.Load()
 	}
-	f.checked = time.Now()
+	if !f.mu.TryLock() {
+		return f.value.Load() // another caller looks at the files: the current value meanwhile
+	}
+	defer f.mu.Unlock()
+	if f.untilCheck() > 0 {
+		return f.value.Load() // another caller looked while this one came to the lock
+	}
+	f.checked.Store(f.now())
 	stamp, err := f.stamp()
 	if err != nil || stamp == f.last {
 		return f.value.Load() // a file missing for a moment (being replaced) is looked at again later
@@ -87,11 +99,12 @@ func (f *followed[T]) get() *T {
 	return v
 }
 
+// now is the time on f's clock: nanoseconds since start, monotonic.
+func (f *followed[T]) now() int64 { return int64(time.Since(f.start)) }
+
 // untilCheck is how long until get looks at the files again, at least 0.
 func (f *followed[T]) untilCheck() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return max(f.every-time.Since(f.checked), 0)
+	return max(f.every-time.Duration(f.now()-f.checked.Load()), 0)
 }
 
 // stamp is the SHA-256 of the files' contents, each after its length.
