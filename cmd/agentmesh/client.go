@@ -74,10 +74,8 @@ func newClient(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 // permit (PERMISSION_DENIED: another user's memories), is an invalid argument, exit 4 (seed
 // 000), not a run that failed.
 func rpcError(addr string, err error) error {
-	if status.Code(err) == codes.Unavailable {
-		if err := handshakeError(addr, status.Convert(err).Message()); err != nil {
-			return err
-		}
+	if err := handshakeError(addr, err); err != nil {
+		return err
 	}
 	switch status.Code(err) {
 	case codes.Unavailable:

@@ -123,12 +123,12 @@ func kitCredentials(name, addr string) ([]grpc.DialOption, error) {
 	if name == "orchestrator" {
 		return dialCredentials(addr)
 	}
-	transport, err := stageCredentials()
+	creds, err := stageCredentials()
 	if err != nil {
 		return nil, err
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(transport),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes))}, nil
+	return append(creds.dialOptions(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes))), nil
 }
 
 // printReport prints a stage's results as a table.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/dial"
@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // Environment of the CLI's credentials for the public API.
@@ -45,8 +46,8 @@ func dialCredentials(addr string) ([]grpc.DialOption, error) {
 		transport, secure = credentials.NewTLS(cfg), true
 	}
 	// A result carries the whole conversation: accept what the mesh's servers send.
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes))}
+	opts := append(recordHandshakes(transport).dialOptions(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes)))
 	if key := os.Getenv(envAPIKey); key != "" {
 		if !secure {
 			if err := keyInClear(addr); err != nil {
@@ -120,44 +121,34 @@ func (bearer) RequireTransportSecurity() bool { return false }
 // With mutual TLS the server must have the mesh identity of one of peers (the stage called)
 // or the command's own (`agentmesh dev` serves every stage with one certificate), unless
 // peers is empty: then any mesh identity.
-func stageCredentials(peers ...string) (credentials.TransportCredentials, error) {
+func stageCredentials(peers ...string) (*handshakes, error) {
 	m, err := config.TLS{CA: os.Getenv("TLS_CA"), Cert: os.Getenv("TLS_CERT"), Key: os.Getenv("TLS_KEY"),
 		CRL: os.Getenv("TLS_CRL")}.Mesh()
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Invalid, err)
 	}
 	if m == nil {
-		return insecure.NewCredentials(), nil
+		return recordHandshakes(insecure.NewCredentials()), nil
 	}
 	if len(peers) > 0 {
 		peers = append(slices.Clone(peers), m.Service())
 	}
-	return credentials.NewTLS(m.ClientConfig(peers...)), nil
+	return recordHandshakes(credentials.NewTLS(m.ClientConfig(peers...))), nil
 }
 
-// handshakeError is the error of a call that failed UNAVAILABLE in the TLS handshake of its
-// connection to the orchestrator at addr, on what the CLI's credentials hold (the status's
-// message msg says why: handshakeFailed); nil for any other failure. Such a failure is the
+// handshakeError is the error of a call to the orchestrator at addr that failed UNAVAILABLE
+// because the TLS handshake of its connection refused the CLI's credentials, or the server's
+// (a *handshakeRefused: refusedCredentials); nil for any other failure. Such a failure is the
 // CLI's configuration, exit 4, where it read as an orchestrator that does not run (exit 3):
 // AGENTMESH_CA that did not sign the orchestrator's certificate, or a client certificate the
 // orchestrator refused.
-func handshakeError(addr, msg string) error {
-	if !handshakeFailed(msg) {
+func handshakeError(addr string, err error) error {
+	if !errors.As(err, new(*handshakeRefused)) {
 		return nil
 	}
 	const check = "check %s, the CA of the orchestrator's certificate, and %s and %s, " +
 		"a client certificate of its auth.client_ca"
-	err := fmt.Errorf("the TLS handshake with the orchestrator at %s failed: %s ("+check+")",
-		addr, msg, envCA, envCert, envKey)
+	err = fmt.Errorf("the TLS handshake with the orchestrator at %s failed: %s ("+check+")",
+		addr, status.Convert(err).Message(), envCA, envCert, envKey)
 	return exitcode.Wrap(exitcode.Invalid, err)
-}
-
-// handshakeFailed reports whether msg, the message of a call that failed UNAVAILABLE, says
-// the TLS handshake of its connection failed on the credentials: a certificate that does not
-// verify, a server of another mesh identity (auth.MeshTLS.ClientConfig), a TLS alert of the
-// server. A connection cut in the handshake (EOF, a reset) is the network's.
-func handshakeFailed(msg string) bool {
-	verifying := strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:") ||
-		strings.Contains(msg, "the server's certificate")
-	return strings.Contains(msg, "authentication handshake failed") && verifying
 }

@@ -59,14 +59,14 @@ func ingestCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	// The documents go to the memory stage only: not to another service of the mesh.
-	transport, err := stageCredentials("memory")
+	creds, err := stageCredentials("memory")
 	if err != nil {
 		return err
 	}
 	// A page of the collection is as large as the memory stage sends: the mesh's limit, not
 	// gRPC's default 4 MiB.
-	conn, err := newClient(target, grpc.WithTransportCredentials(transport),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes)))
+	conn, err := newClient(target, append(creds.dialOptions(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.DefaultMaxMessageBytes)))...)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func reportSummary(r memory.IngestReport) string {
 func ingestError(addr string, err error) error {
 	msg := describe(err)
 	switch se := stageerr.FromError(err); {
-	case status.Code(err) == codes.Unavailable && handshakeFailed(msg):
+	case errors.As(err, new(*handshakeRefused)):
 		// The mesh runs, and refused the CLI's credentials (stageCredentials), or they it.
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("the TLS handshake with the memory "+
 			"service at %s failed: %s (check TLS_CA, the mesh CA, and TLS_CERT and TLS_KEY, "+

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"crypto/tls"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 // mesh identity of the CA was accepted as any service, so one stage's certificate (its
 // stage compromised, or the certificate stolen) could answer the calls meant for another,
 // reading the runs' conversations and memories. Without names any mesh identity is accepted.
+// A refusal is an *auth.ServerCertError naming the server's identity.
 func TestClientConfigVerifiesThePeersIdentity(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := certs.NewCA("mesh CA")
@@ -56,6 +58,11 @@ func TestClientConfigVerifiesThePeersIdentity(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "planning's (spiffe://agentmesh/planning)") ||
 		!strings.Contains(err.Error(), "(spiffe://agentmesh/memory)") {
 		t.Errorf("the planning stage, called as the memory stage: %v, want it refused naming both", err)
+	}
+	// The client tells the refusal by its type, not its text (the CLI's exit 4, not 3).
+	var refused *auth.ServerCertError
+	if !errors.As(err, &refused) || refused.Service != "planning" {
+		t.Errorf("the planning stage, called as the memory stage: %#v, want a *auth.ServerCertError of planning", err)
 	}
 	if err := handshake(planning, caller.ClientConfig("memory", "planning")); err != nil {
 		t.Errorf("the planning stage, called as the memory stage or itself: %v", err)

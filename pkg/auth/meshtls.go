@@ -131,11 +131,29 @@ func (m *MeshTLS) ClientConfig(peers ...string) *tls.Config {
 	}
 }
 
+// ServerCertError is the error of a TLS handshake of ClientConfig that refused the server's
+// certificate: none, one the mesh CA did not sign, one that names no mesh identity, or one
+// that names another identity than the service called. crypto/tls returns it from the
+// handshake as it is, so a client tells it by its type (errors.As) from a network failure.
+type ServerCertError struct {
+	// Service is the service whose mesh identity the certificate names, "" when it names none
+	// (or was not verified).
+	Service string
+	err     error
+}
+
+// Error says why the certificate was refused.
+func (e *ServerCertError) Error() string { return e.err.Error() }
+
+// Unwrap returns the verification's error (an x509 error), if any.
+func (e *ServerCertError) Unwrap() error { return errors.Unwrap(e.err) }
+
 // verifyServer accepts a server that presents a certificate of the mesh CA naming a mesh
-// identity, one of peers unless it is empty, and that no CRL revokes.
+// identity, one of peers unless it is empty, and that no CRL revokes; it refuses any other
+// with a *ServerCertError.
 func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	if len(cs.PeerCertificates) == 0 {
-		return errors.New("the server presented no certificate")
+		return &ServerCertError{err: errors.New("the server presented no certificate")}
 	}
 	leaf := cs.PeerCertificates[0]
 	var intermediates [][]byte
@@ -145,23 +163,23 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	st := m.current()
 	chains, err := verifyChain(st.roots, leaf, intermediates, x509.ExtKeyUsageServerAuth)
 	if err != nil {
-		return fmt.Errorf("the server's certificate: %w", err)
+		return &ServerCertError{err: fmt.Errorf("the server's certificate: %w", err)}
 	}
 	if err := st.revoked.check(chains); err != nil {
-		return fmt.Errorf("the server's certificate: %w", err)
+		return &ServerCertError{err: fmt.Errorf("the server's certificate: %w", err)}
 	}
 	service, ok := MeshService(leaf)
 	if !ok {
-		return fmt.Errorf("the server's certificate (%q) names no mesh identity", leaf.Subject.String())
+		return &ServerCertError{err: fmt.Errorf("the server's certificate (%q) names no mesh identity", leaf.Subject.String())}
 	}
 	if len(peers) > 0 && !slices.Contains(peers, service) {
 		want := make([]string, len(peers))
 		for i, p := range peers {
 			want[i] = MeshID(p)
 		}
-		return fmt.Errorf("the server's certificate is %s's (%s), not the one of the service "+
+		return &ServerCertError{Service: service, err: fmt.Errorf("the server's certificate is %s's (%s), not the one of the service "+
 			"called (%s): another service of the mesh may not answer its calls",
-			service, MeshID(service), strings.Join(want, " or "))
+			service, MeshID(service), strings.Join(want, " or "))}
 	}
 	return nil
 }
