@@ -1,12 +1,14 @@
 // Package dial opens gRPC client connections to the stages of the mesh, with the defaults every
 // hop needs: round-robin load balancing over all resolved addresses, client-side health
 // checking, retries of UNAVAILABLE, keepalive, a default deadline and OpenTelemetry spans;
-// plaintext, or mutual TLS with WithMesh. InProcess makes a connection to stages in the process.
+// plaintext, or mutual TLS with WithMesh, whose failed handshakes are logged at most once a
+// minute for a cause (HandshakeLogInterval). InProcess makes a connection to stages in the process.
 package dial
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -82,7 +84,7 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 	}
 	transport := insecure.NewCredentials()
 	if cfg.mesh != nil {
-		transport = credentials.NewTLS(cfg.mesh.ClientConfig(cfg.peers...))
+		transport = logHandshakes(credentials.NewTLS(cfg.mesh.ClientConfig(cfg.peers...)), cfg.logger)
 	}
 	sc := serviceConfig
 	if !cfg.retry {
@@ -152,4 +154,5 @@ type config struct {
 	retry          bool
 	mesh           *auth.MeshTLS // mutual TLS between services (WithMesh); nil: plaintext
 	peers          []string      // the mesh identities the server may have (WithPeer)
+	logger         *slog.Logger  // logs failed handshakes (WithLogger); nil: slog.Default()
 }

@@ -1,6 +1,7 @@
 package dial
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -70,4 +71,11 @@ func WithMesh(m *auth.MeshTLS) Option {
 // Each WithPeer adds to the names. Without it any mesh identity is accepted.
 func WithPeer(services ...string) Option {
 	return func(c *config) { c.peers = append(c.peers, services...) }
+}
+
+// WithLogger logs the failed TLS handshakes of a mutual TLS connection (WithMesh) to log, as a
+// warning at most once per HandshakeLogInterval for one cause; nil (the default) logs them
+// to slog.Default().
+func WithLogger(log *slog.Logger) Option {
+	return func(c *config) { c.logger = log }
 }

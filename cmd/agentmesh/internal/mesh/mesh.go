@@ -246,6 +246,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			return dial.InProcess(stage.Channel(), dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp)), nil
 		}
 		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS),
+			dial.WithLogger(log.With("service", from)),
 			own, dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))

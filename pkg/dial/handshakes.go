@@ -1,0 +1,117 @@
+package dial
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/lru"
+	"google.golang.org/grpc/credentials"
+)
+
+// HandshakeLogInterval is how often, at most, a connection logs at warning level the failed
+// TLS handshakes with one target for one cause: the first as it happens, the next once the
+// interval has passed, with the number that failed meanwhile.
+const HandshakeLogInterval = time.Minute
+
+// maxHandshakeCauses bounds the (target, cause) pairs a connection remembers: past it the
+// least recently failed pair is forgotten, and its next failure is logged as a first one.
+const maxHandshakeCauses = 64
+
+// handshakeKey is a target (the authority dialled) and the cause of a failed handshake.
+type handshakeKey struct{ target, cause string }
+
+// handshakeState is when a (target, cause) was last logged and how many failures were not
+// since.
+type handshakeState struct {
+	logged   time.Time
+	unlogged int
+}
+
+// loggedHandshakes are transport credentials that log their failed handshakes in a bounded
+// way. gRPC makes the handshake of a connection that failed again at every try of its backoff
+// (every second at most, connectParams), for as long as calls wait for the peer: a server of
+// another mesh identity, a certificate the server refuses, are logged as a warning once per
+// HandshakeLogInterval for one target and cause, and each other try as a debug line, counted
+// in the next warning ("unlogged"). gRPC's own log says it twice a try, as a warning of its
+// logger, off unless GRPC_GO_LOG_SEVERITY_LEVEL turns it on.
+type loggedHandshakes struct {
+	credentials.TransportCredentials
+	log *slog.Logger // nil: slog.Default() at each failure
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen *lru.Cache[handshakeKey, *handshakeState]
+}
+
+// logHandshakes returns creds logging their failed handshakes to log (nil: slog.Default()).
+func logHandshakes(creds credentials.TransportCredentials, log *slog.Logger) *loggedHandshakes {
+	return &loggedHandshakes{TransportCredentials: creds, log: log, now: time.Now,
+		seen: lru.New[handshakeKey, *handshakeState](maxHandshakeCauses, nil)}
+}
+
+// ClientHandshake makes the handshake, and logs its failure.
+func (h *loggedHandshakes) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := h.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil && ctx.Err() == nil { // a handshake cut short by the connection's end is none
+		h.failed(ctx, authority, raw.RemoteAddr(), err)
+	}
+	return conn, info, err
+}
+
+// Clone returns credentials of their own, logging to the same logger.
+func (h *loggedHandshakes) Clone() credentials.TransportCredentials {
+	return logHandshakes(h.TransportCredentials.Clone(), h.log)
+}
+
+// failed logs the failed handshake with the server at addr of target.
+func (h *loggedHandshakes) failed(ctx context.Context, target string, addr net.Addr, err error) {
+	key := handshakeKey{target: target, cause: handshakeCause(err)}
+	now := h.now()
+	h.mu.Lock()
+	st, ok := h.seen.Get(key)
+	quiet := ok && now.Sub(st.logged) < HandshakeLogInterval
+	unlogged := 0
+	switch {
+	case quiet:
+		st.unlogged++
+	case ok:
+		unlogged, st.logged, st.unlogged = st.unlogged, now, 0
+	default:
+		h.seen.Put(key, &handshakeState{logged: now})
+	}
+	h.mu.Unlock()
+	log := h.log
+	if log == nil {
+		log = slog.Default()
+	}
+	attrs := []any{"target", target, "err", key.cause}
+	if addr != nil {
+		attrs = append(attrs, "addr", addr.String())
+	}
+	if quiet {
+		log.DebugContext(ctx, "TLS handshake failed", attrs...)
+		return
+	}
+	if unlogged > 0 {
+		attrs = append(attrs, "unlogged", unlogged)
+	}
+	log.WarnContext(ctx, "TLS handshake failed", attrs...)
+}
+
+// handshakeCause is the text of a failed handshake's error without what differs from one try to
+// the next: the addresses, with the local port, of a network error in it ("read tcp
+// 127.0.0.1:53066->127.0.0.1:7003: read: connection reset by peer" is "read: connection reset
+// by peer"), so the tries of one cause are one.
+func handshakeCause(err error) string {
+	text := err.Error()
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		text = strings.Replace(text, op.Error(), op.Op+": "+op.Err.Error(), 1)
+	}
+	return text
+}
