@@ -47,13 +47,15 @@ usage:
                                                    make a development mesh's CA and certificates
                                                    (mTLS between services, the CLI's client
                                                    certificate) and approval grant keys
-  agentmesh conformance --stage STAGE [--addr HOST:PORT | --config PATH] [--provider-addr HOST:PORT] [--list]
+  agentmesh conformance --stage STAGE [--addr HOST:PORT | --config PATH] [--provider-addr HOST:PORT] [--peer IDENTITY] [--list]
                                                    check that a stage or the orchestrator (e.g. a
                                                    replacement) keeps its contract: a PASS/FAIL table
                                                    of the conformance kit's cases; --stage all checks
                                                    all nine services; --provider-addr serves a
                                                    scripted provider there, to check how generation
-                                                   classifies its provider's failures
+                                                   classifies its provider's failures; with mTLS a
+                                                   stage must have its own mesh identity, or one
+                                                   --peer names
   agentmesh version                                print the build's version
   agentmesh ingest [--addr MEMORY_ADDR] [--config PATH] [--user USER] [--collection knowledge] DIR
                                                    store DIR's Markdown and text files for knowledge_search

@@ -26,6 +26,16 @@ var meshService = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 // identities, and a service calling another accepts only a mesh identity as the server.
 func MeshID(service string) string { return meshIDPrefix + service }
 
+// ParseMeshID returns the service of a mesh identity, "spiffe://agentmesh/<service>" (MeshID);
+// ok is false for any other text.
+func ParseMeshID(id string) (service string, ok bool) {
+	service, ok = strings.CutPrefix(id, meshIDPrefix)
+	if !ok || !meshService.MatchString(service) {
+		return "", false
+	}
+	return service, true
+}
+
 // MeshService returns the service whose mesh identity cert names (see MeshID); ok is false
 // when cert names none. As SPIFFE requires, a mesh identity is the certificate's only URI name.
 // MeshService does not verify the certificate: give it one from a verified chain.
@@ -33,11 +43,7 @@ func MeshService(cert *x509.Certificate) (service string, ok bool) {
 	if len(cert.URIs) != 1 {
 		return "", false
 	}
-	service, ok = strings.CutPrefix(cert.URIs[0].String(), meshIDPrefix)
-	if !ok || !meshService.MatchString(service) {
-		return "", false
-	}
-	return service, true
+	return ParseMeshID(cert.URIs[0].String())
 }
 
 // MeshIdentity returns the service whose mesh identity the call's peer authenticated with: the
