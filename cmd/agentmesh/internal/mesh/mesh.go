@@ -156,6 +156,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	// Run events carry the run's trace in a W3C traceparent header (pkg/events uses the global
 	// propagator), so the mesh installs it.
 	otel.SetTextMapPropagator(telemetry.Propagator())
+	if err := checkApprovalKeys(cfg); err != nil {
+		return nil, exitcode.Wrap(exitcode.Invalid, err)
+	}
 	m := &Mesh{addrs: map[string]string{}, stages: map[string]*server.InProcess{}}
 	defer func() {
 		if err != nil {
@@ -465,6 +468,27 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	// Every service's server has its stream workers by now, one per processor of the default.
 	m.unfit = procs.Fit()
 	return m, nil
+}
+
+// checkApprovalKeys refuses approvals.verify_key without approvals.signing_key under mutual
+// TLS (tls.ca). The process runs the orchestrator, which signs its assertions of a run's user
+// with the signing key, and the memory stage, which with mutual TLS verifies them with the
+// verify key: it believes the stages that call it for a user (context assembly's recall,
+// knowledge_search) only with one, unless their certificate is the orchestrator's. Without the
+// signing key nothing is signed, so recall and knowledge_search found nothing, the runs
+// succeeding all the same (and no tool that requires approval could run: grants are signed with
+// it too). Neither key is right too: the mesh makes a pair (Start).
+func checkApprovalKeys(cfg *config.Config) error {
+	a := cfg.Approvals
+	if cfg.TLS.CA == "" || a.VerifyKey == "" || a.SigningKey != "" {
+		return nil
+	}
+	return fmt.Errorf("%w: approvals.verify_key is set without approvals.signing_key, with tls.ca: "+
+		"the memory stage then verifies the orchestrator's assertions of the user a call acts "+
+		"for, which this process, the orchestrator, signs with approvals.signing_key; "+
+		"without it recall and knowledge_search would find nothing: set approvals.signing_key "+
+		"to the key of %s (`agentmesh certs` writes a pair), or neither key (the mesh makes a pair)",
+		config.ErrInvalid, a.VerifyKey)
 }
 
 // inProcessPeers are the orchestrator's clients of the stages served in process, whose client

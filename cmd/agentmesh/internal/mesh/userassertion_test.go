@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/auth"
 	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
+	"github.com/agentmesh/agentmesh/pkg/exitcode"
 	"github.com/agentmesh/agentmesh/pkg/grant"
 	"github.com/agentmesh/agentmesh/pkg/llmtest"
 	"github.com/agentmesh/agentmesh/services/action"
@@ -157,6 +159,47 @@ func testAssertedUsers(t *testing.T, configured bool) {
 		if err != nil || len(resp.GetHits()) == 0 {
 			t.Errorf("Search of alice's memories with her assertion: %d results, %v; want hers",
 				len(resp.GetHits()), err)
+		}
+	}
+}
+
+// TestVerifyKeyAloneUnderMTLSIsAConfigError: a mesh in one process with mutual TLS and
+// approvals.verify_key but no approvals.signing_key does not start (exit 4), naming both keys
+// and tls.ca. Its memory stage verified the orchestrator's assertions of a run's user with the
+// key, and the orchestrator, without the signing key, signed none: a run whose certificate was
+// not the orchestrator's recalled nothing and its knowledge_search found nothing, the run
+// succeeding all the same. Without tls.ca the memory stage verifies no assertion, and the mesh
+// starts as before.
+func TestVerifyKeyAloneUnderMTLSIsAConfigError(t *testing.T) {
+	dir := t.TempDir()
+	pki := meshproc.NewPKI(t, dir)
+	own := pki.Issue(t, "agentmesh", certs.Service("agentmesh"))
+	cfg := config.Default()
+	cfg.Approvals.VerifyKey = filepath.Join(dir, "grant.pub")
+	pub, priv := grant.GenerateKey()
+	if err := grant.WriteKeys(filepath.Join(dir, "grant.key"), cfg.Approvals.VerifyKey, pub, priv); err != nil {
+		t.Fatal(err)
+	}
+	start := func(cfg *config.Config) error {
+		m, err := mesh.Start(t.Context(), mesh.Options{Config: cfg, Ephemeral: true, StoreDir: t.TempDir(),
+			Logger: slog.New(slog.DiscardHandler)})
+		if err == nil {
+			m.Close()
+		}
+		return err
+	}
+	if err := start(cfg); err != nil {
+		t.Fatalf("approvals.verify_key alone without tls.ca: %v, want the mesh to start", err)
+	}
+	cfg.TLS = config.TLS{CA: pki.CAFile(), Cert: own.Cert, Key: own.Key}
+	err := start(cfg)
+	if exitcode.Of(err) != exitcode.Invalid || !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("approvals.verify_key alone with tls.ca: %v (exit %d), want a configuration error, exit %d",
+			err, exitcode.Of(err), exitcode.Invalid)
+	}
+	for _, want := range []string{"approvals.verify_key", "approvals.signing_key", "tls.ca", "recall and knowledge_search"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s: %v", want, err)
 		}
 	}
 }
