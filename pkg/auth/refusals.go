@@ -4,10 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/lru"
+	"github.com/agentmesh/agentmesh/pkg/ratelog"
 	"google.golang.org/grpc/peer"
 )
 
@@ -24,27 +23,17 @@ const maxRefusalKeys = 4096
 // and the reason of its refusal.
 type refusalKey struct{ peer, reason string }
 
-// refusalState is when a (peer, reason) was last logged and how many refusals were not since.
-type refusalState struct {
-	logged   time.Time
-	unlogged int
-}
-
 // refusalLog logs refused calls in a bounded way: every caller that reaches a port can make
 // calls that are refused, as fast as it likes, so each one is not worth a warning. The first
 // refusal of a peer for a reason is a warning; the next ones within RefusalInterval are debug
 // lines, counted in the next warning of that peer and reason ("unlogged").
 type refusalLog struct {
-	log  *slog.Logger
-	now  func() time.Time
-	mu   sync.Mutex
-	seen *lru.Cache[refusalKey, *refusalState]
+	log *ratelog.Log[refusalKey]
 }
 
 // newRefusalLog returns a refusal log writing to log.
 func newRefusalLog(log *slog.Logger) *refusalLog {
-	seen := lru.New[refusalKey, *refusalState](maxRefusalKeys, nil)
-	return &refusalLog{log: log, now: time.Now, seen: seen}
+	return &refusalLog{log: ratelog.New[refusalKey](log, RefusalInterval, maxRefusalKeys)}
 }
 
 // refused logs the refusal of the call of method in ctx with err, with attrs besides.
@@ -69,29 +58,7 @@ func (r *refusalLog) refusedHandshake(addr net.Addr, err error) {
 // line when the peer was refused for err less than RefusalInterval ago.
 func (r *refusalLog) record(ctx context.Context, msg, peer string, err error, attrs []any) {
 	key := refusalKey{peer: peer, reason: err.Error()}
-	now := r.now()
-	r.mu.Lock()
-	st, ok := r.seen.Get(key)
-	quiet := ok && now.Sub(st.logged) < RefusalInterval
-	unlogged := 0
-	switch {
-	case quiet:
-		st.unlogged++
-	case ok:
-		unlogged, st.logged, st.unlogged = st.unlogged, now, 0
-	default:
-		r.seen.Put(key, &refusalState{logged: now})
-	}
-	r.mu.Unlock()
-	attrs = append(attrs, "peer", key.peer, "err", err)
-	if quiet {
-		r.log.DebugContext(ctx, msg, attrs...)
-		return
-	}
-	if unlogged > 0 {
-		attrs = append(attrs, "unlogged", unlogged)
-	}
-	r.log.WarnContext(ctx, msg, attrs...)
+	r.log.Warn(ctx, key, msg, append(attrs, "peer", key.peer, "err", err)...)
 }
 
 // peerHost is the address of the call's peer without its port, or "" when unknown.

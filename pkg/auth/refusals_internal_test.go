@@ -20,7 +20,7 @@ func TestRefusalLogLogsAgainAfterTheInterval(t *testing.T) {
 	var logs logtest.Buffer
 	r := newRefusalLog(slog.New(slog.NewTextHandler(&logs, nil)))
 	now := time.Unix(1_700_000_000, 0)
-	r.now = func() time.Time { return now }
+	r.log.Now = func() time.Time { return now }
 	from := func(ip string, port int) context.Context {
 		addr := &net.TCPAddr{IP: net.ParseIP(ip), Port: port}
 		return peer.NewContext(t.Context(), &peer.Peer{Addr: addr})

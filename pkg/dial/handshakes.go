@@ -6,10 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/lru"
+	"github.com/agentmesh/agentmesh/pkg/ratelog"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -25,13 +24,6 @@ const maxHandshakeCauses = 64
 // handshakeKey is a target (the authority dialled) and the cause of a failed handshake.
 type handshakeKey struct{ target, cause string }
 
-// handshakeState is when a (target, cause) was last logged and how many failures were not
-// since.
-type handshakeState struct {
-	logged   time.Time
-	unlogged int
-}
-
 // loggedHandshakes are transport credentials that log their failed handshakes in a bounded
 // way. gRPC makes the handshake of a connection that failed again at every try of its backoff
 // (every second at most, connectParams), for as long as calls wait for the peer: a server of
@@ -41,24 +33,21 @@ type handshakeState struct {
 // logger, off unless GRPC_GO_LOG_SEVERITY_LEVEL turns it on.
 type loggedHandshakes struct {
 	credentials.TransportCredentials
-	log *slog.Logger // nil: slog.Default() at each failure
-	now func() time.Time
-
-	mu   sync.Mutex
-	seen *lru.Cache[handshakeKey, *handshakeState]
+	log    *slog.Logger // nil: slog.Default() at each failure
+	failed *ratelog.Log[handshakeKey]
 }
 
 // logHandshakes returns creds logging their failed handshakes to log (nil: slog.Default()).
 func logHandshakes(creds credentials.TransportCredentials, log *slog.Logger) *loggedHandshakes {
-	return &loggedHandshakes{TransportCredentials: creds, log: log, now: time.Now,
-		seen: lru.New[handshakeKey, *handshakeState](maxHandshakeCauses, nil)}
+	return &loggedHandshakes{TransportCredentials: creds, log: log,
+		failed: ratelog.New[handshakeKey](log, HandshakeLogInterval, maxHandshakeCauses)}
 }
 
 // ClientHandshake makes the handshake, and logs its failure.
 func (h *loggedHandshakes) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := h.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil && ctx.Err() == nil { // a handshake cut short by the connection's end is none
-		h.failed(ctx, authority, raw.RemoteAddr(), err)
+		h.logFailure(ctx, authority, raw.RemoteAddr(), err)
 	}
 	return conn, info, err
 }
@@ -68,39 +57,14 @@ func (h *loggedHandshakes) Clone() credentials.TransportCredentials {
 	return logHandshakes(h.TransportCredentials.Clone(), h.log)
 }
 
-// failed logs the failed handshake with the server at addr of target.
-func (h *loggedHandshakes) failed(ctx context.Context, target string, addr net.Addr, err error) {
+// logFailure logs the failed handshake with the server at addr of target.
+func (h *loggedHandshakes) logFailure(ctx context.Context, target string, addr net.Addr, err error) {
 	key := handshakeKey{target: target, cause: handshakeCause(err)}
-	now := h.now()
-	h.mu.Lock()
-	st, ok := h.seen.Get(key)
-	quiet := ok && now.Sub(st.logged) < HandshakeLogInterval
-	unlogged := 0
-	switch {
-	case quiet:
-		st.unlogged++
-	case ok:
-		unlogged, st.logged, st.unlogged = st.unlogged, now, 0
-	default:
-		h.seen.Put(key, &handshakeState{logged: now})
-	}
-	h.mu.Unlock()
-	log := h.log
-	if log == nil {
-		log = slog.Default()
-	}
 	attrs := []any{"target", target, "err", key.cause}
 	if addr != nil {
 		attrs = append(attrs, "addr", addr.String())
 	}
-	if quiet {
-		log.DebugContext(ctx, "TLS handshake failed", attrs...)
-		return
-	}
-	if unlogged > 0 {
-		attrs = append(attrs, "unlogged", unlogged)
-	}
-	log.WarnContext(ctx, "TLS handshake failed", attrs...)
+	h.failed.Warn(ctx, key, "TLS handshake failed", attrs...)
 }
 
 // handshakeCause is the text of a failed handshake's error without what differs from one try to

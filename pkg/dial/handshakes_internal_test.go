@@ -21,7 +21,7 @@ func TestHandshakeLogLogsEachCauseOncePerInterval(t *testing.T) {
 	var logs logtest.Buffer
 	h := logHandshakes(insecure.NewCredentials(), slog.New(slog.NewTextHandler(&logs, nil)))
 	now := time.Unix(1_700_000_000, 0)
-	h.now = func() time.Time { return now }
+	h.failed.Now = func() time.Time { return now }
 	reset := func(port int) error {
 		return &net.OpError{Op: "read", Net: "tcp",
 			Source: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port},
@@ -40,15 +40,15 @@ func TestHandshakeLogLogsEachCauseOncePerInterval(t *testing.T) {
 	}
 
 	for i := range 5 {
-		h.failed(t.Context(), "memory:7007", nil, identity)
-		h.failed(t.Context(), "memory:7007", nil, reset(50000+i))
+		h.logFailure(t.Context(), "memory:7007", nil, identity)
+		h.logFailure(t.Context(), "memory:7007", nil, reset(50000+i))
 	}
-	h.failed(t.Context(), "planning:7002", nil, identity)
+	h.logFailure(t.Context(), "planning:7002", nil, identity)
 	if got := warnings(); len(got) != 3 {
 		t.Fatalf("5 tries of two causes and one of another target: %d warnings, want 3:\n%s", len(got), logs.String())
 	}
 	now = now.Add(HandshakeLogInterval)
-	h.failed(t.Context(), "memory:7007", nil, identity)
+	h.logFailure(t.Context(), "memory:7007", nil, identity)
 	got := warnings()
 	if len(got) != 4 || !strings.Contains(got[3], "unlogged=4") {
 		t.Errorf("the cause once the interval passed: %q, want a warning counting the 4 tries not logged", got[len(got)-1])
