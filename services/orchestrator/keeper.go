@@ -117,7 +117,7 @@ func (s *Service) adoptEvery(ctx context.Context, b *beats) {
 // once the runs other replicas took are stopped.
 func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	sent := time.Now()
-	next, err := s.store.Beat(ctx, s.replica, rev)
+	next, err := s.storeBeat(ctx, rev)
 	if err == nil {
 		b.set(true, false)
 		s.lease.renew(sent.Add(s.store.LeaseTTL()))
@@ -148,7 +148,7 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	}
 	b.set(false, true) // before the heartbeat is back, so that adoption never sees it steady
 	sent = time.Now()
-	if next, err = s.store.Beat(ctx, s.replica, 0); err != nil {
+	if next, err = s.storeBeat(ctx, 0); err != nil {
 		s.log.WarnContext(ctx, "beating the replica's heartbeat failed", "err", err)
 		return 0
 	}
@@ -156,6 +156,17 @@ func (s *Service) beat(ctx context.Context, rev uint64, b *beats) uint64 {
 	s.dropLostRuns(ctx)
 	s.lease.renew(sent.Add(s.store.LeaseTTL()))
 	return next
+}
+
+// storeBeat stores the replica's heartbeat after the one at rev (runstore.Store.Beat), waiting
+// a third of the TTL at most: a beat whose request NATS lost while it reconnected is given up
+// in time for the next beat to store the heartbeat before the TTL passes. The store's own
+// bound of an attempt, 5 s, outlasts a short TTL: the other replicas, steady a TTL after NATS
+// came back, took this live replica for dead and adopted its runs.
+func (s *Service) storeBeat(ctx context.Context, rev uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.store.LeaseTTL()/3)
+	defer cancel()
+	return s.store.Beat(ctx, s.replica, rev)
 }
 
 // lapseWatch is for how many heartbeat TTLs after its heartbeat lapsed a replica checks at
