@@ -30,7 +30,10 @@ type CA struct {
 }
 
 // NewCA makes a self-signed CA named name.
-func NewCA(name string) (*CA, error) {
+func NewCA(name string) (*CA, error) { return newCA(name, nil) }
+
+// newCA makes a CA named name that parent signs, or a self-signed one when parent is nil.
+func newCA(name string, parent *CA) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -44,7 +47,11 @@ func NewCA(name string) (*CA, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	issuer, signer := tmpl, key
+	if parent != nil {
+		issuer, signer = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, &key.PublicKey, signer)
 	if err != nil {
 		return nil, err
 	}
@@ -135,30 +142,7 @@ func serial() *big.Int {
 
 // Intermediate makes a CA named name that this one signs: the certificates it issues chain to
 // this CA through its certificate (CertPEM), which a peer presents after its own.
-func (ca *CA) Intermediate(name string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Minute),
-		NotAfter:              time.Now().Add(Validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
-}
+func (ca *CA) Intermediate(name string) (*CA, error) { return newCA(name, ca) }
 
 // Serial is the serial number of the CA's certificate.
 func (ca *CA) Serial() *big.Int { return new(big.Int).Set(ca.cert.SerialNumber) }
