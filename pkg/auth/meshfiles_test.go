@@ -3,7 +3,6 @@ package auth_test
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"os"
@@ -209,24 +208,8 @@ func rotateTo(t *testing.T, pair certs.Pair, served string) {
 // its address.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { _ = lis.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			_ = c.Close()
-		}
-	}()
-	return lis.Addr().String()
+	addr, _ := serveHandshakes(t, cfg)
+	return addr
 }
 
 // presentedAt is the certificate the server at addr presents to a client of cfg.
@@ -243,17 +226,9 @@ func presentedAt(t *testing.T, addr string, cfg *tls.Config) *x509.Certificate {
 // serialOf is the serial number of the certificate in the PEM file.
 func serialOf(t *testing.T, file string) *big.Int {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	serial, err := certs.SerialOf(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		t.Fatalf("%s holds no PEM block", file)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert.SerialNumber
+	return serial
 }

@@ -44,14 +44,7 @@ func (r *refusalLog) refused(ctx context.Context, method string, err error, attr
 // refusedHandshake logs the refusal, in the TLS handshake, of the peer at addr (nil when
 // unknown) with err: a revoked certificate.
 func (r *refusalLog) refusedHandshake(addr net.Addr, err error) {
-	host := ""
-	if addr != nil {
-		host = addr.String()
-		if h, _, serr := net.SplitHostPort(host); serr == nil {
-			host = h
-		}
-	}
-	r.record(context.Background(), "TLS handshake refused", host, err, nil)
+	r.record(context.Background(), "TLS handshake refused", hostOf(addr), err, nil)
 }
 
 // record logs msg for the refusal of peer with err, with attrs first: a warning, or a debug
@@ -64,12 +57,19 @@ func (r *refusalLog) record(ctx context.Context, msg, peer string, err error, at
 // peerHost is the address of the call's peer without its port, or "" when unknown.
 func peerHost(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
+	if !ok {
 		return ""
 	}
-	addr := p.Addr.String()
-	if host, _, err := net.SplitHostPort(addr); err == nil {
+	return hostOf(p.Addr)
+}
+
+// hostOf is addr without its port, or "" for nil.
+func hostOf(addr net.Addr) string {
+	if addr == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
 		return host
 	}
-	return addr
+	return addr.String()
 }
