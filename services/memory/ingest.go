@@ -342,29 +342,29 @@ type document struct {
 	chunks                []string
 }
 
-// metadata returns the metadata of every chunk of the document (its title, source and folder)
-// and that of its chunk i alone (its index and the number of chunks).
-func (d document) metadata(i int) (doc, chunk *structpb.Struct, err error) {
-	if doc, err = structpb.NewStruct(map[string]any{
-		MetaTitle: d.title, MetaSource: d.source, MetaFolder: d.folder}); err != nil {
-		return nil, nil, err
-	}
-	chunk, err = structpb.NewStruct(map[string]any{MetaChunk: i, MetaChunks: len(d.chunks)})
-	return doc, chunk, err
+// metadata returns the metadata of every chunk of the document: its title, source and folder.
+func (d document) metadata() (*structpb.Struct, error) {
+	return structpb.NewStruct(map[string]any{MetaTitle: d.title, MetaSource: d.source, MetaFolder: d.folder})
+}
+
+// chunkMetadata returns the metadata of the document's chunk i alone: its index and the number
+// of chunks.
+func (d document) chunkMetadata(i int) (*structpb.Struct, error) {
+	return structpb.NewStruct(map[string]any{MetaChunk: i, MetaChunks: len(d.chunks)})
 }
 
 // replace stores the document's chunks in place of those stored before (StoreDocument), and
 // returns those it stored and the ids of the memories they replaced.
 func (d document) replace(ctx context.Context, client memoryv1.MemoryServiceClient,
 	userID, collection string) (stored []storedChunk, replaced []string, err error) {
-	meta, _, err := d.metadata(0)
+	meta, err := d.metadata()
 	if err != nil {
 		return nil, nil, err
 	}
 	req := &memoryv1.StoreDocumentRequest{UserId: userID, Collection: collection, Metadata: meta,
 		Chunks: make([]*memoryv1.DocumentChunk, len(d.chunks))}
 	for i, text := range d.chunks {
-		_, own, err := d.metadata(i)
+		own, err := d.chunkMetadata(i)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -389,11 +389,14 @@ func (d document) store(ctx context.Context, client memoryv1.MemoryServiceClient
 	userID, collection string) ([]storedChunk, error) {
 	stored := make([]storedChunk, 0, len(d.chunks))
 	for i, chunk := range d.chunks {
-		doc, own, err := d.metadata(i)
+		meta, err := d.metadata()
 		if err != nil {
 			return stored, err
 		}
-		meta := doc
+		own, err := d.chunkMetadata(i)
+		if err != nil {
+			return stored, err
+		}
 		maps.Copy(meta.Fields, own.GetFields())
 		resp, err := client.Store(ctx, &memoryv1.StoreRequest{
 			UserId:     userID,
