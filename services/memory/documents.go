@@ -11,10 +11,8 @@ import (
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	typev1 "github.com/agentmesh/agentmesh/gen/agentmesh/type/v1"
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // embedBatch is the number of chunks StoreDocument embeds in one request: some 32,000 tokens of
@@ -118,19 +116,7 @@ func (s *Service) documentChunk(user, collection string, meta *structpb.Struct, 
 	if err := checkFinite(field, structpb.NewStructValue(c.GetMetadata())); err != nil {
 		return nil, err
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, fmt.Errorf("new memory id: %w", err)
-	}
-	return &memoryv1.Memory{
-		Id:         id.String(),
-		UserId:     user,
-		Collection: collection,
-		Content:    content,
-		Metadata:   merged,
-		CreatedAt:  timestamppb.New(s.now()),
-		Importance: importance(content),
-	}, nil
+	return s.newMemory(user, collection, "", content, merged)
 }
 
 // embedChunks returns the vectors of the chunks, embedded embedBatch at a time; a chunk whose

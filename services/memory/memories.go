@@ -47,19 +47,10 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	if err := checkFinite("metadata", structpb.NewStructValue(req.GetMetadata())); err != nil {
 		return nil, err
 	}
-	id, err := uuid.NewV7()
+	m, err := s.newMemory(user, req.GetCollection(), req.GetConversationId(), content,
+		proto.CloneOf(req.GetMetadata()))
 	if err != nil {
-		return nil, fmt.Errorf("new memory id: %w", err)
-	}
-	m := &memoryv1.Memory{
-		Id:             id.String(),
-		UserId:         user,
-		ConversationId: req.GetConversationId(),
-		Collection:     req.GetCollection(),
-		Content:        content,
-		Metadata:       proto.CloneOf(req.GetMetadata()),
-		CreatedAt:      timestamppb.New(s.now()),
-		Importance:     importance(content),
+		return nil, err
 	}
 	var vector []float32
 	if s.embedder != nil {
@@ -78,6 +69,25 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 		return nil, s.storeError(ctx, "store memory", err)
 	}
 	return &memoryv1.StoreResponse{Stored: true, MemoryId: m.GetId(), RelevanceScore: m.GetImportance()}, nil
+}
+
+// newMemory is a new memory of user in collection and conversation with content and the
+// metadata meta (kept, not copied): its id, time and importance are set.
+func (s *Service) newMemory(user, collection, conversation, content string, meta *structpb.Struct) (*memoryv1.Memory, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new memory id: %w", err)
+	}
+	return &memoryv1.Memory{
+		Id:             id.String(),
+		UserId:         user,
+		ConversationId: conversation,
+		Collection:     collection,
+		Content:        content,
+		Metadata:       meta,
+		CreatedAt:      timestamppb.New(s.now()),
+		Importance:     importance(content),
+	}, nil
 }
 
 // Search ranks the user's memories in the collection against the query: semantically when an
