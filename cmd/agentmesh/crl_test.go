@@ -37,6 +37,29 @@ func callOnce(t *testing.T, addr string, creds credentials.TransportCredentials,
 	return call(ctx, c)
 }
 
+// openConn opens a connection to addr with creds and makes call on it, so that its TLS
+// handshake is done, and returns it, open until the test ends: a later call on it goes on the
+// connection the handshake took, whatever a CRL rewritten since says.
+func openConn(t *testing.T, addr string, creds credentials.TransportCredentials, call func(grpc.ClientConnInterface) error) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := call(c); err != nil {
+		t.Fatalf("the first call on a connection to %s: %v", addr, err)
+	}
+	return c
+}
+
+// refusedAsRevoked reports whether err refuses a call UNAUTHENTICATED saying that the
+// certificate of the connection is revoked, as want names it: a call on a connection whose
+// handshake took the certificate (a new handshake is refused UNAVAILABLE).
+func refusedAsRevoked(err error, want string) bool {
+	return status.Code(err) == codes.Unauthenticated && strings.Contains(status.Convert(err).Message(), want)
+}
+
 // until calls cond every 200 ms until it holds, and reports whether it did within timeout.
 func until(t *testing.T, timeout time.Duration, cond func() bool) bool {
 	t.Helper()
@@ -90,7 +113,27 @@ func TestPublicAPIRefusesRevokedClientCertificates(t *testing.T) {
 		t.Errorf("the orchestrator did not log the refusal naming bob's certificate and serial (%s):\n%s", want, replica.Logs())
 	}
 
+	// A connection alice opened before the CRL listed her certificate serves no call once it
+	// does: each is refused UNAUTHENTICATED, naming her certificate and its serial.
+	listOn := func(c grpc.ClientConnInterface) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		_, err := agentv1.NewAgentServiceClient(c).ListTools(ctx, &agentv1.ListToolsRequest{})
+		return err
+	}
+	aliceConn := openConn(t, replica.Addr(), m.PKI().Client(t, alice), listOn)
+	aliceSerial, err := certs.SerialOf(alice.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceRevoked := `the certificate "CN=alice,O=acme", serial ` + auth.FormatSerial(aliceSerial) + ", is revoked"
+
 	clients.Revoke(t, "bob", "alice")
+	var last error
+	if !until(t, crlReload, func() bool { last = listOn(aliceConn); return refusedAsRevoked(last, aliceRevoked) }) {
+		t.Fatalf("a call on alice's connection opened before the CRL listed her certificate: %v, %v after the rewrite; "+
+			"want UNAUTHENTICATED saying %q", last, crlReload, aliceRevoked)
+	}
 	if !until(t, crlReload, func() bool { return status.Code(listTools(alice)) == codes.Unavailable }) {
 		t.Fatalf("alice's certificate is still taken %v after the CRL was rewritten to list it", crlReload)
 	}
@@ -156,7 +199,22 @@ func TestRevokedStageIsRefusedByItsCallerAndCallee(t *testing.T) {
 	if err := search(spare); err != nil {
 		t.Fatalf("memory, called with a spare certificate of the orchestrator: %v", err)
 	}
+	// A connection opened with the spare certificate before the CRL listed it serves no call
+	// once it does: the memory stage refuses each UNAUTHENTICATED, naming it and its serial.
+	searchOn := func(c grpc.ClientConnInterface) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		_, err := memoryv1.NewMemoryServiceClient(c).Search(ctx, &memoryv1.SearchRequest{UserId: "alice", Query: "deploys"})
+		return err
+	}
+	spareConn := openConn(t, memory.Addr(), pki.Client(t, spare), searchOn)
+	spareRevoked := "the certificate of spiffe://agentmesh/orchestrator, serial " + serialOf(spare) + ", is revoked"
 	pki.Revoke(t, "context", "orchestrator-spare")
+	var last error
+	if !until(t, crlReload, func() bool { last = searchOn(spareConn); return refusedAsRevoked(last, spareRevoked) }) {
+		t.Fatalf("memory, called on a connection of the spare certificate opened before the CRL listed it: %v, %v after "+
+			"the rewrite; want UNAUTHENTICATED saying %q", last, crlReload, spareRevoked)
+	}
 	if !until(t, crlReload, func() bool { return status.Code(search(spare)) == codes.Unavailable }) {
 		t.Fatalf("memory still takes the spare certificate %v after the CRL was rewritten to list it", crlReload)
 	}

@@ -30,7 +30,8 @@ type Key struct {
 type Authenticator struct {
 	keys func() *keySet // the keys in use: fixed (New), or followed in a file (FollowKeys)
 	mtls bool
-	held *holds // the calls Hold holds, of followed keys; nil for fixed keys
+	crls *crls  // the CRLs of client certificates (RefuseRevoked); nil for none
+	held *holds // the calls Hold holds, of followed keys or CRLs; nil for fixed keys without CRLs
 }
 
 // keySet is a set of API keys by the SHA-256 of the key, each with its principal.
@@ -69,7 +70,27 @@ func FollowKeys(file string, every time.Duration, load func() ([]Key, error), mt
 	if err != nil {
 		return nil, err
 	}
-	return &Authenticator{keys: f.get, mtls: mtls, held: newHolds(f)}, nil
+	return &Authenticator{keys: f.get, mtls: mtls, held: newHolds(f, nil)}, nil
+}
+
+// RefuseRevoked makes a refuse the calls on a connection whose client certificate (or a CA
+// certificate of its chain) the CRLs of s (ServerFiles.ClientCRL, auth.client_crl) revoke now,
+// though they did not when the connection's handshake checked it: UNAUTHENTICATED, naming the
+// certificate and its serial. The CRLs are those s's handshakes follow, read again at most
+// every reload interval, and never at a call. The calls Hold holds on such a connection end
+// UNAUTHENTICATED once a CRL read again lists their certificate. Without CRLs in s it changes
+// nothing. Call it before a serves.
+func (a *Authenticator) RefuseRevoked(s *ServerTLS) {
+	c := s.clientCRLs()
+	if c == nil {
+		return
+	}
+	a.crls = c
+	if a.held == nil {
+		a.held = newHolds(nil, c)
+		return
+	}
+	a.held.crls = c
 }
 
 // newKeySet returns the set of keys, checked as New says.

@@ -88,7 +88,10 @@ func FormatSerial(n *big.Int) string {
 // CRL is only warned about (warnStale).
 type revocations struct {
 	file string
-	byCA map[string]*caRevocations // by caKey of the CA that signed the CRLs
+	// byCA are the revocations of each CA that signed CRLs, by the CA's public key (a CA is
+	// its subject and its public key, both of which the certificates it signed and its CRLs
+	// are checked against: ofCA).
+	byCA map[string][]*caRevocations
 
 	stale       time.Time // the earliest NextUpdate of the CRLs; zero when none has one
 	staleIssuer string    // the issuer of that CRL
@@ -97,14 +100,43 @@ type revocations struct {
 
 // caRevocations are the serials that one CA's CRLs list.
 type caRevocations struct {
+	subject []byte               // the CA's subject, DER
 	ca      string               // the CA's subject, for messages
-	revoked map[string]time.Time // revoked serial (decimal) → when
+	revoked map[string]time.Time // revoked serial (serialKey) → when
 }
 
-// caKey identifies a CA: its subject and public key, both of which the certificates it signed
-// and its CRLs are checked against.
-func caKey(ca *x509.Certificate) string {
-	return string(ca.RawSubject) + string(ca.RawSubjectPublicKeyInfo)
+// serialKeyBytes is the room serialKey has for a serial number without allocating: RFC 5280
+// bounds a serial to 20 octets, and CAs use 16 to 20.
+const serialKeyBytes = 32
+
+// serialKey is the key of the serial number n in caRevocations.revoked: a sign byte, then its
+// magnitude, big-endian, written into buf when it fits (so that the lookup of every call
+// allocates nothing: the compiler does not copy a []byte converted to a string to index a
+// map), allocated otherwise.
+func serialKey(n *big.Int, buf *[serialKeyBytes]byte) []byte {
+	sign := byte(0)
+	if n.Sign() < 0 {
+		sign = 1
+	}
+	size := (n.BitLen() + 7) / 8
+	if size+1 > len(buf) {
+		return append([]byte{sign}, n.Bytes()...)
+	}
+	key := buf[:size+1]
+	key[0] = sign
+	n.FillBytes(key[1:])
+	return key
+}
+
+// ofCA returns the revocations of the CA ca (its subject and public key), nil when no CRL of
+// it was loaded. It allocates nothing: it runs for every certificate of a call's chains.
+func (r *revocations) ofCA(ca *x509.Certificate) *caRevocations {
+	for _, set := range r.byCA[string(ca.RawSubjectPublicKeyInfo)] {
+		if bytes.Equal(set.subject, ca.RawSubject) {
+			return set
+		}
+	}
+	return nil
 }
 
 // pemCertificates are the certificates of the PEM data that parse, as
@@ -139,23 +171,26 @@ func loadRevocations(crlFile, caFile string, caPEM []byte) (*revocations, error)
 		return nil, &CRLError{File: crlFile, Err: err}
 	}
 	cas := pemCertificates(caPEM)
-	r := &revocations{file: crlFile, byCA: map[string]*caRevocations{}}
+	r := &revocations{file: crlFile, byCA: map[string][]*caRevocations{}}
 	for i, l := range lists {
 		ca, err := crlSigner(l, cas)
 		if err != nil {
 			return nil, &CRLError{File: crlFile, Err: fmt.Errorf("the CRL of %q (%d of %d) is not signed by a CA of %s: %w",
 				l.Issuer.String(), i+1, len(lists), caFile, err)}
 		}
-		set := r.byCA[caKey(ca)]
+		set := r.ofCA(ca)
 		if set == nil {
-			set = &caRevocations{ca: ca.Subject.String(), revoked: map[string]time.Time{}}
-			r.byCA[caKey(ca)] = set
+			set = &caRevocations{subject: ca.RawSubject, ca: ca.Subject.String(), revoked: map[string]time.Time{}}
+			key := string(ca.RawSubjectPublicKeyInfo)
+			r.byCA[key] = append(r.byCA[key], set)
 		}
 		// Several CRLs of one CA (a new one appended to the old, a delta) add up: a
 		// certificate any of them lists is refused.
+		var buf [serialKeyBytes]byte
 		for _, e := range l.RevokedCertificateEntries {
-			if _, ok := set.revoked[e.SerialNumber.String()]; !ok {
-				set.revoked[e.SerialNumber.String()] = e.RevocationTime
+			key := string(serialKey(e.SerialNumber, &buf))
+			if _, ok := set.revoked[key]; !ok {
+				set.revoked[key] = e.RevocationTime
 			}
 		}
 		if !l.NextUpdate.IsZero() && (r.stale.IsZero() || l.NextUpdate.Before(r.stale)) {
@@ -202,6 +237,16 @@ func (r *revocations) check(chains [][]*x509.Certificate) error {
 		return nil
 	}
 	r.warnStale(time.Now())
+	return r.listed(chains)
+}
+
+// listed is check without the warning of a stale CRL: the check of a call on a connection
+// whose handshake checked its chains already, and of the calls held, which allocates nothing
+// unless a certificate is revoked (a map lookup per certificate of the chains).
+func (r *revocations) listed(chains [][]*x509.Certificate) error {
+	if r == nil {
+		return nil
+	}
 	for _, chain := range chains {
 		if err := r.checkChain(chain); err != nil {
 			return err
@@ -215,11 +260,12 @@ func (r *revocations) check(chains [][]*x509.Certificate) error {
 func (r *revocations) checkChain(chain []*x509.Certificate) error {
 	for i := 0; i+1 < len(chain); i++ {
 		c := chain[i]
-		set := r.byCA[caKey(chain[i+1])]
+		set := r.ofCA(chain[i+1])
 		if set == nil {
 			continue
 		}
-		when, ok := set.revoked[c.SerialNumber.String()]
+		var buf [serialKeyBytes]byte
+		when, ok := set.revoked[string(serialKey(c.SerialNumber, &buf))]
 		if !ok {
 			continue
 		}

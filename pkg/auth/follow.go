@@ -141,14 +141,45 @@ type serverState struct {
 	revoked   *revocations   // nil: no CRLs
 }
 
-// LoadServerTLS returns the TLS configuration of a server that presents the certificate and
-// key of files.Cert and files.Key and, when files.ClientCA is set, verifies the certificates
-// clients present against its CAs (a client without one may still connect, to authenticate
-// another way), refusing one that the CRLs of files.ClientCRL revoke (a resumed session's
-// too), with a warning at most once per RefusalInterval for a peer and certificate. It follows
-// the files as LoadMeshTLS does: a rotated set is used from the next connection on. Its errors
-// name the setting at fault for the client CAs (auth.client_ca) and CRLs (auth.client_crl).
+// ServerTLS is the TLS of a server that FollowServerTLS follows: its configuration, and the
+// CRLs of its clients' certificates, which an Authenticator checks again at every call
+// (Authenticator.RefuseRevoked).
+type ServerTLS struct {
+	config *tls.Config
+	files  *followed[serverState]
+	crl    bool // files.ClientCRL is set
+}
+
+// Config is the server's TLS configuration.
+func (s *ServerTLS) Config() *tls.Config { return s.config }
+
+// clientCRLs are the CRLs of the client certificates, nil without them.
+func (s *ServerTLS) clientCRLs() *crls {
+	if s == nil || !s.crl {
+		return nil
+	}
+	return followedCRLs(s.files, func(st *serverState) *revocations { return st.revoked })
+}
+
+// LoadServerTLS is the configuration of FollowServerTLS.
 func LoadServerTLS(files ServerFiles, every time.Duration) (*tls.Config, error) {
+	s, err := FollowServerTLS(files, every)
+	if err != nil {
+		return nil, err
+	}
+	return s.Config(), nil
+}
+
+// FollowServerTLS returns the TLS of a server that presents the certificate and key of
+// files.Cert and files.Key and, when files.ClientCA is set, verifies the certificates clients
+// present against its CAs (a client without one may still connect, to authenticate another
+// way), refusing one that the CRLs of files.ClientCRL revoke (a resumed session's too), with a
+// warning at most once per RefusalInterval for a peer and certificate. It follows the files as
+// LoadMeshTLS does: a rotated set is used from the next connection on; a rewritten CRL, from
+// the next handshake on, and from the next call on for the connections already open when an
+// Authenticator checks the calls (Authenticator.RefuseRevoked). Its errors name the setting at
+// fault for the client CAs (auth.client_ca) and CRLs (auth.client_crl).
+func FollowServerTLS(files ServerFiles, every time.Duration) (*ServerTLS, error) {
 	if files.ClientCRL != "" && files.ClientCA == "" {
 		return nil, errors.New("auth.client_crl: the CRLs of client certificates need their CAs: set auth.client_ca")
 	}
@@ -186,7 +217,7 @@ func LoadServerTLS(files ServerFiles, every time.Duration) (*tls.Config, error) 
 		return nil, err
 	}
 	refusals := newRefusalLog(slog.Default())
-	return &tls.Config{
+	return &ServerTLS{files: f, crl: files.ClientCRL != "", config: &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			st := f.get()
@@ -199,5 +230,5 @@ func LoadServerTLS(files ServerFiles, every time.Duration) (*tls.Config, error) 
 			}
 			return cfg, nil
 		},
-	}, nil
+	}}, nil
 }

@@ -83,14 +83,54 @@ func checkMesh(ctx context.Context) error {
 // once per RefusalInterval for one peer and reason): UNAUTHENTICATED without a verified client
 // certificate, PERMISSION_DENIED with one that names no mesh identity.
 func MeshAdmission(log *slog.Logger) Admission {
+	return (*MeshTLS)(nil).Admission(log)
+}
+
+// Admission is MeshAdmission for the stage server of m's ServerConfig. With CRLs
+// (MeshFiles.CRL) it refuses too, UNAUTHENTICATED, a call on a connection whose client
+// certificate (or a CA certificate of its chain) the CRLs revoke now, though they did not at the
+// connection's handshake, naming the certificate and its serial as the handshake's refusal
+// does. The CRLs are those the handshakes follow, read again at most every reload interval, and
+// never at a call; without CRLs the check costs nothing.
+func (m *MeshTLS) Admission(log *slog.Logger) Admission {
 	refusals := newRefusalLog(log)
+	var crls *crls
+	if m != nil {
+		crls = m.crls
+	}
 	return func(ctx context.Context, method string) (context.Context, error) {
-		if !meshOpen(method) {
-			if err := checkMesh(ctx); err != nil {
-				refusals.refused(ctx, method, err)
-				return nil, err
-			}
+		if meshOpen(method) {
+			return ctx, nil
+		}
+		err := checkMesh(ctx)
+		if err == nil && crls != nil {
+			err = crls.refuse(ctx)
+		}
+		if err != nil {
+			refusals.refused(ctx, method, err)
+			return nil, err
 		}
 		return ctx, nil
 	}
+}
+
+// Holds reports whether Hold holds calls: m follows CRLs.
+func (m *MeshTLS) Holds() bool { return m != nil && m.held != nil }
+
+// Hold returns the context to serve a call of a stage in, which ends with the cause
+// RevokedError returns (UNAUTHENTICATED, wrapping ErrRevoked) once the CRLs (MeshFiles.CRL),
+// read again, list the client certificate of its connection: within the reload interval,
+// whether or not other calls or handshakes come meanwhile. Call release when the call ends.
+// Without CRLs, or for a call without a verified client certificate, it is ctx as it is. As
+// Authenticator.Hold, it starts no goroutine per call: one looks at the files while any call is
+// held.
+func (m *MeshTLS) Hold(ctx context.Context) (held context.Context, release func()) {
+	if !m.Holds() {
+		return ctx, noRelease
+	}
+	chains := peerChains(ctx)
+	if chains == nil {
+		return ctx, noRelease
+	}
+	return m.held.hold(ctx, &heldCall{chains: chains})
 }

@@ -20,7 +20,8 @@ type MeshFiles struct {
 
 // LoadMeshTLS returns the mutual TLS of the files, which follows them: at a
 // new connection's handshake, at most once per every (ReloadInterval when 0), it looks whether
-// a file changed and then loads them again. A new set that does not load, that the CA did not
+// a file changed and then loads them again (and while calls are held, MeshTLS.Hold, without a
+// handshake to look). A new set that does not load, that the CA did not
 // sign, whose certificate names another service, or whose CRLs do not parse or were not signed
 // by a CA of the CA file is refused with a warning, and the current one stays in use until the
 // files change again. An error of the CRL file is a *CRLError.
@@ -62,5 +63,9 @@ func LoadMeshTLS(files MeshFiles, every time.Duration) (*MeshTLS, error) {
 		return nil, err
 	}
 	m.files = f
+	if files.CRL != "" {
+		m.crls = followedCRLs(f, func(st *meshState) *revocations { return st.revoked })
+		m.held = newHolds(nil, m.crls)
+	}
 	return m, nil
 }

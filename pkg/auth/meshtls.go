@@ -19,6 +19,8 @@ type MeshTLS struct {
 	service  string
 	files    *followed[meshState]
 	refusals *refusalLog // the clients refused for a revoked certificate
+	crls     *crls       // the CRLs of the files (MeshFiles.CRL), nil without them
+	held     *holds      // the calls Hold holds, nil without CRLs
 }
 
 // meshState is the certificate, the CA and the CRLs a MeshTLS uses now.

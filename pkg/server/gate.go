@@ -27,9 +27,14 @@ type gate struct {
 	log   *slog.Logger
 	admit []auth.Admission
 	// hold, when set, gives the context a stream is served in once admitted, and what to call
-	// when it ends: auth.Authenticator.Hold, which ends a stream whose API key is revoked.
-	hold  func(context.Context) (context.Context, func())
-	codec *requestCodec // nil: requests are not checked for decoding failures (in process)
+	// when it ends: auth.Authenticator.Hold, which ends a stream whose API key or client
+	// certificate is revoked, or auth.MeshTLS.Hold, one whose client certificate is.
+	hold func(context.Context) (context.Context, func())
+	// holdUnary, when set with hold, reports whether a unary call of a method is held as
+	// streams are: one that lasts as long as a run (Options.LongCalls), or every call of a stage
+	// whose CRLs can revoke its caller. Without hold a unary call costs nothing more.
+	holdUnary func(method string) bool
+	codec     *requestCodec // nil: requests are not checked for decoding failures (in process)
 }
 
 // unary is the gate of a unary call.
@@ -51,13 +56,29 @@ func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 	if undecoded != nil {
 		return nil, stageerr.ToStatus(undecoded)
 	}
+	if g.hold != nil && g.holdUnary != nil && g.holdUnary(info.FullMethod) {
+		return g.held(ctx, req, handler)
+	}
 	resp, err = handler(ctx, req)
 	return resp, stageerr.ToStatus(err)
 }
 
+// held serves a long unary call as stream serves a stream: one whose API key or client
+// certificate is revoked while it runs ends UNAUTHENTICATED, whatever its handler returned
+// once its context ended.
+func (g *gate) held(ctx context.Context, req any, handler grpc.UnaryHandler) (any, error) {
+	ctx, release := g.hold(ctx)
+	defer release()
+	resp, err := handler(ctx, req)
+	if revoked := auth.RevokedError(ctx); revoked != nil {
+		return nil, stageerr.ToStatus(revoked)
+	}
+	return resp, stageerr.ToStatus(err)
+}
+
 // stream is the gate of a streaming call: a streamed message that did not decode is RecvMsg's
-// error (decodingStream). A stream whose API key is revoked while it is open (hold) ends
-// UNAUTHENTICATED, whatever its handler returned once its context ended.
+// error (decodingStream). A stream whose API key or client certificate is revoked while it is
+// open (hold) ends UNAUTHENTICATED, whatever its handler returned once its context ended.
 func (g *gate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -60,6 +60,14 @@ func (d draining) DrainTimeout() time.Duration { return d.timeout }
 
 func (d draining) Unwrap() Registrar { return d.Registrar }
 
+// LongCaller is a Registrar with unary methods whose calls may last as long as a run (the
+// orchestrator's Run): Main holds them as it holds streams (Options.LongCalls), so that a
+// revoked API key or client certificate ends them.
+type LongCaller interface {
+	// LongCalls are the full names of those methods ("/pkg.Service/Method").
+	LongCalls() []string
+}
+
 // Drainer is a service with work of its own to wind down when the process is told to stop,
 // before the server drains its RPCs: e.g. the orchestrator hands its runs off to other
 // replicas, which ends the RPCs waiting on them. Drain gets a context that ends with the
@@ -194,6 +202,9 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 		}
 	}
 	opts.TracerProvider, opts.MeterProvider, opts.Health, opts.DrainTimeout = tp, mp, healthOf(svc), drain
+	if l, ok := as[LongCaller](svc); ok {
+		opts.LongCalls = l.LongCalls()
+	}
 	srv := New(opts)
 	svc.Register(srv.GRPC())
 	if err := srv.Start(); err != nil {

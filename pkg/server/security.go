@@ -19,11 +19,17 @@ import (
 // authenticator of auth.api_keys (or auth.api_keys_file) and auth.client_ca (nil when none is
 // set: the API is open) and the TLS configuration of tls.cert and tls.key (nil without them),
 // which verifies client certificates against auth.client_ca when it is set, refusing those
-// that the CRLs of auth.client_crl revoke.
+// that the CRLs of auth.client_crl revoke; the authenticator refuses the calls, and ends the
+// calls it holds, on a connection whose certificate they revoke since its handshake
+// (auth.Authenticator.RefuseRevoked).
 func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Config, error) {
-	tlsCfg, err := serverTLS(t, a.ClientCA, a.ClientCRL)
+	srvTLS, err := serverTLS(t, a.ClientCA, a.ClientCRL)
 	if err != nil {
 		return nil, nil, err
+	}
+	var tlsCfg *tls.Config
+	if srvTLS != nil {
+		tlsCfg = srvTLS.Config()
 	}
 	if !a.Enabled() {
 		return nil, tlsCfg, nil
@@ -32,6 +38,9 @@ func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Conf
 	if err != nil {
 		return nil, nil, fmt.Errorf("auth.%w", err)
 	}
+	if srvTLS != nil {
+		authn.RefuseRevoked(srvTLS)
+	}
 	return authn, tlsCfg, nil
 }
 
@@ -39,12 +48,12 @@ func PublicSecurity(a config.Auth, t config.TLS) (*auth.Authenticator, *tls.Conf
 // certificates against the CAs in the PEM file clientCA when it is set (a client without a
 // certificate may still connect, and authenticate with an API key) and refusing those that
 // the CRLs of clientCRL, when it is set, revoke. It follows the files: a rotated certificate
-// or CRL is used from the next connection on (auth.LoadServerTLS).
-func serverTLS(t config.TLS, clientCA, clientCRL string) (*tls.Config, error) {
+// or CRL is used from the next connection on (auth.FollowServerTLS).
+func serverTLS(t config.TLS, clientCA, clientCRL string) (*auth.ServerTLS, error) {
 	if t.Cert == "" {
 		return nil, nil
 	}
-	c, err := auth.LoadServerTLS(auth.ServerFiles{Cert: t.Cert, Key: t.Key, ClientCA: clientCA, ClientCRL: clientCRL}, 0)
+	c, err := auth.FollowServerTLS(auth.ServerFiles{Cert: t.Cert, Key: t.Key, ClientCA: clientCA, ClientCRL: clientCRL}, 0)
 	if err == nil {
 		return c, nil
 	}

@@ -52,16 +52,25 @@ type Options struct {
 	// (SERVING or NOT_SERVING) from Serve until Shutdown. Without it every service is SERVING.
 	Health HealthSource
 	// Auth, when set, authenticates every call but health and reflection; the handler finds
-	// the principal with auth.FromContext. A stream whose API key is revoked while it is open
-	// ends UNAUTHENTICATED (auth.Authenticator.Hold).
+	// the principal with auth.FromContext. A stream, or a unary call of LongCalls, whose API
+	// key or client certificate is revoked while it is open ends UNAUTHENTICATED
+	// (auth.Authenticator.Hold).
 	Auth *auth.Authenticator
+	// LongCalls are the full names of the unary methods ("/pkg.Service/Method") whose calls
+	// may last as long as a run (the orchestrator's Run, which waits on it): with Auth, they
+	// are held as streams are, so that a revoked API key or client certificate ends them. Other
+	// unary calls are not held: a revocation refuses the next one.
+	LongCalls []string
 	// TLS, when set, serves TLS with this configuration (its ClientCAs verify client
 	// certificates for mTLS).
 	TLS *tls.Config
-	// Mesh, when set, serves mutual TLS between services in the place of TLS: the server
-	// presents the service's certificate, requires a client certificate of the mesh CA, and
-	// takes calls but health only from mesh identities (auth.MeshAdmission); the
-	// handler finds the caller with auth.MeshIdentity.
+	// Mesh, when set, serves mutual TLS between services in the place of TLS (and of Auth):
+	// the server presents the service's certificate, requires a client certificate of the mesh
+	// CA, and takes calls but health only from mesh identities (auth.MeshTLS.Admission); the
+	// handler finds the caller with auth.MeshIdentity. With the mesh CA's CRLs, a call on a
+	// connection whose client certificate they revoke since its handshake is refused, and a
+	// call in flight of such a certificate, unary or stream, ends UNAUTHENTICATED
+	// (auth.MeshTLS.Hold).
 	Mesh *auth.MeshTLS
 	// MaxMessageBytes is the largest message the server receives or sends (a larger request
 	// is refused with RESOURCE_EXHAUSTED); zero means dial.DefaultMaxMessageBytes.
@@ -122,11 +131,14 @@ func New(opts Options) *Server {
 	gt := &gate{log: log, codec: newRequestCodec()}
 	if opts.Mesh != nil {
 		opts.TLS = opts.Mesh.ServerConfig()
-		gt.admit = append(gt.admit, auth.MeshAdmission(log))
+		gt.admit = append(gt.admit, opts.Mesh.Admission(log))
+		if opts.Mesh.Holds() {
+			gt.hold, gt.holdUnary = opts.Mesh.Hold, everyMethod
+		}
 	}
 	if opts.Auth != nil {
 		gt.admit = append(gt.admit, opts.Auth.Admission(log))
-		gt.hold = opts.Auth.Hold
+		gt.hold, gt.holdUnary = opts.Auth.Hold, longCalls(opts.LongCalls)
 	}
 	serverOpts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOptions(opts)...)),
@@ -148,6 +160,22 @@ func New(opts Options) *Server {
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return &Server{opts: opts, log: log, grpc: g, health: hs, stopHealth: make(chan struct{})}
+}
+
+// everyMethod holds the unary calls of every method: a stage's, whose calls (a model's
+// answer, a tool's) last as long as they take.
+func everyMethod(string) bool { return true }
+
+// longCalls reports whether a unary method is one of methods, nil for none.
+func longCalls(methods []string) func(string) bool {
+	if len(methods) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(methods))
+	for _, m := range methods {
+		set[m] = true
+	}
+	return func(method string) bool { return set[method] }
 }
 
 // handlerOptions configure the server spans and RPC metrics of a server with opts.

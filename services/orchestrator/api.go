@@ -70,7 +70,8 @@ const (
 // Run invokes an agent and returns its result at a terminal outcome, or a snapshot with
 // OUTCOME_AWAITING_APPROVAL when it pauses for approval (OUTCOME_AWAITING_INPUT when it asks
 // its user a question). The run belongs to the orchestrator, not to the call: if the caller
-// goes away, the run goes on and can be watched or read back.
+// goes away, or its API key or client certificate is revoked (the call ends UNAUTHENTICATED),
+// the run goes on and can be watched or read back.
 // A repeated idempotency key, on any replica, returns the run it first started.
 func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.RunResult, error) {
 	r, runCtx, existing, err := s.startOrFind(ctx, req, nil)
@@ -79,6 +80,13 @@ func (s *Service) Run(ctx context.Context, req *agentv1.RunRequest) (*typev1.Run
 		return nil, err
 	case existing != "":
 		return s.attach(ctx, existing)
+	}
+	if auth.Held(ctx) {
+		// A revoked API key or client certificate ends the call (auth.Authenticator.Hold)
+		// while the run goes on: the run has a goroutine of its own, as a StreamRun's has, for
+		// the call to end before it.
+		go s.work(runCtx, r)
+		return r.waitResult(ctx)
 	}
 	s.runHere(runCtx, r)
 	return r.waitResult(ctx)

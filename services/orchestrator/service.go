@@ -284,6 +284,19 @@ func (s *Service) Serving() (bool, <-chan struct{}) { return s.publisher.Ready()
 // Register registers the AgentService on g (a gRPC server or an in-process channel).
 func (s *Service) Register(g grpc.ServiceRegistrar) { agentv1.RegisterAgentServiceServer(g, s) }
 
+// LongCalls are the unary methods of the AgentService whose calls may last as long as a run:
+// Run (and Run of an idempotency key in use, which waits on the run it names), CancelRun,
+// which waits until the run has stopped, and Decide, which waits on the models. The server
+// holds them as it holds streams (server.Options.LongCalls), so that a revoked API key or
+// client certificate ends them UNAUTHENTICATED; the run itself goes on.
+func (s *Service) LongCalls() []string {
+	return []string{
+		agentv1.AgentService_Run_FullMethodName,
+		agentv1.AgentService_CancelRun_FullMethodName,
+		agentv1.AgentService_Decide_FullMethodName,
+	}
+}
+
 // Drain stops this replica taking runs, hands its live runs off and returns once they are
 // gone: each run stops at its next checkpoint (a paused run at once), so another replica
 // resumes it with nothing lost; runs that reach none within the drain timeout, or before ctx

@@ -451,7 +451,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		}
 		srv := server.New(server.Options{Name: Orchestrator, Addr: addr, TracerProvider: tp(Orchestrator), MeterProvider: mp,
 			Logger: log.With("service", Orchestrator, "replica", replica), Health: svc, MaxMessageBytes: cfg.GRPC.MaxMessageBytes,
-			Auth: authn, TLS: publicTLS})
+			Auth: authn, TLS: publicTLS, LongCalls: svc.LongCalls()})
 		svc.Register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			if i == 0 {
