@@ -52,7 +52,8 @@ func New(keys []Key, mtls bool) (*Authenticator, error) {
 // FollowKeys returns an Authenticator of the keys that load reads from file, loaded again
 // when the file's contents change: at most once per every (ReloadInterval when 0), at a call.
 // A key taken out of the file (revoked) is refused from then on, without a restart, and the
-// calls made with it that Hold holds (streams) end UNAUTHENTICATED within every. A file
+// calls made with it that Hold holds (streams, long unary calls) end UNAUTHENTICATED within
+// every. A file
 // that changed but does not load keeps the keys in use, with a warning, until it changes
 // again. The keys are checked as New checks them; with mtls, verified client certificates
 // authenticate too.

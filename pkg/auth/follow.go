@@ -14,9 +14,9 @@ import (
 )
 
 // ReloadInterval is how often, at most, TLS material and API keys loaded from files look
-// whether they changed: at the handshakes of new connections (TLS) or at calls (API keys), and
-// while streams authenticated by API keys are open (Authenticator.Hold), so an idle service
-// reads nothing.
+// whether they changed: at the handshakes of new connections (TLS), at calls (API keys, and
+// CRLs where calls are checked against them), and while calls that a revocation would end are
+// held (Authenticator.Hold, MeshTLS.Hold), so an idle service reads nothing.
 const ReloadInterval = 10 * time.Second
 
 // followed is a value loaded from files and loaded again when they change: at most once per

@@ -117,15 +117,16 @@ func (m *MeshTLS) Admission(log *slog.Logger) Admission {
 // Holds reports whether Hold holds calls: m follows CRLs.
 func (m *MeshTLS) Holds() bool { return m != nil && m.held != nil }
 
-// Hold returns the context to serve a call of a stage in, which ends with the cause
+// Hold returns the context to serve a call of method of a stage in, which ends with the cause
 // RevokedError returns (UNAUTHENTICATED, wrapping ErrRevoked) once the CRLs (MeshFiles.CRL),
 // read again, list the client certificate of its connection: within the reload interval,
 // whether or not other calls or handshakes come meanwhile. Call release when the call ends.
-// Without CRLs, or for a call without a verified client certificate, it is ctx as it is. As
-// Authenticator.Hold, it starts no goroutine per call: one looks at the files while any call is
-// held.
-func (m *MeshTLS) Hold(ctx context.Context) (held context.Context, release func()) {
-	if !m.Holds() {
+// Without CRLs, for a call without a verified client certificate, and for health (open to
+// every certificate of the mesh CA, as Admission keeps it: a client's health checks of a
+// connection go on), it is ctx as it is. As Authenticator.Hold, it starts no goroutine per
+// call: one looks at the files while any call is held.
+func (m *MeshTLS) Hold(ctx context.Context, method string) (held context.Context, release func()) {
+	if !m.Holds() || meshOpen(method) {
 		return ctx, noRelease
 	}
 	chains := peerChains(ctx)

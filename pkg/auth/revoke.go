@@ -46,6 +46,10 @@ func RevokedError(ctx context.Context) error {
 	return nil
 }
 
+// Holds reports whether Hold holds calls: a's keys are followed in a file (FollowKeys), or its
+// client certificates' CRLs (RefuseRevoked).
+func (a *Authenticator) Holds() bool { return a != nil && a.held != nil }
+
 // noRelease is the release of a call Hold does not hold.
 func noRelease() {}
 
@@ -56,7 +60,8 @@ func noRelease() {}
 // RefuseRevoked once they are read again (ErrRevoked). Either within the files' reload
 // interval, whether or not other calls come meanwhile. Call release when the call ends. A call
 // that nothing can revoke (of an Authenticator of fixed keys, New, without CRLs; of no key and
-// no client certificate) is served in ctx as it is.
+// no client certificate; one not authenticated, as health and reflection are not) is served
+// in ctx as it is.
 //
 // No goroutine is started per call: the calls held are in one set, which a reload of the keys
 // or of the CRLs looks through, and one goroutine of the Authenticator looks at the files while
@@ -66,16 +71,18 @@ func (a *Authenticator) Hold(ctx context.Context) (held context.Context, release
 	if h == nil {
 		return ctx, noRelease
 	}
+	p, ok := FromContext(ctx)
+	if !ok {
+		return ctx, noRelease // health, reflection: open to all
+	}
 	var (
 		sum    [sha256.Size]byte
 		keyed  bool
 		chains [][]*x509.Certificate
 	)
-	if h.keys != nil {
-		if p, ok := FromContext(ctx); ok && p.Method == MethodAPIKey {
-			if key, err := apiKey(ctx); err == nil && key != "" {
-				sum, keyed = sha256.Sum256([]byte(key)), true
-			}
+	if h.keys != nil && p.Method == MethodAPIKey {
+		if key, err := apiKey(ctx); err == nil && key != "" {
+			sum, keyed = sha256.Sum256([]byte(key)), true
 		}
 	}
 	if h.crls != nil {

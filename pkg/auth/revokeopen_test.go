@@ -253,23 +253,34 @@ func TestHoldEndsTheCallsOfARevokedCertificate(t *testing.T) {
 			t.Errorf("call %d of bob or of the API key ended: %v", i, context.Cause(ctx))
 		}
 	}
-	late, releaseLate := a.Hold(connectedAs(t, clients, alice))
+	aliceCall := connectedAs(t, clients, alice)
+	p, err := a.Authenticate(aliceCall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, releaseLate := a.Hold(auth.NewContext(aliceCall, p))
 	releaseLate()
 	wantRevoked(t, "alice's call held after the revocation", auth.RevokedError(late), `the certificate "CN=alice,O=acme"`, alice)
 
 	// A stage's calls of a certificate the mesh CA's CRL revokes end the same way.
-	p := newCRLPKI(t, "mesh CA")
-	memory := p.issue(t, "memory", certs.Service("memory"))
-	spare := p.issue(t, "orchestrator-spare", certs.Service("orchestrator"))
-	crlFile := filepath.Join(p.dir, "mesh.crl")
-	writeFile(t, crlFile, crl(t, p.ca, certs.CRL{Number: 1}))
-	m, err := auth.LoadMeshTLS(auth.MeshFiles{CA: p.caFile, Cert: memory.Cert, Key: memory.Key, CRL: crlFile}, reloaded)
+	mesh := newCRLPKI(t, "mesh CA")
+	memory := mesh.issue(t, "memory", certs.Service("memory"))
+	spare := mesh.issue(t, "orchestrator-spare", certs.Service("orchestrator"))
+	crlFile := filepath.Join(mesh.dir, "mesh.crl")
+	writeFile(t, crlFile, crl(t, mesh.ca, certs.CRL{Number: 1}))
+	m, err := auth.LoadMeshTLS(auth.MeshFiles{CA: mesh.caFile, Cert: memory.Cert, Key: memory.Key, CRL: crlFile}, reloaded)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stageCall, releaseStage := m.Hold(connectedAs(t, p, spare))
+	const search = "/agentmesh.memory.v1.MemoryService/Search"
+	stageCall, releaseStage := m.Hold(connectedAs(t, mesh, spare), search)
 	defer releaseStage()
-	writeFile(t, crlFile, crl(t, p.ca, certs.CRL{Number: 2}, spare))
+	health, releaseHealth := m.Hold(connectedAs(t, mesh, spare), "/grpc.health.v1.Health/Watch")
+	defer releaseHealth()
+	if auth.Held(health) {
+		t.Error("a stage held a health call, open to every certificate of the mesh CA")
+	}
+	writeFile(t, crlFile, crl(t, mesh.ca, certs.CRL{Number: 2}, spare))
 	select {
 	case <-stageCall.Done():
 		wantRevoked(t, "the stage's call", auth.RevokedError(stageCall), "the certificate of spiffe://agentmesh/orchestrator", spare)
@@ -285,7 +296,7 @@ func TestHoldEndsTheCallsOfARevokedCertificate(t *testing.T) {
 
 // TestNothingRevocableIsNotHeld: a call that nothing can revoke (a stage without CRLs, an
 // Authenticator of fixed keys without CRLs, a call without a client certificate where only
-// CRLs are followed) is served in its own context, not held.
+// CRLs are followed, one not authenticated: health) is served in its own context, not held.
 func TestNothingRevocableIsNotHeld(t *testing.T) {
 	p := newCRLPKI(t, "mesh CA")
 	memory := p.issue(t, "memory", certs.Service("memory"))
@@ -297,7 +308,7 @@ func TestNothingRevocableIsNotHeld(t *testing.T) {
 	if m.Holds() {
 		t.Error("a stage without CRLs holds calls")
 	}
-	if held, release := m.Hold(ctx); held != ctx {
+	if held, release := m.Hold(ctx, "/agentmesh.memory.v1.MemoryService/Search"); held != ctx {
 		release()
 		t.Error("a stage without CRLs held a call")
 	}
@@ -315,9 +326,14 @@ func TestNothingRevocableIsNotHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixed.RefuseRevoked(srv)
-	if held, release := fixed.Hold(t.Context()); held != t.Context() {
+	if held, release := fixed.Hold(auth.NewContext(t.Context(), auth.Principal{User: "ops", Method: auth.MethodAPIKey})); auth.Held(held) {
 		release()
 		t.Error("a call without a client certificate was held for the CRLs")
+	}
+	alice := clients.issue(t, "alice", certs.Subject{CommonName: "alice", Client: true})
+	if held, release := fixed.Hold(connectedAs(t, clients, alice)); auth.Held(held) {
+		release()
+		t.Error("a call not authenticated (health) was held")
 	}
 }
 

@@ -35,7 +35,7 @@ func (a Auth) FileKeys() ([]auth.Key, error) {
 
 // Authenticator returns the authenticator of the public API: of auth.api_keys, or of the
 // keys of auth.api_keys_file, followed (auth.FollowKeys: a key taken out of the file is
-// refused within auth.ReloadInterval, and the streams open with it end); with client_ca,
+// refused within auth.ReloadInterval, and the calls held open with it end); with client_ca,
 // client certificates authenticate too.
 func (a Auth) Authenticator() (*auth.Authenticator, error) {
 	if a.APIKeysFile == "" {

@@ -29,7 +29,7 @@ type gate struct {
 	// hold, when set, gives the context a stream is served in once admitted, and what to call
 	// when it ends: auth.Authenticator.Hold, which ends a stream whose API key or client
 	// certificate is revoked, or auth.MeshTLS.Hold, one whose client certificate is.
-	hold func(context.Context) (context.Context, func())
+	hold func(ctx context.Context, method string) (context.Context, func())
 	// holdUnary, when set with hold, reports whether a unary call of a method is held as
 	// streams are: one that lasts as long as a run (Options.LongCalls), or every call of a stage
 	// whose CRLs can revoke its caller. Without hold a unary call costs nothing more.
@@ -57,7 +57,7 @@ func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 		return nil, stageerr.ToStatus(undecoded)
 	}
 	if g.hold != nil && g.holdUnary != nil && g.holdUnary(info.FullMethod) {
-		return g.held(ctx, req, handler)
+		return g.held(ctx, info.FullMethod, req, handler)
 	}
 	resp, err = handler(ctx, req)
 	return resp, stageerr.ToStatus(err)
@@ -66,8 +66,8 @@ func (g *gate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 // held serves a long unary call as stream serves a stream: one whose API key or client
 // certificate is revoked while it runs ends UNAUTHENTICATED, whatever its handler returned
 // once its context ended.
-func (g *gate) held(ctx context.Context, req any, handler grpc.UnaryHandler) (any, error) {
-	ctx, release := g.hold(ctx)
+func (g *gate) held(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
+	ctx, release := g.hold(ctx, method)
 	defer release()
 	resp, err := handler(ctx, req)
 	if revoked := auth.RevokedError(ctx); revoked != nil {
@@ -91,7 +91,7 @@ func (g *gate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 	}
 	if g.hold != nil {
 		var release func()
-		ctx, release = g.hold(ctx)
+		ctx, release = g.hold(ctx, info.FullMethod)
 		defer release()
 	}
 	if ctx != ss.Context() {

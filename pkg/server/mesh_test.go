@@ -7,8 +7,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	intentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/intent/v1"
 	"github.com/agentmesh/agentmesh/pkg/auth"
@@ -231,5 +234,107 @@ func TestMeshClientVerifiesTheServer(t *testing.T) {
 	}))
 	if err := call(addr); err != nil {
 		t.Errorf("Parse on the mesh's server: %v", err)
+	}
+}
+
+// waitingIntent answers Parse once the call ends, with its error, after telling started.
+type waitingIntent struct {
+	intentv1.UnimplementedIntentServiceServer
+	started chan struct{}
+}
+
+func (w waitingIntent) Parse(ctx context.Context, _ *intentv1.ParseRequest) (*intentv1.ParseResponse, error) {
+	w.started <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestStageEndsTheCallsOfARevokedCertificate: a stage with the mesh CA's CRLs (tls.crl) ends
+// a call in flight, unary, UNAUTHENTICATED naming the caller's certificate and serial, once
+// the CRL file is rewritten to list it, and refuses the next call on the same connection so;
+// the calls of another certificate go on.
+func TestStageEndsTheCallsOfARevokedCertificate(t *testing.T) {
+	meshCA := newPKI(t, "mesh CA")
+	crlFile := filepath.Join(meshCA.dir, "mesh.crl")
+	writeCRL := func(number int64, pairs ...certs.Pair) {
+		t.Helper()
+		c := certs.CRL{Number: number}
+		for _, p := range pairs {
+			serial, err := certs.SerialOf(p.Cert)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Revoked = append(c.Revoked, serial)
+		}
+		data, err := meshCA.ca.RevocationList(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(crlFile+".tmp", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(crlFile+".tmp", crlFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCRL(1)
+	intent := meshCA.write(t, "intent", certs.Service("intent"))
+	m, err := auth.LoadMeshTLS(auth.MeshFiles{CA: meshCA.caFile(), Cert: intent.Cert, Key: intent.Key, CRL: crlFile}, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Options{Name: "intent", Addr: "127.0.0.1:0", Mesh: m, Logger: slog.New(slog.DiscardHandler)})
+	started := make(chan struct{}, 2)
+	intentv1.RegisterIntentServiceServer(srv.GRPC(), waitingIntent{started: started})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.WithoutCancel(t.Context())) })
+	caller := func(name string) (intentv1.IntentServiceClient, certs.Pair) {
+		pair := meshCA.write(t, name, certs.Service("orchestrator"))
+		mesh, err := auth.LoadMeshTLS(auth.MeshFiles{CA: meshCA.caFile(), Cert: pair.Cert, Key: pair.Key}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return intentv1.NewIntentServiceClient(dialMesh(t, srv.Addr(), dial.WithMesh(mesh), dial.WithoutRetry())), pair
+	}
+	stolen, stolenPair := caller("orchestrator-stolen")
+	own, _ := caller("orchestrator")
+
+	parse := func(client intentv1.IntentServiceClient, ctx context.Context) chan error {
+		ended := make(chan error, 1)
+		go func() {
+			_, err := client.Parse(ctx, &intentv1.ParseRequest{Message: "hi"})
+			ended <- err
+		}()
+		<-started
+		return ended
+	}
+	ownCtx, cancelOwn := context.WithCancel(t.Context())
+	defer cancelOwn()
+	stolenCall, ownCall := parse(stolen, t.Context()), parse(own, ownCtx)
+
+	writeCRL(2, stolenPair)
+	serial, err := certs.SerialOf(stolenPair.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the certificate of spiffe://agentmesh/orchestrator, serial " + auth.FormatSerial(serial) + ", is revoked"
+	select {
+	case err := <-stolenCall:
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), want) {
+			t.Errorf("the call of the revoked certificate ended %v, want UNAUTHENTICATED saying %q", err, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call of the revoked certificate still runs 5s after the CRL listed it")
+	}
+	_, err = stolen.Parse(t.Context(), &intentv1.ParseRequest{Message: "again"})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), want) {
+		t.Errorf("a new call on the revoked certificate's connection: %v, want UNAUTHENTICATED saying %q", err, want)
+	}
+	select {
+	case err := <-ownCall:
+		t.Errorf("the call of the certificate not revoked ended: %v", err)
+	default:
 	}
 }

@@ -64,13 +64,13 @@ type Options struct {
 	// TLS, when set, serves TLS with this configuration (its ClientCAs verify client
 	// certificates for mTLS).
 	TLS *tls.Config
-	// Mesh, when set, serves mutual TLS between services in the place of TLS (and of Auth):
-	// the server presents the service's certificate, requires a client certificate of the mesh
-	// CA, and takes calls but health only from mesh identities (auth.MeshTLS.Admission); the
-	// handler finds the caller with auth.MeshIdentity. With the mesh CA's CRLs, a call on a
-	// connection whose client certificate they revoke since its handshake is refused, and a
-	// call in flight of such a certificate, unary or stream, ends UNAUTHENTICATED
-	// (auth.MeshTLS.Hold).
+	// Mesh, when set, serves mutual TLS between services in the place of TLS: the server
+	// presents the service's certificate, requires a client certificate of the mesh CA, and
+	// takes calls but health only from mesh identities (auth.MeshTLS.Admission); the handler
+	// finds the caller with auth.MeshIdentity. With the mesh CA's CRLs, a call on a connection
+	// whose client certificate they revoke since its handshake is refused, and a call in
+	// flight of such a certificate but health, unary or stream, ends UNAUTHENTICATED
+	// (auth.MeshTLS.Hold). A stage's server has Mesh, the public API's Auth: not both.
 	Mesh *auth.MeshTLS
 	// MaxMessageBytes is the largest message the server receives or sends (a larger request
 	// is refused with RESOURCE_EXHAUSTED); zero means dial.DefaultMaxMessageBytes.
@@ -138,7 +138,11 @@ func New(opts Options) *Server {
 	}
 	if opts.Auth != nil {
 		gt.admit = append(gt.admit, opts.Auth.Admission(log))
-		gt.hold, gt.holdUnary = opts.Auth.Hold, longCalls(opts.LongCalls)
+		if opts.Auth.Holds() {
+			authn := opts.Auth
+			gt.hold = func(ctx context.Context, _ string) (context.Context, func()) { return authn.Hold(ctx) }
+			gt.holdUnary = longCalls(opts.LongCalls)
+		}
 	}
 	serverOpts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(handlerOptions(opts)...)),
