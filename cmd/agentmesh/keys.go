@@ -45,7 +45,7 @@ func keysCommand(_ context.Context, args []string, stdout io.Writer) error {
 	}
 	// auth.New checks the entry exactly as the services will.
 	p := auth.Principal{Tenant: *tenant, User: *user, Roles: roles}
-	if _, err := auth.New([]auth.Key{{Hash: hash, Principal: p}}, false); err != nil {
+	if _, err := auth.New([]auth.Key{{Hash: hash, Principal: p}}, nil); err != nil {
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("keys new: %w", err))
 	}
 	fmt.Fprintf(stdout, "API key for %s (shown once; callers send it as \"authorization: Bearer <key>\" or AGENTMESH_API_KEY):\n\n  %s\n\nAdd its hash to agentmesh.yaml:\n\n", p.ID(), key)

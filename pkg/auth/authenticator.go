@@ -26,27 +26,29 @@ type Key struct {
 // Authenticator turns a call's credentials into a Principal: an API key in the
 // "authorization: Bearer <key>" (or "x-api-key") metadata, or a client certificate verified by
 // the server's TLS configuration, whose subject names the principal (common name: user,
-// organization: tenant, organizational units: roles). A principal's ID is at most MaxIDBytes.
+// organization: tenant, organizational units: roles, as its CertRoles say). A principal's ID
+// is at most MaxIDBytes.
 type Authenticator struct {
-	keys func() *keySet // the keys in use: fixed (New), or followed in a file (FollowKeys)
-	mtls bool
-	crls *crls  // the CRLs of client certificates (RefuseRevoked); nil for none
-	held *holds // the calls Hold holds, of followed keys or CRLs; nil for fixed keys without CRLs
+	keys  func() *keySet // the keys in use: fixed (New), or followed in a file (FollowKeys)
+	certs *CertRoles     // the roles client certificates grant; nil: they authenticate no one
+	crls  *crls          // the CRLs of client certificates (RefuseRevoked); nil for none
+	held  *holds         // the calls Hold holds, of followed keys or CRLs; nil for fixed keys without CRLs
 }
 
 // keySet is a set of API keys by the SHA-256 of the key, each with its principal.
 type keySet map[[sha256.Size]byte]Principal
 
-// New returns an Authenticator of the keys; with mtls, verified client certificates
-// authenticate too. A malformed hash, a key without a user, a user or tenant with '/' or a
-// control character (HasControl), a tenant/user over MaxIDBytes, a key configured twice or an
-// unknown role is an error naming the key by its index.
-func New(keys []Key, mtls bool) (*Authenticator, error) {
+// New returns an Authenticator of the keys; with certs, verified client certificates
+// authenticate too, with the roles certs grants (nil: they authenticate no one). A malformed
+// hash, a key without a user, a user or tenant with '/' or a control character (HasControl), a
+// tenant/user over MaxIDBytes, a key configured twice or an unknown role is an error naming the
+// key by its index.
+func New(keys []Key, certs *CertRoles) (*Authenticator, error) {
 	set, err := newKeySet(keys)
 	if err != nil {
 		return nil, err
 	}
-	return &Authenticator{keys: func() *keySet { return &set }, mtls: mtls}, nil
+	return &Authenticator{keys: func() *keySet { return &set }, certs: certs}, nil
 }
 
 // FollowKeys returns an Authenticator of the keys that load reads from file, loaded again
@@ -55,9 +57,9 @@ func New(keys []Key, mtls bool) (*Authenticator, error) {
 // calls made with it that Hold holds (streams, long unary calls) end UNAUTHENTICATED within
 // every. A file
 // that changed but does not load keeps the keys in use, with a warning, until it changes
-// again. The keys are checked as New checks them; with mtls, verified client certificates
-// authenticate too.
-func FollowKeys(file string, every time.Duration, load func() ([]Key, error), mtls bool) (
+// again. The keys are checked as New checks them; with certs, verified client certificates
+// authenticate too, with the roles certs grants.
+func FollowKeys(file string, every time.Duration, load func() ([]Key, error), certs *CertRoles) (
 	*Authenticator, error,
 ) {
 	f, err := follow("API keys of "+file, []string{file}, every, func() (*keySet, error) {
@@ -71,7 +73,7 @@ func FollowKeys(file string, every time.Duration, load func() ([]Key, error), mt
 	if err != nil {
 		return nil, err
 	}
-	return &Authenticator{keys: f.get, mtls: mtls, held: newHolds(f, nil)}, nil
+	return &Authenticator{keys: f.get, certs: certs, held: newHolds(f, nil)}, nil
 }
 
 // RefuseRevoked makes a refuse the calls on a connection whose client certificate (or a CA
@@ -142,9 +144,9 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Principal, error) {
 		}
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code, "the API key is not valid")
 	}
-	if a.mtls {
+	if a.certs != nil {
 		if cert := clientCert(ctx); cert != nil {
-			return certPrincipal(cert)
+			return certPrincipal(cert, a.certs)
 		}
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
 			"authentication required: send an API key (authorization: Bearer <key>) or a client certificate")
@@ -182,11 +184,11 @@ func clientCert(ctx context.Context) *x509.Certificate {
 }
 
 // certPrincipal is the principal a client certificate names: the common name is the user, the
-// first organization the tenant, and the organizational units that name roles are its roles.
+// first organization the tenant, and its roles are those roles grants its organizational units.
 // Neither user nor tenant may hold a '/', which separates them in the principal's ID. A
 // certificate with a URI name of the mesh's trust domain is a service's (MeshID), never a
 // user's, even where one CA signs the mesh's certificates and the public API's clients'.
-func certPrincipal(cert *x509.Certificate) (Principal, error) {
+func certPrincipal(cert *x509.Certificate, roles *CertRoles) (Principal, error) {
 	for _, u := range cert.URIs {
 		if strings.HasPrefix(u.String(), meshIDPrefix) {
 			return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
@@ -216,10 +218,6 @@ func certPrincipal(cert *x509.Certificate) (Principal, error) {
 		return Principal{}, stageerr.Errorf(stageerr.ErrUnauthenticated.Code,
 			"the client certificate names the user %d bytes long (organization/common name); at most %d", len(id), MaxIDBytes)
 	}
-	for _, ou := range s.OrganizationalUnit {
-		if slices.Contains(Roles, ou) {
-			p.Roles = append(p.Roles, ou)
-		}
-	}
+	p.Roles = roles.grant(s.OrganizationalUnit)
 	return p, nil
 }

@@ -15,10 +15,10 @@ func TestNewRefusesAKeyOfAUserIDOverTheLimit(t *testing.T) {
 	key := func(tenant, user string) []auth.Key {
 		return []auth.Key{{Hash: hash, Principal: auth.Principal{Tenant: tenant, User: user}}}
 	}
-	if _, err := auth.New(key("acme", strings.Repeat("u", auth.MaxIDBytes-len("acme/"))), false); err != nil {
+	if _, err := auth.New(key("acme", strings.Repeat("u", auth.MaxIDBytes-len("acme/"))), nil); err != nil {
 		t.Errorf("a key of a user id of %d bytes: %v", auth.MaxIDBytes, err)
 	}
-	_, err := auth.New(key("acme", strings.Repeat("u", auth.MaxIDBytes)), false)
+	_, err := auth.New(key("acme", strings.Repeat("u", auth.MaxIDBytes)), nil)
 	if err == nil || !strings.Contains(err.Error(), "api_keys[0]: tenant/user is 261 bytes; at most 256") {
 		t.Errorf("a key of a user id of 261 bytes: %v, want an error naming api_keys[0] and the limit", err)
 	}

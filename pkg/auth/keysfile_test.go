@@ -44,7 +44,7 @@ func TestFollowKeys(t *testing.T) {
 		}
 	}
 	write(firstHash + "\n")
-	a, err := auth.FollowKeys(file, 1, load, false)
+	a, err := auth.FollowKeys(file, 1, load, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestFollowKeys(t *testing.T) {
 	}
 
 	write(firstHash + "\n" + firstHash + "\n")
-	if _, err := auth.FollowKeys(file, 1, load, false); err == nil ||
+	if _, err := auth.FollowKeys(file, 1, load, nil); err == nil ||
 		!strings.Contains(err.Error(), "api_keys[1].hash: the same key is configured twice") {
 		t.Errorf("a file naming a key twice: %v, want New's error naming the entry", err)
 	}

@@ -51,7 +51,7 @@ func TestHoldEndsTheCallsOfARevokedKey(t *testing.T) {
 		}
 		return keys, nil
 	}
-	a, err := auth.FollowKeys(file, every, load, false)
+	a, err := auth.FollowKeys(file, every, load, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestHoldEndsTheCallsOfARevokedKey(t *testing.T) {
 	if n := runtime.NumGoroutine() - before; n > 1 {
 		t.Errorf("holding %d calls started %d goroutines, want at most one", 2*calls, n)
 	}
-	fixed, err := auth.New([]auth.Key{{Hash: leakedHash, Principal: auth.Principal{User: "alice"}}}, false)
+	fixed, err := auth.New([]auth.Key{{Hash: leakedHash, Principal: auth.Principal{User: "alice"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestCallsOnAnOpenConnectionOfARevokedCertificateAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		key, hash := auth.NewKey()
-		a, err := auth.New([]auth.Key{{Hash: hash, Principal: auth.Principal{User: "ops"}}}, true)
+		a, err := auth.New([]auth.Key{{Hash: hash, Principal: auth.Principal{User: "ops"}}}, &auth.CertRoles{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestHoldEndsTheCallsOfARevokedCertificate(t *testing.T) {
 			return nil, err
 		}
 		return []auth.Key{{Hash: strings.TrimSpace(string(data)), Principal: auth.Principal{User: "ops"}}}, nil
-	}, true)
+	}, &auth.CertRoles{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestNothingRevocableIsNotHeld(t *testing.T) {
 		release()
 		t.Error("a stage without CRLs held a call")
 	}
-	fixed, err := auth.New(nil, true)
+	fixed, err := auth.New(nil, &auth.CertRoles{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestCheckOfACallAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(nil, true)
+	a, err := auth.New(nil, &auth.CertRoles{})
 	if err != nil {
 		t.Fatal(err)
 	}

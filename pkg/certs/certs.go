@@ -1,8 +1,9 @@
 // Package certs makes the X.509 certificates of a development or test mesh: a CA, server
 // certificates for the services, and client certificates that name a principal (common name:
-// user, organization: tenant, organizational units: roles) or a mesh identity. Production
-// deployments bring certificates from their own PKI (cert-manager, Vault, SPIFFE); these are
-// for `agentmesh certs` and the tests, made with the standard library's crypto/x509.
+// user, organization: tenant, organizational units: roles, as auth.CertRoles grants them) or
+// a mesh identity. Production deployments bring certificates from their own PKI
+// (cert-manager, Vault, SPIFFE); these are for `agentmesh certs` and the tests, made with the
+// standard library's crypto/x509.
 package certs
 
 import (
@@ -71,7 +72,8 @@ type Subject struct {
 	CommonName string
 	// Organization is the tenant of a client certificate.
 	Organization string
-	// OrganizationalUnits are the roles of a client certificate.
+	// OrganizationalUnits are the organizational units of a client certificate, which grant
+	// its roles (auth.CertRoles: by default, an OU that names a role grants it).
 	OrganizationalUnits []string
 	// Hosts are the DNS names and IP addresses a server certificate is valid for.
 	Hosts []string

@@ -122,18 +122,36 @@ type Auth struct {
 	APIKeysFile string `yaml:"api_keys_file,omitempty"`
 	// ClientCA is a PEM file of the CAs whose client certificates authenticate callers (mTLS;
 	// needs tls.cert and tls.key). The certificate's common name is the user, its first
-	// organization the tenant, and its organizational units that name roles are the roles.
+	// organization the tenant, and its organizational units (OUs) grant the roles that
+	// ClientRoles and ClientOURoles say: by default, an OU that names a role grants it.
 	ClientCA string `yaml:"client_ca,omitempty"`
 	// ClientCRL is a file of certificate revocation lists of the CAs of ClientCA (PEM "X509
 	// CRL" blocks, or one DER CRL), each signed by one of them: a client certificate they list
 	// is refused at the handshake. It is followed as the certificate files are: a new CRL
 	// applies within 10 s, without a restart.
 	ClientCRL string `yaml:"client_crl,omitempty"`
+	// ClientRoles says which roles a client certificate of ClientCA grants: ClientRolesOU, the
+	// default, those its OUs name (OU=admin grants admin), or ClientRolesNone none at all.
+	// Leave it unset with ClientOURoles.
+	ClientRoles string `yaml:"client_roles,omitempty"`
+	// ClientOURoles maps OUs of client certificates, exactly as written, to the role each
+	// grants (OU "agentmesh-admins" to admin): only the OUs it maps grant roles, and an OU that
+	// names a role grants nothing unless it is mapped, so that a CA that issues certificates for
+	// other purposes too (OU=admin for another system) grants no role of the mesh by mistake.
+	ClientOURoles map[string]string `yaml:"client_ou_roles,omitempty"`
 	// AllowPlaintextKeys lets the public API take APIKeys without TLS (tls.cert and tls.key)
 	// on an address other hosts can reach, for TLS that a proxy or sidecar in front of it
 	// terminates; without it such a server refuses to start.
 	AllowPlaintextKeys bool `yaml:"allow_plaintext_keys,omitempty"`
 }
+
+// The values of auth.client_roles.
+const (
+	// ClientRolesOU grants a client certificate the roles its OUs name (the default).
+	ClientRolesOU = "ou"
+	// ClientRolesNone grants client certificates no roles.
+	ClientRolesNone = "none"
+)
 
 // HasKeys reports whether callers may authenticate with API keys (api_keys or api_keys_file).
 func (a Auth) HasKeys() bool { return len(a.APIKeys) > 0 || a.APIKeysFile != "" }

@@ -627,7 +627,7 @@ func (l MCPLimits) validate(p *problems, key string) {
 }
 
 func (c *Config) validateSecurity(p *problems) {
-	if _, err := auth.New(c.Auth.Keys(), false); err != nil {
+	if _, err := auth.New(c.Auth.Keys(), nil); err != nil {
 		p.addf("auth.%v", err)
 	}
 	// The file itself is read where the keys are used, by the orchestrator (Auth.Authenticator):
@@ -644,7 +644,39 @@ func (c *Config) validateSecurity(p *problems) {
 	if c.Auth.ClientCRL != "" && c.Auth.ClientCA == "" {
 		p.addf("auth.client_crl: the CRLs of client certificates need their CAs; set auth.client_ca")
 	}
+	c.Auth.validateClientRoles(p)
 	if c.TLS.CRL != "" && c.TLS.CA == "" {
 		p.addf("tls.crl: the CRLs of the mesh CA need it; set tls.ca")
+	}
+}
+
+// validateClientRoles records a problem for an auth.client_roles that is neither "ou" nor
+// "none", for auth.client_ou_roles beside it (either says where roles come from), for a
+// mapping of an empty OU or to an unknown role (naming the entry), and for either without
+// auth.client_ca, whose certificates they are about.
+func (a Auth) validateClientRoles(p *problems) {
+	switch a.ClientRoles {
+	case "", ClientRolesOU, ClientRolesNone:
+	default:
+		p.addf("auth.client_roles: must be %q (the default: an organizational unit that names a role grants it) "+
+			"or %q (client certificates grant no roles); got %q", ClientRolesOU, ClientRolesNone, a.ClientRoles)
+	}
+	if len(a.ClientOURoles) > 0 {
+		if a.ClientRoles != "" {
+			p.addf("auth.client_ou_roles: only the organizational units it maps grant roles, "+
+				"which auth.client_roles: %s contradicts; set one of them, not both", a.ClientRoles)
+		}
+		if _, err := auth.CertRolesByOU(a.ClientOURoles); err != nil {
+			p.addf("auth.%v", err)
+		}
+	}
+	if a.ClientCA != "" {
+		return
+	}
+	if a.ClientRoles != "" {
+		p.addf("auth.client_roles: the roles of client certificates need their CAs; set auth.client_ca")
+	}
+	if len(a.ClientOURoles) > 0 {
+		p.addf("auth.client_ou_roles: the roles of client certificates need their CAs; set auth.client_ca")
 	}
 }

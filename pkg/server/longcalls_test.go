@@ -53,7 +53,7 @@ func TestLongUnaryCallsEndWhenTheirKeyIsRevoked(t *testing.T) {
 		}
 	}
 	write("api_keys:\n  - {hash: " + hash + ", user: alice}\n")
-	authn, err := auth.FollowKeys(file, 50*time.Millisecond, config.Auth{APIKeysFile: file}.FileKeys, false)
+	authn, err := auth.FollowKeys(file, 50*time.Millisecond, config.Auth{APIKeysFile: file}.FileKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

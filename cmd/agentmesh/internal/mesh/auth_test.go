@@ -272,10 +272,18 @@ func (h *harness) followAs(t *testing.T, c agentv1.AgentServiceClient, runID str
 	}
 }
 
-// TestPublicAPIClientCertificates (issue 12.1): with auth.client_ca, a client certificate the
-// CA signed authenticates its subject (common name: user, organization: tenant); a client with
-// a certificate of another CA, or none, or a service's of the CA, is UNAUTHENTICATED.
-func TestPublicAPIClientCertificates(t *testing.T) {
+// certMesh is a mesh whose public API authenticates the client certificates of its CA
+// (auth.client_ca), served with a certificate of that CA.
+type certMesh struct {
+	*harness
+	ca    *certs.CA
+	roots *x509.CertPool
+}
+
+// startCertMesh starts a certMesh of a new CA; edit, when not nil, changes its configuration
+// last (its auth section, say).
+func startCertMesh(t *testing.T, edit func(*config.Config)) *certMesh {
+	t.Helper()
 	dir := t.TempDir()
 	ca, err := certs.NewCA("agentmesh test CA")
 	if err != nil {
@@ -295,33 +303,53 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 	cfg := config.Default()
 	cfg.TLS = config.TLS{Cert: write("server.pem", serverCert), Key: write("server-key.pem", serverKey)}
 	cfg.Auth.ClientCA = write("ca.pem", ca.CertPEM())
-	h := start(t, cfg)
-	addr := h.mesh.Addr("orchestrator")
-
+	if edit != nil {
+		edit(cfg)
+	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CertPEM())
-	client := func(cert *tls.Certificate) agentv1.AgentServiceClient {
-		cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-		if cert != nil {
-			cfg.Certificates = []tls.Certificate{*cert}
-		}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		return agentv1.NewAgentServiceClient(conn)
+	return &certMesh{harness: start(t, cfg), ca: ca, roots: roots}
+}
+
+// client is a client of the public API over TLS, presenting cert (none when nil).
+func (m *certMesh) client(t *testing.T, cert *tls.Certificate) agentv1.AgentServiceClient {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: m.roots, MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
 	}
+	conn, err := grpc.NewClient(m.mesh.Addr("orchestrator"), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return agentv1.NewAgentServiceClient(conn)
+}
+
+// issueClient is a client certificate of s, signed by ca.
+func issueClient(t *testing.T, ca *certs.CA, s certs.Subject) *tls.Certificate {
+	t.Helper()
+	s.Client = true
+	certPEM, keyPEM, err := ca.Issue(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pair
+}
+
+// TestPublicAPIClientCertificates (issue 12.1): with auth.client_ca, a client certificate the
+// CA signed authenticates its subject (common name: user, organization: tenant); a client with
+// a certificate of another CA, or none, or a service's of the CA, is UNAUTHENTICATED.
+func TestPublicAPIClientCertificates(t *testing.T) {
+	m := startCertMesh(t, nil)
+	ca := m.ca
+	client := func(cert *tls.Certificate) agentv1.AgentServiceClient { return m.client(t, cert) }
 	issue := func(ca *certs.CA, user, tenant string) *tls.Certificate {
-		certPEM, keyPEM, err := ca.Issue(certs.Subject{CommonName: user, Organization: tenant, Client: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &pair
+		return issueClient(t, ca, certs.Subject{CommonName: user, Organization: tenant})
 	}
 
 	carol := client(issue(ca, "carol", "acme"))
@@ -380,6 +408,46 @@ func TestPublicAPIClientCertificates(t *testing.T) {
 	expectCode(t, "a service's certificate", err, codes.Unauthenticated)
 	if err != nil && !strings.Contains(status.Convert(err).Message(), "mesh identity") {
 		t.Errorf("the refusal does not say what is wrong: %v", err)
+	}
+}
+
+// TestClientCertificateRoles: the roles a client certificate grants are those auth.client_roles
+// and auth.client_ou_roles say. By default an organizational unit that names a role grants it:
+// a certificate of OU=admin may act for another user. With client_roles: none it may not, and
+// with a mapping only a mapped OU grants a role: OU=admin, unmapped, grants none, and the OU
+// mapped to admin grants admin.
+func TestClientCertificateRoles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		auth  func(*config.Auth)
+		admin map[string]bool // by the OU of a certificate: whether it acts as an admin
+	}{
+		{"the default", nil, map[string]bool{auth.RoleAdmin: true, "agentmesh-admins": false}},
+		{"none", func(a *config.Auth) { a.ClientRoles = config.ClientRolesNone },
+			map[string]bool{auth.RoleAdmin: false, "agentmesh-admins": false}},
+		{"mapped", func(a *config.Auth) { a.ClientOURoles = map[string]string{"agentmesh-admins": auth.RoleAdmin} },
+			map[string]bool{auth.RoleAdmin: false, "agentmesh-admins": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startCertMesh(t, func(cfg *config.Config) {
+				if tc.auth != nil {
+					tc.auth(&cfg.Auth)
+				}
+			})
+			for ou, admin := range tc.admin {
+				c := m.client(t, issueClient(t, m.ca, certs.Subject{CommonName: "carol", Organization: "acme",
+					OrganizationalUnits: []string{ou}}))
+				// Only an admin may act for another user.
+				_, err := c.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi", UserId: "acme/bob"})
+				want := codes.PermissionDenied
+				if admin {
+					want = codes.OK
+				}
+				expectCode(t, "a certificate of OU="+ou+" deciding for acme/bob", err, want)
+				_, err = c.Decide(t.Context(), &agentv1.DecideRequest{Message: "hi"})
+				expectCode(t, "a certificate of OU="+ou+" deciding for itself", err, codes.OK)
+			}
+		})
 	}
 }
 

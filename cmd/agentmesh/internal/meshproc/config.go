@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -50,6 +51,11 @@ type Config struct {
 	ClientCA string
 	// ClientCRL is auth.client_crl, the CRLs of ClientCA.
 	ClientCRL string
+	// ClientRoles is auth.client_roles, the roles the certificates of ClientCA grant: "ou"
+	// (empty: the default) or "none".
+	ClientRoles string
+	// ClientOURoles is auth.client_ou_roles, the roles the OUs it maps grant.
+	ClientOURoles map[string]string
 	// APIKeysFile is auth.api_keys_file: the public API takes the API keys of that file, and
 	// follows it. Empty leaves the public API open.
 	APIKeysFile string
@@ -103,8 +109,9 @@ func (c Config) write(t testing.TB, dir string, tls config.TLS) string {
 	if tls.CA != "" {
 		doc["tls"] = tls
 	}
-	if c.ClientCA != "" || c.ClientCRL != "" || c.APIKeysFile != "" {
-		doc["auth"] = config.Auth{ClientCA: c.ClientCA, ClientCRL: c.ClientCRL, APIKeysFile: c.APIKeysFile}
+	if auth := (config.Auth{ClientCA: c.ClientCA, ClientCRL: c.ClientCRL, ClientRoles: c.ClientRoles,
+		ClientOURoles: c.ClientOURoles, APIKeysFile: c.APIKeysFile}); !reflect.ValueOf(auth).IsZero() {
+		doc["auth"] = auth
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {
