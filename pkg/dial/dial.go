@@ -2,7 +2,8 @@
 // hop needs: round-robin load balancing over all resolved addresses, client-side health
 // checking, retries of UNAVAILABLE, keepalive, a default deadline and OpenTelemetry spans;
 // plaintext, or mutual TLS with WithMesh, whose failed handshakes are logged at most once a
-// minute for a cause (HandshakeLogInterval). InProcess makes a connection to stages in the process.
+// minute for a target and cause by all the connections of the process that log to one logger
+// (HandshakeLogInterval). InProcess makes a connection to stages in the process.
 package dial
 
 import (

@@ -57,3 +57,35 @@ func TestHandshakeLogLogsEachCauseOncePerInterval(t *testing.T) {
 		t.Errorf("the cause of a network error names its addresses:\n%s", logs.String())
 	}
 }
+
+// TestHandshakeLogIsSharedByALoggersCredentials: the credentials of every connection that logs
+// to one logger, and their clones, share its limit: a failure one logged as a warning is a debug
+// line for the others within HandshakeLogInterval, and the next warning, on any of them, counts
+// them all. Credentials logging to another logger have a limit of their own.
+func TestHandshakeLogIsSharedByALoggersCredentials(t *testing.T) {
+	var logs, otherLogs logtest.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	a, b := logHandshakes(insecure.NewCredentials(), log), logHandshakes(insecure.NewCredentials(), log)
+	clone := a.Clone().(*loggedHandshakes)
+	other := logHandshakes(insecure.NewCredentials(), slog.New(slog.NewTextHandler(&otherLogs, nil)))
+	if b.failed != a.failed || clone.failed != a.failed || other.failed == a.failed {
+		t.Fatal("the credentials of one logger do not share its log, or those of another logger do")
+	}
+	now := time.Unix(1_700_000_000, 0)
+	a.failed.Now = func() time.Time { return now }
+	failed := errors.New("the server's certificate is planning's")
+	for _, h := range []*loggedHandshakes{a, b, clone, other} {
+		h.logFailure(t.Context(), "memory:7007", nil, failed)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("3 credentials of one logger failing with one target and cause: %d warnings, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(otherLogs.String(), "level=WARN"); n != 1 {
+		t.Errorf("the credentials of another logger: %d warnings, want 1:\n%s", n, otherLogs.String())
+	}
+	now = now.Add(HandshakeLogInterval)
+	b.logFailure(t.Context(), "memory:7007", nil, failed)
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 || !strings.Contains(logs.String(), "unlogged=2") {
+		t.Errorf("once the interval passed: %d warnings, want a second one counting the 2 tries not logged:\n%s", n, logs.String())
+	}
+}

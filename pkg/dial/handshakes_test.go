@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,12 +36,11 @@ func meshOf(t *testing.T, ca *certs.CA, dir, service string) *auth.MeshTLS {
 	return m
 }
 
-// TestAFailingHandshakeIsLoggedOnce: a connection whose TLS handshake fails at every try, to a
-// server of another mesh identity, while a call waits for it, logs the failure once as a
-// warning naming the target and the cause, and its other tries as debug lines. Neither the
-// connection nor gRPC said anything at the mesh's log level: gRPC logs each try twice, as
-// warnings of its own logger, off by default.
-func TestAFailingHandshakeIsLoggedOnce(t *testing.T) {
+// failingTarget is the address of a server of the mesh identity planning, whose handshake
+// fails for a client that wants memory, and the client's mutual TLS (context's certificate of
+// the same CA).
+func failingTarget(t *testing.T) (addr string, client *auth.MeshTLS) {
+	t.Helper()
 	ca, err := certs.NewCA("mesh CA")
 	if err != nil {
 		t.Fatal(err)
@@ -56,23 +56,30 @@ func TestAFailingHandshakeIsLoggedOnce(t *testing.T) {
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(meshOf(t, ca, dir, "planning").ServerConfig())))
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
+	t.Cleanup(g.Stop)
+	return lis.Addr().String(), meshOf(t, ca, dir, "context")
+}
 
-	var logs logtest.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	conn, err := dial.New(lis.Addr().String(), dial.WithMesh(meshOf(t, ca, dir, "context")),
-		dial.WithPeer("memory"), dial.WithLogger(log))
+// checkUntilFailed makes a health check on a new connection to addr for memory with m, logging
+// to log, waiting for the peer until the deadline of ctx, and fails the test if it succeeds.
+// It may run in a goroutine of its own.
+func checkUntilFailed(ctx context.Context, t *testing.T, addr string, m *auth.MeshTLS, log *slog.Logger) {
+	t.Helper()
+	conn, err := dial.New(addr, dial.WithMesh(m), dial.WithPeer("memory"), dial.WithLogger(log))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-	defer cancel()
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err == nil {
-		t.Fatal("a server of another mesh identity was taken")
+		t.Error("a server of another mesh identity was taken")
 	}
-	var warnings, debugs []string
-	for line := range strings.Lines(logs.String()) {
+}
+
+// handshakeLines are the lines of logs that log a failed TLS handshake, as warnings and as
+// debug lines.
+func handshakeLines(logs string) (warnings, debugs []string) {
+	for line := range strings.Lines(logs) {
 		switch {
 		case !strings.Contains(line, `msg="TLS handshake failed"`):
 		case strings.Contains(line, "level=WARN"):
@@ -81,12 +88,60 @@ func TestAFailingHandshakeIsLoggedOnce(t *testing.T) {
 			debugs = append(debugs, line)
 		}
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "target="+lis.Addr().String()) ||
+	return warnings, debugs
+}
+
+// TestAFailingHandshakeIsLoggedOnce: a connection whose TLS handshake fails at every try, to a
+// server of another mesh identity, while a call waits for it, logs the failure once as a
+// warning naming the target and the cause, and its other tries as debug lines. Neither the
+// connection nor gRPC said anything at the mesh's log level: gRPC logs each try twice, as
+// warnings of its own logger, off by default.
+func TestAFailingHandshakeIsLoggedOnce(t *testing.T) {
+	addr, m := failingTarget(t)
+	var logs logtest.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	checkUntilFailed(ctx, t, addr, m, log)
+	warnings, debugs := handshakeLines(logs.String())
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "target="+addr) ||
 		!strings.Contains(warnings[0], "spiffe://agentmesh/planning") {
 		t.Errorf("%d tries logged %d warnings, want one naming the target and the server's identity:\n%s",
 			len(debugs)+len(warnings), len(warnings), logs.String())
 	}
 	if len(debugs) == 0 {
 		t.Errorf("the handshake was not tried again in 3 s:\n%s", logs.String())
+	}
+}
+
+// TestConnectionsToOneTargetLogItsFailureOnce: the connections of a process to one target
+// (the orchestrator's clients of stages served at one address, pools, replicas), logging to
+// one logger, whose handshakes fail for one cause log it once as a warning within
+// HandshakeLogInterval, not once per connection: each one's tries are debug lines. A
+// connection logging to another logger logs it as a warning there.
+func TestConnectionsToOneTargetLogItsFailureOnce(t *testing.T) {
+	addr, m := failingTarget(t)
+	var logs, otherLogs logtest.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { checkUntilFailed(ctx, t, addr, m, log) })
+	}
+	wg.Go(func() {
+		checkUntilFailed(ctx, t, addr, m, slog.New(slog.NewTextHandler(&otherLogs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	})
+	wg.Wait()
+	warnings, debugs := handshakeLines(logs.String())
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "target="+addr) {
+		t.Errorf("3 connections tried %d times and logged %d warnings, want one naming the target:\n%s",
+			len(debugs)+len(warnings), len(warnings), logs.String())
+	}
+	if len(debugs) < 2 {
+		t.Errorf("3 connections logged %d debug lines, want a try of every one but the first at least:\n%s", len(debugs), logs.String())
+	}
+	if warnings, _ := handshakeLines(otherLogs.String()); len(warnings) != 1 {
+		t.Errorf("a connection logging to another logger logged %d warnings, want one:\n%s", len(warnings), otherLogs.String())
 	}
 }

@@ -74,8 +74,10 @@ func WithPeer(services ...string) Option {
 }
 
 // WithLogger logs the failed TLS handshakes of a mutual TLS connection (WithMesh) to log, as a
-// warning at most once per HandshakeLogInterval for one cause; nil (the default) logs them
-// to slog.Default().
+// warning at most once per HandshakeLogInterval for one target and cause, however many
+// connections of the process fail with it: they share the limit of every connection that logs
+// to log (the same *slog.Logger: make one per service, not one per connection); nil (the
+// default) logs them to slog.Default().
 func WithLogger(log *slog.Logger) Option {
 	return func(c *config) { c.logger = log }
 }

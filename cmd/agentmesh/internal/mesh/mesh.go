@@ -244,12 +244,18 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 		m.addrs[name] = srv.Addr()
 		return nil
 	}
+	// A service's connections log their failed handshakes to one logger, whose limit they share
+	// (dial.WithLogger): one warning a minute for a target and cause, not one per connection.
+	clientLogs := map[string]*slog.Logger{}
 	conn := func(from, to string, opts ...dial.Option) (grpc.ClientConnInterface, error) {
 		if stage := m.stages[to]; stage != nil {
 			return dial.InProcess(stage.Channel(), dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp)), nil
 		}
+		if clientLogs[from] == nil {
+			clientLogs[from] = log.With("service", from)
+		}
 		c, err := dial.New(m.addrs[to], append(opts, dial.WithTracerProvider(tp(from)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS),
-			dial.WithLogger(log.With("service", from)),
+			dial.WithLogger(clientLogs[from]),
 			own, dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))...)
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("%s → %s: %w", from, to, err))
