@@ -184,7 +184,7 @@ func clientCert(ctx context.Context) *x509.Certificate {
 }
 
 // certPrincipal is the principal a client certificate names: the common name is the user, the
-// first organization the tenant, and its roles are those roles grants its organizational units.
+// first organization the tenant, and roles says which roles its organizational units grant.
 // Neither user nor tenant may hold a '/', which separates them in the principal's ID. A
 // certificate with a URI name of the mesh's trust domain is a service's (MeshID), never a
 // user's, even where one CA signs the mesh's certificates and the public API's clients'.
