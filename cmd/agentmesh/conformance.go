@@ -139,7 +139,7 @@ func checkStage(ctx context.Context, name, addr string, peers []string, opts sta
 	defer func() { _ = conn.Close() }()
 	report, err := stagetest.RunWith(ctx, name, conn, opts)
 	if errors.Is(err, stagetest.ErrUnreachable) && creds != nil {
-		if cause := creds.refused(); cause != nil {
+		if cause := creds.refused(ctx); cause != nil {
 			return report, kitHandshakeError(name, addr, cause)
 		}
 	}

@@ -81,7 +81,12 @@ func keyInClear(addr string) error {
 // and the CLI leaves user_id to it.
 func authenticated() bool { return os.Getenv(envAPIKey) != "" || os.Getenv(envCert) != "" }
 
-// clientTLS trusts the CAs of the PEM file ca and presents the certificate cert (key) when set.
+// clientTLS trusts the CAs of the PEM file ca and presents the certificate cert (key) when set,
+// whenever the server asks for a client certificate: also when the CAs the server names in its
+// request do not include the certificate's, where crypto/tls (with tls.Config.Certificates) sends
+// none, and the call went on without it, UNAUTHENTICATED or as an API key's, never saying that
+// the orchestrator does not take AGENTMESH_CERT. The server refuses it in the handshake then, and
+// the CLI says so (handshakeError).
 func clientTLS(ca, cert, key string) (*tls.Config, error) {
 	pem, err := os.ReadFile(ca)
 	if err != nil {
@@ -97,7 +102,7 @@ func clientTLS(ca, cert, key string) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s and %s: %w", envCert, envKey, err)
 		}
-		cfg.Certificates = []tls.Certificate{pair}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
 	}
 	return cfg, nil
 }
@@ -141,14 +146,27 @@ func stageCredentials(peers ...string) (*handshakes, error) {
 // (a *handshakeRefused: refusedCredentials); nil for any other failure. Such a failure is the
 // CLI's configuration, exit 4, where it read as an orchestrator that does not run (exit 3):
 // AGENTMESH_CA that did not sign the orchestrator's certificate, or a client certificate the
-// orchestrator refused.
+// orchestrator refused (certificateRefused), which the error names with its file.
 func handshakeError(addr string, err error) error {
-	if !errors.As(err, new(*handshakeRefused)) {
+	var refused *handshakeRefused
+	if !errors.As(err, &refused) {
 		return nil
+	}
+	if certificateRefused(refused.cause) {
+		if cert := os.Getenv(envCert); cert != "" {
+			err = fmt.Errorf("the orchestrator at %s refused the client certificate of %s (%s) in the TLS "+
+				"handshake: %v (check %s and %s: a certificate of its auth.client_ca, not expired, "+
+				"not revoked by its auth.client_crl; the orchestrator logs why as \"TLS handshake refused\")",
+				addr, envCert, cert, refused.cause, envCert, envKey)
+		} else {
+			err = fmt.Errorf("the orchestrator at %s refused the TLS handshake without a client certificate: %v "+
+				"(set %s and %s to a certificate of its auth.client_ca and its key)", addr, refused.cause, envCert, envKey)
+		}
+		return exitcode.Wrap(exitcode.Invalid, err)
 	}
 	const check = "check %s, the CA of the orchestrator's certificate, and %s and %s, " +
 		"a client certificate of its auth.client_ca"
 	err = fmt.Errorf("the TLS handshake with the orchestrator at %s failed: %s ("+check+")",
-		addr, status.Convert(err).Message(), envCA, envCert, envKey)
+		addr, refused.reason(status.Convert(err).Message()), envCA, envCert, envKey)
 	return exitcode.Wrap(exitcode.Invalid, err)
 }

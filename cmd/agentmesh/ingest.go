@@ -117,12 +117,13 @@ func reportSummary(r memory.IngestReport) string {
 // ingestError maps a failed ingestion to the CLI's exit codes.
 func ingestError(addr string, err error) error {
 	msg := describe(err)
+	var refused *handshakeRefused
 	switch se := stageerr.FromError(err); {
-	case errors.As(err, new(*handshakeRefused)):
+	case errors.As(err, &refused):
 		// The mesh runs, and refused the CLI's credentials (stageCredentials), or they it.
 		return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("the TLS handshake with the memory "+
 			"service at %s failed: %s (check TLS_CA, the mesh CA, and TLS_CERT and TLS_KEY, "+
-			"the certificate of one of its services)", addr, msg))
+			"the certificate of one of its services)", addr, refused.reason(msg)))
 	case status.Code(err) == codes.Unavailable:
 		return exitcode.Wrap(exitcode.Unavailable, fmt.Errorf("cannot reach the memory service at %s (is `agentmesh dev` running? set --addr or AGENTMESH_MEMORY_ADDR): %s", addr, msg))
 	case se.Code == typev1.StageErrorCode_STAGE_ERROR_CODE_MEMORY_FULL:
