@@ -76,14 +76,23 @@ type Drainer interface {
 	Drain(ctx context.Context)
 }
 
+// Failer is a service that can fail for good while it serves: the memory stage whose schema
+// upgrade, done in the background, cannot build a unique index over the rows stored. Main
+// stops the server, as on SIGTERM, once Failed's channel yields an error, and exits with the
+// error's exit code (exitcode.Of), 3 (exitcode.Unavailable) unless it carries one: the service
+// could not start what it serves. A nil channel never fails.
+type Failer interface {
+	Failed() <-chan error
+}
+
 // Main runs a service binary and exits the process: it logs JSON to stderr, loads the
 // configuration (the file AGENTMESH_CONFIG names, if any, over the standard layers of
 // config.Load, with GRPC_MAX_MESSAGE_BYTES, when set, taking the place of
 // grpc.max_message_bytes, and TLS_CA, TLS_CERT, TLS_KEY and TLS_CRL that of tls.ca, tls.cert,
 // tls.key and tls.crl), sets up tracing for "agentmesh-"+name, serves the process's metrics as
 // Prometheus text on METRICS_ADDR (path /metrics; none when it is unset), builds the service
-// with the configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM,
-// then drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else the service's own drain
+// with the configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM
+// (or a Failer's failure), then drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else the service's own drain
 // timeout, WithDrainTimeout, else DefaultDrainTimeout) and flushes the spans. The server
 // accepts messages of up to grpc.max_message_bytes.
 // The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
@@ -211,10 +220,17 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 		log.Error("listening", "err", err)
 		return exitcode.Unavailable
 	}
+	var failed <-chan error
+	if f, ok := as[Failer](svc); ok {
+		failed = f.Failed()
+	}
+	var failure error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case <-srv.served:
+	case failure = <-failed:
+		log.Error("the service failed: shutting down", "err", failure)
 	}
 	stop() // a second signal now ends the process at once
 	if d, ok := as[Drainer](svc); ok {
@@ -227,6 +243,9 @@ func run(name, defaultAddr string, public bool, args []string, build func(ctx co
 	if err := srv.serveErr(); err != nil {
 		log.Error("serving", "err", err)
 		return exitcode.Failed
+	}
+	if failure != nil {
+		return exitcode.Of(exitcode.Default(exitcode.Unavailable, failure))
 	}
 	return exitcode.OK
 }

@@ -505,3 +505,65 @@ func TestRunDrainsForTheTimeoutItIsGiven(t *testing.T) {
 		})
 	}
 }
+
+// failing is a Registrar that fails for good once its failure is sent (a Failer).
+type failing struct {
+	closer
+	failed chan error
+}
+
+func (f *failing) Failed() <-chan error { return f.failed }
+
+// A service that fails for good while it serves (Failer: the memory stage whose index cannot
+// be built) stops the server, is closed, and the process exits with the failure's code, 3
+// (unavailable) unless it carries one. It served on, NOT_SERVING, for ever.
+func TestRunExitsWhenTheServiceFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"no code", errors.New("the unique index cannot be built"), exitcode.Unavailable},
+		{"its own code", exitcode.Wrap(exitcode.Invalid, errors.New("bad")), exitcode.Invalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := listenOnFreeAddr(t)
+			svc := &failing{failed: make(chan error, 1)}
+			exited := make(chan int, 1)
+			go func() {
+				exited <- run("memory", "127.0.0.1:0", false, nil,
+					func(context.Context, *config.Config) (Registrar, error) {
+						return WithDrainTimeout(svc, time.Second), nil
+					})
+			}()
+			conn, err := dial.New(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+				if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the service never served on %s: %v", addr, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			svc.failed <- tc.err
+			select {
+			case code := <-exited:
+				if code != tc.want {
+					t.Errorf("exit code = %d, want %d", code, tc.want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("still serving 30s after the service failed")
+			}
+			if !svc.closed.Load() {
+				t.Error("the service was not closed")
+			}
+		})
+	}
+}

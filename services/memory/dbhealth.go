@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,8 +15,9 @@ const (
 	PingInterval = time.Second
 	// PingTimeout bounds one question: a database that takes longer does not answer.
 	PingTimeout = 2 * time.Second
-	// schemaTimeout bounds one attempt to create the schema of a store whose database did not
-	// answer when it opened.
+	// schemaTimeout bounds the schema transaction of one attempt to create the schema of a
+	// store whose database did not answer when it opened; the concurrent index builds that
+	// follow it are not bounded (a large table's take longer, and one cut off starts again).
 	schemaTimeout = 30 * time.Second
 )
 
@@ -30,7 +32,11 @@ type dbHealth struct {
 	done   chan struct{} // closed when the prober has returned, or will never start
 	// setup, while not nil, runs after each answer of the database, which is up only once it
 	// succeeds; the prober's alone, nil once it succeeded or when there is nothing to set up.
+	// It bounds its own steps: its context ends only with close.
 	setup func(context.Context) error
+	// failed yields the *IndexError setup failed with, and is closed, once the database is
+	// down for good and the prober has returned.
+	failed chan error
 
 	mu      sync.Mutex
 	up      bool
@@ -39,7 +45,8 @@ type dbHealth struct {
 
 // newDBHealth follows db, which answered when the store opened.
 func newDBHealth(db *sql.DB) *dbHealth {
-	h := &dbHealth{db: db, done: make(chan struct{}), up: true, changed: make(chan struct{})}
+	h := &dbHealth{db: db, done: make(chan struct{}), up: true, changed: make(chan struct{}),
+		failed: make(chan error, 1)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -82,15 +89,20 @@ func (h *dbHealth) probe() {
 		if h.ctx.Err() != nil {
 			return
 		}
+		if ierr := (*IndexError)(nil); errors.As(err, &ierr) {
+			slog.Error("the memory store's schema cannot be upgraded: serving nothing", "error", err)
+			h.set(err)
+			h.failed <- err
+			close(h.failed)
+			return
+		}
 		h.set(err)
 	}
 }
 
 // setUp runs setup once, forgetting it when it succeeds.
 func (h *dbHealth) setUp() error {
-	ctx, cancel := context.WithTimeout(h.ctx, schemaTimeout)
-	defer cancel()
-	if err := h.setup(ctx); err != nil {
+	if err := h.setup(h.ctx); err != nil {
 		return err
 	}
 	h.setup = nil

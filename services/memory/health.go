@@ -16,3 +16,19 @@ func (s *Service) Serving() (bool, <-chan struct{}) {
 type healthReporter interface {
 	Serving() (serving bool, changed <-chan struct{})
 }
+
+// Failed returns a channel that yields the error that stops the service for good, when its
+// store tells (SQLStore.Failed: a schema upgrade that cannot be done), nil otherwise. It
+// implements server.Failer, so that the memory stage exits with it rather than serve without
+// the index it could not build.
+func (s *Service) Failed() <-chan error {
+	if f, ok := s.store.(failer); ok {
+		return f.Failed()
+	}
+	return nil
+}
+
+// failer is a Store that can fail for good while it is open (SQLStore.Failed).
+type failer interface {
+	Failed() <-chan error
+}

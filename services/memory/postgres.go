@@ -45,6 +45,13 @@ func (e *DSNError) Unwrap() error { return e.Err }
 // Serving, and its calls fail, until the database answers and the schema is created, tried
 // every PingInterval from now on, so that the memory stage waits out the outage instead of
 // exiting.
+//
+// Nor does an upgrade that builds indexes hold the open: an index a table made by an earlier
+// release lacks (or one whose build was cut off, left invalid) is built concurrently, in the
+// background, writes to the table going on meanwhile (pgschema.go), and so is the upgrade
+// another replica holds the schema lock for beyond schemaLockWait; the store is not Serving
+// until it is done. A unique index the stored rows break cannot be built: that is an
+// *IndexError, which no wait mends, and Failed yields it.
 func OpenPostgres(ctx context.Context, dsn string, maxConns int,
 	opts ...StoreOption) (*SQLStore, error) {
 	if dsn == "" {
@@ -65,14 +72,24 @@ func OpenPostgres(ctx context.Context, dsn string, maxConns int,
 	pingCtx, cancel := context.WithTimeout(ctx, PingTimeout)
 	err = db.PingContext(pingCtx)
 	cancel()
+	var build []string
 	if err == nil {
-		err = s.createSchema(ctx)
+		build, err = s.openPostgresSchema(ctx)
 	}
 	switch {
-	case err == nil:
+	case err == nil && len(build) == 0:
 		s.health = newDBHealth(db)
+		s.schemaReady()
 	case ctx.Err() != nil:
 		return nil, errors.Join(fmt.Errorf("postgres memory store: %w", err), db.Close())
+	case err == nil:
+		slog.Info("building indexes of the memory store concurrently (writes to its tables go "+
+			"on): serving nothing until they are built", "indexes", build)
+		s.health = newDBHealthAfter(db, s.createSchema)
+	case errors.Is(err, errSchemaBusy):
+		slog.Info("another replica is upgrading the memory schema: serving nothing until it " +
+			"is done and the schema is ready")
+		s.health = newDBHealthAfter(db, s.createSchema)
 	default:
 		slog.Warn("the memory store's database does not answer: serving nothing until it does "+
 			"and the schema is created", "error", err)

@@ -69,7 +69,7 @@ type reindexer struct {
 func newReindexer() reindexer { return reindexer{soon: make(chan struct{}, 1)} }
 
 // startReindexing starts the store's reindexer, which passes at once when a pass was asked
-// for (reindexSoon), and every interval.
+// for (reindexSoon), and every interval, once the store's schema is ready (schemaReady).
 func (s *SQLStore) startReindexing(interval time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.reindex.cancel, s.reindex.done = cancel, make(chan struct{})
@@ -83,6 +83,9 @@ func (s *SQLStore) startReindexing(interval time.Duration) {
 				return
 			case <-s.reindex.soon:
 			case <-tick.C:
+			}
+			if !s.ready.Load() {
+				continue // the schema, or an index, is still to be made: schemaReady asks again
 			}
 			_, err := s.ReindexTerms(ctx)
 			if err == nil || ctx.Err() != nil {

@@ -18,9 +18,13 @@ type dialect struct {
 	blob string
 	// numbered placeholders ($1, $2, ...) instead of ?.
 	numbered bool
-	// schemaLock, when set, runs first in the schema transaction so concurrent opens do not
-	// race to create the same tables.
-	schemaLock string
+	// concurrentIndexes is set for PostgreSQL, which builds an index of a table that exists
+	// already with CREATE INDEX CONCURRENTLY, outside any transaction, under the schema lock of
+	// a session (upgradePostgres), so that writes to the table go on while it builds. Without
+	// it every index is made in the schema transaction, which the transaction itself
+	// serialises (SQLite's BEGIN IMMEDIATE): SQLite builds no index concurrently, and an index
+	// build holds its write lock as every write does.
+	concurrentIndexes bool
 	// runLock, when set, serialises appends to one run's transcript inside their
 	// transaction; its only argument is the run id. Without it the transaction itself must
 	// serialise writers (SQLite's BEGIN IMMEDIATE).
@@ -46,13 +50,13 @@ type dialect struct {
 var (
 	sqliteDialect   = dialect{name: "sqlite", key: "TEXT", blob: "BLOB", columns: "SELECT name FROM pragma_table_info(?)"}
 	postgresDialect = dialect{
-		name:         "postgres",
-		key:          `TEXT COLLATE "C"`,
-		blob:         "BYTEA",
-		numbered:     true,
-		schemaLock:   "SELECT pg_advisory_xact_lock(7007)",
-		runLock:      "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
-		documentLock: "SELECT pg_advisory_xact_lock(7009, hashtext(?))",
+		name:              "postgres",
+		key:               `TEXT COLLATE "C"`,
+		blob:              "BYTEA",
+		numbered:          true,
+		concurrentIndexes: true,
+		runLock:           "SELECT pg_advisory_xact_lock(7008, hashtext(?))",
+		documentLock:      "SELECT pg_advisory_xact_lock(7009, hashtext(?))",
 		// Another class of keys than documentLock's, so that a document's lock is never a
 		// chunk's.
 		documentNameLock: "SELECT pg_advisory_xact_lock(7010, hashtext(?))",
@@ -86,14 +90,51 @@ var addedColumns = []addedColumn{
 	{"memories", "terms_version", "INTEGER NOT NULL DEFAULT 0"},
 }
 
-// addedIndexes are the indexes on addedColumns, made once the columns are there.
-var addedIndexes = []string{
+// index is an index of the schema.
+type index struct {
+	name, table string
+	unique      bool
+	// on is what follows the table's name: the columns, and the WHERE clause of a partial
+	// index.
+	on string
+	// rule is what a unique index keeps, which an IndexError names when the rows stored break
+	// it.
+	rule string
+}
+
+// create returns the statement that makes ix when no index of its name exists: with
+// concurrently, PostgreSQL's CREATE INDEX CONCURRENTLY, which only runs outside a transaction.
+func (ix index) create(concurrently bool) string {
+	var b strings.Builder
+	b.WriteString("CREATE ")
+	if ix.unique {
+		b.WriteString("UNIQUE ")
+	}
+	b.WriteString("INDEX ")
+	if concurrently {
+		b.WriteString("CONCURRENTLY ")
+	}
+	b.WriteString("IF NOT EXISTS " + ix.name + " ON " + ix.table + " " + ix.on)
+	return b.String()
+}
+
+// indexes are the schema's indexes, made once their tables and columns (addedColumns) are
+// there: in the schema transaction when their table is made by it (on SQLite, always), else
+// concurrently after it (dialect.concurrentIndexes).
+var indexes = []index{
+	{name: "memories_newest", table: "memories", on: "(user_id, collection, created_at DESC, id DESC)"},
+	{name: "memory_terms_memory", table: "memory_terms", on: "(memory_id)"},
+	// The runs queued for learning.
+	{name: "learning_queue", table: "learning", on: "(queued_at, run_id) WHERE learned_at = 0"},
+	// The indexes on addedColumns, which a database made before lacks.
+	//
 	// One memory of a user per document chunk (NULLs are distinct: other memories are free).
-	`CREATE UNIQUE INDEX IF NOT EXISTS memories_document ON memories (user_id, document_key)`,
+	{name: "memories_document", table: "memories", unique: true, on: "(user_id, document_key)",
+		rule: "one memory of a user per document chunk"},
 	// The chunks of a user's document, which PutDocument replaces.
-	`CREATE INDEX IF NOT EXISTS memories_of_document ON memories (user_id, document)`,
+	{name: "memories_of_document", table: "memories", on: "(user_id, document)"},
 	// The memories ReindexTerms reads, in its order: none at all, most of the time.
-	`CREATE INDEX IF NOT EXISTS memories_terms_version ON memories (terms_version, id)`,
+	{name: "memories_terms_version", table: "memories", on: "(terms_version, id)"},
 }
 
 // rebind returns query with the dialect's placeholders.
@@ -114,7 +155,8 @@ func (d dialect) rebind(query string) string {
 	return b.String()
 }
 
-// schema returns the statements that create the store's tables when they do not exist.
+// schema returns the statements that create the store's tables when they do not exist (their
+// indexes are indexes).
 func (d dialect) schema() []string {
 	return []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memories (
@@ -126,7 +168,6 @@ func (d dialect) schema() []string {
 	vector %[2]s,
 	body %[2]s NOT NULL
 )`, d.key, d.blob),
-		`CREATE INDEX IF NOT EXISTS memories_newest ON memories (user_id, collection, created_at DESC, id DESC)`,
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memory_terms (
 	user_id %[1]s NOT NULL,
 	collection %[1]s NOT NULL,
@@ -135,7 +176,6 @@ func (d dialect) schema() []string {
 	tf INTEGER NOT NULL,
 	PRIMARY KEY (user_id, collection, term, memory_id)
 )`, d.key),
-		`CREATE INDEX IF NOT EXISTS memory_terms_memory ON memory_terms (memory_id)`,
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS memory_users (
 	user_id %s PRIMARY KEY,
 	memories BIGINT NOT NULL
@@ -164,7 +204,6 @@ func (d dialect) schema() []string {
 	learned_at BIGINT NOT NULL,
 	learned %[2]s
 )`, d.key, d.blob),
-		`CREATE INDEX IF NOT EXISTS learning_queue ON learning (queued_at, run_id) WHERE learned_at = 0`,
 		// Versions of what the schema's data was made by. The releases before the memories'
 		// terms_version indexed every memory again, once, in one transaction, when the row
 		// "terms" was below their termsVersion (no row: 1); recordTermsVersion keeps it at

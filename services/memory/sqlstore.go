@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
@@ -30,6 +31,9 @@ type SQLStore struct {
 	d       dialect
 	health  *dbHealth // nil for a database that is a local file
 	reindex reindexer
+	// ready is set once the schema is made and its indexes built (schemaReady): the
+	// reindexer passes only from then on.
+	ready atomic.Bool
 }
 
 var _ Store = (*SQLStore)(nil)
@@ -45,34 +49,68 @@ func openSQL(ctx context.Context, db *sql.DB, d dialect, o storeOptions) (*SQLSt
 	return s, nil
 }
 
-// createSchema creates the schema when it does not exist, and the columns it lacks.
+// createSchema creates the schema when it does not exist, and the columns and indexes it
+// lacks; the store is ready once it succeeds (schemaReady). On PostgreSQL it is the prober's
+// (dbHealth) setup, whose schema transaction schemaTimeout bounds, and builds the indexes of
+// tables that exist already concurrently (upgradePostgres).
 func (s *SQLStore) createSchema(ctx context.Context) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if s.d.schemaLock != "" {
-			if _, err := tx.ExecContext(ctx, s.d.schemaLock); err != nil {
-				return err
-			}
-		}
-		for _, stmt := range s.d.schema() {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return err
-			}
-		}
-		if err := s.addColumns(ctx, tx); err != nil {
+	var err error
+	if s.d.concurrentIndexes {
+		err = s.upgradePostgres(ctx, schemaTimeout)
+	} else {
+		// SQLite builds no index concurrently: every index is made in the schema transaction,
+		// under the database's write lock, which other writes wait for as for any write.
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			_, err := s.migrate(ctx, tx)
 			return err
-		}
-		for _, stmt := range addedIndexes {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return err
-			}
-		}
-		return s.recordTermsVersion(ctx, tx)
-	})
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("create the %s memory schema: %w", s.d.name, err)
 	}
-	s.reindexSoon() // the memories an earlier release indexed
+	s.schemaReady()
 	return nil
+}
+
+// schemaReady records that the schema is made, its indexes built, and asks for a pass of
+// ReindexTerms over the memories an earlier release indexed: the reindexer passes only from
+// then on, as the memories it reads are found by an index (memories_terms_version).
+func (s *SQLStore) schemaReady() {
+	s.ready.Store(true)
+	s.reindexSoon()
+}
+
+// migrate creates, in tx, the tables that do not exist, the columns they lack (addColumns) and
+// their indexes, and records the terms version. On PostgreSQL (dialect.concurrentIndexes) it
+// makes only the indexes of the tables it creates, which no other session writes yet, and
+// returns those of the tables that existed, for upgradePostgres to build concurrently: even an
+// index that exists would lock its table against writes until the transaction ends
+// (PostgreSQL takes the table's SHARE lock before it sees the index is there).
+func (s *SQLStore) migrate(ctx context.Context, tx *sql.Tx) (later []index, err error) {
+	var existed map[string]bool
+	if s.d.concurrentIndexes {
+		if existed, err = postgresTables(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	for _, stmt := range s.d.schema() {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.addColumns(ctx, tx); err != nil {
+		return nil, err
+	}
+	for _, ix := range indexes {
+		if existed[ix.table] {
+			later = append(later, ix)
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, ix.create(false)); err != nil {
+			return nil, fmt.Errorf("create index %s: %w", ix.name, err)
+		}
+	}
+	return later, s.recordTermsVersion(ctx, tx)
 }
 
 // addColumns adds the addedColumns a table lacks, made by an earlier release.
@@ -135,9 +173,30 @@ func (s *SQLStore) Serving() (bool, <-chan struct{}) {
 	return s.health.serving()
 }
 
-// inTx runs fn in a transaction, committing when it returns nil.
+// Failed returns a channel that yields the error that stops the store for good, while it is
+// open: the *IndexError of a PostgreSQL schema upgrade whose unique index the stored rows break,
+// built after the store opened (OpenPostgres). The store is not Serving from then on. Nil for a
+// SQLite store, whose open fails instead.
+func (s *SQLStore) Failed() <-chan error {
+	if s.health == nil {
+		return nil
+	}
+	return s.health.failed
+}
+
+// txBeginner begins transactions: the store's database, or one connection of it (*sql.Conn).
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// inTx runs fn in a transaction of the store's database, committing when it returns nil.
 func (s *SQLStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	return inTxOf(ctx, s.db, fn)
+}
+
+// inTxOf runs fn in a transaction of db, committing when it returns nil.
+func inTxOf(ctx context.Context, db txBeginner, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
