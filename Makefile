@@ -72,6 +72,7 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	$(call rounds,go test -run '^$$' -bench . -count 1 ./cmd/agentmesh/internal/mesh/) | tee bench.txt
 	$(call rounds,go test -run '^$$' -bench Hop -count 1 ./pkg/server/) | tee -a bench.txt
 	$(call rounds,go test -run '^$$' -bench 'ParseManyTools|PlanAtTheLimits|RecalledFit|DecideLongTargetLists' -count 1 ./services/intent/ ./services/planning/ ./services/assembly/ ./services/recovery/) | tee -a bench.txt
+	$(call rounds,go test -run '^$$' -bench ReindexTerms -count 1 ./services/memory/) | tee -a bench.txt
 	benchstat -filter '.name:Turn' -col /turns bench.txt
 	benchstat -filter '.name:Turn /stages:""' -col /tracing bench.txt
 	benchstat -filter '.name:Turn /tracing:true /stages:""' -col /model bench.txt
@@ -88,6 +89,7 @@ bench: tools ## run the benchmarks and compare their configurations with benchst
 	benchstat -filter '.name:PlanAtTheLimits' -col /n bench.txt
 	benchstat -filter '.name:RecalledFit' -col /memories bench.txt
 	benchstat -filter '.name:DecideLongTargetLists' -col /targets bench.txt
+	benchstat -filter '.name:ReindexTerms' -col /terms bench.txt
 
 dev: ## run the whole mesh in one process with embedded NATS
 	go run ./cmd/agentmesh dev

@@ -19,3 +19,11 @@ func SetSchemaLockWait(t *testing.T, d time.Duration) {
 	schemaLockWait = d
 	t.Cleanup(func() { schemaLockWait = was })
 }
+
+// SetPlainShortcut sets whether ReindexTerms trusts the terms of plain memories until tb ends:
+// off, it reads and compares every memory's, the baseline of its benchmark.
+func SetPlainShortcut(tb testing.TB, on bool) {
+	was := plainShortcut
+	plainShortcut = on
+	tb.Cleanup(func() { plainShortcut = was })
+}

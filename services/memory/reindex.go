@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unicode"
 
 	memoryv1 "github.com/agentmesh/agentmesh/gen/agentmesh/memory/v1"
 	"google.golang.org/protobuf/proto"
@@ -20,7 +21,43 @@ import (
 // splits the runs of scripts written without spaces into pairs of characters; 3 indexes each
 // character of those runs too; 4 reads full-width letters, digits and punctuation as their
 // ASCII forms. A release before the column (0) indexed as version 4 or earlier.
+//
+// A version that changes how text is indexed must say, with plainTermsSince and termsChanged,
+// which memories it indexes as the versions before did: ReindexTerms trusts their terms.
 const termsVersion = 4
+
+// plainTermsSince is the oldest terms_version from which a memory whose text is plain (no
+// character termsChanged) is indexed as termsVersion indexes it: ReindexTerms gives such a
+// memory the version without reading its terms, let alone writing them. Versions 1 to 4 differ
+// only on the characters termsChanged tells (splitTerms reads every other one as version 1's
+// strings.FieldsFunc did: lowercase runs of letters and digits, stopwords left out), and a
+// memory at 0 was indexed by one of them, so every version is covered. A version that changes
+// how other text is indexed (a stopword, another split, stemming) sets plainTermsSince to
+// itself, so that no memory indexed before it is plain; one that changes how other characters
+// are indexed adds them to termsChanged.
+const plainTermsSince = 0
+
+// termsChanged reports whether the versions from plainTermsSince to termsVersion index the
+// character r, as strings.ToLower reads it, otherwise: a character of a script written
+// without spaces (unspaced: version 2 split their runs into pairs of characters, version 3
+// indexes each character too) or the full-width form of an ASCII character (fullWidth: version
+// 4 reads it as that character).
+func termsChanged(r rune) bool { return unspaced(r) != 0 || fullWidth(r) }
+
+// plainText reports whether text holds no character termsChanged, before or after
+// strings.ToLower (which maps it rune by rune with unicode.ToLower).
+func plainText(text string) bool {
+	for _, r := range text {
+		if termsChanged(r) || termsChanged(unicode.ToLower(r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainShortcut is whether ReindexTerms trusts the terms of a plain memory (plainTermsSince):
+// always, but in the benchmark of the pass that reads them all, its baseline.
+var plainShortcut = true
 
 // DefaultReindexInterval is how often a SQL store re-indexes the memories an earlier release
 // indexed (SQLStore.ReindexTerms) when WithReindexInterval does not say: those a replica not
@@ -133,6 +170,9 @@ type TermsReindex struct {
 	Memories int
 	// Rewritten is the number of those whose terms changed (the others' were right already).
 	Rewritten int
+	// Plain is the number of those whose text is plain (plainTermsSince): they got the
+	// version without their terms being read.
+	Plain int
 	// Batches is the number of transactions the pass took, each of at most 500 memories.
 	Batches int
 }
@@ -143,7 +183,9 @@ type TermsReindex struct {
 // of (terms_version, id), 500 at a time, each batch in a transaction of its own (its rows
 // locked on PostgreSQL, those another transaction holds left to a later pass), so that it
 // holds at most a batch, however many there are; a memory whose terms are right already only
-// gets the version. A memory that does not decode keeps its terms, and gets the version too.
+// gets the version, and so does a memory whose text is plain (plainTermsSince), whose terms are
+// not even read: most memories, whose words no version since theirs indexes otherwise. A
+// memory that does not decode keeps its terms, and gets the version too.
 // The store runs it when its schema is created, and then every WithReindexInterval.
 func (s *SQLStore) ReindexTerms(ctx context.Context) (TermsReindex, error) {
 	var r TermsReindex
@@ -198,11 +240,8 @@ func (s *SQLStore) reindexBatch(ctx context.Context, after reindexCursor,
 			return nil
 		}
 		next = batch[n-1].reindexCursor
-		stored, err := s.storedTerms(ctx, tx, batch)
-		if err != nil {
-			return err
-		}
 		var right []any // the ids of the memories whose terms are right
+		var check []decodedMemory
 		for _, sm := range batch {
 			m := &memoryv1.Memory{}
 			if err := proto.Unmarshal(sm.body, m); err != nil {
@@ -211,20 +250,32 @@ func (s *SQLStore) reindexBatch(ctx context.Context, after reindexCursor,
 				right = append(right, sm.id)
 				continue
 			}
-			freq, length := termFrequencies(m.GetContent())
-			if maps.Equal(freq, stored[sm.id]) {
+			if plainShortcut && sm.version >= plainTermsSince && plainText(m.GetContent()) {
 				right = append(right, sm.id)
+				done.Plain++
+				continue
+			}
+			check = append(check, decodedMemory{sm.id, m})
+		}
+		stored, err := s.storedTerms(ctx, tx, check)
+		if err != nil {
+			return err
+		}
+		for _, dm := range check {
+			freq, length := termFrequencies(dm.m.GetContent())
+			if maps.Equal(freq, stored[dm.id]) {
+				right = append(right, dm.id)
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM memory_terms
-WHERE memory_id = ?`), sm.id); err != nil {
+WHERE memory_id = ?`), dm.id); err != nil {
 				return err
 			}
-			if err := s.insertTerms(ctx, tx, m, freq); err != nil {
+			if err := s.insertTerms(ctx, tx, dm.m, freq); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE memories
-SET length = ?, terms_version = ? WHERE id = ?`), length, termsVersion, sm.id); err != nil {
+SET length = ?, terms_version = ? WHERE id = ?`), length, termsVersion, dm.id); err != nil {
 				return err
 			}
 			done.Rewritten++
@@ -243,6 +294,7 @@ WHERE id IN (`+placeholders(len(ids))+`)`), append([]any{termsVersion}, ids...).
 	}
 	r.Memories += done.Memories
 	r.Rewritten += done.Rewritten
+	r.Plain += done.Plain
 	return next, n, nil
 }
 
@@ -269,13 +321,22 @@ ORDER BY terms_version, id LIMIT ?`+s.d.skipLocked),
 	return batch, rows.Err()
 }
 
+// decodedMemory is a memory ReindexTerms read whose terms it compares: its id and the memory.
+type decodedMemory struct {
+	id string
+	m  *memoryv1.Memory
+}
+
 // storedTerms returns the terms memory_terms holds of the memories of batch, with their
 // frequencies.
 func (s *SQLStore) storedTerms(ctx context.Context, tx *sql.Tx,
-	batch []staleMemory) (map[string]map[string]int, error) {
+	batch []decodedMemory) (map[string]map[string]int, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
 	args := make([]any, len(batch))
-	for i, sm := range batch {
-		args[i] = sm.id
+	for i, dm := range batch {
+		args[i] = dm.id
 	}
 	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT memory_id, term, tf FROM memory_terms
 WHERE memory_id IN (`+placeholders(len(args))+`)`), args...)

@@ -216,7 +216,7 @@ func TestSQLStoresReindexRowsOfOldReplicas(t *testing.T) {
 
 // TestSQLStoresReindexInBatches: more memories of an earlier release than one transaction of
 // ReindexTerms takes are all indexed again, a batch at a time; those whose terms were right
-// already only get the version.
+// already only get the version, the plain ones (Latin) without their terms being read.
 func TestSQLStoresReindexInBatches(t *testing.T) {
 	for _, tc := range sqlDatabases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,7 +238,7 @@ func TestSQLStoresReindexInBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := memory.TermsReindex{Memories: n, Rewritten: n / 2, Batches: 3}
+			want := memory.TermsReindex{Memories: n, Rewritten: n / 2, Plain: n / 2, Batches: 3}
 			if got != want {
 				t.Errorf("ReindexTerms = %+v, want %+v", got, want)
 			}
@@ -257,6 +257,93 @@ func TestSQLStoresReindexInBatches(t *testing.T) {
 			again, err := s.ReindexTerms(t.Context())
 			if err != nil || again != (memory.TermsReindex{}) {
 				t.Errorf("ReindexTerms again = %+v, %v; want nothing done", again, err)
+			}
+		})
+	}
+}
+
+// termRows returns the rows of memory_terms of the memories ids in db, as "id term tf", sorted.
+func termRows(t *testing.T, tc sqlDatabase, db *sql.DB, ids ...string) []string {
+	t.Helper()
+	var rows []string
+	for _, id := range ids {
+		query := `SELECT term, tf FROM memory_terms WHERE memory_id = ?`
+		if tc.driver == "pgx" {
+			query = strings.Replace(query, "?", "$1", 1)
+		}
+		r, err := db.QueryContext(t.Context(), query, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Next() {
+			var term string
+			var tf int
+			if err := r.Scan(&term, &tf); err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, fmt.Sprintf("%s %s %d", id, term, tf))
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Close()
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// TestSQLStoresReindexLeavesPlainMemories: the pass after an upgrade gives every memory of an
+// earlier release the current terms version, rewrites the terms of those of a script written
+// without spaces or of full-width letters that it indexed otherwise (found by their words
+// then), and leaves the terms of the others alone, unread: a plain memory (Latin, Cyrillic,
+// Hangul...) is indexed by every version alike. The pass read and compared every memory's
+// terms.
+func TestSQLStoresReindexLeavesPlainMemories(t *testing.T) {
+	plain := []oldMemory{
+		oldLatin,
+		{"p2", "Café au lait, 2024", map[string]int{"café": 1, "au": 1, "lait": 1, "2024": 1}},
+		{"p3", "Привет, мир", map[string]int{"привет": 1, "мир": 1}},
+		{"p4", "서울에 살아요", map[string]int{"서울에": 1, "살아요": 1}},
+		// Terms that are not this text's (made so here): a plain memory's are not even read.
+		{"p5", "Osaka trip", map[string]int{"osaka": 1, "trip": 1, "unread": 1}},
+	}
+	others := []oldMemory{oldTokyo, oldWide,
+		{"t1", "กรุงเทพ", map[string]int{"กรุงเทพ": 1}},
+		// Indexed as this release does already (by one of version 4, before the column).
+		{"c1", "大阪", map[string]int{"大阪": 1, "大": 1, "阪": 1}},
+	}
+	var plainIDs []string
+	for _, m := range plain {
+		plainIDs = append(plainIDs, m.id)
+	}
+	for _, tc := range sqlDatabases {
+		t.Run(tc.name, func(t *testing.T) {
+			source := tc.source(t)
+			s := tc.open(t, source)
+			s.StopReindexing()
+			db := openDB(t, tc, source)
+			insertOld(t, tc, db, append(slices.Clone(plain), others...)...)
+			before := termRows(t, tc, db, plainIDs...)
+			got, err := s.ReindexTerms(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := memory.TermsReindex{Memories: len(plain) + len(others), Rewritten: 3,
+				Plain: len(plain), Batches: 1}
+			if got != want {
+				t.Errorf("ReindexTerms = %+v, want %+v", got, want)
+			}
+			if stale := staleRows(t, db); stale != 0 {
+				t.Errorf("%d memories are still at an older terms version", stale)
+			}
+			if after := termRows(t, tc, db, plainIDs...); !slices.Equal(after, before) {
+				t.Errorf("the plain memories' terms went from %q to %q, want them untouched",
+					before, after)
+			}
+			if ok, why := searchFinds(t, s, map[string]string{"東京": "m0", "東": "m0",
+				"aws": "m2", "ＡＷＳ": "m2", "กรุง": "t1", "大阪": "c1", "tokyo": "m1",
+				"café": "p2", "мир": "p3", "서울에": "p4", "unread": "p5"}); !ok {
+				t.Error(why)
 			}
 		})
 	}

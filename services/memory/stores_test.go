@@ -147,7 +147,7 @@ var sqlDatabases = []sqlDatabase{
 	{"sqlite", "sqlite", "TEXT", "BLOB", func(t *testing.T) string {
 		return filepath.Join(t.TempDir(), "memory.db")
 	}, openSQLite},
-	{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", storetest.PostgresDSN, openPostgres},
+	{"postgres", "pgx", `TEXT COLLATE "C"`, "BYTEA", func(t *testing.T) string { return storetest.PostgresDSN(t) }, openPostgres},
 }
 
 // A database made before the learning queue kept each run's trace context gets the columns

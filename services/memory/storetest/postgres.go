@@ -20,7 +20,7 @@ const EnvPostgresDSN = "AGENTMESH_TEST_POSTGRES_DSN"
 // PostgresDSN returns the DSN of the test database with its search_path set to a new, empty
 // schema, dropped with everything in it when t ends, so tests and packages running at the
 // same time never see each other's tables. It fails t when EnvPostgresDSN is unset.
-func PostgresDSN(t *testing.T) string {
+func PostgresDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(EnvPostgresDSN)
 	if dsn == "" {
@@ -42,7 +42,7 @@ func PostgresDSN(t *testing.T) string {
 }
 
 // exec runs one statement on its own connection.
-func exec(t *testing.T, ctx context.Context, dsn, stmt string) {
+func exec(t testing.TB, ctx context.Context, dsn, stmt string) {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -55,7 +55,7 @@ func exec(t *testing.T, ctx context.Context, dsn, stmt string) {
 }
 
 // withSearchPath returns dsn, a URL or key=value string, with search_path set to schema.
-func withSearchPath(t *testing.T, dsn, schema string) string {
+func withSearchPath(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	if !strings.Contains(dsn, "://") {
 		return dsn + " search_path=" + schema
