@@ -92,9 +92,9 @@ type Failer interface {
 // tls.key and tls.crl), sets up tracing for "agentmesh-"+name, serves the process's metrics as
 // Prometheus text on METRICS_ADDR (path /metrics; none when it is unset), builds the service
 // with the configuration, serves it on LISTEN_ADDR (else defaultAddr) until SIGINT or SIGTERM
-// (or a Failer's failure), then drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else the service's own drain
-// timeout, WithDrainTimeout, else DefaultDrainTimeout) and flushes the spans. The server
-// accepts messages of up to grpc.max_message_bytes.
+// (or a Failer's failure), then drains (for up to DRAIN_TIMEOUT_MS milliseconds when set, else
+// the service's own drain timeout, WithDrainTimeout, else DefaultDrainTimeout) and flushes the
+// spans. The server accepts messages of up to grpc.max_message_bytes.
 // The Go runtime's memory limit follows the container's (LimitMemory). An invalid configuration
 // (LISTEN_ADDR and METRICS_ADDR included: host:port, a port from 0 to 65535; DRAIN_TIMEOUT_MS
 // too) exits 4; a build error exits with its exitcode.Of code (1 unless it carries one); a listen

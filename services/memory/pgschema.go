@@ -80,21 +80,8 @@ func (e *IndexError) Unwrap() error { return e.Err }
 
 // postgresTables returns the names of the tables of the current schema, where the store's are.
 func postgresTables(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT table_name FROM information_schema.tables
+	return queryNames(ctx, tx, `SELECT table_name FROM information_schema.tables
 WHERE table_schema = current_schema()`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	names := make(map[string]bool)
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		names[name] = true
-	}
-	return names, rows.Err()
 }
 
 // openPostgresSchema is OpenPostgres's schema step: under the schema lock, waited for up to

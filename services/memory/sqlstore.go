@@ -137,7 +137,12 @@ func (s *SQLStore) addColumns(ctx context.Context, tx *sql.Tx) error {
 
 // columns returns the names of the columns of table.
 func (s *SQLStore) columns(ctx context.Context, tx *sql.Tx, table string) (map[string]bool, error) {
-	rows, err := tx.QueryContext(ctx, s.d.rebind(s.d.columns), table)
+	return queryNames(ctx, tx, s.d.rebind(s.d.columns), table)
+}
+
+// queryNames returns the set of names that query (with args), of one text column, reads.
+func queryNames(ctx context.Context, tx *sql.Tx, query string, args ...any) (map[string]bool, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
