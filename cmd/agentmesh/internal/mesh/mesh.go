@@ -411,7 +411,8 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			Intent: peer(Intent), Planning: peer(Planning), Context: peer(Context),
 			Generation: peer(Generation), Action: peer(Action), Observation: peer(Observation),
 			Memory: peer(Memory), Recovery: peer(Recovery),
-		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS), own,
+		}, dial.WithTracerProvider(tp(Orchestrator)), dial.WithMeterProvider(mp), dial.WithMesh(meshTLS),
+			dial.WithLogger(log.With("service", Orchestrator)), own,
 			dial.WithMaxMessageBytes(cfg.GRPC.MaxMessageBytes))
 		if err != nil {
 			return nil, exitcode.Wrap(exitcode.Unavailable, err)
