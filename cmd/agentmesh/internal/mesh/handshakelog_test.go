@@ -2,22 +2,19 @@ package mesh_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/mesh"
+	"github.com/agentmesh/agentmesh/cmd/agentmesh/internal/meshproc"
 	agentv1 "github.com/agentmesh/agentmesh/gen/agentmesh/agent/v1"
 	"github.com/agentmesh/agentmesh/pkg/certs"
 	"github.com/agentmesh/agentmesh/pkg/config"
 	"github.com/agentmesh/agentmesh/pkg/logtest"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // TestTheOrchestratorsHandshakesLogToTheMesh: with mutual TLS, a failed handshake of the
@@ -25,19 +22,8 @@ import (
 // logged to the mesh's logger, as the orchestrator's ("service": "orchestrator"), as the other
 // services' failed handshakes are; it went to slog's default logger, outside the mesh's log.
 func TestTheOrchestratorsHandshakesLogToTheMesh(t *testing.T) {
-	dir := t.TempDir()
-	ca, err := certs.NewCA("mesh CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := ca.WriteCert(caFile); err != nil {
-		t.Fatal(err)
-	}
-	own, err := ca.Write(dir, "orchestrator", certs.Service("orchestrator"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pki := meshproc.NewPKI(t, t.TempDir())
+	own := pki.Issue(t, "orchestrator", certs.Service("orchestrator"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // takes connections, and closes them at once
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +44,7 @@ func TestTheOrchestratorsHandshakesLogToTheMesh(t *testing.T) {
 		<-done
 	})
 	cfg := config.Default()
-	cfg.TLS = config.TLS{CA: caFile, Cert: own.Cert, Key: own.Key}
+	cfg.TLS = config.TLS{CA: pki.CAFile(), Cert: own.Cert, Key: own.Key}
 	logs := &logtest.Buffer{}
 	m, err := mesh.Start(t.Context(), mesh.Options{Config: cfg, Ephemeral: true,
 		StoreDir: t.TempDir(), Logger: slog.New(slog.NewJSONHandler(logs, nil)),
@@ -68,10 +54,8 @@ func TestTheOrchestratorsHandshakesLogToTheMesh(t *testing.T) {
 	}
 	t.Cleanup(m.Close)
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
 	conn, err := grpc.NewClient(m.Addr(mesh.Orchestrator),
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots})))
+		grpc.WithTransportCredentials(pki.Client(t, certs.Pair{})))
 	if err != nil {
 		t.Fatal(err)
 	}
