@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -143,17 +144,7 @@ func TestRunServesUntilSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: "intent"})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service never reported SERVING on LISTEN_ADDR %s: %v", addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitServing(t, conn, "intent", fmt.Sprintf("the service never reported SERVING on LISTEN_ADDR %s", addr))
 
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -376,17 +367,7 @@ func TestRunServesMutualTLSBetweenServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service never reported SERVING over mutual TLS: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitServing(t, conn, "", "the service never reported SERVING over mutual TLS")
 	plain, err := dial.New(addr, dial.WithoutRetry())
 	if err != nil {
 		t.Fatal(err)
@@ -541,17 +522,7 @@ func TestRunExitsWhenTheServiceFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
-				if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the service never served on %s: %v", addr, err)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitServing(t, conn, "", fmt.Sprintf("the service never served on %s", addr))
 			svc.failed <- tc.err
 			select {
 			case code := <-exited:
@@ -565,5 +536,23 @@ func TestRunExitsWhenTheServiceFails(t *testing.T) {
 				t.Error("the service was not closed")
 			}
 		})
+	}
+}
+
+// waitServing polls the health of service ("" for the server's) over conn until it is SERVING,
+// failing the test with why after 10 s.
+func waitServing(t *testing.T, conn grpc.ClientConnInterface, service, why string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(),
+			&healthpb.HealthCheckRequest{Service: service})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", why, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
