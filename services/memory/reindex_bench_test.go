@@ -57,22 +57,13 @@ func (m benchMix) text(i int) (string, map[string]int) {
 // terms back to that release's.
 func fillOld(b *testing.B, db *sql.DB, pg bool, mix benchMix, reset bool) {
 	b.Helper()
-	bind := func(query string) string {
-		if !pg {
-			return query
-		}
-		for n := 1; strings.Contains(query, "?"); n++ {
-			query = strings.Replace(query, "?", "$"+strconv.Itoa(n), 1)
-		}
-		return query
-	}
 	tx, err := db.BeginTx(b.Context(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	exec := func(query string, args ...any) {
-		if _, err := tx.ExecContext(b.Context(), bind(query), args...); err != nil {
+		if _, err := tx.ExecContext(b.Context(), bindFor(query, pg), args...); err != nil {
 			b.Fatalf("%s: %v", query, err)
 		}
 	}

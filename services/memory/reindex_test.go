@@ -47,20 +47,24 @@ func openDB(t *testing.T, tc sqlDatabase, source string) *sql.DB {
 	return db
 }
 
+// bindFor returns query, written with '?' placeholders, as the driver takes it: with $1, $2,
+// ... for PostgreSQL (pg).
+func bindFor(query string, pg bool) string {
+	if !pg {
+		return query
+	}
+	for n := 1; strings.Contains(query, "?"); n++ {
+		query = strings.Replace(query, "?", "$"+strconv.Itoa(n), 1)
+	}
+	return query
+}
+
 // insertOld writes the memories into db as a replica of a release before terms_version does:
 // an INSERT of the row that does not name the column, and the memory's terms as it indexed
 // them, in one transaction.
 func insertOld(t *testing.T, tc sqlDatabase, db *sql.DB, ms ...oldMemory) {
 	t.Helper()
-	bind := func(query string) string {
-		if tc.driver != "pgx" {
-			return query
-		}
-		for n := 1; strings.Contains(query, "?"); n++ {
-			query = strings.Replace(query, "?", "$"+strconv.Itoa(n), 1)
-		}
-		return query
-	}
+	bind := func(query string) string { return bindFor(query, tc.driver == "pgx") }
 	tx, err := db.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
