@@ -200,7 +200,7 @@ func concat(t *testing.T, parts ...[]byte) []byte {
 
 // TestCRLsMustBeSignedByTheCA: a CRL that does not parse, or that no CA of the CA file signed
 // (another CA's, even of the same name), does not load: a CRLError, naming the file and the
-// CRL's issuer; the mesh's and the public API's alike (LoadServerTLS naming auth.client_crl).
+// CRL's issuer; the mesh's and the public API's alike (FollowServerTLS naming auth.client_crl).
 func TestCRLsMustBeSignedByTheCA(t *testing.T) {
 	p := newCRLPKI(t, "mesh CA")
 	impostor, err := certs.NewCA("mesh CA") // the same name, another key
@@ -228,7 +228,7 @@ func TestCRLsMustBeSignedByTheCA(t *testing.T) {
 		if !errors.As(err, &crlErr) || crlErr.File != crlFile || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("mesh, %s: %v, want a CRLError of %s saying %q", tc.name, err, crlFile, tc.want)
 		}
-		_, err = auth.LoadServerTLS(auth.ServerFiles{Cert: own.Cert, Key: own.Key, ClientCA: p.caFile, ClientCRL: crlFile}, 0)
+		_, err = auth.FollowServerTLS(auth.ServerFiles{Cert: own.Cert, Key: own.Key, ClientCA: p.caFile, ClientCRL: crlFile}, 0)
 		if !errors.As(err, &crlErr) || !strings.HasPrefix(err.Error(), "auth.client_crl: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("public API, %s: %v, want auth.client_crl saying %q", tc.name, err, tc.want)
 		}
@@ -424,7 +424,7 @@ func TestRewrittenCRLApplies(t *testing.T) {
 	}
 }
 
-// publicAPI is a server of LoadServerTLS for a client CA whose CRLs are in crlFile, and
+// publicAPI is a server of FollowServerTLS for a client CA whose CRLs are in crlFile, and
 // certificates of that CA.
 type publicAPI struct {
 	clients *crlPKI
@@ -443,10 +443,11 @@ func newPublicAPI(t *testing.T, crlPEM func(*certs.CA) []byte) *publicAPI {
 	a := &publicAPI{clients: clients, crlFile: filepath.Join(clients.dir, "clients.crl"), roots: x509.NewCertPool()}
 	a.roots.AppendCertsFromPEM(servers.ca.CertPEM())
 	writeFile(t, a.crlFile, crlPEM(clients.ca))
-	cfg, err := auth.LoadServerTLS(auth.ServerFiles{Cert: api.Cert, Key: api.Key, ClientCA: clients.caFile, ClientCRL: a.crlFile}, 1)
+	srv, err := auth.FollowServerTLS(auth.ServerFiles{Cert: api.Cert, Key: api.Key, ClientCA: clients.caFile, ClientCRL: a.crlFile}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := srv.Config()
 	a.addr, a.refused = serveHandshakes(t, cfg)
 	return a
 }

@@ -134,7 +134,7 @@ type ServerFiles struct {
 	ClientCRL string
 }
 
-// serverState is the certificate, client CAs and CRLs a server of LoadServerTLS uses now.
+// serverState is the certificate, client CAs and CRLs a server of FollowServerTLS uses now.
 type serverState struct {
 	cert      tls.Certificate
 	clientCAs *x509.CertPool // nil: no client certificates
@@ -159,15 +159,6 @@ func (s *ServerTLS) clientCRLs() *crls {
 		return nil
 	}
 	return followedCRLs(s.files, func(st *serverState) *revocations { return st.revoked })
-}
-
-// LoadServerTLS is the configuration of FollowServerTLS.
-func LoadServerTLS(files ServerFiles, every time.Duration) (*tls.Config, error) {
-	s, err := FollowServerTLS(files, every)
-	if err != nil {
-		return nil, err
-	}
-	return s.Config(), nil
 }
 
 // FollowServerTLS returns the TLS of a server that presents the certificate and key of

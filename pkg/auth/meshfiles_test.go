@@ -70,10 +70,10 @@ func TestLoadMeshTLSFollowsItsFiles(t *testing.T) {
 	}
 }
 
-// TestLoadServerTLSFollowsItsFiles: the public API's TLS presents, from the next connection
+// TestFollowServerTLSFollowsItsFiles: the public API's TLS presents, from the next connection
 // on, the certificate its files were rotated to; files that do not load leave the current one
 // in use.
-func TestLoadServerTLSFollowsItsFiles(t *testing.T) {
+func TestFollowServerTLSFollowsItsFiles(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := certs.NewCA("public CA")
 	if err != nil {
@@ -90,10 +90,11 @@ func TestLoadServerTLSFollowsItsFiles(t *testing.T) {
 	served := filepath.Join(dir, "served")
 	first := issue("api-1")
 	rotateTo(t, first, served)
-	cfg, err := auth.LoadServerTLS(auth.ServerFiles{Cert: served + ".pem", Key: served + "-key.pem"}, 1)
+	srv, err := auth.FollowServerTLS(auth.ServerFiles{Cert: served + ".pem", Key: served + "-key.pem"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := srv.Config()
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CertPEM())
 	addr := serveTLS(t, cfg)
@@ -152,10 +153,11 @@ func TestRotationToFilesOfTheSameSizeAndTimeIsFollowed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := auth.LoadServerTLS(auth.ServerFiles{Cert: served + ".pem", Key: served + "-key.pem"}, 1)
+	srv, err := auth.FollowServerTLS(auth.ServerFiles{Cert: served + ".pem", Key: served + "-key.pem"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := srv.Config()
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CertPEM())
 	addr := serveTLS(t, cfg)
