@@ -13,7 +13,7 @@ TOOLS := github.com/bufbuild/buf/cmd/buf \
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-tools: ## build the pinned tools (buf, protoc plugins, grpcurl) into ./bin
+tools: ## build the pinned tools (buf, protoc plugins, grpcurl, benchstat) into ./bin
 	@mkdir -p $(BIN)
 	cd tools && GOWORK=off go build -o $(BIN)/ $(TOOLS)
 
