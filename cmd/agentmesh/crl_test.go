@@ -222,3 +222,49 @@ func TestRevokedStageIsRefusedByItsCallerAndCallee(t *testing.T) {
 		t.Errorf("memory, called with the orchestrator's certificate after the rewrite: %v", err)
 	}
 }
+
+// TestRevokedStageIsLeftOnTheOrchestratorsOpenConnection: a mesh with tls.crl whose runs go
+// through the intent stage over connections the orchestrator has open; the CRL file rewritten
+// to list the intent stage's certificate, the orchestrator, once it has read the file again,
+// closes its connections to that stage, logging it with the certificate and its serial, and no
+// call of its is sent to the stage any more: the next run ends STAGE_UNAVAILABLE naming the
+// certificate revoked (the connection made again refuses it in its handshake), without
+// waiting for the connections to be made again of themselves.
+func TestRevokedStageIsLeftOnTheOrchestratorsOpenConnection(t *testing.T) {
+	isolate(t)
+	m := meshproc.Start(t, meshproc.Options{MTLS: true, CRL: true, Replicas: []string{meshproc.Orchestrator}})
+	pki := m.PKI()
+	orchestrator := m.Replica(t, meshproc.Orchestrator)
+	t.Setenv(envCA, pki.CAFile())
+	runOnce := func() (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), []string{"run", "--json", "--addr", orchestrator.Addr(), "What is 6 times 7?"}, &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	if code, out := runOnce(); code != 0 {
+		t.Fatalf("a run before the intent stage's certificate is revoked: exit %d\n%s", code, out)
+	}
+
+	serial, err := certs.SerialOf(pki.Service("intent").Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked := "the certificate of spiffe://agentmesh/intent, serial " + auth.FormatSerial(serial) + ", is revoked"
+	pki.Revoke(t, "intent")
+	var code int
+	var out string
+	if !until(t, crlReload, func() bool {
+		code, out = runOnce()
+		return code != 0
+	}) {
+		t.Fatalf("runs through the intent stage still succeed %v after the CRL was rewritten to list its certificate", crlReload)
+	}
+	if !strings.Contains(out, "STAGE_UNAVAILABLE") || !strings.Contains(out, revoked) {
+		t.Errorf("a run through the revoked intent stage: exit %d, want it to end STAGE_UNAVAILABLE naming the certificate revoked (%s):\n%s",
+			code, revoked, out)
+	}
+	logs := orchestrator.Logs()
+	if !strings.Contains(logs, "connections to a server of a revoked certificate closed") || !strings.Contains(logs, revoked) {
+		t.Errorf("the orchestrator did not log that it closed its connections to the revoked intent stage (%s):\n%s", revoked, logs)
+	}
+}

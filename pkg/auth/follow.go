@@ -15,8 +15,9 @@ import (
 
 // ReloadInterval is how often, at most, TLS material and API keys loaded from files look
 // whether they changed: at the handshakes of new connections (TLS), at calls (API keys, and
-// CRLs where calls are checked against them), and while calls that a revocation would end are
-// held (Authenticator.Hold, MeshTLS.Hold), so an idle service reads nothing.
+// CRLs where calls are checked against them), and while calls or connections that a
+// revocation would end are held (Authenticator.Hold, MeshTLS.Hold, the connections of
+// MeshTLS.ClientCredentials with CRLs), so a service with nothing open reads nothing.
 const ReloadInterval = 10 * time.Second
 
 // followed is a value loaded from files and loaded again when they change: at most once per

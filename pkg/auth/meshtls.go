@@ -120,7 +120,12 @@ func refuseRevoked(revoked *revocations, refusals *refusalLog, hello *tls.Client
 // client expects, so that one service's certificate cannot pass for another's (a stage's
 // certificate, stolen or its stage compromised, serving the calls meant for the memory stage).
 func (m *MeshTLS) ClientConfig(peers ...string) *tls.Config {
-	peers = slices.Clone(peers)
+	return m.clientConfig(slices.Clone(peers), nil)
+}
+
+// clientConfig is ClientConfig(peers...), which gives the verified chains of the server's
+// certificate to verified, when set, at a handshake that accepts it.
+func (m *MeshTLS) clientConfig(peers []string, verified func([][]*x509.Certificate)) *tls.Config {
 	return &tls.Config{
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &m.current().cert, nil },
 		MinVersion:           tls.VersionTLS13,
@@ -128,7 +133,11 @@ func (m *MeshTLS) ClientConfig(peers ...string) *tls.Config {
 		// VerifyConnection verifies the chain and the identity instead.
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return m.verifyServer(cs, peers)
+			chains, err := m.verifyServer(cs, peers)
+			if err == nil && verified != nil {
+				verified(chains)
+			}
+			return err
 		},
 	}
 }
@@ -152,10 +161,10 @@ func (e *ServerCertError) Unwrap() error { return errors.Unwrap(e.err) }
 
 // verifyServer accepts a server that presents a certificate of the mesh CA naming a mesh
 // identity, one of peers unless it is empty, and that no CRL revokes; it refuses any other
-// with a *ServerCertError.
-func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
+// with a *ServerCertError. It returns the verified chains of the certificate it accepts.
+func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) ([][]*x509.Certificate, error) {
 	if len(cs.PeerCertificates) == 0 {
-		return &ServerCertError{err: errors.New("the server presented no certificate")}
+		return nil, &ServerCertError{err: errors.New("the server presented no certificate")}
 	}
 	leaf := cs.PeerCertificates[0]
 	var intermediates [][]byte
@@ -165,25 +174,25 @@ func (m *MeshTLS) verifyServer(cs tls.ConnectionState, peers []string) error {
 	st := m.current()
 	chains, err := verifyChain(st.roots, leaf, intermediates, x509.ExtKeyUsageServerAuth)
 	if err != nil {
-		return &ServerCertError{err: fmt.Errorf("the server's certificate: %w", err)}
+		return nil, &ServerCertError{err: fmt.Errorf("the server's certificate: %w", err)}
 	}
 	if err := st.revoked.check(chains); err != nil {
-		return &ServerCertError{err: fmt.Errorf("the server's certificate: %w", err)}
+		return nil, &ServerCertError{err: fmt.Errorf("the server's certificate: %w", err)}
 	}
 	service, ok := MeshService(leaf)
 	if !ok {
-		return &ServerCertError{err: fmt.Errorf("the server's certificate (%q) names no mesh identity", leaf.Subject.String())}
+		return nil, &ServerCertError{err: fmt.Errorf("the server's certificate (%q) names no mesh identity", leaf.Subject.String())}
 	}
 	if len(peers) > 0 && !slices.Contains(peers, service) {
 		want := make([]string, len(peers))
 		for i, p := range peers {
 			want[i] = MeshID(p)
 		}
-		return &ServerCertError{Service: service, err: fmt.Errorf("the server's certificate is %s's (%s), not the one of the service "+
+		return nil, &ServerCertError{Service: service, err: fmt.Errorf("the server's certificate is %s's (%s), not the one of the service "+
 			"called (%s): another service of the mesh may not answer its calls",
 			service, MeshID(service), strings.Join(want, " or "))}
 	}
-	return nil
+	return chains, nil
 }
 
 // verifyChain checks that leaf, with the DER intermediates, chains to roots for usage, and

@@ -94,19 +94,22 @@ func (a *Authenticator) Hold(ctx context.Context) (held context.Context, release
 	return h.hold(ctx, &heldCall{sum: sum, keyed: keyed, chains: chains})
 }
 
-// heldCall is a call that holds holds: what authenticated it, and what ends it.
+// heldCall is a call that holds holds: what authenticated it, and what ends it; or a client
+// connection (MeshTLS.ClientCredentials): the server's certificate, and what closes it.
 type heldCall struct {
 	sum    [sha256.Size]byte       // the SHA-256 of its API key, when keyed
 	keyed  bool                    // it was made with an API key of the followed keys
 	chains [][]*x509.Certificate   // the verified chains of its connection's client certificate, nil for none
+	server bool                    // chains are the server's of a client connection, which cancel closes
 	cancel context.CancelCauseFunc // ends it
 }
 
 // holds are the calls held (Authenticator.Hold, MeshTLS.Hold) that a followed keys file or a
-// followed file of CRLs can revoke. While it holds any, one goroutine (watch) gets the keys
-// and the CRLs at every reload interval, so that the files are read again without a call to
-// read them; each new set of keys (revokeKeys), and each new CRLs (revokeCerts), ends the
-// calls they revoke.
+// followed file of CRLs can revoke, and the client connections (MeshTLS.ClientCredentials)
+// that the CRLs can revoke the server of. While it holds any, one goroutine (watch) gets the
+// keys and the CRLs at every reload interval, so that the files are read again without a call
+// to read them; each new set of keys (revokeKeys), and each new CRLs (revokeCerts), ends the
+// calls and closes the connections they revoke.
 type holds struct {
 	keys *followed[keySet] // nil: no followed keys
 	crls *crls             // nil: no CRLs
@@ -198,6 +201,9 @@ func (h *holds) revoked(c *heldCall, keys *keySet, crls *revocations) error {
 	}
 	if c.chains != nil {
 		if err := crls.listed(c.chains); err != nil {
+			if c.server {
+				return serverRevokedErr(err)
+			}
 			return certRevokedErr(err)
 		}
 	}
@@ -251,18 +257,22 @@ func (h *holds) endRevoked(keys *keySet, crls *revocations) {
 	h.end(gone)
 }
 
-// end ends those of the calls that are still held, with their causes.
+// end ends those of the calls (and closes those of the connections) that are still held, with
+// their causes.
 func (h *holds) end(calls []revokedCall) {
-	keys, certs := 0, 0
-	var cert error
+	keys, certs, servers := 0, 0, 0
+	var cert, server error
 	for _, r := range calls {
 		if !h.remove(r.call) {
 			continue
 		}
 		r.call.cancel(r.cause)
-		if errors.Is(r.cause, ErrKeyRevoked) {
+		switch {
+		case errors.Is(r.cause, ErrKeyRevoked):
 			keys++
-		} else {
+		case r.call.server:
+			servers, server = servers+1, r.cause
+		default:
 			certs, cert = certs+1, r.cause
 		}
 	}
@@ -271,6 +281,9 @@ func (h *holds) end(calls []revokedCall) {
 	}
 	if certs > 0 {
 		slog.Info("calls of a revoked client certificate ended", "calls", certs, "err", errors.Unwrap(cert))
+	}
+	if servers > 0 {
+		slog.Info("connections to a server of a revoked certificate closed", "connections", servers, "err", errors.Unwrap(server))
 	}
 }
 
@@ -291,7 +304,8 @@ func (h *holds) untilCheck() time.Duration {
 
 // watch gets the keys and the CRLs whenever their reload interval has passed (followed.get
 // reads the files again then: a new set of keys comes to revokeKeys, and new CRLs, read by
-// watch or by a handshake meanwhile, to revokeCerts), for as long as a call is held.
+// watch or by a handshake meanwhile, to revokeCerts), for as long as a call or a connection is
+// held.
 func (h *holds) watch() {
 	t := time.NewTimer(h.untilCheck())
 	defer t.Stop()

@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // registers the client-side health checker
 	"google.golang.org/grpc/keepalive"
@@ -85,7 +84,7 @@ func New(target string, opts ...Option) (*grpc.ClientConn, error) {
 	}
 	transport := insecure.NewCredentials()
 	if cfg.mesh != nil {
-		transport = logHandshakes(credentials.NewTLS(cfg.mesh.ClientConfig(cfg.peers...)), cfg.logger)
+		transport = logHandshakes(cfg.mesh.ClientCredentials(cfg.peers...), cfg.logger)
 	}
 	sc := serviceConfig
 	if !cfg.retry {

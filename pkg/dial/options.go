@@ -59,8 +59,11 @@ func WithMaxMessageBytes(n int) Option {
 
 // WithMesh makes the connection mutual TLS between services: it presents the service's
 // certificate and accepts only a server of the mesh CA that names a mesh identity, one that
-// WithPeer names when it is given (see auth.MeshTLS.ClientConfig). A nil m keeps the
-// connection plaintext, as without mutual TLS configured.
+// WithPeer names when it is given (see auth.MeshTLS.ClientConfig). With CRLs (tls.crl) a
+// connection to a server whose certificate they list once they are read again is closed, its
+// calls in flight ending UNAVAILABLE, and its address connected to again, whose handshake
+// refuses that server (see auth.MeshTLS.ClientCredentials). A nil m keeps the connection
+// plaintext, as without mutual TLS configured.
 func WithMesh(m *auth.MeshTLS) Option {
 	return func(c *config) { c.mesh = m }
 }
