@@ -564,8 +564,8 @@ type MCPLimits struct {
 type RestTool struct {
 	// Description tells the model what the tool does.
 	Description string `yaml:"description,omitempty"`
-	// Method is the HTTP method: GET (the default, when empty), POST, PUT, PATCH, DELETE or
-	// HEAD.
+	// Method is the HTTP method: GET (the default, when empty), POST, PUT, PATCH, DELETE,
+	// HEAD or OPTIONS.
 	Method string `yaml:"method,omitempty"`
 	// URL is the request URL (http or https).
 	URL string `yaml:"url"`
@@ -584,8 +584,8 @@ type RestTool struct {
 	// Queue names the queue the tool runs on; empty means "default".
 	Queue string `yaml:"queue,omitempty"`
 	// RequiresApproval makes every call wait for approval; tools.no_approval may not name the
-	// tool then. A method other than GET and HEAD makes it so by default (it may write, delete
-	// or spend); tools.no_approval exempts such a tool.
+	// tool then. A method other than GET, HEAD and OPTIONS (HTTP's safe methods) makes it so by
+	// default (it may write, delete or spend); tools.no_approval exempts such a tool.
 	RequiresApproval bool `yaml:"requires_approval,omitempty"`
 }
 

@@ -61,7 +61,7 @@ var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,61}$`)
 const eitherApproval = "a tool requires approval or is exempt from it, not both"
 
 // restMethods are the accepted REST tool methods ("" means GET).
-var restMethods = []string{"", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
+var restMethods = []string{"", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
 
 // problems collects what is wrong with a configuration.
 type problems []error
@@ -565,7 +565,7 @@ func (c *Config) validateTools(p *problems) {
 			p.addf("%s.url: %q must start with http:// or https://", key, t.URL)
 		}
 		if !slices.Contains(restMethods, t.Method) {
-			p.addf("%s.method: unknown HTTP method %q (want GET, POST, PUT, PATCH, DELETE or HEAD)", key, t.Method)
+			p.addf("%s.method: unknown HTTP method %q (want GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS)", key, t.Method)
 		}
 		c.checkQueue(p, key, t.Queue)
 		if t.RequiresApproval && slices.Contains(c.Tools.NoApproval, name) {

@@ -426,3 +426,25 @@ func TestDurationsThatOverflowAreRefused(t *testing.T) {
 		t.Errorf("the longest duration: %v", err)
 	}
 }
+
+// rest_tools.<name>.method takes every method the action stage sends, OPTIONS included: the
+// action stage runs an OPTIONS tool, one of HTTP's safe methods, without approval.
+func TestLoadAcceptsEveryRESTMethod(t *testing.T) {
+	for _, method := range []string{"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"} {
+		cfg, err := LoadLayers(writeLayers(t, map[string]layerFiles{"project": {yaml: "rest_tools:\n" +
+			"  probe:\n    method: " + method + "\n    url: https://api.example.com/items\n"}}))
+		if err != nil {
+			t.Errorf("method %s: LoadLayers = %v, want nil", method, err)
+			continue
+		}
+		if got := cfg.RestTools["probe"].Method; got != method {
+			t.Errorf("method %s: loaded as %q", method, got)
+		}
+	}
+	_, err := LoadLayers(writeLayers(t, map[string]layerFiles{"project": {yaml: "rest_tools:\n" +
+		"  probe:\n    method: TRACE\n    url: https://api.example.com/items\n"}}))
+	want := `rest_tools.probe.method: unknown HTTP method "TRACE" (want GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS)`
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("LoadLayers = %v, want %q", err, want)
+	}
+}

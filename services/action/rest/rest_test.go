@@ -272,6 +272,21 @@ func TestNewRejectsBadTemplates(t *testing.T) {
 	}
 }
 
+// Only HTTP's safe methods (GET, the default, HEAD and OPTIONS) leave a tool that needs no
+// approval; each method rest_tools.<name>.method takes is one of these or writes.
+func TestOnlySafeMethodsDoNotWrite(t *testing.T) {
+	for method, writes := range map[string]bool{"": false, "GET": false, "HEAD": false, "OPTIONS": false,
+		"options": false, "POST": true, "PUT": true, "PATCH": true, "DELETE": true} {
+		tool, err := rest.New(rest.Spec{Method: method, URL: "https://api.example.com/"}, http.DefaultClient)
+		if err != nil {
+			t.Fatalf("New(%q): %v", method, err)
+		}
+		if got := tool.Writes(); got != writes {
+			t.Errorf("method %q: Writes() = %v, want %v", method, got, writes)
+		}
+	}
+}
+
 func TestParametersAndDefaultSchema(t *testing.T) {
 	tool := newTool(t, rest.Spec{
 		URL:     "https://api.example.com/${parameters.city}",
