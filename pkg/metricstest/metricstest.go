@@ -1,6 +1,7 @@
 // Package metricstest reads the metrics a service serves (telemetry.ServeMetrics) the way
 // Prometheus does: it scrapes the text exposition over HTTP and parses it with the Prometheus
-// parser, for tests to look series up by name and labels.
+// parser, for tests to look series up by name and labels, and checks that the README's table
+// of metrics names each metric a package serves (CheckREADME).
 package metricstest
 
 import (

@@ -1,0 +1,17 @@
+package generation
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/metricstest"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// TestREADMENamesTheMetrics: the README's table of metrics has a row for each metric the
+// generation stage serves (its own and the GenAI client metrics), and each of its rows served
+// by the generation stage is one.
+func TestREADMENamesTheMetrics(t *testing.T) {
+	served := metricstest.Exposed(t, func(mp metric.MeterProvider) { newInstruments(mp) })
+	metricstest.CheckREADME(t, filepath.Join("..", "..", "README.md"), served, "generation:")
+}
