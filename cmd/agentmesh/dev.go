@@ -116,11 +116,15 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !m.Authenticated {
 		fmt.Fprintln(stderr, "the public API takes calls without authentication; configure auth in agentmesh.yaml to require API keys or client certificates (README, \"Security\")")
 	}
+	// A service that fails for good stops the mesh as SIGTERM does (m.Close, deferred), and
+	// dev exits with its error, as the service's binary does (server.Main).
+	ctx, failure, stopWatching := untilFailed(ctx, m.Failed())
+	defer stopWatching()
 	addr := m.Addr(mesh.Orchestrator)
 	if *message == "" {
 		fmt.Fprintf(stderr, "run an agent with: agentmesh run --addr %s \"What is 6 times 7?\" (Ctrl-C stops the mesh)\n", addr)
 		<-ctx.Done()
-		return nil
+		return failed(logger, failure())
 	}
 	client, closeConn, err := connect(addr)
 	if err != nil {
@@ -131,7 +135,11 @@ func devCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !authenticated() {
 		req.UserId = "cli"
 	}
-	return streamRun(ctx, client, addr, req, false, stdout, stderr)
+	err = streamRun(ctx, client, addr, req, false, stdout, stderr)
+	if f := failure(); f != nil {
+		return failed(logger, f)
+	}
+	return err
 }
 
 // devDataDir is where `agentmesh dev` keeps its embedded NATS data: dir, or

@@ -622,6 +622,19 @@ func (m *Mesh) NATSURL() string {
 	return m.embedded.ClientURL()
 }
 
+// Failed returns a channel that yields the error that stops a service of the mesh for good,
+// as it does the service's own binary (server.Failer): the memory stage's on PostgreSQL when a
+// unique index of its schema upgrade, built after the mesh started, cannot be built over the
+// rows stored. The mesh serves on meanwhile, that stage serving nothing: `agentmesh dev`
+// stops it and exits with the error (exitcode.Of, 3 unless it carries another code). A nil
+// channel never yields.
+func (m *Mesh) Failed() <-chan error {
+	if m.memory == nil {
+		return nil
+	}
+	return m.memory.Failed()
+}
+
 // NATS returns the mesh's NATS connection.
 func (m *Mesh) NATS() *nats.Conn { return m.nc }
 

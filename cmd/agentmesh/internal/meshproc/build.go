@@ -68,6 +68,34 @@ func Build(t testing.TB) string {
 	return built.dir
 }
 
+// CLI is the agentmesh command, built from ./cmd/agentmesh by BuildCLI.
+const CLI = "agentmesh"
+
+// cli is the outcome of the one build of the agentmesh command.
+var cli struct {
+	once sync.Once
+	err  error
+}
+
+// BuildCLI compiles the agentmesh command (CLI) into Build's directory the first time a test
+// of this test binary calls it, and returns its path; tests that run `agentmesh dev` as a
+// process of its own use it. A failed build fails t, and every later caller.
+func BuildCLI(t testing.TB) string {
+	t.Helper()
+	dir := Build(t)
+	cli.once.Do(func() {
+		root, err := moduleRoot()
+		if err == nil {
+			_, err = goCommand(root, "build", "-o", filepath.Join(dir, CLI), "./cmd/"+CLI)
+		}
+		cli.err = err
+	})
+	if cli.err != nil {
+		t.Fatal(cli.err)
+	}
+	return filepath.Join(dir, CLI)
+}
+
 // RemoveBuild deletes the directory Build compiled into, if it ran; Main calls it once the
 // tests are done.
 func RemoveBuild() error {
