@@ -17,9 +17,9 @@ import (
 
 // TestDevExitsWhenItsMemoryStageFails runs `agentmesh dev` (the process) with its memory stage
 // on a PostgreSQL database whose memories break the unique index the stage builds at start
-// (two memories of a user with one document key): the stage fails for good, and dev logs why,
-// stops the mesh and exits 3, as the memory binary does. It served on, its memory stage
-// serving nothing, for ever.
+// (two memories of a user with one document key): the stage fails for good, and dev logs why
+// (not the duplicated user id and document key: user data), stops the mesh and exits 3, as the
+// memory binary does. It served on, its memory stage serving nothing, for ever.
 func TestDevExitsWhenItsMemoryStageFails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agentmesh dev as a separate process")
@@ -72,6 +72,11 @@ func TestDevExitsWhenItsMemoryStageFails(t *testing.T) {
 		"memories_document", "one memory of a user per document chunk"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dev's log does not say %q:\n%s", want, out)
+		}
+	}
+	for _, value := range []string{storetest.DuplicatedUser, storetest.DuplicatedKey} {
+		if strings.Contains(out, value) {
+			t.Errorf("dev's log shows %q, user data of the duplicated rows:\n%s", value, out)
 		}
 	}
 }

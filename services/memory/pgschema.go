@@ -52,32 +52,6 @@ var schemaLockWait = 5 * time.Second
 // errSchemaBusy is the error of a schema upgrade that did not get the schema lock in time.
 var errSchemaBusy = errors.New("another replica is upgrading the schema (it holds the schema lock)")
 
-// IndexError is the failure of a PostgreSQL store's schema upgrade to build a unique index over
-// the rows its table holds: some break the index's rule. No wait mends it: the store, which
-// builds its indexes after it opened, is not Serving from then on and Failed yields the error,
-// for the memory stage to exit with it rather than serve without the index.
-type IndexError struct {
-	// Index, Table and Columns say which index: its name, its table and its columns.
-	Index, Table, Columns string
-	// Rule is what the index keeps.
-	Rule string
-	// Err is PostgreSQL's error, whose detail names a key that is duplicated.
-	Err error
-}
-
-// Error names the index, its rule and the key PostgreSQL found duplicated.
-func (e *IndexError) Error() string {
-	msg := fmt.Sprintf("the unique index %s on %s %s cannot be built: rows of %s break its rule, %s",
-		e.Index, e.Table, e.Columns, e.Table, e.Rule)
-	if pgErr := (*pgconn.PgError)(nil); errors.As(e.Err, &pgErr) && pgErr.Detail != "" {
-		msg += " (" + pgErr.Detail + ")"
-	}
-	return msg + "; delete the duplicates, then start the memory stage again"
-}
-
-// Unwrap returns PostgreSQL's error.
-func (e *IndexError) Unwrap() error { return e.Err }
-
 // postgresTables returns the names of the tables of the current schema, where the store's are.
 func postgresTables(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
 	return queryNames(ctx, tx, `SELECT table_name FROM information_schema.tables
@@ -252,7 +226,9 @@ func buildPostgresIndex(ctx context.Context, conn *sql.Conn, ix index) error {
 	if _, err := conn.ExecContext(ctx, ix.create(true)); err != nil {
 		if pgErr := (*pgconn.PgError)(nil); ix.unique && errors.As(err, &pgErr) &&
 			pgErr.Code == "23505" { // unique_violation
-			ierr := &IndexError{Index: ix.name, Table: ix.table, Columns: ix.on, Rule: ix.rule, Err: err}
+			ierr := &IndexError{Index: ix.name, Table: ix.table, Columns: ix.columns(),
+				Rule: ix.rule, Err: err}
+			ierr.Duplicates = countDuplicates(ctx, conn, ierr)
 			// Left, the invalid index would cost writes (and refuse some, were it ready) for
 			// nothing until the next try.
 			if derr := dropPostgresIndex(context.WithoutCancel(ctx), conn, ix.name); derr != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,14 +250,18 @@ func TestPostgresRebuildsAnInvalidIndex(t *testing.T) {
 }
 
 // A unique index that the rows stored break (two memories of alice with one document key,
-// stored before the index) cannot be built: the store is not Serving, and fails (Failed, and
-// the service's, which the memory stage exits with) with an error naming the index and its
-// rule and the key duplicated. The invalid index the build left is dropped. The schema
-// transaction failed with PostgreSQL's error alone, tried again every second for ever.
+// and two with another, stored before the index) cannot be built: the store is not Serving,
+// and fails (Failed, and the service's, which the memory stage exits with) with an error naming
+// the index, its table, columns and rule, how many keys are duplicated and the query that
+// lists them, but no value of the rows: it is logged, and a user id and a document key are
+// user data. The invalid index the build left is dropped. The schema transaction failed with
+// PostgreSQL's error alone, tried again every second for ever; then the error held
+// PostgreSQL's detail, "Key (user_id, document_key)=(alice, chunk-1) is duplicated".
 func TestPostgresUniqueIndexOverDuplicatesFails(t *testing.T) {
 	source, db := postgresWithoutIndexes(t, "memories_document")
-	for _, id := range []string{"m1", "m2"} {
-		if err := insertRow(t, t.Context(), db, id, "chunk-1"); err != nil {
+	for id, key := range map[string]string{"m1": "chunk-1", "m2": "chunk-1", "m3": "chunk-2",
+		"m4": "chunk-2", "m5": "chunk-3", "m6": ""} {
+		if err := insertRow(t, t.Context(), db, id, key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,11 +277,40 @@ func TestPostgresUniqueIndexOverDuplicatesFails(t *testing.T) {
 	if !errors.As(err, &ierr) || ierr.Index != "memories_document" {
 		t.Fatalf("the store failed with %v, want an IndexError of memories_document", err)
 	}
-	for _, want := range []string{"memories_document", "one memory of a user per document chunk",
-		"(alice, chunk-1) is duplicated"} {
+	if ierr.Duplicates != 2 {
+		t.Errorf("the error counts %d keys duplicated, want 2", ierr.Duplicates)
+	}
+	query := "SELECT user_id, document_key, COUNT(*) FROM memories WHERE user_id IS NOT NULL " +
+		"AND document_key IS NOT NULL GROUP BY user_id, document_key HAVING COUNT(*) > 1"
+	for _, want := range []string{"memories_document", "memories (user_id, document_key)",
+		"one memory of a user per document chunk", "2 keys", query} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error %q does not say %q", err, want)
 		}
+	}
+	for _, value := range []string{"alice", "chunk-"} {
+		if strings.Contains(err.Error(), value) {
+			t.Errorf("the error %q shows %q, a value of the rows", err, value)
+		}
+	}
+	// The query the error gives lists the keys duplicated.
+	rows, qerr := db.QueryContext(t.Context(), query)
+	if qerr != nil {
+		t.Fatalf("the query of the error: %v", qerr)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var user, key string
+		var n int
+		if err := rows.Scan(&user, &key, &n); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, fmt.Sprintf("%s/%s×%d", user, key, n))
+	}
+	slices.Sort(keys)
+	if want := []string{"alice/chunk-1×2", "alice/chunk-2×2"}; !slices.Equal(keys, want) {
+		t.Errorf("the query of the error lists %v, want %v", keys, want)
 	}
 	if up, _ := s.Serving(); up {
 		t.Error("the store serves without its unique index")

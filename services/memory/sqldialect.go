@@ -95,11 +95,17 @@ type index struct {
 	name, table string
 	unique      bool
 	// on is what follows the table's name: the columns, and the WHERE clause of a partial
-	// index.
+	// index; a unique index's is its columns alone (columns).
 	on string
 	// rule is what a unique index keeps, which an IndexError names when the rows stored break
 	// it.
 	rule string
+}
+
+// columns returns the columns of a unique index, whose on is their list alone, in
+// parentheses (no expression, no WHERE clause).
+func (ix index) columns() []string {
+	return strings.Split(strings.Trim(ix.on, "()"), ", ")
 }
 
 // create returns the statement that makes ix when no index of its name exists: with
