@@ -102,7 +102,7 @@ func (s *SQLStore) upgradePostgres(ctx context.Context, txTimeout time.Duration)
 			return err
 		}
 		for _, ix := range indexes {
-			if err := buildPostgresIndex(ctx, conn, ix); err != nil {
+			if err := s.buildPostgresIndex(ctx, conn, ix); err != nil {
 				return err
 			}
 		}
@@ -207,8 +207,9 @@ WHERE c.relname = $1 AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE ns
 // buildPostgresIndex builds ix on conn, outside any transaction, with CREATE INDEX
 // CONCURRENTLY unless it is valid already; an invalid one, which a build cut off left, is
 // dropped first. A unique index over rows that break its rule is an *IndexError, its invalid
-// index dropped. The caller holds the schema lock.
-func buildPostgresIndex(ctx context.Context, conn *sql.Conn, ix index) error {
+// index dropped. While the build waits for other sessions' transactions, the store warns
+// which every s.indexWaitWarning (watchIndexBuild). The caller holds the schema lock.
+func (s *SQLStore) buildPostgresIndex(ctx context.Context, conn *sql.Conn, ix index) error {
 	state, err := postgresIndexState(ctx, conn, ix.name)
 	if err != nil || state == indexValid {
 		return err
@@ -222,8 +223,15 @@ func buildPostgresIndex(ctx context.Context, conn *sql.Conn, ix index) error {
 	}
 	slog.Info("building an index of the memory store concurrently: writes go on meanwhile",
 		"index", ix.name, "table", ix.table)
+	var pid int
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return fmt.Errorf("build index %s: %w", ix.name, err)
+	}
 	start := time.Now()
-	if _, err := conn.ExecContext(ctx, ix.create(true)); err != nil {
+	stopWatching := watchIndexBuild(ctx, s.db, ix, pid, s.indexWaitWarning)
+	_, err = conn.ExecContext(ctx, ix.create(true))
+	stopWatching()
+	if err != nil {
 		if pgErr := (*pgconn.PgError)(nil); ix.unique && errors.As(err, &pgErr) &&
 			pgErr.Code == "23505" { // unique_violation
 			ierr := &IndexError{Index: ix.name, Table: ix.table, Columns: ix.columns(),

@@ -395,3 +395,60 @@ func TestPostgresOpensFreshAndEarlierDatabases(t *testing.T) {
 		waitForSearches(t, s, map[string]string{"東京": "m0", "tokyo": "m1"})
 	})
 }
+
+// A concurrent index build waits for every transaction that wrote to its table before it
+// began (and then for every older snapshot), however long they stay open: while it waits
+// longer than the interval WithIndexWaitWarning sets, the store warns, every interval, which
+// build waits and for which backends (pid, state, how long their transaction has been open;
+// not their query, which may hold user data), and it serves once they end. The replica stayed
+// NOT_SERVING for as long, without a word of why.
+func TestPostgresIndexBuildWaitIsLogged(t *testing.T) {
+	source, db := postgresWithoutIndexes(t, "memories_terms_version")
+	logs := captureLogs(t)
+	a, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Rollback() }()
+	var pid int
+	if err := a.QueryRowContext(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRow(t, t.Context(), a, "a", "secret-key-of-a"); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openPostgres(t, source, memory.WithIndexWaitWarning(100*time.Millisecond))
+	backend := fmt.Sprintf("pid %d ", pid)
+	var warning string
+	for deadline := time.Now().Add(30 * time.Second); warning == ""; time.Sleep(10 * time.Millisecond) {
+		for line := range strings.Lines(logs.String()) {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "memories_terms_version") &&
+				strings.Contains(line, backend) {
+				warning = line
+			}
+		}
+		if warning == "" && time.Now().After(deadline) {
+			t.Fatalf("no warning names the build of memories_terms_version waiting for pid %d "+
+				"within 30s:\n%s", pid, logs.String())
+		}
+	}
+	for _, want := range []string{"idle in transaction", "transaction open"} {
+		if !strings.Contains(warning, want) {
+			t.Errorf("the warning %q does not say %q", warning, want)
+		}
+	}
+	for _, query := range []string{"INSERT", "secret-key-of-a"} {
+		if strings.Contains(logs.String(), query) {
+			t.Errorf("the log shows %q, of the waited-for backend's query:\n%s", query, logs.String())
+		}
+	}
+	if up, _ := s.Serving(); up {
+		t.Error("the store serves before its index is built")
+	}
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, s)
+	wantValid(t, db)
+}

@@ -68,7 +68,9 @@ func OpenPostgres(ctx context.Context, dsn string, maxConns int,
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(PostgresConnMaxIdleTime)
-	s := &SQLStore{db: db, d: postgresDialect, reindex: newReindexer()}
+	o := newStoreOptions(opts)
+	s := &SQLStore{db: db, d: postgresDialect, reindex: newReindexer(),
+		indexWaitWarning: o.indexWaitWarning}
 	pingCtx, cancel := context.WithTimeout(ctx, PingTimeout)
 	err = db.PingContext(pingCtx)
 	cancel()
@@ -95,6 +97,6 @@ func OpenPostgres(ctx context.Context, dsn string, maxConns int,
 			"and the schema is created", "error", err)
 		s.health = newDBHealthAfter(db, s.createSchema)
 	}
-	s.startReindexing(newStoreOptions(opts).reindexInterval)
+	s.startReindexing(o.reindexInterval)
 	return s, nil
 }

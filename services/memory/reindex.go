@@ -74,7 +74,8 @@ type StoreOption func(*storeOptions)
 
 // storeOptions is what the StoreOptions of a SQL store set.
 type storeOptions struct {
-	reindexInterval time.Duration
+	reindexInterval  time.Duration
+	indexWaitWarning time.Duration // PostgreSQL's (WithIndexWaitWarning)
 }
 
 // WithReindexInterval sets how often the store re-indexes the memories an earlier release
@@ -91,6 +92,9 @@ func newStoreOptions(opts []StoreOption) storeOptions {
 		opt(&o)
 	}
 	o.reindexInterval = cmp.Or(o.reindexInterval, DefaultReindexInterval)
+	if o.indexWaitWarning <= 0 {
+		o.indexWaitWarning = DefaultIndexWaitWarning
+	}
 	return o
 }
 

@@ -34,6 +34,10 @@ type SQLStore struct {
 	// ready is set once the schema is made and its indexes built (schemaReady): the
 	// reindexer passes only from then on.
 	ready atomic.Bool
+	// indexWaitWarning is how long a concurrent index build of a PostgreSQL store waits for
+	// other sessions' transactions before the store warns which, and how often it warns again
+	// (WithIndexWaitWarning).
+	indexWaitWarning time.Duration
 }
 
 var _ Store = (*SQLStore)(nil)
