@@ -214,6 +214,9 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	if d, ok := memory.DrainTimeout(cfg); ok {
 		drains[Memory] = d
 	}
+	// A stage whose health its service tells (server.HealthSource: the memory stage's store) is
+	// reported so on gRPC, as its binary reports it (server.Main).
+	health := map[string]server.HealthSource{}
 	serve := func(name string, register func(grpc.ServiceRegistrar)) error {
 		if opts.InProcess {
 			stage, err := server.NewInProcess(server.Options{Name: name, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name),
@@ -234,7 +237,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 			return exitcode.Wrap(exitcode.Invalid, fmt.Errorf("%s service: %w", name, err))
 		}
 		srv := server.New(server.Options{Name: name, Addr: addr, TracerProvider: tp(name), MeterProvider: mp, Logger: log.With("service", name),
-			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS, DrainTimeout: drains[name]})
+			MaxMessageBytes: cfg.GRPC.MaxMessageBytes, Mesh: meshTLS, DrainTimeout: drains[name], Health: health[name]})
 		register(srv.GRPC())
 		if err := srv.Start(); err != nil {
 			err = movable(name, err)
@@ -316,6 +319,7 @@ func Start(ctx context.Context, opts Options) (_ *Mesh, err error) {
 	mem := memory.New(memOpts) // owns the store from here on
 	m.closers = append(m.closers, mem.Close)
 	m.memory, m.memoryDrain = mem, cmp.Or(drains[Memory], server.DefaultDrainTimeout)
+	health[Memory] = mem
 	if err := serve(Memory, mem.Register); err != nil {
 		return nil, err
 	}
