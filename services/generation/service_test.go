@@ -28,6 +28,7 @@ func TestInvalidInput(t *testing.T) {
 		{"unknown provider", request("nope", "m", user("x")), `unknown provider "nope" in target.provider; configured providers: openai, rules`},
 		{"no model", request("rules", "", user("x")), "target.model must not be empty"},
 		{"message without role", request("rules", "m", user("x"), &typev1.Message{Content: "?"}), "messages[1] has no role"},
+		{"message of a role the proto does not name", request("rules", "m", user("x"), &typev1.Message{Role: 99, Content: "?"}), "messages[1].role 99 is not one of its values"},
 		{"tool without name", withTools, "tools[1] has no name"},
 		{"tool choice neither a mode nor an offered tool", badChoice, `tool_choice "requried" must be auto, required, none or the name of an offered tool (search)`},
 		{"provider name over 256 bytes", request(strings.Repeat("p", 257), "m", user("x")), "target.provider: at most 256 bytes, got 257"},

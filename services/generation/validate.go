@@ -28,8 +28,13 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 		return nil, err
 	}
 	for i, m := range req.GetMessages() {
-		if m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
+		switch _, known := typev1.Role_name[int32(m.GetRole())]; {
+		case m.GetRole() == typev1.Role_ROLE_UNSPECIFIED:
 			return nil, invalid("messages[%d] has no role (ROLE_UNSPECIFIED)", i)
+		case !known:
+			// The OpenAI adapter sent it on with an empty role, which the provider
+			// refuses, and the Anthropic one took it for the user's.
+			return nil, invalid("messages[%d].role %d is not one of its values", i, m.GetRole())
 		}
 	}
 	if err := checkSampling(req.GetSampling()); err != nil {
