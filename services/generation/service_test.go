@@ -16,6 +16,8 @@ func TestInvalidInput(t *testing.T) {
 	client := serveProviders(t, map[string]generation.Provider{"rules": generation.NewRules(), "openai": generation.NewRules()})
 	withTools := request("rules", "m", user("x"))
 	withTools.Tools = []*typev1.Tool{{Name: "ok"}, {Description: "nameless"}}
+	twice := request("rules", "m", user("x"))
+	twice.Tools = []*typev1.Tool{{Name: "search"}, {Name: "fetch"}, {Name: "search"}}
 	badChoice := request("rules", "m", user("x"))
 	badChoice.Tools, badChoice.ToolChoice = []*typev1.Tool{{Name: "search"}}, "requried"
 	for _, tc := range []struct {
@@ -30,6 +32,9 @@ func TestInvalidInput(t *testing.T) {
 		{"message without role", request("rules", "m", user("x"), &typev1.Message{Content: "?"}), "messages[1] has no role"},
 		{"message of a role the proto does not name", request("rules", "m", user("x"), &typev1.Message{Role: 99, Content: "?"}), "messages[1].role 99 is not one of its values"},
 		{"tool without name", withTools, "tools[1] has no name"},
+		// Providers refuse two tools of one name (Anthropic: "Tool names must be unique"),
+		// target after target, and a tool_choice naming it would be ambiguous.
+		{"two tools of one name", twice, `tools[2].name "search" repeats tools[0]'s`},
 		{"tool choice neither a mode nor an offered tool", badChoice, `tool_choice "requried" must be auto, required, none or the name of an offered tool (search)`},
 		{"provider name over 256 bytes", request(strings.Repeat("p", 257), "m", user("x")), "target.provider: at most 256 bytes, got 257"},
 		{"model name over 256 bytes", request("rules", strings.Repeat("m", 257), user("x")), "target.model: at most 256 bytes, got 257"},

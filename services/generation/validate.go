@@ -41,10 +41,17 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 		return nil, err
 	}
 	names := make([]string, 0, len(req.GetTools()))
+	first := make(map[string]int, len(req.GetTools())) // the index of each name's first tool
 	for i, t := range req.GetTools() {
 		if t.GetName() == "" {
 			return nil, invalid("tools[%d] has no name", i)
 		}
+		// Providers refuse two tools of one name (HTTP 400), target after target, and a
+		// tool_choice or a call naming it could mean either.
+		if j, dup := first[t.GetName()]; dup {
+			return nil, invalid("tools[%d].name %q repeats tools[%d]'s", i, t.GetName(), j)
+		}
+		first[t.GetName()] = i
 		names = append(names, t.GetName())
 	}
 	switch choice := req.GetToolChoice(); choice {
