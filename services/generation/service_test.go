@@ -18,6 +18,8 @@ func TestInvalidInput(t *testing.T) {
 	withTools.Tools = []*typev1.Tool{{Name: "ok"}, {Description: "nameless"}}
 	twice := request("rules", "m", user("x"))
 	twice.Tools = []*typev1.Tool{{Name: "search"}, {Name: "fetch"}, {Name: "search"}}
+	badFormat := request("rules", "m", user("x"))
+	badFormat.OutputFormat = 99
 	badChoice := request("rules", "m", user("x"))
 	badChoice.Tools, badChoice.ToolChoice = []*typev1.Tool{{Name: "search"}}, "requried"
 	for _, tc := range []struct {
@@ -32,6 +34,7 @@ func TestInvalidInput(t *testing.T) {
 		{"message without role", request("rules", "m", user("x"), &typev1.Message{Content: "?"}), "messages[1] has no role"},
 		{"message of a role the proto does not name", request("rules", "m", user("x"), &typev1.Message{Role: 99, Content: "?"}), "messages[1].role 99 is not one of its values"},
 		{"tool without name", withTools, "tools[1] has no name"},
+		{"output format the proto does not name", badFormat, "output_format 99 is not one of its values"},
 		// Providers refuse two tools of one name (Anthropic: "Tool names must be unique"),
 		// target after target, and a tool_choice naming it would be ambiguous.
 		{"two tools of one name", twice, `tools[2].name "search" repeats tools[0]'s`},

@@ -37,6 +37,9 @@ func (s *Service) validate(req *generationv1.GenerateRequest) (Provider, error) 
 			return nil, invalid("messages[%d].role %d is not one of its values", i, m.GetRole())
 		}
 	}
+	if _, known := typev1.OutputFormat_name[int32(req.GetOutputFormat())]; !known {
+		return nil, invalid("output_format %d is not one of its values", req.GetOutputFormat())
+	}
 	if err := checkSampling(req.GetSampling()); err != nil {
 		return nil, err
 	}

@@ -130,7 +130,9 @@ type GenerateRequest struct {
 	// "auto", "required", "none" or the name of an offered tool; empty for the provider's
 	// default. Anything else is INVALID_INPUT. Without tools it is not sent.
 	ToolChoice string `protobuf:"bytes,8,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
-	// The output format the final answer must have.
+	// The output format the final answer must have. The stage asks no provider for a format of
+	// its own: the caller checks the answer (the orchestrator does, in its final report). A value
+	// the enum does not name is INVALID_INPUT.
 	OutputFormat  v1.OutputFormat `protobuf:"varint,9,opt,name=output_format,json=outputFormat,proto3,enum=agentmesh.type.v1.OutputFormat" json:"output_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
