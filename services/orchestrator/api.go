@@ -273,6 +273,9 @@ func validateInput(userID, conversationID, message, historyField string, history
 			return stageerr.Invalid("%s[%d].role must be system, user, assistant or tool, got %d", historyField, i, m.GetRole())
 		}
 	}
+	if err := checkHistoryShape(historyField, history); err != nil {
+		return err
+	}
 	if err := checkHistoryCalls(historyField, history); err != nil {
 		return err
 	}
