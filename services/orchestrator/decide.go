@@ -51,6 +51,9 @@ func (s *Service) Decide(ctx context.Context, req *agentv1.DecideRequest) (*type
 	if err := validateInput(req.GetUserId(), req.GetConversationId(), req.GetMessage(), "message_history", req.GetMessageHistory(), req.GetSurface()); err != nil {
 		return nil, err
 	}
+	if err := checkPendingConfirmation(req.GetPendingConfirmation()); err != nil {
+		return nil, err
+	}
 	userID, err := s.callerID(ctx, req.GetUserId())
 	if err != nil {
 		return nil, err

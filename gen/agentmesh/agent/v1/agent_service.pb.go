@@ -543,7 +543,10 @@ type DecideRequest struct {
 	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Earlier messages, oldest first; at most 1,000 messages and 2 MiB encoded in all.
 	MessageHistory []*v1.Message `protobuf:"bytes,4,rep,name=message_history,json=messageHistory,proto3" json:"message_history,omitempty"`
-	// The action the user is confirming, if any.
+	// The action the user is confirming, if any: a decision's pending action
+	// (AgentDecision.pending_action, DECISION_TYPE_REQUEST_CONFIRMATION). It names no run (a
+	// run's pending action is answered with ResolveApproval), and each of its calls has an id of
+	// at most 512 bytes that no other of its calls has; another is INVALID_ARGUMENT.
 	PendingConfirmation *v1.PendingAction `protobuf:"bytes,5,opt,name=pending_confirmation,json=pendingConfirmation,proto3" json:"pending_confirmation,omitempty"`
 	// Where the request comes from.
 	Surface       v1.Surface `protobuf:"varint,6,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
