@@ -45,7 +45,7 @@ func (s *Service) StoreDocument(ctx context.Context, req *memoryv1.StoreDocument
 			return nil, stageerr.Invalid("metadata[%q]: must be a string", MetaFolder)
 		}
 	}
-	if err := checkFinite("metadata", structpb.NewStructValue(meta)); err != nil {
+	if err := checkJSON("metadata", structpb.NewStructValue(meta)); err != nil {
 		return nil, err
 	}
 	doc := Document{UserID: user, Name: documentNameOf(req.GetCollection(), "", meta),
@@ -113,7 +113,7 @@ func (s *Service) documentChunk(user, collection string, meta *structpb.Struct, 
 		return nil, stageerr.Invalid("%s: at most %d bytes encoded with the document's metadata, got %d",
 			field, MaxMetadataBytes, n)
 	}
-	if err := checkFinite(field, structpb.NewStructValue(c.GetMetadata())); err != nil {
+	if err := checkJSON(field, structpb.NewStructValue(c.GetMetadata())); err != nil {
 		return nil, err
 	}
 	return s.newMemory(user, collection, "", content, merged)

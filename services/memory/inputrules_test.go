@@ -65,3 +65,32 @@ func TestMetadataNotANumber(t *testing.T) {
 		t.Errorf("finite metadata: %v, %v; want it stored", resp, err)
 	}
 }
+
+// TestMetadataValueOfNoKind: a metadata value that is none of JSON's (a google.protobuf.Value
+// with no kind set), at any depth, is refused naming its key, as a number JSON cannot hold is:
+// the memory was stored, and every JSON reader of it (protojson, the CLI's --json) then failed.
+func TestMetadataValueOfNoKind(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	table := []struct {
+		name string
+		meta map[string]*structpb.Value
+		want string
+	}{
+		{"at the top", map[string]*structpb.Value{"page": structpb.NewNumberValue(3), "source": {}},
+			`metadata["source"]: must be null, a number, a string, a bool, an object or a list; it is none`},
+		{"nested", map[string]*structpb.Value{"source": structpb.NewStructValue(&structpb.Struct{
+			Fields: map[string]*structpb.Value{"offset": {}}})},
+			`metadata["source"]["offset"]: must be null, a number, a string, a bool, an object or a list; it is none`},
+		{"in a list", map[string]*structpb.Value{"pages": structpb.NewListValue(&structpb.ListValue{
+			Values: []*structpb.Value{structpb.NewNullValue(), {}}})},
+			`metadata["pages"][1]: must be null, a number, a string, a bool, an object or a list; it is none`},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Store(t.Context(), &memoryv1.StoreRequest{UserId: "u", Content: user("a note"),
+				Metadata: &structpb.Struct{Fields: tc.meta}})
+			grpctest.WantStageError(t, err, codes.InvalidArgument,
+				typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.want)
+		})
+	}
+}

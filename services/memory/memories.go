@@ -44,7 +44,7 @@ func (s *Service) Store(ctx context.Context, req *memoryv1.StoreRequest) (*memor
 	if n := proto.Size(req.GetMetadata()); n > MaxMetadataBytes {
 		return nil, stageerr.Invalid("metadata: at most %d bytes encoded, got %d", MaxMetadataBytes, n)
 	}
-	if err := checkFinite("metadata", structpb.NewStructValue(req.GetMetadata())); err != nil {
+	if err := checkJSON("metadata", structpb.NewStructValue(req.GetMetadata())); err != nil {
 		return nil, err
 	}
 	m, err := s.newMemory(user, req.GetCollection(), req.GetConversationId(), content,
@@ -269,25 +269,28 @@ func checkNoNUL(field, value string) error {
 	return nil
 }
 
-// checkFinite refuses a number of v (field names it) that JSON cannot hold, NaN or ±Inf, at any
-// depth, naming its key: google.protobuf.Value's JSON form (protojson, every JSON reader of
-// the memory) fails on it, although the stores, which keep a memory's protobuf encoding, would
-// take it.
-func checkFinite(field string, v *structpb.Value) error {
+// checkJSON refuses a value of v (field names it) that JSON cannot hold, at any depth, naming
+// its key: a number that is NaN or ±Inf, and a value of no kind (a google.protobuf.Value none
+// of whose oneof is set). google.protobuf.Value's JSON form (protojson, every JSON reader of
+// the memory) fails on either, although the stores, which keep a memory's protobuf encoding,
+// would take it.
+func checkJSON(field string, v *structpb.Value) error {
 	switch k := v.GetKind().(type) {
+	case nil:
+		return stageerr.Invalid("%s: must be null, a number, a string, a bool, an object or a list; it is none", field)
 	case *structpb.Value_NumberValue:
 		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
 			return stageerr.Invalid("%s: must be a finite number, got %v", field, k.NumberValue)
 		}
 	case *structpb.Value_StructValue:
 		for _, key := range slices.Sorted(maps.Keys(k.StructValue.GetFields())) {
-			if err := checkFinite(fmt.Sprintf("%s[%q]", field, key), k.StructValue.GetFields()[key]); err != nil {
+			if err := checkJSON(fmt.Sprintf("%s[%q]", field, key), k.StructValue.GetFields()[key]); err != nil {
 				return err
 			}
 		}
 	case *structpb.Value_ListValue:
 		for i, item := range k.ListValue.GetValues() {
-			if err := checkFinite(fmt.Sprintf("%s[%d]", field, i), item); err != nil {
+			if err := checkJSON(fmt.Sprintf("%s[%d]", field, i), item); err != nil {
 				return err
 			}
 		}
