@@ -452,29 +452,8 @@ func (s *Service) ListTools(ctx context.Context, _ *agentv1.ListToolsRequest) (*
 // any run: it is stored, and the run's owner (or whichever replica resumes the run) applies it.
 // A decision past the pause's expires_at is NOT_FOUND: the run takes none after it.
 func (s *Service) ResolveApproval(ctx context.Context, req *agentv1.ResolveApprovalRequest) (*agentv1.ResolveApprovalResponse, error) {
-	if err := checkRunID(req.GetRunId()); err != nil {
+	if err := validateResolveApproval(req); err != nil {
 		return nil, err
-	}
-	switch {
-	case req.GetCallId() == "":
-		return nil, stageerr.Invalid("call_id must not be empty")
-	case len(req.GetCallId()) > MaxCallIDBytes:
-		return nil, stageerr.Invalid("call_id: at most %d bytes, got %d",
-			MaxCallIDBytes, len(req.GetCallId()))
-	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED,
-		agentv1.ApprovalDecision_name[int32(req.GetDecision())] == "":
-		return nil, stageerr.Invalid("decision must be approve, reject or modify, got %d", req.GetDecision())
-	case req.GetDecision() == agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY && req.GetModifiedArguments() == nil:
-		return nil, stageerr.Invalid("decision modify needs modified_arguments")
-	case req.GetModifiedArguments() != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_MODIFY:
-		return nil, stageerr.Invalid("modified_arguments is only for decision modify, got %s", req.GetDecision())
-	case req.EndRun != nil && req.GetDecision() != agentv1.ApprovalDecision_APPROVAL_DECISION_REJECT:
-		return nil, stageerr.Invalid("end_run is only for decision reject, got %s", req.GetDecision())
-	case len(req.GetFeedback()) > MaxFeedbackBytes:
-		return nil, stageerr.Invalid("feedback: at most %d bytes, got %d", MaxFeedbackBytes, len(req.GetFeedback()))
-	}
-	if n := proto.Size(req.GetModifiedArguments()); n > MaxModifiedArgumentsBytes {
-		return nil, stageerr.Invalid("modified_arguments: at most %d bytes encoded, got %d", MaxModifiedArgumentsBytes, n)
 	}
 	if err := s.authorizeRun(ctx, auth.ActionApprove, req.GetRunId()); err != nil {
 		return nil, err
