@@ -219,6 +219,9 @@ func validateRunRequest(req *agentv1.RunRequest) error {
 	if n := len(req.GetIdempotencyKey()); n > MaxIdempotencyKeyBytes {
 		return stageerr.Invalid("idempotency_key: at most %d bytes, got %d", MaxIdempotencyKeyBytes, n)
 	}
+	if err := auth.CheckControl("idempotency_key", req.GetIdempotencyKey()); err != nil {
+		return err
+	}
 	if id := req.GetRunId(); id != "" {
 		if err := checkRunID(id); err != nil {
 			return err
@@ -254,6 +257,11 @@ func validateInput(userID, conversationID, message, historyField string, history
 	}
 	if n := len(conversationID); n > MaxConversationIDBytes {
 		return stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxConversationIDBytes, n)
+	}
+	// An id, as the user's: shown in logs, errors and the run's events, where a terminal obeys
+	// a control character.
+	if err := auth.CheckControl("conversation_id", conversationID); err != nil {
+		return err
 	}
 	if n := len(message); n > MaxMessageBytes {
 		return stageerr.Invalid("message: at most %d bytes, got %d", MaxMessageBytes, n)

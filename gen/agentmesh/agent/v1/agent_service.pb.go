@@ -31,7 +31,8 @@ type RunRequest struct {
 	// The user the run acts for; taken from the authenticated principal when auth is on. At most
 	// 256 bytes, no control character (U+0000 to U+001F, U+007F).
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// The conversation the run belongs to; at most 256 bytes.
+	// The conversation the run belongs to; at most 256 bytes, no control character (U+0000 to
+	// U+001F, U+007F, U+0080 to U+009F).
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
@@ -46,7 +47,7 @@ type RunRequest struct {
 	OutputSchema *structpb.Struct `protobuf:"bytes,7,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	// A retried request with the same key returns the first run's result; another request (one
 	// that differs in a field but user_id) with a key in use is INVALID_ARGUMENT. At most 256
-	// bytes.
+	// bytes, no control character.
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Where the request comes from; feeds the tool_policy resolver.
 	Surface v1.Surface `protobuf:"varint,9,opt,name=surface,proto3,enum=agentmesh.type.v1.Surface" json:"surface,omitempty"`
@@ -539,7 +540,7 @@ type DecideRequest struct {
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The user's message; at most 64 KiB.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// The conversation; at most 256 bytes.
+	// The conversation; at most 256 bytes, no control character.
 	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Earlier messages, oldest first; at most 1,000 messages and 2 MiB encoded in all.
 	MessageHistory []*v1.Message `protobuf:"bytes,4,rep,name=message_history,json=messageHistory,proto3" json:"message_history,omitempty"`
