@@ -94,3 +94,35 @@ func TestMetadataValueOfNoKind(t *testing.T) {
 		})
 	}
 }
+
+// TestMetadataEmptyKey: a metadata key names what its value is (source, title, run_id); an
+// empty one, at any depth, names nothing and is refused naming where it is, on Store and on
+// StoreDocument (the document's metadata and a chunk's). It was stored without a word.
+func TestMetadataEmptyKey(t *testing.T) {
+	c := newClient(t, memory.Options{})
+	num := structpb.NewNumberValue
+	const want = `: a key must not be empty`
+	table := []struct {
+		name string
+		meta map[string]*structpb.Value
+		want string
+	}{
+		{"at the top", map[string]*structpb.Value{"page": num(3), "": num(1)}, `metadata[""]` + want},
+		{"nested", map[string]*structpb.Value{"source": structpb.NewStructValue(&structpb.Struct{
+			Fields: map[string]*structpb.Value{"": num(1)}})}, `metadata["source"][""]` + want},
+	}
+	for _, tc := range table {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Store(t.Context(), &memoryv1.StoreRequest{UserId: "u", Content: user("a note"),
+				Metadata: &structpb.Struct{Fields: tc.meta}})
+			grpctest.WantStageError(t, err, codes.InvalidArgument,
+				typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, tc.want)
+		})
+	}
+	source := map[string]*structpb.Value{"source": structpb.NewStringValue("a.md")}
+	_, err := c.StoreDocument(t.Context(), &memoryv1.StoreDocumentRequest{UserId: "u", Collection: "docs",
+		Metadata: &structpb.Struct{Fields: source},
+		Chunks:   []*memoryv1.DocumentChunk{{Content: "a chunk", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"": num(0)}}}}})
+	grpctest.WantStageError(t, err, codes.InvalidArgument,
+		typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `[""]`+want)
+}

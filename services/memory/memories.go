@@ -273,7 +273,7 @@ func checkNoNUL(field, value string) error {
 // its key: a number that is NaN or ±Inf, and a value of no kind (a google.protobuf.Value none
 // of whose oneof is set). google.protobuf.Value's JSON form (protojson, every JSON reader of
 // the memory) fails on either, although the stores, which keep a memory's protobuf encoding,
-// would take it.
+// would take it. It refuses an empty key too, which names nothing.
 func checkJSON(field string, v *structpb.Value) error {
 	switch k := v.GetKind().(type) {
 	case nil:
@@ -284,6 +284,9 @@ func checkJSON(field string, v *structpb.Value) error {
 		}
 	case *structpb.Value_StructValue:
 		for _, key := range slices.Sorted(maps.Keys(k.StructValue.GetFields())) {
+			if key == "" {
+				return stageerr.Invalid("%s[\"\"]: a key must not be empty", field)
+			}
 			if err := checkJSON(fmt.Sprintf("%s[%q]", field, key), k.StructValue.GetFields()[key]); err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ type StoreRequest struct {
 	// Collection ("" for personal memory); at most 256 bytes.
 	Collection string `protobuf:"bytes,4,opt,name=collection,proto3" json:"collection,omitempty"`
 	// Free-form metadata; at most 16 KiB encoded, its numbers finite (no NaN or infinity, which
-	// JSON cannot hold).
+	// JSON cannot hold), each value set, no key empty, at any depth.
 	Metadata      *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -185,7 +185,7 @@ type StoreDocumentRequest struct {
 	// The metadata of every chunk: a non-empty "source" string (the file's path in its folder)
 	// and, optionally, a "folder" string name the document; the document's title, say, may be
 	// beside them. Merged with a chunk's own metadata, at most 16 KiB encoded, its numbers
-	// finite.
+	// finite, each value set, no key empty.
 	Metadata *structpb.Struct `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// The chunks, in order; none deletes the document's chunks. Two chunks of the same content
 	// and metadata are refused.
