@@ -98,6 +98,10 @@ func (s *Service) Parse(ctx context.Context, req *intentv1.ParseRequest) (*inten
 	if n := len(req.GetConversationId()); n > MaxConversationIDBytes {
 		return nil, stageerr.Invalid("conversation_id: at most %d bytes, got %d", MaxConversationIDBytes, n)
 	}
+	// The stage logs it, as the public API's rule for a conversation says (auth.CheckControl).
+	if err := auth.CheckControl("conversation_id", req.GetConversationId()); err != nil {
+		return nil, err
+	}
 	if n := len(req.GetUserId()); n > auth.MaxIDBytes { // unread, but bounded as every stage's
 		return nil, stageerr.Invalid("user_id: at most %d bytes, got %d", auth.MaxIDBytes, n)
 	}

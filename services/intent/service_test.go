@@ -260,6 +260,9 @@ func TestParseFailures(t *testing.T) {
 		{"run id with a space", &intentv1.ParseRequest{Message: "hi", RunId: "run 1"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `run_id: run id "run 1" contains ' ' at byte 3`},
 		// The public API's limit for a conversation (Run, Decide): the intent stage logs it.
 		{"conversation id over 256 bytes", &intentv1.ParseRequest{Message: "hi", ConversationId: strings.Repeat("c", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "conversation_id: at most 256 bytes, got 257"},
+		// The public API's rule for a conversation: no control character (auth.CheckControl).
+		{"conversation id with NUL", &intentv1.ParseRequest{Message: "hi", ConversationId: "c\x00"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `conversation_id: must not contain a control character; got '\x00' at byte 1`},
+		{"conversation id with CSI", &intentv1.ParseRequest{Message: "hi", ConversationId: "c\u009b31m"}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, `conversation_id: must not contain a control character; got '\u009b' at byte 1`},
 		// The public API's limit for a user (auth.MaxIDBytes), as every other stage's.
 		{"user id over 256 bytes", &intentv1.ParseRequest{Message: "hi", UserId: strings.Repeat("u", 257)}, codes.InvalidArgument, typev1.StageErrorCode_STAGE_ERROR_CODE_INVALID_INPUT, "user_id: at most 256 bytes, got 257"},
 		// The limit of a tool name in a request to a stage (toolname.MaxRequestBytes).

@@ -27,7 +27,8 @@ type ParseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The user's message.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// The conversation; at most 256 bytes.
+	// The conversation; at most 256 bytes, no control character (U+0000 to U+001F, U+007F,
+	// U+0080 to U+009F).
 	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Files attached to the message, which the stage does not read: at most 100, each name and
 	// mime_type at most 255 bytes (mime_type a media type), each uri at most 8,000 bytes and
