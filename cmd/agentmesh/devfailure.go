@@ -11,6 +11,7 @@ import (
 // meshFailure is the cause of the context untilFailed returns once a service failed.
 type meshFailure struct{ err error }
 
+// Error returns the failure's message.
 func (f *meshFailure) Error() string { return f.err.Error() }
 
 // untilFailed returns a context that ends with ctx or once failed (mesh.Mesh.Failed) yields
