@@ -40,15 +40,15 @@ func (s *intent) Parse(ctx context.Context, _ *intentv1.ParseRequest) (*intentv1
 	return &intentv1.ParseResponse{Goal: s.name}, nil
 }
 
-// serve starts a gRPC server with srv and the health service on a loopback port until the test
-// ends, and returns its address and health server.
-func serve(t *testing.T, srv *intent) (string, *health.Server) {
+// serve starts a gRPC server of opts with srv and the health service on a loopback port until
+// the test ends, and returns its address and health server.
+func serve(t *testing.T, srv *intent, opts ...grpc.ServerOption) (string, *health.Server) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	intentv1.RegisterIntentServiceServer(g, srv)

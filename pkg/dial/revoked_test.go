@@ -2,7 +2,6 @@ package dial_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,24 +110,7 @@ func serialOf(t *testing.T, pair certs.Pair) string {
 // until the test ends, and returns its address and health server.
 func serveMesh(t *testing.T, m *auth.MeshTLS, srv *intent) (string, *health.Server) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(m.ServerConfig())))
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(g, hs)
-	intentv1.RegisterIntentServiceServer(g, srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = g.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		g.Stop()
-		<-done
-	})
-	return lis.Addr().String(), hs
+	return serve(t, srv, grpc.Creds(credentials.NewTLS(m.ServerConfig())))
 }
 
 // TestARevokedServerIsLeftOnAnOpenConnection: once the CRLs a client follows (tls.crl), read
