@@ -36,9 +36,9 @@ FROM pg_stat_activity a
 WHERE a.pid = ANY(pg_blocking_pids($1))
 ORDER BY a.xact_start NULLS LAST, a.pid`
 
-// watchIndexBuild follows the concurrent build of ix by the backend pid, asking db every
-// every: while the build waits for other backends, it warns which, once each time. stop ends
-// the watch and waits for it to return.
+// watchIndexBuild follows the concurrent build of ix by the backend pid, asking db once per
+// interval (every) whether the build waits for other backends, and warning which each time it
+// does. stop ends the watch and waits for it to return.
 func watchIndexBuild(ctx context.Context, db *sql.DB, ix index, pid int,
 	every time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
