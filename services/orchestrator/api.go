@@ -276,11 +276,6 @@ func validateInput(userID, conversationID, message, historyField string, history
 	if size > MaxHistoryBytes {
 		return stageerr.Invalid("%s: at most %d bytes in all, got %d", historyField, MaxHistoryBytes, size)
 	}
-	for i, m := range history {
-		if _, known := typev1.Role_name[int32(m.GetRole())]; !known || m.GetRole() == typev1.Role_ROLE_UNSPECIFIED {
-			return stageerr.Invalid("%s[%d].role must be system, user, assistant or tool, got %d", historyField, i, m.GetRole())
-		}
-	}
 	if err := checkHistoryShape(historyField, history); err != nil {
 		return err
 	}

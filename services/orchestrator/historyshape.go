@@ -5,17 +5,19 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/stageerr"
 )
 
-// checkHistoryShape refuses a history (field names it) whose message sets a field its role
-// does not take, tool_calls or reasoning_state of a message not the assistant's and
-// tool_call_id of one not a tool result, whose tool call names no tool, or whose call id or
-// tool_call_id is over MaxCallIDBytes. The stages would drop the fields of another role without
-// a word, a provider refuses a call without a name (HTTP 400) once the run has begun, and no
-// call the action stage runs has a longer id. It runs before checkHistoryCalls, whose errors
-// quote the ids.
+// checkHistoryShape refuses a history (field names it) whose message has a role the proto
+// does not name, sets a field its role does not take (tool_calls or reasoning_state of a
+// message not the assistant's, tool_call_id of one not a tool result), has a tool call that
+// names no tool, or a call id or tool_call_id over MaxCallIDBytes. The stages would drop the
+// fields of another role without a word, a provider refuses a call without a name (HTTP 400)
+// once the run has begun, and no call the action stage runs has a longer id. It runs before
+// checkHistoryCalls, whose errors quote the ids.
 func checkHistoryShape(field string, history []*typev1.Message) error {
 	for i, m := range history {
 		role := m.GetRole()
-		switch {
+		switch _, known := typev1.Role_name[int32(role)]; {
+		case !known || role == typev1.Role_ROLE_UNSPECIFIED:
+			return stageerr.Invalid("%s[%d].role must be system, user, assistant or tool, got %d", field, i, role)
 		case len(m.GetToolCalls()) > 0 && role != typev1.Role_ROLE_ASSISTANT:
 			return stageerr.Invalid("%s[%d].tool_calls: only an assistant message has tool calls, this one is %s", field, i, role)
 		case len(m.GetReasoningState()) > 0 && role != typev1.Role_ROLE_ASSISTANT:
