@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/agentmesh/agentmesh/pkg/auth"
 )
@@ -55,6 +56,30 @@ func create(path string, data []byte, perm os.FileMode) error {
 	}
 	_, err = f.Write(data)
 	return errors.Join(err, f.Close())
+}
+
+// WriteCRL writes to path a CRL of the CA (RevocationList) that says c and lists, besides
+// c.Revoked, the certificates of the PEM files certFiles (SerialOf). It writes a file beside
+// path and renames it, as a secret update does, so that a service following path reads the CRL
+// before or the CRL after, never part of one.
+func (ca *CA) WriteCRL(path string, c CRL, certFiles ...string) error {
+	c.Revoked = slices.Clone(c.Revoked)
+	for _, file := range certFiles {
+		s, err := SerialOf(file)
+		if err != nil {
+			return err
+		}
+		c.Revoked = append(c.Revoked, s)
+	}
+	data, err := ca.RevocationList(c)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // SerialOf returns the serial number of the first certificate of the PEM file.

@@ -2,7 +2,6 @@ package dial_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,22 +75,11 @@ func (p *revocablePKI) mesh(t *testing.T, pair certs.Pair) *auth.MeshTLS {
 func (p *revocablePKI) revoke(t *testing.T, pairs ...certs.Pair) {
 	t.Helper()
 	p.n++
-	c := certs.CRL{Number: p.n}
-	for _, pair := range pairs {
-		s, err := certs.SerialOf(pair.Cert)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Revoked = append(c.Revoked, s)
+	files := make([]string, len(pairs))
+	for i, pair := range pairs {
+		files[i] = pair.Cert
 	}
-	data, err := p.ca.RevocationList(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.crl+".tmp", data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(p.crl+".tmp", p.crl); err != nil {
+	if err := p.ca.WriteCRL(p.crl, certs.CRL{Number: p.n}, files...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -258,22 +257,11 @@ func TestStageEndsTheCallsOfARevokedCertificate(t *testing.T) {
 	crlFile := filepath.Join(meshCA.dir, "mesh.crl")
 	writeCRL := func(number int64, pairs ...certs.Pair) {
 		t.Helper()
-		c := certs.CRL{Number: number}
-		for _, p := range pairs {
-			serial, err := certs.SerialOf(p.Cert)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Revoked = append(c.Revoked, serial)
+		files := make([]string, len(pairs))
+		for i, p := range pairs {
+			files[i] = p.Cert
 		}
-		data, err := meshCA.ca.RevocationList(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(crlFile+".tmp", data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(crlFile+".tmp", crlFile); err != nil {
+		if err := meshCA.ca.WriteCRL(crlFile, certs.CRL{Number: number}, files...); err != nil {
 			t.Fatal(err)
 		}
 	}

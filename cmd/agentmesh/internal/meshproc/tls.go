@@ -3,7 +3,6 @@ package meshproc
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -62,23 +61,11 @@ func (p *PKI) CRLFile() string { return filepath.Join(p.dir, "ca.crl") }
 func (p *PKI) Revoke(t testing.TB, names ...string) {
 	t.Helper()
 	p.crlNumber++
-	c := certs.CRL{Number: p.crlNumber}
-	for _, name := range names {
-		serial, err := certs.SerialOf(p.Service(name).Cert)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Revoked = append(c.Revoked, serial)
+	files := make([]string, len(names))
+	for i, name := range names {
+		files[i] = p.Service(name).Cert
 	}
-	data, err := p.ca.RevocationList(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := p.CRLFile() + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p.CRLFile()); err != nil {
+	if err := p.ca.WriteCRL(p.CRLFile(), certs.CRL{Number: p.crlNumber}, files...); err != nil {
 		t.Fatal(err)
 	}
 }
